@@ -1,0 +1,151 @@
+//! Run-time choice of the library that executes the tile kernels.
+
+use std::{fmt, str::FromStr};
+
+use faer::{MatMut, MatRef, Par};
+
+use crate::{KernelError, Op, faer_impl};
+
+/// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
+/// into this build reports [`KernelError::BackendUnavailable`] instead of running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// faer, pure Rust, always available (the default).
+    #[default]
+    Faer,
+    /// OpenBLAS (cargo feature `openblas`, system library `libopenblas`).
+    OpenBlas,
+}
+
+impl Backend {
+    /// Every backend hetla knows, compiled in or not.
+    pub const ALL: [Backend; 2] = [Backend::Faer, Backend::OpenBlas];
+
+    /// The backend's name, which is also the value `--backend` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Faer => "faer",
+            Backend::OpenBlas => "openblas",
+        }
+    }
+
+    /// Whether this build can run the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Faer => true,
+            Backend::OpenBlas => cfg!(feature = "openblas"),
+        }
+    }
+
+    /// The backends this build can run.
+    pub fn available() -> Vec<Backend> {
+        Self::ALL.into_iter().filter(|b| b.is_available()).collect()
+    }
+
+    /// `Ok(self)` when compiled in, else the error that says how to enable it.
+    pub fn ensure_available(self) -> Result<Self, KernelError> {
+        if self.is_available() {
+            Ok(self)
+        } else {
+            Err(KernelError::BackendUnavailable { name: self.name() })
+        }
+    }
+
+    /// Runs `op` on its operands: `reads` (in the order [`Op`] documents) and the tile it
+    /// overwrites. Checks counts and shapes first, so a mistake is an error, not a panic.
+    pub fn run(
+        self,
+        op: Op,
+        reads: &[MatRef<'_, f64>],
+        write: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let mut shapes: Vec<_> = reads.iter().map(|m| (m.nrows(), m.ncols())).collect();
+        shapes.push((write.nrows(), write.ncols()));
+        op.check_shapes(&shapes)
+            .map_err(|reason| KernelError::Operands { op, reason })?;
+        self.ensure_available()?;
+        match op {
+            Op::Potrf => self.potrf(write, par),
+            Op::Trsm => self.trsm(reads[0], write, par),
+            Op::Syrk => self.syrk(reads[0], write, par),
+            Op::Gemm => self.gemm_sub(reads[0], reads[1].transpose(), write, par),
+            Op::SolveLower => self.solve_lower(reads[0], false, write, par),
+            Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
+            Op::Update => self.gemm_sub(reads[0], reads[1], write, par),
+            Op::UpdateTrans => self.gemm_sub(reads[0].transpose(), reads[1], write, par),
+        }
+    }
+
+    /// A <- L, the lower Cholesky factor of the square tile A (upper triangle untouched).
+    pub fn potrf(self, a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::potrf(a, par),
+            Backend::OpenBlas => openblas!(potrf(a, par)),
+        }
+    }
+
+    /// B <- B L^-T with L lower triangular.
+    pub fn trsm(self, l: MatRef<'_, f64>, b: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::trsm(l, b, par),
+            Backend::OpenBlas => openblas!(trsm(l, b, par)),
+        }
+    }
+
+    /// C <- C - A A^T on the lower triangle of C.
+    pub fn syrk(self, a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::syrk(a, c, par),
+            Backend::OpenBlas => openblas!(syrk(a, c, par)),
+        }
+    }
+
+    /// C <- C - A B. A and B may be transposed views (`.transpose()`), which the BLAS
+    /// backend passes as transpose flags rather than copies.
+    pub fn gemm_sub(
+        self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::gemm_sub(a, b, c, par),
+            Backend::OpenBlas => openblas!(gemm_sub(a, b, c, par)),
+        }
+    }
+
+    /// X <- L^-1 X, or X <- L^-T X when `transpose`, with L lower triangular.
+    pub fn solve_lower(
+        self,
+        l: MatRef<'_, f64>,
+        transpose: bool,
+        x: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::solve_lower(l, transpose, x, par),
+            Backend::OpenBlas => openblas!(solve_lower(l, transpose, x, par)),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = KernelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| KernelError::UnknownBackend {
+                given: s.to_string(),
+            })
+    }
+}

@@ -1,0 +1,42 @@
+//! # hetla-kernels
+//!
+//! The tile operations of hetla's tiled algorithms, on `f64` column-major tiles of any
+//! shape (ragged edge tiles included): POTRF, TRSM, SYRK and GEMM for the Cholesky
+//! factorisation, and the triangular solves and updates of the forward and backward
+//! substitutions. Each operation has an exact flop count ([`Op::flops`]) and takes an
+//! explicit parallelism ([`Par`]): a kernel never decides on its own how many threads to
+//! use. Two CPU backends are chosen at run time through [`Backend`]: faer (pure Rust,
+//! always built) and OpenBLAS (cargo feature `openblas`).
+//!
+//! faer kernels run on the rayon pool they are called from; run them inside a dedicated
+//! pool's `install` to control placement. OpenBLAS has its own threads, whose number is
+//! set from `Par` before every call.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+/// Dispatches to the OpenBLAS implementation, or reports it as not built.
+macro_rules! openblas {
+    ($f:ident($($arg:expr),*)) => {{
+        #[cfg(feature = "openblas")]
+        {
+            crate::openblas_impl::$f($($arg),*)
+        }
+        #[cfg(not(feature = "openblas"))]
+        {
+            let _ = ($($arg,)*);
+            Err(crate::KernelError::BackendUnavailable { name: "openblas" })
+        }
+    }};
+}
+
+mod backend;
+mod error;
+mod faer_impl;
+mod op;
+#[cfg(feature = "openblas")]
+mod openblas_impl;
+
+pub use backend::Backend;
+pub use error::KernelError;
+pub use faer::Par;
+pub use op::{Op, Shape};

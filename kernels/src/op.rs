@@ -1,0 +1,190 @@
+//! The tile operations of the tiled Cholesky factorisation and of the triangular solves,
+//! their operand conventions and their exact flop counts.
+//!
+//! Every operation reads zero to two tiles and overwrites exactly one. Operands are always
+//! listed reads first, the written tile last; task graphs list their tile accesses in the
+//! same order, so a runtime can hand a task's tiles to [`crate::Backend::run`] unchanged.
+
+use std::fmt;
+
+/// One tile operation. The doc of each variant gives its operands in order, with their
+/// shapes (rows x cols), and what it computes. `L` is a lower triangular tile whose strict
+/// upper part is never read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// `[A (n x n)]`: A <- L with L L^T = A, lower triangle only (LAPACK dpotrf, 'L').
+    Potrf,
+    /// `[L (n x n), B (m x n)]`: B <- B L^-T (the panel solve of Cholesky).
+    Trsm,
+    /// `[A (n x k), C (n x n)]`: C <- C - A A^T, lower triangle of C only.
+    Syrk,
+    /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T.
+    Gemm,
+    /// `[L (m x m), X (m x r)]`: X <- L^-1 X (forward substitution on a diagonal tile).
+    SolveLower,
+    /// `[L (m x m), X (m x r)]`: X <- L^-T X (backward substitution on a diagonal tile).
+    SolveLowerTrans,
+    /// `[L (m x k), X (k x r), Y (m x r)]`: Y <- Y - L X (forward substitution update).
+    Update,
+    /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
+    UpdateTrans,
+}
+
+/// The shape of one operand: (rows, columns).
+pub type Shape = (usize, usize);
+
+impl Op {
+    /// Every operation, in a fixed order (useful for benchmarks and reports).
+    pub const ALL: [Op; 8] = [
+        Op::Potrf,
+        Op::Trsm,
+        Op::Syrk,
+        Op::Gemm,
+        Op::SolveLower,
+        Op::SolveLowerTrans,
+        Op::Update,
+        Op::UpdateTrans,
+    ];
+
+    /// Short lower-case name, as used in traces and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Potrf => "potrf",
+            Op::Trsm => "trsm",
+            Op::Syrk => "syrk",
+            Op::Gemm => "gemm",
+            Op::SolveLower => "solve_lower",
+            Op::SolveLowerTrans => "solve_lower_trans",
+            Op::Update => "update",
+            Op::UpdateTrans => "update_trans",
+        }
+    }
+
+    /// Number of tiles the operation only reads (the written tile comes after them).
+    pub fn reads(self) -> usize {
+        match self {
+            Op::Potrf => 0,
+            Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans => 1,
+            Op::Gemm | Op::Update | Op::UpdateTrans => 2,
+        }
+    }
+
+    /// Checks that `shapes` (reads first, the written tile last) fit the operation, and
+    /// says which operand is wrong otherwise.
+    pub fn check_shapes(self, shapes: &[Shape]) -> Result<(), String> {
+        if shapes.len() != self.reads() + 1 {
+            return Err(format!(
+                "expected {} operands, got {}",
+                self.reads() + 1,
+                shapes.len()
+            ));
+        }
+        let expect = |what: &str, got: Shape, want: Shape| {
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} is {}x{}, expected {}x{}",
+                    got.0, got.1, want.0, want.1
+                ))
+            }
+        };
+        let w = shapes[self.reads()];
+        match self {
+            Op::Potrf => expect("A", w, (w.0, w.0)),
+            Op::Trsm => expect("L", shapes[0], (w.1, w.1)),
+            Op::Syrk => {
+                expect("C", w, (w.0, w.0))?;
+                expect("A", shapes[0], (w.0, shapes[0].1))
+            }
+            Op::Gemm => {
+                let k = shapes[0].1;
+                expect("A", shapes[0], (w.0, k))?;
+                expect("B", shapes[1], (w.1, k))
+            }
+            Op::SolveLower | Op::SolveLowerTrans => expect("L", shapes[0], (w.0, w.0)),
+            Op::Update => {
+                let k = shapes[0].1;
+                expect("L", shapes[0], (w.0, k))?;
+                expect("X", shapes[1], (k, w.1))
+            }
+            Op::UpdateTrans => {
+                let k = shapes[0].0;
+                expect("L", shapes[0], (k, w.0))?;
+                expect("X", shapes[1], (k, w.1))
+            }
+        }
+    }
+
+    /// Exact floating-point operation count (additions plus multiplications, LAPACK
+    /// Working Note 41 conventions) for operands of these shapes, reads first. Shapes are
+    /// assumed valid (see [`Op::check_shapes`]).
+    pub fn flops(self, shapes: &[Shape]) -> f64 {
+        let w = shapes[shapes.len() - 1];
+        let (m, n) = (w.0 as f64, w.1 as f64);
+        match self {
+            // n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions: n^3/3 + n^2/2 + n/6,
+            // written over one division so that it is exact in f64.
+            Op::Potrf => (2.0 * m * m * m + 3.0 * m * m + m) / 6.0,
+            // m n (n+1)/2 multiplications and m n (n-1)/2 additions.
+            Op::Trsm => m * n * n,
+            // k n (n+1)/2 multiplications and as many additions.
+            Op::Syrk => shapes[0].1 as f64 * m * (m + 1.0),
+            Op::Gemm => 2.0 * m * n * shapes[0].1 as f64,
+            Op::SolveLower | Op::SolveLowerTrans => n * m * m,
+            Op::Update => 2.0 * m * n * shapes[0].1 as f64,
+            Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flop_counts_match_the_paper_leading_terms() {
+        let b = 960.0_f64;
+        let s = (960, 960);
+        // Leading terms b^3/3, b^3, b^3, 2 b^3 (paper 002); lower-order terms are small.
+        let close = |x: f64, y: f64| (x - y).abs() / y < 2.0 / b;
+        assert!(close(Op::Potrf.flops(&[s]), b * b * b / 3.0));
+        assert!(close(Op::Trsm.flops(&[s, s]), b * b * b));
+        assert!(close(Op::Syrk.flops(&[s, s]), b * b * b));
+        assert_eq!(Op::Gemm.flops(&[s, s, s]), 2.0 * b * b * b);
+    }
+
+    #[test]
+    fn small_exact_counts() {
+        // 1x1 POTRF is one square root: 1/3 + 1/2 + 1/6 = 1.
+        assert_eq!(Op::Potrf.flops(&[(1, 1)]), 1.0);
+        // 2x2: l11 = sqrt, l21 = a21 / l11, l22 = sqrt(a22 - l21^2): 5 flops.
+        assert!((Op::Potrf.flops(&[(2, 2)]) - 5.0).abs() < 1e-12);
+        // Rectangular GEMM 3x5 with k = 7.
+        assert_eq!(Op::Gemm.flops(&[(3, 7), (5, 7), (3, 5)]), 210.0);
+        assert_eq!(Op::UpdateTrans.flops(&[(7, 3), (7, 2), (3, 2)]), 84.0);
+    }
+
+    #[test]
+    fn shape_checks_name_the_wrong_operand() {
+        assert!(Op::Gemm.check_shapes(&[(3, 7), (5, 7), (3, 5)]).is_ok());
+        let err = Op::Gemm
+            .check_shapes(&[(3, 7), (5, 6), (3, 5)])
+            .unwrap_err();
+        assert!(err.contains("B is 5x6"), "{err}");
+        assert!(Op::Potrf.check_shapes(&[(3, 4)]).is_err());
+        assert!(Op::Trsm.check_shapes(&[(4, 4)]).is_err());
+        assert!(
+            Op::UpdateTrans
+                .check_shapes(&[(7, 3), (7, 2), (3, 2)])
+                .is_ok()
+        );
+        assert!(Op::Update.check_shapes(&[(7, 3), (7, 2), (3, 2)]).is_err());
+    }
+}
