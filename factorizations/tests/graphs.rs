@@ -1,0 +1,156 @@
+//! Properties of the task graphs: counts, flops, tile coverage and dependency soundness.
+
+use hetla_factorizations::{
+    Access, FACTOR, MatrixId, Mode, Op, RHS, TaskGraph, TileRef, Tiling, TilingError,
+    backward_substitution, cholesky, forward_substitution,
+};
+use proptest::prelude::*;
+
+/// Whether `to` is reachable from `from` (from < to) following successor edges.
+fn reachable(g: &TaskGraph, from: usize, to: usize) -> bool {
+    let mut seen = vec![false; g.len()];
+    let mut stack = vec![from];
+    while let Some(t) = stack.pop() {
+        if t == to {
+            return true;
+        }
+        for &s in g.successors(t) {
+            if s <= to && !seen[s] {
+                seen[s] = true;
+                stack.push(s);
+            }
+        }
+    }
+    false
+}
+
+/// Every pair of tasks that touch a common tile, one of them writing it, is ordered by a
+/// path in the graph: that is what makes any edge-respecting execution sequentially
+/// consistent.
+fn assert_conflicts_are_ordered(g: &TaskGraph) {
+    for b in 0..g.len() {
+        for a in 0..b {
+            let conflict = g.task(a).accesses.iter().any(|x| {
+                g.task(b).accesses.iter().any(|y| {
+                    x.tile == y.tile && (x.mode == Mode::ReadWrite || y.mode == Mode::ReadWrite)
+                })
+            });
+            if conflict {
+                assert!(
+                    reachable(g, a, b),
+                    "tasks {a} and {b} conflict but are unordered"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cholesky_task_counts_and_exact_flops() {
+    for (n, b) in [(1, 1), (7, 3), (10, 5), (13, 4), (100, 32), (5, 8)] {
+        let tiling = Tiling::square(n, b).unwrap();
+        let g = cholesky(&tiling).unwrap();
+        let nt = tiling.row_tiles();
+        let pairs = nt * (nt - 1) / 2;
+        let gemms = nt * (nt - 1) * nt.saturating_sub(2) / 6;
+        assert_eq!(
+            g.op_counts(),
+            [
+                (Op::Potrf, nt),
+                (Op::Trsm, pairs),
+                (Op::Syrk, pairs),
+                (Op::Gemm, gemms)
+            ]
+            .into_iter()
+            .filter(|&(_, c)| c > 0)
+            .collect::<Vec<_>>()
+        );
+        // The tiled algorithm does exactly the arithmetic of the unblocked one.
+        let whole = Op::Potrf.flops(&[(n, n)]);
+        assert!(
+            (g.total_flops() - whole).abs() <= 1e-9 * whole,
+            "n={n} b={b}"
+        );
+        assert!(
+            g.tasks()
+                .iter()
+                .all(|t| t.accesses.iter().all(|a| a.tile.row >= a.tile.col))
+        );
+    }
+}
+
+#[test]
+fn solve_graphs_have_the_flops_of_two_triangular_solves() {
+    for (n, r, b) in [(7, 1, 3), (10, 4, 5), (9, 9, 4), (1, 3, 2)] {
+        let l = Tiling::square(n, b).unwrap();
+        let rhs = Tiling::new(n, r, b).unwrap();
+        let mut g = TaskGraph::new();
+        forward_substitution(&mut g, &l, &rhs).unwrap();
+        let forward = g.total_flops();
+        backward_substitution(&mut g, &l, &rhs).unwrap();
+        let nf = (n * n * r) as f64;
+        assert!(
+            (forward - nf).abs() < 1e-9 * nf,
+            "forward n={n} r={r} b={b}"
+        );
+        assert!((g.total_flops() - 2.0 * nf).abs() < 1e-9 * nf);
+        assert_conflicts_are_ordered(&g);
+        // The factor is only read, and only its lower tiles.
+        for t in g.tasks() {
+            for a in &t.accesses {
+                if a.tile.matrix == FACTOR {
+                    assert_eq!(a.mode, Mode::Read);
+                    assert!(a.tile.row >= a.tile.col);
+                } else {
+                    assert_eq!(a.tile.matrix, RHS);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mismatched_tilings_are_errors() {
+    let l = Tiling::square(10, 4).unwrap();
+    let mut g = TaskGraph::new();
+    assert!(matches!(
+        forward_substitution(&mut g, &l, &Tiling::new(9, 2, 4).unwrap()),
+        Err(TilingError::Mismatch { .. })
+    ));
+    assert!(matches!(
+        cholesky(&Tiling::new(4, 5, 2).unwrap()),
+        Err(TilingError::NotSquare { rows: 4, cols: 5 })
+    ));
+}
+
+proptest! {
+    // The check is cubic in the task count: keep graphs at 10 x 10 tiles or fewer.
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn cholesky_dependencies_are_sound(n in 1usize..30, b in 3usize..12) {
+        let g = cholesky(&Tiling::square(n, b).unwrap()).unwrap();
+        assert_conflicts_are_ordered(&g);
+    }
+
+    #[test]
+    fn random_access_sequences_are_sequentially_consistent(
+        tasks in prop::collection::vec(prop::collection::vec((0usize..5, any::<bool>()), 1..4), 1..30)
+    ) {
+        let mut g = TaskGraph::new();
+        for accesses in tasks {
+            let accesses = accesses
+                .into_iter()
+                .map(|(tile, write)| Access {
+                    tile: TileRef::new(MatrixId(0), tile, 0),
+                    mode: if write { Mode::ReadWrite } else { Mode::Read },
+                })
+                .collect();
+            g.add_task(Op::Gemm, accesses, 0.0);
+        }
+        assert_conflicts_are_ordered(&g);
+        for t in 0..g.len() {
+            prop_assert!(g.predecessors(t).iter().all(|&p| p < t));
+        }
+    }
+}
