@@ -1,0 +1,78 @@
+//! Numerical checks of results: the LAPACK scaled residual of a Cholesky factor and the
+//! backward error of a solve. Both read only the lower triangle of A.
+
+use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+use faer::{Accum, Mat, MatRef, Par};
+
+/// The threshold below which LAPACK's tests accept a scaled residual.
+pub const RESIDUAL_THRESHOLD: f64 = 30.0;
+
+/// 1-norm of the symmetric matrix whose lower triangle is `m`'s.
+fn symmetric_norm1(m: MatRef<'_, f64>) -> f64 {
+    let n = m.nrows();
+    let mut col_sums = vec![0.0_f64; n];
+    for j in 0..n {
+        col_sums[j] += m[(j, j)].abs();
+        for i in j + 1..n {
+            let v = m[(i, j)].abs();
+            col_sums[j] += v;
+            col_sums[i] += v;
+        }
+    }
+    col_sums.into_iter().fold(0.0, f64::max)
+}
+
+fn norm1(m: MatRef<'_, f64>) -> f64 {
+    (0..m.ncols())
+        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+/// ||A - L L^T||_1 / (n ||A||_1 eps), with A and L read from the lower triangles of `a`
+/// and `l`. Below [`RESIDUAL_THRESHOLD`] the factor is accepted. 0 for n = 0.
+pub fn cholesky_residual(a: MatRef<'_, f64>, l: MatRef<'_, f64>, par: Par) -> f64 {
+    let n = a.nrows();
+    if n == 0 {
+        return 0.0;
+    }
+    // R = A - L L^T on the lower triangle (the product costs n^3/3 flops).
+    let mut r = a.to_owned();
+    matmul(
+        r.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Add,
+        l,
+        BlockStructure::TriangularLower,
+        l.transpose(),
+        BlockStructure::TriangularUpper,
+        -1.0,
+        par,
+    );
+    let anorm = symmetric_norm1(a);
+    symmetric_norm1(r.as_ref()) / (n as f64 * anorm * f64::EPSILON)
+}
+
+/// ||A X - B||_1 / (||A||_1 ||X||_1), with A symmetric given by its lower triangle.
+/// 0 when X is zero or empty.
+pub fn solve_backward_error(a: MatRef<'_, f64>, x: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> f64 {
+    let xnorm = norm1(x);
+    if xnorm == 0.0 {
+        return 0.0;
+    }
+    let mut r: Mat<f64> = -b.to_owned();
+    // A X = tril(A) X + strict_tril(A)^T X.
+    let rect = BlockStructure::Rectangular;
+    matmul(r.as_mut(), rect, Accum::Add, a, BlockStructure::TriangularLower, x, rect, 1.0, par);
+    matmul(
+        r.as_mut(),
+        rect,
+        Accum::Add,
+        a.transpose(),
+        BlockStructure::StrictTriangularUpper,
+        x,
+        rect,
+        1.0,
+        par,
+    );
+    norm1(r.as_ref()) / (symmetric_norm1(a) * xnorm)
+}

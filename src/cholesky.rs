@@ -1,0 +1,242 @@
+//! The Cholesky factorisation and solve of symmetric positive definite matrices.
+//!
+//! Only the lower triangle of A is read (as LAPACK's `uplo = 'L'`); the factor L
+//! overwrites it and the strict upper triangle is left as it was. An `n = 0` matrix is
+//! valid: it factors into an empty factor, and solving with it returns an empty (0 x k)
+//! solution, as LAPACK's quick return does.
+
+use std::num::NonZeroUsize;
+
+use faer::{Mat, MatMut, MatRef};
+use hetla_factorizations::{Tiling, TaskGraph, backward_substitution, cholesky, forward_substitution};
+use hetla_kernels::Backend;
+
+use crate::executor::{SequentialExecutor, factorisation_error};
+use crate::tiled::mat_from_slice;
+use crate::{Error, Result, TiledMatrix};
+
+/// The tile size used when none is given, from the order `n` and the backend.
+///
+/// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
+/// Beyond that, tiles of 512 (faer) or 384 (OpenBLAS): the smallest sizes at which the
+/// backend's GEMM, which does most of the work, runs near its best rate on all cores of
+/// this machine (see `cargo bench -p hetla-kernels`), so that tiles stay small enough to
+/// give a scheduler parallel work.
+pub fn default_tile_size(n: usize, backend: Backend) -> usize {
+    const SINGLE_TILE_UP_TO: usize = 512;
+    if n <= SINGLE_TILE_UP_TO {
+        return n.max(1);
+    }
+    match backend {
+        Backend::Faer => 512,
+        Backend::OpenBlas => 384,
+    }
+}
+
+/// Configures and runs tiled Cholesky factorisations.
+///
+/// ```
+/// use faer::Mat;
+/// let a = Mat::from_fn(3, 3, |i, j| if i == j { 4.0 } else { 1.0 });
+/// let factor = hetla::Cholesky::new().tile(2).factor(a.as_ref())?;
+/// let x = factor.solve(Mat::<f64>::ones(3, 1).as_ref())?;
+/// assert!((x[(0, 0)] - 1.0 / 6.0).abs() < 1e-15);
+/// # Ok::<(), hetla::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Cholesky {
+    tile: Option<usize>,
+    backend: Backend,
+    threads: Option<usize>,
+}
+
+impl Cholesky {
+    /// Default options: faer, the default tile size, all available cores.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tile size b (tiles are b x b, the last row and column ragged). 0 is an error at
+    /// factorisation time; a tile larger than n gives a single tile.
+    pub fn tile(mut self, b: usize) -> Self {
+        self.tile = Some(b);
+        self
+    }
+
+    /// Kernel backend.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Threads used by every kernel (default: the cores this process may use).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// The tile size used for a matrix of order `n`.
+    pub fn tile_size_for(&self, n: usize) -> usize {
+        self.tile.unwrap_or_else(|| default_tile_size(n, self.backend))
+    }
+
+    fn executor(&self) -> Result<SequentialExecutor> {
+        let threads = match self.threads {
+            Some(t) => NonZeroUsize::new(t).ok_or_else(|| Error::InvalidOption {
+                option: "threads",
+                reason: "must be at least 1".into(),
+            })?,
+            None => std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+        };
+        SequentialExecutor::new(self.backend, threads)
+    }
+
+    /// Factors a copy of `a` (left unchanged) and returns the factor.
+    pub fn factor(&self, a: MatRef<'_, f64>) -> Result<Factor> {
+        check_square("A", a.nrows(), a.ncols())?;
+        self.factor_owned(a.to_owned())
+    }
+
+    /// Factors `a` in place, taking ownership: no copy of the matrix is made.
+    pub fn factor_owned(&self, mut a: Mat<f64>) -> Result<Factor> {
+        let executor = self.executor()?;
+        let tile = self.factor_with(&executor, a.as_mut())?;
+        Ok(Factor {
+            l: a,
+            tile,
+            executor,
+        })
+    }
+
+    /// Factors `a` in place: on success its lower triangle holds L (its strict upper
+    /// triangle is untouched). On error the lower triangle is partly overwritten.
+    pub fn factor_in_place(&self, a: MatMut<'_, f64>) -> Result<()> {
+        self.factor_with(&self.executor()?, a).map(|_| ())
+    }
+
+    /// Factors in place an `n x n` column-major matrix stored in `data` with leading
+    /// dimension `ld` (>= n), as LAPACK's dpotrf does.
+    pub fn factor_slice(&self, data: &mut [f64], n: usize, ld: usize) -> Result<()> {
+        self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
+    }
+
+    fn factor_with(&self, executor: &SequentialExecutor, a: MatMut<'_, f64>) -> Result<usize> {
+        check_square("A", a.nrows(), a.ncols())?;
+        let tile = self.tile_size_for(a.nrows());
+        check_finite_lower("A", a.as_ref())?;
+        let a = TiledMatrix::new(a, tile, "A")?;
+        let graph = cholesky(a.tiling())?;
+        executor
+            .run(&graph, &[&a])
+            .map_err(|failure| factorisation_error(&graph, &a, failure))?;
+        Ok(tile)
+    }
+}
+
+/// A Cholesky factor A = L L^T, ready to solve systems.
+pub struct Factor {
+    l: Mat<f64>,
+    tile: usize,
+    executor: SequentialExecutor,
+}
+
+impl std::fmt::Debug for Factor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Factor")
+            .field("n", &self.n())
+            .field("tile", &self.tile)
+            .field("backend", &self.executor.backend())
+            .finish()
+    }
+}
+
+impl Factor {
+    /// Order of the factored matrix.
+    pub fn n(&self) -> usize {
+        self.l.nrows()
+    }
+
+    /// The tile size used.
+    pub fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// The storage of the factor: L in the lower triangle; the strict upper triangle is
+    /// whatever the input had there.
+    pub fn storage(&self) -> MatRef<'_, f64> {
+        self.l.as_ref()
+    }
+
+    /// L as a lower triangular matrix (zeros above the diagonal).
+    pub fn l(&self) -> Mat<f64> {
+        Mat::from_fn(self.n(), self.n(), |i, j| if i >= j { self.l[(i, j)] } else { 0.0 })
+    }
+
+    /// Solves A X = B for one or many right-hand sides (the columns of `b`).
+    pub fn solve(&self, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+        let mut x = b.to_owned();
+        self.solve_in_place(x.as_mut())?;
+        Ok(x)
+    }
+
+    /// Solves A X = B in place: `b` is overwritten with X.
+    pub fn solve_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+        if b.nrows() != self.n() {
+            return Err(Error::DimensionMismatch {
+                n: self.n(),
+                rows: b.nrows(),
+            });
+        }
+        check_finite("B", b.as_ref())?;
+        let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
+        let rhs = TiledMatrix::new(b, self.tile, "B")?;
+        let mut graph = TaskGraph::new();
+        let (lt, bt): (&Tiling, &Tiling) = (l.tiling(), rhs.tiling());
+        forward_substitution(&mut graph, lt, bt)?;
+        backward_substitution(&mut graph, lt, bt)?;
+        self.executor
+            .run(&graph, &[&l, &rhs])
+            .map_err(|failure| Error::Kernel(failure.error))
+    }
+}
+
+/// Solves the SPD system A X = B with default options (A's lower triangle is read).
+pub fn solve_spd(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+    check_square("A", a.nrows(), a.ncols())?;
+    if b.nrows() != a.nrows() {
+        return Err(Error::DimensionMismatch {
+            n: a.nrows(),
+            rows: b.nrows(),
+        });
+    }
+    Cholesky::new().factor(a)?.solve(b)
+}
+
+fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
+    if rows == cols {
+        Ok(())
+    } else {
+        Err(Error::NotSquare { what, rows, cols })
+    }
+}
+
+fn non_finite(what: &'static str, m: MatRef<'_, f64>, rows_from: impl Fn(usize) -> usize) -> Result<()> {
+    for j in 0..m.ncols() {
+        for i in rows_from(j)..m.nrows() {
+            let value = m[(i, j)];
+            if !value.is_finite() {
+                return Err(Error::NonFinite { what, row: i, col: j, value });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first non-finite entry of the lower triangle (the part a factorisation reads).
+fn check_finite_lower(what: &'static str, m: MatRef<'_, f64>) -> Result<()> {
+    non_finite(what, m, |j| j)
+}
+
+fn check_finite(what: &'static str, m: MatRef<'_, f64>) -> Result<()> {
+    non_finite(what, m, |_| 0)
+}

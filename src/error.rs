@@ -1,0 +1,90 @@
+//! The error type of the public API.
+
+use hetla_factorizations::TilingError;
+use hetla_kernels::KernelError;
+
+/// Everything that can go wrong in hetla, with what was wrong and what would be right.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The matrix is not (numerically) positive definite: the Cholesky pivot of this
+    /// global column (0-based) was not positive.
+    #[error("the matrix is not positive definite: the pivot of column {column} (0-based) is not positive")]
+    NotPositiveDefinite {
+        /// Global column whose pivot failed.
+        column: usize,
+    },
+    /// A square matrix was expected.
+    #[error("{what} must be square, got {rows}x{cols}")]
+    NotSquare {
+        /// Which argument.
+        what: &'static str,
+        /// Its rows.
+        rows: usize,
+        /// Its columns.
+        cols: usize,
+    },
+    /// The right-hand sides do not have as many rows as the matrix has columns.
+    #[error("dimension mismatch: A is {n}x{n} but B has {rows} rows (expected {n})")]
+    DimensionMismatch {
+        /// Order of A.
+        n: usize,
+        /// Rows of B.
+        rows: usize,
+    },
+    /// An entry that is infinite or NaN.
+    #[error("{what} has a non-finite entry {value} at row {row}, column {col} (0-based)")]
+    NonFinite {
+        /// Which argument.
+        what: &'static str,
+        /// Row of the entry.
+        row: usize,
+        /// Column of the entry.
+        col: usize,
+        /// The entry itself.
+        value: f64,
+    },
+    /// A tile size of zero.
+    #[error("tile size must be at least 1, got 0")]
+    ZeroTileSize,
+    /// Column-major storage described inconsistently (slice too short, leading dimension
+    /// smaller than the number of rows, or a view whose rows are not contiguous).
+    #[error("invalid storage for {what}: {reason}")]
+    Layout {
+        /// Which argument.
+        what: &'static str,
+        /// What is wrong and what would be right.
+        reason: String,
+    },
+    /// An option of the configuration is out of range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// What is wrong and what would be right.
+        reason: String,
+    },
+    /// An error from a tile kernel (backend not built, operands rejected...).
+    #[error(transparent)]
+    Kernel(KernelError),
+    /// An error in describing a tiling.
+    #[error(transparent)]
+    Tiling(TilingError),
+}
+
+impl From<KernelError> for Error {
+    fn from(e: KernelError) -> Self {
+        Error::Kernel(e)
+    }
+}
+
+impl From<TilingError> for Error {
+    fn from(e: TilingError) -> Self {
+        match e {
+            TilingError::ZeroTileSize => Error::ZeroTileSize,
+            other => Error::Tiling(other),
+        }
+    }
+}
+
+/// Result with hetla's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

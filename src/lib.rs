@@ -1,0 +1,30 @@
+//! # hetla
+//!
+//! Dense symmetric positive definite factorisation (tiled Cholesky) on a heterogeneous
+//! node. A matrix is cut into b x b tiles ([`TiledMatrix`]), the tiled algorithm is a
+//! task graph of tile kernels (`hetla-factorizations`), and an executor runs the graph on
+//! the machine's cores with CPU kernels from faer or OpenBLAS (`hetla-kernels`).
+//!
+//! ```
+//! use faer::Mat;
+//! let a = hetla::matgen::random_spd(100, 1);
+//! let b = Mat::<f64>::ones(100, 2);
+//! let x = hetla::solve_spd(a.as_ref(), b.as_ref())?;
+//! assert!(hetla::check::solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), faer::Par::Seq) < 1e-13);
+//! # Ok::<(), hetla::Error>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod check;
+mod cholesky;
+mod error;
+pub mod executor;
+pub mod matgen;
+mod tiled;
+
+pub use cholesky::{Cholesky, Factor, default_tile_size, solve_spd};
+pub use error::{Error, Result};
+pub use hetla_factorizations as factorizations;
+pub use hetla_kernels::{Backend, Op, Par};
+pub use tiled::{TiledMatrix, mat_from_slice};

@@ -1,0 +1,178 @@
+//! The public API end to end: residuals and solve accuracy over sizes and tile sizes for
+//! every backend this build has, and every user error.
+
+use faer::{Mat, Par};
+use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual, solve_backward_error};
+use hetla::{Backend, Cholesky, Error, matgen::random_spd, solve_spd};
+use proptest::prelude::*;
+
+/// For each n: tiles that divide n, that do not, and that exceed n (2999 is prime, so its
+/// only dividing tiles are 1, too slow, and 2999 itself).
+const CASES: [(usize, &[usize]); 6] = [
+    (1, &[1, 4]),
+    (2, &[1, 2, 3]),
+    (7, &[1, 7, 3, 5, 8]),
+    (100, &[25, 100, 32, 48, 128]),
+    (1000, &[250, 200, 96, 384, 1024]),
+    (2999, &[2999, 256, 512, 3000]),
+];
+
+fn rhs(n: usize, k: usize) -> Mat<f64> {
+    Mat::from_fn(n, k, |i, j| ((i * 31 + j * 17) % 13) as f64 - 6.0)
+}
+
+#[test]
+fn residuals_and_solves_are_accurate_for_every_size_tile_and_backend() {
+    let par = Par::rayon(2);
+    for (n, tiles) in CASES {
+        let a = random_spd(n, n as u64);
+        let b = rhs(n, 3);
+        for backend in Backend::available() {
+            for &tile in tiles {
+                let factor = Cholesky::new().backend(backend).tile(tile).factor(a.as_ref()).unwrap();
+                assert_eq!(factor.tile(), tile);
+                let residual = cholesky_residual(a.as_ref(), factor.storage(), par);
+                assert!(residual < RESIDUAL_THRESHOLD, "{backend} n={n} b={tile}: residual {residual}");
+                let x = factor.solve(b.as_ref()).unwrap();
+                let err = solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), par);
+                assert!(err < 1e-13, "{backend} n={n} b={tile}: backward error {err}");
+                println!("{backend} n={n:5} b={tile:5}: residual {residual:.2e}, solve {err:.2e}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn any_size_and_tile_factors_accurately(n in 1usize..90, tile in 1usize..40, seed in 0u64..1000) {
+        let a = random_spd(n, seed);
+        let f = Cholesky::new().tile(tile).threads(1).factor(a.as_ref()).unwrap();
+        prop_assert!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+    }
+}
+
+#[test]
+fn in_place_factor_reads_only_the_lower_triangle() {
+    let n = 50;
+    let a = random_spd(n, 3);
+    let mut m = a.clone();
+    for j in 0..n {
+        for i in 0..j {
+            m[(i, j)] = f64::NAN; // never read, never touched
+        }
+    }
+    for backend in Backend::available() {
+        let mut f = m.clone();
+        Cholesky::new().backend(backend).tile(16).factor_in_place(f.as_mut()).unwrap();
+        assert!(cholesky_residual(a.as_ref(), f.as_ref(), Par::Seq) < RESIDUAL_THRESHOLD);
+        assert!((0..n).all(|j| (0..j).all(|i| f[(i, j)].is_nan())), "{backend} touched the upper triangle");
+    }
+}
+
+#[test]
+fn slices_with_a_leading_dimension_factor_like_matrices() {
+    let (n, ld) = (37, 41);
+    let a = random_spd(n, 5);
+    let mut data = vec![-7.0; ld * n];
+    for j in 0..n {
+        for i in 0..n {
+            data[i + j * ld] = a[(i, j)];
+        }
+    }
+    Cholesky::new().tile(8).factor_slice(&mut data, n, ld).unwrap();
+    let reference = Cholesky::new().tile(8).factor(a.as_ref()).unwrap().l();
+    for j in 0..n {
+        for i in j..n {
+            assert!((data[i + j * ld] - reference[(i, j)]).abs() < 1e-14);
+        }
+        assert!((n..ld).all(|i| data[i + j * ld] == -7.0), "padding rows were written");
+    }
+    // Storage that does not fit is an error, not a panic.
+    let err = Cholesky::new().factor_slice(&mut data, n, n - 1).unwrap_err();
+    assert!(matches!(err, Error::Layout { what: "A", .. }), "{err}");
+    let err = Cholesky::new().factor_slice(&mut data[..100], n, ld).unwrap_err();
+    assert!(err.to_string().contains("too few"), "{err}");
+}
+
+#[test]
+fn solve_handles_many_right_hand_sides_and_ragged_tiles() {
+    let n = 45;
+    let a = random_spd(n, 9);
+    let b = rhs(n, 11);
+    for backend in Backend::available() {
+        let f = Cholesky::new().backend(backend).tile(8).factor(a.as_ref()).unwrap();
+        let x = f.solve(b.as_ref()).unwrap();
+        assert!(solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), Par::Seq) < 1e-13);
+    }
+    let x = solve_spd(a.as_ref(), b.as_ref()).unwrap();
+    assert!(solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), Par::Seq) < 1e-13);
+}
+
+#[test]
+fn not_positive_definite_names_the_global_column() {
+    let n = 100;
+    for column in [0, 5, 37, 63, 64, 99] {
+        let mut a = random_spd(n, 11);
+        // The leading principal minors before `column` stay positive; this pivot is negative.
+        a[(column, column)] = -1.0;
+        for backend in Backend::available() {
+            for tile in [1, 7, 32, 64, 100, 128] {
+                let err = Cholesky::new().backend(backend).tile(tile).factor(a.as_ref()).unwrap_err();
+                assert_eq!(err, Error::NotPositiveDefinite { column }, "{backend} tile {tile}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_input_gives_the_matching_error() {
+    let a = random_spd(6, 1);
+    let rect = Mat::<f64>::zeros(4, 5);
+    assert_eq!(
+        Cholesky::new().factor(rect.as_ref()).unwrap_err(),
+        Error::NotSquare { what: "A", rows: 4, cols: 5 }
+    );
+    assert!(matches!(solve_spd(rect.as_ref(), rhs(4, 1).as_ref()), Err(Error::NotSquare { .. })));
+
+    let f = Cholesky::new().factor(a.as_ref()).unwrap();
+    assert_eq!(f.solve(rhs(5, 2).as_ref()).unwrap_err(), Error::DimensionMismatch { n: 6, rows: 5 });
+    assert_eq!(
+        solve_spd(a.as_ref(), rhs(7, 1).as_ref()).unwrap_err(),
+        Error::DimensionMismatch { n: 6, rows: 7 }
+    );
+
+    let mut bad = a.clone();
+    bad[(4, 2)] = f64::INFINITY;
+    match Cholesky::new().factor(bad.as_ref()).unwrap_err() {
+        Error::NonFinite { what: "A", row: 4, col: 2, value } => assert!(value.is_infinite()),
+        other => panic!("unexpected {other:?}"),
+    }
+    // NaN in the unread upper triangle is fine; in B it is not.
+    bad[(4, 2)] = a[(4, 2)];
+    bad[(1, 3)] = f64::NAN;
+    assert!(Cholesky::new().factor(bad.as_ref()).is_ok());
+    let mut b = rhs(6, 2);
+    b[(5, 1)] = f64::NAN;
+    assert!(matches!(f.solve(b.as_ref()), Err(Error::NonFinite { what: "B", row: 5, col: 1, .. })));
+
+    assert_eq!(Cholesky::new().tile(0).factor(a.as_ref()).unwrap_err(), Error::ZeroTileSize);
+    assert!(matches!(
+        Cholesky::new().threads(0).factor(a.as_ref()).unwrap_err(),
+        Error::InvalidOption { option: "threads", .. }
+    ));
+    if !Backend::OpenBlas.is_available() {
+        let err = Cholesky::new().backend(Backend::OpenBlas).factor(a.as_ref()).unwrap_err();
+        assert!(err.to_string().contains("--features openblas"), "{err}");
+    }
+}
+
+#[test]
+fn empty_matrices_factor_and_solve_to_empty_results() {
+    let a = Mat::<f64>::zeros(0, 0);
+    let f = Cholesky::new().factor(a.as_ref()).unwrap();
+    assert_eq!(f.n(), 0);
+    let x = f.solve(Mat::<f64>::zeros(0, 3).as_ref()).unwrap();
+    assert_eq!((x.nrows(), x.ncols()), (0, 3));
+    assert_eq!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq), 0.0);
+}
