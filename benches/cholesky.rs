@@ -1,1 +1,32 @@
-fn main() {}
+//! Gflop/s (n^3/3 flops, shown as Gelem/s) of the whole tiled Cholesky factorisation with
+//! the default tile size, for every backend in this build.
+//! Run: `cargo bench --bench cholesky` (add `--features openblas` for OpenBLAS).
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use hetla::{Backend, Cholesky, matgen::random_spd};
+
+fn cholesky(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cholesky");
+    group.sample_size(10);
+    for n in [1024, 2048, 4096] {
+        let a = random_spd(n, 1);
+        group.throughput(Throughput::Elements((n as f64).powi(3) as u64 / 3));
+        for backend in Backend::available() {
+            let options = Cholesky::new().backend(backend);
+            group.bench_function(
+                format!("{backend}/{n}/tile{}", options.tile_size_for(n)),
+                |bench| {
+                    bench.iter_batched_ref(
+                        || a.clone(),
+                        |m| options.factor_in_place(m.as_mut()).unwrap(),
+                        BatchSize::LargeInput,
+                    )
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, cholesky);
+criterion_main!(benches);

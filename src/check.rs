@@ -54,7 +54,12 @@ pub fn cholesky_residual(a: MatRef<'_, f64>, l: MatRef<'_, f64>, par: Par) -> f6
 
 /// ||A X - B||_1 / (||A||_1 ||X||_1), with A symmetric given by its lower triangle.
 /// 0 when X is zero or empty.
-pub fn solve_backward_error(a: MatRef<'_, f64>, x: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> f64 {
+pub fn solve_backward_error(
+    a: MatRef<'_, f64>,
+    x: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    par: Par,
+) -> f64 {
     let xnorm = norm1(x);
     if xnorm == 0.0 {
         return 0.0;
@@ -62,7 +67,17 @@ pub fn solve_backward_error(a: MatRef<'_, f64>, x: MatRef<'_, f64>, b: MatRef<'_
     let mut r: Mat<f64> = -b.to_owned();
     // A X = tril(A) X + strict_tril(A)^T X.
     let rect = BlockStructure::Rectangular;
-    matmul(r.as_mut(), rect, Accum::Add, a, BlockStructure::TriangularLower, x, rect, 1.0, par);
+    matmul(
+        r.as_mut(),
+        rect,
+        Accum::Add,
+        a,
+        BlockStructure::TriangularLower,
+        x,
+        rect,
+        1.0,
+        par,
+    );
     matmul(
         r.as_mut(),
         rect,

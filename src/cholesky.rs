@@ -8,7 +8,9 @@
 use std::num::NonZeroUsize;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{Tiling, TaskGraph, backward_substitution, cholesky, forward_substitution};
+use hetla_factorizations::{
+    TaskGraph, Tiling, backward_substitution, cholesky, forward_substitution,
+};
 use hetla_kernels::Backend;
 
 use crate::executor::{SequentialExecutor, factorisation_error};
@@ -18,10 +20,11 @@ use crate::{Error, Result, TiledMatrix};
 /// The tile size used when none is given, from the order `n` and the backend.
 ///
 /// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
-/// Beyond that, tiles of 512 (faer) or 384 (OpenBLAS): the smallest sizes at which the
-/// backend's GEMM, which does most of the work, runs near its best rate on all cores of
-/// this machine (see `cargo bench -p hetla-kernels`), so that tiles stay small enough to
-/// give a scheduler parallel work.
+/// Beyond that, 512 for faer and 1024 for OpenBLAS (capped at n), the best tiles of a sweep
+/// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine
+/// (`hetla cholesky --n N --tile B --backend K`): faer peaks at 512 and loses 5-15% at
+/// 1024 and beyond, OpenBLAS gains up to 1024 (its level-3 kernels need larger blocks to
+/// reach their rate). Tiles stay small enough to give a scheduler parallel work.
 pub fn default_tile_size(n: usize, backend: Backend) -> usize {
     const SINGLE_TILE_UP_TO: usize = 512;
     if n <= SINGLE_TILE_UP_TO {
@@ -29,7 +32,7 @@ pub fn default_tile_size(n: usize, backend: Backend) -> usize {
     }
     match backend {
         Backend::Faer => 512,
-        Backend::OpenBlas => 384,
+        Backend::OpenBlas => n.min(1024),
     }
 }
 
@@ -77,7 +80,8 @@ impl Cholesky {
 
     /// The tile size used for a matrix of order `n`.
     pub fn tile_size_for(&self, n: usize) -> usize {
-        self.tile.unwrap_or_else(|| default_tile_size(n, self.backend))
+        self.tile
+            .unwrap_or_else(|| default_tile_size(n, self.backend))
     }
 
     fn executor(&self) -> Result<SequentialExecutor> {
@@ -169,7 +173,9 @@ impl Factor {
 
     /// L as a lower triangular matrix (zeros above the diagonal).
     pub fn l(&self) -> Mat<f64> {
-        Mat::from_fn(self.n(), self.n(), |i, j| if i >= j { self.l[(i, j)] } else { 0.0 })
+        Mat::from_fn(self.n(), self.n(), |i, j| {
+            if i >= j { self.l[(i, j)] } else { 0.0 }
+        })
     }
 
     /// Solves A X = B for one or many right-hand sides (the columns of `b`).
@@ -220,12 +226,21 @@ fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
     }
 }
 
-fn non_finite(what: &'static str, m: MatRef<'_, f64>, rows_from: impl Fn(usize) -> usize) -> Result<()> {
+fn non_finite(
+    what: &'static str,
+    m: MatRef<'_, f64>,
+    rows_from: impl Fn(usize) -> usize,
+) -> Result<()> {
     for j in 0..m.ncols() {
         for i in rows_from(j)..m.nrows() {
             let value = m[(i, j)];
             if !value.is_finite() {
-                return Err(Error::NonFinite { what, row: i, col: j, value });
+                return Err(Error::NonFinite {
+                    what,
+                    row: i,
+                    col: j,
+                    value,
+                });
             }
         }
     }

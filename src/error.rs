@@ -8,7 +8,9 @@ use hetla_kernels::KernelError;
 pub enum Error {
     /// The matrix is not (numerically) positive definite: the Cholesky pivot of this
     /// global column (0-based) was not positive.
-    #[error("the matrix is not positive definite: the pivot of column {column} (0-based) is not positive")]
+    #[error(
+        "the matrix is not positive definite: the pivot of column {column} (0-based) is not positive"
+    )]
     NotPositiveDefinite {
         /// Global column whose pivot failed.
         column: usize,

@@ -60,11 +60,7 @@ impl SequentialExecutor {
 
     /// Runs every task of `graph` on the tiles of `matrices` (indexed by `MatrixId.0`).
     /// Stops at the first failing task and returns it; tasks before it have run.
-    pub fn run(
-        &self,
-        graph: &TaskGraph,
-        matrices: &[&TiledMatrix<'_>],
-    ) -> Result<(), TaskFailure> {
+    pub fn run(&self, graph: &TaskGraph, matrices: &[&TiledMatrix<'_>]) -> Result<(), TaskFailure> {
         let par = Par::Rayon(self.threads);
         for (id, task) in graph.tasks().iter().enumerate() {
             self.pool
@@ -80,7 +76,10 @@ impl SequentialExecutor {
         matrices: &[&TiledMatrix<'_>],
         par: Par,
     ) -> Result<(), KernelError> {
-        let operands = |reason: String| KernelError::Operands { op: task.op, reason };
+        let operands = |reason: String| KernelError::Operands {
+            op: task.op,
+            reason,
+        };
         let matrix = |id: MatrixId| {
             matrices
                 .get(id.0 as usize)
@@ -92,12 +91,20 @@ impl SequentialExecutor {
             .split_last()
             .filter(|(w, _)| w.mode == Mode::ReadWrite)
             .ok_or_else(|| operands("the last access must be the written tile".into()))?;
-        if reads.iter().any(|r| r.mode != Mode::Read || r.tile == write.tile) {
-            return Err(operands("a tile is written while also read by the task".into()));
+        if reads
+            .iter()
+            .any(|r| r.mode != Mode::Read || r.tile == write.tile)
+        {
+            return Err(operands(
+                "a tile is written while also read by the task".into(),
+            ));
         }
         let target = matrix(write.tile.matrix)?;
         if !target.is_writable() {
-            return Err(operands(format!("matrix {} is read-only", write.tile.matrix.0)));
+            return Err(operands(format!(
+                "matrix {} is read-only",
+                write.tile.matrix.0
+            )));
         }
         let views = reads
             .iter()
@@ -113,7 +120,11 @@ impl SequentialExecutor {
 
 /// Turns a failed task of a factorisation into the user-facing error: a POTRF pivot
 /// failure becomes [`Error::NotPositiveDefinite`] with the global column.
-pub(crate) fn factorisation_error(graph: &TaskGraph, a: &TiledMatrix<'_>, failure: TaskFailure) -> Error {
+pub(crate) fn factorisation_error(
+    graph: &TaskGraph,
+    a: &TiledMatrix<'_>,
+    failure: TaskFailure,
+) -> Error {
     let task = graph.task(failure.task);
     match (task.op, failure.error) {
         (Op::Potrf, KernelError::NotPositiveDefinite { index }) => {

@@ -81,9 +81,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let threads = args
         .threads
         .unwrap_or_else(|| hetla_clusters::available_cpus().len());
-    let options = Cholesky::new()
-        .backend(args.backend)
-        .threads(threads);
+    let options = Cholesky::new().backend(args.backend).threads(threads);
     let options = match args.tile {
         Some(b) => options.tile(b),
         None => options,
@@ -97,7 +95,9 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let flops = (args.n as f64).powi(3) / 3.0;
     let par = Par::rayon(threads);
     let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), par);
-    let tasks = hetla::factorizations::cholesky(&hetla::factorizations::Tiling::square(args.n, tile)?)?.len();
+    let tasks =
+        hetla::factorizations::cholesky(&hetla::factorizations::Tiling::square(args.n, tile)?)?
+            .len();
     Ok(CholeskyReport {
         n: args.n,
         tile,
@@ -112,7 +112,10 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
 }
 
 fn print_cholesky(r: &CholeskyReport) {
-    println!("hetla cholesky: n = {}, tile = {}, {} tasks", r.n, r.tile, r.tasks);
+    println!(
+        "hetla cholesky: n = {}, tile = {}, {} tasks",
+        r.n, r.tile, r.tasks
+    );
     println!("  backend   {} ({} threads)", r.backend, r.threads);
     println!("  time      {:.4} s", r.seconds);
     println!("  rate      {:.2} Gflop/s (n^3/3 flops)", r.gflops);
@@ -144,7 +147,10 @@ fn print_info(r: &InfoReport) {
 
 fn emit<T: Serialize>(json: bool, report: &T, human: impl Fn(&T)) {
     if json {
-        println!("{}", serde_json::to_string(report).expect("reports serialise"));
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("reports serialise")
+        );
     } else {
         human(report);
     }

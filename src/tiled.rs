@@ -30,7 +30,13 @@ unsafe impl Send for TiledMatrix<'_> {}
 // SAFETY: see the Send impl.
 unsafe impl Sync for TiledMatrix<'_> {}
 
-fn column_major_ld(what: &'static str, rs: isize, cs: isize, rows: usize, cols: usize) -> Result<usize> {
+fn column_major_ld(
+    what: &'static str,
+    rs: isize,
+    cs: isize,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
     if rows == 0 || cols == 0 {
         return Ok(rows.max(1));
     }
@@ -89,20 +95,28 @@ impl<'a> TiledMatrix<'a> {
         // allowed while no tile is being written (the caller holds &self, and writers need
         // the unsafe contract of tile_mut_unchecked).
         unsafe {
-            MatRef::from_raw_parts(self.ptr, self.tiling.rows(), self.tiling.cols(), 1, self.ld as isize)
+            MatRef::from_raw_parts(
+                self.ptr,
+                self.tiling.rows(),
+                self.tiling.cols(),
+                1,
+                self.ld as isize,
+            )
         }
     }
 
     /// Tile (i, j), read-only.
     pub fn tile(&self, i: usize, j: usize) -> MatRef<'_, f64> {
         let (r, c) = self.tiling.tile_shape(i, j);
-        self.as_mat_ref().submatrix(self.tiling.offset(i), self.tiling.offset(j), r, c)
+        self.as_mat_ref()
+            .submatrix(self.tiling.offset(i), self.tiling.offset(j), r, c)
     }
 
     /// Tile (i, j), writable, through an exclusive borrow (safe).
     pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<MatMut<'_, f64>> {
         // SAFETY: &mut self excludes every other view handed out by this matrix.
-        self.writable.then(|| unsafe { self.tile_mut_unchecked(i, j) })
+        self.writable
+            .then(|| unsafe { self.tile_mut_unchecked(i, j) })
     }
 
     /// Tile (i, j), writable, through a shared borrow: how executors write one tile while
@@ -133,7 +147,9 @@ pub fn mat_from_slice<'a>(
     if ld < rows.max(1) {
         return Err(Error::Layout {
             what,
-            reason: format!("leading dimension {ld} is smaller than the {rows} rows (need ld >= max(1, rows))"),
+            reason: format!(
+                "leading dimension {ld} is smaller than the {rows} rows (need ld >= max(1, rows))"
+            ),
         });
     }
     let needed = if rows == 0 || cols == 0 {
@@ -150,5 +166,10 @@ pub fn mat_from_slice<'a>(
             ),
         });
     };
-    Ok(MatMut::from_column_major_slice_with_stride_mut(&mut data[..needed], rows, cols, ld))
+    Ok(MatMut::from_column_major_slice_with_stride_mut(
+        &mut data[..needed],
+        rows,
+        cols,
+        ld,
+    ))
 }

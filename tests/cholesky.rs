@@ -29,13 +29,23 @@ fn residuals_and_solves_are_accurate_for_every_size_tile_and_backend() {
         let b = rhs(n, 3);
         for backend in Backend::available() {
             for &tile in tiles {
-                let factor = Cholesky::new().backend(backend).tile(tile).factor(a.as_ref()).unwrap();
+                let factor = Cholesky::new()
+                    .backend(backend)
+                    .tile(tile)
+                    .factor(a.as_ref())
+                    .unwrap();
                 assert_eq!(factor.tile(), tile);
                 let residual = cholesky_residual(a.as_ref(), factor.storage(), par);
-                assert!(residual < RESIDUAL_THRESHOLD, "{backend} n={n} b={tile}: residual {residual}");
+                assert!(
+                    residual < RESIDUAL_THRESHOLD,
+                    "{backend} n={n} b={tile}: residual {residual}"
+                );
                 let x = factor.solve(b.as_ref()).unwrap();
                 let err = solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), par);
-                assert!(err < 1e-13, "{backend} n={n} b={tile}: backward error {err}");
+                assert!(
+                    err < 1e-13,
+                    "{backend} n={n} b={tile}: backward error {err}"
+                );
                 println!("{backend} n={n:5} b={tile:5}: residual {residual:.2e}, solve {err:.2e}");
             }
         }
@@ -64,9 +74,16 @@ fn in_place_factor_reads_only_the_lower_triangle() {
     }
     for backend in Backend::available() {
         let mut f = m.clone();
-        Cholesky::new().backend(backend).tile(16).factor_in_place(f.as_mut()).unwrap();
+        Cholesky::new()
+            .backend(backend)
+            .tile(16)
+            .factor_in_place(f.as_mut())
+            .unwrap();
         assert!(cholesky_residual(a.as_ref(), f.as_ref(), Par::Seq) < RESIDUAL_THRESHOLD);
-        assert!((0..n).all(|j| (0..j).all(|i| f[(i, j)].is_nan())), "{backend} touched the upper triangle");
+        assert!(
+            (0..n).all(|j| (0..j).all(|i| f[(i, j)].is_nan())),
+            "{backend} touched the upper triangle"
+        );
     }
 }
 
@@ -80,18 +97,28 @@ fn slices_with_a_leading_dimension_factor_like_matrices() {
             data[i + j * ld] = a[(i, j)];
         }
     }
-    Cholesky::new().tile(8).factor_slice(&mut data, n, ld).unwrap();
+    Cholesky::new()
+        .tile(8)
+        .factor_slice(&mut data, n, ld)
+        .unwrap();
     let reference = Cholesky::new().tile(8).factor(a.as_ref()).unwrap().l();
     for j in 0..n {
         for i in j..n {
             assert!((data[i + j * ld] - reference[(i, j)]).abs() < 1e-14);
         }
-        assert!((n..ld).all(|i| data[i + j * ld] == -7.0), "padding rows were written");
+        assert!(
+            (n..ld).all(|i| data[i + j * ld] == -7.0),
+            "padding rows were written"
+        );
     }
     // Storage that does not fit is an error, not a panic.
-    let err = Cholesky::new().factor_slice(&mut data, n, n - 1).unwrap_err();
+    let err = Cholesky::new()
+        .factor_slice(&mut data, n, n - 1)
+        .unwrap_err();
     assert!(matches!(err, Error::Layout { what: "A", .. }), "{err}");
-    let err = Cholesky::new().factor_slice(&mut data[..100], n, ld).unwrap_err();
+    let err = Cholesky::new()
+        .factor_slice(&mut data[..100], n, ld)
+        .unwrap_err();
     assert!(err.to_string().contains("too few"), "{err}");
 }
 
@@ -101,7 +128,11 @@ fn solve_handles_many_right_hand_sides_and_ragged_tiles() {
     let a = random_spd(n, 9);
     let b = rhs(n, 11);
     for backend in Backend::available() {
-        let f = Cholesky::new().backend(backend).tile(8).factor(a.as_ref()).unwrap();
+        let f = Cholesky::new()
+            .backend(backend)
+            .tile(8)
+            .factor(a.as_ref())
+            .unwrap();
         let x = f.solve(b.as_ref()).unwrap();
         assert!(solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), Par::Seq) < 1e-13);
     }
@@ -118,8 +149,16 @@ fn not_positive_definite_names_the_global_column() {
         a[(column, column)] = -1.0;
         for backend in Backend::available() {
             for tile in [1, 7, 32, 64, 100, 128] {
-                let err = Cholesky::new().backend(backend).tile(tile).factor(a.as_ref()).unwrap_err();
-                assert_eq!(err, Error::NotPositiveDefinite { column }, "{backend} tile {tile}");
+                let err = Cholesky::new()
+                    .backend(backend)
+                    .tile(tile)
+                    .factor(a.as_ref())
+                    .unwrap_err();
+                assert_eq!(
+                    err,
+                    Error::NotPositiveDefinite { column },
+                    "{backend} tile {tile}"
+                );
             }
         }
     }
@@ -131,12 +170,22 @@ fn bad_input_gives_the_matching_error() {
     let rect = Mat::<f64>::zeros(4, 5);
     assert_eq!(
         Cholesky::new().factor(rect.as_ref()).unwrap_err(),
-        Error::NotSquare { what: "A", rows: 4, cols: 5 }
+        Error::NotSquare {
+            what: "A",
+            rows: 4,
+            cols: 5
+        }
     );
-    assert!(matches!(solve_spd(rect.as_ref(), rhs(4, 1).as_ref()), Err(Error::NotSquare { .. })));
+    assert!(matches!(
+        solve_spd(rect.as_ref(), rhs(4, 1).as_ref()),
+        Err(Error::NotSquare { .. })
+    ));
 
     let f = Cholesky::new().factor(a.as_ref()).unwrap();
-    assert_eq!(f.solve(rhs(5, 2).as_ref()).unwrap_err(), Error::DimensionMismatch { n: 6, rows: 5 });
+    assert_eq!(
+        f.solve(rhs(5, 2).as_ref()).unwrap_err(),
+        Error::DimensionMismatch { n: 6, rows: 5 }
+    );
     assert_eq!(
         solve_spd(a.as_ref(), rhs(7, 1).as_ref()).unwrap_err(),
         Error::DimensionMismatch { n: 6, rows: 7 }
@@ -145,7 +194,12 @@ fn bad_input_gives_the_matching_error() {
     let mut bad = a.clone();
     bad[(4, 2)] = f64::INFINITY;
     match Cholesky::new().factor(bad.as_ref()).unwrap_err() {
-        Error::NonFinite { what: "A", row: 4, col: 2, value } => assert!(value.is_infinite()),
+        Error::NonFinite {
+            what: "A",
+            row: 4,
+            col: 2,
+            value,
+        } => assert!(value.is_infinite()),
         other => panic!("unexpected {other:?}"),
     }
     // NaN in the unread upper triangle is fine; in B it is not.
@@ -154,15 +208,32 @@ fn bad_input_gives_the_matching_error() {
     assert!(Cholesky::new().factor(bad.as_ref()).is_ok());
     let mut b = rhs(6, 2);
     b[(5, 1)] = f64::NAN;
-    assert!(matches!(f.solve(b.as_ref()), Err(Error::NonFinite { what: "B", row: 5, col: 1, .. })));
+    assert!(matches!(
+        f.solve(b.as_ref()),
+        Err(Error::NonFinite {
+            what: "B",
+            row: 5,
+            col: 1,
+            ..
+        })
+    ));
 
-    assert_eq!(Cholesky::new().tile(0).factor(a.as_ref()).unwrap_err(), Error::ZeroTileSize);
+    assert_eq!(
+        Cholesky::new().tile(0).factor(a.as_ref()).unwrap_err(),
+        Error::ZeroTileSize
+    );
     assert!(matches!(
         Cholesky::new().threads(0).factor(a.as_ref()).unwrap_err(),
-        Error::InvalidOption { option: "threads", .. }
+        Error::InvalidOption {
+            option: "threads",
+            ..
+        }
     ));
     if !Backend::OpenBlas.is_available() {
-        let err = Cholesky::new().backend(Backend::OpenBlas).factor(a.as_ref()).unwrap_err();
+        let err = Cholesky::new()
+            .backend(Backend::OpenBlas)
+            .factor(a.as_ref())
+            .unwrap_err();
         assert!(err.to_string().contains("--features openblas"), "{err}");
     }
 }

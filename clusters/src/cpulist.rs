@@ -73,7 +73,10 @@ mod tests {
 
     #[test]
     fn parses_ranges_and_singletons() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11").unwrap(), [0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11").unwrap(),
+            [0, 1, 2, 3, 8, 10, 11]
+        );
         assert_eq!(parse_cpu_list(" 5 ").unwrap(), [5]);
         assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
         assert_eq!(format_cpu_list(&[]), "");

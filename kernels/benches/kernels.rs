@@ -1,1 +1,77 @@
-fn main() {}
+//! Gflop/s of each CPU tile kernel of the Cholesky factorisation, for every backend in
+//! this build, at tiles 128, 256 and 512, with all the cores this process may use.
+//!
+//! Throughput is declared in flops, so criterion's "Gelem/s" reads as Gflop/s.
+//! Run: `cargo bench -p hetla-kernels` (add `--features openblas` for OpenBLAS).
+
+use std::num::NonZeroUsize;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use faer::Mat;
+use hetla_kernels::{Backend, Op, Par};
+
+fn operands(op: Op, b: usize) -> (Vec<Mat<f64>>, Mat<f64>) {
+    let m = |seed: usize| {
+        Mat::from_fn(b, b, |i, j| {
+            ((i * 7919 + j * 104_729 + seed) % 1000) as f64 / 1000.0 - 0.5
+        })
+    };
+    let spd = Mat::from_fn(b, b, |i, j| if i == j { b as f64 } else { 0.0 })
+        + m(1) * 0.5
+        + m(1).transpose() * 0.5;
+    let lower = Mat::from_fn(b, b, |i, j| {
+        if i == j {
+            2.0
+        } else if i > j {
+            0.01
+        } else {
+            0.0
+        }
+    });
+    match op {
+        Op::Potrf => (vec![], spd),
+        Op::Trsm => (vec![lower], m(2)),
+        Op::Syrk => (vec![m(3)], spd),
+        _ => (vec![m(4), m(5)], m(6)),
+    }
+}
+
+fn kernels(c: &mut Criterion) {
+    let threads = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.get())
+        .build()
+        .unwrap();
+    let par = Par::Rayon(threads);
+    for backend in Backend::available() {
+        let mut group = c.benchmark_group(format!("kernels/{backend}"));
+        group.sample_size(10);
+        group.warm_up_time(std::time::Duration::from_millis(500));
+        group.measurement_time(std::time::Duration::from_secs(2));
+        for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm] {
+            for b in [128, 256, 512] {
+                let (reads, write) = operands(op, b);
+                let shapes: Vec<_> = reads
+                    .iter()
+                    .chain([&write])
+                    .map(|m| (m.nrows(), m.ncols()))
+                    .collect();
+                group.throughput(Throughput::Elements(op.flops(&shapes) as u64));
+                let views: Vec<_> = reads.iter().map(|m| m.as_ref()).collect();
+                group.bench_function(format!("{op}/{b}"), |bench| {
+                    // A fresh copy of the written tile each time: POTRF and TRSM cannot be
+                    // repeated in place, and updates would drift the values.
+                    bench.iter_batched_ref(
+                        || write.clone(),
+                        |out| pool.install(|| backend.run(op, &views, out.as_mut(), par).unwrap()),
+                        BatchSize::LargeInput,
+                    )
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, kernels);
+criterion_main!(benches);
