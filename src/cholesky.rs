@@ -8,9 +8,7 @@
 use std::num::NonZeroUsize;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{
-    TaskGraph, Tiling, backward_substitution, cholesky, forward_substitution,
-};
+use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
 use hetla_kernels::Backend;
 
 use crate::executor::{SequentialExecutor, factorisation_error};
@@ -197,9 +195,8 @@ impl Factor {
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
         let mut graph = TaskGraph::new();
-        let (lt, bt): (&Tiling, &Tiling) = (l.tiling(), rhs.tiling());
-        forward_substitution(&mut graph, lt, bt)?;
-        backward_substitution(&mut graph, lt, bt)?;
+        forward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
+        backward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
         self.executor
             .run(&graph, &[&l, &rhs])
             .map_err(|failure| Error::Kernel(failure.error))
@@ -208,6 +205,7 @@ impl Factor {
 
 /// Solves the SPD system A X = B with default options (A's lower triangle is read).
 pub fn solve_spd(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+    // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
     check_square("A", a.nrows(), a.ncols())?;
     if b.nrows() != a.nrows() {
         return Err(Error::DimensionMismatch {

@@ -52,23 +52,26 @@ struct BlasRef {
 fn blas_ref(m: MatRef<'_, f64>) -> Result<BlasRef, KernelError> {
     let (r, c) = (m.nrows() as isize, m.ncols() as isize);
     let (rs, cs) = (m.row_stride(), m.col_stride());
-    let (ld, trans, copy) = if rs == 1 && cs >= r.max(1) {
-        (cs as usize, CblasNoTrans, None)
-    } else if cs == 1 && rs >= c.max(1) {
-        (rs as usize, CblasTrans, None)
-    } else {
-        (m.nrows().max(1), CblasNoTrans, Some(m.to_owned()))
+    let direct = |ld: isize, trans| {
+        Ok(BlasRef {
+            ptr: m.as_ptr(),
+            ld: int(ld as usize)?,
+            trans,
+            _copy: None,
+        })
     };
-    let ptr = copy.as_ref().map_or(m.as_ptr(), |c| c.as_ptr());
-    let ld = match &copy {
-        Some(c) => c.col_stride() as usize,
-        None => ld,
-    };
+    if rs == 1 && cs >= r.max(1) {
+        return direct(cs, CblasNoTrans);
+    }
+    if cs == 1 && rs >= c.max(1) {
+        return direct(rs, CblasTrans);
+    }
+    let copy = m.to_owned();
     Ok(BlasRef {
-        ptr,
-        ld: int(ld)?,
-        trans,
-        _copy: copy,
+        ptr: copy.as_ptr(),
+        ld: int(copy.col_stride() as usize)?,
+        trans: CblasNoTrans,
+        _copy: Some(copy),
     })
 }
 
