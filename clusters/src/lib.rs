@@ -1,16 +1,28 @@
 //! # hetla-clusters
 //!
-//! What hetla knows about the CPUs of the machine and how it groups them. For now: the
-//! logical CPUs this process may run on (its affinity mask) and the CPUs the kernel has
-//! online, with the Linux "cpulist" syntax ("0-3,8,10-11") used by sysfs and by explicit
-//! cluster specifications. Topology discovery (hwloc or sysfs), cluster specifications
-//! and pinned thread pools build on these.
+//! What hetla knows about the CPUs of the machine and how it groups them:
+//! - [`Topology`]: packages, NUMA nodes, L3 and L2 caches, cores and logical CPUs, from
+//!   hwloc (feature `hwloc`) or Linux sysfs, or built by hand for tests;
+//! - [`ClusterSpec`]: "2x10", "numa", "0-3/4-7", "auto"..., resolved against a topology
+//!   into compact groups of cores;
+//! - [`CpuCluster`]: a rayon pool whose threads are pinned to a cluster's cores;
+//! - the logical CPUs this process may use and the Linux "cpulist" syntax ("0-3,8").
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod cluster;
 mod cpulist;
+mod error;
+#[cfg(feature = "hwloc")]
+mod hwloc;
+mod spec;
+mod topology;
 
+pub use cluster::CpuCluster;
 pub use cpulist::{CpuListError, format_cpu_list, parse_cpu_list};
+pub use error::ClusterError;
+pub use spec::ClusterSpec;
+pub use topology::{CpuSet, Level, Topology, TopologySource};
 
 /// The logical CPUs this process may run on (its affinity mask), sorted. Falls back to
 /// `0..available_parallelism` where the platform does not expose a mask.
