@@ -5,13 +5,15 @@
 //! valid: it factors into an empty factor, and solving with it returns an empty (0 x k)
 //! solution, as LAPACK's quick return does.
 
-use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
+use hetla_clusters::ClusterSpec;
 use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
 use hetla_kernels::Backend;
 
-use crate::executor::{SequentialExecutor, factorisation_error};
+use crate::runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
+use crate::tile_work::{TileWork, run_error};
 use crate::tiled::mat_from_slice;
 use crate::{Error, Result, TiledMatrix};
 
@@ -34,7 +36,11 @@ pub fn default_tile_size(n: usize, backend: Backend) -> usize {
     }
 }
 
-/// Configures and runs tiled Cholesky factorisations.
+/// Configures and runs tiled Cholesky factorisations on the runtime.
+///
+/// By default the platform is built at each call from the cluster spec (default `auto`)
+/// and the backend; give a shared [`Platform`] with [`Cholesky::platform`] to reuse its
+/// pools and performance models across calls.
 ///
 /// ```
 /// use faer::Mat;
@@ -48,11 +54,14 @@ pub fn default_tile_size(n: usize, backend: Backend) -> usize {
 pub struct Cholesky {
     tile: Option<usize>,
     backend: Backend,
+    clusters: ClusterSpec,
     threads: Option<usize>,
+    scheduler: SchedulerKind,
+    platform: Option<Arc<Platform>>,
 }
 
 impl Cholesky {
-    /// Default options: faer, the default tile size, all available cores.
+    /// Default options: faer, the default tile size, `auto` clusters, MCT.
     pub fn new() -> Self {
         Self::default()
     }
@@ -64,33 +73,58 @@ impl Cholesky {
         self
     }
 
-    /// Kernel backend.
+    /// Kernel backend (ignored when a platform is given: it has its own).
     pub fn backend(mut self, backend: Backend) -> Self {
         self.backend = backend;
         self
     }
 
-    /// Threads used by every kernel (default: the cores this process may use).
+    /// How cores are grouped into clusters (ignored when a platform is given).
+    pub fn clusters(mut self, spec: ClusterSpec) -> Self {
+        self.clusters = spec;
+        self
+    }
+
+    /// One cluster of `threads` cores: every kernel runs on all of them, one at a time.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
     }
 
-    /// The tile size used for a matrix of order `n`.
-    pub fn tile_size_for(&self, n: usize) -> usize {
-        self.tile
-            .unwrap_or_else(|| default_tile_size(n, self.backend))
+    /// The scheduling policy.
+    pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
+        self.scheduler = scheduler;
+        self
     }
 
-    fn executor(&self) -> Result<SequentialExecutor> {
-        let threads = match self.threads {
-            Some(t) => NonZeroUsize::new(t).ok_or_else(|| Error::InvalidOption {
-                option: "threads",
-                reason: "must be at least 1".into(),
-            })?,
-            None => std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+    /// Runs on this platform (its clusters, backend and models).
+    pub fn platform(mut self, platform: Arc<Platform>) -> Self {
+        self.platform = Some(platform);
+        self
+    }
+
+    /// The tile size used for a matrix of order `n`.
+    pub fn tile_size_for(&self, n: usize) -> usize {
+        let backend = self.platform.as_ref().map_or(self.backend, |p| p.backend());
+        self.tile.unwrap_or_else(|| default_tile_size(n, backend))
+    }
+
+    /// The platform a run uses: the one given, or one built from the options.
+    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
+        if let Some(p) = &self.platform {
+            return Ok(p.clone());
+        }
+        let spec = match self.threads {
+            Some(0) => {
+                return Err(Error::InvalidOption {
+                    option: "threads",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            Some(t) => ClusterSpec::Grid { count: 1, size: t },
+            None => self.clusters.clone(),
         };
-        SequentialExecutor::new(self.backend, threads)
+        Ok(Arc::new(Platform::new(&spec, self.backend)?))
     }
 
     /// Factors a copy of `a` (left unchanged) and returns the factor.
@@ -101,19 +135,26 @@ impl Cholesky {
 
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
     pub fn factor_owned(&self, mut a: Mat<f64>) -> Result<Factor> {
-        let executor = self.executor()?;
-        let tile = self.factor_with(&executor, a.as_mut())?;
+        let platform = self.resolve_platform()?;
+        let (tile, _) = self.factor_on(&platform, a.as_mut())?;
         Ok(Factor {
             l: a,
             tile,
-            executor,
+            platform,
+            scheduler: self.scheduler,
         })
     }
 
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper
     /// triangle is untouched). On error the lower triangle is partly overwritten.
     pub fn factor_in_place(&self, a: MatMut<'_, f64>) -> Result<()> {
-        self.factor_with(&self.executor()?, a).map(|_| ())
+        self.factor_in_place_traced(a).map(|_| ())
+    }
+
+    /// As [`Cholesky::factor_in_place`], and returns the trace of the run.
+    pub fn factor_in_place_traced(&self, a: MatMut<'_, f64>) -> Result<Trace> {
+        let platform = self.resolve_platform()?;
+        self.factor_on(&platform, a).map(|(_, trace)| trace)
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading
@@ -122,16 +163,24 @@ impl Cholesky {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
-    fn factor_with(&self, executor: &SequentialExecutor, a: MatMut<'_, f64>) -> Result<usize> {
+    fn factor_on(&self, platform: &Platform, a: MatMut<'_, f64>) -> Result<(usize, Trace)> {
         check_square("A", a.nrows(), a.ncols())?;
         let tile = self.tile_size_for(a.nrows());
         check_finite_lower("A", a.as_ref())?;
         let a = TiledMatrix::new(a, tile, "A")?;
         let graph = cholesky(a.tiling())?;
-        executor
-            .run(&graph, &[&a])
-            .map_err(|failure| factorisation_error(&graph, &a, failure))?;
-        Ok(tile)
+        let work = TileWork {
+            graph: &graph,
+            matrices: &[&a],
+            backend: platform.backend(),
+        };
+        let options = RunOptions {
+            scheduler: self.scheduler,
+            ..RunOptions::default()
+        };
+        let trace =
+            execute(platform, &work, &options).map_err(|e| run_error(&graph, Some(&a), e))?;
+        Ok((tile, trace))
     }
 }
 
@@ -139,7 +188,8 @@ impl Cholesky {
 pub struct Factor {
     l: Mat<f64>,
     tile: usize,
-    executor: SequentialExecutor,
+    platform: Arc<Platform>,
+    scheduler: SchedulerKind,
 }
 
 impl std::fmt::Debug for Factor {
@@ -147,7 +197,7 @@ impl std::fmt::Debug for Factor {
         f.debug_struct("Factor")
             .field("n", &self.n())
             .field("tile", &self.tile)
-            .field("backend", &self.executor.backend())
+            .field("platform", &self.platform)
             .finish()
     }
 }
@@ -197,9 +247,18 @@ impl Factor {
         let mut graph = TaskGraph::new();
         forward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
         backward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
-        self.executor
-            .run(&graph, &[&l, &rhs])
-            .map_err(|failure| Error::Kernel(failure.error))
+        let work = TileWork {
+            graph: &graph,
+            matrices: &[&l, &rhs],
+            backend: self.platform.backend(),
+        };
+        let options = RunOptions {
+            scheduler: self.scheduler,
+            ..RunOptions::default()
+        };
+        execute(&self.platform, &work, &options)
+            .map(|_| ())
+            .map_err(|e| run_error(&graph, None, e))
     }
 }
 

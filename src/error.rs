@@ -68,6 +68,35 @@ pub enum Error {
     /// An error from a tile kernel (backend not built, operands rejected...).
     #[error(transparent)]
     Kernel(KernelError),
+    /// A task panicked inside its kernel; the run stopped cleanly.
+    #[error("task {task} ({op}) panicked: {message}")]
+    TaskPanicked {
+        /// Index of the task in its graph.
+        task: usize,
+        /// Its operation.
+        op: String,
+        /// The panic message.
+        message: String,
+    },
+    /// The topology or the cluster spec is unusable.
+    #[error(transparent)]
+    Cluster(#[from] hetla_clusters::ClusterError),
+    /// A performance-model file could not be read or written.
+    #[error("performance models in {path}: {reason}")]
+    PerfModel {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// An output file (trace, chart) could not be written.
+    #[error("cannot write {path}: {reason}")]
+    Output {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
     /// An error in describing a tiling.
     #[error(transparent)]
     Tiling(TilingError),

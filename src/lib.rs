@@ -2,8 +2,10 @@
 //!
 //! Dense symmetric positive definite factorisation (tiled Cholesky) on a heterogeneous
 //! node. A matrix is cut into b x b tiles ([`TiledMatrix`]), the tiled algorithm is a
-//! task graph of tile kernels (`hetla-factorizations`), and an executor runs the graph on
-//! the machine's cores with CPU kernels from faer or OpenBLAS (`hetla-kernels`).
+//! task graph of tile kernels (`hetla-factorizations`), and the [`runtime`] runs the graph
+//! on a [`Platform`] of CPU core clusters (`hetla-clusters`), placing each task with a
+//! scheduler (MCT by default) and performance models, with CPU kernels from faer or
+//! OpenBLAS (`hetla-kernels`).
 //!
 //! ```
 //! use faer::Mat;
@@ -19,12 +21,15 @@
 pub mod check;
 mod cholesky;
 mod error;
-pub mod executor;
 pub mod matgen;
+pub mod runtime;
+mod tile_work;
 mod tiled;
 
 pub use cholesky::{Cholesky, Factor, default_tile_size, solve_spd};
 pub use error::{Error, Result};
+pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;
 pub use hetla_kernels::{Backend, Op, Par};
+pub use runtime::{Platform, SchedulerKind, Trace};
 pub use tiled::{TiledMatrix, mat_from_slice};

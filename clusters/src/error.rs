@@ -3,7 +3,7 @@
 use crate::{CpuListError, Level};
 
 /// What went wrong while reading the topology or building clusters.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
     /// The spec is not one of the accepted forms.
     #[error("cluster spec {spec:?}: {reason}")]

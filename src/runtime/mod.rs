@@ -1,0 +1,28 @@
+//! The runtime: runs task graphs on a platform's workers with a scheduler, and traces them.
+//!
+//! - [`platform`]: workers (CPU clusters with pinned pools; GPUs later), memory nodes, the
+//!   kernel backend and the performance models learned on them;
+//! - [`data`]: one handle per tile with an MSI replica state per memory node;
+//! - [`perfmodel`]: history-based duration models, persisted as JSON;
+//! - [`scheduler`]: the `Scheduler` trait and the `Mct`, `Eager` and `WorkStealing` policies;
+//! - [`execute`]: the real executor (one thread per worker, inside its cluster's pool);
+//! - [`trace`]: what ran where and when; Chrome JSON, SVG Gantt chart, summary statistics.
+//!
+//! A run: the executor interns every task's model key, computes bottom-level priorities,
+//! pushes the tasks without predecessors, and starts the workers. A worker pops a task,
+//! makes its tiles valid on its memory node, runs the kernel with its cluster's
+//! parallelism, records the duration in the model, and releases the successors whose last
+//! predecessor this was.
+
+pub mod data;
+pub mod execute;
+pub mod perfmodel;
+pub mod platform;
+pub mod scheduler;
+pub mod trace;
+
+pub use execute::{RunError, RunOptions, TaskFailure, Workload, bottom_levels, execute};
+pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats};
+pub use platform::{ModelStore, Platform, ResourceKind, WorkerInfo};
+pub use scheduler::{Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, WorkStealing};
+pub use trace::{Trace, TraceSummary};

@@ -1,0 +1,419 @@
+//! Scheduling policies: which worker runs a ready task, and in which order.
+//!
+//! The executor calls [`Scheduler::push`] when a task becomes ready (all its predecessors
+//! done), [`Scheduler::pop`] when a worker wants work, and [`Scheduler::done`] when a
+//! worker finished a task. Calls come from every worker thread at once, so schedulers
+//! synchronise internally. Times are seconds since the start of the run, from the
+//! executor's clock (real or, later, simulated).
+//!
+//! - [`Mct`] (default; StarPU's dmda without transfers yet): on push, the task goes to
+//!   the worker with the minimum expected completion time, `max(now, end of the running
+//!   task) + queued work + estimate`; each worker pops its own queue by priority.
+//!   An uncalibrated (operation, shape, class) goes to the least-loaded worker of a class
+//!   that lacks samples, so that it gets measured.
+//! - [`Eager`]: one central queue ordered by priority; any idle worker takes the most
+//!   urgent task it may run.
+//! - [`WorkStealing`]: per-worker LIFO deques (crossbeam-deque); a worker pushes the tasks
+//!   it releases onto its own deque, pops from it, and steals from the others when empty.
+//!
+//! Priorities are bottom levels: a task's flops plus the largest bottom level among its
+//! successors, so that the critical path runs first.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use crossbeam_deque::{Injector, Stealer, Worker as Deque};
+
+use super::perfmodel::Stats;
+use super::platform::{ResourceKind, WorkerInfo};
+
+/// A duration estimate for a task on a worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Estimate {
+    /// From a calibrated model (mean of the history), in seconds.
+    Known(f64),
+    /// No calibrated model yet: a flop-based guess, in seconds.
+    Uncalibrated(f64),
+}
+
+impl Estimate {
+    /// The estimated seconds, whichever the source.
+    pub fn seconds(self) -> f64 {
+        match self {
+            Self::Known(s) | Self::Uncalibrated(s) => s,
+        }
+    }
+}
+
+/// The rate assumed per core for a kernel never measured (flop/s): only a first guess
+/// until [`super::perfmodel::MIN_SAMPLES`] samples exist.
+const GUESS_RATE_PER_CORE: f64 = 20e9;
+
+/// What a scheduler may know about the run: tasks, workers, priorities, restrictions and
+/// duration estimates.
+pub struct SchedContext<'a> {
+    workers: &'a [WorkerInfo],
+    priorities: Vec<f64>,
+    flops: Vec<f64>,
+    /// Allowed worker kinds per task (`None`: any).
+    allowed: Vec<Option<&'a [ResourceKind]>>,
+    /// Performance-model index of each task.
+    key_of_task: Vec<usize>,
+    /// Model class index of each worker.
+    class_of_worker: Vec<usize>,
+    classes: usize,
+    /// `table[key * classes + class]`, updated as tasks finish.
+    table: Mutex<Vec<Stats>>,
+}
+
+impl<'a> SchedContext<'a> {
+    /// A context for tasks with the given priorities, flops, restrictions and model keys
+    /// (indices into a table of `keys x classes` statistics, `class_of_worker` giving each
+    /// worker's class).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        workers: &'a [WorkerInfo],
+        priorities: Vec<f64>,
+        flops: Vec<f64>,
+        allowed: Vec<Option<&'a [ResourceKind]>>,
+        key_of_task: Vec<usize>,
+        class_of_worker: Vec<usize>,
+        classes: usize,
+        table: Vec<Stats>,
+    ) -> Self {
+        Self {
+            workers,
+            priorities,
+            flops,
+            allowed,
+            key_of_task,
+            class_of_worker,
+            classes,
+            table: Mutex::new(table),
+        }
+    }
+
+    /// Number of tasks.
+    pub fn tasks(&self) -> usize {
+        self.priorities.len()
+    }
+
+    /// The workers.
+    pub fn workers(&self) -> &[WorkerInfo] {
+        self.workers
+    }
+
+    /// The priority (bottom level, flops) of a task: higher runs first.
+    pub fn priority(&self, task: usize) -> f64 {
+        self.priorities[task]
+    }
+
+    /// Whether `worker` may run `task`.
+    pub fn can_run(&self, task: usize, worker: usize) -> bool {
+        self.allowed[task].is_none_or(|kinds| kinds.contains(&self.workers[worker].kind))
+    }
+
+    /// The estimated duration of `task` on `worker`.
+    pub fn estimate(&self, task: usize, worker: usize) -> Estimate {
+        let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
+        match self.lock()[index].calibrated_mean() {
+            Some(mean) => Estimate::Known(mean),
+            None => Estimate::Uncalibrated(
+                self.flops[task] / (GUESS_RATE_PER_CORE * self.workers[worker].cores() as f64),
+            ),
+        }
+    }
+
+    /// Records the measured duration of `task` on `worker`.
+    pub fn record(&self, task: usize, worker: usize, seconds: f64) {
+        let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
+        self.lock()[index].record(seconds);
+    }
+
+    /// The statistics table (`keys x classes`), to merge back into the platform's models.
+    pub fn into_table(self) -> Vec<Stats> {
+        self.table.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Stats>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A scheduling policy. See the module documentation.
+pub trait Scheduler: Send + Sync {
+    /// `task` became ready; `origin` is the worker whose task released it.
+    fn push(&self, task: usize, origin: Option<usize>, now: f64, ctx: &SchedContext<'_>);
+    /// The next task for `worker`, if any.
+    fn pop(&self, worker: usize, now: f64, ctx: &SchedContext<'_>) -> Option<usize>;
+    /// `worker` finished `task`.
+    fn done(&self, _task: usize, _worker: usize, _now: f64, _ctx: &SchedContext<'_>) {}
+}
+
+/// The policies hetla has, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum SchedulerKind {
+    /// Minimum completion time with performance models.
+    #[default]
+    Mct,
+    /// A central priority queue.
+    Eager,
+    /// Per-worker deques with stealing.
+    WorkStealing,
+}
+
+impl SchedulerKind {
+    /// Every policy.
+    pub const ALL: [SchedulerKind; 3] = [Self::Mct, Self::Eager, Self::WorkStealing];
+
+    /// The name used on the command line ("mct", "eager", "ws").
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mct => "mct",
+            Self::Eager => "eager",
+            Self::WorkStealing => "ws",
+        }
+    }
+
+    /// A fresh scheduler of this kind for `workers` workers.
+    pub fn build(self, workers: usize) -> Box<dyn Scheduler> {
+        match self {
+            Self::Mct => Box::new(Mct::new(workers)),
+            Self::Eager => Box::new(Eager::default()),
+            Self::WorkStealing => Box::new(WorkStealing::new(workers)),
+        }
+    }
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SchedulerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "mct" | "dmda" => Ok(Self::Mct),
+            "eager" => Ok(Self::Eager),
+            "ws" | "work-stealing" | "workstealing" => Ok(Self::WorkStealing),
+            _ => Err(format!(
+                "unknown scheduler {s:?}; expected mct, eager or ws"
+            )),
+        }
+    }
+}
+
+/// A queued task: higher priority first, then earlier submission.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    priority: f64,
+    task: usize,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.priority
+            .total_cmp(&other.priority)
+            .then_with(|| other.task.cmp(&self.task))
+    }
+}
+
+fn queued(task: usize, ctx: &SchedContext<'_>) -> Queued {
+    Queued {
+        priority: ctx.priority(task),
+        task,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Scheduler state stays consistent across a panicking kernel (kernels run outside
+    // these locks), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Default)]
+struct MctState {
+    queues: Vec<BinaryHeap<Queued>>,
+    /// Estimated seconds of the tasks waiting in each queue.
+    queued_work: Vec<f64>,
+    /// Expected end of the task each worker is running.
+    running_end: Vec<f64>,
+    /// The estimate each queued task was charged with.
+    charged: Vec<(usize, f64)>,
+}
+
+/// Minimum expected completion time with per-worker priority queues.
+pub struct Mct {
+    state: Mutex<MctState>,
+}
+
+impl Mct {
+    /// An MCT scheduler for `workers` workers.
+    pub fn new(workers: usize) -> Self {
+        Self {
+            state: Mutex::new(MctState {
+                queues: (0..workers).map(|_| BinaryHeap::new()).collect(),
+                queued_work: vec![0.0; workers],
+                running_end: vec![0.0; workers],
+                charged: Vec::new(),
+            }),
+        }
+    }
+
+    /// The worker MCT picks for `task` and the estimate charged to it.
+    fn choose(state: &MctState, task: usize, now: f64, ctx: &SchedContext<'_>) -> (usize, f64) {
+        let mut best: Option<(bool, f64, usize, f64)> = None;
+        for w in (0..ctx.workers().len()).filter(|&w| ctx.can_run(task, w)) {
+            let free = state.running_end[w].max(now) + state.queued_work[w];
+            let estimate = ctx.estimate(task, w);
+            // Uncalibrated workers win (the task measures them), the least loaded first;
+            // among calibrated ones the earliest expected end wins.
+            let (calibrating, score) = match estimate {
+                Estimate::Uncalibrated(_) => (true, free),
+                Estimate::Known(d) => (false, free + d),
+            };
+            let candidate = (calibrating, score, w, estimate.seconds());
+            best = Some(match best {
+                None => candidate,
+                Some(b) if (candidate.0 && !b.0) || (candidate.0 == b.0 && candidate.1 < b.1) => {
+                    candidate
+                }
+                Some(b) => b,
+            });
+        }
+        // Some worker can always run a task: the executor checks restrictions before the run.
+        let (_, _, w, seconds) = best.unwrap_or((false, 0.0, 0, 0.0));
+        (w, seconds)
+    }
+}
+
+impl Scheduler for Mct {
+    fn push(&self, task: usize, _origin: Option<usize>, now: f64, ctx: &SchedContext<'_>) {
+        let mut s = lock(&self.state);
+        if s.charged.len() < ctx.tasks() {
+            s.charged.resize(ctx.tasks(), (0, 0.0));
+        }
+        let (w, seconds) = Self::choose(&s, task, now, ctx);
+        s.queues[w].push(queued(task, ctx));
+        s.queued_work[w] += seconds;
+        s.charged[task] = (w, seconds);
+    }
+
+    fn pop(&self, worker: usize, now: f64, _ctx: &SchedContext<'_>) -> Option<usize> {
+        let mut s = lock(&self.state);
+        let task = s.queues[worker].pop()?.task;
+        let seconds = s.charged[task].1;
+        s.queued_work[worker] = (s.queued_work[worker] - seconds).max(0.0);
+        s.running_end[worker] = now + seconds;
+        Some(task)
+    }
+
+    fn done(&self, _task: usize, worker: usize, now: f64, _ctx: &SchedContext<'_>) {
+        lock(&self.state).running_end[worker] = now;
+    }
+}
+
+/// One central priority queue.
+#[derive(Default)]
+pub struct Eager {
+    queue: Mutex<BinaryHeap<Queued>>,
+}
+
+impl Scheduler for Eager {
+    fn push(&self, task: usize, _origin: Option<usize>, _now: f64, ctx: &SchedContext<'_>) {
+        lock(&self.queue).push(queued(task, ctx));
+    }
+
+    fn pop(&self, worker: usize, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+        let mut queue = lock(&self.queue);
+        let mut skipped = Vec::new();
+        let found = loop {
+            match queue.pop() {
+                Some(q) if ctx.can_run(q.task, worker) => break Some(q.task),
+                Some(q) => skipped.push(q),
+                None => break None,
+            }
+        };
+        queue.extend(skipped);
+        found
+    }
+}
+
+/// Work stealing over crossbeam deques.
+pub struct WorkStealing {
+    /// Each worker's own deque; only its worker pushes and pops (the mutex is never
+    /// contended: it only makes the owner-side handle shareable).
+    locals: Vec<Mutex<Deque<usize>>>,
+    stealers: Vec<Stealer<usize>>,
+    /// Tasks released by no worker (the first ready tasks) or that a worker may not run.
+    injector: Injector<usize>,
+}
+
+impl WorkStealing {
+    /// A work-stealing scheduler for `workers` workers.
+    pub fn new(workers: usize) -> Self {
+        let deques: Vec<Deque<usize>> = (0..workers).map(|_| Deque::new_lifo()).collect();
+        let stealers = deques.iter().map(Deque::stealer).collect();
+        Self {
+            locals: deques.into_iter().map(Mutex::new).collect(),
+            stealers,
+            injector: Injector::new(),
+        }
+    }
+}
+
+impl Scheduler for WorkStealing {
+    fn push(&self, task: usize, origin: Option<usize>, _now: f64, ctx: &SchedContext<'_>) {
+        match origin {
+            Some(w) if ctx.can_run(task, w) => lock(&self.locals[w]).push(task),
+            _ => self.injector.push(task),
+        }
+    }
+
+    fn pop(&self, worker: usize, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+        let local = lock(&self.locals[worker]);
+        if let Some(task) = local.pop() {
+            return Some(task);
+        }
+        let others = (1..self.stealers.len()).map(|i| (worker + i) % self.stealers.len());
+        let sources = std::iter::once(None).chain(others.map(Some));
+        for source in sources {
+            loop {
+                let stolen = match source {
+                    None => self.injector.steal(),
+                    Some(v) => self.stealers[v].steal(),
+                };
+                match stolen {
+                    crossbeam_deque::Steal::Success(task) if ctx.can_run(task, worker) => {
+                        return Some(task);
+                    }
+                    crossbeam_deque::Steal::Success(task) => {
+                        // Not ours to run: leave it where any worker looks.
+                        self.injector.push(task);
+                        break;
+                    }
+                    crossbeam_deque::Steal::Retry => continue,
+                    crossbeam_deque::Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+}

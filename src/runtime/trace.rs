@@ -1,0 +1,287 @@
+//! Traces of runs: what ran where and when, and the views of it users read.
+//!
+//! - [`Trace::to_chrome_json`]: Chrome trace-event JSON (complete events, one thread per
+//!   worker), which Perfetto (ui.perfetto.dev) and chrome://tracing open;
+//! - [`Trace::write_gantt_svg`]: an SVG Gantt chart, one row per worker and a colour per
+//!   kernel (plotters);
+//! - [`Trace::summary`]: busy fraction per worker, and count, mean time and Gflop/s per
+//!   kernel.
+
+use std::path::Path;
+
+use hetla_kernels::Op;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use super::data::{MemoryNode, Transfer};
+use super::platform::WorkerInfo;
+use crate::{Error, Result};
+
+/// One task's execution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskEvent {
+    /// Index of the task in its graph.
+    pub task: usize,
+    /// The operation.
+    #[serde(serialize_with = "op_name")]
+    pub op: Op,
+    /// The worker that ran it.
+    pub worker: usize,
+    /// Start, seconds since the run began.
+    pub start: f64,
+    /// End, seconds since the run began.
+    pub end: f64,
+    /// Flops of the task.
+    pub flops: f64,
+}
+
+fn op_name<S: serde::Serializer>(op: &Op, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(op.name())
+}
+
+/// One data transfer between memory nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferEvent {
+    /// What was copied.
+    pub transfer: Transfer,
+    /// Start, seconds since the run began.
+    pub start: f64,
+    /// End, seconds since the run began.
+    pub end: f64,
+}
+
+/// Everything that happened in one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// The workers (event `worker` fields index this).
+    pub workers: Vec<WorkerInfo>,
+    /// Task executions, by start time.
+    pub tasks: Vec<TaskEvent>,
+    /// Transfers, by start time (none on a CPU-only platform).
+    pub transfers: Vec<TransferEvent>,
+    /// Seconds from the start of the run to its end.
+    pub makespan: f64,
+}
+
+/// Per-worker figures of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerSummary {
+    /// Worker name.
+    pub name: String,
+    /// Tasks run.
+    pub tasks: usize,
+    /// Seconds spent in kernels.
+    pub busy_seconds: f64,
+    /// Busy seconds over the makespan.
+    pub busy_fraction: f64,
+}
+
+/// Per-kernel figures of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelSummary {
+    /// Operation name.
+    pub op: String,
+    /// Executions.
+    pub count: usize,
+    /// Mean seconds per execution.
+    pub mean_seconds: f64,
+    /// Total flops over total seconds, in Gflop/s.
+    pub gflops: f64,
+}
+
+/// Bytes moved on one link direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkSummary {
+    /// Source node.
+    pub from: MemoryNode,
+    /// Destination node.
+    pub to: MemoryNode,
+    /// Bytes moved.
+    pub bytes: usize,
+}
+
+/// Summary statistics of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// Seconds.
+    pub makespan: f64,
+    /// One entry per worker.
+    pub workers: Vec<WorkerSummary>,
+    /// One entry per operation that ran.
+    pub kernels: Vec<KernelSummary>,
+    /// Bytes per link direction that carried any.
+    pub links: Vec<LinkSummary>,
+}
+
+impl Trace {
+    /// A trace from events in any order.
+    pub fn new(workers: Vec<WorkerInfo>, mut tasks: Vec<TaskEvent>, makespan: f64) -> Self {
+        tasks.sort_by(|a, b| a.start.total_cmp(&b.start));
+        Self {
+            workers,
+            tasks,
+            transfers: Vec::new(),
+            makespan,
+        }
+    }
+
+    /// Busy fraction per worker and rate per kernel.
+    pub fn summary(&self) -> TraceSummary {
+        let span = self.makespan.max(f64::MIN_POSITIVE);
+        let workers = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(w, info)| {
+                let mine = self.tasks.iter().filter(|e| e.worker == w);
+                let busy: f64 = mine.clone().map(|e| e.end - e.start).sum();
+                WorkerSummary {
+                    name: info.name.clone(),
+                    tasks: mine.count(),
+                    busy_seconds: busy,
+                    busy_fraction: busy / span,
+                }
+            })
+            .collect();
+        let kernels = Op::ALL
+            .into_iter()
+            .filter_map(|op| {
+                let events: Vec<&TaskEvent> = self.tasks.iter().filter(|e| e.op == op).collect();
+                if events.is_empty() {
+                    return None;
+                }
+                let seconds: f64 = events.iter().map(|e| e.end - e.start).sum();
+                let flops: f64 = events.iter().map(|e| e.flops).sum();
+                Some(KernelSummary {
+                    op: op.name().to_owned(),
+                    count: events.len(),
+                    mean_seconds: seconds / events.len() as f64,
+                    gflops: flops / seconds.max(f64::MIN_POSITIVE) / 1e9,
+                })
+            })
+            .collect();
+        let mut links: Vec<LinkSummary> = Vec::new();
+        for t in &self.transfers {
+            let (from, to) = (t.transfer.from, t.transfer.to);
+            match links.iter_mut().find(|l| l.from == from && l.to == to) {
+                Some(l) => l.bytes += t.transfer.bytes,
+                None => links.push(LinkSummary {
+                    from,
+                    to,
+                    bytes: t.transfer.bytes,
+                }),
+            }
+        }
+        TraceSummary {
+            makespan: self.makespan,
+            workers,
+            kernels,
+            links,
+        }
+    }
+
+    /// The trace as Chrome trace-event JSON: a complete event ("ph": "X") per task, in
+    /// microseconds, on one thread per worker named after it.
+    pub fn to_chrome_json(&self) -> serde_json::Value {
+        let names = self.workers.iter().enumerate().map(|(w, info)| {
+            serde_json::json!({
+                "ph": "M", "pid": 0, "tid": w, "name": "thread_name",
+                "args": { "name": format!("{} ({:?})", info.name, info.cpus) },
+            })
+        });
+        let tasks = self.tasks.iter().map(|e| {
+            serde_json::json!({
+                "ph": "X", "pid": 0, "tid": e.worker, "name": e.op.name(), "cat": "task",
+                "ts": e.start * 1e6, "dur": (e.end - e.start) * 1e6,
+                "args": { "task": e.task, "flops": e.flops },
+            })
+        });
+        let transfers = self.transfers.iter().map(|t| {
+            serde_json::json!({
+                "ph": "X", "pid": 1, "tid": t.transfer.to.0, "name": "transfer", "cat": "transfer",
+                "ts": t.start * 1e6, "dur": (t.end - t.start) * 1e6,
+                "args": { "bytes": t.transfer.bytes, "from": t.transfer.from.0, "to": t.transfer.to.0 },
+            })
+        });
+        serde_json::json!({
+            "traceEvents": names.chain(tasks).chain(transfers).collect::<Vec<_>>(),
+            "displayTimeUnit": "ms",
+        })
+    }
+
+    /// Writes [`Trace::to_chrome_json`] to `path`.
+    pub fn write_chrome_json(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string(&self.to_chrome_json()).map_err(|e| output(path, e))?;
+        std::fs::write(path, text).map_err(|e| output(path, e))
+    }
+
+    /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per kernel.
+    pub fn write_gantt_svg(&self, path: &Path) -> Result<()> {
+        self.draw_gantt(path).map_err(|e| output(path, e))
+    }
+
+    fn draw_gantt(&self, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let rows = self.workers.len().max(1);
+        let height = 120 + 40 * rows as u32;
+        let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let span_ms = (self.makespan * 1e3).max(1e-3);
+        let mut chart = ChartBuilder::on(&root)
+            .caption("hetla run: tasks per worker", ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0.0..span_ms, 0.0..rows as f64)?;
+        let names: Vec<String> = self.workers.iter().map(|w| w.name.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("time (ms)")
+            .y_labels(rows * 2 + 1)
+            .y_label_formatter(&|y: &f64| {
+                let row = y.floor() as usize;
+                let centred = (y - y.floor() - 0.5).abs() < 1e-9;
+                match (centred, rows.checked_sub(row + 1)) {
+                    (true, Some(w)) => names.get(w).cloned().unwrap_or_default(),
+                    _ => String::new(),
+                }
+            })
+            .draw()?;
+        for (i, op) in Op::ALL.into_iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            let bars = self.tasks.iter().filter(|e| e.op == op).map(|e| {
+                // Worker 0 on the top row.
+                let y = (rows - 1 - e.worker) as f64;
+                Rectangle::new(
+                    [(e.start * 1e3, y + 0.1), (e.end * 1e3, y + 0.9)],
+                    colour.filled(),
+                )
+            });
+            let bars: Vec<_> = bars.collect();
+            if bars.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(bars)?
+                .label(op.name())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    }
+}
+
+fn output(path: &Path, reason: impl std::fmt::Display) -> Error {
+    Error::Output {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}

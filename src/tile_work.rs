@@ -1,0 +1,115 @@
+//! Tiled task graphs as runtime workloads: each task's kernel runs on views of the tiles
+//! of the matrices it names.
+
+use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
+use hetla_kernels::{Backend, KernelError, Op, Par};
+
+use crate::runtime::{KernelKey, RunError, TaskFailure, Workload};
+use crate::{Error, TiledMatrix};
+
+/// A task graph over tiled matrices (indexed by `MatrixId.0`) with a kernel backend.
+pub(crate) struct TileWork<'g, 'm> {
+    pub graph: &'g TaskGraph,
+    pub matrices: &'g [&'g TiledMatrix<'m>],
+    pub backend: Backend,
+}
+
+impl TileWork<'_, '_> {
+    fn matrix(&self, id: MatrixId, op: Op) -> Result<&TiledMatrix<'_>, KernelError> {
+        self.matrices
+            .get(id.0 as usize)
+            .copied()
+            .ok_or_else(|| KernelError::Operands {
+                op,
+                reason: format!("no matrix {} was given", id.0),
+            })
+    }
+
+    fn shape(&self, tile: TileRef) -> (usize, usize) {
+        self.matrices
+            .get(tile.matrix.0 as usize)
+            .map_or((0, 0), |m| m.tiling().tile_shape(tile.row, tile.col))
+    }
+}
+
+impl Workload for TileWork<'_, '_> {
+    fn graph(&self) -> &TaskGraph {
+        self.graph
+    }
+
+    fn key(&self, task: usize) -> KernelKey {
+        let task = self.graph.task(task);
+        KernelKey {
+            op: task.op,
+            shapes: task.accesses.iter().map(|a| self.shape(a.tile)).collect(),
+        }
+    }
+
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        let (r, c) = self.shape(tile);
+        r * c * size_of::<f64>()
+    }
+
+    fn run(&self, id: usize, par: Par) -> Result<(), KernelError> {
+        let task = self.graph.task(id);
+        let operands = |reason: String| KernelError::Operands {
+            op: task.op,
+            reason,
+        };
+        let (write, reads) = task
+            .accesses
+            .split_last()
+            .filter(|(w, _)| w.mode == Mode::ReadWrite)
+            .ok_or_else(|| operands("the last access must be the written tile".into()))?;
+        if reads
+            .iter()
+            .any(|r| r.mode != Mode::Read || r.tile == write.tile)
+        {
+            return Err(operands(
+                "a tile is written while also read by the task".into(),
+            ));
+        }
+        let target = self.matrix(write.tile.matrix, task.op)?;
+        if !target.is_writable() {
+            return Err(operands(format!(
+                "matrix {} is read-only",
+                write.tile.matrix.0
+            )));
+        }
+        let views = reads
+            .iter()
+            .map(|r| {
+                Ok(self
+                    .matrix(r.tile.matrix, task.op)?
+                    .tile(r.tile.row, r.tile.col))
+            })
+            .collect::<Result<Vec<_>, KernelError>>()?;
+        // SAFETY: the matrix is writable (checked above). The runtime runs a task only
+        // once every earlier task touching its tiles has finished (the graph has RAW, WAR
+        // and WAW edges), and no later such task starts before it ends, so no other view
+        // of the written tile exists while this kernel runs; the written tile is distinct
+        // from every tile the task reads (checked above).
+        let out = unsafe { target.tile_mut_unchecked(write.tile.row, write.tile.col) };
+        self.backend.run(task.op, &views, out, par)
+    }
+}
+
+/// Turns a failed run into the user-facing error: a POTRF pivot failure becomes
+/// [`Error::NotPositiveDefinite`] with the global column of the factored matrix `a`.
+pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunError) -> Error {
+    let task = graph.task(e.task);
+    match (task.op, e.failure, a) {
+        (Op::Potrf, TaskFailure::Kernel(KernelError::NotPositiveDefinite { index }), Some(a)) => {
+            let k = task.accesses[0].tile.col;
+            Error::NotPositiveDefinite {
+                column: a.tiling().offset(k) + index,
+            }
+        }
+        (_, TaskFailure::Kernel(error), _) => Error::Kernel(error),
+        (op, TaskFailure::Panic(message), _) => Error::TaskPanicked {
+            task: e.task,
+            op: op.name().to_owned(),
+            message,
+        },
+    }
+}
