@@ -22,6 +22,7 @@ pub mod check;
 mod cholesky;
 mod error;
 pub mod matgen;
+pub mod peers;
 pub mod runtime;
 mod tile_work;
 mod tiled;

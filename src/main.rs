@@ -1,11 +1,23 @@
-//! The `hetla` command line: factor generated SPD matrices and report what it cost.
+//! The `hetla` command line: factor generated SPD matrices on CPU core clusters, compare
+//! with the peers, calibrate performance models, and show the machine.
 
+mod memory;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
-use hetla::{Backend, Cholesky, Par, check, matgen};
+use hetla::runtime::calibrate::{calibrate, calibration_steps};
+use hetla::runtime::trace::{KernelSummary, WorkerSummary};
+use hetla::runtime::{ModelStore, Platform};
+use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, Topology, check, matgen, peers};
 use serde::Serialize;
+
+#[global_allocator]
+static ALLOCATOR: memory::CountingAllocator = memory::CountingAllocator;
 
 /// Tiled Cholesky on a heterogeneous node: factor, time and check.
 #[derive(Parser)]
@@ -19,8 +31,29 @@ struct Cli {
 enum Command {
     /// Factor a generated random SPD matrix; print seconds, Gflop/s and the scaled residual.
     Cholesky(CholeskyArgs),
-    /// Show the CPUs this process may use and the kernel backends built in.
+    /// Time the tile kernels on each cluster class and store the performance models.
+    Calibrate(CalibrateArgs),
+    /// Show the topology, the clusters a spec makes and the kernel backends built in.
     Info(InfoArgs),
+}
+
+#[derive(Args)]
+struct PlatformArgs {
+    /// Kernel backend: faer or openblas (the latter needs the `openblas` feature).
+    #[arg(long, default_value = "faer", value_parser = parse_backend)]
+    backend: Backend,
+    /// Directory of the performance models (default: $HETLA_PERFMODEL_DIR, else the user's
+    /// cache directory).
+    #[arg(long)]
+    perfmodel_dir: Option<PathBuf>,
+}
+
+impl PlatformArgs {
+    fn store(&self) -> ModelStore {
+        self.perfmodel_dir
+            .clone()
+            .map_or(ModelStore::Default, ModelStore::Dir)
+    }
 }
 
 #[derive(Args)]
@@ -34,19 +67,53 @@ struct CholeskyArgs {
     /// Seed of the matrix generator (`hetla::matgen::random_spd`).
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Kernel backend: faer or openblas (the latter needs the `openblas` feature).
-    #[arg(long, default_value = "faer", value_parser = parse_backend)]
-    backend: Backend,
-    /// Threads per kernel (default: all CPUs this process may use).
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists
+    /// ("0/1") or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    clusters: ClusterSpec,
+    /// Scheduler: mct, eager or ws.
+    #[arg(long, default_value = "mct")]
+    scheduler: SchedulerKind,
+    #[command(flatten)]
+    platform: PlatformArgs,
+    /// Also time faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a DGEMM of the
+    /// same n, in this process, on all available cores.
     #[arg(long)]
-    threads: Option<usize>,
+    compare: bool,
+    /// Write the trace as Chrome trace-event JSON (opens in Perfetto).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Write a Gantt chart of the run as SVG.
+    #[arg(long, value_name = "FILE")]
+    gantt: Option<PathBuf>,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
+struct CalibrateArgs {
+    /// Tile sizes to calibrate.
+    #[arg(long, num_args = 1.., default_values_t = [512])]
+    tile: Vec<usize>,
+    /// Cluster specs whose classes to calibrate.
+    #[arg(long, num_args = 1.., default_values = ["auto"], value_parser = parse_spec)]
+    clusters: Vec<ClusterSpec>,
+    /// Executions per kernel, tile size and class.
+    #[arg(long, default_value_t = 5)]
+    samples: usize,
+    #[command(flatten)]
+    platform: PlatformArgs,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct InfoArgs {
+    /// The cluster spec to show (default: auto).
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    clusters: ClusterSpec,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     json: bool,
@@ -56,32 +123,62 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
     s.parse::<Backend>().map_err(|e| e.to_string())
 }
 
+fn parse_spec(s: &str) -> Result<ClusterSpec, String> {
+    s.parse::<ClusterSpec>().map_err(|e| e.to_string())
+}
+
+#[derive(Serialize)]
+struct ClustersReport {
+    spec: String,
+    cpusets: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct MemoryReport {
+    /// Bytes of the matrix (n^2 doubles).
+    matrix_bytes: usize,
+    /// Peak heap bytes allocated during the factorisation beyond those live before it.
+    peak_extra_bytes: usize,
+    /// peak_extra_bytes / matrix_bytes.
+    ratio: f64,
+}
+
 #[derive(Serialize)]
 struct CholeskyReport {
     n: usize,
     tile: usize,
     backend: String,
-    threads: usize,
+    clusters: ClustersReport,
+    scheduler: String,
     tasks: usize,
     seconds: f64,
     gflops: f64,
     residual: f64,
     residual_ok: bool,
-}
-
-#[derive(Serialize)]
-struct InfoReport {
-    cpus: usize,
-    cpu_list: String,
-    online_cpu_list: Option<String>,
-    backends: Vec<String>,
+    workers: Vec<WorkerSummary>,
+    kernels: Vec<KernelSummary>,
+    memory: MemoryReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peers: Option<Vec<peers::PeerRate>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dgemm_gflops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_best_peer: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_dgemm: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    perfmodel_file: Option<String>,
 }
 
 fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
-    let threads = args
-        .threads
-        .unwrap_or_else(|| hetla_clusters::available_cpus().len());
-    let options = Cholesky::new().backend(args.backend).threads(threads);
+    let platform = Arc::new(Platform::with_store(
+        &args.clusters,
+        args.platform.backend,
+        args.platform.store(),
+    )?);
+    let options = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler);
     let options = match args.tile {
         Some(b) => options.tile(b),
         None => options,
@@ -89,26 +186,73 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let tile = options.tile_size_for(args.n);
     let a = matgen::random_spd(args.n, args.seed);
     let mut factor = a.clone();
+    let baseline = memory::reset_peak();
     let start = Instant::now();
-    options.factor_in_place(factor.as_mut())?;
+    let trace = options.factor_in_place_traced(factor.as_mut())?;
     let seconds = start.elapsed().as_secs_f64();
+    let peak_extra_bytes = memory::peak().saturating_sub(baseline);
     let flops = (args.n as f64).powi(3) / 3.0;
-    let par = Par::rayon(threads);
-    let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), par);
-    let tasks =
-        hetla::factorizations::cholesky(&hetla::factorizations::Tiling::square(args.n, tile)?)?
-            .len();
-    Ok(CholeskyReport {
+    let all_cpus = hetla_clusters::available_cpus().len();
+    let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
+    let model_file = platform.save_models()?;
+    if let Some(path) = &args.trace {
+        trace.write_chrome_json(path)?;
+    }
+    if let Some(path) = &args.gantt {
+        trace.write_gantt_svg(path)?;
+    }
+    let summary = trace.summary();
+    let gflops = flops / seconds / 1e9;
+    let matrix_bytes = args.n * args.n * size_of::<f64>();
+    let mut report = CholeskyReport {
         n: args.n,
         tile,
-        backend: args.backend.to_string(),
-        threads,
-        tasks,
+        backend: platform.backend().to_string(),
+        clusters: ClustersReport {
+            spec: args.clusters.to_string(),
+            cpusets: platform.cpu_lists(),
+        },
+        scheduler: args.scheduler.to_string(),
+        tasks: trace.tasks.len(),
         seconds,
-        gflops: flops / seconds / 1e9,
+        gflops,
         residual,
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
-    })
+        workers: summary.workers,
+        kernels: summary.kernels,
+        memory: MemoryReport {
+            matrix_bytes,
+            peak_extra_bytes,
+            ratio: peak_extra_bytes as f64 / matrix_bytes.max(1) as f64,
+        },
+        peers: None,
+        dgemm_gflops: None,
+        ratio_to_best_peer: None,
+        ratio_to_dgemm: None,
+        perfmodel_file: model_file.map(|p| p.display().to_string()),
+    };
+    if args.compare {
+        let mut rates = Vec::new();
+        factor.copy_from(&a);
+        rates.push(peers::faer_cholesky(factor.as_mut(), all_cpus)?);
+        if Backend::OpenBlas.is_available() {
+            factor.copy_from(&a);
+            rates.push(peers::openblas_dpotrf(factor.as_mut(), all_cpus)?);
+        }
+        drop(factor);
+        let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
+        let mut dgemm = 0.0f64;
+        for backend in Backend::available() {
+            let r = peers::dgemm(backend, args.n, all_cpus)?;
+            dgemm = dgemm.max(r.gflops);
+            rates.push(r);
+        }
+        report.ratio_to_best_peer = Some(gflops / best_peer);
+        report.ratio_to_dgemm = Some(gflops / dgemm);
+        report.dgemm_gflops = Some(dgemm);
+        report.peers = Some(rates);
+    }
+    Ok(report)
 }
 
 fn print_cholesky(r: &CholeskyReport) {
@@ -116,7 +260,13 @@ fn print_cholesky(r: &CholeskyReport) {
         "hetla cholesky: n = {}, tile = {}, {} tasks",
         r.n, r.tile, r.tasks
     );
-    println!("  backend   {} ({} threads)", r.backend, r.threads);
+    println!(
+        "  platform  {} kernels, clusters {} = [{}], scheduler {}",
+        r.backend,
+        r.clusters.spec,
+        r.clusters.cpusets.join("] ["),
+        r.scheduler
+    );
     println!("  time      {:.4} s", r.seconds);
     println!("  rate      {:.2} Gflop/s (n^3/3 flops)", r.gflops);
     println!(
@@ -125,16 +275,169 @@ fn print_cholesky(r: &CholeskyReport) {
         if r.residual_ok { "ok" } else { "TOO LARGE" },
         check::RESIDUAL_THRESHOLD
     );
+    println!(
+        "  memory    {:.1} MiB allocated beyond the matrix ({:.3}x its {:.1} MiB)",
+        r.memory.peak_extra_bytes as f64 / 1048576.0,
+        r.memory.ratio,
+        r.memory.matrix_bytes as f64 / 1048576.0
+    );
+    for w in &r.workers {
+        println!(
+            "  worker    {:<6} {:4} tasks, busy {:5.1}%",
+            w.name,
+            w.tasks,
+            100.0 * w.busy_fraction
+        );
+    }
+    for k in &r.kernels {
+        println!(
+            "  kernel    {:<6} {:5} x {:9.3} ms  {:7.2} Gflop/s",
+            k.op,
+            k.count,
+            k.mean_seconds * 1e3,
+            k.gflops
+        );
+    }
+    if let Some(peers) = &r.peers {
+        for p in peers {
+            println!(
+                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s",
+                p.name, p.seconds, p.gflops
+            );
+        }
+        println!(
+            "  ratios    hetla / best Cholesky peer {:.3}, hetla / DGEMM {:.3}",
+            r.ratio_to_best_peer.unwrap_or(f64::NAN),
+            r.ratio_to_dgemm.unwrap_or(f64::NAN)
+        );
+    }
 }
 
-fn info() -> InfoReport {
+#[derive(Serialize)]
+struct CalibrateReport {
+    file: Option<String>,
+    entries: usize,
+    steps: usize,
+    seconds: f64,
+}
+
+fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(len as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:24} {wide_bar} {pos}/{len} {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
+fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
+    if args.tile.contains(&0) || args.samples == 0 {
+        return Err(hetla::Error::InvalidOption {
+            option: "calibrate",
+            reason: "--tile sizes and --samples must be at least 1".into(),
+        });
+    }
+    let start = Instant::now();
+    let platforms = args
+        .clusters
+        .iter()
+        .map(|spec| Platform::with_store(spec, args.platform.backend, args.platform.store()))
+        .collect::<hetla::Result<Vec<_>>>()?;
+    let steps: usize = platforms
+        .iter()
+        .map(|p| calibration_steps(p, &args.tile, args.samples))
+        .sum();
+    let bar = progress_bar(steps);
+    let mut file = None;
+    let mut entries = 0;
+    for platform in &platforms {
+        bar.set_message(format!("clusters {}", platform.spec()));
+        // Each platform loaded the file before the previous one saved: start from the
+        // file as it is now, so specs calibrated earlier in this command are kept.
+        if let Some(path) = platform.model_file() {
+            let saved = hetla::runtime::PerfModels::load(path)?;
+            platform.update_models(|m| *m = saved);
+        }
+        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        file = platform.save_models()?;
+        entries = platform.models().len();
+    }
+    bar.finish_and_clear();
+    Ok(CalibrateReport {
+        file: file.map(|p| p.display().to_string()),
+        entries,
+        steps,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn print_calibrate(r: &CalibrateReport) {
+    println!(
+        "calibrated {} kernel executions in {:.1} s; {} model entries in {}",
+        r.steps,
+        r.seconds,
+        r.entries,
+        r.file.as_deref().unwrap_or("(not saved)")
+    );
+}
+
+#[derive(Serialize)]
+struct TopologyReport {
+    source: String,
+    packages: Vec<String>,
+    numa_nodes: Vec<String>,
+    l3: Vec<String>,
+    l2: Vec<String>,
+    cores: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct InfoReport {
+    cpus: usize,
+    cpu_list: String,
+    online_cpu_list: Option<String>,
+    topology: TopologyReport,
+    clusters: ClustersReport,
+    backends: Vec<String>,
+}
+
+fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
     let cpus = hetla_clusters::available_cpus();
-    InfoReport {
+    let topology = Topology::detect()?;
+    let lists = |level| -> Vec<String> {
+        topology
+            .level(level)
+            .iter()
+            .map(|s| hetla_clusters::format_cpu_list(s))
+            .collect()
+    };
+    use hetla_clusters::Level;
+    let clusters = args.clusters.resolve(&topology)?;
+    Ok(InfoReport {
         cpus: cpus.len(),
         cpu_list: hetla_clusters::format_cpu_list(&cpus),
         online_cpu_list: hetla_clusters::online_cpus().map(|c| hetla_clusters::format_cpu_list(&c)),
+        topology: TopologyReport {
+            source: format!("{:?}", topology.source()).to_lowercase(),
+            packages: lists(Level::Package),
+            numa_nodes: lists(Level::Numa),
+            l3: lists(Level::L3),
+            l2: lists(Level::L2),
+            cores: lists(Level::Core),
+        },
+        clusters: ClustersReport {
+            spec: args.clusters.to_string(),
+            cpusets: clusters
+                .iter()
+                .map(|c| hetla_clusters::format_cpu_list(c))
+                .collect(),
+        },
         backends: Backend::available().iter().map(|b| b.to_string()).collect(),
-    }
+    })
 }
 
 fn print_info(r: &InfoReport) {
@@ -142,6 +445,23 @@ fn print_info(r: &InfoReport) {
     if let Some(online) = &r.online_cpu_list {
         println!("CPUs online:               {online}");
     }
+    let t = &r.topology;
+    println!("topology (from {}):", t.source);
+    for (name, sets) in [
+        ("packages", &t.packages),
+        ("NUMA nodes", &t.numa_nodes),
+        ("L3 caches", &t.l3),
+        ("L2 caches", &t.l2),
+        ("cores", &t.cores),
+    ] {
+        println!("  {name:<11} {:3}: {}", sets.len(), sets.join(" | "));
+    }
+    println!(
+        "clusters {}: {} cluster(s): [{}]",
+        r.clusters.spec,
+        r.clusters.cpusets.len(),
+        r.clusters.cpusets.join("] [")
+    );
     println!("kernel backends built in:  {}", r.backends.join(", "));
 }
 
@@ -160,10 +480,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Cholesky(args) => cholesky(args).map(|r| emit(args.json, &r, print_cholesky)),
-        Command::Info(args) => {
-            emit(args.json, &info(), print_info);
-            Ok(())
+        Command::Calibrate(args) => {
+            calibrate_cmd(args).map(|r| emit(args.json, &r, print_calibrate))
         }
+        Command::Info(args) => info(args).map(|r| emit(args.json, &r, print_info)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,6 +6,7 @@
 //! - [`perfmodel`]: history-based duration models, persisted as JSON;
 //! - [`scheduler`]: the `Scheduler` trait and the `Mct`, `Eager` and `WorkStealing` policies;
 //! - [`execute`]: the real executor (one thread per worker, inside its cluster's pool);
+//! - [`calibrate`]: kernel timings ahead of runs;
 //! - [`trace`]: what ran where and when; Chrome JSON, SVG Gantt chart, summary statistics.
 //!
 //! A run: the executor interns every task's model key, computes bottom-level priorities,
@@ -14,6 +15,7 @@
 //! parallelism, records the duration in the model, and releases the successors whose last
 //! predecessor this was.
 
+pub mod calibrate;
 pub mod data;
 pub mod execute;
 pub mod perfmodel;

@@ -58,6 +58,19 @@ pub enum ModelStore {
     None,
 }
 
+/// Runs a small product on every thread of the cluster, so that per-thread state the
+/// kernels allocate lazily (the `gemm` crate's packing slab, tens of MiB per thread) is
+/// allocated when the platform is built, not inside the first factorisation.
+fn warm_up(cluster: &CpuCluster) {
+    const B: usize = 256;
+    let a = faer::Mat::<f64>::zeros(B, B);
+    cluster.pool().broadcast(|_| {
+        let mut c = faer::Mat::<f64>::zeros(B, B);
+        // Faer is always built and is what the slab belongs to; this cannot fail.
+        let _ = Backend::Faer.gemm_sub(a.as_ref(), a.as_ref(), c.as_mut(), hetla_kernels::Par::Seq);
+    });
+}
+
 /// CPU clusters, their kernel backend and performance models.
 pub struct Platform {
     backend: Backend,
@@ -109,6 +122,9 @@ impl Platform {
             .enumerate()
             .map(|(i, cpus)| CpuCluster::new(cpus, &format!("hetla-c{i}")))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        for cluster in &clusters {
+            warm_up(cluster);
+        }
         let workers = clusters
             .iter()
             .enumerate()

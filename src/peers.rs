@@ -1,0 +1,104 @@
+//! The peers a run is compared with (`hetla cholesky --compare`): single-call Cholesky
+//! factorisations of whole matrices by faer and by LAPACK's dpotrf through OpenBLAS, and a
+//! DGEMM of the same order as the practical peak of the machine. Each uses all the given
+//! threads its own way (a rayon pool for faer, OpenBLAS's threads), as a user calling the
+//! library directly would.
+
+use std::time::Instant;
+
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
+use faer::{Mat, MatMut, Par};
+use hetla_kernels::Backend;
+
+use crate::{Error, Result};
+
+/// One peer's rate.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PeerRate {
+    /// The peer ("faer-llt", "openblas-dpotrf", "faer-dgemm", ...).
+    pub name: String,
+    /// Seconds of the call.
+    pub seconds: f64,
+    /// Gflop/s (n^3/3 flops for a Cholesky, 2n^3 for a DGEMM).
+    pub gflops: f64,
+}
+
+fn pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::InvalidOption {
+            option: "threads",
+            reason: format!("cannot start {threads} threads: {e}"),
+        })
+}
+
+fn par(threads: usize) -> Par {
+    if threads > 1 {
+        Par::rayon(threads)
+    } else {
+        Par::Seq
+    }
+}
+
+fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
+    PeerRate {
+        name: name.to_owned(),
+        seconds,
+        gflops: flops / seconds / 1e9,
+    }
+}
+
+/// Times faer's own in-place Cholesky (one call on the whole matrix) on `threads` threads.
+pub fn faer_cholesky(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
+    let n = a.nrows();
+    let pool = pool(threads)?;
+    let par = par(threads);
+    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+    let start = Instant::now();
+    pool.install(|| {
+        cholesky_in_place(
+            a,
+            Default::default(),
+            par,
+            MemStack::new(&mut buf),
+            Default::default(),
+        )
+    })
+    .map_err(|_| Error::InvalidOption {
+        option: "compare",
+        reason: "faer found the matrix not positive definite".into(),
+    })?;
+    Ok(rate(
+        "faer-llt",
+        start.elapsed().as_secs_f64(),
+        (n as f64).powi(3) / 3.0,
+    ))
+}
+
+/// Times LAPACK dpotrf through OpenBLAS (one call) on `threads` threads.
+pub fn openblas_dpotrf(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
+    let n = a.nrows();
+    let start = Instant::now();
+    Backend::OpenBlas.potrf(a, par(threads))?;
+    Ok(rate(
+        "openblas-dpotrf",
+        start.elapsed().as_secs_f64(),
+        (n as f64).powi(3) / 3.0,
+    ))
+}
+
+/// Times C <- C - A B^T with n x n matrices through `backend` on `threads` threads.
+pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
+    let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
+    let mut c = Mat::<f64>::zeros(n, n);
+    let pool = pool(threads)?;
+    let start = Instant::now();
+    pool.install(|| backend.gemm_sub(a.as_ref(), a.transpose(), c.as_mut(), par(threads)))?;
+    Ok(rate(
+        &format!("{}-dgemm", backend.name()),
+        start.elapsed().as_secs_f64(),
+        2.0 * (n as f64).powi(3),
+    ))
+}
