@@ -64,8 +64,8 @@ pub struct RunError {
     pub task: usize,
     /// What happened.
     pub failure: TaskFailure,
-    /// The tasks that ran before the run stopped.
-    pub trace: Trace,
+    /// The tasks that ran before the run stopped (boxed: errors stay small).
+    pub trace: Box<Trace>,
 }
 
 /// Wakes idle workers when tasks become ready or the run ends.
@@ -302,7 +302,7 @@ pub fn execute(
         return Err(RunError {
             task: t,
             failure: error,
-            trace: Trace::new(workers.to_vec(), Vec::new(), 0.0),
+            trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
         });
     }
 
@@ -383,7 +383,7 @@ pub fn execute(
         Some((task, failure)) => Err(RunError {
             task,
             failure,
-            trace,
+            trace: Box::new(trace),
         }),
     }
 }

@@ -1,0 +1,415 @@
+//! The runtime: schedulers on synthetic graphs with fake models, failures (non-SPD pivots
+//! and panics) under every scheduler, residuals under every cluster configuration this
+//! machine allows, performance-model persistence and trace exports.
+
+use std::sync::Arc;
+
+use faer::Par;
+use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
+use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
+use hetla::runtime::perfmodel::MIN_SAMPLES;
+use hetla::runtime::{
+    KernelKey, Mct, ModelStore, PerfModels, Platform, ResourceClass, ResourceKind, RunOptions,
+    SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload, execute,
+};
+use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
+
+fn platform(spec: &str) -> Arc<Platform> {
+    let spec: ClusterSpec = spec.parse().unwrap();
+    Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::None).unwrap())
+}
+
+fn cores() -> usize {
+    hetla::Topology::detect().unwrap().cores().len()
+}
+
+/// Every cluster spec this machine can build: NxM grids, levels, auto and per-core lists.
+fn specs() -> Vec<String> {
+    let c = cores();
+    let mut specs: Vec<String> = (1..=c)
+        .flat_map(|n| (1..=c / n).map(move |m| format!("{n}x{m}")))
+        .collect();
+    specs.extend(["auto", "core", "package", "l2"].map(String::from));
+    let lists: Vec<String> = hetla_clusters::available_cpus()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    specs.push(lists.join("/"));
+    specs
+}
+
+fn worker(name: &str, kind: ResourceKind, class: ResourceClass, cores: usize) -> WorkerInfo {
+    WorkerInfo {
+        name: name.into(),
+        kind,
+        class,
+        node: hetla::runtime::data::HOST,
+        cpus: (0..cores).collect(),
+    }
+}
+
+fn calibrated(mean: f64) -> Stats {
+    Stats {
+        samples: MIN_SAMPLES,
+        mean,
+        m2: 0.0,
+    }
+}
+
+/// Paper 002, section 5.2: 28 independent DGEMMs of tile 960 on one 10-core cluster and
+/// one GPU, with Table 2's rates (1 core 36.46 Gflop/s; GPU 28.80x, 10 cores 7.77x), are
+/// split 6 on the cluster and 22 on the GPU by MCT.
+#[test]
+fn mct_splits_the_papers_28_gemms_6_and_22() {
+    let flops = 2.0 * 960f64.powi(3);
+    let one_core = 36.46e9;
+    let workers = [
+        worker(
+            "cluster",
+            ResourceKind::Cpu,
+            ResourceClass::CpuCluster { cores: 10 },
+            10,
+        ),
+        worker(
+            "gpu",
+            ResourceKind::Gpu,
+            ResourceClass::Gpu {
+                model: "K40m".into(),
+            },
+            1,
+        ),
+    ];
+    let ctx = SchedContext::new(
+        &workers,
+        vec![flops; 28],
+        vec![flops; 28],
+        vec![None; 28],
+        vec![0; 28],
+        vec![0, 1],
+        2,
+        vec![
+            calibrated(flops / (7.77 * one_core)),
+            calibrated(flops / (28.80 * one_core)),
+        ],
+    );
+    let mct = Mct::new(2);
+    for t in 0..28 {
+        mct.push(t, None, 0.0, &ctx);
+    }
+    let count = |w| std::iter::from_fn(|| mct.pop(w, 0.0, &ctx)).count();
+    assert_eq!((count(0), count(1)), (6, 22));
+}
+
+#[test]
+fn mct_measures_uncalibrated_classes_first_and_respects_restrictions() {
+    let workers = [
+        worker(
+            "small",
+            ResourceKind::Cpu,
+            ResourceClass::CpuCluster { cores: 1 },
+            1,
+        ),
+        worker(
+            "big",
+            ResourceKind::Cpu,
+            ResourceClass::CpuCluster { cores: 8 },
+            8,
+        ),
+        worker(
+            "gpu",
+            ResourceKind::Gpu,
+            ResourceClass::Gpu { model: "x".into() },
+            1,
+        ),
+    ];
+    let gpu_only: &[ResourceKind] = &[ResourceKind::Gpu];
+    // Task 0 may run anywhere; the big class has no samples, so MCT sends it there even
+    // though the small one is calibrated. Task 1 is restricted to the GPU.
+    let ctx = SchedContext::new(
+        &workers,
+        vec![1.0, 1.0],
+        vec![1e9, 1e9],
+        vec![None, Some(gpu_only)],
+        vec![0, 0],
+        vec![0, 1, 2],
+        3,
+        vec![calibrated(1e-3), Stats::default(), calibrated(1.0)],
+    );
+    let mct = Mct::new(3);
+    mct.push(0, None, 0.0, &ctx);
+    mct.push(1, None, 0.0, &ctx);
+    assert_eq!(mct.pop(1, 0.0, &ctx), Some(0));
+    assert_eq!(mct.pop(2, 0.0, &ctx), Some(1));
+    assert_eq!(mct.pop(0, 0.0, &ctx), None);
+}
+
+/// Tasks of a Cholesky graph that do no work, optionally panicking at one task.
+struct Empty {
+    graph: TaskGraph,
+    panic_at: Option<usize>,
+}
+
+impl Workload for Empty {
+    fn graph(&self) -> &TaskGraph {
+        &self.graph
+    }
+    fn key(&self, task: usize) -> KernelKey {
+        KernelKey::square(self.graph.task(task).op, 1)
+    }
+    fn tile_bytes(&self, _tile: TileRef) -> usize {
+        8
+    }
+    fn run(&self, task: usize, _par: Par) -> Result<(), hetla_kernels::KernelError> {
+        if Some(task) == self.panic_at {
+            panic!("injected panic at task {task}");
+        }
+        Ok(())
+    }
+}
+
+fn empty(tiles: usize, panic_at: Option<usize>) -> Empty {
+    Empty {
+        graph: cholesky(&Tiling::square(tiles, 1).unwrap()).unwrap(),
+        panic_at,
+    }
+}
+
+#[test]
+fn every_scheduler_runs_every_task_once_after_its_predecessors() {
+    let work = empty(8, None);
+    for spec in specs() {
+        let platform = platform(&spec);
+        for scheduler in SchedulerKind::ALL {
+            let options = RunOptions {
+                scheduler,
+                ..RunOptions::default()
+            };
+            let trace = execute(&platform, &work, &options).unwrap();
+            assert_eq!(trace.tasks.len(), work.graph.len(), "{spec} {scheduler}");
+            let mut end = vec![f64::NAN; work.graph.len()];
+            for e in &trace.tasks {
+                assert!(end[e.task].is_nan(), "task {} ran twice", e.task);
+                end[e.task] = e.end;
+            }
+            for e in &trace.tasks {
+                for &p in work.graph.predecessors(e.task) {
+                    assert!(
+                        end[p] <= e.start,
+                        "{spec} {scheduler}: {} before {p}",
+                        e.task
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_task_no_worker_may_run_is_an_error_not_a_hang() {
+    let options = RunOptions {
+        restrictions: vec![(Op::Gemm, vec![ResourceKind::Gpu])],
+        ..RunOptions::default()
+    };
+    let err = execute(&platform("1x1"), &empty(4, None), &options).unwrap_err();
+    assert_eq!(err.trace.tasks.len(), 0);
+    assert!(matches!(err.failure, TaskFailure::Kernel(_)));
+}
+
+#[test]
+fn panics_stop_the_run_and_leave_the_pools_usable() {
+    let a = random_spd(300, 3);
+    for spec in ["1x1", &format!("{}x1", cores()), &format!("1x{}", cores())] {
+        let platform = platform(spec);
+        for scheduler in SchedulerKind::ALL {
+            let work = empty(8, Some(30));
+            let options = RunOptions {
+                scheduler,
+                ..RunOptions::default()
+            };
+            let err = execute(&platform, &work, &options).unwrap_err();
+            assert_eq!(err.task, 30);
+            assert!(
+                matches!(&err.failure, TaskFailure::Panic(m) if m.contains("injected")),
+                "{:?}",
+                err.failure
+            );
+            assert!(err.trace.tasks.len() < work.graph.len());
+            // The same pools factor the next matrix.
+            let f = Cholesky::new()
+                .platform(platform.clone())
+                .scheduler(scheduler)
+                .tile(64)
+                .factor(a.as_ref())
+                .unwrap();
+            assert!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+        }
+    }
+}
+
+#[test]
+fn non_spd_fails_at_the_known_column_under_every_scheduler_and_tile() {
+    let n = 120;
+    let spd = random_spd(n, 9);
+    for spec in ["1x1", &format!("{}x1", cores())] {
+        let platform = platform(spec);
+        for scheduler in SchedulerKind::ALL {
+            for tile in [3, 7, 50, 64, 200, 300] {
+                for column in [0, 57, 100, n - 1] {
+                    let mut a = spd.clone();
+                    a[(column, column)] = -1.0;
+                    let err = Cholesky::new()
+                        .platform(platform.clone())
+                        .scheduler(scheduler)
+                        .tile(tile)
+                        .factor(a.as_ref())
+                        .unwrap_err();
+                    assert_eq!(
+                        err,
+                        Error::NotPositiveDefinite { column },
+                        "{spec} {scheduler} tile {tile}"
+                    );
+                }
+            }
+            // The pools still work.
+            let f = Cholesky::new()
+                .platform(platform.clone())
+                .scheduler(scheduler)
+                .tile(64)
+                .factor(spd.as_ref())
+                .unwrap();
+            assert!(cholesky_residual(spd.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+        }
+    }
+}
+
+#[test]
+fn residuals_are_small_under_every_scheduler_and_cluster_configuration() {
+    let n = 500;
+    let a = random_spd(n, 5);
+    let b = faer::Mat::from_fn(n, 2, |i, j| (i + j) as f64);
+    for spec in specs() {
+        let platform = platform(&spec);
+        {
+            let backend_platform = platform.clone();
+            for scheduler in SchedulerKind::ALL {
+                for tile in [96, 200] {
+                    let f = Cholesky::new()
+                        .platform(backend_platform.clone())
+                        .scheduler(scheduler)
+                        .tile(tile)
+                        .factor(a.as_ref())
+                        .unwrap();
+                    let r = cholesky_residual(a.as_ref(), f.storage(), Par::Seq);
+                    assert!(r < RESIDUAL_THRESHOLD, "{spec} {scheduler} {tile}: {r}");
+                    let x = f.solve(b.as_ref()).unwrap();
+                    let e = hetla::check::solve_backward_error(
+                        a.as_ref(),
+                        x.as_ref(),
+                        b.as_ref(),
+                        Par::Seq,
+                    );
+                    assert!(e < 1e-13, "{spec} {scheduler} {tile}: solve {e}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "openblas")]
+#[test]
+fn openblas_runs_on_single_core_clusters_and_refuses_several_multicore_ones() {
+    let a = random_spd(500, 4);
+    let spec: ClusterSpec = format!("{}x1", cores()).parse().unwrap();
+    let p = Arc::new(Platform::with_store(&spec, Backend::OpenBlas, ModelStore::None).unwrap());
+    let f = Cholesky::new()
+        .platform(p)
+        .tile(100)
+        .factor(a.as_ref())
+        .unwrap();
+    assert!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+    let two_by_two = ClusterSpec::Lists(vec![vec![0, 1], vec![2, 3]]);
+    if cores() >= 4 {
+        assert!(Platform::with_store(&two_by_two, Backend::OpenBlas, ModelStore::None).is_err());
+    }
+}
+
+#[test]
+fn models_are_learned_saved_and_loaded() {
+    let dir = std::env::temp_dir().join(format!("hetla-models-{}", std::process::id()));
+    let spec: ClusterSpec = "1x1".parse().unwrap();
+    let p =
+        Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap());
+    assert!(p.models().is_empty());
+    let a = random_spd(256, 1);
+    Cholesky::new()
+        .platform(p.clone())
+        .tile(64)
+        .factor(a.as_ref())
+        .unwrap();
+    let learned = p.models();
+    let gemm = KernelKey::square(Op::Gemm, 64);
+    let class = ResourceClass::CpuCluster { cores: 1 };
+    assert_eq!(learned.get(&gemm, &class).unwrap().samples, 4);
+    let file = p.save_models().unwrap().unwrap();
+    let loaded = PerfModels::load(&file).unwrap();
+    assert_eq!(loaded.len(), learned.len());
+    assert_eq!(loaded.get(&gemm, &class).unwrap().samples, 4);
+    // A new platform starts from the saved models and adds to them.
+    let q =
+        Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap());
+    Cholesky::new()
+        .platform(q.clone())
+        .tile(64)
+        .factor(a.as_ref())
+        .unwrap();
+    assert_eq!(q.models().get(&gemm, &class).unwrap().samples, 8);
+    // A corrupt file is an error that names it.
+    std::fs::write(&file, "{not json").unwrap();
+    let err = Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap_err();
+    assert!(matches!(err, Error::PerfModel { .. }), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn traces_export_to_chrome_json_and_svg() {
+    let a = random_spd(300, 2);
+    let mut l = a.clone();
+    let trace = Cholesky::new()
+        .platform(platform(&format!("{}x1", cores())))
+        .tile(60)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+    assert_eq!(trace.tasks.len(), 35);
+    let json = trace.to_chrome_json();
+    let events = json["traceEvents"].as_array().unwrap();
+    let complete = events.iter().filter(|e| e["ph"] == "X").count();
+    assert_eq!(complete, 35);
+    let summary = trace.summary();
+    assert_eq!(summary.workers.iter().map(|w| w.tasks).sum::<usize>(), 35);
+    assert!(
+        summary
+            .workers
+            .iter()
+            .all(|w| w.busy_fraction <= 1.0 + 1e-9)
+    );
+    assert_eq!(summary.kernels.iter().map(|k| k.count).sum::<usize>(), 35);
+    let svg = std::env::temp_dir().join(format!("hetla-gantt-{}.svg", std::process::id()));
+    trace.write_gantt_svg(&svg).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).ok();
+    assert!(text.contains("<svg") && text.contains("<rect"));
+    assert!(text.contains("gemm"));
+}
+
+#[test]
+fn bad_specs_are_clear_errors() {
+    let err = Platform::new(
+        &ClusterSpec::Grid {
+            count: 64,
+            size: 64,
+        },
+        Backend::Faer,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("4096 cores"), "{err}");
+}
