@@ -21,6 +21,14 @@ fn main() -> Result<(), hetla::Error> {
     // ...or factor once with chosen options and solve many times.
     let factor = hetla::Cholesky::new().tile(256).factor(a.as_ref())?;
     let y = factor.solve(b.as_ref())?;
+    // A platform keeps its pinned pools and learned models across calls.
+    let spec: hetla::ClusterSpec = "auto".parse().map_err(hetla::Error::Cluster)?;
+    let platform = std::sync::Arc::new(hetla::Platform::new(&spec, hetla::Backend::Faer)?);
+    let factor = hetla::Cholesky::new()
+        .platform(platform)
+        .factor(a.as_ref())?;
+    let z = factor.solve(b.as_ref())?;
+    assert!((&y - &z).norm_max() < 1e-12);
 
     let error =
         hetla::check::solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), faer::Par::Seq);

@@ -57,3 +57,8 @@ pub fn reset_peak() -> usize {
 pub fn peak() -> usize {
     PEAK.load(Ordering::Relaxed)
 }
+
+/// Heap bytes live now.
+pub fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
