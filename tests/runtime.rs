@@ -215,6 +215,21 @@ fn a_task_no_worker_may_run_is_an_error_not_a_hang() {
     assert!(matches!(err.failure, TaskFailure::Kernel(_)));
 }
 
+/// After a failed run, the platform's pools factor an SPD matrix accurately.
+fn assert_pools_still_factor(
+    platform: &Arc<Platform>,
+    scheduler: SchedulerKind,
+    a: &faer::Mat<f64>,
+) {
+    let f = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(scheduler)
+        .tile(64)
+        .factor(a.as_ref())
+        .unwrap();
+    assert!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+}
+
 #[test]
 fn panics_stop_the_run_and_leave_the_pools_usable() {
     let a = random_spd(300, 3);
@@ -235,13 +250,7 @@ fn panics_stop_the_run_and_leave_the_pools_usable() {
             );
             assert!(err.trace.tasks.len() < work.graph.len());
             // The same pools factor the next matrix.
-            let f = Cholesky::new()
-                .platform(platform.clone())
-                .scheduler(scheduler)
-                .tile(64)
-                .factor(a.as_ref())
-                .unwrap();
-            assert!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+            assert_pools_still_factor(&platform, scheduler, &a);
         }
     }
 }
@@ -270,14 +279,7 @@ fn non_spd_fails_at_the_known_column_under_every_scheduler_and_tile() {
                     );
                 }
             }
-            // The pools still work.
-            let f = Cholesky::new()
-                .platform(platform.clone())
-                .scheduler(scheduler)
-                .tile(64)
-                .factor(spd.as_ref())
-                .unwrap();
-            assert!(cholesky_residual(spd.as_ref(), f.storage(), Par::Seq) < RESIDUAL_THRESHOLD);
+            assert_pools_still_factor(&platform, scheduler, &spd);
         }
     }
 }
