@@ -34,7 +34,9 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool> {
         })
 }
 
-fn par(threads: usize) -> Par {
+/// The parallelism for `threads` threads of the current pool: sequential for one thread
+/// (no rayon overhead), rayon otherwise. Shared by the executor, calibration and peers.
+pub(crate) fn par(threads: usize) -> Par {
     if threads > 1 {
         Par::rayon(threads)
     } else {

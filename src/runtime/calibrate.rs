@@ -6,7 +6,7 @@
 //! calibrate` fills the models beforehand.
 
 use faer::Mat;
-use hetla_kernels::{Op, Par};
+use hetla_kernels::Op;
 
 use super::perfmodel::KernelKey;
 use super::platform::Platform;
@@ -40,11 +40,7 @@ pub fn calibrate(
     for w in distinct_classes(platform) {
         let cluster = &platform.clusters()[w];
         let class = platform.workers()[w].class.clone();
-        let par = if cluster.size() > 1 {
-            Par::rayon(cluster.size())
-        } else {
-            Par::Seq
-        };
+        let par = crate::peers::par(cluster.size());
         for &b in tiles {
             let spd = matgen::random_spd(b, b as u64);
             let other = Mat::from_fn(b, b, |i, j| ((i * 13 + j * 7) % 17) as f64 / 17.0);

@@ -140,11 +140,7 @@ impl Run<'_> {
     }
 
     fn worker_loop(&self, w: usize, cores: usize) -> Vec<TaskEvent> {
-        let par = if cores > 1 {
-            Par::rayon(cores)
-        } else {
-            Par::Seq
-        };
+        let par = crate::peers::par(cores);
         let node = self.ctx.workers()[w].node;
         let graph = self.work.graph();
         let mut events = Vec::new();
