@@ -100,6 +100,17 @@ pub enum Error {
     /// An error in describing a tiling.
     #[error(transparent)]
     Tiling(TilingError),
+    /// A platform model (preset or file) that cannot be used.
+    #[error("platform model {name}: {reason}")]
+    PlatformModel {
+        /// The preset name or file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A lower bound could not be computed.
+    #[error(transparent)]
+    Bounds(#[from] hetla_bounds::BoundsError),
 }
 
 impl From<KernelError> for Error {

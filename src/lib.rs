@@ -21,7 +21,9 @@
 pub mod check;
 mod cholesky;
 mod error;
+pub mod graph_bounds;
 pub mod matgen;
+pub mod model;
 pub mod peers;
 pub mod runtime;
 mod tile_work;
@@ -29,6 +31,7 @@ mod tiled;
 
 pub use cholesky::{Cholesky, Factor, default_tile_size, solve_spd};
 pub use error::{Error, Result};
+pub use hetla_bounds as bounds;
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;
 pub use hetla_kernels::{Backend, Op, Par};

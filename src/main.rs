@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
+use hetla::graph_bounds::{BoundReport, model_cholesky_bounds};
+use hetla::model::PlatformModel;
 use hetla::runtime::calibrate::{calibrate, calibration_steps};
 use hetla::runtime::trace::{KernelSummary, WorkerSummary};
 use hetla::runtime::{ModelStore, Platform};
@@ -35,6 +37,9 @@ enum Command {
     Calibrate(CalibrateArgs),
     /// Show the topology, the clusters a spec makes and the kernel backends built in.
     Info(InfoArgs),
+    /// Lower bounds (critical path, area, mixed) on the Cholesky makespan on a modelled
+    /// platform, computed without running anything.
+    Bound(BoundArgs),
 }
 
 #[derive(Args)]
@@ -114,6 +119,29 @@ struct InfoArgs {
     /// The cluster spec to show (default: auto).
     #[arg(long, default_value = "auto", value_parser = parse_spec)]
     clusters: ClusterSpec,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct BoundArgs {
+    /// A preset (sirocco) or a TOML platform file.
+    #[arg(long)]
+    platform: String,
+    /// CPU clusters: NxM ("2x10", "20x1"), a level (package, core...) or lists, resolved on
+    /// the platform's cores minus one per GPU.
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    clusters: ClusterSpec,
+    /// Number of GPUs used.
+    #[arg(long, default_value_t = 0)]
+    gpus: usize,
+    /// Order of the matrix.
+    #[arg(long)]
+    n: usize,
+    /// Tile size (one the platform has rates for).
+    #[arg(long)]
+    tile: usize,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     json: bool,
@@ -473,6 +501,64 @@ fn print_info(r: &InfoReport) {
     println!("kernel backends built in:  {}", r.backends.join(", "));
 }
 
+#[derive(Serialize)]
+struct BoundCmdReport {
+    platform: String,
+    clusters: String,
+    gpus: usize,
+    n: usize,
+    tile: usize,
+    #[serde(flatten)]
+    bounds: BoundReport,
+}
+
+fn bound_cmd(args: &BoundArgs) -> hetla::Result<BoundCmdReport> {
+    let model = PlatformModel::resolve(&args.platform)?;
+    let bounds = model_cholesky_bounds(&model, &args.clusters, args.gpus, args.n, args.tile)?;
+    Ok(BoundCmdReport {
+        platform: model.name,
+        clusters: args.clusters.to_string(),
+        gpus: args.gpus,
+        n: args.n,
+        tile: args.tile,
+        bounds,
+    })
+}
+
+fn print_bound(r: &BoundCmdReport) {
+    println!(
+        "hetla bound: Cholesky n = {}, tile = {} on {} with clusters {} and {} GPU(s)",
+        r.n, r.tile, r.platform, r.clusters, r.gpus
+    );
+    print_bounds(&r.bounds);
+}
+
+/// The bounds table shared by `bound` and `cholesky`.
+fn print_bounds(b: &BoundReport) {
+    let classes: Vec<String> = b
+        .classes
+        .iter()
+        .map(|c| format!("{} x {}", c.count, c.class))
+        .collect();
+    println!(
+        "  graph     {} tasks, {} edges; resources {}",
+        b.tasks,
+        b.edges,
+        classes.join(", ")
+    );
+    for (name, ms, gflops) in [
+        ("critical path", b.cp_ms, b.cp_gflops),
+        ("area", b.area_ms, b.area_gflops),
+        ("mixed", b.mixed_ms, b.mixed_gflops),
+    ] {
+        println!("  bound     {name:<13} {ms:12.3} ms  {gflops:10.2} Gflop/s");
+    }
+    println!(
+        "  mixed     {} LP solve(s); bounds computed in {:.3} s",
+        b.iterations, b.seconds
+    );
+}
+
 fn emit<T: Serialize>(json: bool, report: &T, human: impl Fn(&T)) {
     if json {
         println!(
@@ -492,6 +578,7 @@ fn main() -> ExitCode {
             calibrate_cmd(args).map(|r| emit(args.json, &r, print_calibrate))
         }
         Command::Info(args) => info(args).map(|r| emit(args.json, &r, print_info)),
+        Command::Bound(args) => bound_cmd(args).map(|r| emit(args.json, &r, print_bound)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

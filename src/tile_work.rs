@@ -38,11 +38,7 @@ impl Workload for TileWork<'_, '_> {
     }
 
     fn key(&self, task: usize) -> KernelKey {
-        let task = self.graph.task(task);
-        KernelKey {
-            op: task.op,
-            shapes: task.accesses.iter().map(|a| self.shape(a.tile)).collect(),
-        }
+        KernelKey::of_task(self.graph.task(task), |tile| self.shape(tile))
     }
 
     fn tile_bytes(&self, tile: TileRef) -> usize {

@@ -1,6 +1,6 @@
 //! The critical-path bound: no schedule finishes before its longest chain of tasks.
 
-use crate::BoundsError;
+use crate::{BoundsError, Instance};
 
 /// The longest path of a task graph and its length.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +61,19 @@ pub fn critical_path(
         length: finish[last],
         path,
     })
+}
+
+impl Instance {
+    /// The critical-path bound: the longest path with every task at the fastest duration
+    /// any class with resources offers it.
+    pub fn critical_path(&self) -> CriticalPath {
+        let fastest: Vec<f64> = (0..self.type_count())
+            .map(|k| self.fastest(k).unwrap_or(0.0))
+            .collect();
+        let durations: Vec<f64> = self.types().iter().map(|&k| fastest[k]).collect();
+        critical_path(&durations, self.predecessors())
+            .expect("an Instance is topological with valid durations")
+    }
 }
 
 #[cfg(test)]

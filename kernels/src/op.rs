@@ -60,6 +60,11 @@ impl Op {
         }
     }
 
+    /// The operation whose [`Op::name`] is `name`, if any.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
     /// Number of tiles the operation only reads (the written tile comes after them).
     pub fn reads(self) -> usize {
         match self {

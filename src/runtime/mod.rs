@@ -24,7 +24,7 @@ pub mod scheduler;
 pub mod trace;
 
 pub use execute::{RunError, RunOptions, TaskFailure, Workload, bottom_levels, execute};
-pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats};
+pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats, count_classes};
 pub use platform::{ModelStore, Platform, ResourceKind, WorkerInfo};
 pub use scheduler::{Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, WorkStealing};
 pub use trace::{Trace, TraceSummary};

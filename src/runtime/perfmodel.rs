@@ -37,6 +37,20 @@ pub enum ResourceClass {
     },
 }
 
+/// Distinct classes with how often each occurs, in order of first appearance.
+pub fn count_classes(
+    classes: impl IntoIterator<Item = ResourceClass>,
+) -> Vec<(ResourceClass, usize)> {
+    let mut counted: Vec<(ResourceClass, usize)> = Vec::new();
+    for class in classes {
+        match counted.iter_mut().find(|(c, _)| *c == class) {
+            Some((_, count)) => *count += 1,
+            None => counted.push((class, 1)),
+        }
+    }
+    counted
+}
+
 impl std::fmt::Display for ResourceClass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -57,6 +71,17 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
+    /// The key of a graph task whose tiles have the shapes `shape` gives.
+    pub fn of_task(
+        task: &hetla_factorizations::Task,
+        shape: impl Fn(hetla_factorizations::TileRef) -> (usize, usize),
+    ) -> Self {
+        Self {
+            op: task.op,
+            shapes: task.accesses.iter().map(|a| shape(a.tile)).collect(),
+        }
+    }
+
     /// The key of `op` on square b x b tiles.
     pub fn square(op: Op, b: usize) -> Self {
         Self {
@@ -202,9 +227,7 @@ impl PerfModels {
         let file: File = serde_json::from_str(&text).map_err(|e| model_error(path, e))?;
         let mut models = Self::new();
         for e in file.models {
-            let op = Op::ALL
-                .into_iter()
-                .find(|op| op.name() == e.op)
+            let op = Op::from_name(&e.op)
                 .ok_or_else(|| model_error(path, format!("unknown operation {:?}", e.op)))?;
             let key = KernelKey {
                 op,

@@ -1,0 +1,179 @@
+//! Makespan lower bounds of hetla's task graphs (critical path, area, mixed; see
+//! `hetla-bounds`), with durations taken from a platform model or from the performance
+//! models a run recorded, reported in milliseconds and in Gflop/s.
+//!
+//! Tasks with the same [`KernelKey`] (operation and operand shapes) share a type, so a
+//! ragged edge tile is its own type. Resource classes are the worker classes with their
+//! counts; a class has no duration for a key it has no model of (it is treated as unable
+//! to run it). Durations go to the LPs in milliseconds, which keeps their coefficients
+//! near 1.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use hetla_bounds::{Class, Instance};
+use hetla_factorizations::{TaskGraph, Tiling};
+use serde::Serialize;
+
+use crate::model::PlatformModel;
+use crate::runtime::{KernelKey, PerfModels, ResourceClass, WorkerInfo, count_classes};
+use crate::{ClusterSpec, Op, Result};
+
+/// The operations of the Cholesky graph.
+pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm];
+
+/// One resource class of a bound: its name and how many resources it has.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassCount {
+    /// The class ("cpu-cluster-10", "gpu-K40m").
+    pub class: String,
+    /// Resources of the class.
+    pub count: usize,
+}
+
+/// The three bounds of one graph on one set of resources.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoundReport {
+    /// Tasks in the graph.
+    pub tasks: usize,
+    /// Dependency edges.
+    pub edges: usize,
+    /// The resource classes used.
+    pub classes: Vec<ClassCount>,
+    /// Critical path, in milliseconds.
+    pub cp_ms: f64,
+    /// Area bound, in milliseconds.
+    pub area_ms: f64,
+    /// Mixed bound, in milliseconds.
+    pub mixed_ms: f64,
+    /// The graph's flops over the critical path, in Gflop/s.
+    pub cp_gflops: f64,
+    /// The graph's flops over the area bound.
+    pub area_gflops: f64,
+    /// The graph's flops over the mixed bound: the best rate any schedule can reach.
+    pub mixed_gflops: f64,
+    /// LP solves of the mixed bound (1 + paths added after the critical path).
+    pub iterations: usize,
+    /// Time taken to compute the three bounds, in seconds.
+    pub seconds: f64,
+}
+
+/// Bounds of `graph`, whose task `i` has kernel `keys[i]`, on `classes` (class and count),
+/// with `duration(key, class)` in seconds (`None`: the class cannot run the key); rates are
+/// `flops` over each bound.
+pub fn graph_bounds(
+    graph: &TaskGraph,
+    keys: &[KernelKey],
+    classes: &[(ResourceClass, usize)],
+    mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+    flops: f64,
+) -> Result<BoundReport> {
+    let start = Instant::now();
+    let mut type_of: HashMap<&KernelKey, usize> = HashMap::new();
+    let mut type_keys: Vec<&KernelKey> = Vec::new();
+    let types: Vec<usize> = keys
+        .iter()
+        .map(|key| {
+            *type_of.entry(key).or_insert_with(|| {
+                type_keys.push(key);
+                type_keys.len() - 1
+            })
+        })
+        .collect();
+    let predecessors: Vec<Vec<usize>> = (0..graph.len())
+        .map(|i| graph.predecessors(i).to_vec())
+        .collect();
+    let bound_classes: Vec<Class> = classes
+        .iter()
+        .map(|(class, count)| {
+            let durations = type_keys
+                .iter()
+                .map(|key| duration(key, class).map(|s| s * 1e3))
+                .collect();
+            Class::new(class.to_string(), *count, durations)
+        })
+        .collect();
+    let instance = Instance::new(types, predecessors, bound_classes)?;
+    let bounds = instance.bounds()?;
+    let gflops = |ms: f64| flops / (ms * 1e-3) / 1e9;
+    Ok(BoundReport {
+        tasks: graph.len(),
+        edges: graph.edge_count(),
+        classes: classes
+            .iter()
+            .map(|(class, count)| ClassCount {
+                class: class.to_string(),
+                count: *count,
+            })
+            .collect(),
+        cp_ms: bounds.critical_path.length,
+        area_ms: bounds.area.makespan,
+        mixed_ms: bounds.mixed.makespan,
+        cp_gflops: gflops(bounds.critical_path.length),
+        area_gflops: gflops(bounds.area.makespan),
+        mixed_gflops: gflops(bounds.mixed.makespan),
+        iterations: bounds.mixed.iterations,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The Cholesky graph of an `n x n` matrix in `tile x tile` tiles and its tasks' kernels.
+pub fn cholesky_graph(n: usize, tile: usize) -> Result<(TaskGraph, Vec<KernelKey>)> {
+    let tiling = Tiling::square(n, tile)?;
+    let graph = hetla_factorizations::cholesky(&tiling)?;
+    let keys = graph
+        .tasks()
+        .iter()
+        .map(|t| KernelKey::of_task(t, |r| tiling.tile_shape(r.row, r.col)))
+        .collect();
+    Ok((graph, keys))
+}
+
+/// Flops of an n x n Cholesky factorisation as rates are reported: n^3 / 3.
+pub fn cholesky_flops(n: usize) -> f64 {
+    (n as f64).powi(3) / 3.0
+}
+
+/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` on a modelled
+/// platform with CPU clusters `spec` and `gpus` GPUs.
+pub fn model_cholesky_bounds(
+    model: &PlatformModel,
+    spec: &ClusterSpec,
+    gpus: usize,
+    n: usize,
+    tile: usize,
+) -> Result<BoundReport> {
+    model.check_tile(&CHOLESKY_OPS, tile, gpus)?;
+    let classes = model.classes(spec, gpus)?;
+    let (graph, keys) = cholesky_graph(n, tile)?;
+    graph_bounds(
+        &graph,
+        &keys,
+        &classes,
+        |key, class| model.duration(key, tile, class),
+        cholesky_flops(n),
+    )
+}
+
+/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` on `workers`, with
+/// the mean durations of `models` (for example those of the run that just finished).
+pub fn measured_cholesky_bounds(
+    models: &PerfModels,
+    workers: &[WorkerInfo],
+    n: usize,
+    tile: usize,
+) -> Result<BoundReport> {
+    let (graph, keys) = cholesky_graph(n, tile)?;
+    graph_bounds(
+        &graph,
+        &keys,
+        &count_classes(workers.iter().map(|w| w.class.clone())),
+        |key, class| {
+            models
+                .get(key, class)
+                .filter(|s| s.samples > 0)
+                .map(|s| s.mean)
+        },
+        cholesky_flops(n),
+    )
+}
