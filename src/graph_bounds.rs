@@ -95,7 +95,14 @@ pub fn graph_bounds(
         .collect();
     let instance = Instance::new(types, predecessors, bound_classes)?;
     let bounds = instance.bounds()?;
-    let gflops = |ms: f64| flops / (ms * 1e-3) / 1e9;
+    // An empty graph has no flops and bounds of 0 ms: report 0 Gflop/s, not NaN.
+    let gflops = |ms: f64| {
+        if flops == 0.0 {
+            0.0
+        } else {
+            flops / (ms * 1e-3) / 1e9
+        }
+    };
     Ok(BoundReport {
         tasks: graph.len(),
         edges: graph.edge_count(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
-use hetla::graph_bounds::{BoundReport, model_cholesky_bounds};
+use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, model_cholesky_bounds};
 use hetla::model::PlatformModel;
 use hetla::runtime::calibrate::{calibrate, calibration_steps};
 use hetla::runtime::trace::{KernelSummary, WorkerSummary};
@@ -189,6 +189,10 @@ struct CholeskyReport {
     residual_ok: bool,
     workers: Vec<WorkerSummary>,
     kernels: Vec<KernelSummary>,
+    /// Lower bounds on the makespan from the performance models of this run's workers.
+    bounds: BoundReport,
+    /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms).
+    efficiency: f64,
     memory: MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     peers: Option<Vec<peers::PeerRate>>,
@@ -229,6 +233,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let all_cpus = hetla_clusters::available_cpus().len();
     let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
     let model_file = platform.save_models()?;
+    let bounds = measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile)?;
     if let Some(path) = &args.trace {
         trace.write_chrome_json(path)?;
     }
@@ -254,6 +259,8 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
         workers: summary.workers,
         kernels: summary.kernels,
+        efficiency: bounds.mixed_ms * 1e-3 / seconds,
+        bounds,
         memory: MemoryReport {
             matrix_bytes,
             peak_extra_bytes,
@@ -334,6 +341,11 @@ fn print_cholesky(r: &CholeskyReport) {
             k.gflops
         );
     }
+    print_bounds(&r.bounds);
+    println!(
+        "  efficiency {:.3} (achieved / mixed bound, bounds from this run's performance models)",
+        r.efficiency
+    );
     if let Some(peers) = &r.peers {
         for p in peers {
             println!(

@@ -240,7 +240,10 @@ fn mixed_equals_the_compact_lp_on_cholesky_graphs() {
             }
         }
     }
-    assert!(strictly_above >= 5, "only {strictly_above} instances needed paths");
+    assert!(
+        strictly_above >= 5,
+        "only {strictly_above} instances needed paths"
+    );
 }
 
 #[test]

@@ -1,0 +1,220 @@
+//! Bounds of the Cholesky graph from the `sirocco` model and from a run's own performance
+//! models, and the `hetla bound` command.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use hetla::graph_bounds::{measured_cholesky_bounds, model_cholesky_bounds};
+use hetla::model::PlatformModel;
+use hetla::runtime::{ModelStore, Platform};
+use hetla::{Backend, Cholesky, ClusterSpec, Error, matgen};
+
+fn grid(count: usize, size: usize) -> ClusterSpec {
+    ClusterSpec::Grid { count, size }
+}
+
+#[test]
+fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
+    let sirocco = PlatformModel::preset("sirocco").unwrap();
+    for tiles in [5, 10] {
+        let n = tiles * 960;
+        let clusters = model_cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960).unwrap();
+        let cores = model_cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960).unwrap();
+        for b in [&clusters, &cores] {
+            assert_eq!(b.tasks, tiles * (tiles + 1) * (tiles + 2) / 6);
+            assert!(b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
+            assert!(b.mixed_gflops <= b.area_gflops.min(b.cp_gflops) * (1.0 + 1e-9));
+        }
+        // Paper 002, Fig. 9: with one GPU, small matrices are bounded higher with 2 x 10
+        // clusters than with 20 single cores (a 10-core cluster runs POTRF three times
+        // faster than the GPU and shortens the critical path).
+        if tiles == 5 {
+            assert!(
+                clusters.mixed_gflops > 1.5 * cores.mixed_gflops,
+                "2x10: {} Gflop/s, 20x1: {} Gflop/s",
+                clusters.mixed_gflops,
+                cores.mixed_gflops
+            );
+        }
+    }
+    // Large matrices: single cores are more efficient per core (Table 2: 7.77x on 10
+    // cores), and the area bound decides.
+    let n = 40 * 960;
+    let clusters = model_cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960).unwrap();
+    let cores = model_cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960).unwrap();
+    assert!(cores.mixed_gflops > clusters.mixed_gflops);
+}
+
+#[test]
+fn sirocco_rejects_what_it_cannot_model() {
+    let sirocco = PlatformModel::preset("sirocco").unwrap();
+    let err = model_cholesky_bounds(&sirocco, &grid(2, 10), 1, 9600, 1000).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidOption { option: "tile", reason } if reason.contains("960")),
+        "{err}"
+    );
+    let err = model_cholesky_bounds(&sirocco, &grid(2, 10), 5, 9600, 960).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidOption { option: "gpus", .. }),
+        "{err}"
+    );
+    // 4 GPUs leave 20 cores: 3 x 8 does not fit.
+    let err = model_cholesky_bounds(&sirocco, &grid(3, 8), 4, 9600, 960).unwrap_err();
+    assert!(matches!(err, Error::Cluster(_)), "{err}");
+}
+
+#[test]
+fn a_run_reports_bounds_from_its_own_models() {
+    let dir = std::env::temp_dir().join(format!("hetla-bounds-test-{}", std::process::id()));
+    let platform = Arc::new(
+        Platform::with_store(&grid(2, 1), Backend::Faer, ModelStore::Dir(dir.clone())).unwrap(),
+    );
+    let (n, tile) = (600, 100);
+    let a = matgen::random_spd(n, 3);
+    Cholesky::new()
+        .platform(platform.clone())
+        .tile(tile)
+        .factor(a.as_ref())
+        .unwrap();
+    let b = measured_cholesky_bounds(&platform.models(), platform.workers(), n, tile).unwrap();
+    assert_eq!(b.tasks, 56);
+    assert_eq!(b.classes.len(), 1);
+    assert_eq!(b.classes[0].count, 2);
+    assert!(b.cp_ms > 0.0 && b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+fn hetla(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
+        .args(args)
+        .output()
+        .expect("the hetla binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bound_command_prints_the_documented_json() {
+    let (ok, stdout, stderr) = hetla(&[
+        "bound",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "4",
+        "--n",
+        "9600",
+        "--tile",
+        "960",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for key in [
+        "tasks",
+        "cp_ms",
+        "area_ms",
+        "mixed_ms",
+        "cp_gflops",
+        "area_gflops",
+        "mixed_gflops",
+        "iterations",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {stdout}");
+    }
+    assert_eq!(v["tasks"], 220);
+    let mixed = v["mixed_ms"].as_f64().unwrap();
+    assert!(mixed >= v["area_ms"].as_f64().unwrap() * (1.0 - 1e-9));
+
+    // A platform file works like the preset it was written from.
+    let file = std::env::temp_dir().join(format!("hetla-sirocco-{}.toml", std::process::id()));
+    std::fs::write(&file, PlatformModel::preset("sirocco").unwrap().to_toml()).unwrap();
+    let (ok, from_file, stderr) = hetla(&[
+        "bound",
+        "--platform",
+        file.to_str().unwrap(),
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "4",
+        "--n",
+        "9600",
+        "--tile",
+        "960",
+        "--json",
+    ]);
+    std::fs::remove_file(&file).ok();
+    assert!(ok, "{stderr}");
+    let w: serde_json::Value = serde_json::from_str(&from_file).unwrap();
+    assert_eq!(w["mixed_ms"], v["mixed_ms"]);
+}
+
+#[test]
+fn bound_command_errors_name_the_argument() {
+    let (ok, _, stderr) = hetla(&[
+        "bound",
+        "--platform",
+        "nowhere",
+        "--n",
+        "960",
+        "--tile",
+        "960",
+    ]);
+    assert!(
+        !ok && stderr.contains("nowhere") && stderr.contains("sirocco"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = hetla(&[
+        "bound",
+        "--platform",
+        "sirocco",
+        "--n",
+        "960",
+        "--tile",
+        "512",
+    ]);
+    assert!(
+        !ok && stderr.contains("tile") && stderr.contains("1920"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = hetla(&[
+        "bound",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "30x1",
+        "--n",
+        "960",
+        "--tile",
+        "960",
+    ]);
+    assert!(!ok && stderr.contains("30"), "{stderr}");
+}
+
+#[test]
+fn cholesky_command_reports_bounds_and_efficiency() {
+    let dir = std::env::temp_dir().join(format!("hetla-cli-models-{}", std::process::id()));
+    let (ok, stdout, stderr) = hetla(&[
+        "cholesky",
+        "--n",
+        "400",
+        "--tile",
+        "100",
+        "--clusters",
+        "1x1",
+        "--json",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let bounds = &v["bounds"];
+    assert_eq!(bounds["tasks"], 20);
+    assert!(bounds["mixed_gflops"].as_f64().unwrap() > 0.0);
+    assert!(v["efficiency"].as_f64().unwrap() > 0.0);
+}
