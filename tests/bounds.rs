@@ -155,44 +155,26 @@ fn bound_command_prints_the_documented_json() {
 
 #[test]
 fn bound_command_errors_name_the_argument() {
-    let (ok, _, stderr) = hetla(&[
-        "bound",
-        "--platform",
-        "nowhere",
-        "--n",
-        "960",
-        "--tile",
-        "960",
-    ]);
-    assert!(
-        !ok && stderr.contains("nowhere") && stderr.contains("sirocco"),
-        "{stderr}"
-    );
-    let (ok, _, stderr) = hetla(&[
-        "bound",
-        "--platform",
-        "sirocco",
-        "--n",
-        "960",
-        "--tile",
-        "512",
-    ]);
-    assert!(
-        !ok && stderr.contains("tile") && stderr.contains("1920"),
-        "{stderr}"
-    );
-    let (ok, _, stderr) = hetla(&[
-        "bound",
-        "--platform",
-        "sirocco",
-        "--clusters",
-        "30x1",
-        "--n",
-        "960",
-        "--tile",
-        "960",
-    ]);
-    assert!(!ok && stderr.contains("30"), "{stderr}");
+    // Each bad command line, and words its error message must contain.
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "--platform nowhere --n 960 --tile 960",
+            &["nowhere", "sirocco"],
+        ),
+        ("--platform sirocco --n 960 --tile 512", &["tile", "1920"]),
+        (
+            "--platform sirocco --clusters 30x1 --n 960 --tile 960",
+            &["30"],
+        ),
+    ];
+    for (line, words) in cases {
+        let args: Vec<&str> = std::iter::once("bound").chain(line.split(' ')).collect();
+        let (ok, _, stderr) = hetla(&args);
+        assert!(!ok, "{line} succeeded");
+        for word in words {
+            assert!(stderr.contains(word), "{line}: {stderr}");
+        }
+    }
 }
 
 #[test]
