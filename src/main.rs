@@ -189,10 +189,11 @@ struct CholeskyReport {
     residual_ok: bool,
     workers: Vec<WorkerSummary>,
     kernels: Vec<KernelSummary>,
-    /// Lower bounds on the makespan from the performance models of this run's workers.
-    bounds: BoundReport,
+    /// Lower bounds on the makespan from the performance models of this run's workers
+    /// (absent, with a warning on stderr, if they could not be computed).
+    bounds: Option<BoundReport>,
     /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms).
-    efficiency: f64,
+    efficiency: Option<f64>,
     memory: MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     peers: Option<Vec<peers::PeerRate>>,
@@ -233,7 +234,11 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let all_cpus = hetla_clusters::available_cpus().len();
     let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
     let model_file = platform.save_models()?;
-    let bounds = measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile)?;
+    // The factorisation succeeded: a bound that cannot be computed is a warning, not a
+    // reason to withhold the result.
+    let bounds = measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile)
+        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
+        .ok();
     if let Some(path) = &args.trace {
         trace.write_chrome_json(path)?;
     }
@@ -259,7 +264,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
         workers: summary.workers,
         kernels: summary.kernels,
-        efficiency: bounds.mixed_ms * 1e-3 / seconds,
+        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
         bounds,
         memory: MemoryReport {
             matrix_bytes,
@@ -341,11 +346,12 @@ fn print_cholesky(r: &CholeskyReport) {
             k.gflops
         );
     }
-    print_bounds(&r.bounds);
-    println!(
-        "  efficiency {:.3} (achieved / mixed bound, bounds from this run's performance models)",
-        r.efficiency
-    );
+    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
+        print_bounds(bounds);
+        println!(
+            "  efficiency {efficiency:.3} (achieved / mixed bound, bounds from this run's performance models)"
+        );
+    }
     if let Some(peers) = &r.peers {
         for p in peers {
             println!(

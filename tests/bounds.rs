@@ -98,22 +98,18 @@ fn hetla(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn bound_command_prints_the_documented_json() {
-    let (ok, stdout, stderr) = hetla(&[
-        "bound",
-        "--platform",
-        "sirocco",
-        "--clusters",
-        "2x10",
-        "--gpus",
-        "4",
-        "--n",
-        "9600",
-        "--tile",
-        "960",
-        "--json",
-    ]);
-    assert!(ok, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // Sirocco with 2 x 10-core clusters and 4 GPUs, n = 9600 in tiles of 960.
+    let bound_json = |platform: &str| -> serde_json::Value {
+        let line = "--clusters 2x10 --gpus 4 --n 9600 --tile 960 --json";
+        let args: Vec<&str> = ["bound", "--platform", platform]
+            .into_iter()
+            .chain(line.split(' '))
+            .collect();
+        let (ok, stdout, stderr) = hetla(&args);
+        assert!(ok, "{stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let v = bound_json("sirocco");
     for key in [
         "tasks",
         "cp_ms",
@@ -124,7 +120,7 @@ fn bound_command_prints_the_documented_json() {
         "mixed_gflops",
         "iterations",
     ] {
-        assert!(v.get(key).is_some(), "missing {key} in {stdout}");
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
     assert_eq!(v["tasks"], 220);
     let mixed = v["mixed_ms"].as_f64().unwrap();
@@ -133,23 +129,8 @@ fn bound_command_prints_the_documented_json() {
     // A platform file works like the preset it was written from.
     let file = std::env::temp_dir().join(format!("hetla-sirocco-{}.toml", std::process::id()));
     std::fs::write(&file, PlatformModel::preset("sirocco").unwrap().to_toml()).unwrap();
-    let (ok, from_file, stderr) = hetla(&[
-        "bound",
-        "--platform",
-        file.to_str().unwrap(),
-        "--clusters",
-        "2x10",
-        "--gpus",
-        "4",
-        "--n",
-        "9600",
-        "--tile",
-        "960",
-        "--json",
-    ]);
+    let w = bound_json(file.to_str().unwrap());
     std::fs::remove_file(&file).ok();
-    assert!(ok, "{stderr}");
-    let w: serde_json::Value = serde_json::from_str(&from_file).unwrap();
     assert_eq!(w["mixed_ms"], v["mixed_ms"]);
 }
 
