@@ -4,10 +4,11 @@
 //!
 //! A [`PlatformModel`] has CPU packages of cores and, optionally, identical GPUs. CPU rates
 //! are given per (operation, tile size) as the Gflop/s of one core and the speedups of some
-//! cluster sizes over one core; the speedup of any other size comes from Amdahl's law,
-//! S(c) = c / (1 + s (c - 1)), with the serial fraction s fitted by least squares to the
-//! given points (through them exactly when one size is given, as for `sirocco`'s 10-core
-//! cluster). GPU rates are Gflop/s per (operation, tile size). A task's duration is its flop
+//! cluster sizes over one core. A size between two measured ones (one core counting as
+//! speedup 1) gets the linear interpolation of their speedups (`knl` measures 2 to 64
+//! cores); with a single measured size, or beyond the largest, Amdahl's law
+//! S(c) = c / (1 + s (c - 1)) with the serial fraction s fitted by least squares (through
+//! the point exactly when there is one, as for `sirocco`'s 10-core cluster). GPU rates are Gflop/s per (operation, tile size). A task's duration is its flop
 //! count (leading terms: POTRF m^3/3, TRSM m n^2, SYRK k n^2, GEMM 2 m n k, so b^3/3, b^3,
 //! b^3 and 2 b^3 on square tiles, as paper 002 counts them) over the rate at the run's
 //! tile size; ragged edge tiles use the same rate.
@@ -29,7 +30,7 @@ use crate::runtime::{KernelKey, ResourceClass, count_classes};
 use crate::{Error, Result};
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 1] = ["sirocco"];
+pub const PRESETS: [&str; 2] = ["sirocco", "knl"];
 
 /// A modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +56,10 @@ pub struct CpuModel {
     pub packages: usize,
     /// Cores per package.
     pub cores_per_package: usize,
+    /// NUMA nodes per package, each with its own share of the cores (KNL in SNC-4 mode has
+    /// 4); clusters by level `numa` follow them.
+    #[serde(default = "one")]
+    pub numa_per_package: usize,
     /// Kernel rates.
     pub kernels: Vec<CpuKernelRate>,
 }
@@ -128,12 +133,33 @@ impl CpuKernelRate {
         }
     }
 
-    /// Speedup of a cluster of `cores` cores: the measured value when given, else Amdahl's.
+    /// Speedup of a cluster of `cores` cores: the measured value when given; with several
+    /// measured sizes, linear interpolation between the two around `cores` (one core having
+    /// speedup 1); otherwise (one measured size, or beyond the largest) Amdahl's law fitted
+    /// to the measured sizes.
     pub fn speedup(&self, cores: usize) -> f64 {
         if let Some(p) = self.speedups.iter().find(|p| p.cores == cores) {
             return p.speedup;
         }
         let c = cores as f64;
+        if self.speedups.len() >= 2 {
+            let below = self
+                .speedups
+                .iter()
+                .filter(|p| p.cores < cores)
+                .max_by_key(|p| p.cores)
+                .map_or((1.0, 1.0), |p| (p.cores as f64, p.speedup));
+            if let Some(above) = self
+                .speedups
+                .iter()
+                .filter(|p| p.cores > cores)
+                .min_by_key(|p| p.cores)
+            {
+                let (c0, s0) = below;
+                let (c1, s1) = (above.cores as f64, above.speedup);
+                return s0 + (s1 - s0) * (c - c0) / (c1 - c0);
+            }
+        }
         c / (1.0 + self.serial_fraction() * (c - 1.0))
     }
 }
@@ -156,6 +182,7 @@ impl PlatformModel {
     pub fn preset(name: &str) -> Option<Self> {
         match name {
             "sirocco" => Some(sirocco()),
+            "knl" => Some(knl()),
             _ => None,
         }
     }
@@ -221,8 +248,18 @@ impl PlatformModel {
 
     fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(model_error(&self.name, reason));
-        if self.cpu.packages == 0 || self.cpu.cores_per_package == 0 {
-            return bad("cpu.packages and cpu.cores_per_package must be at least 1".into());
+        let cpu = &self.cpu;
+        if cpu.packages == 0 || cpu.cores_per_package == 0 || cpu.numa_per_package == 0 {
+            return bad(
+                "cpu.packages, cpu.cores_per_package and cpu.numa_per_package must be at least 1"
+                    .into(),
+            );
+        }
+        if cpu.cores_per_package % cpu.numa_per_package != 0 {
+            return bad(format!(
+                "cpu.numa_per_package ({}) must divide cpu.cores_per_package ({})",
+                cpu.numa_per_package, cpu.cores_per_package
+            ));
         }
         for k in &self.cpu.kernels {
             check_rate(&self.name, &k.op, k.tile, k.core_gflops)?;
@@ -253,9 +290,16 @@ impl PlatformModel {
         self.gpu.as_ref().map_or(0, |g| g.count)
     }
 
-    /// The modelled topology: one NUMA node and one L3 per package, one thread per core.
+    /// The modelled topology: `numa_per_package` NUMA nodes (each its own L3 group) per
+    /// package, one thread per core.
     pub fn topology(&self) -> Topology {
-        Topology::synthetic(self.cpu.packages, 1, self.cpu.cores_per_package, 1)
+        let cpu = &self.cpu;
+        Topology::synthetic(
+            cpu.packages,
+            cpu.numa_per_package,
+            cpu.cores_per_package / cpu.numa_per_package,
+            1,
+        )
     }
 
     /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`
@@ -361,6 +405,10 @@ impl PlatformModel {
     }
 }
 
+fn one() -> usize {
+    1
+}
+
 fn check_rate(model: &str, op: &str, tile: usize, gflops: f64) -> Result<()> {
     if Op::from_name(op).is_none() {
         return Err(model_error(
@@ -408,6 +456,7 @@ fn sirocco() -> PlatformModel {
         cpu: CpuModel {
             packages: 2,
             cores_per_package: 12,
+            numa_per_package: 1,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, _, ten)| CpuKernelRate {
@@ -433,6 +482,98 @@ fn sirocco() -> PlatformModel {
                 })
                 .collect(),
         }),
+    }
+}
+
+/// Paper 002, Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
+/// Gflop/s at each, and the efficiency (speedup / cores) on 2, 4, 8, 16, 32 and 64 cores.
+const KNL_TILES: [usize; 5] = [480, 960, 1440, 1920, 2880];
+const KNL_CORES: [usize; 6] = [2, 4, 8, 16, 32, 64];
+#[allow(clippy::type_complexity)]
+const KNL_TABLE: [(Op, [f64; 5], [[f64; 5]; 6]); 4] = [
+    (
+        Op::Potrf,
+        [8.818, 14.695, 18.646, 20.417, 23.515],
+        [
+            [0.72, 0.84, 0.78, 0.91, 0.90],
+            [0.51, 0.71, 0.70, 0.74, 0.75],
+            [0.30, 0.52, 0.53, 0.56, 0.72],
+            [0.19, 0.31, 0.39, 0.42, 0.52],
+            [0.07, 0.16, 0.27, 0.32, 0.37],
+            [0.01, 0.06, 0.11, 0.15, 0.27],
+        ],
+    ),
+    (
+        Op::Trsm,
+        [22.837, 27.554, 28.614, 29.157, 30.226],
+        [
+            [0.74, 0.83, 0.87, 0.89, 0.92],
+            [0.63, 0.77, 0.83, 0.86, 0.88],
+            [0.43, 0.58, 0.70, 0.79, 0.84],
+            [0.30, 0.44, 0.55, 0.62, 0.69],
+            [0.17, 0.29, 0.43, 0.48, 0.60],
+            [0.09, 0.19, 0.26, 0.35, 0.48],
+        ],
+    ),
+    (
+        Op::Syrk,
+        [21.384, 25.725, 27.207, 27.905, 29.400],
+        [
+            [0.82, 0.88, 0.91, 0.93, 0.95],
+            [0.67, 0.78, 0.83, 0.87, 0.90],
+            [0.54, 0.68, 0.76, 0.78, 0.85],
+            [0.39, 0.53, 0.62, 0.69, 0.74],
+            [0.21, 0.28, 0.37, 0.50, 0.58],
+            [0.09, 0.17, 0.23, 0.24, 0.33],
+        ],
+    ),
+    (
+        Op::Gemm,
+        [26.703, 29.339, 29.872, 29.911, 30.856],
+        [
+            [0.88, 0.92, 0.86, 0.87, 0.87],
+            [0.74, 0.86, 0.89, 0.90, 0.92],
+            [0.70, 0.76, 0.89, 0.89, 0.92],
+            [0.46, 0.71, 0.82, 0.86, 0.90],
+            [0.33, 0.52, 0.69, 0.73, 0.86],
+            [0.20, 0.35, 0.51, 0.57, 0.64],
+        ],
+    ),
+];
+
+/// `knl`: one 64-core Intel Xeon Phi 7210 in SNC-4 mode (4 NUMA nodes of 16 cores), rates
+/// from paper 002 Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
+fn knl() -> PlatformModel {
+    let mut kernels = Vec::new();
+    for (op, core, efficiency) in KNL_TABLE {
+        for (t, &tile) in KNL_TILES.iter().enumerate() {
+            kernels.push(CpuKernelRate {
+                op: op.name().into(),
+                tile,
+                core_gflops: core[t],
+                speedups: KNL_CORES
+                    .iter()
+                    .zip(&efficiency)
+                    .map(|(&cores, row)| Speedup {
+                        cores,
+                        speedup: row[t] * cores as f64,
+                    })
+                    .collect(),
+            });
+        }
+    }
+    PlatformModel {
+        name: "knl".into(),
+        description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
+            16 cores); kernel rates of paper 002 (Cojean et al. 2016), Table 1"
+            .into(),
+        cpu: CpuModel {
+            packages: 1,
+            cores_per_package: 64,
+            numa_per_package: 4,
+            kernels,
+        },
+        gpu: None,
     }
 }
 
@@ -510,9 +651,36 @@ mod tests {
     }
 
     #[test]
+    fn knl_reproduces_table_1_and_interpolates_between_sizes() {
+        let m = PlatformModel::preset("knl").unwrap();
+        let cores = |c| ResourceClass::CpuCluster { cores: c };
+        // DGEMM at 2880: 30.856 Gflop/s on one core, efficiency 0.90 on 16 cores.
+        let one = m.rate(Op::Gemm, 2880, &cores(1)).unwrap();
+        assert!((one - 30.856).abs() < 1e-12);
+        let sixteen = m.rate(Op::Gemm, 2880, &cores(16)).unwrap();
+        assert!((sixteen / (16.0 * one) - 0.90).abs() < 1e-12);
+        // 12 cores lie between the 8-core (0.92) and 16-core (0.90) points.
+        let twelve = m.rate(Op::Gemm, 2880, &cores(12)).unwrap() / one;
+        assert!((twelve - (8.0 * 0.92 + 16.0 * 0.90) / 2.0).abs() < 1e-9);
+        // 4 x 16 clusters on the 4 NUMA nodes; no GPU.
+        let classes = m
+            .classes(&ClusterSpec::Level(hetla_clusters::Level::Numa), 0)
+            .unwrap();
+        assert_eq!(classes, [(cores(16), 4)]);
+        assert!(
+            m.classes(&ClusterSpec::Grid { count: 4, size: 16 }, 1)
+                .is_err()
+        );
+        assert_eq!(m.tiles(), [480, 960, 1440, 1920, 2880]);
+    }
+
+    #[test]
     fn toml_round_trip_and_errors() {
+        for name in PRESETS {
+            let m = PlatformModel::preset(name).unwrap();
+            assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
+        }
         let m = PlatformModel::preset("sirocco").unwrap();
-        assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
         let bad = m
             .to_toml()
             .replacen("core_gflops = 27.78", "core_gflops = -1.0", 1);
