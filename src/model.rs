@@ -255,7 +255,7 @@ impl PlatformModel {
                     .into(),
             );
         }
-        if cpu.cores_per_package % cpu.numa_per_package != 0 {
+        if !cpu.cores_per_package.is_multiple_of(cpu.numa_per_package) {
             return bad(format!(
                 "cpu.numa_per_package ({}) must divide cpu.cores_per_package ({})",
                 cpu.numa_per_package, cpu.cores_per_package
