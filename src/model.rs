@@ -689,6 +689,10 @@ mod tests {
         let unknown = m.to_toml().replacen("op = \"gemm\"", "op = \"gemv\"", 1);
         assert!(PlatformModel::from_toml(&unknown).is_err());
         assert!(PlatformModel::from_toml("name = 1").is_err());
+        let knl = PlatformModel::preset("knl").unwrap().to_toml();
+        let uneven = knl.replacen("numa_per_package = 4", "numa_per_package = 5", 1);
+        let err = PlatformModel::from_toml(&uneven).unwrap_err().to_string();
+        assert!(err.contains("must divide"), "{err}");
         assert!(PlatformModel::resolve("no-such-platform").is_err());
     }
 }
