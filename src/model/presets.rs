@@ -1,0 +1,204 @@
+//! The built-in platform models, each with the table it comes from.
+
+use hetla_kernels::Op;
+
+use super::{CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, PlatformModel, Speedup};
+
+/// Paper 002, Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10 cores /
+/// one core.
+const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
+    (Op::Potrf, 960, 27.78, 1.72, 5.55),
+    (Op::Potrf, 1920, 31.11, 5.95, 7.48),
+    (Op::Trsm, 960, 34.42, 8.72, 6.75),
+    (Op::Trsm, 1920, 34.96, 18.59, 8.48),
+    (Op::Syrk, 960, 31.52, 26.96, 6.90),
+    (Op::Syrk, 1920, 32.93, 31.73, 8.63),
+    (Op::Gemm, 960, 36.46, 28.80, 7.77),
+    (Op::Gemm, 1920, 37.27, 30.86, 8.56),
+];
+
+/// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from paper 002 Table 2
+/// (Intel MKL on the cores, cuBLAS/MAGMA on the GPUs) at tiles 960 and 1920.
+pub(super) fn sirocco() -> PlatformModel {
+    PlatformModel {
+        name: "sirocco".into(),
+        description: "2 x 12-core Intel Xeon E5-2680 v3 (Haswell, 2.5 GHz) + 4 NVIDIA K40m; \
+            kernel rates of paper 002 (Cojean et al. 2016), Table 2, at tiles 960 and 1920"
+            .into(),
+        cpu: CpuModel {
+            packages: 2,
+            cores_per_package: 12,
+            numa_per_package: 1,
+            kernels: SIROCCO_TABLE
+                .iter()
+                .map(|&(op, tile, core, _, ten)| CpuKernelRate {
+                    op: op.name().into(),
+                    tile,
+                    core_gflops: core,
+                    speedups: vec![Speedup {
+                        cores: 10,
+                        speedup: ten,
+                    }],
+                })
+                .collect(),
+        },
+        gpu: Some(GpuModel {
+            model: "K40m".into(),
+            count: 4,
+            kernels: SIROCCO_TABLE
+                .iter()
+                .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
+                    op: op.name().into(),
+                    tile,
+                    gflops: core * gpu,
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// Paper 002, Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
+/// Gflop/s at each, and the efficiency (speedup / cores) on 2, 4, 8, 16, 32 and 64 cores.
+const KNL_TILES: [usize; 5] = [480, 960, 1440, 1920, 2880];
+const KNL_CORES: [usize; 6] = [2, 4, 8, 16, 32, 64];
+#[allow(clippy::type_complexity)]
+const KNL_TABLE: [(Op, [f64; 5], [[f64; 5]; 6]); 4] = [
+    (
+        Op::Potrf,
+        [8.818, 14.695, 18.646, 20.417, 23.515],
+        [
+            [0.72, 0.84, 0.78, 0.91, 0.90],
+            [0.51, 0.71, 0.70, 0.74, 0.75],
+            [0.30, 0.52, 0.53, 0.56, 0.72],
+            [0.19, 0.31, 0.39, 0.42, 0.52],
+            [0.07, 0.16, 0.27, 0.32, 0.37],
+            [0.01, 0.06, 0.11, 0.15, 0.27],
+        ],
+    ),
+    (
+        Op::Trsm,
+        [22.837, 27.554, 28.614, 29.157, 30.226],
+        [
+            [0.74, 0.83, 0.87, 0.89, 0.92],
+            [0.63, 0.77, 0.83, 0.86, 0.88],
+            [0.43, 0.58, 0.70, 0.79, 0.84],
+            [0.30, 0.44, 0.55, 0.62, 0.69],
+            [0.17, 0.29, 0.43, 0.48, 0.60],
+            [0.09, 0.19, 0.26, 0.35, 0.48],
+        ],
+    ),
+    (
+        Op::Syrk,
+        [21.384, 25.725, 27.207, 27.905, 29.400],
+        [
+            [0.82, 0.88, 0.91, 0.93, 0.95],
+            [0.67, 0.78, 0.83, 0.87, 0.90],
+            [0.54, 0.68, 0.76, 0.78, 0.85],
+            [0.39, 0.53, 0.62, 0.69, 0.74],
+            [0.21, 0.28, 0.37, 0.50, 0.58],
+            [0.09, 0.17, 0.23, 0.24, 0.33],
+        ],
+    ),
+    (
+        Op::Gemm,
+        [26.703, 29.339, 29.872, 29.911, 30.856],
+        [
+            [0.88, 0.92, 0.86, 0.87, 0.87],
+            [0.74, 0.86, 0.89, 0.90, 0.92],
+            [0.70, 0.76, 0.89, 0.89, 0.92],
+            [0.46, 0.71, 0.82, 0.86, 0.90],
+            [0.33, 0.52, 0.69, 0.73, 0.86],
+            [0.20, 0.35, 0.51, 0.57, 0.64],
+        ],
+    ),
+];
+
+/// `knl`: one 64-core Intel Xeon Phi 7210 in SNC-4 mode (4 NUMA nodes of 16 cores), rates
+/// from paper 002 Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
+pub(super) fn knl() -> PlatformModel {
+    let mut kernels = Vec::new();
+    for (op, core, efficiency) in KNL_TABLE {
+        for (t, &tile) in KNL_TILES.iter().enumerate() {
+            kernels.push(CpuKernelRate {
+                op: op.name().into(),
+                tile,
+                core_gflops: core[t],
+                speedups: KNL_CORES
+                    .iter()
+                    .zip(&efficiency)
+                    .map(|(&cores, row)| Speedup {
+                        cores,
+                        speedup: row[t] * cores as f64,
+                    })
+                    .collect(),
+            });
+        }
+    }
+    PlatformModel {
+        name: "knl".into(),
+        description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
+            16 cores); kernel rates of paper 002 (Cojean et al. 2016), Table 1"
+            .into(),
+        cpu: CpuModel {
+            packages: 1,
+            cores_per_package: 64,
+            numa_per_package: 4,
+            kernels,
+        },
+        gpu: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hetla_clusters::ClusterSpec;
+
+    use super::*;
+    use crate::runtime::{KernelKey, ResourceClass};
+
+    #[test]
+    fn sirocco_reproduces_table_2() {
+        let m = PlatformModel::preset("sirocco").unwrap();
+        let one = ResourceClass::CpuCluster { cores: 1 };
+        let ten = ResourceClass::CpuCluster { cores: 10 };
+        let gpu = ResourceClass::Gpu {
+            model: "K40m".into(),
+        };
+        let gemm1 = m.rate(Op::Gemm, 960, &one).unwrap();
+        assert!((gemm1 - 36.46).abs() < 1e-12);
+        assert!((m.rate(Op::Gemm, 960, &gpu).unwrap() / gemm1 - 28.80).abs() < 1e-12);
+        assert!((m.rate(Op::Gemm, 960, &ten).unwrap() / gemm1 - 7.77).abs() < 1e-12);
+        assert!((m.rate(Op::Potrf, 1920, &ten).unwrap() / 31.11 - 7.48).abs() < 1e-12);
+        // GEMM 960 on one core: 2 * 960^3 flops at 36.46 Gflop/s.
+        let d = m
+            .duration(&KernelKey::square(Op::Gemm, 960), 960, &one)
+            .unwrap();
+        assert!((d - 2.0 * 960f64.powi(3) / 36.46e9).abs() < 1e-15);
+        assert_eq!(m.rate(Op::Gemm, 1000, &one), None);
+        assert_eq!(m.tiles(), [960, 1920]);
+    }
+
+    #[test]
+    fn knl_reproduces_table_1_and_interpolates_between_sizes() {
+        let m = PlatformModel::preset("knl").unwrap();
+        let cores = |c| ResourceClass::CpuCluster { cores: c };
+        // DGEMM at 2880: 30.856 Gflop/s on one core, efficiency 0.90 on 16 cores.
+        let one = m.rate(Op::Gemm, 2880, &cores(1)).unwrap();
+        assert!((one - 30.856).abs() < 1e-12);
+        let sixteen = m.rate(Op::Gemm, 2880, &cores(16)).unwrap();
+        assert!((sixteen / (16.0 * one) - 0.90).abs() < 1e-12);
+        // 12 cores lie between the 8-core (0.92) and 16-core (0.90) points.
+        let twelve = m.rate(Op::Gemm, 2880, &cores(12)).unwrap() / one;
+        assert!((twelve - (8.0 * 0.92 + 16.0 * 0.90) / 2.0).abs() < 1e-9);
+        // 4 x 16 clusters on the 4 NUMA nodes; no GPU.
+        let classes = m
+            .classes(&ClusterSpec::Level(hetla_clusters::Level::Numa), 0)
+            .unwrap();
+        assert_eq!(classes, [(cores(16), 4)]);
+        assert!(
+            m.classes(&ClusterSpec::Grid { count: 4, size: 16 }, 1)
+                .is_err()
+        );
+        assert_eq!(m.tiles(), [480, 960, 1440, 1920, 2880]);
+    }
+}
