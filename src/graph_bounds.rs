@@ -16,11 +16,9 @@ use hetla_factorizations::{TaskGraph, Tiling};
 use serde::Serialize;
 
 use crate::model::PlatformModel;
+use crate::runtime::calibrate::CHOLESKY_OPS;
 use crate::runtime::{KernelKey, PerfModels, ResourceClass, WorkerInfo, count_classes};
-use crate::{ClusterSpec, Op, Result};
-
-/// The operations of the Cholesky graph.
-pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm];
+use crate::{ClusterSpec, Result};
 
 /// One resource class of a bound: its name and how many resources it has.
 #[derive(Debug, Clone, PartialEq, Serialize)]

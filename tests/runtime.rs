@@ -291,27 +291,24 @@ fn residuals_are_small_under_every_scheduler_and_cluster_configuration() {
     let b = faer::Mat::from_fn(n, 2, |i, j| (i + j) as f64);
     for spec in specs() {
         let platform = platform(&spec);
-        {
-            let backend_platform = platform.clone();
-            for scheduler in SchedulerKind::ALL {
-                for tile in [96, 200] {
-                    let f = Cholesky::new()
-                        .platform(backend_platform.clone())
-                        .scheduler(scheduler)
-                        .tile(tile)
-                        .factor(a.as_ref())
-                        .unwrap();
-                    let r = cholesky_residual(a.as_ref(), f.storage(), Par::Seq);
-                    assert!(r < RESIDUAL_THRESHOLD, "{spec} {scheduler} {tile}: {r}");
-                    let x = f.solve(b.as_ref()).unwrap();
-                    let e = hetla::check::solve_backward_error(
-                        a.as_ref(),
-                        x.as_ref(),
-                        b.as_ref(),
-                        Par::Seq,
-                    );
-                    assert!(e < 1e-13, "{spec} {scheduler} {tile}: solve {e}");
-                }
+        for scheduler in SchedulerKind::ALL {
+            for tile in [96, 200] {
+                let f = Cholesky::new()
+                    .platform(platform.clone())
+                    .scheduler(scheduler)
+                    .tile(tile)
+                    .factor(a.as_ref())
+                    .unwrap();
+                let r = cholesky_residual(a.as_ref(), f.storage(), Par::Seq);
+                assert!(r < RESIDUAL_THRESHOLD, "{spec} {scheduler} {tile}: {r}");
+                let x = f.solve(b.as_ref()).unwrap();
+                let e = hetla::check::solve_backward_error(
+                    a.as_ref(),
+                    x.as_ref(),
+                    b.as_ref(),
+                    Par::Seq,
+                );
+                assert!(e < 1e-13, "{spec} {scheduler} {tile}: solve {e}");
             }
         }
     }
