@@ -111,6 +111,9 @@ pub enum Error {
     /// A lower bound could not be computed.
     #[error(transparent)]
     Bounds(#[from] hetla_bounds::BoundsError),
+    /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
+    #[error(transparent)]
+    Memory(#[from] crate::runtime::data::NoRoom),
 }
 
 impl From<KernelError> for Error {

@@ -26,6 +26,7 @@ pub mod matgen;
 pub mod model;
 pub mod peers;
 pub mod runtime;
+pub mod simulation;
 mod tile_work;
 mod tiled;
 

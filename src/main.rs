@@ -1,6 +1,7 @@
 //! The `hetla` command line: factor generated SPD matrices on CPU core clusters, compare
 //! with the peers, calibrate performance models, and show the machine.
 
+mod commands;
 mod memory;
 
 use std::io::IsTerminal;
@@ -40,9 +41,15 @@ enum Command {
     /// Lower bounds (critical path, area, mixed) on the Cholesky makespan on a modelled
     /// platform, computed without running anything.
     Bound(BoundArgs),
+    /// Simulate the Cholesky factorisation on a modelled platform (virtual clock, same
+    /// scheduler and data layer as real runs) and report it next to its bounds.
+    Simulate(commands::simulate::SimulateArgs),
+    /// Simulate (or run) every combination of cluster specs, GPU counts, orders and tile
+    /// sizes; write results.csv, results.json and SVG plots.
+    Sweep(commands::sweep::SweepArgs),
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct PlatformArgs {
     /// Kernel backend: faer or openblas (the latter needs the `openblas` feature).
     #[arg(long, default_value = "faer", value_parser = parse_backend)]
@@ -597,6 +604,12 @@ fn main() -> ExitCode {
         }
         Command::Info(args) => info(args).map(|r| emit(args.json, &r, print_info)),
         Command::Bound(args) => bound_cmd(args).map(|r| emit(args.json, &r, print_bound)),
+        Command::Simulate(args) => {
+            commands::simulate::run(args).map(|r| emit(args.json, &r, commands::simulate::print))
+        }
+        Command::Sweep(args) => {
+            commands::sweep::run(args).map(|r| emit(args.json, &r, commands::sweep::print))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
-//! Modelled platforms: what the resources of a machine can do, described by kernel rates
-//! instead of measured on it, so that bounds (and, later, simulations) can be computed for
-//! machines that are not at hand.
+//! Modelled platforms: what the resources of a machine can do, described by kernel rates,
+//! memory sizes and links instead of measured on it, so that bounds and simulations can be
+//! computed for machines that are not at hand.
 //!
 //! A [`PlatformModel`] has CPU packages of cores and, optionally, identical GPUs. CPU rates
 //! are given per (operation, tile size) as the Gflop/s of one core and the speedups of some
@@ -12,6 +12,11 @@
 //! count (leading terms: POTRF m^3/3, TRSM m n^2, SYRK k n^2, GEMM 2 m n k, so b^3/3, b^3,
 //! b^3 and 2 b^3 on square tiles, as paper 002 counts them) over the rate at the run's
 //! tile size; ragged edge tiles use the same rate.
+//!
+//! Each GPU has a memory size (its memory node's capacity in simulations) and a link to
+//! host memory with a latency and a bandwidth per direction (a copy of b bytes takes
+//! latency + b / bandwidth); copies between GPUs use a peer link when the model has one,
+//! and are staged through host memory otherwise.
 //!
 //! Like StarPU, a run with g GPUs dedicates one core to each GPU's host thread: the last g
 //! cores are taken out before the clusters are formed (with `sirocco`'s 4 GPUs, 20 of its
@@ -99,8 +104,43 @@ pub struct GpuModel {
     pub model: String,
     /// How many the machine has.
     pub count: usize,
+    /// Memory of one GPU, in GB (10^9 bytes): the capacity of its memory node.
+    pub memory_gb: f64,
+    /// The link between host memory and each GPU (and between GPUs).
+    pub link: LinkModel,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
+}
+
+/// How data moves between host memory and a GPU, per direction; each GPU has its own link.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkModel {
+    /// Host to device.
+    pub h2d: LinkRate,
+    /// Device to host.
+    pub d2h: LinkRate,
+    /// Device to device, when GPUs can copy to each other directly; without it a copy
+    /// between GPUs is staged through host memory (device to host, then host to device).
+    #[serde(default)]
+    pub p2p: Option<LinkRate>,
+}
+
+/// The cost of one copy on a link direction: latency plus bytes over bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRate {
+    /// Latency of one copy, in microseconds.
+    pub latency_us: f64,
+    /// Bandwidth, in GB/s (10^9 bytes per second).
+    pub gb_per_s: f64,
+}
+
+impl LinkRate {
+    /// Seconds one copy of `bytes` bytes takes.
+    pub fn seconds(&self, bytes: usize) -> f64 {
+        self.latency_us * 1e-6 + bytes as f64 / (self.gb_per_s * 1e9)
+    }
 }
 
 /// The rate of one GPU kernel at one tile size.
@@ -232,6 +272,9 @@ impl PlatformModel {
     /// [gpu]
     /// model = "A100"
     /// count = 2
+    /// memory_gb = 40.0
+    /// link.h2d = { latency_us = 10.0, gb_per_s = 12.0 }
+    /// link.d2h = { latency_us = 10.0, gb_per_s = 12.0 }
     /// [[gpu.kernels]]
     /// op = "gemm"
     /// tile = 512
@@ -275,6 +318,23 @@ impl PlatformModel {
             }
         }
         if let Some(gpu) = &self.gpu {
+            if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {
+                return bad(format!("gpu.memory_gb is {}; it must be > 0", gpu.memory_gb));
+            }
+            let links = [("h2d", Some(gpu.link.h2d)), ("d2h", Some(gpu.link.d2h)), ("p2p", gpu.link.p2p)];
+            for (name, rate) in links {
+                if let Some(r) = rate
+                    && !(r.latency_us.is_finite()
+                        && r.latency_us >= 0.0
+                        && r.gb_per_s.is_finite()
+                        && r.gb_per_s > 0.0)
+                {
+                    return bad(format!(
+                        "gpu.link.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
+                        r.latency_us, r.gb_per_s
+                    ));
+                }
+            }
             for k in &gpu.kernels {
                 check_rate(&self.name, &k.op, k.tile, k.gflops)?;
             }

@@ -2,7 +2,17 @@
 
 use hetla_kernels::Op;
 
-use super::{CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, PlatformModel, Speedup};
+use super::{
+    CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LinkModel, LinkRate, PlatformModel, Speedup,
+};
+
+/// A K40m's PCIe 3.0 x16 link per direction. Paper 002 gives no transfer figures; 10 GB/s
+/// is what pinned copies typically reach on PCIe 3.0 x16 (15.75 GB/s raw), 10 us a typical
+/// latency of one `cudaMemcpyAsync`.
+const K40M_PCIE: LinkRate = LinkRate {
+    latency_us: 10.0,
+    gb_per_s: 10.0,
+};
 
 /// Paper 002, Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10 cores /
 /// one core.
@@ -45,6 +55,15 @@ pub(super) fn sirocco() -> PlatformModel {
         gpu: Some(GpuModel {
             model: "K40m".into(),
             count: 4,
+            // 12 GB of GDDR5 per K40m (NVIDIA's data sheet).
+            memory_gb: 12.0,
+            // Paper 002 does not say whether the K40m's copy peer to peer: copies between
+            // them are staged through host memory, the conservative choice.
+            link: LinkModel {
+                h2d: K40M_PCIE,
+                d2h: K40M_PCIE,
+                p2p: None,
+            },
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {

@@ -1,14 +1,26 @@
-//! Data handles: one per tile, with a replica state on every memory node (MSI).
+//! Data handles: one per tile, with a replica state on every memory node (MSI), and GPU
+//! memory nodes used as caches of host memory.
 //!
-//! Before a task runs on a worker, each tile it uses must be valid on the worker's memory
-//! node: [`DataRegistry::acquire`] returns the transfer that makes it so (from a node that
-//! holds a valid replica, preferring the one holding it modified) and updates the states;
-//! a write leaves the tile `Modified` on that node and `Invalid` everywhere else. On a
-//! CPU-only platform there is one node (the host), tiles start valid there, and acquiring
-//! never needs a transfer; GPU memory nodes add the transfers.
+//! Before a task runs on a worker, the executor calls [`DataRegistry::start_task`]: each
+//! tile the task uses becomes valid on the worker's memory node, and the call returns the
+//! copies this needs (from host memory when it holds a valid replica, else from a node
+//! that does); a write leaves the tile `Modified` on that node and `Invalid` everywhere
+//! else. The task's tiles stay pinned on the node until [`DataRegistry::end_task`].
+//!
+//! A node may have a capacity (a GPU's memory budget; host memory has none). Making room
+//! evicts the least recently used unpinned replicas of the node; a replica that is the
+//! last valid copy of its tile is first written back to host memory, so that no tile is
+//! ever lost. [`DataRegistry::prefetch`] copies a tile ahead of the task that will read it
+//! (as soon as the scheduler has assigned the task), without pinning it, and gives up
+//! rather than evict a pinned tile. On a CPU-only platform there is one node (the host),
+//! tiles start valid there, and no call ever needs a copy: the same code paths run.
+//!
+//! The registry only decides *what* moves; the executor carries the copies out (the
+//! simulated executor by charging their time to links) and records them in the trace.
+
+use std::collections::BTreeSet;
 
 use hetla_factorizations::{Mode, TileRef};
-
 /// A memory node: 0 is host RAM; GPUs add theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct MemoryNode(pub usize);
@@ -42,27 +54,77 @@ pub struct Transfer {
     pub bytes: usize,
 }
 
-/// The data handles of one run: tiles and their replica states.
+/// A memory node has no room for the tiles of a task: its capacity is smaller than what
+/// the task pins there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "memory node {node} holds {capacity} bytes, too few for the {needed} bytes a task pins there"
+)]
+pub struct NoRoom {
+    /// The node.
+    pub node: usize,
+    /// Its capacity in bytes.
+    pub capacity: usize,
+    /// Bytes the task would pin (its tiles plus those of the other running tasks there).
+    pub needed: usize,
+}
+
+/// The data handles of one run: tiles, their replica states, and each node's occupancy.
 #[derive(Debug, Clone)]
 pub struct DataRegistry {
     tiles: Vec<TileRef>,
     bytes: Vec<usize>,
     /// `states[handle][node]`.
     states: Vec<Vec<ReplicaState>>,
+    /// Bytes each node may hold (`None`: unlimited).
+    capacity: Vec<Option<usize>>,
+    /// Bytes of valid replicas on each node.
+    used: Vec<usize>,
+    /// Valid replicas per node by last use: (stamp, handle), oldest first.
+    lru: Vec<BTreeSet<(u64, usize)>>,
+    /// `stamp[handle][node]`: the last use of the replica.
+    stamp: Vec<Vec<u64>>,
+    /// `pins[handle][node]`: running tasks using the replica.
+    pins: Vec<Vec<u32>>,
+    /// Bytes of the tiles pinned on each node.
+    pinned: Vec<usize>,
+    clock: u64,
 }
 
 impl DataRegistry {
     /// Handles for `tiles` (with their sizes in bytes), valid on the host only, on a
-    /// platform with `nodes` memory nodes.
+    /// platform with `nodes` memory nodes of unlimited capacity.
     pub fn new(tiles: Vec<(TileRef, usize)>, nodes: usize) -> Self {
-        let mut initial = vec![ReplicaState::Invalid; nodes.max(1)];
+        Self::with_capacities(tiles, vec![None; nodes.max(1)])
+    }
+
+    /// Handles for `tiles`, valid on the host only, with the capacity of each node in bytes
+    /// (`None`: unlimited; the host's is ignored, host memory holds every tile).
+    pub fn with_capacities(tiles: Vec<(TileRef, usize)>, mut capacity: Vec<Option<usize>>) -> Self {
+        if capacity.is_empty() {
+            capacity.push(None);
+        }
+        capacity[HOST.0] = None;
+        let nodes = capacity.len();
+        let mut initial = vec![ReplicaState::Invalid; nodes];
         initial[HOST.0] = ReplicaState::Shared;
-        let (tiles, bytes) = tiles.into_iter().unzip();
-        let n = Vec::len(&tiles);
+        let (tiles, bytes): (Vec<TileRef>, Vec<usize>) = tiles.into_iter().unzip();
+        let n = tiles.len();
+        let mut used = vec![0; nodes];
+        used[HOST.0] = bytes.iter().sum();
+        let mut lru = vec![BTreeSet::new(); nodes];
+        lru[HOST.0] = (0..n).map(|h| (0, h)).collect();
         Self {
             tiles,
             bytes,
             states: vec![initial; n],
+            capacity,
+            used,
+            lru,
+            stamp: vec![vec![0; nodes]; n],
+            pins: vec![vec![0; nodes]; n],
+            pinned: vec![0; nodes],
+            clock: 0,
         }
     }
 
@@ -76,59 +138,242 @@ impl DataRegistry {
         self.tiles.is_empty()
     }
 
+    /// Bytes of a handle's tile.
+    pub fn bytes(&self, handle: usize) -> usize {
+        self.bytes[handle]
+    }
+
     /// The state of a handle on a node.
     pub fn state(&self, handle: usize, node: MemoryNode) -> ReplicaState {
         self.states[handle][node.0]
     }
 
-    /// Makes `handle` usable on `node` in `mode` and returns the transfer this needs, if
-    /// any. Reading leaves every valid replica `Shared`; writing leaves the tile `Modified`
-    /// on `node` and `Invalid` elsewhere.
-    pub fn acquire(&mut self, handle: usize, node: MemoryNode, mode: Mode) -> Option<Transfer> {
-        let states = &mut self.states[handle];
-        let transfer = if states[node.0] == ReplicaState::Invalid {
-            let from = states
-                .iter()
-                .position(|&s| s == ReplicaState::Modified)
-                .or_else(|| states.iter().position(|&s| s == ReplicaState::Shared))
-                .map(MemoryNode)
-                .unwrap_or(HOST);
-            Some(Transfer {
+    /// Whether a handle has a valid replica on a node.
+    pub fn is_valid(&self, handle: usize, node: MemoryNode) -> bool {
+        self.state(handle, node) != ReplicaState::Invalid
+    }
+
+    /// Bytes of valid replicas on a node.
+    pub fn used(&self, node: MemoryNode) -> usize {
+        self.used[node.0]
+    }
+
+    /// The node a copy of `handle` to another node would come from: host memory when it
+    /// holds a valid replica, else the lowest node that does.
+    pub fn source(&self, handle: usize) -> MemoryNode {
+        let states = &self.states[handle];
+        if states[HOST.0] != ReplicaState::Invalid {
+            return HOST;
+        }
+        states
+            .iter()
+            .position(|&s| s != ReplicaState::Invalid)
+            .map_or(HOST, MemoryNode)
+    }
+
+    /// Makes every tile of a task valid on `node` in its mode and pins them there until
+    /// [`DataRegistry::end_task`]. Returns the copies, in order: write-backs of evicted
+    /// last copies, then fetches.
+    pub fn start_task(
+        &mut self,
+        accesses: &[(usize, Mode)],
+        node: MemoryNode,
+    ) -> Result<Vec<Transfer>, NoRoom> {
+        // Check first, so that a refused task changes nothing.
+        if let Some(capacity) = self.capacity[node.0] {
+            let mut extra = 0;
+            for (i, &(h, _)) in accesses.iter().enumerate() {
+                let repeated = accesses[..i].iter().any(|&(o, _)| o == h);
+                if self.pins[h][node.0] == 0 && !repeated {
+                    extra += self.bytes[h];
+                }
+            }
+            if self.pinned[node.0] + extra > capacity {
+                return Err(NoRoom {
+                    node: node.0,
+                    capacity,
+                    needed: self.pinned[node.0] + extra,
+                });
+            }
+        }
+        for &(h, _) in accesses {
+            self.pin(h, node);
+        }
+        let mut copies = Vec::new();
+        for &(h, mode) in accesses {
+            self.fetch(h, node, &mut copies)?;
+            self.set_mode(h, node, mode);
+        }
+        Ok(copies)
+    }
+
+    /// Unpins the tiles of a finished task.
+    pub fn end_task(&mut self, accesses: &[(usize, Mode)], node: MemoryNode) {
+        for &(h, _) in accesses {
+            let pins = &mut self.pins[h][node.0];
+            if *pins > 0 {
+                *pins -= 1;
+                if *pins == 0 {
+                    self.pinned[node.0] -= self.bytes[h];
+                }
+            }
+        }
+    }
+
+    fn pin(&mut self, handle: usize, node: MemoryNode) {
+        self.pins[handle][node.0] += 1;
+        if self.pins[handle][node.0] == 1 {
+            self.pinned[node.0] += self.bytes[handle];
+        }
+    }
+
+    /// Copies `handle` to `node` ahead of a task that will read it, if it is not valid
+    /// there and room can be made without evicting a pinned tile. Returns the copies
+    /// (write-backs, then the fetch); none when nothing was done.
+    pub fn prefetch(&mut self, handle: usize, node: MemoryNode) -> Vec<Transfer> {
+        let mut copies = Vec::new();
+        if !self.is_valid(handle, node) && self.fetch(handle, node, &mut copies).is_ok() {
+            self.set_mode(handle, node, Mode::Read);
+        }
+        copies
+    }
+
+    /// Makes `handle` usable on `node` in `mode` (no pinning) and returns the copy this
+    /// needs, if any; room is made as in [`DataRegistry::start_task`].
+    pub fn acquire(
+        &mut self,
+        handle: usize,
+        node: MemoryNode,
+        mode: Mode,
+    ) -> Result<Vec<Transfer>, NoRoom> {
+        let mut copies = Vec::new();
+        self.fetch(handle, node, &mut copies)?;
+        self.set_mode(handle, node, mode);
+        Ok(copies)
+    }
+
+    /// The copies that bring every tile whose only valid copy is on a GPU back to the
+    /// host (the end of a run: the caller's matrix must hold the result).
+    pub fn flush_to_host(&mut self) -> Vec<Transfer> {
+        let mut copies = Vec::new();
+        for h in 0..self.len() {
+            if !self.is_valid(h, HOST) {
+                // Host memory is unlimited: this cannot fail.
+                let _ = self.fetch(h, HOST, &mut copies);
+                self.set_mode(h, HOST, Mode::Read);
+            }
+        }
+        copies
+    }
+
+    /// Makes `handle` valid on `node` (a `Shared` copy when it was not), evicting as
+    /// needed, and touches it.
+    fn fetch(
+        &mut self,
+        handle: usize,
+        node: MemoryNode,
+        copies: &mut Vec<Transfer>,
+    ) -> Result<(), NoRoom> {
+        if !self.is_valid(handle, node) {
+            self.make_room(node, handle, copies)?;
+            copies.push(Transfer {
                 handle,
                 tile: self.tiles[handle],
-                from,
+                from: self.source(handle),
                 to: node,
                 bytes: self.bytes[handle],
-            })
-        } else {
-            None
-        };
+            });
+            self.states[handle][node.0] = ReplicaState::Shared;
+            self.used[node.0] += self.bytes[handle];
+            self.lru[node.0].insert((self.stamp[handle][node.0], handle));
+        }
+        self.touch(handle, node);
+        Ok(())
+    }
+
+    /// Applies the MSI rule of a valid replica's use in `mode`.
+    fn set_mode(&mut self, handle: usize, node: MemoryNode, mode: Mode) {
         match mode {
             Mode::Read => {
-                for s in states.iter_mut() {
+                for s in self.states[handle].iter_mut() {
                     if *s == ReplicaState::Modified {
                         *s = ReplicaState::Shared;
                     }
                 }
-                states[node.0] = ReplicaState::Shared;
+                self.states[handle][node.0] = ReplicaState::Shared;
             }
             Mode::ReadWrite => {
-                states.fill(ReplicaState::Invalid);
-                states[node.0] = ReplicaState::Modified;
+                for other in 0..self.capacity.len() {
+                    if other != node.0 && self.is_valid(handle, MemoryNode(other)) {
+                        self.drop_replica(handle, MemoryNode(other));
+                    }
+                }
+                self.states[handle][node.0] = ReplicaState::Modified;
             }
         }
-        transfer
     }
 
-    /// The transfers that bring every modified replica back to the host (the end of a run:
-    /// the caller's matrix must hold the result), marking the host replicas valid.
-    pub fn flush_to_host(&mut self) -> Vec<Transfer> {
-        (0..self.len())
-            .filter_map(|h| match self.states[h][HOST.0] {
-                ReplicaState::Invalid => self.acquire(h, HOST, Mode::Read),
-                _ => None,
-            })
-            .collect()
+    fn touch(&mut self, handle: usize, node: MemoryNode) {
+        self.clock += 1;
+        let old = std::mem::replace(&mut self.stamp[handle][node.0], self.clock);
+        self.lru[node.0].remove(&(old, handle));
+        self.lru[node.0].insert((self.clock, handle));
+    }
+
+    fn drop_replica(&mut self, handle: usize, node: MemoryNode) {
+        self.states[handle][node.0] = ReplicaState::Invalid;
+        self.used[node.0] -= self.bytes[handle];
+        self.lru[node.0].remove(&(self.stamp[handle][node.0], handle));
+    }
+
+    /// Evicts least recently used unpinned replicas of `node` until `handle`'s tile fits,
+    /// writing back the ones that are the last valid copy of their tile.
+    fn make_room(
+        &mut self,
+        node: MemoryNode,
+        handle: usize,
+        copies: &mut Vec<Transfer>,
+    ) -> Result<(), NoRoom> {
+        let bytes = self.bytes[handle];
+        let Some(capacity) = self.capacity[node.0] else {
+            return Ok(());
+        };
+        // Pinned tiles stay; the tile being fetched counts once.
+        let unpinned_new = if self.pins[handle][node.0] > 0 { 0 } else { bytes };
+        let needed = self.pinned[node.0] + unpinned_new;
+        let no_room = NoRoom {
+            node: node.0,
+            capacity,
+            needed,
+        };
+        if needed > capacity {
+            return Err(no_room);
+        }
+        while self.used[node.0] + bytes > capacity {
+            let Some(victim) = self.lru[node.0]
+                .iter()
+                .map(|&(_, h)| h)
+                .find(|&h| self.pins[h][node.0] == 0)
+            else {
+                return Err(no_room);
+            };
+            let last_copy = (0..self.capacity.len())
+                .all(|other| other == node.0 || !self.is_valid(victim, MemoryNode(other)));
+            if last_copy {
+                copies.push(Transfer {
+                    handle: victim,
+                    tile: self.tiles[victim],
+                    from: node,
+                    to: HOST,
+                    bytes: self.bytes[victim],
+                });
+                self.states[victim][HOST.0] = ReplicaState::Shared;
+                self.used[HOST.0] += self.bytes[victim];
+                self.lru[HOST.0].insert((self.stamp[victim][HOST.0], victim));
+            }
+            self.drop_replica(victim, node);
+        }
+        Ok(())
     }
 }
 
@@ -137,16 +382,24 @@ mod tests {
     use super::*;
     use hetla_factorizations::MatrixId;
 
+    fn tile(c: usize) -> (TileRef, usize) {
+        (TileRef::new(MatrixId(0), 0, c), 800)
+    }
+
     fn registry() -> DataRegistry {
-        let tile = |c| (TileRef::new(MatrixId(0), 0, c), 800);
         DataRegistry::new(vec![tile(0), tile(1)], 3)
+    }
+
+    fn one(copies: Vec<Transfer>) -> Transfer {
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        copies[0]
     }
 
     #[test]
     fn host_reads_and_writes_need_no_transfer() {
         let mut r = registry();
-        assert_eq!(r.acquire(0, HOST, Mode::Read), None);
-        assert_eq!(r.acquire(0, HOST, Mode::ReadWrite), None);
+        assert_eq!(r.acquire(0, HOST, Mode::Read), Ok(vec![]));
+        assert_eq!(r.acquire(0, HOST, Mode::ReadWrite), Ok(vec![]));
         assert_eq!(r.state(0, HOST), ReplicaState::Modified);
         assert!(r.flush_to_host().is_empty());
     }
@@ -155,25 +408,80 @@ mod tests {
     fn reads_replicate_and_writes_invalidate() {
         let mut r = registry();
         let gpu = MemoryNode(1);
-        let t = r.acquire(1, gpu, Mode::Read).unwrap();
+        let t = one(r.acquire(1, gpu, Mode::Read).unwrap());
         assert_eq!((t.from, t.to, t.bytes), (HOST, gpu, 800));
         assert_eq!(r.state(1, gpu), ReplicaState::Shared);
         assert_eq!(r.state(1, HOST), ReplicaState::Shared);
-        assert_eq!(r.acquire(1, gpu, Mode::Read), None);
+        assert_eq!(r.acquire(1, gpu, Mode::Read), Ok(vec![]));
         // A write on node 2 fetches from a valid copy and invalidates the others.
-        let t = r.acquire(1, MemoryNode(2), Mode::ReadWrite).unwrap();
-        assert_eq!(t.to, MemoryNode(2));
+        let t = one(r.acquire(1, MemoryNode(2), Mode::ReadWrite).unwrap());
+        assert_eq!((t.from, t.to), (HOST, MemoryNode(2)));
         assert_eq!(r.state(1, MemoryNode(2)), ReplicaState::Modified);
         assert_eq!(r.state(1, HOST), ReplicaState::Invalid);
         assert_eq!(r.state(1, gpu), ReplicaState::Invalid);
+        assert_eq!((r.used(gpu), r.used(MemoryNode(2))), (0, 800));
         // The next reader elsewhere fetches from the modified copy.
-        let t = r.acquire(1, gpu, Mode::Read).unwrap();
+        let t = one(r.acquire(1, gpu, Mode::Read).unwrap());
         assert_eq!(t.from, MemoryNode(2));
         assert_eq!(r.state(1, MemoryNode(2)), ReplicaState::Shared);
         // Flushing brings it home.
-        let back = r.flush_to_host();
-        assert_eq!(back.len(), 1);
-        assert_eq!(back[0].to, HOST);
+        let back = one(r.flush_to_host());
+        assert_eq!(back.to, HOST);
         assert_eq!(r.state(1, HOST), ReplicaState::Shared);
+    }
+
+    /// A GPU node with room for `tiles` tiles of 800 bytes, and 6 handles.
+    fn small_gpu(tiles: usize) -> DataRegistry {
+        DataRegistry::with_capacities((0..6).map(tile).collect(), vec![None, Some(800 * tiles)])
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recently_used_unpinned_tile() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(3);
+        for h in [0, 1, 2] {
+            r.acquire(h, gpu, Mode::Read).unwrap();
+        }
+        r.acquire(0, gpu, Mode::Read).unwrap(); // 1 is now the oldest
+        let copies = r.acquire(3, gpu, Mode::Read).unwrap();
+        assert_eq!(one(copies).handle, 3);
+        assert!(!r.is_valid(1, gpu) && r.is_valid(0, gpu) && r.is_valid(2, gpu));
+        // Pinned tiles are never evicted: pin 2 and 0, then bring 4: 3 goes.
+        r.start_task(&[(2, Mode::Read), (0, Mode::Read)], gpu).unwrap();
+        r.acquire(4, gpu, Mode::Read).unwrap();
+        assert!(!r.is_valid(3, gpu) && r.is_valid(2, gpu) && r.is_valid(0, gpu));
+        assert!(r.used(gpu) <= 3 * 800);
+    }
+
+    #[test]
+    fn evicting_the_last_copy_writes_it_back_first() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(2);
+        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
+        assert_eq!(r.state(0, HOST), ReplicaState::Invalid);
+        r.acquire(1, gpu, Mode::Read).unwrap();
+        let copies = r.acquire(2, gpu, Mode::Read).unwrap();
+        assert_eq!(copies.len(), 2, "{copies:?}");
+        assert_eq!((copies[0].handle, copies[0].from, copies[0].to), (0, gpu, HOST));
+        assert_eq!((copies[1].handle, copies[1].to), (2, gpu));
+        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        // A shared replica with a valid host copy is dropped without a copy.
+        let copies = r.acquire(3, gpu, Mode::Read).unwrap();
+        assert_eq!(one(copies).handle, 3);
+    }
+
+    #[test]
+    fn a_task_larger_than_the_budget_is_refused_and_changes_nothing() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(2);
+        let task = [(0, Mode::Read), (1, Mode::Read), (2, Mode::ReadWrite)];
+        let err = r.start_task(&task, gpu).unwrap_err();
+        assert_eq!((err.capacity, err.needed), (1600, 2400));
+        assert_eq!(r.used(gpu), 0);
+        assert!(r.start_task(&task[..2], gpu).is_ok());
+        // Both slots pinned: a prefetch gives up instead of evicting them.
+        assert!(r.prefetch(4, gpu).is_empty());
+        r.end_task(&task[..2], gpu);
+        assert_eq!(one(r.prefetch(4, gpu)).handle, 4);
     }
 }

@@ -11,7 +11,6 @@
 //! another task, running tasks finish, every thread returns, and the first failing task
 //! (lowest index) is reported. The pools are untouched and serve the next run.
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -21,7 +20,7 @@ use hetla_factorizations::{TaskGraph, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
 use super::data::DataRegistry;
-use super::perfmodel::{KernelKey, ResourceClass, Stats};
+use super::perfmodel::KernelKey;
 use super::platform::{Platform, ResourceKind};
 use super::scheduler::{SchedContext, SchedulerKind};
 use super::trace::{TaskEvent, Trace};
@@ -158,8 +157,8 @@ impl Run<'_> {
                 for &(handle, mode) in &self.handles[task] {
                     // One memory node (the host) until GPUs exist: tiles are always valid
                     // there, so no transfer can be needed yet.
-                    let transfer = data.acquire(handle, node, mode);
-                    debug_assert!(transfer.is_none(), "no transfer engine for {node:?}");
+                    let copies = data.acquire(handle, node, mode);
+                    debug_assert_eq!(copies, Ok(vec![]), "no transfer engine for {node:?}");
                 }
             }
             let start = self.now();
@@ -234,92 +233,37 @@ pub fn execute(
     let workers = platform.workers();
     let n = graph.len();
 
-    // Intern model keys and classes into a dense statistics table for the run.
-    let mut keys: Vec<KernelKey> = Vec::new();
-    let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
-    let key_of_task: Vec<usize> = (0..n)
-        .map(|t| {
-            let key = work.key(t);
-            *key_index.entry(key.clone()).or_insert_with(|| {
-                keys.push(key);
-                keys.len() - 1
-            })
-        })
-        .collect();
-    let mut classes: Vec<ResourceClass> = Vec::new();
-    let class_of_worker: Vec<usize> = workers
-        .iter()
-        .map(|w| match classes.iter().position(|c| *c == w.class) {
-            Some(i) => i,
-            None => {
-                classes.push(w.class.clone());
-                classes.len() - 1
-            }
-        })
-        .collect();
     let models = platform.models();
-    let table: Vec<Stats> = keys
-        .iter()
-        .flat_map(|k| {
-            classes
-                .iter()
-                .map(|c| models.get(k, c).copied().unwrap_or_default())
-        })
-        .collect();
-    let before = table.clone();
-
-    let allowed = graph
-        .tasks()
-        .iter()
-        .map(|task| {
-            options
-                .restrictions
-                .iter()
-                .find(|(op, _)| *op == task.op)
-                .map(|(_, kinds)| kinds.as_slice())
-        })
-        .collect();
-    let flops = graph.tasks().iter().map(|t| t.flops).collect();
-    let ctx = SchedContext::new(
+    let plan = super::plan::plan(
         workers,
-        bottom_levels(graph),
-        flops,
-        allowed,
-        key_of_task,
-        class_of_worker,
-        classes.len(),
-        table,
+        graph,
+        (0..n).map(|t| work.key(t)),
+        &|tile| work.tile_bytes(tile),
+        &options.restrictions,
+        |k, c| models.get(k, c).copied().unwrap_or_default(),
     );
-    if let Some(t) = (0..n).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
-        let error = TaskFailure::Kernel(KernelError::Operands {
-            op: graph.task(t).op,
-            reason: "no worker of the platform is allowed to run this operation".into(),
-        });
-        return Err(RunError {
-            task: t,
-            failure: error,
-            trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
-        });
-    }
-
-    let mut handle_of: HashMap<TileRef, usize> = HashMap::new();
-    let mut tiles = Vec::new();
-    let handles = graph
-        .tasks()
-        .iter()
-        .map(|task| {
-            task.accesses
-                .iter()
-                .map(|a| {
-                    let h = *handle_of.entry(a.tile).or_insert_with(|| {
-                        tiles.push((a.tile, work.tile_bytes(a.tile)));
-                        tiles.len() - 1
-                    });
-                    (h, a.mode)
-                })
-                .collect()
-        })
-        .collect();
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(t) => {
+            let error = TaskFailure::Kernel(KernelError::Operands {
+                op: graph.task(t).op,
+                reason: "no worker of the platform is allowed to run this operation".into(),
+            });
+            return Err(RunError {
+                task: t,
+                failure: error,
+                trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
+            });
+        }
+    };
+    let super::plan::RunPlan {
+        keys,
+        classes,
+        before,
+        ctx,
+        handles,
+        tiles,
+    } = plan;
     let nodes = workers.iter().map(|w| w.node.0 + 1).max().unwrap_or(1);
 
     let run = Run {

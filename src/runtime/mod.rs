@@ -2,10 +2,13 @@
 //!
 //! - [`platform`]: workers (CPU clusters with pinned pools; GPUs later), memory nodes, the
 //!   kernel backend and the performance models learned on them;
-//! - [`data`]: one handle per tile with an MSI replica state per memory node;
+//! - [`data`]: one handle per tile with an MSI replica state per memory node, and memory
+//!   nodes with capacities (LRU eviction, write-back, prefetch);
 //! - [`perfmodel`]: history-based duration models, persisted as JSON;
 //! - [`scheduler`]: the `Scheduler` trait and the `Mct`, `Eager` and `WorkStealing` policies;
 //! - [`execute`]: the real executor (one thread per worker, inside its cluster's pool);
+//! - [`sim`]: the simulated executor (same schedulers and data layer, a virtual clock and
+//!   a platform model);
 //! - [`calibrate`]: kernel timings ahead of runs;
 //! - [`trace`]: what ran where and when; Chrome JSON, SVG Gantt chart, summary statistics.
 //!
@@ -20,11 +23,15 @@ pub mod data;
 pub mod execute;
 pub mod perfmodel;
 pub mod platform;
+mod plan;
 pub mod scheduler;
+pub mod sim;
 pub mod trace;
 
 pub use execute::{RunError, RunOptions, TaskFailure, Workload, bottom_levels, execute};
 pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats, count_classes};
 pub use platform::{ModelStore, Platform, ResourceKind, WorkerInfo};
-pub use scheduler::{Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, WorkStealing};
+pub use scheduler::{
+    Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate, WorkStealing,
+};
 pub use trace::{Trace, TraceSummary};

@@ -6,9 +6,11 @@
 //! synchronise internally. Times are seconds since the start of the run, from the
 //! executor's clock (real or, later, simulated).
 //!
-//! - [`Mct`] (default; StarPU's dmda without transfers yet): on push, the task goes to
-//!   the worker with the minimum expected completion time, `max(now, end of the running
-//!   task) + queued work + estimate`; each worker pops its own queue by priority.
+//! - [`Mct`] (default; StarPU's dmda): on push, the task goes to the worker with the
+//!   minimum expected completion time, `max(max(now, end of the running task) + queued
+//!   work, now + transfer estimate) + estimate` (the executor prefetches the copies as
+//!   soon as the task is assigned, so they overlap the queued work); each worker pops its
+//!   own queue by priority.
 //!   An uncalibrated (operation, shape, class) goes to the least-loaded worker of a class
 //!   that lacks samples, so that it gets measured.
 //! - [`Eager`]: one central queue ordered by priority; any idle worker takes the most
@@ -52,8 +54,15 @@ impl Estimate {
 /// until [`super::perfmodel::MIN_SAMPLES`] samples exist.
 const GUESS_RATE_PER_CORE: f64 = 20e9;
 
+/// The time the copies a task still needs on a worker's memory node would take; the
+/// executor that knows the links provides it.
+pub trait TransferEstimate: Sync {
+    /// Seconds of the copies that would make the tiles of `task` valid on `worker`'s node.
+    fn seconds(&self, task: usize, worker: usize) -> f64;
+}
+
 /// What a scheduler may know about the run: tasks, workers, priorities, restrictions and
-/// duration estimates.
+/// duration and transfer estimates.
 pub struct SchedContext<'a> {
     workers: &'a [WorkerInfo],
     priorities: Vec<f64>,
@@ -67,6 +76,7 @@ pub struct SchedContext<'a> {
     classes: usize,
     /// `table[key * classes + class]`, updated as tasks finish.
     table: Mutex<Vec<Stats>>,
+    transfers: Option<&'a dyn TransferEstimate>,
 }
 
 impl<'a> SchedContext<'a> {
@@ -93,7 +103,20 @@ impl<'a> SchedContext<'a> {
             class_of_worker,
             classes,
             table: Mutex::new(table),
+            transfers: None,
         }
+    }
+
+    /// The context with transfer estimates (on platforms with several memory nodes).
+    pub fn with_transfers(mut self, transfers: &'a dyn TransferEstimate) -> Self {
+        self.transfers = Some(transfers);
+        self
+    }
+
+    /// Seconds of the copies `task` would need before running on `worker` (0 without
+    /// transfer estimates).
+    pub fn transfer_estimate(&self, task: usize, worker: usize) -> f64 {
+        self.transfers.map_or(0.0, |t| t.seconds(task, worker))
     }
 
     /// Number of tasks.
@@ -151,6 +174,11 @@ pub trait Scheduler: Send + Sync {
     fn pop(&self, worker: usize, now: f64, ctx: &SchedContext<'_>) -> Option<usize>;
     /// `worker` finished `task`.
     fn done(&self, _task: usize, _worker: usize, _now: f64, _ctx: &SchedContext<'_>) {}
+    /// The worker a pushed task is bound to, for policies that decide at push time (the
+    /// executor then prefetches the task's tiles to that worker's memory node).
+    fn assigned_worker(&self, _task: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// The policies hetla has, by name.
@@ -282,12 +310,15 @@ impl Mct {
         let mut best: Option<(bool, f64, usize, f64)> = None;
         for w in (0..ctx.workers().len()).filter(|&w| ctx.can_run(task, w)) {
             let free = state.running_end[w].max(now) + state.queued_work[w];
+            // Copies are prefetched when the task is assigned: they overlap the work
+            // already queued on the worker.
+            let inputs_ready = now + ctx.transfer_estimate(task, w);
             let estimate = ctx.estimate(task, w);
             // Uncalibrated workers win (the task measures them), the least loaded first;
             // among calibrated ones the earliest expected end wins.
             let (calibrating, score) = match estimate {
                 Estimate::Uncalibrated(_) => (true, free),
-                Estimate::Known(d) => (false, free + d),
+                Estimate::Known(d) => (false, free.max(inputs_ready) + d),
             };
             let candidate = (calibrating, score, w, estimate.seconds());
             best = Some(match best {
@@ -327,6 +358,10 @@ impl Scheduler for Mct {
 
     fn done(&self, _task: usize, worker: usize, now: f64, _ctx: &SchedContext<'_>) {
         lock(&self.state).running_end[worker] = now;
+    }
+
+    fn assigned_worker(&self, task: usize) -> Option<usize> {
+        lock(&self.state).charged.get(task).map(|&(w, _)| w)
     }
 }
 

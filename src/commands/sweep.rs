@@ -1,0 +1,422 @@
+//! `hetla sweep`: every combination of cluster specs, GPU counts, orders and tile sizes,
+//! simulated on a modelled platform (or run for real on this machine with `--platform
+//! this`), written as results.csv, results.json and one SVG plot of Gflop/s against n per
+//! (tile, GPU count), each configuration a colour, its mixed bound dashed in the same
+//! colour (the layout of paper 002's Figs. 9 and 10).
+//!
+//! A combination that cannot run (a spec that does not fit, more GPUs than the platform
+//! has, a tile without rates) is recorded as skipped with the reason; the others still run.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use hetla::model::PlatformModel;
+use hetla::simulation::simulate_cholesky;
+use hetla::{ClusterSpec, Error};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use super::simulate::SimRunArgs;
+
+/// The `--platform` value that means real runs on this machine.
+pub const THIS_MACHINE: &str = "this";
+
+/// Arguments of `hetla sweep`.
+#[derive(Args)]
+pub struct SweepArgs {
+    /// A preset (sirocco, knl), a TOML platform file, or `this` for real runs on this
+    /// machine (CPU clusters only).
+    #[arg(long)]
+    pub platform: String,
+    /// Cluster specs, comma-separated ("20x1,2x10,4x5").
+    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = super::super::parse_spec)]
+    pub clusters: Vec<ClusterSpec>,
+    /// GPU counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub gpus: Vec<usize>,
+    /// Matrix orders: start:end:step (end included) or a comma-separated list.
+    #[arg(long, value_parser = parse_orders)]
+    pub n: Orders,
+    /// Tile sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tile: Vec<usize>,
+    /// Directory for results.csv, results.json and the plots (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: SimRunArgs,
+    /// Kernel backend and performance models of real runs (`--platform this`).
+    #[command(flatten)]
+    pub real: super::super::PlatformArgs,
+    /// Print one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Matrix orders of a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orders(pub Vec<usize>);
+
+/// Parses "start:end:step" (end included) or "a,b,c".
+pub fn parse_orders(s: &str) -> Result<Orders, String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{t:?} is not a matrix order"))
+    };
+    let orders = match s.split(':').collect::<Vec<_>>().as_slice() {
+        [start, end, step] => {
+            let (start, end, step) = (number(start)?, number(end)?, number(step)?);
+            if step == 0 || start > end {
+                return Err(format!(
+                    "{s:?}: expected start:end:step with start <= end and step >= 1"
+                ));
+            }
+            (start..=end).step_by(step).collect()
+        }
+        [list] => list.split(',').map(number).collect::<Result<Vec<_>, _>>()?,
+        _ => return Err(format!("{s:?}: expected start:end:step or a comma-separated list")),
+    };
+    if orders.contains(&0) {
+        return Err("matrix orders must be at least 1".into());
+    }
+    Ok(Orders(orders))
+}
+
+/// One combination of a sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    /// "simulated" or "real".
+    pub mode: &'static str,
+    /// Cluster spec.
+    pub clusters: String,
+    /// GPUs used.
+    pub gpus: usize,
+    /// Tile size.
+    pub tile: usize,
+    /// Matrix order.
+    pub n: usize,
+    /// "ok" or "skipped".
+    pub status: &'static str,
+    /// Makespan (simulated or measured), ms.
+    pub makespan_ms: Option<f64>,
+    /// Achieved (or simulated) Gflop/s.
+    pub gflops: Option<f64>,
+    /// Critical-path bound, Gflop/s.
+    pub cp_gflops: Option<f64>,
+    /// Area bound, Gflop/s.
+    pub area_gflops: Option<f64>,
+    /// Mixed bound, Gflop/s.
+    pub mixed_gflops: Option<f64>,
+    /// Mixed bound / makespan.
+    pub efficiency: Option<f64>,
+    /// Bytes copied between memory nodes.
+    pub bytes_moved: Option<usize>,
+    /// Why a combination was skipped.
+    pub reason: Option<String>,
+}
+
+/// What `hetla sweep` reports.
+#[derive(Debug, Serialize)]
+pub struct SweepReport {
+    /// Platform name.
+    pub platform: String,
+    /// Output directory.
+    pub out: String,
+    /// Files written.
+    pub files: Vec<String>,
+    /// Combinations run.
+    pub runs: usize,
+    /// Combinations skipped.
+    pub skipped: usize,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Every combination.
+    pub rows: Vec<SweepRow>,
+}
+
+/// Runs `hetla sweep`.
+pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
+    let start = Instant::now();
+    let real = args.platform == THIS_MACHINE;
+    let model = if real {
+        None
+    } else {
+        Some(PlatformModel::resolve(&args.platform)?)
+    };
+    if args.tile.contains(&0) {
+        return Err(Error::InvalidOption {
+            option: "tile",
+            reason: "tile sizes must be at least 1".into(),
+        });
+    }
+    let options = args.run.options()?;
+    std::fs::create_dir_all(&args.out).map_err(|e| output(&args.out, e))?;
+    let mut combos = Vec::new();
+    for &tile in &args.tile {
+        for &gpus in &args.gpus {
+            for spec in &args.clusters {
+                for &n in &args.n.0 {
+                    combos.push((spec, gpus, tile, n));
+                }
+            }
+        }
+    }
+    let bar = super::super::progress_bar(combos.len());
+    let mut rows = Vec::with_capacity(combos.len());
+    for (spec, gpus, tile, n) in combos {
+        bar.set_message(format!("{spec} + {gpus} GPU, n {n}"));
+        let row = match &model {
+            Some(model) => simulate_cholesky(model, spec, gpus, n, tile, &options).map(|(r, _)| {
+                SweepRow {
+                    makespan_ms: Some(r.makespan_ms),
+                    gflops: Some(r.gflops),
+                    cp_gflops: Some(r.bounds.cp_gflops),
+                    area_gflops: Some(r.bounds.area_gflops),
+                    mixed_gflops: Some(r.bounds.mixed_gflops),
+                    efficiency: Some(r.efficiency),
+                    bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
+                    ..empty_row(true, spec, gpus, tile, n)
+                }
+            }),
+            None => real_run(args, spec, gpus, tile, n),
+        };
+        rows.push(row.unwrap_or_else(|e| SweepRow {
+            status: "skipped",
+            reason: Some(e.to_string()),
+            ..empty_row(model.is_some(), spec, gpus, tile, n)
+        }));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let platform = model.map_or_else(|| THIS_MACHINE.to_owned(), |m| m.name);
+    let files = write_outputs(&args.out, &platform, &rows)?;
+    let runs = rows.iter().filter(|r| r.status == "ok").count();
+    if runs == 0 {
+        let reason = rows
+            .first()
+            .and_then(|r| r.reason.clone())
+            .unwrap_or_else(|| "no combination given".into());
+        return Err(Error::InvalidOption {
+            option: "sweep",
+            reason: format!("no combination could run; the first: {reason}"),
+        });
+    }
+    Ok(SweepReport {
+        platform,
+        out: args.out.display().to_string(),
+        files,
+        runs,
+        skipped: rows.len() - runs,
+        seconds: start.elapsed().as_secs_f64(),
+        rows,
+    })
+}
+
+/// A row with the combination filled in and no figures.
+fn empty_row(simulated: bool, spec: &ClusterSpec, gpus: usize, tile: usize, n: usize) -> SweepRow {
+    SweepRow {
+        mode: if simulated { "simulated" } else { "real" },
+        clusters: spec.to_string(),
+        gpus,
+        tile,
+        n,
+        status: "ok",
+        makespan_ms: None,
+        gflops: None,
+        cp_gflops: None,
+        area_gflops: None,
+        mixed_gflops: None,
+        efficiency: None,
+        bytes_moved: None,
+        reason: None,
+    }
+}
+
+/// One real factorisation on this machine.
+fn real_run(
+    args: &SweepArgs,
+    spec: &ClusterSpec,
+    gpus: usize,
+    tile: usize,
+    n: usize,
+) -> hetla::Result<SweepRow> {
+    if gpus > 0 {
+        return Err(Error::InvalidOption {
+            option: "gpus",
+            reason: "real runs have no GPU workers yet; use 0".into(),
+        });
+    }
+    let report = super::super::cholesky(&super::super::CholeskyArgs {
+        n,
+        tile: Some(tile),
+        seed: 42,
+        clusters: spec.clone(),
+        scheduler: args.run.scheduler,
+        platform: args.real.clone(),
+        compare: false,
+        trace: None,
+        gantt: None,
+        json: false,
+    })?;
+    let bounds = report.bounds.as_ref();
+    Ok(SweepRow {
+        makespan_ms: Some(report.seconds * 1e3),
+        gflops: Some(report.gflops),
+        cp_gflops: bounds.map(|b| b.cp_gflops),
+        area_gflops: bounds.map(|b| b.area_gflops),
+        mixed_gflops: bounds.map(|b| b.mixed_gflops),
+        efficiency: report.efficiency,
+        bytes_moved: Some(0),
+        ..empty_row(false, spec, gpus, tile, n)
+    })
+}
+
+fn output(path: &Path, reason: impl std::fmt::Display) -> Error {
+    Error::Output {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Writes results.csv, results.json and the plots; returns their paths.
+fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result<Vec<String>> {
+    let csv_path = out.join("results.csv");
+    let mut writer = csv::Writer::from_path(&csv_path).map_err(|e| output(&csv_path, e))?;
+    for row in rows {
+        writer.serialize(row).map_err(|e| output(&csv_path, e))?;
+    }
+    writer.flush().map_err(|e| output(&csv_path, e))?;
+    let json_path = out.join("results.json");
+    let json = serde_json::to_string_pretty(rows).map_err(|e| output(&json_path, e))?;
+    std::fs::write(&json_path, json).map_err(|e| output(&json_path, e))?;
+    let mut files = vec![csv_path, json_path];
+    let mut groups: Vec<(usize, usize)> = rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .map(|r| (r.tile, r.gpus))
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for (tile, gpus) in groups {
+        let path = out.join(format!("gflops_tile{tile}_gpus{gpus}.svg"));
+        let mine: Vec<&SweepRow> = rows
+            .iter()
+            .filter(|r| r.status == "ok" && r.tile == tile && r.gpus == gpus)
+            .collect();
+        plot(&path, platform, tile, gpus, &mine).map_err(|e| output(&path, e))?;
+        files.push(path);
+    }
+    Ok(files.iter().map(|p| p.display().to_string()).collect())
+}
+
+/// Gflop/s against n, a colour per cluster spec; the mixed bound dashed.
+fn plot(
+    path: &Path,
+    platform: &str,
+    tile: usize,
+    gpus: usize,
+    rows: &[&SweepRow],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut specs: Vec<&str> = Vec::new();
+    for r in rows {
+        if !specs.contains(&r.clusters.as_str()) {
+            specs.push(&r.clusters);
+        }
+    }
+    let n_max = rows.iter().map(|r| r.n).max().unwrap_or(1) as f64;
+    let n_min = rows.iter().map(|r| r.n).min().unwrap_or(0) as f64;
+    let y_max = rows
+        .iter()
+        .flat_map(|r| [r.gflops, r.mixed_gflops])
+        .flatten()
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mode = rows.first().map_or("simulated", |r| r.mode);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Cholesky on {platform}, tile {tile}, {gpus} GPU(s): {mode} (solid), mixed bound (dashed)"
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(n_min * 0.95..n_max * 1.02, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("matrix order n")
+        .y_desc("Gflop/s")
+        .draw()?;
+    for (i, spec) in specs.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let mut mine: Vec<&&SweepRow> = rows.iter().filter(|r| r.clusters == *spec).collect();
+        mine.sort_by_key(|r| r.n);
+        let achieved: Vec<(f64, f64)> = mine
+            .iter()
+            .filter_map(|r| Some((r.n as f64, r.gflops?)))
+            .collect();
+        let bound: Vec<(f64, f64)> = mine
+            .iter()
+            .filter_map(|r| Some((r.n as f64, r.mixed_gflops?)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(achieved.clone(), colour.stroke_width(2)))?
+            .label(format!("{spec} + {gpus} GPU"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
+        chart.draw_series(
+            achieved
+                .iter()
+                .map(|&p| Circle::new(p, 3, colour.filled())),
+        )?;
+        chart.draw_series(DashedLineSeries::new(bound, 6, 4, colour.stroke_width(1)))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Prints a sweep as a table.
+pub fn print(r: &SweepReport) {
+    println!(
+        "hetla sweep on {}: {} run(s), {} skipped, in {:.1} s",
+        r.platform, r.runs, r.skipped, r.seconds
+    );
+    println!(
+        "  {:<9} {:>4} {:>5} {:>6}  {:>12} {:>9} {:>9} {:>6}",
+        "clusters", "gpus", "tile", "n", "makespan ms", "Gflop/s", "mixed", "eff"
+    );
+    for row in &r.rows {
+        match (row.makespan_ms, row.gflops) {
+            (Some(ms), Some(gflops)) => println!(
+                "  {:<9} {:>4} {:>5} {:>6}  {:>12.2} {:>9.1} {:>9.1} {:>6.3}",
+                row.clusters,
+                row.gpus,
+                row.tile,
+                row.n,
+                ms,
+                gflops,
+                row.mixed_gflops.unwrap_or(f64::NAN),
+                row.efficiency.unwrap_or(f64::NAN)
+            ),
+            _ => println!(
+                "  {:<9} {:>4} {:>5} {:>6}  skipped: {}",
+                row.clusters,
+                row.gpus,
+                row.tile,
+                row.n,
+                row.reason.as_deref().unwrap_or("")
+            ),
+        }
+    }
+    println!("  files     {}", r.files.join(", "));
+}

@@ -1,0 +1,120 @@
+//! What every executor prepares before a run, so that real and simulated runs schedule
+//! the same way: model keys and resource classes interned into a dense statistics table,
+//! bottom-level priorities, operation restrictions, and one data handle per tile.
+
+use std::collections::HashMap;
+
+use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_kernels::Op;
+
+use super::execute::bottom_levels;
+use super::perfmodel::{KernelKey, ResourceClass, Stats};
+use super::platform::{ResourceKind, WorkerInfo};
+use super::scheduler::SchedContext;
+
+/// The prepared run.
+pub(crate) struct RunPlan<'a> {
+    /// Distinct model keys (`ctx`'s table rows).
+    pub keys: Vec<KernelKey>,
+    /// Distinct worker classes (`ctx`'s table columns).
+    pub classes: Vec<ResourceClass>,
+    /// The statistics table before the run, to tell what the run learned.
+    pub before: Vec<Stats>,
+    /// The scheduler's view of the run.
+    pub ctx: SchedContext<'a>,
+    /// Data handles of each task with their access modes.
+    pub handles: Vec<Vec<(usize, Mode)>>,
+    /// Each handle's tile and bytes.
+    pub tiles: Vec<(TileRef, usize)>,
+}
+
+/// Prepares a run of `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
+/// `stats` gives the known statistics of a (key, class). Errors with the first task no
+/// worker may run under `restrictions`.
+pub(crate) fn plan<'a>(
+    workers: &'a [WorkerInfo],
+    graph: &TaskGraph,
+    task_keys: impl IntoIterator<Item = KernelKey>,
+    tile_bytes: &dyn Fn(TileRef) -> usize,
+    restrictions: &'a [(Op, Vec<ResourceKind>)],
+    stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
+) -> Result<RunPlan<'a>, usize> {
+    let mut keys: Vec<KernelKey> = Vec::new();
+    let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
+    let key_of_task: Vec<usize> = task_keys
+        .into_iter()
+        .map(|key| match key_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                key_index.insert(key.clone(), keys.len());
+                keys.push(key);
+                keys.len() - 1
+            }
+        })
+        .collect();
+    let mut classes: Vec<ResourceClass> = Vec::new();
+    let class_of_worker: Vec<usize> = workers
+        .iter()
+        .map(|w| match classes.iter().position(|c| *c == w.class) {
+            Some(i) => i,
+            None => {
+                classes.push(w.class.clone());
+                classes.len() - 1
+            }
+        })
+        .collect();
+    let table: Vec<Stats> = keys
+        .iter()
+        .flat_map(|k| classes.iter().map(|c| stats(k, c)))
+        .collect();
+    let allowed = graph
+        .tasks()
+        .iter()
+        .map(|task| {
+            restrictions
+                .iter()
+                .find(|(op, _)| *op == task.op)
+                .map(|(_, kinds)| kinds.as_slice())
+        })
+        .collect();
+    let flops = graph.tasks().iter().map(|t| t.flops).collect();
+    let ctx = SchedContext::new(
+        workers,
+        bottom_levels(graph),
+        flops,
+        allowed,
+        key_of_task,
+        class_of_worker,
+        classes.len(),
+        table.clone(),
+    );
+    if let Some(t) = (0..graph.len()).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
+        return Err(t);
+    }
+    let mut handle_of: HashMap<TileRef, usize> = HashMap::new();
+    let mut tiles = Vec::new();
+    let handles = graph
+        .tasks()
+        .iter()
+        .map(|task| {
+            task.accesses
+                .iter()
+                .map(|a| {
+                    let h = *handle_of.entry(a.tile).or_insert_with(|| {
+                        tiles.push((a.tile, tile_bytes(a.tile)));
+                        tiles.len() - 1
+                    });
+                    (h, a.mode)
+                })
+                .collect()
+        })
+        .collect();
+    Ok(RunPlan {
+        keys,
+        classes,
+        before: table,
+        ctx,
+        handles,
+        tiles,
+    })
+}

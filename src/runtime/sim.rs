@@ -1,0 +1,417 @@
+//! The simulated executor: the runtime's schedulers and data layer driven by a virtual
+//! clock, with durations and link costs from a platform model (StarPU-SimGrid style).
+//!
+//! Everything that decides runs as in a real run: [`super::plan`] prepares the same
+//! scheduler context (priorities, restrictions, model table), the same [`Scheduler`]
+//! objects get the same `push`/`pop`/`done` calls, and the same [`DataRegistry`] decides
+//! replicas, prefetches, evictions and write-backs. Only time is virtual:
+//!
+//! - **Events.** The only events are task ends, processed in time order (ties by the order
+//!   they were scheduled, so a run is a pure function of its inputs and seed). After each,
+//!   the finished task's successors whose last predecessor it was are pushed, and every
+//!   idle worker, in index order, pops.
+//! - **Tasks.** A popped task pins its tiles on the worker's memory node; it starts when
+//!   the worker is free and every copy it needs has arrived, and lasts the model's duration
+//!   for its (kernel, class), times `1 + noise * u` with `u` uniform in [-1, 1) from a
+//!   ChaCha8 stream seeded by [`SimOptions::seed`] (mean-preserving; 0 noise by default).
+//! - **Schedulers' knowledge.** The scheduler's table holds the model's duration of every
+//!   (kernel, class) as a calibrated mean: a simulated run schedules like a real run whose
+//!   performance models are calibrated and exact. Durations are not recorded back.
+//! - **Copies.** A copy takes `latency + bytes / bandwidth` on its link direction (each GPU
+//!   has a host-to-device and a device-to-host link; GPU-to-GPU copies use the peer link
+//!   when the model has one, else are staged: device to host, then host to device).
+//!   *Contention rule:* one copy at a time per link direction, first requested first
+//!   served; a copy starts when its link is free and its source replica has arrived.
+//! - **Prefetch.** When the scheduler binds a pushed task to a worker at push time (MCT),
+//!   the task's tiles are prefetched to that worker's node at once; MCT's completion
+//!   estimate includes the copies still missing on each candidate worker's node.
+//! - **End.** After the last task, tiles whose only valid copy is on a GPU are written
+//!   back to host memory; the makespan includes those copies (the matrix starts and ends
+//!   in host memory, as in a real run).
+//!
+//! The result is a [`Trace`] like a real run's: Gantt charts, Chrome traces and summaries
+//! work unchanged.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Mutex;
+
+use hetla_clusters::{ClusterSpec, Topology};
+use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::data::{DataRegistry, HOST, MemoryNode, Transfer};
+use super::execute::RunOptions;
+use super::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
+use super::platform::{ResourceKind, WorkerInfo};
+use super::scheduler::TransferEstimate;
+use super::trace::{TaskEvent, Trace, TransferEvent};
+use crate::model::{LinkModel, PlatformModel};
+use crate::{Error, Result};
+
+/// A modelled machine's workers, memory nodes and links, as a simulated run sees them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimPlatform {
+    /// The workers: CPU clusters on the host node, then one per GPU on its own node.
+    pub workers: Vec<WorkerInfo>,
+    /// Capacity of each memory node in bytes (`None`: unlimited; node 0 is the host).
+    pub capacities: Vec<Option<usize>>,
+    /// The host-GPU links (`None` without GPUs).
+    pub link: Option<LinkModel>,
+}
+
+impl SimPlatform {
+    /// The workers of `model` with CPU clusters `spec` and `gpus` GPUs: as on a real
+    /// machine, each GPU's host thread takes one core (the last ones) before the clusters
+    /// are formed.
+    pub fn from_model(model: &PlatformModel, spec: &ClusterSpec, gpus: usize) -> Result<Self> {
+        // Checks the GPU count and that the spec fits.
+        model.classes(spec, gpus)?;
+        let topology: Topology = model.topology();
+        let clusters = spec.resolve(&topology.without_last_cores(gpus))?;
+        let mut workers: Vec<WorkerInfo> = clusters
+            .into_iter()
+            .enumerate()
+            .map(|(i, cpus)| WorkerInfo {
+                name: format!("cpu{i}"),
+                kind: ResourceKind::Cpu,
+                class: ResourceClass::CpuCluster { cores: cpus.len() },
+                node: HOST,
+                cpus,
+            })
+            .collect();
+        let mut capacities = vec![None];
+        if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
+            let cores = topology.cores();
+            for g in 0..gpus {
+                let host_core = &cores[cores.len() - gpus + g];
+                workers.push(WorkerInfo {
+                    name: format!("gpu{g}"),
+                    kind: ResourceKind::Gpu,
+                    class: ResourceClass::Gpu {
+                        model: gpu.model.clone(),
+                    },
+                    node: MemoryNode(g + 1),
+                    cpus: host_core[..1].to_vec(),
+                });
+                capacities.push(Some((gpu.memory_gb * 1e9) as usize));
+            }
+        }
+        Ok(Self {
+            workers,
+            capacities,
+            link: model.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
+        })
+    }
+
+    /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged
+    /// GPU-to-GPU copy counts both hops).
+    pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
+        self.hops(from, to)
+            .iter()
+            .map(|&(_, _, seconds)| seconds(self, bytes))
+            .sum()
+    }
+
+    /// The link directions a copy uses, each with its cost.
+    fn hops(&self, from: MemoryNode, to: MemoryNode) -> Vec<(MemoryNode, MemoryNode, HopCost)> {
+        fn h2d(p: &SimPlatform, bytes: usize) -> f64 {
+            p.link.map_or(0.0, |l| l.h2d.seconds(bytes))
+        }
+        fn d2h(p: &SimPlatform, bytes: usize) -> f64 {
+            p.link.map_or(0.0, |l| l.d2h.seconds(bytes))
+        }
+        fn p2p(p: &SimPlatform, bytes: usize) -> f64 {
+            p.link.and_then(|l| l.p2p).map_or(0.0, |r| r.seconds(bytes))
+        }
+        match (from == HOST, to == HOST) {
+            (true, true) => vec![],
+            (true, false) => vec![(from, to, h2d)],
+            (false, true) => vec![(from, to, d2h)],
+            (false, false) if self.link.is_some_and(|l| l.p2p.is_some()) => vec![(from, to, p2p)],
+            (false, false) => vec![(from, HOST, d2h), (HOST, to, h2d)],
+        }
+    }
+}
+
+type HopCost = fn(&SimPlatform, usize) -> f64;
+
+/// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
+/// and the duration of a kernel on a class (`None`: the class has no rate for it).
+pub struct SimWork<'a> {
+    /// The tasks and their dependencies.
+    pub graph: &'a TaskGraph,
+    /// Kernel of each task.
+    pub keys: &'a [KernelKey],
+    /// Bytes of a tile.
+    pub tile_bytes: &'a dyn Fn(TileRef) -> usize,
+    /// Seconds a kernel takes on a class.
+    pub duration: &'a dyn Fn(&KernelKey, &ResourceClass) -> Option<f64>,
+}
+
+/// Options of a simulated run.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Scheduler and restrictions, as for a real run.
+    pub run: RunOptions,
+    /// Seed of the duration noise.
+    pub seed: u64,
+    /// Relative amplitude of the duration noise (0: every task lasts its model duration).
+    pub noise: f64,
+}
+
+/// Transfer estimates for MCT from the registry's replica states and the links.
+struct LinkEstimate<'a> {
+    platform: &'a SimPlatform,
+    data: &'a Mutex<DataRegistry>,
+    handles: &'a [Vec<(usize, Mode)>],
+}
+
+impl TransferEstimate for LinkEstimate<'_> {
+    fn seconds(&self, task: usize, worker: usize) -> f64 {
+        let node = self.platform.workers[worker].node;
+        let data = lock(self.data);
+        self.handles[task]
+            .iter()
+            .filter(|&&(h, _)| !data.is_valid(h, node))
+            .map(|&(h, _)| {
+                self.platform
+                    .copy_seconds(data.source(h), node, data.bytes(h))
+            })
+            .sum()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A task end in the event queue: time, then scheduling order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct End {
+    time: f64,
+    seq: u64,
+    task: usize,
+    worker: usize,
+}
+
+impl Eq for End {}
+impl PartialOrd for End {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for End {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+/// The links' state: when each direction is free, and when each replica arrives.
+struct Copies<'a> {
+    platform: &'a SimPlatform,
+    link_free: HashMap<(MemoryNode, MemoryNode), f64>,
+    /// `arrival[handle][node]`: when the replica there became (or becomes) usable.
+    arrival: Vec<Vec<f64>>,
+    events: Vec<TransferEvent>,
+}
+
+impl Copies<'_> {
+    /// Schedules `copy`, requested at `at`, under the contention rule.
+    fn schedule(&mut self, copy: Transfer, at: f64) {
+        let mut ready = at.max(self.arrival[copy.handle][copy.from.0]);
+        for (from, to, cost) in self.platform.hops(copy.from, copy.to) {
+            let free = self.link_free.entry((from, to)).or_insert(0.0);
+            let start = ready.max(*free);
+            let end = start + cost(self.platform, copy.bytes);
+            *free = end;
+            self.events.push(TransferEvent {
+                transfer: Transfer { from, to, ..copy },
+                start,
+                end,
+            });
+            ready = end;
+        }
+        self.arrival[copy.handle][copy.to.0] = ready;
+    }
+}
+
+/// Simulates `work` on `platform` and returns its trace.
+pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions) -> Result<Trace> {
+    let graph = work.graph;
+    let workers = &platform.workers;
+    let n = graph.len();
+    if work.keys.len() != n {
+        return Err(Error::InvalidOption {
+            option: "keys",
+            reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
+        });
+    }
+    let plan = super::plan::plan(
+        workers,
+        graph,
+        work.keys.iter().cloned(),
+        work.tile_bytes,
+        &options.run.restrictions,
+        |key, class| match (work.duration)(key, class) {
+            Some(mean) => Stats {
+                samples: MIN_SAMPLES,
+                mean,
+                m2: 0.0,
+            },
+            None => Stats::default(),
+        },
+    )
+    .map_err(|t| Error::InvalidOption {
+        option: "restrictions",
+        reason: format!(
+            "no worker may run task {t} ({}) under the restrictions",
+            graph.task(t).op
+        ),
+    })?;
+    // Every kernel needs a duration on every class that may run it.
+    for key in &plan.keys {
+        for worker in workers.iter().filter(|w| allowed(&options.run, key, w)) {
+            if (work.duration)(key, &worker.class).is_none() {
+                return Err(Error::InvalidOption {
+                    option: "platform",
+                    reason: format!(
+                        "no rate for {} on {:?} tiles on {}; restrict the operation to other resources or add the rate",
+                        key.op, key.shapes, worker.class
+                    ),
+                });
+            }
+        }
+    }
+    let nodes = platform.capacities.len();
+    let data = Mutex::new(DataRegistry::with_capacities(
+        plan.tiles.clone(),
+        platform.capacities.clone(),
+    ));
+    let estimate = LinkEstimate {
+        platform,
+        data: &data,
+        handles: &plan.handles,
+    };
+    let ctx = plan.ctx.with_transfers(&estimate);
+    let scheduler = options.run.scheduler.build(workers.len());
+    let mut copies = Copies {
+        platform,
+        link_free: HashMap::new(),
+        arrival: vec![vec![0.0; nodes]; plan.tiles.len()],
+        events: Vec::new(),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut remaining: Vec<usize> = (0..n).map(|t| graph.predecessors(t).len()).collect();
+    let mut idle = vec![true; workers.len()];
+    let mut ends: BinaryHeap<Reverse<End>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut events = Vec::with_capacity(n);
+    let mut now = 0.0f64;
+    let mut finished = 0;
+
+    let push = |task: usize, origin: Option<usize>, now: f64, copies: &mut Copies<'_>| {
+        scheduler.push(task, origin, now, &ctx);
+        if let Some(w) = scheduler.assigned_worker(task) {
+            let node = workers[w].node;
+            let mut data = lock(&data);
+            for &(h, _) in &plan.handles[task] {
+                for copy in data.prefetch(h, node) {
+                    copies.schedule(copy, now);
+                }
+            }
+        }
+    };
+    for t in (0..n).filter(|&t| remaining[t] == 0) {
+        push(t, None, 0.0, &mut copies);
+    }
+    loop {
+        for w in 0..workers.len() {
+            if !idle[w] {
+                continue;
+            }
+            let Some(task) = scheduler.pop(w, now, &ctx) else {
+                continue;
+            };
+            let node = workers[w].node;
+            let accesses = &plan.handles[task];
+            for copy in lock(&data).start_task(accesses, node)? {
+                copies.schedule(copy, now);
+            }
+            let inputs = accesses
+                .iter()
+                .map(|&(h, _)| copies.arrival[h][node.0])
+                .fold(now, f64::max);
+            let mean = ctx.estimate(task, w).seconds();
+            let factor = if options.noise > 0.0 {
+                1.0 + options.noise * (2.0 * rng.random::<f64>() - 1.0)
+            } else {
+                1.0
+            };
+            let end = inputs + mean * factor.max(0.0);
+            events.push(TaskEvent {
+                task,
+                op: graph.task(task).op,
+                worker: w,
+                start: inputs,
+                end,
+                flops: graph.task(task).flops,
+            });
+            idle[w] = false;
+            ends.push(Reverse(End {
+                time: end,
+                seq,
+                task,
+                worker: w,
+            }));
+            seq += 1;
+        }
+        let Some(Reverse(done)) = ends.pop() else {
+            break;
+        };
+        now = done.time;
+        idle[done.worker] = true;
+        finished += 1;
+        lock(&data).end_task(&plan.handles[done.task], workers[done.worker].node);
+        scheduler.done(done.task, done.worker, now, &ctx);
+        for &s in graph.successors(done.task) {
+            remaining[s] -= 1;
+            if remaining[s] == 0 {
+                push(s, Some(done.worker), now, &mut copies);
+            }
+        }
+    }
+    if finished < n {
+        return Err(Error::InvalidOption {
+            option: "scheduler",
+            reason: format!(
+                "the {} scheduler left {} of {n} tasks unrun in simulation",
+                options.run.scheduler,
+                n - finished
+            ),
+        });
+    }
+    for copy in lock(&data).flush_to_host() {
+        copies.schedule(copy, now);
+    }
+    let makespan = copies
+        .events
+        .iter()
+        .map(|e| e.end)
+        .fold(now, f64::max);
+    let mut trace = Trace::new(workers.clone(), events, makespan);
+    copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));
+    trace.transfers = copies.events;
+    Ok(trace)
+}
+
+fn allowed(options: &RunOptions, key: &KernelKey, worker: &WorkerInfo) -> bool {
+    options
+        .restrictions
+        .iter()
+        .find(|(op, _)| *op == key.op)
+        .is_none_or(|(_, kinds)| kinds.contains(&worker.kind))
+}

@@ -1,0 +1,156 @@
+//! Simulated Cholesky runs on modelled platforms, reported next to their bounds: what
+//! `hetla simulate` prints and `hetla sweep` repeats over configurations.
+//!
+//! One call builds the Cholesky graph once, simulates it with the [`runtime::sim`]
+//! executor, and computes the critical-path, area and mixed bounds of the same graph with
+//! the same durations (the bounds ignore transfers; the simulation pays them), so a
+//! noise-free simulated run can never beat its own mixed bound.
+//!
+//! [`runtime::sim`]: crate::runtime::sim
+
+use std::time::Instant;
+
+use hetla_factorizations::Tiling;
+use serde::Serialize;
+
+use crate::graph_bounds::{BoundReport, cholesky_flops, cholesky_graph, graph_bounds};
+use crate::model::PlatformModel;
+use crate::runtime::data::MemoryNode;
+use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
+use crate::runtime::{Trace, count_classes};
+use crate::{ClusterSpec, Result};
+
+/// A worker's share of a simulated run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerBusy {
+    /// Worker name ("cpu0", "gpu1").
+    pub name: String,
+    /// Its resource class.
+    pub class: String,
+    /// Tasks it ran.
+    pub tasks: usize,
+    /// Seconds in kernels over the makespan.
+    pub busy_fraction: f64,
+}
+
+/// Bytes moved on one link direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkBytes {
+    /// "host->gpu0", "gpu2->host", "gpu0->gpu1".
+    pub link: String,
+    /// Bytes copied.
+    pub bytes: usize,
+}
+
+/// One simulated Cholesky run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    /// Platform model name.
+    pub platform: String,
+    /// CPU cluster spec.
+    pub clusters: String,
+    /// GPUs used.
+    pub gpus: usize,
+    /// Matrix order.
+    pub n: usize,
+    /// Tile size.
+    pub tile: usize,
+    /// Scheduler name.
+    pub scheduler: String,
+    /// Seed of the duration noise.
+    pub seed: u64,
+    /// Relative amplitude of the duration noise.
+    pub noise: f64,
+    /// Simulated makespan, in milliseconds.
+    pub makespan_ms: f64,
+    /// n^3/3 over the makespan, in Gflop/s.
+    pub gflops: f64,
+    /// Bounds of the same graph with the same durations.
+    #[serde(flatten)]
+    pub bounds: BoundReport,
+    /// mixed bound / makespan (at most 1 without noise).
+    pub efficiency: f64,
+    /// Busy fraction of each worker.
+    pub workers: Vec<WorkerBusy>,
+    /// Bytes per link direction.
+    pub bytes: Vec<LinkBytes>,
+    /// Wall-clock seconds the simulation itself took (bounds excluded).
+    pub simulation_seconds: f64,
+}
+
+/// A memory node's name in reports: "host" or "gpu<i>".
+pub fn node_name(node: MemoryNode) -> String {
+    match node.0 {
+        0 => "host".to_owned(),
+        g => format!("gpu{}", g - 1),
+    }
+}
+
+/// Simulates the Cholesky factorisation of order `n` in tiles of `tile` on `model` with
+/// CPU clusters `spec` and `gpus` GPUs; returns the report and the trace.
+pub fn simulate_cholesky(
+    model: &PlatformModel,
+    spec: &ClusterSpec,
+    gpus: usize,
+    n: usize,
+    tile: usize,
+    options: &SimOptions,
+) -> Result<(SimReport, Trace)> {
+    let platform = SimPlatform::from_model(model, spec, gpus)?;
+    let (graph, keys) = cholesky_graph(n, tile)?;
+    let tiling = Tiling::square(n, tile)?;
+    let tile_bytes = |t: hetla_factorizations::TileRef| {
+        let (rows, cols) = tiling.tile_shape(t.row, t.col);
+        rows * cols * size_of::<f64>()
+    };
+    let duration = |key: &_, class: &_| model.duration(key, tile, class);
+    let work = SimWork {
+        graph: &graph,
+        keys: &keys,
+        tile_bytes: &tile_bytes,
+        duration: &duration,
+    };
+    let start = Instant::now();
+    let trace = simulate(&platform, &work, options)?;
+    let simulation_seconds = start.elapsed().as_secs_f64();
+    let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
+    let flops = cholesky_flops(n);
+    let bounds = graph_bounds(&graph, &keys, &classes, duration, flops)?;
+    let summary = trace.summary();
+    let makespan_ms = trace.makespan * 1e3;
+    let report = SimReport {
+        platform: model.name.clone(),
+        clusters: spec.to_string(),
+        gpus,
+        n,
+        tile,
+        scheduler: options.run.scheduler.to_string(),
+        seed: options.seed,
+        noise: options.noise,
+        makespan_ms,
+        gflops: flops / trace.makespan.max(f64::MIN_POSITIVE) / 1e9,
+        efficiency: bounds.mixed_ms / makespan_ms.max(f64::MIN_POSITIVE),
+        bounds,
+        workers: summary
+            .workers
+            .iter()
+            .zip(&platform.workers)
+            .map(|(s, w)| WorkerBusy {
+                name: s.name.clone(),
+                class: w.class.to_string(),
+                tasks: s.tasks,
+                busy_fraction: s.busy_fraction,
+            })
+            .collect(),
+        bytes: summary
+            .links
+            .iter()
+            .map(|l| LinkBytes {
+                link: format!("{}->{}", node_name(l.from), node_name(l.to)),
+                bytes: l.bytes,
+            })
+            .collect(),
+        simulation_seconds,
+    };
+    Ok((report, trace))
+}
