@@ -13,11 +13,16 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, model_cholesky_bounds};
 use hetla::model::PlatformModel;
-use hetla::runtime::calibrate::{calibrate, calibration_steps};
+use hetla::runtime::calibrate::{
+    IN_RUN_TILES, calibrate, calibration_steps, in_run_steps, record_in_run,
+};
 use hetla::runtime::trace::{KernelSummary, WorkerSummary};
 use hetla::runtime::{ModelStore, Platform};
 use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, Topology, check, matgen, peers};
 use serde::Serialize;
+
+/// Factorisations `calibrate --output` times per cluster spec and tile size.
+const IN_RUN_FACTORISATIONS: usize = 3;
 
 #[global_allocator]
 static ALLOCATOR: memory::CountingAllocator = memory::CountingAllocator;
@@ -108,9 +113,15 @@ struct CalibrateArgs {
     /// Tile sizes to calibrate.
     #[arg(long, num_args = 1.., default_values_t = [512])]
     tile: Vec<usize>,
-    /// Cluster specs whose classes to calibrate.
-    #[arg(long, num_args = 1.., default_values = ["auto"], value_parser = parse_spec)]
+    /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
+    #[arg(long, num_args = 1.., value_parser = parse_spec)]
     clusters: Vec<ClusterSpec>,
+    /// Also write the platform file (TOML) of this machine: calibrates clusters of each
+    /// size 1, 2, 4, ... and all cores (as many of each size as fit; sizes in between are
+    /// interpolated by `simulate`), then factors 3 matrices of 8 x 8 tiles on each and
+    /// writes the kernels' mean durations inside those factorisations.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Executions per kernel, tile size and class.
     #[arg(long, default_value_t = 5)]
     samples: usize,
@@ -380,6 +391,9 @@ struct CalibrateReport {
     entries: usize,
     steps: usize,
     seconds: f64,
+    /// The platform file written with --output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    platform_file: Option<String>,
 }
 
 fn progress_bar(len: usize) -> indicatif::ProgressBar {
@@ -403,36 +417,84 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         });
     }
     let start = Instant::now();
-    let platforms = args
-        .clusters
+    let mut specs = args.clusters.clone();
+    let topology = Topology::detect()?;
+    let cores = topology.cores().len();
+    let sizes = hetla::model::calibration_sizes(cores);
+    if args.output.is_some() {
+        // As many clusters of each size as fit: they are timed together, as in a run.
+        specs.extend(sizes.iter().map(|&size| ClusterSpec::Grid {
+            count: cores / size,
+            size,
+        }));
+    } else if specs.is_empty() {
+        specs.push(ClusterSpec::Auto);
+    }
+    let platforms = specs
         .iter()
-        .map(|spec| Platform::with_store(spec, args.platform.backend, args.platform.store()))
+        .map(|spec| {
+            Platform::with_store(spec, args.platform.backend, args.platform.store()).map(Arc::new)
+        })
         .collect::<hetla::Result<Vec<_>>>()?;
+    let in_run = if args.output.is_some() {
+        IN_RUN_FACTORISATIONS
+    } else {
+        0
+    };
     let steps: usize = platforms
         .iter()
-        .map(|p| calibration_steps(p, &args.tile, args.samples))
+        .map(|p| calibration_steps(p, &args.tile, args.samples) + in_run_steps(&args.tile, in_run))
         .sum();
     let bar = progress_bar(steps);
     let mut file = None;
-    let mut entries = 0;
+    let mut models = None;
+    let mut measured_in_run = hetla::runtime::PerfModels::new();
     for platform in &platforms {
         bar.set_message(format!("clusters {}", platform.spec()));
-        // Each platform loaded the file before the previous one saved: start from the
-        // file as it is now, so specs calibrated earlier in this command are kept.
-        if let Some(path) = platform.model_file() {
-            let saved = hetla::runtime::PerfModels::load(path)?;
-            platform.update_models(|m| *m = saved);
+        // Each platform loaded the store when it was built: start from what the previous
+        // specs of this command measured.
+        if let Some(previous) = models.take() {
+            platform.update_models(|m| *m = previous);
         }
         calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        record_in_run(platform, &args.tile, in_run, &mut measured_in_run, || {
+            bar.inc(1)
+        })?;
         file = platform.save_models()?;
-        entries = platform.models().len();
+        models = Some(platform.models());
     }
     bar.finish_and_clear();
+    let models = models.unwrap_or_default();
+    let platform_file = match &args.output {
+        Some(path) => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "this-machine".into());
+            let model = PlatformModel::from_calibration(
+                &host,
+                &format!(
+                    "calibrated by `hetla calibrate` on {host}: {} kernels, mean durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles per cluster size",
+                    args.platform.backend
+                ),
+                &topology,
+                &measured_in_run,
+                &sizes,
+                &args.tile,
+            )?;
+            std::fs::write(path, model.to_toml()).map_err(|e| hetla::Error::Output {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
     Ok(CalibrateReport {
         file: file.map(|p| p.display().to_string()),
-        entries,
+        entries: models.len(),
         steps,
         seconds: start.elapsed().as_secs_f64(),
+        platform_file,
     })
 }
 
@@ -444,6 +506,9 @@ fn print_calibrate(r: &CalibrateReport) {
         r.entries,
         r.file.as_deref().unwrap_or("(not saved)")
     );
+    if let Some(path) = &r.platform_file {
+        println!("platform file of this machine written to {path}");
+    }
 }
 
 #[derive(Serialize)]

@@ -76,7 +76,11 @@ pub fn parse_orders(s: &str) -> Result<Orders, String> {
             (start..=end).step_by(step).collect()
         }
         [list] => list.split(',').map(number).collect::<Result<Vec<_>, _>>()?,
-        _ => return Err(format!("{s:?}: expected start:end:step or a comma-separated list")),
+        _ => {
+            return Err(format!(
+                "{s:?}: expected start:end:step or a comma-separated list"
+            ));
+        }
     };
     if orders.contains(&0) {
         return Err("matrix orders must be at least 1".into());
@@ -168,8 +172,8 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
     for (spec, gpus, tile, n) in combos {
         bar.set_message(format!("{spec} + {gpus} GPU, n {n}"));
         let row = match &model {
-            Some(model) => simulate_cholesky(model, spec, gpus, n, tile, &options).map(|(r, _)| {
-                SweepRow {
+            Some(model) => {
+                simulate_cholesky(model, spec, gpus, n, tile, &options).map(|(r, _)| SweepRow {
                     makespan_ms: Some(r.makespan_ms),
                     gflops: Some(r.gflops),
                     cp_gflops: Some(r.bounds.cp_gflops),
@@ -178,8 +182,8 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
                     efficiency: Some(r.efficiency),
                     bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
                     ..empty_row(true, spec, gpus, tile, n)
-                }
-            }),
+                })
+            }
             None => real_run(args, spec, gpus, tile, n),
         };
         rows.push(row.unwrap_or_else(|e| SweepRow {
@@ -368,11 +372,7 @@ fn plot(
             .draw_series(LineSeries::new(achieved.clone(), colour.stroke_width(2)))?
             .label(format!("{spec} + {gpus} GPU"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
-        chart.draw_series(
-            achieved
-                .iter()
-                .map(|&p| Circle::new(p, 3, colour.filled())),
-        )?;
+        chart.draw_series(achieved.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         chart.draw_series(DashedLineSeries::new(bound, 6, 4, colour.stroke_width(1)))?;
     }
     chart

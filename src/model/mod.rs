@@ -25,7 +25,10 @@
 //! Models are written in TOML (see [`PlatformModel::from_toml`]); presets are built in
 //! ([`PlatformModel::preset`]).
 
+mod measured;
 mod presets;
+
+pub use measured::calibration_sizes;
 
 use std::path::Path;
 
@@ -319,9 +322,16 @@ impl PlatformModel {
         }
         if let Some(gpu) = &self.gpu {
             if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {
-                return bad(format!("gpu.memory_gb is {}; it must be > 0", gpu.memory_gb));
+                return bad(format!(
+                    "gpu.memory_gb is {}; it must be > 0",
+                    gpu.memory_gb
+                ));
             }
-            let links = [("h2d", Some(gpu.link.h2d)), ("d2h", Some(gpu.link.d2h)), ("p2p", gpu.link.p2p)];
+            let links = [
+                ("h2d", Some(gpu.link.h2d)),
+                ("d2h", Some(gpu.link.d2h)),
+                ("p2p", gpu.link.p2p),
+            ];
             for (name, rate) in links {
                 if let Some(r) = rate
                     && !(r.latency_us.is_finite()

@@ -4,9 +4,23 @@
 //! Runs are otherwise calibrated on the fly (MCT sends uncalibrated kernels to be
 //! measured), which costs the first run of a new configuration some balance; `hetla
 //! calibrate` fills the models beforehand.
+//!
+//! Kernels are timed in the conditions of a run, not of a microbenchmark, so that models
+//! (and the platform files simulations use) predict runs:
+//! - every worker of a class runs the kernel at the same time (a barrier starts each
+//!   sample), because in a run the clusters share the caches and the memory bandwidth;
+//!   timing one core alone on an idle machine overestimates a busy machine by 20% and more;
+//! - the tiles read are views into a matrix larger than the caches, with its leading
+//!   dimension, a different tile each sample, as a run reads tiles another worker wrote
+//!   long before. The written tile is refreshed before each sample (outside the timing) so
+//!   that values stay in range.
 
-use faer::Mat;
-use hetla_kernels::Op;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Barrier;
+use std::time::Instant;
+
+use faer::{Mat, MatRef};
+use hetla_kernels::{KernelError, Op};
 
 use super::perfmodel::KernelKey;
 use super::platform::Platform;
@@ -15,21 +29,103 @@ use crate::{Result, matgen};
 /// The operations of the tiled Cholesky, which calibration measures.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm];
 
-/// Number of kernel executions [`calibrate`] performs.
+/// Bytes of the matrix each worker reads its tiles from: larger than a last-level cache.
+const READ_MATRIX_BYTES: usize = 64 << 20;
+
+/// At most this many bytes of read matrices for all the workers of a class together.
+const READ_MATRICES_BUDGET: usize = 2 << 30;
+
+/// Number of kernel executions [`calibrate`] records.
 pub fn calibration_steps(platform: &Platform, tiles: &[usize], samples: usize) -> usize {
     distinct_classes(platform).len() * tiles.len() * CHOLESKY_OPS.len() * samples
 }
 
-/// The first worker of each class.
-fn distinct_classes(platform: &Platform) -> Vec<usize> {
+/// The workers of each class, class by class.
+fn distinct_classes(platform: &Platform) -> Vec<Vec<usize>> {
     let workers = platform.workers();
-    (0..workers.len())
-        .filter(|&w| !workers[..w].iter().any(|o| o.class == workers[w].class))
-        .collect()
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for w in 0..workers.len() {
+        match groups
+            .iter_mut()
+            .find(|g| workers[g[0]].class == workers[w].class)
+        {
+            Some(g) => g.push(w),
+            None => groups.push(vec![w]),
+        }
+    }
+    groups
 }
 
-/// Times every Cholesky kernel `samples` times on b x b tiles for each b in `tiles`, on one
-/// worker of each class, and records the durations; `step` is called after each execution.
+/// Tiles per side of the read matrix for tiles of `b`: enough to exceed the caches, fewer
+/// when `members` such matrices would not fit the budget.
+fn read_tiles_per_side(b: usize, members: usize) -> usize {
+    let tile_bytes = b * b * size_of::<f64>();
+    let mut k = (READ_MATRIX_BYTES as f64 / tile_bytes as f64)
+        .sqrt()
+        .ceil()
+        .clamp(1.0, 8.0) as usize;
+    while k > 1 && members * k * k * tile_bytes > READ_MATRICES_BUDGET {
+        k -= 1;
+    }
+    k
+}
+
+/// One worker's operands: a `k b x k b` SPD matrix to read tiles from, and the tile written.
+struct Operands {
+    read: Mat<f64>,
+    b: usize,
+    k: usize,
+    out: Mat<f64>,
+    fresh: Mat<f64>,
+}
+
+impl Operands {
+    fn new(b: usize, k: usize, seed: u64) -> Self {
+        Self {
+            read: matgen::random_spd(k * b, seed),
+            b,
+            k,
+            out: Mat::zeros(b, b),
+            fresh: Mat::from_fn(b, b, |i, j| ((i * 13 + j * 7) % 17) as f64 / 17.0),
+        }
+    }
+
+    /// Refreshes the written tile for sample `s` of `op`: a copy of an SPD tile for
+    /// POTRF, the same values every time for the others.
+    fn refresh(&mut self, op: Op, s: usize) {
+        if op == Op::Potrf {
+            let d = diagonal(&self.read, self.b, self.k, s).to_owned();
+            self.out.copy_from(&d);
+        } else {
+            self.out.copy_from(&self.fresh);
+        }
+    }
+}
+
+/// Tile `index` (column-major over the k x k tiles) of `read`.
+fn tile(read: &Mat<f64>, b: usize, k: usize, index: usize) -> MatRef<'_, f64> {
+    let (i, j) = (index % k, (index / k) % k);
+    read.as_ref().submatrix(i * b, j * b, b, b)
+}
+
+/// A diagonal tile of `read`: symmetric positive definite.
+fn diagonal(read: &Mat<f64>, b: usize, k: usize, index: usize) -> MatRef<'_, f64> {
+    tile(read, b, k, (index % k) * (k + 1))
+}
+
+/// The tiles sample `s` of `op` reads.
+fn reads(read: &Mat<f64>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_, f64>> {
+    match op {
+        Op::Potrf => vec![],
+        Op::Trsm => vec![diagonal(read, b, k, s)],
+        Op::Syrk => vec![tile(read, b, k, s)],
+        _ => vec![tile(read, b, k, s), tile(read, b, k, s + 1)],
+    }
+}
+
+/// Times every Cholesky kernel `samples` times on b x b tiles for each b in `tiles`, on
+/// all the workers of each class at once, and records the durations; `step` is called
+/// once per recorded sample.
 pub fn calibrate(
     platform: &Platform,
     tiles: &[usize],
@@ -37,35 +133,117 @@ pub fn calibrate(
     mut step: impl FnMut(),
 ) -> Result<()> {
     let backend = platform.backend();
-    for w in distinct_classes(platform) {
-        let cluster = &platform.clusters()[w];
-        let class = platform.workers()[w].class.clone();
-        let par = crate::peers::par(cluster.size());
+    for members in distinct_classes(platform) {
+        let class = platform.workers()[members[0]].class.clone();
         for &b in tiles {
-            let spd = matgen::random_spd(b, b as u64);
-            let other = Mat::from_fn(b, b, |i, j| ((i * 13 + j * 7) % 17) as f64 / 17.0);
+            let k = read_tiles_per_side(b, members.len());
+            let mut operands: Vec<Operands> = (0..members.len())
+                .map(|i| Operands::new(b, k, (b + i) as u64))
+                .collect();
             for op in CHOLESKY_OPS {
                 let key = KernelKey::square(op, b);
+                let barrier = Barrier::new(members.len());
+                let timings: Vec<std::result::Result<Vec<f64>, KernelError>> =
+                    std::thread::scope(|scope| {
+                        let handles: Vec<_> = members
+                            .iter()
+                            .zip(operands.iter_mut())
+                            .map(|(&w, ops)| {
+                                let cluster = &platform.clusters()[w];
+                                let par = crate::peers::par(cluster.size());
+                                let barrier = &barrier;
+                                scope.spawn(move || {
+                                    cluster.pool().install(|| {
+                                        let mut seconds = Vec::with_capacity(samples);
+                                        let mut failure = None;
+                                        for s in 0..samples {
+                                            ops.refresh(op, s);
+                                            let reads = reads(&ops.read, ops.b, ops.k, op, s);
+                                            // Every member reaches every barrier, also after
+                                            // a failure: no member waits forever.
+                                            barrier.wait();
+                                            if failure.is_some() {
+                                                continue;
+                                            }
+                                            let start = Instant::now();
+                                            let out = ops.out.as_mut();
+                                            match catch_unwind(AssertUnwindSafe(|| {
+                                                backend.run(op, &reads, out, par)
+                                            })) {
+                                                Ok(Ok(())) => {
+                                                    seconds.push(start.elapsed().as_secs_f64())
+                                                }
+                                                Ok(Err(e)) => failure = Some(e),
+                                                Err(_) => {
+                                                    failure = Some(KernelError::Operands {
+                                                        op,
+                                                        reason:
+                                                            "the kernel panicked during calibration"
+                                                                .into(),
+                                                    })
+                                                }
+                                            }
+                                        }
+                                        failure.map_or(Ok(seconds), Err)
+                                    })
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+                            .collect()
+                    });
+                for seconds in timings {
+                    let seconds = seconds?;
+                    platform.update_models(|m| {
+                        for &t in &seconds {
+                            m.record(&key, &class, t);
+                        }
+                    });
+                }
                 for _ in 0..samples {
-                    let mut out = match op {
-                        Op::Potrf => spd.clone(),
-                        _ => other.clone(),
-                    };
-                    let reads: Vec<_> = match op {
-                        Op::Potrf => vec![],
-                        Op::Trsm => vec![spd.as_ref()],
-                        Op::Syrk => vec![other.as_ref()],
-                        _ => vec![other.as_ref(), spd.as_ref()],
-                    };
-                    let start = std::time::Instant::now();
-                    cluster
-                        .pool()
-                        .install(|| backend.run(op, &reads, out.as_mut(), par))?;
-                    let seconds = start.elapsed().as_secs_f64();
-                    platform.update_models(|m| m.record(&key, &class, seconds));
                     step();
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Tiles per side of the factorisations [`record_in_run`] times.
+pub const IN_RUN_TILES: usize = 8;
+
+/// Factorisations [`record_in_run`] performs on `platform` for `tiles`.
+pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
+    tiles.len() * runs
+}
+
+/// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each
+/// b in `tiles`, and records every task's duration, as the run measured it, into `models`
+/// (keyed by square b x b tiles and the worker's class); `step` is called after each
+/// factorisation. Kernels run slower inside a factorisation than alone (tiles come from
+/// memory, clusters compete), so these are the durations that predict runs.
+pub fn record_in_run(
+    platform: &std::sync::Arc<Platform>,
+    tiles: &[usize],
+    runs: usize,
+    models: &mut super::PerfModels,
+    mut step: impl FnMut(),
+) -> Result<()> {
+    for &b in tiles {
+        let n = IN_RUN_TILES * b;
+        let a = matgen::random_spd(n, b as u64);
+        let cholesky = crate::Cholesky::new().platform(platform.clone()).tile(b);
+        for _ in 0..runs {
+            let mut factor = a.clone();
+            let trace = cholesky.factor_in_place_traced(factor.as_mut())?;
+            for event in &trace.tasks {
+                let class = &trace.workers[event.worker].class;
+                let key = KernelKey::square(event.op, b);
+                models.record(&key, class, event.end - event.start);
+            }
+            step();
         }
     }
     Ok(())

@@ -339,7 +339,11 @@ impl DataRegistry {
             return Ok(());
         };
         // Pinned tiles stay; the tile being fetched counts once.
-        let unpinned_new = if self.pins[handle][node.0] > 0 { 0 } else { bytes };
+        let unpinned_new = if self.pins[handle][node.0] > 0 {
+            0
+        } else {
+            bytes
+        };
         let needed = self.pinned[node.0] + unpinned_new;
         let no_room = NoRoom {
             node: node.0,
@@ -447,7 +451,8 @@ mod tests {
         assert_eq!(one(copies).handle, 3);
         assert!(!r.is_valid(1, gpu) && r.is_valid(0, gpu) && r.is_valid(2, gpu));
         // Pinned tiles are never evicted: pin 2 and 0, then bring 4: 3 goes.
-        r.start_task(&[(2, Mode::Read), (0, Mode::Read)], gpu).unwrap();
+        r.start_task(&[(2, Mode::Read), (0, Mode::Read)], gpu)
+            .unwrap();
         r.acquire(4, gpu, Mode::Read).unwrap();
         assert!(!r.is_valid(3, gpu) && r.is_valid(2, gpu) && r.is_valid(0, gpu));
         assert!(r.used(gpu) <= 3 * 800);
@@ -462,7 +467,10 @@ mod tests {
         r.acquire(1, gpu, Mode::Read).unwrap();
         let copies = r.acquire(2, gpu, Mode::Read).unwrap();
         assert_eq!(copies.len(), 2, "{copies:?}");
-        assert_eq!((copies[0].handle, copies[0].from, copies[0].to), (0, gpu, HOST));
+        assert_eq!(
+            (copies[0].handle, copies[0].from, copies[0].to),
+            (0, gpu, HOST)
+        );
         assert_eq!((copies[1].handle, copies[1].to), (2, gpu));
         assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
         // A shared replica with a valid host copy is dropped without a copy.

@@ -452,3 +452,76 @@ impl Scheduler for WorkStealing {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::data::{HOST, MemoryNode};
+    use crate::runtime::perfmodel::{MIN_SAMPLES, ResourceClass};
+
+    fn worker(name: &str, kind: ResourceKind, node: MemoryNode) -> WorkerInfo {
+        WorkerInfo {
+            name: name.into(),
+            kind,
+            class: ResourceClass::CpuCluster { cores: 1 },
+            node,
+            cpus: vec![0],
+        }
+    }
+
+    /// Missing inputs cost 5 s on worker 1's node and nothing on worker 0's.
+    struct FarFromWorkerOne;
+    impl TransferEstimate for FarFromWorkerOne {
+        fn seconds(&self, _task: usize, worker: usize) -> f64 {
+            if worker == 1 { 5.0 } else { 0.0 }
+        }
+    }
+
+    /// Two workers of one class, every task known to take 1 s.
+    fn context<'a>(workers: &'a [WorkerInfo], tasks: usize) -> SchedContext<'a> {
+        let known = Stats {
+            samples: MIN_SAMPLES,
+            mean: 1.0,
+            m2: 0.0,
+        };
+        SchedContext::new(
+            workers,
+            vec![1.0; tasks],
+            vec![1.0; tasks],
+            vec![None; tasks],
+            vec![0; tasks],
+            vec![0; workers.len()],
+            1,
+            vec![known],
+        )
+    }
+
+    #[test]
+    fn mct_weighs_the_transfers_a_worker_would_need() {
+        let workers = [
+            worker("cpu0", ResourceKind::Cpu, HOST),
+            worker("gpu0", ResourceKind::Gpu, MemoryNode(1)),
+        ];
+        // Without transfer estimates, MCT alternates between the equal workers.
+        let plain = context(&workers, 4);
+        let mct = Mct::new(2);
+        for t in 0..4 {
+            mct.push(t, None, 0.0, &plain);
+        }
+        let placed: Vec<_> = (0..4).map(|t| mct.assigned_worker(t).unwrap()).collect();
+        assert_eq!(placed, [0, 1, 0, 1]);
+        // With 5 s of copies on worker 1, it only gets a task once worker 0 is busier than
+        // that: the 6th task ends at 6 s on either (ties go to the first worker), the 7th
+        // at 7 s on worker 0 and 6 s on worker 1.
+        let estimates = FarFromWorkerOne;
+        let aware = context(&workers, 7).with_transfers(&estimates);
+        let mct = Mct::new(2);
+        for t in 0..7 {
+            mct.push(t, None, 0.0, &aware);
+        }
+        let placed: Vec<_> = (0..7).map(|t| mct.assigned_worker(t).unwrap()).collect();
+        assert_eq!(placed, [0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(aware.transfer_estimate(0, 1), 5.0);
+        assert_eq!(mct.pop(1, 0.0, &aware), Some(6));
+    }
+}

@@ -397,11 +397,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     for copy in lock(&data).flush_to_host() {
         copies.schedule(copy, now);
     }
-    let makespan = copies
-        .events
-        .iter()
-        .map(|e| e.end)
-        .fold(now, f64::max);
+    let makespan = copies.events.iter().map(|e| e.end).fold(now, f64::max);
     let mut trace = Trace::new(workers.clone(), events, makespan);
     copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));
     trace.transfers = copies.events;

@@ -1,0 +1,132 @@
+//! Platform models of the machine at hand, from calibrated performance models: what
+//! `hetla calibrate --output FILE` writes, so that this machine can be simulated and the
+//! simulation compared with real runs.
+
+use hetla_clusters::{Level, Topology};
+
+use super::{CpuKernelRate, CpuModel, PlatformModel, Speedup, model_flops};
+use crate::runtime::calibrate::CHOLESKY_OPS;
+use crate::runtime::{KernelKey, PerfModels, ResourceClass};
+use crate::{Error, Result};
+
+impl PlatformModel {
+    /// The model of a machine with `topology` whose kernels were calibrated into `models`
+    /// on CPU clusters of the sizes in `cluster_sizes` (1 among them) at the tile sizes
+    /// `tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
+    /// flop count of [`model_flops`] over the mean duration) and the speedup of each other
+    /// calibrated cluster size over one core.
+    pub fn from_calibration(
+        name: &str,
+        description: &str,
+        topology: &Topology,
+        models: &PerfModels,
+        cluster_sizes: &[usize],
+        tiles: &[usize],
+    ) -> Result<Self> {
+        let packages = topology.level(Level::Package).len().max(1);
+        let numa = topology.level(Level::Numa).len().max(packages);
+        let cores = topology.cores().len();
+        let invalid = |reason: String| Error::InvalidOption {
+            option: "output",
+            reason,
+        };
+        if !cores.is_multiple_of(packages) || !(numa.is_multiple_of(packages)) {
+            return Err(invalid(format!(
+                "this machine's {cores} cores, {packages} packages and {numa} NUMA nodes are not a uniform layout a platform file can describe"
+            )));
+        }
+        let gflops = |key: &KernelKey, cores: usize| {
+            models
+                .get(key, &ResourceClass::CpuCluster { cores })
+                .filter(|s| s.samples > 0 && s.mean > 0.0)
+                .map(|s| model_flops(key) / s.mean / 1e9)
+        };
+        let mut kernels = Vec::new();
+        for &tile in tiles {
+            for op in CHOLESKY_OPS {
+                let key = KernelKey::square(op, tile);
+                let core = gflops(&key, 1).ok_or_else(|| {
+                    invalid(format!("no calibrated {op} at tile {tile} on one core"))
+                })?;
+                let speedups = cluster_sizes
+                    .iter()
+                    .filter(|&&c| c > 1)
+                    .filter_map(|&c| {
+                        gflops(&key, c).map(|rate| Speedup {
+                            cores: c,
+                            speedup: rate / core,
+                        })
+                    })
+                    .collect();
+                kernels.push(CpuKernelRate {
+                    op: op.name().into(),
+                    tile,
+                    core_gflops: core,
+                    speedups,
+                });
+            }
+        }
+        let model = Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            cpu: CpuModel {
+                packages,
+                cores_per_package: cores / packages,
+                numa_per_package: numa / packages,
+                kernels,
+            },
+            gpu: None,
+        };
+        model.validate()?;
+        Ok(model)
+    }
+}
+
+/// The cluster sizes calibration measures for a platform file of a machine with `cores`
+/// cores: 1, the powers of two below `cores`, and `cores` (sizes in between are
+/// interpolated).
+pub fn calibration_sizes(cores: usize) -> Vec<usize> {
+    let mut sizes: Vec<usize> = std::iter::successors(Some(1), |&c| Some(c * 2))
+        .take_while(|&c| c < cores)
+        .collect();
+    sizes.push(cores.max(1));
+    sizes.dedup();
+    sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_cover_one_powers_of_two_and_all_cores() {
+        assert_eq!(calibration_sizes(1), [1]);
+        assert_eq!(calibration_sizes(2), [1, 2]);
+        assert_eq!(calibration_sizes(12), [1, 2, 4, 8, 12]);
+        assert_eq!(calibration_sizes(16), [1, 2, 4, 8, 16]);
+    }
+
+    #[test]
+    fn rates_and_speedups_come_from_the_mean_durations() {
+        let topology = Topology::synthetic(1, 1, 4, 1);
+        let mut models = PerfModels::new();
+        for op in CHOLESKY_OPS {
+            let key = KernelKey::square(op, 100);
+            let flops = model_flops(&key);
+            // 1 Gflop/s on one core, 3 Gflop/s on four.
+            models.record(&key, &ResourceClass::CpuCluster { cores: 1 }, flops / 1e9);
+            models.record(&key, &ResourceClass::CpuCluster { cores: 4 }, flops / 3e9);
+        }
+        let m =
+            PlatformModel::from_calibration("t", "", &topology, &models, &[1, 4], &[100]).unwrap();
+        assert_eq!((m.cpu.packages, m.cpu.cores_per_package), (1, 4));
+        let gemm = m.cpu.kernels.iter().find(|k| k.op == "gemm").unwrap();
+        assert!((gemm.core_gflops - 1.0).abs() < 1e-9);
+        assert!((gemm.speedup(4) - 3.0).abs() < 1e-9);
+        // Round trip through TOML, and a tile never calibrated is an error.
+        assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
+        assert!(
+            PlatformModel::from_calibration("t", "", &topology, &models, &[1], &[200]).is_err()
+        );
+    }
+}

@@ -1,0 +1,419 @@
+//! The simulated executor: determinism, bounds, the contention rule, memory budgets, and
+//! the `simulate`, `sweep` and `calibrate --output` commands.
+
+use std::process::Command;
+
+use hetla::model::PlatformModel;
+use hetla::runtime::data::HOST;
+use hetla::runtime::sim::{SimOptions, SimPlatform};
+use hetla::runtime::{RunOptions, SchedulerKind};
+use hetla::simulation::simulate_cholesky;
+use hetla::{ClusterSpec, Error};
+
+fn grid(count: usize, size: usize) -> ClusterSpec {
+    ClusterSpec::Grid { count, size }
+}
+
+fn options(scheduler: SchedulerKind, seed: u64, noise: f64) -> SimOptions {
+    SimOptions {
+        run: RunOptions {
+            scheduler,
+            restrictions: Vec::new(),
+        },
+        seed,
+        noise,
+    }
+}
+
+fn sirocco() -> PlatformModel {
+    PlatformModel::preset("sirocco").unwrap()
+}
+
+#[test]
+fn a_fixed_seed_gives_the_same_run_and_another_seed_another() {
+    let m = sirocco();
+    let run = |seed| {
+        simulate_cholesky(
+            &m,
+            &grid(2, 10),
+            2,
+            9600,
+            960,
+            &options(SchedulerKind::Mct, seed, 0.2),
+        )
+        .unwrap()
+        .1
+    };
+    let (a, b, c) = (run(7), run(7), run(8));
+    assert_eq!(a, b);
+    assert_ne!(a.tasks, c.tasks);
+    assert_eq!(a.tasks.len(), 220);
+}
+
+#[test]
+fn no_simulated_run_of_a_small_sweep_beats_its_mixed_bound() {
+    let m = sirocco();
+    let mut runs = 0;
+    for scheduler in SchedulerKind::ALL {
+        for spec in [grid(20, 1), grid(2, 10), grid(4, 5)] {
+            for gpus in [0, 1, 4] {
+                for n in [1920, 4800, 9600] {
+                    let (r, trace) =
+                        simulate_cholesky(&m, &spec, gpus, n, 960, &options(scheduler, 0, 0.0))
+                            .unwrap();
+                    assert!(
+                        r.makespan_ms >= r.bounds.mixed_ms * (1.0 - 1e-9),
+                        "{scheduler} {spec} + {gpus}, n = {n}: {} ms < mixed {} ms",
+                        r.makespan_ms,
+                        r.bounds.mixed_ms
+                    );
+                    assert!(r.efficiency <= 1.0 + 1e-9);
+                    assert_eq!(trace.tasks.len(), r.bounds.tasks);
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 81);
+}
+
+#[test]
+fn one_worker_runs_every_task_back_to_back() {
+    // A single 1-core cluster: no transfers, no idle time, so the makespan is the sum of
+    // the durations, which is also the area bound.
+    let (r, trace) = simulate_cholesky(
+        &sirocco(),
+        &grid(1, 1),
+        0,
+        4800,
+        960,
+        &SimOptions::default(),
+    )
+    .unwrap();
+    assert!((r.makespan_ms - r.bounds.area_ms).abs() < 1e-9 * r.makespan_ms);
+    assert!(trace.transfers.is_empty());
+    for pair in trace.tasks.windows(2) {
+        assert!((pair[1].start - pair[0].end).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn copies_cost_latency_plus_size_over_bandwidth_one_at_a_time_per_direction() {
+    let m = sirocco();
+    let link = m.gpu.as_ref().unwrap().link;
+    let (r, trace) =
+        simulate_cholesky(&m, &grid(2, 10), 4, 9600, 960, &SimOptions::default()).unwrap();
+    assert!(!trace.transfers.is_empty());
+    let mut by_direction: std::collections::HashMap<_, Vec<_>> = Default::default();
+    for t in &trace.transfers {
+        let rate = if t.transfer.from == HOST {
+            link.h2d
+        } else {
+            link.d2h
+        };
+        assert_ne!(t.transfer.from, t.transfer.to);
+        assert!(((t.end - t.start) - rate.seconds(t.transfer.bytes)).abs() < 1e-12);
+        by_direction
+            .entry((t.transfer.from, t.transfer.to))
+            .or_default()
+            .push((t.start, t.end));
+    }
+    for spans in by_direction.values_mut() {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in spans.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1 - 1e-12,
+                "overlapping copies {pair:?}"
+            );
+        }
+    }
+    // A GPU task never starts before its worker's previous task ends.
+    for w in 0..trace.workers.len() {
+        let mine: Vec<_> = trace.tasks.iter().filter(|e| e.worker == w).collect();
+        for pair in mine.windows(2) {
+            assert!(pair[1].start >= pair[0].end - 1e-12);
+        }
+    }
+    let total: usize = r.bytes.iter().map(|l| l.bytes).sum();
+    assert_eq!(
+        total,
+        trace
+            .transfers
+            .iter()
+            .map(|t| t.transfer.bytes)
+            .sum::<usize>()
+    );
+    assert!(r.bytes.iter().any(|l| l.link == "host->gpu0"));
+    assert!(r.bytes.iter().any(|l| l.link == "gpu0->host"));
+}
+
+/// sirocco with GPUs of `gb` GB.
+fn small_gpus(gb: f64) -> PlatformModel {
+    let mut m = sirocco();
+    m.gpu.as_mut().unwrap().memory_gb = gb;
+    PlatformModel::from_toml(&m.to_toml()).unwrap()
+}
+
+#[test]
+fn a_small_gpu_memory_forces_evictions_and_write_backs_and_the_run_completes() {
+    let tile_bytes = 960 * 960 * 8;
+    let roomy = simulate_cholesky(
+        &sirocco(),
+        &grid(2, 10),
+        2,
+        14400,
+        960,
+        &SimOptions::default(),
+    )
+    .unwrap()
+    .0;
+    // Room for 6 tiles per GPU: a GEMM pins 3.
+    let tight_model = small_gpus(6.0 * tile_bytes as f64 / 1e9);
+    let (tight, trace) = simulate_cholesky(
+        &tight_model,
+        &grid(2, 10),
+        2,
+        14400,
+        960,
+        &SimOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(trace.tasks.len(), roomy.bounds.tasks);
+    let moved = |r: &hetla::simulation::SimReport| r.bytes.iter().map(|l| l.bytes).sum::<usize>();
+    assert!(
+        moved(&tight) > moved(&roomy),
+        "tight {} bytes, roomy {}",
+        moved(&tight),
+        moved(&roomy)
+    );
+    assert!(tight.makespan_ms >= tight.bounds.mixed_ms);
+
+    // Two tiles of memory cannot hold a GEMM's three: a clear error, not a hang.
+    let too_small = small_gpus(2.0 * tile_bytes as f64 / 1e9);
+    let err = simulate_cholesky(
+        &too_small,
+        &grid(2, 10),
+        2,
+        9600,
+        960,
+        &SimOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Memory(_)), "{err}");
+    assert!(err.to_string().contains("too few"), "{err}");
+}
+
+#[test]
+fn gpus_take_their_host_cores_and_their_own_memory_nodes() {
+    let p = SimPlatform::from_model(&sirocco(), &grid(2, 10), 4).unwrap();
+    assert_eq!(p.workers.len(), 6);
+    assert_eq!(p.capacities.len(), 5);
+    let gpu_cores: Vec<usize> = p.workers[2..].iter().map(|w| w.cpus[0]).collect();
+    assert_eq!(gpu_cores, [20, 21, 22, 23]);
+    assert!(
+        p.workers[..2]
+            .iter()
+            .all(|w| w.cpus.iter().all(|&c| c < 20))
+    );
+    assert!(SimPlatform::from_model(&sirocco(), &grid(2, 12), 1).is_err());
+    assert!(SimPlatform::from_model(&sirocco(), &grid(2, 10), 5).is_err());
+}
+
+#[test]
+fn sweep_direction_matches_paper_002_with_one_gpu() {
+    // Fig. 9 of paper 002: with one GPU, 2 x 10 clusters beat 20 single cores on small
+    // matrices, and the gap narrows as n grows.
+    let m = sirocco();
+    let rate = |spec, n| {
+        simulate_cholesky(&m, &spec, 1, n, 960, &SimOptions::default())
+            .unwrap()
+            .0
+            .gflops
+    };
+    let ratio = |n| rate(grid(2, 10), n) / rate(grid(20, 1), n);
+    let (small, medium, large) = (ratio(4800), ratio(9600), ratio(28800));
+    assert!(small > 1.0 && medium > 1.0, "{small} {medium}");
+    assert!(large < small, "{small} -> {large}");
+}
+
+fn hetla(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
+        .args(args)
+        .output()
+        .expect("the hetla binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn simulate_command_prints_the_documented_json_and_writes_traces() {
+    let dir = std::env::temp_dir().join(format!("hetla-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gantt = dir.join("g.svg");
+    let trace = dir.join("t.json");
+    let (ok, out, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "1",
+        "--n",
+        "4800",
+        "--tile",
+        "960",
+        "--json",
+        "--gantt",
+        gantt.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "makespan_ms",
+        "gflops",
+        "cp_ms",
+        "area_ms",
+        "mixed_ms",
+        "mixed_gflops",
+        "efficiency",
+        "workers",
+        "bytes",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {out}");
+    }
+    assert_eq!(v["workers"].as_array().unwrap().len(), 3);
+    assert!(v["workers"][2]["busy_fraction"].as_f64().unwrap() > 0.0);
+    assert!(v["bytes"][0]["bytes"].as_u64().unwrap() > 0);
+    assert!(std::fs::read_to_string(&gantt).unwrap().contains("<svg"));
+    let chrome: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(chrome["traceEvents"].as_array().unwrap().len() > 35);
+
+    let (ok, _, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--n",
+        "4800",
+        "--tile",
+        "961",
+    ]);
+    assert!(
+        !ok && (err.contains("tile 961") || err.contains("no rate")),
+        "{err}"
+    );
+    let (ok, _, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--n",
+        "4800",
+        "--tile",
+        "960",
+        "--noise",
+        "1.5",
+    ]);
+    assert!(!ok && err.contains("noise"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
+    let dir = std::env::temp_dir().join(format!("hetla-sweep-{}", std::process::id()));
+    let (ok, out, err) = hetla(&[
+        "sweep",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "20x1,2x10,2x12",
+        "--gpus",
+        "0,1",
+        "--n",
+        "1920:5760:1920",
+        "--tile",
+        "960",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // 2x12 fits without a GPU only: 3 of its 6 combinations are skipped.
+    assert_eq!(v["runs"], 15);
+    assert_eq!(v["skipped"], 3);
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 18);
+    assert!(csv.lines().next().unwrap().contains("mixed_gflops"));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), 18);
+    for gpus in [0, 1] {
+        let svg =
+            std::fs::read_to_string(dir.join(format!("gflops_tile960_gpus{gpus}.svg"))).unwrap();
+        assert!(
+            svg.contains("<svg")
+                && svg.contains(
+                    "2x10 + {gpus} GPU"
+                        .replace("{gpus}", &gpus.to_string())
+                        .as_str()
+                )
+        );
+    }
+    let (ok, _, err) = hetla(&[
+        "sweep",
+        "--platform",
+        "sirocco",
+        "--n",
+        "10:1:1",
+        "--tile",
+        "960",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("start <= end"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
+    let dir = std::env::temp_dir().join(format!("hetla-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("this.toml");
+    let (ok, _, err) = hetla(&[
+        "calibrate",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let model = PlatformModel::load(&file).unwrap();
+    assert_eq!(model.tiles(), [64]);
+    assert!(model.gpu.is_none());
+    let (ok, out, err) = hetla(&[
+        "simulate",
+        "--platform",
+        file.to_str().unwrap(),
+        "--clusters",
+        "1x1",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).ok();
+}
