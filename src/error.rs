@@ -131,5 +131,15 @@ impl From<TilingError> for Error {
     }
 }
 
+impl Error {
+    /// An [`Error::Output`] for `path`.
+    pub fn output(path: &std::path::Path, reason: impl std::fmt::Display) -> Self {
+        Self::Output {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// Result with hetla's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

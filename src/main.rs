@@ -481,10 +481,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 &sizes,
                 &args.tile,
             )?;
-            std::fs::write(path, model.to_toml()).map_err(|e| hetla::Error::Output {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
+            std::fs::write(path, model.to_toml()).map_err(|e| hetla::Error::output(path, e))?;
             Some(path.display().to_string())
         }
         None => None,

@@ -1,7 +1,9 @@
 //! Bounds of the Cholesky graph from the `sirocco` model and from a run's own performance
 //! models, and the `hetla bound` command.
 
-use std::process::Command;
+mod common;
+
+use common::hetla;
 use std::sync::Arc;
 
 use hetla::graph_bounds::{measured_cholesky_bounds, model_cholesky_bounds};
@@ -82,18 +84,6 @@ fn a_run_reports_bounds_from_its_own_models() {
     assert_eq!(b.classes[0].count, 2);
     assert!(b.cp_ms > 0.0 && b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
     std::fs::remove_dir_all(dir).ok();
-}
-
-fn hetla(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
-        .args(args)
-        .output()
-        .expect("the hetla binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

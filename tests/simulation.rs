@@ -1,13 +1,15 @@
 //! The simulated executor: determinism, bounds, the contention rule, memory budgets, and
 //! the `simulate`, `sweep` and `calibrate --output` commands.
 
-use std::process::Command;
+mod common;
+
+use common::hetla;
 
 use hetla::model::PlatformModel;
 use hetla::runtime::data::HOST;
 use hetla::runtime::sim::{SimOptions, SimPlatform};
 use hetla::runtime::{RunOptions, SchedulerKind};
-use hetla::simulation::simulate_cholesky;
+use hetla::simulation::{SimReport, simulate_cholesky};
 use hetla::{ClusterSpec, Error};
 
 fn grid(count: usize, size: usize) -> ClusterSpec {
@@ -27,6 +29,15 @@ fn options(scheduler: SchedulerKind, seed: u64, noise: f64) -> SimOptions {
 
 fn sirocco() -> PlatformModel {
     PlatformModel::preset("sirocco").unwrap()
+}
+
+/// A noise-free MCT simulation at tile 960 with 2x10 clusters.
+fn run_2x10(
+    model: &PlatformModel,
+    gpus: usize,
+    n: usize,
+) -> hetla::Result<(SimReport, hetla::Trace)> {
+    simulate_cholesky(model, &grid(2, 10), gpus, n, 960, &SimOptions::default())
 }
 
 #[test]
@@ -101,8 +112,7 @@ fn one_worker_runs_every_task_back_to_back() {
 fn copies_cost_latency_plus_size_over_bandwidth_one_at_a_time_per_direction() {
     let m = sirocco();
     let link = m.gpu.as_ref().unwrap().link;
-    let (r, trace) =
-        simulate_cholesky(&m, &grid(2, 10), 4, 9600, 960, &SimOptions::default()).unwrap();
+    let (r, trace) = run_2x10(&m, 4, 9600).unwrap();
     assert!(!trace.transfers.is_empty());
     let mut by_direction: std::collections::HashMap<_, Vec<_>> = Default::default();
     for t in &trace.transfers {
@@ -157,29 +167,12 @@ fn small_gpus(gb: f64) -> PlatformModel {
 #[test]
 fn a_small_gpu_memory_forces_evictions_and_write_backs_and_the_run_completes() {
     let tile_bytes = 960 * 960 * 8;
-    let roomy = simulate_cholesky(
-        &sirocco(),
-        &grid(2, 10),
-        2,
-        14400,
-        960,
-        &SimOptions::default(),
-    )
-    .unwrap()
-    .0;
+    let roomy = run_2x10(&sirocco(), 2, 14400).unwrap().0;
     // Room for 6 tiles per GPU: a GEMM pins 3.
     let tight_model = small_gpus(6.0 * tile_bytes as f64 / 1e9);
-    let (tight, trace) = simulate_cholesky(
-        &tight_model,
-        &grid(2, 10),
-        2,
-        14400,
-        960,
-        &SimOptions::default(),
-    )
-    .unwrap();
+    let (tight, trace) = run_2x10(&tight_model, 2, 14400).unwrap();
     assert_eq!(trace.tasks.len(), roomy.bounds.tasks);
-    let moved = |r: &hetla::simulation::SimReport| r.bytes.iter().map(|l| l.bytes).sum::<usize>();
+    let moved = |r: &SimReport| r.bytes.iter().map(|l| l.bytes).sum::<usize>();
     assert!(
         moved(&tight) > moved(&roomy),
         "tight {} bytes, roomy {}",
@@ -190,15 +183,7 @@ fn a_small_gpu_memory_forces_evictions_and_write_backs_and_the_run_completes() {
 
     // Two tiles of memory cannot hold a GEMM's three: a clear error, not a hang.
     let too_small = small_gpus(2.0 * tile_bytes as f64 / 1e9);
-    let err = simulate_cholesky(
-        &too_small,
-        &grid(2, 10),
-        2,
-        9600,
-        960,
-        &SimOptions::default(),
-    )
-    .unwrap_err();
+    let err = run_2x10(&too_small, 2, 9600).unwrap_err();
     assert!(matches!(err, Error::Memory(_)), "{err}");
     assert!(err.to_string().contains("too few"), "{err}");
 }
@@ -234,18 +219,6 @@ fn sweep_direction_matches_paper_002_with_one_gpu() {
     let (small, medium, large) = (ratio(4800), ratio(9600), ratio(28800));
     assert!(small > 1.0 && medium > 1.0, "{small} {medium}");
     assert!(large < small, "{small} -> {large}");
-}
-
-fn hetla(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
-        .args(args)
-        .output()
-        .expect("the hetla binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

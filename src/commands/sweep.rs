@@ -156,7 +156,7 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
         });
     }
     let options = args.run.options()?;
-    std::fs::create_dir_all(&args.out).map_err(|e| output(&args.out, e))?;
+    std::fs::create_dir_all(&args.out).map_err(|e| Error::output(&args.out, e))?;
     let mut combos = Vec::new();
     for &tile in &args.tile {
         for &gpus in &args.gpus {
@@ -277,24 +277,19 @@ fn real_run(
     })
 }
 
-fn output(path: &Path, reason: impl std::fmt::Display) -> Error {
-    Error::Output {
-        path: path.display().to_string(),
-        reason: reason.to_string(),
-    }
-}
-
 /// Writes results.csv, results.json and the plots; returns their paths.
 fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result<Vec<String>> {
     let csv_path = out.join("results.csv");
-    let mut writer = csv::Writer::from_path(&csv_path).map_err(|e| output(&csv_path, e))?;
+    let mut writer = csv::Writer::from_path(&csv_path).map_err(|e| Error::output(&csv_path, e))?;
     for row in rows {
-        writer.serialize(row).map_err(|e| output(&csv_path, e))?;
+        writer
+            .serialize(row)
+            .map_err(|e| Error::output(&csv_path, e))?;
     }
-    writer.flush().map_err(|e| output(&csv_path, e))?;
+    writer.flush().map_err(|e| Error::output(&csv_path, e))?;
     let json_path = out.join("results.json");
-    let json = serde_json::to_string_pretty(rows).map_err(|e| output(&json_path, e))?;
-    std::fs::write(&json_path, json).map_err(|e| output(&json_path, e))?;
+    let json = serde_json::to_string_pretty(rows).map_err(|e| Error::output(&json_path, e))?;
+    std::fs::write(&json_path, json).map_err(|e| Error::output(&json_path, e))?;
     let mut files = vec![csv_path, json_path];
     let mut groups: Vec<(usize, usize)> = rows
         .iter()
@@ -309,7 +304,7 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result
             .iter()
             .filter(|r| r.status == "ok" && r.tile == tile && r.gpus == gpus)
             .collect();
-        plot(&path, platform, tile, gpus, &mine).map_err(|e| output(&path, e))?;
+        plot(&path, platform, tile, gpus, &mine).map_err(|e| Error::output(&path, e))?;
         files.push(path);
     }
     Ok(files.iter().map(|p| p.display().to_string()).collect())

@@ -211,13 +211,14 @@ impl Trace {
 
     /// Writes [`Trace::to_chrome_json`] to `path`.
     pub fn write_chrome_json(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(&self.to_chrome_json()).map_err(|e| output(path, e))?;
-        std::fs::write(path, text).map_err(|e| output(path, e))
+        let text =
+            serde_json::to_string(&self.to_chrome_json()).map_err(|e| Error::output(path, e))?;
+        std::fs::write(path, text).map_err(|e| Error::output(path, e))
     }
 
     /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per kernel.
     pub fn write_gantt_svg(&self, path: &Path) -> Result<()> {
-        self.draw_gantt(path).map_err(|e| output(path, e))
+        self.draw_gantt(path).map_err(|e| Error::output(path, e))
     }
 
     fn draw_gantt(&self, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
@@ -276,12 +277,5 @@ impl Trace {
             .draw()?;
         root.present()?;
         Ok(())
-    }
-}
-
-fn output(path: &Path, reason: impl std::fmt::Display) -> Error {
-    Error::Output {
-        path: path.display().to_string(),
-        reason: reason.to_string(),
     }
 }
