@@ -26,25 +26,16 @@ pub struct SimRunArgs {
 }
 
 impl SimRunArgs {
-    /// The simulation options, after checking the noise amplitude.
-    pub fn options(&self) -> hetla::Result<SimOptions> {
-        if !(0.0..1.0).contains(&self.noise) {
-            return Err(hetla::Error::InvalidOption {
-                option: "noise",
-                reason: format!(
-                    "{} is not in [0, 1): durations must stay positive",
-                    self.noise
-                ),
-            });
-        }
-        Ok(SimOptions {
+    /// The simulation options (`simulate` checks them).
+    pub fn options(&self) -> SimOptions {
+        SimOptions {
             run: RunOptions {
                 scheduler: self.scheduler,
                 restrictions: Vec::new(),
             },
             seed: self.seed,
             noise: self.noise,
-        })
+        }
     }
 }
 
@@ -88,7 +79,7 @@ pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
         args.gpus,
         args.n,
         args.tile,
-        &args.run.options()?,
+        &args.run.options(),
     )?;
     if let Some(path) = &args.trace {
         trace.write_chrome_json(path)?;

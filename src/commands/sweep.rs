@@ -155,7 +155,8 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
             reason: "tile sizes must be at least 1".into(),
         });
     }
-    let options = args.run.options()?;
+    let options = args.run.options();
+    options.check()?;
     std::fs::create_dir_all(&args.out).map_err(|e| Error::output(&args.out, e))?;
     let mut combos = Vec::new();
     for &tile in &args.tile {

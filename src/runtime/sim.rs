@@ -161,6 +161,23 @@ pub struct SimOptions {
     pub noise: f64,
 }
 
+impl SimOptions {
+    /// Checks the noise amplitude: in [0, 1), so that durations stay positive.
+    pub fn check(&self) -> Result<()> {
+        if (0.0..1.0).contains(&self.noise) {
+            Ok(())
+        } else {
+            Err(Error::InvalidOption {
+                option: "noise",
+                reason: format!(
+                    "{} is not in [0, 1): durations must stay positive",
+                    self.noise
+                ),
+            })
+        }
+    }
+}
+
 /// Transfer estimates for MCT from the registry's replica states and the links.
 struct LinkEstimate<'a> {
     platform: &'a SimPlatform,
@@ -244,6 +261,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let graph = work.graph;
     let workers = &platform.workers;
     let n = graph.len();
+    options.check()?;
     if work.keys.len() != n {
         return Err(Error::InvalidOption {
             option: "keys",
@@ -351,7 +369,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             } else {
                 1.0
             };
-            let end = inputs + mean * factor.max(0.0);
+            let end = inputs + mean * factor;
             events.push(TaskEvent {
                 task,
                 op: graph.task(task).op,
