@@ -449,6 +449,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     let mut file = None;
     let mut models = None;
     let mut measured_in_run = hetla::runtime::PerfModels::new();
+    let mut gaps = Vec::new();
     for platform in &platforms {
         bar.set_message(format!("clusters {}", platform.spec()));
         // Each platform loaded the store when it was built: start from what the previous
@@ -457,9 +458,13 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             platform.update_models(|m| *m = previous);
         }
         calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
-        record_in_run(platform, &args.tile, in_run, &mut measured_in_run, || {
-            bar.inc(1)
-        })?;
+        gaps.extend(record_in_run(
+            platform,
+            &args.tile,
+            in_run,
+            &mut measured_in_run,
+            || bar.inc(1),
+        )?);
         file = platform.save_models()?;
         models = Some(platform.models());
     }
@@ -473,13 +478,14 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             let model = PlatformModel::from_calibration(
                 &host,
                 &format!(
-                    "calibrated by `hetla calibrate` on {host}: {} kernels, mean durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles per cluster size",
+                    "calibrated by `hetla calibrate` on {host}: {} kernels, mean durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles per cluster size; task overhead from the gaps between the tasks of the single-cluster runs",
                     args.platform.backend
                 ),
                 &topology,
                 &measured_in_run,
                 &sizes,
                 &args.tile,
+                gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
             )?;
             std::fs::write(path, model.to_toml()).map_err(|e| hetla::Error::output(path, e))?;
             Some(path.display().to_string())

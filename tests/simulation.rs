@@ -106,6 +106,14 @@ fn one_worker_runs_every_task_back_to_back() {
     for pair in trace.tasks.windows(2) {
         assert!((pair[1].start - pair[0].end).abs() < 1e-12);
     }
+    // With a runtime overhead of 100 us per task, each task starts 100 us after the last.
+    let mut slow = sirocco();
+    slow.cpu.task_overhead_us = 100.0;
+    let (with_overhead, _) =
+        simulate_cholesky(&slow, &grid(1, 1), 0, 4800, 960, &SimOptions::default()).unwrap();
+    let expected = r.makespan_ms + 0.1 * r.bounds.tasks as f64;
+    assert!((with_overhead.makespan_ms - expected).abs() < 1e-9 * expected);
+    assert_eq!(with_overhead.bounds.mixed_ms, r.bounds.mixed_ms);
 }
 
 #[test]

@@ -14,7 +14,8 @@ impl PlatformModel {
     /// on CPU clusters of the sizes in `cluster_sizes` (1 among them) at the tile sizes
     /// `tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
     /// flop count of [`model_flops`] over the mean duration) and the speedup of each other
-    /// calibrated cluster size over one core.
+    /// calibrated cluster size over one core; `task_overhead_us` is the runtime's time
+    /// between two tasks of a worker.
     pub fn from_calibration(
         name: &str,
         description: &str,
@@ -22,6 +23,7 @@ impl PlatformModel {
         models: &PerfModels,
         cluster_sizes: &[usize],
         tiles: &[usize],
+        task_overhead_us: f64,
     ) -> Result<Self> {
         let packages = topology.level(Level::Package).len().max(1);
         let numa = topology.level(Level::Numa).len().max(packages);
@@ -73,6 +75,7 @@ impl PlatformModel {
                 packages,
                 cores_per_package: cores / packages,
                 numa_per_package: numa / packages,
+                task_overhead_us,
                 kernels,
             },
             gpu: None,
@@ -117,8 +120,8 @@ mod tests {
             models.record(&key, &ResourceClass::CpuCluster { cores: 1 }, flops / 1e9);
             models.record(&key, &ResourceClass::CpuCluster { cores: 4 }, flops / 3e9);
         }
-        let m =
-            PlatformModel::from_calibration("t", "", &topology, &models, &[1, 4], &[100]).unwrap();
+        let m = PlatformModel::from_calibration("t", "", &topology, &models, &[1, 4], &[100], 5.0)
+            .unwrap();
         assert_eq!((m.cpu.packages, m.cpu.cores_per_package), (1, 4));
         let gemm = m.cpu.kernels.iter().find(|k| k.op == "gemm").unwrap();
         assert!((gemm.core_gflops - 1.0).abs() < 1e-9);
@@ -126,7 +129,8 @@ mod tests {
         // Round trip through TOML, and a tile never calibrated is an error.
         assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
         assert!(
-            PlatformModel::from_calibration("t", "", &topology, &models, &[1], &[200]).is_err()
+            PlatformModel::from_calibration("t", "", &topology, &models, &[1], &[200], 0.0)
+                .is_err()
         );
     }
 }

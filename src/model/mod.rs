@@ -70,6 +70,11 @@ pub struct CpuModel {
     /// 4); clusters by level `numa` follow them.
     #[serde(default = "one")]
     pub numa_per_package: usize,
+    /// The runtime's time between two tasks of one CPU worker (popping, data, bookkeeping),
+    /// in microseconds; simulations add it before each CPU task. `hetla calibrate --output`
+    /// measures it; 0 when unknown.
+    #[serde(default)]
+    pub task_overhead_us: f64,
     /// Kernel rates.
     pub kernels: Vec<CpuKernelRate>,
 }
@@ -307,6 +312,12 @@ impl PlatformModel {
             return bad(format!(
                 "cpu.numa_per_package ({}) must divide cpu.cores_per_package ({})",
                 cpu.numa_per_package, cpu.cores_per_package
+            ));
+        }
+        if !(cpu.task_overhead_us.is_finite() && cpu.task_overhead_us >= 0.0) {
+            return bad(format!(
+                "cpu.task_overhead_us is {}; it must be >= 0",
+                cpu.task_overhead_us
             ));
         }
         for k in &self.cpu.kernels {

@@ -39,6 +39,7 @@ pub(super) fn sirocco() -> PlatformModel {
             packages: 2,
             cores_per_package: 12,
             numa_per_package: 1,
+            task_overhead_us: 0.0,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, _, ten)| CpuKernelRate {
@@ -162,6 +163,7 @@ pub(super) fn knl() -> PlatformModel {
             packages: 1,
             cores_per_package: 64,
             numa_per_package: 4,
+            task_overhead_us: 0.0,
             kernels,
         },
         gpu: None,

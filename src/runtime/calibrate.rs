@@ -224,13 +224,18 @@ pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
 /// (keyed by square b x b tiles and the worker's class); `step` is called after each
 /// factorisation. Kernels run slower inside a factorisation than alone (tiles come from
 /// memory, clusters compete), so these are the durations that predict runs.
+///
+/// On a platform with a single worker, the next task is always ready when one ends (the
+/// worker released it), so the time between two tasks is the runtime's own overhead:
+/// those gaps are returned, in seconds (none on other platforms).
 pub fn record_in_run(
     platform: &std::sync::Arc<Platform>,
     tiles: &[usize],
     runs: usize,
     models: &mut super::PerfModels,
     mut step: impl FnMut(),
-) -> Result<()> {
+) -> Result<Vec<f64>> {
+    let mut gaps = Vec::new();
     for &b in tiles {
         let n = IN_RUN_TILES * b;
         let a = matgen::random_spd(n, b as u64);
@@ -243,8 +248,17 @@ pub fn record_in_run(
                 let key = KernelKey::square(event.op, b);
                 models.record(&key, class, event.end - event.start);
             }
+            if trace.workers.len() == 1 {
+                // Events are sorted by start time.
+                gaps.extend(
+                    trace
+                        .tasks
+                        .windows(2)
+                        .map(|p| (p[1].start - p[0].end).max(0.0)),
+                );
+            }
             step();
         }
     }
-    Ok(())
+    Ok(gaps)
 }

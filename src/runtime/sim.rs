@@ -11,7 +11,8 @@
 //!   the finished task's successors whose last predecessor it was are pushed, and every
 //!   idle worker, in index order, pops.
 //! - **Tasks.** A popped task pins its tiles on the worker's memory node; it starts when
-//!   the worker is free and every copy it needs has arrived, and lasts the model's duration
+//!   the worker is free (plus the model's per-task runtime overhead on CPU workers, as
+//!   measured by `hetla calibrate --output`) and every copy it needs has arrived, and lasts the model's duration
 //!   for its (kernel, class), times `1 + noise * u` with `u` uniform in [-1, 1) from a
 //!   ChaCha8 stream seeded by [`SimOptions::seed`] (mean-preserving; 0 noise by default).
 //! - **Schedulers' knowledge.** The scheduler's table holds the model's duration of every
@@ -59,6 +60,8 @@ pub struct SimPlatform {
     pub capacities: Vec<Option<usize>>,
     /// The host-GPU links (`None` without GPUs).
     pub link: Option<LinkModel>,
+    /// Seconds a CPU worker spends between two tasks (the runtime's own work).
+    pub cpu_task_overhead: f64,
 }
 
 impl SimPlatform {
@@ -102,6 +105,7 @@ impl SimPlatform {
             workers,
             capacities,
             link: model.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
+            cpu_task_overhead: model.cpu.task_overhead_us * 1e-6,
         })
     }
 
@@ -359,10 +363,14 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             for copy in lock(&data).start_task(accesses, node)? {
                 copies.schedule(copy, now);
             }
+            let overhead = match workers[w].kind {
+                ResourceKind::Cpu => platform.cpu_task_overhead,
+                ResourceKind::Gpu => 0.0,
+            };
             let inputs = accesses
                 .iter()
                 .map(|&(h, _)| copies.arrival[h][node.0])
-                .fold(now, f64::max);
+                .fold(now + overhead, f64::max);
             let mean = ctx.estimate(task, w).seconds();
             let factor = if options.noise > 0.0 {
                 1.0 + options.noise * (2.0 * rng.random::<f64>() - 1.0)
