@@ -220,10 +220,11 @@ pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
 }
 
 /// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each
-/// b in `tiles`, and records every task's duration, as the run measured it, into `models`
-/// (keyed by square b x b tiles and the worker's class); `step` is called after each
-/// factorisation. Kernels run slower inside a factorisation than alone (tiles come from
-/// memory, clusters compete), so these are the durations that predict runs.
+/// b in `tiles`, and records into `models`, for each kernel (square b x b tiles) and worker
+/// class, the median of the tasks' durations as the runs measured them; `step` is called
+/// after each factorisation. Kernels run slower inside a factorisation than alone (tiles
+/// come from memory, clusters compete), so these are the durations that predict runs; the
+/// median keeps a burst of load from other processes out of them.
 ///
 /// On a platform with a single worker, the next task is always ready when one ends (the
 /// worker released it), so the time between two tasks is the runtime's own overhead:
@@ -240,13 +241,17 @@ pub fn record_in_run(
         let n = IN_RUN_TILES * b;
         let a = matgen::random_spd(n, b as u64);
         let cholesky = crate::Cholesky::new().platform(platform.clone()).tile(b);
+        let mut durations: std::collections::BTreeMap<_, Vec<f64>> = Default::default();
         for _ in 0..runs {
             let mut factor = a.clone();
             let trace = cholesky.factor_in_place_traced(factor.as_mut())?;
             for event in &trace.tasks {
-                let class = &trace.workers[event.worker].class;
+                let class = trace.workers[event.worker].class.clone();
                 let key = KernelKey::square(event.op, b);
-                models.record(&key, class, event.end - event.start);
+                durations
+                    .entry((key, class))
+                    .or_default()
+                    .push(event.end - event.start);
             }
             if trace.workers.len() == 1 {
                 // Events are sorted by start time.
@@ -258,6 +263,10 @@ pub fn record_in_run(
                 );
             }
             step();
+        }
+        for ((key, class), mut seconds) in durations {
+            seconds.sort_by(f64::total_cmp);
+            models.record(&key, &class, seconds[seconds.len() / 2]);
         }
     }
     Ok(gaps)
