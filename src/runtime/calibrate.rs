@@ -123,6 +123,42 @@ fn reads(read: &Mat<f64>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_
     }
 }
 
+/// Times `samples` executions of `op` on one member's operands, each started together
+/// with the other members' behind `barrier`. Every member reaches every barrier, also
+/// after a failure, so that no member waits forever.
+fn time_samples(
+    ops: &mut Operands,
+    op: Op,
+    samples: usize,
+    barrier: &Barrier,
+    backend: hetla_kernels::Backend,
+    par: hetla_kernels::Par,
+) -> std::result::Result<Vec<f64>, KernelError> {
+    let mut seconds = Vec::with_capacity(samples);
+    let mut failure = None;
+    for s in 0..samples {
+        ops.refresh(op, s);
+        let reads = reads(&ops.read, ops.b, ops.k, op, s);
+        barrier.wait();
+        if failure.is_some() {
+            continue;
+        }
+        let start = Instant::now();
+        let out = ops.out.as_mut();
+        match catch_unwind(AssertUnwindSafe(|| backend.run(op, &reads, out, par))) {
+            Ok(Ok(())) => seconds.push(start.elapsed().as_secs_f64()),
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => {
+                failure = Some(KernelError::Operands {
+                    op,
+                    reason: "the kernel panicked during calibration".into(),
+                })
+            }
+        }
+    }
+    failure.map_or(Ok(seconds), Err)
+}
+
 /// Times every Cholesky kernel `samples` times on b x b tiles for each b in `tiles`, on
 /// all the workers of each class at once, and records the durations; `step` is called
 /// once per recorded sample.
@@ -154,37 +190,7 @@ pub fn calibrate(
                                 let barrier = &barrier;
                                 scope.spawn(move || {
                                     cluster.pool().install(|| {
-                                        let mut seconds = Vec::with_capacity(samples);
-                                        let mut failure = None;
-                                        for s in 0..samples {
-                                            ops.refresh(op, s);
-                                            let reads = reads(&ops.read, ops.b, ops.k, op, s);
-                                            // Every member reaches every barrier, also after
-                                            // a failure: no member waits forever.
-                                            barrier.wait();
-                                            if failure.is_some() {
-                                                continue;
-                                            }
-                                            let start = Instant::now();
-                                            let out = ops.out.as_mut();
-                                            match catch_unwind(AssertUnwindSafe(|| {
-                                                backend.run(op, &reads, out, par)
-                                            })) {
-                                                Ok(Ok(())) => {
-                                                    seconds.push(start.elapsed().as_secs_f64())
-                                                }
-                                                Ok(Err(e)) => failure = Some(e),
-                                                Err(_) => {
-                                                    failure = Some(KernelError::Operands {
-                                                        op,
-                                                        reason:
-                                                            "the kernel panicked during calibration"
-                                                                .into(),
-                                                    })
-                                                }
-                                            }
-                                        }
-                                        failure.map_or(Ok(seconds), Err)
+                                        time_samples(ops, op, samples, barrier, backend, par)
                                     })
                                 })
                             })
