@@ -238,6 +238,15 @@ impl DataRegistry {
         copies
     }
 
+    /// Prefetches every tile of a task to `node` (see [`DataRegistry::prefetch`]): what an
+    /// executor does when the scheduler binds a ready task to a worker of that node.
+    pub fn prefetch_task(&mut self, accesses: &[(usize, Mode)], node: MemoryNode) -> Vec<Transfer> {
+        accesses
+            .iter()
+            .flat_map(|&(h, _)| self.prefetch(h, node))
+            .collect()
+    }
+
     /// Makes `handle` usable on `node` in `mode` (no pinning) and returns the copy this
     /// needs, if any; room is made as in [`DataRegistry::start_task`].
     pub fn acquire(

@@ -128,6 +128,23 @@ impl Run<'_> {
         self.start.elapsed().as_secs_f64()
     }
 
+    fn lock_data(&self) -> std::sync::MutexGuard<'_, DataRegistry> {
+        // Registry updates are small and complete under the lock: a panic elsewhere
+        // cannot leave it half-updated.
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands a ready task to the scheduler and prefetches its tiles to the worker the
+    /// scheduler bound it to, if any (as the simulated executor does).
+    fn push(&self, task: usize, origin: Option<usize>, now: f64) {
+        self.scheduler.push(task, origin, now, &self.ctx);
+        if let Some(w) = self.scheduler.assigned_worker(task) {
+            let node = self.ctx.workers()[w].node;
+            let copies = self.lock_data().prefetch_task(&self.handles[task], node);
+            debug_assert!(copies.is_empty(), "no transfer engine for {node:?}");
+        }
+    }
+
     fn fail(&self, task: usize, failure: TaskFailure) {
         let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         if first.as_ref().is_none_or(|(t, _)| task < *t) {
@@ -153,13 +170,11 @@ impl Run<'_> {
                 break;
             }
             {
-                let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
-                for &(handle, mode) in &self.handles[task] {
-                    // One memory node (the host) until GPUs exist: tiles are always valid
-                    // there, so no transfer can be needed yet.
-                    let copies = data.acquire(handle, node, mode);
-                    debug_assert_eq!(copies, Ok(vec![]), "no transfer engine for {node:?}");
-                }
+                // The data layer's calls are those of the simulated executor; with one
+                // memory node (the host) until GPU workers exist, tiles are always valid
+                // there and no copy is ever needed.
+                let copies = self.lock_data().start_task(&self.handles[task], node);
+                debug_assert_eq!(copies, Ok(vec![]), "no transfer engine for {node:?}");
             }
             let start = self.now();
             let result = catch_unwind(AssertUnwindSafe(|| self.work.run(task, par)));
@@ -172,6 +187,7 @@ impl Run<'_> {
                 end,
                 flops: graph.task(task).flops,
             });
+            self.lock_data().end_task(&self.handles[task], node);
             match result {
                 Ok(Ok(())) => {
                     self.ctx.record(task, w, end - start);
@@ -179,7 +195,7 @@ impl Run<'_> {
                     let mut released = false;
                     for &s in graph.successors(task) {
                         if self.remaining_preds[s].fetch_sub(1, Ordering::SeqCst) == 1 {
-                            self.scheduler.push(s, Some(w), end, &self.ctx);
+                            self.push(s, Some(w), end);
                             released = true;
                         }
                     }
@@ -282,7 +298,7 @@ pub fn execute(
         start: Instant::now(),
     };
     for t in (0..n).filter(|&t| graph.predecessors(t).is_empty()) {
-        run.scheduler.push(t, None, 0.0, &run.ctx);
+        run.push(t, None, 0.0);
     }
     let clusters = platform.clusters();
     let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {

@@ -338,12 +338,8 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let push = |task: usize, origin: Option<usize>, now: f64, copies: &mut Copies<'_>| {
         scheduler.push(task, origin, now, &ctx);
         if let Some(w) = scheduler.assigned_worker(task) {
-            let node = workers[w].node;
-            let mut data = lock(&data);
-            for &(h, _) in &plan.handles[task] {
-                for copy in data.prefetch(h, node) {
-                    copies.schedule(copy, now);
-                }
+            for copy in lock(&data).prefetch_task(&plan.handles[task], workers[w].node) {
+                copies.schedule(copy, now);
             }
         }
     };
