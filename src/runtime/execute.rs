@@ -120,6 +120,8 @@ struct Run<'a> {
     data: Mutex<DataRegistry>,
     /// Data handles used by each task, with their access modes.
     handles: Vec<Vec<(usize, hetla_factorizations::Mode)>>,
+    /// Whether the platform has memory nodes besides the host (else no prefetch).
+    several_nodes: bool,
     start: Instant,
 }
 
@@ -134,10 +136,14 @@ impl Run<'_> {
         self.data.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Hands a ready task to the scheduler and prefetches its tiles to the worker the
-    /// scheduler bound it to, if any (as the simulated executor does).
+    /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
+    /// prefetches its tiles to the worker the scheduler bound it to, if any (as the
+    /// simulated executor does).
     fn push(&self, task: usize, origin: Option<usize>, now: f64) {
         self.scheduler.push(task, origin, now, &self.ctx);
+        if !self.several_nodes {
+            return;
+        }
         if let Some(w) = self.scheduler.assigned_worker(task) {
             let node = self.ctx.workers()[w].node;
             let copies = self.lock_data().prefetch_task(&self.handles[task], node);
@@ -295,6 +301,7 @@ pub fn execute(
         signal: Signal::new(),
         data: Mutex::new(DataRegistry::new(tiles, nodes)),
         handles,
+        several_nodes: nodes > 1,
         start: Instant::now(),
     };
     for t in (0..n).filter(|&t| graph.predecessors(t).is_empty()) {

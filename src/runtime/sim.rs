@@ -48,7 +48,7 @@ use super::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
 use super::platform::{ResourceKind, WorkerInfo};
 use super::scheduler::TransferEstimate;
 use super::trace::{TaskEvent, Trace, TransferEvent};
-use crate::model::{LinkModel, PlatformModel};
+use crate::model::{LinkModel, LinkRate, PlatformModel};
 use crate::{Error, Result};
 
 /// A modelled machine's workers, memory nodes and links, as a simulated run sees them.
@@ -113,33 +113,31 @@ impl SimPlatform {
     /// GPU-to-GPU copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
         self.hops(from, to)
-            .iter()
-            .map(|&(_, _, seconds)| seconds(self, bytes))
+            .into_iter()
+            .flatten()
+            .map(|(_, _, rate)| rate.seconds(bytes))
             .sum()
     }
 
-    /// The link directions a copy uses, each with its cost.
-    fn hops(&self, from: MemoryNode, to: MemoryNode) -> Vec<(MemoryNode, MemoryNode, HopCost)> {
-        fn h2d(p: &SimPlatform, bytes: usize) -> f64 {
-            p.link.map_or(0.0, |l| l.h2d.seconds(bytes))
-        }
-        fn d2h(p: &SimPlatform, bytes: usize) -> f64 {
-            p.link.map_or(0.0, |l| l.d2h.seconds(bytes))
-        }
-        fn p2p(p: &SimPlatform, bytes: usize) -> f64 {
-            p.link.and_then(|l| l.p2p).map_or(0.0, |r| r.seconds(bytes))
-        }
+    /// The link directions a copy uses (at most two), each with its rate.
+    fn hops(&self, from: MemoryNode, to: MemoryNode) -> [Option<Hop>; 2] {
+        let Some(link) = self.link else {
+            return [None, None];
+        };
         match (from == HOST, to == HOST) {
-            (true, true) => vec![],
-            (true, false) => vec![(from, to, h2d)],
-            (false, true) => vec![(from, to, d2h)],
-            (false, false) if self.link.is_some_and(|l| l.p2p.is_some()) => vec![(from, to, p2p)],
-            (false, false) => vec![(from, HOST, d2h), (HOST, to, h2d)],
+            (true, true) => [None, None],
+            (true, false) => [Some((from, to, link.h2d)), None],
+            (false, true) => [Some((from, to, link.d2h)), None],
+            (false, false) => match link.p2p {
+                Some(p2p) => [Some((from, to, p2p)), None],
+                None => [Some((from, HOST, link.d2h)), Some((HOST, to, link.h2d))],
+            },
         }
     }
 }
 
-type HopCost = fn(&SimPlatform, usize) -> f64;
+/// One link direction a copy takes: from, to, and its rate.
+type Hop = (MemoryNode, MemoryNode, LinkRate);
 
 /// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
 /// and the duration of a kernel on a class (`None`: the class has no rate for it).
@@ -244,10 +242,10 @@ impl Copies<'_> {
     /// Schedules `copy`, requested at `at`, under the contention rule.
     fn schedule(&mut self, copy: Transfer, at: f64) {
         let mut ready = at.max(self.arrival[copy.handle][copy.from.0]);
-        for (from, to, cost) in self.platform.hops(copy.from, copy.to) {
+        for (from, to, rate) in self.platform.hops(copy.from, copy.to).into_iter().flatten() {
             let free = self.link_free.entry((from, to)).or_insert(0.0);
             let start = ready.max(*free);
-            let end = start + cost(self.platform, copy.bytes);
+            let end = start + rate.seconds(copy.bytes);
             *free = end;
             self.events.push(TransferEvent {
                 transfer: Transfer { from, to, ..copy },
@@ -318,7 +316,13 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         data: &data,
         handles: &plan.handles,
     };
-    let ctx = plan.ctx.with_transfers(&estimate);
+    // With the host as the only memory node no copy is ever needed: skip the estimates.
+    let several_nodes = nodes > 1;
+    let ctx = if several_nodes {
+        plan.ctx.with_transfers(&estimate)
+    } else {
+        plan.ctx
+    };
     let scheduler = options.run.scheduler.build(workers.len());
     let mut copies = Copies {
         platform,
@@ -337,7 +341,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
 
     let push = |task: usize, origin: Option<usize>, now: f64, copies: &mut Copies<'_>| {
         scheduler.push(task, origin, now, &ctx);
-        if let Some(w) = scheduler.assigned_worker(task) {
+        if let Some(w) = scheduler.assigned_worker(task).filter(|_| several_nodes) {
             for copy in lock(&data).prefetch_task(&plan.handles[task], workers[w].node) {
                 copies.schedule(copy, now);
             }
