@@ -385,9 +385,9 @@ impl PlatformModel {
         )
     }
 
-    /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`
-    /// GPUs (each taking one core out before the clusters are formed).
-    pub fn classes(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<(ResourceClass, usize)>> {
+    /// The CPUs of each cluster `spec` makes when `gpus` GPUs each take one core (the last
+    /// ones) for their host threads; checks the GPU count and that the spec fits.
+    pub fn cluster_cpus(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<Vec<usize>>> {
         if gpus > self.gpu_count() {
             return Err(Error::InvalidOption {
                 option: "gpus",
@@ -408,7 +408,13 @@ impl PlatformModel {
                 ),
             });
         }
-        let clusters = spec.resolve(&self.topology().without_last_cores(gpus))?;
+        Ok(spec.resolve(&self.topology().without_last_cores(gpus))?)
+    }
+
+    /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`
+    /// GPUs (each taking one core out before the clusters are formed).
+    pub fn classes(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<(ResourceClass, usize)>> {
+        let clusters = self.cluster_cpus(spec, gpus)?;
         let mut classes = count_classes(
             clusters
                 .iter()

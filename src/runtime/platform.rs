@@ -40,6 +40,17 @@ pub struct WorkerInfo {
 }
 
 impl WorkerInfo {
+    /// The worker of CPU cluster number `index`, on the host node, using `cpus`.
+    pub fn cpu_cluster(index: usize, cpus: Vec<usize>) -> Self {
+        Self {
+            name: format!("cpu{index}"),
+            kind: ResourceKind::Cpu,
+            class: ResourceClass::CpuCluster { cores: cpus.len() },
+            node: HOST,
+            cpus,
+        }
+    }
+
     /// Cores of the worker's CPU cluster (1 for a GPU's host thread).
     pub fn cores(&self) -> usize {
         self.cpus.len().max(1)
@@ -128,13 +139,7 @@ impl Platform {
         let workers = clusters
             .iter()
             .enumerate()
-            .map(|(i, c)| WorkerInfo {
-                name: format!("cpu{i}"),
-                kind: ResourceKind::Cpu,
-                class: ResourceClass::CpuCluster { cores: c.size() },
-                node: HOST,
-                cpus: c.cpus().to_vec(),
-            })
+            .map(|(i, c)| WorkerInfo::cpu_cluster(i, c.cpus().to_vec()))
             .collect();
         let model_file = match store {
             ModelStore::Default => PerfModels::default_dir(),

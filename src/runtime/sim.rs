@@ -69,20 +69,12 @@ impl SimPlatform {
     /// machine, each GPU's host thread takes one core (the last ones) before the clusters
     /// are formed.
     pub fn from_model(model: &PlatformModel, spec: &ClusterSpec, gpus: usize) -> Result<Self> {
-        // Checks the GPU count and that the spec fits.
-        model.classes(spec, gpus)?;
         let topology: Topology = model.topology();
-        let clusters = spec.resolve(&topology.without_last_cores(gpus))?;
-        let mut workers: Vec<WorkerInfo> = clusters
+        let mut workers: Vec<WorkerInfo> = model
+            .cluster_cpus(spec, gpus)?
             .into_iter()
             .enumerate()
-            .map(|(i, cpus)| WorkerInfo {
-                name: format!("cpu{i}"),
-                kind: ResourceKind::Cpu,
-                class: ResourceClass::CpuCluster { cores: cpus.len() },
-                node: HOST,
-                cpus,
-            })
+            .map(|(i, cpus)| WorkerInfo::cpu_cluster(i, cpus))
             .collect();
         let mut capacities = vec![None];
         if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
