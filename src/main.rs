@@ -14,10 +14,11 @@ use clap::{Args, Parser, Subcommand};
 use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, model_cholesky_bounds};
 use hetla::model::PlatformModel;
 use hetla::runtime::calibrate::{
-    IN_RUN_TILES, calibrate, calibration_steps, in_run_steps, record_in_run,
+    IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
+    record_in_run,
 };
-use hetla::runtime::trace::{KernelSummary, WorkerSummary};
-use hetla::runtime::{ModelStore, Platform};
+use hetla::runtime::trace::{KernelSummary, LinkBytes, WorkerSummary};
+use hetla::runtime::{GpuSelection, ModelStore, Platform};
 use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, Topology, check, matgen, peers};
 use serde::Serialize;
 
@@ -73,6 +74,57 @@ impl PlatformArgs {
     }
 }
 
+#[derive(Args, Clone)]
+struct GpuArgs {
+    /// GPUs to use: all, none, indices ("0,1"), or emulated:K (K devices emulated in host
+    /// memory: CPU kernels and real copies, the GPU code paths on any machine). Each GPU
+    /// reserves one core for its host thread.
+    #[arg(long, default_value = "all", value_parser = parse_gpus)]
+    gpus: GpuSelection,
+    /// Memory budget for tiles on each GPU: bytes, or with KiB, MiB, GiB ("8GiB")
+    /// (default: 90% of its free memory; emulated devices: no limit).
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    gpu_memory: Option<usize>,
+}
+
+impl GpuArgs {
+    /// The platform of `spec` with the selected GPUs.
+    fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> hetla::Result<Platform> {
+        let devices = self.gpus.open(self.gpu_memory)?;
+        Platform::with_devices(spec, cpu.backend, cpu.store(), devices)
+    }
+}
+
+/// Bytes from "123", "512KiB", "64MiB" or "8GiB" (also K, M, G: binary units).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?}: use bytes or KiB, MiB, GiB (\"8GiB\")"
+            ));
+        }
+    };
+    match number.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok((x * scale as f64) as usize),
+        _ => Err(format!(
+            "{s:?} is not a positive size (\"8GiB\", \"512MiB\", bytes)"
+        )),
+    }
+}
+
+fn parse_gpus(s: &str) -> Result<GpuSelection, String> {
+    s.parse::<GpuSelection>().map_err(|e| e.to_string())
+}
+
 #[derive(Args)]
 struct CholeskyArgs {
     /// Order of the matrix.
@@ -93,6 +145,8 @@ struct CholeskyArgs {
     scheduler: SchedulerKind,
     #[command(flatten)]
     platform: PlatformArgs,
+    #[command(flatten)]
+    gpu: GpuArgs,
     /// Also time faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a DGEMM of the
     /// same n, in this process, on all available cores.
     #[arg(long)]
@@ -127,6 +181,9 @@ struct CalibrateArgs {
     samples: usize,
     #[command(flatten)]
     platform: PlatformArgs,
+    /// GPUs to calibrate (kernels and links), with the first cluster spec.
+    #[command(flatten)]
+    gpu: GpuArgs,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     json: bool,
@@ -134,9 +191,12 @@ struct CalibrateArgs {
 
 #[derive(Args)]
 struct InfoArgs {
-    /// The cluster spec to show (default: auto).
+    /// The cluster spec to show (default: auto), resolved on the cores the GPUs leave.
     #[arg(long, default_value = "auto", value_parser = parse_spec)]
     clusters: ClusterSpec,
+    /// GPUs to show: all, none, indices ("0,1"), or emulated:K.
+    #[arg(long, default_value = "all", value_parser = parse_gpus)]
+    gpus: GpuSelection,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     json: bool,
@@ -194,6 +254,33 @@ struct MemoryReport {
 }
 
 #[derive(Serialize)]
+struct GpuReport {
+    /// Worker name ("gpu0").
+    name: String,
+    /// Device model ("NVIDIA H100 80GB HBM3", "emulated").
+    model: String,
+    /// Memory budget for tiles, in bytes.
+    budget_bytes: usize,
+    /// The logical CPU of its host thread.
+    host_cpu: usize,
+}
+
+/// The GPU workers of a platform, for reports.
+fn gpu_reports(platform: &Platform) -> Vec<GpuReport> {
+    platform
+        .devices()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| GpuReport {
+            name: format!("gpu{i}"),
+            model: d.device.model().to_owned(),
+            budget_bytes: d.device.budget(),
+            host_cpu: d.core,
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
 struct CholeskyReport {
     n: usize,
     tile: usize,
@@ -209,8 +296,13 @@ struct CholeskyReport {
     gflops: f64,
     residual: f64,
     residual_ok: bool,
+    /// Tasks and busy fraction of each worker.
     workers: Vec<WorkerSummary>,
     kernels: Vec<KernelSummary>,
+    /// The GPU workers (empty on a CPU-only run).
+    gpus: Vec<GpuReport>,
+    /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
+    bytes: Vec<LinkBytes>,
     /// Lower bounds on the makespan from the performance models of this run's workers
     /// (absent, with a warning on stderr, if they could not be computed).
     bounds: Option<BoundReport>,
@@ -231,11 +323,7 @@ struct CholeskyReport {
 
 fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let before_platform = memory::live();
-    let platform = Arc::new(Platform::with_store(
-        &args.clusters,
-        args.platform.backend,
-        args.platform.store(),
-    )?);
+    let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     let options = Cholesky::new()
         .platform(platform.clone())
         .scheduler(args.scheduler);
@@ -285,8 +373,10 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         gflops,
         residual,
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
+        bytes: summary.link_bytes(),
         workers: summary.workers,
         kernels: summary.kernels,
+        gpus: gpu_reports(&platform),
         efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
         bounds,
         memory: MemoryReport {
@@ -364,6 +454,22 @@ fn print_cholesky(r: &CholeskyReport) {
             100.0 * w.busy_fraction
         );
     }
+    for g in &r.gpus {
+        println!(
+            "  gpu       {:<6} {} (budget {:.1} MiB, host thread on CPU {})",
+            g.name,
+            g.model,
+            g.budget_bytes as f64 / 1048576.0,
+            g.host_cpu
+        );
+    }
+    for b in &r.bytes {
+        println!(
+            "  moved     {:<12} {:10.1} MiB",
+            b.link,
+            b.bytes as f64 / 1048576.0
+        );
+    }
     for k in &r.kernels {
         println!(
             "  kernel    {:<6} {:5} x {:9.3} ms  {:7.2} Gflop/s",
@@ -428,7 +534,10 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     let start = Instant::now();
     let mut specs = args.clusters.clone();
     let topology = Topology::detect()?;
-    let cores = topology.cores().len();
+    let mut devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
+    // The GPUs' host threads keep their cores out of the clusters.
+    let all_cores = topology.cores().len();
+    let cores = all_cores - devices.len().min(all_cores.saturating_sub(1));
     let sizes = hetla::model::calibration_sizes(cores);
     if args.output.is_some() {
         // As many clusters of each size as fit: they are timed together, as in a run.
@@ -439,10 +548,13 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     } else if specs.is_empty() {
         specs.push(ClusterSpec::Auto);
     }
+    // The GPUs are calibrated once, with the first spec.
     let platforms = specs
         .iter()
         .map(|spec| {
-            Platform::with_store(spec, args.platform.backend, args.platform.store()).map(Arc::new)
+            let devices = std::mem::take(&mut devices);
+            Platform::with_devices(spec, args.platform.backend, args.platform.store(), devices)
+                .map(Arc::new)
         })
         .collect::<hetla::Result<Vec<_>>>()?;
     let in_run = if args.output.is_some() {
@@ -452,7 +564,11 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     };
     let steps: usize = platforms
         .iter()
-        .map(|p| calibration_steps(p, &args.tile, args.samples) + in_run_steps(&args.tile, in_run))
+        .map(|p| {
+            link_steps(p)
+                + calibration_steps(p, &args.tile, args.samples)
+                + in_run_steps(&args.tile, in_run)
+        })
         .sum();
     let bar = progress_bar(steps);
     let mut file = None;
@@ -466,6 +582,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         if let Some(previous) = models.take() {
             platform.update_models(|m| *m = previous);
         }
+        calibrate_links(platform, || bar.inc(1))?;
         calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
         gaps.extend(record_in_run(
             platform,
@@ -535,6 +652,10 @@ struct TopologyReport {
 
 #[derive(Serialize)]
 struct InfoReport {
+    /// The GPUs selected by --gpus that the driver reports (empty without a driver).
+    gpus: Vec<hetla_clusters::GpuInfo>,
+    /// Emulated devices selected by --gpus emulated:K.
+    emulated_gpus: usize,
     cpus: usize,
     cpu_list: String,
     online_cpu_list: Option<String>,
@@ -554,8 +675,39 @@ fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
             .collect()
     };
     use hetla_clusters::Level;
-    let clusters = args.clusters.resolve(&topology)?;
+    let found = hetla_clusters::gpus();
+    let (gpus, emulated_gpus) = match &args.gpus {
+        GpuSelection::All => (found, 0),
+        GpuSelection::None => (Vec::new(), 0),
+        GpuSelection::List(list) => {
+            if let Some(&missing) = list.iter().find(|&&i| i >= found.len()) {
+                return Err(hetla::Error::InvalidOption {
+                    option: "gpus",
+                    reason: format!(
+                        "there is no GPU {missing}: this machine has {}",
+                        found.len()
+                    ),
+                });
+            }
+            (
+                found
+                    .into_iter()
+                    .filter(|g| list.contains(&g.index))
+                    .collect(),
+                0,
+            )
+        }
+        GpuSelection::Emulated(k) => (Vec::new(), *k),
+    };
+    // As a platform does: one core per GPU host thread, taken before clusters are formed.
+    let cores = topology.cores().len();
+    let reserved = (gpus.len() + emulated_gpus).min(cores.saturating_sub(1));
+    let clusters = args
+        .clusters
+        .resolve(&topology.without_last_cores(reserved))?;
     Ok(InfoReport {
+        gpus,
+        emulated_gpus,
         cpus: cpus.len(),
         cpu_list: hetla_clusters::format_cpu_list(&cpus),
         online_cpu_list: hetla_clusters::online_cpus().map(|c| hetla_clusters::format_cpu_list(&c)),
@@ -601,6 +753,26 @@ fn print_info(r: &InfoReport) {
         r.clusters.cpusets.join("] [")
     );
     println!("kernel backends built in:  {}", r.backends.join(", "));
+    if r.gpus.is_empty() && r.emulated_gpus == 0 {
+        let why = if hetla_clusters::driver_present() {
+            "none selected, or the driver reports none"
+        } else {
+            "no CUDA driver library (libcuda) on this machine"
+        };
+        println!("GPUs:                      none ({why})");
+    }
+    for g in &r.gpus {
+        println!(
+            "GPU {}: {} ({:.1} GiB, {:.1} GiB free)",
+            g.index,
+            g.name,
+            g.memory_bytes as f64 / (1u64 << 30) as f64,
+            g.free_bytes as f64 / (1u64 << 30) as f64
+        );
+    }
+    if r.emulated_gpus > 0 {
+        println!("emulated devices:          {}", r.emulated_gpus);
+    }
 }
 
 #[derive(Serialize)]

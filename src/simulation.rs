@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::graph_bounds::{BoundReport, cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::PlatformModel;
-use crate::runtime::data::MemoryNode;
 use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
+pub use crate::runtime::trace::{LinkBytes, node_name};
 use crate::runtime::{Trace, count_classes};
 use crate::{ClusterSpec, Result};
 
@@ -31,15 +31,6 @@ pub struct WorkerBusy {
     pub tasks: usize,
     /// Seconds in kernels over the makespan.
     pub busy_fraction: f64,
-}
-
-/// Bytes moved on one link direction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LinkBytes {
-    /// "host->gpu0", "gpu2->host", "gpu0->gpu1".
-    pub link: String,
-    /// Bytes copied.
-    pub bytes: usize,
 }
 
 /// One simulated Cholesky run.
@@ -76,14 +67,6 @@ pub struct SimReport {
     pub bytes: Vec<LinkBytes>,
     /// Wall-clock seconds the simulation itself took (bounds excluded).
     pub simulation_seconds: f64,
-}
-
-/// A memory node's name in reports: "host" or "gpu<i>".
-pub fn node_name(node: MemoryNode) -> String {
-    match node.0 {
-        0 => "host".to_owned(),
-        g => format!("gpu{}", g - 1),
-    }
 }
 
 /// Simulates the Cholesky factorisation of order `n` in tiles of `tile` on `model` with
@@ -142,14 +125,7 @@ pub fn simulate_cholesky(
                 busy_fraction: s.busy_fraction,
             })
             .collect(),
-        bytes: summary
-            .links
-            .iter()
-            .map(|l| LinkBytes {
-                link: format!("{}->{}", node_name(l.from), node_name(l.to)),
-                bytes: l.bytes,
-            })
-            .collect(),
+        bytes: summary.link_bytes(),
         simulation_seconds,
     };
     Ok((report, trace))

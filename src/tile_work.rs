@@ -1,6 +1,7 @@
 //! Tiled task graphs as runtime workloads: each task's kernel runs on views of the tiles
 //! of the matrices it names.
 
+use faer::{MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
@@ -44,6 +45,19 @@ impl Workload for TileWork<'_, '_> {
     fn tile_bytes(&self, tile: TileRef) -> usize {
         let (r, c) = self.shape(tile);
         r * c * size_of::<f64>()
+    }
+
+    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+        let m = self.matrices.get(tile.matrix.0 as usize)?;
+        Some(m.tile(tile.row, tile.col))
+    }
+
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+        let m = self.matrices.get(tile.matrix.0 as usize)?;
+        // SAFETY: the matrix is writable (checked), and the caller guarantees that no
+        // other view of the tile is used while this one lives.
+        m.is_writable()
+            .then(|| unsafe { m.tile_mut_unchecked(tile.row, tile.col) })
     }
 
     fn run(&self, id: usize, par: Par) -> Result<(), KernelError> {
@@ -93,8 +107,21 @@ impl Workload for TileWork<'_, '_> {
 /// Turns a failed run into the user-facing error: a POTRF pivot failure becomes
 /// [`Error::NotPositiveDefinite`] with the global column of the factored matrix `a`.
 pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunError) -> Error {
+    let failure = match e.failure {
+        TaskFailure::Memory(no_room) => return Error::Memory(no_room),
+        failure if e.task >= graph.len() => {
+            // The final write-back from the devices: no task to name.
+            return match failure {
+                TaskFailure::Kernel(error) => Error::Kernel(error),
+                _ => Error::Kernel(KernelError::Gpu {
+                    message: "the write-back from the devices failed".into(),
+                }),
+            };
+        }
+        failure => failure,
+    };
     let task = graph.task(e.task);
-    match (task.op, e.failure, a) {
+    match (task.op, failure, a) {
         (Op::Potrf, TaskFailure::Kernel(KernelError::NotPositiveDefinite { index }), Some(a)) => {
             let k = task.accesses[0].tile.col;
             Error::NotPositiveDefinite {
@@ -107,5 +134,6 @@ pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunEr
             op: op.name().to_owned(),
             message,
         },
+        (_, TaskFailure::Memory(no_room), _) => Error::Memory(no_room),
     }
 }

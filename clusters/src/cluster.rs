@@ -6,6 +6,12 @@
 
 use crate::{ClusterError, format_cpu_list};
 
+/// Pins the calling thread to logical CPU `cpu` (best effort, as for cluster threads);
+/// returns whether the OS accepted.
+pub fn pin_current_thread(cpu: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
+}
+
 /// A group of cores and its pinned thread pool.
 pub struct CpuCluster {
     cpus: Vec<usize>,

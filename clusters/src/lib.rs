@@ -6,6 +6,7 @@
 //! - [`ClusterSpec`]: "2x10", "numa", "0-3/4-7", "auto"..., resolved against a topology
 //!   into compact groups of cores;
 //! - [`CpuCluster`]: a rayon pool whose threads are pinned to a cluster's cores;
+//! - [`gpus`]: the CUDA devices of the machine (names, memory), empty without a driver;
 //! - the logical CPUs this process may use and the Linux "cpulist" syntax ("0-3,8").
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -13,14 +14,16 @@
 mod cluster;
 mod cpulist;
 mod error;
+mod gpus;
 #[cfg(feature = "hwloc")]
 mod hwloc;
 mod spec;
 mod topology;
 
-pub use cluster::CpuCluster;
+pub use cluster::{CpuCluster, pin_current_thread};
 pub use cpulist::{CpuListError, format_cpu_list, parse_cpu_list};
 pub use error::ClusterError;
+pub use gpus::{GpuInfo, driver_present, gpus};
 pub use spec::ClusterSpec;
 pub use topology::{CpuSet, Level, Topology, TopologySource};
 

@@ -11,6 +11,7 @@
 //! - `auto`: one cluster per L3 cache when the machine has several, else one per NUMA node
 //!   when it has several, else one cluster with every core. A shared L3 is where a
 //!   cluster's kernels find their data (paper 002 groups the cores of a cache domain).
+//! - `none`: no CPU cluster at all; the run uses its GPUs only.
 //!
 //! A cluster uses one logical CPU per core (the first of its hyperthreads), except with
 //! explicit lists, which name logical CPUs directly.
@@ -37,6 +38,8 @@ pub enum ClusterSpec {
     /// One cluster per L3, else per NUMA node, else one cluster (see the module doc).
     #[default]
     Auto,
+    /// No CPU cluster (GPU-only runs).
+    None,
 }
 
 impl FromStr for ClusterSpec {
@@ -53,6 +56,9 @@ impl FromStr for ClusterSpec {
         }
         if s == "auto" {
             return Ok(Self::Auto);
+        }
+        if s == "none" {
+            return Ok(Self::None);
         }
         if let Some(level) = Level::ALL.into_iter().find(|l| l.name() == s) {
             return Ok(Self::Level(level));
@@ -91,7 +97,7 @@ impl FromStr for ClusterSpec {
             return Ok(Self::Lists(clusters));
         }
         Err(unknown(
-            "expected NxM (\"2x10\"), a level (package, numa, l3, l2, core), CPU lists (\"0-3/4-7\") or auto",
+            "expected NxM (\"2x10\"), a level (package, numa, l3, l2, core), CPU lists (\"0-3/4-7\"), auto or none",
         ))
     }
 }
@@ -106,6 +112,7 @@ impl fmt::Display for ClusterSpec {
                 f.write_str(&lists.join("/"))
             }
             Self::Auto => f.write_str("auto"),
+            Self::None => f.write_str("none"),
         }
     }
 }
@@ -113,8 +120,11 @@ impl fmt::Display for ClusterSpec {
 impl ClusterSpec {
     /// The clusters this spec makes on `topology`, each a sorted list of logical CPUs, in
     /// hierarchy order. Errors: more cores asked than the topology has, CPUs outside it,
-    /// overlapping lists, a level the topology does not describe.
+    /// overlapping lists, a level the topology does not describe. `none` makes no cluster.
     pub fn resolve(&self, topology: &Topology) -> Result<Vec<Vec<usize>>, ClusterError> {
+        if *self == Self::None {
+            return Ok(Vec::new());
+        }
         let cores = topology.cores();
         let first_cpu_of_cores = |cpus: &[usize]| -> Vec<usize> {
             cores
@@ -169,6 +179,7 @@ impl ClusterSpec {
                 }
                 lists.clone()
             }
+            Self::None => Vec::new(),
             Self::Auto => {
                 let level = [Level::L3, Level::Numa]
                     .into_iter()

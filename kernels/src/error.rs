@@ -39,4 +39,11 @@ pub enum KernelError {
         /// The largest value the backend accepts.
         max: usize,
     },
+    /// A GPU call failed (driver, cuBLAS or cuSOLVER error, out of device memory), or no
+    /// GPU library could be loaded.
+    #[error("GPU: {message}")]
+    Gpu {
+        /// What failed, with the library's status.
+        message: String,
+    },
 }

@@ -11,6 +11,10 @@
 //! faer kernels run on the rayon pool they are called from; run them inside a dedicated
 //! pool's `install` to control placement. OpenBLAS has its own threads, whose number is
 //! set from `Par` before every call.
+//!
+//! GPU kernels (cuBLAS and cuSOLVER through cudarc, cargo feature `cuda`, on by default)
+//! live in [`cuda`]: the CUDA libraries are loaded at run time, so the feature builds on a
+//! machine without CUDA, where [`cuda::device_count`] is 0.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -30,6 +34,8 @@ macro_rules! openblas {
 }
 
 mod backend;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod error;
 mod faer_impl;
 mod op;

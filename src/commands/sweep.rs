@@ -250,12 +250,11 @@ fn real_run(
     tile: usize,
     n: usize,
 ) -> hetla::Result<SweepRow> {
-    if gpus > 0 {
-        return Err(Error::InvalidOption {
-            option: "gpus",
-            reason: "real runs have no GPU workers yet; use 0".into(),
-        });
-    }
+    // The first `gpus` GPUs of this machine (an error, hence a skipped row, if it has fewer).
+    let selection = match gpus {
+        0 => hetla::runtime::GpuSelection::None,
+        k => hetla::runtime::GpuSelection::List((0..k).collect()),
+    };
     let report = super::super::cholesky(&super::super::CholeskyArgs {
         n,
         tile: Some(tile),
@@ -263,6 +262,10 @@ fn real_run(
         clusters: spec.clone(),
         scheduler: args.run.scheduler,
         platform: args.real.clone(),
+        gpu: super::super::GpuArgs {
+            gpus: selection,
+            gpu_memory: None,
+        },
         compare: false,
         trace: None,
         gantt: None,
@@ -277,7 +280,7 @@ fn real_run(
         area_gflops: bounds.map(|b| b.area_gflops),
         mixed_gflops: bounds.map(|b| b.mixed_gflops),
         efficiency: report.efficiency,
-        bytes_moved: Some(0),
+        bytes_moved: Some(report.bytes.iter().map(|b| b.bytes).sum()),
         ..empty_row(false, spec, gpus, tile, n)
     })
 }

@@ -14,6 +14,11 @@
 //!   dimension, a different tile each sample, as a run reads tiles another worker wrote
 //!   long before. The written tile is refreshed before each sample (outside the timing) so
 //!   that values stay in range.
+//!
+//! On a device worker the operands are uploaded before each sample and the copies waited
+//! for, so that a sample times the kernel alone. [`calibrate_links`] measures each
+//! device's link: copies of 64 KiB to 64 MiB each way, a least-squares fit of latency plus
+//! bytes over bandwidth to their medians, stored per GPU model with the kernel models.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Barrier;
@@ -22,8 +27,10 @@ use std::time::Instant;
 use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op};
 
+use super::device::Device;
 use super::perfmodel::KernelKey;
 use super::platform::Platform;
+use crate::model::{LinkModel, LinkRate};
 use crate::{Result, matgen};
 
 /// The operations of the tiled Cholesky, which calibration measures.
@@ -123,6 +130,29 @@ fn reads(read: &Mat<f64>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_
     }
 }
 
+/// Where a member of a class runs its kernels.
+#[derive(Clone, Copy)]
+enum Member<'a> {
+    /// A CPU cluster (the caller runs inside its pool), with its backend and parallelism.
+    Cluster(hetla_kernels::Backend, hetla_kernels::Par),
+    /// A device: the operands are its replicas 0 (written) and 1, 2 (read).
+    Device(&'a dyn Device),
+}
+
+/// Uploads a sample's operands to a device (the written tile as handle 0, the reads as
+/// 1, 2) and waits for them.
+fn stage(
+    device: &dyn Device,
+    reads: &[MatRef<'_, f64>],
+    out: MatRef<'_, f64>,
+) -> std::result::Result<(), KernelError> {
+    device.upload(0, out)?;
+    for (i, &tile) in reads.iter().enumerate() {
+        device.upload(i + 1, tile)?;
+    }
+    device.wait_uploads()
+}
+
 /// Times `samples` executions of `op` on one member's operands, each started together
 /// with the other members' behind `barrier`. Every member reaches every barrier, also
 /// after a failure, so that no member waits forever.
@@ -131,21 +161,33 @@ fn time_samples(
     op: Op,
     samples: usize,
     barrier: &Barrier,
-    backend: hetla_kernels::Backend,
-    par: hetla_kernels::Par,
+    member: Member<'_>,
 ) -> std::result::Result<Vec<f64>, KernelError> {
     let mut seconds = Vec::with_capacity(samples);
     let mut failure = None;
+    let read_handles: Vec<usize> = (1..=op.reads()).collect();
     for s in 0..samples {
         ops.refresh(op, s);
         let reads = reads(&ops.read, ops.b, ops.k, op, s);
+        let staged = match member {
+            Member::Device(device) if failure.is_none() => stage(device, &reads, ops.out.as_ref()),
+            _ => Ok(()),
+        };
         barrier.wait();
         if failure.is_some() {
             continue;
         }
+        if let Err(e) = staged {
+            failure = Some(e);
+            continue;
+        }
         let start = Instant::now();
         let out = ops.out.as_mut();
-        match catch_unwind(AssertUnwindSafe(|| backend.run(op, &reads, out, par))) {
+        let run = || match member {
+            Member::Cluster(backend, par) => backend.run(op, &reads, out, par),
+            Member::Device(device) => device.run(op, &read_handles, 0),
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(())) => seconds.push(start.elapsed().as_secs_f64()),
             Ok(Err(e)) => failure = Some(e),
             Err(_) => {
@@ -185,14 +227,30 @@ pub fn calibrate(
                             .iter()
                             .zip(operands.iter_mut())
                             .map(|(&w, ops)| {
-                                let cluster = &platform.clusters()[w];
-                                let par = crate::peers::par(cluster.size());
                                 let barrier = &barrier;
-                                scope.spawn(move || {
-                                    cluster.pool().install(|| {
-                                        time_samples(ops, op, samples, barrier, backend, par)
-                                    })
-                                })
+                                let clusters = platform.clusters();
+                                match clusters.get(w) {
+                                    Some(cluster) => {
+                                        let par = crate::peers::par(cluster.size());
+                                        let member = Member::Cluster(backend, par);
+                                        scope.spawn(move || {
+                                            cluster.pool().install(|| {
+                                                time_samples(ops, op, samples, barrier, member)
+                                            })
+                                        })
+                                    }
+                                    None => {
+                                        let worker = &platform.devices()[w - clusters.len()];
+                                        scope.spawn(move || {
+                                            hetla_clusters::pin_current_thread(worker.core);
+                                            let member = Member::Device(&*worker.device);
+                                            let timed =
+                                                time_samples(ops, op, samples, barrier, member);
+                                            worker.device.clear();
+                                            timed
+                                        })
+                                    }
+                                }
                             })
                             .collect();
                         handles
@@ -215,6 +273,142 @@ pub fn calibrate(
         }
     }
     Ok(())
+}
+
+/// Copy sizes [`calibrate_links`] times: 64 KiB to 64 MiB, doubling.
+const LINK_BYTES: [usize; 11] = [
+    64 << 10,
+    128 << 10,
+    256 << 10,
+    512 << 10,
+    1 << 20,
+    2 << 20,
+    4 << 20,
+    8 << 20,
+    16 << 20,
+    32 << 20,
+    64 << 20,
+];
+
+/// Copies of each size and direction [`calibrate_links`] takes the median of.
+const LINK_SAMPLES: usize = 5;
+
+/// Number of copies [`calibrate_links`] makes.
+pub fn link_steps(platform: &Platform) -> usize {
+    platform.devices().len() * LINK_BYTES.len()
+}
+
+/// Latency and bandwidth fitted (least squares) to (bytes, seconds) points; `None` when
+/// the fit has no positive slope.
+fn fit_link(points: &[(f64, f64)]) -> Option<LinkRate> {
+    let n = points.len() as f64;
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let cov: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let var: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = cov / var;
+    (slope > 0.0 && slope.is_finite()).then(|| LinkRate {
+        latency_us: ((my - slope * mx) * 1e6).max(0.0),
+        gb_per_s: 1.0 / slope / 1e9,
+    })
+}
+
+/// Times copies of [`LINK_BYTES`] to and from `device` and fits its link model.
+fn measure_link(
+    device: &dyn Device,
+    step: &mut (impl FnMut() + Send),
+) -> std::result::Result<LinkModel, KernelError> {
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for bytes in LINK_BYTES {
+        // A square-ish tile of `bytes`.
+        let rows = 1 << ((bytes / size_of::<f64>()).ilog2() / 2);
+        let mut host =
+            Mat::<f64>::from_fn(rows, bytes / size_of::<f64>() / rows, |i, j| (i + j) as f64);
+        let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
+        for _ in 0..LINK_SAMPLES {
+            let start = Instant::now();
+            device.upload(0, host.as_ref())?;
+            device.wait_uploads()?;
+            t_up.push(start.elapsed().as_secs_f64());
+            let start = Instant::now();
+            device.download(0, host.as_mut())?;
+            t_down.push(start.elapsed().as_secs_f64());
+        }
+        device.clear();
+        let median = |t: &mut Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        up.push((bytes as f64, median(&mut t_up)));
+        down.push((bytes as f64, median(&mut t_down)));
+        step();
+    }
+    let unfit = || KernelError::Gpu {
+        message: format!(
+            "the copies to and from {} did not get slower with size: no link model can be fitted",
+            device.model()
+        ),
+    };
+    Ok(LinkModel {
+        h2d: fit_link(&up).ok_or_else(unfit)?,
+        d2h: fit_link(&down).ok_or_else(unfit)?,
+        p2p: None,
+    })
+}
+
+/// Measures each device's link both ways and stores it, per device model (the mean of the
+/// devices of a model), in the platform's models; returns the links in device order.
+/// `step` is called once per copy size and device.
+pub fn calibrate_links(
+    platform: &Platform,
+    mut step: impl FnMut() + Send,
+) -> Result<Vec<LinkModel>> {
+    let mut links = Vec::new();
+    for worker in platform.devices() {
+        // On the worker's host core, as in a run (and without pinning the caller).
+        let link = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    hetla_clusters::pin_current_thread(worker.core);
+                    measure_link(&*worker.device, &mut step)
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(KernelError::Gpu {
+                        message: "the link measurement panicked".into(),
+                    })
+                })
+        })?;
+        links.push(link);
+    }
+    let mut by_model: std::collections::BTreeMap<&str, Vec<LinkModel>> = Default::default();
+    for (worker, link) in platform.devices().iter().zip(&links) {
+        by_model
+            .entry(worker.device.model())
+            .or_default()
+            .push(*link);
+    }
+    platform.update_models(|m| {
+        for (model, links) in by_model {
+            let mean = |f: fn(&LinkModel) -> LinkRate| {
+                let n = links.len() as f64;
+                LinkRate {
+                    latency_us: links.iter().map(|l| f(l).latency_us).sum::<f64>() / n,
+                    gb_per_s: links.iter().map(|l| f(l).gb_per_s).sum::<f64>() / n,
+                }
+            };
+            m.set_link(
+                model,
+                LinkModel {
+                    h2d: mean(|l| l.h2d),
+                    d2h: mean(|l| l.d2h),
+                    p2p: None,
+                },
+            );
+        }
+    });
+    Ok(links)
 }
 
 /// Tiles per side of the factorisations [`record_in_run`] times.

@@ -17,6 +17,10 @@
 //!
 //! The registry only decides *what* moves; the executor carries the copies out (the
 //! simulated executor by charging their time to links) and records them in the trace.
+//! An executor with real device memory also needs to know when a replica is dropped (an
+//! eviction, or a write elsewhere), to free it: with [`DataRegistry::log_steps`] the
+//! registry keeps every copy and release in the order they must happen, and
+//! [`DataRegistry::take_steps`] hands them over.
 
 use std::collections::BTreeSet;
 
@@ -54,11 +58,25 @@ pub struct Transfer {
     pub bytes: usize,
 }
 
+/// One change to memory the registry decided, in the order it must be carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Copy a tile between nodes.
+    Copy(Transfer),
+    /// Free the replica of `handle` on `node` (never host memory, which is the caller's).
+    Release {
+        /// The data handle.
+        handle: usize,
+        /// The node, not the host.
+        node: MemoryNode,
+    },
+}
+
 /// A memory node has no room for the tiles of a task: its capacity is smaller than what
 /// the task pins there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "memory node {node} holds {capacity} bytes, too few for the {needed} bytes a task pins there"
+    "memory node {node} (GPU {gpu}) holds {capacity} bytes, too few for the {needed} bytes a task pins there: raise --gpu-memory or use smaller tiles", gpu = node.saturating_sub(1)
 )]
 pub struct NoRoom {
     /// The node.
@@ -89,6 +107,8 @@ pub struct DataRegistry {
     /// Bytes of the tiles pinned on each node.
     pinned: Vec<usize>,
     clock: u64,
+    /// Copies and releases in order, when logged (see [`DataRegistry::log_steps`]).
+    steps: Option<Vec<Step>>,
 }
 
 impl DataRegistry {
@@ -125,6 +145,24 @@ impl DataRegistry {
             pins: vec![vec![0; nodes]; n],
             pinned: vec![0; nodes],
             clock: 0,
+            steps: None,
+        }
+    }
+
+    /// Keeps every copy and release from now on, in order, for [`DataRegistry::take_steps`].
+    pub fn log_steps(mut self) -> Self {
+        self.steps = Some(Vec::new());
+        self
+    }
+
+    /// The copies and releases decided since the last call (none unless logged).
+    pub fn take_steps(&mut self) -> Vec<Step> {
+        self.steps.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn log(&mut self, step: Step) {
+        if let Some(steps) = &mut self.steps {
+            steps.push(step);
         }
     }
 
@@ -285,13 +323,15 @@ impl DataRegistry {
     ) -> Result<(), NoRoom> {
         if !self.is_valid(handle, node) {
             self.make_room(node, handle, copies)?;
-            copies.push(Transfer {
+            let copy = Transfer {
                 handle,
                 tile: self.tiles[handle],
                 from: self.source(handle),
                 to: node,
                 bytes: self.bytes[handle],
-            });
+            };
+            copies.push(copy);
+            self.log(Step::Copy(copy));
             self.states[handle][node.0] = ReplicaState::Shared;
             self.used[node.0] += self.bytes[handle];
             self.lru[node.0].insert((self.stamp[handle][node.0], handle));
@@ -330,6 +370,9 @@ impl DataRegistry {
     }
 
     fn drop_replica(&mut self, handle: usize, node: MemoryNode) {
+        if node != HOST {
+            self.log(Step::Release { handle, node });
+        }
         self.states[handle][node.0] = ReplicaState::Invalid;
         self.used[node.0] -= self.bytes[handle];
         self.lru[node.0].remove(&(self.stamp[handle][node.0], handle));
@@ -373,13 +416,15 @@ impl DataRegistry {
             let last_copy = (0..self.capacity.len())
                 .all(|other| other == node.0 || !self.is_valid(victim, MemoryNode(other)));
             if last_copy {
-                copies.push(Transfer {
+                let copy = Transfer {
                     handle: victim,
                     tile: self.tiles[victim],
                     from: node,
                     to: HOST,
                     bytes: self.bytes[victim],
-                });
+                };
+                copies.push(copy);
+                self.log(Step::Copy(copy));
                 self.states[victim][HOST.0] = ReplicaState::Shared;
                 self.used[HOST.0] += self.bytes[victim];
                 self.lru[HOST.0].insert((self.stamp[victim][HOST.0], victim));
@@ -500,5 +545,48 @@ mod tests {
         assert!(r.prefetch(4, gpu).is_empty());
         r.end_task(&task[..2], gpu);
         assert_eq!(one(r.prefetch(4, gpu)).handle, 4);
+    }
+
+    #[test]
+    fn logged_steps_write_back_before_releasing_and_release_what_a_write_invalidates() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(2).log_steps();
+        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
+        r.acquire(1, gpu, Mode::Read).unwrap();
+        r.take_steps();
+        r.acquire(2, gpu, Mode::Read).unwrap();
+        let copy = |h, from, to| {
+            Step::Copy(Transfer {
+                handle: h,
+                tile: tile(h).0,
+                from,
+                to,
+                bytes: 800,
+            })
+        };
+        assert_eq!(
+            r.take_steps(),
+            vec![
+                copy(0, gpu, HOST),
+                Step::Release {
+                    handle: 0,
+                    node: gpu
+                },
+                copy(2, HOST, gpu),
+            ]
+        );
+        // A write on the host drops the GPU replica: a release, no copy.
+        r.acquire(2, HOST, Mode::ReadWrite).unwrap();
+        assert_eq!(
+            r.take_steps(),
+            vec![Step::Release {
+                handle: 2,
+                node: gpu
+            }]
+        );
+        // Without logging nothing is kept.
+        let mut quiet = small_gpu(2);
+        quiet.acquire(0, gpu, Mode::Read).unwrap();
+        assert!(quiet.take_steps().is_empty());
     }
 }

@@ -7,23 +7,38 @@
 //! no more busy threads than cores. Idle workers sleep on a condition variable that every
 //! release of ready tasks signals.
 //!
+//! Device workers (GPUs, emulated devices; [`super::device`]) each have a host thread of
+//! their own, pinned to the core the platform reserved for it. Before a task runs, the
+//! data layer makes its tiles valid on the worker's memory node; the copies and releases
+//! it decides are carried out **under the registry's lock, in the registry's order**, so
+//! no worker ever sees a replica marked valid before its data is there and no buffer is
+//! freed before its write-back. (GPU uploads only stage and queue their copy under the
+//! lock; the kernel that needs the tile waits for it on the device.) When the scheduler
+//! binds a ready task to a worker at push time, its tiles are prefetched the same way.
+//! At the end, every tile whose only valid copy is on a device is written back, and the
+//! devices' replicas are freed.
+//!
 //! Failure: a kernel error or a panic (caught at the task) stops the run: no worker pops
 //! another task, running tasks finish, every thread returns, and the first failing task
-//! (lowest index) is reported. The pools are untouched and serve the next run.
+//! (lowest index) is reported. The pools are untouched and serve the next run. Tiles are
+//! still written back from the devices, so the matrix holds the state the run reached.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
-use hetla_factorizations::{TaskGraph, TileRef};
+use faer::{Mat, MatMut, MatRef};
+use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
-use super::data::DataRegistry;
+use super::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
+use super::device::Device;
 use super::perfmodel::KernelKey;
+use super::plan::LinkEstimate;
 use super::platform::{Platform, ResourceKind};
 use super::scheduler::{SchedContext, SchedulerKind};
-use super::trace::{TaskEvent, Trace};
+use super::trace::{TaskEvent, Trace, TransferEvent};
 
 /// Work for the runtime: a task graph and how to run each task.
 pub trait Workload: Sync {
@@ -35,7 +50,26 @@ pub trait Workload: Sync {
     fn tile_bytes(&self, tile: TileRef) -> usize;
     /// Runs a task with the given parallelism, on the calling thread's pool.
     fn run(&self, task: usize, par: Par) -> Result<(), KernelError>;
+    /// The host storage of a tile, for copies to devices (`None`: the workload has none,
+    /// and cannot run on a platform with devices).
+    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+        let _ = tile;
+        None
+    }
+    /// The host storage of a tile, writable, for copies back from devices (`None` for a
+    /// tile that may not be written).
+    ///
+    /// # Safety
+    /// No other view of the tile may be used while the returned one lives.
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+        let _ = tile;
+        None
+    }
 }
+
+/// The task index a [`RunError`] carries when the final write-back from the devices
+/// failed rather than a task.
+pub const WRITE_BACK: usize = usize::MAX;
 
 /// Options of one run.
 #[derive(Debug, Clone, Default)]
@@ -53,13 +87,15 @@ pub enum TaskFailure {
     Kernel(KernelError),
     /// The task panicked; the panic message.
     Panic(String),
+    /// Its worker's memory node cannot hold the tiles it needs.
+    Memory(NoRoom),
 }
 
 /// A failed run: the first failing task (lowest index), its failure, and the trace of what
 /// did run.
 #[derive(Debug)]
 pub struct RunError {
-    /// Index of the failing task.
+    /// Index of the failing task ([`WRITE_BACK`] for the final write-back).
     pub task: usize,
     /// What happened.
     pub failure: TaskFailure,
@@ -117,11 +153,14 @@ struct Run<'a> {
     stop: AtomicBool,
     failure: Mutex<Option<(usize, TaskFailure)>>,
     signal: Signal,
-    data: Mutex<DataRegistry>,
+    data: &'a Mutex<DataRegistry>,
     /// Data handles used by each task, with their access modes.
-    handles: Vec<Vec<(usize, hetla_factorizations::Mode)>>,
+    handles: &'a [Vec<(usize, Mode)>],
+    /// Device of memory node `i + 1`.
+    devices: Vec<&'a dyn Device>,
     /// Whether the platform has memory nodes besides the host (else no prefetch).
     several_nodes: bool,
+    transfers: Mutex<Vec<TransferEvent>>,
     start: Instant,
 }
 
@@ -136,6 +175,63 @@ impl Run<'_> {
         self.data.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs `f` on the registry, then carries out the copies and releases it decided, in
+    /// order, before the lock is released.
+    fn with_data<R>(&self, f: impl FnOnce(&mut DataRegistry) -> R) -> Result<R, KernelError> {
+        let mut data = self.lock_data();
+        let result = f(&mut data);
+        for step in data.take_steps() {
+            match step {
+                Step::Release { handle, node } => self.device(node).release(handle),
+                Step::Copy(copy) => {
+                    let start = self.now();
+                    self.copy(copy)?;
+                    let end = self.now();
+                    let mut transfers = self.transfers.lock().unwrap_or_else(|e| e.into_inner());
+                    transfers.push(TransferEvent {
+                        transfer: copy,
+                        start,
+                        end,
+                    });
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    fn device(&self, node: MemoryNode) -> &dyn Device {
+        self.devices[node.0 - 1]
+    }
+
+    /// One copy between host memory and devices (device to device through a host buffer).
+    fn copy(&self, copy: Transfer) -> Result<(), KernelError> {
+        let no_storage = || KernelError::Gpu {
+            message: format!(
+                "tile ({}, {}) of matrix {} has no host storage to copy",
+                copy.tile.row, copy.tile.col, copy.tile.matrix.0
+            ),
+        };
+        let host = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+        match (copy.from == HOST, copy.to == HOST) {
+            (true, true) => Ok(()),
+            (true, false) => self.device(copy.to).upload(copy.handle, host),
+            (false, true) => {
+                // SAFETY: the copy goes to host memory, so the host replica is invalid:
+                // no task uses it (a task reads or writes a tile only where it is valid,
+                // and this copy is made under the registry lock before anyone sees it
+                // valid), and `host` is not used again.
+                let dst = unsafe { self.work.host_tile_mut(copy.tile) }.ok_or_else(no_storage)?;
+                self.device(copy.from).download(copy.handle, dst)
+            }
+            (false, false) => {
+                let mut staged = Mat::<f64>::zeros(host.nrows(), host.ncols());
+                self.device(copy.from)
+                    .download(copy.handle, staged.as_mut())?;
+                self.device(copy.to).upload(copy.handle, staged.as_ref())
+            }
+        }
+    }
+
     /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
     /// prefetches its tiles to the worker the scheduler bound it to, if any (as the
     /// simulated executor does).
@@ -146,9 +242,33 @@ impl Run<'_> {
         }
         if let Some(w) = self.scheduler.assigned_worker(task) {
             let node = self.ctx.workers()[w].node;
-            let copies = self.lock_data().prefetch_task(&self.handles[task], node);
-            debug_assert!(copies.is_empty(), "no transfer engine for {node:?}");
+            if let Err(error) = self.with_data(|d| d.prefetch_task(&self.handles[task], node)) {
+                self.fail(task, TaskFailure::Kernel(error));
+            }
         }
+    }
+
+    /// Makes the task's tiles valid on `node` and pins them there.
+    fn start_task(&self, task: usize, node: MemoryNode) -> Result<(), TaskFailure> {
+        match self.with_data(|d| d.start_task(&self.handles[task], node)) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(no_room)) => Err(TaskFailure::Memory(no_room)),
+            Err(error) => Err(TaskFailure::Kernel(error)),
+        }
+    }
+
+    /// Runs a task on a device's replicas: the reads, then the written tile.
+    fn run_on_device(&self, task: usize, device: &dyn Device) -> Result<(), KernelError> {
+        let op = self.work.graph().task(task).op;
+        let handles = &self.handles[task];
+        let Some((&(write, Mode::ReadWrite), reads)) = handles.split_last() else {
+            return Err(KernelError::Operands {
+                op,
+                reason: "the last access must be the written tile".into(),
+            });
+        };
+        let reads: Vec<usize> = reads.iter().map(|&(h, _)| h).collect();
+        device.run(op, &reads, write)
     }
 
     fn fail(&self, task: usize, failure: TaskFailure) {
@@ -161,7 +281,9 @@ impl Run<'_> {
         self.signal.bump();
     }
 
-    fn worker_loop(&self, w: usize, cores: usize) -> Vec<TaskEvent> {
+    /// Pops and runs tasks until the run ends: on the calling thread's cluster pool with
+    /// `cores` cores, or on `device`.
+    fn worker_loop(&self, w: usize, cores: usize, device: Option<&dyn Device>) -> Vec<TaskEvent> {
         let par = crate::peers::par(cores);
         let node = self.ctx.workers()[w].node;
         let graph = self.work.graph();
@@ -175,15 +297,15 @@ impl Run<'_> {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
-            {
-                // The data layer's calls are those of the simulated executor; with one
-                // memory node (the host) until GPU workers exist, tiles are always valid
-                // there and no copy is ever needed.
-                let copies = self.lock_data().start_task(&self.handles[task], node);
-                debug_assert_eq!(copies, Ok(vec![]), "no transfer engine for {node:?}");
+            if let Err(failure) = self.start_task(task, node) {
+                self.fail(task, failure);
+                break;
             }
             let start = self.now();
-            let result = catch_unwind(AssertUnwindSafe(|| self.work.run(task, par)));
+            let result = catch_unwind(AssertUnwindSafe(|| match device {
+                Some(device) => self.run_on_device(task, device),
+                None => self.work.run(task, par),
+            }));
             let end = self.now();
             events.push(TaskEvent {
                 task,
@@ -286,7 +408,26 @@ pub fn execute(
         handles,
         tiles,
     } = plan;
-    let nodes = workers.iter().map(|w| w.node.0 + 1).max().unwrap_or(1);
+    let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
+    let several_nodes = !devices.is_empty();
+    let mut capacities = vec![None];
+    capacities.extend(devices.iter().map(|d| Some(d.budget())));
+    let data = Mutex::new(DataRegistry::with_capacities(tiles, capacities).log_steps());
+    let links = platform.links();
+    let copy_seconds = |from, to, bytes| super::platform::copy_seconds(&links, from, to, bytes);
+    let estimate = LinkEstimate {
+        workers,
+        data: &data,
+        handles: &handles,
+        copy_seconds: &copy_seconds,
+    };
+    let ctx = if several_nodes {
+        ctx.with_transfers(&estimate)
+    } else {
+        ctx
+    };
+    // One device run at a time: a device holds the replicas of one run.
+    let _devices_busy = several_nodes.then(|| platform.lock_devices());
 
     let run = Run {
         work,
@@ -299,9 +440,11 @@ pub fn execute(
         stop: AtomicBool::new(n == 0),
         failure: Mutex::new(None),
         signal: Signal::new(),
-        data: Mutex::new(DataRegistry::new(tiles, nodes)),
-        handles,
-        several_nodes: nodes > 1,
+        data: &data,
+        handles: &handles,
+        devices,
+        several_nodes,
+        transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
     for t in (0..n).filter(|&t| graph.predecessors(t).is_empty()) {
@@ -309,27 +452,47 @@ pub fn execute(
     }
     let clusters = platform.clusters();
     let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {
-        let handles: Vec<_> = clusters
+        let run = &run;
+        let mut threads: Vec<_> = clusters
             .iter()
             .enumerate()
             .map(|(w, cluster)| {
-                let run = &run;
                 s.spawn(move || {
                     cluster
                         .pool()
-                        .install(|| run.worker_loop(w, cluster.size()))
+                        .install(|| run.worker_loop(w, cluster.size(), None))
                 })
             })
             .collect();
-        handles
+        for (i, device) in platform.devices().iter().enumerate() {
+            let w = clusters.len() + i;
+            threads.push(s.spawn(move || {
+                hetla_clusters::pin_current_thread(device.core);
+                run.worker_loop(w, 1, Some(&*device.device))
+            }));
+        }
+        threads
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    if several_nodes {
+        // The caller's matrix must hold the result, also after a failure.
+        if let Err(error) = run.with_data(|d| d.flush_to_host()) {
+            run.fail(WRITE_BACK, TaskFailure::Kernel(error));
+        }
+        for device in &run.devices {
+            device.clear();
+        }
+    }
     let makespan = run.now();
     let failure = run.failure.into_inner().unwrap_or_else(|e| e.into_inner());
     let events = per_worker.into_iter().flatten().collect();
-    let trace = Trace::new(workers.to_vec(), events, makespan);
+    let mut trace = Trace::new(workers.to_vec(), events, makespan);
+    trace.transfers = run
+        .transfers
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
 
     // Keep what this run learned (entries that got new samples replace the platform's).
     let table = run.ctx.into_table();

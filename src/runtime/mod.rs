@@ -1,7 +1,8 @@
 //! The runtime: runs task graphs on a platform's workers with a scheduler, and traces them.
 //!
-//! - [`platform`]: workers (CPU clusters with pinned pools; GPUs later), memory nodes, the
-//!   kernel backend and the performance models learned on them;
+//! - [`platform`]: workers (CPU clusters with pinned pools, devices with a pinned host
+//!   thread), memory nodes, the kernel backend and the performance models learned on them;
+//! - [`device`]: the device interface, CUDA GPUs and emulated devices;
 //! - [`data`]: one handle per tile with an MSI replica state per memory node, and memory
 //!   nodes with capacities (LRU eviction, write-back, prefetch);
 //! - [`perfmodel`]: history-based duration models, persisted as JSON;
@@ -20,6 +21,7 @@
 
 pub mod calibrate;
 pub mod data;
+pub mod device;
 pub mod execute;
 pub mod perfmodel;
 mod plan;
@@ -28,9 +30,12 @@ pub mod scheduler;
 pub mod sim;
 pub mod trace;
 
-pub use execute::{RunError, RunOptions, TaskFailure, Workload, bottom_levels, execute};
+pub use device::{Device, EmulatedDevice, GpuSelection};
+pub use execute::{
+    RunError, RunOptions, TaskFailure, WRITE_BACK, Workload, bottom_levels, execute,
+};
 pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats, count_classes};
-pub use platform::{ModelStore, Platform, ResourceKind, WorkerInfo};
+pub use platform::{DeviceWorker, ModelStore, Platform, ResourceKind, WorkerInfo};
 pub use scheduler::{
     Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate, WorkStealing,
 };

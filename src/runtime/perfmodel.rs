@@ -7,12 +7,13 @@
 //! [`crate::Platform::save_models`]; the file is per kernel backend, because faer and
 //! OpenBLAS kernels have different speeds on the same cores.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use hetla_kernels::Op;
 use serde::{Deserialize, Serialize};
 
+use crate::model::LinkModel;
 use crate::{Error, Result};
 
 /// Samples a key needs before its mean is trusted.
@@ -157,12 +158,17 @@ struct File {
     format: u32,
     backend: String,
     models: Vec<Entry>,
+    /// Link models by GPU model name (absent in files written before GPUs existed).
+    #[serde(default)]
+    links: BTreeMap<String, LinkModel>,
 }
 
 /// A set of performance models.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PerfModels {
     entries: HashMap<(KernelKey, ResourceClass), Stats>,
+    /// Host-device links by GPU model name, as `hetla calibrate` measured them.
+    links: BTreeMap<String, LinkModel>,
 }
 
 impl PerfModels {
@@ -192,6 +198,16 @@ impl PerfModels {
     /// Replaces the statistics of a key.
     pub fn set(&mut self, key: KernelKey, class: ResourceClass, stats: Stats) {
         self.entries.insert((key, class), stats);
+    }
+
+    /// The measured link of a GPU model, if any.
+    pub fn link(&self, model: &str) -> Option<&LinkModel> {
+        self.links.get(model)
+    }
+
+    /// Stores the measured link of a GPU model.
+    pub fn set_link(&mut self, model: &str, link: LinkModel) {
+        self.links.insert(model.to_owned(), link);
     }
 
     /// Number of (key, class) entries.
@@ -240,6 +256,7 @@ impl PerfModels {
             };
             models.merge(key, e.class, &stats);
         }
+        models.links = file.links;
         Ok(models)
     }
 
@@ -264,6 +281,7 @@ impl PerfModels {
             format: 1,
             backend: backend.to_owned(),
             models,
+            links: self.links.clone(),
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| model_error(path, e))?;
         if let Some(dir) = path.parent() {

@@ -3,14 +3,42 @@
 //! bottom-level priorities, operation restrictions, and one data handle per tile.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::Op;
 
+use super::data::{DataRegistry, MemoryNode};
 use super::execute::bottom_levels;
 use super::perfmodel::{KernelKey, ResourceClass, Stats};
 use super::platform::{ResourceKind, WorkerInfo};
-use super::scheduler::SchedContext;
+use super::scheduler::{SchedContext, TransferEstimate};
+
+/// Transfer estimates for MCT from the registry's replica states and the links' models:
+/// the copies that would make a task's tiles valid on a worker's node, each from the node
+/// a copy would come from.
+pub(crate) struct LinkEstimate<'a> {
+    /// The run's workers.
+    pub workers: &'a [WorkerInfo],
+    /// The run's data registry.
+    pub data: &'a Mutex<DataRegistry>,
+    /// Data handles of each task.
+    pub handles: &'a [Vec<(usize, Mode)>],
+    /// Seconds of one copy of `bytes` from a node to another on idle links.
+    pub copy_seconds: &'a (dyn Fn(MemoryNode, MemoryNode, usize) -> f64 + Sync),
+}
+
+impl TransferEstimate for LinkEstimate<'_> {
+    fn seconds(&self, task: usize, worker: usize) -> f64 {
+        let node = self.workers[worker].node;
+        let data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        self.handles[task]
+            .iter()
+            .filter(|&&(h, _)| !data.is_valid(h, node))
+            .map(|&(h, _)| (self.copy_seconds)(data.source(h), node, data.bytes(h)))
+            .sum()
+    }
+}
 
 /// The prepared run.
 pub(crate) struct RunPlan<'a> {

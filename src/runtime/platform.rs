@@ -1,18 +1,58 @@
-//! The platform: the workers a run may use (CPU clusters now, GPUs later), the kernel
+//! The platform: the workers a run may use (CPU clusters and devices), the kernel
 //! backend, and the performance models learned on them.
 //!
 //! Building a platform starts the clusters' pinned pools once; every factorisation and
 //! solve run with it reuses them, also after a failed run.
+//!
+//! Devices (GPUs, emulated devices) come first: each reserves one core for its worker's
+//! host thread, the last cores of the topology, and the clusters are cut from the cores
+//! left. When there are more devices than cores, their host threads share the reserved
+//! cores (only emulated devices on a small machine need that). Worker order: the clusters,
+//! then the devices; device `i` is memory node `i + 1`.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
 use hetla_kernels::Backend;
 
 use super::data::{HOST, MemoryNode};
+use super::device::Device;
 use super::perfmodel::{PerfModels, ResourceClass};
+use crate::model::{LinkModel, LinkRate};
 use crate::{Error, Result};
+
+/// The link model of a device until `hetla calibrate` has measured it: 10 us and 10 GB/s
+/// each way, the order of a PCIe 3 x16 link.
+pub const DEFAULT_LINK: LinkModel = LinkModel {
+    h2d: LinkRate {
+        latency_us: 10.0,
+        gb_per_s: 10.0,
+    },
+    d2h: LinkRate {
+        latency_us: 10.0,
+        gb_per_s: 10.0,
+    },
+    p2p: None,
+};
+
+/// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]`
+/// is the link of memory node `i + 1`; a copy between two devices goes through host
+/// memory (down one link, up the other).
+pub fn copy_seconds(links: &[LinkModel], from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
+    let down = (from != HOST).then(|| links[from.0 - 1].d2h.seconds(bytes));
+    let up = (to != HOST).then(|| links[to.0 - 1].h2d.seconds(bytes));
+    down.unwrap_or(0.0) + up.unwrap_or(0.0)
+}
+
+/// A device worker: the device, and the logical CPU its host thread is pinned to.
+#[derive(Clone)]
+pub struct DeviceWorker {
+    /// The device.
+    pub device: Arc<dyn Device>,
+    /// The logical CPU of its host thread.
+    pub core: usize,
+}
 
 /// The kind of a worker, for restricting tasks to kinds of resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -51,6 +91,20 @@ impl WorkerInfo {
         }
     }
 
+    /// The worker of device number `index` (memory node `index + 1`), whose host thread
+    /// runs on `core`.
+    pub fn device(index: usize, model: &str, core: usize) -> Self {
+        Self {
+            name: format!("gpu{index}"),
+            kind: ResourceKind::Gpu,
+            class: ResourceClass::Gpu {
+                model: model.to_owned(),
+            },
+            node: MemoryNode(index + 1),
+            cpus: vec![core],
+        }
+    }
+
     /// Cores of the worker's CPU cluster (1 for a GPU's host thread).
     pub fn cores(&self) -> usize {
         self.cpus.len().max(1)
@@ -82,12 +136,15 @@ fn warm_up(cluster: &CpuCluster) {
     });
 }
 
-/// CPU clusters, their kernel backend and performance models.
+/// CPU clusters and devices, the CPU kernel backend and the performance models.
 pub struct Platform {
     backend: Backend,
     spec: ClusterSpec,
     topology: Topology,
     clusters: Vec<CpuCluster>,
+    devices: Vec<DeviceWorker>,
+    /// Held by a run that uses the devices (their memory holds one run's replicas).
+    device_run: Mutex<()>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -112,9 +169,45 @@ impl Platform {
 
     /// As [`Platform::new`], with the performance models kept in `store`.
     pub fn with_store(spec: &ClusterSpec, backend: Backend, store: ModelStore) -> Result<Self> {
+        Self::with_devices(spec, backend, store, Vec::new())
+    }
+
+    /// CPU clusters `spec` makes from the cores left after each device reserved one, and
+    /// the devices (see the module doc). `spec` may be `none` when there are devices.
+    pub fn with_devices(
+        spec: &ClusterSpec,
+        backend: Backend,
+        store: ModelStore,
+        devices: Vec<Arc<dyn Device>>,
+    ) -> Result<Self> {
         backend.ensure_available()?;
         let topology = Topology::detect()?;
-        let cpu_sets = spec.resolve(&topology)?;
+        let cores = topology.cores().len();
+        let reserved = devices.len().min(cores.saturating_sub(1));
+        let host_cores: Vec<usize> = topology.cores()[cores - reserved..]
+            .iter()
+            .map(|core| core[0])
+            .collect();
+        let cpu_sets = spec
+            .resolve(&topology.without_last_cores(reserved))
+            .map_err(|e| match reserved {
+                0 => Error::from(e),
+                _ => Error::InvalidOption {
+                    option: "clusters",
+                    reason: format!(
+                        "{e}; {reserved} of the {cores} cores are reserved for the host threads of the {} GPU workers (use fewer cores, fewer GPUs, or --clusters none)",
+                        devices.len()
+                    ),
+                },
+            })?;
+        if cpu_sets.is_empty() && devices.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "clusters",
+                reason: format!(
+                    "{spec} makes no CPU cluster and there is no GPU: nothing could run a task"
+                ),
+            });
+        }
         // OpenBLAS's thread count is one setting for the whole process: two clusters of
         // several cores would fight over it. Single-core clusters all ask for 1.
         if backend == Backend::OpenBlas
@@ -136,10 +229,30 @@ impl Platform {
         for cluster in &clusters {
             warm_up(cluster);
         }
+        // With no core to spare (a 1-core machine), host threads share the first core.
+        let host_cores = if host_cores.is_empty() {
+            vec![topology.cores()[0][0]]
+        } else {
+            host_cores
+        };
+        let devices: Vec<DeviceWorker> = devices
+            .into_iter()
+            .enumerate()
+            .map(|(i, device)| DeviceWorker {
+                device,
+                core: host_cores[i % host_cores.len()],
+            })
+            .collect();
         let workers = clusters
             .iter()
             .enumerate()
             .map(|(i, c)| WorkerInfo::cpu_cluster(i, c.cpus().to_vec()))
+            .chain(
+                devices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| WorkerInfo::device(i, d.device.model(), d.core)),
+            )
             .collect();
         let model_file = match store {
             ModelStore::Default => PerfModels::default_dir(),
@@ -156,6 +269,8 @@ impl Platform {
             spec: spec.clone(),
             topology,
             clusters,
+            devices,
+            device_run: Mutex::new(()),
             workers,
             models: Mutex::new(models),
             model_file,
@@ -185,6 +300,31 @@ impl Platform {
     /// The CPU clusters (worker i is cluster i).
     pub fn clusters(&self) -> &[CpuCluster] {
         &self.clusters
+    }
+
+    /// The device workers (worker `clusters().len() + i` is device `i`).
+    pub fn devices(&self) -> &[DeviceWorker] {
+        &self.devices
+    }
+
+    /// Waits until no other run uses the devices, and keeps them for the caller.
+    pub(crate) fn lock_devices(&self) -> MutexGuard<'_, ()> {
+        self.device_run.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The link model of the device on `node`: calibrated, else [`DEFAULT_LINK`].
+    pub fn link(&self, node: MemoryNode) -> LinkModel {
+        self.devices
+            .get(node.0.wrapping_sub(1))
+            .and_then(|d| self.lock_models().link(d.device.model()).copied())
+            .unwrap_or(DEFAULT_LINK)
+    }
+
+    /// The link model of every device, in device order (see [`Platform::link`]).
+    pub fn links(&self) -> Vec<LinkModel> {
+        (1..=self.devices.len())
+            .map(|node| self.link(MemoryNode(node)))
+            .collect()
     }
 
     /// The clusters' cpusets as cpulists ("0-3").

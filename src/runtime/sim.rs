@@ -38,15 +38,15 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
 use hetla_clusters::{ClusterSpec, Topology};
-use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_factorizations::{TaskGraph, TileRef};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::data::{DataRegistry, HOST, MemoryNode, Transfer};
 use super::execute::RunOptions;
 use super::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
+use super::plan::LinkEstimate;
 use super::platform::{ResourceKind, WorkerInfo};
-use super::scheduler::TransferEstimate;
 use super::trace::{TaskEvent, Trace, TransferEvent};
 use crate::model::{LinkModel, LinkRate, PlatformModel};
 use crate::{Error, Result};
@@ -172,28 +172,6 @@ impl SimOptions {
     }
 }
 
-/// Transfer estimates for MCT from the registry's replica states and the links.
-struct LinkEstimate<'a> {
-    platform: &'a SimPlatform,
-    data: &'a Mutex<DataRegistry>,
-    handles: &'a [Vec<(usize, Mode)>],
-}
-
-impl TransferEstimate for LinkEstimate<'_> {
-    fn seconds(&self, task: usize, worker: usize) -> f64 {
-        let node = self.platform.workers[worker].node;
-        let data = lock(self.data);
-        self.handles[task]
-            .iter()
-            .filter(|&&(h, _)| !data.is_valid(h, node))
-            .map(|&(h, _)| {
-                self.platform
-                    .copy_seconds(data.source(h), node, data.bytes(h))
-            })
-            .sum()
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -303,10 +281,12 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         plan.tiles.clone(),
         platform.capacities.clone(),
     ));
+    let copy_seconds = |from, to, bytes| platform.copy_seconds(from, to, bytes);
     let estimate = LinkEstimate {
-        platform,
+        workers,
         data: &data,
         handles: &plan.handles,
+        copy_seconds: &copy_seconds,
     };
     // With the host as the only memory node no copy is ever needed: skip the estimates.
     let several_nodes = nodes > 1;

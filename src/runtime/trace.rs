@@ -100,6 +100,23 @@ pub struct LinkSummary {
     pub bytes: usize,
 }
 
+/// Bytes moved on one link direction, named for reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkBytes {
+    /// "host->gpu0", "gpu2->host", "gpu0->gpu1".
+    pub link: String,
+    /// Bytes copied.
+    pub bytes: usize,
+}
+
+/// A memory node's name in reports: "host" or "gpu<i>".
+pub fn node_name(node: MemoryNode) -> String {
+    match node.0 {
+        0 => "host".to_owned(),
+        g => format!("gpu{}", g - 1),
+    }
+}
+
 /// Summary statistics of a trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceSummary {
@@ -111,6 +128,19 @@ pub struct TraceSummary {
     pub kernels: Vec<KernelSummary>,
     /// Bytes per link direction that carried any.
     pub links: Vec<LinkSummary>,
+}
+
+impl TraceSummary {
+    /// Bytes per link direction, named ("host->gpu0").
+    pub fn link_bytes(&self) -> Vec<LinkBytes> {
+        self.links
+            .iter()
+            .map(|l| LinkBytes {
+                link: format!("{}->{}", node_name(l.from), node_name(l.to)),
+                bytes: l.bytes,
+            })
+            .collect()
+    }
 }
 
 impl Trace {
