@@ -15,6 +15,7 @@
 //! A device holds the replicas of one run at a time; the executor clears it at the end.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use faer::{Mat, MatMut, MatRef};
@@ -204,8 +205,8 @@ impl<T> Replicas<T> {
         Ok(())
     }
 
-    fn remove(&self, handle: usize) {
-        self.lock().remove(&handle);
+    fn remove(&self, handle: usize) -> Option<Arc<RwLock<T>>> {
+        self.lock().remove(&handle)
     }
 
     fn clear(&self) {
@@ -245,6 +246,9 @@ impl<T> Replicas<T> {
 pub struct EmulatedDevice {
     budget: usize,
     replicas: Replicas<Mat<f64>>,
+    /// Bytes of the replicas held now, and the most ever held.
+    held: AtomicUsize,
+    peak: AtomicUsize,
 }
 
 impl EmulatedDevice {
@@ -253,8 +257,25 @@ impl EmulatedDevice {
         Self {
             budget,
             replicas: Replicas::new(),
+            held: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
         }
     }
+
+    /// The most bytes of replicas this device ever held at once: what its memory would
+    /// have needed (tests check it against the budget).
+    pub fn peak_bytes(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    fn hold(&self, bytes: usize) {
+        let now = self.held.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+}
+
+fn mat_bytes(m: &Mat<f64>) -> usize {
+    m.nrows() * m.ncols() * size_of::<f64>()
 }
 
 impl Device for EmulatedDevice {
@@ -272,7 +293,15 @@ impl Device for EmulatedDevice {
                 tile.copy_from(src);
                 Ok(None)
             }
-            _ => Ok(Some(src.to_owned())),
+            Some(tile) => {
+                self.held.fetch_sub(mat_bytes(tile), Ordering::SeqCst);
+                self.hold(src.nrows() * src.ncols() * size_of::<f64>());
+                Ok(Some(src.to_owned()))
+            }
+            None => {
+                self.hold(src.nrows() * src.ncols() * size_of::<f64>());
+                Ok(Some(src.to_owned()))
+            }
         })
     }
 
@@ -300,11 +329,15 @@ impl Device for EmulatedDevice {
     }
 
     fn release(&self, handle: usize) {
-        self.replicas.remove(handle);
+        if let Some(tile) = self.replicas.remove(handle) {
+            let bytes = mat_bytes(&tile.read().unwrap_or_else(|e| e.into_inner()));
+            self.held.fetch_sub(bytes, Ordering::SeqCst);
+        }
     }
 
     fn clear(&self) {
         self.replicas.clear();
+        self.held.store(0, Ordering::SeqCst);
     }
 
     fn run(&self, op: Op, reads: &[usize], write: usize) -> Result<(), KernelError> {
@@ -388,6 +421,7 @@ mod cuda {
         }
 
         fn release(&self, handle: usize) {
+            // Dropping the tile frees its memory once the stream work on it is done.
             self.replicas.remove(handle);
         }
 
