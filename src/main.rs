@@ -534,40 +534,52 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     let start = Instant::now();
     let mut specs = args.clusters.clone();
     let topology = Topology::detect()?;
-    let mut devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
-    // The GPUs' host threads keep their cores out of the clusters.
-    let all_cores = topology.cores().len();
-    let cores = all_cores - devices.len().min(all_cores.saturating_sub(1));
+    let devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
+    let cores = topology.cores().len();
     let sizes = hetla::model::calibration_sizes(cores);
+    // `none` asks for the GPUs alone.
+    specs.retain(|s| *s != ClusterSpec::None);
     if args.output.is_some() {
         // As many clusters of each size as fit: they are timed together, as in a run.
         specs.extend(sizes.iter().map(|&size| ClusterSpec::Grid {
             count: cores / size,
             size,
         }));
-    } else if specs.is_empty() {
+    } else if args.clusters.is_empty() {
         specs.push(ClusterSpec::Auto);
     }
-    // The GPUs are calibrated once, with the first spec.
-    let platforms = specs
-        .iter()
-        .map(|spec| {
-            let devices = std::mem::take(&mut devices);
-            Platform::with_devices(spec, args.platform.backend, args.platform.store(), devices)
-                .map(Arc::new)
-        })
-        .collect::<hetla::Result<Vec<_>>>()?;
-    let in_run = if args.output.is_some() {
-        IN_RUN_FACTORISATIONS
-    } else {
-        0
+    // The GPUs first, on their own (kernels and links); then each cluster spec.
+    let mut platforms = Vec::new();
+    if !devices.is_empty() {
+        let store = args.platform.store();
+        let gpus =
+            Platform::with_devices(&ClusterSpec::None, args.platform.backend, store, devices)?;
+        platforms.push(Arc::new(gpus));
+    }
+    for spec in &specs {
+        let platform = Platform::with_store(spec, args.platform.backend, args.platform.store())?;
+        platforms.push(Arc::new(platform));
+    }
+    if platforms.is_empty() {
+        return Err(hetla::Error::InvalidOption {
+            option: "clusters",
+            reason: "nothing to calibrate: --clusters none and no GPU selected".into(),
+        });
+    }
+    // Factorisations timed per CPU platform for the platform file.
+    let in_run = |p: &Platform| {
+        if args.output.is_some() && p.devices().is_empty() {
+            IN_RUN_FACTORISATIONS
+        } else {
+            0
+        }
     };
     let steps: usize = platforms
         .iter()
         .map(|p| {
             link_steps(p)
                 + calibration_steps(p, &args.tile, args.samples)
-                + in_run_steps(&args.tile, in_run)
+                + in_run_steps(&args.tile, in_run(p))
         })
         .sum();
     let bar = progress_bar(steps);
@@ -576,7 +588,10 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     let mut measured_in_run = hetla::runtime::PerfModels::new();
     let mut gaps = Vec::new();
     for platform in &platforms {
-        bar.set_message(format!("clusters {}", platform.spec()));
+        bar.set_message(match platform.devices().len() {
+            0 => format!("clusters {}", platform.spec()),
+            k => format!("{k} GPU(s)"),
+        });
         // Each platform loaded the store when it was built: start from what the previous
         // specs of this command measured.
         if let Some(previous) = models.take() {
@@ -587,7 +602,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         gaps.extend(record_in_run(
             platform,
             &args.tile,
-            in_run,
+            in_run(platform),
             &mut measured_in_run,
             || bar.inc(1),
         )?);

@@ -111,11 +111,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn int(value: usize) -> Result<i32, KernelError> {
-    i32::try_from(value).map_err(|_| KernelError::TooLarge {
-        backend: "cuda",
-        value,
-        max: i32::MAX as usize,
-    })
+    crate::error::blas_int(value, "cuda")
 }
 
 impl GpuContext {

@@ -47,3 +47,14 @@ pub enum KernelError {
         message: String,
     },
 }
+
+/// `value` as the 32-bit integer BLAS, LAPACK and cuBLAS take, or
+/// [`KernelError::TooLarge`] naming `backend`.
+#[cfg(any(feature = "cuda", feature = "openblas"))]
+pub(crate) fn blas_int(value: usize, backend: &'static str) -> Result<i32, KernelError> {
+    i32::try_from(value).map_err(|_| KernelError::TooLarge {
+        backend,
+        value,
+        max: i32::MAX as usize,
+    })
+}

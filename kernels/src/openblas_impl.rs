@@ -33,11 +33,7 @@ fn set_threads(par: Par) {
 }
 
 fn int(value: usize) -> Result<c_int, KernelError> {
-    c_int::try_from(value).map_err(|_| KernelError::TooLarge {
-        backend: "openblas",
-        value,
-        max: c_int::MAX as usize,
-    })
+    crate::error::blas_int(value, "openblas")
 }
 
 /// A read operand as BLAS sees it: pointer, leading dimension, transpose flag. `_copy`
