@@ -716,7 +716,12 @@ fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
     };
     // As a platform does: one core per GPU host thread, taken before clusters are formed.
     let cores = topology.cores().len();
-    let reserved = (gpus.len() + emulated_gpus).min(cores.saturating_sub(1));
+    let spare = if args.clusters == ClusterSpec::None {
+        cores
+    } else {
+        cores.saturating_sub(1)
+    };
+    let reserved = (gpus.len() + emulated_gpus).min(spare);
     let clusters = args
         .clusters
         .resolve(&topology.without_last_cores(reserved))?;

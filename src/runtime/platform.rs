@@ -183,7 +183,13 @@ impl Platform {
         backend.ensure_available()?;
         let topology = Topology::detect()?;
         let cores = topology.cores().len();
-        let reserved = devices.len().min(cores.saturating_sub(1));
+        // At least one core stays for the clusters, unless there are none.
+        let spare = if *spec == ClusterSpec::None {
+            cores
+        } else {
+            cores.saturating_sub(1)
+        };
+        let reserved = devices.len().min(spare);
         let host_cores: Vec<usize> = topology.cores()[cores - reserved..]
             .iter()
             .map(|core| core[0])
