@@ -13,7 +13,8 @@
 //! it decides are carried out **under the registry's lock, in the registry's order**, so
 //! no worker ever sees a replica marked valid before its data is there and no buffer is
 //! freed before its write-back. (GPU uploads only stage and queue their copy under the
-//! lock; the kernel that needs the tile waits for it on the device.) When the scheduler
+//! lock; the kernel that needs the tile waits for it on the device, and the trace shows
+//! the staging, not the copy itself.) When the scheduler
 //! binds a ready task to a worker at push time, its tiles are prefetched the same way.
 //! At the end, every tile whose only valid copy is on a device is written back, and the
 //! devices' replicas are freed.
@@ -204,6 +205,8 @@ impl Run<'_> {
     }
 
     /// One copy between host memory and devices (device to device through a host buffer).
+    /// A panic in the device code becomes an error, so that no worker thread dies while
+    /// the others wait for its tasks.
     fn copy(&self, copy: Transfer) -> Result<(), KernelError> {
         let no_storage = || KernelError::Gpu {
             message: format!(
@@ -211,25 +214,32 @@ impl Run<'_> {
                 copy.tile.row, copy.tile.col, copy.tile.matrix.0
             ),
         };
-        let host = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
-        match (copy.from == HOST, copy.to == HOST) {
+        let carry_out = || match (copy.from == HOST, copy.to == HOST) {
             (true, true) => Ok(()),
-            (true, false) => self.device(copy.to).upload(copy.handle, host),
+            (true, false) => {
+                let src = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                self.device(copy.to).upload(copy.handle, src)
+            }
             (false, true) => {
-                // SAFETY: the copy goes to host memory, so the host replica is invalid:
-                // no task uses it (a task reads or writes a tile only where it is valid,
-                // and this copy is made under the registry lock before anyone sees it
-                // valid), and `host` is not used again.
+                // SAFETY: the copy goes to host memory, so the host replica is invalid: no
+                // task uses it (a task reads or writes a tile only where it is valid, and
+                // this copy is made under the registry lock before anyone sees it valid).
                 let dst = unsafe { self.work.host_tile_mut(copy.tile) }.ok_or_else(no_storage)?;
                 self.device(copy.from).download(copy.handle, dst)
             }
             (false, false) => {
-                let mut staged = Mat::<f64>::zeros(host.nrows(), host.ncols());
+                let shape = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                let mut staged = Mat::<f64>::zeros(shape.nrows(), shape.ncols());
                 self.device(copy.from)
                     .download(copy.handle, staged.as_mut())?;
                 self.device(copy.to).upload(copy.handle, staged.as_ref())
             }
-        }
+        };
+        catch_unwind(AssertUnwindSafe(carry_out)).unwrap_or_else(|panic| {
+            Err(KernelError::Gpu {
+                message: format!("a copy panicked: {}", panic_message(&*panic)),
+            })
+        })
     }
 
     /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
