@@ -317,6 +317,10 @@ struct CholeskyReport {
     ratio_to_best_peer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ratio_to_dgemm: Option<f64>,
+    /// hetla (matrix in host memory, end to end) over cuSOLVER dpotrf on a
+    /// device-resident matrix (with --compare on a platform with a CUDA GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_cusolver: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     perfmodel_file: Option<String>,
 }
@@ -389,6 +393,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         dgemm_gflops: None,
         ratio_to_best_peer: None,
         ratio_to_dgemm: None,
+        ratio_to_cusolver: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
     };
     if args.compare {
@@ -401,6 +406,17 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         }
         drop(factor);
         let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
+        // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix, GPU 0.
+        #[cfg(feature = "cuda")]
+        if platform
+            .devices()
+            .iter()
+            .any(|d| d.device.model() != "emulated")
+        {
+            let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0)?;
+            report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
+            rates.push(cusolver);
+        }
         let mut dgemm = 0.0f64;
         for backend in Backend::available() {
             let r = peers::dgemm(backend, args.n, all_cpus)?;
@@ -497,6 +513,11 @@ fn print_cholesky(r: &CholeskyReport) {
             r.ratio_to_best_peer.unwrap_or(f64::NAN),
             r.ratio_to_dgemm.unwrap_or(f64::NAN)
         );
+        if let Some(ratio) = r.ratio_to_cusolver {
+            println!(
+                "  ratio     hetla / cuSOLVER dpotrf on the device-resident matrix {ratio:.3}"
+            );
+        }
     }
 }
 

@@ -104,3 +104,14 @@ pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
         2.0 * (n as f64).powi(3),
     ))
 }
+
+/// cuSOLVER's dpotrf on GPU `index` with the matrix already in device memory: the copy
+/// there is not timed, only the one factorisation call (the reference of the GPU issue's
+/// target: hetla end to end, matrix in host memory, against this).
+#[cfg(feature = "cuda")]
+pub fn cusolver_dpotrf(a: faer::MatRef<'_, f64>, index: usize) -> Result<PeerRate> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let seconds = gpu.time_resident_potrf(a)?;
+    let n = a.nrows() as f64;
+    Ok(rate("cusolver-dpotrf-resident", seconds, n * n * n / 3.0))
+}

@@ -394,6 +394,32 @@ impl GpuContext {
             .map_err(|e| gpu_error(&format!("waiting for {op}"), e))
     }
 
+    /// The reference rate of the device: copies the whole matrix `a` to device memory
+    /// (untimed), factors it there with one cusolverDnDpotrf call, and returns the seconds
+    /// of that call alone, waited for. The factor stays on the device (discarded).
+    pub fn time_resident_potrf(&self, a: MatRef<'_, f64>) -> Result<f64, KernelError> {
+        let n = a.nrows();
+        if a.ncols() != n {
+            return Err(KernelError::Operands {
+                op: Op::Potrf,
+                reason: format!("the matrix is {}x{}, not square", n, a.ncols()),
+            });
+        }
+        self.bind()?;
+        // Contiguous, column-major: one plain copy (pageable memory, synchronous).
+        let packed: Vec<f64> = (0..n)
+            .flat_map(|j| a.col(j).iter().copied().collect::<Vec<_>>())
+            .collect();
+        let mut tile = self.alloc(n, n)?;
+        self.h2d
+            .memcpy_htod(&packed, &mut tile.data)
+            .map_err(|e| gpu_error("copying the matrix to the device", e))?;
+        self.wait_uploads()?;
+        let start = std::time::Instant::now();
+        self.potrf(&mut tile)?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
     /// cusolverDnDpotrf on the lower triangle; a positive devInfo is
     /// [`KernelError::NotPositiveDefinite`] at that column of the tile.
     fn potrf(&self, a: &mut GpuTile) -> Result<(), KernelError> {
