@@ -26,7 +26,7 @@ pub const THIS_MACHINE: &str = "this";
 #[derive(Args)]
 pub struct SweepArgs {
     /// A preset (sirocco, knl), a TOML platform file, or `this` for real runs on this
-    /// machine (CPU clusters only).
+    /// machine (a GPU count K uses its first K GPUs; more than it has is a skipped row).
     #[arg(long)]
     pub platform: String,
     /// Cluster specs, comma-separated ("20x1,2x10,4x5").
