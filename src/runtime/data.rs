@@ -323,21 +323,33 @@ impl DataRegistry {
     ) -> Result<(), NoRoom> {
         if !self.is_valid(handle, node) {
             self.make_room(node, handle, copies)?;
-            let copy = Transfer {
-                handle,
-                tile: self.tiles[handle],
-                from: self.source(handle),
-                to: node,
-                bytes: self.bytes[handle],
-            };
-            copies.push(copy);
-            self.log(Step::Copy(copy));
-            self.states[handle][node.0] = ReplicaState::Shared;
-            self.used[node.0] += self.bytes[handle];
-            self.lru[node.0].insert((self.stamp[handle][node.0], handle));
+            self.copy_in(handle, self.source(handle), node, copies);
         }
         self.touch(handle, node);
         Ok(())
+    }
+
+    /// Records the copy of `handle` from `from` to `to` (returned and logged) and makes
+    /// the new replica a valid, shared one of `to`.
+    fn copy_in(
+        &mut self,
+        handle: usize,
+        from: MemoryNode,
+        to: MemoryNode,
+        copies: &mut Vec<Transfer>,
+    ) {
+        let copy = Transfer {
+            handle,
+            tile: self.tiles[handle],
+            from,
+            to,
+            bytes: self.bytes[handle],
+        };
+        copies.push(copy);
+        self.log(Step::Copy(copy));
+        self.states[handle][to.0] = ReplicaState::Shared;
+        self.used[to.0] += self.bytes[handle];
+        self.lru[to.0].insert((self.stamp[handle][to.0], handle));
     }
 
     /// Applies the MSI rule of a valid replica's use in `mode`.
@@ -416,18 +428,7 @@ impl DataRegistry {
             let last_copy = (0..self.capacity.len())
                 .all(|other| other == node.0 || !self.is_valid(victim, MemoryNode(other)));
             if last_copy {
-                let copy = Transfer {
-                    handle: victim,
-                    tile: self.tiles[victim],
-                    from: node,
-                    to: HOST,
-                    bytes: self.bytes[victim],
-                };
-                copies.push(copy);
-                self.log(Step::Copy(copy));
-                self.states[victim][HOST.0] = ReplicaState::Shared;
-                self.used[HOST.0] += self.bytes[victim];
-                self.lru[HOST.0].insert((self.stamp[victim][HOST.0], victim));
+                self.copy_in(victim, node, HOST, copies);
             }
             self.drop_replica(victim, node);
         }

@@ -422,7 +422,13 @@ pub fn execute(
     let several_nodes = !devices.is_empty();
     let mut capacities = vec![None];
     capacities.extend(devices.iter().map(|d| Some(d.budget())));
-    let data = Mutex::new(DataRegistry::with_capacities(tiles, capacities).log_steps());
+    let registry = DataRegistry::with_capacities(tiles, capacities);
+    // Only device memory needs the copies and releases carried out.
+    let data = Mutex::new(if several_nodes {
+        registry.log_steps()
+    } else {
+        registry
+    });
     let links = platform.links();
     let copy_seconds = |from, to, bytes| super::platform::copy_seconds(&links, from, to, bytes);
     let estimate = LinkEstimate {
