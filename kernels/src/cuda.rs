@@ -248,29 +248,39 @@ impl GpuContext {
         }
     }
 
+    /// A staging buffer for a copy between `tile` and a `rows x cols` host tile, with the
+    /// context bound; `None` for an empty tile (nothing to copy). Shapes are checked.
+    fn staging_for(
+        &self,
+        tile: &GpuTile,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Option<PinnedHostSlice<f64>>, KernelError> {
+        Self::check_same_shape(tile, rows, cols)?;
+        if rows * cols == 0 {
+            return Ok(None);
+        }
+        self.bind()?;
+        self.take_staging(rows * cols).map(Some)
+    }
+
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once
     /// the tile is packed into a staging buffer, before the copy ends. Kernels that use
     /// `dst` later wait for the copy.
     pub fn upload(&self, src: MatRef<'_, f64>, dst: &mut GpuTile) -> Result<(), KernelError> {
-        Self::check_same_shape(dst, src.nrows(), src.ncols())?;
-        let len = src.nrows() * src.ncols();
-        if len == 0 {
+        let (rows, cols) = (src.nrows(), src.ncols());
+        let Some(mut buffer) = self.staging_for(dst, rows, cols)? else {
             return Ok(());
-        }
-        self.bind()?;
-        let mut buffer = self.take_staging(len)?;
+        };
         let packed = buffer
             .as_mut_slice()
-            .map_err(|e| gpu_error("waiting for a staging buffer", e))?;
-        for (j, column) in packed.chunks_exact_mut(src.nrows()).enumerate() {
-            for (i, x) in column.iter_mut().enumerate() {
-                *x = src[(i, j)];
-            }
-        }
-        let result = self
-            .h2d
-            .memcpy_htod(&buffer, &mut dst.data)
-            .map_err(|e| gpu_error("cuMemcpyHtoDAsync", e));
+            .map(|packed| MatMut::from_column_major_slice_mut(packed, rows, cols).copy_from(src))
+            .map_err(|e| gpu_error("waiting for a staging buffer", e));
+        let result = packed.and_then(|()| {
+            self.h2d
+                .memcpy_htod(&buffer, &mut dst.data)
+                .map_err(|e| gpu_error("cuMemcpyHtoDAsync", e))
+        });
         self.give_back_staging(buffer);
         result
     }
@@ -284,31 +294,23 @@ impl GpuContext {
 
     /// Copies `src` into a host tile; returns when the data is there.
     pub fn download(&self, src: &GpuTile, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
-        Self::check_same_shape(src, dst.nrows(), dst.ncols())?;
-        let len = dst.nrows() * dst.ncols();
-        if len == 0 {
+        let (rows, cols) = (dst.nrows(), dst.ncols());
+        let Some(mut buffer) = self.staging_for(src, rows, cols)? else {
             return Ok(());
-        }
-        self.bind()?;
-        let mut buffer = self.take_staging(len)?;
-        let copied = self
+        };
+        let result = self
             .d2h
             .memcpy_dtoh(&src.data, &mut buffer)
-            .map_err(|e| gpu_error("cuMemcpyDtoHAsync", e));
-        let rows = dst.nrows();
-        let unpacked = copied.and_then(|()| {
-            let host = buffer
-                .as_slice()
-                .map_err(|e| gpu_error("waiting for a download", e))?;
-            for (j, column) in host.chunks_exact(rows).enumerate() {
-                for (i, &x) in column.iter().enumerate() {
-                    dst[(i, j)] = x;
-                }
-            }
-            Ok(())
-        });
+            .map_err(|e| gpu_error("cuMemcpyDtoHAsync", e))
+            .and_then(|()| {
+                let host = buffer
+                    .as_slice()
+                    .map_err(|e| gpu_error("waiting for a download", e))?;
+                dst.copy_from(MatRef::from_column_major_slice(host, rows, cols));
+                Ok(())
+            });
         self.give_back_staging(buffer);
-        unpacked
+        result
     }
 
     /// Runs `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the
