@@ -37,6 +37,7 @@ fn sirocco_simulation(c: &mut Criterion) {
                 run: hetla::runtime::RunOptions {
                     scheduler,
                     restrictions: Vec::new(),
+                    ..Default::default()
                 },
                 ..SimOptions::default()
             };

@@ -21,6 +21,7 @@ fn options(scheduler: SchedulerKind, seed: u64, noise: f64) -> SimOptions {
         run: RunOptions {
             scheduler,
             restrictions: Vec::new(),
+            ..Default::default()
         },
         seed,
         noise,

@@ -156,11 +156,12 @@ impl TaskGraph {
         self.tasks.iter().map(|t| t.flops).sum()
     }
 
-    /// Number of tasks of each operation, in [`Op::ALL`] order, operations absent omitted.
+    /// Number of tasks of each kind of operation, in [`Op::KINDS`] order, kinds absent
+    /// omitted.
     pub fn op_counts(&self) -> Vec<(Op, usize)> {
-        Op::ALL
+        Op::KINDS
             .into_iter()
-            .map(|op| (op, self.tasks.iter().filter(|t| t.op == op).count()))
+            .map(|op| (op, self.tasks.iter().filter(|t| t.op.same_kind(op)).count()))
             .filter(|&(_, c)| c > 0)
             .collect()
     }

@@ -7,15 +7,18 @@
 //! so any execution that respects the edges computes what the sequential order computes.
 //! [`Tiling`] cuts a matrix into b x b tiles with a ragged last row and column of tiles.
 //! The builders give the tiled Cholesky factorisation ([`cholesky`]) and the forward and
-//! backward substitutions of a solve ([`forward_substitution`], [`backward_substitution`]).
+//! backward substitutions of a solve ([`forward_substitution`], [`backward_substitution`]),
+//! and the tiled general matrix product ([`matmul`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 mod builders;
 mod graph;
+mod matmul;
 mod tiling;
 
 pub use builders::{FACTOR, RHS, backward_substitution, cholesky, forward_substitution};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
-pub use hetla_kernels::Op;
+pub use hetla_kernels::{MatMul, Op};
+pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use tiling::{Tiling, TilingError};

@@ -74,6 +74,32 @@ impl Backend {
             Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
             Op::Update => self.gemm_sub(reads[0], reads[1], write, par),
             Op::UpdateTrans => self.gemm_sub(reads[0].transpose(), reads[1], write, par),
+            Op::MatMul(p) => {
+                let a = if p.trans_a { reads[0].transpose() } else { reads[0] };
+                let b = if p.trans_b { reads[1].transpose() } else { reads[1] };
+                self.matmul(a, b, write, p.alpha(), p.beta(), par)
+            }
+        }
+    }
+
+    /// C <- alpha A B + beta C. A and B may be transposed views. With beta = 0 the old C
+    /// is not read; with an empty inner dimension or alpha = 0 only the scaling happens.
+    pub fn matmul(
+        self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        alpha: f64,
+        beta: f64,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        if a.ncols() == 0 || alpha == 0.0 {
+            faer_impl::scale(c, beta);
+            return Ok(());
+        }
+        match self {
+            Backend::Faer => faer_impl::matmul_scaled(a, b, c, alpha, beta, par),
+            Backend::OpenBlas => openblas!(gemm(a, b, c, alpha, beta, par)),
         }
     }
 

@@ -386,6 +386,27 @@ impl GpuContext {
                 Op::UpdateTrans => blas::cublasDgemm_v2(
                     h, T, N, m, n, a_rows, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
                 ),
+                Op::MatMul(p) => {
+                    let (alpha, beta) = (p.alpha(), p.beta());
+                    let trans = |t: bool| if t { T } else { N };
+                    let k = if p.trans_a { a_rows } else { a_cols };
+                    blas::cublasDgemm_v2(
+                        h,
+                        trans(p.trans_a),
+                        trans(p.trans_b),
+                        m,
+                        n,
+                        k,
+                        &alpha,
+                        pa,
+                        lda,
+                        pb,
+                        ldb,
+                        &beta,
+                        pc,
+                        ldc,
+                    )
+                }
                 Op::Potrf => unreachable!("handled above"),
             }
         };

@@ -71,6 +71,34 @@ pub(crate) fn gemm_sub(
     Ok(())
 }
 
+/// C <- alpha A B + beta C (A, B possibly transposed views). With beta = 0 the old C is
+/// never read, so NaN or garbage there does not leak into the result (BLAS semantics).
+pub(crate) fn matmul_scaled(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    mut c: MatMut<'_, f64>,
+    alpha: f64,
+    beta: f64,
+    par: Par,
+) -> Result<(), KernelError> {
+    if beta == 0.0 {
+        matmul(c, Accum::Replace, a, b, alpha, par);
+    } else {
+        scale(c.as_mut(), beta);
+        matmul(c, Accum::Add, a, b, alpha, par);
+    }
+    Ok(())
+}
+
+/// C <- beta C; beta = 0 overwrites C with zeros without reading it.
+pub(crate) fn scale(mut c: MatMut<'_, f64>, beta: f64) {
+    if beta == 0.0 {
+        c.fill(0.0);
+    } else if beta != 1.0 {
+        faer::zip!(c).for_each(|faer::unzip!(x)| *x *= beta);
+    }
+}
+
 pub(crate) fn solve_lower(
     l: MatRef<'_, f64>,
     transpose: bool,

@@ -45,4 +45,4 @@ mod openblas_impl;
 pub use backend::Backend;
 pub use error::KernelError;
 pub use faer::Par;
-pub use op::{Op, Shape};
+pub use op::{MatMul, Op, Shape};

@@ -1,5 +1,5 @@
-//! The tile operations of the tiled Cholesky factorisation and of the triangular solves,
-//! their operand conventions and their exact flop counts.
+//! The tile operations of the tiled Cholesky factorisation, of the triangular solves and
+//! of the general matrix product, their operand conventions and their exact flop counts.
 //!
 //! Every operation reads zero to two tiles and overwrites exactly one. Operands are always
 //! listed reads first, the written tile last; task graphs list their tile accesses in the
@@ -28,6 +28,70 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
+    /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is
+    /// m x k, or k x m when transposed) and op(B) is k x n: one tile of a general matrix
+    /// product. With beta = 0, C is overwritten and never read (BLAS semantics).
+    MatMul(MatMul),
+}
+
+/// The parameters of an [`Op::MatMul`]: transposes and scalars. The scalars are kept as
+/// bit patterns so that an operation stays `Eq + Hash + Ord` (it keys maps and models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MatMul {
+    /// Whether A is stored transposed (op(A) = A^T).
+    pub trans_a: bool,
+    /// Whether B is stored transposed (op(B) = B^T).
+    pub trans_b: bool,
+    alpha: u64,
+    beta: u64,
+}
+
+impl MatMul {
+    /// C <- C + A B: no transposes, alpha = beta = 1.
+    pub const ACCUMULATE: MatMul = MatMul {
+        trans_a: false,
+        trans_b: false,
+        alpha: 0x3ff0_0000_0000_0000,
+        beta: 0x3ff0_0000_0000_0000,
+    };
+
+    /// C <- alpha op(A) op(B) + beta C.
+    pub fn new(trans_a: bool, trans_b: bool, alpha: f64, beta: f64) -> Self {
+        Self {
+            trans_a,
+            trans_b,
+            alpha: alpha.to_bits(),
+            beta: beta.to_bits(),
+        }
+    }
+
+    /// The factor of the product.
+    pub fn alpha(self) -> f64 {
+        f64::from_bits(self.alpha)
+    }
+
+    /// The factor of the old C.
+    pub fn beta(self) -> f64 {
+        f64::from_bits(self.beta)
+    }
+
+    /// The same product with another beta (the later steps of a tiled product add to C).
+    pub fn with_beta(self, beta: f64) -> Self {
+        Self {
+            beta: beta.to_bits(),
+            ..self
+        }
+    }
+
+    /// (m, k) of op(A) for a stored A of shape `a`.
+    pub fn op_a(self, a: Shape) -> Shape {
+        if self.trans_a { (a.1, a.0) } else { a }
+    }
+
+    /// (k, n) of op(B) for a stored B of shape `b`.
+    pub fn op_b(self, b: Shape) -> Shape {
+        if self.trans_b { (b.1, b.0) } else { b }
+    }
 }
 
 /// The shape of one operand: (rows, columns).
@@ -46,6 +110,26 @@ impl Op {
         Op::UpdateTrans,
     ];
 
+    /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and
+    /// reports group tasks by kind, see [`Op::same_kind`]).
+    pub const KINDS: [Op; 9] = [
+        Op::Potrf,
+        Op::Trsm,
+        Op::Syrk,
+        Op::Gemm,
+        Op::SolveLower,
+        Op::SolveLowerTrans,
+        Op::Update,
+        Op::UpdateTrans,
+        Op::MatMul(MatMul::ACCUMULATE),
+    ];
+
+    /// Whether two operations are of the same kind (equal, or both matrix products
+    /// whatever their parameters).
+    pub fn same_kind(self, other: Op) -> bool {
+        self.name() == other.name()
+    }
+
     /// Short lower-case name, as used in traces and reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +141,7 @@ impl Op {
             Op::SolveLowerTrans => "solve_lower_trans",
             Op::Update => "update",
             Op::UpdateTrans => "update_trans",
+            Op::MatMul(_) => "matmul",
         }
     }
 
@@ -70,7 +155,7 @@ impl Op {
         match self {
             Op::Potrf => 0,
             Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans => 1,
-            Op::Gemm | Op::Update | Op::UpdateTrans => 2,
+            Op::Gemm | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
 
@@ -118,6 +203,11 @@ impl Op {
                 expect("L", shapes[0], (k, w.0))?;
                 expect("X", shapes[1], (k, w.1))
             }
+            Op::MatMul(p) => {
+                let k = p.op_a(shapes[0]).1;
+                expect("op(A)", p.op_a(shapes[0]), (w.0, k))?;
+                expect("op(B)", p.op_b(shapes[1]), (k, w.1))
+            }
         }
     }
 
@@ -139,6 +229,7 @@ impl Op {
             Op::SolveLower | Op::SolveLowerTrans => n * m * m,
             Op::Update => 2.0 * m * n * shapes[0].1 as f64,
             Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
+            Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }
 }
@@ -174,6 +265,21 @@ mod tests {
         // Rectangular GEMM 3x5 with k = 7.
         assert_eq!(Op::Gemm.flops(&[(3, 7), (5, 7), (3, 5)]), 210.0);
         assert_eq!(Op::UpdateTrans.flops(&[(7, 3), (7, 2), (3, 2)]), 84.0);
+    }
+
+    #[test]
+    fn matmul_shapes_follow_the_transposes() {
+        let nt = Op::MatMul(MatMul::new(false, true, 2.0, 0.5));
+        assert!(nt.check_shapes(&[(3, 7), (5, 7), (3, 5)]).is_ok());
+        assert_eq!(nt.flops(&[(3, 7), (5, 7), (3, 5)]), 210.0);
+        let tn = Op::MatMul(MatMul::new(true, false, 1.0, 1.0));
+        assert!(tn.check_shapes(&[(7, 3), (7, 5), (3, 5)]).is_ok());
+        let err = tn.check_shapes(&[(3, 7), (7, 5), (3, 5)]).unwrap_err();
+        assert!(err.contains("op(A) is 7x3"), "{err}");
+        let Op::MatMul(p) = nt else { unreachable!() };
+        assert_eq!((p.alpha(), p.beta(), p.with_beta(1.0).beta()), (2.0, 0.5, 1.0));
+        assert!(nt.same_kind(Op::KINDS[8]) && !nt.same_kind(Op::Gemm));
+        assert_eq!(Op::from_name("matmul"), None);
     }
 
     #[test]

@@ -214,6 +214,18 @@ pub(crate) fn gemm_sub(
     c: MatMut<'_, f64>,
     par: Par,
 ) -> Result<(), KernelError> {
+    gemm(a, b, c, -1.0, 1.0, par)
+}
+
+/// C <- alpha A B + beta C (A, B possibly transposed views); the caller handles k = 0.
+pub(crate) fn gemm(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    c: MatMut<'_, f64>,
+    alpha: f64,
+    beta: f64,
+    par: Par,
+) -> Result<(), KernelError> {
     let (m, n, k) = (int(c.nrows())?, int(c.ncols())?, int(a.ncols())?);
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
@@ -231,12 +243,12 @@ pub(crate) fn gemm_sub(
                 m,
                 n,
                 k,
-                -1.0,
+                alpha,
                 a.ptr,
                 a.ld,
                 b.ptr,
                 b.ld,
-                1.0,
+                beta,
                 ptr,
                 ldc,
             )

@@ -32,6 +32,7 @@ impl SimRunArgs {
             run: RunOptions {
                 scheduler: self.scheduler,
                 restrictions: Vec::new(),
+                ..Default::default()
             },
             seed: self.seed,
             noise: self.noise,

@@ -299,6 +299,23 @@ impl DataRegistry {
         Ok(copies)
     }
 
+    /// Drops `handle`'s replica on `node` (not the host) when it is valid there and not
+    /// pinned, writing it back to the host first when it is the last valid copy. Returns
+    /// the write-back, if any. Static plans use it to free buffers they know are done.
+    pub fn evict(&mut self, handle: usize, node: MemoryNode) -> Vec<Transfer> {
+        let mut copies = Vec::new();
+        if node == HOST || !self.is_valid(handle, node) || self.pins[handle][node.0] > 0 {
+            return copies;
+        }
+        let last_copy = (0..self.capacity.len())
+            .all(|other| other == node.0 || !self.is_valid(handle, MemoryNode(other)));
+        if last_copy {
+            self.copy_in(handle, node, HOST, &mut copies);
+        }
+        self.drop_replica(handle, node);
+        copies
+    }
+
     /// The copies that bring every tile whose only valid copy is on a GPU back to the
     /// host (the end of a run: the caller's matrix must hold the result).
     pub fn flush_to_host(&mut self) -> Vec<Transfer> {
@@ -531,6 +548,23 @@ mod tests {
         // A shared replica with a valid host copy is dropped without a copy.
         let copies = r.acquire(3, gpu, Mode::Read).unwrap();
         assert_eq!(one(copies).handle, 3);
+    }
+
+    #[test]
+    fn eviction_on_request_writes_back_the_last_copy_and_spares_pinned_tiles() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(3);
+        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
+        r.acquire(1, gpu, Mode::Read).unwrap();
+        let back = one(r.evict(0, gpu));
+        assert_eq!((back.from, back.to), (gpu, HOST));
+        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        // A shared replica goes without a copy; the host is never evicted.
+        assert!(r.evict(1, gpu).is_empty() && !r.is_valid(1, gpu));
+        assert!(r.evict(1, HOST).is_empty() && r.is_valid(1, HOST));
+        r.start_task(&[(2, Mode::Read)], gpu).unwrap();
+        assert!(r.evict(2, gpu).is_empty() && r.is_valid(2, gpu));
+        assert_eq!(r.used(gpu), 800);
     }
 
     #[test]

@@ -26,7 +26,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use faer::{Mat, MatMut, MatRef};
@@ -36,7 +36,8 @@ use hetla_kernels::{KernelError, Op, Par};
 use super::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
 use super::device::Device;
 use super::perfmodel::KernelKey;
-use super::plan::LinkEstimate;
+use super::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
+use super::planned::{Planned, StaticPlan};
 use super::platform::{Platform, ResourceKind};
 use super::scheduler::{SchedContext, SchedulerKind};
 use super::trace::{TaskEvent, Trace, TransferEvent};
@@ -79,6 +80,39 @@ pub struct RunOptions {
     pub scheduler: SchedulerKind,
     /// Operations restricted to some resource kinds (others run anywhere).
     pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
+    /// A static allocation to follow instead of `scheduler` (see [`super::planned`]).
+    pub plan: Option<Arc<StaticPlan>>,
+    /// Tiles put on a memory node before the clock starts: `Mode::Read` adds a copy there
+    /// (the host keeps its own), `Mode::ReadWrite` leaves that copy the only valid one.
+    /// Data "already on the device"; the copies are neither timed nor traced.
+    pub placement: Vec<(TileRef, MemoryNode, Mode)>,
+}
+
+impl RunOptions {
+    /// The scheduler of a run on `workers` workers with `tasks` tasks: the static plan's
+    /// when there is one (checked against the run), else a fresh one of `scheduler`'s kind.
+    pub(crate) fn build_scheduler(
+        &self,
+        workers: usize,
+        tasks: usize,
+    ) -> Result<Box<dyn super::scheduler::Scheduler>, String> {
+        match &self.plan {
+            Some(plan) => {
+                plan.check(tasks, workers)?;
+                Ok(Box::new(Planned::new(plan.clone(), workers, tasks)))
+            }
+            None => Ok(self.scheduler.build(workers)),
+        }
+    }
+
+    /// The name of the policy the run follows ("static" with a plan).
+    pub fn policy_name(&self) -> &'static str {
+        if self.plan.is_some() {
+            "static"
+        } else {
+            self.scheduler.name()
+        }
+    }
 }
 
 /// Why a task failed.
@@ -161,6 +195,10 @@ struct Run<'a> {
     devices: Vec<&'a dyn Device>,
     /// Whether the platform has memory nodes besides the host (else no prefetch).
     several_nodes: bool,
+    /// Whether some task writes each handle.
+    written: &'a [bool],
+    /// Handles to drop from the worker's node after each task (static plans).
+    releases: Vec<Vec<usize>>,
     transfers: Mutex<Vec<TransferEvent>>,
     start: Instant,
 }
@@ -198,6 +236,32 @@ impl Run<'_> {
             }
         }
         Ok(result)
+    }
+
+    /// Puts tiles on memory nodes before the run (see [`RunOptions::placement`]): the
+    /// copies are carried out and waited for, and not traced.
+    fn place(&self, placement: &[(usize, MemoryNode, Mode)]) -> Result<(), KernelError> {
+        if placement.is_empty() || !self.several_nodes {
+            return Ok(());
+        }
+        let placed = self.with_data(|d| {
+            placement
+                .iter()
+                .find_map(|&(h, node, mode)| d.acquire(h, node, mode).err())
+        })?;
+        if let Some(no_room) = placed {
+            return Err(KernelError::Gpu {
+                message: format!("the placed operands do not fit: {no_room}"),
+            });
+        }
+        for device in &self.devices {
+            device.wait_uploads()?;
+        }
+        self.transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
     }
 
     fn device(&self, node: MemoryNode) -> &dyn Device {
@@ -258,6 +322,25 @@ impl Run<'_> {
         }
     }
 
+    /// Copies ahead the inputs of the tasks the scheduler says `worker` runs next (static
+    /// plans), those safe to copy now.
+    fn prefetch_ahead(&self, worker: usize, node: MemoryNode) -> Result<(), KernelError> {
+        if !self.several_nodes {
+            return Ok(());
+        }
+        let next = self.scheduler.lookahead(worker, PREFETCH_DEPTH);
+        if next.is_empty() {
+            return Ok(());
+        }
+        let ready = |t: usize| self.remaining_preds[t].load(Ordering::SeqCst) == 0;
+        let handles = prefetchable(&next, self.handles, self.written, ready);
+        self.with_data(|d| {
+            for h in handles {
+                d.prefetch(h, node);
+            }
+        })
+    }
+
     /// Makes the task's tiles valid on `node` and pins them there.
     fn start_task(&self, task: usize, node: MemoryNode) -> Result<(), TaskFailure> {
         match self.with_data(|d| d.start_task(&self.handles[task], node)) {
@@ -311,6 +394,10 @@ impl Run<'_> {
                 self.fail(task, failure);
                 break;
             }
+            if let Err(error) = self.prefetch_ahead(w, node) {
+                self.fail(task, TaskFailure::Kernel(error));
+                break;
+            }
             let start = self.now();
             let result = catch_unwind(AssertUnwindSafe(|| match device {
                 Some(device) => self.run_on_device(task, device),
@@ -326,6 +413,17 @@ impl Run<'_> {
                 flops: graph.task(task).flops,
             });
             self.lock_data().end_task(&self.handles[task], node);
+            if !self.releases[task].is_empty() {
+                let evicted = self.with_data(|d| {
+                    for &h in &self.releases[task] {
+                        d.evict(h, node);
+                    }
+                });
+                if let Err(error) = evicted {
+                    self.fail(task, TaskFailure::Kernel(error));
+                    break;
+                }
+            }
             match result {
                 Ok(Ok(())) => {
                     self.ctx.record(task, w, end - start);
@@ -410,6 +508,8 @@ pub fn execute(
             });
         }
     };
+    let releases = super::plan::releases(options, &plan.handles);
+    let placement = super::plan::placements(options, &plan.tiles);
     let super::plan::RunPlan {
         keys,
         classes,
@@ -417,7 +517,21 @@ pub fn execute(
         ctx,
         handles,
         tiles,
+        written,
     } = plan;
+    let scheduler = match options.build_scheduler(workers.len(), n) {
+        Ok(scheduler) => scheduler,
+        Err(reason) => {
+            return Err(RunError {
+                task: 0,
+                failure: TaskFailure::Kernel(KernelError::Operands {
+                    op: graph.tasks().first().map_or(Op::Gemm, |t| t.op),
+                    reason: format!("the static plan does not fit the run: {reason}"),
+                }),
+                trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
+            });
+        }
+    };
     let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
     let several_nodes = !devices.is_empty();
     let mut capacities = vec![None];
@@ -448,7 +562,7 @@ pub fn execute(
     let run = Run {
         work,
         ctx,
-        scheduler: options.scheduler.build(workers.len()),
+        scheduler,
         remaining_preds: (0..n)
             .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
             .collect(),
@@ -460,9 +574,16 @@ pub fn execute(
         handles: &handles,
         devices,
         several_nodes,
+        written: &written,
+        releases,
         transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
+    if let Err(error) = run.place(&placement) {
+        run.fail(0, TaskFailure::Kernel(error));
+    }
+    let mut run = run;
+    run.start = Instant::now();
     for t in (0..n).filter(|&t| graph.predecessors(t).is_empty()) {
         run.push(t, None, 0.0);
     }

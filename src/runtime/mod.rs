@@ -7,6 +7,7 @@
 //!   nodes with capacities (LRU eviction, write-back, prefetch);
 //! - [`perfmodel`]: history-based duration models, persisted as JSON;
 //! - [`scheduler`]: the `Scheduler` trait and the `Mct`, `Eager` and `WorkStealing` policies;
+//! - [`planned`]: static allocations (groups of tasks per processor, stealing, releases);
 //! - [`execute`]: the real executor (one thread per worker, inside its cluster's pool);
 //! - [`sim`]: the simulated executor (same schedulers and data layer, a virtual clock and
 //!   a platform model);
@@ -25,6 +26,7 @@ pub mod device;
 pub mod execute;
 pub mod perfmodel;
 mod plan;
+pub mod planned;
 pub mod platform;
 pub mod scheduler;
 pub mod sim;
@@ -35,6 +37,7 @@ pub use execute::{
     RunError, RunOptions, TaskFailure, WRITE_BACK, Workload, bottom_levels, execute,
 };
 pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats, count_classes};
+pub use planned::{Planned, StaticPlan};
 pub use platform::{DeviceWorker, ModelStore, Platform, ResourceKind, WorkerInfo};
 pub use scheduler::{
     Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate, WorkStealing,

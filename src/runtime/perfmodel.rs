@@ -72,14 +72,25 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
-    /// The key of a graph task whose tiles have the shapes `shape` gives.
+    /// The key of a graph task whose tiles have the shapes `shape` gives. A matrix
+    /// product tile ([`Op::MatMul`]) shares the model of the Cholesky GEMM tile of the same
+    /// sizes (m x k, n x k -> m x n): the same flops on the same BLAS call, whatever the
+    /// transposes and scalars, so calibrated GEMM rates serve both.
     pub fn of_task(
         task: &hetla_factorizations::Task,
         shape: impl Fn(hetla_factorizations::TileRef) -> (usize, usize),
     ) -> Self {
-        Self {
-            op: task.op,
-            shapes: task.accesses.iter().map(|a| shape(a.tile)).collect(),
+        let shapes: Vec<(usize, usize)> = task.accesses.iter().map(|a| shape(a.tile)).collect();
+        match task.op {
+            Op::MatMul(p) if shapes.len() == 3 => {
+                let (m, k) = p.op_a(shapes[0]);
+                let n = p.op_b(shapes[1]).1;
+                Self {
+                    op: Op::Gemm,
+                    shapes: vec![(m, k), (n, k), (m, n)],
+                }
+            }
+            op => Self { op, shapes },
         }
     }
 

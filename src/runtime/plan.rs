@@ -54,6 +54,64 @@ pub(crate) struct RunPlan<'a> {
     pub handles: Vec<Vec<(usize, Mode)>>,
     /// Each handle's tile and bytes.
     pub tiles: Vec<(TileRef, usize)>,
+    /// Whether some task writes each handle (a tile no task writes may be copied ahead
+    /// of any task; others only ahead of ready tasks).
+    pub written: Vec<bool>,
+}
+
+/// Tasks a static plan lets a worker prefetch ahead (paper 000 uses two).
+pub(crate) const PREFETCH_DEPTH: usize = 2;
+
+/// The handles of `tasks` that are safe to copy now: those no task writes, and all of a
+/// task that is ready.
+pub(crate) fn prefetchable(
+    tasks: &[usize],
+    handles: &[Vec<(usize, Mode)>],
+    written: &[bool],
+    ready: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &t in tasks {
+        let ready = ready(t);
+        out.extend(
+            handles[t]
+                .iter()
+                .filter(|&&(h, _)| ready || !written[h])
+                .map(|&(h, _)| h),
+        );
+    }
+    out
+}
+
+/// The access handles each task's plan releases after it (empty without a static plan).
+pub(crate) fn releases(
+    options: &super::execute::RunOptions,
+    handles: &[Vec<(usize, Mode)>],
+) -> Vec<Vec<usize>> {
+    let mut after = vec![Vec::new(); handles.len()];
+    if let Some(plan) = &options.plan {
+        for &(task, access) in &plan.releases {
+            if let Some(&(h, _)) = handles.get(task).and_then(|a| a.get(access)) {
+                after[task].push(h);
+            }
+        }
+    }
+    after
+}
+
+/// The handles and nodes of the tiles `options` places before the run, with the mode
+/// that places them (read: a shared copy; read-write: the node's copy is the only one).
+pub(crate) fn placements(
+    options: &super::execute::RunOptions,
+    tiles: &[(TileRef, usize)],
+) -> Vec<(usize, MemoryNode, Mode)> {
+    let index: HashMap<TileRef, usize> =
+        tiles.iter().enumerate().map(|(h, &(t, _))| (t, h)).collect();
+    options
+        .placement
+        .iter()
+        .filter_map(|&(tile, node, mode)| index.get(&tile).map(|&h| (h, node, mode)))
+        .collect()
 }
 
 /// Prepares a run of `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
@@ -121,6 +179,7 @@ pub(crate) fn plan<'a>(
     }
     let mut handle_of: HashMap<TileRef, usize> = HashMap::new();
     let mut tiles = Vec::new();
+    let mut written = Vec::new();
     let handles = graph
         .tasks()
         .iter()
@@ -130,8 +189,10 @@ pub(crate) fn plan<'a>(
                 .map(|a| {
                     let h = *handle_of.entry(a.tile).or_insert_with(|| {
                         tiles.push((a.tile, tile_bytes(a.tile)));
+                        written.push(false);
                         tiles.len() - 1
                     });
+                    written[h] |= a.mode == Mode::ReadWrite;
                     (h, a.mode)
                 })
                 .collect()
@@ -144,5 +205,6 @@ pub(crate) fn plan<'a>(
         ctx,
         handles,
         tiles,
+        written,
     })
 }

@@ -179,6 +179,11 @@ pub trait Scheduler: Send + Sync {
     fn assigned_worker(&self, _task: usize) -> Option<usize> {
         None
     }
+    /// The tasks `worker` will run next, up to `depth`, for policies that know (static
+    /// plans); the executor prefetches their inputs.
+    fn lookahead(&self, _worker: usize, _depth: usize) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// The policies hetla has, by name.

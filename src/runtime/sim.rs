@@ -26,6 +26,10 @@
 //! - **Prefetch.** When the scheduler binds a pushed task to a worker at push time (MCT),
 //!   the task's tiles are prefetched to that worker's node at once; MCT's completion
 //!   estimate includes the copies still missing on each candidate worker's node.
+//! - **Static plans** ([`super::planned`]): after a worker starts a task, the inputs of
+//!   its next two planned tasks that are safe to copy are prefetched; the tiles a plan
+//!   releases after a task are dropped (written back if last) when it ends. Tiles placed
+//!   on a node before the run (`RunOptions::placement`) are there at time 0.
 //! - **End.** After the last task, tiles whose only valid copy is on a GPU are written
 //!   back to host memory; the makespan includes those copies (the matrix starts and ends
 //!   in host memory, as in a real run).
@@ -45,7 +49,7 @@ use rand_chacha::ChaCha8Rng;
 use super::data::{DataRegistry, HOST, MemoryNode, Transfer};
 use super::execute::RunOptions;
 use super::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
-use super::plan::LinkEstimate;
+use super::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
 use super::platform::{ResourceKind, WorkerInfo};
 use super::trace::{TaskEvent, Trace, TransferEvent};
 use crate::model::{LinkModel, LinkRate, PlatformModel};
@@ -295,7 +299,14 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     } else {
         plan.ctx
     };
-    let scheduler = options.run.scheduler.build(workers.len());
+    let scheduler = options
+        .run
+        .build_scheduler(workers.len(), n)
+        .map_err(|reason| Error::InvalidOption {
+            option: "plan",
+            reason,
+        })?;
+    let releases = super::plan::releases(&options.run, &plan.handles);
     let mut copies = Copies {
         platform,
         link_free: HashMap::new(),
@@ -319,6 +330,15 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }
         }
     };
+    // Placed tiles are there at time 0: their copies are not simulated.
+    for (h, node, mode) in super::plan::placements(&options.run, &plan.tiles) {
+        lock(&data)
+            .acquire(h, node, mode)
+            .map_err(|no_room| Error::InvalidOption {
+                option: "placement",
+                reason: format!("the placed operands do not fit: {no_room}"),
+            })?;
+    }
     for t in (0..n).filter(|&t| remaining[t] == 0) {
         push(t, None, 0.0, &mut copies);
     }
@@ -334,6 +354,16 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             let accesses = &plan.handles[task];
             for copy in lock(&data).start_task(accesses, node)? {
                 copies.schedule(copy, now);
+            }
+            if several_nodes {
+                let next = scheduler.lookahead(w, PREFETCH_DEPTH);
+                let ahead = prefetchable(&next, &plan.handles, &plan.written, |t| remaining[t] == 0);
+                let mut data = lock(&data);
+                for h in ahead {
+                    for copy in data.prefetch(h, node) {
+                        copies.schedule(copy, now);
+                    }
+                }
             }
             let overhead = match workers[w].kind {
                 ResourceKind::Cpu => platform.cpu_task_overhead,
@@ -373,7 +403,13 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         now = done.time;
         idle[done.worker] = true;
         finished += 1;
-        lock(&data).end_task(&plan.handles[done.task], workers[done.worker].node);
+        let node = workers[done.worker].node;
+        lock(&data).end_task(&plan.handles[done.task], node);
+        for &h in &releases[done.task] {
+            for copy in lock(&data).evict(h, node) {
+                copies.schedule(copy, now);
+            }
+        }
         scheduler.done(done.task, done.worker, now, &ctx);
         for &s in graph.successors(done.task) {
             remaining[s] -= 1;
@@ -387,7 +423,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             option: "scheduler",
             reason: format!(
                 "the {} scheduler left {} of {n} tasks unrun in simulation",
-                options.run.scheduler,
+                options.run.policy_name(),
                 n - finished
             ),
         });

@@ -173,10 +173,11 @@ impl Trace {
                 }
             })
             .collect();
-        let kernels = Op::ALL
+        let kernels = Op::KINDS
             .into_iter()
             .filter_map(|op| {
-                let events: Vec<&TaskEvent> = self.tasks.iter().filter(|e| e.op == op).collect();
+                let events: Vec<&TaskEvent> =
+                    self.tasks.iter().filter(|e| e.op.same_kind(op)).collect();
                 if events.is_empty() {
                     return None;
                 }
@@ -278,9 +279,9 @@ impl Trace {
                 }
             })
             .draw()?;
-        for (i, op) in Op::ALL.into_iter().enumerate() {
+        for (i, op) in Op::KINDS.into_iter().enumerate() {
             let colour = Palette99::pick(i).to_rgba();
-            let bars = self.tasks.iter().filter(|e| e.op == op).map(|e| {
+            let bars = self.tasks.iter().filter(|e| e.op.same_kind(op)).map(|e| {
                 // Worker 0 on the top row.
                 let y = (rows - 1 - e.worker) as f64;
                 Rectangle::new(
