@@ -21,6 +21,7 @@
 pub mod check;
 mod cholesky;
 mod error;
+pub mod gemm;
 pub mod graph_bounds;
 pub mod matgen;
 pub mod model;
@@ -32,6 +33,7 @@ mod tiled;
 
 pub use cholesky::{Cholesky, Factor, default_tile_size, solve_spd};
 pub use error::{Error, Result};
+pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_bounds as bounds;
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;

@@ -37,6 +37,8 @@ pub struct StaticPlan {
     pub processors: Vec<Vec<usize>>,
     /// Whether idle workers steal groups of other processors (EffectiveSteal).
     pub steal: bool,
+    /// Whether the executors prefetch the inputs of the next planned tasks.
+    pub prefetch: bool,
     /// `(task, access index)`: after `task`, drop that access's tile from the memory node
     /// of the worker that ran it.
     pub releases: Vec<(usize, usize)>,
@@ -152,6 +154,9 @@ impl Planned {
     /// The next `depth` tasks `worker` will run if the plan holds: the rest of its group,
     /// then the groups at the front of its processor's queue.
     pub fn lookahead(&self, worker: usize, depth: usize) -> Vec<usize> {
+        if !self.plan.prefetch {
+            return Vec::new();
+        }
         let state = self.lock();
         let mut next = Vec::with_capacity(depth);
         if let Some((g, pos)) = state.current[worker] {
@@ -237,6 +242,7 @@ mod tests {
             owner: vec![0, 1],
             processors: vec![vec![0], vec![1]],
             steal: false,
+            prefetch: true,
             releases: vec![],
         };
         assert!(plan.check(4, 2).is_ok());
@@ -278,6 +284,7 @@ mod tests {
             owner: vec![0, 0, 0],
             processors: vec![vec![0], vec![1]],
             steal: true,
+            prefetch: true,
             releases: vec![],
         };
         let s = Planned::new(Arc::new(plan), 2, 6);
