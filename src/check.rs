@@ -1,5 +1,6 @@
 //! Numerical checks of results: the LAPACK scaled residual of a Cholesky factor and the
-//! backward error of a solve. Both read only the lower triangle of A.
+//! backward error of a solve (both read only the lower triangle of A), and the relative
+//! error of a matrix product against a reference.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatRef, Par};
@@ -90,4 +91,34 @@ pub fn solve_backward_error(
         par,
     );
     norm1(r.as_ref()) / (symmetric_norm1(a) * xnorm)
+}
+
+/// ||C - R||_F / ||R||_F: the relative error of a computed matrix against a reference
+/// (the difference's norm when the reference is zero).
+pub fn relative_error(c: MatRef<'_, f64>, reference: MatRef<'_, f64>) -> f64 {
+    let diff = (c - reference).norm_l2();
+    let scale = reference.norm_l2();
+    if scale > 0.0 { diff / scale } else { diff }
+}
+
+/// C0 <- alpha op(A) op(B) + beta C0 computed by one faer call on all `par`'s threads: the
+/// reference of a tiled product.
+pub fn reference_product(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    c0: MatRef<'_, f64>,
+    (trans_a, trans_b): (bool, bool),
+    (alpha, beta): (f64, f64),
+    par: Par,
+) -> Mat<f64> {
+    let a = if trans_a { a.transpose() } else { a };
+    let b = if trans_b { b.transpose() } else { b };
+    let mut c = c0.to_owned();
+    if beta == 0.0 {
+        faer::linalg::matmul::matmul(c.as_mut(), Accum::Replace, a, b, alpha, par);
+    } else {
+        c *= faer::Scale(beta);
+        faer::linalg::matmul::matmul(c.as_mut(), Accum::Add, a, b, alpha, par);
+    }
+    c
 }

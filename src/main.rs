@@ -53,6 +53,9 @@ enum Command {
     /// Simulate (or run) every combination of cluster specs, GPU counts, orders and tile
     /// sizes; write results.csv, results.json and SVG plots.
     Sweep(commands::sweep::SweepArgs),
+    /// Multiply matrices (C <- alpha op(A) op(B) + beta C) with a chosen allocation
+    /// strategy; report time, bytes moved and their lower bound. `--platform` simulates.
+    Gemm(Box<commands::gemm::GemmArgs>),
 }
 
 #[derive(Args, Clone)]
@@ -899,6 +902,9 @@ fn main() -> ExitCode {
         }
         Command::Sweep(args) => {
             commands::sweep::run(args).map(|r| emit(args.json, &r, commands::sweep::print))
+        }
+        Command::Gemm(args) => {
+            commands::gemm::run(args).map(|r| emit(args.json, &r, commands::gemm::print))
         }
     };
     match result {

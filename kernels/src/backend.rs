@@ -75,8 +75,16 @@ impl Backend {
             Op::Update => self.gemm_sub(reads[0], reads[1], write, par),
             Op::UpdateTrans => self.gemm_sub(reads[0].transpose(), reads[1], write, par),
             Op::MatMul(p) => {
-                let a = if p.trans_a { reads[0].transpose() } else { reads[0] };
-                let b = if p.trans_b { reads[1].transpose() } else { reads[1] };
+                let a = if p.trans_a {
+                    reads[0].transpose()
+                } else {
+                    reads[0]
+                };
+                let b = if p.trans_b {
+                    reads[1].transpose()
+                } else {
+                    reads[1]
+                };
                 self.matmul(a, b, write, p.alpha(), p.beta(), par)
             }
         }

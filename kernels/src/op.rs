@@ -277,7 +277,10 @@ mod tests {
         let err = tn.check_shapes(&[(3, 7), (7, 5), (3, 5)]).unwrap_err();
         assert!(err.contains("op(A) is 7x3"), "{err}");
         let Op::MatMul(p) = nt else { unreachable!() };
-        assert_eq!((p.alpha(), p.beta(), p.with_beta(1.0).beta()), (2.0, 0.5, 1.0));
+        assert_eq!(
+            (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
+            (2.0, 0.5, 1.0)
+        );
         assert!(nt.same_kind(Op::KINDS[8]) && !nt.same_kind(Op::Gemm));
         assert_eq!(Op::from_name("matmul"), None);
     }

@@ -54,8 +54,8 @@ use crate::model::PlatformModel;
 use crate::runtime::data::{HOST, MemoryNode};
 use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
 use crate::runtime::{
-    KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace,
-    WorkerInfo, execute,
+    KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace, WorkerInfo,
+    execute,
 };
 use crate::tile_work::{TileWork, run_error};
 use crate::{Error, Result, TiledMatrix};
@@ -420,9 +420,11 @@ impl Gemm {
                         ),
                     });
                 };
-                // Without memory limits, squares of the whole C would serialise the run.
-                let mu = mu.min(tiling.r.max(tiling.s)).max(1);
+                // Large memories would allow squares of the whole C, one worker's work:
+                // keep at least four squares per worker so that all of them get some.
                 let all: Vec<usize> = (0..machine.workers.len()).collect();
+                let spread = ((tiling.r * tiling.s) as f64 / (4 * all.len()) as f64).sqrt();
+                let mu = mu.min(spread.floor() as usize).max(1);
                 options.plan = Some(strategy::shared(strategy::max_reuse_plan(
                     &tiling, &all, mu, double,
                 )));
@@ -444,7 +446,10 @@ impl Gemm {
     /// The tiles placed on devices before the run.
     fn placements(&self, t: &MatMulTiling) -> Vec<(TileRef, MemoryNode, Mode)> {
         let mut out = Vec::new();
-        for (matrix, placement) in [MATMUL_A, MATMUL_B, MATMUL_C].into_iter().zip(self.placement) {
+        for (matrix, placement) in [MATMUL_A, MATMUL_B, MATMUL_C]
+            .into_iter()
+            .zip(self.placement)
+        {
             let Placement::Device(d) = placement else {
                 continue;
             };
@@ -472,7 +477,11 @@ impl Gemm {
         mut c: MatMut<'_, f64>,
     ) -> Result<GemmReport> {
         self.check(platform.devices().len())?;
-        let (m, n, k) = self.dimensions((a.nrows(), a.ncols()), (b.nrows(), b.ncols()), (c.nrows(), c.ncols()))?;
+        let (m, n, k) = self.dimensions(
+            (a.nrows(), a.ncols()),
+            (b.nrows(), b.ncols()),
+            (c.nrows(), c.ncols()),
+        )?;
         if k == 0 || m == 0 || n == 0 {
             // Nothing to multiply: C <- beta C (BLAS's quick return).
             platform.backend().matmul(
@@ -489,7 +498,10 @@ impl Gemm {
         let workers = platform.workers();
         let tile_seconds = |w: usize, tile: usize| {
             models
-                .get(&KernelKey::square(hetla_kernels::Op::Gemm, tile), &workers[w].class)
+                .get(
+                    &KernelKey::square(hetla_kernels::Op::Gemm, tile),
+                    &workers[w].class,
+                )
                 .and_then(|s| s.calibrated_mean())
         };
         let links = platform.links();
@@ -546,9 +558,14 @@ impl Gemm {
         }
         let workers = platform.workers.clone();
         let tile_seconds = |w: usize, tile: usize| {
-            model.duration(&KernelKey::square(hetla_kernels::Op::Gemm, tile), tile, &workers[w].class)
+            model.duration(
+                &KernelKey::square(hetla_kernels::Op::Gemm, tile),
+                tile,
+                &workers[w].class,
+            )
         };
-        let copy_seconds = |node: MemoryNode, bytes: usize| platform.copy_seconds(HOST, node, bytes);
+        let copy_seconds =
+            |node: MemoryNode, bytes: usize| platform.copy_seconds(HOST, node, bytes);
         let mut known_tiles = model.tiles();
         known_tiles.retain(|&t| {
             workers
@@ -569,12 +586,16 @@ impl Gemm {
             .iter()
             .map(|task| {
                 KernelKey::of_task(task, |t| {
-                    tiling.tiling(t.matrix).map_or((0, 0), |x| x.tile_shape(t.row, t.col))
+                    tiling
+                        .tiling(t.matrix)
+                        .map_or((0, 0), |x| x.tile_shape(t.row, t.col))
                 })
             })
             .collect();
         let tile_bytes = |t: TileRef| {
-            let (rows, cols) = tiling.tiling(t.matrix).map_or((0, 0), |x| x.tile_shape(t.row, t.col));
+            let (rows, cols) = tiling
+                .tiling(t.matrix)
+                .map_or((0, 0), |x| x.tile_shape(t.row, t.col));
             rows * cols * size_of::<f64>()
         };
         let tile = tiling.c.tile();
@@ -608,20 +629,19 @@ impl Gemm {
         let p = self.params();
         let (m, k) = p.op_a(a);
         let (kb, n) = p.op_b(b);
-        let mismatch = |reason: String| Err(Error::InvalidOption {
-            option: "shapes",
-            reason,
-        });
+        let mismatch = |reason: String| {
+            Err(Error::InvalidOption {
+                option: "shapes",
+                reason,
+            })
+        };
         if kb != k {
             return mismatch(format!(
                 "op(A) is {m}x{k} but op(B) is {kb}x{n}: the inner dimensions differ"
             ));
         }
         if c != (m, n) {
-            return mismatch(format!(
-                "C is {}x{} but op(A) op(B) is {m}x{n}",
-                c.0, c.1
-            ));
+            return mismatch(format!("C is {}x{} but op(A) op(B) is {m}x{n}", c.0, c.1));
         }
         Ok((m, n, k))
     }
@@ -670,7 +690,11 @@ impl Gemm {
         let workers = machine.workers;
         // Bytes per device: every copy into or out of its node.
         let devices: Vec<usize> = {
-            let mut nodes: Vec<usize> = workers.iter().map(|w| w.node.0).filter(|&n| n != 0).collect();
+            let mut nodes: Vec<usize> = workers
+                .iter()
+                .map(|w| w.node.0)
+                .filter(|&n| n != 0)
+                .collect();
             nodes.sort_unstable();
             nodes.dedup();
             nodes
@@ -700,14 +724,20 @@ impl Gemm {
             if placed || updates == 0.0 {
                 return 0.0;
             }
-            let buffers = machine.capacities[node].map_or(usize::MAX / 4, |c| (c as f64 / tile_bytes) as usize);
+            let buffers = machine.capacities[node]
+                .map_or(usize::MAX / 4, |c| (c as f64 / tile_bytes) as usize);
             let lw = device_transfers_lower_bound(updates, buffers.max(3)).unwrap_or(0.0);
             lw.max(3.0 * updates.powf(2.0 / 3.0))
         };
-        let bound_tiles: f64 = devices.iter().map(|&d| device_bound(d, updates_on(d))).sum();
+        let bound_tiles: f64 = devices
+            .iter()
+            .map(|&d| device_bound(d, updates_on(d)))
+            .sum();
         let comm_lower_bound_bytes = bound_tiles * tile_bytes;
         // The split that equalises finish times, by worker speed.
-        let costs: Vec<f64> = (0..workers.len()).map(|w| 1.0 / machine.rate(w, tile)).collect();
+        let costs: Vec<f64> = (0..workers.len())
+            .map(|w| 1.0 / machine.rate(w, tile))
+            .collect();
         let total_updates = (tiling.r * tiling.s * tiling.t) as f64;
         let split_lower_bound_bytes = equal_finish_split(&costs, total_updates)
             .map(|split| {
@@ -746,7 +776,8 @@ impl Gemm {
             predicted_seconds: planned.predicted,
             bytes_moved: BytesMoved { total, per_device },
             comm_lower_bound_bytes,
-            comm_ratio: (comm_lower_bound_bytes > 0.0).then(|| total as f64 / comm_lower_bound_bytes),
+            comm_ratio: (comm_lower_bound_bytes > 0.0)
+                .then(|| total as f64 / comm_lower_bound_bytes),
             split_lower_bound_bytes,
             partition_lower_bound_bytes,
             updates: summary
@@ -793,7 +824,8 @@ fn auto_strategy(
     let (r, s, steps) = (t.r as f64, t.s as f64, t.t as f64);
     for p in processors.iter().filter(|p| p.node != HOST.0) {
         let area = p.speed / total * r * s;
-        let working_set = (half_perimeter_lower_bound(area, r, s) * steps + area) * tile_bytes as f64;
+        let working_set =
+            (half_perimeter_lower_bound(area, r, s) * steps + area) * tile_bytes as f64;
         if let Some(capacity) = machine.capacities[p.node]
             && working_set > capacity as f64
         {

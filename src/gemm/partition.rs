@@ -160,7 +160,9 @@ impl FromStr for Discretisation {
         match s.to_ascii_lowercase().as_str() {
             "rounded" => Ok(Self::Rounded),
             "precise" => Ok(Self::Precise),
-            _ => Err(format!("unknown discretisation {s:?}; expected rounded or precise")),
+            _ => Err(format!(
+                "unknown discretisation {s:?}; expected rounded or precise"
+            )),
         }
     }
 }
@@ -319,7 +321,10 @@ mod tests {
             worst = worst.max(ratio);
             sum += ratio;
         }
-        eprintln!("peri-sum ratio to sum 2 sqrt(s_k): worst {worst:.4}, mean {:.4}", sum / 1000.0);
+        eprintln!(
+            "peri-sum ratio to sum 2 sqrt(s_k): worst {worst:.4}, mean {:.4}",
+            sum / 1000.0
+        );
         assert!(worst <= 1.15, "worst ratio {worst}");
     }
 
@@ -335,7 +340,9 @@ mod tests {
         );
         let rounded = discretise(&p, &speeds, 10, 10, Discretisation::Rounded);
         assert_eq!(rounded.len(), 100);
-        assert!(grid_half_perimeters(&rounded, 10, 10, 3) <= grid_half_perimeters(&precise, 10, 10, 3));
+        assert!(
+            grid_half_perimeters(&rounded, 10, 10, 3) <= grid_half_perimeters(&precise, 10, 10, 3)
+        );
         // A column of 3 x 1 tiles for one processor touches 3 rows and 1 column.
         assert_eq!(grid_half_perimeters(&[0, 1, 0, 1, 0, 1], 3, 2, 2), 8);
     }

@@ -77,7 +77,8 @@ impl FromStr for Strategy {
     fn from_str(s: &str) -> Result<Self, String> {
         let lower = s.to_ascii_lowercase();
         let mut parts = lower.split(':');
-        let expected = "expected auto, dmda, grid, max-reuse or peri-sum[:rounded|precise][:steal|static]";
+        let expected =
+            "expected auto, dmda, grid, max-reuse or peri-sum[:rounded|precise][:steal|static]";
         let strategy = match parts.next().unwrap_or("") {
             "auto" => Self::Auto,
             "dmda" | "mct" => Self::Dmda,
@@ -210,7 +211,12 @@ pub fn max_reuse_layout(buffers: usize) -> Option<(usize, bool)> {
 /// squares handed out in order to whichever worker is free; after its last use in a
 /// square, each A tile, B tile and C tile is released from the worker's node (C written
 /// back), so a device holds exactly the square's tiles, one row of B and one A tile.
-pub fn max_reuse_plan(t: &MatMulTiling, workers: &[usize], mu: usize, prefetch: bool) -> StaticPlan {
+pub fn max_reuse_plan(
+    t: &MatMulTiling,
+    workers: &[usize],
+    mu: usize,
+    prefetch: bool,
+) -> StaticPlan {
     let mut plan = StaticPlan {
         processors: vec![workers.to_vec()],
         steal: false,
@@ -257,7 +263,13 @@ mod tests {
 
     #[test]
     fn strategies_parse_and_print() {
-        for s in ["auto", "dmda", "grid", "max-reuse", "peri-sum:precise:static"] {
+        for s in [
+            "auto",
+            "dmda",
+            "grid",
+            "max-reuse",
+            "peri-sum:precise:static",
+        ] {
             assert_eq!(s.parse::<Strategy>().unwrap().to_string(), s);
         }
         assert_eq!(
@@ -269,7 +281,12 @@ mod tests {
         );
         assert!("peri-sum:fancy".parse::<Strategy>().is_err());
         assert!("grid:x".parse::<Strategy>().is_err());
-        assert!("best".parse::<Strategy>().unwrap_err().contains("expected auto"));
+        assert!(
+            "best"
+                .parse::<Strategy>()
+                .unwrap_err()
+                .contains("expected auto")
+        );
     }
 
     #[test]

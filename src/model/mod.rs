@@ -40,7 +40,7 @@ use crate::runtime::{KernelKey, ResourceClass, count_classes};
 use crate::{Error, Result};
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 2] = ["sirocco", "knl"];
+pub const PRESETS: [&str; 3] = ["sirocco", "knl", "a100x8"];
 
 /// A modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,6 +233,7 @@ impl PlatformModel {
         match name {
             "sirocco" => Some(presets::sirocco()),
             "knl" => Some(presets::knl()),
+            "a100x8" => Some(presets::a100x8()),
             _ => None,
         }
     }
@@ -431,9 +432,13 @@ impl PlatformModel {
         Ok(classes)
     }
 
-    /// The tile sizes the CPU has rates for.
+    /// The tile sizes the CPU or the GPU has rates for.
     pub fn tiles(&self) -> Vec<usize> {
-        let mut tiles: Vec<usize> = self.cpu.kernels.iter().map(|k| k.tile).collect();
+        let gpu = self
+            .gpu
+            .iter()
+            .flat_map(|g| g.kernels.iter().map(|k| k.tile));
+        let mut tiles: Vec<usize> = self.cpu.kernels.iter().map(|k| k.tile).chain(gpu).collect();
         tiles.sort_unstable();
         tiles.dedup();
         tiles

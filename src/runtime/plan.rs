@@ -105,8 +105,11 @@ pub(crate) fn placements(
     options: &super::execute::RunOptions,
     tiles: &[(TileRef, usize)],
 ) -> Vec<(usize, MemoryNode, Mode)> {
-    let index: HashMap<TileRef, usize> =
-        tiles.iter().enumerate().map(|(h, &(t, _))| (t, h)).collect();
+    let index: HashMap<TileRef, usize> = tiles
+        .iter()
+        .enumerate()
+        .map(|(h, &(t, _))| (t, h))
+        .collect();
     options
         .placement
         .iter()

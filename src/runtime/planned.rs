@@ -68,7 +68,9 @@ impl StaticPlan {
             return Err(format!("group owner {p} is not a processor"));
         }
         if self.processors.iter().flatten().any(|&w| w >= workers) {
-            return Err(format!("a processor names a worker beyond the {workers} workers"));
+            return Err(format!(
+                "a processor names a worker beyond the {workers} workers"
+            ));
         }
         Ok(())
     }
@@ -136,9 +138,8 @@ impl Planned {
                     continue;
                 }
                 let cost = ctx.transfer_estimate(first, worker);
-                let better = best.is_none_or(|(c, len, _, _)| {
-                    cost < c || (cost == c && queue.len() > len)
-                });
+                let better =
+                    best.is_none_or(|(c, len, _, _)| cost < c || (cost == c && queue.len() > len));
                 if better {
                     best = Some((cost, queue.len(), p, pos));
                 }
@@ -193,9 +194,7 @@ impl Scheduler for Planned {
                 }
                 state.current[worker] = None;
             }
-            let own = self
-                .processor_of[worker]
-                .and_then(|p| state.queues[p].pop_front());
+            let own = self.processor_of[worker].and_then(|p| state.queues[p].pop_front());
             let next = match own {
                 Some(g) => g,
                 None if self.plan.steal => self.steal(&mut state, worker, ctx)?,
@@ -230,7 +229,9 @@ mod tests {
     }
 
     fn two_workers() -> Vec<WorkerInfo> {
-        (0..2).map(|i| WorkerInfo::cpu_cluster(i, vec![i])).collect()
+        (0..2)
+            .map(|i| WorkerInfo::cpu_cluster(i, vec![i]))
+            .collect()
     }
 
     #[test]
@@ -253,7 +254,11 @@ mod tests {
         assert_eq!(s.lookahead(0, 3), vec![1, 0]);
         assert_eq!(s.pop(0, 0.0, &c), Some(1));
         assert_eq!(s.pop(0, 0.0, &c), Some(0));
-        assert_eq!(s.pop(0, 0.0, &c), None, "no stealing: group 1 stays with worker 1");
+        assert_eq!(
+            s.pop(0, 0.0, &c),
+            None,
+            "no stealing: group 1 stays with worker 1"
+        );
         assert_eq!(s.pop(1, 0.0, &c), Some(2));
         // Worker 1's next task is not ready yet: it waits.
         let s2 = Planned::new(

@@ -357,7 +357,8 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }
             if several_nodes {
                 let next = scheduler.lookahead(w, PREFETCH_DEPTH);
-                let ahead = prefetchable(&next, &plan.handles, &plan.written, |t| remaining[t] == 0);
+                let ahead =
+                    prefetchable(&next, &plan.handles, &plan.written, |t| remaining[t] == 0);
                 let mut data = lock(&data);
                 for h in ahead {
                     for copy in data.prefetch(h, node) {

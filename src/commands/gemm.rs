@@ -1,0 +1,269 @@
+//! `hetla gemm`: one matrix product on this machine (checked against faer, timed beside
+//! faer's own product with `--compare`) or, with `--platform`, on a modelled one.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use hetla::gemm::{GemmReport, Placement, Strategy};
+use hetla::model::PlatformModel;
+use hetla::runtime::GpuSelection;
+use hetla::{ClusterSpec, Gemm};
+use serde::Serialize;
+
+/// Arguments of `hetla gemm`.
+#[derive(Args)]
+pub struct GemmArgs {
+    /// Rows of C and op(A).
+    #[arg(long)]
+    pub m: usize,
+    /// Columns of C and op(B).
+    #[arg(long)]
+    pub n: usize,
+    /// Inner dimension.
+    #[arg(long)]
+    pub k: usize,
+    /// op(A) = A^T (A is stored k x m).
+    #[arg(long)]
+    pub transa: bool,
+    /// op(B) = B^T (B is stored n x k).
+    #[arg(long)]
+    pub transb: bool,
+    /// Factor of the product.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub alpha: f64,
+    /// Factor of the old C (0: C is overwritten).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub beta: f64,
+    /// Tile side (default: chosen by the model).
+    #[arg(long)]
+    pub tile: Option<usize>,
+    /// auto, dmda, grid, max-reuse, or peri-sum[:rounded|precise][:steal|static].
+    #[arg(long, default_value = "auto")]
+    pub strategy: Strategy,
+    /// CPU clusters ("none" for devices only).
+    #[arg(long, default_value = "auto", value_parser = super::super::parse_spec)]
+    pub clusters: ClusterSpec,
+    #[command(flatten)]
+    pub gpus: super::super::GpuArgs,
+    #[command(flatten)]
+    pub cpu: super::super::PlatformArgs,
+    /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C"
+    /// ("host,host,gpu0").
+    #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
+    pub placement: [Placement; 3],
+    /// Simulate on this platform model (a preset: sirocco, knl, a100x8; or a TOML file)
+    /// instead of running here; `--gpus` then counts the model's GPUs (all by default).
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// Also time faer's product of the same matrices on all cores (real runs).
+    #[arg(long)]
+    pub compare: bool,
+    /// Skip the check against faer's product (large real runs).
+    #[arg(long)]
+    pub no_check: bool,
+    /// Seed of the random matrices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the trace as Chrome trace-event JSON.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write a Gantt chart as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub gantt: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_placement(s: &str) -> Result<[Placement; 3], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() != 3 {
+        return Err(format!(
+            "expected three places, for A, B and C (\"host,host,gpu0\"), got {s:?}"
+        ));
+    }
+    let one = |p: &str| match p.to_ascii_lowercase().as_str() {
+        "host" => Ok(Placement::Host),
+        other => other
+            .strip_prefix("gpu")
+            .and_then(|i| i.parse().ok())
+            .map(Placement::Device)
+            .ok_or_else(|| format!("unknown place {p:?}: use host or gpuI (\"gpu0\")")),
+    };
+    Ok([one(parts[0])?, one(parts[1])?, one(parts[2])?])
+}
+
+/// A peer's time on the same product.
+#[derive(Debug, Serialize)]
+pub struct PeerTime {
+    /// Peer name.
+    pub name: String,
+    /// Seconds.
+    pub seconds: f64,
+    /// Gflop/s.
+    pub gflops: f64,
+}
+
+/// What `hetla gemm` reports.
+#[derive(Debug, Serialize)]
+pub struct GemmOutput {
+    /// "run" (this machine) or "simulated".
+    pub mode: &'static str,
+    /// Platform model (simulations).
+    pub platform: Option<String>,
+    /// CPU cluster spec.
+    pub clusters: String,
+    /// The run.
+    #[serde(flatten)]
+    pub report: GemmReport,
+    /// ||C - C_faer||_F / ||C_faer||_F (real runs, unless --no-check).
+    pub relative_error: Option<f64>,
+    /// Peers timed in the same run (--compare).
+    pub peers: Vec<PeerTime>,
+    /// gflops / each peer's, in the order of `peers`.
+    pub ratio_to_peers: Vec<f64>,
+}
+
+/// Runs `hetla gemm`.
+pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
+    let gemm = Gemm {
+        trans_a: args.transa,
+        trans_b: args.transb,
+        alpha: args.alpha,
+        beta: args.beta,
+        tile: args.tile,
+        strategy: args.strategy,
+        placement: args.placement,
+    };
+    if let Some(name) = &args.platform {
+        let model = PlatformModel::resolve(name)?;
+        let gpus = match &args.gpus.gpus {
+            GpuSelection::All => model.gpu_count(),
+            GpuSelection::None => 0,
+            GpuSelection::List(list) => list.len(),
+            GpuSelection::Emulated(k) => *k,
+        };
+        let (report, trace) = gemm.simulate(
+            &model,
+            &args.clusters,
+            gpus,
+            (args.m, args.n, args.k),
+            &Default::default(),
+            args.gpus.gpu_memory,
+        )?;
+        write_outputs(args, &trace)?;
+        return Ok(GemmOutput {
+            mode: "simulated",
+            platform: Some(model.name),
+            clusters: args.clusters.to_string(),
+            report,
+            relative_error: None,
+            peers: Vec::new(),
+            ratio_to_peers: Vec::new(),
+        });
+    }
+    let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
+    let stored = |rows, cols, trans: bool| if trans { (cols, rows) } else { (rows, cols) };
+    let (ar, ac) = stored(args.m, args.k, args.transa);
+    let (br, bc) = stored(args.k, args.n, args.transb);
+    let a = hetla::matgen::random(ar, ac, args.seed);
+    let b = hetla::matgen::random(br, bc, args.seed + 1);
+    let c0 = hetla::matgen::random(args.m, args.n, args.seed + 2);
+    let mut c = c0.clone();
+    let report = gemm.run(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
+    let threads = platform.topology().cores().len();
+    let par = if threads > 1 {
+        faer::Par::rayon(threads)
+    } else {
+        faer::Par::Seq
+    };
+    let reference = (!args.no_check || args.compare).then(|| {
+        let start = Instant::now();
+        let r = hetla::check::reference_product(
+            a.as_ref(),
+            b.as_ref(),
+            c0.as_ref(),
+            (args.transa, args.transb),
+            (args.alpha, args.beta),
+            par,
+        );
+        (r, start.elapsed().as_secs_f64())
+    });
+    let relative_error = match (&reference, args.no_check) {
+        (Some((r, _)), false) => Some(hetla::check::relative_error(c.as_ref(), r.as_ref())),
+        _ => None,
+    };
+    let mut peers = Vec::new();
+    if let (true, Some((_, seconds))) = (args.compare, &reference) {
+        let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
+        peers.push(PeerTime {
+            name: format!("faer-matmul-{threads}-threads"),
+            seconds: *seconds,
+            gflops: flops / seconds / 1e9,
+        });
+    }
+    let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
+    Ok(GemmOutput {
+        mode: "run",
+        platform: None,
+        clusters: args.clusters.to_string(),
+        report,
+        relative_error,
+        peers,
+        ratio_to_peers,
+    })
+}
+
+fn write_outputs(args: &GemmArgs, trace: &hetla::Trace) -> hetla::Result<()> {
+    if let Some(path) = &args.trace {
+        trace.write_chrome_json(path)?;
+    }
+    if let Some(path) = &args.gantt {
+        trace.write_gantt_svg(path)?;
+    }
+    Ok(())
+}
+
+/// Prints a product's report as a table.
+pub fn print(o: &GemmOutput) {
+    let r = &o.report;
+    println!(
+        "hetla gemm ({}{}): m = {}, n = {}, k = {}, tile = {}, strategy {} ({})",
+        o.mode,
+        o.platform
+            .as_ref()
+            .map_or(String::new(), |p| format!(" on {p}")),
+        r.m,
+        r.n,
+        r.k,
+        r.tile,
+        r.strategy,
+        r.strategy_reason
+    );
+    println!(
+        "  time      {:.4} s ({:.2} Gflop/s), model predicted {:.4} s",
+        r.seconds, r.gflops, r.predicted_seconds
+    );
+    if let Some(e) = o.relative_error {
+        println!("  error     {e:.2e} relative to faer's product");
+    }
+    println!(
+        "  moved     {:.1} MB, lower bound {:.1} MB (ratio {})",
+        r.bytes_moved.total as f64 / 1e6,
+        r.comm_lower_bound_bytes.max(0.0) / 1e6,
+        r.comm_ratio.map_or("-".into(), |x| format!("{x:.2}"))
+    );
+    for (device, bytes) in &r.bytes_moved.per_device {
+        println!("  device    {device:<6} {:10.1} MB", *bytes as f64 / 1e6);
+    }
+    for (worker, tasks) in &r.updates {
+        println!("  worker    {worker:<6} {tasks:8} tile updates");
+    }
+    for (p, ratio) in o.peers.iter().zip(&o.ratio_to_peers) {
+        println!(
+            "  peer      {:<24} {:.4} s ({:.2} Gflop/s), hetla / peer = {ratio:.3}",
+            p.name, p.seconds, p.gflops
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! The matrix product: results equal faer's for every strategy, transpose, ragged tiling,
+//! scalar and placement, on CPU clusters and on emulated devices with budgets small enough
+//! to evict; the simulated targets (max-reuse's exact traffic, PERI-SUM against dmda).
+
+use faer::{Mat, Par};
+use hetla::gemm::{Discretisation, Placement, Strategy};
+use hetla::model::PlatformModel;
+use hetla::runtime::{EmulatedDevice, ModelStore};
+use hetla::{Backend, ClusterSpec, Gemm, Platform};
+use std::sync::Arc;
+
+fn strategies() -> Vec<Strategy> {
+    let mut all = Strategy::CONCRETE.to_vec();
+    all.push(Strategy::PeriSum {
+        discretisation: Discretisation::Precise,
+        steal: false,
+    });
+    all.push(Strategy::Auto);
+    all
+}
+
+fn emulated(count: usize, budget: usize) -> Platform {
+    let devices: Vec<Arc<dyn hetla::runtime::Device>> = (0..count)
+        .map(|_| Arc::new(EmulatedDevice::new(budget)) as Arc<dyn hetla::runtime::Device>)
+        .collect();
+    Platform::with_devices(
+        &"1x1".parse::<ClusterSpec>().unwrap(),
+        Backend::Faer,
+        ModelStore::None,
+        devices,
+    )
+    .unwrap()
+}
+
+/// Runs `gemm` on random operands of an (m, n, k) product and checks it against faer.
+fn check(platform: &Platform, gemm: Gemm, (m, n, k): (usize, usize, usize), seed: u64) {
+    let stored = |r, c, t: bool| if t { (c, r) } else { (r, c) };
+    let (ar, ac) = stored(m, k, gemm.trans_a);
+    let (br, bc) = stored(k, n, gemm.trans_b);
+    let a = hetla::matgen::random(ar, ac, seed);
+    let b = hetla::matgen::random(br, bc, seed + 1);
+    let c0 = hetla::matgen::random(m, n, seed + 2);
+    let mut c = c0.clone();
+    let report = gemm
+        .run(platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap_or_else(|e| panic!("{gemm:?}: {e}"));
+    let reference = hetla::check::reference_product(
+        a.as_ref(),
+        b.as_ref(),
+        c0.as_ref(),
+        (gemm.trans_a, gemm.trans_b),
+        (gemm.alpha, gemm.beta),
+        Par::Seq,
+    );
+    let error = hetla::check::relative_error(c.as_ref(), reference.as_ref());
+    assert!(
+        error < 1e-14 * k.max(1) as f64,
+        "{gemm:?} on ({m}, {n}, {k}): relative error {error}"
+    );
+    assert_ne!(report.strategy, "auto");
+}
+
+#[test]
+fn every_strategy_matches_faer_on_cpu_clusters() {
+    let platform = Platform::new(&"2x1".parse().unwrap(), Backend::Faer).unwrap();
+    for (i, strategy) in strategies().into_iter().enumerate() {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let gemm = Gemm::new()
+                .strategy(strategy)
+                .transpose(ta, tb)
+                .scalars(-0.5, if i % 2 == 0 { 0.0 } else { 1.5 })
+                .tile(7);
+            // Ragged in every dimension.
+            check(&platform, gemm, (30, 23, 19), i as u64);
+        }
+    }
+    // One tile, and k smaller than a tile.
+    check(&platform, Gemm::new().tile(64), (5, 4, 3), 9);
+}
+
+#[test]
+fn every_strategy_matches_faer_on_emulated_devices_that_must_evict() {
+    // 3 devices of 6 tiles of 10 x 10 (800 bytes each): far less than the operands.
+    let platform = emulated(3, 6 * 800);
+    for (i, strategy) in strategies().into_iter().enumerate() {
+        let gemm = Gemm::new()
+            .strategy(strategy)
+            .transpose(i % 2 == 1, i % 3 == 1)
+            .scalars(2.0, 0.25)
+            .tile(10);
+        check(&platform, gemm, (47, 52, 33), 20 + i as u64);
+    }
+    // Operands already on devices (C only on its device, written back at the end).
+    let placed = Gemm::new()
+        .strategy(Strategy::Dmda)
+        .placement(
+            Placement::Device(0),
+            Placement::Device(1),
+            Placement::Device(2),
+        )
+        .scalars(1.0, -1.0)
+        .tile(10);
+    check(&emulated(3, usize::MAX), placed, (40, 30, 20), 40);
+}
+
+#[test]
+fn bad_shapes_and_options_are_clear_errors() {
+    let platform = Platform::new(&"1x1".parse().unwrap(), Backend::Faer).unwrap();
+    let (a, b) = (Mat::<f64>::zeros(4, 3), Mat::<f64>::zeros(5, 2));
+    let mut c = Mat::<f64>::zeros(4, 2);
+    let err = Gemm::new()
+        .run(&platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("inner dimensions differ"), "{err}");
+    let b = Mat::<f64>::zeros(3, 2);
+    let err = Gemm::new()
+        .placement(Placement::Host, Placement::Device(0), Placement::Host)
+        .run(&platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("0 device(s)"), "{err}");
+    let err = Gemm::new()
+        .scalars(f64::NAN, 0.0)
+        .run(&platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("alpha must be finite"), "{err}");
+    // k = 0: C <- beta C.
+    let (a, b) = (Mat::<f64>::zeros(2, 0), Mat::<f64>::zeros(0, 2));
+    let mut c = Mat::<f64>::ones(2, 2);
+    Gemm::new()
+        .scalars(1.0, 3.0)
+        .run(&platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap();
+    assert_eq!(c[(1, 1)], 3.0);
+}
+
+#[test]
+fn max_reuse_moves_exactly_2rs_plus_2rst_over_mu_tiles_in_simulation() {
+    let sirocco = PlatformModel::preset("sirocco").unwrap();
+    let tile = 960;
+    let bytes = tile * tile * 8;
+    let (r, s, t) = (8usize, 8usize, 5usize);
+    // 21 tiles: mu = 4 single-buffered; 26 tiles: mu = 4 double-buffered (prefetch on).
+    for buffers in [21, 26] {
+        let (report, trace) = Gemm::new()
+            .strategy(Strategy::MaxReuse)
+            .tile(tile)
+            .scalars(1.0, 1.0)
+            .simulate(
+                &sirocco,
+                &ClusterSpec::None,
+                1,
+                (r * tile, s * tile, t * tile),
+                &Default::default(),
+                Some(buffers * bytes),
+            )
+            .unwrap();
+        let mu = 4;
+        let expected = 2 * r * s + 2 * r * s * t / mu;
+        assert_eq!(
+            report.bytes_moved.total,
+            expected * bytes,
+            "{buffers} buffers"
+        );
+        assert_eq!(trace.tasks.len(), r * s * t);
+        // The bound with 21 buffers is below what max-reuse moves.
+        assert!(report.comm_ratio.unwrap() >= 1.0);
+    }
+}
+
+#[test]
+fn peri_sum_moves_less_than_dmda_on_sirocco_at_a_similar_makespan() {
+    let sirocco = PlatformModel::preset("sirocco").unwrap();
+    let spec: ClusterSpec = "2x10".parse().unwrap();
+    let run = |strategy| {
+        Gemm::new()
+            .strategy(strategy)
+            .tile(960)
+            .simulate(
+                &sirocco,
+                &spec,
+                4,
+                (30720, 30720, 30720),
+                &Default::default(),
+                None,
+            )
+            .unwrap()
+            .0
+    };
+    let dmda = run(Strategy::Dmda);
+    let peri = run(Strategy::PeriSum {
+        discretisation: Discretisation::Rounded,
+        steal: true,
+    });
+    let bytes = peri.bytes_moved.total as f64 / dmda.bytes_moved.total as f64;
+    let time = peri.seconds / dmda.seconds;
+    eprintln!("sirocco n = 30720: peri-sum / dmda bytes {bytes:.3}, makespan {time:.3}");
+    assert!(bytes <= 0.7, "bytes ratio {bytes}");
+    assert!(time <= 1.05, "makespan ratio {time}");
+    assert!(peri.comm_ratio.unwrap() >= 1.0 && dmda.comm_ratio.unwrap() >= 1.0);
+}
