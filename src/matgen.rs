@@ -35,6 +35,19 @@ pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     a
 }
 
+/// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed`
+/// (ChaCha8 stream, column by column).
+pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut m = Mat::<f64>::zeros(rows, cols);
+    for j in 0..cols {
+        for i in 0..rows {
+            m[(i, j)] = 2.0 * rng.random::<f64>() - 1.0;
+        }
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,17 +65,4 @@ mod tests {
             }
         }
     }
-}
-
-/// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed`
-/// (ChaCha8 stream, column by column).
-pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut m = Mat::<f64>::zeros(rows, cols);
-    for j in 0..cols {
-        for i in 0..rows {
-            m[(i, j)] = 2.0 * rng.random::<f64>() - 1.0;
-        }
-    }
-    m
 }

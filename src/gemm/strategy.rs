@@ -167,7 +167,7 @@ pub fn peri_sum_plan(
 /// closest to square.
 pub fn device_grid(devices: usize, r: usize, s: usize) -> (usize, usize) {
     (1..=devices)
-        .filter(|d| devices % d == 0)
+        .filter(|d| devices.is_multiple_of(*d))
         .map(|dr| (dr, devices / dr))
         .min_by(|a, b| {
             let skew = |(dr, dc): (usize, usize)| {

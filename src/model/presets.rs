@@ -170,6 +170,54 @@ pub(super) fn knl() -> PlatformModel {
     }
 }
 
+/// One A100 of the Karolina HGX node, paper 003 section 4.3, Table 4.1: 17.2 Tflop/s FP64
+/// peak (clocks tuned for energy efficiency, 12% under the nominal 19.5).
+const A100_GFLOPS: f64 = 17_200.0;
+
+/// `a100x8`: paper 003 chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
+/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 12 GB/s per GPU, NVLink3 /
+/// NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s each way). GEMM
+/// tiles at the 17.2 Tflop/s the thesis states per GPU, at its default minimum tile 2048
+/// and at 4096; it gives no CPU kernel rates, so simulations on it use `--clusters none`,
+/// and no latencies (10 us per copy assumed).
+pub(super) fn a100x8() -> PlatformModel {
+    let rate = |gb_per_s| LinkRate {
+        latency_us: 10.0,
+        gb_per_s,
+    };
+    PlatformModel {
+        name: "a100x8".into(),
+        description: "2 x 64-core AMD EPYC 7763 + 8 NVIDIA A100 40 GB (NVLink3/NVSwitch2); \
+            GEMM rate and link bandwidths of paper 003 (Anastasiadis 2024), chapter 4, Table 4.1"
+            .into(),
+        cpu: CpuModel {
+            packages: 2,
+            cores_per_package: 64,
+            numa_per_package: 1,
+            task_overhead_us: 0.0,
+            kernels: Vec::new(),
+        },
+        gpu: Some(GpuModel {
+            model: "A100".into(),
+            count: 8,
+            memory_gb: 40.0,
+            link: LinkModel {
+                h2d: rate(12.0),
+                d2h: rate(12.0),
+                p2p: Some(rate(300.0)),
+            },
+            kernels: [2048, 4096]
+                .into_iter()
+                .map(|tile| GpuKernelRate {
+                    op: Op::Gemm.name().into(),
+                    tile,
+                    gflops: A100_GFLOPS,
+                })
+                .collect(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use hetla_clusters::ClusterSpec;
@@ -221,53 +269,5 @@ mod tests {
                 .is_err()
         );
         assert_eq!(m.tiles(), [480, 960, 1440, 1920, 2880]);
-    }
-}
-
-/// One A100 of the Karolina HGX node, paper 003 section 4.3, Table 4.1: 17.2 Tflop/s FP64
-/// peak (clocks tuned for energy efficiency, 12% under the nominal 19.5).
-const A100_GFLOPS: f64 = 17_200.0;
-
-/// `a100x8`: paper 003 chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
-/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 12 GB/s per GPU, NVLink3 /
-/// NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s each way). GEMM
-/// tiles at the 17.2 Tflop/s the thesis states per GPU, at its default minimum tile 2048
-/// and at 4096; it gives no CPU kernel rates, so simulations on it use `--clusters none`,
-/// and no latencies (10 us per copy assumed).
-pub(super) fn a100x8() -> PlatformModel {
-    let rate = |gb_per_s| LinkRate {
-        latency_us: 10.0,
-        gb_per_s,
-    };
-    PlatformModel {
-        name: "a100x8".into(),
-        description: "2 x 64-core AMD EPYC 7763 + 8 NVIDIA A100 40 GB (NVLink3/NVSwitch2); \
-            GEMM rate and link bandwidths of paper 003 (Anastasiadis 2024), chapter 4, Table 4.1"
-            .into(),
-        cpu: CpuModel {
-            packages: 2,
-            cores_per_package: 64,
-            numa_per_package: 1,
-            task_overhead_us: 0.0,
-            kernels: Vec::new(),
-        },
-        gpu: Some(GpuModel {
-            model: "A100".into(),
-            count: 8,
-            memory_gb: 40.0,
-            link: LinkModel {
-                h2d: rate(12.0),
-                d2h: rate(12.0),
-                p2p: Some(rate(300.0)),
-            },
-            kernels: [2048, 4096]
-                .into_iter()
-                .map(|tile| GpuKernelRate {
-                    op: Op::Gemm.name().into(),
-                    tile,
-                    gflops: A100_GFLOPS,
-                })
-                .collect(),
-        }),
     }
 }
