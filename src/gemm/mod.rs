@@ -385,7 +385,7 @@ impl Gemm {
                     .collect();
                 let plan = strategy::grid_plan(&tiling, &devices);
                 partition_shares = Some(shares(&plan.owner, &devices));
-                options.plan = Some(strategy::shared(plan));
+                options.plan = Some(std::sync::Arc::new(plan));
             }
             Strategy::PeriSum {
                 discretisation,
@@ -400,7 +400,7 @@ impl Gemm {
                         .map(|(p, c)| (p.node, c as f64))
                         .collect(),
                 );
-                options.plan = Some(strategy::shared(plan));
+                options.plan = Some(std::sync::Arc::new(plan));
             }
             Strategy::MaxReuse => {
                 let buffers = machine
@@ -425,9 +425,8 @@ impl Gemm {
                 let all: Vec<usize> = (0..machine.workers.len()).collect();
                 let spread = ((tiling.r * tiling.s) as f64 / (4 * all.len()) as f64).sqrt();
                 let mu = mu.min(spread.floor() as usize).max(1);
-                options.plan = Some(strategy::shared(strategy::max_reuse_plan(
-                    &tiling, &all, mu, double,
-                )));
+                let plan = strategy::max_reuse_plan(&tiling, &all, mu, double);
+                options.plan = Some(std::sync::Arc::new(plan));
             }
         }
         options.placement = self.placements(&tiling);
@@ -608,10 +607,9 @@ impl Gemm {
         };
         let options = SimOptions {
             run: RunOptions {
-                scheduler: options.run.scheduler,
-                restrictions: options.run.restrictions.clone(),
-                plan: run.plan.clone(),
-                placement: run.placement.clone(),
+                plan: run.plan,
+                placement: run.placement,
+                ..options.run.clone()
             },
             ..options.clone()
         };

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use hetla_bounds::communication::max_reuse_mu;
 use hetla_factorizations::MatMulTiling;
@@ -249,11 +248,6 @@ pub fn max_reuse_plan(
         }
     }
     plan
-}
-
-/// Wraps a plan for the runtime.
-pub fn shared(plan: StaticPlan) -> Arc<StaticPlan> {
-    Arc::new(plan)
 }
 
 #[cfg(test)]
