@@ -532,7 +532,6 @@ impl Gemm {
     }
 
     /// Simulates the product on `model` with CPU clusters `spec` and `gpus` GPUs.
-    #[allow(clippy::too_many_arguments)]
     pub fn simulate(
         &self,
         model: &PlatformModel,
