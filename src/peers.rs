@@ -6,8 +6,6 @@
 
 use std::time::Instant;
 
-use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::{Mat, MatMut, Par};
 use hetla_kernels::Backend;
 
@@ -54,50 +52,45 @@ fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
 
 /// Times faer's own in-place Cholesky (one call on the whole matrix) on `threads` threads.
 pub fn faer_cholesky(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
+    library_cholesky(Backend::Faer, "faer-llt", a, threads)
+}
+
+/// Times LAPACK dpotrf through OpenBLAS (one call, OpenBLAS's own threads) on `threads`
+/// threads.
+pub fn openblas_dpotrf(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
+    library_cholesky(Backend::OpenBlas, "openblas-dpotrf", a, threads)
+}
+
+fn library_cholesky(
+    backend: Backend,
+    name: &str,
+    a: MatMut<'_, f64>,
+    threads: usize,
+) -> Result<PeerRate> {
     let n = a.nrows();
     let pool = pool(threads)?;
-    let par = par(threads);
-    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
     let start = Instant::now();
-    pool.install(|| {
-        cholesky_in_place(
-            a,
-            Default::default(),
-            par,
-            MemStack::new(&mut buf),
-            Default::default(),
-        )
-    })
-    .map_err(|_| Error::InvalidOption {
-        option: "compare",
-        reason: "faer found the matrix not positive definite".into(),
-    })?;
+    pool.install(|| backend.library_potrf(a, par(threads)))
+        .map_err(|e| Error::InvalidOption {
+            option: "compare",
+            reason: format!("{name} failed on the matrix: {e}"),
+        })?;
     Ok(rate(
-        "faer-llt",
+        name,
         start.elapsed().as_secs_f64(),
         (n as f64).powi(3) / 3.0,
     ))
 }
 
-/// Times LAPACK dpotrf through OpenBLAS (one call) on `threads` threads.
-pub fn openblas_dpotrf(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
-    let n = a.nrows();
-    let start = Instant::now();
-    Backend::OpenBlas.potrf(a, par(threads))?;
-    Ok(rate(
-        "openblas-dpotrf",
-        start.elapsed().as_secs_f64(),
-        (n as f64).powi(3) / 3.0,
-    ))
-}
-
-/// Times C <- C - A B^T with n x n matrices through `backend` on `threads` threads.
+/// Times C <- C - A B with n x n column-major matrices (each library's fast layout)
+/// through `backend`'s own parallel product on `threads` threads.
 pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
     let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
+    let b = Mat::from_fn(n, n, |i, j| ((i * 5 + j * 3) % 13) as f64 / 13.0);
     let mut c = Mat::<f64>::zeros(n, n);
     let pool = pool(threads)?;
     let start = Instant::now();
-    pool.install(|| backend.gemm_sub(a.as_ref(), a.transpose(), c.as_mut(), par(threads)))?;
+    pool.install(|| backend.library_gemm_sub(a.as_ref(), b.as_ref(), c.as_mut(), par(threads)))?;
     Ok(rate(
         &format!("{}-dgemm", backend.name()),
         start.elapsed().as_secs_f64(),

@@ -4,7 +4,7 @@ use std::{fmt, str::FromStr};
 
 use faer::{MatMut, MatRef, Par};
 
-use crate::{KernelError, Op, faer_impl};
+use crate::{KernelError, Op, faer_impl, split};
 
 /// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
 /// into this build reports [`KernelError::BackendUnavailable`] instead of running.
@@ -92,6 +92,8 @@ impl Backend {
 
     /// C <- alpha A B + beta C. A and B may be transposed views. With beta = 0 the old C
     /// is not read; with an empty inner dimension or alpha = 0 only the scaling happens.
+    /// With `Par::Rayon(p)` the product runs as `p` sequential pieces on the current rayon
+    /// pool (see the `split` module).
     pub fn matmul(
         self,
         a: MatRef<'_, f64>,
@@ -101,42 +103,42 @@ impl Backend {
         beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
+        self.ensure_available()?;
         if a.ncols() == 0 || alpha == 0.0 {
             faer_impl::scale(c, beta);
             return Ok(());
         }
-        match self {
-            Backend::Faer => faer_impl::matmul_scaled(a, b, c, alpha, beta, par),
-            Backend::OpenBlas => openblas!(gemm(a, b, c, alpha, beta, par)),
-        }
+        self.split_matmul(a, b, c, alpha, beta, par)
     }
 
     /// A <- L, the lower Cholesky factor of the square tile A (upper triangle untouched).
     pub fn potrf(self, a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
-        match self {
-            Backend::Faer => faer_impl::potrf(a, par),
-            Backend::OpenBlas => openblas!(potrf(a, par)),
+        self.ensure_available()?;
+        if split::threads(par) == 1 || a.nrows() < 2 * split::POTRF_BLOCK {
+            self.potrf_seq(a)
+        } else {
+            self.split_potrf(a, par)
         }
     }
 
     /// B <- B L^-T with L lower triangular.
     pub fn trsm(self, l: MatRef<'_, f64>, b: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
-        match self {
-            Backend::Faer => faer_impl::trsm(l, b, par),
-            Backend::OpenBlas => openblas!(trsm(l, b, par)),
-        }
+        self.ensure_available()?;
+        self.split_trsm(l, b, par)
     }
 
     /// C <- C - A A^T on the lower triangle of C.
     pub fn syrk(self, a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
-        match self {
-            Backend::Faer => faer_impl::syrk(a, c, par),
-            Backend::OpenBlas => openblas!(syrk(a, c, par)),
+        self.ensure_available()?;
+        if a.ncols() == 0 {
+            return Ok(());
         }
+        self.split_syrk(a, c, par)
     }
 
-    /// C <- C - A B. A and B may be transposed views (`.transpose()`), which the BLAS
-    /// backend passes as transpose flags rather than copies.
+    /// C <- C - A B. A and B may be transposed views (`.transpose()`): the BLAS backend
+    /// passes them as transpose flags, faer packs a transposed B into column-major scratch
+    /// (its fast layout).
     pub fn gemm_sub(
         self,
         a: MatRef<'_, f64>,
@@ -144,10 +146,7 @@ impl Backend {
         c: MatMut<'_, f64>,
         par: Par,
     ) -> Result<(), KernelError> {
-        match self {
-            Backend::Faer => faer_impl::gemm_sub(a, b, c, par),
-            Backend::OpenBlas => openblas!(gemm_sub(a, b, c, par)),
-        }
+        self.matmul(a, b, c, -1.0, 1.0, par)
     }
 
     /// X <- L^-1 X, or X <- L^-T X when `transpose`, with L lower triangular.
@@ -158,9 +157,100 @@ impl Backend {
         x: MatMut<'_, f64>,
         par: Par,
     ) -> Result<(), KernelError> {
+        self.ensure_available()?;
+        self.split_solve_lower(l, transpose, x, par)
+    }
+
+    /// The library's own Cholesky of a whole matrix on `par` threads, as a user calling it
+    /// directly would (faer's `cholesky_in_place`, LAPACK dpotrf with OpenBLAS's threads):
+    /// the peer hetla is measured against, not a tile kernel.
+    pub fn library_potrf(self, a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+        self.ensure_available()?;
         match self {
-            Backend::Faer => faer_impl::solve_lower(l, transpose, x, par),
-            Backend::OpenBlas => openblas!(solve_lower(l, transpose, x, par)),
+            Backend::Faer => faer_impl::library_potrf(a, par),
+            Backend::OpenBlas => openblas!(library_potrf(a, par)),
+        }
+    }
+
+    /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS
+    /// dgemm with its threads): the peer of `--compare`. Give column-major A and B for the
+    /// library's fast path.
+    pub fn library_gemm_sub(
+        self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => {
+                faer::linalg::matmul::matmul(c, faer::Accum::Add, a, b, -1.0, par);
+                Ok(())
+            }
+            Backend::OpenBlas => openblas!(library_gemm_sub(a, b, c, par)),
+        }
+    }
+
+    /// The number of threads the library itself would use for its next call: OpenBLAS's
+    /// process-wide count (1 whenever hetla's kernels run), `None` for faer (which uses the
+    /// pool it is called from).
+    pub fn library_threads(self) -> Option<usize> {
+        match self {
+            Backend::Faer => None,
+            #[cfg(feature = "openblas")]
+            Backend::OpenBlas => Some(crate::openblas_impl::get_threads()),
+            #[cfg(not(feature = "openblas"))]
+            Backend::OpenBlas => None,
+        }
+    }
+
+    /// The sequential kernels every parallel one is made of (one thread: OpenBLAS is told
+    /// so before each call).
+    pub(crate) fn matmul_seq(
+        self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        alpha: f64,
+        beta: f64,
+    ) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::matmul_scaled(a, b, c, alpha, beta),
+            Backend::OpenBlas => openblas!(gemm(a, b, c, alpha, beta)),
+        }
+    }
+
+    pub(crate) fn potrf_seq(self, a: MatMut<'_, f64>) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::potrf(a),
+            Backend::OpenBlas => openblas!(potrf(a)),
+        }
+    }
+
+    pub(crate) fn trsm_seq(self, l: MatRef<'_, f64>, b: MatMut<'_, f64>) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::trsm(l, b),
+            Backend::OpenBlas => openblas!(trsm(l, b)),
+        }
+    }
+
+    pub(crate) fn syrk_seq(self, a: MatRef<'_, f64>, c: MatMut<'_, f64>) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::syrk(a, c),
+            Backend::OpenBlas => openblas!(syrk(a, c)),
+        }
+    }
+
+    pub(crate) fn solve_lower_seq(
+        self,
+        l: MatRef<'_, f64>,
+        transpose: bool,
+        x: MatMut<'_, f64>,
+    ) -> Result<(), KernelError> {
+        match self {
+            Backend::Faer => faer_impl::solve_lower(l, transpose, x),
+            Backend::OpenBlas => openblas!(solve_lower(l, transpose, x)),
         }
     }
 }

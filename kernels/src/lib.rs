@@ -39,6 +39,7 @@ pub mod cuda;
 mod error;
 mod faer_impl;
 mod op;
+mod split;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
 

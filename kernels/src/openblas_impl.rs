@@ -3,8 +3,9 @@
 //! faer views map onto BLAS arguments without copies when they are column-major (the
 //! normal case: tiles of a column-major matrix) or transposed column-major (passed with a
 //! transpose flag). Any other layout is copied into a column-major temporary first.
-//! OpenBLAS's thread count is process-global: each call sets it from the given `Par`
-//! before running (`Par::Seq` is one thread).
+//! Every call here is sequential: OpenBLAS's thread count is process-wide, so it is set to
+//! one before each call, and `split` runs the pieces of a parallel kernel on the caller's
+//! pool, each cluster on its own pinned threads.
 
 use std::ffi::{c_char, c_int};
 
@@ -21,15 +22,22 @@ use crate::{KernelError, Op};
 unsafe extern "C" {
     /// OpenBLAS extension: the number of threads its next calls use.
     fn openblas_set_num_threads(num_threads: c_int);
+    /// OpenBLAS extension: the number of threads its next calls use.
+    fn openblas_get_num_threads() -> c_int;
 }
 
-fn set_threads(par: Par) {
-    let n = match par {
-        Par::Seq => 1,
-        Par::Rayon(n) => n.get(),
-    };
+/// Sets OpenBLAS's process-wide thread count (1 for hetla's kernels; the `--compare`
+/// peer that calls dpotrf on a whole matrix uses all threads).
+pub(crate) fn set_threads(par: Par) {
+    let n = crate::split::threads(par);
     // SAFETY: plain FFI call taking an integer; OpenBLAS clamps it to its thread limit.
     unsafe { openblas_set_num_threads(n.min(c_int::MAX as usize) as c_int) }
+}
+
+/// The thread count OpenBLAS's next call would use.
+pub(crate) fn get_threads() -> usize {
+    // SAFETY: plain FFI call without arguments.
+    unsafe { openblas_get_num_threads() }.max(1) as usize
 }
 
 fn int(value: usize) -> Result<c_int, KernelError> {
@@ -89,12 +97,16 @@ fn with_col_major<R>(
     }
 }
 
-pub(crate) fn potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+pub(crate) fn potrf(a: MatMut<'_, f64>) -> Result<(), KernelError> {
+    set_threads(Par::Seq);
+    potrf_on_current_threads(a)
+}
+
+fn potrf_on_current_threads(a: MatMut<'_, f64>) -> Result<(), KernelError> {
     let n = int(a.nrows())?;
     if n == 0 {
         return Ok(());
     }
-    set_threads(par);
     with_col_major(a, |ptr, lda| {
         let mut info: c_int = 0;
         // SAFETY: ptr addresses an n x n column-major matrix with leading dimension lda,
@@ -121,17 +133,16 @@ pub(crate) fn potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
     })
 }
 
-pub(crate) fn trsm(l: MatRef<'_, f64>, b: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
-    triangular_solve(l, CblasRight, true, b, par)
+pub(crate) fn trsm(l: MatRef<'_, f64>, b: MatMut<'_, f64>) -> Result<(), KernelError> {
+    triangular_solve(l, CblasRight, true, b)
 }
 
 pub(crate) fn solve_lower(
     l: MatRef<'_, f64>,
     transpose: bool,
     x: MatMut<'_, f64>,
-    par: Par,
 ) -> Result<(), KernelError> {
-    triangular_solve(l, CblasLeft, transpose, x, par)
+    triangular_solve(l, CblasLeft, transpose, x)
 }
 
 fn triangular_solve(
@@ -139,7 +150,6 @@ fn triangular_solve(
     side: cblas_sys::CBLAS_SIDE,
     transpose: bool,
     b: MatMut<'_, f64>,
-    par: Par,
 ) -> Result<(), KernelError> {
     let (m, n) = (int(b.nrows())?, int(b.ncols())?);
     if m == 0 || n == 0 {
@@ -152,7 +162,7 @@ fn triangular_solve(
         _ => blas_ref(l.to_owned().as_ref())?,
     };
     let trans = if transpose { CblasTrans } else { CblasNoTrans };
-    set_threads(par);
+    set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
         // SAFETY: l.ptr/l.ld describe a valid column-major triangle of the order BLAS
         // expects (checked by the caller's shape check), ptr/ldb the exclusive m x n
@@ -177,7 +187,7 @@ fn triangular_solve(
     })
 }
 
-pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>) -> Result<(), KernelError> {
     let (n, k) = (int(a.nrows())?, int(a.ncols())?);
     if n == 0 || k == 0 {
         return Ok(());
@@ -185,7 +195,7 @@ pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(
     let a = blas_ref(a)?;
     // dsyrk's `trans` says how A is applied: NoTrans is C - A A^T with A stored n x k;
     // a view stored transposed (k x n) needs Trans to mean the same product.
-    set_threads(par);
+    set_threads(Par::Seq);
     with_col_major(c, |ptr, ldc| {
         // SAFETY: a.ptr/a.ld describe the valid n x k operand, ptr/ldc the exclusive
         // n x n output; both outlive the call.
@@ -208,15 +218,6 @@ pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(
     })
 }
 
-pub(crate) fn gemm_sub(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c: MatMut<'_, f64>,
-    par: Par,
-) -> Result<(), KernelError> {
-    gemm(a, b, c, -1.0, 1.0, par)
-}
-
 /// C <- alpha A B + beta C (A, B possibly transposed views); the caller handles k = 0.
 pub(crate) fn gemm(
     a: MatRef<'_, f64>,
@@ -224,14 +225,23 @@ pub(crate) fn gemm(
     c: MatMut<'_, f64>,
     alpha: f64,
     beta: f64,
-    par: Par,
+) -> Result<(), KernelError> {
+    set_threads(Par::Seq);
+    gemm_on_current_threads(a, b, c, alpha, beta)
+}
+
+fn gemm_on_current_threads(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    c: MatMut<'_, f64>,
+    alpha: f64,
+    beta: f64,
 ) -> Result<(), KernelError> {
     let (m, n, k) = (int(c.nrows())?, int(c.ncols())?, int(a.ncols())?);
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
     let (a, b) = (blas_ref(a)?, blas_ref(b)?);
-    set_threads(par);
     with_col_major(c, |ptr, ldc| {
         // SAFETY: a, b describe valid m x k and k x n operands (shape-checked by the
         // caller), ptr/ldc the exclusive m x n output; all outlive the call.
@@ -255,4 +265,26 @@ pub(crate) fn gemm(
         };
         Ok(())
     })
+}
+
+/// LAPACK dpotrf on OpenBLAS's own threads (`par`), then back to one thread.
+pub(crate) fn library_potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    with_library_threads(par, || potrf_on_current_threads(a))
+}
+
+/// dgemm (C - A B) on OpenBLAS's own threads (`par`), then back to one thread.
+pub(crate) fn library_gemm_sub(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    c: MatMut<'_, f64>,
+    par: Par,
+) -> Result<(), KernelError> {
+    with_library_threads(par, || gemm_on_current_threads(a, b, c, -1.0, 1.0))
+}
+
+fn with_library_threads<R>(par: Par, f: impl FnOnce() -> R) -> R {
+    set_threads(par);
+    let out = f();
+    set_threads(Par::Seq);
+    out
 }

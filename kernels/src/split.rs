@@ -1,0 +1,257 @@
+//! Parallel tile kernels as sequential pieces, one per thread of the caller's pool.
+//!
+//! A kernel called with `Par::Rayon(p)` cuts its output into `p` disjoint pieces of about
+//! equal work and runs the backend's *sequential* kernel on each, in parallel on the rayon
+//! pool the call is made from (a cluster's pinned pool in hetla's runtime). Why not let the
+//! library parallelise:
+//! - a cluster owns its threads. OpenBLAS's thread count is process-wide, so two clusters
+//!   that call it at once could not each get their own; run sequentially, one OpenBLAS call
+//!   per pool thread, every cluster uses exactly its pinned cores;
+//! - faer's parallel TRSM and SYRK reach about half the rate of its parallel GEMM on two
+//!   threads (tile 512: 56 and 78 against 105 Gflop/s); independent sequential pieces reach
+//!   the sequential rate on every thread;
+//! - a sequential faer `matmul` is not subject to faer-rs issue #273 (the parallel f64
+//!   product can return wrong values on inputs with exact-zero blocks).
+//!
+//! The pieces: GEMM-like products split C into column bands (row bands when C has fewer
+//! columns than threads); TRSM (B <- B L^-T) splits B into row bands, which are
+//! independent; SYRK splits the lower triangle of C into row bands of equal area, each a
+//! rectangle (a GEMM) left of a diagonal block (a smaller SYRK); the left triangular solves
+//! split the right-hand sides by columns. POTRF is blocked: the diagonal blocks are
+//! factored sequentially and the panel solve and trailing update below each run as split
+//! TRSM and SYRK.
+
+use faer::{MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+use crate::{Backend, KernelError};
+
+/// Below this many flops per piece a kernel runs on one thread: splitting would cost more
+/// than it gains.
+const MIN_PIECE_FLOPS: f64 = 2.0e6;
+
+/// Column block of the blocked POTRF.
+pub(crate) const POTRF_BLOCK: usize = 128;
+
+/// The number of threads `par` asks for.
+pub(crate) fn threads(par: Par) -> usize {
+    match par {
+        Par::Seq => 1,
+        Par::Rayon(n) => n.get(),
+    }
+}
+
+/// How many pieces a kernel of `flops` over at most `len` independent rows or columns
+/// should use on `par`.
+fn pieces(par: Par, flops: f64, len: usize) -> usize {
+    let by_work = (flops / MIN_PIECE_FLOPS).floor().max(1.0) as usize;
+    threads(par).min(by_work).min(len).max(1)
+}
+
+/// `n` split into `p` contiguous bands of sizes as equal as possible (the first ones one
+/// longer).
+pub(crate) fn bands(n: usize, p: usize) -> Vec<usize> {
+    let p = p.clamp(1, n.max(1));
+    (0..p).map(|i| n / p + usize::from(i < n % p)).collect()
+}
+
+/// Row bands of a lower triangle of order `n` whose trapezoids have about equal areas:
+/// band i ends at n sqrt((i + 1) / p).
+fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
+    let p = p.clamp(1, n.max(1));
+    let mut ends: Vec<usize> = (1..=p)
+        .map(|i| ((n as f64) * ((i as f64) / (p as f64)).sqrt()).round() as usize)
+        .collect();
+    ends[p - 1] = n;
+    let mut start = 0;
+    ends.iter()
+        .map(|&end| {
+            let end = end.max(start);
+            let size = end - start;
+            start = end;
+            size
+        })
+        .filter(|&s| s > 0)
+        .collect()
+}
+
+/// Runs `f` on every piece in parallel on the current rayon pool; the first error wins.
+fn run_pieces<T: Send>(
+    pieces: Vec<T>,
+    f: impl Fn(T) -> Result<(), KernelError> + Sync + Send,
+) -> Result<(), KernelError> {
+    if pieces.len() == 1 {
+        return pieces.into_iter().try_for_each(f);
+    }
+    pieces.into_par_iter().with_max_len(1).try_for_each(f)
+}
+
+/// Cuts `m` into row bands of the given sizes.
+fn row_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
+    let mut out = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        let (top, rest) = m.split_at_row_mut(s);
+        out.push(top);
+        m = rest;
+    }
+    out
+}
+
+/// Cuts `m` into column bands of the given sizes.
+fn col_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
+    let mut out = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        let (left, rest) = m.split_at_col_mut(s);
+        out.push(left);
+        m = rest;
+    }
+    out
+}
+
+impl Backend {
+    /// C <- alpha A B + beta C on `par`, as sequential pieces (C's column bands, or row
+    /// bands when C is taller than wide and has few columns). The caller handles k = 0.
+    pub(crate) fn split_matmul(
+        self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        alpha: f64,
+        beta: f64,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (m, n, k) = (c.nrows(), c.ncols(), a.ncols());
+        let flops = 2.0 * (m * n * k) as f64;
+        if n >= m || n >= threads(par) {
+            let sizes = bands(n, pieces(par, flops, n));
+            let mut start = 0;
+            let work: Vec<_> = col_bands(c, &sizes)
+                .into_iter()
+                .map(|c| {
+                    let b = b.subcols(start, c.ncols());
+                    start += c.ncols();
+                    (b, c)
+                })
+                .collect();
+            run_pieces(work, |(b, c)| self.matmul_seq(a, b, c, alpha, beta))
+        } else {
+            let sizes = bands(m, pieces(par, flops, m));
+            let mut start = 0;
+            let work: Vec<_> = row_bands(c, &sizes)
+                .into_iter()
+                .map(|c| {
+                    let a = a.subrows(start, c.nrows());
+                    start += c.nrows();
+                    (a, c)
+                })
+                .collect();
+            run_pieces(work, |(a, c)| self.matmul_seq(a, b, c, alpha, beta))
+        }
+    }
+
+    /// B <- B L^-T on `par`: B's row bands are independent solves.
+    pub(crate) fn split_trsm(
+        self,
+        l: MatRef<'_, f64>,
+        b: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (m, n) = (b.nrows(), b.ncols());
+        let sizes = bands(m, pieces(par, (m * n * n) as f64, m));
+        run_pieces(row_bands(b, &sizes), |b| self.trsm_seq(l, b))
+    }
+
+    /// X <- L^-1 X (or L^-T X) on `par`: the right-hand sides are independent.
+    pub(crate) fn split_solve_lower(
+        self,
+        l: MatRef<'_, f64>,
+        transpose: bool,
+        x: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (m, r) = (x.nrows(), x.ncols());
+        let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
+        run_pieces(col_bands(x, &sizes), |x| {
+            self.solve_lower_seq(l, transpose, x)
+        })
+    }
+
+    /// C <- C - A A^T on the lower triangle of C, on `par`: row bands of equal area, each
+    /// the product left of its diagonal block and the diagonal block's own SYRK.
+    pub(crate) fn split_syrk(
+        self,
+        a: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (n, k) = (c.nrows(), a.ncols());
+        let sizes = triangle_bands(n, pieces(par, (n * n * k) as f64, n));
+        let mut start = 0;
+        let work: Vec<_> = row_bands(c, &sizes)
+            .into_iter()
+            .map(|band| {
+                let rows = band.nrows();
+                let (left, rest) = band.split_at_col_mut(start);
+                let diag = rest.subcols_mut(0, rows);
+                let piece = (start, rows, left, diag);
+                start += rows;
+                piece
+            })
+            .collect();
+        run_pieces(work, |(start, rows, left, diag)| {
+            let a_band = a.subrows(start, rows);
+            if start > 0 {
+                self.matmul_seq(a_band, a.subrows(0, start).transpose(), left, -1.0, 1.0)?;
+            }
+            self.syrk_seq(a_band, diag)
+        })
+    }
+
+
+    /// A <- L on `par`: right-looking blocked Cholesky whose diagonal blocks are factored
+    /// sequentially and whose panel solves and trailing updates are split.
+    pub(crate) fn split_potrf(self, mut a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+        let n = a.nrows();
+        let mut j = 0;
+        while j < n {
+            let jb = POTRF_BLOCK.min(n - j);
+            let (diag_and_above, below) = a.as_mut().subcols_mut(j, jb).split_at_row_mut(j + jb);
+            let mut diag = diag_and_above.subrows_mut(j, jb);
+            self.potrf_seq(diag.as_mut())
+                .map_err(|e| match e {
+                    KernelError::NotPositiveDefinite { index } => {
+                        KernelError::NotPositiveDefinite { index: index + j }
+                    }
+                    other => other,
+                })?;
+            if j + jb < n {
+                self.split_trsm(diag.as_ref(), below, par)?;
+                let (left, trailing) = a.as_mut().split_at_col_mut(j + jb);
+                let panel = left.as_ref().subcols(j, jb).subrows(j + jb, n - j - jb);
+                let trailing = trailing.subrows_mut(j + jb, n - j - jb);
+                self.split_syrk(panel, trailing, par)?;
+            }
+            j += jb;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bands_cover_exactly() {
+        assert_eq!(bands(10, 3), vec![4, 3, 3]);
+        assert_eq!(bands(2, 4), vec![1, 1]);
+        assert_eq!(bands(0, 2), vec![0]);
+        for (n, p) in [(512, 2), (512, 3), (7, 7), (1000, 16)] {
+            let t = triangle_bands(n, p);
+            assert_eq!(t.iter().sum::<usize>(), n);
+            assert!(t.len() <= p);
+        }
+        // Equal areas: the first of two bands of a triangle of 1000 rows ends near 707.
+        assert_eq!(triangle_bands(1000, 2)[0], 707);
+    }
+}
