@@ -10,7 +10,7 @@ use std::sync::Arc;
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
 use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
-use hetla_kernels::Backend;
+use hetla_kernels::{Backend, KernelError, Par};
 
 use crate::runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
 use crate::tile_work::{TileWork, run_error};
@@ -109,7 +109,8 @@ impl Cholesky {
         self.tile.unwrap_or_else(|| default_tile_size(n, backend))
     }
 
-    /// The platform a run uses: the one given, or one built from the options.
+    /// The platform a run uses: the one given, or the process-wide one of the options'
+    /// cluster spec and backend ([`Platform::shared`], built on first use).
     pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
         if let Some(p) = &self.platform {
             return Ok(p.clone());
@@ -124,7 +125,7 @@ impl Cholesky {
             Some(t) => ClusterSpec::Grid { count: 1, size: t },
             None => self.clusters.clone(),
         };
-        Ok(Arc::new(Platform::new(&spec, self.backend)?))
+        Platform::shared(&spec, self.backend)
     }
 
     /// Factors a copy of `a` (left unchanged) and returns the factor.
@@ -136,7 +137,7 @@ impl Cholesky {
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
     pub fn factor_owned(&self, mut a: Mat<f64>) -> Result<Factor> {
         let platform = self.resolve_platform()?;
-        let (tile, _) = self.factor_on(&platform, a.as_mut())?;
+        let tile = self.factor_direct_or_tiled(&platform, a.as_mut())?;
         Ok(Factor {
             l: a,
             tile,
@@ -148,10 +149,35 @@ impl Cholesky {
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper
     /// triangle is untouched). On error the lower triangle is partly overwritten.
     pub fn factor_in_place(&self, a: MatMut<'_, f64>) -> Result<()> {
-        self.factor_in_place_traced(a).map(|_| ())
+        let platform = self.resolve_platform()?;
+        self.factor_direct_or_tiled(&platform, a).map(|_| ())
     }
 
-    /// As [`Cholesky::factor_in_place`], and returns the trace of the run.
+    /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other
+    /// through the task graph and the runtime. Returns the tile size.
+    fn factor_direct_or_tiled(&self, platform: &Platform, mut a: MatMut<'_, f64>) -> Result<usize> {
+        check_square("A", a.nrows(), a.ncols())?;
+        let n = a.nrows();
+        let tile = self.tile_size_for(n);
+        if tile >= n {
+            check_finite_lower("A", a.as_ref())?;
+            let flops = (n as f64).powi(3) / 3.0;
+            if let Some(result) = direct(platform, flops, |backend, par| {
+                backend.potrf(a.as_mut(), par)
+            }) {
+                return result.map(|()| tile).map_err(|e| match e {
+                    KernelError::NotPositiveDefinite { index } => {
+                        Error::NotPositiveDefinite { column: index }
+                    }
+                    other => Error::Kernel(other),
+                });
+            }
+        }
+        self.factor_on(platform, a).map(|(tile, _)| tile)
+    }
+
+    /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through
+    /// the runtime, also for a matrix of one tile).
     pub fn factor_in_place_traced(&self, a: MatMut<'_, f64>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
         self.factor_on(&platform, a).map(|(_, trace)| trace)
@@ -242,6 +268,23 @@ impl Factor {
             });
         }
         check_finite("B", b.as_ref())?;
+        let n = self.n();
+        if self.tile >= n {
+            let flops = 2.0 * (n * n * b.ncols()) as f64;
+            let mut b = b;
+            if let Some(result) = direct(&self.platform, flops, |backend, par| {
+                backend.solve_lower(self.l.as_ref(), false, b.as_mut(), par)?;
+                backend.solve_lower(self.l.as_ref(), true, b.as_mut(), par)
+            }) {
+                return result.map_err(Error::Kernel);
+            }
+            self.solve_tiled(b)
+        } else {
+            self.solve_tiled(b)
+        }
+    }
+
+    fn solve_tiled(&self, b: MatMut<'_, f64>) -> Result<()> {
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
         let mut graph = TaskGraph::new();
@@ -260,6 +303,31 @@ impl Factor {
             .map(|_| ())
             .map_err(|e| run_error(&graph, None, e))
     }
+}
+
+/// Below this many flops a one-tile kernel runs on the calling thread: handing it to a
+/// pool costs more than it gains (a thread wake-up is several microseconds).
+const DIRECT_ON_CALLER_FLOPS: f64 = 4.0e6;
+
+/// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on
+/// the calling thread when small, else on the platform's first CPU cluster with all its
+/// cores (holding the platform's run lock). `None` when the platform has no CPU cluster.
+fn direct<R: Send>(
+    platform: &Platform,
+    flops: f64,
+    f: impl FnOnce(Backend, Par) -> R + Send,
+) -> Option<R> {
+    let cluster = platform.clusters().first()?;
+    let backend = platform.backend();
+    if flops < DIRECT_ON_CALLER_FLOPS {
+        return Some(f(backend, Par::Seq));
+    }
+    let _busy = platform.lock_run();
+    Some(
+        cluster
+            .pool()
+            .install(|| f(backend, crate::peers::par(cluster.size()))),
+    )
 }
 
 /// Solves the SPD system A X = B with default options (A's lower triangle is read).

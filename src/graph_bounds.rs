@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::model::PlatformModel;
 use crate::runtime::calibrate::CHOLESKY_OPS;
-use crate::runtime::{KernelKey, PerfModels, ResourceClass, WorkerInfo, count_classes};
+use crate::runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 use crate::{ClusterSpec, Result};
 
 /// One resource class of a bound: its name and how many resources it has.
@@ -66,7 +66,6 @@ pub fn graph_bounds(
     mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
     flops: f64,
 ) -> Result<BoundReport> {
-    let start = Instant::now();
     let mut type_of: HashMap<&KernelKey, usize> = HashMap::new();
     let mut type_keys: Vec<&KernelKey> = Vec::new();
     let types: Vec<usize> = keys
@@ -78,15 +77,35 @@ pub fn graph_bounds(
             })
         })
         .collect();
+    typed_bounds(
+        graph,
+        types,
+        type_keys.len(),
+        classes,
+        |t, class| duration(type_keys[t], class),
+        flops,
+    )
+}
+
+/// Bounds of `graph` whose task `i` has type `types[i]` (< `type_count`), with
+/// `duration(type, class)` in seconds.
+fn typed_bounds(
+    graph: &TaskGraph,
+    types: Vec<usize>,
+    type_count: usize,
+    classes: &[(ResourceClass, usize)],
+    mut duration: impl FnMut(usize, &ResourceClass) -> Option<f64>,
+    flops: f64,
+) -> Result<BoundReport> {
+    let start = Instant::now();
     let predecessors: Vec<Vec<usize>> = (0..graph.len())
         .map(|i| graph.predecessors(i).to_vec())
         .collect();
     let bound_classes: Vec<Class> = classes
         .iter()
         .map(|(class, count)| {
-            let durations = type_keys
-                .iter()
-                .map(|key| duration(key, class).map(|s| s * 1e3))
+            let durations = (0..type_count)
+                .map(|t| duration(t, class).map(|s| s * 1e3))
                 .collect();
             Class::new(class.to_string(), *count, durations)
         })
@@ -179,6 +198,36 @@ pub fn measured_cholesky_bounds(
                 .filter(|s| s.samples > 0)
                 .map(|s| s.mean)
         },
+        cholesky_flops(n),
+    )
+}
+
+/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` from the task
+/// durations `trace` measured: each task is its own type, allowed only on the class of the
+/// worker that ran it, with the duration it took there. The run's own schedule satisfies
+/// every constraint of these bounds, so they are lower bounds of this very run: its
+/// makespan is at least the mixed bound (efficiency <= 1), whatever the noise.
+pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<BoundReport> {
+    let (graph, _) = cholesky_graph(n, tile)?;
+    let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
+    let mut ran = vec![None; graph.len()];
+    for event in &trace.tasks {
+        if let Some(slot) = ran.get_mut(event.task) {
+            *slot = Some((&trace.workers[event.worker].class, event.end - event.start));
+        }
+    }
+    if let Some(task) = ran.iter().position(Option::is_none) {
+        return Err(crate::Error::InvalidOption {
+            option: "trace",
+            reason: format!("task {task} of the graph has no event in the trace"),
+        });
+    }
+    typed_bounds(
+        &graph,
+        (0..graph.len()).collect(),
+        graph.len(),
+        &classes,
+        |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
         cholesky_flops(n),
     )
 }

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
-use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, model_cholesky_bounds};
+use faer::MatMut;
+use hetla::graph_bounds::{
+    BoundReport, measured_cholesky_bounds, model_cholesky_bounds, run_cholesky_bounds,
+};
 use hetla::model::PlatformModel;
 use hetla::runtime::calibrate::{
     IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
@@ -154,6 +157,11 @@ struct CholeskyArgs {
     /// same n, in this process, on all available cores.
     #[arg(long)]
     compare: bool,
+    /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the
+    /// matrix): the report gives the best (`seconds`, `gflops`) and the median; with
+    /// `--compare` every peer is timed the same way. Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeat: Option<u64>,
     /// Write the trace as Chrome trace-event JSON (opens in Perfetto).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -291,8 +299,13 @@ struct CholeskyReport {
     clusters: ClustersReport,
     scheduler: String,
     tasks: usize,
-    /// Wall-clock seconds of the factorisation call: input checks, tiling and the run.
+    /// Wall-clock seconds of the factorisation call: input checks, tiling and the run
+    /// (the best of the timed runs with `--repeat`).
     seconds: f64,
+    /// The median of the timed runs' seconds (`seconds` for one run).
+    median_seconds: f64,
+    /// Timed runs (1 without `--repeat`; a warm-up before them is not counted).
+    runs: usize,
     /// The runtime's part of it, from the first task's release to the last task's end
     /// (what `hetla simulate` models), in milliseconds.
     makespan_ms: f64,
@@ -306,11 +319,15 @@ struct CholeskyReport {
     gpus: Vec<GpuReport>,
     /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
     bytes: Vec<LinkBytes>,
-    /// Lower bounds on the makespan from the performance models of this run's workers
-    /// (absent, with a warning on stderr, if they could not be computed).
+    /// Lower bounds on the makespan of this very run, from the durations its tasks took
+    /// (each task on the class that ran it): `seconds` is never below `mixed_ms` (absent,
+    /// with a warning on stderr, if they could not be computed).
     bounds: Option<BoundReport>,
-    /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms).
+    /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms), at most 1.
     efficiency: Option<f64>,
+    /// The bounds predicted before the run from the stored performance models (absent
+    /// when the models did not yet know every kernel of the run).
+    predicted_bounds: Option<BoundReport>,
     memory: MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     peers: Option<Vec<peers::PeerRate>>,
@@ -340,12 +357,21 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     };
     let tile = options.tile_size_for(args.n);
     let platform_bytes = memory::live().saturating_sub(before_platform);
+    // The bound predicted from the stored models, before this run adds to them (absent on
+    // a first run, when the models lack some kernel).
+    let predicted_bounds =
+        measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile).ok();
     let a = matgen::random_spd(args.n, args.seed);
     let mut factor = a.clone();
     let baseline = memory::reset_peak();
-    let start = Instant::now();
-    let trace = options.factor_in_place_traced(factor.as_mut())?;
-    let seconds = start.elapsed().as_secs_f64();
+    let repeat = args.repeat.map(|r| r as usize);
+    let (trace, timings) = peers::repeat(repeat, || {
+        factor.copy_from(&a);
+        let start = Instant::now();
+        let trace = options.factor_in_place_traced(factor.as_mut())?;
+        Ok((trace, start.elapsed().as_secs_f64()))
+    })?;
+    let seconds = timings.best;
     let peak_extra_bytes = memory::peak().saturating_sub(baseline);
     let flops = (args.n as f64).powi(3) / 3.0;
     let all_cpus = hetla_clusters::available_cpus().len();
@@ -353,7 +379,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let model_file = platform.save_models()?;
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
     // reason to withhold the result.
-    let bounds = measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile)
+    let bounds = run_cholesky_bounds(&trace, args.n, tile)
         .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
         .ok();
     if let Some(path) = &args.trace {
@@ -376,6 +402,8 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         scheduler: args.scheduler.to_string(),
         tasks: trace.tasks.len(),
         seconds,
+        median_seconds: timings.median,
+        runs: timings.runs,
         makespan_ms: trace.makespan * 1e3,
         gflops,
         residual,
@@ -386,6 +414,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         gpus: gpu_reports(&platform),
         efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
         bounds,
+        predicted_bounds,
         memory: MemoryReport {
             matrix_bytes,
             peak_extra_bytes,
@@ -401,11 +430,17 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     };
     if args.compare {
         let mut rates = Vec::new();
-        factor.copy_from(&a);
-        rates.push(peers::faer_cholesky(factor.as_mut(), all_cpus)?);
+        type Peer = fn(MatMut<'_, f64>, usize) -> hetla::Result<peers::PeerRate>;
+        let mut timed_peer = |name: &str, peer: Peer| -> hetla::Result<peers::PeerRate> {
+            let ((), timings) = peers::repeat(repeat, || {
+                factor.copy_from(&a);
+                Ok(((), peer(factor.as_mut(), all_cpus)?.seconds))
+            })?;
+            Ok(peers::PeerRate::from_timings(name, timings, flops))
+        };
+        rates.push(timed_peer("faer-llt", peers::faer_cholesky)?);
         if Backend::OpenBlas.is_available() {
-            factor.copy_from(&a);
-            rates.push(peers::openblas_dpotrf(factor.as_mut(), all_cpus)?);
+            rates.push(timed_peer("openblas-dpotrf", peers::openblas_dpotrf)?);
         }
         drop(factor);
         let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
@@ -422,6 +457,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         }
         let mut dgemm = 0.0f64;
         for backend in Backend::available() {
+            // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
             let r = peers::dgemm(backend, args.n, all_cpus)?;
             dgemm = dgemm.max(r.gflops);
             rates.push(r);
@@ -452,6 +488,14 @@ fn print_cholesky(r: &CholeskyReport) {
         r.makespan_ms * 1e-3
     );
     println!("  rate      {:.2} Gflop/s (n^3/3 flops)", r.gflops);
+    if r.runs > 1 {
+        println!(
+            "  repeat    best of {} runs after a warm-up; median {:.4} s ({:.2} Gflop/s)",
+            r.runs,
+            r.median_seconds,
+            r.gflops * r.seconds / r.median_seconds
+        );
+    }
     println!(
         "  residual  {:.3e}  ||A - L L^T||_1 / (n ||A||_1 eps), {} (threshold {})",
         r.residual,
@@ -501,14 +545,27 @@ fn print_cholesky(r: &CholeskyReport) {
     if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
         print_bounds(bounds);
         println!(
-            "  efficiency {efficiency:.3} (achieved / mixed bound, bounds from this run's performance models)"
+            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
+    }
+    if let Some(p) = &r.predicted_bounds {
+        println!(
+            "  predicted mixed bound {:.3} ms ({:.2} Gflop/s) from the stored models, before the run",
+            p.mixed_ms, p.mixed_gflops
         );
     }
     if let Some(peers) = &r.peers {
         for p in peers {
             println!(
-                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s",
-                p.name, p.seconds, p.gflops
+                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s{}",
+                p.name,
+                p.seconds,
+                p.gflops,
+                if p.runs > 1 {
+                    format!(" (best of {}; median {:.4} s)", p.runs, p.median_seconds)
+                } else {
+                    String::new()
+                }
             );
         }
         println!(

@@ -16,10 +16,65 @@ use crate::{Error, Result};
 pub struct PeerRate {
     /// The peer ("faer-llt", "openblas-dpotrf", "faer-dgemm", ...).
     pub name: String,
-    /// Seconds of the call.
+    /// Seconds of the call (the best of the timed calls with `--repeat`).
     pub seconds: f64,
-    /// Gflop/s (n^3/3 flops for a Cholesky, 2n^3 for a DGEMM).
+    /// Gflop/s (n^3/3 flops for a Cholesky, 2n^3 for a DGEMM), from `seconds`.
     pub gflops: f64,
+    /// The median of the timed calls' seconds (`seconds` for one call).
+    pub median_seconds: f64,
+    /// How many calls were timed.
+    pub runs: usize,
+}
+
+/// The times of repeated runs: the best, the median and how many.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Timings {
+    /// The shortest run, seconds.
+    pub best: f64,
+    /// The median run (the mean of the two middle ones for an even count), seconds.
+    pub median: f64,
+    /// Timed runs.
+    pub runs: usize,
+}
+
+/// Runs `f` as `--repeat` asks: with `Some(r)` one untimed warm-up and then `r` timed
+/// runs (at least one), with `None` a single cold run. `f` returns its result and the
+/// seconds it measured (so that it can leave set-up such as copying a matrix untimed).
+/// Returns the result of the fastest run and the timings.
+pub fn repeat<T>(
+    runs: Option<usize>,
+    mut f: impl FnMut() -> Result<(T, f64)>,
+) -> Result<(T, Timings)> {
+    if runs.is_some() {
+        f()?;
+    }
+    let runs = runs.unwrap_or(1).max(1);
+    let mut best: Option<(T, f64)> = None;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let (value, seconds) = f()?;
+        times.push(seconds);
+        if best.as_ref().is_none_or(|(_, b)| seconds < *b) {
+            best = Some((value, seconds));
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let median = (times[(runs - 1) / 2] + times[runs / 2]) / 2.0;
+    let (value, best) = best.expect("at least one run");
+    Ok((value, Timings { best, median, runs }))
+}
+
+impl PeerRate {
+    /// The peer's rate over repeated calls: `flops` at the best time, with the median.
+    pub fn from_timings(name: &str, timings: Timings, flops: f64) -> Self {
+        PeerRate {
+            name: name.to_owned(),
+            seconds: timings.best,
+            gflops: flops / timings.best / 1e9,
+            median_seconds: timings.median,
+            runs: timings.runs,
+        }
+    }
 }
 
 fn pool(threads: usize) -> Result<rayon::ThreadPool> {
@@ -47,6 +102,8 @@ fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
         name: name.to_owned(),
         seconds,
         gflops: flops / seconds / 1e9,
+        median_seconds: seconds,
+        runs: 1,
     }
 }
 

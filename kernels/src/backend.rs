@@ -228,14 +228,22 @@ impl Backend {
         }
     }
 
-    pub(crate) fn trsm_seq(self, l: MatRef<'_, f64>, b: MatMut<'_, f64>) -> Result<(), KernelError> {
+    pub(crate) fn trsm_seq(
+        self,
+        l: MatRef<'_, f64>,
+        b: MatMut<'_, f64>,
+    ) -> Result<(), KernelError> {
         match self {
             Backend::Faer => faer_impl::trsm(l, b),
             Backend::OpenBlas => openblas!(trsm(l, b)),
         }
     }
 
-    pub(crate) fn syrk_seq(self, a: MatRef<'_, f64>, c: MatMut<'_, f64>) -> Result<(), KernelError> {
+    pub(crate) fn syrk_seq(
+        self,
+        a: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+    ) -> Result<(), KernelError> {
         match self {
             Backend::Faer => faer_impl::syrk(a, c),
             Backend::OpenBlas => openblas!(syrk(a, c)),

@@ -39,9 +39,9 @@ pub mod cuda;
 mod error;
 mod faer_impl;
 mod op;
-mod split;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
+mod split;
 
 pub use backend::Backend;
 pub use error::KernelError;

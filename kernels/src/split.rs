@@ -207,7 +207,6 @@ impl Backend {
         })
     }
 
-
     /// A <- L on `par`: right-looking blocked Cholesky whose diagonal blocks are factored
     /// sequentially and whose panel solves and trailing updates are split.
     pub(crate) fn split_potrf(self, mut a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
@@ -217,13 +216,12 @@ impl Backend {
             let jb = POTRF_BLOCK.min(n - j);
             let (diag_and_above, below) = a.as_mut().subcols_mut(j, jb).split_at_row_mut(j + jb);
             let mut diag = diag_and_above.subrows_mut(j, jb);
-            self.potrf_seq(diag.as_mut())
-                .map_err(|e| match e {
-                    KernelError::NotPositiveDefinite { index } => {
-                        KernelError::NotPositiveDefinite { index: index + j }
-                    }
-                    other => other,
-                })?;
+            self.potrf_seq(diag.as_mut()).map_err(|e| match e {
+                KernelError::NotPositiveDefinite { index } => {
+                    KernelError::NotPositiveDefinite { index: index + j }
+                }
+                other => other,
+            })?;
             if j + jb < n {
                 self.split_trsm(diag.as_ref(), below, par)?;
                 let (left, trailing) = a.as_mut().split_at_col_mut(j + jb);

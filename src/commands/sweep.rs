@@ -267,6 +267,7 @@ fn real_run(
             gpu_memory: None,
         },
         compare: false,
+        repeat: None,
         trace: None,
         gantt: None,
         json: false,

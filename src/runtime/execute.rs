@@ -556,8 +556,8 @@ pub fn execute(
     } else {
         ctx
     };
-    // One device run at a time: a device holds the replicas of one run.
-    let _devices_busy = several_nodes.then(|| platform.lock_devices());
+    // One run at a time per platform: its pools and device memory serve one run.
+    let _busy = platform.lock_run();
 
     let run = Run {
         work,

@@ -143,8 +143,10 @@ pub struct Platform {
     topology: Topology,
     clusters: Vec<CpuCluster>,
     devices: Vec<DeviceWorker>,
-    /// Held by a run that uses the devices (their memory holds one run's replicas).
-    device_run: Mutex<()>,
+    /// Held by each run: a platform runs one graph at a time (its pools and device memory
+    /// hold one run's workers and replicas; the shared default platform may be called
+    /// from several user threads).
+    run_lock: Mutex<()>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -160,7 +162,24 @@ impl std::fmt::Debug for Platform {
     }
 }
 
+/// The process-wide platforms, one per (cluster spec, backend), built on first use.
+static SHARED: Mutex<Vec<(ClusterSpec, Backend, Arc<Platform>)>> = Mutex::new(Vec::new());
+
 impl Platform {
+    /// The process-wide platform of `spec` and `backend` (CPU clusters, models from the
+    /// default store): built on first use, then shared by every call that names no
+    /// platform (`solve_spd`, `Cholesky::new()`), so pools are started and models read
+    /// once per process, not at every call.
+    pub fn shared(spec: &ClusterSpec, backend: Backend) -> Result<Arc<Platform>> {
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, p)) = shared.iter().find(|(s, b, _)| s == spec && *b == backend) {
+            return Ok(p.clone());
+        }
+        let platform = Arc::new(Platform::new(spec, backend)?);
+        shared.push((spec.clone(), backend, platform.clone()));
+        Ok(platform)
+    }
+
     /// The clusters `spec` makes on this machine's topology, with `backend` kernels and
     /// models from the default store.
     pub fn new(spec: &ClusterSpec, backend: Backend) -> Result<Self> {
@@ -214,19 +233,9 @@ impl Platform {
                 ),
             });
         }
-        // OpenBLAS's thread count is one setting for the whole process: two clusters of
-        // several cores would fight over it. Single-core clusters all ask for 1.
-        if backend == Backend::OpenBlas
-            && cpu_sets.len() > 1
-            && cpu_sets.iter().any(|c| c.len() > 1)
-        {
-            return Err(Error::InvalidOption {
-                option: "clusters",
-                reason: format!(
-                    "{spec} makes several multi-core clusters, which the openblas backend cannot run at once (its thread count is process-wide); use one cluster (1xN), single-core clusters (Nx1), or the faer backend"
-                ),
-            });
-        }
+        // Any cluster shape works with either backend: kernels run as sequential pieces on
+        // the cluster's own pool threads (OpenBLAS set to one thread), so clusters running
+        // at once never share a library thread count (hetla-kernels' `split`).
         let clusters = cpu_sets
             .into_iter()
             .enumerate()
@@ -276,7 +285,7 @@ impl Platform {
             topology,
             clusters,
             devices,
-            device_run: Mutex::new(()),
+            run_lock: Mutex::new(()),
             workers,
             models: Mutex::new(models),
             model_file,
@@ -314,8 +323,8 @@ impl Platform {
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
-    pub(crate) fn lock_devices(&self) -> MutexGuard<'_, ()> {
-        self.device_run.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock_run(&self) -> MutexGuard<'_, ()> {
+        self.run_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The link model of the device on `node`: calibrated, else [`DEFAULT_LINK`].
