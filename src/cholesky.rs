@@ -17,17 +17,14 @@ use crate::tile_work::{TileWork, run_error};
 use crate::tiled::mat_from_slice;
 use crate::{Error, Result, TiledMatrix};
 
-/// The tile size used when none is given, from the order `n` and the backend.
+/// The tile size used when no platform's models can choose one (see
+/// [`crate::tile_choice`]), from the order `n` and the backend.
 ///
 /// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
 /// Beyond that, 512 for faer and 1024 for OpenBLAS (capped at n), the best tiles of a sweep
-/// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine
-/// (`hetla cholesky --n N --tile B --backend K`): faer peaks at 512 and loses 5-15% at
-/// 1024 and beyond, OpenBLAS gains up to 1024 (its level-3 kernels need larger blocks to
-/// reach their rate). Tiles stay small enough to give a scheduler parallel work.
+/// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine.
 pub fn default_tile_size(n: usize, backend: Backend) -> usize {
-    const SINGLE_TILE_UP_TO: usize = 512;
-    if n <= SINGLE_TILE_UP_TO {
+    if n <= crate::tile_choice::SINGLE_TILE_UP_TO {
         return n.max(1);
     }
     match backend {
@@ -103,10 +100,19 @@ impl Cholesky {
         self
     }
 
-    /// The tile size used for a matrix of order `n`.
+    /// The tile size used for a matrix of order `n`: the one given, else the one the
+    /// platform's performance models predict fastest ([`crate::tile_choice`]; the first
+    /// call for a new size may time the kernels on the candidate tiles), else
+    /// [`default_tile_size`].
     pub fn tile_size_for(&self, n: usize) -> usize {
-        let backend = self.platform.as_ref().map_or(self.backend, |p| p.backend());
-        self.tile.unwrap_or_else(|| default_tile_size(n, backend))
+        if let Some(b) = self.tile {
+            return b;
+        }
+        match self.resolve_platform() {
+            Ok(platform) => crate::tile_choice::choose_cholesky_tile(&platform, n)
+                .map_or_else(|_| default_tile_size(n, platform.backend()), |c| c.tile),
+            Err(_) => default_tile_size(n, self.backend),
+        }
     }
 
     /// The platform a run uses: the one given, or the process-wide one of the options'

@@ -28,6 +28,7 @@ pub mod model;
 pub mod peers;
 pub mod runtime;
 pub mod simulation;
+pub mod tile_choice;
 mod tile_work;
 mod tiled;
 

@@ -328,6 +328,10 @@ struct CholeskyReport {
     /// The bounds predicted before the run from the stored performance models (absent
     /// when the models did not yet know every kernel of the run).
     predicted_bounds: Option<BoundReport>,
+    /// How the tile was chosen when `--tile` was not given: each candidate's predicted
+    /// makespan and the candidates timed first because the models lacked them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tile_choice: Option<hetla::tile_choice::TileChoice>,
     memory: MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     peers: Option<Vec<peers::PeerRate>>,
@@ -354,6 +358,11 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let options = match args.tile {
         Some(b) => options.tile(b),
         None => options,
+    };
+    // The tile: given, or chosen from the models (timing the candidates they lack).
+    let tile_choice = match args.tile {
+        Some(_) => None,
+        None => Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?),
     };
     let tile = options.tile_size_for(args.n);
     let platform_bytes = memory::live().saturating_sub(before_platform);
@@ -415,6 +424,7 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
         bounds,
         predicted_bounds,
+        tile_choice,
         memory: MemoryReport {
             matrix_bytes,
             peak_extra_bytes,
@@ -546,6 +556,25 @@ fn print_cholesky(r: &CholeskyReport) {
         print_bounds(bounds);
         println!(
             "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
+    }
+    if let Some(c) = &r.tile_choice
+        && !c.predictions.is_empty()
+    {
+        let predictions: Vec<String> = c
+            .predictions
+            .iter()
+            .map(|(b, ms)| format!("{b}: {ms:.1} ms"))
+            .collect();
+        println!(
+            "  tile      {} chosen from the models' predicted makespans ({}){}",
+            c.tile,
+            predictions.join(", "),
+            if c.calibrated.is_empty() {
+                String::new()
+            } else {
+                format!("; timed first: {:?}", c.calibrated)
+            }
         );
     }
     if let Some(p) = &r.predicted_bounds {

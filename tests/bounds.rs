@@ -86,6 +86,34 @@ fn a_run_reports_bounds_from_its_own_models() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// The bounds from a run's own task durations are lower bounds of that run: its makespan
+/// is never below the mixed bound (efficiency <= 1), on one class and on two.
+#[test]
+fn run_bounds_never_exceed_the_run() {
+    use hetla::graph_bounds::run_cholesky_bounds;
+    let (n, tile) = (700, 100);
+    let a = matgen::random_spd(n, 5);
+    for spec in [grid(2, 1), grid(1, 2), grid(1, 1)] {
+        let platform =
+            Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::None).unwrap());
+        let mut m = a.clone();
+        let trace = Cholesky::new()
+            .platform(platform)
+            .tile(tile)
+            .factor_in_place_traced(m.as_mut())
+            .unwrap();
+        let b = run_cholesky_bounds(&trace, n, tile).unwrap();
+        assert_eq!(b.tasks, trace.tasks.len());
+        assert!(b.mixed_ms > 0.0);
+        assert!(
+            b.mixed_ms * 1e-3 <= trace.makespan * (1.0 + 1e-9),
+            "{spec}: mixed bound {} ms above the run's makespan {} ms",
+            b.mixed_ms,
+            trace.makespan * 1e3
+        );
+    }
+}
+
 #[test]
 fn bound_command_prints_the_documented_json() {
     // Sirocco with 2 x 10-core clusters and 4 GPUs, n = 9600 in tiles of 960.

@@ -247,3 +247,38 @@ fn empty_matrices_factor_and_solve_to_empty_results() {
     assert_eq!((x.nrows(), x.ncols()), (0, 3));
     assert_eq!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq), 0.0);
 }
+
+/// A matrix of one tile takes the direct kernel path (no graph, no runtime): small ones on
+/// the calling thread, larger ones on the shared platform's cluster. Both solve as the
+/// tiled path does and name the failing column; calls without a platform share one.
+#[test]
+fn one_tile_matrices_take_the_direct_path_with_the_same_results() {
+    let spec: hetla::ClusterSpec = "auto".parse().unwrap();
+    let first = hetla::Platform::shared(&spec, Backend::Faer).unwrap();
+    let again = hetla::Platform::shared(&spec, Backend::Faer).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    for n in [1, 64, 300, 512] {
+        let a = random_spd(n, 11);
+        let b = rhs(n, 3);
+        let x = solve_spd(a.as_ref(), b.as_ref()).unwrap();
+        assert!(solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), Par::Seq) < 1e-13);
+        // The same system through the runtime (two tiles) agrees.
+        let tiled = Cholesky::new()
+            .tile(n.div_ceil(2).max(1))
+            .factor(a.as_ref())
+            .unwrap();
+        let y = tiled.solve(b.as_ref()).unwrap();
+        assert!(
+            (&x - &y).norm_max() <= 1e-12 * x.norm_max().max(1.0),
+            "n = {n}"
+        );
+        // A pivot that fails in the middle is named by its global column.
+        let mut bad = a.clone();
+        let col = n / 2;
+        bad[(col, col)] = -1.0;
+        match solve_spd(bad.as_ref(), b.as_ref()) {
+            Err(Error::NotPositiveDefinite { column }) => assert_eq!(column, col, "n = {n}"),
+            other => panic!("n = {n}: expected NotPositiveDefinite, got {other:?}"),
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! Gflop/s of each CPU tile kernel of the Cholesky factorisation, for every backend in
-//! this build, at tiles 128, 256 and 512, with all the cores this process may use.
+//! Gflop/s of each CPU tile kernel of the Cholesky factorisation beside the library's own
+//! plain GEMM (C -= A B, column-major operands: its fast path, on its own threads), for
+//! every backend in this build, at tiles 128 to 2048, on 1 and 2 threads.
 //!
 //! Throughput is declared in flops, so criterion's "Gelem/s" reads as Gflop/s.
 //! Run: `cargo bench -p hetla-kernels` (add `--features openblas` for OpenBLAS).
@@ -37,39 +38,66 @@ fn operands(op: Op, b: usize) -> (Vec<Mat<f64>>, Mat<f64>) {
 }
 
 fn kernels(c: &mut Criterion) {
-    let threads = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.get())
-        .build()
-        .unwrap();
-    let par = Par::Rayon(threads);
     for backend in Backend::available() {
-        let mut group = c.benchmark_group(format!("kernels/{backend}"));
-        group.sample_size(10);
-        group.warm_up_time(std::time::Duration::from_millis(500));
-        group.measurement_time(std::time::Duration::from_secs(2));
-        for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm] {
-            for b in [128, 256, 512] {
-                let (reads, write) = operands(op, b);
-                let shapes: Vec<_> = reads
-                    .iter()
-                    .chain([&write])
-                    .map(|m| (m.nrows(), m.ncols()))
-                    .collect();
-                group.throughput(Throughput::Elements(op.flops(&shapes) as u64));
-                let views: Vec<_> = reads.iter().map(|m| m.as_ref()).collect();
-                group.bench_function(format!("{op}/{b}"), |bench| {
-                    // A fresh copy of the written tile each time: POTRF and TRSM cannot be
-                    // repeated in place, and updates would drift the values.
+        for threads in [1usize, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let par = if threads > 1 {
+                Par::Rayon(NonZeroUsize::new(threads).unwrap())
+            } else {
+                Par::Seq
+            };
+            let mut group = c.benchmark_group(format!("kernels/{backend}/{threads}t"));
+            group.sample_size(10);
+            group.warm_up_time(std::time::Duration::from_millis(300));
+            group.measurement_time(std::time::Duration::from_secs(1));
+            for b in [128, 256, 512, 1024, 2048] {
+                for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm] {
+                    let (reads, write) = operands(op, b);
+                    let shapes: Vec<_> = reads
+                        .iter()
+                        .chain([&write])
+                        .map(|m| (m.nrows(), m.ncols()))
+                        .collect();
+                    group.throughput(Throughput::Elements(op.flops(&shapes) as u64));
+                    let views: Vec<_> = reads.iter().map(|m| m.as_ref()).collect();
+                    group.bench_function(format!("{op}/{b}"), |bench| {
+                        // A fresh copy of the written tile each time: POTRF and TRSM cannot
+                        // be repeated in place, and updates would drift the values.
+                        bench.iter_batched_ref(
+                            || write.clone(),
+                            |out| {
+                                pool.install(|| backend.run(op, &views, out.as_mut(), par).unwrap())
+                            },
+                            BatchSize::LargeInput,
+                        )
+                    });
+                }
+                let (reads, write) = operands(Op::Gemm, b);
+                group.throughput(Throughput::Elements(2 * (b as u64).pow(3)));
+                group.bench_function(format!("library-gemm/{b}"), |bench| {
                     bench.iter_batched_ref(
                         || write.clone(),
-                        |out| pool.install(|| backend.run(op, &views, out.as_mut(), par).unwrap()),
+                        |out| {
+                            pool.install(|| {
+                                backend
+                                    .library_gemm_sub(
+                                        reads[0].as_ref(),
+                                        reads[1].as_ref(),
+                                        out.as_mut(),
+                                        par,
+                                    )
+                                    .unwrap()
+                            })
+                        },
                         BatchSize::LargeInput,
                     )
                 });
             }
+            group.finish();
         }
-        group.finish();
     }
 }
 

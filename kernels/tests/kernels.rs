@@ -311,3 +311,36 @@ fn backends_parse_and_report_availability() {
         assert!(err.to_string().contains("--features openblas"));
     }
 }
+
+/// A cluster of p cores runs OpenBLAS as p sequential calls on its own pool threads:
+/// OpenBLAS's process-wide thread count stays 1 through parallel kernels (a 2x1 run uses
+/// one thread per kernel), and the library peer restores it after using all threads.
+#[cfg(feature = "openblas")]
+#[test]
+fn openblas_runs_one_thread_per_pool_thread() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let a = pseudo_random(300, 200, 1);
+    let b = pseudo_random(250, 200, 2);
+    let mut c = pseudo_random(300, 250, 3);
+    let expected = {
+        let mut e = c.clone();
+        Backend::Faer
+            .gemm_sub(a.as_ref(), b.transpose(), e.as_mut(), Par::Seq)
+            .unwrap();
+        e
+    };
+    pool.install(|| {
+        Backend::OpenBlas
+            .gemm_sub(a.as_ref(), b.transpose(), c.as_mut(), Par::rayon(2))
+            .unwrap()
+    });
+    assert_eq!(Backend::OpenBlas.library_threads(), Some(1));
+    assert!(max_diff(c.as_ref(), expected.as_ref()) < 1e-12);
+    let mut spd = Mat::from_fn(300, 300, |i, j| if i == j { 300.0 } else { 0.5 });
+    pool.install(|| Backend::OpenBlas.library_potrf(spd.as_mut(), Par::rayon(2)))
+        .unwrap();
+    assert_eq!(Backend::OpenBlas.library_threads(), Some(1));
+}

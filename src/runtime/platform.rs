@@ -147,6 +147,8 @@ pub struct Platform {
     /// hold one run's workers and replicas; the shared default platform may be called
     /// from several user threads).
     run_lock: Mutex<()>,
+    /// Cholesky tile sizes chosen on this platform, by order n (`tile_choice`).
+    tile_choices: Mutex<Vec<(usize, crate::tile_choice::TileChoice)>>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -286,6 +288,7 @@ impl Platform {
             clusters,
             devices,
             run_lock: Mutex::new(()),
+            tile_choices: Mutex::new(Vec::new()),
             workers,
             models: Mutex::new(models),
             model_file,
@@ -323,6 +326,22 @@ impl Platform {
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
+    /// The tile chosen earlier for a Cholesky factorisation of order `n`.
+    pub(crate) fn remembered_tile(&self, n: usize) -> Option<crate::tile_choice::TileChoice> {
+        let choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
+        choices
+            .iter()
+            .find(|(m, _)| *m == n)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Remembers the tile chosen for order `n`.
+    pub(crate) fn remember_tile(&self, n: usize, choice: crate::tile_choice::TileChoice) {
+        let mut choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
+        choices.retain(|(m, _)| *m != n);
+        choices.push((n, choice));
+    }
+
     pub(crate) fn lock_run(&self) -> MutexGuard<'_, ()> {
         self.run_lock.lock().unwrap_or_else(|e| e.into_inner())
     }

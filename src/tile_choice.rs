@@ -1,0 +1,113 @@
+//! The tile size of a Cholesky factorisation, chosen from the platform's performance
+//! models instead of a constant.
+//!
+//! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
+//! candidates are the sizes of [`CANDIDATES`] that cut n into 2 to 32 tiles per side. For
+//! each candidate b, every worker class needs the mean duration of the four Cholesky
+//! kernels on b x b tiles; the classes that lack one are measured first with
+//! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run),
+//! and the samples join the models (the CLI stores them with the models after the run).
+//! The prediction for b is the mixed makespan bound of the Cholesky graph of n in tiles of
+//! b, each task's duration its flops at its kernel's measured rate on b x b tiles (a ragged
+//! edge tile at the same rate). The candidate with the smallest predicted makespan wins:
+//! large tiles run the kernels near their peak, small ones give the scheduler parallel
+//! work and a short critical path, and the bound weighs both for this backend, this
+//! cluster shape and this n. The choice is remembered per platform and n.
+
+use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
+use crate::model::model_flops;
+use crate::runtime::calibrate::{CHOLESKY_OPS, calibrate};
+use crate::runtime::{KernelKey, Platform, ResourceClass, count_classes};
+use crate::{Result, default_tile_size};
+
+/// Tile sizes a choice considers.
+pub const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
+
+/// Matrices up to this order are one tile.
+pub const SINGLE_TILE_UP_TO: usize = 512;
+
+/// Most tiles per side a candidate may cut the matrix into (the bound's graph grows as its
+/// cube: 32 tiles are 5984 tasks).
+const MAX_TILES_PER_SIDE: usize = 32;
+
+/// Calibration samples per kernel, class and candidate measured on first use.
+const FIRST_USE_SAMPLES: usize = 2;
+
+/// A tile size and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileChoice {
+    /// The tile size.
+    pub tile: usize,
+    /// Predicted makespan (mixed bound) of each candidate considered, in milliseconds.
+    pub predictions: Vec<(usize, f64)>,
+    /// Candidates that were measured for this choice (not yet in the models).
+    pub calibrated: Vec<usize>,
+}
+
+/// The candidates for order `n`.
+pub fn candidates(n: usize) -> Vec<usize> {
+    CANDIDATES
+        .into_iter()
+        .filter(|&b| 2 * b <= n && n.div_ceil(b) <= MAX_TILES_PER_SIDE)
+        .collect()
+}
+
+/// Whether the models of `class` know all four kernels on b x b tiles.
+fn known(platform: &Platform, class: &ResourceClass, b: usize) -> bool {
+    let models = platform.models();
+    CHOLESKY_OPS.iter().all(|&op| {
+        models
+            .get(&KernelKey::square(op, b), class)
+            .is_some_and(|s| s.samples > 0)
+    })
+}
+
+/// The tile size for a Cholesky factorisation of order `n` on `platform` (see the module
+/// doc): may calibrate the candidates the models lack, and remembers its answer.
+pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice> {
+    if n <= SINGLE_TILE_UP_TO {
+        return Ok(TileChoice {
+            tile: n.max(1),
+            predictions: Vec::new(),
+            calibrated: Vec::new(),
+        });
+    }
+    if let Some(choice) = platform.remembered_tile(n) {
+        return Ok(choice);
+    }
+    let candidates = candidates(n);
+    let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
+    let missing: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&b| classes.iter().any(|(c, _)| !known(platform, c, b)))
+        .collect();
+    if !missing.is_empty() {
+        calibrate(platform, &missing, FIRST_USE_SAMPLES, || {})?;
+    }
+    let models = platform.models();
+    let mut predictions = Vec::with_capacity(candidates.len());
+    for &b in &candidates {
+        let (graph, keys) = cholesky_graph(n, b)?;
+        // Seconds per flop of each kernel and class at b, applied to every task's flops.
+        let duration = |key: &KernelKey, class: &ResourceClass| {
+            let square = KernelKey::square(key.op, b);
+            let stats = models.get(&square, class).filter(|s| s.samples > 0)?;
+            Some(stats.mean / model_flops(&square) * model_flops(key))
+        };
+        let bounds = graph_bounds(&graph, &keys, &classes, duration, cholesky_flops(n))?;
+        predictions.push((b, bounds.mixed_ms));
+    }
+    drop(models);
+    let tile = predictions
+        .iter()
+        .min_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
+        .map_or_else(|| default_tile_size(n, platform.backend()), |&(b, _)| b);
+    let choice = TileChoice {
+        tile,
+        predictions,
+        calibrated: missing,
+    };
+    platform.remember_tile(n, choice.clone());
+    Ok(choice)
+}
