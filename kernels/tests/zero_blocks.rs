@@ -12,7 +12,7 @@ use hetla_kernels::{Backend, Par};
 /// three blocks zero), the rest pseudo-random in [-0.5, 0.5).
 fn zero_blocks(rows: usize, cols: usize, seed: usize) -> Mat<f64> {
     Mat::from_fn(rows, cols, |i, j| {
-        if (i / 512 + j / 64 + seed) % 3 == 0 {
+        if (i / 512 + j / 64 + seed).is_multiple_of(3) {
             0.0
         } else {
             ((i * 7919 + j * 104_729 + seed * 31) % 1000) as f64 / 1000.0 - 0.5
