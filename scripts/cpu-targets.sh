@@ -17,8 +17,11 @@ for n in ${SIZES:-2048 4096 8192}; do
 import json, sys
 d = json.load(sys.stdin)
 p = {x["name"]: x["gflops"] for x in d["peers"]}
-llt, potrf = p.get("faer-llt"), p.get("openblas-dpotrf")
-print(f"n={d[\"n\"]} {d[\"backend\"]:8} {d[\"clusters\"][\"spec\"]} tile={d[\"tile\"]:5} hetla={d[\"gflops\"]:.1} (median {d[\"gflops\"] * d[\"seconds\"] / d[\"median_seconds\"]:.1}) faer-llt={llt:.1} dpotrf={potrf:.1} x_llt={d[\"gflops\"] / llt:.3} x_dpotrf={d[\"gflops\"] / potrf:.3} eff={d[\"efficiency\"]:.3} residual={d[\"residual\"]:.2e}")
+g, llt, potrf = d["gflops"], p["faer-llt"], p["openblas-dpotrf"]
+median = g * d["seconds"] / d["median_seconds"]
+spec = d["clusters"]["spec"]
+print("n=%d %-8s %s tile=%-5d hetla=%.1f (median %.1f) faer-llt=%.1f dpotrf=%.1f x_llt=%.3f x_dpotrf=%.3f eff=%.3f residual=%.2e"
+      % (d["n"], d["backend"], spec, d["tile"], g, median, llt, potrf, g / llt, g / potrf, d["efficiency"], d["residual"]))
 '
     done
   done

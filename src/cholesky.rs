@@ -108,6 +108,9 @@ impl Cholesky {
         if let Some(b) = self.tile {
             return b;
         }
+        if n <= crate::tile_choice::SINGLE_TILE_UP_TO {
+            return n.max(1);
+        }
         match self.resolve_platform() {
             Ok(platform) => crate::tile_choice::choose_cholesky_tile(&platform, n)
                 .map_or_else(|_| default_tile_size(n, platform.backend()), |c| c.tile),

@@ -93,10 +93,15 @@ pub(crate) fn potrf(mut a: MatMut<'_, f64>) -> Result<(), KernelError> {
     let n = a.nrows();
     // faer uses the strict upper triangle as scratch; LAPACK leaves it alone, and so must
     // we (it is the caller's data when factoring in place). Saving it costs O(n^2).
-    let upper: Vec<f64> = (1..n)
-        .flat_map(|j| (0..j).map(move |i| (i, j)))
-        .map(|(i, j)| a[(i, j)])
-        .collect();
+    // Column by column (contiguous in a column-major tile): a copy, not an element walk.
+    let mut upper = Vec::with_capacity(n * n.saturating_sub(1) / 2);
+    for j in 1..n {
+        let col = a.as_ref().col(j).subrows(0, j);
+        match col.try_as_col_major() {
+            Some(col) => upper.extend_from_slice(col.as_slice()),
+            None => upper.extend(col.iter().copied()),
+        }
+    }
     let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
     // No regularisation: a non-positive pivot is an error the caller must see.
     let result = cholesky_in_place(
@@ -106,12 +111,14 @@ pub(crate) fn potrf(mut a: MatMut<'_, f64>) -> Result<(), KernelError> {
         MemStack::new(&mut buf),
         Default::default(),
     );
-    let mut saved = upper.into_iter();
+    let mut start = 0;
     for j in 1..n {
-        for i in 0..j {
-            a[(i, j)] = saved
-                .next()
-                .expect("one saved value per strict upper entry");
+        let saved = &upper[start..start + j];
+        start += j;
+        let mut col = a.as_mut().col_mut(j).subrows_mut(0, j);
+        match col.as_mut().try_as_col_major_mut() {
+            Some(col) => col.as_slice_mut().copy_from_slice(saved),
+            None => col.iter_mut().zip(saved).for_each(|(x, &v)| *x = v),
         }
     }
     result
