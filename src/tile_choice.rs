@@ -7,16 +7,22 @@
 //! kernels on b x b tiles; the classes that lack one are measured first with
 //! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run),
 //! and the samples join the models (the CLI stores them with the models after the run).
-//! The prediction for b is the mixed makespan bound of the Cholesky graph of n in tiles of
-//! b, each task's duration its flops at its kernel's measured rate on b x b tiles (a ragged
-//! edge tile at the same rate). The candidate with the smallest predicted makespan wins:
-//! large tiles run the kernels near their peak, small ones give the scheduler parallel
-//! work and a short critical path, and the bound weighs both for this backend, this
-//! cluster shape and this n. The choice is remembered per platform and n.
+//! The prediction for b is the makespan of the Cholesky graph of n in tiles of b simulated
+//! on this platform's workers with the same scheduler as a run (`runtime::sim`, MCT), each
+//! task's duration its flops at its kernel's measured rate on b x b tiles (a ragged edge
+//! tile at the same rate); on a platform with devices, whose links and memories the
+//! simulation would need modelled, the mixed makespan bound instead. The candidate with
+//! the smallest prediction wins: large tiles run the kernels near their peak, small ones
+//! give the scheduler parallel work and a short critical path, and the simulation weighs
+//! both for this backend, this cluster shape and this n (the bound alone is optimistic
+//! about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core
+//! clusters, which ran at 0.84 of their bound). The choice is remembered per platform
+//! and n.
 
 use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::model_flops;
 use crate::runtime::calibrate::{CHOLESKY_OPS, calibrate};
+use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
 use crate::runtime::{KernelKey, Platform, ResourceClass, count_classes};
 use crate::{Result, default_tile_size};
 
@@ -38,7 +44,8 @@ const FIRST_USE_SAMPLES: usize = 2;
 pub struct TileChoice {
     /// The tile size.
     pub tile: usize,
-    /// Predicted makespan (mixed bound) of each candidate considered, in milliseconds.
+    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
+    /// a platform with devices), in milliseconds.
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,
@@ -95,8 +102,25 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
             let stats = models.get(&square, class).filter(|s| s.samples > 0)?;
             Some(stats.mean / model_flops(&square) * model_flops(key))
         };
-        let bounds = graph_bounds(&graph, &keys, &classes, duration, cholesky_flops(n))?;
-        predictions.push((b, bounds.mixed_ms));
+        let predicted_ms = if platform.devices().is_empty() {
+            let sim = SimPlatform {
+                workers: platform.workers().to_vec(),
+                capacities: vec![None],
+                link: None,
+                cpu_task_overhead: 0.0,
+            };
+            let tile_bytes = |_| b * b * size_of::<f64>();
+            let work = SimWork {
+                graph: &graph,
+                keys: &keys,
+                tile_bytes: &tile_bytes,
+                duration: &duration,
+            };
+            simulate(&sim, &work, &SimOptions::default())?.makespan * 1e3
+        } else {
+            graph_bounds(&graph, &keys, &classes, duration, cholesky_flops(n))?.mixed_ms
+        };
+        predictions.push((b, predicted_ms));
     }
     drop(models);
     let tile = predictions
