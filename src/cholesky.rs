@@ -182,14 +182,16 @@ impl Cholesky {
                 });
             }
         }
-        self.factor_on(platform, a).map(|(tile, _)| tile)
+        self.factor_on(platform, a, tile).map(|_| tile)
     }
 
     /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through
     /// the runtime, also for a matrix of one tile).
     pub fn factor_in_place_traced(&self, a: MatMut<'_, f64>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
-        self.factor_on(&platform, a).map(|(_, trace)| trace)
+        check_square("A", a.nrows(), a.ncols())?;
+        let tile = self.tile_size_for(a.nrows());
+        self.factor_on(&platform, a, tile)
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading
@@ -198,9 +200,8 @@ impl Cholesky {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
-    fn factor_on(&self, platform: &Platform, a: MatMut<'_, f64>) -> Result<(usize, Trace)> {
-        check_square("A", a.nrows(), a.ncols())?;
-        let tile = self.tile_size_for(a.nrows());
+    /// Factors the square `a` in tiles of `tile` through the task graph and the runtime.
+    fn factor_on(&self, platform: &Platform, a: MatMut<'_, f64>, tile: usize) -> Result<Trace> {
         check_finite_lower("A", a.as_ref())?;
         let a = TiledMatrix::new(a, tile, "A")?;
         let graph = cholesky(a.tiling())?;
@@ -215,7 +216,7 @@ impl Cholesky {
         };
         let trace =
             execute(platform, &work, &options).map_err(|e| run_error(&graph, Some(&a), e))?;
-        Ok((tile, trace))
+        Ok(trace)
     }
 }
 

@@ -90,6 +90,8 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
         .filter(|&b| classes.iter().any(|(c, _)| !known(platform, c, b)))
         .collect();
     if !missing.is_empty() {
+        // The platform's pools time the kernels: no run may share them meanwhile.
+        let _busy = platform.lock_run();
         calibrate(platform, &missing, FIRST_USE_SAMPLES, || {})?;
     }
     let models = platform.models();
