@@ -65,6 +65,11 @@ pub struct GemmArgs {
     /// Seed of the random matrices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// One untimed warm-up, then R timed products (each on a fresh copy of C): `seconds`
+    /// and `gflops` are the best, `median_seconds` the median; with `--compare` the faer
+    /// peer is timed the same way. Real runs only. Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: Option<u64>,
     /// Write the trace as Chrome trace-event JSON.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -94,17 +99,6 @@ fn parse_placement(s: &str) -> Result<[Placement; 3], String> {
     Ok([one(parts[0])?, one(parts[1])?, one(parts[2])?])
 }
 
-/// A peer's time on the same product.
-#[derive(Debug, Serialize)]
-pub struct PeerTime {
-    /// Peer name.
-    pub name: String,
-    /// Seconds.
-    pub seconds: f64,
-    /// Gflop/s.
-    pub gflops: f64,
-}
-
 /// What `hetla gemm` reports.
 #[derive(Debug, Serialize)]
 pub struct GemmOutput {
@@ -119,8 +113,13 @@ pub struct GemmOutput {
     pub report: GemmReport,
     /// ||C - C_faer||_F / ||C_faer||_F (real runs, unless --no-check).
     pub relative_error: Option<f64>,
-    /// Peers timed in the same run (--compare).
-    pub peers: Vec<PeerTime>,
+    /// The median of the timed runs' seconds (`--repeat`; the report's `seconds` is the
+    /// best), absent for simulations.
+    pub median_seconds: Option<f64>,
+    /// Timed runs (1 without `--repeat`).
+    pub runs: usize,
+    /// Peers timed in the same run (--compare), the same way as hetla.
+    pub peers: Vec<hetla::peers::PeerRate>,
     /// gflops / each peer's, in the order of `peers`.
     pub ratio_to_peers: Vec<f64>,
 }
@@ -137,6 +136,14 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         placement: args.placement,
     };
     if let Some(name) = &args.platform {
+        if args.repeat.is_some() {
+            return Err(hetla::Error::InvalidOption {
+                option: "repeat",
+                reason:
+                    "a simulation (--platform) is deterministic: --repeat applies to real runs only"
+                        .into(),
+            });
+        }
         let model = PlatformModel::resolve(name)?;
         let gpus = match &args.gpus.gpus {
             GpuSelection::All => model.gpu_count(),
@@ -159,6 +166,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             clusters: args.clusters.to_string(),
             report,
             relative_error: None,
+            median_seconds: None,
+            runs: 1,
             peers: Vec::new(),
             ratio_to_peers: Vec::new(),
         });
@@ -171,14 +180,20 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     let b = hetla::matgen::random(br, bc, args.seed + 1);
     let c0 = hetla::matgen::random(args.m, args.n, args.seed + 2);
     let mut c = c0.clone();
-    let report = gemm.run(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
+    let repeat = args.repeat.map(|r| r as usize);
+    let (report, timings) = hetla::peers::repeat(repeat, || {
+        c.copy_from(&c0);
+        let report = gemm.run(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
+        let seconds = report.seconds;
+        Ok((report, seconds))
+    })?;
     let threads = platform.topology().cores().len();
     let par = if threads > 1 {
         faer::Par::rayon(threads)
     } else {
         faer::Par::Seq
     };
-    let reference = (!args.no_check || args.compare).then(|| {
+    let reference = || {
         let start = Instant::now();
         let r = hetla::check::reference_product(
             a.as_ref(),
@@ -188,20 +203,33 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             (args.alpha, args.beta),
             par,
         );
-        (r, start.elapsed().as_secs_f64())
-    });
-    let relative_error = match (&reference, args.no_check) {
+        hetla::Result::Ok((r, start.elapsed().as_secs_f64()))
+    };
+    // The faer peer is the reference product, timed as hetla was (--repeat).
+    let checked = match (args.no_check, args.compare) {
+        (true, false) => None,
+        (_, true) => Some(hetla::peers::repeat(repeat, reference)?),
+        (false, false) => Some(reference().map(|(r, s)| {
+            let once = hetla::peers::Timings {
+                best: s,
+                median: s,
+                runs: 1,
+            };
+            (r, once)
+        })?),
+    };
+    let relative_error = match (&checked, args.no_check) {
         (Some((r, _)), false) => Some(hetla::check::relative_error(c.as_ref(), r.as_ref())),
         _ => None,
     };
     let mut peers = Vec::new();
-    if let (true, Some((_, seconds))) = (args.compare, &reference) {
+    if let (true, Some((_, timings))) = (args.compare, &checked) {
         let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
-        peers.push(PeerTime {
-            name: format!("faer-matmul-{threads}-threads"),
-            seconds: *seconds,
-            gflops: flops / seconds / 1e9,
-        });
+        peers.push(hetla::peers::PeerRate::from_timings(
+            &format!("faer-matmul-{threads}-threads"),
+            *timings,
+            flops,
+        ));
     }
     let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
     Ok(GemmOutput {
@@ -210,6 +238,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         clusters: args.clusters.to_string(),
         report,
         relative_error,
+        median_seconds: Some(timings.median),
+        runs: timings.runs,
         peers,
         ratio_to_peers,
     })
@@ -245,6 +275,12 @@ pub fn print(o: &GemmOutput) {
         "  time      {:.4} s ({:.2} Gflop/s), model predicted {:.4} s",
         r.seconds, r.gflops, r.predicted_seconds
     );
+    if let (Some(median), true) = (o.median_seconds, o.runs > 1) {
+        println!(
+            "  repeat    best of {} runs after a warm-up; median {median:.4} s",
+            o.runs
+        );
+    }
     if let Some(e) = o.relative_error {
         println!("  error     {e:.2e} relative to faer's product");
     }
