@@ -58,7 +58,7 @@ use crate::runtime::{
     execute,
 };
 use crate::tile_work::{TileWork, run_error};
-use crate::{Error, Result, TiledMatrix};
+use crate::{Backend, Error, Result, TiledMatrix};
 
 /// Where an operand lives when the product starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +87,10 @@ const GUESS_DEVICE: f64 = 1e12;
 /// hetla::Gemm::new().tile(8).run(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
 /// let expected = &a * &b;
 /// assert!((&c - &expected).norm_max() < 1e-10);
+/// // The same product on the process-wide platform `solve_spd` uses.
+/// let mut d = Mat::<f64>::zeros(30, 10);
+/// hetla::Gemm::new().run_shared(a.as_ref(), b.as_ref(), d.as_mut())?;
+/// assert!((&d - &expected).norm_max() < 1e-10);
 /// # Ok::<(), hetla::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -465,6 +469,19 @@ impl Gemm {
             }
         }
         out
+    }
+
+    /// Computes C <- alpha op(A) op(B) + beta C on the process-wide platform that
+    /// `solve_spd` and `Cholesky::new()` use ([`Platform::shared`]: `auto` clusters, faer
+    /// kernels), built on first use.
+    pub fn run_shared(
+        &self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        c: MatMut<'_, f64>,
+    ) -> Result<GemmReport> {
+        let platform = Platform::shared(&ClusterSpec::default(), Backend::default())?;
+        self.run(&platform, a, b, c)
     }
 
     /// Computes C <- alpha op(A) op(B) + beta C on `platform`.
