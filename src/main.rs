@@ -352,19 +352,18 @@ struct CholeskyReport {
 fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let before_platform = memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
-    let options = Cholesky::new()
-        .platform(platform.clone())
-        .scheduler(args.scheduler);
-    let options = match args.tile {
-        Some(b) => options.tile(b),
-        None => options,
-    };
     // The tile: given, or chosen from the models (timing the candidates they lack).
     let tile_choice = match args.tile {
         Some(_) => None,
         None => Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?),
     };
-    let tile = options.tile_size_for(args.n);
+    let tile = tile_choice
+        .as_ref()
+        .map_or(args.tile.unwrap_or(0), |c| c.tile);
+    let options = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler)
+        .tile(tile);
     let platform_bytes = memory::live().saturating_sub(before_platform);
     // The bound predicted from the stored models, before this run adds to them (absent on
     // a first run, when the models lack some kernel).
