@@ -203,6 +203,7 @@ impl Cholesky {
     /// Factors the square `a` in tiles of `tile` through the task graph and the runtime.
     fn factor_on(&self, platform: &Platform, a: MatMut<'_, f64>, tile: usize) -> Result<Trace> {
         check_finite_lower("A", a.as_ref())?;
+        crate::limits::check_cholesky(a.nrows(), tile, 0)?;
         let a = TiledMatrix::new(a, tile, "A")?;
         let graph = cholesky(a.tiling())?;
         let work = TileWork {

@@ -111,6 +111,14 @@ pub enum Error {
     /// A lower bound could not be computed.
     #[error(transparent)]
     Bounds(#[from] hetla_bounds::BoundsError),
+    /// A run that does not fit this machine (memory, task count), found before it starts.
+    #[error("{what} does not fit this machine: {reason}")]
+    TooLarge {
+        /// What was asked for ("a 1000000000 x 1000000000 matrix").
+        what: String,
+        /// What it needs against what there is.
+        reason: String,
+    },
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
     Memory(#[from] crate::runtime::data::NoRoom),
@@ -132,6 +140,30 @@ impl From<TilingError> for Error {
 }
 
 impl Error {
+    /// A short name of the kind of error ("invalid_option", "too_large"), for scripts (the
+    /// CLI's `--json` errors).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::NotPositiveDefinite { .. } => "not_positive_definite",
+            Error::NotSquare { .. } => "not_square",
+            Error::DimensionMismatch { .. } => "dimension_mismatch",
+            Error::NonFinite { .. } => "non_finite",
+            Error::ZeroTileSize => "zero_tile_size",
+            Error::Layout { .. } => "layout",
+            Error::InvalidOption { .. } => "invalid_option",
+            Error::Kernel(_) => "kernel",
+            Error::TaskPanicked { .. } => "task_panicked",
+            Error::Cluster(_) => "cluster",
+            Error::PerfModel { .. } => "perf_model",
+            Error::Output { .. } => "output",
+            Error::Tiling(_) => "tiling",
+            Error::PlatformModel { .. } => "platform_model",
+            Error::Bounds(_) => "bounds",
+            Error::TooLarge { .. } => "too_large",
+            Error::Memory(_) => "memory",
+        }
+    }
+
     /// An [`Error::Output`] for `path`.
     pub fn output(path: &std::path::Path, reason: impl std::fmt::Display) -> Self {
         Self::Output {

@@ -143,6 +143,7 @@ fn typed_bounds(
 
 /// The Cholesky graph of an `n x n` matrix in `tile x tile` tiles and its tasks' kernels.
 pub fn cholesky_graph(n: usize, tile: usize) -> Result<(TaskGraph, Vec<KernelKey>)> {
+    crate::limits::check_cholesky(n, tile, 0)?;
     let tiling = Tiling::square(n, tile)?;
     let graph = hetla_factorizations::cholesky(&tiling)?;
     let keys = graph
@@ -202,13 +203,18 @@ pub fn measured_cholesky_bounds(
     )
 }
 
+/// Graphs up to this many tasks get one type per task in [`run_cholesky_bounds`]; larger
+/// ones one per kernel and class (see there).
+pub const PER_TASK_TYPES_UP_TO: usize = 10_000;
+
 /// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` from the task
-/// durations `trace` measured: each task is its own type, allowed only on the class of the
+/// durations `trace` measured (above [`PER_TASK_TYPES_UP_TO`] tasks: each kernel's shortest
+/// duration on the class that ran it, a weaker bound that stays below the run): each task is its own type, allowed only on the class of the
 /// worker that ran it, with the duration it took there. The run's own schedule satisfies
 /// every constraint of these bounds, so they are lower bounds of this very run: its
 /// makespan is at least the mixed bound (efficiency <= 1), whatever the noise.
 pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<BoundReport> {
-    let (graph, _) = cholesky_graph(n, tile)?;
+    let (graph, keys) = cholesky_graph(n, tile)?;
     let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
     let mut ran = vec![None; graph.len()];
     for event in &trace.tasks {
@@ -221,6 +227,38 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
             option: "trace",
             reason: format!("task {task} of the graph has no event in the trace"),
         });
+    }
+    if graph.len() > PER_TASK_TYPES_UP_TO {
+        // One type per (kernel, class that ran it), lasting the shortest such task: every
+        // task lasted at least that, so these are still bounds of this run, and the linear
+        // program has tens of types instead of one per task (minutes at 300k tasks).
+        let mut type_of: Vec<(&KernelKey, &ResourceClass)> = Vec::new();
+        let mut shortest: Vec<f64> = Vec::new();
+        let types = (0..graph.len())
+            .map(|t| {
+                let (class, seconds) = ran[t].expect("every task ran");
+                let id = (&keys[t], class);
+                match type_of.iter().position(|k| *k == id) {
+                    Some(i) => {
+                        shortest[i] = shortest[i].min(seconds);
+                        i
+                    }
+                    None => {
+                        type_of.push(id);
+                        shortest.push(seconds);
+                        type_of.len() - 1
+                    }
+                }
+            })
+            .collect();
+        return typed_bounds(
+            &graph,
+            types,
+            type_of.len(),
+            &classes,
+            |t, class| (type_of[t].1 == class).then_some(shortest[t]),
+            cholesky_flops(n),
+        );
     }
     typed_bounds(
         &graph,

@@ -120,10 +120,28 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         }
     };
     match number.parse::<f64>() {
-        Ok(x) if x > 0.0 && x.is_finite() => Ok((x * scale as f64) as usize),
+        Ok(x)
+            if x.is_finite()
+                && x * scale as f64 >= 1.0
+                && x * (scale as f64) < usize::MAX as f64 =>
+        {
+            Ok((x * scale as f64) as usize)
+        }
+        Ok(x) if x.is_finite() && x > 0.0 && x * (scale as f64) < 1.0 => Err(format!(
+            "{s:?} is less than one byte: give bytes or KiB, MiB, GiB (\"8GiB\")"
+        )),
         _ => Err(format!(
             "{s:?} is not a positive size (\"8GiB\", \"512MiB\", bytes)"
         )),
+    }
+}
+
+/// A whole number >= 1 (matrix orders, tile sizes, sample counts).
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1, got 0".into()),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("{s:?} is not a whole number >= 1")),
     }
 }
 
@@ -134,10 +152,10 @@ fn parse_gpus(s: &str) -> Result<GpuSelection, String> {
 #[derive(Args)]
 struct CholeskyArgs {
     /// Order of the matrix.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = parse_positive)]
     n: usize,
     /// Tile size (default: chosen from n and the backend, see `hetla::default_tile_size`).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     tile: Option<usize>,
     /// Seed of the matrix generator (`hetla::matgen::random_spd`).
     #[arg(long, default_value_t = 42)]
@@ -176,7 +194,7 @@ struct CholeskyArgs {
 #[derive(Args)]
 struct CalibrateArgs {
     /// Tile sizes to calibrate.
-    #[arg(long, num_args = 1.., default_values_t = [512])]
+    #[arg(long, num_args = 1.., default_values_t = [512], value_parser = parse_positive)]
     tile: Vec<usize>,
     /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
     #[arg(long, num_args = 1.., value_parser = parse_spec)]
@@ -188,7 +206,7 @@ struct CalibrateArgs {
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Executions per kernel, tile size and class.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = parse_positive)]
     samples: usize,
     #[command(flatten)]
     platform: PlatformArgs,
@@ -226,10 +244,10 @@ struct BoundArgs {
     #[arg(long, default_value_t = 0)]
     gpus: usize,
     /// Order of the matrix.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     n: usize,
     /// Tile size (one the platform has rates for).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     tile: usize,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
@@ -349,9 +367,76 @@ struct CholeskyReport {
     perfmodel_file: Option<String>,
 }
 
+/// Writes the trace and the Gantt chart of a finished run (paths checked before it): a
+/// failure now (a full disk) is a warning that keeps the run's report.
+fn write_trace_files(
+    trace: &hetla::Trace,
+    chrome: Option<&std::path::Path>,
+    gantt: Option<&std::path::Path>,
+) {
+    if let Some(path) = chrome {
+        let _ = trace
+            .write_chrome_json(path)
+            .inspect_err(|e| eprintln!("warning: {e}"));
+    }
+    if let Some(path) = gantt {
+        let _ = trace
+            .write_gantt_svg(path)
+            .inspect_err(|e| eprintln!("warning: {e}"));
+    }
+}
+
+/// Checks a command's output files before its work starts: each can be written, no two
+/// (nor the performance-model file the run will save) are the same file.
+fn check_outputs(
+    outputs: &[(&str, Option<&std::path::Path>)],
+    model_file: Option<&std::path::Path>,
+) -> hetla::Result<()> {
+    let mut given: Vec<(&str, &std::path::Path)> = Vec::new();
+    for (option, path) in outputs {
+        if let Some(path) = path {
+            hetla::output::check_writable(option, path)?;
+            given.push((option, path));
+        }
+    }
+    if let Some(models) = model_file {
+        given.push(("the performance-model file", models));
+    }
+    hetla::output::check_distinct(&given)
+}
+
+/// Saves the models a finished run learned: a failure is a warning that keeps the run's
+/// report and exit status.
+fn save_models_or_warn(platform: &Platform) -> Option<PathBuf> {
+    platform
+        .save_models()
+        .inspect_err(|e| eprintln!("warning: the run's samples were not saved: {e}"))
+        .ok()
+        .flatten()
+}
+
 fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
+    // What the run needs, before anything is allocated: the matrix, its factor and the
+    // residual check's copy; the task graph when the tile is given.
+    hetla::limits::check_memory(
+        &format!(
+            "cholesky --n {}: the matrix, its factor and the residual check",
+            args.n
+        ),
+        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+    )?;
+    if let Some(tile) = args.tile {
+        hetla::limits::check_cholesky(args.n, tile, 0)?;
+    }
     let before_platform = memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
+    check_outputs(
+        &[
+            ("--trace", args.trace.as_deref()),
+            ("--gantt", args.gantt.as_deref()),
+        ],
+        platform.model_file(),
+    )?;
     // The tile: given, or chosen from the models (timing the candidates they lack).
     let tile_choice = match args.tile {
         Some(_) => None,
@@ -369,6 +454,11 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     // a first run, when the models lack some kernel).
     let predicted_bounds =
         measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile).ok();
+    hetla::limits::check_cholesky(
+        args.n,
+        tile,
+        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+    )?;
     let a = matgen::random_spd(args.n, args.seed);
     let mut factor = a.clone();
     let baseline = memory::reset_peak();
@@ -384,18 +474,13 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let flops = (args.n as f64).powi(3) / 3.0;
     let all_cpus = hetla_clusters::available_cpus().len();
     let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
-    let model_file = platform.save_models()?;
+    let model_file = save_models_or_warn(&platform);
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
     // reason to withhold the result.
     let bounds = run_cholesky_bounds(&trace, args.n, tile)
         .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
         .ok();
-    if let Some(path) = &args.trace {
-        trace.write_chrome_json(path)?;
-    }
-    if let Some(path) = &args.gantt {
-        trace.write_gantt_svg(path)?;
-    }
+    write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
     let summary = trace.summary();
     let gflops = flops / seconds / 1e9;
     let matrix_bytes = args.n * args.n * size_of::<f64>();
@@ -640,6 +725,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             reason: "--tile sizes and --samples must be at least 1".into(),
         });
     }
+    check_outputs(&[("--output", args.output.as_deref())], None)?;
     let start = Instant::now();
     let mut specs = args.clusters.clone();
     let topology = Topology::detect()?;
@@ -715,7 +801,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             &mut measured_in_run,
             || bar.inc(1),
         )?);
-        file = platform.save_models()?;
+        file = save_models_or_warn(platform).or(file);
         models = Some(platform.models());
     }
     bar.finish_and_clear();
@@ -737,7 +823,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 &args.tile,
                 gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
             )?;
-            std::fs::write(path, model.to_toml()).map_err(|e| hetla::Error::output(path, e))?;
+            hetla::output::write_atomic(path, model.to_toml().as_bytes())?;
             Some(path.display().to_string())
         }
         None => None,
@@ -964,17 +1050,57 @@ fn print_bounds(b: &BoundReport) {
 
 fn emit<T: Serialize>(json: bool, report: &T, human: impl Fn(&T)) {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string(report).expect("reports serialise")
-        );
+        match serde_json::to_string(report) {
+            Ok(text) => println!("{text}"),
+            // Reports hold numbers and strings only; should one not serialise, say so on
+            // stderr rather than panic.
+            Err(e) => eprintln!("error: the report could not be written as JSON: {e}"),
+        }
     } else {
         human(report);
     }
 }
 
+/// Whether the command line asks for JSON output (also when it does not parse).
+fn wants_json() -> bool {
+    std::env::args_os().skip(1).any(|a| a == "--json")
+}
+
+/// Prints an error: on stderr, and with `--json` also as one JSON object on stdout.
+fn report_error(json: bool, kind: &str, message: &str) {
+    eprintln!("error: {message}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "error": { "kind": kind, "message": message } })
+        );
+    }
+}
+
+/// Exit status of a command line that does not parse (as clap's own).
+const USAGE_EXIT: u8 = 2;
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Output into a closed pipe (`hetla info | head -1`) ends the process as it ends other
+    // tools, by SIGPIPE, instead of a panic in `println!`.
+    // SAFETY: setting a signal's disposition to its default has no preconditions; it is
+    // done first, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let json = wants_json();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) if json => {
+            let message = e.render().to_string();
+            let first = message.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            report_error(true, "usage", first);
+            return ExitCode::from(USAGE_EXIT);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match &cli.command {
         Command::Cholesky(args) => cholesky(args).map(|r| emit(args.json, &r, print_cholesky)),
         Command::Calibrate(args) => {
@@ -995,8 +1121,57 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            report_error(json, e.kind(), &e.to_string());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// The command line's own parsers (sizes, orders, placements, counts) return a
+        /// value or a message for any text.
+        #[test]
+        fn command_line_parsers_never_panic(s in prop_oneof![
+            "[0-9.]{0,25}[kKmMgGiIbB ]{0,4}",
+            "[0-9]{1,22}(:[0-9]{0,22}){0,3}(,[0-9]{1,22}){0,3}",
+            "(host|gpu[0-9]{0,22}|GPU1|x)(,(host|gpu[0-9]{0,22}|x)){0,4}",
+            "\\PC{0,12}",
+        ]) {
+            if let Ok(bytes) = parse_bytes(&s) {
+                prop_assert!(bytes >= 1);
+            }
+            if let Ok(n) = parse_positive(&s) {
+                prop_assert!(n >= 1);
+            }
+            if let Ok(orders) = commands::sweep::parse_orders(&s) {
+                prop_assert!(orders.0.iter().all(|&n| n >= 1));
+            }
+            let _ = commands::gemm::parse_placement(&s);
+            let _ = parse_spec(&s);
+            let _ = parse_gpus(&s);
+            let _ = parse_backend(&s);
+        }
+    }
+
+    #[test]
+    fn sizes_below_one_byte_and_absurd_orders_are_refused() {
+        assert!(
+            parse_bytes("0.5")
+                .unwrap_err()
+                .contains("less than one byte")
+        );
+        assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
+        assert!(parse_bytes("1e30").is_err());
+        assert!(parse_bytes("99999999999999999999G").is_err());
+        assert!(parse_positive("0").unwrap_err().contains("at least 1"));
+        // A sweep's orders are listed: a range of 10^12 of them is refused, not built.
+        assert!(commands::sweep::parse_orders("1:1000000000000:1").is_err());
     }
 }

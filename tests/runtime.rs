@@ -362,10 +362,30 @@ fn models_are_learned_saved_and_loaded() {
         .factor(a.as_ref())
         .unwrap();
     assert_eq!(q.models().get(&gemm, &class).unwrap().samples, 8);
-    // A corrupt file is an error that names it.
+    // Saving merges: what q saved (p's 4 samples and its own 4) plus p's nothing new.
+    q.save_models().unwrap();
+    p.save_models().unwrap();
+    assert_eq!(
+        PerfModels::load(&file)
+            .unwrap()
+            .get(&gemm, &class)
+            .unwrap()
+            .samples,
+        8
+    );
+    // A corrupt file is moved aside (kept) and the platform starts from empty models.
     std::fs::write(&file, "{not json").unwrap();
-    let err = Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap_err();
-    assert!(matches!(err, Error::PerfModel { .. }), "{err}");
+    let r = Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap();
+    assert!(r.models().is_empty());
+    let kept = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let e = e.as_ref().unwrap();
+            e.file_name().to_string_lossy().contains(".corrupt-")
+                && std::fs::read_to_string(e.path()).unwrap() == "{not json"
+        })
+        .count();
+    assert_eq!(kept, 1);
     std::fs::remove_dir_all(&dir).ok();
 }
 

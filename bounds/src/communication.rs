@@ -42,11 +42,10 @@ pub fn max_reuse_mu(buffers: usize) -> Result<usize, BoundsError> {
             "the maximum re-use layout needs at least 3 tile buffers, got {buffers}"
         )));
     }
-    let mut mu = 1;
-    while 1 + (mu + 1) + (mu + 1) * (mu + 1) <= buffers {
-        mu += 1;
-    }
-    Ok(mu)
+    // 1 + mu + mu^2 <= B  <=>  (2 mu + 1)^2 <= 4 B - 3: closed form, in u128 so that any
+    // budget (an unlimited device counts usize::MAX tiles) is one square root, not a loop.
+    let mu = ((4 * buffers as u128 - 3).isqrt() - 1) / 2;
+    Ok(usize::try_from(mu).unwrap_or(usize::MAX))
 }
 
 /// Tiles the maximum re-use algorithm moves for an `r x t` by `t x s` tile product when mu
@@ -164,6 +163,19 @@ mod tests {
         assert!((b - (1000.0 * (27.0f64 / 192.0).sqrt() - 24.0)).abs() < 1e-12);
         assert_eq!(device_transfers_lower_bound(1.0, 24).unwrap(), 0.0);
         assert!(device_transfers_lower_bound(10.0, 2).is_err());
+    }
+
+    #[test]
+    fn max_reuse_mu_is_the_largest_fitting_side_for_any_budget() {
+        for buffers in 3..20_000usize {
+            let mu = max_reuse_mu(buffers).unwrap();
+            assert!(1 + mu + mu * mu <= buffers, "{buffers}");
+            assert!(1 + (mu + 1) + (mu + 1) * (mu + 1) > buffers, "{buffers}");
+        }
+        // An unlimited device: one square root, not 2^31 iterations.
+        let mu = max_reuse_mu(usize::MAX).unwrap() as u128;
+        assert!(1 + mu + mu * mu <= usize::MAX as u128);
+        assert!(1 + (mu + 1) + (mu + 1) * (mu + 1) > usize::MAX as u128);
     }
 
     #[test]

@@ -10,6 +10,9 @@ pub struct CpuListError {
     pub reason: String,
 }
 
+/// CPU numbers a list may hold are below this (Linux allows at most 8192 CPUs by default).
+pub const MAX_CPUS: usize = 1 << 16;
+
 /// Parses "0-3,8,10-11" into the sorted CPU numbers [0, 1, 2, 3, 8, 10, 11]. Rejects empty
 /// items, reversed ranges and CPUs listed twice.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
@@ -20,7 +23,15 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
     let number = |s: &str| {
         s.trim()
             .parse::<usize>()
-            .map_err(|_| err(format!("`{}` is not a CPU number", s.trim())))
+            .ok()
+            .filter(|&cpu| cpu < MAX_CPUS)
+            .ok_or_else(|| {
+                err(format!(
+                    "`{}` is not a CPU number (0 to {})",
+                    s.trim(),
+                    MAX_CPUS - 1
+                ))
+            })
     };
     let mut cpus = Vec::new();
     for item in text.split(',') {

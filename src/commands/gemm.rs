@@ -36,7 +36,7 @@ pub struct GemmArgs {
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub beta: f64,
     /// Tile side (default: chosen by the model).
-    #[arg(long)]
+    #[arg(long, value_parser = super::super::parse_positive)]
     pub tile: Option<usize>,
     /// auto, dmda, grid, max-reuse, or peri-sum[:rounded|precise][:steal|static].
     #[arg(long, default_value = "auto")]
@@ -81,7 +81,7 @@ pub struct GemmArgs {
     pub json: bool,
 }
 
-fn parse_placement(s: &str) -> Result<[Placement; 3], String> {
+pub(crate) fn parse_placement(s: &str) -> Result<[Placement; 3], String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() != 3 {
         return Err(format!(
@@ -135,6 +135,13 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         strategy: args.strategy,
         placement: args.placement,
     };
+    super::super::check_outputs(
+        &[
+            ("--trace", args.trace.as_deref()),
+            ("--gantt", args.gantt.as_deref()),
+        ],
+        None,
+    )?;
     if let Some(name) = &args.platform {
         if args.repeat.is_some() {
             return Err(hetla::Error::InvalidOption {
@@ -159,7 +166,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             &Default::default(),
             args.gpus.gpu_memory,
         )?;
-        write_outputs(args, &trace)?;
+        super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
         return Ok(GemmOutput {
             mode: "simulated",
             platform: Some(model.name),
@@ -172,7 +179,25 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             ratio_to_peers: Vec::new(),
         });
     }
+    // The three matrices, C's copy and the check's reference product.
+    let (m, n, k) = (args.m, args.n, args.k);
+    let bytes = hetla::limits::matrix_bytes(m, k)
+        .saturating_add(hetla::limits::matrix_bytes(k, n))
+        .saturating_add(hetla::limits::matrix_bytes(m, n).saturating_mul(3));
+    hetla::limits::check_memory(
+        &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
+        bytes,
+    )?;
     let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
+    if let Some(file) = platform.model_file() {
+        super::super::check_outputs(
+            &[
+                ("--trace", args.trace.as_deref()),
+                ("--gantt", args.gantt.as_deref()),
+            ],
+            Some(file),
+        )?;
+    }
     let stored = |rows, cols, trans: bool| if trans { (cols, rows) } else { (rows, cols) };
     let (ar, ac) = stored(args.m, args.k, args.transa);
     let (br, bc) = stored(args.k, args.n, args.transb);
@@ -181,12 +206,13 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     let c0 = hetla::matgen::random(args.m, args.n, args.seed + 2);
     let mut c = c0.clone();
     let repeat = args.repeat.map(|r| r as usize);
-    let (report, timings) = hetla::peers::repeat(repeat, || {
+    let ((report, trace), timings) = hetla::peers::repeat(repeat, || {
         c.copy_from(&c0);
-        let report = gemm.run(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
+        let (report, trace) = gemm.run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
         let seconds = report.seconds;
-        Ok((report, seconds))
+        Ok(((report, trace), seconds))
     })?;
+    super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
     let threads = platform.topology().cores().len();
     let par = if threads > 1 {
         faer::Par::rayon(threads)
@@ -243,16 +269,6 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         peers,
         ratio_to_peers,
     })
-}
-
-fn write_outputs(args: &GemmArgs, trace: &hetla::Trace) -> hetla::Result<()> {
-    if let Some(path) = &args.trace {
-        trace.write_chrome_json(path)?;
-    }
-    if let Some(path) = &args.gantt {
-        trace.write_gantt_svg(path)?;
-    }
-    Ok(())
 }
 
 /// Prints a product's report as a table.

@@ -53,10 +53,10 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 0)]
     pub gpus: usize,
     /// Order of the matrix.
-    #[arg(long)]
+    #[arg(long, value_parser = super::super::parse_positive)]
     pub n: usize,
     /// Tile size (one the platform has rates for).
-    #[arg(long)]
+    #[arg(long, value_parser = super::super::parse_positive)]
     pub tile: usize,
     #[command(flatten)]
     pub run: SimRunArgs,
@@ -73,6 +73,13 @@ pub struct SimulateArgs {
 
 /// Runs `hetla simulate`.
 pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
+    super::super::check_outputs(
+        &[
+            ("--trace", args.trace.as_deref()),
+            ("--gantt", args.gantt.as_deref()),
+        ],
+        None,
+    )?;
     let model = PlatformModel::resolve(&args.platform)?;
     let (report, trace) = simulate_cholesky(
         &model,
@@ -82,12 +89,7 @@ pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
         args.tile,
         &args.run.options(),
     )?;
-    if let Some(path) = &args.trace {
-        trace.write_chrome_json(path)?;
-    }
-    if let Some(path) = &args.gantt {
-        trace.write_gantt_svg(path)?;
-    }
+    super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
     Ok(report)
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use clap::Args;
 use hetla::model::PlatformModel;
+use hetla::output::write_atomic;
 use hetla::simulation::simulate_cholesky;
 use hetla::{ClusterSpec, Error};
 use plotters::prelude::*;
@@ -39,7 +40,7 @@ pub struct SweepArgs {
     #[arg(long, value_parser = parse_orders)]
     pub n: Orders,
     /// Tile sizes, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required = true, value_parser = super::super::parse_positive)]
     pub tile: Vec<usize>,
     /// Directory for results.csv, results.json and the plots (created if missing).
     #[arg(long)]
@@ -58,6 +59,9 @@ pub struct SweepArgs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Orders(pub Vec<usize>);
 
+/// The most matrix orders one `--n` may list.
+pub const MAX_ORDERS: usize = 10_000;
+
 /// Parses "start:end:step" (end included) or "a,b,c".
 pub fn parse_orders(s: &str) -> Result<Orders, String> {
     let number = |t: &str| {
@@ -73,6 +77,12 @@ pub fn parse_orders(s: &str) -> Result<Orders, String> {
                     "{s:?}: expected start:end:step with start <= end and step >= 1"
                 ));
             }
+            if (end - start) / step >= MAX_ORDERS {
+                return Err(format!(
+                    "{s:?} lists {} orders; a sweep takes at most {MAX_ORDERS}: use a larger step",
+                    (end - start) / step + 1
+                ));
+            }
             (start..=end).step_by(step).collect()
         }
         [list] => list.split(',').map(number).collect::<Result<Vec<_>, _>>()?,
@@ -82,6 +92,9 @@ pub fn parse_orders(s: &str) -> Result<Orders, String> {
             ));
         }
     };
+    if orders.len() > MAX_ORDERS {
+        return Err(format!("a sweep takes at most {MAX_ORDERS} orders"));
+    }
     if orders.contains(&0) {
         return Err("matrix orders must be at least 1".into());
     }
@@ -159,7 +172,22 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
     }
     let options = args.run.options();
     options.check()?;
-    std::fs::create_dir_all(&args.out).map_err(|e| Error::output(&args.out, e))?;
+    // The output directory, proven writable before the first combination runs.
+    if args.out.exists() && !args.out.is_dir() {
+        return Err(Error::output(
+            &args.out,
+            "--out: is a file; give a directory (created if missing)",
+        ));
+    }
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        Error::output(
+            &args.out,
+            format!("--out: cannot create the directory: {e}"),
+        )
+    })?;
+    for name in ["results.csv", "results.json"] {
+        hetla::output::check_writable("--out", &args.out.join(name))?;
+    }
     let mut combos = Vec::new();
     for &tile in &args.tile {
         for &gpus in &args.gpus {
@@ -289,16 +317,19 @@ fn real_run(
 /// Writes results.csv, results.json and the plots; returns their paths.
 fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result<Vec<String>> {
     let csv_path = out.join("results.csv");
-    let mut writer = csv::Writer::from_path(&csv_path).map_err(|e| Error::output(&csv_path, e))?;
+    let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {
         writer
             .serialize(row)
             .map_err(|e| Error::output(&csv_path, e))?;
     }
-    writer.flush().map_err(|e| Error::output(&csv_path, e))?;
+    let csv = writer
+        .into_inner()
+        .map_err(|e| Error::output(&csv_path, e))?;
+    write_atomic(&csv_path, &csv)?;
     let json_path = out.join("results.json");
     let json = serde_json::to_string_pretty(rows).map_err(|e| Error::output(&json_path, e))?;
-    std::fs::write(&json_path, json).map_err(|e| Error::output(&json_path, e))?;
+    write_atomic(&json_path, json.as_bytes())?;
     let mut files = vec![csv_path, json_path];
     let mut groups: Vec<(usize, usize)> = rows
         .iter()
@@ -313,7 +344,9 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result
             .iter()
             .filter(|r| r.status == "ok" && r.tile == tile && r.gpus == gpus)
             .collect();
-        plot(&path, platform, tile, gpus, &mine).map_err(|e| Error::output(&path, e))?;
+        let mut svg = String::new();
+        plot(&mut svg, platform, tile, gpus, &mine).map_err(|e| Error::output(&path, e))?;
+        write_atomic(&path, svg.as_bytes())?;
         files.push(path);
     }
     Ok(files.iter().map(|p| p.display().to_string()).collect())
@@ -321,7 +354,7 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result
 
 /// Gflop/s against n, a colour per cluster spec; the mixed bound dashed.
 fn plot(
-    path: &Path,
+    svg: &mut String,
     platform: &str,
     tile: usize,
     gpus: usize,
@@ -341,7 +374,7 @@ fn plot(
         .flatten()
         .fold(1.0, f64::max)
         * 1.1;
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
     root.fill(&WHITE)?;
     let mode = rows.first().map_or("simulated", |r| r.mode);
     let mut chart = ChartBuilder::on(&root)

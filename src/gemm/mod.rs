@@ -370,6 +370,11 @@ impl Gemm {
             None => choose_tile(machine, m, n, k),
         };
         let tiling = MatMulTiling::new(m, n, k, tile, self.params())?;
+        crate::limits::check_graph(
+            &format!("the product graph of {m} x {n} x {k} in tiles of {tile}"),
+            (tiling.r as u128 * tiling.s as u128).saturating_mul(tiling.t as u128),
+            0,
+        )?;
         let processors = machine.processors(tile);
         let tile_bytes = tile * tile * size_of::<f64>();
         let (strategy, reason) = match self.strategy {
@@ -490,8 +495,20 @@ impl Gemm {
         platform: &Platform,
         a: MatRef<'_, f64>,
         b: MatRef<'_, f64>,
-        mut c: MatMut<'_, f64>,
+        c: MatMut<'_, f64>,
     ) -> Result<GemmReport> {
+        self.run_traced(platform, a, b, c).map(|(report, _)| report)
+    }
+
+    /// As [`Gemm::run`], with the trace of the run (empty when there was nothing to
+    /// multiply).
+    pub fn run_traced(
+        &self,
+        platform: &Platform,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        mut c: MatMut<'_, f64>,
+    ) -> Result<(GemmReport, Trace)> {
         self.check(platform.devices().len())?;
         let (m, n, k) = self.dimensions(
             (a.nrows(), a.ncols()),
@@ -508,7 +525,8 @@ impl Gemm {
                 self.beta,
                 faer::Par::Seq,
             )?;
-            return Ok(self.empty_report(m, n, k));
+            let empty = Trace::new(platform.workers().to_vec(), Vec::new(), 0.0);
+            return Ok((self.empty_report(m, n, k), empty));
         }
         let models = platform.models();
         let workers = platform.workers();
@@ -545,7 +563,7 @@ impl Gemm {
             backend: platform.backend(),
         };
         let trace = execute(platform, &work, &options).map_err(|e| run_error(&graph, None, e))?;
-        Ok(self.report(&machine, &tiling, &planned, &trace))
+        Ok((self.report(&machine, &tiling, &planned, &trace), trace))
     }
 
     /// Simulates the product on `model` with CPU clusters `spec` and `gpus` GPUs.

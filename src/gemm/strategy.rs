@@ -84,17 +84,24 @@ impl FromStr for Strategy {
             "grid" => Self::Grid,
             "max-reuse" | "maxreuse" => Self::MaxReuse,
             "peri-sum" | "perisum" => {
-                let (mut discretisation, mut steal) = (Discretisation::Rounded, true);
+                // At most one discretisation, then at most one of steal/static, each once.
+                let (mut discretisation, mut steal) = (None, None);
                 for part in parts.by_ref() {
                     match part {
-                        "steal" => steal = true,
-                        "static" => steal = false,
-                        other => discretisation = other.parse()?,
+                        "steal" | "static" if steal.is_none() => steal = Some(part == "steal"),
+                        _ if steal.is_none() && discretisation.is_none() => {
+                            discretisation = Some(part.parse()?)
+                        }
+                        _ => {
+                            return Err(format!(
+                                "{part:?} repeats or contradicts an earlier option in strategy {s:?}; {expected}"
+                            ));
+                        }
                     }
                 }
                 Self::PeriSum {
-                    discretisation,
-                    steal,
+                    discretisation: discretisation.unwrap_or(Discretisation::Rounded),
+                    steal: steal.unwrap_or(true),
                 }
             }
             _ => return Err(format!("unknown strategy {s:?}; {expected}")),
@@ -195,9 +202,11 @@ pub fn grid_plan(t: &MatMulTiling, processors: &[Processor]) -> StaticPlan {
 /// mu^2 + 2 mu + 2 tiles), else single-buffered (1 + mu + mu^2). `None` below 3 tiles.
 pub fn max_reuse_layout(buffers: usize) -> Option<(usize, bool)> {
     let single = max_reuse_mu(buffers).ok()?;
-    let double = (1..=single)
-        .rev()
-        .find(|&mu| mu * mu + 2 * mu + 2 <= buffers);
+    // mu^2 + 2 mu + 2 <= B  <=>  (mu + 1)^2 <= B - 1.
+    let double = ((buffers as u128 - 1).isqrt() as usize)
+        .checked_sub(1)
+        .filter(|&mu| mu >= 1)
+        .map(|mu| mu.min(single));
     Some(match double {
         // Double buffering only when it does not shrink the squares.
         Some(mu) if mu == single => (mu, true),
@@ -274,6 +283,19 @@ mod tests {
             }
         );
         assert!("peri-sum:fancy".parse::<Strategy>().is_err());
+        for contradictory in [
+            "peri-sum:rounded:static:steal",
+            "peri-sum:precise:precise",
+            "peri-sum:steal:rounded",
+            "peri-sum:static:static",
+        ] {
+            let err = contradictory.parse::<Strategy>().unwrap_err();
+            assert!(
+                err.contains("repeats or contradicts"),
+                "{contradictory}: {err}"
+            );
+        }
+        assert!("peri-sum:steal".parse::<Strategy>().is_ok());
         assert!("grid:x".parse::<Strategy>().is_err());
         assert!(
             "best"
@@ -311,6 +333,9 @@ mod tests {
         assert_eq!(max_reuse_layout(3), Some((1, false)));
         assert_eq!(max_reuse_layout(5), Some((1, true)));
         assert_eq!(max_reuse_layout(2), None);
+        // An unlimited (emulated) device is planned at once, not in 2^31 steps.
+        let (mu, _) = max_reuse_layout(usize::MAX / 4).unwrap();
+        assert!(mu > 1 << 30);
         let t = MatMulTiling::new(4, 4, 3, 1, MatMul::ACCUMULATE).unwrap();
         let plan = max_reuse_plan(&t, &[0], 2, false);
         assert!(plan.check(48, 1).is_ok());

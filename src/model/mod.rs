@@ -39,6 +39,9 @@ use serde::{Deserialize, Serialize};
 use crate::runtime::{KernelKey, ResourceClass, count_classes};
 use crate::{Error, Result};
 
+/// The most cores a platform model may have (the largest nodes have a few hundred).
+pub const MAX_MODEL_CORES: usize = 4096;
+
 /// Names of the built-in platform models.
 pub const PRESETS: [&str; 3] = ["sirocco", "knl", "a100x8"];
 
@@ -309,6 +312,13 @@ impl PlatformModel {
                     .into(),
             );
         }
+        let cores = cpu.packages.checked_mul(cpu.cores_per_package);
+        if cores.is_none_or(|c| c > MAX_MODEL_CORES) {
+            return bad(format!(
+                "cpu.packages x cpu.cores_per_package is {} x {}; a model may have at most {MAX_MODEL_CORES} cores",
+                cpu.packages, cpu.cores_per_package
+            ));
+        }
         if !cpu.cores_per_package.is_multiple_of(cpu.numa_per_package) {
             return bad(format!(
                 "cpu.numa_per_package ({}) must divide cpu.cores_per_package ({})",
@@ -321,18 +331,44 @@ impl PlatformModel {
                 cpu.task_overhead_us
             ));
         }
-        for k in &self.cpu.kernels {
+        let total = self.cores();
+        for (i, k) in self.cpu.kernels.iter().enumerate() {
             check_rate(&self.name, &k.op, k.tile, k.core_gflops)?;
-            for p in &k.speedups {
-                if p.cores == 0 || !(p.speedup.is_finite() && p.speedup > 0.0) {
+            if self.cpu.kernels[..i]
+                .iter()
+                .any(|o| o.op == k.op && o.tile == k.tile)
+            {
+                return bad(format!(
+                    "cpu kernel {} at tile {} is given twice; give each (op, tile) once",
+                    k.op, k.tile
+                ));
+            }
+            for (j, p) in k.speedups.iter().enumerate() {
+                if p.cores == 0
+                    || p.cores > total
+                    || !(p.speedup.is_finite() && p.speedup > 0.0 && p.speedup <= p.cores as f64)
+                {
                     return bad(format!(
-                        "cpu kernel {} at tile {}: speedup {} at {} cores; cores must be >= 1 and speedups > 0",
+                        "cpu kernel {} at tile {}: speedup {} at {} cores; cores must be from 1 to the model's {total} and the speedup in (0, cores]",
                         k.op, k.tile, p.speedup, p.cores
+                    ));
+                }
+                if k.speedups[..j].iter().any(|o| o.cores == p.cores) {
+                    return bad(format!(
+                        "cpu kernel {} at tile {}: two speedups at {} cores; give each size once",
+                        k.op, k.tile, p.cores
                     ));
                 }
             }
         }
         if let Some(gpu) = &self.gpu {
+            if gpu.count > crate::runtime::MAX_GPUS {
+                return bad(format!(
+                    "gpu.count is {}; a model may have at most {} GPUs",
+                    gpu.count,
+                    crate::runtime::MAX_GPUS
+                ));
+            }
             if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {
                 return bad(format!(
                     "gpu.memory_gb is {}; it must be > 0",
@@ -357,8 +393,17 @@ impl PlatformModel {
                     ));
                 }
             }
-            for k in &gpu.kernels {
+            for (i, k) in gpu.kernels.iter().enumerate() {
                 check_rate(&self.name, &k.op, k.tile, k.gflops)?;
+                if gpu.kernels[..i]
+                    .iter()
+                    .any(|o| o.op == k.op && o.tile == k.tile)
+                {
+                    return bad(format!(
+                        "gpu kernel {} at tile {} is given twice; give each (op, tile) once",
+                        k.op, k.tile
+                    ));
+                }
             }
         }
         Ok(())
@@ -409,7 +454,17 @@ impl PlatformModel {
                 ),
             });
         }
-        Ok(spec.resolve(&self.topology().without_last_cores(gpus))?)
+        let clusters = spec.resolve(&self.topology().without_last_cores(gpus))?;
+        if clusters.is_empty() && gpus == 0 {
+            return Err(Error::InvalidOption {
+                option: "clusters",
+                reason: format!(
+                    "--clusters {spec} with no GPU leaves nothing to run the tasks on {}: give a cluster spec (\"auto\", \"2x10\") or GPUs",
+                    self.name
+                ),
+            });
+        }
+        Ok(clusters)
     }
 
     /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`

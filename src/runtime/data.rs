@@ -76,7 +76,7 @@ pub enum Step {
 /// the task pins there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "memory node {node} (GPU {gpu}) holds {capacity} bytes, too few for the {needed} bytes a task pins there: raise --gpu-memory or use smaller tiles", gpu = node.saturating_sub(1)
+    "memory node {node} (GPU {gpu}) holds {capacity} bytes, too few for the {needed} bytes a task pins there: use smaller tiles, or give the GPU more memory (--gpu-memory on this machine, `memory_gb` in a platform file)", gpu = node.saturating_sub(1)
 )]
 pub struct NoRoom {
     /// The node.

@@ -23,6 +23,10 @@ use hetla_kernels::{Backend, KernelError, Op, Par};
 
 use crate::{Error, Result};
 
+/// The most GPUs (indices 0 to 63, or emulated devices) a selection may name: each one
+/// runs a host thread, and no node has more.
+pub const MAX_GPUS: usize = 64;
+
 /// Which GPUs a platform uses (`--gpus`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum GpuSelection {
@@ -58,19 +62,22 @@ impl std::str::FromStr for GpuSelection {
             return count
                 .parse::<usize>()
                 .ok()
-                .filter(|&k| k > 0)
+                .filter(|&k| (1..=MAX_GPUS).contains(&k))
                 .map(Self::Emulated)
                 .ok_or_else(|| {
                     invalid(format!(
-                        "{text:?}: expected emulated:K with K a whole number >= 1"
+                        "{text:?}: expected emulated:K with K a whole number from 1 to {MAX_GPUS} (each device runs a host thread)"
                     ))
                 });
         }
         hetla_clusters::parse_cpu_list(&s)
+            .ok()
+            .filter(|list| list.iter().all(|&i| i < MAX_GPUS))
             .map(Self::List)
+            .ok_or(())
             .map_err(|_| {
                 invalid(format!(
-                    "{text:?}: expected all, none, GPU indices (\"0,1\", \"0-3\") or emulated:K"
+                    "{text:?}: expected all, none, GPU indices below {MAX_GPUS} (\"0,1\", \"0-3\") or emulated:K"
                 ))
             })
     }

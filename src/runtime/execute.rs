@@ -513,7 +513,6 @@ pub fn execute(
     let super::plan::RunPlan {
         keys,
         classes,
-        before,
         ctx,
         handles,
         tiles,
@@ -631,13 +630,14 @@ pub fn execute(
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
 
-    // Keep what this run learned (entries that got new samples replace the platform's).
-    let table = run.ctx.into_table();
+    // Keep what this run learned: its samples are added to the platform's models (and,
+    // when they are saved, merged into the store's file).
+    let fresh = run.ctx.into_fresh();
     platform.update_models(|models| {
-        for (i, (now, was)) in table.iter().zip(&before).enumerate() {
-            if now.samples > was.samples {
+        for (i, stats) in fresh.iter().enumerate() {
+            if stats.samples > 0 {
                 let (key, class) = (&keys[i / classes.len()], &classes[i % classes.len()]);
-                models.set(key.clone(), class.clone(), *now);
+                models.merge(key.clone(), class.clone(), stats);
             }
         }
     });

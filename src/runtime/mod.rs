@@ -32,7 +32,7 @@ pub mod scheduler;
 pub mod sim;
 pub mod trace;
 
-pub use device::{Device, EmulatedDevice, GpuSelection};
+pub use device::{Device, EmulatedDevice, GpuSelection, MAX_GPUS};
 pub use execute::{
     RunError, RunOptions, TaskFailure, WRITE_BACK, Workload, bottom_levels, execute,
 };

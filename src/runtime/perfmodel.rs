@@ -175,11 +175,23 @@ struct File {
 }
 
 /// A set of performance models.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct PerfModels {
     entries: HashMap<(KernelKey, ResourceClass), Stats>,
     /// Host-device links by GPU model name, as `hetla calibrate` measured them.
     links: BTreeMap<String, LinkModel>,
+    /// The samples recorded since the models were loaded or last saved: what a save adds
+    /// to the file, whatever other processes wrote to it meanwhile.
+    fresh: HashMap<(KernelKey, ResourceClass), Stats>,
+    /// Links measured since then.
+    fresh_links: BTreeMap<String, LinkModel>,
+}
+
+/// Two sets are equal when they hold the same statistics and links (whatever is unsaved).
+impl PartialEq for PerfModels {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries && self.links == other.links
+    }
 }
 
 impl PerfModels {
@@ -195,20 +207,16 @@ impl PerfModels {
 
     /// Records one observed duration.
     pub fn record(&mut self, key: &KernelKey, class: &ResourceClass, seconds: f64) {
-        self.entries
-            .entry((key.clone(), class.clone()))
-            .or_default()
-            .record(seconds);
+        let k = (key.clone(), class.clone());
+        self.fresh.entry(k.clone()).or_default().record(seconds);
+        self.entries.entry(k).or_default().record(seconds);
     }
 
     /// Adds the samples of `stats` to a key.
     pub fn merge(&mut self, key: KernelKey, class: ResourceClass, stats: &Stats) {
-        self.entries.entry((key, class)).or_default().merge(stats);
-    }
-
-    /// Replaces the statistics of a key.
-    pub fn set(&mut self, key: KernelKey, class: ResourceClass, stats: Stats) {
-        self.entries.insert((key, class), stats);
+        let k = (key, class);
+        self.fresh.entry(k.clone()).or_default().merge(stats);
+        self.entries.entry(k).or_default().merge(stats);
     }
 
     /// The measured link of a GPU model, if any.
@@ -219,6 +227,7 @@ impl PerfModels {
     /// Stores the measured link of a GPU model.
     pub fn set_link(&mut self, model: &str, link: LinkModel) {
         self.links.insert(model.to_owned(), link);
+        self.fresh_links.insert(model.to_owned(), link);
     }
 
     /// Number of (key, class) entries.
@@ -244,37 +253,124 @@ impl PerfModels {
         dir.join(format!("perfmodels-{backend}.json"))
     }
 
-    /// Loads models from `path`; a missing file is an empty set.
+    /// Loads models from `path`; a missing file is an empty set. A file that cannot be
+    /// parsed is moved aside (`<file>.corrupt-<time>`, kept for the user) and the set is
+    /// empty; entries whose values cannot be right (no samples, a mean that is not a
+    /// positive duration, a negative or non-finite m2, shapes that do not fit the
+    /// operation) are left out. Each of these is a warning on stderr; only a file that
+    /// exists but cannot be read at all is an error.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::new()),
-            Err(e) => return Err(model_error(path, e)),
-        };
-        let file: File = serde_json::from_str(&text).map_err(|e| model_error(path, e))?;
-        let mut models = Self::new();
-        for e in file.models {
-            let op = Op::from_name(&e.op)
-                .ok_or_else(|| model_error(path, format!("unknown operation {:?}", e.op)))?;
-            let key = KernelKey {
-                op,
-                shapes: e.shapes.iter().map(|s| (s[0], s[1])).collect(),
-            };
-            let stats = Stats {
-                samples: e.samples,
-                mean: e.mean_s,
-                m2: e.m2,
-            };
-            models.merge(key, e.class, &stats);
+        let _lock = StoreLock::acquire(path)?;
+        let (models, warnings) = Self::read_checked(path)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
         }
-        models.links = file.links;
         Ok(models)
     }
 
-    /// Writes the models to `path` (directories created), through a temporary file renamed
-    /// into place so that an interrupted write never leaves a truncated file.
-    pub fn save(&self, path: &Path, backend: &str) -> Result<()> {
-        let mut models: Vec<Entry> = self
+    /// Reads `path` (the caller holds its lock): the models and the warnings.
+    fn read_checked(path: &Path) -> Result<(Self, Vec<String>)> {
+        let text = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Self::new(), vec![])),
+            Err(e) => return Err(model_error(path, e)),
+        };
+        let file = std::str::from_utf8(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<File>(t).map_err(|e| e.to_string()))
+            .and_then(|f| match f.format {
+                1 => Ok(f),
+                other => Err(format!("format {other}, this hetla reads format 1")),
+            });
+        let file = match file {
+            Ok(file) => file,
+            Err(reason) => {
+                let kept = match move_aside(path) {
+                    Ok(aside) => format!("moved to {}", aside.display()),
+                    Err(e) => format!("could not be moved aside ({e}); the next save replaces it"),
+                };
+                return Ok((
+                    Self::new(),
+                    vec![format!(
+                        "performance models in {} are corrupt ({reason}); {kept}; starting from empty models",
+                        path.display()
+                    )],
+                ));
+            }
+        };
+        let mut models = Self::new();
+        let mut dropped = Vec::new();
+        for e in file.models {
+            match checked_entry(&e) {
+                Ok((key, stats)) => {
+                    models
+                        .entries
+                        .entry((key, e.class))
+                        .or_default()
+                        .merge(&stats);
+                }
+                Err(reason) => {
+                    dropped.push(format!("{} {:?} on {}: {reason}", e.op, e.shapes, e.class))
+                }
+            }
+        }
+        for (model, link) in file.links {
+            let ok = [Some(link.h2d), Some(link.d2h), link.p2p]
+                .into_iter()
+                .flatten()
+                .all(|r| {
+                    r.latency_us.is_finite()
+                        && r.latency_us >= 0.0
+                        && r.gb_per_s.is_finite()
+                        && r.gb_per_s > 0.0
+                });
+            if ok {
+                models.links.insert(model, link);
+            } else {
+                dropped.push(format!(
+                    "the link of {model}: latency must be >= 0 and bandwidth > 0"
+                ));
+            }
+        }
+        let warnings = match dropped.first() {
+            None => Vec::new(),
+            Some(first) => vec![format!(
+                "performance models in {}: {} entr{} left out because {} cannot be right (the first: {first}); the next save drops them",
+                path.display(),
+                dropped.len(),
+                if dropped.len() == 1 { "y" } else { "ies" },
+                if dropped.len() == 1 {
+                    "its values"
+                } else {
+                    "their values"
+                },
+            )],
+        };
+        Ok((models, warnings))
+    }
+
+    /// Adds the samples recorded since the last load or save to the file at `path`
+    /// (directories created), under an exclusive lock on `<path>.lock`: what other processes
+    /// saved meanwhile is read and kept, so concurrent runs never lose a sample. The file is
+    /// replaced atomically; afterwards these models are the file's. Returns the warnings of
+    /// reading the file (a corrupt one is moved aside first).
+    pub fn save(&mut self, path: &Path, backend: &str) -> Result<Vec<String>> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| model_error(path, e))?;
+        }
+        let _lock = StoreLock::acquire(path)?;
+        let (mut merged, warnings) = Self::read_checked(path)?;
+        for ((key, class), stats) in &self.fresh {
+            merged
+                .entries
+                .entry((key.clone(), class.clone()))
+                .or_default()
+                .merge(stats);
+        }
+        for (model, link) in &self.fresh_links {
+            merged.links.insert(model.clone(), *link);
+        }
+        let mut models: Vec<Entry> = merged
             .entries
             .iter()
             .map(|((key, class), s)| Entry {
@@ -292,15 +388,100 @@ impl PerfModels {
             format: 1,
             backend: backend.to_owned(),
             models,
-            links: self.links.clone(),
+            links: merged.links.clone(),
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| model_error(path, e))?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| model_error(path, e))?;
-        }
-        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| model_error(path, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| model_error(path, e))
+        crate::output::write_atomic(path, text.as_bytes()).map_err(|e| model_error(path, e))?;
+        *self = merged;
+        Ok(warnings)
+    }
+}
+
+/// An entry's key and statistics, or why its values cannot be right.
+fn checked_entry(e: &Entry) -> std::result::Result<(KernelKey, Stats), String> {
+    let op = Op::from_name(&e.op).ok_or_else(|| format!("unknown operation {:?}", e.op))?;
+    if e.shapes.len() != op.reads() + 1 || e.shapes.iter().any(|s| s[0] == 0 || s[1] == 0) {
+        return Err(format!(
+            "{} operand shapes with positive sides expected",
+            op.reads() + 1
+        ));
+    }
+    if e.samples == 0 {
+        return Err("no samples".into());
+    }
+    if !(e.mean_s.is_finite() && e.mean_s > 0.0) {
+        return Err(format!("mean {} s is not a positive duration", e.mean_s));
+    }
+    if !(e.m2.is_finite() && e.m2 >= 0.0) {
+        return Err(format!("m2 {} is not a finite sum of squares >= 0", e.m2));
+    }
+    let key = KernelKey {
+        op,
+        shapes: e.shapes.iter().map(|s| (s[0], s[1])).collect(),
+    };
+    Ok((
+        key,
+        Stats {
+            samples: e.samples,
+            mean: e.mean_s,
+            m2: e.m2,
+        },
+    ))
+}
+
+/// Renames a corrupt file to `<file>.corrupt-<unix seconds>` (a free name) and returns it.
+fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut aside = path.with_file_name(format!("{name}.corrupt-{secs}"));
+    let mut i = 1;
+    while aside.exists() {
+        aside = path.with_file_name(format!("{name}.corrupt-{secs}-{i}"));
+        i += 1;
+    }
+    std::fs::rename(path, &aside)?;
+    Ok(aside)
+}
+
+/// An exclusive lock on `<models file>.lock`, held while a process reads, merges and writes
+/// the file (the lock file itself stays: removing it would race with the next locker).
+struct StoreLock(std::fs::File);
+
+impl StoreLock {
+    fn acquire(path: &Path) -> Result<Option<Self>> {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let lock_path = path.with_file_name(format!("{name}.lock"));
+        let file = match std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+        {
+            Ok(f) => f,
+            // A directory that does not exist (nothing to read yet) or that cannot be
+            // written (a read-only store: loading still works, unlocked).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::PermissionDenied
+                        | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(model_error(&lock_path, e)),
+        };
+        file.lock().map_err(|e| model_error(&lock_path, e))?;
+        Ok(Some(Self(file)))
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
     }
 }
 

@@ -46,8 +46,6 @@ pub(crate) struct RunPlan<'a> {
     pub keys: Vec<KernelKey>,
     /// Distinct worker classes (`ctx`'s table columns).
     pub classes: Vec<ResourceClass>,
-    /// The statistics table before the run, to tell what the run learned.
-    pub before: Vec<Stats>,
     /// The scheduler's view of the run.
     pub ctx: SchedContext<'a>,
     /// Data handles of each task with their access modes.
@@ -175,7 +173,7 @@ pub(crate) fn plan<'a>(
         key_of_task,
         class_of_worker,
         classes.len(),
-        table.clone(),
+        table,
     );
     if let Some(t) = (0..graph.len()).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
         return Err(t);
@@ -204,7 +202,6 @@ pub(crate) fn plan<'a>(
     Ok(RunPlan {
         keys,
         classes,
-        before: table,
         ctx,
         handles,
         tiles,

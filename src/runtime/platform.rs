@@ -278,7 +278,11 @@ impl Platform {
         }
         .map(|dir| PerfModels::file_in(&dir, backend.name()));
         let models = match &model_file {
-            Some(path) => PerfModels::load(path)?,
+            // Models that cannot be read cost speed, never the run.
+            Some(path) => PerfModels::load(path).unwrap_or_else(|e| {
+                eprintln!("warning: {e}; starting from empty models");
+                PerfModels::new()
+            }),
             None => PerfModels::new(),
         };
         Ok(Self {
@@ -384,13 +388,16 @@ impl Platform {
         f(&mut self.lock_models())
     }
 
-    /// Writes the models to the platform's store; returns the file, or `None` when the
-    /// store is [`ModelStore::None`].
+    /// Adds the samples learned since the last save to the platform's store (merged under a
+    /// lock with what other processes saved, see [`PerfModels::save`]); returns the file,
+    /// or `None` when the store is [`ModelStore::None`].
     pub fn save_models(&self) -> Result<Option<PathBuf>> {
         let Some(path) = &self.model_file else {
             return Ok(None);
         };
-        self.lock_models().save(path, self.backend.name())?;
+        for warning in self.lock_models().save(path, self.backend.name())? {
+            eprintln!("warning: {warning}");
+        }
         Ok(Some(path.clone()))
     }
 

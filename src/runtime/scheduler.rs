@@ -76,6 +76,8 @@ pub struct SchedContext<'a> {
     classes: usize,
     /// `table[key * classes + class]`, updated as tasks finish.
     table: Mutex<Vec<Stats>>,
+    /// The samples this run recorded, alone (same indices): what it adds to the models.
+    fresh: Mutex<Vec<Stats>>,
     transfers: Option<&'a dyn TransferEstimate>,
 }
 
@@ -102,6 +104,7 @@ impl<'a> SchedContext<'a> {
             key_of_task,
             class_of_worker,
             classes,
+            fresh: Mutex::new(vec![Stats::default(); table.len()]),
             table: Mutex::new(table),
             transfers: None,
         }
@@ -154,11 +157,12 @@ impl<'a> SchedContext<'a> {
     pub fn record(&self, task: usize, worker: usize, seconds: f64) {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
         self.lock()[index].record(seconds);
+        self.fresh.lock().unwrap_or_else(|e| e.into_inner())[index].record(seconds);
     }
 
-    /// The statistics table (`keys x classes`), to merge back into the platform's models.
-    pub fn into_table(self) -> Vec<Stats> {
-        self.table.into_inner().unwrap_or_else(|e| e.into_inner())
+    /// The samples this run recorded (`keys x classes`), to merge into the platform's models.
+    pub fn into_fresh(self) -> Vec<Stats> {
+        self.fresh.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Stats>> {

@@ -244,18 +244,21 @@ impl Trace {
     pub fn write_chrome_json(&self, path: &Path) -> Result<()> {
         let text =
             serde_json::to_string(&self.to_chrome_json()).map_err(|e| Error::output(path, e))?;
-        std::fs::write(path, text).map_err(|e| Error::output(path, e))
+        crate::output::write_atomic(path, text.as_bytes())
     }
 
     /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per kernel.
     pub fn write_gantt_svg(&self, path: &Path) -> Result<()> {
-        self.draw_gantt(path).map_err(|e| Error::output(path, e))
+        let mut svg = String::new();
+        self.draw_gantt(&mut svg)
+            .map_err(|e| Error::output(path, e))?;
+        crate::output::write_atomic(path, svg.as_bytes())
     }
 
-    fn draw_gantt(&self, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    fn draw_gantt(&self, svg: &mut String) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let rows = self.workers.len().max(1);
         let height = 120 + 40 * rows as u32;
-        let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+        let root = SVGBackend::with_string(svg, (1200, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let span_ms = (self.makespan * 1e3).max(1e-3);
         let mut chart = ChartBuilder::on(&root)

@@ -1,0 +1,131 @@
+//! What a run needs against what the machine has, checked before any work starts.
+//!
+//! A Cholesky graph of order n in tiles of b has T(T+1)(T+2)/6 tasks (T = ceil(n/b)), a
+//! product graph r s t; each task costs the graph, the scheduler, the trace and the bounds
+//! about [`TASK_BYTES`] (measured: 0.8 KiB at 44k tasks, 1.6 KiB at 333k, so twice that
+//! for headroom). Matrices cost 8 bytes an entry. [`check_memory`] compares a need with
+//! [`available_memory`] (Linux `MemAvailable`, lowered to the cgroup's limit when there is
+//! one) and says "needs 12.8 GiB, 9.1 GiB available" when it does not fit; all counts are
+//! computed in `u128`, so no size overflows before it is checked.
+
+use crate::{Error, Result};
+
+/// Memory one task costs across graph, scheduler, trace and bounds (an upper estimate).
+pub const TASK_BYTES: u128 = 4096;
+
+/// Tasks no run may exceed, whatever the memory: beyond it the scheduler and the bounds
+/// would run for hours.
+pub const MAX_TASKS: u128 = 5_000_000;
+
+/// Bytes of an `rows x cols` matrix of f64.
+pub fn matrix_bytes(rows: usize, cols: usize) -> u128 {
+    (rows as u128 * cols as u128).saturating_mul(8)
+}
+
+/// Tasks of the tiled Cholesky graph of order `n` in tiles of `tile` (`tile >= 1`).
+pub fn cholesky_tasks(n: usize, tile: usize) -> u128 {
+    let t = n.div_ceil(tile.max(1)) as u128;
+    // Saturates (at 3e38) for orders beyond any memory.
+    t.saturating_mul(t + 1).saturating_mul(t + 2) / 6
+}
+
+/// Bytes the host may still allocate: `MemAvailable` of /proc/meminfo, lowered to what the
+/// cgroup (v2) leaves below its limit; `None` when neither can be read.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    let cgroup =
+        read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
+    match (meminfo, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Formats bytes in GiB (MiB below 1 GiB).
+pub(crate) fn format_bytes(bytes: u128) -> String {
+    let units = ["MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64 / (1u64 << 20) as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", units[unit])
+}
+
+/// An error unless `bytes` fit in the memory available now; `what` names the need.
+pub fn check_memory(what: &str, bytes: u128) -> Result<()> {
+    match available_memory() {
+        Some(available) if bytes > available as u128 => Err(Error::TooLarge {
+            what: what.to_owned(),
+            reason: format!(
+                "needs {}, {} available",
+                format_bytes(bytes),
+                format_bytes(available as u128)
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// An error unless a graph of `tasks` tasks (plus `extra` bytes of matrices) can be built and
+/// run here; `what` names the graph ("the Cholesky graph of n = 3000 in tiles of 8").
+pub fn check_graph(what: &str, tasks: u128, extra: u128) -> Result<()> {
+    if tasks > MAX_TASKS {
+        return Err(Error::TooLarge {
+            what: what.to_owned(),
+            reason: format!(
+                "{tasks} tasks, more than the {MAX_TASKS} a run may have: use larger tiles"
+            ),
+        });
+    }
+    check_memory(
+        &format!("{what} ({tasks} tasks)"),
+        tasks.saturating_mul(TASK_BYTES).saturating_add(extra),
+    )
+}
+
+/// [`check_graph`] for the Cholesky graph of order `n` in tiles of `tile`.
+pub fn check_cholesky(n: usize, tile: usize, extra: u128) -> Result<()> {
+    if tile == 0 {
+        return Err(Error::ZeroTileSize);
+    }
+    check_graph(
+        &format!("the Cholesky graph of n = {n} in tiles of {tile}"),
+        cholesky_tasks(n, tile),
+        extra,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_do_not_overflow_and_huge_needs_are_refused() {
+        assert_eq!(cholesky_tasks(3000, 8), 375 * 376 * 377 / 6);
+        assert_eq!(cholesky_tasks(1, 960), 1);
+        let huge = cholesky_tasks(usize::MAX, 1);
+        assert!(huge > MAX_TASKS);
+        let err = check_cholesky(3000, 8, 0).unwrap_err().to_string();
+        assert!(
+            err.contains("8859500 tasks") && err.contains("larger tiles"),
+            "{err}"
+        );
+        let err = check_memory("a test", u128::MAX / 2)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs") && err.contains("available"), "{err}");
+        assert!(check_cholesky(4096, 512, matrix_bytes(4096, 4096)).is_ok());
+    }
+}
