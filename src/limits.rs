@@ -60,6 +60,9 @@ pub(crate) fn format_bytes(bytes: u128) -> String {
         value /= 1024.0;
         unit += 1;
     }
+    if value >= 1024.0 {
+        return format!("{:.1e} bytes", bytes as f64);
+    }
     format!("{value:.1} {}", units[unit])
 }
 

@@ -442,9 +442,11 @@ fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         Some(_) => None,
         None => Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?),
     };
+    // A tile larger than the matrix is the whole matrix (one tile).
     let tile = tile_choice
         .as_ref()
-        .map_or(args.tile.unwrap_or(0), |c| c.tile);
+        .map_or(args.tile.unwrap_or(0), |c| c.tile)
+        .min(args.n);
     let options = Cholesky::new()
         .platform(platform.clone())
         .scheduler(args.scheduler)

@@ -366,7 +366,11 @@ impl Gemm {
         k: usize,
     ) -> Result<(MatMulTiling, RunOptions, Planned)> {
         let (tile, predicted) = match self.tile {
-            Some(tile) => (tile, predict(machine, m, n, k, tile)),
+            // A tile larger than every dimension is one tile of the largest.
+            Some(tile) => {
+                let tile = tile.min(m.max(n).max(k).max(1));
+                (tile, predict(machine, m, n, k, tile))
+            }
             None => choose_tile(machine, m, n, k),
         };
         let tiling = MatMulTiling::new(m, n, k, tile, self.params())?;

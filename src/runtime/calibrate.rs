@@ -211,7 +211,19 @@ pub fn calibrate(
     mut step: impl FnMut(),
 ) -> Result<()> {
     let backend = platform.backend();
-    for members in distinct_classes(platform) {
+    let classes = distinct_classes(platform);
+    // Each worker of a class times its kernels on at least three tiles of its own.
+    let most = classes.iter().map(Vec::len).max().unwrap_or(0) as u128;
+    for &b in tiles {
+        if b == 0 {
+            return Err(crate::Error::ZeroTileSize);
+        }
+        crate::limits::check_memory(
+            &format!("calibrating tiles of {b}"),
+            crate::limits::matrix_bytes(b, b).saturating_mul(3 * most),
+        )?;
+    }
+    for members in classes {
         let class = platform.workers()[members[0]].class.clone();
         for &b in tiles {
             let k = read_tiles_per_side(b, members.len());
