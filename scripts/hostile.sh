@@ -203,3 +203,5 @@ total=$((count_ok + count_err + count_panic + count_abort + count_hang))
 echo "inputs tried: $total"
 echo "ok: $count_ok  clear errors: $count_err  panics: $count_panic  aborts: $count_abort  hangs: $count_hang"
 for p in "${problems[@]}"; do echo "  $p"; done
+# A crash, an abort or a hang fails the script (CI runs it).
+[ $((count_panic + count_abort + count_hang)) -eq 0 ]
