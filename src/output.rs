@@ -73,47 +73,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let fail = |e: &dyn std::fmt::Display| Error::output(path, e);
     let dir = directory_of(path);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| fail(&e))?;
-    tmp.write_all(bytes).map_err(|e| fail(&e))?;
-    tmp.as_file().sync_all().map_err(|e| fail(&e))?;
-    // Keep the permissions an existing file had (a new one gets the usual 0644-by-umask
-    // instead of tempfile's 0600).
-    let permissions = match std::fs::metadata(path) {
-        Ok(m) => Some(m.permissions()),
-        Err(_) => default_permissions(),
-    };
-    if let Some(p) = permissions {
-        let _ = tmp.as_file().set_permissions(p);
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    // A new file gets the permissions `File::create` would give (0666 less the umask), not
+    // tempfile's private 0600.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
+    let mut tmp = builder.tempfile_in(dir).map_err(|e| fail(&e))?;
+    tmp.write_all(bytes).map_err(|e| fail(&e))?;
+    // An existing file keeps its permissions.
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = tmp.as_file().set_permissions(meta.permissions());
+    }
+    tmp.as_file().sync_all().map_err(|e| fail(&e))?;
     tmp.persist(path).map_err(|e| fail(&e.error))?;
     Ok(())
-}
-
-#[cfg(unix)]
-fn default_permissions() -> Option<std::fs::Permissions> {
-    use std::os::unix::fs::PermissionsExt;
-    // 0666 less the process's umask, as File::create would give.
-    let mask = unsafe_umask();
-    Some(std::fs::Permissions::from_mode(0o666 & !mask))
-}
-
-#[cfg(not(unix))]
-fn default_permissions() -> Option<std::fs::Permissions> {
-    None
-}
-
-#[cfg(unix)]
-fn unsafe_umask() -> u32 {
-    // umask can only be read by setting it; set it back at once.
-    // SAFETY: umask has no preconditions and cannot fail.
-    let old = unsafe { libc::umask(0o022) };
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
-    old as u32
 }
 
 #[cfg(test)]

@@ -37,10 +37,11 @@ fn command(args: &[&str], models: &Path) -> Command {
     c
 }
 
-/// Runs hetla (models in `models`): (exit code, stdout, stderr); asserts it did not panic
-/// or die of a signal.
-fn hetla_in(models: &Path, args: &[&str]) -> (i32, String, String) {
-    let out: Output = command(args, models).output().unwrap();
+/// Runs `hetla <line>` (arguments split on spaces; models in `models`): (exit code,
+/// stdout, stderr); asserts it did not panic or die of a signal.
+fn hetla_in(models: &Path, line: &str) -> (i32, String, String) {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let out: Output = command(&args, models).output().unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -53,10 +54,11 @@ fn hetla_in(models: &Path, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap(), stdout, stderr)
 }
 
-/// Asserts `hetla args` fails with `code` and a message containing each of `needles`,
+/// Asserts `hetla <line>` fails with `code` and a message containing each of `needles`,
 /// with nothing on stdout but, under --json, the error object.
-fn fails(models: &Path, args: &[&str], code: i32, needles: &[&str]) {
-    let (rc, out, err) = hetla_in(models, args);
+fn fails(models: &Path, line: &str, code: i32, needles: &[&str]) {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let (rc, out, err) = hetla_in(models, line);
     assert_eq!(rc, code, "hetla {args:?}: {err}");
     for n in needles {
         assert!(err.contains(n), "hetla {args:?}: {err:?} lacks {n:?}");
@@ -73,81 +75,41 @@ fn fails(models: &Path, args: &[&str], code: i32, needles: &[&str]) {
 fn sizes_that_cannot_fit_are_refused_up_front() {
     let s = Scratch::new("sizes");
     let m = s.path("models");
-    let huge_order: [&[&str]; 6] = [
-        &["cholesky", "--n", "1000000000"],
-        &["gemm", "--m", "1000000000", "--n", "1000", "--k", "1000"],
-        &["cholesky", "--n", "3000", "--tile", "8"],
-        &[
-            "simulate",
-            "--platform",
-            "sirocco",
-            "--n",
-            "100000000",
-            "--tile",
-            "960",
-        ],
-        &[
-            "bound",
-            "--platform",
-            "sirocco",
-            "--n",
-            "100000000",
-            "--tile",
-            "960",
-        ],
-        &[
-            "gemm",
-            "--platform",
-            "sirocco",
-            "--m",
-            "10000000",
-            "--n",
-            "10000000",
-            "--k",
-            "10000000",
-            "--tile",
-            "960",
-        ],
-    ];
-    for args in huge_order {
-        fails(&m, args, 1, &["does not fit this machine"]);
+    for line in [
+        "cholesky --n 1000000000",
+        "gemm --m 1000000000 --n 1000 --k 1000",
+        "cholesky --n 3000 --tile 8",
+        "simulate --platform sirocco --n 100000000 --tile 960",
+        "bound --platform sirocco --n 100000000 --tile 960",
+        "gemm --platform sirocco --m 10000000 --n 10000000 --k 10000000 --tile 960",
+        "calibrate --tile 1000000000 --samples 1 --clusters 1x1",
+    ] {
+        fails(&m, line, 1, &["does not fit this machine"]);
     }
     fails(
         &m,
-        &["cholesky", "--n", "100", "--gpus", "emulated:100000"],
+        "cholesky --n 100 --gpus emulated:100000",
         2,
         &["from 1 to 64"],
     );
+    fails(&m, "cholesky --n 100 --gpus 0-99999999999", 2, &["--gpus"]);
+    fails(&m, "info --clusters 0-1000000000000/1", 2, &["CPU number"]);
     fails(
         &m,
-        &["cholesky", "--n", "100", "--gpus", "0-99999999999"],
+        "sweep --platform sirocco --n 1:1000000000000:1 --tile 960 --out x",
         2,
-        &["--gpus"],
-    );
-    fails(
-        &m,
-        &["info", "--clusters", "0-1000000000000/1"],
-        2,
-        &["CPU number"],
+        &["at most 10000"],
     );
     // Platform files describing impossible machines.
     let sirocco = hetla::model::PlatformModel::preset("sirocco")
         .unwrap()
         .to_toml();
     for packages in ["100000", "100000000"] {
-        let file = s.path(&format!("p{packages}.toml"));
-        std::fs::write(
-            &file,
-            sirocco.replacen("packages = 2", &format!("packages = {packages}"), 1),
-        )
-        .unwrap();
-        let f = file.to_str().unwrap();
-        fails(
-            &m,
-            &["simulate", "--platform", f, "--n", "9600", "--tile", "960"],
-            1,
-            &["at most 4096 cores"],
-        );
+        let name = format!("p{packages}.toml");
+        let text = sirocco.replacen("packages = 2", &format!("packages = {packages}"), 1);
+        std::fs::write(s.path(&name), text).unwrap();
+        let line = format!("simulate --platform {} --n 9600 --tile 960", s.str(&name));
+        fails(&m, &line, 1, &["at most 4096 cores"]);
     }
 }
 
@@ -157,82 +119,46 @@ fn outputs_are_checked_before_the_work_and_a_failed_save_keeps_the_run() {
     let m = s.path("models");
     std::fs::write(s.path("a-file"), "x").unwrap();
     let missing = s.str("no-such-dir/t.json");
-    fails(
-        &m,
-        &["cholesky", "--n", "200", "--trace", &missing],
-        1,
-        &["--trace", "does not exist"],
-    );
-    fails(
-        &m,
-        &[
-            "simulate",
-            "--platform",
-            "sirocco",
-            "--n",
-            "9600",
-            "--tile",
-            "960",
+    let file = s.str("a-file");
+    for (line, option) in [
+        (format!("cholesky --n 200 --trace {missing}"), "--trace"),
+        (
+            format!("simulate --platform sirocco --n 9600 --tile 960 --gantt {missing}"),
             "--gantt",
-            &missing,
-        ],
-        1,
-        &["--gantt"],
-    );
-    fails(
-        &m,
-        &[
-            "gemm", "--m", "64", "--n", "64", "--k", "64", "--trace", &missing,
-        ],
-        1,
-        &["--trace"],
-    );
-    fails(
-        &m,
-        &[
-            "sweep",
-            "--platform",
-            "sirocco",
-            "--n",
-            "9600",
-            "--tile",
-            "960",
-            "--out",
-            &s.str("a-file"),
-        ],
-        1,
-        &["--out", "is a file"],
-    );
-    // calibrate --output in a missing directory: refused before anything is timed.
-    fails(
-        &m,
-        &["calibrate", "--tile", "64", "--output", &missing],
-        1,
-        &["--output", "does not exist"],
-    );
+        ),
+        (
+            format!("gemm --m 64 --n 64 --k 64 --trace {missing}"),
+            "--trace",
+        ),
+        // calibrate --output in a missing directory: refused before anything is timed.
+        (
+            format!("calibrate --tile 64 --output {missing}"),
+            "--output",
+        ),
+    ] {
+        fails(&m, &line, 1, &[option, "does not exist"]);
+    }
     assert!(
         !m.join("perfmodels-faer.json").exists(),
         "nothing was calibrated"
     );
+    let sweep = format!("sweep --platform sirocco --n 9600 --tile 960 --out {file}");
+    fails(&m, &sweep, 1, &["--out", "is a file"]);
     // Two outputs on one file, or on the model file.
     let same = s.str("same.out");
     fails(
         &m,
-        &["cholesky", "--n", "200", "--trace", &same, "--gantt", &same],
+        &format!("cholesky --n 200 --trace {same} --gantt {same}"),
         1,
         &["same file"],
     );
     std::fs::create_dir_all(&m).unwrap();
     let models_file = m.join("perfmodels-faer.json").display().to_string();
-    fails(
-        &m,
-        &["cholesky", "--n", "200", "--trace", &models_file],
-        1,
-        &["performance-model file"],
-    );
+    let line = format!("cholesky --n 200 --trace {models_file}");
+    fails(&m, &line, 1, &["performance-model file"]);
     // A model store that cannot be written: the run's report and status are kept.
     let unwritable = s.path("a-file").join("models");
-    let (rc, out, err) = hetla_in(&unwritable, &["cholesky", "--n", "300", "--json"]);
+    let (rc, out, err) = hetla_in(&unwritable, "cholesky --n 300 --json");
     assert_eq!(rc, 0, "{err}");
     assert!(
         err.contains("warning") && err.contains("not saved"),
@@ -242,13 +168,8 @@ fn outputs_are_checked_before_the_work_and_a_failed_save_keeps_the_run() {
     assert_eq!(report["residual_ok"], true);
     // gemm --trace and --gantt are written on real runs too.
     let (trace, gantt) = (s.str("g.json"), s.str("g.svg"));
-    let (rc, _, err) = hetla_in(
-        &m,
-        &[
-            "gemm", "--m", "96", "--n", "96", "--k", "96", "--tile", "32", "--trace", &trace,
-            "--gantt", &gantt,
-        ],
-    );
+    let line = format!("gemm --m 96 --n 96 --k 96 --tile 32 --trace {trace} --gantt {gantt}");
+    let (rc, _, err) = hetla_in(&m, &line);
     assert_eq!(rc, 0, "{err}");
     let events: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
@@ -267,175 +188,96 @@ fn outputs_are_checked_before_the_work_and_a_failed_save_keeps_the_run() {
 fn nonsense_options_are_refused_with_what_would_be_right() {
     let s = Scratch::new("nonsense");
     let m = s.path("models");
-    fails(
-        &m,
-        &[
-            "cholesky",
-            "--n",
-            "100",
-            "--gpus",
-            "emulated:1",
-            "--gpu-memory",
-            "0.5",
-        ],
-        2,
-        &["less than one byte"],
-    );
-    fails(
-        &m,
-        &[
-            "gemm",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--strategy",
-            "peri-sum:rounded:static:steal",
-        ],
-        2,
-        &["contradicts"],
-    );
-    fails(
-        &m,
-        &[
-            "gemm",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--strategy",
-            "peri-sum:precise:precise",
-        ],
-        2,
-        &["repeats"],
-    );
-    for sub in ["simulate", "bound"] {
-        fails(
-            &m,
-            &[
-                sub,
-                "--platform",
-                "sirocco",
-                "--clusters",
-                "none",
-                "--gpus",
-                "0",
-                "--n",
-                "9600",
-                "--tile",
-                "960",
-            ],
+    let small = "--m 8 --n 8 --k 8";
+    for (line, code, needles) in [
+        (
+            "cholesky --n 100 --gpus emulated:1 --gpu-memory 0.5",
+            2,
+            &["less than one byte"][..],
+        ),
+        (
+            &format!("gemm {small} --strategy peri-sum:rounded:static:steal"),
+            2,
+            &["contradicts"],
+        ),
+        (
+            &format!("gemm {small} --strategy peri-sum:precise:precise"),
+            2,
+            &["repeats"],
+        ),
+        (
+            "simulate --platform sirocco --clusters none --gpus 0 --n 9600 --tile 960",
             1,
             &["leaves nothing to run", "give a cluster spec"],
-        );
-    }
-    // n = 0 means the same everywhere: not a matrix order.
-    for args in [
-        &["cholesky", "--n", "0"][..],
-        &[
-            "simulate",
-            "--platform",
-            "sirocco",
-            "--n",
-            "0",
-            "--tile",
-            "960",
-        ],
-        &[
-            "bound",
-            "--platform",
-            "sirocco",
-            "--n",
-            "0",
-            "--tile",
-            "960",
-        ],
-        &[
-            "sweep",
-            "--platform",
-            "sirocco",
-            "--n",
-            "0",
-            "--tile",
-            "960",
-            "--out",
-            "x",
-        ],
+        ),
+        (
+            "bound --platform sirocco --clusters none --gpus 0 --n 9600 --tile 960",
+            1,
+            &["leaves nothing to run", "give a cluster spec"],
+        ),
+        // n = 0 means the same everywhere: not a matrix order.
+        ("cholesky --n 0", 2, &["at least 1"]),
+        (
+            "simulate --platform sirocco --n 0 --tile 960",
+            2,
+            &["at least 1"],
+        ),
+        (
+            "bound --platform sirocco --n 0 --tile 960",
+            2,
+            &["at least 1"],
+        ),
+        (
+            "sweep --platform sirocco --n 0 --tile 960 --out x",
+            2,
+            &["at least 1"],
+        ),
+        // --json errors are one object on stdout; usage errors keep status 2.
+        ("cholesky --n x --json", 2, &["--n"]),
+        ("cholesky --n 20 --clusters 99x99 --json", 1, &["99x99"]),
     ] {
-        fails(&m, args, 2, &["at least 1"]);
+        fails(&m, line, code, needles);
     }
-    // Platform files: duplicate kernels, speedups beyond the cores, a GPU too small to say
-    // `--gpu-memory` to a `simulate` user.
+    // Platform files: duplicate kernels, speedups beyond the cores, and a GPU too small,
+    // which must not tell a `simulate` user to raise `--gpu-memory` alone.
     let sirocco = hetla::model::PlatformModel::preset("sirocco")
         .unwrap()
         .to_toml();
     let kernel = &sirocco[sirocco.find("[[cpu.kernels]]").unwrap()..];
     let first = &kernel[..kernel[1..].find("[[").map_or(kernel.len(), |i| i + 1)];
-    let cases = [
+    let twice = format!("{first}[[cpu.kernels]]");
+    let small_gpu = sirocco.replacen("memory_gb = 12.0", "memory_gb = 0.000001", 1);
+    assert_ne!(
+        small_gpu, sirocco,
+        "the preset's GPU memory moved; update this test"
+    );
+    for (name, text, args, needle) in [
         (
             "dup.toml",
-            sirocco.replacen("[[cpu.kernels]]", &format!("{first}[[cpu.kernels]]"), 1),
+            sirocco.replacen("[[cpu.kernels]]", &twice, 1),
+            "",
             "given twice",
         ),
         (
             "speedup.toml",
             sirocco.replacen("speedup = 7.77", "speedup = 17.7", 1),
+            "",
             "speedup in (0, cores]",
         ),
-    ];
-    for (name, text, needle) in cases {
+        (
+            "small.toml",
+            small_gpu,
+            "--clusters none --gpus 1",
+            "memory_gb",
+        ),
+    ] {
         std::fs::write(s.path(name), text).unwrap();
-        fails(
-            &m,
-            &[
-                "bound",
-                "--platform",
-                &s.str(name),
-                "--n",
-                "9600",
-                "--tile",
-                "960",
-            ],
-            1,
-            &[needle],
+        let line = format!(
+            "simulate --platform {} {args} --n 1920 --tile 960",
+            s.str(name)
         );
+        fails(&m, &line, 1, &[needle]);
     }
-    let small = sirocco.replacen("memory_gb = 12.0", "memory_gb = 0.000001", 1);
-    assert_ne!(
-        small, sirocco,
-        "the preset's GPU memory moved; update this test"
-    );
-    std::fs::write(s.path("small.toml"), small).unwrap();
-    fails(
-        &m,
-        &[
-            "simulate",
-            "--platform",
-            &s.str("small.toml"),
-            "--clusters",
-            "none",
-            "--gpus",
-            "1",
-            "--n",
-            "1920",
-            "--tile",
-            "960",
-        ],
-        1,
-        &["memory_gb"],
-    );
-    // --json errors are one object on stdout; usage errors keep status 2.
-    fails(&m, &["cholesky", "--n", "x", "--json"], 2, &["--n"]);
-    fails(
-        &m,
-        &["cholesky", "--n", "20", "--clusters", "99x99", "--json"],
-        1,
-        &["99x99"],
-    );
 }
 
 #[test]
@@ -480,19 +322,7 @@ fn corrupt_or_impossible_models_never_block_a_run() {
     std::fs::create_dir_all(&m).unwrap();
     let file = m.join("perfmodels-faer.json");
     let run = || {
-        let (rc, out, err) = hetla_in(
-            &m,
-            &[
-                "cholesky",
-                "--n",
-                "400",
-                "--tile",
-                "100",
-                "--clusters",
-                "1x1",
-                "--json",
-            ],
-        );
+        let (rc, out, err) = hetla_in(&m, "cholesky --n 400 --tile 100 --clusters 1x1 --json");
         assert_eq!(rc, 0, "{err}");
         let r: serde_json::Value = serde_json::from_str(&out).unwrap();
         (r, err)
@@ -544,16 +374,8 @@ fn samples_in(file: &Path) -> u64 {
 fn concurrent_runs_keep_every_sample() {
     let s = Scratch::new("concurrent");
     let m = s.path("models");
-    let args = [
-        "cholesky",
-        "--n",
-        "600",
-        "--tile",
-        "100",
-        "--clusters",
-        "1x1",
-        "--json",
-    ];
+    let line = "cholesky --n 600 --tile 100 --clusters 1x1 --json";
+    let args: Vec<&str> = line.split_whitespace().collect();
     let mut made = 0;
     for _round in 0..3 {
         let children: Vec<_> = (0..3)
