@@ -164,7 +164,7 @@ struct CholeskyArgs {
     /// ("0/1") or auto.
     #[arg(long, default_value = "auto", value_parser = parse_spec)]
     clusters: ClusterSpec,
-    /// Scheduler: mct, eager or ws.
+    /// Scheduler: mct, dmda, eager or ws.
     #[arg(long, default_value = "mct")]
     scheduler: SchedulerKind,
     #[command(flatten)]

@@ -86,7 +86,35 @@ fn no_simulated_run_of_a_small_sweep_beats_its_mixed_bound() {
             }
         }
     }
-    assert_eq!(runs, 81);
+    assert_eq!(runs, 27 * SchedulerKind::ALL.len());
+}
+
+#[test]
+fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
+    // sirocco 2x10 + 4 GPUs, n = 19200: MCT hides copies under busy queues and moves
+    // 21.4 GB; dmda charges them and moves 13.3 GB, within 2% of MCT's makespan.
+    let bytes = |r: &SimReport| r.bytes.iter().map(|l| l.bytes).sum::<usize>() as f64;
+    let run = |scheduler| {
+        simulate_cholesky(
+            &sirocco(),
+            &grid(2, 10),
+            4,
+            19200,
+            960,
+            &options(scheduler, 0, 0.0),
+        )
+        .unwrap()
+        .0
+    };
+    let (mct, dmda) = (run(SchedulerKind::Mct), run(SchedulerKind::Dmda));
+    assert!(
+        bytes(&dmda) < 0.7 * bytes(&mct),
+        "{} {}",
+        bytes(&dmda),
+        bytes(&mct)
+    );
+    assert!(dmda.makespan_ms < 1.02 * mct.makespan_ms);
+    assert_eq!(dmda.scheduler, "dmda");
 }
 
 #[test]

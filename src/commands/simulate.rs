@@ -13,9 +13,12 @@ use hetla::{ClusterSpec, SchedulerKind};
 /// perturbed.
 #[derive(Args, Clone)]
 pub struct SimRunArgs {
-    /// Scheduler: mct, eager or ws.
+    /// Scheduler: mct, dmda, eager or ws.
     #[arg(long, default_value = "mct")]
     pub scheduler: SchedulerKind,
+    /// dmda's beta: the weight of a task's transfer time in its expected completion.
+    #[arg(long, default_value_t = hetla::runtime::DMDA_BETA, value_parser = parse_beta)]
+    pub dmda_beta: f64,
     /// Seed of the duration noise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -32,11 +35,22 @@ impl SimRunArgs {
             run: RunOptions {
                 scheduler: self.scheduler,
                 restrictions: Vec::new(),
+                dmda_beta: Some(self.dmda_beta),
                 ..Default::default()
             },
             seed: self.seed,
             noise: self.noise,
         }
+    }
+}
+
+/// A weight >= 0.
+fn parse_beta(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(b) if b.is_finite() && b >= 0.0 => Ok(b),
+        _ => Err(format!(
+            "{s:?} is not a weight >= 0 (1 is StarPU's default)"
+        )),
     }
 }
 

@@ -389,7 +389,7 @@ impl Gemm {
         let mut partition_shares = None;
         match strategy {
             Strategy::Auto => unreachable!("resolved above"),
-            Strategy::Dmda => options.scheduler = SchedulerKind::Mct,
+            Strategy::Dmda => options.scheduler = SchedulerKind::Dmda,
             Strategy::Grid => {
                 let devices: Vec<Processor> = processors
                     .iter()
@@ -643,8 +643,10 @@ impl Gemm {
             tile_bytes: &tile_bytes,
             duration: &duration,
         };
+        // The strategy's scheduler, plan and placement; the caller's restrictions and beta.
         let options = SimOptions {
             run: RunOptions {
+                scheduler: run.scheduler,
                 plan: run.plan,
                 placement: run.placement,
                 ..options.run.clone()

@@ -86,6 +86,9 @@ pub struct RunOptions {
     /// (the host keeps its own), `Mode::ReadWrite` leaves that copy the only valid one.
     /// Data "already on the device"; the copies are neither timed nor traced.
     pub placement: Vec<(TileRef, MemoryNode, Mode)>,
+    /// dmda's beta, the weight of transfer time in its scores (`None`:
+    /// [`super::scheduler::DMDA_BETA`]); other policies ignore it.
+    pub dmda_beta: Option<f64>,
 }
 
 impl RunOptions {
@@ -101,7 +104,10 @@ impl RunOptions {
                 plan.check(tasks, workers)?;
                 Ok(Box::new(Planned::new(plan.clone(), workers, tasks)))
             }
-            None => Ok(self.scheduler.build(workers)),
+            None => Ok(self.scheduler.build_with_beta(
+                workers,
+                self.dmda_beta.unwrap_or(super::scheduler::DMDA_BETA),
+            )),
         }
     }
 

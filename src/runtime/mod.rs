@@ -40,6 +40,7 @@ pub use perfmodel::{KernelKey, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};
 pub use platform::{DeviceWorker, ModelStore, Platform, ResourceKind, WorkerInfo};
 pub use scheduler::{
-    Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate, WorkStealing,
+    DMDA_BETA, Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate,
+    WorkStealing,
 };
 pub use trace::{Trace, TraceSummary};

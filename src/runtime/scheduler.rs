@@ -6,13 +6,18 @@
 //! synchronise internally. Times are seconds since the start of the run, from the
 //! executor's clock (real or, later, simulated).
 //!
-//! - [`Mct`] (default; StarPU's dmda): on push, the task goes to the worker with the
-//!   minimum expected completion time, `max(max(now, end of the running task) + queued
-//!   work, now + transfer estimate) + estimate` (the executor prefetches the copies as
-//!   soon as the task is assigned, so they overlap the queued work); each worker pops its
-//!   own queue by priority.
-//!   An uncalibrated (operation, shape, class) goes to the least-loaded worker of a class
-//!   that lacks samples, so that it gets measured.
+//! - [`Mct`] (default): on push, the task goes to the worker with the minimum expected
+//!   completion time, `max(max(now, end of the running task) + queued work, now +
+//!   transfer estimate) + estimate` (the executor prefetches the copies as soon as the
+//!   task is assigned, so they overlap the queued work); each worker pops its own queue by
+//!   priority. An uncalibrated (operation, shape, class) goes to the least-loaded worker of
+//!   a class that lacks samples, so that it gets measured.
+//! - dmda ([`Mct::dmda`], StarPU's policy of that name): the same queues, but the score is
+//!   `max(now, end of the running task) + queued work + estimate + beta x transfer
+//!   estimate`: a copy always costs, also when the worker's queue would hide it, so tasks
+//!   stay where their data is. Under MCT's score a busy worker's transfers are free, and a
+//!   chain of updates to one tile wanders from device to device (96% of the steps of a
+//!   GEMM C tile's chain on sirocco).
 //! - [`Eager`]: one central queue ordered by priority; any idle worker takes the most
 //!   urgent task it may run.
 //! - [`WorkStealing`]: per-worker LIFO deques (crossbeam-deque); a worker pushes the tasks
@@ -196,6 +201,8 @@ pub enum SchedulerKind {
     /// Minimum completion time with performance models.
     #[default]
     Mct,
+    /// StarPU's dmda: minimum completion time with each transfer as a penalty.
+    Dmda,
     /// A central priority queue.
     Eager,
     /// Per-worker deques with stealing.
@@ -204,21 +211,29 @@ pub enum SchedulerKind {
 
 impl SchedulerKind {
     /// Every policy.
-    pub const ALL: [SchedulerKind; 3] = [Self::Mct, Self::Eager, Self::WorkStealing];
+    pub const ALL: [SchedulerKind; 4] = [Self::Mct, Self::Dmda, Self::Eager, Self::WorkStealing];
 
     /// The name used on the command line ("mct", "eager", "ws").
     pub fn name(self) -> &'static str {
         match self {
             Self::Mct => "mct",
+            Self::Dmda => "dmda",
             Self::Eager => "eager",
             Self::WorkStealing => "ws",
         }
     }
 
-    /// A fresh scheduler of this kind for `workers` workers.
+    /// A fresh scheduler of this kind for `workers` workers (dmda with beta
+    /// [`DMDA_BETA`]; [`Mct::dmda`] takes another).
     pub fn build(self, workers: usize) -> Box<dyn Scheduler> {
+        self.build_with_beta(workers, DMDA_BETA)
+    }
+
+    /// As [`SchedulerKind::build`], with dmda's transfer weight `beta`.
+    pub fn build_with_beta(self, workers: usize, beta: f64) -> Box<dyn Scheduler> {
         match self {
             Self::Mct => Box::new(Mct::new(workers)),
+            Self::Dmda => Box::new(Mct::dmda(workers, beta)),
             Self::Eager => Box::new(Eager::default()),
             Self::WorkStealing => Box::new(WorkStealing::new(workers)),
         }
@@ -236,11 +251,12 @@ impl FromStr for SchedulerKind {
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
-            "mct" | "dmda" => Ok(Self::Mct),
+            "mct" => Ok(Self::Mct),
+            "dmda" => Ok(Self::Dmda),
             "eager" => Ok(Self::Eager),
             "ws" | "work-stealing" | "workstealing" => Ok(Self::WorkStealing),
             _ => Err(format!(
-                "unknown scheduler {s:?}; expected mct, eager or ws"
+                "unknown scheduler {s:?}; expected mct, dmda, eager or ws"
             )),
         }
     }
@@ -296,15 +312,32 @@ struct MctState {
     charged: Vec<(usize, f64)>,
 }
 
-/// Minimum expected completion time with per-worker priority queues.
+/// Minimum expected completion time with per-worker priority queues; with a transfer
+/// penalty, StarPU's dmda.
 pub struct Mct {
     state: Mutex<MctState>,
+    /// dmda's beta: the weight of the transfer time added to the expected completion
+    /// (`None`: MCT, where transfers overlap the queued work).
+    penalty: Option<f64>,
 }
 
+/// dmda's default beta (StarPU's `STARPU_SCHED_BETA`).
+pub const DMDA_BETA: f64 = 1.0;
+
 impl Mct {
+    /// A dmda scheduler for `workers` workers: transfers weigh `beta` times their
+    /// estimated seconds in every score.
+    pub fn dmda(workers: usize, beta: f64) -> Self {
+        Self {
+            penalty: Some(beta),
+            ..Self::new(workers)
+        }
+    }
+
     /// An MCT scheduler for `workers` workers.
     pub fn new(workers: usize) -> Self {
         Self {
+            penalty: None,
             state: Mutex::new(MctState {
                 queues: (0..workers).map(|_| BinaryHeap::new()).collect(),
                 queued_work: vec![0.0; workers],
@@ -315,7 +348,13 @@ impl Mct {
     }
 
     /// The worker MCT picks for `task` and the estimate charged to it.
-    fn choose(state: &MctState, task: usize, now: f64, ctx: &SchedContext<'_>) -> (usize, f64) {
+    fn choose(
+        &self,
+        state: &MctState,
+        task: usize,
+        now: f64,
+        ctx: &SchedContext<'_>,
+    ) -> (usize, f64) {
         let mut best: Option<(bool, f64, usize, f64)> = None;
         for w in (0..ctx.workers().len()).filter(|&w| ctx.can_run(task, w)) {
             let free = state.running_end[w].max(now) + state.queued_work[w];
@@ -327,7 +366,10 @@ impl Mct {
             // among calibrated ones the earliest expected end wins.
             let (calibrating, score) = match estimate {
                 Estimate::Uncalibrated(_) => (true, free),
-                Estimate::Known(d) => (false, free.max(inputs_ready) + d),
+                Estimate::Known(d) => match self.penalty {
+                    None => (false, free.max(inputs_ready) + d),
+                    Some(beta) => (false, free + d + beta * ctx.transfer_estimate(task, w)),
+                },
             };
             let candidate = (calibrating, score, w, estimate.seconds());
             best = Some(match best {
@@ -350,7 +392,7 @@ impl Scheduler for Mct {
         if s.charged.len() < ctx.tasks() {
             s.charged.resize(ctx.tasks(), (0, 0.0));
         }
-        let (w, seconds) = Self::choose(&s, task, now, ctx);
+        let (w, seconds) = self.choose(&s, task, now, ctx);
         s.queues[w].push(queued(task, ctx));
         s.queued_work[w] += seconds;
         s.charged[task] = (w, seconds);
@@ -532,5 +574,32 @@ mod tests {
         assert_eq!(placed, [0, 0, 0, 0, 0, 0, 1]);
         assert_eq!(aware.transfer_estimate(0, 1), 5.0);
         assert_eq!(mct.pop(1, 0.0, &aware), Some(6));
+    }
+
+    #[test]
+    fn dmda_charges_transfers_that_a_busy_queue_would_hide() {
+        let workers = [
+            worker("cpu0", ResourceKind::Cpu, HOST),
+            worker("gpu0", ResourceKind::Gpu, MemoryNode(1)),
+        ];
+        let estimates = FarFromWorkerOne;
+        // Worker 1 is busy for 10 s: under MCT its 5 s of copies hide under that queue, so
+        // the task (1 s) goes to whichever ends first, counting no copy: worker 0 is busier
+        // still (12 s), so MCT moves the task to worker 1 and its data with it.
+        let place = |scheduler: &Mct| {
+            let ctx = context(&workers, 14).with_transfers(&estimates);
+            let mut s = lock(&scheduler.state);
+            s.running_end = vec![12.0, 10.0];
+            drop(s);
+            scheduler.push(0, None, 0.0, &ctx);
+            scheduler.assigned_worker(0).unwrap()
+        };
+        assert_eq!(place(&Mct::new(2)), 1);
+        // dmda charges the copies: 10 + 1 + 5 on worker 1 against 12 + 1 on worker 0.
+        assert_eq!(place(&Mct::dmda(2, 1.0)), 0);
+        // beta weighs them: at 0.2 the copies cost 1 s, and worker 1 wins again.
+        assert_eq!(place(&Mct::dmda(2, 0.2)), 1);
+        assert_eq!("dmda".parse::<SchedulerKind>(), Ok(SchedulerKind::Dmda));
+        assert_eq!(SchedulerKind::Dmda.to_string(), "dmda");
     }
 }
