@@ -106,8 +106,11 @@ pub struct GemmOutput {
     pub mode: &'static str,
     /// Platform model (simulations).
     pub platform: Option<String>,
-    /// CPU cluster spec.
+    /// CPU cluster spec (what ran).
     pub clusters: String,
+    /// How the defaults were adapted to the platform, if they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The run.
     #[serde(flatten)]
     pub report: GemmReport,
@@ -152,15 +155,44 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             });
         }
         let model = PlatformModel::resolve(name)?;
+        // On a modelled platform `--gpus` counts the model's GPUs ("8": eight of them).
         let gpus = match &args.gpus.gpus {
             GpuSelection::All => model.gpu_count(),
             GpuSelection::None => 0,
-            GpuSelection::List(list) => list.len(),
-            GpuSelection::Emulated(k) => *k,
+            GpuSelection::List(list) if list.len() == 1 => list[0],
+            other => {
+                return Err(hetla::Error::InvalidOption {
+                    option: "gpus",
+                    reason: format!(
+                        "with --platform, --gpus is a number of GPUs of the model (all, none or a count up to {}), not {other}",
+                        model.gpu_count()
+                    ),
+                });
+            }
         };
+        if gpus > model.gpu_count() {
+            return Err(hetla::Error::InvalidOption {
+                option: "gpus",
+                reason: format!(
+                    "platform {} has {} GPU(s), {gpus} were asked for",
+                    model.name,
+                    model.gpu_count()
+                ),
+            });
+        }
+        // A model without CPU rates (a100x8) runs on its GPUs unless clusters are asked for.
+        let mut clusters = args.clusters.clone();
+        let mut note = None;
+        if clusters == ClusterSpec::Auto && model.cpu.kernels.is_empty() && gpus > 0 {
+            clusters = ClusterSpec::None;
+            note = Some(format!(
+                "{} has no CPU kernel rates: the product runs on its {gpus} GPU(s) only (--clusters none)",
+                model.name
+            ));
+        }
         let (report, trace) = gemm.simulate(
             &model,
-            &args.clusters,
+            &clusters,
             gpus,
             (args.m, args.n, args.k),
             &Default::default(),
@@ -170,7 +202,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         return Ok(GemmOutput {
             mode: "simulated",
             platform: Some(model.name),
-            clusters: args.clusters.to_string(),
+            clusters: clusters.to_string(),
+            note,
             report,
             relative_error: None,
             median_seconds: None,
@@ -262,6 +295,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         mode: "run",
         platform: None,
         clusters: args.clusters.to_string(),
+        note: None,
         report,
         relative_error,
         median_seconds: Some(timings.median),
@@ -296,6 +330,9 @@ pub fn print(o: &GemmOutput) {
             "  repeat    best of {} runs after a warm-up; median {median:.4} s",
             o.runs
         );
+    }
+    if let Some(note) = &o.note {
+        println!("  note      {note}");
     }
     if let Some(e) = o.relative_error {
         println!("  error     {e:.2e} relative to faer's product");
