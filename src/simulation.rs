@@ -48,6 +48,9 @@ pub struct SimReport {
     pub tile: usize,
     /// Scheduler name.
     pub scheduler: String,
+    /// Which CPU kernel rates were used: "loaded" (the model's rates lowered by its
+    /// loaded-machine reductions) or "alone" (the model gives none).
+    pub cpu_rates: &'static str,
     /// Seed of the duration noise.
     pub seed: u64,
     /// Relative amplitude of the duration noise.
@@ -102,6 +105,7 @@ pub fn simulate_cholesky(
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
+        cpu_rates: model.cpu_rates(),
         platform: model.name.clone(),
         clusters: spec.to_string(),
         gpus,

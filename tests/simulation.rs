@@ -118,6 +118,35 @@ fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
 }
 
 #[test]
+fn knl_orders_its_cluster_shapes_as_paper_002_with_loaded_rates() {
+    // Paper 002, Fig. 6/8: at tile 2880 and n = 34560, 4 clusters of 16 cores are best
+    // (1495.62 Gflop/s); with small tiles 16 x 4 beats 8 x 8, with large ones 8 x 8 beats
+    // 16 x 4.
+    let knl = PlatformModel::preset("knl").unwrap();
+    let rate = |count, size, tile| {
+        simulate_cholesky(
+            &knl,
+            &grid(count, size),
+            0,
+            34560,
+            tile,
+            &SimOptions::default(),
+        )
+        .unwrap()
+        .0
+        .gflops
+    };
+    let best = rate(4, 16, 2880);
+    assert!((best / 1495.62 - 1.0).abs() < 0.05, "4x16 at 2880: {best}");
+    for (count, size, tile) in [(64, 1, 960), (16, 4, 960), (8, 8, 2880), (2, 32, 2880)] {
+        let other = rate(count, size, tile);
+        assert!(other < best, "{count}x{size} at {tile}: {other} >= {best}");
+    }
+    assert!(rate(16, 4, 960) > rate(8, 8, 960));
+    assert!(rate(8, 8, 2880) > rate(16, 4, 2880));
+}
+
+#[test]
 fn one_worker_runs_every_task_back_to_back() {
     // A single 1-core cluster: no transfers, no idle time, so the makespan is the sum of
     // the durations, which is also the area bound.

@@ -117,7 +117,10 @@ pub fn print(r: &SimReport) {
         "  makespan  {:.3} ms simulated ({:.3} s to simulate), noise {} seed {}",
         r.makespan_ms, r.simulation_seconds, r.noise, r.seed
     );
-    println!("  rate      {:.2} Gflop/s (n^3/3 flops)", r.gflops);
+    println!(
+        "  rate      {:.2} Gflop/s (n^3/3 flops; CPU kernel rates: {})",
+        r.gflops, r.cpu_rates
+    );
     for w in &r.workers {
         println!(
             "  worker    {:<6} {:<16} {:5} tasks, busy {:5.1}%",

@@ -65,6 +65,7 @@ impl PlatformModel {
                     tile,
                     core_gflops: core,
                     speedups,
+                    loaded: Vec::new(),
                 });
             }
         }

@@ -95,6 +95,21 @@ pub struct CpuKernelRate {
     /// Measured speedups of clusters of some sizes over one core.
     #[serde(default)]
     pub speedups: Vec<Speedup>,
+    /// How much slower the kernel runs when the machine is loaded (every cluster busy:
+    /// memory contention) than alone, by cluster width; simulations and bounds use the
+    /// loaded rate. Empty: the rates above are used as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded: Vec<LoadedReduction>,
+}
+
+/// The rate lost by a kernel on a cluster of `cores` cores when the machine is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadedReduction {
+    /// Cluster width.
+    pub cores: usize,
+    /// Fraction of the rate lost, in [0, 1): 0.15 runs at 85% of the rate alone.
+    pub reduction: f64,
 }
 
 /// The speedup of a cluster of `cores` cores over one core.
@@ -167,6 +182,30 @@ pub struct GpuKernelRate {
 }
 
 impl CpuKernelRate {
+    /// The fraction of the rate lost on a loaded machine by a cluster of `cores` cores:
+    /// the given value, linear between two given widths, the nearest one outside them, 0
+    /// when none is given.
+    pub fn loaded_reduction(&self, cores: usize) -> f64 {
+        let below = self
+            .loaded
+            .iter()
+            .filter(|p| p.cores <= cores)
+            .max_by_key(|p| p.cores);
+        let above = self
+            .loaded
+            .iter()
+            .filter(|p| p.cores >= cores)
+            .min_by_key(|p| p.cores);
+        match (below, above) {
+            (Some(b), Some(a)) if a.cores > b.cores => {
+                let f = (cores - b.cores) as f64 / (a.cores - b.cores) as f64;
+                b.reduction + (a.reduction - b.reduction) * f
+            }
+            (Some(p), _) | (None, Some(p)) => p.reduction,
+            (None, None) => 0.0,
+        }
+    }
+
     /// Amdahl's serial fraction fitted to the speedups (0 when none is given).
     pub fn serial_fraction(&self) -> f64 {
         // 1/S(c) - 1/c = s (1 - 1/c): least squares over the given points.
@@ -360,6 +399,23 @@ impl PlatformModel {
                     ));
                 }
             }
+            for (j, p) in k.loaded.iter().enumerate() {
+                if p.cores == 0
+                    || p.cores > total
+                    || !(p.reduction.is_finite() && (0.0..1.0).contains(&p.reduction))
+                {
+                    return bad(format!(
+                        "cpu kernel {} at tile {}: loaded reduction {} at {} cores; cores must be from 1 to the model's {total} and the reduction in [0, 1)",
+                        k.op, k.tile, p.reduction, p.cores
+                    ));
+                }
+                if k.loaded[..j].iter().any(|o| o.cores == p.cores) {
+                    return bad(format!(
+                        "cpu kernel {} at tile {}: two speedups at {} cores; give each size once",
+                        k.op, k.tile, p.cores
+                    ));
+                }
+            }
         }
         if let Some(gpu) = &self.gpu {
             if gpu.count > crate::runtime::MAX_GPUS {
@@ -407,6 +463,16 @@ impl PlatformModel {
             }
         }
         Ok(())
+    }
+
+    /// Which CPU rates simulations and bounds use: "loaded" when the model gives its
+    /// kernels' slowdowns on a loaded machine, else "alone" (the rates as measured alone).
+    pub fn cpu_rates(&self) -> &'static str {
+        if self.cpu.kernels.iter().any(|k| !k.loaded.is_empty()) {
+            "loaded"
+        } else {
+            "alone"
+        }
     }
 
     /// Total CPU cores.
@@ -508,7 +574,7 @@ impl PlatformModel {
                 .kernels
                 .iter()
                 .find(|k| k.op == op.name() && k.tile == tile)
-                .map(|k| k.core_gflops * k.speedup(*cores)),
+                .map(|k| k.core_gflops * k.speedup(*cores) * (1.0 - k.loaded_reduction(*cores))),
             ResourceClass::Gpu { model } => self
                 .gpu
                 .as_ref()
