@@ -277,3 +277,43 @@ fn on_a_modelled_platform_gpus_is_a_count_and_presets_run_with_their_defaults() 
         assert!(!ok && err.contains(needle), "{gpus}: {err}");
     }
 }
+
+#[test]
+fn on_a100x8_the_host_sends_each_tile_once_and_gpus_relay_over_nvlink() {
+    // Paper 003 chapter 4: 8 A100 behind NVSwitch, 12 GB/s PCIe each. A tile another GPU
+    // holds comes over NVLink, so host memory sends each of A, B and C about once (again
+    // only for a tile every GPU already released; before relaying every GPU fetched its
+    // tiles over its own PCIe link).
+    let a100 = PlatformModel::preset("a100x8").unwrap();
+    let n = 16384;
+    let (report, trace) = Gemm::new()
+        .simulate(
+            &a100,
+            &ClusterSpec::None,
+            8,
+            (n, n, n),
+            &Default::default(),
+            None,
+        )
+        .unwrap();
+    let from_host: usize = trace
+        .transfers
+        .iter()
+        .filter(|t| t.transfer.from.0 == 0)
+        .map(|t| t.transfer.bytes)
+        .sum();
+    let peer: usize = trace
+        .transfers
+        .iter()
+        .filter(|t| t.transfer.from.0 != 0 && t.transfer.to.0 != 0)
+        .map(|t| t.transfer.bytes)
+        .sum();
+    let matrix = n * n * 8;
+    assert!(
+        from_host as f64 <= 1.05 * 3.0 * matrix as f64,
+        "{from_host} bytes from the host"
+    );
+    assert!(peer > 0);
+    // Before relaying (every GPU fetching over its own PCIe link): 36.2 Tflop/s.
+    assert!(report.gflops > 45_000.0, "{} Gflop/s", report.gflops);
+}

@@ -191,6 +191,14 @@ impl DataRegistry {
         self.state(handle, node) != ReplicaState::Invalid
     }
 
+    /// The nodes holding a valid replica of `handle`.
+    pub fn holders(&self, handle: usize) -> Vec<MemoryNode> {
+        (0..self.states[handle].len())
+            .map(MemoryNode)
+            .filter(|&n| self.is_valid(handle, n))
+            .collect()
+    }
+
     /// Bytes of valid replicas on a node.
     pub fn used(&self, node: MemoryNode) -> usize {
         self.used[node.0]

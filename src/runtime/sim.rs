@@ -115,6 +115,11 @@ impl SimPlatform {
             .sum()
     }
 
+    /// Whether GPUs copy to each other directly (through a switch).
+    fn peer_links(&self) -> bool {
+        self.link.is_some_and(|l| l.p2p.is_some())
+    }
+
     /// The link directions a copy uses (at most two), each with its rate.
     fn hops(&self, from: MemoryNode, to: MemoryNode) -> [Option<Hop>; 2] {
         let Some(link) = self.link else {
@@ -204,31 +209,95 @@ impl Ord for End {
 }
 
 /// The links' state: when each direction is free, and when each replica arrives.
+///
+/// A copy to a GPU comes from whichever node holding a valid replica would deliver it
+/// first (PARALiA's ETA routing): the host over the GPU's PCIe link, or another GPU over a
+/// peer link when the model has one, counting when that replica arrives there and when the
+/// links are free. Peer copies go through a switch (NVSwitch): each GPU has one sending
+/// and one receiving port, shared by all its peer copies.
 struct Copies<'a> {
     platform: &'a SimPlatform,
     link_free: HashMap<(MemoryNode, MemoryNode), f64>,
+    /// When each GPU's peer port is free: (node, sending).
+    port_free: HashMap<(MemoryNode, bool), f64>,
     /// `arrival[handle][node]`: when the replica there became (or becomes) usable.
     arrival: Vec<Vec<f64>>,
     events: Vec<TransferEvent>,
 }
 
 impl Copies<'_> {
-    /// Schedules `copy`, requested at `at`, under the contention rule.
-    fn schedule(&mut self, copy: Transfer, at: f64) {
+    /// When `copy`, requested at `at`, would start and end on each of its hops.
+    fn plan(&self, copy: &Transfer, at: f64) -> Vec<(Hop, f64, f64)> {
         let mut ready = at.max(self.arrival[copy.handle][copy.from.0]);
-        for (from, to, rate) in self.platform.hops(copy.from, copy.to).into_iter().flatten() {
-            let free = self.link_free.entry((from, to)).or_insert(0.0);
-            let start = ready.max(*free);
+        let mut hops = Vec::with_capacity(2);
+        for hop in self.platform.hops(copy.from, copy.to).into_iter().flatten() {
+            let (from, to, rate) = hop;
+            let free = if from != HOST && to != HOST && self.platform.peer_links() {
+                let port = |key| self.port_free.get(&key).copied().unwrap_or(0.0);
+                port((from, true)).max(port((to, false)))
+            } else {
+                self.link_free.get(&(from, to)).copied().unwrap_or(0.0)
+            };
+            let start = ready.max(free);
             let end = start + rate.seconds(copy.bytes);
-            *free = end;
-            self.events.push(TransferEvent {
-                transfer: Transfer { from, to, ..copy },
-                start,
-                end,
-            });
+            hops.push((hop, start, end));
             ready = end;
         }
-        self.arrival[copy.handle][copy.to.0] = ready;
+        hops
+    }
+
+    /// Schedules `copy`, requested at `at`, under the contention rule, from whichever of
+    /// `holders` (the nodes with a valid replica) delivers it first; write-backs to the
+    /// host keep their source.
+    fn schedule(&mut self, mut copy: Transfer, at: f64, holders: &[MemoryNode]) {
+        let arrives = |hops: &[(Hop, f64, f64)]| hops.last().map_or(at, |h| h.2);
+        let mut hops = self.plan(&copy, at);
+        if copy.to != HOST && self.platform.peer_links() {
+            // A tile another GPU holds (or is receiving) is relayed from the GPU whose copy
+            // would arrive first: the host sends each tile once, its links stay free for
+            // what only it has.
+            let to = copy.to;
+            let mut best: Option<(Transfer, Vec<(Hop, f64, f64)>)> = None;
+            for &from in holders.iter().filter(|&&n| n != to && n != HOST) {
+                let other = Transfer { from, ..copy };
+                let planned = self.plan(&other, at);
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| arrives(&planned) < arrives(b))
+                {
+                    best = Some((other, planned));
+                }
+            }
+            if let Some(relay) = best {
+                (copy, hops) = relay;
+            }
+        }
+        for ((from, to, _), start, end) in &hops {
+            if *from != HOST && *to != HOST && self.platform.peer_links() {
+                self.port_free.insert((*from, true), *end);
+                self.port_free.insert((*to, false), *end);
+            } else {
+                self.link_free.insert((*from, *to), *end);
+            }
+            self.events.push(TransferEvent {
+                transfer: Transfer {
+                    from: *from,
+                    to: *to,
+                    ..copy
+                },
+                start: *start,
+                end: *end,
+            });
+        }
+        self.arrival[copy.handle][copy.to.0] = arrives(&hops);
+    }
+
+    /// Schedules every copy of `copies` (just returned by `data`) at `at`.
+    fn schedule_all(&mut self, copies: Vec<Transfer>, at: f64, data: &DataRegistry) {
+        for copy in copies {
+            let holders = data.holders(copy.handle);
+            self.schedule(copy, at, &holders);
+        }
     }
 }
 
@@ -310,6 +379,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let mut copies = Copies {
         platform,
         link_free: HashMap::new(),
+        port_free: HashMap::new(),
         arrival: vec![vec![0.0; nodes]; plan.tiles.len()],
         events: Vec::new(),
     };
@@ -325,9 +395,9 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let push = |task: usize, origin: Option<usize>, now: f64, copies: &mut Copies<'_>| {
         scheduler.push(task, origin, now, &ctx);
         if let Some(w) = scheduler.assigned_worker(task).filter(|_| several_nodes) {
-            for copy in lock(&data).prefetch_task(&plan.handles[task], workers[w].node) {
-                copies.schedule(copy, now);
-            }
+            let mut data = lock(&data);
+            let fetched = data.prefetch_task(&plan.handles[task], workers[w].node);
+            copies.schedule_all(fetched, now, &data);
         }
     };
     // Placed tiles are there at time 0: their copies are not simulated.
@@ -352,8 +422,10 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             };
             let node = workers[w].node;
             let accesses = &plan.handles[task];
-            for copy in lock(&data).start_task(accesses, node)? {
-                copies.schedule(copy, now);
+            {
+                let mut data = lock(&data);
+                let fetched = data.start_task(accesses, node)?;
+                copies.schedule_all(fetched, now, &data);
             }
             if several_nodes {
                 let next = scheduler.lookahead(w, PREFETCH_DEPTH);
@@ -361,9 +433,8 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
                     prefetchable(&next, &plan.handles, &plan.written, |t| remaining[t] == 0);
                 let mut data = lock(&data);
                 for h in ahead {
-                    for copy in data.prefetch(h, node) {
-                        copies.schedule(copy, now);
-                    }
+                    let fetched = data.prefetch(h, node);
+                    copies.schedule_all(fetched, now, &data);
                 }
             }
             let overhead = match workers[w].kind {
@@ -407,9 +478,9 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         let node = workers[done.worker].node;
         lock(&data).end_task(&plan.handles[done.task], node);
         for &h in &releases[done.task] {
-            for copy in lock(&data).evict(h, node) {
-                copies.schedule(copy, now);
-            }
+            let mut data = lock(&data);
+            let written = data.evict(h, node);
+            copies.schedule_all(written, now, &data);
         }
         scheduler.done(done.task, done.worker, now, &ctx);
         for &s in graph.successors(done.task) {
@@ -429,8 +500,10 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             ),
         });
     }
-    for copy in lock(&data).flush_to_host() {
-        copies.schedule(copy, now);
+    {
+        let mut data = lock(&data);
+        let written = data.flush_to_host();
+        copies.schedule_all(written, now, &data);
     }
     let makespan = copies.events.iter().map(|e| e.end).fold(now, f64::max);
     let mut trace = Trace::new(workers.clone(), events, makespan);
