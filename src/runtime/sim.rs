@@ -140,6 +140,9 @@ impl SimPlatform {
 /// One link direction a copy takes: from, to, and its rate.
 type Hop = (MemoryNode, MemoryNode, LinkRate);
 
+/// A copy's hops, each with when it starts and ends.
+type Route = Vec<(Hop, f64, f64)>;
+
 /// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
 /// and the duration of a kernel on a class (`None`: the class has no rate for it).
 pub struct SimWork<'a> {
@@ -227,7 +230,7 @@ struct Copies<'a> {
 
 impl Copies<'_> {
     /// When `copy`, requested at `at`, would start and end on each of its hops.
-    fn plan(&self, copy: &Transfer, at: f64) -> Vec<(Hop, f64, f64)> {
+    fn plan(&self, copy: &Transfer, at: f64) -> Route {
         let mut ready = at.max(self.arrival[copy.handle][copy.from.0]);
         let mut hops = Vec::with_capacity(2);
         for hop in self.platform.hops(copy.from, copy.to).into_iter().flatten() {
@@ -257,7 +260,7 @@ impl Copies<'_> {
             // would arrive first: the host sends each tile once, its links stay free for
             // what only it has.
             let to = copy.to;
-            let mut best: Option<(Transfer, Vec<(Hop, f64, f64)>)> = None;
+            let mut best: Option<(Transfer, Route)> = None;
             for &from in holders.iter().filter(|&&n| n != to && n != HOST) {
                 let other = Transfer { from, ..copy };
                 let planned = self.plan(&other, at);
