@@ -382,38 +382,33 @@ impl PlatformModel {
                     k.op, k.tile
                 ));
             }
-            for (j, p) in k.speedups.iter().enumerate() {
-                if p.cores == 0
-                    || p.cores > total
-                    || !(p.speedup.is_finite() && p.speedup > 0.0 && p.speedup <= p.cores as f64)
-                {
-                    return bad(format!(
-                        "cpu kernel {} at tile {}: speedup {} at {} cores; cores must be from 1 to the model's {total} and the speedup in (0, cores]",
-                        k.op, k.tile, p.speedup, p.cores
-                    ));
-                }
-                if k.speedups[..j].iter().any(|o| o.cores == p.cores) {
-                    return bad(format!(
-                        "cpu kernel {} at tile {}: two speedups at {} cores; give each size once",
-                        k.op, k.tile, p.cores
-                    ));
-                }
-            }
-            for (j, p) in k.loaded.iter().enumerate() {
-                if p.cores == 0
-                    || p.cores > total
-                    || !(p.reduction.is_finite() && (0.0..1.0).contains(&p.reduction))
-                {
-                    return bad(format!(
-                        "cpu kernel {} at tile {}: loaded reduction {} at {} cores; cores must be from 1 to the model's {total} and the reduction in [0, 1)",
-                        k.op, k.tile, p.reduction, p.cores
-                    ));
-                }
-                if k.loaded[..j].iter().any(|o| o.cores == p.cores) {
-                    return bad(format!(
-                        "cpu kernel {} at tile {}: two speedups at {} cores; give each size once",
-                        k.op, k.tile, p.cores
-                    ));
+            // Per cluster width: speedups in (0, cores], loaded reductions in [0, 1).
+            let speedups: Vec<(usize, f64)> =
+                k.speedups.iter().map(|p| (p.cores, p.speedup)).collect();
+            let loaded: Vec<(usize, f64)> =
+                k.loaded.iter().map(|p| (p.cores, p.reduction)).collect();
+            let lists: [(&str, &str, &[(usize, f64)], fn(usize, f64) -> bool); 2] = [
+                ("speedup", "(0, cores]", &speedups, |c, v| {
+                    v > 0.0 && v <= c as f64
+                }),
+                ("loaded reduction", "[0, 1)", &loaded, |_, v| {
+                    (0.0..1.0).contains(&v)
+                }),
+            ];
+            for (what, range, list, fits) in lists {
+                for (j, &(cores, value)) in list.iter().enumerate() {
+                    if cores == 0 || cores > total || !(value.is_finite() && fits(cores, value)) {
+                        return bad(format!(
+                            "cpu kernel {} at tile {}: {what} {value} at {cores} cores; cores must be from 1 to the model's {total} and the {what} in {range}",
+                            k.op, k.tile
+                        ));
+                    }
+                    if list[..j].iter().any(|o| o.0 == cores) {
+                        return bad(format!(
+                            "cpu kernel {} at tile {}: two {what}s at {cores} cores; give each width once",
+                            k.op, k.tile
+                        ));
+                    }
                 }
             }
         }
