@@ -387,7 +387,7 @@ impl PlatformModel {
                 k.speedups.iter().map(|p| (p.cores, p.speedup)).collect();
             let loaded: Vec<(usize, f64)> =
                 k.loaded.iter().map(|p| (p.cores, p.reduction)).collect();
-            let lists: [(&str, &str, &[(usize, f64)], fn(usize, f64) -> bool); 2] = [
+            let lists: [WidthRule<'_>; 2] = [
                 ("speedup", "(0, cores]", &speedups, |c, v| {
                     v > 0.0 && v <= c as f64
                 }),
@@ -614,6 +614,10 @@ impl PlatformModel {
         Ok(())
     }
 }
+
+/// A per-width list of a CPU kernel to check: its name, the valid range in words, the
+/// (cores, value) pairs, and whether a value fits its width.
+type WidthRule<'a> = (&'a str, &'a str, &'a [(usize, f64)], fn(usize, f64) -> bool);
 
 fn one() -> usize {
     1
