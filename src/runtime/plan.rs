@@ -94,6 +94,23 @@ pub(crate) fn releases(
             }
         }
     }
+    // A tile whose last access (tasks are numbered in submission order) writes it is final
+    // once that task ends: released from the task's node, so a device's copy goes back to
+    // the host while the run goes on instead of in the flush at its end.
+    let mut last: HashMap<usize, usize> = HashMap::new();
+    for (task, accesses) in handles.iter().enumerate() {
+        for &(h, _) in accesses {
+            last.insert(h, task);
+        }
+    }
+    for (h, task) in last {
+        let writes = handles[task]
+            .iter()
+            .any(|&(o, mode)| o == h && mode == Mode::ReadWrite);
+        if writes && !after[task].contains(&h) {
+            after[task].push(h);
+        }
+    }
     after
 }
 
