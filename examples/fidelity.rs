@@ -67,7 +67,10 @@ fn main() -> hetla::Result<()> {
     let knl = PlatformModel::preset("knl").expect("preset");
     let a100 = PlatformModel::preset("a100x8").expect("preset");
 
-    // Paper 000, Table 2: sirocco (CPUs and 4 K40m), DMDA and NRRP-ROUNDED + EffectiveSteal.
+    // Paper 000, Table 2: sirocco with its setup (section 5.1): 4 K40m, 20 CPU cores as
+    // StarPU workers of one core each (4 of the 24 drive the GPUs), tiles of 960; DMDA and
+    // NRRP-ROUNDED + EffectiveSteal.
+    let sequential_cores = grid(20, 1);
     let table2 = [
         (15360, (1.78, 13.3), (1.66, 10.5)),
         (23040, (5.66, 31.3), (5.37, 23.6)),
@@ -75,9 +78,9 @@ fn main() -> hetla::Result<()> {
     ];
     for (n, dmda_paper, nrrp_paper) in table2 {
         let run = |strategy| {
-            Gemm::new().strategy(strategy).simulate(
+            Gemm::new().strategy(strategy).tile(960).simulate(
                 &sirocco,
-                &ClusterSpec::Auto,
+                &sequential_cores,
                 4,
                 (n, n, n),
                 &SimOptions::default(),
