@@ -69,7 +69,7 @@ impl Workload for TileWork<'_, '_> {
         let (write, reads) = task
             .accesses
             .split_last()
-            .filter(|(w, _)| w.mode == Mode::ReadWrite)
+            .filter(|(w, _)| w.mode.writes())
             .ok_or_else(|| operands("the last access must be the written tile".into()))?;
         if reads
             .iter()

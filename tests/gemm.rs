@@ -248,9 +248,9 @@ fn on_a_modelled_platform_gpus_is_a_count_and_presets_run_with_their_defaults() 
 #[test]
 fn on_a100x8_the_host_sends_each_tile_once_and_gpus_relay_over_nvlink() {
     // Paper 003 chapter 4: 8 A100 behind NVSwitch, 12 GB/s PCIe each. A tile another GPU
-    // holds comes over NVLink, so host memory sends each of A, B and C about once (again
+    // holds comes over NVLink, so host memory sends each of A and B about once (again
     // only for a tile every GPU already released; before relaying every GPU fetched its
-    // tiles over its own PCIe link).
+    // tiles over its own PCIe link), and C, overwritten unread with beta = 0, not at all.
     let a100 = PlatformModel::preset("a100x8").unwrap();
     let n = 16384;
     let (report, trace) = Gemm::new()
@@ -276,11 +276,48 @@ fn on_a100x8_the_host_sends_each_tile_once_and_gpus_relay_over_nvlink() {
         .map(|t| t.transfer.bytes)
         .sum();
     let matrix = n * n * 8;
+    // beta = 0: C is overwritten unread, so only A and B leave the host.
     assert!(
-        from_host as f64 <= 1.05 * 3.0 * matrix as f64,
+        from_host as f64 <= 1.05 * 2.0 * matrix as f64,
         "{from_host} bytes from the host"
     );
     assert!(peer > 0);
     // Before relaying (every GPU fetching over its own PCIe link): 36.2 Tflop/s.
     assert!(report.gflops > 45_000.0, "{} Gflop/s", report.gflops);
+}
+
+#[test]
+fn with_beta_zero_c_is_never_uploaded_and_its_old_contents_never_matter() {
+    // Devices only, so every first step of a chain runs on a device; C starts as NaN.
+    let devices: Vec<Arc<dyn hetla::runtime::Device>> = (0..2)
+        .map(|_| Arc::new(EmulatedDevice::new(usize::MAX)) as Arc<dyn hetla::runtime::Device>)
+        .collect();
+    let platform =
+        Platform::with_devices(&ClusterSpec::None, Backend::Faer, ModelStore::None, devices)
+            .unwrap();
+    let (m, n, k) = (150, 130, 70);
+    let a = hetla::matgen::random(m, k, 1);
+    let b = hetla::matgen::random(k, n, 2);
+    let mut c = Mat::<f64>::from_fn(m, n, |_, _| f64::NAN);
+    let (_, trace) = Gemm::new()
+        .tile(32)
+        .run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap();
+    let reference = hetla::check::reference_product(
+        a.as_ref(),
+        b.as_ref(),
+        Mat::<f64>::zeros(m, n).as_ref(),
+        (false, false),
+        (1.0, 0.0),
+        Par::Seq,
+    );
+    assert!(hetla::check::relative_error(c.as_ref(), reference.as_ref()) < 1e-14 * k as f64);
+    let c_uploads = trace
+        .transfers
+        .iter()
+        .filter(|t| {
+            t.transfer.tile.matrix == hetla::factorizations::MATMUL_C && t.transfer.from.0 == 0
+        })
+        .count();
+    assert_eq!(c_uploads, 0);
 }

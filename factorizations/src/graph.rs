@@ -33,6 +33,21 @@ pub enum Mode {
     Read,
     /// Read and overwritten.
     ReadWrite,
+    /// Overwritten without being read (a product with beta = 0 on its first step): no
+    /// copy of the old contents is ever needed.
+    Write,
+}
+
+impl Mode {
+    /// Whether the access changes the tile.
+    pub fn writes(self) -> bool {
+        self != Mode::Read
+    }
+
+    /// Whether the access needs the tile's current contents.
+    pub fn reads(self) -> bool {
+        self != Mode::Write
+    }
 }
 
 /// One tile access of a task.
@@ -93,7 +108,7 @@ impl TaskGraph {
             preds.extend(h.last_writer);
             match access.mode {
                 Mode::Read => h.readers_since_write.push(id),
-                Mode::ReadWrite => {
+                Mode::ReadWrite | Mode::Write => {
                     preds.append(&mut h.readers_since_write);
                     h.last_writer = Some(id);
                 }

@@ -121,7 +121,12 @@ pub fn matmul(tiling: &MatMulTiling) -> TaskGraph {
                     read(tiling.b_tile(l, j)),
                     Access {
                         tile: c,
-                        mode: Mode::ReadWrite,
+                        // With beta = 0 the first step overwrites C without reading it.
+                        mode: if l == 0 && p.beta() == 0.0 {
+                            Mode::Write
+                        } else {
+                            Mode::ReadWrite
+                        },
                     },
                 ];
                 let flops = 2.0 * rows as f64 * cols as f64 * tiling.t_size(l) as f64;

@@ -207,6 +207,17 @@ impl GpuContext {
         Ok(GpuTile { data, rows, cols })
     }
 
+    /// A `rows x cols` tile of device memory set to zeros (for a tile a kernel overwrites
+    /// unread: no stale contents can leak into it).
+    pub fn alloc_zeroed(&self, rows: usize, cols: usize) -> Result<GpuTile, KernelError> {
+        self.bind()?;
+        let data = self
+            .h2d
+            .alloc_zeros::<f64>((rows * cols).max(1))
+            .map_err(|e| gpu_error("allocating device memory for a tile", e))?;
+        Ok(GpuTile { data, rows, cols })
+    }
+
     /// A staging buffer of `len` elements whose previous copy, if any, is done.
     fn take_staging(&self, len: usize) -> Result<PinnedHostSlice<f64>, KernelError> {
         let reuse = {

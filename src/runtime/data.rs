@@ -63,6 +63,16 @@ pub struct Transfer {
 pub enum Step {
     /// Copy a tile between nodes.
     Copy(Transfer),
+    /// Give `handle` a replica on a device `node` without copying anything into it: the
+    /// task about to run there overwrites it unread ([`Mode::Write`]).
+    Allocate {
+        /// The data handle.
+        handle: usize,
+        /// Its tile (for its shape).
+        tile: TileRef,
+        /// The node, not the host.
+        node: MemoryNode,
+    },
     /// Free the replica of `handle` on `node` (never host memory, which is the caller's).
     Release {
         /// The data handle.
@@ -247,7 +257,7 @@ impl DataRegistry {
         }
         let mut copies = Vec::new();
         for &(h, mode) in accesses {
-            self.fetch(h, node, &mut copies)?;
+            self.fetch_for(h, node, mode, &mut copies)?;
             self.set_mode(h, node, mode);
         }
         Ok(copies)
@@ -287,8 +297,10 @@ impl DataRegistry {
     /// Prefetches every tile of a task to `node` (see [`DataRegistry::prefetch`]): what an
     /// executor does when the scheduler binds a ready task to a worker of that node.
     pub fn prefetch_task(&mut self, accesses: &[(usize, Mode)], node: MemoryNode) -> Vec<Transfer> {
+        // A tile the task overwrites unread is not worth a copy.
         accesses
             .iter()
+            .filter(|&&(_, mode)| mode.reads())
             .flat_map(|&(h, _)| self.prefetch(h, node))
             .collect()
     }
@@ -302,7 +314,7 @@ impl DataRegistry {
         mode: Mode,
     ) -> Result<Vec<Transfer>, NoRoom> {
         let mut copies = Vec::new();
-        self.fetch(handle, node, &mut copies)?;
+        self.fetch_for(handle, node, mode, &mut copies)?;
         self.set_mode(handle, node, mode);
         Ok(copies)
     }
@@ -354,6 +366,33 @@ impl DataRegistry {
         Ok(())
     }
 
+    /// [`DataRegistry::fetch`] for an access in `mode`: a tile overwritten unread
+    /// ([`Mode::Write`]) only gets room and a replica on `node`, no copy.
+    fn fetch_for(
+        &mut self,
+        handle: usize,
+        node: MemoryNode,
+        mode: Mode,
+        copies: &mut Vec<Transfer>,
+    ) -> Result<(), NoRoom> {
+        if mode.reads() || self.is_valid(handle, node) {
+            return self.fetch(handle, node, copies);
+        }
+        self.make_room(node, handle, copies)?;
+        if node != HOST {
+            self.log(Step::Allocate {
+                handle,
+                tile: self.tiles[handle],
+                node,
+            });
+        }
+        self.states[handle][node.0] = ReplicaState::Shared;
+        self.used[node.0] += self.bytes[handle];
+        self.lru[node.0].insert((self.stamp[handle][node.0], handle));
+        self.touch(handle, node);
+        Ok(())
+    }
+
     /// Records the copy of `handle` from `from` to `to` (returned and logged) and makes
     /// the new replica a valid, shared one of `to`.
     fn copy_in(
@@ -388,7 +427,7 @@ impl DataRegistry {
                 }
                 self.states[handle][node.0] = ReplicaState::Shared;
             }
-            Mode::ReadWrite => {
+            Mode::ReadWrite | Mode::Write => {
                 for other in 0..self.capacity.len() {
                     if other != node.0 && self.is_valid(handle, MemoryNode(other)) {
                         self.drop_replica(handle, MemoryNode(other));
@@ -573,6 +612,27 @@ mod tests {
         r.start_task(&[(2, Mode::Read)], gpu).unwrap();
         assert!(r.evict(2, gpu).is_empty() && r.is_valid(2, gpu));
         assert_eq!(r.used(gpu), 800);
+    }
+
+    #[test]
+    fn a_tile_overwritten_unread_gets_a_replica_and_no_copy() {
+        let gpu = MemoryNode(1);
+        let mut r = small_gpu(2).log_steps();
+        // Write on the GPU: no copy, the host copy is invalidated, the replica allocated.
+        assert_eq!(r.start_task(&[(0, Mode::Write)], gpu), Ok(vec![]));
+        assert!(r.is_valid(0, gpu) && !r.is_valid(0, HOST));
+        assert_eq!(r.used(gpu), 800);
+        let steps = r.take_steps();
+        assert!(
+            matches!(steps[..], [Step::Allocate { handle: 0, node, .. }] if node == gpu),
+            "{steps:?}"
+        );
+        r.end_task(&[(0, Mode::Write)], gpu);
+        // Write back on the host: the GPU's copy is dropped, nothing is copied down.
+        assert_eq!(r.start_task(&[(0, Mode::Write)], HOST), Ok(vec![]));
+        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        // A prefetch for such a task copies nothing either.
+        assert!(r.prefetch_task(&[(1, Mode::Write)], gpu).is_empty());
     }
 
     #[test]

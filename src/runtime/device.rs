@@ -148,6 +148,9 @@ pub trait Device: Send + Sync {
     /// Makes the replica of `handle` a copy of the host tile `src`. May return before the
     /// copy ends; a later `run` or `download` of the handle waits for it.
     fn upload(&self, handle: usize, src: MatRef<'_, f64>) -> Result<(), KernelError>;
+    /// Gives `handle` a `rows x cols` replica (zeros when new) that a kernel will
+    /// overwrite unread; an existing replica of that shape is kept as it is.
+    fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError>;
     /// Waits until every upload queued so far has arrived (for timing kernels alone).
     fn wait_uploads(&self) -> Result<(), KernelError>;
     /// Copies the replica of `handle` into the host tile `dst`; returns when it is there.
@@ -312,6 +315,21 @@ impl Device for EmulatedDevice {
         })
     }
 
+    fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError> {
+        self.replicas.put(handle, |existing| match existing {
+            Some(tile) if (tile.nrows(), tile.ncols()) == (rows, cols) => Ok(None),
+            Some(tile) => {
+                self.held.fetch_sub(mat_bytes(tile), Ordering::SeqCst);
+                self.hold(rows * cols * size_of::<f64>());
+                Ok(Some(Mat::zeros(rows, cols)))
+            }
+            None => {
+                self.hold(rows * cols * size_of::<f64>());
+                Ok(Some(Mat::zeros(rows, cols)))
+            }
+        })
+    }
+
     fn wait_uploads(&self) -> Result<(), KernelError> {
         // Uploads are synchronous copies.
         Ok(())
@@ -414,6 +432,13 @@ mod cuda {
                     self.gpu.upload(src, &mut tile)?;
                     Ok(Some(tile))
                 }
+            })
+        }
+
+        fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError> {
+            self.replicas.put(handle, |existing| match existing {
+                Some(tile) if (tile.rows(), tile.cols()) == (rows, cols) => Ok(None),
+                _ => self.gpu.alloc_zeroed(rows, cols).map(Some),
             })
         }
 

@@ -228,6 +228,13 @@ impl Run<'_> {
         for step in data.take_steps() {
             match step {
                 Step::Release { handle, node } => self.device(node).release(handle),
+                Step::Allocate { handle, tile, node } => {
+                    let (rows, cols) = self
+                        .work
+                        .host_tile(tile)
+                        .map_or((0, 0), |t| (t.nrows(), t.ncols()));
+                    self.device(node).allocate(handle, rows, cols)?;
+                }
                 Step::Copy(copy) => {
                     let start = self.now();
                     self.copy(copy)?;
@@ -360,7 +367,7 @@ impl Run<'_> {
     fn run_on_device(&self, task: usize, device: &dyn Device) -> Result<(), KernelError> {
         let op = self.work.graph().task(task).op;
         let handles = &self.handles[task];
-        let Some((&(write, Mode::ReadWrite), reads)) = handles.split_last() else {
+        let Some((&(write, Mode::ReadWrite | Mode::Write), reads)) = handles.split_last() else {
             return Err(KernelError::Operands {
                 op,
                 reason: "the last access must be the written tile".into(),

@@ -74,7 +74,7 @@ pub(crate) fn prefetchable(
         out.extend(
             handles[t]
                 .iter()
-                .filter(|&&(h, _)| ready || !written[h])
+                .filter(|&&(h, mode)| mode.reads() && (ready || !written[h]))
                 .map(|&(h, _)| h),
         );
     }
@@ -106,7 +106,7 @@ pub(crate) fn releases(
     for (h, task) in last {
         let writes = handles[task]
             .iter()
-            .any(|&(o, mode)| o == h && mode == Mode::ReadWrite);
+            .any(|&(o, mode)| o == h && mode.writes());
         if writes && !after[task].contains(&h) {
             after[task].push(h);
         }
@@ -210,7 +210,7 @@ pub(crate) fn plan<'a>(
                         written.push(false);
                         tiles.len() - 1
                     });
-                    written[h] |= a.mode == Mode::ReadWrite;
+                    written[h] |= a.mode.writes();
                     (h, a.mode)
                 })
                 .collect()
