@@ -97,13 +97,19 @@ pub(crate) fn releases(
     // A tile whose last access (tasks are numbered in submission order) writes it is final
     // once that task ends: released from the task's node, so a device's copy goes back to
     // the host while the run goes on instead of in the flush at its end.
-    let mut last: HashMap<usize, usize> = HashMap::new();
+    let count = handles
+        .iter()
+        .flatten()
+        .map(|&(h, _)| h + 1)
+        .max()
+        .unwrap_or(0);
+    let mut last = vec![usize::MAX; count];
     for (task, accesses) in handles.iter().enumerate() {
         for &(h, _) in accesses {
-            last.insert(h, task);
+            last[h] = task;
         }
     }
-    for (h, task) in last {
+    for (h, &task) in last.iter().enumerate().filter(|(_, t)| **t != usize::MAX) {
         let writes = handles[task]
             .iter()
             .any(|&(o, mode)| o == h && mode.writes());

@@ -80,9 +80,8 @@ pub struct SchedContext<'a> {
     class_of_worker: Vec<usize>,
     classes: usize,
     /// `table[key * classes + class]`, updated as tasks finish.
-    table: Mutex<Vec<Stats>>,
-    /// The samples this run recorded, alone (same indices): what it adds to the models.
-    fresh: Mutex<Vec<Stats>>,
+    /// Beside each entry, the samples this run recorded alone: what it adds to the models.
+    table: Mutex<Vec<(Stats, Stats)>>,
     transfers: Option<&'a dyn TransferEstimate>,
 }
 
@@ -109,8 +108,7 @@ impl<'a> SchedContext<'a> {
             key_of_task,
             class_of_worker,
             classes,
-            fresh: Mutex::new(vec![Stats::default(); table.len()]),
-            table: Mutex::new(table),
+            table: Mutex::new(table.into_iter().map(|s| (s, Stats::default())).collect()),
             transfers: None,
         }
     }
@@ -150,7 +148,7 @@ impl<'a> SchedContext<'a> {
     /// The estimated duration of `task` on `worker`.
     pub fn estimate(&self, task: usize, worker: usize) -> Estimate {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
-        match self.lock()[index].calibrated_mean() {
+        match self.lock()[index].0.calibrated_mean() {
             Some(mean) => Estimate::Known(mean),
             None => Estimate::Uncalibrated(
                 self.flops[task] / (GUESS_RATE_PER_CORE * self.workers[worker].cores() as f64),
@@ -161,16 +159,18 @@ impl<'a> SchedContext<'a> {
     /// Records the measured duration of `task` on `worker`.
     pub fn record(&self, task: usize, worker: usize, seconds: f64) {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
-        self.lock()[index].record(seconds);
-        self.fresh.lock().unwrap_or_else(|e| e.into_inner())[index].record(seconds);
+        let mut table = self.lock();
+        table[index].0.record(seconds);
+        table[index].1.record(seconds);
     }
 
     /// The samples this run recorded (`keys x classes`), to merge into the platform's models.
     pub fn into_fresh(self) -> Vec<Stats> {
-        self.fresh.into_inner().unwrap_or_else(|e| e.into_inner())
+        let table = self.table.into_inner().unwrap_or_else(|e| e.into_inner());
+        table.into_iter().map(|(_, fresh)| fresh).collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Stats>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Stats, Stats)>> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
