@@ -763,6 +763,23 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             reason: "nothing to calibrate: --clusters none and no GPU selected".into(),
         });
     }
+    // For the platform file, each cluster size is also timed alone (one cluster, the rest
+    // of the machine idle, models not stored): the file's rates are those, and its loaded
+    // reductions compare them with the durations inside the factorisations.
+    let alone: Vec<Platform> = match args.output {
+        Some(_) => sizes
+            .iter()
+            .map(|&size| {
+                let one = ClusterSpec::Grid { count: 1, size };
+                Platform::with_store(
+                    &one,
+                    args.platform.backend,
+                    hetla::runtime::ModelStore::None,
+                )
+            })
+            .collect::<hetla::Result<_>>()?,
+        None => Vec::new(),
+    };
     // Factorisations timed per CPU platform for the platform file.
     let in_run = |p: &Platform| {
         if args.output.is_some() && p.devices().is_empty() {
@@ -778,7 +795,11 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 + calibration_steps(p, &args.tile, args.samples)
                 + in_run_steps(&args.tile, in_run(p))
         })
-        .sum();
+        .sum::<usize>()
+        + alone
+            .iter()
+            .map(|p| calibration_steps(p, &args.tile, args.samples))
+            .sum::<usize>();
     let bar = progress_bar(steps);
     let mut file = None;
     let mut models = None;
@@ -806,6 +827,24 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         file = save_models_or_warn(platform).or(file);
         models = Some(platform.models());
     }
+    let mut measured_alone = hetla::runtime::PerfModels::new();
+    for platform in &alone {
+        bar.set_message(format!("clusters {} alone", platform.spec()));
+        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        let timed = platform.models();
+        for (&size, &tile) in sizes
+            .iter()
+            .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
+        {
+            let class = hetla::runtime::ResourceClass::CpuCluster { cores: size };
+            for op in hetla::runtime::calibrate::CHOLESKY_OPS {
+                let key = hetla::runtime::KernelKey::square(op, tile);
+                if let Some(stats) = timed.get(&key, &class) {
+                    measured_alone.merge(key, class.clone(), stats);
+                }
+            }
+        }
+    }
     bar.finish_and_clear();
     let models = models.unwrap_or_default();
     let platform_file = match &args.output {
@@ -816,11 +855,12 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             let model = PlatformModel::from_calibration(
                 &host,
                 &format!(
-                    "calibrated by `hetla calibrate` on {host}: {} kernels, median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles per cluster size; task overhead from the gaps between the tasks of the single-cluster runs",
+                    "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
                     args.platform.backend
                 ),
                 &topology,
                 &measured_in_run,
+                Some(&measured_alone),
                 &sizes,
                 &args.tile,
                 gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,

@@ -439,6 +439,12 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
     let model = PlatformModel::load(&file).unwrap();
     assert_eq!(model.tiles(), [64]);
     assert!(model.gpu.is_none());
+    // Rates alone, and how much each kernel lost inside the loaded factorisations.
+    assert_eq!(model.cpu_rates(), "loaded");
+    for k in &model.cpu.kernels {
+        assert!(!k.loaded.is_empty(), "{} has no loaded reduction", k.op);
+        assert!(k.loaded.iter().all(|r| (0.0..=0.95).contains(&r.reduction)));
+    }
     let (ok, out, err) = hetla(&[
         "simulate",
         "--platform",
@@ -454,5 +460,6 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["cpu_rates"], "loaded");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -4,7 +4,7 @@
 
 use hetla_clusters::{Level, Topology};
 
-use super::{CpuKernelRate, CpuModel, PlatformModel, Speedup, model_flops};
+use super::{CpuKernelRate, CpuModel, LoadedReduction, PlatformModel, Speedup, model_flops};
 use crate::runtime::calibrate::CHOLESKY_OPS;
 use crate::runtime::{KernelKey, PerfModels, ResourceClass};
 use crate::{Error, Result};
@@ -16,11 +16,19 @@ impl PlatformModel {
     /// flop count of [`model_flops`] over the mean duration) and the speedup of each other
     /// calibrated cluster size over one core; `task_overhead_us` is the runtime's time
     /// between two tasks of a worker.
+    ///
+    /// `models` are durations measured with the machine loaded (every cluster busy). With
+    /// `alone`, the same kernels timed on a single cluster of each size with the rest of
+    /// the machine idle, the rates and speedups are those alone and each size's
+    /// loaded reduction is 1 - loaded rate / alone rate (kept in [0, 0.95]): the model's
+    /// loaded rates are then the measured loaded ones.
+    #[allow(clippy::too_many_arguments)]
     pub fn from_calibration(
         name: &str,
         description: &str,
         topology: &Topology,
         models: &PerfModels,
+        alone: Option<&PerfModels>,
         cluster_sizes: &[usize],
         tiles: &[usize],
         task_overhead_us: f64,
@@ -37,7 +45,7 @@ impl PlatformModel {
                 "this machine's {cores} cores, {packages} packages and {numa} NUMA nodes are not a uniform layout a platform file can describe"
             )));
         }
-        let gflops = |key: &KernelKey, cores: usize| {
+        let gflops = |models: &PerfModels, key: &KernelKey, cores: usize| {
             models
                 .get(key, &ResourceClass::CpuCluster { cores })
                 .filter(|s| s.samples > 0 && s.mean > 0.0)
@@ -47,16 +55,33 @@ impl PlatformModel {
         for &tile in tiles {
             for op in CHOLESKY_OPS {
                 let key = KernelKey::square(op, tile);
-                let core = gflops(&key, 1).ok_or_else(|| {
+                let loaded = |c| gflops(models, &key, c);
+                let alone_rate = |c| alone.and_then(|a| gflops(a, &key, c));
+                // The base rates: alone when they were measured, else the loaded ones.
+                let base = |c| match alone_rate(1) {
+                    Some(_) => alone_rate(c),
+                    None => loaded(c),
+                };
+                let core = base(1).ok_or_else(|| {
                     invalid(format!("no calibrated {op} at tile {tile} on one core"))
                 })?;
                 let speedups = cluster_sizes
                     .iter()
                     .filter(|&&c| c > 1)
                     .filter_map(|&c| {
-                        gflops(&key, c).map(|rate| Speedup {
+                        base(c).map(|rate| Speedup {
                             cores: c,
-                            speedup: rate / core,
+                            speedup: (rate / core).min(c as f64),
+                        })
+                    })
+                    .collect();
+                let reductions = cluster_sizes
+                    .iter()
+                    .filter_map(|&c| {
+                        let (a, l) = (alone_rate(c)?, loaded(c)?);
+                        Some(LoadedReduction {
+                            cores: c,
+                            reduction: (1.0 - l / a).clamp(0.0, 0.95),
                         })
                     })
                     .collect();
@@ -65,7 +90,7 @@ impl PlatformModel {
                     tile,
                     core_gflops: core,
                     speedups,
-                    loaded: Vec::new(),
+                    loaded: reductions,
                 });
             }
         }
@@ -121,8 +146,17 @@ mod tests {
             models.record(&key, &ResourceClass::CpuCluster { cores: 1 }, flops / 1e9);
             models.record(&key, &ResourceClass::CpuCluster { cores: 4 }, flops / 3e9);
         }
-        let m = PlatformModel::from_calibration("t", "", &topology, &models, &[1, 4], &[100], 5.0)
-            .unwrap();
+        let m = PlatformModel::from_calibration(
+            "t",
+            "",
+            &topology,
+            &models,
+            None,
+            &[1, 4],
+            &[100],
+            5.0,
+        )
+        .unwrap();
         assert_eq!((m.cpu.packages, m.cpu.cores_per_package), (1, 4));
         let gemm = m.cpu.kernels.iter().find(|k| k.op == "gemm").unwrap();
         assert!((gemm.core_gflops - 1.0).abs() < 1e-9);
@@ -130,7 +164,7 @@ mod tests {
         // Round trip through TOML, and a tile never calibrated is an error.
         assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
         assert!(
-            PlatformModel::from_calibration("t", "", &topology, &models, &[1], &[200], 0.0)
+            PlatformModel::from_calibration("t", "", &topology, &models, None, &[1], &[200], 0.0)
                 .is_err()
         );
     }
