@@ -426,7 +426,8 @@ impl Run<'_> {
                 flops: graph.task(task).flops,
             });
             self.lock_data().end_task(&self.handles[task], node);
-            if !self.releases[task].is_empty() {
+            // Host memory keeps its tiles: only a device's are released.
+            if node != HOST && !self.releases[task].is_empty() {
                 let evicted = self.with_data(|d| {
                     for &h in &self.releases[task] {
                         d.evict(h, node);

@@ -358,18 +358,20 @@ impl Mct {
         let mut best: Option<(bool, f64, usize, f64)> = None;
         for w in (0..ctx.workers().len()).filter(|&w| ctx.can_run(task, w)) {
             let free = state.running_end[w].max(now) + state.queued_work[w];
-            // Copies are prefetched when the task is assigned: they overlap the work
-            // already queued on the worker.
-            let inputs_ready = now + ctx.transfer_estimate(task, w);
             let estimate = ctx.estimate(task, w);
             // Uncalibrated workers win (the task measures them), the least loaded first;
-            // among calibrated ones the earliest expected end wins.
+            // among calibrated ones the earliest expected end wins. MCT: copies are
+            // prefetched when the task is assigned, so they overlap the work already queued
+            // on the worker; dmda charges them in full.
             let (calibrating, score) = match estimate {
                 Estimate::Uncalibrated(_) => (true, free),
-                Estimate::Known(d) => match self.penalty {
-                    None => (false, free.max(inputs_ready) + d),
-                    Some(beta) => (false, free + d + beta * ctx.transfer_estimate(task, w)),
-                },
+                Estimate::Known(d) => {
+                    let copies = ctx.transfer_estimate(task, w);
+                    match self.penalty {
+                        None => (false, free.max(now + copies) + d),
+                        Some(beta) => (false, free + d + beta * copies),
+                    }
+                }
             };
             let candidate = (calibrating, score, w, estimate.seconds());
             best = Some(match best {
