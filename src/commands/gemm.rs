@@ -181,18 +181,21 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             });
         }
         // A model without CPU rates (a100x8) runs on its GPUs unless clusters are asked for.
-        let mut clusters = args.clusters.clone();
-        let mut note = None;
-        if clusters == ClusterSpec::Auto && model.cpu.kernels.is_empty() && gpus > 0 {
-            clusters = ClusterSpec::None;
-            note = Some(format!(
+        let gpus_only = model.auto_is_gpus_only(&args.clusters);
+        let note = gpus_only.then(|| {
+            format!(
                 "{} has no CPU kernel rates: the product runs on its {gpus} GPU(s) only (--clusters none)",
                 model.name
-            ));
-        }
+            )
+        });
+        let clusters = if gpus_only {
+            ClusterSpec::None
+        } else {
+            args.clusters.clone()
+        };
         let (report, trace) = gemm.simulate(
             &model,
-            &clusters,
+            &args.clusters,
             gpus,
             (args.m, args.n, args.k),
             &Default::default(),

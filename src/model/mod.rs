@@ -492,8 +492,15 @@ impl PlatformModel {
         )
     }
 
+    /// Whether `spec` is `auto` on a model without CPU kernel rates (a100x8): its CPUs can
+    /// run nothing, so `auto` makes no cluster and the GPUs run every task.
+    pub fn auto_is_gpus_only(&self, spec: &ClusterSpec) -> bool {
+        *spec == ClusterSpec::Auto && self.cpu.kernels.is_empty()
+    }
+
     /// The CPUs of each cluster `spec` makes when `gpus` GPUs each take one core (the last
-    /// ones) for their host threads; checks the GPU count and that the spec fits.
+    /// ones) for their host threads (none for `auto` on a model without CPU rates, see
+    /// [`PlatformModel::auto_is_gpus_only`]); checks the GPU count and that the spec fits.
     pub fn cluster_cpus(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<Vec<usize>>> {
         if gpus > self.gpu_count() {
             return Err(Error::InvalidOption {
@@ -515,7 +522,11 @@ impl PlatformModel {
                 ),
             });
         }
-        let clusters = spec.resolve(&self.topology().without_last_cores(gpus))?;
+        let clusters = if self.auto_is_gpus_only(spec) {
+            Vec::new()
+        } else {
+            spec.resolve(&self.topology().without_last_cores(gpus))?
+        };
         if clusters.is_empty() && gpus == 0 {
             return Err(Error::InvalidOption {
                 option: "clusters",
