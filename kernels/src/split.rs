@@ -86,6 +86,18 @@ fn run_pieces<T: Send>(
     pieces.into_par_iter().with_max_len(1).try_for_each(f)
 }
 
+/// Where each band of the given sizes starts.
+fn starts(sizes: &[usize]) -> Vec<usize> {
+    sizes
+        .iter()
+        .scan(0, |start, &s| {
+            let here = *start;
+            *start += s;
+            Some(here)
+        })
+        .collect()
+}
+
 /// Cuts `m` into row bands of the given sizes.
 fn row_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
     let mut out = Vec::with_capacity(sizes.len());
@@ -97,15 +109,12 @@ fn row_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>
     out
 }
 
-/// Cuts `m` into column bands of the given sizes.
-fn col_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
-    let mut out = Vec::with_capacity(sizes.len());
-    for &s in sizes {
-        let (left, rest) = m.split_at_col_mut(s);
-        out.push(left);
-        m = rest;
-    }
-    out
+/// Cuts `m` into column bands of the given sizes (the row bands of its transpose).
+fn col_bands<'a>(m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
+    row_bands(m.transpose_mut(), sizes)
+        .into_iter()
+        .map(MatMut::transpose_mut)
+        .collect()
 }
 
 impl Backend {
@@ -124,26 +133,18 @@ impl Backend {
         let flops = 2.0 * (m * n * k) as f64;
         if n >= m || n >= threads(par) {
             let sizes = bands(n, pieces(par, flops, n));
-            let mut start = 0;
             let work: Vec<_> = col_bands(c, &sizes)
                 .into_iter()
-                .map(|c| {
-                    let b = b.subcols(start, c.ncols());
-                    start += c.ncols();
-                    (b, c)
-                })
+                .zip(starts(&sizes))
+                .map(|(c, start)| (b.subcols(start, c.ncols()), c))
                 .collect();
             run_pieces(work, |(b, c)| self.matmul_seq(a, b, c, alpha, beta))
         } else {
             let sizes = bands(m, pieces(par, flops, m));
-            let mut start = 0;
             let work: Vec<_> = row_bands(c, &sizes)
                 .into_iter()
-                .map(|c| {
-                    let a = a.subrows(start, c.nrows());
-                    start += c.nrows();
-                    (a, c)
-                })
+                .zip(starts(&sizes))
+                .map(|(c, start)| (a.subrows(start, c.nrows()), c))
                 .collect();
             run_pieces(work, |(a, c)| self.matmul_seq(a, b, c, alpha, beta))
         }
@@ -186,16 +187,13 @@ impl Backend {
     ) -> Result<(), KernelError> {
         let (n, k) = (c.nrows(), a.ncols());
         let sizes = triangle_bands(n, pieces(par, (n * n * k) as f64, n));
-        let mut start = 0;
         let work: Vec<_> = row_bands(c, &sizes)
             .into_iter()
-            .map(|band| {
+            .zip(starts(&sizes))
+            .map(|(band, start)| {
                 let rows = band.nrows();
                 let (left, rest) = band.split_at_col_mut(start);
-                let diag = rest.subcols_mut(0, rows);
-                let piece = (start, rows, left, diag);
-                start += rows;
-                piece
+                (start, rows, left, rest.subcols_mut(0, rows))
             })
             .collect();
         run_pieces(work, |(start, rows, left, diag)| {
