@@ -251,8 +251,8 @@ fn main() -> hetla::Result<()> {
         )?;
         let flops = 2.0 * (n as f64).powi(3);
         let host = bytes_from(&trace, true);
-        // Every GPU's PCIe link, 12 GB/s each, sends |A| + |B| together.
-        let bound = (flops / peak).max(2.0 * matrix / (8.0 * 12e9));
+        // The four PCIe links, 24 GB/s each (shared by a pair of GPUs), send |A| + |B|.
+        let bound = (flops / peak).max(2.0 * matrix / (4.0 * 24e9));
         rows.push(Row {
             target: format!(
                 "a100x8, n = {n}, A, B, C on the host: bytes from the host at most size(A) + size(B)"

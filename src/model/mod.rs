@@ -138,7 +138,11 @@ pub struct GpuModel {
     pub kernels: Vec<GpuKernelRate>,
 }
 
-/// How data moves between host memory and a GPU, per direction; each GPU has its own link.
+/// How data moves between host memory and a GPU, per direction, and between GPUs.
+///
+/// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`,
+/// ... share one (two GPUs behind one PCIe switch, as on an HGX A100 board), whose rate is
+/// `h2d`/`d2h`, one copy at a time per direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkModel {
@@ -150,6 +154,13 @@ pub struct LinkModel {
     /// between GPUs is staged through host memory (device to host, then host to device).
     #[serde(default)]
     pub p2p: Option<LinkRate>,
+    /// How many GPUs (consecutive indices) share one host link; 1: each has its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub host_shared_by: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// The cost of one copy on a link direction: latency plus bytes over bandwidth.
@@ -424,6 +435,12 @@ impl PlatformModel {
                 return bad(format!(
                     "gpu.memory_gb is {}; it must be > 0",
                     gpu.memory_gb
+                ));
+            }
+            if gpu.link.host_shared_by == 0 || gpu.link.host_shared_by > gpu.count.max(1) {
+                return bad(format!(
+                    "gpu.link.host_shared_by is {}; it must be from 1 (each GPU has its own host link) to gpu.count ({})",
+                    gpu.link.host_shared_by, gpu.count
                 ));
             }
             let links = [
@@ -728,5 +745,19 @@ mod tests {
         let err = PlatformModel::from_toml(&uneven).unwrap_err().to_string();
         assert!(err.contains("must divide"), "{err}");
         assert!(PlatformModel::resolve("no-such-platform").is_err());
+        let a100 = PlatformModel::preset("a100x8").unwrap().to_toml();
+        assert!(a100.contains("host_shared_by = 2"), "{a100}");
+        for shared in [0, 9] {
+            let bad = a100.replacen(
+                "host_shared_by = 2",
+                &format!("host_shared_by = {shared}"),
+                1,
+            );
+            let err = PlatformModel::from_toml(&bad).unwrap_err().to_string();
+            assert!(err.contains("host_shared_by"), "{err}");
+        }
+        // Files without the field (each GPU with its own link) still read.
+        let own = PlatformModel::from_toml(&a100.replacen("host_shared_by = 2\n", "", 1));
+        assert_eq!(own.unwrap().gpu.unwrap().link.host_shared_by, 1);
     }
 }

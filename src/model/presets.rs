@@ -87,6 +87,8 @@ pub(super) fn sirocco() -> PlatformModel {
                 h2d: K40M_PCIE,
                 d2h: K40M_PCIE,
                 p2p: None,
+                // Nor how the GPUs reach the host: each on its own PCIe link.
+                host_shared_by: 1,
             },
             kernels: SIROCCO_TABLE
                 .iter()
@@ -199,8 +201,11 @@ pub(super) fn knl() -> PlatformModel {
 const A100_GFLOPS: f64 = 17_200.0;
 
 /// `a100x8`: paper 003 chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
-/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 12 GB/s per GPU, NVLink3 /
-/// NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s each way). GEMM
+/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 96 GB/s in all (12 GB/s per GPU
+/// when all copy) through 4 links each shared by a pair of GPUs (0-1, 2-3, ...: its strong-scaling
+/// study finds the host bandwidth of GPUs 0, 2, 4, 6 equal to that of all 8), so 24 GB/s
+/// per pair, NVLink3 / NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s
+/// each way). GEMM
 /// tiles at the 17.2 Tflop/s the thesis states per GPU, at its default minimum tile 2048
 /// and at 4096; it gives no CPU kernel rates, so simulations on it use `--clusters none`,
 /// and no latencies (10 us per copy assumed).
@@ -226,9 +231,10 @@ pub(super) fn a100x8() -> PlatformModel {
             count: 8,
             memory_gb: 40.0,
             link: LinkModel {
-                h2d: rate(12.0),
-                d2h: rate(12.0),
+                h2d: rate(24.0),
+                d2h: rate(24.0),
                 p2p: Some(rate(300.0)),
+                host_shared_by: 2,
             },
             kernels: [2048, 4096]
                 .into_iter()

@@ -366,6 +366,7 @@ fn measure_link(
         h2d: fit_link(&up).ok_or_else(unfit)?,
         d2h: fit_link(&down).ok_or_else(unfit)?,
         p2p: None,
+        host_shared_by: 1,
     })
 }
 
@@ -416,6 +417,7 @@ pub fn calibrate_links(
                     h2d: mean(|l| l.h2d),
                     d2h: mean(|l| l.d2h),
                     p2p: None,
+                    host_shared_by: 1,
                 },
             );
         }

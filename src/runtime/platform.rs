@@ -34,6 +34,7 @@ pub const DEFAULT_LINK: LinkModel = LinkModel {
         gb_per_s: 10.0,
     },
     p2p: None,
+    host_shared_by: 1,
 };
 
 /// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]`

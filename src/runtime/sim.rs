@@ -19,10 +19,13 @@
 //!   (kernel, class) as a calibrated mean: a simulated run schedules like a real run whose
 //!   performance models are calibrated and exact. Durations are not recorded back.
 //! - **Copies.** A copy takes `latency + bytes / bandwidth` on its link direction (each GPU
-//!   has a host-to-device and a device-to-host link; GPU-to-GPU copies use the peer link
-//!   when the model has one, else are staged: device to host, then host to device).
-//!   *Contention rule:* one copy at a time per link direction, first requested first
-//!   served; a copy starts when its link is free and its source replica has arrived.
+//!   has a host-to-device and a device-to-host link, or shares them with its group when
+//!   the model says GPUs share host links; GPU-to-GPU copies go through the switch when
+//!   the model has peer links, else are staged: device to host, then host to device). A
+//!   copy to a GPU takes the route that delivers it first (see [`Copies::schedule`]).
+//!   *Contention rule:* one copy at a time per link direction and per switch port; a copy
+//!   takes the earliest interval, after its request and its source replica's arrival, in
+//!   which all it uses is free (copies requested later may fill gaps left earlier).
 //! - **Prefetch.** When the scheduler binds a pushed task to a worker at push time (MCT),
 //!   the task's tiles are prefetched to that worker's node at once; MCT's completion
 //!   estimate includes the copies still missing on each candidate worker's node.
@@ -120,6 +123,21 @@ impl SimPlatform {
         self.link.is_some_and(|l| l.p2p.is_some())
     }
 
+    /// The GPUs' memory nodes.
+    fn gpu_nodes(&self) -> impl Iterator<Item = MemoryNode> {
+        (1..self.capacities.len()).map(MemoryNode)
+    }
+
+    /// The node whose host link `node` uses: the first GPU of its group when GPUs share
+    /// host links ([`LinkModel::host_shared_by`]), itself otherwise.
+    fn host_link_of(&self, node: MemoryNode) -> MemoryNode {
+        if node == HOST {
+            return HOST;
+        }
+        let shared = self.link.map_or(1, |l| l.host_shared_by.max(1));
+        MemoryNode(1 + (node.0 - 1) / shared * shared)
+    }
+
     /// The link directions a copy uses (at most two), each with its rate.
     fn hops(&self, from: MemoryNode, to: MemoryNode) -> [Option<Hop>; 2] {
         let Some(link) = self.link else {
@@ -211,6 +229,38 @@ impl Ord for End {
     }
 }
 
+/// What a copy occupies while it runs, one copy at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Resource {
+    /// A link direction between two nodes; a GPU behind a shared host link is named by
+    /// the first GPU of its group.
+    Link(MemoryNode, MemoryNode),
+    /// A GPU's sending port on the switch.
+    Send(MemoryNode),
+    /// A GPU's receiving port on the switch.
+    Receive(MemoryNode),
+}
+
+/// The intervals a resource is busy, in time order, disjoint.
+#[derive(Debug, Default)]
+struct Busy(Vec<(f64, f64)>);
+
+impl Busy {
+    /// The end of the first busy interval that overlaps `[start, start + seconds)`.
+    fn conflict(&self, start: f64, seconds: f64) -> Option<f64> {
+        let i = self.0.partition_point(|&(_, end)| end <= start);
+        self.0
+            .get(i)
+            .filter(|&&(begin, _)| begin < start + seconds)
+            .map(|&(_, end)| end)
+    }
+
+    fn insert(&mut self, start: f64, end: f64) {
+        let i = self.0.partition_point(|&(begin, _)| begin < start);
+        self.0.insert(i, (start, end));
+    }
+}
+
 /// The links' state: when each direction is free, and when each replica arrives.
 ///
 /// A copy to a GPU comes from whichever node holding a valid replica would deliver it
@@ -220,79 +270,116 @@ impl Ord for End {
 /// and one receiving port, shared by all its peer copies.
 struct Copies<'a> {
     platform: &'a SimPlatform,
-    link_free: HashMap<(MemoryNode, MemoryNode), f64>,
-    /// When each GPU's peer port is free: (node, sending).
-    port_free: HashMap<(MemoryNode, bool), f64>,
+    /// When each resource is busy.
+    busy: HashMap<Resource, Busy>,
     /// `arrival[handle][node]`: when the replica there became (or becomes) usable.
     arrival: Vec<Vec<f64>>,
     events: Vec<TransferEvent>,
 }
 
 impl Copies<'_> {
-    /// When `copy`, requested at `at`, would start and end on each of its hops.
-    fn plan(&self, copy: &Transfer, at: f64) -> Route {
-        let mut ready = at.max(self.arrival[copy.handle][copy.from.0]);
-        let mut hops = Vec::with_capacity(2);
-        for hop in self.platform.hops(copy.from, copy.to).into_iter().flatten() {
-            let (from, to, rate) = hop;
-            let free = if from != HOST && to != HOST && self.platform.peer_links() {
-                let port = |key| self.port_free.get(&key).copied().unwrap_or(0.0);
-                port((from, true)).max(port((to, false)))
-            } else {
-                self.link_free.get(&(from, to)).copied().unwrap_or(0.0)
-            };
-            let start = ready.max(free);
-            let end = start + rate.seconds(copy.bytes);
-            hops.push((hop, start, end));
+    /// When a copy of `bytes` whose source replica is usable at `ready` would start and end
+    /// on each of `hops`, in order.
+    fn plan(&self, hops: impl IntoIterator<Item = Hop>, bytes: usize, mut ready: f64) -> Route {
+        let mut route = Vec::with_capacity(2);
+        for hop in hops {
+            let seconds = hop.2.seconds(bytes);
+            let start = self.earliest(hop, ready, seconds);
+            let end = start + seconds;
+            route.push((hop, start, end));
             ready = end;
         }
-        hops
+        route
     }
 
-    /// Schedules `copy`, requested at `at`, under the contention rule, from whichever of
-    /// `holders` (the nodes with a valid replica) delivers it first; write-backs to the
-    /// host keep their source.
-    fn schedule(&mut self, mut copy: Transfer, at: f64, holders: &[MemoryNode]) {
-        let arrives = |hops: &[(Hop, f64, f64)]| hops.last().map_or(at, |h| h.2);
-        let mut hops = self.plan(&copy, at);
-        if copy.to != HOST && self.platform.peer_links() {
-            // A tile another GPU holds (or is receiving) is relayed from the GPU whose copy
-            // would arrive first: the host sends each tile once, its links stay free for
-            // what only it has.
+    /// The resources a hop occupies: the sending and receiving ports of two GPUs behind
+    /// the switch, or a host link direction (shared by a group of GPUs when the model says
+    /// so).
+    fn resources(&self, (from, to, _): Hop) -> [Resource; 2] {
+        if from != HOST && to != HOST && self.platform.peer_links() {
+            [Resource::Send(from), Resource::Receive(to)]
+        } else {
+            let link = Resource::Link(
+                self.platform.host_link_of(from),
+                self.platform.host_link_of(to),
+            );
+            [link, link]
+        }
+    }
+
+    /// The earliest start from `ready` on at which a hop's resources are all free for
+    /// `seconds`.
+    fn earliest(&self, hop: Hop, ready: f64, seconds: f64) -> f64 {
+        let busy: Vec<&Busy> = self
+            .resources(hop)
+            .iter()
+            .filter_map(|r| self.busy.get(r))
+            .collect();
+        let mut start = ready;
+        while let Some(end) = busy.iter().find_map(|b| b.conflict(start, seconds)) {
+            start = end;
+        }
+        start
+    }
+
+    /// Schedules `copy`, requested at `at`, under the contention rule, by the route that
+    /// delivers it first (PARALiA's ETA routing); write-backs to the host keep their
+    /// source and route. With peer links, a copy to a GPU
+    /// - comes from another GPU that holds (or is receiving) the tile when there is one,
+    ///   the one whose copy arrives first: the host sends each tile once, and its links,
+    ///   the scarce ones, stay free for what only it has;
+    /// - otherwise comes from the host over the GPU's own host link or through another
+    ///   GPU's host link and then the switch (one hop, as PARALiA's routing allows), so
+    ///   that fetches spread over every host link. The intermediate GPU only stages the
+    ///   tile: it keeps no replica.
+    fn schedule(&mut self, copy: Transfer, at: f64, holders: &[MemoryNode]) {
+        let arrives = |route: &Route| route.last().map_or(at, |h| h.2);
+        let ready = |from: MemoryNode| at.max(self.arrival[copy.handle][from.0]);
+        let direct = |this: &Self, from: MemoryNode| {
+            let hops = this.platform.hops(from, copy.to).into_iter().flatten();
+            this.plan(hops, copy.bytes, ready(from))
+        };
+        let mut best = (copy.from, direct(self, copy.from));
+        if copy.to != HOST
+            && let Some(link) = self.platform.link
+            && let Some(p2p) = link.p2p
+        {
             let to = copy.to;
-            let mut best: Option<(Transfer, Route)> = None;
-            for &from in holders.iter().filter(|&&n| n != to && n != HOST) {
-                let other = Transfer { from, ..copy };
-                let planned = self.plan(&other, at);
-                if best
-                    .as_ref()
-                    .is_none_or(|(_, b)| arrives(&planned) < arrives(b))
-                {
-                    best = Some((other, planned));
-                }
+            let mut candidates: Vec<(MemoryNode, Route)> = holders
+                .iter()
+                .filter(|&&n| n != to && n != HOST)
+                .map(|&from| (from, direct(self, from)))
+                .collect();
+            if candidates.is_empty() && copy.from == HOST {
+                candidates.extend(self.platform.gpu_nodes().filter(|&m| m != to).map(|mid| {
+                    let hops = [(HOST, mid, link.h2d), (mid, to, p2p)];
+                    (HOST, self.plan(hops, copy.bytes, ready(HOST)))
+                }));
+                candidates.push(best.clone());
             }
-            if let Some(relay) = best {
-                (copy, hops) = relay;
+            if let Some(first) = candidates
+                .into_iter()
+                .min_by(|a, b| arrives(&a.1).total_cmp(&arrives(&b.1)))
+            {
+                best = first;
             }
         }
-        for ((from, to, _), start, end) in &hops {
-            if *from != HOST && *to != HOST && self.platform.peer_links() {
-                self.port_free.insert((*from, true), *end);
-                self.port_free.insert((*to, false), *end);
-            } else {
-                self.link_free.insert((*from, *to), *end);
+        let (source, route) = best;
+        for &(hop, start, end) in &route {
+            let [first, second] = self.resources(hop);
+            self.busy.entry(first).or_default().insert(start, end);
+            if second != first {
+                self.busy.entry(second).or_default().insert(start, end);
             }
+            let (from, to, _) = hop;
             self.events.push(TransferEvent {
-                transfer: Transfer {
-                    from: *from,
-                    to: *to,
-                    ..copy
-                },
-                start: *start,
-                end: *end,
+                transfer: Transfer { from, to, ..copy },
+                start,
+                end,
             });
         }
-        self.arrival[copy.handle][copy.to.0] = arrives(&hops);
+        debug_assert!(route.first().is_none_or(|h| h.0.0 == source));
+        self.arrival[copy.handle][copy.to.0] = arrives(&route);
     }
 
     /// Schedules every copy of `copies` (just returned by `data`) at `at`.
@@ -381,8 +468,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let releases = super::plan::releases(&options.run, &plan.handles);
     let mut copies = Copies {
         platform,
-        link_free: HashMap::new(),
-        port_free: HashMap::new(),
+        busy: HashMap::new(),
         arrival: vec![vec![0.0; nodes]; plan.tiles.len()],
         events: Vec::new(),
     };
