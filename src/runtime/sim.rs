@@ -608,3 +608,80 @@ fn allowed(options: &RunOptions, key: &KernelKey, worker: &WorkerInfo) -> bool {
         .find(|(op, _)| *op == key.op)
         .is_none_or(|(_, kinds)| kinds.contains(&worker.kind))
 }
+
+#[cfg(test)]
+mod tests {
+    use hetla_factorizations::{MatrixId, TileRef};
+
+    use super::*;
+
+    /// Two GPUs behind a switch (20 GB/s peer links), 10 GB/s host links, no latency;
+    /// `shared`: whether they share one host link.
+    fn two_gpus(shared: bool) -> SimPlatform {
+        let rate = |gb_per_s| LinkRate {
+            latency_us: 0.0,
+            gb_per_s,
+        };
+        SimPlatform {
+            workers: Vec::new(),
+            capacities: vec![None, None, None],
+            link: Some(LinkModel {
+                h2d: rate(10.0),
+                d2h: rate(10.0),
+                p2p: Some(rate(20.0)),
+                host_shared_by: if shared { 2 } else { 1 },
+            }),
+            cpu_task_overhead: 0.0,
+        }
+    }
+
+    /// Copies of tiles 0 and 1 (1 GB each) from the host to GPU 1 (node 1), asked at 0;
+    /// when each arrives, and the nodes the second one passed through.
+    fn fetch_two(platform: &SimPlatform) -> (f64, f64, Vec<MemoryNode>) {
+        let mut copies = Copies {
+            platform,
+            busy: HashMap::new(),
+            arrival: vec![vec![0.0; 3]; 2],
+            events: Vec::new(),
+        };
+        for handle in 0..2 {
+            let copy = Transfer {
+                handle,
+                tile: TileRef::new(MatrixId(0), handle, 0),
+                from: HOST,
+                to: MemoryNode(1),
+                bytes: 1_000_000_000,
+            };
+            copies.schedule(copy, 0.0, &[HOST]);
+        }
+        let path = copies.events[1..].iter().map(|e| e.transfer.to).collect();
+        (copies.arrival[0][1], copies.arrival[1][1], path)
+    }
+
+    #[test]
+    fn a_host_fetch_takes_another_gpus_free_link_unless_the_link_is_shared() {
+        // Own links: the second tile comes over GPU 2's host link (0.1 s), then the
+        // switch (0.05 s), before GPU 1's own link would be free again (0.2 s).
+        let (first, second, path) = fetch_two(&two_gpus(false));
+        assert!((first - 0.1).abs() < 1e-12);
+        assert!((second - 0.15).abs() < 1e-12, "{second}");
+        assert_eq!(path, [MemoryNode(2), MemoryNode(1)]);
+        // One shared link: the copies queue on it, and the second goes direct.
+        let (first, second, path) = fetch_two(&two_gpus(true));
+        assert!((first - 0.1).abs() < 1e-12);
+        assert!((second - 0.2).abs() < 1e-12, "{second}");
+        assert_eq!(path, [MemoryNode(1)]);
+    }
+
+    #[test]
+    fn a_copy_fills_a_gap_left_before_a_later_booking() {
+        let mut busy = Busy::default();
+        busy.insert(0.0, 1.0);
+        busy.insert(3.0, 4.0);
+        // A copy of 1 s fits between 1 and 3, one of 2.5 s only after 4.
+        assert_eq!(busy.conflict(1.0, 1.0), None);
+        assert_eq!(busy.conflict(0.5, 1.0), Some(1.0));
+        assert_eq!(busy.conflict(1.0, 2.5), Some(4.0));
+        assert_eq!(busy.conflict(4.0, 2.5), None);
+    }
+}
