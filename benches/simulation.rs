@@ -13,7 +13,7 @@ use hetla::factorizations::{TileRef, Tiling};
 use hetla::graph_bounds::cholesky_graph;
 use hetla::model::PlatformModel;
 use hetla::runtime::SchedulerKind;
-use hetla::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
+use hetla::runtime::{SimOptions, SimWork, simulate};
 use hetla::simulation::simulate_cholesky;
 
 fn sirocco_simulation(c: &mut Criterion) {
@@ -24,7 +24,7 @@ fn sirocco_simulation(c: &mut Criterion) {
     for (count, size, gpus, tiles) in [(2, 10, 4, 20), (2, 10, 4, 40), (20, 1, 4, 40)] {
         let spec = ClusterSpec::Grid { count, size };
         let n = tiles * tile;
-        let platform = SimPlatform::from_model(&sirocco, &spec, gpus).expect("platform");
+        let platform = sirocco.sim_platform(&spec, gpus).expect("platform");
         let (graph, keys) = cholesky_graph(n, tile).expect("graph");
         let tiling = Tiling::square(n, tile).expect("tiling");
         let tile_bytes = |t: TileRef| {

@@ -9,9 +9,9 @@
 use hetla::factorizations::MATMUL_C;
 use hetla::gemm::{Discretisation, Placement, Strategy};
 use hetla::model::PlatformModel;
+use hetla::runtime::HOST;
 use hetla::runtime::SchedulerKind;
-use hetla::runtime::data::HOST;
-use hetla::runtime::sim::SimOptions;
+use hetla::runtime::SimOptions;
 use hetla::simulation::simulate_cholesky;
 use hetla::{ClusterSpec, Gemm, Trace};
 

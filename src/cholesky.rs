@@ -134,7 +134,7 @@ impl Cholesky {
             Some(t) => ClusterSpec::Grid { count: 1, size: t },
             None => self.clusters.clone(),
         };
-        Platform::shared(&spec, self.backend)
+        Ok(Platform::shared(&spec, self.backend)?)
     }
 
     /// Factors a copy of `a` (left unchanged) and returns the factor.

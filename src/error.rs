@@ -121,12 +121,31 @@ pub enum Error {
     },
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
-    Memory(#[from] crate::runtime::data::NoRoom),
+    Memory(#[from] crate::runtime::NoRoom),
 }
 
 impl From<KernelError> for Error {
     fn from(e: KernelError) -> Self {
         Error::Kernel(e)
+    }
+}
+
+/// The runtime's errors keep their variant: the same kinds, fields and messages.
+impl From<crate::runtime::Error> for Error {
+    fn from(e: crate::runtime::Error) -> Self {
+        use crate::runtime::Error as E;
+        match e {
+            E::InvalidOption { option, reason } => Error::InvalidOption { option, reason },
+            E::Kernel(e) => Error::Kernel(e),
+            E::Cluster(e) => Error::Cluster(e),
+            E::PerfModel { path, reason } => Error::PerfModel { path, reason },
+            E::Output { path, reason } => Error::Output { path, reason },
+            E::Memory(e) => Error::Memory(e),
+            other => Error::InvalidOption {
+                option: "runtime",
+                reason: other.to_string(),
+            },
+        }
     }
 }
 

@@ -15,8 +15,8 @@ use hetla_bounds::{Class, Instance};
 use hetla_factorizations::{TaskGraph, Tiling};
 use serde::Serialize;
 
+use crate::calibrate::CHOLESKY_OPS;
 use crate::model::PlatformModel;
-use crate::runtime::calibrate::CHOLESKY_OPS;
 use crate::runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 use crate::{ClusterSpec, Result};
 

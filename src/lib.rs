@@ -18,17 +18,17 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod check;
 mod cholesky;
 mod error;
+mod gantt;
 pub mod gemm;
 pub mod graph_bounds;
 pub mod limits;
 pub mod matgen;
 pub mod model;
-pub mod output;
 pub mod peers;
-pub mod runtime;
 pub mod simulation;
 pub mod tile_choice;
 mod tile_work;
@@ -36,10 +36,17 @@ mod tiled;
 
 pub use cholesky::{Cholesky, Factor, default_tile_size, solve_spd};
 pub use error::{Error, Result};
+pub use gantt::Gantt;
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_bounds as bounds;
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;
 pub use hetla_kernels::{Backend, Op, Par};
+pub use hetla_runtime as runtime;
 pub use runtime::{Platform, SchedulerKind, Trace};
 pub use tiled::{TiledMatrix, mat_from_slice};
+
+/// Output files written whole or not at all (see [`runtime::write_atomic`]).
+pub mod output {
+    pub use crate::runtime::{check_distinct, check_writable, write_atomic};
+}

@@ -12,17 +12,19 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use faer::MatMut;
+use hetla::calibrate::{
+    IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
+    record_in_run,
+};
 use hetla::graph_bounds::{
     BoundReport, measured_cholesky_bounds, model_cholesky_bounds, run_cholesky_bounds,
 };
 use hetla::model::PlatformModel;
-use hetla::runtime::calibrate::{
-    IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
-    record_in_run,
-};
-use hetla::runtime::trace::{KernelSummary, LinkBytes, WorkerSummary};
 use hetla::runtime::{GpuSelection, ModelStore, Platform};
-use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, Topology, check, matgen, peers};
+use hetla::runtime::{KernelSummary, LinkBytes, WorkerSummary};
+use hetla::{
+    Backend, Cholesky, ClusterSpec, Gantt, Par, SchedulerKind, Topology, check, matgen, peers,
+};
 use serde::Serialize;
 
 /// Factorisations `calibrate --output` times per cluster spec and tile size.
@@ -97,7 +99,12 @@ impl GpuArgs {
     /// The platform of `spec` with the selected GPUs.
     fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> hetla::Result<Platform> {
         let devices = self.gpus.open(self.gpu_memory)?;
-        Platform::with_devices(spec, cpu.backend, cpu.store(), devices)
+        Ok(Platform::with_devices(
+            spec,
+            cpu.backend,
+            cpu.store(),
+            devices,
+        )?)
     }
 }
 
@@ -402,7 +409,7 @@ fn check_outputs(
     if let Some(models) = model_file {
         given.push(("the performance-model file", models));
     }
-    hetla::output::check_distinct(&given)
+    Ok(hetla::output::check_distinct(&given)?)
 }
 
 /// Saves the models a finished run learned: a failure is a warning that keeps the run's
@@ -777,7 +784,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                     hetla::runtime::ModelStore::None,
                 )
             })
-            .collect::<hetla::Result<_>>()?,
+            .collect::<hetla::runtime::Result<_>>()?,
         None => Vec::new(),
     };
     // Factorisations timed per CPU platform for the platform file.
@@ -837,7 +844,7 @@ fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
         {
             let class = hetla::runtime::ResourceClass::CpuCluster { cores: size };
-            for op in hetla::runtime::calibrate::CHOLESKY_OPS {
+            for op in hetla::calibrate::CHOLESKY_OPS {
                 let key = hetla::runtime::KernelKey::square(op, tile);
                 if let Some(stats) = timed.get(&key, &class) {
                     measured_alone.merge(key, class.clone(), stats);

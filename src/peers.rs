@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use faer::{Mat, MatMut, Par};
+use faer::{Mat, MatMut};
 use hetla_kernels::Backend;
 
 use crate::{Error, Result};
@@ -87,15 +87,7 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool> {
         })
 }
 
-/// The parallelism for `threads` threads of the current pool: sequential for one thread
-/// (no rayon overhead), rayon otherwise. Shared by the executor, calibration and peers.
-pub(crate) fn par(threads: usize) -> Par {
-    if threads > 1 {
-        Par::rayon(threads)
-    } else {
-        Par::Seq
-    }
-}
+pub(crate) use hetla_kernels::par_for as par;
 
 fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
     PeerRate {

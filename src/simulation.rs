@@ -1,12 +1,11 @@
 //! Simulated Cholesky runs on modelled platforms, reported next to their bounds: what
 //! `hetla simulate` prints and `hetla sweep` repeats over configurations.
 //!
-//! One call builds the Cholesky graph once, simulates it with the [`runtime::sim`]
+//! One call builds the Cholesky graph once, simulates it with the [`runtime::simulate`](crate::runtime::simulate)
 //! executor, and computes the critical-path, area and mixed bounds of the same graph with
 //! the same durations (the bounds ignore transfers; the simulation pays them), so a
 //! noise-free simulated run can never beat its own mixed bound.
 //!
-//! [`runtime::sim`]: crate::runtime::sim
 
 use std::time::Instant;
 
@@ -15,8 +14,8 @@ use serde::Serialize;
 
 use crate::graph_bounds::{BoundReport, cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::PlatformModel;
-use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
-pub use crate::runtime::trace::{LinkBytes, node_name};
+pub use crate::runtime::{LinkBytes, node_name};
+use crate::runtime::{SimOptions, SimWork, simulate};
 use crate::runtime::{Trace, count_classes};
 use crate::{ClusterSpec, Result};
 
@@ -82,7 +81,7 @@ pub fn simulate_cholesky(
     tile: usize,
     options: &SimOptions,
 ) -> Result<(SimReport, Trace)> {
-    let platform = SimPlatform::from_model(model, spec, gpus)?;
+    let platform = model.sim_platform(spec, gpus)?;
     let (graph, keys) = cholesky_graph(n, tile)?;
     let tiling = Tiling::square(n, tile)?;
     let tile_bytes = |t: hetla_factorizations::TileRef| {

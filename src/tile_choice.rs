@@ -19,11 +19,11 @@
 //! clusters, which ran at 0.84 of their bound). The choice is remembered per platform
 //! and n.
 
+use crate::calibrate::{CHOLESKY_OPS, calibrate};
 use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::model_flops;
-use crate::runtime::calibrate::{CHOLESKY_OPS, calibrate};
-use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
 use crate::runtime::{KernelKey, Platform, ResourceClass, count_classes};
+use crate::runtime::{SimOptions, SimPlatform, SimWork, simulate};
 use crate::{Result, default_tile_size};
 
 /// Tile sizes a choice considers.
@@ -39,17 +39,7 @@ const MAX_TILES_PER_SIDE: usize = 32;
 /// Calibration samples per kernel, class and candidate measured on first use.
 const FIRST_USE_SAMPLES: usize = 2;
 
-/// A tile size and why.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct TileChoice {
-    /// The tile size.
-    pub tile: usize,
-    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
-    /// a platform with devices), in milliseconds.
-    pub predictions: Vec<(usize, f64)>,
-    /// Candidates that were measured for this choice (not yet in the models).
-    pub calibrated: Vec<usize>,
-}
+pub use crate::runtime::TileChoice;
 
 /// The candidates for order `n`.
 pub fn candidates(n: usize) -> Vec<usize> {

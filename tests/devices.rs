@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::runtime::data::{HOST, MemoryNode};
 use hetla::runtime::{Device, EmulatedDevice, GpuSelection, ModelStore, Platform, Trace};
+use hetla::runtime::{HOST, MemoryNode};
 use hetla::{Backend, Cholesky, ClusterSpec, Error, matgen::random_spd};
 
 /// Emulated devices with a budget of `tiles` tiles of `b x b`, kept to query afterwards.

@@ -265,7 +265,7 @@ fn on_a100x8_the_host_sends_each_tile_once_over_every_shared_link_and_gpus_relay
             None,
         )
         .unwrap();
-    let host = |t: &&hetla::runtime::trace::TransferEvent| t.transfer.from.0 == 0;
+    let host = |t: &&hetla::runtime::TransferEvent| t.transfer.from.0 == 0;
     let from_host: usize = trace
         .transfers
         .iter()
@@ -287,7 +287,7 @@ fn on_a100x8_the_host_sends_each_tile_once_over_every_shared_link_and_gpus_relay
     // One copy at a time per shared link and direction, at the link's own rate, and every
     // link carries a share of the host's bytes.
     for pair in 0..4 {
-        let on_pair = |t: &&hetla::runtime::trace::TransferEvent| (t.transfer.to.0 - 1) / 2 == pair;
+        let on_pair = |t: &&hetla::runtime::TransferEvent| (t.transfer.to.0 - 1) / 2 == pair;
         let mut spans: Vec<(f64, f64)> = trace
             .transfers
             .iter()

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use faer::Par;
+use hetla::Gantt;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
-use hetla::runtime::perfmodel::MIN_SAMPLES;
+use hetla::runtime::MIN_SAMPLES;
 use hetla::runtime::{
     KernelKey, Mct, ModelStore, PerfModels, Platform, ResourceClass, ResourceKind, RunOptions,
     SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload, execute,
@@ -43,7 +44,7 @@ fn worker(name: &str, kind: ResourceKind, class: ResourceClass, cores: usize) ->
         name: name.into(),
         kind,
         class,
-        node: hetla::runtime::data::HOST,
+        node: hetla::runtime::HOST,
         cpus: (0..cores).collect(),
     }
 }

@@ -6,8 +6,8 @@ mod common;
 use common::hetla;
 
 use hetla::model::PlatformModel;
-use hetla::runtime::data::HOST;
-use hetla::runtime::sim::{SimOptions, SimPlatform};
+use hetla::runtime::HOST;
+use hetla::runtime::SimOptions;
 use hetla::runtime::{RunOptions, SchedulerKind};
 use hetla::simulation::{SimReport, simulate_cholesky};
 use hetla::{ClusterSpec, Error};
@@ -256,7 +256,7 @@ fn a_small_gpu_memory_forces_evictions_and_write_backs_and_the_run_completes() {
 
 #[test]
 fn gpus_take_their_host_cores_and_their_own_memory_nodes() {
-    let p = SimPlatform::from_model(&sirocco(), &grid(2, 10), 4).unwrap();
+    let p = sirocco().sim_platform(&grid(2, 10), 4).unwrap();
     assert_eq!(p.workers.len(), 6);
     assert_eq!(p.capacities.len(), 5);
     let gpu_cores: Vec<usize> = p.workers[2..].iter().map(|w| w.cpus[0]).collect();
@@ -266,8 +266,8 @@ fn gpus_take_their_host_cores_and_their_own_memory_nodes() {
             .iter()
             .all(|w| w.cpus.iter().all(|&c| c < 20))
     );
-    assert!(SimPlatform::from_model(&sirocco(), &grid(2, 12), 1).is_err());
-    assert!(SimPlatform::from_model(&sirocco(), &grid(2, 10), 5).is_err());
+    assert!(sirocco().sim_platform(&grid(2, 12), 1).is_err());
+    assert!(sirocco().sim_platform(&grid(2, 10), 5).is_err());
 }
 
 #[test]

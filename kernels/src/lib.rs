@@ -46,4 +46,14 @@ mod split;
 pub use backend::Backend;
 pub use error::KernelError;
 pub use faer::Par;
+
+/// The parallelism for `threads` threads of the current pool: sequential for one thread
+/// (no rayon overhead), rayon otherwise.
+pub fn par_for(threads: usize) -> Par {
+    if threads > 1 {
+        Par::rayon(threads)
+    } else {
+        Par::Seq
+    }
+}
 pub use op::{MatMul, Op, Shape};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use hetla::model::PlatformModel;
 use hetla::runtime::RunOptions;
-use hetla::runtime::sim::SimOptions;
+use hetla::runtime::SimOptions;
 use hetla::simulation::{SimReport, simulate_cholesky};
 use hetla::{ClusterSpec, SchedulerKind};
 

@@ -51,12 +51,12 @@ pub use partition::Discretisation;
 pub use strategy::{Processor, Strategy};
 
 use crate::model::PlatformModel;
-use crate::runtime::data::{HOST, MemoryNode};
-use crate::runtime::sim::{SimOptions, SimPlatform, SimWork, simulate};
+use crate::runtime::{HOST, MemoryNode};
 use crate::runtime::{
     KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace, WorkerInfo,
     execute,
 };
+use crate::runtime::{SimOptions, SimWork, simulate};
 use crate::tile_work::{TileWork, run_error};
 use crate::{Backend, Error, Result, TiledMatrix};
 
@@ -544,7 +544,7 @@ impl Gemm {
         };
         let links = platform.links();
         let copy_seconds = |node: MemoryNode, bytes: usize| {
-            crate::runtime::platform::copy_seconds(&links, HOST, node, bytes)
+            crate::runtime::copy_seconds(&links, HOST, node, bytes)
         };
         let mut capacities = vec![None];
         capacities.extend(platform.devices().iter().map(|d| Some(d.device.budget())));
@@ -580,7 +580,7 @@ impl Gemm {
         options: &SimOptions,
         gpu_memory: Option<usize>,
     ) -> Result<(GemmReport, Trace)> {
-        let mut platform = SimPlatform::from_model(model, spec, gpus)?;
+        let mut platform = model.sim_platform(spec, gpus)?;
         if let Some(bytes) = gpu_memory {
             for c in platform.capacities.iter_mut().skip(1) {
                 *c = Some(bytes);
@@ -746,7 +746,7 @@ impl Gemm {
                     .filter(|t| t.transfer.from.0 == node || t.transfer.to.0 == node)
                     .map(|t| t.transfer.bytes)
                     .sum();
-                (crate::runtime::trace::node_name(MemoryNode(node)), bytes)
+                (crate::runtime::node_name(MemoryNode(node)), bytes)
             })
             .collect();
         let total = trace.transfers.iter().map(|t| t.transfer.bytes).sum();

@@ -4,7 +4,7 @@
 //! the inner dimension) should be as small as possible. The lower bound is
 //! sum_k 2 sqrt(s_k) on the unit square ([`hetla_bounds::communication`]).
 //!
-//! [`partition`] is a recursive algorithm in the spirit of NRRP (paper 000, [6]): a
+//! [`partition`] is a recursive algorithm in the spirit of NRRP (paper 000, its reference 6): a
 //! rectangle and a set of processors (sorted by decreasing speed) is either
 //! - cut across its longer side into two rectangles with areas in proportion to the
 //!   speeds of a prefix and the rest of the processors, both recursed into; or
@@ -58,7 +58,7 @@ pub struct Partition {
 }
 
 /// Partitions the `rows x cols` rectangle among processors with the given speeds (all
-/// finite, > 0), processor k getting the area share speeds[k] / sum.
+/// finite, > 0), processor k getting the area share `speeds[k] / sum`.
 pub fn partition(speeds: &[f64], rows: f64, cols: f64) -> Partition {
     let total: f64 = speeds.iter().sum();
     let area = rows * cols;

@@ -71,7 +71,7 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = String;
 
-    /// "auto", "dmda", "grid", "max-reuse", or "peri-sum[:rounded|precise][:steal|static]"
+    /// "auto", "dmda", "grid", "max-reuse", or `peri-sum[:rounded|precise][:steal|static]`
     /// (default rounded with stealing, paper 000's best).
     fn from_str(s: &str) -> Result<Self, String> {
         let lower = s.to_ascii_lowercase();

@@ -5,7 +5,7 @@
 use hetla_clusters::{Level, Topology};
 
 use super::{CpuKernelRate, CpuModel, LoadedReduction, PlatformModel, Speedup, model_flops};
-use crate::runtime::calibrate::CHOLESKY_OPS;
+use crate::calibrate::CHOLESKY_OPS;
 use crate::runtime::{KernelKey, PerfModels, ResourceClass};
 use crate::{Error, Result};
 

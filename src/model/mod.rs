@@ -36,7 +36,10 @@ use hetla_clusters::{ClusterSpec, Topology};
 use hetla_kernels::Op;
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::{KernelKey, ResourceClass, count_classes};
+use crate::runtime::{
+    KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, WorkerInfo, count_classes,
+};
+pub use crate::runtime::{LinkModel, LinkRate};
 use crate::{Error, Result};
 
 /// The most cores a platform model may have (the largest nodes have a few hundred).
@@ -136,48 +139,6 @@ pub struct GpuModel {
     pub link: LinkModel,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
-}
-
-/// How data moves between host memory and a GPU, per direction, and between GPUs.
-///
-/// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`,
-/// ... share one (two GPUs behind one PCIe switch, as on an HGX A100 board), whose rate is
-/// `h2d`/`d2h`, one copy at a time per direction.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkModel {
-    /// Host to device.
-    pub h2d: LinkRate,
-    /// Device to host.
-    pub d2h: LinkRate,
-    /// Device to device, when GPUs can copy to each other directly; without it a copy
-    /// between GPUs is staged through host memory (device to host, then host to device).
-    #[serde(default)]
-    pub p2p: Option<LinkRate>,
-    /// How many GPUs (consecutive indices) share one host link; 1: each has its own.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub host_shared_by: usize,
-}
-
-fn is_one(n: &usize) -> bool {
-    *n == 1
-}
-
-/// The cost of one copy on a link direction: latency plus bytes over bandwidth.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkRate {
-    /// Latency of one copy, in microseconds.
-    pub latency_us: f64,
-    /// Bandwidth, in GB/s (10^9 bytes per second).
-    pub gb_per_s: f64,
-}
-
-impl LinkRate {
-    /// Seconds one copy of `bytes` bytes takes.
-    pub fn seconds(&self, bytes: usize) -> f64 {
-        self.latency_us * 1e-6 + bytes as f64 / (self.gb_per_s * 1e9)
-    }
 }
 
 /// The rate of one GPU kernel at one tile size.
@@ -513,6 +474,43 @@ impl PlatformModel {
     /// run nothing, so `auto` makes no cluster and the GPUs run every task.
     pub fn auto_is_gpus_only(&self, spec: &ClusterSpec) -> bool {
         *spec == ClusterSpec::Auto && self.cpu.kernels.is_empty()
+    }
+
+    /// The workers, memory nodes and links a simulation sees on this model with CPU
+    /// clusters `spec` and `gpus` GPUs: as on a real machine, each GPU's host thread takes one core (the last ones) before the clusters
+    /// are formed.
+    pub fn sim_platform(&self, spec: &ClusterSpec, gpus: usize) -> Result<SimPlatform> {
+        let model = self;
+        let topology: Topology = model.topology();
+        let mut workers: Vec<WorkerInfo> = model
+            .cluster_cpus(spec, gpus)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, cpus)| WorkerInfo::cpu_cluster(i, cpus))
+            .collect();
+        let mut capacities = vec![None];
+        if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
+            let cores = topology.cores();
+            for g in 0..gpus {
+                let host_core = &cores[cores.len() - gpus + g];
+                workers.push(WorkerInfo {
+                    name: format!("gpu{g}"),
+                    kind: ResourceKind::Gpu,
+                    class: ResourceClass::Gpu {
+                        model: gpu.model.clone(),
+                    },
+                    node: MemoryNode(g + 1),
+                    cpus: host_core[..1].to_vec(),
+                });
+                capacities.push(Some((gpu.memory_gb * 1e9) as usize));
+            }
+        }
+        Ok(SimPlatform {
+            workers,
+            capacities,
+            link: model.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
+            cpu_task_overhead: model.cpu.task_overhead_us * 1e-6,
+        })
     }
 
     /// The CPUs of each cluster `spec` makes when `gpus` GPUs each take one core (the last

@@ -1,7 +1,7 @@
 //! The simulated executor: the runtime's schedulers and data layer driven by a virtual
 //! clock, with durations and link costs from a platform model (StarPU-SimGrid style).
 //!
-//! Everything that decides runs as in a real run: [`super::plan`] prepares the same
+//! Everything that decides runs as in a real run: [`crate::plan`] prepares the same
 //! scheduler context (priorities, restrictions, model table), the same [`Scheduler`]
 //! objects get the same `push`/`pop`/`done` calls, and the same [`DataRegistry`] decides
 //! replicas, prefetches, evictions and write-backs. Only time is virtual:
@@ -29,7 +29,7 @@
 //! - **Prefetch.** When the scheduler binds a pushed task to a worker at push time (MCT),
 //!   the task's tiles are prefetched to that worker's node at once; MCT's completion
 //!   estimate includes the copies still missing on each candidate worker's node.
-//! - **Static plans** ([`super::planned`]): after a worker starts a task, the inputs of
+//! - **Static plans** ([`crate::planned`]): after a worker starts a task, the inputs of
 //!   its next two planned tasks that are safe to copy are prefetched; the tiles a plan
 //!   releases after a task are dropped (written back if last) when it ends. Tiles placed
 //!   on a node before the run (`RunOptions::placement`) are there at time 0.
@@ -44,18 +44,17 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
-use hetla_clusters::{ClusterSpec, Topology};
 use hetla_factorizations::{TaskGraph, TileRef};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::data::{DataRegistry, HOST, MemoryNode, Transfer};
-use super::execute::RunOptions;
-use super::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
-use super::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
-use super::platform::{ResourceKind, WorkerInfo};
-use super::trace::{TaskEvent, Trace, TransferEvent};
-use crate::model::{LinkModel, LinkRate, PlatformModel};
+use crate::data::{DataRegistry, HOST, MemoryNode, Transfer};
+use crate::execute::RunOptions;
+use crate::link::{LinkModel, LinkRate};
+use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
+use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
+use crate::platform::{ResourceKind, WorkerInfo};
+use crate::trace::{TaskEvent, Trace, TransferEvent};
 use crate::{Error, Result};
 
 /// A modelled machine's workers, memory nodes and links, as a simulated run sees them.
@@ -72,42 +71,6 @@ pub struct SimPlatform {
 }
 
 impl SimPlatform {
-    /// The workers of `model` with CPU clusters `spec` and `gpus` GPUs: as on a real
-    /// machine, each GPU's host thread takes one core (the last ones) before the clusters
-    /// are formed.
-    pub fn from_model(model: &PlatformModel, spec: &ClusterSpec, gpus: usize) -> Result<Self> {
-        let topology: Topology = model.topology();
-        let mut workers: Vec<WorkerInfo> = model
-            .cluster_cpus(spec, gpus)?
-            .into_iter()
-            .enumerate()
-            .map(|(i, cpus)| WorkerInfo::cpu_cluster(i, cpus))
-            .collect();
-        let mut capacities = vec![None];
-        if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
-            let cores = topology.cores();
-            for g in 0..gpus {
-                let host_core = &cores[cores.len() - gpus + g];
-                workers.push(WorkerInfo {
-                    name: format!("gpu{g}"),
-                    kind: ResourceKind::Gpu,
-                    class: ResourceClass::Gpu {
-                        model: gpu.model.clone(),
-                    },
-                    node: MemoryNode(g + 1),
-                    cpus: host_core[..1].to_vec(),
-                });
-                capacities.push(Some((gpu.memory_gb * 1e9) as usize));
-            }
-        }
-        Ok(Self {
-            workers,
-            capacities,
-            link: model.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
-            cpu_task_overhead: model.cpu.task_overhead_us * 1e-6,
-        })
-    }
-
     /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged
     /// GPU-to-GPU copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
@@ -403,7 +366,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
         });
     }
-    let plan = super::plan::plan(
+    let plan = crate::plan::plan(
         workers,
         graph,
         work.keys.iter().cloned(),
@@ -465,7 +428,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             option: "plan",
             reason,
         })?;
-    let releases = super::plan::releases(&options.run, &plan.handles);
+    let releases = crate::plan::releases(&options.run, &plan.handles);
     let mut copies = Copies {
         platform,
         busy: HashMap::new(),
@@ -490,7 +453,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         }
     };
     // Placed tiles are there at time 0: their copies are not simulated.
-    for (h, node, mode) in super::plan::placements(&options.run, &plan.tiles) {
+    for (h, node, mode) in crate::plan::placements(&options.run, &plan.tiles) {
         lock(&data)
             .acquire(h, node, mode)
             .map_err(|no_room| Error::InvalidOption {

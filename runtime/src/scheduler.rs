@@ -34,8 +34,8 @@ use std::sync::Mutex;
 
 use crossbeam_deque::{Injector, Stealer, Worker as Deque};
 
-use super::perfmodel::Stats;
-use super::platform::{ResourceKind, WorkerInfo};
+use crate::perfmodel::Stats;
+use crate::platform::{ResourceKind, WorkerInfo};
 
 /// A duration estimate for a task on a worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,7 +56,7 @@ impl Estimate {
 }
 
 /// The rate assumed per core for a kernel never measured (flop/s): only a first guess
-/// until [`super::perfmodel::MIN_SAMPLES`] samples exist.
+/// until [`crate::perfmodel::MIN_SAMPLES`] samples exist.
 const GUESS_RATE_PER_CORE: f64 = 20e9;
 
 /// The time the copies a task still needs on a worker's memory node would take; the
@@ -509,8 +509,8 @@ impl Scheduler for WorkStealing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::data::{HOST, MemoryNode};
-    use crate::runtime::perfmodel::{MIN_SAMPLES, ResourceClass};
+    use crate::data::{HOST, MemoryNode};
+    use crate::perfmodel::{MIN_SAMPLES, ResourceClass};
 
     fn worker(name: &str, kind: ResourceKind, node: MemoryNode) -> WorkerInfo {
         WorkerInfo {

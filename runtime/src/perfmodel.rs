@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use hetla_kernels::Op;
 use serde::{Deserialize, Serialize};
 
-use crate::model::LinkModel;
+use crate::link::LinkModel;
 use crate::{Error, Result};
 
 /// Samples a key needs before its mean is trusted.
@@ -391,7 +391,7 @@ impl PerfModels {
             links: merged.links.clone(),
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| model_error(path, e))?;
-        crate::output::write_atomic(path, text.as_bytes()).map_err(|e| model_error(path, e))?;
+        crate::files::write_atomic(path, text.as_bytes()).map_err(|e| model_error(path, e))?;
         *self = merged;
         Ok(warnings)
     }

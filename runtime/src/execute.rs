@@ -7,7 +7,7 @@
 //! no more busy threads than cores. Idle workers sleep on a condition variable that every
 //! release of ready tasks signals.
 //!
-//! Device workers (GPUs, emulated devices; [`super::device`]) each have a host thread of
+//! Device workers (GPUs, emulated devices; [`crate::device`]) each have a host thread of
 //! their own, pinned to the core the platform reserved for it. Before a task runs, the
 //! data layer makes its tiles valid on the worker's memory node; the copies and releases
 //! it decides are carried out **under the registry's lock, in the registry's order**, so
@@ -33,14 +33,14 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
-use super::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
-use super::device::Device;
-use super::perfmodel::KernelKey;
-use super::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
-use super::planned::{Planned, StaticPlan};
-use super::platform::{Platform, ResourceKind};
-use super::scheduler::{SchedContext, SchedulerKind};
-use super::trace::{TaskEvent, Trace, TransferEvent};
+use crate::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
+use crate::device::Device;
+use crate::perfmodel::KernelKey;
+use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
+use crate::planned::{Planned, StaticPlan};
+use crate::platform::{Platform, ResourceKind};
+use crate::scheduler::{SchedContext, SchedulerKind};
+use crate::trace::{TaskEvent, Trace, TransferEvent};
 
 /// Work for the runtime: a task graph and how to run each task.
 pub trait Workload: Sync {
@@ -80,14 +80,14 @@ pub struct RunOptions {
     pub scheduler: SchedulerKind,
     /// Operations restricted to some resource kinds (others run anywhere).
     pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
-    /// A static allocation to follow instead of `scheduler` (see [`super::planned`]).
+    /// A static allocation to follow instead of `scheduler` (see [`StaticPlan`](crate::StaticPlan)).
     pub plan: Option<Arc<StaticPlan>>,
     /// Tiles put on a memory node before the clock starts: `Mode::Read` adds a copy there
     /// (the host keeps its own), `Mode::ReadWrite` leaves that copy the only valid one.
     /// Data "already on the device"; the copies are neither timed nor traced.
     pub placement: Vec<(TileRef, MemoryNode, Mode)>,
     /// dmda's beta, the weight of transfer time in its scores (`None`:
-    /// [`super::scheduler::DMDA_BETA`]); other policies ignore it.
+    /// [`crate::scheduler::DMDA_BETA`]); other policies ignore it.
     pub dmda_beta: Option<f64>,
 }
 
@@ -98,7 +98,7 @@ impl RunOptions {
         &self,
         workers: usize,
         tasks: usize,
-    ) -> Result<Box<dyn super::scheduler::Scheduler>, String> {
+    ) -> Result<Box<dyn crate::scheduler::Scheduler>, String> {
         match &self.plan {
             Some(plan) => {
                 plan.check(tasks, workers)?;
@@ -106,7 +106,7 @@ impl RunOptions {
             }
             None => Ok(self.scheduler.build_with_beta(
                 workers,
-                self.dmda_beta.unwrap_or(super::scheduler::DMDA_BETA),
+                self.dmda_beta.unwrap_or(crate::scheduler::DMDA_BETA),
             )),
         }
     }
@@ -188,7 +188,7 @@ impl Signal {
 struct Run<'a> {
     work: &'a dyn Workload,
     ctx: SchedContext<'a>,
-    scheduler: Box<dyn super::scheduler::Scheduler>,
+    scheduler: Box<dyn crate::scheduler::Scheduler>,
     remaining_preds: Vec<AtomicUsize>,
     unfinished: AtomicUsize,
     stop: AtomicBool,
@@ -390,7 +390,7 @@ impl Run<'_> {
     /// Pops and runs tasks until the run ends: on the calling thread's cluster pool with
     /// `cores` cores, or on `device`.
     fn worker_loop(&self, w: usize, cores: usize, device: Option<&dyn Device>) -> Vec<TaskEvent> {
-        let par = crate::peers::par(cores);
+        let par = hetla_kernels::par_for(cores);
         let node = self.ctx.workers()[w].node;
         let graph = self.work.graph();
         let mut events = Vec::new();
@@ -500,7 +500,7 @@ pub fn execute(
     let n = graph.len();
 
     let models = platform.models();
-    let plan = super::plan::plan(
+    let plan = crate::plan::plan(
         workers,
         graph,
         (0..n).map(|t| work.key(t)),
@@ -522,9 +522,9 @@ pub fn execute(
             });
         }
     };
-    let releases = super::plan::releases(options, &plan.handles);
-    let placement = super::plan::placements(options, &plan.tiles);
-    let super::plan::RunPlan {
+    let releases = crate::plan::releases(options, &plan.handles);
+    let placement = crate::plan::placements(options, &plan.tiles);
+    let crate::plan::RunPlan {
         keys,
         classes,
         ctx,
@@ -557,7 +557,7 @@ pub fn execute(
         registry
     });
     let links = platform.links();
-    let copy_seconds = |from, to, bytes| super::platform::copy_seconds(&links, from, to, bytes);
+    let copy_seconds = |from, to, bytes| crate::platform::copy_seconds(&links, from, to, bytes);
     let estimate = LinkEstimate {
         workers,
         data: &data,

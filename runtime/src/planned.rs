@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use super::scheduler::{SchedContext, Scheduler};
+use crate::scheduler::{SchedContext, Scheduler};
 
 /// A static allocation of groups of tasks to processors (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -212,8 +212,8 @@ impl Scheduler for Planned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::platform::WorkerInfo;
-    use crate::runtime::scheduler::SchedContext;
+    use crate::platform::WorkerInfo;
+    use crate::scheduler::SchedContext;
 
     fn ctx(workers: &[WorkerInfo], tasks: usize) -> SchedContext<'_> {
         SchedContext::new(

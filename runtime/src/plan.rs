@@ -8,11 +8,11 @@ use std::sync::Mutex;
 use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::Op;
 
-use super::data::{DataRegistry, MemoryNode};
-use super::execute::bottom_levels;
-use super::perfmodel::{KernelKey, ResourceClass, Stats};
-use super::platform::{ResourceKind, WorkerInfo};
-use super::scheduler::{SchedContext, TransferEstimate};
+use crate::data::{DataRegistry, MemoryNode};
+use crate::execute::bottom_levels;
+use crate::perfmodel::{KernelKey, ResourceClass, Stats};
+use crate::platform::{ResourceKind, WorkerInfo};
+use crate::scheduler::{SchedContext, TransferEstimate};
 
 /// Transfer estimates for MCT from the registry's replica states and the links' models:
 /// the copies that would make a task's tiles valid on a worker's node, each from the node
@@ -83,7 +83,7 @@ pub(crate) fn prefetchable(
 
 /// The access handles each task's plan releases after it (empty without a static plan).
 pub(crate) fn releases(
-    options: &super::execute::RunOptions,
+    options: &crate::execute::RunOptions,
     handles: &[Vec<(usize, Mode)>],
 ) -> Vec<Vec<usize>> {
     let mut after = vec![Vec::new(); handles.len()];
@@ -123,7 +123,7 @@ pub(crate) fn releases(
 /// The handles and nodes of the tiles `options` places before the run, with the mode
 /// that places them (read: a shared copy; read-write: the node's copy is the only one).
 pub(crate) fn placements(
-    options: &super::execute::RunOptions,
+    options: &crate::execute::RunOptions,
     tiles: &[(TileRef, usize)],
 ) -> Vec<(usize, MemoryNode, Mode)> {
     let index: HashMap<TileRef, usize> = tiles

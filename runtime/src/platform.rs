@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
 use hetla_kernels::Backend;
 
-use super::data::{HOST, MemoryNode};
-use super::device::Device;
-use super::perfmodel::{PerfModels, ResourceClass};
-use crate::model::{LinkModel, LinkRate};
+use crate::data::{HOST, MemoryNode};
+use crate::device::Device;
+use crate::link::{LinkModel, LinkRate};
+use crate::perfmodel::{PerfModels, ResourceClass};
 use crate::{Error, Result};
 
 /// The link model of a device until `hetla calibrate` has measured it: 10 us and 10 GB/s
@@ -149,7 +149,7 @@ pub struct Platform {
     /// from several user threads).
     run_lock: Mutex<()>,
     /// Cholesky tile sizes chosen on this platform, by order n (`tile_choice`).
-    tile_choices: Mutex<Vec<(usize, crate::tile_choice::TileChoice)>>,
+    tile_choices: Mutex<Vec<(usize, TileChoice)>>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -330,9 +330,8 @@ impl Platform {
         &self.devices
     }
 
-    /// Waits until no other run uses the devices, and keeps them for the caller.
     /// The tile chosen earlier for a Cholesky factorisation of order `n`.
-    pub(crate) fn remembered_tile(&self, n: usize) -> Option<crate::tile_choice::TileChoice> {
+    pub fn remembered_tile(&self, n: usize) -> Option<TileChoice> {
         let choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
         choices
             .iter()
@@ -341,13 +340,14 @@ impl Platform {
     }
 
     /// Remembers the tile chosen for order `n`.
-    pub(crate) fn remember_tile(&self, n: usize, choice: crate::tile_choice::TileChoice) {
+    pub fn remember_tile(&self, n: usize, choice: TileChoice) {
         let mut choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
         choices.retain(|(m, _)| *m != n);
         choices.push((n, choice));
     }
 
-    pub(crate) fn lock_run(&self) -> MutexGuard<'_, ()> {
+    /// Waits until no other run uses the devices, and keeps them for the caller.
+    pub fn lock_run(&self) -> MutexGuard<'_, ()> {
         self.run_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -407,4 +407,17 @@ impl Platform {
         // matters (each update is one entry): keep using it.
         self.models.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A Cholesky tile size chosen for an order on a platform, and why (the platform
+/// remembers it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileChoice {
+    /// The tile size.
+    pub tile: usize,
+    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
+    /// a platform with devices), in milliseconds.
+    pub predictions: Vec<(usize, f64)>,
+    /// Candidates that were measured for this choice (not yet in the models).
+    pub calibrated: Vec<usize>,
 }

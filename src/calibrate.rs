@@ -27,10 +27,8 @@ use std::time::Instant;
 use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op};
 
-use super::device::Device;
-use super::perfmodel::KernelKey;
-use super::platform::Platform;
 use crate::model::{LinkModel, LinkRate};
+use crate::runtime::{Device, KernelKey, PerfModels, Platform};
 use crate::{Result, matgen};
 
 /// The operations of the tiled Cholesky, which calibration measures.
@@ -447,7 +445,7 @@ pub fn record_in_run(
     platform: &std::sync::Arc<Platform>,
     tiles: &[usize],
     runs: usize,
-    models: &mut super::PerfModels,
+    models: &mut PerfModels,
     mut step: impl FnMut(),
 ) -> Result<Vec<f64>> {
     let mut gaps = Vec::new();

@@ -8,7 +8,7 @@
 //!   core), and transfers that are real copies. It runs everywhere, so tests check with
 //!   real numbers that replicas, transfers, eviction and write-back keep every tile right.
 //!
-//! The runtime's data layer decides what moves ([`super::data::DataRegistry`]); the
+//! The runtime's data layer decides what moves ([`crate::data::DataRegistry`]); the
 //! executor carries the copies out through this interface, by data handle: `upload` makes
 //! (or refreshes) the device's replica of a handle from a host tile, `download` writes it
 //! back into a host tile, `release` frees it, and `run` executes an operation on replicas.

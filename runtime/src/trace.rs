@@ -2,19 +2,16 @@
 //!
 //! - [`Trace::to_chrome_json`]: Chrome trace-event JSON (complete events, one thread per
 //!   worker), which Perfetto (ui.perfetto.dev) and chrome://tracing open;
-//! - [`Trace::write_gantt_svg`]: an SVG Gantt chart, one row per worker and a colour per
-//!   kernel (plotters);
 //! - [`Trace::summary`]: busy fraction per worker, and count, mean time and Gflop/s per
 //!   kernel.
 
 use std::path::Path;
 
 use hetla_kernels::Op;
-use plotters::prelude::*;
 use serde::Serialize;
 
-use super::data::{MemoryNode, Transfer};
-use super::platform::WorkerInfo;
+use crate::data::{MemoryNode, Transfer};
+use crate::platform::WorkerInfo;
 use crate::{Error, Result};
 
 /// One task's execution.
@@ -109,7 +106,7 @@ pub struct LinkBytes {
     pub bytes: usize,
 }
 
-/// A memory node's name in reports: "host" or "gpu<i>".
+/// A memory node's name in reports: "host" or "gpu`i`".
 pub fn node_name(node: MemoryNode) -> String {
     match node.0 {
         0 => "host".to_owned(),
@@ -244,72 +241,6 @@ impl Trace {
     pub fn write_chrome_json(&self, path: &Path) -> Result<()> {
         let text =
             serde_json::to_string(&self.to_chrome_json()).map_err(|e| Error::output(path, e))?;
-        crate::output::write_atomic(path, text.as_bytes())
-    }
-
-    /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per kernel.
-    pub fn write_gantt_svg(&self, path: &Path) -> Result<()> {
-        let mut svg = String::new();
-        self.draw_gantt(&mut svg)
-            .map_err(|e| Error::output(path, e))?;
-        crate::output::write_atomic(path, svg.as_bytes())
-    }
-
-    fn draw_gantt(&self, svg: &mut String) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let rows = self.workers.len().max(1);
-        let height = 120 + 40 * rows as u32;
-        let root = SVGBackend::with_string(svg, (1200, height)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let span_ms = (self.makespan * 1e3).max(1e-3);
-        let mut chart = ChartBuilder::on(&root)
-            .caption("hetla run: tasks per worker", ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(90)
-            .build_cartesian_2d(0.0..span_ms, 0.0..rows as f64)?;
-        let names: Vec<String> = self.workers.iter().map(|w| w.name.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .x_desc("time (ms)")
-            .y_labels(rows * 2 + 1)
-            .y_label_formatter(&|y: &f64| {
-                let row = y.floor() as usize;
-                let centred = (y - y.floor() - 0.5).abs() < 1e-9;
-                match (centred, rows.checked_sub(row + 1)) {
-                    (true, Some(w)) => names.get(w).cloned().unwrap_or_default(),
-                    _ => String::new(),
-                }
-            })
-            .draw()?;
-        for (i, op) in Op::KINDS.into_iter().enumerate() {
-            let colour = Palette99::pick(i).to_rgba();
-            let bars = self.tasks.iter().filter(|e| e.op.same_kind(op)).map(|e| {
-                // Worker 0 on the top row.
-                let y = (rows - 1 - e.worker) as f64;
-                Rectangle::new(
-                    [(e.start * 1e3, y + 0.1), (e.end * 1e3, y + 0.9)],
-                    colour.filled(),
-                )
-            });
-            let bars: Vec<_> = bars.collect();
-            if bars.is_empty() {
-                continue;
-            }
-            chart
-                .draw_series(bars)?
-                .label(op.name())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-        Ok(())
+        crate::files::write_atomic(path, text.as_bytes())
     }
 }

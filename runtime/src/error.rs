@@ -1,0 +1,58 @@
+//! The runtime's errors: what went wrong, with what was wrong and what would be right.
+
+use hetla_clusters::ClusterError;
+use hetla_kernels::KernelError;
+
+use crate::data::NoRoom;
+
+/// An error of the runtime layer (platforms, devices, models, runs, traces).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An option of a run or a platform is out of range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// What is wrong and what would be right.
+        reason: String,
+    },
+    /// An error from a tile kernel or a device.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// The topology or the cluster spec is unusable.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A performance-model file could not be read or written.
+    #[error("performance models in {path}: {reason}")]
+    PerfModel {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// An output file (trace, chart) could not be written.
+    #[error("cannot write {path}: {reason}")]
+    Output {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
+    #[error(transparent)]
+    Memory(#[from] NoRoom),
+}
+
+impl Error {
+    /// An [`Error::Output`] for `path`.
+    pub fn output(path: &std::path::Path, reason: impl std::fmt::Display) -> Self {
+        Self::Output {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// Result with the runtime's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

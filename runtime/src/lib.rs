@@ -1,0 +1,63 @@
+//! # hetla-runtime
+//!
+//! Runs task graphs on a platform's workers with a scheduler, for real or on a modelled
+//! machine, and traces them. It depends on the tile kernels, the task graphs and the
+//! clusters only; `hetla` builds factorisations and products on it.
+//!
+//! - **Platforms**: [`Platform`] (CPU clusters with pinned pools, devices with a pinned
+//!   host thread, the kernel backend and the [`PerfModels`] learned on them), [`Device`]
+//!   (CUDA GPUs and [`EmulatedDevice`]s), [`LinkModel`] (one link type for real and
+//!   modelled machines).
+//! - **Data**: [`DataRegistry`], one handle per tile with a replica state per
+//!   [`MemoryNode`], capacities, LRU eviction, write-back and prefetch.
+//! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], also dmda,
+//!   [`Eager`], [`WorkStealing`]), chosen by [`SchedulerKind`]; [`StaticPlan`]s run by
+//!   [`Planned`].
+//! - **Executors**: [`execute`] (one thread per worker, inside its cluster's pool) and
+//!   [`simulate`] (the same schedulers and data layer on a [`SimPlatform`], with a virtual
+//!   clock).
+//! - **Traces**: [`Trace`], what ran where and when; Chrome JSON and [`TraceSummary`].
+//! - **Files**: [`write_atomic`] and its checks, so that no output is half-written.
+//!
+//! A run: the executor interns every task's model key, computes bottom-level priorities,
+//! pushes the tasks without predecessors, and starts the workers. A worker pops a task,
+//! makes its tiles valid on its memory node, runs the kernel with its cluster's
+//! parallelism, records the duration in the model, and releases the successors whose last
+//! predecessor this was.
+
+mod data;
+mod device;
+mod error;
+mod execute;
+mod files;
+mod link;
+mod perfmodel;
+mod plan;
+mod planned;
+mod platform;
+mod scheduler;
+mod sim;
+mod trace;
+
+pub use data::{DataRegistry, HOST, MemoryNode, NoRoom, Transfer};
+pub use error::{Error, Result};
+pub use files::{check_distinct, check_writable, write_atomic};
+pub use link::{LinkModel, LinkRate};
+pub use sim::{SimOptions, SimPlatform, SimWork, simulate};
+pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
+
+pub use device::{Device, EmulatedDevice, GpuSelection, MAX_GPUS};
+pub use execute::{
+    RunError, RunOptions, TaskFailure, WRITE_BACK, Workload, bottom_levels, execute,
+};
+pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
+pub use planned::{Planned, StaticPlan};
+pub use platform::{
+    DEFAULT_LINK, DeviceWorker, ModelStore, Platform, ResourceKind, TileChoice, WorkerInfo,
+    copy_seconds,
+};
+pub use scheduler::{
+    DMDA_BETA, Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate,
+    WorkStealing,
+};
+pub use trace::{Trace, TraceSummary};

@@ -1,0 +1,51 @@
+//! Links between memory nodes: the cost of one copy, per direction, and which GPUs share
+//! a host link. One type for the real platform (measured by `hetla calibrate`), platform
+//! models and simulations.
+
+use serde::{Deserialize, Serialize};
+
+/// How data moves between host memory and a GPU, per direction, and between GPUs.
+///
+/// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`,
+/// ... share one (two GPUs behind one PCIe switch, as on an HGX A100 board), whose rate is
+/// `h2d`/`d2h`, one copy at a time per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkModel {
+    /// Host to device.
+    pub h2d: LinkRate,
+    /// Device to host.
+    pub d2h: LinkRate,
+    /// Device to device, when GPUs can copy to each other directly; without it a copy
+    /// between GPUs is staged through host memory (device to host, then host to device).
+    #[serde(default)]
+    pub p2p: Option<LinkRate>,
+    /// How many GPUs (consecutive indices) share one host link; 1: each has its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub host_shared_by: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
+/// The cost of one copy on a link direction: latency plus bytes over bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRate {
+    /// Latency of one copy, in microseconds.
+    pub latency_us: f64,
+    /// Bandwidth, in GB/s (10^9 bytes per second).
+    pub gb_per_s: f64,
+}
+
+impl LinkRate {
+    /// Seconds one copy of `bytes` bytes takes.
+    pub fn seconds(&self, bytes: usize) -> f64 {
+        self.latency_us * 1e-6 + bytes as f64 / (self.gb_per_s * 1e9)
+    }
+}
+
+fn one() -> usize {
+    1
+}
