@@ -959,16 +959,10 @@ fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
         GpuSelection::Emulated(k) => (Vec::new(), *k),
     };
     // As a platform does: one core per GPU host thread, taken before clusters are formed.
-    let cores = topology.cores().len();
-    let spare = if args.clusters == ClusterSpec::None {
-        cores
-    } else {
-        cores.saturating_sub(1)
-    };
-    let reserved = (gpus.len() + emulated_gpus).min(spare);
-    let clusters = args
-        .clusters
-        .resolve(&topology.without_last_cores(reserved))?;
+    let left =
+        hetla::runtime::reserve_host_cores(&topology, &args.clusters, gpus.len() + emulated_gpus)
+            .left;
+    let clusters = args.clusters.resolve(&left)?;
     Ok(InfoReport {
         gpus,
         emulated_gpus,

@@ -53,8 +53,8 @@ pub use execute::{
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};
 pub use platform::{
-    DEFAULT_LINK, DeviceWorker, ModelStore, Platform, ResourceKind, TileChoice, WorkerInfo,
-    copy_seconds,
+    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, ResourceKind, TileChoice,
+    WorkerInfo, copy_seconds, reserve_host_cores,
 };
 pub use scheduler::{
     DMDA_BETA, Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate,

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::{HOST, MemoryNode};
+
 /// How data moves between host memory and a GPU, per direction, and between GPUs.
 ///
 /// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`,
@@ -48,4 +50,26 @@ impl LinkRate {
 
 fn one() -> usize {
     1
+}
+
+/// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `link(node)`
+/// is the link of the GPU on memory node `node`: host to GPU over its `h2d`, GPU to host
+/// over its `d2h`, GPU to GPU over the source's peer link when it has one, else staged
+/// through host memory (down one link, up the other). Real platforms (links measured per
+/// device) and simulations (one link model for all GPUs) both cost copies with it.
+pub fn copy_seconds(
+    link: impl Fn(MemoryNode) -> LinkModel,
+    from: MemoryNode,
+    to: MemoryNode,
+    bytes: usize,
+) -> f64 {
+    match (from == HOST, to == HOST) {
+        (true, true) => 0.0,
+        (true, false) => link(to).h2d.seconds(bytes),
+        (false, true) => link(from).d2h.seconds(bytes),
+        (false, false) => match link(from).p2p {
+            Some(p2p) => p2p.seconds(bytes),
+            None => link(from).d2h.seconds(bytes) + link(to).h2d.seconds(bytes),
+        },
+    }
 }

@@ -6,9 +6,8 @@
 //!
 //! Devices (GPUs, emulated devices) come first: each reserves one core for its worker's
 //! host thread, the last cores of the topology, and the clusters are cut from the cores
-//! left. When there are more devices than cores, their host threads share the reserved
-//! cores (only emulated devices on a small machine need that). Worker order: the clusters,
-//! then the devices; device `i` is memory node `i + 1`.
+//! left ([`reserve_host_cores`], the rule modelled platforms follow too). Worker order:
+//! the clusters, then the devices; device `i` is memory node `i + 1`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,12 +37,9 @@ pub const DEFAULT_LINK: LinkModel = LinkModel {
 };
 
 /// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]`
-/// is the link of memory node `i + 1`; a copy between two devices goes through host
-/// memory (down one link, up the other).
+/// is the link of memory node `i + 1` (see [`link::copy_seconds`](crate::link::copy_seconds)).
 pub fn copy_seconds(links: &[LinkModel], from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
-    let down = (from != HOST).then(|| links[from.0 - 1].d2h.seconds(bytes));
-    let up = (to != HOST).then(|| links[to.0 - 1].h2d.seconds(bytes));
-    down.unwrap_or(0.0) + up.unwrap_or(0.0)
+    crate::link::copy_seconds(|node| links[node.0 - 1], from, to, bytes)
 }
 
 /// A device worker: the device, and the logical CPU its host thread is pinned to.
@@ -205,19 +201,13 @@ impl Platform {
         backend.ensure_available()?;
         let topology = Topology::detect()?;
         let cores = topology.cores().len();
-        // At least one core stays for the clusters, unless there are none.
-        let spare = if *spec == ClusterSpec::None {
-            cores
-        } else {
-            cores.saturating_sub(1)
-        };
-        let reserved = devices.len().min(spare);
-        let host_cores: Vec<usize> = topology.cores()[cores - reserved..]
-            .iter()
-            .map(|core| core[0])
-            .collect();
+        let HostCores {
+            per_device: host_cores,
+            reserved,
+            left,
+        } = reserve_host_cores(&topology, spec, devices.len());
         let cpu_sets = spec
-            .resolve(&topology.without_last_cores(reserved))
+            .resolve(&left)
             .map_err(|e| match reserved {
                 0 => Error::from(e),
                 _ => Error::InvalidOption {
@@ -247,18 +237,12 @@ impl Platform {
         for cluster in &clusters {
             warm_up(cluster);
         }
-        // With no core to spare (a 1-core machine), host threads share the first core.
-        let host_cores = if host_cores.is_empty() {
-            vec![topology.cores()[0][0]]
-        } else {
-            host_cores
-        };
         let devices: Vec<DeviceWorker> = devices
             .into_iter()
             .enumerate()
             .map(|(i, device)| DeviceWorker {
                 device,
-                core: host_cores[i % host_cores.len()],
+                core: host_cores[i],
             })
             .collect();
         let workers = clusters
@@ -406,6 +390,45 @@ impl Platform {
         // A panic while the lock was held cannot leave the map half-updated in a way that
         // matters (each update is one entry): keep using it.
         self.models.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Where devices' host threads run, and the cores left for the CPU clusters.
+#[derive(Debug, Clone)]
+pub struct HostCores {
+    /// The CPU (the first of its core) each device's host thread is pinned to, in device
+    /// order.
+    pub per_device: Vec<usize>,
+    /// How many cores were reserved: the last ones of the topology.
+    pub reserved: usize,
+    /// The topology the clusters are cut from.
+    pub left: Topology,
+}
+
+/// The one rule for host cores, on real machines and modelled ones (StarPU's): each of
+/// `devices` reserves one core for its host thread, the last cores of `topology`; at least
+/// one core stays for the clusters unless `spec` is `none`; when there are more devices
+/// than cores to reserve, their host threads share the reserved cores (the first core
+/// when none can be reserved).
+pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usize) -> HostCores {
+    let cores = topology.cores();
+    let spare = if *spec == ClusterSpec::None {
+        cores.len()
+    } else {
+        cores.len().saturating_sub(1)
+    };
+    let reserved = devices.min(spare);
+    let mut host: Vec<usize> = cores[cores.len() - reserved..]
+        .iter()
+        .map(|core| core[0])
+        .collect();
+    if host.is_empty() && devices > 0 {
+        host.push(cores[0][0]);
+    }
+    HostCores {
+        per_device: (0..devices).map(|i| host[i % host.len()]).collect(),
+        reserved,
+        left: topology.without_last_cores(reserved),
     }
 }
 

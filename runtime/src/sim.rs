@@ -74,11 +74,10 @@ impl SimPlatform {
     /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged
     /// GPU-to-GPU copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
-        self.hops(from, to)
-            .into_iter()
-            .flatten()
-            .map(|(_, _, rate)| rate.seconds(bytes))
-            .sum()
+        match self.link {
+            Some(link) => crate::link::copy_seconds(|_| link, from, to, bytes),
+            None => 0.0,
+        }
     }
 
     /// Whether GPUs copy to each other directly (through a switch).

@@ -18,7 +18,8 @@
 //! latency + b / bandwidth); copies between GPUs use a peer link when the model has one,
 //! and are staged through host memory otherwise.
 //!
-//! Like StarPU, a run with g GPUs dedicates one core to each GPU's host thread: the last g
+//! Like StarPU, and by the rule real platforms follow (`hetla::runtime::reserve_host_cores`),
+//! a run with g GPUs dedicates one core to each GPU's host thread: the last g
 //! cores are taken out before the clusters are formed (with `sirocco`'s 4 GPUs, 20 of its
 //! 24 cores remain for clusters).
 //!
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::runtime::{
     KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, WorkerInfo, count_classes,
+    reserve_host_cores,
 };
 pub use crate::runtime::{LinkModel, LinkRate};
 use crate::{Error, Result};
@@ -481,7 +483,12 @@ impl PlatformModel {
     /// are formed.
     pub fn sim_platform(&self, spec: &ClusterSpec, gpus: usize) -> Result<SimPlatform> {
         let model = self;
-        let topology: Topology = model.topology();
+        let hosts = if model.auto_is_gpus_only(spec) {
+            &ClusterSpec::None
+        } else {
+            spec
+        };
+        let host_cores = reserve_host_cores(&model.topology(), hosts, gpus).per_device;
         let mut workers: Vec<WorkerInfo> = model
             .cluster_cpus(spec, gpus)?
             .into_iter()
@@ -490,9 +497,7 @@ impl PlatformModel {
             .collect();
         let mut capacities = vec![None];
         if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
-            let cores = topology.cores();
-            for g in 0..gpus {
-                let host_core = &cores[cores.len() - gpus + g];
+            for (g, &core) in host_cores.iter().enumerate() {
                 workers.push(WorkerInfo {
                     name: format!("gpu{g}"),
                     kind: ResourceKind::Gpu,
@@ -500,7 +505,7 @@ impl PlatformModel {
                         model: gpu.model.clone(),
                     },
                     node: MemoryNode(g + 1),
-                    cpus: host_core[..1].to_vec(),
+                    cpus: vec![core],
                 });
                 capacities.push(Some((gpu.memory_gb * 1e9) as usize));
             }
@@ -513,9 +518,10 @@ impl PlatformModel {
         })
     }
 
-    /// The CPUs of each cluster `spec` makes when `gpus` GPUs each take one core (the last
-    /// ones) for their host threads (none for `auto` on a model without CPU rates, see
-    /// [`PlatformModel::auto_is_gpus_only`]); checks the GPU count and that the spec fits.
+    /// The CPUs of each cluster `spec` makes when `gpus` GPUs take their host cores by the
+    /// rule real platforms follow ([`reserve_host_cores`]); none for `auto` on a model
+    /// without CPU rates (see [`PlatformModel::auto_is_gpus_only`]). Checks the GPU count
+    /// and that the spec fits.
     pub fn cluster_cpus(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<Vec<usize>>> {
         if gpus > self.gpu_count() {
             return Err(Error::InvalidOption {
@@ -527,20 +533,10 @@ impl PlatformModel {
                 ),
             });
         }
-        if gpus >= self.cores() {
-            return Err(Error::InvalidOption {
-                option: "gpus",
-                reason: format!(
-                    "{gpus} GPU(s) would take all {} cores of {} for their host threads",
-                    self.cores(),
-                    self.name
-                ),
-            });
-        }
         let clusters = if self.auto_is_gpus_only(spec) {
             Vec::new()
         } else {
-            spec.resolve(&self.topology().without_last_cores(gpus))?
+            spec.resolve(&reserve_host_cores(&self.topology(), spec, gpus).left)?
         };
         if clusters.is_empty() && gpus == 0 {
             return Err(Error::InvalidOption {
