@@ -5,6 +5,7 @@ use hetla_kernels::KernelError;
 
 /// Everything that can go wrong in hetla, with what was wrong and what would be right.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The matrix is not (numerically) positive definite: the Cholesky pivot of this
     /// global column (0-based) was not positive.
@@ -122,6 +123,53 @@ pub enum Error {
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
     Memory(#[from] crate::runtime::NoRoom),
+    /// No worker may run a task's operation under the run's restrictions.
+    #[error(
+        "no worker may run task {task} ({op}) under the run's restrictions; allow {op} on a kind of resource the platform has"
+    )]
+    NoWorker {
+        /// The task.
+        task: usize,
+        /// Its operation.
+        op: String,
+    },
+    /// A static plan, or a workload's description, that does not fit the run.
+    #[error("the run's plan does not fit it: {reason}")]
+    Plan {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A scheduler left tasks unrun: a bug of the policy, reported instead of a hang.
+    #[error("the {policy} scheduler left {left} of {tasks} tasks unrun")]
+    Stalled {
+        /// The policy's name.
+        policy: &'static str,
+        /// Tasks never run.
+        left: usize,
+        /// Tasks of the run.
+        tasks: usize,
+    },
+    /// Threads could not be started.
+    #[error("cannot start {threads} threads: {reason}")]
+    Spawn {
+        /// How many were asked for.
+        threads: usize,
+        /// What the system said.
+        reason: String,
+    },
+    /// A peer library timed beside hetla (`--compare`) failed on the matrix.
+    #[error("the peer {name} failed on the matrix: {source}")]
+    Peer {
+        /// The peer ("OpenBLAS dpotrf").
+        name: String,
+        /// Its error.
+        #[source]
+        source: KernelError,
+    },
+    /// Copying the result back from the devices to host memory failed after the tasks
+    /// ran (the matrix in host memory may be incomplete).
+    #[error("the write-back of the result from the devices failed: {0}")]
+    WriteBack(#[source] KernelError),
 }
 
 impl From<KernelError> for Error {
@@ -141,6 +189,17 @@ impl From<crate::runtime::Error> for Error {
             E::PerfModel { path, reason } => Error::PerfModel { path, reason },
             E::Output { path, reason } => Error::Output { path, reason },
             E::Memory(e) => Error::Memory(e),
+            E::NoWorker { task, op } => Error::NoWorker { task, op },
+            E::Plan { reason } => Error::Plan { reason },
+            E::Stalled {
+                policy,
+                left,
+                tasks,
+            } => Error::Stalled {
+                policy,
+                left,
+                tasks,
+            },
             other => Error::InvalidOption {
                 option: "runtime",
                 reason: other.to_string(),
@@ -180,6 +239,12 @@ impl Error {
             Error::Bounds(_) => "bounds",
             Error::TooLarge { .. } => "too_large",
             Error::Memory(_) => "memory",
+            Error::NoWorker { .. } => "no_worker",
+            Error::Plan { .. } => "plan",
+            Error::Stalled { .. } => "stalled",
+            Error::WriteBack(_) => "write_back",
+            Error::Spawn { .. } => "spawn",
+            Error::Peer { .. } => "peer",
         }
     }
 

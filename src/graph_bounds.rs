@@ -223,8 +223,7 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
         }
     }
     if let Some(task) = ran.iter().position(Option::is_none) {
-        return Err(crate::Error::InvalidOption {
-            option: "trace",
+        return Err(crate::Error::Plan {
             reason: format!("task {task} of the graph has no event in the trace"),
         });
     }

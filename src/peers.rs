@@ -81,9 +81,9 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| Error::InvalidOption {
-            option: "threads",
-            reason: format!("cannot start {threads} threads: {e}"),
+        .map_err(|e| Error::Spawn {
+            threads,
+            reason: e.to_string(),
         })
 }
 
@@ -120,9 +120,9 @@ fn library_cholesky(
     let pool = pool(threads)?;
     let start = Instant::now();
     pool.install(|| backend.library_potrf(a, par(threads)))
-        .map_err(|e| Error::InvalidOption {
-            option: "compare",
-            reason: format!("{name} failed on the matrix: {e}"),
+        .map_err(|source| Error::Peer {
+            name: name.to_owned(),
+            source,
         })?;
     Ok(rate(
         name,

@@ -5,7 +5,7 @@ use faer::{MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
-use crate::runtime::{KernelKey, RunError, TaskFailure, Workload};
+use crate::runtime::{KernelKey, RunError, RunStep, TaskFailure, Workload};
 use crate::{Error, TiledMatrix};
 
 /// A task graph over tiled matrices (indexed by `MatrixId.0`) with a kernel backend.
@@ -107,33 +107,38 @@ impl Workload for TileWork<'_, '_> {
 /// Turns a failed run into the user-facing error: a POTRF pivot failure becomes
 /// [`Error::NotPositiveDefinite`] with the global column of the factored matrix `a`.
 pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunError) -> Error {
-    let failure = match e.failure {
-        TaskFailure::Memory(no_room) => return Error::Memory(no_room),
-        failure if e.task >= graph.len() => {
-            // The final write-back from the devices: no task to name.
-            return match failure {
-                TaskFailure::Kernel(error) => Error::Kernel(error),
-                _ => Error::Kernel(KernelError::Gpu {
-                    message: "the write-back from the devices failed".into(),
-                }),
-            };
-        }
-        failure => failure,
+    let task = match e.step {
+        RunStep::Task(t) => Some(t),
+        _ => None,
     };
-    let task = graph.task(e.task);
-    match (task.op, failure, a) {
-        (Op::Potrf, TaskFailure::Kernel(KernelError::NotPositiveDefinite { index }), Some(a)) => {
-            let k = task.accesses[0].tile.col;
+    let op = task.map(|t| graph.task(t).op);
+    match (e.step, op, e.failure, a) {
+        (
+            _,
+            Some(Op::Potrf),
+            TaskFailure::Kernel(KernelError::NotPositiveDefinite { index }),
+            Some(a),
+        ) => {
+            let k = graph.task(task.unwrap_or_default()).accesses[0].tile.col;
             Error::NotPositiveDefinite {
                 column: a.tiling().offset(k) + index,
             }
         }
-        (_, TaskFailure::Kernel(error), _) => Error::Kernel(error),
-        (op, TaskFailure::Panic(message), _) => Error::TaskPanicked {
-            task: e.task,
-            op: op.name().to_owned(),
+        (RunStep::WriteBack, _, TaskFailure::Kernel(error), _) => Error::WriteBack(error),
+        (_, _, TaskFailure::Kernel(error), _) => Error::Kernel(error),
+        (_, _, TaskFailure::Memory(no_room), _) => Error::Memory(no_room),
+        (_, _, TaskFailure::Panic(message), _) => Error::TaskPanicked {
+            task: task.unwrap_or_default(),
+            op: op.map_or("setup", |op| op.name()).to_owned(),
             message,
         },
-        (_, TaskFailure::Memory(no_room), _) => Error::Memory(no_room),
+        (_, _, TaskFailure::NoWorker, _) => Error::NoWorker {
+            task: task.unwrap_or_default(),
+            op: op.map_or("?", |op| op.name()).to_owned(),
+        },
+        (_, _, TaskFailure::Plan(reason), _) => Error::Plan { reason },
+        (_, _, failure, _) => Error::Plan {
+            reason: format!("the run failed: {failure:?}"),
+        },
     }
 }

@@ -11,7 +11,8 @@ use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
 use hetla::runtime::MIN_SAMPLES;
 use hetla::runtime::{
     KernelKey, Mct, ModelStore, PerfModels, Platform, ResourceClass, ResourceKind, RunOptions,
-    SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload, execute,
+    RunStep, SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload,
+    execute,
 };
 use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
 
@@ -213,7 +214,8 @@ fn a_task_no_worker_may_run_is_an_error_not_a_hang() {
     };
     let err = execute(&platform("1x1"), &empty(4, None), &options).unwrap_err();
     assert_eq!(err.trace.tasks.len(), 0);
-    assert!(matches!(err.failure, TaskFailure::Kernel(_)));
+    assert_eq!(err.failure, TaskFailure::NoWorker);
+    assert!(matches!(err.step, RunStep::Task(_)));
 }
 
 /// After a failed run, the platform's pools factor an SPD matrix accurately.
@@ -243,7 +245,7 @@ fn panics_stop_the_run_and_leave_the_pools_usable() {
                 ..RunOptions::default()
             };
             let err = execute(&platform, &work, &options).unwrap_err();
-            assert_eq!(err.task, 30);
+            assert_eq!(err.step, RunStep::Task(30));
             assert!(
                 matches!(&err.failure, TaskFailure::Panic(m) if m.contains("injected")),
                 "{:?}",

@@ -52,6 +52,7 @@ impl Instance {
 
 /// Inputs that do not describe a valid task graph with durations.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BoundsError {
     /// The durations and the predecessor lists describe different numbers of tasks.
     #[error("{durations} durations were given for {tasks} tasks")]

@@ -4,6 +4,7 @@ use crate::{CpuListError, Level};
 
 /// What went wrong while reading the topology or building clusters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClusterError {
     /// The spec is not one of the accepted forms.
     #[error("cluster spec {spec:?}: {reason}")]

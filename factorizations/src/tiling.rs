@@ -2,6 +2,7 @@
 
 /// Errors in describing a tiling.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TilingError {
     /// A tile size of zero cannot cover anything.
     #[error("tile size must be at least 1, got 0")]

@@ -2,6 +2,7 @@ use crate::Op;
 
 /// What can go wrong inside a tile kernel.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// POTRF met a pivot that is not positive (or not a number) at this column of the tile.
     #[error("the tile is not positive definite: non-positive pivot at tile column {index}")]

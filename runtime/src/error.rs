@@ -42,6 +42,32 @@ pub enum Error {
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
     Memory(#[from] NoRoom),
+    /// No worker may run a task's operation under the run's restrictions.
+    #[error(
+        "no worker may run task {task} ({op}) under the run's restrictions; allow {op} on a kind of resource the platform has"
+    )]
+    NoWorker {
+        /// The task.
+        task: usize,
+        /// Its operation.
+        op: String,
+    },
+    /// A static plan, or a workload's description, that does not fit the run.
+    #[error("the run's plan does not fit it: {reason}")]
+    Plan {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A scheduler left tasks unrun: a bug of the policy, reported instead of a hang.
+    #[error("the {policy} scheduler left {left} of {tasks} tasks unrun")]
+    Stalled {
+        /// The policy's name.
+        policy: &'static str,
+        /// Tasks never run.
+        left: usize,
+        /// Tasks of the run.
+        tasks: usize,
+    },
 }
 
 impl Error {

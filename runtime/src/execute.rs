@@ -69,9 +69,17 @@ pub trait Workload: Sync {
     }
 }
 
-/// The task index a [`RunError`] carries when the final write-back from the devices
-/// failed rather than a task.
-pub const WRITE_BACK: usize = usize::MAX;
+/// Where a run failed, in the order failures are reported (the earliest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum RunStep {
+    /// Before any task: the plan, the scheduler, placing the operands.
+    Setup,
+    /// A task, by its index in the graph.
+    Task(usize),
+    /// The final write-back of device-resident tiles to host memory.
+    WriteBack,
+}
 
 /// Options of one run.
 #[derive(Debug, Clone, Default)]
@@ -121,23 +129,28 @@ impl RunOptions {
     }
 }
 
-/// Why a task failed.
+/// Why a run failed at its [`RunStep`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum TaskFailure {
-    /// The kernel returned an error.
+    /// The kernel (or a copy to or from a device) returned an error.
     Kernel(KernelError),
     /// The task panicked; the panic message.
     Panic(String),
     /// Its worker's memory node cannot hold the tiles it needs.
     Memory(NoRoom),
+    /// No worker of the platform may run the task's operation (the run's restrictions).
+    NoWorker,
+    /// The run's static plan does not fit its graph or its workers.
+    Plan(String),
 }
 
 /// A failed run: the first failing task (lowest index), its failure, and the trace of what
 /// did run.
 #[derive(Debug)]
 pub struct RunError {
-    /// Index of the failing task ([`WRITE_BACK`] for the final write-back).
-    pub task: usize,
+    /// Where it failed.
+    pub step: RunStep,
     /// What happened.
     pub failure: TaskFailure,
     /// The tasks that ran before the run stopped (boxed: errors stay small).
@@ -192,7 +205,7 @@ struct Run<'a> {
     remaining_preds: Vec<AtomicUsize>,
     unfinished: AtomicUsize,
     stop: AtomicBool,
-    failure: Mutex<Option<(usize, TaskFailure)>>,
+    failure: Mutex<Option<(RunStep, TaskFailure)>>,
     signal: Signal,
     data: &'a Mutex<DataRegistry>,
     /// Data handles used by each task, with their access modes.
@@ -330,7 +343,7 @@ impl Run<'_> {
         if let Some(w) = self.scheduler.assigned_worker(task) {
             let node = self.ctx.workers()[w].node;
             if let Err(error) = self.with_data(|d| d.prefetch_task(&self.handles[task], node)) {
-                self.fail(task, TaskFailure::Kernel(error));
+                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
             }
         }
     }
@@ -377,10 +390,10 @@ impl Run<'_> {
         device.run(op, &reads, write)
     }
 
-    fn fail(&self, task: usize, failure: TaskFailure) {
+    fn fail(&self, step: RunStep, failure: TaskFailure) {
         let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        if first.as_ref().is_none_or(|(t, _)| task < *t) {
-            *first = Some((task, failure));
+        if first.as_ref().is_none_or(|(s, _)| step < *s) {
+            *first = Some((step, failure));
         }
         drop(first);
         self.stop.store(true, Ordering::SeqCst);
@@ -404,11 +417,11 @@ impl Run<'_> {
                 break;
             }
             if let Err(failure) = self.start_task(task, node) {
-                self.fail(task, failure);
+                self.fail(RunStep::Task(task), failure);
                 break;
             }
             if let Err(error) = self.prefetch_ahead(w, node) {
-                self.fail(task, TaskFailure::Kernel(error));
+                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
                 break;
             }
             let start = self.now();
@@ -434,7 +447,7 @@ impl Run<'_> {
                     }
                 });
                 if let Err(error) = evicted {
-                    self.fail(task, TaskFailure::Kernel(error));
+                    self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
                     break;
                 }
             }
@@ -456,8 +469,11 @@ impl Run<'_> {
                         self.signal.bump();
                     }
                 }
-                Ok(Err(error)) => self.fail(task, TaskFailure::Kernel(error)),
-                Err(panic) => self.fail(task, TaskFailure::Panic(panic_message(&*panic))),
+                Ok(Err(error)) => self.fail(RunStep::Task(task), TaskFailure::Kernel(error)),
+                Err(panic) => self.fail(
+                    RunStep::Task(task),
+                    TaskFailure::Panic(panic_message(&*panic)),
+                ),
             }
         }
         events
@@ -511,13 +527,9 @@ pub fn execute(
     let plan = match plan {
         Ok(plan) => plan,
         Err(t) => {
-            let error = TaskFailure::Kernel(KernelError::Operands {
-                op: graph.task(t).op,
-                reason: "no worker of the platform is allowed to run this operation".into(),
-            });
             return Err(RunError {
-                task: t,
-                failure: error,
+                step: RunStep::Task(t),
+                failure: TaskFailure::NoWorker,
                 trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
             });
         }
@@ -536,11 +548,8 @@ pub fn execute(
         Ok(scheduler) => scheduler,
         Err(reason) => {
             return Err(RunError {
-                task: 0,
-                failure: TaskFailure::Kernel(KernelError::Operands {
-                    op: graph.tasks().first().map_or(Op::Gemm, |t| t.op),
-                    reason: format!("the static plan does not fit the run: {reason}"),
-                }),
+                step: RunStep::Setup,
+                failure: TaskFailure::Plan(reason),
                 trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
             });
         }
@@ -593,7 +602,7 @@ pub fn execute(
         start: Instant::now(),
     };
     if let Err(error) = run.place(&placement) {
-        run.fail(0, TaskFailure::Kernel(error));
+        run.fail(RunStep::Setup, TaskFailure::Kernel(error));
     }
     let mut run = run;
     run.start = Instant::now();
@@ -629,7 +638,7 @@ pub fn execute(
     if several_nodes {
         // The caller's matrix must hold the result, also after a failure.
         if let Err(error) = run.with_data(|d| d.flush_to_host()) {
-            run.fail(WRITE_BACK, TaskFailure::Kernel(error));
+            run.fail(RunStep::WriteBack, TaskFailure::Kernel(error));
         }
         for device in &run.devices {
             device.clear();
@@ -657,8 +666,8 @@ pub fn execute(
     });
     match failure {
         None => Ok(trace),
-        Some((task, failure)) => Err(RunError {
-            task,
+        Some((step, failure)) => Err(RunError {
+            step,
             failure,
             trace: Box::new(trace),
         }),

@@ -47,9 +47,7 @@ pub use sim::{SimOptions, SimPlatform, SimWork, simulate};
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 
 pub use device::{Device, EmulatedDevice, GpuSelection, MAX_GPUS};
-pub use execute::{
-    RunError, RunOptions, TaskFailure, WRITE_BACK, Workload, bottom_levels, execute,
-};
+pub use execute::{RunError, RunOptions, RunStep, TaskFailure, Workload, bottom_levels, execute};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};
 pub use platform::{

@@ -37,7 +37,7 @@ pub const DEFAULT_LINK: LinkModel = LinkModel {
 };
 
 /// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]`
-/// is the link of memory node `i + 1` (see [`link::copy_seconds`](crate::link::copy_seconds)).
+/// is the link of memory node `i + 1`, by the one rule of real runs and simulations.
 pub fn copy_seconds(links: &[LinkModel], from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
     crate::link::copy_seconds(|node| links[node.0 - 1], from, to, bytes)
 }

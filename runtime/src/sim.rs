@@ -360,8 +360,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let n = graph.len();
     options.check()?;
     if work.keys.len() != n {
-        return Err(Error::InvalidOption {
-            option: "keys",
+        return Err(Error::Plan {
             reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
         });
     }
@@ -380,12 +379,9 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             None => Stats::default(),
         },
     )
-    .map_err(|t| Error::InvalidOption {
-        option: "restrictions",
-        reason: format!(
-            "no worker may run task {t} ({}) under the restrictions",
-            graph.task(t).op
-        ),
+    .map_err(|t| Error::NoWorker {
+        task: t,
+        op: graph.task(t).op.to_string(),
     })?;
     // Every kernel needs a duration on every class that may run it.
     for key in &plan.keys {
@@ -423,10 +419,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let scheduler = options
         .run
         .build_scheduler(workers.len(), n)
-        .map_err(|reason| Error::InvalidOption {
-            option: "plan",
-            reason,
-        })?;
+        .map_err(|reason| Error::Plan { reason })?;
     let releases = crate::plan::releases(&options.run, &plan.handles);
     let mut copies = Copies {
         platform,
@@ -542,13 +535,10 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         }
     }
     if finished < n {
-        return Err(Error::InvalidOption {
-            option: "scheduler",
-            reason: format!(
-                "the {} scheduler left {} of {n} tasks unrun in simulation",
-                options.run.policy_name(),
-                n - finished
-            ),
+        return Err(Error::Stalled {
+            policy: options.run.policy_name(),
+            left: n - finished,
+            tasks: n,
         });
     }
     {

@@ -36,8 +36,8 @@ impl PlatformModel {
         let packages = topology.level(Level::Package).len().max(1);
         let numa = topology.level(Level::Numa).len().max(packages);
         let cores = topology.cores().len();
-        let invalid = |reason: String| Error::InvalidOption {
-            option: "output",
+        let invalid = |reason: String| Error::PlatformModel {
+            name: "this machine".into(),
             reason,
         };
         if !cores.is_multiple_of(packages) || !(numa.is_multiple_of(packages)) {
