@@ -85,7 +85,7 @@ fn main() -> hetla::Result<()> {
     let knl = PlatformModel::preset("knl").expect("preset");
     let a100 = PlatformModel::preset("a100x8").expect("preset");
 
-    // Paper 000, Table 2: sirocco with its setup (section 5.1): 4 K40m, 20 CPU cores as
+    // Eyraud-Dubois and Lambert (2018), Table 2: sirocco with its setup (section 5.1): 4 K40m, 20 CPU cores as
     // StarPU workers of one core each (4 of the 24 drive the GPUs), tiles of 960; DMDA and
     // NRRP-ROUNDED + EffectiveSteal.
     let sequential_cores = grid(20, 1);
@@ -117,14 +117,16 @@ fn main() -> hetla::Result<()> {
         ] {
             let moved = gb(r.bytes_moved.total as f64);
             rows.push(Row {
-                target: format!("paper 000 Table 2, {name}, N = {n}: communication within 25%"),
+                target: format!("Eyraud-Dubois and Lambert (2018) Table 2, {name}, N = {n}: communication within 25%"),
                 paper: format!("{comm} GB"),
                 hetla: format!("{moved:.1} GB"),
                 error: pct(moved, comm),
                 met: (moved / comm - 1.0).abs() <= 0.25,
             });
             rows.push(Row {
-                target: format!("paper 000 Table 2, {name}, N = {n}: time within 15%"),
+                target: format!(
+                    "Eyraud-Dubois and Lambert (2018) Table 2, {name}, N = {n}: time within 15%"
+                ),
                 paper: format!("{time} s"),
                 hetla: format!("{:.2} s", r.seconds),
                 error: pct(r.seconds, time),
@@ -161,7 +163,7 @@ fn main() -> hetla::Result<()> {
             };
             causes.push(format!(
                 "DMDA, N = {n}, time: the simulated run keeps the 4 GPUs {:.0}% and the 20 \
-                 CPU workers {:.0}% busy at the preset's kernel rates (paper 002's): a packed \
+                 CPU workers {:.0}% busy at the preset's kernel rates (Cojean et al.'s (2016)): a packed \
                  schedule of {:.2} s. The paper's run took {} s: the {:.2} s difference is \
                  time the model has no term for, such as StarPU's own work per task (0 in \
                  the preset) or kernels slowed down by concurrent copies.",
@@ -188,7 +190,7 @@ fn main() -> hetla::Result<()> {
             pct(gb(to_gpus), dmda_paper.1),
         ));
         rows.push(Row {
-            target: format!("paper 000 Table 2, N = {n}: NRRP-ROUNDED moves less than DMDA"),
+            target: format!("Eyraud-Dubois and Lambert (2018) Table 2, N = {n}: NRRP-ROUNDED moves less than DMDA"),
             paper: format!("{} < {} GB", nrrp_paper.1, dmda_paper.1),
             hetla: format!(
                 "{:.1} < {:.1} GB",
@@ -200,7 +202,7 @@ fn main() -> hetla::Result<()> {
         });
     }
 
-    // Paper 002, KNL: 4 x 16 at tile 2880 best at n = 34560, 1495.62 Gflop/s.
+    // Cojean et al. (2016), KNL: 4 x 16 at tile 2880 best at n = 34560, 1495.62 Gflop/s.
     let knl_rate = |count, size, tile| -> hetla::Result<f64> {
         Ok(simulate_cholesky(
             &knl,
@@ -215,7 +217,7 @@ fn main() -> hetla::Result<()> {
     };
     let best = knl_rate(4, 16, 2880)?;
     rows.push(Row {
-        target: "paper 002, knl, n = 34560: 4x16 at tile 2880 within 5%".into(),
+        target: "Cojean et al. (2016), knl, n = 34560: 4x16 at tile 2880 within 5%".into(),
         paper: "1495.6 Gflop/s".into(),
         hetla: format!("{best:.1} Gflop/s"),
         error: pct(best, 1495.62),
@@ -236,7 +238,8 @@ fn main() -> hetla::Result<()> {
         .cloned()
         .unwrap_or_default();
     rows.push(Row {
-        target: "paper 002, knl, n = 34560: 4x16 at 2880 is the best configuration".into(),
+        target: "Cojean et al. (2016), knl, n = 34560: 4x16 at 2880 is the best configuration"
+            .into(),
         paper: "best".into(),
         hetla: format!("next best {name}: {runner_up:.1} Gflop/s"),
         error: "-".into(),
@@ -246,7 +249,7 @@ fn main() -> hetla::Result<()> {
         let (sixteen_four, eight_eight) = (knl_rate(16, 4, tile)?, knl_rate(8, 8, tile)?);
         rows.push(Row {
             target: format!(
-                "paper 002, knl, tile {tile}: {} ahead",
+                "Cojean et al. (2016), knl, tile {tile}: {} ahead",
                 if wider_wins { "8x8" } else { "16x4" }
             ),
             paper: "ordered".into(),
@@ -256,7 +259,7 @@ fn main() -> hetla::Result<()> {
         });
     }
 
-    // Paper 002, sirocco: 2x10 + g GPUs; peaks about 1.6 and 2.6 Tflop/s at tile 960 (its
+    // Cojean et al. (2016), sirocco: 2x10 + g GPUs; peaks about 1.6 and 2.6 Tflop/s at tile 960 (its
     // text) and 4.6 with 4 GPUs (Fig. 10, the better of its tiles 960 and 1920); 2x10 at or
     // above 20x1 with 4 GPUs at every order.
     let orders = [9600, 19200, 28800, 38400, 48000];
@@ -287,7 +290,7 @@ fn main() -> hetla::Result<()> {
         }
         rows.push(Row {
             target: format!(
-                "paper 002, sirocco 2x10 + {gpus} GPU(s), tile {tiles}: peak within 5%"
+                "Cojean et al. (2016), sirocco 2x10 + {gpus} GPU(s), tile {tiles}: peak within 5%"
             ),
             paper: format!("{paper:.0} Gflop/s"),
             hetla: format!("{peak:.0} Gflop/s"),
@@ -297,7 +300,7 @@ fn main() -> hetla::Result<()> {
         if gpus == 4 {
             rows.push(Row {
                 target:
-                    "paper 002, sirocco + 4 GPUs: 2x10 at or above 20x1 at every n (9600 to 48000)"
+                    "Cojean et al. (2016), sirocco + 4 GPUs: 2x10 at or above 20x1 at every n (9600 to 48000)"
                         .into(),
                 paper: "above".into(),
                 hetla: if below.is_empty() {
@@ -311,7 +314,7 @@ fn main() -> hetla::Result<()> {
         }
     }
 
-    // Paper 003 chapter 4, a100x8: FP64 GEMM with A, B, C on the host (beta = 0), and on gpu0.
+    // Anastasiadis (2024) chapter 4, a100x8: FP64 GEMM with A, B, C on the host (beta = 0), and on gpu0.
     let peak = 8.0 * 17_200e9;
     for n in [16384, 32768] {
         let matrix = (n * n * 8) as f64;

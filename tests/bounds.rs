@@ -27,7 +27,7 @@ fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
             assert!(b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
             assert!(b.mixed_gflops <= b.area_gflops.min(b.cp_gflops) * (1.0 + 1e-9));
         }
-        // Paper 002, Fig. 9: with one GPU, small matrices are bounded higher with 2 x 10
+        // Cojean et al. (2016), Fig. 9: with one GPU, small matrices are bounded higher with 2 x 10
         // clusters than with 20 single cores (a 10-core cluster runs POTRF three times
         // faster than the GPU and shortens the critical path).
         if tiles == 5 {

@@ -247,7 +247,7 @@ fn on_a_modelled_platform_gpus_is_a_count_and_presets_run_with_their_defaults() 
 
 #[test]
 fn on_a100x8_the_host_sends_each_tile_once_over_every_shared_link_and_gpus_relay() {
-    // Paper 003 chapter 4: 8 A100 behind NVSwitch; pairs of GPUs share a PCIe link to the
+    // Anastasiadis (2024) chapter 4: 8 A100 behind NVSwitch; pairs of GPUs share a PCIe link to the
     // host (96 GB/s in all). A tile another GPU holds comes over NVLink, a tile only the
     // host has comes over whichever host link delivers it first (possibly another pair's,
     // then NVLink), so host memory sends each of A and B once, over all four links, and C,

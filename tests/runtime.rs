@@ -58,7 +58,7 @@ fn calibrated(mean: f64) -> Stats {
     }
 }
 
-/// Paper 002, section 5.2: 28 independent DGEMMs of tile 960 on one 10-core cluster and
+/// Cojean et al. (2016), section 5.2: 28 independent DGEMMs of tile 960 on one 10-core cluster and
 /// one GPU, with Table 2's rates (1 core 36.46 Gflop/s; GPU 28.80x, 10 cores 7.77x), are
 /// split 6 on the cluster and 22 on the GPU by MCT.
 #[test]

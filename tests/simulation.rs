@@ -119,7 +119,7 @@ fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
 
 #[test]
 fn knl_orders_its_cluster_shapes_as_paper_002_with_loaded_rates() {
-    // Paper 002, Fig. 6/8: at tile 2880 and n = 34560, 4 clusters of 16 cores are best
+    // Cojean et al. (2016), Fig. 6/8: at tile 2880 and n = 34560, 4 clusters of 16 cores are best
     // (1495.62 Gflop/s); with small tiles 16 x 4 beats 8 x 8, with large ones 8 x 8 beats
     // 16 x 4.
     let knl = PlatformModel::preset("knl").unwrap();
@@ -272,7 +272,7 @@ fn gpus_take_their_host_cores_and_their_own_memory_nodes() {
 
 #[test]
 fn sweep_direction_matches_paper_002_with_one_gpu() {
-    // Fig. 9 of paper 002: with one GPU, 2 x 10 clusters beat 20 single cores on small
+    // Fig. 9 of Cojean et al. (2016): with one GPU, 2 x 10 clusters beat 20 single cores on small
     // matrices, and the gap narrows as n grows.
     let m = sirocco();
     let rate = |spec, n| {

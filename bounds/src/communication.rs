@@ -1,18 +1,18 @@
 //! Lower bounds on data movement for matrix multiplication, and the split of work among
 //! heterogeneous processors that makes them finish together.
 //!
-//! - Per device with m tile buffers (paper 001, section 3.2): by the Loomis-Whitney
+//! - Per device with m tile buffers (Dongarra et al. (2007), section 3.2): by the Loomis-Whitney
 //!   inequality, a window of m consecutive tile transfers gives access to at most
 //!   sqrt(8/27) m^{3/2} tile updates. G updates therefore need at least G / (sqrt(8/27)
 //!   sqrt(m)) - m transfers, that is G sqrt(27/(8m)) - m. The maximum re-use layout (mu^2
 //!   C tiles, mu B tiles, one A tile, 1 + mu + mu^2 <= m) moves 2rs + 2rst/mu tiles for an
 //!   r x t by t x s product, within sqrt(32/27) of the bound when t and mu are large.
-//! - Static partitions of C (paper 000, PERI-SUM): the processor that owns a zone of C
+//! - Static partitions of C (Eyraud-Dubois and Lambert (2018), PERI-SUM): the processor that owns a zone of C
 //!   loads, at every step of the inner dimension, the rows of A and the columns of B its
 //!   zone touches, the zone's half-perimeter. A zone of area a has half-perimeter at least
 //!   2 sqrt(a) (at least r + a/r when a side is capped at r), so a partition in proportion to
 //!   relative speeds s_k of a unit square costs at least sum_k 2 sqrt(s_k).
-//! - Heterogeneous work split (paper 004): processor i with time per flop gamma_i, time per
+//! - Heterogeneous work split (Ballard et al. (2011)): processor i with time per flop gamma_i, time per
 //!   word beta_i, time per message alpha_i and fast memory M_i words spends at least
 //!   F_i (gamma_i + beta_i / (8 sqrt M_i) + alpha_i / (8 M_i^{3/2})) on F_i matrix-product
 //!   flops. The costs are linear in F_i, so the split of G flops minimising the last finish
@@ -112,7 +112,7 @@ pub fn equal_finish_split(costs: &[f64], total: f64) -> Result<WorkSplit, Bounds
     })
 }
 
-/// A processor of paper 004's heterogeneous model.
+/// A processor of Ballard et al.'s (2011) heterogeneous model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Processor {
     /// Seconds per flop (gamma).
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn max_reuse_stays_within_sqrt_32_27_of_the_bound() {
-        // Paper 001, Figure 2: m = 21 gives mu = 4.
+        // Dongarra et al. (2007), Figure 2: m = 21 gives mu = 4.
         assert_eq!(max_reuse_mu(21).unwrap(), 4);
         assert_eq!(max_reuse_mu(20).unwrap(), 3);
         assert_eq!(max_reuse_mu(3).unwrap(), 1);

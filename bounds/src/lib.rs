@@ -5,12 +5,13 @@
 //! here holds for any schedule a runtime could produce.
 //!
 //! An [`Instance`] holds typed tasks with their predecessors and resource [`Class`]es (a
-//! count and a duration per task type). Three makespan bounds follow (DESIGN.md section 6):
+//! count and a duration per task type). Three makespan bounds follow:
 //! - [`Instance::critical_path`]: the longest chain of dependent tasks, each at its fastest;
 //! - [`Instance::area`]: the LP that shares the work of each task type among the classes;
 //! - [`Instance::mixed`]: the area LP per task, strengthened with path constraints added
-//!   one at a time until no path is longer than the bound (the iterative bound of paper
-//!   002's Fig. 9).
+//!   one at a time until no path is longer than the bound (the iterative bound of Agullo,
+//!   Beaumont, Eyraud-Dubois and Kumar, IPDPS 2016, which Cojean et al. (2016) plot in their
+//!   Fig. 9).
 //!
 //! The LPs are solved with microlp. [`communication`] holds the data-movement bounds of
 //! matrix multiplication that the GEMM engine measures itself against.

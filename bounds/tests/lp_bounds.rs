@@ -186,7 +186,7 @@ proptest! {
 }
 
 /// The Cholesky graph of `nt x nt` tiles with sirocco-like durations (ms at tile 960, from
-/// paper 002 Table 2) on `cpu` clusters of 10 cores, `cores` single cores and `gpus` GPUs.
+/// Cojean et al. (2016) Table 2) on `cpu` clusters of 10 cores, `cores` single cores and `gpus` GPUs.
 fn cholesky_instance(nt: usize, clusters: usize, cores: usize, gpus: usize) -> Instance {
     let graph = cholesky(&Tiling::square(nt * 960, 960).unwrap()).unwrap();
     let op_type = |op| {
@@ -290,7 +290,7 @@ fn empty_and_invalid_instances() {
 #[test]
 fn paper_002_split_of_28_gemms() {
     // 28 independent GEMMs of tile 960 on one 10-core cluster and one GPU: the area bound
-    // gives the cluster about 6 and the GPU about 22 (paper 002, section 5.2).
+    // gives the cluster about 6 and the GPU about 22 (Cojean et al. (2016), section 5.2).
     let gemm = 2.0 * 960f64.powi(3) / 1e9;
     let cluster = gemm / (36.46 * 7.77) * 1e3;
     let gpu = gemm / (36.46 * 28.80) * 1e3;

@@ -1,6 +1,6 @@
 //! A CPU cluster: a group of cores with its own rayon pool, one thread pinned per core.
 //!
-//! A cluster runs one kernel at a time with all its cores (paper 002, Fig. 2b): the
+//! A cluster runs one kernel at a time with all its cores (Cojean et al. (2016), Fig. 2b): the
 //! runtime's worker for the cluster runs inside the pool, and a kernel called with
 //! `Par::rayon(size)` spreads over the pool's threads, which never leave their cores.
 

@@ -10,7 +10,7 @@
 //!   by `/` or `;` ("0-3/4-7"), or, when every list is a plain range, by commas ("0-3,4-7").
 //! - `auto`: one cluster per L3 cache when the machine has several, else one per NUMA node
 //!   when it has several, else one cluster with every core. A shared L3 is where a
-//!   cluster's kernels find their data (paper 002 groups the cores of a cache domain).
+//!   cluster's kernels find their data (Cojean et al. (2016) groups the cores of a cache domain).
 //! - `none`: no CPU cluster at all; the run uses its GPUs only.
 //!
 //! A cluster uses one logical CPU per core (the first of its hyperthreads), except with

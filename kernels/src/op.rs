@@ -246,7 +246,7 @@ mod tests {
     fn flop_counts_match_the_paper_leading_terms() {
         let b = 960.0_f64;
         let s = (960, 960);
-        // Leading terms b^3/3, b^3, b^3, 2 b^3 (paper 002); lower-order terms are small.
+        // Leading terms b^3/3, b^3, b^3, 2 b^3 (Cojean et al. (2016)); lower-order terms are small.
         let close = |x: f64, y: f64| (x - y).abs() / y < 2.0 / b;
         assert!(close(Op::Potrf.flops(&[s]), b * b * b / 3.0));
         assert!(close(Op::Trsm.flops(&[s, s]), b * b * b));

@@ -57,7 +57,7 @@ pub(crate) struct RunPlan<'a> {
     pub written: Vec<bool>,
 }
 
-/// Tasks a static plan lets a worker prefetch ahead (paper 000 uses two).
+/// Tasks a static plan lets a worker prefetch ahead (Eyraud-Dubois and Lambert (2018) uses two).
 pub(crate) const PREFETCH_DEPTH: usize = 2;
 
 /// The handles of `tasks` that are safe to copy now: those no task writes, and all of a

@@ -1,5 +1,5 @@
 //! Static allocations: tasks grouped, each group run in a fixed order by one worker of
-//! the processor it was allotted to, with optional work stealing (paper 000).
+//! the processor it was allotted to, with optional work stealing (Eyraud-Dubois and Lambert (2018)).
 //!
 //! A [`StaticPlan`] says which *processor* (a set of workers, typically those of one
 //! memory node, whose speeds a partitioning algorithm merged) owns each *group* of tasks,
@@ -15,11 +15,11 @@
 //!   group it would run last. Without stealing, the allocation is enforced to the end.
 //! - **Prefetch**: [`Planned::lookahead`] gives a worker's next tasks in plan order (the
 //!   rest of its group, then the next groups of its processor); the executors copy their
-//!   inputs ahead (paper 000 prefetches two tasks ahead), only tiles that are safe to copy
+//!   inputs ahead (Eyraud-Dubois and Lambert (2018) prefetches two tasks ahead), only tiles that are safe to copy
 //!   early (no task of the run writes them, or the task is ready).
 //! - **Releases**: a plan may name, for a task, accesses to drop from the worker's memory
 //!   node after it (written back first when that replica is the last copy). The maximum
-//!   re-use ordering of paper 001 uses this to keep exactly its buffers on a device.
+//!   re-use ordering of Dongarra et al. (2007) uses this to keep exactly its buffers on a device.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! simulated on a modelled platform (or run for real on this machine with `--platform
 //! this`), written as results.csv, results.json and one SVG plot of Gflop/s against n per
 //! (tile, GPU count), each configuration a colour, its mixed bound dashed in the same
-//! colour (the layout of paper 002's Figs. 9 and 10).
+//! colour (the layout of Cojean et al.'s (2016) Figs. 9 and 10).
 //!
 //! A combination that cannot run (a spec that does not fit, more GPUs than the platform
 //! has, a tile without rates) is recorded as skipped with the reason; the others still run.

@@ -7,18 +7,18 @@
 //! 1. **Machine.** The run's workers with, for each, the seconds of one T x T x T GEMM tile
 //!    at candidate tile sizes (calibrated models, or the platform model's rates), the
 //!    capacity of each memory node and the host-device link.
-//! 2. **Tile size** (unless given): for each candidate T, paper 003's data-reuse pipeline
+//! 2. **Tile size** (unless given): for each candidate T, Anastasiadis's (2024) data-reuse pipeline
 //!    model (its Eq. 2.5) on each memory node's share of the r x s x t subkernels, shares
 //!    in proportion to speed (the heterogeneous split that makes all finish together,
-//!    paper 004): a node's time is `max(t_h2d, t_exec) k_in + t_exec (k - k_in) + t_in +
+//!    Ballard et al. (2011)): a node's time is `max(t_h2d, t_exec) k_in + t_exec (k - k_in) + t_in +
 //!    t_out`, where k_in counts the tiles it must fetch (A and B strips of a square zone:
 //!    2 sqrt(area) t, plus its C tiles) beyond the first subkernel's. The predicted time is
 //!    the slowest node's; the smallest wins (ties to the larger tile). Ragged tiles count
-//!    as full ones, which penalises padding, as paper 003's C_padding does.
+//!    as full ones, which penalises padding, as Anastasiadis's (2024) C_padding does.
 //! 3. **Strategy** (see [`Strategy`]); `auto` picks, from the same model, `dmda` without
 //!    devices (no copies to save), `max-reuse` when some device cannot hold its PERI-SUM
 //!    share's working set (A and B strips and C zone), else `peri-sum` with EffectiveSteal
-//!    (paper 000's best).
+//!    (Eyraud-Dubois and Lambert's (2018) best).
 //! 4. **Run** on the runtime (real threads or the simulator), with the static plan or MCT.
 //!    Device workers overlap copies and kernels (uploads on their own stream, prefetch of
 //!    the next two planned tasks), reuse resident tiles, and evict LRU (or, for
@@ -26,7 +26,7 @@
 //! 5. **Accounting**: bytes per link and per device from the trace, against lower bounds:
 //!    for each device that performed G tile updates, at least max(3 G^{2/3}, G
 //!    sqrt(27/(8m)) - m) tiles (Loomis-Whitney: the A, B and C tiles G updates touch, all
-//!    starting in host memory; and paper 001's bound with m tile buffers). The report also
+//!    starting in host memory; and Dongarra et al.'s (2007) bound with m tile buffers). The report also
 //!    gives the bound for the work split that equalises finish times and, for static
 //!    partitions, the PERI-SUM bound of the planned shares.
 //!
@@ -222,7 +222,7 @@ impl Machine<'_> {
     }
 }
 
-/// Paper 003's Eq. 2.5 for one node: `k` subkernels of `exec` seconds, `fetched` tiles of
+/// Anastasiadis's (2024) Eq. 2.5 for one node: `k` subkernels of `exec` seconds, `fetched` tiles of
 /// `h2d` seconds in and `returned` out.
 fn pipeline_seconds(k: f64, exec: f64, h2d: f64, fetched: f64, returned: f64) -> f64 {
     if h2d == 0.0 {

@@ -1,10 +1,10 @@
-//! Static partitions of C among processors of different speeds (paper 000's PERI-SUM):
+//! Static partitions of C among processors of different speeds (Eyraud-Dubois and Lambert's (2018) PERI-SUM):
 //! each processor gets a zone of area proportional to its speed, and the sum of the
 //! zones' half-perimeters (the A rows and B columns each processor must load, per step of
 //! the inner dimension) should be as small as possible. The lower bound is
 //! sum_k 2 sqrt(s_k) on the unit square ([`hetla_bounds::communication`]).
 //!
-//! [`partition`] is a recursive algorithm in the spirit of NRRP (paper 000, its reference 6): a
+//! [`partition`] is a recursive algorithm in the spirit of NRRP (Eyraud-Dubois and Lambert (2018), its reference 6): a
 //! rectangle and a set of processors (sorted by decreasing speed) is either
 //! - cut across its longer side into two rectangles with areas in proportion to the
 //!   speeds of a prefix and the rest of the processors, both recursed into; or
@@ -16,7 +16,7 @@
 //! The cheapest alternative is kept at each level. Columns (the optimal column-based
 //! partitions) are a special case of the rectangular cuts. The continuous partition is then
 //! made discrete on the tile grid by ROUNDED (round every rectangle's coordinates to the
-//! nearest tile boundary: the shapes stay, the loads may not) or PRECISE (paper 000,
+//! nearest tile boundary: the shapes stay, the loads may not) or PRECISE (Eyraud-Dubois and Lambert (2018),
 //! Algorithm 1: the exact tile count of each processor from the rounded partial sums of
 //! the speeds, the inner rectangles first, then every remaining tile to the neighbouring
 //! processor that still needs the fewest tiles).
@@ -141,7 +141,7 @@ pub enum Discretisation {
     /// Round every coordinate to the nearest tile boundary.
     #[default]
     Rounded,
-    /// Exact loads (paper 000, Algorithm 1).
+    /// Exact loads (Eyraud-Dubois and Lambert (2018), Algorithm 1).
     Precise,
 }
 

@@ -19,10 +19,10 @@ pub enum Strategy {
     Auto,
     /// Dynamic: the runtime's MCT with transfer estimates (StarPU's dmda).
     Dmda,
-    /// Paper 003's 2-D grid of devices: C cut into one block per device, the inner
+    /// Anastasiadis's (2024) 2-D grid of devices: C cut into one block per device, the inner
     /// dimension not split, no stealing.
     Grid,
-    /// Paper 000's PERI-SUM partition of C from the processors' speeds, discretised, with
+    /// Eyraud-Dubois and Lambert's (2018) PERI-SUM partition of C from the processors' speeds, discretised, with
     /// or without EffectiveSteal.
     PeriSum {
         /// ROUNDED or PRECISE.
@@ -30,7 +30,7 @@ pub enum Strategy {
         /// EffectiveSteal (true) or the static allocation enforced to the end.
         steal: bool,
     },
-    /// Paper 001's maximum re-use order: squares of mu x mu C tiles handed to workers as
+    /// Dongarra et al.'s (2007) maximum re-use order: squares of mu x mu C tiles handed to workers as
     /// they become free, each device keeping mu^2 C tiles, a row of mu B tiles and one A
     /// tile (and a second A and B buffer when copies overlap the kernels).
     MaxReuse,
@@ -72,7 +72,7 @@ impl FromStr for Strategy {
     type Err = String;
 
     /// "auto", "dmda", "grid", "max-reuse", or `peri-sum[:rounded|precise][:steal|static]`
-    /// (default rounded with stealing, paper 000's best).
+    /// (default rounded with stealing, Eyraud-Dubois and Lambert's (2018) best).
     fn from_str(s: &str) -> Result<Self, String> {
         let lower = s.to_ascii_lowercase();
         let mut parts = lower.split(':');
@@ -184,7 +184,7 @@ pub fn device_grid(devices: usize, r: usize, s: usize) -> (usize, usize) {
         .unwrap_or((1, 1))
 }
 
-/// Paper 003's grid allocation over `processors` (one per device): C cut into blocks of a
+/// Anastasiadis's (2024) grid allocation over `processors` (one per device): C cut into blocks of a
 /// [`device_grid`], one per device, no stealing.
 pub fn grid_plan(t: &MatMulTiling, processors: &[Processor]) -> StaticPlan {
     let (dr, dc) = device_grid(processors.len(), t.r, t.s);
@@ -214,7 +214,7 @@ pub fn max_reuse_layout(buffers: usize) -> Option<(usize, bool)> {
     })
 }
 
-/// Paper 001's maximum re-use order: squares of mu x mu C tiles (ragged at the edges),
+/// Dongarra et al.'s (2007) maximum re-use order: squares of mu x mu C tiles (ragged at the edges),
 /// each run as `for l: for i in square: for j in square: task(i, j, l)` by one worker, the
 /// squares handed out in order to whichever worker is free; after its last use in a
 /// square, each A tile, B tile and C tile is released from the worker's node (C written

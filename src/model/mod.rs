@@ -10,7 +10,7 @@
 //! S(c) = c / (1 + s (c - 1)) with the serial fraction s fitted by least squares (through
 //! the point exactly when there is one, as for `sirocco`'s 10-core cluster). GPU rates are Gflop/s per (operation, tile size). A task's duration is its flop
 //! count (leading terms: POTRF m^3/3, TRSM m n^2, SYRK k n^2, GEMM 2 m n k, so b^3/3, b^3,
-//! b^3 and 2 b^3 on square tiles, as paper 002 counts them) over the rate at the run's
+//! b^3 and 2 b^3 on square tiles, as Cojean et al. (2016) counts them) over the rate at the run's
 //! tile size; ragged edge tiles use the same rate.
 //!
 //! Each GPU has a memory size (its memory node's capacity in simulations) and a link to
@@ -230,7 +230,7 @@ impl CpuKernelRate {
     }
 }
 
-/// Flop count of a task by the leading terms paper 002 uses (see the module documentation).
+/// Flop count of a task by the leading terms Cojean et al. (2016) uses (see the module documentation).
 pub fn model_flops(key: &KernelKey) -> f64 {
     let w = key.shapes[key.shapes.len() - 1];
     let (m, n) = (w.0 as f64, w.1 as f64);

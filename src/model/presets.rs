@@ -7,7 +7,7 @@ use super::{
     PlatformModel, Speedup,
 };
 
-/// A K40m's PCIe 3.0 x16 link per direction. Paper 002 gives no transfer figures; 10 GB/s
+/// A K40m's PCIe 3.0 x16 link per direction. Cojean et al. (2016) gives no transfer figures; 10 GB/s
 /// is what pinned copies typically reach on PCIe 3.0 x16 (15.75 GB/s raw), 10 us a typical
 /// latency of one `cudaMemcpyAsync`.
 const K40M_PCIE: LinkRate = LinkRate {
@@ -15,7 +15,7 @@ const K40M_PCIE: LinkRate = LinkRate {
     gb_per_s: 10.0,
 };
 
-/// Paper 002, Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10 cores /
+/// Cojean et al. (2016), Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10 cores /
 /// one core.
 const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::Potrf, 960, 27.78, 1.72, 5.55),
@@ -28,7 +28,7 @@ const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::Gemm, 1920, 37.27, 30.86, 8.56),
 ];
 
-/// Paper 002 (section 4, after Table 1) measured KNL kernels on a loaded machine (kernels
+/// Cojean et al. (2016) (section 4, after Table 1) measured KNL kernels on a loaded machine (kernels
 /// running on every other core): DGEMM of order 480 on one core lost 15% of its rate, of
 /// order 2880 on 16 threads 4%. The presets apply the one-core figure to every kernel and
 /// tile (memory contention slows them all; the paper gives no others) and `wide` at the
@@ -49,13 +49,13 @@ fn loaded(cores: usize, wide: f64) -> Vec<LoadedReduction> {
     ]
 }
 
-/// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from paper 002 Table 2
+/// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from Cojean et al. (2016) Table 2
 /// (Intel MKL on the cores, cuBLAS/MAGMA on the GPUs) at tiles 960 and 1920.
 pub(super) fn sirocco() -> PlatformModel {
     PlatformModel {
         name: "sirocco".into(),
         description: "2 x 12-core Intel Xeon E5-2680 v3 (Haswell, 2.5 GHz) + 4 NVIDIA K40m; \
-            kernel rates of paper 002 (Cojean et al. 2016), Table 2, at tiles 960 and 1920"
+            kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 2, at tiles 960 and 1920"
             .into(),
         cpu: CpuModel {
             packages: 2,
@@ -81,7 +81,7 @@ pub(super) fn sirocco() -> PlatformModel {
             count: 4,
             // 12 GB of GDDR5 per K40m (NVIDIA's data sheet).
             memory_gb: 12.0,
-            // Paper 002 does not say whether the K40m's copy peer to peer: copies between
+            // Cojean et al. (2016) does not say whether the K40m's copy peer to peer: copies between
             // them are staged through host memory, the conservative choice.
             link: LinkModel {
                 h2d: K40M_PCIE,
@@ -102,7 +102,7 @@ pub(super) fn sirocco() -> PlatformModel {
     }
 }
 
-/// Paper 002, Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
+/// Cojean et al. (2016), Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
 /// Gflop/s at each, and the efficiency (speedup / cores) on 2, 4, 8, 16, 32 and 64 cores.
 const KNL_TILES: [usize; 5] = [480, 960, 1440, 1920, 2880];
 const KNL_CORES: [usize; 6] = [2, 4, 8, 16, 32, 64];
@@ -159,7 +159,7 @@ const KNL_TABLE: [(Op, [f64; 5], [[f64; 5]; 6]); 4] = [
 ];
 
 /// `knl`: one 64-core Intel Xeon Phi 7210 in SNC-4 mode (4 NUMA nodes of 16 cores), rates
-/// from paper 002 Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
+/// from Cojean et al. (2016) Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
 pub(super) fn knl() -> PlatformModel {
     let mut kernels = Vec::new();
     for (op, core, efficiency) in KNL_TABLE {
@@ -183,7 +183,7 @@ pub(super) fn knl() -> PlatformModel {
     PlatformModel {
         name: "knl".into(),
         description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
-            16 cores); kernel rates of paper 002 (Cojean et al. 2016), Table 1"
+            16 cores); kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 1"
             .into(),
         cpu: CpuModel {
             packages: 1,
@@ -196,11 +196,11 @@ pub(super) fn knl() -> PlatformModel {
     }
 }
 
-/// One A100 of the Karolina HGX node, paper 003 section 4.3, Table 4.1: 17.2 Tflop/s FP64
+/// One A100 of the Karolina HGX node, Anastasiadis (2024) section 4.3, Table 4.1: 17.2 Tflop/s FP64
 /// peak (clocks tuned for energy efficiency, 12% under the nominal 19.5).
 const A100_GFLOPS: f64 = 17_200.0;
 
-/// `a100x8`: paper 003 chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
+/// `a100x8`: Anastasiadis (2024) chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
 /// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 96 GB/s in all (12 GB/s per GPU
 /// when all copy) through 4 links each shared by a pair of GPUs (0-1, 2-3, ...: its strong-scaling
 /// study finds the host bandwidth of GPUs 0, 2, 4, 6 equal to that of all 8), so 24 GB/s
@@ -217,7 +217,7 @@ pub(super) fn a100x8() -> PlatformModel {
     PlatformModel {
         name: "a100x8".into(),
         description: "2 x 64-core AMD EPYC 7763 + 8 NVIDIA A100 40 GB (NVLink3/NVSwitch2); \
-            GEMM rate and link bandwidths of paper 003 (Anastasiadis 2024), chapter 4, Table 4.1"
+            GEMM rate and link bandwidths of Anastasiadis (2024) (Anastasiadis 2024), chapter 4, Table 4.1"
             .into(),
         cpu: CpuModel {
             packages: 2,
