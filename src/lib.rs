@@ -1,11 +1,19 @@
 //! # hetla
 //!
-//! Dense symmetric positive definite factorisation (tiled Cholesky) on a heterogeneous
-//! node. A matrix is cut into b x b tiles ([`TiledMatrix`]), the tiled algorithm is a
-//! task graph of tile kernels (`hetla-factorizations`), and the [`runtime`] runs the graph
-//! on a [`Platform`] of CPU core clusters (`hetla-clusters`), placing each task with a
-//! scheduler (MCT by default) and performance models, with CPU kernels from faer or
-//! OpenBLAS (`hetla-kernels`).
+//! Dense symmetric positive definite factorisation (tiled Cholesky) and matrix products on
+//! a heterogeneous node. A matrix is cut into b x b tiles ([`TiledMatrix`]), the tiled
+//! algorithm is a task graph of tile kernels (`hetla-factorizations`), and the [`runtime`]
+//! (`hetla-runtime`) runs the graph on a [`Platform`] of CPU core clusters
+//! (`hetla-clusters`) and GPUs, placing each task with a scheduler (MCT by default, or
+//! dmda) and performance models, with CPU kernels from faer or OpenBLAS and GPU kernels
+//! from cuBLAS/cuSOLVER (`hetla-kernels`).
+//!
+//! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve;
+//! - [`Gemm`]: the multi-GPU product with its allocation strategies and communication
+//!   bounds;
+//! - [`bounds`], [`graph_bounds`]: makespan lower bounds beside every run;
+//! - [`model`], [`simulation`]: modelled machines (presets and platform files) and
+//!   simulated runs on them, with the same schedulers as real runs.
 //!
 //! ```
 //! use faer::Mat;
