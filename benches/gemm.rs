@@ -6,7 +6,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::{Accum, Mat, Par};
 use hetla::gemm::Strategy;
-use hetla::model::PlatformModel;
+use hetla::model::{Modelled, PlatformModel};
 use hetla::{Backend, ClusterSpec, Gemm, Platform, matgen::random};
 
 fn real(c: &mut Criterion) {
@@ -58,13 +58,10 @@ fn simulated(c: &mut Criterion) {
                 Gemm::new()
                     .strategy(strategy)
                     .tile(960)
-                    .simulate(
-                        &sirocco,
-                        &spec,
-                        4,
+                    .simulate_traced(
+                        &Modelled::new(&sirocco, &spec, 4),
                         (30720, 30720, 30720),
                         &Default::default(),
-                        None,
                     )
                     .unwrap()
             })

@@ -8,7 +8,7 @@
 
 use hetla::factorizations::MATMUL_C;
 use hetla::gemm::{Discretisation, Placement, Strategy};
-use hetla::model::PlatformModel;
+use hetla::model::{Modelled, PlatformModel};
 use hetla::runtime::HOST;
 use hetla::runtime::SchedulerKind;
 use hetla::runtime::SimOptions;
@@ -96,13 +96,10 @@ fn main() -> hetla::Result<()> {
     ];
     for (n, dmda_paper, nrrp_paper) in table2 {
         let run = |strategy| {
-            Gemm::new().strategy(strategy).tile(960).simulate(
-                &sirocco,
-                &sequential_cores,
-                4,
+            Gemm::new().strategy(strategy).tile(960).simulate_traced(
+                &Modelled::new(&sirocco, &sequential_cores, 4),
                 (n, n, n),
                 &SimOptions::default(),
-                None,
             )
         };
         let (dmda, dmda_trace) = run(Strategy::Dmda)?;
@@ -318,13 +315,10 @@ fn main() -> hetla::Result<()> {
     let peak = 8.0 * 17_200e9;
     for n in [16384, 32768] {
         let matrix = (n * n * 8) as f64;
-        let (report, trace) = Gemm::new().simulate(
-            &a100,
-            &ClusterSpec::None,
-            8,
+        let (report, trace) = Gemm::new().simulate_traced(
+            &Modelled::new(&a100, &ClusterSpec::None, 8),
             (n, n, n),
             &SimOptions::default(),
-            None,
         )?;
         let flops = 2.0 * (n as f64).powi(3);
         let host = bytes_from(&trace, true);
@@ -384,13 +378,10 @@ fn main() -> hetla::Result<()> {
             Placement::Device(0),
             Placement::Device(0),
         )
-        .simulate(
-            &a100,
-            &ClusterSpec::None,
-            8,
+        .simulate_traced(
+            &Modelled::new(&a100, &ClusterSpec::None, 8),
             (n, n, n),
             &SimOptions::default(),
-            None,
         )?;
     // gpu0 sends the other GPUs their rows of A and columns of B once and gets 7/8 of C
     // back: at least 7/8 of |A| + |B| out of its port at 300 GB/s.

@@ -4,7 +4,7 @@
 
 use faer::{Mat, Par};
 use hetla::gemm::{Discretisation, Placement, Strategy};
-use hetla::model::PlatformModel;
+use hetla::model::{Modelled, PlatformModel};
 use hetla::runtime::{EmulatedDevice, ModelStore};
 use hetla::{Backend, ClusterSpec, Gemm, Platform};
 use std::sync::Arc;
@@ -35,8 +35,9 @@ fn emulated(count: usize, budget: usize) -> Platform {
 /// Runs `gemm` on random operands of an (m, n, k) product and checks it against faer.
 fn check(platform: &Platform, gemm: Gemm, (m, n, k): (usize, usize, usize), seed: u64) {
     let stored = |r, c, t: bool| if t { (c, r) } else { (r, c) };
-    let (ar, ac) = stored(m, k, gemm.trans_a);
-    let (br, bc) = stored(k, n, gemm.trans_b);
+    let (trans_a, trans_b) = gemm.transposes();
+    let (ar, ac) = stored(m, k, trans_a);
+    let (br, bc) = stored(k, n, trans_b);
     let a = hetla::matgen::random(ar, ac, seed);
     let b = hetla::matgen::random(br, bc, seed + 1);
     let c0 = hetla::matgen::random(m, n, seed + 2);
@@ -48,8 +49,8 @@ fn check(platform: &Platform, gemm: Gemm, (m, n, k): (usize, usize, usize), seed
         a.as_ref(),
         b.as_ref(),
         c0.as_ref(),
-        (gemm.trans_a, gemm.trans_b),
-        (gemm.alpha, gemm.beta),
+        gemm.transposes(),
+        gemm.factors(),
         Par::Seq,
     );
     let error = hetla::check::relative_error(c.as_ref(), reference.as_ref());
@@ -148,13 +149,10 @@ fn max_reuse_moves_exactly_2rs_plus_2rst_over_mu_tiles_in_simulation() {
             .strategy(Strategy::MaxReuse)
             .tile(tile)
             .scalars(1.0, 1.0)
-            .simulate(
-                &sirocco,
-                &ClusterSpec::None,
-                1,
+            .simulate_traced(
+                &Modelled::new(&sirocco, &ClusterSpec::None, 1).gpu_memory(Some(buffers * bytes)),
                 (r * tile, s * tile, t * tile),
                 &Default::default(),
-                Some(buffers * bytes),
             )
             .unwrap();
         let mu = 4;
@@ -178,13 +176,10 @@ fn peri_sum_moves_less_than_dmda_on_sirocco_at_a_similar_makespan() {
         Gemm::new()
             .strategy(strategy)
             .tile(960)
-            .simulate(
-                &sirocco,
-                &spec,
-                4,
+            .simulate_traced(
+                &Modelled::new(&sirocco, &spec, 4),
                 (30720, 30720, 30720),
                 &Default::default(),
-                None,
             )
             .unwrap()
             .0
@@ -256,13 +251,10 @@ fn on_a100x8_the_host_sends_each_tile_once_over_every_shared_link_and_gpus_relay
     let link = a100.gpu.as_ref().unwrap().link;
     let n = 16384;
     let (report, trace) = Gemm::new()
-        .simulate(
-            &a100,
-            &ClusterSpec::None,
-            8,
+        .simulate_traced(
+            &Modelled::new(&a100, &ClusterSpec::None, 8),
             (n, n, n),
             &Default::default(),
-            None,
         )
         .unwrap();
     let host = |t: &&hetla::runtime::TransferEvent| t.transfer.from.0 == 0;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 use hetla::gemm::{GemmReport, Placement, Strategy};
-use hetla::model::PlatformModel;
+use hetla::model::{Modelled, PlatformModel};
 use hetla::runtime::GpuSelection;
 use hetla::{ClusterSpec, Gemm};
 use serde::Serialize;
@@ -129,15 +129,13 @@ pub struct GemmOutput {
 
 /// Runs `hetla gemm`.
 pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
-    let gemm = Gemm {
-        trans_a: args.transa,
-        trans_b: args.transb,
-        alpha: args.alpha,
-        beta: args.beta,
-        tile: args.tile,
-        strategy: args.strategy,
-        placement: args.placement,
-    };
+    let [pa, pb, pc] = args.placement;
+    let gemm = Gemm::new()
+        .transpose(args.transa, args.transb)
+        .scalars(args.alpha, args.beta)
+        .tile_or_model(args.tile)
+        .strategy(args.strategy)
+        .placement(pa, pb, pc);
     super::super::check_outputs(
         &[
             ("--trace", args.trace.as_deref()),
@@ -193,13 +191,10 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         } else {
             args.clusters.clone()
         };
-        let (report, trace) = gemm.simulate(
-            &model,
-            &args.clusters,
-            gpus,
+        let (report, trace) = gemm.simulate_traced(
+            &Modelled::new(&model, &args.clusters, gpus).gpu_memory(args.gpus.gpu_memory),
             (args.m, args.n, args.k),
             &Default::default(),
-            args.gpus.gpu_memory,
         )?;
         super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
         return Ok(GemmOutput {

@@ -50,7 +50,7 @@ use serde::Serialize;
 pub use partition::Discretisation;
 pub use strategy::{Processor, Strategy};
 
-use crate::model::PlatformModel;
+use crate::model::Modelled;
 use crate::runtime::{HOST, MemoryNode};
 use crate::runtime::{
     KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace, WorkerInfo,
@@ -96,19 +96,19 @@ const GUESS_DEVICE: f64 = 1e12;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gemm {
     /// op(A) = A^T.
-    pub trans_a: bool,
+    trans_a: bool,
     /// op(B) = B^T.
-    pub trans_b: bool,
+    trans_b: bool,
     /// Factor of the product (default 1).
-    pub alpha: f64,
+    alpha: f64,
     /// Factor of the old C (default 0: C is overwritten, never read).
-    pub beta: f64,
+    beta: f64,
     /// Tile side (default: chosen by the model).
-    pub tile: Option<usize>,
+    tile: Option<usize>,
     /// Allocation strategy (default `auto`).
-    pub strategy: Strategy,
+    strategy: Strategy,
     /// Where A, B and C start.
-    pub placement: [Placement; 3],
+    placement: [Placement; 3],
 }
 
 impl Default for Gemm {
@@ -305,8 +305,13 @@ impl Gemm {
     }
 
     /// A fixed tile side.
-    pub fn tile(mut self, tile: usize) -> Self {
-        self.tile = Some(tile);
+    pub fn tile(self, tile: usize) -> Self {
+        self.tile_or_model(Some(tile))
+    }
+
+    /// A fixed tile side, or (`None`) the one the model chooses.
+    pub fn tile_or_model(mut self, tile: Option<usize>) -> Self {
+        self.tile = tile;
         self
     }
 
@@ -320,6 +325,16 @@ impl Gemm {
     pub fn placement(mut self, a: Placement, b: Placement, c: Placement) -> Self {
         self.placement = [a, b, c];
         self
+    }
+
+    /// Whether op(A) and op(B) are transposes.
+    pub fn transposes(&self) -> (bool, bool) {
+        (self.trans_a, self.trans_b)
+    }
+
+    /// alpha and beta.
+    pub fn factors(&self) -> (f64, f64) {
+        (self.alpha, self.beta)
     }
 
     fn params(&self) -> MatMul {
@@ -570,22 +585,26 @@ impl Gemm {
         Ok((self.report(&machine, &tiling, &planned, &trace), trace))
     }
 
-    /// Simulates the product on `model` with CPU clusters `spec` and `gpus` GPUs.
+    /// Simulates C <- alpha op(A) op(B) + beta C of shape (m, n, k) on a modelled machine.
     pub fn simulate(
         &self,
-        model: &PlatformModel,
-        spec: &ClusterSpec,
-        gpus: usize,
+        machine: &Modelled<'_>,
+        shape: (usize, usize, usize),
+        options: &SimOptions,
+    ) -> Result<GemmReport> {
+        self.simulate_traced(machine, shape, options)
+            .map(|(report, _)| report)
+    }
+
+    /// [`Gemm::simulate`], with the simulated run's trace.
+    pub fn simulate_traced(
+        &self,
+        machine: &Modelled<'_>,
         (m, n, k): (usize, usize, usize),
         options: &SimOptions,
-        gpu_memory: Option<usize>,
     ) -> Result<(GemmReport, Trace)> {
-        let mut platform = model.sim_platform(spec, gpus)?;
-        if let Some(bytes) = gpu_memory {
-            for c in platform.capacities.iter_mut().skip(1) {
-                *c = Some(bytes);
-            }
-        }
+        let (model, gpus) = (machine.model, machine.gpus);
+        let platform = machine.sim_platform()?;
         self.check(gpus)?;
         if m == 0 || n == 0 || k == 0 {
             return Err(Error::InvalidOption {

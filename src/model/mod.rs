@@ -243,6 +243,51 @@ pub fn model_flops(key: &KernelKey) -> f64 {
     }
 }
 
+/// A modelled machine as a simulated run uses it: a platform model, the CPU clusters made
+/// from its cores, how many of its GPUs, and optionally a memory budget per GPU (default:
+/// the model's memory size).
+#[derive(Debug, Clone, Copy)]
+pub struct Modelled<'a> {
+    /// The platform model.
+    pub model: &'a PlatformModel,
+    /// Its CPU clusters.
+    pub clusters: &'a ClusterSpec,
+    /// GPUs used (the model's first ones).
+    pub gpus: usize,
+    /// Bytes of tiles each GPU may hold.
+    pub gpu_memory: Option<usize>,
+}
+
+impl<'a> Modelled<'a> {
+    /// `model` with CPU clusters `clusters` and `gpus` GPUs.
+    pub fn new(model: &'a PlatformModel, clusters: &'a ClusterSpec, gpus: usize) -> Self {
+        Self {
+            model,
+            clusters,
+            gpus,
+            gpu_memory: None,
+        }
+    }
+
+    /// A memory budget for tiles on each GPU (`None`: the model's memory size).
+    pub fn gpu_memory(mut self, bytes: Option<usize>) -> Self {
+        self.gpu_memory = bytes;
+        self
+    }
+
+    /// The workers, memory nodes and links of the simulation (see
+    /// [`PlatformModel::sim_platform`]), with the GPU budget applied.
+    pub fn sim_platform(&self) -> Result<SimPlatform> {
+        let mut platform = self.model.sim_platform(self.clusters, self.gpus)?;
+        if let Some(bytes) = self.gpu_memory {
+            for c in platform.capacities.iter_mut().skip(1) {
+                *c = Some(bytes);
+            }
+        }
+        Ok(platform)
+    }
+}
+
 impl PlatformModel {
     /// A built-in model by name (see [`PRESETS`]).
     pub fn preset(name: &str) -> Option<Self> {
