@@ -13,8 +13,9 @@ use hetla::factorizations::{TileRef, Tiling};
 use hetla::graph_bounds::cholesky_graph;
 use hetla::model::PlatformModel;
 use hetla::runtime::SchedulerKind;
-use hetla::runtime::{SimOptions, SimWork, simulate};
+use hetla::runtime::SimOptions;
 use hetla::simulation::simulate_cholesky;
+use hetla_runtime::{SimWork, simulate};
 
 fn sirocco_simulation(c: &mut Criterion) {
     let sirocco = PlatformModel::preset("sirocco").expect("sirocco is a preset");

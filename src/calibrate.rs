@@ -28,8 +28,8 @@ use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op};
 
 use crate::model::{LinkModel, LinkRate};
-use crate::runtime::{Device, KernelKey, PerfModels, Platform};
 use crate::{Result, matgen};
+use hetla_runtime::{Device, KernelKey, PerfModels, Platform};
 
 /// The operations of the tiled Cholesky, which calibration measures.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm];

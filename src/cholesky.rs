@@ -12,10 +12,10 @@ use hetla_clusters::ClusterSpec;
 use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
 use hetla_kernels::{Backend, KernelError, Par};
 
-use crate::runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
 use crate::tile_work::{TileWork, run_error};
 use crate::tiled::mat_from_slice;
 use crate::{Error, Result, TiledMatrix};
+use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
 
 /// The tile size used when no platform's models can choose one (see
 /// [`crate::tile_choice`]), from the order `n` and the backend.

@@ -122,7 +122,7 @@ pub enum Error {
     },
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
-    Memory(#[from] crate::runtime::NoRoom),
+    Memory(#[from] hetla_runtime::NoRoom),
     /// No worker may run a task's operation under the run's restrictions.
     #[error(
         "no worker may run task {task} ({op}) under the run's restrictions; allow {op} on a kind of resource the platform has"
@@ -179,9 +179,9 @@ impl From<KernelError> for Error {
 }
 
 /// The runtime's errors keep their variant: the same kinds, fields and messages.
-impl From<crate::runtime::Error> for Error {
-    fn from(e: crate::runtime::Error) -> Self {
-        use crate::runtime::Error as E;
+impl From<hetla_runtime::Error> for Error {
+    fn from(e: hetla_runtime::Error) -> Self {
+        use hetla_runtime::Error as E;
         match e {
             E::InvalidOption { option, reason } => Error::InvalidOption { option, reason },
             E::Kernel(e) => Error::Kernel(e),

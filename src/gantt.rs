@@ -4,8 +4,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::runtime::{Error, Trace, write_atomic};
 use crate::{Op, Result};
+use hetla_runtime::{Error, Trace, write_atomic};
 
 /// Writing a trace as an SVG Gantt chart.
 pub trait Gantt {

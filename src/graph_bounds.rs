@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use crate::calibrate::CHOLESKY_OPS;
 use crate::model::PlatformModel;
-use crate::runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 use crate::{ClusterSpec, Result};
+use hetla_runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 
 /// One resource class of a bound: its name and how many resources it has.
 #[derive(Debug, Clone, PartialEq, Serialize)]

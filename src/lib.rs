@@ -50,11 +50,23 @@ pub use hetla_bounds as bounds;
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;
 pub use hetla_kernels::{Backend, Op, Par};
-pub use hetla_runtime as runtime;
 pub use runtime::{Platform, SchedulerKind, Trace};
 pub use tiled::{TiledMatrix, mat_from_slice};
 
+/// What a user of hetla needs of its runtime (crate `hetla-runtime`, whose whole API
+/// serves those who schedule their own task graphs): platforms and devices, schedulers,
+/// run options, performance models, traces and simulation options.
+pub mod runtime {
+    pub use hetla_runtime::{
+        DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, KernelKey, KernelSummary,
+        LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, PerfModels, Platform, ResourceClass,
+        ResourceKind, Result, RunError, RunOptions, RunStep, SchedulerKind, SimOptions, Stats,
+        TaskEvent, TaskFailure, Trace, TraceSummary, TransferEvent, WorkerSummary, Workload,
+        execute,
+    };
+}
+
 /// Output files written whole or not at all (see [`runtime::write_atomic`]).
 pub mod output {
-    pub use crate::runtime::{check_distinct, check_writable, write_atomic};
+    pub use hetla_runtime::{check_distinct, check_writable, write_atomic};
 }

@@ -960,7 +960,7 @@ fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
     };
     // As a platform does: one core per GPU host thread, taken before clusters are formed.
     let left =
-        hetla::runtime::reserve_host_cores(&topology, &args.clusters, gpus.len() + emulated_gpus)
+        hetla_runtime::reserve_host_cores(&topology, &args.clusters, gpus.len() + emulated_gpus)
             .left;
     let clusters = args.clusters.resolve(&left)?;
     Ok(InfoReport {

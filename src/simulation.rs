@@ -1,7 +1,7 @@
 //! Simulated Cholesky runs on modelled platforms, reported next to their bounds: what
 //! `hetla simulate` prints and `hetla sweep` repeats over configurations.
 //!
-//! One call builds the Cholesky graph once, simulates it with the [`runtime::simulate`](crate::runtime::simulate)
+//! One call builds the Cholesky graph once, simulates it with the [`runtime::simulate`](hetla_runtime::simulate)
 //! executor, and computes the critical-path, area and mixed bounds of the same graph with
 //! the same durations (the bounds ignore transfers; the simulation pays them), so a
 //! noise-free simulated run can never beat its own mixed bound.
@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::graph_bounds::{BoundReport, cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::PlatformModel;
-pub use crate::runtime::{LinkBytes, node_name};
-use crate::runtime::{SimOptions, SimWork, simulate};
-use crate::runtime::{Trace, count_classes};
 use crate::{ClusterSpec, Result};
+pub use hetla_runtime::{LinkBytes, node_name};
+use hetla_runtime::{SimOptions, SimWork, simulate};
+use hetla_runtime::{Trace, count_classes};
 
 /// A worker's share of a simulated run.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -22,9 +22,9 @@
 use crate::calibrate::{CHOLESKY_OPS, calibrate};
 use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::model_flops;
-use crate::runtime::{KernelKey, Platform, ResourceClass, count_classes};
-use crate::runtime::{SimOptions, SimPlatform, SimWork, simulate};
 use crate::{Result, default_tile_size};
+use hetla_runtime::{KernelKey, Platform, ResourceClass, count_classes};
+use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 
 /// Tile sizes a choice considers.
 pub const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
@@ -39,7 +39,7 @@ const MAX_TILES_PER_SIDE: usize = 32;
 /// Calibration samples per kernel, class and candidate measured on first use.
 const FIRST_USE_SAMPLES: usize = 2;
 
-pub use crate::runtime::TileChoice;
+pub use hetla_runtime::TileChoice;
 
 /// The candidates for order `n`.
 pub fn candidates(n: usize) -> Vec<usize> {

@@ -5,8 +5,8 @@ use faer::{MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
-use crate::runtime::{KernelKey, RunError, RunStep, TaskFailure, Workload};
 use crate::{Error, TiledMatrix};
+use hetla_runtime::{KernelKey, RunError, RunStep, TaskFailure, Workload};
 
 /// A task graph over tiled matrices (indexed by `MatrixId.0`) with a kernel backend.
 pub(crate) struct TileWork<'g, 'm> {

@@ -8,13 +8,13 @@ use faer::Par;
 use hetla::Gantt;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
-use hetla::runtime::MIN_SAMPLES;
-use hetla::runtime::{
+use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
+use hetla_runtime::MIN_SAMPLES;
+use hetla_runtime::{
     KernelKey, Mct, ModelStore, PerfModels, Platform, ResourceClass, ResourceKind, RunOptions,
     RunStep, SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload,
     execute,
 };
-use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
 
 fn platform(spec: &str) -> Arc<Platform> {
     let spec: ClusterSpec = spec.parse().unwrap();
@@ -45,7 +45,7 @@ fn worker(name: &str, kind: ResourceKind, class: ResourceClass, cores: usize) ->
         name: name.into(),
         kind,
         class,
-        node: hetla::runtime::HOST,
+        node: hetla_runtime::HOST,
         cpus: (0..cores).collect(),
     }
 }

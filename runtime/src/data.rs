@@ -288,6 +288,18 @@ impl DataRegistry {
     /// (write-backs, then the fetch); none when nothing was done.
     pub fn prefetch(&mut self, handle: usize, node: MemoryNode) -> Vec<Transfer> {
         let mut copies = Vec::new();
+        // A tile a started task is writing is not final: a copy of it now could be taken
+        // before the task writes (or while it does) and would then count as valid beside
+        // the new value, which an eviction of the writer's replica would lose. A task is
+        // ready when its predecessors are done, not before it starts: an executor's
+        // lookahead can name a task another worker has just started.
+        let being_written = self.states[handle]
+            .iter()
+            .zip(&self.pins[handle])
+            .any(|(&state, &pins)| state == ReplicaState::Modified && pins > 0);
+        if being_written {
+            return copies;
+        }
         if !self.is_valid(handle, node) && self.fetch(handle, node, &mut copies).is_ok() {
             self.set_mode(handle, node, Mode::Read);
         }
@@ -516,6 +528,21 @@ mod tests {
     fn one(copies: Vec<Transfer>) -> Transfer {
         assert_eq!(copies.len(), 1, "{copies:?}");
         copies[0]
+    }
+
+    #[test]
+    fn a_tile_a_started_task_writes_is_not_prefetched_until_the_task_ends() {
+        // GPU 1 starts a task that updates tile 0; GPU 2's lookahead asks for it meanwhile.
+        let mut r = registry();
+        let (writer, reader) = (MemoryNode(1), MemoryNode(2));
+        let update = [(0, Mode::ReadWrite)];
+        assert_eq!(one(r.start_task(&update, writer).unwrap()).to, writer);
+        assert!(r.prefetch(0, reader).is_empty());
+        assert_eq!(r.state(0, reader), ReplicaState::Invalid);
+        // Once the task has ended, its result may be copied.
+        r.end_task(&update, writer);
+        assert_eq!(one(r.prefetch(0, reader)).from, writer);
+        assert_eq!(r.state(0, reader), ReplicaState::Shared);
     }
 
     #[test]

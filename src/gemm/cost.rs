@@ -126,7 +126,7 @@ pub(super) fn choose_tile(machine: &Machine<'_>, m: usize, n: usize, k: usize) -
 
 /// Square GEMM tile sizes with a calibrated model on every worker class.
 pub(super) fn known_gemm_tiles(
-    models: &crate::runtime::PerfModels,
+    models: &hetla_runtime::PerfModels,
     workers: &[WorkerInfo],
 ) -> Vec<usize> {
     DEFAULT_TILES

@@ -58,14 +58,14 @@ pub use partition::Discretisation;
 pub use strategy::{Processor, Strategy};
 
 use crate::model::Modelled;
-use crate::runtime::{HOST, MemoryNode};
-use crate::runtime::{
+use crate::tile_work::{TileWork, run_error};
+use crate::{Backend, Error, Result, TiledMatrix};
+use hetla_runtime::{HOST, MemoryNode};
+use hetla_runtime::{
     KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace, WorkerInfo,
     execute,
 };
-use crate::runtime::{SimOptions, SimWork, simulate};
-use crate::tile_work::{TileWork, run_error};
-use crate::{Backend, Error, Result, TiledMatrix};
+use hetla_runtime::{SimOptions, SimWork, simulate};
 
 /// Where an operand lives when the product starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -277,9 +277,8 @@ impl Gemm {
                 .and_then(|s| s.calibrated_mean())
         };
         let links = platform.links();
-        let copy_seconds = |node: MemoryNode, bytes: usize| {
-            crate::runtime::copy_seconds(&links, HOST, node, bytes)
-        };
+        let copy_seconds =
+            |node: MemoryNode, bytes: usize| hetla_runtime::copy_seconds(&links, HOST, node, bytes);
         let mut capacities = vec![None];
         capacities.extend(platform.devices().iter().map(|d| Some(d.device.budget())));
         let known_tiles = known_gemm_tiles(&models, workers);

@@ -111,7 +111,7 @@ impl Gemm {
                     .filter(|t| t.transfer.from.0 == node || t.transfer.to.0 == node)
                     .map(|t| t.transfer.bytes)
                     .sum();
-                (crate::runtime::node_name(MemoryNode(node)), bytes)
+                (hetla_runtime::node_name(MemoryNode(node)), bytes)
             })
             .collect();
         let total = trace.transfers.iter().map(|t| t.transfer.bytes).sum();

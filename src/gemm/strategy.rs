@@ -9,7 +9,7 @@ use hetla_bounds::communication::max_reuse_mu;
 use hetla_factorizations::MatMulTiling;
 
 use super::partition::{Discretisation, discretise, partition};
-use crate::runtime::StaticPlan;
+use hetla_runtime::StaticPlan;
 
 /// How the tasks of a product are allotted to the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

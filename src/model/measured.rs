@@ -6,8 +6,8 @@ use hetla_clusters::{Level, Topology};
 
 use super::{CpuKernelRate, CpuModel, LoadedReduction, PlatformModel, Speedup, model_flops};
 use crate::calibrate::CHOLESKY_OPS;
-use crate::runtime::{KernelKey, PerfModels, ResourceClass};
 use crate::{Error, Result};
+use hetla_runtime::{KernelKey, PerfModels, ResourceClass};
 
 impl PlatformModel {
     /// The model of a machine with `topology` whose kernels were calibrated into `models`

@@ -37,12 +37,12 @@ use hetla_clusters::{ClusterSpec, Topology};
 use hetla_kernels::Op;
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::{
+use crate::{Error, Result};
+use hetla_runtime::{
     KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, WorkerInfo, count_classes,
     reserve_host_cores,
 };
-pub use crate::runtime::{LinkModel, LinkRate};
-use crate::{Error, Result};
+pub use hetla_runtime::{LinkModel, LinkRate};
 
 /// The most cores a platform model may have (the largest nodes have a few hundred).
 pub const MAX_MODEL_CORES: usize = 4096;
@@ -432,11 +432,11 @@ impl PlatformModel {
             }
         }
         if let Some(gpu) = &self.gpu {
-            if gpu.count > crate::runtime::MAX_GPUS {
+            if gpu.count > hetla_runtime::MAX_GPUS {
                 return bad(format!(
                     "gpu.count is {}; a model may have at most {} GPUs",
                     gpu.count,
-                    crate::runtime::MAX_GPUS
+                    hetla_runtime::MAX_GPUS
                 ));
             }
             if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {

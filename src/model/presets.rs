@@ -253,7 +253,7 @@ mod tests {
     use hetla_clusters::ClusterSpec;
 
     use super::*;
-    use crate::runtime::{KernelKey, ResourceClass};
+    use hetla_runtime::{KernelKey, ResourceClass};
 
     /// A preset as measured alone (its loaded-machine reductions removed).
     fn alone(name: &str) -> PlatformModel {
