@@ -36,18 +36,18 @@ pub struct GemmArgs {
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub beta: f64,
     /// Tile side (default: chosen by the model).
-    #[arg(long, value_parser = super::super::parse_positive)]
+    #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: Option<usize>,
     /// auto, dmda, grid, max-reuse, or peri-sum[:rounded|precise][:steal|static].
     #[arg(long, default_value = "auto")]
     pub strategy: Strategy,
     /// CPU clusters ("none" for devices only).
-    #[arg(long, default_value = "auto", value_parser = super::super::parse_spec)]
+    #[arg(long, default_value = "auto", value_parser = super::args::parse_spec)]
     pub clusters: ClusterSpec,
     #[command(flatten)]
-    pub gpus: super::super::GpuArgs,
+    pub gpus: super::args::GpuArgs,
     #[command(flatten)]
-    pub cpu: super::super::PlatformArgs,
+    pub cpu: super::args::PlatformArgs,
     /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C"
     /// ("host,host,gpu0").
     #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
@@ -136,7 +136,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         .tile_or_model(args.tile)
         .strategy(args.strategy)
         .placement(pa, pb, pc);
-    super::super::check_outputs(
+    super::output::check_outputs(
         &[
             ("--trace", args.trace.as_deref()),
             ("--gantt", args.gantt.as_deref()),
@@ -196,7 +196,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             (args.m, args.n, args.k),
             &Default::default(),
         )?;
-        super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+        super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
         return Ok(GemmOutput {
             mode: "simulated",
             platform: Some(model.name),
@@ -221,7 +221,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     )?;
     let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
     if let Some(file) = platform.model_file() {
-        super::super::check_outputs(
+        super::output::check_outputs(
             &[
                 ("--trace", args.trace.as_deref()),
                 ("--gantt", args.gantt.as_deref()),
@@ -243,7 +243,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         let seconds = report.seconds;
         Ok(((report, trace), seconds))
     })?;
-    super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+    super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
     let threads = platform.topology().cores().len();
     let par = if threads > 1 {
         faer::Par::rayon(threads)

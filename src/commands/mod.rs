@@ -1,5 +1,12 @@
-//! Subcommands of the `hetla` binary that run on modelled platforms.
+//! The subcommands of the `hetla` binary, one file each, and what they share: argument
+//! groups ([`args`]) and the way they report ([`output`]).
 
+pub mod args;
+pub mod bound;
+pub mod calibrate;
+pub mod cholesky;
 pub mod gemm;
+pub mod info;
+pub mod output;
 pub mod simulate;
 pub mod sweep;

@@ -61,16 +61,16 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub platform: String,
     /// CPU clusters, resolved on the platform's cores minus one per GPU.
-    #[arg(long, default_value = "auto", value_parser = super::super::parse_spec)]
+    #[arg(long, default_value = "auto", value_parser = super::args::parse_spec)]
     pub clusters: ClusterSpec,
     /// Number of GPUs used.
     #[arg(long, default_value_t = 0)]
     pub gpus: usize,
     /// Order of the matrix.
-    #[arg(long, value_parser = super::super::parse_positive)]
+    #[arg(long, value_parser = super::args::parse_positive)]
     pub n: usize,
     /// Tile size (one the platform has rates for).
-    #[arg(long, value_parser = super::super::parse_positive)]
+    #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
     #[command(flatten)]
     pub run: SimRunArgs,
@@ -87,7 +87,7 @@ pub struct SimulateArgs {
 
 /// Runs `hetla simulate`.
 pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
-    super::super::check_outputs(
+    super::output::check_outputs(
         &[
             ("--trace", args.trace.as_deref()),
             ("--gantt", args.gantt.as_deref()),
@@ -103,7 +103,7 @@ pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
         args.tile,
         &args.run.options(),
     )?;
-    super::super::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+    super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
     Ok(report)
 }
 
@@ -137,7 +137,7 @@ pub fn print(r: &SimReport) {
             l.bytes as f64 / 1e6
         );
     }
-    super::super::print_bounds(&r.bounds);
+    super::output::print_bounds(&r.bounds);
     println!(
         "  efficiency {:.3} (mixed bound / simulated makespan)",
         r.efficiency

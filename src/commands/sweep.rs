@@ -31,7 +31,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub platform: String,
     /// Cluster specs, comma-separated ("20x1,2x10,4x5").
-    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = super::super::parse_spec)]
+    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = super::args::parse_spec)]
     pub clusters: Vec<ClusterSpec>,
     /// GPU counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0")]
@@ -40,7 +40,7 @@ pub struct SweepArgs {
     #[arg(long, value_parser = parse_orders)]
     pub n: Orders,
     /// Tile sizes, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true, value_parser = super::super::parse_positive)]
+    #[arg(long, value_delimiter = ',', required = true, value_parser = super::args::parse_positive)]
     pub tile: Vec<usize>,
     /// Directory for results.csv, results.json and the plots (created if missing).
     #[arg(long)]
@@ -49,7 +49,7 @@ pub struct SweepArgs {
     pub run: SimRunArgs,
     /// Kernel backend and performance models of real runs (`--platform this`).
     #[command(flatten)]
-    pub real: super::super::PlatformArgs,
+    pub real: super::args::PlatformArgs,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -198,7 +198,7 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
             }
         }
     }
-    let bar = super::super::progress_bar(combos.len());
+    let bar = super::output::progress_bar(combos.len());
     let mut rows = Vec::with_capacity(combos.len());
     for (spec, gpus, tile, n) in combos {
         bar.set_message(format!("{spec} + {gpus} GPU, n {n}"));
@@ -283,14 +283,14 @@ fn real_run(
         0 => hetla::runtime::GpuSelection::None,
         k => hetla::runtime::GpuSelection::List((0..k).collect()),
     };
-    let report = super::super::cholesky(&super::super::CholeskyArgs {
+    let report = super::cholesky::cholesky(&super::cholesky::CholeskyArgs {
         n,
         tile: Some(tile),
         seed: 42,
         clusters: spec.clone(),
         scheduler: args.run.scheduler,
         platform: args.real.clone(),
-        gpu: super::super::GpuArgs {
+        gpu: super::args::GpuArgs {
             gpus: selection,
             gpu_memory: None,
         },

@@ -1,0 +1,157 @@
+//! Argument groups and value parsers shared by the subcommands.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use hetla::runtime::{GpuSelection, ModelStore, Platform};
+use hetla::{Backend, ClusterSpec};
+
+impl PlatformArgs {
+    pub fn store(&self) -> ModelStore {
+        self.perfmodel_dir
+            .clone()
+            .map_or(ModelStore::Default, ModelStore::Dir)
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct PlatformArgs {
+    /// Kernel backend: faer or openblas (the latter needs the `openblas` feature).
+    #[arg(long, default_value = "faer", value_parser = parse_backend)]
+    pub backend: Backend,
+    /// Directory of the performance models (default: $HETLA_PERFMODEL_DIR, else the user's
+    /// cache directory).
+    #[arg(long)]
+    pub perfmodel_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+pub struct GpuArgs {
+    /// GPUs to use: all, none, indices ("0,1"), or emulated:K (K devices emulated in host
+    /// memory: CPU kernels and real copies, the GPU code paths on any machine). Each GPU
+    /// reserves one core for its host thread.
+    #[arg(long, default_value = "all", value_parser = parse_gpus)]
+    pub gpus: GpuSelection,
+    /// Memory budget for tiles on each GPU: bytes, or with KiB, MiB, GiB ("8GiB")
+    /// (default: 90% of its free memory; emulated devices: no limit).
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub gpu_memory: Option<usize>,
+}
+
+impl GpuArgs {
+    /// The platform of `spec` with the selected GPUs.
+    pub fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> hetla::Result<Platform> {
+        let devices = self.gpus.open(self.gpu_memory)?;
+        Ok(Platform::with_devices(
+            spec,
+            cpu.backend,
+            cpu.store(),
+            devices,
+        )?)
+    }
+}
+
+/// Bytes from "123", "512KiB", "64MiB" or "8GiB" (also K, M, G: binary units).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?}: use bytes or KiB, MiB, GiB (\"8GiB\")"
+            ));
+        }
+    };
+    match number.parse::<f64>() {
+        Ok(x)
+            if x.is_finite()
+                && x * scale as f64 >= 1.0
+                && x * (scale as f64) < usize::MAX as f64 =>
+        {
+            Ok((x * scale as f64) as usize)
+        }
+        Ok(x) if x.is_finite() && x > 0.0 && x * (scale as f64) < 1.0 => Err(format!(
+            "{s:?} is less than one byte: give bytes or KiB, MiB, GiB (\"8GiB\")"
+        )),
+        _ => Err(format!(
+            "{s:?} is not a positive size (\"8GiB\", \"512MiB\", bytes)"
+        )),
+    }
+}
+
+/// A whole number >= 1 (matrix orders, tile sizes, sample counts).
+pub fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1, got 0".into()),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("{s:?} is not a whole number >= 1")),
+    }
+}
+
+pub fn parse_gpus(s: &str) -> Result<GpuSelection, String> {
+    s.parse::<GpuSelection>().map_err(|e| e.to_string())
+}
+
+pub fn parse_backend(s: &str) -> Result<Backend, String> {
+    s.parse::<Backend>().map_err(|e| e.to_string())
+}
+
+pub fn parse_spec(s: &str) -> Result<ClusterSpec, String> {
+    s.parse::<ClusterSpec>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// The command line's own parsers (sizes, orders, placements, counts) return a
+        /// value or a message for any text.
+        #[test]
+        fn command_line_parsers_never_panic(s in prop_oneof![
+            "[0-9.]{0,25}[kKmMgGiIbB ]{0,4}",
+            "[0-9]{1,22}(:[0-9]{0,22}){0,3}(,[0-9]{1,22}){0,3}",
+            "(host|gpu[0-9]{0,22}|GPU1|x)(,(host|gpu[0-9]{0,22}|x)){0,4}",
+            "\\PC{0,12}",
+        ]) {
+            if let Ok(bytes) = parse_bytes(&s) {
+                prop_assert!(bytes >= 1);
+            }
+            if let Ok(n) = parse_positive(&s) {
+                prop_assert!(n >= 1);
+            }
+            if let Ok(orders) = crate::commands::sweep::parse_orders(&s) {
+                prop_assert!(orders.0.iter().all(|&n| n >= 1));
+            }
+            let _ = crate::commands::gemm::parse_placement(&s);
+            let _ = parse_spec(&s);
+            let _ = parse_gpus(&s);
+            let _ = parse_backend(&s);
+        }
+    }
+
+    #[test]
+    fn sizes_below_one_byte_and_absurd_orders_are_refused() {
+        assert!(
+            parse_bytes("0.5")
+                .unwrap_err()
+                .contains("less than one byte")
+        );
+        assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
+        assert!(parse_bytes("1e30").is_err());
+        assert!(parse_bytes("99999999999999999999G").is_err());
+        assert!(parse_positive("0").unwrap_err().contains("at least 1"));
+        // A sweep's orders are listed: a range of 10^12 of them is refused, not built.
+        assert!(crate::commands::sweep::parse_orders("1:1000000000000:1").is_err());
+    }
+}

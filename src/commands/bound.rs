@@ -1,0 +1,64 @@
+//! `hetla bound`: lower bounds on the Cholesky makespan on a modelled platform.
+
+use super::args::{parse_positive, parse_spec};
+use super::output::print_bounds;
+use clap::Args;
+use hetla::ClusterSpec;
+use hetla::graph_bounds::{BoundReport, model_cholesky_bounds};
+use hetla::model::PlatformModel;
+use serde::Serialize;
+
+#[derive(Args)]
+pub struct BoundArgs {
+    /// A preset (sirocco) or a TOML platform file.
+    #[arg(long)]
+    pub platform: String,
+    /// CPU clusters: NxM ("2x10", "20x1"), a level (package, core...) or lists, resolved on
+    /// the platform's cores minus one per GPU.
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    pub clusters: ClusterSpec,
+    /// Number of GPUs used.
+    #[arg(long, default_value_t = 0)]
+    pub gpus: usize,
+    /// Order of the matrix.
+    #[arg(long, value_parser = parse_positive)]
+    pub n: usize,
+    /// Tile size (one the platform has rates for).
+    #[arg(long, value_parser = parse_positive)]
+    pub tile: usize,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+pub struct BoundCmdReport {
+    pub platform: String,
+    pub clusters: String,
+    pub gpus: usize,
+    pub n: usize,
+    pub tile: usize,
+    #[serde(flatten)]
+    pub bounds: BoundReport,
+}
+
+pub fn bound_cmd(args: &BoundArgs) -> hetla::Result<BoundCmdReport> {
+    let model = PlatformModel::resolve(&args.platform)?;
+    let bounds = model_cholesky_bounds(&model, &args.clusters, args.gpus, args.n, args.tile)?;
+    Ok(BoundCmdReport {
+        platform: model.name,
+        clusters: args.clusters.to_string(),
+        gpus: args.gpus,
+        n: args.n,
+        tile: args.tile,
+        bounds,
+    })
+}
+
+pub fn print_bound(r: &BoundCmdReport) {
+    println!(
+        "hetla bound: Cholesky n = {}, tile = {} on {} with clusters {} and {} GPU(s)",
+        r.n, r.tile, r.platform, r.clusters, r.gpus
+    );
+    print_bounds(&r.bounds);
+}

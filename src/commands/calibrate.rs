@@ -1,0 +1,232 @@
+//! `hetla calibrate`: time the tile kernels on each cluster class (and the links of the
+//! GPUs), store the performance models, and (`--output`) write this machine's platform
+//! file.
+
+use super::args::{GpuArgs, PlatformArgs, parse_positive, parse_spec};
+use super::output::{check_outputs, progress_bar, save_models_or_warn};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use hetla::calibrate::{
+    IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
+    record_in_run,
+};
+use hetla::model::PlatformModel;
+use hetla::runtime::Platform;
+use hetla::{ClusterSpec, Topology};
+use serde::Serialize;
+
+/// Factorisations `calibrate --output` times per cluster spec and tile size.
+pub const IN_RUN_FACTORISATIONS: usize = 5;
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Tile sizes to calibrate.
+    #[arg(long, num_args = 1.., default_values_t = [512], value_parser = parse_positive)]
+    pub tile: Vec<usize>,
+    /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
+    #[arg(long, num_args = 1.., value_parser = parse_spec)]
+    pub clusters: Vec<ClusterSpec>,
+    /// Also write the platform file (TOML) of this machine: calibrates clusters of each
+    /// size 1, 2, 4, ... and all cores (as many of each size as fit; sizes in between are
+    /// interpolated by `simulate`), then factors 5 matrices of 8 x 8 tiles on each and
+    /// writes the kernels' median durations inside those factorisations.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Executions per kernel, tile size and class.
+    #[arg(long, default_value_t = 5, value_parser = parse_positive)]
+    pub samples: usize,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// GPUs to calibrate (kernels and links), with the first cluster spec.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+pub struct CalibrateReport {
+    pub file: Option<String>,
+    pub entries: usize,
+    pub steps: usize,
+    pub seconds: f64,
+    /// The platform file written with --output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform_file: Option<String>,
+}
+
+pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
+    if args.tile.contains(&0) || args.samples == 0 {
+        return Err(hetla::Error::InvalidOption {
+            option: "calibrate",
+            reason: "--tile sizes and --samples must be at least 1".into(),
+        });
+    }
+    check_outputs(&[("--output", args.output.as_deref())], None)?;
+    let start = Instant::now();
+    let mut specs = args.clusters.clone();
+    let topology = Topology::detect()?;
+    let devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
+    let cores = topology.cores().len();
+    let sizes = hetla::model::calibration_sizes(cores);
+    // `none` asks for the GPUs alone.
+    specs.retain(|s| *s != ClusterSpec::None);
+    if args.output.is_some() {
+        // As many clusters of each size as fit: they are timed together, as in a run.
+        specs.extend(sizes.iter().map(|&size| ClusterSpec::Grid {
+            count: cores / size,
+            size,
+        }));
+    } else if args.clusters.is_empty() {
+        specs.push(ClusterSpec::Auto);
+    }
+    // The GPUs first, on their own (kernels and links); then each cluster spec.
+    let mut platforms = Vec::new();
+    if !devices.is_empty() {
+        let store = args.platform.store();
+        let gpus =
+            Platform::with_devices(&ClusterSpec::None, args.platform.backend, store, devices)?;
+        platforms.push(Arc::new(gpus));
+    }
+    for spec in &specs {
+        let platform = Platform::with_store(spec, args.platform.backend, args.platform.store())?;
+        platforms.push(Arc::new(platform));
+    }
+    if platforms.is_empty() {
+        return Err(hetla::Error::InvalidOption {
+            option: "clusters",
+            reason: "nothing to calibrate: --clusters none and no GPU selected".into(),
+        });
+    }
+    // For the platform file, each cluster size is also timed alone (one cluster, the rest
+    // of the machine idle, models not stored): the file's rates are those, and its loaded
+    // reductions compare them with the durations inside the factorisations.
+    let alone: Vec<Platform> = match args.output {
+        Some(_) => sizes
+            .iter()
+            .map(|&size| {
+                let one = ClusterSpec::Grid { count: 1, size };
+                Platform::with_store(
+                    &one,
+                    args.platform.backend,
+                    hetla::runtime::ModelStore::None,
+                )
+            })
+            .collect::<hetla::runtime::Result<_>>()?,
+        None => Vec::new(),
+    };
+    // Factorisations timed per CPU platform for the platform file.
+    let in_run = |p: &Platform| {
+        if args.output.is_some() && p.devices().is_empty() {
+            IN_RUN_FACTORISATIONS
+        } else {
+            0
+        }
+    };
+    let steps: usize = platforms
+        .iter()
+        .map(|p| {
+            link_steps(p)
+                + calibration_steps(p, &args.tile, args.samples)
+                + in_run_steps(&args.tile, in_run(p))
+        })
+        .sum::<usize>()
+        + alone
+            .iter()
+            .map(|p| calibration_steps(p, &args.tile, args.samples))
+            .sum::<usize>();
+    let bar = progress_bar(steps);
+    let mut file = None;
+    let mut models = None;
+    let mut measured_in_run = hetla::runtime::PerfModels::new();
+    let mut gaps = Vec::new();
+    for platform in &platforms {
+        bar.set_message(match platform.devices().len() {
+            0 => format!("clusters {}", platform.spec()),
+            k => format!("{k} GPU(s)"),
+        });
+        // Each platform loaded the store when it was built: start from what the previous
+        // specs of this command measured.
+        if let Some(previous) = models.take() {
+            platform.update_models(|m| *m = previous);
+        }
+        calibrate_links(platform, || bar.inc(1))?;
+        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        gaps.extend(record_in_run(
+            platform,
+            &args.tile,
+            in_run(platform),
+            &mut measured_in_run,
+            || bar.inc(1),
+        )?);
+        file = save_models_or_warn(platform).or(file);
+        models = Some(platform.models());
+    }
+    let mut measured_alone = hetla::runtime::PerfModels::new();
+    for platform in &alone {
+        bar.set_message(format!("clusters {} alone", platform.spec()));
+        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        let timed = platform.models();
+        for (&size, &tile) in sizes
+            .iter()
+            .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
+        {
+            let class = hetla::runtime::ResourceClass::CpuCluster { cores: size };
+            for op in hetla::calibrate::CHOLESKY_OPS {
+                let key = hetla::runtime::KernelKey::square(op, tile);
+                if let Some(stats) = timed.get(&key, &class) {
+                    measured_alone.merge(key, class.clone(), stats);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let models = models.unwrap_or_default();
+    let platform_file = match &args.output {
+        Some(path) => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "this-machine".into());
+            let model = PlatformModel::from_calibration(
+                &host,
+                &format!(
+                    "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
+                    args.platform.backend
+                ),
+                &topology,
+                &measured_in_run,
+                Some(&measured_alone),
+                &sizes,
+                &args.tile,
+                gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
+            )?;
+            hetla::output::write_atomic(path, model.to_toml().as_bytes())?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
+    Ok(CalibrateReport {
+        file: file.map(|p| p.display().to_string()),
+        entries: models.len(),
+        steps,
+        seconds: start.elapsed().as_secs_f64(),
+        platform_file,
+    })
+}
+
+pub fn print_calibrate(r: &CalibrateReport) {
+    println!(
+        "calibrated {} kernel executions in {:.1} s; {} model entries in {}",
+        r.steps,
+        r.seconds,
+        r.entries,
+        r.file.as_deref().unwrap_or("(not saved)")
+    );
+    if let Some(path) = &r.platform_file {
+        println!("platform file of this machine written to {path}");
+    }
+}

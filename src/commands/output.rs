@@ -1,0 +1,172 @@
+//! How commands report: JSON or text, errors, trace files, checked outputs, progress.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use hetla::Gantt;
+use hetla::graph_bounds::BoundReport;
+use hetla::runtime::Platform;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct ClustersReport {
+    pub spec: String,
+    pub cpusets: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct MemoryReport {
+    /// Bytes of the matrix (n^2 doubles).
+    pub matrix_bytes: usize,
+    /// Peak heap bytes allocated during the factorisation beyond those live before it.
+    pub peak_extra_bytes: usize,
+    /// peak_extra_bytes / matrix_bytes.
+    pub ratio: f64,
+    /// Heap bytes the platform holds, allocated once when it was built (pools, and the
+    /// per-thread packing slabs of the `gemm` crate that the warm-up allocates), shared by
+    /// every factorisation run on it.
+    pub platform_bytes: usize,
+}
+
+#[derive(Serialize)]
+pub struct GpuReport {
+    /// Worker name ("gpu0").
+    pub name: String,
+    /// Device model ("NVIDIA H100 80GB HBM3", "emulated").
+    pub model: String,
+    /// Memory budget for tiles, in bytes.
+    pub budget_bytes: usize,
+    /// The logical CPU of its host thread.
+    pub host_cpu: usize,
+}
+
+/// The GPU workers of a platform, for reports.
+pub fn gpu_reports(platform: &Platform) -> Vec<GpuReport> {
+    platform
+        .devices()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| GpuReport {
+            name: format!("gpu{i}"),
+            model: d.device.model().to_owned(),
+            budget_bytes: d.device.budget(),
+            host_cpu: d.core,
+        })
+        .collect()
+}
+
+/// Writes the trace and the Gantt chart of a finished run (paths checked before it): a
+/// failure now (a full disk) is a warning that keeps the run's report.
+pub fn write_trace_files(
+    trace: &hetla::Trace,
+    chrome: Option<&std::path::Path>,
+    gantt: Option<&std::path::Path>,
+) {
+    if let Some(path) = chrome {
+        let _ = trace
+            .write_chrome_json(path)
+            .inspect_err(|e| eprintln!("warning: {e}"));
+    }
+    if let Some(path) = gantt {
+        let _ = trace
+            .write_gantt_svg(path)
+            .inspect_err(|e| eprintln!("warning: {e}"));
+    }
+}
+
+/// Checks a command's output files before its work starts: each can be written, no two
+/// (nor the performance-model file the run will save) are the same file.
+pub fn check_outputs(
+    outputs: &[(&str, Option<&std::path::Path>)],
+    model_file: Option<&std::path::Path>,
+) -> hetla::Result<()> {
+    let mut given: Vec<(&str, &std::path::Path)> = Vec::new();
+    for (option, path) in outputs {
+        if let Some(path) = path {
+            hetla::output::check_writable(option, path)?;
+            given.push((option, path));
+        }
+    }
+    if let Some(models) = model_file {
+        given.push(("the performance-model file", models));
+    }
+    Ok(hetla::output::check_distinct(&given)?)
+}
+
+/// Saves the models a finished run learned: a failure is a warning that keeps the run's
+/// report and exit status.
+pub fn save_models_or_warn(platform: &Platform) -> Option<PathBuf> {
+    platform
+        .save_models()
+        .inspect_err(|e| eprintln!("warning: the run's samples were not saved: {e}"))
+        .ok()
+        .flatten()
+}
+
+pub fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(len as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:24} {wide_bar} {pos}/{len} {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
+/// The bounds table shared by `bound` and `cholesky`.
+pub fn print_bounds(b: &BoundReport) {
+    let classes: Vec<String> = b
+        .classes
+        .iter()
+        .map(|c| format!("{} x {}", c.count, c.class))
+        .collect();
+    println!(
+        "  graph     {} tasks, {} edges; resources {}",
+        b.tasks,
+        b.edges,
+        classes.join(", ")
+    );
+    for (name, ms, gflops) in [
+        ("critical path", b.cp_ms, b.cp_gflops),
+        ("area", b.area_ms, b.area_gflops),
+        ("mixed", b.mixed_ms, b.mixed_gflops),
+    ] {
+        println!("  bound     {name:<13} {ms:12.3} ms  {gflops:10.2} Gflop/s");
+    }
+    println!(
+        "  mixed     {} LP solve(s); bounds computed in {:.3} s",
+        b.iterations, b.seconds
+    );
+}
+
+pub fn emit<T: Serialize>(json: bool, report: &T, human: impl Fn(&T)) {
+    if json {
+        match serde_json::to_string(report) {
+            Ok(text) => println!("{text}"),
+            // Reports hold numbers and strings only; should one not serialise, say so on
+            // stderr rather than panic.
+            Err(e) => eprintln!("error: the report could not be written as JSON: {e}"),
+        }
+    } else {
+        human(report);
+    }
+}
+
+/// Whether the command line asks for JSON output (also when it does not parse).
+pub fn wants_json() -> bool {
+    std::env::args_os().skip(1).any(|a| a == "--json")
+}
+
+/// Prints an error: on stderr, and with `--json` also as one JSON object on stdout.
+pub fn report_error(json: bool, kind: &str, message: &str) {
+    eprintln!("error: {message}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "error": { "kind": kind, "message": message } })
+        );
+    }
+}
