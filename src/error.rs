@@ -123,32 +123,10 @@ pub enum Error {
     /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
     #[error(transparent)]
     Memory(#[from] hetla_runtime::NoRoom),
-    /// No worker may run a task's operation under the run's restrictions.
-    #[error(
-        "no worker may run task {task} ({op}) under the run's restrictions; allow {op} on a kind of resource the platform has"
-    )]
-    NoWorker {
-        /// The task.
-        task: usize,
-        /// Its operation.
-        op: String,
-    },
-    /// A static plan, or a workload's description, that does not fit the run.
-    #[error("the run's plan does not fit it: {reason}")]
-    Plan {
-        /// What does not fit.
-        reason: String,
-    },
-    /// A scheduler left tasks unrun: a bug of the policy, reported instead of a hang.
-    #[error("the {policy} scheduler left {left} of {tasks} tasks unrun")]
-    Stalled {
-        /// The policy's name.
-        policy: &'static str,
-        /// Tasks never run.
-        left: usize,
-        /// Tasks of the run.
-        tasks: usize,
-    },
+    /// A run that could not go on: no worker for a task, a plan that does not fit, a
+    /// scheduler that stalled (the runtime's own error, kept whole).
+    #[error(transparent)]
+    Runtime(hetla_runtime::Error),
     /// Threads could not be started.
     #[error("cannot start {threads} threads: {reason}")]
     Spawn {
@@ -178,7 +156,8 @@ impl From<KernelError> for Error {
     }
 }
 
-/// The runtime's errors keep their variant: the same kinds, fields and messages.
+/// The runtime's errors: those hetla has a variant of keep their kind, fields and message;
+/// the others stay whole in [`Error::Runtime`].
 impl From<hetla_runtime::Error> for Error {
     fn from(e: hetla_runtime::Error) -> Self {
         use hetla_runtime::Error as E;
@@ -189,21 +168,7 @@ impl From<hetla_runtime::Error> for Error {
             E::PerfModel { path, reason } => Error::PerfModel { path, reason },
             E::Output { path, reason } => Error::Output { path, reason },
             E::Memory(e) => Error::Memory(e),
-            E::NoWorker { task, op } => Error::NoWorker { task, op },
-            E::Plan { reason } => Error::Plan { reason },
-            E::Stalled {
-                policy,
-                left,
-                tasks,
-            } => Error::Stalled {
-                policy,
-                left,
-                tasks,
-            },
-            other => Error::InvalidOption {
-                option: "runtime",
-                reason: other.to_string(),
-            },
+            other => Error::Runtime(other),
         }
     }
 }
@@ -239,9 +204,7 @@ impl Error {
             Error::Bounds(_) => "bounds",
             Error::TooLarge { .. } => "too_large",
             Error::Memory(_) => "memory",
-            Error::NoWorker { .. } => "no_worker",
-            Error::Plan { .. } => "plan",
-            Error::Stalled { .. } => "stalled",
+            Error::Runtime(e) => e.kind(),
             Error::WriteBack(_) => "write_back",
             Error::Spawn { .. } => "spawn",
             Error::Peer { .. } => "peer",

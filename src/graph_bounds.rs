@@ -223,9 +223,9 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
         }
     }
     if let Some(task) = ran.iter().position(Option::is_none) {
-        return Err(crate::Error::Plan {
+        return Err(crate::Error::Runtime(hetla_runtime::Error::Plan {
             reason: format!("task {task} of the graph has no event in the trace"),
-        });
+        }));
     }
     if graph.len() > PER_TASK_TYPES_UP_TO {
         // One type per (kernel, class that ran it), lasting the shortest such task: every

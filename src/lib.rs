@@ -66,7 +66,7 @@ pub mod runtime {
     };
 }
 
-/// Output files written whole or not at all (see [`runtime::write_atomic`]).
+/// Output files written whole or not at all (see [`write_atomic`](hetla_runtime::write_atomic)).
 pub mod output {
     pub use hetla_runtime::{check_distinct, check_writable, write_atomic};
 }

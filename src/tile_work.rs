@@ -6,7 +6,7 @@ use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
 use crate::{Error, TiledMatrix};
-use hetla_runtime::{KernelKey, RunError, RunStep, TaskFailure, Workload};
+use hetla_runtime::{Error as RuntimeError, KernelKey, RunError, RunStep, TaskFailure, Workload};
 
 /// A task graph over tiled matrices (indexed by `MatrixId.0`) with a kernel backend.
 pub(crate) struct TileWork<'g, 'm> {
@@ -132,13 +132,13 @@ pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunEr
             op: op.map_or("setup", |op| op.name()).to_owned(),
             message,
         },
-        (_, _, TaskFailure::NoWorker, _) => Error::NoWorker {
+        (_, _, TaskFailure::NoWorker, _) => Error::Runtime(RuntimeError::NoWorker {
             task: task.unwrap_or_default(),
             op: op.map_or("?", |op| op.name()).to_owned(),
-        },
-        (_, _, TaskFailure::Plan(reason), _) => Error::Plan { reason },
-        (_, _, failure, _) => Error::Plan {
+        }),
+        (_, _, TaskFailure::Plan(reason), _) => Error::Runtime(RuntimeError::Plan { reason }),
+        (_, _, failure, _) => Error::Runtime(RuntimeError::Plan {
             reason: format!("the run failed: {failure:?}"),
-        },
+        }),
     }
 }

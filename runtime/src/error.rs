@@ -71,6 +71,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// A short name of the kind of error ("no_worker", "stalled"), for scripts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidOption { .. } => "invalid_option",
+            Error::Kernel(_) => "kernel",
+            Error::Cluster(_) => "cluster",
+            Error::PerfModel { .. } => "perf_model",
+            Error::Output { .. } => "output",
+            Error::Memory(_) => "memory",
+            Error::NoWorker { .. } => "no_worker",
+            Error::Plan { .. } => "plan",
+            Error::Stalled { .. } => "stalled",
+        }
+    }
+
     /// An [`Error::Output`] for `path`.
     pub fn output(path: &std::path::Path, reason: impl std::fmt::Display) -> Self {
         Self::Output {
