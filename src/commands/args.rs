@@ -1,6 +1,6 @@
 //! Argument groups and value parsers shared by the subcommands.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use hetla::runtime::{GpuSelection, ModelStore, Platform};
@@ -105,6 +105,32 @@ pub fn parse_backend(s: &str) -> Result<Backend, String> {
 
 pub fn parse_spec(s: &str) -> Result<ClusterSpec, String> {
     s.parse::<ClusterSpec>().map_err(|e| e.to_string())
+}
+
+/// Where a command writes the trace of its run.
+#[derive(Args, Clone, Default)]
+pub struct TraceArgs {
+    /// Write the trace as Chrome trace-event JSON (opens in Perfetto).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write a Gantt chart of the run as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub gantt: Option<PathBuf>,
+}
+
+impl TraceArgs {
+    /// The two outputs with their options' names, for the checks before a run.
+    pub fn outputs(&self) -> [(&'static str, Option<&Path>); 2] {
+        [
+            ("--trace", self.trace.as_deref()),
+            ("--gantt", self.gantt.as_deref()),
+        ]
+    }
+
+    /// Writes the files asked for (a failure is a warning: the run's report stands).
+    pub fn write(&self, trace: &hetla::Trace) {
+        super::output::write_trace_files(trace, self.trace.as_deref(), self.gantt.as_deref());
+    }
 }
 
 #[cfg(test)]

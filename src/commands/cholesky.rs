@@ -1,12 +1,11 @@
 //! `hetla cholesky`: factor a generated SPD matrix on this machine, with its bounds and
 //! (`--compare`) the peers timed in the same process.
 
-use super::args::{GpuArgs, PlatformArgs, parse_positive, parse_spec};
+use super::args::{GpuArgs, PlatformArgs, TraceArgs, parse_positive, parse_spec};
 use super::output::{
     ClustersReport, GpuReport, MemoryReport, check_outputs, gpu_reports, print_bounds,
-    save_models_or_warn, write_trace_files,
+    save_models_or_warn,
 };
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,12 +47,8 @@ pub struct CholeskyArgs {
     /// `--compare` every peer is timed the same way. Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: Option<u64>,
-    /// Write the trace as Chrome trace-event JSON (opens in Perfetto).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Write a Gantt chart of the run as SVG.
-    #[arg(long, value_name = "FILE")]
-    pub gantt: Option<PathBuf>,
+    #[command(flatten)]
+    pub traces: TraceArgs,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -132,13 +127,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     }
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
-    check_outputs(
-        &[
-            ("--trace", args.trace.as_deref()),
-            ("--gantt", args.gantt.as_deref()),
-        ],
-        platform.model_file(),
-    )?;
+    check_outputs(&args.traces.outputs(), platform.model_file())?;
     // The tile: given, or chosen from the models (timing the candidates they lack).
     let tile_choice = match args.tile {
         Some(_) => None,
@@ -184,7 +173,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let bounds = run_cholesky_bounds(&trace, args.n, tile)
         .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
         .ok();
-    write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+    args.traces.write(&trace);
     let summary = trace.summary();
     let gflops = flops / seconds / 1e9;
     let matrix_bytes = args.n * args.n * size_of::<f64>();

@@ -1,7 +1,6 @@
 //! `hetla gemm`: one matrix product on this machine (checked against faer, timed beside
 //! faer's own product with `--compare`) or, with `--platform`, on a modelled one.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
@@ -70,12 +69,8 @@ pub struct GemmArgs {
     /// peer is timed the same way. Real runs only. Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: Option<u64>,
-    /// Write the trace as Chrome trace-event JSON.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Write a Gantt chart as SVG.
-    #[arg(long, value_name = "FILE")]
-    pub gantt: Option<PathBuf>,
+    #[command(flatten)]
+    pub traces: super::args::TraceArgs,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -136,13 +131,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         .tile_or_model(args.tile)
         .strategy(args.strategy)
         .placement(pa, pb, pc);
-    super::output::check_outputs(
-        &[
-            ("--trace", args.trace.as_deref()),
-            ("--gantt", args.gantt.as_deref()),
-        ],
-        None,
-    )?;
+    super::output::check_outputs(&args.traces.outputs(), None)?;
     if let Some(name) = &args.platform {
         if args.repeat.is_some() {
             return Err(hetla::Error::InvalidOption {
@@ -196,7 +185,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             (args.m, args.n, args.k),
             &Default::default(),
         )?;
-        super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+        args.traces.write(&trace);
         return Ok(GemmOutput {
             mode: "simulated",
             platform: Some(model.name),
@@ -221,13 +210,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     )?;
     let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
     if let Some(file) = platform.model_file() {
-        super::output::check_outputs(
-            &[
-                ("--trace", args.trace.as_deref()),
-                ("--gantt", args.gantt.as_deref()),
-            ],
-            Some(file),
-        )?;
+        super::output::check_outputs(&args.traces.outputs(), Some(file))?;
     }
     let stored = |rows, cols, trans: bool| if trans { (cols, rows) } else { (rows, cols) };
     let (ar, ac) = stored(args.m, args.k, args.transa);
@@ -243,7 +226,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         let seconds = report.seconds;
         Ok(((report, trace), seconds))
     })?;
-    super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+    args.traces.write(&trace);
     let threads = platform.topology().cores().len();
     let par = if threads > 1 {
         faer::Par::rayon(threads)

@@ -1,7 +1,5 @@
 //! `hetla simulate`: one Cholesky run on a modelled platform, with its bounds.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use hetla::model::PlatformModel;
 use hetla::runtime::RunOptions;
@@ -74,12 +72,8 @@ pub struct SimulateArgs {
     pub tile: usize,
     #[command(flatten)]
     pub run: SimRunArgs,
-    /// Write the simulated trace as Chrome trace-event JSON (opens in Perfetto).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Write a Gantt chart of the simulated run as SVG.
-    #[arg(long, value_name = "FILE")]
-    pub gantt: Option<PathBuf>,
+    #[command(flatten)]
+    pub traces: super::args::TraceArgs,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -87,13 +81,7 @@ pub struct SimulateArgs {
 
 /// Runs `hetla simulate`.
 pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
-    super::output::check_outputs(
-        &[
-            ("--trace", args.trace.as_deref()),
-            ("--gantt", args.gantt.as_deref()),
-        ],
-        None,
-    )?;
+    super::output::check_outputs(&args.traces.outputs(), None)?;
     let model = PlatformModel::resolve(&args.platform)?;
     let (report, trace) = simulate_cholesky(
         &model,
@@ -103,7 +91,7 @@ pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
         args.tile,
         &args.run.options(),
     )?;
-    super::output::write_trace_files(&trace, args.trace.as_deref(), args.gantt.as_deref());
+    args.traces.write(&trace);
     Ok(report)
 }
 

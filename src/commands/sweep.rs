@@ -296,8 +296,7 @@ fn real_run(
         },
         compare: false,
         repeat: None,
-        trace: None,
-        gantt: None,
+        traces: Default::default(),
         json: false,
     })?;
     let bounds = report.bounds.as_ref();
