@@ -241,7 +241,7 @@ pub fn calibrate(
                                 let clusters = platform.clusters();
                                 match clusters.get(w) {
                                     Some(cluster) => {
-                                        let par = crate::peers::par(cluster.size());
+                                        let par = hetla_kernels::par_for(cluster.size());
                                         let member = Member::Cluster(backend, par);
                                         scope.spawn(move || {
                                             cluster.pool().install(|| {

@@ -337,7 +337,7 @@ fn direct<R: Send>(
     Some(
         cluster
             .pool()
-            .install(|| f(backend, crate::peers::par(cluster.size()))),
+            .install(|| f(backend, hetla_kernels::par_for(cluster.size()))),
     )
 }
 

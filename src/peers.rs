@@ -87,8 +87,6 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool> {
         })
 }
 
-pub(crate) use hetla_kernels::par_for as par;
-
 fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
     PeerRate {
         name: name.to_owned(),
@@ -119,7 +117,7 @@ fn library_cholesky(
     let n = a.nrows();
     let pool = pool(threads)?;
     let start = Instant::now();
-    pool.install(|| backend.library_potrf(a, par(threads)))
+    pool.install(|| backend.library_potrf(a, hetla_kernels::par_for(threads)))
         .map_err(|source| Error::Peer {
             name: name.to_owned(),
             source,
@@ -139,7 +137,14 @@ pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
     let mut c = Mat::<f64>::zeros(n, n);
     let pool = pool(threads)?;
     let start = Instant::now();
-    pool.install(|| backend.library_gemm_sub(a.as_ref(), b.as_ref(), c.as_mut(), par(threads)))?;
+    pool.install(|| {
+        backend.library_gemm_sub(
+            a.as_ref(),
+            b.as_ref(),
+            c.as_mut(),
+            hetla_kernels::par_for(threads),
+        )
+    })?;
     Ok(rate(
         &format!("{}-dgemm", backend.name()),
         start.elapsed().as_secs_f64(),

@@ -398,9 +398,7 @@ impl DataRegistry {
                 node,
             });
         }
-        self.states[handle][node.0] = ReplicaState::Shared;
-        self.used[node.0] += self.bytes[handle];
-        self.lru[node.0].insert((self.stamp[handle][node.0], handle));
+        self.add_replica(handle, node);
         self.touch(handle, node);
         Ok(())
     }
@@ -423,9 +421,14 @@ impl DataRegistry {
         };
         copies.push(copy);
         self.log(Step::Copy(copy));
-        self.states[handle][to.0] = ReplicaState::Shared;
-        self.used[to.0] += self.bytes[handle];
-        self.lru[to.0].insert((self.stamp[handle][to.0], handle));
+        self.add_replica(handle, to);
+    }
+
+    /// Counts a new valid, shared replica of `handle` on `node`.
+    fn add_replica(&mut self, handle: usize, node: MemoryNode) {
+        self.states[handle][node.0] = ReplicaState::Shared;
+        self.used[node.0] += self.bytes[handle];
+        self.lru[node.0].insert((self.stamp[handle][node.0], handle));
     }
 
     /// Applies the MSI rule of a valid replica's use in `mode`.

@@ -52,24 +52,43 @@ fn one() -> usize {
     1
 }
 
-/// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `link(node)`
+/// One link direction a copy takes: from, to, and its rate.
+pub(crate) type Hop = (MemoryNode, MemoryNode, LinkRate);
+
+/// The link directions a copy from `from` to `to` takes (at most two), where `link(node)`
 /// is the link of the GPU on memory node `node`: host to GPU over its `h2d`, GPU to host
 /// over its `d2h`, GPU to GPU over the source's peer link when it has one, else staged
 /// through host memory (down one link, up the other). Real platforms (links measured per
-/// device) and simulations (one link model for all GPUs) both cost copies with it.
-pub fn copy_seconds(
+/// device) and simulations (one link model for all GPUs) both route copies by it.
+pub(crate) fn hops(
+    link: impl Fn(MemoryNode) -> LinkModel,
+    from: MemoryNode,
+    to: MemoryNode,
+) -> [Option<Hop>; 2] {
+    match (from == HOST, to == HOST) {
+        (true, true) => [None, None],
+        (true, false) => [Some((from, to, link(to).h2d)), None],
+        (false, true) => [Some((from, to, link(from).d2h)), None],
+        (false, false) => match link(from).p2p {
+            Some(p2p) => [Some((from, to, p2p)), None],
+            None => [
+                Some((from, HOST, link(from).d2h)),
+                Some((HOST, to, link(to).h2d)),
+            ],
+        },
+    }
+}
+
+/// Seconds one copy of `bytes` from `from` to `to` takes on idle links (see [`hops`]).
+pub(crate) fn copy_seconds(
     link: impl Fn(MemoryNode) -> LinkModel,
     from: MemoryNode,
     to: MemoryNode,
     bytes: usize,
 ) -> f64 {
-    match (from == HOST, to == HOST) {
-        (true, true) => 0.0,
-        (true, false) => link(to).h2d.seconds(bytes),
-        (false, true) => link(from).d2h.seconds(bytes),
-        (false, false) => match link(from).p2p {
-            Some(p2p) => p2p.seconds(bytes),
-            None => link(from).d2h.seconds(bytes) + link(to).h2d.seconds(bytes),
-        },
-    }
+    hops(link, from, to)
+        .into_iter()
+        .flatten()
+        .map(|(_, _, rate)| rate.seconds(bytes))
+        .sum()
 }

@@ -50,7 +50,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::data::{DataRegistry, HOST, MemoryNode, Transfer};
 use crate::execute::RunOptions;
-use crate::link::{LinkModel, LinkRate};
+use crate::link::{Hop, LinkModel};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
 use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
 use crate::platform::{ResourceKind, WorkerInfo};
@@ -102,23 +102,12 @@ impl SimPlatform {
 
     /// The link directions a copy uses (at most two), each with its rate.
     fn hops(&self, from: MemoryNode, to: MemoryNode) -> [Option<Hop>; 2] {
-        let Some(link) = self.link else {
-            return [None, None];
-        };
-        match (from == HOST, to == HOST) {
-            (true, true) => [None, None],
-            (true, false) => [Some((from, to, link.h2d)), None],
-            (false, true) => [Some((from, to, link.d2h)), None],
-            (false, false) => match link.p2p {
-                Some(p2p) => [Some((from, to, p2p)), None],
-                None => [Some((from, HOST, link.d2h)), Some((HOST, to, link.h2d))],
-            },
+        match self.link {
+            Some(link) => crate::link::hops(|_| link, from, to),
+            None => [None, None],
         }
     }
 }
-
-/// One link direction a copy takes: from, to, and its rate.
-type Hop = (MemoryNode, MemoryNode, LinkRate);
 
 /// A copy's hops, each with when it starts and ends.
 type Route = Vec<(Hop, f64, f64)>;
@@ -301,32 +290,32 @@ impl Copies<'_> {
             let hops = this.platform.hops(from, copy.to).into_iter().flatten();
             this.plan(hops, copy.bytes, ready(from))
         };
-        let mut best = (copy.from, direct(self, copy.from));
+        let mut best = direct(self, copy.from);
         if copy.to != HOST
             && let Some(link) = self.platform.link
             && let Some(p2p) = link.p2p
         {
             let to = copy.to;
-            let mut candidates: Vec<(MemoryNode, Route)> = holders
+            let mut candidates: Vec<Route> = holders
                 .iter()
                 .filter(|&&n| n != to && n != HOST)
-                .map(|&from| (from, direct(self, from)))
+                .map(|&from| direct(self, from))
                 .collect();
             if candidates.is_empty() && copy.from == HOST {
                 candidates.extend(self.platform.gpu_nodes().filter(|&m| m != to).map(|mid| {
                     let hops = [(HOST, mid, link.h2d), (mid, to, p2p)];
-                    (HOST, self.plan(hops, copy.bytes, ready(HOST)))
+                    self.plan(hops, copy.bytes, ready(HOST))
                 }));
                 candidates.push(best.clone());
             }
             if let Some(first) = candidates
                 .into_iter()
-                .min_by(|a, b| arrives(&a.1).total_cmp(&arrives(&b.1)))
+                .min_by(|a, b| arrives(a).total_cmp(&arrives(b)))
             {
                 best = first;
             }
         }
-        let (source, route) = best;
+        let route = best;
         for &(hop, start, end) in &route {
             let [first, second] = self.resources(hop);
             self.busy.entry(first).or_default().insert(start, end);
@@ -340,7 +329,6 @@ impl Copies<'_> {
                 end,
             });
         }
-        debug_assert!(route.first().is_none_or(|h| h.0.0 == source));
         self.arrival[copy.handle][copy.to.0] = arrives(&route);
     }
 
@@ -566,6 +554,7 @@ mod tests {
     use hetla_factorizations::{MatrixId, TileRef};
 
     use super::*;
+    use crate::link::LinkRate;
 
     /// Two GPUs behind a switch (20 GB/s peer links), 10 GB/s host links, no latency;
     /// `shared`: whether they share one host link.

@@ -527,21 +527,14 @@ impl PlatformModel {
     /// clusters `spec` and `gpus` GPUs: as on a real machine, each GPU's host thread takes one core (the last ones) before the clusters
     /// are formed.
     pub fn sim_platform(&self, spec: &ClusterSpec, gpus: usize) -> Result<SimPlatform> {
-        let model = self;
-        let hosts = if model.auto_is_gpus_only(spec) {
-            &ClusterSpec::None
-        } else {
-            spec
-        };
-        let host_cores = reserve_host_cores(&model.topology(), hosts, gpus).per_device;
-        let mut workers: Vec<WorkerInfo> = model
-            .cluster_cpus(spec, gpus)?
+        let (clusters, host_cores) = self.layout(spec, gpus)?;
+        let mut workers: Vec<WorkerInfo> = clusters
             .into_iter()
             .enumerate()
             .map(|(i, cpus)| WorkerInfo::cpu_cluster(i, cpus))
             .collect();
         let mut capacities = vec![None];
-        if let (Some(gpu), true) = (&model.gpu, gpus > 0) {
+        if let (Some(gpu), true) = (&self.gpu, gpus > 0) {
             for (g, &core) in host_cores.iter().enumerate() {
                 workers.push(WorkerInfo {
                     name: format!("gpu{g}"),
@@ -558,8 +551,8 @@ impl PlatformModel {
         Ok(SimPlatform {
             workers,
             capacities,
-            link: model.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
-            cpu_task_overhead: model.cpu.task_overhead_us * 1e-6,
+            link: self.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
+            cpu_task_overhead: self.cpu.task_overhead_us * 1e-6,
         })
     }
 
@@ -568,6 +561,12 @@ impl PlatformModel {
     /// without CPU rates (see [`PlatformModel::auto_is_gpus_only`]). Checks the GPU count
     /// and that the spec fits.
     pub fn cluster_cpus(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<Vec<usize>>> {
+        Ok(self.layout(spec, gpus)?.0)
+    }
+
+    /// The CPUs of each cluster and the CPU of each GPU's host thread (see
+    /// [`PlatformModel::cluster_cpus`]).
+    fn layout(&self, spec: &ClusterSpec, gpus: usize) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
         if gpus > self.gpu_count() {
             return Err(Error::InvalidOption {
                 option: "gpus",
@@ -578,10 +577,16 @@ impl PlatformModel {
                 ),
             });
         }
-        let clusters = if self.auto_is_gpus_only(spec) {
+        let gpus_only = self.auto_is_gpus_only(spec);
+        let hosts = reserve_host_cores(
+            &self.topology(),
+            if gpus_only { &ClusterSpec::None } else { spec },
+            gpus,
+        );
+        let clusters = if gpus_only {
             Vec::new()
         } else {
-            spec.resolve(&reserve_host_cores(&self.topology(), spec, gpus).left)?
+            spec.resolve(&hosts.left)?
         };
         if clusters.is_empty() && gpus == 0 {
             return Err(Error::InvalidOption {
@@ -592,7 +597,7 @@ impl PlatformModel {
                 ),
             });
         }
-        Ok(clusters)
+        Ok((clusters, hosts.per_device))
     }
 
     /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`
