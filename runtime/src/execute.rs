@@ -1,5 +1,5 @@
-//! The real executor: one thread per worker, running tasks as the scheduler hands them
-//! out, on the platform's pinned cluster pools.
+//! The real executor: the [engine](crate::engine) on wall time, one thread per worker,
+//! running tasks as the scheduler hands them out, on the platform's pinned cluster pools.
 //!
 //! Each worker's loop runs *inside* its cluster's pool (one `install` per run, not per
 //! task), so the thread that pops tasks is one of the cluster's pinned threads and a
@@ -8,16 +8,12 @@
 //! release of ready tasks signals.
 //!
 //! Device workers (GPUs, emulated devices; [`crate::device`]) each have a host thread of
-//! their own, pinned to the core the platform reserved for it. Before a task runs, the
-//! data layer makes its tiles valid on the worker's memory node; the copies and releases
-//! it decides are carried out **under the registry's lock, in the registry's order**, so
-//! no worker ever sees a replica marked valid before its data is there and no buffer is
-//! freed before its write-back. (GPU uploads only stage and queue their copy under the
-//! lock; the kernel that needs the tile waits for it on the device, and the trace shows
-//! the staging, not the copy itself.) When the scheduler
-//! binds a ready task to a worker at push time, its tiles are prefetched the same way.
-//! At the end, every tile whose only valid copy is on a device is written back, and the
-//! devices' replicas are freed.
+//! their own, pinned to the core the platform reserved for it. The copies and releases the
+//! engine's data registry decides are carried out by this executor's [`Carrier`] **under
+//! the registry's lock, in the registry's order**, so no worker ever sees a replica marked
+//! valid before its data is there and no buffer is freed before its write-back. (GPU
+//! uploads only stage and queue their copy under the lock; the kernel that needs the tile
+//! waits for it on the device, and the trace shows the staging, not the copy itself.)
 //!
 //! Failure: a kernel error or a panic (caught at the task) stops the run: no worker pops
 //! another task, running tasks finish, every thread returns, and the first failing task
@@ -25,7 +21,7 @@
 //! still written back from the devices, so the matrix holds the state the run reached.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
@@ -35,11 +31,11 @@ use hetla_kernels::{KernelError, Op, Par};
 
 use crate::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
 use crate::device::Device;
+use crate::engine::{Carrier, Engine};
 use crate::perfmodel::KernelKey;
-use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
 use crate::planned::{Planned, StaticPlan};
 use crate::platform::{Platform, ResourceKind};
-use crate::scheduler::{SchedContext, SchedulerKind};
+use crate::scheduler::SchedulerKind;
 use crate::trace::{TaskEvent, Trace, TransferEvent};
 
 /// Work for the runtime: a task graph and how to run each task.
@@ -197,48 +193,19 @@ impl Signal {
     }
 }
 
-/// State shared by the workers of one run.
-struct Run<'a> {
+/// The real executor's [`Carrier`]: copies between host memory and devices, carried out
+/// at once and traced with wall times.
+struct Devices<'a> {
     work: &'a dyn Workload,
-    ctx: SchedContext<'a>,
-    scheduler: Box<dyn crate::scheduler::Scheduler>,
-    remaining_preds: Vec<AtomicUsize>,
-    unfinished: AtomicUsize,
-    stop: AtomicBool,
-    failure: Mutex<Option<(RunStep, TaskFailure)>>,
-    signal: Signal,
-    data: &'a Mutex<DataRegistry>,
-    /// Data handles used by each task, with their access modes.
-    handles: &'a [Vec<(usize, Mode)>],
     /// Device of memory node `i + 1`.
     devices: Vec<&'a dyn Device>,
-    /// Whether the platform has memory nodes besides the host (else no prefetch).
-    several_nodes: bool,
-    /// Whether some task writes each handle.
-    written: &'a [bool],
-    /// Handles to drop from the worker's node after each task (static plans).
-    releases: Vec<Vec<usize>>,
     transfers: Mutex<Vec<TransferEvent>>,
     start: Instant,
 }
 
-impl Run<'_> {
-    fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
-    fn lock_data(&self) -> std::sync::MutexGuard<'_, DataRegistry> {
-        // Registry updates are small and complete under the lock: a panic elsewhere
-        // cannot leave it half-updated.
-        self.data.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs `f` on the registry, then carries out the copies and releases it decided, in
-    /// order, before the lock is released.
-    fn with_data<R>(&self, f: impl FnOnce(&mut DataRegistry) -> R) -> Result<R, KernelError> {
-        let mut data = self.lock_data();
-        let result = f(&mut data);
-        for step in data.take_steps() {
+impl Carrier for Devices<'_> {
+    fn carry_out(&self, steps: Vec<Step>, _: &DataRegistry, _: f64) -> Result<(), KernelError> {
+        for step in steps {
             match step {
                 Step::Release { handle, node } => self.device(node).release(handle),
                 Step::Allocate { handle, tile, node } => {
@@ -261,33 +228,13 @@ impl Run<'_> {
                 }
             }
         }
-        Ok(result)
-    }
-
-    /// Puts tiles on memory nodes before the run (see [`RunOptions::placement`]): the
-    /// copies are carried out and waited for, and not traced.
-    fn place(&self, placement: &[(usize, MemoryNode, Mode)]) -> Result<(), KernelError> {
-        if placement.is_empty() || !self.several_nodes {
-            return Ok(());
-        }
-        let placed = self.with_data(|d| {
-            placement
-                .iter()
-                .find_map(|&(h, node, mode)| d.acquire(h, node, mode).err())
-        })?;
-        if let Some(no_room) = placed {
-            return Err(KernelError::Gpu {
-                message: format!("the placed operands do not fit: {no_room}"),
-            });
-        }
-        for device in &self.devices {
-            device.wait_uploads()?;
-        }
-        self.transfers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
         Ok(())
+    }
+}
+
+impl Devices<'_> {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
     }
 
     fn device(&self, node: MemoryNode) -> &dyn Device {
@@ -332,54 +279,14 @@ impl Run<'_> {
         })
     }
 
-    /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
-    /// prefetches its tiles to the worker the scheduler bound it to, if any (as the
-    /// simulated executor does).
-    fn push(&self, task: usize, origin: Option<usize>, now: f64) {
-        self.scheduler.push(task, origin, now, &self.ctx);
-        if !self.several_nodes {
-            return;
-        }
-        if let Some(w) = self.scheduler.assigned_worker(task) {
-            let node = self.ctx.workers()[w].node;
-            if let Err(error) = self.with_data(|d| d.prefetch_task(&self.handles[task], node)) {
-                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
-            }
-        }
-    }
-
-    /// Copies ahead the inputs of the tasks the scheduler says `worker` runs next (static
-    /// plans), those safe to copy now.
-    fn prefetch_ahead(&self, worker: usize, node: MemoryNode) -> Result<(), KernelError> {
-        if !self.several_nodes {
-            return Ok(());
-        }
-        let next = self.scheduler.lookahead(worker, PREFETCH_DEPTH);
-        if next.is_empty() {
-            return Ok(());
-        }
-        let ready = |t: usize| self.remaining_preds[t].load(Ordering::SeqCst) == 0;
-        let handles = prefetchable(&next, self.handles, self.written, ready);
-        self.with_data(|d| {
-            for h in handles {
-                d.prefetch(h, node);
-            }
-        })
-    }
-
-    /// Makes the task's tiles valid on `node` and pins them there.
-    fn start_task(&self, task: usize, node: MemoryNode) -> Result<(), TaskFailure> {
-        match self.with_data(|d| d.start_task(&self.handles[task], node)) {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(no_room)) => Err(TaskFailure::Memory(no_room)),
-            Err(error) => Err(TaskFailure::Kernel(error)),
-        }
-    }
-
     /// Runs a task on a device's replicas: the reads, then the written tile.
-    fn run_on_device(&self, task: usize, device: &dyn Device) -> Result<(), KernelError> {
+    fn run_on_device(
+        &self,
+        task: usize,
+        handles: &[(usize, Mode)],
+        device: &dyn Device,
+    ) -> Result<(), KernelError> {
         let op = self.work.graph().task(task).op;
-        let handles = &self.handles[task];
         let Some((&(write, Mode::ReadWrite | Mode::Write), reads)) = handles.split_last() else {
             return Err(KernelError::Operands {
                 op,
@@ -389,95 +296,63 @@ impl Run<'_> {
         let reads: Vec<usize> = reads.iter().map(|&(h, _)| h).collect();
         device.run(op, &reads, write)
     }
+}
 
-    fn fail(&self, step: RunStep, failure: TaskFailure) {
-        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        if first.as_ref().is_none_or(|(s, _)| step < *s) {
-            *first = Some((step, failure));
+/// Pops and runs tasks on worker `w` until the run ends, on wall time: on the calling
+/// thread's cluster pool with `cores` cores, or on `device`.
+fn worker_loop(
+    engine: &Engine<'_>,
+    carrier: &Devices<'_>,
+    signal: &Signal,
+    handles: &[Vec<(usize, Mode)>],
+    w: usize,
+    cores: usize,
+    device: Option<&dyn Device>,
+) -> Vec<TaskEvent> {
+    let par = hetla_kernels::par_for(cores);
+    let graph = carrier.work.graph();
+    let mut events = Vec::new();
+    while !engine.stopped() {
+        let seen = signal.epoch();
+        let Some(task) = engine.pop(w, carrier.now()) else {
+            signal.wait(seen, engine.stop_flag());
+            continue;
+        };
+        if engine.stopped() {
+            break;
         }
-        drop(first);
-        self.stop.store(true, Ordering::SeqCst);
-        self.signal.bump();
-    }
-
-    /// Pops and runs tasks until the run ends: on the calling thread's cluster pool with
-    /// `cores` cores, or on `device`.
-    fn worker_loop(&self, w: usize, cores: usize, device: Option<&dyn Device>) -> Vec<TaskEvent> {
-        let par = hetla_kernels::par_for(cores);
-        let node = self.ctx.workers()[w].node;
-        let graph = self.work.graph();
-        let mut events = Vec::new();
-        while !self.stop.load(Ordering::SeqCst) {
-            let seen = self.signal.epoch();
-            let Some(task) = self.scheduler.pop(w, self.now(), &self.ctx) else {
-                self.signal.wait(seen, &self.stop);
-                continue;
-            };
-            if self.stop.load(Ordering::SeqCst) {
-                break;
-            }
-            if let Err(failure) = self.start_task(task, node) {
-                self.fail(RunStep::Task(task), failure);
-                break;
-            }
-            if let Err(error) = self.prefetch_ahead(w, node) {
-                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
-                break;
-            }
-            let start = self.now();
-            let result = catch_unwind(AssertUnwindSafe(|| match device {
-                Some(device) => self.run_on_device(task, device),
-                None => self.work.run(task, par),
-            }));
-            let end = self.now();
-            events.push(TaskEvent {
-                task,
-                op: graph.task(task).op,
-                worker: w,
-                start,
-                end,
-                flops: graph.task(task).flops,
-            });
-            self.lock_data().end_task(&self.handles[task], node);
-            // Host memory keeps its tiles: only a device's are released.
-            if node != HOST && !self.releases[task].is_empty() {
-                let evicted = self.with_data(|d| {
-                    for &h in &self.releases[task] {
-                        d.evict(h, node);
-                    }
-                });
-                if let Err(error) = evicted {
-                    self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
-                    break;
-                }
-            }
-            match result {
-                Ok(Ok(())) => {
-                    self.ctx.record(task, w, end - start);
-                    self.scheduler.done(task, w, end, &self.ctx);
-                    let mut released = false;
-                    for &s in graph.successors(task) {
-                        if self.remaining_preds[s].fetch_sub(1, Ordering::SeqCst) == 1 {
-                            self.push(s, Some(w), end);
-                            released = true;
-                        }
-                    }
-                    if self.unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        self.stop.store(true, Ordering::SeqCst);
-                        self.signal.bump();
-                    } else if released {
-                        self.signal.bump();
-                    }
-                }
-                Ok(Err(error)) => self.fail(RunStep::Task(task), TaskFailure::Kernel(error)),
-                Err(panic) => self.fail(
-                    RunStep::Task(task),
-                    TaskFailure::Panic(panic_message(&*panic)),
-                ),
-            }
+        if !engine.start(carrier, task, w, carrier.now()) {
+            signal.bump();
+            break;
         }
-        events
+        let start = carrier.now();
+        let result = catch_unwind(AssertUnwindSafe(|| match device {
+            Some(device) => carrier.run_on_device(task, &handles[task], device),
+            None => carrier.work.run(task, par),
+        }));
+        let end = carrier.now();
+        events.push(TaskEvent {
+            task,
+            op: graph.task(task).op,
+            worker: w,
+            start,
+            end,
+            flops: graph.task(task).flops,
+        });
+        let outcome = match result {
+            Ok(Ok(())) => {
+                engine.ctx().record(task, w, end - start);
+                Ok(())
+            }
+            Ok(Err(error)) => Err(TaskFailure::Kernel(error)),
+            Err(panic) => Err(TaskFailure::Panic(panic_message(&*panic))),
+        };
+        let finished = engine.finish(carrier, task, w, end, outcome);
+        if finished.released || engine.stopped() {
+            signal.bump();
+        }
     }
+    events
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -514,112 +389,76 @@ pub fn execute(
     let graph = work.graph();
     let workers = platform.workers();
     let n = graph.len();
+    let setup_error = |(step, failure)| RunError {
+        step,
+        failure,
+        trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
+    };
 
     let models = platform.models();
-    let plan = crate::plan::plan(
+    let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
+    let mut capacities = vec![None];
+    capacities.extend(devices.iter().map(|d| Some(d.budget())));
+    let (ctx, tables) = crate::engine::prepare(
         workers,
         graph,
         (0..n).map(|t| work.key(t)),
         &|tile| work.tile_bytes(tile),
-        &options.restrictions,
+        options,
         |k, c| models.get(k, c).copied().unwrap_or_default(),
-    );
-    let plan = match plan {
-        Ok(plan) => plan,
-        Err(t) => {
-            return Err(RunError {
-                step: RunStep::Task(t),
-                failure: TaskFailure::NoWorker,
-                trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
-            });
-        }
-    };
-    let releases = crate::plan::releases(options, &plan.handles);
-    let placement = crate::plan::placements(options, &plan.tiles);
-    let crate::plan::RunPlan {
-        keys,
-        classes,
-        ctx,
-        handles,
-        tiles,
-        written,
-    } = plan;
-    let scheduler = match options.build_scheduler(workers.len(), n) {
-        Ok(scheduler) => scheduler,
-        Err(reason) => {
-            return Err(RunError {
-                step: RunStep::Setup,
-                failure: TaskFailure::Plan(reason),
-                trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
-            });
-        }
-    };
-    let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
-    let several_nodes = !devices.is_empty();
-    let mut capacities = vec![None];
-    capacities.extend(devices.iter().map(|d| Some(d.budget())));
-    let registry = DataRegistry::with_capacities(tiles, capacities);
-    // Only device memory needs the copies and releases carried out.
-    let data = Mutex::new(if several_nodes {
-        registry.log_steps()
-    } else {
-        registry
-    });
+        capacities,
+    )
+    .map_err(setup_error)?;
     let links = platform.links();
     let copy_seconds = |from, to, bytes| crate::platform::copy_seconds(&links, from, to, bytes);
-    let estimate = LinkEstimate {
-        workers,
-        data: &data,
-        handles: &handles,
-        copy_seconds: &copy_seconds,
-    };
-    let ctx = if several_nodes {
-        ctx.with_transfers(&estimate)
-    } else {
-        ctx
-    };
+    let estimate = tables.estimate(workers, &copy_seconds);
+    let engine = Engine::new(graph, ctx, &tables, &estimate, options).map_err(setup_error)?;
     // One run at a time per platform: its pools and device memory serve one run.
     let _busy = platform.lock_run();
 
-    let run = Run {
+    let mut carrier = Devices {
         work,
-        ctx,
-        scheduler,
-        remaining_preds: (0..n)
-            .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
-            .collect(),
-        unfinished: AtomicUsize::new(n),
-        stop: AtomicBool::new(n == 0),
-        failure: Mutex::new(None),
-        signal: Signal::new(),
-        data: &data,
-        handles: &handles,
         devices,
-        several_nodes,
-        written: &written,
-        releases,
         transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
-    if let Err(error) = run.place(&placement) {
-        run.fail(RunStep::Setup, TaskFailure::Kernel(error));
+    // Placed tiles are copied and waited for before the clock starts, and not traced.
+    let placed = engine.place(&carrier).and_then(|()| {
+        carrier
+            .devices
+            .iter()
+            .try_for_each(|d| d.wait_uploads())
+            .map_err(TaskFailure::Kernel)
+    });
+    if let Err(failure) = placed {
+        let failure = match failure {
+            TaskFailure::Memory(no_room) => TaskFailure::Kernel(KernelError::Gpu {
+                message: format!("the placed operands do not fit: {no_room}"),
+            }),
+            other => other,
+        };
+        engine.fail(RunStep::Setup, failure);
     }
-    let mut run = run;
-    run.start = Instant::now();
-    for t in (0..n).filter(|&t| graph.predecessors(t).is_empty()) {
-        run.push(t, None, 0.0);
-    }
+    carrier
+        .transfers
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    carrier.start = Instant::now();
+    engine.push_roots(&carrier);
+    let signal = Signal::new();
     let clusters = platform.clusters();
     let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {
-        let run = &run;
+        let (engine, carrier, signal) = (&engine, &carrier, &signal);
+        let handles = &tables.handles;
         let mut threads: Vec<_> = clusters
             .iter()
             .enumerate()
             .map(|(w, cluster)| {
                 s.spawn(move || {
-                    cluster
-                        .pool()
-                        .install(|| run.worker_loop(w, cluster.size(), None))
+                    cluster.pool().install(|| {
+                        worker_loop(engine, carrier, signal, handles, w, cluster.size(), None)
+                    })
                 })
             })
             .collect();
@@ -627,7 +466,15 @@ pub fn execute(
             let w = clusters.len() + i;
             threads.push(s.spawn(move || {
                 hetla_clusters::pin_current_thread(device.core);
-                run.worker_loop(w, 1, Some(&*device.device))
+                worker_loop(
+                    engine,
+                    carrier,
+                    signal,
+                    handles,
+                    w,
+                    1,
+                    Some(&*device.device),
+                )
             }));
         }
         threads
@@ -635,27 +482,23 @@ pub fn execute(
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
-    if several_nodes {
-        // The caller's matrix must hold the result, also after a failure.
-        if let Err(error) = run.with_data(|d| d.flush_to_host()) {
-            run.fail(RunStep::WriteBack, TaskFailure::Kernel(error));
-        }
-        for device in &run.devices {
-            device.clear();
-        }
+    engine.flush(&carrier, carrier.now());
+    for device in &carrier.devices {
+        device.clear();
     }
-    let makespan = run.now();
-    let failure = run.failure.into_inner().unwrap_or_else(|e| e.into_inner());
+    let makespan = carrier.now();
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
-    trace.transfers = run
+    trace.transfers = carrier
         .transfers
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
 
     // Keep what this run learned: its samples are added to the platform's models (and,
     // when they are saved, merged into the store's file).
-    let fresh = run.ctx.into_fresh();
+    let (ctx, failure) = engine.into_parts();
+    let fresh = ctx.into_fresh();
+    let (keys, classes) = (&tables.keys, &tables.classes);
     platform.update_models(|models| {
         for (i, stats) in fresh.iter().enumerate() {
             if stats.samples > 0 {

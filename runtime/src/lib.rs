@@ -27,6 +27,7 @@
 
 mod data;
 mod device;
+mod engine;
 mod error;
 mod execute;
 mod files;

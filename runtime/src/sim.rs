@@ -48,11 +48,13 @@ use hetla_factorizations::{TaskGraph, TileRef};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::data::{DataRegistry, HOST, MemoryNode, Transfer};
-use crate::execute::RunOptions;
+use hetla_kernels::KernelError;
+
+use crate::data::{DataRegistry, HOST, MemoryNode, Step, Transfer};
+use crate::engine::{Carrier, Engine};
+use crate::execute::{RunOptions, RunStep, TaskFailure};
 use crate::link::{Hop, LinkModel};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
-use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
 use crate::platform::{ResourceKind, WorkerInfo};
 use crate::trace::{TaskEvent, Trace, TransferEvent};
 use crate::{Error, Result};
@@ -331,13 +333,63 @@ impl Copies<'_> {
         }
         self.arrival[copy.handle][copy.to.0] = arrives(&route);
     }
+}
 
-    /// Schedules every copy of `copies` (just returned by `data`) at `at`.
-    fn schedule_all(&mut self, copies: Vec<Transfer>, at: f64, data: &DataRegistry) {
-        for copy in copies {
-            let holders = data.holders(copy.handle);
-            self.schedule(copy, at, &holders);
+/// The simulator's [`Carrier`]: each copy booked on its modelled links.
+struct Links<'a>(Mutex<Copies<'a>>);
+
+impl Carrier for Links<'_> {
+    fn carry_out(
+        &self,
+        steps: Vec<Step>,
+        data: &DataRegistry,
+        at: f64,
+    ) -> std::result::Result<(), KernelError> {
+        let mut copies = lock(&self.0);
+        for step in steps {
+            if let Step::Copy(copy) = step {
+                let holders = data.holders(copy.handle);
+                copies.schedule(copy, at, &holders);
+            }
         }
+        Ok(())
+    }
+}
+
+/// Tiles placed before the run are there at time 0: their copies are not simulated.
+struct Placed;
+
+impl Carrier for Placed {
+    fn carry_out(
+        &self,
+        _: Vec<Step>,
+        _: &DataRegistry,
+        _: f64,
+    ) -> std::result::Result<(), KernelError> {
+        Ok(())
+    }
+}
+
+/// A run's failure as the runtime's error.
+fn run_error(graph: &TaskGraph, (step, failure): (RunStep, TaskFailure)) -> Error {
+    match failure {
+        TaskFailure::Kernel(error) => Error::Kernel(error),
+        TaskFailure::Memory(no_room) => Error::Memory(no_room),
+        TaskFailure::NoWorker => {
+            let task = match step {
+                RunStep::Task(t) => t,
+                _ => 0,
+            };
+            Error::NoWorker {
+                task,
+                op: graph.task(task).op.to_string(),
+            }
+        }
+        TaskFailure::Plan(reason) => Error::Plan { reason },
+        // No kernel runs in a simulation; a failure kinds added later reads as a plan's.
+        other => Error::Plan {
+            reason: format!("{other:?}"),
+        },
     }
 }
 
@@ -352,12 +404,12 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
         });
     }
-    let plan = crate::plan::plan(
+    let (ctx, tables) = crate::engine::prepare(
         workers,
         graph,
         work.keys.iter().cloned(),
         work.tile_bytes,
-        &options.run.restrictions,
+        &options.run,
         |key, class| match (work.duration)(key, class) {
             Some(mean) => Stats {
                 samples: MIN_SAMPLES,
@@ -366,13 +418,11 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             },
             None => Stats::default(),
         },
+        platform.capacities.clone(),
     )
-    .map_err(|t| Error::NoWorker {
-        task: t,
-        op: graph.task(t).op.to_string(),
-    })?;
+    .map_err(|e| run_error(graph, e))?;
     // Every kernel needs a duration on every class that may run it.
-    for key in &plan.keys {
+    for key in &tables.keys {
         for worker in workers.iter().filter(|w| allowed(&options.run, key, w)) {
             if (work.duration)(key, &worker.class).is_none() {
                 return Err(Error::InvalidOption {
@@ -385,99 +435,60 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }
         }
     }
-    let nodes = platform.capacities.len();
-    let data = Mutex::new(DataRegistry::with_capacities(
-        plan.tiles.clone(),
-        platform.capacities.clone(),
-    ));
     let copy_seconds = |from, to, bytes| platform.copy_seconds(from, to, bytes);
-    let estimate = LinkEstimate {
-        workers,
-        data: &data,
-        handles: &plan.handles,
-        copy_seconds: &copy_seconds,
-    };
-    // With the host as the only memory node no copy is ever needed: skip the estimates.
-    let several_nodes = nodes > 1;
-    let ctx = if several_nodes {
-        plan.ctx.with_transfers(&estimate)
-    } else {
-        plan.ctx
-    };
-    let scheduler = options
-        .run
-        .build_scheduler(workers.len(), n)
-        .map_err(|reason| Error::Plan { reason })?;
-    let releases = crate::plan::releases(&options.run, &plan.handles);
-    let mut copies = Copies {
+    let estimate = tables.estimate(workers, &copy_seconds);
+    let engine = Engine::new(graph, ctx, &tables, &estimate, &options.run)
+        .map_err(|e| run_error(graph, e))?;
+    let links = Links(Mutex::new(Copies {
         platform,
         busy: HashMap::new(),
-        arrival: vec![vec![0.0; nodes]; plan.tiles.len()],
+        arrival: vec![vec![0.0; platform.capacities.len()]; lock(&tables.data).len()],
         events: Vec::new(),
-    };
+    }));
+    if let Err(failure) = engine.place(&Placed) {
+        let reason = match failure {
+            TaskFailure::Memory(no_room) => format!("the placed operands do not fit: {no_room}"),
+            other => format!("{other:?}"),
+        };
+        return Err(Error::InvalidOption {
+            option: "placement",
+            reason,
+        });
+    }
+    engine.push_roots(&links);
+
+    // The virtual clock: every idle worker pops and starts, then time jumps to the next
+    // task end, which is finished.
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-    let mut remaining: Vec<usize> = (0..n).map(|t| graph.predecessors(t).len()).collect();
     let mut idle = vec![true; workers.len()];
     let mut ends: BinaryHeap<Reverse<End>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut events = Vec::with_capacity(n);
     let mut now = 0.0f64;
-    let mut finished = 0;
-
-    let push = |task: usize, origin: Option<usize>, now: f64, copies: &mut Copies<'_>| {
-        scheduler.push(task, origin, now, &ctx);
-        if let Some(w) = scheduler.assigned_worker(task).filter(|_| several_nodes) {
-            let mut data = lock(&data);
-            let fetched = data.prefetch_task(&plan.handles[task], workers[w].node);
-            copies.schedule_all(fetched, now, &data);
-        }
-    };
-    // Placed tiles are there at time 0: their copies are not simulated.
-    for (h, node, mode) in crate::plan::placements(&options.run, &plan.tiles) {
-        lock(&data)
-            .acquire(h, node, mode)
-            .map_err(|no_room| Error::InvalidOption {
-                option: "placement",
-                reason: format!("the placed operands do not fit: {no_room}"),
-            })?;
-    }
-    for t in (0..n).filter(|&t| remaining[t] == 0) {
-        push(t, None, 0.0, &mut copies);
-    }
     loop {
         for w in 0..workers.len() {
             if !idle[w] {
                 continue;
             }
-            let Some(task) = scheduler.pop(w, now, &ctx) else {
+            let Some(task) = engine.pop(w, now) else {
                 continue;
             };
-            let node = workers[w].node;
-            let accesses = &plan.handles[task];
-            {
-                let mut data = lock(&data);
-                let fetched = data.start_task(accesses, node)?;
-                copies.schedule_all(fetched, now, &data);
-            }
-            if several_nodes {
-                let next = scheduler.lookahead(w, PREFETCH_DEPTH);
-                let ahead =
-                    prefetchable(&next, &plan.handles, &plan.written, |t| remaining[t] == 0);
-                let mut data = lock(&data);
-                for h in ahead {
-                    let fetched = data.prefetch(h, node);
-                    copies.schedule_all(fetched, now, &data);
-                }
+            if !engine.start(&links, task, w, now) {
+                break;
             }
             let overhead = match workers[w].kind {
                 ResourceKind::Cpu => platform.cpu_task_overhead,
                 ResourceKind::Gpu => 0.0,
             };
-            let inputs = accesses
-                .iter()
-                .map(|&(h, _)| copies.arrival[h][node.0])
-                .fold(now + overhead, f64::max);
-            let mean = ctx.estimate(task, w).seconds();
+            let node = workers[w].node;
+            let inputs = {
+                let copies = lock(&links.0);
+                tables.handles[task]
+                    .iter()
+                    .map(|&(h, _)| copies.arrival[h][node.0])
+                    .fold(now + overhead, f64::max)
+            };
+            let mean = engine.ctx().estimate(task, w).seconds();
             let factor = if options.noise > 0.0 {
                 1.0 + options.noise * (2.0 * rng.random::<f64>() - 1.0)
             } else {
@@ -501,39 +512,29 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }));
             seq += 1;
         }
+        if let Some(failure) = engine.failure() {
+            return Err(run_error(graph, failure));
+        }
         let Some(Reverse(done)) = ends.pop() else {
             break;
         };
         now = done.time;
         idle[done.worker] = true;
-        finished += 1;
-        let node = workers[done.worker].node;
-        lock(&data).end_task(&plan.handles[done.task], node);
-        for &h in &releases[done.task] {
-            let mut data = lock(&data);
-            let written = data.evict(h, node);
-            copies.schedule_all(written, now, &data);
-        }
-        scheduler.done(done.task, done.worker, now, &ctx);
-        for &s in graph.successors(done.task) {
-            remaining[s] -= 1;
-            if remaining[s] == 0 {
-                push(s, Some(done.worker), now, &mut copies);
-            }
-        }
+        engine.finish(&links, done.task, done.worker, now, Ok(()));
     }
-    if finished < n {
+    if let Some(failure) = engine.failure() {
+        return Err(run_error(graph, failure));
+    }
+    let left = engine.unfinished();
+    if left > 0 {
         return Err(Error::Stalled {
             policy: options.run.policy_name(),
-            left: n - finished,
+            left,
             tasks: n,
         });
     }
-    {
-        let mut data = lock(&data);
-        let written = data.flush_to_host();
-        copies.schedule_all(written, now, &data);
-    }
+    engine.flush(&links, now);
+    let mut copies = links.0.into_inner().unwrap_or_else(|e| e.into_inner());
     let makespan = copies.events.iter().map(|e| e.end).fold(now, f64::max);
     let mut trace = Trace::new(workers.clone(), events, makespan);
     copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));

@@ -1,0 +1,380 @@
+//! The engine of a run, written once for real and simulated runs: what happens when a task
+//! becomes ready, when a worker takes it, and when it ends.
+//!
+//! A run is a sequence of steps on one state (the scheduler, the data registry, the count of
+//! unfinished predecessors of each task):
+//!
+//! 1. **push**: a ready task goes to the scheduler; when the policy binds it to a worker at
+//!    once (MCT, dmda), its tiles are prefetched to that worker's memory node;
+//! 2. **start**: a worker pops a task, its tiles are made valid and pinned on the worker's
+//!    node, and the inputs of the tasks a static plan gives it next are prefetched;
+//! 3. **finish**: the tiles are unpinned, those the plan (or the last write of a tile)
+//!    releases are dropped from a device, written back when last, the scheduler learns the
+//!    end, and the successors whose last predecessor this was are pushed;
+//! 4. **flush**: after the last task, every tile whose only valid copy is on a device is
+//!    written back to host memory.
+//!
+//! What differs between a real and a simulated run is only *when* these steps happen and
+//! what a copy costs, so the engine leaves two things to its driver:
+//!
+//! - a [`Carrier`] carries out the copies, allocations and releases the registry decides, in
+//!   the registry's order and under its lock: on devices (the real executor, which also
+//!   traces each copy with wall times) or on modelled links (the simulator, which books
+//!   each copy on its links' timelines);
+//! - the clock: the real executor's workers each loop on their own thread (pop, start, run
+//!   the kernel, finish) with wall time; the simulator's single loop lets every idle worker
+//!   pop and start, then advances a virtual clock to the next task end and finishes it.
+//!
+//! Neither driver touches the scheduler or the registry except through the engine, so the
+//! two cannot drift apart. Failures (a copy, a memory node too small, a kernel) are recorded
+//! here, the earliest [`RunStep`] first, and stop the run.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_kernels::KernelError;
+
+use crate::data::{DataRegistry, HOST, MemoryNode, Step};
+use crate::execute::{RunOptions, RunStep, TaskFailure};
+use crate::perfmodel::{KernelKey, ResourceClass, Stats};
+use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
+use crate::platform::WorkerInfo;
+use crate::scheduler::{SchedContext, Scheduler};
+
+/// Carries out the registry's decisions: copies between memory nodes, device buffers
+/// allocated and released.
+pub(crate) trait Carrier: Sync {
+    /// Carries out `steps`, in order, decided at time `at` by `data` (still locked, so no
+    /// other worker sees their effect before they are done).
+    fn carry_out(&self, steps: Vec<Step>, data: &DataRegistry, at: f64) -> Result<(), KernelError>;
+}
+
+/// What a run prepared before its first step, owned by the driver for the run's length:
+/// the data handles of each task, what a static plan releases, the registry.
+pub(crate) struct Tables {
+    /// Distinct model keys (the rows of the scheduler's table).
+    pub keys: Vec<KernelKey>,
+    /// Distinct worker classes (its columns).
+    pub classes: Vec<ResourceClass>,
+    /// Data handles of each task with their access modes.
+    pub handles: Vec<Vec<(usize, Mode)>>,
+    /// Whether some task writes each handle.
+    pub written: Vec<bool>,
+    /// Handles dropped from the worker's node after each task.
+    pub releases: Vec<Vec<usize>>,
+    /// Tiles placed on a node before the run.
+    pub placement: Vec<(usize, MemoryNode, Mode)>,
+    /// The run's data registry (logging its steps when there are devices).
+    pub data: Mutex<DataRegistry>,
+    /// Whether the platform has memory nodes besides the host (else nothing is copied).
+    pub several_nodes: bool,
+}
+
+impl Tables {
+    /// The transfer estimates MCT and dmda use: the copies a task would need on a worker's
+    /// node, each at `copy_seconds` on idle links.
+    pub fn estimate<'a>(
+        &'a self,
+        workers: &'a [WorkerInfo],
+        copy_seconds: &'a (dyn Fn(MemoryNode, MemoryNode, usize) -> f64 + Sync),
+    ) -> LinkEstimate<'a> {
+        LinkEstimate {
+            workers,
+            data: &self.data,
+            handles: &self.handles,
+            copy_seconds,
+        }
+    }
+}
+
+/// Prepares a run of `graph` on `workers` (see [`crate::plan::plan`]) with memory nodes of
+/// `capacities` (node 0 the host): the scheduler's context and the run's tables. Fails with
+/// the first task no worker may run.
+pub(crate) fn prepare<'a>(
+    workers: &'a [WorkerInfo],
+    graph: &TaskGraph,
+    task_keys: impl IntoIterator<Item = KernelKey>,
+    tile_bytes: &dyn Fn(TileRef) -> usize,
+    options: &'a RunOptions,
+    stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
+    capacities: Vec<Option<usize>>,
+) -> Result<(SchedContext<'a>, Tables), (RunStep, TaskFailure)> {
+    let plan = crate::plan::plan(
+        workers,
+        graph,
+        task_keys,
+        tile_bytes,
+        &options.restrictions,
+        stats,
+    )
+    .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
+    let several_nodes = capacities.len() > 1;
+    let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
+    // Only copies between nodes need carrying out.
+    let registry = if several_nodes {
+        registry.log_steps()
+    } else {
+        registry
+    };
+    let tables = Tables {
+        releases: crate::plan::releases(options, &plan.handles),
+        placement: crate::plan::placements(options, &plan.tiles),
+        keys: plan.keys,
+        classes: plan.classes,
+        handles: plan.handles,
+        written: plan.written,
+        data: Mutex::new(registry),
+        several_nodes,
+    };
+    Ok((plan.ctx, tables))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Registry updates are small and complete under the lock: a panic elsewhere cannot
+    // leave it half-updated.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run in progress: the scheduler, the data registry and the tasks' readiness, shared by
+/// the workers (see the module documentation).
+pub(crate) struct Engine<'a> {
+    graph: &'a TaskGraph,
+    ctx: SchedContext<'a>,
+    scheduler: Box<dyn Scheduler>,
+    tables: &'a Tables,
+    several_nodes: bool,
+    remaining: Vec<AtomicUsize>,
+    unfinished: AtomicUsize,
+    stop: AtomicBool,
+    failure: Mutex<Option<(RunStep, TaskFailure)>>,
+}
+
+/// What a task's end changed.
+pub(crate) struct Finished {
+    /// Some successor became ready.
+    pub released: bool,
+}
+
+impl<'a> Engine<'a> {
+    /// An engine for `graph`, scheduled by `options`' policy (or its static plan, checked
+    /// against the run), with transfer estimates from `transfers` when the platform has
+    /// several memory nodes.
+    pub fn new(
+        graph: &'a TaskGraph,
+        ctx: SchedContext<'a>,
+        tables: &'a Tables,
+        transfers: &'a LinkEstimate<'a>,
+        options: &RunOptions,
+    ) -> Result<Self, (RunStep, TaskFailure)> {
+        let n = graph.len();
+        let scheduler = options
+            .build_scheduler(ctx.workers().len(), n)
+            .map_err(|reason| (RunStep::Setup, TaskFailure::Plan(reason)))?;
+        let several_nodes = tables.several_nodes;
+        // With the host as the only memory node no copy is ever needed: no estimates.
+        let ctx = if several_nodes {
+            ctx.with_transfers(transfers)
+        } else {
+            ctx
+        };
+        Ok(Self {
+            graph,
+            ctx,
+            scheduler,
+            tables,
+            several_nodes,
+            remaining: (0..n)
+                .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
+                .collect(),
+            unfinished: AtomicUsize::new(n),
+            stop: AtomicBool::new(n == 0),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// The scheduler's view of the run (workers, estimates, the model table).
+    pub fn ctx(&self) -> &SchedContext<'a> {
+        &self.ctx
+    }
+
+    /// Whether the run has ended: every task finished, or a failure.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// The flag [`Engine::stopped`] reads, for a driver's waits.
+    pub fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
+    }
+
+    /// Tasks not finished yet.
+    pub fn unfinished(&self) -> usize {
+        self.unfinished.load(Ordering::SeqCst)
+    }
+
+    /// Records a failure (the earliest step is kept) and stops the run.
+    pub fn fail(&self, step: RunStep, failure: TaskFailure) {
+        let mut first = lock(&self.failure);
+        if first.as_ref().is_none_or(|(s, _)| step < *s) {
+            *first = Some((step, failure));
+        }
+        drop(first);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// The first failure, if any.
+    pub fn failure(&self) -> Option<(RunStep, TaskFailure)> {
+        lock(&self.failure).clone()
+    }
+
+    /// The run's end: the scheduler's context (with what the run measured) and the first
+    /// failure.
+    pub fn into_parts(self) -> (SchedContext<'a>, Option<(RunStep, TaskFailure)>) {
+        let failure = self.failure.into_inner().unwrap_or_else(|e| e.into_inner());
+        (self.ctx, failure)
+    }
+
+    /// Runs `f` on the registry, then has `carrier` carry out what it decided, before the
+    /// lock is released.
+    pub fn with_data<R>(
+        &self,
+        carrier: &dyn Carrier,
+        at: f64,
+        f: impl FnOnce(&mut DataRegistry) -> R,
+    ) -> Result<R, KernelError> {
+        let mut data = lock(&self.tables.data);
+        let result = f(&mut data);
+        let steps = data.take_steps();
+        if !steps.is_empty() {
+            carrier.carry_out(steps, &data, at)?;
+        }
+        Ok(result)
+    }
+
+    /// Puts the tiles the options place on their nodes (before the clock starts).
+    pub fn place(&self, carrier: &dyn Carrier) -> Result<(), TaskFailure> {
+        let placement = &self.tables.placement;
+        if placement.is_empty() || !self.several_nodes {
+            return Ok(());
+        }
+        let placed = self.with_data(carrier, 0.0, |d| {
+            placement
+                .iter()
+                .find_map(|&(h, node, mode)| d.acquire(h, node, mode).err())
+        });
+        match placed {
+            Ok(None) => Ok(()),
+            Ok(Some(no_room)) => Err(TaskFailure::Memory(no_room)),
+            Err(error) => Err(TaskFailure::Kernel(error)),
+        }
+    }
+
+    /// Pushes the tasks without predecessors, at time 0.
+    pub fn push_roots(&self, carrier: &dyn Carrier) {
+        for t in (0..self.graph.len()).filter(|&t| self.graph.predecessors(t).is_empty()) {
+            self.push(carrier, t, None, 0.0);
+        }
+    }
+
+    /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
+    /// prefetches its tiles to the worker the scheduler bound it to, if any.
+    fn push(&self, carrier: &dyn Carrier, task: usize, origin: Option<usize>, now: f64) {
+        self.scheduler.push(task, origin, now, &self.ctx);
+        if !self.several_nodes {
+            return;
+        }
+        if let Some(w) = self.scheduler.assigned_worker(task) {
+            let node = self.ctx.workers()[w].node;
+            let handles = &self.tables.handles[task];
+            if let Err(error) = self.with_data(carrier, now, |d| d.prefetch_task(handles, node)) {
+                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
+            }
+        }
+    }
+
+    /// The next task of worker `w`, if the scheduler has one for it.
+    pub fn pop(&self, w: usize, now: f64) -> Option<usize> {
+        self.scheduler.pop(w, now, &self.ctx)
+    }
+
+    /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies
+    /// ahead the inputs of the tasks the scheduler says `w` runs next (static plans), those
+    /// safe to copy now. False, with the failure recorded, when the run must stop.
+    pub fn start(&self, carrier: &dyn Carrier, task: usize, w: usize, now: f64) -> bool {
+        let node = self.ctx.workers()[w].node;
+        let handles = &self.tables.handles[task];
+        let failure = match self.with_data(carrier, now, |d| d.start_task(handles, node)) {
+            Ok(Ok(_)) => None,
+            Ok(Err(no_room)) => Some(TaskFailure::Memory(no_room)),
+            Err(error) => Some(TaskFailure::Kernel(error)),
+        };
+        if let Some(failure) = failure {
+            self.fail(RunStep::Task(task), failure);
+            return false;
+        }
+        if !self.several_nodes {
+            return true;
+        }
+        let next = self.scheduler.lookahead(w, PREFETCH_DEPTH);
+        let ready = |t: usize| self.remaining[t].load(Ordering::SeqCst) == 0;
+        for h in prefetchable(&next, &self.tables.handles, &self.tables.written, ready) {
+            if let Err(error) = self.with_data(carrier, now, |d| d.prefetch(h, node)) {
+                self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Ends `task` on worker `w` at `end` with `outcome`: unpins its tiles, drops those
+    /// released after it from a device, and, when it succeeded, tells the scheduler and
+    /// pushes the successors it made ready. The last task's end stops the run.
+    pub fn finish(
+        &self,
+        carrier: &dyn Carrier,
+        task: usize,
+        w: usize,
+        end: f64,
+        outcome: Result<(), TaskFailure>,
+    ) -> Finished {
+        let mut released = false;
+        let node = self.ctx.workers()[w].node;
+        lock(&self.tables.data).end_task(&self.tables.handles[task], node);
+        // Host memory keeps its tiles: only a device's are released.
+        if node != HOST {
+            for &h in &self.tables.releases[task] {
+                if let Err(error) = self.with_data(carrier, end, |d| d.evict(h, node)) {
+                    self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
+                    return Finished { released };
+                }
+            }
+        }
+        if let Err(failure) = outcome {
+            self.fail(RunStep::Task(task), failure);
+            return Finished { released };
+        }
+        self.scheduler.done(task, w, end, &self.ctx);
+        for &s in self.graph.successors(task) {
+            if self.remaining[s].fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.push(carrier, s, Some(w), end);
+                released = true;
+            }
+        }
+        if self.unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        Finished { released }
+    }
+
+    /// Writes back every tile whose only valid copy is on a device (the caller's matrix
+    /// must hold the result, also after a failure).
+    pub fn flush(&self, carrier: &dyn Carrier, now: f64) {
+        if !self.several_nodes {
+            return;
+        }
+        if let Err(error) = self.with_data(carrier, now, |d| d.flush_to_host()) {
+            self.fail(RunStep::WriteBack, TaskFailure::Kernel(error));
+        }
+    }
+}
