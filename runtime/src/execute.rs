@@ -314,14 +314,15 @@ fn worker_loop(
     let mut events = Vec::new();
     while !engine.stopped() {
         let seen = signal.epoch();
-        let Some(task) = engine.pop(w, carrier.now()) else {
+        let popped = carrier.now();
+        let Some(task) = engine.pop(w, popped) else {
             signal.wait(seen, engine.stop_flag());
             continue;
         };
         if engine.stopped() {
             break;
         }
-        if !engine.start(carrier, task, w, carrier.now()) {
+        if !engine.start(carrier, task, w, popped) {
             signal.bump();
             break;
         }
