@@ -1,9 +1,6 @@
 //! Bounds of the Cholesky graph from the `sirocco` model and from a run's own performance
-//! models, and the `hetla bound` command.
+//! models (the `hetla bound` command is tested with the command line, in `cli/tests`).
 
-mod common;
-
-use common::hetla;
 use std::sync::Arc;
 
 use hetla::graph_bounds::{measured_cholesky_bounds, model_cholesky_bounds};
@@ -112,90 +109,4 @@ fn run_bounds_never_exceed_the_run() {
             trace.makespan * 1e3
         );
     }
-}
-
-#[test]
-fn bound_command_prints_the_documented_json() {
-    // Sirocco with 2 x 10-core clusters and 4 GPUs, n = 9600 in tiles of 960.
-    let bound_json = |platform: &str| -> serde_json::Value {
-        let line = "--clusters 2x10 --gpus 4 --n 9600 --tile 960 --json";
-        let args: Vec<&str> = ["bound", "--platform", platform]
-            .into_iter()
-            .chain(line.split(' '))
-            .collect();
-        let (ok, stdout, stderr) = hetla(&args);
-        assert!(ok, "{stderr}");
-        serde_json::from_str(&stdout).unwrap()
-    };
-    let v = bound_json("sirocco");
-    for key in [
-        "tasks",
-        "cp_ms",
-        "area_ms",
-        "mixed_ms",
-        "cp_gflops",
-        "area_gflops",
-        "mixed_gflops",
-        "iterations",
-    ] {
-        assert!(v.get(key).is_some(), "missing {key} in {v}");
-    }
-    assert_eq!(v["tasks"], 220);
-    let mixed = v["mixed_ms"].as_f64().unwrap();
-    assert!(mixed >= v["area_ms"].as_f64().unwrap() * (1.0 - 1e-9));
-
-    // A platform file works like the preset it was written from.
-    let file = std::env::temp_dir().join(format!("hetla-sirocco-{}.toml", std::process::id()));
-    std::fs::write(&file, PlatformModel::preset("sirocco").unwrap().to_toml()).unwrap();
-    let w = bound_json(file.to_str().unwrap());
-    std::fs::remove_file(&file).ok();
-    assert_eq!(w["mixed_ms"], v["mixed_ms"]);
-}
-
-#[test]
-fn bound_command_errors_name_the_argument() {
-    // Each bad command line, and words its error message must contain.
-    let cases: [(&str, &[&str]); 3] = [
-        (
-            "--platform nowhere --n 960 --tile 960",
-            &["nowhere", "sirocco"],
-        ),
-        ("--platform sirocco --n 960 --tile 512", &["tile", "1920"]),
-        (
-            "--platform sirocco --clusters 30x1 --n 960 --tile 960",
-            &["30"],
-        ),
-    ];
-    for (line, words) in cases {
-        let args: Vec<&str> = std::iter::once("bound").chain(line.split(' ')).collect();
-        let (ok, _, stderr) = hetla(&args);
-        assert!(!ok, "{line} succeeded");
-        for word in words {
-            assert!(stderr.contains(word), "{line}: {stderr}");
-        }
-    }
-}
-
-#[test]
-fn cholesky_command_reports_bounds_and_efficiency() {
-    let dir = std::env::temp_dir().join(format!("hetla-cli-models-{}", std::process::id()));
-    let (ok, stdout, stderr) = hetla(&[
-        "cholesky",
-        "--n",
-        "400",
-        "--tile",
-        "100",
-        "--clusters",
-        "1x1",
-        "--json",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-    ]);
-    std::fs::remove_dir_all(&dir).ok();
-    assert!(ok, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let bounds = &v["bounds"];
-    assert_eq!(bounds["tasks"], 20);
-    assert!(bounds["mixed_gflops"].as_f64().unwrap() > 0.0);
-    assert!(v["efficiency"].as_f64().unwrap() > 0.0);
 }

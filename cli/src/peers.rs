@@ -7,9 +7,9 @@
 use std::time::Instant;
 
 use faer::{Mat, MatMut};
-use hetla_kernels::Backend;
+use hetla::Backend;
 
-use crate::{Error, Result};
+use hetla::{Error, Result};
 
 /// One peer's rate.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

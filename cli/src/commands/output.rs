@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use hetla::Gantt;
+use crate::gantt::Gantt;
 use hetla::graph_bounds::BoundReport;
 use hetla::runtime::Platform;
 use serde::Serialize;

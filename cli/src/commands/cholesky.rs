@@ -13,7 +13,9 @@ use clap::Args;
 use faer::MatMut;
 use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, run_cholesky_bounds};
 use hetla::runtime::{KernelSummary, LinkBytes, WorkerSummary};
-use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, check, matgen, peers};
+use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, check, matgen};
+
+use crate::peers;
 use serde::Serialize;
 
 #[derive(Args)]

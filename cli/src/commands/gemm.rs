@@ -117,7 +117,7 @@ pub struct GemmOutput {
     /// Timed runs (1 without `--repeat`).
     pub runs: usize,
     /// Peers timed in the same run (--compare), the same way as hetla.
-    pub peers: Vec<hetla::peers::PeerRate>,
+    pub peers: Vec<crate::peers::PeerRate>,
     /// gflops / each peer's, in the order of `peers`.
     pub ratio_to_peers: Vec<f64>,
 }
@@ -220,7 +220,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     let c0 = hetla::matgen::random(args.m, args.n, args.seed + 2);
     let mut c = c0.clone();
     let repeat = args.repeat.map(|r| r as usize);
-    let ((report, trace), timings) = hetla::peers::repeat(repeat, || {
+    let ((report, trace), timings) = crate::peers::repeat(repeat, || {
         c.copy_from(&c0);
         let (report, trace) = gemm.run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
         let seconds = report.seconds;
@@ -248,9 +248,9 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     // The faer peer is the reference product, timed as hetla was (--repeat).
     let checked = match (args.no_check, args.compare) {
         (true, false) => None,
-        (_, true) => Some(hetla::peers::repeat(repeat, reference)?),
+        (_, true) => Some(crate::peers::repeat(repeat, reference)?),
         (false, false) => Some(reference().map(|(r, s)| {
-            let once = hetla::peers::Timings {
+            let once = crate::peers::Timings {
                 best: s,
                 median: s,
                 runs: 1,
@@ -265,7 +265,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     let mut peers = Vec::new();
     if let (true, Some((_, timings))) = (args.compare, &checked) {
         let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
-        peers.push(hetla::peers::PeerRate::from_timings(
+        peers.push(crate::peers::PeerRate::from_timings(
             &format!("faer-matmul-{threads}-threads"),
             *timings,
             flops,

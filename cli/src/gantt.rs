@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::{Op, Result};
+use hetla::{Op, Result};
 use hetla_runtime::{Error, Trace, write_atomic};
 
 /// Writing a trace as an SVG Gantt chart.
@@ -79,4 +79,29 @@ fn draw_gantt(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetla::runtime::ModelStore;
+    use hetla::{Backend, Cholesky, ClusterSpec, Platform, matgen::random_spd};
+
+    #[test]
+    fn a_run_draws_one_bar_per_task_in_an_svg() {
+        let mut l = random_spd(300, 2);
+        let spec = ClusterSpec::Grid { count: 1, size: 1 };
+        let platform = Platform::with_store(&spec, Backend::Faer, ModelStore::None);
+        let trace = Cholesky::new()
+            .platform(std::sync::Arc::new(platform.unwrap()))
+            .tile(60)
+            .factor_in_place_traced(l.as_mut())
+            .unwrap();
+        let svg = std::env::temp_dir().join(format!("hetla-gantt-{}.svg", std::process::id()));
+        trace.write_gantt_svg(&svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        std::fs::remove_file(&svg).ok();
+        assert!(text.contains("<svg") && text.contains("<rect"));
+        assert!(text.contains("gemm"));
+    }
 }

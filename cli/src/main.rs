@@ -2,7 +2,9 @@
 //! and report its result or error (text, or one JSON object with `--json`).
 
 mod commands;
+mod gantt;
 mod memory;
+mod peers;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,183 @@
+//! The `simulate`, `sweep` and `calibrate --output` commands.
+
+mod common;
+
+use common::hetla;
+use hetla::model::PlatformModel;
+
+#[test]
+fn simulate_command_prints_the_documented_json_and_writes_traces() {
+    let dir = std::env::temp_dir().join(format!("hetla-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gantt = dir.join("g.svg");
+    let trace = dir.join("t.json");
+    let (ok, out, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "1",
+        "--n",
+        "4800",
+        "--tile",
+        "960",
+        "--json",
+        "--gantt",
+        gantt.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "makespan_ms",
+        "gflops",
+        "cp_ms",
+        "area_ms",
+        "mixed_ms",
+        "mixed_gflops",
+        "efficiency",
+        "workers",
+        "bytes",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {out}");
+    }
+    assert_eq!(v["workers"].as_array().unwrap().len(), 3);
+    assert!(v["workers"][2]["busy_fraction"].as_f64().unwrap() > 0.0);
+    assert!(v["bytes"][0]["bytes"].as_u64().unwrap() > 0);
+    assert!(std::fs::read_to_string(&gantt).unwrap().contains("<svg"));
+    let chrome: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(chrome["traceEvents"].as_array().unwrap().len() > 35);
+
+    let (ok, _, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--n",
+        "4800",
+        "--tile",
+        "961",
+    ]);
+    assert!(
+        !ok && (err.contains("tile 961") || err.contains("no rate")),
+        "{err}"
+    );
+    let (ok, _, err) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--n",
+        "4800",
+        "--tile",
+        "960",
+        "--noise",
+        "1.5",
+    ]);
+    assert!(!ok && err.contains("noise"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
+    let dir = std::env::temp_dir().join(format!("hetla-sweep-{}", std::process::id()));
+    let (ok, out, err) = hetla(&[
+        "sweep",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "20x1,2x10,2x12",
+        "--gpus",
+        "0,1",
+        "--n",
+        "1920:5760:1920",
+        "--tile",
+        "960",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // 2x12 fits without a GPU only: 3 of its 6 combinations are skipped.
+    assert_eq!(v["runs"], 15);
+    assert_eq!(v["skipped"], 3);
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 18);
+    assert!(csv.lines().next().unwrap().contains("mixed_gflops"));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), 18);
+    for gpus in [0, 1] {
+        let svg =
+            std::fs::read_to_string(dir.join(format!("gflops_tile960_gpus{gpus}.svg"))).unwrap();
+        assert!(
+            svg.contains("<svg")
+                && svg.contains(
+                    "2x10 + {gpus} GPU"
+                        .replace("{gpus}", &gpus.to_string())
+                        .as_str()
+                )
+        );
+    }
+    let (ok, _, err) = hetla(&[
+        "sweep",
+        "--platform",
+        "sirocco",
+        "--n",
+        "10:1:1",
+        "--tile",
+        "960",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("start <= end"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
+    let dir = std::env::temp_dir().join(format!("hetla-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("this.toml");
+    let (ok, _, err) = hetla(&[
+        "calibrate",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let model = PlatformModel::load(&file).unwrap();
+    assert_eq!(model.tiles(), [64]);
+    assert!(model.gpu.is_none());
+    // Rates alone, and how much each kernel lost inside the loaded factorisations.
+    assert_eq!(model.cpu_rates(), "loaded");
+    for k in &model.cpu.kernels {
+        assert!(!k.loaded.is_empty(), "{} has no loaded reduction", k.op);
+        assert!(k.loaded.iter().all(|r| (0.0..=0.95).contains(&r.reduction)));
+    }
+    let (ok, out, err) = hetla(&[
+        "simulate",
+        "--platform",
+        file.to_str().unwrap(),
+        "--clusters",
+        "1x1",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["cpu_rates"], "loaded");
+    std::fs::remove_dir_all(&dir).ok();
+}
