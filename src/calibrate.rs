@@ -32,7 +32,7 @@ use crate::{Result, matgen};
 use hetla_runtime::{Device, KernelKey, PerfModels, Platform};
 
 /// The operations of the tiled Cholesky, which calibration measures.
-pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm];
+pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];
 
 /// Bytes of the matrix each worker reads its tiles from: larger than a last-level cache.
 const READ_MATRIX_BYTES: usize = 64 << 20;

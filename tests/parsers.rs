@@ -104,7 +104,7 @@ proptest! {
         let text = if cut < text.len() && cut % 2 == 1 { &text[..cut] } else { &text[..] };
         std::fs::write(&file, text).unwrap();
         let models = PerfModels::load(&file).unwrap();
-        let key = hetla::runtime::KernelKey::square(hetla::Op::Gemm, 64);
+        let key = hetla::runtime::KernelKey::square(hetla::Op::GemmNt, 64);
         let class = hetla::runtime::ResourceClass::CpuCluster { cores: 1 };
         if let Some(s) = models.get(&key, &class) {
             prop_assert!(s.samples >= 1 && s.mean > 0.0 && s.mean.is_finite() && s.m2 >= 0.0);

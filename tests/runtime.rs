@@ -208,7 +208,7 @@ fn every_scheduler_runs_every_task_once_after_its_predecessors() {
 #[test]
 fn a_task_no_worker_may_run_is_an_error_not_a_hang() {
     let options = RunOptions {
-        restrictions: vec![(Op::Gemm, vec![ResourceKind::Gpu])],
+        restrictions: vec![(Op::GemmNt, vec![ResourceKind::Gpu])],
         ..RunOptions::default()
     };
     let err = execute(&platform("1x1"), &empty(4, None), &options).unwrap_err();
@@ -348,7 +348,7 @@ fn models_are_learned_saved_and_loaded() {
         .factor(a.as_ref())
         .unwrap();
     let learned = p.models();
-    let gemm = KernelKey::square(Op::Gemm, 64);
+    let gemm = KernelKey::square(Op::GemmNt, 64);
     let class = ResourceClass::CpuCluster { cores: 1 };
     assert_eq!(learned.get(&gemm, &class).unwrap().samples, 4);
     let file = p.save_models().unwrap().unwrap();

@@ -190,7 +190,7 @@ proptest! {
 fn cholesky_instance(nt: usize, clusters: usize, cores: usize, gpus: usize) -> Instance {
     let graph = cholesky(&Tiling::square(nt * 960, 960).unwrap()).unwrap();
     let op_type = |op| {
-        [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm]
+        [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt]
             .iter()
             .position(|&o| o == op)
             .unwrap()

@@ -76,7 +76,7 @@ fn calibration_measures_device_kernels_and_links() {
     let gpu = hetla::runtime::ResourceClass::Gpu {
         model: "emulated".into(),
     };
-    let key = hetla::runtime::KernelKey::square(hetla::Op::Gemm, 64);
+    let key = hetla::runtime::KernelKey::square(hetla::Op::GemmNt, 64);
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -45,7 +45,7 @@ pub fn cholesky(a: &Tiling) -> Result<TaskGraph, TilingError> {
         for i in k + 1..nt {
             push(&mut g, Op::Syrk, &[tile(i, k)], tile(i, i));
             for j in k + 1..i {
-                push(&mut g, Op::Gemm, &[tile(i, k), tile(j, k)], tile(i, j));
+                push(&mut g, Op::GemmNt, &[tile(i, k), tile(j, k)], tile(i, j));
             }
         }
     }

@@ -59,7 +59,7 @@ fn cholesky_task_counts_and_exact_flops() {
                 (Op::Potrf, nt),
                 (Op::Trsm, pairs),
                 (Op::Syrk, pairs),
-                (Op::Gemm, gemms)
+                (Op::GemmNt, gemms)
             ]
             .into_iter()
             .filter(|&(_, c)| c > 0)
@@ -146,7 +146,7 @@ proptest! {
                     mode: if write { Mode::ReadWrite } else { Mode::Read },
                 })
                 .collect();
-            g.add_task(Op::Gemm, accesses, 0.0);
+            g.add_task(Op::GemmNt, accesses, 0.0);
         }
         assert_conflicts_are_ordered(&g);
         for t in 0..g.len() {

@@ -54,7 +54,7 @@ fn kernels(c: &mut Criterion) {
             group.warm_up_time(std::time::Duration::from_millis(300));
             group.measurement_time(std::time::Duration::from_secs(1));
             for b in [128, 256, 512, 1024, 2048] {
-                for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::Gemm] {
+                for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt] {
                     let (reads, write) = operands(op, b);
                     let shapes: Vec<_> = reads
                         .iter()
@@ -75,7 +75,7 @@ fn kernels(c: &mut Criterion) {
                         )
                     });
                 }
-                let (reads, write) = operands(Op::Gemm, b);
+                let (reads, write) = operands(Op::GemmNt, b);
                 group.throughput(Throughput::Elements(2 * (b as u64).pow(3)));
                 group.bench_function(format!("library-gemm/{b}"), |bench| {
                     bench.iter_batched_ref(

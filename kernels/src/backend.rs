@@ -69,7 +69,7 @@ impl Backend {
             Op::Potrf => self.potrf(write, par),
             Op::Trsm => self.trsm(reads[0], write, par),
             Op::Syrk => self.syrk(reads[0], write, par),
-            Op::Gemm => self.gemm_sub(reads[0], reads[1].transpose(), write, par),
+            Op::GemmNt => self.gemm_sub(reads[0], reads[1].transpose(), write, par),
             Op::SolveLower => self.solve_lower(reads[0], false, write, par),
             Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
             Op::Update => self.gemm_sub(reads[0], reads[1], write, par),

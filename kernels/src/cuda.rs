@@ -374,7 +374,7 @@ impl GpuContext {
                 Op::Syrk => {
                     blas::cublasDsyrk_v2(h, LOWER, N, m, a_cols, &minus_one, pa, lda, &one, pc, ldc)
                 }
-                Op::Gemm => blas::cublasDgemm_v2(
+                Op::GemmNt => blas::cublasDgemm_v2(
                     h, N, T, m, n, a_cols, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
                 ),
                 Op::SolveLower | Op::SolveLowerTrans => blas::cublasDtrsm_v2(

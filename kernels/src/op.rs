@@ -18,8 +18,10 @@ pub enum Op {
     Trsm,
     /// `[A (n x k), C (n x n)]`: C <- C - A A^T, lower triangle of C only.
     Syrk,
-    /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T.
-    Gemm,
+    /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T, the trailing update of
+    /// Cholesky (B transposed, alpha = -1, beta = 1). Its name in traces, performance models
+    /// and platform files is "gemm", as in the papers; [`Op::MatMul`] is the general product.
+    GemmNt,
     /// `[L (m x m), X (m x r)]`: X <- L^-1 X (forward substitution on a diagonal tile).
     SolveLower,
     /// `[L (m x m), X (m x r)]`: X <- L^-T X (backward substitution on a diagonal tile).
@@ -103,7 +105,7 @@ impl Op {
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
-        Op::Gemm,
+        Op::GemmNt,
         Op::SolveLower,
         Op::SolveLowerTrans,
         Op::Update,
@@ -134,7 +136,7 @@ impl Op {
             Op::Potrf => "potrf",
             Op::Trsm => "trsm",
             Op::Syrk => "syrk",
-            Op::Gemm => "gemm",
+            Op::GemmNt => "gemm",
             Op::SolveLower => "solve_lower",
             Op::SolveLowerTrans => "solve_lower_trans",
             Op::Update => "update",
@@ -153,7 +155,7 @@ impl Op {
         match self {
             Op::Potrf => 0,
             Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans => 1,
-            Op::Gemm | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
+            Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
 
@@ -185,7 +187,7 @@ impl Op {
                 expect("C", w, (w.0, w.0))?;
                 expect("A", shapes[0], (w.0, shapes[0].1))
             }
-            Op::Gemm => {
+            Op::GemmNt => {
                 let k = shapes[0].1;
                 expect("A", shapes[0], (w.0, k))?;
                 expect("B", shapes[1], (w.1, k))
@@ -223,7 +225,7 @@ impl Op {
             Op::Trsm => m * n * n,
             // k n (n+1)/2 multiplications and as many additions.
             Op::Syrk => shapes[0].1 as f64 * m * (m + 1.0),
-            Op::Gemm => 2.0 * m * n * shapes[0].1 as f64,
+            Op::GemmNt => 2.0 * m * n * shapes[0].1 as f64,
             Op::SolveLower | Op::SolveLowerTrans => n * m * m,
             Op::Update => 2.0 * m * n * shapes[0].1 as f64,
             Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
@@ -251,7 +253,7 @@ mod tests {
         assert!(close(Op::Potrf.flops(&[s]), b * b * b / 3.0));
         assert!(close(Op::Trsm.flops(&[s, s]), b * b * b));
         assert!(close(Op::Syrk.flops(&[s, s]), b * b * b));
-        assert_eq!(Op::Gemm.flops(&[s, s, s]), 2.0 * b * b * b);
+        assert_eq!(Op::GemmNt.flops(&[s, s, s]), 2.0 * b * b * b);
     }
 
     #[test]
@@ -261,7 +263,7 @@ mod tests {
         // 2x2: l11 = sqrt, l21 = a21 / l11, l22 = sqrt(a22 - l21^2): 5 flops.
         assert!((Op::Potrf.flops(&[(2, 2)]) - 5.0).abs() < 1e-12);
         // Rectangular GEMM 3x5 with k = 7.
-        assert_eq!(Op::Gemm.flops(&[(3, 7), (5, 7), (3, 5)]), 210.0);
+        assert_eq!(Op::GemmNt.flops(&[(3, 7), (5, 7), (3, 5)]), 210.0);
         assert_eq!(Op::UpdateTrans.flops(&[(7, 3), (7, 2), (3, 2)]), 84.0);
     }
 
@@ -279,14 +281,14 @@ mod tests {
             (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
             (2.0, 0.5, 1.0)
         );
-        assert!(nt.same_kind(Op::KINDS[8]) && !nt.same_kind(Op::Gemm));
+        assert!(nt.same_kind(Op::KINDS[8]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
     }
 
     #[test]
     fn shape_checks_name_the_wrong_operand() {
-        assert!(Op::Gemm.check_shapes(&[(3, 7), (5, 7), (3, 5)]).is_ok());
-        let err = Op::Gemm
+        assert!(Op::GemmNt.check_shapes(&[(3, 7), (5, 7), (3, 5)]).is_ok());
+        let err = Op::GemmNt
             .check_shapes(&[(3, 7), (5, 6), (3, 5)])
             .unwrap_err();
         assert!(err.contains("B is 5x6"), "{err}");

@@ -173,7 +173,7 @@ fn gemm_and_updates_match_the_naive_products() {
             let (a, b) = (pseudo_random(m, k, 6), pseudo_random(n, k, 7));
             let mut c = c0.clone();
             backend
-                .run(Op::Gemm, &[a.as_ref(), b.as_ref()], c.as_mut(), Par::Seq)
+                .run(Op::GemmNt, &[a.as_ref(), b.as_ref()], c.as_mut(), Par::Seq)
                 .unwrap();
             let want = &c0 - naive_mul(a.as_ref(), b.transpose());
             assert!(
@@ -278,11 +278,11 @@ fn wrong_operands_are_errors_not_panics() {
     let (a, b) = (Mat::<f64>::zeros(3, 4), Mat::<f64>::zeros(2, 4));
     let mut c = Mat::<f64>::zeros(3, 3);
     let err = Backend::Faer
-        .run(Op::Gemm, &[a.as_ref(), b.as_ref()], c.as_mut(), Par::Seq)
+        .run(Op::GemmNt, &[a.as_ref(), b.as_ref()], c.as_mut(), Par::Seq)
         .unwrap_err();
     assert!(err.to_string().contains("B is 2x4, expected 3x4"), "{err}");
     assert!(
-        matches!(err, KernelError::Operands { op: Op::Gemm, .. }),
+        matches!(err, KernelError::Operands { op: Op::GemmNt, .. }),
         "{err}"
     );
     let err = Backend::Faer

@@ -86,7 +86,7 @@ impl KernelKey {
                 let (m, k) = p.op_a(shapes[0]);
                 let n = p.op_b(shapes[1]).1;
                 Self {
-                    op: Op::Gemm,
+                    op: Op::GemmNt,
                     shapes: vec![(m, k), (n, k), (m, n)],
                 }
             }

@@ -271,7 +271,7 @@ impl Gemm {
         let tile_seconds = |w: usize, tile: usize| {
             models
                 .get(
-                    &KernelKey::square(hetla_kernels::Op::Gemm, tile),
+                    &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
                     &workers[w].class,
                 )
                 .and_then(|s| s.calibrated_mean())
@@ -333,7 +333,7 @@ impl Gemm {
         let workers = platform.workers.clone();
         let tile_seconds = |w: usize, tile: usize| {
             model.duration(
-                &KernelKey::square(hetla_kernels::Op::Gemm, tile),
+                &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
                 tile,
                 &workers[w].class,
             )
@@ -344,7 +344,7 @@ impl Gemm {
         known_tiles.retain(|&t| {
             workers
                 .iter()
-                .all(|w| model.rate(hetla_kernels::Op::Gemm, t, &w.class).is_some())
+                .all(|w| model.rate(hetla_kernels::Op::GemmNt, t, &w.class).is_some())
         });
         let machine = Machine {
             workers: &workers,

@@ -24,8 +24,8 @@ const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::Trsm, 1920, 34.96, 18.59, 8.48),
     (Op::Syrk, 960, 31.52, 26.96, 6.90),
     (Op::Syrk, 1920, 32.93, 31.73, 8.63),
-    (Op::Gemm, 960, 36.46, 28.80, 7.77),
-    (Op::Gemm, 1920, 37.27, 30.86, 8.56),
+    (Op::GemmNt, 960, 36.46, 28.80, 7.77),
+    (Op::GemmNt, 1920, 37.27, 30.86, 8.56),
 ];
 
 /// Cojean et al. (2016) (section 4, after Table 1) measured KNL kernels on a loaded machine (kernels
@@ -145,7 +145,7 @@ const KNL_TABLE: [(Op, [f64; 5], [[f64; 5]; 6]); 4] = [
         ],
     ),
     (
-        Op::Gemm,
+        Op::GemmNt,
         [26.703, 29.339, 29.872, 29.911, 30.856],
         [
             [0.88, 0.92, 0.86, 0.87, 0.87],
@@ -239,7 +239,7 @@ pub(super) fn a100x8() -> PlatformModel {
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
-                    op: Op::Gemm.name().into(),
+                    op: Op::GemmNt.name().into(),
                     tile,
                     gflops: A100_GFLOPS,
                 })
@@ -271,8 +271,8 @@ mod tests {
         let (loaded, alone) = (PlatformModel::preset("knl").unwrap(), alone("knl"));
         let ratio = |cores| {
             let class = ResourceClass::CpuCluster { cores };
-            loaded.rate(Op::Gemm, 2880, &class).unwrap()
-                / alone.rate(Op::Gemm, 2880, &class).unwrap()
+            loaded.rate(Op::GemmNt, 2880, &class).unwrap()
+                / alone.rate(Op::GemmNt, 2880, &class).unwrap()
         };
         assert!((ratio(1) - 0.85).abs() < 1e-12);
         assert!((ratio(16) - 0.96).abs() < 1e-12);
@@ -298,17 +298,17 @@ mod tests {
         let gpu = ResourceClass::Gpu {
             model: "K40m".into(),
         };
-        let gemm1 = m.rate(Op::Gemm, 960, &one).unwrap();
+        let gemm1 = m.rate(Op::GemmNt, 960, &one).unwrap();
         assert!((gemm1 - 36.46).abs() < 1e-12);
-        assert!((m.rate(Op::Gemm, 960, &gpu).unwrap() / gemm1 - 28.80).abs() < 1e-12);
-        assert!((m.rate(Op::Gemm, 960, &ten).unwrap() / gemm1 - 7.77).abs() < 1e-12);
+        assert!((m.rate(Op::GemmNt, 960, &gpu).unwrap() / gemm1 - 28.80).abs() < 1e-12);
+        assert!((m.rate(Op::GemmNt, 960, &ten).unwrap() / gemm1 - 7.77).abs() < 1e-12);
         assert!((m.rate(Op::Potrf, 1920, &ten).unwrap() / 31.11 - 7.48).abs() < 1e-12);
         // GEMM 960 on one core: 2 * 960^3 flops at 36.46 Gflop/s.
         let d = m
-            .duration(&KernelKey::square(Op::Gemm, 960), 960, &one)
+            .duration(&KernelKey::square(Op::GemmNt, 960), 960, &one)
             .unwrap();
         assert!((d - 2.0 * 960f64.powi(3) / 36.46e9).abs() < 1e-15);
-        assert_eq!(m.rate(Op::Gemm, 1000, &one), None);
+        assert_eq!(m.rate(Op::GemmNt, 1000, &one), None);
         assert_eq!(m.tiles(), [960, 1920]);
     }
 
@@ -317,12 +317,12 @@ mod tests {
         let m = alone("knl");
         let cores = |c| ResourceClass::CpuCluster { cores: c };
         // DGEMM at 2880: 30.856 Gflop/s on one core, efficiency 0.90 on 16 cores.
-        let one = m.rate(Op::Gemm, 2880, &cores(1)).unwrap();
+        let one = m.rate(Op::GemmNt, 2880, &cores(1)).unwrap();
         assert!((one - 30.856).abs() < 1e-12);
-        let sixteen = m.rate(Op::Gemm, 2880, &cores(16)).unwrap();
+        let sixteen = m.rate(Op::GemmNt, 2880, &cores(16)).unwrap();
         assert!((sixteen / (16.0 * one) - 0.90).abs() < 1e-12);
         // 12 cores lie between the 8-core (0.92) and 16-core (0.90) points.
-        let twelve = m.rate(Op::Gemm, 2880, &cores(12)).unwrap() / one;
+        let twelve = m.rate(Op::GemmNt, 2880, &cores(12)).unwrap() / one;
         assert!((twelve - (8.0 * 0.92 + 16.0 * 0.90) / 2.0).abs() < 1e-9);
         // 4 x 16 clusters on the 4 NUMA nodes; no GPU.
         let classes = m
