@@ -1,5 +1,7 @@
 //! The runtime's errors: what went wrong, with what was wrong and what would be right.
 
+use std::sync::Arc;
+
 use hetla_clusters::ClusterError;
 use hetla_kernels::KernelError;
 
@@ -31,7 +33,19 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
-    /// An output file (trace, chart) could not be written.
+    /// A file could not be read, written or locked: the system's error, kept whole.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "write", "lock").
+        action: &'static str,
+        /// The file.
+        path: String,
+        /// The system's error.
+        #[source]
+        source: IoError,
+    },
+    /// An output file (trace, chart) is unusable before anything is written (a directory,
+    /// a missing folder, two outputs naming one file), or its contents could not be made.
     #[error("cannot write {path}: {reason}")]
     Output {
         /// The file.
@@ -78,11 +92,21 @@ impl Error {
             Error::Kernel(_) => "kernel",
             Error::Cluster(_) => "cluster",
             Error::PerfModel { .. } => "perf_model",
+            Error::Io { .. } => "io",
             Error::Output { .. } => "output",
             Error::Memory(_) => "memory",
             Error::NoWorker { .. } => "no_worker",
             Error::Plan { .. } => "plan",
             Error::Stalled { .. } => "stalled",
+        }
+    }
+
+    /// An [`Error::Io`]: `action` ("read", "write") on `path` failed with `source`.
+    pub fn io(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.display().to_string(),
+            source: IoError(Arc::new(source)),
         }
     }
 
@@ -92,6 +116,36 @@ impl Error {
             path: path.display().to_string(),
             reason: reason.to_string(),
         }
+    }
+}
+
+/// A system I/O error, shared so that errors stay `Clone`; two are equal when their kinds
+/// and messages are.
+#[derive(Debug, Clone)]
+pub struct IoError(Arc<std::io::Error>);
+
+impl IoError {
+    /// The system's error.
+    pub fn get(&self) -> &std::io::Error {
+        &self.0
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl std::fmt::Display for IoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
     }
 }
 

@@ -70,7 +70,7 @@ pub fn check_distinct(outputs: &[(&str, &Path)]) -> Result<()> {
 /// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync,
 /// rename); on any failure the previous file is untouched and no temporary file is left.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let fail = |e: &dyn std::fmt::Display| Error::output(path, e);
+    let fail = |e: std::io::Error| Error::io("write", path, e);
     let dir = directory_of(path);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let prefix = format!(".{name}.");
@@ -83,14 +83,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    let mut tmp = builder.tempfile_in(dir).map_err(|e| fail(&e))?;
-    tmp.write_all(bytes).map_err(|e| fail(&e))?;
+    let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    tmp.write_all(bytes).map_err(fail)?;
     // An existing file keeps its permissions.
     if let Ok(meta) = std::fs::metadata(path) {
         let _ = tmp.as_file().set_permissions(meta.permissions());
     }
-    tmp.as_file().sync_all().map_err(|e| fail(&e))?;
-    tmp.persist(path).map_err(|e| fail(&e.error))?;
+    tmp.as_file().sync_all().map_err(fail)?;
+    tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
 }
 
@@ -112,6 +112,20 @@ mod tests {
         std::fs::create_dir(&sub).unwrap();
         assert!(write_atomic(&sub, b"x").is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_systems_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no-such-dir").join("out.json");
+        let err = write_atomic(&path, b"x").unwrap_err();
+        assert_eq!(err.kind(), "io");
+        let source = std::error::Error::source(&err).expect("a source");
+        let io = std::error::Error::source(source)
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .expect("the io::Error itself");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(err.to_string().starts_with("cannot write "), "{err}");
     }
 
     #[test]

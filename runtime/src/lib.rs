@@ -41,7 +41,7 @@ mod sim;
 mod trace;
 
 pub use data::{DataRegistry, HOST, MemoryNode, NoRoom, Transfer};
-pub use error::{Error, Result};
+pub use error::{Error, IoError, Result};
 pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
 pub use sim::{SimOptions, SimPlatform, SimWork, simulate};

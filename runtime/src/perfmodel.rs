@@ -273,7 +273,7 @@ impl PerfModels {
         let text = match std::fs::read(path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Self::new(), vec![])),
-            Err(e) => return Err(model_error(path, e)),
+            Err(e) => return Err(Error::io("read", path, e)),
         };
         let file = std::str::from_utf8(&text)
             .map_err(|e| e.to_string())
@@ -356,7 +356,7 @@ impl PerfModels {
     /// reading the file (a corrupt one is moved aside first).
     pub fn save(&mut self, path: &Path, backend: &str) -> Result<Vec<String>> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| model_error(path, e))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create the folder", dir, e))?;
         }
         let _lock = StoreLock::acquire(path)?;
         let (mut merged, warnings) = Self::read_checked(path)?;
@@ -391,7 +391,7 @@ impl PerfModels {
             links: merged.links.clone(),
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| model_error(path, e))?;
-        crate::files::write_atomic(path, text.as_bytes()).map_err(|e| model_error(path, e))?;
+        crate::files::write_atomic(path, text.as_bytes())?;
         *self = merged;
         Ok(warnings)
     }
@@ -472,9 +472,9 @@ impl StoreLock {
             {
                 return Ok(None);
             }
-            Err(e) => return Err(model_error(&lock_path, e)),
+            Err(e) => return Err(Error::io("lock", &lock_path, e)),
         };
-        file.lock().map_err(|e| model_error(&lock_path, e))?;
+        file.lock().map_err(|e| Error::io("lock", &lock_path, e))?;
         Ok(Some(Self(file)))
     }
 }

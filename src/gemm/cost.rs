@@ -135,7 +135,10 @@ pub(super) fn known_gemm_tiles(
         .filter(|&tile| {
             workers.iter().all(|w| {
                 models
-                    .get(&KernelKey::square(hetla_kernels::Op::GemmNt, tile), &w.class)
+                    .get(
+                        &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
+                        &w.class,
+                    )
                     .and_then(|s| s.calibrated_mean())
                     .is_some()
             })

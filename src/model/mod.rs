@@ -320,7 +320,8 @@ impl PlatformModel {
     /// Reads a TOML model file.
     pub fn load(path: &Path) -> Result<Self> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| model_error(&name, e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| hetla_runtime::Error::io("read the platform model", path, e))?;
         Self::from_toml(&text).map_err(|e| match e {
             Error::PlatformModel { reason, .. } => model_error(&name, reason),
             other => other,

@@ -179,12 +179,8 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
             "--out: is a file; give a directory (created if missing)",
         ));
     }
-    std::fs::create_dir_all(&args.out).map_err(|e| {
-        Error::output(
-            &args.out,
-            format!("--out: cannot create the directory: {e}"),
-        )
-    })?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| hetla_runtime::Error::io("create the --out directory", &args.out, e))?;
     for name in ["results.csv", "results.json"] {
         hetla::output::check_writable("--out", &args.out.join(name))?;
     }
