@@ -10,9 +10,9 @@ use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
 use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
 use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
-    KernelKey, Mct, ModelStore, PerfModels, Platform, ResourceClass, ResourceKind, RunOptions,
-    RunStep, SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, WorkerInfo, Workload,
-    execute,
+    KernelKey, Mct, ModelStore, ModelTable, PerfModels, Platform, ResourceClass, ResourceKind,
+    RunOptions, RunStep, SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, TaskInfo,
+    WorkerInfo, Workload, execute,
 };
 
 fn platform(spec: &str) -> Arc<Platform> {
@@ -80,19 +80,21 @@ fn mct_splits_the_papers_28_gemms_6_and_22() {
             1,
         ),
     ];
-    let ctx = SchedContext::new(
-        &workers,
-        vec![flops; 28],
-        vec![flops; 28],
-        vec![None; 28],
-        vec![0; 28],
-        vec![0, 1],
-        2,
-        vec![
+    let task = TaskInfo {
+        priority: flops,
+        flops,
+        allowed: None,
+        key: 0,
+    };
+    let table = ModelTable {
+        class_of_worker: vec![0, 1],
+        classes: 2,
+        stats: vec![
             calibrated(flops / (7.77 * one_core)),
             calibrated(flops / (28.80 * one_core)),
         ],
-    );
+    };
+    let ctx = SchedContext::new(&workers, &[task; 28], table);
     let mct = Mct::new(2);
     for t in 0..28 {
         mct.push(t, None, 0.0, &ctx);
@@ -126,16 +128,18 @@ fn mct_measures_uncalibrated_classes_first_and_respects_restrictions() {
     let gpu_only: &[ResourceKind] = &[ResourceKind::Gpu];
     // Task 0 may run anywhere; the big class has no samples, so MCT sends it there even
     // though the small one is calibrated. Task 1 is restricted to the GPU.
-    let ctx = SchedContext::new(
-        &workers,
-        vec![1.0, 1.0],
-        vec![1e9, 1e9],
-        vec![None, Some(gpu_only)],
-        vec![0, 0],
-        vec![0, 1, 2],
-        3,
-        vec![calibrated(1e-3), Stats::default(), calibrated(1.0)],
-    );
+    let task = |allowed| TaskInfo {
+        priority: 1.0,
+        flops: 1e9,
+        allowed,
+        key: 0,
+    };
+    let table = ModelTable {
+        class_of_worker: vec![0, 1, 2],
+        classes: 3,
+        stats: vec![calibrated(1e-3), Stats::default(), calibrated(1.0)],
+    };
+    let ctx = SchedContext::new(&workers, &[task(None), task(Some(gpu_only))], table);
     let mct = Mct::new(3);
     mct.push(0, None, 0.0, &ctx);
     mct.push(1, None, 0.0, &ctx);

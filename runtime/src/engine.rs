@@ -32,14 +32,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_factorizations::TaskGraph;
 use hetla_kernels::KernelError;
 
-use crate::data::{DataRegistry, HOST, MemoryNode, Step};
+use crate::data::{DataRegistry, HOST, Step};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
-use crate::perfmodel::{KernelKey, ResourceClass, Stats};
-use crate::plan::{LinkEstimate, PREFETCH_DEPTH, prefetchable};
-use crate::platform::WorkerInfo;
+use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
 use crate::scheduler::{SchedContext, Scheduler};
 
 /// Carries out the registry's decisions: copies between memory nodes, device buffers
@@ -48,86 +46,6 @@ pub(crate) trait Carrier: Sync {
     /// Carries out `steps`, in order, decided at time `at` by `data` (still locked, so no
     /// other worker sees their effect before they are done).
     fn carry_out(&self, steps: Vec<Step>, data: &DataRegistry, at: f64) -> Result<(), KernelError>;
-}
-
-/// What a run prepared before its first step, owned by the driver for the run's length:
-/// the data handles of each task, what a static plan releases, the registry.
-pub(crate) struct Tables {
-    /// Distinct model keys (the rows of the scheduler's table).
-    pub keys: Vec<KernelKey>,
-    /// Distinct worker classes (its columns).
-    pub classes: Vec<ResourceClass>,
-    /// Data handles of each task with their access modes.
-    pub handles: Vec<Vec<(usize, Mode)>>,
-    /// Whether some task writes each handle.
-    pub written: Vec<bool>,
-    /// Handles dropped from the worker's node after each task.
-    pub releases: Vec<Vec<usize>>,
-    /// Tiles placed on a node before the run.
-    pub placement: Vec<(usize, MemoryNode, Mode)>,
-    /// The run's data registry (logging its steps when there are devices).
-    pub data: Mutex<DataRegistry>,
-    /// Whether the platform has memory nodes besides the host (else nothing is copied).
-    pub several_nodes: bool,
-}
-
-impl Tables {
-    /// The transfer estimates MCT and dmda use: the copies a task would need on a worker's
-    /// node, each at `copy_seconds` on idle links.
-    pub fn estimate<'a>(
-        &'a self,
-        workers: &'a [WorkerInfo],
-        copy_seconds: &'a (dyn Fn(MemoryNode, MemoryNode, usize) -> f64 + Sync),
-    ) -> LinkEstimate<'a> {
-        LinkEstimate {
-            workers,
-            data: &self.data,
-            handles: &self.handles,
-            copy_seconds,
-        }
-    }
-}
-
-/// Prepares a run of `graph` on `workers` (see [`crate::plan::plan`]) with memory nodes of
-/// `capacities` (node 0 the host): the scheduler's context and the run's tables. Fails with
-/// the first task no worker may run.
-pub(crate) fn prepare<'a>(
-    workers: &'a [WorkerInfo],
-    graph: &TaskGraph,
-    task_keys: impl IntoIterator<Item = KernelKey>,
-    tile_bytes: &dyn Fn(TileRef) -> usize,
-    options: &'a RunOptions,
-    stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
-    capacities: Vec<Option<usize>>,
-) -> Result<(SchedContext<'a>, Tables), (RunStep, TaskFailure)> {
-    let plan = crate::plan::plan(
-        workers,
-        graph,
-        task_keys,
-        tile_bytes,
-        &options.restrictions,
-        stats,
-    )
-    .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
-    let several_nodes = capacities.len() > 1;
-    let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
-    // Only copies between nodes need carrying out.
-    let registry = if several_nodes {
-        registry.log_steps()
-    } else {
-        registry
-    };
-    let tables = Tables {
-        releases: crate::plan::releases(options, &plan.handles),
-        placement: crate::plan::placements(options, &plan.tiles),
-        keys: plan.keys,
-        classes: plan.classes,
-        handles: plan.handles,
-        written: plan.written,
-        data: Mutex::new(registry),
-        several_nodes,
-    };
-    Ok((plan.ctx, tables))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

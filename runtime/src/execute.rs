@@ -400,7 +400,7 @@ pub fn execute(
     let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
     let mut capacities = vec![None];
     capacities.extend(devices.iter().map(|d| Some(d.budget())));
-    let (ctx, tables) = crate::engine::prepare(
+    let (ctx, tables) = crate::prepare::prepare(
         workers,
         graph,
         (0..n).map(|t| work.key(t)),

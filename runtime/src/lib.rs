@@ -13,9 +13,10 @@
 //! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], also dmda,
 //!   [`Eager`], [`WorkStealing`]), chosen by [`SchedulerKind`]; [`StaticPlan`]s run by
 //!   [`Planned`].
-//! - **Executors**: [`execute`] (one thread per worker, inside its cluster's pool) and
-//!   [`simulate`] (the same schedulers and data layer on a [`SimPlatform`], with a virtual
-//!   clock).
+//! - **Executors**: one engine (the steps of a run: push and prefetch, start, finish and
+//!   release, flush, written once) driven on wall time by [`execute`] (one thread per
+//!   worker, inside its cluster's pool) or on a virtual clock by [`simulate`] (a
+//!   [`SimPlatform`]'s durations and links).
 //! - **Traces**: [`Trace`], what ran where and when; Chrome JSON and [`TraceSummary`].
 //! - **Files**: [`write_atomic`] and its checks, so that no output is half-written.
 //!
@@ -33,9 +34,9 @@ mod execute;
 mod files;
 mod link;
 mod perfmodel;
-mod plan;
 mod planned;
 mod platform;
+mod prepare;
 mod scheduler;
 mod sim;
 mod trace;
@@ -56,7 +57,7 @@ pub use platform::{
     WorkerInfo, copy_seconds, reserve_host_cores,
 };
 pub use scheduler::{
-    DMDA_BETA, Eager, Estimate, Mct, SchedContext, Scheduler, SchedulerKind, TransferEstimate,
-    WorkStealing,
+    DMDA_BETA, Eager, Estimate, Mct, ModelTable, SchedContext, Scheduler, SchedulerKind, TaskInfo,
+    TransferEstimate, WorkStealing,
 };
 pub use trace::{Trace, TraceSummary};

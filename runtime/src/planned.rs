@@ -213,19 +213,21 @@ impl Scheduler for Planned {
 mod tests {
     use super::*;
     use crate::platform::WorkerInfo;
-    use crate::scheduler::SchedContext;
+    use crate::scheduler::{ModelTable, SchedContext, TaskInfo};
 
     fn ctx(workers: &[WorkerInfo], tasks: usize) -> SchedContext<'_> {
-        SchedContext::new(
-            workers,
-            vec![0.0; tasks],
-            vec![1.0; tasks],
-            vec![None; tasks],
-            vec![0; tasks],
-            vec![0; workers.len()],
-            1,
-            vec![Default::default()],
-        )
+        let task = TaskInfo {
+            priority: 0.0,
+            flops: 1.0,
+            allowed: None,
+            key: 0,
+        };
+        let table = ModelTable {
+            class_of_worker: vec![0; workers.len()],
+            classes: 1,
+            stats: vec![Default::default()],
+        };
+        SchedContext::new(workers, &vec![task; tasks], table)
     }
 
     fn two_workers() -> Vec<WorkerInfo> {

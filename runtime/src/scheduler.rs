@@ -85,30 +85,48 @@ pub struct SchedContext<'a> {
     transfers: Option<&'a dyn TransferEstimate>,
 }
 
+/// What a scheduler knows of one task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TaskInfo<'a> {
+    /// Its priority: the bottom level in flops (larger runs first).
+    pub priority: f64,
+    /// Its flops (for a guess of its duration where no model is calibrated).
+    pub flops: f64,
+    /// The kinds of worker allowed to run it (`None`: any).
+    pub allowed: Option<&'a [ResourceKind]>,
+    /// Its row of the [`ModelTable`] (the index of its kernel key).
+    pub key: usize,
+}
+
+/// Duration statistics by (kernel key, worker class), and the class of each worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTable {
+    /// The class (the table's column) of each worker.
+    pub class_of_worker: Vec<usize>,
+    /// Number of classes.
+    pub classes: usize,
+    /// `stats[key * classes + class]`.
+    pub stats: Vec<Stats>,
+}
+
 impl<'a> SchedContext<'a> {
-    /// A context for tasks with the given priorities, flops, restrictions and model keys
-    /// (indices into a table of `keys x classes` statistics, `class_of_worker` giving each
-    /// worker's class).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        workers: &'a [WorkerInfo],
-        priorities: Vec<f64>,
-        flops: Vec<f64>,
-        allowed: Vec<Option<&'a [ResourceKind]>>,
-        key_of_task: Vec<usize>,
-        class_of_worker: Vec<usize>,
-        classes: usize,
-        table: Vec<Stats>,
-    ) -> Self {
+    /// A context for `tasks` on `workers`, with the durations `table` knows.
+    pub fn new(workers: &'a [WorkerInfo], tasks: &[TaskInfo<'a>], table: ModelTable) -> Self {
         Self {
             workers,
-            priorities,
-            flops,
-            allowed,
-            key_of_task,
-            class_of_worker,
-            classes,
-            table: Mutex::new(table.into_iter().map(|s| (s, Stats::default())).collect()),
+            priorities: tasks.iter().map(|t| t.priority).collect(),
+            flops: tasks.iter().map(|t| t.flops).collect(),
+            allowed: tasks.iter().map(|t| t.allowed).collect(),
+            key_of_task: tasks.iter().map(|t| t.key).collect(),
+            class_of_worker: table.class_of_worker,
+            classes: table.classes,
+            table: Mutex::new(
+                table
+                    .stats
+                    .into_iter()
+                    .map(|s| (s, Stats::default()))
+                    .collect(),
+            ),
             transfers: None,
         }
     }
@@ -537,16 +555,18 @@ mod tests {
             mean: 1.0,
             m2: 0.0,
         };
-        SchedContext::new(
-            workers,
-            vec![1.0; tasks],
-            vec![1.0; tasks],
-            vec![None; tasks],
-            vec![0; tasks],
-            vec![0; workers.len()],
-            1,
-            vec![known],
-        )
+        let task = TaskInfo {
+            priority: 1.0,
+            flops: 1.0,
+            allowed: None,
+            key: 0,
+        };
+        let table = ModelTable {
+            class_of_worker: vec![0; workers.len()],
+            classes: 1,
+            stats: vec![known],
+        };
+        SchedContext::new(workers, &vec![task; tasks], table)
     }
 
     #[test]

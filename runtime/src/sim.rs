@@ -1,10 +1,12 @@
-//! The simulated executor: the runtime's schedulers and data layer driven by a virtual
-//! clock, with durations and link costs from a platform model (StarPU-SimGrid style).
+//! The simulated executor: the [engine](crate::engine) on a virtual clock, with durations
+//! and link costs from a platform model (StarPU-SimGrid style).
 //!
-//! Everything that decides runs as in a real run: [`crate::plan`] prepares the same
-//! scheduler context (priorities, restrictions, model table), the same [`Scheduler`]
-//! objects get the same `push`/`pop`/`done` calls, and the same [`DataRegistry`] decides
-//! replicas, prefetches, evictions and write-backs. Only time is virtual:
+//! Everything that decides runs as in a real run, because it is the same code:
+//! [`crate::prepare`] prepares the same scheduler context (priorities, restrictions, model
+//! table), and the engine makes the same `push`/`pop`/`done` calls on the same scheduler
+//! objects and the same [`DataRegistry`] operations (replicas, prefetches, evictions,
+//! write-backs). This file holds only what is virtual: the clock, and the links on which
+//! the engine's copies are booked ([`Carrier`]).
 //!
 //! - **Events.** The only events are task ends, processed in time order (ties by the order
 //!   they were scheduled, so a run is a pure function of its inputs and seed). After each,
@@ -404,7 +406,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
         });
     }
-    let (ctx, tables) = crate::engine::prepare(
+    let (ctx, tables) = crate::prepare::prepare(
         workers,
         graph,
         work.keys.iter().cloned(),

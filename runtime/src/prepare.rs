@@ -1,6 +1,7 @@
-//! What every executor prepares before a run, so that real and simulated runs schedule
+//! What every run prepares before its first step, so that real and simulated runs schedule
 //! the same way: model keys and resource classes interned into a dense statistics table,
-//! bottom-level priorities, operation restrictions, and one data handle per tile.
+//! bottom-level priorities, operation restrictions, one data handle per tile, what a static
+//! plan releases and places, and the data registry ([`Tables`], [`prepare`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,10 +10,10 @@ use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::Op;
 
 use crate::data::{DataRegistry, MemoryNode};
-use crate::execute::bottom_levels;
+use crate::execute::{RunOptions, RunStep, TaskFailure, bottom_levels};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
 use crate::platform::{ResourceKind, WorkerInfo};
-use crate::scheduler::{SchedContext, TransferEstimate};
+use crate::scheduler::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
 
 /// Transfer estimates for MCT from the registry's replica states and the links' models:
 /// the copies that would make a task's tiles valid on a worker's node, each from the node
@@ -40,8 +41,8 @@ impl TransferEstimate for LinkEstimate<'_> {
     }
 }
 
-/// The prepared run.
-pub(crate) struct RunPlan<'a> {
+/// The scheduler's context and the run's data handles.
+struct Context<'a> {
     /// Distinct model keys (`ctx`'s table rows).
     pub keys: Vec<KernelKey>,
     /// Distinct worker classes (`ctx`'s table columns).
@@ -82,10 +83,7 @@ pub(crate) fn prefetchable(
 }
 
 /// The access handles each task's plan releases after it (empty without a static plan).
-pub(crate) fn releases(
-    options: &crate::execute::RunOptions,
-    handles: &[Vec<(usize, Mode)>],
-) -> Vec<Vec<usize>> {
+pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(usize, Mode)>]) -> Vec<Vec<usize>> {
     let mut after = vec![Vec::new(); handles.len()];
     if let Some(plan) = &options.plan {
         for &(task, access) in &plan.releases {
@@ -123,7 +121,7 @@ pub(crate) fn releases(
 /// The handles and nodes of the tiles `options` places before the run, with the mode
 /// that places them (read: a shared copy; read-write: the node's copy is the only one).
 pub(crate) fn placements(
-    options: &crate::execute::RunOptions,
+    options: &RunOptions,
     tiles: &[(TileRef, usize)],
 ) -> Vec<(usize, MemoryNode, Mode)> {
     let index: HashMap<TileRef, usize> = tiles
@@ -138,17 +136,17 @@ pub(crate) fn placements(
         .collect()
 }
 
-/// Prepares a run of `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
+/// The scheduler's context for `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
 /// `stats` gives the known statistics of a (key, class). Errors with the first task no
 /// worker may run under `restrictions`.
-pub(crate) fn plan<'a>(
+fn context<'a>(
     workers: &'a [WorkerInfo],
     graph: &TaskGraph,
     task_keys: impl IntoIterator<Item = KernelKey>,
     tile_bytes: &dyn Fn(TileRef) -> usize,
     restrictions: &'a [(Op, Vec<ResourceKind>)],
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
-) -> Result<RunPlan<'a>, usize> {
+) -> Result<Context<'a>, usize> {
     let mut keys: Vec<KernelKey> = Vec::new();
     let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
     let key_of_task: Vec<usize> = task_keys
@@ -173,31 +171,30 @@ pub(crate) fn plan<'a>(
             }
         })
         .collect();
-    let table: Vec<Stats> = keys
-        .iter()
-        .flat_map(|k| classes.iter().map(|c| stats(k, c)))
-        .collect();
-    let allowed = graph
+    let table = ModelTable {
+        stats: keys
+            .iter()
+            .flat_map(|k| classes.iter().map(|c| stats(k, c)))
+            .collect(),
+        class_of_worker,
+        classes: classes.len(),
+    };
+    let tasks: Vec<TaskInfo<'a>> = graph
         .tasks()
         .iter()
-        .map(|task| {
-            restrictions
+        .zip(bottom_levels(graph))
+        .zip(key_of_task)
+        .map(|((task, priority), key)| TaskInfo {
+            priority,
+            flops: task.flops,
+            allowed: restrictions
                 .iter()
                 .find(|(op, _)| *op == task.op)
-                .map(|(_, kinds)| kinds.as_slice())
+                .map(|(_, kinds)| kinds.as_slice()),
+            key,
         })
         .collect();
-    let flops = graph.tasks().iter().map(|t| t.flops).collect();
-    let ctx = SchedContext::new(
-        workers,
-        bottom_levels(graph),
-        flops,
-        allowed,
-        key_of_task,
-        class_of_worker,
-        classes.len(),
-        table,
-    );
+    let ctx = SchedContext::new(workers, &tasks, table);
     if let Some(t) = (0..graph.len()).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
         return Err(t);
     }
@@ -222,7 +219,7 @@ pub(crate) fn plan<'a>(
                 .collect()
         })
         .collect();
-    Ok(RunPlan {
+    Ok(Context {
         keys,
         classes,
         ctx,
@@ -230,4 +227,84 @@ pub(crate) fn plan<'a>(
         tiles,
         written,
     })
+}
+
+/// What a run prepared before its first step, owned by the driver for the run's length:
+/// the data handles of each task, what a static plan releases, the registry.
+pub(crate) struct Tables {
+    /// Distinct model keys (the rows of the scheduler's table).
+    pub keys: Vec<KernelKey>,
+    /// Distinct worker classes (its columns).
+    pub classes: Vec<ResourceClass>,
+    /// Data handles of each task with their access modes.
+    pub handles: Vec<Vec<(usize, Mode)>>,
+    /// Whether some task writes each handle.
+    pub written: Vec<bool>,
+    /// Handles dropped from the worker's node after each task.
+    pub releases: Vec<Vec<usize>>,
+    /// Tiles placed on a node before the run.
+    pub placement: Vec<(usize, MemoryNode, Mode)>,
+    /// The run's data registry (logging its steps when there are devices).
+    pub data: Mutex<DataRegistry>,
+    /// Whether the platform has memory nodes besides the host (else nothing is copied).
+    pub several_nodes: bool,
+}
+
+impl Tables {
+    /// The transfer estimates MCT and dmda use: the copies a task would need on a worker's
+    /// node, each at `copy_seconds` on idle links.
+    pub fn estimate<'a>(
+        &'a self,
+        workers: &'a [WorkerInfo],
+        copy_seconds: &'a (dyn Fn(MemoryNode, MemoryNode, usize) -> f64 + Sync),
+    ) -> LinkEstimate<'a> {
+        LinkEstimate {
+            workers,
+            data: &self.data,
+            handles: &self.handles,
+            copy_seconds,
+        }
+    }
+}
+
+/// Prepares a run of `graph` on `workers` with memory nodes of
+/// `capacities` (node 0 the host): the scheduler's context and the run's tables. Fails with
+/// the first task no worker may run.
+pub(crate) fn prepare<'a>(
+    workers: &'a [WorkerInfo],
+    graph: &TaskGraph,
+    task_keys: impl IntoIterator<Item = KernelKey>,
+    tile_bytes: &dyn Fn(TileRef) -> usize,
+    options: &'a RunOptions,
+    stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
+    capacities: Vec<Option<usize>>,
+) -> Result<(SchedContext<'a>, Tables), (RunStep, TaskFailure)> {
+    let plan = context(
+        workers,
+        graph,
+        task_keys,
+        tile_bytes,
+        &options.restrictions,
+        stats,
+    )
+    .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
+    let several_nodes = capacities.len() > 1;
+    let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
+    // Only copies between nodes need carrying out.
+    let registry = if several_nodes {
+        registry.log_steps()
+    } else {
+        registry
+    };
+    let tables = Tables {
+        releases: releases(options, &plan.handles),
+        placement: placements(options, &plan.tiles),
+        keys: plan.keys,
+        classes: plan.classes,
+        handles: plan.handles,
+        written: plan.written,
+        data: Mutex::new(registry),
+        several_nodes,
+    };
+    Ok((plan.ctx, tables))
 }
