@@ -29,7 +29,7 @@ use hetla_kernels::{KernelError, Op};
 
 use crate::model::{LinkModel, LinkRate};
 use crate::{Result, matgen};
-use hetla_runtime::{Device, KernelKey, PerfModels, Platform};
+use hetla_runtime::{Device, Handle, KernelKey, PerfModels, Platform};
 
 /// The operations of the tiled Cholesky, which calibration measures.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];
@@ -144,9 +144,9 @@ fn stage(
     reads: &[MatRef<'_, f64>],
     out: MatRef<'_, f64>,
 ) -> std::result::Result<(), KernelError> {
-    device.upload(0, out)?;
+    device.upload(Handle(0), out)?;
     for (i, &tile) in reads.iter().enumerate() {
-        device.upload(i + 1, tile)?;
+        device.upload(Handle(i + 1), tile)?;
     }
     device.wait_uploads()
 }
@@ -163,7 +163,7 @@ fn time_samples(
 ) -> std::result::Result<Vec<f64>, KernelError> {
     let mut seconds = Vec::with_capacity(samples);
     let mut failure = None;
-    let read_handles: Vec<usize> = (1..=op.reads()).collect();
+    let read_handles: Vec<Handle> = (1..=op.reads()).map(Handle).collect();
     for s in 0..samples {
         ops.refresh(op, s);
         let reads = reads(&ops.read, ops.b, ops.k, op, s);
@@ -183,7 +183,7 @@ fn time_samples(
         let out = ops.out.as_mut();
         let run = || match member {
             Member::Cluster(backend, par) => backend.run(op, &reads, out, par),
-            Member::Device(device) => device.run(op, &read_handles, 0),
+            Member::Device(device) => device.run(op, &read_handles, Handle(0)),
         };
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(())) => seconds.push(start.elapsed().as_secs_f64()),
@@ -338,11 +338,11 @@ fn measure_link(
         let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
         for _ in 0..LINK_SAMPLES {
             let start = Instant::now();
-            device.upload(0, host.as_ref())?;
+            device.upload(Handle(0), host.as_ref())?;
             device.wait_uploads()?;
             t_up.push(start.elapsed().as_secs_f64());
             let start = Instant::now();
-            device.download(0, host.as_mut())?;
+            device.download(Handle(0), host.as_mut())?;
             t_down.push(start.elapsed().as_secs_f64());
         }
         device.clear();

@@ -25,6 +25,20 @@
 use std::collections::BTreeSet;
 
 use hetla_factorizations::{Mode, TileRef};
+
+/// A data handle: one tile of a run, numbered in the order the run's tasks first use it.
+/// Tables of a run index by handle directly (`Vec<T>` and `[T]` implement `Index<Handle>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Handle(pub usize);
+
+impl std::fmt::Display for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+crate::index_by!(Handle);
+
 /// A memory node: 0 is host RAM; GPUs add theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct MemoryNode(pub usize);
@@ -47,7 +61,7 @@ pub enum ReplicaState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transfer {
     /// Index of the data handle.
-    pub handle: usize,
+    pub handle: Handle,
     /// The tile.
     pub tile: TileRef,
     /// Source node (holds a valid replica).
@@ -67,7 +81,7 @@ pub enum Step {
     /// task about to run there overwrites it unread ([`Mode::Write`]).
     Allocate {
         /// The data handle.
-        handle: usize,
+        handle: Handle,
         /// Its tile (for its shape).
         tile: TileRef,
         /// The node, not the host.
@@ -76,7 +90,7 @@ pub enum Step {
     /// Free the replica of `handle` on `node` (never host memory, which is the caller's).
     Release {
         /// The data handle.
-        handle: usize,
+        handle: Handle,
         /// The node, not the host.
         node: MemoryNode,
     },
@@ -109,7 +123,7 @@ pub struct DataRegistry {
     /// Bytes of valid replicas on each node.
     used: Vec<usize>,
     /// Valid replicas per node by last use: (stamp, handle), oldest first.
-    lru: Vec<BTreeSet<(u64, usize)>>,
+    lru: Vec<BTreeSet<(u64, Handle)>>,
     /// `stamp[handle][node]`: the last use of the replica.
     stamp: Vec<Vec<u64>>,
     /// `pins[handle][node]`: running tasks using the replica.
@@ -143,7 +157,7 @@ impl DataRegistry {
         let mut used = vec![0; nodes];
         used[HOST.0] = bytes.iter().sum();
         let mut lru = vec![BTreeSet::new(); nodes];
-        lru[HOST.0] = (0..n).map(|h| (0, h)).collect();
+        lru[HOST.0] = (0..n).map(|h| (0, Handle(h))).collect();
         Self {
             tiles,
             bytes,
@@ -187,22 +201,22 @@ impl DataRegistry {
     }
 
     /// Bytes of a handle's tile.
-    pub fn bytes(&self, handle: usize) -> usize {
+    pub fn bytes(&self, handle: Handle) -> usize {
         self.bytes[handle]
     }
 
     /// The state of a handle on a node.
-    pub fn state(&self, handle: usize, node: MemoryNode) -> ReplicaState {
+    pub fn state(&self, handle: Handle, node: MemoryNode) -> ReplicaState {
         self.states[handle][node.0]
     }
 
     /// Whether a handle has a valid replica on a node.
-    pub fn is_valid(&self, handle: usize, node: MemoryNode) -> bool {
+    pub fn is_valid(&self, handle: Handle, node: MemoryNode) -> bool {
         self.state(handle, node) != ReplicaState::Invalid
     }
 
     /// The nodes holding a valid replica of `handle`.
-    pub fn holders(&self, handle: usize) -> Vec<MemoryNode> {
+    pub fn holders(&self, handle: Handle) -> Vec<MemoryNode> {
         (0..self.states[handle].len())
             .map(MemoryNode)
             .filter(|&n| self.is_valid(handle, n))
@@ -216,7 +230,7 @@ impl DataRegistry {
 
     /// The node a copy of `handle` to another node would come from: host memory when it
     /// holds a valid replica, else the lowest node that does.
-    pub fn source(&self, handle: usize) -> MemoryNode {
+    pub fn source(&self, handle: Handle) -> MemoryNode {
         let states = &self.states[handle];
         if states[HOST.0] != ReplicaState::Invalid {
             return HOST;
@@ -232,7 +246,7 @@ impl DataRegistry {
     /// last copies, then fetches.
     pub fn start_task(
         &mut self,
-        accesses: &[(usize, Mode)],
+        accesses: &[(Handle, Mode)],
         node: MemoryNode,
     ) -> Result<Vec<Transfer>, NoRoom> {
         // Check first, so that a refused task changes nothing.
@@ -264,7 +278,7 @@ impl DataRegistry {
     }
 
     /// Unpins the tiles of a finished task.
-    pub fn end_task(&mut self, accesses: &[(usize, Mode)], node: MemoryNode) {
+    pub fn end_task(&mut self, accesses: &[(Handle, Mode)], node: MemoryNode) {
         for &(h, _) in accesses {
             let pins = &mut self.pins[h][node.0];
             if *pins > 0 {
@@ -276,7 +290,7 @@ impl DataRegistry {
         }
     }
 
-    fn pin(&mut self, handle: usize, node: MemoryNode) {
+    fn pin(&mut self, handle: Handle, node: MemoryNode) {
         self.pins[handle][node.0] += 1;
         if self.pins[handle][node.0] == 1 {
             self.pinned[node.0] += self.bytes[handle];
@@ -286,7 +300,7 @@ impl DataRegistry {
     /// Copies `handle` to `node` ahead of a task that will read it, if it is not valid
     /// there and room can be made without evicting a pinned tile. Returns the copies
     /// (write-backs, then the fetch); none when nothing was done.
-    pub fn prefetch(&mut self, handle: usize, node: MemoryNode) -> Vec<Transfer> {
+    pub fn prefetch(&mut self, handle: Handle, node: MemoryNode) -> Vec<Transfer> {
         let mut copies = Vec::new();
         // A tile a started task is writing is not final: a copy of it now could be taken
         // before the task writes (or while it does) and would then count as valid beside
@@ -308,7 +322,11 @@ impl DataRegistry {
 
     /// Prefetches every tile of a task to `node` (see [`DataRegistry::prefetch`]): what an
     /// executor does when the scheduler binds a ready task to a worker of that node.
-    pub fn prefetch_task(&mut self, accesses: &[(usize, Mode)], node: MemoryNode) -> Vec<Transfer> {
+    pub fn prefetch_task(
+        &mut self,
+        accesses: &[(Handle, Mode)],
+        node: MemoryNode,
+    ) -> Vec<Transfer> {
         // A tile the task overwrites unread is not worth a copy.
         accesses
             .iter()
@@ -321,7 +339,7 @@ impl DataRegistry {
     /// needs, if any; room is made as in [`DataRegistry::start_task`].
     pub fn acquire(
         &mut self,
-        handle: usize,
+        handle: Handle,
         node: MemoryNode,
         mode: Mode,
     ) -> Result<Vec<Transfer>, NoRoom> {
@@ -334,7 +352,7 @@ impl DataRegistry {
     /// Drops `handle`'s replica on `node` (not the host) when it is valid there and not
     /// pinned, writing it back to the host first when it is the last valid copy. Returns
     /// the write-back, if any. Static plans use it to free buffers they know are done.
-    pub fn evict(&mut self, handle: usize, node: MemoryNode) -> Vec<Transfer> {
+    pub fn evict(&mut self, handle: Handle, node: MemoryNode) -> Vec<Transfer> {
         let mut copies = Vec::new();
         if node == HOST || !self.is_valid(handle, node) || self.pins[handle][node.0] > 0 {
             return copies;
@@ -352,7 +370,7 @@ impl DataRegistry {
     /// host (the end of a run: the caller's matrix must hold the result).
     pub fn flush_to_host(&mut self) -> Vec<Transfer> {
         let mut copies = Vec::new();
-        for h in 0..self.len() {
+        for h in (0..self.len()).map(Handle) {
             if !self.is_valid(h, HOST) {
                 // Host memory is unlimited: this cannot fail.
                 let _ = self.fetch(h, HOST, &mut copies);
@@ -366,7 +384,7 @@ impl DataRegistry {
     /// needed, and touches it.
     fn fetch(
         &mut self,
-        handle: usize,
+        handle: Handle,
         node: MemoryNode,
         copies: &mut Vec<Transfer>,
     ) -> Result<(), NoRoom> {
@@ -382,7 +400,7 @@ impl DataRegistry {
     /// ([`Mode::Write`]) only gets room and a replica on `node`, no copy.
     fn fetch_for(
         &mut self,
-        handle: usize,
+        handle: Handle,
         node: MemoryNode,
         mode: Mode,
         copies: &mut Vec<Transfer>,
@@ -407,7 +425,7 @@ impl DataRegistry {
     /// the new replica a valid, shared one of `to`.
     fn copy_in(
         &mut self,
-        handle: usize,
+        handle: Handle,
         from: MemoryNode,
         to: MemoryNode,
         copies: &mut Vec<Transfer>,
@@ -425,14 +443,14 @@ impl DataRegistry {
     }
 
     /// Counts a new valid, shared replica of `handle` on `node`.
-    fn add_replica(&mut self, handle: usize, node: MemoryNode) {
+    fn add_replica(&mut self, handle: Handle, node: MemoryNode) {
         self.states[handle][node.0] = ReplicaState::Shared;
         self.used[node.0] += self.bytes[handle];
         self.lru[node.0].insert((self.stamp[handle][node.0], handle));
     }
 
     /// Applies the MSI rule of a valid replica's use in `mode`.
-    fn set_mode(&mut self, handle: usize, node: MemoryNode, mode: Mode) {
+    fn set_mode(&mut self, handle: Handle, node: MemoryNode, mode: Mode) {
         match mode {
             Mode::Read => {
                 for s in self.states[handle].iter_mut() {
@@ -453,14 +471,14 @@ impl DataRegistry {
         }
     }
 
-    fn touch(&mut self, handle: usize, node: MemoryNode) {
+    fn touch(&mut self, handle: Handle, node: MemoryNode) {
         self.clock += 1;
         let old = std::mem::replace(&mut self.stamp[handle][node.0], self.clock);
         self.lru[node.0].remove(&(old, handle));
         self.lru[node.0].insert((self.clock, handle));
     }
 
-    fn drop_replica(&mut self, handle: usize, node: MemoryNode) {
+    fn drop_replica(&mut self, handle: Handle, node: MemoryNode) {
         if node != HOST {
             self.log(Step::Release { handle, node });
         }
@@ -474,7 +492,7 @@ impl DataRegistry {
     fn make_room(
         &mut self,
         node: MemoryNode,
-        handle: usize,
+        handle: Handle,
         copies: &mut Vec<Transfer>,
     ) -> Result<(), NoRoom> {
         let bytes = self.bytes[handle];
@@ -538,22 +556,22 @@ mod tests {
         // GPU 1 starts a task that updates tile 0; GPU 2's lookahead asks for it meanwhile.
         let mut r = registry();
         let (writer, reader) = (MemoryNode(1), MemoryNode(2));
-        let update = [(0, Mode::ReadWrite)];
+        let update = [(Handle(0), Mode::ReadWrite)];
         assert_eq!(one(r.start_task(&update, writer).unwrap()).to, writer);
-        assert!(r.prefetch(0, reader).is_empty());
-        assert_eq!(r.state(0, reader), ReplicaState::Invalid);
+        assert!(r.prefetch(Handle(0), reader).is_empty());
+        assert_eq!(r.state(Handle(0), reader), ReplicaState::Invalid);
         // Once the task has ended, its result may be copied.
         r.end_task(&update, writer);
-        assert_eq!(one(r.prefetch(0, reader)).from, writer);
-        assert_eq!(r.state(0, reader), ReplicaState::Shared);
+        assert_eq!(one(r.prefetch(Handle(0), reader)).from, writer);
+        assert_eq!(r.state(Handle(0), reader), ReplicaState::Shared);
     }
 
     #[test]
     fn host_reads_and_writes_need_no_transfer() {
         let mut r = registry();
-        assert_eq!(r.acquire(0, HOST, Mode::Read), Ok(vec![]));
-        assert_eq!(r.acquire(0, HOST, Mode::ReadWrite), Ok(vec![]));
-        assert_eq!(r.state(0, HOST), ReplicaState::Modified);
+        assert_eq!(r.acquire(Handle(0), HOST, Mode::Read), Ok(vec![]));
+        assert_eq!(r.acquire(Handle(0), HOST, Mode::ReadWrite), Ok(vec![]));
+        assert_eq!(r.state(Handle(0), HOST), ReplicaState::Modified);
         assert!(r.flush_to_host().is_empty());
     }
 
@@ -561,26 +579,28 @@ mod tests {
     fn reads_replicate_and_writes_invalidate() {
         let mut r = registry();
         let gpu = MemoryNode(1);
-        let t = one(r.acquire(1, gpu, Mode::Read).unwrap());
+        let t = one(r.acquire(Handle(1), gpu, Mode::Read).unwrap());
         assert_eq!((t.from, t.to, t.bytes), (HOST, gpu, 800));
-        assert_eq!(r.state(1, gpu), ReplicaState::Shared);
-        assert_eq!(r.state(1, HOST), ReplicaState::Shared);
-        assert_eq!(r.acquire(1, gpu, Mode::Read), Ok(vec![]));
+        assert_eq!(r.state(Handle(1), gpu), ReplicaState::Shared);
+        assert_eq!(r.state(Handle(1), HOST), ReplicaState::Shared);
+        assert_eq!(r.acquire(Handle(1), gpu, Mode::Read), Ok(vec![]));
         // A write on node 2 fetches from a valid copy and invalidates the others.
-        let t = one(r.acquire(1, MemoryNode(2), Mode::ReadWrite).unwrap());
+        let t = one(r
+            .acquire(Handle(1), MemoryNode(2), Mode::ReadWrite)
+            .unwrap());
         assert_eq!((t.from, t.to), (HOST, MemoryNode(2)));
-        assert_eq!(r.state(1, MemoryNode(2)), ReplicaState::Modified);
-        assert_eq!(r.state(1, HOST), ReplicaState::Invalid);
-        assert_eq!(r.state(1, gpu), ReplicaState::Invalid);
+        assert_eq!(r.state(Handle(1), MemoryNode(2)), ReplicaState::Modified);
+        assert_eq!(r.state(Handle(1), HOST), ReplicaState::Invalid);
+        assert_eq!(r.state(Handle(1), gpu), ReplicaState::Invalid);
         assert_eq!((r.used(gpu), r.used(MemoryNode(2))), (0, 800));
         // The next reader elsewhere fetches from the modified copy.
-        let t = one(r.acquire(1, gpu, Mode::Read).unwrap());
+        let t = one(r.acquire(Handle(1), gpu, Mode::Read).unwrap());
         assert_eq!(t.from, MemoryNode(2));
-        assert_eq!(r.state(1, MemoryNode(2)), ReplicaState::Shared);
+        assert_eq!(r.state(Handle(1), MemoryNode(2)), ReplicaState::Shared);
         // Flushing brings it home.
         let back = one(r.flush_to_host());
         assert_eq!(back.to, HOST);
-        assert_eq!(r.state(1, HOST), ReplicaState::Shared);
+        assert_eq!(r.state(Handle(1), HOST), ReplicaState::Shared);
     }
 
     /// A GPU node with room for `tiles` tiles of 800 bytes, and 6 handles.
@@ -593,17 +613,21 @@ mod tests {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(3);
         for h in [0, 1, 2] {
-            r.acquire(h, gpu, Mode::Read).unwrap();
+            r.acquire(Handle(h), gpu, Mode::Read).unwrap();
         }
-        r.acquire(0, gpu, Mode::Read).unwrap(); // 1 is now the oldest
-        let copies = r.acquire(3, gpu, Mode::Read).unwrap();
-        assert_eq!(one(copies).handle, 3);
-        assert!(!r.is_valid(1, gpu) && r.is_valid(0, gpu) && r.is_valid(2, gpu));
+        r.acquire(Handle(0), gpu, Mode::Read).unwrap(); // 1 is now the oldest
+        let copies = r.acquire(Handle(3), gpu, Mode::Read).unwrap();
+        assert_eq!(one(copies).handle, Handle(3));
+        assert!(
+            !r.is_valid(Handle(1), gpu) && r.is_valid(Handle(0), gpu) && r.is_valid(Handle(2), gpu)
+        );
         // Pinned tiles are never evicted: pin 2 and 0, then bring 4: 3 goes.
-        r.start_task(&[(2, Mode::Read), (0, Mode::Read)], gpu)
+        r.start_task(&[(Handle(2), Mode::Read), (Handle(0), Mode::Read)], gpu)
             .unwrap();
-        r.acquire(4, gpu, Mode::Read).unwrap();
-        assert!(!r.is_valid(3, gpu) && r.is_valid(2, gpu) && r.is_valid(0, gpu));
+        r.acquire(Handle(4), gpu, Mode::Read).unwrap();
+        assert!(
+            !r.is_valid(Handle(3), gpu) && r.is_valid(Handle(2), gpu) && r.is_valid(Handle(0), gpu)
+        );
         assert!(r.used(gpu) <= 3 * 800);
     }
 
@@ -611,36 +635,36 @@ mod tests {
     fn evicting_the_last_copy_writes_it_back_first() {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(2);
-        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
-        assert_eq!(r.state(0, HOST), ReplicaState::Invalid);
-        r.acquire(1, gpu, Mode::Read).unwrap();
-        let copies = r.acquire(2, gpu, Mode::Read).unwrap();
+        r.acquire(Handle(0), gpu, Mode::ReadWrite).unwrap();
+        assert_eq!(r.state(Handle(0), HOST), ReplicaState::Invalid);
+        r.acquire(Handle(1), gpu, Mode::Read).unwrap();
+        let copies = r.acquire(Handle(2), gpu, Mode::Read).unwrap();
         assert_eq!(copies.len(), 2, "{copies:?}");
         assert_eq!(
             (copies[0].handle, copies[0].from, copies[0].to),
-            (0, gpu, HOST)
+            (Handle(0), gpu, HOST)
         );
-        assert_eq!((copies[1].handle, copies[1].to), (2, gpu));
-        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        assert_eq!((copies[1].handle, copies[1].to), (Handle(2), gpu));
+        assert!(r.is_valid(Handle(0), HOST) && !r.is_valid(Handle(0), gpu));
         // A shared replica with a valid host copy is dropped without a copy.
-        let copies = r.acquire(3, gpu, Mode::Read).unwrap();
-        assert_eq!(one(copies).handle, 3);
+        let copies = r.acquire(Handle(3), gpu, Mode::Read).unwrap();
+        assert_eq!(one(copies).handle, Handle(3));
     }
 
     #[test]
     fn eviction_on_request_writes_back_the_last_copy_and_spares_pinned_tiles() {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(3);
-        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
-        r.acquire(1, gpu, Mode::Read).unwrap();
-        let back = one(r.evict(0, gpu));
+        r.acquire(Handle(0), gpu, Mode::ReadWrite).unwrap();
+        r.acquire(Handle(1), gpu, Mode::Read).unwrap();
+        let back = one(r.evict(Handle(0), gpu));
         assert_eq!((back.from, back.to), (gpu, HOST));
-        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        assert!(r.is_valid(Handle(0), HOST) && !r.is_valid(Handle(0), gpu));
         // A shared replica goes without a copy; the host is never evicted.
-        assert!(r.evict(1, gpu).is_empty() && !r.is_valid(1, gpu));
-        assert!(r.evict(1, HOST).is_empty() && r.is_valid(1, HOST));
-        r.start_task(&[(2, Mode::Read)], gpu).unwrap();
-        assert!(r.evict(2, gpu).is_empty() && r.is_valid(2, gpu));
+        assert!(r.evict(Handle(1), gpu).is_empty() && !r.is_valid(Handle(1), gpu));
+        assert!(r.evict(Handle(1), HOST).is_empty() && r.is_valid(Handle(1), HOST));
+        r.start_task(&[(Handle(2), Mode::Read)], gpu).unwrap();
+        assert!(r.evict(Handle(2), gpu).is_empty() && r.is_valid(Handle(2), gpu));
         assert_eq!(r.used(gpu), 800);
     }
 
@@ -649,48 +673,52 @@ mod tests {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(2).log_steps();
         // Write on the GPU: no copy, the host copy is invalidated, the replica allocated.
-        assert_eq!(r.start_task(&[(0, Mode::Write)], gpu), Ok(vec![]));
-        assert!(r.is_valid(0, gpu) && !r.is_valid(0, HOST));
+        assert_eq!(r.start_task(&[(Handle(0), Mode::Write)], gpu), Ok(vec![]));
+        assert!(r.is_valid(Handle(0), gpu) && !r.is_valid(Handle(0), HOST));
         assert_eq!(r.used(gpu), 800);
         let steps = r.take_steps();
         assert!(
-            matches!(steps[..], [Step::Allocate { handle: 0, node, .. }] if node == gpu),
+            matches!(steps[..], [Step::Allocate { handle: Handle(0), node, .. }] if node == gpu),
             "{steps:?}"
         );
-        r.end_task(&[(0, Mode::Write)], gpu);
+        r.end_task(&[(Handle(0), Mode::Write)], gpu);
         // Write back on the host: the GPU's copy is dropped, nothing is copied down.
-        assert_eq!(r.start_task(&[(0, Mode::Write)], HOST), Ok(vec![]));
-        assert!(r.is_valid(0, HOST) && !r.is_valid(0, gpu));
+        assert_eq!(r.start_task(&[(Handle(0), Mode::Write)], HOST), Ok(vec![]));
+        assert!(r.is_valid(Handle(0), HOST) && !r.is_valid(Handle(0), gpu));
         // A prefetch for such a task copies nothing either.
-        assert!(r.prefetch_task(&[(1, Mode::Write)], gpu).is_empty());
+        assert!(r.prefetch_task(&[(Handle(1), Mode::Write)], gpu).is_empty());
     }
 
     #[test]
     fn a_task_larger_than_the_budget_is_refused_and_changes_nothing() {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(2);
-        let task = [(0, Mode::Read), (1, Mode::Read), (2, Mode::ReadWrite)];
+        let task = [
+            (Handle(0), Mode::Read),
+            (Handle(1), Mode::Read),
+            (Handle(2), Mode::ReadWrite),
+        ];
         let err = r.start_task(&task, gpu).unwrap_err();
         assert_eq!((err.capacity, err.needed), (1600, 2400));
         assert_eq!(r.used(gpu), 0);
         assert!(r.start_task(&task[..2], gpu).is_ok());
         // Both slots pinned: a prefetch gives up instead of evicting them.
-        assert!(r.prefetch(4, gpu).is_empty());
+        assert!(r.prefetch(Handle(4), gpu).is_empty());
         r.end_task(&task[..2], gpu);
-        assert_eq!(one(r.prefetch(4, gpu)).handle, 4);
+        assert_eq!(one(r.prefetch(Handle(4), gpu)).handle, Handle(4));
     }
 
     #[test]
     fn logged_steps_write_back_before_releasing_and_release_what_a_write_invalidates() {
         let gpu = MemoryNode(1);
         let mut r = small_gpu(2).log_steps();
-        r.acquire(0, gpu, Mode::ReadWrite).unwrap();
-        r.acquire(1, gpu, Mode::Read).unwrap();
+        r.acquire(Handle(0), gpu, Mode::ReadWrite).unwrap();
+        r.acquire(Handle(1), gpu, Mode::Read).unwrap();
         r.take_steps();
-        r.acquire(2, gpu, Mode::Read).unwrap();
+        r.acquire(Handle(2), gpu, Mode::Read).unwrap();
         let copy = |h, from, to| {
             Step::Copy(Transfer {
-                handle: h,
+                handle: Handle(h),
                 tile: tile(h).0,
                 from,
                 to,
@@ -702,24 +730,24 @@ mod tests {
             vec![
                 copy(0, gpu, HOST),
                 Step::Release {
-                    handle: 0,
+                    handle: Handle(0),
                     node: gpu
                 },
                 copy(2, HOST, gpu),
             ]
         );
         // A write on the host drops the GPU replica: a release, no copy.
-        r.acquire(2, HOST, Mode::ReadWrite).unwrap();
+        r.acquire(Handle(2), HOST, Mode::ReadWrite).unwrap();
         assert_eq!(
             r.take_steps(),
             vec![Step::Release {
-                handle: 2,
+                handle: Handle(2),
                 node: gpu
             }]
         );
         // Without logging nothing is kept.
         let mut quiet = small_gpu(2);
-        quiet.acquire(0, gpu, Mode::Read).unwrap();
+        quiet.acquire(Handle(0), gpu, Mode::Read).unwrap();
         assert!(quiet.take_steps().is_empty());
     }
 }

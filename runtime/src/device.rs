@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
+use crate::data::Handle;
 use crate::{Error, Result};
 
 /// The most GPUs (indices 0 to 63, or emulated devices) a selection may name: each one
@@ -147,27 +148,27 @@ pub trait Device: Send + Sync {
     fn budget(&self) -> usize;
     /// Makes the replica of `handle` a copy of the host tile `src`. May return before the
     /// copy ends; a later `run` or `download` of the handle waits for it.
-    fn upload(&self, handle: usize, src: MatRef<'_, f64>) -> Result<(), KernelError>;
+    fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError>;
     /// Gives `handle` a `rows x cols` replica (zeros when new) that a kernel will
     /// overwrite unread; an existing replica of that shape is kept as it is.
-    fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError>;
+    fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError>;
     /// Waits until every upload queued so far has arrived (for timing kernels alone).
     fn wait_uploads(&self) -> Result<(), KernelError>;
     /// Copies the replica of `handle` into the host tile `dst`; returns when it is there.
-    fn download(&self, handle: usize, dst: MatMut<'_, f64>) -> Result<(), KernelError>;
+    fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError>;
     /// Frees the replica of `handle` (nothing when there is none).
-    fn release(&self, handle: usize);
+    fn release(&self, handle: Handle);
     /// Frees every replica.
     fn clear(&self);
     /// Runs `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`; returns
     /// when the kernel has finished.
-    fn run(&self, op: Op, reads: &[usize], write: usize) -> Result<(), KernelError>;
+    fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError>;
 }
 
 /// The replicas a device holds, by handle: each behind its own lock, so a kernel and a
 /// copy of different tiles never wait for each other.
 struct Replicas<T> {
-    map: Mutex<HashMap<usize, Arc<RwLock<T>>>>,
+    map: Mutex<HashMap<Handle, Arc<RwLock<T>>>>,
 }
 
 impl<T> Replicas<T> {
@@ -177,12 +178,12 @@ impl<T> Replicas<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Arc<RwLock<T>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Handle, Arc<RwLock<T>>>> {
         // Map updates are single inserts and removals: a panic cannot leave it torn.
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn get(&self, handle: usize) -> Result<Arc<RwLock<T>>, KernelError> {
+    fn get(&self, handle: Handle) -> Result<Arc<RwLock<T>>, KernelError> {
         self.lock()
             .get(&handle)
             .cloned()
@@ -195,7 +196,7 @@ impl<T> Replicas<T> {
     /// current one to reuse.
     fn put(
         &self,
-        handle: usize,
+        handle: Handle,
         make: impl FnOnce(Option<&mut T>) -> Result<Option<T>, KernelError>,
     ) -> Result<(), KernelError> {
         let existing = self.lock().get(&handle).cloned();
@@ -215,7 +216,7 @@ impl<T> Replicas<T> {
         Ok(())
     }
 
-    fn remove(&self, handle: usize) -> Option<Arc<RwLock<T>>> {
+    fn remove(&self, handle: Handle) -> Option<Arc<RwLock<T>>> {
         self.lock().remove(&handle)
     }
 
@@ -227,8 +228,8 @@ impl<T> Replicas<T> {
     /// must differ from the read ones (the executor checks task accesses before).
     fn with_operands<R>(
         &self,
-        reads: &[usize],
-        write: usize,
+        reads: &[Handle],
+        write: Handle,
         f: impl FnOnce(&[&T], &mut T) -> R,
     ) -> Result<R, KernelError> {
         if reads.contains(&write) {
@@ -297,7 +298,7 @@ impl Device for EmulatedDevice {
         self.budget
     }
 
-    fn upload(&self, handle: usize, src: MatRef<'_, f64>) -> Result<(), KernelError> {
+    fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
         self.replicas.put(handle, |existing| match existing {
             Some(tile) if (tile.nrows(), tile.ncols()) == (src.nrows(), src.ncols()) => {
                 tile.copy_from(src);
@@ -315,7 +316,7 @@ impl Device for EmulatedDevice {
         })
     }
 
-    fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError> {
+    fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError> {
         self.replicas.put(handle, |existing| match existing {
             Some(tile) if (tile.nrows(), tile.ncols()) == (rows, cols) => Ok(None),
             Some(tile) => {
@@ -335,7 +336,7 @@ impl Device for EmulatedDevice {
         Ok(())
     }
 
-    fn download(&self, handle: usize, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+    fn download(&self, handle: Handle, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let tile = replica.read().unwrap_or_else(|e| e.into_inner());
         if (tile.nrows(), tile.ncols()) != (dst.nrows(), dst.ncols()) {
@@ -353,7 +354,7 @@ impl Device for EmulatedDevice {
         Ok(())
     }
 
-    fn release(&self, handle: usize) {
+    fn release(&self, handle: Handle) {
         if let Some(tile) = self.replicas.remove(handle) {
             let bytes = mat_bytes(&tile.read().unwrap_or_else(|e| e.into_inner()));
             self.held.fetch_sub(bytes, Ordering::SeqCst);
@@ -365,7 +366,7 @@ impl Device for EmulatedDevice {
         self.held.store(0, Ordering::SeqCst);
     }
 
-    fn run(&self, op: Op, reads: &[usize], write: usize) -> Result<(), KernelError> {
+    fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError> {
         self.replicas.with_operands(reads, write, |reads, write| {
             let views: Vec<MatRef<'_, f64>> = reads.iter().map(|m| m.as_ref()).collect();
             Backend::Faer.run(op, &views, write.as_mut(), Par::Seq)
@@ -422,7 +423,7 @@ mod cuda {
             self.budget
         }
 
-        fn upload(&self, handle: usize, src: MatRef<'_, f64>) -> Result<(), KernelError> {
+        fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
             self.replicas.put(handle, |existing| match existing {
                 Some(tile) if (tile.rows(), tile.cols()) == (src.nrows(), src.ncols()) => {
                     self.gpu.upload(src, tile).map(|()| None)
@@ -435,7 +436,7 @@ mod cuda {
             })
         }
 
-        fn allocate(&self, handle: usize, rows: usize, cols: usize) -> Result<(), KernelError> {
+        fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError> {
             self.replicas.put(handle, |existing| match existing {
                 Some(tile) if (tile.rows(), tile.cols()) == (rows, cols) => Ok(None),
                 _ => self.gpu.alloc_zeroed(rows, cols).map(Some),
@@ -446,13 +447,13 @@ mod cuda {
             self.gpu.wait_uploads()
         }
 
-        fn download(&self, handle: usize, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+        fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
             let replica = self.replicas.get(handle)?;
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
             self.gpu.download(&tile, dst)
         }
 
-        fn release(&self, handle: usize) {
+        fn release(&self, handle: Handle) {
             // Dropping the tile frees its memory once the stream work on it is done.
             self.replicas.remove(handle);
         }
@@ -461,7 +462,7 @@ mod cuda {
             self.replicas.clear();
         }
 
-        fn run(&self, op: Op, reads: &[usize], write: usize) -> Result<(), KernelError> {
+        fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError> {
             self.replicas
                 .with_operands(reads, write, |reads, write| self.gpu.run(op, reads, write))?
         }

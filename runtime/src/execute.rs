@@ -29,7 +29,7 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
-use crate::data::{DataRegistry, HOST, MemoryNode, NoRoom, Step, Transfer};
+use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Step, Transfer};
 use crate::device::Device;
 use crate::engine::{Carrier, Engine};
 use crate::perfmodel::KernelKey;
@@ -283,7 +283,7 @@ impl Devices<'_> {
     fn run_on_device(
         &self,
         task: usize,
-        handles: &[(usize, Mode)],
+        handles: &[(Handle, Mode)],
         device: &dyn Device,
     ) -> Result<(), KernelError> {
         let op = self.work.graph().task(task).op;
@@ -293,7 +293,7 @@ impl Devices<'_> {
                 reason: "the last access must be the written tile".into(),
             });
         };
-        let reads: Vec<usize> = reads.iter().map(|&(h, _)| h).collect();
+        let reads: Vec<Handle> = reads.iter().map(|&(h, _)| h).collect();
         device.run(op, &reads, write)
     }
 }
@@ -304,7 +304,7 @@ fn worker_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
     signal: &Signal,
-    handles: &[Vec<(usize, Mode)>],
+    handles: &[Vec<(Handle, Mode)>],
     w: usize,
     cores: usize,
     device: Option<&dyn Device>,

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use hetla_factorizations::{Mode, TaskGraph, TileRef};
 use hetla_kernels::Op;
 
-use crate::data::{DataRegistry, MemoryNode};
+use crate::data::{DataRegistry, Handle, MemoryNode};
 use crate::execute::{RunOptions, RunStep, TaskFailure, bottom_levels};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
 use crate::platform::{ResourceKind, WorkerInfo};
@@ -24,7 +24,7 @@ pub(crate) struct LinkEstimate<'a> {
     /// The run's data registry.
     pub data: &'a Mutex<DataRegistry>,
     /// Data handles of each task.
-    pub handles: &'a [Vec<(usize, Mode)>],
+    pub handles: &'a [Vec<(Handle, Mode)>],
     /// Seconds of one copy of `bytes` from a node to another on idle links.
     pub copy_seconds: &'a (dyn Fn(MemoryNode, MemoryNode, usize) -> f64 + Sync),
 }
@@ -50,7 +50,7 @@ struct Context<'a> {
     /// The scheduler's view of the run.
     pub ctx: SchedContext<'a>,
     /// Data handles of each task with their access modes.
-    pub handles: Vec<Vec<(usize, Mode)>>,
+    pub handles: Vec<Vec<(Handle, Mode)>>,
     /// Each handle's tile and bytes.
     pub tiles: Vec<(TileRef, usize)>,
     /// Whether some task writes each handle (a tile no task writes may be copied ahead
@@ -65,10 +65,10 @@ pub(crate) const PREFETCH_DEPTH: usize = 2;
 /// task that is ready.
 pub(crate) fn prefetchable(
     tasks: &[usize],
-    handles: &[Vec<(usize, Mode)>],
+    handles: &[Vec<(Handle, Mode)>],
     written: &[bool],
     ready: impl Fn(usize) -> bool,
-) -> Vec<usize> {
+) -> Vec<Handle> {
     let mut out = Vec::new();
     for &t in tasks {
         let ready = ready(t);
@@ -83,7 +83,7 @@ pub(crate) fn prefetchable(
 }
 
 /// The access handles each task's plan releases after it (empty without a static plan).
-pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(usize, Mode)>]) -> Vec<Vec<usize>> {
+pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) -> Vec<Vec<Handle>> {
     let mut after = vec![Vec::new(); handles.len()];
     if let Some(plan) = &options.plan {
         for &(task, access) in &plan.releases {
@@ -98,7 +98,7 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(usize, Mode)>]) -> 
     let count = handles
         .iter()
         .flatten()
-        .map(|&(h, _)| h + 1)
+        .map(|&(h, _)| h.0 + 1)
         .max()
         .unwrap_or(0);
     let mut last = vec![usize::MAX; count];
@@ -108,6 +108,7 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(usize, Mode)>]) -> 
         }
     }
     for (h, &task) in last.iter().enumerate().filter(|(_, t)| **t != usize::MAX) {
+        let h = Handle(h);
         let writes = handles[task]
             .iter()
             .any(|&(o, mode)| o == h && mode.writes());
@@ -123,11 +124,11 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(usize, Mode)>]) -> 
 pub(crate) fn placements(
     options: &RunOptions,
     tiles: &[(TileRef, usize)],
-) -> Vec<(usize, MemoryNode, Mode)> {
-    let index: HashMap<TileRef, usize> = tiles
+) -> Vec<(Handle, MemoryNode, Mode)> {
+    let index: HashMap<TileRef, Handle> = tiles
         .iter()
         .enumerate()
-        .map(|(h, &(t, _))| (t, h))
+        .map(|(h, &(t, _))| (t, Handle(h)))
         .collect();
     options
         .placement
@@ -198,7 +199,7 @@ fn context<'a>(
     if let Some(t) = (0..graph.len()).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
         return Err(t);
     }
-    let mut handle_of: HashMap<TileRef, usize> = HashMap::new();
+    let mut handle_of: HashMap<TileRef, Handle> = HashMap::new();
     let mut tiles = Vec::new();
     let mut written = Vec::new();
     let handles = graph
@@ -211,7 +212,7 @@ fn context<'a>(
                     let h = *handle_of.entry(a.tile).or_insert_with(|| {
                         tiles.push((a.tile, tile_bytes(a.tile)));
                         written.push(false);
-                        tiles.len() - 1
+                        Handle(tiles.len() - 1)
                     });
                     written[h] |= a.mode.writes();
                     (h, a.mode)
@@ -237,13 +238,13 @@ pub(crate) struct Tables {
     /// Distinct worker classes (its columns).
     pub classes: Vec<ResourceClass>,
     /// Data handles of each task with their access modes.
-    pub handles: Vec<Vec<(usize, Mode)>>,
+    pub handles: Vec<Vec<(Handle, Mode)>>,
     /// Whether some task writes each handle.
     pub written: Vec<bool>,
     /// Handles dropped from the worker's node after each task.
-    pub releases: Vec<Vec<usize>>,
+    pub releases: Vec<Vec<Handle>>,
     /// Tiles placed on a node before the run.
-    pub placement: Vec<(usize, MemoryNode, Mode)>,
+    pub placement: Vec<(Handle, MemoryNode, Mode)>,
     /// The run's data registry (logging its steps when there are devices).
     pub data: Mutex<DataRegistry>,
     /// Whether the platform has memory nodes besides the host (else nothing is copied).

@@ -590,7 +590,7 @@ mod tests {
         };
         for handle in 0..2 {
             let copy = Transfer {
-                handle,
+                handle: crate::Handle(handle),
                 tile: TileRef::new(MatrixId(0), handle, 0),
                 from: HOST,
                 to: MemoryNode(1),
