@@ -144,7 +144,7 @@ fn main() -> hetla::Result<()> {
         let cpu_steps = dmda_trace
             .tasks
             .iter()
-            .filter(|t| t.worker < workers - 4)
+            .filter(|t| t.worker.0 < workers - 4)
             .count();
         let total = dmda.bytes_moved.total as f64;
         let to_gpus = total - bytes_to_host(&dmda_trace);
@@ -153,7 +153,7 @@ fn main() -> hetla::Result<()> {
                 let spans = dmda_trace
                     .tasks
                     .iter()
-                    .filter(|t| (t.worker >= workers - 4) == gpu)
+                    .filter(|t| (t.worker.0 >= workers - 4) == gpu)
                     .map(|t| (t.start, t.end));
                 let count = if gpu { 4.0 } else { (workers - 4) as f64 };
                 100.0 * busy_in(spans, 0.0, f64::MAX) / (count * dmda.seconds)

@@ -86,7 +86,7 @@ fn several_emulated_devices_with_a_small_budget_keep_every_tile_right() {
     // Every device ran tasks; each copy named a real node.
     for w in 0..3 {
         assert!(
-            trace.tasks.iter().any(|t| t.worker == w),
+            trace.tasks.iter().any(|t| t.worker.0 == w),
             "gpu{w} ran nothing"
         );
     }
@@ -113,7 +113,7 @@ fn a_cluster_and_an_emulated_device_share_the_graph() {
     assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
     for w in 0..2 {
         assert!(
-            trace.tasks.iter().any(|t| t.worker == w),
+            trace.tasks.iter().any(|t| t.worker.0 == w),
             "worker {w} ran nothing"
         );
     }

@@ -12,7 +12,7 @@ use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
     KernelKey, Mct, ModelStore, ModelTable, PerfModels, Platform, ResourceClass, ResourceKind,
     RunOptions, RunStep, SchedContext, Scheduler, SchedulerKind, Stats, TaskFailure, TaskInfo,
-    WorkerInfo, Workload, execute,
+    WorkerId, WorkerInfo, Workload, execute,
 };
 
 fn platform(spec: &str) -> Arc<Platform> {
@@ -99,7 +99,7 @@ fn mct_splits_the_papers_28_gemms_6_and_22() {
     for t in 0..28 {
         mct.push(t, None, 0.0, &ctx);
     }
-    let count = |w| std::iter::from_fn(|| mct.pop(w, 0.0, &ctx)).count();
+    let count = |w| std::iter::from_fn(|| mct.pop(WorkerId(w), 0.0, &ctx)).count();
     assert_eq!((count(0), count(1)), (6, 22));
 }
 
@@ -143,9 +143,9 @@ fn mct_measures_uncalibrated_classes_first_and_respects_restrictions() {
     let mct = Mct::new(3);
     mct.push(0, None, 0.0, &ctx);
     mct.push(1, None, 0.0, &ctx);
-    assert_eq!(mct.pop(1, 0.0, &ctx), Some(0));
-    assert_eq!(mct.pop(2, 0.0, &ctx), Some(1));
-    assert_eq!(mct.pop(0, 0.0, &ctx), None);
+    assert_eq!(mct.pop(WorkerId(1), 0.0, &ctx), Some(0));
+    assert_eq!(mct.pop(WorkerId(2), 0.0, &ctx), Some(1));
+    assert_eq!(mct.pop(WorkerId(0), 0.0, &ctx), None);
 }
 
 /// Tasks of a Cholesky graph that do no work, optionally panicking at one task.

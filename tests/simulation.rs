@@ -201,7 +201,7 @@ fn copies_cost_latency_plus_size_over_bandwidth_one_at_a_time_per_direction() {
     }
     // A GPU task never starts before its worker's previous task ends.
     for w in 0..trace.workers.len() {
-        let mine: Vec<_> = trace.tasks.iter().filter(|e| e.worker == w).collect();
+        let mine: Vec<_> = trace.tasks.iter().filter(|e| e.worker.0 == w).collect();
         for pair in mine.windows(2) {
             assert!(pair[1].start >= pair[0].end - 1e-12);
         }

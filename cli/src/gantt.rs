@@ -56,7 +56,7 @@ fn draw_gantt(
         let colour = Palette99::pick(i).to_rgba();
         let bars = trace.tasks.iter().filter(|e| e.op.same_kind(op)).map(|e| {
             // Worker 0 on the top row.
-            let y = (rows - 1 - e.worker) as f64;
+            let y = (rows - 1 - e.worker.0) as f64;
             Rectangle::new(
                 [(e.start * 1e3, y + 0.1), (e.end * 1e3, y + 0.9)],
                 colour.filled(),

@@ -37,6 +37,7 @@ use hetla_kernels::KernelError;
 
 use crate::data::{DataRegistry, HOST, Step};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
+use crate::platform::WorkerId;
 use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
 use crate::scheduler::{SchedContext, Scheduler};
 
@@ -197,7 +198,7 @@ impl<'a> Engine<'a> {
 
     /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
     /// prefetches its tiles to the worker the scheduler bound it to, if any.
-    fn push(&self, carrier: &dyn Carrier, task: usize, origin: Option<usize>, now: f64) {
+    fn push(&self, carrier: &dyn Carrier, task: usize, origin: Option<WorkerId>, now: f64) {
         self.scheduler.push(task, origin, now, &self.ctx);
         if !self.several_nodes {
             return;
@@ -212,14 +213,14 @@ impl<'a> Engine<'a> {
     }
 
     /// The next task of worker `w`, if the scheduler has one for it.
-    pub fn pop(&self, w: usize, now: f64) -> Option<usize> {
+    pub fn pop(&self, w: WorkerId, now: f64) -> Option<usize> {
         self.scheduler.pop(w, now, &self.ctx)
     }
 
     /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies
     /// ahead the inputs of the tasks the scheduler says `w` runs next (static plans), those
     /// safe to copy now. False, with the failure recorded, when the run must stop.
-    pub fn start(&self, carrier: &dyn Carrier, task: usize, w: usize, now: f64) -> bool {
+    pub fn start(&self, carrier: &dyn Carrier, task: usize, w: WorkerId, now: f64) -> bool {
         let node = self.ctx.workers()[w].node;
         let handles = &self.tables.handles[task];
         let failure = match self.with_data(carrier, now, |d| d.start_task(handles, node)) {
@@ -252,7 +253,7 @@ impl<'a> Engine<'a> {
         &self,
         carrier: &dyn Carrier,
         task: usize,
-        w: usize,
+        w: WorkerId,
         end: f64,
         outcome: Result<(), TaskFailure>,
     ) -> Finished {

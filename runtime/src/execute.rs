@@ -34,6 +34,7 @@ use crate::device::Device;
 use crate::engine::{Carrier, Engine};
 use crate::perfmodel::KernelKey;
 use crate::planned::{Planned, StaticPlan};
+use crate::platform::WorkerId;
 use crate::platform::{Platform, ResourceKind};
 use crate::scheduler::SchedulerKind;
 use crate::trace::{TaskEvent, Trace, TransferEvent};
@@ -305,7 +306,7 @@ fn worker_loop(
     carrier: &Devices<'_>,
     signal: &Signal,
     handles: &[Vec<(Handle, Mode)>],
-    w: usize,
+    w: WorkerId,
     cores: usize,
     device: Option<&dyn Device>,
 ) -> Vec<TaskEvent> {
@@ -458,13 +459,21 @@ pub fn execute(
             .map(|(w, cluster)| {
                 s.spawn(move || {
                     cluster.pool().install(|| {
-                        worker_loop(engine, carrier, signal, handles, w, cluster.size(), None)
+                        worker_loop(
+                            engine,
+                            carrier,
+                            signal,
+                            handles,
+                            WorkerId(w),
+                            cluster.size(),
+                            None,
+                        )
                     })
                 })
             })
             .collect();
         for (i, device) in platform.devices().iter().enumerate() {
-            let w = clusters.len() + i;
+            let w = WorkerId(clusters.len() + i);
             threads.push(s.spawn(move || {
                 hetla_clusters::pin_current_thread(device.core);
                 worker_loop(

@@ -83,7 +83,7 @@ pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, co
 pub use planned::{Planned, StaticPlan};
 pub use platform::{
     DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, ResourceKind, TileChoice,
-    WorkerInfo, copy_seconds, reserve_host_cores,
+    WorkerId, WorkerInfo, copy_seconds, reserve_host_cores,
 };
 pub use scheduler::{
     DMDA_BETA, Eager, Estimate, Mct, ModelTable, SchedContext, Scheduler, SchedulerKind, TaskInfo,

@@ -24,6 +24,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use crate::platform::WorkerId;
 use crate::scheduler::{SchedContext, Scheduler};
 
 /// A static allocation of groups of tasks to processors (see the module documentation).
@@ -34,7 +35,7 @@ pub struct StaticPlan {
     /// The processor that owns each group.
     pub owner: Vec<usize>,
     /// The workers of each processor (indices into the run's workers).
-    pub processors: Vec<Vec<usize>>,
+    pub processors: Vec<Vec<WorkerId>>,
     /// Whether idle workers steal groups of other processors (EffectiveSteal).
     pub steal: bool,
     /// Whether the executors prefetch the inputs of the next planned tasks.
@@ -67,7 +68,7 @@ impl StaticPlan {
         if let Some(&p) = self.owner.iter().find(|&&p| p >= self.processors.len()) {
             return Err(format!("group owner {p} is not a processor"));
         }
-        if self.processors.iter().flatten().any(|&w| w >= workers) {
+        if self.processors.iter().flatten().any(|&w| w.0 >= workers) {
             return Err(format!(
                 "a processor names a worker beyond the {workers} workers"
             ));
@@ -123,7 +124,7 @@ impl Planned {
 
     /// EffectiveSteal: the not-yet-started group of another processor whose first task
     /// needs the fewest copies to `worker`'s node; removed from its queue.
-    fn steal(&self, state: &mut State, worker: usize, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn steal(&self, state: &mut State, worker: WorkerId, ctx: &SchedContext<'_>) -> Option<usize> {
         let mine = self.processor_of[worker];
         let mut best: Option<(f64, usize, usize, usize)> = None; // cost, -len, queue, pos
         'search: for (p, queue) in state.queues.iter().enumerate() {
@@ -154,7 +155,7 @@ impl Planned {
 
     /// The next `depth` tasks `worker` will run if the plan holds: the rest of its group,
     /// then the groups at the front of its processor's queue.
-    pub fn lookahead(&self, worker: usize, depth: usize) -> Vec<usize> {
+    pub fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<usize> {
         if !self.plan.prefetch {
             return Vec::new();
         }
@@ -177,11 +178,11 @@ impl Planned {
 }
 
 impl Scheduler for Planned {
-    fn push(&self, task: usize, _origin: Option<usize>, _now: f64, _ctx: &SchedContext<'_>) {
+    fn push(&self, task: usize, _origin: Option<WorkerId>, _now: f64, _ctx: &SchedContext<'_>) {
         self.lock().ready[task] = true;
     }
 
-    fn pop(&self, worker: usize, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
         let mut state = self.lock();
         loop {
             if let Some((g, pos)) = state.current[worker] {
@@ -204,7 +205,7 @@ impl Scheduler for Planned {
         }
     }
 
-    fn lookahead(&self, worker: usize, depth: usize) -> Vec<usize> {
+    fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<usize> {
         Planned::lookahead(self, worker, depth)
     }
 }
@@ -243,7 +244,7 @@ mod tests {
         let plan = StaticPlan {
             groups: vec![vec![1, 0], vec![2, 3]],
             owner: vec![0, 1],
-            processors: vec![vec![0], vec![1]],
+            processors: vec![vec![WorkerId(0)], vec![WorkerId(1)]],
             steal: false,
             prefetch: true,
             releases: vec![],
@@ -253,21 +254,21 @@ mod tests {
         for t in 0..4 {
             s.push(t, None, 0.0, &c);
         }
-        assert_eq!(s.lookahead(0, 3), vec![1, 0]);
-        assert_eq!(s.pop(0, 0.0, &c), Some(1));
-        assert_eq!(s.pop(0, 0.0, &c), Some(0));
+        assert_eq!(s.lookahead(WorkerId(0), 3), vec![1, 0]);
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(1));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(0));
         assert_eq!(
-            s.pop(0, 0.0, &c),
+            s.pop(WorkerId(0), 0.0, &c),
             None,
             "no stealing: group 1 stays with worker 1"
         );
-        assert_eq!(s.pop(1, 0.0, &c), Some(2));
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(2));
         // Worker 1's next task is not ready yet: it waits.
         let s2 = Planned::new(
             Arc::new(StaticPlan {
                 groups: vec![vec![0, 1]],
                 owner: vec![0],
-                processors: vec![vec![0]],
+                processors: vec![vec![WorkerId(0)]],
                 ..Default::default()
             }),
             1,
@@ -276,10 +277,10 @@ mod tests {
         let one = &workers[..1];
         let c1 = ctx(one, 2);
         s2.push(0, None, 0.0, &c1);
-        assert_eq!(s2.pop(0, 0.0, &c1), Some(0));
-        assert_eq!(s2.pop(0, 0.0, &c1), None);
+        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(0));
+        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), None);
         s2.push(1, None, 0.0, &c1);
-        assert_eq!(s2.pop(0, 0.0, &c1), Some(1));
+        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(1));
     }
 
     #[test]
@@ -289,7 +290,7 @@ mod tests {
         let plan = StaticPlan {
             groups: vec![vec![0, 1], vec![2, 3], vec![4, 5]],
             owner: vec![0, 0, 0],
-            processors: vec![vec![0], vec![1]],
+            processors: vec![vec![WorkerId(0)], vec![WorkerId(1)]],
             steal: true,
             prefetch: true,
             releases: vec![],
@@ -298,17 +299,21 @@ mod tests {
         for t in 0..6 {
             s.push(t, None, 0.0, &c);
         }
-        assert_eq!(s.pop(0, 0.0, &c), Some(0));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(0));
         // Worker 1 owns nothing: it steals the group processor 0 would run last.
-        assert_eq!(s.pop(1, 0.0, &c), Some(4));
-        assert_eq!(s.pop(1, 0.0, &c), Some(5));
-        assert_eq!(s.pop(0, 0.0, &c), Some(1));
-        assert_eq!(s.pop(0, 0.0, &c), Some(2));
-        assert_eq!(s.pop(1, 0.0, &c), None, "group 1 is started: not stealable");
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(4));
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(5));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(1));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(2));
+        assert_eq!(
+            s.pop(WorkerId(1), 0.0, &c),
+            None,
+            "group 1 is started: not stealable"
+        );
         let bad = StaticPlan {
             groups: vec![vec![0, 0]],
             owner: vec![0],
-            processors: vec![vec![0]],
+            processors: vec![vec![WorkerId(0)]],
             ..Default::default()
         };
         assert!(bad.check(1, 1).unwrap_err().contains("two groups"));

@@ -61,6 +61,21 @@ pub enum ResourceKind {
     Gpu,
 }
 
+/// A worker of a run: its index in the platform's workers (CPU clusters first, then the
+/// devices). Tables of a run index by it directly (`Vec<T>` and `[T]` implement
+/// `Index<WorkerId>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[serde(transparent)]
+pub struct WorkerId(pub usize);
+
+impl std::fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+crate::index_by!(WorkerId);
+
 /// What the scheduler and the reports know about a worker.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WorkerInfo {

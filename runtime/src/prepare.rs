@@ -12,6 +12,7 @@ use hetla_kernels::Op;
 use crate::data::{DataRegistry, Handle, MemoryNode};
 use crate::execute::{RunOptions, RunStep, TaskFailure, bottom_levels};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
+use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
 use crate::scheduler::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
 
@@ -30,7 +31,7 @@ pub(crate) struct LinkEstimate<'a> {
 }
 
 impl TransferEstimate for LinkEstimate<'_> {
-    fn seconds(&self, task: usize, worker: usize) -> f64 {
+    fn seconds(&self, task: usize, worker: WorkerId) -> f64 {
         let node = self.workers[worker].node;
         let data = self.data.lock().unwrap_or_else(|e| e.into_inner());
         self.handles[task]
@@ -196,7 +197,7 @@ fn context<'a>(
         })
         .collect();
     let ctx = SchedContext::new(workers, &tasks, table);
-    if let Some(t) = (0..graph.len()).find(|&t| !(0..workers.len()).any(|w| ctx.can_run(t, w))) {
+    if let Some(t) = (0..graph.len()).find(|&t| !ctx.worker_ids().any(|w| ctx.can_run(t, w))) {
         return Err(t);
     }
     let mut handle_of: HashMap<TileRef, Handle> = HashMap::new();

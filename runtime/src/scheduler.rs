@@ -35,6 +35,7 @@ use std::sync::Mutex;
 use crossbeam_deque::{Injector, Stealer, Worker as Deque};
 
 use crate::perfmodel::Stats;
+use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
 
 /// A duration estimate for a task on a worker.
@@ -63,7 +64,7 @@ const GUESS_RATE_PER_CORE: f64 = 20e9;
 /// executor that knows the links provides it.
 pub trait TransferEstimate: Sync {
     /// Seconds of the copies that would make the tiles of `task` valid on `worker`'s node.
-    fn seconds(&self, task: usize, worker: usize) -> f64;
+    fn seconds(&self, task: usize, worker: WorkerId) -> f64;
 }
 
 /// What a scheduler may know about the run: tasks, workers, priorities, restrictions and
@@ -139,7 +140,7 @@ impl<'a> SchedContext<'a> {
 
     /// Seconds of the copies `task` would need before running on `worker` (0 without
     /// transfer estimates).
-    pub fn transfer_estimate(&self, task: usize, worker: usize) -> f64 {
+    pub fn transfer_estimate(&self, task: usize, worker: WorkerId) -> f64 {
         self.transfers.map_or(0.0, |t| t.seconds(task, worker))
     }
 
@@ -153,18 +154,23 @@ impl<'a> SchedContext<'a> {
         self.workers
     }
 
+    /// The ids of the workers, in order.
+    pub fn worker_ids(&self) -> impl Iterator<Item = WorkerId> + use<> {
+        (0..self.workers.len()).map(WorkerId)
+    }
+
     /// The priority (bottom level, flops) of a task: higher runs first.
     pub fn priority(&self, task: usize) -> f64 {
         self.priorities[task]
     }
 
     /// Whether `worker` may run `task`.
-    pub fn can_run(&self, task: usize, worker: usize) -> bool {
+    pub fn can_run(&self, task: usize, worker: WorkerId) -> bool {
         self.allowed[task].is_none_or(|kinds| kinds.contains(&self.workers[worker].kind))
     }
 
     /// The estimated duration of `task` on `worker`.
-    pub fn estimate(&self, task: usize, worker: usize) -> Estimate {
+    pub fn estimate(&self, task: usize, worker: WorkerId) -> Estimate {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
         match self.lock()[index].0.calibrated_mean() {
             Some(mean) => Estimate::Known(mean),
@@ -175,7 +181,7 @@ impl<'a> SchedContext<'a> {
     }
 
     /// Records the measured duration of `task` on `worker`.
-    pub fn record(&self, task: usize, worker: usize, seconds: f64) {
+    pub fn record(&self, task: usize, worker: WorkerId, seconds: f64) {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
         let mut table = self.lock();
         table[index].0.record(seconds);
@@ -196,19 +202,19 @@ impl<'a> SchedContext<'a> {
 /// A scheduling policy. See the module documentation.
 pub trait Scheduler: Send + Sync {
     /// `task` became ready; `origin` is the worker whose task released it.
-    fn push(&self, task: usize, origin: Option<usize>, now: f64, ctx: &SchedContext<'_>);
+    fn push(&self, task: usize, origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>);
     /// The next task for `worker`, if any.
-    fn pop(&self, worker: usize, now: f64, ctx: &SchedContext<'_>) -> Option<usize>;
+    fn pop(&self, worker: WorkerId, now: f64, ctx: &SchedContext<'_>) -> Option<usize>;
     /// `worker` finished `task`.
-    fn done(&self, _task: usize, _worker: usize, _now: f64, _ctx: &SchedContext<'_>) {}
+    fn done(&self, _task: usize, _worker: WorkerId, _now: f64, _ctx: &SchedContext<'_>) {}
     /// The worker a pushed task is bound to, for policies that decide at push time (the
     /// executor then prefetches the task's tiles to that worker's memory node).
-    fn assigned_worker(&self, _task: usize) -> Option<usize> {
+    fn assigned_worker(&self, _task: usize) -> Option<WorkerId> {
         None
     }
     /// The tasks `worker` will run next, up to `depth`, for policies that know (static
     /// plans); the executor prefetches their inputs.
-    fn lookahead(&self, _worker: usize, _depth: usize) -> Vec<usize> {
+    fn lookahead(&self, _worker: WorkerId, _depth: usize) -> Vec<usize> {
         Vec::new()
     }
 }
@@ -327,7 +333,7 @@ struct MctState {
     /// Expected end of the task each worker is running.
     running_end: Vec<f64>,
     /// The estimate each queued task was charged with.
-    charged: Vec<(usize, f64)>,
+    charged: Vec<(WorkerId, f64)>,
 }
 
 /// Minimum expected completion time with per-worker priority queues; with a transfer
@@ -372,9 +378,9 @@ impl Mct {
         task: usize,
         now: f64,
         ctx: &SchedContext<'_>,
-    ) -> (usize, f64) {
-        let mut best: Option<(bool, f64, usize, f64)> = None;
-        for w in (0..ctx.workers().len()).filter(|&w| ctx.can_run(task, w)) {
+    ) -> (WorkerId, f64) {
+        let mut best: Option<(bool, f64, WorkerId, f64)> = None;
+        for w in ctx.worker_ids().filter(|&w| ctx.can_run(task, w)) {
             let free = state.running_end[w].max(now) + state.queued_work[w];
             let estimate = ctx.estimate(task, w);
             // Uncalibrated workers win (the task measures them), the least loaded first;
@@ -401,16 +407,16 @@ impl Mct {
             });
         }
         // Some worker can always run a task: the executor checks restrictions before the run.
-        let (_, _, w, seconds) = best.unwrap_or((false, 0.0, 0, 0.0));
+        let (_, _, w, seconds) = best.unwrap_or((false, 0.0, WorkerId(0), 0.0));
         (w, seconds)
     }
 }
 
 impl Scheduler for Mct {
-    fn push(&self, task: usize, _origin: Option<usize>, now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: usize, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
         let mut s = lock(&self.state);
         if s.charged.len() < ctx.tasks() {
-            s.charged.resize(ctx.tasks(), (0, 0.0));
+            s.charged.resize(ctx.tasks(), (WorkerId(0), 0.0));
         }
         let (w, seconds) = self.choose(&s, task, now, ctx);
         s.queues[w].push(queued(task, ctx));
@@ -418,7 +424,7 @@ impl Scheduler for Mct {
         s.charged[task] = (w, seconds);
     }
 
-    fn pop(&self, worker: usize, now: f64, _ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<usize> {
         let mut s = lock(&self.state);
         let task = s.queues[worker].pop()?.task;
         let seconds = s.charged[task].1;
@@ -427,11 +433,11 @@ impl Scheduler for Mct {
         Some(task)
     }
 
-    fn done(&self, _task: usize, worker: usize, now: f64, _ctx: &SchedContext<'_>) {
+    fn done(&self, _task: usize, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
         lock(&self.state).running_end[worker] = now;
     }
 
-    fn assigned_worker(&self, task: usize) -> Option<usize> {
+    fn assigned_worker(&self, task: usize) -> Option<WorkerId> {
         lock(&self.state).charged.get(task).map(|&(w, _)| w)
     }
 }
@@ -443,11 +449,11 @@ pub struct Eager {
 }
 
 impl Scheduler for Eager {
-    fn push(&self, task: usize, _origin: Option<usize>, _now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: usize, _origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
         lock(&self.queue).push(queued(task, ctx));
     }
 
-    fn pop(&self, worker: usize, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
         let mut queue = lock(&self.queue);
         let mut skipped = Vec::new();
         let found = loop {
@@ -486,19 +492,19 @@ impl WorkStealing {
 }
 
 impl Scheduler for WorkStealing {
-    fn push(&self, task: usize, origin: Option<usize>, _now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: usize, origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
         match origin {
             Some(w) if ctx.can_run(task, w) => lock(&self.locals[w]).push(task),
             _ => self.injector.push(task),
         }
     }
 
-    fn pop(&self, worker: usize, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
         let local = lock(&self.locals[worker]);
         if let Some(task) = local.pop() {
             return Some(task);
         }
-        let others = (1..self.stealers.len()).map(|i| (worker + i) % self.stealers.len());
+        let others = (1..self.stealers.len()).map(|i| (worker.0 + i) % self.stealers.len());
         let sources = std::iter::once(None).chain(others.map(Some));
         for source in sources {
             loop {
@@ -543,8 +549,8 @@ mod tests {
     /// Missing inputs cost 5 s on worker 1's node and nothing on worker 0's.
     struct FarFromWorkerOne;
     impl TransferEstimate for FarFromWorkerOne {
-        fn seconds(&self, _task: usize, worker: usize) -> f64 {
-            if worker == 1 { 5.0 } else { 0.0 }
+        fn seconds(&self, _task: usize, worker: WorkerId) -> f64 {
+            if worker == WorkerId(1) { 5.0 } else { 0.0 }
         }
     }
 
@@ -581,7 +587,7 @@ mod tests {
         for t in 0..4 {
             mct.push(t, None, 0.0, &plain);
         }
-        let placed: Vec<_> = (0..4).map(|t| mct.assigned_worker(t).unwrap()).collect();
+        let placed: Vec<_> = (0..4).map(|t| mct.assigned_worker(t).unwrap().0).collect();
         assert_eq!(placed, [0, 1, 0, 1]);
         // With 5 s of copies on worker 1, it only gets a task once worker 0 is busier than
         // that: the 6th task ends at 6 s on either (ties go to the first worker), the 7th
@@ -592,10 +598,10 @@ mod tests {
         for t in 0..7 {
             mct.push(t, None, 0.0, &aware);
         }
-        let placed: Vec<_> = (0..7).map(|t| mct.assigned_worker(t).unwrap()).collect();
+        let placed: Vec<_> = (0..7).map(|t| mct.assigned_worker(t).unwrap().0).collect();
         assert_eq!(placed, [0, 0, 0, 0, 0, 0, 1]);
-        assert_eq!(aware.transfer_estimate(0, 1), 5.0);
-        assert_eq!(mct.pop(1, 0.0, &aware), Some(6));
+        assert_eq!(aware.transfer_estimate(0, WorkerId(1)), 5.0);
+        assert_eq!(mct.pop(WorkerId(1), 0.0, &aware), Some(6));
     }
 
     #[test]
@@ -614,7 +620,7 @@ mod tests {
             s.running_end = vec![12.0, 10.0];
             drop(s);
             scheduler.push(0, None, 0.0, &ctx);
-            scheduler.assigned_worker(0).unwrap()
+            scheduler.assigned_worker(0).unwrap().0
         };
         assert_eq!(place(&Mct::new(2)), 1);
         // dmda charges the copies: 10 + 1 + 5 on worker 1 against 12 + 1 on worker 0.

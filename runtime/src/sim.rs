@@ -57,6 +57,7 @@ use crate::engine::{Carrier, Engine};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
 use crate::link::{Hop, LinkModel};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
+use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
 use crate::trace::{TaskEvent, Trace, TransferEvent};
 use crate::{Error, Result};
@@ -167,7 +168,7 @@ struct End {
     time: f64,
     seq: u64,
     task: usize,
-    worker: usize,
+    worker: WorkerId,
 }
 
 impl Eq for End {}
@@ -468,7 +469,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     let mut events = Vec::with_capacity(n);
     let mut now = 0.0f64;
     loop {
-        for w in 0..workers.len() {
+        for w in engine.ctx().worker_ids() {
             if !idle[w] {
                 continue;
             }

@@ -11,6 +11,7 @@ use hetla_kernels::Op;
 use serde::Serialize;
 
 use crate::data::{MemoryNode, Transfer};
+use crate::platform::WorkerId;
 use crate::platform::WorkerInfo;
 use crate::{Error, Result};
 
@@ -23,7 +24,7 @@ pub struct TaskEvent {
     #[serde(serialize_with = "op_name")]
     pub op: Op,
     /// The worker that ran it.
-    pub worker: usize,
+    pub worker: WorkerId,
     /// Start, seconds since the run began.
     pub start: f64,
     /// End, seconds since the run began.
@@ -160,7 +161,7 @@ impl Trace {
             .iter()
             .enumerate()
             .map(|(w, info)| {
-                let mine = self.tasks.iter().filter(|e| e.worker == w);
+                let mine = self.tasks.iter().filter(|e| e.worker == WorkerId(w));
                 let busy: f64 = mine.clone().map(|e| e.end - e.start).sum();
                 WorkerSummary {
                     name: info.name.clone(),

@@ -9,7 +9,7 @@ use hetla_bounds::communication::max_reuse_mu;
 use hetla_factorizations::MatMulTiling;
 
 use super::partition::{Discretisation, discretise, partition};
-use hetla_runtime::StaticPlan;
+use hetla_runtime::{StaticPlan, WorkerId};
 
 /// How the tasks of a product are allotted to the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -139,7 +139,10 @@ fn owner_plan(
     steal: bool,
 ) -> StaticPlan {
     let mut plan = StaticPlan {
-        processors: processors.iter().map(|p| p.workers.clone()).collect(),
+        processors: processors
+            .iter()
+            .map(|p| p.workers.iter().copied().map(WorkerId).collect())
+            .collect(),
         steal,
         prefetch: true,
         ..Default::default()
@@ -226,7 +229,7 @@ pub fn max_reuse_plan(
     prefetch: bool,
 ) -> StaticPlan {
     let mut plan = StaticPlan {
-        processors: vec![workers.to_vec()],
+        processors: vec![workers.iter().copied().map(WorkerId).collect()],
         steal: false,
         prefetch,
         ..Default::default()
