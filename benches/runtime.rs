@@ -3,7 +3,7 @@
 //! inverse (target: <= 2 us per task at 1 and 2 workers).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
+use hetla::factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla::runtime::{
     KernelKey, ModelStore, Platform, RunOptions, SchedulerKind, Workload, execute,
 };
@@ -16,13 +16,13 @@ impl Workload for Empty {
     fn graph(&self) -> &TaskGraph {
         &self.0
     }
-    fn key(&self, task: usize) -> KernelKey {
+    fn key(&self, task: TaskId) -> KernelKey {
         KernelKey::square(self.0.task(task).op, 1)
     }
     fn tile_bytes(&self, _tile: TileRef) -> usize {
         8
     }
-    fn run(&self, _task: usize, _par: Par) -> Result<(), hetla_kernels::KernelError> {
+    fn run(&self, _task: TaskId, _par: Par) -> Result<(), hetla_kernels::KernelError> {
         Ok(())
     }
 }

@@ -72,8 +72,8 @@ pub enum Error {
     /// A task panicked inside its kernel; the run stopped cleanly.
     #[error("task {task} ({op}) panicked: {message}")]
     TaskPanicked {
-        /// Index of the task in its graph.
-        task: usize,
+        /// The task, in its graph.
+        task: hetla_factorizations::TaskId,
         /// Its operation.
         op: String,
         /// The panic message.

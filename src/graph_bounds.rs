@@ -98,8 +98,9 @@ fn typed_bounds(
     flops: f64,
 ) -> Result<BoundReport> {
     let start = Instant::now();
-    let predecessors: Vec<Vec<usize>> = (0..graph.len())
-        .map(|i| graph.predecessors(i).to_vec())
+    let predecessors: Vec<Vec<usize>> = graph
+        .ids()
+        .map(|i| graph.predecessors(i).iter().map(|p| p.0).collect())
         .collect();
     let bound_classes: Vec<Class> = classes
         .iter()
@@ -218,7 +219,7 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
     let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
     let mut ran = vec![None; graph.len()];
     for event in &trace.tasks {
-        if let Some(slot) = ran.get_mut(event.task) {
+        if let Some(slot) = ran.get_mut(event.task.0) {
             *slot = Some((&trace.workers[event.worker].class, event.end - event.start));
         }
     }

@@ -2,7 +2,7 @@
 //! of the matrices it names.
 
 use faer::{MatMut, MatRef};
-use hetla_factorizations::{MatrixId, Mode, TaskGraph, TileRef};
+use hetla_factorizations::{MatrixId, Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
 use crate::{Error, TiledMatrix};
@@ -38,7 +38,7 @@ impl Workload for TileWork<'_, '_> {
         self.graph
     }
 
-    fn key(&self, task: usize) -> KernelKey {
+    fn key(&self, task: TaskId) -> KernelKey {
         KernelKey::of_task(self.graph.task(task), |tile| self.shape(tile))
     }
 
@@ -60,7 +60,7 @@ impl Workload for TileWork<'_, '_> {
             .then(|| unsafe { m.tile_mut_unchecked(tile.row, tile.col) })
     }
 
-    fn run(&self, id: usize, par: Par) -> Result<(), KernelError> {
+    fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
         let task = self.graph.task(id);
         let operands = |reason: String| KernelError::Operands {
             op: task.op,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::factorizations::{TaskGraph, TileRef, Tiling, cholesky};
+use hetla::factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
 use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
@@ -97,7 +97,7 @@ fn mct_splits_the_papers_28_gemms_6_and_22() {
     let ctx = SchedContext::new(&workers, &[task; 28], table);
     let mct = Mct::new(2);
     for t in 0..28 {
-        mct.push(t, None, 0.0, &ctx);
+        mct.push(TaskId(t), None, 0.0, &ctx);
     }
     let count = |w| std::iter::from_fn(|| mct.pop(WorkerId(w), 0.0, &ctx)).count();
     assert_eq!((count(0), count(1)), (6, 22));
@@ -141,10 +141,10 @@ fn mct_measures_uncalibrated_classes_first_and_respects_restrictions() {
     };
     let ctx = SchedContext::new(&workers, &[task(None), task(Some(gpu_only))], table);
     let mct = Mct::new(3);
-    mct.push(0, None, 0.0, &ctx);
-    mct.push(1, None, 0.0, &ctx);
-    assert_eq!(mct.pop(WorkerId(1), 0.0, &ctx), Some(0));
-    assert_eq!(mct.pop(WorkerId(2), 0.0, &ctx), Some(1));
+    mct.push(TaskId(0), None, 0.0, &ctx);
+    mct.push(TaskId(1), None, 0.0, &ctx);
+    assert_eq!(mct.pop(WorkerId(1), 0.0, &ctx), Some(TaskId(0)));
+    assert_eq!(mct.pop(WorkerId(2), 0.0, &ctx), Some(TaskId(1)));
     assert_eq!(mct.pop(WorkerId(0), 0.0, &ctx), None);
 }
 
@@ -158,14 +158,14 @@ impl Workload for Empty {
     fn graph(&self) -> &TaskGraph {
         &self.graph
     }
-    fn key(&self, task: usize) -> KernelKey {
+    fn key(&self, task: TaskId) -> KernelKey {
         KernelKey::square(self.graph.task(task).op, 1)
     }
     fn tile_bytes(&self, _tile: TileRef) -> usize {
         8
     }
-    fn run(&self, task: usize, _par: Par) -> Result<(), hetla_kernels::KernelError> {
-        if Some(task) == self.panic_at {
+    fn run(&self, task: TaskId, _par: Par) -> Result<(), hetla_kernels::KernelError> {
+        if Some(task.0) == self.panic_at {
             panic!("injected panic at task {task}");
         }
         Ok(())
@@ -248,7 +248,7 @@ fn panics_stop_the_run_and_leave_the_pools_usable() {
                 ..RunOptions::default()
             };
             let err = execute(&platform, &work, &options).unwrap_err();
-            assert_eq!(err.step, RunStep::Task(30));
+            assert_eq!(err.step, RunStep::Task(TaskId(30)));
             assert!(
                 matches!(&err.failure, TaskFailure::Panic(m) if m.contains("injected")),
                 "{:?}",

@@ -196,8 +196,9 @@ fn cholesky_instance(nt: usize, clusters: usize, cores: usize, gpus: usize) -> I
             .unwrap()
     };
     let types = graph.tasks().iter().map(|t| op_type(t.op)).collect();
-    let preds = (0..graph.len())
-        .map(|i| graph.predecessors(i).to_vec())
+    let preds = graph
+        .ids()
+        .map(|i| graph.predecessors(i).iter().map(|p| p.0).collect())
         .collect();
     let gflop = [0.295, 0.885, 0.885, 1.769];
     let core = [27.78, 34.42, 31.52, 36.46];

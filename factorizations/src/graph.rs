@@ -59,8 +59,43 @@ pub struct Access {
     pub mode: Mode,
 }
 
-/// Index of a task in its graph; tasks are numbered in submission order.
-pub type TaskId = usize;
+/// A task of a graph: its index in submission order. Tables over a graph's tasks index by
+/// it directly (`Vec<T>` and `[T]` implement `Index<TaskId>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[serde(transparent)]
+pub struct TaskId(pub usize);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<T> std::ops::Index<TaskId> for [T] {
+    type Output = T;
+    fn index(&self, id: TaskId) -> &T {
+        &self[id.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<TaskId> for [T] {
+    fn index_mut(&mut self, id: TaskId) -> &mut T {
+        &mut self[id.0]
+    }
+}
+
+impl<T> std::ops::Index<TaskId> for Vec<T> {
+    type Output = T;
+    fn index(&self, id: TaskId) -> &T {
+        &self[id.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<TaskId> for Vec<T> {
+    fn index_mut(&mut self, id: TaskId) -> &mut T {
+        &mut self[id.0]
+    }
+}
 
 /// One task: a tile operation, its tile accesses in the operand order of [`Op`] (reads
 /// first, the written tile last), and its flop count.
@@ -101,7 +136,7 @@ impl TaskGraph {
     /// the last writer of every tile it uses (read after write, write after write) and,
     /// for every tile it overwrites, the readers since that write (write after read).
     pub fn add_task(&mut self, op: Op, accesses: Vec<Access>, flops: f64) -> TaskId {
-        let id = self.tasks.len();
+        let id = TaskId(self.tasks.len());
         let mut preds = Vec::new();
         for access in &accesses {
             let h = self.history.entry(access.tile).or_default();
@@ -159,6 +194,11 @@ impl TaskGraph {
     /// The tasks that wait for `id`, sorted.
     pub fn successors(&self, id: TaskId) -> &[TaskId] {
         &self.successors[id]
+    }
+
+    /// The ids of the tasks, in submission order.
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = TaskId> + ExactSizeIterator + use<> {
+        (0..self.tasks.len()).map(TaskId)
     }
 
     /// Number of dependency edges.

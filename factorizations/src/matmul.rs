@@ -9,7 +9,7 @@
 
 use hetla_kernels::{MatMul, Op};
 
-use crate::{Access, MatrixId, Mode, TaskGraph, TileRef, Tiling, TilingError};
+use crate::{Access, MatrixId, Mode, TaskGraph, TaskId, TileRef, Tiling, TilingError};
 
 /// The left factor A of a product.
 pub const MATMUL_A: MatrixId = MatrixId(0);
@@ -62,13 +62,13 @@ impl MatMulTiling {
     }
 
     /// The id of task (i, j, l).
-    pub fn task(&self, i: usize, j: usize, l: usize) -> usize {
-        (i * self.s + j) * self.t + l
+    pub fn task(&self, i: usize, j: usize, l: usize) -> TaskId {
+        TaskId((i * self.s + j) * self.t + l)
     }
 
     /// The (i, j, l) of a task id.
-    pub fn coordinates(&self, task: usize) -> (usize, usize, usize) {
-        let (chain, l) = (task / self.t, task % self.t);
+    pub fn coordinates(&self, task: TaskId) -> (usize, usize, usize) {
+        let (chain, l) = (task.0 / self.t, task.0 % self.t);
         (chain / self.s, chain % self.s, l)
     }
 
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!((t.r, t.s, t.t), (3, 2, 4));
         let g = matmul(&t);
         assert_eq!(g.len(), 3 * 2 * 4);
-        for task in 0..g.len() {
+        for task in g.ids() {
             let (i, j, l) = t.coordinates(task);
             assert_eq!(t.task(i, j, l), task);
             let preds = g.predecessors(task);
@@ -168,7 +168,7 @@ mod tests {
                 assert!(preds.is_empty());
                 assert_eq!(g.task(task).op, Op::MatMul(p));
             } else {
-                assert_eq!(preds, [task - 1]);
+                assert_eq!(preds, [TaskId(task.0 - 1)]);
                 assert_eq!(g.task(task).op, Op::MatMul(p.with_beta(1.0)));
             }
             // A is stored transposed: op(A) block (i, l) is stored tile (l, i).

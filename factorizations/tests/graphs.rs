@@ -1,13 +1,13 @@
 //! Properties of the task graphs: counts, flops, tile coverage and dependency soundness.
 
 use hetla_factorizations::{
-    Access, FACTOR, MatrixId, Mode, Op, RHS, TaskGraph, TileRef, Tiling, TilingError,
+    Access, FACTOR, MatrixId, Mode, Op, RHS, TaskGraph, TaskId, TileRef, Tiling, TilingError,
     backward_substitution, cholesky, forward_substitution,
 };
 use proptest::prelude::*;
 
 /// Whether `to` is reachable from `from` (from < to) following successor edges.
-fn reachable(g: &TaskGraph, from: usize, to: usize) -> bool {
+fn reachable(g: &TaskGraph, from: TaskId, to: TaskId) -> bool {
     let mut seen = vec![false; g.len()];
     let mut stack = vec![from];
     while let Some(t) = stack.pop() {
@@ -28,8 +28,8 @@ fn reachable(g: &TaskGraph, from: usize, to: usize) -> bool {
 /// path in the graph: that is what makes any edge-respecting execution sequentially
 /// consistent.
 fn assert_conflicts_are_ordered(g: &TaskGraph) {
-    for b in 0..g.len() {
-        for a in 0..b {
+    for b in g.ids() {
+        for a in (0..b.0).map(TaskId) {
             let conflict = g.task(a).accesses.iter().any(|x| {
                 g.task(b).accesses.iter().any(|y| {
                     x.tile == y.tile && (x.mode == Mode::ReadWrite || y.mode == Mode::ReadWrite)
@@ -149,7 +149,7 @@ proptest! {
             g.add_task(Op::GemmNt, accesses, 0.0);
         }
         assert_conflicts_are_ordered(&g);
-        for t in 0..g.len() {
+        for t in g.ids() {
             prop_assert!(g.predecessors(t).iter().all(|&p| p < t));
         }
     }

@@ -32,7 +32,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use hetla_factorizations::TaskGraph;
+use hetla_factorizations::{TaskGraph, TaskId};
 use hetla_kernels::KernelError;
 
 use crate::data::{DataRegistry, HOST, Step};
@@ -103,7 +103,8 @@ impl<'a> Engine<'a> {
             scheduler,
             tables,
             several_nodes,
-            remaining: (0..n)
+            remaining: graph
+                .ids()
                 .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
                 .collect(),
             unfinished: AtomicUsize::new(n),
@@ -191,14 +192,18 @@ impl<'a> Engine<'a> {
 
     /// Pushes the tasks without predecessors, at time 0.
     pub fn push_roots(&self, carrier: &dyn Carrier) {
-        for t in (0..self.graph.len()).filter(|&t| self.graph.predecessors(t).is_empty()) {
+        for t in self
+            .graph
+            .ids()
+            .filter(|&t| self.graph.predecessors(t).is_empty())
+        {
             self.push(carrier, t, None, 0.0);
         }
     }
 
     /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
     /// prefetches its tiles to the worker the scheduler bound it to, if any.
-    fn push(&self, carrier: &dyn Carrier, task: usize, origin: Option<WorkerId>, now: f64) {
+    fn push(&self, carrier: &dyn Carrier, task: TaskId, origin: Option<WorkerId>, now: f64) {
         self.scheduler.push(task, origin, now, &self.ctx);
         if !self.several_nodes {
             return;
@@ -213,14 +218,14 @@ impl<'a> Engine<'a> {
     }
 
     /// The next task of worker `w`, if the scheduler has one for it.
-    pub fn pop(&self, w: WorkerId, now: f64) -> Option<usize> {
+    pub fn pop(&self, w: WorkerId, now: f64) -> Option<TaskId> {
         self.scheduler.pop(w, now, &self.ctx)
     }
 
     /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies
     /// ahead the inputs of the tasks the scheduler says `w` runs next (static plans), those
     /// safe to copy now. False, with the failure recorded, when the run must stop.
-    pub fn start(&self, carrier: &dyn Carrier, task: usize, w: WorkerId, now: f64) -> bool {
+    pub fn start(&self, carrier: &dyn Carrier, task: TaskId, w: WorkerId, now: f64) -> bool {
         let node = self.ctx.workers()[w].node;
         let handles = &self.tables.handles[task];
         let failure = match self.with_data(carrier, now, |d| d.start_task(handles, node)) {
@@ -236,7 +241,7 @@ impl<'a> Engine<'a> {
             return true;
         }
         let next = self.scheduler.lookahead(w, PREFETCH_DEPTH);
-        let ready = |t: usize| self.remaining[t].load(Ordering::SeqCst) == 0;
+        let ready = |t: TaskId| self.remaining[t].load(Ordering::SeqCst) == 0;
         for h in prefetchable(&next, &self.tables.handles, &self.tables.written, ready) {
             if let Err(error) = self.with_data(carrier, now, |d| d.prefetch(h, node)) {
                 self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
@@ -252,7 +257,7 @@ impl<'a> Engine<'a> {
     pub fn finish(
         &self,
         carrier: &dyn Carrier,
-        task: usize,
+        task: TaskId,
         w: WorkerId,
         end: f64,
         outcome: Result<(), TaskFailure>,

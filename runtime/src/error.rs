@@ -5,6 +5,8 @@ use std::sync::Arc;
 use hetla_clusters::ClusterError;
 use hetla_kernels::KernelError;
 
+use hetla_factorizations::TaskId;
+
 use crate::data::NoRoom;
 
 /// An error of the runtime layer (platforms, devices, models, runs, traces).
@@ -62,7 +64,7 @@ pub enum Error {
     )]
     NoWorker {
         /// The task.
-        task: usize,
+        task: TaskId,
         /// Its operation.
         op: String,
     },

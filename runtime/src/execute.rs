@@ -26,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Step, Transfer};
@@ -44,11 +44,11 @@ pub trait Workload: Sync {
     /// The tasks and their dependencies.
     fn graph(&self) -> &TaskGraph;
     /// The performance-model key of a task (its operation and operand shapes).
-    fn key(&self, task: usize) -> KernelKey;
+    fn key(&self, task: TaskId) -> KernelKey;
     /// Bytes of a tile (for data transfers).
     fn tile_bytes(&self, tile: TileRef) -> usize;
     /// Runs a task with the given parallelism, on the calling thread's pool.
-    fn run(&self, task: usize, par: Par) -> Result<(), KernelError>;
+    fn run(&self, task: TaskId, par: Par) -> Result<(), KernelError>;
     /// The host storage of a tile, for copies to devices (`None`: the workload has none,
     /// and cannot run on a platform with devices).
     fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
@@ -73,7 +73,7 @@ pub enum RunStep {
     /// Before any task: the plan, the scheduler, placing the operands.
     Setup,
     /// A task, by its index in the graph.
-    Task(usize),
+    Task(TaskId),
     /// The final write-back of device-resident tiles to host memory.
     WriteBack,
 }
@@ -283,7 +283,7 @@ impl Devices<'_> {
     /// Runs a task on a device's replicas: the reads, then the written tile.
     fn run_on_device(
         &self,
-        task: usize,
+        task: TaskId,
         handles: &[(Handle, Mode)],
         device: &dyn Device,
     ) -> Result<(), KernelError> {
@@ -371,7 +371,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 pub fn bottom_levels(graph: &TaskGraph) -> Vec<f64> {
     let mut levels = vec![0.0; graph.len()];
     // Edges go from earlier to later tasks: one backward sweep suffices.
-    for t in (0..graph.len()).rev() {
+    for t in graph.ids().rev() {
         let below = graph
             .successors(t)
             .iter()
@@ -390,7 +390,6 @@ pub fn execute(
 ) -> Result<Trace, RunError> {
     let graph = work.graph();
     let workers = platform.workers();
-    let n = graph.len();
     let setup_error = |(step, failure)| RunError {
         step,
         failure,
@@ -404,7 +403,7 @@ pub fn execute(
     let (ctx, tables) = crate::prepare::prepare(
         workers,
         graph,
-        (0..n).map(|t| work.key(t)),
+        graph.ids().map(|t| work.key(t)),
         &|tile| work.tile_bytes(tile),
         options,
         |k, c| models.get(k, c).copied().unwrap_or_default(),

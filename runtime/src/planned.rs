@@ -24,6 +24,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use hetla_factorizations::TaskId;
+
 use crate::platform::WorkerId;
 use crate::scheduler::{SchedContext, Scheduler};
 
@@ -31,7 +33,7 @@ use crate::scheduler::{SchedContext, Scheduler};
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StaticPlan {
     /// Each group's tasks, in the order they run.
-    pub groups: Vec<Vec<usize>>,
+    pub groups: Vec<Vec<TaskId>>,
     /// The processor that owns each group.
     pub owner: Vec<usize>,
     /// The workers of each processor (indices into the run's workers).
@@ -42,7 +44,7 @@ pub struct StaticPlan {
     pub prefetch: bool,
     /// `(task, access index)`: after `task`, drop that access's tile from the memory node
     /// of the worker that ran it.
-    pub releases: Vec<(usize, usize)>,
+    pub releases: Vec<(TaskId, usize)>,
 }
 
 impl StaticPlan {
@@ -58,7 +60,7 @@ impl StaticPlan {
         }
         let mut seen = vec![false; tasks];
         for &t in self.groups.iter().flatten() {
-            if t >= tasks || std::mem::replace(&mut seen[t], true) {
+            if t.0 >= tasks || std::mem::replace(&mut seen[t], true) {
                 return Err(format!("task {t} is out of range or in two groups"));
             }
         }
@@ -155,7 +157,7 @@ impl Planned {
 
     /// The next `depth` tasks `worker` will run if the plan holds: the rest of its group,
     /// then the groups at the front of its processor's queue.
-    pub fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<usize> {
+    pub fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<TaskId> {
         if !self.plan.prefetch {
             return Vec::new();
         }
@@ -178,11 +180,11 @@ impl Planned {
 }
 
 impl Scheduler for Planned {
-    fn push(&self, task: usize, _origin: Option<WorkerId>, _now: f64, _ctx: &SchedContext<'_>) {
+    fn push(&self, task: TaskId, _origin: Option<WorkerId>, _now: f64, _ctx: &SchedContext<'_>) {
         self.lock().ready[task] = true;
     }
 
-    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<TaskId> {
         let mut state = self.lock();
         loop {
             if let Some((g, pos)) = state.current[worker] {
@@ -205,7 +207,7 @@ impl Scheduler for Planned {
         }
     }
 
-    fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<usize> {
+    fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<TaskId> {
         Planned::lookahead(self, worker, depth)
     }
 }
@@ -213,6 +215,10 @@ impl Scheduler for Planned {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids<const N: usize>(tasks: [usize; N]) -> Vec<TaskId> {
+        tasks.map(TaskId).to_vec()
+    }
     use crate::platform::WorkerInfo;
     use crate::scheduler::{ModelTable, SchedContext, TaskInfo};
 
@@ -242,7 +248,7 @@ mod tests {
         let workers = two_workers();
         let c = ctx(&workers, 4);
         let plan = StaticPlan {
-            groups: vec![vec![1, 0], vec![2, 3]],
+            groups: vec![ids([1, 0]), ids([2, 3])],
             owner: vec![0, 1],
             processors: vec![vec![WorkerId(0)], vec![WorkerId(1)]],
             steal: false,
@@ -252,21 +258,21 @@ mod tests {
         assert!(plan.check(4, 2).is_ok());
         let s = Planned::new(Arc::new(plan), 2, 4);
         for t in 0..4 {
-            s.push(t, None, 0.0, &c);
+            s.push(TaskId(t), None, 0.0, &c);
         }
-        assert_eq!(s.lookahead(WorkerId(0), 3), vec![1, 0]);
-        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(1));
-        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(0));
+        assert_eq!(s.lookahead(WorkerId(0), 3), ids([1, 0]));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(TaskId(1)));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(TaskId(0)));
         assert_eq!(
             s.pop(WorkerId(0), 0.0, &c),
             None,
             "no stealing: group 1 stays with worker 1"
         );
-        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(2));
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(TaskId(2)));
         // Worker 1's next task is not ready yet: it waits.
         let s2 = Planned::new(
             Arc::new(StaticPlan {
-                groups: vec![vec![0, 1]],
+                groups: vec![ids([0, 1])],
                 owner: vec![0],
                 processors: vec![vec![WorkerId(0)]],
                 ..Default::default()
@@ -276,11 +282,11 @@ mod tests {
         );
         let one = &workers[..1];
         let c1 = ctx(one, 2);
-        s2.push(0, None, 0.0, &c1);
-        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(0));
+        s2.push(TaskId(0), None, 0.0, &c1);
+        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(TaskId(0)));
         assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), None);
-        s2.push(1, None, 0.0, &c1);
-        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(1));
+        s2.push(TaskId(1), None, 0.0, &c1);
+        assert_eq!(s2.pop(WorkerId(0), 0.0, &c1), Some(TaskId(1)));
     }
 
     #[test]
@@ -288,7 +294,7 @@ mod tests {
         let workers = two_workers();
         let c = ctx(&workers, 6);
         let plan = StaticPlan {
-            groups: vec![vec![0, 1], vec![2, 3], vec![4, 5]],
+            groups: vec![ids([0, 1]), ids([2, 3]), ids([4, 5])],
             owner: vec![0, 0, 0],
             processors: vec![vec![WorkerId(0)], vec![WorkerId(1)]],
             steal: true,
@@ -297,21 +303,21 @@ mod tests {
         };
         let s = Planned::new(Arc::new(plan), 2, 6);
         for t in 0..6 {
-            s.push(t, None, 0.0, &c);
+            s.push(TaskId(t), None, 0.0, &c);
         }
-        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(0));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(TaskId(0)));
         // Worker 1 owns nothing: it steals the group processor 0 would run last.
-        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(4));
-        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(5));
-        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(1));
-        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(2));
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(TaskId(4)));
+        assert_eq!(s.pop(WorkerId(1), 0.0, &c), Some(TaskId(5)));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(TaskId(1)));
+        assert_eq!(s.pop(WorkerId(0), 0.0, &c), Some(TaskId(2)));
         assert_eq!(
             s.pop(WorkerId(1), 0.0, &c),
             None,
             "group 1 is started: not stealable"
         );
         let bad = StaticPlan {
-            groups: vec![vec![0, 0]],
+            groups: vec![ids([0, 0])],
             owner: vec![0],
             processors: vec![vec![WorkerId(0)]],
             ..Default::default()

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use hetla_factorizations::{Mode, TaskGraph, TileRef};
+use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::Op;
 
 use crate::data::{DataRegistry, Handle, MemoryNode};
@@ -31,7 +31,7 @@ pub(crate) struct LinkEstimate<'a> {
 }
 
 impl TransferEstimate for LinkEstimate<'_> {
-    fn seconds(&self, task: usize, worker: WorkerId) -> f64 {
+    fn seconds(&self, task: TaskId, worker: WorkerId) -> f64 {
         let node = self.workers[worker].node;
         let data = self.data.lock().unwrap_or_else(|e| e.into_inner());
         self.handles[task]
@@ -65,10 +65,10 @@ pub(crate) const PREFETCH_DEPTH: usize = 2;
 /// The handles of `tasks` that are safe to copy now: those no task writes, and all of a
 /// task that is ready.
 pub(crate) fn prefetchable(
-    tasks: &[usize],
+    tasks: &[TaskId],
     handles: &[Vec<(Handle, Mode)>],
     written: &[bool],
-    ready: impl Fn(usize) -> bool,
+    ready: impl Fn(TaskId) -> bool,
 ) -> Vec<Handle> {
     let mut out = Vec::new();
     for &t in tasks {
@@ -88,7 +88,7 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) ->
     let mut after = vec![Vec::new(); handles.len()];
     if let Some(plan) = &options.plan {
         for &(task, access) in &plan.releases {
-            if let Some(&(h, _)) = handles.get(task).and_then(|a| a.get(access)) {
+            if let Some(&(h, _)) = handles.get(task.0).and_then(|a| a.get(access)) {
                 after[task].push(h);
             }
         }
@@ -148,7 +148,7 @@ fn context<'a>(
     tile_bytes: &dyn Fn(TileRef) -> usize,
     restrictions: &'a [(Op, Vec<ResourceKind>)],
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
-) -> Result<Context<'a>, usize> {
+) -> Result<Context<'a>, TaskId> {
     let mut keys: Vec<KernelKey> = Vec::new();
     let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
     let key_of_task: Vec<usize> = task_keys
@@ -197,7 +197,10 @@ fn context<'a>(
         })
         .collect();
     let ctx = SchedContext::new(workers, &tasks, table);
-    if let Some(t) = (0..graph.len()).find(|&t| !ctx.worker_ids().any(|w| ctx.can_run(t, w))) {
+    if let Some(t) = graph
+        .ids()
+        .find(|&t| !ctx.worker_ids().any(|w| ctx.can_run(t, w)))
+    {
         return Err(t);
     }
     let mut handle_of: HashMap<TileRef, Handle> = HashMap::new();

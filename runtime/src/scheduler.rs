@@ -34,6 +34,8 @@ use std::sync::Mutex;
 
 use crossbeam_deque::{Injector, Stealer, Worker as Deque};
 
+use hetla_factorizations::TaskId;
+
 use crate::perfmodel::Stats;
 use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
@@ -64,7 +66,7 @@ const GUESS_RATE_PER_CORE: f64 = 20e9;
 /// executor that knows the links provides it.
 pub trait TransferEstimate: Sync {
     /// Seconds of the copies that would make the tiles of `task` valid on `worker`'s node.
-    fn seconds(&self, task: usize, worker: WorkerId) -> f64;
+    fn seconds(&self, task: TaskId, worker: WorkerId) -> f64;
 }
 
 /// What a scheduler may know about the run: tasks, workers, priorities, restrictions and
@@ -140,7 +142,7 @@ impl<'a> SchedContext<'a> {
 
     /// Seconds of the copies `task` would need before running on `worker` (0 without
     /// transfer estimates).
-    pub fn transfer_estimate(&self, task: usize, worker: WorkerId) -> f64 {
+    pub fn transfer_estimate(&self, task: TaskId, worker: WorkerId) -> f64 {
         self.transfers.map_or(0.0, |t| t.seconds(task, worker))
     }
 
@@ -160,17 +162,17 @@ impl<'a> SchedContext<'a> {
     }
 
     /// The priority (bottom level, flops) of a task: higher runs first.
-    pub fn priority(&self, task: usize) -> f64 {
+    pub fn priority(&self, task: TaskId) -> f64 {
         self.priorities[task]
     }
 
     /// Whether `worker` may run `task`.
-    pub fn can_run(&self, task: usize, worker: WorkerId) -> bool {
+    pub fn can_run(&self, task: TaskId, worker: WorkerId) -> bool {
         self.allowed[task].is_none_or(|kinds| kinds.contains(&self.workers[worker].kind))
     }
 
     /// The estimated duration of `task` on `worker`.
-    pub fn estimate(&self, task: usize, worker: WorkerId) -> Estimate {
+    pub fn estimate(&self, task: TaskId, worker: WorkerId) -> Estimate {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
         match self.lock()[index].0.calibrated_mean() {
             Some(mean) => Estimate::Known(mean),
@@ -181,7 +183,7 @@ impl<'a> SchedContext<'a> {
     }
 
     /// Records the measured duration of `task` on `worker`.
-    pub fn record(&self, task: usize, worker: WorkerId, seconds: f64) {
+    pub fn record(&self, task: TaskId, worker: WorkerId, seconds: f64) {
         let index = self.key_of_task[task] * self.classes + self.class_of_worker[worker];
         let mut table = self.lock();
         table[index].0.record(seconds);
@@ -202,19 +204,19 @@ impl<'a> SchedContext<'a> {
 /// A scheduling policy. See the module documentation.
 pub trait Scheduler: Send + Sync {
     /// `task` became ready; `origin` is the worker whose task released it.
-    fn push(&self, task: usize, origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>);
+    fn push(&self, task: TaskId, origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>);
     /// The next task for `worker`, if any.
-    fn pop(&self, worker: WorkerId, now: f64, ctx: &SchedContext<'_>) -> Option<usize>;
+    fn pop(&self, worker: WorkerId, now: f64, ctx: &SchedContext<'_>) -> Option<TaskId>;
     /// `worker` finished `task`.
-    fn done(&self, _task: usize, _worker: WorkerId, _now: f64, _ctx: &SchedContext<'_>) {}
+    fn done(&self, _task: TaskId, _worker: WorkerId, _now: f64, _ctx: &SchedContext<'_>) {}
     /// The worker a pushed task is bound to, for policies that decide at push time (the
     /// executor then prefetches the task's tiles to that worker's memory node).
-    fn assigned_worker(&self, _task: usize) -> Option<WorkerId> {
+    fn assigned_worker(&self, _task: TaskId) -> Option<WorkerId> {
         None
     }
     /// The tasks `worker` will run next, up to `depth`, for policies that know (static
     /// plans); the executor prefetches their inputs.
-    fn lookahead(&self, _worker: WorkerId, _depth: usize) -> Vec<usize> {
+    fn lookahead(&self, _worker: WorkerId, _depth: usize) -> Vec<TaskId> {
         Vec::new()
     }
 }
@@ -290,7 +292,7 @@ impl FromStr for SchedulerKind {
 #[derive(Debug, Clone, Copy)]
 struct Queued {
     priority: f64,
-    task: usize,
+    task: TaskId,
 }
 
 impl PartialEq for Queued {
@@ -312,7 +314,7 @@ impl Ord for Queued {
     }
 }
 
-fn queued(task: usize, ctx: &SchedContext<'_>) -> Queued {
+fn queued(task: TaskId, ctx: &SchedContext<'_>) -> Queued {
     Queued {
         priority: ctx.priority(task),
         task,
@@ -375,7 +377,7 @@ impl Mct {
     fn choose(
         &self,
         state: &MctState,
-        task: usize,
+        task: TaskId,
         now: f64,
         ctx: &SchedContext<'_>,
     ) -> (WorkerId, f64) {
@@ -413,7 +415,7 @@ impl Mct {
 }
 
 impl Scheduler for Mct {
-    fn push(&self, task: usize, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: TaskId, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
         let mut s = lock(&self.state);
         if s.charged.len() < ctx.tasks() {
             s.charged.resize(ctx.tasks(), (WorkerId(0), 0.0));
@@ -424,7 +426,7 @@ impl Scheduler for Mct {
         s.charged[task] = (w, seconds);
     }
 
-    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<TaskId> {
         let mut s = lock(&self.state);
         let task = s.queues[worker].pop()?.task;
         let seconds = s.charged[task].1;
@@ -433,12 +435,12 @@ impl Scheduler for Mct {
         Some(task)
     }
 
-    fn done(&self, _task: usize, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
+    fn done(&self, _task: TaskId, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
         lock(&self.state).running_end[worker] = now;
     }
 
-    fn assigned_worker(&self, task: usize) -> Option<WorkerId> {
-        lock(&self.state).charged.get(task).map(|&(w, _)| w)
+    fn assigned_worker(&self, task: TaskId) -> Option<WorkerId> {
+        lock(&self.state).charged.get(task.0).map(|&(w, _)| w)
     }
 }
 
@@ -449,11 +451,11 @@ pub struct Eager {
 }
 
 impl Scheduler for Eager {
-    fn push(&self, task: usize, _origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: TaskId, _origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
         lock(&self.queue).push(queued(task, ctx));
     }
 
-    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<TaskId> {
         let mut queue = lock(&self.queue);
         let mut skipped = Vec::new();
         let found = loop {
@@ -472,16 +474,16 @@ impl Scheduler for Eager {
 pub struct WorkStealing {
     /// Each worker's own deque; only its worker pushes and pops (the mutex is never
     /// contended: it only makes the owner-side handle shareable).
-    locals: Vec<Mutex<Deque<usize>>>,
-    stealers: Vec<Stealer<usize>>,
+    locals: Vec<Mutex<Deque<TaskId>>>,
+    stealers: Vec<Stealer<TaskId>>,
     /// Tasks released by no worker (the first ready tasks) or that a worker may not run.
-    injector: Injector<usize>,
+    injector: Injector<TaskId>,
 }
 
 impl WorkStealing {
     /// A work-stealing scheduler for `workers` workers.
     pub fn new(workers: usize) -> Self {
-        let deques: Vec<Deque<usize>> = (0..workers).map(|_| Deque::new_lifo()).collect();
+        let deques: Vec<Deque<TaskId>> = (0..workers).map(|_| Deque::new_lifo()).collect();
         let stealers = deques.iter().map(Deque::stealer).collect();
         Self {
             locals: deques.into_iter().map(Mutex::new).collect(),
@@ -492,14 +494,14 @@ impl WorkStealing {
 }
 
 impl Scheduler for WorkStealing {
-    fn push(&self, task: usize, origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
+    fn push(&self, task: TaskId, origin: Option<WorkerId>, _now: f64, ctx: &SchedContext<'_>) {
         match origin {
             Some(w) if ctx.can_run(task, w) => lock(&self.locals[w]).push(task),
             _ => self.injector.push(task),
         }
     }
 
-    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<usize> {
+    fn pop(&self, worker: WorkerId, _now: f64, ctx: &SchedContext<'_>) -> Option<TaskId> {
         let local = lock(&self.locals[worker]);
         if let Some(task) = local.pop() {
             return Some(task);
@@ -549,7 +551,7 @@ mod tests {
     /// Missing inputs cost 5 s on worker 1's node and nothing on worker 0's.
     struct FarFromWorkerOne;
     impl TransferEstimate for FarFromWorkerOne {
-        fn seconds(&self, _task: usize, worker: WorkerId) -> f64 {
+        fn seconds(&self, _task: TaskId, worker: WorkerId) -> f64 {
             if worker == WorkerId(1) { 5.0 } else { 0.0 }
         }
     }
@@ -585,9 +587,11 @@ mod tests {
         let plain = context(&workers, 4);
         let mct = Mct::new(2);
         for t in 0..4 {
-            mct.push(t, None, 0.0, &plain);
+            mct.push(TaskId(t), None, 0.0, &plain);
         }
-        let placed: Vec<_> = (0..4).map(|t| mct.assigned_worker(t).unwrap().0).collect();
+        let placed: Vec<_> = (0..4)
+            .map(|t| mct.assigned_worker(TaskId(t)).unwrap().0)
+            .collect();
         assert_eq!(placed, [0, 1, 0, 1]);
         // With 5 s of copies on worker 1, it only gets a task once worker 0 is busier than
         // that: the 6th task ends at 6 s on either (ties go to the first worker), the 7th
@@ -596,12 +600,14 @@ mod tests {
         let aware = context(&workers, 7).with_transfers(&estimates);
         let mct = Mct::new(2);
         for t in 0..7 {
-            mct.push(t, None, 0.0, &aware);
+            mct.push(TaskId(t), None, 0.0, &aware);
         }
-        let placed: Vec<_> = (0..7).map(|t| mct.assigned_worker(t).unwrap().0).collect();
+        let placed: Vec<_> = (0..7)
+            .map(|t| mct.assigned_worker(TaskId(t)).unwrap().0)
+            .collect();
         assert_eq!(placed, [0, 0, 0, 0, 0, 0, 1]);
-        assert_eq!(aware.transfer_estimate(0, WorkerId(1)), 5.0);
-        assert_eq!(mct.pop(WorkerId(1), 0.0, &aware), Some(6));
+        assert_eq!(aware.transfer_estimate(TaskId(0), WorkerId(1)), 5.0);
+        assert_eq!(mct.pop(WorkerId(1), 0.0, &aware), Some(TaskId(6)));
     }
 
     #[test]
@@ -619,8 +625,8 @@ mod tests {
             let mut s = lock(&scheduler.state);
             s.running_end = vec![12.0, 10.0];
             drop(s);
-            scheduler.push(0, None, 0.0, &ctx);
-            scheduler.assigned_worker(0).unwrap().0
+            scheduler.push(TaskId(0), None, 0.0, &ctx);
+            scheduler.assigned_worker(TaskId(0)).unwrap().0
         };
         assert_eq!(place(&Mct::new(2)), 1);
         // dmda charges the copies: 10 + 1 + 5 on worker 1 against 12 + 1 on worker 0.

@@ -46,7 +46,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
-use hetla_factorizations::{TaskGraph, TileRef};
+use hetla_factorizations::{TaskGraph, TaskId, TileRef};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -167,7 +167,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct End {
     time: f64,
     seq: u64,
-    task: usize,
+    task: TaskId,
     worker: WorkerId,
 }
 
@@ -381,7 +381,7 @@ fn run_error(graph: &TaskGraph, (step, failure): (RunStep, TaskFailure)) -> Erro
         TaskFailure::NoWorker => {
             let task = match step {
                 RunStep::Task(t) => t,
-                _ => 0,
+                _ => TaskId(0),
             };
             Error::NoWorker {
                 task,

@@ -10,6 +10,8 @@ use std::path::Path;
 use hetla_kernels::Op;
 use serde::Serialize;
 
+use hetla_factorizations::TaskId;
+
 use crate::data::{MemoryNode, Transfer};
 use crate::platform::WorkerId;
 use crate::platform::WorkerInfo;
@@ -19,7 +21,7 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskEvent {
     /// Index of the task in its graph.
-    pub task: usize,
+    pub task: TaskId,
     /// The operation.
     #[serde(serialize_with = "op_name")]
     pub op: Op,

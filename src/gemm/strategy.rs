@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use hetla_bounds::communication::max_reuse_mu;
-use hetla_factorizations::MatMulTiling;
+use hetla_factorizations::{MatMulTiling, TaskId};
 
 use super::partition::{Discretisation, discretise, partition};
 use hetla_runtime::{StaticPlan, WorkerId};
@@ -126,7 +126,7 @@ pub struct Processor {
 }
 
 /// The chains (one per C tile, in k order) of a product.
-fn chain(t: &MatMulTiling, i: usize, j: usize) -> Vec<usize> {
+fn chain(t: &MatMulTiling, i: usize, j: usize) -> Vec<TaskId> {
     (0..t.t).map(|l| t.task(i, j, l)).collect()
 }
 
