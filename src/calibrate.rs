@@ -357,7 +357,7 @@ fn measure_link(
     let unfit = || KernelError::Gpu {
         message: format!(
             "the copies to and from {} did not get slower with size: no link model can be fitted",
-            device.model()
+            device.name()
         ),
     };
     Ok(LinkModel {
@@ -396,7 +396,7 @@ pub fn calibrate_links(
     let mut by_model: std::collections::BTreeMap<&str, Vec<LinkModel>> = Default::default();
     for (worker, link) in platform.devices().iter().zip(&links) {
         by_model
-            .entry(worker.device.model())
+            .entry(worker.device.name())
             .or_default()
             .push(*link);
     }

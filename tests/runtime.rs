@@ -75,7 +75,7 @@ fn mct_splits_the_papers_28_gemms_6_and_22() {
             "gpu",
             ResourceKind::Gpu,
             ResourceClass::Gpu {
-                model: "K40m".into(),
+                name: "K40m".into(),
             },
             1,
         ),
@@ -121,7 +121,7 @@ fn mct_measures_uncalibrated_classes_first_and_respects_restrictions() {
         worker(
             "gpu",
             ResourceKind::Gpu,
-            ResourceClass::Gpu { model: "x".into() },
+            ResourceClass::Gpu { name: "x".into() },
             1,
         ),
     ];

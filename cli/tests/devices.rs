@@ -74,7 +74,7 @@ fn calibration_measures_device_kernels_and_links() {
     let link = models.link("emulated").expect("the link was stored");
     assert!(link.h2d.gb_per_s > 0.0 && link.d2h.gb_per_s > 0.0);
     let gpu = hetla::runtime::ResourceClass::Gpu {
-        model: "emulated".into(),
+        name: "emulated".into(),
     };
     let key = hetla::runtime::KernelKey::square(hetla::Op::GemmNt, 64);
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));

@@ -141,9 +141,9 @@ fn open_gpu(index: usize, _budget: Option<usize>) -> Result<Arc<dyn Device>> {
 
 /// A device worker's memory and kernels, addressed by data handle.
 pub trait Device: Send + Sync {
-    /// The model name its performance models are kept under ("NVIDIA H100 80GB HBM3",
+    /// The device name its performance models are kept under ("NVIDIA H100 80GB HBM3",
     /// "emulated").
-    fn model(&self) -> &str;
+    fn name(&self) -> &str;
     /// Bytes of tiles its memory node may hold (the data layer never exceeds it).
     fn budget(&self) -> usize;
     /// Makes the replica of `handle` a copy of the host tile `src`. May return before the
@@ -290,7 +290,7 @@ fn mat_bytes(m: &Mat<f64>) -> usize {
 }
 
 impl Device for EmulatedDevice {
-    fn model(&self) -> &str {
+    fn name(&self) -> &str {
         "emulated"
     }
 
@@ -415,7 +415,7 @@ mod cuda {
     }
 
     impl Device for CudaDevice {
-        fn model(&self) -> &str {
+        fn name(&self) -> &str {
             self.gpu.name()
         }
 

@@ -31,10 +31,11 @@ pub enum ResourceClass {
         /// Cores of the cluster.
         cores: usize,
     },
-    /// A GPU of the given model.
+    /// A GPU, by its device name ("NVIDIA H100 80GB HBM3", "K40m").
     Gpu {
-        /// The device name.
-        model: String,
+        /// The device name (`model` in files and JSON, as written by earlier versions).
+        #[serde(rename = "model")]
+        name: String,
     },
 }
 
@@ -56,7 +57,7 @@ impl std::fmt::Display for ResourceClass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::CpuCluster { cores } => write!(f, "cpu-cluster-{cores}"),
-            Self::Gpu { model } => write!(f, "gpu-{model}"),
+            Self::Gpu { name } => write!(f, "gpu-{name}"),
         }
     }
 }

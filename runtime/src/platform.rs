@@ -110,7 +110,7 @@ impl WorkerInfo {
             name: format!("gpu{index}"),
             kind: ResourceKind::Gpu,
             class: ResourceClass::Gpu {
-                model: model.to_owned(),
+                name: model.to_owned(),
             },
             node: MemoryNode(index + 1),
             cpus: vec![core],
@@ -268,7 +268,7 @@ impl Platform {
                 devices
                     .iter()
                     .enumerate()
-                    .map(|(i, d)| WorkerInfo::device(i, d.device.model(), d.core)),
+                    .map(|(i, d)| WorkerInfo::device(i, d.device.name(), d.core)),
             )
             .collect();
         let model_file = match store {
@@ -354,7 +354,7 @@ impl Platform {
     pub fn link(&self, node: MemoryNode) -> LinkModel {
         self.devices
             .get(node.0.wrapping_sub(1))
-            .and_then(|d| self.lock_models().link(d.device.model()).copied())
+            .and_then(|d| self.lock_models().link(d.device.name()).copied())
             .unwrap_or(DEFAULT_LINK)
     }
 

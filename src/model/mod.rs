@@ -131,8 +131,10 @@ pub struct Speedup {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuModel {
-    /// Device name ("K40m"), the GPU class's name in bounds and traces.
-    pub model: String,
+    /// Device name ("K40m"), the GPU class's name in bounds and traces (`model` in
+    /// platform files).
+    #[serde(rename = "model")]
+    pub name: String,
     /// How many the machine has.
     pub count: usize,
     /// Memory of one GPU, in GB (10^9 bytes): the capacity of its memory node.
@@ -541,7 +543,7 @@ impl PlatformModel {
                     name: format!("gpu{g}"),
                     kind: ResourceKind::Gpu,
                     class: ResourceClass::Gpu {
-                        model: gpu.model.clone(),
+                        name: gpu.name.clone(),
                     },
                     node: MemoryNode(g + 1),
                     cpus: vec![core],
@@ -613,7 +615,7 @@ impl PlatformModel {
         if let (Some(gpu), true) = (&self.gpu, gpus > 0) {
             classes.push((
                 ResourceClass::Gpu {
-                    model: gpu.model.clone(),
+                    name: gpu.name.clone(),
                 },
                 gpus,
             ));
@@ -643,10 +645,10 @@ impl PlatformModel {
                 .iter()
                 .find(|k| k.op == op.name() && k.tile == tile)
                 .map(|k| k.core_gflops * k.speedup(*cores) * (1.0 - k.loaded_reduction(*cores))),
-            ResourceClass::Gpu { model } => self
+            ResourceClass::Gpu { name } => self
                 .gpu
                 .as_ref()
-                .filter(|g| g.model == *model)?
+                .filter(|g| g.name == *name)?
                 .kernels
                 .iter()
                 .find(|k| k.op == op.name() && k.tile == tile)
@@ -665,7 +667,7 @@ impl PlatformModel {
     pub fn check_tile(&self, ops: &[Op], tile: usize, gpus: usize) -> Result<()> {
         let cpu = ResourceClass::CpuCluster { cores: 1 };
         let gpu = self.gpu.as_ref().map(|g| ResourceClass::Gpu {
-            model: g.model.clone(),
+            name: g.name.clone(),
         });
         for &op in ops {
             let on_cpu = self.rate(op, tile, &cpu).is_some();
@@ -751,7 +753,7 @@ mod tests {
                 (ResourceClass::CpuCluster { cores: 10 }, 2),
                 (
                     ResourceClass::Gpu {
-                        model: "K40m".into()
+                        name: "K40m".into()
                     },
                     4
                 )

@@ -77,7 +77,7 @@ pub(super) fn sirocco() -> PlatformModel {
                 .collect(),
         },
         gpu: Some(GpuModel {
-            model: "K40m".into(),
+            name: "K40m".into(),
             count: 4,
             // 12 GB of GDDR5 per K40m (NVIDIA's data sheet).
             memory_gb: 12.0,
@@ -227,7 +227,7 @@ pub(super) fn a100x8() -> PlatformModel {
             kernels: Vec::new(),
         },
         gpu: Some(GpuModel {
-            model: "A100".into(),
+            name: "A100".into(),
             count: 8,
             memory_gb: 40.0,
             link: LinkModel {
@@ -296,7 +296,7 @@ mod tests {
         let one = ResourceClass::CpuCluster { cores: 1 };
         let ten = ResourceClass::CpuCluster { cores: 10 };
         let gpu = ResourceClass::Gpu {
-            model: "K40m".into(),
+            name: "K40m".into(),
         };
         let gemm1 = m.rate(Op::GemmNt, 960, &one).unwrap();
         assert!((gemm1 - 36.46).abs() < 1e-12);

@@ -238,7 +238,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         if platform
             .devices()
             .iter()
-            .any(|d| d.device.model() != "emulated")
+            .any(|d| d.device.name() != "emulated")
         {
             let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0)?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);

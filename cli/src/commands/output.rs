@@ -48,7 +48,7 @@ pub fn gpu_reports(platform: &Platform) -> Vec<GpuReport> {
         .enumerate()
         .map(|(i, d)| GpuReport {
             name: format!("gpu{i}"),
-            model: d.device.model().to_owned(),
+            model: d.device.name().to_owned(),
             budget_bytes: d.device.budget(),
             host_cpu: d.core,
         })
