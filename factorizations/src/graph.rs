@@ -71,31 +71,7 @@ impl std::fmt::Display for TaskId {
     }
 }
 
-impl<T> std::ops::Index<TaskId> for [T] {
-    type Output = T;
-    fn index(&self, id: TaskId) -> &T {
-        &self[id.0]
-    }
-}
-
-impl<T> std::ops::IndexMut<TaskId> for [T] {
-    fn index_mut(&mut self, id: TaskId) -> &mut T {
-        &mut self[id.0]
-    }
-}
-
-impl<T> std::ops::Index<TaskId> for Vec<T> {
-    type Output = T;
-    fn index(&self, id: TaskId) -> &T {
-        &self[id.0]
-    }
-}
-
-impl<T> std::ops::IndexMut<TaskId> for Vec<T> {
-    fn index_mut(&mut self, id: TaskId) -> &mut T {
-        &mut self[id.0]
-    }
-}
+crate::index_by!(TaskId);
 
 /// One task: a tile operation, its tile accesses in the operand order of [`Op`] (reads
 /// first, the written tile last), and its flop count.

@@ -37,7 +37,7 @@ impl std::fmt::Display for Handle {
     }
 }
 
-crate::index_by!(Handle);
+hetla_factorizations::index_by!(Handle);
 
 /// A memory node: 0 is host RAM; GPUs add theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

@@ -26,35 +26,6 @@
 //! parallelism, records the duration in the model, and releases the successors whose last
 //! predecessor this was.
 
-/// Lets tables of a run (`Vec<T>`, `[T]`) be indexed by an id newtype directly.
-macro_rules! index_by {
-    ($id:ty) => {
-        impl<T> std::ops::Index<$id> for [T] {
-            type Output = T;
-            fn index(&self, id: $id) -> &T {
-                &self[id.0]
-            }
-        }
-        impl<T> std::ops::IndexMut<$id> for [T] {
-            fn index_mut(&mut self, id: $id) -> &mut T {
-                &mut self[id.0]
-            }
-        }
-        impl<T> std::ops::Index<$id> for Vec<T> {
-            type Output = T;
-            fn index(&self, id: $id) -> &T {
-                &self[id.0]
-            }
-        }
-        impl<T> std::ops::IndexMut<$id> for Vec<T> {
-            fn index_mut(&mut self, id: $id) -> &mut T {
-                &mut self[id.0]
-            }
-        }
-    };
-}
-pub(crate) use index_by;
-
 mod data;
 mod device;
 mod engine;

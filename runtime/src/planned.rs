@@ -215,26 +215,15 @@ impl Scheduler for Planned {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::WorkerInfo;
+    use crate::scheduler::SchedContext;
 
     fn ids<const N: usize>(tasks: [usize; N]) -> Vec<TaskId> {
         tasks.map(TaskId).to_vec()
     }
-    use crate::platform::WorkerInfo;
-    use crate::scheduler::{ModelTable, SchedContext, TaskInfo};
 
     fn ctx(workers: &[WorkerInfo], tasks: usize) -> SchedContext<'_> {
-        let task = TaskInfo {
-            priority: 0.0,
-            flops: 1.0,
-            allowed: None,
-            key: 0,
-        };
-        let table = ModelTable {
-            class_of_worker: vec![0; workers.len()],
-            classes: 1,
-            stats: vec![Default::default()],
-        };
-        SchedContext::new(workers, &vec![task; tasks], table)
+        SchedContext::uniform(workers, tasks, Default::default())
     }
 
     fn two_workers() -> Vec<WorkerInfo> {

@@ -74,7 +74,7 @@ impl std::fmt::Display for WorkerId {
     }
 }
 
-crate::index_by!(WorkerId);
+hetla_factorizations::index_by!(WorkerId);
 
 /// What the scheduler and the reports know about a worker.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

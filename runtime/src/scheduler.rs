@@ -134,6 +134,24 @@ impl<'a> SchedContext<'a> {
         }
     }
 
+    /// A context (for tests) of `tasks` alike tasks on `workers` of one class, with the
+    /// statistics `stats`.
+    #[cfg(test)]
+    pub(crate) fn uniform(workers: &'a [WorkerInfo], tasks: usize, stats: Stats) -> Self {
+        let task = TaskInfo {
+            priority: 1.0,
+            flops: 1.0,
+            allowed: None,
+            key: 0,
+        };
+        let table = ModelTable {
+            class_of_worker: vec![0; workers.len()],
+            classes: 1,
+            stats: vec![stats],
+        };
+        Self::new(workers, &vec![task; tasks], table)
+    }
+
     /// The context with transfer estimates (on platforms with several memory nodes).
     pub fn with_transfers(mut self, transfers: &'a dyn TransferEstimate) -> Self {
         self.transfers = Some(transfers);
@@ -563,18 +581,7 @@ mod tests {
             mean: 1.0,
             m2: 0.0,
         };
-        let task = TaskInfo {
-            priority: 1.0,
-            flops: 1.0,
-            allowed: None,
-            key: 0,
-        };
-        let table = ModelTable {
-            class_of_worker: vec![0; workers.len()],
-            classes: 1,
-            stats: vec![known],
-        };
-        SchedContext::new(workers, &vec![task; tasks], table)
+        SchedContext::uniform(workers, tasks, known)
     }
 
     #[test]
