@@ -2,7 +2,7 @@
 //! with cudarc (cargo feature `cuda`, on by default).
 //!
 //! The CUDA libraries are loaded when first used, never linked, so this module builds on
-//! any machine. cudarc panics when a library it needs cannot be loaded; every entry point
+//! any machine; [`crate::cuda_libs`] finds them without `LD_LIBRARY_PATH`. cudarc panics when a library it needs cannot be loaded; every entry point
 //! here checks first ([`driver_present`], and the cuBLAS and cuSOLVER libraries in
 //! [`GpuContext::new`]), so a machine without a driver simply has no GPU and a missing
 //! library is an error that says which one.
@@ -118,21 +118,32 @@ impl GpuContext {
     /// Opens device `index`: a context, three streams, and the cuBLAS and cuSOLVER handles.
     /// Errors name the library that cannot be loaded or the device that does not exist.
     pub fn new(index: usize) -> Result<Self, KernelError> {
-        let missing = |lib: &str| KernelError::Gpu {
-            message: format!(
-                "the {lib} library cannot be loaded: install the CUDA 13 libraries and add their folder to LD_LIBRARY_PATH"
-            ),
-        };
         if !driver_present() {
-            return Err(missing("CUDA driver (libcuda)"));
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "the CUDA driver cannot be loaded: {}",
+                    crate::cuda_libs::driver().error.unwrap_or_default()
+                ),
+            });
+        }
+        // Open cuBLAS, cuSOLVER and what they need by absolute path first, so that cudarc
+        // finds them by name (see `cuda_libs`).
+        if let Some(lib) = crate::cuda_libs::libraries().iter().find(|l| !l.loaded()) {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "the {} library cannot be loaded: {}",
+                    lib.name,
+                    lib.error.as_deref().unwrap_or("unknown error")
+                ),
+            });
         }
         // SAFETY: only open the libraries by name to see whether they load.
-        if !unsafe { blas::is_culib_present() } {
-            return Err(missing("cuBLAS (libcublas)"));
-        }
-        // SAFETY: as above.
-        if !unsafe { solver::is_culib_present() } {
-            return Err(missing("cuSOLVER (libcusolver)"));
+        if !unsafe { blas::is_culib_present() } || !unsafe { solver::is_culib_present() } {
+            return Err(KernelError::Gpu {
+                message:
+                    "cuBLAS and cuSOLVER were loaded by path but cudarc cannot open them by name"
+                        .into(),
+            });
         }
         let count = device_count();
         if index >= count {

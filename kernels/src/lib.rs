@@ -36,6 +36,8 @@ macro_rules! openblas {
 mod backend;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cuda_libs;
 mod error;
 mod faer_impl;
 mod op;

@@ -43,6 +43,40 @@ pub struct InfoReport {
     pub topology: TopologyReport,
     pub clusters: ClustersReport,
     pub backends: Vec<String>,
+    /// The CUDA driver and the libraries cuBLAS and cuSOLVER need: where each was loaded
+    /// from and its version, or why not (empty in a build without the `cuda` feature).
+    pub cuda: Vec<CudaLibraryReport>,
+}
+
+#[derive(Serialize)]
+pub struct CudaLibraryReport {
+    pub name: String,
+    pub file: String,
+    pub loaded: bool,
+    pub path: Option<String>,
+    pub version: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The CUDA driver, then the libraries in load order.
+fn cuda_report() -> Vec<CudaLibraryReport> {
+    #[cfg(feature = "cuda")]
+    {
+        use hetla_kernels::cuda_libs;
+        std::iter::once(cuda_libs::driver())
+            .chain(cuda_libs::libraries().iter().cloned())
+            .map(|l| CudaLibraryReport {
+                name: l.name.to_owned(),
+                file: l.file.to_owned(),
+                loaded: l.loaded(),
+                path: l.path.map(|p| p.display().to_string()),
+                version: l.version,
+                error: l.error,
+            })
+            .collect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    Vec::new()
 }
 
 pub fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
@@ -107,6 +141,7 @@ pub fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
                 .collect(),
         },
         backends: Backend::available().iter().map(|b| b.to_string()).collect(),
+        cuda: cuda_report(),
     })
 }
 
@@ -152,5 +187,21 @@ pub fn print_info(r: &InfoReport) {
     }
     if r.emulated_gpus > 0 {
         println!("emulated devices:          {}", r.emulated_gpus);
+    }
+    if r.cuda.is_empty() {
+        println!("CUDA libraries:            none (built without the `cuda` feature)");
+    } else {
+        println!("CUDA libraries:");
+    }
+    for l in &r.cuda {
+        match (&l.path, &l.error) {
+            (Some(path), _) => println!(
+                "  {:<11} {:<9} {path}",
+                l.name,
+                l.version.as_deref().unwrap_or("")
+            ),
+            (None, Some(why)) => println!("  {:<11} not loaded: {why}", l.name),
+            (None, None) => println!("  {:<11} not loaded", l.name),
+        }
     }
 }
