@@ -63,8 +63,9 @@ mod tests {
         if !super::driver_present() {
             assert!(gpus.is_empty());
         }
-        for (i, gpu) in gpus.iter().enumerate() {
-            assert_eq!(gpu.index, i);
+        // Ordinals increase; a device the driver cannot open is left out, so they may skip.
+        assert!(gpus.windows(2).all(|w| w[0].index < w[1].index));
+        for gpu in &gpus {
             assert!(gpu.free_bytes <= gpu.memory_bytes);
         }
     }

@@ -502,6 +502,11 @@ impl GpuContext {
         let info = s
             .clone_dtoh(&scratch.info)
             .map_err(|e| gpu_error("reading POTRF's devInfo", e))?;
+        // The copy is only queued on the compute stream: wait for it before reading the
+        // word (a copy to pageable memory happens to return when done; CUDA does not
+        // promise it).
+        s.synchronize()
+            .map_err(|e| gpu_error("waiting for POTRF's devInfo", e))?;
         match info.first().copied().unwrap_or(0) {
             0 => Ok(()),
             i if i > 0 => Err(KernelError::NotPositiveDefinite {

@@ -108,14 +108,22 @@ impl GpuSelection {
                     .map(|_| Arc::new(EmulatedDevice::new(budget)) as Arc<dyn Device>)
                     .collect());
             }
-            Self::All => (0..hetla_clusters::gpus().len()).collect(),
+            // By the CUDA ordinals discovery reports (a device the driver cannot open is
+            // left out there, so positions and ordinals may differ).
+            Self::All => hetla_clusters::gpus().iter().map(|g| g.index).collect(),
             Self::List(list) => {
-                let present = hetla_clusters::gpus().len();
-                if let Some(&missing) = list.iter().find(|&&i| i >= present) {
+                let present: Vec<usize> = hetla_clusters::gpus().iter().map(|g| g.index).collect();
+                if let Some(&missing) = list.iter().find(|i| !present.contains(i)) {
                     return Err(Error::InvalidOption {
                         option: "gpus",
                         reason: format!(
-                            "there is no GPU {missing}: this machine has {present} (`hetla info` lists them)"
+                            "there is no GPU {missing}: this machine has {} usable ({}; `hetla info` lists them)",
+                            present.len(),
+                            if present.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                format!("ordinals {present:?}")
+                            }
                         ),
                     });
                 }

@@ -95,7 +95,7 @@ pub fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
         GpuSelection::All => (found, 0),
         GpuSelection::None => (Vec::new(), 0),
         GpuSelection::List(list) => {
-            if let Some(&missing) = list.iter().find(|&&i| i >= found.len()) {
+            if let Some(&missing) = list.iter().find(|&&i| !found.iter().any(|g| g.index == i)) {
                 return Err(hetla::Error::InvalidOption {
                     option: "gpus",
                     reason: format!(
