@@ -88,14 +88,13 @@ pub fn search_dirs(var: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     for prefix in prefixes {
         dirs.extend(wheel_dirs(&prefix));
     }
-    let mut seen = Vec::new();
-    dirs.retain(|d| {
-        d.is_dir() && !seen.contains(d) && {
-            seen.push(d.clone());
-            true
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        if dir.is_dir() && !unique.contains(&dir) {
+            unique.push(dir);
         }
-    });
-    dirs
+    }
+    unique
 }
 
 /// The `lib/python3.*/site-packages/nvidia/*/lib` folders of a Python environment, sorted.

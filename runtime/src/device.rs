@@ -96,41 +96,58 @@ impl std::fmt::Display for GpuSelection {
 }
 
 impl GpuSelection {
+    /// The GPUs of `found` (discovery's list, [`hetla_clusters::gpus`]) the selection names,
+    /// by CUDA ordinal (a device the driver cannot open is left out of discovery, so
+    /// positions and ordinals may differ); none for `None` and `Emulated`. Errors name a GPU
+    /// that is not there.
+    pub fn select(
+        &self,
+        found: Vec<hetla_clusters::GpuInfo>,
+    ) -> Result<Vec<hetla_clusters::GpuInfo>> {
+        match self {
+            Self::All => Ok(found),
+            Self::None | Self::Emulated(_) => Ok(Vec::new()),
+            Self::List(list) => list
+                .iter()
+                .map(|&i| {
+                    found.iter().find(|g| g.index == i).cloned().ok_or_else(|| {
+                        let ordinals: Vec<usize> = found.iter().map(|g| g.index).collect();
+                        Error::InvalidOption {
+                            option: "gpus",
+                            reason: format!(
+                                "there is no GPU {i}: this machine has {} usable ({}; `hetla info` lists them)",
+                                ordinals.len(),
+                                if ordinals.is_empty() {
+                                    "none".to_owned()
+                                } else {
+                                    format!("ordinals {ordinals:?}")
+                                }
+                            ),
+                        }
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// Opens the selected devices, each with a memory budget of `budget` bytes (`None`:
     /// 90% of a GPU's free memory; an emulated device then has no limit). Errors name a
     /// GPU that does not exist or cannot be opened.
     pub fn open(&self, budget: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
-        let indices = match self {
-            Self::None => return Ok(Vec::new()),
+        match self {
+            Self::None => Ok(Vec::new()),
             Self::Emulated(k) => {
                 let budget = budget.unwrap_or(usize::MAX);
-                return Ok((0..*k)
+                Ok((0..*k)
                     .map(|_| Arc::new(EmulatedDevice::new(budget)) as Arc<dyn Device>)
-                    .collect());
+                    .collect())
             }
-            // By the CUDA ordinals discovery reports (a device the driver cannot open is
-            // left out there, so positions and ordinals may differ).
-            Self::All => hetla_clusters::gpus().iter().map(|g| g.index).collect(),
-            Self::List(list) => {
-                let present: Vec<usize> = hetla_clusters::gpus().iter().map(|g| g.index).collect();
-                if let Some(&missing) = list.iter().find(|i| !present.contains(i)) {
-                    return Err(Error::InvalidOption {
-                        option: "gpus",
-                        reason: format!(
-                            "there is no GPU {missing}: this machine has {} usable ({}; `hetla info` lists them)",
-                            present.len(),
-                            if present.is_empty() {
-                                "none".to_owned()
-                            } else {
-                                format!("ordinals {present:?}")
-                            }
-                        ),
-                    });
-                }
-                list.clone()
-            }
-        };
-        indices.into_iter().map(|i| open_gpu(i, budget)).collect()
+            Self::All | Self::List(_) => self
+                .select(hetla_clusters::gpus())?
+                .iter()
+                .map(|g| open_gpu(g.index, budget))
+                .collect(),
+        }
     }
 }
 
@@ -188,7 +205,7 @@ impl<T> Replicas<T> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Handle, Arc<RwLock<T>>>> {
         // Map updates are single inserts and removals: a panic cannot leave it torn.
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.map)
     }
 
     fn get(&self, handle: Handle) -> Result<Arc<RwLock<T>>, KernelError> {

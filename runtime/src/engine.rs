@@ -32,11 +32,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use hetla_factorizations::{TaskGraph, TaskId};
+use hetla_factorizations::{Mode, TaskGraph, TaskId};
 use hetla_kernels::KernelError;
 
-use crate::data::{DataRegistry, HOST, Step};
+use crate::data::{DataRegistry, HOST, Handle, Step};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
+use crate::lock;
 use crate::platform::WorkerId;
 use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
 use crate::scheduler::{SchedContext, Scheduler};
@@ -49,12 +50,6 @@ pub(crate) trait Carrier: Sync {
     fn carry_out(&self, steps: Vec<Step>, data: &DataRegistry, at: f64) -> Result<(), KernelError>;
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Registry updates are small and complete under the lock: a panic elsewhere cannot
-    // leave it half-updated.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A run in progress: the scheduler, the data registry and the tasks' readiness, shared by
 /// the workers (see the module documentation).
 pub(crate) struct Engine<'a> {
@@ -62,17 +57,10 @@ pub(crate) struct Engine<'a> {
     ctx: SchedContext<'a>,
     scheduler: Box<dyn Scheduler>,
     tables: &'a Tables,
-    several_nodes: bool,
     remaining: Vec<AtomicUsize>,
     unfinished: AtomicUsize,
     stop: AtomicBool,
     failure: Mutex<Option<(RunStep, TaskFailure)>>,
-}
-
-/// What a task's end changed.
-pub(crate) struct Finished {
-    /// Some successor became ready.
-    pub released: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -90,9 +78,8 @@ impl<'a> Engine<'a> {
         let scheduler = options
             .build_scheduler(ctx.workers().len(), n)
             .map_err(|reason| (RunStep::Setup, TaskFailure::Plan(reason)))?;
-        let several_nodes = tables.several_nodes;
         // With the host as the only memory node no copy is ever needed: no estimates.
-        let ctx = if several_nodes {
+        let ctx = if tables.several_nodes {
             ctx.with_transfers(transfers)
         } else {
             ctx
@@ -102,7 +89,6 @@ impl<'a> Engine<'a> {
             ctx,
             scheduler,
             tables,
-            several_nodes,
             remaining: graph
                 .ids()
                 .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
@@ -116,6 +102,11 @@ impl<'a> Engine<'a> {
     /// The scheduler's view of the run (workers, estimates, the model table).
     pub fn ctx(&self) -> &SchedContext<'a> {
         &self.ctx
+    }
+
+    /// The data handles `task` uses, with their access modes (its operands in order).
+    pub fn accesses(&self, task: TaskId) -> &[(Handle, Mode)] {
+        &self.tables.handles[task]
     }
 
     /// Whether the run has ended: every task finished, or a failure.
@@ -175,7 +166,7 @@ impl<'a> Engine<'a> {
     /// Puts the tiles the options place on their nodes (before the clock starts).
     pub fn place(&self, carrier: &dyn Carrier) -> Result<(), TaskFailure> {
         let placement = &self.tables.placement;
-        if placement.is_empty() || !self.several_nodes {
+        if placement.is_empty() || !self.tables.several_nodes {
             return Ok(());
         }
         let placed = self.with_data(carrier, 0.0, |d| {
@@ -205,7 +196,7 @@ impl<'a> Engine<'a> {
     /// prefetches its tiles to the worker the scheduler bound it to, if any.
     fn push(&self, carrier: &dyn Carrier, task: TaskId, origin: Option<WorkerId>, now: f64) {
         self.scheduler.push(task, origin, now, &self.ctx);
-        if !self.several_nodes {
+        if !self.tables.several_nodes {
             return;
         }
         if let Some(w) = self.scheduler.assigned_worker(task) {
@@ -237,7 +228,7 @@ impl<'a> Engine<'a> {
             self.fail(RunStep::Task(task), failure);
             return false;
         }
-        if !self.several_nodes {
+        if !self.tables.several_nodes {
             return true;
         }
         let next = self.scheduler.lookahead(w, PREFETCH_DEPTH);
@@ -253,7 +244,8 @@ impl<'a> Engine<'a> {
 
     /// Ends `task` on worker `w` at `end` with `outcome`: unpins its tiles, drops those
     /// released after it from a device, and, when it succeeded, tells the scheduler and
-    /// pushes the successors it made ready. The last task's end stops the run.
+    /// pushes the successors it made ready (true when some became ready). The last task's
+    /// end stops the run.
     pub fn finish(
         &self,
         carrier: &dyn Carrier,
@@ -261,7 +253,7 @@ impl<'a> Engine<'a> {
         w: WorkerId,
         end: f64,
         outcome: Result<(), TaskFailure>,
-    ) -> Finished {
+    ) -> bool {
         let mut released = false;
         let node = self.ctx.workers()[w].node;
         lock(&self.tables.data).end_task(&self.tables.handles[task], node);
@@ -270,13 +262,13 @@ impl<'a> Engine<'a> {
             for &h in &self.tables.releases[task] {
                 if let Err(error) = self.with_data(carrier, end, |d| d.evict(h, node)) {
                     self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
-                    return Finished { released };
+                    return released;
                 }
             }
         }
         if let Err(failure) = outcome {
             self.fail(RunStep::Task(task), failure);
-            return Finished { released };
+            return released;
         }
         self.scheduler.done(task, w, end, &self.ctx);
         for &s in self.graph.successors(task) {
@@ -288,13 +280,13 @@ impl<'a> Engine<'a> {
         if self.unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.stop.store(true, Ordering::SeqCst);
         }
-        Finished { released }
+        released
     }
 
     /// Writes back every tile whose only valid copy is on a device (the caller's matrix
     /// must hold the result, also after a failure).
     pub fn flush(&self, carrier: &dyn Carrier, now: f64) {
-        if !self.several_nodes {
+        if !self.tables.several_nodes {
             return;
         }
         if let Err(error) = self.with_data(carrier, now, |d| d.flush_to_host()) {

@@ -177,7 +177,7 @@ impl Signal {
     fn bump(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         // Taking the lock orders this bump after any waiter's check of the epoch.
-        let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let waiters = crate::lock(&self.waiters);
         if *waiters > 0 {
             self.cv.notify_all();
         }
@@ -185,7 +185,7 @@ impl Signal {
 
     /// Sleeps until the epoch moves past `seen` or `stop` is set.
     fn wait(&self, seen: u64, stop: &AtomicBool) {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiters = crate::lock(&self.waiters);
         *waiters += 1;
         while self.epoch() == seen && !stop.load(Ordering::SeqCst) {
             waiters = self.cv.wait(waiters).unwrap_or_else(|e| e.into_inner());
@@ -220,7 +220,7 @@ impl Carrier for Devices<'_> {
                     let start = self.now();
                     self.copy(copy)?;
                     let end = self.now();
-                    let mut transfers = self.transfers.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut transfers = crate::lock(&self.transfers);
                     transfers.push(TransferEvent {
                         transfer: copy,
                         start,
@@ -305,7 +305,6 @@ fn worker_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
     signal: &Signal,
-    handles: &[Vec<(Handle, Mode)>],
     w: WorkerId,
     cores: usize,
     device: Option<&dyn Device>,
@@ -329,7 +328,7 @@ fn worker_loop(
         }
         let start = carrier.now();
         let result = catch_unwind(AssertUnwindSafe(|| match device {
-            Some(device) => carrier.run_on_device(task, &handles[task], device),
+            Some(device) => carrier.run_on_device(task, engine.accesses(task), device),
             None => carrier.work.run(task, par),
         }));
         let end = carrier.now();
@@ -349,8 +348,8 @@ fn worker_loop(
             Ok(Err(error)) => Err(TaskFailure::Kernel(error)),
             Err(panic) => Err(TaskFailure::Panic(panic_message(&*panic))),
         };
-        let finished = engine.finish(carrier, task, w, end, outcome);
-        if finished.released || engine.stopped() {
+        let released = engine.finish(carrier, task, w, end, outcome);
+        if released || engine.stopped() {
             signal.bump();
         }
     }
@@ -451,22 +450,13 @@ pub fn execute(
     let clusters = platform.clusters();
     let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {
         let (engine, carrier, signal) = (&engine, &carrier, &signal);
-        let handles = &tables.handles;
         let mut threads: Vec<_> = clusters
             .iter()
             .enumerate()
             .map(|(w, cluster)| {
                 s.spawn(move || {
                     cluster.pool().install(|| {
-                        worker_loop(
-                            engine,
-                            carrier,
-                            signal,
-                            handles,
-                            WorkerId(w),
-                            cluster.size(),
-                            None,
-                        )
+                        worker_loop(engine, carrier, signal, WorkerId(w), cluster.size(), None)
                     })
                 })
             })
@@ -475,15 +465,7 @@ pub fn execute(
             let w = WorkerId(clusters.len() + i);
             threads.push(s.spawn(move || {
                 hetla_clusters::pin_current_thread(device.core);
-                worker_loop(
-                    engine,
-                    carrier,
-                    signal,
-                    handles,
-                    w,
-                    1,
-                    Some(&*device.device),
-                )
+                worker_loop(engine, carrier, signal, w, 1, Some(&*device.device))
             }));
         }
         threads

@@ -121,7 +121,7 @@ impl Planned {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// EffectiveSteal: the not-yet-started group of another processor whose first task

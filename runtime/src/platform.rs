@@ -185,7 +185,7 @@ impl Platform {
     /// platform (`solve_spd`, `Cholesky::new()`), so pools are started and models read
     /// once per process, not at every call.
     pub fn shared(spec: &ClusterSpec, backend: Backend) -> Result<Arc<Platform>> {
-        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = crate::lock(&SHARED);
         if let Some((_, _, p)) = shared.iter().find(|(s, b, _)| s == spec && *b == backend) {
             return Ok(p.clone());
         }
@@ -331,7 +331,7 @@ impl Platform {
 
     /// The tile chosen earlier for a Cholesky factorisation of order `n`.
     pub fn remembered_tile(&self, n: usize) -> Option<TileChoice> {
-        let choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
+        let choices = crate::lock(&self.tile_choices);
         choices
             .iter()
             .find(|(m, _)| *m == n)
@@ -340,14 +340,14 @@ impl Platform {
 
     /// Remembers the tile chosen for order `n`.
     pub fn remember_tile(&self, n: usize, choice: TileChoice) {
-        let mut choices = self.tile_choices.lock().unwrap_or_else(|e| e.into_inner());
+        let mut choices = crate::lock(&self.tile_choices);
         choices.retain(|(m, _)| *m != n);
         choices.push((n, choice));
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
     pub fn lock_run(&self) -> MutexGuard<'_, ()> {
-        self.run_lock.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.run_lock)
     }
 
     /// The link model of the device on `node`: calibrated, else [`DEFAULT_LINK`].
@@ -404,7 +404,7 @@ impl Platform {
     fn lock_models(&self) -> std::sync::MutexGuard<'_, PerfModels> {
         // A panic while the lock was held cannot leave the map half-updated in a way that
         // matters (each update is one entry): keep using it.
-        self.models.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.models)
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) struct LinkEstimate<'a> {
 impl TransferEstimate for LinkEstimate<'_> {
     fn seconds(&self, task: TaskId, worker: WorkerId) -> f64 {
         let node = self.workers[worker].node;
-        let data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let data = crate::lock(self.data);
         self.handles[task]
             .iter()
             .filter(|&&(h, _)| !data.is_valid(h, node))

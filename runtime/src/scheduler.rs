@@ -36,9 +36,9 @@ use crossbeam_deque::{Injector, Stealer, Worker as Deque};
 
 use hetla_factorizations::TaskId;
 
+use crate::lock;
 use crate::perfmodel::Stats;
-use crate::platform::WorkerId;
-use crate::platform::{ResourceKind, WorkerInfo};
+use crate::platform::{ResourceKind, WorkerId, WorkerInfo};
 
 /// A duration estimate for a task on a worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -215,7 +215,7 @@ impl<'a> SchedContext<'a> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Stats, Stats)>> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.table)
     }
 }
 
@@ -337,12 +337,6 @@ fn queued(task: TaskId, ctx: &SchedContext<'_>) -> Queued {
         priority: ctx.priority(task),
         task,
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Scheduler state stays consistent across a panicking kernel (kernels run outside
-    // these locks), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[derive(Default)]

@@ -60,7 +60,7 @@ use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
 use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
 use crate::trace::{TaskEvent, Trace, TransferEvent};
-use crate::{Error, Result};
+use crate::{Error, Result, lock};
 
 /// A modelled machine's workers, memory nodes and links, as a simulated run sees them.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,10 +156,6 @@ impl SimOptions {
             })
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A task end in the event queue: time, then scheduling order.
@@ -515,7 +511,10 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }));
             seq += 1;
         }
-        if let Some(failure) = engine.failure() {
+        // A failure stops the run; the flag is set at the last task's end too.
+        if engine.stopped()
+            && let Some(failure) = engine.failure()
+        {
             return Err(run_error(graph, failure));
         }
         let Some(Reverse(done)) = ends.pop() else {

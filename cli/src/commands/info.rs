@@ -91,28 +91,10 @@ pub fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
     };
     use hetla_clusters::Level;
     let found = hetla_clusters::gpus();
-    let (gpus, emulated_gpus) = match &args.gpus {
-        GpuSelection::All => (found, 0),
-        GpuSelection::None => (Vec::new(), 0),
-        GpuSelection::List(list) => {
-            if let Some(&missing) = list.iter().find(|&&i| !found.iter().any(|g| g.index == i)) {
-                return Err(hetla::Error::InvalidOption {
-                    option: "gpus",
-                    reason: format!(
-                        "there is no GPU {missing}: this machine has {}",
-                        found.len()
-                    ),
-                });
-            }
-            (
-                found
-                    .into_iter()
-                    .filter(|g| list.contains(&g.index))
-                    .collect(),
-                0,
-            )
-        }
-        GpuSelection::Emulated(k) => (Vec::new(), *k),
+    let gpus = args.gpus.select(found)?;
+    let emulated_gpus = match args.gpus {
+        GpuSelection::Emulated(k) => k,
+        _ => 0,
     };
     // As a platform does: one core per GPU host thread, taken before clusters are formed.
     let left =
