@@ -56,10 +56,10 @@ pub use tiled::{TiledMatrix, mat_from_slice};
 pub mod runtime {
     pub use hetla_runtime::{
         DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, KernelKey, KernelSummary,
-        LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, PerfModels, Platform, ResourceClass,
-        ResourceKind, Result, RunError, RunOptions, RunStep, SchedulerKind, SimOptions, Stats,
-        TaskEvent, TaskFailure, Trace, TraceSummary, TransferEvent, WorkerSummary, Workload,
-        execute,
+        Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, Pending, PerfModels,
+        Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError, RunOptions, RunStep,
+        SchedulerKind, SimOptions, Stats, TaskEvent, TaskFailure, Trace, TraceSummary,
+        TransferEvent, WorkerSummary, Workload, execute,
     };
 }
 

@@ -217,3 +217,45 @@ fn real_gpus_factor_correctly_or_the_skip_says_why() {
         }
     }
 }
+
+#[test]
+fn a_device_keeps_several_kernels_in_flight_and_none_reads_a_tile_before_its_upload() {
+    // Uploads that take 2 ms each: a kernel queued behind them must wait on the device,
+    // while the worker goes on popping and launching the next tasks.
+    let (n, b) = (800, 100);
+    let devices: Vec<Arc<EmulatedDevice>> = (0..2)
+        .map(|_| {
+            Arc::new(
+                EmulatedDevice::new(usize::MAX)
+                    .with_upload_delay(std::time::Duration::from_millis(2)),
+            )
+        })
+        .collect();
+    let p = platform("none", &devices);
+    let (residual, trace) = factor(&p, n, b);
+    assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+    assert_eq!(trace.tasks.len(), 120);
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(d.early_reads(), 0, "device {i}");
+        assert!(
+            (2..=hetla::runtime::QUEUE_DEPTH).contains(&d.peak_in_flight()),
+            "device {i} had at most {} kernels in flight",
+            d.peak_in_flight()
+        );
+    }
+}
+
+#[test]
+fn a_queued_task_that_does_not_fit_waits_for_the_queue_instead_of_failing() {
+    // Room for 4 tiles of 100 x 100: a GEMM pins 3, so two queued tasks rarely fit at
+    // once; the worker must wait for its queue, not report the memory as too small.
+    let (n, b) = (800, 100);
+    let devices: Vec<Arc<EmulatedDevice>> = vec![Arc::new(
+        EmulatedDevice::new(4 * b * b * 8).with_upload_delay(std::time::Duration::from_millis(1)),
+    )];
+    let p = platform("none", &devices);
+    let (residual, _) = factor(&p, n, b);
+    assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+    assert!(devices[0].peak_bytes() <= devices[0].budget());
+    assert_eq!(devices[0].early_reads(), 0);
+}

@@ -13,6 +13,13 @@
 //! stream that uses it wait for that event, so an upload followed by a kernel on the other
 //! stream is ordered without a host-side wait.
 //!
+//! Kernels are **launched**, not run: [`GpuContext::launch`] queues the kernel between two
+//! timing events and returns a [`GpuKernel`], so a worker keeps several kernels in flight
+//! and waits only for the oldest. The events give the kernel's own duration (the wait for
+//! its uploads comes before the first event), which is what the performance models
+//! record. POTRF's `devInfo` is copied to page-locked memory on the same stream and read
+//! once the end event has completed.
+//!
 //! Host memory: the tiles live in the caller's matrix, which is pageable and strided (a
 //! tile of a column-major matrix with a larger leading dimension). Transfers therefore go
 //! through page-locked **staging buffers** owned by the context, a few per tile size,
@@ -26,10 +33,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::cublas::{CudaBlas, sys as blas};
-use cudarc::cusolver::{DnHandle, sys as solver};
+use cudarc::cublas::{result as blas_result, sys as blas};
+use cudarc::cusolver::{result as solver_result, sys as solver};
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
+    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
+    sys as driver_sys,
 };
 use faer::{MatMut, MatRef};
 
@@ -83,10 +91,96 @@ impl GpuTile {
     }
 }
 
-/// POTRF's device-side scratch: its workspace and its `devInfo`.
+/// POTRF's workspace, shared by the POTRFs queued on the compute stream (they run one after
+/// the other; a larger one replaces it, and the old buffer is freed in stream order).
 struct PotrfScratch {
     work: CudaSlice<f64>,
-    info: CudaSlice<i32>,
+}
+
+/// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`,
+/// whose `Drop` panics when the destroy call fails (after a device error, say): here a
+/// failed destroy is ignored, as nothing can be done about it at that point.
+struct BlasHandle(blas::cublasHandle_t);
+
+impl Drop for BlasHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by `cublasCreate` and is destroyed once.
+        let _ = unsafe { blas_result::destroy_handle(self.0) };
+    }
+}
+
+/// A cuSOLVER dense handle bound to the compute stream (see [`BlasHandle`] for why not
+/// cudarc's `DnHandle`).
+struct SolverHandle(solver::cusolverDnHandle_t);
+
+impl Drop for SolverHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by `cusolverDnCreate` and is destroyed once.
+        let _ = unsafe { solver_result::dn_destroy(self.0) };
+    }
+}
+
+// SAFETY: cuBLAS and cuSOLVER handles may be used from any thread, one call at a time; the
+// context serialises the calls that use them (`GpuContext::launch` holds `queue`).
+unsafe impl Send for BlasHandle {}
+unsafe impl Sync for BlasHandle {}
+unsafe impl Send for SolverHandle {}
+unsafe impl Sync for SolverHandle {}
+
+/// A kernel queued on the compute stream by [`GpuContext::launch`]: timing events around
+/// it and, for POTRF, its `devInfo` word on its way to page-locked host memory.
+#[must_use = "a launched kernel must be waited for to learn whether it succeeded"]
+pub struct GpuKernel {
+    op: Op,
+    start: CudaEvent,
+    end: CudaEvent,
+    info: Option<PinnedHostSlice<i32>>,
+}
+
+impl GpuKernel {
+    /// Whether the kernel (and its `devInfo` copy) has finished; errors of the stream are
+    /// reported by [`GpuKernel::wait`].
+    pub fn is_done(&self) -> bool {
+        self.end.try_is_complete().unwrap_or(true)
+    }
+
+    /// Waits for the kernel and returns its duration on the device in seconds (between
+    /// events recorded just before and after it: the wait for its operands' uploads is not
+    /// in it). A POTRF whose `devInfo` is positive is
+    /// [`KernelError::NotPositiveDefinite`] at that column of the tile.
+    pub fn wait(self) -> Result<f64, KernelError> {
+        let op = self.op;
+        self.end
+            .synchronize()
+            .map_err(|e| gpu_error(&format!("waiting for {op}"), e))?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(|e| gpu_error(&format!("timing {op}"), e))?;
+        if let Some(info) = &self.info {
+            // The copy was queued before the end event, which has completed.
+            let word = info
+                .as_slice()
+                .map_err(|e| gpu_error("reading POTRF's devInfo", e))?
+                .first()
+                .copied()
+                .unwrap_or(0);
+            match word {
+                0 => {}
+                i if i > 0 => {
+                    return Err(KernelError::NotPositiveDefinite {
+                        index: (i - 1) as usize,
+                    });
+                }
+                i => {
+                    return Err(KernelError::Gpu {
+                        message: format!("cusolverDnDpotrf rejected its argument {}", -i),
+                    });
+                }
+            }
+        }
+        Ok(f64::from(ms) / 1e3)
+    }
 }
 
 /// One device: its context, compute and copy streams, cuBLAS and cuSOLVER handles, and
@@ -98,9 +192,11 @@ pub struct GpuContext {
     compute: Arc<CudaStream>,
     h2d: Arc<CudaStream>,
     d2h: Arc<CudaStream>,
-    blas: CudaBlas,
-    solver: DnHandle,
-    potrf: Mutex<PotrfScratch>,
+    blas: BlasHandle,
+    solver: SolverHandle,
+    /// Held while a kernel is queued: the handles and POTRF's workspace are used by one
+    /// call at a time.
+    queue: Mutex<PotrfScratch>,
     /// Staging buffers by length in elements, least recently used first.
     staging: Mutex<HashMap<usize, VecDeque<PinnedHostSlice<f64>>>>,
 }
@@ -158,18 +254,24 @@ impl GpuContext {
                 .map_err(|e| gpu_error("creating a stream", e))
         };
         let (compute, h2d, d2h) = (stream()?, stream()?, stream()?);
-        let blas = CudaBlas::new(compute.clone()).map_err(|e| gpu_error("cublasCreate", e))?;
+        // SAFETY: creating handles and binding them to a live stream of this context (bound
+        // to the thread above by `new_stream`).
+        let blas =
+            BlasHandle(blas_result::create_handle().map_err(|e| gpu_error("cublasCreate", e))?);
+        unsafe { blas_result::set_stream(blas.0, compute.cu_stream() as _) }
+            .map_err(|e| gpu_error("cublasSetStream", e))?;
         let solver =
-            DnHandle::new(compute.clone()).map_err(|e| gpu_error("cusolverDnCreate", e))?;
-        let alloc = |what, e| gpu_error(what, e);
+            SolverHandle(solver_result::dn_create().map_err(|e| gpu_error("cusolverDnCreate", e))?);
+        unsafe { solver_result::dn_set_stream(solver.0, compute.cu_stream() as _) }
+            .map_err(|e| gpu_error("cusolverDnSetStream", e))?;
         let potrf = PotrfScratch {
             work: compute
                 .alloc_zeros(1)
-                .map_err(|e| alloc("allocating POTRF's workspace", e))?,
-            info: compute
-                .alloc_zeros(1)
-                .map_err(|e| alloc("allocating POTRF's devInfo", e))?,
+                .map_err(|e| gpu_error("allocating POTRF's workspace", e))?,
         };
+        if ctx.has_async_alloc() {
+            keep_pool_memory(&ctx)?;
+        }
         Ok(Self {
             index,
             name,
@@ -179,7 +281,7 @@ impl GpuContext {
             d2h,
             blas,
             solver,
-            potrf: Mutex::new(potrf),
+            queue: Mutex::new(potrf),
             staging: Mutex::new(HashMap::new()),
         })
     }
@@ -335,32 +437,80 @@ impl GpuContext {
         result
     }
 
-    /// Runs `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the
-    /// compute stream, and returns when the kernel has finished. Shapes are checked first.
-    pub fn run(&self, op: Op, reads: &[&GpuTile], write: &mut GpuTile) -> Result<(), KernelError> {
+    /// Runs `op` on device tiles and waits for it; returns the kernel's seconds on the
+    /// device (see [`GpuContext::launch`]).
+    pub fn run(&self, op: Op, reads: &[&GpuTile], write: &mut GpuTile) -> Result<f64, KernelError> {
+        self.launch(op, reads, write)?.wait()
+    }
+
+    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the
+    /// compute stream, after the copies into them, and returns at once: the host never
+    /// waits for one kernel before queueing the next. Shapes are checked first.
+    pub fn launch(
+        &self,
+        op: Op,
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+    ) -> Result<GpuKernel, KernelError> {
         let mut shapes: Vec<_> = reads.iter().map(|t| (t.rows, t.cols)).collect();
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
-        if write.rows == 0 || write.cols == 0 {
-            return Ok(());
-        }
         self.bind()?;
-        if op == Op::Potrf {
-            return self.potrf(write);
+        let s = &self.compute;
+        let mut scratch = lock(&self.queue);
+        let timing = Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let event = || {
+            self.ctx
+                .new_event(timing)
+                .map_err(|e| gpu_error("creating an event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        let mut info = None;
+        if write.rows > 0 && write.cols > 0 {
+            if op == Op::Potrf {
+                info = Some(self.queue_potrf(write, &mut scratch, &start)?);
+            } else {
+                self.queue_blas(op, reads, write, &start)?;
+            }
+        } else {
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
         }
+        end.record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        Ok(GpuKernel {
+            op,
+            start,
+            end,
+            info,
+        })
+    }
+
+    /// Queues a cuBLAS call for `op` (not POTRF), `start` recorded just before it, once the
+    /// stream waits for the operands' copies.
+    fn queue_blas(
+        &self,
+        op: Op,
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+        start: &CudaEvent,
+    ) -> Result<(), KernelError> {
         use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
         use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
         use blas::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
         use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
         let s = &self.compute;
-        let h = *self.blas.handle();
+        let h = self.blas.0;
         let (one, minus_one) = (1.0f64, -1.0f64);
         let ld = |t: &GpuTile| int(t.rows.max(1));
         let (m, n) = (int(write.rows)?, int(write.cols)?);
         let ldc = ld(write)?;
         let a = reads[0];
         let (lda, a_rows, a_cols) = (ld(a)?, int(a.rows)?, int(a.cols)?);
+        // Taking a device pointer makes the stream wait for the buffer's earlier copies;
+        // dropping the guard records this use for later ones.
         let (pa, _read_a) = a.data.device_ptr(s);
         let b = reads.get(1).copied();
         let (pb, _read_b) = match b {
@@ -373,10 +523,13 @@ impl GpuContext {
         let ldb = b.map_or(Ok(1), ld)?;
         let (pc, _write_c) = write.data.device_ptr_mut(s);
         let (pa, pb, pc) = (pa as *const f64, pb as *const f64, pc as *mut f64);
-        // SAFETY: the pointers are live device buffers of the shapes checked above, with
-        // their leading dimensions; cudarc's guards order the compute stream after earlier
-        // copies into them and record this use for later ones; scalars are host pointers
-        // (cuBLAS's default pointer mode) that outlive the call, which only queues work.
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        // SAFETY: the pointers are live device buffers of the shapes checked by `launch`,
+        // with their leading dimensions; cudarc's guards order the compute stream after
+        // earlier copies into them and record this use for later ones; scalars are host
+        // pointers (cuBLAS's default pointer mode) read before the call returns.
         let status = unsafe {
             match op {
                 Op::Trsm => {
@@ -429,19 +582,18 @@ impl GpuContext {
                         ldc,
                     )
                 }
-                Op::Potrf => unreachable!("handled above"),
+                Op::Potrf => unreachable!("queued by queue_potrf"),
             }
         };
         status
             .result()
-            .map_err(|e| gpu_error(&format!("cuBLAS {op}"), e))?;
-        s.synchronize()
-            .map_err(|e| gpu_error(&format!("waiting for {op}"), e))
+            .map_err(|e| gpu_error(&format!("cuBLAS {op}"), e))
     }
 
     /// The reference rate of the device: copies the whole matrix `a` to device memory
     /// (untimed), factors it there with one cusolverDnDpotrf call, and returns the seconds
-    /// of that call alone, waited for. The factor stays on the device (discarded).
+    /// of that call alone, timed by events on the device. The factor stays on the device
+    /// (discarded).
     pub fn time_resident_potrf(&self, a: MatRef<'_, f64>) -> Result<f64, KernelError> {
         let n = a.nrows();
         if a.ncols() != n {
@@ -460,19 +612,22 @@ impl GpuContext {
             .memcpy_htod(&packed, &mut tile.data)
             .map_err(|e| gpu_error("copying the matrix to the device", e))?;
         self.wait_uploads()?;
-        let start = std::time::Instant::now();
-        self.potrf(&mut tile)?;
-        Ok(start.elapsed().as_secs_f64())
+        self.run(Op::Potrf, &[], &mut tile)
     }
 
-    /// cusolverDnDpotrf on the lower triangle; a positive devInfo is
-    /// [`KernelError::NotPositiveDefinite`] at that column of the tile.
-    fn potrf(&self, a: &mut GpuTile) -> Result<(), KernelError> {
+    /// Queues cusolverDnDpotrf on the lower triangle of `a`, `start` recorded just before
+    /// it, and the copy of its `devInfo` into page-locked memory after it (read by
+    /// [`GpuKernel::wait`]).
+    fn queue_potrf(
+        &self,
+        a: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<PinnedHostSlice<i32>, KernelError> {
         use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
         let s = &self.compute;
-        let h = self.solver.cu();
+        let h = self.solver.0;
         let (n, lda) = (int(a.rows)?, int(a.rows.max(1))?);
-        let mut scratch = lock(&self.potrf);
         let mut lwork = 0i32;
         {
             let (pa, _use_a) = a.data.device_ptr_mut(s);
@@ -488,33 +643,50 @@ impl GpuContext {
                 .alloc_zeros(needed)
                 .map_err(|e| gpu_error("allocating POTRF's workspace", e))?;
         }
+        let mut info = s
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| gpu_error("allocating POTRF's devInfo", e))?;
+        // SAFETY: one i32, written by the copy below before it is read.
+        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(1, 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for devInfo", e))?;
         {
-            let PotrfScratch { work, info } = &mut *scratch;
             let (pa, _use_a) = a.data.device_ptr_mut(s);
-            let (pw, _use_w) = work.device_ptr_mut(s);
+            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
             let (pi, _use_i) = info.device_ptr_mut(s);
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
             // SAFETY: live device buffers: A (n x n, lda), a workspace of at least lwork
             // elements, one int for devInfo; the call only queues work on the stream.
             unsafe { solver::cusolverDnDpotrf(h, LOWER, n, pa as _, lda, pw as _, lwork, pi as _) }
                 .result()
                 .map_err(|e| gpu_error("cusolverDnDpotrf", e))?;
         }
-        let info = s
-            .clone_dtoh(&scratch.info)
-            .map_err(|e| gpu_error("reading POTRF's devInfo", e))?;
-        // The copy is only queued on the compute stream: wait for it before reading the
-        // word (a copy to pageable memory happens to return when done; CUDA does not
-        // promise it).
-        s.synchronize()
-            .map_err(|e| gpu_error("waiting for POTRF's devInfo", e))?;
-        match info.first().copied().unwrap_or(0) {
-            0 => Ok(()),
-            i if i > 0 => Err(KernelError::NotPositiveDefinite {
-                index: (i - 1) as usize,
-            }),
-            i => Err(KernelError::Gpu {
-                message: format!("cusolverDnDpotrf rejected its argument {}", -i),
-            }),
-        }
+        s.memcpy_dtoh(&info, &mut host)
+            .map_err(|e| gpu_error("copying POTRF's devInfo", e))?;
+        Ok(host)
     }
+}
+
+/// Keeps freed device memory in the default memory pool (used by cudarc's stream-ordered
+/// allocations where the device has one), instead of returning it to the
+/// driver at each synchronisation (the release threshold is 0 by default), so that the
+/// tiles a run allocates and frees over and over do not pay the driver's allocation cost.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
+    let mut pool = std::ptr::null_mut();
+    // SAFETY: the device handle is the context's; `pool` is written by the call.
+    unsafe { driver_sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }
+        .result()
+        .map_err(|e| gpu_error("cuDeviceGetDefaultMemPool", e))?;
+    let mut threshold = u64::MAX;
+    // SAFETY: the release threshold attribute takes a pointer to a u64 that outlives the call.
+    unsafe {
+        driver_sys::cuMemPoolSetAttribute(
+            pool,
+            driver_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&raw mut threshold).cast(),
+        )
+    }
+    .result()
+    .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
 }

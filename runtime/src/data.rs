@@ -250,22 +250,7 @@ impl DataRegistry {
         node: MemoryNode,
     ) -> Result<Vec<Transfer>, NoRoom> {
         // Check first, so that a refused task changes nothing.
-        if let Some(capacity) = self.capacity[node.0] {
-            let mut extra = 0;
-            for (i, &(h, _)) in accesses.iter().enumerate() {
-                let repeated = accesses[..i].iter().any(|&(o, _)| o == h);
-                if self.pins[h][node.0] == 0 && !repeated {
-                    extra += self.bytes[h];
-                }
-            }
-            if self.pinned[node.0] + extra > capacity {
-                return Err(NoRoom {
-                    node: node.0,
-                    capacity,
-                    needed: self.pinned[node.0] + extra,
-                });
-            }
-        }
+        self.fits(accesses, node)?;
         for &(h, _) in accesses {
             self.pin(h, node);
         }
@@ -275,6 +260,30 @@ impl DataRegistry {
             self.set_mode(h, node, mode);
         }
         Ok(copies)
+    }
+
+    /// Whether the tiles of a task fit on `node` beside those the running tasks pin there
+    /// (every other tile can be evicted).
+    pub fn fits(&self, accesses: &[(Handle, Mode)], node: MemoryNode) -> Result<(), NoRoom> {
+        let Some(capacity) = self.capacity[node.0] else {
+            return Ok(());
+        };
+        let mut extra = 0;
+        for (i, &(h, _)) in accesses.iter().enumerate() {
+            let repeated = accesses[..i].iter().any(|&(o, _)| o == h);
+            if self.pins[h][node.0] == 0 && !repeated {
+                extra += self.bytes[h];
+            }
+        }
+        let needed = self.pinned[node.0] + extra;
+        if needed > capacity {
+            return Err(NoRoom {
+                node: node.0,
+                capacity,
+                needed,
+            });
+        }
+        Ok(())
     }
 
     /// Unpins the tiles of a finished task.

@@ -8,15 +8,27 @@
 //!   core), and transfers that are real copies. It runs everywhere, so tests check with
 //!   real numbers that replicas, transfers, eviction and write-back keep every tile right.
 //!
+//! Both are asynchronous in the same way: an upload packs the host tile and queues the
+//! copy on a copy stream; [`Device::launch`] queues a kernel on the compute stream and
+//! returns a [`Launched`] ticket at once; the kernel waits, on the device, for the copies
+//! into its operands (CUDA events; the emulated device's events and stream threads do the
+//! same), and its ticket gives its duration on the device. A device worker keeps up to
+//! [`Device::queue_depth`] kernels in flight and waits only for the oldest. The emulated
+//! device checks, in each kernel, that no copy into an operand is still on its way (a
+//! kernel that would read a tile before its upload arrived fails and is counted), can
+//! delay its uploads to make such a race likely, and counts the kernels in flight.
+//!
 //! The runtime's data layer decides what moves ([`crate::data::DataRegistry`]); the
 //! executor carries the copies out through this interface, by data handle: `upload` makes
 //! (or refreshes) the device's replica of a handle from a host tile, `download` writes it
-//! back into a host tile, `release` frees it, and `run` executes an operation on replicas.
+//! back into a host tile, `release` frees it, and `launch` queues an operation on replicas.
 //! A device holds the replicas of one run at a time; the executor clears it at the end.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
@@ -164,6 +176,41 @@ fn open_gpu(index: usize, _budget: Option<usize>) -> Result<Arc<dyn Device>> {
     })
 }
 
+/// Kernels a device worker keeps queued on its device by default: the uploads of the next
+/// tasks overlap the running kernel, and the tiles they pin leave room to cache others.
+pub const QUEUE_DEPTH: usize = 4;
+
+/// A kernel queued on a device by [`Device::launch`]: wait for it to learn whether it
+/// succeeded and how long it ran on the device.
+#[must_use = "a launched kernel must be waited for to learn whether it succeeded"]
+pub struct Launched(Box<dyn Pending>);
+
+/// A device's side of a [`Launched`] kernel.
+pub trait Pending: Send {
+    /// Whether the kernel has finished.
+    fn is_done(&self) -> bool;
+    /// Waits for the kernel; its seconds on the device (the kernel alone, not the wait for
+    /// its operands' copies).
+    fn wait(self: Box<Self>) -> Result<f64, KernelError>;
+}
+
+impl Launched {
+    /// A ticket for a device's queued kernel.
+    pub fn new(pending: impl Pending + 'static) -> Self {
+        Self(Box::new(pending))
+    }
+
+    /// Whether the kernel has finished.
+    pub fn is_done(&self) -> bool {
+        self.0.is_done()
+    }
+
+    /// Waits for the kernel; its seconds on the device.
+    pub fn wait(self) -> Result<f64, KernelError> {
+        self.0.wait()
+    }
+}
+
 /// A device worker's memory and kernels, addressed by data handle.
 pub trait Device: Send + Sync {
     /// The device name its performance models are kept under ("NVIDIA H100 80GB HBM3",
@@ -171,23 +218,34 @@ pub trait Device: Send + Sync {
     fn name(&self) -> &str;
     /// Bytes of tiles its memory node may hold (the data layer never exceeds it).
     fn budget(&self) -> usize;
-    /// Makes the replica of `handle` a copy of the host tile `src`. May return before the
-    /// copy ends; a later `run` or `download` of the handle waits for it.
+    /// Makes the replica of `handle` a copy of the host tile `src`. Returns once `src` is
+    /// read (packed), before the copy ends; a later kernel or download of the handle waits
+    /// for it on the device.
     fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError>;
     /// Gives `handle` a `rows x cols` replica (zeros when new) that a kernel will
     /// overwrite unread; an existing replica of that shape is kept as it is.
     fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError>;
-    /// Waits until every upload queued so far has arrived (for timing kernels alone).
+    /// Waits until every upload queued so far has arrived (for timing copies).
     fn wait_uploads(&self) -> Result<(), KernelError>;
-    /// Copies the replica of `handle` into the host tile `dst`; returns when it is there.
+    /// Copies the replica of `handle` into the host tile `dst`, after the kernels that
+    /// write it; returns when it is there.
     fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError>;
-    /// Frees the replica of `handle` (nothing when there is none).
+    /// Frees the replica of `handle` (nothing when there is none) once the work queued on
+    /// it is done.
     fn release(&self, handle: Handle);
     /// Frees every replica.
     fn clear(&self);
-    /// Runs `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`; returns
-    /// when the kernel has finished.
-    fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError>;
+    /// Queues `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`, after
+    /// the copies into them, and returns without waiting for it.
+    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError>;
+    /// Runs `op` and waits for it; its seconds on the device.
+    fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<f64, KernelError> {
+        self.launch(op, reads, write)?.wait()
+    }
+    /// How many kernels its worker keeps in flight.
+    fn queue_depth(&self) -> usize {
+        QUEUE_DEPTH
+    }
 }
 
 /// The replicas a device holds, by handle: each behind its own lock, so a kernel and a
@@ -277,14 +335,156 @@ impl<T> Replicas<T> {
     }
 }
 
+/// The completion of work queued on an emulated stream, with its result (a copy: `Ok(0.0)`;
+/// a kernel: its seconds or its error). Cloning shares it.
+#[derive(Clone)]
+struct Event(Arc<(Mutex<Option<Result<f64, KernelError>>>, Condvar)>);
+
+impl Event {
+    fn new() -> Self {
+        Self(Arc::new((Mutex::new(None), Condvar::new())))
+    }
+
+    /// An event that has already happened.
+    fn happened() -> Self {
+        let event = Self::new();
+        event.fire(Ok(0.0));
+        event
+    }
+
+    fn fire(&self, result: Result<f64, KernelError>) {
+        *crate::lock(&self.0.0) = Some(result);
+        self.0.1.notify_all();
+    }
+
+    fn is_done(&self) -> bool {
+        crate::lock(&self.0.0).is_some()
+    }
+
+    fn wait(&self) -> Result<f64, KernelError> {
+        let mut state = crate::lock(&self.0.0);
+        loop {
+            if let Some(result) = &*state {
+                return result.clone();
+            }
+            state = self.0.1.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Pending for Event {
+    fn is_done(&self) -> bool {
+        Event::is_done(self)
+    }
+
+    fn wait(self: Box<Self>) -> Result<f64, KernelError> {
+        Event::wait(&self)
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// An emulated stream: a thread that runs the work queued on it in order, started on first
+/// use and joined when the device is dropped.
+struct Stream {
+    name: &'static str,
+    queue: Mutex<Option<(mpsc::Sender<Job>, std::thread::JoinHandle<()>)>>,
+}
+
+impl Stream {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            queue: Mutex::new(None),
+        }
+    }
+
+    /// Queues `work`; `done` fires with its result (a panic becomes an error), so that
+    /// no waiter hangs.
+    fn submit(
+        &self,
+        done: Event,
+        work: impl FnOnce() -> Result<f64, KernelError> + Send + 'static,
+    ) -> Result<(), KernelError> {
+        let name = self.name;
+        let job: Job = Box::new(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                .unwrap_or_else(|_| {
+                    Err(KernelError::Gpu {
+                        message: format!("work on the emulated {name} stream panicked"),
+                    })
+                });
+            done.fire(result);
+        });
+        let mut queue = crate::lock(&self.queue);
+        if queue.is_none() {
+            let (send, receive) = mpsc::channel::<Job>();
+            let thread = std::thread::Builder::new()
+                .name(format!("emulated-{name}"))
+                .spawn(move || receive.into_iter().for_each(|job| job()))
+                .map_err(|e| KernelError::Gpu {
+                    message: format!("starting the emulated {name} stream: {e}"),
+                })?;
+            *queue = Some((send, thread));
+        }
+        let (send, _) = queue.as_ref().expect("started above");
+        send.send(job).map_err(|_| KernelError::Gpu {
+            message: format!("the emulated {name} stream has stopped"),
+        })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some((send, thread)) = self.queue.get_mut().ok().and_then(Option::take) {
+            drop(send);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// An emulated replica: its data (replaced by copies and written by kernels on the stream
+/// threads), its shape once the queued work is done, the last queued write, and the
+/// copies into it not yet arrived.
+struct EmuTile {
+    data: Arc<Mutex<Mat<f64>>>,
+    rows: usize,
+    cols: usize,
+    written: Event,
+    arriving: Arc<AtomicUsize>,
+}
+
+impl EmuTile {
+    fn bytes(&self) -> usize {
+        self.rows * self.cols * size_of::<f64>()
+    }
+}
+
+/// What an emulated device counts, shared with its stream threads.
+#[derive(Default)]
+struct EmuCounts {
+    in_flight: AtomicUsize,
+    peak_in_flight: AtomicUsize,
+    early_reads: AtomicUsize,
+}
+
 /// A device emulated in host memory: its own copies of the tiles, the faer kernels on one
-/// core (the worker's host thread), and real copies as transfers.
+/// core, and real copies as transfers, asynchronous like a GPU's: a copy stream and a
+/// compute stream (threads), with events between them.
 pub struct EmulatedDevice {
     budget: usize,
-    replicas: Replicas<Mat<f64>>,
+    replicas: Replicas<EmuTile>,
     /// Bytes of the replicas held now, and the most ever held.
     held: AtomicUsize,
     peak: AtomicUsize,
+    upload_delay: Duration,
+    /// Kernels wait for the copies into their operands (false only in the test that shows
+    /// the check catches a kernel that does not).
+    ordered: bool,
+    counts: Arc<EmuCounts>,
+    last_upload: Mutex<Event>,
+    h2d: Stream,
+    compute: Stream,
 }
 
 impl EmulatedDevice {
@@ -295,7 +495,20 @@ impl EmulatedDevice {
             replicas: Replicas::new(),
             held: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            upload_delay: Duration::ZERO,
+            ordered: true,
+            counts: Arc::default(),
+            last_upload: Mutex::new(Event::happened()),
+            h2d: Stream::new("copy"),
+            compute: Stream::new("compute"),
         }
+    }
+
+    /// The same device whose uploads each take at least `delay` to arrive: kernels queued
+    /// meanwhile must wait for them (tests use it to make an ordering bug show).
+    pub fn with_upload_delay(mut self, delay: Duration) -> Self {
+        self.upload_delay = delay;
+        self
     }
 
     /// The most bytes of replicas this device ever held at once: what its memory would
@@ -304,14 +517,40 @@ impl EmulatedDevice {
         self.peak.load(Ordering::SeqCst)
     }
 
+    /// The most kernels queued on it at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.counts.peak_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Kernels that found a copy into one of their operands still on its way (each one
+    /// failed instead of reading stale data): 0 unless the ordering is broken.
+    pub fn early_reads(&self) -> usize {
+        self.counts.early_reads.load(Ordering::SeqCst)
+    }
+
     fn hold(&self, bytes: usize) {
         let now = self.held.fetch_add(bytes, Ordering::SeqCst) + bytes;
         self.peak.fetch_max(now, Ordering::SeqCst);
     }
-}
 
-fn mat_bytes(m: &Mat<f64>) -> usize {
-    m.nrows() * m.ncols() * size_of::<f64>()
+    /// A replica of `rows x cols` holding `data`, its last write `written`.
+    fn new_tile(&self, data: Mat<f64>, rows: usize, cols: usize, written: Event) -> EmuTile {
+        self.hold(rows * cols * size_of::<f64>());
+        EmuTile {
+            data: Arc::new(Mutex::new(data)),
+            rows,
+            cols,
+            written,
+            arriving: Arc::default(),
+        }
+    }
+
+    /// Counts `tile` as `rows x cols` from now on.
+    fn reshape(&self, tile: &mut EmuTile, rows: usize, cols: usize) {
+        self.held.fetch_sub(tile.bytes(), Ordering::SeqCst);
+        self.hold(rows * cols * size_of::<f64>());
+        (tile.rows, tile.cols) = (rows, cols);
+    }
 }
 
 impl Device for EmulatedDevice {
@@ -324,46 +563,75 @@ impl Device for EmulatedDevice {
     }
 
     fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
-        self.replicas.put(handle, |existing| match existing {
-            Some(tile) if (tile.nrows(), tile.ncols()) == (src.nrows(), src.ncols()) => {
-                tile.copy_from(src);
-                Ok(None)
-            }
-            Some(tile) => {
-                self.held.fetch_sub(mat_bytes(tile), Ordering::SeqCst);
-                self.hold(src.nrows() * src.ncols() * size_of::<f64>());
-                Ok(Some(src.to_owned()))
-            }
-            None => {
-                self.hold(src.nrows() * src.ncols() * size_of::<f64>());
-                Ok(Some(src.to_owned()))
-            }
+        // Pack now, as into a GPU's staging buffer: the host tile is not read afterwards.
+        let staged = src.to_owned();
+        let (rows, cols) = (src.nrows(), src.ncols());
+        let arrived = Event::new();
+        let mut target = None;
+        self.replicas.put(handle, |existing| {
+            let mut fresh = None;
+            let tile = match existing {
+                Some(tile) => {
+                    if (tile.rows, tile.cols) != (rows, cols) {
+                        self.reshape(tile, rows, cols);
+                    }
+                    tile
+                }
+                None => fresh.insert(self.new_tile(Mat::new(), rows, cols, Event::happened())),
+            };
+            let before = std::mem::replace(&mut tile.written, arrived.clone());
+            tile.arriving.fetch_add(1, Ordering::SeqCst);
+            target = Some((tile.data.clone(), before, tile.arriving.clone()));
+            Ok(fresh)
+        })?;
+        let (data, before, arriving) = target.expect("set by put");
+        let delay = self.upload_delay;
+        *crate::lock(&self.last_upload) = arrived.clone();
+        self.h2d.submit(arrived, move || {
+            std::thread::sleep(delay);
+            // After the previous write of the replica, whatever its outcome.
+            let _ = before.wait();
+            *crate::lock(&data) = staged;
+            arriving.fetch_sub(1, Ordering::SeqCst);
+            Ok(0.0)
         })
     }
 
     fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError> {
         self.replicas.put(handle, |existing| match existing {
-            Some(tile) if (tile.nrows(), tile.ncols()) == (rows, cols) => Ok(None),
+            Some(tile) if (tile.rows, tile.cols) == (rows, cols) => Ok(None),
             Some(tile) => {
-                self.held.fetch_sub(mat_bytes(tile), Ordering::SeqCst);
-                self.hold(rows * cols * size_of::<f64>());
-                Ok(Some(Mat::zeros(rows, cols)))
+                self.reshape(tile, rows, cols);
+                tile.data = Arc::new(Mutex::new(Mat::zeros(rows, cols)));
+                tile.written = Event::happened();
+                tile.arriving = Arc::default();
+                Ok(None)
             }
-            None => {
-                self.hold(rows * cols * size_of::<f64>());
-                Ok(Some(Mat::zeros(rows, cols)))
-            }
+            None => Ok(Some(self.new_tile(
+                Mat::zeros(rows, cols),
+                rows,
+                cols,
+                Event::happened(),
+            ))),
         })
     }
 
     fn wait_uploads(&self) -> Result<(), KernelError> {
-        // Uploads are synchronous copies.
-        Ok(())
+        // The copy stream runs in order: the last upload queued arrives last.
+        let last = crate::lock(&self.last_upload).clone();
+        last.wait().map(|_| ())
     }
 
     fn download(&self, handle: Handle, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
-        let tile = replica.read().unwrap_or_else(|e| e.into_inner());
+        let (data, written) = {
+            let tile = replica.read().unwrap_or_else(|e| e.into_inner());
+            (tile.data.clone(), tile.written.clone())
+        };
+        // After the last write, whatever its outcome (a failed kernel's tile is written
+        // back as it is).
+        let _ = written.wait();
+        let tile = crate::lock(&data);
         if (tile.nrows(), tile.ncols()) != (dst.nrows(), dst.ncols()) {
             return Err(KernelError::Gpu {
                 message: format!(
@@ -380,8 +648,9 @@ impl Device for EmulatedDevice {
     }
 
     fn release(&self, handle: Handle) {
+        // Queued work keeps the data alive until it is done.
         if let Some(tile) = self.replicas.remove(handle) {
-            let bytes = mat_bytes(&tile.read().unwrap_or_else(|e| e.into_inner()));
+            let bytes = tile.read().unwrap_or_else(|e| e.into_inner()).bytes();
             self.held.fetch_sub(bytes, Ordering::SeqCst);
         }
     }
@@ -391,12 +660,65 @@ impl Device for EmulatedDevice {
         self.held.store(0, Ordering::SeqCst);
     }
 
-    fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError> {
-        self.replicas.with_operands(reads, write, |reads, write| {
-            let views: Vec<MatRef<'_, f64>> = reads.iter().map(|m| m.as_ref()).collect();
-            Backend::Faer.run(op, &views, write.as_mut(), Par::Seq)
-        })?
+    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+        let done = Event::new();
+        type Operand = (Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>);
+        let operand = |h: Handle, t: &EmuTile| -> Operand {
+            (h, t.data.clone(), t.written.clone(), t.arriving.clone())
+        };
+        let (inputs, output) = self.replicas.with_operands(reads, write, |tiles, out| {
+            let inputs: Vec<Operand> = reads
+                .iter()
+                .zip(tiles)
+                .map(|(&h, t)| operand(h, t))
+                .collect();
+            let output = operand(write, out);
+            out.written = done.clone();
+            (inputs, output)
+        })?;
+        let counts = self.counts.clone();
+        let now = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        counts.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        let ordered = self.ordered;
+        self.compute.submit(done.clone(), move || {
+            let result = run_emulated(op, &inputs, &output, ordered, &counts);
+            counts.in_flight.fetch_sub(1, Ordering::SeqCst);
+            result
+        })?;
+        Ok(Launched::new(done))
     }
+}
+
+/// An emulated kernel on the compute stream: waits for the last writes of its operands
+/// (when `ordered`), checks that no copy into them is still on its way, and runs `op` with
+/// faer on one core; returns its seconds.
+fn run_emulated(
+    op: Op,
+    inputs: &[(Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>)],
+    output: &(Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>),
+    ordered: bool,
+    counts: &EmuCounts,
+) -> Result<f64, KernelError> {
+    let operands = || inputs.iter().chain(std::iter::once(output));
+    if ordered {
+        for (_, _, written, _) in operands() {
+            // A failed earlier write leaves the tile as it was; the task that failed
+            // reports it.
+            let _ = written.wait();
+        }
+    }
+    if let Some((h, ..)) = operands().find(|(.., arriving)| arriving.load(Ordering::SeqCst) > 0) {
+        counts.early_reads.fetch_add(1, Ordering::SeqCst);
+        return Err(KernelError::Gpu {
+            message: format!("{op} would read data handle {h} before its upload arrived"),
+        });
+    }
+    let guards: Vec<_> = inputs.iter().map(|(_, d, ..)| crate::lock(d)).collect();
+    let views: Vec<MatRef<'_, f64>> = guards.iter().map(|m| m.as_ref()).collect();
+    let mut out = crate::lock(&output.1);
+    let start = Instant::now();
+    Backend::Faer.run(op, &views, out.as_mut(), Par::Seq)?;
+    Ok(start.elapsed().as_secs_f64())
 }
 
 #[cfg(feature = "cuda")]
@@ -405,7 +727,20 @@ pub use cuda::CudaDevice;
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::*;
-    use hetla_kernels::cuda::{GpuContext, GpuTile};
+    use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
+
+    /// A kernel queued on a GPU's compute stream.
+    struct GpuPending(GpuKernel);
+
+    impl Pending for GpuPending {
+        fn is_done(&self) -> bool {
+            self.0.is_done()
+        }
+
+        fn wait(self: Box<Self>) -> Result<f64, KernelError> {
+            self.0.wait()
+        }
+    }
 
     /// A CUDA GPU: replicas in device memory, kernels through cuBLAS/cuSOLVER.
     pub struct CudaDevice {
@@ -487,9 +822,117 @@ mod cuda {
             self.replicas.clear();
         }
 
-        fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<(), KernelError> {
-            self.replicas
-                .with_operands(reads, write, |reads, write| self.gpu.run(op, reads, write))?
+        fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+            let kernel = self.replicas.with_operands(reads, write, |reads, write| {
+                self.gpu.launch(op, reads, write)
+            })??;
+            Ok(Launched::new(GpuPending(kernel)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small SPD tile (diagonally dominant) and its Cholesky factor by faer.
+    fn spd(n: usize) -> (Mat<f64>, Mat<f64>) {
+        let a = Mat::from_fn(n, n, |i, j| {
+            if i == j {
+                n as f64 + 1.0
+            } else {
+                1.0 / (1.0 + i.abs_diff(j) as f64)
+            }
+        });
+        let mut l = a.clone();
+        Backend::Faer
+            .run(Op::Potrf, &[], l.as_mut(), Par::Seq)
+            .unwrap();
+        (a, l)
+    }
+
+    fn lower_differs(x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> f64 {
+        let mut worst = 0.0f64;
+        for j in 0..x.ncols() {
+            for i in j..x.nrows() {
+                worst = worst.max((x[(i, j)] - y[(i, j)]).abs());
+            }
+        }
+        worst
+    }
+
+    #[test]
+    fn a_kernel_launched_before_its_upload_arrives_waits_for_it() {
+        let (a, expected) = spd(40);
+        let device = EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(200));
+        device.upload(Handle(0), a.as_ref()).unwrap();
+        let kernel = device.launch(Op::Potrf, &[], Handle(0)).unwrap();
+        // Both returned at once: the copy is still on its way, so the kernel cannot be done.
+        assert!(
+            !kernel.is_done(),
+            "the kernel ended before its upload arrived"
+        );
+        let seconds = kernel.wait().unwrap();
+        assert!(
+            seconds >= 0.0 && seconds < 0.2,
+            "kernel time {seconds} s includes the upload"
+        );
+        let mut back = Mat::zeros(40, 40);
+        device.download(Handle(0), back.as_mut()).unwrap();
+        assert!(lower_differs(back.as_ref(), expected.as_ref()) < 1e-12);
+        assert_eq!(device.early_reads(), 0);
+        assert_eq!(device.peak_in_flight(), 1);
+    }
+
+    #[test]
+    fn the_ordering_check_catches_a_kernel_that_does_not_wait_for_its_upload() {
+        // The check must be able to fail: a device whose kernels skip the wait reports it.
+        let (a, _) = spd(40);
+        let mut device =
+            EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(200));
+        device.ordered = false;
+        device.upload(Handle(0), a.as_ref()).unwrap();
+        let error = device.run(Op::Potrf, &[], Handle(0)).unwrap_err();
+        assert!(
+            error.to_string().contains("before its upload arrived"),
+            "{error}"
+        );
+        assert_eq!(device.early_reads(), 1);
+    }
+
+    #[test]
+    fn queued_kernels_run_in_order_and_a_download_waits_for_the_last_write() {
+        // x = a * 1, then x -= a * b^T twice (GEMM NT on the written tile): each kernel
+        // reads the previous one's result, none waits on the host.
+        let n = 30;
+        let a = Mat::from_fn(n, n, |i, j| (i + 2 * j) as f64 / 100.0);
+        let b = Mat::from_fn(n, n, |i, j| (2 * i + j) as f64 / 100.0);
+        let device = EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(20));
+        device.upload(Handle(1), a.as_ref()).unwrap();
+        device.upload(Handle(2), b.as_ref()).unwrap();
+        device.upload(Handle(0), a.as_ref()).unwrap();
+        let kernels: Vec<Launched> = (0..3)
+            .map(|_| {
+                device
+                    .launch(Op::GemmNt, &[Handle(1), Handle(2)], Handle(0))
+                    .unwrap()
+            })
+            .collect();
+        let mut x = Mat::zeros(n, n);
+        device.download(Handle(0), x.as_mut()).unwrap();
+        let mut expected = a.clone();
+        for _ in 0..3 {
+            expected -= &a * b.transpose();
+        }
+        let worst = (0..n)
+            .flat_map(|j| (0..n).map(move |i| (i, j)))
+            .map(|(i, j)| (x[(i, j)] - expected[(i, j)]).abs())
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-10, "worst error {worst}");
+        assert!(kernels.iter().all(Launched::is_done));
+        assert_eq!(device.peak_in_flight(), 3);
+        for k in kernels {
+            k.wait().unwrap();
         }
     }
 }

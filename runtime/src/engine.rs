@@ -42,6 +42,17 @@ use crate::platform::WorkerId;
 use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
 use crate::scheduler::{SchedContext, Scheduler};
 
+/// What [`Engine::start`] did with a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Its tiles are on the worker's node and pinned: run it.
+    Running,
+    /// It does not fit beside the worker's running tasks: start it again once one ends.
+    Later,
+    /// The run must stop (the failure is recorded).
+    Stopped,
+}
+
 /// Carries out the registry's decisions: copies between memory nodes, device buffers
 /// allocated and released.
 pub(crate) trait Carrier: Sync {
@@ -215,31 +226,47 @@ impl<'a> Engine<'a> {
 
     /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies
     /// ahead the inputs of the tasks the scheduler says `w` runs next (static plans), those
-    /// safe to copy now. False, with the failure recorded, when the run must stop.
-    pub fn start(&self, carrier: &dyn Carrier, task: TaskId, w: WorkerId, now: f64) -> bool {
+    /// safe to copy now. `busy`: `w` has other tasks running (a device's queue), whose
+    /// tiles will be unpinned when they end, so a task that does not fit beside them is
+    /// [`Start::Later`], not a failure.
+    pub fn start(
+        &self,
+        carrier: &dyn Carrier,
+        task: TaskId,
+        w: WorkerId,
+        now: f64,
+        busy: bool,
+    ) -> Start {
         let node = self.ctx.workers()[w].node;
         let handles = &self.tables.handles[task];
-        let failure = match self.with_data(carrier, now, |d| d.start_task(handles, node)) {
-            Ok(Ok(_)) => None,
+        let started = self.with_data(carrier, now, |d| {
+            if busy && d.fits(handles, node).is_err() {
+                return Ok(None);
+            }
+            d.start_task(handles, node).map(Some)
+        });
+        let failure = match started {
+            Ok(Ok(Some(_))) => None,
+            Ok(Ok(None)) => return Start::Later,
             Ok(Err(no_room)) => Some(TaskFailure::Memory(no_room)),
             Err(error) => Some(TaskFailure::Kernel(error)),
         };
         if let Some(failure) = failure {
             self.fail(RunStep::Task(task), failure);
-            return false;
+            return Start::Stopped;
         }
         if !self.tables.several_nodes {
-            return true;
+            return Start::Running;
         }
         let next = self.scheduler.lookahead(w, PREFETCH_DEPTH);
         let ready = |t: TaskId| self.remaining[t].load(Ordering::SeqCst) == 0;
         for h in prefetchable(&next, &self.tables.handles, &self.tables.written, ready) {
             if let Err(error) = self.with_data(carrier, now, |d| d.prefetch(h, node)) {
                 self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
-                return false;
+                return Start::Stopped;
             }
         }
-        true
+        Start::Running
     }
 
     /// Ends `task` on worker `w` at `end` with `outcome`: unpins its tiles, drops those

@@ -8,7 +8,10 @@
 //! release of ready tasks signals.
 //!
 //! Device workers (GPUs, emulated devices; [`crate::device`]) each have a host thread of
-//! their own, pinned to the core the platform reserved for it. The copies and releases the
+//! their own, pinned to the core the platform reserved for it. It never waits for one
+//! kernel before queueing the next: it keeps up to the device's queue depth of tasks in
+//! flight (started, their uploads queued, their kernels launched), ordered on the device by
+//! events, and waits only for the oldest, whose duration the device measures. The copies and releases the
 //! engine's data registry decides are carried out by this executor's [`Carrier`] **under
 //! the registry's lock, in the registry's order**, so no worker ever sees a replica marked
 //! valid before its data is there and no buffer is freed before its write-back. (GPU
@@ -20,6 +23,7 @@
 //! (lowest index) is reported. The pools are untouched and serve the next run. Tiles are
 //! still written back from the devices, so the matrix holds the state the run reached.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,8 +34,8 @@ use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::{KernelError, Op, Par};
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Step, Transfer};
-use crate::device::Device;
-use crate::engine::{Carrier, Engine};
+use crate::device::{Device, Launched};
+use crate::engine::{Carrier, Engine, Start};
 use crate::perfmodel::KernelKey;
 use crate::planned::{Planned, StaticPlan};
 use crate::platform::WorkerId;
@@ -280,13 +284,13 @@ impl Devices<'_> {
         })
     }
 
-    /// Runs a task on a device's replicas: the reads, then the written tile.
-    fn run_on_device(
+    /// Queues a task on a device's replicas: the reads, then the written tile.
+    fn launch_on_device(
         &self,
         task: TaskId,
         handles: &[(Handle, Mode)],
         device: &dyn Device,
-    ) -> Result<(), KernelError> {
+    ) -> Result<Launched, KernelError> {
         let op = self.work.graph().task(task).op;
         let Some((&(write, Mode::ReadWrite | Mode::Write), reads)) = handles.split_last() else {
             return Err(KernelError::Operands {
@@ -295,19 +299,39 @@ impl Devices<'_> {
             });
         };
         let reads: Vec<Handle> = reads.iter().map(|&(h, _)| h).collect();
-        device.run(op, &reads, write)
+        device.launch(op, &reads, write)
     }
 }
 
-/// Pops and runs tasks on worker `w` until the run ends, on wall time: on the calling
-/// thread's cluster pool with `cores` cores, or on `device`.
+/// The trace event of `task` on worker `w`.
+fn event(graph: &TaskGraph, task: TaskId, w: WorkerId, start: f64, end: f64) -> TaskEvent {
+    TaskEvent {
+        task,
+        op: graph.task(task).op,
+        worker: w,
+        start,
+        end,
+        flops: graph.task(task).flops,
+    }
+}
+
+/// A task's outcome from its kernel's result, or its panic.
+fn outcome<T>(result: std::thread::Result<Result<T, KernelError>>) -> Result<T, TaskFailure> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(TaskFailure::Kernel(error)),
+        Err(panic) => Err(TaskFailure::Panic(panic_message(&*panic))),
+    }
+}
+
+/// Pops and runs tasks on CPU cluster worker `w` until the run ends, on wall time, on the
+/// calling thread's cluster pool with `cores` cores.
 fn worker_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
     signal: &Signal,
     w: WorkerId,
     cores: usize,
-    device: Option<&dyn Device>,
 ) -> Vec<TaskEvent> {
     let par = hetla_kernels::par_for(cores);
     let graph = carrier.work.graph();
@@ -322,38 +346,163 @@ fn worker_loop(
         if engine.stopped() {
             break;
         }
-        if !engine.start(carrier, task, w, popped) {
+        if engine.start(carrier, task, w, popped, false) != Start::Running {
             signal.bump();
             break;
         }
         let start = carrier.now();
-        let result = catch_unwind(AssertUnwindSafe(|| match device {
-            Some(device) => carrier.run_on_device(task, engine.accesses(task), device),
-            None => carrier.work.run(task, par),
-        }));
+        let result = catch_unwind(AssertUnwindSafe(|| carrier.work.run(task, par)));
         let end = carrier.now();
-        events.push(TaskEvent {
-            task,
-            op: graph.task(task).op,
-            worker: w,
-            start,
-            end,
-            flops: graph.task(task).flops,
-        });
-        let outcome = match result {
-            Ok(Ok(())) => {
-                engine.ctx().record(task, w, end - start);
-                Ok(())
-            }
-            Ok(Err(error)) => Err(TaskFailure::Kernel(error)),
-            Err(panic) => Err(TaskFailure::Panic(panic_message(&*panic))),
-        };
+        events.push(event(graph, task, w, start, end));
+        let outcome = outcome(result);
+        if outcome.is_ok() {
+            engine.ctx().record(task, w, end - start);
+        }
         let released = engine.finish(carrier, task, w, end, outcome);
         if released || engine.stopped() {
             signal.bump();
         }
     }
     events
+}
+
+/// A task whose kernel is queued on a device.
+struct Queued {
+    task: TaskId,
+    ticket: Launched,
+    launched: f64,
+}
+
+/// A device worker's state during a run: its kernels in flight, oldest first, and a popped
+/// task that did not fit in the device's memory beside them.
+struct DeviceWorker<'r, 'a> {
+    engine: &'r Engine<'a>,
+    carrier: &'r Devices<'a>,
+    signal: &'r Signal,
+    w: WorkerId,
+    device: &'r dyn Device,
+    queue: VecDeque<Queued>,
+    held: Option<TaskId>,
+    events: Vec<TaskEvent>,
+}
+
+/// Runs tasks on device worker `w` until the run ends: keeps up to the device's queue
+/// depth of kernels in flight (popping, starting, which queues the uploads, and launching
+/// the next tasks while the device works) and waits only for the oldest, then finishes
+/// it. A task that does not fit in the device's memory beside the queued ones waits for
+/// them to end. Kernel durations come from the device (the kernel alone).
+fn device_loop(
+    engine: &Engine<'_>,
+    carrier: &Devices<'_>,
+    signal: &Signal,
+    w: WorkerId,
+    device: &dyn Device,
+) -> Vec<TaskEvent> {
+    let depth = device.queue_depth().max(1);
+    let mut worker = DeviceWorker {
+        engine,
+        carrier,
+        signal,
+        w,
+        device,
+        queue: VecDeque::with_capacity(depth),
+        held: None,
+        events: Vec::new(),
+    };
+    loop {
+        if worker.queue.len() < depth && worker.held.is_none() && !engine.stopped() {
+            let seen = signal.epoch();
+            let now = carrier.now();
+            match engine.pop(w, now) {
+                Some(task) => {
+                    worker.launch(task, now);
+                    continue;
+                }
+                None if worker.queue.is_empty() => {
+                    signal.wait(seen, engine.stop_flag());
+                    continue;
+                }
+                None => {}
+            }
+        }
+        // The queue is full, or holds kernels and nothing can be added now, or the run
+        // stops: wait for the oldest kernel.
+        if !worker.retire_oldest() {
+            return worker.events;
+        }
+        // A task waiting for room tries again now that one has ended.
+        if let Some(task) = worker.held.take() {
+            worker.launch(task, carrier.now());
+        }
+    }
+}
+
+impl DeviceWorker<'_, '_> {
+    /// Starts `task` and queues its kernel; a task that does not fit beside the queued ones
+    /// is held, a launch failure finishes it at once.
+    fn launch(&mut self, task: TaskId, now: f64) {
+        let (engine, carrier) = (self.engine, self.carrier);
+        if engine.stopped() {
+            return;
+        }
+        match engine.start(carrier, task, self.w, now, !self.queue.is_empty()) {
+            Start::Running => {}
+            Start::Later => {
+                self.held = Some(task);
+                return;
+            }
+            Start::Stopped => {
+                self.signal.bump();
+                return;
+            }
+        }
+        let launched = catch_unwind(AssertUnwindSafe(|| {
+            carrier.launch_on_device(task, engine.accesses(task), self.device)
+        }));
+        match outcome(launched) {
+            Ok(ticket) => self.queue.push_back(Queued {
+                task,
+                ticket,
+                launched: now,
+            }),
+            Err(failure) => {
+                let end = carrier.now();
+                self.events
+                    .push(event(carrier.work.graph(), task, self.w, now, end));
+                engine.finish(carrier, task, self.w, end, Err(failure));
+                self.signal.bump();
+            }
+        }
+    }
+
+    /// Waits for the oldest queued kernel and finishes its task; false when none is queued.
+    fn retire_oldest(&mut self) -> bool {
+        let Some(Queued {
+            task,
+            ticket,
+            launched,
+        }) = self.queue.pop_front()
+        else {
+            return false;
+        };
+        let (engine, carrier) = (self.engine, self.carrier);
+        let result = outcome(catch_unwind(AssertUnwindSafe(|| ticket.wait())));
+        let end = carrier.now();
+        let start = match &result {
+            Ok(seconds) => {
+                engine.ctx().record(task, self.w, *seconds);
+                (end - seconds).max(launched)
+            }
+            Err(_) => launched,
+        };
+        self.events
+            .push(event(carrier.work.graph(), task, self.w, start, end));
+        let released = engine.finish(carrier, task, self.w, end, result.map(|_| ()));
+        if released || engine.stopped() {
+            self.signal.bump();
+        }
+        true
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -456,7 +605,7 @@ pub fn execute(
             .map(|(w, cluster)| {
                 s.spawn(move || {
                     cluster.pool().install(|| {
-                        worker_loop(engine, carrier, signal, WorkerId(w), cluster.size(), None)
+                        worker_loop(engine, carrier, signal, WorkerId(w), cluster.size())
                     })
                 })
             })
@@ -465,7 +614,7 @@ pub fn execute(
             let w = WorkerId(clusters.len() + i);
             threads.push(s.spawn(move || {
                 hetla_clusters::pin_current_thread(device.core);
-                worker_loop(engine, carrier, signal, w, 1, Some(&*device.device))
+                device_loop(engine, carrier, signal, w, &*device.device)
             }));
         }
         threads

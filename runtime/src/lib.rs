@@ -54,7 +54,7 @@ pub use link::{LinkModel, LinkRate};
 pub use sim::{SimOptions, SimPlatform, SimWork, simulate};
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 
-pub use device::{Device, EmulatedDevice, GpuSelection, MAX_GPUS};
+pub use device::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
 pub use execute::{RunError, RunOptions, RunStep, TaskFailure, Workload, bottom_levels, execute};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};

@@ -53,7 +53,7 @@ use rand_chacha::ChaCha8Rng;
 use hetla_kernels::KernelError;
 
 use crate::data::{DataRegistry, HOST, MemoryNode, Step, Transfer};
-use crate::engine::{Carrier, Engine};
+use crate::engine::{Carrier, Engine, Start};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
 use crate::link::{Hop, LinkModel};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
@@ -472,7 +472,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             let Some(task) = engine.pop(w, now) else {
                 continue;
             };
-            if !engine.start(&links, task, w, now) {
+            if engine.start(&links, task, w, now, false) != Start::Running {
                 break;
             }
             let overhead = match workers[w].kind {
