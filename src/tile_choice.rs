@@ -2,7 +2,9 @@
 //! models instead of a constant.
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
-//! candidates are the sizes of [`CANDIDATES`] that cut n into 2 to 32 tiles per side. For
+//! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform
+//! with devices: one tile size for CPU clusters and GPUs, chosen from both's models) that
+//! cut n into 2 to 32 tiles per side. For
 //! each candidate b, every worker class needs the mean duration of the four Cholesky
 //! kernels on b x b tiles; the classes that lack one are measured first with
 //! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run),
@@ -29,6 +31,11 @@ use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 /// Tile sizes a choice considers.
 pub const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
 
+/// Larger tile sizes a choice also considers on a platform with devices: a big GPU runs
+/// its kernels near peak only on tiles of 2048 and more, and each task costs it a launch
+/// and copies.
+pub const DEVICE_CANDIDATES: [usize; 2] = [3072, 4096];
+
 /// Matrices up to this order are one tile.
 pub const SINGLE_TILE_UP_TO: usize = 512;
 
@@ -41,10 +48,13 @@ const FIRST_USE_SAMPLES: usize = 2;
 
 pub use hetla_runtime::TileChoice;
 
-/// The candidates for order `n`.
-pub fn candidates(n: usize) -> Vec<usize> {
+/// The candidates for order `n`, with the larger ones when the platform has devices.
+pub fn candidates(n: usize, devices: bool) -> Vec<usize> {
+    let larger: &[usize] = if devices { &DEVICE_CANDIDATES } else { &[] };
     CANDIDATES
-        .into_iter()
+        .iter()
+        .chain(larger)
+        .copied()
         .filter(|&b| 2 * b <= n && n.div_ceil(b) <= MAX_TILES_PER_SIDE)
         .collect()
 }
@@ -72,7 +82,7 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
     if let Some(choice) = platform.remembered_tile(n) {
         return Ok(choice);
     }
-    let candidates = candidates(n);
+    let candidates = candidates(n, !platform.devices().is_empty());
     let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
     let missing: Vec<usize> = candidates
         .iter()
@@ -126,4 +136,20 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
     };
     platform.remember_tile(n, choice.clone());
     Ok(choice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_add_the_large_tiles_where_they_cut_the_matrix_in_two_or_more() {
+        assert_eq!(candidates(32768, false), vec![1024, 1536, 2048]);
+        assert_eq!(candidates(32768, true), vec![1024, 1536, 2048, 3072, 4096]);
+        assert_eq!(
+            candidates(7000, true),
+            vec![256, 384, 512, 768, 1024, 1536, 2048, 3072]
+        );
+        assert!(candidates(1000, true).iter().all(|&b| 2 * b <= 1000));
+    }
 }

@@ -152,13 +152,51 @@ pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
     ))
 }
 
-/// cuSOLVER's dpotrf on GPU `index` with the matrix already in device memory: the copy
-/// there is not timed, only the one factorisation call (the reference of the GPU issue's
-/// target: hetla end to end, matrix in host memory, against this).
+/// The timings of a device peer's calls, warmed up and timed on the device.
 #[cfg(feature = "cuda")]
-pub fn cusolver_dpotrf(a: faer::MatRef<'_, f64>, index: usize) -> Result<PeerRate> {
+fn device_timings(times: Vec<f64>) -> Timings {
+    let mut times = times;
+    times.sort_by(f64::total_cmp);
+    let runs = times.len().max(1);
+    let at = |i: usize| times.get(i).copied().unwrap_or(f64::NAN);
+    Timings {
+        best: at(0),
+        median: (at((runs - 1) / 2) + at(runs / 2)) / 2.0,
+        runs,
+    }
+}
+
+/// cuSOLVER's dpotrf on GPU `index` with the matrix already in device memory: the copy
+/// there is not timed, only the factorisation calls, after one warm-up call, best and
+/// median of `runs` (the reference of the GPU issue's target: hetla end to end, matrix in
+/// host memory, against this).
+#[cfg(feature = "cuda")]
+pub fn cusolver_dpotrf(a: faer::MatRef<'_, f64>, index: usize, runs: usize) -> Result<PeerRate> {
     let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let seconds = gpu.time_resident_potrf(a)?;
+    let times = gpu.time_resident_potrf(a, runs)?;
     let n = a.nrows() as f64;
-    Ok(rate("cusolver-dpotrf-resident", seconds, n * n * n / 3.0))
+    Ok(PeerRate::from_timings(
+        "cusolver-dpotrf-resident",
+        device_timings(times),
+        n * n * n / 3.0,
+    ))
+}
+
+/// cuBLAS's dgemm C = A B on GPU `index` with the three matrices in device memory, after
+/// one warm-up call, best and median of `runs`.
+#[cfg(feature = "cuda")]
+pub fn cublas_dgemm(
+    a: faer::MatRef<'_, f64>,
+    b: faer::MatRef<'_, f64>,
+    index: usize,
+    runs: usize,
+) -> Result<PeerRate> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let times = gpu.time_resident_dgemm(a, b, runs)?;
+    let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
+    Ok(PeerRate::from_timings(
+        "cublas-dgemm-resident",
+        device_timings(times),
+        flops,
+    ))
 }

@@ -391,14 +391,23 @@ impl GpuContext {
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once
     /// the tile is packed into a staging buffer, before the copy ends. Kernels that use
     /// `dst` later wait for the copy.
-    pub fn upload(&self, src: MatRef<'_, f64>, dst: &mut GpuTile) -> Result<(), KernelError> {
+    /// `pool`: threads that pack the tile by columns (see [`crate::copy_by_columns`]).
+    pub fn upload(
+        &self,
+        src: MatRef<'_, f64>,
+        dst: &mut GpuTile,
+        pool: Option<&rayon::ThreadPool>,
+    ) -> Result<(), KernelError> {
         let (rows, cols) = (src.nrows(), src.ncols());
         let Some(mut buffer) = self.staging_for(dst, rows, cols)? else {
             return Ok(());
         };
         let packed = buffer
             .as_mut_slice()
-            .map(|packed| MatMut::from_column_major_slice_mut(packed, rows, cols).copy_from(src))
+            .map(|packed| {
+                let packed = MatMut::from_column_major_slice_mut(packed, rows, cols);
+                crate::copy_by_columns(packed, src, pool);
+            })
             .map_err(|e| gpu_error("waiting for a staging buffer", e));
         let result = packed.and_then(|()| {
             self.h2d
@@ -416,8 +425,14 @@ impl GpuContext {
             .map_err(|e| gpu_error("waiting for the uploads", e))
     }
 
-    /// Copies `src` into a host tile; returns when the data is there.
-    pub fn download(&self, src: &GpuTile, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+    /// Copies `src` into a host tile; returns when the data is there. `pool`: threads that
+    /// unpack it by columns.
+    pub fn download(
+        &self,
+        src: &GpuTile,
+        dst: MatMut<'_, f64>,
+        pool: Option<&rayon::ThreadPool>,
+    ) -> Result<(), KernelError> {
         let (rows, cols) = (dst.nrows(), dst.ncols());
         let Some(mut buffer) = self.staging_for(src, rows, cols)? else {
             return Ok(());
@@ -430,7 +445,11 @@ impl GpuContext {
                 let host = buffer
                     .as_slice()
                     .map_err(|e| gpu_error("waiting for a download", e))?;
-                dst.copy_from(MatRef::from_column_major_slice(host, rows, cols));
+                crate::copy_by_columns(
+                    dst,
+                    MatRef::from_column_major_slice(host, rows, cols),
+                    pool,
+                );
                 Ok(())
             });
         self.give_back_staging(buffer);
@@ -590,11 +609,32 @@ impl GpuContext {
             .map_err(|e| gpu_error(&format!("cuBLAS {op}"), e))
     }
 
-    /// The reference rate of the device: copies the whole matrix `a` to device memory
-    /// (untimed), factors it there with one cusolverDnDpotrf call, and returns the seconds
-    /// of that call alone, timed by events on the device. The factor stays on the device
-    /// (discarded).
-    pub fn time_resident_potrf(&self, a: MatRef<'_, f64>) -> Result<f64, KernelError> {
+    /// A whole host matrix copied to device memory (pageable memory, synchronous: the
+    /// peers' set-up, never timed).
+    fn resident(&self, a: MatRef<'_, f64>) -> Result<GpuTile, KernelError> {
+        self.bind()?;
+        let packed: Vec<f64> = (0..a.ncols())
+            .flat_map(|j| a.col(j).iter().copied().collect::<Vec<_>>())
+            .collect();
+        let mut tile = self.alloc(a.nrows(), a.ncols())?;
+        if !packed.is_empty() {
+            self.h2d
+                .memcpy_htod(&packed, &mut tile.data)
+                .map_err(|e| gpu_error("copying a matrix to the device", e))?;
+        }
+        self.wait_uploads()?;
+        Ok(tile)
+    }
+
+    /// The cuSOLVER peer: copies `a` to device memory once (untimed), then factors a fresh
+    /// device copy of it with one cusolverDnDpotrf call `1 + runs` times (the first a
+    /// warm-up: library loading, workspace, clocks) and returns the `runs` timed calls'
+    /// seconds, each timed by events around the call alone.
+    pub fn time_resident_potrf(
+        &self,
+        a: MatRef<'_, f64>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
         let n = a.nrows();
         if a.ncols() != n {
             return Err(KernelError::Operands {
@@ -602,17 +642,43 @@ impl GpuContext {
                 reason: format!("the matrix is {}x{}, not square", n, a.ncols()),
             });
         }
-        self.bind()?;
-        // Contiguous, column-major: one plain copy (pageable memory, synchronous).
-        let packed: Vec<f64> = (0..n)
-            .flat_map(|j| a.col(j).iter().copied().collect::<Vec<_>>())
-            .collect();
-        let mut tile = self.alloc(n, n)?;
-        self.h2d
-            .memcpy_htod(&packed, &mut tile.data)
-            .map_err(|e| gpu_error("copying the matrix to the device", e))?;
-        self.wait_uploads()?;
-        self.run(Op::Potrf, &[], &mut tile)
+        let pristine = self.resident(a)?;
+        let mut work = self.alloc(n, n)?;
+        let mut times = Vec::with_capacity(runs);
+        for run in 0..=runs.max(1) {
+            if n > 0 {
+                self.compute
+                    .memcpy_dtod(&pristine.data, &mut work.data)
+                    .map_err(|e| gpu_error("copying the matrix on the device", e))?;
+            }
+            let seconds = self.run(Op::Potrf, &[], &mut work)?;
+            if run > 0 {
+                times.push(seconds);
+            }
+        }
+        Ok(times)
+    }
+
+    /// The cuBLAS peer: C = A B (`m x k` times `k x n`, alpha 1, beta 0) with the three
+    /// matrices in device memory, one cublasDgemm call `1 + runs` times (the first a
+    /// warm-up); the `runs` timed calls' seconds, each timed by events.
+    pub fn time_resident_dgemm(
+        &self,
+        a: MatRef<'_, f64>,
+        b: MatRef<'_, f64>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        let product = Op::MatMul(crate::MatMul::new(false, false, 1.0, 0.0));
+        let (a, b) = (self.resident(a)?, self.resident(b)?);
+        let mut c = self.alloc_zeroed(a.rows, b.cols)?;
+        let mut times = Vec::with_capacity(runs);
+        for run in 0..=runs.max(1) {
+            let seconds = self.run(product, &[&a, &b], &mut c)?;
+            if run > 0 {
+                times.push(seconds);
+            }
+        }
+        Ok(times)
     }
 
     /// Queues cusolverDnDpotrf on the lower triangle of `a`, `start` recorded just before

@@ -34,6 +34,7 @@ macro_rules! openblas {
 }
 
 mod backend;
+mod copy;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
@@ -46,6 +47,7 @@ mod openblas_impl;
 mod split;
 
 pub use backend::Backend;
+pub use copy::copy_by_columns;
 pub use error::KernelError;
 pub use faer::Par;
 

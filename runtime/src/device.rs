@@ -27,11 +27,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_kernels::{Backend, KernelError, Op, Par};
+use hetla_clusters::CpuCluster;
+use hetla_kernels::{Backend, KernelError, Op, Par, copy_by_columns};
 
 use crate::data::Handle;
 use crate::{Error, Result};
@@ -245,6 +246,12 @@ pub trait Device: Send + Sync {
     /// How many kernels its worker keeps in flight.
     fn queue_depth(&self) -> usize {
         QUEUE_DEPTH
+    }
+    /// Gives the device pinned threads to pack and unpack its copies with (the platform
+    /// gives it the cores no cluster uses, its host thread's among them); the first call
+    /// counts. Without it, the device's host thread packs alone.
+    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+        let _ = threads;
     }
 }
 
@@ -483,6 +490,7 @@ pub struct EmulatedDevice {
     ordered: bool,
     counts: Arc<EmuCounts>,
     last_upload: Mutex<Event>,
+    copy_threads: OnceLock<Arc<CpuCluster>>,
     h2d: Stream,
     compute: Stream,
 }
@@ -499,6 +507,7 @@ impl EmulatedDevice {
             ordered: true,
             counts: Arc::default(),
             last_upload: Mutex::new(Event::happened()),
+            copy_threads: OnceLock::new(),
             h2d: Stream::new("copy"),
             compute: Stream::new("compute"),
         }
@@ -526,6 +535,10 @@ impl EmulatedDevice {
     /// failed instead of reading stale data): 0 unless the ordering is broken.
     pub fn early_reads(&self) -> usize {
         self.counts.early_reads.load(Ordering::SeqCst)
+    }
+
+    fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
+        self.copy_threads.get().map(|c| c.pool())
     }
 
     fn hold(&self, bytes: usize) {
@@ -564,7 +577,8 @@ impl Device for EmulatedDevice {
 
     fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
         // Pack now, as into a GPU's staging buffer: the host tile is not read afterwards.
-        let staged = src.to_owned();
+        let mut staged = Mat::zeros(src.nrows(), src.ncols());
+        copy_by_columns(staged.as_mut(), src, self.copy_pool());
         let (rows, cols) = (src.nrows(), src.ncols());
         let arrived = Event::new();
         let mut target = None;
@@ -622,7 +636,7 @@ impl Device for EmulatedDevice {
         last.wait().map(|_| ())
     }
 
-    fn download(&self, handle: Handle, mut dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+    fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let (data, written) = {
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
@@ -643,8 +657,12 @@ impl Device for EmulatedDevice {
                 ),
             });
         }
-        dst.copy_from(tile.as_ref());
+        copy_by_columns(dst, tile.as_ref(), self.copy_pool());
         Ok(())
+    }
+
+    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+        let _ = self.copy_threads.set(threads);
     }
 
     fn release(&self, handle: Handle) {
@@ -747,6 +765,7 @@ mod cuda {
         gpu: GpuContext,
         budget: usize,
         replicas: Replicas<GpuTile>,
+        copy_threads: OnceLock<Arc<CpuCluster>>,
     }
 
     impl CudaDevice {
@@ -770,7 +789,12 @@ mod cuda {
                 gpu,
                 budget,
                 replicas: Replicas::new(),
+                copy_threads: OnceLock::new(),
             })
+        }
+
+        fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
+            self.copy_threads.get().map(|c| c.pool())
         }
     }
 
@@ -786,11 +810,11 @@ mod cuda {
         fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
             self.replicas.put(handle, |existing| match existing {
                 Some(tile) if (tile.rows(), tile.cols()) == (src.nrows(), src.ncols()) => {
-                    self.gpu.upload(src, tile).map(|()| None)
+                    self.gpu.upload(src, tile, self.copy_pool()).map(|()| None)
                 }
                 _ => {
                     let mut tile = self.gpu.alloc(src.nrows(), src.ncols())?;
-                    self.gpu.upload(src, &mut tile)?;
+                    self.gpu.upload(src, &mut tile, self.copy_pool())?;
                     Ok(Some(tile))
                 }
             })
@@ -810,7 +834,11 @@ mod cuda {
         fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
             let replica = self.replicas.get(handle)?;
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
-            self.gpu.download(&tile, dst)
+            self.gpu.download(&tile, dst, self.copy_pool())
+        }
+
+        fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+            let _ = self.copy_threads.set(threads);
         }
 
         fn release(&self, handle: Handle) {

@@ -6,7 +6,9 @@
 //!
 //! Devices (GPUs, emulated devices) come first: each reserves one core for its worker's
 //! host thread, the last cores of the topology, and the clusters are cut from the cores
-//! left ([`reserve_host_cores`], the rule modelled platforms follow too). Worker order:
+//! left ([`reserve_host_cores`], the rule modelled platforms follow too). A device packs
+//! and unpacks its copies on its host thread's core plus a share of the cores no cluster
+//! uses. Worker order:
 //! the clusters, then the devices; device `i` is memory node `i + 1`.
 
 use std::path::PathBuf;
@@ -241,6 +243,7 @@ impl Platform {
                 ),
             });
         }
+        let copy_cores = copy_cores(&topology, &cpu_sets, &host_cores);
         // Any cluster shape works with either backend: kernels run as sequential pieces on
         // the cluster's own pool threads (OpenBLAS set to one thread), so clusters running
         // at once never share a library thread count (hetla-kernels' `split`).
@@ -251,6 +254,14 @@ impl Platform {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         for cluster in &clusters {
             warm_up(cluster);
+        }
+        for (i, (device, cores)) in devices.iter().zip(copy_cores).enumerate() {
+            if cores.len() > 1 {
+                device.set_copy_threads(Arc::new(CpuCluster::new(
+                    cores,
+                    &format!("hetla-g{i}-copy"),
+                )?));
+            }
         }
         let devices: Vec<DeviceWorker> = devices
             .into_iter()
@@ -447,6 +458,37 @@ pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usiz
     }
 }
 
+/// The logical CPUs each device packs its copies on: its host thread's core and, dealt in
+/// turn, the cores that neither a cluster nor a host thread uses (all of them with
+/// `--clusters none`).
+fn copy_cores(
+    topology: &Topology,
+    clusters: &[Vec<usize>],
+    host_cores: &[usize],
+) -> Vec<Vec<usize>> {
+    let busy = |cpu: &usize| {
+        clusters
+            .iter()
+            .flatten()
+            .chain(host_cores)
+            .any(|c| c == cpu)
+    };
+    let idle: Vec<usize> = topology
+        .cores()
+        .iter()
+        .filter(|core| !core.iter().any(busy))
+        .map(|core| core[0])
+        .collect();
+    let devices = host_cores.len();
+    (0..devices)
+        .map(|i| {
+            std::iter::once(host_cores[i])
+                .chain(idle.iter().copied().skip(i).step_by(devices))
+                .collect()
+        })
+        .collect()
+}
+
 /// A Cholesky tile size chosen for an order on a platform, and why (the platform
 /// remembers it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -458,4 +500,30 @@ pub struct TileChoice {
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_pack_on_their_host_core_and_a_share_of_the_idle_ones() {
+        let topology = Topology::detect().unwrap();
+        let first: Vec<usize> = topology.cores().iter().map(|c| c[0]).collect();
+        let last = *first.last().unwrap();
+        // No cluster: one device gets every core, its host core first.
+        let one = copy_cores(&topology, &[], &[last]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0][0], last);
+        assert_eq!(one[0].len(), first.len());
+        // A cluster on every other core: the host core only.
+        let others: Vec<usize> = first[..first.len() - 1].to_vec();
+        assert_eq!(copy_cores(&topology, &[others], &[last]), vec![vec![last]]);
+        // Two devices sharing the idle cores: no core twice.
+        let two = copy_cores(&topology, &[], &[last, last]);
+        let mut all: Vec<usize> = two.iter().flat_map(|c| c[1..].to_vec()).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), first.len() - 1);
+    }
 }

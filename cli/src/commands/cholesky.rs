@@ -240,7 +240,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
             .iter()
             .any(|d| d.device.name() != "emulated")
         {
-            let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0)?;
+            let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
             rates.push(cusolver);
         }

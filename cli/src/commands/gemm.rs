@@ -271,6 +271,24 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             flops,
         ));
     }
+    // With a CUDA GPU in the platform: cuBLAS on device-resident matrices, GPU 0, the
+    // same product without transposes or beta (its fastest case).
+    #[cfg(feature = "cuda")]
+    if args.compare
+        && platform
+            .devices()
+            .iter()
+            .any(|d| d.device.name() != "emulated")
+    {
+        let a = hetla::matgen::random(args.m, args.k, args.seed);
+        let b = hetla::matgen::random(args.k, args.n, args.seed + 1);
+        peers.push(crate::peers::cublas_dgemm(
+            a.as_ref(),
+            b.as_ref(),
+            0,
+            repeat.unwrap_or(1),
+        )?);
+    }
     let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
     Ok(GemmOutput {
         mode: "run",
