@@ -55,11 +55,11 @@ pub use tiled::{TiledMatrix, mat_from_slice};
 /// run options, performance models, traces and simulation options.
 pub mod runtime {
     pub use hetla_runtime::{
-        DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, KernelKey, KernelSummary,
-        Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, Pending, PerfModels,
-        Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError, RunOptions, RunStep,
-        SchedulerKind, SimOptions, Stats, TaskEvent, TaskFailure, Trace, TraceSummary,
-        TransferEvent, WorkerSummary, Workload, execute,
+        DEFAULT_LINK, DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, KernelKey,
+        KernelSummary, Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, Pending,
+        PerfModels, Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError,
+        RunOptions, RunStep, SchedulerKind, SimOptions, Stats, TaskEvent, TaskFailure, Trace,
+        TraceSummary, TransferEvent, WorkerSummary, Workload, execute,
     };
 }
 

@@ -188,17 +188,24 @@ fn gpu_selections_parse_and_missing_gpus_are_named() {
     assert!(Platform::with_store(&none, Backend::Faer, ModelStore::None).is_err());
 }
 
+/// Whether this machine has a CUDA GPU; when not, says why on stderr (past the test
+/// harness's capture, so the skip shows) and the test returns.
+fn gpus_here() -> bool {
+    if !hetla_clusters::gpus().is_empty() {
+        return true;
+    }
+    let why = if hetla_clusters::driver_present() {
+        "the CUDA driver reports no device"
+    } else {
+        "no CUDA driver library (libcuda) on this machine"
+    };
+    writeln!(std::io::stderr(), "GPU test skipped: {why}").unwrap();
+    false
+}
+
 #[test]
 fn real_gpus_factor_correctly_or_the_skip_says_why() {
-    let gpus = hetla_clusters::gpus();
-    if gpus.is_empty() {
-        let why = if hetla_clusters::driver_present() {
-            "the CUDA driver reports no device"
-        } else {
-            "no CUDA driver library (libcuda) on this machine"
-        };
-        // Written to stderr directly, past the test harness's capture, so the skip shows.
-        writeln!(std::io::stderr(), "GPU test skipped: {why}").unwrap();
+    if !gpus_here() {
         return;
     }
     for spec in ["none", "auto"] {
@@ -216,6 +223,34 @@ fn real_gpus_factor_correctly_or_the_skip_says_why() {
             assert!(bytes_to_devices(&trace) > 0);
         }
     }
+}
+
+#[test]
+fn real_gpus_report_a_pivot_at_its_global_column_and_evict_under_a_small_budget() {
+    if !gpus_here() {
+        return;
+    }
+    let none: ClusterSpec = "none".parse().unwrap();
+    let open = |budget| {
+        let devices = GpuSelection::All.open(budget).unwrap();
+        Arc::new(Platform::with_devices(&none, Backend::Faer, ModelStore::None, devices).unwrap())
+    };
+    // A planted negative pivot inside a tile a GPU factors.
+    let p = open(None);
+    let mut a = random_spd(3000, 3);
+    a[(1700, 1700)] = -1.0;
+    let err = Cholesky::new()
+        .platform(p.clone())
+        .tile(512)
+        .factor_in_place(a.as_mut())
+        .unwrap_err();
+    assert_eq!(err, Error::NotPositiveDefinite { column: 1700 });
+    // Room for 8 tiles of 512 (a 4096 matrix has 36 lower tiles): eviction and
+    // write-back on the real device, ragged edge tiles too.
+    let small = open(Some(8 * 512 * 512 * 8));
+    let (residual, trace) = factor(&small, 4000, 512);
+    assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+    assert!(bytes_to_devices(&trace) > 36 * 512 * 512 * 8);
 }
 
 #[test]

@@ -299,3 +299,49 @@ fn with_beta_zero_c_is_never_uploaded_and_its_old_contents_never_matter() {
         .count();
     assert_eq!(c_uploads, 0);
 }
+
+#[test]
+fn every_strategy_matches_faer_on_real_gpus_or_the_skip_says_why() {
+    use std::io::Write;
+    if hetla_clusters::gpus().is_empty() {
+        writeln!(
+            std::io::stderr(),
+            "GPU test skipped: no CUDA GPU on this machine"
+        )
+        .unwrap();
+        return;
+    }
+    let devices = hetla::runtime::GpuSelection::All.open(None).unwrap();
+    let gpus = devices.len();
+    let platform = Platform::with_devices(
+        &"none".parse::<ClusterSpec>().unwrap(),
+        Backend::Faer,
+        ModelStore::None,
+        devices,
+    )
+    .unwrap();
+    for (i, strategy) in strategies().into_iter().enumerate() {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for beta in [0.0, 0.75] {
+                let gemm = Gemm::new()
+                    .strategy(strategy)
+                    .transpose(ta, tb)
+                    .scalars(1.25, beta)
+                    .tile(256);
+                // Ragged in every dimension.
+                check(&platform, gemm, (1000, 900, 700), i as u64);
+            }
+        }
+    }
+    let placed = Gemm::new().strategy(Strategy::Dmda).placement(
+        Placement::Device(0),
+        Placement::Device(gpus - 1),
+        Placement::Device(0),
+    );
+    check(
+        &platform,
+        placed.scalars(1.0, -1.0).tile(512),
+        (2000, 1500, 1000),
+        50,
+    );
+}

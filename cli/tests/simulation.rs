@@ -181,3 +181,52 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
     assert_eq!(v["cpu_rates"], "loaded");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_them() {
+    let dir = std::env::temp_dir().join(format!("hetla-cal-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("this.toml");
+    let (ok, _, err) = hetla(&[
+        "calibrate",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--gpus",
+        "emulated:1",
+        "--gpu-memory",
+        "64MiB",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let model = PlatformModel::load(&file).unwrap();
+    let gpu = model.gpu.as_ref().expect("a [gpu] section");
+    assert_eq!((gpu.name.as_str(), gpu.count), ("emulated", 1));
+    assert!((gpu.memory_gb - 64.0 * 1048576.0 / 1e9).abs() < 1e-9);
+    assert_eq!(gpu.kernels.len(), 4);
+    assert!(gpu.kernels.iter().all(|k| k.tile == 64 && k.gflops > 0.0));
+    // Both directions measured, not the default link.
+    assert_ne!(gpu.link, hetla::runtime::DEFAULT_LINK);
+    let (ok, out, err) = hetla(&[
+        "simulate",
+        "--platform",
+        file.to_str().unwrap(),
+        "--clusters",
+        "none",
+        "--gpus",
+        "1",
+        "--n",
+        "512",
+        "--tile",
+        "64",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).ok();
+}

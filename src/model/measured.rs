@@ -4,7 +4,10 @@
 
 use hetla_clusters::{Level, Topology};
 
-use super::{CpuKernelRate, CpuModel, LoadedReduction, PlatformModel, Speedup, model_flops};
+use super::{
+    CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, PlatformModel, Speedup,
+    model_flops,
+};
 use crate::calibrate::CHOLESKY_OPS;
 use crate::{Error, Result};
 use hetla_runtime::{KernelKey, PerfModels, ResourceClass};
@@ -108,6 +111,57 @@ impl PlatformModel {
         };
         model.validate()?;
         Ok(model)
+    }
+
+    /// The same platform with the GPUs `gpu` describes (checked like a platform file).
+    pub fn with_gpu(mut self, gpu: GpuModel) -> Result<Self> {
+        self.gpu = Some(gpu);
+        self.validate()?;
+        Ok(self)
+    }
+}
+
+impl GpuModel {
+    /// The GPU section of a platform file from what `hetla calibrate` measured on `count`
+    /// GPUs named `name` (their class in `models`): each Cholesky kernel's rate at each of
+    /// `tiles` from its mean duration, the link both ways as measured (the default link
+    /// when it was not), and each GPU's memory budget in bytes.
+    pub fn from_calibration(
+        name: &str,
+        count: usize,
+        memory_bytes: usize,
+        models: &PerfModels,
+        tiles: &[usize],
+    ) -> Result<Self> {
+        let class = ResourceClass::Gpu { name: name.into() };
+        let mut kernels = Vec::new();
+        for &tile in tiles {
+            for op in CHOLESKY_OPS {
+                let key = KernelKey::square(op, tile);
+                let stats = models
+                    .get(&key, &class)
+                    .filter(|s| s.samples > 0 && s.mean > 0.0)
+                    .ok_or_else(|| Error::PlatformModel {
+                        name: "this machine".into(),
+                        reason: format!("no calibrated {op} at tile {tile} on {name}"),
+                    })?;
+                kernels.push(GpuKernelRate {
+                    op: op.name().into(),
+                    tile,
+                    gflops: model_flops(&key) / stats.mean / 1e9,
+                });
+            }
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            count,
+            memory_gb: memory_bytes as f64 / 1e9,
+            link: models
+                .link(name)
+                .copied()
+                .unwrap_or(hetla_runtime::DEFAULT_LINK),
+            kernels,
+        })
     }
 }
 

@@ -181,3 +181,27 @@ mod tests {
         assert!(crate::commands::sweep::parse_orders("1:1000000000000:1").is_err());
     }
 }
+
+/// Which peers `--compare` times beside hetla.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compare {
+    /// Every peer this build and platform have.
+    All,
+    /// The CPU libraries only (faer, OpenBLAS).
+    Cpu,
+    /// The GPU libraries only (cuSOLVER, cuBLAS on device-resident matrices): large runs
+    /// whose CPU peers would take minutes.
+    Gpu,
+}
+
+impl Compare {
+    /// Whether the CPU peers are timed.
+    pub fn cpu(self) -> bool {
+        self != Self::Gpu
+    }
+
+    /// Whether the GPU peers are timed (on a platform with a CUDA GPU).
+    pub fn gpu(self) -> bool {
+        self != Self::Cpu
+    }
+}

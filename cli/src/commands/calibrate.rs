@@ -191,6 +191,20 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_owned())
                 .unwrap_or_else(|_| "this-machine".into());
+            // The GPUs' section from the GPU platform's kernels and links.
+            let gpu = platforms
+                .first()
+                .and_then(|p| Some(p).zip(p.devices().first()))
+                .map(|(p, d)| {
+                    hetla::model::GpuModel::from_calibration(
+                        d.device.name(),
+                        p.devices().len(),
+                        d.device.budget(),
+                        &models,
+                        &args.tile,
+                    )
+                })
+                .transpose()?;
             let model = PlatformModel::from_calibration(
                 &host,
                 &format!(
@@ -204,6 +218,10 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 &args.tile,
                 gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
             )?;
+            let model = match gpu {
+                Some(gpu) => model.with_gpu(gpu)?,
+                None => model,
+            };
             hetla::output::write_atomic(path, model.to_toml().as_bytes())?;
             Some(path.display().to_string())
         }

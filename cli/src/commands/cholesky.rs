@@ -40,10 +40,11 @@ pub struct CholeskyArgs {
     pub platform: PlatformArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// Also time faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a DGEMM of the
-    /// same n, in this process, on all available cores.
-    #[arg(long)]
-    pub compare: bool,
+    /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`)
+    /// and a DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU
+    /// cuSOLVER dpotrf on the device-resident matrix (`gpu`); `--compare` alone: all.
+    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
+    pub compare: Option<super::args::Compare>,
     /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the
     /// matrix): the report gives the best (`seconds`, `gflops`) and the median; with
     /// `--compare` every peer is timed the same way. Without it: one cold run.
@@ -217,7 +218,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         ratio_to_cusolver: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
     };
-    if args.compare {
+    if let Some(compare) = args.compare {
         let mut rates = Vec::new();
         type Peer = fn(MatMut<'_, f64>, usize) -> hetla::Result<peers::PeerRate>;
         let mut timed_peer = |name: &str, peer: Peer| -> hetla::Result<peers::PeerRate> {
@@ -227,33 +228,38 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
             })?;
             Ok(peers::PeerRate::from_timings(name, timings, flops))
         };
-        rates.push(timed_peer("faer-llt", peers::faer_cholesky)?);
-        if Backend::OpenBlas.is_available() {
-            rates.push(timed_peer("openblas-dpotrf", peers::openblas_dpotrf)?);
+        if compare.cpu() {
+            rates.push(timed_peer("faer-llt", peers::faer_cholesky)?);
+            if Backend::OpenBlas.is_available() {
+                rates.push(timed_peer("openblas-dpotrf", peers::openblas_dpotrf)?);
+            }
         }
         drop(factor);
         let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
         // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix, GPU 0.
         #[cfg(feature = "cuda")]
-        if platform
-            .devices()
-            .iter()
-            .any(|d| d.device.name() != "emulated")
+        if compare.gpu()
+            && platform
+                .devices()
+                .iter()
+                .any(|d| d.device.name() != "emulated")
         {
             let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
             rates.push(cusolver);
         }
-        let mut dgemm = 0.0f64;
-        for backend in Backend::available() {
-            // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
-            let r = peers::dgemm(backend, args.n, all_cpus)?;
-            dgemm = dgemm.max(r.gflops);
-            rates.push(r);
+        if compare.cpu() {
+            let mut dgemm = 0.0f64;
+            for backend in Backend::available() {
+                // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
+                let r = peers::dgemm(backend, args.n, all_cpus)?;
+                dgemm = dgemm.max(r.gflops);
+                rates.push(r);
+            }
+            report.ratio_to_best_peer = Some(gflops / best_peer);
+            report.ratio_to_dgemm = Some(gflops / dgemm);
+            report.dgemm_gflops = Some(dgemm);
         }
-        report.ratio_to_best_peer = Some(gflops / best_peer);
-        report.ratio_to_dgemm = Some(gflops / dgemm);
-        report.dgemm_gflops = Some(dgemm);
         report.peers = Some(rates);
     }
     Ok(report)
@@ -376,11 +382,9 @@ pub fn print_cholesky(r: &CholeskyReport) {
                 }
             );
         }
-        println!(
-            "  ratios    hetla / best Cholesky peer {:.3}, hetla / DGEMM {:.3}",
-            r.ratio_to_best_peer.unwrap_or(f64::NAN),
-            r.ratio_to_dgemm.unwrap_or(f64::NAN)
-        );
+        if let (Some(peer), Some(dgemm)) = (r.ratio_to_best_peer, r.ratio_to_dgemm) {
+            println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / DGEMM {dgemm:.3}");
+        }
         if let Some(ratio) = r.ratio_to_cusolver {
             println!(
                 "  ratio     hetla / cuSOLVER dpotrf on the device-resident matrix {ratio:.3}"

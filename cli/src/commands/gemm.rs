@@ -55,9 +55,11 @@ pub struct GemmArgs {
     /// instead of running here; `--gpus` then counts the model's GPUs (all by default).
     #[arg(long)]
     pub platform: Option<String>,
-    /// Also time faer's product of the same matrices on all cores (real runs).
-    #[arg(long)]
-    pub compare: bool,
+    /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and
+    /// with a CUDA GPU cuBLAS dgemm on device-resident matrices (`gpu`); `--compare`
+    /// alone: all.
+    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
+    pub compare: Option<super::args::Compare>,
     /// Skip the check against faer's product (large real runs).
     #[arg(long)]
     pub no_check: bool,
@@ -246,7 +248,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         hetla::Result::Ok((r, start.elapsed().as_secs_f64()))
     };
     // The faer peer is the reference product, timed as hetla was (--repeat).
-    let checked = match (args.no_check, args.compare) {
+    let cpu_peers = args.compare.is_some_and(super::args::Compare::cpu);
+    let checked = match (args.no_check, cpu_peers) {
         (true, false) => None,
         (_, true) => Some(crate::peers::repeat(repeat, reference)?),
         (false, false) => Some(reference().map(|(r, s)| {
@@ -263,7 +266,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         _ => None,
     };
     let mut peers = Vec::new();
-    if let (true, Some((_, timings))) = (args.compare, &checked) {
+    if let (true, Some((_, timings))) = (cpu_peers, &checked) {
         let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
         peers.push(crate::peers::PeerRate::from_timings(
             &format!("faer-matmul-{threads}-threads"),
@@ -274,7 +277,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     // With a CUDA GPU in the platform: cuBLAS on device-resident matrices, GPU 0, the
     // same product without transposes or beta (its fastest case).
     #[cfg(feature = "cuda")]
-    if args.compare
+    if args.compare.is_some_and(super::args::Compare::gpu)
         && platform
             .devices()
             .iter()

@@ -290,7 +290,7 @@ fn real_run(
             gpus: selection,
             gpu_memory: None,
         },
-        compare: false,
+        compare: None,
         repeat: None,
         traces: Default::default(),
         json: false,

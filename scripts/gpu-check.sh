@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Part B of the GPU issue on a machine with a CUDA GPU, from binaries built elsewhere: this
+# script builds nothing. Each part writes its JSON, tables and Gantt charts into one
+# folder and packs it as $OUT/<part>.tar.gz beside a summary $OUT/<part>.md.
+#
+# Here (no GPU needed), in the repository's root:
+#   cargo build --release && cargo test --release --no-run
+#   bash scripts/gpu-check.sh --stage carry      # copies hetla and the test binaries (16 MB)
+#   echo /carry/ >> .git/info/exclude
+# On the GPU machine, with `carry` carried (e.g. the device tool's `carry: ["carry"]`):
+#   bash scripts/gpu-check.sh carry libs tests cholesky     # one call, ~8 minutes
+#   bash scripts/gpu-check.sh carry gemm calibrate          # the other
+#
+# Parts:
+#   libs       hetla info (text and JSON) with no LD_LIBRARY_PATH: the driver, cuBLAS and
+#              cuSOLVER must be found by hetla itself.
+#   tests      the device and GEMM test binaries: their real-GPU tests must run, not skip.
+#   cholesky   residuals for n = 4096, 16000 (ragged), 16384, 32768 on the GPU only and
+#              GPU + clusters 1x15 and 3x5, a forced-eviction budget, and the rates:
+#              n = 32768 GPU only against cuSOLVER dpotrf on the device-resident matrix,
+#              GPU + clusters against GPU only at n = 8192 and 16384; Gantt charts.
+#   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
+#              on resident matrices; a checked ragged product per strategy.
+#   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
+#              directions), then the same Cholesky rows simulated from it beside the real
+#              makespans.
+set -u
+
+if [ "${1:-}" = "--stage" ]; then
+    dest=${2:?usage: gpu-check.sh --stage DIR}
+    mkdir -p "$dest"
+    cp target/release/hetla "$dest/hetla"
+    for test in devices gemm; do
+        bin=$(ls -t target/release/deps/"$test"-* 2>/dev/null | grep -v '\.d$' | head -1)
+        [ -n "$bin" ] || { echo "no $test test binary: run cargo test --release --no-run" >&2; exit 1; }
+        cp "$bin" "$dest/$test-test"
+    done
+    strip "$dest"/* 2>/dev/null || true
+    ls -la "$dest"
+    exit 0
+fi
+
+bin=${1:?usage: gpu-check.sh BIN_DIR PART...}
+shift
+[ $# -gt 0 ] || set -- libs tests cholesky gemm calibrate
+hetla="$bin/hetla"
+out=${OUT:-gpu-check-out}
+# The sizes of the issue; a smoke test here overrides them (GPUS=emulated:1 NS=600 ...).
+gpus=${GPUS:-all}
+ns=${NS:-4096 16000 16384 32768}
+clusters_list=${CLUSTERS:-1x15 3x5}
+rate_n=${RATE_N:-32768}
+mixed_ns=${MIXED_NS:-8192 16384}
+gemm_n=${GEMM_N:-32768}
+small_n=${SMALL_N:-16384}
+tiles=${TILES:-1024 2048}
+mkdir -p "$out"
+# Fresh performance models (no earlier ones are read); each part's archive holds a copy.
+# The device tool returns at most 8 files: run at most 4 parts per call.
+export HETLA_PERFMODEL_DIR=${HETLA_PERFMODEL_DIR:-$(mktemp -d)}
+
+run_part() {
+    local part=$1 dir="$out/$1"
+    mkdir -p "$dir"
+    echo "== [$SECONDS s] $part"
+    "part_$part" "$dir" 2>&1 | tee "$dir/log.txt"
+    { echo "# gpu-check $part"; summarize "$dir"; echo; echo '```'; tail -n 60 "$dir/log.txt"; echo '```'; } > "$out/$part.md"
+    cp -r "$HETLA_PERFMODEL_DIR" "$dir/" 2>/dev/null
+    tar -czf "$out/$part.tar.gz" -C "$out" "$part" && rm -rf "$dir"
+}
+
+# One JSON line per command in $dir/rows.jsonl, tagged with the part's label.
+row() {
+    local dir=$1 label=$2
+    shift 2
+    local line
+    if line=$("$hetla" "$@" --json 2> "$dir/stderr.txt"); then
+        printf '{"label":"%s","args":"%s","report":%s}\n' "$label" "$*" "$line" >> "$dir/rows.jsonl"
+    else
+        printf '{"label":"%s","args":"%s","error":%s}\n' "$label" "$*" \
+            "$(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' < "$dir/stderr.txt")" >> "$dir/rows.jsonl"
+        echo "failed: hetla $*" >&2
+    fi
+}
+
+part_libs() {
+    local dir=$1
+    nvidia-smi -L || true
+    env -u LD_LIBRARY_PATH "$hetla" info
+    env -u LD_LIBRARY_PATH "$hetla" info --json > "$dir/info.json"
+    python3 - "$dir/info.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+libs = {l["name"]: l for l in info.get("cuda", [])}
+for name in ("cuBLAS", "cuSOLVER"):
+    lib = libs.get(name, {})
+    print(f"{name}: {'loaded from ' + str(lib.get('path')) if lib.get('loaded') else 'NOT loaded: ' + str(lib.get('error'))} {lib.get('version') or ''}")
+EOF
+}
+
+part_tests() {
+    local dir=$1 status=0
+    for test in devices gemm; do
+        "$bin/$test-test" --test-threads 1 --nocapture > "$dir/$test.txt" 2>&1 || status=1
+        grep -E "^test |test result|skipped" "$dir/$test.txt"
+        if grep -q "GPU test skipped" "$dir/$test.txt"; then
+            echo "FAILED: the $test real-GPU tests skipped on a GPU machine"
+            status=1
+        fi
+    done
+    return $status
+}
+
+part_cholesky() {
+    local dir=$1
+    for n in $ns; do
+        for clusters in none $clusters_list; do
+            row "$dir" residual cholesky --n "$n" --clusters "$clusters" --gpus "$gpus"
+        done
+    done
+    # Room for 48 tiles of 1024 (a 16384 matrix has 136): eviction and write-back.
+    row "$dir" eviction cholesky --n "$small_n" --tile 1024 --clusters none --gpus "$gpus" --gpu-memory 384MiB
+    # The rates: best of 3 after a warm-up.
+    row "$dir" cusolver cholesky --n "$rate_n" --clusters none --gpus "$gpus" --compare gpu --repeat 3 \
+        --gantt "$dir/gantt-$rate_n-gpu.svg"
+    for n in $mixed_ns; do
+        for clusters in none $clusters_list; do
+            row "$dir" "mixed-$n" cholesky --n "$n" --clusters "$clusters" --gpus "$gpus" --repeat 3 \
+                --gantt "$dir/gantt-$n-$clusters.svg"
+        done
+    done
+}
+
+part_gemm() {
+    local dir=$1 n=$gemm_n
+    row "$dir" gemm-host gemm --m "$n" --n "$n" --k "$n" --clusters none --gpus "$gpus" --no-check \
+        --compare gpu --repeat 3 --gantt "$dir/gantt-gemm-host.svg"
+    row "$dir" gemm-resident gemm --m "$n" --n "$n" --k "$n" --clusters none --gpus "$gpus" --no-check \
+        --placement gpu0,gpu0,gpu0 --compare gpu --repeat 3
+    local m=$((n * 9 / 32 + 1)) k=$((n * 7 / 32 + 3))
+    for strategy in dmda grid max-reuse peri-sum auto; do
+        row "$dir" "gemm-$strategy" gemm --m "$m" --n "$((n / 4 + 5))" --k "$k" --tile "$((n / 16))" \
+            --transa --beta 0.5 --clusters none --gpus "$gpus" --strategy "$strategy"
+    done
+}
+
+part_calibrate() {
+    local dir=$1
+    # shellcheck disable=SC2086
+    "$hetla" calibrate --tile $tiles --gpus "$gpus" --samples 5 --output "$dir/platform.toml" \
+        > "$dir/calibrate.txt" 2>&1 || echo "failed: calibrate" >&2
+    local tile
+    for tile in $tiles; do
+        for case in "$small_n none" "$rate_n none" "$small_n ${clusters_list%% *}"; do
+            set -- $case
+            row "$dir" "real-$1-$tile-$2" cholesky --n "$1" --tile "$tile" --clusters "$2" --gpus "$gpus" --repeat 3
+            row "$dir" "sim-$1-$tile-$2" simulate --platform "$dir/platform.toml" --n "$1" --tile "$tile" \
+                --clusters "$2" --gpus 1
+        done
+    done
+}
+
+summarize() {
+    python3 - "$1/rows.jsonl" <<'EOF'
+import json, os, sys
+path = sys.argv[1]
+if not os.path.exists(path):
+    sys.exit(0)
+rows = [json.loads(l) for l in open(path)]
+print("| label | command | time (s) | Gflop/s | residual / error | peers |")
+print("|---|---|---|---|---|---|")
+real = {}
+for r in rows:
+    rep = r.get("report")
+    if rep is None:
+        print(f"| {r['label']} | {r['args']} | failed | | {r['error'].strip()[:200]} | |")
+        continue
+    if "report" in rep:  # gemm's output nests its report
+        rep, peers = rep["report"], rep.get("peers", [])
+        err = rep.get("relative_error")
+    else:
+        peers = rep.get("peers") or []
+        err = rep.get("residual")
+    secs = rep.get("seconds", rep.get("makespan_ms", 0) / 1e3)
+    gf = rep.get("gflops", float("nan"))
+    peer = ", ".join(f"{p['name']} {p['gflops']:.0f} (ratio {gf / p['gflops']:.3f})" for p in peers)
+    print(f"| {r['label']} | {r['args']} | {secs:.4f} | {gf:.1f} | {err} | {peer} |")
+    if r["label"].startswith("real-"):
+        real[r["label"][5:]] = rep.get("makespan_ms")
+    if r["label"].startswith("sim-") and r["label"][4:] in real:
+        ms, sim = real[r["label"][4:]], rep.get("makespan_ms")
+        print(f"| sim vs real {r['label'][4:]} | | {sim:.1f} ms vs {ms:.1f} ms | | {100 * (sim - ms) / ms:+.1f}% | |")
+EOF
+}
+
+for part in "$@"; do
+    declare -F "part_$part" > /dev/null || { echo "unknown part $part" >&2; exit 2; }
+    run_part "$part"
+done
+echo "== [$SECONDS s] done: $(ls "$out")"
