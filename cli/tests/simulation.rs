@@ -137,12 +137,13 @@ fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-#[test]
-fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
-    let dir = std::env::temp_dir().join(format!("hetla-cal-{}", std::process::id()));
+/// Runs `calibrate --tile 64 --samples 2 --output` (plus `extra`) into a fresh folder
+/// named after `name`; returns the folder and the platform file.
+fn calibrate_to_file(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("hetla-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("this.toml");
-    let (ok, _, err) = hetla(&[
+    let mut args = vec![
         "calibrate",
         "--tile",
         "64",
@@ -152,8 +153,32 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
         dir.to_str().unwrap(),
         "--output",
         file.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (ok, _, err) = hetla(&args);
     assert!(ok, "{err}");
+    (dir, file)
+}
+
+/// `simulate --platform FILE --tile 64 --json` plus `args`, which must succeed; its JSON.
+fn simulate_tile_64(file: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "simulate",
+        "--platform",
+        file.to_str().unwrap(),
+        "--tile",
+        "64",
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let (ok, out, err) = hetla(&all);
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
+    let (dir, file) = calibrate_to_file("cal", &[]);
     let model = PlatformModel::load(&file).unwrap();
     assert_eq!(model.tiles(), [64]);
     assert!(model.gpu.is_none());
@@ -163,20 +188,7 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
         assert!(!k.loaded.is_empty(), "{} has no loaded reduction", k.op);
         assert!(k.loaded.iter().all(|r| (0.0..=0.95).contains(&r.reduction)));
     }
-    let (ok, out, err) = hetla(&[
-        "simulate",
-        "--platform",
-        file.to_str().unwrap(),
-        "--clusters",
-        "1x1",
-        "--n",
-        "256",
-        "--tile",
-        "64",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = simulate_tile_64(&file, &["--clusters", "1x1", "--n", "256"]);
     assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(v["cpu_rates"], "loaded");
     std::fs::remove_dir_all(&dir).ok();
@@ -184,25 +196,10 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
 
 #[test]
 fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_them() {
-    let dir = std::env::temp_dir().join(format!("hetla-cal-gpu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("this.toml");
-    let (ok, _, err) = hetla(&[
-        "calibrate",
-        "--tile",
-        "64",
-        "--samples",
-        "2",
-        "--gpus",
-        "emulated:1",
-        "--gpu-memory",
-        "64MiB",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-        "--output",
-        file.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let (dir, file) = calibrate_to_file(
+        "cal-gpu",
+        &["--gpus", "emulated:1", "--gpu-memory", "64MiB"],
+    );
     let model = PlatformModel::load(&file).unwrap();
     let gpu = model.gpu.as_ref().expect("a [gpu] section");
     assert_eq!((gpu.name.as_str(), gpu.count), ("emulated", 1));
@@ -211,22 +208,7 @@ fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_
     assert!(gpu.kernels.iter().all(|k| k.tile == 64 && k.gflops > 0.0));
     // Both directions measured, not the default link.
     assert_ne!(gpu.link, hetla::runtime::DEFAULT_LINK);
-    let (ok, out, err) = hetla(&[
-        "simulate",
-        "--platform",
-        file.to_str().unwrap(),
-        "--clusters",
-        "none",
-        "--gpus",
-        "1",
-        "--n",
-        "512",
-        "--tile",
-        "64",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = simulate_tile_64(&file, &["--clusters", "none", "--gpus", "1", "--n", "512"]);
     assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&dir).ok();
 }
