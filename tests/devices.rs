@@ -190,6 +190,7 @@ fn gpu_selections_parse_and_missing_gpus_are_named() {
 
 /// Whether this machine has a CUDA GPU; when not, says why on stderr (past the test
 /// harness's capture, so the skip shows) and the test returns.
+#[allow(clippy::explicit_write)] // eprintln! would be captured by the test harness
 fn gpus_here() -> bool {
     if !hetla_clusters::gpus().is_empty() {
         return true;

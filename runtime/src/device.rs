@@ -345,11 +345,18 @@ impl<T> Replicas<T> {
 /// The completion of work queued on an emulated stream, with its result (a copy: `Ok(0.0)`;
 /// a kernel: its seconds or its error). Cloning shares it.
 #[derive(Clone)]
-struct Event(Arc<(Mutex<Option<Result<f64, KernelError>>>, Condvar)>);
+struct Event(Arc<EventState>);
+
+/// An event's result once it has happened, and the condition its waiters sleep on.
+#[derive(Default)]
+struct EventState {
+    result: Mutex<Option<Result<f64, KernelError>>>,
+    happened: Condvar,
+}
 
 impl Event {
     fn new() -> Self {
-        Self(Arc::new((Mutex::new(None), Condvar::new())))
+        Self(Arc::default())
     }
 
     /// An event that has already happened.
@@ -360,21 +367,25 @@ impl Event {
     }
 
     fn fire(&self, result: Result<f64, KernelError>) {
-        *crate::lock(&self.0.0) = Some(result);
-        self.0.1.notify_all();
+        *crate::lock(&self.0.result) = Some(result);
+        self.0.happened.notify_all();
     }
 
     fn is_done(&self) -> bool {
-        crate::lock(&self.0.0).is_some()
+        crate::lock(&self.0.result).is_some()
     }
 
     fn wait(&self) -> Result<f64, KernelError> {
-        let mut state = crate::lock(&self.0.0);
+        let mut state = crate::lock(&self.0.result);
         loop {
             if let Some(result) = &*state {
                 return result.clone();
             }
-            state = self.0.1.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = self
+                .0
+                .happened
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -680,9 +691,11 @@ impl Device for EmulatedDevice {
 
     fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
         let done = Event::new();
-        type Operand = (Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>);
-        let operand = |h: Handle, t: &EmuTile| -> Operand {
-            (h, t.data.clone(), t.written.clone(), t.arriving.clone())
+        let operand = |handle: Handle, t: &EmuTile| Operand {
+            handle,
+            data: t.data.clone(),
+            written: t.written.clone(),
+            arriving: t.arriving.clone(),
         };
         let (inputs, output) = self.replicas.with_operands(reads, write, |tiles, out| {
             let inputs: Vec<Operand> = reads
@@ -707,33 +720,45 @@ impl Device for EmulatedDevice {
     }
 }
 
+/// An operand of an emulated kernel, as its replica was when the kernel was queued.
+struct Operand {
+    handle: Handle,
+    data: Arc<Mutex<Mat<f64>>>,
+    /// The replica's last write queued before the kernel.
+    written: Event,
+    arriving: Arc<AtomicUsize>,
+}
+
 /// An emulated kernel on the compute stream: waits for the last writes of its operands
 /// (when `ordered`), checks that no copy into them is still on its way, and runs `op` with
 /// faer on one core; returns its seconds.
 fn run_emulated(
     op: Op,
-    inputs: &[(Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>)],
-    output: &(Handle, Arc<Mutex<Mat<f64>>>, Event, Arc<AtomicUsize>),
+    inputs: &[Operand],
+    output: &Operand,
     ordered: bool,
     counts: &EmuCounts,
 ) -> Result<f64, KernelError> {
     let operands = || inputs.iter().chain(std::iter::once(output));
     if ordered {
-        for (_, _, written, _) in operands() {
+        for operand in operands() {
             // A failed earlier write leaves the tile as it was; the task that failed
             // reports it.
-            let _ = written.wait();
+            let _ = operand.written.wait();
         }
     }
-    if let Some((h, ..)) = operands().find(|(.., arriving)| arriving.load(Ordering::SeqCst) > 0) {
+    if let Some(early) = operands().find(|o| o.arriving.load(Ordering::SeqCst) > 0) {
         counts.early_reads.fetch_add(1, Ordering::SeqCst);
         return Err(KernelError::Gpu {
-            message: format!("{op} would read data handle {h} before its upload arrived"),
+            message: format!(
+                "{op} would read data handle {} before its upload arrived",
+                early.handle
+            ),
         });
     }
-    let guards: Vec<_> = inputs.iter().map(|(_, d, ..)| crate::lock(d)).collect();
+    let guards: Vec<_> = inputs.iter().map(|o| crate::lock(&o.data)).collect();
     let views: Vec<MatRef<'_, f64>> = guards.iter().map(|m| m.as_ref()).collect();
-    let mut out = crate::lock(&output.1);
+    let mut out = crate::lock(&output.data);
     let start = Instant::now();
     Backend::Faer.run(op, &views, out.as_mut(), Par::Seq)?;
     Ok(start.elapsed().as_secs_f64())
@@ -902,7 +927,7 @@ mod tests {
         );
         let seconds = kernel.wait().unwrap();
         assert!(
-            seconds >= 0.0 && seconds < 0.2,
+            (0.0..0.2).contains(&seconds),
             "kernel time {seconds} s includes the upload"
         );
         let mut back = Mat::zeros(40, 40);
