@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The full JSON of a fixed set of simulations (Cholesky under every scheduler, GEMM under
 # every strategy, a100x8 placements, bound, sweep), without wall-clock fields and output
-# paths: what a refactoring of the runtime must leave bit-identical.
+# paths: what a refactoring of the runtime must leave bit-identical. The Cholesky runs
+# write tiles back at the end of the run (--write-back end, the policy the first lines
+# were recorded with); the last two lines are hetla's default, write-back when final.
 #
 #   bash scripts/sim-snapshot.sh BIN            # print the snapshot
 #   bash scripts/sim-snapshot.sh BIN --check    # compare with scripts/sim-snapshot.expected
@@ -21,18 +23,21 @@ print(json.dumps({k: v for k, v in d.items() if k not in wall}, sort_keys=True))
 }
 snapshot() {
   for s in mct dmda eager ws; do
-    "$bin" simulate --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --scheduler "$s" --json | strip simulate
+    "$bin" simulate --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --scheduler "$s" --write-back end --json | strip simulate
   done
-  "$bin" simulate --platform sirocco --clusters 20x1 --gpus 2 --n 19200 --tile 1920 --json | strip simulate
-  "$bin" simulate --platform knl --clusters 4x16 --n 34560 --tile 2880 --json | strip simulate
-  "$bin" simulate --platform sirocco --clusters 2x10 --gpus 1 --n 9600 --tile 960 --noise 0.2 --seed 7 --json | strip simulate
+  "$bin" simulate --platform sirocco --clusters 20x1 --gpus 2 --n 19200 --tile 1920 --write-back end --json | strip simulate
+  "$bin" simulate --platform knl --clusters 4x16 --n 34560 --tile 2880 --write-back end --json | strip simulate
+  "$bin" simulate --platform sirocco --clusters 2x10 --gpus 1 --n 9600 --tile 960 --noise 0.2 --seed 7 --write-back end --json | strip simulate
   for st in dmda peri-sum:rounded:steal peri-sum:precise:static grid max-reuse; do
     "$bin" gemm --platform sirocco --strategy "$st" --m 15360 --n 15360 --k 15360 --json | strip gemm
   done
   "$bin" gemm --platform a100x8 --m 16384 --n 16384 --k 16384 --json | strip gemm
   "$bin" gemm --platform a100x8 --placement gpu0,gpu0,gpu0 --m 32768 --n 32768 --k 32768 --json | strip gemm
   "$bin" bound --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --json | strip bound
-  "$bin" sweep --platform sirocco --clusters 20x1,2x10 --gpus 0,1 --n 4800:9600:4800 --tile 960 --out "$out/sweep" --json | strip sweep
+  "$bin" sweep --platform sirocco --clusters 20x1,2x10 --gpus 0,1 --n 4800:9600:4800 --tile 960 --out "$out/sweep" --write-back end --json | strip sweep
+  for s in mct dmda; do
+    "$bin" simulate --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --scheduler "$s" --json | strip simulate
+  done
 }
 if [ "${2:-}" = "--check" ]; then
   if diff <(snapshot) "$here/sim-snapshot.expected" > "$out/diff"; then

@@ -59,7 +59,7 @@ pub mod runtime {
         KernelSummary, Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, Pending,
         PerfModels, Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError,
         RunOptions, RunStep, SchedulerKind, SimOptions, Stats, TaskEvent, TaskFailure, Trace,
-        TraceSummary, TransferEvent, WorkerSummary, Workload, execute,
+        TraceSummary, TransferEvent, WorkerSummary, Workload, WriteBack, execute,
     };
 }
 

@@ -4,7 +4,7 @@
 use hetla::model::PlatformModel;
 use hetla::runtime::HOST;
 use hetla::runtime::SimOptions;
-use hetla::runtime::{RunOptions, SchedulerKind};
+use hetla::runtime::{RunOptions, SchedulerKind, WriteBack};
 use hetla::simulation::{SimReport, simulate_cholesky};
 use hetla::{ClusterSpec, Error};
 
@@ -281,4 +281,39 @@ fn sweep_direction_matches_paper_002_with_one_gpu() {
     let (small, medium, large) = (ratio(4800), ratio(9600), ratio(28800));
     assert!(small > 1.0 && medium > 1.0, "{small} {medium}");
     assert!(large < small, "{small} -> {large}");
+}
+
+/// Bytes written back to host memory after the last task ended: the flush at the end.
+fn flushed_after_last_task(trace: &hetla::Trace) -> usize {
+    let last_end = trace.tasks.iter().map(|t| t.end).fold(0.0, f64::max);
+    trace
+        .transfers
+        .iter()
+        .filter(|t| t.transfer.to == HOST && t.start >= last_end)
+        .map(|t| t.transfer.bytes)
+        .sum()
+}
+
+#[test]
+fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end() {
+    let m = sirocco();
+    let run = |write_back| {
+        let mut o = options(SchedulerKind::Mct, 0, 0.0);
+        o.run.write_back = write_back;
+        simulate_cholesky(&m, &grid(2, 10), 2, 14400, 960, &o).unwrap()
+    };
+    let (final_report, final_trace) = run(WriteBack::Final);
+    let (end_report, end_trace) = run(WriteBack::AtEnd);
+    let tile_bytes = 960 * 960 * 8;
+    // At the end, a tile's last copy on a GPU goes back: StarPU's flush moves many tiles,
+    // hetla's policy at most the last POTRF's tile per GPU (the rest went back when final).
+    let (early, late) = (
+        flushed_after_last_task(&final_trace),
+        flushed_after_last_task(&end_trace),
+    );
+    assert!(early <= 2 * tile_bytes, "final: {early} bytes flushed");
+    assert!(late > 5 * tile_bytes, "end: {late} bytes flushed");
+    assert_eq!(final_trace.tasks.len(), end_trace.tasks.len());
+    assert!(final_report.makespan_ms >= final_report.bounds.mixed_ms);
+    assert!(end_report.makespan_ms >= end_report.bounds.mixed_ms);
 }

@@ -292,6 +292,14 @@ impl<'a> Engine<'a> {
                     return released;
                 }
             }
+            if outcome.is_ok() {
+                for &h in &self.tables.write_backs[task] {
+                    if let Err(error) = self.with_data(carrier, end, |d| d.prefetch(h, HOST)) {
+                        self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
+                        return released;
+                    }
+                }
+            }
         }
         if let Err(failure) = outcome {
             self.fail(RunStep::Task(task), failure);

@@ -98,6 +98,37 @@ pub struct RunOptions {
     /// dmda's beta, the weight of transfer time in its scores (`None`:
     /// [`crate::scheduler::DMDA_BETA`]); other policies ignore it.
     pub dmda_beta: Option<f64>,
+    /// When a device's copy of a tile goes back to host memory.
+    pub write_back: WriteBack,
+}
+
+/// When a tile modified on a device is written back to host memory (besides an eviction,
+/// which writes back a last copy at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WriteBack {
+    /// As soon as it is final (its last writer ended), while the run goes on; the device
+    /// keeps a shared copy for the tasks that still read it. The flush at the end of the
+    /// run then has little or nothing left to copy.
+    #[default]
+    Final,
+    /// In the flush at the end of the run, as StarPU does when the data is unregistered
+    /// (the policy of the runs the papers measured).
+    AtEnd,
+}
+
+impl std::str::FromStr for WriteBack {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "final" => Ok(Self::Final),
+            "end" => Ok(Self::AtEnd),
+            _ => Err(format!(
+                "{s:?}: expected final (when a tile is final) or end (at the end of the run)"
+            )),
+        }
+    }
 }
 
 impl RunOptions {

@@ -55,7 +55,9 @@ pub use sim::{SimOptions, SimPlatform, SimWork, simulate};
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 
 pub use device::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
-pub use execute::{RunError, RunOptions, RunStep, TaskFailure, Workload, bottom_levels, execute};
+pub use execute::{
+    RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack, bottom_levels, execute,
+};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};
 pub use platform::{

@@ -10,7 +10,7 @@ use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::Op;
 
 use crate::data::{DataRegistry, Handle, MemoryNode};
-use crate::execute::{RunOptions, RunStep, TaskFailure, bottom_levels};
+use crate::execute::{RunOptions, RunStep, TaskFailure, WriteBack, bottom_levels};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
 use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
@@ -116,6 +116,34 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) ->
         if writes && !after[task].contains(&h) {
             after[task].push(h);
         }
+    }
+    after
+}
+
+/// The handles each task writes for the last time while later tasks still read them: a
+/// device's copy of such a tile is final once the task ends, and is written back to host
+/// memory then (it stays on the device as a shared copy), while the run goes on, instead of
+/// in the flush at the end. (A tile whose last access is its last write is released
+/// instead, see [`releases`].)
+pub(crate) fn write_backs(handles: &[Vec<(Handle, Mode)>]) -> Vec<Vec<Handle>> {
+    let mut last_write: HashMap<Handle, usize> = HashMap::new();
+    let mut last_access: HashMap<Handle, usize> = HashMap::new();
+    for (task, accesses) in handles.iter().enumerate() {
+        for &(h, mode) in accesses {
+            last_access.insert(h, task);
+            if mode.writes() {
+                last_write.insert(h, task);
+            }
+        }
+    }
+    let mut after = vec![Vec::new(); handles.len()];
+    let mut finals: Vec<(Handle, usize)> = last_write
+        .into_iter()
+        .filter(|(h, task)| last_access[h] != *task)
+        .collect();
+    finals.sort_unstable();
+    for (h, task) in finals {
+        after[task].push(h);
     }
     after
 }
@@ -247,6 +275,8 @@ pub(crate) struct Tables {
     pub written: Vec<bool>,
     /// Handles dropped from the worker's node after each task.
     pub releases: Vec<Vec<Handle>>,
+    /// Handles written back to host memory after each task ([`write_backs`]).
+    pub write_backs: Vec<Vec<Handle>>,
     /// Tiles placed on a node before the run.
     pub placement: Vec<(Handle, MemoryNode, Mode)>,
     /// The run's data registry (logging its steps when there are devices).
@@ -303,6 +333,10 @@ pub(crate) fn prepare<'a>(
     };
     let tables = Tables {
         releases: releases(options, &plan.handles),
+        write_backs: match options.write_back {
+            WriteBack::Final => write_backs(&plan.handles),
+            WriteBack::AtEnd => vec![Vec::new(); plan.handles.len()],
+        },
         placement: placements(options, &plan.tiles),
         keys: plan.keys,
         classes: plan.classes,
@@ -312,4 +346,26 @@ pub(crate) fn prepare<'a>(
         several_nodes,
     };
     Ok((plan.ctx, tables))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tile_is_written_back_after_its_last_write_only_when_a_later_task_reads_it() {
+        let (r, rw, w) = (Mode::Read, Mode::ReadWrite, Mode::Write);
+        let handles = vec![
+            vec![(Handle(0), rw)],                 // 0: writes 0, read later by 1 and 2
+            vec![(Handle(0), r), (Handle(1), w)],  // 1: writes 1, rewritten by 2
+            vec![(Handle(0), r), (Handle(1), rw)], // 2: last access of 0 and 1
+            vec![(Handle(2), w)],                  // 3: writes 2, never read after
+        ];
+        let after = write_backs(&handles);
+        assert_eq!(after, vec![vec![Handle(0)], vec![], vec![], vec![]]);
+        // Those whose last access writes them are released instead.
+        let released = releases(&RunOptions::default(), &handles);
+        assert_eq!(released[2], vec![Handle(1)]);
+        assert_eq!(released[3], vec![Handle(2)]);
+    }
 }

@@ -24,6 +24,11 @@ pub struct SimRunArgs {
     /// 1 + noise * u, u uniform in [-1, 1). 0 (default) gives exact model durations.
     #[arg(long, default_value_t = 0.0)]
     pub noise: f64,
+    /// When tiles modified on a GPU go back to host memory: final (as soon as the last
+    /// task writing them ends, hetla's policy) or end (in the flush after the last task,
+    /// StarPU's, the policy of the papers' runs).
+    #[arg(long, default_value = "final")]
+    pub write_back: hetla::runtime::WriteBack,
 }
 
 impl SimRunArgs {
@@ -34,6 +39,7 @@ impl SimRunArgs {
                 scheduler: self.scheduler,
                 restrictions: Vec::new(),
                 dmda_beta: Some(self.dmda_beta),
+                write_back: self.write_back,
                 ..Default::default()
             },
             seed: self.seed,
