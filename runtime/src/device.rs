@@ -462,14 +462,16 @@ impl Drop for Stream {
 }
 
 /// An emulated replica: its data (replaced by copies and written by kernels on the stream
-/// threads), its shape once the queued work is done, the last queued write, and the
-/// copies into it not yet arrived.
+/// threads), its shape once the queued work is done, the last queued write, the copies
+/// into it not yet arrived, and whether a copy or a kernel was queued to fill it since it
+/// was allocated.
 struct EmuTile {
     data: Arc<Mutex<Mat<f64>>>,
     rows: usize,
     cols: usize,
     written: Event,
     arriving: Arc<AtomicUsize>,
+    filled: bool,
 }
 
 impl EmuTile {
@@ -566,6 +568,7 @@ impl EmulatedDevice {
             cols,
             written,
             arriving: Arc::default(),
+            filled: false,
         }
     }
 
@@ -606,6 +609,7 @@ impl Device for EmulatedDevice {
             };
             let before = std::mem::replace(&mut tile.written, arrived.clone());
             tile.arriving.fetch_add(1, Ordering::SeqCst);
+            tile.filled = true;
             target = Some((tile.data.clone(), before, tile.arriving.clone()));
             Ok(fresh)
         })?;
@@ -630,6 +634,7 @@ impl Device for EmulatedDevice {
                 tile.data = Arc::new(Mutex::new(Mat::zeros(rows, cols)));
                 tile.written = Event::happened();
                 tile.arriving = Arc::default();
+                tile.filled = false;
                 Ok(None)
             }
             None => Ok(Some(self.new_tile(
@@ -696,6 +701,7 @@ impl Device for EmulatedDevice {
             data: t.data.clone(),
             written: t.written.clone(),
             arriving: t.arriving.clone(),
+            filled: t.filled,
         };
         let (inputs, output) = self.replicas.with_operands(reads, write, |tiles, out| {
             let inputs: Vec<Operand> = reads
@@ -705,6 +711,7 @@ impl Device for EmulatedDevice {
                 .collect();
             let output = operand(write, out);
             out.written = done.clone();
+            out.filled = true;
             (inputs, output)
         })?;
         let counts = self.counts.clone();
@@ -727,6 +734,8 @@ struct Operand {
     /// The replica's last write queued before the kernel.
     written: Event,
     arriving: Arc<AtomicUsize>,
+    /// Whether a copy or kernel had been queued into it when the kernel was.
+    filled: bool,
 }
 
 /// An emulated kernel on the compute stream: waits for the last writes of its operands
@@ -747,7 +756,10 @@ fn run_emulated(
             let _ = operand.written.wait();
         }
     }
-    if let Some(early) = operands().find(|o| o.arriving.load(Ordering::SeqCst) > 0) {
+    // An input no copy was queued into yet (a kernel launched before its upload was
+    // queued) counts as an early read too.
+    let early = operands().find(|o| o.arriving.load(Ordering::SeqCst) > 0);
+    if let Some(early) = early.or_else(|| inputs.iter().find(|o| !o.filled)) {
         counts.early_reads.fetch_add(1, Ordering::SeqCst);
         return Err(KernelError::Gpu {
             message: format!(

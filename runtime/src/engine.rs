@@ -18,9 +18,10 @@
 //! what a copy costs, so the engine leaves two things to its driver:
 //!
 //! - a [`Carrier`] carries out the copies, allocations and releases the registry decides, in
-//!   the registry's order and under its lock: on devices (the real executor, which also
-//!   traces each copy with wall times) or on modelled links (the simulator, which books
-//!   each copy on its links' timelines);
+//!   the registry's order: on devices (the real executor, which registers each copy under
+//!   the registry's lock, carries it out after it and traces it with wall times; see
+//!   [`crate::inflight`]) or on modelled links (the simulator, which books each copy on its
+//!   links' timelines under the lock);
 //! - the clock: the real executor's workers each loop on their own thread (pop, start, run
 //!   the kernel, finish) with wall time; the simulator's single loop lets every idle worker
 //!   pop and start, then advances a virtual clock to the next task end and finishes it.
@@ -35,8 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use hetla_factorizations::{Mode, TaskGraph, TaskId};
 use hetla_kernels::KernelError;
 
-use crate::data::{DataRegistry, HOST, Handle, Step};
+use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
+use crate::inflight::Deferred;
 use crate::lock;
 use crate::platform::WorkerId;
 use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
@@ -57,8 +59,25 @@ pub(crate) enum Start {
 /// allocated and released.
 pub(crate) trait Carrier: Sync {
     /// Carries out `steps`, in order, decided at time `at` by `data` (still locked, so no
-    /// other worker sees their effect before they are done).
-    fn carry_out(&self, steps: Vec<Step>, data: &DataRegistry, at: f64) -> Result<(), KernelError>;
+    /// other worker sees their effect before they are done), or registers them to carry
+    /// out after the lock: those are returned, for [`Carrier::complete`].
+    fn carry_out(
+        &self,
+        steps: Vec<Step>,
+        data: &DataRegistry,
+        at: f64,
+    ) -> Result<Vec<Deferred>, KernelError>;
+
+    /// Carries out the copies [`Carrier::carry_out`] deferred, once the registry's lock is
+    /// released (see [`crate::inflight`]).
+    fn complete(&self, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        debug_assert!(deferred.is_empty());
+        Ok(())
+    }
+
+    /// Waits until the tiles a task accesses on `node` are there and no longer read by a
+    /// copy it would overwrite (nothing to wait for when copies are done under the lock).
+    fn settle(&self, _accesses: &[(Handle, Mode)], _node: MemoryNode) {}
 }
 
 /// A run in progress: the scheduler, the data registry and the tasks' readiness, shared by
@@ -157,21 +176,25 @@ impl<'a> Engine<'a> {
         (self.ctx, failure)
     }
 
-    /// Runs `f` on the registry, then has `carrier` carry out what it decided, before the
-    /// lock is released.
+    /// Runs `f` on the registry, then has `carrier` carry out what it decided: under the
+    /// lock, or registered under it and carried out after it.
     pub fn with_data<R>(
         &self,
         carrier: &dyn Carrier,
         at: f64,
         f: impl FnOnce(&mut DataRegistry) -> R,
     ) -> Result<R, KernelError> {
-        let mut data = lock(&self.tables.data);
-        let result = f(&mut data);
-        let steps = data.take_steps();
-        if !steps.is_empty() {
-            carrier.carry_out(steps, &data, at)?;
-        }
-        Ok(result)
+        let deferred = {
+            let mut data = lock(&self.tables.data);
+            let result = f(&mut data);
+            let steps = data.take_steps();
+            if steps.is_empty() {
+                return Ok(result);
+            }
+            (carrier.carry_out(steps, &data, at)?, result)
+        };
+        carrier.complete(deferred.0)?;
+        Ok(deferred.1)
     }
 
     /// Puts the tiles the options place on their nodes (before the clock starts).
@@ -266,6 +289,7 @@ impl<'a> Engine<'a> {
                 return Start::Stopped;
             }
         }
+        carrier.settle(handles, node);
         Start::Running
     }
 

@@ -36,6 +36,7 @@ use hetla_kernels::{KernelError, Op, Par};
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Step, Transfer};
 use crate::device::{Device, Launched};
 use crate::engine::{Carrier, Engine, Start};
+use crate::inflight::{Deferred, InFlight};
 use crate::perfmodel::KernelKey;
 use crate::planned::{Planned, StaticPlan};
 use crate::platform::WorkerId;
@@ -229,42 +230,82 @@ impl Signal {
     }
 }
 
-/// The real executor's [`Carrier`]: copies between host memory and devices, carried out
-/// at once and traced with wall times.
+/// The real executor's [`Carrier`]: copies between host memory and devices, registered
+/// under the registry's lock and carried out after it by the thread that caused them (see
+/// [`crate::inflight`]), traced with wall times.
 struct Devices<'a> {
     work: &'a dyn Workload,
     /// Device of memory node `i + 1`.
     devices: Vec<&'a dyn Device>,
+    inflight: InFlight,
     transfers: Mutex<Vec<TransferEvent>>,
     start: Instant,
 }
 
 impl Carrier for Devices<'_> {
-    fn carry_out(&self, steps: Vec<Step>, _: &DataRegistry, _: f64) -> Result<(), KernelError> {
-        for step in steps {
-            match step {
-                Step::Release { handle, node } => self.device(node).release(handle),
-                Step::Allocate { handle, tile, node } => {
-                    let (rows, cols) = self
-                        .work
-                        .host_tile(tile)
-                        .map_or((0, 0), |t| (t.nrows(), t.ncols()));
-                    self.device(node).allocate(handle, rows, cols)?;
-                }
-                Step::Copy(copy) => {
-                    let start = self.now();
-                    self.copy(copy)?;
-                    let end = self.now();
-                    let mut transfers = crate::lock(&self.transfers);
-                    transfers.push(TransferEvent {
-                        transfer: copy,
-                        start,
-                        end,
-                    });
+    fn carry_out(
+        &self,
+        steps: Vec<Step>,
+        _: &DataRegistry,
+        _: f64,
+    ) -> Result<Vec<Deferred>, KernelError> {
+        let mut deferred: Vec<Deferred> = Vec::new();
+        let carry_out = || -> Result<(), KernelError> {
+            for step in steps {
+                match step {
+                    Step::Release { handle, node } => {
+                        // A write-back before an eviction: carried out now, before the
+                        // replica goes (rare; everything else waits for the lock's end).
+                        if deferred.iter().any(|d| d.copy.handle == handle) {
+                            self.complete(std::mem::take(&mut deferred))?;
+                        }
+                        self.inflight.wait_replica(handle, node);
+                        self.device(node).release(handle);
+                    }
+                    Step::Allocate { handle, tile, node } => {
+                        let (rows, cols) = self
+                            .work
+                            .host_tile(tile)
+                            .map_or((0, 0), |t| (t.nrows(), t.ncols()));
+                        self.device(node).allocate(handle, rows, cols)?;
+                    }
+                    Step::Copy(copy) => deferred.push(self.inflight.register(copy)),
                 }
             }
+            Ok(())
+        };
+        match carry_out() {
+            Ok(()) => Ok(deferred),
+            Err(error) => {
+                deferred.iter().for_each(|d| self.inflight.done(d));
+                Err(error)
+            }
+        }
+    }
+
+    fn complete(&self, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        let mut copies = deferred.into_iter();
+        for d in copies.by_ref() {
+            self.inflight.wait_turn(&d);
+            let start = self.now();
+            let copied = self.copy(d.copy);
+            let end = self.now();
+            self.inflight.done(&d);
+            if let Err(error) = copied {
+                copies.for_each(|d| self.inflight.done(&d));
+                return Err(error);
+            }
+            crate::lock(&self.transfers).push(TransferEvent {
+                transfer: d.copy,
+                start,
+                end,
+            });
         }
         Ok(())
+    }
+
+    fn settle(&self, accesses: &[(Handle, Mode)], node: MemoryNode) {
+        self.inflight.wait_task(accesses, node);
     }
 }
 
@@ -599,6 +640,7 @@ pub fn execute(
     let mut carrier = Devices {
         work,
         devices,
+        inflight: InFlight::default(),
         transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };

@@ -38,6 +38,7 @@ mod engine;
 mod error;
 mod execute;
 mod files;
+mod inflight;
 mod link;
 mod perfmodel;
 mod planned;

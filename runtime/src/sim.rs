@@ -55,6 +55,7 @@ use hetla_kernels::KernelError;
 use crate::data::{DataRegistry, HOST, MemoryNode, Step, Transfer};
 use crate::engine::{Carrier, Engine, Start};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
+use crate::inflight::Deferred;
 use crate::link::{Hop, LinkModel};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
 use crate::platform::WorkerId;
@@ -343,7 +344,7 @@ impl Carrier for Links<'_> {
         steps: Vec<Step>,
         data: &DataRegistry,
         at: f64,
-    ) -> std::result::Result<(), KernelError> {
+    ) -> std::result::Result<Vec<Deferred>, KernelError> {
         let mut copies = lock(&self.0);
         for step in steps {
             if let Step::Copy(copy) = step {
@@ -351,7 +352,7 @@ impl Carrier for Links<'_> {
                 copies.schedule(copy, at, &holders);
             }
         }
-        Ok(())
+        Ok(Vec::new())
     }
 }
 
@@ -364,8 +365,8 @@ impl Carrier for Placed {
         _: Vec<Step>,
         _: &DataRegistry,
         _: f64,
-    ) -> std::result::Result<(), KernelError> {
-        Ok(())
+    ) -> std::result::Result<Vec<Deferred>, KernelError> {
+        Ok(Vec::new())
     }
 }
 
