@@ -295,3 +295,28 @@ fn a_queued_task_that_does_not_fit_waits_for_the_queue_instead_of_failing() {
     assert!(devices[0].peak_bytes() <= devices[0].budget());
     assert_eq!(devices[0].early_reads(), 0);
 }
+
+#[test]
+fn a_device_goes_on_queueing_kernels_while_final_tiles_go_back_to_host_memory() {
+    // Downloads that take 3 ms each: the tiles each task makes final are written back by
+    // the device's write-back thread, so its worker keeps launching kernels meanwhile.
+    let (n, b) = (800, 100);
+    let devices = vec![Arc::new(
+        EmulatedDevice::new(usize::MAX).with_download_delay(std::time::Duration::from_millis(3)),
+    )];
+    let p = platform("none", &devices);
+    let (residual, trace) = factor(&p, n, b);
+    assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+    let back: usize = trace
+        .transfers
+        .iter()
+        .filter(|t| t.transfer.to == HOST)
+        .count();
+    // Every tile of L (8 x 9 / 2) goes back once.
+    assert_eq!(back, 36, "{back} write-backs");
+    assert!(
+        devices[0].launched_beside_downloads() > 0,
+        "no kernel was queued during a write-back"
+    );
+    assert_eq!(devices[0].early_reads(), 0);
+}

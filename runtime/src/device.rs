@@ -486,6 +486,8 @@ struct EmuCounts {
     in_flight: AtomicUsize,
     peak_in_flight: AtomicUsize,
     early_reads: AtomicUsize,
+    downloading: AtomicUsize,
+    launched_beside_downloads: AtomicUsize,
 }
 
 /// A device emulated in host memory: its own copies of the tiles, the faer kernels on one
@@ -498,6 +500,7 @@ pub struct EmulatedDevice {
     held: AtomicUsize,
     peak: AtomicUsize,
     upload_delay: Duration,
+    download_delay: Duration,
     /// Kernels wait for the copies into their operands (false only in the test that shows
     /// the check catches a kernel that does not).
     ordered: bool,
@@ -517,6 +520,7 @@ impl EmulatedDevice {
             held: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             upload_delay: Duration::ZERO,
+            download_delay: Duration::ZERO,
             ordered: true,
             counts: Arc::default(),
             last_upload: Mutex::new(Event::happened()),
@@ -531,6 +535,19 @@ impl EmulatedDevice {
     pub fn with_upload_delay(mut self, delay: Duration) -> Self {
         self.upload_delay = delay;
         self
+    }
+
+    /// The same device whose downloads each take at least `delay` (in the caller's thread,
+    /// like a wait for a device-to-host copy).
+    pub fn with_download_delay(mut self, delay: Duration) -> Self {
+        self.download_delay = delay;
+        self
+    }
+
+    /// Kernels queued while a download from this device was under way: 0 when the thread
+    /// that queues kernels also waits for the downloads.
+    pub fn launched_beside_downloads(&self) -> usize {
+        self.counts.launched_beside_downloads.load(Ordering::SeqCst)
     }
 
     /// The most bytes of replicas this device ever held at once: what its memory would
@@ -653,6 +670,43 @@ impl Device for EmulatedDevice {
     }
 
     fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+        self.counts.downloading.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.download_delay);
+        let downloaded = self.download_now(handle, dst);
+        self.counts.downloading.fetch_sub(1, Ordering::SeqCst);
+        downloaded
+    }
+
+    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+        let _ = self.copy_threads.set(threads);
+    }
+
+    fn release(&self, handle: Handle) {
+        // Queued work keeps the data alive until it is done.
+        if let Some(tile) = self.replicas.remove(handle) {
+            let bytes = tile.read().unwrap_or_else(|e| e.into_inner()).bytes();
+            self.held.fetch_sub(bytes, Ordering::SeqCst);
+        }
+    }
+
+    fn clear(&self) {
+        self.replicas.clear();
+        self.held.store(0, Ordering::SeqCst);
+    }
+
+    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+        if self.counts.downloading.load(Ordering::SeqCst) > 0 {
+            self.counts
+                .launched_beside_downloads
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        self.launch_now(op, reads, write)
+    }
+}
+
+impl EmulatedDevice {
+    /// Copies the replica of `handle` into `dst` once its last write is done.
+    fn download_now(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let (data, written) = {
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
@@ -677,24 +731,8 @@ impl Device for EmulatedDevice {
         Ok(())
     }
 
-    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
-        let _ = self.copy_threads.set(threads);
-    }
-
-    fn release(&self, handle: Handle) {
-        // Queued work keeps the data alive until it is done.
-        if let Some(tile) = self.replicas.remove(handle) {
-            let bytes = tile.read().unwrap_or_else(|e| e.into_inner()).bytes();
-            self.held.fetch_sub(bytes, Ordering::SeqCst);
-        }
-    }
-
-    fn clear(&self) {
-        self.replicas.clear();
-        self.held.store(0, Ordering::SeqCst);
-    }
-
-    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+    /// Queues `op` on the compute stream after the last writes of its operands.
+    fn launch_now(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
         let done = Event::new();
         let operand = |handle: Handle, t: &EmuTile| Operand {
             handle,

@@ -9,8 +9,10 @@
 //! 2. **start**: a worker pops a task, its tiles are made valid and pinned on the worker's
 //!    node, and the inputs of the tasks a static plan gives it next are prefetched;
 //! 3. **finish**: the tiles are unpinned, those the plan (or the last write of a tile)
-//!    releases are dropped from a device, written back when last, the scheduler learns the
-//!    end, and the successors whose last predecessor this was are pushed;
+//!    releases are dropped from a device, written back when last, the tiles the task made
+//!    final are written back to host memory (unless [`crate::WriteBack::AtEnd`]), the
+//!    scheduler learns the end, and the successors whose last predecessor this was are
+//!    pushed;
 //! 4. **flush**: after the last task, every tile whose only valid copy is on a device is
 //!    written back to host memory.
 //!
@@ -73,6 +75,15 @@ pub(crate) trait Carrier: Sync {
     fn complete(&self, deferred: Vec<Deferred>) -> Result<(), KernelError> {
         debug_assert!(deferred.is_empty());
         Ok(())
+    }
+
+    /// Carries out deferred write-backs of the tiles `task` made final: by default as
+    /// [`Carrier::complete`] does; the real executor hands them to a thread of the device
+    /// they come from, so that the device's worker goes on queueing kernels (a failure is
+    /// then recorded for `task` by that thread).
+    fn complete_behind(&self, task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        let _ = task;
+        self.complete(deferred)
     }
 
     /// Waits until the tiles a task accesses on `node` are there and no longer read by a
@@ -184,17 +195,26 @@ impl<'a> Engine<'a> {
         at: f64,
         f: impl FnOnce(&mut DataRegistry) -> R,
     ) -> Result<R, KernelError> {
-        let deferred = {
-            let mut data = lock(&self.tables.data);
-            let result = f(&mut data);
-            let steps = data.take_steps();
-            if steps.is_empty() {
-                return Ok(result);
-            }
-            (carrier.carry_out(steps, &data, at)?, result)
-        };
-        carrier.complete(deferred.0)?;
-        Ok(deferred.1)
+        let (deferred, result) = self.decide(carrier, at, f)?;
+        carrier.complete(deferred)?;
+        Ok(result)
+    }
+
+    /// Runs `f` on the registry and has `carrier` carry out or register what it decided,
+    /// under the lock; returns the copies registered.
+    fn decide<R>(
+        &self,
+        carrier: &dyn Carrier,
+        at: f64,
+        f: impl FnOnce(&mut DataRegistry) -> R,
+    ) -> Result<(Vec<Deferred>, R), KernelError> {
+        let mut data = lock(&self.tables.data);
+        let result = f(&mut data);
+        let steps = data.take_steps();
+        if steps.is_empty() {
+            return Ok((Vec::new(), result));
+        }
+        Ok((carrier.carry_out(steps, &data, at)?, result))
     }
 
     /// Puts the tiles the options place on their nodes (before the clock starts).
@@ -318,7 +338,10 @@ impl<'a> Engine<'a> {
             }
             if outcome.is_ok() {
                 for &h in &self.tables.write_backs[task] {
-                    if let Err(error) = self.with_data(carrier, end, |d| d.prefetch(h, HOST)) {
+                    let written_back = self
+                        .decide(carrier, end, |d| d.prefetch(h, HOST))
+                        .and_then(|(deferred, _)| carrier.complete_behind(task, deferred));
+                    if let Err(error) = written_back {
                         self.fail(RunStep::Task(task), TaskFailure::Kernel(error));
                         return released;
                     }

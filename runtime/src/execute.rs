@@ -26,7 +26,7 @@
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Instant;
 
 use faer::{Mat, MatMut, MatRef};
@@ -238,6 +238,9 @@ struct Devices<'a> {
     /// Device of memory node `i + 1`.
     devices: Vec<&'a dyn Device>,
     inflight: InFlight,
+    /// Per device, the thread that carries out the write-backs from it while the run goes
+    /// on (gone once the workers are done: write-backs are then carried out at once).
+    behind: Mutex<Vec<mpsc::Sender<(TaskId, Deferred)>>>,
     transfers: Mutex<Vec<TransferEvent>>,
     start: Instant,
 }
@@ -302,6 +305,23 @@ impl Carrier for Devices<'_> {
             });
         }
         Ok(())
+    }
+
+    fn complete_behind(&self, task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        let mut inline = Vec::new();
+        {
+            let behind = crate::lock(&self.behind);
+            for d in deferred {
+                let sent = match behind.get(d.copy.from.0.wrapping_sub(1)) {
+                    Some(sender) => sender.send((task, d)).map_err(|mpsc::SendError((_, d))| d),
+                    None => Err(d),
+                };
+                if let Err(d) = sent {
+                    inline.push(d);
+                }
+            }
+        }
+        self.complete(inline)
     }
 
     fn settle(&self, accesses: &[(Handle, Mode)], node: MemoryNode) {
@@ -509,6 +529,29 @@ fn device_loop(
     }
 }
 
+/// A device's write-back thread: carries out the write-backs of the tiles its device's
+/// tasks made final, in the order given, while the worker goes on queueing kernels.
+fn write_back_loop(
+    engine: &Engine<'_>,
+    carrier: &Devices<'_>,
+    receiver: mpsc::Receiver<(TaskId, Deferred)>,
+) {
+    for (task, d) in receiver {
+        let done = catch_unwind(AssertUnwindSafe(|| carrier.complete(vec![d])));
+        let error = match done {
+            Ok(Ok(())) => continue,
+            Ok(Err(error)) => error,
+            Err(panic) => {
+                carrier.inflight.done(&d);
+                KernelError::Gpu {
+                    message: format!("a write-back panicked: {}", panic_message(&*panic)),
+                }
+            }
+        };
+        engine.fail(RunStep::Task(task), TaskFailure::Kernel(error));
+    }
+}
+
 impl DeviceWorker<'_, '_> {
     /// Starts `task` and queues its kernel; a task that does not fit beside the queued ones
     /// is held, a launch failure finishes it at once.
@@ -641,6 +684,7 @@ pub fn execute(
         work,
         devices,
         inflight: InFlight::default(),
+        behind: Mutex::new(Vec::new()),
         transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
@@ -672,6 +716,18 @@ pub fn execute(
     let clusters = platform.clusters();
     let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {
         let (engine, carrier, signal) = (&engine, &carrier, &signal);
+        let copiers: Vec<_> = platform
+            .devices()
+            .iter()
+            .map(|device| {
+                let (sender, receiver) = mpsc::channel();
+                crate::lock(&carrier.behind).push(sender);
+                s.spawn(move || {
+                    hetla_clusters::pin_current_thread(device.core);
+                    write_back_loop(engine, carrier, receiver);
+                })
+            })
+            .collect();
         let mut threads: Vec<_> = clusters
             .iter()
             .enumerate()
@@ -690,10 +746,16 @@ pub fn execute(
                 device_loop(engine, carrier, signal, w, &*device.device)
             }));
         }
-        threads
+        let events = threads
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
-            .collect()
+            .collect();
+        // The workers are done: the write-back threads finish what they were given.
+        crate::lock(&carrier.behind).clear();
+        for copier in copiers {
+            let _ = copier.join();
+        }
+        events
     });
     engine.flush(&carrier, carrier.now());
     for device in &carrier.devices {
