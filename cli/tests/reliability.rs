@@ -93,6 +93,12 @@ fn sizes_that_cannot_fit_are_refused_up_front() {
         &["from 1 to 64"],
     );
     fails(&m, "cholesky --n 100 --gpus 0-99999999999", 2, &["--gpus"]);
+    fails(
+        &m,
+        "calibrate --tile 64 --samples 1000000 --clusters 1x1",
+        2,
+        &["at most 100000"],
+    );
     fails(&m, "info --clusters 0-1000000000000/1", 2, &["CPU number"]);
     fails(
         &m,

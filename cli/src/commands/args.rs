@@ -95,6 +95,19 @@ pub fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The most executions `calibrate --samples` takes per kernel: 100000 of a tile of 64
+/// already take about 6 s per class, and a model's mean settles within a few dozen.
+pub const MAX_SAMPLES: usize = 100_000;
+
+pub fn parse_samples(s: &str) -> Result<usize, String> {
+    match parse_positive(s)? {
+        v if v > MAX_SAMPLES => Err(format!(
+            "at most {MAX_SAMPLES} executions per kernel, got {v} (a model's mean settles within a few dozen)"
+        )),
+        v => Ok(v),
+    }
+}
+
 pub fn parse_gpus(s: &str) -> Result<GpuSelection, String> {
     s.parse::<GpuSelection>().map_err(|e| e.to_string())
 }

@@ -2,7 +2,7 @@
 //! GPUs), store the performance models, and (`--output`) write this machine's platform
 //! file.
 
-use super::args::{GpuArgs, PlatformArgs, parse_positive, parse_spec};
+use super::args::{GpuArgs, PlatformArgs, parse_positive, parse_samples, parse_spec};
 use super::output::{check_outputs, progress_bar, save_models_or_warn};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,8 +35,8 @@ pub struct CalibrateArgs {
     /// writes the kernels' median durations inside those factorisations.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Executions per kernel, tile size and class.
-    #[arg(long, default_value_t = 5, value_parser = parse_positive)]
+    /// Executions per kernel, tile size and class (1 to 100000).
+    #[arg(long, default_value_t = 5, value_parser = parse_samples)]
     pub samples: usize,
     #[command(flatten)]
     pub platform: PlatformArgs,
