@@ -81,8 +81,7 @@ pub(crate) trait Carrier: Sync {
     /// [`Carrier::complete`] does; the real executor hands them to a thread of the device
     /// they come from, so that the device's worker goes on queueing kernels (a failure is
     /// then recorded for `task` by that thread).
-    fn complete_behind(&self, task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
-        let _ = task;
+    fn complete_behind(&self, _task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
         self.complete(deferred)
     }
 

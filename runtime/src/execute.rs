@@ -312,7 +312,9 @@ impl Carrier for Devices<'_> {
         {
             let behind = crate::lock(&self.behind);
             for d in deferred {
-                let sent = match behind.get(d.copy.from.0.wrapping_sub(1)) {
+                // Memory node i + 1 is device i.
+                let sender = d.copy.from.0.checked_sub(1).and_then(|i| behind.get(i));
+                let sent = match sender {
                     Some(sender) => sender.send((task, d)).map_err(|mpsc::SendError((_, d))| d),
                     None => Err(d),
                 };

@@ -96,28 +96,35 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) ->
     // A tile whose last access (tasks are numbered in submission order) writes it is final
     // once that task ends: released from the task's node, so a device's copy goes back to
     // the host while the run goes on instead of in the flush at its end.
+    for (h, (last_access, last_write)) in last_uses(handles).into_iter().enumerate() {
+        let h = Handle(h);
+        if let Some(task) = last_write.filter(|&w| Some(w) == last_access)
+            && !after[task].contains(&h)
+        {
+            after[task].push(h);
+        }
+    }
+    after
+}
+
+/// For each handle (by index), the last task that accesses it and the last that writes it.
+fn last_uses(handles: &[Vec<(Handle, Mode)>]) -> Vec<(Option<usize>, Option<usize>)> {
     let count = handles
         .iter()
         .flatten()
         .map(|&(h, _)| h.0 + 1)
         .max()
         .unwrap_or(0);
-    let mut last = vec![usize::MAX; count];
+    let mut last = vec![(None, None); count];
     for (task, accesses) in handles.iter().enumerate() {
-        for &(h, _) in accesses {
-            last[h] = task;
+        for &(h, mode) in accesses {
+            last[h.0].0 = Some(task);
+            if mode.writes() {
+                last[h.0].1 = Some(task);
+            }
         }
     }
-    for (h, &task) in last.iter().enumerate().filter(|(_, t)| **t != usize::MAX) {
-        let h = Handle(h);
-        let writes = handles[task]
-            .iter()
-            .any(|&(o, mode)| o == h && mode.writes());
-        if writes && !after[task].contains(&h) {
-            after[task].push(h);
-        }
-    }
-    after
+    last
 }
 
 /// The handles each task writes for the last time while later tasks still read them: a
@@ -126,24 +133,11 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) ->
 /// in the flush at the end. (A tile whose last access is its last write is released
 /// instead, see [`releases`].)
 pub(crate) fn write_backs(handles: &[Vec<(Handle, Mode)>]) -> Vec<Vec<Handle>> {
-    let mut last_write: HashMap<Handle, usize> = HashMap::new();
-    let mut last_access: HashMap<Handle, usize> = HashMap::new();
-    for (task, accesses) in handles.iter().enumerate() {
-        for &(h, mode) in accesses {
-            last_access.insert(h, task);
-            if mode.writes() {
-                last_write.insert(h, task);
-            }
-        }
-    }
     let mut after = vec![Vec::new(); handles.len()];
-    let mut finals: Vec<(Handle, usize)> = last_write
-        .into_iter()
-        .filter(|(h, task)| last_access[h] != *task)
-        .collect();
-    finals.sort_unstable();
-    for (h, task) in finals {
-        after[task].push(h);
+    for (h, (last_access, last_write)) in last_uses(handles).into_iter().enumerate() {
+        if let Some(task) = last_write.filter(|&w| Some(w) != last_access) {
+            after[task].push(Handle(h));
+        }
     }
     after
 }
