@@ -13,11 +13,13 @@
 #![warn(missing_docs)]
 
 mod builders;
+mod distribution;
 mod graph;
 mod matmul;
 mod tiling;
 
 pub use builders::{FACTOR, RHS, backward_substitution, cholesky, forward_substitution};
+pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};

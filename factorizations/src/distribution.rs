@@ -1,0 +1,278 @@
+//! Tiles over processes: the 2D block-cyclic layout and the messages a task graph needs.
+//!
+//! A [`ProcessGrid`] of P x Q ranks owns tile (i, j) of every matrix at rank
+//! `(i mod P) * Q + (j mod Q)`: ScaLAPACK's layout with row-major rank order (BLACS grid
+//! order "R"), so a matrix a user already distributes that way maps tile for tile.
+//!
+//! Tasks run where their output lives ("owner computes"): a task runs on the rank owning
+//! the tile it writes. Every write of a tile therefore happens on its owner, and a task on
+//! another rank that reads the tile needs it sent there once per version (the version is
+//! the task that wrote it last, or the initial data). [`messages`] lists each (tile,
+//! version, destination) once, in the order the first task needing it was submitted: the
+//! exact communication of a distributed run, which [`bytes_sent`] totals per rank. The
+//! runtime posts its sends and receives from this list; tests check it against the closed
+//! form of the tiled Cholesky factorisation.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::graph::{TaskGraph, TaskId, TileRef};
+
+/// A process (an MPI rank) of a [`ProcessGrid`], numbered row-major.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct Rank(pub usize);
+
+impl fmt::Display for Rank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+crate::index_by!(Rank);
+
+/// Why a process grid was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GridError {
+    /// Not of the form `PxQ`.
+    #[error("{0:?} is not a process grid: expected PxQ, for example 2x2")]
+    Syntax(String),
+    /// A dimension is 0.
+    #[error("a process grid of {rows}x{cols} has no process: both must be at least 1")]
+    Empty {
+        /// P.
+        rows: usize,
+        /// Q.
+        cols: usize,
+    },
+}
+
+/// P x Q processes holding tiles 2D block-cyclically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ProcessGrid {
+    rows: usize,
+    cols: usize,
+}
+
+impl ProcessGrid {
+    /// A grid of `rows` x `cols` processes (both at least 1).
+    pub fn new(rows: usize, cols: usize) -> Result<Self, GridError> {
+        if rows == 0 || cols == 0 {
+            return Err(GridError::Empty { rows, cols });
+        }
+        Ok(Self { rows, cols })
+    }
+
+    /// P, the process rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Q, the process columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// P x Q, the number of ranks.
+    pub fn size(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// The rank that owns `tile`: `(row mod P) * Q + (col mod Q)`.
+    pub fn owner(&self, tile: TileRef) -> Rank {
+        Rank((tile.row % self.rows) * self.cols + tile.col % self.cols)
+    }
+
+    /// The (process row, process column) of `rank`.
+    pub fn coords(&self, rank: Rank) -> (usize, usize) {
+        (rank.0 / self.cols, rank.0 % self.cols)
+    }
+}
+
+impl fmt::Display for ProcessGrid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.rows, self.cols)
+    }
+}
+
+impl FromStr for ProcessGrid {
+    type Err = GridError;
+
+    fn from_str(s: &str) -> Result<Self, GridError> {
+        let syntax = || GridError::Syntax(s.to_string());
+        let (p, q) = s.trim().split_once(['x', 'X']).ok_or_else(syntax)?;
+        let dim = |d: &str| d.trim().parse::<usize>().map_err(|_| syntax());
+        Self::new(dim(p)?, dim(q)?)
+    }
+}
+
+/// The rank that runs `task`: the owner of the tile it writes (its last access).
+pub fn task_rank(graph: &TaskGraph, grid: &ProcessGrid, task: TaskId) -> Rank {
+    let accesses = &graph.task(task).accesses;
+    accesses
+        .iter()
+        .rev()
+        .find(|a| a.mode.writes())
+        .or(accesses.last())
+        .map_or(Rank(0), |a| grid.owner(a.tile))
+}
+
+/// One tile sent between ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Message {
+    /// The tile.
+    pub tile: TileRef,
+    /// The task whose write is sent (`None`: the tile as the run found it).
+    pub version: Option<TaskId>,
+    /// The owner of the tile, where every version of it is made.
+    pub from: Rank,
+    /// A rank that runs a task reading this version.
+    pub to: Rank,
+    /// The first task on `to` that reads it.
+    pub first_reader: TaskId,
+}
+
+/// Every tile version a distributed run of `graph` on `grid` sends, once per destination,
+/// in the order of the first task that needs it.
+pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
+    let mut version: HashMap<TileRef, TaskId> = HashMap::new();
+    let mut sent: HashSet<(TileRef, Option<TaskId>, Rank)> = HashSet::new();
+    let mut out = Vec::new();
+    for t in graph.ids() {
+        let rank = task_rank(graph, grid, t);
+        let accesses = &graph.task(t).accesses;
+        for a in accesses.iter().filter(|a| a.mode.reads()) {
+            let from = grid.owner(a.tile);
+            let v = version.get(&a.tile).copied();
+            if from != rank && sent.insert((a.tile, v, rank)) {
+                out.push(Message {
+                    tile: a.tile,
+                    version: v,
+                    from,
+                    to: rank,
+                    first_reader: t,
+                });
+            }
+        }
+        for a in accesses.iter().filter(|a| a.mode.writes()) {
+            version.insert(a.tile, t);
+        }
+    }
+    out
+}
+
+/// Bytes each rank sends, by rank, for `messages` of tiles of `tile_bytes` bytes.
+pub fn bytes_sent(
+    grid: &ProcessGrid,
+    messages: &[Message],
+    tile_bytes: impl Fn(TileRef) -> usize,
+) -> Vec<usize> {
+    let mut bytes = vec![0; grid.size()];
+    for m in messages {
+        bytes[m.from] += tile_bytes(m.tile);
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::{FACTOR, cholesky};
+    use crate::tiling::Tiling;
+
+    /// The Cholesky messages counted from the algorithm, not the graph: after step k,
+    /// L_kk goes to the ranks of the TRSMs below it, and L_ik to the ranks of the SYRK
+    /// and GEMMs of row i and of column i of the trailing matrix.
+    fn cholesky_closed_form(tiles: usize, grid: &ProcessGrid) -> HashSet<(usize, usize, Rank)> {
+        let owner = |i, j| grid.owner(TileRef::new(FACTOR, i, j));
+        let mut out = HashSet::new();
+        for k in 0..tiles {
+            for i in k + 1..tiles {
+                if owner(i, k) != owner(k, k) {
+                    out.insert((k, k, owner(i, k)));
+                }
+            }
+            for i in k + 1..tiles {
+                let needs = (k + 1..=i)
+                    .map(|j| owner(i, j))
+                    .chain((i + 1..tiles).map(|r| owner(r, i)));
+                for to in needs.filter(|&to| to != owner(i, k)) {
+                    out.insert((i, k, to));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn grids_parse_and_own_tiles_block_cyclically() {
+        let g: ProcessGrid = "2x3".parse().unwrap();
+        assert_eq!((g.rows(), g.cols(), g.size()), (2, 3, 6));
+        assert_eq!(g.owner(TileRef::new(FACTOR, 0, 0)), Rank(0));
+        assert_eq!(g.owner(TileRef::new(FACTOR, 1, 2)), Rank(5));
+        assert_eq!(g.owner(TileRef::new(FACTOR, 3, 4)), Rank(4));
+        assert_eq!(g.coords(Rank(4)), (1, 1));
+        assert_eq!(g.to_string(), "2x3");
+        assert_eq!(
+            "0x2".parse::<ProcessGrid>(),
+            Err(GridError::Empty { rows: 0, cols: 2 })
+        );
+        for bad in ["", "2", "2x", "x2", "2x-1", "axb", "2x2x2"] {
+            let err = bad.parse::<ProcessGrid>().unwrap_err();
+            assert!(err.to_string().contains("PxQ"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn cholesky_messages_are_the_closed_form_each_sent_once() {
+        for tiles in [1, 2, 5, 8] {
+            for (p, q) in [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (4, 4)] {
+                let grid = ProcessGrid::new(p, q).unwrap();
+                let graph = cholesky(&Tiling::square(tiles * 10, 10).unwrap()).unwrap();
+                let sent = messages(&graph, &grid);
+                let got: HashSet<_> = sent
+                    .iter()
+                    .map(|m| (m.tile.row, m.tile.col, m.to))
+                    .collect();
+                assert_eq!(got.len(), sent.len(), "a tile went twice to one rank");
+                assert_eq!(
+                    got,
+                    cholesky_closed_form(tiles, &grid),
+                    "{tiles} tiles, {grid}"
+                );
+                for m in &sent {
+                    assert_eq!(m.from, grid.owner(m.tile));
+                    assert_ne!(m.from, m.to);
+                    // Only final tiles of L travel: the POTRF or TRSM that wrote them.
+                    let writer = graph.task(m.version.unwrap()).op.to_string();
+                    assert!(["potrf", "trsm"].contains(&writer.as_str()), "{writer}");
+                    assert!(m.version.unwrap() < m.first_reader);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_process_sends_nothing_and_ragged_tiles_count_their_own_bytes() {
+        let graph = cholesky(&Tiling::square(1000, 300).unwrap()).unwrap();
+        assert!(messages(&graph, &ProcessGrid::new(1, 1).unwrap()).is_empty());
+        let grid = ProcessGrid::new(2, 2).unwrap();
+        let sent = messages(&graph, &grid);
+        let tiling = Tiling::square(1000, 300).unwrap();
+        let bytes = bytes_sent(&grid, &sent, |t| {
+            let (r, c) = tiling.tile_shape(t.row, t.col);
+            r * c * 8
+        });
+        let expected: usize = sent
+            .iter()
+            .map(|m| {
+                let (r, c) = tiling.tile_shape(m.tile.row, m.tile.col);
+                r * c * 8
+            })
+            .sum();
+        assert_eq!(bytes.iter().sum::<usize>(), expected);
+        assert!(bytes.iter().all(|&b| b > 0), "{bytes:?}");
+    }
+}
