@@ -144,6 +144,17 @@ pub enum Error {
         #[source]
         source: KernelError,
     },
+    /// A process grid that is not PxQ with P, Q >= 1.
+    #[error(transparent)]
+    Grid(#[from] hetla_factorizations::GridError),
+    /// A distributed operation found what the ranks exchanged inconsistent.
+    #[error("rank {rank}: {reason}")]
+    Distributed {
+        /// The rank that found it.
+        rank: usize,
+        /// What it found.
+        reason: String,
+    },
     /// Copying the result back from the devices to host memory failed after the tasks
     /// ran (the matrix in host memory may be incomplete).
     #[error("the write-back of the result from the devices failed: {0}")]
@@ -208,6 +219,8 @@ impl Error {
             Error::WriteBack(_) => "write_back",
             Error::Spawn { .. } => "spawn",
             Error::Peer { .. } => "peer",
+            Error::Grid(_) => "grid",
+            Error::Distributed { .. } => "distributed",
         }
     }
 

@@ -13,7 +13,8 @@
 //!   bounds;
 //! - [`bounds`], [`graph_bounds`]: makespan lower bounds beside every run;
 //! - [`model`], [`simulation`]: modelled machines (presets and platform files) and
-//!   simulated runs on them, with the same schedulers as real runs.
+//!   simulated runs on them, with the same schedulers as real runs;
+//! - `distributed` (feature `mpi`): symmetric matrices over MPI ranks, 2D block-cyclic.
 //!
 //! ```
 //! use faer::Mat;
@@ -29,6 +30,8 @@
 pub mod calibrate;
 pub mod check;
 mod cholesky;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 mod error;
 pub mod gemm;
 pub mod graph_bounds;

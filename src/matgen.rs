@@ -35,6 +35,48 @@ pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     a
 }
 
+/// The block `rows x cols` of a random symmetric positive definite matrix of order `n`,
+/// computed without the rest of the matrix: what each process of a distributed run
+/// generates for the tiles it owns. Reproducible from `seed`; not the same matrix as
+/// [`random_spd`]'s, but of the same kind (entries uniform in [-0.5, 0.5), `n` added to the
+/// diagonal: strictly diagonally dominant, hence SPD and well conditioned).
+///
+/// Entry (i, j), i >= j, is draw i of ChaCha8 stream j, so a column of a tile below the
+/// diagonal is one seek and a run of draws; entries above the diagonal mirror theirs.
+pub fn random_spd_block(
+    n: usize,
+    seed: u64,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) -> Mat<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // One f64 is two 32-bit words of the stream.
+    let seek = |rng: &mut ChaCha8Rng, stream: usize, draw: usize| {
+        rng.set_stream(stream as u64);
+        rng.set_word_pos(2 * draw as u128);
+    };
+    let mut block = Mat::<f64>::zeros(rows.len(), cols.len());
+    for (c, j) in cols.clone().enumerate() {
+        // Below (or on) the diagonal: consecutive draws of stream j.
+        let first = rows.start.max(j);
+        if first < rows.end {
+            seek(&mut rng, j, first);
+            for i in first..rows.end {
+                block[(i - rows.start, c)] = rng.random::<f64>() - 0.5;
+            }
+            if (rows.start..rows.end).contains(&j) {
+                block[(j - rows.start, c)] += n as f64;
+            }
+        }
+        // Above it: entry (j, i) of stream i.
+        for i in rows.start..rows.end.min(j) {
+            seek(&mut rng, i, j);
+            block[(i - rows.start, c)] = rng.random::<f64>() - 0.5;
+        }
+    }
+    block
+}
+
 /// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed`
 /// (ChaCha8 stream, column by column).
 pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
@@ -51,6 +93,38 @@ pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocks_of_the_distributed_generator_agree_with_the_whole_matrix() {
+        let n = 37;
+        let whole = random_spd_block(n, 3, 0..n, 0..n);
+        for i in 0..n {
+            let off: f64 = (0..n)
+                .filter(|&j| j != i)
+                .map(|j| whole[(i, j)].abs())
+                .sum();
+            assert!(whole[(i, i)] > off, "row {i} is not diagonally dominant");
+            for j in 0..n {
+                assert_eq!(whole[(i, j)], whole[(j, i)]);
+            }
+        }
+        for (rows, cols) in [
+            (5..17, 0..9),
+            (0..9, 5..17),
+            (30..37, 30..37),
+            (3..4, 20..37),
+        ] {
+            let block = random_spd_block(n, 3, rows.clone(), cols.clone());
+            assert_eq!(
+                block,
+                whole
+                    .subrows(rows.start, rows.len())
+                    .subcols(cols.start, cols.len())
+                    .to_owned()
+            );
+        }
+        assert_ne!(whole, random_spd_block(n, 4, 0..n, 0..n));
+    }
 
     #[test]
     fn symmetric_reproducible_and_diagonally_dominant() {

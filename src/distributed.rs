@@ -1,0 +1,299 @@
+//! Symmetric matrices over MPI ranks, 2D block-cyclically (feature `mpi`).
+//!
+//! A [`DistributedMatrix`] holds, on each rank, the tiles of the lower triangle (tile row >=
+//! tile column) that its [`ProcessGrid`] gives it: tile (i, j) lives on rank
+//! `(i mod P) * Q + j mod Q`, ScaLAPACK's layout with row-major rank order, so a matrix a
+//! user already distributes that way is handed over tile for tile
+//! ([`DistributedMatrix::from_local_tiles`]). A matrix is built on every rank at once, from
+//! an entry generator each rank evaluates for its own tiles
+//! ([`DistributedMatrix::random_spd`]), from its local tiles, or scattered from rank 0
+//! ([`DistributedMatrix::scatter`]); [`DistributedMatrix::gather`] brings it back to rank 0
+//! (for small cases and checks). Every function here is collective: all ranks of the
+//! communicator call it with the same sizes and grid, and all return the same kind of
+//! result (checks that can fail on one rank only are agreed on first).
+//!
+//! Tiles travel as column-major `f64` messages with tag 0, from one rank to another in the
+//! order of [`DistributedMatrix::owned`] (MPI keeps the order of messages between a pair).
+
+use std::collections::BTreeMap;
+
+use faer::{Mat, MatRef};
+use hetla_factorizations::{FACTOR, TileRef, Tiling};
+pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
+use mpi::collective::SystemOperation;
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
+
+use crate::{Error, Result};
+
+/// The tiles on and below the diagonal of a symmetric `n x n` matrix, those one rank of a
+/// [`ProcessGrid`] owns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistributedMatrix {
+    tiling: Tiling,
+    grid: ProcessGrid,
+    rank: Rank,
+    tiles: BTreeMap<(usize, usize), Mat<f64>>,
+}
+
+impl DistributedMatrix {
+    /// The tiles (row, column) of the lower triangle a `grid` gives to `rank`, in the order
+    /// they travel (row-major).
+    pub fn owned(tiling: &Tiling, grid: &ProcessGrid, rank: Rank) -> Vec<(usize, usize)> {
+        let t = tiling.row_tiles();
+        (0..t)
+            .flat_map(|i| (0..=i).map(move |j| (i, j)))
+            .filter(|&(i, j)| grid.owner(TileRef::new(FACTOR, i, j)) == rank)
+            .collect()
+    }
+
+    /// The tiles this rank holds of a random SPD matrix of order `n` ([`crate::matgen::random_spd_block`]),
+    /// each generated where it lives: no communication.
+    pub fn random_spd<C: Communicator>(
+        comm: &C,
+        n: usize,
+        tile: usize,
+        grid: ProcessGrid,
+        seed: u64,
+    ) -> Result<Self> {
+        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
+        let tiles = Self::owned(&tiling, &grid, rank)
+            .into_iter()
+            .map(|(i, j)| {
+                let rows = tiling.offset(i)..tiling.offset(i) + tiling.tile_rows(i);
+                let cols = tiling.offset(j)..tiling.offset(j) + tiling.tile_cols(j);
+                ((i, j), crate::matgen::random_spd_block(n, seed, rows, cols))
+            })
+            .collect();
+        Ok(Self {
+            tiling,
+            grid,
+            rank,
+            tiles,
+        })
+    }
+
+    /// This rank's tiles as the caller holds them (each exactly once, each of its tile's
+    /// shape, none another rank's): checked on every rank, and refused on all if wrong on
+    /// one.
+    pub fn from_local_tiles<C: Communicator>(
+        comm: &C,
+        n: usize,
+        tile: usize,
+        grid: ProcessGrid,
+        tiles: Vec<((usize, usize), Mat<f64>)>,
+    ) -> Result<Self> {
+        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
+        let owned = Self::owned(&tiling, &grid, rank);
+        let mut held = BTreeMap::new();
+        let mut problem = None;
+        for ((i, j), m) in tiles {
+            if owned.binary_search(&(i, j)).is_err() {
+                problem.get_or_insert(format!(
+                    "tile ({i}, {j}) is not one of this rank's ({} of them on a {grid} grid)",
+                    owned.len()
+                ));
+            } else if (m.nrows(), m.ncols()) != (tiling.tile_rows(i), tiling.tile_cols(j)) {
+                problem.get_or_insert(format!(
+                    "tile ({i}, {j}) is {}x{}, expected {}x{}",
+                    m.nrows(),
+                    m.ncols(),
+                    tiling.tile_rows(i),
+                    tiling.tile_cols(j)
+                ));
+            } else if held.insert((i, j), m).is_some() {
+                problem.get_or_insert(format!("tile ({i}, {j}) is given twice"));
+            }
+        }
+        if problem.is_none() && held.len() != owned.len() {
+            let missing = owned.iter().find(|t| !held.contains_key(t));
+            problem = missing.map(|(i, j)| format!("tile ({i}, {j}) is missing"));
+        }
+        agree(comm, problem)?;
+        Ok(Self {
+            tiling,
+            grid,
+            rank,
+            tiles: held,
+        })
+    }
+
+    /// Rank 0's matrix (`Some` there, `None` elsewhere; its tiles on and below the diagonal
+    /// are read) handed out in tiles to the ranks that own them.
+    pub fn scatter<C: Communicator>(
+        comm: &C,
+        a: Option<MatRef<'_, f64>>,
+        n: usize,
+        tile: usize,
+        grid: ProcessGrid,
+    ) -> Result<Self> {
+        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
+        let problem = match (rank.0, a) {
+            (0, None) => Some("rank 0 must give the matrix to scatter".to_string()),
+            (0, Some(a)) if (a.nrows(), a.ncols()) != (n, n) => Some(format!(
+                "the matrix to scatter is {}x{}, expected {n}x{n}",
+                a.nrows(),
+                a.ncols()
+            )),
+            _ => None,
+        };
+        agree(comm, problem)?;
+        let block = |a: MatRef<'_, f64>, (i, j): (usize, usize)| {
+            a.submatrix(
+                tiling.offset(i),
+                tiling.offset(j),
+                tiling.tile_rows(i),
+                tiling.tile_cols(j),
+            )
+            .to_owned()
+        };
+        let mut tiles = BTreeMap::new();
+        if let Some(a) = a.filter(|_| rank.0 == 0) {
+            for r in 0..grid.size() {
+                for t in Self::owned(&tiling, &grid, Rank(r)) {
+                    let m = block(a, t);
+                    if r == 0 {
+                        tiles.insert(t, m);
+                    } else {
+                        comm.process_at_rank(r as i32).send(&column_major(&m)[..]);
+                    }
+                }
+            }
+        } else {
+            for (i, j) in Self::owned(&tiling, &grid, rank) {
+                let (data, _) = comm.process_at_rank(0).receive_vec::<f64>();
+                tiles.insert((i, j), tile_from(&tiling, rank, (i, j), &data)?);
+            }
+        }
+        Ok(Self {
+            tiling,
+            grid,
+            rank,
+            tiles,
+        })
+    }
+
+    /// The whole matrix on rank 0: the tiles on and below the diagonal filled (diagonal
+    /// tiles whole), those above zero; `None` on the other ranks.
+    pub fn gather<C: Communicator>(&self, comm: &C) -> Result<Option<Mat<f64>>> {
+        let n = self.tiling.rows();
+        if self.rank.0 != 0 {
+            for m in self.tiles.values() {
+                comm.process_at_rank(0).send(&column_major(m)[..]);
+            }
+            return Ok(None);
+        }
+        let mut a = Mat::<f64>::zeros(n, n);
+        let mut place = |(i, j): (usize, usize), m: MatRef<'_, f64>| {
+            a.as_mut()
+                .submatrix_mut(
+                    self.tiling.offset(i),
+                    self.tiling.offset(j),
+                    m.nrows(),
+                    m.ncols(),
+                )
+                .copy_from(m);
+        };
+        for (&t, m) in &self.tiles {
+            place(t, m.as_ref());
+        }
+        for r in 1..self.grid.size() {
+            for t in Self::owned(&self.tiling, &self.grid, Rank(r)) {
+                let (data, _) = comm.process_at_rank(r as i32).receive_vec::<f64>();
+                let m = tile_from(&self.tiling, Rank(r), t, &data)?;
+                place(t, m.as_ref());
+            }
+        }
+        Ok(Some(a))
+    }
+
+    /// The tiling (order, tile size).
+    pub fn tiling(&self) -> &Tiling {
+        &self.tiling
+    }
+
+    /// The process grid.
+    pub fn grid(&self) -> ProcessGrid {
+        self.grid
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// This rank's tiles, by (tile row, tile column).
+    pub fn tiles(&self) -> &BTreeMap<(usize, usize), Mat<f64>> {
+        &self.tiles
+    }
+
+    /// The tiling of `n` in tiles of `tile`, and this rank, after checking that the grid
+    /// has as many processes as the communicator (the same on every rank, so all refuse).
+    fn layout<C: Communicator>(
+        comm: &C,
+        n: usize,
+        tile: usize,
+        grid: &ProcessGrid,
+    ) -> Result<(Tiling, Rank)> {
+        if grid.size() != comm.size() as usize {
+            return Err(Error::InvalidOption {
+                option: "grid",
+                reason: format!(
+                    "a {grid} grid has {} processes but the job has {} ranks: start it with mpirun -np {}",
+                    grid.size(),
+                    comm.size(),
+                    grid.size()
+                ),
+            });
+        }
+        let tiling = Tiling::square(n, tile)?;
+        Ok((tiling, Rank(comm.rank() as usize)))
+    }
+}
+
+/// A tile's entries in column-major order: what a message carries.
+fn column_major(m: &Mat<f64>) -> Vec<f64> {
+    m.col_iter().flat_map(|c| c.iter().copied()).collect()
+}
+
+/// A tile of `(rows, cols)` from a received column-major message, or why not.
+fn tile_from(
+    tiling: &Tiling,
+    from: Rank,
+    (i, j): (usize, usize),
+    data: &[f64],
+) -> Result<Mat<f64>> {
+    let (rows, cols) = (tiling.tile_rows(i), tiling.tile_cols(j));
+    if data.len() != rows * cols {
+        return Err(Error::Distributed {
+            rank: from.0,
+            reason: format!(
+                "tile ({i}, {j}) arrived with {} values, expected {rows} x {cols}",
+                data.len()
+            ),
+        });
+    }
+    Ok(Mat::from_fn(rows, cols, |r, c| data[c * rows + r]))
+}
+
+/// Ends a collective check: when any rank found a problem, every rank returns an error
+/// (the ranks that found one say what; the others name the lowest rank that did).
+fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Result<()> {
+    let mine = if problem.is_some() {
+        comm.rank()
+    } else {
+        comm.size()
+    };
+    let mut first = comm.size();
+    comm.all_reduce_into(&mine, &mut first, SystemOperation::min());
+    match problem {
+        Some(reason) => Err(Error::Distributed {
+            rank: comm.rank() as usize,
+            reason,
+        }),
+        None if first < comm.size() => Err(Error::Distributed {
+            rank: first as usize,
+            reason: "refused its part of a collective call (it says why)".into(),
+        }),
+        None => Ok(()),
+    }
+}

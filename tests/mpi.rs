@@ -1,0 +1,161 @@
+//! Distributed matrices under `mpirun` (feature `mpi`): each test starts `mpirun -np K`
+//! on this test binary, which then runs the rank's side (`rank_side`) on every rank.
+
+#![cfg(feature = "mpi")]
+
+use std::process::Command;
+
+use faer::Mat;
+use hetla::Error;
+use hetla::distributed::{DistributedMatrix, ProcessGrid, Rank};
+use hetla::matgen::random_spd_block;
+
+/// Set in the ranks' environment: which side to run.
+const SIDE: &str = "HETLA_MPI_TEST_SIDE";
+
+/// Runs `side` on `np` ranks (oversubscribed: this machine may have fewer cores);
+/// returns the job's exit status and output.
+fn mpirun(np: usize, side: &str) -> (bool, String) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("mpirun")
+        .args(["--oversubscribe", "-np", &np.to_string()])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "rank_side",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SIDE, side)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn tiles_round_trip_and_generate_where_they_live_on_1_2_and_4_ranks() {
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (2, "2x1"), (4, "2x2")] {
+        let (ok, out) = mpirun(np, &format!("round-trip {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+}
+
+#[test]
+fn a_grid_that_does_not_match_the_job_is_refused_on_every_rank() {
+    let (ok, out) = mpirun(2, "wrong-grid");
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.matches("a 2x2 grid has 4 processes but the job has 2 ranks")
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
+#[test]
+fn a_tile_one_rank_gets_wrong_is_refused_by_all() {
+    let (ok, out) = mpirun(2, "bad-tile");
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("refused: ").count(), 2, "{out}");
+    assert!(
+        out.contains("rank 1: tile (1, 1) is 3x3, expected 4x4"),
+        "{out}"
+    );
+    assert!(out.contains("rank 1: refused its part"), "{out}");
+}
+
+/// One rank's side of the tests above (skipped unless `mpirun` started it).
+#[test]
+#[ignore = "run by mpirun from the tests above"]
+fn rank_side() {
+    let Ok(side) = std::env::var(SIDE) else {
+        return;
+    };
+    let universe = mpi::initialize().expect("MPI is initialised once");
+    let world = universe.world();
+    let me = mpi::traits::Communicator::rank(&world) as usize;
+    let words: Vec<&str> = side.split_whitespace().collect();
+    let (n, tile, seed) = (23, 4, 11);
+    match words[..] {
+        ["round-trip", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let generated = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            // Each rank holds exactly its block-cyclic tiles.
+            let tiles = generated.tiles();
+            let owned = DistributedMatrix::owned(generated.tiling(), &grid, Rank(me));
+            assert_eq!(tiles.keys().copied().collect::<Vec<_>>(), owned);
+            assert!(
+                tiles
+                    .keys()
+                    .all(|&(i, j)| (i % grid.rows()) * grid.cols() + j % grid.cols() == me)
+            );
+            // Gathered, they are the generator's matrix (the tiles on and below the diagonal).
+            let gathered = generated.gather(&world).unwrap();
+            let whole = random_spd_block(n, seed, 0..n, 0..n);
+            let lower = Mat::from_fn(n, n, |i, j| {
+                if i / tile >= j / tile {
+                    whole[(i, j)]
+                } else {
+                    0.0
+                }
+            });
+            assert_eq!(gathered.is_some(), me == 0);
+            if let Some(g) = &gathered {
+                assert_eq!(g, &lower);
+            }
+            // Scattered back from rank 0, each rank gets the same tiles again.
+            let scattered = DistributedMatrix::scatter(
+                &world,
+                gathered.as_ref().map(|g| g.as_ref()),
+                n,
+                tile,
+                grid,
+            )
+            .unwrap();
+            assert_eq!(scattered, generated);
+            // And handed over as local tiles, too.
+            let local = DistributedMatrix::from_local_tiles(
+                &world,
+                n,
+                tile,
+                grid,
+                tiles.clone().into_iter().collect(),
+            )
+            .unwrap();
+            assert_eq!(local, generated);
+            println!("rank ok");
+        }
+        ["wrong-grid"] => {
+            let err = DistributedMatrix::random_spd(&world, n, tile, "2x2".parse().unwrap(), seed)
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidOption { option: "grid", .. }),
+                "{err}"
+            );
+            println!("refused: {err}");
+        }
+        ["bad-tile"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut tiles: Vec<_> = DistributedMatrix::random_spd(&world, n, tile, grid, seed)
+                .unwrap()
+                .tiles()
+                .clone()
+                .into_iter()
+                .collect();
+            if me == 1 {
+                let t = tiles.iter_mut().find(|(t, _)| *t == (1, 1)).unwrap();
+                t.1 = Mat::zeros(3, 3);
+            }
+            let err =
+                DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap_err();
+            println!("refused: {err}");
+        }
+        _ => panic!("unknown side {side:?}"),
+    }
+}
