@@ -18,7 +18,14 @@ const SIDE: &str = "HETLA_MPI_TEST_SIDE";
 fn mpirun(np: usize, side: &str) -> (bool, String) {
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", &np.to_string()])
+        // A rank that fails ends the job; --timeout ends one that hangs.
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "120",
+            "-np",
+            &np.to_string(),
+        ])
         .arg(&exe)
         .args([
             "--exact",
