@@ -77,6 +77,24 @@ fn a_tile_one_rank_gets_wrong_is_refused_by_all() {
     assert!(out.contains("rank 1: refused its part"), "{out}");
 }
 
+#[cfg(feature = "scalapack")]
+#[test]
+fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_rank() {
+    for (np, grid) in [(1, "1x1"), (2, "2x1"), (4, "2x2")] {
+        let (ok, out) = mpirun(np, &format!("pdpotrf {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+    let (ok, out) = mpirun(2, "pdpotrf-not-spd");
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.matches("refused: the matrix is not positive definite: the pivot of column 9")
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
 /// One rank's side of the tests above (skipped unless `mpirun` started it).
 #[test]
 #[ignore = "run by mpirun from the tests above"]
@@ -161,6 +179,47 @@ fn rank_side() {
             }
             let err =
                 DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap_err();
+            println!("refused: {err}");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pdpotrf", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let runs = hetla::distributed::scalapack::pdpotrf(&world, &a, 2).unwrap();
+            assert_eq!(runs.seconds.len(), 2);
+            let (a, l) = (
+                a.gather(&world).unwrap(),
+                runs.factor.gather(&world).unwrap(),
+            );
+            if let (Some(a), Some(l)) = (a, l) {
+                // gather fills whole diagonal tiles: the residual reads the lower triangle.
+                let residual =
+                    hetla::check::cholesky_residual(a.as_ref(), l.as_ref(), faer::Par::Seq);
+                assert!(
+                    residual < hetla::check::RESIDUAL_THRESHOLD,
+                    "residual {residual}"
+                );
+                assert!((0..n).all(|j| (0..j).all(|i| l[(i, j)] == 0.0)));
+            }
+            println!("rank ok");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pdpotrf-not-spd"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut tiles: Vec<_> = DistributedMatrix::random_spd(&world, n, tile, grid, seed)
+                .unwrap()
+                .tiles()
+                .clone()
+                .into_iter()
+                .collect();
+            // Column 9 sits in tile column 2, on rank 0: a negative pivot there.
+            for ((i, j), t) in &mut tiles {
+                if (*i, *j) == (2, 2) {
+                    t[(1, 1)] = -1.0;
+                }
+            }
+            let a = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let err = hetla::distributed::scalapack::pdpotrf(&world, &a, 1).unwrap_err();
             println!("refused: {err}");
         }
         _ => panic!("unknown side {side:?}"),

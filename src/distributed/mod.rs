@@ -25,6 +25,9 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
 
 use crate::{Error, Result};
 
+#[cfg(feature = "scalapack")]
+pub mod scalapack;
+
 /// The tiles on and below the diagonal of a symmetric `n x n` matrix, those one rank of a
 /// [`ProcessGrid`] owns.
 #[derive(Debug, Clone, PartialEq)]
