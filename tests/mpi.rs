@@ -95,6 +95,11 @@ fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_
     );
 }
 
+/// A rank's tiles of `a`, as a caller hands them over.
+fn local_tiles(a: hetla::Result<DistributedMatrix>) -> Vec<((usize, usize), Mat<f64>)> {
+    a.unwrap().tiles().clone().into_iter().collect()
+}
+
 /// One rank's side of the tests above (skipped unless `mpirun` started it).
 #[test]
 #[ignore = "run by mpirun from the tests above"]
@@ -167,12 +172,7 @@ fn rank_side() {
         }
         ["bad-tile"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut tiles: Vec<_> = DistributedMatrix::random_spd(&world, n, tile, grid, seed)
-                .unwrap()
-                .tiles()
-                .clone()
-                .into_iter()
-                .collect();
+            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
             if me == 1 {
                 let t = tiles.iter_mut().find(|(t, _)| *t == (1, 1)).unwrap();
                 t.1 = Mat::zeros(3, 3);
@@ -206,12 +206,7 @@ fn rank_side() {
         #[cfg(feature = "scalapack")]
         ["pdpotrf-not-spd"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut tiles: Vec<_> = DistributedMatrix::random_spd(&world, n, tile, grid, seed)
-                .unwrap()
-                .tiles()
-                .clone()
-                .into_iter()
-                .collect();
+            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
             // Column 9 sits in tile column 2, on rank 0: a negative pivot there.
             for ((i, j), t) in &mut tiles {
                 if (*i, *j) == (2, 2) {
