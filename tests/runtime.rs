@@ -432,3 +432,105 @@ fn bad_specs_are_clear_errors() {
     .unwrap_err();
     assert!(err.to_string().contains("4096 cores"), "{err}");
 }
+
+/// Tasks of a Cholesky graph that do no work, each also waiting for one input from outside
+/// the run (as a distributed run's tiles from other ranks).
+struct Gated(Empty);
+
+impl Workload for Gated {
+    fn graph(&self) -> &TaskGraph {
+        self.0.graph()
+    }
+    fn key(&self, task: TaskId) -> KernelKey {
+        self.0.key(task)
+    }
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        self.0.tile_bytes(tile)
+    }
+    fn run(&self, task: TaskId, par: Par) -> Result<(), hetla_kernels::KernelError> {
+        self.0.run(task, par)
+    }
+    fn outside_inputs(&self, _task: TaskId) -> usize {
+        1
+    }
+}
+
+#[test]
+fn a_task_waiting_for_an_input_from_outside_starts_only_once_it_arrived() {
+    let work = Gated(empty(5, None));
+    let n = work.graph().len();
+    for scheduler in SchedulerKind::ALL {
+        let options = RunOptions {
+            scheduler,
+            ..RunOptions::default()
+        };
+        // Delivered last task first, a millisecond apart: the run follows the deliveries.
+        let (trace, delivered) =
+            hetla_runtime::execute_beside(&platform("1x1"), &work, &options, |inbox| {
+                let start = std::time::Instant::now();
+                let mut at = vec![0.0; n];
+                for t in (0..n).rev() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    at[t] = start.elapsed().as_secs_f64();
+                    inbox.arrived(TaskId(t));
+                }
+                while !inbox.stopped() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                assert!(!inbox.failed());
+                at
+            });
+        let trace = trace.unwrap();
+        assert_eq!(trace.tasks.len(), n, "{scheduler}");
+        // The trace's clock starts before `beside`'s: a start after the delivery reads as
+        // after it on both clocks.
+        let first = trace
+            .tasks
+            .iter()
+            .map(|e| e.start)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            first >= delivered[0] - 1e-3,
+            "{scheduler}: {first} < {}",
+            delivered[0]
+        );
+    }
+}
+
+#[test]
+fn inputs_from_outside_that_never_come_end_the_run_instead_of_hanging() {
+    let work = Gated(empty(4, None));
+    // Only task 0's input comes, then the delivering side gives up.
+    let (result, ()) =
+        hetla_runtime::execute_beside(&platform("1x1"), &work, &RunOptions::default(), |inbox| {
+            inbox.arrived(TaskId(0));
+        });
+    let err = result.unwrap_err();
+    assert_eq!(err.step, RunStep::Outside);
+    assert!(
+        matches!(&err.failure, TaskFailure::Outside(why) if why.contains("ended before")),
+        "{:?}",
+        err.failure
+    );
+    // An input nobody waits for is refused, and a failure from outside stops the run.
+    let (result, ()) =
+        hetla_runtime::execute_beside(&platform("1x1"), &work, &RunOptions::default(), |inbox| {
+            inbox.arrived(TaskId(0));
+            inbox.arrived(TaskId(0));
+        });
+    let err = result.unwrap_err();
+    assert!(
+        matches!(&err.failure, TaskFailure::Outside(why) if why.contains("waits for no input")),
+        "{:?}",
+        err.failure
+    );
+    let (result, ()) =
+        hetla_runtime::execute_beside(&platform("1x1"), &work, &RunOptions::default(), |inbox| {
+            inbox.fail("rank 1 failed".into());
+            assert!(inbox.stopped() && inbox.failed());
+        });
+    assert_eq!(
+        result.unwrap_err().failure,
+        TaskFailure::Outside("rank 1 failed".into())
+    );
+}

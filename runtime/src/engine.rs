@@ -16,6 +16,10 @@
 //! 4. **flush**: after the last task, every tile whose only valid copy is on a device is
 //!    written back to host memory.
 //!
+//! A task may also wait for inputs from outside the run (tiles another process sends, see
+//! [`crate::Inbox`]): each counts as one more unfinished predecessor, which
+//! [`Engine::arrived`] releases; the task is pushed when the last of either kind is there.
+//!
 //! What differs between a real and a simulated run is only *when* these steps happen and
 //! what a copy costs, so the engine leaves two things to its driver:
 //!
@@ -106,13 +110,15 @@ pub(crate) struct Engine<'a> {
 impl<'a> Engine<'a> {
     /// An engine for `graph`, scheduled by `options`' policy (or its static plan, checked
     /// against the run), with transfer estimates from `transfers` when the platform has
-    /// several memory nodes.
+    /// several memory nodes; task `t` also waits for `outside(t)` inputs from outside the
+    /// run.
     pub fn new(
         graph: &'a TaskGraph,
         ctx: SchedContext<'a>,
         tables: &'a Tables,
         transfers: &'a LinkEstimate<'a>,
         options: &RunOptions,
+        outside: impl Fn(TaskId) -> usize,
     ) -> Result<Self, (RunStep, TaskFailure)> {
         let n = graph.len();
         let scheduler = options
@@ -131,7 +137,7 @@ impl<'a> Engine<'a> {
             tables,
             remaining: graph
                 .ids()
-                .map(|t| AtomicUsize::new(graph.predecessors(t).len()))
+                .map(|t| AtomicUsize::new(graph.predecessors(t).len() + outside(t)))
                 .collect(),
             unfinished: AtomicUsize::new(n),
             stop: AtomicBool::new(n == 0),
@@ -234,15 +240,32 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Pushes the tasks without predecessors, at time 0.
+    /// Pushes the tasks that wait for nothing, at time 0.
     pub fn push_roots(&self, carrier: &dyn Carrier) {
         for t in self
             .graph
             .ids()
-            .filter(|&t| self.graph.predecessors(t).is_empty())
+            .filter(|&t| self.remaining[t].load(Ordering::SeqCst) == 0)
         {
             self.push(carrier, t, None, 0.0);
         }
+    }
+
+    /// One input of `task` from outside the run is there (at `now`): pushes the task when
+    /// it waited for nothing else (true then). An input `task` does not wait for (any
+    /// more) is an error: the caller counted them wrong.
+    pub fn arrived(&self, carrier: &dyn Carrier, task: TaskId, now: f64) -> Result<bool, String> {
+        let left = self
+            .remaining
+            .get(task.0)
+            .ok_or_else(|| format!("task {task} is not one of the run's {}", self.graph.len()))?
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(1))
+            .map_err(|_| format!("task {task} waits for no input from outside the run"))?;
+        if left == 1 && !self.stopped() {
+            self.push(carrier, task, None, now);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Hands a ready task to the scheduler and, on a platform with several memory nodes,

@@ -69,6 +69,13 @@ pub trait Workload: Sync {
         let _ = tile;
         None
     }
+    /// How many inputs of `task` come from outside the run (tiles another process sends):
+    /// the task is ready once its predecessors have ended and [`Inbox::arrived`] was called
+    /// that many times for it. Only [`execute_beside`] can deliver them.
+    fn outside_inputs(&self, task: TaskId) -> usize {
+        let _ = task;
+        0
+    }
 }
 
 /// Where a run failed, in the order failures are reported (the earliest first).
@@ -81,6 +88,8 @@ pub enum RunStep {
     Task(TaskId),
     /// The final write-back of device-resident tiles to host memory.
     WriteBack,
+    /// The inputs from outside the run ([`execute_beside`]): they failed or never came.
+    Outside,
 }
 
 /// Options of one run.
@@ -176,6 +185,9 @@ pub enum TaskFailure {
     NoWorker,
     /// The run's static plan does not fit its graph or its workers.
     Plan(String),
+    /// The inputs from outside the run failed (another process's failure, a lost
+    /// message); why.
+    Outside(String),
 }
 
 /// A failed run: the first failing task (lowest index), its failure, and the trace of what
@@ -653,6 +665,94 @@ pub fn execute(
     work: &dyn Workload,
     options: &RunOptions,
 ) -> Result<Trace, RunError> {
+    execute_beside(platform, work, options, |_| ()).0
+}
+
+/// Where the inputs of a run that come from outside it are delivered ([`execute_beside`]),
+/// and what the code delivering them needs to know of the run.
+pub struct Inbox<'r, 'a> {
+    /// `None` when the run failed before it started.
+    run: Option<(&'r Engine<'a>, &'r Devices<'a>, &'r Signal)>,
+}
+
+impl Inbox<'_, '_> {
+    /// One input of `task` from outside the run is there (its data where the workload's
+    /// kernels find it): the task is ready once all of them and its predecessors are. An
+    /// input the task does not wait for ends the run with [`TaskFailure::Outside`].
+    pub fn arrived(&self, task: TaskId) {
+        let Some((engine, carrier, signal)) = self.run else {
+            return;
+        };
+        match engine.arrived(carrier, task, carrier.now()) {
+            Ok(true) => signal.bump(),
+            Ok(false) => {}
+            Err(reason) => self.fail(reason),
+        }
+    }
+
+    /// Ends the run with [`TaskFailure::Outside`]`(reason)`: no task starts any more, the
+    /// running ones finish.
+    pub fn fail(&self, reason: String) {
+        if let Some((engine, _, signal)) = self.run {
+            engine.fail(RunStep::Outside, TaskFailure::Outside(reason));
+            signal.bump();
+        }
+    }
+
+    /// Whether the run has ended: every task finished, or a failure.
+    pub fn stopped(&self) -> bool {
+        self.run.is_none_or(|(engine, _, _)| engine.stopped())
+    }
+
+    /// Whether the run failed (so far).
+    pub fn failed(&self) -> bool {
+        self.run
+            .is_none_or(|(engine, _, _)| engine.failure().is_some())
+    }
+
+    /// Tasks of the run not finished yet.
+    pub fn unfinished(&self) -> usize {
+        self.run.map_or(0, |(engine, _, _)| engine.unfinished())
+    }
+}
+
+/// Runs `work` as [`execute`] does while `beside` runs on the calling thread, with an
+/// [`Inbox`] through which it delivers the inputs the workload's tasks wait for from
+/// outside the run ([`Workload::outside_inputs`]): the distributed factorisation's
+/// communication loop. `beside` is called exactly once, also when the run fails before it
+/// starts (its inbox then says so); it should return once the run has stopped. If it
+/// returns earlier, the run ends with [`TaskFailure::Outside`] (tasks would wait for inputs
+/// nobody delivers); a panic in it ends the run too and is resumed once the workers are
+/// done.
+pub fn execute_beside<R>(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+    beside: impl FnOnce(&Inbox<'_, '_>) -> R,
+) -> (Result<Trace, RunError>, R) {
+    let mut beside = Some(beside);
+    let mut result = None;
+    let trace = run_beside(platform, work, options, &mut |inbox| {
+        if let Some(f) = beside.take() {
+            result = Some(f(inbox));
+        }
+    });
+    let result = match result {
+        Some(r) => r,
+        // Not called yet: the run failed before it started.
+        None => (beside.take().expect("beside is called once"))(&Inbox { run: None }),
+    };
+    (trace, result)
+}
+
+/// [`execute_beside`]'s run, with `beside` called once the workers run (not at all if the
+/// run fails before).
+fn run_beside(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+    beside: &mut dyn FnMut(&Inbox<'_, '_>),
+) -> Result<Trace, RunError> {
     let graph = work.graph();
     let workers = platform.workers();
     let setup_error = |(step, failure)| RunError {
@@ -678,7 +778,10 @@ pub fn execute(
     let links = platform.links();
     let copy_seconds = |from, to, bytes| crate::platform::copy_seconds(&links, from, to, bytes);
     let estimate = tables.estimate(workers, &copy_seconds);
-    let engine = Engine::new(graph, ctx, &tables, &estimate, options).map_err(setup_error)?;
+    let engine = Engine::new(graph, ctx, &tables, &estimate, options, |t| {
+        work.outside_inputs(t)
+    })
+    .map_err(setup_error)?;
     // One run at a time per platform: its pools and device memory serve one run.
     let _busy = platform.lock_run();
 
@@ -716,7 +819,7 @@ pub fn execute(
     engine.push_roots(&carrier);
     let signal = Signal::new();
     let clusters = platform.clusters();
-    let per_worker: Vec<Vec<TaskEvent>> = std::thread::scope(|s| {
+    let (per_worker, panicked): (Vec<Vec<TaskEvent>>, _) = std::thread::scope(|s| {
         let (engine, carrier, signal) = (&engine, &carrier, &signal);
         let copiers: Vec<_> = platform
             .devices()
@@ -748,6 +851,22 @@ pub fn execute(
                 device_loop(engine, carrier, signal, w, &*device.device)
             }));
         }
+        // The inputs from outside the run, on this thread while the workers run.
+        let inbox = Inbox {
+            run: Some((engine, carrier, signal)),
+        };
+        let besides = catch_unwind(AssertUnwindSafe(|| beside(&inbox)));
+        if !engine.stopped() {
+            inbox.fail(match &besides {
+                Ok(()) => {
+                    "the inputs from outside the run ended before the tasks waiting for them".into()
+                }
+                Err(panic) => format!(
+                    "delivering the inputs from outside the run panicked: {}",
+                    panic_message(&**panic)
+                ),
+            });
+        }
         let events = threads
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
@@ -757,7 +876,7 @@ pub fn execute(
         for copier in copiers {
             let _ = copier.join();
         }
-        events
+        (events, besides.err())
     });
     engine.flush(&carrier, carrier.now());
     for device in &carrier.devices {
@@ -784,6 +903,9 @@ pub fn execute(
             }
         }
     });
+    if let Some(panic) = panicked {
+        std::panic::resume_unwind(panic);
+    }
     match failure {
         None => Ok(trace),
         Some((step, failure)) => Err(RunError {

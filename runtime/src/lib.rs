@@ -57,7 +57,8 @@ pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummar
 
 pub use device::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
 pub use execute::{
-    RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack, bottom_levels, execute,
+    Inbox, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack, bottom_levels, execute,
+    execute_beside,
 };
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use planned::{Planned, StaticPlan};

@@ -437,7 +437,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
     }
     let copy_seconds = |from, to, bytes| platform.copy_seconds(from, to, bytes);
     let estimate = tables.estimate(workers, &copy_seconds);
-    let engine = Engine::new(graph, ctx, &tables, &estimate, &options.run)
+    let engine = Engine::new(graph, ctx, &tables, &estimate, &options.run, |_| 0)
         .map_err(|e| run_error(graph, e))?;
     let links = Links(Mutex::new(Copies {
         platform,
