@@ -49,12 +49,13 @@ pub fn default_tile_size(n: usize, backend: Backend) -> usize {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Cholesky {
-    tile: Option<usize>,
+    pub(crate) tile: Option<usize>,
     backend: Backend,
     clusters: ClusterSpec,
     threads: Option<usize>,
-    scheduler: SchedulerKind,
+    pub(crate) scheduler: SchedulerKind,
     platform: Option<Arc<Platform>>,
+    pub(crate) progress_timeout: Option<std::time::Duration>,
 }
 
 impl Cholesky {
@@ -97,6 +98,14 @@ impl Cholesky {
     /// Runs on this platform (its clusters, backend and models).
     pub fn platform(mut self, platform: Arc<Platform>) -> Self {
         self.platform = Some(platform);
+        self
+    }
+
+    /// Distributed runs only: how long a rank waits for tiles from another with nothing
+    /// else happening before it presumes that rank dead and ends with an error (default:
+    /// ten minutes, `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
+    pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.progress_timeout = Some(timeout);
         self
     }
 
@@ -215,8 +224,8 @@ impl Cholesky {
             scheduler: self.scheduler,
             ..RunOptions::default()
         };
-        let trace =
-            execute(platform, &work, &options).map_err(|e| run_error(&graph, Some(&a), e))?;
+        let trace = execute(platform, &work, &options)
+            .map_err(|e| run_error(&graph, Some(a.tiling()), e))?;
         Ok(trace)
     }
 }

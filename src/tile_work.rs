@@ -2,7 +2,7 @@
 //! of the matrices it names.
 
 use faer::{MatMut, MatRef};
-use hetla_factorizations::{MatrixId, Mode, TaskGraph, TaskId, TileRef};
+use hetla_factorizations::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
 use hetla_kernels::{Backend, KernelError, Op, Par};
 
 use crate::{Error, TiledMatrix};
@@ -62,29 +62,13 @@ impl Workload for TileWork<'_, '_> {
 
     fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
         let task = self.graph.task(id);
-        let operands = |reason: String| KernelError::Operands {
-            op: task.op,
-            reason,
-        };
-        let (write, reads) = task
-            .accesses
-            .split_last()
-            .filter(|(w, _)| w.mode.writes())
-            .ok_or_else(|| operands("the last access must be the written tile".into()))?;
-        if reads
-            .iter()
-            .any(|r| r.mode != Mode::Read || r.tile == write.tile)
-        {
-            return Err(operands(
-                "a tile is written while also read by the task".into(),
-            ));
-        }
+        let (write, reads) = operands(task)?;
         let target = self.matrix(write.tile.matrix, task.op)?;
         if !target.is_writable() {
-            return Err(operands(format!(
-                "matrix {} is read-only",
-                write.tile.matrix.0
-            )));
+            return Err(KernelError::Operands {
+                op: task.op,
+                reason: format!("matrix {} is read-only", write.tile.matrix.0),
+            });
         }
         let views = reads
             .iter()
@@ -104,9 +88,31 @@ impl Workload for TileWork<'_, '_> {
     }
 }
 
+/// A task's written tile (its last access) and the tiles it only reads, checked: the
+/// written one is not also read.
+pub(crate) fn operands(task: &Task) -> Result<(&Access, &[Access]), KernelError> {
+    let operands = |reason: &str| KernelError::Operands {
+        op: task.op,
+        reason: reason.into(),
+    };
+    let (write, reads) = task
+        .accesses
+        .split_last()
+        .filter(|(w, _)| w.mode.writes())
+        .ok_or_else(|| operands("the last access must be the written tile"))?;
+    if reads
+        .iter()
+        .any(|r| r.mode != Mode::Read || r.tile == write.tile)
+    {
+        return Err(operands("a tile is written while also read by the task"));
+    }
+    Ok((write, reads))
+}
+
 /// Turns a failed run into the user-facing error: a POTRF pivot failure becomes
-/// [`Error::NotPositiveDefinite`] with the global column of the factored matrix `a`.
-pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunError) -> Error {
+/// [`Error::NotPositiveDefinite`] with the global column of the factored matrix, tiled as
+/// `a`.
+pub(crate) fn run_error(graph: &TaskGraph, a: Option<&Tiling>, e: RunError) -> Error {
     let task = match e.step {
         RunStep::Task(t) => Some(t),
         _ => None,
@@ -121,7 +127,7 @@ pub(crate) fn run_error(graph: &TaskGraph, a: Option<&TiledMatrix<'_>>, e: RunEr
         ) => {
             let k = graph.task(task.unwrap_or_default()).accesses[0].tile.col;
             Error::NotPositiveDefinite {
-                column: a.tiling().offset(k) + index,
+                column: a.offset(k) + index,
             }
         }
         (RunStep::WriteBack, _, TaskFailure::Kernel(error), _) => Error::WriteBack(error),

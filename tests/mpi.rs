@@ -6,9 +6,10 @@
 use std::process::Command;
 
 use faer::Mat;
-use hetla::Error;
+use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::distributed::{DistributedMatrix, ProcessGrid, Rank};
 use hetla::matgen::random_spd_block;
+use hetla::{Cholesky, Error};
 
 /// Set in the ranks' environment: which side to run.
 const SIDE: &str = "HETLA_MPI_TEST_SIDE";
@@ -95,6 +96,45 @@ fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_
     );
 }
 
+#[test]
+fn the_distributed_factorisation_is_right_and_sends_each_tile_once_per_rank() {
+    for (np, grid, n, tile, clusters) in [
+        (1, "1x1", 23, 4, "1x1"),
+        (2, "1x2", 23, 4, "1x1"),
+        (2, "2x1", 300, 32, "1x1"),
+        (4, "2x2", 23, 4, "1x1"),
+        (4, "2x2", 257, 16, "1x1"),
+    ] {
+        let (ok, out) = mpirun(np, &format!("factor {grid} {n} {tile} {clusters}"));
+        assert!(ok, "np {np}, grid {grid}, n {n}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+}
+
+#[test]
+fn a_failed_pivot_on_one_rank_is_the_same_error_on_every_rank() {
+    for (np, grid) in [(2, "1x2"), (4, "2x2")] {
+        let (ok, out) = mpirun(np, &format!("factor-not-spd {grid}"));
+        assert!(ok, "{out}");
+        assert_eq!(
+            out.matches("refused: the matrix is not positive definite: the pivot of column 9")
+                .count(),
+            np,
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_job_with_a_message() {
+    let started = std::time::Instant::now();
+    let (ok, out) = mpirun(2, "factor-killed");
+    assert!(!ok, "{out}");
+    // mpirun names the rank that died, and ends the others, well before its timeout.
+    assert!(out.contains("rank 1") && out.contains("signal 6"), "{out}");
+    assert!(started.elapsed().as_secs() < 60, "{out}");
+}
+
 /// A rank's tiles of `a`, as a caller hands them over.
 fn local_tiles(a: hetla::Result<DistributedMatrix>) -> Vec<((usize, usize), Mat<f64>)> {
     a.unwrap().tiles().clone().into_iter().collect()
@@ -107,7 +147,8 @@ fn rank_side() {
     let Ok(side) = std::env::var(SIDE) else {
         return;
     };
-    let universe = mpi::initialize().expect("MPI is initialised once");
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Funneled).expect("MPI is initialised once");
     let world = universe.world();
     let me = mpi::traits::Communicator::rank(&world) as usize;
     let words: Vec<&str> = side.split_whitespace().collect();
@@ -216,6 +257,58 @@ fn rank_side() {
             let a = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
             let err = hetla::distributed::scalapack::pdpotrf(&world, &a, 1).unwrap_err();
             println!("refused: {err}");
+        }
+        ["factor", grid, n, tile, clusters] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let (n, tile): (usize, usize) = (n.parse().unwrap(), tile.parse().unwrap());
+            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let mut l = a.clone();
+            let run = Cholesky::new()
+                .clusters(clusters.parse().unwrap())
+                .factor_distributed(&world, &mut l)
+                .unwrap();
+            // Each rank ran the tasks of the tiles it owns, and sent what the formula says.
+            assert!(run.trace.tasks.iter().all(|e| e.end >= e.start));
+            assert_eq!(run.bytes_sent_by_rank, run.bytes_expected_by_rank);
+            assert_eq!(run.bytes_sent, run.bytes_sent_by_rank[me]);
+            let (a, l) = (a.gather(&world).unwrap(), l.gather(&world).unwrap());
+            if let (Some(a), Some(l)) = (a, l) {
+                let residual = cholesky_residual(a.as_ref(), l.as_ref(), faer::Par::Seq);
+                assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+                println!("residual {residual:.3e}, sent {:?}", run.bytes_sent_by_rank);
+            }
+            println!("rank ok");
+        }
+        ["factor-not-spd", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
+            // Column 9 sits in tile (2, 2): a negative pivot there.
+            for ((i, j), t) in &mut tiles {
+                if (*i, *j) == (2, 2) {
+                    t[(1, 1)] = -1.0;
+                }
+            }
+            let mut a = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let err = Cholesky::new()
+                .clusters("1x1".parse().unwrap())
+                .factor_distributed(&world, &mut a)
+                .unwrap_err();
+            println!("refused: {err}");
+        }
+        ["factor-killed"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            if me == 1 {
+                std::thread::spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    std::process::abort();
+                });
+            }
+            let _ = Cholesky::new()
+                .clusters("1x1".parse().unwrap())
+                .progress_timeout(std::time::Duration::from_secs(20))
+                .factor_distributed(&world, &mut a);
+            println!("rank {me} went on");
         }
         _ => panic!("unknown side {side:?}"),
     }

@@ -1,0 +1,695 @@
+//! The distributed Cholesky factorisation of a [`DistributedMatrix`], in place.
+//!
+//! Every rank builds the same tiled Cholesky graph and keeps the tasks that write a tile
+//! it owns ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its
+//! clusters and GPUs, scheduled as on one node), while the calling thread moves the tiles
+//! between ranks ([`execute_beside`]):
+//!
+//! - **What travels** is [`messages`]' exact list, computed identically on every rank: a
+//!   final tile of L goes once to each rank that runs a task reading it. A task reading a
+//!   remote tile waits for it as an input from outside the run ([`Workload::outside_inputs`]);
+//!   the communication loop delivers it ([`Inbox::arrived`]) when the message is in.
+//! - **Sends start as soon as the tile is final**: the worker that ran its last writer
+//!   packs it (so that later writes cannot race the send) and hands it to the loop, which
+//!   posts one non-blocking send per destination on its next turn.
+//! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message
+//!   names its tile, and lands in a buffer of its own, freed once the last local task
+//!   reading it ran on a CPU cluster. A received tile is in host memory, where the
+//!   runtime's data registry copies it to a GPU like any other: a remote tile is not a
+//!   memory node of its own, and the schedulers see a task once its tiles are in.
+//! - **Only the calling thread calls MPI** (`MPI_THREAD_FUNNELED` suffices).
+//! - **The end is agreed**: once its run has stopped, each rank tells every other how many
+//!   tiles it sent it and whether it failed, and keeps receiving until every rank has said
+//!   so and its own sends are complete, so no message is left in flight. A rank that
+//!   fails tells the others at once, and they stop too (their running tasks finish). Then
+//!   a non-SPD pivot is the same [`Error::NotPositiveDefinite`] (the smallest global
+//!   column) on every rank, and any other failure an [`Error::Distributed`] naming the
+//!   lowest rank that failed on its own.
+//! - **No hang**: a rank from which nothing arrives while tasks wait for it for longer
+//!   than [`Cholesky::progress_timeout`] ends this rank's factorisation with an error
+//!   without the collective end (the peer is presumed dead; `mpirun` then ends the job
+//!   when this rank exits with an error). A rank that dies is reported by `mpirun` itself.
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use faer::{Mat, MatMut, MatRef};
+use hetla_factorizations::{
+    FACTOR, TaskGraph, TaskId, TileRef, Tiling, cholesky, messages, task_rank,
+};
+use hetla_kernels::{Backend, KernelError, Par};
+use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
+use mpi::collective::SystemOperation;
+use mpi::point_to_point::MatchedReceiveVec;
+use mpi::request::{Request, StaticScope};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
+
+use super::{DistributedMatrix, Rank, agree};
+use crate::tile_work::{operands, run_error};
+use crate::{Cholesky, Error, Result};
+
+/// How long a rank waits for a tile, with nothing else happening, before it presumes the
+/// sender dead (see [`Cholesky::progress_timeout`]).
+pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Tag of a message carrying a tile: `[tile row, tile column, entries in column-major order]`.
+const TILE: i32 = 1;
+/// Tag of a rank's last message to another: `[failed (0 or 1), tiles it sent that rank]`.
+const END: i32 = 2;
+
+/// What a distributed factorisation measured.
+#[derive(Debug, Clone)]
+pub struct DistributedRun {
+    /// Seconds from the start barrier to the end of the slowest rank's run (its last task
+    /// and its last send), the same on every rank.
+    pub seconds: f64,
+    /// Floating-point operations of the whole factorisation (n^3 / 3).
+    pub flops: f64,
+    /// This rank's run: its tasks on its workers.
+    pub trace: Trace,
+    /// Tiles this rank sent (one message each), and their bytes (entries only).
+    pub tiles_sent: usize,
+    /// Bytes of the entries of the tiles this rank sent.
+    pub bytes_sent: usize,
+    /// Bytes every rank sent, by rank (gathered from the ranks' own counts).
+    pub bytes_sent_by_rank: Vec<usize>,
+    /// Bytes each rank sends by [`messages`]' count: the 2D block-cyclic formula's.
+    pub bytes_expected_by_rank: Vec<usize>,
+}
+
+impl DistributedRun {
+    /// Gflop/s of the factorisation: flops over the slowest rank's seconds.
+    pub fn gflops(&self) -> f64 {
+        self.flops / self.seconds / 1e9
+    }
+}
+
+impl Cholesky {
+    /// Factors the distributed matrix `a` in place (`a`'s tiles become L's): collective,
+    /// every rank of `comm` calls it with its part of `a` (see the module documentation).
+    /// The tile size is `a`'s; each rank runs its tasks on this builder's platform
+    /// (clusters, backend, GPUs) with its scheduler. On error `a`'s tiles are partly
+    /// overwritten.
+    pub fn factor_distributed<C: Communicator>(
+        &self,
+        comm: &C,
+        a: &mut DistributedMatrix,
+    ) -> Result<DistributedRun> {
+        let tiling = a.tiling;
+        let mut problem = None;
+        if let Some(b) = self.tile.filter(|&b| b != tiling.tile()) {
+            problem = Some(format!(
+                "the tile size {b} is not the distributed matrix's ({})",
+                tiling.tile()
+            ));
+        }
+        let platform = self.resolve_platform();
+        if let Err(e) = &platform {
+            problem.get_or_insert(format!("no platform: {e}"));
+        }
+        let plan = Plan::new(&tiling, a.grid, a.rank);
+        if let Err(e) = &plan {
+            problem.get_or_insert(e.to_string());
+        }
+        agree(comm, problem)?;
+        let (platform, plan) = (platform?, plan?);
+
+        let (outgoing, packed) = mpsc::channel();
+        let work = DistributedWork::new(a, &plan, platform.backend(), outgoing);
+        let options = RunOptions {
+            scheduler: self.scheduler,
+            ..RunOptions::default()
+        };
+        let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
+        comm.barrier();
+        let start = Instant::now();
+        let (run, exchanged) = execute_beside(&platform, &work, &options, |inbox| {
+            Exchange::new(comm, &plan, &work, packed, timeout).run(inbox)
+        });
+        let mine = start.elapsed().as_secs_f64();
+        let exchanged = exchanged?;
+        let mut seconds = 0.0;
+        comm.all_reduce_into(&mine, &mut seconds, SystemOperation::max());
+
+        // The same outcome on every rank: the first failed pivot, else the lowest rank that
+        // failed on its own (not stopped by another's failure).
+        let run = run.map_err(|e| {
+            let stopped = e.step == RunStep::Outside;
+            (run_error(&plan.graph, Some(&tiling), e), stopped)
+        });
+        let pivot = match &run {
+            Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
+            _ => u64::MAX,
+        };
+        let mut first_pivot = u64::MAX;
+        comm.all_reduce_into(&pivot, &mut first_pivot, SystemOperation::min());
+        if first_pivot != u64::MAX {
+            return Err(Error::NotPositiveDefinite {
+                column: first_pivot as usize,
+            });
+        }
+        let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
+        agree(comm, own.map(|(e, _)| e.to_string()))?;
+        let trace = run.map_err(|(e, _)| Error::Distributed {
+            rank: a.rank.0,
+            reason: e.to_string(),
+        })?;
+
+        let size = comm.size() as usize;
+        let mut bytes_sent_by_rank = vec![0u64; size];
+        comm.all_gather_into(&(exchanged.bytes_sent as u64), &mut bytes_sent_by_rank[..]);
+        Ok(DistributedRun {
+            seconds,
+            flops: (tiling.rows() as f64).powi(3) / 3.0,
+            trace,
+            tiles_sent: exchanged.tiles_sent,
+            bytes_sent: exchanged.bytes_sent,
+            bytes_sent_by_rank: bytes_sent_by_rank.iter().map(|&b| b as usize).collect(),
+            bytes_expected_by_rank: plan.bytes_expected,
+        })
+    }
+}
+
+/// What a rank does and exchanges, the same computation on every rank.
+struct Plan {
+    tiling: Tiling,
+    rank: Rank,
+    /// This rank's tasks, in the whole graph's order.
+    graph: TaskGraph,
+    /// Per task of `graph`, the ranks its written tile goes to once it ends.
+    sends: Vec<Vec<Rank>>,
+    /// The remote tiles this rank reads, each with the tasks that read it.
+    receives: Vec<(TileRef, Vec<TaskId>)>,
+    /// Tiles expected from each rank.
+    expected_from: Vec<usize>,
+    /// Bytes each rank sends ([`messages`]' count).
+    bytes_expected: Vec<usize>,
+}
+
+impl Plan {
+    fn new(tiling: &Tiling, grid: super::ProcessGrid, rank: Rank) -> Result<Self> {
+        let whole = cholesky(tiling)?;
+        let mut graph = TaskGraph::new();
+        let mut local = HashMap::new();
+        for t in whole.ids().filter(|&t| task_rank(&whole, &grid, t) == rank) {
+            let task = whole.task(t);
+            local.insert(
+                t,
+                graph.add_task(task.op, task.accesses.clone(), task.flops),
+            );
+        }
+        let all = messages(&whole, &grid);
+        let bytes = |tile: TileRef| {
+            let (r, c) = tiling.tile_shape(tile.row, tile.col);
+            r * c * size_of::<f64>()
+        };
+        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &all, bytes);
+        let mut sends = vec![Vec::new(); graph.len()];
+        let mut receives: HashMap<TileRef, Vec<TaskId>> = HashMap::new();
+        let mut expected_from = vec![0; grid.size()];
+        for m in &all {
+            // A tile whose first version another rank reads (the matrix as given), or that
+            // travels twice to one rank: not the Cholesky graph's communication.
+            let Some(version) = m.version else {
+                return Err(unsupported(m.tile, "its initial contents"));
+            };
+            // Its writer runs on its owner, the sender: one of this rank's tasks.
+            if let Some(&t) = local.get(&version).filter(|_| m.from == rank) {
+                sends[t].push(m.to);
+            }
+            if m.to == rank {
+                expected_from[m.from] += 1;
+                if receives.insert(m.tile, Vec::new()).is_some() {
+                    return Err(unsupported(m.tile, "two versions of it"));
+                }
+            }
+        }
+        for t in graph.ids() {
+            for a in &graph.task(t).accesses {
+                if let Some(readers) = receives.get_mut(&a.tile) {
+                    readers.push(t);
+                }
+            }
+        }
+        let mut receives: Vec<_> = receives.into_iter().collect();
+        receives.sort_unstable_by_key(|(tile, _)| *tile);
+        Ok(Self {
+            tiling: *tiling,
+            rank,
+            graph,
+            sends,
+            receives,
+            expected_from,
+            bytes_expected,
+        })
+    }
+}
+
+fn unsupported(tile: TileRef, what: &str) -> Error {
+    Error::Distributed {
+        rank: 0,
+        reason: format!(
+            "tile ({}, {}) would be sent with {what}: a distributed run sends final tiles only",
+            tile.row, tile.col
+        ),
+    }
+}
+
+/// A tile received from another rank, read by some of this rank's tasks.
+struct Received {
+    /// Filled by the communication loop before any reader is released; emptied by the last
+    /// reader that ran on a CPU cluster.
+    data: UnsafeCell<Option<Mat<f64>>>,
+    /// Readers that have not run on a CPU cluster yet.
+    readers_left: AtomicUsize,
+}
+
+/// Where a tile is, for this rank's tasks.
+#[derive(Clone, Copy)]
+enum Place {
+    /// One of this rank's tiles (in the distributed matrix): pointer, rows, columns and
+    /// column stride.
+    Local(*mut f64, usize, usize, isize),
+    /// A received tile, by its index in [`DistributedWork::received`].
+    Received(usize),
+}
+
+/// This rank's tasks as a runtime workload over its tiles and the tiles it receives.
+struct DistributedWork<'p> {
+    plan: &'p Plan,
+    backend: Backend,
+    places: HashMap<(usize, usize), Place>,
+    received: Vec<Received>,
+    /// To the communication loop: a final tile to send, packed (`TILE`'s layout), and the
+    /// task that wrote it.
+    outgoing: mpsc::Sender<(TaskId, Vec<f64>)>,
+}
+
+// SAFETY: the local places point into the distributed matrix, borrowed mutably for the
+// work's lifetime; a tile is written by one task at a time, after every task reading or
+// writing it before (the graph's edges), and received tiles are filled before their
+// readers are released and freed after the last (see `Received`).
+unsafe impl Sync for DistributedWork<'_> {}
+
+impl<'p> DistributedWork<'p> {
+    fn new(
+        a: &mut DistributedMatrix,
+        plan: &'p Plan,
+        backend: Backend,
+        outgoing: mpsc::Sender<(TaskId, Vec<f64>)>,
+    ) -> Self {
+        let mut places: HashMap<(usize, usize), Place> = a
+            .tiles
+            .iter_mut()
+            .map(|(&at, m)| {
+                let (rows, cols, cs) = (m.nrows(), m.ncols(), m.col_stride());
+                (at, Place::Local(m.as_ptr_mut(), rows, cols, cs))
+            })
+            .collect();
+        let received = plan
+            .receives
+            .iter()
+            .enumerate()
+            .map(|(i, (tile, readers))| {
+                places.insert((tile.row, tile.col), Place::Received(i));
+                Received {
+                    data: UnsafeCell::new(None),
+                    readers_left: AtomicUsize::new(readers.len()),
+                }
+            })
+            .collect();
+        Self {
+            plan,
+            backend,
+            places,
+            received,
+            outgoing,
+        }
+    }
+
+    fn place(&self, tile: TileRef) -> Option<Place> {
+        (tile.matrix == FACTOR)
+            .then(|| self.places.get(&(tile.row, tile.col)).copied())
+            .flatten()
+    }
+
+    /// A read-only view of `tile`, where it is.
+    fn view(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+        match self.place(tile)? {
+            // SAFETY: see the Sync impl: no task writes the tile while another reads it.
+            Place::Local(ptr, rows, cols, cs) => {
+                Some(unsafe { MatRef::from_raw_parts(ptr, rows, cols, 1, cs) })
+            }
+            // SAFETY: filled before any reader runs, emptied after the last (`Received`).
+            Place::Received(i) => unsafe { &*self.received[i].data.get() }
+                .as_ref()
+                .map(|m| m.as_ref()),
+        }
+    }
+
+    /// Puts a received tile where its readers find it. Called once per tile, before any of
+    /// its readers is released.
+    fn fill(&self, i: usize, tile: Mat<f64>) {
+        // SAFETY: no reader runs before this tile is delivered, which follows this call.
+        unsafe { *self.received[i].data.get() = Some(tile) };
+    }
+}
+
+impl Workload for DistributedWork<'_> {
+    fn graph(&self) -> &TaskGraph {
+        &self.plan.graph
+    }
+
+    fn key(&self, task: TaskId) -> KernelKey {
+        KernelKey::of_task(self.plan.graph.task(task), |t| {
+            self.plan.tiling.tile_shape(t.row, t.col)
+        })
+    }
+
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        let (r, c) = self.plan.tiling.tile_shape(tile.row, tile.col);
+        r * c * size_of::<f64>()
+    }
+
+    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+        self.view(tile)
+    }
+
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+        match self.place(tile)? {
+            // SAFETY: the caller guarantees no other view of the tile is in use.
+            Place::Local(ptr, rows, cols, cs) => {
+                Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) })
+            }
+            // A received tile is never written.
+            Place::Received(_) => None,
+        }
+    }
+
+    fn outside_inputs(&self, task: TaskId) -> usize {
+        let reads = &self.plan.graph.task(task).accesses;
+        reads
+            .iter()
+            .filter(|a| matches!(self.place(a.tile), Some(Place::Received(_))))
+            .count()
+    }
+
+    fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
+        let task = self.plan.graph.task(id);
+        let (write, reads) = operands(task)?;
+        let missing = |tile: TileRef| KernelError::Operands {
+            op: task.op,
+            reason: format!(
+                "tile ({}, {}) is neither this rank's nor received",
+                tile.row, tile.col
+            ),
+        };
+        let views = reads
+            .iter()
+            .map(|r| self.view(r.tile).ok_or_else(|| missing(r.tile)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(Place::Local(ptr, rows, cols, cs)) = self.place(write.tile) else {
+            return Err(missing(write.tile));
+        };
+        // SAFETY: the written tile is this rank's, distinct from the tiles read (checked by
+        // `operands`), and no other task uses it while this one runs (the graph's edges).
+        let out = unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) };
+        self.backend.run(task.op, &views, out, par)?;
+        drop(views);
+        for r in reads {
+            if let Some(Place::Received(i)) = self.place(r.tile) {
+                let slot = &self.received[i];
+                if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    // SAFETY: every other reader has run (the count), none is left.
+                    unsafe { *slot.data.get() = None };
+                }
+            }
+        }
+        if !self.plan.sends[id].is_empty() {
+            let tile = self.view(write.tile).ok_or_else(|| missing(write.tile))?;
+            let mut packed = Vec::with_capacity(2 + tile.nrows() * tile.ncols());
+            packed.extend([write.tile.row as f64, write.tile.col as f64]);
+            packed.extend(tile.col_iter().flat_map(|c| c.iter().copied()));
+            // The loop is gone only once the run has stopped: nothing is lost.
+            let _ = self.outgoing.send((id, packed));
+        }
+        Ok(())
+    }
+}
+
+/// A packed tile in flight to its destinations: the buffer lives until every send of it
+/// is complete.
+struct InFlight {
+    buffer: *mut [f64],
+    requests: Vec<Request<'static, [f64], StaticScope>>,
+}
+
+/// What the communication loop did.
+struct Exchanged {
+    tiles_sent: usize,
+    bytes_sent: usize,
+}
+
+/// The communication loop of one rank (on the calling thread, beside the run).
+struct Exchange<'r, C: Communicator> {
+    comm: &'r C,
+    plan: &'r Plan,
+    work: &'r DistributedWork<'r>,
+    packed: mpsc::Receiver<(TaskId, Vec<f64>)>,
+    timeout: Duration,
+    in_flight: Vec<InFlight>,
+    /// Tiles received from each rank, and what each said it sent in its last message.
+    received_from: Vec<usize>,
+    ended_from: Vec<Option<usize>>,
+    sent_to: Vec<usize>,
+    index: HashMap<(usize, usize), usize>,
+    done: Exchanged,
+}
+
+impl<'r, C: Communicator> Exchange<'r, C> {
+    fn new(
+        comm: &'r C,
+        plan: &'r Plan,
+        work: &'r DistributedWork<'r>,
+        packed: mpsc::Receiver<(TaskId, Vec<f64>)>,
+        timeout: Duration,
+    ) -> Self {
+        let size = comm.size() as usize;
+        let mut ended_from = vec![None; size];
+        ended_from[plan.rank] = Some(0);
+        Self {
+            comm,
+            plan,
+            work,
+            packed,
+            timeout,
+            in_flight: Vec::new(),
+            received_from: vec![0; size],
+            ended_from,
+            sent_to: vec![0; size],
+            index: plan
+                .receives
+                .iter()
+                .enumerate()
+                .map(|(i, (t, _))| ((t.row, t.col), i))
+                .collect(),
+            done: Exchanged {
+                tiles_sent: 0,
+                bytes_sent: 0,
+            },
+        }
+    }
+
+    /// Moves tiles until this rank's run has stopped, every rank has said its last word
+    /// and every send is complete.
+    fn run(mut self, inbox: &Inbox<'_, '_>) -> Result<Exchanged> {
+        let mut ended = false;
+        let mut last_progress = Instant::now();
+        let mut unfinished = inbox.unfinished();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            let mut progressed = false;
+            if !ended {
+                while let Ok((task, packed)) = self.packed.try_recv() {
+                    self.post(task, packed);
+                    progressed = true;
+                }
+            }
+            while let Some(probed) = self.comm.any_process().immediate_matched_probe() {
+                let (data, status) = probed.matched_receive_vec::<f64>();
+                self.receive(
+                    inbox,
+                    Rank(status.source_rank() as usize),
+                    status.tag(),
+                    data,
+                );
+                progressed = true;
+            }
+            let before = self.in_flight.len();
+            self.in_flight = std::mem::take(&mut self.in_flight)
+                .into_iter()
+                .filter_map(InFlight::test)
+                .collect();
+            progressed |= self.in_flight.len() != before;
+            if !ended && inbox.stopped() {
+                // Every tile of a finished run was handed over before its task ended.
+                if !inbox.failed() {
+                    while let Ok((task, packed)) = self.packed.try_recv() {
+                        self.post(task, packed);
+                    }
+                }
+                self.end(inbox.failed());
+                ended = true;
+                progressed = true;
+            }
+            if ended && self.in_flight.is_empty() && self.ended_from.iter().all(Option::is_some) {
+                return self.check_counts();
+            }
+            let now_unfinished = inbox.unfinished();
+            if progressed || now_unfinished != unfinished {
+                unfinished = now_unfinished;
+                last_progress = Instant::now();
+                nap = Duration::from_micros(20);
+            } else if last_progress.elapsed() > self.timeout {
+                return Err(self.stalled(inbox));
+            }
+            // Wake for a tile to send at once; otherwise poll the network less and less
+            // often while nothing happens (the rank's cores run its tasks).
+            if !ended {
+                if let Ok((task, packed)) = self.packed.recv_timeout(nap) {
+                    self.post(task, packed);
+                    last_progress = Instant::now();
+                    nap = Duration::from_micros(20);
+                    continue;
+                }
+            } else {
+                std::thread::sleep(nap);
+            }
+            nap = (nap * 2).min(Duration::from_micros(500));
+        }
+    }
+
+    /// Posts the sends of a packed tile written by `task` to the ranks that read it.
+    fn post(&mut self, task: TaskId, packed: Vec<f64>) {
+        let to = &self.plan.sends[task];
+        let bytes = (packed.len() - 2) * size_of::<f64>();
+        let buffer: &'static [f64] = Box::leak(packed.into_boxed_slice());
+        let requests = to
+            .iter()
+            .map(|&r| {
+                self.sent_to[r] += 1;
+                self.done.tiles_sent += 1;
+                self.done.bytes_sent += bytes;
+                self.comm
+                    .process_at_rank(r.0 as i32)
+                    .immediate_send_with_tag(StaticScope, buffer, TILE)
+            })
+            .collect();
+        self.in_flight.push(InFlight {
+            buffer: buffer as *const [f64] as *mut [f64],
+            requests,
+        });
+    }
+
+    /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s
+    /// last word.
+    fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<f64>) {
+        if tag == END {
+            let (failed, sent) = (data.first() == Some(&1.0), data.get(1).copied());
+            self.ended_from[from] = Some(sent.unwrap_or(0.0) as usize);
+            if failed && !inbox.stopped() {
+                inbox.fail(format!("rank {from} failed"));
+            }
+            return;
+        }
+        self.received_from[from] += 1;
+        let tile = (data[0] as usize, data[1] as usize);
+        let wrong = |why: String| format!("rank {from} sent tile {tile:?}, {why}");
+        let Some(&i) = self.index.get(&tile) else {
+            inbox.fail(wrong("which this rank does not read".into()));
+            return;
+        };
+        let (rows, cols) = self.plan.tiling.tile_shape(tile.0, tile.1);
+        if data.len() != 2 + rows * cols {
+            inbox.fail(wrong(format!(
+                "with {} values instead of {rows} x {cols}",
+                data.len() - 2
+            )));
+            return;
+        }
+        self.work
+            .fill(i, Mat::from_fn(rows, cols, |r, c| data[2 + c * rows + r]));
+        for &task in &self.plan.receives[i].1 {
+            inbox.arrived(task);
+        }
+    }
+
+    /// Tells every other rank how many tiles it was sent, and whether this rank failed.
+    fn end(&mut self, failed: bool) {
+        for r in (0..self.comm.size() as usize).filter(|&r| r != self.plan.rank.0) {
+            let word = [f64::from(u8::from(failed)), self.sent_to[r] as f64];
+            self.comm
+                .process_at_rank(r as i32)
+                .send_with_tag(&word[..], END);
+        }
+    }
+
+    /// The tiles received from each rank are as many as it said it sent.
+    fn check_counts(self) -> Result<Exchanged> {
+        for (r, (&got, said)) in self.received_from.iter().zip(&self.ended_from).enumerate() {
+            if Some(got) != *said {
+                return Err(Error::Distributed {
+                    rank: self.plan.rank.0,
+                    reason: format!(
+                        "received {got} tiles from rank {r}, which says it sent {}",
+                        said.unwrap_or(0)
+                    ),
+                });
+            }
+        }
+        Ok(self.done)
+    }
+
+    /// The error of a rank that waited too long with nothing happening.
+    fn stalled(mut self, inbox: &Inbox<'_, '_>) -> Error {
+        let silent: Vec<String> = (0..self.ended_from.len())
+            .filter(|&r| {
+                self.ended_from[r].is_none()
+                    && (inbox.stopped() || self.received_from[r] < self.plan.expected_from[r])
+            })
+            .map(|r| r.to_string())
+            .collect();
+        inbox.fail("no progress".into());
+        // Sends to a dead rank never complete: their buffers are left to the process's end.
+        for f in std::mem::take(&mut self.in_flight) {
+            f.requests.into_iter().for_each(std::mem::forget);
+        }
+        Error::Distributed {
+            rank: self.plan.rank.0,
+            reason: format!(
+                "nothing arrived for {:.0} s from rank(s) {} while this rank waited for them: presumed dead",
+                self.timeout.as_secs_f64(),
+                silent.join(", ")
+            ),
+        }
+    }
+}
+
+impl InFlight {
+    /// `None` once every send is complete (the buffer is freed), else what is left.
+    fn test(mut self) -> Option<Self> {
+        self.requests = std::mem::take(&mut self.requests)
+            .into_iter()
+            .filter_map(|r| r.test().err())
+            .collect();
+        if self.requests.is_empty() {
+            // SAFETY: leaked in `post` and no longer read by any send.
+            drop(unsafe { Box::from_raw(self.buffer) });
+            return None;
+        }
+        Some(self)
+    }
+}
