@@ -74,7 +74,13 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let result = match &cli.command {
-        Command::Cholesky(args) => cholesky(args).map(|r| emit(args.json, &r, print_cholesky)),
+        Command::Cholesky(args) => match args.grid {
+            Some(grid) => commands::grid::run(args, grid).map(|r| {
+                r.iter()
+                    .for_each(|r| emit(args.json, r, commands::grid::print))
+            }),
+            None => cholesky(args).map(|r| emit(args.json, &r, print_cholesky)),
+        },
         Command::Calibrate(args) => {
             calibrate_cmd(args).map(|r| emit(args.json, &r, print_calibrate))
         }

@@ -58,10 +58,20 @@ pub fn repeat<T>(
             best = Some((value, seconds));
         }
     }
+    let (value, _) = best.expect("at least one run");
+    Ok((value, timings(&mut times)))
+}
+
+/// The best, the median and the count of `times` (at least one).
+pub fn timings(times: &mut [f64]) -> Timings {
     times.sort_by(f64::total_cmp);
+    let runs = times.len();
     let median = (times[(runs - 1) / 2] + times[runs / 2]) / 2.0;
-    let (value, best) = best.expect("at least one run");
-    Ok((value, Timings { best, median, runs }))
+    Timings {
+        best: times[0],
+        median,
+        runs,
+    }
 }
 
 impl PeerRate {

@@ -102,6 +102,9 @@ pub(crate) struct Engine<'a> {
     scheduler: Box<dyn Scheduler>,
     tables: &'a Tables,
     remaining: Vec<AtomicUsize>,
+    /// Per task, and in all, the inputs from outside the run not arrived yet.
+    outside: Vec<AtomicUsize>,
+    outside_left: AtomicUsize,
     unfinished: AtomicUsize,
     stop: AtomicBool,
     failure: Mutex<Option<(RunStep, TaskFailure)>>,
@@ -130,6 +133,7 @@ impl<'a> Engine<'a> {
         } else {
             ctx
         };
+        let outside: Vec<usize> = graph.ids().map(outside).collect();
         Ok(Self {
             graph,
             ctx,
@@ -137,8 +141,10 @@ impl<'a> Engine<'a> {
             tables,
             remaining: graph
                 .ids()
-                .map(|t| AtomicUsize::new(graph.predecessors(t).len() + outside(t)))
+                .map(|t| AtomicUsize::new(graph.predecessors(t).len() + outside[t]))
                 .collect(),
+            outside_left: AtomicUsize::new(outside.iter().sum()),
+            outside: outside.into_iter().map(AtomicUsize::new).collect(),
             unfinished: AtomicUsize::new(n),
             stop: AtomicBool::new(n == 0),
             failure: Mutex::new(None),
@@ -163,6 +169,11 @@ impl<'a> Engine<'a> {
     /// The flag [`Engine::stopped`] reads, for a driver's waits.
     pub fn stop_flag(&self) -> &AtomicBool {
         &self.stop
+    }
+
+    /// Inputs from outside the run that tasks still wait for.
+    pub fn outside_left(&self) -> usize {
+        self.outside_left.load(Ordering::SeqCst)
     }
 
     /// Tasks not finished yet.
@@ -255,12 +266,13 @@ impl<'a> Engine<'a> {
     /// it waited for nothing else (true then). An input `task` does not wait for (any
     /// more) is an error: the caller counted them wrong.
     pub fn arrived(&self, carrier: &dyn Carrier, task: TaskId, now: f64) -> Result<bool, String> {
-        let left = self
-            .remaining
+        self.outside
             .get(task.0)
             .ok_or_else(|| format!("task {task} is not one of the run's {}", self.graph.len()))?
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(1))
             .map_err(|_| format!("task {task} waits for no input from outside the run"))?;
+        self.outside_left.fetch_sub(1, Ordering::SeqCst);
+        let left = self.remaining[task].fetch_sub(1, Ordering::SeqCst);
         if left == 1 && !self.stopped() {
             self.push(carrier, task, None, now);
             return Ok(true);

@@ -720,10 +720,9 @@ impl Inbox<'_, '_> {
 /// [`Inbox`] through which it delivers the inputs the workload's tasks wait for from
 /// outside the run ([`Workload::outside_inputs`]): the distributed factorisation's
 /// communication loop. `beside` is called exactly once, also when the run fails before it
-/// starts (its inbox then says so); it should return once the run has stopped. If it
-/// returns earlier, the run ends with [`TaskFailure::Outside`] (tasks would wait for inputs
-/// nobody delivers); a panic in it ends the run too and is resumed once the workers are
-/// done.
+/// starts (its inbox then says so). If it returns while tasks still wait for inputs from
+/// outside, the run ends with [`TaskFailure::Outside`] (they would wait for inputs nobody
+/// delivers); a panic in it ends the run too and is resumed once the workers are done.
 pub fn execute_beside<R>(
     platform: &Platform,
     work: &dyn Workload,
@@ -856,7 +855,8 @@ fn run_beside(
             run: Some((engine, carrier, signal)),
         };
         let besides = catch_unwind(AssertUnwindSafe(|| beside(&inbox)));
-        if !engine.stopped() {
+        // Returning early is fine when no task waits for it (or the run is over).
+        if !engine.stopped() && (besides.is_err() || engine.outside_left() > 0) {
             inbox.fail(match &besides {
                 Ok(()) => {
                     "the inputs from outside the run ended before the tasks waiting for them".into()

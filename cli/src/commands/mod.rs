@@ -6,6 +6,7 @@ pub mod bound;
 pub mod calibrate;
 pub mod cholesky;
 pub mod gemm;
+pub mod grid;
 pub mod info;
 pub mod output;
 pub mod simulate;

@@ -294,6 +294,7 @@ fn real_run(
         repeat: None,
         traces: Default::default(),
         json: false,
+        grid: None,
     })?;
     let bounds = report.bounds.as_ref();
     Ok(SweepRow {

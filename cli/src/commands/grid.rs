@@ -1,0 +1,214 @@
+//! `hetla cholesky --grid PxQ` under `mpirun`: the distributed factorisation of a random
+//! SPD matrix generated where its tiles live, timed as the slowest rank's, with
+//! (`--compare`) ScaLAPACK's pdpotrf on the same grid, block size and matrix in the same
+//! job (feature `scalapack`). Rank 0 reports; the other ranks print nothing but errors.
+
+use hetla::factorizations::ProcessGrid;
+use serde::Serialize;
+
+use super::cholesky::CholeskyArgs;
+use crate::peers::PeerRate;
+
+/// The tile of a distributed run when `--tile` is not given: a block size usual for
+/// ScaLAPACK, and hetla's tile when it runs one core per rank.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub const DEFAULT_GRID_TILE: usize = 256;
+
+/// Above this order the factor is not gathered to rank 0 for the residual.
+pub const GATHERED_RESIDUAL_UP_TO: usize = 16384;
+
+#[derive(Serialize)]
+pub struct GridReport {
+    pub n: usize,
+    pub tile: usize,
+    pub grid: String,
+    pub ranks: usize,
+    pub backend: String,
+    /// The clusters of each rank (within the cores `mpirun` binds it to).
+    pub clusters: String,
+    pub scheduler: String,
+    /// Tasks each rank ran.
+    pub tasks_by_rank: Vec<usize>,
+    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed
+    /// runs with `--repeat`).
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub runs: usize,
+    pub gflops: f64,
+    /// The scaled residual of the factor gathered on rank 0 (absent above
+    /// `GATHERED_RESIDUAL_UP_TO`).
+    pub residual: Option<f64>,
+    pub residual_ok: Option<bool>,
+    /// Bytes of tiles each rank sent, as counted by the ranks.
+    pub bytes_sent_by_rank: Vec<usize>,
+    /// Bytes each rank sends by the 2D block-cyclic count (each final tile of L once to
+    /// each rank that reads it).
+    pub bytes_expected_by_rank: Vec<usize>,
+    pub bytes_sent_total: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's best over pdpotrf's best (with `--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_pdpotrf: Option<f64>,
+}
+
+/// Runs the distributed factorisation `args` describe on `grid`: the report on rank 0,
+/// `None` on the others.
+#[cfg(feature = "mpi")]
+pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridReport>> {
+    use std::sync::Arc;
+
+    use hetla::distributed::DistributedMatrix;
+    use hetla::{Cholesky, check};
+    use mpi::traits::{Communicator, CommunicatorCollectives};
+
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or_else(|| {
+            hetla::Error::InvalidOption {
+                option: "grid",
+                reason: "MPI was already initialised in this process".into(),
+            }
+        })?;
+    let world = universe.world();
+    let tile = args.tile.unwrap_or(DEFAULT_GRID_TILE).min(args.n);
+    let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
+    let options = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler);
+    let a = DistributedMatrix::random_spd(&world, args.n, tile, grid, args.seed)?;
+    let repeat = args.repeat.map(|r| r as usize);
+    let mut factor = a.clone();
+    let (run, timings) = crate::peers::repeat(repeat, || {
+        factor = a.clone();
+        let run = options.factor_distributed(&world, &mut factor)?;
+        let seconds = run.seconds;
+        Ok((run, seconds))
+    })?;
+    let residual = if args.n <= GATHERED_RESIDUAL_UP_TO {
+        let (a, l) = (a.gather(&world)?, factor.gather(&world)?);
+        a.zip(l).map(|(a, l)| {
+            let cpus = hetla_clusters::available_cpus().len();
+            check::cholesky_residual(a.as_ref(), l.as_ref(), hetla::Par::rayon(cpus))
+        })
+    } else {
+        None
+    };
+    let mut tasks_by_rank = vec![0u64; world.size() as usize];
+    world.all_gather_into(&(run.trace.tasks.len() as u64), &mut tasks_by_rank[..]);
+    let flops = run.flops;
+    let peers = match args.compare {
+        Some(_) => Some(vec![pdpotrf_peer(&world, &a, repeat, flops)?]),
+        None => None,
+    };
+    if world.rank() != 0 {
+        return Ok(None);
+    }
+    let best = timings.best;
+    Ok(Some(GridReport {
+        n: args.n,
+        tile,
+        grid: grid.to_string(),
+        ranks: grid.size(),
+        backend: platform.backend().to_string(),
+        clusters: platform.cpu_lists().join(" "),
+        scheduler: args.scheduler.to_string(),
+        tasks_by_rank: tasks_by_rank.iter().map(|&t| t as usize).collect(),
+        seconds: best,
+        median_seconds: timings.median,
+        runs: timings.runs,
+        gflops: flops / best / 1e9,
+        residual,
+        residual_ok: residual.map(|r| r < check::RESIDUAL_THRESHOLD),
+        bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
+        bytes_sent_by_rank: run.bytes_sent_by_rank,
+        bytes_expected_by_rank: run.bytes_expected_by_rank,
+        ratio_to_pdpotrf: peers.as_ref().map(|p| p[0].seconds / best),
+        peers,
+    }))
+}
+
+/// ScaLAPACK's pdpotrf on `a`, timed as hetla is (a warm-up with `--repeat`).
+#[cfg(feature = "scalapack")]
+fn pdpotrf_peer<C: mpi::traits::Communicator>(
+    comm: &C,
+    a: &hetla::distributed::DistributedMatrix,
+    repeat: Option<usize>,
+    flops: f64,
+) -> hetla::Result<PeerRate> {
+    let warm = usize::from(repeat.is_some());
+    let runs = hetla::distributed::scalapack::pdpotrf(comm, a, repeat.unwrap_or(1) + warm)?;
+    let mut seconds = runs.seconds[warm..].to_vec();
+    let timings = crate::peers::timings(&mut seconds);
+    Ok(PeerRate::from_timings("scalapack-pdpotrf", timings, flops))
+}
+
+#[cfg(all(feature = "mpi", not(feature = "scalapack")))]
+fn pdpotrf_peer<C: mpi::traits::Communicator>(
+    _: &C,
+    _: &hetla::distributed::DistributedMatrix,
+    _: Option<usize>,
+    _: f64,
+) -> hetla::Result<PeerRate> {
+    Err(hetla::Error::InvalidOption {
+        option: "compare",
+        reason: "the distributed run's peer is ScaLAPACK's pdpotrf: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
+    })
+}
+
+/// Without MPI, `--grid` is refused with what to do.
+#[cfg(not(feature = "mpi"))]
+pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> hetla::Result<Option<GridReport>> {
+    Err(hetla::Error::InvalidOption {
+        option: "grid",
+        reason: "this hetla was built without MPI: build it with --features mpi (apt libopenmpi-dev openmpi-bin libclang-dev) and start it with mpirun -np P*Q".into(),
+    })
+}
+
+pub fn print(r: &GridReport) {
+    println!(
+        "hetla cholesky: n = {}, tile = {}, grid {} ({} ranks), tasks by rank {:?}",
+        r.n, r.tile, r.grid, r.ranks, r.tasks_by_rank
+    );
+    println!(
+        "  each rank {} kernels, clusters {}, scheduler {}",
+        r.backend, r.clusters, r.scheduler
+    );
+    println!(
+        "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s (n^3/3 flops)",
+        r.seconds, r.gflops
+    );
+    if r.runs > 1 {
+        println!(
+            "  repeat    best of {} runs after a warm-up; median {:.4} s",
+            r.runs, r.median_seconds
+        );
+    }
+    match r.residual {
+        Some(res) => println!(
+            "  residual  {res:.3e} (gathered on rank 0), {}",
+            if r.residual_ok == Some(true) {
+                "ok"
+            } else {
+                "TOO LARGE"
+            }
+        ),
+        None => println!(
+            "  residual  not computed above n = {GATHERED_RESIDUAL_UP_TO} (the factor is not gathered)"
+        ),
+    }
+    println!(
+        "  sent      {:.1} MiB in all; by rank {:?} bytes, the 2D block-cyclic count {:?}",
+        r.bytes_sent_total as f64 / 1048576.0,
+        r.bytes_sent_by_rank,
+        r.bytes_expected_by_rank
+    );
+    for p in r.peers.iter().flatten() {
+        println!(
+            "  peer      {}: {:.4} s, {:.2} Gflop/s (median {:.4} s)",
+            p.name, p.seconds, p.gflops, p.median_seconds
+        );
+    }
+    if let Some(ratio) = r.ratio_to_pdpotrf {
+        println!("  ratio     {ratio:.3}x pdpotrf");
+    }
+}
