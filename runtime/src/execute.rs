@@ -110,6 +110,10 @@ pub struct RunOptions {
     pub dmda_beta: Option<f64>,
     /// When a device's copy of a tile goes back to host memory.
     pub write_back: WriteBack,
+    /// Each task's priority, to use instead of its bottom level in the graph (one per
+    /// task): a distributed run's part of a graph ranks its tasks by their bottom levels
+    /// in the whole graph, remote successors included.
+    pub priorities: Option<Arc<[f64]>>,
 }
 
 /// When a tile modified on a device is written back to host memory (besides an eviction,

@@ -161,8 +161,8 @@ pub(crate) fn placements(
 }
 
 /// The scheduler's context for `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
-/// `stats` gives the known statistics of a (key, class). Errors with the first task no
-/// worker may run under `restrictions`.
+/// `stats` gives the known statistics of a (key, class), `priorities` each task's
+/// priority. Errors with the first task no worker may run under `restrictions`.
 fn context<'a>(
     workers: &'a [WorkerInfo],
     graph: &TaskGraph,
@@ -170,6 +170,7 @@ fn context<'a>(
     tile_bytes: &dyn Fn(TileRef) -> usize,
     restrictions: &'a [(Op, Vec<ResourceKind>)],
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
+    priorities: Vec<f64>,
 ) -> Result<Context<'a>, TaskId> {
     let mut keys: Vec<KernelKey> = Vec::new();
     let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
@@ -206,7 +207,7 @@ fn context<'a>(
     let tasks: Vec<TaskInfo<'a>> = graph
         .tasks()
         .iter()
-        .zip(bottom_levels(graph))
+        .zip(priorities)
         .zip(key_of_task)
         .map(|((task, priority), key)| TaskInfo {
             priority,
@@ -308,6 +309,20 @@ pub(crate) fn prepare<'a>(
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
     capacities: Vec<Option<usize>>,
 ) -> Result<(SchedContext<'a>, Tables), (RunStep, TaskFailure)> {
+    let priorities = match &options.priorities {
+        Some(p) if p.len() != graph.len() => {
+            return Err((
+                RunStep::Setup,
+                TaskFailure::Plan(format!(
+                    "{} priorities were given for {} tasks",
+                    p.len(),
+                    graph.len()
+                )),
+            ));
+        }
+        Some(p) => p.to_vec(),
+        None => bottom_levels(graph),
+    };
     let plan = context(
         workers,
         graph,
@@ -315,6 +330,7 @@ pub(crate) fn prepare<'a>(
         tile_bytes,
         &options.restrictions,
         stats,
+        priorities,
     )
     .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
     let several_nodes = capacities.len() > 1;

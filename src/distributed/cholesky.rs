@@ -121,6 +121,7 @@ impl Cholesky {
         let work = DistributedWork::new(a, &plan, platform.backend(), outgoing);
         let options = RunOptions {
             scheduler: self.scheduler,
+            priorities: Some(plan.priorities.clone()),
             ..RunOptions::default()
         };
         let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
@@ -179,6 +180,9 @@ struct Plan {
     rank: Rank,
     /// This rank's tasks, in the whole graph's order.
     graph: TaskGraph,
+    /// Their bottom levels in the whole graph (remote successors included): the
+    /// schedulers' priorities.
+    priorities: std::sync::Arc<[f64]>,
     /// Per task of `graph`, the ranks its written tile goes to once it ends.
     sends: Vec<Vec<Rank>>,
     /// The remote tiles this rank reads, each with the tasks that read it.
@@ -192,14 +196,17 @@ struct Plan {
 impl Plan {
     fn new(tiling: &Tiling, grid: super::ProcessGrid, rank: Rank) -> Result<Self> {
         let whole = cholesky(tiling)?;
+        let levels = hetla_runtime::bottom_levels(&whole);
         let mut graph = TaskGraph::new();
         let mut local = HashMap::new();
+        let mut priorities = Vec::new();
         for t in whole.ids().filter(|&t| task_rank(&whole, &grid, t) == rank) {
             let task = whole.task(t);
             local.insert(
                 t,
                 graph.add_task(task.op, task.accesses.clone(), task.flops),
             );
+            priorities.push(levels[t]);
         }
         let all = messages(&whole, &grid);
         let bytes = |tile: TileRef| {
@@ -240,6 +247,7 @@ impl Plan {
             tiling: *tiling,
             rank,
             graph,
+            priorities: priorities.into(),
             sends,
             receives,
             expected_from,

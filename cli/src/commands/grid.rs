@@ -29,6 +29,10 @@ pub struct GridReport {
     pub scheduler: String,
     /// Tasks each rank ran.
     pub tasks_by_rank: Vec<usize>,
+    /// Seconds each rank's workers spent in kernels (summed over its workers) over the
+    /// slowest rank's seconds times its workers: what the wait for tiles and the
+    /// communication left of each rank's cores.
+    pub busy_by_rank: Vec<f64>,
     /// Seconds of the slowest rank, from a barrier to its end (the best of the timed
     /// runs with `--repeat`).
     pub seconds: f64,
@@ -95,6 +99,11 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     };
     let mut tasks_by_rank = vec![0u64; world.size() as usize];
     world.all_gather_into(&(run.trace.tasks.len() as u64), &mut tasks_by_rank[..]);
+    let workers = run.trace.summary().workers;
+    let busy: f64 = workers.iter().map(|w| w.busy_seconds).sum::<f64>()
+        / (run.seconds * workers.len().max(1) as f64);
+    let mut busy_by_rank = vec![0f64; world.size() as usize];
+    world.all_gather_into(&busy, &mut busy_by_rank[..]);
     let flops = run.flops;
     let peers = match args.compare {
         Some(_) => Some(vec![pdpotrf_peer(&world, &a, repeat, flops)?]),
@@ -113,6 +122,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         clusters: platform.cpu_lists().join(" "),
         scheduler: args.scheduler.to_string(),
         tasks_by_rank: tasks_by_rank.iter().map(|&t| t as usize).collect(),
+        busy_by_rank,
         seconds: best,
         median_seconds: timings.median,
         runs: timings.runs,
@@ -176,6 +186,11 @@ pub fn print(r: &GridReport) {
     println!(
         "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s (n^3/3 flops)",
         r.seconds, r.gflops
+    );
+    let busy: Vec<String> = r.busy_by_rank.iter().map(|b| format!("{b:.3}")).collect();
+    println!(
+        "  busy      kernels' share of each rank's cores: {}",
+        busy.join(", ")
     );
     if r.runs > 1 {
         println!(
