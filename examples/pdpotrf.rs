@@ -1,5 +1,5 @@
-//! ScaLAPACK's pdpotrf on a 2D block-cyclic random SPD matrix: the peer of distributed
-//! runs, timed on its own until hetla's distributed factorisation exists.
+//! ScaLAPACK's pdpotrf on a 2D block-cyclic random SPD matrix, timed on its own (`hetla
+//! cholesky --grid PxQ --compare` times it beside hetla's distributed factorisation).
 //!
 //! ```sh
 //! cargo build --release --features scalapack --example pdpotrf

@@ -12,6 +12,9 @@
 //! communicator call it with the same sizes and grid, and all return the same kind of
 //! result (checks that can fail on one rank only are agreed on first).
 //!
+//! [`crate::Cholesky::factor_distributed`] factors such a matrix in place, each rank running
+//! the tasks of its tiles (see its module, `distributed/cholesky.rs`).
+//!
 //! Tiles travel as column-major `f64` messages with tag 0, from one rank to another in the
 //! order of [`DistributedMatrix::owned`] (MPI keeps the order of messages between a pair).
 

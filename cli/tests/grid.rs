@@ -1,0 +1,81 @@
+//! `hetla cholesky --grid PxQ`: refused with what to do without MPI; under `mpirun` with
+//! feature `mpi`, one report from rank 0 (and ScaLAPACK's pdpotrf beside it with
+//! `scalapack`).
+
+use std::process::Command;
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn without_mpi_a_grid_is_refused_with_how_to_build_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
+        .args(["cholesky", "--grid", "1x2", "--n", "64"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--features mpi") && err.contains("mpirun"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
+    let compare = cfg!(feature = "scalapack");
+    let mut args = vec![
+        "--oversubscribe",
+        "--timeout",
+        "120",
+        "-np",
+        "2",
+        env!("CARGO_BIN_EXE_hetla"),
+        "cholesky",
+        "--grid",
+        "2x1",
+        "--n",
+        "300",
+        "--tile",
+        "32",
+        "--clusters",
+        "1x1",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    if compare {
+        args.push("--compare");
+    }
+    let out = Command::new("mpirun")
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One report, from rank 0.
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let r: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(r["grid"], "2x1");
+    assert_eq!(r["runs"], 2);
+    assert_eq!(r["residual_ok"], true, "{r}");
+    assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
+    let tasks: u64 = r["tasks_by_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .sum();
+    // 10 tile rows: 10 + 2 * 45 + 120 tasks in the whole graph.
+    assert_eq!(tasks, 10 + 2 * 45 + 120);
+    if compare {
+        assert_eq!(r["peers"][0]["name"], "scalapack-pdpotrf");
+        assert!(r["ratio_to_pdpotrf"].as_f64().unwrap() > 0.0);
+    }
+}
