@@ -135,6 +135,18 @@ fn a_rank_that_dies_ends_the_job_with_a_message() {
     assert!(started.elapsed().as_secs() < 60, "{out}");
 }
 
+#[test]
+fn a_rank_that_stops_answering_ends_the_wait_after_the_progress_timeout() {
+    let (ok, out) = mpirun(2, "factor-stalled");
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("stalled: ")
+            && out.contains("nothing arrived for 3 s from rank(s) 1")
+            && out.contains("presumed dead"),
+        "{out}"
+    );
+}
+
 /// A rank's tiles of `a`, as a caller hands them over.
 fn local_tiles(a: hetla::Result<DistributedMatrix>) -> Vec<((usize, usize), Mat<f64>)> {
     a.unwrap().tiles().clone().into_iter().collect()
@@ -309,6 +321,28 @@ fn rank_side() {
                 .progress_timeout(std::time::Duration::from_secs(20))
                 .factor_distributed(&world, &mut a);
             println!("rank {me} went on");
+        }
+        ["factor-stalled"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            if me == 1 {
+                // Rank 1 stops (not dies) 50 ms into its run: rank 0 waits for its tiles.
+                std::thread::spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    let pid = std::process::id().to_string();
+                    let _ = Command::new("kill").args(["-STOP", &pid]).status();
+                });
+            }
+            let result = Cholesky::new()
+                .clusters("1x1".parse().unwrap())
+                .progress_timeout(std::time::Duration::from_secs(3))
+                .factor_distributed(&world, &mut a);
+            if let Err(err) = result {
+                println!("stalled: {err}");
+                // Without its peer, MPI cannot end cleanly: exiting with an error has
+                // mpirun end the job.
+                std::process::exit(3);
+            }
         }
         _ => panic!("unknown side {side:?}"),
     }
