@@ -324,20 +324,29 @@ fn rank_side() {
         }
         ["factor-stalled"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            let a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            let cholesky = Cholesky::new()
+                .clusters("1x1".parse().unwrap())
+                .progress_timeout(std::time::Duration::from_secs(3));
+            // A first run builds the platforms; the progress timeout covers the run, not
+            // the collective steps before it.
+            cholesky.factor_distributed(&world, &mut a.clone()).unwrap();
+            // A second, warm, run times the setup and the run.
+            let called = std::time::Instant::now();
+            let first = cholesky.factor_distributed(&world, &mut a.clone()).unwrap();
+            let setup = called.elapsed().as_secs_f64() - first.seconds;
             if me == 1 {
-                // Rank 1 stops (not dies) 50 ms into its run: rank 0 waits for its tiles.
-                std::thread::spawn(|| {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
+                // Rank 1 stops (not dies) halfway through its next run (after the setup
+                // the first call took): rank 0 waits for its tiles.
+                let delay = std::time::Duration::from_secs_f64(setup + first.seconds / 2.0);
+                println!("setup {setup:.3} s, run {:.3} s", first.seconds);
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
                     let pid = std::process::id().to_string();
                     let _ = Command::new("kill").args(["-STOP", &pid]).status();
                 });
             }
-            let result = Cholesky::new()
-                .clusters("1x1".parse().unwrap())
-                .progress_timeout(std::time::Duration::from_secs(3))
-                .factor_distributed(&world, &mut a);
-            if let Err(err) = result {
+            if let Err(err) = cholesky.factor_distributed(&world, &mut a.clone()) {
                 println!("stalled: {err}");
                 // Without its peer, MPI cannot end cleanly: exiting with an error has
                 // mpirun end the job.

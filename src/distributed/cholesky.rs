@@ -29,6 +29,9 @@
 //!   than [`Cholesky::progress_timeout`] ends this rank's factorisation with an error
 //!   without the collective end (the peer is presumed dead; `mpirun` then ends the job
 //!   when this rank exits with an error). A rank that dies is reported by `mpirun` itself.
+//!   The collective steps before and after the run (agreeing on the inputs, the start
+//!   barrier, agreeing on the outcome) have no timeout, as in any MPI program: a rank that
+//!   stops there holds the others until `mpirun --timeout` ends the job.
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -43,9 +46,8 @@ use hetla_factorizations::{
 use hetla_kernels::{Backend, KernelError, Par};
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
 use mpi::collective::SystemOperation;
-use mpi::point_to_point::MatchedReceiveVec;
 use mpi::request::{Request, StaticScope};
-use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
 use super::{DistributedMatrix, Rank, agree};
 use crate::tile_work::{operands, run_error};
@@ -455,6 +457,14 @@ struct InFlight {
     requests: Vec<Request<'static, [f64], StaticScope>>,
 }
 
+/// A message being received: the buffer lives until the receive is complete.
+struct Arriving {
+    from: Rank,
+    tag: i32,
+    buffer: *mut [f64],
+    request: Request<'static, [f64], StaticScope>,
+}
+
 /// What the communication loop did.
 struct Exchanged {
     tiles_sent: usize,
@@ -469,6 +479,7 @@ struct Exchange<'r, C: Communicator> {
     packed: mpsc::Receiver<(TaskId, Vec<f64>)>,
     timeout: Duration,
     in_flight: Vec<InFlight>,
+    arriving: Vec<Arriving>,
     /// Tiles received from each rank, and what each said it sent in its last message.
     received_from: Vec<usize>,
     ended_from: Vec<Option<usize>>,
@@ -495,6 +506,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             packed,
             timeout,
             in_flight: Vec::new(),
+            arriving: Vec::new(),
             received_from: vec![0; size],
             ended_from,
             sent_to: vec![0; size],
@@ -526,15 +538,33 @@ impl<'r, C: Communicator> Exchange<'r, C> {
                     progressed = true;
                 }
             }
-            while let Some(probed) = self.comm.any_process().immediate_matched_probe() {
-                let (data, status) = probed.matched_receive_vec::<f64>();
-                self.receive(
-                    inbox,
-                    Rank(status.source_rank() as usize),
-                    status.tag(),
-                    data,
-                );
+            // Matched as they come, received without blocking: a sender that stops in the
+            // middle of a large message must not hold this loop.
+            while let Some((message, status)) = self.comm.any_process().immediate_matched_probe() {
+                let count = status.count(f64::equivalent_datatype()).max(0) as usize;
+                let buffer: &'static mut [f64] = Box::leak(vec![0.0; count].into_boxed_slice());
+                let pointer = buffer as *mut [f64];
+                self.arriving.push(Arriving {
+                    from: Rank(status.source_rank() as usize),
+                    tag: status.tag(),
+                    buffer: pointer,
+                    request: message.immediate_matched_receive_into(StaticScope, buffer),
+                });
                 progressed = true;
+            }
+            for arriving in std::mem::take(&mut self.arriving) {
+                match arriving.request.test() {
+                    Ok(_) => {
+                        // SAFETY: leaked above, and the receive into it is complete.
+                        let data = unsafe { Box::from_raw(arriving.buffer) }.into_vec();
+                        self.receive(inbox, arriving.from, arriving.tag, data);
+                        progressed = true;
+                    }
+                    Err(request) => self.arriving.push(Arriving {
+                        request,
+                        ..arriving
+                    }),
+                }
             }
             let before = self.in_flight.len();
             self.in_flight = std::mem::take(&mut self.in_flight)
@@ -553,7 +583,11 @@ impl<'r, C: Communicator> Exchange<'r, C> {
                 ended = true;
                 progressed = true;
             }
-            if ended && self.in_flight.is_empty() && self.ended_from.iter().all(Option::is_some) {
+            if ended
+                && self.in_flight.is_empty()
+                && self.arriving.is_empty()
+                && self.ended_from.iter().all(Option::is_some)
+            {
                 return self.check_counts();
             }
             let now_unfinished = inbox.unfinished();
@@ -674,6 +708,9 @@ impl<'r, C: Communicator> Exchange<'r, C> {
         // Sends to a dead rank never complete: their buffers are left to the process's end.
         for f in std::mem::take(&mut self.in_flight) {
             f.requests.into_iter().for_each(std::mem::forget);
+        }
+        for a in std::mem::take(&mut self.arriving) {
+            std::mem::forget(a.request);
         }
         Error::Distributed {
             rank: self.plan.rank.0,
