@@ -223,7 +223,7 @@ impl Plan {
             // A tile whose first version another rank reads (the matrix as given), or that
             // travels twice to one rank: not the Cholesky graph's communication.
             let Some(version) = m.version else {
-                return Err(unsupported(m.tile, "its initial contents"));
+                return Err(unsupported(rank, m.tile, "its initial contents"));
             };
             // Its writer runs on its owner, the sender: one of this rank's tasks.
             if let Some(&t) = local.get(&version).filter(|_| m.from == rank) {
@@ -232,7 +232,7 @@ impl Plan {
             if m.to == rank {
                 expected_from[m.from] += 1;
                 if receives.insert(m.tile, Vec::new()).is_some() {
-                    return Err(unsupported(m.tile, "two versions of it"));
+                    return Err(unsupported(rank, m.tile, "two versions of it"));
                 }
             }
         }
@@ -258,9 +258,11 @@ impl Plan {
     }
 }
 
-fn unsupported(tile: TileRef, what: &str) -> Error {
+/// A graph whose communication the distributed run does not carry (found alike on every
+/// rank, so each says it of itself).
+fn unsupported(rank: Rank, tile: TileRef, what: &str) -> Error {
     Error::Distributed {
-        rank: 0,
+        rank: rank.0,
         reason: format!(
             "tile ({}, {}) would be sent with {what}: a distributed run sends final tiles only",
             tile.row, tile.col
