@@ -486,7 +486,6 @@ struct Exchange<'r, C: Communicator> {
     received_from: Vec<usize>,
     ended_from: Vec<Option<usize>>,
     sent_to: Vec<usize>,
-    index: HashMap<(usize, usize), usize>,
     done: Exchanged,
 }
 
@@ -512,12 +511,6 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             received_from: vec![0; size],
             ended_from,
             sent_to: vec![0; size],
-            index: plan
-                .receives
-                .iter()
-                .enumerate()
-                .map(|(i, (t, _))| ((t.row, t.col), i))
-                .collect(),
             done: Exchanged {
                 tiles_sent: 0,
                 bytes_sent: 0,
@@ -652,7 +645,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
         self.received_from[from] += 1;
         let tile = (data[0] as usize, data[1] as usize);
         let wrong = |why: String| format!("rank {from} sent tile {tile:?}, {why}");
-        let Some(&i) = self.index.get(&tile) else {
+        let Some(Place::Received(i)) = self.work.places.get(&tile).copied() else {
             inbox.fail(wrong("which this rank does not read".into()));
             return;
         };
