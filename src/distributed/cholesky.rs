@@ -643,7 +643,14 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             return;
         }
         self.received_from[from] += 1;
-        let tile = (data[0] as usize, data[1] as usize);
+        let [row, col, ..] = data[..] else {
+            inbox.fail(format!(
+                "rank {from} sent a tile message of {} values, without its tile's place",
+                data.len()
+            ));
+            return;
+        };
+        let tile = (row as usize, col as usize);
         let wrong = |why: String| format!("rank {from} sent tile {tile:?}, {why}");
         let Some(Place::Received(i)) = self.work.places.get(&tile).copied() else {
             inbox.fail(wrong("which this rank does not read".into()));
