@@ -38,6 +38,7 @@ pub mod graph_bounds;
 pub mod limits;
 pub mod matgen;
 pub mod model;
+mod rank_plan;
 pub mod simulation;
 pub mod tile_choice;
 mod tile_work;

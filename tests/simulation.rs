@@ -317,3 +317,86 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
     assert!(final_report.makespan_ms >= final_report.bounds.mixed_ms);
     assert!(end_report.makespan_ms >= end_report.bounds.mixed_ms);
 }
+
+/// A noise-free distributed simulation of sirocco nodes (2x10 clusters, `gpus` GPUs) at
+/// tile 960 on `grid` with `network`.
+fn run_grid(
+    gpus: usize,
+    n: usize,
+    grid_: &str,
+    network: &str,
+) -> hetla::Result<(hetla::simulation::GridSimReport, hetla::Trace)> {
+    hetla::simulation::simulate_cholesky_grid(
+        &sirocco(),
+        &grid(2, 10),
+        gpus,
+        n,
+        960,
+        grid_.parse().unwrap(),
+        hetla::simulation::parse_network(network).unwrap(),
+        &SimOptions::default(),
+    )
+}
+
+#[test]
+fn one_node_of_a_distributed_simulation_is_the_single_node_simulation() {
+    let (single, _) = run_2x10(&sirocco(), 2, 9600).unwrap();
+    let (grid, trace) = run_grid(2, 9600, "1x1", "1us,100Gb/s").unwrap();
+    assert_eq!(grid.makespan_ms, single.makespan_ms);
+    assert_eq!(grid.messages, 0);
+    assert_eq!(trace.tasks.len(), single.bounds.tasks);
+    assert_eq!(grid.bound_by, "mixed");
+}
+
+#[test]
+fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds() {
+    for g in ["1x2", "2x2", "2x3"] {
+        let (r, trace) = run_grid(2, 13440, g, "1.5us,100Gb/s").unwrap();
+        assert_eq!(trace.tasks.len(), r.bounds.tasks, "{g}");
+        assert!(r.messages > 0);
+        for node in &r.ranks {
+            assert_eq!(
+                node.bytes_sent, node.bytes_expected,
+                "{g} rank {}",
+                node.rank
+            );
+            assert!(node.tasks > 0);
+        }
+        assert!(r.makespan_ms >= r.bound_ms, "{g}: {r:?}");
+        assert!(r.bound_ms >= r.network_ms && r.bound_ms >= r.bounds.mixed_ms);
+        // Every task is on its own node's workers, once.
+        let mut seen = vec![false; r.bounds.tasks];
+        for e in &trace.tasks {
+            assert!(!std::mem::replace(&mut seen[e.task.0], true));
+        }
+    }
+}
+
+#[test]
+fn a_slow_network_slows_the_run_and_bounds_it() {
+    let (fast, _) = run_grid(4, 19200, "2x2", "1us,100Gb/s").unwrap();
+    let (slow, _) = run_grid(4, 19200, "2x2", "1us,1Gb/s").unwrap();
+    assert!(
+        slow.makespan_ms > 2.0 * fast.makespan_ms,
+        "{fast:?} {slow:?}"
+    );
+    assert_eq!(slow.bound_by, "network");
+    assert!(slow.makespan_ms >= slow.network_ms);
+    // The same messages either way.
+    assert_eq!(slow.bytes_sent, fast.bytes_sent);
+}
+
+#[test]
+fn a_network_is_read_with_its_units_and_refused_without_a_rate() {
+    use hetla::simulation::parse_network;
+    let r = parse_network("1.5us,100Gb/s").unwrap();
+    assert_eq!((r.latency_us, r.gb_per_s), (1.5, 12.5));
+    let r = parse_network("2, 12.5").unwrap();
+    assert_eq!((r.latency_us, r.gb_per_s), (2.0, 12.5));
+    let r = parse_network("500ns,800MB/s").unwrap();
+    assert!((r.latency_us - 0.5).abs() < 1e-12 && (r.gb_per_s - 0.8).abs() < 1e-12);
+    for bad in ["12.5", "1us,0GB/s", "fast,12", "1us,-3", "1us,lots"] {
+        let e = parse_network(bad).unwrap_err();
+        assert!(e.contains("latency,bandwidth"), "{bad}: {e}");
+    }
+}

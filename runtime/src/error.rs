@@ -84,6 +84,15 @@ pub enum Error {
         /// Tasks of the run.
         tasks: usize,
     },
+    /// One node (rank) of a simulated distributed run failed.
+    #[error("node {rank} of the distributed run: {source}")]
+    Rank {
+        /// The node's rank.
+        rank: usize,
+        /// Its failure.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -100,6 +109,7 @@ impl Error {
             Error::NoWorker { .. } => "no_worker",
             Error::Plan { .. } => "plan",
             Error::Stalled { .. } => "stalled",
+            Error::Rank { source, .. } => source.kind(),
         }
     }
 

@@ -52,7 +52,10 @@ pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
 pub use error::{Error, IoError, Result};
 pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
-pub use sim::{SimOptions, SimPlatform, SimWork, simulate};
+pub use sim::{
+    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, simulate,
+    simulate_grid,
+};
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 
 pub use device::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};

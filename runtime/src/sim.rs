@@ -39,12 +39,27 @@
 //!   back to host memory; the makespan includes those copies (the matrix starts and ends
 //!   in host memory, as in a real run).
 //!
-//! The result is a [`Trace`] like a real run's: Gantt charts, Chrome traces and summaries
-//! work unchanged.
+//! - **Several nodes** ([`simulate_grid`], a distributed run as `mpirun` starts it): each
+//!   node (rank) has its own platform, scheduler, data registry and links, the engine of
+//!   one node once per node, and all share the clock; [`simulate`] is its case of one node
+//!   and no message. A task that reads a remote tile waits for it as an input from
+//!   outside its node's run (as the real distributed executor's tasks do). When the task
+//!   that makes a tile final ends, the tile leaves its node's host memory (copied back
+//!   first if only a GPU holds it) once per destination ([`SimMessage`]), and its arrival
+//!   releases the readers there; it then lives in that node's host memory, from where the
+//!   registry copies it to a GPU like any tile. *Network rule:* a message takes `latency +
+//!   bytes / bandwidth` and occupies its sender's NIC (sending side) and its receiver's
+//!   NIC (receiving side), one message at a time on each, earliest free interval as for
+//!   copies; every pair of nodes has a link of that rate, which only its sender's NIC
+//!   feeds, so the NICs are what messages contend for (a non-blocking switch). After
+//!   each event, only the node it concerns pops.
+//!
+//! The result is a [`Trace`] like a real run's (one per node for several): Gantt charts,
+//! Chrome traces and summaries work unchanged.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use hetla_factorizations::{TaskGraph, TaskId, TileRef};
 use rand::{RngExt, SeedableRng};
@@ -56,10 +71,11 @@ use crate::data::{DataRegistry, HOST, MemoryNode, Step, Transfer};
 use crate::engine::{Carrier, Engine, Start};
 use crate::execute::{RunOptions, RunStep, TaskFailure};
 use crate::inflight::Deferred;
-use crate::link::{Hop, LinkModel};
+use crate::link::{Hop, LinkModel, LinkRate};
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, ResourceClass, Stats};
 use crate::platform::WorkerId;
 use crate::platform::{ResourceKind, WorkerInfo};
+use crate::prepare::Tables;
 use crate::trace::{TaskEvent, Trace, TransferEvent};
 use crate::{Error, Result, lock};
 
@@ -120,6 +136,7 @@ type Route = Vec<(Hop, f64, f64)>;
 
 /// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
 /// and the duration of a kernel on a class (`None`: the class has no rate for it).
+#[derive(Clone, Copy)]
 pub struct SimWork<'a> {
     /// The tasks and their dependencies.
     pub graph: &'a TaskGraph,
@@ -156,29 +173,6 @@ impl SimOptions {
                 ),
             })
         }
-    }
-}
-
-/// A task end in the event queue: time, then scheduling order.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct End {
-    time: f64,
-    seq: u64,
-    task: TaskId,
-    worker: WorkerId,
-}
-
-impl Eq for End {}
-impl PartialOrd for End {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for End {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.time
-            .total_cmp(&other.time)
-            .then(self.seq.cmp(&other.seq))
     }
 }
 
@@ -395,10 +389,517 @@ fn run_error(graph: &TaskGraph, (step, failure): (RunStep, TaskFailure)) -> Erro
 
 /// Simulates `work` on `platform` and returns its trace.
 pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions) -> Result<Trace> {
-    let graph = work.graph;
-    let workers = &platform.workers;
-    let n = graph.len();
+    let rank = SimRank {
+        platform,
+        work: *work,
+        priorities: None,
+    };
+    let mut run = simulate_grid(&[rank], &[], None, options)?;
+    Ok(run.ranks.remove(0))
+}
+
+/// One node of a simulated distributed run (one MPI rank): its platform, its tasks, and
+/// their priorities.
+#[derive(Clone, Copy)]
+pub struct SimRank<'a> {
+    /// The node's modelled machine.
+    pub platform: &'a SimPlatform,
+    /// The tasks it runs.
+    pub work: SimWork<'a>,
+    /// Their priorities (`None`: the run options', else their bottom levels in `work`'s
+    /// graph). A rank's own graph misses its tasks' remote successors: a distributed run
+    /// gives the whole graph's.
+    pub priorities: Option<&'a Arc<[f64]>>,
+}
+
+/// A tile one node sends another once its writer has ended: one message on the network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimMessage {
+    /// The tile.
+    pub tile: TileRef,
+    /// The sending rank.
+    pub from: usize,
+    /// The sender's task after which the tile is sent (it writes the tile).
+    pub writer: TaskId,
+    /// The receiving rank.
+    pub to: usize,
+    /// The receiver's tasks that read it, once per access: each waits for it as an input
+    /// from outside its rank's run.
+    pub readers: Vec<TaskId>,
+}
+
+/// One message's trip over the network.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageEvent {
+    /// The tile.
+    pub tile: TileRef,
+    /// Sending rank.
+    pub from: usize,
+    /// Receiving rank.
+    pub to: usize,
+    /// Bytes sent.
+    pub bytes: usize,
+    /// Start, seconds since the run began.
+    pub start: f64,
+    /// End (arrival), seconds since the run began.
+    pub end: f64,
+}
+
+/// A simulated distributed run: each node's trace and the messages between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridTrace {
+    /// Each rank's run on its own workers; every trace's makespan is the whole run's.
+    pub ranks: Vec<Trace>,
+    /// The messages, by start time.
+    pub messages: Vec<MessageEvent>,
+    /// The end of the last task, copy or message on any node.
+    pub makespan: f64,
+}
+
+/// What happens at an event of the virtual clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Happening {
+    /// A task ends on a worker.
+    End { task: TaskId, worker: WorkerId },
+    /// A message arrives.
+    Arrival { message: usize },
+}
+
+/// An event of the virtual clock: time, then the order it was scheduled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Event {
+    time: f64,
+    seq: u64,
+    rank: usize,
+    what: Happening,
+}
+
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+/// The network between nodes: every pair of nodes has a link of one rate, and each
+/// node's NIC sends one message at a time and receives one at a time (a non-blocking
+/// switch: a pair's link only carries what its sender's NIC sends, so the NICs are what
+/// messages contend for).
+struct Network {
+    rate: LinkRate,
+    sending: Vec<Busy>,
+    receiving: Vec<Busy>,
+    events: Vec<MessageEvent>,
+}
+
+impl Network {
+    /// Books a message of `bytes` from `from` to `to`, ready to leave at `ready`, in the
+    /// earliest interval both NICs are free; returns its arrival.
+    fn send(&mut self, tile: TileRef, from: usize, to: usize, bytes: usize, ready: f64) -> f64 {
+        let seconds = self.rate.seconds(bytes);
+        let mut start = ready;
+        while let Some(end) = self.sending[from]
+            .conflict(start, seconds)
+            .or_else(|| self.receiving[to].conflict(start, seconds))
+        {
+            start = end;
+        }
+        let end = start + seconds;
+        self.sending[from].insert(start, end);
+        self.receiving[to].insert(start, end);
+        self.events.push(MessageEvent {
+            tile,
+            from,
+            to,
+            bytes,
+            start,
+            end,
+        });
+        end
+    }
+}
+
+/// One node's run in progress.
+struct RankRun<'a> {
+    platform: &'a SimPlatform,
+    graph: &'a TaskGraph,
+    tables: &'a Tables,
+    engine: Engine<'a>,
+    links: Links<'a>,
+    idle: Vec<bool>,
+    events: Vec<TaskEvent>,
+    /// The end of its last task.
+    last: f64,
+}
+
+/// Simulates a distributed run: each of `ranks` runs its tasks on its own platform with
+/// its own scheduler and data registry (the engine of a single-node simulation, one per
+/// node), and each of `messages` leaves its sender's host memory once its writer has
+/// ended (after a copy back from a GPU when the tile is only there) and crosses
+/// `network`, after which its readers may run. All nodes share one virtual clock. One
+/// rank and no message is [`simulate`]. `network` is needed when there are messages.
+pub fn simulate_grid(
+    ranks: &[SimRank<'_>],
+    messages: &[SimMessage],
+    network: Option<LinkRate>,
+    options: &SimOptions,
+) -> Result<GridTrace> {
     options.check()?;
+    let several = ranks.len() > 1;
+    let on_rank = |rank: usize, error: Error| {
+        if several {
+            Error::Rank {
+                rank,
+                source: Box::new(error),
+            }
+        } else {
+            error
+        }
+    };
+    let network = match (network, messages.is_empty()) {
+        (Some(rate), _) => rate,
+        (None, true) => LinkRate {
+            latency_us: 0.0,
+            gb_per_s: f64::INFINITY,
+        },
+        (None, false) => {
+            return Err(Error::InvalidOption {
+                option: "network",
+                reason: "a distributed run with messages needs a network rate".into(),
+            });
+        }
+    };
+    if !(network.latency_us >= 0.0 && network.gb_per_s > 0.0) {
+        return Err(Error::InvalidOption {
+            option: "network",
+            reason: format!(
+                "latency {} us and bandwidth {} GB/s: the latency must be at least 0 and the bandwidth above 0",
+                network.latency_us, network.gb_per_s
+            ),
+        });
+    }
+    let check = |m: &SimMessage| -> std::result::Result<(), String> {
+        let tasks = |r: usize| ranks.get(r).map(|r| r.work.graph.len());
+        let (Some(from_tasks), Some(to_tasks)) = (tasks(m.from), tasks(m.to)) else {
+            return Err(format!("ranks {} and {} of {}", m.from, m.to, ranks.len()));
+        };
+        if m.from == m.to {
+            return Err(format!("rank {} sends to itself", m.from));
+        }
+        if m.writer.0 >= from_tasks || m.readers.iter().any(|r| r.0 >= to_tasks) {
+            return Err(format!(
+                "a task beyond its rank's {from_tasks} or {to_tasks}"
+            ));
+        }
+        Ok(())
+    };
+    for m in messages {
+        check(m).map_err(|why| Error::Plan {
+            reason: format!(
+                "the message of tile ({}, {}) names {why}",
+                m.tile.row, m.tile.col
+            ),
+        })?;
+    }
+    // Per rank, per task: the inputs it awaits from other ranks, and the messages it sends.
+    let mut outside: Vec<Vec<usize>> = ranks.iter().map(|r| vec![0; r.work.graph.len()]).collect();
+    let mut sends: Vec<HashMap<TaskId, Vec<usize>>> = vec![HashMap::new(); ranks.len()];
+    for (i, m) in messages.iter().enumerate() {
+        for r in &m.readers {
+            outside[m.to][r.0] += 1;
+        }
+        sends[m.from].entry(m.writer).or_default().push(i);
+    }
+
+    let run_options: Vec<RunOptions> = ranks
+        .iter()
+        .map(|r| {
+            let mut run = options.run.clone();
+            if let Some(p) = r.priorities {
+                run.priorities = Some(p.clone());
+            }
+            run
+        })
+        .collect();
+    let mut contexts = Vec::with_capacity(ranks.len());
+    let mut tables = Vec::with_capacity(ranks.len());
+    for (i, (rank, run)) in ranks.iter().zip(&run_options).enumerate() {
+        let (ctx, table) = prepare_rank(rank, run).map_err(|e| on_rank(i, e))?;
+        contexts.push(ctx);
+        tables.push(table);
+    }
+    // The handle of each message's tile on its sender.
+    let mut sent = Vec::with_capacity(messages.len());
+    for m in messages {
+        let accesses = &ranks[m.from].work.graph.task(m.writer).accesses;
+        let Some(i) = accesses
+            .iter()
+            .position(|a| a.tile == m.tile && a.mode.writes())
+        else {
+            return Err(Error::Plan {
+                reason: format!(
+                    "task {} of rank {} does not write tile ({}, {}), which it sends",
+                    m.writer, m.from, m.tile.row, m.tile.col
+                ),
+            });
+        };
+        sent.push(tables[m.from].handles[m.writer][i].0);
+    }
+    let copy_seconds: Vec<_> = ranks
+        .iter()
+        .map(|r| {
+            let platform = r.platform;
+            move |from, to, bytes| platform.copy_seconds(from, to, bytes)
+        })
+        .collect();
+    let estimates: Vec<_> = ranks
+        .iter()
+        .zip(&tables)
+        .zip(&copy_seconds)
+        .map(|((r, t), c)| t.estimate(&r.platform.workers, c))
+        .collect();
+    let mut runs = Vec::with_capacity(ranks.len());
+    for (i, (((rank, ctx), table), estimate)) in ranks
+        .iter()
+        .zip(contexts)
+        .zip(&tables)
+        .zip(&estimates)
+        .enumerate()
+    {
+        let graph = rank.work.graph;
+        let engine = Engine::new(graph, ctx, table, estimate, &run_options[i], |t| {
+            outside[i][t.0]
+        })
+        .map_err(|e| on_rank(i, run_error(graph, e)))?;
+        let platform = rank.platform;
+        let links = Links(Mutex::new(Copies {
+            platform,
+            busy: HashMap::new(),
+            arrival: vec![vec![0.0; platform.capacities.len()]; lock(&table.data).len()],
+            events: Vec::new(),
+        }));
+        if let Err(failure) = engine.place(&Placed) {
+            let reason = match failure {
+                TaskFailure::Memory(no_room) => {
+                    format!("the placed operands do not fit: {no_room}")
+                }
+                other => format!("{other:?}"),
+            };
+            return Err(on_rank(
+                i,
+                Error::InvalidOption {
+                    option: "placement",
+                    reason,
+                },
+            ));
+        }
+        engine.push_roots(&links);
+        runs.push(RankRun {
+            platform,
+            graph,
+            tables: table,
+            engine,
+            links,
+            idle: vec![true; platform.workers.len()],
+            events: Vec::with_capacity(graph.len()),
+            last: 0.0,
+        });
+    }
+    let mut net = Network {
+        rate: network,
+        sending: (0..ranks.len()).map(|_| Busy::default()).collect(),
+        receiving: (0..ranks.len()).map(|_| Busy::default()).collect(),
+        events: Vec::new(),
+    };
+
+    // The virtual clock: on the node of the last event (on every node at first), every
+    // idle worker pops and starts; then time jumps to the next event: a task end, after
+    // which its tile leaves for the nodes that read it, or a message's arrival, which
+    // releases its readers.
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut queue: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut touched: Vec<usize> = (0..runs.len()).collect();
+    let mut now = 0.0f64;
+    loop {
+        for r in touched.drain(..) {
+            let run = &mut runs[r];
+            let clock = Clock {
+                now,
+                noise: options.noise,
+                rng: &mut rng,
+                queue: &mut queue,
+                seq: &mut seq,
+            };
+            run.start_idle(r, clock);
+            if run.engine.stopped()
+                && let Some(failure) = run.engine.failure()
+            {
+                return Err(on_rank(r, run_error(run.graph, failure)));
+            }
+        }
+        let Some(Reverse(event)) = queue.pop() else {
+            break;
+        };
+        now = event.time;
+        let run = &mut runs[event.rank];
+        match event.what {
+            Happening::End { task, worker } => {
+                run.idle[worker] = true;
+                run.last = now;
+                run.engine.finish(&run.links, task, worker, now, Ok(()));
+                for &i in sends[event.rank].get(&task).into_iter().flatten() {
+                    let m = &messages[i];
+                    let handle = sent[i];
+                    // The tile leaves from host memory: copied back first if only a GPU has it.
+                    run.engine
+                        .with_data(&run.links, now, |d| d.prefetch(handle, HOST))
+                        .map_err(|e| on_rank(event.rank, Error::Kernel(e)))?;
+                    let ready = lock(&run.links.0).arrival[handle][HOST.0].max(now);
+                    let bytes = lock(&run.tables.data).bytes(handle);
+                    let time = net.send(m.tile, m.from, m.to, bytes, ready);
+                    queue.push(Reverse(Event {
+                        time,
+                        seq,
+                        rank: m.to,
+                        what: Happening::Arrival { message: i },
+                    }));
+                    seq += 1;
+                }
+            }
+            Happening::Arrival { message } => {
+                for &reader in &messages[message].readers {
+                    run.engine
+                        .arrived(&run.links, reader, now)
+                        .map_err(|reason| on_rank(event.rank, Error::Plan { reason }))?;
+                }
+            }
+        }
+        touched.push(event.rank);
+    }
+    let mut traces = Vec::with_capacity(runs.len());
+    let mut makespan = net.events.iter().map(|e| e.end).fold(0.0, f64::max);
+    for (r, run) in runs.into_iter().enumerate() {
+        if let Some(failure) = run.engine.failure() {
+            return Err(on_rank(r, run_error(run.graph, failure)));
+        }
+        let left = run.engine.unfinished();
+        if left > 0 {
+            return Err(on_rank(
+                r,
+                Error::Stalled {
+                    policy: options.run.policy_name(),
+                    left,
+                    tasks: run.graph.len(),
+                },
+            ));
+        }
+        run.engine.flush(&run.links, run.last);
+        let mut copies = run.links.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));
+        makespan = copies
+            .events
+            .iter()
+            .map(|e| e.end)
+            .fold(run.last, f64::max)
+            .max(makespan);
+        let mut trace = Trace::new(run.platform.workers.clone(), run.events, 0.0);
+        trace.transfers = copies.events;
+        traces.push(trace);
+    }
+    for trace in &mut traces {
+        trace.makespan = makespan;
+    }
+    net.events.sort_by(|a, b| a.start.total_cmp(&b.start));
+    Ok(GridTrace {
+        ranks: traces,
+        messages: net.events,
+        makespan,
+    })
+}
+
+/// The virtual clock's state a node's workers start tasks under.
+struct Clock<'c> {
+    now: f64,
+    noise: f64,
+    rng: &'c mut ChaCha8Rng,
+    queue: &'c mut BinaryHeap<Reverse<Event>>,
+    seq: &'c mut u64,
+}
+
+impl RankRun<'_> {
+    /// Every idle worker of rank `rank`, in index order, pops a task and starts it now:
+    /// it ends once the worker's overhead and the task's copies are done, plus its
+    /// duration (with noise).
+    fn start_idle(&mut self, rank: usize, clock: Clock<'_>) {
+        let now = clock.now;
+        let workers = &self.platform.workers;
+        for w in self.engine.ctx().worker_ids() {
+            if !self.idle[w] {
+                continue;
+            }
+            let Some(task) = self.engine.pop(w, now) else {
+                continue;
+            };
+            if self.engine.start(&self.links, task, w, now, false) != Start::Running {
+                break;
+            }
+            let overhead = match workers[w].kind {
+                ResourceKind::Cpu => self.platform.cpu_task_overhead,
+                ResourceKind::Gpu => 0.0,
+            };
+            let node = workers[w].node;
+            let inputs = {
+                let copies = lock(&self.links.0);
+                self.tables.handles[task]
+                    .iter()
+                    .map(|&(h, _)| copies.arrival[h][node.0])
+                    .fold(now + overhead, f64::max)
+            };
+            let mean = self.engine.ctx().estimate(task, w).seconds();
+            let factor = if clock.noise > 0.0 {
+                1.0 + clock.noise * (2.0 * clock.rng.random::<f64>() - 1.0)
+            } else {
+                1.0
+            };
+            let end = inputs + mean * factor;
+            self.events.push(TaskEvent {
+                task,
+                op: self.graph.task(task).op,
+                worker: w,
+                start: inputs,
+                end,
+                flops: self.graph.task(task).flops,
+            });
+            self.idle[w] = false;
+            clock.queue.push(Reverse(Event {
+                time: end,
+                seq: *clock.seq,
+                rank,
+                what: Happening::End { task, worker: w },
+            }));
+            *clock.seq += 1;
+        }
+    }
+}
+
+/// Prepares a rank's scheduler context and tables, and checks that every kernel has a
+/// duration on every class that may run it.
+fn prepare_rank<'a>(
+    rank: &SimRank<'a>,
+    run: &'a RunOptions,
+) -> Result<(crate::scheduler::SchedContext<'a>, Tables)> {
+    let work = &rank.work;
+    let graph = work.graph;
+    let workers = &rank.platform.workers;
+    let n = graph.len();
     if work.keys.len() != n {
         return Err(Error::Plan {
             reason: format!("{} kernel keys for {n} tasks", work.keys.len()),
@@ -409,7 +910,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
         graph,
         work.keys.iter().cloned(),
         work.tile_bytes,
-        &options.run,
+        run,
         |key, class| match (work.duration)(key, class) {
             Some(mean) => Stats {
                 samples: MIN_SAMPLES,
@@ -418,12 +919,11 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             },
             None => Stats::default(),
         },
-        platform.capacities.clone(),
+        rank.platform.capacities.clone(),
     )
     .map_err(|e| run_error(graph, e))?;
-    // Every kernel needs a duration on every class that may run it.
     for key in &tables.keys {
-        for worker in workers.iter().filter(|w| allowed(&options.run, key, w)) {
+        for worker in workers.iter().filter(|w| allowed(run, key, w)) {
             if (work.duration)(key, &worker.class).is_none() {
                 return Err(Error::InvalidOption {
                     option: "platform",
@@ -435,114 +935,7 @@ pub fn simulate(platform: &SimPlatform, work: &SimWork<'_>, options: &SimOptions
             }
         }
     }
-    let copy_seconds = |from, to, bytes| platform.copy_seconds(from, to, bytes);
-    let estimate = tables.estimate(workers, &copy_seconds);
-    let engine = Engine::new(graph, ctx, &tables, &estimate, &options.run, |_| 0)
-        .map_err(|e| run_error(graph, e))?;
-    let links = Links(Mutex::new(Copies {
-        platform,
-        busy: HashMap::new(),
-        arrival: vec![vec![0.0; platform.capacities.len()]; lock(&tables.data).len()],
-        events: Vec::new(),
-    }));
-    if let Err(failure) = engine.place(&Placed) {
-        let reason = match failure {
-            TaskFailure::Memory(no_room) => format!("the placed operands do not fit: {no_room}"),
-            other => format!("{other:?}"),
-        };
-        return Err(Error::InvalidOption {
-            option: "placement",
-            reason,
-        });
-    }
-    engine.push_roots(&links);
-
-    // The virtual clock: every idle worker pops and starts, then time jumps to the next
-    // task end, which is finished.
-    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-    let mut idle = vec![true; workers.len()];
-    let mut ends: BinaryHeap<Reverse<End>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut events = Vec::with_capacity(n);
-    let mut now = 0.0f64;
-    loop {
-        for w in engine.ctx().worker_ids() {
-            if !idle[w] {
-                continue;
-            }
-            let Some(task) = engine.pop(w, now) else {
-                continue;
-            };
-            if engine.start(&links, task, w, now, false) != Start::Running {
-                break;
-            }
-            let overhead = match workers[w].kind {
-                ResourceKind::Cpu => platform.cpu_task_overhead,
-                ResourceKind::Gpu => 0.0,
-            };
-            let node = workers[w].node;
-            let inputs = {
-                let copies = lock(&links.0);
-                tables.handles[task]
-                    .iter()
-                    .map(|&(h, _)| copies.arrival[h][node.0])
-                    .fold(now + overhead, f64::max)
-            };
-            let mean = engine.ctx().estimate(task, w).seconds();
-            let factor = if options.noise > 0.0 {
-                1.0 + options.noise * (2.0 * rng.random::<f64>() - 1.0)
-            } else {
-                1.0
-            };
-            let end = inputs + mean * factor;
-            events.push(TaskEvent {
-                task,
-                op: graph.task(task).op,
-                worker: w,
-                start: inputs,
-                end,
-                flops: graph.task(task).flops,
-            });
-            idle[w] = false;
-            ends.push(Reverse(End {
-                time: end,
-                seq,
-                task,
-                worker: w,
-            }));
-            seq += 1;
-        }
-        // A failure stops the run; the flag is set at the last task's end too.
-        if engine.stopped()
-            && let Some(failure) = engine.failure()
-        {
-            return Err(run_error(graph, failure));
-        }
-        let Some(Reverse(done)) = ends.pop() else {
-            break;
-        };
-        now = done.time;
-        idle[done.worker] = true;
-        engine.finish(&links, done.task, done.worker, now, Ok(()));
-    }
-    if let Some(failure) = engine.failure() {
-        return Err(run_error(graph, failure));
-    }
-    let left = engine.unfinished();
-    if left > 0 {
-        return Err(Error::Stalled {
-            policy: options.run.policy_name(),
-            left,
-            tasks: n,
-        });
-    }
-    engine.flush(&links, now);
-    let mut copies = links.0.into_inner().unwrap_or_else(|e| e.into_inner());
-    let makespan = copies.events.iter().map(|e| e.end).fold(now, f64::max);
-    let mut trace = Trace::new(workers.clone(), events, makespan);
-    copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));
-    trace.transfers = copies.events;
-    Ok(trace)
+    Ok((ctx, tables))
 }
 
 fn allowed(options: &RunOptions, key: &KernelKey, worker: &WorkerInfo) -> bool {
@@ -616,6 +1009,97 @@ mod tests {
         assert!((first - 0.1).abs() < 1e-12);
         assert!((second - 0.2).abs() < 1e-12, "{second}");
         assert_eq!(path, [MemoryNode(1)]);
+    }
+
+    /// A node with one single-core CPU cluster.
+    fn one_core() -> SimPlatform {
+        SimPlatform {
+            workers: vec![WorkerInfo::cpu_cluster(0, vec![0])],
+            capacities: vec![None],
+            link: None,
+            cpu_task_overhead: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_message_leaves_when_its_writer_ends_and_releases_its_readers_when_it_arrives() {
+        use hetla_factorizations::{Access, Mode, Op};
+        let a = TileRef::new(MatrixId(0), 0, 0);
+        let b = TileRef::new(MatrixId(0), 1, 0);
+        let access = |tile, mode| Access { tile, mode };
+        // Rank 0 writes tile a (1 s); rank 1 reads it to write b (1 s).
+        let mut first = TaskGraph::new();
+        first.add_task(Op::Potrf, vec![access(a, Mode::ReadWrite)], 1.0);
+        let mut second = TaskGraph::new();
+        second.add_task(
+            Op::Trsm,
+            vec![access(a, Mode::Read), access(b, Mode::ReadWrite)],
+            1.0,
+        );
+        let platform = one_core();
+        let keys0 = [KernelKey::square(Op::Potrf, 10)];
+        let keys1 = [KernelKey::square(Op::Trsm, 10)];
+        let bytes = |_: TileRef| 1_000_000_000;
+        let duration = |_: &KernelKey, _: &ResourceClass| Some(1.0);
+        let rank = |graph, keys| SimRank {
+            platform: &platform,
+            work: SimWork {
+                graph,
+                keys,
+                tile_bytes: &bytes,
+                duration: &duration,
+            },
+            priorities: None,
+        };
+        let ranks = [rank(&first, &keys0[..]), rank(&second, &keys1[..])];
+        let message = SimMessage {
+            tile: a,
+            from: 0,
+            writer: TaskId(0),
+            to: 1,
+            readers: vec![TaskId(0)],
+        };
+        // 1 GB at 2 GB/s after 100 us: 0.5001 s.
+        let network = LinkRate {
+            latency_us: 100.0,
+            gb_per_s: 2.0,
+        };
+        let run = simulate_grid(
+            &ranks,
+            std::slice::from_ref(&message),
+            Some(network),
+            &SimOptions::default(),
+        )
+        .unwrap();
+        let (sent, reader) = (run.messages[0], &run.ranks[1].tasks[0]);
+        assert_eq!((sent.start, sent.bytes), (1.0, 1_000_000_000));
+        assert!((sent.end - 1.5001).abs() < 1e-12);
+        assert_eq!(reader.start, sent.end);
+        assert!((run.makespan - 2.5001).abs() < 1e-12);
+        // A message without a network, or whose sender does not write its tile, is refused.
+        let none = simulate_grid(
+            &ranks,
+            std::slice::from_ref(&message),
+            None,
+            &SimOptions::default(),
+        );
+        assert!(matches!(
+            none,
+            Err(Error::InvalidOption {
+                option: "network",
+                ..
+            })
+        ));
+        let wrong = SimMessage { tile: b, ..message };
+        let err =
+            simulate_grid(&ranks, &[wrong], Some(network), &SimOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("does not write tile (1, 0)"),
+            "{err}"
+        );
+        // Without the message, nothing holds the reader: it starts at once.
+        let alone = simulate_grid(&ranks, &[], None, &SimOptions::default()).unwrap();
+        assert_eq!(alone.ranks[1].tasks[0].start, 0.0);
     }
 
     #[test]

@@ -40,9 +40,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{
-    FACTOR, TaskGraph, TaskId, TileRef, Tiling, cholesky, messages, task_rank,
-};
+use hetla_factorizations::{FACTOR, TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla_kernels::{Backend, KernelError, Par};
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
 use mpi::collective::SystemOperation;
@@ -50,6 +48,7 @@ use mpi::request::{Request, StaticScope};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
 use super::{DistributedMatrix, Rank, agree};
+use crate::rank_plan::{GridPlan, RankPlan};
 use crate::tile_work::{operands, run_error};
 use crate::{Cholesky, Error, Result};
 
@@ -176,97 +175,42 @@ impl Cholesky {
     }
 }
 
-/// What a rank does and exchanges, the same computation on every rank.
+/// This rank's share of the distributed run ([`RankPlan`]), with what the exchange needs.
 struct Plan {
     tiling: Tiling,
     rank: Rank,
-    /// This rank's tasks, in the whole graph's order.
-    graph: TaskGraph,
-    /// Their bottom levels in the whole graph (remote successors included): the
-    /// schedulers' priorities.
-    priorities: std::sync::Arc<[f64]>,
-    /// Per task of `graph`, the ranks its written tile goes to once it ends.
-    sends: Vec<Vec<Rank>>,
-    /// The remote tiles this rank reads, each with the tasks that read it.
-    receives: Vec<(TileRef, Vec<TaskId>)>,
-    /// Tiles expected from each rank.
-    expected_from: Vec<usize>,
+    share: RankPlan,
     /// Bytes each rank sends ([`messages`]' count).
     bytes_expected: Vec<usize>,
+}
+
+impl std::ops::Deref for Plan {
+    type Target = RankPlan;
+
+    fn deref(&self) -> &RankPlan {
+        &self.share
+    }
 }
 
 impl Plan {
     fn new(tiling: &Tiling, grid: super::ProcessGrid, rank: Rank) -> Result<Self> {
         let whole = cholesky(tiling)?;
-        let levels = hetla_runtime::bottom_levels(&whole);
-        let mut graph = TaskGraph::new();
-        let mut local = HashMap::new();
-        let mut priorities = Vec::new();
-        for t in whole.ids().filter(|&t| task_rank(&whole, &grid, t) == rank) {
-            let task = whole.task(t);
-            local.insert(
-                t,
-                graph.add_task(task.op, task.accesses.clone(), task.flops),
-            );
-            priorities.push(levels[t]);
-        }
-        let all = messages(&whole, &grid);
+        // Found alike on every rank, so each says it of itself.
+        let mut split = GridPlan::new(&whole, &grid).map_err(|e| Error::Distributed {
+            rank: rank.0,
+            reason: e.to_string(),
+        })?;
         let bytes = |tile: TileRef| {
             let (r, c) = tiling.tile_shape(tile.row, tile.col);
             r * c * size_of::<f64>()
         };
-        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &all, bytes);
-        let mut sends = vec![Vec::new(); graph.len()];
-        let mut receives: HashMap<TileRef, Vec<TaskId>> = HashMap::new();
-        let mut expected_from = vec![0; grid.size()];
-        for m in &all {
-            // A tile whose first version another rank reads (the matrix as given), or that
-            // travels twice to one rank: not the Cholesky graph's communication.
-            let Some(version) = m.version else {
-                return Err(unsupported(rank, m.tile, "its initial contents"));
-            };
-            // Its writer runs on its owner, the sender: one of this rank's tasks.
-            if let Some(&t) = local.get(&version).filter(|_| m.from == rank) {
-                sends[t].push(m.to);
-            }
-            if m.to == rank {
-                expected_from[m.from] += 1;
-                if receives.insert(m.tile, Vec::new()).is_some() {
-                    return Err(unsupported(rank, m.tile, "two versions of it"));
-                }
-            }
-        }
-        for t in graph.ids() {
-            for a in &graph.task(t).accesses {
-                if let Some(readers) = receives.get_mut(&a.tile) {
-                    readers.push(t);
-                }
-            }
-        }
-        let mut receives: Vec<_> = receives.into_iter().collect();
-        receives.sort_unstable_by_key(|(tile, _)| *tile);
+        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &split.messages, bytes);
         Ok(Self {
             tiling: *tiling,
             rank,
-            graph,
-            priorities: priorities.into(),
-            sends,
-            receives,
-            expected_from,
+            share: split.ranks.swap_remove(rank.0),
             bytes_expected,
         })
-    }
-}
-
-/// A graph whose communication the distributed run does not carry (found alike on every
-/// rank, so each says it of itself).
-fn unsupported(rank: Rank, tile: TileRef, what: &str) -> Error {
-    Error::Distributed {
-        rank: rank.0,
-        reason: format!(
-            "tile ({}, {}) would be sent with {what}: a distributed run sends final tiles only",
-            tile.row, tile.col
-        ),
     }
 }
 

@@ -218,3 +218,9 @@ impl Compare {
         self != Self::Cpu
     }
 }
+
+/// A process grid `PxQ`.
+pub fn parse_grid(s: &str) -> Result<hetla::factorizations::ProcessGrid, String> {
+    s.parse()
+        .map_err(|e: hetla::factorizations::GridError| e.to_string())
+}

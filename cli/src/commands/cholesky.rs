@@ -59,13 +59,8 @@ pub struct CholeskyArgs {
     /// block-cyclic (start it with `mpirun -np P*Q`; feature `mpi`): every rank runs its
     /// tasks with `--clusters` inside the cores mpirun gives it; rank 0 reports. The tile
     /// defaults to 256; `--compare` times ScaLAPACK's pdpotrf (feature `scalapack`).
-    #[arg(long, value_name = "PxQ", value_parser = parse_grid)]
+    #[arg(long, value_name = "PxQ", value_parser = super::args::parse_grid)]
     pub grid: Option<hetla::factorizations::ProcessGrid>,
-}
-
-fn parse_grid(s: &str) -> Result<hetla::factorizations::ProcessGrid, String> {
-    s.parse()
-        .map_err(|e: hetla::factorizations::GridError| e.to_string())
 }
 
 #[derive(Serialize)]

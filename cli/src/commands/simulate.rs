@@ -1,11 +1,16 @@
 //! `hetla simulate`: one Cholesky run on a modelled platform, with its bounds.
 
 use clap::Args;
+use hetla::factorizations::ProcessGrid;
+use hetla::model::LinkRate;
 use hetla::model::PlatformModel;
 use hetla::runtime::RunOptions;
 use hetla::runtime::SimOptions;
-use hetla::simulation::{SimReport, simulate_cholesky};
+use hetla::simulation::{
+    GridSimReport, SimReport, parse_network, simulate_cholesky, simulate_cholesky_grid,
+};
 use hetla::{ClusterSpec, SchedulerKind};
+use serde::Serialize;
 
 /// Options shared by `simulate` and `sweep`: how each simulated run is scheduled and
 /// perturbed.
@@ -76,6 +81,19 @@ pub struct SimulateArgs {
     /// Tile size (one the platform has rates for).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
+    /// Simulate a distributed run on this many nodes of the platform (one rank each, as
+    /// `mpirun` with `cholesky --grid`), on the most square grid P x Q (P <= Q) unless
+    /// `--grid` says.
+    #[arg(long, value_parser = super::args::parse_positive)]
+    pub nodes: Option<usize>,
+    /// The process grid of a distributed run (P x Q nodes, tiles 2D block-cyclic).
+    #[arg(long, value_name = "PxQ", value_parser = super::args::parse_grid)]
+    pub grid: Option<ProcessGrid>,
+    /// The network between nodes, "latency,bandwidth": each message takes the latency
+    /// plus its bytes over the bandwidth, and each node's NIC sends one message at a time
+    /// and receives one at a time. Units: ns/us/ms/s, GB/s, MB/s, Gb/s, Mb/s.
+    #[arg(long, default_value = "1.5us,100Gb/s", value_parser = parse_network)]
+    pub network: LinkRate,
     #[command(flatten)]
     pub run: SimRunArgs,
     #[command(flatten)]
@@ -85,24 +103,137 @@ pub struct SimulateArgs {
     pub json: bool,
 }
 
+/// A simulated run on one node, or over several.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Simulated {
+    /// One node.
+    Node(SimReport),
+    /// Several nodes.
+    Grid(GridSimReport),
+}
+
+/// The grid of `--nodes` and `--grid`: none when neither is given (one node).
+pub fn grid_of(
+    nodes: Option<usize>,
+    grid: Option<ProcessGrid>,
+) -> hetla::Result<Option<ProcessGrid>> {
+    let invalid = |reason: String| hetla::Error::InvalidOption {
+        option: "nodes",
+        reason,
+    };
+    match (nodes, grid) {
+        (None, None) => Ok(None),
+        (None, Some(g)) => Ok(Some(g)),
+        (Some(n), Some(g)) if n == g.size() => Ok(Some(g)),
+        (Some(n), Some(g)) => Err(invalid(format!(
+            "--nodes {n} and --grid {g} ({} ranks) disagree: each node runs one rank, so give P x Q = {n}, or leave one out",
+            g.size()
+        ))),
+        (Some(n), None) => {
+            let p = (1..=n)
+                .take_while(|p| p * p <= n)
+                .filter(|p| n % p == 0)
+                .last();
+            let p = p.unwrap_or(1);
+            ProcessGrid::new(p, n / p)
+                .map(Some)
+                .map_err(|e| invalid(e.to_string()))
+        }
+    }
+}
+
 /// Runs `hetla simulate`.
-pub fn run(args: &SimulateArgs) -> hetla::Result<SimReport> {
+pub fn run(args: &SimulateArgs) -> hetla::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
+    let grid = grid_of(args.nodes, args.grid)?;
     let model = PlatformModel::resolve(&args.platform)?;
-    let (report, trace) = simulate_cholesky(
-        &model,
-        &args.clusters,
-        args.gpus,
-        args.n,
-        args.tile,
-        &args.run.options(),
-    )?;
+    let options = args.run.options();
+    let (report, trace) = match grid {
+        None => {
+            let (report, trace) = simulate_cholesky(
+                &model,
+                &args.clusters,
+                args.gpus,
+                args.n,
+                args.tile,
+                &options,
+            )?;
+            (Simulated::Node(report), trace)
+        }
+        Some(grid) => {
+            let (report, trace) = simulate_cholesky_grid(
+                &model,
+                &args.clusters,
+                args.gpus,
+                args.n,
+                args.tile,
+                grid,
+                args.network,
+                &options,
+            )?;
+            (Simulated::Grid(report), trace)
+        }
+    };
     args.traces.write(&trace);
     Ok(report)
 }
 
 /// Prints a simulated run as a table.
-pub fn print(r: &SimReport) {
+pub fn print(r: &Simulated) {
+    match r {
+        Simulated::Node(r) => print_node(r),
+        Simulated::Grid(r) => print_grid(r),
+    }
+}
+
+/// Prints a simulated distributed run as a table.
+pub fn print_grid(r: &GridSimReport) {
+    println!(
+        "hetla simulate: Cholesky n = {}, tile = {} on {} nodes ({} grid) of {} with clusters {} and {} GPU(s) each, scheduler {}",
+        r.n, r.tile, r.nodes, r.grid, r.platform, r.clusters, r.gpus, r.scheduler
+    );
+    println!(
+        "  network   {} us + bytes / {} GB/s per message, one at a time per NIC and direction",
+        r.network_latency_us, r.network_gb_per_s
+    );
+    println!(
+        "  makespan  {:.3} ms simulated ({:.3} s to simulate), noise {} seed {}",
+        r.makespan_ms, r.simulation_seconds, r.noise, r.seed
+    );
+    println!(
+        "  rate      {:.2} Gflop/s, {:.2} per node (n^3/3 flops; CPU kernel rates: {})",
+        r.gflops, r.gflops_per_node, r.cpu_rates
+    );
+    println!(
+        "  messages  {} ({:.1} MB)",
+        r.messages,
+        r.bytes_sent as f64 / 1e6
+    );
+    for n in &r.ranks {
+        println!(
+            "  node {:<4} {:7} tasks, CPU busy {:5.1}%, GPU busy {:5.1}%, sent {:10.1} MB (2D block-cyclic count {:.1} MB)",
+            n.rank,
+            n.tasks,
+            100.0 * n.cpu_busy,
+            100.0 * n.gpu_busy,
+            n.bytes_sent as f64 / 1e6,
+            n.bytes_expected as f64 / 1e6
+        );
+    }
+    super::output::print_bounds(&r.bounds);
+    println!(
+        "  network   {:.3} ms bound (the busiest NIC's messages)",
+        r.network_ms
+    );
+    println!(
+        "  efficiency {:.3} ({} bound {:.3} ms / simulated makespan)",
+        r.efficiency, r.bound_by, r.bound_ms
+    );
+}
+
+/// Prints a simulated run on one node as a table.
+pub fn print_node(r: &SimReport) {
     println!(
         "hetla simulate: Cholesky n = {}, tile = {} on {} with clusters {} and {} GPU(s), scheduler {}",
         r.n, r.tile, r.platform, r.clusters, r.gpus, r.scheduler
