@@ -3,7 +3,8 @@
 # every strategy, a100x8 placements, bound, sweep), without wall-clock fields and output
 # paths: what a refactoring of the runtime must leave bit-identical. The Cholesky runs
 # write tiles back at the end of the run (--write-back end, the policy the first lines
-# were recorded with); the last two lines are hetla's default, write-back when final.
+# were recorded with); the two lines after them are hetla's default, write-back when final,
+# and the last is a distributed run on four nodes.
 #
 #   bash scripts/sim-snapshot.sh BIN            # print the snapshot
 #   bash scripts/sim-snapshot.sh BIN --check    # compare with scripts/sim-snapshot.expected
@@ -38,6 +39,8 @@ snapshot() {
   for s in mct dmda; do
     "$bin" simulate --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --scheduler "$s" --json | strip simulate
   done
+  # A distributed run: four sirocco nodes on a 2x2 grid over a 100 Gb/s network.
+  "$bin" simulate --platform sirocco --clusters 2x10 --gpus 4 --n 38400 --tile 960 --grid 2x2 --network 1.5us,100Gb/s --json | strip simulate
 }
 if [ "${2:-}" = "--check" ]; then
   if diff <(snapshot) "$here/sim-snapshot.expected" > "$out/diff"; then

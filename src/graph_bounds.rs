@@ -66,17 +66,7 @@ pub fn graph_bounds(
     mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
     flops: f64,
 ) -> Result<BoundReport> {
-    let mut type_of: HashMap<&KernelKey, usize> = HashMap::new();
-    let mut type_keys: Vec<&KernelKey> = Vec::new();
-    let types: Vec<usize> = keys
-        .iter()
-        .map(|key| {
-            *type_of.entry(key).or_insert_with(|| {
-                type_keys.push(key);
-                type_keys.len() - 1
-            })
-        })
-        .collect();
+    let (types, type_keys) = kernel_types(keys);
     typed_bounds(
         graph,
         types,
@@ -87,17 +77,48 @@ pub fn graph_bounds(
     )
 }
 
-/// Bounds of `graph` whose task `i` has type `types[i]` (< `type_count`), with
-/// `duration(type, class)` in seconds.
-fn typed_bounds(
+/// The critical-path and area bounds of `graph` (as [`graph_bounds`]), in milliseconds,
+/// without the mixed bound: its linear program has a variable per task and class, which
+/// takes minutes to solve past some 10^5 tasks; these two take one pass over the graph
+/// and a program per kernel.
+pub fn cp_and_area_ms(
+    graph: &TaskGraph,
+    keys: &[KernelKey],
+    classes: &[(ResourceClass, usize)],
+    mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+) -> Result<(f64, f64)> {
+    let (types, type_keys) = kernel_types(keys);
+    let instance = typed_instance(graph, types, type_keys.len(), classes, |t, class| {
+        duration(type_keys[t], class)
+    })?;
+    Ok((instance.critical_path().length, instance.area()?.makespan))
+}
+
+/// Each task's type (its kernel's index among the distinct kernels), and the kernels.
+fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) {
+    let mut type_of: HashMap<&KernelKey, usize> = HashMap::new();
+    let mut type_keys: Vec<&KernelKey> = Vec::new();
+    let types = keys
+        .iter()
+        .map(|key| {
+            *type_of.entry(key).or_insert_with(|| {
+                type_keys.push(key);
+                type_keys.len() - 1
+            })
+        })
+        .collect();
+    (types, type_keys)
+}
+
+/// The bounds' instance of `graph` whose task `i` has type `types[i]` (< `type_count`),
+/// with `duration(type, class)` in seconds.
+fn typed_instance(
     graph: &TaskGraph,
     types: Vec<usize>,
     type_count: usize,
     classes: &[(ResourceClass, usize)],
     mut duration: impl FnMut(usize, &ResourceClass) -> Option<f64>,
-    flops: f64,
-) -> Result<BoundReport> {
-    let start = Instant::now();
+) -> Result<Instance> {
     let predecessors: Vec<Vec<usize>> = graph
         .ids()
         .map(|i| graph.predecessors(i).iter().map(|p| p.0).collect())
@@ -111,7 +132,21 @@ fn typed_bounds(
             Class::new(class.to_string(), *count, durations)
         })
         .collect();
-    let instance = Instance::new(types, predecessors, bound_classes)?;
+    Ok(Instance::new(types, predecessors, bound_classes)?)
+}
+
+/// Bounds of `graph` whose task `i` has type `types[i]` (< `type_count`), with
+/// `duration(type, class)` in seconds.
+fn typed_bounds(
+    graph: &TaskGraph,
+    types: Vec<usize>,
+    type_count: usize,
+    classes: &[(ResourceClass, usize)],
+    duration: impl FnMut(usize, &ResourceClass) -> Option<f64>,
+    flops: f64,
+) -> Result<BoundReport> {
+    let start = Instant::now();
+    let instance = typed_instance(graph, types, type_count, classes, duration)?;
     let bounds = instance.bounds()?;
     // An empty graph has no flops and bounds of 0 ms: report 0 Gflop/s, not NaN.
     let gflops = |ms: f64| {

@@ -12,7 +12,9 @@ use std::time::Instant;
 use hetla_factorizations::{ProcessGrid, TaskId, Tiling};
 use serde::Serialize;
 
-use crate::graph_bounds::{BoundReport, cholesky_flops, cholesky_graph, graph_bounds};
+use crate::graph_bounds::{
+    BoundReport, cholesky_flops, cholesky_graph, cp_and_area_ms, graph_bounds,
+};
 use crate::model::{LinkRate, PlatformModel};
 use crate::rank_plan::GridPlan;
 use crate::{ClusterSpec, Error, Result};
@@ -189,6 +191,11 @@ pub fn parse_network(s: &str) -> std::result::Result<LinkRate, String> {
     })
 }
 
+/// The most tasks a distributed simulation computes the mixed bound of (about 15 s of
+/// linear programming at 10^5 tasks, growing faster than the tasks); past it the report
+/// has the critical-path, area and network bounds.
+pub const GRID_MIXED_BOUND_UP_TO: usize = 40_000;
+
 /// One node's share of a simulated distributed run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeBusy {
@@ -241,17 +248,25 @@ pub struct GridSimReport {
     pub gflops: f64,
     /// Gflop/s per node.
     pub gflops_per_node: f64,
-    /// Bounds of the whole graph on every node's workers together, as if they shared one
-    /// memory (the network costs nothing).
-    #[serde(flatten)]
-    pub bounds: BoundReport,
+    /// Tasks of the whole graph.
+    pub tasks: usize,
+    /// The bounds below are of the whole graph on every node's workers together, as if
+    /// they shared one memory (the network costs nothing). Critical path, ms.
+    pub cp_ms: f64,
+    /// Area bound, ms.
+    pub area_ms: f64,
+    /// Mixed bound, ms: computed up to [`GRID_MIXED_BOUND_UP_TO`] tasks (its linear
+    /// program grows with the tasks), `None` past that.
+    pub mixed_ms: Option<f64>,
     /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at
     /// a time, each latency plus bytes over bandwidth. No run on this network is shorter.
     pub network_ms: f64,
-    /// The larger of the mixed bound and the network bound, in milliseconds.
+    /// The largest of the bounds, in milliseconds.
     pub bound_ms: f64,
-    /// Which of the two it is: "mixed" or "network".
+    /// Which it is: "mixed", "area", "critical path" or "network".
     pub bound_by: &'static str,
+    /// n^3/3 over the bound, in Gflop/s: the best rate any schedule can reach.
+    pub bound_gflops: f64,
     /// bound / makespan (at most 1 without noise).
     pub efficiency: f64,
     /// Messages sent in all (one per tile and destination).
@@ -342,7 +357,13 @@ pub fn simulate_cholesky_grid(
     let classes =
         count_classes((0..nodes).flat_map(|_| platform.workers.iter().map(|w| w.class.clone())));
     let flops = cholesky_flops(n);
-    let bounds = graph_bounds(&graph, &keys, &classes, duration, flops)?;
+    let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
+        let b = graph_bounds(&graph, &keys, &classes, duration, flops)?;
+        (b.cp_ms, b.area_ms, Some(b.mixed_ms))
+    } else {
+        let (cp, area) = cp_and_area_ms(&graph, &keys, &classes, duration)?;
+        (cp, area, None)
+    };
     let mut nic = vec![0.0f64; 2 * nodes];
     let mut bytes_sent = vec![0usize; nodes];
     for m in &run.messages {
@@ -353,11 +374,18 @@ pub fn simulate_cholesky_grid(
     }
     let bytes_expected = hetla_factorizations::bytes_sent(&grid, &plan.messages, tile_bytes);
     let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
-    let (bound_ms, bound_by) = if network_ms > bounds.mixed_ms {
-        (network_ms, "network")
-    } else {
-        (bounds.mixed_ms, "mixed")
-    };
+    let (bound_ms, bound_by) = [
+        (mixed_ms.unwrap_or(0.0), "mixed"),
+        (area_ms, "area"),
+        (cp_ms, "critical path"),
+        (network_ms, "network"),
+    ]
+    .into_iter()
+    // The first of the largest: the mixed bound is never below the area bound, which it
+    // may equal up to rounding.
+    .fold((0.0, "mixed"), |best, b| {
+        if b.0 > best.0 * (1.0 + 1e-9) { b } else { best }
+    });
     let makespan_ms = run.makespan * 1e3;
     let mean_busy = |trace: &Trace, kind: ResourceKind| {
         let summary = trace.summary();
@@ -368,7 +396,11 @@ pub fn simulate_cholesky_grid(
             .filter(|(_, w)| w.kind == kind)
             .map(|(s, _)| s.busy_fraction)
             .collect();
-        busy.iter().sum::<f64>() / busy.len().max(1) as f64
+        if busy.is_empty() {
+            0.0
+        } else {
+            busy.iter().sum::<f64>() / busy.len() as f64
+        }
     };
     let gflops = flops / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
     let report = GridSimReport {
@@ -388,10 +420,14 @@ pub fn simulate_cholesky_grid(
         makespan_ms,
         gflops,
         gflops_per_node: gflops / nodes as f64,
-        bounds,
+        tasks: graph.len(),
+        cp_ms,
+        area_ms,
+        mixed_ms,
         network_ms,
         bound_ms,
         bound_by,
+        bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
         efficiency: bound_ms / makespan_ms.max(f64::MIN_POSITIVE),
         messages: run.messages.len(),
         bytes_sent: bytes_sent.iter().sum(),

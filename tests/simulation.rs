@@ -346,13 +346,14 @@ fn one_node_of_a_distributed_simulation_is_the_single_node_simulation() {
     assert_eq!(grid.messages, 0);
     assert_eq!(trace.tasks.len(), single.bounds.tasks);
     assert_eq!(grid.bound_by, "mixed");
+    assert_eq!(grid.mixed_ms, Some(single.bounds.mixed_ms));
 }
 
 #[test]
 fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds() {
     for g in ["1x2", "2x2", "2x3"] {
         let (r, trace) = run_grid(2, 13440, g, "1.5us,100Gb/s").unwrap();
-        assert_eq!(trace.tasks.len(), r.bounds.tasks, "{g}");
+        assert_eq!(trace.tasks.len(), r.tasks, "{g}");
         assert!(r.messages > 0);
         for node in &r.ranks {
             assert_eq!(
@@ -363,9 +364,10 @@ fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds
             assert!(node.tasks > 0);
         }
         assert!(r.makespan_ms >= r.bound_ms, "{g}: {r:?}");
-        assert!(r.bound_ms >= r.network_ms && r.bound_ms >= r.bounds.mixed_ms);
+        let mixed = r.mixed_ms.unwrap();
+        assert!(r.bound_ms >= r.network_ms && r.bound_ms >= mixed && mixed >= r.area_ms);
         // Every task is on its own node's workers, once.
-        let mut seen = vec![false; r.bounds.tasks];
+        let mut seen = vec![false; r.tasks];
         for e in &trace.tasks {
             assert!(!std::mem::replace(&mut seen[e.task.0], true));
         }

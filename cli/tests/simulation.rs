@@ -212,3 +212,91 @@ fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_
     assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node_count() {
+    let dir = std::env::temp_dir().join(format!("hetla-sim-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gantt = dir.join("nodes.svg");
+    let base = [
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "2",
+        "--n",
+        "9600",
+        "--tile",
+        "960",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--nodes", "4", "--json", "--gantt", gantt.to_str().unwrap()]);
+    let (ok, out, err) = hetla(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["grid"], "2x2");
+    assert_eq!(
+        (v["nodes"].as_u64(), v["network_gb_per_s"].as_f64()),
+        (Some(4), Some(12.5))
+    );
+    let ranks = v["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    for r in ranks {
+        assert_eq!(r["bytes_sent"], r["bytes_expected"]);
+        assert!(r["cpu_busy"].as_f64().unwrap() > 0.0 && r["gpu_busy"].as_f64().unwrap() > 0.0);
+    }
+    assert!(v["makespan_ms"].as_f64().unwrap() >= v["bound_ms"].as_f64().unwrap());
+    // The Gantt chart has every node's workers.
+    let svg = std::fs::read_to_string(&gantt).unwrap();
+    assert!(svg.contains("node3.gpu1"), "no node3.gpu1 in the chart");
+
+    for (extra, says) in [
+        (vec!["--nodes", "3", "--grid", "2x2"], "disagree"),
+        (
+            vec!["--grid", "2x2", "--network", "fast"],
+            "latency,bandwidth",
+        ),
+        (vec!["--grid", "2x0"], "no process"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra.iter().copied());
+        let (ok, _, err) = hetla(&args);
+        assert!(!ok && err.contains(says), "{extra:?}: {err}");
+    }
+
+    // A weak-scaling sweep: n grows as sqrt(nodes), one scaling plot.
+    let out_dir = dir.join("sweep");
+    let (ok, out, err) = hetla(&[
+        "sweep",
+        "--platform",
+        "sirocco",
+        "--clusters",
+        "2x10",
+        "--gpus",
+        "2",
+        "--n",
+        "9600",
+        "--tile",
+        "960",
+        "--nodes",
+        "1,4,2x2",
+        "--weak",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let orders: Vec<u64> = rows.iter().map(|r| r["n"].as_u64().unwrap()).collect();
+    assert_eq!(orders, [9600, 19200, 19200]);
+    assert_eq!(rows[1]["grid"], "2x2");
+    assert!(
+        rows.iter()
+            .all(|r| r["bound_gflops"].as_f64().unwrap() >= r["gflops"].as_f64().unwrap())
+    );
+    assert!(out_dir.join("scaling_tile960_gpus2.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -221,14 +221,21 @@ pub fn print_grid(r: &GridSimReport) {
             n.bytes_expected as f64 / 1e6
         );
     }
-    super::output::print_bounds(&r.bounds);
+    let mixed = r.mixed_ms.map_or_else(
+        || "not computed (too many tasks)".to_owned(),
+        |ms| format!("{ms:.3} ms"),
+    );
+    println!(
+        "  bounds    critical path {:.3} ms, area {:.3} ms, mixed {mixed} ({} tasks on every node's workers together)",
+        r.cp_ms, r.area_ms, r.tasks
+    );
     println!(
         "  network   {:.3} ms bound (the busiest NIC's messages)",
         r.network_ms
     );
     println!(
-        "  efficiency {:.3} ({} bound {:.3} ms / simulated makespan)",
-        r.efficiency, r.bound_by, r.bound_ms
+        "  efficiency {:.3} ({} bound {:.3} ms = {:.1} Gflop/s, over the simulated makespan)",
+        r.efficiency, r.bound_by, r.bound_ms, r.bound_gflops
     );
 }
 

@@ -11,9 +11,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
+use hetla::factorizations::ProcessGrid;
+use hetla::graph_bounds::cholesky_flops;
+use hetla::model::LinkRate;
 use hetla::model::PlatformModel;
 use hetla::output::write_atomic;
-use hetla::simulation::simulate_cholesky;
+use hetla::simulation::{simulate_cholesky, simulate_cholesky_grid};
 use hetla::{ClusterSpec, Error};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -42,6 +45,18 @@ pub struct SweepArgs {
     /// Tile sizes, comma-separated.
     #[arg(long, value_delimiter = ',', required = true, value_parser = super::args::parse_positive)]
     pub tile: Vec<usize>,
+    /// Node counts or process grids of distributed simulated runs, comma-separated ("1,4,16"
+    /// or "2x2,1x4"): each node runs one rank, a count N on the most square grid. Without
+    /// it, each run is one node.
+    #[arg(long, value_delimiter = ',', value_parser = parse_nodes)]
+    pub nodes: Vec<ProcessGrid>,
+    /// The network between nodes (see `simulate --network`).
+    #[arg(long, default_value = "1.5us,100Gb/s", value_parser = hetla::simulation::parse_network)]
+    pub network: LinkRate,
+    /// Weak scaling: each `--n` is the order on one node, and a run on N nodes factors
+    /// n * sqrt(N) (rounded to a multiple of the tile), the same memory per node.
+    #[arg(long, requires = "nodes")]
+    pub weak: bool,
     /// Directory for results.csv, results.json and the plots (created if missing).
     #[arg(long)]
     pub out: PathBuf,
@@ -53,6 +68,19 @@ pub struct SweepArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A node count N (the most square grid) or a grid PxQ.
+fn parse_nodes(s: &str) -> Result<ProcessGrid, String> {
+    let grid = if s.contains(['x', 'X']) {
+        super::args::parse_grid(s)?
+    } else {
+        let n = super::args::parse_positive(s)?;
+        super::simulate::grid_of(Some(n), None)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{s:?} is not a node count"))?
+    };
+    Ok(grid)
 }
 
 /// Matrix orders of a sweep.
@@ -114,6 +142,10 @@ pub struct SweepRow {
     pub tile: usize,
     /// Matrix order.
     pub n: usize,
+    /// Nodes of a distributed simulated run (1 otherwise).
+    pub nodes: usize,
+    /// Its process grid.
+    pub grid: Option<String>,
     /// "ok" or "skipped".
     pub status: &'static str,
     /// Makespan (simulated, or the runtime's measured makespan), ms.
@@ -130,10 +162,21 @@ pub struct SweepRow {
     pub mixed_gflops: Option<f64>,
     /// Mixed bound / makespan.
     pub efficiency: Option<f64>,
-    /// Bytes copied between memory nodes.
+    /// Bytes copied between memory nodes (inside nodes, for a distributed run).
     pub bytes_moved: Option<usize>,
+    /// Distributed runs: Gflop/s per node.
+    pub gflops_per_node: Option<f64>,
+    /// Distributed runs: the busiest NIC's time, ms.
+    pub network_ms: Option<f64>,
+    /// Distributed runs: the larger of the mixed and network bounds, in Gflop/s.
+    pub bound_gflops: Option<f64>,
+    /// Distributed runs: bytes sent over the network.
+    pub bytes_sent: Option<usize>,
     /// Why a combination was skipped.
     pub reason: Option<String>,
+    /// The line of the scaling plot a distributed run is a point of.
+    #[serde(skip)]
+    pub series: String,
 }
 
 /// What `hetla sweep` reports.
@@ -184,22 +227,65 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
     for name in ["results.csv", "results.json"] {
         hetla::output::check_writable("--out", &args.out.join(name))?;
     }
+    if real && !args.nodes.is_empty() {
+        return Err(Error::InvalidOption {
+            option: "nodes",
+            reason: "distributed runs are simulated; real ones run under mpirun with `hetla cholesky --grid`".into(),
+        });
+    }
+    let grids: Vec<Option<ProcessGrid>> = if args.nodes.is_empty() {
+        vec![None]
+    } else {
+        args.nodes.iter().copied().map(Some).collect()
+    };
     let mut combos = Vec::new();
     for &tile in &args.tile {
         for &gpus in &args.gpus {
             for spec in &args.clusters {
                 for &n in &args.n.0 {
-                    combos.push((spec, gpus, tile, n));
+                    for &grid in &grids {
+                        let (order, series) = match grid {
+                            Some(g) if args.weak => (
+                                weak_order(n, g.size(), tile),
+                                format!("{spec} + {gpus} GPU, n = {n} x sqrt(nodes)"),
+                            ),
+                            _ => (n, format!("{spec} + {gpus} GPU, n = {n}")),
+                        };
+                        combos.push((spec, gpus, tile, order, grid, series));
+                    }
                 }
             }
         }
     }
     let bar = super::output::progress_bar(combos.len());
     let mut rows = Vec::with_capacity(combos.len());
-    for (spec, gpus, tile, n) in combos {
+    for (spec, gpus, tile, n, grid, series) in combos {
         bar.set_message(format!("{spec} + {gpus} GPU, n {n}"));
-        let row = match &model {
-            Some(model) => {
+        let empty = || SweepRow {
+            nodes: grid.map_or(1, |g| g.size()),
+            grid: grid.map(|g| g.to_string()),
+            series: series.clone(),
+            ..empty_row(model.is_some(), spec, gpus, tile, n)
+        };
+        let gflops = |ms: f64| cholesky_flops(n) / (ms * 1e-3) / 1e9;
+        let row = match (&model, grid) {
+            (Some(model), Some(grid)) => {
+                simulate_cholesky_grid(model, spec, gpus, n, tile, grid, args.network, &options)
+                    .map(|(r, _)| SweepRow {
+                        makespan_ms: Some(r.makespan_ms),
+                        gflops: Some(r.gflops),
+                        cp_gflops: Some(gflops(r.cp_ms)),
+                        area_gflops: Some(gflops(r.area_ms)),
+                        mixed_gflops: r.mixed_ms.map(gflops),
+                        efficiency: Some(r.efficiency),
+                        gflops_per_node: Some(r.gflops_per_node),
+                        network_ms: Some(r.network_ms),
+                        bound_gflops: Some(r.bound_gflops),
+                        bytes_sent: Some(r.bytes_sent),
+                        ..empty()
+                    })
+            }
+            (Some(model), None) => {
                 simulate_cholesky(model, spec, gpus, n, tile, &options).map(|(r, _)| SweepRow {
                     makespan_ms: Some(r.makespan_ms),
                     gflops: Some(r.gflops),
@@ -208,15 +294,15 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
                     mixed_gflops: Some(r.bounds.mixed_gflops),
                     efficiency: Some(r.efficiency),
                     bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
-                    ..empty_row(true, spec, gpus, tile, n)
+                    ..empty()
                 })
             }
-            None => real_run(args, spec, gpus, tile, n),
+            (None, _) => real_run(args, spec, gpus, tile, n),
         };
         rows.push(row.unwrap_or_else(|e| SweepRow {
             status: "skipped",
             reason: Some(e.to_string()),
-            ..empty_row(model.is_some(), spec, gpus, tile, n)
+            ..empty()
         }));
         bar.inc(1);
     }
@@ -245,6 +331,13 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
     })
 }
 
+/// The order of a weak-scaling run on `nodes` nodes whose one-node order is `n`: n times
+/// sqrt(nodes), to the nearest multiple of the tile (at least one tile).
+pub fn weak_order(n: usize, nodes: usize, tile: usize) -> usize {
+    let scaled = n as f64 * (nodes as f64).sqrt() / tile as f64;
+    (scaled.round() as usize).max(1) * tile
+}
+
 /// A row with the combination filled in and no figures.
 fn empty_row(simulated: bool, spec: &ClusterSpec, gpus: usize, tile: usize, n: usize) -> SweepRow {
     SweepRow {
@@ -253,6 +346,8 @@ fn empty_row(simulated: bool, spec: &ClusterSpec, gpus: usize, tile: usize, n: u
         gpus,
         tile,
         n,
+        nodes: 1,
+        grid: None,
         status: "ok",
         makespan_ms: None,
         seconds: None,
@@ -262,7 +357,12 @@ fn empty_row(simulated: bool, spec: &ClusterSpec, gpus: usize, tile: usize, n: u
         mixed_gflops: None,
         efficiency: None,
         bytes_moved: None,
+        gflops_per_node: None,
+        network_ms: None,
+        bound_gflops: None,
+        bytes_sent: None,
         reason: None,
+        series: String::new(),
     }
 }
 
@@ -327,25 +427,102 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result
     let json = serde_json::to_string_pretty(rows).map_err(|e| Error::output(&json_path, e))?;
     write_atomic(&json_path, json.as_bytes())?;
     let mut files = vec![csv_path, json_path];
-    let mut groups: Vec<(usize, usize)> = rows
-        .iter()
-        .filter(|r| r.status == "ok")
-        .map(|r| (r.tile, r.gpus))
-        .collect();
-    groups.sort_unstable();
-    groups.dedup();
-    for (tile, gpus) in groups {
-        let path = out.join(format!("gflops_tile{tile}_gpus{gpus}.svg"));
-        let mine: Vec<&SweepRow> = rows
+    for distributed in [false, true] {
+        let mut groups: Vec<(usize, usize)> = rows
             .iter()
-            .filter(|r| r.status == "ok" && r.tile == tile && r.gpus == gpus)
+            .filter(|r| r.status == "ok" && r.grid.is_some() == distributed)
+            .map(|r| (r.tile, r.gpus))
             .collect();
-        let mut svg = String::new();
-        plot(&mut svg, platform, tile, gpus, &mine).map_err(|e| Error::output(&path, e))?;
-        write_atomic(&path, svg.as_bytes())?;
-        files.push(path);
+        groups.sort_unstable();
+        groups.dedup();
+        for (tile, gpus) in groups {
+            let name = if distributed { "scaling" } else { "gflops" };
+            let path = out.join(format!("{name}_tile{tile}_gpus{gpus}.svg"));
+            let mine: Vec<&SweepRow> = rows
+                .iter()
+                .filter(|r| r.status == "ok" && r.grid.is_some() == distributed)
+                .filter(|r| r.tile == tile && r.gpus == gpus)
+                .collect();
+            let mut svg = String::new();
+            let drawn = if distributed {
+                plot_scaling(&mut svg, platform, tile, &mine)
+            } else {
+                plot(&mut svg, platform, tile, gpus, &mine)
+            };
+            drawn.map_err(|e| Error::output(&path, e))?;
+            write_atomic(&path, svg.as_bytes())?;
+            files.push(path);
+        }
     }
     Ok(files.iter().map(|p| p.display().to_string()).collect())
+}
+
+/// Gflop/s per node against the node count (log scale), a colour per series (cluster
+/// spec, GPUs, order or weak-scaling order); the bound per node dashed.
+fn plot_scaling(
+    svg: &mut String,
+    platform: &str,
+    tile: usize,
+    rows: &[&SweepRow],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut series: Vec<&str> = Vec::new();
+    for r in rows {
+        if !series.contains(&r.series.as_str()) {
+            series.push(&r.series);
+        }
+    }
+    let nodes_max = rows.iter().map(|r| r.nodes).max().unwrap_or(1).max(2) as f64;
+    let per_node = |r: &SweepRow, v: Option<f64>| v.map(|v| v / r.nodes as f64);
+    let y_max = rows
+        .iter()
+        .flat_map(|r| [per_node(r, r.gflops), per_node(r, r.bound_gflops)])
+        .flatten()
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Cholesky on {platform} nodes, tile {tile}: simulated (solid), bound (dashed), per node"
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1.0..nodes_max * 1.1).log_scale(), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("nodes")
+        .y_desc("Gflop/s per node")
+        .draw()?;
+    for (i, name) in series.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let mut mine: Vec<&&SweepRow> = rows.iter().filter(|r| r.series == *name).collect();
+        mine.sort_by_key(|r| r.nodes);
+        let points = |v: fn(&SweepRow) -> Option<f64>| -> Vec<(f64, f64)> {
+            mine.iter()
+                .filter_map(|r| Some((r.nodes as f64, per_node(r, v(r))?)))
+                .collect()
+        };
+        let achieved = points(|r| r.gflops);
+        chart
+            .draw_series(LineSeries::new(achieved.clone(), colour.stroke_width(2)))?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
+        chart.draw_series(achieved.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+        let bound = points(|r| r.bound_gflops);
+        chart.draw_series(DashedLineSeries::new(bound, 6, 4, colour.stroke_width(1)))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 /// Gflop/s against n, a colour per cluster spec; the mixed bound dashed.
@@ -425,28 +602,30 @@ pub fn print(r: &SweepReport) {
         r.platform, r.runs, r.skipped, r.seconds
     );
     println!(
-        "  {:<9} {:>4} {:>5} {:>6}  {:>12} {:>9} {:>9} {:>6}",
-        "clusters", "gpus", "tile", "n", "makespan ms", "Gflop/s", "mixed", "eff"
+        "  {:<9} {:>4} {:>5} {:>6} {:>6}  {:>12} {:>9} {:>9} {:>6}",
+        "clusters", "gpus", "tile", "n", "nodes", "makespan ms", "Gflop/s", "bound", "eff"
     );
     for row in &r.rows {
         match (row.makespan_ms, row.gflops) {
             (Some(ms), Some(gflops)) => println!(
-                "  {:<9} {:>4} {:>5} {:>6}  {:>12.2} {:>9.1} {:>9.1} {:>6.3}",
+                "  {:<9} {:>4} {:>5} {:>6} {:>6}  {:>12.2} {:>9.1} {:>9.1} {:>6.3}",
                 row.clusters,
                 row.gpus,
                 row.tile,
                 row.n,
+                row.grid.as_deref().unwrap_or("1"),
                 ms,
                 gflops,
-                row.mixed_gflops.unwrap_or(f64::NAN),
+                row.bound_gflops.or(row.mixed_gflops).unwrap_or(f64::NAN),
                 row.efficiency.unwrap_or(f64::NAN)
             ),
             _ => println!(
-                "  {:<9} {:>4} {:>5} {:>6}  skipped: {}",
+                "  {:<9} {:>4} {:>5} {:>6} {:>6}  skipped: {}",
                 row.clusters,
                 row.gpus,
                 row.tile,
                 row.n,
+                row.grid.as_deref().unwrap_or("1"),
                 row.reason.as_deref().unwrap_or("")
             ),
         }
