@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use hetla_factorizations::{ProcessGrid, TaskId, Tiling};
+use hetla_factorizations::{ProcessGrid, TaskGraph, TaskId, Tiling, task_rank};
 use serde::Serialize;
 
 use crate::graph_bounds::{
@@ -261,9 +261,18 @@ pub struct GridSimReport {
     /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at
     /// a time, each latency plus bytes over bandwidth. No run on this network is shorter.
     pub network_ms: f64,
+    /// The critical path with the network, in milliseconds: every task at its fastest,
+    /// and every edge from a task that writes a tile to a task on another node that reads
+    /// it lasting one message of that tile.
+    pub cp_network_ms: f64,
+    /// The busiest node's area bound, in milliseconds: a node runs the tasks of its own
+    /// tiles on its own workers, so no run is shorter than the area bound of any node's
+    /// share.
+    pub node_area_ms: f64,
     /// The largest of the bounds, in milliseconds.
     pub bound_ms: f64,
-    /// Which it is: "mixed", "area", "critical path" or "network".
+    /// Which it is: "mixed", "area", "critical path", "network", "critical path with
+    /// network" or "node area".
     pub bound_by: &'static str,
     /// n^3/3 over the bound, in Gflop/s: the best rate any schedule can reach.
     pub bound_gflops: f64,
@@ -374,11 +383,37 @@ pub fn simulate_cholesky_grid(
     }
     let bytes_expected = hetla_factorizations::bytes_sent(&grid, &plan.messages, tile_bytes);
     let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
+    let fastest = |t: TaskId| {
+        classes
+            .iter()
+            .filter_map(|(class, _)| duration(&keys[t.0], class))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
+    let mut node_area_ms = 0.0f64;
+    for (share, keys) in plan.ranks.iter().zip(&rank_keys) {
+        let (_, area) = cp_and_area_ms(&share.graph, keys, &node_classes, duration)?;
+        node_area_ms = node_area_ms.max(area);
+    }
+    let rank_of = |t: TaskId| task_rank(&graph, &grid, t);
+    let cp_network_ms = 1e3
+        * critical_path_with_messages(&graph, fastest, |from, to| {
+            if rank_of(from) == rank_of(to) {
+                return 0.0;
+            }
+            let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
+            written
+                .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
+                .map(|w| network.seconds(tile_bytes(w.tile)))
+                .fold(0.0, f64::max)
+        });
     let (bound_ms, bound_by) = [
         (mixed_ms.unwrap_or(0.0), "mixed"),
         (area_ms, "area"),
         (cp_ms, "critical path"),
         (network_ms, "network"),
+        (cp_network_ms, "critical path with network"),
+        (node_area_ms, "node area"),
     ]
     .into_iter()
     // The first of the largest: the mixed bound is never below the area bound, which it
@@ -425,6 +460,8 @@ pub fn simulate_cholesky_grid(
         area_ms,
         mixed_ms,
         network_ms,
+        cp_network_ms,
+        node_area_ms,
         bound_ms,
         bound_by,
         bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
@@ -461,4 +498,24 @@ pub fn simulate_cholesky_grid(
         }));
     }
     Ok((report, Trace::new(workers, tasks, run.makespan)))
+}
+
+/// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to
+/// `s` adds `edge(p, s)`, in seconds.
+fn critical_path_with_messages(
+    graph: &TaskGraph,
+    duration: impl Fn(TaskId) -> f64,
+    edge: impl Fn(TaskId, TaskId) -> f64,
+) -> f64 {
+    let mut finish = vec![0.0f64; graph.len()];
+    // Edges go from earlier to later tasks: one forward sweep suffices.
+    for t in graph.ids() {
+        let start = graph
+            .predecessors(t)
+            .iter()
+            .map(|&p| finish[p.0] + edge(p, t))
+            .fold(0.0, f64::max);
+        finish[t.0] = start + duration(t);
+    }
+    finish.into_iter().fold(0.0, f64::max)
 }

@@ -366,6 +366,9 @@ fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds
         assert!(r.makespan_ms >= r.bound_ms, "{g}: {r:?}");
         let mixed = r.mixed_ms.unwrap();
         assert!(r.bound_ms >= r.network_ms && r.bound_ms >= mixed && mixed >= r.area_ms);
+        assert!(r.cp_network_ms > r.cp_ms && r.bound_ms >= r.cp_network_ms);
+        // A node's own share takes at least the whole's time on every node's workers.
+        assert!(r.node_area_ms >= r.area_ms * (1.0 - 1e-9) && r.bound_ms >= r.node_area_ms);
         // Every task is on its own node's workers, once.
         let mut seen = vec![false; r.tasks];
         for e in &trace.tasks {

@@ -230,8 +230,12 @@ pub fn print_grid(r: &GridSimReport) {
         r.cp_ms, r.area_ms, r.tasks
     );
     println!(
-        "  network   {:.3} ms bound (the busiest NIC's messages)",
-        r.network_ms
+        "  network   {:.3} ms bound (the busiest NIC's messages); critical path with messages {:.3} ms",
+        r.network_ms, r.cp_network_ms
+    );
+    println!(
+        "  node area {:.3} ms (the busiest node's own tasks on its own workers)",
+        r.node_area_ms
     );
     println!(
         "  efficiency {:.3} ({} bound {:.3} ms = {:.1} Gflop/s, over the simulated makespan)",

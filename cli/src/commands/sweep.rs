@@ -168,8 +168,10 @@ pub struct SweepRow {
     pub gflops_per_node: Option<f64>,
     /// Distributed runs: the busiest NIC's time, ms.
     pub network_ms: Option<f64>,
-    /// Distributed runs: the larger of the mixed and network bounds, in Gflop/s.
+    /// Distributed runs: the largest bound (see `simulate --nodes`), in Gflop/s.
     pub bound_gflops: Option<f64>,
+    /// Distributed runs: which bound it is.
+    pub bound_by: Option<&'static str>,
     /// Distributed runs: bytes sent over the network.
     pub bytes_sent: Option<usize>,
     /// Why a combination was skipped.
@@ -281,6 +283,7 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
                         gflops_per_node: Some(r.gflops_per_node),
                         network_ms: Some(r.network_ms),
                         bound_gflops: Some(r.bound_gflops),
+                        bound_by: Some(r.bound_by),
                         bytes_sent: Some(r.bytes_sent),
                         ..empty()
                     })
@@ -360,6 +363,7 @@ fn empty_row(simulated: bool, spec: &ClusterSpec, gpus: usize, tile: usize, n: u
         gflops_per_node: None,
         network_ms: None,
         bound_gflops: None,
+        bound_by: None,
         bytes_sent: None,
         reason: None,
         series: String::new(),
