@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use hetla_bounds::{Class, Instance};
-use hetla_factorizations::{TaskGraph, Tiling};
+use hetla_factorizations::{ProcessGrid, TaskGraph, TaskId, TileRef, Tiling, task_rank};
 use serde::Serialize;
 
 use crate::calibrate::CHOLESKY_OPS;
-use crate::model::PlatformModel;
+use crate::model::{LinkRate, PlatformModel};
+use crate::rank_plan::GridPlan;
 use crate::{ClusterSpec, Result};
 use hetla_runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 
@@ -303,4 +304,159 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
         |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
         cholesky_flops(n),
     )
+}
+
+/// The most tasks a distributed bound ([`DistributedBounds`]) computes the mixed bound of (about 15 s of linear
+/// programming at 10^5 tasks, growing faster than the tasks); past it the critical-path,
+/// area and network bounds stand alone.
+pub const GRID_MIXED_BOUND_UP_TO: usize = 40_000;
+
+/// Bounds of a distributed run: a graph split over the nodes (ranks) of a process grid,
+/// each node with the same workers, and a network of one rate between them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DistributedBounds {
+    /// Tasks of the whole graph.
+    pub tasks: usize,
+    /// Critical path of the whole graph, every task at its fastest, ms.
+    pub cp_ms: f64,
+    /// Area bound of the whole graph on every node's workers together, as if they shared
+    /// one memory, ms.
+    pub area_ms: f64,
+    /// Mixed bound of the same, ms: computed up to [`GRID_MIXED_BOUND_UP_TO`] tasks,
+    /// `None` past that.
+    pub mixed_ms: Option<f64>,
+    /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at
+    /// a time, each latency plus bytes over bandwidth. No run on this network is shorter.
+    pub network_ms: f64,
+    /// The critical path with the network, in milliseconds: every task at its fastest,
+    /// and every edge from a task that writes a tile to a task on another node that reads
+    /// it lasting one message of that tile.
+    pub cp_network_ms: f64,
+    /// The busiest node's area bound, in milliseconds: a node runs the tasks of its own
+    /// tiles on its own workers, so no run is shorter than the area bound of any node's
+    /// share.
+    pub node_area_ms: f64,
+    /// The largest of the bounds, in milliseconds.
+    pub bound_ms: f64,
+    /// Which it is: "mixed", "area", "critical path", "network", "critical path with
+    /// network" or "node area".
+    pub bound_by: &'static str,
+    /// The flops over the bound, in Gflop/s: the best rate any run can reach.
+    pub bound_gflops: f64,
+}
+
+/// A task graph split over the nodes of a grid.
+pub(crate) struct DistributedGraph<'a> {
+    pub graph: &'a TaskGraph,
+    /// Each task's kernel.
+    pub keys: &'a [KernelKey],
+    pub plan: &'a GridPlan,
+    pub grid: ProcessGrid,
+}
+
+/// The bounds of `split` with `node_classes` on each node, durations in seconds,
+/// `tile_bytes` per message and `network` between nodes (see [`DistributedBounds`]).
+pub(crate) fn distributed_bounds(
+    split: &DistributedGraph<'_>,
+    node_classes: &[(ResourceClass, usize)],
+    duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
+    tile_bytes: impl Fn(TileRef) -> usize,
+    network: LinkRate,
+    flops: f64,
+) -> Result<DistributedBounds> {
+    let DistributedGraph {
+        graph,
+        keys,
+        plan,
+        grid,
+    } = *split;
+    let nodes = grid.size();
+    let classes: Vec<(ResourceClass, usize)> = node_classes
+        .iter()
+        .map(|(class, count)| (class.clone(), count * nodes))
+        .collect();
+    let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
+        let b = graph_bounds(graph, keys, &classes, duration, flops)?;
+        (b.cp_ms, b.area_ms, Some(b.mixed_ms))
+    } else {
+        let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration)?;
+        (cp, area, None)
+    };
+    let mut nic = vec![0.0f64; 2 * nodes];
+    for m in &plan.messages {
+        let seconds = network.seconds(tile_bytes(m.tile));
+        nic[2 * m.from.0] += seconds;
+        nic[2 * m.to.0 + 1] += seconds;
+    }
+    let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
+    let mut node_area_ms = 0.0f64;
+    for share in &plan.ranks {
+        let keys: Vec<KernelKey> = share.whole.iter().map(|&t| keys[t.0].clone()).collect();
+        let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration)?;
+        node_area_ms = node_area_ms.max(area);
+    }
+    let fastest = |t: TaskId| {
+        node_classes
+            .iter()
+            .filter_map(|(class, _)| duration(&keys[t.0], class))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let rank_of = |t: TaskId| task_rank(graph, &grid, t);
+    let cp_network_ms = 1e3
+        * critical_path_with_messages(graph, fastest, |from, to| {
+            if rank_of(from) == rank_of(to) {
+                return 0.0;
+            }
+            let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
+            written
+                .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
+                .map(|w| network.seconds(tile_bytes(w.tile)))
+                .fold(0.0, f64::max)
+        });
+    // The first of the largest: the mixed bound is never below the area bound, which it
+    // may equal up to rounding.
+    let (bound_ms, bound_by) = [
+        (mixed_ms.unwrap_or(0.0), "mixed"),
+        (area_ms, "area"),
+        (cp_ms, "critical path"),
+        (network_ms, "network"),
+        (cp_network_ms, "critical path with network"),
+        (node_area_ms, "node area"),
+    ]
+    .into_iter()
+    .fold((0.0, "mixed"), |best, b| {
+        if b.0 > best.0 * (1.0 + 1e-9) { b } else { best }
+    });
+    Ok(DistributedBounds {
+        tasks: graph.len(),
+        cp_ms,
+        area_ms,
+        mixed_ms,
+        network_ms,
+        cp_network_ms,
+        node_area_ms,
+        bound_ms,
+        bound_by,
+        bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
+    })
+}
+
+/// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to
+/// `s` adds `edge(p, s)`, in seconds.
+fn critical_path_with_messages(
+    graph: &TaskGraph,
+    duration: impl Fn(TaskId) -> f64,
+    edge: impl Fn(TaskId, TaskId) -> f64,
+) -> f64 {
+    let mut finish = vec![0.0f64; graph.len()];
+    // Edges go from earlier to later tasks: one forward sweep suffices.
+    for t in graph.ids() {
+        let start = graph
+            .predecessors(t)
+            .iter()
+            .map(|&p| finish[p.0] + edge(p, t))
+            .fold(0.0, f64::max);
+        finish[t.0] = start + duration(t);
+    }
+    finish.into_iter().fold(0.0, f64::max)
 }

@@ -9,11 +9,12 @@
 
 use std::time::Instant;
 
-use hetla_factorizations::{ProcessGrid, TaskGraph, TaskId, Tiling, task_rank};
+use hetla_factorizations::{ProcessGrid, TaskId, Tiling};
 use serde::Serialize;
 
 use crate::graph_bounds::{
-    BoundReport, cholesky_flops, cholesky_graph, cp_and_area_ms, graph_bounds,
+    BoundReport, DistributedBounds, DistributedGraph, cholesky_flops, cholesky_graph,
+    distributed_bounds, graph_bounds,
 };
 use crate::model::{LinkRate, PlatformModel};
 use crate::rank_plan::GridPlan;
@@ -191,11 +192,6 @@ pub fn parse_network(s: &str) -> std::result::Result<LinkRate, String> {
     })
 }
 
-/// The most tasks a distributed simulation computes the mixed bound of (about 15 s of
-/// linear programming at 10^5 tasks, growing faster than the tasks); past it the report
-/// has the critical-path, area and network bounds.
-pub const GRID_MIXED_BOUND_UP_TO: usize = 40_000;
-
 /// One node's share of a simulated distributed run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeBusy {
@@ -248,34 +244,9 @@ pub struct GridSimReport {
     pub gflops: f64,
     /// Gflop/s per node.
     pub gflops_per_node: f64,
-    /// Tasks of the whole graph.
-    pub tasks: usize,
-    /// The bounds below are of the whole graph on every node's workers together, as if
-    /// they shared one memory (the network costs nothing). Critical path, ms.
-    pub cp_ms: f64,
-    /// Area bound, ms.
-    pub area_ms: f64,
-    /// Mixed bound, ms: computed up to [`GRID_MIXED_BOUND_UP_TO`] tasks (its linear
-    /// program grows with the tasks), `None` past that.
-    pub mixed_ms: Option<f64>,
-    /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at
-    /// a time, each latency plus bytes over bandwidth. No run on this network is shorter.
-    pub network_ms: f64,
-    /// The critical path with the network, in milliseconds: every task at its fastest,
-    /// and every edge from a task that writes a tile to a task on another node that reads
-    /// it lasting one message of that tile.
-    pub cp_network_ms: f64,
-    /// The busiest node's area bound, in milliseconds: a node runs the tasks of its own
-    /// tiles on its own workers, so no run is shorter than the area bound of any node's
-    /// share.
-    pub node_area_ms: f64,
-    /// The largest of the bounds, in milliseconds.
-    pub bound_ms: f64,
-    /// Which it is: "mixed", "area", "critical path", "network", "critical path with
-    /// network" or "node area".
-    pub bound_by: &'static str,
-    /// n^3/3 over the bound, in Gflop/s: the best rate any schedule can reach.
-    pub bound_gflops: f64,
+    /// The bounds of the run.
+    #[serde(flatten)]
+    pub bounds: DistributedBounds,
     /// bound / makespan (at most 1 without noise).
     pub efficiency: f64,
     /// Messages sent in all (one per tile and destination).
@@ -363,64 +334,26 @@ pub fn simulate_cholesky_grid(
     let simulation_seconds = start.elapsed().as_secs_f64();
 
     let nodes = grid.size();
-    let classes =
-        count_classes((0..nodes).flat_map(|_| platform.workers.iter().map(|w| w.class.clone())));
+    let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
     let flops = cholesky_flops(n);
-    let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
-        let b = graph_bounds(&graph, &keys, &classes, duration, flops)?;
-        (b.cp_ms, b.area_ms, Some(b.mixed_ms))
-    } else {
-        let (cp, area) = cp_and_area_ms(&graph, &keys, &classes, duration)?;
-        (cp, area, None)
-    };
-    let mut nic = vec![0.0f64; 2 * nodes];
+    let bounds = distributed_bounds(
+        &DistributedGraph {
+            graph: &graph,
+            keys: &keys,
+            plan: &plan,
+            grid,
+        },
+        &node_classes,
+        duration,
+        tile_bytes,
+        network,
+        flops,
+    )?;
     let mut bytes_sent = vec![0usize; nodes];
     for m in &run.messages {
-        let seconds = network.seconds(m.bytes);
-        nic[2 * m.from] += seconds;
-        nic[2 * m.to + 1] += seconds;
         bytes_sent[m.from] += m.bytes;
     }
     let bytes_expected = hetla_factorizations::bytes_sent(&grid, &plan.messages, tile_bytes);
-    let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
-    let fastest = |t: TaskId| {
-        classes
-            .iter()
-            .filter_map(|(class, _)| duration(&keys[t.0], class))
-            .fold(f64::INFINITY, f64::min)
-    };
-    let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let mut node_area_ms = 0.0f64;
-    for (share, keys) in plan.ranks.iter().zip(&rank_keys) {
-        let (_, area) = cp_and_area_ms(&share.graph, keys, &node_classes, duration)?;
-        node_area_ms = node_area_ms.max(area);
-    }
-    let rank_of = |t: TaskId| task_rank(&graph, &grid, t);
-    let cp_network_ms = 1e3
-        * critical_path_with_messages(&graph, fastest, |from, to| {
-            if rank_of(from) == rank_of(to) {
-                return 0.0;
-            }
-            let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
-            written
-                .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
-                .map(|w| network.seconds(tile_bytes(w.tile)))
-                .fold(0.0, f64::max)
-        });
-    let (bound_ms, bound_by) = [
-        (mixed_ms.unwrap_or(0.0), "mixed"),
-        (area_ms, "area"),
-        (cp_ms, "critical path"),
-        (network_ms, "network"),
-        (cp_network_ms, "critical path with network"),
-        (node_area_ms, "node area"),
-    ]
-    .into_iter()
-    // The first of the largest: the mixed bound is never below the area bound, which it
-    // may equal up to rounding.
-    .fold((0.0, "mixed"), |best, b| {
-        if b.0 > best.0 * (1.0 + 1e-9) { b } else { best }
-    });
     let makespan_ms = run.makespan * 1e3;
     let mean_busy = |trace: &Trace, kind: ResourceKind| {
         let summary = trace.summary();
@@ -455,17 +388,8 @@ pub fn simulate_cholesky_grid(
         makespan_ms,
         gflops,
         gflops_per_node: gflops / nodes as f64,
-        tasks: graph.len(),
-        cp_ms,
-        area_ms,
-        mixed_ms,
-        network_ms,
-        cp_network_ms,
-        node_area_ms,
-        bound_ms,
-        bound_by,
-        bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
-        efficiency: bound_ms / makespan_ms.max(f64::MIN_POSITIVE),
+        efficiency: bounds.bound_ms / makespan_ms.max(f64::MIN_POSITIVE),
+        bounds,
         messages: run.messages.len(),
         bytes_sent: bytes_sent.iter().sum(),
         ranks: run
@@ -498,24 +422,4 @@ pub fn simulate_cholesky_grid(
         }));
     }
     Ok((report, Trace::new(workers, tasks, run.makespan)))
-}
-
-/// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to
-/// `s` adds `edge(p, s)`, in seconds.
-fn critical_path_with_messages(
-    graph: &TaskGraph,
-    duration: impl Fn(TaskId) -> f64,
-    edge: impl Fn(TaskId, TaskId) -> f64,
-) -> f64 {
-    let mut finish = vec![0.0f64; graph.len()];
-    // Edges go from earlier to later tasks: one forward sweep suffices.
-    for t in graph.ids() {
-        let start = graph
-            .predecessors(t)
-            .iter()
-            .map(|&p| finish[p.0] + edge(p, t))
-            .fold(0.0, f64::max);
-        finish[t.0] = start + duration(t);
-    }
-    finish.into_iter().fold(0.0, f64::max)
 }

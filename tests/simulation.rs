@@ -345,15 +345,15 @@ fn one_node_of_a_distributed_simulation_is_the_single_node_simulation() {
     assert_eq!(grid.makespan_ms, single.makespan_ms);
     assert_eq!(grid.messages, 0);
     assert_eq!(trace.tasks.len(), single.bounds.tasks);
-    assert_eq!(grid.bound_by, "mixed");
-    assert_eq!(grid.mixed_ms, Some(single.bounds.mixed_ms));
+    assert_eq!(grid.bounds.bound_by, "mixed");
+    assert_eq!(grid.bounds.mixed_ms, Some(single.bounds.mixed_ms));
 }
 
 #[test]
 fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds() {
     for g in ["1x2", "2x2", "2x3"] {
         let (r, trace) = run_grid(2, 13440, g, "1.5us,100Gb/s").unwrap();
-        assert_eq!(trace.tasks.len(), r.tasks, "{g}");
+        assert_eq!(trace.tasks.len(), r.bounds.tasks, "{g}");
         assert!(r.messages > 0);
         for node in &r.ranks {
             assert_eq!(
@@ -363,14 +363,23 @@ fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds
             );
             assert!(node.tasks > 0);
         }
-        assert!(r.makespan_ms >= r.bound_ms, "{g}: {r:?}");
-        let mixed = r.mixed_ms.unwrap();
-        assert!(r.bound_ms >= r.network_ms && r.bound_ms >= mixed && mixed >= r.area_ms);
-        assert!(r.cp_network_ms > r.cp_ms && r.bound_ms >= r.cp_network_ms);
+        assert!(r.makespan_ms >= r.bounds.bound_ms, "{g}: {r:?}");
+        let mixed = r.bounds.mixed_ms.unwrap();
+        assert!(
+            r.bounds.bound_ms >= r.bounds.network_ms
+                && r.bounds.bound_ms >= mixed
+                && mixed >= r.bounds.area_ms
+        );
+        assert!(
+            r.bounds.cp_network_ms > r.bounds.cp_ms && r.bounds.bound_ms >= r.bounds.cp_network_ms
+        );
         // A node's own share takes at least the whole's time on every node's workers.
-        assert!(r.node_area_ms >= r.area_ms * (1.0 - 1e-9) && r.bound_ms >= r.node_area_ms);
+        assert!(
+            r.bounds.node_area_ms >= r.bounds.area_ms * (1.0 - 1e-9)
+                && r.bounds.bound_ms >= r.bounds.node_area_ms
+        );
         // Every task is on its own node's workers, once.
-        let mut seen = vec![false; r.tasks];
+        let mut seen = vec![false; r.bounds.tasks];
         for e in &trace.tasks {
             assert!(!std::mem::replace(&mut seen[e.task.0], true));
         }
@@ -385,8 +394,8 @@ fn a_slow_network_slows_the_run_and_bounds_it() {
         slow.makespan_ms > 2.0 * fast.makespan_ms,
         "{fast:?} {slow:?}"
     );
-    assert_eq!(slow.bound_by, "network");
-    assert!(slow.makespan_ms >= slow.network_ms);
+    assert_eq!(slow.bounds.bound_by, "network");
+    assert!(slow.makespan_ms >= slow.bounds.network_ms);
     // The same messages either way.
     assert_eq!(slow.bytes_sent, fast.bytes_sent);
 }

@@ -74,6 +74,15 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
         .sum();
     // 10 tile rows: 10 + 2 * 45 + 120 tasks in the whole graph.
     assert_eq!(tasks, 10 + 2 * 45 + 120);
+    assert_eq!(r["tasks"], 220);
+    // The network was measured, and the bounds, from the run's own shortest kernel
+    // durations, are no longer than the run.
+    assert!(r["network_latency_us"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["network_gb_per_s"].as_f64().unwrap() > 0.0);
+    let efficiency = r["efficiency"].as_f64().unwrap();
+    assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
+    assert!(r["node_area_ms"].as_f64().unwrap() >= r["area_ms"].as_f64().unwrap() * (1.0 - 1e-9));
+    assert!(r["cp_network_ms"].as_f64().unwrap() > r["cp_ms"].as_f64().unwrap());
     if compare {
         assert_eq!(r["peers"][0]["name"], "scalapack-pdpotrf");
         assert!(r["ratio_to_pdpotrf"].as_f64().unwrap() > 0.0);

@@ -5,7 +5,7 @@
 //! clusters and GPUs, scheduled as on one node), while the calling thread moves the tiles
 //! between ranks ([`execute_beside`]):
 //!
-//! - **What travels** is [`messages`]' exact list, computed identically on every rank: a
+//! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed identically on every rank: a
 //!   final tile of L goes once to each rank that runs a task reading it. A task reading a
 //!   remote tile waits for it as an input from outside the run ([`Workload::outside_inputs`]);
 //!   the communication loop delivers it ([`Inbox::arrived`]) when the message is in.
@@ -77,8 +77,12 @@ pub struct DistributedRun {
     pub bytes_sent: usize,
     /// Bytes every rank sent, by rank (gathered from the ranks' own counts).
     pub bytes_sent_by_rank: Vec<usize>,
-    /// Bytes each rank sends by [`messages`]' count: the 2D block-cyclic formula's.
+    /// Bytes each rank sends by [`messages`](hetla_factorizations::messages)' count: the 2D block-cyclic formula's.
     pub bytes_expected_by_rank: Vec<usize>,
+    /// The factored matrix's tiling.
+    pub tiling: Tiling,
+    /// The process grid it ran on.
+    pub grid: super::ProcessGrid,
 }
 
 impl DistributedRun {
@@ -171,6 +175,8 @@ impl Cholesky {
             bytes_sent: exchanged.bytes_sent,
             bytes_sent_by_rank: bytes_sent_by_rank.iter().map(|&b| b as usize).collect(),
             bytes_expected_by_rank: plan.bytes_expected,
+            tiling,
+            grid: a.grid,
         })
     }
 }
@@ -180,7 +186,7 @@ struct Plan {
     tiling: Tiling,
     rank: Rank,
     share: RankPlan,
-    /// Bytes each rank sends ([`messages`]' count).
+    /// Bytes each rank sends ([`messages`](hetla_factorizations::messages)' count).
     bytes_expected: Vec<usize>,
 }
 

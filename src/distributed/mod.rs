@@ -28,10 +28,12 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
 
 use crate::{Error, Result};
 
+mod bounds;
 mod cholesky;
 #[cfg(feature = "scalapack")]
 pub mod scalapack;
 
+pub use bounds::measure_network;
 pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun};
 
 /// The tiles on and below the diagonal of a symmetric `n x n` matrix, those one rank of a

@@ -54,6 +54,19 @@ pub struct GridReport {
     /// hetla's best over pdpotrf's best (with `--compare`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdpotrf: Option<f64>,
+    /// The network between ranks 0 and 1, measured in the job before the runs (latency,
+    /// in microseconds; none with one rank).
+    pub network_latency_us: Option<f64>,
+    /// Its bandwidth, in GB/s.
+    pub network_gb_per_s: Option<f64>,
+    /// The bounds of the best run, with its kernels' shortest durations and the measured
+    /// network (absent when they could not be computed; `bounds_error` says why).
+    #[serde(flatten)]
+    pub bounds: Option<hetla::graph_bounds::DistributedBounds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds_error: Option<String>,
+    /// The bound over the best run's seconds (at most 1).
+    pub efficiency: Option<f64>,
 }
 
 /// Runs the distributed factorisation `args` describe on `grid`: the report on rank 0,
@@ -80,6 +93,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         .platform(platform.clone())
         .scheduler(args.scheduler);
     let a = DistributedMatrix::random_spd(&world, args.n, tile, grid, args.seed)?;
+    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<f64>());
     let repeat = args.repeat.map(|r| r as usize);
     let mut factor = a.clone();
     let (run, timings) = crate::peers::repeat(repeat, || {
@@ -105,6 +119,12 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     let mut busy_by_rank = vec![0f64; world.size() as usize];
     world.all_gather_into(&busy, &mut busy_by_rank[..]);
     let flops = run.flops;
+    // A finished run is reported even when its bounds cannot be had.
+    let free = hetla::model::LinkRate {
+        latency_us: 0.0,
+        gb_per_s: f64::INFINITY,
+    };
+    let bounds = run.bounds(&world, network.unwrap_or(free));
     let peers = match args.compare {
         Some(_) => Some(vec![pdpotrf_peer(&world, &a, repeat, flops)?]),
         None => None,
@@ -113,6 +133,10 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         return Ok(None);
     }
     let best = timings.best;
+    let (bounds, bounds_error) = match bounds {
+        Ok(b) => (Some(b), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     Ok(Some(GridReport {
         n: args.n,
         tile,
@@ -134,6 +158,11 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         bytes_expected_by_rank: run.bytes_expected_by_rank,
         ratio_to_pdpotrf: peers.as_ref().map(|p| p[0].seconds / best),
         peers,
+        network_latency_us: network.map(|n| n.latency_us),
+        network_gb_per_s: network.map(|n| n.gb_per_s),
+        efficiency: bounds.as_ref().map(|b| b.bound_ms / (best * 1e3)),
+        bounds,
+        bounds_error,
     }))
 }
 
@@ -225,5 +254,28 @@ pub fn print(r: &GridReport) {
     }
     if let Some(ratio) = r.ratio_to_pdpotrf {
         println!("  ratio     {ratio:.3}x pdpotrf");
+    }
+    if let (Some(lat), Some(bw)) = (r.network_latency_us, r.network_gb_per_s) {
+        println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");
+    }
+    match (&r.bounds, &r.bounds_error) {
+        (Some(b), _) => {
+            let mixed = b
+                .mixed_ms
+                .map_or_else(|| "not computed".to_owned(), |ms| format!("{ms:.3} ms"));
+            println!(
+                "  bounds    critical path {:.3} ms, area {:.3} ms, mixed {mixed}, busiest NIC {:.3} ms, critical path with messages {:.3} ms, busiest rank's area {:.3} ms",
+                b.cp_ms, b.area_ms, b.network_ms, b.cp_network_ms, b.node_area_ms
+            );
+            println!(
+                "  efficiency {:.3} ({} bound {:.3} ms = {:.2} Gflop/s, over the best run)",
+                r.efficiency.unwrap_or(f64::NAN),
+                b.bound_by,
+                b.bound_ms,
+                b.bound_gflops
+            );
+        }
+        (None, Some(e)) => println!("  bounds    not computed: {e}"),
+        (None, None) => {}
     }
 }

@@ -221,25 +221,25 @@ pub fn print_grid(r: &GridSimReport) {
             n.bytes_expected as f64 / 1e6
         );
     }
-    let mixed = r.mixed_ms.map_or_else(
+    let mixed = r.bounds.mixed_ms.map_or_else(
         || "not computed (too many tasks)".to_owned(),
         |ms| format!("{ms:.3} ms"),
     );
     println!(
         "  bounds    critical path {:.3} ms, area {:.3} ms, mixed {mixed} ({} tasks on every node's workers together)",
-        r.cp_ms, r.area_ms, r.tasks
+        r.bounds.cp_ms, r.bounds.area_ms, r.bounds.tasks
     );
     println!(
         "  network   {:.3} ms bound (the busiest NIC's messages); critical path with messages {:.3} ms",
-        r.network_ms, r.cp_network_ms
+        r.bounds.network_ms, r.bounds.cp_network_ms
     );
     println!(
         "  node area {:.3} ms (the busiest node's own tasks on its own workers)",
-        r.node_area_ms
+        r.bounds.node_area_ms
     );
     println!(
         "  efficiency {:.3} ({} bound {:.3} ms = {:.1} Gflop/s, over the simulated makespan)",
-        r.efficiency, r.bound_by, r.bound_ms, r.bound_gflops
+        r.efficiency, r.bounds.bound_by, r.bounds.bound_ms, r.bounds.bound_gflops
     );
 }
 

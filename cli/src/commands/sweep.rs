@@ -276,14 +276,14 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
                     .map(|(r, _)| SweepRow {
                         makespan_ms: Some(r.makespan_ms),
                         gflops: Some(r.gflops),
-                        cp_gflops: Some(gflops(r.cp_ms)),
-                        area_gflops: Some(gflops(r.area_ms)),
-                        mixed_gflops: r.mixed_ms.map(gflops),
+                        cp_gflops: Some(gflops(r.bounds.cp_ms)),
+                        area_gflops: Some(gflops(r.bounds.area_ms)),
+                        mixed_gflops: r.bounds.mixed_ms.map(gflops),
                         efficiency: Some(r.efficiency),
                         gflops_per_node: Some(r.gflops_per_node),
-                        network_ms: Some(r.network_ms),
-                        bound_gflops: Some(r.bound_gflops),
-                        bound_by: Some(r.bound_by),
+                        network_ms: Some(r.bounds.network_ms),
+                        bound_gflops: Some(r.bounds.bound_gflops),
+                        bound_by: Some(r.bounds.bound_by),
                         bytes_sent: Some(r.bytes_sent),
                         ..empty()
                     })

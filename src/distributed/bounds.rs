@@ -1,0 +1,145 @@
+//! The bounds of a distributed run, beside its time: the network between two ranks,
+//! measured in the job, and the [`DistributedBounds`] of the run's own kernel durations
+//! (the same bounds `hetla simulate --nodes` gives a modelled run).
+//!
+//! - **Network** ([`measure_network`]): ranks 0 and 1 exchange messages of 8 bytes and of
+//!   one tile; half the best round trip of each gives the latency and the bandwidth. Other
+//!   pairs are assumed alike (one rank per node of a homogeneous cluster, or ranks on one
+//!   machine).
+//! - **Durations** ([`DistributedRun::bounds`]): each kernel on each class of worker lasts
+//!   the shortest time any rank measured for it in this run, and a class that never ran a
+//!   kernel is taken not to run it, as the bounds of a run on one node do: these are
+//!   bounds of this run. Every rank must have the same workers (the same `--clusters` and
+//!   GPUs inside the same number of cores).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use hetla_runtime::{KernelKey, ResourceClass, count_classes};
+use mpi::collective::SystemOperation;
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
+
+use super::DistributedRun;
+use crate::graph_bounds::{
+    DistributedBounds, DistributedGraph, cholesky_graph, distributed_bounds,
+};
+use crate::model::LinkRate;
+use crate::rank_plan::GridPlan;
+use crate::{Error, Result};
+
+/// Round trips of each size timed (after as many again to warm up).
+const ROUND_TRIPS: usize = 20;
+
+/// The network between ranks 0 and 1, measured with messages of 8 and `bytes` bytes
+/// (see the module documentation); `None` with one rank. Collective: every rank calls it
+/// and gets rank 0's figures.
+pub fn measure_network<C: Communicator>(comm: &C, bytes: usize) -> Option<LinkRate> {
+    if comm.size() < 2 {
+        return None;
+    }
+    let rank = comm.rank();
+    let half_round_trip = |buf: &mut [u8]| {
+        let mut best = f64::INFINITY;
+        for i in 0..2 * ROUND_TRIPS {
+            comm.barrier();
+            let start = Instant::now();
+            match rank {
+                0 => {
+                    comm.process_at_rank(1).send(&buf[..]);
+                    comm.process_at_rank(1).receive_into(&mut buf[..]);
+                }
+                1 => {
+                    comm.process_at_rank(0).receive_into(&mut buf[..]);
+                    comm.process_at_rank(0).send(&buf[..]);
+                }
+                _ => {}
+            }
+            if i >= ROUND_TRIPS {
+                best = best.min(start.elapsed().as_secs_f64() / 2.0);
+            }
+        }
+        best
+    };
+    let small = half_round_trip(&mut [0u8; 8]);
+    let large = half_round_trip(&mut vec![0u8; bytes.max(8)]);
+    // The latency, and the bandwidth of what the latency does not explain (all of the
+    // large message's time when the small one's is not below it).
+    let transfer = if large > small { large - small } else { large };
+    let mut rate = [small * 1e6, bytes.max(8) as f64 / transfer / 1e9];
+    comm.process_at_rank(0).broadcast_into(&mut rate[..]);
+    Some(LinkRate {
+        latency_us: rate[0],
+        gb_per_s: rate[1],
+    })
+}
+
+impl DistributedRun {
+    /// The bounds of this run on `network` (see the module documentation): collective,
+    /// every rank calls it with its own run and gets the same bounds.
+    pub fn bounds<C: Communicator>(
+        &self,
+        comm: &C,
+        network: LinkRate,
+    ) -> Result<DistributedBounds> {
+        let (graph, keys) = cholesky_graph(self.tiling.rows(), self.tiling.tile())?;
+        let plan = GridPlan::new(&graph, &self.grid).map_err(|e| Error::Distributed {
+            rank: comm.rank() as usize,
+            reason: e.to_string(),
+        })?;
+        let mine = &plan.ranks[comm.rank() as usize];
+        let classes = count_classes(self.trace.workers.iter().map(|w| w.class.clone()));
+        // The same workers on every rank, or no bounds.
+        let signature = fnv1a(format!("{classes:?}").as_bytes());
+        let (mut low, mut high) = (0u64, 0u64);
+        comm.all_reduce_into(&signature, &mut low, SystemOperation::min());
+        comm.all_reduce_into(&signature, &mut high, SystemOperation::max());
+        if low != high {
+            return Err(Error::InvalidOption {
+                option: "grid",
+                reason: "the ranks have different workers; the bounds of a distributed run need the same clusters and GPUs on every rank".into(),
+            });
+        }
+        let mut kinds: Vec<&KernelKey> = Vec::new();
+        let mut kind_of: HashMap<&KernelKey, usize> = HashMap::new();
+        for key in &keys {
+            kind_of.entry(key).or_insert_with(|| {
+                kinds.push(key);
+                kinds.len() - 1
+            });
+        }
+        let class_of = |class: &ResourceClass| classes.iter().position(|(c, _)| c == class);
+        let mut shortest = vec![f64::INFINITY; kinds.len() * classes.len()];
+        for event in &self.trace.tasks {
+            let key = &keys[mine.whole[event.task.0].0];
+            if let Some(c) = class_of(&self.trace.workers[event.worker].class) {
+                let slot = &mut shortest[kind_of[key] * classes.len() + c];
+                *slot = slot.min(event.end - event.start);
+            }
+        }
+        let mut all = vec![0.0f64; shortest.len()];
+        comm.all_reduce_into(&shortest[..], &mut all[..], SystemOperation::min());
+        let duration = |key: &KernelKey, class: &ResourceClass| {
+            let d = all[kind_of.get(key)? * classes.len() + class_of(class)?];
+            d.is_finite().then_some(d)
+        };
+        let tiling = self.tiling;
+        let tile_bytes = |t: hetla_factorizations::TileRef| {
+            let (rows, cols) = tiling.tile_shape(t.row, t.col);
+            rows * cols * size_of::<f64>()
+        };
+        let split = DistributedGraph {
+            graph: &graph,
+            keys: &keys,
+            plan: &plan,
+            grid: self.grid,
+        };
+        distributed_bounds(&split, &classes, duration, tile_bytes, network, self.flops)
+    }
+}
+
+/// FNV-1a, to compare the ranks' workers with two reductions.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
