@@ -23,7 +23,7 @@ fn symmetric_norm1(m: MatRef<'_, f64>) -> f64 {
     col_sums.into_iter().fold(0.0, f64::max)
 }
 
-fn norm1(m: MatRef<'_, f64>) -> f64 {
+pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
     (0..m.ncols())
         .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs()).sum::<f64>())
         .fold(0.0, f64::max)

@@ -90,9 +90,36 @@ pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
     m
 }
 
+/// The block `rows x cols` of [`random`]`(n, _, seed)` (a matrix of `n` rows), computed
+/// without the rest: entry (i, j) is draw `j * n + i` of the stream.
+pub fn random_block(
+    n: usize,
+    seed: u64,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) -> Mat<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut block = Mat::<f64>::zeros(rows.len(), cols.len());
+    for (c, j) in cols.enumerate() {
+        // One f64 is two 32-bit words of the stream.
+        rng.set_word_pos(2 * (j * n + rows.start) as u128);
+        for r in 0..rows.len() {
+            block[(r, c)] = 2.0 * rng.random::<f64>() - 1.0;
+        }
+    }
+    block
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocks_of_a_random_matrix_are_its_blocks() {
+        let whole = random(29, 5, 7);
+        let block = random_block(29, 7, 10..23, 2..5);
+        assert_eq!(block, whole.as_ref().submatrix(10, 2, 13, 3).to_owned());
+    }
 
     #[test]
     fn blocks_of_the_distributed_generator_agree_with_the_whole_matrix() {

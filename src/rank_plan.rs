@@ -7,13 +7,14 @@
 //!   rank's tasks form a graph of their own, in the whole graph's order.
 //! - **Priorities** are the tasks' bottom levels in the whole graph: a rank's own part
 //!   misses the remote successors, and would rank the tasks that feed other ranks too low.
-//! - **Messages** are [`messages`]' list: each final tile of L once to each rank that runs
-//!   a task reading it. The sender is the task that wrote the tile last; the receivers are
-//!   every task of the destination that reads it, which wait for it as an input from
-//!   outside their run.
-//! - **Refused**: a graph that would send a tile's initial contents or two versions of one
-//!   tile to one rank (not Cholesky's communication; supporting it needs one receive
-//!   buffer per version).
+//! - **Messages** are [`messages`]' list: each version of a tile that a remote task reads,
+//!   once to each rank that runs such a task (for Cholesky, each final tile of L). The
+//!   sender is the task that wrote the version (or, for a tile the run only reads, the
+//!   start of the run); the receivers are every task of the destination that reads it,
+//!   which wait for it as an input from outside their run.
+//! - **Refused**: a graph that would send two versions of one tile to one rank (not the
+//!   communication of a factorisation or of one substitution; supporting it needs one
+//!   receive buffer per version).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,6 +34,9 @@ pub(crate) struct RankPlan {
     /// Per task of `graph`, the ranks its written tile goes to once it ends.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub sends: Vec<Vec<Rank>>,
+    /// Tiles of this rank sent as the run finds them, each with the ranks it goes to.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
     /// The remote tiles this rank reads, each with its tasks that read it, by tile.
     pub receives: Vec<(TileRef, Vec<TaskId>)>,
     /// Tiles expected from each rank.
@@ -62,7 +66,7 @@ impl std::fmt::Display for Unsupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "tile ({}, {}) would be sent with {}: a distributed run sends final tiles only",
+            "tile ({}, {}) would be sent with {}: a distributed run sends one version of a tile to a rank",
             self.tile.row, self.tile.col, self.what
         )
     }
@@ -89,18 +93,27 @@ impl GridPlan {
         let all = messages(whole, grid);
         let mut sends: Vec<Vec<Vec<Rank>>> =
             graphs.iter().map(|g| vec![Vec::new(); g.len()]).collect();
+        let mut initial: Vec<Vec<(TileRef, Vec<Rank>)>> = vec![Vec::new(); size];
+        let mut initial_index: HashMap<TileRef, usize> = HashMap::new();
         let mut receives: Vec<HashMap<TileRef, Vec<TaskId>>> = vec![HashMap::new(); size];
         let mut expected_from = vec![vec![0; size]; size];
         for m in &all {
-            let Some(version) = m.version else {
-                return Err(Unsupported {
-                    tile: m.tile,
-                    what: "its initial contents",
-                });
-            };
-            // Its writer runs on its owner, the sender.
-            debug_assert_eq!(rank_of[version.0], m.from);
-            sends[m.from.0][local[version.0].0].push(m.to);
+            match m.version {
+                Some(version) => {
+                    // Its writer runs on its owner, the sender.
+                    debug_assert_eq!(rank_of[version.0], m.from);
+                    sends[m.from.0][local[version.0].0].push(m.to);
+                }
+                // A tile's owner sends it: one index over the ranks.
+                None => {
+                    let mine = &mut initial[m.from.0];
+                    let i = *initial_index.entry(m.tile).or_insert_with(|| {
+                        mine.push((m.tile, Vec::new()));
+                        mine.len() - 1
+                    });
+                    mine[i].1.push(m.to);
+                }
+            }
             expected_from[m.to.0][m.from.0] += 1;
             if receives[m.to.0].insert(m.tile, Vec::new()).is_some() {
                 return Err(Unsupported {
@@ -113,11 +126,14 @@ impl GridPlan {
             .into_iter()
             .zip(wholes)
             .zip(priorities)
-            .zip(sends)
+            .zip(sends.into_iter().zip(initial))
             .zip(receives)
             .zip(expected_from)
             .map(
-                |(((((graph, whole), priorities), sends), mut receives), expected_from)| {
+                |(
+                    ((((graph, whole), priorities), (sends, initial_sends)), mut receives),
+                    expected_from,
+                )| {
                     for t in graph.ids() {
                         for a in &graph.task(t).accesses {
                             // Once per access: the count of its inputs from outside.
@@ -133,6 +149,7 @@ impl GridPlan {
                         whole,
                         priorities: priorities.into(),
                         sends,
+                        initial_sends,
                         receives,
                         expected_from,
                     }
@@ -149,7 +166,7 @@ impl GridPlan {
 
 #[cfg(test)]
 mod tests {
-    use hetla_factorizations::{Tiling, cholesky};
+    use hetla_factorizations::{FACTOR, Tiling, cholesky, forward_substitution};
 
     use super::*;
 
@@ -175,5 +192,42 @@ mod tests {
             let arriving = plan.messages.iter().filter(|m| m.to.0 == r).count();
             assert_eq!(expected, arriving);
         }
+    }
+
+    #[test]
+    fn tiles_a_run_only_reads_are_sent_from_its_start_by_their_owners() {
+        let l = Tiling::square(70, 16).unwrap();
+        let b = Tiling::new(70, 20, 16).unwrap();
+        let mut whole = TaskGraph::new();
+        forward_substitution(&mut whole, &l, &b).unwrap();
+        let grid: ProcessGrid = "2x2".parse().unwrap();
+        let plan = GridPlan::new(&whole, &grid).unwrap();
+        let initial: Vec<_> = plan
+            .messages
+            .iter()
+            .filter(|m| m.version.is_none())
+            .collect();
+        // L is only read: all of its messages, and none of B's, leave as the run starts.
+        assert!(!initial.is_empty());
+        assert!(
+            plan.messages
+                .iter()
+                .all(|m| (m.tile.matrix == FACTOR) == m.version.is_none())
+        );
+        for m in initial {
+            let sends = &plan.ranks[m.from.0].initial_sends;
+            let (_, to) = sends.iter().find(|(t, _)| *t == m.tile).unwrap();
+            assert!(to.contains(&m.to));
+        }
+        let listed: usize = plan
+            .ranks
+            .iter()
+            .flat_map(|r| &r.initial_sends)
+            .map(|(_, to)| to.len())
+            .sum();
+        assert_eq!(
+            listed,
+            plan.messages.iter().filter(|m| m.version.is_none()).count()
+        );
     }
 }

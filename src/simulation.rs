@@ -314,6 +314,8 @@ pub fn simulate_cholesky_grid(
         .messages
         .iter()
         .map(|m| {
+            // A Cholesky graph sends every tile after its last write, never as it starts.
+            debug_assert!(m.version.is_some());
             let to = &plan.ranks[m.to.0].receives;
             let readers = to
                 .binary_search_by_key(&m.tile, |(t, _)| *t)
@@ -322,7 +324,6 @@ pub fn simulate_cholesky_grid(
             SimMessage {
                 tile: m.tile,
                 from: m.from.0,
-                // Every message has a version: the plan refuses the others.
                 writer: m.version.map_or(TaskId(0), |v| plan.local[v.0]),
                 to: m.to.0,
                 readers,

@@ -7,7 +7,9 @@ use std::process::Command;
 
 use faer::Mat;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::distributed::{DistributedMatrix, ProcessGrid, Rank};
+use hetla::distributed::{
+    DistributedMatrix, DistributedRhs, ProcessGrid, Rank, probed_residual, solve_backward_error,
+};
 use hetla::matgen::random_spd_block;
 use hetla::{Cholesky, Error};
 
@@ -106,6 +108,21 @@ fn the_distributed_factorisation_is_right_and_sends_each_tile_once_per_rank() {
         (4, "2x2", 257, 16, "1x1"),
     ] {
         let (ok, out) = mpirun(np, &format!("factor {grid} {n} {tile} {clusters}"));
+        assert!(ok, "np {np}, grid {grid}, n {n}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+}
+
+#[test]
+fn the_distributed_solve_is_right_and_its_checks_are_computed_where_the_tiles_live() {
+    for (np, grid, n, tile, nrhs) in [
+        (1, "1x1", 23, 4, 3),
+        (2, "1x2", 23, 4, 2),
+        (2, "2x1", 300, 32, 5),
+        // 3 columns of right-hand-side tiles over 2 process columns.
+        (4, "2x2", 257, 16, 40),
+    ] {
+        let (ok, out) = mpirun(np, &format!("solve {grid} {n} {tile} {nrhs}"));
         assert!(ok, "np {np}, grid {grid}, n {n}:\n{out}");
         assert_eq!(out.matches("rank ok").count(), np, "{out}");
     }
@@ -288,6 +305,48 @@ fn rank_side() {
                 let residual = cholesky_residual(a.as_ref(), l.as_ref(), faer::Par::Seq);
                 assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
                 println!("residual {residual:.3e}, sent {:?}", run.bytes_sent_by_rank);
+            }
+            println!("rank ok");
+        }
+        ["solve", grid, n, tile, nrhs] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let [n, tile, nrhs] = [n, tile, nrhs].map(|w| w.parse::<usize>().unwrap());
+            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let mut l = a.clone();
+            let cholesky = Cholesky::new().clusters("1x1".parse().unwrap());
+            cholesky.factor_distributed(&world, &mut l).unwrap();
+            // The probed residual, computed where the tiles live, accepts the factor and
+            // refuses it with one entry off by 1e-8 of the matrix's scale.
+            let residual = probed_residual(&world, &a, &l, 3).unwrap();
+            assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+            let mut tiles = local_tiles(Ok(l.clone()));
+            if let Some((_, t)) = tiles.iter_mut().find(|((i, j), _)| (*i, *j) == (1, 0)) {
+                t[(0, 0)] += 1e-8 * n as f64;
+            }
+            let wrong = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let bad = probed_residual(&world, &a, &wrong, 3).unwrap();
+            assert!(bad > RESIDUAL_THRESHOLD, "residual of a wrong factor {bad}");
+
+            let b = DistributedRhs::random(&world, (n, nrhs), tile, grid, 5).unwrap();
+            let mut x = b.clone();
+            let solve = cholesky.solve_distributed(&world, &l, &mut x).unwrap();
+            assert_eq!(solve.bytes_sent_by_rank, solve.bytes_expected_by_rank);
+            let berr = solve_backward_error(&world, &a, &x, &b).unwrap();
+            assert!(berr < 1e-14, "backward error {berr}");
+            // The same solution as one process's.
+            let (a, x) = (a.gather(&world).unwrap(), x.gather(&world).unwrap());
+            if let (Some(a), Some(x)) = (a, x) {
+                let b = hetla::matgen::random(n, nrhs, 5);
+                let reference = Cholesky::new()
+                    .factor(a.as_ref())
+                    .unwrap()
+                    .solve(b.as_ref());
+                let error = hetla::check::relative_error(x.as_ref(), reference.unwrap().as_ref());
+                assert!(error < 1e-12, "error {error}");
+                println!(
+                    "residual {residual:.3e}, backward error {berr:.3e}, sent {:?}",
+                    solve.bytes_sent_by_rank
+                );
             }
             println!("rank ok");
         }

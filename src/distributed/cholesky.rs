@@ -1,17 +1,24 @@
-//! The distributed Cholesky factorisation of a [`DistributedMatrix`], in place.
+//! The distributed Cholesky factorisation of a [`DistributedMatrix`], in place, and the
+//! distributed solve with its factor ([`DistributedRhs`]).
 //!
-//! Every rank builds the same tiled Cholesky graph and keeps the tasks that write a tile
-//! it owns ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its
+//! Every rank builds the same tiled task graph and keeps the tasks that write a tile it
+//! owns ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its
 //! clusters and GPUs, scheduled as on one node), while the calling thread moves the tiles
-//! between ranks ([`execute_beside`]):
+//! between ranks ([`execute_beside`]). The factorisation is one such run; the solve is two,
+//! the forward substitution L Y = B and then the backward one L^T X = Y, each of which
+//! sends one version of a tile to a rank (a tile of B once it is solved, and L's tiles as
+//! they are), which is what one run carries.
 //!
 //! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed identically on every rank: a
-//!   final tile of L goes once to each rank that runs a task reading it. A task reading a
-//!   remote tile waits for it as an input from outside the run ([`Workload::outside_inputs`]);
-//!   the communication loop delivers it ([`Inbox::arrived`]) when the message is in.
+//!   version of a tile goes once to each rank that runs a task reading it (for the
+//!   factorisation, each final tile of L). A task reading a remote tile waits for it as an
+//!   input from outside the run ([`Workload::outside_inputs`]); the communication loop
+//!   delivers it ([`Inbox::arrived`]) when the message is in.
 //! - **Sends start as soon as the tile is final**: the worker that ran its last writer
 //!   packs it (so that later writes cannot race the send) and hands it to the loop, which
-//!   posts one non-blocking send per destination on its next turn.
+//!   posts one non-blocking send per destination on its next turn. Tiles that the run only
+//!   reads (L in a solve) are packed before the workers start and sent on the loop's first
+//!   turn.
 //! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message
 //!   names its tile, and lands in a buffer of its own, freed once the last local task
 //!   reading it ran on a CPU cluster. A received tile is in host memory, where the
@@ -40,23 +47,27 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{FACTOR, TaskGraph, TaskId, TileRef, Tiling, cholesky};
+use hetla_factorizations::{
+    FACTOR, MatrixId, RHS, TaskGraph, TaskId, TileRef, Tiling, backward_substitution, cholesky,
+    forward_substitution,
+};
 use hetla_kernels::{Backend, KernelError, Par};
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
 use mpi::collective::SystemOperation;
 use mpi::request::{Request, StaticScope};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
-use super::{DistributedMatrix, Rank, agree};
+use super::{DistributedMatrix, DistributedRhs, Rank, agree};
 use crate::rank_plan::{GridPlan, RankPlan};
 use crate::tile_work::{operands, run_error};
-use crate::{Cholesky, Error, Result};
+use crate::{Cholesky, Error, Platform, Result};
 
 /// How long a rank waits for a tile, with nothing else happening, before it presumes the
 /// sender dead (see [`Cholesky::progress_timeout`]).
 pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Tag of a message carrying a tile: `[tile row, tile column, entries in column-major order]`.
+/// Tag of a message carrying a tile: `[matrix, tile row, tile column, entries in
+/// column-major order]`.
 const TILE: i32 = 1;
 /// Tag of a rank's last message to another: `[failed (0 or 1), tiles it sent that rank]`.
 const END: i32 = 2;
@@ -115,15 +126,110 @@ impl Cholesky {
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let plan = Plan::new(&tiling, a.grid, a.rank);
+        let plan = cholesky(&tiling)
+            .map_err(Error::from)
+            .and_then(|g| Plan::new(&g, &[(FACTOR, tiling)], a.grid, a.rank));
         if let Err(e) = &plan {
             problem.get_or_insert(e.to_string());
         }
         agree(comm, problem)?;
         let (platform, plan) = (platform?, plan?);
+        let (rank, grid) = (a.rank, a.grid);
+        let out = self.run_plan(comm, &platform, &plan, vec![Held::Written(FACTOR, a)])?;
+        Ok(DistributedRun {
+            seconds: out.seconds,
+            flops: (tiling.rows() as f64).powi(3) / 3.0,
+            trace: out.trace,
+            tiles_sent: out.exchanged.tiles_sent,
+            bytes_sent: out.exchanged.bytes_sent,
+            bytes_sent_by_rank: out.bytes_sent_by_rank,
+            bytes_expected_by_rank: plan.bytes_expected,
+            tiling,
+            grid,
+        })
+        .inspect(|_| debug_assert_eq!(rank, plan.rank))
+    }
 
+    /// Solves A X = B with the distributed factor `l` of A (from
+    /// [`Cholesky::factor_distributed`]), overwriting the right-hand sides `b` with X:
+    /// collective, every rank calls it with its parts. `b` must be on `l`'s grid with its
+    /// tile size and rows; the forward and the backward substitution are one distributed
+    /// run each (see the module documentation). On error `b` is partly overwritten.
+    pub fn solve_distributed<C: Communicator>(
+        &self,
+        comm: &C,
+        l: &DistributedMatrix,
+        b: &mut DistributedRhs,
+    ) -> Result<DistributedSolve> {
+        let (lt, bt) = (l.tiling, b.0.tiling);
+        let mut problem = None;
+        if !l.lower {
+            problem = Some("the factor must be a DistributedMatrix (its lower triangle)".into());
+        } else if b.0.grid != l.grid {
+            problem = Some(format!(
+                "the right-hand sides are on a {} grid, the factor on a {} grid",
+                b.0.grid, l.grid
+            ));
+        } else if (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
+            problem = Some(format!(
+                "the right-hand sides have {} rows in tiles of {}, the factor is of order {} in tiles of {}",
+                bt.rows(),
+                bt.tile(),
+                lt.rows(),
+                lt.tile()
+            ));
+        }
+        let platform = self.resolve_platform();
+        if let Err(e) = &platform {
+            problem.get_or_insert(format!("no platform: {e}"));
+        }
+        let plans = [forward_substitution, backward_substitution].map(|substitution| {
+            let mut g = TaskGraph::new();
+            substitution(&mut g, &lt, &bt)?;
+            Plan::new(&g, &[(FACTOR, lt), (RHS, bt)], l.grid, l.rank)
+        });
+        for plan in &plans {
+            if let (None, Err(e)) = (&problem, plan) {
+                problem = Some(e.to_string());
+            }
+        }
+        agree(comm, problem)?;
+        let platform = platform?;
+        let mut solve = DistributedSolve {
+            seconds: 0.0,
+            flops: 2.0 * (lt.rows() as f64).powi(2) * bt.cols() as f64,
+            bytes_sent_by_rank: vec![0; l.grid.size()],
+            bytes_expected_by_rank: vec![0; l.grid.size()],
+        };
+        for plan in plans {
+            let plan = plan?;
+            let held = vec![Held::Read(FACTOR, l), Held::Written(RHS, &mut b.0)];
+            let out = self.run_plan(comm, &platform, &plan, held)?;
+            solve.seconds += out.seconds;
+            for (r, (sent, expected)) in out
+                .bytes_sent_by_rank
+                .iter()
+                .zip(&plan.bytes_expected)
+                .enumerate()
+            {
+                solve.bytes_sent_by_rank[r] += sent;
+                solve.bytes_expected_by_rank[r] += expected;
+            }
+        }
+        Ok(solve)
+    }
+
+    /// Runs this rank's share of `plan` on `platform` beside the communication loop, and
+    /// agrees on the outcome with every rank (see the module documentation).
+    fn run_plan<C: Communicator>(
+        &self,
+        comm: &C,
+        platform: &Platform,
+        plan: &Plan,
+        held: Vec<Held<'_>>,
+    ) -> Result<Outcome> {
         let (outgoing, packed) = mpsc::channel();
-        let work = DistributedWork::new(a, &plan, platform.backend(), outgoing);
+        let work = DistributedWork::new(held, plan, platform.backend(), outgoing);
         let options = RunOptions {
             scheduler: self.scheduler,
             priorities: Some(plan.priorities.clone()),
@@ -132,8 +238,10 @@ impl Cholesky {
         let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
         comm.barrier();
         let start = Instant::now();
-        let (run, exchanged) = execute_beside(&platform, &work, &options, |inbox| {
-            Exchange::new(comm, &plan, &work, packed, timeout).run(inbox)
+        // Tiles the run only reads are packed before any task runs.
+        let initial = work.pack_initial();
+        let (run, exchanged) = execute_beside(platform, &work, &options, |inbox| {
+            Exchange::new(comm, plan, &work, packed, timeout).run(inbox, initial)
         });
         let mine = start.elapsed().as_secs_f64();
         let exchanged = exchanged?;
@@ -142,9 +250,10 @@ impl Cholesky {
 
         // The same outcome on every rank: the first failed pivot, else the lowest rank that
         // failed on its own (not stopped by another's failure).
+        let factor = plan.tilings.iter().find(|(m, _)| *m == FACTOR);
         let run = run.map_err(|e| {
             let stopped = e.step == RunStep::Outside;
-            (run_error(&plan.graph, Some(&tiling), e), stopped)
+            (run_error(&plan.graph, factor.map(|(_, t)| t), e), stopped)
         });
         let pivot = match &run {
             Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
@@ -160,30 +269,53 @@ impl Cholesky {
         let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
         agree(comm, own.map(|(e, _)| e.to_string()))?;
         let trace = run.map_err(|(e, _)| Error::Distributed {
-            rank: a.rank.0,
+            rank: plan.rank.0,
             reason: e.to_string(),
         })?;
 
         let size = comm.size() as usize;
         let mut bytes_sent_by_rank = vec![0u64; size];
         comm.all_gather_into(&(exchanged.bytes_sent as u64), &mut bytes_sent_by_rank[..]);
-        Ok(DistributedRun {
+        Ok(Outcome {
             seconds,
-            flops: (tiling.rows() as f64).powi(3) / 3.0,
             trace,
-            tiles_sent: exchanged.tiles_sent,
-            bytes_sent: exchanged.bytes_sent,
+            exchanged,
             bytes_sent_by_rank: bytes_sent_by_rank.iter().map(|&b| b as usize).collect(),
-            bytes_expected_by_rank: plan.bytes_expected,
-            tiling,
-            grid: a.grid,
         })
     }
 }
 
+/// What a distributed solve measured.
+#[derive(Debug, Clone)]
+pub struct DistributedSolve {
+    /// Seconds of the two substitutions, each the slowest rank's from a start barrier.
+    pub seconds: f64,
+    /// Floating-point operations of the solve (2 n^2 per right-hand side).
+    pub flops: f64,
+    /// Bytes of the tiles every rank sent, by rank.
+    pub bytes_sent_by_rank: Vec<usize>,
+    /// Bytes each rank sends by [`messages`](hetla_factorizations::messages)' count.
+    pub bytes_expected_by_rank: Vec<usize>,
+}
+
+/// One distributed run, as every rank agreed it ended.
+struct Outcome {
+    seconds: f64,
+    trace: Trace,
+    exchanged: Exchanged,
+    bytes_sent_by_rank: Vec<usize>,
+}
+
+/// A matrix a run uses: written by its tasks, or only read.
+enum Held<'m> {
+    Written(MatrixId, &'m mut DistributedMatrix),
+    Read(MatrixId, &'m DistributedMatrix),
+}
+
 /// This rank's share of the distributed run ([`RankPlan`]), with what the exchange needs.
 struct Plan {
-    tiling: Tiling,
+    /// The tiling of each matrix the run uses.
+    tilings: Vec<(MatrixId, Tiling)>,
     rank: Rank,
     share: RankPlan,
     /// Bytes each rank sends ([`messages`](hetla_factorizations::messages)' count).
@@ -199,24 +331,39 @@ impl std::ops::Deref for Plan {
 }
 
 impl Plan {
-    fn new(tiling: &Tiling, grid: super::ProcessGrid, rank: Rank) -> Result<Self> {
-        let whole = cholesky(tiling)?;
+    /// `rank`'s share of `whole` on `grid`, over matrices tiled by `tilings`.
+    fn new(
+        whole: &TaskGraph,
+        tilings: &[(MatrixId, Tiling)],
+        grid: super::ProcessGrid,
+        rank: Rank,
+    ) -> Result<Self> {
         // Found alike on every rank, so each says it of itself.
-        let mut split = GridPlan::new(&whole, &grid).map_err(|e| Error::Distributed {
+        let mut split = GridPlan::new(whole, &grid).map_err(|e| Error::Distributed {
             rank: rank.0,
             reason: e.to_string(),
         })?;
-        let bytes = |tile: TileRef| {
-            let (r, c) = tiling.tile_shape(tile.row, tile.col);
-            r * c * size_of::<f64>()
-        };
-        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &split.messages, bytes);
-        Ok(Self {
-            tiling: *tiling,
+        let mut plan = Self {
+            tilings: tilings.to_vec(),
             rank,
             share: split.ranks.swap_remove(rank.0),
-            bytes_expected,
-        })
+            bytes_expected: Vec::new(),
+        };
+        let bytes = |tile: TileRef| plan.tile_bytes(tile);
+        let expected = hetla_factorizations::bytes_sent(&grid, &split.messages, bytes);
+        plan.bytes_expected = expected;
+        Ok(plan)
+    }
+
+    /// The (rows, columns) of `tile`; (0, 0) for a matrix the run does not use.
+    fn shape(&self, tile: TileRef) -> (usize, usize) {
+        let tiling = self.tilings.iter().find(|(m, _)| *m == tile.matrix);
+        tiling.map_or((0, 0), |(_, t)| t.tile_shape(tile.row, tile.col))
+    }
+
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        let (r, c) = self.shape(tile);
+        r * c * size_of::<f64>()
     }
 }
 
@@ -232,9 +379,9 @@ struct Received {
 /// Where a tile is, for this rank's tasks.
 #[derive(Clone, Copy)]
 enum Place {
-    /// One of this rank's tiles (in the distributed matrix): pointer, rows, columns and
-    /// column stride.
-    Local(*mut f64, usize, usize, isize),
+    /// One of this rank's tiles (in a distributed matrix): pointer, rows, columns, column
+    /// stride, and whether the run may write it (else it was lent shared).
+    Local(*mut f64, usize, usize, isize, bool),
     /// A received tile, by its index in [`DistributedWork::received`].
     Received(usize),
 }
@@ -243,7 +390,7 @@ enum Place {
 struct DistributedWork<'p> {
     plan: &'p Plan,
     backend: Backend,
-    places: HashMap<(usize, usize), Place>,
+    places: HashMap<TileRef, Place>,
     received: Vec<Received>,
     /// To the communication loop: a final tile to send, packed (`TILE`'s layout), and the
     /// task that wrote it.
@@ -258,25 +405,39 @@ unsafe impl Sync for DistributedWork<'_> {}
 
 impl<'p> DistributedWork<'p> {
     fn new(
-        a: &mut DistributedMatrix,
+        held: Vec<Held<'_>>,
         plan: &'p Plan,
         backend: Backend,
         outgoing: mpsc::Sender<(TaskId, Vec<f64>)>,
     ) -> Self {
-        let mut places: HashMap<(usize, usize), Place> = a
-            .tiles
-            .iter_mut()
-            .map(|(&at, m)| {
-                let (rows, cols, cs) = (m.nrows(), m.ncols(), m.col_stride());
-                (at, Place::Local(m.as_ptr_mut(), rows, cols, cs))
-            })
-            .collect();
+        let mut places: HashMap<TileRef, Place> = HashMap::new();
+        let local = |matrix, (i, j), m: (*mut f64, usize, usize, isize), writable| {
+            let (ptr, rows, cols, cs) = m;
+            (
+                TileRef::new(matrix, i, j),
+                Place::Local(ptr, rows, cols, cs, writable),
+            )
+        };
+        for h in held {
+            match h {
+                Held::Written(matrix, a) => places.extend(a.tiles.iter_mut().map(|(&at, m)| {
+                    let raw = (m.as_ptr_mut(), m.nrows(), m.ncols(), m.col_stride());
+                    local(matrix, at, raw, true)
+                })),
+                // A shared matrix is only read: `host_tile_mut` and `run` refuse to write
+                // its tiles.
+                Held::Read(matrix, a) => places.extend(a.tiles.iter().map(|(&at, m)| {
+                    let raw = (m.as_ptr().cast_mut(), m.nrows(), m.ncols(), m.col_stride());
+                    local(matrix, at, raw, false)
+                })),
+            }
+        }
         let received = plan
             .receives
             .iter()
             .enumerate()
             .map(|(i, (tile, readers))| {
-                places.insert((tile.row, tile.col), Place::Received(i));
+                places.insert(*tile, Place::Received(i));
                 Received {
                     data: UnsafeCell::new(None),
                     readers_left: AtomicUsize::new(readers.len()),
@@ -293,16 +454,33 @@ impl<'p> DistributedWork<'p> {
     }
 
     fn place(&self, tile: TileRef) -> Option<Place> {
-        (tile.matrix == FACTOR)
-            .then(|| self.places.get(&(tile.row, tile.col)).copied())
-            .flatten()
+        self.places.get(&tile).copied()
+    }
+
+    /// `tile`, packed as a message carries it (`TILE`'s layout), or `None` where it is not.
+    fn pack(&self, tile: TileRef) -> Option<Vec<f64>> {
+        let m = self.view(tile)?;
+        let mut packed = Vec::with_capacity(3 + m.nrows() * m.ncols());
+        packed.extend([f64::from(tile.matrix.0), tile.row as f64, tile.col as f64]);
+        packed.extend(m.col_iter().flat_map(|c| c.iter().copied()));
+        Some(packed)
+    }
+
+    /// The tiles of this rank sent as the run finds them, packed, each with its
+    /// destinations (see [`RankPlan::initial_sends`]).
+    fn pack_initial(&self) -> Vec<(&'p [Rank], Vec<f64>)> {
+        let plan = self.plan;
+        plan.initial_sends
+            .iter()
+            .filter_map(|(tile, to)| Some((&to[..], self.pack(*tile)?)))
+            .collect()
     }
 
     /// A read-only view of `tile`, where it is.
     fn view(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
         match self.place(tile)? {
             // SAFETY: see the Sync impl: no task writes the tile while another reads it.
-            Place::Local(ptr, rows, cols, cs) => {
+            Place::Local(ptr, rows, cols, cs, _) => {
                 Some(unsafe { MatRef::from_raw_parts(ptr, rows, cols, 1, cs) })
             }
             // SAFETY: filled before any reader runs, emptied after the last (`Received`).
@@ -326,14 +504,11 @@ impl Workload for DistributedWork<'_> {
     }
 
     fn key(&self, task: TaskId) -> KernelKey {
-        KernelKey::of_task(self.plan.graph.task(task), |t| {
-            self.plan.tiling.tile_shape(t.row, t.col)
-        })
+        KernelKey::of_task(self.plan.graph.task(task), |t| self.plan.shape(t))
     }
 
     fn tile_bytes(&self, tile: TileRef) -> usize {
-        let (r, c) = self.plan.tiling.tile_shape(tile.row, tile.col);
-        r * c * size_of::<f64>()
+        self.plan.tile_bytes(tile)
     }
 
     fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
@@ -343,11 +518,11 @@ impl Workload for DistributedWork<'_> {
     unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
         match self.place(tile)? {
             // SAFETY: the caller guarantees no other view of the tile is in use.
-            Place::Local(ptr, rows, cols, cs) => {
+            Place::Local(ptr, rows, cols, cs, true) => {
                 Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) })
             }
-            // A received tile is never written.
-            Place::Received(_) => None,
+            // A received tile, or a tile of a matrix lent shared, is never written.
+            Place::Local(.., false) | Place::Received(_) => None,
         }
     }
 
@@ -365,15 +540,15 @@ impl Workload for DistributedWork<'_> {
         let missing = |tile: TileRef| KernelError::Operands {
             op: task.op,
             reason: format!(
-                "tile ({}, {}) is neither this rank's nor received",
-                tile.row, tile.col
+                "tile ({}, {}) of matrix {} is neither this rank's to write nor received",
+                tile.row, tile.col, tile.matrix.0
             ),
         };
         let views = reads
             .iter()
             .map(|r| self.view(r.tile).ok_or_else(|| missing(r.tile)))
             .collect::<Result<Vec<_>, _>>()?;
-        let Some(Place::Local(ptr, rows, cols, cs)) = self.place(write.tile) else {
+        let Some(Place::Local(ptr, rows, cols, cs, true)) = self.place(write.tile) else {
             return Err(missing(write.tile));
         };
         // SAFETY: the written tile is this rank's, distinct from the tiles read (checked by
@@ -391,10 +566,7 @@ impl Workload for DistributedWork<'_> {
             }
         }
         if !self.plan.sends[id].is_empty() {
-            let tile = self.view(write.tile).ok_or_else(|| missing(write.tile))?;
-            let mut packed = Vec::with_capacity(2 + tile.nrows() * tile.ncols());
-            packed.extend([write.tile.row as f64, write.tile.col as f64]);
-            packed.extend(tile.col_iter().flat_map(|c| c.iter().copied()));
+            let packed = self.pack(write.tile).ok_or_else(|| missing(write.tile))?;
             // The loop is gone only once the run has stopped: nothing is lost.
             let _ = self.outgoing.send((id, packed));
         }
@@ -470,7 +642,14 @@ impl<'r, C: Communicator> Exchange<'r, C> {
 
     /// Moves tiles until this rank's run has stopped, every rank has said its last word
     /// and every send is complete.
-    fn run(mut self, inbox: &Inbox<'_, '_>) -> Result<Exchanged> {
+    fn run(
+        mut self,
+        inbox: &Inbox<'_, '_>,
+        initial: Vec<(&[Rank], Vec<f64>)>,
+    ) -> Result<Exchanged> {
+        for (to, packed) in initial {
+            self.post(to, packed);
+        }
         let mut ended = false;
         let mut last_progress = Instant::now();
         let mut unfinished = inbox.unfinished();
@@ -479,7 +658,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             let mut progressed = false;
             if !ended {
                 while let Ok((task, packed)) = self.packed.try_recv() {
-                    self.post(task, packed);
+                    self.post(self.sends_of(task), packed);
                     progressed = true;
                 }
             }
@@ -521,7 +700,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
                 // Every tile of a finished run was handed over before its task ended.
                 if !inbox.failed() {
                     while let Ok((task, packed)) = self.packed.try_recv() {
-                        self.post(task, packed);
+                        self.post(self.sends_of(task), packed);
                     }
                 }
                 self.end(inbox.failed());
@@ -547,7 +726,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             // often while nothing happens (the rank's cores run its tasks).
             if !ended {
                 if let Ok((task, packed)) = self.packed.recv_timeout(nap) {
-                    self.post(task, packed);
+                    self.post(self.sends_of(task), packed);
                     last_progress = Instant::now();
                     nap = Duration::from_micros(20);
                     continue;
@@ -560,9 +739,15 @@ impl<'r, C: Communicator> Exchange<'r, C> {
     }
 
     /// Posts the sends of a packed tile written by `task` to the ranks that read it.
-    fn post(&mut self, task: TaskId, packed: Vec<f64>) {
-        let to = &self.plan.sends[task];
-        let bytes = (packed.len() - 2) * size_of::<f64>();
+    /// The ranks the tile `task` writes goes to.
+    fn sends_of(&self, task: TaskId) -> &'r [Rank] {
+        let plan: &'r Plan = self.plan;
+        &plan.sends[task]
+    }
+
+    /// Posts the sends of a packed tile to the ranks `to`.
+    fn post(&mut self, to: &[Rank], packed: Vec<f64>) {
+        let bytes = (packed.len() - 3) * size_of::<f64>();
         let buffer: &'static [f64] = Box::leak(packed.into_boxed_slice());
         let requests = to
             .iter()
@@ -593,29 +778,32 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             return;
         }
         self.received_from[from] += 1;
-        let [row, col, ..] = data[..] else {
+        let [matrix, row, col, ..] = data[..] else {
             inbox.fail(format!(
                 "rank {from} sent a tile message of {} values, without its tile's place",
                 data.len()
             ));
             return;
         };
-        let tile = (row as usize, col as usize);
-        let wrong = |why: String| format!("rank {from} sent tile {tile:?}, {why}");
-        let Some(Place::Received(i)) = self.work.places.get(&tile).copied() else {
+        let tile = TileRef::new(MatrixId(matrix as u8), row as usize, col as usize);
+        let wrong = |why: String| {
+            let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+            format!("rank {from} sent tile ({r}, {c}) of matrix {m}, {why}")
+        };
+        let Some(Place::Received(i)) = self.work.place(tile) else {
             inbox.fail(wrong("which this rank does not read".into()));
             return;
         };
-        let (rows, cols) = self.plan.tiling.tile_shape(tile.0, tile.1);
-        if data.len() != 2 + rows * cols {
+        let (rows, cols) = self.plan.shape(tile);
+        if data.len() != 3 + rows * cols {
             inbox.fail(wrong(format!(
                 "with {} values instead of {rows} x {cols}",
-                data.len() - 2
+                data.len() - 3
             )));
             return;
         }
         self.work
-            .fill(i, Mat::from_fn(rows, cols, |r, c| data[2 + c * rows + r]));
+            .fill(i, Mat::from_fn(rows, cols, |r, c| data[3 + c * rows + r]));
         for &task in &self.plan.receives[i].1 {
             inbox.arrived(task);
         }

@@ -15,6 +15,12 @@
 //! [`crate::Cholesky::factor_distributed`] factors such a matrix in place, each rank running
 //! the tasks of its tiles (see its module, `distributed/cholesky.rs`).
 //!
+//! The right-hand sides of a solve are a [`DistributedRhs`]: an `n x nrhs` matrix on the
+//! same grid, every tile held (tile (i, c) on rank `(i mod P) * Q + c mod Q`, ScaLAPACK's
+//! layout of B in `pdpotrs`): block rows over the process rows, and the columns of tiles,
+//! when there are several, over the process columns.
+//! [`crate::Cholesky::solve_distributed`] overwrites them with the solution.
+//!
 //! Tiles travel as column-major `f64` messages with tag 0, from one rank to another in the
 //! order of [`DistributedMatrix::owned`] (MPI keeps the order of messages between a pair).
 
@@ -29,12 +35,14 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
 use crate::{Error, Result};
 
 mod bounds;
+mod check;
 mod cholesky;
 #[cfg(feature = "scalapack")]
 pub mod scalapack;
 
 pub use bounds::measure_network;
-pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun};
+pub use check::{probed_residual, solve_backward_error};
+pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun, DistributedSolve};
 
 /// The tiles on and below the diagonal of a symmetric `n x n` matrix, those one rank of a
 /// [`ProcessGrid`] owns.
@@ -43,18 +51,22 @@ pub struct DistributedMatrix {
     tiling: Tiling,
     grid: ProcessGrid,
     rank: Rank,
+    /// Only the tiles on and below the diagonal (a symmetric matrix), else every tile.
+    lower: bool,
     tiles: BTreeMap<(usize, usize), Mat<f64>>,
 }
+
+/// The right-hand sides of a distributed solve: an `n x nrhs` matrix, every tile held by
+/// the rank the grid gives it (see the module documentation), the same grid and tile size
+/// as the factor. Built and gathered like a [`DistributedMatrix`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistributedRhs(pub(crate) DistributedMatrix);
 
 impl DistributedMatrix {
     /// The tiles (row, column) of the lower triangle a `grid` gives to `rank`, in the order
     /// they travel (row-major).
     pub fn owned(tiling: &Tiling, grid: &ProcessGrid, rank: Rank) -> Vec<(usize, usize)> {
-        let t = tiling.row_tiles();
-        (0..t)
-            .flat_map(|i| (0..=i).map(move |j| (i, j)))
-            .filter(|&(i, j)| grid.owner(TileRef::new(FACTOR, i, j)) == rank)
-            .collect()
+        owned_tiles(tiling, grid, rank, true)
     }
 
     /// The tiles this rank holds of a random SPD matrix of order `n` ([`crate::matgen::random_spd_block`]),
@@ -66,7 +78,7 @@ impl DistributedMatrix {
         grid: ProcessGrid,
         seed: u64,
     ) -> Result<Self> {
-        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
+        let (tiling, rank) = layout(comm, (n, n), tile, &grid)?;
         let tiles = Self::owned(&tiling, &grid, rank)
             .into_iter()
             .map(|(i, j)| {
@@ -79,6 +91,7 @@ impl DistributedMatrix {
             tiling,
             grid,
             rank,
+            lower: true,
             tiles,
         })
     }
@@ -93,8 +106,19 @@ impl DistributedMatrix {
         grid: ProcessGrid,
         tiles: Vec<((usize, usize), Mat<f64>)>,
     ) -> Result<Self> {
-        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
-        let owned = Self::owned(&tiling, &grid, rank);
+        Self::from_tiles_of(comm, (n, n), true, tile, grid, tiles)
+    }
+
+    fn from_tiles_of<C: Communicator>(
+        comm: &C,
+        shape: (usize, usize),
+        lower: bool,
+        tile: usize,
+        grid: ProcessGrid,
+        tiles: Vec<((usize, usize), Mat<f64>)>,
+    ) -> Result<Self> {
+        let (tiling, rank) = layout(comm, shape, tile, &grid)?;
+        let owned = owned_tiles(&tiling, &grid, rank, lower);
         let mut held = BTreeMap::new();
         let mut problem = None;
         for ((i, j), m) in tiles {
@@ -124,6 +148,7 @@ impl DistributedMatrix {
             tiling,
             grid,
             rank,
+            lower,
             tiles: held,
         })
     }
@@ -137,11 +162,22 @@ impl DistributedMatrix {
         tile: usize,
         grid: ProcessGrid,
     ) -> Result<Self> {
-        let (tiling, rank) = Self::layout(comm, n, tile, &grid)?;
+        Self::scatter_of(comm, a, (n, n), true, tile, grid)
+    }
+
+    fn scatter_of<C: Communicator>(
+        comm: &C,
+        a: Option<MatRef<'_, f64>>,
+        (n, cols): (usize, usize),
+        lower: bool,
+        tile: usize,
+        grid: ProcessGrid,
+    ) -> Result<Self> {
+        let (tiling, rank) = layout(comm, (n, cols), tile, &grid)?;
         let problem = match (rank.0, a) {
             (0, None) => Some("rank 0 must give the matrix to scatter".to_string()),
-            (0, Some(a)) if (a.nrows(), a.ncols()) != (n, n) => Some(format!(
-                "the matrix to scatter is {}x{}, expected {n}x{n}",
+            (0, Some(a)) if (a.nrows(), a.ncols()) != (n, cols) => Some(format!(
+                "the matrix to scatter is {}x{}, expected {n}x{cols}",
                 a.nrows(),
                 a.ncols()
             )),
@@ -160,7 +196,7 @@ impl DistributedMatrix {
         let mut tiles = BTreeMap::new();
         if let Some(a) = a.filter(|_| rank.0 == 0) {
             for r in 0..grid.size() {
-                for t in Self::owned(&tiling, &grid, Rank(r)) {
+                for t in owned_tiles(&tiling, &grid, Rank(r), lower) {
                     let m = block(a, t);
                     if r == 0 {
                         tiles.insert(t, m);
@@ -170,7 +206,7 @@ impl DistributedMatrix {
                 }
             }
         } else {
-            for (i, j) in Self::owned(&tiling, &grid, rank) {
+            for (i, j) in owned_tiles(&tiling, &grid, rank, lower) {
                 let (data, _) = comm.process_at_rank(0).receive_vec::<f64>();
                 tiles.insert((i, j), tile_from(&tiling, rank, (i, j), &data)?);
             }
@@ -179,6 +215,7 @@ impl DistributedMatrix {
             tiling,
             grid,
             rank,
+            lower,
             tiles,
         })
     }
@@ -186,14 +223,14 @@ impl DistributedMatrix {
     /// The whole matrix on rank 0: the tiles on and below the diagonal filled (diagonal
     /// tiles whole), those above zero; `None` on the other ranks.
     pub fn gather<C: Communicator>(&self, comm: &C) -> Result<Option<Mat<f64>>> {
-        let n = self.tiling.rows();
+        let (n, cols) = (self.tiling.rows(), self.tiling.cols());
         if self.rank.0 != 0 {
             for m in self.tiles.values() {
                 comm.process_at_rank(0).send(&column_major(m)[..]);
             }
             return Ok(None);
         }
-        let mut a = Mat::<f64>::zeros(n, n);
+        let mut a = Mat::<f64>::zeros(n, cols);
         let mut place = |(i, j): (usize, usize), m: MatRef<'_, f64>| {
             a.as_mut()
                 .submatrix_mut(
@@ -208,7 +245,7 @@ impl DistributedMatrix {
             place(t, m.as_ref());
         }
         for r in 1..self.grid.size() {
-            for t in Self::owned(&self.tiling, &self.grid, Rank(r)) {
+            for t in owned_tiles(&self.tiling, &self.grid, Rank(r), self.lower) {
                 let (data, _) = comm.process_at_rank(r as i32).receive_vec::<f64>();
                 let m = tile_from(&self.tiling, Rank(r), t, &data)?;
                 place(t, m.as_ref());
@@ -236,29 +273,117 @@ impl DistributedMatrix {
     pub fn tiles(&self) -> &BTreeMap<(usize, usize), Mat<f64>> {
         &self.tiles
     }
+}
 
-    /// The tiling of `n` in tiles of `tile`, and this rank, after checking that the grid
-    /// has as many processes as the communicator (the same on every rank, so all refuse).
-    fn layout<C: Communicator>(
-        comm: &C,
-        n: usize,
-        tile: usize,
-        grid: &ProcessGrid,
-    ) -> Result<(Tiling, Rank)> {
-        if grid.size() != comm.size() as usize {
-            return Err(Error::InvalidOption {
-                option: "grid",
-                reason: format!(
-                    "a {grid} grid has {} processes but the job has {} ranks: start it with mpirun -np {}",
-                    grid.size(),
-                    comm.size(),
-                    grid.size()
-                ),
-            });
-        }
-        let tiling = Tiling::square(n, tile)?;
-        Ok((tiling, Rank(comm.rank() as usize)))
+impl DistributedRhs {
+    /// The tiles (row, column) a `grid` gives to `rank`: every tile, by its place.
+    pub fn owned(tiling: &Tiling, grid: &ProcessGrid, rank: Rank) -> Vec<(usize, usize)> {
+        owned_tiles(tiling, grid, rank, false)
     }
+
+    /// This rank's tiles of the `n x nrhs` right-hand sides as the caller holds them,
+    /// checked as [`DistributedMatrix::from_local_tiles`] checks a matrix's.
+    pub fn from_local_tiles<C: Communicator>(
+        comm: &C,
+        (n, nrhs): (usize, usize),
+        tile: usize,
+        grid: ProcessGrid,
+        tiles: Vec<((usize, usize), Mat<f64>)>,
+    ) -> Result<Self> {
+        DistributedMatrix::from_tiles_of(comm, (n, nrhs), false, tile, grid, tiles).map(Self)
+    }
+
+    /// Rank 0's `n x nrhs` right-hand sides (`Some` there) handed out in tiles.
+    pub fn scatter<C: Communicator>(
+        comm: &C,
+        b: Option<MatRef<'_, f64>>,
+        (n, nrhs): (usize, usize),
+        tile: usize,
+        grid: ProcessGrid,
+    ) -> Result<Self> {
+        DistributedMatrix::scatter_of(comm, b, (n, nrhs), false, tile, grid).map(Self)
+    }
+
+    /// The right-hand sides [`crate::matgen::random`]`(n, nrhs, seed)`, each tile generated
+    /// where it lives (no communication).
+    pub fn random<C: Communicator>(
+        comm: &C,
+        (n, nrhs): (usize, usize),
+        tile: usize,
+        grid: ProcessGrid,
+        seed: u64,
+    ) -> Result<Self> {
+        let (tiling, rank) = layout(comm, (n, nrhs), tile, &grid)?;
+        let tiles = owned_tiles(&tiling, &grid, rank, false)
+            .into_iter()
+            .map(|(i, j)| {
+                let rows = tiling.offset(i)..tiling.offset(i) + tiling.tile_rows(i);
+                let cols = tiling.offset(j)..tiling.offset(j) + tiling.tile_cols(j);
+                ((i, j), crate::matgen::random_block(n, seed, rows, cols))
+            })
+            .collect();
+        Ok(Self(DistributedMatrix {
+            tiling,
+            grid,
+            rank,
+            lower: false,
+            tiles,
+        }))
+    }
+
+    /// The whole `n x nrhs` matrix on rank 0, `None` on the other ranks.
+    pub fn gather<C: Communicator>(&self, comm: &C) -> Result<Option<Mat<f64>>> {
+        self.0.gather(comm)
+    }
+
+    /// The tiling (rows, right-hand sides, tile size).
+    pub fn tiling(&self) -> &Tiling {
+        &self.0.tiling
+    }
+
+    /// This rank's tiles, by (tile row, tile column).
+    pub fn tiles(&self) -> &BTreeMap<(usize, usize), Mat<f64>> {
+        &self.0.tiles
+    }
+}
+
+/// The tiles (row, column) of a matrix tiled by `tiling` that `grid` gives to `rank`, in the
+/// order they travel (row-major): those on and below the diagonal only when `lower`.
+fn owned_tiles(
+    tiling: &Tiling,
+    grid: &ProcessGrid,
+    rank: Rank,
+    lower: bool,
+) -> Vec<(usize, usize)> {
+    let cols = tiling.col_tiles();
+    (0..tiling.row_tiles())
+        .flat_map(|i| (0..if lower { i + 1 } else { cols }).map(move |j| (i, j)))
+        .filter(|&(i, j)| grid.owner(TileRef::new(FACTOR, i, j)) == rank)
+        .collect()
+}
+
+/// The tiling of a `rows x cols` matrix in tiles of `tile`, and this rank, after checking
+/// that the grid has as many processes as the communicator (the same on every rank, so all
+/// refuse).
+fn layout<C: Communicator>(
+    comm: &C,
+    (rows, cols): (usize, usize),
+    tile: usize,
+    grid: &ProcessGrid,
+) -> Result<(Tiling, Rank)> {
+    if grid.size() != comm.size() as usize {
+        return Err(Error::InvalidOption {
+            option: "grid",
+            reason: format!(
+                "a {grid} grid has {} processes but the job has {} ranks: start it with mpirun -np {}",
+                grid.size(),
+                comm.size(),
+                grid.size()
+            ),
+        });
+    }
+    let tiling = Tiling::new(rows, cols, tile)?;
+    Ok((tiling, Rank(comm.rank() as usize)))
 }
 
 /// A tile's entries in column-major order: what a message carries.

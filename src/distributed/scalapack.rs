@@ -195,6 +195,7 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
             tiling: *tiling,
             grid,
             rank: a.rank(),
+            lower: true,
             tiles: factor,
         },
     })
