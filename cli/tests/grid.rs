@@ -77,6 +77,13 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
     assert_eq!(r["tasks"], 220);
     // The network was measured, and the bounds, from the run's own shortest kernel
     // durations, are no longer than the run.
+    // The solve after the factorisation, checked where the tiles live.
+    assert!(r["solve_backward_error"].as_f64().unwrap() < 1e-14, "{r}");
+    assert!(r["solve_seconds"].as_f64().unwrap() > 0.0);
+    assert!(
+        r["solve_bytes_sent_by_rank"][0].as_u64().unwrap() > 0,
+        "{r}"
+    );
     assert!(r["network_latency_us"].as_f64().unwrap() > 0.0, "{r}");
     assert!(r["network_gb_per_s"].as_f64().unwrap() > 0.0);
     let efficiency = r["efficiency"].as_f64().unwrap();

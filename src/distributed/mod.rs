@@ -41,7 +41,7 @@ mod cholesky;
 pub mod scalapack;
 
 pub use bounds::measure_network;
-pub use check::{probed_residual, solve_backward_error};
+pub use check::{PROBES, probed_residual, solve_backward_error};
 pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun, DistributedSolve};
 
 /// The tiles on and below the diagonal of a symmetric `n x n` matrix, those one rank of a

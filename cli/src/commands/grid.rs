@@ -1,7 +1,10 @@
 //! `hetla cholesky --grid PxQ` under `mpirun`: the distributed factorisation of a random
 //! SPD matrix generated where its tiles live, timed as the slowest rank's, with
 //! (`--compare`) ScaLAPACK's pdpotrf on the same grid, block size and matrix in the same
-//! job (feature `scalapack`). Rank 0 reports; the other ranks print nothing but errors.
+//! job (feature `scalapack`), then a distributed solve of one random right-hand side with
+//! the factor. The residual of the factor and the backward error of the solve are
+//! computed where the tiles live (nothing is gathered, at any n). Rank 0 reports; the
+//! other ranks print nothing but errors.
 
 use hetla::factorizations::ProcessGrid;
 use serde::Serialize;
@@ -14,8 +17,12 @@ use crate::peers::PeerRate;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub const DEFAULT_GRID_TILE: usize = 256;
 
-/// Above this order the factor is not gathered to rank 0 for the residual.
-pub const GATHERED_RESIDUAL_UP_TO: usize = 16384;
+/// Right-hand sides of the solve after the factorisation.
+const SOLVE_RHS: usize = 1;
+
+/// Random columns the residual is probed with (`hetla::distributed::PROBES`, which exists
+/// only with MPI).
+const PROBES: usize = 4;
 
 #[derive(Serialize)]
 pub struct GridReport {
@@ -39,10 +46,17 @@ pub struct GridReport {
     pub median_seconds: f64,
     pub runs: usize,
     pub gflops: f64,
-    /// The scaled residual of the factor gathered on rank 0 (absent above
-    /// `GATHERED_RESIDUAL_UP_TO`).
-    pub residual: Option<f64>,
-    pub residual_ok: Option<bool>,
+    /// The scaled residual of the factor, probed with random columns where the tiles live
+    /// (`hetla::distributed::probed_residual`).
+    pub residual: f64,
+    pub residual_ok: bool,
+    /// Seconds of the distributed solve of one random right-hand side (forward and
+    /// backward substitutions, each the slowest rank's).
+    pub solve_seconds: f64,
+    /// ||A x - b||_1 / (||A||_1 ||x||_1) of that solve, computed where the tiles live.
+    pub solve_backward_error: f64,
+    /// Bytes of tiles each rank sent in the solve.
+    pub solve_bytes_sent_by_rank: Vec<usize>,
     /// Bytes of tiles each rank sent, as counted by the ranks.
     pub bytes_sent_by_rank: Vec<usize>,
     /// Bytes each rank sends by the 2D block-cyclic count (each final tile of L once to
@@ -75,7 +89,7 @@ pub struct GridReport {
 pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridReport>> {
     use std::sync::Arc;
 
-    use hetla::distributed::DistributedMatrix;
+    use hetla::distributed::{DistributedMatrix, DistributedRhs};
     use hetla::{Cholesky, check};
     use mpi::traits::{Communicator, CommunicatorCollectives};
 
@@ -102,15 +116,12 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         let seconds = run.seconds;
         Ok((run, seconds))
     })?;
-    let residual = if args.n <= GATHERED_RESIDUAL_UP_TO {
-        let (a, l) = (a.gather(&world)?, factor.gather(&world)?);
-        a.zip(l).map(|(a, l)| {
-            let cpus = hetla_clusters::available_cpus().len();
-            check::cholesky_residual(a.as_ref(), l.as_ref(), hetla::Par::rayon(cpus))
-        })
-    } else {
-        None
-    };
+    const _: () = assert!(PROBES == hetla::distributed::PROBES);
+    let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
+    let b = DistributedRhs::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
+    let mut x = b.clone();
+    let solve = options.solve_distributed(&world, &factor, &mut x)?;
+    let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let mut tasks_by_rank = vec![0u64; world.size() as usize];
     world.all_gather_into(&(run.trace.tasks.len() as u64), &mut tasks_by_rank[..]);
     let workers = run.trace.summary().workers;
@@ -152,7 +163,10 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         runs: timings.runs,
         gflops: flops / best / 1e9,
         residual,
-        residual_ok: residual.map(|r| r < check::RESIDUAL_THRESHOLD),
+        residual_ok: residual < check::RESIDUAL_THRESHOLD,
+        solve_seconds: solve.seconds,
+        solve_backward_error,
+        solve_bytes_sent_by_rank: solve.bytes_sent_by_rank,
         bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
         bytes_sent_by_rank: run.bytes_sent_by_rank,
         bytes_expected_by_rank: run.bytes_expected_by_rank,
@@ -227,19 +241,16 @@ pub fn print(r: &GridReport) {
             r.runs, r.median_seconds
         );
     }
-    match r.residual {
-        Some(res) => println!(
-            "  residual  {res:.3e} (gathered on rank 0), {}",
-            if r.residual_ok == Some(true) {
-                "ok"
-            } else {
-                "TOO LARGE"
-            }
-        ),
-        None => println!(
-            "  residual  not computed above n = {GATHERED_RESIDUAL_UP_TO} (the factor is not gathered)"
-        ),
-    }
+    println!(
+        "  residual  {:.3e} (probed with {} random columns where the tiles live), {}",
+        r.residual,
+        PROBES,
+        if r.residual_ok { "ok" } else { "TOO LARGE" }
+    );
+    println!(
+        "  solve     {:.4} s for {SOLVE_RHS} right-hand side, backward error {:.3e}, sent {:?} bytes by rank",
+        r.solve_seconds, r.solve_backward_error, r.solve_bytes_sent_by_rank
+    );
     println!(
         "  sent      {:.1} MiB in all; by rank {:?} bytes, the 2D block-cyclic count {:?}",
         r.bytes_sent_total as f64 / 1048576.0,
