@@ -333,6 +333,14 @@ fn rank_side() {
             assert_eq!(solve.bytes_sent_by_rank, solve.bytes_expected_by_rank);
             let berr = solve_backward_error(&world, &a, &x, &b).unwrap();
             assert!(berr < 1e-14, "backward error {berr}");
+            // ScaLAPACK's pdpotrs with the same factor solves the same system.
+            #[cfg(feature = "scalapack")]
+            {
+                let peer = hetla::distributed::scalapack::pdpotrs(&world, &l, &b, 2).unwrap();
+                assert_eq!(peer.seconds.len(), 2);
+                let peer_berr = solve_backward_error(&world, &a, &peer.x, &b).unwrap();
+                assert!(peer_berr < 1e-14, "pdpotrs's backward error {peer_berr}");
+            }
             // The same solution as one process's.
             let (a, x) = (a.gather(&world).unwrap(), x.gather(&world).unwrap());
             if let (Some(a), Some(x)) = (a, x) {

@@ -93,5 +93,7 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
     if compare {
         assert_eq!(r["peers"][0]["name"], "scalapack-pdpotrf");
         assert!(r["ratio_to_pdpotrf"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["solve_peers"][0]["name"], "scalapack-pdpotrs");
+        assert!(r["solve_ratio_to_pdpotrs"].as_f64().unwrap() > 0.0);
     }
 }

@@ -1,11 +1,12 @@
-//! ScaLAPACK's `pdpotrf` on a [`DistributedMatrix`]: the peer a distributed factorisation
-//! is measured against (feature `scalapack`; apt `libscalapack-openmpi-dev`).
+//! ScaLAPACK's `pdpotrf` on a [`DistributedMatrix`] and `pdpotrs` on a [`DistributedRhs`]:
+//! the peers a distributed factorisation and solve are measured against (feature
+//! `scalapack`; apt `libscalapack-openmpi-dev`).
 //!
 //! The tiles already sit where ScaLAPACK wants them: with block size = tile size, source
 //! process (0, 0) and a BLACS grid in row-major order, global tile (I, J) is on process
 //! (I mod P, J mod Q), at local block (I / P, J / Q) of its column-major local array. The
-//! tiles are copied into that array (not timed), `pdpotrf('L')` runs between two barriers,
-//! and the factor's tiles are copied back.
+//! tiles are copied into that array (not timed), `pdpotrf('L')` or `pdpotrs('L')` runs
+//! between two barriers, and the result's tiles are copied back.
 
 use std::ffi::c_char;
 
@@ -13,7 +14,7 @@ use faer::Mat;
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::DistributedMatrix;
+use super::{DistributedMatrix, DistributedRhs};
 use crate::{Error, Result};
 
 #[link(name = "scalapack-openmpi")]
@@ -50,6 +51,21 @@ unsafe extern "C" {
         desca: *const i32,
         info: *mut i32,
     );
+    #[allow(clippy::too_many_arguments)]
+    fn pdpotrs_(
+        uplo: *const c_char,
+        n: *const i32,
+        nrhs: *const i32,
+        a: *const f64,
+        ia: *const i32,
+        ja: *const i32,
+        desca: *const i32,
+        b: *mut f64,
+        ib: *const i32,
+        jb: *const i32,
+        descb: *const i32,
+        info: *mut i32,
+    );
 }
 
 /// What [`pdpotrf`] measured: the seconds of each run (the slowest rank's), and the factor
@@ -65,72 +81,14 @@ pub struct PeerRuns {
 /// Factors `a` with ScaLAPACK's `pdpotrf` `runs` times (each from `a`), on the ranks of
 /// `MPI_COMM_WORLD` (BLACS's default context: `comm` must span the whole job). Collective.
 pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) -> Result<PeerRuns> {
-    let to_i32 = |v: usize, what: &str| {
-        i32::try_from(v).map_err(|_| Error::InvalidOption {
-            option: "pdpotrf",
-            reason: format!("{what} {v} does not fit ScaLAPACK's 32-bit integers"),
-        })
-    };
     let tiling = a.tiling();
-    let grid = a.grid();
-    let (n, nb) = (
-        to_i32(tiling.rows(), "n")?,
-        to_i32(tiling.tile(), "the tile size")?,
-    );
-    let (p, q) = (to_i32(grid.rows(), "P")?, to_i32(grid.cols(), "Q")?);
-    let (myrow, mycol) = grid.coords(a.rank());
-    let (myrow, mycol) = (myrow as i32, mycol as i32);
-    let zero = 0i32;
-    let mut ctx = 0i32;
-    // SAFETY: BLACS's C interface with valid pointers; the default context (-1, 0) is
-    // MPI_COMM_WORLD, which MPI has initialised (the communicator proves it).
-    unsafe {
-        Cblacs_get(-1, 0, &mut ctx);
-        Cblacs_gridinit(&mut ctx, c"Row".as_ptr(), p, q);
-    }
-    // SAFETY: numroc_ reads its five integers.
-    let (local_rows, local_cols) = unsafe {
-        (
-            numroc_(&n, &nb, &myrow, &zero, &p),
-            numroc_(&n, &nb, &mycol, &zero, &q),
-        )
-    };
-    let mut local = Mat::<f64>::zeros(local_rows as usize, local_cols as usize);
-    // faer pads columns: the leading dimension is the column stride.
-    let lld = to_i32(
-        local.col_stride().unsigned_abs(),
-        "the local leading dimension",
-    )?
-    .max(1);
-    let mut desc = [0i32; 9];
-    let mut info = 0i32;
-    // SAFETY: desc has the 9 entries ScaLAPACK descriptors have; the rest are read.
-    unsafe {
-        descinit_(
-            desc.as_mut_ptr(),
-            &n,
-            &n,
-            &nb,
-            &nb,
-            &zero,
-            &zero,
-            &ctx,
-            &lld,
-            &mut info,
-        )
-    };
-    let (b, pr, qc) = (tiling.tile(), grid.rows(), grid.cols());
-    // Tile (i, j) starts at local row (i / P) * b and local column (j / Q) * b.
-    let at = |i: usize, j: usize| ((i / pr) * b, (j / qc) * b);
+    let blacs = Blacs::new(a)?;
+    let (mut local, desc, mut info) = blacs.local_array(a)?;
+    let n = to_i32(tiling.rows(), "n")?;
+    let at = blacs.at;
     let mut seconds = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
-        for (&(i, j), t) in a.tiles() {
-            let (r, c) = at(i, j);
-            local
-                .as_mut()
-                .submatrix_mut(r, c, t.nrows(), t.ncols())
-                .copy_from(t);
-        }
+        blacs.copy_in(&mut local, a);
         comm.barrier();
         let start = mpi::time();
         if info == 0 {
@@ -154,8 +112,7 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
         comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
         seconds.push(slowest);
     }
-    // SAFETY: the context was made above and is used no more.
-    unsafe { Cblacs_gridexit(ctx) };
+    drop(blacs);
     // pdpotrf's info is global: every rank has the same.
     if info != 0 {
         return Err(if info > 0 {
@@ -173,7 +130,7 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
         .tiles()
         .iter()
         .map(|(&(i, j), t)| {
-            let (r, c) = at(i, j);
+            let (r, c) = at.of(i, j);
             let mut f = local
                 .as_ref()
                 .submatrix(r, c, t.nrows(), t.ncols())
@@ -193,10 +150,212 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
         seconds,
         factor: DistributedMatrix {
             tiling: *tiling,
-            grid,
+            grid: a.grid(),
             rank: a.rank(),
             lower: true,
             tiles: factor,
         },
     })
+}
+
+/// What [`pdpotrs`] measured: the seconds of each run (the slowest rank's), and the
+/// solution of the last run.
+#[derive(Debug, Clone)]
+pub struct PeerSolves {
+    /// Seconds of each run, in order.
+    pub seconds: Vec<f64>,
+    /// The solution X, as `b` is distributed.
+    pub x: DistributedRhs,
+}
+
+/// Solves A X = B with ScaLAPACK's `pdpotrs` and the factor `l` (its lower triangle, as
+/// [`pdpotrf`] or [`crate::Cholesky::factor_distributed`] leaves it) `runs` times, each
+/// from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
+pub fn pdpotrs<C: Communicator>(
+    comm: &C,
+    l: &DistributedMatrix,
+    b: &DistributedRhs,
+    runs: usize,
+) -> Result<PeerSolves> {
+    let (lt, bt) = (l.tiling(), b.tiling());
+    if b.0.grid != l.grid() || (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
+        return Err(Error::InvalidOption {
+            option: "pdpotrs",
+            reason: "the right-hand sides are not on the factor's grid with its rows and tile"
+                .into(),
+        });
+    }
+    let blacs = Blacs::new(l)?;
+    let (mut l_local, l_desc, mut info) = blacs.local_array(l)?;
+    let (mut b_local, b_desc, b_info) = blacs.local_array(&b.0)?;
+    info = info.min(b_info);
+    let (n, nrhs) = (to_i32(bt.rows(), "n")?, to_i32(bt.cols(), "nrhs")?);
+    let at = blacs.at;
+    blacs.copy_in(&mut l_local, l);
+    let mut seconds = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        blacs.copy_in(&mut b_local, &b.0);
+        comm.barrier();
+        let start = mpi::time();
+        if info == 0 {
+            let (one, uplo) = (1i32, b'L' as c_char);
+            // SAFETY: the local arrays are those the descriptors describe.
+            unsafe {
+                pdpotrs_(
+                    &uplo,
+                    &n,
+                    &nrhs,
+                    l_local.as_ptr(),
+                    &one,
+                    &one,
+                    l_desc.as_ptr(),
+                    b_local.as_ptr_mut(),
+                    &one,
+                    &one,
+                    b_desc.as_ptr(),
+                    &mut info,
+                )
+            };
+        }
+        let mine = mpi::time() - start;
+        let mut slowest = 0.0;
+        comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
+        seconds.push(slowest);
+    }
+    drop(blacs);
+    if info != 0 {
+        return Err(Error::Distributed {
+            rank: l.rank().0,
+            reason: format!("ScaLAPACK refused argument {} (info {info})", -info),
+        });
+    }
+    let mut x = b.clone();
+    for (&(i, j), t) in x.0.tiles.iter_mut() {
+        let (r, c) = at.of(i, j);
+        t.copy_from(b_local.as_ref().submatrix(r, c, t.nrows(), t.ncols()));
+    }
+    Ok(PeerSolves { seconds, x })
+}
+
+fn to_i32(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::InvalidOption {
+        option: "scalapack",
+        reason: format!("{what} {v} does not fit ScaLAPACK's 32-bit integers"),
+    })
+}
+
+/// A BLACS grid for a distributed matrix's grid (freed on drop), and where its tiles go in
+/// the local arrays.
+struct Blacs {
+    ctx: i32,
+    p: i32,
+    q: i32,
+    myrow: i32,
+    mycol: i32,
+    /// Where tiles start in a local array.
+    at: LocalAt,
+}
+
+/// Where tile (i, j) starts in a local array: at local row (i / P) * b and local column
+/// (j / Q) * b, for tiles of side b on P x Q processes.
+#[derive(Clone, Copy)]
+struct LocalAt {
+    tile: usize,
+    p: usize,
+    q: usize,
+}
+
+impl LocalAt {
+    fn of(self, i: usize, j: usize) -> (usize, usize) {
+        ((i / self.p) * self.tile, (j / self.q) * self.tile)
+    }
+}
+
+impl Blacs {
+    fn new(a: &DistributedMatrix) -> Result<Self> {
+        let grid = a.grid();
+        let (p, q) = (to_i32(grid.rows(), "P")?, to_i32(grid.cols(), "Q")?);
+        let (myrow, mycol) = grid.coords(a.rank());
+        let mut ctx = 0i32;
+        // SAFETY: BLACS's C interface with valid pointers; the default context (-1, 0) is
+        // MPI_COMM_WORLD, which MPI has initialised (a distributed matrix proves it).
+        unsafe {
+            Cblacs_get(-1, 0, &mut ctx);
+            Cblacs_gridinit(&mut ctx, c"Row".as_ptr(), p, q);
+        }
+        Ok(Self {
+            ctx,
+            p,
+            q,
+            myrow: myrow as i32,
+            mycol: mycol as i32,
+            at: LocalAt {
+                tile: a.tiling().tile(),
+                p: grid.rows(),
+                q: grid.cols(),
+            },
+        })
+    }
+
+    /// A zero local array for `m` (every rank's share of its rows and columns), its
+    /// descriptor, and descinit's info.
+    fn local_array(&self, m: &DistributedMatrix) -> Result<(Mat<f64>, [i32; 9], i32)> {
+        let tiling = m.tiling();
+        let (rows, cols, nb) = (
+            to_i32(tiling.rows(), "the rows")?,
+            to_i32(tiling.cols(), "the columns")?,
+            to_i32(tiling.tile(), "the tile size")?,
+        );
+        let zero = 0i32;
+        // SAFETY: numroc_ reads its five integers.
+        let (local_rows, local_cols) = unsafe {
+            (
+                numroc_(&rows, &nb, &self.myrow, &zero, &self.p),
+                numroc_(&cols, &nb, &self.mycol, &zero, &self.q),
+            )
+        };
+        let local = Mat::<f64>::zeros(local_rows as usize, local_cols as usize);
+        // faer pads columns: the leading dimension is the column stride.
+        let lld = to_i32(
+            local.col_stride().unsigned_abs(),
+            "the local leading dimension",
+        )?
+        .max(1);
+        let mut desc = [0i32; 9];
+        let mut info = 0i32;
+        // SAFETY: desc has the 9 entries ScaLAPACK descriptors have; the rest are read.
+        unsafe {
+            descinit_(
+                desc.as_mut_ptr(),
+                &rows,
+                &cols,
+                &nb,
+                &nb,
+                &zero,
+                &zero,
+                &self.ctx,
+                &lld,
+                &mut info,
+            )
+        };
+        Ok((local, desc, info))
+    }
+
+    /// Copies `m`'s tiles into its local array.
+    fn copy_in(&self, local: &mut Mat<f64>, m: &DistributedMatrix) {
+        for (&(i, j), t) in m.tiles() {
+            let (r, c) = self.at.of(i, j);
+            local
+                .as_mut()
+                .submatrix_mut(r, c, t.nrows(), t.ncols())
+                .copy_from(t);
+        }
+    }
+}
+
+impl Drop for Blacs {
+    fn drop(&mut self) {
+        // SAFETY: the context was made in `new` and is used no more.
+        unsafe { Cblacs_gridexit(self.ctx) };
+    }
 }

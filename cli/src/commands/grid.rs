@@ -51,8 +51,15 @@ pub struct GridReport {
     pub residual: f64,
     pub residual_ok: bool,
     /// Seconds of the distributed solve of one random right-hand side (forward and
-    /// backward substitutions, each the slowest rank's).
+    /// backward substitutions, each the slowest rank's; the best with `--repeat`).
     pub solve_seconds: f64,
+    pub solve_median_seconds: f64,
+    /// ScaLAPACK's pdpotrs with the same factor and right-hand side (with `--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solve_peers: Option<Vec<PeerRate>>,
+    /// hetla's best solve over pdpotrs's best (with `--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solve_ratio_to_pdpotrs: Option<f64>,
     /// ||A x - b||_1 / (||A||_1 ||x||_1) of that solve, computed where the tiles live.
     pub solve_backward_error: f64,
     /// Bytes of tiles each rank sent in the solve.
@@ -120,7 +127,12 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();
-    let solve = options.solve_distributed(&world, &factor, &mut x)?;
+    let (solve, solve_timings) = crate::peers::repeat(repeat, || {
+        x = b.clone();
+        let solve = options.solve_distributed(&world, &factor, &mut x)?;
+        let seconds = solve.seconds;
+        Ok((solve, seconds))
+    })?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let mut tasks_by_rank = vec![0u64; world.size() as usize];
     world.all_gather_into(&(run.trace.tasks.len() as u64), &mut tasks_by_rank[..]);
@@ -138,6 +150,16 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     let bounds = run.bounds(&world, network.unwrap_or(free));
     let peers = match args.compare {
         Some(_) => Some(vec![pdpotrf_peer(&world, &a, repeat, flops)?]),
+        None => None,
+    };
+    let solve_peers = match args.compare {
+        Some(_) => Some(vec![pdpotrs_peer(
+            &world,
+            &factor,
+            &b,
+            repeat,
+            solve.flops,
+        )?]),
         None => None,
     };
     if world.rank() != 0 {
@@ -164,7 +186,12 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
         gflops: flops / best / 1e9,
         residual,
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
-        solve_seconds: solve.seconds,
+        solve_seconds: solve_timings.best,
+        solve_median_seconds: solve_timings.median,
+        solve_ratio_to_pdpotrs: solve_peers
+            .as_ref()
+            .map(|p| p[0].seconds / solve_timings.best),
+        solve_peers,
         solve_backward_error,
         solve_bytes_sent_by_rank: solve.bytes_sent_by_rank,
         bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
@@ -193,6 +220,36 @@ fn pdpotrf_peer<C: mpi::traits::Communicator>(
     let mut seconds = runs.seconds[warm..].to_vec();
     let timings = crate::peers::timings(&mut seconds);
     Ok(PeerRate::from_timings("scalapack-pdpotrf", timings, flops))
+}
+
+/// ScaLAPACK's pdpotrs with the factor `l` on `b`, timed as hetla's solve is.
+#[cfg(feature = "scalapack")]
+fn pdpotrs_peer<C: mpi::traits::Communicator>(
+    comm: &C,
+    l: &hetla::distributed::DistributedMatrix,
+    b: &hetla::distributed::DistributedRhs,
+    repeat: Option<usize>,
+    flops: f64,
+) -> hetla::Result<PeerRate> {
+    let warm = usize::from(repeat.is_some());
+    let runs = hetla::distributed::scalapack::pdpotrs(comm, l, b, repeat.unwrap_or(1) + warm)?;
+    let mut seconds = runs.seconds[warm..].to_vec();
+    let timings = crate::peers::timings(&mut seconds);
+    Ok(PeerRate::from_timings("scalapack-pdpotrs", timings, flops))
+}
+
+#[cfg(all(feature = "mpi", not(feature = "scalapack")))]
+fn pdpotrs_peer<C: mpi::traits::Communicator>(
+    _: &C,
+    _: &hetla::distributed::DistributedMatrix,
+    _: &hetla::distributed::DistributedRhs,
+    _: Option<usize>,
+    _: f64,
+) -> hetla::Result<PeerRate> {
+    Err(hetla::Error::InvalidOption {
+        option: "compare",
+        reason: "the distributed run's peers are ScaLAPACK's pdpotrf and pdpotrs: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
+    })
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
@@ -248,9 +305,18 @@ pub fn print(r: &GridReport) {
         if r.residual_ok { "ok" } else { "TOO LARGE" }
     );
     println!(
-        "  solve     {:.4} s for {SOLVE_RHS} right-hand side, backward error {:.3e}, sent {:?} bytes by rank",
-        r.solve_seconds, r.solve_backward_error, r.solve_bytes_sent_by_rank
+        "  solve     {:.4} s for {SOLVE_RHS} right-hand side (median {:.4} s), backward error {:.3e}, sent {:?} bytes by rank",
+        r.solve_seconds, r.solve_median_seconds, r.solve_backward_error, r.solve_bytes_sent_by_rank
     );
+    for p in r.solve_peers.iter().flatten() {
+        println!(
+            "  peer      {}: {:.4} s (median {:.4} s)",
+            p.name, p.seconds, p.median_seconds
+        );
+    }
+    if let Some(ratio) = r.solve_ratio_to_pdpotrs {
+        println!("  ratio     {ratio:.3}x pdpotrs");
+    }
     println!(
         "  sent      {:.1} MiB in all; by rank {:?} bytes, the 2D block-cyclic count {:?}",
         r.bytes_sent_total as f64 / 1048576.0,
