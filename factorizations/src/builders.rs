@@ -1,20 +1,30 @@
-//! Builders of the task graphs of the tiled Cholesky factorisation and of the solve.
+//! Builders of the task graphs of the tiled Cholesky factorisation and of the solve, on
+//! one node and over a process grid.
 
-use hetla_kernels::Op;
+use hetla_kernels::{Op, Shape};
 
-use crate::{Access, MatrixId, Mode, TaskGraph, TileRef, Tiling, TilingError};
+use crate::{Access, MatrixId, Mode, ProcessGrid, TaskGraph, TileRef, Tiling, TilingError};
 
 /// The matrix factored in place: A, then its Cholesky factor L (lower tiles only).
 pub const FACTOR: MatrixId = MatrixId(0);
 /// The right-hand sides of a solve, overwritten by the solution.
 pub const RHS: MatrixId = MatrixId(1);
+/// The partial sums of a distributed substitution ([`distributed_substitution`]): tiles
+/// that start at zero and collect the updates of one rank, to be added where they belong.
+pub const SUMS: MatrixId = MatrixId(2);
 
 /// Adds one task whose accesses are `reads` then the written tile, with flops computed
 /// from the tile shapes.
 fn push(g: &mut TaskGraph, op: Op, reads: &[(TileRef, &Tiling)], write: (TileRef, &Tiling)) {
-    let shape = |(t, tiling): (TileRef, &Tiling)| tiling.tile_shape(t.row, t.col);
-    let mut shapes: Vec<_> = reads.iter().map(|&x| shape(x)).collect();
-    shapes.push(shape(write));
+    let shaped = |(t, tiling): (TileRef, &Tiling)| (t, tiling.tile_shape(t.row, t.col));
+    let reads: Vec<_> = reads.iter().map(|&x| shaped(x)).collect();
+    push_shaped(g, op, &reads, shaped(write));
+}
+
+/// [`push`] with the operands' shapes given.
+fn push_shaped(g: &mut TaskGraph, op: Op, reads: &[(TileRef, Shape)], write: (TileRef, Shape)) {
+    let mut shapes: Vec<_> = reads.iter().map(|&(_, s)| s).collect();
+    shapes.push(write.1);
     let mut accesses: Vec<_> = reads
         .iter()
         .map(|&(tile, _)| Access {
@@ -96,4 +106,101 @@ pub fn backward_substitution(g: &mut TaskGraph, l: &Tiling, b: &Tiling) -> Resul
         }
     }
     Ok(())
+}
+
+/// Adds to `g` the forward (L Y = B, `transposed` false) or backward (L^T X = Y) substitution
+/// for a run over `grid`, where each update runs on the rank that holds the tile of L it
+/// reads (owner computes on the tiles of [`SUMS`]): L never travels, only tiles of B and
+/// partial sums, each of `tile x nrhs` entries at most.
+///
+/// - **Forward**: the update of B_(i,c) by L_ik B_(k,c) runs with L_ik on rank
+///   (i mod P, k mod Q). It goes into B_(i,c) itself when that rank holds it (k = c mod Q),
+///   else into the partial sum [`SUMS`] (i, c Q + k mod Q), which lives there too. Before
+///   B_(k,c) is solved it adds the partial sums of its row ([`Op::Add`]).
+/// - **Backward**: the update of B_(i,c) by L_ki^T B_(k,c) runs with L_ki on rank
+///   (k mod P, i mod Q), into B_(i,c) or into the partial sum (c P + k mod P, i).
+///
+/// A partial sum tile is `rows of tile row i x columns of tile column c` of B
+/// ([`sum_shape`]); every rank runs one substitution as one run, each tile of B and each
+/// partial sum sent once, when final.
+pub fn distributed_substitution(
+    g: &mut TaskGraph,
+    l: &Tiling,
+    b: &Tiling,
+    grid: &ProcessGrid,
+    transposed: bool,
+) -> Result<(), TilingError> {
+    check_rhs(l, b)?;
+    let (p, q) = (grid.rows(), grid.cols());
+    let shape = |t: TileRef| match t.matrix {
+        SUMS => sum_shape(t, l, b, grid, transposed),
+        FACTOR => l.tile_shape(t.row, t.col),
+        _ => b.tile_shape(t.row, t.col),
+    };
+    let at = |t: TileRef| (t, shape(t));
+    let lt = |i, j| TileRef::new(FACTOR, i, j);
+    let bt = |i, c| TileRef::new(RHS, i, c);
+    let nt = l.row_tiles();
+    for c in 0..b.col_tiles() {
+        // The partial sums of each tile row written so far.
+        let mut sums: Vec<Vec<TileRef>> = vec![Vec::new(); nt];
+        let order: Box<dyn Iterator<Item = usize>> = if transposed {
+            Box::new((0..nt).rev())
+        } else {
+            Box::new(0..nt)
+        };
+        for k in order {
+            for sum in std::mem::take(&mut sums[k]) {
+                push_shaped(g, Op::Add, &[at(sum)], at(bt(k, c)));
+            }
+            let solve = if transposed {
+                Op::SolveLowerTrans
+            } else {
+                Op::SolveLower
+            };
+            push_shaped(g, solve, &[at(lt(k, k))], at(bt(k, c)));
+            let rows: Box<dyn Iterator<Item = usize>> = if transposed {
+                Box::new(0..k)
+            } else {
+                Box::new(k + 1..nt)
+            };
+            for i in rows {
+                let (factor, op) = if transposed {
+                    (lt(k, i), Op::UpdateTrans)
+                } else {
+                    (lt(i, k), Op::Update)
+                };
+                let target = bt(i, c);
+                let into = if grid.owner(factor) == grid.owner(target) {
+                    target
+                } else if transposed {
+                    TileRef::new(SUMS, c * p + k % p, i)
+                } else {
+                    TileRef::new(SUMS, i, c * q + k % q)
+                };
+                if into != target && !sums[i].contains(&into) {
+                    sums[i].push(into);
+                }
+                push_shaped(g, op, &[at(factor), at(bt(k, c))], at(into));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The shape of the partial sum `tile` of [`distributed_substitution`]: the rows of the
+/// tile row of B it is added to, and the columns of its tile column.
+pub fn sum_shape(
+    tile: TileRef,
+    l: &Tiling,
+    b: &Tiling,
+    grid: &ProcessGrid,
+    transposed: bool,
+) -> Shape {
+    let (row, col) = if transposed {
+        (tile.col, tile.row / grid.rows())
+    } else {
+        (tile.row, tile.col / grid.cols())
+    };
+    (l.tile_rows(row), b.tile_cols(col))
 }

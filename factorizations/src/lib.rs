@@ -18,7 +18,10 @@ mod graph;
 mod matmul;
 mod tiling;
 
-pub use builders::{FACTOR, RHS, backward_substitution, cholesky, forward_substitution};
+pub use builders::{
+    FACTOR, RHS, SUMS, backward_substitution, cholesky, distributed_substitution,
+    forward_substitution, sum_shape,
+};
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};

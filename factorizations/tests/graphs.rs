@@ -1,8 +1,9 @@
 //! Properties of the task graphs: counts, flops, tile coverage and dependency soundness.
 
 use hetla_factorizations::{
-    Access, FACTOR, MatrixId, Mode, Op, RHS, TaskGraph, TaskId, TileRef, Tiling, TilingError,
-    backward_substitution, cholesky, forward_substitution,
+    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, SUMS, TaskGraph, TaskId, TileRef, Tiling,
+    TilingError, backward_substitution, cholesky, distributed_substitution, forward_substitution,
+    messages, task_rank,
 };
 use proptest::prelude::*;
 
@@ -106,6 +107,55 @@ fn solve_graphs_have_the_flops_of_two_triangular_solves() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn distributed_substitutions_update_beside_l_and_never_send_its_tiles_below_the_diagonal() {
+    for (n, r, b, grid) in [(23, 1, 4, "2x3"), (40, 9, 4, "3x2"), (17, 5, 3, "1x2")] {
+        let grid: ProcessGrid = grid.parse().unwrap();
+        let l = Tiling::square(n, b).unwrap();
+        let rhs = Tiling::new(n, r, b).unwrap();
+        for transposed in [false, true] {
+            let mut g = TaskGraph::new();
+            distributed_substitution(&mut g, &l, &rhs, &grid, transposed).unwrap();
+            // The flops of a substitution, plus the partial sums' additions.
+            let adds: f64 = g
+                .tasks()
+                .iter()
+                .filter(|t| t.op == Op::Add)
+                .map(|t| t.flops)
+                .sum();
+            let nf = (n * n * r) as f64;
+            assert!((g.total_flops() - adds - nf).abs() < 1e-9 * nf);
+            assert_conflicts_are_ordered(&g);
+            for t in g.ids() {
+                let task = g.task(t);
+                if matches!(task.op, Op::Update | Op::UpdateTrans) {
+                    assert_eq!(task_rank(&g, &grid, t), grid.owner(task.accesses[0].tile));
+                }
+            }
+            for m in messages(&g, &grid) {
+                let diagonal = m.tile.matrix == FACTOR && m.tile.row == m.tile.col;
+                assert!(diagonal || m.tile.matrix != FACTOR, "{m:?}");
+                // Partial sums go to their row's rank once complete.
+                if m.tile.matrix == SUMS {
+                    assert!(m.version.is_some());
+                }
+            }
+        }
+        // On one rank it is the plain substitution.
+        let one: ProcessGrid = "1x1".parse().unwrap();
+        let (mut plain, mut here) = (TaskGraph::new(), TaskGraph::new());
+        forward_substitution(&mut plain, &l, &rhs).unwrap();
+        distributed_substitution(&mut here, &l, &rhs, &one, false).unwrap();
+        // The same tasks (in another order: right-hand-side tile columns outermost).
+        let sorted = |g: &TaskGraph| {
+            let mut tasks: Vec<String> = g.tasks().iter().map(|t| format!("{t:?}")).collect();
+            tasks.sort();
+            tasks
+        };
+        assert!(sorted(&plain) == sorted(&here), "n {n}, r {r}, b {b}");
     }
 }
 

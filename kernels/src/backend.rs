@@ -74,6 +74,11 @@ impl Backend {
             Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
             Op::Update => self.gemm_sub(reads[0], reads[1], write, par),
             Op::UpdateTrans => self.gemm_sub(reads[0].transpose(), reads[1], write, par),
+            Op::Add => {
+                let mut write = write;
+                write += reads[0];
+                Ok(())
+            }
             Op::MatMul(p) => {
                 let a = if p.trans_a {
                     reads[0].transpose()

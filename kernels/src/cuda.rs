@@ -580,6 +580,8 @@ impl GpuContext {
                 Op::UpdateTrans => blas::cublasDgemm_v2(
                     h, T, N, m, n, a_rows, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
                 ),
+                // In place: cuBLAS allows C = B with the same leading dimension.
+                Op::Add => blas::cublasDgeam(h, N, N, m, n, &one, pa, lda, &one, pc, ldc, pc, ldc),
                 Op::MatMul(p) => {
                     let (alpha, beta) = (p.alpha(), p.beta());
                     let trans = |t: bool| if t { T } else { N };

@@ -30,6 +30,9 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
+    /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives,
+    /// as in a distributed substitution).
+    Add,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is
     /// m x k, or k x m when transposed) and op(B) is k x n: one tile of a general matrix
     /// product. With beta = 0, C is overwritten and never read (BLAS semantics).
@@ -101,7 +104,7 @@ pub type Shape = (usize, usize);
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -110,12 +113,13 @@ impl Op {
         Op::SolveLowerTrans,
         Op::Update,
         Op::UpdateTrans,
+        Op::Add,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and
     /// reports group tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 9] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 9];
+    pub const KINDS: [Op; 10] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 10];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -141,6 +145,7 @@ impl Op {
             Op::SolveLowerTrans => "solve_lower_trans",
             Op::Update => "update",
             Op::UpdateTrans => "update_trans",
+            Op::Add => "add",
             Op::MatMul(_) => "matmul",
         }
     }
@@ -154,7 +159,7 @@ impl Op {
     pub fn reads(self) -> usize {
         match self {
             Op::Potrf => 0,
-            Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans => 1,
+            Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans | Op::Add => 1,
             Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
@@ -203,6 +208,7 @@ impl Op {
                 expect("L", shapes[0], (k, w.0))?;
                 expect("X", shapes[1], (k, w.1))
             }
+            Op::Add => expect("X", shapes[0], w),
             Op::MatMul(p) => {
                 let k = p.op_a(shapes[0]).1;
                 expect("op(A)", p.op_a(shapes[0]), (w.0, k))?;
@@ -229,6 +235,7 @@ impl Op {
             Op::SolveLower | Op::SolveLowerTrans => n * m * m,
             Op::Update => 2.0 * m * n * shapes[0].1 as f64,
             Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
+            Op::Add => m * n,
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }
@@ -281,7 +288,7 @@ mod tests {
             (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
             (2.0, 0.5, 1.0)
         );
-        assert!(nt.same_kind(Op::KINDS[8]) && !nt.same_kind(Op::GemmNt));
+        assert!(nt.same_kind(Op::KINDS[9]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
     }
 
@@ -300,5 +307,9 @@ mod tests {
                 .is_ok()
         );
         assert!(Op::Update.check_shapes(&[(7, 3), (7, 2), (3, 2)]).is_err());
+        assert!(Op::Add.check_shapes(&[(7, 2), (7, 2)]).is_ok());
+        let err = Op::Add.check_shapes(&[(7, 3), (7, 2)]).unwrap_err();
+        assert!(err.contains("X is 7x3"), "{err}");
+        assert_eq!(Op::Add.flops(&[(7, 2), (7, 2)]), 14.0);
     }
 }

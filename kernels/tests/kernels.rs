@@ -191,6 +191,22 @@ fn gemm_and_updates_match_the_naive_products() {
                 max_diff(y.as_ref(), want.as_ref()) < 1e-12,
                 "{backend} update"
             );
+            // Add: Y + X with X of Y's shape.
+            let mut y = c0.clone();
+            backend
+                .run(
+                    Op::Add,
+                    &[a.as_ref().subrows(0, m).subcols(0, k.min(n))],
+                    y.as_mut().subcols_mut(0, k.min(n)),
+                    Par::Seq,
+                )
+                .unwrap();
+            let added =
+                |i: usize, j: usize| c0[(i, j)] + if j < k.min(n) { a[(i, j)] } else { 0.0 };
+            assert!(
+                max_diff(y.as_ref(), Mat::from_fn(m, n, added).as_ref()) < 1e-15,
+                "{backend} add"
+            );
             // UpdateTrans: Y - L^T X with L k x m.
             let lt = pseudo_random(k, m, 9);
             let mut y = c0.clone();

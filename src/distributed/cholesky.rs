@@ -5,9 +5,11 @@
 //! owns ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its
 //! clusters and GPUs, scheduled as on one node), while the calling thread moves the tiles
 //! between ranks ([`execute_beside`]). The factorisation is one such run; the solve is two,
-//! the forward substitution L Y = B and then the backward one L^T X = Y, each of which
-//! sends one version of a tile to a rank (a tile of B once it is solved, and L's tiles as
-//! they are), which is what one run carries.
+//! the forward substitution L Y = B and then the backward one L^T X = Y
+//! ([`distributed_substitution`]): each update runs on the rank that holds its tile of L,
+//! into a partial sum there when the tile of B it updates lives elsewhere, so that only
+//! B's tiles, the partial sums and L's diagonal tiles travel (O(n x nrhs) words, not L's
+//! O(n^2)). Each sends one version of a tile to a rank, which is what one run carries.
 //!
 //! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed identically on every rank: a
 //!   version of a tile goes once to each rank that runs a task reading it (for the
@@ -48,8 +50,8 @@ use std::time::{Duration, Instant};
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{
-    FACTOR, MatrixId, RHS, TaskGraph, TaskId, TileRef, Tiling, backward_substitution, cholesky,
-    forward_substitution,
+    FACTOR, MatrixId, RHS, SUMS, TaskGraph, TaskId, TileRef, Tiling, cholesky,
+    distributed_substitution, sum_shape,
 };
 use hetla_kernels::{Backend, KernelError, Par};
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
@@ -128,7 +130,7 @@ impl Cholesky {
         }
         let plan = cholesky(&tiling)
             .map_err(Error::from)
-            .and_then(|g| Plan::new(&g, &[(FACTOR, tiling)], a.grid, a.rank));
+            .and_then(|g| Plan::new(&g, &[(FACTOR, Layout::Tiled(tiling))], a.grid, a.rank));
         if let Err(e) = &plan {
             problem.get_or_insert(e.to_string());
         }
@@ -183,10 +185,22 @@ impl Cholesky {
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let plans = [forward_substitution, backward_substitution].map(|substitution| {
+        let grid = l.grid;
+        let plans = [false, true].map(|transposed| {
             let mut g = TaskGraph::new();
-            substitution(&mut g, &lt, &bt)?;
-            Plan::new(&g, &[(FACTOR, lt), (RHS, bt)], l.grid, l.rank)
+            distributed_substitution(&mut g, &lt, &bt, &grid, transposed)?;
+            let sums = Layout::Sums {
+                l: lt,
+                b: bt,
+                grid,
+                transposed,
+            };
+            let layouts = [
+                (FACTOR, Layout::Tiled(lt)),
+                (RHS, Layout::Tiled(bt)),
+                (SUMS, sums),
+            ];
+            Plan::new(&g, &layouts, grid, l.rank)
         });
         for plan in &plans {
             if let (None, Err(e)) = (&problem, plan) {
@@ -203,7 +217,12 @@ impl Cholesky {
         };
         for plan in plans {
             let plan = plan?;
-            let held = vec![Held::Read(FACTOR, l), Held::Written(RHS, &mut b.0)];
+            let mut sums = plan.zero_sums(&b.0);
+            let held = vec![
+                Held::Read(FACTOR, l),
+                Held::Written(RHS, &mut b.0),
+                Held::Written(SUMS, &mut sums),
+            ];
             let out = self.run_plan(comm, &platform, &plan, held)?;
             solve.seconds += out.seconds;
             for (r, (sent, expected)) in out
@@ -250,10 +269,13 @@ impl Cholesky {
 
         // The same outcome on every rank: the first failed pivot, else the lowest rank that
         // failed on its own (not stopped by another's failure).
-        let factor = plan.tilings.iter().find(|(m, _)| *m == FACTOR);
+        let factor = plan.layouts.iter().find_map(|(m, layout)| match layout {
+            Layout::Tiled(t) if *m == FACTOR => Some(t),
+            _ => None,
+        });
         let run = run.map_err(|e| {
             let stopped = e.step == RunStep::Outside;
-            (run_error(&plan.graph, factor.map(|(_, t)| t), e), stopped)
+            (run_error(&plan.graph, factor, e), stopped)
         });
         let pivot = match &run {
             Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
@@ -314,8 +336,8 @@ enum Held<'m> {
 
 /// This rank's share of the distributed run ([`RankPlan`]), with what the exchange needs.
 struct Plan {
-    /// The tiling of each matrix the run uses.
-    tilings: Vec<(MatrixId, Tiling)>,
+    /// The layout of each matrix the run uses.
+    layouts: Vec<(MatrixId, Layout)>,
     rank: Rank,
     share: RankPlan,
     /// Bytes each rank sends ([`messages`](hetla_factorizations::messages)' count).
@@ -331,10 +353,10 @@ impl std::ops::Deref for Plan {
 }
 
 impl Plan {
-    /// `rank`'s share of `whole` on `grid`, over matrices tiled by `tilings`.
+    /// `rank`'s share of `whole` on `grid`, over matrices laid out as `layouts` says.
     fn new(
         whole: &TaskGraph,
-        tilings: &[(MatrixId, Tiling)],
+        layouts: &[(MatrixId, Layout)],
         grid: super::ProcessGrid,
         rank: Rank,
     ) -> Result<Self> {
@@ -344,7 +366,7 @@ impl Plan {
             reason: e.to_string(),
         })?;
         let mut plan = Self {
-            tilings: tilings.to_vec(),
+            layouts: layouts.to_vec(),
             rank,
             share: split.ranks.swap_remove(rank.0),
             bytes_expected: Vec::new(),
@@ -357,14 +379,57 @@ impl Plan {
 
     /// The (rows, columns) of `tile`; (0, 0) for a matrix the run does not use.
     fn shape(&self, tile: TileRef) -> (usize, usize) {
-        let tiling = self.tilings.iter().find(|(m, _)| *m == tile.matrix);
-        tiling.map_or((0, 0), |(_, t)| t.tile_shape(tile.row, tile.col))
+        let layout = self.layouts.iter().find(|(m, _)| *m == tile.matrix);
+        layout.map_or((0, 0), |(_, layout)| match layout {
+            Layout::Tiled(t) => t.tile_shape(tile.row, tile.col),
+            Layout::Sums {
+                l,
+                b,
+                grid,
+                transposed,
+            } => sum_shape(tile, l, b, grid, *transposed),
+        })
     }
 
     fn tile_bytes(&self, tile: TileRef) -> usize {
         let (r, c) = self.shape(tile);
         r * c * size_of::<f64>()
     }
+
+    /// Zero tiles for the partial sums this rank's tasks write (none outside a
+    /// distributed substitution), held like the right-hand sides `like`.
+    fn zero_sums(&self, like: &DistributedMatrix) -> DistributedMatrix {
+        let tiles = self
+            .graph
+            .tasks()
+            .iter()
+            .flat_map(|t| &t.accesses)
+            .filter(|a| a.tile.matrix == SUMS && a.mode.writes())
+            .map(|a| {
+                let (rows, cols) = self.shape(a.tile);
+                ((a.tile.row, a.tile.col), Mat::zeros(rows, cols))
+            })
+            .collect();
+        DistributedMatrix {
+            tiles,
+            ..like.clone_empty()
+        }
+    }
+}
+
+/// How a matrix of a run is cut into tiles.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// By a tiling.
+    Tiled(Tiling),
+    /// The partial sums of a distributed substitution of the right-hand sides tiled by `b`
+    /// with the factor tiled by `l` ([`sum_shape`]).
+    Sums {
+        l: Tiling,
+        b: Tiling,
+        grid: super::ProcessGrid,
+        transposed: bool,
+    },
 }
 
 /// A tile received from another rank, read by some of this rank's tasks.

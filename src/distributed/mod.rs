@@ -254,6 +254,14 @@ impl DistributedMatrix {
         Ok(Some(a))
     }
 
+    /// The same layout with no tile.
+    pub(crate) fn clone_empty(&self) -> Self {
+        Self {
+            tiles: BTreeMap::new(),
+            ..*self
+        }
+    }
+
     /// The tiling (order, tile size).
     pub fn tiling(&self) -> &Tiling {
         &self.tiling
