@@ -107,10 +107,7 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
                 )
             };
         }
-        let mine = mpi::time() - start;
-        let mut slowest = 0.0;
-        comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
-        seconds.push(slowest);
+        seconds.push(slowest_since(comm, start));
     }
     drop(blacs);
     // pdpotrf's info is global: every rank has the same.
@@ -217,10 +214,7 @@ pub fn pdpotrs<C: Communicator>(
                 )
             };
         }
-        let mine = mpi::time() - start;
-        let mut slowest = 0.0;
-        comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
-        seconds.push(slowest);
+        seconds.push(slowest_since(comm, start));
     }
     drop(blacs);
     if info != 0 {
@@ -235,6 +229,14 @@ pub fn pdpotrs<C: Communicator>(
         t.copy_from(b_local.as_ref().submatrix(r, c, t.nrows(), t.ncols()));
     }
     Ok(PeerSolves { seconds, x })
+}
+
+/// Seconds since `start` (`mpi::time`) on the slowest rank. Collective.
+fn slowest_since<C: Communicator>(comm: &C, start: f64) -> f64 {
+    let mine = mpi::time() - start;
+    let mut slowest = 0.0;
+    comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
+    slowest
 }
 
 fn to_i32(v: usize, what: &str) -> Result<i32> {
