@@ -31,7 +31,8 @@ pub struct GridReport {
     pub grid: String,
     pub ranks: usize,
     pub backend: String,
-    /// The clusters of each rank (within the cores `mpirun` binds it to).
+    /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores
+    /// `mpirun` binds the rank to); every rank builds its clusters alike.
     pub clusters: String,
     pub scheduler: String,
     /// Tasks each rank ran.
@@ -280,7 +281,7 @@ pub fn print(r: &GridReport) {
         r.n, r.tile, r.grid, r.ranks, r.tasks_by_rank
     );
     println!(
-        "  each rank {} kernels, clusters {}, scheduler {}",
+        "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",
         r.backend, r.clusters, r.scheduler
     );
     println!(
