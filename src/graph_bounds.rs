@@ -96,7 +96,7 @@ pub fn cp_and_area_ms(
 }
 
 /// Each task's type (its kernel's index among the distinct kernels), and the kernels.
-fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) {
+pub(crate) fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) {
     let mut type_of: HashMap<&KernelKey, usize> = HashMap::new();
     let mut type_keys: Vec<&KernelKey> = Vec::new();
     let types = keys

@@ -268,18 +268,9 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
 
     // A weak-scaling sweep: n grows as sqrt(nodes), one scaling plot.
     let out_dir = dir.join("sweep");
-    let (ok, out, err) = hetla(&[
-        "sweep",
-        "--platform",
-        "sirocco",
-        "--clusters",
-        "2x10",
-        "--gpus",
-        "2",
-        "--n",
-        "9600",
-        "--tile",
-        "960",
+    let mut args = vec!["sweep"];
+    args.extend(&base[1..]);
+    args.extend([
         "--nodes",
         "1,4,2x2",
         "--weak",
@@ -287,6 +278,7 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
         out_dir.to_str().unwrap(),
         "--json",
     ]);
+    let (ok, out, err) = hetla(&args);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v["rows"].as_array().unwrap();

@@ -610,12 +610,15 @@ pub fn simulate_grid(
     }
     // Per rank, per task: the inputs it awaits from other ranks, and the messages it sends.
     let mut outside: Vec<Vec<usize>> = ranks.iter().map(|r| vec![0; r.work.graph.len()]).collect();
-    let mut sends: Vec<HashMap<TaskId, Vec<usize>>> = vec![HashMap::new(); ranks.len()];
+    let mut sends: Vec<Vec<Vec<usize>>> = ranks
+        .iter()
+        .map(|r| vec![Vec::new(); r.work.graph.len()])
+        .collect();
     for (i, m) in messages.iter().enumerate() {
         for r in &m.readers {
             outside[m.to][r.0] += 1;
         }
-        sends[m.from].entry(m.writer).or_default().push(i);
+        sends[m.from][m.writer.0].push(i);
     }
 
     let run_options: Vec<RunOptions> = ranks
@@ -755,7 +758,7 @@ pub fn simulate_grid(
                 run.idle[worker] = true;
                 run.last = now;
                 run.engine.finish(&run.links, task, worker, now, Ok(()));
-                for &i in sends[event.rank].get(&task).into_iter().flatten() {
+                for &i in &sends[event.rank][task.0] {
                     let m = &messages[i];
                     let handle = sent[i];
                     // The tile leaves from host memory: copied back first if only a GPU has it.

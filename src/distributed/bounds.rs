@@ -12,7 +12,6 @@
 //!   bounds of this run. Every rank must have the same workers (the same `--clusters` and
 //!   GPUs inside the same number of cores).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use hetla_runtime::{KernelKey, ResourceClass, count_classes};
@@ -21,7 +20,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Sour
 
 use super::DistributedRun;
 use crate::graph_bounds::{
-    DistributedBounds, DistributedGraph, cholesky_graph, distributed_bounds,
+    DistributedBounds, DistributedGraph, cholesky_graph, distributed_bounds, kernel_types,
 };
 use crate::model::LinkRate;
 use crate::rank_plan::GridPlan;
@@ -99,27 +98,22 @@ impl DistributedRun {
                 reason: "the ranks have different workers; the bounds of a distributed run need the same clusters and GPUs on every rank".into(),
             });
         }
-        let mut kinds: Vec<&KernelKey> = Vec::new();
-        let mut kind_of: HashMap<&KernelKey, usize> = HashMap::new();
-        for key in &keys {
-            kind_of.entry(key).or_insert_with(|| {
-                kinds.push(key);
-                kinds.len() - 1
-            });
-        }
+        // The same kernels in the same order on every rank: one table to reduce.
+        let (types, kinds) = kernel_types(&keys);
         let class_of = |class: &ResourceClass| classes.iter().position(|(c, _)| c == class);
         let mut shortest = vec![f64::INFINITY; kinds.len() * classes.len()];
         for event in &self.trace.tasks {
-            let key = &keys[mine.whole[event.task.0].0];
+            let kind = types[mine.whole[event.task.0].0];
             if let Some(c) = class_of(&self.trace.workers[event.worker].class) {
-                let slot = &mut shortest[kind_of[key] * classes.len() + c];
+                let slot = &mut shortest[kind * classes.len() + c];
                 *slot = slot.min(event.end - event.start);
             }
         }
         let mut all = vec![0.0f64; shortest.len()];
         comm.all_reduce_into(&shortest[..], &mut all[..], SystemOperation::min());
         let duration = |key: &KernelKey, class: &ResourceClass| {
-            let d = all[kind_of.get(key)? * classes.len() + class_of(class)?];
+            let kind = kinds.iter().position(|k| *k == key)?;
+            let d = all[kind * classes.len() + class_of(class)?];
             d.is_finite().then_some(d)
         };
         let tiling = self.tiling;

@@ -136,7 +136,7 @@ impl Cholesky {
         }
         agree(comm, problem)?;
         let (platform, plan) = (platform?, plan?);
-        let (rank, grid) = (a.rank, a.grid);
+        let grid = a.grid;
         let out = self.run_plan(comm, &platform, &plan, vec![Held::Written(FACTOR, a)])?;
         Ok(DistributedRun {
             seconds: out.seconds,
@@ -149,7 +149,6 @@ impl Cholesky {
             tiling,
             grid,
         })
-        .inspect(|_| debug_assert_eq!(rank, plan.rank))
     }
 
     /// Solves A X = B with the distributed factor `l` of A (from
@@ -165,9 +164,7 @@ impl Cholesky {
     ) -> Result<DistributedSolve> {
         let (lt, bt) = (l.tiling, b.0.tiling);
         let mut problem = None;
-        if !l.lower {
-            problem = Some("the factor must be a DistributedMatrix (its lower triangle)".into());
-        } else if b.0.grid != l.grid {
+        if b.0.grid != l.grid {
             problem = Some(format!(
                 "the right-hand sides are on a {} grid, the factor on a {} grid",
                 b.0.grid, l.grid
@@ -255,10 +252,13 @@ impl Cholesky {
             ..RunOptions::default()
         };
         let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
+        // Tiles the run only reads are packed before any task runs (as ScaLAPACK's local
+        // arrays are filled before its timer starts).
+        let initial = work.pack_initial();
+        agree(comm, initial.as_ref().err().cloned())?;
+        let initial = initial.unwrap_or_default();
         comm.barrier();
         let start = Instant::now();
-        // Tiles the run only reads are packed before any task runs.
-        let initial = work.pack_initial();
         let (run, exchanged) = execute_beside(platform, &work, &options, |inbox| {
             Exchange::new(comm, plan, &work, packed, timeout).run(inbox, initial)
         });
@@ -532,12 +532,18 @@ impl<'p> DistributedWork<'p> {
     }
 
     /// The tiles of this rank sent as the run finds them, packed, each with its
-    /// destinations (see [`RankPlan::initial_sends`]).
-    fn pack_initial(&self) -> Vec<(&'p [Rank], Vec<f64>)> {
+    /// destinations (see [`RankPlan::initial_sends`]), or which of them this rank lacks.
+    fn pack_initial(&self) -> std::result::Result<Vec<Outgoing<'p>>, String> {
         let plan = self.plan;
         plan.initial_sends
             .iter()
-            .filter_map(|(tile, to)| Some((&to[..], self.pack(*tile)?)))
+            .map(|(tile, to)| {
+                let packed = self.pack(*tile).ok_or_else(|| {
+                    let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+                    format!("tile ({r}, {c}) of matrix {m} is to be sent from here, which does not hold it")
+                })?;
+                Ok((&to[..], packed))
+            })
             .collect()
     }
 
@@ -639,6 +645,9 @@ impl Workload for DistributedWork<'_> {
     }
 }
 
+/// A packed tile and the ranks it goes to.
+type Outgoing<'p> = (&'p [Rank], Vec<f64>);
+
 /// A packed tile in flight to its destinations: the buffer lives until every send of it
 /// is complete.
 struct InFlight {
@@ -706,12 +715,8 @@ impl<'r, C: Communicator> Exchange<'r, C> {
     }
 
     /// Moves tiles until this rank's run has stopped, every rank has said its last word
-    /// and every send is complete.
-    fn run(
-        mut self,
-        inbox: &Inbox<'_, '_>,
-        initial: Vec<(&[Rank], Vec<f64>)>,
-    ) -> Result<Exchanged> {
+    /// and every send is complete; `initial` leaves first.
+    fn run(mut self, inbox: &Inbox<'_, '_>, initial: Vec<Outgoing<'_>>) -> Result<Exchanged> {
         for (to, packed) in initial {
             self.post(to, packed);
         }
