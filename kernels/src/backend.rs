@@ -2,9 +2,10 @@
 
 use std::{fmt, str::FromStr};
 
-use faer::{MatMut, MatRef, Par};
+use faer::{Conj, MatMut, MatRef, Par};
 
-use crate::{KernelError, Op, faer_impl, split};
+use crate::scalar::adjoint_conj;
+use crate::{KernelError, Op, Scalar, faer_impl, split};
 
 /// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
 /// into this build reports [`KernelError::BackendUnavailable`] instead of running.
@@ -52,12 +53,13 @@ impl Backend {
     }
 
     /// Runs `op` on its operands: `reads` (in the order [`Op`] documents) and the tile it
-    /// overwrites. Checks counts and shapes first, so a mistake is an error, not a panic.
-    pub fn run(
+    /// overwrites, in any precision (complex: the Hermitian forms, see [`crate::Scalar`]).
+    /// Checks counts and shapes first, so a mistake is an error, not a panic.
+    pub fn run<T: Scalar>(
         self,
         op: Op,
-        reads: &[MatRef<'_, f64>],
-        write: MatMut<'_, f64>,
+        reads: &[MatRef<'_, T>],
+        write: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         let mut shapes: Vec<_> = reads.iter().map(|m| (m.nrows(), m.ncols())).collect();
@@ -65,59 +67,79 @@ impl Backend {
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
         self.ensure_available()?;
+        let plain = Conj::No;
+        // An operand used as its adjoint: the transposed view, conjugated.
+        fn adjoint<T: Scalar>(m: MatRef<'_, T>) -> (MatRef<'_, T>, Conj) {
+            (m.transpose(), adjoint_conj::<T>())
+        }
         match op {
             Op::Potrf => self.potrf(write, par),
             Op::Trsm => self.trsm(reads[0], write, par),
             Op::Syrk => self.syrk(reads[0], write, par),
-            Op::GemmNt => self.gemm_sub(reads[0], reads[1].transpose(), write, par),
+            Op::GemmNt => self.product((reads[0], plain), adjoint(reads[1]), write, -1.0, 1.0, par),
             Op::SolveLower => self.solve_lower(reads[0], false, write, par),
             Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
-            Op::Update => self.gemm_sub(reads[0], reads[1], write, par),
-            Op::UpdateTrans => self.gemm_sub(reads[0].transpose(), reads[1], write, par),
+            Op::Update => self.product((reads[0], plain), (reads[1], plain), write, -1.0, 1.0, par),
+            Op::UpdateTrans => {
+                self.product(adjoint(reads[0]), (reads[1], plain), write, -1.0, 1.0, par)
+            }
             Op::Add => {
-                let mut write = write;
-                write += reads[0];
+                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y = *y + *x);
                 Ok(())
             }
             Op::MatMul(p) => {
                 let a = if p.trans_a {
-                    reads[0].transpose()
+                    adjoint(reads[0])
                 } else {
-                    reads[0]
+                    (reads[0], plain)
                 };
                 let b = if p.trans_b {
-                    reads[1].transpose()
+                    adjoint(reads[1])
                 } else {
-                    reads[1]
+                    (reads[1], plain)
                 };
-                self.matmul(a, b, write, p.alpha(), p.beta(), par)
+                self.product(a, b, write, p.alpha(), p.beta(), par)
             }
         }
     }
 
-    /// C <- alpha A B + beta C. A and B may be transposed views. With beta = 0 the old C
-    /// is not read; with an empty inner dimension or alpha = 0 only the scaling happens.
-    /// With `Par::Rayon(p)` the product runs as `p` sequential pieces on the current rayon
-    /// pool (see the `split` module).
-    pub fn matmul(
+    /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not
+    /// conjugated). With beta = 0 the old C is not read; with an empty inner dimension or
+    /// alpha = 0 only the scaling happens. With `Par::Rayon(p)` the product runs as `p`
+    /// sequential pieces on the current rayon pool (see the `split` module).
+    pub fn matmul<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        c: MatMut<'_, T>,
+        alpha: f64,
+        beta: f64,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        self.product((a, Conj::No), (b, Conj::No), c, alpha, beta, par)
+    }
+
+    /// [`Backend::matmul`] with operands conjugated where their `Conj` says so.
+    fn product<T: Scalar>(
+        self,
+        a: (MatRef<'_, T>, Conj),
+        b: (MatRef<'_, T>, Conj),
+        c: MatMut<'_, T>,
         alpha: f64,
         beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
         self.ensure_available()?;
-        if a.ncols() == 0 || alpha == 0.0 {
+        if a.0.ncols() == 0 || alpha == 0.0 {
             faer_impl::scale(c, beta);
             return Ok(());
         }
         self.split_matmul(a, b, c, alpha, beta, par)
     }
 
-    /// A <- L, the lower Cholesky factor of the square tile A (upper triangle untouched).
-    pub fn potrf(self, a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    /// A <- L, the lower Cholesky factor (A = L L^H) of the square tile A (upper triangle
+    /// untouched).
+    pub fn potrf<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
         self.ensure_available()?;
         if split::threads(par) == 1 || a.nrows() < 2 * split::POTRF_BLOCK {
             self.potrf_seq(a)
@@ -126,14 +148,24 @@ impl Backend {
         }
     }
 
-    /// B <- B L^-T with L lower triangular.
-    pub fn trsm(self, l: MatRef<'_, f64>, b: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    /// B <- B L^-H with L lower triangular.
+    pub fn trsm<T: Scalar>(
+        self,
+        l: MatRef<'_, T>,
+        b: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
         self.ensure_available()?;
         self.split_trsm(l, b, par)
     }
 
-    /// C <- C - A A^T on the lower triangle of C.
-    pub fn syrk(self, a: MatRef<'_, f64>, c: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    /// C <- C - A A^H on the lower triangle of C (SYRK; HERK for a complex type).
+    pub fn syrk<T: Scalar>(
+        self,
+        a: MatRef<'_, T>,
+        c: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
         self.ensure_available()?;
         if a.ncols() == 0 {
             return Ok(());
@@ -141,35 +173,35 @@ impl Backend {
         self.split_syrk(a, c, par)
     }
 
-    /// C <- C - A B. A and B may be transposed views (`.transpose()`): the BLAS backend
-    /// passes them as transpose flags, faer packs a transposed B into column-major scratch
-    /// (its fast layout).
-    pub fn gemm_sub(
+    /// C <- C - A B. A and B may be transposed views (`.transpose()`, not conjugated): the
+    /// BLAS backend passes them as transpose flags, faer packs a transposed B into
+    /// column-major scratch (its fast layout).
+    pub fn gemm_sub<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        c: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         self.matmul(a, b, c, -1.0, 1.0, par)
     }
 
-    /// X <- L^-1 X, or X <- L^-T X when `transpose`, with L lower triangular.
-    pub fn solve_lower(
+    /// X <- L^-1 X, or X <- L^-H X when `adjoint`, with L lower triangular.
+    pub fn solve_lower<T: Scalar>(
         self,
-        l: MatRef<'_, f64>,
-        transpose: bool,
-        x: MatMut<'_, f64>,
+        l: MatRef<'_, T>,
+        adjoint: bool,
+        x: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         self.ensure_available()?;
-        self.split_solve_lower(l, transpose, x, par)
+        self.split_solve_lower(l, adjoint, x, par)
     }
 
     /// The library's own Cholesky of a whole matrix on `par` threads, as a user calling it
-    /// directly would (faer's `cholesky_in_place`, LAPACK dpotrf with OpenBLAS's threads):
+    /// directly would (faer's `cholesky_in_place`, LAPACK ?potrf with OpenBLAS's threads):
     /// the peer hetla is measured against, not a tile kernel.
-    pub fn library_potrf(self, a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    pub fn library_potrf<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
         self.ensure_available()?;
         match self {
             Backend::Faer => faer_impl::library_potrf(a, par),
@@ -178,19 +210,19 @@ impl Backend {
     }
 
     /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS
-    /// dgemm with its threads): the peer of `--compare`. Give column-major A and B for the
+    /// ?gemm with its threads): the peer of `--compare`. Give column-major A and B for the
     /// library's fast path.
-    pub fn library_gemm_sub(
+    pub fn library_gemm_sub<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        c: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         self.ensure_available()?;
         match self {
             Backend::Faer => {
-                faer::linalg::matmul::matmul(c, faer::Accum::Add, a, b, -1.0, par);
+                faer::linalg::matmul::matmul(c, faer::Accum::Add, a, b, T::from_f64(-1.0), par);
                 Ok(())
             }
             Backend::OpenBlas => openblas!(library_gemm_sub(a, b, c, par)),
@@ -212,11 +244,11 @@ impl Backend {
 
     /// The sequential kernels every parallel one is made of (one thread: OpenBLAS is told
     /// so before each call).
-    pub(crate) fn matmul_seq(
+    pub(crate) fn matmul_seq<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: (MatRef<'_, T>, Conj),
+        b: (MatRef<'_, T>, Conj),
+        c: MatMut<'_, T>,
         alpha: f64,
         beta: f64,
     ) -> Result<(), KernelError> {
@@ -226,17 +258,17 @@ impl Backend {
         }
     }
 
-    pub(crate) fn potrf_seq(self, a: MatMut<'_, f64>) -> Result<(), KernelError> {
+    pub(crate) fn potrf_seq<T: Scalar>(self, a: MatMut<'_, T>) -> Result<(), KernelError> {
         match self {
             Backend::Faer => faer_impl::potrf(a),
             Backend::OpenBlas => openblas!(potrf(a)),
         }
     }
 
-    pub(crate) fn trsm_seq(
+    pub(crate) fn trsm_seq<T: Scalar>(
         self,
-        l: MatRef<'_, f64>,
-        b: MatMut<'_, f64>,
+        l: MatRef<'_, T>,
+        b: MatMut<'_, T>,
     ) -> Result<(), KernelError> {
         match self {
             Backend::Faer => faer_impl::trsm(l, b),
@@ -244,10 +276,10 @@ impl Backend {
         }
     }
 
-    pub(crate) fn syrk_seq(
+    pub(crate) fn syrk_seq<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        c: MatMut<'_, T>,
     ) -> Result<(), KernelError> {
         match self {
             Backend::Faer => faer_impl::syrk(a, c),
@@ -255,15 +287,15 @@ impl Backend {
         }
     }
 
-    pub(crate) fn solve_lower_seq(
+    pub(crate) fn solve_lower_seq<T: Scalar>(
         self,
-        l: MatRef<'_, f64>,
-        transpose: bool,
-        x: MatMut<'_, f64>,
+        l: MatRef<'_, T>,
+        adjoint: bool,
+        x: MatMut<'_, T>,
     ) -> Result<(), KernelError> {
         match self {
-            Backend::Faer => faer_impl::solve_lower(l, transpose, x),
-            Backend::OpenBlas => openblas!(solve_lower(l, transpose, x)),
+            Backend::Faer => faer_impl::solve_lower(l, adjoint, x),
+            Backend::OpenBlas => openblas!(solve_lower(l, adjoint, x)),
         }
     }
 }

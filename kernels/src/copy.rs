@@ -7,9 +7,9 @@ use faer::{MatMut, MatRef};
 use rayon::prelude::*;
 
 /// Copies `src` into `dst` (same shape), columns spread over `pool`'s threads when given.
-pub fn copy_by_columns(
-    mut dst: MatMut<'_, f64>,
-    src: MatRef<'_, f64>,
+pub fn copy_by_columns<T: crate::Scalar>(
+    mut dst: MatMut<'_, T>,
+    src: MatRef<'_, T>,
     pool: Option<&rayon::ThreadPool>,
 ) {
     assert_eq!(
@@ -18,7 +18,7 @@ pub fn copy_by_columns(
         "copy between tiles of different shapes"
     );
     let threads = pool.map_or(1, rayon::ThreadPool::current_num_threads);
-    let (cols, bytes) = (src.ncols(), src.nrows() * src.ncols() * size_of::<f64>());
+    let (cols, bytes) = (src.ncols(), src.nrows() * src.ncols() * size_of::<T>());
     // Below ~1 MB a parallel copy costs more in wake-ups than it saves.
     match pool {
         Some(pool) if threads > 1 && cols > 1 && bytes >= 1 << 20 => {

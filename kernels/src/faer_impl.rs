@@ -11,22 +11,24 @@
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{LltError, cholesky_in_place, cholesky_in_place_scratch};
-use faer::linalg::matmul::{matmul, triangular::BlockStructure};
+use faer::linalg::matmul::{matmul_with_conj, triangular::BlockStructure};
 use faer::linalg::triangular_solve::{
-    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+    solve_lower_triangular_in_place_with_conj, solve_upper_triangular_in_place_with_conj,
 };
 use std::cell::RefCell;
 
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, Conj, MatMut, MatRef, Par};
 
-use crate::KernelError;
+use crate::scalar::adjoint_conj;
+use crate::{KernelError, Scalar};
 
 /// A right operand smaller than this many elements is used as it is: packing would cost
 /// more than the slow layout.
 const PACK_MIN_ELEMENTS: usize = 64 * 64;
 
 thread_local! {
-    /// Per-thread scratch for packed operands; grows to the largest operand seen.
+    /// Per-thread scratch for packed operands of any precision (8-byte words, the largest
+    /// alignment of the four types); grows to the largest operand seen.
     static SCRATCH: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -49,7 +51,11 @@ fn packs_transposed_operands() -> bool {
 /// Calls `f` with `b` in column-major layout when that is faster: `b` itself when it is
 /// column-major, small, or the machine's faer is fast on it, else a packed copy in this
 /// thread's scratch (always when `force`, for tests).
-fn with_col_major<R>(b: MatRef<'_, f64>, force: bool, f: impl FnOnce(MatRef<'_, f64>) -> R) -> R {
+fn with_col_major<T: Scalar, R>(
+    b: MatRef<'_, T>,
+    force: bool,
+    f: impl FnOnce(MatRef<'_, T>) -> R,
+) -> R {
     let (k, n) = (b.nrows(), b.ncols());
     let pack_it = force || (packs_transposed_operands() && k * n >= PACK_MIN_ELEMENTS);
     if b.row_stride() == 1 || !pack_it {
@@ -57,10 +63,16 @@ fn with_col_major<R>(b: MatRef<'_, f64>, force: bool, f: impl FnOnce(MatRef<'_, 
     }
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        if scratch.len() < k * n {
-            scratch.resize(k * n, 0.0);
+        let words = (k * n * size_of::<T>()).div_ceil(size_of::<f64>());
+        if scratch.len() < words {
+            scratch.resize(words, 0.0);
         }
-        let mut packed = MatMut::from_column_major_slice_mut(&mut scratch[..k * n], k, n);
+        // SAFETY: T is one of f32, f64, c32, c64 (sealed): plain data of alignment at most
+        // 8, for which every bit pattern is a value; the scratch holds `words` 8-byte words,
+        // at least k n elements of T, and stays borrowed for the view's life.
+        let elements =
+            unsafe { std::slice::from_raw_parts_mut(scratch.as_mut_ptr().cast::<T>(), k * n) };
+        let mut packed = MatMut::from_column_major_slice_mut(elements, k, n);
         pack(b, packed.as_mut());
         f(packed.as_ref())
     })
@@ -68,7 +80,7 @@ fn with_col_major<R>(b: MatRef<'_, f64>, force: bool, f: impl FnOnce(MatRef<'_, 
 
 /// dst <- src, by 16 x 16 blocks so that both the reads and the writes stay in cache
 /// lines (faer's `copy_from` of a transposed view goes element by element: 4.5x slower).
-fn pack(src: MatRef<'_, f64>, dst: MatMut<'_, f64>) {
+fn pack<T: Scalar>(src: MatRef<'_, T>, dst: MatMut<'_, T>) {
     const B: usize = 16;
     let (k, n) = (src.nrows(), src.ncols());
     assert!(dst.nrows() == k && dst.ncols() == n && dst.row_stride() == 1);
@@ -88,7 +100,7 @@ fn pack(src: MatRef<'_, f64>, dst: MatMut<'_, f64>) {
     }
 }
 
-pub(crate) fn potrf(mut a: MatMut<'_, f64>) -> Result<(), KernelError> {
+pub(crate) fn potrf<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> {
     let par = Par::Seq;
     let n = a.nrows();
     // faer uses the strict upper triangle as scratch; LAPACK leaves it alone, and so must
@@ -102,15 +114,7 @@ pub(crate) fn potrf(mut a: MatMut<'_, f64>) -> Result<(), KernelError> {
             None => upper.extend(col.iter().copied()),
         }
     }
-    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
-    // No regularisation: a non-positive pivot is an error the caller must see.
-    let result = cholesky_in_place(
-        a.as_mut(),
-        Default::default(),
-        par,
-        MemStack::new(&mut buf),
-        Default::default(),
-    );
+    let result = factor_in_place(a.as_mut(), par);
     let mut start = 0;
     for j in 1..n {
         let saved = &upper[start..start + j];
@@ -122,93 +126,13 @@ pub(crate) fn potrf(mut a: MatMut<'_, f64>) -> Result<(), KernelError> {
         }
     }
     result
-        .map(|_| ())
-        .map_err(|LltError::NonPositivePivot { index }| KernelError::NotPositiveDefinite { index })
 }
 
-pub(crate) fn trsm(l: MatRef<'_, f64>, b: MatMut<'_, f64>) -> Result<(), KernelError> {
-    // X L^T = B  <=>  L X^T = B^T: a left lower solve on the transposed view, no copy
-    // (measured: as fast as a column-major right-hand side with AVX-512, faster at 512).
-    solve_lower_triangular_in_place(l, b.transpose_mut(), Par::Seq);
-    Ok(())
-}
-
-pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>) -> Result<(), KernelError> {
-    with_col_major(a.transpose(), false, |at| {
-        faer::linalg::matmul::triangular::matmul(
-            c,
-            BlockStructure::TriangularLower,
-            Accum::Add,
-            a,
-            BlockStructure::Rectangular,
-            at,
-            BlockStructure::Rectangular,
-            -1.0,
-            Par::Seq,
-        )
-    });
-    Ok(())
-}
-
-/// C <- alpha A B + beta C (A, B possibly transposed views). With beta = 0 the old C is
-/// never read, so NaN or garbage there does not leak into the result (BLAS semantics).
-pub(crate) fn matmul_scaled(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c: MatMut<'_, f64>,
-    alpha: f64,
-    beta: f64,
-) -> Result<(), KernelError> {
-    matmul_packed(a, b, c, alpha, beta, false)
-}
-
-/// [`matmul_scaled`], packing a transposed `b` when that is faster or `force` says so.
-pub(crate) fn matmul_packed(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    mut c: MatMut<'_, f64>,
-    alpha: f64,
-    beta: f64,
-    force: bool,
-) -> Result<(), KernelError> {
-    with_col_major(b, force, |b| {
-        if beta == 0.0 {
-            matmul(c, Accum::Replace, a, b, alpha, Par::Seq);
-        } else {
-            scale(c.as_mut(), beta);
-            matmul(c, Accum::Add, a, b, alpha, Par::Seq);
-        }
-    });
-    Ok(())
-}
-
-/// C <- beta C; beta = 0 overwrites C with zeros without reading it.
-pub(crate) fn scale(mut c: MatMut<'_, f64>, beta: f64) {
-    if beta == 0.0 {
-        c.fill(0.0);
-    } else if beta != 1.0 {
-        faer::zip!(c).for_each(|faer::unzip!(x)| *x *= beta);
-    }
-}
-
-pub(crate) fn solve_lower(
-    l: MatRef<'_, f64>,
-    transpose: bool,
-    x: MatMut<'_, f64>,
-) -> Result<(), KernelError> {
-    if transpose {
-        solve_upper_triangular_in_place(l.transpose(), x, Par::Seq);
-    } else {
-        solve_lower_triangular_in_place(l, x, Par::Seq);
-    }
-    Ok(())
-}
-
-/// faer's own Cholesky of a whole matrix on `par` (the `--compare` peer), strict upper
-/// triangle used as faer's scratch.
-pub(crate) fn library_potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+/// faer's Cholesky (L L^H) in place on `par`, no regularisation: a non-positive pivot is an
+/// error the caller must see. The strict upper triangle is faer's scratch.
+fn factor_in_place<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
     let n = a.nrows();
-    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<T>(n, par, Default::default()));
     cholesky_in_place(
         a,
         Default::default(),
@@ -220,9 +144,146 @@ pub(crate) fn library_potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelEr
     .map_err(|LltError::NonPositivePivot { index }| KernelError::NotPositiveDefinite { index })
 }
 
+pub(crate) fn trsm<T: Scalar>(l: MatRef<'_, T>, b: MatMut<'_, T>) -> Result<(), KernelError> {
+    // X L^H = B  <=>  conj(L) X^T = B^T: a left lower solve on the transposed view, no copy
+    // (measured: as fast as a column-major right-hand side with AVX-512, faster at 512).
+    solve_lower_triangular_in_place_with_conj(l, adjoint_conj::<T>(), b.transpose_mut(), Par::Seq);
+    Ok(())
+}
+
+/// C <- C - A A^H on the lower triangle of C (SYRK, or HERK for a complex type).
+pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), KernelError> {
+    if T::PRECISION.is_complex() {
+        return herk(a, c);
+    }
+    with_col_major(a.transpose(), false, |at| {
+        faer::linalg::matmul::triangular::matmul_with_conj(
+            c,
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            a,
+            BlockStructure::Rectangular,
+            Conj::No,
+            at,
+            BlockStructure::Rectangular,
+            Conj::No,
+            T::from_f64(-1.0),
+            Par::Seq,
+        )
+    });
+    Ok(())
+}
+
+/// Order below which [`herk`] computes a diagonal block in full.
+const HERK_LEAF: usize = 32;
+
+/// C <- C - A A^H on the lower triangle of a complex C, without faer's triangular product:
+/// faer 0.24.4's product into a lower-triangular complex destination also writes entries
+/// of the strict upper triangle (1 of 21 at order 7, 16 of 2016 at 64; real types are not
+/// affected), which a tile kernel must leave alone. Recursive halves: the off-diagonal
+/// block is a plain product, a diagonal block of order at most [`HERK_LEAF`] is computed in
+/// full into scratch and only its lower triangle subtracted (at most HERK_LEAF / n extra
+/// flops).
+fn herk<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) -> Result<(), KernelError> {
+    let n = c.nrows();
+    if n <= HERK_LEAF {
+        let mut full = faer::Mat::<T>::zeros(n, n);
+        let (at, conj) = (a.transpose(), adjoint_conj::<T>());
+        matmul_with_conj(
+            full.as_mut(),
+            Accum::Replace,
+            a,
+            Conj::No,
+            at,
+            conj,
+            T::from_f64(1.0),
+            Par::Seq,
+        );
+        for j in 0..n {
+            for i in j..n {
+                c[(i, j)] = c[(i, j)] - full[(i, j)];
+            }
+        }
+        return Ok(());
+    }
+    let h = n / 2;
+    let (top, bottom) = (a.subrows(0, h), a.subrows(h, n - h));
+    let (c11, _, c21, c22) = c.split_at_mut(h, h);
+    herk(top, c11)?;
+    let above = (top.transpose(), adjoint_conj::<T>());
+    matmul_packed((bottom, Conj::No), above, c21, -1.0, 1.0, false)?;
+    herk(bottom, c22)
+}
+
+/// C <- alpha op(A) op(B) + beta C, where op conjugates an operand whose `Conj` says so
+/// (A and B may be transposed views: with a conjugation, adjoints). With beta = 0 the old
+/// C is never read, so NaN or garbage there does not leak into the result (BLAS
+/// semantics).
+pub(crate) fn matmul_scaled<T: Scalar>(
+    a: (MatRef<'_, T>, Conj),
+    b: (MatRef<'_, T>, Conj),
+    c: MatMut<'_, T>,
+    alpha: f64,
+    beta: f64,
+) -> Result<(), KernelError> {
+    matmul_packed(a, b, c, alpha, beta, false)
+}
+
+/// [`matmul_scaled`], packing a transposed `b` when that is faster or `force` says so.
+pub(crate) fn matmul_packed<T: Scalar>(
+    (a, conj_a): (MatRef<'_, T>, Conj),
+    (b, conj_b): (MatRef<'_, T>, Conj),
+    mut c: MatMut<'_, T>,
+    alpha: f64,
+    beta: f64,
+    force: bool,
+) -> Result<(), KernelError> {
+    with_col_major(b, force, |b| {
+        let alpha = T::from_f64(alpha);
+        if beta == 0.0 {
+            matmul_with_conj(c, Accum::Replace, a, conj_a, b, conj_b, alpha, Par::Seq);
+        } else {
+            scale(c.as_mut(), beta);
+            matmul_with_conj(c, Accum::Add, a, conj_a, b, conj_b, alpha, Par::Seq);
+        }
+    });
+    Ok(())
+}
+
+/// C <- beta C; beta = 0 overwrites C with zeros without reading it.
+pub(crate) fn scale<T: Scalar>(mut c: MatMut<'_, T>, beta: f64) {
+    if beta == 0.0 {
+        c.fill(T::from_f64(0.0));
+    } else if beta != 1.0 {
+        let beta = T::from_f64(beta);
+        faer::zip!(c).for_each(|faer::unzip!(x)| *x = *x * beta);
+    }
+}
+
+/// X <- L^-1 X, or L^-H X when `adjoint`.
+pub(crate) fn solve_lower<T: Scalar>(
+    l: MatRef<'_, T>,
+    adjoint: bool,
+    x: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    if adjoint {
+        solve_upper_triangular_in_place_with_conj(l.transpose(), adjoint_conj::<T>(), x, Par::Seq);
+    } else {
+        solve_lower_triangular_in_place_with_conj(l, Conj::No, x, Par::Seq);
+    }
+    Ok(())
+}
+
+/// faer's own Cholesky of a whole matrix on `par` (the `--compare` peer), strict upper
+/// triangle used as faer's scratch.
+pub(crate) fn library_potrf<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
+    factor_in_place(a, par)
+}
+
 #[cfg(test)]
 mod tests {
     use faer::Mat;
+    use faer::linalg::matmul::matmul;
 
     use super::*;
 
@@ -238,11 +299,33 @@ mod tests {
         matmul(direct.as_mut(), Accum::Add, a.as_ref(), b, 1.5, Par::Seq);
         let mut packed = c0.clone();
         let half = Mat::from_fn(m, n, |i, j| 0.5 * (i + 2 * j) as f64);
-        matmul_packed(a.as_ref(), b, packed.as_mut(), 1.5, 1.0, true).unwrap();
+        let no = Conj::No;
+        matmul_packed((a.as_ref(), no), (b, no), packed.as_mut(), 1.5, 1.0, true).unwrap();
         // Integer-valued operands: both orders of summation are exact.
         assert_eq!(packed, direct);
         let mut scaled = half.clone();
-        matmul_packed(a.as_ref(), b, scaled.as_mut(), 1.5, 2.0, true).unwrap();
+        matmul_packed((a.as_ref(), no), (b, no), scaled.as_mut(), 1.5, 2.0, true).unwrap();
         assert_eq!(scaled, direct);
+    }
+
+    #[test]
+    fn packed_adjoints_of_complex_operands_are_conjugated() {
+        use crate::c32;
+        let (m, n, k) = (70, 66, 65);
+        let a = Mat::from_fn(m, k, |i, j| c32::new((i % 5) as f32, (j % 3) as f32 - 1.0));
+        let b = Mat::from_fn(n, k, |i, j| c32::new((j % 7) as f32 - 3.0, (i % 4) as f32));
+        let mut direct = Mat::<c32>::zeros(m, n);
+        matmul(
+            direct.as_mut(),
+            Accum::Replace,
+            a.as_ref(),
+            b.adjoint(),
+            c32::new(1.0, 0.0),
+            Par::Seq,
+        );
+        let mut packed = Mat::<c32>::zeros(m, n);
+        let adj = (b.as_ref().transpose(), Conj::Yes);
+        matmul_packed((a.as_ref(), Conj::No), adj, packed.as_mut(), 1.0, 0.0, true).unwrap();
+        assert_eq!(packed, direct);
     }
 }

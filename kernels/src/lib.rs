@@ -1,7 +1,8 @@
 //! # hetla-kernels
 //!
-//! The tile operations of hetla's tiled algorithms, on `f64` column-major tiles of any
-//! shape (ragged edge tiles included): POTRF, TRSM, SYRK and GEMM for the Cholesky
+//! The tile operations of hetla's tiled algorithms, on column-major tiles of any shape
+//! (ragged edge tiles included) in any of the four precisions ([`Scalar`]: `f32`, `f64`,
+//! [`c32`], [`c64`]; complex matrices are Hermitian): POTRF, TRSM, SYRK and GEMM for the Cholesky
 //! factorisation, and the triangular solves and updates of the forward and backward
 //! substitutions. Each operation has an exact flop count ([`Op::flops`]) and takes an
 //! explicit parallelism ([`Par`]): a kernel never decides on its own how many threads to
@@ -44,6 +45,7 @@ mod faer_impl;
 mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
+mod scalar;
 mod split;
 
 pub use backend::Backend;
@@ -61,3 +63,4 @@ pub fn par_for(threads: usize) -> Par {
     }
 }
 pub use op::{MatMul, Op, Shape};
+pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64};

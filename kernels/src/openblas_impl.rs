@@ -1,4 +1,5 @@
-//! The tile kernels on OpenBLAS (CBLAS level 3 and LAPACK dpotrf).
+//! The tile kernels on OpenBLAS (CBLAS level 3 and LAPACK ?potrf), in the precision of
+//! the tiles (s, d, c, z: the routine is chosen by [`Scalar::PRECISION`]).
 //!
 //! faer views map onto BLAS arguments without copies when they are column-major (the
 //! normal case: tiles of a column-major matrix) or transposed column-major (passed with a
@@ -10,14 +11,16 @@
 use std::ffi::{c_char, c_int};
 
 use cblas_sys::{
-    CBLAS_TRANSPOSE, CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, CblasRight,
-    CblasTrans, cblas_dgemm, cblas_dsyrk, cblas_dtrsm,
+    CBLAS_TRANSPOSE, CblasColMajor, CblasConjTrans, CblasLeft, CblasLower, CblasNoTrans,
+    CblasNonUnit, CblasRight, CblasTrans, cblas_cgemm, cblas_cherk, cblas_ctrsm, cblas_dgemm,
+    cblas_dsyrk, cblas_dtrsm, cblas_sgemm, cblas_ssyrk, cblas_strsm, cblas_zgemm, cblas_zherk,
+    cblas_ztrsm,
 };
-use faer::{Mat, MatMut, MatRef, Par};
+use faer::{Conj, Mat, MatMut, MatRef, Par};
 // Links the system OpenBLAS (the `system` feature of openblas-src).
 use openblas_src as _;
 
-use crate::{KernelError, Op};
+use crate::{KernelError, Op, Precision, Scalar};
 
 unsafe extern "C" {
     /// OpenBLAS extension: the number of threads its next calls use.
@@ -46,16 +49,20 @@ fn int(value: usize) -> Result<c_int, KernelError> {
 
 /// A read operand as BLAS sees it: pointer, leading dimension, transpose flag. `_copy`
 /// keeps a column-major copy alive when the view had no BLAS-compatible layout.
-struct BlasRef {
-    ptr: *const f64,
+struct BlasRef<T> {
+    ptr: *const T,
     ld: c_int,
     trans: CBLAS_TRANSPOSE,
-    _copy: Option<Mat<f64>>,
+    _copy: Option<Mat<T>>,
 }
 
-fn blas_ref(m: MatRef<'_, f64>) -> Result<BlasRef, KernelError> {
+/// `m`, conjugated when `conj` says so, as a BLAS operand: a column-major view as it is,
+/// a transposed one with the transpose (conjugated: adjoint) flag, anything else (and a
+/// conjugated view that is not transposed, which BLAS cannot express) as a copy.
+fn blas_ref<T: Scalar>(m: MatRef<'_, T>, conj: Conj) -> Result<BlasRef<T>, KernelError> {
     let (r, c) = (m.nrows() as isize, m.ncols() as isize);
     let (rs, cs) = (m.row_stride(), m.col_stride());
+    let conj = conj == Conj::Yes && T::PRECISION.is_complex();
     let direct = |ld: isize, trans| {
         Ok(BlasRef {
             ptr: m.as_ptr(),
@@ -64,13 +71,17 @@ fn blas_ref(m: MatRef<'_, f64>) -> Result<BlasRef, KernelError> {
             _copy: None,
         })
     };
-    if rs == 1 && cs >= r.max(1) {
+    if rs == 1 && cs >= r.max(1) && !conj {
         return direct(cs, CblasNoTrans);
     }
     if cs == 1 && rs >= c.max(1) {
-        return direct(rs, CblasTrans);
+        return direct(rs, if conj { CblasConjTrans } else { CblasTrans });
     }
-    let copy = m.to_owned();
+    let copy = if conj {
+        m.conjugate().to_owned()
+    } else {
+        m.to_owned()
+    };
     Ok(BlasRef {
         ptr: copy.as_ptr(),
         ld: int(copy.col_stride() as usize)?,
@@ -81,9 +92,9 @@ fn blas_ref(m: MatRef<'_, f64>) -> Result<BlasRef, KernelError> {
 
 /// Runs `f(ptr, ld)` on the written operand, through a column-major copy (copied back
 /// afterwards) when the view is not column-major.
-fn with_col_major<R>(
-    mut m: MatMut<'_, f64>,
-    f: impl FnOnce(*mut f64, c_int) -> Result<R, KernelError>,
+fn with_col_major<T: Scalar, R>(
+    mut m: MatMut<'_, T>,
+    f: impl FnOnce(*mut T, c_int) -> Result<R, KernelError>,
 ) -> Result<R, KernelError> {
     if m.row_stride() == 1 && m.col_stride() >= (m.nrows() as isize).max(1) {
         let ld = int(m.col_stride() as usize)?;
@@ -97,27 +108,67 @@ fn with_col_major<R>(
     }
 }
 
-pub(crate) fn potrf(a: MatMut<'_, f64>) -> Result<(), KernelError> {
+/// The real `x` in the four shapes a BLAS scalar argument takes (complex ones are passed
+/// by address), so that one local outlives the call whatever the precision.
+#[derive(Clone, Copy)]
+struct BlasScalar {
+    single: f32,
+    double: f64,
+    complex_single: [f32; 2],
+    complex_double: [f64; 2],
+}
+
+impl BlasScalar {
+    fn new(x: f64) -> Self {
+        Self {
+            single: x as f32,
+            double: x,
+            complex_single: [x as f32, 0.0],
+            complex_double: [x, 0.0],
+        }
+    }
+}
+
+/// The adjoint flag of precision `T`: conjugate transpose for complex, transpose for real.
+fn adjoint<T: Scalar>() -> CBLAS_TRANSPOSE {
+    if T::PRECISION.is_complex() {
+        CblasConjTrans
+    } else {
+        CblasTrans
+    }
+}
+
+pub(crate) fn potrf<T: Scalar>(a: MatMut<'_, T>) -> Result<(), KernelError> {
     set_threads(Par::Seq);
     potrf_on_current_threads(a)
 }
 
-fn potrf_on_current_threads(a: MatMut<'_, f64>) -> Result<(), KernelError> {
+fn potrf_on_current_threads<T: Scalar>(a: MatMut<'_, T>) -> Result<(), KernelError> {
     let n = int(a.nrows())?;
     if n == 0 {
         return Ok(());
     }
     with_col_major(a, |ptr, lda| {
         let mut info: c_int = 0;
-        // SAFETY: ptr addresses an n x n column-major matrix with leading dimension lda,
-        // valid and exclusively borrowed for the call; the scalars live on this stack.
-        unsafe { lapack_sys::dpotrf_(&(b'L' as c_char), &n, ptr, &lda, &mut info) };
+        let uplo = b'L' as c_char;
+        // SAFETY: ptr addresses an n x n column-major matrix of T with leading dimension
+        // lda, valid and exclusively borrowed for the call; the routine is the one of T's
+        // precision (so the pointer casts are to T's own layout); the scalars live on this
+        // stack.
+        unsafe {
+            match T::PRECISION {
+                Precision::S => lapack_sys::spotrf_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                Precision::D => lapack_sys::dpotrf_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                Precision::C => lapack_sys::cpotrf_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                Precision::Z => lapack_sys::zpotrf_(&uplo, &n, ptr.cast(), &lda, &mut info),
+            }
+        };
         match info {
-            // OpenBLAS's dpotrf lets a NaN pivot through (reference LAPACK does not):
+            // OpenBLAS's potrf lets a NaN pivot through (reference LAPACK does not):
             // the first non-finite diagonal entry is where the factorisation broke down.
             0 => match (0..n as usize).find(|&j| {
                 // SAFETY: j < n, so j * (lda + 1) addresses a diagonal entry of the matrix.
-                !unsafe { *ptr.add(j * (lda as usize + 1)) }.is_finite()
+                !unsafe { *ptr.add(j * (lda as usize + 1)) }.finite()
             }) {
                 Some(index) => Err(KernelError::NotPositiveDefinite { index }),
                 None => Ok(()),
@@ -127,29 +178,31 @@ fn potrf_on_current_threads(a: MatMut<'_, f64>) -> Result<(), KernelError> {
             }),
             i => Err(KernelError::Operands {
                 op: Op::Potrf,
-                reason: format!("dpotrf rejected argument {}", -i),
+                reason: format!("{}potrf rejected argument {}", T::PRECISION, -i),
             }),
         }
     })
 }
 
-pub(crate) fn trsm(l: MatRef<'_, f64>, b: MatMut<'_, f64>) -> Result<(), KernelError> {
+/// B <- B L^-H.
+pub(crate) fn trsm<T: Scalar>(l: MatRef<'_, T>, b: MatMut<'_, T>) -> Result<(), KernelError> {
     triangular_solve(l, CblasRight, true, b)
 }
 
-pub(crate) fn solve_lower(
-    l: MatRef<'_, f64>,
-    transpose: bool,
-    x: MatMut<'_, f64>,
+/// X <- L^-1 X, or L^-H X when `adjoint`.
+pub(crate) fn solve_lower<T: Scalar>(
+    l: MatRef<'_, T>,
+    adjoint: bool,
+    x: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
-    triangular_solve(l, CblasLeft, transpose, x)
+    triangular_solve(l, CblasLeft, adjoint, x)
 }
 
-fn triangular_solve(
-    l: MatRef<'_, f64>,
+fn triangular_solve<T: Scalar>(
+    l: MatRef<'_, T>,
     side: cblas_sys::CBLAS_SIDE,
-    transpose: bool,
-    b: MatMut<'_, f64>,
+    adjoint_l: bool,
+    b: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
     let (m, n) = (int(b.nrows())?, int(b.ncols())?);
     if m == 0 || n == 0 {
@@ -157,72 +210,134 @@ fn triangular_solve(
     }
     // The triangle must be read as lower: a transposed view of L would flip it, so such a
     // view is copied to column-major rather than passed with a transpose flag.
-    let l = match blas_ref(l)? {
+    let l = match blas_ref(l, Conj::No)? {
         r if matches!(r.trans, CblasNoTrans) => r,
-        _ => blas_ref(l.to_owned().as_ref())?,
+        _ => blas_ref(l.to_owned().as_ref(), Conj::No)?,
     };
-    let trans = if transpose { CblasTrans } else { CblasNoTrans };
+    let trans = if adjoint_l {
+        adjoint::<T>()
+    } else {
+        CblasNoTrans
+    };
+    let one = BlasScalar::new(1.0);
     set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
+        let (lp, ld) = (l.ptr, l.ld);
+        let (o, t, u) = (CblasColMajor, CblasLower, CblasNonUnit);
         // SAFETY: l.ptr/l.ld describe a valid column-major triangle of the order BLAS
         // expects (checked by the caller's shape check), ptr/ldb the exclusive m x n
-        // right-hand side; both outlive the call.
+        // right-hand side; both outlive the call, and the routine is T's precision's.
         unsafe {
-            cblas_dtrsm(
-                CblasColMajor,
-                side,
-                CblasLower,
-                trans,
-                CblasNonUnit,
-                m,
-                n,
-                1.0,
-                l.ptr,
-                l.ld,
-                ptr,
-                ldb,
-            )
+            match T::PRECISION {
+                Precision::S => cblas_strsm(
+                    o,
+                    side,
+                    t,
+                    trans,
+                    u,
+                    m,
+                    n,
+                    one.single,
+                    lp.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::D => cblas_dtrsm(
+                    o,
+                    side,
+                    t,
+                    trans,
+                    u,
+                    m,
+                    n,
+                    one.double,
+                    lp.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::C => cblas_ctrsm(
+                    o,
+                    side,
+                    t,
+                    trans,
+                    u,
+                    m,
+                    n,
+                    &one.complex_single,
+                    lp.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::Z => cblas_ztrsm(
+                    o,
+                    side,
+                    t,
+                    trans,
+                    u,
+                    m,
+                    n,
+                    &one.complex_double,
+                    lp.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+            }
         };
         Ok(())
     })
 }
 
-pub(crate) fn syrk(a: MatRef<'_, f64>, c: MatMut<'_, f64>) -> Result<(), KernelError> {
+/// C <- C - A A^H on the lower triangle of C (SYRK, or HERK for a complex type).
+pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), KernelError> {
     let (n, k) = (int(a.nrows())?, int(a.ncols())?);
     if n == 0 || k == 0 {
         return Ok(());
     }
-    let a = blas_ref(a)?;
-    // dsyrk's `trans` says how A is applied: NoTrans is C - A A^T with A stored n x k;
-    // a view stored transposed (k x n) needs Trans to mean the same product.
+    // ?syrk/?herk's `trans` says how A is applied: NoTrans is C - A A^H with A stored
+    // n x k. A real view stored transposed (k x n) needs Trans to mean the same product;
+    // a complex one is copied (ConjTrans would conjugate the product).
+    let a = match blas_ref(a, Conj::No)? {
+        r if T::PRECISION.is_complex() && !matches!(r.trans, CblasNoTrans) => {
+            blas_ref(a.to_owned().as_ref(), Conj::No)?
+        }
+        r => r,
+    };
     set_threads(Par::Seq);
     with_col_major(c, |ptr, ldc| {
+        let (ap, lda, tr) = (a.ptr, a.ld, a.trans);
+        let (o, l) = (CblasColMajor, CblasLower);
         // SAFETY: a.ptr/a.ld describe the valid n x k operand, ptr/ldc the exclusive
-        // n x n output; both outlive the call.
+        // n x n output; both outlive the call, and the routine is T's precision's.
         unsafe {
-            cblas_dsyrk(
-                CblasColMajor,
-                CblasLower,
-                a.trans,
-                n,
-                k,
-                -1.0,
-                a.ptr,
-                a.ld,
-                1.0,
-                ptr,
-                ldc,
-            )
+            match T::PRECISION {
+                Precision::S => {
+                    cblas_ssyrk(o, l, tr, n, k, -1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::D => {
+                    cblas_dsyrk(o, l, tr, n, k, -1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::C => {
+                    cblas_cherk(o, l, tr, n, k, -1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::Z => {
+                    cblas_zherk(o, l, tr, n, k, -1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+            }
         };
         Ok(())
     })
 }
 
-/// C <- alpha A B + beta C (A, B possibly transposed views); the caller handles k = 0.
-pub(crate) fn gemm(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c: MatMut<'_, f64>,
+/// C <- alpha op(A) op(B) + beta C (A, B possibly transposed views, conjugated where
+/// their `Conj` says so); the caller handles k = 0.
+pub(crate) fn gemm<T: Scalar>(
+    a: (MatRef<'_, T>, Conj),
+    b: (MatRef<'_, T>, Conj),
+    c: MatMut<'_, T>,
     alpha: f64,
     beta: f64,
 ) -> Result<(), KernelError> {
@@ -230,10 +345,10 @@ pub(crate) fn gemm(
     gemm_on_current_threads(a, b, c, alpha, beta)
 }
 
-fn gemm_on_current_threads(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c: MatMut<'_, f64>,
+fn gemm_on_current_threads<T: Scalar>(
+    (a, conj_a): (MatRef<'_, T>, Conj),
+    (b, conj_b): (MatRef<'_, T>, Conj),
+    c: MatMut<'_, T>,
     alpha: f64,
     beta: f64,
 ) -> Result<(), KernelError> {
@@ -241,45 +356,101 @@ fn gemm_on_current_threads(
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
-    let (a, b) = (blas_ref(a)?, blas_ref(b)?);
+    let (a, b) = (blas_ref(a, conj_a)?, blas_ref(b, conj_b)?);
+    let (al, be) = (BlasScalar::new(alpha), BlasScalar::new(beta));
     with_col_major(c, |ptr, ldc| {
+        let (o, ta, tb) = (CblasColMajor, a.trans, b.trans);
+        let (ap, lda, bp, ldb) = (a.ptr, a.ld, b.ptr, b.ld);
         // SAFETY: a, b describe valid m x k and k x n operands (shape-checked by the
-        // caller), ptr/ldc the exclusive m x n output; all outlive the call.
+        // caller), ptr/ldc the exclusive m x n output; all outlive the call, and the
+        // routine is T's precision's.
         unsafe {
-            cblas_dgemm(
-                CblasColMajor,
-                a.trans,
-                b.trans,
-                m,
-                n,
-                k,
-                alpha,
-                a.ptr,
-                a.ld,
-                b.ptr,
-                b.ld,
-                beta,
-                ptr,
-                ldc,
-            )
+            match T::PRECISION {
+                Precision::S => cblas_sgemm(
+                    o,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    al.single,
+                    ap.cast(),
+                    lda,
+                    bp.cast(),
+                    ldb,
+                    be.single,
+                    ptr.cast(),
+                    ldc,
+                ),
+                Precision::D => cblas_dgemm(
+                    o,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    al.double,
+                    ap.cast(),
+                    lda,
+                    bp.cast(),
+                    ldb,
+                    be.double,
+                    ptr.cast(),
+                    ldc,
+                ),
+                Precision::C => cblas_cgemm(
+                    o,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    &al.complex_single,
+                    ap.cast(),
+                    lda,
+                    bp.cast(),
+                    ldb,
+                    &be.complex_single,
+                    ptr.cast(),
+                    ldc,
+                ),
+                Precision::Z => cblas_zgemm(
+                    o,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    &al.complex_double,
+                    ap.cast(),
+                    lda,
+                    bp.cast(),
+                    ldb,
+                    &be.complex_double,
+                    ptr.cast(),
+                    ldc,
+                ),
+            }
         };
         Ok(())
     })
 }
 
-/// LAPACK dpotrf on OpenBLAS's own threads (`par`), then back to one thread.
-pub(crate) fn library_potrf(a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+/// LAPACK ?potrf on OpenBLAS's own threads (`par`), then back to one thread.
+pub(crate) fn library_potrf<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
     with_library_threads(par, || potrf_on_current_threads(a))
 }
 
-/// dgemm (C - A B) on OpenBLAS's own threads (`par`), then back to one thread.
-pub(crate) fn library_gemm_sub(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c: MatMut<'_, f64>,
+/// ?gemm (C - A B) on OpenBLAS's own threads (`par`), then back to one thread.
+pub(crate) fn library_gemm_sub<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, T>,
     par: Par,
 ) -> Result<(), KernelError> {
-    with_library_threads(par, || gemm_on_current_threads(a, b, c, -1.0, 1.0))
+    with_library_threads(par, || {
+        gemm_on_current_threads((a, Conj::No), (b, Conj::No), c, -1.0, 1.0)
+    })
 }
 
 fn with_library_threads<R>(par: Par, f: impl FnOnce() -> R) -> R {

@@ -21,10 +21,11 @@
 //! factored sequentially and the panel solve and trailing update below each run as split
 //! TRSM and SYRK.
 
-use faer::{MatMut, MatRef, Par};
+use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use crate::{Backend, KernelError};
+use crate::scalar::adjoint_conj;
+use crate::{Backend, KernelError, Scalar};
 
 /// Below this many flops per piece a kernel runs on one thread: splitting would cost more
 /// than it gains.
@@ -99,7 +100,7 @@ fn starts(sizes: &[usize]) -> Vec<usize> {
 }
 
 /// Cuts `m` into row bands of the given sizes.
-fn row_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
+fn row_bands<'a, T: Scalar>(mut m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a, T>> {
     let mut out = Vec::with_capacity(sizes.len());
     for &s in sizes {
         let (top, rest) = m.split_at_row_mut(s);
@@ -110,7 +111,7 @@ fn row_bands<'a>(mut m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>
 }
 
 /// Cuts `m` into column bands of the given sizes (the row bands of its transpose).
-fn col_bands<'a>(m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
+fn col_bands<'a, T: Scalar>(m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a, T>> {
     row_bands(m.transpose_mut(), sizes)
         .into_iter()
         .map(MatMut::transpose_mut)
@@ -118,25 +119,26 @@ fn col_bands<'a>(m: MatMut<'a, f64>, sizes: &[usize]) -> Vec<MatMut<'a, f64>> {
 }
 
 impl Backend {
-    /// C <- alpha A B + beta C on `par`, as sequential pieces (C's column bands, or row
+    /// C <- alpha op(A) op(B) + beta C on `par` (op conjugates where the operand's `Conj`
+    /// says so), as sequential pieces (C's column bands, or row
     /// bands when C is taller than wide and has few columns). The caller handles k = 0.
-    pub(crate) fn split_matmul(
+    pub(crate) fn split_matmul<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: (MatRef<'_, T>, Conj),
+        b: (MatRef<'_, T>, Conj),
+        c: MatMut<'_, T>,
         alpha: f64,
         beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
-        let (m, n, k) = (c.nrows(), c.ncols(), a.ncols());
+        let (m, n, k) = (c.nrows(), c.ncols(), a.0.ncols());
         let flops = 2.0 * (m * n * k) as f64;
         if n >= m || n >= threads(par) {
             let sizes = bands(n, pieces(par, flops, n));
             let work: Vec<_> = col_bands(c, &sizes)
                 .into_iter()
                 .zip(starts(&sizes))
-                .map(|(c, start)| (b.subcols(start, c.ncols()), c))
+                .map(|(c, start)| ((b.0.subcols(start, c.ncols()), b.1), c))
                 .collect();
             run_pieces(work, |(b, c)| self.matmul_seq(a, b, c, alpha, beta))
         } else {
@@ -144,17 +146,17 @@ impl Backend {
             let work: Vec<_> = row_bands(c, &sizes)
                 .into_iter()
                 .zip(starts(&sizes))
-                .map(|(c, start)| (a.subrows(start, c.nrows()), c))
+                .map(|(c, start)| ((a.0.subrows(start, c.nrows()), a.1), c))
                 .collect();
             run_pieces(work, |(a, c)| self.matmul_seq(a, b, c, alpha, beta))
         }
     }
 
-    /// B <- B L^-T on `par`: B's row bands are independent solves.
-    pub(crate) fn split_trsm(
+    /// B <- B L^-H on `par`: B's row bands are independent solves.
+    pub(crate) fn split_trsm<T: Scalar>(
         self,
-        l: MatRef<'_, f64>,
-        b: MatMut<'_, f64>,
+        l: MatRef<'_, T>,
+        b: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         let (m, n) = (b.nrows(), b.ncols());
@@ -162,27 +164,27 @@ impl Backend {
         run_pieces(row_bands(b, &sizes), |b| self.trsm_seq(l, b))
     }
 
-    /// X <- L^-1 X (or L^-T X) on `par`: the right-hand sides are independent.
-    pub(crate) fn split_solve_lower(
+    /// X <- L^-1 X (or L^-H X) on `par`: the right-hand sides are independent.
+    pub(crate) fn split_solve_lower<T: Scalar>(
         self,
-        l: MatRef<'_, f64>,
-        transpose: bool,
-        x: MatMut<'_, f64>,
+        l: MatRef<'_, T>,
+        adjoint: bool,
+        x: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         let (m, r) = (x.nrows(), x.ncols());
         let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
         run_pieces(col_bands(x, &sizes), |x| {
-            self.solve_lower_seq(l, transpose, x)
+            self.solve_lower_seq(l, adjoint, x)
         })
     }
 
-    /// C <- C - A A^T on the lower triangle of C, on `par`: row bands of equal area, each
+    /// C <- C - A A^H on the lower triangle of C, on `par`: row bands of equal area, each
     /// the product left of its diagonal block and the diagonal block's own SYRK.
-    pub(crate) fn split_syrk(
+    pub(crate) fn split_syrk<T: Scalar>(
         self,
-        a: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        c: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
         let (n, k) = (c.nrows(), a.ncols());
@@ -199,7 +201,8 @@ impl Backend {
         run_pieces(work, |(start, rows, left, diag)| {
             let a_band = a.subrows(start, rows);
             if start > 0 {
-                self.matmul_seq(a_band, a.subrows(0, start).transpose(), left, -1.0, 1.0)?;
+                let above = (a.subrows(0, start).transpose(), adjoint_conj::<T>());
+                self.matmul_seq((a_band, Conj::No), above, left, -1.0, 1.0)?;
             }
             self.syrk_seq(a_band, diag)
         })
@@ -207,7 +210,11 @@ impl Backend {
 
     /// A <- L on `par`: right-looking blocked Cholesky whose diagonal blocks are factored
     /// sequentially and whose panel solves and trailing updates are split.
-    pub(crate) fn split_potrf(self, mut a: MatMut<'_, f64>, par: Par) -> Result<(), KernelError> {
+    pub(crate) fn split_potrf<T: Scalar>(
+        self,
+        mut a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
         let n = a.nrows();
         let mut j = 0;
         while j < n {
