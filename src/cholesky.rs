@@ -10,7 +10,7 @@ use std::sync::Arc;
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
 use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
-use hetla_kernels::{Backend, KernelError, Par};
+use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
 
 use crate::tile_work::{TileWork, run_error};
 use crate::tiled::mat_from_slice;
@@ -146,14 +146,15 @@ impl Cholesky {
         Ok(Platform::shared(&spec, self.backend)?)
     }
 
-    /// Factors a copy of `a` (left unchanged) and returns the factor.
-    pub fn factor(&self, a: MatRef<'_, f64>) -> Result<Factor> {
+    /// Factors a copy of `a` (left unchanged) and returns the factor. Any precision:
+    /// `f32`, `f64`, or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64).
+    pub fn factor<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<Factor<T>> {
         check_square("A", a.nrows(), a.ncols())?;
         self.factor_owned(a.to_owned())
     }
 
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
-    pub fn factor_owned(&self, mut a: Mat<f64>) -> Result<Factor> {
+    pub fn factor_owned<T: Scalar>(&self, mut a: Mat<T>) -> Result<Factor<T>> {
         let platform = self.resolve_platform()?;
         let tile = self.factor_direct_or_tiled(&platform, a.as_mut())?;
         Ok(Factor {
@@ -166,20 +167,24 @@ impl Cholesky {
 
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper
     /// triangle is untouched). On error the lower triangle is partly overwritten.
-    pub fn factor_in_place(&self, a: MatMut<'_, f64>) -> Result<()> {
+    pub fn factor_in_place<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<()> {
         let platform = self.resolve_platform()?;
         self.factor_direct_or_tiled(&platform, a).map(|_| ())
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other
     /// through the task graph and the runtime. Returns the tile size.
-    fn factor_direct_or_tiled(&self, platform: &Platform, mut a: MatMut<'_, f64>) -> Result<usize> {
+    fn factor_direct_or_tiled<T: Scalar>(
+        &self,
+        platform: &Platform,
+        mut a: MatMut<'_, T>,
+    ) -> Result<usize> {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
         let tile = self.tile_size_for(n);
         if tile >= n {
             check_finite_lower("A", a.as_ref())?;
-            let flops = (n as f64).powi(3) / 3.0;
+            let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
             if let Some(result) = direct(platform, flops, |backend, par| {
                 backend.potrf(a.as_mut(), par)
             }) {
@@ -196,7 +201,7 @@ impl Cholesky {
 
     /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through
     /// the runtime, also for a matrix of one tile).
-    pub fn factor_in_place_traced(&self, a: MatMut<'_, f64>) -> Result<Trace> {
+    pub fn factor_in_place_traced<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
         check_square("A", a.nrows(), a.ncols())?;
         let tile = self.tile_size_for(a.nrows());
@@ -204,17 +209,24 @@ impl Cholesky {
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading
-    /// dimension `ld` (>= n), as LAPACK's dpotrf does.
-    pub fn factor_slice(&self, data: &mut [f64], n: usize, ld: usize) -> Result<()> {
+    /// dimension `ld` (>= n), as LAPACK's ?potrf does.
+    pub fn factor_slice<T: Scalar>(&self, data: &mut [T], n: usize, ld: usize) -> Result<()> {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
     /// Factors the square `a` in tiles of `tile` through the task graph and the runtime.
-    fn factor_on(&self, platform: &Platform, a: MatMut<'_, f64>, tile: usize) -> Result<Trace> {
+    fn factor_on<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: MatMut<'_, T>,
+        tile: usize,
+    ) -> Result<Trace> {
         check_finite_lower("A", a.as_ref())?;
         crate::limits::check_cholesky(a.nrows(), tile, 0)?;
+        check_devices::<T>(platform)?;
         let a = TiledMatrix::new(a, tile, "A")?;
-        let graph = cholesky(a.tiling())?;
+        let mut graph = cholesky(a.tiling())?;
+        graph.scale_flops(T::PRECISION.flop_factor());
         let work = TileWork {
             graph: &graph,
             matrices: &[&a],
@@ -230,25 +242,26 @@ impl Cholesky {
     }
 }
 
-/// A Cholesky factor A = L L^T, ready to solve systems.
-pub struct Factor {
-    l: Mat<f64>,
+/// A Cholesky factor A = L L^H (L L^T for a real type), ready to solve systems.
+pub struct Factor<T: Scalar = f64> {
+    l: Mat<T>,
     tile: usize,
     platform: Arc<Platform>,
     scheduler: SchedulerKind,
 }
 
-impl std::fmt::Debug for Factor {
+impl<T: Scalar> std::fmt::Debug for Factor<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Factor")
             .field("n", &self.n())
+            .field("precision", &T::PRECISION)
             .field("tile", &self.tile)
             .field("platform", &self.platform)
             .finish()
     }
 }
 
-impl Factor {
+impl<T: Scalar> Factor<T> {
     /// Order of the factored matrix.
     pub fn n(&self) -> usize {
         self.l.nrows()
@@ -261,26 +274,30 @@ impl Factor {
 
     /// The storage of the factor: L in the lower triangle; the strict upper triangle is
     /// whatever the input had there.
-    pub fn storage(&self) -> MatRef<'_, f64> {
+    pub fn storage(&self) -> MatRef<'_, T> {
         self.l.as_ref()
     }
 
     /// L as a lower triangular matrix (zeros above the diagonal).
-    pub fn l(&self) -> Mat<f64> {
+    pub fn l(&self) -> Mat<T> {
         Mat::from_fn(self.n(), self.n(), |i, j| {
-            if i >= j { self.l[(i, j)] } else { 0.0 }
+            if i >= j {
+                self.l[(i, j)]
+            } else {
+                T::from_f64(0.0)
+            }
         })
     }
 
     /// Solves A X = B for one or many right-hand sides (the columns of `b`).
-    pub fn solve(&self, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+    pub fn solve(&self, b: MatRef<'_, T>) -> Result<Mat<T>> {
         let mut x = b.to_owned();
         self.solve_in_place(x.as_mut())?;
         Ok(x)
     }
 
     /// Solves A X = B in place: `b` is overwritten with X.
-    pub fn solve_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+    pub fn solve_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
         if b.nrows() != self.n() {
             return Err(Error::DimensionMismatch {
                 n: self.n(),
@@ -290,7 +307,7 @@ impl Factor {
         check_finite("B", b.as_ref())?;
         let n = self.n();
         if self.tile >= n {
-            let flops = 2.0 * (n * n * b.ncols()) as f64;
+            let flops = 2.0 * (n * n * b.ncols()) as f64 * T::PRECISION.flop_factor();
             let mut b = b;
             if let Some(result) = direct(&self.platform, flops, |backend, par| {
                 backend.solve_lower(self.l.as_ref(), false, b.as_mut(), par)?;
@@ -304,12 +321,14 @@ impl Factor {
         }
     }
 
-    fn solve_tiled(&self, b: MatMut<'_, f64>) -> Result<()> {
+    fn solve_tiled(&self, b: MatMut<'_, T>) -> Result<()> {
+        check_devices::<T>(&self.platform)?;
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
         let mut graph = TaskGraph::new();
         forward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
         backward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
+        graph.scale_flops(T::PRECISION.flop_factor());
         let work = TileWork {
             graph: &graph,
             matrices: &[&l, &rhs],
@@ -332,7 +351,7 @@ const DIRECT_ON_CALLER_FLOPS: f64 = 4.0e6;
 /// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on
 /// the calling thread when small, else on the platform's first CPU cluster with all its
 /// cores (holding the platform's run lock). `None` when the platform has no CPU cluster.
-fn direct<R: Send>(
+pub(crate) fn direct<R: Send>(
     platform: &Platform,
     flops: f64,
     f: impl FnOnce(Backend, Par) -> R + Send,
@@ -350,8 +369,9 @@ fn direct<R: Send>(
     )
 }
 
-/// Solves the SPD system A X = B with default options (A's lower triangle is read).
-pub fn solve_spd(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+/// Solves the SPD (complex: Hermitian positive definite) system A X = B with default
+/// options (A's lower triangle is read), in the precision of A and B.
+pub fn solve_spd<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Mat<T>> {
     // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
     check_square("A", a.nrows(), a.ncols())?;
     if b.nrows() != a.nrows() {
@@ -371,20 +391,21 @@ fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
     }
 }
 
-fn non_finite(
+fn non_finite<T: Scalar>(
     what: &'static str,
-    m: MatRef<'_, f64>,
+    m: MatRef<'_, T>,
     rows_from: impl Fn(usize) -> usize,
 ) -> Result<()> {
     for j in 0..m.ncols() {
         for i in rows_from(j)..m.nrows() {
             let value = m[(i, j)];
-            if !value.is_finite() {
+            if !value.finite() {
+                let z = value.to_c64();
                 return Err(Error::NonFinite {
                     what,
                     row: i,
                     col: j,
-                    value,
+                    value: if z.re.is_finite() { z.im } else { z.re },
                 });
             }
         }
@@ -392,11 +413,37 @@ fn non_finite(
     Ok(())
 }
 
-/// The first non-finite entry of the lower triangle (the part a factorisation reads).
-fn check_finite_lower(what: &'static str, m: MatRef<'_, f64>) -> Result<()> {
-    non_finite(what, m, |j| j)
+/// The first non-finite entry of the lower triangle (the part a factorisation reads), and
+/// for a complex matrix the first diagonal entry that is not real.
+pub(crate) fn check_finite_lower<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
+    non_finite(what, m, |j| j)?;
+    if T::PRECISION.is_complex() {
+        for index in 0..m.nrows().min(m.ncols()) {
+            let imag = m[(index, index)].to_c64().im;
+            if imag != 0.0 {
+                return Err(Error::NotHermitian { what, index, imag });
+            }
+        }
+    }
+    Ok(())
 }
 
-fn check_finite(what: &'static str, m: MatRef<'_, f64>) -> Result<()> {
+pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     non_finite(what, m, |_| 0)
+}
+
+/// GPU workers move and compute f64 tiles only: another precision on a platform with GPUs
+/// is refused before any work.
+pub(crate) fn check_devices<T: Scalar>(platform: &Platform) -> Result<()> {
+    if T::PRECISION == Precision::D || platform.devices().is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidOption {
+        option: "precision",
+        reason: format!(
+            "GPU workers compute in f64 (d) only, and this platform has {} GPU(s): run {} on CPU clusters only (no GPUs), or in f64",
+            platform.devices().len(),
+            T::PRECISION
+        ),
+    })
 }

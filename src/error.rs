@@ -34,6 +34,20 @@ pub enum Error {
         /// Rows of B.
         rows: usize,
     },
+    /// A complex matrix that cannot be Hermitian: a diagonal entry with a non-zero
+    /// imaginary part (only the lower triangle is read, so the diagonal is what can be
+    /// checked).
+    #[error(
+        "{what} is not Hermitian: its diagonal entry ({index}, {index}) has imaginary part {imag} (a Hermitian matrix has a real diagonal)"
+    )]
+    NotHermitian {
+        /// Which argument.
+        what: &'static str,
+        /// Row and column of the diagonal entry.
+        index: usize,
+        /// Its imaginary part.
+        imag: f64,
+    },
     /// An entry that is infinite or NaN.
     #[error("{what} has a non-finite entry {value} at row {row}, column {col} (0-based)")]
     NonFinite {
@@ -202,6 +216,7 @@ impl Error {
             Error::NotSquare { .. } => "not_square",
             Error::DimensionMismatch { .. } => "dimension_mismatch",
             Error::NonFinite { .. } => "non_finite",
+            Error::NotHermitian { .. } => "not_hermitian",
             Error::ZeroTileSize => "zero_tile_size",
             Error::Layout { .. } => "layout",
             Error::InvalidOption { .. } => "invalid_option",

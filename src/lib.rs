@@ -37,6 +37,7 @@ pub mod gemm;
 pub mod graph_bounds;
 pub mod limits;
 pub mod matgen;
+pub mod mixed;
 pub mod model;
 mod rank_plan;
 pub mod simulation;
@@ -50,7 +51,8 @@ pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_bounds as bounds;
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_factorizations as factorizations;
-pub use hetla_kernels::{Backend, Op, Par};
+pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
+pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use runtime::{Platform, SchedulerKind, Trace};
 pub use tiled::{TiledMatrix, mat_from_slice};
 

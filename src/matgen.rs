@@ -167,3 +167,77 @@ mod tests {
         }
     }
 }
+
+/// A random Hermitian positive definite `n x n` matrix in any precision, reproducible from
+/// `seed`: as [`random_spd`] (entries below the diagonal uniform in [-0.5, 0.5), `n` added
+/// to the diagonal), and for a complex type an imaginary part uniform in [-0.5, 0.5) below
+/// the diagonal, mirrored conjugated above it. Each off-diagonal entry is below 1/sqrt(2) in
+/// modulus, so the matrix stays strictly diagonally dominant with a positive real
+/// diagonal: Hermitian positive definite and well conditioned.
+pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let complex = T::PRECISION.is_complex();
+    let mut a = Mat::<T>::zeros(n, n);
+    for j in 0..n {
+        for i in j..n {
+            let re = rng.random::<f64>() - 0.5;
+            let im = if complex && i != j {
+                rng.random::<f64>() - 0.5
+            } else {
+                0.0
+            };
+            let re = if i == j { re + n as f64 } else { re };
+            a[(i, j)] = T::from_parts(re, im);
+            a[(j, i)] = T::from_parts(re, -im);
+        }
+    }
+    a
+}
+
+/// A random Hermitian positive definite `n x n` matrix whose 2-norm condition number is
+/// `cond` (>= 1), reproducible from `seed`: eigenvalues spread geometrically from 1 down to
+/// 1 / `cond`, turned by two random Householder reflections H = I - 2 v v^H / (v^H v)
+/// (A = H2 H1 D H1 H2: unitary similarity, so the eigenvalues stay exact), O(n^2) work in
+/// all, as LAPACK's test generator dlatms does with more reflections. A real type gets real
+/// reflections.
+pub fn random_hpd_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, seed: u64) -> Mat<T> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let complex = T::PRECISION.is_complex();
+    let last = (n.max(2) - 1) as f64;
+    let mut a = Mat::<faer::c64>::zeros(n, n);
+    for i in 0..n {
+        a[(i, i)] = faer::c64::new(cond.powf(-(i as f64) / last), 0.0);
+    }
+    for _ in 0..2 {
+        let v: Vec<faer::c64> = (0..n)
+            .map(|_| {
+                let re = rng.random::<f64>() - 0.5;
+                let im = if complex {
+                    rng.random::<f64>() - 0.5
+                } else {
+                    0.0
+                };
+                faer::c64::new(re, im)
+            })
+            .collect();
+        let vv: f64 = v.iter().map(|x| x.norm_sqr()).sum();
+        // w = A v, s = v^H w; A <- A - (2/vv)(v w^H + w v^H) + (4 s / vv^2) v v^H.
+        let w: Vec<faer::c64> = (0..n)
+            .map(|i| (0..n).map(|j| a[(i, j)] * v[j]).sum())
+            .collect();
+        let s: faer::c64 = v.iter().zip(&w).map(|(x, y)| x.conj() * y).sum();
+        let (c1, c2) = (2.0 / vv, 4.0 / (vv * vv));
+        for j in 0..n {
+            for i in 0..n {
+                let update =
+                    (v[i] * w[j].conj() + w[i] * v[j].conj()) * c1 - v[i] * v[j].conj() * s * c2;
+                a[(i, j)] -= update;
+            }
+        }
+    }
+    Mat::from_fn(n, n, |i, j| {
+        // Exactly Hermitian: the mean of the two mirrored entries.
+        let x = (a[(i, j)] + a[(j, i)].conj()) * 0.5;
+        T::from_parts(x.re, x.im)
+    })
+}

@@ -3,20 +3,21 @@
 
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
-use hetla_kernels::{Backend, KernelError, Op, Par};
+use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
 
 use crate::{Error, TiledMatrix};
 use hetla_runtime::{Error as RuntimeError, KernelKey, RunError, RunStep, TaskFailure, Workload};
 
-/// A task graph over tiled matrices (indexed by `MatrixId.0`) with a kernel backend.
-pub(crate) struct TileWork<'g, 'm> {
+/// A task graph over tiled matrices of one precision (indexed by `MatrixId.0`) with a
+/// kernel backend.
+pub(crate) struct TileWork<'g, 'm, T: Scalar = f64> {
     pub graph: &'g TaskGraph,
-    pub matrices: &'g [&'g TiledMatrix<'m>],
+    pub matrices: &'g [&'g TiledMatrix<'m, T>],
     pub backend: Backend,
 }
 
-impl TileWork<'_, '_> {
-    fn matrix(&self, id: MatrixId, op: Op) -> Result<&TiledMatrix<'_>, KernelError> {
+impl<T: Scalar> TileWork<'_, '_, T> {
+    fn matrix(&self, id: MatrixId, op: Op) -> Result<&TiledMatrix<'_, T>, KernelError> {
         self.matrices
             .get(id.0 as usize)
             .copied()
@@ -33,31 +34,40 @@ impl TileWork<'_, '_> {
     }
 }
 
-impl Workload for TileWork<'_, '_> {
+impl<T: Scalar> Workload for TileWork<'_, '_, T> {
     fn graph(&self) -> &TaskGraph {
         self.graph
     }
 
     fn key(&self, task: TaskId) -> KernelKey {
         KernelKey::of_task(self.graph.task(task), |tile| self.shape(tile))
+            .in_precision(T::PRECISION)
     }
 
     fn tile_bytes(&self, tile: TileRef) -> usize {
         let (r, c) = self.shape(tile);
-        r * c * size_of::<f64>()
+        r * c * size_of::<T>()
     }
 
     fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
         let m = self.matrices.get(tile.matrix.0 as usize)?;
-        Some(m.tile(tile.row, tile.col))
+        as_f64(m.tile(tile.row, tile.col))
     }
 
     unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
         let m = self.matrices.get(tile.matrix.0 as usize)?;
+        if !m.is_writable() {
+            return None;
+        }
         // SAFETY: the matrix is writable (checked), and the caller guarantees that no
         // other view of the tile is used while this one lives.
-        m.is_writable()
-            .then(|| unsafe { m.tile_mut_unchecked(tile.row, tile.col) })
+        let t = unsafe { m.tile_mut_unchecked(tile.row, tile.col) };
+        (T::PRECISION == Precision::D).then(|| {
+            let (r, c, rs, cs) = (t.nrows(), t.ncols(), t.row_stride(), t.col_stride());
+            // SAFETY: T is f64 (its precision is d and the trait is sealed), so this is the
+            // same view with its own type; the exclusivity is the caller's, as above.
+            unsafe { MatMut::from_raw_parts_mut(t.as_ptr_mut().cast::<f64>(), r, c, rs, cs) }
+        })
     }
 
     fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
@@ -86,6 +96,16 @@ impl Workload for TileWork<'_, '_> {
         let out = unsafe { target.tile_mut_unchecked(write.tile.row, write.tile.col) };
         self.backend.run(task.op, &views, out, par)
     }
+}
+
+/// An f64 tile as what it is (device workers move f64 tiles only); `None` for another
+/// precision.
+fn as_f64<T: Scalar>(t: MatRef<'_, T>) -> Option<MatRef<'_, f64>> {
+    (T::PRECISION == Precision::D).then(|| {
+        let (r, c, rs, cs) = (t.nrows(), t.ncols(), t.row_stride(), t.col_stride());
+        // SAFETY: T is f64 (its precision is d and the trait is sealed): the same view.
+        unsafe { MatRef::from_raw_parts(t.as_ptr().cast::<f64>(), r, c, rs, cs) }
+    })
 }
 
 /// A task's written tile (its last access) and the tiles it only reads, checked: the

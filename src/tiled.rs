@@ -11,24 +11,26 @@ use std::marker::PhantomData;
 
 use faer::{MatMut, MatRef};
 use hetla_factorizations::Tiling;
+use hetla_kernels::Scalar;
 
 use crate::{Error, Result};
 
-/// A column-major matrix seen as tiles, borrowed for `'a`, writable or read-only.
-pub struct TiledMatrix<'a> {
-    ptr: *mut f64,
+/// A column-major matrix of any precision seen as tiles, borrowed for `'a`, writable or
+/// read-only.
+pub struct TiledMatrix<'a, T: Scalar = f64> {
+    ptr: *mut T,
     ld: usize,
     tiling: Tiling,
     writable: bool,
-    _borrow: PhantomData<&'a mut [f64]>,
+    _borrow: PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: a TiledMatrix is a borrow of f64 storage (Send + Sync data); sharing it between
-// threads is sound because tiles are only written through `tile_mut_unchecked`, whose
-// callers guarantee that no other view of a written tile exists at the same time.
-unsafe impl Send for TiledMatrix<'_> {}
+// SAFETY: a TiledMatrix is a borrow of scalar storage (Send + Sync data); sharing it
+// between threads is sound because tiles are only written through `tile_mut_unchecked`,
+// whose callers guarantee that no other view of a written tile exists at the same time.
+unsafe impl<T: Scalar> Send for TiledMatrix<'_, T> {}
 // SAFETY: see the Send impl.
-unsafe impl Sync for TiledMatrix<'_> {}
+unsafe impl<T: Scalar> Sync for TiledMatrix<'_, T> {}
 
 fn column_major_ld(
     what: &'static str,
@@ -54,9 +56,9 @@ fn column_major_ld(
     }
 }
 
-impl<'a> TiledMatrix<'a> {
+impl<'a, T: Scalar> TiledMatrix<'a, T> {
     /// Tiles of `b x b` over a writable column-major view.
-    pub fn new(m: MatMut<'a, f64>, tile: usize, what: &'static str) -> Result<Self> {
+    pub fn new(m: MatMut<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
         Ok(Self {
             ptr: m.as_ptr_mut(),
@@ -68,10 +70,10 @@ impl<'a> TiledMatrix<'a> {
     }
 
     /// Tiles of `b x b` over a read-only column-major view; its tiles cannot be written.
-    pub fn read_only(m: MatRef<'a, f64>, tile: usize, what: &'static str) -> Result<Self> {
+    pub fn read_only(m: MatRef<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
         Ok(Self {
-            ptr: m.as_ptr() as *mut f64,
+            ptr: m.as_ptr() as *mut T,
             ld,
             tiling: Tiling::new(m.nrows(), m.ncols(), tile)?,
             writable: false,
@@ -90,7 +92,7 @@ impl<'a> TiledMatrix<'a> {
     }
 
     /// The whole matrix.
-    pub fn as_mat_ref(&self) -> MatRef<'_, f64> {
+    pub fn as_mat_ref(&self) -> MatRef<'_, T> {
         // SAFETY: ptr, the dimensions and ld describe storage borrowed for 'a; reading is
         // allowed while no tile is being written (the caller holds &self, and writers need
         // the unsafe contract of tile_mut_unchecked).
@@ -106,14 +108,14 @@ impl<'a> TiledMatrix<'a> {
     }
 
     /// Tile (i, j), read-only.
-    pub fn tile(&self, i: usize, j: usize) -> MatRef<'_, f64> {
+    pub fn tile(&self, i: usize, j: usize) -> MatRef<'_, T> {
         let (r, c) = self.tiling.tile_shape(i, j);
         self.as_mat_ref()
             .submatrix(self.tiling.offset(i), self.tiling.offset(j), r, c)
     }
 
     /// Tile (i, j), writable, through an exclusive borrow (safe).
-    pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<MatMut<'_, f64>> {
+    pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<MatMut<'_, T>> {
         // SAFETY: &mut self excludes every other view handed out by this matrix.
         self.writable
             .then(|| unsafe { self.tile_mut_unchecked(i, j) })
@@ -125,7 +127,7 @@ impl<'a> TiledMatrix<'a> {
     /// # Safety
     /// The matrix must be writable, and for as long as the view lives no other view of
     /// tile (i, j) (read or write) may be used.
-    pub unsafe fn tile_mut_unchecked(&self, i: usize, j: usize) -> MatMut<'_, f64> {
+    pub unsafe fn tile_mut_unchecked(&self, i: usize, j: usize) -> MatMut<'_, T> {
         debug_assert!(self.writable);
         let (r, c) = self.tiling.tile_shape(i, j);
         let offset = self.tiling.offset(i) + self.tiling.offset(j) * self.ld;
@@ -137,13 +139,13 @@ impl<'a> TiledMatrix<'a> {
 
 /// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking
 /// that it is long enough.
-pub fn mat_from_slice<'a>(
-    data: &'a mut [f64],
+pub fn mat_from_slice<'a, T: Scalar>(
+    data: &'a mut [T],
     rows: usize,
     cols: usize,
     ld: usize,
     what: &'static str,
-) -> Result<MatMut<'a, f64>> {
+) -> Result<MatMut<'a, T>> {
     if ld < rows.max(1) {
         return Err(Error::Layout {
             what,

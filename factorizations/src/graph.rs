@@ -182,6 +182,14 @@ impl TaskGraph {
         self.predecessors.iter().map(Vec::len).sum()
     }
 
+    /// Multiplies every task's flops by `factor`: builders count real flops, and a graph
+    /// run in complex arithmetic does 4 times as many (`Precision::flop_factor`).
+    pub fn scale_flops(&mut self, factor: f64) {
+        for task in &mut self.tasks {
+            task.flops *= factor;
+        }
+    }
+
     /// Total flops of all tasks.
     pub fn total_flops(&self) -> f64 {
         self.tasks.iter().map(|t| t.flops).sum()

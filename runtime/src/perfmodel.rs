@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use hetla_kernels::Op;
+use hetla_kernels::{Op, Precision};
 use serde::{Deserialize, Serialize};
 
 use crate::link::LinkModel;
@@ -70,6 +70,8 @@ pub struct KernelKey {
     pub op: Op,
     /// Operand shapes, reads first and the written tile last.
     pub shapes: Vec<(usize, usize)>,
+    /// The precision the kernel computes in (models of f32 and f64 kernels differ).
+    pub precision: Precision,
 }
 
 impl KernelKey {
@@ -89,10 +91,25 @@ impl KernelKey {
                 Self {
                     op: Op::GemmNt,
                     shapes: vec![(m, k), (n, k), (m, n)],
+                    precision: Precision::D,
                 }
             }
-            op => Self { op, shapes },
+            op => Self {
+                op,
+                shapes,
+                precision: Precision::D,
+            },
         }
+    }
+
+    /// The same key in another precision (keys are made in f64 by default).
+    pub fn in_precision(self, precision: Precision) -> Self {
+        Self { precision, ..self }
+    }
+
+    /// Real flops of the kernel (4 times the real count for a complex precision).
+    pub fn flops(&self) -> f64 {
+        self.op.flops(&self.shapes) * self.precision.flop_factor()
     }
 
     /// The key of `op` on square b x b tiles.
@@ -100,6 +117,7 @@ impl KernelKey {
         Self {
             op,
             shapes: vec![(b, b); op.reads() + 1],
+            precision: Precision::D,
         }
     }
 }
@@ -157,6 +175,9 @@ impl Stats {
 struct Entry {
     op: String,
     shapes: Vec<[usize; 2]>,
+    /// Absent in files written before other precisions than f64 existed.
+    #[serde(default)]
+    precision: Precision,
     class: ResourceClass,
     samples: u64,
     mean_s: f64,
@@ -377,6 +398,7 @@ impl PerfModels {
             .map(|((key, class), s)| Entry {
                 op: key.op.name().to_owned(),
                 shapes: key.shapes.iter().map(|&(r, c)| [r, c]).collect(),
+                precision: key.precision,
                 class: class.clone(),
                 samples: s.samples,
                 mean_s: s.mean,
@@ -384,7 +406,14 @@ impl PerfModels {
                 deviation_s: s.deviation(),
             })
             .collect();
-        models.sort_by(|a, b| (&a.op, &a.shapes, &a.class).cmp(&(&b.op, &b.shapes, &b.class)));
+        models.sort_by(|a, b| {
+            (&a.op, &a.shapes, a.precision, &a.class).cmp(&(
+                &b.op,
+                &b.shapes,
+                b.precision,
+                &b.class,
+            ))
+        });
         let file = File {
             format: 1,
             backend: backend.to_owned(),
@@ -419,6 +448,7 @@ fn checked_entry(e: &Entry) -> std::result::Result<(KernelKey, Stats), String> {
     let key = KernelKey {
         op,
         shapes: e.shapes.iter().map(|s| (s[0], s[1])).collect(),
+        precision: e.precision,
     };
     Ok((
         key,

@@ -232,17 +232,19 @@ impl CpuKernelRate {
     }
 }
 
-/// Flop count of a task by the leading terms Cojean et al. (2016) uses (see the module documentation).
+/// Flop count of a task by the leading terms Cojean et al. (2016) uses (see the module
+/// documentation), times 4 for a complex precision.
 pub fn model_flops(key: &KernelKey) -> f64 {
     let w = key.shapes[key.shapes.len() - 1];
     let (m, n) = (w.0 as f64, w.1 as f64);
     let k = key.shapes[0].1 as f64;
-    match key.op {
+    let real = match key.op {
         Op::Potrf => m * m * m / 3.0,
         Op::Trsm => m * n * n,
         Op::Syrk => k * m * m,
         _ => key.op.flops(&key.shapes),
-    }
+    };
+    real * key.precision.flop_factor()
 }
 
 /// A modelled machine as a simulated run uses it: a platform model, the CPU clusters made

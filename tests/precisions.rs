@@ -1,0 +1,188 @@
+//! The library in every precision: tiled Cholesky on ragged tiles against faer's own
+//! Cholesky, Hermitian inputs with complex off-diagonal entries, the checks on complex
+//! input, solves, and the mixed-precision solve with its fallback.
+
+use faer::{Mat, MatRef, Side};
+use hetla::matgen::{random_hpd, random_hpd_conditioned};
+use hetla::{Backend, Cholesky, Error, RefinementPath, Scalar, c32, c64};
+
+/// max |x - y| / max |y|, over the lower triangles.
+fn lower_rel_diff<T: Scalar>(x: MatRef<'_, T>, y: MatRef<'_, T>) -> f64 {
+    let (mut d, mut s) = (0.0_f64, 0.0_f64);
+    for j in 0..y.ncols() {
+        for i in j..y.nrows() {
+            d = d.max((x[(i, j)].to_c64() - y[(i, j)].to_c64()).norm());
+            s = s.max(y[(i, j)].abs_f64());
+        }
+    }
+    d / s
+}
+
+/// ||A X - B||_max / (||A||_max ||X||_max n), A full.
+fn backward_error<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
+    let wide = |m: MatRef<'_, T>| Mat::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64());
+    let (a, x, b) = (wide(a), wide(x), wide(b));
+    let r = &a * &x - &b;
+    let max = |m: &Mat<c64>| m.norm_max();
+    max(&r) / (max(&a) * max(&x) * a.nrows() as f64)
+}
+
+fn factor_matches_faer<T: Scalar>(backend: Backend) {
+    // Ragged: 300 = 4 tiles of 64 and one of 44.
+    let n = 300;
+    let a = random_hpd::<T>(n, 7);
+    let ours = Cholesky::new()
+        .backend(backend)
+        .threads(2)
+        .tile(64)
+        .factor(a.as_ref())
+        .unwrap();
+    let theirs = a.as_ref().llt(Side::Lower).unwrap().L().to_owned();
+    let diff = lower_rel_diff(ours.l().as_ref(), theirs.as_ref());
+    let eps = T::PRECISION.epsilon();
+    assert!(
+        diff < 50.0 * eps * (n as f64).sqrt(),
+        "{} {backend}: {diff:e}",
+        T::PRECISION
+    );
+    // And a solve in the same precision.
+    let b = Mat::from_fn(n, 3, |i, j| T::from_parts(i as f64 - j as f64, j as f64));
+    let x = ours.solve(b.as_ref()).unwrap();
+    let berr = backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+    assert!(
+        berr < 10.0 * eps,
+        "{} {backend} solve: {berr:e}",
+        T::PRECISION
+    );
+    let x2 = hetla::solve_spd(a.as_ref(), b.as_ref()).unwrap();
+    assert!(backward_error(a.as_ref(), x2.as_ref(), b.as_ref()) < 10.0 * eps);
+}
+
+#[test]
+fn every_precision_factors_on_ragged_tiles_like_faer() {
+    for backend in Backend::available() {
+        factor_matches_faer::<f32>(backend);
+        factor_matches_faer::<f64>(backend);
+        factor_matches_faer::<c32>(backend);
+        factor_matches_faer::<c64>(backend);
+    }
+}
+
+#[test]
+fn hermitian_inputs_have_complex_off_diagonals_and_real_diagonals() {
+    let a = random_hpd::<c64>(50, 1);
+    assert!((0..50).all(|i| a[(i, i)].im == 0.0));
+    assert!(a[(7, 3)].im != 0.0 && a[(3, 7)] == a[(7, 3)].conj());
+    // A transposed (not conjugated) factor would not reproduce A: the factor must be
+    // L L^H, with the complex parts in place.
+    let l = Cholesky::new().tile(16).factor(a.as_ref()).unwrap().l();
+    let llh = &l * l.adjoint();
+    assert!((&llh - &a).norm_max() < 1e-12 * a.norm_max());
+    let llt = &l * l.transpose();
+    assert!((&llt - &a).norm_max() > 1e-3 * a.norm_max());
+}
+
+#[test]
+fn a_complex_diagonal_is_refused_before_any_work() {
+    let mut a = random_hpd::<c32>(40, 2);
+    a[(5, 5)].im = 0.5;
+    for tile in [8, 64] {
+        let err = Cholesky::new().tile(tile).factor(a.as_ref()).unwrap_err();
+        assert_eq!(
+            err,
+            Error::NotHermitian {
+                what: "A",
+                index: 5,
+                imag: 0.5
+            }
+        );
+        assert!(err.to_string().contains("real diagonal"), "{err}");
+    }
+    let b = Mat::<c32>::zeros(40, 1);
+    assert!(matches!(
+        hetla::solve_spd(a.as_ref(), b.as_ref()),
+        Err(Error::NotHermitian { index: 5, .. })
+    ));
+    let mut z = random_hpd::<c64>(40, 2);
+    z[(9, 9)].im = -1e-3;
+    let err = hetla::solve_spd_mixed(z.as_ref(), Mat::<c64>::zeros(40, 1).as_ref());
+    assert!(
+        matches!(err, Err(Error::NotHermitian { index: 9, .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn mixed_precision_refines_to_double_accuracy() {
+    let n = 400;
+    for cond in [1.0e2, 1.0e5] {
+        let a = random_hpd_conditioned::<f64>(n, cond, 3);
+        let b = Mat::from_fn(n, 2, |i, j| (i as f64 * 0.37 + j as f64).sin());
+        let (x, how) = Cholesky::new()
+            .tile(96)
+            .solve_refined(a.as_ref(), b.as_ref())
+            .unwrap();
+        assert_eq!(how.path, RefinementPath::Mixed, "cond {cond}");
+        assert_eq!(how.factored_in, hetla::Precision::S);
+        assert!(how.iterations >= 1 && how.iterations <= 10, "{how:?}");
+        let berr = backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+        let x64 = hetla::solve_spd(a.as_ref(), b.as_ref()).unwrap();
+        let berr64 = backward_error(a.as_ref(), x64.as_ref(), b.as_ref());
+        assert!(
+            berr <= 4.0 * berr64.max(f64::EPSILON / 8.0),
+            "cond {cond}: {berr:e} vs {berr64:e}"
+        );
+    }
+    // Complex: c32 factor, c64 refinement.
+    let a = random_hpd_conditioned::<c64>(200, 1e3, 4);
+    let b = Mat::from_fn(200, 1, |i, _| c64::new(1.0, i as f64 / 200.0));
+    let (x, how) = hetla::solve_spd_mixed(a.as_ref(), b.as_ref()).unwrap();
+    assert_eq!(
+        (how.path, how.factored_in),
+        (RefinementPath::Mixed, hetla::Precision::C)
+    );
+    assert!(backward_error(a.as_ref(), x.as_ref(), b.as_ref()) < 1e-15);
+}
+
+#[test]
+fn too_ill_conditioned_or_too_large_for_single_falls_back_to_double() {
+    let n = 300;
+    // cond 1e10: far beyond 1 / eps(f32) ~ 1.7e7.
+    let a = random_hpd_conditioned::<f64>(n, 1e10, 5);
+    let b = Mat::from_fn(n, 1, |i, _| 1.0 + i as f64);
+    let (x, how) = Cholesky::new()
+        .tile(64)
+        .solve_refined(a.as_ref(), b.as_ref())
+        .unwrap();
+    let RefinementPath::Fallback { reason } = &how.path else {
+        panic!("expected a fallback: {how:?}")
+    };
+    assert!(
+        reason.contains("non-positive pivot") || reason.contains("did not converge"),
+        "{reason}"
+    );
+    assert_eq!(how.factored_in, hetla::Precision::D);
+    let berr = backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+    assert!(berr < 1e-15, "{berr:e}");
+    // An entry beyond f32's range.
+    let mut big = random_hpd::<f64>(50, 6);
+    big *= faer::Scale(1e38);
+    let rhs = Mat::<f64>::ones(50, 1);
+    let (x, how) = hetla::solve_spd_mixed(big.as_ref(), rhs.as_ref()).unwrap();
+    let RefinementPath::Fallback { reason } = &how.path else {
+        panic!("expected a fallback: {how:?}")
+    };
+    assert!(reason.contains("overflows s"), "{reason}");
+    assert!(backward_error(big.as_ref(), x.as_ref(), rhs.as_ref()) < 1e-15);
+}
+
+#[test]
+fn the_conditioned_generator_has_the_condition_it_was_asked_for() {
+    let a = random_hpd_conditioned::<f64>(60, 1e4, 9);
+    let eig = a.as_ref().self_adjoint_eigenvalues(Side::Lower).unwrap();
+    let (lo, hi) = (eig[0], eig[59]);
+    assert!(
+        (hi - 1.0).abs() < 1e-10 && (hi / lo / 1e4 - 1.0).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+}
