@@ -26,7 +26,7 @@ fn sirocco_simulation(c: &mut Criterion) {
         let spec = ClusterSpec::Grid { count, size };
         let n = tiles * tile;
         let platform = sirocco.sim_platform(&spec, gpus).expect("platform");
-        let (graph, keys) = cholesky_graph(n, tile).expect("graph");
+        let (graph, keys) = cholesky_graph(n, tile, hetla::Precision::D).expect("graph");
         let tiling = Tiling::square(n, tile).expect("tiling");
         let tile_bytes = |t: TileRef| {
             let (r, c) = tiling.tile_shape(t.row, t.col);

@@ -19,6 +19,7 @@ use crate::calibrate::CHOLESKY_OPS;
 use crate::model::{LinkRate, PlatformModel};
 use crate::rank_plan::GridPlan;
 use crate::{ClusterSpec, Result};
+use hetla_kernels::Precision;
 use hetla_runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
 
 /// One resource class of a bound: its name and how many resources it has.
@@ -178,22 +179,29 @@ fn typed_bounds(
     })
 }
 
-/// The Cholesky graph of an `n x n` matrix in `tile x tile` tiles and its tasks' kernels.
-pub fn cholesky_graph(n: usize, tile: usize) -> Result<(TaskGraph, Vec<KernelKey>)> {
+/// The Cholesky graph of an `n x n` matrix in `tile x tile` tiles and its tasks' kernels,
+/// in `precision` (its flops and keys).
+pub fn cholesky_graph(
+    n: usize,
+    tile: usize,
+    precision: Precision,
+) -> Result<(TaskGraph, Vec<KernelKey>)> {
     crate::limits::check_cholesky(n, tile, 0)?;
     let tiling = Tiling::square(n, tile)?;
-    let graph = hetla_factorizations::cholesky(&tiling)?;
+    let mut graph = hetla_factorizations::cholesky(&tiling)?;
+    graph.scale_flops(precision.flop_factor());
     let keys = graph
         .tasks()
         .iter()
-        .map(|t| KernelKey::of_task(t, |r| tiling.tile_shape(r.row, r.col)))
+        .map(|t| KernelKey::of_task(t, |r| tiling.tile_shape(r.row, r.col)).in_precision(precision))
         .collect();
     Ok((graph, keys))
 }
 
-/// Flops of an n x n Cholesky factorisation as rates are reported: n^3 / 3.
-pub fn cholesky_flops(n: usize) -> f64 {
-    (n as f64).powi(3) / 3.0
+/// Flops of an n x n Cholesky factorisation as rates are reported: n^3 / 3, times 4 in a
+/// complex precision.
+pub fn cholesky_flops(n: usize, precision: Precision) -> f64 {
+    (n as f64).powi(3) / 3.0 * precision.flop_factor()
 }
 
 /// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` on a modelled
@@ -207,13 +215,13 @@ pub fn model_cholesky_bounds(
 ) -> Result<BoundReport> {
     model.check_tile(&CHOLESKY_OPS, tile, gpus)?;
     let classes = model.classes(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile)?;
+    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
     graph_bounds(
         &graph,
         &keys,
         &classes,
         |key, class| model.duration(key, tile, class),
-        cholesky_flops(n),
+        cholesky_flops(n, Precision::D),
     )
 }
 
@@ -224,8 +232,9 @@ pub fn measured_cholesky_bounds(
     workers: &[WorkerInfo],
     n: usize,
     tile: usize,
+    precision: Precision,
 ) -> Result<BoundReport> {
-    let (graph, keys) = cholesky_graph(n, tile)?;
+    let (graph, keys) = cholesky_graph(n, tile, precision)?;
     graph_bounds(
         &graph,
         &keys,
@@ -236,7 +245,7 @@ pub fn measured_cholesky_bounds(
                 .filter(|s| s.samples > 0)
                 .map(|s| s.mean)
         },
-        cholesky_flops(n),
+        cholesky_flops(n, precision),
     )
 }
 
@@ -250,8 +259,13 @@ pub const PER_TASK_TYPES_UP_TO: usize = 10_000;
 /// worker that ran it, with the duration it took there. The run's own schedule satisfies
 /// every constraint of these bounds, so they are lower bounds of this very run: its
 /// makespan is at least the mixed bound (efficiency <= 1), whatever the noise.
-pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<BoundReport> {
-    let (graph, keys) = cholesky_graph(n, tile)?;
+pub fn run_cholesky_bounds(
+    trace: &Trace,
+    n: usize,
+    tile: usize,
+    precision: Precision,
+) -> Result<BoundReport> {
+    let (graph, keys) = cholesky_graph(n, tile, precision)?;
     let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
     let mut ran = vec![None; graph.len()];
     for event in &trace.tasks {
@@ -293,7 +307,7 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
             type_of.len(),
             &classes,
             |t, class| (type_of[t].1 == class).then_some(shortest[t]),
-            cholesky_flops(n),
+            cholesky_flops(n, precision),
         );
     }
     typed_bounds(
@@ -302,7 +316,7 @@ pub fn run_cholesky_bounds(trace: &Trace, n: usize, tile: usize) -> Result<Bound
         graph.len(),
         &classes,
         |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
-        cholesky_flops(n),
+        cholesky_flops(n, precision),
     )
 }
 

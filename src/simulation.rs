@@ -7,6 +7,7 @@
 //! noise-free simulated run can never beat its own mixed bound.
 //!
 
+use hetla_kernels::Precision;
 use std::time::Instant;
 
 use hetla_factorizations::{ProcessGrid, TaskId, Tiling};
@@ -88,7 +89,7 @@ pub fn simulate_cholesky(
     options: &SimOptions,
 ) -> Result<(SimReport, Trace)> {
     let platform = model.sim_platform(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile)?;
+    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
     let tiling = Tiling::square(n, tile)?;
     let tile_bytes = |t: hetla_factorizations::TileRef| {
         let (rows, cols) = tiling.tile_shape(t.row, t.col);
@@ -105,7 +106,7 @@ pub fn simulate_cholesky(
     let trace = simulate(&platform, &work, options)?;
     let simulation_seconds = start.elapsed().as_secs_f64();
     let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let flops = cholesky_flops(n);
+    let flops = cholesky_flops(n, Precision::D);
     let bounds = graph_bounds(&graph, &keys, &classes, duration, flops)?;
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
@@ -279,7 +280,7 @@ pub fn simulate_cholesky_grid(
     options: &SimOptions,
 ) -> Result<(GridSimReport, Trace)> {
     let platform = model.sim_platform(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile)?;
+    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
     let tiling = Tiling::square(n, tile)?;
     let plan = GridPlan::new(&graph, &grid).map_err(|e| Error::InvalidOption {
         option: "grid",
@@ -336,7 +337,7 @@ pub fn simulate_cholesky_grid(
 
     let nodes = grid.size();
     let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let flops = cholesky_flops(n);
+    let flops = cholesky_flops(n, Precision::D);
     let bounds = distributed_bounds(
         &DistributedGraph {
             graph: &graph,

@@ -25,6 +25,7 @@ use crate::calibrate::{CHOLESKY_OPS, calibrate};
 use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
 use crate::model::model_flops;
 use crate::{Result, default_tile_size};
+use hetla_kernels::Precision;
 use hetla_runtime::{KernelKey, Platform, ResourceClass, count_classes};
 use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 
@@ -97,7 +98,7 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());
     for &b in &candidates {
-        let (graph, keys) = cholesky_graph(n, b)?;
+        let (graph, keys) = cholesky_graph(n, b, Precision::D)?;
         // Seconds per flop of each kernel and class at b, applied to every task's flops.
         let duration = |key: &KernelKey, class: &ResourceClass| {
             let square = KernelKey::square(key.op, b);
@@ -120,7 +121,14 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
             };
             simulate(&sim, &work, &SimOptions::default())?.makespan * 1e3
         } else {
-            graph_bounds(&graph, &keys, &classes, duration, cholesky_flops(n))?.mixed_ms
+            graph_bounds(
+                &graph,
+                &keys,
+                &classes,
+                duration,
+                cholesky_flops(n, Precision::D),
+            )?
+            .mixed_ms
         };
         predictions.push((b, predicted_ms));
     }

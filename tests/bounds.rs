@@ -75,7 +75,14 @@ fn a_run_reports_bounds_from_its_own_models() {
         .tile(tile)
         .factor(a.as_ref())
         .unwrap();
-    let b = measured_cholesky_bounds(&platform.models(), platform.workers(), n, tile).unwrap();
+    let b = measured_cholesky_bounds(
+        &platform.models(),
+        platform.workers(),
+        n,
+        tile,
+        hetla::Precision::D,
+    )
+    .unwrap();
     assert_eq!(b.tasks, 56);
     assert_eq!(b.classes.len(), 1);
     assert_eq!(b.classes[0].count, 2);
@@ -99,7 +106,7 @@ fn run_bounds_never_exceed_the_run() {
             .tile(tile)
             .factor_in_place_traced(m.as_mut())
             .unwrap();
-        let b = run_cholesky_bounds(&trace, n, tile).unwrap();
+        let b = run_cholesky_bounds(&trace, n, tile, hetla::Precision::D).unwrap();
         assert_eq!(b.tasks, trace.tasks.len());
         assert!(b.mixed_ms > 0.0);
         assert!(

@@ -186,3 +186,8 @@ fn the_conditioned_generator_has_the_condition_it_was_asked_for() {
         "{lo} {hi}"
     );
 }
+
+#[test]
+fn the_real_hpd_generator_is_the_spd_one() {
+    assert_eq!(random_hpd::<f64>(70, 11), hetla::matgen::random_spd(70, 11));
+}

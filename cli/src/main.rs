@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 
 use commands::bound::{BoundArgs, bound_cmd, print_bound};
 use commands::calibrate::{CalibrateArgs, calibrate_cmd, print_calibrate};
-use commands::cholesky::{CholeskyArgs, cholesky, print_cholesky};
+use commands::cholesky::{CholeskyArgs, cholesky};
 use commands::info::{InfoArgs, info, print_info};
 use commands::output::{emit, report_error, wants_json};
 
@@ -75,11 +75,18 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         Command::Cholesky(args) => match args.grid {
+            Some(_) if args.precision != commands::args::PrecisionArg::D => {
+                Err(hetla::Error::InvalidOption {
+                    option: "precision",
+                    reason: "distributed runs (--grid) compute in f64 only: give --precision d"
+                        .into(),
+                })
+            }
             Some(grid) => commands::grid::run(args, grid).map(|r| {
                 r.iter()
                     .for_each(|r| emit(args.json, r, commands::grid::print))
             }),
-            None => cholesky(args).map(|r| emit(args.json, &r, print_cholesky)),
+            None => cholesky(args).map(|r| emit(args.json, &r, commands::cholesky::print)),
         },
         Command::Calibrate(args) => {
             calibrate_cmd(args).map(|r| emit(args.json, &r, print_calibrate))

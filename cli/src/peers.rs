@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use faer::{Mat, MatMut};
-use hetla::Backend;
+use hetla::{Backend, Precision, Scalar};
 
 use hetla::{Error, Result};
 
@@ -107,44 +107,49 @@ fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
     }
 }
 
-/// Times faer's own in-place Cholesky (one call on the whole matrix) on `threads` threads.
-pub fn faer_cholesky(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
-    library_cholesky(Backend::Faer, "faer-llt", a, threads)
+/// The peer name of a library's own Cholesky in a precision: "faer-llt", or LAPACK's
+/// routine through OpenBLAS ("openblas-dpotrf", "openblas-zpotrf").
+pub fn cholesky_peer_name(backend: Backend, precision: Precision) -> String {
+    match backend {
+        Backend::Faer => "faer-llt".to_owned(),
+        Backend::OpenBlas => format!("openblas-{precision}potrf"),
+    }
 }
 
-/// Times LAPACK dpotrf through OpenBLAS (one call, OpenBLAS's own threads) on `threads`
-/// threads.
-pub fn openblas_dpotrf(a: MatMut<'_, f64>, threads: usize) -> Result<PeerRate> {
-    library_cholesky(Backend::OpenBlas, "openblas-dpotrf", a, threads)
-}
-
-fn library_cholesky(
+/// Times a library's own in-place Cholesky of the whole matrix (one call: faer on a pool
+/// of `threads`, LAPACK ?potrf on OpenBLAS's own threads), in the matrix's precision.
+pub fn library_cholesky<T: Scalar>(
     backend: Backend,
-    name: &str,
-    a: MatMut<'_, f64>,
+    a: MatMut<'_, T>,
     threads: usize,
 ) -> Result<PeerRate> {
+    let name = cholesky_peer_name(backend, T::PRECISION);
     let n = a.nrows();
     let pool = pool(threads)?;
     let start = Instant::now();
     pool.install(|| backend.library_potrf(a, hetla_kernels::par_for(threads)))
         .map_err(|source| Error::Peer {
-            name: name.to_owned(),
+            name: name.clone(),
             source,
         })?;
     Ok(rate(
-        name,
+        &name,
         start.elapsed().as_secs_f64(),
-        (n as f64).powi(3) / 3.0,
+        hetla::graph_bounds::cholesky_flops(n, T::PRECISION),
     ))
 }
 
-/// Times C <- C - A B with n x n column-major matrices (each library's fast layout)
-/// through `backend`'s own parallel product on `threads` threads.
-pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
-    let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
-    let b = Mat::from_fn(n, n, |i, j| ((i * 5 + j * 3) % 13) as f64 / 13.0);
-    let mut c = Mat::<f64>::zeros(n, n);
+/// Times C <- C - A B with n x n column-major matrices (each library's fast layout) in
+/// precision `T` through `backend`'s own parallel product on `threads` threads ("faer-dgemm",
+/// "openblas-sgemm").
+pub fn gemm<T: Scalar>(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
+    let a = Mat::from_fn(n, n, |i, j| {
+        T::from_f64(((i * 7 + j * 3) % 11) as f64 / 11.0)
+    });
+    let b = Mat::from_fn(n, n, |i, j| {
+        T::from_f64(((i * 5 + j * 3) % 13) as f64 / 13.0)
+    });
+    let mut c = Mat::<T>::zeros(n, n);
     let pool = pool(threads)?;
     let start = Instant::now();
     pool.install(|| {
@@ -156,9 +161,9 @@ pub fn dgemm(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
         )
     })?;
     Ok(rate(
-        &format!("{}-dgemm", backend.name()),
+        &format!("{}-{}gemm", backend.name(), T::PRECISION),
         start.elapsed().as_secs_f64(),
-        2.0 * (n as f64).powi(3),
+        2.0 * (n as f64).powi(3) * T::PRECISION.flop_factor(),
     ))
 }
 

@@ -80,7 +80,11 @@ impl DistributedRun {
         comm: &C,
         network: LinkRate,
     ) -> Result<DistributedBounds> {
-        let (graph, keys) = cholesky_graph(self.tiling.rows(), self.tiling.tile())?;
+        let (graph, keys) = cholesky_graph(
+            self.tiling.rows(),
+            self.tiling.tile(),
+            hetla_kernels::Precision::D,
+        )?;
         let plan = GridPlan::new(&graph, &self.grid).map_err(|e| Error::Distributed {
             rank: comm.rank() as usize,
             reason: e.to_string(),

@@ -224,3 +224,20 @@ pub fn parse_grid(s: &str) -> Result<hetla::factorizations::ProcessGrid, String>
     s.parse()
         .map_err(|e: hetla::factorizations::GridError| e.to_string())
 }
+
+/// The precision of a run (`--precision`): LAPACK's letters, and `ds` for a solve factored
+/// in single precision and refined in double.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PrecisionArg {
+    /// f32.
+    S,
+    /// f64.
+    #[default]
+    D,
+    /// Complex f32, Hermitian.
+    C,
+    /// Complex f64, Hermitian.
+    Z,
+    /// Mixed: factor in f32, refine to f64 accuracy (falls back to f64 when needed).
+    Ds,
+}

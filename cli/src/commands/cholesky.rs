@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use faer::MatMut;
+use faer::{Mat, MatMut};
 use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, run_cholesky_bounds};
 use hetla::runtime::{KernelSummary, LinkBytes, WorkerSummary};
-use hetla::{Backend, Cholesky, ClusterSpec, Par, SchedulerKind, check, matgen};
+use hetla::{Backend, Cholesky, ClusterSpec, Par, Precision, Scalar, SchedulerKind, check, matgen};
 
 use crate::peers;
 use serde::Serialize;
@@ -61,11 +61,32 @@ pub struct CholeskyArgs {
     /// defaults to 256; `--compare` times ScaLAPACK's pdpotrf (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = super::args::parse_grid)]
     pub grid: Option<hetla::factorizations::ProcessGrid>,
+    /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts), or
+    /// ds: a solve of one right-hand side factored in f32 and refined to f64 accuracy
+    /// (`hetla::solve_spd_mixed`), timed beside the f64 factorisation and solve. Other than
+    /// d runs on CPU clusters only.
+    #[arg(long, value_enum, default_value = "d")]
+    pub precision: super::args::PrecisionArg,
+    /// With `--precision ds`: the condition number of the generated matrix
+    /// (`hetla::matgen::random_hpd_conditioned`).
+    #[arg(long, default_value_t = 1e6, value_parser = parse_condition)]
+    pub cond: f64,
+}
+
+fn parse_condition(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 1.0 => Ok(c),
+        _ => Err(format!(
+            "`{s}` is not a condition number: expected a finite number >= 1"
+        )),
+    }
 }
 
 #[derive(Serialize)]
 pub struct CholeskyReport {
     pub n: usize,
+    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
+    pub precision: Precision,
     pub tile: usize,
     pub backend: String,
     pub clusters: ClustersReport,
@@ -121,7 +142,37 @@ pub struct CholeskyReport {
     pub perfmodel_file: Option<String>,
 }
 
-pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
+/// What `hetla cholesky` reports: a factorisation, or with `--precision ds` a mixed solve.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum CholeskyOutput {
+    Factor(Box<CholeskyReport>),
+    Mixed(super::mixed::MixedReport),
+}
+
+pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyOutput> {
+    use super::args::PrecisionArg as P;
+    let report = match args.precision {
+        P::S => factor::<f32>(args)?,
+        P::D => factor::<f64>(args)?,
+        P::C => factor::<hetla::c32>(args)?,
+        P::Z => factor::<hetla::c64>(args)?,
+        P::Ds => return super::mixed::run(args).map(CholeskyOutput::Mixed),
+    };
+    Ok(CholeskyOutput::Factor(Box::new(report)))
+}
+
+pub fn print(output: &CholeskyOutput) {
+    match output {
+        CholeskyOutput::Factor(r) => print_cholesky(r),
+        CholeskyOutput::Mixed(r) => super::mixed::print(r),
+    }
+}
+
+/// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
+pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
+    let p = T::PRECISION;
+    let elements = (args.n as u128).pow(2);
     // What the run needs, before anything is allocated: the matrix, its factor and the
     // residual check's copy; the task graph when the tile is given.
     hetla::limits::check_memory(
@@ -129,7 +180,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
             "cholesky --n {}: the matrix, its factor and the residual check",
             args.n
         ),
-        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+        elements.saturating_mul(3 * size_of::<T>() as u128),
     )?;
     if let Some(tile) = args.tile {
         hetla::limits::check_cholesky(args.n, tile, 0)?;
@@ -137,15 +188,24 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     check_outputs(&args.traces.outputs(), platform.model_file())?;
-    // The tile: given, or chosen from the models (timing the candidates they lack).
+    // The tile: given, or chosen from the models (timing the candidates they lack; the
+    // models choose in f64, other precisions take the default tile).
     let tile_choice = match args.tile {
-        Some(_) => None,
-        None => Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?),
+        None if p == Precision::D => {
+            Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?)
+        }
+        _ => None,
     };
     // A tile larger than the matrix is the whole matrix (one tile).
     let tile = tile_choice
         .as_ref()
-        .map_or(args.tile.unwrap_or(0), |c| c.tile)
+        .map_or_else(
+            || {
+                args.tile
+                    .unwrap_or_else(|| hetla::default_tile_size(args.n, platform.backend()))
+            },
+            |c| c.tile,
+        )
         .min(args.n);
     let options = Cholesky::new()
         .platform(platform.clone())
@@ -155,13 +215,14 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     // The bound predicted from the stored models, before this run adds to them (absent on
     // a first run, when the models lack some kernel).
     let predicted_bounds =
-        measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile).ok();
+        measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile, p).ok();
     hetla::limits::check_cholesky(
         args.n,
         tile,
-        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+        elements.saturating_mul(3 * size_of::<T>() as u128),
     )?;
-    let a = matgen::random_spd(args.n, args.seed);
+    // In f64 the same matrix as `matgen::random_spd`'s.
+    let a = matgen::random_hpd::<T>(args.n, args.seed);
     let mut factor = a.clone();
     let baseline = crate::memory::reset_peak();
     let repeat = args.repeat.map(|r| r as usize);
@@ -173,21 +234,22 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     })?;
     let seconds = timings.best;
     let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline);
-    let flops = (args.n as f64).powi(3) / 3.0;
+    let flops = hetla::graph_bounds::cholesky_flops(args.n, p);
     let all_cpus = hetla_clusters::available_cpus().len();
     let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
     let model_file = save_models_or_warn(&platform);
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
     // reason to withhold the result.
-    let bounds = run_cholesky_bounds(&trace, args.n, tile)
+    let bounds = run_cholesky_bounds(&trace, args.n, tile, p)
         .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
         .ok();
     args.traces.write(&trace);
     let summary = trace.summary();
     let gflops = flops / seconds / 1e9;
-    let matrix_bytes = args.n * args.n * size_of::<f64>();
+    let matrix_bytes = args.n * args.n * size_of::<T>();
     let mut report = CholeskyReport {
         n: args.n,
+        precision: p,
         tile,
         backend: platform.backend().to_string(),
         clusters: ClustersReport {
@@ -226,18 +288,18 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     };
     if let Some(compare) = args.compare {
         let mut rates = Vec::new();
-        type Peer = fn(MatMut<'_, f64>, usize) -> hetla::Result<peers::PeerRate>;
-        let mut timed_peer = |name: &str, peer: Peer| -> hetla::Result<peers::PeerRate> {
+        let mut timed_peer = |backend: Backend| -> hetla::Result<peers::PeerRate> {
             let ((), timings) = peers::repeat(repeat, || {
                 factor.copy_from(&a);
-                Ok(((), peer(factor.as_mut(), all_cpus)?.seconds))
+                let m: MatMut<'_, T> = factor.as_mut();
+                Ok(((), peers::library_cholesky(backend, m, all_cpus)?.seconds))
             })?;
-            Ok(peers::PeerRate::from_timings(name, timings, flops))
+            let name = peers::cholesky_peer_name(backend, p);
+            Ok(peers::PeerRate::from_timings(&name, timings, flops))
         };
         if compare.cpu() {
-            rates.push(timed_peer("faer-llt", peers::faer_cholesky)?);
-            if Backend::OpenBlas.is_available() {
-                rates.push(timed_peer("openblas-dpotrf", peers::openblas_dpotrf)?);
+            for backend in Backend::available() {
+                rates.push(timed_peer(backend)?);
             }
         }
         drop(factor);
@@ -245,11 +307,13 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix, GPU 0.
         #[cfg(feature = "cuda")]
         if compare.gpu()
+            && p == Precision::D
             && platform
                 .devices()
                 .iter()
                 .any(|d| d.device.name() != "emulated")
         {
+            let a = Mat::from_fn(args.n, args.n, |i, j| a[(i, j)].re_f64());
             let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
             rates.push(cusolver);
@@ -258,7 +322,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
             let mut dgemm = 0.0f64;
             for backend in Backend::available() {
                 // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
-                let r = peers::dgemm(backend, args.n, all_cpus)?;
+                let r = peers::gemm::<T>(backend, args.n, all_cpus)?;
                 dgemm = dgemm.max(r.gflops);
                 rates.push(r);
             }
@@ -273,8 +337,8 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
 
 pub fn print_cholesky(r: &CholeskyReport) {
     println!(
-        "hetla cholesky: n = {}, tile = {}, {} tasks",
-        r.n, r.tile, r.tasks
+        "hetla cholesky: n = {}, precision {}, tile = {}, {} tasks",
+        r.n, r.precision, r.tile, r.tasks
     );
     println!(
         "  platform  {} kernels, clusters {} = [{}], scheduler {}",
@@ -288,7 +352,15 @@ pub fn print_cholesky(r: &CholeskyReport) {
         r.seconds,
         r.makespan_ms * 1e-3
     );
-    println!("  rate      {:.2} Gflop/s (n^3/3 flops)", r.gflops);
+    println!(
+        "  rate      {:.2} Gflop/s ({} flops)",
+        r.gflops,
+        if r.precision.is_complex() {
+            "4 n^3/3 real"
+        } else {
+            "n^3/3"
+        }
+    );
     if r.runs > 1 {
         println!(
             "  repeat    best of {} runs after a warm-up; median {:.4} s ({:.2} Gflop/s)",
@@ -298,7 +370,7 @@ pub fn print_cholesky(r: &CholeskyReport) {
         );
     }
     println!(
-        "  residual  {:.3e}  ||A - L L^T||_1 / (n ||A||_1 eps), {} (threshold {})",
+        "  residual  {:.3e}  ||A - L L^H||_1 / (n ||A||_1 eps), {} (threshold {})",
         r.residual,
         if r.residual_ok { "ok" } else { "TOO LARGE" },
         check::RESIDUAL_THRESHOLD
@@ -389,7 +461,7 @@ pub fn print_cholesky(r: &CholeskyReport) {
             );
         }
         if let (Some(peer), Some(dgemm)) = (r.ratio_to_best_peer, r.ratio_to_dgemm) {
-            println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / DGEMM {dgemm:.3}");
+            println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / GEMM {dgemm:.3}");
         }
         if let Some(ratio) = r.ratio_to_cusolver {
             println!(

@@ -8,6 +8,7 @@ pub mod cholesky;
 pub mod gemm;
 pub mod grid;
 pub mod info;
+pub mod mixed;
 pub mod output;
 pub mod simulate;
 pub mod sweep;

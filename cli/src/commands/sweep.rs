@@ -269,7 +269,7 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
             series: series.clone(),
             ..empty_row(model.is_some(), spec, gpus, tile, n)
         };
-        let gflops = |ms: f64| cholesky_flops(n) / (ms * 1e-3) / 1e9;
+        let gflops = |ms: f64| cholesky_flops(n, hetla::Precision::D) / (ms * 1e-3) / 1e9;
         let row = match (&model, grid) {
             (Some(model), Some(grid)) => {
                 simulate_cholesky_grid(model, spec, gpus, n, tile, grid, args.network, &options)
@@ -383,7 +383,7 @@ fn real_run(
         0 => hetla::runtime::GpuSelection::None,
         k => hetla::runtime::GpuSelection::List((0..k).collect()),
     };
-    let report = super::cholesky::cholesky(&super::cholesky::CholeskyArgs {
+    let report = super::cholesky::factor::<f64>(&super::cholesky::CholeskyArgs {
         n,
         tile: Some(tile),
         seed: 42,
@@ -398,6 +398,8 @@ fn real_run(
         repeat: None,
         traces: Default::default(),
         json: false,
+        precision: Default::default(),
+        cond: 1.0,
         grid: None,
     })?;
     let bounds = report.bounds.as_ref();

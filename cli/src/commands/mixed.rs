@@ -1,0 +1,137 @@
+//! `hetla cholesky --precision ds`: a mixed-precision solve (factor in f32, refine in f64)
+//! timed beside the f64 factorisation and solve of the same system, in the same process,
+//! with both backward errors.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hetla::{Cholesky, Par, Refinement, check, matgen};
+use serde::Serialize;
+
+use super::cholesky::CholeskyArgs;
+use super::output::ClustersReport;
+use crate::peers::{self, Timings};
+
+#[derive(Serialize)]
+pub struct MixedReport {
+    pub n: usize,
+    pub precision: &'static str,
+    /// The 2-norm condition number of the generated matrix.
+    pub cond: f64,
+    /// The tile of both factorisations (chosen as for f64 when not given).
+    pub tile: usize,
+    pub backend: String,
+    pub clusters: ClustersReport,
+    /// The mixed solve (`Cholesky::solve_refined`): best and median seconds.
+    pub mixed: Timings,
+    /// What the mixed solve did (the fastest run's).
+    pub refinement: Refinement,
+    /// ||A x - b||_1 / (||A||_1 ||x||_1) of the mixed solution.
+    pub backward_error: f64,
+    /// The f64 factorisation and solve (`Cholesky::factor` then `Factor::solve`).
+    pub double: Timings,
+    /// Its backward error.
+    pub double_backward_error: f64,
+    /// Mixed best seconds over f64 best seconds (the target: at most 0.7).
+    pub time_ratio: f64,
+    /// Mixed backward error over f64's (the target: at most 4).
+    pub backward_error_ratio: f64,
+}
+
+pub fn run(args: &CholeskyArgs) -> hetla::Result<MixedReport> {
+    // The matrix, its f32 copy and factor, and the f64 factor.
+    hetla::limits::check_memory(
+        &format!(
+            "cholesky --precision ds --n {}: the matrix and both factors",
+            args.n
+        ),
+        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+    )?;
+    let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
+    let mut options = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler);
+    let tile = args
+        .tile
+        .unwrap_or_else(|| options.tile_size_for(args.n))
+        .min(args.n);
+    options = options.tile(tile);
+    let a = matgen::random_hpd_conditioned::<f64>(args.n, args.cond, args.seed);
+    let b = matgen::random(args.n, 1, args.seed.wrapping_add(1));
+    let repeat = args.repeat.map(|r| r as usize);
+    // Alternate the two: a noisy moment then weighs on both alike.
+    let (mut mixed_times, mut double_times) = (Vec::new(), Vec::new());
+    let mut best: Option<(f64, faer::Mat<f64>, Refinement)> = None;
+    let mut double_x = None;
+    let runs = repeat.map_or(1, |r| r + 1);
+    for run in 0..runs {
+        let start = Instant::now();
+        let (x, how) = options.solve_refined(a.as_ref(), b.as_ref())?;
+        let mixed = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let x64 = options.factor(a.as_ref())?.solve(b.as_ref())?;
+        let double = start.elapsed().as_secs_f64();
+        // With --repeat the first run is a warm-up.
+        if repeat.is_some() && run == 0 {
+            continue;
+        }
+        mixed_times.push(mixed);
+        double_times.push(double);
+        if best.as_ref().is_none_or(|(t, _, _)| mixed < *t) {
+            best = Some((mixed, x, how));
+        }
+        double_x = Some(x64);
+    }
+    let (Some((_, x, refinement)), Some(x64)) = (best, double_x) else {
+        unreachable!("at least one timed run");
+    };
+    let all = Par::rayon(hetla_clusters::available_cpus().len());
+    let backward_error = check::solve_backward_error(a.as_ref(), x.as_ref(), b.as_ref(), all);
+    let double_backward_error =
+        check::solve_backward_error(a.as_ref(), x64.as_ref(), b.as_ref(), all);
+    let (mixed, double) = (
+        peers::timings(&mut mixed_times),
+        peers::timings(&mut double_times),
+    );
+    Ok(MixedReport {
+        n: args.n,
+        precision: "ds",
+        cond: args.cond,
+        tile,
+        backend: platform.backend().to_string(),
+        clusters: ClustersReport {
+            spec: args.clusters.to_string(),
+            cpusets: platform.cpu_lists(),
+        },
+        time_ratio: mixed.best / double.best,
+        backward_error_ratio: backward_error / double_backward_error,
+        mixed,
+        refinement,
+        backward_error,
+        double,
+        double_backward_error,
+    })
+}
+
+pub fn print(r: &MixedReport) {
+    println!(
+        "hetla cholesky --precision ds: n = {}, condition number {:.1e}, tile = {}, {} kernels, clusters {}",
+        r.n, r.cond, r.tile, r.backend, r.clusters.spec
+    );
+    let path = match &r.refinement.path {
+        hetla::RefinementPath::Mixed => "f32 factor refined in f64".to_owned(),
+        hetla::RefinementPath::Fallback { reason } => format!("fell back to f64: {reason}"),
+    };
+    println!(
+        "  mixed     {:.4} s (median {:.4} s, {} runs): {path}, {} refinement steps, backward error {:.2e}",
+        r.mixed.best, r.mixed.median, r.mixed.runs, r.refinement.iterations, r.backward_error
+    );
+    println!(
+        "  f64       {:.4} s (median {:.4} s): factor and solve, backward error {:.2e}",
+        r.double.best, r.double.median, r.double_backward_error
+    );
+    println!(
+        "  ratios    time mixed / f64 {:.3}, backward error mixed / f64 {:.2}",
+        r.time_ratio, r.backward_error_ratio
+    );
+}
