@@ -20,8 +20,15 @@ fn sirocco_bounds(c: &mut Criterion) {
             let name = format!("{count}x{size}+{gpus}gpu/{tiles}x{tiles}");
             group.bench_function(name, |b| {
                 b.iter(|| {
-                    model_cholesky_bounds(&sirocco, &spec, gpus, black_box(tiles * 960), 960)
-                        .expect("sirocco bounds")
+                    model_cholesky_bounds(
+                        &sirocco,
+                        &spec,
+                        gpus,
+                        black_box(tiles * 960),
+                        960,
+                        hetla::Precision::D,
+                    )
+                    .expect("sirocco bounds")
                 })
             });
         }

@@ -62,6 +62,7 @@ fn sirocco_simulation(c: &mut Criterion) {
                     gpus,
                     black_box(n),
                     tile,
+                    hetla::Precision::D,
                     &SimOptions::default(),
                 )
                 .expect("simulation")

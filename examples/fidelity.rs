@@ -211,6 +211,7 @@ fn main() -> hetla::Result<()> {
             0,
             34560,
             tile,
+            hetla::Precision::D,
             &options(SchedulerKind::Mct),
         )?
         .0
@@ -273,11 +274,17 @@ fn main() -> hetla::Result<()> {
         let mut below = Vec::new();
         let rate = |count, size, n, tile| -> hetla::Result<f64> {
             let spec = grid(count, size);
-            Ok(
-                simulate_cholesky(&sirocco, &spec, gpus, n, tile, &options(SchedulerKind::Mct))?
-                    .0
-                    .gflops,
-            )
+            Ok(simulate_cholesky(
+                &sirocco,
+                &spec,
+                gpus,
+                n,
+                tile,
+                hetla::Precision::D,
+                &options(SchedulerKind::Mct),
+            )?
+            .0
+            .gflops)
         };
         for n in orders {
             let clustered = rate(2, 10, n, 960)?;
@@ -399,7 +406,17 @@ fn main() -> hetla::Result<()> {
     ));
 
     // Cholesky traffic, sirocco 2x10 + 4 GPUs, n = 38400, tile 960, dmda against mct.
-    let run = |s| simulate_cholesky(&sirocco, &grid(2, 10), 4, 38400, 960, &options(s));
+    let run = |s| {
+        simulate_cholesky(
+            &sirocco,
+            &grid(2, 10),
+            4,
+            38400,
+            960,
+            hetla::Precision::D,
+            &options(s),
+        )
+    };
     let (mct, _) = run(SchedulerKind::Mct)?;
     let (dmda, dmda_trace) = run(SchedulerKind::Dmda)?;
     let mut copies_to: std::collections::HashMap<_, usize> = Default::default();

@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op};
+use hetla_kernels::{Precision, Scalar, c32, c64};
 
 use crate::model::{LinkModel, LinkRate};
 use crate::{Result, matgen};
@@ -63,8 +64,8 @@ fn distinct_classes(platform: &Platform) -> Vec<Vec<usize>> {
 
 /// Tiles per side of the read matrix for tiles of `b`: enough to exceed the caches, fewer
 /// when `members` such matrices would not fit the budget.
-fn read_tiles_per_side(b: usize, members: usize) -> usize {
-    let tile_bytes = b * b * size_of::<f64>();
+fn read_tiles_per_side(b: usize, members: usize, element: usize) -> usize {
+    let tile_bytes = b * b * element;
     let mut k = (READ_MATRIX_BYTES as f64 / tile_bytes as f64)
         .sqrt()
         .ceil()
@@ -76,22 +77,24 @@ fn read_tiles_per_side(b: usize, members: usize) -> usize {
 }
 
 /// One worker's operands: a `k b x k b` SPD matrix to read tiles from, and the tile written.
-struct Operands {
-    read: Mat<f64>,
+struct Operands<T: Scalar> {
+    read: Mat<T>,
     b: usize,
     k: usize,
-    out: Mat<f64>,
-    fresh: Mat<f64>,
+    out: Mat<T>,
+    fresh: Mat<T>,
 }
 
-impl Operands {
+impl<T: Scalar> Operands<T> {
     fn new(b: usize, k: usize, seed: u64) -> Self {
         Self {
-            read: matgen::random_spd(k * b, seed),
+            read: matgen::random_hpd::<T>(k * b, seed),
             b,
             k,
             out: Mat::zeros(b, b),
-            fresh: Mat::from_fn(b, b, |i, j| ((i * 13 + j * 7) % 17) as f64 / 17.0),
+            fresh: Mat::from_fn(b, b, |i, j| {
+                T::from_f64(((i * 13 + j * 7) % 17) as f64 / 17.0)
+            }),
         }
     }
 
@@ -108,18 +111,18 @@ impl Operands {
 }
 
 /// Tile `index` (column-major over the k x k tiles) of `read`.
-fn tile(read: &Mat<f64>, b: usize, k: usize, index: usize) -> MatRef<'_, f64> {
+fn tile<T: Scalar>(read: &Mat<T>, b: usize, k: usize, index: usize) -> MatRef<'_, T> {
     let (i, j) = (index % k, (index / k) % k);
     read.as_ref().submatrix(i * b, j * b, b, b)
 }
 
 /// A diagonal tile of `read`: symmetric positive definite.
-fn diagonal(read: &Mat<f64>, b: usize, k: usize, index: usize) -> MatRef<'_, f64> {
+fn diagonal<T: Scalar>(read: &Mat<T>, b: usize, k: usize, index: usize) -> MatRef<'_, T> {
     tile(read, b, k, (index % k) * (k + 1))
 }
 
 /// The tiles sample `s` of `op` reads.
-fn reads(read: &Mat<f64>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_, f64>> {
+fn reads<T: Scalar>(read: &Mat<T>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_, T>> {
     match op {
         Op::Potrf => vec![],
         Op::Trsm => vec![diagonal(read, b, k, s)],
@@ -139,14 +142,20 @@ enum Member<'a> {
 
 /// Uploads a sample's operands to a device (the written tile as handle 0, the reads as
 /// 1, 2) and waits for them.
-fn stage(
+fn stage<T: Scalar>(
     device: &dyn Device,
-    reads: &[MatRef<'_, f64>],
-    out: MatRef<'_, f64>,
+    reads: &[MatRef<'_, T>],
+    out: MatRef<'_, T>,
 ) -> std::result::Result<(), KernelError> {
-    device.upload(Handle(0), out)?;
+    fn f64_tile<T: Scalar>(m: MatRef<'_, T>) -> std::result::Result<MatRef<'_, f64>, KernelError> {
+        crate::tile_work::as_f64(m).ok_or_else(|| KernelError::Operands {
+            op: Op::Potrf,
+            reason: format!("GPU workers compute in f64 only, not {}", T::PRECISION),
+        })
+    }
+    device.upload(Handle(0), f64_tile(out)?)?;
     for (i, &tile) in reads.iter().enumerate() {
-        device.upload(Handle(i + 1), tile)?;
+        device.upload(Handle(i + 1), f64_tile(tile)?)?;
     }
     device.wait_uploads()
 }
@@ -154,8 +163,8 @@ fn stage(
 /// Times `samples` executions of `op` on one member's operands, each started together
 /// with the other members' behind `barrier`. Every member reaches every barrier, also
 /// after a failure, so that no member waits forever.
-fn time_samples(
-    ops: &mut Operands,
+fn time_samples<T: Scalar>(
+    ops: &mut Operands<T>,
     op: Op,
     samples: usize,
     barrier: &Barrier,
@@ -205,15 +214,31 @@ fn time_samples(
     failure.map_or(Ok(seconds), Err)
 }
 
-/// Times every Cholesky kernel `samples` times on b x b tiles for each b in `tiles`, on
-/// all the workers of each class at once, and records the durations; `step` is called
-/// once per recorded sample.
+/// Times every Cholesky kernel `samples` times on b x b tiles for each b in `tiles`, in
+/// `precision`, on all the workers of each class at once, and records the durations
+/// (keyed by precision); `step` is called once per recorded sample.
 pub fn calibrate(
+    platform: &Platform,
+    tiles: &[usize],
+    samples: usize,
+    precision: Precision,
+    step: impl FnMut(),
+) -> Result<()> {
+    match precision {
+        Precision::S => calibrate_in::<f32>(platform, tiles, samples, step),
+        Precision::D => calibrate_in::<f64>(platform, tiles, samples, step),
+        Precision::C => calibrate_in::<c32>(platform, tiles, samples, step),
+        Precision::Z => calibrate_in::<c64>(platform, tiles, samples, step),
+    }
+}
+
+fn calibrate_in<T: Scalar>(
     platform: &Platform,
     tiles: &[usize],
     samples: usize,
     mut step: impl FnMut(),
 ) -> Result<()> {
+    crate::cholesky::check_devices::<T>(platform)?;
     let backend = platform.backend();
     let classes = distinct_classes(platform);
     // Each worker of a class times its kernels on at least three tiles of its own.
@@ -224,18 +249,18 @@ pub fn calibrate(
         }
         crate::limits::check_memory(
             &format!("calibrating tiles of {b}"),
-            crate::limits::matrix_bytes(b, b).saturating_mul(3 * most),
+            (b as u128 * b as u128).saturating_mul(3 * most * size_of::<T>() as u128),
         )?;
     }
     for members in classes {
         let class = platform.workers()[members[0]].class.clone();
         for &b in tiles {
-            let k = read_tiles_per_side(b, members.len());
-            let mut operands: Vec<Operands> = (0..members.len())
+            let k = read_tiles_per_side(b, members.len(), size_of::<T>());
+            let mut operands: Vec<Operands<T>> = (0..members.len())
                 .map(|i| Operands::new(b, k, (b + i) as u64))
                 .collect();
             for op in CHOLESKY_OPS {
-                let key = KernelKey::square(op, b);
+                let key = KernelKey::square(op, b).in_precision(T::PRECISION);
                 let barrier = Barrier::new(members.len());
                 let timings: Vec<std::result::Result<Vec<f64>, KernelError>> =
                     std::thread::scope(|scope| {
@@ -451,13 +476,29 @@ pub fn record_in_run(
     platform: &std::sync::Arc<Platform>,
     tiles: &[usize],
     runs: usize,
+    precision: Precision,
+    models: &mut PerfModels,
+    step: impl FnMut(),
+) -> Result<Vec<f64>> {
+    match precision {
+        Precision::S => record_in_run_in::<f32>(platform, tiles, runs, models, step),
+        Precision::D => record_in_run_in::<f64>(platform, tiles, runs, models, step),
+        Precision::C => record_in_run_in::<c32>(platform, tiles, runs, models, step),
+        Precision::Z => record_in_run_in::<c64>(platform, tiles, runs, models, step),
+    }
+}
+
+fn record_in_run_in<T: Scalar>(
+    platform: &std::sync::Arc<Platform>,
+    tiles: &[usize],
+    runs: usize,
     models: &mut PerfModels,
     mut step: impl FnMut(),
 ) -> Result<Vec<f64>> {
     let mut gaps = Vec::new();
     for &b in tiles {
         let n = IN_RUN_TILES * b;
-        let a = matgen::random_spd(n, b as u64);
+        let a = matgen::random_hpd::<T>(n, b as u64);
         let cholesky = crate::Cholesky::new().platform(platform.clone()).tile(b);
         let mut durations: std::collections::BTreeMap<_, Vec<f64>> = Default::default();
         for _ in 0..runs {
@@ -465,7 +506,7 @@ pub fn record_in_run(
             let trace = cholesky.factor_in_place_traced(factor.as_mut())?;
             for event in &trace.tasks {
                 let class = trace.workers[event.worker].class.clone();
-                let key = KernelKey::square(event.op, b);
+                let key = KernelKey::square(event.op, b).in_precision(T::PRECISION);
                 durations
                     .entry((key, class))
                     .or_default()

@@ -123,30 +123,49 @@ pub fn solve_backward_error(
 
 /// ||C - R||_F / ||R||_F: the relative error of a computed matrix against a reference
 /// (the difference's norm when the reference is zero).
-pub fn relative_error(c: MatRef<'_, f64>, reference: MatRef<'_, f64>) -> f64 {
-    let diff = (c - reference).norm_l2();
-    let scale = reference.norm_l2();
+pub fn relative_error<T: Scalar>(c: MatRef<'_, T>, reference: MatRef<'_, T>) -> f64 {
+    let (mut diff, mut scale) = (0.0_f64, 0.0_f64);
+    for j in 0..c.ncols() {
+        for i in 0..c.nrows() {
+            let r = reference[(i, j)].to_c64();
+            diff += (c[(i, j)].to_c64() - r).norm_sqr();
+            scale += r.norm_sqr();
+        }
+    }
+    let (diff, scale) = (diff.sqrt(), scale.sqrt());
     if scale > 0.0 { diff / scale } else { diff }
 }
 
 /// C0 <- alpha op(A) op(B) + beta C0 computed by one faer call on all `par`'s threads: the
-/// reference of a tiled product.
-pub fn reference_product(
-    a: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    c0: MatRef<'_, f64>,
+/// reference of a tiled product (op is the transpose, the adjoint for a complex type, as
+/// in [`crate::Gemm`]).
+pub fn reference_product<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c0: MatRef<'_, T>,
     (trans_a, trans_b): (bool, bool),
     (alpha, beta): (f64, f64),
     par: Par,
-) -> Mat<f64> {
+) -> Mat<T> {
+    let conj = |trans: bool| {
+        if trans && T::PRECISION.is_complex() {
+            faer::Conj::Yes
+        } else {
+            faer::Conj::No
+        }
+    };
+    let (ca, cb) = (conj(trans_a), conj(trans_b));
     let a = if trans_a { a.transpose() } else { a };
     let b = if trans_b { b.transpose() } else { b };
     let mut c = c0.to_owned();
+    let alpha = T::from_f64(alpha);
+    use faer::linalg::matmul::matmul_with_conj;
     if beta == 0.0 {
-        faer::linalg::matmul::matmul(c.as_mut(), Accum::Replace, a, b, alpha, par);
+        matmul_with_conj(c.as_mut(), Accum::Replace, a, ca, b, cb, alpha, par);
     } else {
-        c *= faer::Scale(beta);
-        faer::linalg::matmul::matmul(c.as_mut(), Accum::Add, a, b, alpha, par);
+        let beta = T::from_f64(beta);
+        faer::zip!(c.as_mut()).for_each(|faer::unzip!(x)| *x *= beta);
+        matmul_with_conj(c.as_mut(), Accum::Add, a, ca, b, cb, alpha, par);
     }
     c
 }

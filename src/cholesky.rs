@@ -21,15 +21,20 @@ use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
 /// [`crate::tile_choice`]), from the order `n` and the backend.
 ///
 /// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
-/// Beyond that, 512 for faer and 1024 for OpenBLAS (capped at n), the best tiles of a sweep
-/// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine.
-pub fn default_tile_size(n: usize, backend: Backend) -> usize {
+/// Beyond that, in real precisions 512 for faer and 1024 for OpenBLAS (capped at n), the
+/// best tiles of a sweep over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a
+/// 2-core machine. A complex tile holds 4 times the flops of a real one of its side, so
+/// complex tiles are smaller: 384 and 768 (z at n = 4096 on OpenBLAS: 70 Gflop/s at 768,
+/// 66 at 512, 55 at 1024).
+pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
     if n <= crate::tile_choice::SINGLE_TILE_UP_TO {
         return n.max(1);
     }
-    match backend {
-        Backend::Faer => 512,
-        Backend::OpenBlas => n.min(1024),
+    match (backend, precision.is_complex()) {
+        (Backend::Faer, false) => 512,
+        (Backend::Faer, true) => 384,
+        (Backend::OpenBlas, false) => n.min(1024),
+        (Backend::OpenBlas, true) => n.min(768),
     }
 }
 
@@ -114,6 +119,12 @@ impl Cholesky {
     /// call for a new size may time the kernels on the candidate tiles), else
     /// [`default_tile_size`].
     pub fn tile_size_for(&self, n: usize) -> usize {
+        self.tile_size_in(n, Precision::D)
+    }
+
+    /// [`Cholesky::tile_size_for`] a matrix in `precision`: the models choose in f64; other
+    /// precisions take the given tile or [`default_tile_size`].
+    pub fn tile_size_in(&self, n: usize, precision: Precision) -> usize {
         if let Some(b) = self.tile {
             return b;
         }
@@ -121,9 +132,14 @@ impl Cholesky {
             return n.max(1);
         }
         match self.resolve_platform() {
-            Ok(platform) => crate::tile_choice::choose_cholesky_tile(&platform, n)
-                .map_or_else(|_| default_tile_size(n, platform.backend()), |c| c.tile),
-            Err(_) => default_tile_size(n, self.backend),
+            Ok(platform) if precision == Precision::D => {
+                crate::tile_choice::choose_cholesky_tile(&platform, n).map_or_else(
+                    |_| default_tile_size(n, platform.backend(), precision),
+                    |c| c.tile,
+                )
+            }
+            Ok(platform) => default_tile_size(n, platform.backend(), precision),
+            Err(_) => default_tile_size(n, self.backend, precision),
         }
     }
 
@@ -181,7 +197,7 @@ impl Cholesky {
     ) -> Result<usize> {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
-        let tile = self.tile_size_for(n);
+        let tile = self.tile_size_in(n, T::PRECISION);
         if tile >= n {
             check_finite_lower("A", a.as_ref())?;
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
@@ -204,7 +220,7 @@ impl Cholesky {
     pub fn factor_in_place_traced<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
         check_square("A", a.nrows(), a.ncols())?;
-        let tile = self.tile_size_for(a.nrows());
+        let tile = self.tile_size_in(a.nrows(), T::PRECISION);
         self.factor_on(&platform, a, tile)
     }
 

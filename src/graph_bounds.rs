@@ -212,16 +212,17 @@ pub fn model_cholesky_bounds(
     gpus: usize,
     n: usize,
     tile: usize,
+    precision: Precision,
 ) -> Result<BoundReport> {
-    model.check_tile(&CHOLESKY_OPS, tile, gpus)?;
+    model.check_tile(&CHOLESKY_OPS, tile, precision, gpus)?;
     let classes = model.classes(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
+    let (graph, keys) = cholesky_graph(n, tile, precision)?;
     graph_bounds(
         &graph,
         &keys,
         &classes,
         |key, class| model.duration(key, tile, class),
-        cholesky_flops(n, Precision::D),
+        cholesky_flops(n, precision),
     )
 }
 

@@ -110,64 +110,6 @@ pub fn random_block(
     block
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn blocks_of_a_random_matrix_are_its_blocks() {
-        let whole = random(29, 5, 7);
-        let block = random_block(29, 7, 10..23, 2..5);
-        assert_eq!(block, whole.as_ref().submatrix(10, 2, 13, 3).to_owned());
-    }
-
-    #[test]
-    fn blocks_of_the_distributed_generator_agree_with_the_whole_matrix() {
-        let n = 37;
-        let whole = random_spd_block(n, 3, 0..n, 0..n);
-        for i in 0..n {
-            let off: f64 = (0..n)
-                .filter(|&j| j != i)
-                .map(|j| whole[(i, j)].abs())
-                .sum();
-            assert!(whole[(i, i)] > off, "row {i} is not diagonally dominant");
-            for j in 0..n {
-                assert_eq!(whole[(i, j)], whole[(j, i)]);
-            }
-        }
-        for (rows, cols) in [
-            (5..17, 0..9),
-            (0..9, 5..17),
-            (30..37, 30..37),
-            (3..4, 20..37),
-        ] {
-            let block = random_spd_block(n, 3, rows.clone(), cols.clone());
-            assert_eq!(
-                block,
-                whole
-                    .subrows(rows.start, rows.len())
-                    .subcols(cols.start, cols.len())
-                    .to_owned()
-            );
-        }
-        assert_ne!(whole, random_spd_block(n, 4, 0..n, 0..n));
-    }
-
-    #[test]
-    fn symmetric_reproducible_and_diagonally_dominant() {
-        let a = random_spd(70, 7);
-        assert_eq!(a, random_spd(70, 7));
-        assert_ne!(a, random_spd(70, 8));
-        for i in 0..70 {
-            let off: f64 = (0..70).filter(|&j| j != i).map(|j| a[(i, j)].abs()).sum();
-            assert!(a[(i, i)] > off);
-            for j in 0..70 {
-                assert_eq!(a[(i, j)], a[(j, i)]);
-            }
-        }
-    }
-}
-
 /// A random Hermitian positive definite `n x n` matrix in any precision, reproducible from
 /// `seed`: as [`random_spd`] (entries below the diagonal uniform in [-0.5, 0.5), `n` added
 /// to the diagonal), and for a complex type an imaginary part uniform in [-0.5, 0.5) below
@@ -240,4 +182,62 @@ pub fn random_hpd_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, see
         let x = (a[(i, j)] + a[(j, i)].conj()) * 0.5;
         T::from_parts(x.re, x.im)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_of_a_random_matrix_are_its_blocks() {
+        let whole = random(29, 5, 7);
+        let block = random_block(29, 7, 10..23, 2..5);
+        assert_eq!(block, whole.as_ref().submatrix(10, 2, 13, 3).to_owned());
+    }
+
+    #[test]
+    fn blocks_of_the_distributed_generator_agree_with_the_whole_matrix() {
+        let n = 37;
+        let whole = random_spd_block(n, 3, 0..n, 0..n);
+        for i in 0..n {
+            let off: f64 = (0..n)
+                .filter(|&j| j != i)
+                .map(|j| whole[(i, j)].abs())
+                .sum();
+            assert!(whole[(i, i)] > off, "row {i} is not diagonally dominant");
+            for j in 0..n {
+                assert_eq!(whole[(i, j)], whole[(j, i)]);
+            }
+        }
+        for (rows, cols) in [
+            (5..17, 0..9),
+            (0..9, 5..17),
+            (30..37, 30..37),
+            (3..4, 20..37),
+        ] {
+            let block = random_spd_block(n, 3, rows.clone(), cols.clone());
+            assert_eq!(
+                block,
+                whole
+                    .subrows(rows.start, rows.len())
+                    .subcols(cols.start, cols.len())
+                    .to_owned()
+            );
+        }
+        assert_ne!(whole, random_spd_block(n, 4, 0..n, 0..n));
+    }
+
+    #[test]
+    fn symmetric_reproducible_and_diagonally_dominant() {
+        let a = random_spd(70, 7);
+        assert_eq!(a, random_spd(70, 7));
+        assert_ne!(a, random_spd(70, 8));
+        for i in 0..70 {
+            let off: f64 = (0..70).filter(|&j| j != i).map(|j| a[(i, j)].abs()).sum();
+            assert!(a[(i, i)] > off);
+            for j in 0..70 {
+                assert_eq!(a[(i, j)], a[(j, i)]);
+            }
+        }
+    }
 }

@@ -117,7 +117,7 @@ impl Cholesky {
         check_finite("B", b)?;
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());
-        let (low, overflow) = lowered(a);
+        let (low, overflow, norm) = lowered_lower(a);
         let mut iterations = 0;
         let reason = match overflow {
             Some((i, j)) => format!(
@@ -132,16 +132,16 @@ impl Cholesky {
                 ),
                 Err(other) => return Err(other),
                 Ok(factor) => {
-                    let bound = a_norm(a) * (n as f64).sqrt() * T::PRECISION.epsilon();
+                    let bound = norm * (n as f64).sqrt() * T::PRECISION.epsilon();
                     let mut x = Mat::<T>::zeros(n, b.ncols());
                     let mut r = b.to_owned();
                     // The solution with the smallest residual so far, and that residual.
                     let mut best: Option<(Mat<T>, f64)> = None;
                     let mut met = false;
                     loop {
-                        let d = factor.solve(lowered(r.as_ref()).0.as_ref())?;
+                        let d = factor.solve(lowered(r.as_ref()).as_ref())?;
                         faer::zip!(x.as_mut(), d.as_ref())
-                            .for_each(|faer::unzip!(x, d)| *x = *x + T::widen(*d));
+                            .for_each(|faer::unzip!(x, d)| *x += T::widen(*d));
                         r = residual(&platform, a, x.as_ref(), b)?;
                         let norm = max_abs(r.as_ref());
                         let halved = best.as_ref().is_none_or(|(_, b)| norm <= b / 2.0);
@@ -188,35 +188,64 @@ pub fn solve_spd_mixed<T: Refinable>(
     Cholesky::new().solve_refined(a, b)
 }
 
-/// `m` rounded to the low precision, and the first entry (column by column, lower triangle
-/// for a square matrix) that overflowed, if any.
-fn lowered<T: Refinable>(m: MatRef<'_, T>) -> (Mat<T::Low>, Option<(usize, usize)>) {
-    let mut overflow = None;
-    let low = Mat::from_fn(m.nrows(), m.ncols(), |i, j| {
-        let x = m[(i, j)].lower();
-        if overflow.is_none() && !x.finite() && (m.nrows() != m.ncols() || i >= j) {
-            overflow = Some((i, j));
-        }
-        x
-    });
-    (low, overflow)
+/// `m` rounded to the low precision.
+fn lowered<T: Refinable>(m: MatRef<'_, T>) -> Mat<T::Low> {
+    Mat::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].lower())
 }
 
-/// ||A||_inf of the Hermitian A whose lower triangle is given (the largest row sum of
-/// absolute values).
-fn a_norm<T: Scalar>(a: MatRef<'_, T>) -> f64 {
+/// The lower triangle of the square `a` rounded to the low precision (zeros above it: the
+/// factorisation reads the lower triangle only), the first entry that overflowed (column
+/// by column), and ||A||_inf of the Hermitian A it stands for (the largest row sum of
+/// moduli): one pass over the triangle, columns spread over the rayon pool.
+fn lowered_lower<T: Refinable>(a: MatRef<'_, T>) -> (Mat<T::Low>, Option<(usize, usize)>, f64) {
+    use rayon::prelude::*;
     let n = a.nrows();
-    let mut rows = vec![0.0_f64; n];
-    for j in 0..n {
-        for i in j..n {
-            let v = a[(i, j)].abs_f64();
-            rows[i] += v;
-            if i != j {
-                rows[j] += v;
+    let mut low = Mat::<T::Low>::zeros(n, n);
+    let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1);
+    let (overflow, rows) = low
+        .par_col_chunks_mut(chunk)
+        .enumerate()
+        .map(|(c, mut part)| {
+            let mut overflow = None;
+            let mut rows = vec![0.0_f64; n];
+            for dj in 0..part.ncols() {
+                let j = c * chunk + dj;
+                let src = a.col(j).subrows(j, n - j);
+                let mut dst = part.as_mut().col_mut(dj).subrows_mut(j, n - j);
+                for (d, (v, sum)) in dst
+                    .as_mut()
+                    .iter_mut()
+                    .zip(src.iter().zip(rows[j..].iter_mut()))
+                {
+                    let x = v.lower();
+                    *d = x;
+                    *sum += v.abs_f64();
+                }
+                // The diagonal was counted once above; the strict lower part also counts
+                // in row j (Hermitian: |a_ji| = |a_ij|).
+                let below: f64 = src.iter().skip(1).map(|v| v.abs_f64()).sum();
+                rows[j] += below;
+                if overflow.is_none()
+                    && let Some(i) = dst.as_ref().iter().position(|x| !x.finite())
+                {
+                    overflow = Some((j + i, j));
+                }
             }
-        }
-    }
-    rows.into_iter().fold(0.0, f64::max)
+            (overflow, rows)
+        })
+        .reduce(
+            || (None, vec![0.0; n]),
+            |(o1, mut r1), (o2, r2)| {
+                r1.iter_mut().zip(&r2).for_each(|(x, y)| *x += y);
+                // The first overflow in column order.
+                let o = match (o1, o2) {
+                    (Some(p), Some(q)) => Some(if (p.1, p.0) <= (q.1, q.0) { p } else { q }),
+                    (p, q) => p.or(q),
+                };
+                (o, r1)
+            },
+        );
+    (low, overflow, rows.into_iter().fold(0.0, f64::max))
 }
 
 /// The largest modulus of an entry.
@@ -240,58 +269,89 @@ fn converged<T: Scalar>(r: MatRef<'_, T>, x: MatRef<'_, T>, bound: f64) -> bool 
     (0..r.ncols()).all(|j| col_max(r, j) <= col_max(x, j) * bound)
 }
 
-/// Columns of A per block of the residual's products.
-const RESIDUAL_BLOCK: usize = 512;
+/// Side of the square blocks of A the residual streams through: small enough that a
+/// block read for A_IJ x_J is still in cache for A_IJ^H x_I (256 x 256 f64: 512 KiB).
+const RESIDUAL_BLOCK: usize = 256;
 
-/// R = B - A X for the Hermitian A whose lower triangle is given, in A's precision, by
-/// blocks of columns: each diagonal block made whole (it is small), the blocks below it
-/// applied as themselves and as their adjoints. On the platform's first CPU cluster.
+/// R = B - A X for the Hermitian A whose lower triangle is given, in A's precision. A is
+/// read once, by square blocks below the diagonal: each block A_IJ updates R_I with
+/// A_IJ X_J and R_J with A_IJ^H X_I while it is in cache; a diagonal block is made whole
+/// (it is small) and applied once. Columns of blocks are spread over the threads of the
+/// platform's first CPU cluster, each summing into its own copy of R.
 pub(crate) fn residual<T: Scalar>(
     platform: &crate::Platform,
     a: MatRef<'_, T>,
     x: MatRef<'_, T>,
     b: MatRef<'_, T>,
 ) -> Result<Mat<T>> {
-    let n = a.nrows();
-    let mut r = b.to_owned();
-    let flops = 2.0 * (n * n * x.ncols()) as f64 * T::PRECISION.flop_factor();
-    let products = |backend: hetla_kernels::Backend, par: hetla_kernels::Par, r: &mut Mat<T>| {
-        for j0 in (0..n).step_by(RESIDUAL_BLOCK) {
-            let w = RESIDUAL_BLOCK.min(n - j0);
-            let diag = Mat::from_fn(w, w, |i, j| {
-                if i >= j {
-                    a[(j0 + i, j0 + j)]
-                } else {
-                    let v = a[(j0 + j, j0 + i)].to_c64().conj();
-                    T::from_parts(v.re, v.im)
-                }
-            });
-            let xj = x.subrows(j0, w);
+    use rayon::prelude::*;
+    let (n, k) = (a.nrows(), x.ncols());
+    let flops = 2.0 * (n * n * k) as f64 * T::PRECISION.flop_factor();
+    let seq = hetla_kernels::Par::Seq;
+    // Adds -(A X) restricted to block column J to `acc`.
+    let column = |backend: hetla_kernels::Backend, acc: &mut Mat<T>, j0: usize| {
+        let w = RESIDUAL_BLOCK.min(n - j0);
+        let diag = Mat::from_fn(w, w, |i, j| {
+            if i >= j {
+                a[(j0 + i, j0 + j)]
+            } else {
+                let v = a[(j0 + j, j0 + i)].to_c64().conj();
+                T::from_parts(v.re, v.im)
+            }
+        });
+        let xj = x.subrows(j0, w);
+        backend.run(
+            Op::Update,
+            &[diag.as_ref(), xj],
+            acc.as_mut().subrows_mut(j0, w),
+            seq,
+        )?;
+        for i0 in (j0 + w..n).step_by(RESIDUAL_BLOCK) {
+            let h = RESIDUAL_BLOCK.min(n - i0);
+            let block = a.submatrix(i0, j0, h, w);
             backend.run(
                 Op::Update,
-                &[diag.as_ref(), xj],
-                r.as_mut().subrows_mut(j0, w),
-                par,
+                &[block, xj],
+                acc.as_mut().subrows_mut(i0, h),
+                seq,
             )?;
-            let rest = n - j0 - w;
-            if rest > 0 {
-                let below = a.submatrix(j0 + w, j0, rest, w);
-                let r_rest = r.as_mut().subrows_mut(j0 + w, rest);
-                backend.run(Op::Update, &[below, xj], r_rest, par)?;
-                let x_rest = x.subrows(j0 + w, rest);
-                let r_j = r.as_mut().subrows_mut(j0, w);
-                backend.run(Op::UpdateTrans, &[below, x_rest], r_j, par)?;
-            }
+            let xi = x.subrows(i0, h);
+            let acc_j = acc.as_mut().subrows_mut(j0, w);
+            backend.run(Op::UpdateTrans, &[block, xi], acc_j, seq)?;
         }
         Ok::<_, hetla_kernels::KernelError>(())
     };
-    match direct(platform, flops, |backend, par| {
-        products(backend, par, &mut r)
-    }) {
+    let starts: Vec<usize> = (0..n).step_by(RESIDUAL_BLOCK).collect();
+    let products = |backend: hetla_kernels::Backend| {
+        starts
+            .par_iter()
+            .with_max_len(1)
+            .try_fold(
+                || Mat::<T>::zeros(n, k),
+                |mut acc, &j0| column(backend, &mut acc, j0).map(|()| acc),
+            )
+            .try_reduce(
+                || Mat::<T>::zeros(n, k),
+                |mut x, y| {
+                    faer::zip!(x.as_mut(), y.as_ref()).for_each(|faer::unzip!(x, y)| *x += *y);
+                    Ok(x)
+                },
+            )
+    };
+    let minus_ax = match direct(platform, flops, |backend, _| products(backend)) {
         Some(result) => result?,
         // No CPU cluster: the products run on the calling thread.
-        None => products(platform.backend(), hetla_kernels::Par::Seq, &mut r)?,
-    }
+        None => rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .map_err(|e| Error::Spawn {
+                threads: 1,
+                reason: e.to_string(),
+            })?
+            .install(|| products(platform.backend()))?,
+    };
+    let mut r = b.to_owned();
+    faer::zip!(r.as_mut(), minus_ax.as_ref()).for_each(|faer::unzip!(r, m)| *r += *m);
     Ok(r)
 }
 

@@ -42,6 +42,8 @@ pub struct WorkerBusy {
 /// One simulated Cholesky run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
+    /// The precision of the simulated kernels.
+    pub precision: Precision,
     /// Platform model name.
     pub platform: String,
     /// CPU cluster spec.
@@ -63,7 +65,7 @@ pub struct SimReport {
     pub noise: f64,
     /// Simulated makespan, in milliseconds.
     pub makespan_ms: f64,
-    /// n^3/3 over the makespan, in Gflop/s.
+    /// n^3/3 (times 4 in a complex precision) over the makespan, in Gflop/s.
     pub gflops: f64,
     /// Bounds of the same graph with the same durations.
     #[serde(flatten)]
@@ -80,20 +82,23 @@ pub struct SimReport {
 
 /// Simulates the Cholesky factorisation of order `n` in tiles of `tile` on `model` with
 /// CPU clusters `spec` and `gpus` GPUs; returns the report and the trace.
+#[allow(clippy::too_many_arguments)]
 pub fn simulate_cholesky(
     model: &PlatformModel,
     spec: &ClusterSpec,
     gpus: usize,
     n: usize,
     tile: usize,
+    precision: Precision,
     options: &SimOptions,
 ) -> Result<(SimReport, Trace)> {
+    model.check_precision(precision)?;
     let platform = model.sim_platform(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
+    let (graph, keys) = cholesky_graph(n, tile, precision)?;
     let tiling = Tiling::square(n, tile)?;
     let tile_bytes = |t: hetla_factorizations::TileRef| {
         let (rows, cols) = tiling.tile_shape(t.row, t.col);
-        rows * cols * size_of::<f64>()
+        rows * cols * precision.bytes()
     };
     let duration = |key: &_, class: &_| model.duration(key, tile, class);
     let work = SimWork {
@@ -106,11 +111,12 @@ pub fn simulate_cholesky(
     let trace = simulate(&platform, &work, options)?;
     let simulation_seconds = start.elapsed().as_secs_f64();
     let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let flops = cholesky_flops(n, Precision::D);
+    let flops = cholesky_flops(n, precision);
     let bounds = graph_bounds(&graph, &keys, &classes, duration, flops)?;
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
+        precision,
         cpu_rates: model.cpu_rates(),
         platform: model.name.clone(),
         clusters: spec.to_string(),
@@ -241,7 +247,7 @@ pub struct GridSimReport {
     pub noise: f64,
     /// Simulated makespan, in milliseconds.
     pub makespan_ms: f64,
-    /// n^3/3 over the makespan, in Gflop/s.
+    /// n^3/3 (times 4 in a complex precision) over the makespan, in Gflop/s.
     pub gflops: f64,
     /// Gflop/s per node.
     pub gflops_per_node: f64,

@@ -93,7 +93,7 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
     if !missing.is_empty() {
         // The platform's pools time the kernels: no run may share them meanwhile.
         let _busy = platform.lock_run();
-        calibrate(platform, &missing, FIRST_USE_SAMPLES, || {})?;
+        calibrate(platform, &missing, FIRST_USE_SAMPLES, Precision::D, || {})?;
     }
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());
@@ -136,7 +136,10 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
     let tile = predictions
         .iter()
         .min_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
-        .map_or_else(|| default_tile_size(n, platform.backend()), |&(b, _)| b);
+        .map_or_else(
+            || default_tile_size(n, platform.backend(), hetla_kernels::Precision::D),
+            |&(b, _)| b,
+        );
     let choice = TileChoice {
         tile,
         predictions,

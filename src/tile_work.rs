@@ -100,7 +100,7 @@ impl<T: Scalar> Workload for TileWork<'_, '_, T> {
 
 /// An f64 tile as what it is (device workers move f64 tiles only); `None` for another
 /// precision.
-fn as_f64<T: Scalar>(t: MatRef<'_, T>) -> Option<MatRef<'_, f64>> {
+pub(crate) fn as_f64<T: Scalar>(t: MatRef<'_, T>) -> Option<MatRef<'_, f64>> {
     (T::PRECISION == Precision::D).then(|| {
         let (r, c, rs, cs) = (t.nrows(), t.ncols(), t.row_stride(), t.col_stride());
         // SAFETY: T is f64 (its precision is d and the trait is sealed): the same view.

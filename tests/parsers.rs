@@ -82,7 +82,7 @@ proptest! {
             // A model that is accepted can be used: its classes and a bound either work or
             // are a clear error.
             for gpus in [0, model.gpu_count()] {
-                no_panic(hetla::graph_bounds::model_cholesky_bounds(&model, &ClusterSpec::Auto, gpus, 1920, 960));
+                no_panic(hetla::graph_bounds::model_cholesky_bounds(&model, &ClusterSpec::Auto, gpus, 1920, 960, hetla::Precision::D));
             }
         }
     }

@@ -34,7 +34,15 @@ fn run_2x10(
     gpus: usize,
     n: usize,
 ) -> hetla::Result<(SimReport, hetla::Trace)> {
-    simulate_cholesky(model, &grid(2, 10), gpus, n, 960, &SimOptions::default())
+    simulate_cholesky(
+        model,
+        &grid(2, 10),
+        gpus,
+        n,
+        960,
+        hetla::Precision::D,
+        &SimOptions::default(),
+    )
 }
 
 #[test]
@@ -47,6 +55,7 @@ fn a_fixed_seed_gives_the_same_run_and_another_seed_another() {
             2,
             9600,
             960,
+            hetla::Precision::D,
             &options(SchedulerKind::Mct, seed, 0.2),
         )
         .unwrap()
@@ -66,9 +75,16 @@ fn no_simulated_run_of_a_small_sweep_beats_its_mixed_bound() {
         for spec in [grid(20, 1), grid(2, 10), grid(4, 5)] {
             for gpus in [0, 1, 4] {
                 for n in [1920, 4800, 9600] {
-                    let (r, trace) =
-                        simulate_cholesky(&m, &spec, gpus, n, 960, &options(scheduler, 0, 0.0))
-                            .unwrap();
+                    let (r, trace) = simulate_cholesky(
+                        &m,
+                        &spec,
+                        gpus,
+                        n,
+                        960,
+                        hetla::Precision::D,
+                        &options(scheduler, 0, 0.0),
+                    )
+                    .unwrap();
                     assert!(
                         r.makespan_ms >= r.bounds.mixed_ms * (1.0 - 1e-9),
                         "{scheduler} {spec} + {gpus}, n = {n}: {} ms < mixed {} ms",
@@ -97,6 +113,7 @@ fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
             4,
             19200,
             960,
+            hetla::Precision::D,
             &options(scheduler, 0, 0.0),
         )
         .unwrap()
@@ -126,6 +143,7 @@ fn knl_orders_its_cluster_shapes_as_paper_002_with_loaded_rates() {
             0,
             34560,
             tile,
+            hetla::Precision::D,
             &SimOptions::default(),
         )
         .unwrap()
@@ -152,6 +170,7 @@ fn one_worker_runs_every_task_back_to_back() {
         0,
         4800,
         960,
+        hetla::Precision::D,
         &SimOptions::default(),
     )
     .unwrap();
@@ -163,8 +182,16 @@ fn one_worker_runs_every_task_back_to_back() {
     // With a runtime overhead of 100 us per task, each task starts 100 us after the last.
     let mut slow = sirocco();
     slow.cpu.task_overhead_us = 100.0;
-    let (with_overhead, _) =
-        simulate_cholesky(&slow, &grid(1, 1), 0, 4800, 960, &SimOptions::default()).unwrap();
+    let (with_overhead, _) = simulate_cholesky(
+        &slow,
+        &grid(1, 1),
+        0,
+        4800,
+        960,
+        hetla::Precision::D,
+        &SimOptions::default(),
+    )
+    .unwrap();
     let expected = r.makespan_ms + 0.1 * r.bounds.tasks as f64;
     assert!((with_overhead.makespan_ms - expected).abs() < 1e-9 * expected);
     assert_eq!(with_overhead.bounds.mixed_ms, r.bounds.mixed_ms);
@@ -272,10 +299,18 @@ fn sweep_direction_matches_paper_002_with_one_gpu() {
     // matrices, and the gap narrows as n grows.
     let m = sirocco();
     let rate = |spec, n| {
-        simulate_cholesky(&m, &spec, 1, n, 960, &SimOptions::default())
-            .unwrap()
-            .0
-            .gflops
+        simulate_cholesky(
+            &m,
+            &spec,
+            1,
+            n,
+            960,
+            hetla::Precision::D,
+            &SimOptions::default(),
+        )
+        .unwrap()
+        .0
+        .gflops
     };
     let ratio = |n| rate(grid(2, 10), n) / rate(grid(20, 1), n);
     let (small, medium, large) = (ratio(4800), ratio(9600), ratio(28800));
@@ -300,7 +335,7 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
     let run = |write_back| {
         let mut o = options(SchedulerKind::Mct, 0, 0.0);
         o.run.write_back = write_back;
-        simulate_cholesky(&m, &grid(2, 10), 2, 14400, 960, &o).unwrap()
+        simulate_cholesky(&m, &grid(2, 10), 2, 14400, 960, hetla::Precision::D, &o).unwrap()
     };
     let (final_report, final_trace) = run(WriteBack::Final);
     let (end_report, end_trace) = run(WriteBack::AtEnd);

@@ -84,7 +84,7 @@ impl Backend {
                 self.product(adjoint(reads[0]), (reads[1], plain), write, -1.0, 1.0, par)
             }
             Op::Add => {
-                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y = *y + *x);
+                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
                 Ok(())
             }
             Op::MatMul(p) => {

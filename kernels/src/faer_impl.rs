@@ -201,7 +201,7 @@ fn herk<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) -> Result<(), KernelE
         );
         for j in 0..n {
             for i in j..n {
-                c[(i, j)] = c[(i, j)] - full[(i, j)];
+                c[(i, j)] -= full[(i, j)];
             }
         }
         return Ok(());
@@ -256,7 +256,7 @@ pub(crate) fn scale<T: Scalar>(mut c: MatMut<'_, T>, beta: f64) {
         c.fill(T::from_f64(0.0));
     } else if beta != 1.0 {
         let beta = T::from_f64(beta);
-        faer::zip!(c).for_each(|faer::unzip!(x)| *x = *x * beta);
+        faer::zip!(c).for_each(|faer::unzip!(x)| *x *= beta);
     }
 }
 

@@ -132,6 +132,9 @@ pub trait Scalar:
     + std::ops::Sub<Output = Self>
     + std::ops::Mul<Output = Self>
     + std::ops::Neg<Output = Self>
+    + std::ops::AddAssign
+    + std::ops::SubAssign
+    + std::ops::MulAssign
     + 'static
     + sealed::Sealed
 {
@@ -152,7 +155,11 @@ pub trait Scalar:
     /// |x|, in f64.
     fn abs_f64(self) -> f64 {
         let z = self.to_c64();
-        z.re.hypot(z.im)
+        if z.im == 0.0 {
+            z.re.abs()
+        } else {
+            z.re.hypot(z.im)
+        }
     }
 
     /// The real part, in f64.

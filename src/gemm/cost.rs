@@ -22,6 +22,8 @@ pub(super) struct Machine<'a> {
     pub(super) copy_seconds: &'a dyn Fn(MemoryNode, usize) -> f64,
     /// Tile sizes the models know.
     pub(super) known_tiles: Vec<usize>,
+    /// The precision of the product.
+    pub(super) precision: hetla_kernels::Precision,
 }
 
 impl Machine<'_> {
@@ -84,7 +86,7 @@ pub(super) fn predict(machine: &Machine<'_>, m: usize, n: usize, k: usize, tile:
     );
     let processors = machine.processors(tile);
     let total: f64 = processors.iter().map(|p| p.speed).sum();
-    let bytes = tile * tile * size_of::<f64>();
+    let bytes = tile * tile * machine.precision.bytes();
     processors
         .iter()
         .map(|p| {
@@ -128,6 +130,7 @@ pub(super) fn choose_tile(machine: &Machine<'_>, m: usize, n: usize, k: usize) -
 pub(super) fn known_gemm_tiles(
     models: &hetla_runtime::PerfModels,
     workers: &[WorkerInfo],
+    precision: hetla_kernels::Precision,
 ) -> Vec<usize> {
     DEFAULT_TILES
         .into_iter()
@@ -136,7 +139,7 @@ pub(super) fn known_gemm_tiles(
             workers.iter().all(|w| {
                 models
                     .get(
-                        &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
+                        &KernelKey::square(hetla_kernels::Op::GemmNt, tile).in_precision(precision),
                         &w.class,
                     )
                     .and_then(|s| s.calibrated_mean())

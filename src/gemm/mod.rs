@@ -59,7 +59,7 @@ pub use strategy::{Processor, Strategy};
 
 use crate::model::Modelled;
 use crate::tile_work::{TileWork, run_error};
-use crate::{Backend, Error, Result, TiledMatrix};
+use crate::{Backend, Error, Result, Scalar, TiledMatrix};
 use hetla_runtime::{HOST, MemoryNode};
 use hetla_runtime::{
     KernelKey, Platform, ResourceClass, ResourceKind, RunOptions, SchedulerKind, Trace, WorkerInfo,
@@ -217,37 +217,40 @@ impl Gemm {
     /// Computes C <- alpha op(A) op(B) + beta C on the process-wide platform that
     /// `solve_spd` and `Cholesky::new()` use ([`Platform::shared`]: `auto` clusters, faer
     /// kernels), built on first use.
-    pub fn run_shared(
+    pub fn run_shared<T: Scalar>(
         &self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        c: MatMut<'_, T>,
     ) -> Result<GemmReport> {
         let platform = Platform::shared(&ClusterSpec::default(), Backend::default())?;
         self.run(&platform, a, b, c)
     }
 
-    /// Computes C <- alpha op(A) op(B) + beta C on `platform`.
-    pub fn run(
+    /// Computes C <- alpha op(A) op(B) + beta C on `platform`, in any precision (for a
+    /// complex type a transposed operand is its adjoint, see [`crate::Scalar`]).
+    pub fn run<T: Scalar>(
         &self,
         platform: &Platform,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        c: MatMut<'_, T>,
     ) -> Result<GemmReport> {
         self.run_traced(platform, a, b, c).map(|(report, _)| report)
     }
 
     /// As [`Gemm::run`], with the trace of the run (empty when there was nothing to
     /// multiply).
-    pub fn run_traced(
+    pub fn run_traced<T: Scalar>(
         &self,
         platform: &Platform,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
-        mut c: MatMut<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, T>,
     ) -> Result<(GemmReport, Trace)> {
         self.check(platform.devices().len())?;
+        crate::cholesky::check_devices::<T>(platform)?;
+        let precision = T::PRECISION;
         let (m, n, k) = self.dimensions(
             (a.nrows(), a.ncols()),
             (b.nrows(), b.ncols()),
@@ -256,22 +259,22 @@ impl Gemm {
         if k == 0 || m == 0 || n == 0 {
             // Nothing to multiply: C <- beta C (BLAS's quick return).
             platform.backend().matmul(
-                faer::Mat::<f64>::zeros(m, 0).as_ref(),
-                faer::Mat::<f64>::zeros(0, n).as_ref(),
+                faer::Mat::<T>::zeros(m, 0).as_ref(),
+                faer::Mat::<T>::zeros(0, n).as_ref(),
                 c.as_mut(),
                 self.alpha,
                 self.beta,
                 faer::Par::Seq,
             )?;
             let empty = Trace::new(platform.workers().to_vec(), Vec::new(), 0.0);
-            return Ok((self.empty_report(m, n, k), empty));
+            return Ok((self.empty_report(precision, (m, n, k)), empty));
         }
         let models = platform.models();
         let workers = platform.workers();
         let tile_seconds = |w: usize, tile: usize| {
             models
                 .get(
-                    &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
+                    &KernelKey::square(hetla_kernels::Op::GemmNt, tile).in_precision(precision),
                     &workers[w].class,
                 )
                 .and_then(|s| s.calibrated_mean())
@@ -281,16 +284,18 @@ impl Gemm {
             |node: MemoryNode, bytes: usize| hetla_runtime::copy_seconds(&links, HOST, node, bytes);
         let mut capacities = vec![None];
         capacities.extend(platform.devices().iter().map(|d| Some(d.device.budget())));
-        let known_tiles = known_gemm_tiles(&models, workers);
+        let known_tiles = known_gemm_tiles(&models, workers, precision);
         let machine = Machine {
             workers,
             capacities,
             tile_seconds: &tile_seconds,
             copy_seconds: &copy_seconds,
             known_tiles,
+            precision,
         };
         let (tiling, options, planned) = self.plan(&machine, m, n, k)?;
-        let graph = hetla_factorizations::matmul(&tiling);
+        let mut graph = hetla_factorizations::matmul(&tiling);
+        graph.scale_flops(precision.flop_factor());
         let ta = TiledMatrix::read_only(a, tiling.a.tile(), "A")?;
         let tb = TiledMatrix::read_only(b, tiling.b.tile(), "B")?;
         let tc = TiledMatrix::new(c, tiling.c.tile(), "C")?;
@@ -321,7 +326,8 @@ impl Gemm {
         (m, n, k): (usize, usize, usize),
         options: &SimOptions,
     ) -> Result<(GemmReport, Trace)> {
-        let (model, gpus) = (machine.model, machine.gpus);
+        let (model, gpus, machine_precision) = (machine.model, machine.gpus, machine.precision);
+        model.check_precision(machine_precision)?;
         let platform = machine.sim_platform()?;
         self.check(gpus)?;
         if m == 0 || n == 0 || k == 0 {
@@ -333,7 +339,7 @@ impl Gemm {
         let workers = platform.workers.clone();
         let tile_seconds = |w: usize, tile: usize| {
             model.duration(
-                &KernelKey::square(hetla_kernels::Op::GemmNt, tile),
+                &KernelKey::square(hetla_kernels::Op::GemmNt, tile).in_precision(machine_precision),
                 tile,
                 &workers[w].class,
             )
@@ -342,9 +348,10 @@ impl Gemm {
             |node: MemoryNode, bytes: usize| platform.copy_seconds(HOST, node, bytes);
         let mut known_tiles = model.tiles();
         known_tiles.retain(|&t| {
-            workers
-                .iter()
-                .all(|w| model.rate(hetla_kernels::Op::GemmNt, t, &w.class).is_some())
+            workers.iter().all(|w| {
+                let op = hetla_kernels::Op::GemmNt;
+                model.rate(op, t, machine_precision, &w.class).is_some()
+            })
         });
         let machine = Machine {
             workers: &workers,
@@ -352,9 +359,11 @@ impl Gemm {
             tile_seconds: &tile_seconds,
             copy_seconds: &copy_seconds,
             known_tiles,
+            precision: machine_precision,
         };
         let (tiling, run, planned) = self.plan(&machine, m, n, k)?;
-        let graph = hetla_factorizations::matmul(&tiling);
+        let mut graph = hetla_factorizations::matmul(&tiling);
+        graph.scale_flops(machine_precision.flop_factor());
         let keys: Vec<KernelKey> = graph
             .tasks()
             .iter()
@@ -364,13 +373,14 @@ impl Gemm {
                         .tiling(t.matrix)
                         .map_or((0, 0), |x| x.tile_shape(t.row, t.col))
                 })
+                .in_precision(machine_precision)
             })
             .collect();
         let tile_bytes = |t: TileRef| {
             let (rows, cols) = tiling
                 .tiling(t.matrix)
                 .map_or((0, 0), |x| x.tile_shape(t.row, t.col));
-            rows * cols * size_of::<f64>()
+            rows * cols * machine_precision.bytes()
         };
         let tile = tiling.c.tile();
         let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);

@@ -86,7 +86,7 @@ impl Gemm {
             0,
         )?;
         let processors = machine.processors(tile);
-        let tile_bytes = tile * tile * size_of::<f64>();
+        let tile_bytes = tile * tile * machine.precision.bytes();
         let (strategy, reason) = match self.strategy {
             Strategy::Auto => auto_strategy(machine, &tiling, &processors, tile_bytes),
             given => (given, "given".to_owned()),

@@ -5,6 +5,8 @@ use super::*;
 /// What one product did and how it compares with the bounds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GemmReport {
+    /// The precision of the product (complex rates count 4 real flops per complex one).
+    pub precision: hetla_kernels::Precision,
     /// m, n, k.
     pub m: usize,
     /// Columns of C.
@@ -49,8 +51,13 @@ pub struct BytesMoved {
 }
 
 impl Gemm {
-    pub(super) fn empty_report(&self, m: usize, n: usize, k: usize) -> GemmReport {
+    pub(super) fn empty_report(
+        &self,
+        precision: hetla_kernels::Precision,
+        (m, n, k): (usize, usize, usize),
+    ) -> GemmReport {
         GemmReport {
+            precision,
             m,
             n,
             k,
@@ -87,7 +94,7 @@ impl Gemm {
             tiling.a.cols()
         };
         let tile = tiling.c.tile();
-        let tile_bytes = (tile * tile * size_of::<f64>()) as f64;
+        let tile_bytes = (tile * tile * machine.precision.bytes()) as f64;
         let seconds = trace.makespan;
         let summary = trace.summary();
         let workers = machine.workers;
@@ -166,8 +173,9 @@ impl Gemm {
                 .sum::<f64>()
                 * tile_bytes
         });
-        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let flops = 2.0 * m as f64 * n as f64 * k as f64 * machine.precision.flop_factor();
         GemmReport {
+            precision: machine.precision,
             m,
             n,
             k,

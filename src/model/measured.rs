@@ -3,6 +3,7 @@
 //! simulation compared with real runs.
 
 use hetla_clusters::{Level, Topology};
+use hetla_kernels::Precision;
 
 use super::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, PlatformModel, Speedup,
@@ -34,6 +35,7 @@ impl PlatformModel {
         alone: Option<&PerfModels>,
         cluster_sizes: &[usize],
         tiles: &[usize],
+        precision: Precision,
         task_overhead_us: f64,
     ) -> Result<Self> {
         let packages = topology.level(Level::Package).len().max(1);
@@ -57,7 +59,7 @@ impl PlatformModel {
         let mut kernels = Vec::new();
         for &tile in tiles {
             for op in CHOLESKY_OPS {
-                let key = KernelKey::square(op, tile);
+                let key = KernelKey::square(op, tile).in_precision(precision);
                 let loaded = |c| gflops(models, &key, c);
                 let alone_rate = |c| alone.and_then(|a| gflops(a, &key, c));
                 // The base rates: alone when they were measured, else the loaded ones.
@@ -91,6 +93,7 @@ impl PlatformModel {
                 kernels.push(CpuKernelRate {
                     op: op.name().into(),
                     tile,
+                    precision,
                     core_gflops: core,
                     speedups,
                     loaded: reductions,
@@ -132,12 +135,13 @@ impl GpuModel {
         memory_bytes: usize,
         models: &PerfModels,
         tiles: &[usize],
+        precision: Precision,
     ) -> Result<Self> {
         let class = ResourceClass::Gpu { name: name.into() };
         let mut kernels = Vec::new();
         for &tile in tiles {
             for op in CHOLESKY_OPS {
-                let key = KernelKey::square(op, tile);
+                let key = KernelKey::square(op, tile).in_precision(precision);
                 let stats = models
                     .get(&key, &class)
                     .filter(|s| s.samples > 0 && s.mean > 0.0)
@@ -148,6 +152,7 @@ impl GpuModel {
                 kernels.push(GpuKernelRate {
                     op: op.name().into(),
                     tile,
+                    precision,
                     gflops: model_flops(&key) / stats.mean / 1e9,
                 });
             }
@@ -208,6 +213,7 @@ mod tests {
             None,
             &[1, 4],
             &[100],
+            Precision::D,
             5.0,
         )
         .unwrap();
@@ -218,8 +224,18 @@ mod tests {
         // Round trip through TOML, and a tile never calibrated is an error.
         assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
         assert!(
-            PlatformModel::from_calibration("t", "", &topology, &models, None, &[1], &[200], 0.0)
-                .is_err()
+            PlatformModel::from_calibration(
+                "t",
+                "",
+                &topology,
+                &models,
+                None,
+                &[1],
+                &[200],
+                Precision::D,
+                0.0
+            )
+            .is_err()
         );
     }
 }

@@ -34,7 +34,7 @@ pub use measured::calibration_sizes;
 use std::path::Path;
 
 use hetla_clusters::{ClusterSpec, Topology};
-use hetla_kernels::Op;
+use hetla_kernels::{Op, Precision};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -95,6 +95,9 @@ pub struct CpuKernelRate {
     pub op: String,
     /// Tile size b.
     pub tile: usize,
+    /// The precision of the kernel (s, d, c, z; d when absent).
+    #[serde(default, skip_serializing_if = "is_double")]
+    pub precision: Precision,
     /// Gflop/s of one core.
     pub core_gflops: f64,
     /// Measured speedups of clusters of some sizes over one core.
@@ -153,6 +156,9 @@ pub struct GpuKernelRate {
     pub op: String,
     /// Tile size b.
     pub tile: usize,
+    /// The precision of the kernel (s, d, c, z; d when absent).
+    #[serde(default, skip_serializing_if = "is_double")]
+    pub precision: Precision,
     /// Gflop/s of one GPU.
     pub gflops: f64,
 }
@@ -232,6 +238,10 @@ impl CpuKernelRate {
     }
 }
 
+fn is_double(p: &Precision) -> bool {
+    *p == Precision::D
+}
+
 /// Flop count of a task by the leading terms Cojean et al. (2016) uses (see the module
 /// documentation), times 4 for a complex precision.
 pub fn model_flops(key: &KernelKey) -> f64 {
@@ -260,6 +270,8 @@ pub struct Modelled<'a> {
     pub gpus: usize,
     /// Bytes of tiles each GPU may hold.
     pub gpu_memory: Option<usize>,
+    /// The precision of the modelled kernels (default d).
+    pub precision: Precision,
 }
 
 impl<'a> Modelled<'a> {
@@ -270,7 +282,14 @@ impl<'a> Modelled<'a> {
             clusters,
             gpus,
             gpu_memory: None,
+            precision: Precision::D,
         }
+    }
+
+    /// The precision the modelled run computes in (its kernels' rates and tile bytes).
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
     }
 
     /// A memory budget for tiles on each GPU (`None`: the model's memory size).
@@ -399,11 +418,11 @@ impl PlatformModel {
             check_rate(&self.name, &k.op, k.tile, k.core_gflops)?;
             if self.cpu.kernels[..i]
                 .iter()
-                .any(|o| o.op == k.op && o.tile == k.tile)
+                .any(|o| o.op == k.op && o.tile == k.tile && o.precision == k.precision)
             {
                 return bad(format!(
-                    "cpu kernel {} at tile {} is given twice; give each (op, tile) once",
-                    k.op, k.tile
+                    "cpu kernel {} at tile {} in precision {} is given twice; give each (op, tile, precision) once",
+                    k.op, k.tile, k.precision
                 ));
             }
             // Per cluster width: speedups in (0, cores], loaded reductions in [0, 1).
@@ -478,11 +497,11 @@ impl PlatformModel {
                 check_rate(&self.name, &k.op, k.tile, k.gflops)?;
                 if gpu.kernels[..i]
                     .iter()
-                    .any(|o| o.op == k.op && o.tile == k.tile)
+                    .any(|o| o.op == k.op && o.tile == k.tile && o.precision == k.precision)
                 {
                     return bad(format!(
-                        "gpu kernel {} at tile {} is given twice; give each (op, tile) once",
-                        k.op, k.tile
+                        "gpu kernel {} at tile {} in precision {} is given twice; give each (op, tile, precision) once",
+                        k.op, k.tile, k.precision
                     ));
                 }
             }
@@ -498,6 +517,38 @@ impl PlatformModel {
         } else {
             "alone"
         }
+    }
+
+    /// An error naming the precisions the model has, unless it has rates in `precision`.
+    pub fn check_precision(&self, precision: Precision) -> Result<()> {
+        if self.precisions().contains(&precision) {
+            return Ok(());
+        }
+        Err(Error::InvalidOption {
+            option: "precision",
+            reason: format!(
+                "platform {} has no kernel rates in precision {precision}; it has {} (calibrate with `hetla calibrate --precision {precision} --output FILE`)",
+                self.name,
+                self.precisions()
+                    .iter()
+                    .map(|p| p.letter())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+    }
+
+    /// The precisions the model has kernel rates for, in LAPACK's order.
+    pub fn precisions(&self) -> Vec<Precision> {
+        let cpu = self.cpu.kernels.iter().map(|k| k.precision);
+        let gpu = self
+            .gpu
+            .iter()
+            .flat_map(|g| g.kernels.iter().map(|k| k.precision));
+        let mut all: Vec<Precision> = cpu.chain(gpu).collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// Total CPU cores.
@@ -639,13 +690,19 @@ impl PlatformModel {
 
     /// Gflop/s of `op` at tile size `tile` on a resource of `class`, or `None` when the model
     /// has no rate for it (the class cannot run it).
-    pub fn rate(&self, op: Op, tile: usize, class: &ResourceClass) -> Option<f64> {
+    pub fn rate(
+        &self,
+        op: Op,
+        tile: usize,
+        precision: Precision,
+        class: &ResourceClass,
+    ) -> Option<f64> {
         match class {
             ResourceClass::CpuCluster { cores } => self
                 .cpu
                 .kernels
                 .iter()
-                .find(|k| k.op == op.name() && k.tile == tile)
+                .find(|k| k.op == op.name() && k.tile == tile && k.precision == precision)
                 .map(|k| k.core_gflops * k.speedup(*cores) * (1.0 - k.loaded_reduction(*cores))),
             ResourceClass::Gpu { name } => self
                 .gpu
@@ -653,30 +710,37 @@ impl PlatformModel {
                 .filter(|g| g.name == *name)?
                 .kernels
                 .iter()
-                .find(|k| k.op == op.name() && k.tile == tile)
+                .find(|k| k.op == op.name() && k.tile == tile && k.precision == precision)
                 .map(|k| k.gflops),
         }
     }
 
     /// Seconds a task with kernel `key`, in a run with tile size `tile`, takes on `class`.
     pub fn duration(&self, key: &KernelKey, tile: usize, class: &ResourceClass) -> Option<f64> {
-        self.rate(key.op, tile, class)
+        self.rate(key.op, tile, key.precision, class)
             .map(|gflops| model_flops(key) / (gflops * 1e9))
     }
 
     /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at
     /// `tile`, and says which tile sizes do otherwise.
-    pub fn check_tile(&self, ops: &[Op], tile: usize, gpus: usize) -> Result<()> {
+    pub fn check_tile(
+        &self,
+        ops: &[Op],
+        tile: usize,
+        precision: Precision,
+        gpus: usize,
+    ) -> Result<()> {
+        self.check_precision(precision)?;
         let cpu = ResourceClass::CpuCluster { cores: 1 };
         let gpu = self.gpu.as_ref().map(|g| ResourceClass::Gpu {
             name: g.name.clone(),
         });
         for &op in ops {
-            let on_cpu = self.rate(op, tile, &cpu).is_some();
+            let on_cpu = self.rate(op, tile, precision, &cpu).is_some();
             let on_gpu = gpus > 0
                 && gpu
                     .as_ref()
-                    .is_some_and(|g| self.rate(op, tile, g).is_some());
+                    .is_some_and(|g| self.rate(op, tile, precision, g).is_some());
             if !on_cpu && !on_gpu {
                 return Err(Error::InvalidOption {
                     option: "tile",

@@ -1,6 +1,6 @@
 //! The built-in platform models, each with the table it comes from.
 
-use hetla_kernels::Op;
+use hetla_kernels::{Op, Precision};
 
 use super::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LinkModel, LinkRate, LoadedReduction,
@@ -49,13 +49,58 @@ fn loaded(cores: usize, wide: f64) -> Vec<LoadedReduction> {
     ]
 }
 
+/// Adds s, c and z rates derived from a preset's d rates, as the preset's description
+/// states: the papers give f64 rates only, so these are assumptions, not measurements.
+/// Single precision runs at `cpu_single` (CPU) and `gpu_single` (GPU) times the double
+/// rate (the ratio of the hardware's peak rates); complex kernels run at the rate, in real
+/// flops, of the real kernels of their width (c as s, z as d: a complex multiply-add is 4
+/// real ones on the same units).
+fn with_derived_precisions(
+    mut model: PlatformModel,
+    cpu_single: f64,
+    gpu_single: f64,
+) -> PlatformModel {
+    let scale = |p: Precision, single: f64| match p {
+        Precision::S | Precision::C => single,
+        Precision::D | Precision::Z => 1.0,
+    };
+    let derived = [Precision::S, Precision::C, Precision::Z];
+    let cpu: Vec<CpuKernelRate> = derived
+        .iter()
+        .flat_map(|&p| {
+            model.cpu.kernels.iter().map(move |k| CpuKernelRate {
+                precision: p,
+                core_gflops: k.core_gflops * scale(p, cpu_single),
+                ..k.clone()
+            })
+        })
+        .collect();
+    model.cpu.kernels.extend(cpu);
+    if let Some(gpu) = &mut model.gpu {
+        let derived: Vec<GpuKernelRate> = derived
+            .iter()
+            .flat_map(|&p| {
+                gpu.kernels.iter().map(move |k| GpuKernelRate {
+                    precision: p,
+                    gflops: k.gflops * scale(p, gpu_single),
+                    ..k.clone()
+                })
+            })
+            .collect();
+        gpu.kernels.extend(derived);
+    }
+    model
+}
+
 /// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from Cojean et al. (2016) Table 2
 /// (Intel MKL on the cores, cuBLAS/MAGMA on the GPUs) at tiles 960 and 1920.
 pub(super) fn sirocco() -> PlatformModel {
-    PlatformModel {
+    with_derived_precisions(PlatformModel {
         name: "sirocco".into(),
         description: "2 x 12-core Intel Xeon E5-2680 v3 (Haswell, 2.5 GHz) + 4 NVIDIA K40m; \
-            kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 2, at tiles 960 and 1920"
+            kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 2, at tiles 960 and 1920 \
+            (f64); s, c and z assumed, not measured: s and c (real flops) at 2x d on the \
+            cores (AVX2's single/double peak) and 3x on the K40m (4.29/1.43 Tflop/s peak), z as d"
             .into(),
         cpu: CpuModel {
             packages: 2,
@@ -67,6 +112,7 @@ pub(super) fn sirocco() -> PlatformModel {
                 .map(|&(op, tile, core, _, ten)| CpuKernelRate {
                     op: op.name().into(),
                     tile,
+                    precision: Precision::D,
                     core_gflops: core,
                     speedups: vec![Speedup {
                         cores: 10,
@@ -95,11 +141,12 @@ pub(super) fn sirocco() -> PlatformModel {
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
                     op: op.name().into(),
                     tile,
+                    precision: Precision::D,
                     gflops: core * gpu,
                 })
                 .collect(),
         }),
-    }
+    }, 2.0, 3.0)
 }
 
 /// Cojean et al. (2016), Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
@@ -167,6 +214,7 @@ pub(super) fn knl() -> PlatformModel {
             kernels.push(CpuKernelRate {
                 op: op.name().into(),
                 tile,
+                precision: Precision::D,
                 core_gflops: core[t],
                 speedups: KNL_CORES
                     .iter()
@@ -180,20 +228,26 @@ pub(super) fn knl() -> PlatformModel {
             });
         }
     }
-    PlatformModel {
-        name: "knl".into(),
-        description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
-            16 cores); kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 1"
-            .into(),
-        cpu: CpuModel {
-            packages: 1,
-            cores_per_package: 64,
-            numa_per_package: 4,
-            task_overhead_us: 0.0,
-            kernels,
+    with_derived_precisions(
+        PlatformModel {
+            name: "knl".into(),
+            description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
+            16 cores); kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 1 (f64); \
+            s, c and z assumed, not measured: s and c (real flops) at 2x d (AVX-512's \
+            single/double peak), z as d"
+                .into(),
+            cpu: CpuModel {
+                packages: 1,
+                cores_per_package: 64,
+                numa_per_package: 4,
+                task_overhead_us: 0.0,
+                kernels,
+            },
+            gpu: None,
         },
-        gpu: None,
-    }
+        2.0,
+        1.0,
+    )
 }
 
 /// One A100 of the Karolina HGX node, Anastasiadis (2024) section 4.3, Table 4.1: 17.2 Tflop/s FP64
@@ -214,10 +268,12 @@ pub(super) fn a100x8() -> PlatformModel {
         latency_us: 10.0,
         gb_per_s,
     };
-    PlatformModel {
+    with_derived_precisions(PlatformModel {
         name: "a100x8".into(),
         description: "2 x 64-core AMD EPYC 7763 + 8 NVIDIA A100 40 GB (NVLink3/NVSwitch2); \
-            GEMM rate and link bandwidths of Anastasiadis (2024) (Anastasiadis 2024), chapter 4, Table 4.1"
+            GEMM rate and link bandwidths of Anastasiadis (2024) (Anastasiadis 2024), chapter 4, Table 4.1 \
+            (f64); s, c and z assumed, not measured: all at the d rate (the A100's FP32 peak, \
+            19.5 Tflop/s without TF32, equals its FP64 tensor-core peak)"
             .into(),
         cpu: CpuModel {
             packages: 2,
@@ -241,11 +297,12 @@ pub(super) fn a100x8() -> PlatformModel {
                 .map(|tile| GpuKernelRate {
                     op: Op::GemmNt.name().into(),
                     tile,
+                    precision: Precision::D,
                     gflops: A100_GFLOPS,
                 })
                 .collect(),
         }),
-    }
+    }, 2.0, 1.0)
 }
 
 #[cfg(test)]
@@ -271,8 +328,8 @@ mod tests {
         let (loaded, alone) = (PlatformModel::preset("knl").unwrap(), alone("knl"));
         let ratio = |cores| {
             let class = ResourceClass::CpuCluster { cores };
-            loaded.rate(Op::GemmNt, 2880, &class).unwrap()
-                / alone.rate(Op::GemmNt, 2880, &class).unwrap()
+            loaded.rate(Op::GemmNt, 2880, Precision::D, &class).unwrap()
+                / alone.rate(Op::GemmNt, 2880, Precision::D, &class).unwrap()
         };
         assert!((ratio(1) - 0.85).abs() < 1e-12);
         assert!((ratio(16) - 0.96).abs() < 1e-12);
@@ -298,17 +355,23 @@ mod tests {
         let gpu = ResourceClass::Gpu {
             name: "K40m".into(),
         };
-        let gemm1 = m.rate(Op::GemmNt, 960, &one).unwrap();
+        let gemm1 = m.rate(Op::GemmNt, 960, Precision::D, &one).unwrap();
         assert!((gemm1 - 36.46).abs() < 1e-12);
-        assert!((m.rate(Op::GemmNt, 960, &gpu).unwrap() / gemm1 - 28.80).abs() < 1e-12);
-        assert!((m.rate(Op::GemmNt, 960, &ten).unwrap() / gemm1 - 7.77).abs() < 1e-12);
-        assert!((m.rate(Op::Potrf, 1920, &ten).unwrap() / 31.11 - 7.48).abs() < 1e-12);
+        assert!(
+            (m.rate(Op::GemmNt, 960, Precision::D, &gpu).unwrap() / gemm1 - 28.80).abs() < 1e-12
+        );
+        assert!(
+            (m.rate(Op::GemmNt, 960, Precision::D, &ten).unwrap() / gemm1 - 7.77).abs() < 1e-12
+        );
+        assert!(
+            (m.rate(Op::Potrf, 1920, Precision::D, &ten).unwrap() / 31.11 - 7.48).abs() < 1e-12
+        );
         // GEMM 960 on one core: 2 * 960^3 flops at 36.46 Gflop/s.
         let d = m
             .duration(&KernelKey::square(Op::GemmNt, 960), 960, &one)
             .unwrap();
         assert!((d - 2.0 * 960f64.powi(3) / 36.46e9).abs() < 1e-15);
-        assert_eq!(m.rate(Op::GemmNt, 1000, &one), None);
+        assert_eq!(m.rate(Op::GemmNt, 1000, Precision::D, &one), None);
         assert_eq!(m.tiles(), [960, 1920]);
     }
 
@@ -317,12 +380,12 @@ mod tests {
         let m = alone("knl");
         let cores = |c| ResourceClass::CpuCluster { cores: c };
         // DGEMM at 2880: 30.856 Gflop/s on one core, efficiency 0.90 on 16 cores.
-        let one = m.rate(Op::GemmNt, 2880, &cores(1)).unwrap();
+        let one = m.rate(Op::GemmNt, 2880, Precision::D, &cores(1)).unwrap();
         assert!((one - 30.856).abs() < 1e-12);
-        let sixteen = m.rate(Op::GemmNt, 2880, &cores(16)).unwrap();
+        let sixteen = m.rate(Op::GemmNt, 2880, Precision::D, &cores(16)).unwrap();
         assert!((sixteen / (16.0 * one) - 0.90).abs() < 1e-12);
         // 12 cores lie between the 8-core (0.92) and 16-core (0.90) points.
-        let twelve = m.rate(Op::GemmNt, 2880, &cores(12)).unwrap() / one;
+        let twelve = m.rate(Op::GemmNt, 2880, Precision::D, &cores(12)).unwrap() / one;
         assert!((twelve - (8.0 * 0.92 + 16.0 * 0.90) / 2.0).abs() < 1e-9);
         // 4 x 16 clusters on the 4 NUMA nodes; no GPU.
         let classes = m

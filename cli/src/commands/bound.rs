@@ -27,6 +27,9 @@ pub struct BoundArgs {
     #[arg(long, value_parser = parse_positive)]
     pub tile: usize,
     /// Print one JSON object on stdout instead of text.
+    /// The precision of the kernels: s, d, c or z (the platform needs rates in it).
+    #[arg(long, default_value = "d")]
+    pub precision: hetla::Precision,
     #[arg(long)]
     pub json: bool,
 }
@@ -38,27 +41,36 @@ pub struct BoundCmdReport {
     pub gpus: usize,
     pub n: usize,
     pub tile: usize,
+    pub precision: hetla::Precision,
     #[serde(flatten)]
     pub bounds: BoundReport,
 }
 
 pub fn bound_cmd(args: &BoundArgs) -> hetla::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
-    let bounds = model_cholesky_bounds(&model, &args.clusters, args.gpus, args.n, args.tile)?;
+    let bounds = model_cholesky_bounds(
+        &model,
+        &args.clusters,
+        args.gpus,
+        args.n,
+        args.tile,
+        args.precision,
+    )?;
     Ok(BoundCmdReport {
         platform: model.name,
         clusters: args.clusters.to_string(),
         gpus: args.gpus,
         n: args.n,
         tile: args.tile,
+        precision: args.precision,
         bounds,
     })
 }
 
 pub fn print_bound(r: &BoundCmdReport) {
     println!(
-        "hetla bound: Cholesky n = {}, tile = {} on {} with clusters {} and {} GPU(s)",
-        r.n, r.tile, r.platform, r.clusters, r.gpus
+        "hetla bound: Cholesky n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s)",
+        r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus
     );
     print_bounds(&r.bounds);
 }

@@ -38,6 +38,11 @@ pub struct CalibrateArgs {
     /// Executions per kernel, tile size and class (1 to 100000).
     #[arg(long, default_value_t = 5, value_parser = parse_samples)]
     pub samples: usize,
+    /// The precision of the kernels timed: s, d, c or z. Models are kept per precision;
+    /// with --output, a platform file of this machine that exists already keeps its rates
+    /// of the other precisions.
+    #[arg(long, default_value = "d")]
+    pub precision: hetla::Precision,
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// GPUs to calibrate (kernels and links), with the first cluster spec.
@@ -155,11 +160,14 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             platform.update_models(|m| *m = previous);
         }
         calibrate_links(platform, || bar.inc(1))?;
-        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        calibrate(platform, &args.tile, args.samples, args.precision, || {
+            bar.inc(1)
+        })?;
         gaps.extend(record_in_run(
             platform,
             &args.tile,
             in_run(platform),
+            args.precision,
             &mut measured_in_run,
             || bar.inc(1),
         )?);
@@ -169,7 +177,9 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
     let mut measured_alone = hetla::runtime::PerfModels::new();
     for platform in &alone {
         bar.set_message(format!("clusters {} alone", platform.spec()));
-        calibrate(platform, &args.tile, args.samples, || bar.inc(1))?;
+        calibrate(platform, &args.tile, args.samples, args.precision, || {
+            bar.inc(1)
+        })?;
         let timed = platform.models();
         for (&size, &tile) in sizes
             .iter()
@@ -177,7 +187,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         {
             let class = hetla::runtime::ResourceClass::CpuCluster { cores: size };
             for op in hetla::calibrate::CHOLESKY_OPS {
-                let key = hetla::runtime::KernelKey::square(op, tile);
+                let key = hetla::runtime::KernelKey::square(op, tile).in_precision(args.precision);
                 if let Some(stats) = timed.get(&key, &class) {
                     measured_alone.merge(key, class.clone(), stats);
                 }
@@ -202,6 +212,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                         d.device.budget(),
                         &models,
                         &args.tile,
+                        args.precision,
                     )
                 })
                 .transpose()?;
@@ -216,12 +227,14 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 Some(&measured_alone),
                 &sizes,
                 &args.tile,
+                args.precision,
                 gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
             )?;
             let model = match gpu {
                 Some(gpu) => model.with_gpu(gpu)?,
                 None => model,
             };
+            let model = keep_other_precisions(path, model, args.precision)?;
             hetla::output::write_atomic(path, model.to_toml().as_bytes())?;
             Some(path.display().to_string())
         }
@@ -247,4 +260,49 @@ pub fn print_calibrate(r: &CalibrateReport) {
     if let Some(path) = &r.platform_file {
         println!("platform file of this machine written to {path}");
     }
+}
+
+/// `model` with the kernel rates of the other precisions than `precision` that the
+/// platform file at `path` has, when it exists and describes the same machine (its cores
+/// and GPUs): calibrating s after d into one file gives a file with both. A file that
+/// cannot be read as a platform model is replaced, with a warning.
+fn keep_other_precisions(
+    path: &std::path::Path,
+    mut model: PlatformModel,
+    precision: hetla::Precision,
+) -> hetla::Result<PlatformModel> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(model);
+    };
+    let old = match PlatformModel::from_toml(&text) {
+        Ok(old) => old,
+        Err(e) => {
+            eprintln!("warning: {} is replaced: {e}", path.display());
+            return Ok(model);
+        }
+    };
+    let same_gpus = old.gpu.as_ref().map(|g| (&g.name, g.count))
+        == model.gpu.as_ref().map(|g| (&g.name, g.count));
+    if old.cores() != model.cores() || !same_gpus {
+        eprintln!(
+            "warning: {} described another machine; it is replaced",
+            path.display()
+        );
+        return Ok(model);
+    }
+    let kept = old
+        .cpu
+        .kernels
+        .into_iter()
+        .filter(|k| k.precision != precision);
+    model.cpu.kernels.extend(kept);
+    if let (Some(gpu), Some(old_gpu)) = (&mut model.gpu, old.gpu) {
+        let kept = old_gpu
+            .kernels
+            .into_iter()
+            .filter(|k| k.precision != precision);
+        gpu.kernels.extend(kept);
+    }
+    // Checked as a platform file is.
+    PlatformModel::from_toml(&model.to_toml())
 }

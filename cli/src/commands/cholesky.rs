@@ -147,7 +147,7 @@ pub struct CholeskyReport {
 #[serde(untagged)]
 pub enum CholeskyOutput {
     Factor(Box<CholeskyReport>),
-    Mixed(super::mixed::MixedReport),
+    Mixed(Box<super::mixed::MixedReport>),
 }
 
 pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyOutput> {
@@ -157,7 +157,7 @@ pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyOutput> {
         P::D => factor::<f64>(args)?,
         P::C => factor::<hetla::c32>(args)?,
         P::Z => factor::<hetla::c64>(args)?,
-        P::Ds => return super::mixed::run(args).map(CholeskyOutput::Mixed),
+        P::Ds => return super::mixed::run(args).map(|r| CholeskyOutput::Mixed(Box::new(r))),
     };
     Ok(CholeskyOutput::Factor(Box::new(report)))
 }
@@ -202,7 +202,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         .map_or_else(
             || {
                 args.tile
-                    .unwrap_or_else(|| hetla::default_tile_size(args.n, platform.backend()))
+                    .unwrap_or_else(|| hetla::default_tile_size(args.n, platform.backend(), p))
             },
             |c| c.tile,
         )

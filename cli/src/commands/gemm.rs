@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use clap::Args;
+use hetla::Scalar;
 use hetla::gemm::{GemmReport, Placement, Strategy};
 use hetla::model::{Modelled, PlatformModel};
 use hetla::runtime::GpuSelection;
@@ -76,6 +77,10 @@ pub struct GemmArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The precision: s, d, c or z (complex: a transposed operand is its adjoint). Other
+    /// than d runs on CPU clusters only; simulations need the platform's rates in it.
+    #[arg(long, default_value = "d")]
+    pub precision: hetla::Precision,
 }
 
 pub(crate) fn parse_placement(s: &str) -> Result<[Placement; 3], String> {
@@ -183,7 +188,9 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             args.clusters.clone()
         };
         let (report, trace) = gemm.simulate_traced(
-            &Modelled::new(&model, &args.clusters, gpus).gpu_memory(args.gpus.gpu_memory),
+            &Modelled::new(&model, &args.clusters, gpus)
+                .gpu_memory(args.gpus.gpu_memory)
+                .precision(args.precision),
             (args.m, args.n, args.k),
             &Default::default(),
         )?;
@@ -201,11 +208,33 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             ratio_to_peers: Vec::new(),
         });
     }
+    match args.precision {
+        hetla::Precision::S => run_real::<f32>(args, &gemm),
+        hetla::Precision::D => run_real::<f64>(args, &gemm),
+        hetla::Precision::C => run_real::<hetla::c32>(args, &gemm),
+        hetla::Precision::Z => run_real::<hetla::c64>(args, &gemm),
+    }
+}
+
+/// A random `rows x cols` matrix in precision `T`: `matgen::random`'s entries, and for a
+/// complex type an imaginary part from the next seed's.
+fn random_in<T: Scalar>(rows: usize, cols: usize, seed: u64) -> faer::Mat<T> {
+    let re = hetla::matgen::random(rows, cols, seed);
+    if !T::PRECISION.is_complex() {
+        return faer::Mat::from_fn(rows, cols, |i, j| T::from_f64(re[(i, j)]));
+    }
+    let im = hetla::matgen::random(rows, cols, seed.wrapping_add(1 << 32));
+    faer::Mat::from_fn(rows, cols, |i, j| T::from_parts(re[(i, j)], im[(i, j)]))
+}
+
+/// A product on this machine in precision `T`.
+fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> hetla::Result<GemmOutput> {
     // The three matrices, C's copy and the check's reference product.
     let (m, n, k) = (args.m, args.n, args.k);
-    let bytes = hetla::limits::matrix_bytes(m, k)
-        .saturating_add(hetla::limits::matrix_bytes(k, n))
-        .saturating_add(hetla::limits::matrix_bytes(m, n).saturating_mul(3));
+    let scale = |b: u128| b / 8 * size_of::<T>() as u128;
+    let bytes = scale(hetla::limits::matrix_bytes(m, k))
+        .saturating_add(scale(hetla::limits::matrix_bytes(k, n)))
+        .saturating_add(scale(hetla::limits::matrix_bytes(m, n)).saturating_mul(3));
     hetla::limits::check_memory(
         &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
         bytes,
@@ -217,9 +246,9 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     let stored = |rows, cols, trans: bool| if trans { (cols, rows) } else { (rows, cols) };
     let (ar, ac) = stored(args.m, args.k, args.transa);
     let (br, bc) = stored(args.k, args.n, args.transb);
-    let a = hetla::matgen::random(ar, ac, args.seed);
-    let b = hetla::matgen::random(br, bc, args.seed + 1);
-    let c0 = hetla::matgen::random(args.m, args.n, args.seed + 2);
+    let a = random_in::<T>(ar, ac, args.seed);
+    let b = random_in::<T>(br, bc, args.seed + 1);
+    let c0 = random_in::<T>(args.m, args.n, args.seed + 2);
     let mut c = c0.clone();
     let repeat = args.repeat.map(|r| r as usize);
     let ((report, trace), timings) = crate::peers::repeat(repeat, || {
@@ -267,7 +296,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     };
     let mut peers = Vec::new();
     if let (true, Some((_, timings))) = (cpu_peers, &checked) {
-        let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
+        let flops =
+            2.0 * args.m as f64 * args.n as f64 * args.k as f64 * T::PRECISION.flop_factor();
         peers.push(crate::peers::PeerRate::from_timings(
             &format!("faer-matmul-{threads}-threads"),
             *timings,
@@ -278,6 +308,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     // same product without transposes or beta (its fastest case).
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(super::args::Compare::gpu)
+        && T::PRECISION == hetla::Precision::D
         && platform
             .devices()
             .iter()
@@ -311,7 +342,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
 pub fn print(o: &GemmOutput) {
     let r = &o.report;
     println!(
-        "hetla gemm ({}{}): m = {}, n = {}, k = {}, tile = {}, strategy {} ({})",
+        "hetla gemm ({}{}): m = {}, n = {}, k = {}, precision {}, tile = {}, strategy {} ({})",
         o.mode,
         o.platform
             .as_ref()
@@ -319,6 +350,7 @@ pub fn print(o: &GemmOutput) {
         r.m,
         r.n,
         r.k,
+        r.precision,
         r.tile,
         r.strategy,
         r.strategy_reason

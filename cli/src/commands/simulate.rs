@@ -94,6 +94,10 @@ pub struct SimulateArgs {
     /// and receives one at a time. Units: ns/us/ms/s, GB/s, MB/s, Gb/s, Mb/s.
     #[arg(long, default_value = "1.5us,100Gb/s", value_parser = parse_network)]
     pub network: LinkRate,
+    /// The precision of the simulated kernels: s, d, c or z (the platform needs rates in
+    /// it; the presets state theirs). One node only.
+    #[arg(long, default_value = "d")]
+    pub precision: hetla::Precision,
     #[command(flatten)]
     pub run: SimRunArgs,
     #[command(flatten)]
@@ -157,9 +161,18 @@ pub fn run(args: &SimulateArgs) -> hetla::Result<Simulated> {
                 args.gpus,
                 args.n,
                 args.tile,
+                args.precision,
                 &options,
             )?;
             (Simulated::Node(report), trace)
+        }
+        Some(_) if args.precision != hetla::Precision::D => {
+            return Err(hetla::Error::InvalidOption {
+                option: "precision",
+                reason:
+                    "distributed simulations (--nodes, --grid) are f64 only: give --precision d"
+                        .into(),
+            });
         }
         Some(grid) => {
             let (report, trace) = simulate_cholesky_grid(
@@ -246,16 +259,18 @@ pub fn print_grid(r: &GridSimReport) {
 /// Prints a simulated run on one node as a table.
 pub fn print_node(r: &SimReport) {
     println!(
-        "hetla simulate: Cholesky n = {}, tile = {} on {} with clusters {} and {} GPU(s), scheduler {}",
-        r.n, r.tile, r.platform, r.clusters, r.gpus, r.scheduler
+        "hetla simulate: Cholesky n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
+        r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus, r.scheduler
     );
     println!(
         "  makespan  {:.3} ms simulated ({:.3} s to simulate), noise {} seed {}",
         r.makespan_ms, r.simulation_seconds, r.noise, r.seed
     );
     println!(
-        "  rate      {:.2} Gflop/s (n^3/3 flops; CPU kernel rates: {})",
-        r.gflops, r.cpu_rates
+        "  rate      {:.2} Gflop/s ({} flops; CPU kernel rates: {})",
+        r.gflops,
+        if r.precision.is_complex() { "4 n^3/3 real" } else { "n^3/3" },
+        r.cpu_rates
     );
     for w in &r.workers {
         println!(

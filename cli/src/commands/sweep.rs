@@ -289,16 +289,18 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
                     })
             }
             (Some(model), None) => {
-                simulate_cholesky(model, spec, gpus, n, tile, &options).map(|(r, _)| SweepRow {
-                    makespan_ms: Some(r.makespan_ms),
-                    gflops: Some(r.gflops),
-                    cp_gflops: Some(r.bounds.cp_gflops),
-                    area_gflops: Some(r.bounds.area_gflops),
-                    mixed_gflops: Some(r.bounds.mixed_gflops),
-                    efficiency: Some(r.efficiency),
-                    bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
-                    ..empty()
-                })
+                simulate_cholesky(model, spec, gpus, n, tile, hetla::Precision::D, &options).map(
+                    |(r, _)| SweepRow {
+                        makespan_ms: Some(r.makespan_ms),
+                        gflops: Some(r.gflops),
+                        cp_gflops: Some(r.bounds.cp_gflops),
+                        area_gflops: Some(r.bounds.area_gflops),
+                        mixed_gflops: Some(r.bounds.mixed_gflops),
+                        efficiency: Some(r.efficiency),
+                        bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
+                        ..empty()
+                    },
+                )
             }
             (None, _) => real_run(args, spec, gpus, tile, n),
         };
