@@ -195,6 +195,51 @@ fn calibrate_output_writes_a_platform_file_that_simulate_reads() {
 }
 
 #[test]
+fn calibrate_precision_keys_the_rates_and_keeps_the_other_precisions_of_the_file() {
+    let (dir, file) = calibrate_to_file("cal-prec", &["--precision", "s"]);
+    let single = PlatformModel::load(&file).unwrap();
+    assert_eq!(single.precisions(), [hetla::Precision::S]);
+    assert!(single.check_precision(hetla::Precision::D).is_err());
+    let s = simulate_tile_64(
+        &file,
+        &["--clusters", "1x1", "--n", "256", "--precision", "s"],
+    );
+    assert_eq!(s["precision"], "s");
+    // Calibrating z into the same file adds z's rates to s's.
+    let mut args = vec![
+        "calibrate",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--precision",
+        "z",
+    ];
+    let (d, f) = (dir.to_str().unwrap(), file.to_str().unwrap());
+    args.extend(["--perfmodel-dir", d, "--output", f]);
+    let (ok, _, err) = hetla(&args);
+    assert!(ok, "{err}");
+    let both = PlatformModel::load(&file).unwrap();
+    assert_eq!(
+        both.precisions(),
+        [hetla::Precision::S, hetla::Precision::Z]
+    );
+    let kept: Vec<_> = both
+        .cpu
+        .kernels
+        .iter()
+        .filter(|k| k.precision == hetla::Precision::S)
+        .collect();
+    assert_eq!(kept.len(), single.cpu.kernels.len());
+    let z = simulate_tile_64(
+        &file,
+        &["--clusters", "1x1", "--n", "256", "--precision", "z"],
+    );
+    assert!(z["makespan_ms"].as_f64().unwrap() > s["makespan_ms"].as_f64().unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_them() {
     let (dir, file) = calibrate_to_file(
         "cal-gpu",

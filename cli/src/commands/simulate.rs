@@ -269,7 +269,11 @@ pub fn print_node(r: &SimReport) {
     println!(
         "  rate      {:.2} Gflop/s ({} flops; CPU kernel rates: {})",
         r.gflops,
-        if r.precision.is_complex() { "4 n^3/3 real" } else { "n^3/3" },
+        if r.precision.is_complex() {
+            "4 n^3/3 real"
+        } else {
+            "n^3/3"
+        },
         r.cpu_rates
     );
     for w in &r.workers {

@@ -1,0 +1,278 @@
+//! `--precision` on every command that takes it: the report says which precision ran,
+//! complex rates count 4 real flops per complex one, and what cannot be done in a
+//! precision is an error that says so.
+
+mod common;
+use common::hetla;
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let (ok, stdout, stderr) = hetla(args);
+    assert!(ok, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+}
+
+fn models_dir(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("hetla-cli-{name}-{}", std::process::id()));
+    dir.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn cholesky_runs_in_every_precision_with_its_peers() {
+    let dir = models_dir("precisions");
+    for p in ["s", "d", "c", "z"] {
+        let v = json(&[
+            "cholesky",
+            "--n",
+            "300",
+            "--tile",
+            "64",
+            "--clusters",
+            "1x1",
+            "--precision",
+            p,
+            "--compare",
+            "cpu",
+            "--json",
+            "--perfmodel-dir",
+            &dir,
+        ]);
+        assert_eq!(v["precision"], p);
+        assert_eq!(v["residual_ok"], true, "{p}: {}", v["residual"]);
+        assert_eq!(v["bounds"]["tasks"], 35, "{p}");
+        let names: Vec<&str> = v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"faer-llt"), "{names:?}");
+        assert!(
+            names.contains(&format!("faer-{p}gemm").as_str()),
+            "{names:?}"
+        );
+        // The rate counts the precision's flops: n^3/3, 4 times that for complex.
+        let flops = v["gflops"].as_f64().unwrap() * v["seconds"].as_f64().unwrap() * 1e9;
+        let real = 300.0_f64.powi(3) / 3.0;
+        let expected = if p == "c" || p == "z" {
+            4.0 * real
+        } else {
+            real
+        };
+        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn cholesky_ds_refines_an_f32_factor_to_f64_accuracy() {
+    let v = json(&[
+        "cholesky",
+        "--n",
+        "600",
+        "--clusters",
+        "1x1",
+        "--precision",
+        "ds",
+        "--cond",
+        "1e4",
+        "--json",
+    ]);
+    assert_eq!(v["precision"], "ds");
+    assert_eq!(v["refinement"]["path"], "mixed");
+    assert_eq!(v["refinement"]["factored_in"], "s");
+    let (mixed, double) = (
+        v["backward_error"].as_f64().unwrap(),
+        v["double_backward_error"].as_f64().unwrap(),
+    );
+    assert!(
+        mixed < 1e-15 && mixed <= 4.0 * double.max(1e-17),
+        "{mixed} {double}"
+    );
+    // Beyond what f32 can refine: the report says it fell back, and why.
+    let v = json(&[
+        "cholesky",
+        "--n",
+        "300",
+        "--clusters",
+        "1x1",
+        "--precision",
+        "ds",
+        "--cond",
+        "1e12",
+        "--json",
+    ]);
+    assert_eq!(v["refinement"]["path"], "fallback");
+    assert_eq!(v["refinement"]["factored_in"], "d");
+    assert!(v["refinement"]["reason"].as_str().unwrap().len() > 10);
+    let (ok, _, stderr) = hetla(&["cholesky", "--precision", "ds", "--cond", "0.5"]);
+    assert!(!ok && stderr.contains("condition number"), "{stderr}");
+}
+
+#[test]
+fn gemm_runs_and_simulates_in_every_precision() {
+    for p in ["s", "c", "z"] {
+        let v = json(&[
+            "gemm",
+            "--m",
+            "130",
+            "--n",
+            "70",
+            "--k",
+            "90",
+            "--tile",
+            "32",
+            "--transb",
+            "--beta",
+            "0.5",
+            "--clusters",
+            "1x1",
+            "--precision",
+            p,
+            "--json",
+        ]);
+        assert_eq!(v["precision"], p);
+        let tolerance = if p == "z" { 1e-13 } else { 1e-5 };
+        assert!(
+            v["relative_error"].as_f64().unwrap() < tolerance,
+            "{p}: {v}"
+        );
+    }
+    let sim = |p: &str| {
+        json(&[
+            "gemm",
+            "--platform",
+            "sirocco",
+            "--m",
+            "7680",
+            "--n",
+            "7680",
+            "--k",
+            "7680",
+            "--precision",
+            p,
+            "--json",
+        ])
+    };
+    // sirocco's presets assume single precision 2x (cores) and 3x (K40m) faster.
+    let (s, d) = (sim("s"), sim("d"));
+    assert!(s["seconds"].as_f64().unwrap() < 0.6 * d["seconds"].as_f64().unwrap());
+}
+
+#[test]
+fn simulate_and_bound_take_the_precision_of_the_platform() {
+    let args = |command: &str, p: &str| {
+        json(&[
+            command,
+            "--platform",
+            "sirocco",
+            "--clusters",
+            "2x10",
+            "--gpus",
+            "4",
+            "--n",
+            "9600",
+            "--tile",
+            "960",
+            "--precision",
+            p,
+            "--json",
+        ])
+    };
+    let (s, d, z) = (
+        args("simulate", "s"),
+        args("simulate", "d"),
+        args("simulate", "z"),
+    );
+    let ms = |v: &serde_json::Value| v["makespan_ms"].as_f64().unwrap();
+    assert_eq!(s["precision"], "s");
+    assert!(ms(&s) < ms(&d), "{} {}", ms(&s), ms(&d));
+    // z runs at d's real-flop rates with 4 times the flops, and 2x the bytes.
+    assert!(ms(&z) > 3.0 * ms(&d), "{} {}", ms(&z), ms(&d));
+    let bound = args("bound", "c");
+    assert_eq!(bound["precision"], "c");
+    // A calibrated file with f64 rates only names what it has.
+    let dir = std::env::temp_dir().join(format!("hetla-cli-prec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("d-only.toml");
+    let text = "name = \"t\"\n[cpu]\npackages = 1\ncores_per_package = 2\n\
+        [[cpu.kernels]]\nop = \"potrf\"\ntile = 100\ncore_gflops = 1.0\n\
+        [[cpu.kernels]]\nop = \"trsm\"\ntile = 100\ncore_gflops = 1.0\n\
+        [[cpu.kernels]]\nop = \"syrk\"\ntile = 100\ncore_gflops = 1.0\n\
+        [[cpu.kernels]]\nop = \"gemm\"\ntile = 100\ncore_gflops = 1.0\n";
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap();
+    let common = [
+        "--platform",
+        f,
+        "--clusters",
+        "1x2",
+        "--n",
+        "400",
+        "--tile",
+        "100",
+    ];
+    let ok: Vec<&str> = ["simulate"].into_iter().chain(common).collect();
+    assert!(hetla(&ok).0);
+    for command in ["simulate", "bound"] {
+        let args: Vec<&str> = [command]
+            .into_iter()
+            .chain(common)
+            .chain(["--precision", "s"])
+            .collect();
+        let (ok, _, stderr) = hetla(&args);
+        assert!(!ok, "{command}");
+        assert!(
+            stderr.contains("no kernel rates in precision s") && stderr.contains("it has d"),
+            "{command}: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn precisions_that_cannot_run_are_refused_before_any_work() {
+    for args in [
+        vec![
+            "cholesky",
+            "--n",
+            "300",
+            "--precision",
+            "s",
+            "--gpus",
+            "emulated:1",
+        ],
+        vec![
+            "gemm",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--precision",
+            "z",
+            "--gpus",
+            "emulated:1",
+        ],
+    ] {
+        let (ok, _, stderr) = hetla(&args);
+        assert!(!ok, "{args:?}");
+        assert!(stderr.contains("f64 (d) only"), "{args:?}: {stderr}");
+    }
+    let (ok, _, stderr) = hetla(&["cholesky", "--precision", "q"]);
+    assert!(!ok && stderr.contains("--precision"), "{stderr}");
+    let (ok, _, stderr) = hetla(&[
+        "simulate",
+        "--platform",
+        "sirocco",
+        "--n",
+        "1920",
+        "--tile",
+        "960",
+        "--nodes",
+        "2",
+        "--precision",
+        "s",
+    ]);
+    assert!(!ok && stderr.contains("f64 only"), "{stderr}");
+}
