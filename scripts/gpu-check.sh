@@ -18,7 +18,8 @@
 #   cholesky   residuals for n = 4096, 16000 (ragged), 16384, 32768 on the GPU only and
 #              GPU + clusters 1x15 and 3x5, a forced-eviction budget, and the rates:
 #              n = 32768 GPU only against cuSOLVER dpotrf on the device-resident matrix,
-#              GPU + clusters against GPU only at n = 8192 and 16384; Gantt charts.
+#              GPU + clusters against GPU only at n = 8192 and 16384; Gantt charts; s, c
+#              and z against cuSOLVER ?potrf, and the ds mixed solve.
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
@@ -123,6 +124,13 @@ part_cholesky() {
     # The rates: best of 3 after a warm-up.
     row "$dir" cusolver cholesky --n "$rate_n" --clusters none --gpus "$gpus" --compare gpu --repeat 3 \
         --gantt "$dir/gantt-$rate_n-gpu.svg"
+    # Every precision on the GPU alone against cuSOLVER ?potrf in that precision, and the
+    # mixed solve (an f32 factor on the GPU, refined in f64).
+    for p in s c z; do
+        row "$dir" "precision-$p" cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision "$p" \
+            --compare gpu --repeat 3
+    done
+    row "$dir" precision-ds cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds --repeat 3
     for n in $mixed_ns; do
         for clusters in none $clusters_list; do
             row "$dir" "mixed-$n" cholesky --n "$n" --clusters "$clusters" --gpus "$gpus" --repeat 3 \

@@ -147,15 +147,9 @@ fn stage<T: Scalar>(
     reads: &[MatRef<'_, T>],
     out: MatRef<'_, T>,
 ) -> std::result::Result<(), KernelError> {
-    fn f64_tile<T: Scalar>(m: MatRef<'_, T>) -> std::result::Result<MatRef<'_, f64>, KernelError> {
-        crate::tile_work::as_f64(m).ok_or_else(|| KernelError::Operands {
-            op: Op::Potrf,
-            reason: format!("GPU workers compute in f64 only, not {}", T::PRECISION),
-        })
-    }
-    device.upload(Handle(0), f64_tile(out)?)?;
+    device.upload(Handle(0), out.into())?;
     for (i, &tile) in reads.iter().enumerate() {
-        device.upload(Handle(i + 1), f64_tile(tile)?)?;
+        device.upload(Handle(i + 1), tile.into())?;
     }
     device.wait_uploads()
 }
@@ -238,7 +232,6 @@ fn calibrate_in<T: Scalar>(
     samples: usize,
     mut step: impl FnMut(),
 ) -> Result<()> {
-    crate::cholesky::check_devices::<T>(platform)?;
     let backend = platform.backend();
     let classes = distinct_classes(platform);
     // Each worker of a class times its kernels on at least three tiles of its own.
@@ -369,11 +362,11 @@ fn measure_link(
         let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
         for _ in 0..LINK_SAMPLES {
             let start = Instant::now();
-            device.upload(Handle(0), host.as_ref())?;
+            device.upload(Handle(0), host.as_ref().into())?;
             device.wait_uploads()?;
             t_up.push(start.elapsed().as_secs_f64());
             let start = Instant::now();
-            device.download(Handle(0), host.as_mut())?;
+            device.download(Handle(0), host.as_mut().into())?;
             t_down.push(start.elapsed().as_secs_f64());
         }
         device.clear();

@@ -239,7 +239,6 @@ impl Cholesky {
     ) -> Result<Trace> {
         check_finite_lower("A", a.as_ref())?;
         crate::limits::check_cholesky(a.nrows(), tile, 0)?;
-        check_devices::<T>(platform)?;
         let a = TiledMatrix::new(a, tile, "A")?;
         let mut graph = cholesky(a.tiling())?;
         graph.scale_flops(T::PRECISION.flop_factor());
@@ -338,7 +337,6 @@ impl<T: Scalar> Factor<T> {
     }
 
     fn solve_tiled(&self, b: MatMut<'_, T>) -> Result<()> {
-        check_devices::<T>(&self.platform)?;
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
         let mut graph = TaskGraph::new();
@@ -446,20 +444,4 @@ pub(crate) fn check_finite_lower<T: Scalar>(what: &'static str, m: MatRef<'_, T>
 
 pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     non_finite(what, m, |_| 0)
-}
-
-/// GPU workers move and compute f64 tiles only: another precision on a platform with GPUs
-/// is refused before any work.
-pub(crate) fn check_devices<T: Scalar>(platform: &Platform) -> Result<()> {
-    if T::PRECISION == Precision::D || platform.devices().is_empty() {
-        return Ok(());
-    }
-    Err(Error::InvalidOption {
-        option: "precision",
-        reason: format!(
-            "GPU workers compute in f64 (d) only, and this platform has {} GPU(s): run {} on CPU clusters only (no GPUs), or in f64",
-            platform.devices().len(),
-            T::PRECISION
-        ),
-    })
 }

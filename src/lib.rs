@@ -60,10 +60,12 @@ pub use tiled::{TiledMatrix, mat_from_slice};
 /// serves those who schedule their own task graphs): platforms and devices, schedulers,
 /// run options, performance models, traces and simulation options.
 pub mod runtime {
+    /// Tiles of a precision known at run time only, as devices and workloads move them.
+    pub use hetla_kernels::{AnyMat, AnyMut, AnyRef};
     pub use hetla_runtime::{
-        DEFAULT_LINK, DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, KernelKey,
-        KernelSummary, Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom, Pending,
-        PerfModels, Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError,
+        DEFAULT_LINK, DMDA_BETA, Device, EmulatedDevice, Error, GpuSelection, HOST, Handle,
+        KernelKey, KernelSummary, Launched, LinkBytes, MAX_GPUS, MemoryNode, ModelStore, NoRoom,
+        Pending, PerfModels, Platform, QUEUE_DEPTH, ResourceClass, ResourceKind, Result, RunError,
         RunOptions, RunStep, SchedulerKind, SimOptions, Stats, TaskEvent, TaskFailure, Trace,
         TraceSummary, TransferEvent, WorkerSummary, Workload, WriteBack, execute,
     };

@@ -1,9 +1,8 @@
 //! Tiled task graphs as runtime workloads: each task's kernel runs on views of the tiles
 //! of the matrices it names.
 
-use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
-use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
+use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Op, Par, Scalar};
 
 use crate::{Error, TiledMatrix};
 use hetla_runtime::{Error as RuntimeError, KernelKey, RunError, RunStep, TaskFailure, Workload};
@@ -49,25 +48,19 @@ impl<T: Scalar> Workload for TileWork<'_, '_, T> {
         r * c * size_of::<T>()
     }
 
-    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
         let m = self.matrices.get(tile.matrix.0 as usize)?;
-        as_f64(m.tile(tile.row, tile.col))
+        Some(m.tile(tile.row, tile.col).into())
     }
 
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
         let m = self.matrices.get(tile.matrix.0 as usize)?;
         if !m.is_writable() {
             return None;
         }
         // SAFETY: the matrix is writable (checked), and the caller guarantees that no
         // other view of the tile is used while this one lives.
-        let t = unsafe { m.tile_mut_unchecked(tile.row, tile.col) };
-        (T::PRECISION == Precision::D).then(|| {
-            let (r, c, rs, cs) = (t.nrows(), t.ncols(), t.row_stride(), t.col_stride());
-            // SAFETY: T is f64 (its precision is d and the trait is sealed), so this is the
-            // same view with its own type; the exclusivity is the caller's, as above.
-            unsafe { MatMut::from_raw_parts_mut(t.as_ptr_mut().cast::<f64>(), r, c, rs, cs) }
-        })
+        Some(unsafe { m.tile_mut_unchecked(tile.row, tile.col) }.into())
     }
 
     fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
@@ -96,16 +89,6 @@ impl<T: Scalar> Workload for TileWork<'_, '_, T> {
         let out = unsafe { target.tile_mut_unchecked(write.tile.row, write.tile.col) };
         self.backend.run(task.op, &views, out, par)
     }
-}
-
-/// An f64 tile as what it is (device workers move f64 tiles only); `None` for another
-/// precision.
-pub(crate) fn as_f64<T: Scalar>(t: MatRef<'_, T>) -> Option<MatRef<'_, f64>> {
-    (T::PRECISION == Precision::D).then(|| {
-        let (r, c, rs, cs) = (t.nrows(), t.ncols(), t.row_stride(), t.col_stride());
-        // SAFETY: T is f64 (its precision is d and the trait is sealed): the same view.
-        unsafe { MatRef::from_raw_parts(t.as_ptr().cast::<f64>(), r, c, rs, cs) }
-    })
 }
 
 /// A task's written tile (its last access) and the tiles it only reads, checked: the

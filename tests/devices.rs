@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
+use hetla::matgen::{random_hpd, random_spd};
+use hetla::runtime::Handle;
 use hetla::runtime::{Device, EmulatedDevice, GpuSelection, ModelStore, Platform, Trace};
 use hetla::runtime::{HOST, MemoryNode};
-use hetla::{Backend, Cholesky, ClusterSpec, Error, matgen::random_spd};
+use hetla::{Backend, Cholesky, ClusterSpec, Error, Scalar, c32, c64};
 
 /// Emulated devices with a budget of `tiles` tiles of `b x b`, kept to query afterwards.
 fn emulated(count: usize, tiles: usize, b: usize) -> Vec<Arc<EmulatedDevice>> {
@@ -93,6 +95,87 @@ fn several_emulated_devices_with_a_small_budget_keep_every_tile_right() {
     assert!(trace.transfers.iter().all(|t| t.transfer.from.0 <= 3
         && t.transfer.to.0 <= 3
         && t.transfer.from != t.transfer.to));
+}
+
+/// Factors a random Hermitian positive definite matrix in `T` on emulated devices holding
+/// at most `tiles` tiles: the residual of its precision, and the trace.
+fn factor_on_devices<T: Scalar>(devices: usize, tiles: usize, n: usize, b: usize) -> (f64, Trace) {
+    let devices: Vec<_> = (0..devices)
+        .map(|_| Arc::new(EmulatedDevice::new(tiles * b * b * size_of::<T>())))
+        .collect();
+    let p = platform("none", &devices);
+    let a = random_hpd::<T>(n, 11);
+    let mut l = a.clone();
+    let trace = Cholesky::new()
+        .platform(p)
+        .tile(b)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+    for d in &devices {
+        assert!(
+            d.peak_bytes() <= d.budget(),
+            "{} held {} bytes",
+            T::PRECISION,
+            d.peak_bytes()
+        );
+    }
+    (cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq), trace)
+}
+
+#[test]
+fn emulated_devices_move_and_factor_tiles_in_every_precision() {
+    fn check<T: Scalar>() {
+        let (n, b) = (700, 100);
+        let (residual, trace) = factor_on_devices::<T>(2, 5, n, b);
+        assert!(
+            residual < RESIDUAL_THRESHOLD,
+            "{}: residual {residual}",
+            T::PRECISION
+        );
+        assert_eq!(trace.tasks.len(), 84, "{}", T::PRECISION);
+        // Tiles went to the devices and back at the precision's size, with evictions
+        // (5 tiles cannot hold the 28 lower ones).
+        let tile_bytes = b * b * size_of::<T>();
+        assert!(
+            trace
+                .transfers
+                .iter()
+                .all(|t| t.transfer.bytes == tile_bytes)
+        );
+        assert!(
+            bytes_to_devices(&trace) > 28 * tile_bytes,
+            "{}",
+            T::PRECISION
+        );
+    }
+    check::<f32>();
+    check::<c32>();
+    check::<c64>();
+}
+
+#[test]
+fn a_device_refuses_a_copy_or_kernel_that_mixes_precisions() {
+    let device = EmulatedDevice::new(usize::MAX);
+    let a = faer::Mat::<f32>::identity(8, 8);
+    device.upload(Handle(0), a.as_ref().into()).unwrap();
+    let mut back = faer::Mat::<f64>::zeros(8, 8);
+    let err = device
+        .download(Handle(0), back.as_mut().into())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in s") && err.contains("in d"), "{err}");
+    let z = faer::Mat::<c64>::identity(8, 8);
+    device.upload(Handle(1), z.as_ref().into()).unwrap();
+    let err = device
+        .run(hetla::Op::Trsm, &[Handle(1)], Handle(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("precision z") && err.contains("in s"), "{err}");
+    // The same kernel in one precision runs.
+    device.upload(Handle(2), a.as_ref().into()).unwrap();
+    device
+        .run(hetla::Op::Trsm, &[Handle(2)], Handle(0))
+        .unwrap();
 }
 
 #[test]
@@ -223,6 +306,41 @@ fn real_gpus_factor_correctly_or_the_skip_says_why() {
             );
             assert!(bytes_to_devices(&trace) > 0);
         }
+    }
+}
+
+/// Factors a random Hermitian positive definite matrix in `T` on the real GPUs alone.
+fn factor_on_real_gpus<T: Scalar>(n: usize, b: usize) -> f64 {
+    let none: ClusterSpec = "none".parse().unwrap();
+    let devices = GpuSelection::All.open(None).unwrap();
+    let p =
+        Arc::new(Platform::with_devices(&none, Backend::Faer, ModelStore::None, devices).unwrap());
+    let a = random_hpd::<T>(n, 5);
+    let mut l = a.clone();
+    Cholesky::new()
+        .platform(p)
+        .tile(b)
+        .factor_in_place(l.as_mut())
+        .unwrap();
+    cholesky_residual(a.as_ref(), l.as_ref(), Par::rayon(0))
+}
+
+#[test]
+fn real_gpus_factor_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() {
+        return;
+    }
+    // cuBLAS S/C/Z (TRSM with the adjoint, SYRK or HERK, GEMM) and cuSOLVER S/C/Z POTRF,
+    // ragged edge tiles included.
+    for (precision, residual) in [
+        ("s", factor_on_real_gpus::<f32>(3000, 512)),
+        ("c", factor_on_real_gpus::<c32>(3000, 512)),
+        ("z", factor_on_real_gpus::<c64>(3000, 512)),
+    ] {
+        assert!(
+            residual < RESIDUAL_THRESHOLD,
+            "{precision}: residual {residual}"
+        );
     }
 }
 

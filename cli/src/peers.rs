@@ -181,37 +181,41 @@ fn device_timings(times: Vec<f64>) -> Timings {
     }
 }
 
-/// cuSOLVER's dpotrf on GPU `index` with the matrix already in device memory: the copy
-/// there is not timed, only the factorisation calls, after one warm-up call, best and
-/// median of `runs` (the reference of the GPU issue's target: hetla end to end, matrix in
-/// host memory, against this).
+/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index` with the matrix already in
+/// device memory: the copy there is not timed, only the factorisation calls, after one
+/// warm-up call, best and median of `runs` (the reference of the GPU issue's target: hetla
+/// end to end, matrix in host memory, against this).
 #[cfg(feature = "cuda")]
-pub fn cusolver_dpotrf(a: faer::MatRef<'_, f64>, index: usize, runs: usize) -> Result<PeerRate> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let times = gpu.time_resident_potrf(a, runs)?;
-    let n = a.nrows() as f64;
-    Ok(PeerRate::from_timings(
-        "cusolver-dpotrf-resident",
-        device_timings(times),
-        n * n * n / 3.0,
-    ))
-}
-
-/// cuBLAS's dgemm C = A B on GPU `index` with the three matrices in device memory, after
-/// one warm-up call, best and median of `runs`.
-#[cfg(feature = "cuda")]
-pub fn cublas_dgemm(
-    a: faer::MatRef<'_, f64>,
-    b: faer::MatRef<'_, f64>,
+pub fn cusolver_potrf<T: Scalar>(
+    a: faer::MatRef<'_, T>,
     index: usize,
     runs: usize,
 ) -> Result<PeerRate> {
     let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let times = gpu.time_resident_dgemm(a, b, runs)?;
+    let times = gpu.time_resident_potrf(a, runs)?;
+    let n = a.nrows() as f64;
+    Ok(PeerRate::from_timings(
+        &format!("cusolver-{}potrf-resident", T::PRECISION),
+        device_timings(times),
+        n * n * n / 3.0 * T::PRECISION.flop_factor(),
+    ))
+}
+
+/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index` with the three matrices
+/// in device memory, after one warm-up call, best and median of `runs`.
+#[cfg(feature = "cuda")]
+pub fn cublas_gemm<T: Scalar>(
+    a: faer::MatRef<'_, T>,
+    b: faer::MatRef<'_, T>,
+    index: usize,
+    runs: usize,
+) -> Result<PeerRate> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let times = gpu.time_resident_gemm(a, b, runs)?;
     let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
     Ok(PeerRate::from_timings(
-        "cublas-dgemm-resident",
+        &format!("cublas-{}gemm-resident", T::PRECISION),
         device_timings(times),
-        flops,
+        flops * T::PRECISION.flop_factor(),
     ))
 }

@@ -4,7 +4,9 @@ use std::{fmt, str::FromStr};
 
 use faer::{Conj, MatMut, MatRef, Par};
 
+use crate::any::each_precision;
 use crate::scalar::adjoint_conj;
+use crate::{AnyMut, AnyRef};
 use crate::{KernelError, Op, Scalar, faer_impl, split};
 
 /// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
@@ -101,6 +103,41 @@ impl Backend {
                 self.product(a, b, write, p.alpha(), p.beta(), par)
             }
         }
+    }
+
+    /// [`Backend::run`] on tiles whose precision is known at run time only: every operand
+    /// must have the written tile's precision (an error names the one that has not).
+    pub fn run_any(
+        self,
+        op: Op,
+        reads: &[AnyRef<'_>],
+        write: AnyMut<'_>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        fn typed<T: Scalar>(
+            backend: Backend,
+            op: Op,
+            reads: &[AnyRef<'_>],
+            write: MatMut<'_, T>,
+            par: Par,
+        ) -> Result<(), KernelError> {
+            let reads = reads
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    T::of_any_ref(*r).ok_or_else(|| KernelError::Operands {
+                        op,
+                        reason: format!(
+                            "operand {i} is in precision {} but the written tile is in {}",
+                            r.precision(),
+                            T::PRECISION
+                        ),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            backend.run(op, &reads, write, par)
+        }
+        each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
     }
 
     /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not

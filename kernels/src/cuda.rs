@@ -28,7 +28,12 @@
 //! A download queues the copy into a staging buffer, waits for it, and unpacks it into the
 //! tile. The caller's matrix is never page-locked.
 //!
-//! Device tiles ([`GpuTile`]) are contiguous, column-major, with leading dimension = rows.
+//! Device tiles ([`GpuTile`]) are contiguous, column-major, with leading dimension = rows,
+//! in any of the four precisions: a tile holds its bytes and its [`Precision`], the host
+//! side comes as an [`AnyRef`]/[`AnyMut`] of the same precision, and a kernel calls the
+//! S, D, C or Z routine of its tiles' precision (cuBLAS ?trsm, ?syrk or ?herk for complex,
+//! ?gemm, ?geam; cuSOLVER ?potrf), with conjugate transposes for complex tiles as on the
+//! CPU ([`crate::Scalar`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,7 +46,8 @@ use cudarc::driver::{
 };
 use faer::{MatMut, MatRef};
 
-use crate::{KernelError, Op};
+use crate::any::{each_precision, with_scalar};
+use crate::{AnyMut, AnyRef, KernelError, Op, Precision, Scalar, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
 const STAGING_PER_SIZE: usize = 4;
@@ -67,11 +73,13 @@ pub fn device_count() -> usize {
     CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
-/// A tile in device memory: contiguous, column-major, leading dimension = rows.
+/// A tile in device memory: contiguous, column-major, leading dimension = rows, its
+/// elements in `precision`.
 pub struct GpuTile {
-    data: CudaSlice<f64>,
+    data: CudaSlice<u8>,
     rows: usize,
     cols: usize,
+    precision: Precision,
 }
 
 impl GpuTile {
@@ -85,16 +93,21 @@ impl GpuTile {
         self.cols
     }
 
+    /// The precision of its elements.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
     /// Bytes of device memory it holds.
     pub fn bytes(&self) -> usize {
-        self.rows * self.cols * size_of::<f64>()
+        self.rows * self.cols * self.precision.bytes()
     }
 }
 
 /// POTRF's workspace, shared by the POTRFs queued on the compute stream (they run one after
 /// the other; a larger one replaces it, and the old buffer is freed in stream order).
 struct PotrfScratch {
-    work: CudaSlice<f64>,
+    work: CudaSlice<u8>,
 }
 
 /// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`,
@@ -174,7 +187,7 @@ impl GpuKernel {
                 }
                 i => {
                     return Err(KernelError::Gpu {
-                        message: format!("cusolverDnDpotrf rejected its argument {}", -i),
+                        message: format!("cusolverDn?potrf rejected its argument {}", -i),
                     });
                 }
             }
@@ -197,8 +210,8 @@ pub struct GpuContext {
     /// Held while a kernel is queued: the handles and POTRF's workspace are used by one
     /// call at a time.
     queue: Mutex<PotrfScratch>,
-    /// Staging buffers by length in elements, least recently used first.
-    staging: Mutex<HashMap<usize, VecDeque<PinnedHostSlice<f64>>>>,
+    /// Staging buffers by length in bytes, least recently used first.
+    staging: Mutex<HashMap<usize, VecDeque<PinnedHostSlice<u8>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -309,30 +322,55 @@ impl GpuContext {
             .map_err(|e| gpu_error("binding the context", e))
     }
 
-    /// A `rows x cols` tile of device memory, contents unset (an upload or a kernel
-    /// writes it before it is read).
-    pub fn alloc(&self, rows: usize, cols: usize) -> Result<GpuTile, KernelError> {
+    /// A `rows x cols` tile of device memory in `precision`, contents unset (an upload or
+    /// a kernel writes it before it is read).
+    pub fn alloc(
+        &self,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<GpuTile, KernelError> {
         self.bind()?;
-        // SAFETY: f64 has no invalid bit pattern, so reading unset memory cannot produce
-        // an invalid value; every caller uploads into the tile before a kernel uses it.
-        let data = unsafe { self.h2d.alloc::<f64>((rows * cols).max(1)) }
-            .map_err(|e| gpu_error("allocating device memory for a tile", e))?;
-        Ok(GpuTile { data, rows, cols })
+        // SAFETY: bytes have no invalid bit pattern, nor has any precision's element, so
+        // reading unset memory cannot produce an invalid value; every caller uploads into
+        // the tile before a kernel uses it. Stream-ordered allocations are aligned far
+        // beyond any element's alignment.
+        let data = unsafe {
+            self.h2d
+                .alloc::<u8>((rows * cols * precision.bytes()).max(16))
+        }
+        .map_err(|e| gpu_error("allocating device memory for a tile", e))?;
+        Ok(GpuTile {
+            data,
+            rows,
+            cols,
+            precision,
+        })
     }
 
-    /// A `rows x cols` tile of device memory set to zeros (for a tile a kernel overwrites
-    /// unread: no stale contents can leak into it).
-    pub fn alloc_zeroed(&self, rows: usize, cols: usize) -> Result<GpuTile, KernelError> {
+    /// A `rows x cols` tile of device memory in `precision` set to zeros (for a tile a
+    /// kernel overwrites unread: no stale contents can leak into it).
+    pub fn alloc_zeroed(
+        &self,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<GpuTile, KernelError> {
         self.bind()?;
         let data = self
             .h2d
-            .alloc_zeros::<f64>((rows * cols).max(1))
+            .alloc_zeros::<u8>((rows * cols * precision.bytes()).max(16))
             .map_err(|e| gpu_error("allocating device memory for a tile", e))?;
-        Ok(GpuTile { data, rows, cols })
+        Ok(GpuTile {
+            data,
+            rows,
+            cols,
+            precision,
+        })
     }
 
-    /// A staging buffer of `len` elements whose previous copy, if any, is done.
-    fn take_staging(&self, len: usize) -> Result<PinnedHostSlice<f64>, KernelError> {
+    /// A staging buffer of `len` bytes whose previous copy, if any, is done.
+    fn take_staging(&self, len: usize) -> Result<PinnedHostSlice<u8>, KernelError> {
         let reuse = {
             let mut pool = lock(&self.staging);
             let queue = pool.entry(len).or_default();
@@ -347,45 +385,57 @@ impl GpuContext {
             // Flags 0: plain page-locked memory (not write-combined, which is slow for the
             // host to read back after a download).
             // SAFETY: the buffer's contents are unset; every use writes it before reading.
-            None => unsafe { self.ctx.alloc_pinned_with_flags::<f64>(len, 0) }
+            None => unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }
                 .map_err(|e| gpu_error("allocating page-locked staging memory", e)),
         }
     }
 
-    fn give_back_staging(&self, buffer: PinnedHostSlice<f64>) {
+    fn give_back_staging(&self, buffer: PinnedHostSlice<u8>) {
         lock(&self.staging)
             .entry(buffer.len())
             .or_default()
             .push_back(buffer);
     }
 
-    fn check_same_shape(tile: &GpuTile, rows: usize, cols: usize) -> Result<(), KernelError> {
-        if (tile.rows, tile.cols) == (rows, cols) {
-            Ok(())
-        } else {
-            Err(KernelError::Gpu {
+    fn check_same_shape(
+        tile: &GpuTile,
+        precision: Precision,
+        (rows, cols): (usize, usize),
+    ) -> Result<(), KernelError> {
+        if (tile.rows, tile.cols) != (rows, cols) {
+            return Err(KernelError::Gpu {
                 message: format!(
                     "a copy between a {rows}x{cols} host tile and a {}x{} device tile",
                     tile.rows, tile.cols
                 ),
-            })
+            });
         }
+        if tile.precision != precision {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "a copy between a host tile in {precision} and a device tile in {}",
+                    tile.precision
+                ),
+            });
+        }
+        Ok(())
     }
 
-    /// A staging buffer for a copy between `tile` and a `rows x cols` host tile, with the
-    /// context bound; `None` for an empty tile (nothing to copy). Shapes are checked.
+    /// A staging buffer for a copy between `tile` and a host tile of `precision` and
+    /// `shape`, with the context bound; `None` for an empty tile (nothing to copy).
+    /// Shapes and precisions are checked.
     fn staging_for(
         &self,
         tile: &GpuTile,
-        rows: usize,
-        cols: usize,
-    ) -> Result<Option<PinnedHostSlice<f64>>, KernelError> {
-        Self::check_same_shape(tile, rows, cols)?;
-        if rows * cols == 0 {
+        precision: Precision,
+        shape: (usize, usize),
+    ) -> Result<Option<PinnedHostSlice<u8>>, KernelError> {
+        Self::check_same_shape(tile, precision, shape)?;
+        if shape.0 * shape.1 == 0 {
             return Ok(None);
         }
         self.bind()?;
-        self.take_staging(rows * cols).map(Some)
+        self.take_staging(tile.bytes()).map(Some)
     }
 
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once
@@ -394,20 +444,16 @@ impl GpuContext {
     /// `pool`: threads that pack the tile by columns (see [`crate::copy_by_columns`]).
     pub fn upload(
         &self,
-        src: MatRef<'_, f64>,
+        src: AnyRef<'_>,
         dst: &mut GpuTile,
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<(), KernelError> {
-        let (rows, cols) = (src.nrows(), src.ncols());
-        let Some(mut buffer) = self.staging_for(dst, rows, cols)? else {
+        let Some(mut buffer) = self.staging_for(dst, src.precision(), src.shape())? else {
             return Ok(());
         };
         let packed = buffer
             .as_mut_slice()
-            .map(|packed| {
-                let packed = MatMut::from_column_major_slice_mut(packed, rows, cols);
-                crate::copy_by_columns(packed, src, pool);
-            })
+            .map(|bytes| each_precision!(src, AnyRef, m => pack(m, bytes, pool)))
             .map_err(|e| gpu_error("waiting for a staging buffer", e));
         let result = packed.and_then(|()| {
             self.h2d
@@ -430,11 +476,10 @@ impl GpuContext {
     pub fn download(
         &self,
         src: &GpuTile,
-        dst: MatMut<'_, f64>,
+        dst: AnyMut<'_>,
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<(), KernelError> {
-        let (rows, cols) = (dst.nrows(), dst.ncols());
-        let Some(mut buffer) = self.staging_for(src, rows, cols)? else {
+        let Some(mut buffer) = self.staging_for(src, dst.precision(), dst.shape())? else {
             return Ok(());
         };
         let result = self
@@ -445,11 +490,7 @@ impl GpuContext {
                 let host = buffer
                     .as_slice()
                     .map_err(|e| gpu_error("waiting for a download", e))?;
-                crate::copy_by_columns(
-                    dst,
-                    MatRef::from_column_major_slice(host, rows, cols),
-                    pool,
-                );
+                each_precision!(dst, AnyMut, m => unpack(host, m, pool));
                 Ok(())
             });
         self.give_back_staging(buffer);
@@ -475,6 +516,19 @@ impl GpuContext {
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
+        if let Some((i, other)) = reads
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.precision != write.precision)
+        {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!(
+                    "operand {i} is in precision {} but the written tile is in {}",
+                    other.precision, write.precision
+                ),
+            });
+        }
         self.bind()?;
         let s = &self.compute;
         let mut scratch = lock(&self.queue);
@@ -488,9 +542,11 @@ impl GpuContext {
         let mut info = None;
         if write.rows > 0 && write.cols > 0 {
             if op == Op::Potrf {
-                info = Some(self.queue_potrf(write, &mut scratch, &start)?);
+                info = Some(with_scalar!(write.precision, T => {
+                    self.queue_potrf::<T>(write, &mut scratch, &start)
+                })?);
             } else {
-                self.queue_blas(op, reads, write, &start)?;
+                with_scalar!(write.precision, T => self.queue_blas::<T>(op, reads, write, &start))?;
             }
         } else {
             start
@@ -507,22 +563,22 @@ impl GpuContext {
         })
     }
 
-    /// Queues a cuBLAS call for `op` (not POTRF), `start` recorded just before it, once the
-    /// stream waits for the operands' copies.
-    fn queue_blas(
+    /// Queues a cuBLAS call for `op` (not POTRF) in `T`'s precision (the tiles', checked
+    /// by `launch`), `start` recorded just before it, once the stream waits for the
+    /// operands' copies.
+    fn queue_blas<T: CudaScalar>(
         &self,
         op: Op,
         reads: &[&GpuTile],
         write: &mut GpuTile,
         start: &CudaEvent,
     ) -> Result<(), KernelError> {
-        use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
-        use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
-        use blas::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
         use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
+        let adj = T::ADJOINT;
         let s = &self.compute;
         let h = self.blas.0;
-        let (one, minus_one) = (1.0f64, -1.0f64);
+        let (one, minus_one) = (T::from_f64(1.0), T::from_f64(-1.0));
         let ld = |t: &GpuTile| int(t.rows.max(1));
         let (m, n) = (int(write.rows)?, int(write.cols)?);
         let ldc = ld(write)?;
@@ -541,64 +597,49 @@ impl GpuContext {
         };
         let ldb = b.map_or(Ok(1), ld)?;
         let (pc, _write_c) = write.data.device_ptr_mut(s);
-        let (pa, pb, pc) = (pa as *const f64, pb as *const f64, pc as *mut f64);
+        let (pa, pb, pc) = (pa as *const T, pb as *const T, pc as *mut T);
         start
             .record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
         // SAFETY: the pointers are live device buffers of the shapes checked by `launch`,
-        // with their leading dimensions; cudarc's guards order the compute stream after
-        // earlier copies into them and record this use for later ones; scalars are host
-        // pointers (cuBLAS's default pointer mode) read before the call returns.
+        // with their leading dimensions, all in T's precision (checked by `launch`);
+        // cudarc's guards order the compute stream after earlier copies into them and
+        // record this use for later ones; scalars are host values (cuBLAS's default
+        // pointer mode) read before the call returns.
         let status = unsafe {
             match op {
-                Op::Trsm => {
-                    blas::cublasDtrsm_v2(h, RIGHT, LOWER, T, NON_UNIT, m, n, &one, pa, lda, pc, ldc)
-                }
-                Op::Syrk => {
-                    blas::cublasDsyrk_v2(h, LOWER, N, m, a_cols, &minus_one, pa, lda, &one, pc, ldc)
-                }
-                Op::GemmNt => blas::cublasDgemm_v2(
-                    h, N, T, m, n, a_cols, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
+                Op::Trsm => T::trsm(h, RIGHT, adj, m, n, one, pa, lda, pc, ldc),
+                Op::Syrk => T::rank_k(h, m, a_cols, -1.0, pa, lda, 1.0, pc, ldc),
+                Op::GemmNt => T::gemm(
+                    h, N, adj, m, n, a_cols, minus_one, pa, lda, pb, ldb, one, pc, ldc,
                 ),
-                Op::SolveLower | Op::SolveLowerTrans => blas::cublasDtrsm_v2(
-                    h,
-                    LEFT,
-                    LOWER,
-                    if op == Op::SolveLower { N } else { T },
-                    NON_UNIT,
-                    m,
-                    n,
-                    &one,
-                    pa,
-                    lda,
-                    pc,
-                    ldc,
+                Op::SolveLower => T::trsm(h, LEFT, N, m, n, one, pa, lda, pc, ldc),
+                Op::SolveLowerTrans => T::trsm(h, LEFT, adj, m, n, one, pa, lda, pc, ldc),
+                Op::Update => T::gemm(
+                    h, N, N, m, n, a_cols, minus_one, pa, lda, pb, ldb, one, pc, ldc,
                 ),
-                Op::Update => blas::cublasDgemm_v2(
-                    h, N, N, m, n, a_cols, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
-                ),
-                Op::UpdateTrans => blas::cublasDgemm_v2(
-                    h, T, N, m, n, a_rows, &minus_one, pa, lda, pb, ldb, &one, pc, ldc,
+                Op::UpdateTrans => T::gemm(
+                    h, adj, N, m, n, a_rows, minus_one, pa, lda, pb, ldb, one, pc, ldc,
                 ),
                 // In place: cuBLAS allows C = B with the same leading dimension.
-                Op::Add => blas::cublasDgeam(h, N, N, m, n, &one, pa, lda, &one, pc, ldc, pc, ldc),
+                Op::Add => T::geam(h, m, n, one, pa, lda, one, pc, ldc, pc, ldc),
                 Op::MatMul(p) => {
-                    let (alpha, beta) = (p.alpha(), p.beta());
-                    let trans = |t: bool| if t { T } else { N };
+                    let (alpha, beta) = (T::from_f64(p.alpha()), T::from_f64(p.beta()));
+                    let trans = |t: bool| if t { adj } else { N };
                     let k = if p.trans_a { a_rows } else { a_cols };
-                    blas::cublasDgemm_v2(
+                    T::gemm(
                         h,
                         trans(p.trans_a),
                         trans(p.trans_b),
                         m,
                         n,
                         k,
-                        &alpha,
+                        alpha,
                         pa,
                         lda,
                         pb,
                         ldb,
-                        &beta,
+                        beta,
                         pc,
                         ldc,
                     )
@@ -608,17 +649,16 @@ impl GpuContext {
         };
         status
             .result()
-            .map_err(|e| gpu_error(&format!("cuBLAS {op}"), e))
+            .map_err(|e| gpu_error(&format!("cuBLAS {}{op}", T::PRECISION), e))
     }
 
     /// A whole host matrix copied to device memory (pageable memory, synchronous: the
     /// peers' set-up, never timed).
-    fn resident(&self, a: MatRef<'_, f64>) -> Result<GpuTile, KernelError> {
+    fn resident<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<GpuTile, KernelError> {
         self.bind()?;
-        let packed: Vec<f64> = (0..a.ncols())
-            .flat_map(|j| a.col(j).iter().copied().collect::<Vec<_>>())
-            .collect();
-        let mut tile = self.alloc(a.nrows(), a.ncols())?;
+        let mut packed = vec![0u8; a.nrows() * a.ncols() * size_of::<T>()];
+        pack(a, &mut packed, None);
+        let mut tile = self.alloc(T::PRECISION, a.nrows(), a.ncols())?;
         if !packed.is_empty() {
             self.h2d
                 .memcpy_htod(&packed, &mut tile.data)
@@ -629,12 +669,12 @@ impl GpuContext {
     }
 
     /// The cuSOLVER peer: copies `a` to device memory once (untimed), then factors a fresh
-    /// device copy of it with one cusolverDnDpotrf call `1 + runs` times (the first a
-    /// warm-up: library loading, workspace, clocks) and returns the `runs` timed calls'
-    /// seconds, each timed by events around the call alone.
-    pub fn time_resident_potrf(
+    /// device copy of it with one cusolverDn?potrf call (the precision of `T`) `1 + runs`
+    /// times (the first a warm-up: library loading, workspace, clocks) and returns the
+    /// `runs` timed calls' seconds, each timed by events around the call alone.
+    pub fn time_resident_potrf<T: Scalar>(
         &self,
-        a: MatRef<'_, f64>,
+        a: MatRef<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
         let n = a.nrows();
@@ -645,7 +685,7 @@ impl GpuContext {
             });
         }
         let pristine = self.resident(a)?;
-        let mut work = self.alloc(n, n)?;
+        let mut work = self.alloc(T::PRECISION, n, n)?;
         let mut times = Vec::with_capacity(runs);
         for run in 0..=runs.max(1) {
             if n > 0 {
@@ -662,17 +702,17 @@ impl GpuContext {
     }
 
     /// The cuBLAS peer: C = A B (`m x k` times `k x n`, alpha 1, beta 0) with the three
-    /// matrices in device memory, one cublasDgemm call `1 + runs` times (the first a
-    /// warm-up); the `runs` timed calls' seconds, each timed by events.
-    pub fn time_resident_dgemm(
+    /// matrices in device memory, one cublas?gemm call (the precision of `T`) `1 + runs`
+    /// times (the first a warm-up); the `runs` timed calls' seconds, each timed by events.
+    pub fn time_resident_gemm<T: Scalar>(
         &self,
-        a: MatRef<'_, f64>,
-        b: MatRef<'_, f64>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
         let product = Op::MatMul(crate::MatMul::new(false, false, 1.0, 0.0));
         let (a, b) = (self.resident(a)?, self.resident(b)?);
-        let mut c = self.alloc_zeroed(a.rows, b.cols)?;
+        let mut c = self.alloc_zeroed(T::PRECISION, a.rows, b.cols)?;
         let mut times = Vec::with_capacity(runs);
         for run in 0..=runs.max(1) {
             let seconds = self.run(product, &[&a, &b], &mut c)?;
@@ -683,16 +723,15 @@ impl GpuContext {
         Ok(times)
     }
 
-    /// Queues cusolverDnDpotrf on the lower triangle of `a`, `start` recorded just before
-    /// it, and the copy of its `devInfo` into page-locked memory after it (read by
-    /// [`GpuKernel::wait`]).
-    fn queue_potrf(
+    /// Queues cusolverDn?potrf (`T`'s precision, the tile's) on the lower triangle of `a`,
+    /// `start` recorded just before it, and the copy of its `devInfo` into page-locked
+    /// memory after it (read by [`GpuKernel::wait`]).
+    fn queue_potrf<T: CudaScalar>(
         &self,
         a: &mut GpuTile,
         scratch: &mut PotrfScratch,
         start: &CudaEvent,
     ) -> Result<PinnedHostSlice<i32>, KernelError> {
-        use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
         let s = &self.compute;
         let h = self.solver.0;
         let (n, lda) = (int(a.rows)?, int(a.rows.max(1))?);
@@ -701,11 +740,13 @@ impl GpuContext {
             let (pa, _use_a) = a.data.device_ptr_mut(s);
             // SAFETY: pa is a live n x n device buffer with leading dimension lda; lwork is
             // a host integer that outlives the call.
-            unsafe { solver::cusolverDnDpotrf_bufferSize(h, LOWER, n, pa as _, lda, &mut lwork) }
+            unsafe { T::potrf_buffer_size(h, n, pa as *mut T, lda, &mut lwork) }
                 .result()
-                .map_err(|e| gpu_error("cusolverDnDpotrf_bufferSize", e))?;
+                .map_err(|e| {
+                    gpu_error(&format!("cusolverDn{}potrf_bufferSize", T::PRECISION), e)
+                })?;
         }
-        let needed = usize::try_from(lwork).unwrap_or(0).max(1);
+        let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
         if scratch.work.len() < needed {
             scratch.work = s
                 .alloc_zeros(needed)
@@ -726,9 +767,9 @@ impl GpuContext {
                 .map_err(|e| gpu_error("recording an event", e))?;
             // SAFETY: live device buffers: A (n x n, lda), a workspace of at least lwork
             // elements, one int for devInfo; the call only queues work on the stream.
-            unsafe { solver::cusolverDnDpotrf(h, LOWER, n, pa as _, lda, pw as _, lwork, pi as _) }
+            unsafe { T::potrf(h, n, pa as *mut T, lda, pw as *mut T, lwork, pi as *mut i32) }
                 .result()
-                .map_err(|e| gpu_error("cusolverDnDpotrf", e))?;
+                .map_err(|e| gpu_error(&format!("cusolverDn{}potrf", T::PRECISION), e))?;
         }
         s.memcpy_dtoh(&info, &mut host)
             .map_err(|e| gpu_error("copying POTRF's devInfo", e))?;
@@ -758,3 +799,337 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     .result()
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
 }
+
+/// Packs a host tile into a contiguous column-major byte buffer of its size (a staging
+/// buffer), by columns over `pool`'s threads when given.
+fn pack<T: Scalar>(src: MatRef<'_, T>, bytes: &mut [u8], pool: Option<&rayon::ThreadPool>) {
+    let (rows, cols) = (src.nrows(), src.ncols());
+    let packed = MatMut::from_column_major_slice_mut(typed_mut::<T>(bytes), rows, cols);
+    crate::copy_by_columns(packed, src, pool);
+}
+
+/// Unpacks a contiguous column-major byte buffer into a host tile of its size.
+fn unpack<T: Scalar>(bytes: &[u8], dst: MatMut<'_, T>, pool: Option<&rayon::ThreadPool>) {
+    let (rows, cols) = (dst.nrows(), dst.ncols());
+    let len = rows * cols;
+    assert!(bytes.len() >= len * size_of::<T>() && bytes.as_ptr().cast::<T>().is_aligned());
+    // SAFETY: the buffer holds at least `len` elements of T (asserted, with the alignment);
+    // every bit pattern is a valid f32/f64/c32/c64; the slice borrows `bytes`.
+    let host = unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), len) };
+    crate::copy_by_columns(dst, MatRef::from_column_major_slice(host, rows, cols), pool);
+}
+
+/// A byte buffer as the elements of `T` it holds (whole elements only).
+fn typed_mut<T: Scalar>(bytes: &mut [u8]) -> &mut [T] {
+    let len = bytes.len() / size_of::<T>();
+    assert!(
+        bytes.as_ptr().cast::<T>().is_aligned(),
+        "a misaligned staging buffer"
+    );
+    // SAFETY: `len` whole elements fit in the buffer, which is aligned for T (asserted);
+    // every bit pattern is a valid f32/f64/c32/c64; the slice borrows `bytes` mutably.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) }
+}
+
+type BlasStatus = blas::cublasStatus_t;
+type SolverStatus = solver::cusolverStatus_t;
+
+/// The cuBLAS and cuSOLVER routines of one precision (S, D, C or Z) on raw device pointers,
+/// for the lower triangle and non-unit diagonals the Cholesky kernels use. Complex types
+/// take the conjugate transpose ([`CudaScalar::ADJOINT`]) and HERK where real ones take
+/// the transpose and SYRK.
+///
+/// Every function is unsafe for the same reason: the pointers must be live device buffers
+/// of the shapes and leading dimensions given, on the handle's stream.
+#[allow(clippy::too_many_arguments)]
+trait CudaScalar: Scalar {
+    /// The operand operation that stands for "adjoint": T for real types, C for complex.
+    const ADJOINT: blas::cublasOperation_t;
+    /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit.
+    unsafe fn trsm(
+        h: blas::cublasHandle_t,
+        side: blas::cublasSideMode_t,
+        trans: blas::cublasOperation_t,
+        m: i32,
+        n: i32,
+        alpha: Self,
+        a: *const Self,
+        lda: i32,
+        b: *mut Self,
+        ldb: i32,
+    ) -> BlasStatus;
+    /// C <- alpha A A^H + beta C on the lower triangle (SYRK, or HERK for complex: real
+    /// alpha and beta).
+    unsafe fn rank_k(
+        h: blas::cublasHandle_t,
+        n: i32,
+        k: i32,
+        alpha: f64,
+        a: *const Self,
+        lda: i32,
+        beta: f64,
+        c: *mut Self,
+        ldc: i32,
+    ) -> BlasStatus;
+    /// C <- alpha op(A) op(B) + beta C.
+    unsafe fn gemm(
+        h: blas::cublasHandle_t,
+        ta: blas::cublasOperation_t,
+        tb: blas::cublasOperation_t,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: Self,
+        a: *const Self,
+        lda: i32,
+        b: *const Self,
+        ldb: i32,
+        beta: Self,
+        c: *mut Self,
+        ldc: i32,
+    ) -> BlasStatus;
+    /// C <- alpha A + beta B (C may be B).
+    unsafe fn geam(
+        h: blas::cublasHandle_t,
+        m: i32,
+        n: i32,
+        alpha: Self,
+        a: *const Self,
+        lda: i32,
+        beta: Self,
+        b: *const Self,
+        ldb: i32,
+        c: *mut Self,
+        ldc: i32,
+    ) -> BlasStatus;
+    /// POTRF's workspace, in elements, for an `n x n` lower triangle.
+    unsafe fn potrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut Self,
+        lda: i32,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// A = L L^H on the lower triangle; `info` receives devInfo.
+    unsafe fn potrf(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut Self,
+        lda: i32,
+        work: *mut Self,
+        lwork: i32,
+        info: *mut i32,
+    ) -> SolverStatus;
+}
+
+/// [`CudaScalar`] for one type: its real type, adjoint operation and routines.
+macro_rules! cuda_scalar {
+    ($ty:ty, $real:ty, $adj:ident, $trsm:ident, $rank_k:ident, $gemm:ident, $geam:ident,
+     $bufsize:ident, $potrf:ident) => {
+        impl CudaScalar for $ty {
+            const ADJOINT: blas::cublasOperation_t = blas::cublasOperation_t::$adj;
+            unsafe fn trsm(
+                h: blas::cublasHandle_t,
+                side: blas::cublasSideMode_t,
+                trans: blas::cublasOperation_t,
+                m: i32,
+                n: i32,
+                alpha: Self,
+                a: *const Self,
+                lda: i32,
+                b: *mut Self,
+                ldb: i32,
+            ) -> BlasStatus {
+                use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's (see the trait); alpha is a host value that
+                // outlives the call.
+                unsafe {
+                    blas::$trsm(
+                        h,
+                        side,
+                        LOWER,
+                        trans,
+                        NON_UNIT,
+                        m,
+                        n,
+                        (&raw const alpha).cast(),
+                        a.cast(),
+                        lda,
+                        b.cast(),
+                        ldb,
+                    )
+                }
+            }
+            unsafe fn rank_k(
+                h: blas::cublasHandle_t,
+                n: i32,
+                k: i32,
+                alpha: f64,
+                a: *const Self,
+                lda: i32,
+                beta: f64,
+                c: *mut Self,
+                ldc: i32,
+            ) -> BlasStatus {
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                use blas::cublasOperation_t::CUBLAS_OP_N as N;
+                let (alpha, beta) = (alpha as $real, beta as $real);
+                // SAFETY: the caller's; the scalars are host values that outlive the call.
+                unsafe {
+                    blas::$rank_k(
+                        h,
+                        LOWER,
+                        N,
+                        n,
+                        k,
+                        (&raw const alpha).cast(),
+                        a.cast(),
+                        lda,
+                        (&raw const beta).cast(),
+                        c.cast(),
+                        ldc,
+                    )
+                }
+            }
+            unsafe fn gemm(
+                h: blas::cublasHandle_t,
+                ta: blas::cublasOperation_t,
+                tb: blas::cublasOperation_t,
+                m: i32,
+                n: i32,
+                k: i32,
+                alpha: Self,
+                a: *const Self,
+                lda: i32,
+                b: *const Self,
+                ldb: i32,
+                beta: Self,
+                c: *mut Self,
+                ldc: i32,
+            ) -> BlasStatus {
+                // SAFETY: the caller's; the scalars are host values that outlive the call.
+                unsafe {
+                    blas::$gemm(
+                        h,
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        k,
+                        (&raw const alpha).cast(),
+                        a.cast(),
+                        lda,
+                        b.cast(),
+                        ldb,
+                        (&raw const beta).cast(),
+                        c.cast(),
+                        ldc,
+                    )
+                }
+            }
+            unsafe fn geam(
+                h: blas::cublasHandle_t,
+                m: i32,
+                n: i32,
+                alpha: Self,
+                a: *const Self,
+                lda: i32,
+                beta: Self,
+                b: *const Self,
+                ldb: i32,
+                c: *mut Self,
+                ldc: i32,
+            ) -> BlasStatus {
+                use blas::cublasOperation_t::CUBLAS_OP_N as N;
+                // SAFETY: the caller's; the scalars are host values that outlive the call.
+                unsafe {
+                    blas::$geam(
+                        h,
+                        N,
+                        N,
+                        m,
+                        n,
+                        (&raw const alpha).cast(),
+                        a.cast(),
+                        lda,
+                        (&raw const beta).cast(),
+                        b.cast(),
+                        ldb,
+                        c.cast(),
+                        ldc,
+                    )
+                }
+            }
+            unsafe fn potrf_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: *mut Self,
+                lda: i32,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe { solver::$bufsize(h, LOWER, n, a.cast(), lda, lwork) }
+            }
+            unsafe fn potrf(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: *mut Self,
+                lda: i32,
+                work: *mut Self,
+                lwork: i32,
+                info: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's.
+                unsafe { solver::$potrf(h, LOWER, n, a.cast(), lda, work.cast(), lwork, info) }
+            }
+        }
+    };
+}
+
+cuda_scalar!(
+    f32,
+    f32,
+    CUBLAS_OP_T,
+    cublasStrsm_v2,
+    cublasSsyrk_v2,
+    cublasSgemm_v2,
+    cublasSgeam,
+    cusolverDnSpotrf_bufferSize,
+    cusolverDnSpotrf
+);
+cuda_scalar!(
+    f64,
+    f64,
+    CUBLAS_OP_T,
+    cublasDtrsm_v2,
+    cublasDsyrk_v2,
+    cublasDgemm_v2,
+    cublasDgeam,
+    cusolverDnDpotrf_bufferSize,
+    cusolverDnDpotrf
+);
+cuda_scalar!(
+    c32,
+    f32,
+    CUBLAS_OP_C,
+    cublasCtrsm_v2,
+    cublasCherk_v2,
+    cublasCgemm_v2,
+    cublasCgeam,
+    cusolverDnCpotrf_bufferSize,
+    cusolverDnCpotrf
+);
+cuda_scalar!(
+    c64,
+    f64,
+    CUBLAS_OP_C,
+    cublasZtrsm_v2,
+    cublasZherk_v2,
+    cublasZgemm_v2,
+    cublasZgeam,
+    cusolverDnZpotrf_bufferSize,
+    cusolverDnZpotrf
+);

@@ -34,6 +34,7 @@ macro_rules! openblas {
     }};
 }
 
+mod any;
 mod backend;
 mod copy;
 #[cfg(feature = "cuda")]
@@ -48,6 +49,7 @@ mod openblas_impl;
 mod scalar;
 mod split;
 
+pub use any::{AnyMat, AnyMut, AnyRef};
 pub use backend::Backend;
 pub use copy::copy_by_columns;
 pub use error::KernelError;

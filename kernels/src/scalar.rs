@@ -12,6 +12,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use faer::traits::ComplexField;
+use faer::{Mat, MatMut, MatRef};
+
+use crate::{AnyMat, AnyMut, AnyRef};
 pub use faer::{c32, c64};
 
 /// One of the four precisions, named by LAPACK's letter.
@@ -172,10 +175,49 @@ pub trait Scalar:
         let z = self.to_c64();
         z.re.is_finite() && z.im.is_finite()
     }
+
+    /// The view with its precision known at run time only.
+    fn any_ref(m: MatRef<'_, Self>) -> AnyRef<'_>;
+    /// The writable view with its precision known at run time only.
+    fn any_mut(m: MatMut<'_, Self>) -> AnyMut<'_>;
+    /// The matrix with its precision known at run time only.
+    fn any_mat(m: Mat<Self>) -> AnyMat;
+    /// The typed view, when `m` is of this precision.
+    fn of_any_ref(m: AnyRef<'_>) -> Option<MatRef<'_, Self>>;
+    /// The typed writable view, when `m` is of this precision.
+    fn of_any_mut(m: AnyMut<'_>) -> Option<MatMut<'_, Self>>;
+}
+
+/// The conversions between a scalar's matrices and the [`AnyRef`] family, variant `$v`.
+macro_rules! erased {
+    ($v:ident) => {
+        fn any_ref(m: MatRef<'_, Self>) -> AnyRef<'_> {
+            AnyRef::$v(m)
+        }
+        fn any_mut(m: MatMut<'_, Self>) -> AnyMut<'_> {
+            AnyMut::$v(m)
+        }
+        fn any_mat(m: Mat<Self>) -> AnyMat {
+            AnyMat::$v(m)
+        }
+        fn of_any_ref(m: AnyRef<'_>) -> Option<MatRef<'_, Self>> {
+            match m {
+                AnyRef::$v(m) => Some(m),
+                _ => None,
+            }
+        }
+        fn of_any_mut(m: AnyMut<'_>) -> Option<MatMut<'_, Self>> {
+            match m {
+                AnyMut::$v(m) => Some(m),
+                _ => None,
+            }
+        }
+    };
 }
 
 impl Scalar for f32 {
     const PRECISION: Precision = Precision::S;
+    erased!(S);
     fn from_parts(re: f64, _: f64) -> Self {
         re as f32
     }
@@ -186,6 +228,7 @@ impl Scalar for f32 {
 
 impl Scalar for f64 {
     const PRECISION: Precision = Precision::D;
+    erased!(D);
     fn from_parts(re: f64, _: f64) -> Self {
         re
     }
@@ -196,6 +239,7 @@ impl Scalar for f64 {
 
 impl Scalar for c32 {
     const PRECISION: Precision = Precision::C;
+    erased!(C);
     fn from_parts(re: f64, im: f64) -> Self {
         c32::new(re as f32, im as f32)
     }
@@ -206,6 +250,7 @@ impl Scalar for c32 {
 
 impl Scalar for c64 {
     const PRECISION: Precision = Precision::Z;
+    erased!(Z);
     fn from_parts(re: f64, im: f64) -> Self {
         c64::new(re, im)
     }

@@ -30,9 +30,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::CpuCluster;
-use hetla_kernels::{Backend, KernelError, Op, Par, copy_by_columns};
+use hetla_kernels::{AnyMat, AnyMut, AnyRef, Backend, KernelError, Op, Par, Precision};
 
 use crate::data::Handle;
 use crate::{Error, Result};
@@ -219,18 +218,25 @@ pub trait Device: Send + Sync {
     fn name(&self) -> &str;
     /// Bytes of tiles its memory node may hold (the data layer never exceeds it).
     fn budget(&self) -> usize;
-    /// Makes the replica of `handle` a copy of the host tile `src`. Returns once `src` is
-    /// read (packed), before the copy ends; a later kernel or download of the handle waits
-    /// for it on the device.
-    fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError>;
-    /// Gives `handle` a `rows x cols` replica (zeros when new) that a kernel will
-    /// overwrite unread; an existing replica of that shape is kept as it is.
-    fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError>;
+    /// Makes the replica of `handle` a copy of the host tile `src`, in its precision.
+    /// Returns once `src` is read (packed), before the copy ends; a later kernel or
+    /// download of the handle waits for it on the device.
+    fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError>;
+    /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a
+    /// kernel will overwrite unread; an existing replica of that shape and precision is
+    /// kept as it is.
+    fn allocate(
+        &self,
+        handle: Handle,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), KernelError>;
     /// Waits until every upload queued so far has arrived (for timing copies).
     fn wait_uploads(&self) -> Result<(), KernelError>;
-    /// Copies the replica of `handle` into the host tile `dst`, after the kernels that
-    /// write it; returns when it is there.
-    fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError>;
+    /// Copies the replica of `handle` into the host tile `dst` (of the replica's shape and
+    /// precision), after the kernels that write it; returns when it is there.
+    fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError>;
     /// Frees the replica of `handle` (nothing when there is none) once the work queued on
     /// it is done.
     fn release(&self, handle: Handle);
@@ -466,7 +472,8 @@ impl Drop for Stream {
 /// into it not yet arrived, and whether a copy or a kernel was queued to fill it since it
 /// was allocated.
 struct EmuTile {
-    data: Arc<Mutex<Mat<f64>>>,
+    data: Arc<Mutex<AnyMat>>,
+    precision: Precision,
     rows: usize,
     cols: usize,
     written: Event,
@@ -476,7 +483,7 @@ struct EmuTile {
 
 impl EmuTile {
     fn bytes(&self) -> usize {
-        self.rows * self.cols * size_of::<f64>()
+        self.rows * self.cols * self.precision.bytes()
     }
 }
 
@@ -576,11 +583,17 @@ impl EmulatedDevice {
         self.peak.fetch_max(now, Ordering::SeqCst);
     }
 
-    /// A replica of `rows x cols` holding `data`, its last write `written`.
-    fn new_tile(&self, data: Mat<f64>, rows: usize, cols: usize, written: Event) -> EmuTile {
-        self.hold(rows * cols * size_of::<f64>());
+    /// A replica of `rows x cols` in `precision` holding `data`, its last write `written`.
+    fn new_tile(
+        &self,
+        data: AnyMat,
+        (precision, rows, cols): (Precision, usize, usize),
+        written: Event,
+    ) -> EmuTile {
+        self.hold(rows * cols * precision.bytes());
         EmuTile {
             data: Arc::new(Mutex::new(data)),
+            precision,
             rows,
             cols,
             written,
@@ -589,11 +602,11 @@ impl EmulatedDevice {
         }
     }
 
-    /// Counts `tile` as `rows x cols` from now on.
-    fn reshape(&self, tile: &mut EmuTile, rows: usize, cols: usize) {
+    /// Counts `tile` as `rows x cols` in `precision` from now on.
+    fn reshape(&self, tile: &mut EmuTile, (precision, rows, cols): (Precision, usize, usize)) {
         self.held.fetch_sub(tile.bytes(), Ordering::SeqCst);
-        self.hold(rows * cols * size_of::<f64>());
-        (tile.rows, tile.cols) = (rows, cols);
+        self.hold(rows * cols * precision.bytes());
+        (tile.precision, tile.rows, tile.cols) = (precision, rows, cols);
     }
 }
 
@@ -606,23 +619,28 @@ impl Device for EmulatedDevice {
         self.budget
     }
 
-    fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
+    fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
         // Pack now, as into a GPU's staging buffer: the host tile is not read afterwards.
-        let mut staged = Mat::zeros(src.nrows(), src.ncols());
-        copy_by_columns(staged.as_mut(), src, self.copy_pool());
-        let (rows, cols) = (src.nrows(), src.ncols());
+        let ((rows, cols), precision) = (src.shape(), src.precision());
+        let mut staged = AnyMat::zeros(precision, rows, cols);
+        staged.as_mut().copy_from(src, self.copy_pool())?;
+        let kind = (precision, rows, cols);
         let arrived = Event::new();
         let mut target = None;
         self.replicas.put(handle, |existing| {
             let mut fresh = None;
             let tile = match existing {
                 Some(tile) => {
-                    if (tile.rows, tile.cols) != (rows, cols) {
-                        self.reshape(tile, rows, cols);
+                    if (tile.precision, tile.rows, tile.cols) != kind {
+                        self.reshape(tile, kind);
                     }
                     tile
                 }
-                None => fresh.insert(self.new_tile(Mat::new(), rows, cols, Event::happened())),
+                None => fresh.insert(self.new_tile(
+                    AnyMat::zeros(precision, 0, 0),
+                    kind,
+                    Event::happened(),
+                )),
             };
             let before = std::mem::replace(&mut tile.written, arrived.clone());
             tile.arriving.fetch_add(1, Ordering::SeqCst);
@@ -643,21 +661,27 @@ impl Device for EmulatedDevice {
         })
     }
 
-    fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError> {
+    fn allocate(
+        &self,
+        handle: Handle,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        let kind = (precision, rows, cols);
         self.replicas.put(handle, |existing| match existing {
-            Some(tile) if (tile.rows, tile.cols) == (rows, cols) => Ok(None),
+            Some(tile) if (tile.precision, tile.rows, tile.cols) == kind => Ok(None),
             Some(tile) => {
-                self.reshape(tile, rows, cols);
-                tile.data = Arc::new(Mutex::new(Mat::zeros(rows, cols)));
+                self.reshape(tile, kind);
+                tile.data = Arc::new(Mutex::new(AnyMat::zeros(precision, rows, cols)));
                 tile.written = Event::happened();
                 tile.arriving = Arc::default();
                 tile.filled = false;
                 Ok(None)
             }
             None => Ok(Some(self.new_tile(
-                Mat::zeros(rows, cols),
-                rows,
-                cols,
+                AnyMat::zeros(precision, rows, cols),
+                kind,
                 Event::happened(),
             ))),
         })
@@ -669,7 +693,7 @@ impl Device for EmulatedDevice {
         last.wait().map(|_| ())
     }
 
-    fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+    fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
         self.counts.downloading.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.download_delay);
         let downloaded = self.download_now(handle, dst);
@@ -706,7 +730,7 @@ impl Device for EmulatedDevice {
 
 impl EmulatedDevice {
     /// Copies the replica of `handle` into `dst` once its last write is done.
-    fn download_now(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+    fn download_now(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let (data, written) = {
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
@@ -716,19 +740,19 @@ impl EmulatedDevice {
         // back as it is).
         let _ = written.wait();
         let tile = crate::lock(&data);
-        if (tile.nrows(), tile.ncols()) != (dst.nrows(), dst.ncols()) {
+        let (ours, theirs) = (
+            (tile.precision(), tile.shape()),
+            (dst.precision(), dst.shape()),
+        );
+        if ours != theirs {
             return Err(KernelError::Gpu {
                 message: format!(
-                    "replica of handle {handle} is {}x{}, the host tile {}x{}",
-                    tile.nrows(),
-                    tile.ncols(),
-                    dst.nrows(),
-                    dst.ncols()
+                    "replica of handle {handle} is {}x{} in {}, the host tile {}x{} in {}",
+                    ours.1.0, ours.1.1, ours.0, theirs.1.0, theirs.1.1, theirs.0
                 ),
             });
         }
-        copy_by_columns(dst, tile.as_ref(), self.copy_pool());
-        Ok(())
+        dst.copy_from(tile.as_ref(), self.copy_pool())
     }
 
     /// Queues `op` on the compute stream after the last writes of its operands.
@@ -768,7 +792,7 @@ impl EmulatedDevice {
 /// An operand of an emulated kernel, as its replica was when the kernel was queued.
 struct Operand {
     handle: Handle,
-    data: Arc<Mutex<Mat<f64>>>,
+    data: Arc<Mutex<AnyMat>>,
     /// The replica's last write queued before the kernel.
     written: Event,
     arriving: Arc<AtomicUsize>,
@@ -807,10 +831,10 @@ fn run_emulated(
         });
     }
     let guards: Vec<_> = inputs.iter().map(|o| crate::lock(&o.data)).collect();
-    let views: Vec<MatRef<'_, f64>> = guards.iter().map(|m| m.as_ref()).collect();
+    let views: Vec<AnyRef<'_>> = guards.iter().map(|m| m.as_ref()).collect();
     let mut out = crate::lock(&output.data);
     let start = Instant::now();
-    Backend::Faer.run(op, &views, out.as_mut(), Par::Seq)?;
+    Backend::Faer.run_any(op, &views, out.as_mut(), Par::Seq)?;
     Ok(start.elapsed().as_secs_f64())
 }
 
@@ -882,23 +906,33 @@ mod cuda {
             self.budget
         }
 
-        fn upload(&self, handle: Handle, src: MatRef<'_, f64>) -> Result<(), KernelError> {
+        fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
+            let ((rows, cols), precision) = (src.shape(), src.precision());
             self.replicas.put(handle, |existing| match existing {
-                Some(tile) if (tile.rows(), tile.cols()) == (src.nrows(), src.ncols()) => {
+                Some(tile)
+                    if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
+                {
                     self.gpu.upload(src, tile, self.copy_pool()).map(|()| None)
                 }
                 _ => {
-                    let mut tile = self.gpu.alloc(src.nrows(), src.ncols())?;
+                    let mut tile = self.gpu.alloc(precision, rows, cols)?;
                     self.gpu.upload(src, &mut tile, self.copy_pool())?;
                     Ok(Some(tile))
                 }
             })
         }
 
-        fn allocate(&self, handle: Handle, rows: usize, cols: usize) -> Result<(), KernelError> {
+        fn allocate(
+            &self,
+            handle: Handle,
+            precision: Precision,
+            rows: usize,
+            cols: usize,
+        ) -> Result<(), KernelError> {
+            let kind = (precision, rows, cols);
             self.replicas.put(handle, |existing| match existing {
-                Some(tile) if (tile.rows(), tile.cols()) == (rows, cols) => Ok(None),
-                _ => self.gpu.alloc_zeroed(rows, cols).map(Some),
+                Some(tile) if (tile.precision(), tile.rows(), tile.cols()) == kind => Ok(None),
+                _ => self.gpu.alloc_zeroed(precision, rows, cols).map(Some),
             })
         }
 
@@ -906,7 +940,7 @@ mod cuda {
             self.gpu.wait_uploads()
         }
 
-        fn download(&self, handle: Handle, dst: MatMut<'_, f64>) -> Result<(), KernelError> {
+        fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
             let replica = self.replicas.get(handle)?;
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
             self.gpu.download(&tile, dst, self.copy_pool())
@@ -937,6 +971,7 @@ mod cuda {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faer::{Mat, MatRef};
 
     /// A small SPD tile (diagonally dominant) and its Cholesky factor by faer.
     fn spd(n: usize) -> (Mat<f64>, Mat<f64>) {
@@ -968,7 +1003,7 @@ mod tests {
     fn a_kernel_launched_before_its_upload_arrives_waits_for_it() {
         let (a, expected) = spd(40);
         let device = EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(200));
-        device.upload(Handle(0), a.as_ref()).unwrap();
+        device.upload(Handle(0), a.as_ref().into()).unwrap();
         let kernel = device.launch(Op::Potrf, &[], Handle(0)).unwrap();
         // Both returned at once: the copy is still on its way, so the kernel cannot be done.
         assert!(
@@ -980,8 +1015,8 @@ mod tests {
             (0.0..0.2).contains(&seconds),
             "kernel time {seconds} s includes the upload"
         );
-        let mut back = Mat::zeros(40, 40);
-        device.download(Handle(0), back.as_mut()).unwrap();
+        let mut back = Mat::<f64>::zeros(40, 40);
+        device.download(Handle(0), back.as_mut().into()).unwrap();
         assert!(lower_differs(back.as_ref(), expected.as_ref()) < 1e-12);
         assert_eq!(device.early_reads(), 0);
         assert_eq!(device.peak_in_flight(), 1);
@@ -994,7 +1029,7 @@ mod tests {
         let mut device =
             EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(200));
         device.ordered = false;
-        device.upload(Handle(0), a.as_ref()).unwrap();
+        device.upload(Handle(0), a.as_ref().into()).unwrap();
         let error = device.run(Op::Potrf, &[], Handle(0)).unwrap_err();
         assert!(
             error.to_string().contains("before its upload arrived"),
@@ -1011,9 +1046,9 @@ mod tests {
         let a = Mat::from_fn(n, n, |i, j| (i + 2 * j) as f64 / 100.0);
         let b = Mat::from_fn(n, n, |i, j| (2 * i + j) as f64 / 100.0);
         let device = EmulatedDevice::new(usize::MAX).with_upload_delay(Duration::from_millis(20));
-        device.upload(Handle(1), a.as_ref()).unwrap();
-        device.upload(Handle(2), b.as_ref()).unwrap();
-        device.upload(Handle(0), a.as_ref()).unwrap();
+        device.upload(Handle(1), a.as_ref().into()).unwrap();
+        device.upload(Handle(2), b.as_ref().into()).unwrap();
+        device.upload(Handle(0), a.as_ref().into()).unwrap();
         let kernels: Vec<Launched> = (0..3)
             .map(|_| {
                 device
@@ -1021,8 +1056,8 @@ mod tests {
                     .unwrap()
             })
             .collect();
-        let mut x = Mat::zeros(n, n);
-        device.download(Handle(0), x.as_mut()).unwrap();
+        let mut x = Mat::<f64>::zeros(n, n);
+        device.download(Handle(0), x.as_mut().into()).unwrap();
         let mut expected = a.clone();
         for _ in 0..3 {
             expected -= &a * b.transpose();

@@ -29,9 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Instant;
 
-use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::{KernelError, Op, Par};
+use hetla_kernels::{AnyMat, AnyMut, AnyRef, KernelError, Op, Par, Precision};
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Step, Transfer};
 use crate::device::{Device, Launched};
@@ -54,9 +53,9 @@ pub trait Workload: Sync {
     fn tile_bytes(&self, tile: TileRef) -> usize;
     /// Runs a task with the given parallelism, on the calling thread's pool.
     fn run(&self, task: TaskId, par: Par) -> Result<(), KernelError>;
-    /// The host storage of a tile, for copies to devices (`None`: the workload has none,
-    /// and cannot run on a platform with devices).
-    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
+    /// The host storage of a tile, in its precision, for copies to devices (`None`: the
+    /// workload has none, and cannot run on a platform with devices).
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
         let _ = tile;
         None
     }
@@ -65,7 +64,7 @@ pub trait Workload: Sync {
     ///
     /// # Safety
     /// No other view of the tile may be used while the returned one lives.
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
         let _ = tile;
         None
     }
@@ -282,11 +281,11 @@ impl Carrier for Devices<'_> {
                         self.device(node).release(handle);
                     }
                     Step::Allocate { handle, tile, node } => {
-                        let (rows, cols) = self
+                        let ((rows, cols), precision) = self
                             .work
                             .host_tile(tile)
-                            .map_or((0, 0), |t| (t.nrows(), t.ncols()));
-                        self.device(node).allocate(handle, rows, cols)?;
+                            .map_or(((0, 0), Precision::D), |t| (t.shape(), t.precision()));
+                        self.device(node).allocate(handle, precision, rows, cols)?;
                     }
                     Step::Copy(copy) => deferred.push(self.inflight.register(copy)),
                 }
@@ -380,8 +379,9 @@ impl Devices<'_> {
                 self.device(copy.from).download(copy.handle, dst)
             }
             (false, false) => {
-                let shape = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
-                let mut staged = Mat::<f64>::zeros(shape.nrows(), shape.ncols());
+                let host = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                let (rows, cols) = host.shape();
+                let mut staged = AnyMat::zeros(host.precision(), rows, cols);
                 self.device(copy.from)
                     .download(copy.handle, staged.as_mut())?;
                 self.device(copy.to).upload(copy.handle, staged.as_ref())

@@ -53,7 +53,7 @@ use hetla_factorizations::{
     FACTOR, MatrixId, RHS, SUMS, TaskGraph, TaskId, TileRef, Tiling, cholesky,
     distributed_substitution, sum_shape,
 };
-use hetla_kernels::{Backend, KernelError, Par};
+use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Par};
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
 use mpi::collective::SystemOperation;
 use mpi::request::{Request, StaticScope};
@@ -582,15 +582,15 @@ impl Workload for DistributedWork<'_> {
         self.plan.tile_bytes(tile)
     }
 
-    fn host_tile(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
-        self.view(tile)
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+        self.view(tile).map(AnyRef::from)
     }
 
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, f64>> {
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
         match self.place(tile)? {
             // SAFETY: the caller guarantees no other view of the tile is in use.
             Place::Local(ptr, rows, cols, cs, true) => {
-                Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) })
+                Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.into())
             }
             // A received tile, or a tile of a matrix lent shared, is never written.
             Place::Local(.., false) | Place::Received(_) => None,

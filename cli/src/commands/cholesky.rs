@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use faer::{Mat, MatMut};
+use faer::MatMut;
 use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, run_cholesky_bounds};
 use hetla::runtime::{KernelSummary, LinkBytes, WorkerSummary};
 use hetla::{Backend, Cholesky, ClusterSpec, Par, Precision, Scalar, SchedulerKind, check, matgen};
@@ -307,14 +307,12 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix, GPU 0.
         #[cfg(feature = "cuda")]
         if compare.gpu()
-            && p == Precision::D
             && platform
                 .devices()
                 .iter()
                 .any(|d| d.device.name() != "emulated")
         {
-            let a = Mat::from_fn(args.n, args.n, |i, j| a[(i, j)].re_f64());
-            let cusolver = peers::cusolver_dpotrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
+            let cusolver = peers::cusolver_potrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
             rates.push(cusolver);
         }

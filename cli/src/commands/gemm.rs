@@ -308,15 +308,14 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> hetla::Result<GemmOutput
     // same product without transposes or beta (its fastest case).
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(super::args::Compare::gpu)
-        && T::PRECISION == hetla::Precision::D
         && platform
             .devices()
             .iter()
             .any(|d| d.device.name() != "emulated")
     {
-        let a = hetla::matgen::random(args.m, args.k, args.seed);
-        let b = hetla::matgen::random(args.k, args.n, args.seed + 1);
-        peers.push(crate::peers::cublas_dgemm(
+        let a = random_in::<T>(args.m, args.k, args.seed);
+        let b = random_in::<T>(args.k, args.n, args.seed + 1);
+        peers.push(crate::peers::cublas_gemm(
             a.as_ref(),
             b.as_ref(),
             0,

@@ -1,0 +1,224 @@
+//! Tiles whose precision is known at run time only: [`AnyRef`], [`AnyMut`] and the owned
+//! [`AnyMat`], one variant per [`Precision`].
+//!
+//! Computing code is generic over [`Scalar`]; code that *moves* tiles without computing on
+//! them (a device's uploads, downloads and replicas, behind a trait object that cannot have
+//! generic methods) takes these instead. A typed view goes in with [`Scalar::any_ref`] and
+//! comes back out with [`Scalar::of_any_ref`]; [`Backend::run_any`](crate::Backend::run_any)
+//! runs a kernel on them once it has checked that every operand has one precision.
+
+use faer::{Mat, MatMut, MatRef};
+
+use crate::{KernelError, Precision, Scalar, c32, c64};
+
+/// Applies `$body` to the typed matrix inside any variant of `$ty` (the same code for each
+/// precision: generic calls resolve per variant).
+macro_rules! each_precision {
+    ($value:expr, $ty:ident, $m:ident => $body:expr) => {
+        match $value {
+            $ty::S($m) => $body,
+            $ty::D($m) => $body,
+            $ty::C($m) => $body,
+            $ty::Z($m) => $body,
+        }
+    };
+}
+pub(crate) use each_precision;
+
+/// Evaluates `$body` with `$t` the scalar type of precision `$p`.
+#[allow(unused_macros)]
+macro_rules! with_scalar {
+    ($p:expr, $t:ident => $body:expr) => {
+        match $p {
+            $crate::Precision::S => {
+                type $t = f32;
+                $body
+            }
+            $crate::Precision::D => {
+                type $t = f64;
+                $body
+            }
+            $crate::Precision::C => {
+                type $t = $crate::c32;
+                $body
+            }
+            $crate::Precision::Z => {
+                type $t = $crate::c64;
+                $body
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use with_scalar;
+
+/// A read-only tile view of any precision.
+#[derive(Debug, Clone, Copy)]
+pub enum AnyRef<'a> {
+    /// `f32`.
+    S(MatRef<'a, f32>),
+    /// `f64`.
+    D(MatRef<'a, f64>),
+    /// Complex `f32`.
+    C(MatRef<'a, c32>),
+    /// Complex `f64`.
+    Z(MatRef<'a, c64>),
+}
+
+/// A writable tile view of any precision.
+#[derive(Debug)]
+pub enum AnyMut<'a> {
+    /// `f32`.
+    S(MatMut<'a, f32>),
+    /// `f64`.
+    D(MatMut<'a, f64>),
+    /// Complex `f32`.
+    C(MatMut<'a, c32>),
+    /// Complex `f64`.
+    Z(MatMut<'a, c64>),
+}
+
+/// An owned matrix of any precision.
+#[derive(Debug, Clone)]
+pub enum AnyMat {
+    /// `f32`.
+    S(Mat<f32>),
+    /// `f64`.
+    D(Mat<f64>),
+    /// Complex `f32`.
+    C(Mat<c32>),
+    /// Complex `f64`.
+    Z(Mat<c64>),
+}
+
+impl AnyRef<'_> {
+    /// Its precision.
+    pub fn precision(&self) -> Precision {
+        each_precision!(self, AnyRef, m => precision_of(m))
+    }
+
+    /// (rows, columns).
+    pub fn shape(&self) -> (usize, usize) {
+        each_precision!(self, AnyRef, m => (m.nrows(), m.ncols()))
+    }
+}
+
+impl AnyMut<'_> {
+    /// Its precision.
+    pub fn precision(&self) -> Precision {
+        each_precision!(self, AnyMut, m => precision_of(&m.as_ref()))
+    }
+
+    /// (rows, columns).
+    pub fn shape(&self) -> (usize, usize) {
+        each_precision!(self, AnyMut, m => (m.nrows(), m.ncols()))
+    }
+
+    /// Copies `src` (same precision and shape) into it, by columns over `pool`'s threads
+    /// when given ([`crate::copy_by_columns`]).
+    pub fn copy_from(
+        self,
+        src: AnyRef<'_>,
+        pool: Option<&rayon::ThreadPool>,
+    ) -> Result<(), KernelError> {
+        check_copy(self.precision(), self.shape(), src.precision(), src.shape())?;
+        each_precision!(self, AnyMut, dst => {
+            let src = of_any(src).expect("precision checked above");
+            crate::copy_by_columns(dst, src, pool);
+        });
+        Ok(())
+    }
+}
+
+impl AnyMat {
+    /// A `rows x cols` matrix of zeros in `precision`.
+    pub fn zeros(precision: Precision, rows: usize, cols: usize) -> Self {
+        match precision {
+            Precision::S => Self::S(Mat::zeros(rows, cols)),
+            Precision::D => Self::D(Mat::zeros(rows, cols)),
+            Precision::C => Self::C(Mat::zeros(rows, cols)),
+            Precision::Z => Self::Z(Mat::zeros(rows, cols)),
+        }
+    }
+
+    /// A copy of `src`.
+    pub fn copy_of(src: AnyRef<'_>) -> Self {
+        each_precision!(src, AnyRef, m => m.to_owned().into())
+    }
+
+    /// Its precision.
+    pub fn precision(&self) -> Precision {
+        self.as_ref().precision()
+    }
+
+    /// (rows, columns).
+    pub fn shape(&self) -> (usize, usize) {
+        self.as_ref().shape()
+    }
+
+    /// A view of it.
+    pub fn as_ref(&self) -> AnyRef<'_> {
+        each_precision!(self, AnyMat, m => erase_ref(m.as_ref()))
+    }
+
+    /// A writable view of it.
+    pub fn as_mut(&mut self) -> AnyMut<'_> {
+        each_precision!(self, AnyMat, m => erase_mut(m.as_mut()))
+    }
+}
+
+fn erase_ref<S: Scalar>(m: MatRef<'_, S>) -> AnyRef<'_> {
+    S::any_ref(m)
+}
+
+fn erase_mut<S: Scalar>(m: MatMut<'_, S>) -> AnyMut<'_> {
+    S::any_mut(m)
+}
+
+impl<'a, S: Scalar> From<MatRef<'a, S>> for AnyRef<'a> {
+    fn from(m: MatRef<'a, S>) -> Self {
+        S::any_ref(m)
+    }
+}
+
+impl<'a, S: Scalar> From<MatMut<'a, S>> for AnyMut<'a> {
+    fn from(m: MatMut<'a, S>) -> Self {
+        S::any_mut(m)
+    }
+}
+
+impl<S: Scalar> From<Mat<S>> for AnyMat {
+    fn from(m: Mat<S>) -> Self {
+        S::any_mat(m)
+    }
+}
+
+fn precision_of<S: Scalar>(_: &MatRef<'_, S>) -> Precision {
+    S::PRECISION
+}
+
+fn of_any<'a, S: Scalar>(src: AnyRef<'a>) -> Option<MatRef<'a, S>> {
+    S::of_any_ref(src)
+}
+
+fn check_copy(
+    to: Precision,
+    to_shape: (usize, usize),
+    from: Precision,
+    from_shape: (usize, usize),
+) -> Result<(), KernelError> {
+    if to != from {
+        return Err(KernelError::Gpu {
+            message: format!("a copy from a tile in {from} into a tile in {to}"),
+        });
+    }
+    if to_shape != from_shape {
+        return Err(KernelError::Gpu {
+            message: format!(
+                "a copy from a {}x{} tile into a {}x{} tile",
+                from_shape.0, from_shape.1, to_shape.0, to_shape.1
+            ),
+        });
+    }
+    Ok(())
+}
