@@ -26,7 +26,6 @@ macro_rules! each_precision {
 pub(crate) use each_precision;
 
 /// Evaluates `$body` with `$t` the scalar type of precision `$p`.
-#[allow(unused_macros)]
 macro_rules! with_scalar {
     ($p:expr, $t:ident => $body:expr) => {
         match $p {
@@ -49,7 +48,7 @@ macro_rules! with_scalar {
         }
     };
 }
-#[allow(unused_imports)]
+#[cfg(feature = "cuda")]
 pub(crate) use with_scalar;
 
 /// A read-only tile view of any precision.
@@ -122,28 +121,14 @@ impl AnyMut<'_> {
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<(), KernelError> {
         check_copy(self.precision(), self.shape(), src.precision(), src.shape())?;
-        each_precision!(self, AnyMut, dst => {
-            let src = of_any(src).expect("precision checked above");
-            crate::copy_by_columns(dst, src, pool);
-        });
-        Ok(())
+        each_precision!(self, AnyMut, dst => copy_typed(dst, src, pool))
     }
 }
 
 impl AnyMat {
     /// A `rows x cols` matrix of zeros in `precision`.
     pub fn zeros(precision: Precision, rows: usize, cols: usize) -> Self {
-        match precision {
-            Precision::S => Self::S(Mat::zeros(rows, cols)),
-            Precision::D => Self::D(Mat::zeros(rows, cols)),
-            Precision::C => Self::C(Mat::zeros(rows, cols)),
-            Precision::Z => Self::Z(Mat::zeros(rows, cols)),
-        }
-    }
-
-    /// A copy of `src`.
-    pub fn copy_of(src: AnyRef<'_>) -> Self {
-        each_precision!(src, AnyRef, m => m.to_owned().into())
+        with_scalar!(precision, T => Mat::<T>::zeros(rows, cols).into())
     }
 
     /// Its precision.
@@ -197,8 +182,22 @@ fn precision_of<S: Scalar>(_: &MatRef<'_, S>) -> Precision {
     S::PRECISION
 }
 
-fn of_any<'a, S: Scalar>(src: AnyRef<'a>) -> Option<MatRef<'a, S>> {
-    S::of_any_ref(src)
+/// Copies `src` into `dst` when it has `dst`'s precision (checked by the caller, and
+/// again here).
+fn copy_typed<S: Scalar>(
+    dst: MatMut<'_, S>,
+    src: AnyRef<'_>,
+    pool: Option<&rayon::ThreadPool>,
+) -> Result<(), KernelError> {
+    let from = src.precision();
+    let src = S::of_any_ref(src).ok_or_else(|| KernelError::Gpu {
+        message: format!(
+            "a copy from a tile in {from} into a tile in {}",
+            S::PRECISION
+        ),
+    })?;
+    crate::copy_by_columns(dst, src, pool);
+    Ok(())
 }
 
 fn check_copy(
@@ -221,4 +220,35 @@ fn check_copy(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_keep_their_precision_through_erasure_and_copies_check_it() {
+        let a = Mat::<c32>::from_fn(3, 2, |i, j| c32::new(i as f32, j as f32));
+        let erased: AnyRef<'_> = a.as_ref().into();
+        assert_eq!((erased.precision(), erased.shape()), (Precision::C, (3, 2)));
+        assert!(f32::of_any_ref(erased).is_none());
+        assert!(c32::of_any_ref(erased).unwrap() == a.as_ref());
+        let mut b = AnyMat::zeros(Precision::C, 3, 2);
+        b.as_mut().copy_from(erased, None).unwrap();
+        assert!(c32::of_any_mut(b.as_mut()).unwrap().as_ref() == a.as_ref());
+        let mut wrong = AnyMat::zeros(Precision::Z, 3, 2);
+        let err = wrong
+            .as_mut()
+            .copy_from(erased, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("in c") && err.contains("in z"), "{err}");
+        let mut small = AnyMat::zeros(Precision::C, 2, 2);
+        let err = small
+            .as_mut()
+            .copy_from(erased, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("3x2") && err.contains("2x2"), "{err}");
+    }
 }

@@ -656,12 +656,17 @@ impl GpuContext {
     /// peers' set-up, never timed).
     fn resident<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<GpuTile, KernelError> {
         self.bind()?;
-        let mut packed = vec![0u8; a.nrows() * a.ncols() * size_of::<T>()];
-        pack(a, &mut packed, None);
+        let mut elements = vec![T::from_f64(0.0); a.nrows() * a.ncols()];
+        MatMut::from_column_major_slice_mut(&mut elements, a.nrows(), a.ncols()).copy_from(a);
+        // SAFETY: the bytes of initialised elements, borrowed from them (u8 needs no
+        // alignment).
+        let packed = unsafe {
+            std::slice::from_raw_parts(elements.as_ptr().cast::<u8>(), size_of_val(&*elements))
+        };
         let mut tile = self.alloc(T::PRECISION, a.nrows(), a.ncols())?;
         if !packed.is_empty() {
             self.h2d
-                .memcpy_htod(&packed, &mut tile.data)
+                .memcpy_htod(packed, &mut tile.data)
                 .map_err(|e| gpu_error("copying a matrix to the device", e))?;
         }
         self.wait_uploads()?;
