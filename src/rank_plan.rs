@@ -75,7 +75,7 @@ impl std::fmt::Display for Unsupported {
 impl GridPlan {
     /// Splits `whole` over `grid` (see the module documentation).
     pub fn new(whole: &TaskGraph, grid: &ProcessGrid) -> Result<Self, Unsupported> {
-        let levels = hetla_runtime::bottom_levels(whole);
+        let levels = whole.bottom_levels();
         let size = grid.size();
         let mut graphs: Vec<TaskGraph> = (0..size).map(|_| TaskGraph::new()).collect();
         let mut wholes: Vec<Vec<TaskId>> = vec![Vec::new(); size];

@@ -8,7 +8,9 @@
 
 use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, Problem};
 
-use crate::{BoundsError, Instance, optimum};
+use crate::error::BoundsError;
+use crate::instance::Instance;
+use crate::lp::optimum;
 
 /// The area bound and the fractional split of each task type among the classes that
 /// reaches it.

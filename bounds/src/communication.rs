@@ -19,7 +19,7 @@
 //!   time makes them all finish together: F_i proportional to 1 / cost_i, and
 //!   T >= G / sum_j (1 / cost_j).
 
-use crate::BoundsError;
+use crate::error::BoundsError;
 
 /// Fewest tile transfers (sent to or received from a device) with which a device holding
 /// at most `buffers` tiles performs `updates` tile updates C_ij += A_ik B_kj:

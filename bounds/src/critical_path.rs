@@ -1,6 +1,7 @@
 //! The critical-path bound: no schedule finishes before its longest chain of tasks.
 
-use crate::{BoundsError, Instance};
+use crate::error::BoundsError;
+use crate::instance::Instance;
 
 /// The longest path of a task graph and its length.
 #[derive(Debug, Clone, PartialEq)]

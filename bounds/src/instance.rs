@@ -1,7 +1,7 @@
 //! The input every makespan bound shares: tasks with a type and their predecessors, and
 //! resource classes with a count and a duration per task type.
 
-use crate::BoundsError;
+use crate::error::BoundsError;
 
 /// A kind of resource: `count` identical resources, each running a task of type `k` in
 /// `durations[k]` (any unit, the same for every class; hetla uses milliseconds so the LP

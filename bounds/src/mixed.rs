@@ -25,7 +25,10 @@ use std::collections::HashSet;
 
 use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, Problem, Solution, Variable};
 
-use crate::{BoundsError, Instance, critical_path, optimum};
+use crate::critical_path::critical_path;
+use crate::error::BoundsError;
+use crate::instance::Instance;
+use crate::lp::optimum;
 
 /// Relative amount by which a path may exceed T before it is added as a constraint.
 pub const PATH_TOLERANCE: f64 = 1e-9;

@@ -78,6 +78,30 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     parts.join(",")
 }
 
+/// The logical CPUs this process may run on (its affinity mask), sorted. Falls back to
+/// `0..available_parallelism` where the platform does not expose a mask.
+pub fn available_cpus() -> Vec<usize> {
+    let mut cpus: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cpus = (0..n).collect();
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+/// The logical CPUs the kernel has online (Linux sysfs), or `None` where that file does
+/// not exist or cannot be parsed.
+pub fn online_cpus() -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    parse_cpu_list(text.trim()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,9 +127,9 @@ mod tests {
 
     #[test]
     fn this_process_has_cpus() {
-        let cpus = crate::available_cpus();
+        let cpus = available_cpus();
         assert!(!cpus.is_empty());
-        if let Some(online) = crate::online_cpus() {
+        if let Some(online) = online_cpus() {
             assert!(cpus.iter().all(|c| online.contains(c)));
         }
     }

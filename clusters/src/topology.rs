@@ -8,9 +8,8 @@
 //! the list into consecutive runs gives clusters whose cores share caches and memory.
 
 use std::fmt;
-use std::path::Path;
 
-use crate::{ClusterError, parse_cpu_list};
+use crate::level::Level;
 
 /// A sorted list of logical CPU numbers.
 pub type CpuSet = Vec<usize>;
@@ -24,49 +23,6 @@ pub enum TopologySource {
     Hwloc,
     /// Built by hand ([`Topology::synthetic`] or [`Topology::from_parts`]).
     Manual,
-}
-
-/// A level of the hierarchy at which cores can be grouped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Level {
-    /// A processor package (socket).
-    Package,
-    /// A NUMA node.
-    Numa,
-    /// A level-3 cache.
-    L3,
-    /// A level-2 cache.
-    L2,
-    /// A core (its hyperthreads together).
-    Core,
-}
-
-impl Level {
-    /// Every level, outermost first.
-    pub const ALL: [Level; 5] = [
-        Level::Package,
-        Level::Numa,
-        Level::L3,
-        Level::L2,
-        Level::Core,
-    ];
-
-    /// The word used in cluster specs ("package", "numa", "l3", "l2", "core").
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::Package => "package",
-            Level::Numa => "numa",
-            Level::L3 => "l3",
-            Level::L2 => "l2",
-            Level::Core => "core",
-        }
-    }
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// The CPUs of a machine as a hierarchy of cpusets. Only logical CPUs this process may use
@@ -134,18 +90,6 @@ impl Topology {
         )
     }
 
-    /// The topology of this machine, restricted to the CPUs this process may use: from
-    /// hwloc with the `hwloc` feature, from Linux sysfs otherwise. Where neither works (not
-    /// Linux, no sysfs), one package with one core per available CPU.
-    pub fn detect() -> Result<Self, ClusterError> {
-        #[cfg(feature = "hwloc")]
-        let topology = crate::hwloc::detect()?;
-        #[cfg(not(feature = "hwloc"))]
-        let topology = Self::from_sysfs(Path::new("/sys/devices/system"))
-            .unwrap_or_else(|_| Self::flat(&crate::available_cpus()));
-        Ok(topology.restrict(&crate::available_cpus()))
-    }
-
     /// One package, one core per CPU in `cpus`, no cache or NUMA information.
     pub fn flat(cpus: &[usize]) -> Self {
         let cores: Vec<CpuSet> = cpus.iter().map(|&c| vec![c]).collect();
@@ -157,71 +101,6 @@ impl Topology {
             vec![],
             cores,
         )
-    }
-
-    /// Reads the topology from a sysfs tree (`root` is normally `/sys/devices/system`):
-    /// `cpu/online`, `cpuN/topology/{physical_package_id,thread_siblings_list}`,
-    /// `cpuN/cache/indexK/{level,type,shared_cpu_list}` and `node/nodeN/cpulist`.
-    pub fn from_sysfs(root: &Path) -> Result<Self, ClusterError> {
-        let read = |p: &Path| -> Result<String, ClusterError> {
-            std::fs::read_to_string(p)
-                .map(|s| s.trim().to_owned())
-                .map_err(|e| ClusterError::Topology {
-                    reason: format!("cannot read {}: {e}", p.display()),
-                })
-        };
-        let list = |p: &Path| -> Result<CpuSet, ClusterError> { Ok(parse_cpu_list(&read(p)?)?) };
-        let online = list(&root.join("cpu/online"))?;
-        let (mut packages, mut numa, mut l3, mut l2, mut cores) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut package_of: Vec<(usize, usize)> = Vec::new();
-        for &cpu in &online {
-            let dir = root.join(format!("cpu/cpu{cpu}"));
-            let package: usize = read(&dir.join("topology/physical_package_id"))?
-                .parse()
-                .unwrap_or(0);
-            package_of.push((package, cpu));
-            cores.push(list(&dir.join("topology/thread_siblings_list"))?);
-            for index in 0.. {
-                let cache = dir.join(format!("cache/index{index}"));
-                if !cache.exists() {
-                    break;
-                }
-                let kind = read(&cache.join("type"))?;
-                if kind == "Instruction" {
-                    continue;
-                }
-                match read(&cache.join("level"))?.as_str() {
-                    "3" => l3.push(list(&cache.join("shared_cpu_list"))?),
-                    "2" => l2.push(list(&cache.join("shared_cpu_list"))?),
-                    _ => {}
-                }
-            }
-        }
-        package_of.sort_unstable();
-        for chunk in package_of.chunk_by(|a, b| a.0 == b.0) {
-            packages.push(chunk.iter().map(|&(_, cpu)| cpu).collect());
-        }
-        if let Ok(entries) = std::fs::read_dir(root.join("node")) {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.starts_with("node") && name[4..].parse::<usize>().is_ok() {
-                    let cpus = list(&entry.path().join("cpulist"))?;
-                    if !cpus.is_empty() {
-                        numa.push(cpus);
-                    }
-                }
-            }
-        }
-        Ok(Self::from_parts(
-            TopologySource::Sysfs,
-            packages,
-            numa,
-            l3,
-            l2,
-            cores,
-        ))
     }
 
     /// The same topology with only the logical CPUs in `allowed`; objects left empty are

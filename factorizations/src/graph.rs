@@ -190,6 +190,22 @@ impl TaskGraph {
         }
     }
 
+    /// Bottom levels in flops: each task's flops plus the largest bottom level of its
+    /// successors (the schedulers' priorities: the critical path runs first).
+    pub fn bottom_levels(&self) -> Vec<f64> {
+        let mut levels = vec![0.0; self.len()];
+        // Edges go from earlier to later tasks: one backward sweep suffices.
+        for t in self.ids().rev() {
+            let below = self
+                .successors(t)
+                .iter()
+                .map(|&s| levels[s])
+                .fold(0.0, f64::max);
+            levels[t] = self.task(t).flops + below;
+        }
+        levels
+    }
+
     /// Total flops of all tasks.
     pub fn total_flops(&self) -> f64 {
         self.tasks.iter().map(|t| t.flops).sum()

@@ -1,9 +1,11 @@
 //! Properties of the task graphs: counts, flops, tile coverage and dependency soundness.
 
+use std::collections::HashSet;
+
 use hetla_factorizations::{
-    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, SUMS, TaskGraph, TaskId, TileRef, Tiling,
-    TilingError, backward_substitution, cholesky, distributed_substitution, forward_substitution,
-    messages, task_rank,
+    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, Rank, SUMS, TaskGraph, TaskId, TileRef,
+    Tiling, TilingError, backward_substitution, bytes_sent, cholesky, distributed_substitution,
+    forward_substitution, messages, task_rank,
 };
 use proptest::prelude::*;
 
@@ -203,4 +205,79 @@ proptest! {
             prop_assert!(g.predecessors(t).iter().all(|&p| p < t));
         }
     }
+}
+
+/// The Cholesky messages counted from the algorithm, not the graph: after step k,
+/// L_kk goes to the ranks of the TRSMs below it, and L_ik to the ranks of the SYRK
+/// and GEMMs of row i and of column i of the trailing matrix.
+fn cholesky_closed_form(tiles: usize, grid: &ProcessGrid) -> HashSet<(usize, usize, Rank)> {
+    let owner = |i, j| grid.owner(TileRef::new(FACTOR, i, j));
+    let mut out = HashSet::new();
+    for k in 0..tiles {
+        for i in k + 1..tiles {
+            if owner(i, k) != owner(k, k) {
+                out.insert((k, k, owner(i, k)));
+            }
+        }
+        for i in k + 1..tiles {
+            let needs = (k + 1..=i)
+                .map(|j| owner(i, j))
+                .chain((i + 1..tiles).map(|r| owner(r, i)));
+            for to in needs.filter(|&to| to != owner(i, k)) {
+                out.insert((i, k, to));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cholesky_messages_are_the_closed_form_each_sent_once() {
+    for tiles in [1, 2, 5, 8] {
+        for (p, q) in [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 2), (4, 4)] {
+            let grid = ProcessGrid::new(p, q).unwrap();
+            let graph = cholesky(&Tiling::square(tiles * 10, 10).unwrap()).unwrap();
+            let sent = messages(&graph, &grid);
+            let got: HashSet<_> = sent
+                .iter()
+                .map(|m| (m.tile.row, m.tile.col, m.to))
+                .collect();
+            assert_eq!(got.len(), sent.len(), "a tile went twice to one rank");
+            assert_eq!(
+                got,
+                cholesky_closed_form(tiles, &grid),
+                "{tiles} tiles, {grid}"
+            );
+            for m in &sent {
+                assert_eq!(m.from, grid.owner(m.tile));
+                assert_ne!(m.from, m.to);
+                // Only final tiles of L travel: the POTRF or TRSM that wrote them.
+                let writer = graph.task(m.version.unwrap()).op.to_string();
+                assert!(["potrf", "trsm"].contains(&writer.as_str()), "{writer}");
+                assert!(m.version.unwrap() < m.first_reader);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_process_sends_nothing_and_ragged_tiles_count_their_own_bytes() {
+    let graph = cholesky(&Tiling::square(1000, 300).unwrap()).unwrap();
+    assert!(messages(&graph, &ProcessGrid::new(1, 1).unwrap()).is_empty());
+    let grid = ProcessGrid::new(2, 2).unwrap();
+    let sent = messages(&graph, &grid);
+    let tiling = Tiling::square(1000, 300).unwrap();
+    let bytes = bytes_sent(&grid, &sent, |t| {
+        let (r, c) = tiling.tile_shape(t.row, t.col);
+        r * c * 8
+    });
+    let expected: usize = sent
+        .iter()
+        .map(|m| {
+            let (r, c) = tiling.tile_shape(m.tile.row, m.tile.col);
+            r * c * 8
+        })
+        .sum();
+    assert_eq!(bytes.iter().sum::<usize>(), expected);
+    assert!(bytes.iter().all(|&b| b > 0), "{bytes:?}");
 }

@@ -9,7 +9,9 @@
 
 use faer::{Mat, MatMut, MatRef};
 
-use crate::{KernelError, Precision, Scalar, c32, c64};
+use crate::erased::{AnyMat, AnyMut, AnyRef};
+use crate::error::KernelError;
+use crate::scalar::{Precision, Scalar};
 
 /// Applies `$body` to the typed matrix inside any variant of `$ty` (the same code for each
 /// precision: generic calls resolve per variant).
@@ -50,45 +52,6 @@ macro_rules! with_scalar {
 }
 #[cfg(feature = "cuda")]
 pub(crate) use with_scalar;
-
-/// A read-only tile view of any precision.
-#[derive(Debug, Clone, Copy)]
-pub enum AnyRef<'a> {
-    /// `f32`.
-    S(MatRef<'a, f32>),
-    /// `f64`.
-    D(MatRef<'a, f64>),
-    /// Complex `f32`.
-    C(MatRef<'a, c32>),
-    /// Complex `f64`.
-    Z(MatRef<'a, c64>),
-}
-
-/// A writable tile view of any precision.
-#[derive(Debug)]
-pub enum AnyMut<'a> {
-    /// `f32`.
-    S(MatMut<'a, f32>),
-    /// `f64`.
-    D(MatMut<'a, f64>),
-    /// Complex `f32`.
-    C(MatMut<'a, c32>),
-    /// Complex `f64`.
-    Z(MatMut<'a, c64>),
-}
-
-/// An owned matrix of any precision.
-#[derive(Debug, Clone)]
-pub enum AnyMat {
-    /// `f32`.
-    S(Mat<f32>),
-    /// `f64`.
-    D(Mat<f64>),
-    /// Complex `f32`.
-    C(Mat<c32>),
-    /// Complex `f64`.
-    Z(Mat<c64>),
-}
 
 impl AnyRef<'_> {
     /// Its precision.
@@ -225,6 +188,7 @@ fn check_copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scalar::c32;
 
     #[test]
     fn tiles_keep_their_precision_through_erasure_and_copies_check_it() {

@@ -4,10 +4,24 @@ use std::{fmt, str::FromStr};
 
 use faer::{Conj, MatMut, MatRef, Par};
 
-use crate::any::each_precision;
-use crate::scalar::adjoint_conj;
-use crate::{AnyMut, AnyRef};
-use crate::{KernelError, Op, Scalar, faer_impl, split};
+use crate::error::KernelError;
+use crate::faer_impl;
+use crate::scalar::Scalar;
+
+/// Dispatches to the OpenBLAS implementation, or reports it as not built.
+macro_rules! openblas {
+    ($f:ident($($arg:expr),*)) => {{
+        #[cfg(feature = "openblas")]
+        {
+            crate::openblas_impl::$f($($arg),*)
+        }
+        #[cfg(not(feature = "openblas"))]
+        {
+            let _ = ($($arg,)*);
+            Err(crate::error::KernelError::BackendUnavailable { name: "openblas" })
+        }
+    }};
+}
 
 /// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
 /// into this build reports [`KernelError::BackendUnavailable`] instead of running.
@@ -52,187 +66,6 @@ impl Backend {
         } else {
             Err(KernelError::BackendUnavailable { name: self.name() })
         }
-    }
-
-    /// Runs `op` on its operands: `reads` (in the order [`Op`] documents) and the tile it
-    /// overwrites, in any precision (complex: the Hermitian forms, see [`crate::Scalar`]).
-    /// Checks counts and shapes first, so a mistake is an error, not a panic.
-    pub fn run<T: Scalar>(
-        self,
-        op: Op,
-        reads: &[MatRef<'_, T>],
-        write: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        let mut shapes: Vec<_> = reads.iter().map(|m| (m.nrows(), m.ncols())).collect();
-        shapes.push((write.nrows(), write.ncols()));
-        op.check_shapes(&shapes)
-            .map_err(|reason| KernelError::Operands { op, reason })?;
-        self.ensure_available()?;
-        let plain = Conj::No;
-        // An operand used as its adjoint: the transposed view, conjugated.
-        fn adjoint<T: Scalar>(m: MatRef<'_, T>) -> (MatRef<'_, T>, Conj) {
-            (m.transpose(), adjoint_conj::<T>())
-        }
-        match op {
-            Op::Potrf => self.potrf(write, par),
-            Op::Trsm => self.trsm(reads[0], write, par),
-            Op::Syrk => self.syrk(reads[0], write, par),
-            Op::GemmNt => self.product((reads[0], plain), adjoint(reads[1]), write, -1.0, 1.0, par),
-            Op::SolveLower => self.solve_lower(reads[0], false, write, par),
-            Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
-            Op::Update => self.product((reads[0], plain), (reads[1], plain), write, -1.0, 1.0, par),
-            Op::UpdateTrans => {
-                self.product(adjoint(reads[0]), (reads[1], plain), write, -1.0, 1.0, par)
-            }
-            Op::Add => {
-                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
-                Ok(())
-            }
-            Op::MatMul(p) => {
-                let a = if p.trans_a {
-                    adjoint(reads[0])
-                } else {
-                    (reads[0], plain)
-                };
-                let b = if p.trans_b {
-                    adjoint(reads[1])
-                } else {
-                    (reads[1], plain)
-                };
-                self.product(a, b, write, p.alpha(), p.beta(), par)
-            }
-        }
-    }
-
-    /// [`Backend::run`] on tiles whose precision is known at run time only: every operand
-    /// must have the written tile's precision (an error names the one that has not).
-    pub fn run_any(
-        self,
-        op: Op,
-        reads: &[AnyRef<'_>],
-        write: AnyMut<'_>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        fn typed<T: Scalar>(
-            backend: Backend,
-            op: Op,
-            reads: &[AnyRef<'_>],
-            write: MatMut<'_, T>,
-            par: Par,
-        ) -> Result<(), KernelError> {
-            let reads = reads
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    T::of_any_ref(*r).ok_or_else(|| KernelError::Operands {
-                        op,
-                        reason: format!(
-                            "operand {i} is in precision {} but the written tile is in {}",
-                            r.precision(),
-                            T::PRECISION
-                        ),
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            backend.run(op, &reads, write, par)
-        }
-        each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
-    }
-
-    /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not
-    /// conjugated). With beta = 0 the old C is not read; with an empty inner dimension or
-    /// alpha = 0 only the scaling happens. With `Par::Rayon(p)` the product runs as `p`
-    /// sequential pieces on the current rayon pool (see the `split` module).
-    pub fn matmul<T: Scalar>(
-        self,
-        a: MatRef<'_, T>,
-        b: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.product((a, Conj::No), (b, Conj::No), c, alpha, beta, par)
-    }
-
-    /// [`Backend::matmul`] with operands conjugated where their `Conj` says so.
-    fn product<T: Scalar>(
-        self,
-        a: (MatRef<'_, T>, Conj),
-        b: (MatRef<'_, T>, Conj),
-        c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        if a.0.ncols() == 0 || alpha == 0.0 {
-            faer_impl::scale(c, beta);
-            return Ok(());
-        }
-        self.split_matmul(a, b, c, alpha, beta, par)
-    }
-
-    /// A <- L, the lower Cholesky factor (A = L L^H) of the square tile A (upper triangle
-    /// untouched).
-    pub fn potrf<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        if split::threads(par) == 1 || a.nrows() < 2 * split::POTRF_BLOCK {
-            self.potrf_seq(a)
-        } else {
-            self.split_potrf(a, par)
-        }
-    }
-
-    /// B <- B L^-H with L lower triangular.
-    pub fn trsm<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        b: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        self.split_trsm(l, b, par)
-    }
-
-    /// C <- C - A A^H on the lower triangle of C (SYRK; HERK for a complex type).
-    pub fn syrk<T: Scalar>(
-        self,
-        a: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        if a.ncols() == 0 {
-            return Ok(());
-        }
-        self.split_syrk(a, c, par)
-    }
-
-    /// C <- C - A B. A and B may be transposed views (`.transpose()`, not conjugated): the
-    /// BLAS backend passes them as transpose flags, faer packs a transposed B into
-    /// column-major scratch (its fast layout).
-    pub fn gemm_sub<T: Scalar>(
-        self,
-        a: MatRef<'_, T>,
-        b: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.matmul(a, b, c, -1.0, 1.0, par)
-    }
-
-    /// X <- L^-1 X, or X <- L^-H X when `adjoint`, with L lower triangular.
-    pub fn solve_lower<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        adjoint: bool,
-        x: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        self.split_solve_lower(l, adjoint, x, par)
     }
 
     /// The library's own Cholesky of a whole matrix on `par` threads, as a user calling it

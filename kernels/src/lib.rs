@@ -19,21 +19,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-/// Dispatches to the OpenBLAS implementation, or reports it as not built.
-macro_rules! openblas {
-    ($f:ident($($arg:expr),*)) => {{
-        #[cfg(feature = "openblas")]
-        {
-            crate::openblas_impl::$f($($arg),*)
-        }
-        #[cfg(not(feature = "openblas"))]
-        {
-            let _ = ($($arg,)*);
-            Err(crate::KernelError::BackendUnavailable { name: "openblas" })
-        }
-    }};
-}
-
 mod any;
 mod backend;
 mod copy;
@@ -41,28 +26,23 @@ mod copy;
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_libs;
+mod erased;
 mod error;
 mod faer_impl;
 mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
+mod par;
+mod run;
 mod scalar;
 mod split;
 
-pub use any::{AnyMat, AnyMut, AnyRef};
 pub use backend::Backend;
 pub use copy::copy_by_columns;
+pub use erased::{AnyMat, AnyMut, AnyRef};
 pub use error::KernelError;
 pub use faer::Par;
+pub use par::par_for;
 
-/// The parallelism for `threads` threads of the current pool: sequential for one thread
-/// (no rayon overhead), rayon otherwise.
-pub fn par_for(threads: usize) -> Par {
-    if threads > 1 {
-        Par::rayon(threads)
-    } else {
-        Par::Seq
-    }
-}
 pub use op::{MatMul, Op, Shape};
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64};

@@ -32,7 +32,7 @@ unsafe extern "C" {
 /// Sets OpenBLAS's process-wide thread count (1 for hetla's kernels; the `--compare`
 /// peer that calls dpotrf on a whole matrix uses all threads).
 pub(crate) fn set_threads(par: Par) {
-    let n = crate::split::threads(par);
+    let n = crate::par::threads(par);
     // SAFETY: plain FFI call taking an integer; OpenBLAS clamps it to its thread limit.
     unsafe { openblas_set_num_threads(n.min(c_int::MAX as usize) as c_int) }
 }

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use faer::traits::ComplexField;
 use faer::{Mat, MatMut, MatRef};
 
-use crate::{AnyMat, AnyMut, AnyRef};
+use crate::erased::{AnyMat, AnyMut, AnyRef};
 pub use faer::{c32, c64};
 
 /// One of the four precisions, named by LAPACK's letter.

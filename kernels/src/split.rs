@@ -24,8 +24,10 @@
 use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use crate::scalar::adjoint_conj;
-use crate::{Backend, KernelError, Scalar};
+use crate::backend::Backend;
+use crate::error::KernelError;
+use crate::par::threads;
+use crate::scalar::{Scalar, adjoint_conj};
 
 /// Below this many flops per piece a kernel runs on one thread: splitting would cost more
 /// than it gains.
@@ -33,14 +35,6 @@ const MIN_PIECE_FLOPS: f64 = 2.0e6;
 
 /// Column block of the blocked POTRF.
 pub(crate) const POTRF_BLOCK: usize = 128;
-
-/// The number of threads `par` asks for.
-pub(crate) fn threads(par: Par) -> usize {
-    match par {
-        Par::Seq => 1,
-        Par::Rayon(n) => n.get(),
-    }
-}
 
 /// How many pieces a kernel of `flops` over at most `len` independent rows or columns
 /// should use on `par`.

@@ -43,12 +43,12 @@ use hetla_factorizations::{Mode, TaskGraph, TaskId};
 use hetla_kernels::KernelError;
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step};
-use crate::execute::{RunOptions, RunStep, TaskFailure};
 use crate::inflight::Deferred;
-use crate::lock;
-use crate::platform::WorkerId;
 use crate::prepare::{LinkEstimate, PREFETCH_DEPTH, Tables, prefetchable};
-use crate::scheduler::{SchedContext, Scheduler};
+use crate::run::{RunOptions, RunStep, TaskFailure};
+use crate::schedulers::{SchedContext, Scheduler};
+use crate::sync::lock;
+use crate::workers::WorkerId;
 
 /// What [`Engine::start`] did with a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ use std::sync::{Condvar, Mutex};
 use hetla_factorizations::Mode;
 
 use crate::data::{Handle, MemoryNode, Transfer};
+use crate::sync::lock;
 
 /// A copy registered under the registry's lock, to carry out after it.
 #[derive(Debug, Clone, Copy)]
@@ -49,7 +50,7 @@ struct State {
 impl InFlight {
     /// Registers `copy` (under the registry's lock: that fixes its order).
     pub fn register(&self, copy: Transfer) -> Deferred {
-        let mut state = crate::lock(&self.state);
+        let mut state = lock(&self.state);
         let deferred = Deferred {
             ticket: state.next,
             copy,
@@ -61,7 +62,7 @@ impl InFlight {
 
     /// Waits until no registered copy satisfies `blocks`.
     fn wait_while(&self, blocks: impl Fn(&Deferred) -> bool) {
-        let mut state = crate::lock(&self.state);
+        let mut state = lock(&self.state);
         while state.copies.iter().any(&blocks) {
             state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
         }
@@ -74,9 +75,7 @@ impl InFlight {
 
     /// Takes `d` off the register (carried out, or abandoned after a failure).
     pub fn done(&self, d: &Deferred) {
-        crate::lock(&self.state)
-            .copies
-            .retain(|o| o.ticket != d.ticket);
+        lock(&self.state).copies.retain(|o| o.ticket != d.ticket);
         self.done.notify_all();
     }
 
@@ -100,7 +99,7 @@ impl InFlight {
     /// Copies registered and not yet done.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        crate::lock(&self.state).copies.len()
+        lock(&self.state).copies.len()
     }
 }
 

@@ -10,7 +10,7 @@
 //!   modelled machines).
 //! - **Data**: [`DataRegistry`], one handle per tile with a replica state per
 //!   [`MemoryNode`], capacities, LRU eviction, write-back and prefetch.
-//! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], also dmda,
+//! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], [`Dmda`],
 //!   [`Eager`], [`WorkStealing`]), chosen by [`SchedulerKind`]; [`StaticPlan`]s run by
 //!   [`Planned`].
 //! - **Executors**: one engine (the steps of a run: push and prefetch, start, finish and
@@ -25,52 +25,63 @@
 //! makes its tiles valid on its memory node, runs the kernel with its cluster's
 //! parallelism, records the duration in the model, and releases the successors whose last
 //! predecessor this was.
-
-/// Locks `m`, also after a panic on another thread: every guarded value in the runtime is
-/// updated whole under its lock, so a poisoned one is still consistent.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+//!
+//! ## Layers
+//!
+//! Modules import only from the layers below them (`scripts/import-graph.py` checks that
+//! no import goes in a circle):
+//!
+//! ```text
+//! execution/ (wall clock)   simulation/ (virtual clock)   the two executors
+//!            \                    /
+//!             engine.rs                                   the steps of a run, once
+//!                |
+//!             prepare.rs                                  model table, handles, registry
+//!                |
+//!             run.rs                                      Workload, RunOptions, failures
+//!                |
+//! schedulers/  devices/  platform.rs  data.rs  inflight.rs  trace.rs  perfmodel.rs
+//! link.rs  workers.rs  files.rs  error.rs  sync.rs        the parts
+//! ```
 
 mod data;
-mod device;
+mod devices;
 mod engine;
 mod error;
-mod execute;
+mod execution;
 mod files;
 mod inflight;
 mod link;
 mod perfmodel;
-mod planned;
 mod platform;
 mod prepare;
-mod scheduler;
-mod sim;
+mod run;
+mod schedulers;
+mod simulation;
+mod sync;
 mod trace;
+mod workers;
 
 pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
+pub use devices::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
 pub use error::{Error, IoError, Result};
+pub use execution::{Inbox, execute, execute_beside};
 pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
-pub use sim::{
+pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
+pub use platform::{
+    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, TileChoice, copy_seconds,
+    reserve_host_cores,
+};
+pub use run::{RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
+pub use schedulers::{
+    DMDA_BETA, Dmda, Eager, Estimate, Mct, ModelTable, Planned, SchedContext, Scheduler,
+    SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,
+};
+pub use simulation::{
     GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, simulate,
     simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
-
-pub use device::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
-pub use execute::{
-    Inbox, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack, bottom_levels, execute,
-    execute_beside,
-};
-pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
-pub use planned::{Planned, StaticPlan};
-pub use platform::{
-    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, ResourceKind, TileChoice,
-    WorkerId, WorkerInfo, copy_seconds, reserve_host_cores,
-};
-pub use scheduler::{
-    DMDA_BETA, Eager, Estimate, Mct, ModelTable, SchedContext, Scheduler, SchedulerKind, TaskInfo,
-    TransferEstimate, WorkStealing,
-};
 pub use trace::{Trace, TraceSummary};
+pub use workers::{ResourceKind, WorkerId, WorkerInfo};

@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
 use hetla_kernels::Backend;
 
-use crate::data::{HOST, MemoryNode};
-use crate::device::Device;
+use crate::data::MemoryNode;
+use crate::devices::Device;
 use crate::link::{LinkModel, LinkRate};
-use crate::perfmodel::{PerfModels, ResourceClass};
+use crate::perfmodel::PerfModels;
+use crate::sync::lock;
+use crate::workers::WorkerInfo;
 use crate::{Error, Result};
 
 /// The link model of a device until `hetla calibrate` has measured it: 10 us and 10 GB/s
@@ -51,78 +53,6 @@ pub struct DeviceWorker {
     pub device: Arc<dyn Device>,
     /// The logical CPU of its host thread.
     pub core: usize,
-}
-
-/// The kind of a worker, for restricting tasks to kinds of resources.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResourceKind {
-    /// A CPU cluster.
-    Cpu,
-    /// A GPU.
-    Gpu,
-}
-
-/// A worker of a run: its index in the platform's workers (CPU clusters first, then the
-/// devices). Tables of a run index by it directly (`Vec<T>` and `[T]` implement
-/// `Index<WorkerId>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
-#[serde(transparent)]
-pub struct WorkerId(pub usize);
-
-impl std::fmt::Display for WorkerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-hetla_factorizations::index_by!(WorkerId);
-
-/// What the scheduler and the reports know about a worker.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct WorkerInfo {
-    /// A short name ("cpu0").
-    pub name: String,
-    /// The resource kind.
-    pub kind: ResourceKind,
-    /// The class its performance models are kept under.
-    pub class: ResourceClass,
-    /// The memory node its kernels work in.
-    pub node: MemoryNode,
-    /// Logical CPUs it uses (for a GPU, its host thread's core).
-    pub cpus: Vec<usize>,
-}
-
-impl WorkerInfo {
-    /// The worker of CPU cluster number `index`, on the host node, using `cpus`.
-    pub fn cpu_cluster(index: usize, cpus: Vec<usize>) -> Self {
-        Self {
-            name: format!("cpu{index}"),
-            kind: ResourceKind::Cpu,
-            class: ResourceClass::CpuCluster { cores: cpus.len() },
-            node: HOST,
-            cpus,
-        }
-    }
-
-    /// The worker of device number `index` (memory node `index + 1`), whose host thread
-    /// runs on `core`.
-    pub fn device(index: usize, model: &str, core: usize) -> Self {
-        Self {
-            name: format!("gpu{index}"),
-            kind: ResourceKind::Gpu,
-            class: ResourceClass::Gpu {
-                name: model.to_owned(),
-            },
-            node: MemoryNode(index + 1),
-            cpus: vec![core],
-        }
-    }
-
-    /// Cores of the worker's CPU cluster (1 for a GPU's host thread).
-    pub fn cores(&self) -> usize {
-        self.cpus.len().max(1)
-    }
 }
 
 /// Where the performance models are read from and written to.
@@ -187,7 +117,7 @@ impl Platform {
     /// platform (`solve_spd`, `Cholesky::new()`), so pools are started and models read
     /// once per process, not at every call.
     pub fn shared(spec: &ClusterSpec, backend: Backend) -> Result<Arc<Platform>> {
-        let mut shared = crate::lock(&SHARED);
+        let mut shared = lock(&SHARED);
         if let Some((_, _, p)) = shared.iter().find(|(s, b, _)| s == spec && *b == backend) {
             return Ok(p.clone());
         }
@@ -342,7 +272,7 @@ impl Platform {
 
     /// The tile chosen earlier for a Cholesky factorisation of order `n`.
     pub fn remembered_tile(&self, n: usize) -> Option<TileChoice> {
-        let choices = crate::lock(&self.tile_choices);
+        let choices = lock(&self.tile_choices);
         choices
             .iter()
             .find(|(m, _)| *m == n)
@@ -351,14 +281,14 @@ impl Platform {
 
     /// Remembers the tile chosen for order `n`.
     pub fn remember_tile(&self, n: usize, choice: TileChoice) {
-        let mut choices = crate::lock(&self.tile_choices);
+        let mut choices = lock(&self.tile_choices);
         choices.retain(|(m, _)| *m != n);
         choices.push((n, choice));
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
     pub fn lock_run(&self) -> MutexGuard<'_, ()> {
-        crate::lock(&self.run_lock)
+        lock(&self.run_lock)
     }
 
     /// The link model of the device on `node`: calibrated, else [`DEFAULT_LINK`].
@@ -415,7 +345,7 @@ impl Platform {
     fn lock_models(&self) -> std::sync::MutexGuard<'_, PerfModels> {
         // A panic while the lock was held cannot leave the map half-updated in a way that
         // matters (each update is one entry): keep using it.
-        crate::lock(&self.models)
+        lock(&self.models)
     }
 }
 

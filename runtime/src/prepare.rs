@@ -10,11 +10,11 @@ use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::Op;
 
 use crate::data::{DataRegistry, Handle, MemoryNode};
-use crate::execute::{RunOptions, RunStep, TaskFailure, WriteBack, bottom_levels};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
-use crate::platform::WorkerId;
-use crate::platform::{ResourceKind, WorkerInfo};
-use crate::scheduler::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
+use crate::run::{RunOptions, RunStep, TaskFailure, WriteBack};
+use crate::schedulers::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
+use crate::sync::lock;
+use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
 
 /// Transfer estimates for MCT from the registry's replica states and the links' models:
 /// the copies that would make a task's tiles valid on a worker's node, each from the node
@@ -33,7 +33,7 @@ pub(crate) struct LinkEstimate<'a> {
 impl TransferEstimate for LinkEstimate<'_> {
     fn seconds(&self, task: TaskId, worker: WorkerId) -> f64 {
         let node = self.workers[worker].node;
-        let data = crate::lock(self.data);
+        let data = lock(self.data);
         self.handles[task]
             .iter()
             .filter(|&&(h, _)| !data.is_valid(h, node))
@@ -321,7 +321,7 @@ pub(crate) fn prepare<'a>(
             ));
         }
         Some(p) => p.to_vec(),
-        None => bottom_levels(graph),
+        None => graph.bottom_levels(),
     };
     let plan = context(
         workers,

@@ -13,8 +13,7 @@ use serde::Serialize;
 use hetla_factorizations::TaskId;
 
 use crate::data::{MemoryNode, Transfer};
-use crate::platform::WorkerId;
-use crate::platform::WorkerInfo;
+use crate::workers::{WorkerId, WorkerInfo};
 use crate::{Error, Result};
 
 /// One task's execution.

@@ -26,8 +26,10 @@ use std::sync::{Arc, Mutex};
 
 use hetla_factorizations::TaskId;
 
-use crate::platform::WorkerId;
-use crate::scheduler::{SchedContext, Scheduler};
+use super::context::SchedContext;
+use super::scheduler::Scheduler;
+use crate::sync::lock;
+use crate::workers::WorkerId;
 
 /// A static allocation of groups of tasks to processors (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -121,7 +123,7 @@ impl Planned {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        crate::lock(&self.state)
+        lock(&self.state)
     }
 
     /// EffectiveSteal: the not-yet-started group of another processor whose first task
@@ -215,8 +217,7 @@ impl Scheduler for Planned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::WorkerInfo;
-    use crate::scheduler::SchedContext;
+    use crate::workers::WorkerInfo;
 
     fn ids<const N: usize>(tasks: [usize; N]) -> Vec<TaskId> {
         tasks.map(TaskId).to_vec()

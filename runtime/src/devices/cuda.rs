@@ -1,0 +1,132 @@
+//! A CUDA GPU as a device: replicas in device memory, kernels through cuBLAS/cuSOLVER.
+
+use std::sync::{Arc, OnceLock};
+
+use hetla_clusters::CpuCluster;
+use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
+use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Precision};
+
+use super::device::{Device, Launched, Pending};
+use super::replicas::Replicas;
+use crate::data::Handle;
+
+/// A kernel queued on a GPU's compute stream.
+struct GpuPending(GpuKernel);
+
+impl Pending for GpuPending {
+    fn is_done(&self) -> bool {
+        self.0.is_done()
+    }
+
+    fn wait(self: Box<Self>) -> Result<f64, KernelError> {
+        self.0.wait()
+    }
+}
+
+/// A CUDA GPU: replicas in device memory, kernels through cuBLAS/cuSOLVER.
+pub struct CudaDevice {
+    gpu: GpuContext,
+    budget: usize,
+    replicas: Replicas<GpuTile>,
+    copy_threads: OnceLock<Arc<CpuCluster>>,
+}
+
+impl CudaDevice {
+    /// Opens GPU `index` with a memory budget for tiles: `budget` bytes, or 90% of the
+    /// memory free now when `None`. A budget above the free memory is an error.
+    pub fn open(index: usize, budget: Option<usize>) -> Result<Self, KernelError> {
+        let gpu = GpuContext::new(index)?;
+        let (free, _total) = gpu.memory()?;
+        let budget = match budget {
+            None => free / 10 * 9,
+            Some(b) if b <= free => b,
+            Some(b) => {
+                return Err(KernelError::Gpu {
+                    message: format!(
+                        "a budget of {b} bytes on GPU {index} is more than its {free} free bytes"
+                    ),
+                });
+            }
+        };
+        Ok(Self {
+            gpu,
+            budget,
+            replicas: Replicas::new(),
+            copy_threads: OnceLock::new(),
+        })
+    }
+
+    fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
+        self.copy_threads.get().map(|c| c.pool())
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &str {
+        self.gpu.name()
+    }
+
+    fn budget(&self) -> usize {
+        self.budget
+    }
+
+    fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
+        let ((rows, cols), precision) = (src.shape(), src.precision());
+        self.replicas.put(handle, |existing| match existing {
+            Some(tile)
+                if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
+            {
+                self.gpu.upload(src, tile, self.copy_pool()).map(|()| None)
+            }
+            _ => {
+                let mut tile = self.gpu.alloc(precision, rows, cols)?;
+                self.gpu.upload(src, &mut tile, self.copy_pool())?;
+                Ok(Some(tile))
+            }
+        })
+    }
+
+    fn allocate(
+        &self,
+        handle: Handle,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        let kind = (precision, rows, cols);
+        self.replicas.put(handle, |existing| match existing {
+            Some(tile) if (tile.precision(), tile.rows(), tile.cols()) == kind => Ok(None),
+            _ => self.gpu.alloc_zeroed(precision, rows, cols).map(Some),
+        })
+    }
+
+    fn wait_uploads(&self) -> Result<(), KernelError> {
+        self.gpu.wait_uploads()
+    }
+
+    fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
+        let replica = self.replicas.get(handle)?;
+        let tile = replica.read().unwrap_or_else(|e| e.into_inner());
+        self.gpu.download(&tile, dst, self.copy_pool())
+    }
+
+    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+        let _ = self.copy_threads.set(threads);
+    }
+
+    fn release(&self, handle: Handle) {
+        // Dropping the tile frees its memory once the stream work on it is done.
+        self.replicas.remove(handle);
+    }
+
+    fn clear(&self) {
+        self.replicas.clear();
+    }
+
+    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+        let kernel = self.replicas.with_operands(reads, write, |reads, write| {
+            self.gpu.launch(op, reads, write)
+        })??;
+        Ok(Launched::new(GpuPending(kernel)))
+    }
+}

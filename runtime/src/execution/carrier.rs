@@ -1,0 +1,196 @@
+//! The real executor's [`Carrier`]: the copies, allocations and releases the engine's
+//! data registry decides, carried out on the platform's devices.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, mpsc};
+use std::time::Instant;
+
+use hetla_factorizations::{Mode, TaskId};
+use hetla_kernels::{AnyMat, KernelError, Precision};
+
+use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step, Transfer};
+use crate::devices::{Device, Launched};
+use crate::engine::Carrier;
+use crate::inflight::{Deferred, InFlight};
+use crate::run::Workload;
+use crate::sync::lock;
+use crate::trace::TransferEvent;
+
+/// The real executor's [`Carrier`]: copies between host memory and devices, registered
+/// under the registry's lock and carried out after it by the thread that caused them (see
+/// [`crate::inflight`]), traced with wall times.
+pub(super) struct Devices<'a> {
+    pub(super) work: &'a dyn Workload,
+    /// Device of memory node `i + 1`.
+    pub(super) devices: Vec<&'a dyn Device>,
+    pub(super) inflight: InFlight,
+    /// Per device, the thread that carries out the write-backs from it while the run goes
+    /// on (gone once the workers are done: write-backs are then carried out at once).
+    pub(super) behind: Mutex<Vec<mpsc::Sender<(TaskId, Deferred)>>>,
+    pub(super) transfers: Mutex<Vec<TransferEvent>>,
+    pub(super) start: Instant,
+}
+
+impl Carrier for Devices<'_> {
+    fn carry_out(
+        &self,
+        steps: Vec<Step>,
+        _: &DataRegistry,
+        _: f64,
+    ) -> Result<Vec<Deferred>, KernelError> {
+        let mut deferred: Vec<Deferred> = Vec::new();
+        let carry_out = || -> Result<(), KernelError> {
+            for step in steps {
+                match step {
+                    Step::Release { handle, node } => {
+                        // A write-back before an eviction: carried out now, before the
+                        // replica goes (rare; everything else waits for the lock's end).
+                        if deferred.iter().any(|d| d.copy.handle == handle) {
+                            self.complete(std::mem::take(&mut deferred))?;
+                        }
+                        self.inflight.wait_replica(handle, node);
+                        self.device(node).release(handle);
+                    }
+                    Step::Allocate { handle, tile, node } => {
+                        let ((rows, cols), precision) = self
+                            .work
+                            .host_tile(tile)
+                            .map_or(((0, 0), Precision::D), |t| (t.shape(), t.precision()));
+                        self.device(node).allocate(handle, precision, rows, cols)?;
+                    }
+                    Step::Copy(copy) => deferred.push(self.inflight.register(copy)),
+                }
+            }
+            Ok(())
+        };
+        match carry_out() {
+            Ok(()) => Ok(deferred),
+            Err(error) => {
+                deferred.iter().for_each(|d| self.inflight.done(d));
+                Err(error)
+            }
+        }
+    }
+
+    fn complete(&self, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        let mut copies = deferred.into_iter();
+        for d in copies.by_ref() {
+            self.inflight.wait_turn(&d);
+            let start = self.now();
+            let copied = self.copy(d.copy);
+            let end = self.now();
+            self.inflight.done(&d);
+            if let Err(error) = copied {
+                copies.for_each(|d| self.inflight.done(&d));
+                return Err(error);
+            }
+            lock(&self.transfers).push(TransferEvent {
+                transfer: d.copy,
+                start,
+                end,
+            });
+        }
+        Ok(())
+    }
+
+    fn complete_behind(&self, task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
+        let mut inline = Vec::new();
+        {
+            let behind = lock(&self.behind);
+            for d in deferred {
+                // Memory node i + 1 is device i.
+                let sender = d.copy.from.0.checked_sub(1).and_then(|i| behind.get(i));
+                let sent = match sender {
+                    Some(sender) => sender.send((task, d)).map_err(|mpsc::SendError((_, d))| d),
+                    None => Err(d),
+                };
+                if let Err(d) = sent {
+                    inline.push(d);
+                }
+            }
+        }
+        self.complete(inline)
+    }
+
+    fn settle(&self, accesses: &[(Handle, Mode)], node: MemoryNode) {
+        self.inflight.wait_task(accesses, node);
+    }
+}
+
+impl Devices<'_> {
+    pub(super) fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    pub(super) fn device(&self, node: MemoryNode) -> &dyn Device {
+        self.devices[node.0 - 1]
+    }
+
+    /// One copy between host memory and devices (device to device through a host buffer).
+    /// A panic in the device code becomes an error, so that no worker thread dies while
+    /// the others wait for its tasks.
+    pub(super) fn copy(&self, copy: Transfer) -> Result<(), KernelError> {
+        let no_storage = || KernelError::Gpu {
+            message: format!(
+                "tile ({}, {}) of matrix {} has no host storage to copy",
+                copy.tile.row, copy.tile.col, copy.tile.matrix.0
+            ),
+        };
+        let carry_out = || match (copy.from == HOST, copy.to == HOST) {
+            (true, true) => Ok(()),
+            (true, false) => {
+                let src = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                self.device(copy.to).upload(copy.handle, src)
+            }
+            (false, true) => {
+                // SAFETY: the copy goes to host memory, so the host replica is invalid: no
+                // task uses it (a task reads or writes a tile only where it is valid, and
+                // this copy is made under the registry lock before anyone sees it valid).
+                let dst = unsafe { self.work.host_tile_mut(copy.tile) }.ok_or_else(no_storage)?;
+                self.device(copy.from).download(copy.handle, dst)
+            }
+            (false, false) => {
+                let host = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                let (rows, cols) = host.shape();
+                let mut staged = AnyMat::zeros(host.precision(), rows, cols);
+                self.device(copy.from)
+                    .download(copy.handle, staged.as_mut())?;
+                self.device(copy.to).upload(copy.handle, staged.as_ref())
+            }
+        };
+        catch_unwind(AssertUnwindSafe(carry_out)).unwrap_or_else(|panic| {
+            Err(KernelError::Gpu {
+                message: format!("a copy panicked: {}", panic_message(&*panic)),
+            })
+        })
+    }
+
+    /// Queues a task on a device's replicas: the reads, then the written tile.
+    pub(super) fn launch_on_device(
+        &self,
+        task: TaskId,
+        handles: &[(Handle, Mode)],
+        device: &dyn Device,
+    ) -> Result<Launched, KernelError> {
+        let op = self.work.graph().task(task).op;
+        let Some((&(write, Mode::ReadWrite | Mode::Write), reads)) = handles.split_last() else {
+            return Err(KernelError::Operands {
+                op,
+                reason: "the last access must be the written tile".into(),
+            });
+        };
+        let reads: Vec<Handle> = reads.iter().map(|&(h, _)| h).collect();
+        device.launch(op, &reads, write)
+    }
+}
+
+/// The message of a caught panic.
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a task panicked".to_owned()
+    }
+}

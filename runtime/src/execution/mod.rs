@@ -1,0 +1,309 @@
+//! The real executor: the [engine](crate::engine) on wall time, one thread per worker,
+//! running tasks as the scheduler hands them out, on the platform's pinned cluster pools.
+//!
+//! Each worker's loop runs *inside* its cluster's pool (one `install` per run, not per
+//! task), so the thread that pops tasks is one of the cluster's pinned threads and a
+//! kernel called with `Par::rayon(cluster size)` spreads over exactly the cluster's cores:
+//! no more busy threads than cores. Idle workers sleep on a condition variable that every
+//! release of ready tasks signals.
+//!
+//! Device workers (GPUs, emulated devices; [`crate::devices`]) each have a host thread of
+//! their own, pinned to the core the platform reserved for it. It never waits for one
+//! kernel before queueing the next: it keeps up to the device's queue depth of tasks in
+//! flight (started, their uploads queued, their kernels launched), ordered on the device by
+//! events, and waits only for the oldest, whose duration the device measures. The copies and releases the
+//! engine's data registry decides are carried out by this executor's [`Carrier`] **under
+//! the registry's lock, in the registry's order**, so no worker ever sees a replica marked
+//! valid before its data is there and no buffer is freed before its write-back. (GPU
+//! uploads only stage and queue their copy under the lock; the kernel that needs the tile
+//! waits for it on the device, and the trace shows the staging, not the copy itself.)
+//!
+//! Failure: a kernel error or a panic (caught at the task) stops the run: no worker pops
+//! another task, running tasks finish, every thread returns, and the first failing task
+//! (lowest index) is reported. The pools are untouched and serve the next run. Tiles are
+//! still written back from the devices, so the matrix holds the state the run reached.
+//!
+//! Files: `carrier.rs` (the copies on devices), `loops.rs` (the workers' loops),
+//! `signal.rs` (idle workers' sleep), and here the run itself ([`execute`],
+//! [`execute_beside`]).
+
+mod carrier;
+mod loops;
+mod signal;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, mpsc};
+use std::time::Instant;
+
+use hetla_kernels::KernelError;
+
+use carrier::{Devices, panic_message};
+use loops::{device_loop, worker_loop, write_back_loop};
+use signal::Signal;
+
+use crate::devices::Device;
+use crate::engine::Engine;
+use crate::inflight::InFlight;
+use crate::platform::Platform;
+use crate::run::{RunError, RunOptions, RunStep, TaskFailure, Workload};
+use crate::sync::lock;
+use crate::trace::{TaskEvent, Trace};
+use crate::workers::WorkerId;
+use hetla_factorizations::TaskId;
+
+/// Runs every task of `work` on `platform`'s workers and returns the trace.
+pub fn execute(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+) -> Result<Trace, RunError> {
+    execute_beside(platform, work, options, |_| ()).0
+}
+
+/// Where the inputs of a run that come from outside it are delivered ([`execute_beside`]),
+/// and what the code delivering them needs to know of the run.
+pub struct Inbox<'r, 'a> {
+    /// `None` when the run failed before it started.
+    run: Option<(&'r Engine<'a>, &'r Devices<'a>, &'r Signal)>,
+}
+
+impl Inbox<'_, '_> {
+    /// One input of `task` from outside the run is there (its data where the workload's
+    /// kernels find it): the task is ready once all of them and its predecessors are. An
+    /// input the task does not wait for ends the run with [`TaskFailure::Outside`].
+    pub fn arrived(&self, task: TaskId) {
+        let Some((engine, carrier, signal)) = self.run else {
+            return;
+        };
+        match engine.arrived(carrier, task, carrier.now()) {
+            Ok(true) => signal.bump(),
+            Ok(false) => {}
+            Err(reason) => self.fail(reason),
+        }
+    }
+
+    /// Ends the run with [`TaskFailure::Outside`]`(reason)`: no task starts any more, the
+    /// running ones finish.
+    pub fn fail(&self, reason: String) {
+        if let Some((engine, _, signal)) = self.run {
+            engine.fail(RunStep::Outside, TaskFailure::Outside(reason));
+            signal.bump();
+        }
+    }
+
+    /// Whether the run has ended: every task finished, or a failure.
+    pub fn stopped(&self) -> bool {
+        self.run.is_none_or(|(engine, _, _)| engine.stopped())
+    }
+
+    /// Whether the run failed (so far).
+    pub fn failed(&self) -> bool {
+        self.run
+            .is_none_or(|(engine, _, _)| engine.failure().is_some())
+    }
+
+    /// Tasks of the run not finished yet.
+    pub fn unfinished(&self) -> usize {
+        self.run.map_or(0, |(engine, _, _)| engine.unfinished())
+    }
+}
+
+/// Runs `work` as [`execute`] does while `beside` runs on the calling thread, with an
+/// [`Inbox`] through which it delivers the inputs the workload's tasks wait for from
+/// outside the run ([`Workload::outside_inputs`]): the distributed factorisation's
+/// communication loop. `beside` is called exactly once, also when the run fails before it
+/// starts (its inbox then says so). If it returns while tasks still wait for inputs from
+/// outside, the run ends with [`TaskFailure::Outside`] (they would wait for inputs nobody
+/// delivers); a panic in it ends the run too and is resumed once the workers are done.
+pub fn execute_beside<R>(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+    beside: impl FnOnce(&Inbox<'_, '_>) -> R,
+) -> (Result<Trace, RunError>, R) {
+    let mut beside = Some(beside);
+    let mut result = None;
+    let trace = run_beside(platform, work, options, &mut |inbox| {
+        if let Some(f) = beside.take() {
+            result = Some(f(inbox));
+        }
+    });
+    let result = match result {
+        Some(r) => r,
+        // Not called yet: the run failed before it started.
+        None => (beside.take().expect("beside is called once"))(&Inbox { run: None }),
+    };
+    (trace, result)
+}
+
+/// [`execute_beside`]'s run, with `beside` called once the workers run (not at all if the
+/// run fails before).
+fn run_beside(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+    beside: &mut dyn FnMut(&Inbox<'_, '_>),
+) -> Result<Trace, RunError> {
+    let graph = work.graph();
+    let workers = platform.workers();
+    let setup_error = |(step, failure)| RunError {
+        step,
+        failure,
+        trace: Box::new(Trace::new(workers.to_vec(), Vec::new(), 0.0)),
+    };
+
+    let models = platform.models();
+    let devices: Vec<&dyn Device> = platform.devices().iter().map(|d| &*d.device).collect();
+    let mut capacities = vec![None];
+    capacities.extend(devices.iter().map(|d| Some(d.budget())));
+    let (ctx, tables) = crate::prepare::prepare(
+        workers,
+        graph,
+        graph.ids().map(|t| work.key(t)),
+        &|tile| work.tile_bytes(tile),
+        options,
+        |k, c| models.get(k, c).copied().unwrap_or_default(),
+        capacities,
+    )
+    .map_err(setup_error)?;
+    let links = platform.links();
+    let copy_seconds = |from, to, bytes| crate::platform::copy_seconds(&links, from, to, bytes);
+    let estimate = tables.estimate(workers, &copy_seconds);
+    let engine = Engine::new(graph, ctx, &tables, &estimate, options, |t| {
+        work.outside_inputs(t)
+    })
+    .map_err(setup_error)?;
+    // One run at a time per platform: its pools and device memory serve one run.
+    let _busy = platform.lock_run();
+
+    let mut carrier = Devices {
+        work,
+        devices,
+        inflight: InFlight::default(),
+        behind: Mutex::new(Vec::new()),
+        transfers: Mutex::new(Vec::new()),
+        start: Instant::now(),
+    };
+    // Placed tiles are copied and waited for before the clock starts, and not traced.
+    let placed = engine.place(&carrier).and_then(|()| {
+        carrier
+            .devices
+            .iter()
+            .try_for_each(|d| d.wait_uploads())
+            .map_err(TaskFailure::Kernel)
+    });
+    if let Err(failure) = placed {
+        let failure = match failure {
+            TaskFailure::Memory(no_room) => TaskFailure::Kernel(KernelError::Gpu {
+                message: format!("the placed operands do not fit: {no_room}"),
+            }),
+            other => other,
+        };
+        engine.fail(RunStep::Setup, failure);
+    }
+    carrier
+        .transfers
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    carrier.start = Instant::now();
+    engine.push_roots(&carrier);
+    let signal = Signal::new();
+    let clusters = platform.clusters();
+    let (per_worker, panicked): (Vec<Vec<TaskEvent>>, _) = std::thread::scope(|s| {
+        let (engine, carrier, signal) = (&engine, &carrier, &signal);
+        let copiers: Vec<_> = platform
+            .devices()
+            .iter()
+            .map(|device| {
+                let (sender, receiver) = mpsc::channel();
+                lock(&carrier.behind).push(sender);
+                s.spawn(move || {
+                    hetla_clusters::pin_current_thread(device.core);
+                    write_back_loop(engine, carrier, receiver);
+                })
+            })
+            .collect();
+        let mut threads: Vec<_> = clusters
+            .iter()
+            .enumerate()
+            .map(|(w, cluster)| {
+                s.spawn(move || {
+                    cluster.pool().install(|| {
+                        worker_loop(engine, carrier, signal, WorkerId(w), cluster.size())
+                    })
+                })
+            })
+            .collect();
+        for (i, device) in platform.devices().iter().enumerate() {
+            let w = WorkerId(clusters.len() + i);
+            threads.push(s.spawn(move || {
+                hetla_clusters::pin_current_thread(device.core);
+                device_loop(engine, carrier, signal, w, &*device.device)
+            }));
+        }
+        // The inputs from outside the run, on this thread while the workers run.
+        let inbox = Inbox {
+            run: Some((engine, carrier, signal)),
+        };
+        let besides = catch_unwind(AssertUnwindSafe(|| beside(&inbox)));
+        // Returning early is fine when no task waits for it (or the run is over).
+        if !engine.stopped() && (besides.is_err() || engine.outside_left() > 0) {
+            inbox.fail(match &besides {
+                Ok(()) => {
+                    "the inputs from outside the run ended before the tasks waiting for them".into()
+                }
+                Err(panic) => format!(
+                    "delivering the inputs from outside the run panicked: {}",
+                    panic_message(&**panic)
+                ),
+            });
+        }
+        let events = threads
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        // The workers are done: the write-back threads finish what they were given.
+        lock(&carrier.behind).clear();
+        for copier in copiers {
+            let _ = copier.join();
+        }
+        (events, besides.err())
+    });
+    engine.flush(&carrier, carrier.now());
+    for device in &carrier.devices {
+        device.clear();
+    }
+    let makespan = carrier.now();
+    let events = per_worker.into_iter().flatten().collect();
+    let mut trace = Trace::new(workers.to_vec(), events, makespan);
+    trace.transfers = carrier
+        .transfers
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+
+    // Keep what this run learned: its samples are added to the platform's models (and,
+    // when they are saved, merged into the store's file).
+    let (ctx, failure) = engine.into_parts();
+    let fresh = ctx.into_fresh();
+    let (keys, classes) = (&tables.keys, &tables.classes);
+    platform.update_models(|models| {
+        for (i, stats) in fresh.iter().enumerate() {
+            if stats.samples > 0 {
+                let (key, class) = (&keys[i / classes.len()], &classes[i % classes.len()]);
+                models.merge(key.clone(), class.clone(), stats);
+            }
+        }
+    });
+    if let Some(panic) = panicked {
+        std::panic::resume_unwind(panic);
+    }
+    match failure {
+        None => Ok(trace),
+        Some((step, failure)) => Err(RunError {
+            step,
+            failure,
+            trace: Box::new(trace),
+        }),
+    }
+}

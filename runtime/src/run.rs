@@ -1,0 +1,175 @@
+//! The vocabulary of a run, shared by the engine, both executors and their callers: the
+//! work ([`Workload`]), its options ([`RunOptions`], [`WriteBack`]) and how it fails
+//! ([`RunStep`], [`TaskFailure`], [`RunError`]).
+
+use std::sync::Arc;
+
+use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
+use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Par};
+
+use crate::data::{MemoryNode, NoRoom};
+use crate::perfmodel::KernelKey;
+use crate::schedulers::{DMDA_BETA, Planned, Scheduler, SchedulerKind, StaticPlan};
+use crate::trace::Trace;
+use crate::workers::ResourceKind;
+
+/// Work for the runtime: a task graph and how to run each task.
+pub trait Workload: Sync {
+    /// The tasks and their dependencies.
+    fn graph(&self) -> &TaskGraph;
+    /// The performance-model key of a task (its operation and operand shapes).
+    fn key(&self, task: TaskId) -> KernelKey;
+    /// Bytes of a tile (for data transfers).
+    fn tile_bytes(&self, tile: TileRef) -> usize;
+    /// Runs a task with the given parallelism, on the calling thread's pool.
+    fn run(&self, task: TaskId, par: Par) -> Result<(), KernelError>;
+    /// The host storage of a tile, in its precision, for copies to devices (`None`: the
+    /// workload has none, and cannot run on a platform with devices).
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+        let _ = tile;
+        None
+    }
+    /// The host storage of a tile, writable, for copies back from devices (`None` for a
+    /// tile that may not be written).
+    ///
+    /// # Safety
+    /// No other view of the tile may be used while the returned one lives.
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
+        let _ = tile;
+        None
+    }
+    /// How many inputs of `task` come from outside the run (tiles another process sends):
+    /// the task is ready once its predecessors have ended and [`Inbox::arrived`] was called
+    /// that many times for it. Only [`execute_beside`] can deliver them.
+    fn outside_inputs(&self, task: TaskId) -> usize {
+        let _ = task;
+        0
+    }
+}
+
+/// Where a run failed, in the order failures are reported (the earliest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum RunStep {
+    /// Before any task: the plan, the scheduler, placing the operands.
+    Setup,
+    /// A task, by its index in the graph.
+    Task(TaskId),
+    /// The final write-back of device-resident tiles to host memory.
+    WriteBack,
+    /// The inputs from outside the run ([`execute_beside`]): they failed or never came.
+    Outside,
+}
+
+/// Options of one run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The scheduling policy.
+    pub scheduler: SchedulerKind,
+    /// Operations restricted to some resource kinds (others run anywhere).
+    pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
+    /// A static allocation to follow instead of `scheduler` (see [`StaticPlan`](crate::StaticPlan)).
+    pub plan: Option<Arc<StaticPlan>>,
+    /// Tiles put on a memory node before the clock starts: `Mode::Read` adds a copy there
+    /// (the host keeps its own), `Mode::ReadWrite` leaves that copy the only valid one.
+    /// Data "already on the device"; the copies are neither timed nor traced.
+    pub placement: Vec<(TileRef, MemoryNode, Mode)>,
+    /// dmda's beta, the weight of transfer time in its scores (`None`:
+    /// [`DMDA_BETA`]); other policies ignore it.
+    pub dmda_beta: Option<f64>,
+    /// When a device's copy of a tile goes back to host memory.
+    pub write_back: WriteBack,
+    /// Each task's priority, to use instead of its bottom level in the graph (one per
+    /// task): a distributed run's part of a graph ranks its tasks by their bottom levels
+    /// in the whole graph, remote successors included.
+    pub priorities: Option<Arc<[f64]>>,
+}
+
+/// When a tile modified on a device is written back to host memory (besides an eviction,
+/// which writes back a last copy at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WriteBack {
+    /// As soon as it is final (its last writer ended), while the run goes on; the device
+    /// keeps a shared copy for the tasks that still read it. The flush at the end of the
+    /// run then has little or nothing left to copy.
+    #[default]
+    Final,
+    /// In the flush at the end of the run, as StarPU does when the data is unregistered
+    /// (the policy of the runs the papers measured).
+    AtEnd,
+}
+
+impl std::str::FromStr for WriteBack {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "final" => Ok(Self::Final),
+            "end" => Ok(Self::AtEnd),
+            _ => Err(format!(
+                "{s:?}: expected final (when a tile is final) or end (at the end of the run)"
+            )),
+        }
+    }
+}
+
+impl RunOptions {
+    /// The scheduler of a run on `workers` workers with `tasks` tasks: the static plan's
+    /// when there is one (checked against the run), else a fresh one of `scheduler`'s kind.
+    pub(crate) fn build_scheduler(
+        &self,
+        workers: usize,
+        tasks: usize,
+    ) -> Result<Box<dyn Scheduler>, String> {
+        match &self.plan {
+            Some(plan) => {
+                plan.check(tasks, workers)?;
+                Ok(Box::new(Planned::new(plan.clone(), workers, tasks)))
+            }
+            None => Ok(self
+                .scheduler
+                .build_with_beta(workers, self.dmda_beta.unwrap_or(DMDA_BETA))),
+        }
+    }
+
+    /// The name of the policy the run follows ("static" with a plan).
+    pub fn policy_name(&self) -> &'static str {
+        if self.plan.is_some() {
+            "static"
+        } else {
+            self.scheduler.name()
+        }
+    }
+}
+
+/// Why a run failed at its [`RunStep`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TaskFailure {
+    /// The kernel (or a copy to or from a device) returned an error.
+    Kernel(KernelError),
+    /// The task panicked; the panic message.
+    Panic(String),
+    /// Its worker's memory node cannot hold the tiles it needs.
+    Memory(NoRoom),
+    /// No worker of the platform may run the task's operation (the run's restrictions).
+    NoWorker,
+    /// The run's static plan does not fit its graph or its workers.
+    Plan(String),
+    /// The inputs from outside the run failed (another process's failure, a lost
+    /// message); why.
+    Outside(String),
+}
+
+/// A failed run: the first failing task (lowest index), its failure, and the trace of what
+/// did run.
+#[derive(Debug)]
+pub struct RunError {
+    /// Where it failed.
+    pub step: RunStep,
+    /// What happened.
+    pub failure: TaskFailure,
+    /// The tasks that ran before the run stopped (boxed: errors stay small).
+    pub trace: Box<Trace>,
+}

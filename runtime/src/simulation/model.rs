@@ -1,0 +1,166 @@
+//! What a simulated run is given and gives: the modelled machine of a node, the work, the
+//! options, and the distributed run's nodes, messages and trace.
+
+use std::sync::Arc;
+
+use hetla_factorizations::{TaskGraph, TaskId, TileRef};
+
+use crate::data::{HOST, MemoryNode};
+use crate::link::{Hop, LinkModel};
+use crate::perfmodel::{KernelKey, ResourceClass};
+use crate::run::RunOptions;
+use crate::trace::Trace;
+use crate::workers::WorkerInfo;
+use crate::{Error, Result};
+
+/// A modelled machine's workers, memory nodes and links, as a simulated run sees them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimPlatform {
+    /// The workers: CPU clusters on the host node, then one per GPU on its own node.
+    pub workers: Vec<WorkerInfo>,
+    /// Capacity of each memory node in bytes (`None`: unlimited; node 0 is the host).
+    pub capacities: Vec<Option<usize>>,
+    /// The host-GPU links (`None` without GPUs).
+    pub link: Option<LinkModel>,
+    /// Seconds a CPU worker spends between two tasks (the runtime's own work).
+    pub cpu_task_overhead: f64,
+}
+
+impl SimPlatform {
+    /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged
+    /// GPU-to-GPU copy counts both hops).
+    pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
+        match self.link {
+            Some(link) => crate::link::copy_seconds(|_| link, from, to, bytes),
+            None => 0.0,
+        }
+    }
+
+    /// Whether GPUs copy to each other directly (through a switch).
+    pub(super) fn peer_links(&self) -> bool {
+        self.link.is_some_and(|l| l.p2p.is_some())
+    }
+
+    /// The GPUs' memory nodes.
+    pub(super) fn gpu_nodes(&self) -> impl Iterator<Item = MemoryNode> {
+        (1..self.capacities.len()).map(MemoryNode)
+    }
+
+    /// The node whose host link `node` uses: the first GPU of its group when GPUs share
+    /// host links ([`LinkModel::host_shared_by`]), itself otherwise.
+    pub(super) fn host_link_of(&self, node: MemoryNode) -> MemoryNode {
+        if node == HOST {
+            return HOST;
+        }
+        let shared = self.link.map_or(1, |l| l.host_shared_by.max(1));
+        MemoryNode(1 + (node.0 - 1) / shared * shared)
+    }
+
+    /// The link directions a copy uses (at most two), each with its rate.
+    pub(super) fn hops(&self, from: MemoryNode, to: MemoryNode) -> [Option<Hop>; 2] {
+        match self.link {
+            Some(link) => crate::link::hops(|_| link, from, to),
+            None => [None, None],
+        }
+    }
+}
+
+/// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
+/// and the duration of a kernel on a class (`None`: the class has no rate for it).
+#[derive(Clone, Copy)]
+pub struct SimWork<'a> {
+    /// The tasks and their dependencies.
+    pub graph: &'a TaskGraph,
+    /// Kernel of each task.
+    pub keys: &'a [KernelKey],
+    /// Bytes of a tile.
+    pub tile_bytes: &'a dyn Fn(TileRef) -> usize,
+    /// Seconds a kernel takes on a class.
+    pub duration: &'a dyn Fn(&KernelKey, &ResourceClass) -> Option<f64>,
+}
+
+/// Options of a simulated run.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Scheduler and restrictions, as for a real run.
+    pub run: RunOptions,
+    /// Seed of the duration noise.
+    pub seed: u64,
+    /// Relative amplitude of the duration noise (0: every task lasts its model duration).
+    pub noise: f64,
+}
+
+impl SimOptions {
+    /// Checks the noise amplitude: in [0, 1), so that durations stay positive.
+    pub fn check(&self) -> Result<()> {
+        if (0.0..1.0).contains(&self.noise) {
+            Ok(())
+        } else {
+            Err(Error::InvalidOption {
+                option: "noise",
+                reason: format!(
+                    "{} is not in [0, 1): durations must stay positive",
+                    self.noise
+                ),
+            })
+        }
+    }
+}
+
+/// One node of a simulated distributed run (one MPI rank): its platform, its tasks, and
+/// their priorities.
+#[derive(Clone, Copy)]
+pub struct SimRank<'a> {
+    /// The node's modelled machine.
+    pub platform: &'a SimPlatform,
+    /// The tasks it runs.
+    pub work: SimWork<'a>,
+    /// Their priorities (`None`: the run options', else their bottom levels in `work`'s
+    /// graph). A rank's own graph misses its tasks' remote successors: a distributed run
+    /// gives the whole graph's.
+    pub priorities: Option<&'a Arc<[f64]>>,
+}
+
+/// A tile one node sends another once its writer has ended: one message on the network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimMessage {
+    /// The tile.
+    pub tile: TileRef,
+    /// The sending rank.
+    pub from: usize,
+    /// The sender's task after which the tile is sent (it writes the tile).
+    pub writer: TaskId,
+    /// The receiving rank.
+    pub to: usize,
+    /// The receiver's tasks that read it, once per access: each waits for it as an input
+    /// from outside its rank's run.
+    pub readers: Vec<TaskId>,
+}
+
+/// One message's trip over the network.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageEvent {
+    /// The tile.
+    pub tile: TileRef,
+    /// Sending rank.
+    pub from: usize,
+    /// Receiving rank.
+    pub to: usize,
+    /// Bytes sent.
+    pub bytes: usize,
+    /// Start, seconds since the run began.
+    pub start: f64,
+    /// End (arrival), seconds since the run began.
+    pub end: f64,
+}
+
+/// A simulated distributed run: each node's trace and the messages between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridTrace {
+    /// Each rank's run on its own workers; every trace's makespan is the whole run's.
+    pub ranks: Vec<Trace>,
+    /// The messages, by start time.
+    pub messages: Vec<MessageEvent>,
+    /// The end of the last task, copy or message on any node.
+    pub makespan: f64,
+}
