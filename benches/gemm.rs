@@ -1,12 +1,9 @@
 //! Gflop/s (2 m n k flops, shown as Gelem/s) of `hetla::Gemm` on this machine's cores
-//! beside faer's product of the same matrices on the same cores, and the time to plan and
-//! simulate the sirocco product of the PERI-SUM target (n = 30720, tile 960) per strategy.
-//! Run: `cargo bench --bench gemm`.
+//! beside faer's product of the same matrices on the same cores (the simulated product is
+//! `hetla-lab`'s bench). Run: `cargo bench --bench gemm`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::{Accum, Mat, Par};
-use hetla::gemm::Strategy;
-use hetla::model::{Modelled, PlatformModel};
 use hetla::{Backend, ClusterSpec, Gemm, Platform, matgen::random};
 
 fn real(c: &mut Criterion) {
@@ -47,28 +44,5 @@ fn real(c: &mut Criterion) {
     group.finish();
 }
 
-fn simulated(c: &mut Criterion) {
-    let mut group = c.benchmark_group("gemm-simulated-sirocco-30720");
-    group.sample_size(10);
-    let sirocco = PlatformModel::preset("sirocco").unwrap();
-    let spec: ClusterSpec = "2x10".parse().unwrap();
-    for strategy in Strategy::CONCRETE {
-        group.bench_function(strategy.to_string(), |bench| {
-            bench.iter(|| {
-                Gemm::new()
-                    .strategy(strategy)
-                    .tile(960)
-                    .simulate_traced(
-                        &Modelled::new(&sirocco, &spec, 4),
-                        (30720, 30720, 30720),
-                        &Default::default(),
-                    )
-                    .unwrap()
-            })
-        });
-    }
-    group.finish();
-}
-
-criterion_group!(benches, real, simulated);
+criterion_group!(benches, real);
 criterion_main!(benches);

@@ -3,11 +3,11 @@
 //! inverse (target: <= 2 us per task at 1 and 2 workers).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hetla::factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
-use hetla::runtime::{
+use hetla::{Backend, ClusterSpec, Par};
+use hetla_factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
+use hetla_runtime::{
     KernelKey, ModelStore, Platform, RunOptions, SchedulerKind, Workload, execute,
 };
-use hetla::{Backend, ClusterSpec, Par};
 
 /// The tasks of a tiled Cholesky graph, doing nothing.
 struct Empty(TaskGraph);

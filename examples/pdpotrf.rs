@@ -20,8 +20,8 @@ fn main() -> hetla::Result<()> {
     let runs: usize = arg(3, "3").parse().expect("runs");
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
-    let a = DistributedMatrix::random_spd(&world, n, tile, grid, 1)?;
-    let done = hetla::distributed::scalapack::pdpotrf(&world, &a, runs)?;
+    let a = DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, 1)?;
+    let done = hetla::distributed::scalapack::potrf(&world, &a, runs)?;
     let residual = if n <= 4096 {
         let (a, l) = (a.gather(&world)?, done.factor.gather(&world)?);
         a.zip(l)

@@ -22,7 +22,7 @@ fn main() -> Result<(), hetla::Error> {
     let factor = hetla::Cholesky::new().tile(256).factor(a.as_ref())?;
     let y = factor.solve(b.as_ref())?;
     // A platform keeps its pinned pools and learned models across calls.
-    let spec: hetla::ClusterSpec = "auto".parse().map_err(hetla::Error::Cluster)?;
+    let spec: hetla::ClusterSpec = "auto".parse()?;
     let platform = std::sync::Arc::new(hetla::Platform::new(&spec, hetla::Backend::Faer)?);
     let factor = hetla::Cholesky::new()
         .platform(platform)

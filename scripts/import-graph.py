@@ -11,7 +11,8 @@ path (`crate::a::b`, `super::c`, `self::d`) in its code, comments and strings le
 A path that names an item re-exported by a module (`pub use x::Item`) leads to the module
 that defines the item, as the compiler resolves it; a re-export is itself an edge from
 the re-exporting module to the defining one, and `mod x;` alone is not an edge. Paths
-into other crates are not edges: Cargo already keeps the crates' graph acyclic.
+into other crates, also through a re-export, are not edges: Cargo already keeps the
+crates' graph acyclic.
 
 A circle is a strongly connected component of more than one file; each is printed with
 one cycle through it. With none, each crate's files are printed by layer: a file's layer
@@ -23,6 +24,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# What a name re-exported from another crate resolves to: no module of this crate.
+EXTERN = ("<extern>",)
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
@@ -223,19 +226,22 @@ class Crate:
         if segments and segments[0] != "*":
             name = segments[0]
             target = self.reexports.get(module, {}).get(name)
+            if target == EXTERN and name not in self.defines.get(module, set()):
+                return None
             if target and target not in seen and name not in self.defines.get(module, set()):
                 return self.resolve(target, seen + (target,))
         return self.file_of(module)
 
     def graph(self):
-        # Re-exports first: the names each module makes visible through `use`.
+        # Re-exports first: the names each module makes visible through `use` (a name from
+        # another crate leads out of this crate's graph).
         for file_module in self.files:
             for scope, p, is_pub in self.raw_uses[file_module]:
                 absolute = self.absolute(scope, p)
                 if absolute is not None and absolute[-1] != "*":
                     self.reexports.setdefault(scope, {})[absolute[-1]] = absolute
                 elif absolute is None and len(p) > 1 and p[-1] != "*":
-                    pass
+                    self.reexports.setdefault(scope, {})[p[-1]] = EXTERN
         # The names each scope brings in with `use`, for paths that start with one.
         self.names = {}
         for file_module in self.files:
@@ -251,14 +257,14 @@ class Crate:
                 if absolute is None:
                     continue
                 target = self.resolve(absolute)
-                if target != file_module:
+                if target is not None and target != file_module:
                     edges[file_module].add(target)
             for scope, p in self.raw_paths[file_module]:
                 absolute = self.absolute(scope, p)
                 if absolute is None:
                     continue
                 target = self.resolve(absolute)
-                if target != file_module:
+                if target is not None and target != file_module:
                     edges[file_module].add(target)
         return edges
 

@@ -9,34 +9,14 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
-use hetla_factorizations::{TaskGraph, backward_substitution, cholesky, forward_substitution};
 use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
+use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
-use crate::tile_work::{TileWork, run_error};
-use crate::tiled::mat_from_slice;
-use crate::{Error, Result, TiledMatrix};
-use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace, execute};
-
-/// The tile size used when no platform's models can choose one (see
-/// [`crate::tile_choice`]), from the order `n` and the backend.
-///
-/// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
-/// Beyond that, in real precisions 512 for faer and 1024 for OpenBLAS (capped at n), the
-/// best tiles of a sweep over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a
-/// 2-core machine. A complex tile holds 4 times the flops of a real one of its side, so
-/// complex tiles are smaller: 384 and 768 (z at n = 4096 on OpenBLAS: 70 Gflop/s at 768,
-/// 66 at 512, 55 at 1024).
-pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
-    if n <= crate::tile_choice::SINGLE_TILE_UP_TO {
-        return n.max(1);
-    }
-    match (backend, precision.is_complex()) {
-        (Backend::Faer, false) => 512,
-        (Backend::Faer, true) => 384,
-        (Backend::OpenBlas, false) => n.min(1024),
-        (Backend::OpenBlas, true) => n.min(768),
-    }
-}
+use crate::plan::{
+    Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_cholesky_tile, default_tile_size,
+};
+use crate::tiles::{Matrices, TiledMatrix, mat_from_slice};
+use crate::{Error, Result};
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
@@ -115,7 +95,7 @@ impl Cholesky {
     }
 
     /// The tile size used for a matrix of order `n`: the one given, else the one the
-    /// platform's performance models predict fastest ([`crate::tile_choice`]; the first
+    /// platform's performance models predict fastest (see [`Cholesky::plan`]; the first
     /// call for a new size may time the kernels on the candidate tiles), else
     /// [`default_tile_size`].
     pub fn tile_size_for(&self, n: usize) -> usize {
@@ -125,22 +105,47 @@ impl Cholesky {
     /// [`Cholesky::tile_size_for`] a matrix in `precision`: the models choose in f64; other
     /// precisions take the given tile or [`default_tile_size`].
     pub fn tile_size_in(&self, n: usize, precision: Precision) -> usize {
-        if let Some(b) = self.tile {
-            return b;
-        }
-        if n <= crate::tile_choice::SINGLE_TILE_UP_TO {
-            return n.max(1);
-        }
         match self.resolve_platform() {
-            Ok(platform) if precision == Precision::D => {
-                crate::tile_choice::choose_cholesky_tile(&platform, n).map_or_else(
-                    |_| default_tile_size(n, platform.backend(), precision),
-                    |c| c.tile,
-                )
-            }
-            Ok(platform) => default_tile_size(n, platform.backend(), precision),
-            Err(_) => default_tile_size(n, self.backend, precision),
+            Ok(platform) => self.tile_and_choice(&platform, n, precision).map_or_else(
+                |_| default_tile_size(n, platform.backend(), precision),
+                |c| c.0,
+            ),
+            Err(_) => self
+                .tile
+                .unwrap_or_else(|| default_tile_size(n, self.backend, precision)),
         }
+    }
+
+    /// The plan of the factorisation of an `n x n` matrix in `precision` on this builder's
+    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else for
+    /// f64 the one the platform's performance models predict fastest (timing first the
+    /// candidates they lack, see [`TileChoice`]), else [`default_tile_size`]. Matrices up
+    /// to 512 are one tile. [`Cholesky::factor_planned`] runs it.
+    pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
+        let platform = self.resolve_platform()?;
+        let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;
+        Ok(Plan::cholesky(n, tile, precision)?.with_choice(choice))
+    }
+
+    /// The tile for order `n` in `precision` on `platform`, and the models' choice when
+    /// they made it.
+    fn tile_and_choice(
+        &self,
+        platform: &Arc<Platform>,
+        n: usize,
+        precision: Precision,
+    ) -> Result<(usize, Option<TileChoice>)> {
+        if let Some(b) = self.tile {
+            return Ok((b, None));
+        }
+        if n <= SINGLE_TILE_UP_TO {
+            return Ok((n.max(1), None));
+        }
+        if precision == Precision::D {
+            let choice = choose_cholesky_tile(platform, n)?;
+            return Ok((choice.tile, Some(choice)));
+        }
+        Ok((default_tile_size(n, platform.backend(), precision), None))
     }
 
     /// The platform a run uses: the one given, or the process-wide one of the options'
@@ -189,15 +194,15 @@ impl Cholesky {
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other
-    /// through the task graph and the runtime. Returns the tile size.
+    /// through its plan and the runtime. Returns the tile size.
     fn factor_direct_or_tiled<T: Scalar>(
         &self,
-        platform: &Platform,
+        platform: &Arc<Platform>,
         mut a: MatMut<'_, T>,
     ) -> Result<usize> {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
-        let tile = self.tile_size_in(n, T::PRECISION);
+        let (tile, choice) = self.tile_and_choice(platform, n, T::PRECISION)?;
         if tile >= n {
             check_finite_lower("A", a.as_ref())?;
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
@@ -212,16 +217,24 @@ impl Cholesky {
                 });
             }
         }
-        self.factor_on(platform, a, tile).map(|_| tile)
+        let plan = Plan::cholesky(n, tile, T::PRECISION)?.with_choice(choice);
+        self.factor_on(platform, &plan, a).map(|_| tile)
     }
 
     /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through
     /// the runtime, also for a matrix of one tile).
     pub fn factor_in_place_traced<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<Trace> {
-        let platform = self.resolve_platform()?;
         check_square("A", a.nrows(), a.ncols())?;
-        let tile = self.tile_size_in(a.nrows(), T::PRECISION);
-        self.factor_on(&platform, a, tile)
+        let plan = self.plan(a.nrows(), T::PRECISION)?;
+        self.factor_planned(&plan, a)
+    }
+
+    /// Factors `a` in place by `plan` (from [`Cholesky::plan`]: a Cholesky factorisation of
+    /// `a`'s order in `a`'s precision) on this builder's platform, always through the
+    /// runtime; returns the trace of the run.
+    pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
+        let platform = self.resolve_platform()?;
+        self.factor_on(&platform, plan, a)
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading
@@ -230,30 +243,32 @@ impl Cholesky {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
-    /// Factors the square `a` in tiles of `tile` through the task graph and the runtime.
+    /// Factors the square `a` by `plan` through its task graph and the runtime.
     fn factor_on<T: Scalar>(
         &self,
         platform: &Platform,
+        plan: &Plan,
         a: MatMut<'_, T>,
-        tile: usize,
     ) -> Result<Trace> {
+        check_square("A", a.nrows(), a.ncols())?;
+        if plan.algorithm() != (Algorithm::Cholesky { n: a.nrows() }) {
+            return Err(Error::InvalidOption {
+                option: "plan",
+                reason: format!(
+                    "the plan is a {} of order {:?}, the matrix of order {}",
+                    plan.algorithm().name(),
+                    plan.algorithm(),
+                    a.nrows()
+                ),
+            });
+        }
         check_finite_lower("A", a.as_ref())?;
-        crate::limits::check_cholesky(a.nrows(), tile, 0)?;
-        let a = TiledMatrix::new(a, tile, "A")?;
-        let mut graph = cholesky(a.tiling())?;
-        graph.scale_flops(T::PRECISION.flop_factor());
-        let work = TileWork {
-            graph: &graph,
-            matrices: &[&a],
-            backend: platform.backend(),
-        };
+        let a = TiledMatrix::new(a, plan.tile(), "A")?;
         let options = RunOptions {
             scheduler: self.scheduler,
             ..RunOptions::default()
         };
-        let trace = execute(platform, &work, &options)
-            .map_err(|e| run_error(&graph, Some(a.tiling()), e))?;
-        Ok(trace)
+        plan.execute(platform, &Matrices(&[&a]), &options)
     }
 }
 
@@ -337,24 +352,15 @@ impl<T: Scalar> Factor<T> {
     }
 
     fn solve_tiled(&self, b: MatMut<'_, T>) -> Result<()> {
+        let plan = Plan::cholesky_solve(self.n(), b.ncols(), self.tile, T::PRECISION)?;
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
-        let mut graph = TaskGraph::new();
-        forward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
-        backward_substitution(&mut graph, l.tiling(), rhs.tiling())?;
-        graph.scale_flops(T::PRECISION.flop_factor());
-        let work = TileWork {
-            graph: &graph,
-            matrices: &[&l, &rhs],
-            backend: self.platform.backend(),
-        };
         let options = RunOptions {
             scheduler: self.scheduler,
             ..RunOptions::default()
         };
-        execute(&self.platform, &work, &options)
+        plan.execute(&self.platform, &Matrices(&[&l, &rhs]), &options)
             .map(|_| ())
-            .map_err(|e| run_error(&graph, None, e))
     }
 }
 

@@ -82,7 +82,7 @@ pub enum Error {
     },
     /// An error from a tile kernel (backend not built, operands rejected...).
     #[error(transparent)]
-    Kernel(KernelError),
+    Kernel(#[from] KernelError),
     /// A task panicked inside its kernel; the run stopped cleanly.
     #[error("task {task} ({op}) panicked: {message}")]
     TaskPanicked {
@@ -93,36 +93,9 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
-    /// The topology or the cluster spec is unusable.
-    #[error(transparent)]
-    Cluster(#[from] hetla_clusters::ClusterError),
-    /// A performance-model file could not be read or written.
-    #[error("performance models in {path}: {reason}")]
-    PerfModel {
-        /// The file.
-        path: String,
-        /// What failed.
-        reason: String,
-    },
-    /// An output file (trace, chart) could not be written.
-    #[error("cannot write {path}: {reason}")]
-    Output {
-        /// The file.
-        path: String,
-        /// What failed.
-        reason: String,
-    },
     /// An error in describing a tiling.
     #[error(transparent)]
     Tiling(TilingError),
-    /// A platform model (preset or file) that cannot be used.
-    #[error("platform model {name}: {reason}")]
-    PlatformModel {
-        /// The preset name or file.
-        name: String,
-        /// What is wrong.
-        reason: String,
-    },
     /// A lower bound could not be computed.
     #[error(transparent)]
     Bounds(#[from] hetla_bounds::BoundsError),
@@ -134,13 +107,12 @@ pub enum Error {
         /// What it needs against what there is.
         reason: String,
     },
-    /// A memory node (a GPU's budget) is too small for the tiles a task needs there.
+    /// The runtime's error, kept whole: a platform or its devices that cannot be built,
+    /// performance models or files that cannot be read or written, a memory node too
+    /// small for a task's tiles, no worker for a task, a plan that does not fit, a
+    /// scheduler that stalled.
     #[error(transparent)]
-    Memory(#[from] hetla_runtime::NoRoom),
-    /// A run that could not go on: no worker for a task, a plan that does not fit, a
-    /// scheduler that stalled (the runtime's own error, kept whole).
-    #[error(transparent)]
-    Runtime(hetla_runtime::Error),
+    Runtime(#[from] hetla_runtime::Error),
     /// Threads could not be started.
     #[error("cannot start {threads} threads: {reason}")]
     Spawn {
@@ -148,15 +120,6 @@ pub enum Error {
         threads: usize,
         /// What the system said.
         reason: String,
-    },
-    /// A peer library timed beside hetla (`--compare`) failed on the matrix.
-    #[error("the peer {name} failed on the matrix: {source}")]
-    Peer {
-        /// The peer ("OpenBLAS dpotrf").
-        name: String,
-        /// Its error.
-        #[source]
-        source: KernelError,
     },
     /// A process grid that is not PxQ with P, Q >= 1.
     #[error(transparent)]
@@ -175,26 +138,10 @@ pub enum Error {
     WriteBack(#[source] KernelError),
 }
 
-impl From<KernelError> for Error {
-    fn from(e: KernelError) -> Self {
-        Error::Kernel(e)
-    }
-}
-
-/// The runtime's errors: those hetla has a variant of keep their kind, fields and message;
-/// the others stay whole in [`Error::Runtime`].
-impl From<hetla_runtime::Error> for Error {
-    fn from(e: hetla_runtime::Error) -> Self {
-        use hetla_runtime::Error as E;
-        match e {
-            E::InvalidOption { option, reason } => Error::InvalidOption { option, reason },
-            E::Kernel(e) => Error::Kernel(e),
-            E::Cluster(e) => Error::Cluster(e),
-            E::PerfModel { path, reason } => Error::PerfModel { path, reason },
-            E::Output { path, reason } => Error::Output { path, reason },
-            E::Memory(e) => Error::Memory(e),
-            other => Error::Runtime(other),
-        }
+/// A cluster spec or topology error, as the runtime reports it (it builds the platforms).
+impl From<hetla_clusters::ClusterError> for Error {
+    fn from(e: hetla_clusters::ClusterError) -> Self {
+        Error::Runtime(e.into())
     }
 }
 
@@ -222,28 +169,14 @@ impl Error {
             Error::InvalidOption { .. } => "invalid_option",
             Error::Kernel(_) => "kernel",
             Error::TaskPanicked { .. } => "task_panicked",
-            Error::Cluster(_) => "cluster",
-            Error::PerfModel { .. } => "perf_model",
-            Error::Output { .. } => "output",
             Error::Tiling(_) => "tiling",
-            Error::PlatformModel { .. } => "platform_model",
             Error::Bounds(_) => "bounds",
             Error::TooLarge { .. } => "too_large",
-            Error::Memory(_) => "memory",
             Error::Runtime(e) => e.kind(),
             Error::WriteBack(_) => "write_back",
             Error::Spawn { .. } => "spawn",
-            Error::Peer { .. } => "peer",
             Error::Grid(_) => "grid",
             Error::Distributed { .. } => "distributed",
-        }
-    }
-
-    /// An [`Error::Output`] for `path`.
-    pub fn output(path: &std::path::Path, reason: impl std::fmt::Display) -> Self {
-        Self::Output {
-            path: path.display().to_string(),
-            reason: reason.to_string(),
         }
     }
 }

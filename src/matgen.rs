@@ -49,29 +49,57 @@ pub fn random_spd_block(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) -> Mat<f64> {
+    random_hpd_block(n, seed, rows, cols)
+}
+
+/// [`random_spd_block`] in any precision: the same entries in a real one (rounded in
+/// `f32`), and for a complex one a Hermitian positive definite matrix of the same kind:
+/// entry (i, j), i > j, takes draws 2i and 2i + 1 of stream j as its real and imaginary
+/// parts (each below 1/sqrt(2) in modulus, so the matrix stays strictly diagonally
+/// dominant), the diagonal is real, entries above it are the conjugates of their mirrors.
+pub fn random_hpd_block<T: hetla_kernels::Scalar>(
+    n: usize,
+    seed: u64,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) -> Mat<T> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let parts = if T::PRECISION.is_complex() { 2 } else { 1 };
     // One f64 is two 32-bit words of the stream.
     let seek = |rng: &mut ChaCha8Rng, stream: usize, draw: usize| {
         rng.set_stream(stream as u64);
-        rng.set_word_pos(2 * draw as u128);
+        rng.set_word_pos(2 * (parts * draw) as u128);
     };
-    let mut block = Mat::<f64>::zeros(rows.len(), cols.len());
+    // Entry (i, j), i >= j, from the stream's current position.
+    let entry = |rng: &mut ChaCha8Rng, i: usize, j: usize| {
+        let re = rng.random::<f64>() - 0.5;
+        let im = if parts == 2 {
+            rng.random::<f64>() - 0.5
+        } else {
+            0.0
+        };
+        if i == j {
+            (re + n as f64, 0.0)
+        } else {
+            (re, im)
+        }
+    };
+    let mut block = Mat::<T>::zeros(rows.len(), cols.len());
     for (c, j) in cols.clone().enumerate() {
         // Below (or on) the diagonal: consecutive draws of stream j.
         let first = rows.start.max(j);
         if first < rows.end {
             seek(&mut rng, j, first);
             for i in first..rows.end {
-                block[(i - rows.start, c)] = rng.random::<f64>() - 0.5;
-            }
-            if (rows.start..rows.end).contains(&j) {
-                block[(j - rows.start, c)] += n as f64;
+                let (re, im) = entry(&mut rng, i, j);
+                block[(i - rows.start, c)] = T::from_parts(re, im);
             }
         }
-        // Above it: entry (j, i) of stream i.
+        // Above it: the conjugate of entry (j, i), of stream i.
         for i in rows.start..rows.end.min(j) {
             seek(&mut rng, i, j);
-            block[(i - rows.start, c)] = rng.random::<f64>() - 0.5;
+            let (re, im) = entry(&mut rng, j, i);
+            block[(i - rows.start, c)] = T::from_parts(re, -im);
         }
     }
     block
@@ -98,13 +126,32 @@ pub fn random_block(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) -> Mat<f64> {
+    random_block_in(n, seed, rows, cols)
+}
+
+/// [`random_block`] in any precision: the same entries in a real one (rounded in `f32`);
+/// in a complex one, entry (i, j) takes draws 2 (j n + i) and 2 (j n + i) + 1 as its real
+/// and imaginary parts.
+pub fn random_block_in<T: hetla_kernels::Scalar>(
+    n: usize,
+    seed: u64,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) -> Mat<T> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut block = Mat::<f64>::zeros(rows.len(), cols.len());
+    let parts = if T::PRECISION.is_complex() { 2 } else { 1 };
+    let mut block = Mat::<T>::zeros(rows.len(), cols.len());
     for (c, j) in cols.enumerate() {
         // One f64 is two 32-bit words of the stream.
-        rng.set_word_pos(2 * (j * n + rows.start) as u128);
+        rng.set_word_pos(2 * (parts * (j * n + rows.start)) as u128);
         for r in 0..rows.len() {
-            block[(r, c)] = 2.0 * rng.random::<f64>() - 1.0;
+            let re = 2.0 * rng.random::<f64>() - 1.0;
+            let im = if parts == 2 {
+                2.0 * rng.random::<f64>() - 1.0
+            } else {
+                0.0
+            };
+            block[(r, c)] = T::from_parts(re, im);
         }
     }
     block
@@ -225,6 +272,34 @@ mod tests {
             );
         }
         assert_ne!(whole, random_spd_block(n, 4, 0..n, 0..n));
+    }
+
+    #[test]
+    fn blocks_in_other_precisions_are_hermitian_and_agree_with_the_whole_matrix() {
+        use hetla_kernels::c64;
+        let n = 23;
+        let whole = random_hpd_block::<c64>(n, 5, 0..n, 0..n);
+        for i in 0..n {
+            assert_eq!(whole[(i, i)].im, 0.0);
+            let off: f64 = (0..n)
+                .filter(|&j| j != i)
+                .map(|j| whole[(i, j)].norm())
+                .sum();
+            assert!(whole[(i, i)].re > off, "row {i} is not diagonally dominant");
+            for j in 0..n {
+                assert_eq!(whole[(i, j)], whole[(j, i)].conj());
+            }
+        }
+        let block = random_hpd_block::<c64>(n, 5, 4..19, 2..11);
+        assert_eq!(block, whole.as_ref().submatrix(4, 2, 15, 9).to_owned());
+        let single = random_hpd_block::<f32>(n, 5, 0..n, 0..n);
+        let double = random_spd_block(n, 5, 0..n, 0..n);
+        assert_eq!(single, Mat::from_fn(n, n, |i, j| double[(i, j)] as f32));
+        let b = random_block_in::<c64>(n, 2, 0..n, 0..3);
+        assert_eq!(
+            random_block_in::<c64>(n, 2, 5..9, 1..3),
+            b.as_ref().submatrix(5, 1, 4, 2).to_owned()
+        );
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::matgen::{random_hpd, random_spd};
-use hetla::runtime::Handle;
-use hetla::runtime::{Device, EmulatedDevice, GpuSelection, ModelStore, Platform, Trace};
-use hetla::runtime::{HOST, MemoryNode};
 use hetla::{Backend, Cholesky, ClusterSpec, Error, Scalar, c32, c64};
+use hetla_runtime::Handle;
+use hetla_runtime::{Device, EmulatedDevice, GpuSelection, ModelStore, Platform, Trace};
+use hetla_runtime::{HOST, MemoryNode};
 
 /// Emulated devices with a budget of `tiles` tiles of `b x b`, kept to query afterwards.
 fn emulated(count: usize, tiles: usize, b: usize) -> Vec<Arc<EmulatedDevice>> {
@@ -219,7 +219,7 @@ fn a_budget_below_one_task_is_a_memory_error() {
         .factor_in_place(a.as_mut())
         .unwrap_err();
     match err {
-        Error::Memory(no_room) => {
+        Error::Runtime(hetla_runtime::Error::Memory(no_room)) => {
             assert_eq!(no_room.capacity, 2 * 100 * 100 * 8);
             assert!(no_room.to_string().contains("--gpu-memory"), "{no_room}");
         }
@@ -392,7 +392,7 @@ fn a_device_keeps_several_kernels_in_flight_and_none_reads_a_tile_before_its_upl
     for (i, d) in devices.iter().enumerate() {
         assert_eq!(d.early_reads(), 0, "device {i}");
         assert!(
-            (2..=hetla::runtime::QUEUE_DEPTH).contains(&d.peak_in_flight()),
+            (2..=hetla_runtime::QUEUE_DEPTH).contains(&d.peak_in_flight()),
             "device {i} had at most {} kernels in flight",
             d.peak_in_flight()
         );

@@ -185,10 +185,11 @@ fn rank_side() {
     match words[..] {
         ["round-trip", grid] => {
             let grid: ProcessGrid = grid.parse().unwrap();
-            let generated = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let generated =
+                DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
             // Each rank holds exactly its block-cyclic tiles.
             let tiles = generated.tiles();
-            let owned = DistributedMatrix::owned(generated.tiling(), &grid, Rank(me));
+            let owned = DistributedMatrix::<f64>::owned(generated.tiling(), &grid, Rank(me));
             assert_eq!(tiles.keys().copied().collect::<Vec<_>>(), owned);
             assert!(
                 tiles
@@ -210,7 +211,7 @@ fn rank_side() {
                 assert_eq!(g, &lower);
             }
             // Scattered back from rank 0, each rank gets the same tiles again.
-            let scattered = DistributedMatrix::scatter(
+            let scattered = DistributedMatrix::<f64>::scatter(
                 &world,
                 gathered.as_ref().map(|g| g.as_ref()),
                 n,
@@ -220,7 +221,7 @@ fn rank_side() {
             .unwrap();
             assert_eq!(scattered, generated);
             // And handed over as local tiles, too.
-            let local = DistributedMatrix::from_local_tiles(
+            let local = DistributedMatrix::<f64>::from_local_tiles(
                 &world,
                 n,
                 tile,
@@ -232,8 +233,9 @@ fn rank_side() {
             println!("rank ok");
         }
         ["wrong-grid"] => {
-            let err = DistributedMatrix::random_spd(&world, n, tile, "2x2".parse().unwrap(), seed)
-                .unwrap_err();
+            let err =
+                DistributedMatrix::<f64>::random_spd(&world, n, tile, "2x2".parse().unwrap(), seed)
+                    .unwrap_err();
             assert!(
                 matches!(err, Error::InvalidOption { option: "grid", .. }),
                 "{err}"
@@ -242,20 +244,22 @@ fn rank_side() {
         }
         ["bad-tile"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
+            let mut tiles = local_tiles(DistributedMatrix::<f64>::random_spd(
+                &world, n, tile, grid, seed,
+            ));
             if me == 1 {
                 let t = tiles.iter_mut().find(|(t, _)| *t == (1, 1)).unwrap();
                 t.1 = Mat::zeros(3, 3);
             }
-            let err =
-                DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap_err();
+            let err = DistributedMatrix::<f64>::from_local_tiles(&world, n, tile, grid, tiles)
+                .unwrap_err();
             println!("refused: {err}");
         }
         #[cfg(feature = "scalapack")]
         ["pdpotrf", grid] => {
             let grid: ProcessGrid = grid.parse().unwrap();
-            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
-            let runs = hetla::distributed::scalapack::pdpotrf(&world, &a, 2).unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
+            let runs = hetla::distributed::scalapack::potrf(&world, &a, 2).unwrap();
             assert_eq!(runs.seconds.len(), 2);
             let (a, l) = (
                 a.gather(&world).unwrap(),
@@ -276,21 +280,24 @@ fn rank_side() {
         #[cfg(feature = "scalapack")]
         ["pdpotrf-not-spd"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
+            let mut tiles = local_tiles(DistributedMatrix::<f64>::random_spd(
+                &world, n, tile, grid, seed,
+            ));
             // Column 9 sits in tile column 2, on rank 0: a negative pivot there.
             for ((i, j), t) in &mut tiles {
                 if (*i, *j) == (2, 2) {
                     t[(1, 1)] = -1.0;
                 }
             }
-            let a = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
-            let err = hetla::distributed::scalapack::pdpotrf(&world, &a, 1).unwrap_err();
+            let a =
+                DistributedMatrix::<f64>::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let err = hetla::distributed::scalapack::potrf(&world, &a, 1).unwrap_err();
             println!("refused: {err}");
         }
         ["factor", grid, n, tile, clusters] => {
             let grid: ProcessGrid = grid.parse().unwrap();
             let (n, tile): (usize, usize) = (n.parse().unwrap(), tile.parse().unwrap());
-            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
             let mut l = a.clone();
             let run = Cholesky::new()
                 .clusters(clusters.parse().unwrap())
@@ -311,7 +318,7 @@ fn rank_side() {
         ["solve", grid, n, tile, nrhs] => {
             let grid: ProcessGrid = grid.parse().unwrap();
             let [n, tile, nrhs] = [n, tile, nrhs].map(|w| w.parse::<usize>().unwrap());
-            let a = DistributedMatrix::random_spd(&world, n, tile, grid, seed).unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
             let mut l = a.clone();
             let cholesky = Cholesky::new().clusters("1x1".parse().unwrap());
             cholesky.factor_distributed(&world, &mut l).unwrap();
@@ -323,11 +330,12 @@ fn rank_side() {
             if let Some((_, t)) = tiles.iter_mut().find(|((i, j), _)| (*i, *j) == (1, 0)) {
                 t[(0, 0)] += 1e-8 * n as f64;
             }
-            let wrong = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let wrong =
+                DistributedMatrix::<f64>::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
             let bad = probed_residual(&world, &a, &wrong, 3).unwrap();
             assert!(bad > RESIDUAL_THRESHOLD, "residual of a wrong factor {bad}");
 
-            let b = DistributedRhs::random(&world, (n, nrhs), tile, grid, 5).unwrap();
+            let b = DistributedRhs::<f64>::random(&world, (n, nrhs), tile, grid, 5).unwrap();
             let mut x = b.clone();
             let solve = cholesky.solve_distributed(&world, &l, &mut x).unwrap();
             assert_eq!(solve.bytes_sent_by_rank, solve.bytes_expected_by_rank);
@@ -336,7 +344,7 @@ fn rank_side() {
             // ScaLAPACK's pdpotrs with the same factor solves the same system.
             #[cfg(feature = "scalapack")]
             {
-                let peer = hetla::distributed::scalapack::pdpotrs(&world, &l, &b, 2).unwrap();
+                let peer = hetla::distributed::scalapack::potrs(&world, &l, &b, 2).unwrap();
                 assert_eq!(peer.seconds.len(), 2);
                 let peer_berr = solve_backward_error(&world, &a, &peer.x, &b).unwrap();
                 assert!(peer_berr < 1e-14, "pdpotrs's backward error {peer_berr}");
@@ -360,14 +368,17 @@ fn rank_side() {
         }
         ["factor-not-spd", grid] => {
             let grid: ProcessGrid = grid.parse().unwrap();
-            let mut tiles = local_tiles(DistributedMatrix::random_spd(&world, n, tile, grid, seed));
+            let mut tiles = local_tiles(DistributedMatrix::<f64>::random_spd(
+                &world, n, tile, grid, seed,
+            ));
             // Column 9 sits in tile (2, 2): a negative pivot there.
             for ((i, j), t) in &mut tiles {
                 if (*i, *j) == (2, 2) {
                     t[(1, 1)] = -1.0;
                 }
             }
-            let mut a = DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+            let mut a =
+                DistributedMatrix::<f64>::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
             let err = Cholesky::new()
                 .clusters("1x1".parse().unwrap())
                 .factor_distributed(&world, &mut a)
@@ -376,7 +387,8 @@ fn rank_side() {
         }
         ["factor-killed"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let mut a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            let mut a =
+                DistributedMatrix::<f64>::random_spd(&world, 2000, 100, grid, seed).unwrap();
             if me == 1 {
                 std::thread::spawn(|| {
                     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -391,7 +403,7 @@ fn rank_side() {
         }
         ["factor-stalled"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let a = DistributedMatrix::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, 2000, 100, grid, seed).unwrap();
             let cholesky = Cholesky::new()
                 .clusters("1x1".parse().unwrap())
                 .progress_timeout(std::time::Duration::from_secs(3));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
+use hetla_factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
     KernelKey, Mct, ModelStore, ModelTable, PerfModels, Platform, ResourceClass, ResourceKind,

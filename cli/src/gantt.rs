@@ -4,8 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use hetla::{Op, Result};
-use hetla_runtime::{Error, Trace, write_atomic};
+use crate::{Error, Result};
+use hetla::Op;
+use hetla_runtime::{Trace, write_atomic};
 
 /// Writing a trace as an SVG Gantt chart.
 pub trait Gantt {
@@ -84,8 +85,8 @@ fn draw_gantt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetla::runtime::ModelStore;
     use hetla::{Backend, Cholesky, ClusterSpec, Platform, matgen::random_spd};
+    use hetla_runtime::ModelStore;
 
     #[test]
     fn a_run_draws_one_bar_per_task_in_an_svg() {

@@ -2,6 +2,7 @@
 //! and report its result or error (text, or one JSON object with `--json`).
 
 mod commands;
+mod error;
 mod gantt;
 mod memory;
 mod peers;
@@ -12,9 +13,10 @@ use clap::{Parser, Subcommand};
 
 use commands::bound::{BoundArgs, bound_cmd, print_bound};
 use commands::calibrate::{CalibrateArgs, calibrate_cmd, print_calibrate};
-use commands::cholesky::{CholeskyArgs, cholesky};
+use commands::cholesky::CholeskyArgs;
 use commands::info::{InfoArgs, info, print_info};
 use commands::output::{emit, report_error, wants_json};
+pub use error::{Error, Result};
 
 #[global_allocator]
 static ALLOCATOR: memory::CountingAllocator = memory::CountingAllocator;
@@ -74,20 +76,10 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let result = match &cli.command {
-        Command::Cholesky(args) => match args.grid {
-            Some(_) if args.precision != commands::args::PrecisionArg::D => {
-                Err(hetla::Error::InvalidOption {
-                    option: "precision",
-                    reason: "distributed runs (--grid) compute in f64 only: give --precision d"
-                        .into(),
-                })
-            }
-            Some(grid) => commands::grid::run(args, grid).map(|r| {
-                r.iter()
-                    .for_each(|r| emit(args.json, r, commands::grid::print))
-            }),
-            None => cholesky(args).map(|r| emit(args.json, &r, commands::cholesky::print)),
-        },
+        Command::Cholesky(args) => commands::cholesky::run(args).map(|r| {
+            r.iter()
+                .for_each(|r| emit(args.json, r, commands::cholesky::print))
+        }),
         Command::Calibrate(args) => {
             calibrate_cmd(args).map(|r| emit(args.json, &r, print_calibrate))
         }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use faer::{Mat, MatMut};
 use hetla::{Backend, Precision, Scalar};
 
-use hetla::{Error, Result};
+use crate::{Error, Result};
 
 /// One peer's rate.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -135,7 +135,7 @@ pub fn library_cholesky<T: Scalar>(
     Ok(rate(
         &name,
         start.elapsed().as_secs_f64(),
-        hetla::graph_bounds::cholesky_flops(n, T::PRECISION),
+        (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor(),
     ))
 }
 

@@ -3,7 +3,7 @@
 mod common;
 
 use common::hetla;
-use hetla::model::PlatformModel;
+use hetla_lab::PlatformModel;
 
 #[test]
 fn bound_command_prints_the_documented_json() {

@@ -70,13 +70,13 @@ fn calibration_measures_device_kernels_and_links() {
         dir.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    let models = hetla::runtime::PerfModels::load(&dir.join("perfmodels-faer.json")).unwrap();
+    let models = hetla_runtime::PerfModels::load(&dir.join("perfmodels-faer.json")).unwrap();
     let link = models.link("emulated").expect("the link was stored");
     assert!(link.h2d.gb_per_s > 0.0 && link.d2h.gb_per_s > 0.0);
-    let gpu = hetla::runtime::ResourceClass::Gpu {
+    let gpu = hetla_runtime::ResourceClass::Gpu {
         name: "emulated".into(),
     };
-    let key = hetla::runtime::KernelKey::square(hetla::Op::GemmNt, 64);
+    let key = hetla_runtime::KernelKey::square(hetla::Op::GemmNt, 64);
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -273,21 +273,42 @@ fn gpu_workers_compute_in_every_precision() {
 }
 
 #[test]
-fn precisions_that_cannot_run_are_refused_before_any_work() {
+fn a_precision_that_does_not_exist_is_refused_before_any_work() {
     let (ok, _, stderr) = hetla(&["cholesky", "--precision", "q"]);
     assert!(!ok && stderr.contains("--precision"), "{stderr}");
-    let (ok, _, stderr) = hetla(&[
-        "simulate",
-        "--platform",
-        "sirocco",
-        "--n",
-        "1920",
-        "--tile",
-        "960",
-        "--nodes",
-        "2",
-        "--precision",
-        "s",
-    ]);
-    assert!(!ok && stderr.contains("f64 only"), "{stderr}");
+}
+
+#[test]
+fn distributed_simulations_send_tiles_in_their_precision() {
+    let run = |p: &str| {
+        json(&[
+            "simulate",
+            "--platform",
+            "sirocco",
+            "--clusters",
+            "2x10",
+            "--n",
+            "3840",
+            "--tile",
+            "960",
+            "--nodes",
+            "2",
+            "--precision",
+            p,
+            "--json",
+        ])
+    };
+    let sent = |v: &serde_json::Value| v["bytes_sent"].as_u64().unwrap();
+    let (s, d, z) = (run("s"), run("d"), run("z"));
+    // The key is there when the precision is not d's.
+    assert_eq!((s["precision"].as_str(), d.get("precision")), (Some("s"), None));
+    assert_eq!(z["precision"], "z");
+    // Tiles of 4, 8 and 16 bytes an entry, the same messages.
+    assert_eq!((2 * sent(&s), 2 * sent(&d)), (sent(&d), sent(&z)));
+    for v in [&s, &d, &z] {
+        for node in v["ranks"].as_array().unwrap() {
+            assert_eq!(node["bytes_sent"], node["bytes_expected"], "{v}");
+        }
+        assert!(v["efficiency"].as_f64().unwrap() <= 1.0 + 1e-9);
+    }
 }

@@ -107,7 +107,7 @@ fn sizes_that_cannot_fit_are_refused_up_front() {
         &["at most 10000"],
     );
     // Platform files describing impossible machines.
-    let sirocco = hetla::model::PlatformModel::preset("sirocco")
+    let sirocco = hetla_lab::PlatformModel::preset("sirocco")
         .unwrap()
         .to_toml();
     for packages in ["100000", "100000000"] {
@@ -246,7 +246,7 @@ fn nonsense_options_are_refused_with_what_would_be_right() {
     }
     // Platform files: duplicate kernels, speedups beyond the cores, and a GPU too small,
     // which must not tell a `simulate` user to raise `--gpu-memory` alone.
-    let sirocco = hetla::model::PlatformModel::preset("sirocco")
+    let sirocco = hetla_lab::PlatformModel::preset("sirocco")
         .unwrap()
         .to_toml();
     let kernel = &sirocco[sirocco.find("[[cpu.kernels]]").unwrap()..];
@@ -346,7 +346,7 @@ fn corrupt_or_impossible_models_never_block_a_run() {
         .filter(|n| n.contains(".corrupt-"))
         .collect();
     assert_eq!(aside.len(), 1, "{aside:?}");
-    assert!(hetla::runtime::PerfModels::load(&file).is_ok());
+    assert!(hetla_runtime::PerfModels::load(&file).is_ok());
     // Garbage values: entries that cannot be right are left out, the others kept.
     let text = std::fs::read_to_string(&file).unwrap();
     let bad = text.replacen("\"mean_s\": ", "\"mean_s\": -", 1);
@@ -356,7 +356,7 @@ fn corrupt_or_impossible_models_never_block_a_run() {
         err.contains("left out") && err.contains("not a positive duration"),
         "{err}"
     );
-    let loaded = hetla::runtime::PerfModels::load(&file).unwrap();
+    let loaded = hetla_runtime::PerfModels::load(&file).unwrap();
     assert!(!loaded.is_empty());
     let predicted = run().0["predicted_bounds"]["mixed_gflops"]
         .as_f64()

@@ -3,7 +3,7 @@
 mod common;
 
 use common::hetla;
-use hetla::model::PlatformModel;
+use hetla_lab::PlatformModel;
 
 #[test]
 fn simulate_command_prints_the_documented_json_and_writes_traces() {
@@ -252,7 +252,7 @@ fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_
     assert_eq!(gpu.kernels.len(), 4);
     assert!(gpu.kernels.iter().all(|k| k.tile == 64 && k.gflops > 0.0));
     // Both directions measured, not the default link.
-    assert_ne!(gpu.link, hetla::runtime::DEFAULT_LINK);
+    assert_ne!(gpu.link, hetla_runtime::DEFAULT_LINK);
     let v = simulate_tile_64(&file, &["--clusters", "none", "--gpus", "1", "--n", "512"]);
     assert!(v["makespan_ms"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&dir).ok();

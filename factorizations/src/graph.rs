@@ -86,7 +86,7 @@ pub struct Task {
 }
 
 /// Who last wrote a tile and who read it since, while a graph is being built.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct TileHistory {
     last_writer: Option<TaskId>,
     readers_since_write: Vec<TaskId>,
@@ -94,7 +94,7 @@ struct TileHistory {
 
 /// A directed acyclic graph of tasks built in sequential order. Every edge goes from an
 /// earlier task to a later one, so submission order is a valid topological order.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub struct TaskGraph {
     tasks: Vec<Task>,
     predecessors: Vec<Vec<TaskId>>,

@@ -17,6 +17,7 @@ mod distribution;
 mod graph;
 mod index;
 mod matmul;
+mod split;
 mod tiling;
 
 pub use builders::{
@@ -27,4 +28,5 @@ pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messag
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
+pub use split::{GridSplit, RankShare, SplitError};
 pub use tiling::{Tiling, TilingError};

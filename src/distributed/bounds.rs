@@ -14,17 +14,13 @@
 
 use std::time::Instant;
 
-use hetla_runtime::{KernelKey, ResourceClass, count_classes};
+use hetla_runtime::{KernelKey, LinkRate, ResourceClass, count_classes};
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
-use super::DistributedRun;
-use crate::graph_bounds::{
-    DistributedBounds, DistributedGraph, cholesky_graph, distributed_bounds, kernel_types,
-};
-use crate::model::LinkRate;
-use crate::rank_plan::GridPlan;
-use crate::{Error, Result};
+use super::cholesky::DistributedRun;
+use crate::plan::kernel_types;
+use crate::{DistributedBounds, Error, Plan, Result};
 
 /// Round trips of each size timed (after as many again to warm up).
 const ROUND_TRIPS: usize = 20;
@@ -80,16 +76,12 @@ impl DistributedRun {
         comm: &C,
         network: LinkRate,
     ) -> Result<DistributedBounds> {
-        let (graph, keys) = cholesky_graph(
-            self.tiling.rows(),
-            self.tiling.tile(),
-            hetla_kernels::Precision::D,
-        )?;
-        let plan = GridPlan::new(&graph, &self.grid).map_err(|e| Error::Distributed {
+        let plan = Plan::cholesky(self.tiling.rows(), self.tiling.tile(), self.precision)?;
+        let split = plan.split(&self.grid).map_err(|e| Error::Distributed {
             rank: comm.rank() as usize,
             reason: e.to_string(),
         })?;
-        let mine = &plan.ranks[comm.rank() as usize];
+        let mine = &split.ranks[comm.rank() as usize];
         let classes = count_classes(self.trace.workers.iter().map(|w| w.class.clone()));
         // The same workers on every rank, or no bounds.
         let signature = fnv1a(format!("{classes:?}").as_bytes());
@@ -103,7 +95,7 @@ impl DistributedRun {
             });
         }
         // The same kernels in the same order on every rank: one table to reduce.
-        let (types, kinds) = kernel_types(&keys);
+        let (types, kinds) = kernel_types(plan.keys());
         let class_of = |class: &ResourceClass| classes.iter().position(|(c, _)| c == class);
         let mut shortest = vec![f64::INFINITY; kinds.len() * classes.len()];
         for event in &self.trace.tasks {
@@ -120,18 +112,7 @@ impl DistributedRun {
             let d = all[kind * classes.len() + class_of(class)?];
             d.is_finite().then_some(d)
         };
-        let tiling = self.tiling;
-        let tile_bytes = |t: hetla_factorizations::TileRef| {
-            let (rows, cols) = tiling.tile_shape(t.row, t.col);
-            rows * cols * size_of::<f64>()
-        };
-        let split = DistributedGraph {
-            graph: &graph,
-            keys: &keys,
-            plan: &plan,
-            grid: self.grid,
-        };
-        distributed_bounds(&split, &classes, duration, tile_bytes, network, self.flops)
+        plan.distributed_bounds(&split, &self.grid, &classes, duration, network)
     }
 }
 

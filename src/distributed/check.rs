@@ -2,9 +2,10 @@
 //! each multiplies its own tiles by a few replicated columns, and one `all_reduce` sums
 //! the parts (O(n x columns) words per rank, O(n^2 x columns / ranks) flops).
 //!
-//! - [`probed_residual`]: the factor's scaled residual ||A - L L^T||_1 / (n ||A||_1 eps)
-//!   probed with random columns V, ||A V - L (L^T V)||_1 / (n ||A||_1 ||V||_1 eps). It is
-//!   never above the full residual (||(A - L L^T) V||_1 <= ||A - L L^T||_1 ||V||_1), and
+//! - [`probed_residual`]: the factor's scaled residual ||A - L L^H||_1 / (n ||A||_1 eps)
+//!   probed with random columns V, ||A V - L (L^H V)||_1 / (n ||A||_1 ||V||_1 eps), eps
+//!   that of the precision. It is never above the full residual (||(A - L L^H) V||_1 <=
+//!   ||A - L L^H||_1 ||V||_1), and
 //!   of its order for errors that are not arranged to miss V; it is checked against the
 //!   same threshold ([`crate::check::RESIDUAL_THRESHOLD`]).
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve,
@@ -13,13 +14,13 @@
 //! Both read only the lower triangles of A and L (diagonal tiles included), as the
 //! factorisation does.
 
-use faer::linalg::matmul::triangular::{BlockStructure, matmul};
-use faer::{Accum, Mat, MatMut, MatRef, Par};
+use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
+use faer::{Accum, Conj, Mat, MatMut, MatRef, Par};
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::{DistributedMatrix, DistributedRhs};
-use crate::check::norm1;
+use super::matrix::{DistributedMatrix, DistributedRhs};
+use super::wire::{self, Wire};
 use crate::{Error, Result};
 
 /// Random columns the residual is probed with.
@@ -27,10 +28,10 @@ pub const PROBES: usize = 4;
 
 /// The probed scaled residual of the distributed factor `l` of `a` (see the module
 /// documentation): collective, the same value on every rank. 0 for n = 0.
-pub fn probed_residual<C: Communicator>(
+pub fn probed_residual<T: Wire, C: Communicator>(
     comm: &C,
-    a: &DistributedMatrix,
-    l: &DistributedMatrix,
+    a: &DistributedMatrix<T>,
+    l: &DistributedMatrix<T>,
     seed: u64,
 ) -> Result<f64> {
     same_layout(a, l, "the factor")?;
@@ -40,20 +41,22 @@ pub fn probed_residual<C: Communicator>(
     }
     // The same V on every rank, generated where it is used.
     let v = crate::matgen::random(n, PROBES, seed);
+    let v = Mat::<T>::from_fn(n, PROBES, |i, j| T::from_f64(v[(i, j)]));
     let av = all_sum(comm, times(a, v.as_ref(), Product::Symmetric));
     let ltv = all_sum(comm, times(l, v.as_ref(), Product::LowerTransposed));
     let lltv = all_sum(comm, times(l, ltv.as_ref(), Product::Lower));
     let anorm = symmetric_norm1(comm, a);
-    Ok(norm1((av - lltv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * f64::EPSILON))
+    let eps = T::PRECISION.epsilon();
+    Ok(norm1((av - lltv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * eps))
 }
 
 /// ||A X - B||_1 / (||A||_1 ||X||_1) of the distributed solution `x` of A X = B (see the
 /// module documentation): collective, the same value on every rank. 0 when X is zero.
-pub fn solve_backward_error<C: Communicator>(
+pub fn solve_backward_error<T: Wire, C: Communicator>(
     comm: &C,
-    a: &DistributedMatrix,
-    x: &DistributedRhs,
-    b: &DistributedRhs,
+    a: &DistributedMatrix<T>,
+    x: &DistributedRhs<T>,
+    b: &DistributedRhs<T>,
 ) -> Result<f64> {
     same_layout(&x.0, &b.0, "the right-hand sides")?;
     if x.0.grid != a.grid || x.0.tiling.rows() != a.tiling.rows() {
@@ -74,7 +77,11 @@ pub fn solve_backward_error<C: Communicator>(
     Ok(norm1(r.as_ref()) / (symmetric_norm1(comm, a) * xnorm))
 }
 
-fn same_layout(a: &DistributedMatrix, b: &DistributedMatrix, what: &str) -> Result<()> {
+fn same_layout<T: Wire>(
+    a: &DistributedMatrix<T>,
+    b: &DistributedMatrix<T>,
+    what: &str,
+) -> Result<()> {
     if a.grid != b.grid || a.tiling != b.tiling {
         return Err(Error::InvalidOption {
             option: "grid",
@@ -87,19 +94,26 @@ fn same_layout(a: &DistributedMatrix, b: &DistributedMatrix, what: &str) -> Resu
 /// What a rank's tiles of a lower triangle stand for in a product.
 #[derive(Clone, Copy)]
 enum Product {
-    /// The symmetric matrix with that lower triangle.
+    /// The Hermitian (real: symmetric) matrix with that lower triangle.
     Symmetric,
     /// The lower triangular matrix.
     Lower,
-    /// Its transpose.
+    /// Its adjoint (real: transpose).
     LowerTransposed,
+}
+
+/// ||M||_1.
+fn norm1<T: Wire>(m: MatRef<'_, T>) -> f64 {
+    (0..m.ncols())
+        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max)
 }
 
 /// This rank's part of `m x`: the sum over its tiles (see [`Product`]) of their products
 /// with the rows of the replicated `x` they meet.
-fn times(m: &DistributedMatrix, x: MatRef<'_, f64>, product: Product) -> Mat<f64> {
+fn times<T: Wire>(m: &DistributedMatrix<T>, x: MatRef<'_, T>, product: Product) -> Mat<T> {
     let t = &m.tiling;
-    let mut y = Mat::<f64>::zeros(x.nrows(), x.ncols());
+    let mut y = Mat::<T>::zeros(x.nrows(), x.ncols());
     let k = x.ncols();
     for (&(i, j), tile) in &m.tiles {
         let rows = |i: usize| (t.offset(i), t.tile_rows(i));
@@ -111,9 +125,23 @@ fn times(m: &DistributedMatrix, x: MatRef<'_, f64>, product: Product) -> Mat<f64
         } else {
             BlockStructure::Rectangular
         };
-        let add = |y: MatMut<'_, f64>, lhs: MatRef<'_, f64>, s: BlockStructure, x| {
+        // y += op(lhs) x, op(lhs) = lhs conjugated when `conj` (for an adjoint).
+        let add = |y: MatMut<'_, T>, lhs: MatRef<'_, T>, s: BlockStructure, conj, x| {
             let r = BlockStructure::Rectangular;
-            matmul(y, r, Accum::Add, lhs, s, x, r, 1.0, Par::Seq);
+            let one = T::from_f64(1.0);
+            matmul_with_conj(
+                y,
+                r,
+                Accum::Add,
+                lhs,
+                s,
+                conj,
+                x,
+                r,
+                Conj::No,
+                one,
+                Par::Seq,
+            );
         };
         let tile = tile.as_ref();
         // y_i += m_ij x_j (the lower triangle of a diagonal tile).
@@ -122,10 +150,11 @@ fn times(m: &DistributedMatrix, x: MatRef<'_, f64>, product: Product) -> Mat<f64
                 y.as_mut().submatrix_mut(ri, 0, ni, k),
                 tile,
                 lower,
+                Conj::No,
                 x.submatrix(rj, 0, nj, k),
             );
         }
-        // y_j += m_ij^T x_i (the strict upper triangle of a symmetric diagonal tile).
+        // y_j += m_ij^H x_i (the strict upper triangle of a Hermitian diagonal tile).
         let transposed = match (product, diagonal) {
             (Product::Lower, _) => None,
             (Product::Symmetric, true) => Some(BlockStructure::StrictTriangularUpper),
@@ -134,16 +163,22 @@ fn times(m: &DistributedMatrix, x: MatRef<'_, f64>, product: Product) -> Mat<f64
         };
         if let Some(s) = transposed {
             let y_j = y.as_mut().submatrix_mut(rj, 0, nj, k);
-            add(y_j, tile.transpose(), s, x.submatrix(ri, 0, ni, k));
+            add(
+                y_j,
+                tile.transpose(),
+                s,
+                Conj::Yes,
+                x.submatrix(ri, 0, ni, k),
+            );
         }
     }
     y
 }
 
 /// This rank's tiles of `m` in a zero matrix of `m`'s shape.
-fn placed(m: &DistributedMatrix) -> Mat<f64> {
+fn placed<T: Wire>(m: &DistributedMatrix<T>) -> Mat<T> {
     let t = &m.tiling;
-    let mut all = Mat::<f64>::zeros(t.rows(), t.cols());
+    let mut all = Mat::<T>::zeros(t.rows(), t.cols());
     for (&(i, j), tile) in &m.tiles {
         all.as_mut()
             .submatrix_mut(t.offset(i), t.offset(j), tile.nrows(), tile.ncols())
@@ -153,16 +188,17 @@ fn placed(m: &DistributedMatrix) -> Mat<f64> {
 }
 
 /// The sum of every rank's `part`, on every rank.
-fn all_sum<C: Communicator>(comm: &C, part: Mat<f64>) -> Mat<f64> {
+fn all_sum<T: Wire, C: Communicator>(comm: &C, part: Mat<T>) -> Mat<T> {
     let (rows, cols) = (part.nrows(), part.ncols());
-    let mine: Vec<f64> = part.col_iter().flat_map(|c| c.iter().copied()).collect();
-    let mut sum = vec![0.0; mine.len()];
+    // Complex entries sum part by part.
+    let mine = wire::parts_of(part.as_ref());
+    let mut sum = vec![T::Part::default(); mine.len()];
     comm.all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
-    Mat::from_fn(rows, cols, |r, c| sum[c * rows + r])
+    wire::tile_of(rows, cols, &sum).unwrap_or(part)
 }
 
-/// ||A||_1 of the symmetric matrix whose lower triangle `a` holds.
-fn symmetric_norm1<C: Communicator>(comm: &C, a: &DistributedMatrix) -> f64 {
+/// ||A||_1 of the Hermitian matrix whose lower triangle `a` holds.
+fn symmetric_norm1<T: Wire, C: Communicator>(comm: &C, a: &DistributedMatrix<T>) -> f64 {
     let t = &a.tiling;
     let mut sums = Mat::<f64>::zeros(t.rows(), 1);
     for (&(i, j), tile) in &a.tiles {
@@ -171,7 +207,7 @@ fn symmetric_norm1<C: Communicator>(comm: &C, a: &DistributedMatrix) -> f64 {
             // A diagonal tile's lower triangle, each entry also standing for its mirror.
             let first = if i == j { c } else { 0 };
             for r in first..tile.nrows() {
-                let v = tile[(r, c)].abs();
+                let v = tile[(r, c)].abs_f64();
                 sums[(rj + c, 0)] += v;
                 if i != j || r != c {
                     sums[(ri + r, 0)] += v;

@@ -11,9 +11,10 @@
 //! B's tiles, the partial sums and L's diagonal tiles travel (O(n x nrhs) words, not L's
 //! O(n^2)). Each sends one version of a tile to a rank, which is what one run carries.
 //!
-//! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed identically on every rank: a
+//! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed
+//!   identically on every rank from the plan ([`Plan::split`](crate::Plan::split)): a
 //!   version of a tile goes once to each rank that runs a task reading it (for the
-//!   factorisation, each final tile of L). A task reading a remote tile waits for it as an
+//!   factorisation, each final tile of L), in the run's precision ([`Wire`]). A task reading a remote tile waits for it as an
 //!   input from outside the run ([`Workload::outside_inputs`]); the communication loop
 //!   delivers it ([`Inbox::arrived`]) when the message is in.
 //! - **Sends start as soon as the tile is final**: the worker that ran its last writer
@@ -22,8 +23,9 @@
 //!   reads (L in a solve) are packed before the workers start and sent on the loop's first
 //!   turn.
 //! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message
-//!   names its tile, and lands in a buffer of its own, freed once the last local task
-//!   reading it ran on a CPU cluster. A received tile is in host memory, where the
+//!   names its tile, and lands in a slot of its own of the rank's tiles
+//!   (`crate::tiles::TileSet`), freed once the last local task reading it ran on a CPU
+//!   cluster. A received tile is in host memory, where the
 //!   runtime's data registry copies it to a GPU like any other: a remote tile is not a
 //!   memory node of its own, and the schedulers see a task once its tiles are in.
 //! - **Only the calling thread calls MPI** (`MPI_THREAD_FUNNELED` suffices).
@@ -42,34 +44,28 @@
 //!   barrier, agreeing on the outcome) have no timeout, as in any MPI program: a rank that
 //!   stops there holds the others until `mpirun --timeout` ends the job.
 
-use std::cell::UnsafeCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{
-    FACTOR, MatrixId, RHS, SUMS, TaskGraph, TaskId, TileRef, Tiling, cholesky,
-    distributed_substitution, sum_shape,
-};
-use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Par};
-use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
+use faer::{Mat, MatRef};
+use hetla_factorizations::{FACTOR, MatrixId, RHS, RankShare, SUMS, TaskId, TileRef, Tiling};
+use hetla_kernels::{KernelError, Precision};
+use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, execute_beside};
 use mpi::collective::SystemOperation;
 use mpi::request::{Request, StaticScope};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
-use super::{DistributedMatrix, DistributedRhs, Rank, agree};
-use crate::rank_plan::{GridPlan, RankPlan};
-use crate::tile_work::{operands, run_error};
-use crate::{Cholesky, Error, Platform, Result};
+use super::matrix::{DistributedMatrix, DistributedRhs, agree};
+use super::wire::{self, Wire};
+use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};
+use crate::{Cholesky, Error, Plan, Platform, Result};
+use hetla_factorizations::Rank;
 
 /// How long a rank waits for a tile, with nothing else happening, before it presumes the
 /// sender dead (see [`Cholesky::progress_timeout`]).
 pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Tag of a message carrying a tile: `[matrix, tile row, tile column, entries in
-/// column-major order]`.
+/// Tag of a message carrying a tile (see `wire`).
 const TILE: i32 = 1;
 /// Tag of a rank's last message to another: `[failed (0 or 1), tiles it sent that rank]`.
 const END: i32 = 2;
@@ -80,7 +76,8 @@ pub struct DistributedRun {
     /// Seconds from the start barrier to the end of the slowest rank's run (its last task
     /// and its last send), the same on every rank.
     pub seconds: f64,
-    /// Floating-point operations of the whole factorisation (n^3 / 3).
+    /// Floating-point operations of the whole factorisation (n^3 / 3, times 4 in a complex
+    /// precision).
     pub flops: f64,
     /// This rank's run: its tasks on its workers.
     pub trace: Trace,
@@ -90,12 +87,15 @@ pub struct DistributedRun {
     pub bytes_sent: usize,
     /// Bytes every rank sent, by rank (gathered from the ranks' own counts).
     pub bytes_sent_by_rank: Vec<usize>,
-    /// Bytes each rank sends by [`messages`](hetla_factorizations::messages)' count: the 2D block-cyclic formula's.
+    /// Bytes each rank sends by [`messages`](hetla_factorizations::messages)' count: the 2D
+    /// block-cyclic formula's.
     pub bytes_expected_by_rank: Vec<usize>,
     /// The factored matrix's tiling.
     pub tiling: Tiling,
     /// The process grid it ran on.
-    pub grid: super::ProcessGrid,
+    pub grid: hetla_factorizations::ProcessGrid,
+    /// The precision it computed in.
+    pub precision: Precision,
 }
 
 impl DistributedRun {
@@ -106,15 +106,15 @@ impl DistributedRun {
 }
 
 impl Cholesky {
-    /// Factors the distributed matrix `a` in place (`a`'s tiles become L's): collective,
-    /// every rank of `comm` calls it with its part of `a` (see the module documentation).
-    /// The tile size is `a`'s; each rank runs its tasks on this builder's platform
-    /// (clusters, backend, GPUs) with its scheduler. On error `a`'s tiles are partly
-    /// overwritten.
-    pub fn factor_distributed<C: Communicator>(
+    /// Factors the distributed matrix `a` in place (`a`'s tiles become L's), in its
+    /// precision: collective, every rank of `comm` calls it with its part of `a` (see the
+    /// module documentation). The tile size is `a`'s; each rank runs its tasks on this
+    /// builder's platform (clusters, backend, GPUs) with its scheduler. On error `a`'s
+    /// tiles are partly overwritten.
+    pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
-        a: &mut DistributedMatrix,
+        a: &mut DistributedMatrix<T>,
     ) -> Result<DistributedRun> {
         let tiling = a.tiling;
         let mut problem = None;
@@ -128,26 +128,32 @@ impl Cholesky {
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let plan = cholesky(&tiling)
-            .map_err(Error::from)
-            .and_then(|g| Plan::new(&g, &[(FACTOR, Layout::Tiled(tiling))], a.grid, a.rank));
-        if let Err(e) = &plan {
+        let share = Plan::cholesky(tiling.rows(), tiling.tile(), T::PRECISION)
+            .and_then(|plan| Share::new(plan, a.grid, a.rank));
+        if let Err(e) = &share {
             problem.get_or_insert(e.to_string());
         }
         agree(comm, problem)?;
-        let (platform, plan) = (platform?, plan?);
+        let (platform, share) = (platform?, share?);
         let grid = a.grid;
-        let out = self.run_plan(comm, &platform, &plan, vec![Held::Written(FACTOR, a)])?;
+        let out = self.run_share(
+            comm,
+            &platform,
+            &share,
+            vec![(FACTOR, &mut a.tiles)],
+            vec![],
+        )?;
         Ok(DistributedRun {
             seconds: out.seconds,
-            flops: (tiling.rows() as f64).powi(3) / 3.0,
+            flops: share.plan.flops(),
             trace: out.trace,
             tiles_sent: out.exchanged.tiles_sent,
             bytes_sent: out.exchanged.bytes_sent,
             bytes_sent_by_rank: out.bytes_sent_by_rank,
-            bytes_expected_by_rank: plan.bytes_expected,
+            bytes_expected_by_rank: share.bytes_expected,
             tiling,
             grid,
+            precision: T::PRECISION,
         })
     }
 
@@ -156,11 +162,11 @@ impl Cholesky {
     /// collective, every rank calls it with its parts. `b` must be on `l`'s grid with its
     /// tile size and rows; the forward and the backward substitution are one distributed
     /// run each (see the module documentation). On error `b` is partly overwritten.
-    pub fn solve_distributed<C: Communicator>(
+    pub fn solve_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
-        l: &DistributedMatrix,
-        b: &mut DistributedRhs,
+        l: &DistributedMatrix<T>,
+        b: &mut DistributedRhs<T>,
     ) -> Result<DistributedSolve> {
         let (lt, bt) = (l.tiling, b.0.tiling);
         let mut problem = None;
@@ -183,24 +189,12 @@ impl Cholesky {
             problem.get_or_insert(format!("no platform: {e}"));
         }
         let grid = l.grid;
-        let plans = [false, true].map(|transposed| {
-            let mut g = TaskGraph::new();
-            distributed_substitution(&mut g, &lt, &bt, &grid, transposed)?;
-            let sums = Layout::Sums {
-                l: lt,
-                b: bt,
-                grid,
-                transposed,
-            };
-            let layouts = [
-                (FACTOR, Layout::Tiled(lt)),
-                (RHS, Layout::Tiled(bt)),
-                (SUMS, sums),
-            ];
-            Plan::new(&g, &layouts, grid, l.rank)
+        let shares = [false, true].map(|transposed| {
+            Plan::distributed_substitution(lt, bt, grid, transposed, T::PRECISION)
+                .and_then(|plan| Share::new(plan, grid, l.rank))
         });
-        for plan in &plans {
-            if let (None, Err(e)) = (&problem, plan) {
+        for share in &shares {
+            if let (None, Err(e)) = (&problem, share) {
                 problem = Some(e.to_string());
             }
         }
@@ -208,24 +202,20 @@ impl Cholesky {
         let platform = platform?;
         let mut solve = DistributedSolve {
             seconds: 0.0,
-            flops: 2.0 * (lt.rows() as f64).powi(2) * bt.cols() as f64,
+            flops: 2.0 * (lt.rows() as f64).powi(2) * bt.cols() as f64 * T::PRECISION.flop_factor(),
             bytes_sent_by_rank: vec![0; l.grid.size()],
             bytes_expected_by_rank: vec![0; l.grid.size()],
         };
-        for plan in plans {
-            let plan = plan?;
-            let mut sums = plan.zero_sums(&b.0);
-            let held = vec![
-                Held::Read(FACTOR, l),
-                Held::Written(RHS, &mut b.0),
-                Held::Written(SUMS, &mut sums),
-            ];
-            let out = self.run_plan(comm, &platform, &plan, held)?;
+        for share in shares {
+            let share = share?;
+            let mut sums = share.zero_sums::<T>();
+            let written = vec![(RHS, &mut b.0.tiles), (SUMS, &mut sums)];
+            let out = self.run_share(comm, &platform, &share, written, vec![(FACTOR, &l.tiles)])?;
             solve.seconds += out.seconds;
             for (r, (sent, expected)) in out
                 .bytes_sent_by_rank
                 .iter()
-                .zip(&plan.bytes_expected)
+                .zip(&share.bytes_expected)
                 .enumerate()
             {
                 solve.bytes_sent_by_rank[r] += sent;
@@ -235,32 +225,57 @@ impl Cholesky {
         Ok(solve)
     }
 
-    /// Runs this rank's share of `plan` on `platform` beside the communication loop, and
-    /// agrees on the outcome with every rank (see the module documentation).
-    fn run_plan<C: Communicator>(
+    /// Runs this rank's share of a plan on `platform` beside the communication loop, over
+    /// the tiles of `written` and `read`, and agrees on the outcome with every rank (see
+    /// the module documentation).
+    fn run_share<T: Wire, C: Communicator>(
         &self,
         comm: &C,
         platform: &Platform,
-        plan: &Plan,
-        held: Vec<Held<'_>>,
+        share: &Share,
+        written: Vec<(MatrixId, &mut Tiles<T>)>,
+        read: Vec<(MatrixId, &Tiles<T>)>,
     ) -> Result<Outcome> {
         let (outgoing, packed) = mpsc::channel();
-        let work = DistributedWork::new(held, plan, platform.backend(), outgoing);
+        let on_written = |task: TaskId, tile: TileRef, m: MatRef<'_, T>| {
+            if share.sends[task].is_empty() {
+                return Ok(());
+            }
+            let message = wire::message(tile, m).ok_or_else(|| KernelError::Operands {
+                op: share.graph.task(task).op,
+                reason: format!(
+                    "tile ({}, {}) has an index too large for a message",
+                    tile.row, tile.col
+                ),
+            })?;
+            // The loop is gone only once the run has stopped: nothing is lost.
+            let _ = outgoing.send((task, message));
+            Ok(())
+        };
+        let tiles = TileSet::new(written, read, &share.receives, &on_written);
+        let shape = |tile| share.plan.shape(tile);
+        let work = TileWork {
+            graph: &share.graph,
+            keys: &share.keys,
+            shape: &shape,
+            store: &tiles,
+            backend: platform.backend(),
+        };
         let options = RunOptions {
             scheduler: self.scheduler,
-            priorities: Some(plan.priorities.clone()),
+            priorities: Some(share.priorities.clone()),
             ..RunOptions::default()
         };
         let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
         // Tiles the run only reads are packed before any task runs (as ScaLAPACK's local
         // arrays are filled before its timer starts).
-        let initial = work.pack_initial();
+        let initial = share.pack_initial(&tiles);
         agree(comm, initial.as_ref().err().cloned())?;
         let initial = initial.unwrap_or_default();
         comm.barrier();
         let start = Instant::now();
         let (run, exchanged) = execute_beside(platform, &work, &options, |inbox| {
-            Exchange::new(comm, plan, &work, packed, timeout).run(inbox, initial)
+            Exchange::new(comm, share, &tiles, packed, timeout).run(inbox, initial)
         });
         let mine = start.elapsed().as_secs_f64();
         let exchanged = exchanged?;
@@ -269,13 +284,9 @@ impl Cholesky {
 
         // The same outcome on every rank: the first failed pivot, else the lowest rank that
         // failed on its own (not stopped by another's failure).
-        let factor = plan.layouts.iter().find_map(|(m, layout)| match layout {
-            Layout::Tiled(t) if *m == FACTOR => Some(t),
-            _ => None,
-        });
         let run = run.map_err(|e| {
             let stopped = e.step == RunStep::Outside;
-            (run_error(&plan.graph, factor, e), stopped)
+            (share.plan.run_error_in(&share.graph, e), stopped)
         });
         let pivot = match &run {
             Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
@@ -291,7 +302,7 @@ impl Cholesky {
         let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
         agree(comm, own.map(|(e, _)| e.to_string()))?;
         let trace = run.map_err(|(e, _)| Error::Distributed {
-            rank: plan.rank.0,
+            rank: share.rank.0,
             reason: e.to_string(),
         })?;
 
@@ -312,7 +323,8 @@ impl Cholesky {
 pub struct DistributedSolve {
     /// Seconds of the two substitutions, each the slowest rank's from a start barrier.
     pub seconds: f64,
-    /// Floating-point operations of the solve (2 n^2 per right-hand side).
+    /// Floating-point operations of the solve (2 n^2 per right-hand side, times 4 in a
+    /// complex precision).
     pub flops: f64,
     /// Bytes of the tiles every rank sent, by rank.
     pub bytes_sent_by_rank: Vec<usize>,
@@ -328,339 +340,105 @@ struct Outcome {
     bytes_sent_by_rank: Vec<usize>,
 }
 
-/// A matrix a run uses: written by its tasks, or only read.
-enum Held<'m> {
-    Written(MatrixId, &'m mut DistributedMatrix),
-    Read(MatrixId, &'m DistributedMatrix),
-}
-
-/// This rank's share of the distributed run ([`RankPlan`]), with what the exchange needs.
-struct Plan {
-    /// The layout of each matrix the run uses.
-    layouts: Vec<(MatrixId, Layout)>,
+/// This rank's share of a plan split over the grid ([`RankShare`]), with what the run and
+/// the exchange need.
+struct Share {
+    plan: Plan,
     rank: Rank,
-    share: RankPlan,
+    share: RankShare,
+    /// Each task's kernel.
+    keys: Vec<KernelKey>,
     /// Bytes each rank sends ([`messages`](hetla_factorizations::messages)' count).
     bytes_expected: Vec<usize>,
 }
 
-impl std::ops::Deref for Plan {
-    type Target = RankPlan;
+impl std::ops::Deref for Share {
+    type Target = RankShare;
 
-    fn deref(&self) -> &RankPlan {
+    fn deref(&self) -> &RankShare {
         &self.share
     }
 }
 
-impl Plan {
-    /// `rank`'s share of `whole` on `grid`, over matrices laid out as `layouts` says.
-    fn new(
-        whole: &TaskGraph,
-        layouts: &[(MatrixId, Layout)],
-        grid: super::ProcessGrid,
-        rank: Rank,
-    ) -> Result<Self> {
+impl Share {
+    /// `rank`'s share of `plan` on `grid`.
+    fn new(plan: Plan, grid: hetla_factorizations::ProcessGrid, rank: Rank) -> Result<Self> {
         // Found alike on every rank, so each says it of itself.
-        let mut split = GridPlan::new(whole, &grid).map_err(|e| Error::Distributed {
+        let mut split = plan.split(&grid).map_err(|e| Error::Distributed {
             rank: rank.0,
             reason: e.to_string(),
         })?;
-        let mut plan = Self {
-            layouts: layouts.to_vec(),
+        let bytes_expected =
+            hetla_factorizations::bytes_sent(&grid, &split.messages, |t| plan.tile_bytes(t));
+        let share = split.ranks.swap_remove(rank.0);
+        let keys = share
+            .whole
+            .iter()
+            .map(|&t| plan.keys()[t.0].clone())
+            .collect();
+        Ok(Self {
+            plan,
             rank,
-            share: split.ranks.swap_remove(rank.0),
-            bytes_expected: Vec::new(),
-        };
-        let bytes = |tile: TileRef| plan.tile_bytes(tile);
-        let expected = hetla_factorizations::bytes_sent(&grid, &split.messages, bytes);
-        plan.bytes_expected = expected;
-        Ok(plan)
-    }
-
-    /// The (rows, columns) of `tile`; (0, 0) for a matrix the run does not use.
-    fn shape(&self, tile: TileRef) -> (usize, usize) {
-        let layout = self.layouts.iter().find(|(m, _)| *m == tile.matrix);
-        layout.map_or((0, 0), |(_, layout)| match layout {
-            Layout::Tiled(t) => t.tile_shape(tile.row, tile.col),
-            Layout::Sums {
-                l,
-                b,
-                grid,
-                transposed,
-            } => sum_shape(tile, l, b, grid, *transposed),
+            share,
+            keys,
+            bytes_expected,
         })
     }
 
-    fn tile_bytes(&self, tile: TileRef) -> usize {
-        let (r, c) = self.shape(tile);
-        r * c * size_of::<f64>()
-    }
-
     /// Zero tiles for the partial sums this rank's tasks write (none outside a
-    /// distributed substitution), held like the right-hand sides `like`.
-    fn zero_sums(&self, like: &DistributedMatrix) -> DistributedMatrix {
-        let tiles = self
-            .graph
+    /// distributed substitution).
+    fn zero_sums<T: Wire>(&self) -> Tiles<T> {
+        self.graph
             .tasks()
             .iter()
             .flat_map(|t| &t.accesses)
             .filter(|a| a.tile.matrix == SUMS && a.mode.writes())
             .map(|a| {
-                let (rows, cols) = self.shape(a.tile);
+                let (rows, cols) = self.plan.shape(a.tile);
                 ((a.tile.row, a.tile.col), Mat::zeros(rows, cols))
             })
-            .collect();
-        DistributedMatrix {
-            tiles,
-            ..like.clone_empty()
-        }
-    }
-}
-
-/// How a matrix of a run is cut into tiles.
-#[derive(Clone, Copy)]
-enum Layout {
-    /// By a tiling.
-    Tiled(Tiling),
-    /// The partial sums of a distributed substitution of the right-hand sides tiled by `b`
-    /// with the factor tiled by `l` ([`sum_shape`]).
-    Sums {
-        l: Tiling,
-        b: Tiling,
-        grid: super::ProcessGrid,
-        transposed: bool,
-    },
-}
-
-/// A tile received from another rank, read by some of this rank's tasks.
-struct Received {
-    /// Filled by the communication loop before any reader is released; emptied by the last
-    /// reader that ran on a CPU cluster.
-    data: UnsafeCell<Option<Mat<f64>>>,
-    /// Readers that have not run on a CPU cluster yet.
-    readers_left: AtomicUsize,
-}
-
-/// Where a tile is, for this rank's tasks.
-#[derive(Clone, Copy)]
-enum Place {
-    /// One of this rank's tiles (in a distributed matrix): pointer, rows, columns, column
-    /// stride, and whether the run may write it (else it was lent shared).
-    Local(*mut f64, usize, usize, isize, bool),
-    /// A received tile, by its index in [`DistributedWork::received`].
-    Received(usize),
-}
-
-/// This rank's tasks as a runtime workload over its tiles and the tiles it receives.
-struct DistributedWork<'p> {
-    plan: &'p Plan,
-    backend: Backend,
-    places: HashMap<TileRef, Place>,
-    received: Vec<Received>,
-    /// To the communication loop: a final tile to send, packed (`TILE`'s layout), and the
-    /// task that wrote it.
-    outgoing: mpsc::Sender<(TaskId, Vec<f64>)>,
-}
-
-// SAFETY: the local places point into the distributed matrix, borrowed mutably for the
-// work's lifetime; a tile is written by one task at a time, after every task reading or
-// writing it before (the graph's edges), and received tiles are filled before their
-// readers are released and freed after the last (see `Received`).
-unsafe impl Sync for DistributedWork<'_> {}
-
-impl<'p> DistributedWork<'p> {
-    fn new(
-        held: Vec<Held<'_>>,
-        plan: &'p Plan,
-        backend: Backend,
-        outgoing: mpsc::Sender<(TaskId, Vec<f64>)>,
-    ) -> Self {
-        let mut places: HashMap<TileRef, Place> = HashMap::new();
-        let local = |matrix, (i, j), m: (*mut f64, usize, usize, isize), writable| {
-            let (ptr, rows, cols, cs) = m;
-            (
-                TileRef::new(matrix, i, j),
-                Place::Local(ptr, rows, cols, cs, writable),
-            )
-        };
-        for h in held {
-            match h {
-                Held::Written(matrix, a) => places.extend(a.tiles.iter_mut().map(|(&at, m)| {
-                    let raw = (m.as_ptr_mut(), m.nrows(), m.ncols(), m.col_stride());
-                    local(matrix, at, raw, true)
-                })),
-                // A shared matrix is only read: `host_tile_mut` and `run` refuse to write
-                // its tiles.
-                Held::Read(matrix, a) => places.extend(a.tiles.iter().map(|(&at, m)| {
-                    let raw = (m.as_ptr().cast_mut(), m.nrows(), m.ncols(), m.col_stride());
-                    local(matrix, at, raw, false)
-                })),
-            }
-        }
-        let received = plan
-            .receives
-            .iter()
-            .enumerate()
-            .map(|(i, (tile, readers))| {
-                places.insert(*tile, Place::Received(i));
-                Received {
-                    data: UnsafeCell::new(None),
-                    readers_left: AtomicUsize::new(readers.len()),
-                }
-            })
-            .collect();
-        Self {
-            plan,
-            backend,
-            places,
-            received,
-            outgoing,
-        }
-    }
-
-    fn place(&self, tile: TileRef) -> Option<Place> {
-        self.places.get(&tile).copied()
-    }
-
-    /// `tile`, packed as a message carries it (`TILE`'s layout), or `None` where it is not.
-    fn pack(&self, tile: TileRef) -> Option<Vec<f64>> {
-        let m = self.view(tile)?;
-        let mut packed = Vec::with_capacity(3 + m.nrows() * m.ncols());
-        packed.extend([f64::from(tile.matrix.0), tile.row as f64, tile.col as f64]);
-        packed.extend(m.col_iter().flat_map(|c| c.iter().copied()));
-        Some(packed)
+            .collect()
     }
 
     /// The tiles of this rank sent as the run finds them, packed, each with its
-    /// destinations (see [`RankPlan::initial_sends`]), or which of them this rank lacks.
-    fn pack_initial(&self) -> std::result::Result<Vec<Outgoing<'p>>, String> {
-        let plan = self.plan;
-        plan.initial_sends
+    /// destinations (see [`RankShare::initial_sends`]), or which of them this rank lacks.
+    fn pack_initial<'p, T: Wire>(
+        &'p self,
+        tiles: &TileSet<'_, T>,
+    ) -> std::result::Result<Vec<Outgoing<'p, T>>, String> {
+        use crate::tiles::TileStore;
+        self.initial_sends
             .iter()
             .map(|(tile, to)| {
-                let packed = self.pack(*tile).ok_or_else(|| {
-                    let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+                let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+                let view = tiles.tile(*tile).ok_or_else(|| {
                     format!("tile ({r}, {c}) of matrix {m} is to be sent from here, which does not hold it")
+                })?;
+                let packed = wire::message(*tile, view).ok_or_else(|| {
+                    format!("tile ({r}, {c}) of matrix {m} has an index too large for a message")
                 })?;
                 Ok((&to[..], packed))
             })
             .collect()
     }
-
-    /// A read-only view of `tile`, where it is.
-    fn view(&self, tile: TileRef) -> Option<MatRef<'_, f64>> {
-        match self.place(tile)? {
-            // SAFETY: see the Sync impl: no task writes the tile while another reads it.
-            Place::Local(ptr, rows, cols, cs, _) => {
-                Some(unsafe { MatRef::from_raw_parts(ptr, rows, cols, 1, cs) })
-            }
-            // SAFETY: filled before any reader runs, emptied after the last (`Received`).
-            Place::Received(i) => unsafe { &*self.received[i].data.get() }
-                .as_ref()
-                .map(|m| m.as_ref()),
-        }
-    }
-
-    /// Puts a received tile where its readers find it. Called once per tile, before any of
-    /// its readers is released.
-    fn fill(&self, i: usize, tile: Mat<f64>) {
-        // SAFETY: no reader runs before this tile is delivered, which follows this call.
-        unsafe { *self.received[i].data.get() = Some(tile) };
-    }
-}
-
-impl Workload for DistributedWork<'_> {
-    fn graph(&self) -> &TaskGraph {
-        &self.plan.graph
-    }
-
-    fn key(&self, task: TaskId) -> KernelKey {
-        KernelKey::of_task(self.plan.graph.task(task), |t| self.plan.shape(t))
-    }
-
-    fn tile_bytes(&self, tile: TileRef) -> usize {
-        self.plan.tile_bytes(tile)
-    }
-
-    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
-        self.view(tile).map(AnyRef::from)
-    }
-
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
-        match self.place(tile)? {
-            // SAFETY: the caller guarantees no other view of the tile is in use.
-            Place::Local(ptr, rows, cols, cs, true) => {
-                Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.into())
-            }
-            // A received tile, or a tile of a matrix lent shared, is never written.
-            Place::Local(.., false) | Place::Received(_) => None,
-        }
-    }
-
-    fn outside_inputs(&self, task: TaskId) -> usize {
-        let reads = &self.plan.graph.task(task).accesses;
-        reads
-            .iter()
-            .filter(|a| matches!(self.place(a.tile), Some(Place::Received(_))))
-            .count()
-    }
-
-    fn run(&self, id: TaskId, par: Par) -> Result<(), KernelError> {
-        let task = self.plan.graph.task(id);
-        let (write, reads) = operands(task)?;
-        let missing = |tile: TileRef| KernelError::Operands {
-            op: task.op,
-            reason: format!(
-                "tile ({}, {}) of matrix {} is neither this rank's to write nor received",
-                tile.row, tile.col, tile.matrix.0
-            ),
-        };
-        let views = reads
-            .iter()
-            .map(|r| self.view(r.tile).ok_or_else(|| missing(r.tile)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let Some(Place::Local(ptr, rows, cols, cs, true)) = self.place(write.tile) else {
-            return Err(missing(write.tile));
-        };
-        // SAFETY: the written tile is this rank's, distinct from the tiles read (checked by
-        // `operands`), and no other task uses it while this one runs (the graph's edges).
-        let out = unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) };
-        self.backend.run(task.op, &views, out, par)?;
-        drop(views);
-        for r in reads {
-            if let Some(Place::Received(i)) = self.place(r.tile) {
-                let slot = &self.received[i];
-                if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    // SAFETY: every other reader has run (the count), none is left.
-                    unsafe { *slot.data.get() = None };
-                }
-            }
-        }
-        if !self.plan.sends[id].is_empty() {
-            let packed = self.pack(write.tile).ok_or_else(|| missing(write.tile))?;
-            // The loop is gone only once the run has stopped: nothing is lost.
-            let _ = self.outgoing.send((id, packed));
-        }
-        Ok(())
-    }
 }
 
 /// A packed tile and the ranks it goes to.
-type Outgoing<'p> = (&'p [Rank], Vec<f64>);
+type Outgoing<'p, T> = (&'p [Rank], Vec<<T as Wire>::Part>);
 
 /// A packed tile in flight to its destinations: the buffer lives until every send of it
 /// is complete.
-struct InFlight {
-    buffer: *mut [f64],
-    requests: Vec<Request<'static, [f64], StaticScope>>,
+struct InFlight<P: Equivalence + 'static> {
+    buffer: *mut [P],
+    requests: Vec<Request<'static, [P], StaticScope>>,
 }
 
 /// A message being received: the buffer lives until the receive is complete.
-struct Arriving {
+struct Arriving<P: Equivalence + 'static> {
     from: Rank,
     tag: i32,
-    buffer: *mut [f64],
-    request: Request<'static, [f64], StaticScope>,
+    buffer: *mut [P],
+    request: Request<'static, [P], StaticScope>,
 }
 
 /// What the communication loop did.
@@ -670,14 +448,14 @@ struct Exchanged {
 }
 
 /// The communication loop of one rank (on the calling thread, beside the run).
-struct Exchange<'r, C: Communicator> {
+struct Exchange<'r, T: Wire, C: Communicator> {
     comm: &'r C,
-    plan: &'r Plan,
-    work: &'r DistributedWork<'r>,
-    packed: mpsc::Receiver<(TaskId, Vec<f64>)>,
+    share: &'r Share,
+    tiles: &'r TileSet<'r, T>,
+    packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
     timeout: Duration,
-    in_flight: Vec<InFlight>,
-    arriving: Vec<Arriving>,
+    in_flight: Vec<InFlight<T::Part>>,
+    arriving: Vec<Arriving<T::Part>>,
     /// Tiles received from each rank, and what each said it sent in its last message.
     received_from: Vec<usize>,
     ended_from: Vec<Option<usize>>,
@@ -685,21 +463,21 @@ struct Exchange<'r, C: Communicator> {
     done: Exchanged,
 }
 
-impl<'r, C: Communicator> Exchange<'r, C> {
+impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
     fn new(
         comm: &'r C,
-        plan: &'r Plan,
-        work: &'r DistributedWork<'r>,
-        packed: mpsc::Receiver<(TaskId, Vec<f64>)>,
+        share: &'r Share,
+        tiles: &'r TileSet<'r, T>,
+        packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
         timeout: Duration,
     ) -> Self {
         let size = comm.size() as usize;
         let mut ended_from = vec![None; size];
-        ended_from[plan.rank] = Some(0);
+        ended_from[share.rank] = Some(0);
         Self {
             comm,
-            plan,
-            work,
+            share,
+            tiles,
             packed,
             timeout,
             in_flight: Vec::new(),
@@ -716,7 +494,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
 
     /// Moves tiles until this rank's run has stopped, every rank has said its last word
     /// and every send is complete; `initial` leaves first.
-    fn run(mut self, inbox: &Inbox<'_, '_>, initial: Vec<Outgoing<'_>>) -> Result<Exchanged> {
+    fn run(mut self, inbox: &Inbox<'_, '_>, initial: Vec<Outgoing<'_, T>>) -> Result<Exchanged> {
         for (to, packed) in initial {
             self.post(to, packed);
         }
@@ -735,9 +513,10 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             // Matched as they come, received without blocking: a sender that stops in the
             // middle of a large message must not hold this loop.
             while let Some((message, status)) = self.comm.any_process().immediate_matched_probe() {
-                let count = status.count(f64::equivalent_datatype()).max(0) as usize;
-                let buffer: &'static mut [f64] = Box::leak(vec![0.0; count].into_boxed_slice());
-                let pointer = buffer as *mut [f64];
+                let count = status.count(T::Part::equivalent_datatype()).max(0) as usize;
+                let buffer: &'static mut [T::Part] =
+                    Box::leak(vec![T::Part::default(); count].into_boxed_slice());
+                let pointer = buffer as *mut [T::Part];
                 self.arriving.push(Arriving {
                     from: Rank(status.source_rank() as usize),
                     tag: status.tag(),
@@ -808,17 +587,16 @@ impl<'r, C: Communicator> Exchange<'r, C> {
         }
     }
 
-    /// Posts the sends of a packed tile written by `task` to the ranks that read it.
     /// The ranks the tile `task` writes goes to.
     fn sends_of(&self, task: TaskId) -> &'r [Rank] {
-        let plan: &'r Plan = self.plan;
-        &plan.sends[task]
+        let share: &'r Share = self.share;
+        &share.sends[task]
     }
 
     /// Posts the sends of a packed tile to the ranks `to`.
-    fn post(&mut self, to: &[Rank], packed: Vec<f64>) {
-        let bytes = (packed.len() - 3) * size_of::<f64>();
-        let buffer: &'static [f64] = Box::leak(packed.into_boxed_slice());
+    fn post(&mut self, to: &[Rank], packed: Vec<T::Part>) {
+        let bytes = (packed.len() - 3) * size_of::<T::Part>();
+        let buffer: &'static [T::Part] = Box::leak(packed.into_boxed_slice());
         let requests = to
             .iter()
             .map(|&r| {
@@ -831,58 +609,59 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             })
             .collect();
         self.in_flight.push(InFlight {
-            buffer: buffer as *const [f64] as *mut [f64],
+            buffer: buffer as *const [T::Part] as *mut [T::Part],
             requests,
         });
     }
 
     /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s
     /// last word.
-    fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<f64>) {
+    fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<T::Part>) {
         if tag == END {
-            let (failed, sent) = (data.first() == Some(&1.0), data.get(1).copied());
-            self.ended_from[from] = Some(sent.unwrap_or(0.0) as usize);
+            let word = |i: usize| data.get(i).and_then(|&p| T::as_index(p));
+            let (failed, sent) = (word(0) == Some(1), word(1));
+            self.ended_from[from] = Some(sent.unwrap_or(0));
             if failed && !inbox.stopped() {
                 inbox.fail(format!("rank {from} failed"));
             }
             return;
         }
         self.received_from[from] += 1;
-        let [matrix, row, col, ..] = data[..] else {
+        let Some((tile, parts)) = wire::named::<T>(&data) else {
             inbox.fail(format!(
                 "rank {from} sent a tile message of {} values, without its tile's place",
                 data.len()
             ));
             return;
         };
-        let tile = TileRef::new(MatrixId(matrix as u8), row as usize, col as usize);
         let wrong = |why: String| {
             let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
             format!("rank {from} sent tile ({r}, {c}) of matrix {m}, {why}")
         };
-        let Some(Place::Received(i)) = self.work.place(tile) else {
-            inbox.fail(wrong("which this rank does not read".into()));
-            return;
-        };
-        let (rows, cols) = self.plan.shape(tile);
-        if data.len() != 3 + rows * cols {
+        let (rows, cols) = self.share.plan.shape(tile);
+        let Some(m) = wire::tile_of::<T>(rows, cols, parts) else {
             inbox.fail(wrong(format!(
                 "with {} values instead of {rows} x {cols}",
-                data.len() - 3
+                parts.len() / T::PARTS
             )));
             return;
+        };
+        if let Err(why) = self.tiles.fill(tile, m) {
+            inbox.fail(wrong(why));
+            return;
         }
-        self.work
-            .fill(i, Mat::from_fn(rows, cols, |r, c| data[3 + c * rows + r]));
-        for &task in &self.plan.receives[i].1 {
-            inbox.arrived(task);
+        let readers = &self.share.receives;
+        if let Ok(i) = readers.binary_search_by_key(&tile, |(t, _)| *t) {
+            for &task in &readers[i].1 {
+                inbox.arrived(task);
+            }
         }
     }
 
     /// Tells every other rank how many tiles it was sent, and whether this rank failed.
     fn end(&mut self, failed: bool) {
-        for r in (0..self.comm.size() as usize).filter(|&r| r != self.plan.rank.0) {
-            let word = [f64::from(u8::from(failed)), self.sent_to[r] as f64];
+        for r in (0..self.comm.size() as usize).filter(|&r| r != self.share.rank.0) {
+            let word = [T::index(usize::from(failed)), T::index(self.sent_to[r])];
             self.comm
                 .process_at_rank(r as i32)
                 .send_with_tag(&word[..], END);
@@ -894,7 +673,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
         for (r, (&got, said)) in self.received_from.iter().zip(&self.ended_from).enumerate() {
             if Some(got) != *said {
                 return Err(Error::Distributed {
-                    rank: self.plan.rank.0,
+                    rank: self.share.rank.0,
                     reason: format!(
                         "received {got} tiles from rank {r}, which says it sent {}",
                         said.unwrap_or(0)
@@ -910,7 +689,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
         let silent: Vec<String> = (0..self.ended_from.len())
             .filter(|&r| {
                 self.ended_from[r].is_none()
-                    && (inbox.stopped() || self.received_from[r] < self.plan.expected_from[r])
+                    && (inbox.stopped() || self.received_from[r] < self.share.expected_from[r])
             })
             .map(|r| r.to_string())
             .collect();
@@ -923,7 +702,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
             std::mem::forget(a.request);
         }
         Error::Distributed {
-            rank: self.plan.rank.0,
+            rank: self.share.rank.0,
             reason: format!(
                 "nothing arrived for {:.0} s from rank(s) {} while this rank waited for them: presumed dead",
                 self.timeout.as_secs_f64(),
@@ -933,7 +712,7 @@ impl<'r, C: Communicator> Exchange<'r, C> {
     }
 }
 
-impl InFlight {
+impl<P: Equivalence + 'static> InFlight<P> {
     /// `None` once every send is complete (the buffer is freed), else what is left.
     fn test(mut self) -> Option<Self> {
         self.requests = std::mem::take(&mut self.requests)

@@ -1,20 +1,23 @@
-//! ScaLAPACK's `pdpotrf` on a [`DistributedMatrix`] and `pdpotrs` on a [`DistributedRhs`]:
-//! the peers a distributed factorisation and solve are measured against (feature
-//! `scalapack`; apt `libscalapack-openmpi-dev`).
+//! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`],
+//! in the matrices' precision (s, d, c, z): the peers a distributed factorisation and
+//! solve are measured against (feature `scalapack`; apt `libscalapack-openmpi-dev`).
 //!
 //! The tiles already sit where ScaLAPACK wants them: with block size = tile size, source
 //! process (0, 0) and a BLACS grid in row-major order, global tile (I, J) is on process
 //! (I mod P, J mod Q), at local block (I / P, J / Q) of its column-major local array. The
-//! tiles are copied into that array (not timed), `pdpotrf('L')` or `pdpotrs('L')` runs
-//! between two barriers, and the result's tiles are copied back.
+//! tiles are copied into that array (not timed), `p?potrf('L')` or `p?potrs('L')` runs
+//! between two barriers, and the result's tiles are copied back. A complex local array is
+//! faer's `c32`/`c64` entries, laid out as Fortran's COMPLEX (real part, then imaginary).
 
 use std::ffi::c_char;
 
 use faer::Mat;
+use hetla_kernels::{c32, c64};
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::{DistributedMatrix, DistributedRhs};
+use super::matrix::{DistributedMatrix, DistributedRhs};
+use super::wire::Wire;
 use crate::{Error, Result};
 
 #[link(name = "scalapack-openmpi")]
@@ -42,45 +45,142 @@ unsafe extern "C" {
         lld: *const i32,
         info: *mut i32,
     );
-    fn pdpotrf_(
-        uplo: *const c_char,
-        n: *const i32,
-        a: *mut f64,
-        ia: *const i32,
-        ja: *const i32,
-        desca: *const i32,
-        info: *mut i32,
-    );
-    #[allow(clippy::too_many_arguments)]
-    fn pdpotrs_(
-        uplo: *const c_char,
-        n: *const i32,
-        nrhs: *const i32,
-        a: *const f64,
-        ia: *const i32,
-        ja: *const i32,
-        desca: *const i32,
-        b: *mut f64,
-        ib: *const i32,
-        jb: *const i32,
-        descb: *const i32,
-        info: *mut i32,
-    );
 }
 
-/// What [`pdpotrf`] measured: the seconds of each run (the slowest rank's), and the factor
+/// Declares ScaLAPACK's `p?potrf_` and `p?potrs_` of one precision.
+macro_rules! declare {
+    ($potrf:ident, $potrs:ident, $t:ty) => {
+        #[link(name = "scalapack-openmpi")]
+        unsafe extern "C" {
+            fn $potrf(
+                uplo: *const c_char,
+                n: *const i32,
+                a: *mut $t,
+                ia: *const i32,
+                ja: *const i32,
+                desca: *const i32,
+                info: *mut i32,
+            );
+            fn $potrs(
+                uplo: *const c_char,
+                n: *const i32,
+                nrhs: *const i32,
+                a: *const $t,
+                ia: *const i32,
+                ja: *const i32,
+                desca: *const i32,
+                b: *mut $t,
+                ib: *const i32,
+                jb: *const i32,
+                descb: *const i32,
+                info: *mut i32,
+            );
+        }
+    };
+}
+
+declare!(pspotrf_, pspotrs_, f32);
+declare!(pdpotrf_, pdpotrs_, f64);
+declare!(pcpotrf_, pcpotrs_, c32);
+declare!(pzpotrf_, pzpotrs_, c64);
+
+/// A local array and its descriptor.
+type Local<'a, T> = (&'a mut Mat<T>, &'a [i32; 9]);
+
+/// The scalars ScaLAPACK factors and solves in (sealed through [`Wire`]).
+pub trait Scalapack: Wire {
+    /// LAPACK's letter of the precision ('d' in "pdpotrf").
+    const LETTER: char;
+
+    /// `p?potrf('L')` on the whole local array `a`; ScaLAPACK's `info`.
+    ///
+    /// # Safety
+    /// `a`'s descriptor must describe `a` (its leading dimension `a`'s column stride) on
+    /// an initialised BLACS grid.
+    unsafe fn potrf(n: i32, a: Local<'_, Self>) -> i32;
+
+    /// `p?potrs('L')` with the factor `l` on the right-hand sides `b`; ScaLAPACK's `info`.
+    ///
+    /// # Safety
+    /// As [`Scalapack::potrf`], for both arrays.
+    unsafe fn potrs(n: i32, nrhs: i32, l: (&Mat<Self>, &[i32; 9]), b: Local<'_, Self>) -> i32;
+}
+
+macro_rules! scalapack {
+    ($t:ty, $letter:literal, $potrf:ident, $potrs:ident) => {
+        impl Scalapack for $t {
+            const LETTER: char = $letter;
+
+            unsafe fn potrf(n: i32, (a, desc): Local<'_, Self>) -> i32 {
+                let (one, uplo, mut info) = (1i32, b'L' as c_char, 0i32);
+                // SAFETY: the caller's contract; the scalars are read, info written.
+                unsafe {
+                    $potrf(
+                        &uplo,
+                        &n,
+                        a.as_ptr_mut(),
+                        &one,
+                        &one,
+                        desc.as_ptr(),
+                        &mut info,
+                    )
+                };
+                info
+            }
+
+            unsafe fn potrs(
+                n: i32,
+                nrhs: i32,
+                (l, l_desc): (&Mat<Self>, &[i32; 9]),
+                (b, b_desc): Local<'_, Self>,
+            ) -> i32 {
+                let (one, uplo, mut info) = (1i32, b'L' as c_char, 0i32);
+                // SAFETY: the caller's contract; the scalars are read, info written.
+                unsafe {
+                    $potrs(
+                        &uplo,
+                        &n,
+                        &nrhs,
+                        l.as_ptr(),
+                        &one,
+                        &one,
+                        l_desc.as_ptr(),
+                        b.as_ptr_mut(),
+                        &one,
+                        &one,
+                        b_desc.as_ptr(),
+                        &mut info,
+                    )
+                };
+                info
+            }
+        }
+    };
+}
+
+scalapack!(f32, 's', pspotrf_, pspotrs_);
+scalapack!(f64, 'd', pdpotrf_, pdpotrs_);
+scalapack!(c32, 'c', pcpotrf_, pcpotrs_);
+scalapack!(c64, 'z', pzpotrf_, pzpotrs_);
+
+/// What [`potrf`] measured: the seconds of each run (the slowest rank's), and the factor
 /// of the last run, in tiles.
 #[derive(Debug, Clone)]
-pub struct PeerRuns {
+pub struct PeerRuns<T: Scalapack = f64> {
     /// Seconds of each run, in order.
     pub seconds: Vec<f64>,
     /// The factor L (the tiles on and below the diagonal), as `a` is distributed.
-    pub factor: DistributedMatrix,
+    pub factor: DistributedMatrix<T>,
 }
 
-/// Factors `a` with ScaLAPACK's `pdpotrf` `runs` times (each from `a`), on the ranks of
-/// `MPI_COMM_WORLD` (BLACS's default context: `comm` must span the whole job). Collective.
-pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) -> Result<PeerRuns> {
+/// Factors `a` with ScaLAPACK's `p?potrf` of its precision `runs` times (each from `a`), on
+/// the ranks of `MPI_COMM_WORLD` (BLACS's default context: `comm` must span the whole
+/// job). Collective.
+pub fn potrf<T: Scalapack, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    runs: usize,
+) -> Result<PeerRuns<T>> {
     let tiling = a.tiling();
     let blacs = Blacs::new(a)?;
     let (mut local, desc, mut info) = blacs.local_array(a)?;
@@ -92,25 +192,14 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
         comm.barrier();
         let start = mpi::time();
         if info == 0 {
-            let (one, uplo) = (1i32, b'L' as c_char);
             // SAFETY: `local` is the column-major local array `desc` describes (its
             // leading dimension `lld` is its column stride).
-            unsafe {
-                pdpotrf_(
-                    &uplo,
-                    &n,
-                    local.as_ptr_mut(),
-                    &one,
-                    &one,
-                    desc.as_ptr(),
-                    &mut info,
-                )
-            };
+            info = unsafe { T::potrf(n, (&mut local, &desc)) };
         }
         seconds.push(slowest_since(comm, start));
     }
     drop(blacs);
-    // pdpotrf's info is global: every rank has the same.
+    // p?potrf's info is global: every rank has the same.
     if info != 0 {
         return Err(if info > 0 {
             Error::NotPositiveDefinite {
@@ -133,10 +222,10 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
                 .submatrix(r, c, t.nrows(), t.ncols())
                 .to_owned();
             if i == j {
-                // pdpotrf leaves the strict upper part of diagonal blocks as it was.
+                // p?potrf leaves the strict upper part of diagonal blocks as it was.
                 for col in 0..f.ncols() {
                     for row in 0..col.min(f.nrows()) {
-                        f[(row, col)] = 0.0;
+                        f[(row, col)] = T::from_f64(0.0);
                     }
                 }
             }
@@ -155,29 +244,29 @@ pub fn pdpotrf<C: Communicator>(comm: &C, a: &DistributedMatrix, runs: usize) ->
     })
 }
 
-/// What [`pdpotrs`] measured: the seconds of each run (the slowest rank's), and the
+/// What [`potrs`] measured: the seconds of each run (the slowest rank's), and the
 /// solution of the last run.
 #[derive(Debug, Clone)]
-pub struct PeerSolves {
+pub struct PeerSolves<T: Scalapack = f64> {
     /// Seconds of each run, in order.
     pub seconds: Vec<f64>,
     /// The solution X, as `b` is distributed.
-    pub x: DistributedRhs,
+    pub x: DistributedRhs<T>,
 }
 
-/// Solves A X = B with ScaLAPACK's `pdpotrs` and the factor `l` (its lower triangle, as
-/// [`pdpotrf`] or [`crate::Cholesky::factor_distributed`] leaves it) `runs` times, each
-/// from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
-pub fn pdpotrs<C: Communicator>(
+/// Solves A X = B with ScaLAPACK's `p?potrs` of the precision and the factor `l` (its
+/// lower triangle, as [`potrf`] or [`crate::Cholesky::factor_distributed`] leaves it)
+/// `runs` times, each from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
+pub fn potrs<T: Scalapack, C: Communicator>(
     comm: &C,
-    l: &DistributedMatrix,
-    b: &DistributedRhs,
+    l: &DistributedMatrix<T>,
+    b: &DistributedRhs<T>,
     runs: usize,
-) -> Result<PeerSolves> {
+) -> Result<PeerSolves<T>> {
     let (lt, bt) = (l.tiling(), b.tiling());
     if b.0.grid != l.grid() || (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
         return Err(Error::InvalidOption {
-            option: "pdpotrs",
+            option: "potrs",
             reason: "the right-hand sides are not on the factor's grid with its rows and tile"
                 .into(),
         });
@@ -195,24 +284,8 @@ pub fn pdpotrs<C: Communicator>(
         comm.barrier();
         let start = mpi::time();
         if info == 0 {
-            let (one, uplo) = (1i32, b'L' as c_char);
             // SAFETY: the local arrays are those the descriptors describe.
-            unsafe {
-                pdpotrs_(
-                    &uplo,
-                    &n,
-                    &nrhs,
-                    l_local.as_ptr(),
-                    &one,
-                    &one,
-                    l_desc.as_ptr(),
-                    b_local.as_ptr_mut(),
-                    &one,
-                    &one,
-                    b_desc.as_ptr(),
-                    &mut info,
-                )
-            };
+            info = unsafe { T::potrs(n, nrhs, (&l_local, &l_desc), (&mut b_local, &b_desc)) };
         }
         seconds.push(slowest_since(comm, start));
     }
@@ -274,7 +347,7 @@ impl LocalAt {
 }
 
 impl Blacs {
-    fn new(a: &DistributedMatrix) -> Result<Self> {
+    fn new<T: Scalapack>(a: &DistributedMatrix<T>) -> Result<Self> {
         let grid = a.grid();
         let (p, q) = (to_i32(grid.rows(), "P")?, to_i32(grid.cols(), "Q")?);
         let (myrow, mycol) = grid.coords(a.rank());
@@ -301,7 +374,10 @@ impl Blacs {
 
     /// A zero local array for `m` (every rank's share of its rows and columns), its
     /// descriptor, and descinit's info.
-    fn local_array(&self, m: &DistributedMatrix) -> Result<(Mat<f64>, [i32; 9], i32)> {
+    fn local_array<T: Scalapack>(
+        &self,
+        m: &DistributedMatrix<T>,
+    ) -> Result<(Mat<T>, [i32; 9], i32)> {
         let tiling = m.tiling();
         let (rows, cols, nb) = (
             to_i32(tiling.rows(), "the rows")?,
@@ -316,7 +392,7 @@ impl Blacs {
                 numroc_(&cols, &nb, &self.mycol, &zero, &self.q),
             )
         };
-        let local = Mat::<f64>::zeros(local_rows as usize, local_cols as usize);
+        let local = Mat::<T>::zeros(local_rows as usize, local_cols as usize);
         // faer pads columns: the leading dimension is the column stride.
         let lld = to_i32(
             local.col_stride().unsigned_abs(),
@@ -344,7 +420,7 @@ impl Blacs {
     }
 
     /// Copies `m`'s tiles into its local array.
-    fn copy_in(&self, local: &mut Mat<f64>, m: &DistributedMatrix) {
+    fn copy_in<T: Scalapack>(&self, local: &mut Mat<T>, m: &DistributedMatrix<T>) {
         for (&(i, j), t) in m.tiles() {
             let (r, c) = self.at.of(i, j);
             local

@@ -1,7 +1,11 @@
 //! The cost model of a product: each worker's rate per tile, the data-reuse pipeline of
 //! Anastasiadis (2024), Eq. 2.5, and the tile size it picks.
 
-use super::*;
+use hetla_bounds::communication::half_perimeter_lower_bound;
+use hetla_kernels::Precision;
+use hetla_runtime::{HOST, KernelKey, MemoryNode, ResourceKind, WorkerInfo};
+
+use super::strategy::Processor;
 
 /// Tile sizes tried when the models know none.
 pub(super) const DEFAULT_TILES: [usize; 5] = [256, 512, 1024, 2048, 4096];
@@ -11,19 +15,21 @@ pub(super) const GUESS_CPU_CORE: f64 = 20e9;
 
 pub(super) const GUESS_DEVICE: f64 = 1e12;
 
-/// What planning needs to know of a machine, real or modelled.
-pub(super) struct Machine<'a> {
-    pub(super) workers: &'a [WorkerInfo],
-    /// Capacity of each memory node (`None`: unlimited).
-    pub(super) capacities: Vec<Option<usize>>,
-    /// Seconds of one T x T x T GEMM tile on a worker, if known.
-    pub(super) tile_seconds: &'a dyn Fn(usize, usize) -> Option<f64>,
+/// What planning a product needs to know of a machine, real (a platform's calibrated
+/// models, [`Gemm::run`]) or modelled (a platform model's rates, in `hetla-lab`).
+pub struct Machine<'a> {
+    /// The workers.
+    pub workers: &'a [WorkerInfo],
+    /// Capacity of each memory node (`None`: unlimited; node 0 is the host).
+    pub capacities: Vec<Option<usize>>,
+    /// Seconds of one T x T x T GEMM tile (`tile_seconds(worker, T)`) on a worker, if known.
+    pub tile_seconds: &'a dyn Fn(usize, usize) -> Option<f64>,
     /// Seconds of one copy of `bytes` between host memory and a node.
-    pub(super) copy_seconds: &'a dyn Fn(MemoryNode, usize) -> f64,
+    pub copy_seconds: &'a dyn Fn(MemoryNode, usize) -> f64,
     /// Tile sizes the models know.
-    pub(super) known_tiles: Vec<usize>,
+    pub known_tiles: Vec<usize>,
     /// The precision of the product.
-    pub(super) precision: hetla_kernels::Precision,
+    pub precision: Precision,
 }
 
 impl Machine<'_> {

@@ -267,7 +267,8 @@ fn fill_from_neighbours(owner: &mut [Option<usize>], r: usize, s: usize) {
 
 /// The half-perimeter sum of a tile partition: for each processor, the number of tile
 /// rows plus tile columns its tiles touch (the A and B tiles it loads per inner step).
-pub fn grid_half_perimeters(owner: &[usize], r: usize, s: usize, processors: usize) -> usize {
+#[cfg(test)]
+fn grid_half_perimeters(owner: &[usize], r: usize, s: usize, processors: usize) -> usize {
     let mut rows = vec![vec![false; r]; processors];
     let mut cols = vec![vec![false; s]; processors];
     for (cell, &p) in owner.iter().enumerate() {

@@ -1,9 +1,36 @@
 //! Planning a product: the strategy (or `auto`'s choice), the tiling, the static plan
 //! and where the operands start.
 
-use super::*;
+use std::sync::Arc;
+
+use hetla_bounds::communication::half_perimeter_lower_bound;
+use hetla_factorizations::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, Mode, TileRef};
+use hetla_runtime::{HOST, MemoryNode, RunOptions, SchedulerKind};
+
+use super::cost::{Machine, choose_tile, predict};
+use super::options::{Gemm, Placement};
+use super::partition::Discretisation;
+use super::strategy::{self, Processor, Strategy};
+use crate::{Error, Plan, Result};
+
+/// A product planned on a machine: its [`Plan`] (tiling, graph, static allocation,
+/// placements), and what planning decided, for its report ([`Gemm::report`]).
+#[derive(Debug, Clone)]
+pub struct GemmPlan {
+    plan: Plan,
+    pub(super) tiling: MatMulTiling,
+    pub(super) planned: Planned,
+}
+
+impl GemmPlan {
+    /// The plan to run or simulate.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
 
 /// What planning decided, for the report.
+#[derive(Debug, Clone)]
 pub(super) struct Planned {
     pub(super) strategy: Strategy,
     pub(super) reason: String,
@@ -63,6 +90,28 @@ pub(super) fn auto_strategy(
 }
 
 impl Gemm {
+    /// Plans a product of shape (m, n, k) on `machine`: the tiling (the tile the model
+    /// predicts fastest unless one was given), the strategy (or `auto`'s choice and why),
+    /// and the plan, with its static allocation and placements.
+    pub fn plan_on(
+        &self,
+        machine: &Machine<'_>,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<GemmPlan> {
+        self.check(machine.capacities.len().saturating_sub(1))?;
+        let (tiling, options, planned) = self.plan(machine, m, n, k)?;
+        let plan = Plan::gemm(&tiling, machine.precision).with_schedule(
+            Some(options.scheduler),
+            options.plan,
+            options.placement,
+        );
+        Ok(GemmPlan {
+            plan,
+            tiling,
+            planned,
+        })
+    }
+
     /// Plans a product on `machine`: tiling, strategy and the runtime options.
     pub(super) fn plan(
         &self,
@@ -104,7 +153,7 @@ impl Gemm {
                     .collect();
                 let plan = strategy::grid_plan(&tiling, &devices);
                 partition_shares = Some(shares(&plan.owner, &devices));
-                options.plan = Some(std::sync::Arc::new(plan));
+                options.plan = Some(Arc::new(plan));
             }
             Strategy::PeriSum {
                 discretisation,
@@ -119,7 +168,7 @@ impl Gemm {
                         .map(|(p, c)| (p.node, c as f64))
                         .collect(),
                 );
-                options.plan = Some(std::sync::Arc::new(plan));
+                options.plan = Some(Arc::new(plan));
             }
             Strategy::MaxReuse => {
                 let buffers = machine
@@ -145,7 +194,7 @@ impl Gemm {
                 let spread = ((tiling.r * tiling.s) as f64 / (4 * all.len()) as f64).sqrt();
                 let mu = mu.min(spread.floor() as usize).max(1);
                 let plan = strategy::max_reuse_plan(&tiling, &all, mu, double);
-                options.plan = Some(std::sync::Arc::new(plan));
+                options.plan = Some(Arc::new(plan));
             }
         }
         options.placement = self.placements(&tiling);

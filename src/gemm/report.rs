@@ -1,6 +1,14 @@
 //! What a product reports: time, rate, bytes moved and their lower bounds.
 
-use super::*;
+use hetla_bounds::communication::{
+    device_transfers_lower_bound, equal_finish_split, half_perimeter_lower_bound,
+};
+use hetla_runtime::{HOST, MemoryNode, Trace};
+use serde::Serialize;
+
+use super::cost::Machine;
+use super::options::{Gemm, Placement};
+use super::plan::GemmPlan;
 
 /// What one product did and how it compares with the bounds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,13 +88,10 @@ impl Gemm {
     }
 
     /// The report of a run: time, bytes and bounds.
-    pub(super) fn report(
-        &self,
-        machine: &Machine<'_>,
-        tiling: &MatMulTiling,
-        planned: &Planned,
-        trace: &Trace,
-    ) -> GemmReport {
+    /// What the run of `plan` on `machine` that `trace` recorded did, against the bounds
+    /// of the bytes it had to move.
+    pub fn report(&self, machine: &Machine<'_>, plan: &GemmPlan, trace: &Trace) -> GemmReport {
+        let (tiling, planned) = (&plan.tiling, &plan.planned);
         let (m, n) = (tiling.c.rows(), tiling.c.cols());
         let k = if tiling.params.trans_a {
             tiling.a.rows()

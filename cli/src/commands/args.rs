@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use hetla::runtime::{GpuSelection, ModelStore, Platform};
 use hetla::{Backend, ClusterSpec};
+use hetla_runtime::{GpuSelection, ModelStore, Platform};
 
 impl PlatformArgs {
     pub fn store(&self) -> ModelStore {
@@ -40,7 +40,7 @@ pub struct GpuArgs {
 
 impl GpuArgs {
     /// The platform of `spec` with the selected GPUs.
-    pub fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> hetla::Result<Platform> {
+    pub fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> crate::Result<Platform> {
         let devices = self.gpus.open(self.gpu_memory)?;
         Ok(Platform::with_devices(
             spec,
@@ -146,55 +146,6 @@ impl TraceArgs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
-
-        /// The command line's own parsers (sizes, orders, placements, counts) return a
-        /// value or a message for any text.
-        #[test]
-        fn command_line_parsers_never_panic(s in prop_oneof![
-            "[0-9.]{0,25}[kKmMgGiIbB ]{0,4}",
-            "[0-9]{1,22}(:[0-9]{0,22}){0,3}(,[0-9]{1,22}){0,3}",
-            "(host|gpu[0-9]{0,22}|GPU1|x)(,(host|gpu[0-9]{0,22}|x)){0,4}",
-            "\\PC{0,12}",
-        ]) {
-            if let Ok(bytes) = parse_bytes(&s) {
-                prop_assert!(bytes >= 1);
-            }
-            if let Ok(n) = parse_positive(&s) {
-                prop_assert!(n >= 1);
-            }
-            if let Ok(orders) = crate::commands::sweep::parse_orders(&s) {
-                prop_assert!(orders.0.iter().all(|&n| n >= 1));
-            }
-            let _ = crate::commands::gemm::parse_placement(&s);
-            let _ = parse_spec(&s);
-            let _ = parse_gpus(&s);
-            let _ = parse_backend(&s);
-        }
-    }
-
-    #[test]
-    fn sizes_below_one_byte_and_absurd_orders_are_refused() {
-        assert!(
-            parse_bytes("0.5")
-                .unwrap_err()
-                .contains("less than one byte")
-        );
-        assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
-        assert!(parse_bytes("1e30").is_err());
-        assert!(parse_bytes("99999999999999999999G").is_err());
-        assert!(parse_positive("0").unwrap_err().contains("at least 1"));
-        // A sweep's orders are listed: a range of 10^12 of them is refused, not built.
-        assert!(crate::commands::sweep::parse_orders("1:1000000000000:1").is_err());
-    }
-}
-
 /// Which peers `--compare` times beside hetla.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compare {
@@ -220,9 +171,9 @@ impl Compare {
 }
 
 /// A process grid `PxQ`.
-pub fn parse_grid(s: &str) -> Result<hetla::factorizations::ProcessGrid, String> {
+pub fn parse_grid(s: &str) -> Result<hetla_factorizations::ProcessGrid, String> {
     s.parse()
-        .map_err(|e: hetla::factorizations::GridError| e.to_string())
+        .map_err(|e: hetla_factorizations::GridError| e.to_string())
 }
 
 /// The precision of a run (`--precision`): LAPACK's letters, and `ds` for a solve factored

@@ -3,9 +3,8 @@
 use super::args::{parse_positive, parse_spec};
 use super::output::print_bounds;
 use clap::Args;
-use hetla::ClusterSpec;
-use hetla::graph_bounds::{BoundReport, model_cholesky_bounds};
-use hetla::model::PlatformModel;
+use hetla::{BoundReport, ClusterSpec, Plan};
+use hetla_lab::{Modelled, PlatformModel};
 use serde::Serialize;
 
 #[derive(Args)]
@@ -26,10 +25,10 @@ pub struct BoundArgs {
     /// Tile size (one the platform has rates for).
     #[arg(long, value_parser = parse_positive)]
     pub tile: usize,
-    /// Print one JSON object on stdout instead of text.
     /// The precision of the kernels: s, d, c or z (the platform needs rates in it).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
+    /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -46,16 +45,11 @@ pub struct BoundCmdReport {
     pub bounds: BoundReport,
 }
 
-pub fn bound_cmd(args: &BoundArgs) -> hetla::Result<BoundCmdReport> {
+pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
-    let bounds = model_cholesky_bounds(
-        &model,
-        &args.clusters,
-        args.gpus,
-        args.n,
-        args.tile,
-        args.precision,
-    )?;
+    let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
+    let plan = Plan::cholesky(args.n, args.tile, args.precision)?;
+    let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
         platform: model.name,
         clusters: args.clusters.to_string(),

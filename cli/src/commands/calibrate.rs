@@ -9,13 +9,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use hetla::calibrate::{
-    IN_RUN_TILES, calibrate, calibrate_links, calibration_steps, in_run_steps, link_steps,
-    record_in_run,
+use hetla::{ClusterSpec, Plan, Topology, calibrate, calibration_steps};
+use hetla_lab::{
+    IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps, record_in_run,
 };
-use hetla::model::PlatformModel;
-use hetla::runtime::Platform;
-use hetla::{ClusterSpec, Topology};
+use hetla_runtime::Platform;
 use serde::Serialize;
 
 /// Factorisations `calibrate --output` times per cluster spec and tile size.
@@ -64,20 +62,23 @@ pub struct CalibrateReport {
     pub platform_file: Option<String>,
 }
 
-pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
+pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     if args.tile.contains(&0) || args.samples == 0 {
-        return Err(hetla::Error::InvalidOption {
+        return Err(crate::Error::InvalidOption {
             option: "calibrate",
             reason: "--tile sizes and --samples must be at least 1".into(),
         });
     }
     check_outputs(&[("--output", args.output.as_deref())], None)?;
     let start = Instant::now();
+    // The kernels of the factorisation the platform file describes (and its in-run
+    // factorisations run): a Cholesky plan's.
+    let ops = Plan::cholesky(IN_RUN_TILES, 1, args.precision)?.ops();
     let mut specs = args.clusters.clone();
     let topology = Topology::detect()?;
     let devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
     let cores = topology.cores().len();
-    let sizes = hetla::model::calibration_sizes(cores);
+    let sizes = hetla_lab::calibration_sizes(cores);
     // `none` asks for the GPUs alone.
     specs.retain(|s| *s != ClusterSpec::None);
     if args.output.is_some() {
@@ -102,7 +103,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         platforms.push(Arc::new(platform));
     }
     if platforms.is_empty() {
-        return Err(hetla::Error::InvalidOption {
+        return Err(crate::Error::InvalidOption {
             option: "clusters",
             reason: "nothing to calibrate: --clusters none and no GPU selected".into(),
         });
@@ -115,13 +116,9 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             .iter()
             .map(|&size| {
                 let one = ClusterSpec::Grid { count: 1, size };
-                Platform::with_store(
-                    &one,
-                    args.platform.backend,
-                    hetla::runtime::ModelStore::None,
-                )
+                Platform::with_store(&one, args.platform.backend, hetla_runtime::ModelStore::None)
             })
-            .collect::<hetla::runtime::Result<_>>()?,
+            .collect::<hetla_runtime::Result<_>>()?,
         None => Vec::new(),
     };
     // Factorisations timed per CPU platform for the platform file.
@@ -136,18 +133,18 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         .iter()
         .map(|p| {
             link_steps(p)
-                + calibration_steps(p, &args.tile, args.samples)
+                + calibration_steps(p, &ops, &args.tile, args.samples)
                 + in_run_steps(&args.tile, in_run(p))
         })
         .sum::<usize>()
         + alone
             .iter()
-            .map(|p| calibration_steps(p, &args.tile, args.samples))
+            .map(|p| calibration_steps(p, &ops, &args.tile, args.samples))
             .sum::<usize>();
     let bar = progress_bar(steps);
     let mut file = None;
     let mut models = None;
-    let mut measured_in_run = hetla::runtime::PerfModels::new();
+    let mut measured_in_run = hetla_runtime::PerfModels::new();
     let mut gaps = Vec::new();
     for platform in &platforms {
         bar.set_message(match platform.devices().len() {
@@ -160,9 +157,14 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
             platform.update_models(|m| *m = previous);
         }
         calibrate_links(platform, || bar.inc(1))?;
-        calibrate(platform, &args.tile, args.samples, args.precision, || {
-            bar.inc(1)
-        })?;
+        calibrate(
+            platform,
+            &ops,
+            &args.tile,
+            args.samples,
+            args.precision,
+            || bar.inc(1),
+        )?;
         gaps.extend(record_in_run(
             platform,
             &args.tile,
@@ -174,20 +176,25 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
         file = save_models_or_warn(platform).or(file);
         models = Some(platform.models());
     }
-    let mut measured_alone = hetla::runtime::PerfModels::new();
+    let mut measured_alone = hetla_runtime::PerfModels::new();
     for platform in &alone {
         bar.set_message(format!("clusters {} alone", platform.spec()));
-        calibrate(platform, &args.tile, args.samples, args.precision, || {
-            bar.inc(1)
-        })?;
+        calibrate(
+            platform,
+            &ops,
+            &args.tile,
+            args.samples,
+            args.precision,
+            || bar.inc(1),
+        )?;
         let timed = platform.models();
         for (&size, &tile) in sizes
             .iter()
             .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
         {
-            let class = hetla::runtime::ResourceClass::CpuCluster { cores: size };
-            for op in hetla::calibrate::CHOLESKY_OPS {
-                let key = hetla::runtime::KernelKey::square(op, tile).in_precision(args.precision);
+            let class = hetla_runtime::ResourceClass::CpuCluster { cores: size };
+            for &op in &ops {
+                let key = hetla_runtime::KernelKey::square(op, tile).in_precision(args.precision);
                 if let Some(stats) = timed.get(&key, &class) {
                     measured_alone.merge(key, class.clone(), stats);
                 }
@@ -206,7 +213,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 .first()
                 .and_then(|p| Some(p).zip(p.devices().first()))
                 .map(|(p, d)| {
-                    hetla::model::GpuModel::from_calibration(
+                    hetla_lab::GpuModel::from_calibration(
                         d.device.name(),
                         p.devices().len(),
                         d.device.budget(),
@@ -235,7 +242,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> hetla::Result<CalibrateReport> {
                 None => model,
             };
             let model = keep_other_precisions(path, model, args.precision)?;
-            hetla::output::write_atomic(path, model.to_toml().as_bytes())?;
+            hetla_runtime::write_atomic(path, model.to_toml().as_bytes())?;
             Some(path.display().to_string())
         }
         None => None,
@@ -270,7 +277,7 @@ fn keep_other_precisions(
     path: &std::path::Path,
     mut model: PlatformModel,
     precision: hetla::Precision,
-) -> hetla::Result<PlatformModel> {
+) -> crate::Result<PlatformModel> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Ok(model);
     };
@@ -304,5 +311,5 @@ fn keep_other_precisions(
         gpu.kernels.extend(kept);
     }
     // Checked as a platform file is.
-    PlatformModel::from_toml(&model.to_toml())
+    Ok(PlatformModel::from_toml(&model.to_toml())?)
 }

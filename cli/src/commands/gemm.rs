@@ -6,9 +6,9 @@ use std::time::Instant;
 use clap::Args;
 use hetla::Scalar;
 use hetla::gemm::{GemmReport, Placement, Strategy};
-use hetla::model::{Modelled, PlatformModel};
-use hetla::runtime::GpuSelection;
 use hetla::{ClusterSpec, Gemm};
+use hetla_lab::{Modelled, PlatformModel};
+use hetla_runtime::GpuSelection;
 use serde::Serialize;
 
 /// Arguments of `hetla gemm`.
@@ -130,7 +130,7 @@ pub struct GemmOutput {
 }
 
 /// Runs `hetla gemm`.
-pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
+pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
     let [pa, pb, pc] = args.placement;
     let gemm = Gemm::new()
         .transpose(args.transa, args.transb)
@@ -141,7 +141,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
     if let Some(name) = &args.platform {
         if args.repeat.is_some() {
-            return Err(hetla::Error::InvalidOption {
+            return Err(crate::Error::InvalidOption {
                 option: "repeat",
                 reason:
                     "a simulation (--platform) is deterministic: --repeat applies to real runs only"
@@ -155,7 +155,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             GpuSelection::None => 0,
             GpuSelection::List(list) if list.len() == 1 => list[0],
             other => {
-                return Err(hetla::Error::InvalidOption {
+                return Err(crate::Error::InvalidOption {
                     option: "gpus",
                     reason: format!(
                         "with --platform, --gpus is a number of GPUs of the model (all, none or a count up to {}), not {other}",
@@ -165,7 +165,7 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
             }
         };
         if gpus > model.gpu_count() {
-            return Err(hetla::Error::InvalidOption {
+            return Err(crate::Error::InvalidOption {
                 option: "gpus",
                 reason: format!(
                     "platform {} has {} GPU(s), {gpus} were asked for",
@@ -187,7 +187,8 @@ pub fn run(args: &GemmArgs) -> hetla::Result<GemmOutput> {
         } else {
             args.clusters.clone()
         };
-        let (report, trace) = gemm.simulate_traced(
+        let (report, trace) = hetla_lab::simulate_gemm_traced(
+            &gemm,
             &Modelled::new(&model, &args.clusters, gpus)
                 .gpu_memory(args.gpus.gpu_memory)
                 .precision(args.precision),
@@ -228,7 +229,7 @@ fn random_in<T: Scalar>(rows: usize, cols: usize, seed: u64) -> faer::Mat<T> {
 }
 
 /// A product on this machine in precision `T`.
-fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> hetla::Result<GemmOutput> {
+fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput> {
     // The three matrices, C's copy and the check's reference product.
     let (m, n, k) = (args.m, args.n, args.k);
     let scale = |b: u128| b / 8 * size_of::<T>() as u128;
@@ -274,7 +275,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> hetla::Result<GemmOutput
             (args.alpha, args.beta),
             par,
         );
-        hetla::Result::Ok((r, start.elapsed().as_secs_f64()))
+        crate::Result::Ok((r, start.elapsed().as_secs_f64()))
     };
     // The faer peer is the reference product, timed as hetla was (--repeat).
     let cpu_peers = args.compare.is_some_and(super::args::Compare::cpu);

@@ -4,8 +4,8 @@
 use super::args::{parse_gpus, parse_spec};
 use super::output::ClustersReport;
 use clap::Args;
-use hetla::runtime::GpuSelection;
 use hetla::{Backend, ClusterSpec, Topology};
+use hetla_runtime::GpuSelection;
 use serde::Serialize;
 
 #[derive(Args)]
@@ -79,7 +79,7 @@ fn cuda_report() -> Vec<CudaLibraryReport> {
     Vec::new()
 }
 
-pub fn info(args: &InfoArgs) -> hetla::Result<InfoReport> {
+pub fn info(args: &InfoArgs) -> crate::Result<InfoReport> {
     let cpus = hetla_clusters::available_cpus();
     let topology = Topology::detect()?;
     let lists = |level| -> Vec<String> {

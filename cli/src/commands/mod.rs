@@ -6,9 +6,9 @@ pub mod bound;
 pub mod calibrate;
 pub mod cholesky;
 pub mod gemm;
-pub mod grid;
 pub mod info;
-pub mod mixed;
 pub mod output;
+#[cfg(test)]
+mod parsers;
 pub mod simulate;
 pub mod sweep;

@@ -4,8 +4,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use crate::gantt::Gantt;
-use hetla::graph_bounds::BoundReport;
-use hetla::runtime::Platform;
+use hetla::BoundReport;
+use hetla_runtime::Platform;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -79,18 +79,18 @@ pub fn write_trace_files(
 pub fn check_outputs(
     outputs: &[(&str, Option<&std::path::Path>)],
     model_file: Option<&std::path::Path>,
-) -> hetla::Result<()> {
+) -> crate::Result<()> {
     let mut given: Vec<(&str, &std::path::Path)> = Vec::new();
     for (option, path) in outputs {
         if let Some(path) = path {
-            hetla::output::check_writable(option, path)?;
+            hetla_runtime::check_writable(option, path)?;
             given.push((option, path));
         }
     }
     if let Some(models) = model_file {
         given.push(("the performance-model file", models));
     }
-    Ok(hetla::output::check_distinct(&given)?)
+    Ok(hetla_runtime::check_distinct(&given)?)
 }
 
 /// Saves the models a finished run learned: a failure is a warning that keeps the run's

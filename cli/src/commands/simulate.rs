@@ -1,15 +1,10 @@
 //! `hetla simulate`: one Cholesky run on a modelled platform, with its bounds.
 
 use clap::Args;
-use hetla::factorizations::ProcessGrid;
-use hetla::model::LinkRate;
-use hetla::model::PlatformModel;
-use hetla::runtime::RunOptions;
-use hetla::runtime::SimOptions;
-use hetla::simulation::{
-    GridSimReport, SimReport, parse_network, simulate_cholesky, simulate_cholesky_grid,
-};
-use hetla::{ClusterSpec, SchedulerKind};
+use hetla::{ClusterSpec, Plan, SchedulerKind};
+use hetla_factorizations::ProcessGrid;
+use hetla_lab::{GridSimReport, Modelled, PlatformModel, SimReport, parse_network};
+use hetla_runtime::{LinkRate, RunOptions, SimOptions};
 use serde::Serialize;
 
 /// Options shared by `simulate` and `sweep`: how each simulated run is scheduled and
@@ -20,7 +15,7 @@ pub struct SimRunArgs {
     #[arg(long, default_value = "mct")]
     pub scheduler: SchedulerKind,
     /// dmda's beta: the weight of a task's transfer time in its expected completion.
-    #[arg(long, default_value_t = hetla::runtime::DMDA_BETA, value_parser = parse_beta)]
+    #[arg(long, default_value_t = hetla_runtime::DMDA_BETA, value_parser = parse_beta)]
     pub dmda_beta: f64,
     /// Seed of the duration noise.
     #[arg(long, default_value_t = 0)]
@@ -33,7 +28,7 @@ pub struct SimRunArgs {
     /// task writing them ends, hetla's policy) or end (in the flush after the last task,
     /// StarPU's, the policy of the papers' runs).
     #[arg(long, default_value = "final")]
-    pub write_back: hetla::runtime::WriteBack,
+    pub write_back: hetla_runtime::WriteBack,
 }
 
 impl SimRunArgs {
@@ -95,7 +90,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "1.5us,100Gb/s", value_parser = parse_network)]
     pub network: LinkRate,
     /// The precision of the simulated kernels: s, d, c or z (the platform needs rates in
-    /// it; the presets state theirs). One node only.
+    /// it; the presets state theirs).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
     #[command(flatten)]
@@ -121,8 +116,8 @@ pub enum Simulated {
 pub fn grid_of(
     nodes: Option<usize>,
     grid: Option<ProcessGrid>,
-) -> hetla::Result<Option<ProcessGrid>> {
-    let invalid = |reason: String| hetla::Error::InvalidOption {
+) -> crate::Result<Option<ProcessGrid>> {
+    let invalid = |reason: String| crate::Error::InvalidOption {
         option: "nodes",
         reason,
     };
@@ -148,43 +143,21 @@ pub fn grid_of(
 }
 
 /// Runs `hetla simulate`.
-pub fn run(args: &SimulateArgs) -> hetla::Result<Simulated> {
+pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let grid = grid_of(args.nodes, args.grid)?;
     let model = PlatformModel::resolve(&args.platform)?;
     let options = args.run.options();
+    let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
+    let plan = Plan::cholesky(args.n, args.tile, args.precision)?;
     let (report, trace) = match grid {
         None => {
-            let (report, trace) = simulate_cholesky(
-                &model,
-                &args.clusters,
-                args.gpus,
-                args.n,
-                args.tile,
-                args.precision,
-                &options,
-            )?;
+            let (report, trace) = hetla_lab::simulate(&plan, &machine, &options)?;
             (Simulated::Node(report), trace)
         }
-        Some(_) if args.precision != hetla::Precision::D => {
-            return Err(hetla::Error::InvalidOption {
-                option: "precision",
-                reason:
-                    "distributed simulations (--nodes, --grid) are f64 only: give --precision d"
-                        .into(),
-            });
-        }
         Some(grid) => {
-            let (report, trace) = simulate_cholesky_grid(
-                &model,
-                &args.clusters,
-                args.gpus,
-                args.n,
-                args.tile,
-                grid,
-                args.network,
-                &options,
-            )?;
+            let (report, trace) =
+                hetla_lab::simulate_grid(&plan, &machine, grid, args.network, &options)?;
             (Simulated::Grid(report), trace)
         }
     };
@@ -203,8 +176,8 @@ pub fn print(r: &Simulated) {
 /// Prints a simulated distributed run as a table.
 pub fn print_grid(r: &GridSimReport) {
     println!(
-        "hetla simulate: Cholesky n = {}, tile = {} on {} nodes ({} grid) of {} with clusters {} and {} GPU(s) each, scheduler {}",
-        r.n, r.tile, r.nodes, r.grid, r.platform, r.clusters, r.gpus, r.scheduler
+        "hetla simulate: Cholesky n = {}, tile = {}, precision {} on {} nodes ({} grid) of {} with clusters {} and {} GPU(s) each, scheduler {}",
+        r.n, r.tile, r.precision, r.nodes, r.grid, r.platform, r.clusters, r.gpus, r.scheduler
     );
     println!(
         "  network   {} us + bytes / {} GB/s per message, one at a time per NIC and direction",
@@ -215,8 +188,15 @@ pub fn print_grid(r: &GridSimReport) {
         r.makespan_ms, r.simulation_seconds, r.noise, r.seed
     );
     println!(
-        "  rate      {:.2} Gflop/s, {:.2} per node (n^3/3 flops; CPU kernel rates: {})",
-        r.gflops, r.gflops_per_node, r.cpu_rates
+        "  rate      {:.2} Gflop/s, {:.2} per node ({} flops; CPU kernel rates: {})",
+        r.gflops,
+        r.gflops_per_node,
+        if r.precision.is_complex() {
+            "4 n^3/3 real"
+        } else {
+            "n^3/3"
+        },
+        r.cpu_rates
     );
     println!(
         "  messages  {} ({:.1} MB)",

@@ -11,15 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use hetla::factorizations::ProcessGrid;
-use hetla::graph_bounds::cholesky_flops;
-use hetla::model::LinkRate;
-use hetla::model::PlatformModel;
-use hetla::output::write_atomic;
-use hetla::simulation::{simulate_cholesky, simulate_cholesky_grid};
-use hetla::{ClusterSpec, Error};
+use hetla::{ClusterSpec, Plan, Precision};
+use hetla_factorizations::ProcessGrid;
+use hetla_lab::{Modelled, PlatformModel};
+use hetla_runtime::{LinkRate, write_atomic};
 use plotters::prelude::*;
 use serde::Serialize;
+
+use crate::Error;
 
 use super::simulate::SimRunArgs;
 
@@ -51,7 +50,7 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_nodes)]
     pub nodes: Vec<ProcessGrid>,
     /// The network between nodes (see `simulate --network`).
-    #[arg(long, default_value = "1.5us,100Gb/s", value_parser = hetla::simulation::parse_network)]
+    #[arg(long, default_value = "1.5us,100Gb/s", value_parser = hetla_lab::parse_network)]
     pub network: LinkRate,
     /// Weak scaling: each `--n` is the order on one node, and a run on N nodes factors
     /// n * sqrt(N) (rounded to a multiple of the tile), the same memory per node.
@@ -201,7 +200,7 @@ pub struct SweepReport {
 }
 
 /// Runs `hetla sweep`.
-pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
+pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     let start = Instant::now();
     let real = args.platform == THIS_MACHINE;
     let model = if real {
@@ -227,7 +226,7 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| hetla_runtime::Error::io("create the --out directory", &args.out, e))?;
     for name in ["results.csv", "results.json"] {
-        hetla::output::check_writable("--out", &args.out.join(name))?;
+        hetla_runtime::check_writable("--out", &args.out.join(name))?;
     }
     if real && !args.nodes.is_empty() {
         return Err(Error::InvalidOption {
@@ -269,38 +268,48 @@ pub fn run(args: &SweepArgs) -> hetla::Result<SweepReport> {
             series: series.clone(),
             ..empty_row(model.is_some(), spec, gpus, tile, n)
         };
-        let gflops = |ms: f64| cholesky_flops(n, hetla::Precision::D) / (ms * 1e-3) / 1e9;
         let row = match (&model, grid) {
             (Some(model), Some(grid)) => {
-                simulate_cholesky_grid(model, spec, gpus, n, tile, grid, args.network, &options)
-                    .map(|(r, _)| SweepRow {
-                        makespan_ms: Some(r.makespan_ms),
-                        gflops: Some(r.gflops),
-                        cp_gflops: Some(gflops(r.bounds.cp_ms)),
-                        area_gflops: Some(gflops(r.bounds.area_ms)),
-                        mixed_gflops: r.bounds.mixed_ms.map(gflops),
-                        efficiency: Some(r.efficiency),
-                        gflops_per_node: Some(r.gflops_per_node),
-                        network_ms: Some(r.bounds.network_ms),
-                        bound_gflops: Some(r.bounds.bound_gflops),
-                        bound_by: Some(r.bounds.bound_by),
-                        bytes_sent: Some(r.bytes_sent),
-                        ..empty()
+                let machine = Modelled::new(model, spec, gpus);
+                Plan::cholesky(n, tile, Precision::D)
+                    .map_err(Error::from)
+                    .and_then(|plan| {
+                        let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
+                        let simulated =
+                            hetla_lab::simulate_grid(&plan, &machine, grid, args.network, &options);
+                        simulated.map_err(Error::from).map(|(r, _)| SweepRow {
+                            makespan_ms: Some(r.makespan_ms),
+                            gflops: Some(r.gflops),
+                            cp_gflops: Some(gflops(r.bounds.cp_ms)),
+                            area_gflops: Some(gflops(r.bounds.area_ms)),
+                            mixed_gflops: r.bounds.mixed_ms.map(gflops),
+                            efficiency: Some(r.efficiency),
+                            gflops_per_node: Some(r.gflops_per_node),
+                            network_ms: Some(r.bounds.network_ms),
+                            bound_gflops: Some(r.bounds.bound_gflops),
+                            bound_by: Some(r.bounds.bound_by),
+                            bytes_sent: Some(r.bytes_sent),
+                            ..empty()
+                        })
                     })
             }
             (Some(model), None) => {
-                simulate_cholesky(model, spec, gpus, n, tile, hetla::Precision::D, &options).map(
-                    |(r, _)| SweepRow {
-                        makespan_ms: Some(r.makespan_ms),
-                        gflops: Some(r.gflops),
-                        cp_gflops: Some(r.bounds.cp_gflops),
-                        area_gflops: Some(r.bounds.area_gflops),
-                        mixed_gflops: Some(r.bounds.mixed_gflops),
-                        efficiency: Some(r.efficiency),
-                        bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
-                        ..empty()
-                    },
-                )
+                let machine = Modelled::new(model, spec, gpus);
+                Plan::cholesky(n, tile, Precision::D)
+                    .map_err(Error::from)
+                    .and_then(|plan| {
+                        let simulated = hetla_lab::simulate(&plan, &machine, &options);
+                        simulated.map_err(Error::from).map(|(r, _)| SweepRow {
+                            makespan_ms: Some(r.makespan_ms),
+                            gflops: Some(r.gflops),
+                            cp_gflops: Some(r.bounds.cp_gflops),
+                            area_gflops: Some(r.bounds.area_gflops),
+                            mixed_gflops: Some(r.bounds.mixed_gflops),
+                            efficiency: Some(r.efficiency),
+                            bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
+                            ..empty()
+                        })
+                    })
             }
             (None, _) => real_run(args, spec, gpus, tile, n),
         };
@@ -379,13 +388,13 @@ fn real_run(
     gpus: usize,
     tile: usize,
     n: usize,
-) -> hetla::Result<SweepRow> {
+) -> crate::Result<SweepRow> {
     // The first `gpus` GPUs of this machine (an error, hence a skipped row, if it has fewer).
     let selection = match gpus {
-        0 => hetla::runtime::GpuSelection::None,
-        k => hetla::runtime::GpuSelection::List((0..k).collect()),
+        0 => hetla_runtime::GpuSelection::None,
+        k => hetla_runtime::GpuSelection::List((0..k).collect()),
     };
-    let report = super::cholesky::factor::<f64>(&super::cholesky::CholeskyArgs {
+    let output = super::cholesky::run(&super::cholesky::CholeskyArgs {
         n,
         tile: Some(tile),
         seed: 42,
@@ -404,6 +413,12 @@ fn real_run(
         cond: 1.0,
         grid: None,
     })?;
+    let Some(super::cholesky::CholeskyOutput::Factor(report)) = output else {
+        return Err(Error::InvalidOption {
+            option: "platform",
+            reason: "a real run of the sweep did not factor".into(),
+        });
+    };
     let bounds = report.bounds.as_ref();
     Ok(SweepRow {
         makespan_ms: Some(report.makespan_ms),
@@ -419,7 +434,7 @@ fn real_run(
 }
 
 /// Writes results.csv, results.json and the plots; returns their paths.
-fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> hetla::Result<Vec<String>> {
+fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> crate::Result<Vec<String>> {
     let csv_path = out.join("results.csv");
     let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {

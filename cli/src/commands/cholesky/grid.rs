@@ -6,10 +6,11 @@
 //! computed where the tiles live (nothing is gathered, at any n). Rank 0 reports; the
 //! other ranks print nothing but errors.
 
-use hetla::factorizations::ProcessGrid;
+use hetla::Precision;
+use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
 
-use super::cholesky::CholeskyArgs;
+use super::args::CholeskyArgs;
 use crate::peers::PeerRate;
 
 /// The tile of a distributed run when `--tile` is not given: a block size usual for
@@ -24,9 +25,17 @@ const SOLVE_RHS: usize = 1;
 /// only with MPI).
 const PROBES: usize = 4;
 
+#[cfg(all(feature = "mpi", not(feature = "scalapack")))]
+use hetla::distributed::Wire as GridScalar;
+/// The scalars of a distributed run: with ScaLAPACK, those it has peers in.
+#[cfg(feature = "scalapack")]
+use hetla::distributed::scalapack::Scalapack as GridScalar;
+
 #[derive(Serialize)]
 pub struct GridReport {
     pub n: usize,
+    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
+    pub precision: Precision,
     pub tile: usize,
     pub grid: String,
     pub ranks: usize,
@@ -84,17 +93,36 @@ pub struct GridReport {
     /// The bounds of the best run, with its kernels' shortest durations and the measured
     /// network (absent when they could not be computed; `bounds_error` says why).
     #[serde(flatten)]
-    pub bounds: Option<hetla::graph_bounds::DistributedBounds>,
+    pub bounds: Option<hetla::DistributedBounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds_error: Option<String>,
     /// The bound over the best run's seconds (at most 1).
     pub efficiency: Option<f64>,
 }
 
-/// Runs the distributed factorisation `args` describe on `grid`: the report on rank 0,
-/// `None` on the others.
+/// Runs the distributed factorisation `args` describe on `grid`, in its precision: the
+/// report on rank 0, `None` on the others.
 #[cfg(feature = "mpi")]
-pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridReport>> {
+pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> crate::Result<Option<GridReport>> {
+    use super::args::PrecisionArg as P;
+    match args.precision {
+        P::S => run_in::<f32>(args, grid),
+        P::D => run_in::<f64>(args, grid),
+        P::C => run_in::<hetla::c32>(args, grid),
+        P::Z => run_in::<hetla::c64>(args, grid),
+        P::Ds => Err(crate::Error::InvalidOption {
+            option: "precision",
+            reason: "a distributed run (--grid) factors in one precision: give s, d, c or z".into(),
+        }),
+    }
+}
+
+/// [`run`] in precision `T`.
+#[cfg(feature = "mpi")]
+fn run_in<T: GridScalar>(
+    args: &CholeskyArgs,
+    grid: ProcessGrid,
+) -> crate::Result<Option<GridReport>> {
     use std::sync::Arc;
 
     use hetla::distributed::{DistributedMatrix, DistributedRhs};
@@ -103,7 +131,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
 
     let (universe, _) =
         mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or_else(|| {
-            hetla::Error::InvalidOption {
+            crate::Error::InvalidOption {
                 option: "grid",
                 reason: "MPI was already initialised in this process".into(),
             }
@@ -114,8 +142,8 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     let options = Cholesky::new()
         .platform(platform.clone())
         .scheduler(args.scheduler);
-    let a = DistributedMatrix::random_spd(&world, args.n, tile, grid, args.seed)?;
-    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<f64>());
+    let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
+    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
     let mut factor = a.clone();
     let (run, timings) = crate::peers::repeat(repeat, || {
@@ -126,7 +154,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     })?;
     const _: () = assert!(PROBES == hetla::distributed::PROBES);
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
-    let b = DistributedRhs::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
+    let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();
     let (solve, solve_timings) = crate::peers::repeat(repeat, || {
         x = b.clone();
@@ -144,7 +172,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     world.all_gather_into(&busy, &mut busy_by_rank[..]);
     let flops = run.flops;
     // A finished run is reported even when its bounds cannot be had.
-    let free = hetla::model::LinkRate {
+    let free = hetla_runtime::LinkRate {
         latency_us: 0.0,
         gb_per_s: f64::INFINITY,
     };
@@ -173,6 +201,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     };
     Ok(Some(GridReport {
         n: args.n,
+        precision: T::PRECISION,
         tile,
         grid: grid.to_string(),
         ranks: grid.size(),
@@ -208,68 +237,70 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> hetla::Result<Option<GridR
     }))
 }
 
-/// ScaLAPACK's pdpotrf on `a`, timed as hetla is (a warm-up with `--repeat`).
+/// ScaLAPACK's p?potrf on `a`, timed as hetla is (a warm-up with `--repeat`).
 #[cfg(feature = "scalapack")]
-fn pdpotrf_peer<C: mpi::traits::Communicator>(
+fn pdpotrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     comm: &C,
-    a: &hetla::distributed::DistributedMatrix,
+    a: &hetla::distributed::DistributedMatrix<T>,
     repeat: Option<usize>,
     flops: f64,
-) -> hetla::Result<PeerRate> {
+) -> crate::Result<PeerRate> {
     let warm = usize::from(repeat.is_some());
-    let runs = hetla::distributed::scalapack::pdpotrf(comm, a, repeat.unwrap_or(1) + warm)?;
+    let runs = hetla::distributed::scalapack::potrf(comm, a, repeat.unwrap_or(1) + warm)?;
     let mut seconds = runs.seconds[warm..].to_vec();
     let timings = crate::peers::timings(&mut seconds);
-    Ok(PeerRate::from_timings("scalapack-pdpotrf", timings, flops))
+    let name = format!("scalapack-p{}potrf", T::LETTER);
+    Ok(PeerRate::from_timings(&name, timings, flops))
 }
 
-/// ScaLAPACK's pdpotrs with the factor `l` on `b`, timed as hetla's solve is.
+/// ScaLAPACK's p?potrs with the factor `l` on `b`, timed as hetla's solve is.
 #[cfg(feature = "scalapack")]
-fn pdpotrs_peer<C: mpi::traits::Communicator>(
+fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     comm: &C,
-    l: &hetla::distributed::DistributedMatrix,
-    b: &hetla::distributed::DistributedRhs,
+    l: &hetla::distributed::DistributedMatrix<T>,
+    b: &hetla::distributed::DistributedRhs<T>,
     repeat: Option<usize>,
     flops: f64,
-) -> hetla::Result<PeerRate> {
+) -> crate::Result<PeerRate> {
     let warm = usize::from(repeat.is_some());
-    let runs = hetla::distributed::scalapack::pdpotrs(comm, l, b, repeat.unwrap_or(1) + warm)?;
+    let runs = hetla::distributed::scalapack::potrs(comm, l, b, repeat.unwrap_or(1) + warm)?;
     let mut seconds = runs.seconds[warm..].to_vec();
     let timings = crate::peers::timings(&mut seconds);
-    Ok(PeerRate::from_timings("scalapack-pdpotrs", timings, flops))
+    let name = format!("scalapack-p{}potrs", T::LETTER);
+    Ok(PeerRate::from_timings(&name, timings, flops))
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
-fn pdpotrs_peer<C: mpi::traits::Communicator>(
+fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: &C,
-    _: &hetla::distributed::DistributedMatrix,
-    _: &hetla::distributed::DistributedRhs,
+    _: &hetla::distributed::DistributedMatrix<T>,
+    _: &hetla::distributed::DistributedRhs<T>,
     _: Option<usize>,
     _: f64,
-) -> hetla::Result<PeerRate> {
-    Err(hetla::Error::InvalidOption {
+) -> crate::Result<PeerRate> {
+    Err(crate::Error::InvalidOption {
         option: "compare",
-        reason: "the distributed run's peers are ScaLAPACK's pdpotrf and pdpotrs: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
+        reason: "the distributed run's peers are ScaLAPACK's p?potrf and p?potrs: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
     })
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
-fn pdpotrf_peer<C: mpi::traits::Communicator>(
+fn pdpotrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: &C,
-    _: &hetla::distributed::DistributedMatrix,
+    _: &hetla::distributed::DistributedMatrix<T>,
     _: Option<usize>,
     _: f64,
-) -> hetla::Result<PeerRate> {
-    Err(hetla::Error::InvalidOption {
+) -> crate::Result<PeerRate> {
+    Err(crate::Error::InvalidOption {
         option: "compare",
-        reason: "the distributed run's peer is ScaLAPACK's pdpotrf: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
+        reason: "the distributed run's peer is ScaLAPACK's p?potrf: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
     })
 }
 
 /// Without MPI, `--grid` is refused with what to do.
 #[cfg(not(feature = "mpi"))]
-pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> hetla::Result<Option<GridReport>> {
-    Err(hetla::Error::InvalidOption {
+pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> crate::Result<Option<GridReport>> {
+    Err(crate::Error::InvalidOption {
         option: "grid",
         reason: "this hetla was built without MPI: build it with --features mpi (apt libopenmpi-dev openmpi-bin libclang-dev) and start it with mpirun -np P*Q".into(),
     })
@@ -277,16 +308,22 @@ pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> hetla::Result<Option<GridReport>
 
 pub fn print(r: &GridReport) {
     println!(
-        "hetla cholesky: n = {}, tile = {}, grid {} ({} ranks), tasks by rank {:?}",
-        r.n, r.tile, r.grid, r.ranks, r.tasks_by_rank
+        "hetla cholesky: n = {}, precision {}, tile = {}, grid {} ({} ranks), tasks by rank {:?}",
+        r.n, r.precision, r.tile, r.grid, r.ranks, r.tasks_by_rank
     );
     println!(
         "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",
         r.backend, r.clusters, r.scheduler
     );
     println!(
-        "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s (n^3/3 flops)",
-        r.seconds, r.gflops
+        "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s ({} flops)",
+        r.seconds,
+        r.gflops,
+        if r.precision.is_complex() {
+            "4 n^3/3 real"
+        } else {
+            "n^3/3"
+        }
     );
     let busy: Vec<String> = r.busy_by_rank.iter().map(|b| format!("{b:.3}")).collect();
     println!(
@@ -316,7 +353,7 @@ pub fn print(r: &GridReport) {
         );
     }
     if let Some(ratio) = r.solve_ratio_to_pdpotrs {
-        println!("  ratio     {ratio:.3}x pdpotrs");
+        println!("  ratio     {ratio:.3}x p{}potrs", r.precision);
     }
     println!(
         "  sent      {:.1} MiB in all; by rank {:?} bytes, the 2D block-cyclic count {:?}",
@@ -331,7 +368,7 @@ pub fn print(r: &GridReport) {
         );
     }
     if let Some(ratio) = r.ratio_to_pdpotrf {
-        println!("  ratio     {ratio:.3}x pdpotrf");
+        println!("  ratio     {ratio:.3}x p{}potrf", r.precision);
     }
     if let (Some(lat), Some(bw)) = (r.network_latency_us, r.network_gb_per_s) {
         println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");

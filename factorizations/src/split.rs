@@ -1,7 +1,6 @@
-//! How a task graph splits over the ranks of a process grid: the one plan that the
-//! distributed executor (feature `mpi`, `distributed/cholesky.rs`) and the distributed
-//! simulation ([`crate::simulation::simulate_cholesky_grid`]) both follow, so that a
-//! simulated run sends exactly what a real one does.
+//! How a task graph splits over the ranks of a process grid: the one split that hetla's
+//! distributed executor (feature `mpi`) and its distributed simulation both follow, so
+//! that a simulated run sends exactly what a real one does.
 //!
 //! - **Tasks** run where the tile they write lives ([`task_rank`], owner computes); each
 //!   rank's tasks form a graph of their own, in the whole graph's order.
@@ -19,12 +18,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hetla_factorizations::{
-    Message, ProcessGrid, Rank, TaskGraph, TaskId, TileRef, messages, task_rank,
-};
+use crate::distribution::{Message, ProcessGrid, Rank, messages, task_rank};
+use crate::graph::{TaskGraph, TaskId, TileRef};
 
 /// One rank's share of a distributed run.
-pub(crate) struct RankPlan {
+pub struct RankShare {
     /// This rank's tasks, in the whole graph's order.
     pub graph: TaskGraph,
     /// The whole graph's id of each of them.
@@ -32,22 +30,19 @@ pub(crate) struct RankPlan {
     /// Their bottom levels in the whole graph (remote successors included).
     pub priorities: Arc<[f64]>,
     /// Per task of `graph`, the ranks its written tile goes to once it ends.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub sends: Vec<Vec<Rank>>,
     /// Tiles of this rank sent as the run finds them, each with the ranks it goes to.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
     /// The remote tiles this rank reads, each with its tasks that read it, by tile.
     pub receives: Vec<(TileRef, Vec<TaskId>)>,
     /// Tiles expected from each rank.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub expected_from: Vec<usize>,
 }
 
 /// A graph split over every rank of a grid.
-pub(crate) struct GridPlan {
+pub struct GridSplit {
     /// Each rank's share, by rank.
-    pub ranks: Vec<RankPlan>,
+    pub ranks: Vec<RankShare>,
     /// Every message, in [`messages`]' order.
     pub messages: Vec<Message>,
     /// Each task of the whole graph's id on its rank.
@@ -57,12 +52,16 @@ pub(crate) struct GridPlan {
 /// Why a graph's communication is not what a distributed run carries: the tile, and what
 /// would be sent of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unsupported {
+pub struct SplitError {
+    /// The tile.
     pub tile: TileRef,
+    /// What would be sent of it.
     pub what: &'static str,
 }
 
-impl std::fmt::Display for Unsupported {
+impl std::error::Error for SplitError {}
+
+impl std::fmt::Display for SplitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -72,9 +71,9 @@ impl std::fmt::Display for Unsupported {
     }
 }
 
-impl GridPlan {
+impl GridSplit {
     /// Splits `whole` over `grid` (see the module documentation).
-    pub fn new(whole: &TaskGraph, grid: &ProcessGrid) -> Result<Self, Unsupported> {
+    pub fn new(whole: &TaskGraph, grid: &ProcessGrid) -> Result<Self, SplitError> {
         let levels = whole.bottom_levels();
         let size = grid.size();
         let mut graphs: Vec<TaskGraph> = (0..size).map(|_| TaskGraph::new()).collect();
@@ -116,7 +115,7 @@ impl GridPlan {
             }
             expected_from[m.to.0][m.from.0] += 1;
             if receives[m.to.0].insert(m.tile, Vec::new()).is_some() {
-                return Err(Unsupported {
+                return Err(SplitError {
                     tile: m.tile,
                     what: "two versions of it",
                 });
@@ -144,7 +143,7 @@ impl GridPlan {
                     }
                     let mut receives: Vec<_> = receives.into_iter().collect();
                     receives.sort_unstable_by_key(|(tile, _)| *tile);
-                    RankPlan {
+                    RankShare {
                         graph,
                         whole,
                         priorities: priorities.into(),
@@ -166,16 +165,16 @@ impl GridPlan {
 
 #[cfg(test)]
 mod tests {
-    use hetla_factorizations::{FACTOR, Tiling, cholesky, forward_substitution};
-
     use super::*;
+    use crate::builders::{FACTOR, cholesky, forward_substitution};
+    use crate::tiling::Tiling;
 
     #[test]
     fn every_task_runs_once_and_every_message_has_a_sender_and_readers() {
         let tiling = Tiling::square(100, 16).unwrap();
         let whole = cholesky(&tiling).unwrap();
         let grid: ProcessGrid = "2x3".parse().unwrap();
-        let plan = GridPlan::new(&whole, &grid).unwrap();
+        let plan = GridSplit::new(&whole, &grid).unwrap();
         let tasks: usize = plan.ranks.iter().map(|r| r.graph.len()).sum();
         assert_eq!(tasks, whole.len());
         let sent: usize = plan.ranks.iter().flat_map(|r| &r.sends).map(Vec::len).sum();
@@ -201,7 +200,7 @@ mod tests {
         let mut whole = TaskGraph::new();
         forward_substitution(&mut whole, &l, &b).unwrap();
         let grid: ProcessGrid = "2x2".parse().unwrap();
-        let plan = GridPlan::new(&whole, &grid).unwrap();
+        let plan = GridSplit::new(&whole, &grid).unwrap();
         let initial: Vec<_> = plan
             .messages
             .iter()

@@ -1,6 +1,7 @@
-//! Makespan lower bounds of hetla's task graphs (critical path, area, mixed; see
-//! `hetla-bounds`), with durations taken from a platform model or from the performance
-//! models a run recorded, reported in milliseconds and in Gflop/s.
+//! Makespan lower bounds of a plan (critical path, area, mixed; see `hetla-bounds`), with
+//! durations from a modelled machine, from the performance models a platform learned, or
+//! from the very run the plan made, reported in milliseconds and in Gflop/s of the plan's
+//! flops.
 //!
 //! Tasks with the same [`KernelKey`] (operation and operand shapes) share a type, so a
 //! ragged edge tile is its own type. Resource classes are the worker classes with their
@@ -12,15 +13,14 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use hetla_bounds::{Class, Instance};
-use hetla_factorizations::{ProcessGrid, TaskGraph, TaskId, TileRef, Tiling, task_rank};
+use hetla_factorizations::{GridSplit, ProcessGrid, TaskGraph, TaskId, TileRef, task_rank};
+use hetla_runtime::{
+    KernelKey, LinkRate, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes,
+};
 use serde::Serialize;
 
-use crate::calibrate::CHOLESKY_OPS;
-use crate::model::{LinkRate, PlatformModel};
-use crate::rank_plan::GridPlan;
-use crate::{ClusterSpec, Result};
-use hetla_kernels::Precision;
-use hetla_runtime::{KernelKey, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes};
+use super::build::Plan;
+use crate::{Error, Result};
 
 /// One resource class of a bound: its name and how many resources it has.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,42 +58,136 @@ pub struct BoundReport {
     pub seconds: f64,
 }
 
-/// Bounds of `graph`, whose task `i` has kernel `keys[i]`, on `classes` (class and count),
-/// with `duration(key, class)` in seconds (`None`: the class cannot run the key); rates are
-/// `flops` over each bound.
-pub fn graph_bounds(
-    graph: &TaskGraph,
-    keys: &[KernelKey],
-    classes: &[(ResourceClass, usize)],
-    mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
-    flops: f64,
-) -> Result<BoundReport> {
-    let (types, type_keys) = kernel_types(keys);
-    typed_bounds(
-        graph,
-        types,
-        type_keys.len(),
-        classes,
-        |t, class| duration(type_keys[t], class),
-        flops,
-    )
-}
+/// Graphs up to this many tasks get one type per task in [`Plan::run_bounds`]; larger
+/// ones one per kernel and class (see there).
+pub const PER_TASK_TYPES_UP_TO: usize = 10_000;
 
-/// The critical-path and area bounds of `graph` (as [`graph_bounds`]), in milliseconds,
-/// without the mixed bound: its linear program has a variable per task and class, which
-/// takes minutes to solve past some 10^5 tasks; these two take one pass over the graph
-/// and a program per kernel.
-pub fn cp_and_area_ms(
-    graph: &TaskGraph,
-    keys: &[KernelKey],
-    classes: &[(ResourceClass, usize)],
-    mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
-) -> Result<(f64, f64)> {
-    let (types, type_keys) = kernel_types(keys);
-    let instance = typed_instance(graph, types, type_keys.len(), classes, |t, class| {
-        duration(type_keys[t], class)
-    })?;
-    Ok((instance.critical_path().length, instance.area()?.makespan))
+impl Plan {
+    /// Bounds of the plan on `classes` (class and count), with `duration(key, class)` in
+    /// seconds (`None`: the class cannot run the key).
+    pub fn bounds(
+        &self,
+        classes: &[(ResourceClass, usize)],
+        mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+    ) -> Result<BoundReport> {
+        let (types, type_keys) = kernel_types(&self.keys);
+        typed_bounds(
+            &self.graph,
+            types,
+            type_keys.len(),
+            classes,
+            |t, class| duration(type_keys[t], class),
+            self.flops,
+        )
+    }
+
+    /// The critical-path and area bounds (as [`Plan::bounds`]), in milliseconds, without
+    /// the mixed bound: its linear program has a variable per task and class, which takes
+    /// minutes to solve past some 10^5 tasks; these two take one pass over the graph and a
+    /// program per kernel.
+    pub fn cp_and_area_ms(
+        &self,
+        classes: &[(ResourceClass, usize)],
+        duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+    ) -> Result<(f64, f64)> {
+        cp_and_area_ms(&self.graph, &self.keys, classes, duration)
+    }
+
+    /// Bounds of the plan on `workers` with the mean durations of `models` (for example
+    /// those stored before a run, or those a run just recorded).
+    pub fn bounds_from_models(
+        &self,
+        models: &PerfModels,
+        workers: &[WorkerInfo],
+    ) -> Result<BoundReport> {
+        self.bounds(
+            &count_classes(workers.iter().map(|w| w.class.clone())),
+            |key, class| {
+                models
+                    .get(key, class)
+                    .filter(|s| s.samples > 0)
+                    .map(|s| s.mean)
+            },
+        )
+    }
+
+    /// Bounds of the run of this plan that `trace` recorded, from the durations its tasks
+    /// took (above [`PER_TASK_TYPES_UP_TO`] tasks: each kernel's shortest duration on the
+    /// class that ran it, a weaker bound that stays below the run): each task is its own
+    /// type, allowed only on the class of the worker that ran it, with the duration it
+    /// took there. The run's own schedule satisfies every constraint of these bounds, so
+    /// they are lower bounds of this very run: its makespan is at least the mixed bound
+    /// (efficiency <= 1), whatever the noise.
+    pub fn run_bounds(&self, trace: &Trace) -> Result<BoundReport> {
+        let graph = &self.graph;
+        let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
+        let mut ran = vec![None; graph.len()];
+        for event in &trace.tasks {
+            if let Some(slot) = ran.get_mut(event.task.0) {
+                *slot = Some((&trace.workers[event.worker].class, event.end - event.start));
+            }
+        }
+        if let Some(task) = ran.iter().position(Option::is_none) {
+            return Err(Error::Runtime(hetla_runtime::Error::Plan {
+                reason: format!("task {task} of the graph has no event in the trace"),
+            }));
+        }
+        if graph.len() > PER_TASK_TYPES_UP_TO {
+            // One type per (kernel, class that ran it), lasting the shortest such task:
+            // every task lasted at least that, so these are still bounds of this run, and
+            // the linear program has tens of types instead of one per task (minutes at
+            // 300k tasks).
+            let mut type_of: Vec<(&KernelKey, &ResourceClass)> = Vec::new();
+            let mut shortest: Vec<f64> = Vec::new();
+            let types = (0..graph.len())
+                .map(|t| {
+                    let (class, seconds) = ran[t].expect("every task ran");
+                    let id = (&self.keys[t], class);
+                    match type_of.iter().position(|k| *k == id) {
+                        Some(i) => {
+                            shortest[i] = shortest[i].min(seconds);
+                            i
+                        }
+                        None => {
+                            type_of.push(id);
+                            shortest.push(seconds);
+                            type_of.len() - 1
+                        }
+                    }
+                })
+                .collect();
+            return typed_bounds(
+                graph,
+                types,
+                type_of.len(),
+                &classes,
+                |t, class| (type_of[t].1 == class).then_some(shortest[t]),
+                self.flops,
+            );
+        }
+        typed_bounds(
+            graph,
+            (0..graph.len()).collect(),
+            graph.len(),
+            &classes,
+            |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
+            self.flops,
+        )
+    }
+
+    /// The bounds of the plan split over `grid` as `split` says, with `node_classes` on
+    /// each node, durations in seconds and `network` between nodes (see
+    /// [`DistributedBounds`]).
+    pub fn distributed_bounds(
+        &self,
+        split: &GridSplit,
+        grid: &ProcessGrid,
+        node_classes: &[(ResourceClass, usize)],
+        duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
+        network: LinkRate,
+    ) -> Result<DistributedBounds> {
+        distributed_bounds(self, split, grid, node_classes, duration, network)
+    }
 }
 
 /// Each task's type (its kernel's index among the distinct kernels), and the kernels.
@@ -110,6 +204,21 @@ pub(crate) fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) 
         })
         .collect();
     (types, type_keys)
+}
+
+/// The critical-path and area bounds of `graph` whose task `i` has kernel `keys[i]`, in
+/// milliseconds (see [`Plan::cp_and_area_ms`]).
+fn cp_and_area_ms(
+    graph: &TaskGraph,
+    keys: &[KernelKey],
+    classes: &[(ResourceClass, usize)],
+    mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+) -> Result<(f64, f64)> {
+    let (types, type_keys) = kernel_types(keys);
+    let instance = typed_instance(graph, types, type_keys.len(), classes, |t, class| {
+        duration(type_keys[t], class)
+    })?;
+    Ok((instance.critical_path().length, instance.area()?.makespan))
 }
 
 /// The bounds' instance of `graph` whose task `i` has type `types[i]` (< `type_count`),
@@ -179,148 +288,6 @@ fn typed_bounds(
     })
 }
 
-/// The Cholesky graph of an `n x n` matrix in `tile x tile` tiles and its tasks' kernels,
-/// in `precision` (its flops and keys).
-pub fn cholesky_graph(
-    n: usize,
-    tile: usize,
-    precision: Precision,
-) -> Result<(TaskGraph, Vec<KernelKey>)> {
-    crate::limits::check_cholesky(n, tile, 0)?;
-    let tiling = Tiling::square(n, tile)?;
-    let mut graph = hetla_factorizations::cholesky(&tiling)?;
-    graph.scale_flops(precision.flop_factor());
-    let keys = graph
-        .tasks()
-        .iter()
-        .map(|t| KernelKey::of_task(t, |r| tiling.tile_shape(r.row, r.col)).in_precision(precision))
-        .collect();
-    Ok((graph, keys))
-}
-
-/// Flops of an n x n Cholesky factorisation as rates are reported: n^3 / 3, times 4 in a
-/// complex precision.
-pub fn cholesky_flops(n: usize, precision: Precision) -> f64 {
-    (n as f64).powi(3) / 3.0 * precision.flop_factor()
-}
-
-/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` on a modelled
-/// platform with CPU clusters `spec` and `gpus` GPUs.
-pub fn model_cholesky_bounds(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
-    n: usize,
-    tile: usize,
-    precision: Precision,
-) -> Result<BoundReport> {
-    model.check_tile(&CHOLESKY_OPS, tile, precision, gpus)?;
-    let classes = model.classes(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile, precision)?;
-    graph_bounds(
-        &graph,
-        &keys,
-        &classes,
-        |key, class| model.duration(key, tile, class),
-        cholesky_flops(n, precision),
-    )
-}
-
-/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` on `workers`, with
-/// the mean durations of `models` (for example those of the run that just finished).
-pub fn measured_cholesky_bounds(
-    models: &PerfModels,
-    workers: &[WorkerInfo],
-    n: usize,
-    tile: usize,
-    precision: Precision,
-) -> Result<BoundReport> {
-    let (graph, keys) = cholesky_graph(n, tile, precision)?;
-    graph_bounds(
-        &graph,
-        &keys,
-        &count_classes(workers.iter().map(|w| w.class.clone())),
-        |key, class| {
-            models
-                .get(key, class)
-                .filter(|s| s.samples > 0)
-                .map(|s| s.mean)
-        },
-        cholesky_flops(n, precision),
-    )
-}
-
-/// Graphs up to this many tasks get one type per task in [`run_cholesky_bounds`]; larger
-/// ones one per kernel and class (see there).
-pub const PER_TASK_TYPES_UP_TO: usize = 10_000;
-
-/// Bounds of the Cholesky factorisation of order `n` in tiles of `tile` from the task
-/// durations `trace` measured (above [`PER_TASK_TYPES_UP_TO`] tasks: each kernel's shortest
-/// duration on the class that ran it, a weaker bound that stays below the run): each task is its own type, allowed only on the class of the
-/// worker that ran it, with the duration it took there. The run's own schedule satisfies
-/// every constraint of these bounds, so they are lower bounds of this very run: its
-/// makespan is at least the mixed bound (efficiency <= 1), whatever the noise.
-pub fn run_cholesky_bounds(
-    trace: &Trace,
-    n: usize,
-    tile: usize,
-    precision: Precision,
-) -> Result<BoundReport> {
-    let (graph, keys) = cholesky_graph(n, tile, precision)?;
-    let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
-    let mut ran = vec![None; graph.len()];
-    for event in &trace.tasks {
-        if let Some(slot) = ran.get_mut(event.task.0) {
-            *slot = Some((&trace.workers[event.worker].class, event.end - event.start));
-        }
-    }
-    if let Some(task) = ran.iter().position(Option::is_none) {
-        return Err(crate::Error::Runtime(hetla_runtime::Error::Plan {
-            reason: format!("task {task} of the graph has no event in the trace"),
-        }));
-    }
-    if graph.len() > PER_TASK_TYPES_UP_TO {
-        // One type per (kernel, class that ran it), lasting the shortest such task: every
-        // task lasted at least that, so these are still bounds of this run, and the linear
-        // program has tens of types instead of one per task (minutes at 300k tasks).
-        let mut type_of: Vec<(&KernelKey, &ResourceClass)> = Vec::new();
-        let mut shortest: Vec<f64> = Vec::new();
-        let types = (0..graph.len())
-            .map(|t| {
-                let (class, seconds) = ran[t].expect("every task ran");
-                let id = (&keys[t], class);
-                match type_of.iter().position(|k| *k == id) {
-                    Some(i) => {
-                        shortest[i] = shortest[i].min(seconds);
-                        i
-                    }
-                    None => {
-                        type_of.push(id);
-                        shortest.push(seconds);
-                        type_of.len() - 1
-                    }
-                }
-            })
-            .collect();
-        return typed_bounds(
-            &graph,
-            types,
-            type_of.len(),
-            &classes,
-            |t, class| (type_of[t].1 == class).then_some(shortest[t]),
-            cholesky_flops(n, precision),
-        );
-    }
-    typed_bounds(
-        &graph,
-        (0..graph.len()).collect(),
-        graph.len(),
-        &classes,
-        |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
-        cholesky_flops(n, precision),
-    )
-}
-
 /// The most tasks a distributed bound ([`DistributedBounds`]) computes the mixed bound of (about 15 s of linear
 /// programming at 10^5 tasks, growing faster than the tasks); past it the critical-path,
 /// area and network bounds stand alone.
@@ -360,52 +327,38 @@ pub struct DistributedBounds {
     pub bound_gflops: f64,
 }
 
-/// A task graph split over the nodes of a grid.
-pub(crate) struct DistributedGraph<'a> {
-    pub graph: &'a TaskGraph,
-    /// Each task's kernel.
-    pub keys: &'a [KernelKey],
-    pub plan: &'a GridPlan,
-    pub grid: ProcessGrid,
-}
-
-/// The bounds of `split` with `node_classes` on each node, durations in seconds,
-/// `tile_bytes` per message and `network` between nodes (see [`DistributedBounds`]).
-pub(crate) fn distributed_bounds(
-    split: &DistributedGraph<'_>,
+/// The bounds of `whole` split over `grid` as `split` says (see [`Plan::distributed_bounds`]).
+fn distributed_bounds(
+    whole: &Plan,
+    split: &GridSplit,
+    grid: &ProcessGrid,
     node_classes: &[(ResourceClass, usize)],
     duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
-    tile_bytes: impl Fn(TileRef) -> usize,
     network: LinkRate,
-    flops: f64,
 ) -> Result<DistributedBounds> {
-    let DistributedGraph {
-        graph,
-        keys,
-        plan,
-        grid,
-    } = *split;
+    let (graph, keys, flops) = (&whole.graph, &whole.keys[..], whole.flops);
+    let tile_bytes = |tile: TileRef| whole.tile_bytes(tile);
     let nodes = grid.size();
     let classes: Vec<(ResourceClass, usize)> = node_classes
         .iter()
         .map(|(class, count)| (class.clone(), count * nodes))
         .collect();
     let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
-        let b = graph_bounds(graph, keys, &classes, duration, flops)?;
+        let b = whole.bounds(&classes, duration)?;
         (b.cp_ms, b.area_ms, Some(b.mixed_ms))
     } else {
         let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration)?;
         (cp, area, None)
     };
     let mut nic = vec![0.0f64; 2 * nodes];
-    for m in &plan.messages {
+    for m in &split.messages {
         let seconds = network.seconds(tile_bytes(m.tile));
         nic[2 * m.from.0] += seconds;
         nic[2 * m.to.0 + 1] += seconds;
     }
     let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
     let mut node_area_ms = 0.0f64;
-    for share in &plan.ranks {
+    for share in &split.ranks {
         let keys: Vec<KernelKey> = share.whole.iter().map(|&t| keys[t.0].clone()).collect();
         let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration)?;
         node_area_ms = node_area_ms.max(area);
@@ -416,7 +369,7 @@ pub(crate) fn distributed_bounds(
             .filter_map(|(class, _)| duration(&keys[t.0], class))
             .fold(f64::INFINITY, f64::min)
     };
-    let rank_of = |t: TaskId| task_rank(graph, &grid, t);
+    let rank_of = |t: TaskId| task_rank(graph, grid, t);
     let cp_network_ms = 1e3
         * critical_path_with_messages(graph, fastest, |from, to| {
             if rank_of(from) == rank_of(to) {

@@ -1,35 +1,5 @@
-//! Modelled platforms: what the resources of a machine can do, described by kernel rates,
-//! memory sizes and links instead of measured on it, so that bounds and simulations can be
-//! computed for machines that are not at hand.
-//!
-//! A [`PlatformModel`] has CPU packages of cores and, optionally, identical GPUs. CPU rates
-//! are given per (operation, tile size) as the Gflop/s of one core and the speedups of some
-//! cluster sizes over one core. A size between two measured ones (one core counting as
-//! speedup 1) gets the linear interpolation of their speedups (`knl` measures 2 to 64
-//! cores); with a single measured size, or beyond the largest, Amdahl's law
-//! S(c) = c / (1 + s (c - 1)) with the serial fraction s fitted by least squares (through
-//! the point exactly when there is one, as for `sirocco`'s 10-core cluster). GPU rates are Gflop/s per (operation, tile size). A task's duration is its flop
-//! count (leading terms: POTRF m^3/3, TRSM m n^2, SYRK k n^2, GEMM 2 m n k, so b^3/3, b^3,
-//! b^3 and 2 b^3 on square tiles, as Cojean et al. (2016) counts them) over the rate at the run's
-//! tile size; ragged edge tiles use the same rate.
-//!
-//! Each GPU has a memory size (its memory node's capacity in simulations) and a link to
-//! host memory with a latency and a bandwidth per direction (a copy of b bytes takes
-//! latency + b / bandwidth); copies between GPUs use a peer link when the model has one,
-//! and are staged through host memory otherwise.
-//!
-//! Like StarPU, and by the rule real platforms follow (`hetla::runtime::reserve_host_cores`),
-//! a run with g GPUs dedicates one core to each GPU's host thread: the last g
-//! cores are taken out before the clusters are formed (with `sirocco`'s 4 GPUs, 20 of its
-//! 24 cores remain for clusters).
-//!
-//! Models are written in TOML (see [`PlatformModel::from_toml`]); presets are built in
-//! ([`PlatformModel::preset`]).
-
-mod measured;
-mod presets;
-
-pub use measured::calibration_sizes;
+//! Platform models: their types, TOML form, checks, and the modelled machine a simulation
+//! runs on (see the [module](super) documentation).
 
 use std::path::Path;
 
@@ -242,21 +212,6 @@ fn is_double(p: &Precision) -> bool {
     *p == Precision::D
 }
 
-/// Flop count of a task by the leading terms Cojean et al. (2016) uses (see the module
-/// documentation), times 4 for a complex precision.
-pub fn model_flops(key: &KernelKey) -> f64 {
-    let w = key.shapes[key.shapes.len() - 1];
-    let (m, n) = (w.0 as f64, w.1 as f64);
-    let k = key.shapes[0].1 as f64;
-    let real = match key.op {
-        Op::Potrf => m * m * m / 3.0,
-        Op::Trsm => m * n * n,
-        Op::Syrk => k * m * m,
-        _ => key.op.flops(&key.shapes),
-    };
-    real * key.precision.flop_factor()
-}
-
 /// A modelled machine as a simulated run uses it: a platform model, the CPU clusters made
 /// from its cores, how many of its GPUs, and optionally a memory budget per GPU (default:
 /// the model's memory size).
@@ -312,34 +267,6 @@ impl<'a> Modelled<'a> {
 }
 
 impl PlatformModel {
-    /// A built-in model by name (see [`PRESETS`]).
-    pub fn preset(name: &str) -> Option<Self> {
-        match name {
-            "sirocco" => Some(presets::sirocco()),
-            "knl" => Some(presets::knl()),
-            "a100x8" => Some(presets::a100x8()),
-            _ => None,
-        }
-    }
-
-    /// A preset name, or else the path of a TOML model file.
-    pub fn resolve(name_or_path: &str) -> Result<Self> {
-        if let Some(model) = Self::preset(name_or_path) {
-            return Ok(model);
-        }
-        let path = Path::new(name_or_path);
-        if !path.exists() {
-            return Err(model_error(
-                name_or_path,
-                format!(
-                    "neither a preset ({}) nor an existing file",
-                    PRESETS.join(", ")
-                ),
-            ));
-        }
-        Self::load(path)
-    }
-
     /// Reads a TOML model file.
     pub fn load(path: &Path) -> Result<Self> {
         let name = path.display().to_string();
@@ -385,7 +312,7 @@ impl PlatformModel {
         toml::to_string_pretty(self).expect("platform models serialise")
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(super) fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(model_error(&self.name, reason));
         let cpu = &self.cpu;
         if cpu.packages == 0 || cpu.cores_per_package == 0 || cpu.numa_per_package == 0 {
@@ -718,7 +645,7 @@ impl PlatformModel {
     /// Seconds a task with kernel `key`, in a run with tile size `tile`, takes on `class`.
     pub fn duration(&self, key: &KernelKey, tile: usize, class: &ResourceClass) -> Option<f64> {
         self.rate(key.op, tile, key.precision, class)
-            .map(|gflops| model_flops(key) / (gflops * 1e9))
+            .map(|gflops| key.leading_flops() / (gflops * 1e9))
     }
 
     /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at
@@ -780,97 +707,9 @@ fn check_rate(model: &str, op: &str, tile: usize, gflops: f64) -> Result<()> {
     Ok(())
 }
 
-fn model_error(name: &str, reason: impl std::fmt::Display) -> Error {
+pub(super) fn model_error(name: &str, reason: impl std::fmt::Display) -> Error {
     Error::PlatformModel {
         name: name.to_owned(),
         reason: reason.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn amdahl_fit_passes_through_the_points_and_is_monotone() {
-        let m = PlatformModel::preset("sirocco").unwrap();
-        let gemm = &m.cpu.kernels.iter().find(|k| k.op == "gemm").unwrap();
-        assert!((gemm.speedup(10) - 7.77).abs() < 1e-12);
-        // The fitted curve also gives 7.77 at 10 cores, 1 at 1 core, and grows sublinearly.
-        let s = gemm.serial_fraction();
-        assert!((10.0 / (1.0 + 9.0 * s) - 7.77).abs() < 1e-9);
-        assert!((gemm.speedup(1) - 1.0).abs() < 1e-12);
-        let mut last = 1.0;
-        for c in 2..=24 {
-            let sp = gemm.speedup(c);
-            assert!(sp > last && sp < c as f64, "{c}: {sp}");
-            last = sp;
-        }
-    }
-
-    #[test]
-    fn gpus_reserve_cores_before_clusters_are_formed() {
-        let m = PlatformModel::preset("sirocco").unwrap();
-        let grid = |count, size| ClusterSpec::Grid { count, size };
-        let classes = m.classes(&grid(2, 10), 4).unwrap();
-        assert_eq!(
-            classes,
-            [
-                (ResourceClass::CpuCluster { cores: 10 }, 2),
-                (
-                    ResourceClass::Gpu {
-                        name: "K40m".into()
-                    },
-                    4
-                )
-            ]
-        );
-        assert_eq!(
-            m.classes(&grid(20, 1), 1).unwrap()[0],
-            (ResourceClass::CpuCluster { cores: 1 }, 20)
-        );
-        // 24 cores minus 1 for the GPU: 3 x 8 does not fit, 23 single cores do.
-        assert!(m.classes(&grid(3, 8), 1).is_err());
-        assert!(m.classes(&grid(23, 1), 1).is_ok());
-        assert!(matches!(
-            m.classes(&grid(2, 10), 5),
-            Err(Error::InvalidOption { option: "gpus", .. })
-        ));
-    }
-
-    #[test]
-    fn toml_round_trip_and_errors() {
-        for name in PRESETS {
-            let m = PlatformModel::preset(name).unwrap();
-            assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
-        }
-        let m = PlatformModel::preset("sirocco").unwrap();
-        let bad = m
-            .to_toml()
-            .replacen("core_gflops = 27.78", "core_gflops = -1.0", 1);
-        let err = PlatformModel::from_toml(&bad).unwrap_err().to_string();
-        assert!(err.contains("rates > 0"), "{err}");
-        let unknown = m.to_toml().replacen("op = \"gemm\"", "op = \"gemv\"", 1);
-        assert!(PlatformModel::from_toml(&unknown).is_err());
-        assert!(PlatformModel::from_toml("name = 1").is_err());
-        let knl = PlatformModel::preset("knl").unwrap().to_toml();
-        let uneven = knl.replacen("numa_per_package = 4", "numa_per_package = 5", 1);
-        let err = PlatformModel::from_toml(&uneven).unwrap_err().to_string();
-        assert!(err.contains("must divide"), "{err}");
-        assert!(PlatformModel::resolve("no-such-platform").is_err());
-        let a100 = PlatformModel::preset("a100x8").unwrap().to_toml();
-        assert!(a100.contains("host_shared_by = 2"), "{a100}");
-        for shared in [0, 9] {
-            let bad = a100.replacen(
-                "host_shared_by = 2",
-                &format!("host_shared_by = {shared}"),
-                1,
-            );
-            let err = PlatformModel::from_toml(&bad).unwrap_err().to_string();
-            assert!(err.contains("host_shared_by"), "{err}");
-        }
-        // Files without the field (each GPU with its own link) still read.
-        let own = PlatformModel::from_toml(&a100.replacen("host_shared_by = 2\n", "", 1));
-        assert_eq!(own.unwrap().gpu.unwrap().link.host_shared_by, 1);
     }
 }

@@ -1,15 +1,28 @@
 //! The simulated executor: determinism, bounds, the contention rule, memory budgets (the
 //! `simulate`, `sweep` and `calibrate --output` commands are tested in `cli/tests`).
 
-use hetla::model::PlatformModel;
-use hetla::runtime::HOST;
-use hetla::runtime::SimOptions;
-use hetla::runtime::{RunOptions, SchedulerKind, WriteBack};
-use hetla::simulation::{SimReport, simulate_cholesky};
-use hetla::{ClusterSpec, Error};
+use hetla::{ClusterSpec, Plan, Precision, Trace};
+use hetla_lab::{Error, GridSimReport, Modelled, PlatformModel, Result, SimReport};
+use hetla_runtime::{HOST, RunOptions, SchedulerKind, SimOptions, WriteBack};
 
 fn grid(count: usize, size: usize) -> ClusterSpec {
     ClusterSpec::Grid { count, size }
+}
+
+/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model`
+/// with clusters `spec` and `gpus` GPUs.
+fn simulate_cholesky(
+    model: &PlatformModel,
+    spec: &ClusterSpec,
+    gpus: usize,
+    n: usize,
+    tile: usize,
+    precision: Precision,
+    options: &SimOptions,
+) -> Result<(SimReport, Trace)> {
+    let plan = Plan::cholesky(n, tile, precision)?;
+    let machine = Modelled::new(model, spec, gpus).precision(precision);
+    hetla_lab::simulate(&plan, &machine, options)
 }
 
 fn options(scheduler: SchedulerKind, seed: u64, noise: f64) -> SimOptions {
@@ -29,18 +42,14 @@ fn sirocco() -> PlatformModel {
 }
 
 /// A noise-free MCT simulation at tile 960 with 2x10 clusters.
-fn run_2x10(
-    model: &PlatformModel,
-    gpus: usize,
-    n: usize,
-) -> hetla::Result<(SimReport, hetla::Trace)> {
+fn run_2x10(model: &PlatformModel, gpus: usize, n: usize) -> Result<(SimReport, Trace)> {
     simulate_cholesky(
         model,
         &grid(2, 10),
         gpus,
         n,
         960,
-        hetla::Precision::D,
+        Precision::D,
         &SimOptions::default(),
     )
 }
@@ -55,7 +64,7 @@ fn a_fixed_seed_gives_the_same_run_and_another_seed_another() {
             2,
             9600,
             960,
-            hetla::Precision::D,
+            Precision::D,
             &options(SchedulerKind::Mct, seed, 0.2),
         )
         .unwrap()
@@ -81,7 +90,7 @@ fn no_simulated_run_of_a_small_sweep_beats_its_mixed_bound() {
                         gpus,
                         n,
                         960,
-                        hetla::Precision::D,
+                        Precision::D,
                         &options(scheduler, 0, 0.0),
                     )
                     .unwrap();
@@ -113,7 +122,7 @@ fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
             4,
             19200,
             960,
-            hetla::Precision::D,
+            Precision::D,
             &options(scheduler, 0, 0.0),
         )
         .unwrap()
@@ -143,7 +152,7 @@ fn knl_orders_its_cluster_shapes_as_paper_002_with_loaded_rates() {
             0,
             34560,
             tile,
-            hetla::Precision::D,
+            Precision::D,
             &SimOptions::default(),
         )
         .unwrap()
@@ -170,7 +179,7 @@ fn one_worker_runs_every_task_back_to_back() {
         0,
         4800,
         960,
-        hetla::Precision::D,
+        Precision::D,
         &SimOptions::default(),
     )
     .unwrap();
@@ -188,7 +197,7 @@ fn one_worker_runs_every_task_back_to_back() {
         0,
         4800,
         960,
-        hetla::Precision::D,
+        Precision::D,
         &SimOptions::default(),
     )
     .unwrap();
@@ -273,7 +282,10 @@ fn a_small_gpu_memory_forces_evictions_and_write_backs_and_the_run_completes() {
     // Two tiles of memory cannot hold a GEMM's three: a clear error, not a hang.
     let too_small = small_gpus(2.0 * tile_bytes as f64 / 1e9);
     let err = run_2x10(&too_small, 2, 9600).unwrap_err();
-    assert!(matches!(err, Error::Memory(_)), "{err}");
+    assert!(
+        matches!(err, Error::Runtime(hetla_runtime::Error::Memory(_))),
+        "{err}"
+    );
     assert!(err.to_string().contains("too few"), "{err}");
 }
 
@@ -299,18 +311,10 @@ fn sweep_direction_matches_paper_002_with_one_gpu() {
     // matrices, and the gap narrows as n grows.
     let m = sirocco();
     let rate = |spec, n| {
-        simulate_cholesky(
-            &m,
-            &spec,
-            1,
-            n,
-            960,
-            hetla::Precision::D,
-            &SimOptions::default(),
-        )
-        .unwrap()
-        .0
-        .gflops
+        simulate_cholesky(&m, &spec, 1, n, 960, Precision::D, &SimOptions::default())
+            .unwrap()
+            .0
+            .gflops
     };
     let ratio = |n| rate(grid(2, 10), n) / rate(grid(20, 1), n);
     let (small, medium, large) = (ratio(4800), ratio(9600), ratio(28800));
@@ -335,7 +339,7 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
     let run = |write_back| {
         let mut o = options(SchedulerKind::Mct, 0, 0.0);
         o.run.write_back = write_back;
-        simulate_cholesky(&m, &grid(2, 10), 2, 14400, 960, hetla::Precision::D, &o).unwrap()
+        simulate_cholesky(&m, &grid(2, 10), 2, 14400, 960, Precision::D, &o).unwrap()
     };
     let (final_report, final_trace) = run(WriteBack::Final);
     let (end_report, end_trace) = run(WriteBack::AtEnd);
@@ -355,20 +359,15 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
 
 /// A noise-free distributed simulation of sirocco nodes (2x10 clusters, `gpus` GPUs) at
 /// tile 960 on `grid` with `network`.
-fn run_grid(
-    gpus: usize,
-    n: usize,
-    grid_: &str,
-    network: &str,
-) -> hetla::Result<(hetla::simulation::GridSimReport, hetla::Trace)> {
-    hetla::simulation::simulate_cholesky_grid(
-        &sirocco(),
-        &grid(2, 10),
-        gpus,
-        n,
-        960,
+fn run_grid(gpus: usize, n: usize, grid_: &str, network: &str) -> Result<(GridSimReport, Trace)> {
+    let plan = Plan::cholesky(n, 960, Precision::D)?;
+    let model = sirocco();
+    let spec = grid(2, 10);
+    hetla_lab::simulate_grid(
+        &plan,
+        &Modelled::new(&model, &spec, gpus),
         grid_.parse().unwrap(),
-        hetla::simulation::parse_network(network).unwrap(),
+        hetla_lab::parse_network(network).unwrap(),
         &SimOptions::default(),
     )
 }
@@ -437,7 +436,7 @@ fn a_slow_network_slows_the_run_and_bounds_it() {
 
 #[test]
 fn a_network_is_read_with_its_units_and_refused_without_a_rate() {
-    use hetla::simulation::parse_network;
+    use hetla_lab::parse_network;
     let r = parse_network("1.5us,100Gb/s").unwrap();
     assert_eq!((r.latency_us, r.gb_per_s), (1.5, 12.5));
     let r = parse_network("2, 12.5").unwrap();

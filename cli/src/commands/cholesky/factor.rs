@@ -1,86 +1,20 @@
 //! `hetla cholesky`: factor a generated SPD matrix on this machine, with its bounds and
 //! (`--compare`) the peers timed in the same process.
 
-use super::args::{GpuArgs, PlatformArgs, TraceArgs, parse_positive, parse_spec};
-use super::output::{
+use super::args::CholeskyArgs;
+use crate::commands::output::{
     ClustersReport, GpuReport, MemoryReport, check_outputs, gpu_reports, print_bounds,
     save_models_or_warn,
 };
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::Args;
 use faer::MatMut;
-use hetla::graph_bounds::{BoundReport, measured_cholesky_bounds, run_cholesky_bounds};
-use hetla::runtime::{KernelSummary, LinkBytes, WorkerSummary};
-use hetla::{Backend, Cholesky, ClusterSpec, Par, Precision, Scalar, SchedulerKind, check, matgen};
+use hetla::{Backend, BoundReport, Cholesky, Par, Precision, Scalar, check, matgen};
+use hetla_runtime::{KernelSummary, LinkBytes, WorkerSummary};
 
 use crate::peers;
 use serde::Serialize;
-
-#[derive(Args)]
-pub struct CholeskyArgs {
-    /// Order of the matrix.
-    #[arg(long, default_value_t = 4096, value_parser = parse_positive)]
-    pub n: usize,
-    /// Tile size (default: chosen from n and the backend, see `hetla::default_tile_size`).
-    #[arg(long, value_parser = parse_positive)]
-    pub tile: Option<usize>,
-    /// Seed of the matrix generator (`hetla::matgen::random_spd`).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists
-    /// ("0/1") or auto.
-    #[arg(long, default_value = "auto", value_parser = parse_spec)]
-    pub clusters: ClusterSpec,
-    /// Scheduler: mct, dmda, eager or ws.
-    #[arg(long, default_value = "mct")]
-    pub scheduler: SchedulerKind,
-    #[command(flatten)]
-    pub platform: PlatformArgs,
-    #[command(flatten)]
-    pub gpu: GpuArgs,
-    /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`)
-    /// and a DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU
-    /// cuSOLVER dpotrf on the device-resident matrix (`gpu`); `--compare` alone: all.
-    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
-    pub compare: Option<super::args::Compare>,
-    /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the
-    /// matrix): the report gives the best (`seconds`, `gflops`) and the median; with
-    /// `--compare` every peer is timed the same way. Without it: one cold run.
-    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub repeat: Option<u64>,
-    #[command(flatten)]
-    pub traces: TraceArgs,
-    /// Print one JSON object on stdout instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Factor across the ranks of an MPI job on a PxQ process grid, tiles 2D
-    /// block-cyclic (start it with `mpirun -np P*Q`; feature `mpi`): every rank runs its
-    /// tasks with `--clusters` inside the cores mpirun gives it; rank 0 reports. The tile
-    /// defaults to 256; `--compare` times ScaLAPACK's pdpotrf (feature `scalapack`).
-    #[arg(long, value_name = "PxQ", value_parser = super::args::parse_grid)]
-    pub grid: Option<hetla::factorizations::ProcessGrid>,
-    /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts), or
-    /// ds: a solve of one right-hand side factored in f32 and refined to f64 accuracy
-    /// (`hetla::solve_spd_mixed`), timed beside the f64 factorisation and solve. Other than
-    /// d runs on CPU clusters only.
-    #[arg(long, value_enum, default_value = "d")]
-    pub precision: super::args::PrecisionArg,
-    /// With `--precision ds`: the condition number of the generated matrix
-    /// (`hetla::matgen::random_hpd_conditioned`).
-    #[arg(long, default_value_t = 1e6, value_parser = parse_condition)]
-    pub cond: f64,
-}
-
-fn parse_condition(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(c) if c.is_finite() && c >= 1.0 => Ok(c),
-        _ => Err(format!(
-            "`{s}` is not a condition number: expected a finite number >= 1"
-        )),
-    }
-}
 
 #[derive(Serialize)]
 pub struct CholeskyReport {
@@ -124,7 +58,7 @@ pub struct CholeskyReport {
     /// How the tile was chosen when `--tile` was not given: each candidate's predicted
     /// makespan and the candidates timed first because the models lacked them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tile_choice: Option<hetla::tile_choice::TileChoice>,
+    pub tile_choice: Option<hetla::TileChoice>,
     pub memory: MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<peers::PeerRate>>,
@@ -142,35 +76,8 @@ pub struct CholeskyReport {
     pub perfmodel_file: Option<String>,
 }
 
-/// What `hetla cholesky` reports: a factorisation, or with `--precision ds` a mixed solve.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum CholeskyOutput {
-    Factor(Box<CholeskyReport>),
-    Mixed(Box<super::mixed::MixedReport>),
-}
-
-pub fn cholesky(args: &CholeskyArgs) -> hetla::Result<CholeskyOutput> {
-    use super::args::PrecisionArg as P;
-    let report = match args.precision {
-        P::S => factor::<f32>(args)?,
-        P::D => factor::<f64>(args)?,
-        P::C => factor::<hetla::c32>(args)?,
-        P::Z => factor::<hetla::c64>(args)?,
-        P::Ds => return super::mixed::run(args).map(|r| CholeskyOutput::Mixed(Box::new(r))),
-    };
-    Ok(CholeskyOutput::Factor(Box::new(report)))
-}
-
-pub fn print(output: &CholeskyOutput) {
-    match output {
-        CholeskyOutput::Factor(r) => print_cholesky(r),
-        CholeskyOutput::Mixed(r) => super::mixed::print(r),
-    }
-}
-
 /// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
-pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
+pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let p = T::PRECISION;
     let elements = (args.n as u128).pow(2);
     // What the run needs, before anything is allocated: the matrix, its factor and the
@@ -188,34 +95,23 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     check_outputs(&args.traces.outputs(), platform.model_file())?;
-    // The tile: given, or chosen from the models (timing the candidates they lack; the
-    // models choose in f64, other precisions take the default tile).
-    let tile_choice = match args.tile {
-        None if p == Precision::D => {
-            Some(hetla::tile_choice::choose_cholesky_tile(&platform, args.n)?)
-        }
-        _ => None,
-    };
-    // A tile larger than the matrix is the whole matrix (one tile).
-    let tile = tile_choice
-        .as_ref()
-        .map_or_else(
-            || {
-                args.tile
-                    .unwrap_or_else(|| hetla::default_tile_size(args.n, platform.backend(), p))
-            },
-            |c| c.tile,
-        )
-        .min(args.n);
-    let options = Cholesky::new()
+    let mut options = Cholesky::new()
         .platform(platform.clone())
-        .scheduler(args.scheduler)
-        .tile(tile);
+        .scheduler(args.scheduler);
+    if let Some(tile) = args.tile {
+        options = options.tile(tile);
+    }
+    // The plan: the tile given, or chosen from the models (timing the candidates they
+    // lack; the models choose in f64, other precisions take the default tile).
+    let plan = options.plan(args.n, p)?;
+    // A tile larger than the matrix is the whole matrix (one tile).
+    let tile = plan.tile().min(args.n);
     let platform_bytes = crate::memory::live().saturating_sub(before_platform);
     // The bound predicted from the stored models, before this run adds to them (absent on
     // a first run, when the models lack some kernel).
-    let predicted_bounds =
-        measured_cholesky_bounds(&platform.models(), platform.workers(), args.n, tile, p).ok();
+    let predicted_bounds = plan
+        .bounds_from_models(&platform.models(), platform.workers())
+        .ok();
     hetla::limits::check_cholesky(
         args.n,
         tile,
@@ -229,18 +125,19 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     let (trace, timings) = peers::repeat(repeat, || {
         factor.copy_from(&a);
         let start = Instant::now();
-        let trace = options.factor_in_place_traced(factor.as_mut())?;
+        let trace = options.factor_planned(&plan, factor.as_mut())?;
         Ok((trace, start.elapsed().as_secs_f64()))
     })?;
     let seconds = timings.best;
     let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline);
-    let flops = hetla::graph_bounds::cholesky_flops(args.n, p);
+    let flops = plan.flops();
     let all_cpus = hetla_clusters::available_cpus().len();
-    let residual = check::cholesky_residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus));
+    let residual = plan.residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus))?;
     let model_file = save_models_or_warn(&platform);
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
     // reason to withhold the result.
-    let bounds = run_cholesky_bounds(&trace, args.n, tile, p)
+    let bounds = plan
+        .run_bounds(&trace)
         .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
         .ok();
     args.traces.write(&trace);
@@ -272,7 +169,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
         efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
         bounds,
         predicted_bounds,
-        tile_choice,
+        tile_choice: plan.tile_choice().cloned(),
         memory: MemoryReport {
             matrix_bytes,
             peak_extra_bytes,
@@ -288,7 +185,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     };
     if let Some(compare) = args.compare {
         let mut rates = Vec::new();
-        let mut timed_peer = |backend: Backend| -> hetla::Result<peers::PeerRate> {
+        let mut timed_peer = |backend: Backend| -> crate::Result<peers::PeerRate> {
             let ((), timings) = peers::repeat(repeat, || {
                 factor.copy_from(&a);
                 let m: MatMut<'_, T> = factor.as_mut();
@@ -333,7 +230,8 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> hetla::Result<CholeskyReport> {
     Ok(report)
 }
 
-pub fn print_cholesky(r: &CholeskyReport) {
+/// Prints a factorisation's report as a table.
+pub fn print(r: &CholeskyReport) {
     println!(
         "hetla cholesky: n = {}, precision {}, tile = {}, {} tasks",
         r.n, r.precision, r.tile, r.tasks

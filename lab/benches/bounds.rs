@@ -6,9 +6,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use hetla::ClusterSpec;
-use hetla::graph_bounds::model_cholesky_bounds;
-use hetla::model::PlatformModel;
+use hetla::{ClusterSpec, Plan, Precision};
+use hetla_lab::{Modelled, PlatformModel};
 
 fn sirocco_bounds(c: &mut Criterion) {
     let sirocco = PlatformModel::preset("sirocco").expect("sirocco is a preset");
@@ -20,15 +19,9 @@ fn sirocco_bounds(c: &mut Criterion) {
             let name = format!("{count}x{size}+{gpus}gpu/{tiles}x{tiles}");
             group.bench_function(name, |b| {
                 b.iter(|| {
-                    model_cholesky_bounds(
-                        &sirocco,
-                        &spec,
-                        gpus,
-                        black_box(tiles * 960),
-                        960,
-                        hetla::Precision::D,
-                    )
-                    .expect("sirocco bounds")
+                    let plan = Plan::cholesky(black_box(tiles * 960), 960, Precision::D);
+                    hetla_lab::bounds(&plan.expect("plan"), &Modelled::new(&sirocco, &spec, gpus))
+                        .expect("sirocco bounds")
                 })
             });
         }

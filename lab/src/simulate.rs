@@ -1,30 +1,27 @@
-//! Simulated Cholesky runs on modelled platforms, reported next to their bounds: what
+//! Simulated runs of a plan on a modelled machine, reported next to their bounds: what
 //! `hetla simulate` prints and `hetla sweep` repeats over configurations.
 //!
-//! One call builds the Cholesky graph once, simulates it with the [`runtime::simulate`](hetla_runtime::simulate)
-//! executor, and computes the critical-path, area and mixed bounds of the same graph with
-//! the same durations (the bounds ignore transfers; the simulation pays them), so a
-//! noise-free simulated run can never beat its own mixed bound.
-//!
+//! One call simulates the plan's graph with the runtime's simulated executor
+//! ([`hetla_runtime::simulate`]: the same schedulers and data layer as a real run, on a
+//! virtual clock) and computes the critical-path, area and mixed bounds of the same graph
+//! with the same durations (the bounds ignore transfers; the simulation pays them), so a
+//! noise-free simulated run can never beat its own mixed bound. Over several nodes
+//! ([`simulate_grid`]) the plan is split as a distributed run splits it
+//! ([`Plan::split`]), and each node runs its share on its own modelled machine.
 
-use hetla_kernels::Precision;
 use std::time::Instant;
 
-use hetla_factorizations::{ProcessGrid, TaskId, Tiling};
+use hetla::{BoundReport, DistributedBounds, Plan, Precision};
+use hetla_factorizations::{ProcessGrid, TaskId, bytes_sent};
+use hetla_runtime::{
+    KernelKey, LinkBytes, LinkRate, ResourceClass, ResourceKind, SimMessage, SimOptions, SimRank,
+    SimWork, Trace, WorkerId, count_classes, simulate as simulate_work,
+    simulate_grid as simulate_work_grid,
+};
 use serde::Serialize;
 
-use crate::graph_bounds::{
-    BoundReport, DistributedBounds, DistributedGraph, cholesky_flops, cholesky_graph,
-    distributed_bounds, graph_bounds,
-};
-use crate::model::{LinkRate, PlatformModel};
-use crate::rank_plan::GridPlan;
-use crate::{ClusterSpec, Error, Result};
-use hetla_runtime::{
-    KernelKey, ResourceKind, SimMessage, SimOptions, SimRank, SimWork, simulate, simulate_grid,
-};
-pub use hetla_runtime::{LinkBytes, node_name};
-use hetla_runtime::{Trace, count_classes};
+use crate::Result;
+use crate::model::Modelled;
 
 /// A worker's share of a simulated run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,7 +36,7 @@ pub struct WorkerBusy {
     pub busy_fraction: f64,
 }
 
-/// One simulated Cholesky run.
+/// One simulated run of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
     /// The precision of the simulated kernels.
@@ -80,54 +77,45 @@ pub struct SimReport {
     pub simulation_seconds: f64,
 }
 
-/// Simulates the Cholesky factorisation of order `n` in tiles of `tile` on `model` with
-/// CPU clusters `spec` and `gpus` GPUs; returns the report and the trace.
-#[allow(clippy::too_many_arguments)]
-pub fn simulate_cholesky(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
-    n: usize,
-    tile: usize,
-    precision: Precision,
+/// Simulates `plan` on `machine` (its model, clusters and GPUs; the plan's precision and
+/// tile): the report, with the bounds of the same graph and durations, and the trace.
+pub fn simulate(
+    plan: &Plan,
+    machine: &Modelled<'_>,
     options: &SimOptions,
 ) -> Result<(SimReport, Trace)> {
-    model.check_precision(precision)?;
-    let platform = model.sim_platform(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile, precision)?;
-    let tiling = Tiling::square(n, tile)?;
-    let tile_bytes = |t: hetla_factorizations::TileRef| {
-        let (rows, cols) = tiling.tile_shape(t.row, t.col);
-        rows * cols * precision.bytes()
-    };
-    let duration = |key: &_, class: &_| model.duration(key, tile, class);
+    let model = machine.model;
+    model.check_precision(plan.precision())?;
+    let platform = machine.sim_platform()?;
+    let tile_bytes = |t| plan.tile_bytes(t);
+    let tile = plan.tile();
+    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
     let work = SimWork {
-        graph: &graph,
-        keys: &keys,
+        graph: plan.graph(),
+        keys: plan.keys(),
         tile_bytes: &tile_bytes,
         duration: &duration,
     };
     let start = Instant::now();
-    let trace = simulate(&platform, &work, options)?;
+    let trace = simulate_work(&platform, &work, options)?;
     let simulation_seconds = start.elapsed().as_secs_f64();
     let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let flops = cholesky_flops(n, precision);
-    let bounds = graph_bounds(&graph, &keys, &classes, duration, flops)?;
+    let bounds = plan.bounds(&classes, duration)?;
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
-        precision,
+        precision: plan.precision(),
         cpu_rates: model.cpu_rates(),
         platform: model.name.clone(),
-        clusters: spec.to_string(),
-        gpus,
-        n,
+        clusters: machine.clusters.to_string(),
+        gpus: machine.gpus,
+        n: order(plan),
         tile,
         scheduler: options.run.scheduler.to_string(),
         seed: options.seed,
         noise: options.noise,
         makespan_ms,
-        gflops: flops / trace.makespan.max(f64::MIN_POSITIVE) / 1e9,
+        gflops: plan.flops() / trace.makespan.max(f64::MIN_POSITIVE) / 1e9,
         efficiency: bounds.mixed_ms / makespan_ms.max(f64::MIN_POSITIVE),
         bounds,
         workers: summary
@@ -145,6 +133,28 @@ pub fn simulate_cholesky(
         simulation_seconds,
     };
     Ok((report, trace))
+}
+
+/// The order a report gives for `plan`: n for a factorisation or a solve, m for a product.
+fn order(plan: &Plan) -> usize {
+    match plan.algorithm() {
+        hetla::Algorithm::Cholesky { n }
+        | hetla::Algorithm::CholeskySolve { n, .. }
+        | hetla::Algorithm::DistributedSubstitution { n, .. } => n,
+        hetla::Algorithm::Gemm { m, .. } => m,
+        _ => 0,
+    }
+}
+
+/// Bounds of `plan` on `machine`, computed without running anything (the durations of the
+/// model's rates at the plan's tile).
+pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
+    let model = machine.model;
+    let ops = plan.ops();
+    model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
+    let classes = model.classes(machine.clusters, machine.gpus)?;
+    let tile = plan.tile();
+    Ok(plan.bounds(&classes, |key, class| model.duration(key, tile, class))?)
 }
 
 /// The network of a simulated distributed run, from `"latency,bandwidth"`: a latency with
@@ -216,9 +226,12 @@ pub struct NodeBusy {
     pub bytes_expected: usize,
 }
 
-/// One simulated distributed Cholesky run over nodes of one modelled machine.
+/// One simulated distributed run of a plan over nodes of one modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GridSimReport {
+    /// The precision of the simulated kernels (the key is absent in d).
+    #[serde(skip_serializing_if = "is_double")]
+    pub precision: Precision,
     /// Platform model of every node.
     pub platform: String,
     /// CPU clusters of each node.
@@ -266,43 +279,33 @@ pub struct GridSimReport {
     pub simulation_seconds: f64,
 }
 
-/// Simulates the distributed Cholesky factorisation of order `n` in tiles of `tile` on
-/// `grid.size()` nodes, each the machine `model` with CPU clusters `spec` and `gpus` GPUs,
+/// Simulates `plan` split over `grid.size()` nodes, each the machine `machine`,
 /// connected by `network`: each node runs the tasks of the tiles it owns with its own
 /// scheduler and memory, and sends each final tile once to each node that reads it, as
-/// `hetla cholesky --grid` does under `mpirun` (the same split of the graph). Returns the
-/// report and the run as one trace: every node's workers, named `node{rank}.{worker}`, and
-/// their tasks under the whole graph's ids (copies inside a node are left out: their
+/// `hetla cholesky --grid` does under `mpirun` (the same split, [`Plan::split`]). Returns
+/// the report and the run as one trace: every node's workers, named `node{rank}.{worker}`,
+/// and their tasks under the whole graph's ids (copies inside a node are left out: their
 /// memory nodes are each node's own).
-#[allow(clippy::too_many_arguments)]
-pub fn simulate_cholesky_grid(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
-    n: usize,
-    tile: usize,
+pub fn simulate_grid(
+    plan: &Plan,
+    machine: &Modelled<'_>,
     grid: ProcessGrid,
     network: LinkRate,
     options: &SimOptions,
 ) -> Result<(GridSimReport, Trace)> {
-    let platform = model.sim_platform(spec, gpus)?;
-    let (graph, keys) = cholesky_graph(n, tile, Precision::D)?;
-    let tiling = Tiling::square(n, tile)?;
-    let plan = GridPlan::new(&graph, &grid).map_err(|e| Error::InvalidOption {
-        option: "grid",
-        reason: e.to_string(),
-    })?;
-    let tile_bytes = |t: hetla_factorizations::TileRef| {
-        let (rows, cols) = tiling.tile_shape(t.row, t.col);
-        rows * cols * size_of::<f64>()
-    };
-    let duration = |key: &_, class: &_| model.duration(key, tile, class);
-    let rank_keys: Vec<Vec<KernelKey>> = plan
+    let model = machine.model;
+    model.check_precision(plan.precision())?;
+    let platform = machine.sim_platform()?;
+    let split = plan.split(&grid)?;
+    let tile = plan.tile();
+    let tile_bytes = |t| plan.tile_bytes(t);
+    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
+    let rank_keys: Vec<Vec<KernelKey>> = split
         .ranks
         .iter()
-        .map(|r| r.whole.iter().map(|&t| keys[t.0].clone()).collect())
+        .map(|r| r.whole.iter().map(|&t| plan.keys()[t.0].clone()).collect())
         .collect();
-    let ranks: Vec<SimRank> = plan
+    let ranks: Vec<SimRank> = split
         .ranks
         .iter()
         .zip(&rank_keys)
@@ -317,13 +320,13 @@ pub fn simulate_cholesky_grid(
             priorities: Some(&r.priorities),
         })
         .collect();
-    let messages: Vec<SimMessage> = plan
+    let messages: Vec<SimMessage> = split
         .messages
         .iter()
         .map(|m| {
-            // A Cholesky graph sends every tile after its last write, never as it starts.
+            // A factorisation sends every tile after its last write, never as it starts.
             debug_assert!(m.version.is_some());
-            let to = &plan.ranks[m.to.0].receives;
+            let to = &split.ranks[m.to.0].receives;
             let readers = to
                 .binary_search_by_key(&m.tile, |(t, _)| *t)
                 .map(|i| to[i].1.clone())
@@ -331,37 +334,24 @@ pub fn simulate_cholesky_grid(
             SimMessage {
                 tile: m.tile,
                 from: m.from.0,
-                writer: m.version.map_or(TaskId(0), |v| plan.local[v.0]),
+                writer: m.version.map_or(TaskId(0), |v| split.local[v.0]),
                 to: m.to.0,
                 readers,
             }
         })
         .collect();
     let start = Instant::now();
-    let run = simulate_grid(&ranks, &messages, Some(network), options)?;
+    let run = simulate_work_grid(&ranks, &messages, Some(network), options)?;
     let simulation_seconds = start.elapsed().as_secs_f64();
 
     let nodes = grid.size();
     let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let flops = cholesky_flops(n, Precision::D);
-    let bounds = distributed_bounds(
-        &DistributedGraph {
-            graph: &graph,
-            keys: &keys,
-            plan: &plan,
-            grid,
-        },
-        &node_classes,
-        duration,
-        tile_bytes,
-        network,
-        flops,
-    )?;
-    let mut bytes_sent = vec![0usize; nodes];
+    let bounds = plan.distributed_bounds(&split, &grid, &node_classes, duration, network)?;
+    let mut sent_by_rank = vec![0usize; nodes];
     for m in &run.messages {
-        bytes_sent[m.from] += m.bytes;
+        sent_by_rank[m.from] += m.bytes;
     }
-    let bytes_expected = hetla_factorizations::bytes_sent(&grid, &plan.messages, tile_bytes);
+    let bytes_expected = bytes_sent(&grid, &split.messages, tile_bytes);
     let makespan_ms = run.makespan * 1e3;
     let mean_busy = |trace: &Trace, kind: ResourceKind| {
         let summary = trace.summary();
@@ -378,16 +368,17 @@ pub fn simulate_cholesky_grid(
             busy.iter().sum::<f64>() / busy.len() as f64
         }
     };
-    let gflops = flops / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
+    let gflops = plan.flops() / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
     let report = GridSimReport {
+        precision: plan.precision(),
         platform: model.name.clone(),
-        clusters: spec.to_string(),
-        gpus,
+        clusters: machine.clusters.to_string(),
+        gpus: machine.gpus,
         nodes,
         grid: grid.to_string(),
         network_latency_us: network.latency_us,
         network_gb_per_s: network.gb_per_s,
-        n,
+        n: order(plan),
         tile,
         scheduler: options.run.scheduler.to_string(),
         cpu_rates: model.cpu_rates(),
@@ -399,7 +390,7 @@ pub fn simulate_cholesky_grid(
         efficiency: bounds.bound_ms / makespan_ms.max(f64::MIN_POSITIVE),
         bounds,
         messages: run.messages.len(),
-        bytes_sent: bytes_sent.iter().sum(),
+        bytes_sent: sent_by_rank.iter().sum(),
         ranks: run
             .ranks
             .iter()
@@ -409,7 +400,7 @@ pub fn simulate_cholesky_grid(
                 tasks: trace.tasks.len(),
                 cpu_busy: mean_busy(trace, ResourceKind::Cpu),
                 gpu_busy: mean_busy(trace, ResourceKind::Gpu),
-                bytes_sent: bytes_sent[rank],
+                bytes_sent: sent_by_rank[rank],
                 bytes_expected: bytes_expected[rank],
             })
             .collect(),
@@ -417,7 +408,7 @@ pub fn simulate_cholesky_grid(
     };
     let mut workers = Vec::new();
     let mut tasks = Vec::new();
-    for (rank, (trace, share)) in run.ranks.into_iter().zip(&plan.ranks).enumerate() {
+    for (rank, (trace, share)) in run.ranks.into_iter().zip(&split.ranks).enumerate() {
         let first = workers.len();
         workers.extend(trace.workers.into_iter().map(|mut w| {
             w.name = format!("node{rank}.{}", w.name);
@@ -425,9 +416,13 @@ pub fn simulate_cholesky_grid(
         }));
         tasks.extend(trace.tasks.into_iter().map(|mut e| {
             e.task = share.whole[e.task.0];
-            e.worker = hetla_runtime::WorkerId(e.worker.0 + first);
+            e.worker = WorkerId(e.worker.0 + first);
             e
         }));
     }
     Ok((report, Trace::new(workers, tasks, run.makespan)))
+}
+
+fn is_double(p: &Precision) -> bool {
+    *p == Precision::D
 }

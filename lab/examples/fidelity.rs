@@ -6,14 +6,27 @@
 //! cargo run --release --example fidelity
 //! ```
 
-use hetla::factorizations::MATMUL_C;
 use hetla::gemm::{Discretisation, Placement, Strategy};
-use hetla::model::{Modelled, PlatformModel};
-use hetla::runtime::HOST;
-use hetla::runtime::SchedulerKind;
-use hetla::runtime::{SimOptions, WriteBack};
-use hetla::simulation::simulate_cholesky;
-use hetla::{ClusterSpec, Gemm, Trace};
+use hetla::{ClusterSpec, Gemm, Plan, Precision, Trace};
+use hetla_factorizations::MATMUL_C;
+use hetla_lab::{Modelled, PlatformModel, Result, SimReport, simulate_gemm_traced};
+use hetla_runtime::{HOST, SchedulerKind, SimOptions, WriteBack};
+
+/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model`
+/// with clusters `spec` and `gpus` GPUs.
+fn simulate_cholesky(
+    model: &PlatformModel,
+    spec: &ClusterSpec,
+    gpus: usize,
+    n: usize,
+    tile: usize,
+    precision: Precision,
+    options: &SimOptions,
+) -> Result<(SimReport, Trace)> {
+    let plan = Plan::cholesky(n, tile, precision)?;
+    let machine = Modelled::new(model, spec, gpus).precision(precision);
+    hetla_lab::simulate(&plan, &machine, options)
+}
 
 /// One line of the table.
 struct Row {
@@ -81,7 +94,7 @@ fn against_bound(target: String, seconds: f64, flops: f64, bound: f64) -> Row {
     }
 }
 
-fn main() -> hetla::Result<()> {
+fn main() -> Result<()> {
     let mut rows = Vec::new();
     // Measurements that explain the misses, in the words of the doc.
     let mut causes: Vec<String> = Vec::new();
@@ -100,7 +113,8 @@ fn main() -> hetla::Result<()> {
     ];
     for (n, dmda_paper, nrrp_paper) in table2 {
         let run = |strategy| {
-            Gemm::new().strategy(strategy).tile(960).simulate_traced(
+            simulate_gemm_traced(
+                &Gemm::new().strategy(strategy).tile(960),
                 &Modelled::new(&sirocco, &sequential_cores, 4),
                 (n, n, n),
                 &SimOptions::default(),
@@ -204,14 +218,14 @@ fn main() -> hetla::Result<()> {
     }
 
     // Cojean et al. (2016), KNL: 4 x 16 at tile 2880 best at n = 34560, 1495.62 Gflop/s.
-    let knl_rate = |count, size, tile| -> hetla::Result<f64> {
+    let knl_rate = |count, size, tile| -> Result<f64> {
         Ok(simulate_cholesky(
             &knl,
             &grid(count, size),
             0,
             34560,
             tile,
-            hetla::Precision::D,
+            Precision::D,
             &options(SchedulerKind::Mct),
         )?
         .0
@@ -272,7 +286,7 @@ fn main() -> hetla::Result<()> {
     ] {
         let mut peak: f64 = 0.0;
         let mut below = Vec::new();
-        let rate = |count, size, n, tile| -> hetla::Result<f64> {
+        let rate = |count, size, n, tile| -> Result<f64> {
             let spec = grid(count, size);
             Ok(simulate_cholesky(
                 &sirocco,
@@ -280,7 +294,7 @@ fn main() -> hetla::Result<()> {
                 gpus,
                 n,
                 tile,
-                hetla::Precision::D,
+                Precision::D,
                 &options(SchedulerKind::Mct),
             )?
             .0
@@ -327,7 +341,8 @@ fn main() -> hetla::Result<()> {
     let peak = 8.0 * 17_200e9;
     for n in [16384, 32768] {
         let matrix = (n * n * 8) as f64;
-        let (report, trace) = Gemm::new().simulate_traced(
+        let (report, trace) = simulate_gemm_traced(
+            &Gemm::new(),
             &Modelled::new(&a100, &ClusterSpec::None, 8),
             (n, n, n),
             &SimOptions::default(),
@@ -384,17 +399,17 @@ fn main() -> hetla::Result<()> {
     let n = 32768;
     let matrix = (n * n * 8) as f64;
     let flops = 2.0 * (n as f64).powi(3);
-    let (report, _) = Gemm::new()
-        .placement(
-            Placement::Device(0),
-            Placement::Device(0),
-            Placement::Device(0),
-        )
-        .simulate_traced(
-            &Modelled::new(&a100, &ClusterSpec::None, 8),
-            (n, n, n),
-            &SimOptions::default(),
-        )?;
+    let on_gpu0 = Gemm::new().placement(
+        Placement::Device(0),
+        Placement::Device(0),
+        Placement::Device(0),
+    );
+    let (report, _) = simulate_gemm_traced(
+        &on_gpu0,
+        &Modelled::new(&a100, &ClusterSpec::None, 8),
+        (n, n, n),
+        &SimOptions::default(),
+    )?;
     // gpu0 sends the other GPUs their rows of A and columns of B once and gets 7/8 of C
     // back: at least 7/8 of |A| + |B| out of its port at 300 GB/s.
     let bound = (flops / peak).max(7.0 / 8.0 * 2.0 * matrix / 300e9);
@@ -413,7 +428,7 @@ fn main() -> hetla::Result<()> {
             4,
             38400,
             960,
-            hetla::Precision::D,
+            Precision::D,
             &options(s),
         )
     };
@@ -448,8 +463,7 @@ fn main() -> hetla::Result<()> {
         copies_to.len() as f64 / tiles as f64,
         down as f64 / tiles as f64,
     ));
-    let moved =
-        |r: &hetla::simulation::SimReport| r.bytes.iter().map(|l| l.bytes as f64).sum::<f64>();
+    let moved = |r: &SimReport| r.bytes.iter().map(|l| l.bytes as f64).sum::<f64>();
     let triangle = 38400.0 * 38401.0 / 2.0 * 8.0;
     rows.push(Row {
         target:
@@ -496,8 +510,10 @@ fn main() -> hetla::Result<()> {
         text += &format!("- {c}\n");
     }
     print!("{text}");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fidelity.md");
-    hetla::output::write_atomic(&path, text.as_bytes())?;
+    // The workspace's docs, beside this crate's folder.
+    let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = lab.parent().unwrap_or(lab).join("docs/fidelity.md");
+    hetla_runtime::write_atomic(&path, text.as_bytes())?;
     eprintln!("written to {}", path.display());
     Ok(())
 }

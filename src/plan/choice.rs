@@ -1,5 +1,5 @@
 //! The tile size of a Cholesky factorisation, chosen from the platform's performance
-//! models instead of a constant.
+//! models instead of a constant, and why ([`TileChoice`]).
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
 //! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform
@@ -18,27 +18,57 @@
 //! give the scheduler parallel work and a short critical path, and the simulation weighs
 //! both for this backend, this cluster shape and this n (the bound alone is optimistic
 //! about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core
-//! clusters, which ran at 0.84 of their bound). The choice is remembered per platform
-//! and n.
+//! clusters, which ran at 0.84 of their bound).
+//!
+//! The choice is remembered per platform and n for as long as the platform lives, here
+//! and not in the platform (the runtime knows nothing of factorisations): a table of the
+//! choices made, each with a weak reference to its platform, so that a dropped platform's
+//! entries are dropped too and a new platform never inherits them.
 
-use crate::calibrate::{CHOLESKY_OPS, calibrate};
-use crate::graph_bounds::{cholesky_flops, cholesky_graph, graph_bounds};
-use crate::model::model_flops;
-use crate::{Result, default_tile_size};
+use std::sync::{Arc, Mutex, Weak};
+
 use hetla_kernels::Precision;
 use hetla_runtime::{KernelKey, Platform, ResourceClass, count_classes};
 use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 
+use super::build::{Plan, TileChoice};
+use crate::calibrate::calibrate;
+use hetla_kernels::Backend;
+
+use crate::Result;
+
+/// The tile size used when no platform's models can choose one (see
+/// [`Cholesky::plan`](crate::Cholesky::plan)),
+/// from the order `n` and the backend.
+///
+/// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
+/// Beyond that, in real precisions 512 for faer and 1024 for OpenBLAS (capped at n), the
+/// best tiles of a sweep over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a
+/// 2-core machine. A complex tile holds 4 times the flops of a real one of its side, so
+/// complex tiles are smaller: 384 and 768 (z at n = 4096 on OpenBLAS: 70 Gflop/s at 768,
+/// 66 at 512, 55 at 1024).
+pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
+    if n <= SINGLE_TILE_UP_TO {
+        return n.max(1);
+    }
+    match (backend, precision.is_complex()) {
+        (Backend::Faer, false) => 512,
+        (Backend::Faer, true) => 384,
+        (Backend::OpenBlas, false) => n.min(1024),
+        (Backend::OpenBlas, true) => n.min(768),
+    }
+}
+
 /// Tile sizes a choice considers.
-pub const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
+const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
 
 /// Larger tile sizes a choice also considers on a platform with devices: a big GPU runs
 /// its kernels near peak only on tiles of 2048 and more, and each task costs it a launch
 /// and copies.
-pub const DEVICE_CANDIDATES: [usize; 2] = [3072, 4096];
+const DEVICE_CANDIDATES: [usize; 2] = [3072, 4096];
 
 /// Matrices up to this order are one tile.
-pub const SINGLE_TILE_UP_TO: usize = 512;
+pub(crate) const SINGLE_TILE_UP_TO: usize = 512;
 
 /// Most tiles per side a candidate may cut the matrix into (the bound's graph grows as its
 /// cube: 32 tiles are 5984 tasks).
@@ -47,10 +77,30 @@ const MAX_TILES_PER_SIDE: usize = 32;
 /// Calibration samples per kernel, class and candidate measured on first use.
 const FIRST_USE_SAMPLES: usize = 2;
 
-pub use hetla_runtime::TileChoice;
+/// The choices made, each with its platform and order (see the module documentation).
+static CHOICES: Mutex<Vec<(Weak<Platform>, usize, TileChoice)>> = Mutex::new(Vec::new());
+
+/// The choice made earlier for order `n` on `platform`; forgets the dropped platforms'.
+fn remembered(platform: &Arc<Platform>, n: usize) -> Option<TileChoice> {
+    let mut choices = CHOICES.lock().unwrap_or_else(|e| e.into_inner());
+    choices.retain(|(p, _, _)| p.strong_count() > 0);
+    let here = Arc::downgrade(platform);
+    choices
+        .iter()
+        .find(|(p, m, _)| *m == n && p.ptr_eq(&here))
+        .map(|(_, _, c)| c.clone())
+}
+
+/// Remembers `choice` for order `n` on `platform`.
+fn remember(platform: &Arc<Platform>, n: usize, choice: TileChoice) {
+    let mut choices = CHOICES.lock().unwrap_or_else(|e| e.into_inner());
+    let here = Arc::downgrade(platform);
+    choices.retain(|(p, m, _)| !(*m == n && p.ptr_eq(&here)));
+    choices.push((here, n, choice));
+}
 
 /// The candidates for order `n`, with the larger ones when the platform has devices.
-pub fn candidates(n: usize, devices: bool) -> Vec<usize> {
+fn candidates(n: usize, devices: bool) -> Vec<usize> {
     let larger: &[usize] = if devices { &DEVICE_CANDIDATES } else { &[] };
     CANDIDATES
         .iter()
@@ -60,10 +110,10 @@ pub fn candidates(n: usize, devices: bool) -> Vec<usize> {
         .collect()
 }
 
-/// Whether the models of `class` know all four kernels on b x b tiles.
-fn known(platform: &Platform, class: &ResourceClass, b: usize) -> bool {
+/// Whether the models of `class` know all the kernels of `ops` on b x b tiles.
+fn known(platform: &Platform, ops: &[hetla_kernels::Op], class: &ResourceClass, b: usize) -> bool {
     let models = platform.models();
-    CHOLESKY_OPS.iter().all(|&op| {
+    ops.iter().all(|&op| {
         models
             .get(&KernelKey::square(op, b), class)
             .is_some_and(|s| s.samples > 0)
@@ -72,7 +122,7 @@ fn known(platform: &Platform, class: &ResourceClass, b: usize) -> bool {
 
 /// The tile size for a Cholesky factorisation of order `n` on `platform` (see the module
 /// doc): may calibrate the candidates the models lack, and remembers its answer.
-pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice> {
+pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result<TileChoice> {
     if n <= SINGLE_TILE_UP_TO {
         return Ok(TileChoice {
             tile: n.max(1),
@@ -80,30 +130,40 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
             calibrated: Vec::new(),
         });
     }
-    if let Some(choice) = platform.remembered_tile(n) {
+    if let Some(choice) = remembered(platform, n) {
         return Ok(choice);
     }
     let candidates = candidates(n, !platform.devices().is_empty());
+    // The kernels of the factorisation, which the candidates' predictions need: a graph of
+    // 3 x 3 tiles has every one.
+    let ops = Plan::cholesky(3, 1, Precision::D)?.ops();
     let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
     let missing: Vec<usize> = candidates
         .iter()
         .copied()
-        .filter(|&b| classes.iter().any(|(c, _)| !known(platform, c, b)))
+        .filter(|&b| classes.iter().any(|(c, _)| !known(platform, &ops, c, b)))
         .collect();
     if !missing.is_empty() {
         // The platform's pools time the kernels: no run may share them meanwhile.
         let _busy = platform.lock_run();
-        calibrate(platform, &missing, FIRST_USE_SAMPLES, Precision::D, || {})?;
+        calibrate(
+            platform,
+            &ops,
+            &missing,
+            FIRST_USE_SAMPLES,
+            Precision::D,
+            || {},
+        )?;
     }
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());
     for &b in &candidates {
-        let (graph, keys) = cholesky_graph(n, b, Precision::D)?;
+        let plan = Plan::cholesky(n, b, Precision::D)?;
         // Seconds per flop of each kernel and class at b, applied to every task's flops.
         let duration = |key: &KernelKey, class: &ResourceClass| {
             let square = KernelKey::square(key.op, b);
             let stats = models.get(&square, class).filter(|s| s.samples > 0)?;
-            Some(stats.mean / model_flops(&square) * model_flops(key))
+            Some(stats.mean / square.leading_flops() * key.leading_flops())
         };
         let predicted_ms = if platform.devices().is_empty() {
             let sim = SimPlatform {
@@ -114,21 +174,14 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
             };
             let tile_bytes = |_| b * b * size_of::<f64>();
             let work = SimWork {
-                graph: &graph,
-                keys: &keys,
+                graph: plan.graph(),
+                keys: plan.keys(),
                 tile_bytes: &tile_bytes,
                 duration: &duration,
             };
             simulate(&sim, &work, &SimOptions::default())?.makespan * 1e3
         } else {
-            graph_bounds(
-                &graph,
-                &keys,
-                &classes,
-                duration,
-                cholesky_flops(n, Precision::D),
-            )?
-            .mixed_ms
+            plan.bounds(&classes, duration)?.mixed_ms
         };
         predictions.push((b, predicted_ms));
     }
@@ -145,7 +198,7 @@ pub fn choose_cholesky_tile(platform: &Platform, n: usize) -> Result<TileChoice>
         predictions,
         calibrated: missing,
     };
-    platform.remember_tile(n, choice.clone());
+    remember(platform, n, choice.clone());
     Ok(choice)
 }
 

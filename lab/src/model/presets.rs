@@ -2,10 +2,43 @@
 
 use hetla_kernels::{Op, Precision};
 
-use super::{
+use std::path::Path;
+
+use super::platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LinkModel, LinkRate, LoadedReduction,
-    PlatformModel, Speedup,
+    PRESETS, PlatformModel, Speedup, model_error,
 };
+use crate::Result;
+
+impl PlatformModel {
+    /// A built-in model by name (see [`PRESETS`]).
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "sirocco" => Some(sirocco()),
+            "knl" => Some(knl()),
+            "a100x8" => Some(a100x8()),
+            _ => None,
+        }
+    }
+
+    /// A preset name, or else the path of a TOML model file.
+    pub fn resolve(name_or_path: &str) -> Result<Self> {
+        if let Some(model) = Self::preset(name_or_path) {
+            return Ok(model);
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            return Err(model_error(
+                name_or_path,
+                format!(
+                    "neither a preset ({}) nor an existing file",
+                    PRESETS.join(", ")
+                ),
+            ));
+        }
+        Self::load(path)
+    }
+}
 
 /// A K40m's PCIe 3.0 x16 link per direction. Cojean et al. (2016) gives no transfer figures; 10 GB/s
 /// is what pinned copies typically reach on PCIe 3.0 x16 (15.75 GB/s raw), 10 us a typical

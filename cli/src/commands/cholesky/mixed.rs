@@ -8,8 +8,8 @@ use std::time::Instant;
 use hetla::{Cholesky, Par, Refinement, check, matgen};
 use serde::Serialize;
 
-use super::cholesky::CholeskyArgs;
-use super::output::ClustersReport;
+use super::args::CholeskyArgs;
+use crate::commands::output::ClustersReport;
 use crate::peers::{self, Timings};
 
 #[derive(Serialize)]
@@ -38,7 +38,7 @@ pub struct MixedReport {
     pub backward_error_ratio: f64,
 }
 
-pub fn run(args: &CholeskyArgs) -> hetla::Result<MixedReport> {
+pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
     // The matrix, its f32 copy and factor, and the f64 factor.
     hetla::limits::check_memory(
         &format!(

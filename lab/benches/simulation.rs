@@ -8,14 +8,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use hetla::ClusterSpec;
-use hetla::factorizations::{TileRef, Tiling};
-use hetla::graph_bounds::cholesky_graph;
-use hetla::model::PlatformModel;
-use hetla::runtime::SchedulerKind;
-use hetla::runtime::SimOptions;
-use hetla::simulation::simulate_cholesky;
-use hetla_runtime::{SimWork, simulate};
+use hetla::{ClusterSpec, Plan, Precision};
+use hetla_lab::{Modelled, PlatformModel};
+use hetla_runtime::{RunOptions, SchedulerKind, SimOptions, SimWork, simulate};
 
 fn sirocco_simulation(c: &mut Criterion) {
     let sirocco = PlatformModel::preset("sirocco").expect("sirocco is a preset");
@@ -26,16 +21,12 @@ fn sirocco_simulation(c: &mut Criterion) {
         let spec = ClusterSpec::Grid { count, size };
         let n = tiles * tile;
         let platform = sirocco.sim_platform(&spec, gpus).expect("platform");
-        let (graph, keys) = cholesky_graph(n, tile, hetla::Precision::D).expect("graph");
-        let tiling = Tiling::square(n, tile).expect("tiling");
-        let tile_bytes = |t: TileRef| {
-            let (r, c) = tiling.tile_shape(t.row, t.col);
-            r * c * 8
-        };
+        let plan = Plan::cholesky(n, tile, Precision::D).expect("plan");
+        let tile_bytes = |t| plan.tile_bytes(t);
         let duration = |k: &_, class: &_| sirocco.duration(k, tile, class);
         for scheduler in [SchedulerKind::Mct, SchedulerKind::Eager] {
             let options = SimOptions {
-                run: hetla::runtime::RunOptions {
+                run: RunOptions {
                     scheduler,
                     restrictions: Vec::new(),
                     ..Default::default()
@@ -43,8 +34,8 @@ fn sirocco_simulation(c: &mut Criterion) {
                 ..SimOptions::default()
             };
             let work = SimWork {
-                graph: &graph,
-                keys: &keys,
+                graph: plan.graph(),
+                keys: plan.keys(),
                 tile_bytes: &tile_bytes,
                 duration: &duration,
             };
@@ -56,16 +47,9 @@ fn sirocco_simulation(c: &mut Criterion) {
         let name = format!("simulate_and_bound/mct/{count}x{size}+{gpus}gpu/{tiles}x{tiles}");
         group.bench_function(name, |b| {
             b.iter(|| {
-                simulate_cholesky(
-                    &sirocco,
-                    &spec,
-                    gpus,
-                    black_box(n),
-                    tile,
-                    hetla::Precision::D,
-                    &SimOptions::default(),
-                )
-                .expect("simulation")
+                let plan = Plan::cholesky(black_box(n), tile, Precision::D).expect("plan");
+                let machine = Modelled::new(&sirocco, &spec, gpus);
+                hetla_lab::simulate(&plan, &machine, &SimOptions::default()).expect("simulation")
             })
         });
     }

@@ -5,9 +5,8 @@
 use hetla_clusters::{Level, Topology};
 use hetla_kernels::Precision;
 
-use super::{
+use super::platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, PlatformModel, Speedup,
-    model_flops,
 };
 use crate::calibrate::CHOLESKY_OPS;
 use crate::{Error, Result};
@@ -17,7 +16,7 @@ impl PlatformModel {
     /// The model of a machine with `topology` whose kernels were calibrated into `models`
     /// on CPU clusters of the sizes in `cluster_sizes` (1 among them) at the tile sizes
     /// `tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
-    /// flop count of [`model_flops`] over the mean duration) and the speedup of each other
+    /// flop count of [`KernelKey::leading_flops`] over the mean duration) and the speedup of each other
     /// calibrated cluster size over one core; `task_overhead_us` is the runtime's time
     /// between two tasks of a worker.
     ///
@@ -54,7 +53,7 @@ impl PlatformModel {
             models
                 .get(key, &ResourceClass::CpuCluster { cores })
                 .filter(|s| s.samples > 0 && s.mean > 0.0)
-                .map(|s| model_flops(key) / s.mean / 1e9)
+                .map(|s| key.leading_flops() / s.mean / 1e9)
         };
         let mut kernels = Vec::new();
         for &tile in tiles {
@@ -153,7 +152,7 @@ impl GpuModel {
                     op: op.name().into(),
                     tile,
                     precision,
-                    gflops: model_flops(&key) / stats.mean / 1e9,
+                    gflops: key.leading_flops() / stats.mean / 1e9,
                 });
             }
         }
@@ -200,7 +199,7 @@ mod tests {
         let mut models = PerfModels::new();
         for op in CHOLESKY_OPS {
             let key = KernelKey::square(op, 100);
-            let flops = model_flops(&key);
+            let flops = key.leading_flops();
             // 1 Gflop/s on one core, 3 Gflop/s on four.
             models.record(&key, &ResourceClass::CpuCluster { cores: 1 }, flops / 1e9);
             models.record(&key, &ResourceClass::CpuCluster { cores: 4 }, flops / 3e9);

@@ -1,0 +1,54 @@
+//! `hetla cholesky`: factor a generated SPD matrix on this machine in a precision
+//! (`factor.rs`), solve one system factored in single and refined in double precision
+//! (`mixed.rs`, `--precision ds`), or factor across the ranks of an MPI job (`grid.rs`,
+//! `--grid`); the arguments they share are `args.rs`'s.
+
+mod args;
+mod factor;
+mod grid;
+mod mixed;
+
+pub use args::CholeskyArgs;
+
+use serde::Serialize;
+
+use args::PrecisionArg;
+
+/// What `hetla cholesky` reports: a factorisation, a mixed solve, or a distributed run.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum CholeskyOutput {
+    /// `--precision s|d|c|z`.
+    Factor(Box<factor::CholeskyReport>),
+    /// `--precision ds`.
+    Mixed(Box<mixed::MixedReport>),
+    /// `--grid`, on rank 0.
+    Grid(Box<grid::GridReport>),
+}
+
+/// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than
+/// rank 0.
+pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
+    use PrecisionArg as P;
+    if let Some(grid) = args.grid {
+        let report = grid::run(args, grid)?;
+        return Ok(report.map(|r| CholeskyOutput::Grid(Box::new(r))));
+    }
+    let report = match args.precision {
+        P::S => factor::factor::<f32>(args)?,
+        P::D => factor::factor::<f64>(args)?,
+        P::C => factor::factor::<hetla::c32>(args)?,
+        P::Z => factor::factor::<hetla::c64>(args)?,
+        P::Ds => return mixed::run(args).map(|r| Some(CholeskyOutput::Mixed(Box::new(r)))),
+    };
+    Ok(Some(CholeskyOutput::Factor(Box::new(report))))
+}
+
+/// Prints a report as a table.
+pub fn print(output: &CholeskyOutput) {
+    match output {
+        CholeskyOutput::Factor(r) => factor::print(r),
+        CholeskyOutput::Mixed(r) => mixed::print(r),
+        CholeskyOutput::Grid(r) => grid::print(r),
+    }
+}

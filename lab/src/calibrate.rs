@@ -1,0 +1,242 @@
+//! Calibration into platform files: the devices' links, and the kernels timed inside
+//! factorisations.
+//!
+//! The kernels alone are timed by the library ([`hetla::calibrate`]): every worker of a
+//! class at once, on tiles read from a matrix larger than the caches. For a platform file
+//! two more measurements are needed:
+//!
+//! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each
+//!   way, a least-squares fit of latency plus bytes over bandwidth to their medians,
+//!   stored per GPU model with the kernel models;
+//! - [`record_in_run`] factors matrices of [`IN_RUN_TILES`] x [`IN_RUN_TILES`] tiles and
+//!   keeps each kernel's median duration inside them (kernels run slower in a run than
+//!   alone), and the gaps between the tasks of a single worker (the runtime's own cost
+//!   per task).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use faer::Mat;
+use hetla::{Cholesky, matgen};
+use hetla_kernels::{KernelError, Op, Precision, Scalar, c32, c64};
+use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, Platform};
+
+use crate::Result;
+
+/// The operations of the tiled Cholesky, which a platform file gives rates for.
+pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];
+
+/// Copy sizes [`calibrate_links`] times: 64 KiB to 64 MiB, doubling.
+const LINK_BYTES: [usize; 11] = [
+    64 << 10,
+    128 << 10,
+    256 << 10,
+    512 << 10,
+    1 << 20,
+    2 << 20,
+    4 << 20,
+    8 << 20,
+    16 << 20,
+    32 << 20,
+    64 << 20,
+];
+
+/// Copies of each size and direction [`calibrate_links`] takes the median of.
+const LINK_SAMPLES: usize = 5;
+
+/// Number of copies [`calibrate_links`] makes.
+pub fn link_steps(platform: &Platform) -> usize {
+    platform.devices().len() * LINK_BYTES.len()
+}
+
+/// Latency and bandwidth fitted (least squares) to (bytes, seconds) points; `None` when
+/// the fit has no positive slope.
+fn fit_link(points: &[(f64, f64)]) -> Option<LinkRate> {
+    let n = points.len() as f64;
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let cov: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let var: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = cov / var;
+    (slope > 0.0 && slope.is_finite()).then(|| LinkRate {
+        latency_us: ((my - slope * mx) * 1e6).max(0.0),
+        gb_per_s: 1.0 / slope / 1e9,
+    })
+}
+
+/// Times copies of [`LINK_BYTES`] to and from `device` and fits its link model.
+fn measure_link(
+    device: &dyn Device,
+    step: &mut (impl FnMut() + Send),
+) -> std::result::Result<LinkModel, KernelError> {
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for bytes in LINK_BYTES {
+        // A square-ish tile of `bytes`.
+        let rows = 1 << ((bytes / size_of::<f64>()).ilog2() / 2);
+        let mut host =
+            Mat::<f64>::from_fn(rows, bytes / size_of::<f64>() / rows, |i, j| (i + j) as f64);
+        let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
+        for _ in 0..LINK_SAMPLES {
+            let start = Instant::now();
+            device.upload(Handle(0), host.as_ref().into())?;
+            device.wait_uploads()?;
+            t_up.push(start.elapsed().as_secs_f64());
+            let start = Instant::now();
+            device.download(Handle(0), host.as_mut().into())?;
+            t_down.push(start.elapsed().as_secs_f64());
+        }
+        device.clear();
+        let median = |t: &mut Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        up.push((bytes as f64, median(&mut t_up)));
+        down.push((bytes as f64, median(&mut t_down)));
+        step();
+    }
+    let unfit = || KernelError::Gpu {
+        message: format!(
+            "the copies to and from {} did not get slower with size: no link model can be fitted",
+            device.name()
+        ),
+    };
+    Ok(LinkModel {
+        h2d: fit_link(&up).ok_or_else(unfit)?,
+        d2h: fit_link(&down).ok_or_else(unfit)?,
+        p2p: None,
+        host_shared_by: 1,
+    })
+}
+
+/// Measures each device's link both ways and stores it, per device model (the mean of the
+/// devices of a model), in the platform's models; returns the links in device order.
+/// `step` is called once per copy size and device.
+pub fn calibrate_links(
+    platform: &Platform,
+    mut step: impl FnMut() + Send,
+) -> Result<Vec<LinkModel>> {
+    let mut links = Vec::new();
+    for worker in platform.devices() {
+        // On the worker's host core, as in a run (and without pinning the caller).
+        let link = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    hetla_clusters::pin_current_thread(worker.core);
+                    measure_link(&*worker.device, &mut step)
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(KernelError::Gpu {
+                        message: "the link measurement panicked".into(),
+                    })
+                })
+        })?;
+        links.push(link);
+    }
+    let mut by_model: std::collections::BTreeMap<&str, Vec<LinkModel>> = Default::default();
+    for (worker, link) in platform.devices().iter().zip(&links) {
+        by_model
+            .entry(worker.device.name())
+            .or_default()
+            .push(*link);
+    }
+    platform.update_models(|m| {
+        for (model, links) in by_model {
+            let mean = |f: fn(&LinkModel) -> LinkRate| {
+                let n = links.len() as f64;
+                LinkRate {
+                    latency_us: links.iter().map(|l| f(l).latency_us).sum::<f64>() / n,
+                    gb_per_s: links.iter().map(|l| f(l).gb_per_s).sum::<f64>() / n,
+                }
+            };
+            m.set_link(
+                model,
+                LinkModel {
+                    h2d: mean(|l| l.h2d),
+                    d2h: mean(|l| l.d2h),
+                    p2p: None,
+                    host_shared_by: 1,
+                },
+            );
+        }
+    });
+    Ok(links)
+}
+
+/// Tiles per side of the factorisations [`record_in_run`] times.
+pub const IN_RUN_TILES: usize = 8;
+
+/// Factorisations [`record_in_run`] performs on `platform` for `tiles`.
+pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
+    tiles.len() * runs
+}
+
+/// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each
+/// b in `tiles`, and records into `models`, for each kernel (square b x b tiles) and worker
+/// class, the median of the tasks' durations as the runs measured them; `step` is called
+/// after each factorisation. Kernels run slower inside a factorisation than alone (tiles
+/// come from memory, clusters compete), so these are the durations that predict runs; the
+/// median keeps a burst of load from other processes out of them.
+///
+/// On a platform with a single worker, the next task is always ready when one ends (the
+/// worker released it), so the time between two tasks is the runtime's own overhead:
+/// those gaps are returned, in seconds (none on other platforms).
+pub fn record_in_run(
+    platform: &Arc<Platform>,
+    tiles: &[usize],
+    runs: usize,
+    precision: Precision,
+    models: &mut PerfModels,
+    step: impl FnMut(),
+) -> Result<Vec<f64>> {
+    match precision {
+        Precision::S => record_in_run_in::<f32>(platform, tiles, runs, models, step),
+        Precision::D => record_in_run_in::<f64>(platform, tiles, runs, models, step),
+        Precision::C => record_in_run_in::<c32>(platform, tiles, runs, models, step),
+        Precision::Z => record_in_run_in::<c64>(platform, tiles, runs, models, step),
+    }
+}
+
+fn record_in_run_in<T: Scalar>(
+    platform: &Arc<Platform>,
+    tiles: &[usize],
+    runs: usize,
+    models: &mut PerfModels,
+    mut step: impl FnMut(),
+) -> Result<Vec<f64>> {
+    let mut gaps = Vec::new();
+    for &b in tiles {
+        let n = IN_RUN_TILES * b;
+        let a = matgen::random_hpd::<T>(n, b as u64);
+        let cholesky = Cholesky::new().platform(platform.clone()).tile(b);
+        let mut durations: std::collections::BTreeMap<_, Vec<f64>> = Default::default();
+        for _ in 0..runs {
+            let mut factor = a.clone();
+            let trace = cholesky.factor_in_place_traced(factor.as_mut())?;
+            for event in &trace.tasks {
+                let class = trace.workers[event.worker].class.clone();
+                let key = KernelKey::square(event.op, b).in_precision(T::PRECISION);
+                durations
+                    .entry((key, class))
+                    .or_default()
+                    .push(event.end - event.start);
+            }
+            if trace.workers.len() == 1 {
+                // Events are sorted by start time.
+                gaps.extend(
+                    trace
+                        .tasks
+                        .windows(2)
+                        .map(|p| (p[1].start - p[0].end).max(0.0)),
+                );
+            }
+            step();
+        }
+        for ((key, class), mut seconds) in durations {
+            seconds.sort_by(f64::total_cmp);
+            models.record(&key, &class, seconds[seconds.len() / 2]);
+        }
+    }
+    Ok(gaps)
+}

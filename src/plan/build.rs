@@ -1,0 +1,479 @@
+//! The plan itself: what it computes, its graph, kernels, layouts and flops, built once by
+//! one constructor per factorisation (see the [module](super) documentation).
+
+use std::sync::Arc;
+
+use faer::MatRef;
+use hetla_factorizations::{
+    FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
+    RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky,
+    distributed_substitution, forward_substitution, matmul, sum_shape,
+};
+use hetla_kernels::{Op, Par, Precision, Scalar};
+use hetla_runtime::{KernelKey, MemoryNode, RunOptions, SchedulerKind, StaticPlan};
+
+use crate::{Error, Result};
+use serde::Serialize;
+
+/// A Cholesky tile size chosen for an order on a platform, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TileChoice {
+    /// The tile size.
+    pub tile: usize,
+    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
+    /// a platform with devices), in milliseconds.
+    pub predictions: Vec<(usize, f64)>,
+    /// Candidates that were measured for this choice (not yet in the models).
+    pub calibrated: Vec<usize>,
+}
+
+/// What a plan computes, with its dimensions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// The Cholesky factorisation A = L L^H of the lower triangle of an n x n matrix, in
+    /// place (matrix [`FACTOR`]).
+    Cholesky {
+        /// The order.
+        n: usize,
+    },
+    /// The forward and backward substitutions with a Cholesky factor (matrix [`FACTOR`],
+    /// read) of `rhs` right-hand sides (matrix [`RHS`], overwritten by the solution).
+    CholeskySolve {
+        /// The order of the factor.
+        n: usize,
+        /// The right-hand sides.
+        rhs: usize,
+    },
+    /// One substitution of a distributed solve, its updates run where L's tiles are and
+    /// summed into partial sums ([`SUMS`]) where B's are not: the forward one, or with
+    /// `transposed` the backward one.
+    DistributedSubstitution {
+        /// The order of the factor.
+        n: usize,
+        /// The right-hand sides.
+        rhs: usize,
+        /// The process grid.
+        grid: ProcessGrid,
+        /// The backward substitution (L^H X = Y).
+        transposed: bool,
+    },
+    /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
+    Gemm {
+        /// Rows of C.
+        m: usize,
+        /// Columns of C.
+        n: usize,
+        /// The inner dimension.
+        k: usize,
+    },
+}
+
+impl Algorithm {
+    /// The name reports use ("cholesky", "gemm").
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::Cholesky { .. } => "cholesky",
+            Algorithm::CholeskySolve { .. } => "cholesky-solve",
+            Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
+            Algorithm::Gemm { .. } => "gemm",
+        }
+    }
+}
+
+/// How a matrix of a plan is cut into tiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Layout {
+    /// By a tiling.
+    Tiled(Tiling),
+    /// The partial sums of a distributed substitution of the right-hand sides tiled by `b`
+    /// with the factor tiled by `l` ([`sum_shape`]).
+    Sums {
+        l: Tiling,
+        b: Tiling,
+        grid: ProcessGrid,
+        transposed: bool,
+    },
+}
+
+/// What an algorithm imposes on the runs of its plan (the product's strategies).
+#[derive(Debug, Clone, Default)]
+struct Schedule {
+    /// The policy it needs (dmda for the product's dynamic strategy).
+    scheduler: Option<SchedulerKind>,
+    /// A static allocation.
+    plan: Option<Arc<StaticPlan>>,
+    /// Tiles on a memory node before the run.
+    placement: Vec<(TileRef, MemoryNode, Mode)>,
+}
+
+/// A factorisation or product planned once (see the [module](self) documentation).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    algorithm: Algorithm,
+    precision: Precision,
+    tile: usize,
+    choice: Option<TileChoice>,
+    layouts: Vec<(MatrixId, Layout)>,
+    pub(super) graph: TaskGraph,
+    pub(super) keys: Vec<KernelKey>,
+    pub(super) flops: f64,
+    schedule: Schedule,
+}
+
+impl Plan {
+    /// The plan of `algorithm` in `precision` over the matrices `layouts`, whose graph is
+    /// `graph` (its flops in real flops of `precision` once scaled here), reported against
+    /// `flops` real flops of f64 (scaled too).
+    fn new(
+        algorithm: Algorithm,
+        precision: Precision,
+        tile: usize,
+        layouts: Vec<(MatrixId, Layout)>,
+        mut graph: TaskGraph,
+        flops: f64,
+    ) -> Self {
+        graph.scale_flops(precision.flop_factor());
+        let mut plan = Self {
+            algorithm,
+            precision,
+            tile,
+            choice: None,
+            layouts,
+            graph,
+            keys: Vec::new(),
+            flops: flops * precision.flop_factor(),
+            schedule: Schedule::default(),
+        };
+        plan.keys = plan
+            .graph
+            .tasks()
+            .iter()
+            .map(|t| KernelKey::of_task(t, |tile| plan.shape(tile)).in_precision(precision))
+            .collect();
+        plan
+    }
+
+    /// The tiled Cholesky factorisation of an `n x n` matrix in tiles of `tile` (the last
+    /// row and column of tiles ragged; a tile larger than the matrix is the whole matrix),
+    /// in `precision`. Refuses, before building it, a
+    /// graph that this machine cannot hold (see [`crate::limits`]).
+    pub fn cholesky(n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        crate::limits::check_cholesky(n, tile, 0)?;
+        let tiling = Tiling::square(n, tile)?;
+        let graph = cholesky(&tiling)?;
+        let flops = (n as f64).powi(3) / 3.0;
+        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+        Ok(Self::new(
+            Algorithm::Cholesky { n },
+            precision,
+            tile,
+            layouts,
+            graph,
+            flops,
+        ))
+    }
+
+    /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand
+    /// sides (tiled alike), in `precision`: forward then backward substitution.
+    pub fn cholesky_solve(n: usize, rhs: usize, tile: usize, precision: Precision) -> Result<Self> {
+        let l = Tiling::square(n, tile)?;
+        let b = Tiling::new(n, rhs, tile)?;
+        let mut graph = TaskGraph::new();
+        forward_substitution(&mut graph, &l, &b)?;
+        backward_substitution(&mut graph, &l, &b)?;
+        let flops = 2.0 * (n as f64).powi(2) * rhs as f64;
+        let layouts = vec![(FACTOR, Layout::Tiled(l)), (RHS, Layout::Tiled(b))];
+        Ok(Self::new(
+            Algorithm::CholeskySolve { n, rhs },
+            precision,
+            tile,
+            layouts,
+            graph,
+            flops,
+        ))
+    }
+
+    /// One substitution of a distributed solve (see [`Algorithm::DistributedSubstitution`])
+    /// with the factor tiled by `l` and the right-hand sides by `b`.
+    pub fn distributed_substitution(
+        l: Tiling,
+        b: Tiling,
+        grid: ProcessGrid,
+        transposed: bool,
+        precision: Precision,
+    ) -> Result<Self> {
+        let mut graph = TaskGraph::new();
+        distributed_substitution(&mut graph, &l, &b, &grid, transposed)?;
+        let sums = Layout::Sums {
+            l,
+            b,
+            grid,
+            transposed,
+        };
+        let layouts = vec![
+            (FACTOR, Layout::Tiled(l)),
+            (RHS, Layout::Tiled(b)),
+            (SUMS, sums),
+        ];
+        let (n, rhs) = (l.rows(), b.cols());
+        let flops = (n as f64).powi(2) * rhs as f64;
+        let algorithm = Algorithm::DistributedSubstitution {
+            n,
+            rhs,
+            grid,
+            transposed,
+        };
+        Ok(Self::new(
+            algorithm,
+            precision,
+            l.tile(),
+            layouts,
+            graph,
+            flops,
+        ))
+    }
+
+    /// The product of `tiling`'s shape (and parameters), in `precision`.
+    pub(crate) fn gemm(tiling: &MatMulTiling, precision: Precision) -> Self {
+        let (m, n) = (tiling.c.rows(), tiling.c.cols());
+        let k = if tiling.params.trans_a {
+            tiling.a.rows()
+        } else {
+            tiling.a.cols()
+        };
+        let layouts = [MATMUL_A, MATMUL_B, MATMUL_C]
+            .into_iter()
+            .filter_map(|id| tiling.tiling(id).map(|t| (id, Layout::Tiled(*t))))
+            .collect();
+        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        Self::new(
+            Algorithm::Gemm { m, n, k },
+            precision,
+            tiling.c.tile(),
+            layouts,
+            matmul(tiling),
+            flops,
+        )
+    }
+
+    /// The plan with the policy, static allocation and placement its algorithm imposes
+    /// on runs.
+    pub(crate) fn with_schedule(
+        mut self,
+        scheduler: Option<SchedulerKind>,
+        plan: Option<Arc<StaticPlan>>,
+        placement: Vec<(TileRef, MemoryNode, Mode)>,
+    ) -> Self {
+        self.schedule = Schedule {
+            scheduler,
+            plan,
+            placement,
+        };
+        self
+    }
+
+    /// The plan with the tile choice that picked its tile.
+    pub(crate) fn with_choice(mut self, choice: Option<TileChoice>) -> Self {
+        self.choice = choice;
+        self
+    }
+
+    /// What it computes.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Its precision.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Its tile size.
+    pub fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// How the platform's models chose the tile (`None`: given, or the default of
+    /// [`default_tile_size`](crate::default_tile_size)).
+    pub fn tile_choice(&self) -> Option<&TileChoice> {
+        self.choice.as_ref()
+    }
+
+    /// The task graph (flops in real flops of the precision).
+    pub fn graph(&self) -> &TaskGraph {
+        &self.graph
+    }
+
+    /// Each task's kernel: operation, operand shapes, precision.
+    pub fn keys(&self) -> &[KernelKey] {
+        &self.keys
+    }
+
+    /// The flops rates are reported against: n^3/3 for a Cholesky factorisation, 2 m n k
+    /// for a product, times 4 in a complex precision.
+    pub fn flops(&self) -> f64 {
+        self.flops
+    }
+
+    /// The distinct operations of its tasks, in the order they first appear: what a
+    /// calibration for this plan times.
+    pub fn ops(&self) -> Vec<Op> {
+        let mut ops: Vec<Op> = Vec::new();
+        for task in self.graph.tasks() {
+            if !ops.contains(&task.op) {
+                ops.push(task.op);
+            }
+        }
+        ops
+    }
+
+    /// The tiling of `matrix`, if the plan cuts it by one.
+    pub fn tiling(&self, matrix: MatrixId) -> Option<&Tiling> {
+        self.layouts.iter().find_map(|(m, layout)| match layout {
+            Layout::Tiled(t) if *m == matrix => Some(t),
+            _ => None,
+        })
+    }
+
+    /// (rows, columns) of a tile; (0, 0) for a matrix the plan does not use.
+    pub fn shape(&self, tile: TileRef) -> (usize, usize) {
+        let layout = self.layouts.iter().find(|(m, _)| *m == tile.matrix);
+        layout.map_or((0, 0), |(_, layout)| match layout {
+            Layout::Tiled(t) => t.tile_shape(tile.row, tile.col),
+            Layout::Sums {
+                l,
+                b,
+                grid,
+                transposed,
+            } => sum_shape(tile, l, b, grid, *transposed),
+        })
+    }
+
+    /// Bytes of a tile in the plan's precision.
+    pub fn tile_bytes(&self, tile: TileRef) -> usize {
+        let (rows, cols) = self.shape(tile);
+        rows * cols * self.precision.bytes()
+    }
+
+    /// `base` with what the plan imposes on its runs: its policy, static allocation and
+    /// placement, where it has them.
+    pub fn run_options(&self, base: &RunOptions) -> RunOptions {
+        let s = &self.schedule;
+        RunOptions {
+            scheduler: s.scheduler.unwrap_or(base.scheduler),
+            plan: s.plan.clone().or_else(|| base.plan.clone()),
+            placement: if s.placement.is_empty() {
+                base.placement.clone()
+            } else {
+                s.placement.clone()
+            },
+            ..base.clone()
+        }
+    }
+
+    /// The plan split over the ranks of `grid` (owner computes; see
+    /// [`GridSplit`](hetla_factorizations::GridSplit)).
+    pub fn split(&self, grid: &ProcessGrid) -> Result<GridSplit> {
+        GridSplit::new(&self.graph, grid).map_err(|e| Error::InvalidOption {
+            option: "grid",
+            reason: e.to_string(),
+        })
+    }
+
+    /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan
+    /// computes from `input` (for Cholesky the factor L of A: ||A - L L^H||_1 / (n ||A||_1
+    /// eps), reading the lower triangles): below
+    /// [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct. An algorithm
+    /// whose result is not a function of one input (a solve, a product) says which checks
+    /// of [`crate::check`] apply.
+    pub fn residual<T: Scalar>(
+        &self,
+        input: MatRef<'_, T>,
+        result: MatRef<'_, T>,
+        par: Par,
+    ) -> Result<f64> {
+        self.expect_precision(T::PRECISION)?;
+        match self.algorithm {
+            Algorithm::Cholesky { n } => {
+                for (what, m) in [("the input", input), ("the result", result)] {
+                    if (m.nrows(), m.ncols()) != (n, n) {
+                        return Err(Error::InvalidOption {
+                            option: "residual",
+                            reason: format!(
+                                "{what} is {}x{}, the plan factors {n}x{n}",
+                                m.nrows(),
+                                m.ncols()
+                            ),
+                        });
+                    }
+                }
+                Ok(crate::check::cholesky_residual(input, result, par))
+            }
+            other => Err(Error::InvalidOption {
+                option: "residual",
+                reason: format!(
+                    "a {} plan is checked by check::solve_backward_error or check::relative_error, not by one input and one result",
+                    other.name()
+                ),
+            }),
+        }
+    }
+
+    /// An error unless the plan computes in `precision`.
+    pub(crate) fn expect_precision(&self, precision: Precision) -> Result<()> {
+        if precision == self.precision {
+            Ok(())
+        } else {
+            Err(Error::InvalidOption {
+                option: "precision",
+                reason: format!(
+                    "the plan computes in {}, its matrices are in {precision}",
+                    self.precision
+                ),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cholesky_plan_knows_its_graph_keys_bytes_and_flops_in_its_precision() {
+        let plan = Plan::cholesky(1000, 300, Precision::Z).unwrap();
+        assert_eq!(plan.graph().len(), 20);
+        assert_eq!(plan.keys().len(), 20);
+        assert!(plan.keys().iter().all(|k| k.precision == Precision::Z));
+        // The ragged last tile: 100 x 100 complex doubles.
+        assert_eq!(plan.tile_bytes(TileRef::new(FACTOR, 3, 3)), 100 * 100 * 16);
+        assert_eq!(plan.tile_bytes(TileRef::new(RHS, 0, 0)), 0);
+        assert_eq!(plan.flops(), 4.0 * 1e9 / 3.0);
+        assert_eq!(plan.ops(), [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt]);
+        // The graph counts the real flops of its precision too.
+        let real = Plan::cholesky(1000, 300, Precision::D).unwrap();
+        let ratio = plan.graph().total_flops() / real.graph().total_flops();
+        assert!((ratio - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_check_refuses_another_precision_or_shape() {
+        let plan = Plan::cholesky(4, 2, Precision::D).unwrap();
+        let a = faer::Mat::<f64>::identity(4, 4);
+        assert_eq!(
+            plan.residual(a.as_ref(), a.as_ref(), Par::Seq).unwrap(),
+            0.0
+        );
+        let small = faer::Mat::<f64>::identity(3, 3);
+        let err = plan
+            .residual(small.as_ref(), a.as_ref(), Par::Seq)
+            .unwrap_err();
+        assert!(err.to_string().contains("3x3"), "{err}");
+        let single = faer::Mat::<f32>::identity(4, 4);
+        let err = plan
+            .residual(single.as_ref(), single.as_ref(), Par::Seq)
+            .unwrap_err();
+        assert!(err.to_string().contains("computes in d"), "{err}");
+    }
+}

@@ -1,0 +1,520 @@
+//! Where a run's kernels find their tiles: the one module whose code reasons about views
+//! of a matrix that several threads hold at once.
+//!
+//! A [`TileStore`] hands out a view of each tile of a run, read-only or writable; a
+//! writable one only through an `unsafe` method whose contract is that no other view of
+//! that tile is used meanwhile. Two stores implement it:
+//!
+//! - [`TiledMatrix`]: a caller's column-major matrix seen as b x b tiles (the last row and
+//!   column ragged), without a copy, so that a factorisation runs in place exactly like
+//!   LAPACK's; a run over several matrices indexes them by `MatrixId` ([`Matrices`]);
+//! - [`TileSet`] (feature `mpi`): the tiles a rank holds, each stored apart, with the
+//!   tiles other ranks send it.
+//!
+//! [`TileWork`] runs a task graph over a store: it is the runtime's [`Workload`], and the
+//! place where the task graph's edges are what makes a writable view exclusive (the
+//! runtime runs a task only once every earlier task touching its tiles has ended, and no
+//! later one starts before it ends).
+
+use std::marker::PhantomData;
+
+use faer::{MatMut, MatRef};
+use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
+use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Par, Scalar};
+use hetla_runtime::{KernelKey, Workload};
+
+use crate::{Error, Result};
+
+/// The tiles of a run, by [`TileRef`] (see the module documentation).
+pub(crate) trait TileStore<T: Scalar>: Sync {
+    /// A read-only view of `tile`, where the store holds it.
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>>;
+
+    /// A writable view of `tile` (`None` where the store holds none, or only a read-only
+    /// one).
+    ///
+    /// # Safety
+    /// No other view of the tile (read or write) may be used while the returned one lives.
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>>;
+
+    /// Whether `tile` arrives from outside the run (another rank sends it): a task that
+    /// reads it waits for it.
+    fn arrives(&self, tile: TileRef) -> bool {
+        let _ = tile;
+        false
+    }
+
+    /// Called after the kernel of task `id` ran (and succeeded), with the tile it wrote.
+    fn ran(
+        &self,
+        id: TaskId,
+        task: &Task,
+        written: TileRef,
+    ) -> std::result::Result<(), KernelError> {
+        let _ = (id, task, written);
+        Ok(())
+    }
+}
+
+/// A column-major matrix of any precision seen as tiles, borrowed for `'a`, writable or
+/// read-only.
+pub(crate) struct TiledMatrix<'a, T: Scalar = f64> {
+    ptr: *mut T,
+    ld: usize,
+    tiling: Tiling,
+    writable: bool,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: a TiledMatrix is a borrow of scalar storage (Send + Sync data); sharing it
+// between threads is sound because tiles are only written through `tile_mut`, whose
+// callers guarantee that no other view of a written tile exists at the same time.
+unsafe impl<T: Scalar> Send for TiledMatrix<'_, T> {}
+// SAFETY: see the Send impl.
+unsafe impl<T: Scalar> Sync for TiledMatrix<'_, T> {}
+
+fn column_major_ld(
+    what: &'static str,
+    rs: isize,
+    cs: isize,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
+    if rows == 0 || cols == 0 {
+        return Ok(rows.max(1));
+    }
+    if rs == 1 && cs >= rows as isize {
+        Ok(cs as usize)
+    } else if cols == 1 && rs == 1 {
+        Ok(rows)
+    } else {
+        Err(Error::Layout {
+            what,
+            reason: format!(
+                "expected a column-major view (row stride 1, column stride >= rows), got row stride {rs} and column stride {cs}"
+            ),
+        })
+    }
+}
+
+impl<'a, T: Scalar> TiledMatrix<'a, T> {
+    /// Tiles of `b x b` over a writable column-major view.
+    pub fn new(m: MatMut<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
+        let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
+        Ok(Self {
+            ptr: m.as_ptr_mut(),
+            ld,
+            tiling: Tiling::new(m.nrows(), m.ncols(), tile)?,
+            writable: true,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// Tiles of `b x b` over a read-only column-major view; its tiles cannot be written.
+    pub fn read_only(m: MatRef<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
+        let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
+        Ok(Self {
+            ptr: m.as_ptr() as *mut T,
+            ld,
+            tiling: Tiling::new(m.nrows(), m.ncols(), tile)?,
+            writable: false,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// The whole matrix.
+    fn as_mat_ref(&self) -> MatRef<'_, T> {
+        // SAFETY: ptr, the dimensions and ld describe storage borrowed for 'a; reading is
+        // allowed while no tile is being written (the caller holds &self, and writers need
+        // the unsafe contract of tile_mut).
+        unsafe {
+            MatRef::from_raw_parts(
+                self.ptr,
+                self.tiling.rows(),
+                self.tiling.cols(),
+                1,
+                self.ld as isize,
+            )
+        }
+    }
+
+    /// Tile (i, j), read-only; `None` outside the tiling.
+    fn view(&self, i: usize, j: usize) -> Option<MatRef<'_, T>> {
+        if i >= self.tiling.row_tiles() || j >= self.tiling.col_tiles() {
+            return None;
+        }
+        let (r, c) = self.tiling.tile_shape(i, j);
+        Some(
+            self.as_mat_ref()
+                .submatrix(self.tiling.offset(i), self.tiling.offset(j), r, c),
+        )
+    }
+
+    /// Tile (i, j), writable, through a shared borrow; `None` when the matrix is
+    /// read-only or (i, j) outside the tiling.
+    ///
+    /// # Safety
+    /// For as long as the view lives no other view of tile (i, j) may be used.
+    unsafe fn view_mut(&self, i: usize, j: usize) -> Option<MatMut<'_, T>> {
+        if !self.writable || i >= self.tiling.row_tiles() || j >= self.tiling.col_tiles() {
+            return None;
+        }
+        let (r, c) = self.tiling.tile_shape(i, j);
+        let offset = self.tiling.offset(i) + self.tiling.offset(j) * self.ld;
+        // SAFETY: the tile lies inside the borrowed storage (offset and shape come from the
+        // tiling of that storage), and the caller guarantees it is not aliased.
+        Some(unsafe { MatMut::from_raw_parts_mut(self.ptr.add(offset), r, c, 1, self.ld as isize) })
+    }
+}
+
+/// The matrices of a run, indexed by `MatrixId` (`matrices[id.0]`).
+pub(crate) struct Matrices<'s, 'a, T: Scalar>(pub &'s [&'s TiledMatrix<'a, T>]);
+
+impl<T: Scalar> TileStore<T> for Matrices<'_, '_, T> {
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+        self.0.get(tile.matrix.0 as usize)?.view(tile.row, tile.col)
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+        let m = self.0.get(tile.matrix.0 as usize)?;
+        // SAFETY: the caller's contract is this one's.
+        unsafe { m.view_mut(tile.row, tile.col) }
+    }
+}
+
+/// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking
+/// that it is long enough.
+pub fn mat_from_slice<'a, T: Scalar>(
+    data: &'a mut [T],
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    what: &'static str,
+) -> Result<MatMut<'a, T>> {
+    if ld < rows.max(1) {
+        return Err(Error::Layout {
+            what,
+            reason: format!(
+                "leading dimension {ld} is smaller than the {rows} rows (need ld >= max(1, rows))"
+            ),
+        });
+    }
+    let needed = if rows == 0 || cols == 0 {
+        Some(0)
+    } else {
+        ld.checked_mul(cols - 1).and_then(|x| x.checked_add(rows))
+    };
+    let Some(needed) = needed.filter(|&needed| needed <= data.len()) else {
+        return Err(Error::Layout {
+            what,
+            reason: format!(
+                "slice has {} elements, too few for a {rows}x{cols} matrix with leading dimension {ld} (needs ld * (cols - 1) + rows)",
+                data.len()
+            ),
+        });
+    };
+    Ok(MatMut::from_column_major_slice_with_stride_mut(
+        &mut data[..needed],
+        rows,
+        cols,
+        ld,
+    ))
+}
+
+/// A task graph over a store of tiles of one precision, with a kernel backend: what the
+/// runtime runs (see the module documentation).
+pub(crate) struct TileWork<'w, T: Scalar> {
+    /// The tasks.
+    pub graph: &'w TaskGraph,
+    /// Each task's kernel.
+    pub keys: &'w [KernelKey],
+    /// The shape of each tile of the run.
+    pub shape: &'w (dyn Fn(TileRef) -> (usize, usize) + Sync),
+    /// Where the tiles are.
+    pub store: &'w dyn TileStore<T>,
+    /// The CPU kernels.
+    pub backend: Backend,
+}
+
+impl<T: Scalar> Workload for TileWork<'_, T> {
+    fn graph(&self) -> &TaskGraph {
+        self.graph
+    }
+
+    fn key(&self, task: TaskId) -> KernelKey {
+        self.keys[task.0].clone()
+    }
+
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        let (r, c) = (self.shape)(tile);
+        r * c * size_of::<T>()
+    }
+
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+        self.store.tile(tile).map(AnyRef::from)
+    }
+
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
+        // SAFETY: the caller guarantees that no other view of the tile is used while this
+        // one lives.
+        unsafe { self.store.tile_mut(tile) }.map(AnyMut::from)
+    }
+
+    fn outside_inputs(&self, task: TaskId) -> usize {
+        let accesses = &self.graph.task(task).accesses;
+        accesses
+            .iter()
+            .filter(|a| self.store.arrives(a.tile))
+            .count()
+    }
+
+    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
+        let task = self.graph.task(id);
+        let (write, reads) = operands(task)?;
+        let missing = |tile: TileRef, what: &str| KernelError::Operands {
+            op: task.op,
+            reason: format!(
+                "tile ({}, {}) of matrix {} is not {what} here",
+                tile.row, tile.col, tile.matrix.0
+            ),
+        };
+        let views = reads
+            .iter()
+            .map(|r| {
+                self.store
+                    .tile(r.tile)
+                    .ok_or_else(|| missing(r.tile, "held"))
+            })
+            .collect::<std::result::Result<Vec<_>, KernelError>>()?;
+        // SAFETY: the runtime runs a task only once every earlier task touching its tiles
+        // has finished (the graph has RAW, WAR and WAW edges), and no later such task
+        // starts before it ends, so no other view of the written tile exists while this
+        // kernel runs; the written tile is distinct from every tile the task reads
+        // (checked by `operands`), and the read views are dropped before `ran`.
+        let out = unsafe { self.store.tile_mut(write.tile) }
+            .ok_or_else(|| missing(write.tile, "writable"))?;
+        self.backend.run(task.op, &views, out, par)?;
+        drop(views);
+        self.store.ran(id, task, write.tile)
+    }
+}
+
+/// A task's written tile (its last access) and the tiles it only reads, checked: the
+/// written one is not also read.
+fn operands(task: &Task) -> std::result::Result<(&Access, &[Access]), KernelError> {
+    let operands = |reason: &str| KernelError::Operands {
+        op: task.op,
+        reason: reason.into(),
+    };
+    let (write, reads) = task
+        .accesses
+        .split_last()
+        .filter(|(w, _)| w.mode.writes())
+        .ok_or_else(|| operands("the last access must be the written tile"))?;
+    if reads
+        .iter()
+        .any(|r| r.mode != Mode::Read || r.tile == write.tile)
+    {
+        return Err(operands("a tile is written while also read by the task"));
+    }
+    Ok((write, reads))
+}
+
+/// A received tile's slot: empty until the communication loop fills it, then read by its
+/// readers, then freed by the last one that ran on a CPU cluster.
+#[cfg(feature = "mpi")]
+struct Received<T> {
+    /// [`EMPTY`], [`FILLING`], [`FULL`] or [`FREED`].
+    state: std::sync::atomic::AtomicU8,
+    data: std::cell::UnsafeCell<Option<faer::Mat<T>>>,
+    /// Readers that have not run on a CPU cluster yet.
+    readers_left: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(feature = "mpi")]
+const EMPTY: u8 = 0;
+#[cfg(feature = "mpi")]
+const FILLING: u8 = 1;
+#[cfg(feature = "mpi")]
+const FULL: u8 = 2;
+#[cfg(feature = "mpi")]
+const FREED: u8 = 3;
+
+/// Where a tile of a [`TileSet`] is.
+#[cfg(feature = "mpi")]
+#[derive(Clone, Copy)]
+enum Place<T> {
+    /// One of this rank's tiles (in a distributed matrix): pointer, rows, columns, column
+    /// stride, and whether the run may write it (else it was lent shared).
+    Local(*mut T, usize, usize, isize, bool),
+    /// A received tile, by its index in [`TileSet::received`].
+    Received(usize),
+}
+
+/// A rank's tiles of a distributed matrix, by (tile row, tile column).
+#[cfg(feature = "mpi")]
+pub(crate) type HeldTiles<T> = std::collections::BTreeMap<(usize, usize), faer::Mat<T>>;
+
+/// What a distributed run does with a tile a task wrote (task, tile, its view), once the
+/// task's kernel ran: send it on.
+#[cfg(feature = "mpi")]
+pub(crate) type Written<'f, T> =
+    dyn Fn(TaskId, TileRef, MatRef<'_, T>) -> std::result::Result<(), KernelError> + Sync + 'f;
+
+/// The tiles one rank of a distributed run holds, each stored apart (the tiles of its
+/// distributed matrices it owns, lent writable or read-only), and the tiles other ranks
+/// send it, each in a slot of its own until its last reader ran.
+#[cfg(feature = "mpi")]
+pub(crate) struct TileSet<'s, T: Scalar> {
+    places: std::collections::HashMap<TileRef, Place<T>>,
+    received: Vec<Received<T>>,
+    /// Called with each tile a task wrote, once its kernel ran.
+    written: &'s Written<'s, T>,
+    _borrow: PhantomData<&'s mut [T]>,
+}
+
+// SAFETY: the local places point into matrices borrowed (mutably when writable) for 's; a
+// tile is written through `tile_mut` only, whose callers guarantee no other view of it is
+// used meanwhile; a received slot is written once (its state goes EMPTY -> FILLING -> FULL
+// before a reader may see it) and freed once, after its last reader ran (FULL -> FREED).
+#[cfg(feature = "mpi")]
+unsafe impl<T: Scalar> Sync for TileSet<'_, T> {}
+
+#[cfg(feature = "mpi")]
+impl<'s, T: Scalar> TileSet<'s, T> {
+    /// The tiles of `written` (matrix id and tiles, lent writable) and `read` (lent
+    /// read-only), with a slot for each tile of `receives` (each with the tasks that read
+    /// it, once per access); `on_written` is called with each tile a task wrote.
+    pub fn new(
+        written: Vec<(hetla_factorizations::MatrixId, &'s mut HeldTiles<T>)>,
+        read: Vec<(hetla_factorizations::MatrixId, &'s HeldTiles<T>)>,
+        receives: &[(TileRef, Vec<TaskId>)],
+        on_written: &'s Written<'s, T>,
+    ) -> Self {
+        use std::sync::atomic::{AtomicU8, AtomicUsize};
+        let mut places = std::collections::HashMap::new();
+        for (matrix, tiles) in written {
+            for (&(i, j), m) in tiles.iter_mut() {
+                let local =
+                    Place::Local(m.as_ptr_mut(), m.nrows(), m.ncols(), m.col_stride(), true);
+                places.insert(TileRef::new(matrix, i, j), local);
+            }
+        }
+        for (matrix, tiles) in read {
+            for (&(i, j), m) in tiles {
+                // Lent shared: `tile_mut` refuses to write it.
+                let ptr = m.as_ptr().cast_mut();
+                let local = Place::Local(ptr, m.nrows(), m.ncols(), m.col_stride(), false);
+                places.insert(TileRef::new(matrix, i, j), local);
+            }
+        }
+        let received = receives
+            .iter()
+            .enumerate()
+            .map(|(i, (tile, readers))| {
+                places.insert(*tile, Place::Received(i));
+                Received {
+                    state: AtomicU8::new(EMPTY),
+                    data: std::cell::UnsafeCell::new(None),
+                    readers_left: AtomicUsize::new(readers.len()),
+                }
+            })
+            .collect();
+        Self {
+            places,
+            received,
+            written: on_written,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Puts a received tile where its readers find it, before any of them is released
+    /// (the runtime releases them only once told the tile arrived); an error when the
+    /// tile is not one this rank receives, or came already.
+    pub fn fill(&self, tile: TileRef, m: faer::Mat<T>) -> std::result::Result<(), String> {
+        use std::sync::atomic::Ordering;
+        let Some(&Place::Received(i)) = self.places.get(&tile) else {
+            return Err("which this rank does not read".into());
+        };
+        let slot = &self.received[i];
+        if slot
+            .state
+            .compare_exchange(EMPTY, FILLING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err("a second time".into());
+        }
+        // SAFETY: only this call moved the state from EMPTY: no other writer, and no reader
+        // looks at the data before the state is FULL.
+        unsafe { *slot.data.get() = Some(m) };
+        slot.state.store(FULL, Ordering::Release);
+        Ok(())
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+        use std::sync::atomic::Ordering;
+        match *self.places.get(&tile)? {
+            // SAFETY: the tile lies in a matrix borrowed for the set's lifetime; no task
+            // writes it while another reads it (the graph's edges).
+            Place::Local(ptr, rows, cols, cs, _) => {
+                Some(unsafe { MatRef::from_raw_parts(ptr, rows, cols, 1, cs) })
+            }
+            Place::Received(i) => {
+                let slot = &self.received[i];
+                if slot.state.load(Ordering::Acquire) != FULL {
+                    return None;
+                }
+                // SAFETY: FULL: filled, and not freed before the last reader ran (whose
+                // views are dropped by then).
+                unsafe { &*slot.data.get() }.as_ref().map(|m| m.as_ref())
+            }
+        }
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+        match *self.places.get(&tile)? {
+            // SAFETY: a tile of a matrix lent writable for the set's lifetime, and the
+            // caller guarantees no other view of it is used meanwhile.
+            Place::Local(ptr, rows, cols, cs, true) => {
+                Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) })
+            }
+            // A received tile, or a tile of a matrix lent shared, is never written.
+            Place::Local(.., false) | Place::Received(_) => None,
+        }
+    }
+
+    fn arrives(&self, tile: TileRef) -> bool {
+        matches!(self.places.get(&tile), Some(Place::Received(_)))
+    }
+
+    fn ran(
+        &self,
+        id: TaskId,
+        task: &Task,
+        written: TileRef,
+    ) -> std::result::Result<(), KernelError> {
+        use std::sync::atomic::Ordering;
+        for a in &task.accesses {
+            if let Some(&Place::Received(i)) = self.places.get(&a.tile) {
+                let slot = &self.received[i];
+                if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1
+                    && slot
+                        .state
+                        .compare_exchange(FULL, FREED, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    // SAFETY: every reader of the tile on this rank has run its kernel (the
+                    // count), and their views were dropped before they counted.
+                    unsafe { *slot.data.get() = None };
+                }
+            }
+        }
+        match self.tile(written) {
+            Some(view) => (self.written)(id, written, view),
+            None => Ok(()),
+        }
+    }
+}
