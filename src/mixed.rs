@@ -84,8 +84,25 @@ pub struct Refinement {
 
 impl Cholesky {
     /// Solves A X = B (A Hermitian positive definite, its lower triangle read) to double
-    /// accuracy, factoring in single precision when that suffices (see [`crate::mixed`]):
-    /// the solution and what was done.
+    /// accuracy, factoring in single precision when that suffices: the solution and what
+    /// was done (LAPACK's dsposv and zcposv, MAGMA's and SLATE's `posv_mixed`).
+    ///
+    /// The matrix is rounded to single precision ([`Refinable::Low`]: `f32` for `f64`,
+    /// `c32` for `c64`) and factored there by the tiled Cholesky, at single precision's
+    /// rate. The solution of the low factor is then refined in double: each step computes
+    /// the residual R = B - A X on the original matrix in double (its lower triangle, as
+    /// the factorisation reads it), solves A D = R with the low factor, and adds D to X.
+    /// Once every column's residual satisfies ||r||_max <= ||x||_max ||A||_inf sqrt(n) eps
+    /// (dsposv's test, eps of double), it goes on while a step at least halves the largest
+    /// residual, so that the backward error reaches that of a solve in double; it returns
+    /// the solution with the smallest residual, and gives up when the test is not met
+    /// after 30 steps (dsposv's ITERMAX).
+    ///
+    /// It falls back to a factorisation in double, and says so in [`Refinement::path`],
+    /// when: an entry of A does not fit the low precision (overflow), the low
+    /// factorisation meets a non-positive pivot (the matrix is too ill-conditioned for
+    /// single precision), or the refinement does not converge (condition number beyond
+    /// about 1/eps of single).
     ///
     /// ```
     /// use faer::Mat;

@@ -129,6 +129,17 @@ fn the_distributed_solve_is_right_and_its_checks_are_computed_where_the_tiles_li
 }
 
 #[test]
+fn every_precision_factors_and_solves_across_ranks_beside_scalapack() {
+    for (np, grid) in [(2, "1x2"), (4, "2x2")] {
+        for p in ["s", "c", "z"] {
+            let (ok, out) = mpirun(np, &format!("precision {p} {grid}"));
+            assert!(ok, "np {np}, grid {grid}, precision {p}:\n{out}");
+            assert_eq!(out.matches("rank ok").count(), np, "{out}");
+        }
+    }
+}
+
+#[test]
 fn a_failed_pivot_on_one_rank_is_the_same_error_on_every_rank() {
     for (np, grid) in [(2, "1x2"), (4, "2x2")] {
         let (ok, out) = mpirun(np, &format!("factor-not-spd {grid}"));
@@ -366,6 +377,16 @@ fn rank_side() {
             }
             println!("rank ok");
         }
+        ["precision", p, grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            match p {
+                "s" => in_precision::<f32>(&world, grid),
+                "c" => in_precision::<hetla::c32>(&world, grid),
+                "z" => in_precision::<hetla::c64>(&world, grid),
+                other => panic!("no precision {other}"),
+            }
+            println!("rank ok");
+        }
         ["factor-not-spd", grid] => {
             let grid: ProcessGrid = grid.parse().unwrap();
             let mut tiles = local_tiles(DistributedMatrix::<f64>::random_spd(
@@ -433,5 +454,59 @@ fn rank_side() {
             }
         }
         _ => panic!("unknown side {side:?}"),
+    }
+}
+
+#[cfg(not(feature = "scalapack"))]
+use hetla::distributed::Wire as TestScalar;
+/// The scalars a distributed run of the tests computes in: with ScaLAPACK, those it has
+/// peers in.
+#[cfg(feature = "scalapack")]
+use hetla::distributed::scalapack::Scalapack as TestScalar;
+
+/// A rank's side of a factorisation and a solve in precision `T` on `grid` (n = 150, tiles
+/// of 16): bytes sent as the formula counts them in that precision, the factor's residual
+/// (probed where the tiles live, and whole on rank 0), the solve's backward error, and
+/// ScaLAPACK's p?potrf and p?potrs of the same precision on the same matrix.
+fn in_precision<T: TestScalar>(world: &mpi::topology::SimpleCommunicator, grid: ProcessGrid) {
+    let (n, tile, seed) = (150, 16, 7);
+    let eps = T::PRECISION.epsilon();
+    let a = DistributedMatrix::<T>::random_spd(world, n, tile, grid, seed).unwrap();
+    let mut l = a.clone();
+    let cholesky = Cholesky::new().clusters("1x1".parse().unwrap());
+    let run = cholesky.factor_distributed(world, &mut l).unwrap();
+    assert_eq!(run.precision, T::PRECISION);
+    assert_eq!(run.bytes_sent_by_rank, run.bytes_expected_by_rank);
+    let residual = probed_residual(world, &a, &l, 3).unwrap();
+    assert!(residual < RESIDUAL_THRESHOLD, "probed residual {residual}");
+    if let (Some(a), Some(l)) = (a.gather(world).unwrap(), l.gather(world).unwrap()) {
+        let whole = cholesky_residual(a.as_ref(), l.as_ref(), faer::Par::Seq);
+        assert!(whole < RESIDUAL_THRESHOLD, "residual {whole}");
+        println!(
+            "{}: residual {whole:.3e}, sent {:?}",
+            T::PRECISION,
+            run.bytes_sent_by_rank
+        );
+    }
+    let b = DistributedRhs::<T>::random(world, (n, 3), tile, grid, 5).unwrap();
+    let mut x = b.clone();
+    let solve = cholesky.solve_distributed(world, &l, &mut x).unwrap();
+    assert_eq!(solve.bytes_sent_by_rank, solve.bytes_expected_by_rank);
+    let berr = solve_backward_error(world, &a, &x, &b).unwrap();
+    assert!(berr < 10.0 * n as f64 * eps, "backward error {berr}");
+    #[cfg(feature = "scalapack")]
+    {
+        let peer = hetla::distributed::scalapack::potrf(world, &a, 1).unwrap();
+        let peer_residual = probed_residual(world, &a, &peer.factor, 3).unwrap();
+        assert!(
+            peer_residual < RESIDUAL_THRESHOLD,
+            "p?potrf's residual {peer_residual}"
+        );
+        let solved = hetla::distributed::scalapack::potrs(world, &l, &b, 1).unwrap();
+        let peer_berr = solve_backward_error(world, &a, &solved.x, &b).unwrap();
+        assert!(
+            peer_berr < 10.0 * n as f64 * eps,
+            "p?potrs's backward error {peer_berr}"
+        );
     }
 }

@@ -301,7 +301,10 @@ fn distributed_simulations_send_tiles_in_their_precision() {
     let sent = |v: &serde_json::Value| v["bytes_sent"].as_u64().unwrap();
     let (s, d, z) = (run("s"), run("d"), run("z"));
     // The key is there when the precision is not d's.
-    assert_eq!((s["precision"].as_str(), d.get("precision")), (Some("s"), None));
+    assert_eq!(
+        (s["precision"].as_str(), d.get("precision")),
+        (Some("s"), None)
+    );
     assert_eq!(z["precision"], "z");
     // Tiles of 4, 8 and 16 bytes an entry, the same messages.
     assert_eq!((2 * sent(&s), 2 * sent(&d)), (sent(&d), sent(&z)));

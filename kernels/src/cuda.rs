@@ -597,7 +597,22 @@ impl GpuContext {
         };
         let ldb = b.map_or(Ok(1), ld)?;
         let (pc, _write_c) = write.data.device_ptr_mut(s);
-        let (pa, pb, pc) = (pa as *const T, pb as *const T, pc as *mut T);
+        let a = In {
+            ptr: pa as *const T,
+            ld: lda,
+        };
+        let b = In {
+            ptr: pb as *const T,
+            ld: ldb,
+        };
+        let c = Out {
+            ptr: pc as *mut T,
+            ld: ldc,
+        };
+        let c_in = In {
+            ptr: c.ptr.cast_const(),
+            ld: ldc,
+        };
         start
             .record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
@@ -608,41 +623,23 @@ impl GpuContext {
         // pointer mode) read before the call returns.
         let status = unsafe {
             match op {
-                Op::Trsm => T::trsm(h, RIGHT, adj, m, n, one, pa, lda, pc, ldc),
-                Op::Syrk => T::rank_k(h, m, a_cols, -1.0, pa, lda, 1.0, pc, ldc),
-                Op::GemmNt => T::gemm(
-                    h, N, adj, m, n, a_cols, minus_one, pa, lda, pb, ldb, one, pc, ldc,
-                ),
-                Op::SolveLower => T::trsm(h, LEFT, N, m, n, one, pa, lda, pc, ldc),
-                Op::SolveLowerTrans => T::trsm(h, LEFT, adj, m, n, one, pa, lda, pc, ldc),
-                Op::Update => T::gemm(
-                    h, N, N, m, n, a_cols, minus_one, pa, lda, pb, ldb, one, pc, ldc,
-                ),
-                Op::UpdateTrans => T::gemm(
-                    h, adj, N, m, n, a_rows, minus_one, pa, lda, pb, ldb, one, pc, ldc,
-                ),
+                Op::Trsm => T::trsm(h, (RIGHT, adj), (m, n), one, a, c),
+                Op::Syrk => T::rank_k(h, (m, a_cols), (-1.0, 1.0), a, c),
+                Op::GemmNt => T::gemm(h, (N, adj), (m, n, a_cols), (minus_one, one), (a, b), c),
+                Op::SolveLower => T::trsm(h, (LEFT, N), (m, n), one, a, c),
+                Op::SolveLowerTrans => T::trsm(h, (LEFT, adj), (m, n), one, a, c),
+                Op::Update => T::gemm(h, (N, N), (m, n, a_cols), (minus_one, one), (a, b), c),
+                Op::UpdateTrans => {
+                    T::gemm(h, (adj, N), (m, n, a_rows), (minus_one, one), (a, b), c)
+                }
                 // In place: cuBLAS allows C = B with the same leading dimension.
-                Op::Add => T::geam(h, m, n, one, pa, lda, one, pc, ldc, pc, ldc),
+                Op::Add => T::geam(h, (m, n), (one, one), (a, c_in), c),
                 Op::MatMul(p) => {
                     let (alpha, beta) = (T::from_f64(p.alpha()), T::from_f64(p.beta()));
                     let trans = |t: bool| if t { adj } else { N };
                     let k = if p.trans_a { a_rows } else { a_cols };
-                    T::gemm(
-                        h,
-                        trans(p.trans_a),
-                        trans(p.trans_b),
-                        m,
-                        n,
-                        k,
-                        alpha,
-                        pa,
-                        lda,
-                        pb,
-                        ldb,
-                        beta,
-                        pc,
-                        ldc,
-                    )
+                    let ops = (trans(p.trans_a), trans(p.trans_b));
+                    T::gemm(h, ops, (m, n, k), (alpha, beta), (a, b), c)
                 }
                 Op::Potrf => unreachable!("queued by queue_potrf"),
             }
@@ -745,7 +742,11 @@ impl GpuContext {
             let (pa, _use_a) = a.data.device_ptr_mut(s);
             // SAFETY: pa is a live n x n device buffer with leading dimension lda; lwork is
             // a host integer that outlives the call.
-            unsafe { T::potrf_buffer_size(h, n, pa as *mut T, lda, &mut lwork) }
+            let a = Out {
+                ptr: pa as *mut T,
+                ld: lda,
+            };
+            unsafe { T::potrf_buffer_size(h, n, a, &mut lwork) }
                 .result()
                 .map_err(|e| {
                     gpu_error(&format!("cusolverDn{}potrf_bufferSize", T::PRECISION), e)
@@ -772,7 +773,11 @@ impl GpuContext {
                 .map_err(|e| gpu_error("recording an event", e))?;
             // SAFETY: live device buffers: A (n x n, lda), a workspace of at least lwork
             // elements, one int for devInfo; the call only queues work on the stream.
-            unsafe { T::potrf(h, n, pa as *mut T, lda, pw as *mut T, lwork, pi as *mut i32) }
+            let a = Out {
+                ptr: pa as *mut T,
+                ld: lda,
+            };
+            unsafe { T::potrf(h, n, a, (pw as *mut T, lwork), pi as *mut i32) }
                 .result()
                 .map_err(|e| gpu_error(&format!("cusolverDn{}potrf", T::PRECISION), e))?;
         }
@@ -839,90 +844,80 @@ fn typed_mut<T: Scalar>(bytes: &mut [u8]) -> &mut [T] {
 type BlasStatus = blas::cublasStatus_t;
 type SolverStatus = solver::cusolverStatus_t;
 
+/// A device matrix a routine reads: its pointer and leading dimension.
+#[derive(Clone, Copy)]
+struct In<T> {
+    ptr: *const T,
+    ld: i32,
+}
+
+/// A device matrix a routine writes: its pointer and leading dimension.
+#[derive(Clone, Copy)]
+struct Out<T> {
+    ptr: *mut T,
+    ld: i32,
+}
+
 /// The cuBLAS and cuSOLVER routines of one precision (S, D, C or Z) on raw device pointers,
 /// for the lower triangle and non-unit diagonals the Cholesky kernels use. Complex types
 /// take the conjugate transpose ([`CudaScalar::ADJOINT`]) and HERK where real ones take
-/// the transpose and SYRK.
+/// the transpose and SYRK. Shapes are (rows, columns[, inner dimension]) of the written
+/// matrix, scalars (alpha, beta).
 ///
 /// Every function is unsafe for the same reason: the pointers must be live device buffers
 /// of the shapes and leading dimensions given, on the handle's stream.
-#[allow(clippy::too_many_arguments)]
 trait CudaScalar: Scalar {
     /// The operand operation that stands for "adjoint": T for real types, C for complex.
     const ADJOINT: blas::cublasOperation_t;
-    /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit.
+    /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit; B is
+    /// m x n.
     unsafe fn trsm(
         h: blas::cublasHandle_t,
-        side: blas::cublasSideMode_t,
-        trans: blas::cublasOperation_t,
-        m: i32,
-        n: i32,
+        ops: (blas::cublasSideMode_t, blas::cublasOperation_t),
+        shape: (i32, i32),
         alpha: Self,
-        a: *const Self,
-        lda: i32,
-        b: *mut Self,
-        ldb: i32,
+        l: In<Self>,
+        b: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha A A^H + beta C on the lower triangle (SYRK, or HERK for complex: real
-    /// alpha and beta).
+    /// C <- alpha A A^H + beta C on the lower triangle of the n x n C, A n x k (SYRK, or
+    /// HERK for complex: real alpha and beta).
     unsafe fn rank_k(
         h: blas::cublasHandle_t,
-        n: i32,
-        k: i32,
-        alpha: f64,
-        a: *const Self,
-        lda: i32,
-        beta: f64,
-        c: *mut Self,
-        ldc: i32,
+        shape: (i32, i32),
+        scalars: (f64, f64),
+        a: In<Self>,
+        c: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha op(A) op(B) + beta C.
+    /// C <- alpha op(A) op(B) + beta C, C m x n, the inner dimension k.
     unsafe fn gemm(
         h: blas::cublasHandle_t,
-        ta: blas::cublasOperation_t,
-        tb: blas::cublasOperation_t,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: Self,
-        a: *const Self,
-        lda: i32,
-        b: *const Self,
-        ldb: i32,
-        beta: Self,
-        c: *mut Self,
-        ldc: i32,
+        ops: (blas::cublasOperation_t, blas::cublasOperation_t),
+        shape: (i32, i32, i32),
+        scalars: (Self, Self),
+        reads: (In<Self>, In<Self>),
+        c: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha A + beta B (C may be B).
+    /// C <- alpha A + beta B (C may be B), all m x n.
     unsafe fn geam(
         h: blas::cublasHandle_t,
-        m: i32,
-        n: i32,
-        alpha: Self,
-        a: *const Self,
-        lda: i32,
-        beta: Self,
-        b: *const Self,
-        ldb: i32,
-        c: *mut Self,
-        ldc: i32,
+        shape: (i32, i32),
+        scalars: (Self, Self),
+        reads: (In<Self>, In<Self>),
+        c: Out<Self>,
     ) -> BlasStatus;
     /// POTRF's workspace, in elements, for an `n x n` lower triangle.
     unsafe fn potrf_buffer_size(
         h: solver::cusolverDnHandle_t,
         n: i32,
-        a: *mut Self,
-        lda: i32,
+        a: Out<Self>,
         lwork: *mut i32,
     ) -> SolverStatus;
-    /// A = L L^H on the lower triangle; `info` receives devInfo.
+    /// A = L L^H on the lower triangle of the n x n A; `info` receives devInfo.
     unsafe fn potrf(
         h: solver::cusolverDnHandle_t,
         n: i32,
-        a: *mut Self,
-        lda: i32,
-        work: *mut Self,
-        lwork: i32,
+        a: Out<Self>,
+        work: (*mut Self, i32),
         info: *mut i32,
     ) -> SolverStatus;
 }
@@ -935,15 +930,11 @@ macro_rules! cuda_scalar {
             const ADJOINT: blas::cublasOperation_t = blas::cublasOperation_t::$adj;
             unsafe fn trsm(
                 h: blas::cublasHandle_t,
-                side: blas::cublasSideMode_t,
-                trans: blas::cublasOperation_t,
-                m: i32,
-                n: i32,
+                (side, trans): (blas::cublasSideMode_t, blas::cublasOperation_t),
+                (m, n): (i32, i32),
                 alpha: Self,
-                a: *const Self,
-                lda: i32,
-                b: *mut Self,
-                ldb: i32,
+                l: In<Self>,
+                b: Out<Self>,
             ) -> BlasStatus {
                 use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
                 use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
@@ -959,23 +950,19 @@ macro_rules! cuda_scalar {
                         m,
                         n,
                         (&raw const alpha).cast(),
-                        a.cast(),
-                        lda,
-                        b.cast(),
-                        ldb,
+                        l.ptr.cast(),
+                        l.ld,
+                        b.ptr.cast(),
+                        b.ld,
                     )
                 }
             }
             unsafe fn rank_k(
                 h: blas::cublasHandle_t,
-                n: i32,
-                k: i32,
-                alpha: f64,
-                a: *const Self,
-                lda: i32,
-                beta: f64,
-                c: *mut Self,
-                ldc: i32,
+                (n, k): (i32, i32),
+                (alpha, beta): (f64, f64),
+                a: In<Self>,
+                c: Out<Self>,
             ) -> BlasStatus {
                 use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
                 use blas::cublasOperation_t::CUBLAS_OP_N as N;
@@ -989,29 +976,21 @@ macro_rules! cuda_scalar {
                         n,
                         k,
                         (&raw const alpha).cast(),
-                        a.cast(),
-                        lda,
+                        a.ptr.cast(),
+                        a.ld,
                         (&raw const beta).cast(),
-                        c.cast(),
-                        ldc,
+                        c.ptr.cast(),
+                        c.ld,
                     )
                 }
             }
             unsafe fn gemm(
                 h: blas::cublasHandle_t,
-                ta: blas::cublasOperation_t,
-                tb: blas::cublasOperation_t,
-                m: i32,
-                n: i32,
-                k: i32,
-                alpha: Self,
-                a: *const Self,
-                lda: i32,
-                b: *const Self,
-                ldb: i32,
-                beta: Self,
-                c: *mut Self,
-                ldc: i32,
+                (ta, tb): (blas::cublasOperation_t, blas::cublasOperation_t),
+                (m, n, k): (i32, i32, i32),
+                (alpha, beta): (Self, Self),
+                (a, b): (In<Self>, In<Self>),
+                c: Out<Self>,
             ) -> BlasStatus {
                 // SAFETY: the caller's; the scalars are host values that outlive the call.
                 unsafe {
@@ -1023,28 +1002,22 @@ macro_rules! cuda_scalar {
                         n,
                         k,
                         (&raw const alpha).cast(),
-                        a.cast(),
-                        lda,
-                        b.cast(),
-                        ldb,
+                        a.ptr.cast(),
+                        a.ld,
+                        b.ptr.cast(),
+                        b.ld,
                         (&raw const beta).cast(),
-                        c.cast(),
-                        ldc,
+                        c.ptr.cast(),
+                        c.ld,
                     )
                 }
             }
             unsafe fn geam(
                 h: blas::cublasHandle_t,
-                m: i32,
-                n: i32,
-                alpha: Self,
-                a: *const Self,
-                lda: i32,
-                beta: Self,
-                b: *const Self,
-                ldb: i32,
-                c: *mut Self,
-                ldc: i32,
+                (m, n): (i32, i32),
+                (alpha, beta): (Self, Self),
+                (a, b): (In<Self>, In<Self>),
+                c: Out<Self>,
             ) -> BlasStatus {
                 use blas::cublasOperation_t::CUBLAS_OP_N as N;
                 // SAFETY: the caller's; the scalars are host values that outlive the call.
@@ -1056,39 +1029,36 @@ macro_rules! cuda_scalar {
                         m,
                         n,
                         (&raw const alpha).cast(),
-                        a.cast(),
-                        lda,
+                        a.ptr.cast(),
+                        a.ld,
                         (&raw const beta).cast(),
-                        b.cast(),
-                        ldb,
-                        c.cast(),
-                        ldc,
+                        b.ptr.cast(),
+                        b.ld,
+                        c.ptr.cast(),
+                        c.ld,
                     )
                 }
             }
             unsafe fn potrf_buffer_size(
                 h: solver::cusolverDnHandle_t,
                 n: i32,
-                a: *mut Self,
-                lda: i32,
+                a: Out<Self>,
                 lwork: *mut i32,
             ) -> SolverStatus {
                 use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
                 // SAFETY: the caller's; lwork is a host integer that outlives the call.
-                unsafe { solver::$bufsize(h, LOWER, n, a.cast(), lda, lwork) }
+                unsafe { solver::$bufsize(h, LOWER, n, a.ptr.cast(), a.ld, lwork) }
             }
             unsafe fn potrf(
                 h: solver::cusolverDnHandle_t,
                 n: i32,
-                a: *mut Self,
-                lda: i32,
-                work: *mut Self,
-                lwork: i32,
+                a: Out<Self>,
+                (work, lwork): (*mut Self, i32),
                 info: *mut i32,
             ) -> SolverStatus {
                 use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
                 // SAFETY: the caller's.
-                unsafe { solver::$potrf(h, LOWER, n, a.cast(), lda, work.cast(), lwork, info) }
+                unsafe { solver::$potrf(h, LOWER, n, a.ptr.cast(), a.ld, work.cast(), lwork, info) }
             }
         }
     };

@@ -29,8 +29,8 @@ pub use calibrate::{
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
 pub use model::{
-    CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, MAX_MODEL_CORES, Modelled,
-    PRESETS, PlatformModel, Speedup, calibration_sizes,
+    Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
+    MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, calibration_sizes,
 };
 pub use simulate::{
     GridSimReport, NodeBusy, SimReport, WorkerBusy, bounds, parse_network, simulate, simulate_grid,

@@ -39,8 +39,8 @@ pub trait Workload: Sync {
         None
     }
     /// How many inputs of `task` come from outside the run (tiles another process sends):
-    /// the task is ready once its predecessors have ended and [`Inbox::arrived`] was called
-    /// that many times for it. Only [`execute_beside`] can deliver them.
+    /// the task is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was called
+    /// that many times for it. Only [`execute_beside`](crate::execute_beside) can deliver them.
     fn outside_inputs(&self, task: TaskId) -> usize {
         let _ = task;
         0
@@ -57,7 +57,7 @@ pub enum RunStep {
     Task(TaskId),
     /// The final write-back of device-resident tiles to host memory.
     WriteBack,
-    /// The inputs from outside the run ([`execute_beside`]): they failed or never came.
+    /// The inputs from outside the run ([`execute_beside`](crate::execute_beside)): they failed or never came.
     Outside,
 }
 

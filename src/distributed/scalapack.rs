@@ -32,19 +32,6 @@ unsafe extern "C" {
         isrc: *const i32,
         nprocs: *const i32,
     ) -> i32;
-    #[allow(clippy::too_many_arguments)]
-    fn descinit_(
-        desc: *mut i32,
-        m: *const i32,
-        n: *const i32,
-        mb: *const i32,
-        nb: *const i32,
-        irsrc: *const i32,
-        icsrc: *const i32,
-        ictxt: *const i32,
-        lld: *const i32,
-        info: *mut i32,
-    );
 }
 
 /// Declares ScaLAPACK's `p?potrf_` and `p?potrs_` of one precision.
@@ -373,7 +360,7 @@ impl Blacs {
     }
 
     /// A zero local array for `m` (every rank's share of its rows and columns), its
-    /// descriptor, and descinit's info.
+    /// descriptor, and descinit's info (0, or negative for an argument it would refuse).
     fn local_array<T: Scalapack>(
         &self,
         m: &DistributedMatrix<T>,
@@ -399,22 +386,15 @@ impl Blacs {
             "the local leading dimension",
         )?
         .max(1);
-        let mut desc = [0i32; 9];
-        let mut info = 0i32;
-        // SAFETY: desc has the 9 entries ScaLAPACK descriptors have; the rest are read.
-        unsafe {
-            descinit_(
-                desc.as_mut_ptr(),
-                &rows,
-                &cols,
-                &nb,
-                &nb,
-                &zero,
-                &zero,
-                &self.ctx,
-                &lld,
-                &mut info,
-            )
+        // The descriptor descinit_ would make (DTYPE 1, a dense matrix: context, rows,
+        // columns, row and column block, source row and column, local leading dimension);
+        // its checks hold by construction: sizes >= 0, blocks >= 1, sources (0, 0) on the
+        // grid, lld >= max(1, local rows).
+        let desc = [1, self.ctx, rows, cols, nb, nb, 0, 0, lld];
+        let info = if rows < 0 || cols < 0 || nb < 1 || lld < local_rows.max(1) {
+            -1
+        } else {
+            0
         };
         Ok((local, desc, info))
     }

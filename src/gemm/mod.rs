@@ -2,7 +2,8 @@
 //! model-driven tiling, static and dynamic allocation, and the data it moves measured
 //! against lower bounds.
 //!
-//! One call ([`Gemm::run`] on a real [`Platform`], [`Gemm::simulate`] on a modelled one)
+//! One call ([`Gemm::run`] on a real [`Platform`](crate::Platform), `hetla_lab::simulate_gemm` on a
+//! modelled one)
 //! goes through the same steps:
 //! 1. **Machine.** The run's workers with, for each, the seconds of one T x T x T GEMM tile
 //!    at candidate tile sizes (calibrated models, or the platform model's rates), the

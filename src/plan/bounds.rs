@@ -112,7 +112,7 @@ impl Plan {
     }
 
     /// Bounds of the run of this plan that `trace` recorded, from the durations its tasks
-    /// took (above [`PER_TASK_TYPES_UP_TO`] tasks: each kernel's shortest duration on the
+    /// took (above 10 000 tasks: each kernel's shortest duration on the
     /// class that ran it, a weaker bound that stays below the run): each task is its own
     /// type, allowed only on the class of the worker that ran it, with the duration it
     /// took there. The run's own schedule satisfies every constraint of these bounds, so
@@ -304,7 +304,7 @@ pub struct DistributedBounds {
     /// Area bound of the whole graph on every node's workers together, as if they shared
     /// one memory, ms.
     pub area_ms: f64,
-    /// Mixed bound of the same, ms: computed up to [`GRID_MIXED_BOUND_UP_TO`] tasks,
+    /// Mixed bound of the same, ms: computed up to 40 000 tasks,
     /// `None` past that.
     pub mixed_ms: Option<f64>,
     /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at

@@ -11,7 +11,8 @@ use std::time::Instant;
 use clap::Args;
 use hetla::{ClusterSpec, Plan, Topology, calibrate, calibration_steps};
 use hetla_lab::{
-    IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps, record_in_run,
+    Calibration, IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps,
+    record_in_run,
 };
 use hetla_runtime::Platform;
 use serde::Serialize;
@@ -223,20 +224,21 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
                     )
                 })
                 .transpose()?;
-            let model = PlatformModel::from_calibration(
-                &host,
-                &format!(
-                    "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
-                    args.platform.backend
-                ),
-                &topology,
-                &measured_in_run,
-                Some(&measured_alone),
-                &sizes,
-                &args.tile,
-                args.precision,
-                gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
-            )?;
+            let description = format!(
+                "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
+                args.platform.backend
+            );
+            let model = PlatformModel::from_calibration(&Calibration {
+                name: &host,
+                description: &description,
+                topology: &topology,
+                models: &measured_in_run,
+                alone: Some(&measured_alone),
+                cluster_sizes: &sizes,
+                tiles: &args.tile,
+                precision: args.precision,
+                task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
+            })?;
             let model = match gpu {
                 Some(gpu) => model.with_gpu(gpu)?,
                 None => model,

@@ -12,31 +12,53 @@ use crate::calibrate::CHOLESKY_OPS;
 use crate::{Error, Result};
 use hetla_runtime::{KernelKey, PerfModels, ResourceClass};
 
+/// What a calibration of this machine measured, for its platform model
+/// ([`PlatformModel::from_calibration`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Calibration<'a> {
+    /// The model's name.
+    pub name: &'a str,
+    /// What it describes and how it was measured.
+    pub description: &'a str,
+    /// The machine's topology.
+    pub topology: &'a Topology,
+    /// The kernels' durations with the machine loaded (every cluster busy).
+    pub models: &'a PerfModels,
+    /// The same kernels timed on a single cluster of each size, the rest of the machine
+    /// idle, when measured.
+    pub alone: Option<&'a PerfModels>,
+    /// The cluster sizes calibrated (1 among them).
+    pub cluster_sizes: &'a [usize],
+    /// The tile sizes calibrated.
+    pub tiles: &'a [usize],
+    /// The precision of the kernels.
+    pub precision: Precision,
+    /// The runtime's time between two tasks of a worker, in microseconds.
+    pub task_overhead_us: f64,
+}
+
 impl PlatformModel {
-    /// The model of a machine with `topology` whose kernels were calibrated into `models`
-    /// on CPU clusters of the sizes in `cluster_sizes` (1 among them) at the tile sizes
-    /// `tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
-    /// flop count of [`KernelKey::leading_flops`] over the mean duration) and the speedup of each other
-    /// calibrated cluster size over one core; `task_overhead_us` is the runtime's time
-    /// between two tasks of a worker.
+    /// The model of a machine with `c.topology` whose kernels were calibrated into
+    /// `c.models` on CPU clusters of the sizes in `c.cluster_sizes` at the tile sizes
+    /// `c.tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
+    /// flop count of [`KernelKey::leading_flops`] over the mean duration) and the speedup
+    /// of each other calibrated cluster size over one core.
     ///
-    /// `models` are durations measured with the machine loaded (every cluster busy). With
-    /// `alone`, the same kernels timed on a single cluster of each size with the rest of
-    /// the machine idle, the rates and speedups are those alone and each size's
-    /// loaded reduction is 1 - loaded rate / alone rate (kept in [0, 0.95]): the model's
-    /// loaded rates are then the measured loaded ones.
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_calibration(
-        name: &str,
-        description: &str,
-        topology: &Topology,
-        models: &PerfModels,
-        alone: Option<&PerfModels>,
-        cluster_sizes: &[usize],
-        tiles: &[usize],
-        precision: Precision,
-        task_overhead_us: f64,
-    ) -> Result<Self> {
+    /// With `c.alone` the rates and speedups are those alone and each size's loaded
+    /// reduction is 1 - loaded rate / alone rate (kept in [0, 0.95]): the model's loaded
+    /// rates are then the measured loaded ones.
+    pub fn from_calibration(c: &Calibration<'_>) -> Result<Self> {
+        let Calibration {
+            name,
+            description,
+            topology,
+            models,
+            alone,
+            cluster_sizes,
+            tiles,
+            precision,
+            task_overhead_us,
+        } = *c;
         let packages = topology.level(Level::Package).len().max(1);
         let numa = topology.level(Level::Numa).len().max(packages);
         let cores = topology.cores().len();
@@ -204,37 +226,30 @@ mod tests {
             models.record(&key, &ResourceClass::CpuCluster { cores: 1 }, flops / 1e9);
             models.record(&key, &ResourceClass::CpuCluster { cores: 4 }, flops / 3e9);
         }
-        let m = PlatformModel::from_calibration(
-            "t",
-            "",
-            &topology,
-            &models,
-            None,
-            &[1, 4],
-            &[100],
-            Precision::D,
-            5.0,
-        )
-        .unwrap();
+        let calibration = Calibration {
+            name: "t",
+            description: "",
+            topology: &topology,
+            models: &models,
+            alone: None,
+            cluster_sizes: &[1, 4],
+            tiles: &[100],
+            precision: Precision::D,
+            task_overhead_us: 5.0,
+        };
+        let m = PlatformModel::from_calibration(&calibration).unwrap();
         assert_eq!((m.cpu.packages, m.cpu.cores_per_package), (1, 4));
         let gemm = m.cpu.kernels.iter().find(|k| k.op == "gemm").unwrap();
         assert!((gemm.core_gflops - 1.0).abs() < 1e-9);
         assert!((gemm.speedup(4) - 3.0).abs() < 1e-9);
         // Round trip through TOML, and a tile never calibrated is an error.
         assert_eq!(PlatformModel::from_toml(&m.to_toml()).unwrap(), m);
-        assert!(
-            PlatformModel::from_calibration(
-                "t",
-                "",
-                &topology,
-                &models,
-                None,
-                &[1],
-                &[200],
-                Precision::D,
-                0.0
-            )
-            .is_err()
-        );
+        let uncalibrated = Calibration {
+            cluster_sizes: &[1],
+            tiles: &[200],
+            task_overhead_us: 0.0,
+            ..calibration
+        };
+        assert!(PlatformModel::from_calibration(&uncalibrated).is_err());
     }
 }

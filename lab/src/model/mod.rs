@@ -32,7 +32,7 @@ mod presets;
 #[cfg(test)]
 mod tests;
 
-pub use measured::calibration_sizes;
+pub use measured::{Calibration, calibration_sizes};
 pub use platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, MAX_MODEL_CORES, Modelled,
     PRESETS, PlatformModel, Speedup,
