@@ -1,9 +1,11 @@
 //! What a run needs against what the machine has, checked before any work starts.
 //!
-//! A Cholesky graph of order n in tiles of b has T(T+1)(T+2)/6 tasks (T = ceil(n/b)), a
-//! product graph r s t; each task costs the graph, the scheduler, the trace and the bounds
-//! about [`TASK_BYTES`] (measured: 0.8 KiB at 44k tasks, 1.6 KiB at 333k, so twice that
-//! for headroom). Matrices cost 8 bytes an entry. [`check_memory`] compares a need with
+//! A Cholesky graph of order n in tiles of b has T(T+1)(T+2)/6 tasks (T = ceil(n/b)), its
+//! solve T(T+1) R (R tiles of right-hand sides), a product graph r s t; each task costs the
+//! graph, the scheduler, the trace and the bounds about [`TASK_BYTES`] (measured: 0.8 KiB
+//! at 44k tasks, 1.6 KiB at 333k, so twice that for headroom). A graph split over the
+//! ranks of a grid costs each rank [`RANK_BYTES`] more (its share's graph and tables, and
+//! in a simulation its engine, registry and links, empty). Matrices cost 8 bytes an entry. [`check_memory`] compares a need with
 //! [`available_memory`] (Linux `MemAvailable`, lowered to the cgroup's limit when there is
 //! one) and says "needs 12.8 GiB, 9.1 GiB available" when it does not fit; all counts are
 //! computed in `u128`, so no size overflows before it is checked.
@@ -16,6 +18,10 @@ pub const TASK_BYTES: u128 = 4096;
 /// Tasks no run may exceed, whatever the memory: beyond it the scheduler and the bounds
 /// would run for hours.
 pub const MAX_TASKS: u128 = 5_000_000;
+
+/// Memory one rank of a split graph costs beyond its tasks (an upper estimate: measured,
+/// 3.3 KiB per node of a simulation of 100 000 sirocco nodes with 4 GPUs each).
+pub const RANK_BYTES: u128 = 16 << 10;
 
 /// Bytes of an `rows x cols` matrix of f64.
 pub fn matrix_bytes(rows: usize, cols: usize) -> u128 {
@@ -117,6 +123,39 @@ pub fn check_cholesky(n: usize, tile: usize, extra: u128) -> Result<()> {
     )
 }
 
+/// Tasks of the forward and backward substitutions with a factor of order `n` of `rhs`
+/// right-hand sides, in tiles of `tile` (`tile >= 1`).
+pub fn solve_tasks(n: usize, rhs: usize, tile: usize) -> u128 {
+    let t = n.div_ceil(tile.max(1)) as u128;
+    let r = rhs.div_ceil(tile.max(1)) as u128;
+    t.saturating_mul(t + 1).saturating_mul(r)
+}
+
+/// [`check_graph`] for the solve graph of a factor of order `n` with `rhs` right-hand
+/// sides in tiles of `tile`.
+pub fn check_solve(n: usize, rhs: usize, tile: usize) -> Result<()> {
+    if tile == 0 {
+        return Err(Error::ZeroTileSize);
+    }
+    check_graph(
+        &format!("the solve graph of n = {n} with {rhs} right-hand sides in tiles of {tile}"),
+        solve_tasks(n, rhs, tile),
+        0,
+    )
+}
+
+/// An error unless a graph of `tasks` tasks split over `ranks` ranks (a distributed run,
+/// or its simulation) fits this machine: the ranks' own state ([`RANK_BYTES`] each)
+/// besides the tasks'.
+pub fn check_split(ranks: usize, tasks: usize) -> Result<()> {
+    check_memory(
+        &format!("a graph of {tasks} tasks split over {ranks} ranks"),
+        (ranks as u128)
+            .saturating_mul(RANK_BYTES)
+            .saturating_add((tasks as u128).saturating_mul(TASK_BYTES)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +176,14 @@ mod tests {
             .to_string();
         assert!(err.contains("needs") && err.contains("available"), "{err}");
         assert!(check_cholesky(4096, 512, matrix_bytes(4096, 4096)).is_ok());
+        // A billion ranks of 16 KiB are 16 TiB: refused everywhere.
+        let err = check_split(1 << 30, 220).unwrap_err().to_string();
+        assert!(
+            err.contains("1073741824 ranks") && err.contains("needs"),
+            "{err}"
+        );
+        assert!(check_split(4, 220).is_ok());
+        assert_eq!(solve_tasks(100, 30, 10), 10 * 11 * 3);
+        assert!(check_solve(usize::MAX, 1, 1).is_err());
     }
 }

@@ -83,9 +83,28 @@ fn sizes_that_cannot_fit_are_refused_up_front() {
         "bound --platform sirocco --n 100000000 --tile 960",
         "gemm --platform sirocco --m 10000000 --n 10000000 --k 10000000 --tile 960",
         "calibrate --tile 1000000000 --samples 1 --clusters 1x1",
+        // Nodes and grids of distributed simulations: their ranks' state is counted
+        // before any is allocated.
+        "simulate --platform sirocco --n 9600 --tile 960 --nodes 2000000000",
+        "simulate --platform sirocco --n 9600 --tile 960 --grid 40000x40000",
+        "sweep --platform sirocco --n 9600 --tile 960 --nodes 2000000000 --out x",
     ] {
         fails(&m, line, 1, &["does not fit this machine"]);
     }
+    fails(
+        &m,
+        "simulate --platform sirocco --n 9600 --tile 960 --grid 100000x100000",
+        2,
+        &["more processes than MPI can number"],
+    );
+    let many = (1..=2000)
+        .map(|i| (i * 960).to_string())
+        .collect::<Vec<_>>();
+    let line = format!(
+        "sweep --platform sirocco --n {} --tile 960,1920 --gpus 0,1,2,3 --clusters 20x1,2x10,4x5,1x20,10x2,5x4,auto --out x",
+        many.join(",")
+    );
+    fails(&m, &line, 1, &["combinations a sweep may run"]);
     fails(
         &m,
         "cholesky --n 100 --gpus emulated:100000",

@@ -47,7 +47,20 @@ pub enum GridError {
         /// Q.
         cols: usize,
     },
+    /// More processes than MPI can number (its ranks are 32-bit).
+    #[error(
+        "a process grid of {rows}x{cols} has more processes than MPI can number: P x Q must be at most {MAX_RANKS}"
+    )]
+    TooLarge {
+        /// P.
+        rows: usize,
+        /// Q.
+        cols: usize,
+    },
 }
+
+/// The most processes a grid may have: MPI numbers its ranks with 32-bit integers.
+pub const MAX_RANKS: usize = i32::MAX as usize;
 
 /// P x Q processes holding tiles 2D block-cyclically.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -61,6 +74,9 @@ impl ProcessGrid {
     pub fn new(rows: usize, cols: usize) -> Result<Self, GridError> {
         if rows == 0 || cols == 0 {
             return Err(GridError::Empty { rows, cols });
+        }
+        if rows.checked_mul(cols).is_none_or(|size| size > MAX_RANKS) {
+            return Err(GridError::TooLarge { rows, cols });
         }
         Ok(Self { rows, cols })
     }
@@ -197,6 +213,11 @@ mod tests {
             "0x2".parse::<ProcessGrid>(),
             Err(GridError::Empty { rows: 0, cols: 2 })
         );
+        let huge = format!("{}x{}", u32::MAX, u32::MAX);
+        assert!(matches!(
+            huge.parse::<ProcessGrid>(),
+            Err(GridError::TooLarge { .. })
+        ));
         for bad in ["", "2", "2x", "x2", "2x-1", "axb", "2x2x2"] {
             let err = bad.parse::<ProcessGrid>().unwrap_err();
             assert!(err.to_string().contains("PxQ"), "{bad:?}: {err}");

@@ -15,7 +15,7 @@
 //!   communication of a factorisation or of one substitution; supporting it needs one
 //!   receive buffer per version).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::distribution::{Message, ProcessGrid, Rank, messages, task_rank};
@@ -35,8 +35,10 @@ pub struct RankShare {
     pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
     /// The remote tiles this rank reads, each with its tasks that read it, by tile.
     pub receives: Vec<(TileRef, Vec<TaskId>)>,
-    /// Tiles expected from each rank.
-    pub expected_from: Vec<usize>,
+    /// Tiles expected from each rank that sends this one any, by rank (the others send
+    /// none: a grid of many ranks costs memory in proportion to its messages, not to its
+    /// ranks squared).
+    pub expected_from: BTreeMap<Rank, usize>,
 }
 
 /// A graph split over every rank of a grid.
@@ -95,7 +97,7 @@ impl GridSplit {
         let mut initial: Vec<Vec<(TileRef, Vec<Rank>)>> = vec![Vec::new(); size];
         let mut initial_index: HashMap<TileRef, usize> = HashMap::new();
         let mut receives: Vec<HashMap<TileRef, Vec<TaskId>>> = vec![HashMap::new(); size];
-        let mut expected_from = vec![vec![0; size]; size];
+        let mut expected_from: Vec<BTreeMap<Rank, usize>> = vec![BTreeMap::new(); size];
         for m in &all {
             match m.version {
                 Some(version) => {
@@ -113,7 +115,7 @@ impl GridSplit {
                     mine[i].1.push(m.to);
                 }
             }
-            expected_from[m.to.0][m.from.0] += 1;
+            *expected_from[m.to.0].entry(m.from).or_default() += 1;
             if receives[m.to.0].insert(m.tile, Vec::new()).is_some() {
                 return Err(SplitError {
                     tile: m.tile,
@@ -187,7 +189,7 @@ mod tests {
             assert_eq!(to.whole[readers[0].0], m.first_reader);
         }
         for (r, rank) in plan.ranks.iter().enumerate() {
-            let expected: usize = rank.expected_from.iter().sum();
+            let expected: usize = rank.expected_from.values().sum();
             let arriving = plan.messages.iter().filter(|m| m.to.0 == r).count();
             assert_eq!(expected, arriving);
         }

@@ -689,7 +689,9 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         let silent: Vec<String> = (0..self.ended_from.len())
             .filter(|&r| {
                 self.ended_from[r].is_none()
-                    && (inbox.stopped() || self.received_from[r] < self.share.expected_from[r])
+                    && (inbox.stopped()
+                        || self.received_from[r]
+                            < self.share.expected_from.get(&Rank(r)).copied().unwrap_or(0))
             })
             .map(|r| r.to_string())
             .collect();

@@ -196,6 +196,7 @@ impl Plan {
     /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand
     /// sides (tiled alike), in `precision`: forward then backward substitution.
     pub fn cholesky_solve(n: usize, rhs: usize, tile: usize, precision: Precision) -> Result<Self> {
+        crate::limits::check_solve(n, rhs, tile)?;
         let l = Tiling::square(n, tile)?;
         let b = Tiling::new(n, rhs, tile)?;
         let mut graph = TaskGraph::new();
@@ -222,6 +223,7 @@ impl Plan {
         transposed: bool,
         precision: Precision,
     ) -> Result<Self> {
+        crate::limits::check_solve(l.rows(), b.cols(), l.tile())?;
         let mut graph = TaskGraph::new();
         distributed_substitution(&mut graph, &l, &b, &grid, transposed)?;
         let sums = Layout::Sums {
@@ -392,8 +394,11 @@ impl Plan {
     }
 
     /// The plan split over the ranks of `grid` (owner computes; see
-    /// [`GridSplit`](hetla_factorizations::GridSplit)).
+    /// [`GridSplit`](hetla_factorizations::GridSplit)); refuses, before anything is
+    /// allocated, a grid whose ranks this machine cannot hold
+    /// ([`crate::limits::check_split`]).
     pub fn split(&self, grid: &ProcessGrid) -> Result<GridSplit> {
+        crate::limits::check_split(grid.size(), self.graph.len())?;
         GridSplit::new(&self.graph, grid).map_err(|e| Error::InvalidOption {
             option: "grid",
             reason: e.to_string(),

@@ -89,6 +89,9 @@ pub struct Orders(pub Vec<usize>);
 /// The most matrix orders one `--n` may list.
 pub const MAX_ORDERS: usize = 10_000;
 
+/// The most combinations one sweep may run (each a simulation or a factorisation).
+pub const MAX_COMBINATIONS: usize = 100_000;
+
 /// Parses "start:end:step" (end included) or "a,b,c".
 pub fn parse_orders(s: &str) -> Result<Orders, String> {
     let number = |t: &str| {
@@ -239,6 +242,24 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     } else {
         args.nodes.iter().copied().map(Some).collect()
     };
+    // Every combination is listed before the first runs: count them first.
+    let counts = [
+        args.tile.len(),
+        args.gpus.len(),
+        args.clusters.len(),
+        args.n.0.len(),
+        grids.len(),
+    ];
+    let combinations = counts.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+    if combinations.is_none_or(|c| c > MAX_COMBINATIONS) {
+        return Err(Error::InvalidOption {
+            option: "sweep",
+            reason: format!(
+                "{} tiles x {} GPU counts x {} cluster specs x {} orders x {} grids are more than the {MAX_COMBINATIONS} combinations a sweep may run: list fewer",
+                counts[0], counts[1], counts[2], counts[3], counts[4]
+            ),
+        });
+    }
     let mut combos = Vec::new();
     for &tile in &args.tile {
         for &gpus in &args.gpus {

@@ -1,0 +1,108 @@
+//! Every subcommand's `--help` describes each of its options with words of its own: no
+//! option without a description, no two options of a command with the same one (a doc
+//! comment on the wrong field shows as both).
+
+mod common;
+use common::hetla;
+
+/// The lines of section `title` ("Options:", "Commands:") of a help text.
+fn section<'h>(help: &'h str, title: &str) -> Vec<&'h str> {
+    help.lines()
+        .skip_while(|l| !l.starts_with(title))
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .collect()
+}
+
+/// Each option of a help text (its long name, or its short one) with its description, the
+/// `[default: ..]` and `[possible values: ..]` notes left out.
+fn options(help: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in section(help, "Options:") {
+        let text = line.trim_start();
+        let indent = line.len() - text.len();
+        if indent <= 6 && text.starts_with('-') {
+            // "-h, --help  Print help", "--n <N>  Order of the matrix", or the name alone
+            // with the description on the lines below.
+            let (signature, description) = text.split_once("  ").unwrap_or((text, ""));
+            let name = signature
+                .split([',', ' '])
+                .filter(|w| w.starts_with('-'))
+                .last()
+                .unwrap_or(signature)
+                .to_owned();
+            out.push((name, description.trim().to_owned()));
+        } else if let Some((_, description)) = out.last_mut()
+            && !text.is_empty()
+        {
+            description.push(' ');
+            description.push_str(text);
+        }
+    }
+    for (_, description) in &mut out {
+        for note in ["[default: ", "[possible values: ", "[aliases: "] {
+            while let Some(start) = description.find(note) {
+                let end = description[start..]
+                    .find(']')
+                    .map_or(description.len(), |e| start + e + 1);
+                description.replace_range(start..end, "");
+            }
+        }
+        *description = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    out
+}
+
+#[test]
+fn every_option_of_every_subcommand_has_its_own_description() {
+    let (ok, help, err) = hetla(&["--help"]);
+    assert!(ok, "{err}");
+    let commands: Vec<String> = section(&help, "Commands:")
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        [
+            "cholesky",
+            "simulate",
+            "bound",
+            "sweep",
+            "calibrate",
+            "gemm",
+            "info"
+        ]
+        .iter()
+        .all(|c| commands.iter().any(|k| k == c)),
+        "{commands:?}"
+    );
+    for command in &commands {
+        let (ok, help, err) = hetla(&[command, "--help"]);
+        assert!(ok, "{command} --help: {err}");
+        let options = options(&help);
+        assert!(options.len() > 2, "{command}: {options:?}");
+        for (i, (name, description)) in options.iter().enumerate() {
+            assert!(
+                description.len() > 3,
+                "hetla {command} --help: {name} has no description:\n{help}"
+            );
+            if let Some((other, _)) = options[..i].iter().find(|(_, d)| d == description) {
+                panic!(
+                    "hetla {command} --help: {other} and {name} have the same description {description:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_parser_of_this_test_finds_a_missing_description() {
+    // The text `hetla bound --help` printed when `--json`'s doc comment sat on
+    // `--precision`: the check above must refuse it.
+    let broken = "Options:\n      --precision <PRECISION>  Print one JSON object on stdout instead of text. The precision [default: d]\n      --json\n  -h, --help                   Print help\n";
+    let found = options(broken);
+    assert_eq!(found.len(), 3);
+    assert_eq!(found[1], ("--json".to_owned(), String::new()));
+    assert_eq!(found[2].1, "Print help");
+}
