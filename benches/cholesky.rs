@@ -1,6 +1,6 @@
-//! Gflop/s (n^3/3 flops, shown as Gelem/s) of the whole tiled Cholesky factorisation with
-//! the default tile size, for every backend in this build.
-//! Run: `cargo bench --bench cholesky` (add `--features openblas` for OpenBLAS).
+//! Gflop/s (n^3/3 flops, shown as Gelem/s) of the whole tiled Cholesky factorisation with the
+//! default tile size, for every backend in this build. Run: `cargo bench --bench cholesky` (add
+//! `--features openblas` for OpenBLAS).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use hetla::{Backend, Cholesky, matgen::random_spd};
@@ -28,9 +28,9 @@ fn cholesky(c: &mut Criterion) {
     group.finish();
 }
 
-/// `solve_spd` per call (factor a copy and solve one right-hand side) beside faer's
-/// `llt` + `solve` on the same matrix: the cost of a small system. The target is
-/// hetla <= 1.5x faer at n = 64 and 512.
+/// `solve_spd` per call (factor a copy and solve one right-hand side) beside faer's `llt` + `solve`
+/// on the same matrix: the cost of a small system. The target is hetla <= 1.5x faer at n =
+/// 64 and 512.
 fn solve_spd(c: &mut Criterion) {
     use faer::linalg::solvers::Solve;
     let mut group = c.benchmark_group("solve_spd");

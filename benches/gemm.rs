@@ -1,6 +1,6 @@
-//! Gflop/s (2 m n k flops, shown as Gelem/s) of `hetla::Gemm` on this machine's cores
-//! beside faer's product of the same matrices on the same cores (the simulated product is
-//! `hetla-lab`'s bench). Run: `cargo bench --bench gemm`.
+//! Gflop/s (2 m n k flops, shown as Gelem/s) of `hetla::Gemm` on this machine's cores beside faer's
+//! product of the same matrices on the same cores (the simulated product is `hetla-lab`'s bench).
+//! Run: `cargo bench --bench gemm`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::{Accum, Mat, Par};

@@ -1,6 +1,6 @@
-//! Runtime overhead: empty tasks through submit, schedule and execute, per scheduler and
-//! number of workers. Criterion reports tasks per second; the time per task is its
-//! inverse (target: <= 2 us per task at 1 and 2 workers).
+//! Runtime overhead: empty tasks through submit, schedule and execute, per scheduler and number of
+//! workers. Criterion reports tasks per second; the time per task is its inverse (target: <= 2 us
+//! per task at 1 and 2 workers).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hetla::{Backend, ClusterSpec, Par};

@@ -1,13 +1,13 @@
-//! ScaLAPACK's pdpotrf on a 2D block-cyclic random SPD matrix, timed on its own (`hetla
-//! cholesky --grid PxQ --compare` times it beside hetla's distributed factorisation).
+//! ScaLAPACK's pdpotrf on a 2D block-cyclic random SPD matrix, timed on its own
+//! (`hetla cholesky --grid PxQ --compare` times it beside hetla's distributed factorisation).
 //!
 //! ```sh
 //! cargo build --release --features scalapack --example pdpotrf
 //! OPENBLAS_NUM_THREADS=1 mpirun -np 2 target/release/examples/pdpotrf 8192 256 1x2 3
 //! ```
-//! Arguments: n, tile (block size), grid, runs. Rank 0 prints one JSON line: the best and
-//! median seconds (the slowest rank's), Gflop/s of the best, and the scaled residual for
-//! n <= 4096 (gathered on rank 0).
+//! Arguments: n, tile (block size), grid, runs. Rank 0 prints one JSON line: the best and median
+//! seconds (the slowest rank's), Gflop/s of the best, and the scaled residual for n <= 4096
+//! (gathered on rank 0).
 
 use hetla::distributed::{DistributedMatrix, ProcessGrid};
 

@@ -1,5 +1,5 @@
-//! f32, complex Hermitian and mixed-precision solves with hetla: the README's example.
-//! Run: `cargo run --release --example precisions`
+//! f32, complex Hermitian and mixed-precision solves with hetla: the README's example. Run:
+//! `cargo run --release --example precisions`
 
 use faer::Mat;
 use hetla::{RefinementPath, c64};

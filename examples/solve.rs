@@ -1,5 +1,5 @@
-//! Solve a symmetric positive definite system with hetla: the README's example.
-//! Run: `cargo run --release --example solve`
+//! Solve a symmetric positive definite system with hetla: the README's example. Run:
+//! `cargo run --release --example solve`
 
 use faer::Mat;
 

@@ -1,23 +1,22 @@
 //! Calibration ahead of runs: times the tile kernels of a plan on each class of worker of a
 //! platform and records the samples in its performance models.
 //!
-//! Runs are otherwise calibrated on the fly (MCT sends uncalibrated kernels to be
-//! measured), which costs the first run of a new configuration some balance; `hetla
-//! calibrate` fills the models beforehand.
+//! Runs are otherwise calibrated on the fly (MCT sends uncalibrated kernels to be measured), which
+//! costs the first run of a new configuration some balance; `hetla calibrate` fills the models
+//! beforehand.
 //!
-//! Kernels are timed in the conditions of a run, not of a microbenchmark, so that models
-//! (and the platform files simulations use) predict runs:
-//! - every worker of a class runs the kernel at the same time (a barrier starts each
-//!   sample), because in a run the clusters share the caches and the memory bandwidth;
-//!   timing one core alone on an idle machine overestimates a busy machine by 20% and more;
-//! - the tiles read are views into a matrix larger than the caches, with its leading
-//!   dimension, a different tile each sample, as a run reads tiles another worker wrote
-//!   long before. The written tile is refreshed before each sample (outside the timing) so
-//!   that values stay in range.
+//! Kernels are timed in the conditions of a run, not of a microbenchmark, so that models (and the
+//! platform files simulations use) predict runs:
+//! - every worker of a class runs the kernel at the same time (a barrier starts each sample),
+//!   because in a run the clusters share the caches and the memory bandwidth; timing one core alone
+//!   on an idle machine overestimates a busy machine by 20% and more;
+//! - the tiles read are views into a matrix larger than the caches, with its leading dimension, a
+//!   different tile each sample, as a run reads tiles another worker wrote long before. The written
+//!   tile is refreshed before each sample (outside the timing) so that values stay in range.
 //!
-//! On a device worker the operands are uploaded before each sample and the copies waited
-//! for, so that a sample times the kernel alone. (`hetla-lab` measures the devices' links
-//! and the kernels inside factorisations, for platform files.)
+//! On a device worker the operands are uploaded before each sample and the copies waited for, so
+//! that a sample times the kernel alone. (`hetla-lab` measures the devices' links and the kernels
+//! inside factorisations, for platform files.)
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Barrier;
@@ -62,8 +61,8 @@ fn distinct_classes(platform: &Platform) -> Vec<Vec<usize>> {
     groups
 }
 
-/// Tiles per side of the read matrix for tiles of `b`: enough to exceed the caches, fewer
-/// when `members` such matrices would not fit the budget.
+/// Tiles per side of the read matrix for tiles of `b`: enough to exceed the caches, fewer when
+/// `members` such matrices would not fit the budget.
 fn read_tiles_per_side(b: usize, members: usize, element: usize) -> usize {
     let tile_bytes = b * b * element;
     let mut k = (READ_MATRIX_BYTES as f64 / tile_bytes as f64)
@@ -98,8 +97,8 @@ impl<T: Scalar> Operands<T> {
         }
     }
 
-    /// Refreshes the written tile for sample `s` of `op`: a copy of an SPD tile for
-    /// POTRF, the same values every time for the others.
+    /// Refreshes the written tile for sample `s` of `op`: a copy of an SPD tile for POTRF, the same
+    /// values every time for the others.
     fn refresh(&mut self, op: Op, s: usize) {
         if op == Op::Potrf {
             let d = diagonal(&self.read, self.b, self.k, s).to_owned();
@@ -140,8 +139,8 @@ enum Member<'a> {
     Device(&'a dyn Device),
 }
 
-/// Uploads a sample's operands to a device (the written tile as handle 0, the reads as
-/// 1, 2) and waits for them.
+/// Uploads a sample's operands to a device (the written tile as handle 0, the reads as 1, 2) and
+/// waits for them.
 fn stage<T: Scalar>(
     device: &dyn Device,
     reads: &[MatRef<'_, T>],
@@ -154,9 +153,9 @@ fn stage<T: Scalar>(
     device.wait_uploads()
 }
 
-/// Times `samples` executions of `op` on one member's operands, each started together
-/// with the other members' behind `barrier`. Every member reaches every barrier, also
-/// after a failure, so that no member waits forever.
+/// Times `samples` executions of `op` on one member's operands, each started together with the
+/// other members' behind `barrier`. Every member reaches every barrier, also after a failure, so
+/// that no member waits forever.
 fn time_samples<T: Scalar>(
     ops: &mut Operands<T>,
     op: Op,
@@ -208,10 +207,9 @@ fn time_samples<T: Scalar>(
     failure.map_or(Ok(seconds), Err)
 }
 
-/// Times each kernel of `ops` (a plan's, [`Plan::ops`](crate::Plan::ops)) `samples` times
-/// on b x b tiles for each b in `tiles`, in `precision`, on all the workers of each class
-/// at once, and records the durations (keyed by precision); `step` is called once per
-/// recorded sample.
+/// Times each kernel of `ops` (a plan's, [`Plan::ops`](crate::Plan::ops)) `samples` times on b x b
+/// tiles for each b in `tiles`, in `precision`, on all the workers of each class at once, and
+/// records the durations (keyed by precision); `step` is called once per recorded sample.
 pub fn calibrate(
     platform: &Platform,
     ops: &[Op],

@@ -1,6 +1,6 @@
-//! Numerical checks of results: the LAPACK scaled residual of a Cholesky factor and the
-//! backward error of a solve (both read only the lower triangle of A), and the relative
-//! error of a matrix product against a reference.
+//! Numerical checks of results: the LAPACK scaled residual of a Cholesky factor and the backward
+//! error of a solve (both read only the lower triangle of A), and the relative error of a matrix
+//! product against a reference.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatRef, Par};
@@ -34,12 +34,12 @@ pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
 const RESIDUAL_BLOCK: usize = 256;
 
 /// ||A - L L^H||_1 / (n ||A||_1 eps), with A and L read from the lower triangles of `a`
-/// and `l`, eps that of their precision. Below [`RESIDUAL_THRESHOLD`] the factor is
-/// accepted. 0 for n = 0.
+/// and `l`, eps that of their precision. Below [`RESIDUAL_THRESHOLD`] the factor is accepted. 0 for
+/// n = 0.
 ///
-/// The product is formed by blocks of columns on the lower triangle only (n^3/3 flops, 4
-/// times as many real ones for a complex type), each block one call of hetla's GEMM tile
-/// kernel (faer, split into sequential pieces on `par`'s threads).
+/// The product is formed by blocks of columns on the lower triangle only (n^3/3 flops, 4 times as
+/// many real ones for a complex type), each block one call of hetla's GEMM tile kernel (faer, split
+/// into sequential pieces on `par`'s threads).
 pub fn cholesky_residual<T: Scalar>(a: MatRef<'_, T>, l: MatRef<'_, T>, par: Par) -> f64 {
     let n = a.nrows();
     if n == 0 {
@@ -137,8 +137,8 @@ pub fn relative_error<T: Scalar>(c: MatRef<'_, T>, reference: MatRef<'_, T>) -> 
 }
 
 /// C0 <- alpha op(A) op(B) + beta C0 computed by one faer call on all `par`'s threads: the
-/// reference of a tiled product (op is the transpose, the adjoint for a complex type, as
-/// in [`crate::Gemm`]).
+/// reference of a tiled product (op is the transpose, the adjoint for a complex type, as in
+/// [`crate::Gemm`]).
 pub fn reference_product<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,

@@ -1,9 +1,9 @@
 //! The Cholesky factorisation and solve of symmetric positive definite matrices.
 //!
-//! Only the lower triangle of A is read (as LAPACK's `uplo = 'L'`); the factor L
-//! overwrites it and the strict upper triangle is left as it was. An `n = 0` matrix is
-//! valid: it factors into an empty factor, and solving with it returns an empty (0 x k)
-//! solution, as LAPACK's quick return does.
+//! Only the lower triangle of A is read (as LAPACK's `uplo = 'L'`); the factor L overwrites it and
+//! the strict upper triangle is left as it was. An `n = 0` matrix is valid: it factors into an
+//! empty factor, and solving with it returns an empty (0 x k) solution, as LAPACK's quick return
+//! does.
 
 use std::sync::Arc;
 
@@ -20,9 +20,9 @@ use crate::{Error, Result};
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
-/// By default the platform is built at each call from the cluster spec (default `auto`)
-/// and the backend; give a shared [`Platform`] with [`Cholesky::platform`] to reuse its
-/// pools and performance models across calls.
+/// By default the platform is built at each call from the cluster spec (default `auto`) and the
+/// backend; give a shared [`Platform`] with [`Cholesky::platform`] to reuse its pools and
+/// performance models across calls.
 ///
 /// ```
 /// use faer::Mat;
@@ -86,18 +86,17 @@ impl Cholesky {
         self
     }
 
-    /// Distributed runs only: how long a rank waits for tiles from another with nothing
-    /// else happening before it presumes that rank dead and ends with an error (default:
-    /// ten minutes, `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
+    /// Distributed runs only: how long a rank waits for tiles from another with nothing else
+    /// happening before it presumes that rank dead and ends with an error (default: ten minutes,
+    /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
     pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.progress_timeout = Some(timeout);
         self
     }
 
-    /// The tile size used for a matrix of order `n`: the one given, else the one the
-    /// platform's performance models predict fastest (see [`Cholesky::plan`]; the first
-    /// call for a new size may time the kernels on the candidate tiles), else
-    /// [`default_tile_size`].
+    /// The tile size used for a matrix of order `n`: the one given, else the one the platform's
+    /// performance models predict fastest (see [`Cholesky::plan`]; the first call for a new size
+    /// may time the kernels on the candidate tiles), else [`default_tile_size`].
     pub fn tile_size_for(&self, n: usize) -> usize {
         self.tile_size_in(n, Precision::D)
     }
@@ -117,18 +116,18 @@ impl Cholesky {
     }
 
     /// The plan of the factorisation of an `n x n` matrix in `precision` on this builder's
-    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else for
-    /// f64 the one the platform's performance models predict fastest (timing first the
-    /// candidates they lack, see [`TileChoice`]), else [`default_tile_size`]. Matrices up
-    /// to 512 are one tile. [`Cholesky::factor_planned`] runs it.
+    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else for f64 the
+    /// one the platform's performance models predict fastest (timing first the candidates they
+    /// lack, see [`TileChoice`]), else [`default_tile_size`]. Matrices up to 512 are one tile.
+    /// [`Cholesky::factor_planned`] runs it.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let platform = self.resolve_platform()?;
         let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;
         Ok(Plan::cholesky(n, tile, precision)?.with_choice(choice))
     }
 
-    /// The tile for order `n` in `precision` on `platform`, and the models' choice when
-    /// they made it.
+    /// The tile for order `n` in `precision` on `platform`, and the models' choice when they made
+    /// it.
     fn tile_and_choice(
         &self,
         platform: &Arc<Platform>,
@@ -148,8 +147,8 @@ impl Cholesky {
         Ok((default_tile_size(n, platform.backend(), precision), None))
     }
 
-    /// The platform a run uses: the one given, or the process-wide one of the options'
-    /// cluster spec and backend ([`Platform::shared`], built on first use).
+    /// The platform a run uses: the one given, or the process-wide one of the options' cluster spec
+    /// and backend ([`Platform::shared`], built on first use).
     pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
         if let Some(p) = &self.platform {
             return Ok(p.clone());
@@ -167,8 +166,8 @@ impl Cholesky {
         Ok(Platform::shared(&spec, self.backend)?)
     }
 
-    /// Factors a copy of `a` (left unchanged) and returns the factor. Any precision:
-    /// `f32`, `f64`, or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64).
+    /// Factors a copy of `a` (left unchanged) and returns the factor. Any precision: `f32`, `f64`,
+    /// or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64).
     pub fn factor<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<Factor<T>> {
         check_square("A", a.nrows(), a.ncols())?;
         self.factor_owned(a.to_owned())
@@ -186,15 +185,15 @@ impl Cholesky {
         })
     }
 
-    /// Factors `a` in place: on success its lower triangle holds L (its strict upper
-    /// triangle is untouched). On error the lower triangle is partly overwritten.
+    /// Factors `a` in place: on success its lower triangle holds L (its strict upper triangle is
+    /// untouched). On error the lower triangle is partly overwritten.
     pub fn factor_in_place<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<()> {
         let platform = self.resolve_platform()?;
         self.factor_direct_or_tiled(&platform, a).map(|_| ())
     }
 
-    /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other
-    /// through its plan and the runtime. Returns the tile size.
+    /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other through its
+    /// plan and the runtime. Returns the tile size.
     fn factor_direct_or_tiled<T: Scalar>(
         &self,
         platform: &Arc<Platform>,
@@ -221,24 +220,24 @@ impl Cholesky {
         self.factor_on(platform, &plan, a).map(|_| tile)
     }
 
-    /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through
-    /// the runtime, also for a matrix of one tile).
+    /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through the
+    /// runtime, also for a matrix of one tile).
     pub fn factor_in_place_traced<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<Trace> {
         check_square("A", a.nrows(), a.ncols())?;
         let plan = self.plan(a.nrows(), T::PRECISION)?;
         self.factor_planned(&plan, a)
     }
 
-    /// Factors `a` in place by `plan` (from [`Cholesky::plan`]: a Cholesky factorisation of
-    /// `a`'s order in `a`'s precision) on this builder's platform, always through the
-    /// runtime; returns the trace of the run.
+    /// Factors `a` in place by `plan` (from [`Cholesky::plan`]: a Cholesky factorisation of `a`'s
+    /// order in `a`'s precision) on this builder's platform, always through the runtime; returns
+    /// the trace of the run.
     pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
         self.factor_on(&platform, plan, a)
     }
 
-    /// Factors in place an `n x n` column-major matrix stored in `data` with leading
-    /// dimension `ld` (>= n), as LAPACK's ?potrf does.
+    /// Factors in place an `n x n` column-major matrix stored in `data` with leading dimension `ld`
+    /// (>= n), as LAPACK's ?potrf does.
     pub fn factor_slice<T: Scalar>(&self, data: &mut [T], n: usize, ld: usize) -> Result<()> {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
@@ -302,8 +301,8 @@ impl<T: Scalar> Factor<T> {
         self.tile
     }
 
-    /// The storage of the factor: L in the lower triangle; the strict upper triangle is
-    /// whatever the input had there.
+    /// The storage of the factor: L in the lower triangle; the strict upper triangle is whatever
+    /// the input had there.
     pub fn storage(&self) -> MatRef<'_, T> {
         self.l.as_ref()
     }
@@ -364,13 +363,13 @@ impl<T: Scalar> Factor<T> {
     }
 }
 
-/// Below this many flops a one-tile kernel runs on the calling thread: handing it to a
-/// pool costs more than it gains (a thread wake-up is several microseconds).
+/// Below this many flops a one-tile kernel runs on the calling thread: handing it to a pool costs
+/// more than it gains (a thread wake-up is several microseconds).
 const DIRECT_ON_CALLER_FLOPS: f64 = 4.0e6;
 
-/// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on
-/// the calling thread when small, else on the platform's first CPU cluster with all its
-/// cores (holding the platform's run lock). `None` when the platform has no CPU cluster.
+/// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on the calling
+/// thread when small, else on the platform's first CPU cluster with all its cores (holding the
+/// platform's run lock). `None` when the platform has no CPU cluster.
 pub(crate) fn direct<R: Send>(
     platform: &Platform,
     flops: f64,
@@ -389,8 +388,8 @@ pub(crate) fn direct<R: Send>(
     )
 }
 
-/// Solves the SPD (complex: Hermitian positive definite) system A X = B with default
-/// options (A's lower triangle is read), in the precision of A and B.
+/// Solves the SPD (complex: Hermitian positive definite) system A X = B with default options (A's
+/// lower triangle is read), in the precision of A and B.
 pub fn solve_spd<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Mat<T>> {
     // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
     check_square("A", a.nrows(), a.ncols())?;
@@ -433,8 +432,8 @@ fn non_finite<T: Scalar>(
     Ok(())
 }
 
-/// The first non-finite entry of the lower triangle (the part a factorisation reads), and
-/// for a complex matrix the first diagonal entry that is not real.
+/// The first non-finite entry of the lower triangle (the part a factorisation reads), and for a
+/// complex matrix the first diagonal entry that is not real.
 pub(crate) fn check_finite_lower<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     non_finite(what, m, |j| j)?;
     if T::PRECISION.is_complex() {

@@ -7,8 +7,8 @@ use hetla_kernels::KernelError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The matrix is not (numerically) positive definite: the Cholesky pivot of this
-    /// global column (0-based) was not positive.
+    /// The matrix is not (numerically) positive definite: the Cholesky pivot of this global column
+    /// (0-based) was not positive.
     #[error(
         "the matrix is not positive definite: the pivot of column {column} (0-based) is not positive"
     )]
@@ -34,9 +34,8 @@ pub enum Error {
         /// Rows of B.
         rows: usize,
     },
-    /// A complex matrix that cannot be Hermitian: a diagonal entry with a non-zero
-    /// imaginary part (only the lower triangle is read, so the diagonal is what can be
-    /// checked).
+    /// A complex matrix that cannot be Hermitian: a diagonal entry with a non-zero imaginary part
+    /// (only the lower triangle is read, so the diagonal is what can be checked).
     #[error(
         "{what} is not Hermitian: its diagonal entry ({index}, {index}) has imaginary part {imag} (a Hermitian matrix has a real diagonal)"
     )]
@@ -63,8 +62,8 @@ pub enum Error {
     /// A tile size of zero.
     #[error("tile size must be at least 1, got 0")]
     ZeroTileSize,
-    /// Column-major storage described inconsistently (slice too short, leading dimension
-    /// smaller than the number of rows, or a view whose rows are not contiguous).
+    /// Column-major storage described inconsistently (slice too short, leading dimension smaller
+    /// than the number of rows, or a view whose rows are not contiguous).
     #[error("invalid storage for {what}: {reason}")]
     Layout {
         /// Which argument.
@@ -107,10 +106,9 @@ pub enum Error {
         /// What it needs against what there is.
         reason: String,
     },
-    /// The runtime's error, kept whole: a platform or its devices that cannot be built,
-    /// performance models or files that cannot be read or written, a memory node too
-    /// small for a task's tiles, no worker for a task, a plan that does not fit, a
-    /// scheduler that stalled.
+    /// The runtime's error, kept whole: a platform or its devices that cannot be built, performance
+    /// models or files that cannot be read or written, a memory node too small for a task's tiles,
+    /// no worker for a task, a plan that does not fit, a scheduler that stalled.
     #[error(transparent)]
     Runtime(#[from] hetla_runtime::Error),
     /// Threads could not be started.
@@ -132,8 +130,8 @@ pub enum Error {
         /// What it found.
         reason: String,
     },
-    /// Copying the result back from the devices to host memory failed after the tasks
-    /// ran (the matrix in host memory may be incomplete).
+    /// Copying the result back from the devices to host memory failed after the tasks ran (the
+    /// matrix in host memory may be incomplete).
     #[error("the write-back of the result from the devices failed: {0}")]
     WriteBack(#[source] KernelError),
 }
@@ -155,8 +153,8 @@ impl From<TilingError> for Error {
 }
 
 impl Error {
-    /// A short name of the kind of error ("invalid_option", "too_large"), for scripts (the
-    /// CLI's `--json` errors).
+    /// A short name of the kind of error ("invalid_option", "too_large"), for scripts (the CLI's
+    /// `--json` errors).
     pub fn kind(&self) -> &'static str {
         match self {
             Error::NotPositiveDefinite { .. } => "not_positive_definite",

@@ -1,24 +1,22 @@
 //! # hetla
 //!
-//! Dense factorisations and matrix products on a heterogeneous node: symmetric (Hermitian)
-//! positive definite systems by tiled Cholesky, and C <- alpha op(A) op(B) + beta C, in
-//! every precision (`f32`, `f64`, [`c32`], [`c64`]), on a [`Platform`] of CPU core
-//! clusters and GPUs.
+//! Dense factorisations and matrix products on a heterogeneous node: symmetric (Hermitian) positive
+//! definite systems by tiled Cholesky, and C <- alpha op(A) op(B) + beta C, in every precision
+//! (`f32`, `f64`, [`c32`], [`c64`]), on a [`Platform`] of CPU core clusters and GPUs.
 //!
-//! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve; [`solve_spd_mixed`]:
-//!   factor in single precision and refine to double;
-//! - [`Gemm`]: the multi-GPU product with its allocation strategies and the bytes it moved
-//!   against their lower bounds;
-//! - [`Plan`]: a factorisation or product planned once (its task graph, tile and why,
-//!   kernels, bytes and flops), run here and bounded ([`BoundReport`]); `hetla-lab`
-//!   simulates the same plans on modelled machines;
+//! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve; [`solve_spd_mixed`]: factor in
+//!   single precision and refine to double;
+//! - [`Gemm`]: the multi-GPU product with its allocation strategies and the bytes it moved against
+//!   their lower bounds;
+//! - [`Plan`]: a factorisation or product planned once (its task graph, tile and why, kernels,
+//!   bytes and flops), run here and bounded ([`BoundReport`]); `hetla-lab` simulates the same plans
+//!   on modelled machines;
 //! - `distributed` (feature `mpi`): matrices over MPI ranks, 2D block-cyclic.
 //!
 //! A matrix is cut into b x b tiles, the tiled algorithm is a task graph of tile kernels
-//! (`hetla-factorizations`), and the runtime (`hetla-runtime`) runs the graph on the
-//! platform's workers (`hetla-clusters`), placing each task with a scheduler and
-//! performance models, with CPU kernels from faer or OpenBLAS and GPU kernels from
-//! cuBLAS/cuSOLVER (`hetla-kernels`).
+//! (`hetla-factorizations`), and the runtime (`hetla-runtime`) runs the graph on the platform's
+//! workers (`hetla-clusters`), placing each task with a scheduler and performance models, with CPU
+//! kernels from faer or OpenBLAS and GPU kernels from cuBLAS/cuSOLVER (`hetla-kernels`).
 //!
 //! ```
 //! use faer::Mat;

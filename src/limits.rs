@@ -1,26 +1,26 @@
 //! What a run needs against what the machine has, checked before any work starts.
 //!
-//! A Cholesky graph of order n in tiles of b has T(T+1)(T+2)/6 tasks (T = ceil(n/b)), its
-//! solve T(T+1) R (R tiles of right-hand sides), a product graph r s t; each task costs the
-//! graph, the scheduler, the trace and the bounds about [`TASK_BYTES`] (measured: 0.8 KiB
-//! at 44k tasks, 1.6 KiB at 333k, so twice that for headroom). A graph split over the
-//! ranks of a grid costs each rank [`RANK_BYTES`] more (its share's graph and tables, and
-//! in a simulation its engine, registry and links, empty). Matrices cost 8 bytes an entry. [`check_memory`] compares a need with
-//! [`available_memory`] (Linux `MemAvailable`, lowered to the cgroup's limit when there is
-//! one) and says "needs 12.8 GiB, 9.1 GiB available" when it does not fit; all counts are
-//! computed in `u128`, so no size overflows before it is checked.
+//! A Cholesky graph of order n in tiles of b has T(T+1)(T+2)/6 tasks (T = ceil(n/b)), its solve
+//! T(T+1) R (R tiles of right-hand sides), a product graph r s t; each task costs the graph, the
+//! scheduler, the trace and the bounds about [`TASK_BYTES`] (measured: 0.8 KiB at 44k tasks, 1.6
+//! KiB at 333k, so twice that for headroom). A graph split over the ranks of a grid costs each rank
+//! [`RANK_BYTES`] more (its share's graph and tables, and in a simulation its engine, registry and
+//! links, empty). Matrices cost 8 bytes an entry. [`check_memory`] compares a need with
+//! [`available_memory`] (Linux `MemAvailable`, lowered to the cgroup's limit when there is one) and
+//! says "needs 12.8 GiB, 9.1 GiB available" when it does not fit; all counts are computed in
+//! `u128`, so no size overflows before it is checked.
 
 use crate::{Error, Result};
 
 /// Memory one task costs across graph, scheduler, trace and bounds (an upper estimate).
 pub const TASK_BYTES: u128 = 4096;
 
-/// Tasks no run may exceed, whatever the memory: beyond it the scheduler and the bounds
-/// would run for hours.
+/// Tasks no run may exceed, whatever the memory: beyond it the scheduler and the bounds would run
+/// for hours.
 pub const MAX_TASKS: u128 = 5_000_000;
 
-/// Memory one rank of a split graph costs beyond its tasks (an upper estimate: measured,
-/// 3.3 KiB per node of a simulation of 100 000 sirocco nodes with 4 GPUs each).
+/// Memory one rank of a split graph costs beyond its tasks (an upper estimate: measured, 3.3 KiB
+/// per node of a simulation of 100 000 sirocco nodes with 4 GPUs each).
 pub const RANK_BYTES: u128 = 16 << 10;
 
 /// Bytes of an `rows x cols` matrix of f64.
@@ -35,8 +35,8 @@ pub fn cholesky_tasks(n: usize, tile: usize) -> u128 {
     t.saturating_mul(t + 1).saturating_mul(t + 2) / 6
 }
 
-/// Bytes the host may still allocate: `MemAvailable` of /proc/meminfo, lowered to what the
-/// cgroup (v2) leaves below its limit; `None` when neither can be read.
+/// Bytes the host may still allocate: `MemAvailable` of /proc/meminfo, lowered to what the cgroup
+/// (v2) leaves below its limit; `None` when neither can be read.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
         t.lines()
@@ -94,8 +94,8 @@ pub fn check_memory(what: &str, bytes: u128) -> Result<()> {
     }
 }
 
-/// An error unless a graph of `tasks` tasks (plus `extra` bytes of matrices) can be built and
-/// run here; `what` names the graph ("the Cholesky graph of n = 3000 in tiles of 8").
+/// An error unless a graph of `tasks` tasks (plus `extra` bytes of matrices) can be built and run
+/// here; `what` names the graph ("the Cholesky graph of n = 3000 in tiles of 8").
 pub fn check_graph(what: &str, tasks: u128, extra: u128) -> Result<()> {
     if tasks > MAX_TASKS {
         return Err(Error::TooLarge {
@@ -123,16 +123,16 @@ pub fn check_cholesky(n: usize, tile: usize, extra: u128) -> Result<()> {
     )
 }
 
-/// Tasks of the forward and backward substitutions with a factor of order `n` of `rhs`
-/// right-hand sides, in tiles of `tile` (`tile >= 1`).
+/// Tasks of the forward and backward substitutions with a factor of order `n` of `rhs` right-hand
+/// sides, in tiles of `tile` (`tile >= 1`).
 pub fn solve_tasks(n: usize, rhs: usize, tile: usize) -> u128 {
     let t = n.div_ceil(tile.max(1)) as u128;
     let r = rhs.div_ceil(tile.max(1)) as u128;
     t.saturating_mul(t + 1).saturating_mul(r)
 }
 
-/// [`check_graph`] for the solve graph of a factor of order `n` with `rhs` right-hand
-/// sides in tiles of `tile`.
+/// [`check_graph`] for the solve graph of a factor of order `n` with `rhs` right-hand sides in
+/// tiles of `tile`.
 pub fn check_solve(n: usize, rhs: usize, tile: usize) -> Result<()> {
     if tile == 0 {
         return Err(Error::ZeroTileSize);
@@ -144,9 +144,8 @@ pub fn check_solve(n: usize, rhs: usize, tile: usize) -> Result<()> {
     )
 }
 
-/// An error unless a graph of `tasks` tasks split over `ranks` ranks (a distributed run,
-/// or its simulation) fits this machine: the ranks' own state ([`RANK_BYTES`] each)
-/// besides the tasks'.
+/// An error unless a graph of `tasks` tasks split over `ranks` ranks (a distributed run, or its
+/// simulation) fits this machine: the ranks' own state ([`RANK_BYTES`] each) besides the tasks'.
 pub fn check_split(ranks: usize, tasks: usize) -> Result<()> {
     check_memory(
         &format!("a graph of {tasks} tasks split over {ranks} ranks"),

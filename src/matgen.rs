@@ -4,14 +4,14 @@ use faer::Mat;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A random symmetric positive definite `n x n` matrix, reproducible from `seed` on every
-/// platform (ChaCha8 stream).
+/// A random symmetric positive definite `n x n` matrix, reproducible from `seed` on every platform
+/// (ChaCha8 stream).
 ///
-/// Entries below the diagonal are uniform in [-0.5, 0.5) and mirrored above it; diagonal
-/// entries are uniform in [-0.5, 0.5) plus `n`. Every row's off-diagonal entries then sum
-/// in absolute value to less than (n - 1) / 2 < n - 1/2 <= its diagonal entry, so the
-/// matrix is strictly diagonally dominant with a positive diagonal, hence SPD (Gershgorin),
-/// and well conditioned (the convention of PLASMA's and Chameleon's `plgsy` generator).
+/// Entries below the diagonal are uniform in [-0.5, 0.5) and mirrored above it; diagonal entries
+/// are uniform in [-0.5, 0.5) plus `n`. Every row's off-diagonal entries then sum in absolute value
+/// to less than (n - 1) / 2 < n - 1/2 <= its diagonal entry, so the matrix is strictly diagonally
+/// dominant with a positive diagonal, hence SPD (Gershgorin), and well conditioned (the convention
+/// of PLASMA's and Chameleon's `plgsy` generator).
 pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut a = Mat::<f64>::zeros(n, n);
@@ -35,14 +35,14 @@ pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     a
 }
 
-/// The block `rows x cols` of a random symmetric positive definite matrix of order `n`,
-/// computed without the rest of the matrix: what each process of a distributed run
-/// generates for the tiles it owns. Reproducible from `seed`; not the same matrix as
-/// [`random_spd`]'s, but of the same kind (entries uniform in [-0.5, 0.5), `n` added to the
-/// diagonal: strictly diagonally dominant, hence SPD and well conditioned).
+/// The block `rows x cols` of a random symmetric positive definite matrix of order `n`, computed
+/// without the rest of the matrix: what each process of a distributed run generates for the tiles
+/// it owns. Reproducible from `seed`; not the same matrix as [`random_spd`]'s, but of the same kind
+/// (entries uniform in [-0.5, 0.5), `n` added to the diagonal: strictly diagonally dominant, hence
+/// SPD and well conditioned).
 ///
-/// Entry (i, j), i >= j, is draw i of ChaCha8 stream j, so a column of a tile below the
-/// diagonal is one seek and a run of draws; entries above the diagonal mirror theirs.
+/// Entry (i, j), i >= j, is draw i of ChaCha8 stream j, so a column of a tile below the diagonal is
+/// one seek and a run of draws; entries above the diagonal mirror theirs.
 pub fn random_spd_block(
     n: usize,
     seed: u64,
@@ -52,11 +52,11 @@ pub fn random_spd_block(
     random_hpd_block(n, seed, rows, cols)
 }
 
-/// [`random_spd_block`] in any precision: the same entries in a real one (rounded in
-/// `f32`), and for a complex one a Hermitian positive definite matrix of the same kind:
-/// entry (i, j), i > j, takes draws 2i and 2i + 1 of stream j as its real and imaginary
-/// parts (each below 1/sqrt(2) in modulus, so the matrix stays strictly diagonally
-/// dominant), the diagonal is real, entries above it are the conjugates of their mirrors.
+/// [`random_spd_block`] in any precision: the same entries in a real one (rounded in `f32`), and
+/// for a complex one a Hermitian positive definite matrix of the same kind: entry (i, j), i > j,
+/// takes draws 2i and 2i + 1 of stream j as its real and imaginary parts (each below 1/sqrt(2) in
+/// modulus, so the matrix stays strictly diagonally dominant), the diagonal is real, entries above
+/// it are the conjugates of their mirrors.
 pub fn random_hpd_block<T: hetla_kernels::Scalar>(
     n: usize,
     seed: u64,
@@ -105,8 +105,8 @@ pub fn random_hpd_block<T: hetla_kernels::Scalar>(
     block
 }
 
-/// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed`
-/// (ChaCha8 stream, column by column).
+/// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed` (ChaCha8
+/// stream, column by column).
 pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut m = Mat::<f64>::zeros(rows, cols);
@@ -118,8 +118,8 @@ pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
     m
 }
 
-/// The block `rows x cols` of [`random`]`(n, _, seed)` (a matrix of `n` rows), computed
-/// without the rest: entry (i, j) is draw `j * n + i` of the stream.
+/// The block `rows x cols` of [`random`]`(n, _, seed)` (a matrix of `n` rows), computed without the
+/// rest: entry (i, j) is draw `j * n + i` of the stream.
 pub fn random_block(
     n: usize,
     seed: u64,
@@ -129,9 +129,9 @@ pub fn random_block(
     random_block_in(n, seed, rows, cols)
 }
 
-/// [`random_block`] in any precision: the same entries in a real one (rounded in `f32`);
-/// in a complex one, entry (i, j) takes draws 2 (j n + i) and 2 (j n + i) + 1 as its real
-/// and imaginary parts.
+/// [`random_block`] in any precision: the same entries in a real one (rounded in `f32`); in a
+/// complex one, entry (i, j) takes draws 2 (j n + i) and 2 (j n + i) + 1 as its real and imaginary
+/// parts.
 pub fn random_block_in<T: hetla_kernels::Scalar>(
     n: usize,
     seed: u64,
@@ -157,12 +157,12 @@ pub fn random_block_in<T: hetla_kernels::Scalar>(
     block
 }
 
-/// A random Hermitian positive definite `n x n` matrix in any precision, reproducible from
-/// `seed`: as [`random_spd`] (entries below the diagonal uniform in [-0.5, 0.5), `n` added
-/// to the diagonal), and for a complex type an imaginary part uniform in [-0.5, 0.5) below
-/// the diagonal, mirrored conjugated above it. Each off-diagonal entry is below 1/sqrt(2) in
-/// modulus, so the matrix stays strictly diagonally dominant with a positive real
-/// diagonal: Hermitian positive definite and well conditioned.
+/// A random Hermitian positive definite `n x n` matrix in any precision, reproducible from `seed`:
+/// as [`random_spd`] (entries below the diagonal uniform in [-0.5, 0.5), `n` added to the
+/// diagonal), and for a complex type an imaginary part uniform in [-0.5, 0.5) below the diagonal,
+/// mirrored conjugated above it. Each off-diagonal entry is below 1/sqrt(2) in modulus, so the
+/// matrix stays strictly diagonally dominant with a positive real diagonal: Hermitian positive
+/// definite and well conditioned.
 pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let complex = T::PRECISION.is_complex();
@@ -183,12 +183,11 @@ pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
     a
 }
 
-/// A random Hermitian positive definite `n x n` matrix whose 2-norm condition number is
-/// `cond` (>= 1), reproducible from `seed`: eigenvalues spread geometrically from 1 down to
-/// 1 / `cond`, turned by two random Householder reflections H = I - 2 v v^H / (v^H v)
-/// (A = H2 H1 D H1 H2: unitary similarity, so the eigenvalues stay exact), O(n^2) work in
-/// all, as LAPACK's test generator dlatms does with more reflections. A real type gets real
-/// reflections.
+/// A random Hermitian positive definite `n x n` matrix whose 2-norm condition number is `cond` (>=
+/// 1), reproducible from `seed`: eigenvalues spread geometrically from 1 down to 1 / `cond`, turned
+/// by two random Householder reflections H = I - 2 v v^H / (v^H v) (A = H2 H1 D H1 H2: unitary
+/// similarity, so the eigenvalues stay exact), O(n^2) work in all, as LAPACK's test generator
+/// dlatms does with more reflections. A real type gets real reflections.
 pub fn random_hpd_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, seed: u64) -> Mat<T> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let complex = T::PRECISION.is_complex();

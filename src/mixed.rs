@@ -1,21 +1,20 @@
-//! Mixed-precision solves: factor in single precision, refine in double (LAPACK's dsposv
-//! and zcposv, MAGMA's and SLATE's `posv_mixed`).
+//! Mixed-precision solves: factor in single precision, refine in double (LAPACK's dsposv and
+//! zcposv, MAGMA's and SLATE's `posv_mixed`).
 //!
-//! The matrix is rounded to single precision ([`Refinable::Low`]: `f32` for `f64`, `c32`
-//! for `c64`) and factored there by the tiled Cholesky, at single precision's rate. The
-//! solution of the low factor is then refined in double: each step computes the residual
-//! R = B - A X on the original matrix in double (its lower triangle, as the factorisation
-//! reads it), solves A D = R with the low factor, and adds D to X. Once every column's
-//! residual satisfies ||r||_max <= ||x||_max ||A||_inf sqrt(n) eps (dsposv's test, eps of
-//! double), it goes on while a step at least halves the largest residual, so that the
-//! backward error reaches that of a solve in double rather than stopping at the test's
-//! bound; it returns the solution with the smallest residual, and gives up when the test
-//! is not met after [`MAX_ITERATIONS`] steps.
+//! The matrix is rounded to single precision ([`Refinable::Low`]: `f32` for `f64`, `c32` for `c64`)
+//! and factored there by the tiled Cholesky, at single precision's rate. The solution of the low
+//! factor is then refined in double: each step computes the residual R = B - A X on the original
+//! matrix in double (its lower triangle, as the factorisation reads it), solves A D = R with the
+//! low factor, and adds D to X. Once every column's residual satisfies ||r||_max <=
+//! ||x||_max ||A||_inf sqrt(n) eps (dsposv's test, eps of double), it goes on while a step at least
+//! halves the largest residual, so that the backward error reaches that of a solve in double rather
+//! than stopping at the test's bound; it returns the solution with the smallest residual, and gives
+//! up when the test is not met after [`MAX_ITERATIONS`] steps.
 //!
-//! It falls back to a factorisation in double, and says so in [`Refinement::path`], when:
-//! an entry of A does not fit the low precision (overflow), the low factorisation meets a
-//! non-positive pivot (the matrix is too ill-conditioned for single precision), or the
-//! refinement does not converge (condition number beyond about 1/eps of single).
+//! It falls back to a factorisation in double, and says so in [`Refinement::path`], when: an entry
+//! of A does not fit the low precision (overflow), the low factorisation meets a non-positive pivot
+//! (the matrix is too ill-conditioned for single precision), or the refinement does not converge
+//! (condition number beyond about 1/eps of single).
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
@@ -26,8 +25,8 @@ use crate::{Cholesky, Error, Result};
 /// The most refinement steps before falling back to double (dsposv's ITERMAX).
 pub const MAX_ITERATIONS: usize = 30;
 
-/// A double precision with a single precision to factor in: `f64` (with `f32`) and `c64`
-/// (with `c32`).
+/// A double precision with a single precision to factor in: `f64` (with `f32`) and `c64` (with
+/// `c32`).
 pub trait Refinable: Scalar {
     /// The single precision of the same kind.
     type Low: Scalar;
@@ -83,26 +82,24 @@ pub struct Refinement {
 }
 
 impl Cholesky {
-    /// Solves A X = B (A Hermitian positive definite, its lower triangle read) to double
-    /// accuracy, factoring in single precision when that suffices: the solution and what
-    /// was done (LAPACK's dsposv and zcposv, MAGMA's and SLATE's `posv_mixed`).
+    /// Solves A X = B (A Hermitian positive definite, its lower triangle read) to double accuracy,
+    /// factoring in single precision when that suffices: the solution and what was done (LAPACK's
+    /// dsposv and zcposv, MAGMA's and SLATE's `posv_mixed`).
     ///
-    /// The matrix is rounded to single precision ([`Refinable::Low`]: `f32` for `f64`,
-    /// `c32` for `c64`) and factored there by the tiled Cholesky, at single precision's
-    /// rate. The solution of the low factor is then refined in double: each step computes
-    /// the residual R = B - A X on the original matrix in double (its lower triangle, as
-    /// the factorisation reads it), solves A D = R with the low factor, and adds D to X.
-    /// Once every column's residual satisfies ||r||_max <= ||x||_max ||A||_inf sqrt(n) eps
-    /// (dsposv's test, eps of double), it goes on while a step at least halves the largest
-    /// residual, so that the backward error reaches that of a solve in double; it returns
-    /// the solution with the smallest residual, and gives up when the test is not met
-    /// after 30 steps (dsposv's ITERMAX).
+    /// The matrix is rounded to single precision ([`Refinable::Low`]: `f32` for `f64`, `c32` for
+    /// `c64`) and factored there by the tiled Cholesky, at single precision's rate. The solution of
+    /// the low factor is then refined in double: each step computes the residual R = B - A X on the
+    /// original matrix in double (its lower triangle, as the factorisation reads it), solves A D =
+    /// R with the low factor, and adds D to X. Once every column's residual satisfies ||r||_max
+    /// <= ||x||_max ||A||_inf sqrt(n) eps (dsposv's test, eps of double), it goes on while a step
+    /// at least halves the largest residual, so that the backward error reaches that of a solve in
+    /// double; it returns the solution with the smallest residual, and gives up when the test is
+    /// not met after 30 steps (dsposv's ITERMAX).
     ///
-    /// It falls back to a factorisation in double, and says so in [`Refinement::path`],
-    /// when: an entry of A does not fit the low precision (overflow), the low
-    /// factorisation meets a non-positive pivot (the matrix is too ill-conditioned for
-    /// single precision), or the refinement does not converge (condition number beyond
-    /// about 1/eps of single).
+    /// It falls back to a factorisation in double, and says so in [`Refinement::path`], when: an
+    /// entry of A does not fit the low precision (overflow), the low factorisation meets a
+    /// non-positive pivot (the matrix is too ill-conditioned for single precision), or the
+    /// refinement does not converge (condition number beyond about 1/eps of single).
     ///
     /// ```
     /// use faer::Mat;
@@ -195,9 +192,8 @@ impl Cholesky {
     }
 }
 
-/// Solves the SPD (Hermitian positive definite) system A X = B to double accuracy with
-/// default options, factoring in single precision when that suffices
-/// ([`Cholesky::solve_refined`]).
+/// Solves the SPD (Hermitian positive definite) system A X = B to double accuracy with default
+/// options, factoring in single precision when that suffices ([`Cholesky::solve_refined`]).
 pub fn solve_spd_mixed<T: Refinable>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
@@ -211,9 +207,9 @@ fn lowered<T: Refinable>(m: MatRef<'_, T>) -> Mat<T::Low> {
 }
 
 /// The lower triangle of the square `a` rounded to the low precision (zeros above it: the
-/// factorisation reads the lower triangle only), the first entry that overflowed (column
-/// by column), and ||A||_inf of the Hermitian A it stands for (the largest row sum of
-/// moduli): one pass over the triangle, columns spread over the rayon pool.
+/// factorisation reads the lower triangle only), the first entry that overflowed (column by
+/// column), and ||A||_inf of the Hermitian A it stands for (the largest row sum of moduli): one
+/// pass over the triangle, columns spread over the rayon pool.
 fn lowered_lower<T: Refinable>(a: MatRef<'_, T>) -> (Mat<T::Low>, Option<(usize, usize)>, f64) {
     use rayon::prelude::*;
     let n = a.nrows();
@@ -286,15 +282,15 @@ fn converged<T: Scalar>(r: MatRef<'_, T>, x: MatRef<'_, T>, bound: f64) -> bool 
     (0..r.ncols()).all(|j| col_max(r, j) <= col_max(x, j) * bound)
 }
 
-/// Side of the square blocks of A the residual streams through: small enough that a
-/// block read for A_IJ x_J is still in cache for A_IJ^H x_I (256 x 256 f64: 512 KiB).
+/// Side of the square blocks of A the residual streams through: small enough that a block read for
+/// A_IJ x_J is still in cache for A_IJ^H x_I (256 x 256 f64: 512 KiB).
 const RESIDUAL_BLOCK: usize = 256;
 
-/// R = B - A X for the Hermitian A whose lower triangle is given, in A's precision. A is
-/// read once, by square blocks below the diagonal: each block A_IJ updates R_I with
-/// A_IJ X_J and R_J with A_IJ^H X_I while it is in cache; a diagonal block is made whole
-/// (it is small) and applied once. Columns of blocks are spread over the threads of the
-/// platform's first CPU cluster, each summing into its own copy of R.
+/// R = B - A X for the Hermitian A whose lower triangle is given, in A's precision. A is read once,
+/// by square blocks below the diagonal: each block A_IJ updates R_I with A_IJ X_J and R_J with
+/// A_IJ^H X_I while it is in cache; a diagonal block is made whole (it is small) and applied once.
+/// Columns of blocks are spread over the threads of the platform's first CPU cluster, each summing
+/// into its own copy of R.
 pub(crate) fn residual<T: Scalar>(
     platform: &crate::Platform,
     a: MatRef<'_, T>,

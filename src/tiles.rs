@@ -1,20 +1,20 @@
-//! Where a run's kernels find their tiles: the one module whose code reasons about views
-//! of a matrix that several threads hold at once.
+//! Where a run's kernels find their tiles: the one module whose code reasons about views of a
+//! matrix that several threads hold at once.
 //!
-//! A [`TileStore`] hands out a view of each tile of a run, read-only or writable; a
-//! writable one only through an `unsafe` method whose contract is that no other view of
-//! that tile is used meanwhile. Two stores implement it:
+//! A [`TileStore`] hands out a view of each tile of a run, read-only or writable; a writable one
+//! only through an `unsafe` method whose contract is that no other view of that tile is used
+//! meanwhile. Two stores implement it:
 //!
-//! - [`TiledMatrix`]: a caller's column-major matrix seen as b x b tiles (the last row and
-//!   column ragged), without a copy, so that a factorisation runs in place exactly like
-//!   LAPACK's; a run over several matrices indexes them by `MatrixId` ([`Matrices`]);
-//! - [`TileSet`] (feature `mpi`): the tiles a rank holds, each stored apart, with the
-//!   tiles other ranks send it.
+//! - [`TiledMatrix`]: a caller's column-major matrix seen as b x b tiles (the last row and column
+//!   ragged), without a copy, so that a factorisation runs in place exactly like LAPACK's; a run
+//!   over several matrices indexes them by `MatrixId` ([`Matrices`]);
+//! - [`TileSet`] (feature `mpi`): the tiles a rank holds, each stored apart, with the tiles other
+//!   ranks send it.
 //!
-//! [`TileWork`] runs a task graph over a store: it is the runtime's [`Workload`], and the
-//! place where the task graph's edges are what makes a writable view exclusive (the
-//! runtime runs a task only once every earlier task touching its tiles has ended, and no
-//! later one starts before it ends).
+//! [`TileWork`] runs a task graph over a store: it is the runtime's [`Workload`], and the place
+//! where the task graph's edges are what makes a writable view exclusive (the runtime runs a task
+//! only once every earlier task touching its tiles has ended, and no later one starts before it
+//! ends).
 
 use std::marker::PhantomData;
 
@@ -30,15 +30,14 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
     /// A read-only view of `tile`, where the store holds it.
     fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>>;
 
-    /// A writable view of `tile` (`None` where the store holds none, or only a read-only
-    /// one).
+    /// A writable view of `tile` (`None` where the store holds none, or only a read-only one).
     ///
     /// # Safety
     /// No other view of the tile (read or write) may be used while the returned one lives.
     unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>>;
 
-    /// Whether `tile` arrives from outside the run (another rank sends it): a task that
-    /// reads it waits for it.
+    /// Whether `tile` arrives from outside the run (another rank sends it): a task that reads it
+    /// waits for it.
     fn arrives(&self, tile: TileRef) -> bool {
         let _ = tile;
         false
@@ -56,8 +55,7 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
     }
 }
 
-/// A column-major matrix of any precision seen as tiles, borrowed for `'a`, writable or
-/// read-only.
+/// A column-major matrix of any precision seen as tiles, borrowed for `'a`, writable or read-only.
 pub(crate) struct TiledMatrix<'a, T: Scalar = f64> {
     ptr: *mut T,
     ld: usize,
@@ -150,8 +148,8 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
         )
     }
 
-    /// Tile (i, j), writable, through a shared borrow; `None` when the matrix is
-    /// read-only or (i, j) outside the tiling.
+    /// Tile (i, j), writable, through a shared borrow; `None` when the matrix is read-only or (i,
+    /// j) outside the tiling.
     ///
     /// # Safety
     /// For as long as the view lives no other view of tile (i, j) may be used.
@@ -182,8 +180,8 @@ impl<T: Scalar> TileStore<T> for Matrices<'_, '_, T> {
     }
 }
 
-/// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking
-/// that it is long enough.
+/// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking that it
+/// is long enough.
 pub fn mat_from_slice<'a, T: Scalar>(
     data: &'a mut [T],
     rows: usize,
@@ -221,8 +219,8 @@ pub fn mat_from_slice<'a, T: Scalar>(
     ))
 }
 
-/// A task graph over a store of tiles of one precision, with a kernel backend: what the
-/// runtime runs (see the module documentation).
+/// A task graph over a store of tiles of one precision, with a kernel backend: what the runtime
+/// runs (see the module documentation).
 pub(crate) struct TileWork<'w, T: Scalar> {
     /// The tasks.
     pub graph: &'w TaskGraph,
@@ -299,8 +297,8 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
     }
 }
 
-/// A task's written tile (its last access) and the tiles it only reads, checked: the
-/// written one is not also read.
+/// A task's written tile (its last access) and the tiles it only reads, checked: the written one is
+/// not also read.
 fn operands(task: &Task) -> std::result::Result<(&Access, &[Access]), KernelError> {
     let operands = |reason: &str| KernelError::Operands {
         op: task.op,
@@ -320,8 +318,8 @@ fn operands(task: &Task) -> std::result::Result<(&Access, &[Access]), KernelErro
     Ok((write, reads))
 }
 
-/// A received tile's slot: empty until the communication loop fills it, then read by its
-/// readers, then freed by the last one that ran on a CPU cluster.
+/// A received tile's slot: empty until the communication loop fills it, then read by its readers,
+/// then freed by the last one that ran on a CPU cluster.
 #[cfg(feature = "mpi")]
 struct Received<T> {
     /// [`EMPTY`], [`FILLING`], [`FULL`] or [`FREED`].
@@ -344,8 +342,8 @@ const FREED: u8 = 3;
 #[cfg(feature = "mpi")]
 #[derive(Clone, Copy)]
 enum Place<T> {
-    /// One of this rank's tiles (in a distributed matrix): pointer, rows, columns, column
-    /// stride, and whether the run may write it (else it was lent shared).
+    /// One of this rank's tiles (in a distributed matrix): pointer, rows, columns, column stride,
+    /// and whether the run may write it (else it was lent shared).
     Local(*mut T, usize, usize, isize, bool),
     /// A received tile, by its index in [`TileSet::received`].
     Received(usize),
@@ -355,15 +353,15 @@ enum Place<T> {
 #[cfg(feature = "mpi")]
 pub(crate) type HeldTiles<T> = std::collections::BTreeMap<(usize, usize), faer::Mat<T>>;
 
-/// What a distributed run does with a tile a task wrote (task, tile, its view), once the
-/// task's kernel ran: send it on.
+/// What a distributed run does with a tile a task wrote (task, tile, its view), once the task's
+/// kernel ran: send it on.
 #[cfg(feature = "mpi")]
 pub(crate) type Written<'f, T> =
     dyn Fn(TaskId, TileRef, MatRef<'_, T>) -> std::result::Result<(), KernelError> + Sync + 'f;
 
-/// The tiles one rank of a distributed run holds, each stored apart (the tiles of its
-/// distributed matrices it owns, lent writable or read-only), and the tiles other ranks
-/// send it, each in a slot of its own until its last reader ran.
+/// The tiles one rank of a distributed run holds, each stored apart (the tiles of its distributed
+/// matrices it owns, lent writable or read-only), and the tiles other ranks send it, each in a slot
+/// of its own until its last reader ran.
 #[cfg(feature = "mpi")]
 pub(crate) struct TileSet<'s, T: Scalar> {
     places: std::collections::HashMap<TileRef, Place<T>>,
@@ -382,9 +380,9 @@ unsafe impl<T: Scalar> Sync for TileSet<'_, T> {}
 
 #[cfg(feature = "mpi")]
 impl<'s, T: Scalar> TileSet<'s, T> {
-    /// The tiles of `written` (matrix id and tiles, lent writable) and `read` (lent
-    /// read-only), with a slot for each tile of `receives` (each with the tasks that read
-    /// it, once per access); `on_written` is called with each tile a task wrote.
+    /// The tiles of `written` (matrix id and tiles, lent writable) and `read` (lent read-only),
+    /// with a slot for each tile of `receives` (each with the tasks that read it, once per access);
+    /// `on_written` is called with each tile a task wrote.
     pub fn new(
         written: Vec<(hetla_factorizations::MatrixId, &'s mut HeldTiles<T>)>,
         read: Vec<(hetla_factorizations::MatrixId, &'s HeldTiles<T>)>,
@@ -428,9 +426,9 @@ impl<'s, T: Scalar> TileSet<'s, T> {
         }
     }
 
-    /// Puts a received tile where its readers find it, before any of them is released
-    /// (the runtime releases them only once told the tile arrived); an error when the
-    /// tile is not one this rank receives, or came already.
+    /// Puts a received tile where its readers find it, before any of them is released (the runtime
+    /// releases them only once told the tile arrived); an error when the tile is not one this rank
+    /// receives, or came already.
     pub fn fill(&self, tile: TileRef, m: faer::Mat<T>) -> std::result::Result<(), String> {
         use std::sync::atomic::Ordering;
         let Some(&Place::Received(i)) = self.places.get(&tile) else {

@@ -1,5 +1,5 @@
-//! Bounds of plans from a platform's performance models and from a run's own task
-//! durations (the bounds of modelled machines are `hetla-lab`'s).
+//! Bounds of plans from a platform's performance models and from a run's own task durations (the
+//! bounds of modelled machines are `hetla-lab`'s).
 
 use std::sync::Arc;
 
@@ -33,8 +33,8 @@ fn a_run_reports_bounds_from_its_own_models() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// The bounds from a run's own task durations are lower bounds of that run: its makespan
-/// is never below the mixed bound (efficiency <= 1), on one class and on two.
+/// The bounds from a run's own task durations are lower bounds of that run: its makespan is never
+/// below the mixed bound (efficiency <= 1), on one class and on two.
 #[test]
 fn run_bounds_never_exceed_the_run() {
     let (n, tile) = (700, 100);

@@ -1,13 +1,13 @@
-//! The public API end to end: residuals and solve accuracy over sizes and tile sizes for
-//! every backend this build has, and every user error.
+//! The public API end to end: residuals and solve accuracy over sizes and tile sizes for every
+//! backend this build has, and every user error.
 
 use faer::{Mat, Par};
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual, solve_backward_error};
 use hetla::{Backend, Cholesky, Error, matgen::random_spd, solve_spd};
 use proptest::prelude::*;
 
-/// For each n: tiles that divide n, that do not, and that exceed n (2999 is prime, so its
-/// only dividing tiles are 1, too slow, and 2999 itself).
+/// For each n: tiles that divide n, that do not, and that exceed n (2999 is prime, so its only
+/// dividing tiles are 1, too slow, and 2999 itself).
 const CASES: [(usize, &[usize]); 6] = [
     (1, &[1, 4]),
     (2, &[1, 2, 3]),
@@ -248,9 +248,9 @@ fn empty_matrices_factor_and_solve_to_empty_results() {
     assert_eq!(cholesky_residual(a.as_ref(), f.storage(), Par::Seq), 0.0);
 }
 
-/// A matrix of one tile takes the direct kernel path (no graph, no runtime): small ones on
-/// the calling thread, larger ones on the shared platform's cluster. Both solve as the
-/// tiled path does and name the failing column; calls without a platform share one.
+/// A matrix of one tile takes the direct kernel path (no graph, no runtime): small ones on the
+/// calling thread, larger ones on the shared platform's cluster. Both solve as the tiled path does
+/// and name the failing column; calls without a platform share one.
 #[test]
 fn one_tile_matrices_take_the_direct_path_with_the_same_results() {
     let spec: hetla::ClusterSpec = "auto".parse().unwrap();

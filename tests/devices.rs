@@ -1,7 +1,6 @@
-//! Device workers: emulated devices (host memory, CPU kernels, real copies) check with
-//! real numbers that replicas, transfers, eviction and write-back keep every tile right;
-//! real GPUs are tested when the machine has them, and the test says why it is skipped
-//! when not.
+//! Device workers: emulated devices (host memory, CPU kernels, real copies) check with real numbers
+//! that replicas, transfers, eviction and write-back keep every tile right; real GPUs are tested
+//! when the machine has them, and the test says why it is skipped when not.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -97,8 +96,8 @@ fn several_emulated_devices_with_a_small_budget_keep_every_tile_right() {
         && t.transfer.from != t.transfer.to));
 }
 
-/// Factors a random Hermitian positive definite matrix in `T` on emulated devices holding
-/// at most `tiles` tiles: the residual of its precision, and the trace.
+/// Factors a random Hermitian positive definite matrix in `T` on emulated devices holding at most
+/// `tiles` tiles: the residual of its precision, and the trace.
 fn factor_on_devices<T: Scalar>(devices: usize, tiles: usize, n: usize, b: usize) -> (f64, Trace) {
     let devices: Vec<_> = (0..devices)
         .map(|_| Arc::new(EmulatedDevice::new(tiles * b * b * size_of::<T>())))
@@ -271,8 +270,8 @@ fn gpu_selections_parse_and_missing_gpus_are_named() {
     assert!(Platform::with_store(&none, Backend::Faer, ModelStore::None).is_err());
 }
 
-/// Whether this machine has a CUDA GPU; when not, says why on stderr (past the test
-/// harness's capture, so the skip shows) and the test returns.
+/// Whether this machine has a CUDA GPU; when not, says why on stderr (past the test harness's
+/// capture, so the skip shows) and the test returns.
 #[allow(clippy::explicit_write)] // eprintln! would be captured by the test harness
 fn gpus_here() -> bool {
     if !hetla_clusters::gpus().is_empty() {

@@ -1,6 +1,6 @@
-//! The matrix product: results equal faer's for every strategy, transpose, ragged tiling,
-//! scalar and placement, on CPU clusters and on emulated devices with budgets small enough
-//! to evict (the simulated targets are `hetla-lab`'s tests).
+//! The matrix product: results equal faer's for every strategy, transpose, ragged tiling, scalar
+//! and placement, on CPU clusters and on emulated devices with budgets small enough to evict (the
+//! simulated targets are `hetla-lab`'s tests).
 
 use faer::{Mat, Par};
 use hetla::gemm::{Discretisation, Placement, Strategy};

@@ -1,5 +1,5 @@
-//! Distributed matrices under `mpirun` (feature `mpi`): each test starts `mpirun -np K`
-//! on this test binary, which then runs the rank's side (`rank_side`) on every rank.
+//! Distributed matrices under `mpirun` (feature `mpi`): each test starts `mpirun -np K` on this
+//! test binary, which then runs the rank's side (`rank_side`) on every rank.
 
 #![cfg(feature = "mpi")]
 
@@ -16,8 +16,8 @@ use hetla::{Cholesky, Error};
 /// Set in the ranks' environment: which side to run.
 const SIDE: &str = "HETLA_MPI_TEST_SIDE";
 
-/// Runs `side` on `np` ranks (oversubscribed: this machine may have fewer cores);
-/// returns the job's exit status and output.
+/// Runs `side` on `np` ranks (oversubscribed: this machine may have fewer cores); returns the job's
+/// exit status and output.
 fn mpirun(np: usize, side: &str) -> (bool, String) {
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("mpirun")
@@ -459,15 +459,14 @@ fn rank_side() {
 
 #[cfg(not(feature = "scalapack"))]
 use hetla::distributed::Wire as TestScalar;
-/// The scalars a distributed run of the tests computes in: with ScaLAPACK, those it has
-/// peers in.
+/// The scalars a distributed run of the tests computes in: with ScaLAPACK, those it has peers in.
 #[cfg(feature = "scalapack")]
 use hetla::distributed::scalapack::Scalapack as TestScalar;
 
-/// A rank's side of a factorisation and a solve in precision `T` on `grid` (n = 150, tiles
-/// of 16): bytes sent as the formula counts them in that precision, the factor's residual
-/// (probed where the tiles live, and whole on rank 0), the solve's backward error, and
-/// ScaLAPACK's p?potrf and p?potrs of the same precision on the same matrix.
+/// A rank's side of a factorisation and a solve in precision `T` on `grid` (n = 150, tiles of 16):
+/// bytes sent as the formula counts them in that precision, the factor's residual (probed where the
+/// tiles live, and whole on rank 0), the solve's backward error, and ScaLAPACK's p?potrf and
+/// p?potrs of the same precision on the same matrix.
 fn in_precision<T: TestScalar>(world: &mpi::topology::SimpleCommunicator, grid: ProcessGrid) {
     let (n, tile, seed) = (150, 16, 7);
     let eps = T::PRECISION.epsilon();

@@ -1,7 +1,6 @@
 //! No input panics a parser: cluster specs, CPU lists, GPU selections, GEMM strategies and
-//! performance-model JSON, fed arbitrary text and near-miss mutations of valid inputs (the
-//! platform files are `hetla-lab`'s). Each either parses or returns an error (whose
-//! message is not empty).
+//! performance-model JSON, fed arbitrary text and near-miss mutations of valid inputs (the platform
+//! files are `hetla-lab`'s). Each either parses or returns an error (whose message is not empty).
 
 use hetla::ClusterSpec;
 use hetla::Strategy as GemmStrategy;

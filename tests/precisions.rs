@@ -1,6 +1,6 @@
-//! The library in every precision: tiled Cholesky on ragged tiles against faer's own
-//! Cholesky, Hermitian inputs with complex off-diagonal entries, the checks on complex
-//! input, solves, and the mixed-precision solve with its fallback.
+//! The library in every precision: tiled Cholesky on ragged tiles against faer's own Cholesky,
+//! Hermitian inputs with complex off-diagonal entries, the checks on complex input, solves, and the
+//! mixed-precision solve with its fallback.
 
 use faer::{Mat, MatRef, Side};
 use hetla::matgen::{random_hpd, random_hpd_conditioned};

@@ -1,6 +1,6 @@
-//! The runtime: schedulers on synthetic graphs with fake models, failures (non-SPD pivots
-//! and panics) under every scheduler, residuals under every cluster configuration this
-//! machine allows, performance-model persistence and trace exports.
+//! The runtime: schedulers on synthetic graphs with fake models, failures (non-SPD pivots and
+//! panics) under every scheduler, residuals under every cluster configuration this machine allows,
+//! performance-model persistence and trace exports.
 
 use std::sync::Arc;
 
@@ -58,8 +58,8 @@ fn calibrated(mean: f64) -> Stats {
 }
 
 /// Cojean et al. (2016), section 5.2: 28 independent DGEMMs of tile 960 on one 10-core cluster and
-/// one GPU, with Table 2's rates (1 core 36.46 Gflop/s; GPU 28.80x, 10 cores 7.77x), are
-/// split 6 on the cluster and 22 on the GPU by MCT.
+/// one GPU, with Table 2's rates (1 core 36.46 Gflop/s; GPU 28.80x, 10 cores 7.77x), are split 6 on
+/// the cluster and 22 on the GPU by MCT.
 #[test]
 fn mct_splits_the_papers_28_gemms_6_and_22() {
     let flops = 2.0 * 960f64.powi(3);
@@ -433,8 +433,8 @@ fn bad_specs_are_clear_errors() {
     assert!(err.to_string().contains("4096 cores"), "{err}");
 }
 
-/// Tasks of a Cholesky graph that do no work, each also waiting for one input from outside
-/// the run (as a distributed run's tiles from other ranks).
+/// Tasks of a Cholesky graph that do no work, each also waiting for one input from outside the run
+/// (as a distributed run's tiles from other ranks).
 struct Gated(Empty);
 
 impl Workload for Gated {

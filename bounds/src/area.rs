@@ -1,10 +1,10 @@
-//! The area bound: however tasks are placed, every class must do its share of the work
-//! with its resources, so the makespan is at least the smallest T for which the work can be
-//! shared out with no class busy longer than T per resource.
+//! The area bound: however tasks are placed, every class must do its share of the work with its
+//! resources, so the makespan is at least the smallest T for which the work can be shared out with
+//! no class busy longer than T per resource.
 //!
-//! LP over n(k, r) >= 0, the number of tasks of type k given to class r:
-//! sum_r n(k, r) = N_k for every type, sum_k n(k, r) p(k, r) <= M_r T for every class;
-//! minimise T. The counts are fractional: they are a relaxation, not a schedule.
+//! LP over n(k, r) >= 0, the number of tasks of type k given to class r: sum_r n(k, r) = N_k for
+//! every type, sum_k n(k, r) p(k, r) <= M_r T for every class; minimise T. The counts are
+//! fractional: they are a relaxation, not a schedule.
 
 use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, Problem};
 
@@ -12,14 +12,13 @@ use crate::error::BoundsError;
 use crate::instance::Instance;
 use crate::lp::optimum;
 
-/// The area bound and the fractional split of each task type among the classes that
-/// reaches it.
+/// The area bound and the fractional split of each task type among the classes that reaches it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AreaBound {
     /// The bound T on the makespan.
     pub makespan: f64,
-    /// `counts[k][r]`: how many tasks of type `k` class `r` takes (fractional; a
-    /// relaxation, not a schedule).
+    /// `counts[k][r]`: how many tasks of type `k` class `r` takes (fractional; a relaxation, not a
+    /// schedule).
     pub counts: Vec<Vec<f64>>,
 }
 

@@ -2,28 +2,27 @@
 //! heterogeneous processors that makes them finish together.
 //!
 //! - Per device with m tile buffers (Dongarra et al. (2007), section 3.2): by the Loomis-Whitney
-//!   inequality, a window of m consecutive tile transfers gives access to at most
-//!   sqrt(8/27) m^{3/2} tile updates. G updates therefore need at least G / (sqrt(8/27)
-//!   sqrt(m)) - m transfers, that is G sqrt(27/(8m)) - m. The maximum re-use layout (mu^2
-//!   C tiles, mu B tiles, one A tile, 1 + mu + mu^2 <= m) moves 2rs + 2rst/mu tiles for an
-//!   r x t by t x s product, within sqrt(32/27) of the bound when t and mu are large.
-//! - Static partitions of C (Eyraud-Dubois and Lambert (2018), PERI-SUM): the processor that owns a zone of C
-//!   loads, at every step of the inner dimension, the rows of A and the columns of B its
-//!   zone touches, the zone's half-perimeter. A zone of area a has half-perimeter at least
-//!   2 sqrt(a) (at least r + a/r when a side is capped at r), so a partition in proportion to
+//!   inequality, a window of m consecutive tile transfers gives access to at most sqrt(8/27)
+//!   m^{3/2} tile updates. G updates therefore need at least G / (sqrt(8/27) sqrt(m)) - m
+//!   transfers, that is G sqrt(27/(8m)) - m. The maximum re-use layout (mu^2 C tiles, mu B tiles,
+//!   one A tile, 1 + mu + mu^2 <= m) moves 2rs + 2rst/mu tiles for an r x t by t x s product,
+//!   within sqrt(32/27) of the bound when t and mu are large.
+//! - Static partitions of C (Eyraud-Dubois and Lambert (2018), PERI-SUM): the processor that owns a
+//!   zone of C loads, at every step of the inner dimension, the rows of A and the columns of B its
+//!   zone touches, the zone's half-perimeter. A zone of area a has half-perimeter at least 2
+//!   sqrt(a) (at least r + a/r when a side is capped at r), so a partition in proportion to
 //!   relative speeds s_k of a unit square costs at least sum_k 2 sqrt(s_k).
-//! - Heterogeneous work split (Ballard et al. (2011)): processor i with time per flop gamma_i, time per
-//!   word beta_i, time per message alpha_i and fast memory M_i words spends at least
-//!   F_i (gamma_i + beta_i / (8 sqrt M_i) + alpha_i / (8 M_i^{3/2})) on F_i matrix-product
-//!   flops. The costs are linear in F_i, so the split of G flops minimising the last finish
-//!   time makes them all finish together: F_i proportional to 1 / cost_i, and
-//!   T >= G / sum_j (1 / cost_j).
+//! - Heterogeneous work split (Ballard et al. (2011)): processor i with time per flop gamma_i, time
+//!   per word beta_i, time per message alpha_i and fast memory M_i words spends at least F_i
+//!   (gamma_i + beta_i / (8 sqrt M_i) + alpha_i / (8 M_i^{3/2})) on F_i matrix-product flops. The
+//!   costs are linear in F_i, so the split of G flops minimising the last finish time makes them
+//!   all finish together: F_i proportional to 1 / cost_i, and T >= G / sum_j (1 / cost_j).
 
 use crate::error::BoundsError;
 
-/// Fewest tile transfers (sent to or received from a device) with which a device holding
-/// at most `buffers` tiles performs `updates` tile updates C_ij += A_ik B_kj:
-/// updates * sqrt(27 / (8 m)) - m, and never below zero.
+/// Fewest tile transfers (sent to or received from a device) with which a device holding at most
+/// `buffers` tiles performs `updates` tile updates C_ij += A_ik B_kj: updates * sqrt(27 / (8 m)) -
+/// m, and never below zero.
 pub fn device_transfers_lower_bound(updates: f64, buffers: usize) -> Result<f64, BoundsError> {
     if buffers < 3 {
         return Err(BoundsError::InvalidArgument(format!(
@@ -34,8 +33,8 @@ pub fn device_transfers_lower_bound(updates: f64, buffers: usize) -> Result<f64,
     Ok((updates * (27.0 / (8.0 * m)).sqrt() - m).max(0.0))
 }
 
-/// The largest mu with 1 + mu + mu^2 <= `buffers`: the side of the square of C tiles the
-/// maximum re-use layout keeps on a device (one A tile, a row of mu B tiles, mu^2 C tiles).
+/// The largest mu with 1 + mu + mu^2 <= `buffers`: the side of the square of C tiles the maximum
+/// re-use layout keeps on a device (one A tile, a row of mu B tiles, mu^2 C tiles).
 pub fn max_reuse_mu(buffers: usize) -> Result<usize, BoundsError> {
     if buffers < 3 {
         return Err(BoundsError::InvalidArgument(format!(
@@ -48,18 +47,16 @@ pub fn max_reuse_mu(buffers: usize) -> Result<usize, BoundsError> {
     Ok(usize::try_from(mu).unwrap_or(usize::MAX))
 }
 
-/// Tiles the maximum re-use algorithm moves for an `r x t` by `t x s` tile product when mu
-/// divides `r` and `s`: every C tile is sent and returned once (2rs), and each of the
-/// rs/mu^2 squares of C receives t rows of mu B tiles and t columns of mu A tiles
-/// (2rst/mu).
+/// Tiles the maximum re-use algorithm moves for an `r x t` by `t x s` tile product when mu divides
+/// `r` and `s`: every C tile is sent and returned once (2rs), and each of the rs/mu^2 squares of C
+/// receives t rows of mu B tiles and t columns of mu A tiles (2rst/mu).
 pub fn max_reuse_transfers(r: usize, s: usize, t: usize, mu: usize) -> f64 {
     let (r, s, t, mu) = (r as f64, s as f64, t as f64, mu as f64);
     2.0 * r * s + 2.0 * r * s * t / mu
 }
 
-/// Smallest half-perimeter (width + height) of a zone of the given area inside a
-/// `rows x cols` rectangle: 2 sqrt(area), or short side + area / short side when the
-/// square would not fit.
+/// Smallest half-perimeter (width + height) of a zone of the given area inside a `rows x cols`
+/// rectangle: 2 sqrt(area), or short side + area / short side when the square would not fit.
 pub fn half_perimeter_lower_bound(area: f64, rows: f64, cols: f64) -> f64 {
     let short = rows.min(cols);
     let side = area.sqrt();
@@ -70,10 +67,10 @@ pub fn half_perimeter_lower_bound(area: f64, rows: f64, cols: f64) -> f64 {
     }
 }
 
-/// Lower bound on the sum of half-perimeters of a partition of a `rows x cols` rectangle
-/// in which processor k owns the share `speeds[k] / sum(speeds)` of the area (PERI-SUM;
-/// sum_k 2 sqrt(s_k) for the unit square). Multiplied by the inner dimension in tiles, it
-/// bounds the A and B tiles a static partition of C loads.
+/// Lower bound on the sum of half-perimeters of a partition of a `rows x cols` rectangle in which
+/// processor k owns the share `speeds[k] / sum(speeds)` of the area (PERI-SUM; sum_k 2 sqrt(s_k)
+/// for the unit square). Multiplied by the inner dimension in tiles, it bounds the A and B tiles a
+/// static partition of C loads.
 pub fn peri_sum_lower_bound(speeds: &[f64], rows: f64, cols: f64) -> Result<f64, BoundsError> {
     let total = positive_total(speeds, "speeds")?;
     Ok(speeds
@@ -91,8 +88,8 @@ pub struct WorkSplit {
     pub time: f64,
 }
 
-/// Splits `total` work among processors that take `costs[i]` time per unit of work so that
-/// all finish at the same time, which minimises the last finish time.
+/// Splits `total` work among processors that take `costs[i]` time per unit of work so that all
+/// finish at the same time, which minimises the last finish time.
 pub fn equal_finish_split(costs: &[f64], total: f64) -> Result<WorkSplit, BoundsError> {
     if costs.iter().any(|&c| !c.is_finite() || c <= 0.0) {
         return Err(BoundsError::InvalidArgument(format!(
@@ -126,8 +123,8 @@ pub struct Processor {
 }
 
 impl Processor {
-    /// Least time per matrix-product flop, counting the words and messages the serial
-    /// bounds force for each flop: gamma + beta / (8 sqrt M) + alpha / (8 M^{3/2}).
+    /// Least time per matrix-product flop, counting the words and messages the serial bounds force
+    /// for each flop: gamma + beta / (8 sqrt M) + alpha / (8 M^{3/2}).
     pub fn matmul_cost_per_flop(&self) -> f64 {
         let m = self.memory_words;
         self.seconds_per_flop

@@ -12,9 +12,9 @@ pub struct CriticalPath {
     pub path: Vec<usize>,
 }
 
-/// The longest path of the graph whose task `i` lasts `durations[i]` and waits for the
-/// tasks `predecessors[i]`. Tasks must be numbered topologically (each predecessor has a
-/// smaller index), which graphs built in sequential order are. Linear in tasks + edges.
+/// The longest path of the graph whose task `i` lasts `durations[i]` and waits for the tasks
+/// `predecessors[i]`. Tasks must be numbered topologically (each predecessor has a smaller index),
+/// which graphs built in sequential order are. Linear in tasks + edges.
 pub fn critical_path(
     durations: &[f64],
     predecessors: &[Vec<usize>],
@@ -65,8 +65,8 @@ pub fn critical_path(
 }
 
 impl Instance {
-    /// The critical-path bound: the longest path with every task at the fastest duration
-    /// any class with resources offers it.
+    /// The critical-path bound: the longest path with every task at the fastest duration any class
+    /// with resources offers it.
     pub fn critical_path(&self) -> CriticalPath {
         let fastest: Vec<f64> = (0..self.type_count())
             .map(|k| self.fastest(k).unwrap_or(0.0))

@@ -1,5 +1,5 @@
-//! The input every makespan bound shares: tasks with a type and their predecessors, and
-//! resource classes with a count and a duration per task type.
+//! The input every makespan bound shares: tasks with a type and their predecessors, and resource
+//! classes with a count and a duration per task type.
 
 use crate::error::BoundsError;
 
@@ -12,8 +12,8 @@ pub struct Class {
     pub name: String,
     /// How many resources of this class there are. A class with none runs nothing.
     pub count: usize,
-    /// Duration of one task of each type on one resource of this class, `None` when the
-    /// class cannot run that type.
+    /// Duration of one task of each type on one resource of this class, `None` when the class
+    /// cannot run that type.
     pub durations: Vec<Option<f64>>,
 }
 
@@ -28,10 +28,9 @@ impl Class {
     }
 }
 
-/// A task graph with typed tasks and the resource classes that may run them, checked once
-/// so that every bound can rely on it: tasks are in topological order, every duration is
-/// finite and non-negative, and every task has at least one class with resources that can
-/// run it.
+/// A task graph with typed tasks and the resource classes that may run them, checked once so that
+/// every bound can rely on it: tasks are in topological order, every duration is finite and
+/// non-negative, and every task has at least one class with resources that can run it.
 #[derive(Debug, Clone)]
 pub struct Instance {
     types: Vec<usize>,
@@ -41,8 +40,8 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Task `i` has type `types[i]` and waits for `predecessors[i]` (each smaller than
-    /// `i`); `classes[r].durations[k]` is the duration of type `k` on class `r`.
+    /// Task `i` has type `types[i]` and waits for `predecessors[i]` (each smaller than `i`);
+    /// `classes[r].durations[k]` is the duration of type `k` on class `r`.
     pub fn new(
         types: Vec<usize>,
         predecessors: Vec<Vec<usize>>,

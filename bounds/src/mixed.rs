@@ -1,25 +1,23 @@
 //! The mixed (iterative) bound: the area bound made aware of the graph's paths.
 //!
-//! LP over per-task fractions x(i, r) >= 0 with sum_r x(i, r) = 1: the area constraints
-//! sum_i x(i, r) p(i, r) <= M_r T, and for some paths P the path constraint
-//! sum_{i in P} d_i <= T with d_i = sum_r x(i, r) p(i, r). Every path constraint holds in
-//! any schedule, so the optimum is a lower bound whatever set of paths is used; using all
-//! of them would give the strongest. Constraint generation gets there without listing
-//! them: start with the critical path, solve, find the longest path under the current
-//! durations d_i, and if it is longer than T (relative tolerance 1e-9) add it and re-solve
-//! from the previous optimum (microlp's dual simplex keeps the basis). When no path is
-//! longer than T the fractions satisfy every path constraint, so T is the optimum of the
-//! LP with all paths. T never decreases, and it is at least the area bound and the
-//! critical path.
+//! LP over per-task fractions x(i, r) >= 0 with sum_r x(i, r) = 1: the area constraints sum_i x(i,
+//! r) p(i, r) <= M_r T, and for some paths P the path constraint sum_{i in P} d_i <= T with d_i =
+//! sum_r x(i, r) p(i, r). Every path constraint holds in any schedule, so the optimum is a lower
+//! bound whatever set of paths is used; using all of them would give the strongest. Constraint
+//! generation gets there without listing them: start with the critical path, solve, find the
+//! longest path under the current durations d_i, and if it is longer than T (relative tolerance
+//! 1e-9) add it and re-solve from the previous optimum (microlp's dual simplex keeps the basis).
+//! When no path is longer than T the fractions satisfy every path constraint, so T is the optimum
+//! of the LP with all paths. T never decreases, and it is at least the area bound and the critical
+//! path.
 //!
-//! Formulation. For a task the classes can run, one of them (the one with the most
-//! throughput, count / duration, which takes most tasks at the optimum) is its reference
-//! class; the LP variables are the fractions y(i, r) on the other classes, and
-//! x(i, ref) = 1 - sum y. With two classes, the usual case (CPU clusters and GPUs), every
-//! task has one variable bounded by [0, 1] and no row of its own, so the LP has one row per
-//! class and one per path: small bases and cheap re-solves even at 11,480 tasks. A task
-//! with three or more classes adds the row sum y <= 1; a task with one class has a fixed
-//! duration and no variable.
+//! Formulation. For a task the classes can run, one of them (the one with the most throughput,
+//! count / duration, which takes most tasks at the optimum) is its reference class; the LP
+//! variables are the fractions y(i, r) on the other classes, and x(i, ref) = 1 - sum y. With two
+//! classes, the usual case (CPU clusters and GPUs), every task has one variable bounded by [0, 1]
+//! and no row of its own, so the LP has one row per class and one per path: small bases and cheap
+//! re-solves even at 11,480 tasks. A task with three or more classes adds the row sum y <= 1; a
+//! task with one class has a fixed duration and no variable.
 
 use std::collections::HashSet;
 
@@ -40,8 +38,8 @@ pub struct MixedBound {
     pub makespan: f64,
     /// Number of LP solves (the first one, plus one per path added after it).
     pub iterations: usize,
-    /// The path constraints of the final LP, in the order they were added; the first is
-    /// the critical path.
+    /// The path constraints of the final LP, in the order they were added; the first is the
+    /// critical path.
     pub paths: Vec<Vec<usize>>,
     /// Fractions x(i, r), task-major: `fractions[i * classes + r]`.
     fractions: Vec<f64>,
@@ -49,8 +47,8 @@ pub struct MixedBound {
 }
 
 impl MixedBound {
-    /// Fraction of task `task` placed on class `class` by the LP (a relaxation: a task may
-    /// be split between classes, and the placement is not a schedule).
+    /// Fraction of task `task` placed on class `class` by the LP (a relaxation: a task may be split
+    /// between classes, and the placement is not a schedule).
     pub fn fraction(&self, task: usize, class: usize) -> f64 {
         self.fractions[task * self.classes + class]
     }

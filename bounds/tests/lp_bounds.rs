@@ -1,12 +1,11 @@
-//! The area and mixed bounds: their defining properties on random instances, and the mixed
-//! bound against a second formulation of the same LP.
+//! The area and mixed bounds: their defining properties on random instances, and the mixed bound
+//! against a second formulation of the same LP.
 //!
-//! The second formulation (tests only) is the compact LP with a completion time per task:
-//! minimise T over x(i, r) >= 0 with sum_r x(i, r) = 1, C_i >= d_i(x) for every task,
-//! C_i >= C_j + d_i(x) for every edge j -> i, C_i <= T, and the area constraints. For fixed
-//! x, the least T is the longest path under d(x), so its optimum is the mixed bound with
-//! every path constraint; it is solved from scratch in one go, without constraint
-//! generation, paths or warm starts.
+//! The second formulation (tests only) is the compact LP with a completion time per task: minimise
+//! T over x(i, r) >= 0 with sum_r x(i, r) = 1, C_i >= d_i(x) for every task, C_i >= C_j + d_i(x)
+//! for every edge j -> i, C_i <= T, and the area constraints. For fixed x, the least T is the
+//! longest path under d(x), so its optimum is the mixed bound with every path constraint; it is
+//! solved from scratch in one go, without constraint generation, paths or warm starts.
 
 use hetla_bounds::{Class, Instance};
 use hetla_factorizations::{Op, Tiling, cholesky};
@@ -65,8 +64,8 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-12)
 }
 
-/// A random instance: up to 12 tasks of up to 3 types, 1 to 3 classes with 0 to 3
-/// resources; some classes cannot run some types.
+/// A random instance: up to 12 tasks of up to 3 types, 1 to 3 classes with 0 to 3 resources; some
+/// classes cannot run some types.
 fn instances() -> impl Strategy<Value = Instance> {
     let tasks = prop::collection::vec(
         (
@@ -185,8 +184,8 @@ proptest! {
     }
 }
 
-/// The Cholesky graph of `nt x nt` tiles with sirocco-like durations (ms at tile 960, from
-/// Cojean et al. (2016) Table 2) on `cpu` clusters of 10 cores, `cores` single cores and `gpus` GPUs.
+/// The Cholesky graph of `nt x nt` tiles with sirocco-like durations (ms at tile 960, from Cojean
+/// et al. (2016) Table 2) on `cpu` clusters of 10 cores, `cores` single cores and `gpus` GPUs.
 fn cholesky_instance(nt: usize, clusters: usize, cores: usize, gpus: usize) -> Instance {
     let graph = cholesky(&Tiling::square(nt * 960, 960).unwrap()).unwrap();
     let op_type = |op| {

@@ -1,6 +1,6 @@
-//! The command line's errors: each layer's error kept whole (the library's, the
-//! laboratory's, the runtime's), and the failures only the command line has: its own
-//! options, a peer library timed beside hetla, the threads a peer runs on.
+//! The command line's errors: each layer's error kept whole (the library's, the laboratory's, the
+//! runtime's), and the failures only the command line has: its own options, a peer library timed
+//! beside hetla, the threads a peer runs on.
 
 use hetla_kernels::KernelError;
 
@@ -45,8 +45,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short name of the kind of error ("invalid_option", "too_large"): the `kind` of a
-    /// `--json` error.
+    /// A short name of the kind of error ("invalid_option", "too_large"): the `kind` of a `--json`
+    /// error.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::InvalidOption { .. } => "invalid_option",

@@ -10,8 +10,7 @@ use hetla_runtime::{Trace, write_atomic};
 
 /// Writing a trace as an SVG Gantt chart.
 pub trait Gantt {
-    /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per
-    /// kernel.
+    /// Writes an SVG Gantt chart: time (ms) across, one row per worker, a colour per kernel.
     fn write_gantt_svg(&self, path: &Path) -> Result<()>;
 }
 

@@ -1,5 +1,5 @@
-//! The `hetla` command line: parse, dispatch to a subcommand (`commands/`, one file each),
-//! and report its result or error (text, or one JSON object with `--json`).
+//! The `hetla` command line: parse, dispatch to a subcommand (`commands/`, one file each), and
+//! report its result or error (text, or one JSON object with `--json`).
 
 mod commands;
 mod error;
@@ -37,17 +37,17 @@ enum Command {
     Calibrate(CalibrateArgs),
     /// Show the topology, the clusters a spec makes and the kernel backends built in.
     Info(InfoArgs),
-    /// Lower bounds (critical path, area, mixed) on the Cholesky makespan on a modelled
-    /// platform, computed without running anything.
+    /// Lower bounds (critical path, area, mixed) on the Cholesky makespan on a modelled platform,
+    /// computed without running anything.
     Bound(BoundArgs),
-    /// Simulate the Cholesky factorisation on a modelled platform (virtual clock, same
-    /// scheduler and data layer as real runs) and report it next to its bounds.
+    /// Simulate the Cholesky factorisation on a modelled platform (virtual clock, same scheduler
+    /// and data layer as real runs) and report it next to its bounds.
     Simulate(commands::simulate::SimulateArgs),
-    /// Simulate (or run) every combination of cluster specs, GPU counts, orders and tile
-    /// sizes; write results.csv, results.json and SVG plots.
+    /// Simulate (or run) every combination of cluster specs, GPU counts, orders and tile sizes;
+    /// write results.csv, results.json and SVG plots.
     Sweep(commands::sweep::SweepArgs),
-    /// Multiply matrices (C <- alpha op(A) op(B) + beta C) with a chosen allocation
-    /// strategy; report time, bytes moved and their lower bound. `--platform` simulates.
+    /// Multiply matrices (C <- alpha op(A) op(B) + beta C) with a chosen allocation strategy;
+    /// report time, bytes moved and their lower bound. `--platform` simulates.
     Gemm(Box<commands::gemm::GemmArgs>),
 }
 

@@ -1,6 +1,6 @@
-//! A global allocator that counts live heap bytes and their peak, so that `hetla cholesky`
-//! can report how much memory a factorisation allocates beyond the matrix itself.
-//! Counting costs two relaxed atomic operations per allocation.
+//! A global allocator that counts live heap bytes and their peak, so that `hetla cholesky` can
+//! report how much memory a factorisation allocates beyond the matrix itself. Counting costs two
+//! relaxed atomic operations per allocation.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,8 +1,7 @@
 //! The peers a run is compared with (`hetla cholesky --compare`): single-call Cholesky
-//! factorisations of whole matrices by faer and by LAPACK's dpotrf through OpenBLAS, and a
-//! DGEMM of the same order as the practical peak of the machine. Each uses all the given
-//! threads its own way (a rayon pool for faer, OpenBLAS's threads), as a user calling the
-//! library directly would.
+//! factorisations of whole matrices by faer and by LAPACK's dpotrf through OpenBLAS, and a DGEMM of
+//! the same order as the practical peak of the machine. Each uses all the given threads its own way
+//! (a rayon pool for faer, OpenBLAS's threads), as a user calling the library directly would.
 
 use std::time::Instant;
 
@@ -37,10 +36,10 @@ pub struct Timings {
     pub runs: usize,
 }
 
-/// Runs `f` as `--repeat` asks: with `Some(r)` one untimed warm-up and then `r` timed
-/// runs (at least one), with `None` a single cold run. `f` returns its result and the
-/// seconds it measured (so that it can leave set-up such as copying a matrix untimed).
-/// Returns the result of the fastest run and the timings.
+/// Runs `f` as `--repeat` asks: with `Some(r)` one untimed warm-up and then `r` timed runs (at
+/// least one), with `None` a single cold run. `f` returns its result and the seconds it measured
+/// (so that it can leave set-up such as copying a matrix untimed). Returns the result of the
+/// fastest run and the timings.
 pub fn repeat<T>(
     runs: Option<usize>,
     mut f: impl FnMut() -> Result<(T, f64)>,
@@ -107,8 +106,8 @@ fn rate(name: &str, seconds: f64, flops: f64) -> PeerRate {
     }
 }
 
-/// The peer name of a library's own Cholesky in a precision: "faer-llt", or LAPACK's
-/// routine through OpenBLAS ("openblas-dpotrf", "openblas-zpotrf").
+/// The peer name of a library's own Cholesky in a precision: "faer-llt", or LAPACK's routine
+/// through OpenBLAS ("openblas-dpotrf", "openblas-zpotrf").
 pub fn cholesky_peer_name(backend: Backend, precision: Precision) -> String {
     match backend {
         Backend::Faer => "faer-llt".to_owned(),
@@ -116,8 +115,8 @@ pub fn cholesky_peer_name(backend: Backend, precision: Precision) -> String {
     }
 }
 
-/// Times a library's own in-place Cholesky of the whole matrix (one call: faer on a pool
-/// of `threads`, LAPACK ?potrf on OpenBLAS's own threads), in the matrix's precision.
+/// Times a library's own in-place Cholesky of the whole matrix (one call: faer on a pool of
+/// `threads`, LAPACK ?potrf on OpenBLAS's own threads), in the matrix's precision.
 pub fn library_cholesky<T: Scalar>(
     backend: Backend,
     a: MatMut<'_, T>,
@@ -139,8 +138,8 @@ pub fn library_cholesky<T: Scalar>(
     ))
 }
 
-/// Times C <- C - A B with n x n column-major matrices (each library's fast layout) in
-/// precision `T` through `backend`'s own parallel product on `threads` threads ("faer-dgemm",
+/// Times C <- C - A B with n x n column-major matrices (each library's fast layout) in precision
+/// `T` through `backend`'s own parallel product on `threads` threads ("faer-dgemm",
 /// "openblas-sgemm").
 pub fn gemm<T: Scalar>(backend: Backend, n: usize, threads: usize) -> Result<PeerRate> {
     let a = Mat::from_fn(n, n, |i, j| {
@@ -181,10 +180,10 @@ fn device_timings(times: Vec<f64>) -> Timings {
     }
 }
 
-/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index` with the matrix already in
-/// device memory: the copy there is not timed, only the factorisation calls, after one
-/// warm-up call, best and median of `runs` (the reference of the GPU issue's target: hetla
-/// end to end, matrix in host memory, against this).
+/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index` with the matrix already in device
+/// memory: the copy there is not timed, only the factorisation calls, after one warm-up call, best
+/// and median of `runs` (the reference of the GPU issue's target: hetla end to end, matrix in host
+/// memory, against this).
 #[cfg(feature = "cuda")]
 pub fn cusolver_potrf<T: Scalar>(
     a: faer::MatRef<'_, T>,
@@ -201,8 +200,8 @@ pub fn cusolver_potrf<T: Scalar>(
     ))
 }
 
-/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index` with the three matrices
-/// in device memory, after one warm-up call, best and median of `runs`.
+/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index` with the three matrices in
+/// device memory, after one warm-up call, best and median of `runs`.
 #[cfg(feature = "cuda")]
 pub fn cublas_gemm<T: Scalar>(
     a: faer::MatRef<'_, T>,

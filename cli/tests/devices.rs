@@ -1,5 +1,5 @@
-//! GPU selection, device reports and device calibration from the command line (emulated
-//! devices on a machine without GPUs).
+//! GPU selection, device reports and device calibration from the command line (emulated devices on
+//! a machine without GPUs).
 
 mod common;
 

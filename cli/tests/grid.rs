@@ -1,6 +1,5 @@
-//! `hetla cholesky --grid PxQ`: refused with what to do without MPI; under `mpirun` with
-//! feature `mpi`, one report from rank 0 (and ScaLAPACK's pdpotrf beside it with
-//! `scalapack`).
+//! `hetla cholesky --grid PxQ`: refused with what to do without MPI; under `mpirun` with feature
+//! `mpi`, one report from rank 0 (and ScaLAPACK's pdpotrf beside it with `scalapack`).
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
-//! Every subcommand's `--help` describes each of its options with words of its own: no
-//! option without a description, no two options of a command with the same one (a doc
-//! comment on the wrong field shows as both).
+//! Every subcommand's `--help` describes each of its options with words of its own: no option
+//! without a description, no two options of a command with the same one (a doc comment on the wrong
+//! field shows as both).
 
 mod common;
 use common::hetla;
@@ -27,8 +27,7 @@ fn options(help: &str) -> Vec<(String, String)> {
             let (signature, description) = text.split_once("  ").unwrap_or((text, ""));
             let name = signature
                 .split([',', ' '])
-                .filter(|w| w.starts_with('-'))
-                .last()
+                .rfind(|w| w.starts_with('-'))
                 .unwrap_or(signature)
                 .to_owned();
             out.push((name, description.trim().to_owned()));

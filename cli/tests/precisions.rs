@@ -1,6 +1,6 @@
-//! `--precision` on every command that takes it: the report says which precision ran,
-//! complex rates count 4 real flops per complex one, and what cannot be done in a
-//! precision is an error that says so.
+//! `--precision` on every command that takes it: the report says which precision ran, complex rates
+//! count 4 real flops per complex one, and what cannot be done in a precision is an error that says
+//! so.
 
 mod common;
 use common::hetla;

@@ -1,6 +1,6 @@
-//! The command line as a careless or hostile user drives it: every bad input is a clear
-//! error before any work (never a panic, an abort or a hang), no finished run is thrown
-//! away, and concurrent runs never lose a performance-model sample.
+//! The command line as a careless or hostile user drives it: every bad input is a clear error
+//! before any work (never a panic, an abort or a hang), no finished run is thrown away, and
+//! concurrent runs never lose a performance-model sample.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -37,8 +37,8 @@ fn command(args: &[&str], models: &Path) -> Command {
     c
 }
 
-/// Runs `hetla <line>` (arguments split on spaces; models in `models`): (exit code,
-/// stdout, stderr); asserts it did not panic or die of a signal.
+/// Runs `hetla <line>` (arguments split on spaces; models in `models`): (exit code, stdout,
+/// stderr); asserts it did not panic or die of a signal.
 fn hetla_in(models: &Path, line: &str) -> (i32, String, String) {
     let args: Vec<&str> = line.split_whitespace().collect();
     let out: Output = command(&args, models).output().unwrap();
@@ -54,8 +54,8 @@ fn hetla_in(models: &Path, line: &str) -> (i32, String, String) {
     (out.status.code().unwrap(), stdout, stderr)
 }
 
-/// Asserts `hetla <line>` fails with `code` and a message containing each of `needles`,
-/// with nothing on stdout but, under --json, the error object.
+/// Asserts `hetla <line>` fails with `code` and a message containing each of `needles`, with
+/// nothing on stdout but, under --json, the error object.
 fn fails(models: &Path, line: &str, code: i32, needles: &[&str]) {
     let args: Vec<&str> = line.split_whitespace().collect();
     let (rc, out, err) = hetla_in(models, line);

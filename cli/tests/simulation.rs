@@ -137,8 +137,8 @@ fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Runs `calibrate --tile 64 --samples 2 --output` (plus `extra`) into a fresh folder
-/// named after `name`; returns the folder and the platform file.
+/// Runs `calibrate --tile 64 --samples 2 --output` (plus `extra`) into a fresh folder named after
+/// `name`; returns the folder and the platform file.
 fn calibrate_to_file(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("hetla-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,8 +6,8 @@
 
 use crate::{ClusterError, format_cpu_list};
 
-/// Pins the calling thread to logical CPU `cpu` (best effort, as for cluster threads);
-/// returns whether the OS accepted.
+/// Pins the calling thread to logical CPU `cpu` (best effort, as for cluster threads); returns
+/// whether the OS accepted.
 pub fn pin_current_thread(cpu: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
 }
@@ -27,8 +27,8 @@ impl std::fmt::Debug for CpuCluster {
 }
 
 impl CpuCluster {
-    /// Starts a pool with one thread per CPU of `cpus`, thread i pinned to `cpus[i]`.
-    /// `name` prefixes the thread names ("hetla-c0-1" is thread 1 of cluster 0).
+    /// Starts a pool with one thread per CPU of `cpus`, thread i pinned to `cpus[i]`. `name`
+    /// prefixes the thread names ("hetla-c0-1" is thread 1 of cluster 0).
     pub fn new(cpus: Vec<usize>, name: &str) -> Result<Self, ClusterError> {
         if cpus.is_empty() {
             return Err(ClusterError::ZeroSized {

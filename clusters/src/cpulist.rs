@@ -13,8 +13,8 @@ pub struct CpuListError {
 /// CPU numbers a list may hold are below this (Linux allows at most 8192 CPUs by default).
 pub const MAX_CPUS: usize = 1 << 16;
 
-/// Parses "0-3,8,10-11" into the sorted CPU numbers [0, 1, 2, 3, 8, 10, 11]. Rejects empty
-/// items, reversed ranges and CPUs listed twice.
+/// Parses "0-3,8,10-11" into the sorted CPU numbers [0, 1, 2, 3, 8, 10, 11]. Rejects empty items,
+/// reversed ranges and CPUs listed twice.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
     let err = |reason: String| CpuListError {
         given: text.to_string(),
@@ -95,8 +95,8 @@ pub fn available_cpus() -> Vec<usize> {
     cpus
 }
 
-/// The logical CPUs the kernel has online (Linux sysfs), or `None` where that file does
-/// not exist or cannot be parsed.
+/// The logical CPUs the kernel has online (Linux sysfs), or `None` where that file does not exist
+/// or cannot be parsed.
 pub fn online_cpus() -> Option<Vec<usize>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
     parse_cpu_list(text.trim()).ok()

@@ -7,9 +7,9 @@ use crate::error::ClusterError;
 use crate::topology::{CpuSet, Topology, TopologySource};
 
 impl Topology {
-    /// The topology of this machine, restricted to the CPUs this process may use: from
-    /// hwloc with the `hwloc` feature, from Linux sysfs otherwise. Where neither works (not
-    /// Linux, no sysfs), one package with one core per available CPU.
+    /// The topology of this machine, restricted to the CPUs this process may use: from hwloc with
+    /// the `hwloc` feature, from Linux sysfs otherwise. Where neither works (not Linux, no sysfs),
+    /// one package with one core per available CPU.
     pub fn detect() -> Result<Self, ClusterError> {
         #[cfg(feature = "hwloc")]
         let topology = crate::hwloc::detect()?;

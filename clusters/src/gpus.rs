@@ -1,8 +1,8 @@
 //! GPU discovery: the CUDA devices of this machine, their names and memory.
 //!
-//! The driver library is loaded at run time (cudarc, feature `cuda`, on by default), so a
-//! machine without a driver, without a device, or a build without the feature, simply has
-//! no GPUs: [`gpus`] returns an empty list and nothing panics.
+//! The driver library is loaded at run time (cudarc, feature `cuda`, on by default), so a machine
+//! without a driver, without a device, or a build without the feature, simply has no GPUs: [`gpus`]
+//! returns an empty list and nothing panics.
 
 /// One GPU as the driver describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -28,8 +28,8 @@ pub fn driver_present() -> bool {
     false
 }
 
-/// The GPUs of this machine in ordinal order; empty without a driver or a device. A
-/// device the driver cannot open is left out.
+/// The GPUs of this machine in ordinal order; empty without a driver or a device. A device the
+/// driver cannot open is left out.
 pub fn gpus() -> Vec<GpuInfo> {
     #[cfg(feature = "cuda")]
     {

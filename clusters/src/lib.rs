@@ -1,10 +1,10 @@
 //! # hetla-clusters
 //!
 //! What hetla knows about the CPUs of the machine and how it groups them:
-//! - [`Topology`]: packages, NUMA nodes, L3 and L2 caches, cores and logical CPUs, from
-//!   hwloc (feature `hwloc`) or Linux sysfs, or built by hand for tests;
-//! - [`ClusterSpec`]: "2x10", "numa", "0-3/4-7", "auto"..., resolved against a topology
-//!   into compact groups of cores;
+//! - [`Topology`]: packages, NUMA nodes, L3 and L2 caches, cores and logical CPUs, from hwloc
+//!   (feature `hwloc`) or Linux sysfs, or built by hand for tests;
+//! - [`ClusterSpec`]: "2x10", "numa", "0-3/4-7", "auto"..., resolved against a topology into
+//!   compact groups of cores;
 //! - [`CpuCluster`]: a rayon pool whose threads are pinned to a cluster's cores;
 //! - [`gpus`]: the CUDA devices of the machine (names, memory), empty without a driver;
 //! - the logical CPUs this process may use and the Linux "cpulist" syntax ("0-3,8").

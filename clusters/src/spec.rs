@@ -1,20 +1,20 @@
 //! Cluster specifications: how the cores a run may use are grouped into clusters.
 //!
 //! Forms (case-insensitive):
-//! - `NxM`: N clusters of M cores ("2x10", "4x16", "1x2", "2x1"). Cores are taken in
-//!   hierarchy order, M consecutive cores per cluster, so a cluster's cores share caches
-//!   and a NUMA node whenever M fits in them. Cores beyond N*M stay unused.
-//! - a level, `package`, `numa`, `l3`, `l2` or `core`: one cluster per object of that level,
-//!   with all its cores.
-//! - explicit lists of logical CPUs, one cluster per comma-separated list, lists separated
-//!   by `/` or `;` ("0-3/4-7"), or, when every list is a plain range, by commas ("0-3,4-7").
-//! - `auto`: one cluster per L3 cache when the machine has several, else one per NUMA node
-//!   when it has several, else one cluster with every core. A shared L3 is where a
-//!   cluster's kernels find their data (Cojean et al. (2016) groups the cores of a cache domain).
+//! - `NxM`: N clusters of M cores ("2x10", "4x16", "1x2", "2x1"). Cores are taken in hierarchy
+//!   order, M consecutive cores per cluster, so a cluster's cores share caches and a NUMA node
+//!   whenever M fits in them. Cores beyond N*M stay unused.
+//! - a level, `package`, `numa`, `l3`, `l2` or `core`: one cluster per object of that level, with
+//!   all its cores.
+//! - explicit lists of logical CPUs, one cluster per comma-separated list, lists separated by `/`
+//!   or `;` ("0-3/4-7"), or, when every list is a plain range, by commas ("0-3,4-7").
+//! - `auto`: one cluster per L3 cache when the machine has several, else one per NUMA node when it
+//!   has several, else one cluster with every core. A shared L3 is where a cluster's kernels find
+//!   their data (Cojean et al. (2016) groups the cores of a cache domain).
 //! - `none`: no CPU cluster at all; the run uses its GPUs only.
 //!
-//! A cluster uses one logical CPU per core (the first of its hyperthreads), except with
-//! explicit lists, which name logical CPUs directly.
+//! A cluster uses one logical CPU per core (the first of its hyperthreads), except with explicit
+//! lists, which name logical CPUs directly.
 
 use std::fmt;
 use std::str::FromStr;
@@ -118,9 +118,9 @@ impl fmt::Display for ClusterSpec {
 }
 
 impl ClusterSpec {
-    /// The clusters this spec makes on `topology`, each a sorted list of logical CPUs, in
-    /// hierarchy order. Errors: more cores asked than the topology has, CPUs outside it,
-    /// overlapping lists, a level the topology does not describe. `none` makes no cluster.
+    /// The clusters this spec makes on `topology`, each a sorted list of logical CPUs, in hierarchy
+    /// order. Errors: more cores asked than the topology has, CPUs outside it, overlapping lists, a
+    /// level the topology does not describe. `none` makes no cluster.
     pub fn resolve(&self, topology: &Topology) -> Result<Vec<Vec<usize>>, ClusterError> {
         if *self == Self::None {
             return Ok(Vec::new());

@@ -1,11 +1,11 @@
-//! The hardware topology: packages, NUMA nodes, L3 and L2 caches, cores and their logical
-//! CPUs, each object described by its cpuset (a sorted list of logical CPU numbers).
+//! The hardware topology: packages, NUMA nodes, L3 and L2 caches, cores and their logical CPUs,
+//! each object described by its cpuset (a sorted list of logical CPU numbers).
 //!
-//! One flat description serves every source: Linux sysfs (always built), hwloc (feature
-//! `hwloc`) and hand-made topologies ([`Topology::synthetic`]) that let tests build
-//! clusters for machines they do not run on. Cores are kept in *hierarchy order*
-//! (package, then NUMA node, then L3, then L2, then first logical CPU), so that cutting
-//! the list into consecutive runs gives clusters whose cores share caches and memory.
+//! One flat description serves every source: Linux sysfs (always built), hwloc (feature `hwloc`)
+//! and hand-made topologies ([`Topology::synthetic`]) that let tests build clusters for machines
+//! they do not run on. Cores are kept in *hierarchy order* (package, then NUMA node, then L3, then
+//! L2, then first logical CPU), so that cutting the list into consecutive runs gives clusters whose
+//! cores share caches and memory.
 
 use std::fmt;
 
@@ -25,8 +25,8 @@ pub enum TopologySource {
     Manual,
 }
 
-/// The CPUs of a machine as a hierarchy of cpusets. Only logical CPUs this process may use
-/// appear (see [`Topology::restrict`]); objects left without CPUs are dropped.
+/// The CPUs of a machine as a hierarchy of cpusets. Only logical CPUs this process may use appear
+/// (see [`Topology::restrict`]); objects left without CPUs are dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     source: TopologySource,
@@ -38,9 +38,9 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// A topology from its objects' cpusets. Levels may be empty where the source has no
-    /// such information (a level then cannot be used in a cluster spec). Cores are sorted
-    /// into hierarchy order; every cpuset is sorted and deduplicated.
+    /// A topology from its objects' cpusets. Levels may be empty where the source has no such
+    /// information (a level then cannot be used in a cluster spec). Cores are sorted into hierarchy
+    /// order; every cpuset is sorted and deduplicated.
     pub fn from_parts(
         source: TopologySource,
         packages: Vec<CpuSet>,
@@ -61,9 +61,9 @@ impl Topology {
         topology
     }
 
-    /// A regular machine: `packages` packages, each with `l3_per_package` L3 caches (one
-    /// NUMA node per L3), each shared by `cores_per_l3` cores with a private L2 and
-    /// `threads_per_core` hyperthreads. Logical CPUs are numbered core after core.
+    /// A regular machine: `packages` packages, each with `l3_per_package` L3 caches (one NUMA node
+    /// per L3), each shared by `cores_per_l3` cores with a private L2 and `threads_per_core`
+    /// hyperthreads. Logical CPUs are numbered core after core.
     pub fn synthetic(
         packages: usize,
         l3_per_package: usize,
@@ -103,8 +103,7 @@ impl Topology {
         )
     }
 
-    /// The same topology with only the logical CPUs in `allowed`; objects left empty are
-    /// dropped.
+    /// The same topology with only the logical CPUs in `allowed`; objects left empty are dropped.
     pub fn restrict(&self, allowed: &[usize]) -> Self {
         let keep = |sets: &[CpuSet]| -> Vec<CpuSet> {
             sets.iter()
@@ -121,8 +120,8 @@ impl Topology {
         )
     }
 
-    /// The same topology without its last `count` cores (in hierarchy order): the cores
-    /// that GPU host threads reserve before clusters are formed.
+    /// The same topology without its last `count` cores (in hierarchy order): the cores that GPU
+    /// host threads reserve before clusters are formed.
     pub fn without_last_cores(&self, count: usize) -> Self {
         let keep = self.cores.len().saturating_sub(count);
         let allowed: Vec<usize> = self.cores[..keep].concat();
@@ -134,8 +133,8 @@ impl Topology {
         self.source
     }
 
-    /// The objects of one level, each a cpuset, in hierarchy order (empty when the source
-    /// had no information on that level).
+    /// The objects of one level, each a cpuset, in hierarchy order (empty when the source had no
+    /// information on that level).
     pub fn level(&self, level: Level) -> &[CpuSet] {
         match level {
             Level::Package => &self.packages,
@@ -186,8 +185,8 @@ impl Topology {
     }
 }
 
-/// Sorts each set, drops empty ones and duplicates (a cache shared by several CPUs is
-/// listed once per CPU by sysfs), and orders the sets by their first CPU.
+/// Sorts each set, drops empty ones and duplicates (a cache shared by several CPUs is listed once
+/// per CPU by sysfs), and orders the sets by their first CPU.
 fn normalise(mut sets: Vec<CpuSet>) -> Vec<CpuSet> {
     for s in &mut sets {
         s.sort_unstable();

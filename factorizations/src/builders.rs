@@ -1,5 +1,5 @@
-//! Builders of the task graphs of the tiled Cholesky factorisation and of the solve, on
-//! one node and over a process grid.
+//! Builders of the task graphs of the tiled Cholesky factorisation and of the solve, on one node
+//! and over a process grid.
 
 use hetla_kernels::{Op, Shape};
 
@@ -9,12 +9,12 @@ use crate::{Access, MatrixId, Mode, ProcessGrid, TaskGraph, TileRef, Tiling, Til
 pub const FACTOR: MatrixId = MatrixId(0);
 /// The right-hand sides of a solve, overwritten by the solution.
 pub const RHS: MatrixId = MatrixId(1);
-/// The partial sums of a distributed substitution ([`distributed_substitution`]): tiles
-/// that start at zero and collect the updates of one rank, to be added where they belong.
+/// The partial sums of a distributed substitution ([`distributed_substitution`]): tiles that start
+/// at zero and collect the updates of one rank, to be added where they belong.
 pub const SUMS: MatrixId = MatrixId(2);
 
-/// Adds one task whose accesses are `reads` then the written tile, with flops computed
-/// from the tile shapes.
+/// Adds one task whose accesses are `reads` then the written tile, with flops computed from the
+/// tile shapes.
 fn push(g: &mut TaskGraph, op: Op, reads: &[(TileRef, &Tiling)], write: (TileRef, &Tiling)) {
     let shaped = |(t, tiling): (TileRef, &Tiling)| (t, tiling.tile_shape(t.row, t.col));
     let reads: Vec<_> = reads.iter().map(|&x| shaped(x)).collect();
@@ -39,9 +39,9 @@ fn push_shaped(g: &mut TaskGraph, op: Op, reads: &[(TileRef, Shape)], write: (Ti
     g.add_task(op, accesses, op.flops(&shapes));
 }
 
-/// The right-looking tiled Cholesky factorisation of the lower triangle of a square
-/// matrix: for each k, POTRF(A_kk), TRSM(A_kk, A_ik) for i > k, then SYRK(A_ik, A_ii) and
-/// GEMM(A_ik, A_jk, A_ij) for k < j < i. Only lower tiles are touched.
+/// The right-looking tiled Cholesky factorisation of the lower triangle of a square matrix: for
+/// each k, POTRF(A_kk), TRSM(A_kk, A_ik) for i > k, then SYRK(A_ik, A_ii) and GEMM(A_ik, A_jk,
+/// A_ij) for k < j < i. Only lower tiles are touched.
 pub fn cholesky(a: &Tiling) -> Result<TaskGraph, TilingError> {
     a.ensure_square()?;
     let nt = a.row_tiles();
@@ -75,8 +75,8 @@ fn check_rhs(l: &Tiling, b: &Tiling) -> Result<(), TilingError> {
     Ok(())
 }
 
-/// Adds to `g` the forward substitution L Y = B, overwriting the right-hand sides B (tiled
-/// by `b`, same tile size as the factor `l`) with Y.
+/// Adds to `g` the forward substitution L Y = B, overwriting the right-hand sides B (tiled by `b`,
+/// same tile size as the factor `l`) with Y.
 pub fn forward_substitution(g: &mut TaskGraph, l: &Tiling, b: &Tiling) -> Result<(), TilingError> {
     check_rhs(l, b)?;
     let lt = |i, j| (TileRef::new(FACTOR, i, j), l);
@@ -108,21 +108,21 @@ pub fn backward_substitution(g: &mut TaskGraph, l: &Tiling, b: &Tiling) -> Resul
     Ok(())
 }
 
-/// Adds to `g` the forward (L Y = B, `transposed` false) or backward (L^T X = Y) substitution
-/// for a run over `grid`, where each update runs on the rank that holds the tile of L it
-/// reads (owner computes on the tiles of [`SUMS`]): L never travels, only tiles of B and
-/// partial sums, each of `tile x nrhs` entries at most.
+/// Adds to `g` the forward (L Y = B, `transposed` false) or backward (L^T X = Y) substitution for a
+/// run over `grid`, where each update runs on the rank that holds the tile of L it reads (owner
+/// computes on the tiles of [`SUMS`]): L never travels, only tiles of B and partial sums, each of
+/// `tile x nrhs` entries at most.
 ///
-/// - **Forward**: the update of B_(i,c) by L_ik B_(k,c) runs with L_ik on rank
-///   (i mod P, k mod Q). It goes into B_(i,c) itself when that rank holds it (k = c mod Q),
-///   else into the partial sum [`SUMS`] (i, c Q + k mod Q), which lives there too. Before
-///   B_(k,c) is solved it adds the partial sums of its row ([`Op::Add`]).
-/// - **Backward**: the update of B_(i,c) by L_ki^T B_(k,c) runs with L_ki on rank
-///   (k mod P, i mod Q), into B_(i,c) or into the partial sum (c P + k mod P, i).
+/// - **Forward**: the update of B_(i,c) by L_ik B_(k,c) runs with L_ik on rank (i mod P, k mod Q).
+///   It goes into B_(i,c) itself when that rank holds it (k = c mod Q), else into the partial sum
+///   [`SUMS`] (i, c Q + k mod Q), which lives there too. Before B_(k,c) is solved it adds the
+///   partial sums of its row ([`Op::Add`]).
+/// - **Backward**: the update of B_(i,c) by L_ki^T B_(k,c) runs with L_ki on rank (k mod P, i mod
+///   Q), into B_(i,c) or into the partial sum (c P + k mod P, i).
 ///
-/// A partial sum tile is `rows of tile row i x columns of tile column c` of B
-/// ([`sum_shape`]); every rank runs one substitution as one run, each tile of B and each
-/// partial sum sent once, when final.
+/// A partial sum tile is `rows of tile row i x columns of tile column c` of B ([`sum_shape`]);
+/// every rank runs one substitution as one run, each tile of B and each partial sum sent once, when
+/// final.
 pub fn distributed_substitution(
     g: &mut TaskGraph,
     l: &Tiling,
@@ -188,8 +188,8 @@ pub fn distributed_substitution(
     Ok(())
 }
 
-/// The shape of the partial sum `tile` of [`distributed_substitution`]: the rows of the
-/// tile row of B it is added to, and the columns of its tile column.
+/// The shape of the partial sum `tile` of [`distributed_substitution`]: the rows of the tile row of
+/// B it is added to, and the columns of its tile column.
 pub fn sum_shape(
     tile: TileRef,
     l: &Tiling,

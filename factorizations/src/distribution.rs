@@ -1,17 +1,16 @@
 //! Tiles over processes: the 2D block-cyclic layout and the messages a task graph needs.
 //!
 //! A [`ProcessGrid`] of P x Q ranks owns tile (i, j) of every matrix at rank
-//! `(i mod P) * Q + (j mod Q)`: ScaLAPACK's layout with row-major rank order (BLACS grid
-//! order "R"), so a matrix a user already distributes that way maps tile for tile.
+//! `(i mod P) * Q + (j mod Q)`: ScaLAPACK's layout with row-major rank order (BLACS grid order
+//! "R"), so a matrix a user already distributes that way maps tile for tile.
 //!
-//! Tasks run where their output lives ("owner computes"): a task runs on the rank owning
-//! the tile it writes. Every write of a tile therefore happens on its owner, and a task on
-//! another rank that reads the tile needs it sent there once per version (the version is
-//! the task that wrote it last, or the initial data). [`messages`] lists each (tile,
-//! version, destination) once, in the order the first task needing it was submitted: the
-//! exact communication of a distributed run, which [`bytes_sent`] totals per rank. The
-//! runtime posts its sends and receives from this list; tests check it against the closed
-//! form of the tiled Cholesky factorisation.
+//! Tasks run where their output lives ("owner computes"): a task runs on the rank owning the tile
+//! it writes. Every write of a tile therefore happens on its owner, and a task on another rank that
+//! reads the tile needs it sent there once per version (the version is the task that wrote it last,
+//! or the initial data). [`messages`] lists each (tile, version, destination) once, in the order
+//! the first task needing it was submitted: the exact communication of a distributed run, which
+//! [`bytes_sent`] totals per rank. The runtime posts its sends and receives from this list; tests
+//! check it against the closed form of the tiled Cholesky factorisation.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -150,8 +149,8 @@ pub struct Message {
     pub first_reader: TaskId,
 }
 
-/// Every tile version a distributed run of `graph` on `grid` sends, once per destination,
-/// in the order of the first task that needs it.
+/// Every tile version a distributed run of `graph` on `grid` sends, once per destination, in the
+/// order of the first task that needs it.
 pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
     let mut version: HashMap<TileRef, TaskId> = HashMap::new();
     let mut sent: HashSet<(TileRef, Option<TaskId>, Rank)> = HashSet::new();

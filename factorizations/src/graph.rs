@@ -33,8 +33,8 @@ pub enum Mode {
     Read,
     /// Read and overwritten.
     ReadWrite,
-    /// Overwritten without being read (a product with beta = 0 on its first step): no
-    /// copy of the old contents is ever needed.
+    /// Overwritten without being read (a product with beta = 0 on its first step): no copy of the
+    /// old contents is ever needed.
     Write,
 }
 
@@ -59,8 +59,8 @@ pub struct Access {
     pub mode: Mode,
 }
 
-/// A task of a graph: its index in submission order. Tables over a graph's tasks index by
-/// it directly (`Vec<T>` and `[T]` implement `Index<TaskId>`).
+/// A task of a graph: its index in submission order. Tables over a graph's tasks index by it
+/// directly (`Vec<T>` and `[T]` implement `Index<TaskId>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct TaskId(pub usize);
@@ -73,8 +73,8 @@ impl std::fmt::Display for TaskId {
 
 crate::index_by!(TaskId);
 
-/// One task: a tile operation, its tile accesses in the operand order of [`Op`] (reads
-/// first, the written tile last), and its flop count.
+/// One task: a tile operation, its tile accesses in the operand order of [`Op`] (reads first, the
+/// written tile last), and its flop count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
     /// The operation.
@@ -92,8 +92,8 @@ struct TileHistory {
     readers_since_write: Vec<TaskId>,
 }
 
-/// A directed acyclic graph of tasks built in sequential order. Every edge goes from an
-/// earlier task to a later one, so submission order is a valid topological order.
+/// A directed acyclic graph of tasks built in sequential order. Every edge goes from an earlier
+/// task to a later one, so submission order is a valid topological order.
 #[derive(Debug, Clone, Default)]
 pub struct TaskGraph {
     tasks: Vec<Task>,
@@ -108,9 +108,9 @@ impl TaskGraph {
         Self::default()
     }
 
-    /// Appends a task and returns its id. Its predecessors are the tasks it must wait for:
-    /// the last writer of every tile it uses (read after write, write after write) and,
-    /// for every tile it overwrites, the readers since that write (write after read).
+    /// Appends a task and returns its id. Its predecessors are the tasks it must wait for: the last
+    /// writer of every tile it uses (read after write, write after write) and, for every tile it
+    /// overwrites, the readers since that write (write after read).
     pub fn add_task(&mut self, op: Op, accesses: Vec<Access>, flops: f64) -> TaskId {
         let id = TaskId(self.tasks.len());
         let mut preds = Vec::new();
@@ -182,16 +182,16 @@ impl TaskGraph {
         self.predecessors.iter().map(Vec::len).sum()
     }
 
-    /// Multiplies every task's flops by `factor`: builders count real flops, and a graph
-    /// run in complex arithmetic does 4 times as many (`Precision::flop_factor`).
+    /// Multiplies every task's flops by `factor`: builders count real flops, and a graph run in
+    /// complex arithmetic does 4 times as many (`Precision::flop_factor`).
     pub fn scale_flops(&mut self, factor: f64) {
         for task in &mut self.tasks {
             task.flops *= factor;
         }
     }
 
-    /// Bottom levels in flops: each task's flops plus the largest bottom level of its
-    /// successors (the schedulers' priorities: the critical path runs first).
+    /// Bottom levels in flops: each task's flops plus the largest bottom level of its successors
+    /// (the schedulers' priorities: the critical path runs first).
     pub fn bottom_levels(&self) -> Vec<f64> {
         let mut levels = vec![0.0; self.len()];
         // Edges go from earlier to later tasks: one backward sweep suffices.
@@ -211,8 +211,7 @@ impl TaskGraph {
         self.tasks.iter().map(|t| t.flops).sum()
     }
 
-    /// Number of tasks of each kind of operation, in [`Op::KINDS`] order, kinds absent
-    /// omitted.
+    /// Number of tasks of each kind of operation, in [`Op::KINDS`] order, kinds absent omitted.
     pub fn op_counts(&self) -> Vec<(Op, usize)> {
         Op::KINDS
             .into_iter()

@@ -1,7 +1,7 @@
 //! Tables indexed by id newtypes.
 
-/// Lets tables over a graph's tasks, or a run's workers or data handles (`Vec<T>`, `[T]`),
-/// be indexed by the id newtype (a tuple struct over `usize`) directly.
+/// Lets tables over a graph's tasks, or a run's workers or data handles (`Vec<T>`, `[T]`), be
+/// indexed by the id newtype (a tuple struct over `usize`) directly.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! index_by {

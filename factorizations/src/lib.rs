@@ -1,14 +1,13 @@
 //! # hetla-factorizations
 //!
-//! Tiled algorithms written as task graphs, independent of how they are executed. A
-//! [`TaskGraph`] is built in sequential order ("sequential task flow"): each task is a tile
-//! operation of `hetla-kernels` and the tiles it reads or overwrites; dependencies are
-//! inferred from those accesses (read after write, write after read, write after write),
-//! so any execution that respects the edges computes what the sequential order computes.
-//! [`Tiling`] cuts a matrix into b x b tiles with a ragged last row and column of tiles.
-//! The builders give the tiled Cholesky factorisation ([`cholesky`]) and the forward and
-//! backward substitutions of a solve ([`forward_substitution`], [`backward_substitution`]),
-//! and the tiled general matrix product ([`matmul`]).
+//! Tiled algorithms written as task graphs, independent of how they are executed. A [`TaskGraph`]
+//! is built in sequential order ("sequential task flow"): each task is a tile operation of
+//! `hetla-kernels` and the tiles it reads or overwrites; dependencies are inferred from those
+//! accesses (read after write, write after read, write after write), so any execution that respects
+//! the edges computes what the sequential order computes. [`Tiling`] cuts a matrix into b x b tiles
+//! with a ragged last row and column of tiles. The builders give the tiled Cholesky factorisation
+//! ([`cholesky`]) and the forward and backward substitutions of a solve ([`forward_substitution`],
+//! [`backward_substitution`]), and the tiled general matrix product ([`matmul`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

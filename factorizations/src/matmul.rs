@@ -1,11 +1,11 @@
 //! The tiled general matrix product C <- alpha op(A) op(B) + beta C as a task graph.
 //!
-//! C (m x n) is cut into r x s tiles and the inner dimension k into t steps, all with the
-//! same tile side. Task (i, j, l) is one [`Op::MatMul`] on A's tile of op(A) block (i, l),
-//! B's tile of op(B) block (l, j) and C's tile (i, j); the step l = 0 applies beta, later
-//! steps add (beta = 1). The tasks of one C tile form a chain in l order (they all write
-//! C(i, j)); chains are independent, so any assignment of whole chains, or of single
-//! steps, to processors is valid. Tasks are numbered `(i * s + j) * t + l`.
+//! C (m x n) is cut into r x s tiles and the inner dimension k into t steps, all with the same tile
+//! side. Task (i, j, l) is one [`Op::MatMul`] on A's tile of op(A) block (i, l), B's tile of op(B)
+//! block (l, j) and C's tile (i, j); the step l = 0 applies beta, later steps add (beta = 1). The
+//! tasks of one C tile form a chain in l order (they all write C(i, j)); chains are independent, so
+//! any assignment of whole chains, or of single steps, to processors is valid. Tasks are numbered
+//! `(i * s + j) * t + l`.
 
 use hetla_kernels::{MatMul, Op};
 
@@ -18,8 +18,8 @@ pub const MATMUL_B: MatrixId = MatrixId(1);
 /// The result C of a product.
 pub const MATMUL_C: MatrixId = MatrixId(2);
 
-/// The shape of a tiled product: the tilings of A, B and C as stored, and the tile grid
-/// of the iteration space (r x s tiles of C, t steps of the inner dimension).
+/// The shape of a tiled product: the tilings of A, B and C as stored, and the tile grid of the
+/// iteration space (r x s tiles of C, t steps of the inner dimension).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MatMulTiling {
     /// The product's parameters.
@@ -101,8 +101,8 @@ impl MatMulTiling {
     }
 }
 
-/// The task graph of the tiled product (see the module documentation). An empty inner
-/// dimension gives no task (C <- beta C is then the caller's, without tiles to read).
+/// The task graph of the tiled product (see the module documentation). An empty inner dimension
+/// gives no task (C <- beta C is then the caller's, without tiles to read).
 pub fn matmul(tiling: &MatMulTiling) -> TaskGraph {
     let mut g = TaskGraph::new();
     let p = tiling.params;

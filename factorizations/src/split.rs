@@ -1,19 +1,19 @@
-//! How a task graph splits over the ranks of a process grid: the one split that hetla's
-//! distributed executor (feature `mpi`) and its distributed simulation both follow, so
-//! that a simulated run sends exactly what a real one does.
+//! How a task graph splits over the ranks of a process grid: the one split that hetla's distributed
+//! executor (feature `mpi`) and its distributed simulation both follow, so that a simulated run
+//! sends exactly what a real one does.
 //!
-//! - **Tasks** run where the tile they write lives ([`task_rank`], owner computes); each
-//!   rank's tasks form a graph of their own, in the whole graph's order.
-//! - **Priorities** are the tasks' bottom levels in the whole graph: a rank's own part
-//!   misses the remote successors, and would rank the tasks that feed other ranks too low.
-//! - **Messages** are [`messages`]' list: each version of a tile that a remote task reads,
-//!   once to each rank that runs such a task (for Cholesky, each final tile of L). The
-//!   sender is the task that wrote the version (or, for a tile the run only reads, the
-//!   start of the run); the receivers are every task of the destination that reads it,
-//!   which wait for it as an input from outside their run.
+//! - **Tasks** run where the tile they write lives ([`task_rank`], owner computes); each rank's
+//!   tasks form a graph of their own, in the whole graph's order.
+//! - **Priorities** are the tasks' bottom levels in the whole graph: a rank's own part misses the
+//!   remote successors, and would rank the tasks that feed other ranks too low.
+//! - **Messages** are [`messages`]' list: each version of a tile that a remote task reads, once to
+//!   each rank that runs such a task (for Cholesky, each final tile of L). The sender is the task
+//!   that wrote the version (or, for a tile the run only reads, the start of the run); the
+//!   receivers are every task of the destination that reads it, which wait for it as an input from
+//!   outside their run.
 //! - **Refused**: a graph that would send two versions of one tile to one rank (not the
-//!   communication of a factorisation or of one substitution; supporting it needs one
-//!   receive buffer per version).
+//!   communication of a factorisation or of one substitution; supporting it needs one receive
+//!   buffer per version).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -35,9 +35,8 @@ pub struct RankShare {
     pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
     /// The remote tiles this rank reads, each with its tasks that read it, by tile.
     pub receives: Vec<(TileRef, Vec<TaskId>)>,
-    /// Tiles expected from each rank that sends this one any, by rank (the others send
-    /// none: a grid of many ranks costs memory in proportion to its messages, not to its
-    /// ranks squared).
+    /// Tiles expected from each rank that sends this one any, by rank (the others send none: a grid
+    /// of many ranks costs memory in proportion to its messages, not to its ranks squared).
     pub expected_from: BTreeMap<Rank, usize>,
 }
 
@@ -51,8 +50,8 @@ pub struct GridSplit {
     pub local: Vec<TaskId>,
 }
 
-/// Why a graph's communication is not what a distributed run carries: the tile, and what
-/// would be sent of it.
+/// Why a graph's communication is not what a distributed run carries: the tile, and what would be
+/// sent of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitError {
     /// The tile.

@@ -31,9 +31,9 @@ pub enum TilingError {
     },
 }
 
-/// A `rows x cols` matrix cut into `tile x tile` tiles; the last row and column of tiles
-/// are ragged (smaller) when `tile` does not divide the dimension. A tile larger than the
-/// matrix gives a single tile.
+/// A `rows x cols` matrix cut into `tile x tile` tiles; the last row and column of tiles are ragged
+/// (smaller) when `tile` does not divide the dimension. A tile larger than the matrix gives a
+/// single tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tiling {
     rows: usize,

@@ -27,9 +27,8 @@ fn reachable(g: &TaskGraph, from: TaskId, to: TaskId) -> bool {
     false
 }
 
-/// Every pair of tasks that touch a common tile, one of them writing it, is ordered by a
-/// path in the graph: that is what makes any edge-respecting execution sequentially
-/// consistent.
+/// Every pair of tasks that touch a common tile, one of them writing it, is ordered by a path in
+/// the graph: that is what makes any edge-respecting execution sequentially consistent.
 fn assert_conflicts_are_ordered(g: &TaskGraph) {
     for b in g.ids() {
         for a in (0..b.0).map(TaskId) {
@@ -207,9 +206,9 @@ proptest! {
     }
 }
 
-/// The Cholesky messages counted from the algorithm, not the graph: after step k,
-/// L_kk goes to the ranks of the TRSMs below it, and L_ik to the ranks of the SYRK
-/// and GEMMs of row i and of column i of the trailing matrix.
+/// The Cholesky messages counted from the algorithm, not the graph: after step k, L_kk goes to the
+/// ranks of the TRSMs below it, and L_ik to the ranks of the SYRK and GEMMs of row i and of column
+/// i of the trailing matrix.
 fn cholesky_closed_form(tiles: usize, grid: &ProcessGrid) -> HashSet<(usize, usize, Rank)> {
     let owner = |i, j| grid.owner(TileRef::new(FACTOR, i, j));
     let mut out = HashSet::new();

@@ -1,9 +1,9 @@
-//! Gflop/s of each CPU tile kernel of the Cholesky factorisation beside the library's own
-//! plain GEMM (C -= A B, column-major operands: its fast path, on its own threads), for
-//! every backend in this build, at tiles 128 to 2048, on 1 and 2 threads.
+//! Gflop/s of each CPU tile kernel of the Cholesky factorisation beside the library's own plain
+//! GEMM (C -= A B, column-major operands: its fast path, on its own threads), for every backend in
+//! this build, at tiles 128 to 2048, on 1 and 2 threads.
 //!
-//! Throughput is declared in flops, so criterion's "Gelem/s" reads as Gflop/s.
-//! Run: `cargo bench -p hetla-kernels` (add `--features openblas` for OpenBLAS).
+//! Throughput is declared in flops, so criterion's "Gelem/s" reads as Gflop/s. Run:
+//! `cargo bench -p hetla-kernels` (add `--features openblas` for OpenBLAS).
 
 use std::num::NonZeroUsize;
 

@@ -1,11 +1,11 @@
 //! Tiles whose precision is known at run time only: [`AnyRef`], [`AnyMut`] and the owned
 //! [`AnyMat`], one variant per [`Precision`].
 //!
-//! Computing code is generic over [`Scalar`]; code that *moves* tiles without computing on
-//! them (a device's uploads, downloads and replicas, behind a trait object that cannot have
-//! generic methods) takes these instead. A typed view goes in with [`Scalar::any_ref`] and
-//! comes back out with [`Scalar::of_any_ref`]; [`Backend::run_any`](crate::Backend::run_any)
-//! runs a kernel on them once it has checked that every operand has one precision.
+//! Computing code is generic over [`Scalar`]; code that *moves* tiles without computing on them (a
+//! device's uploads, downloads and replicas, behind a trait object that cannot have generic
+//! methods) takes these instead. A typed view goes in with [`Scalar::any_ref`] and comes back out
+//! with [`Scalar::of_any_ref`]; [`Backend::run_any`](crate::Backend::run_any) runs a kernel on them
+//! once it has checked that every operand has one precision.
 
 use faer::{Mat, MatMut, MatRef};
 
@@ -76,8 +76,8 @@ impl AnyMut<'_> {
         each_precision!(self, AnyMut, m => (m.nrows(), m.ncols()))
     }
 
-    /// Copies `src` (same precision and shape) into it, by columns over `pool`'s threads
-    /// when given ([`crate::copy_by_columns`]).
+    /// Copies `src` (same precision and shape) into it, by columns over `pool`'s threads when given
+    /// ([`crate::copy_by_columns`]).
     pub fn copy_from(
         self,
         src: AnyRef<'_>,
@@ -145,8 +145,7 @@ fn precision_of<S: Scalar>(_: &MatRef<'_, S>) -> Precision {
     S::PRECISION
 }
 
-/// Copies `src` into `dst` when it has `dst`'s precision (checked by the caller, and
-/// again here).
+/// Copies `src` into `dst` when it has `dst`'s precision (checked by the caller, and again here).
 fn copy_typed<S: Scalar>(
     dst: MatMut<'_, S>,
     src: AnyRef<'_>,

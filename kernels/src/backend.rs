@@ -23,8 +23,8 @@ macro_rules! openblas {
     }};
 }
 
-/// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled
-/// into this build reports [`KernelError::BackendUnavailable`] instead of running.
+/// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled into this
+/// build reports [`KernelError::BackendUnavailable`] instead of running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Backend {
     /// faer, pure Rust, always available (the default).
@@ -68,9 +68,9 @@ impl Backend {
         }
     }
 
-    /// The library's own Cholesky of a whole matrix on `par` threads, as a user calling it
-    /// directly would (faer's `cholesky_in_place`, LAPACK ?potrf with OpenBLAS's threads):
-    /// the peer hetla is measured against, not a tile kernel.
+    /// The library's own Cholesky of a whole matrix on `par` threads, as a user calling it directly
+    /// would (faer's `cholesky_in_place`, LAPACK ?potrf with OpenBLAS's threads): the peer hetla is
+    /// measured against, not a tile kernel.
     pub fn library_potrf<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
         self.ensure_available()?;
         match self {
@@ -79,9 +79,9 @@ impl Backend {
         }
     }
 
-    /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS
-    /// ?gemm with its threads): the peer of `--compare`. Give column-major A and B for the
-    /// library's fast path.
+    /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS ?gemm
+    /// with its threads): the peer of `--compare`. Give column-major A and B for the library's fast
+    /// path.
     pub fn library_gemm_sub<T: Scalar>(
         self,
         a: MatRef<'_, T>,
@@ -100,8 +100,8 @@ impl Backend {
     }
 
     /// The number of threads the library itself would use for its next call: OpenBLAS's
-    /// process-wide count (1 whenever hetla's kernels run), `None` for faer (which uses the
-    /// pool it is called from).
+    /// process-wide count (1 whenever hetla's kernels run), `None` for faer (which uses the pool it
+    /// is called from).
     pub fn library_threads(self) -> Option<usize> {
         match self {
             Backend::Faer => None,
@@ -112,8 +112,8 @@ impl Backend {
         }
     }
 
-    /// The sequential kernels every parallel one is made of (one thread: OpenBLAS is told
-    /// so before each call).
+    /// The sequential kernels every parallel one is made of (one thread: OpenBLAS is told so before
+    /// each call).
     pub(crate) fn matmul_seq<T: Scalar>(
         self,
         a: (MatRef<'_, T>, Conj),

@@ -1,7 +1,6 @@
-//! Copies between a tile of a column-major matrix and a contiguous buffer (packing for
-//! transfers to and from devices), by columns, on a pool's threads when one is given:
-//! one core copies a few GB/s, slower than a PCIe link, so a device fed by one thread
-//! waits for its packing.
+//! Copies between a tile of a column-major matrix and a contiguous buffer (packing for transfers to
+//! and from devices), by columns, on a pool's threads when one is given: one core copies a few
+//! GB/s, slower than a PCIe link, so a device fed by one thread waits for its packing.
 
 use faer::{MatMut, MatRef};
 use rayon::prelude::*;

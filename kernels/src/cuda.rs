@@ -1,39 +1,35 @@
-//! GPU tile kernels: POTRF through cuSOLVER, the others through cuBLAS, on one device,
-//! with cudarc (cargo feature `cuda`, on by default).
+//! GPU tile kernels: POTRF through cuSOLVER, the others through cuBLAS, on one device, with cudarc
+//! (cargo feature `cuda`, on by default).
 //!
-//! The CUDA libraries are loaded when first used, never linked, so this module builds on
-//! any machine; [`crate::cuda_libs`] finds them without `LD_LIBRARY_PATH`. cudarc panics when a library it needs cannot be loaded; every entry point
-//! here checks first ([`driver_present`], and the cuBLAS and cuSOLVER libraries in
-//! [`GpuContext::new`]), so a machine without a driver simply has no GPU and a missing
-//! library is an error that says which one.
+//! The CUDA libraries are loaded when first used, never linked, so this module builds on any
+//! machine; [`crate::cuda_libs`] finds them without `LD_LIBRARY_PATH`. cudarc panics when a library
+//! it needs cannot be loaded; every entry point here checks first ([`driver_present`], and the
+//! cuBLAS and cuSOLVER libraries in [`GpuContext::new`]), so a machine without a driver simply has
+//! no GPU and a missing library is an error that says which one.
 //!
-//! A [`GpuContext`] owns one device's context and three streams: kernels run on the
-//! compute stream, uploads on the host-to-device stream, downloads on the device-to-host
-//! stream. cudarc records an event on each use of a device buffer and makes the next
-//! stream that uses it wait for that event, so an upload followed by a kernel on the other
-//! stream is ordered without a host-side wait.
+//! A [`GpuContext`] owns one device's context and three streams: kernels run on the compute stream,
+//! uploads on the host-to-device stream, downloads on the device-to-host stream. cudarc records an
+//! event on each use of a device buffer and makes the next stream that uses it wait for that event,
+//! so an upload followed by a kernel on the other stream is ordered without a host-side wait.
 //!
-//! Kernels are **launched**, not run: [`GpuContext::launch`] queues the kernel between two
-//! timing events and returns a [`GpuKernel`], so a worker keeps several kernels in flight
-//! and waits only for the oldest. The events give the kernel's own duration (the wait for
-//! its uploads comes before the first event), which is what the performance models
-//! record. POTRF's `devInfo` is copied to page-locked memory on the same stream and read
-//! once the end event has completed.
+//! Kernels are **launched**, not run: [`GpuContext::launch`] queues the kernel between two timing
+//! events and returns a [`GpuKernel`], so a worker keeps several kernels in flight and waits only
+//! for the oldest. The events give the kernel's own duration (the wait for its uploads comes before
+//! the first event), which is what the performance models record. POTRF's `devInfo` is copied to
+//! page-locked memory on the same stream and read once the end event has completed.
 //!
-//! Host memory: the tiles live in the caller's matrix, which is pageable and strided (a
-//! tile of a column-major matrix with a larger leading dimension). Transfers therefore go
-//! through page-locked **staging buffers** owned by the context, a few per tile size,
-//! reused round-robin. An upload packs the tile into a staging buffer and queues the copy:
-//! it returns before the copy ends, and the buffer is reused only once that copy is done.
-//! A download queues the copy into a staging buffer, waits for it, and unpacks it into the
-//! tile. The caller's matrix is never page-locked.
+//! Host memory: the tiles live in the caller's matrix, which is pageable and strided (a tile of a
+//! column-major matrix with a larger leading dimension). Transfers therefore go through page-locked
+//! **staging buffers** owned by the context, a few per tile size, reused round-robin. An upload
+//! packs the tile into a staging buffer and queues the copy: it returns before the copy ends, and
+//! the buffer is reused only once that copy is done. A download queues the copy into a staging
+//! buffer, waits for it, and unpacks it into the tile. The caller's matrix is never page-locked.
 //!
-//! Device tiles ([`GpuTile`]) are contiguous, column-major, with leading dimension = rows,
-//! in any of the four precisions: a tile holds its bytes and its [`Precision`], the host
-//! side comes as an [`AnyRef`]/[`AnyMut`] of the same precision, and a kernel calls the
-//! S, D, C or Z routine of its tiles' precision (cuBLAS ?trsm, ?syrk or ?herk for complex,
-//! ?gemm, ?geam; cuSOLVER ?potrf), with conjugate transposes for complex tiles as on the
-//! CPU ([`crate::Scalar`]).
+//! Device tiles ([`GpuTile`]) are contiguous, column-major, with leading dimension = rows, in any
+//! of the four precisions: a tile holds its bytes and its [`Precision`], the host side comes as an
+//! [`AnyRef`]/[`AnyMut`] of the same precision, and a kernel calls the S, D, C or Z routine of its
+//! tiles' precision (cuBLAS ?trsm, ?syrk or ?herk for complex, ?gemm, ?geam; cuSOLVER ?potrf), with
+//! conjugate transposes for complex tiles as on the CPU ([`crate::Scalar`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,8 +60,8 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// Number of CUDA devices: 0 without a driver, or when the driver reports none (or fails).
-/// (Names and memory sizes: `hetla_clusters::gpus`.)
+/// Number of CUDA devices: 0 without a driver, or when the driver reports none (or fails). (Names
+/// and memory sizes: `hetla_clusters::gpus`.)
 pub fn device_count() -> usize {
     if !driver_present() {
         return 0;
@@ -73,8 +69,8 @@ pub fn device_count() -> usize {
     CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
-/// A tile in device memory: contiguous, column-major, leading dimension = rows, its
-/// elements in `precision`.
+/// A tile in device memory: contiguous, column-major, leading dimension = rows, its elements in
+/// `precision`.
 pub struct GpuTile {
     data: CudaSlice<u8>,
     rows: usize,
@@ -104,15 +100,15 @@ impl GpuTile {
     }
 }
 
-/// POTRF's workspace, shared by the POTRFs queued on the compute stream (they run one after
-/// the other; a larger one replaces it, and the old buffer is freed in stream order).
+/// POTRF's workspace, shared by the POTRFs queued on the compute stream (they run one after the
+/// other; a larger one replaces it, and the old buffer is freed in stream order).
 struct PotrfScratch {
     work: CudaSlice<u8>,
 }
 
-/// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`,
-/// whose `Drop` panics when the destroy call fails (after a device error, say): here a
-/// failed destroy is ignored, as nothing can be done about it at that point.
+/// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`, whose `Drop`
+/// panics when the destroy call fails (after a device error, say): here a failed destroy is
+/// ignored, as nothing can be done about it at that point.
 struct BlasHandle(blas::cublasHandle_t);
 
 impl Drop for BlasHandle {
@@ -122,8 +118,8 @@ impl Drop for BlasHandle {
     }
 }
 
-/// A cuSOLVER dense handle bound to the compute stream (see [`BlasHandle`] for why not
-/// cudarc's `DnHandle`).
+/// A cuSOLVER dense handle bound to the compute stream (see [`BlasHandle`] for why not cudarc's
+/// `DnHandle`).
 struct SolverHandle(solver::cusolverDnHandle_t);
 
 impl Drop for SolverHandle {
@@ -140,8 +136,8 @@ unsafe impl Sync for BlasHandle {}
 unsafe impl Send for SolverHandle {}
 unsafe impl Sync for SolverHandle {}
 
-/// A kernel queued on the compute stream by [`GpuContext::launch`]: timing events around
-/// it and, for POTRF, its `devInfo` word on its way to page-locked host memory.
+/// A kernel queued on the compute stream by [`GpuContext::launch`]: timing events around it and,
+/// for POTRF, its `devInfo` word on its way to page-locked host memory.
 #[must_use = "a launched kernel must be waited for to learn whether it succeeded"]
 pub struct GpuKernel {
     op: Op,
@@ -151,16 +147,16 @@ pub struct GpuKernel {
 }
 
 impl GpuKernel {
-    /// Whether the kernel (and its `devInfo` copy) has finished; errors of the stream are
-    /// reported by [`GpuKernel::wait`].
+    /// Whether the kernel (and its `devInfo` copy) has finished; errors of the stream are reported
+    /// by [`GpuKernel::wait`].
     pub fn is_done(&self) -> bool {
         self.end.try_is_complete().unwrap_or(true)
     }
 
-    /// Waits for the kernel and returns its duration on the device in seconds (between
-    /// events recorded just before and after it: the wait for its operands' uploads is not
-    /// in it). A POTRF whose `devInfo` is positive is
-    /// [`KernelError::NotPositiveDefinite`] at that column of the tile.
+    /// Waits for the kernel and returns its duration on the device in seconds (between events
+    /// recorded just before and after it: the wait for its operands' uploads is not in it). A POTRF
+    /// whose `devInfo` is positive is [`KernelError::NotPositiveDefinite`] at that column of the
+    /// tile.
     pub fn wait(self) -> Result<f64, KernelError> {
         let op = self.op;
         self.end
@@ -196,8 +192,8 @@ impl GpuKernel {
     }
 }
 
-/// One device: its context, compute and copy streams, cuBLAS and cuSOLVER handles, and
-/// page-locked staging buffers.
+/// One device: its context, compute and copy streams, cuBLAS and cuSOLVER handles, and page-locked
+/// staging buffers.
 pub struct GpuContext {
     index: usize,
     name: String,
@@ -207,8 +203,8 @@ pub struct GpuContext {
     d2h: Arc<CudaStream>,
     blas: BlasHandle,
     solver: SolverHandle,
-    /// Held while a kernel is queued: the handles and POTRF's workspace are used by one
-    /// call at a time.
+    /// Held while a kernel is queued: the handles and POTRF's workspace are used by one call at a
+    /// time.
     queue: Mutex<PotrfScratch>,
     /// Staging buffers by length in bytes, least recently used first.
     staging: Mutex<HashMap<usize, VecDeque<PinnedHostSlice<u8>>>>,
@@ -224,8 +220,8 @@ fn int(value: usize) -> Result<i32, KernelError> {
 }
 
 impl GpuContext {
-    /// Opens device `index`: a context, three streams, and the cuBLAS and cuSOLVER handles.
-    /// Errors name the library that cannot be loaded or the device that does not exist.
+    /// Opens device `index`: a context, three streams, and the cuBLAS and cuSOLVER handles. Errors
+    /// name the library that cannot be loaded or the device that does not exist.
     pub fn new(index: usize) -> Result<Self, KernelError> {
         if !driver_present() {
             return Err(KernelError::Gpu {
@@ -322,8 +318,8 @@ impl GpuContext {
             .map_err(|e| gpu_error("binding the context", e))
     }
 
-    /// A `rows x cols` tile of device memory in `precision`, contents unset (an upload or
-    /// a kernel writes it before it is read).
+    /// A `rows x cols` tile of device memory in `precision`, contents unset (an upload or a kernel
+    /// writes it before it is read).
     pub fn alloc(
         &self,
         precision: Precision,
@@ -348,8 +344,8 @@ impl GpuContext {
         })
     }
 
-    /// A `rows x cols` tile of device memory in `precision` set to zeros (for a tile a
-    /// kernel overwrites unread: no stale contents can leak into it).
+    /// A `rows x cols` tile of device memory in `precision` set to zeros (for a tile a kernel
+    /// overwrites unread: no stale contents can leak into it).
     pub fn alloc_zeroed(
         &self,
         precision: Precision,
@@ -421,9 +417,9 @@ impl GpuContext {
         Ok(())
     }
 
-    /// A staging buffer for a copy between `tile` and a host tile of `precision` and
-    /// `shape`, with the context bound; `None` for an empty tile (nothing to copy).
-    /// Shapes and precisions are checked.
+    /// A staging buffer for a copy between `tile` and a host tile of `precision` and `shape`, with
+    /// the context bound; `None` for an empty tile (nothing to copy). Shapes and precisions are
+    /// checked.
     fn staging_for(
         &self,
         tile: &GpuTile,
@@ -438,10 +434,10 @@ impl GpuContext {
         self.take_staging(tile.bytes()).map(Some)
     }
 
-    /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once
-    /// the tile is packed into a staging buffer, before the copy ends. Kernels that use
-    /// `dst` later wait for the copy.
-    /// `pool`: threads that pack the tile by columns (see [`crate::copy_by_columns`]).
+    /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once the
+    /// tile is packed into a staging buffer, before the copy ends. Kernels that use `dst` later
+    /// wait for the copy. `pool`: threads that pack the tile by columns (see
+    /// [`crate::copy_by_columns`]).
     pub fn upload(
         &self,
         src: AnyRef<'_>,
@@ -471,8 +467,8 @@ impl GpuContext {
             .map_err(|e| gpu_error("waiting for the uploads", e))
     }
 
-    /// Copies `src` into a host tile; returns when the data is there. `pool`: threads that
-    /// unpack it by columns.
+    /// Copies `src` into a host tile; returns when the data is there. `pool`: threads that unpack
+    /// it by columns.
     pub fn download(
         &self,
         src: &GpuTile,
@@ -497,15 +493,15 @@ impl GpuContext {
         result
     }
 
-    /// Runs `op` on device tiles and waits for it; returns the kernel's seconds on the
-    /// device (see [`GpuContext::launch`]).
+    /// Runs `op` on device tiles and waits for it; returns the kernel's seconds on the device (see
+    /// [`GpuContext::launch`]).
     pub fn run(&self, op: Op, reads: &[&GpuTile], write: &mut GpuTile) -> Result<f64, KernelError> {
         self.launch(op, reads, write)?.wait()
     }
 
-    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the
-    /// compute stream, after the copies into them, and returns at once: the host never
-    /// waits for one kernel before queueing the next. Shapes are checked first.
+    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the compute
+    /// stream, after the copies into them, and returns at once: the host never waits for one kernel
+    /// before queueing the next. Shapes are checked first.
     pub fn launch(
         &self,
         op: Op,
@@ -563,9 +559,8 @@ impl GpuContext {
         })
     }
 
-    /// Queues a cuBLAS call for `op` (not POTRF) in `T`'s precision (the tiles', checked
-    /// by `launch`), `start` recorded just before it, once the stream waits for the
-    /// operands' copies.
+    /// Queues a cuBLAS call for `op` (not POTRF) in `T`'s precision (the tiles', checked by
+    /// `launch`), `start` recorded just before it, once the stream waits for the operands' copies.
     fn queue_blas<T: CudaScalar>(
         &self,
         op: Op,
@@ -649,8 +644,8 @@ impl GpuContext {
             .map_err(|e| gpu_error(&format!("cuBLAS {}{op}", T::PRECISION), e))
     }
 
-    /// A whole host matrix copied to device memory (pageable memory, synchronous: the
-    /// peers' set-up, never timed).
+    /// A whole host matrix copied to device memory (pageable memory, synchronous: the peers'
+    /// set-up, never timed).
     fn resident<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<GpuTile, KernelError> {
         self.bind()?;
         let mut elements = vec![T::from_f64(0.0); a.nrows() * a.ncols()];
@@ -670,10 +665,10 @@ impl GpuContext {
         Ok(tile)
     }
 
-    /// The cuSOLVER peer: copies `a` to device memory once (untimed), then factors a fresh
-    /// device copy of it with one cusolverDn?potrf call (the precision of `T`) `1 + runs`
-    /// times (the first a warm-up: library loading, workspace, clocks) and returns the
-    /// `runs` timed calls' seconds, each timed by events around the call alone.
+    /// The cuSOLVER peer: copies `a` to device memory once (untimed), then factors a fresh device
+    /// copy of it with one cusolverDn?potrf call (the precision of `T`) `1 + runs` times (the first
+    /// a warm-up: library loading, workspace, clocks) and returns the `runs` timed calls' seconds,
+    /// each timed by events around the call alone.
     pub fn time_resident_potrf<T: Scalar>(
         &self,
         a: MatRef<'_, T>,
@@ -703,9 +698,9 @@ impl GpuContext {
         Ok(times)
     }
 
-    /// The cuBLAS peer: C = A B (`m x k` times `k x n`, alpha 1, beta 0) with the three
-    /// matrices in device memory, one cublas?gemm call (the precision of `T`) `1 + runs`
-    /// times (the first a warm-up); the `runs` timed calls' seconds, each timed by events.
+    /// The cuBLAS peer: C = A B (`m x k` times `k x n`, alpha 1, beta 0) with the three matrices in
+    /// device memory, one cublas?gemm call (the precision of `T`) `1 + runs` times (the first a
+    /// warm-up); the `runs` timed calls' seconds, each timed by events.
     pub fn time_resident_gemm<T: Scalar>(
         &self,
         a: MatRef<'_, T>,
@@ -725,9 +720,9 @@ impl GpuContext {
         Ok(times)
     }
 
-    /// Queues cusolverDn?potrf (`T`'s precision, the tile's) on the lower triangle of `a`,
-    /// `start` recorded just before it, and the copy of its `devInfo` into page-locked
-    /// memory after it (read by [`GpuKernel::wait`]).
+    /// Queues cusolverDn?potrf (`T`'s precision, the tile's) on the lower triangle of `a`, `start`
+    /// recorded just before it, and the copy of its `devInfo` into page-locked memory after it
+    /// (read by [`GpuKernel::wait`]).
     fn queue_potrf<T: CudaScalar>(
         &self,
         a: &mut GpuTile,
@@ -788,9 +783,9 @@ impl GpuContext {
 }
 
 /// Keeps freed device memory in the default memory pool (used by cudarc's stream-ordered
-/// allocations where the device has one), instead of returning it to the
-/// driver at each synchronisation (the release threshold is 0 by default), so that the
-/// tiles a run allocates and frees over and over do not pay the driver's allocation cost.
+/// allocations where the device has one), instead of returning it to the driver at each
+/// synchronisation (the release threshold is 0 by default), so that the tiles a run allocates and
+/// frees over and over do not pay the driver's allocation cost.
 fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     let mut pool = std::ptr::null_mut();
     // SAFETY: the device handle is the context's; `pool` is written by the call.
@@ -810,8 +805,8 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
 }
 
-/// Packs a host tile into a contiguous column-major byte buffer of its size (a staging
-/// buffer), by columns over `pool`'s threads when given.
+/// Packs a host tile into a contiguous column-major byte buffer of its size (a staging buffer), by
+/// columns over `pool`'s threads when given.
 fn pack<T: Scalar>(src: MatRef<'_, T>, bytes: &mut [u8], pool: Option<&rayon::ThreadPool>) {
     let (rows, cols) = (src.nrows(), src.ncols());
     let packed = MatMut::from_column_major_slice_mut(typed_mut::<T>(bytes), rows, cols);
@@ -858,19 +853,17 @@ struct Out<T> {
     ld: i32,
 }
 
-/// The cuBLAS and cuSOLVER routines of one precision (S, D, C or Z) on raw device pointers,
-/// for the lower triangle and non-unit diagonals the Cholesky kernels use. Complex types
-/// take the conjugate transpose ([`CudaScalar::ADJOINT`]) and HERK where real ones take
-/// the transpose and SYRK. Shapes are (rows, columns[, inner dimension]) of the written
-/// matrix, scalars (alpha, beta).
+/// The cuBLAS and cuSOLVER routines of one precision (S, D, C or Z) on raw device pointers, for the
+/// lower triangle and non-unit diagonals the Cholesky kernels use. Complex types take the conjugate
+/// transpose ([`CudaScalar::ADJOINT`]) and HERK where real ones take the transpose and SYRK. Shapes
+/// are (rows, columns[, inner dimension]) of the written matrix, scalars (alpha, beta).
 ///
-/// Every function is unsafe for the same reason: the pointers must be live device buffers
-/// of the shapes and leading dimensions given, on the handle's stream.
+/// Every function is unsafe for the same reason: the pointers must be live device buffers of the
+/// shapes and leading dimensions given, on the handle's stream.
 trait CudaScalar: Scalar {
     /// The operand operation that stands for "adjoint": T for real types, C for complex.
     const ADJOINT: blas::cublasOperation_t;
-    /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit; B is
-    /// m x n.
+    /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit; B is m x n.
     unsafe fn trsm(
         h: blas::cublasHandle_t,
         ops: (blas::cublasSideMode_t, blas::cublasOperation_t),
@@ -879,8 +872,8 @@ trait CudaScalar: Scalar {
         l: In<Self>,
         b: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha A A^H + beta C on the lower triangle of the n x n C, A n x k (SYRK, or
-    /// HERK for complex: real alpha and beta).
+    /// C <- alpha A A^H + beta C on the lower triangle of the n x n C, A n x k (SYRK, or HERK for
+    /// complex: real alpha and beta).
     unsafe fn rank_k(
         h: blas::cublasHandle_t,
         shape: (i32, i32),

@@ -1,27 +1,27 @@
 //! Finding the CUDA libraries without `LD_LIBRARY_PATH`.
 //!
-//! cudarc opens `libcublas.so.13` and `libcusolver.so.12` by bare name, so the system loader
-//! finds them only in its default folders or where `LD_LIBRARY_PATH` points; CUDA installed
-//! from Python wheels (`site-packages/nvidia/cu13/lib`) or in a toolkit folder is missed.
-//! Before cudarc opens anything, [`libraries`] opens the libraries cuBLAS and cuSOLVER need,
-//! **by absolute path and in dependency order** (nvJitLink, cuBLASLt, cuBLAS, cuSPARSE,
-//! cuSOLVER), from the first folder of [`search_dirs`] that holds each. The loader then
-//! hands cudarc's later `dlopen("libcublas.so.13")` the library already loaded under that
-//! name. A library found in no folder is left to the loader's default search.
+//! cudarc opens `libcublas.so.13` and `libcusolver.so.12` by bare name, so the system loader finds
+//! them only in its default folders or where `LD_LIBRARY_PATH` points; CUDA installed from Python
+//! wheels (`site-packages/nvidia/cu13/lib`) or in a toolkit folder is missed. Before cudarc opens
+//! anything, [`libraries`] opens the libraries cuBLAS and cuSOLVER need, **by absolute path and in
+//! dependency order** (nvJitLink, cuBLASLt, cuBLAS, cuSPARSE, cuSOLVER), from the first folder of
+//! [`search_dirs`] that holds each. The loader then hands cudarc's later
+//! `dlopen("libcublas.so.13")` the library already loaded under that name. A library found in no
+//! folder is left to the loader's default search.
 //!
 //! Folders, in order:
 //! 1. `HETLA_CUDA_LIB_DIR` (one folder, or several separated by `:`);
 //! 2. `CUDA_HOME/lib64`, then `CUDA_PATH/lib64`;
 //! 3. `/usr/local/cuda/lib64`;
-//! 4. the `nvidia/*/lib` folders of the Python environments in use: `VIRTUAL_ENV`,
-//!    `CONDA_PREFIX`, and the environment of each `bin` folder on `PATH`
+//! 4. the `nvidia/*/lib` folders of the Python environments in use: `VIRTUAL_ENV`, `CONDA_PREFIX`,
+//!    and the environment of each `bin` folder on `PATH`
 //!    (`<prefix>/lib/python3.*/site-packages/nvidia/*/lib`).
 //!
-//! The driver (`libcuda.so.1`) comes with the kernel driver, in the loader's folders: it is
-//! only looked for there (a toolkit's `stubs/libcuda.so` must never be loaded).
+//! The driver (`libcuda.so.1`) comes with the kernel driver, in the loader's folders: it is only
+//! looked for there (a toolkit's `stubs/libcuda.so` must never be loaded).
 //!
-//! The real libraries load without a GPU or a driver, so `hetla info` can say on any machine
-//! which ones were found, where, and their versions, or why not.
+//! The real libraries load without a GPU or a driver, so `hetla info` can say on any machine which
+//! ones were found, where, and their versions, or why not.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,8 @@ impl CudaLibrary {
     }
 }
 
-/// The folders searched, in order (see the module documentation), given the environment
-/// variable lookup `var`; each once, only those that exist.
+/// The folders searched, in order (see the module documentation), given the environment variable
+/// lookup `var`; each once, only those that exist.
 pub fn search_dirs(var: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(list) = var(LIB_DIR_VAR) {
@@ -130,8 +130,8 @@ pub fn locate(file: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
     dirs.iter().map(|d| d.join(file)).find(|p| p.is_file())
 }
 
-/// Opens the libraries of [`LIBRARIES`] in order from `dirs` (else by name, through the
-/// loader's own search) and keeps them open for the life of the process.
+/// Opens the libraries of [`LIBRARIES`] in order from `dirs` (else by name, through the loader's
+/// own search) and keeps them open for the life of the process.
 pub fn load_from(dirs: &[PathBuf]) -> Vec<CudaLibrary> {
     LIBRARIES
         .iter()
@@ -195,8 +195,8 @@ fn loaded_path(file: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The CUDA libraries of this process, loaded once (see the module documentation), with
-/// the versions cuBLAS and cuSOLVER report.
+/// The CUDA libraries of this process, loaded once (see the module documentation), with the
+/// versions cuBLAS and cuSOLVER report.
 pub fn libraries() -> &'static [CudaLibrary] {
     static LIBRARIES: OnceLock<Vec<CudaLibrary>> = OnceLock::new();
     LIBRARIES.get_or_init(|| {
@@ -225,8 +225,8 @@ pub fn libraries() -> &'static [CudaLibrary] {
     })
 }
 
-/// "major.minor.patch" from a library's `GetProperty` call (`get(part, value)`, part 0
-/// to 2 for the major, minor and patch numbers).
+/// "major.minor.patch" from a library's `GetProperty` call (`get(part, value)`, part 0 to 2 for the
+/// major, minor and patch numbers).
 fn version(get: impl Fn(usize, *mut std::ffi::c_int) -> bool) -> Option<String> {
     let mut parts = [0; 3];
     for (i, part) in parts.iter_mut().enumerate() {
@@ -267,8 +267,8 @@ pub fn driver() -> CudaLibrary {
 mod tests {
     use super::*;
 
-    /// A fake tree: a toolkit, a virtual environment on PATH with two wheel folders, and
-    /// a conda prefix; returns (root, the variables).
+    /// A fake tree: a toolkit, a virtual environment on PATH with two wheel folders, and a conda
+    /// prefix; returns (root, the variables).
     fn tree() -> (tempfile::TempDir, Vec<(&'static str, OsString)>) {
         let root = tempfile::tempdir().unwrap();
         let p = |s: &str| root.path().join(s);
@@ -362,10 +362,9 @@ mod tests {
         }
     }
 
-    /// The real CUDA 13 libraries from Python wheels load with no `LD_LIBRARY_PATH`: run in
-    /// an environment made with `python3 -m venv V && V/bin/pip install nvidia-cublas
-    /// nvidia-cusolver` (about 1.4 GB), as `VIRTUAL_ENV=V cargo test -p hetla-kernels --
-    /// --ignored real_wheels`.
+    /// The real CUDA 13 libraries from Python wheels load with no `LD_LIBRARY_PATH`: run in an
+    /// environment made with `python3 -m venv V && V/bin/pip install nvidia-cublas nvidia-cusolver`
+    /// (about 1.4 GB), as `VIRTUAL_ENV=V cargo test -p hetla-kernels -- --ignored real_wheels`.
     #[test]
     #[ignore = "needs the CUDA 13 wheels in $VIRTUAL_ENV"]
     fn real_wheels_load_by_absolute_path() {

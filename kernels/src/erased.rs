@@ -1,5 +1,5 @@
-//! The matrix types of a precision known at run time only: a device's copies and replicas
-//! take them (see the `any` module for how they go in and out of typed ones).
+//! The matrix types of a precision known at run time only: a device's copies and replicas take them
+//! (see the `any` module for how they go in and out of typed ones).
 
 use faer::{Mat, MatMut, MatRef, c32, c64};
 

@@ -40,8 +40,8 @@ pub enum KernelError {
         /// The largest value the backend accepts.
         max: usize,
     },
-    /// A GPU call failed (driver, cuBLAS or cuSOLVER error, out of device memory), or no
-    /// GPU library could be loaded.
+    /// A GPU call failed (driver, cuBLAS or cuSOLVER error, out of device memory), or no GPU
+    /// library could be loaded.
     #[error("GPU: {message}")]
     Gpu {
         /// What failed, with the library's status.
@@ -49,8 +49,8 @@ pub enum KernelError {
     },
 }
 
-/// `value` as the 32-bit integer BLAS, LAPACK and cuBLAS take, or
-/// [`KernelError::TooLarge`] naming `backend`.
+/// `value` as the 32-bit integer BLAS, LAPACK and cuBLAS take, or [`KernelError::TooLarge`] naming
+/// `backend`.
 #[cfg(any(feature = "cuda", feature = "openblas"))]
 pub(crate) fn blas_int(value: usize, backend: &'static str) -> Result<i32, KernelError> {
     i32::try_from(value).map_err(|_| KernelError::TooLarge {

@@ -1,13 +1,12 @@
 //! The sequential tile kernels on faer (pure Rust); `split` makes the parallel ones.
 //!
-//! faer's `matmul` is fastest with a column-major right operand. With a transposed
-//! (row-major) one its AVX2 kernels run 2.5x slower (tiles 512 to 2048 of a larger matrix:
-//! 20 against 51 Gflop/s on one thread, measured by calling faer's x86 GEMM with the AVX2
-//! instruction set on a Zen 4), so on a machine without AVX-512 a product whose right
-//! operand is a transposed view (C -= A B^T of the Cholesky GEMM and SYRK) first packs it
-//! into this thread's column-major scratch: O(k n) copies against O(m n k) flops. With
-//! AVX-512 faer's own transposed path measured as fast as packing (47 against 44-48
-//! Gflop/s at 512 on one thread), so the view is passed as it is there.
+//! faer's `matmul` is fastest with a column-major right operand. With a transposed (row-major) one
+//! its AVX2 kernels run 2.5x slower (tiles 512 to 2048 of a larger matrix: 20 against 51 Gflop/s on
+//! one thread, measured by calling faer's x86 GEMM with the AVX2 instruction set on a Zen 4), so on
+//! a machine without AVX-512 a product whose right operand is a transposed view (C -= A B^T of the
+//! Cholesky GEMM and SYRK) first packs it into this thread's column-major scratch: O(k n) copies
+//! against O(m n k) flops. With AVX-512 faer's own transposed path measured as fast as packing (47
+//! against 44-48 Gflop/s at 512 on one thread), so the view is passed as it is there.
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{LltError, cholesky_in_place, cholesky_in_place_scratch};
@@ -22,18 +21,18 @@ use faer::{Accum, Conj, MatMut, MatRef, Par};
 use crate::scalar::adjoint_conj;
 use crate::{KernelError, Scalar};
 
-/// A right operand smaller than this many elements is used as it is: packing would cost
-/// more than the slow layout.
+/// A right operand smaller than this many elements is used as it is: packing would cost more than
+/// the slow layout.
 const PACK_MIN_ELEMENTS: usize = 64 * 64;
 
 thread_local! {
-    /// Per-thread scratch for packed operands of any precision (8-byte words, the largest
-    /// alignment of the four types); grows to the largest operand seen.
+    /// Per-thread scratch for packed operands of any precision (8-byte words, the largest alignment
+    /// of the four types); grows to the largest operand seen.
     static SCRATCH: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether a transposed right operand is packed before a product (see the module doc):
-/// on machines whose faer GEMM has no AVX-512 kernels.
+/// Whether a transposed right operand is packed before a product (see the module doc): on machines
+/// whose faer GEMM has no AVX-512 kernels.
 fn packs_transposed_operands() -> bool {
     static PACK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PACK.get_or_init(|| {
@@ -49,8 +48,8 @@ fn packs_transposed_operands() -> bool {
 }
 
 /// Calls `f` with `b` in column-major layout when that is faster: `b` itself when it is
-/// column-major, small, or the machine's faer is fast on it, else a packed copy in this
-/// thread's scratch (always when `force`, for tests).
+/// column-major, small, or the machine's faer is fast on it, else a packed copy in this thread's
+/// scratch (always when `force`, for tests).
 fn with_col_major<T: Scalar, R>(
     b: MatRef<'_, T>,
     force: bool,
@@ -78,8 +77,8 @@ fn with_col_major<T: Scalar, R>(
     })
 }
 
-/// dst <- src, by 16 x 16 blocks so that both the reads and the writes stay in cache
-/// lines (faer's `copy_from` of a transposed view goes element by element: 4.5x slower).
+/// dst <- src, by 16 x 16 blocks so that both the reads and the writes stay in cache lines (faer's
+/// `copy_from` of a transposed view goes element by element: 4.5x slower).
 fn pack<T: Scalar>(src: MatRef<'_, T>, dst: MatMut<'_, T>) {
     const B: usize = 16;
     let (k, n) = (src.nrows(), src.ncols());
@@ -128,8 +127,8 @@ pub(crate) fn potrf<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> 
     result
 }
 
-/// faer's Cholesky (L L^H) in place on `par`, no regularisation: a non-positive pivot is an
-/// error the caller must see. The strict upper triangle is faer's scratch.
+/// faer's Cholesky (L L^H) in place on `par`, no regularisation: a non-positive pivot is an error
+/// the caller must see. The strict upper triangle is faer's scratch.
 fn factor_in_place<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
     let n = a.nrows();
     let mut buf = MemBuffer::new(cholesky_in_place_scratch::<T>(n, par, Default::default()));
@@ -177,13 +176,12 @@ pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), 
 /// Order below which [`herk`] computes a diagonal block in full.
 const HERK_LEAF: usize = 32;
 
-/// C <- C - A A^H on the lower triangle of a complex C, without faer's triangular product:
-/// faer 0.24.4's product into a lower-triangular complex destination also writes entries
-/// of the strict upper triangle (1 of 21 at order 7, 16 of 2016 at 64; real types are not
-/// affected), which a tile kernel must leave alone. Recursive halves: the off-diagonal
-/// block is a plain product, a diagonal block of order at most [`HERK_LEAF`] is computed in
-/// full into scratch and only its lower triangle subtracted (at most HERK_LEAF / n extra
-/// flops).
+/// C <- C - A A^H on the lower triangle of a complex C, without faer's triangular product: faer
+/// 0.24.4's product into a lower-triangular complex destination also writes entries of the strict
+/// upper triangle (1 of 21 at order 7, 16 of 2016 at 64; real types are not affected), which a tile
+/// kernel must leave alone. Recursive halves: the off-diagonal block is a plain product, a diagonal
+/// block of order at most [`HERK_LEAF`] is computed in full into scratch and only its lower
+/// triangle subtracted (at most HERK_LEAF / n extra flops).
 fn herk<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) -> Result<(), KernelError> {
     let n = c.nrows();
     if n <= HERK_LEAF {
@@ -215,10 +213,9 @@ fn herk<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) -> Result<(), KernelE
     herk(bottom, c22)
 }
 
-/// C <- alpha op(A) op(B) + beta C, where op conjugates an operand whose `Conj` says so
-/// (A and B may be transposed views: with a conjugation, adjoints). With beta = 0 the old
-/// C is never read, so NaN or garbage there does not leak into the result (BLAS
-/// semantics).
+/// C <- alpha op(A) op(B) + beta C, where op conjugates an operand whose `Conj` says so (A and B
+/// may be transposed views: with a conjugation, adjoints). With beta = 0 the old C is never read,
+/// so NaN or garbage there does not leak into the result (BLAS semantics).
 pub(crate) fn matmul_scaled<T: Scalar>(
     a: (MatRef<'_, T>, Conj),
     b: (MatRef<'_, T>, Conj),
@@ -274,8 +271,8 @@ pub(crate) fn solve_lower<T: Scalar>(
     Ok(())
 }
 
-/// faer's own Cholesky of a whole matrix on `par` (the `--compare` peer), strict upper
-/// triangle used as faer's scratch.
+/// faer's own Cholesky of a whole matrix on `par` (the `--compare` peer), strict upper triangle
+/// used as faer's scratch.
 pub(crate) fn library_potrf<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
     factor_in_place(a, par)
 }

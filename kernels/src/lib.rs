@@ -1,21 +1,20 @@
 //! # hetla-kernels
 //!
-//! The tile operations of hetla's tiled algorithms, on column-major tiles of any shape
-//! (ragged edge tiles included) in any of the four precisions ([`Scalar`]: `f32`, `f64`,
-//! [`c32`], [`c64`]; complex matrices are Hermitian): POTRF, TRSM, SYRK and GEMM for the Cholesky
-//! factorisation, and the triangular solves and updates of the forward and backward
-//! substitutions. Each operation has an exact flop count ([`Op::flops`]) and takes an
-//! explicit parallelism ([`Par`]): a kernel never decides on its own how many threads to
-//! use. Two CPU backends are chosen at run time through [`Backend`]: faer (pure Rust,
-//! always built) and OpenBLAS (cargo feature `openblas`).
+//! The tile operations of hetla's tiled algorithms, on column-major tiles of any shape (ragged edge
+//! tiles included) in any of the four precisions ([`Scalar`]: `f32`, `f64`, [`c32`], [`c64`];
+//! complex matrices are Hermitian): POTRF, TRSM, SYRK and GEMM for the Cholesky factorisation, and
+//! the triangular solves and updates of the forward and backward substitutions. Each operation has
+//! an exact flop count ([`Op::flops`]) and takes an explicit parallelism ([`Par`]): a kernel never
+//! decides on its own how many threads to use. Two CPU backends are chosen at run time through
+//! [`Backend`]: faer (pure Rust, always built) and OpenBLAS (cargo feature `openblas`).
 //!
-//! faer kernels run on the rayon pool they are called from; run them inside a dedicated
-//! pool's `install` to control placement. OpenBLAS has its own threads, whose number is
-//! set from `Par` before every call.
+//! faer kernels run on the rayon pool they are called from; run them inside a dedicated pool's
+//! `install` to control placement. OpenBLAS has its own threads, whose number is set from `Par`
+//! before every call.
 //!
-//! GPU kernels (cuBLAS and cuSOLVER through cudarc, cargo feature `cuda`, on by default)
-//! live in [`cuda`]: the CUDA libraries are loaded at run time, so the feature builds on a
-//! machine without CUDA, where [`cuda::device_count`] is 0.
+//! GPU kernels (cuBLAS and cuSOLVER through cudarc, cargo feature `cuda`, on by default) live in
+//! [`cuda`]: the CUDA libraries are loaded at run time, so the feature builds on a machine without
+//! CUDA, where [`cuda::device_count`] is 0.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

@@ -1,15 +1,15 @@
-//! The tile operations of the tiled Cholesky factorisation, of the triangular solves and
-//! of the general matrix product, their operand conventions and their exact flop counts.
+//! The tile operations of the tiled Cholesky factorisation, of the triangular solves and of the
+//! general matrix product, their operand conventions and their exact flop counts.
 //!
-//! Every operation reads zero to two tiles and overwrites exactly one. Operands are always
-//! listed reads first, the written tile last; task graphs list their tile accesses in the
-//! same order, so a runtime can hand a task's tiles to [`crate::Backend::run`] unchanged.
+//! Every operation reads zero to two tiles and overwrites exactly one. Operands are always listed
+//! reads first, the written tile last; task graphs list their tile accesses in the same order, so a
+//! runtime can hand a task's tiles to [`crate::Backend::run`] unchanged.
 
 use std::fmt;
 
-/// One tile operation. The doc of each variant gives its operands in order, with their
-/// shapes (rows x cols), and what it computes. `L` is a lower triangular tile whose strict
-/// upper part is never read.
+/// One tile operation. The doc of each variant gives its operands in order, with their shapes (rows
+/// x cols), and what it computes. `L` is a lower triangular tile whose strict upper part is never
+/// read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     /// `[A (n x n)]`: A <- L with L L^T = A, lower triangle only (LAPACK dpotrf, 'L').
@@ -18,9 +18,9 @@ pub enum Op {
     Trsm,
     /// `[A (n x k), C (n x n)]`: C <- C - A A^T, lower triangle of C only.
     Syrk,
-    /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T, the trailing update of
-    /// Cholesky (B transposed, alpha = -1, beta = 1). Its name in traces, performance models
-    /// and platform files is "gemm", as in the papers; [`Op::MatMul`] is the general product.
+    /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T, the trailing update of Cholesky (B
+    /// transposed, alpha = -1, beta = 1). Its name in traces, performance models and platform files
+    /// is "gemm", as in the papers; [`Op::MatMul`] is the general product.
     GemmNt,
     /// `[L (m x m), X (m x r)]`: X <- L^-1 X (forward substitution on a diagonal tile).
     SolveLower,
@@ -30,17 +30,17 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
-    /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives,
-    /// as in a distributed substitution).
+    /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives, as in a
+    /// distributed substitution).
     Add,
-    /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is
-    /// m x k, or k x m when transposed) and op(B) is k x n: one tile of a general matrix
-    /// product. With beta = 0, C is overwritten and never read (BLAS semantics).
+    /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
+    /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
+    /// 0, C is overwritten and never read (BLAS semantics).
     MatMul(MatMul),
 }
 
-/// The parameters of an [`Op::MatMul`]: transposes and scalars. The scalars are kept as
-/// bit patterns so that an operation stays `Eq + Hash + Ord` (it keys maps and models).
+/// The parameters of an [`Op::MatMul`]: transposes and scalars. The scalars are kept as bit
+/// patterns so that an operation stays `Eq + Hash + Ord` (it keys maps and models).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MatMul {
     /// Whether A is stored transposed (op(A) = A^T).
@@ -116,8 +116,8 @@ impl Op {
         Op::Add,
     ];
 
-    /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and
-    /// reports group tasks by kind, see [`Op::same_kind`]).
+    /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
+    /// tasks by kind, see [`Op::same_kind`]).
     pub const KINDS: [Op; 10] = {
         let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 10];
         let mut i = 0;
@@ -128,8 +128,8 @@ impl Op {
         kinds
     };
 
-    /// Whether two operations are of the same kind (equal, or both matrix products
-    /// whatever their parameters).
+    /// Whether two operations are of the same kind (equal, or both matrix products whatever their
+    /// parameters).
     pub fn same_kind(self, other: Op) -> bool {
         self.name() == other.name()
     }
@@ -164,8 +164,8 @@ impl Op {
         }
     }
 
-    /// Checks that `shapes` (reads first, the written tile last) fit the operation, and
-    /// says which operand is wrong otherwise.
+    /// Checks that `shapes` (reads first, the written tile last) fit the operation, and says which
+    /// operand is wrong otherwise.
     pub fn check_shapes(self, shapes: &[Shape]) -> Result<(), String> {
         if shapes.len() != self.reads() + 1 {
             return Err(format!(
@@ -217,9 +217,9 @@ impl Op {
         }
     }
 
-    /// Exact floating-point operation count (additions plus multiplications, LAPACK
-    /// Working Note 41 conventions) for operands of these shapes, reads first. Shapes are
-    /// assumed valid (see [`Op::check_shapes`]).
+    /// Exact floating-point operation count (additions plus multiplications, LAPACK Working Note 41
+    /// conventions) for operands of these shapes, reads first. Shapes are assumed valid (see
+    /// [`Op::check_shapes`]).
     pub fn flops(self, shapes: &[Shape]) -> f64 {
         let w = shapes[shapes.len() - 1];
         let (m, n) = (w.0 as f64, w.1 as f64);

@@ -1,12 +1,11 @@
-//! The tile kernels on OpenBLAS (CBLAS level 3 and LAPACK ?potrf), in the precision of
-//! the tiles (s, d, c, z: the routine is chosen by [`Scalar::PRECISION`]).
+//! The tile kernels on OpenBLAS (CBLAS level 3 and LAPACK ?potrf), in the precision of the tiles
+//! (s, d, c, z: the routine is chosen by [`Scalar::PRECISION`]).
 //!
-//! faer views map onto BLAS arguments without copies when they are column-major (the
-//! normal case: tiles of a column-major matrix) or transposed column-major (passed with a
-//! transpose flag). Any other layout is copied into a column-major temporary first.
-//! Every call here is sequential: OpenBLAS's thread count is process-wide, so it is set to
-//! one before each call, and `split` runs the pieces of a parallel kernel on the caller's
-//! pool, each cluster on its own pinned threads.
+//! faer views map onto BLAS arguments without copies when they are column-major (the normal case:
+//! tiles of a column-major matrix) or transposed column-major (passed with a transpose flag). Any
+//! other layout is copied into a column-major temporary first. Every call here is sequential:
+//! OpenBLAS's thread count is process-wide, so it is set to one before each call, and `split` runs
+//! the pieces of a parallel kernel on the caller's pool, each cluster on its own pinned threads.
 
 use std::ffi::{c_char, c_int};
 
@@ -29,8 +28,8 @@ unsafe extern "C" {
     fn openblas_get_num_threads() -> c_int;
 }
 
-/// Sets OpenBLAS's process-wide thread count (1 for hetla's kernels; the `--compare`
-/// peer that calls dpotrf on a whole matrix uses all threads).
+/// Sets OpenBLAS's process-wide thread count (1 for hetla's kernels; the `--compare` peer that
+/// calls dpotrf on a whole matrix uses all threads).
 pub(crate) fn set_threads(par: Par) {
     let n = crate::par::threads(par);
     // SAFETY: plain FFI call taking an integer; OpenBLAS clamps it to its thread limit.
@@ -47,8 +46,8 @@ fn int(value: usize) -> Result<c_int, KernelError> {
     crate::error::blas_int(value, "openblas")
 }
 
-/// A read operand as BLAS sees it: pointer, leading dimension, transpose flag. `_copy`
-/// keeps a column-major copy alive when the view had no BLAS-compatible layout.
+/// A read operand as BLAS sees it: pointer, leading dimension, transpose flag. `_copy` keeps a
+/// column-major copy alive when the view had no BLAS-compatible layout.
 struct BlasRef<T> {
     ptr: *const T,
     ld: c_int,
@@ -56,9 +55,9 @@ struct BlasRef<T> {
     _copy: Option<Mat<T>>,
 }
 
-/// `m`, conjugated when `conj` says so, as a BLAS operand: a column-major view as it is,
-/// a transposed one with the transpose (conjugated: adjoint) flag, anything else (and a
-/// conjugated view that is not transposed, which BLAS cannot express) as a copy.
+/// `m`, conjugated when `conj` says so, as a BLAS operand: a column-major view as it is, a
+/// transposed one with the transpose (conjugated: adjoint) flag, anything else (and a conjugated
+/// view that is not transposed, which BLAS cannot express) as a copy.
 fn blas_ref<T: Scalar>(m: MatRef<'_, T>, conj: Conj) -> Result<BlasRef<T>, KernelError> {
     let (r, c) = (m.nrows() as isize, m.ncols() as isize);
     let (rs, cs) = (m.row_stride(), m.col_stride());
@@ -90,8 +89,8 @@ fn blas_ref<T: Scalar>(m: MatRef<'_, T>, conj: Conj) -> Result<BlasRef<T>, Kerne
     })
 }
 
-/// Runs `f(ptr, ld)` on the written operand, through a column-major copy (copied back
-/// afterwards) when the view is not column-major.
+/// Runs `f(ptr, ld)` on the written operand, through a column-major copy (copied back afterwards)
+/// when the view is not column-major.
 fn with_col_major<T: Scalar, R>(
     mut m: MatMut<'_, T>,
     f: impl FnOnce(*mut T, c_int) -> Result<R, KernelError>,
@@ -108,8 +107,8 @@ fn with_col_major<T: Scalar, R>(
     }
 }
 
-/// The real `x` in the four shapes a BLAS scalar argument takes (complex ones are passed
-/// by address), so that one local outlives the call whatever the precision.
+/// The real `x` in the four shapes a BLAS scalar argument takes (complex ones are passed by
+/// address), so that one local outlives the call whatever the precision.
 #[derive(Clone, Copy)]
 struct BlasScalar {
     single: f32,
@@ -332,8 +331,8 @@ pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), 
     })
 }
 
-/// C <- alpha op(A) op(B) + beta C (A, B possibly transposed views, conjugated where
-/// their `Conj` says so); the caller handles k = 0.
+/// C <- alpha op(A) op(B) + beta C (A, B possibly transposed views, conjugated where their `Conj`
+/// says so); the caller handles k = 0.
 pub(crate) fn gemm<T: Scalar>(
     a: (MatRef<'_, T>, Conj),
     b: (MatRef<'_, T>, Conj),

@@ -2,8 +2,8 @@
 
 use faer::Par;
 
-/// The parallelism for `threads` threads of the current pool: sequential for one thread
-/// (no rayon overhead), rayon otherwise.
+/// The parallelism for `threads` threads of the current pool: sequential for one thread (no rayon
+/// overhead), rayon otherwise.
 pub fn par_for(threads: usize) -> Par {
     if threads > 1 {
         Par::rayon(threads)

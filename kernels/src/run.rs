@@ -1,5 +1,5 @@
-//! The tile kernels: [`Backend::run`] and the parallel kernels it dispatches to, each
-//! split into sequential pieces on the caller's pool (`split`) above a size.
+//! The tile kernels: [`Backend::run`] and the parallel kernels it dispatches to, each split into
+//! sequential pieces on the caller's pool (`split`) above a size.
 
 use faer::{Conj, MatMut, MatRef, Par};
 
@@ -15,8 +15,8 @@ use crate::split::POTRF_BLOCK;
 
 impl Backend {
     /// Runs `op` on its operands: `reads` (in the order [`Op`] documents) and the tile it
-    /// overwrites, in any precision (complex: the Hermitian forms, see [`crate::Scalar`]).
-    /// Checks counts and shapes first, so a mistake is an error, not a panic.
+    /// overwrites, in any precision (complex: the Hermitian forms, see [`crate::Scalar`]). Checks
+    /// counts and shapes first, so a mistake is an error, not a panic.
     pub fn run<T: Scalar>(
         self,
         op: Op,
@@ -65,8 +65,8 @@ impl Backend {
         }
     }
 
-    /// [`Backend::run`] on tiles whose precision is known at run time only: every operand
-    /// must have the written tile's precision (an error names the one that has not).
+    /// [`Backend::run`] on tiles whose precision is known at run time only: every operand must have
+    /// the written tile's precision (an error names the one that has not).
     pub fn run_any(
         self,
         op: Op,
@@ -100,10 +100,10 @@ impl Backend {
         each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
     }
 
-    /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not
-    /// conjugated). With beta = 0 the old C is not read; with an empty inner dimension or
-    /// alpha = 0 only the scaling happens. With `Par::Rayon(p)` the product runs as `p`
-    /// sequential pieces on the current rayon pool (see the `split` module).
+    /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not conjugated).
+    /// With beta = 0 the old C is not read; with an empty inner dimension or alpha = 0 only the
+    /// scaling happens. With `Par::Rayon(p)` the product runs as `p` sequential pieces on the
+    /// current rayon pool (see the `split` module).
     pub fn matmul<T: Scalar>(
         self,
         a: MatRef<'_, T>,
@@ -170,9 +170,9 @@ impl Backend {
         self.split_syrk(a, c, par)
     }
 
-    /// C <- C - A B. A and B may be transposed views (`.transpose()`, not conjugated): the
-    /// BLAS backend passes them as transpose flags, faer packs a transposed B into
-    /// column-major scratch (its fast layout).
+    /// C <- C - A B. A and B may be transposed views (`.transpose()`, not conjugated): the BLAS
+    /// backend passes them as transpose flags, faer packs a transposed B into column-major scratch
+    /// (its fast layout).
     pub fn gemm_sub<T: Scalar>(
         self,
         a: MatRef<'_, T>,

@@ -1,12 +1,11 @@
-//! The scalar types hetla computes in: `f32`, `f64`, [`c32`] and [`c64`] (LAPACK's s, d, c
-//! and z), and their [`Precision`] tag.
+//! The scalar types hetla computes in: `f32`, `f64`, [`c32`] and [`c64`] (LAPACK's s, d, c and z),
+//! and their [`Precision`] tag.
 //!
-//! Every kernel, tile and graph is written once over [`Scalar`]. For complex types the
-//! matrices are Hermitian: where a real algorithm transposes, a complex one takes the
-//! conjugate transpose (POTRF gives L L^H, SYRK is HERK, the Cholesky GEMM is
-//! C - A B^H, the backward substitution solves with L^H, and a [`MatMul`](crate::MatMul)
-//! "transposed" operand is its adjoint). For real types the two are the same, so one
-//! meaning covers all four.
+//! Every kernel, tile and graph is written once over [`Scalar`]. For complex types the matrices are
+//! Hermitian: where a real algorithm transposes, a complex one takes the conjugate transpose (POTRF
+//! gives L L^H, SYRK is HERK, the Cholesky GEMM is C - A B^H, the backward substitution solves with
+//! L^H, and a [`MatMul`](crate::MatMul) "transposed" operand is its adjoint). For real types the
+//! two are the same, so one meaning covers all four.
 
 use std::fmt;
 use std::str::FromStr;
@@ -75,9 +74,9 @@ impl Precision {
         matches!(self, Precision::C | Precision::Z)
     }
 
-    /// Real flops per flop of the real algorithm: 4 for complex (a complex multiply-add is
-    /// 4 real multiplications and 4 additions where a real one is 1 and 1), 1 for real.
-    /// LAPACK Working Note 41 counts complex operations this way, as hetla's reports do.
+    /// Real flops per flop of the real algorithm: 4 for complex (a complex multiply-add is 4 real
+    /// multiplications and 4 additions where a real one is 1 and 1), 1 for real. LAPACK Working
+    /// Note 41 counts complex operations this way, as hetla's reports do.
     pub fn flop_factor(self) -> f64 {
         if self.is_complex() { 4.0 } else { 1.0 }
     }
@@ -122,8 +121,8 @@ mod sealed {
     impl Sealed for super::c64 {}
 }
 
-/// A scalar hetla computes in: `f32`, `f64`, [`c32`] or [`c64`] (sealed). The arithmetic
-/// is faer's [`ComplexField`]; this adds the tag and the conversions hetla needs.
+/// A scalar hetla computes in: `f32`, `f64`, [`c32`] or [`c64`] (sealed). The arithmetic is faer's
+/// [`ComplexField`]; this adds the tag and the conversions hetla needs.
 pub trait Scalar:
     ComplexField
     + Copy

@@ -1,25 +1,23 @@
 //! Parallel tile kernels as sequential pieces, one per thread of the caller's pool.
 //!
-//! A kernel called with `Par::Rayon(p)` cuts its output into `p` disjoint pieces of about
-//! equal work and runs the backend's *sequential* kernel on each, in parallel on the rayon
-//! pool the call is made from (a cluster's pinned pool in hetla's runtime). Why not let the
-//! library parallelise:
-//! - a cluster owns its threads. OpenBLAS's thread count is process-wide, so two clusters
-//!   that call it at once could not each get their own; run sequentially, one OpenBLAS call
-//!   per pool thread, every cluster uses exactly its pinned cores;
-//! - faer's parallel TRSM and SYRK reach about half the rate of its parallel GEMM on two
-//!   threads (tile 512: 56 and 78 against 105 Gflop/s); independent sequential pieces reach
-//!   the sequential rate on every thread;
-//! - a sequential faer `matmul` is not subject to faer-rs issue #273 (the parallel f64
-//!   product can return wrong values on inputs with exact-zero blocks).
+//! A kernel called with `Par::Rayon(p)` cuts its output into `p` disjoint pieces of about equal
+//! work and runs the backend's *sequential* kernel on each, in parallel on the rayon pool the call
+//! is made from (a cluster's pinned pool in hetla's runtime). Why not let the library parallelise:
+//! - a cluster owns its threads. OpenBLAS's thread count is process-wide, so two clusters that call
+//!   it at once could not each get their own; run sequentially, one OpenBLAS call per pool thread,
+//!   every cluster uses exactly its pinned cores;
+//! - faer's parallel TRSM and SYRK reach about half the rate of its parallel GEMM on two threads
+//!   (tile 512: 56 and 78 against 105 Gflop/s); independent sequential pieces reach the sequential
+//!   rate on every thread;
+//! - a sequential faer `matmul` is not subject to faer-rs issue #273 (the parallel f64 product can
+//!   return wrong values on inputs with exact-zero blocks).
 //!
-//! The pieces: GEMM-like products split C into column bands (row bands when C has fewer
-//! columns than threads); TRSM (B <- B L^-T) splits B into row bands, which are
-//! independent; SYRK splits the lower triangle of C into row bands of equal area, each a
-//! rectangle (a GEMM) left of a diagonal block (a smaller SYRK); the left triangular solves
-//! split the right-hand sides by columns. POTRF is blocked: the diagonal blocks are
-//! factored sequentially and the panel solve and trailing update below each run as split
-//! TRSM and SYRK.
+//! The pieces: GEMM-like products split C into column bands (row bands when C has fewer columns
+//! than threads); TRSM (B <- B L^-T) splits B into row bands, which are independent; SYRK splits
+//! the lower triangle of C into row bands of equal area, each a rectangle (a GEMM) left of a
+//! diagonal block (a smaller SYRK); the left triangular solves split the right-hand sides by
+//! columns. POTRF is blocked: the diagonal blocks are factored sequentially and the panel solve and
+//! trailing update below each run as split TRSM and SYRK.
 
 use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -29,29 +27,28 @@ use crate::error::KernelError;
 use crate::par::threads;
 use crate::scalar::{Scalar, adjoint_conj};
 
-/// Below this many flops per piece a kernel runs on one thread: splitting would cost more
-/// than it gains.
+/// Below this many flops per piece a kernel runs on one thread: splitting would cost more than it
+/// gains.
 const MIN_PIECE_FLOPS: f64 = 2.0e6;
 
 /// Column block of the blocked POTRF.
 pub(crate) const POTRF_BLOCK: usize = 128;
 
-/// How many pieces a kernel of `flops` over at most `len` independent rows or columns
-/// should use on `par`.
+/// How many pieces a kernel of `flops` over at most `len` independent rows or columns should use on
+/// `par`.
 fn pieces(par: Par, flops: f64, len: usize) -> usize {
     let by_work = (flops / MIN_PIECE_FLOPS).floor().max(1.0) as usize;
     threads(par).min(by_work).min(len).max(1)
 }
 
-/// `n` split into `p` contiguous bands of sizes as equal as possible (the first ones one
-/// longer).
+/// `n` split into `p` contiguous bands of sizes as equal as possible (the first ones one longer).
 pub(crate) fn bands(n: usize, p: usize) -> Vec<usize> {
     let p = p.clamp(1, n.max(1));
     (0..p).map(|i| n / p + usize::from(i < n % p)).collect()
 }
 
-/// Row bands of a lower triangle of order `n` whose trapezoids have about equal areas:
-/// band i ends at n sqrt((i + 1) / p).
+/// Row bands of a lower triangle of order `n` whose trapezoids have about equal areas: band i ends
+/// at n sqrt((i + 1) / p).
 fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
     let p = p.clamp(1, n.max(1));
     let mut ends: Vec<usize> = (1..=p)
@@ -113,9 +110,9 @@ fn col_bands<'a, T: Scalar>(m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a,
 }
 
 impl Backend {
-    /// C <- alpha op(A) op(B) + beta C on `par` (op conjugates where the operand's `Conj`
-    /// says so), as sequential pieces (C's column bands, or row
-    /// bands when C is taller than wide and has few columns). The caller handles k = 0.
+    /// C <- alpha op(A) op(B) + beta C on `par` (op conjugates where the operand's `Conj` says so),
+    /// as sequential pieces (C's column bands, or row bands when C is taller than wide and has few
+    /// columns). The caller handles k = 0.
     pub(crate) fn split_matmul<T: Scalar>(
         self,
         a: (MatRef<'_, T>, Conj),
@@ -173,8 +170,8 @@ impl Backend {
         })
     }
 
-    /// C <- C - A A^H on the lower triangle of C, on `par`: row bands of equal area, each
-    /// the product left of its diagonal block and the diagonal block's own SYRK.
+    /// C <- C - A A^H on the lower triangle of C, on `par`: row bands of equal area, each the
+    /// product left of its diagonal block and the diagonal block's own SYRK.
     pub(crate) fn split_syrk<T: Scalar>(
         self,
         a: MatRef<'_, T>,

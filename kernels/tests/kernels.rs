@@ -1,5 +1,5 @@
-//! Every tile operation against a naive reference, on every backend this build has, with
-//! square, ragged and transposed operands.
+//! Every tile operation against a naive reference, on every backend this build has, with square,
+//! ragged and transposed operands.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Backend, KernelError, Op, Par};
@@ -11,8 +11,8 @@ fn pseudo_random(rows: usize, cols: usize, seed: usize) -> Mat<f64> {
     })
 }
 
-/// A well-conditioned lower triangular tile (strict upper part filled with junk that a
-/// kernel must not read).
+/// A well-conditioned lower triangular tile (strict upper part filled with junk that a kernel must
+/// not read).
 fn lower_tile(n: usize, seed: usize) -> Mat<f64> {
     let mut l = pseudo_random(n, n, seed);
     for i in 0..n {
@@ -328,9 +328,9 @@ fn backends_parse_and_report_availability() {
     }
 }
 
-/// A cluster of p cores runs OpenBLAS as p sequential calls on its own pool threads:
-/// OpenBLAS's process-wide thread count stays 1 through parallel kernels (a 2x1 run uses
-/// one thread per kernel), and the library peer restores it after using all threads.
+/// A cluster of p cores runs OpenBLAS as p sequential calls on its own pool threads: OpenBLAS's
+/// process-wide thread count stays 1 through parallel kernels (a 2x1 run uses one thread per
+/// kernel), and the library peer restores it after using all threads.
 #[cfg(feature = "openblas")]
 #[test]
 fn openblas_runs_one_thread_per_pool_thread() {

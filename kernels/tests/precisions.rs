@@ -1,7 +1,6 @@
-//! Every tile operation in every precision (f32, f64, c32, c64) on every backend this
-//! build has, against a naive product computed in complex f64: complex operands with
-//! non-zero imaginary parts, so that a kernel which transposes where it must conjugate
-//! (or the reverse) fails.
+//! Every tile operation in every precision (f32, f64, c32, c64) on every backend this build has,
+//! against a naive product computed in complex f64: complex operands with non-zero imaginary parts,
+//! so that a kernel which transposes where it must conjugate (or the reverse) fails.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Backend, KernelError, MatMul, Op, Par, Precision, Scalar, c32, c64};
@@ -47,8 +46,8 @@ fn max_diff(a: &Mat<c64>, b: &Mat<c64>) -> f64 {
     d
 }
 
-/// A well-conditioned lower triangular tile with a real positive diagonal (a Cholesky
-/// factor's) and NaN junk above it that no kernel may read.
+/// A well-conditioned lower triangular tile with a real positive diagonal (a Cholesky factor's) and
+/// NaN junk above it that no kernel may read.
 fn lower_tile<T: Scalar>(n: usize, seed: usize) -> Mat<T> {
     let mut l = pseudo_random::<T>(n, n, seed);
     for i in 0..n {
@@ -155,8 +154,8 @@ fn every_op<T: Scalar>() {
     }
 }
 
-/// A Hermitian positive definite matrix with complex off-diagonal entries (real ones for a
-/// real type): M M^H + n I.
+/// A Hermitian positive definite matrix with complex off-diagonal entries (real ones for a real
+/// type): M M^H + n I.
 fn hpd<T: Scalar>(n: usize) -> Mat<T> {
     let m = wide(pseudo_random::<T>(n, n, 3).as_ref());
     let a = mul(&m, &adjoint(&m));

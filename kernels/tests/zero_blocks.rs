@@ -1,15 +1,15 @@
-//! faer-rs issue #273: faer's parallel f64 `matmul` (0.24.4) can return wrong values on
-//! inputs with large blocks of exact zeros (337 elements of one column at n = 5018), where
-//! `Par::Seq` is right. hetla's parallel kernels are sequential faer calls on disjoint
-//! pieces (`split`), so they never reach that code; these tests hold them to it: every
-//! faer tile kernel, run with two threads on block-structured operands with exact-zero
-//! blocks at orders around 5000, against the same kernel with `Par::Seq`.
+//! faer-rs issue #273: faer's parallel f64 `matmul` (0.24.4) can return wrong values on inputs with
+//! large blocks of exact zeros (337 elements of one column at n = 5018), where `Par::Seq` is right.
+//! hetla's parallel kernels are sequential faer calls on disjoint pieces (`split`), so they never
+//! reach that code; these tests hold them to it: every faer tile kernel, run with two threads on
+//! block-structured operands with exact-zero blocks at orders around 5000, against the same kernel
+//! with `Par::Seq`.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Backend, Par};
 
-/// Entries of `rows x cols` with exact-zero blocks (a block pattern of 512 x 64, one in
-/// three blocks zero), the rest pseudo-random in [-0.5, 0.5).
+/// Entries of `rows x cols` with exact-zero blocks (a block pattern of 512 x 64, one in three
+/// blocks zero), the rest pseudo-random in [-0.5, 0.5).
 fn zero_blocks(rows: usize, cols: usize, seed: usize) -> Mat<f64> {
     Mat::from_fn(rows, cols, |i, j| {
         if (i / 512 + j / 64 + seed).is_multiple_of(3) {
@@ -97,9 +97,9 @@ fn parallel_faer_kernels_match_sequential_on_exact_zero_blocks() {
     assert_same(run(par).as_ref(), run(Par::Seq).as_ref(), "potrf");
 }
 
-/// faer's own parallel product on the same inputs (not a hetla kernel): whether #273
-/// reproduces on this machine. Ignored by default (it tests faer, and takes seconds);
-/// run with `cargo test --release -p hetla-kernels --test zero_blocks -- --ignored`.
+/// faer's own parallel product on the same inputs (not a hetla kernel): whether #273 reproduces on
+/// this machine. Ignored by default (it tests faer, and takes seconds); run with `cargo test
+/// --release -p hetla-kernels --test zero_blocks -- --ignored`.
 #[test]
 #[ignore]
 fn faer_parallel_matmul_on_exact_zero_blocks() {

@@ -1,6 +1,6 @@
 //! Time to compute the makespan bounds of the Cholesky graph on the `sirocco` preset, as
-//! `hetla bound` does (graph, critical path, area and mixed bound). Targets: 40 x 40 tiles
-//! (11,480 tasks) with 2x10 clusters and 4 GPUs at tile 960 in <= 1 s; 20 x 20 tiles in
+//! `hetla bound` does (graph, critical path, area and mixed bound). Targets: 40 x 40 tiles (11,480
+//! tasks) with 2x10 clusters and 4 GPUs at tile 960 in <= 1 s; 20 x 20 tiles in
 //! <= 0.2 s.
 
 use std::hint::black_box;

@@ -1,5 +1,5 @@
-//! The time to plan and simulate the sirocco product of the PERI-SUM target (n = 30720,
-//! tile 960) per strategy. Run: `cargo bench -p hetla-lab --bench gemm`.
+//! The time to plan and simulate the sirocco product of the PERI-SUM target (n = 30720, tile 960)
+//! per strategy. Run: `cargo bench -p hetla-lab --bench gemm`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hetla::gemm::Strategy;

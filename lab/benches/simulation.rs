@@ -1,9 +1,9 @@
-//! Time to simulate the Cholesky factorisation on the `sirocco` preset. Target: 40 x 40
-//! tiles (11,480 tasks) with 2x10 clusters and 4 GPUs at tile 960 in <= 1 s.
+//! Time to simulate the Cholesky factorisation on the `sirocco` preset. Target: 40 x 40 tiles
+//! (11,480 tasks) with 2x10 clusters and 4 GPUs at tile 960 in <= 1 s.
 //!
 //! `simulate` is the simulated run alone (the graph built once, outside the timing);
-//! `simulate_and_bound` is all `hetla simulate` computes: graph, simulated run and the
-//! three bounds.
+//! `simulate_and_bound` is all `hetla simulate` computes: graph, simulated run and the three
+//! bounds.
 
 use std::hint::black_box;
 

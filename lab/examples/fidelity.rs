@@ -1,6 +1,5 @@
-//! The papers' figures beside hetla's simulations of the same machines: writes
-//! docs/fidelity.md (each target with the paper's value, hetla's, the error, and whether it
-//! is met) and prints it.
+//! The papers' figures beside hetla's simulations of the same machines: writes docs/fidelity.md
+//! (each target with the paper's value, hetla's, the error, and whether it is met) and prints it.
 //!
 //! ```text
 //! cargo run --release --example fidelity
@@ -12,8 +11,8 @@ use hetla_factorizations::MATMUL_C;
 use hetla_lab::{Modelled, PlatformModel, Result, SimReport, simulate_gemm_traced};
 use hetla_runtime::{HOST, SchedulerKind, SimOptions, WriteBack};
 
-/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model`
-/// with clusters `spec` and `gpus` GPUs.
+/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model` with
+/// clusters `spec` and `gpus` GPUs.
 fn simulate_cholesky(
     model: &PlatformModel,
     spec: &ClusterSpec,
@@ -45,9 +44,9 @@ fn grid(count: usize, size: usize) -> ClusterSpec {
     ClusterSpec::Grid { count, size }
 }
 
-/// The options of a simulated Cholesky run the papers measured: StarPU writes tiles back
-/// to host memory when they are unregistered, after the run, so these runs do the same
-/// (hetla's own policy writes each tile back as soon as it is final).
+/// The options of a simulated Cholesky run the papers measured: StarPU writes tiles back to host
+/// memory when they are unregistered, after the run, so these runs do the same (hetla's own policy
+/// writes each tile back as soon as it is final).
 fn options(scheduler: SchedulerKind) -> SimOptions {
     let mut o = SimOptions::default();
     o.run.scheduler = scheduler;
@@ -102,9 +101,9 @@ fn main() -> Result<()> {
     let knl = PlatformModel::preset("knl").expect("preset");
     let a100 = PlatformModel::preset("a100x8").expect("preset");
 
-    // Eyraud-Dubois and Lambert (2018), Table 2: sirocco with its setup (section 5.1): 4 K40m, 20 CPU cores as
-    // StarPU workers of one core each (4 of the 24 drive the GPUs), tiles of 960; DMDA and
-    // NRRP-ROUNDED + EffectiveSteal.
+    // Eyraud-Dubois and Lambert (2018), Table 2: sirocco with its setup (section 5.1): 4 K40m, 20
+    // CPU cores as StarPU workers of one core each (4 of the 24 drive the GPUs), tiles of 960; DMDA
+    // and NRRP-ROUNDED + EffectiveSteal.
     let sequential_cores = grid(20, 1);
     let table2 = [
         (15360, (1.78, 13.3), (1.66, 10.5)),
@@ -275,8 +274,8 @@ fn main() -> Result<()> {
         });
     }
 
-    // Cojean et al. (2016), sirocco: 2x10 + g GPUs; peaks about 1.6 and 2.6 Tflop/s at tile 960 (its
-    // text) and 4.6 with 4 GPUs (Fig. 10, the better of its tiles 960 and 1920); 2x10 at or
+    // Cojean et al. (2016), sirocco: 2x10 + g GPUs; peaks about 1.6 and 2.6 Tflop/s at tile 960
+    // (its text) and 4.6 with 4 GPUs (Fig. 10, the better of its tiles 960 and 1920); 2x10 at or
     // above 20x1 with 4 GPUs at every order.
     let orders = [9600, 19200, 28800, 38400, 48000];
     for (gpus, paper, tiles) in [
@@ -337,7 +336,8 @@ fn main() -> Result<()> {
         }
     }
 
-    // Anastasiadis (2024) chapter 4, a100x8: FP64 GEMM with A, B, C on the host (beta = 0), and on gpu0.
+    // Anastasiadis (2024) chapter 4, a100x8: FP64 GEMM with A, B, C on the host (beta = 0), and on
+    // gpu0.
     let peak = 8.0 * 17_200e9;
     for n in [16384, 32768] {
         let matrix = (n * n * 8) as f64;

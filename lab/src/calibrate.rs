@@ -1,17 +1,16 @@
 //! Calibration into platform files: the devices' links, and the kernels timed inside
 //! factorisations.
 //!
-//! The kernels alone are timed by the library ([`hetla::calibrate`]): every worker of a
-//! class at once, on tiles read from a matrix larger than the caches. For a platform file
-//! two more measurements are needed:
+//! The kernels alone are timed by the library ([`hetla::calibrate`]): every worker of a class at
+//! once, on tiles read from a matrix larger than the caches. For a platform file two more
+//! measurements are needed:
 //!
-//! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each
-//!   way, a least-squares fit of latency plus bytes over bandwidth to their medians,
-//!   stored per GPU model with the kernel models;
-//! - [`record_in_run`] factors matrices of [`IN_RUN_TILES`] x [`IN_RUN_TILES`] tiles and
-//!   keeps each kernel's median duration inside them (kernels run slower in a run than
-//!   alone), and the gaps between the tasks of a single worker (the runtime's own cost
-//!   per task).
+//! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each way, a
+//!   least-squares fit of latency plus bytes over bandwidth to their medians, stored per GPU model
+//!   with the kernel models;
+//! - [`record_in_run`] factors matrices of [`IN_RUN_TILES`] x [`IN_RUN_TILES`] tiles and keeps each
+//!   kernel's median duration inside them (kernels run slower in a run than alone), and the gaps
+//!   between the tasks of a single worker (the runtime's own cost per task).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,8 +48,8 @@ pub fn link_steps(platform: &Platform) -> usize {
     platform.devices().len() * LINK_BYTES.len()
 }
 
-/// Latency and bandwidth fitted (least squares) to (bytes, seconds) points; `None` when
-/// the fit has no positive slope.
+/// Latency and bandwidth fitted (least squares) to (bytes, seconds) points; `None` when the fit has
+/// no positive slope.
 fn fit_link(points: &[(f64, f64)]) -> Option<LinkRate> {
     let n = points.len() as f64;
     let (mx, my) = points
@@ -109,9 +108,9 @@ fn measure_link(
     })
 }
 
-/// Measures each device's link both ways and stores it, per device model (the mean of the
-/// devices of a model), in the platform's models; returns the links in device order.
-/// `step` is called once per copy size and device.
+/// Measures each device's link both ways and stores it, per device model (the mean of the devices
+/// of a model), in the platform's models; returns the links in device order. `step` is called once
+/// per copy size and device.
 pub fn calibrate_links(
     platform: &Platform,
     mut step: impl FnMut() + Send,
@@ -172,16 +171,16 @@ pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
     tiles.len() * runs
 }
 
-/// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each
-/// b in `tiles`, and records into `models`, for each kernel (square b x b tiles) and worker
-/// class, the median of the tasks' durations as the runs measured them; `step` is called
-/// after each factorisation. Kernels run slower inside a factorisation than alone (tiles
-/// come from memory, clusters compete), so these are the durations that predict runs; the
-/// median keeps a burst of load from other processes out of them.
+/// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each b in
+/// `tiles`, and records into `models`, for each kernel (square b x b tiles) and worker class, the
+/// median of the tasks' durations as the runs measured them; `step` is called after each
+/// factorisation. Kernels run slower inside a factorisation than alone (tiles come from memory,
+/// clusters compete), so these are the durations that predict runs; the median keeps a burst of
+/// load from other processes out of them.
 ///
-/// On a platform with a single worker, the next task is always ready when one ends (the
-/// worker released it), so the time between two tasks is the runtime's own overhead:
-/// those gaps are returned, in seconds (none on other platforms).
+/// On a platform with a single worker, the next task is always ready when one ends (the worker
+/// released it), so the time between two tasks is the runtime's own overhead: those gaps are
+/// returned, in seconds (none on other platforms).
 pub fn record_in_run(
     platform: &Arc<Platform>,
     tiles: &[usize],

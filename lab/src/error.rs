@@ -1,5 +1,5 @@
-//! The laboratory's errors: a platform model that cannot be used, an option out of range,
-//! or the library's and the runtime's errors, kept whole.
+//! The laboratory's errors: a platform model that cannot be used, an option out of range, or the
+//! library's and the runtime's errors, kept whole.
 
 /// What went wrong in a modelled run, a platform file or a calibration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -33,8 +33,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short name of the kind of error ("platform_model", "invalid_option"), for scripts
-    /// (the CLI's `--json` errors).
+    /// A short name of the kind of error ("platform_model", "invalid_option"), for scripts (the
+    /// CLI's `--json` errors).
     pub fn kind(&self) -> &'static str {
         match self {
             Error::PlatformModel { .. } => "platform_model",

@@ -1,7 +1,6 @@
-//! The product planned and simulated on a modelled machine: the same planning as a real
-//! run ([`Gemm::plan_on`]), with each worker's tile rate from the platform model, the
-//! plan simulated ([`hetla_runtime::simulate`]) and reported as a real run is
-//! ([`Gemm::report`]).
+//! The product planned and simulated on a modelled machine: the same planning as a real run
+//! ([`Gemm::plan_on`]), with each worker's tile rate from the platform model, the plan simulated
+//! ([`hetla_runtime::simulate`]) and reported as a real run is ([`Gemm::report`]).
 
 use hetla::gemm::{GemmReport, Machine};
 use hetla::{Gemm, Op};

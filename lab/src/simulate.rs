@@ -2,12 +2,12 @@
 //! `hetla simulate` prints and `hetla sweep` repeats over configurations.
 //!
 //! One call simulates the plan's graph with the runtime's simulated executor
-//! ([`hetla_runtime::simulate`]: the same schedulers and data layer as a real run, on a
-//! virtual clock) and computes the critical-path, area and mixed bounds of the same graph
-//! with the same durations (the bounds ignore transfers; the simulation pays them), so a
-//! noise-free simulated run can never beat its own mixed bound. Over several nodes
-//! ([`simulate_grid`]) the plan is split as a distributed run splits it
-//! ([`Plan::split`]), and each node runs its share on its own modelled machine.
+//! ([`hetla_runtime::simulate`]: the same schedulers and data layer as a real run, on a virtual
+//! clock) and computes the critical-path, area and mixed bounds of the same graph with the same
+//! durations (the bounds ignore transfers; the simulation pays them), so a noise-free simulated run
+//! can never beat its own mixed bound. Over several nodes ([`simulate_grid`]) the plan is split as
+//! a distributed run splits it ([`Plan::split`]), and each node runs its share on its own modelled
+//! machine.
 
 use std::time::Instant;
 
@@ -53,8 +53,8 @@ pub struct SimReport {
     pub tile: usize,
     /// Scheduler name.
     pub scheduler: String,
-    /// Which CPU kernel rates were used: "loaded" (the model's rates lowered by its
-    /// loaded-machine reductions) or "alone" (the model gives none).
+    /// Which CPU kernel rates were used: "loaded" (the model's rates lowered by its loaded-machine
+    /// reductions) or "alone" (the model gives none).
     pub cpu_rates: &'static str,
     /// Seed of the duration noise.
     pub seed: u64,
@@ -77,8 +77,8 @@ pub struct SimReport {
     pub simulation_seconds: f64,
 }
 
-/// Simulates `plan` on `machine` (its model, clusters and GPUs; the plan's precision and
-/// tile): the report, with the bounds of the same graph and durations, and the trace.
+/// Simulates `plan` on `machine` (its model, clusters and GPUs; the plan's precision and tile): the
+/// report, with the bounds of the same graph and durations, and the trace.
 pub fn simulate(
     plan: &Plan,
     machine: &Modelled<'_>,
@@ -146,8 +146,8 @@ fn order(plan: &Plan) -> usize {
     }
 }
 
-/// Bounds of `plan` on `machine`, computed without running anything (the durations of the
-/// model's rates at the plan's tile).
+/// Bounds of `plan` on `machine`, computed without running anything (the durations of the model's
+/// rates at the plan's tile).
 pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
     let ops = plan.ops();
@@ -157,10 +157,10 @@ pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     Ok(plan.bounds(&classes, |key, class| model.duration(key, tile, class))?)
 }
 
-/// The network of a simulated distributed run, from `"latency,bandwidth"`: a latency with
-/// a unit (`ns`, `us`, `ms`, `s`; microseconds without one) and a bandwidth with a unit
-/// (`GB/s`, `MB/s`, or bits: `Gb/s`, `Mb/s`; GB/s without one). `"1.5us,100Gb/s"` is a
-/// 100 Gb/s network (12.5 GB/s) with 1.5 µs per message.
+/// The network of a simulated distributed run, from `"latency,bandwidth"`: a latency with a unit
+/// (`ns`, `us`, `ms`, `s`; microseconds without one) and a bandwidth with a unit (`GB/s`, `MB/s`,
+/// or bits: `Gb/s`, `Mb/s`; GB/s without one). `"1.5us,100Gb/s"` is a 100 Gb/s network (12.5 GB/s)
+/// with 1.5 µs per message.
 pub fn parse_network(s: &str) -> std::result::Result<LinkRate, String> {
     let wrong = |why: &str| {
         format!(
@@ -279,13 +279,12 @@ pub struct GridSimReport {
     pub simulation_seconds: f64,
 }
 
-/// Simulates `plan` split over `grid.size()` nodes, each the machine `machine`,
-/// connected by `network`: each node runs the tasks of the tiles it owns with its own
-/// scheduler and memory, and sends each final tile once to each node that reads it, as
-/// `hetla cholesky --grid` does under `mpirun` (the same split, [`Plan::split`]). Returns
-/// the report and the run as one trace: every node's workers, named `node{rank}.{worker}`,
-/// and their tasks under the whole graph's ids (copies inside a node are left out: their
-/// memory nodes are each node's own).
+/// Simulates `plan` split over `grid.size()` nodes, each the machine `machine`, connected by
+/// `network`: each node runs the tasks of the tiles it owns with its own scheduler and memory, and
+/// sends each final tile once to each node that reads it, as `hetla cholesky --grid` does under
+/// `mpirun` (the same split, [`Plan::split`]). Returns the report and the run as one trace: every
+/// node's workers, named `node{rank}.{worker}`, and their tasks under the whole graph's ids (copies
+/// inside a node are left out: their memory nodes are each node's own).
 pub fn simulate_grid(
     plan: &Plan,
     machine: &Modelled<'_>,

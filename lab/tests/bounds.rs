@@ -1,5 +1,5 @@
-//! Bounds of the Cholesky plan from the `sirocco` model (the `hetla bound` command is
-//! tested with the command line, in `cli/tests`; the bounds of real runs with the library).
+//! Bounds of the Cholesky plan from the `sirocco` model (the `hetla bound` command is tested with
+//! the command line, in `cli/tests`; the bounds of real runs with the library).
 
 use hetla::{BoundReport, ClusterSpec, Plan, Precision};
 use hetla_lab::{Error, Modelled, PlatformModel};
@@ -8,8 +8,8 @@ fn grid(count: usize, size: usize) -> ClusterSpec {
     ClusterSpec::Grid { count, size }
 }
 
-/// The bounds of the Cholesky plan of order `n` in tiles of `tile` on `model` with
-/// clusters `spec` and `gpus` GPUs.
+/// The bounds of the Cholesky plan of order `n` in tiles of `tile` on `model` with clusters `spec`
+/// and `gpus` GPUs.
 fn model_cholesky_bounds(
     model: &PlatformModel,
     spec: &ClusterSpec,

@@ -1,5 +1,5 @@
-//! The matrix product simulated on modelled machines: max-reuse's exact traffic, PERI-SUM
-//! against dmda on sirocco, and the host's links on a100x8.
+//! The matrix product simulated on modelled machines: max-reuse's exact traffic, PERI-SUM against
+//! dmda on sirocco, and the host's links on a100x8.
 
 use hetla::gemm::{Discretisation, Strategy};
 use hetla::{ClusterSpec, Gemm};

@@ -1,5 +1,5 @@
-//! No platform file panics its parser: near-miss mutations of a valid file either parse
-//! (and the model then gives bounds or a clear error) or are refused with a message.
+//! No platform file panics its parser: near-miss mutations of a valid file either parse (and the
+//! model then gives bounds or a clear error) or are refused with a message.
 
 use hetla::{ClusterSpec, Plan, Precision};
 use hetla_lab::{Modelled, PlatformModel};

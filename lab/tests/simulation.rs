@@ -9,8 +9,8 @@ fn grid(count: usize, size: usize) -> ClusterSpec {
     ClusterSpec::Grid { count, size }
 }
 
-/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model`
-/// with clusters `spec` and `gpus` GPUs.
+/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model` with
+/// clusters `spec` and `gpus` GPUs.
 fn simulate_cholesky(
     model: &PlatformModel,
     spec: &ClusterSpec,
@@ -357,8 +357,8 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
     assert!(end_report.makespan_ms >= end_report.bounds.mixed_ms);
 }
 
-/// A noise-free distributed simulation of sirocco nodes (2x10 clusters, `gpus` GPUs) at
-/// tile 960 on `grid` with `network`.
+/// A noise-free distributed simulation of sirocco nodes (2x10 clusters, `gpus` GPUs) at tile 960 on
+/// `grid` with `network`.
 fn run_grid(gpus: usize, n: usize, grid_: &str, network: &str) -> Result<(GridSimReport, Trace)> {
     let plan = Plan::cholesky(n, 960, Precision::D)?;
     let model = sirocco();

@@ -1,33 +1,32 @@
-//! Data handles: one per tile, with a replica state on every memory node (MSI), and GPU
-//! memory nodes used as caches of host memory.
+//! Data handles: one per tile, with a replica state on every memory node (MSI), and GPU memory
+//! nodes used as caches of host memory.
 //!
-//! Before a task runs on a worker, the executor calls [`DataRegistry::start_task`]: each
-//! tile the task uses becomes valid on the worker's memory node, and the call returns the
-//! copies this needs (from host memory when it holds a valid replica, else from a node
-//! that does); a write leaves the tile `Modified` on that node and `Invalid` everywhere
-//! else. The task's tiles stay pinned on the node until [`DataRegistry::end_task`].
+//! Before a task runs on a worker, the executor calls [`DataRegistry::start_task`]: each tile the
+//! task uses becomes valid on the worker's memory node, and the call returns the copies this needs
+//! (from host memory when it holds a valid replica, else from a node that does); a write leaves the
+//! tile `Modified` on that node and `Invalid` everywhere else. The task's tiles stay pinned on the
+//! node until [`DataRegistry::end_task`].
 //!
-//! A node may have a capacity (a GPU's memory budget; host memory has none). Making room
-//! evicts the least recently used unpinned replicas of the node; a replica that is the
-//! last valid copy of its tile is first written back to host memory, so that no tile is
-//! ever lost. [`DataRegistry::prefetch`] copies a tile ahead of the task that will read it
-//! (as soon as the scheduler has assigned the task), without pinning it, and gives up
-//! rather than evict a pinned tile. On a CPU-only platform there is one node (the host),
-//! tiles start valid there, and no call ever needs a copy: the same code paths run.
+//! A node may have a capacity (a GPU's memory budget; host memory has none). Making room evicts the
+//! least recently used unpinned replicas of the node; a replica that is the last valid copy of its
+//! tile is first written back to host memory, so that no tile is ever lost.
+//! [`DataRegistry::prefetch`] copies a tile ahead of the task that will read it (as soon as the
+//! scheduler has assigned the task), without pinning it, and gives up rather than evict a pinned
+//! tile. On a CPU-only platform there is one node (the host), tiles start valid there, and no call
+//! ever needs a copy: the same code paths run.
 //!
-//! The registry only decides *what* moves; the executor carries the copies out (the
-//! simulated executor by charging their time to links) and records them in the trace.
-//! An executor with real device memory also needs to know when a replica is dropped (an
-//! eviction, or a write elsewhere), to free it: with [`DataRegistry::log_steps`] the
-//! registry keeps every copy and release in the order they must happen, and
-//! [`DataRegistry::take_steps`] hands them over.
+//! The registry only decides *what* moves; the executor carries the copies out (the simulated
+//! executor by charging their time to links) and records them in the trace. An executor with real
+//! device memory also needs to know when a replica is dropped (an eviction, or a write elsewhere),
+//! to free it: with [`DataRegistry::log_steps`] the registry keeps every copy and release in the
+//! order they must happen, and [`DataRegistry::take_steps`] hands them over.
 
 use std::collections::BTreeSet;
 
 use hetla_factorizations::{Mode, TileRef};
 
-/// A data handle: one tile of a run, numbered in the order the run's tasks first use it.
-/// Tables of a run index by handle directly (`Vec<T>` and `[T]` implement `Index<Handle>`).
+/// A data handle: one tile of a run, numbered in the order the run's tasks first use it. Tables of
+/// a run index by handle directly (`Vec<T>` and `[T]` implement `Index<Handle>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Handle(pub usize);
 
@@ -77,8 +76,8 @@ pub struct Transfer {
 pub enum Step {
     /// Copy a tile between nodes.
     Copy(Transfer),
-    /// Give `handle` a replica on a device `node` without copying anything into it: the
-    /// task about to run there overwrites it unread ([`Mode::Write`]).
+    /// Give `handle` a replica on a device `node` without copying anything into it: the task about
+    /// to run there overwrites it unread ([`Mode::Write`]).
     Allocate {
         /// The data handle.
         handle: Handle,
@@ -96,8 +95,8 @@ pub enum Step {
     },
 }
 
-/// A memory node has no room for the tiles of a task: its capacity is smaller than what
-/// the task pins there.
+/// A memory node has no room for the tiles of a task: its capacity is smaller than what the task
+/// pins there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "memory node {node} (GPU {gpu}) holds {capacity} bytes, too few for the {needed} bytes a task pins there: use smaller tiles, or give the GPU more memory (--gpu-memory on this machine, `memory_gb` in a platform file)", gpu = node.saturating_sub(1)
@@ -136,8 +135,8 @@ pub struct DataRegistry {
 }
 
 impl DataRegistry {
-    /// Handles for `tiles` (with their sizes in bytes), valid on the host only, on a
-    /// platform with `nodes` memory nodes of unlimited capacity.
+    /// Handles for `tiles` (with their sizes in bytes), valid on the host only, on a platform with
+    /// `nodes` memory nodes of unlimited capacity.
     pub fn new(tiles: Vec<(TileRef, usize)>, nodes: usize) -> Self {
         Self::with_capacities(tiles, vec![None; nodes.max(1)])
     }
@@ -228,8 +227,8 @@ impl DataRegistry {
         self.used[node.0]
     }
 
-    /// The node a copy of `handle` to another node would come from: host memory when it
-    /// holds a valid replica, else the lowest node that does.
+    /// The node a copy of `handle` to another node would come from: host memory when it holds a
+    /// valid replica, else the lowest node that does.
     pub fn source(&self, handle: Handle) -> MemoryNode {
         let states = &self.states[handle];
         if states[HOST.0] != ReplicaState::Invalid {
@@ -242,8 +241,8 @@ impl DataRegistry {
     }
 
     /// Makes every tile of a task valid on `node` in its mode and pins them there until
-    /// [`DataRegistry::end_task`]. Returns the copies, in order: write-backs of evicted
-    /// last copies, then fetches.
+    /// [`DataRegistry::end_task`]. Returns the copies, in order: write-backs of evicted last
+    /// copies, then fetches.
     pub fn start_task(
         &mut self,
         accesses: &[(Handle, Mode)],
@@ -262,8 +261,8 @@ impl DataRegistry {
         Ok(copies)
     }
 
-    /// Whether the tiles of a task fit on `node` beside those the running tasks pin there
-    /// (every other tile can be evicted).
+    /// Whether the tiles of a task fit on `node` beside those the running tasks pin there (every
+    /// other tile can be evicted).
     pub fn fits(&self, accesses: &[(Handle, Mode)], node: MemoryNode) -> Result<(), NoRoom> {
         let Some(capacity) = self.capacity[node.0] else {
             return Ok(());
@@ -306,9 +305,9 @@ impl DataRegistry {
         }
     }
 
-    /// Copies `handle` to `node` ahead of a task that will read it, if it is not valid
-    /// there and room can be made without evicting a pinned tile. Returns the copies
-    /// (write-backs, then the fetch); none when nothing was done.
+    /// Copies `handle` to `node` ahead of a task that will read it, if it is not valid there and
+    /// room can be made without evicting a pinned tile. Returns the copies (write-backs, then the
+    /// fetch); none when nothing was done.
     pub fn prefetch(&mut self, handle: Handle, node: MemoryNode) -> Vec<Transfer> {
         let mut copies = Vec::new();
         // A tile a started task is writing is not final: a copy of it now could be taken
@@ -329,8 +328,8 @@ impl DataRegistry {
         copies
     }
 
-    /// Prefetches every tile of a task to `node` (see [`DataRegistry::prefetch`]): what an
-    /// executor does when the scheduler binds a ready task to a worker of that node.
+    /// Prefetches every tile of a task to `node` (see [`DataRegistry::prefetch`]): what an executor
+    /// does when the scheduler binds a ready task to a worker of that node.
     pub fn prefetch_task(
         &mut self,
         accesses: &[(Handle, Mode)],
@@ -344,8 +343,8 @@ impl DataRegistry {
             .collect()
     }
 
-    /// Makes `handle` usable on `node` in `mode` (no pinning) and returns the copy this
-    /// needs, if any; room is made as in [`DataRegistry::start_task`].
+    /// Makes `handle` usable on `node` in `mode` (no pinning) and returns the copy this needs, if
+    /// any; room is made as in [`DataRegistry::start_task`].
     pub fn acquire(
         &mut self,
         handle: Handle,
@@ -358,9 +357,9 @@ impl DataRegistry {
         Ok(copies)
     }
 
-    /// Drops `handle`'s replica on `node` (not the host) when it is valid there and not
-    /// pinned, writing it back to the host first when it is the last valid copy. Returns
-    /// the write-back, if any. Static plans use it to free buffers they know are done.
+    /// Drops `handle`'s replica on `node` (not the host) when it is valid there and not pinned,
+    /// writing it back to the host first when it is the last valid copy. Returns the write-back, if
+    /// any. Static plans use it to free buffers they know are done.
     pub fn evict(&mut self, handle: Handle, node: MemoryNode) -> Vec<Transfer> {
         let mut copies = Vec::new();
         if node == HOST || !self.is_valid(handle, node) || self.pins[handle][node.0] > 0 {
@@ -375,8 +374,8 @@ impl DataRegistry {
         copies
     }
 
-    /// The copies that bring every tile whose only valid copy is on a GPU back to the
-    /// host (the end of a run: the caller's matrix must hold the result).
+    /// The copies that bring every tile whose only valid copy is on a GPU back to the host (the end
+    /// of a run: the caller's matrix must hold the result).
     pub fn flush_to_host(&mut self) -> Vec<Transfer> {
         let mut copies = Vec::new();
         for h in (0..self.len()).map(Handle) {
@@ -389,8 +388,8 @@ impl DataRegistry {
         copies
     }
 
-    /// Makes `handle` valid on `node` (a `Shared` copy when it was not), evicting as
-    /// needed, and touches it.
+    /// Makes `handle` valid on `node` (a `Shared` copy when it was not), evicting as needed, and
+    /// touches it.
     fn fetch(
         &mut self,
         handle: Handle,
@@ -405,8 +404,8 @@ impl DataRegistry {
         Ok(())
     }
 
-    /// [`DataRegistry::fetch`] for an access in `mode`: a tile overwritten unread
-    /// ([`Mode::Write`]) only gets room and a replica on `node`, no copy.
+    /// [`DataRegistry::fetch`] for an access in `mode`: a tile overwritten unread ([`Mode::Write`])
+    /// only gets room and a replica on `node`, no copy.
     fn fetch_for(
         &mut self,
         handle: Handle,
@@ -430,8 +429,8 @@ impl DataRegistry {
         Ok(())
     }
 
-    /// Records the copy of `handle` from `from` to `to` (returned and logged) and makes
-    /// the new replica a valid, shared one of `to`.
+    /// Records the copy of `handle` from `from` to `to` (returned and logged) and makes the new
+    /// replica a valid, shared one of `to`.
     fn copy_in(
         &mut self,
         handle: Handle,
@@ -496,8 +495,8 @@ impl DataRegistry {
         self.lru[node.0].remove(&(self.stamp[handle][node.0], handle));
     }
 
-    /// Evicts least recently used unpinned replicas of `node` until `handle`'s tile fits,
-    /// writing back the ones that are the last valid copy of their tile.
+    /// Evicts least recently used unpinned replicas of `node` until `handle`'s tile fits, writing
+    /// back the ones that are the last valid copy of their tile.
     fn make_room(
         &mut self,
         node: MemoryNode,

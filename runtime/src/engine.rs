@@ -1,40 +1,39 @@
-//! The engine of a run, written once for real and simulated runs: what happens when a task
-//! becomes ready, when a worker takes it, and when it ends.
+//! The engine of a run, written once for real and simulated runs: what happens when a task becomes
+//! ready, when a worker takes it, and when it ends.
 //!
 //! A run is a sequence of steps on one state (the scheduler, the data registry, the count of
 //! unfinished predecessors of each task):
 //!
-//! 1. **push**: a ready task goes to the scheduler; when the policy binds it to a worker at
-//!    once (MCT, dmda), its tiles are prefetched to that worker's memory node;
-//! 2. **start**: a worker pops a task, its tiles are made valid and pinned on the worker's
-//!    node, and the inputs of the tasks a static plan gives it next are prefetched;
-//! 3. **finish**: the tiles are unpinned, those the plan (or the last write of a tile)
-//!    releases are dropped from a device, written back when last, the tiles the task made
-//!    final are written back to host memory (unless [`crate::WriteBack::AtEnd`]), the
-//!    scheduler learns the end, and the successors whose last predecessor this was are
-//!    pushed;
-//! 4. **flush**: after the last task, every tile whose only valid copy is on a device is
-//!    written back to host memory.
+//! 1. **push**: a ready task goes to the scheduler; when the policy binds it to a worker at once
+//!    (MCT, dmda), its tiles are prefetched to that worker's memory node;
+//! 2. **start**: a worker pops a task, its tiles are made valid and pinned on the worker's node,
+//!    and the inputs of the tasks a static plan gives it next are prefetched;
+//! 3. **finish**: the tiles are unpinned, those the plan (or the last write of a tile) releases are
+//!    dropped from a device, written back when last, the tiles the task made final are written back
+//!    to host memory (unless [`crate::WriteBack::AtEnd`]), the scheduler learns the end, and the
+//!    successors whose last predecessor this was are pushed;
+//! 4. **flush**: after the last task, every tile whose only valid copy is on a device is written
+//!    back to host memory.
 //!
 //! A task may also wait for inputs from outside the run (tiles another process sends, see
-//! [`crate::Inbox`]): each counts as one more unfinished predecessor, which
-//! [`Engine::arrived`] releases; the task is pushed when the last of either kind is there.
+//! [`crate::Inbox`]): each counts as one more unfinished predecessor, which [`Engine::arrived`]
+//! releases; the task is pushed when the last of either kind is there.
 //!
-//! What differs between a real and a simulated run is only *when* these steps happen and
-//! what a copy costs, so the engine leaves two things to its driver:
+//! What differs between a real and a simulated run is only *when* these steps happen and what a
+//! copy costs, so the engine leaves two things to its driver:
 //!
-//! - a [`Carrier`] carries out the copies, allocations and releases the registry decides, in
-//!   the registry's order: on devices (the real executor, which registers each copy under
-//!   the registry's lock, carries it out after it and traces it with wall times; see
-//!   [`crate::inflight`]) or on modelled links (the simulator, which books each copy on its
-//!   links' timelines under the lock);
-//! - the clock: the real executor's workers each loop on their own thread (pop, start, run
-//!   the kernel, finish) with wall time; the simulator's single loop lets every idle worker
-//!   pop and start, then advances a virtual clock to the next task end and finishes it.
+//! - a [`Carrier`] carries out the copies, allocations and releases the registry decides, in the
+//!   registry's order: on devices (the real executor, which registers each copy under the
+//!   registry's lock, carries it out after it and traces it with wall times; see
+//!   [`crate::inflight`]) or on modelled links (the simulator, which books each copy on its links'
+//!   timelines under the lock);
+//! - the clock: the real executor's workers each loop on their own thread (pop, start, run the
+//!   kernel, finish) with wall time; the simulator's single loop lets every idle worker pop and
+//!   start, then advances a virtual clock to the next task end and finishes it.
 //!
-//! Neither driver touches the scheduler or the registry except through the engine, so the
-//! two cannot drift apart. Failures (a copy, a memory node too small, a kernel) are recorded
-//! here, the earliest [`RunStep`] first, and stop the run.
+//! Neither driver touches the scheduler or the registry except through the engine, so the two
+//! cannot drift apart. Failures (a copy, a memory node too small, a kernel) are recorded here, the
+//! earliest [`RunStep`] first, and stop the run.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -61,12 +60,12 @@ pub(crate) enum Start {
     Stopped,
 }
 
-/// Carries out the registry's decisions: copies between memory nodes, device buffers
-/// allocated and released.
+/// Carries out the registry's decisions: copies between memory nodes, device buffers allocated and
+/// released.
 pub(crate) trait Carrier: Sync {
-    /// Carries out `steps`, in order, decided at time `at` by `data` (still locked, so no
-    /// other worker sees their effect before they are done), or registers them to carry
-    /// out after the lock: those are returned, for [`Carrier::complete`].
+    /// Carries out `steps`, in order, decided at time `at` by `data` (still locked, so no other
+    /// worker sees their effect before they are done), or registers them to carry out after the
+    /// lock: those are returned, for [`Carrier::complete`].
     fn carry_out(
         &self,
         steps: Vec<Step>,
@@ -74,28 +73,28 @@ pub(crate) trait Carrier: Sync {
         at: f64,
     ) -> Result<Vec<Deferred>, KernelError>;
 
-    /// Carries out the copies [`Carrier::carry_out`] deferred, once the registry's lock is
-    /// released (see [`crate::inflight`]).
+    /// Carries out the copies [`Carrier::carry_out`] deferred, once the registry's lock is released
+    /// (see [`crate::inflight`]).
     fn complete(&self, deferred: Vec<Deferred>) -> Result<(), KernelError> {
         debug_assert!(deferred.is_empty());
         Ok(())
     }
 
     /// Carries out deferred write-backs of the tiles `task` made final: by default as
-    /// [`Carrier::complete`] does; the real executor hands them to a thread of the device
-    /// they come from, so that the device's worker goes on queueing kernels (a failure is
-    /// then recorded for `task` by that thread).
+    /// [`Carrier::complete`] does; the real executor hands them to a thread of the device they come
+    /// from, so that the device's worker goes on queueing kernels (a failure is then recorded for
+    /// `task` by that thread).
     fn complete_behind(&self, _task: TaskId, deferred: Vec<Deferred>) -> Result<(), KernelError> {
         self.complete(deferred)
     }
 
-    /// Waits until the tiles a task accesses on `node` are there and no longer read by a
-    /// copy it would overwrite (nothing to wait for when copies are done under the lock).
+    /// Waits until the tiles a task accesses on `node` are there and no longer read by a copy it
+    /// would overwrite (nothing to wait for when copies are done under the lock).
     fn settle(&self, _accesses: &[(Handle, Mode)], _node: MemoryNode) {}
 }
 
-/// A run in progress: the scheduler, the data registry and the tasks' readiness, shared by
-/// the workers (see the module documentation).
+/// A run in progress: the scheduler, the data registry and the tasks' readiness, shared by the
+/// workers (see the module documentation).
 pub(crate) struct Engine<'a> {
     graph: &'a TaskGraph,
     ctx: SchedContext<'a>,
@@ -111,10 +110,9 @@ pub(crate) struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// An engine for `graph`, scheduled by `options`' policy (or its static plan, checked
-    /// against the run), with transfer estimates from `transfers` when the platform has
-    /// several memory nodes; task `t` also waits for `outside(t)` inputs from outside the
-    /// run.
+    /// An engine for `graph`, scheduled by `options`' policy (or its static plan, checked against
+    /// the run), with transfer estimates from `transfers` when the platform has several memory
+    /// nodes; task `t` also waits for `outside(t)` inputs from outside the run.
     pub fn new(
         graph: &'a TaskGraph,
         ctx: SchedContext<'a>,
@@ -196,15 +194,14 @@ impl<'a> Engine<'a> {
         lock(&self.failure).clone()
     }
 
-    /// The run's end: the scheduler's context (with what the run measured) and the first
-    /// failure.
+    /// The run's end: the scheduler's context (with what the run measured) and the first failure.
     pub fn into_parts(self) -> (SchedContext<'a>, Option<(RunStep, TaskFailure)>) {
         let failure = self.failure.into_inner().unwrap_or_else(|e| e.into_inner());
         (self.ctx, failure)
     }
 
-    /// Runs `f` on the registry, then has `carrier` carry out what it decided: under the
-    /// lock, or registered under it and carried out after it.
+    /// Runs `f` on the registry, then has `carrier` carry out what it decided: under the lock, or
+    /// registered under it and carried out after it.
     pub fn with_data<R>(
         &self,
         carrier: &dyn Carrier,
@@ -216,8 +213,8 @@ impl<'a> Engine<'a> {
         Ok(result)
     }
 
-    /// Runs `f` on the registry and has `carrier` carry out or register what it decided,
-    /// under the lock; returns the copies registered.
+    /// Runs `f` on the registry and has `carrier` carry out or register what it decided, under the
+    /// lock; returns the copies registered.
     fn decide<R>(
         &self,
         carrier: &dyn Carrier,
@@ -262,9 +259,9 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One input of `task` from outside the run is there (at `now`): pushes the task when
-    /// it waited for nothing else (true then). An input `task` does not wait for (any
-    /// more) is an error: the caller counted them wrong.
+    /// One input of `task` from outside the run is there (at `now`): pushes the task when it waited
+    /// for nothing else (true then). An input `task` does not wait for (any more) is an error: the
+    /// caller counted them wrong.
     pub fn arrived(&self, carrier: &dyn Carrier, task: TaskId, now: f64) -> Result<bool, String> {
         self.outside
             .get(task.0)
@@ -280,8 +277,8 @@ impl<'a> Engine<'a> {
         Ok(false)
     }
 
-    /// Hands a ready task to the scheduler and, on a platform with several memory nodes,
-    /// prefetches its tiles to the worker the scheduler bound it to, if any.
+    /// Hands a ready task to the scheduler and, on a platform with several memory nodes, prefetches
+    /// its tiles to the worker the scheduler bound it to, if any.
     fn push(&self, carrier: &dyn Carrier, task: TaskId, origin: Option<WorkerId>, now: f64) {
         self.scheduler.push(task, origin, now, &self.ctx);
         if !self.tables.several_nodes {
@@ -301,11 +298,10 @@ impl<'a> Engine<'a> {
         self.scheduler.pop(w, now, &self.ctx)
     }
 
-    /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies
-    /// ahead the inputs of the tasks the scheduler says `w` runs next (static plans), those
-    /// safe to copy now. `busy`: `w` has other tasks running (a device's queue), whose
-    /// tiles will be unpinned when they end, so a task that does not fit beside them is
-    /// [`Start::Later`], not a failure.
+    /// Makes `task`'s tiles valid on worker `w`'s node and pins them there, then copies ahead the
+    /// inputs of the tasks the scheduler says `w` runs next (static plans), those safe to copy now.
+    /// `busy`: `w` has other tasks running (a device's queue), whose tiles will be unpinned when
+    /// they end, so a task that does not fit beside them is [`Start::Later`], not a failure.
     pub fn start(
         &self,
         carrier: &dyn Carrier,
@@ -347,10 +343,9 @@ impl<'a> Engine<'a> {
         Start::Running
     }
 
-    /// Ends `task` on worker `w` at `end` with `outcome`: unpins its tiles, drops those
-    /// released after it from a device, and, when it succeeded, tells the scheduler and
-    /// pushes the successors it made ready (true when some became ready). The last task's
-    /// end stops the run.
+    /// Ends `task` on worker `w` at `end` with `outcome`: unpins its tiles, drops those released
+    /// after it from a device, and, when it succeeded, tells the scheduler and pushes the
+    /// successors it made ready (true when some became ready). The last task's end stops the run.
     pub fn finish(
         &self,
         carrier: &dyn Carrier,
@@ -399,8 +394,8 @@ impl<'a> Engine<'a> {
         released
     }
 
-    /// Writes back every tile whose only valid copy is on a device (the caller's matrix
-    /// must hold the result, also after a failure).
+    /// Writes back every tile whose only valid copy is on a device (the caller's matrix must hold
+    /// the result, also after a failure).
     pub fn flush(&self, carrier: &dyn Carrier, now: f64) {
         if !self.tables.several_nodes {
             return;

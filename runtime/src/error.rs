@@ -46,8 +46,8 @@ pub enum Error {
         #[source]
         source: IoError,
     },
-    /// An output file (trace, chart) is unusable before anything is written (a directory,
-    /// a missing folder, two outputs naming one file), or its contents could not be made.
+    /// An output file (trace, chart) is unusable before anything is written (a directory, a missing
+    /// folder, two outputs naming one file), or its contents could not be made.
     #[error("cannot write {path}: {reason}")]
     Output {
         /// The file.
@@ -131,8 +131,8 @@ impl Error {
     }
 }
 
-/// A system I/O error, shared so that errors stay `Clone`; two are equal when their kinds
-/// and messages are.
+/// A system I/O error, shared so that errors stay `Clone`; two are equal when their kinds and
+/// messages are.
 #[derive(Debug, Clone)]
 pub struct IoError(Arc<std::io::Error>);
 

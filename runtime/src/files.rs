@@ -1,14 +1,13 @@
 //! Output files (traces, charts, tables, platform files, performance models) written so that
-//! nothing is ever half-written and a run never fails at its end for a path known at its
-//! start.
+//! nothing is ever half-written and a run never fails at its end for a path known at its start.
 //!
-//! - [`check_writable`] proves, before the work starts, that a file can be created in the
-//!   output's directory (it creates and removes a temporary file there), and that the path
-//!   is not a directory.
+//! - [`check_writable`] proves, before the work starts, that a file can be created in the output's
+//!   directory (it creates and removes a temporary file there), and that the path is not a
+//!   directory.
 //! - [`check_distinct`] refuses two outputs of one command on the same file.
-//! - [`write_atomic`] writes a temporary file in the same directory, syncs it and renames it
-//!   over the target: readers see the old file or the new one, never a part; a failure
-//!   removes the temporary file.
+//! - [`write_atomic`] writes a temporary file in the same directory, syncs it and renames it over
+//!   the target: readers see the old file or the new one, never a part; a failure removes the
+//!   temporary file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,8 +22,8 @@ fn directory_of(path: &Path) -> &Path {
     }
 }
 
-/// An error unless `path` can be written: not a directory, its directory exists, and a file
-/// can be created in it. `what` names the option ("--trace").
+/// An error unless `path` can be written: not a directory, its directory exists, and a file can be
+/// created in it. `what` names the option ("--trace").
 pub fn check_writable(what: &str, path: &Path) -> Result<()> {
     let fail = |reason: String| Error::output(path, format!("{what}: {reason}"));
     if path.as_os_str().is_empty() {
@@ -67,8 +66,8 @@ pub fn check_distinct(outputs: &[(&str, &Path)]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync,
-/// rename); on any failure the previous file is untouched and no temporary file is left.
+/// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename); on
+/// any failure the previous file is untouched and no temporary file is left.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let fail = |e: std::io::Error| Error::io("write", path, e);
     let dir = directory_of(path);

@@ -1,22 +1,22 @@
 //! Copies the data registry decided, carried out after its lock is released.
 //!
-//! Packing a tile of 4096 x 4096 into a staging buffer takes milliseconds; under the
-//! registry's lock it would stop every other worker from starting a task meanwhile. So the
-//! real executor only *registers* each copy under the lock (which gives it its place in one
-//! global order) and carries it out afterwards, on the thread that caused it. What the
-//! lock used to guarantee is kept by waiting on the register instead:
+//! Packing a tile of 4096 x 4096 into a staging buffer takes milliseconds; under the registry's
+//! lock it would stop every other worker from starting a task meanwhile. So the real executor only
+//! *registers* each copy under the lock (which gives it its place in one global order) and carries
+//! it out afterwards, on the thread that caused it. What the lock used to guarantee is kept by
+//! waiting on the register instead:
 //!
-//! - copies of one tile are carried out in their registered order (a tile coming back to
-//!   host memory before it goes on to another device, say);
+//! - copies of one tile are carried out in their registered order (a tile coming back to host
+//!   memory before it goes on to another device, say);
 //! - a replica is not released while a copy from or into it is under way;
-//! - a task does not run on a node before the copies of its tiles *into* that node are
-//!   done (for a device: queued on its copy stream, which its kernels wait for), nor
-//!   overwrite a tile while it is still being copied *from* that node.
+//! - a task does not run on a node before the copies of its tiles *into* that node are done (for a
+//!   device: queued on its copy stream, which its kernels wait for), nor overwrite a tile while it
+//!   is still being copied *from* that node.
 //!
-//! A copy waits only for copies registered before it, and each thread carries out its own
-//! copies right after registering them, in order, without taking the registry's lock: so
-//! the earliest unfinished copy is always under way, and nothing waits forever. A failed
-//! copy is taken off the register too (the run stops).
+//! A copy waits only for copies registered before it, and each thread carries out its own copies
+//! right after registering them, in order, without taking the registry's lock: so the earliest
+//! unfinished copy is always under way, and nothing waits forever. A failed copy is taken off the
+//! register too (the run stops).
 
 use std::sync::{Condvar, Mutex};
 
@@ -79,15 +79,13 @@ impl InFlight {
         self.done.notify_all();
     }
 
-    /// Waits until no copy reads or writes `handle`'s replica on `node`: before it is
-    /// released.
+    /// Waits until no copy reads or writes `handle`'s replica on `node`: before it is released.
     pub fn wait_replica(&self, handle: Handle, node: MemoryNode) {
         self.wait_while(|o| o.copy.handle == handle && (o.copy.from == node || o.copy.to == node));
     }
 
-    /// Waits until the tiles a task on `node` accesses can be used there: no copy into
-    /// `node` of a tile it accesses, and no copy from `node` of a tile it writes, is under
-    /// way.
+    /// Waits until the tiles a task on `node` accesses can be used there: no copy into `node` of a
+    /// tile it accesses, and no copy from `node` of a tile it writes, is under way.
     pub fn wait_task(&self, accesses: &[(Handle, Mode)], node: MemoryNode) {
         self.wait_while(|o| {
             accesses.iter().any(|&(h, mode)| {

@@ -1,35 +1,32 @@
 //! # hetla-runtime
 //!
-//! Runs task graphs on a platform's workers with a scheduler, for real or on a modelled
-//! machine, and traces them. It depends on the tile kernels, the task graphs and the
-//! clusters only; `hetla` builds factorisations and products on it.
+//! Runs task graphs on a platform's workers with a scheduler, for real or on a modelled machine,
+//! and traces them. It depends on the tile kernels, the task graphs and the clusters only; `hetla`
+//! builds factorisations and products on it.
 //!
-//! - **Platforms**: [`Platform`] (CPU clusters with pinned pools, devices with a pinned
-//!   host thread, the kernel backend and the [`PerfModels`] learned on them), [`Device`]
-//!   (CUDA GPUs and [`EmulatedDevice`]s), [`LinkModel`] (one link type for real and
-//!   modelled machines).
-//! - **Data**: [`DataRegistry`], one handle per tile with a replica state per
-//!   [`MemoryNode`], capacities, LRU eviction, write-back and prefetch.
-//! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], [`Dmda`],
-//!   [`Eager`], [`WorkStealing`]), chosen by [`SchedulerKind`]; [`StaticPlan`]s run by
-//!   [`Planned`].
-//! - **Executors**: one engine (the steps of a run: push and prefetch, start, finish and
-//!   release, flush, written once) driven on wall time by [`execute`] (one thread per
-//!   worker, inside its cluster's pool) or on a virtual clock by [`simulate`] (a
-//!   [`SimPlatform`]'s durations and links).
+//! - **Platforms**: [`Platform`] (CPU clusters with pinned pools, devices with a pinned host
+//!   thread, the kernel backend and the [`PerfModels`] learned on them), [`Device`] (CUDA GPUs and
+//!   [`EmulatedDevice`]s), [`LinkModel`] (one link type for real and modelled machines).
+//! - **Data**: [`DataRegistry`], one handle per tile with a replica state per [`MemoryNode`],
+//!   capacities, LRU eviction, write-back and prefetch.
+//! - **Scheduling**: the [`Scheduler`] trait and its policies ([`Mct`], [`Dmda`], [`Eager`],
+//!   [`WorkStealing`]), chosen by [`SchedulerKind`]; [`StaticPlan`]s run by [`Planned`].
+//! - **Executors**: one engine (the steps of a run: push and prefetch, start, finish and release,
+//!   flush, written once) driven on wall time by [`execute`] (one thread per worker, inside its
+//!   cluster's pool) or on a virtual clock by [`simulate`] (a [`SimPlatform`]'s durations and
+//!   links).
 //! - **Traces**: [`Trace`], what ran where and when; Chrome JSON and [`TraceSummary`].
 //! - **Files**: [`write_atomic`] and its checks, so that no output is half-written.
 //!
-//! A run: the executor interns every task's model key, computes bottom-level priorities,
-//! pushes the tasks without predecessors, and starts the workers. A worker pops a task,
-//! makes its tiles valid on its memory node, runs the kernel with its cluster's
-//! parallelism, records the duration in the model, and releases the successors whose last
-//! predecessor this was.
+//! A run: the executor interns every task's model key, computes bottom-level priorities, pushes the
+//! tasks without predecessors, and starts the workers. A worker pops a task, makes its tiles valid
+//! on its memory node, runs the kernel with its cluster's parallelism, records the duration in the
+//! model, and releases the successors whose last predecessor this was.
 //!
 //! ## Layers
 //!
-//! Modules import only from the layers below them (`scripts/import-graph.py` checks that
-//! no import goes in a circle):
+//! Modules import only from the layers below them (`scripts/import-graph.py` checks that no import
+//! goes in a circle):
 //!
 //! ```text
 //! execution/ (wall clock)   simulation/ (virtual clock)   the two executors

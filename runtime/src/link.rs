@@ -1,6 +1,6 @@
-//! Links between memory nodes: the cost of one copy, per direction, and which GPUs share
-//! a host link. One type for the real platform (measured by `hetla calibrate`), platform
-//! models and simulations.
+//! Links between memory nodes: the cost of one copy, per direction, and which GPUs share a host
+//! link. One type for the real platform (measured by `hetla calibrate`), platform models and
+//! simulations.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,9 +8,9 @@ use crate::data::{HOST, MemoryNode};
 
 /// How data moves between host memory and a GPU, per direction, and between GPUs.
 ///
-/// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`,
-/// ... share one (two GPUs behind one PCIe switch, as on an HGX A100 board), whose rate is
-/// `h2d`/`d2h`, one copy at a time per direction.
+/// Each GPU has its own host link unless `host_shared_by` > 1: then GPUs `0..s`, `s..2s`, ... share
+/// one (two GPUs behind one PCIe switch, as on an HGX A100 board), whose rate is `h2d`/`d2h`, one
+/// copy at a time per direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkModel {
@@ -18,8 +18,8 @@ pub struct LinkModel {
     pub h2d: LinkRate,
     /// Device to host.
     pub d2h: LinkRate,
-    /// Device to device, when GPUs can copy to each other directly; without it a copy
-    /// between GPUs is staged through host memory (device to host, then host to device).
+    /// Device to device, when GPUs can copy to each other directly; without it a copy between GPUs
+    /// is staged through host memory (device to host, then host to device).
     #[serde(default)]
     pub p2p: Option<LinkRate>,
     /// How many GPUs (consecutive indices) share one host link; 1: each has its own.
@@ -55,11 +55,11 @@ fn one() -> usize {
 /// One link direction a copy takes: from, to, and its rate.
 pub(crate) type Hop = (MemoryNode, MemoryNode, LinkRate);
 
-/// The link directions a copy from `from` to `to` takes (at most two), where `link(node)`
-/// is the link of the GPU on memory node `node`: host to GPU over its `h2d`, GPU to host
-/// over its `d2h`, GPU to GPU over the source's peer link when it has one, else staged
-/// through host memory (down one link, up the other). Real platforms (links measured per
-/// device) and simulations (one link model for all GPUs) both route copies by it.
+/// The link directions a copy from `from` to `to` takes (at most two), where `link(node)` is the
+/// link of the GPU on memory node `node`: host to GPU over its `h2d`, GPU to host over its `d2h`,
+/// GPU to GPU over the source's peer link when it has one, else staged through host memory (down
+/// one link, up the other). Real platforms (links measured per device) and simulations (one link
+/// model for all GPUs) both route copies by it.
 pub(crate) fn hops(
     link: impl Fn(MemoryNode) -> LinkModel,
     from: MemoryNode,

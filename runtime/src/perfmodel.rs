@@ -1,11 +1,11 @@
-//! History-based performance models: the mean and deviation of observed kernel durations
-//! per (operation, operand shapes, resource class), persisted as JSON.
+//! History-based performance models: the mean and deviation of observed kernel durations per
+//! (operation, operand shapes, resource class), persisted as JSON.
 //!
-//! A key with fewer than [`MIN_SAMPLES`] samples is *uncalibrated*: schedulers then place
-//! the task so that it gets measured (see `scheduler::Mct`) and use a flop-based guess
-//! meanwhile. Models are loaded when a [`crate::Platform`] is built and written back by
-//! [`crate::Platform::save_models`]; the file is per kernel backend, because faer and
-//! OpenBLAS kernels have different speeds on the same cores.
+//! A key with fewer than [`MIN_SAMPLES`] samples is *uncalibrated*: schedulers then place the task
+//! so that it gets measured (see `scheduler::Mct`) and use a flop-based guess meanwhile. Models are
+//! loaded when a [`crate::Platform`] is built and written back by [`crate::Platform::save_models`];
+//! the file is per kernel backend, because faer and OpenBLAS kernels have different speeds on the
+//! same cores.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -62,8 +62,8 @@ impl std::fmt::Display for ResourceClass {
     }
 }
 
-/// What a model is about: an operation on operands of given shapes (rows, cols), in the
-/// operation's operand order.
+/// What a model is about: an operation on operands of given shapes (rows, cols), in the operation's
+/// operand order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelKey {
     /// The operation.
@@ -75,10 +75,10 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
-    /// The key of a graph task whose tiles have the shapes `shape` gives. A matrix
-    /// product tile ([`Op::MatMul`]) shares the model of the Cholesky GEMM tile of the same
-    /// sizes (m x k, n x k -> m x n): the same flops on the same BLAS call, whatever the
-    /// transposes and scalars, so calibrated GEMM rates serve both.
+    /// The key of a graph task whose tiles have the shapes `shape` gives. A matrix product tile
+    /// ([`Op::MatMul`]) shares the model of the Cholesky GEMM tile of the same sizes (m x k, n x k
+    /// -> m x n): the same flops on the same BLAS call, whatever the transposes and scalars, so
+    /// calibrated GEMM rates serve both.
     pub fn of_task(
         task: &hetla_factorizations::Task,
         shape: impl Fn(hetla_factorizations::TileRef) -> (usize, usize),
@@ -112,9 +112,9 @@ impl KernelKey {
         self.op.flops(&self.shapes) * self.precision.flop_factor()
     }
 
-    /// The flops of the kernel by the leading terms Cojean et al. (2016) counts a task
-    /// with (POTRF m^3/3, TRSM m n^2, SYRK k m^2, the others their exact count), times 4
-    /// in a complex precision: what modelled rates (Gflop/s per kernel) are quoted in.
+    /// The flops of the kernel by the leading terms Cojean et al. (2016) counts a task with (POTRF
+    /// m^3/3, TRSM m n^2, SYRK k m^2, the others their exact count), times 4 in a complex
+    /// precision: what modelled rates (Gflop/s per kernel) are quoted in.
     pub fn leading_flops(&self) -> f64 {
         let w = self.shapes[self.shapes.len() - 1];
         let (m, n) = (w.0 as f64, w.1 as f64);
@@ -218,8 +218,8 @@ pub struct PerfModels {
     entries: HashMap<(KernelKey, ResourceClass), Stats>,
     /// Host-device links by GPU model name, as `hetla calibrate` measured them.
     links: BTreeMap<String, LinkModel>,
-    /// The samples recorded since the models were loaded or last saved: what a save adds
-    /// to the file, whatever other processes wrote to it meanwhile.
+    /// The samples recorded since the models were loaded or last saved: what a save adds to the
+    /// file, whatever other processes wrote to it meanwhile.
     fresh: HashMap<(KernelKey, ResourceClass), Stats>,
     /// Links measured since then.
     fresh_links: BTreeMap<String, LinkModel>,
@@ -291,12 +291,11 @@ impl PerfModels {
         dir.join(format!("perfmodels-{backend}.json"))
     }
 
-    /// Loads models from `path`; a missing file is an empty set. A file that cannot be
-    /// parsed is moved aside (`<file>.corrupt-<time>`, kept for the user) and the set is
-    /// empty; entries whose values cannot be right (no samples, a mean that is not a
-    /// positive duration, a negative or non-finite m2, shapes that do not fit the
-    /// operation) are left out. Each of these is a warning on stderr; only a file that
-    /// exists but cannot be read at all is an error.
+    /// Loads models from `path`; a missing file is an empty set. A file that cannot be parsed is
+    /// moved aside (`<file>.corrupt-<time>`, kept for the user) and the set is empty; entries whose
+    /// values cannot be right (no samples, a mean that is not a positive duration, a negative or
+    /// non-finite m2, shapes that do not fit the operation) are left out. Each of these is a
+    /// warning on stderr; only a file that exists but cannot be read at all is an error.
     pub fn load(path: &Path) -> Result<Self> {
         let _lock = StoreLock::acquire(path)?;
         let (models, warnings) = Self::read_checked(path)?;
@@ -387,11 +386,11 @@ impl PerfModels {
         Ok((models, warnings))
     }
 
-    /// Adds the samples recorded since the last load or save to the file at `path`
-    /// (directories created), under an exclusive lock on `<path>.lock`: what other processes
-    /// saved meanwhile is read and kept, so concurrent runs never lose a sample. The file is
-    /// replaced atomically; afterwards these models are the file's. Returns the warnings of
-    /// reading the file (a corrupt one is moved aside first).
+    /// Adds the samples recorded since the last load or save to the file at `path` (directories
+    /// created), under an exclusive lock on `<path>.lock`: what other processes saved meanwhile is
+    /// read and kept, so concurrent runs never lose a sample. The file is replaced atomically;
+    /// afterwards these models are the file's. Returns the warnings of reading the file (a corrupt
+    /// one is moved aside first).
     pub fn save(&mut self, path: &Path, backend: &str) -> Result<Vec<String>> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create the folder", dir, e))?;
@@ -492,8 +491,8 @@ fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
     Ok(aside)
 }
 
-/// An exclusive lock on `<models file>.lock`, held while a process reads, merges and writes
-/// the file (the lock file itself stays: removing it would race with the next locker).
+/// An exclusive lock on `<models file>.lock`, held while a process reads, merges and writes the
+/// file (the lock file itself stays: removing it would race with the next locker).
 struct StoreLock(std::fs::File);
 
 impl StoreLock {

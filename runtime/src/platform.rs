@@ -1,15 +1,14 @@
-//! The platform: the workers a run may use (CPU clusters and devices), the kernel
-//! backend, and the performance models learned on them.
+//! The platform: the workers a run may use (CPU clusters and devices), the kernel backend, and the
+//! performance models learned on them.
 //!
-//! Building a platform starts the clusters' pinned pools once; every factorisation and
-//! solve run with it reuses them, also after a failed run.
+//! Building a platform starts the clusters' pinned pools once; every factorisation and solve run
+//! with it reuses them, also after a failed run.
 //!
-//! Devices (GPUs, emulated devices) come first: each reserves one core for its worker's
-//! host thread, the last cores of the topology, and the clusters are cut from the cores
-//! left ([`reserve_host_cores`], the rule modelled platforms follow too). A device packs
-//! and unpacks its copies on its host thread's core plus a share of the cores no cluster
-//! uses. Worker order:
-//! the clusters, then the devices; device `i` is memory node `i + 1`.
+//! Devices (GPUs, emulated devices) come first: each reserves one core for its worker's host
+//! thread, the last cores of the topology, and the clusters are cut from the cores left
+//! ([`reserve_host_cores`], the rule modelled platforms follow too). A device packs and unpacks its
+//! copies on its host thread's core plus a share of the cores no cluster uses. Worker order: the
+//! clusters, then the devices; device `i` is memory node `i + 1`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,8 +24,8 @@ use crate::sync::lock;
 use crate::workers::WorkerInfo;
 use crate::{Error, Result};
 
-/// The link model of a device until `hetla calibrate` has measured it: 10 us and 10 GB/s
-/// each way, the order of a PCIe 3 x16 link.
+/// The link model of a device until `hetla calibrate` has measured it: 10 us and 10 GB/s each way,
+/// the order of a PCIe 3 x16 link.
 pub const DEFAULT_LINK: LinkModel = LinkModel {
     h2d: LinkRate {
         latency_us: 10.0,
@@ -40,8 +39,8 @@ pub const DEFAULT_LINK: LinkModel = LinkModel {
     host_shared_by: 1,
 };
 
-/// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]`
-/// is the link of memory node `i + 1`, by the one rule of real runs and simulations.
+/// Seconds one copy of `bytes` from `from` to `to` takes on idle links, where `links[i]` is the
+/// link of memory node `i + 1`, by the one rule of real runs and simulations.
 pub fn copy_seconds(links: &[LinkModel], from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
     crate::link::copy_seconds(|node| links[node.0 - 1], from, to, bytes)
 }
@@ -67,9 +66,9 @@ pub enum ModelStore {
     None,
 }
 
-/// Runs a small product on every thread of the cluster, so that per-thread state the
-/// kernels allocate lazily (the `gemm` crate's packing slab, tens of MiB per thread) is
-/// allocated when the platform is built, not inside the first factorisation.
+/// Runs a small product on every thread of the cluster, so that per-thread state the kernels
+/// allocate lazily (the `gemm` crate's packing slab, tens of MiB per thread) is allocated when the
+/// platform is built, not inside the first factorisation.
 fn warm_up(cluster: &CpuCluster) {
     const B: usize = 256;
     let a = faer::Mat::<f64>::zeros(B, B);
@@ -87,9 +86,9 @@ pub struct Platform {
     topology: Topology,
     clusters: Vec<CpuCluster>,
     devices: Vec<DeviceWorker>,
-    /// Held by each run: a platform runs one graph at a time (its pools and device memory
-    /// hold one run's workers and replicas; the shared default platform may be called
-    /// from several user threads).
+    /// Held by each run: a platform runs one graph at a time (its pools and device memory hold one
+    /// run's workers and replicas; the shared default platform may be called from several user
+    /// threads).
     run_lock: Mutex<()>,
     /// Cholesky tile sizes chosen on this platform, by order n (`tile_choice`).
     tile_choices: Mutex<Vec<(usize, TileChoice)>>,
@@ -112,10 +111,10 @@ impl std::fmt::Debug for Platform {
 static SHARED: Mutex<Vec<(ClusterSpec, Backend, Arc<Platform>)>> = Mutex::new(Vec::new());
 
 impl Platform {
-    /// The process-wide platform of `spec` and `backend` (CPU clusters, models from the
-    /// default store): built on first use, then shared by every call that names no
-    /// platform (`solve_spd`, `Cholesky::new()`), so pools are started and models read
-    /// once per process, not at every call.
+    /// The process-wide platform of `spec` and `backend` (CPU clusters, models from the default
+    /// store): built on first use, then shared by every call that names no platform (`solve_spd`,
+    /// `Cholesky::new()`), so pools are started and models read once per process, not at every
+    /// call.
     pub fn shared(spec: &ClusterSpec, backend: Backend) -> Result<Arc<Platform>> {
         let mut shared = lock(&SHARED);
         if let Some((_, _, p)) = shared.iter().find(|(s, b, _)| s == spec && *b == backend) {
@@ -126,8 +125,8 @@ impl Platform {
         Ok(platform)
     }
 
-    /// The clusters `spec` makes on this machine's topology, with `backend` kernels and
-    /// models from the default store.
+    /// The clusters `spec` makes on this machine's topology, with `backend` kernels and models from
+    /// the default store.
     pub fn new(spec: &ClusterSpec, backend: Backend) -> Result<Self> {
         Self::with_store(spec, backend, ModelStore::Default)
     }
@@ -137,8 +136,8 @@ impl Platform {
         Self::with_devices(spec, backend, store, Vec::new())
     }
 
-    /// CPU clusters `spec` makes from the cores left after each device reserved one, and
-    /// the devices (see the module doc). `spec` may be `none` when there are devices.
+    /// CPU clusters `spec` makes from the cores left after each device reserved one, and the
+    /// devices (see the module doc). `spec` may be `none` when there are devices.
     pub fn with_devices(
         spec: &ClusterSpec,
         backend: Backend,
@@ -329,9 +328,9 @@ impl Platform {
         f(&mut self.lock_models())
     }
 
-    /// Adds the samples learned since the last save to the platform's store (merged under a
-    /// lock with what other processes saved, see [`PerfModels::save`]); returns the file,
-    /// or `None` when the store is [`ModelStore::None`].
+    /// Adds the samples learned since the last save to the platform's store (merged under a lock
+    /// with what other processes saved, see [`PerfModels::save`]); returns the file, or `None` when
+    /// the store is [`ModelStore::None`].
     pub fn save_models(&self) -> Result<Option<PathBuf>> {
         let Some(path) = &self.model_file else {
             return Ok(None);
@@ -352,8 +351,7 @@ impl Platform {
 /// Where devices' host threads run, and the cores left for the CPU clusters.
 #[derive(Debug, Clone)]
 pub struct HostCores {
-    /// The CPU (the first of its core) each device's host thread is pinned to, in device
-    /// order.
+    /// The CPU (the first of its core) each device's host thread is pinned to, in device order.
     pub per_device: Vec<usize>,
     /// How many cores were reserved: the last ones of the topology.
     pub reserved: usize,
@@ -361,11 +359,10 @@ pub struct HostCores {
     pub left: Topology,
 }
 
-/// The one rule for host cores, on real machines and modelled ones (StarPU's): each of
-/// `devices` reserves one core for its host thread, the last cores of `topology`; at least
-/// one core stays for the clusters unless `spec` is `none`; when there are more devices
-/// than cores to reserve, their host threads share the reserved cores (the first core
-/// when none can be reserved).
+/// The one rule for host cores, on real machines and modelled ones (StarPU's): each of `devices`
+/// reserves one core for its host thread, the last cores of `topology`; at least one core stays for
+/// the clusters unless `spec` is `none`; when there are more devices than cores to reserve, their
+/// host threads share the reserved cores (the first core when none can be reserved).
 pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usize) -> HostCores {
     let cores = topology.cores();
     let spare = if *spec == ClusterSpec::None {
@@ -388,9 +385,8 @@ pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usiz
     }
 }
 
-/// The logical CPUs each device packs its copies on: its host thread's core and, dealt in
-/// turn, the cores that neither a cluster nor a host thread uses (all of them with
-/// `--clusters none`).
+/// The logical CPUs each device packs its copies on: its host thread's core and, dealt in turn, the
+/// cores that neither a cluster nor a host thread uses (all of them with `--clusters none`).
 fn copy_cores(
     topology: &Topology,
     clusters: &[Vec<usize>],
@@ -419,14 +415,13 @@ fn copy_cores(
         .collect()
 }
 
-/// A Cholesky tile size chosen for an order on a platform, and why (the platform
-/// remembers it).
+/// A Cholesky tile size chosen for an order on a platform, and why (the platform remembers it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TileChoice {
     /// The tile size.
     pub tile: usize,
-    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
-    /// a platform with devices), in milliseconds.
+    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on a platform
+    /// with devices), in milliseconds.
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,

@@ -1,7 +1,7 @@
-//! What every run prepares before its first step, so that real and simulated runs schedule
-//! the same way: model keys and resource classes interned into a dense statistics table,
-//! bottom-level priorities, operation restrictions, one data handle per tile, what a static
-//! plan releases and places, and the data registry ([`Tables`], [`prepare`]).
+//! What every run prepares before its first step, so that real and simulated runs schedule the same
+//! way: model keys and resource classes interned into a dense statistics table, bottom-level
+//! priorities, operation restrictions, one data handle per tile, what a static plan releases and
+//! places, and the data registry ([`Tables`], [`prepare`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,9 +16,9 @@ use crate::schedulers::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
 use crate::sync::lock;
 use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
 
-/// Transfer estimates for MCT from the registry's replica states and the links' models:
-/// the copies that would make a task's tiles valid on a worker's node, each from the node
-/// a copy would come from.
+/// Transfer estimates for MCT from the registry's replica states and the links' models: the copies
+/// that would make a task's tiles valid on a worker's node, each from the node a copy would come
+/// from.
 pub(crate) struct LinkEstimate<'a> {
     /// The run's workers.
     pub workers: &'a [WorkerInfo],
@@ -54,16 +54,16 @@ struct Context<'a> {
     pub handles: Vec<Vec<(Handle, Mode)>>,
     /// Each handle's tile and bytes.
     pub tiles: Vec<(TileRef, usize)>,
-    /// Whether some task writes each handle (a tile no task writes may be copied ahead
-    /// of any task; others only ahead of ready tasks).
+    /// Whether some task writes each handle (a tile no task writes may be copied ahead of any task;
+    /// others only ahead of ready tasks).
     pub written: Vec<bool>,
 }
 
 /// Tasks a static plan lets a worker prefetch ahead (Eyraud-Dubois and Lambert (2018) uses two).
 pub(crate) const PREFETCH_DEPTH: usize = 2;
 
-/// The handles of `tasks` that are safe to copy now: those no task writes, and all of a
-/// task that is ready.
+/// The handles of `tasks` that are safe to copy now: those no task writes, and all of a task that
+/// is ready.
 pub(crate) fn prefetchable(
     tasks: &[TaskId],
     handles: &[Vec<(Handle, Mode)>],
@@ -127,11 +127,10 @@ fn last_uses(handles: &[Vec<(Handle, Mode)>]) -> Vec<(Option<usize>, Option<usiz
     last
 }
 
-/// The handles each task writes for the last time while later tasks still read them: a
-/// device's copy of such a tile is final once the task ends, and is written back to host
-/// memory then (it stays on the device as a shared copy), while the run goes on, instead of
-/// in the flush at the end. (A tile whose last access is its last write is released
-/// instead, see [`releases`].)
+/// The handles each task writes for the last time while later tasks still read them: a device's
+/// copy of such a tile is final once the task ends, and is written back to host memory then (it
+/// stays on the device as a shared copy), while the run goes on, instead of in the flush at the
+/// end. (A tile whose last access is its last write is released instead, see [`releases`].)
 pub(crate) fn write_backs(handles: &[Vec<(Handle, Mode)>]) -> Vec<Vec<Handle>> {
     let mut after = vec![Vec::new(); handles.len()];
     for (h, (last_access, last_write)) in last_uses(handles).into_iter().enumerate() {
@@ -142,8 +141,8 @@ pub(crate) fn write_backs(handles: &[Vec<(Handle, Mode)>]) -> Vec<Vec<Handle>> {
     after
 }
 
-/// The handles and nodes of the tiles `options` places before the run, with the mode
-/// that places them (read: a shared copy; read-write: the node's copy is the only one).
+/// The handles and nodes of the tiles `options` places before the run, with the mode that places
+/// them (read: a shared copy; read-write: the node's copy is the only one).
 pub(crate) fn placements(
     options: &RunOptions,
     tiles: &[(TileRef, usize)],
@@ -161,8 +160,8 @@ pub(crate) fn placements(
 }
 
 /// The scheduler's context for `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
-/// `stats` gives the known statistics of a (key, class), `priorities` each task's
-/// priority. Errors with the first task no worker may run under `restrictions`.
+/// `stats` gives the known statistics of a (key, class), `priorities` each task's priority. Errors
+/// with the first task no worker may run under `restrictions`.
 fn context<'a>(
     workers: &'a [WorkerInfo],
     graph: &TaskGraph,
@@ -257,8 +256,8 @@ fn context<'a>(
     })
 }
 
-/// What a run prepared before its first step, owned by the driver for the run's length:
-/// the data handles of each task, what a static plan releases, the registry.
+/// What a run prepared before its first step, owned by the driver for the run's length: the data
+/// handles of each task, what a static plan releases, the registry.
 pub(crate) struct Tables {
     /// Distinct model keys (the rows of the scheduler's table).
     pub keys: Vec<KernelKey>,
@@ -281,8 +280,8 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    /// The transfer estimates MCT and dmda use: the copies a task would need on a worker's
-    /// node, each at `copy_seconds` on idle links.
+    /// The transfer estimates MCT and dmda use: the copies a task would need on a worker's node,
+    /// each at `copy_seconds` on idle links.
     pub fn estimate<'a>(
         &'a self,
         workers: &'a [WorkerInfo],
@@ -297,9 +296,8 @@ impl Tables {
     }
 }
 
-/// Prepares a run of `graph` on `workers` with memory nodes of
-/// `capacities` (node 0 the host): the scheduler's context and the run's tables. Fails with
-/// the first task no worker may run.
+/// Prepares a run of `graph` on `workers` with memory nodes of `capacities` (node 0 the host): the
+/// scheduler's context and the run's tables. Fails with the first task no worker may run.
 pub(crate) fn prepare<'a>(
     workers: &'a [WorkerInfo],
     graph: &TaskGraph,

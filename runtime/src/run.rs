@@ -1,6 +1,6 @@
-//! The vocabulary of a run, shared by the engine, both executors and their callers: the
-//! work ([`Workload`]), its options ([`RunOptions`], [`WriteBack`]) and how it fails
-//! ([`RunStep`], [`TaskFailure`], [`RunError`]).
+//! The vocabulary of a run, shared by the engine, both executors and their callers: the work
+//! ([`Workload`]), its options ([`RunOptions`], [`WriteBack`]) and how it fails ([`RunStep`],
+//! [`TaskFailure`], [`RunError`]).
 
 use std::sync::Arc;
 
@@ -23,14 +23,14 @@ pub trait Workload: Sync {
     fn tile_bytes(&self, tile: TileRef) -> usize;
     /// Runs a task with the given parallelism, on the calling thread's pool.
     fn run(&self, task: TaskId, par: Par) -> Result<(), KernelError>;
-    /// The host storage of a tile, in its precision, for copies to devices (`None`: the
-    /// workload has none, and cannot run on a platform with devices).
+    /// The host storage of a tile, in its precision, for copies to devices (`None`: the workload
+    /// has none, and cannot run on a platform with devices).
     fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
         let _ = tile;
         None
     }
-    /// The host storage of a tile, writable, for copies back from devices (`None` for a
-    /// tile that may not be written).
+    /// The host storage of a tile, writable, for copies back from devices (`None` for a tile that
+    /// may not be written).
     ///
     /// # Safety
     /// No other view of the tile may be used while the returned one lives.
@@ -38,9 +38,10 @@ pub trait Workload: Sync {
         let _ = tile;
         None
     }
-    /// How many inputs of `task` come from outside the run (tiles another process sends):
-    /// the task is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was called
-    /// that many times for it. Only [`execute_beside`](crate::execute_beside) can deliver them.
+    /// How many inputs of `task` come from outside the run (tiles another process sends): the task
+    /// is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was
+    /// called that many times for it. Only [`execute_beside`](crate::execute_beside) can deliver
+    /// them.
     fn outside_inputs(&self, task: TaskId) -> usize {
         let _ = task;
         0
@@ -57,7 +58,8 @@ pub enum RunStep {
     Task(TaskId),
     /// The final write-back of device-resident tiles to host memory.
     WriteBack,
-    /// The inputs from outside the run ([`execute_beside`](crate::execute_beside)): they failed or never came.
+    /// The inputs from outside the run ([`execute_beside`](crate::execute_beside)): they failed or
+    /// never came.
     Outside,
 }
 
@@ -68,35 +70,36 @@ pub struct RunOptions {
     pub scheduler: SchedulerKind,
     /// Operations restricted to some resource kinds (others run anywhere).
     pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
-    /// A static allocation to follow instead of `scheduler` (see [`StaticPlan`](crate::StaticPlan)).
+    /// A static allocation to follow instead of `scheduler` (see
+    /// [`StaticPlan`](crate::StaticPlan)).
     pub plan: Option<Arc<StaticPlan>>,
-    /// Tiles put on a memory node before the clock starts: `Mode::Read` adds a copy there
-    /// (the host keeps its own), `Mode::ReadWrite` leaves that copy the only valid one.
-    /// Data "already on the device"; the copies are neither timed nor traced.
+    /// Tiles put on a memory node before the clock starts: `Mode::Read` adds a copy there (the host
+    /// keeps its own), `Mode::ReadWrite` leaves that copy the only valid one. Data "already on the
+    /// device"; the copies are neither timed nor traced.
     pub placement: Vec<(TileRef, MemoryNode, Mode)>,
-    /// dmda's beta, the weight of transfer time in its scores (`None`:
-    /// [`DMDA_BETA`]); other policies ignore it.
+    /// dmda's beta, the weight of transfer time in its scores (`None`: [`DMDA_BETA`]); other
+    /// policies ignore it.
     pub dmda_beta: Option<f64>,
     /// When a device's copy of a tile goes back to host memory.
     pub write_back: WriteBack,
-    /// Each task's priority, to use instead of its bottom level in the graph (one per
-    /// task): a distributed run's part of a graph ranks its tasks by their bottom levels
-    /// in the whole graph, remote successors included.
+    /// Each task's priority, to use instead of its bottom level in the graph (one per task): a
+    /// distributed run's part of a graph ranks its tasks by their bottom levels in the whole graph,
+    /// remote successors included.
     pub priorities: Option<Arc<[f64]>>,
 }
 
-/// When a tile modified on a device is written back to host memory (besides an eviction,
-/// which writes back a last copy at once).
+/// When a tile modified on a device is written back to host memory (besides an eviction, which
+/// writes back a last copy at once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum WriteBack {
-    /// As soon as it is final (its last writer ended), while the run goes on; the device
-    /// keeps a shared copy for the tasks that still read it. The flush at the end of the
-    /// run then has little or nothing left to copy.
+    /// As soon as it is final (its last writer ended), while the run goes on; the device keeps a
+    /// shared copy for the tasks that still read it. The flush at the end of the run then has
+    /// little or nothing left to copy.
     #[default]
     Final,
-    /// In the flush at the end of the run, as StarPU does when the data is unregistered
-    /// (the policy of the runs the papers measured).
+    /// In the flush at the end of the run, as StarPU does when the data is unregistered (the policy
+    /// of the runs the papers measured).
     AtEnd,
 }
 
@@ -115,8 +118,8 @@ impl std::str::FromStr for WriteBack {
 }
 
 impl RunOptions {
-    /// The scheduler of a run on `workers` workers with `tasks` tasks: the static plan's
-    /// when there is one (checked against the run), else a fresh one of `scheduler`'s kind.
+    /// The scheduler of a run on `workers` workers with `tasks` tasks: the static plan's when there
+    /// is one (checked against the run), else a fresh one of `scheduler`'s kind.
     pub(crate) fn build_scheduler(
         &self,
         workers: usize,
@@ -157,13 +160,11 @@ pub enum TaskFailure {
     NoWorker,
     /// The run's static plan does not fit its graph or its workers.
     Plan(String),
-    /// The inputs from outside the run failed (another process's failure, a lost
-    /// message); why.
+    /// The inputs from outside the run failed (another process's failure, a lost message); why.
     Outside(String),
 }
 
-/// A failed run: the first failing task (lowest index), its failure, and the trace of what
-/// did run.
+/// A failed run: the first failing task (lowest index), its failure, and the trace of what did run.
 #[derive(Debug)]
 pub struct RunError {
     /// Where it failed.

@@ -1,9 +1,8 @@
 //! Traces of runs: what ran where and when, and the views of it users read.
 //!
-//! - [`Trace::to_chrome_json`]: Chrome trace-event JSON (complete events, one thread per
-//!   worker), which Perfetto (ui.perfetto.dev) and chrome://tracing open;
-//! - [`Trace::summary`]: busy fraction per worker, and count, mean time and Gflop/s per
-//!   kernel.
+//! - [`Trace::to_chrome_json`]: Chrome trace-event JSON (complete events, one thread per worker),
+//!   which Perfetto (ui.perfetto.dev) and chrome://tracing open;
+//! - [`Trace::summary`]: busy fraction per worker, and count, mean time and Gflop/s per kernel.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! The workers of a run as schedulers, traces and reports see them: an index, a kind, the
-//! class its performance models are kept under, and the memory node its kernels work in.
+//! The workers of a run as schedulers, traces and reports see them: an index, a kind, the class its
+//! performance models are kept under, and the memory node its kernels work in.
 
 use crate::data::{HOST, MemoryNode};
 use crate::perfmodel::ResourceClass;
@@ -14,9 +14,8 @@ pub enum ResourceKind {
     Gpu,
 }
 
-/// A worker of a run: its index in the platform's workers (CPU clusters first, then the
-/// devices). Tables of a run index by it directly (`Vec<T>` and `[T]` implement
-/// `Index<WorkerId>`).
+/// A worker of a run: its index in the platform's workers (CPU clusters first, then the devices).
+/// Tables of a run index by it directly (`Vec<T>` and `[T]` implement `Index<WorkerId>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct WorkerId(pub usize);
@@ -56,8 +55,8 @@ impl WorkerInfo {
         }
     }
 
-    /// The worker of device number `index` (memory node `index + 1`), whose host thread
-    /// runs on `core`.
+    /// The worker of device number `index` (memory node `index + 1`), whose host thread runs on
+    /// `core`.
     pub fn device(index: usize, model: &str, core: usize) -> Self {
         Self {
             name: format!("gpu{index}"),

@@ -1,16 +1,15 @@
-//! The bounds of a distributed run, beside its time: the network between two ranks,
-//! measured in the job, and the [`DistributedBounds`] of the run's own kernel durations
-//! (the same bounds `hetla simulate --nodes` gives a modelled run).
+//! The bounds of a distributed run, beside its time: the network between two ranks, measured in the
+//! job, and the [`DistributedBounds`] of the run's own kernel durations (the same bounds
+//! `hetla simulate --nodes` gives a modelled run).
 //!
-//! - **Network** ([`measure_network`]): ranks 0 and 1 exchange messages of 8 bytes and of
-//!   one tile; half the best round trip of each gives the latency and the bandwidth. Other
-//!   pairs are assumed alike (one rank per node of a homogeneous cluster, or ranks on one
-//!   machine).
-//! - **Durations** ([`DistributedRun::bounds`]): each kernel on each class of worker lasts
-//!   the shortest time any rank measured for it in this run, and a class that never ran a
-//!   kernel is taken not to run it, as the bounds of a run on one node do: these are
-//!   bounds of this run. Every rank must have the same workers (the same `--clusters` and
-//!   GPUs inside the same number of cores).
+//! - **Network** ([`measure_network`]): ranks 0 and 1 exchange messages of 8 bytes and of one tile;
+//!   half the best round trip of each gives the latency and the bandwidth. Other pairs are assumed
+//!   alike (one rank per node of a homogeneous cluster, or ranks on one machine).
+//! - **Durations** ([`DistributedRun::bounds`]): each kernel on each class of worker lasts the
+//!   shortest time any rank measured for it in this run, and a class that never ran a kernel is
+//!   taken not to run it, as the bounds of a run on one node do: these are bounds of this run.
+//!   Every rank must have the same workers (the same `--clusters` and GPUs inside the same number
+//!   of cores).
 
 use std::time::Instant;
 
@@ -25,9 +24,8 @@ use crate::{DistributedBounds, Error, Plan, Result};
 /// Round trips of each size timed (after as many again to warm up).
 const ROUND_TRIPS: usize = 20;
 
-/// The network between ranks 0 and 1, measured with messages of 8 and `bytes` bytes
-/// (see the module documentation); `None` with one rank. Collective: every rank calls it
-/// and gets rank 0's figures.
+/// The network between ranks 0 and 1, measured with messages of 8 and `bytes` bytes (see the module
+/// documentation); `None` with one rank. Collective: every rank calls it and gets rank 0's figures.
 pub fn measure_network<C: Communicator>(comm: &C, bytes: usize) -> Option<LinkRate> {
     if comm.size() < 2 {
         return None;
@@ -69,8 +67,8 @@ pub fn measure_network<C: Communicator>(comm: &C, bytes: usize) -> Option<LinkRa
 }
 
 impl DistributedRun {
-    /// The bounds of this run on `network` (see the module documentation): collective,
-    /// every rank calls it with its own run and gets the same bounds.
+    /// The bounds of this run on `network` (see the module documentation): collective, every rank
+    /// calls it with its own run and gets the same bounds.
     pub fn bounds<C: Communicator>(
         &self,
         comm: &C,

@@ -1,18 +1,17 @@
-//! Checks of distributed results computed where the tiles live: no rank holds a matrix,
-//! each multiplies its own tiles by a few replicated columns, and one `all_reduce` sums
-//! the parts (O(n x columns) words per rank, O(n^2 x columns / ranks) flops).
+//! Checks of distributed results computed where the tiles live: no rank holds a matrix, each
+//! multiplies its own tiles by a few replicated columns, and one `all_reduce` sums the parts (O(n x
+//! columns) words per rank, O(n^2 x columns / ranks) flops).
 //!
-//! - [`probed_residual`]: the factor's scaled residual ||A - L L^H||_1 / (n ||A||_1 eps)
-//!   probed with random columns V, ||A V - L (L^H V)||_1 / (n ||A||_1 ||V||_1 eps), eps
-//!   that of the precision. It is never above the full residual (||(A - L L^H) V||_1 <=
-//!   ||A - L L^H||_1 ||V||_1), and
-//!   of its order for errors that are not arranged to miss V; it is checked against the
-//!   same threshold ([`crate::check::RESIDUAL_THRESHOLD`]).
-//! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve,
-//!   the measure [`crate::check::solve_backward_error`] gives on one node.
+//! - [`probed_residual`]: the factor's scaled residual ||A - L L^H||_1 / (n ||A||_1 eps) probed
+//!   with random columns V, ||A V - L (L^H V)||_1 / (n ||A||_1 ||V||_1 eps), eps that of the
+//!   precision. It is never above the full residual (||(A - L L^H) V||_1 <= ||A - L
+//!   L^H||_1 ||V||_1), and of its order for errors that are not arranged to miss V; it is checked
+//!   against the same threshold ([`crate::check::RESIDUAL_THRESHOLD`]).
+//! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
+//!   measure [`crate::check::solve_backward_error`] gives on one node.
 //!
-//! Both read only the lower triangles of A and L (diagonal tiles included), as the
-//! factorisation does.
+//! Both read only the lower triangles of A and L (diagonal tiles included), as the factorisation
+//! does.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
 use faer::{Accum, Conj, Mat, MatMut, MatRef, Par};
@@ -26,8 +25,8 @@ use crate::{Error, Result};
 /// Random columns the residual is probed with.
 pub const PROBES: usize = 4;
 
-/// The probed scaled residual of the distributed factor `l` of `a` (see the module
-/// documentation): collective, the same value on every rank. 0 for n = 0.
+/// The probed scaled residual of the distributed factor `l` of `a` (see the module documentation):
+/// collective, the same value on every rank. 0 for n = 0.
 pub fn probed_residual<T: Wire, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
@@ -109,8 +108,8 @@ fn norm1<T: Wire>(m: MatRef<'_, T>) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// This rank's part of `m x`: the sum over its tiles (see [`Product`]) of their products
-/// with the rows of the replicated `x` they meet.
+/// This rank's part of `m x`: the sum over its tiles (see [`Product`]) of their products with the
+/// rows of the replicated `x` they meet.
 fn times<T: Wire>(m: &DistributedMatrix<T>, x: MatRef<'_, T>, product: Product) -> Mat<T> {
     let t = &m.tiling;
     let mut y = Mat::<T>::zeros(x.nrows(), x.ncols());

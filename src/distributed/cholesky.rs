@@ -1,48 +1,45 @@
-//! The distributed Cholesky factorisation of a [`DistributedMatrix`], in place, and the
-//! distributed solve with its factor ([`DistributedRhs`]).
+//! The distributed Cholesky factorisation of a [`DistributedMatrix`], in place, and the distributed
+//! solve with its factor ([`DistributedRhs`]).
 //!
-//! Every rank builds the same tiled task graph and keeps the tasks that write a tile it
-//! owns ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its
-//! clusters and GPUs, scheduled as on one node), while the calling thread moves the tiles
-//! between ranks ([`execute_beside`]). The factorisation is one such run; the solve is two,
-//! the forward substitution L Y = B and then the backward one L^T X = Y
-//! ([`distributed_substitution`]): each update runs on the rank that holds its tile of L,
-//! into a partial sum there when the tile of B it updates lives elsewhere, so that only
-//! B's tiles, the partial sums and L's diagonal tiles travel (O(n x nrhs) words, not L's
-//! O(n^2)). Each sends one version of a tile to a rank, which is what one run carries.
+//! Every rank builds the same tiled task graph and keeps the tasks that write a tile it owns
+//! ("owner computes", [`task_rank`]). It runs them on its own hetla runtime (its clusters and GPUs,
+//! scheduled as on one node), while the calling thread moves the tiles between ranks
+//! ([`execute_beside`]). The factorisation is one such run; the solve is two, the forward
+//! substitution L Y = B and then the backward one L^T X = Y ([`distributed_substitution`]): each
+//! update runs on the rank that holds its tile of L, into a partial sum there when the tile of B it
+//! updates lives elsewhere, so that only B's tiles, the partial sums and L's diagonal tiles travel
+//! (O(n x nrhs) words, not L's O(n^2)). Each sends one version of a tile to a rank, which is what
+//! one run carries.
 //!
 //! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed
-//!   identically on every rank from the plan ([`Plan::split`](crate::Plan::split)): a
-//!   version of a tile goes once to each rank that runs a task reading it (for the
-//!   factorisation, each final tile of L), in the run's precision ([`Wire`]). A task reading a remote tile waits for it as an
-//!   input from outside the run ([`Workload::outside_inputs`]); the communication loop
-//!   delivers it ([`Inbox::arrived`]) when the message is in.
-//! - **Sends start as soon as the tile is final**: the worker that ran its last writer
-//!   packs it (so that later writes cannot race the send) and hands it to the loop, which
-//!   posts one non-blocking send per destination on its next turn. Tiles that the run only
-//!   reads (L in a solve) are packed before the workers start and sent on the loop's first
-//!   turn.
-//! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message
-//!   names its tile, and lands in a slot of its own of the rank's tiles
-//!   (`crate::tiles::TileSet`), freed once the last local task reading it ran on a CPU
-//!   cluster. A received tile is in host memory, where the
-//!   runtime's data registry copies it to a GPU like any other: a remote tile is not a
-//!   memory node of its own, and the schedulers see a task once its tiles are in.
+//!   identically on every rank from the plan ([`Plan::split`](crate::Plan::split)): a version of a
+//!   tile goes once to each rank that runs a task reading it (for the factorisation, each final
+//!   tile of L), in the run's precision ([`Wire`]). A task reading a remote tile waits for it as an
+//!   input from outside the run ([`Workload::outside_inputs`]); the communication loop delivers it
+//!   ([`Inbox::arrived`]) when the message is in.
+//! - **Sends start as soon as the tile is final**: the worker that ran its last writer packs it (so
+//!   that later writes cannot race the send) and hands it to the loop, which posts one non-blocking
+//!   send per destination on its next turn. Tiles that the run only reads (L in a solve) are packed
+//!   before the workers start and sent on the loop's first turn.
+//! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message names its
+//!   tile, and lands in a slot of its own of the rank's tiles (`crate::tiles::TileSet`), freed once
+//!   the last local task reading it ran on a CPU cluster. A received tile is in host memory, where
+//!   the runtime's data registry copies it to a GPU like any other: a remote tile is not a memory
+//!   node of its own, and the schedulers see a task once its tiles are in.
 //! - **Only the calling thread calls MPI** (`MPI_THREAD_FUNNELED` suffices).
-//! - **The end is agreed**: once its run has stopped, each rank tells every other how many
-//!   tiles it sent it and whether it failed, and keeps receiving until every rank has said
-//!   so and its own sends are complete, so no message is left in flight. A rank that
-//!   fails tells the others at once, and they stop too (their running tasks finish). Then
-//!   a non-SPD pivot is the same [`Error::NotPositiveDefinite`] (the smallest global
-//!   column) on every rank, and any other failure an [`Error::Distributed`] naming the
-//!   lowest rank that failed on its own.
-//! - **No hang**: a rank from which nothing arrives while tasks wait for it for longer
-//!   than [`Cholesky::progress_timeout`] ends this rank's factorisation with an error
-//!   without the collective end (the peer is presumed dead; `mpirun` then ends the job
-//!   when this rank exits with an error). A rank that dies is reported by `mpirun` itself.
-//!   The collective steps before and after the run (agreeing on the inputs, the start
-//!   barrier, agreeing on the outcome) have no timeout, as in any MPI program: a rank that
-//!   stops there holds the others until `mpirun --timeout` ends the job.
+//! - **The end is agreed**: once its run has stopped, each rank tells every other how many tiles it
+//!   sent it and whether it failed, and keeps receiving until every rank has said so and its own
+//!   sends are complete, so no message is left in flight. A rank that fails tells the others at
+//!   once, and they stop too (their running tasks finish). Then a non-SPD pivot is the same
+//!   [`Error::NotPositiveDefinite`] (the smallest global column) on every rank, and any other
+//!   failure an [`Error::Distributed`] naming the lowest rank that failed on its own.
+//! - **No hang**: a rank from which nothing arrives while tasks wait for it for longer than
+//!   [`Cholesky::progress_timeout`] ends this rank's factorisation with an error without the
+//!   collective end (the peer is presumed dead; `mpirun` then ends the job when this rank exits
+//!   with an error). A rank that dies is reported by `mpirun` itself. The collective steps before
+//!   and after the run (agreeing on the inputs, the start barrier, agreeing on the outcome) have no
+//!   timeout, as in any MPI program: a rank that stops there holds the others until
+//!   `mpirun --timeout` ends the job.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -61,8 +58,8 @@ use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};
 use crate::{Cholesky, Error, Plan, Platform, Result};
 use hetla_factorizations::Rank;
 
-/// How long a rank waits for a tile, with nothing else happening, before it presumes the
-/// sender dead (see [`Cholesky::progress_timeout`]).
+/// How long a rank waits for a tile, with nothing else happening, before it presumes the sender
+/// dead (see [`Cholesky::progress_timeout`]).
 pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Tag of a message carrying a tile (see `wire`).
@@ -73,8 +70,8 @@ const END: i32 = 2;
 /// What a distributed factorisation measured.
 #[derive(Debug, Clone)]
 pub struct DistributedRun {
-    /// Seconds from the start barrier to the end of the slowest rank's run (its last task
-    /// and its last send), the same on every rank.
+    /// Seconds from the start barrier to the end of the slowest rank's run (its last task and its
+    /// last send), the same on every rank.
     pub seconds: f64,
     /// Floating-point operations of the whole factorisation (n^3 / 3, times 4 in a complex
     /// precision).
@@ -106,11 +103,10 @@ impl DistributedRun {
 }
 
 impl Cholesky {
-    /// Factors the distributed matrix `a` in place (`a`'s tiles become L's), in its
-    /// precision: collective, every rank of `comm` calls it with its part of `a` (see the
-    /// module documentation). The tile size is `a`'s; each rank runs its tasks on this
-    /// builder's platform (clusters, backend, GPUs) with its scheduler. On error `a`'s
-    /// tiles are partly overwritten.
+    /// Factors the distributed matrix `a` in place (`a`'s tiles become L's), in its precision:
+    /// collective, every rank of `comm` calls it with its part of `a` (see the module
+    /// documentation). The tile size is `a`'s; each rank runs its tasks on this builder's platform
+    /// (clusters, backend, GPUs) with its scheduler. On error `a`'s tiles are partly overwritten.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -157,11 +153,11 @@ impl Cholesky {
         })
     }
 
-    /// Solves A X = B with the distributed factor `l` of A (from
-    /// [`Cholesky::factor_distributed`]), overwriting the right-hand sides `b` with X:
-    /// collective, every rank calls it with its parts. `b` must be on `l`'s grid with its
-    /// tile size and rows; the forward and the backward substitution are one distributed
-    /// run each (see the module documentation). On error `b` is partly overwritten.
+    /// Solves A X = B with the distributed factor `l` of A (from [`Cholesky::factor_distributed`]),
+    /// overwriting the right-hand sides `b` with X: collective, every rank calls it with its parts.
+    /// `b` must be on `l`'s grid with its tile size and rows; the forward and the backward
+    /// substitution are one distributed run each (see the module documentation). On error `b` is
+    /// partly overwritten.
     pub fn solve_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -225,9 +221,9 @@ impl Cholesky {
         Ok(solve)
     }
 
-    /// Runs this rank's share of a plan on `platform` beside the communication loop, over
-    /// the tiles of `written` and `read`, and agrees on the outcome with every rank (see
-    /// the module documentation).
+    /// Runs this rank's share of a plan on `platform` beside the communication loop, over the tiles
+    /// of `written` and `read`, and agrees on the outcome with every rank (see the module
+    /// documentation).
     fn run_share<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -323,8 +319,8 @@ impl Cholesky {
 pub struct DistributedSolve {
     /// Seconds of the two substitutions, each the slowest rank's from a start barrier.
     pub seconds: f64,
-    /// Floating-point operations of the solve (2 n^2 per right-hand side, times 4 in a
-    /// complex precision).
+    /// Floating-point operations of the solve (2 n^2 per right-hand side, times 4 in a complex
+    /// precision).
     pub flops: f64,
     /// Bytes of the tiles every rank sent, by rank.
     pub bytes_sent_by_rank: Vec<usize>,
@@ -340,8 +336,8 @@ struct Outcome {
     bytes_sent_by_rank: Vec<usize>,
 }
 
-/// This rank's share of a plan split over the grid ([`RankShare`]), with what the run and
-/// the exchange need.
+/// This rank's share of a plan split over the grid ([`RankShare`]), with what the run and the
+/// exchange need.
 struct Share {
     plan: Plan,
     rank: Rank,
@@ -385,8 +381,8 @@ impl Share {
         })
     }
 
-    /// Zero tiles for the partial sums this rank's tasks write (none outside a
-    /// distributed substitution).
+    /// Zero tiles for the partial sums this rank's tasks write (none outside a distributed
+    /// substitution).
     fn zero_sums<T: Wire>(&self) -> Tiles<T> {
         self.graph
             .tasks()
@@ -400,8 +396,8 @@ impl Share {
             .collect()
     }
 
-    /// The tiles of this rank sent as the run finds them, packed, each with its
-    /// destinations (see [`RankShare::initial_sends`]), or which of them this rank lacks.
+    /// The tiles of this rank sent as the run finds them, packed, each with its destinations (see
+    /// [`RankShare::initial_sends`]), or which of them this rank lacks.
     fn pack_initial<'p, T: Wire>(
         &'p self,
         tiles: &TileSet<'_, T>,
@@ -426,8 +422,8 @@ impl Share {
 /// A packed tile and the ranks it goes to.
 type Outgoing<'p, T> = (&'p [Rank], Vec<<T as Wire>::Part>);
 
-/// A packed tile in flight to its destinations: the buffer lives until every send of it
-/// is complete.
+/// A packed tile in flight to its destinations: the buffer lives until every send of it is
+/// complete.
 struct InFlight<P: Equivalence + 'static> {
     buffer: *mut [P],
     requests: Vec<Request<'static, [P], StaticScope>>,
@@ -492,8 +488,8 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         }
     }
 
-    /// Moves tiles until this rank's run has stopped, every rank has said its last word
-    /// and every send is complete; `initial` leaves first.
+    /// Moves tiles until this rank's run has stopped, every rank has said its last word and every
+    /// send is complete; `initial` leaves first.
     fn run(mut self, inbox: &Inbox<'_, '_>, initial: Vec<Outgoing<'_, T>>) -> Result<Exchanged> {
         for (to, packed) in initial {
             self.post(to, packed);
@@ -614,8 +610,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         });
     }
 
-    /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s
-    /// last word.
+    /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s last word.
     fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<T::Part>) {
         if tag == END {
             let word = |i: usize| data.get(i).and_then(|&p| T::as_index(p));

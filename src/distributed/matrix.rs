@@ -1,5 +1,5 @@
-//! The distributed matrices themselves: their layout, generation, scattering and gathering
-//! (see the [module](super) documentation).
+//! The distributed matrices themselves: their layout, generation, scattering and gathering (see the
+//! [module](super) documentation).
 
 use std::collections::BTreeMap;
 
@@ -23,22 +23,22 @@ pub struct DistributedMatrix<T: Wire = f64> {
     pub(super) tiles: BTreeMap<(usize, usize), Mat<T>>,
 }
 
-/// The right-hand sides of a distributed solve: an `n x nrhs` matrix, every tile held by
-/// the rank the grid gives it (see the module documentation), the same grid and tile size
-/// as the factor. Built and gathered like a [`DistributedMatrix`].
+/// The right-hand sides of a distributed solve: an `n x nrhs` matrix, every tile held by the rank
+/// the grid gives it (see the module documentation), the same grid and tile size as the factor.
+/// Built and gathered like a [`DistributedMatrix`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct DistributedRhs<T: Wire = f64>(pub(crate) DistributedMatrix<T>);
 
 impl<T: Wire> DistributedMatrix<T> {
-    /// The tiles (row, column) of the lower triangle a `grid` gives to `rank`, in the order
-    /// they travel (row-major).
+    /// The tiles (row, column) of the lower triangle a `grid` gives to `rank`, in the order they
+    /// travel (row-major).
     pub fn owned(tiling: &Tiling, grid: &ProcessGrid, rank: Rank) -> Vec<(usize, usize)> {
         owned_tiles(tiling, grid, rank, true)
     }
 
-    /// The tiles this rank holds of a random SPD (complex: Hermitian positive definite)
-    /// matrix of order `n` ([`crate::matgen::random_hpd_block`]), each generated where it
-    /// lives: no communication.
+    /// The tiles this rank holds of a random SPD (complex: Hermitian positive definite) matrix of
+    /// order `n` ([`crate::matgen::random_hpd_block`]), each generated where it lives: no
+    /// communication.
     pub fn random_spd<C: Communicator>(
         comm: &C,
         n: usize,
@@ -64,9 +64,8 @@ impl<T: Wire> DistributedMatrix<T> {
         })
     }
 
-    /// This rank's tiles as the caller holds them (each exactly once, each of its tile's
-    /// shape, none another rank's): checked on every rank, and refused on all if wrong on
-    /// one.
+    /// This rank's tiles as the caller holds them (each exactly once, each of its tile's shape,
+    /// none another rank's): checked on every rank, and refused on all if wrong on one.
     pub fn from_local_tiles<C: Communicator>(
         comm: &C,
         n: usize,
@@ -121,8 +120,8 @@ impl<T: Wire> DistributedMatrix<T> {
         })
     }
 
-    /// Rank 0's matrix (`Some` there, `None` elsewhere; its tiles on and below the diagonal
-    /// are read) handed out in tiles to the ranks that own them.
+    /// Rank 0's matrix (`Some` there, `None` elsewhere; its tiles on and below the diagonal are
+    /// read) handed out in tiles to the ranks that own them.
     pub fn scatter<C: Communicator>(
         comm: &C,
         a: Option<MatRef<'_, T>>,
@@ -189,8 +188,8 @@ impl<T: Wire> DistributedMatrix<T> {
         })
     }
 
-    /// The whole matrix on rank 0: the tiles on and below the diagonal filled (diagonal
-    /// tiles whole), those above zero; `None` on the other ranks.
+    /// The whole matrix on rank 0: the tiles on and below the diagonal filled (diagonal tiles
+    /// whole), those above zero; `None` on the other ranks.
     pub fn gather<C: Communicator>(&self, comm: &C) -> Result<Option<Mat<T>>> {
         let (n, cols) = (self.tiling.rows(), self.tiling.cols());
         if self.rank.0 != 0 {
@@ -251,8 +250,8 @@ impl<T: Wire> DistributedRhs<T> {
         owned_tiles(tiling, grid, rank, false)
     }
 
-    /// This rank's tiles of the `n x nrhs` right-hand sides as the caller holds them,
-    /// checked as [`DistributedMatrix::from_local_tiles`] checks a matrix's.
+    /// This rank's tiles of the `n x nrhs` right-hand sides as the caller holds them, checked as
+    /// [`DistributedMatrix::from_local_tiles`] checks a matrix's.
     pub fn from_local_tiles<C: Communicator>(
         comm: &C,
         (n, nrhs): (usize, usize),
@@ -274,9 +273,9 @@ impl<T: Wire> DistributedRhs<T> {
         DistributedMatrix::scatter_of(comm, b, (n, nrhs), false, tile, grid).map(Self)
     }
 
-    /// The right-hand sides [`crate::matgen::random`]`(n, nrhs, seed)` (in another
-    /// precision [`crate::matgen::random_block_in`]'s), each tile generated where it lives
-    /// (no communication).
+    /// The right-hand sides [`crate::matgen::random`]`(n, nrhs, seed)` (in another precision
+    /// [`crate::matgen::random_block_in`]'s), each tile generated where it lives (no
+    /// communication).
     pub fn random<C: Communicator>(
         comm: &C,
         (n, nrhs): (usize, usize),
@@ -318,8 +317,8 @@ impl<T: Wire> DistributedRhs<T> {
     }
 }
 
-/// The tiles (row, column) of a matrix tiled by `tiling` that `grid` gives to `rank`, in the
-/// order they travel (row-major): those on and below the diagonal only when `lower`.
+/// The tiles (row, column) of a matrix tiled by `tiling` that `grid` gives to `rank`, in the order
+/// they travel (row-major): those on and below the diagonal only when `lower`.
 fn owned_tiles(
     tiling: &Tiling,
     grid: &ProcessGrid,
@@ -333,9 +332,8 @@ fn owned_tiles(
         .collect()
 }
 
-/// The tiling of a `rows x cols` matrix in tiles of `tile`, and this rank, after checking
-/// that the grid has as many processes as the communicator (the same on every rank, so all
-/// refuse).
+/// The tiling of a `rows x cols` matrix in tiles of `tile`, and this rank, after checking that the
+/// grid has as many processes as the communicator (the same on every rank, so all refuse).
 fn layout<C: Communicator>(
     comm: &C,
     (rows, cols): (usize, usize),
@@ -374,8 +372,8 @@ fn tile_from<T: Wire>(
     })
 }
 
-/// Ends a collective check: when any rank found a problem, every rank returns an error
-/// (the ranks that found one say what; the others name the lowest rank that did).
+/// Ends a collective check: when any rank found a problem, every rank returns an error (the ranks
+/// that found one say what; the others name the lowest rank that did).
 pub(super) fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Result<()> {
     let mine = if problem.is_some() {
         comm.rank()

@@ -1,13 +1,13 @@
-//! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`],
-//! in the matrices' precision (s, d, c, z): the peers a distributed factorisation and
-//! solve are measured against (feature `scalapack`; apt `libscalapack-openmpi-dev`).
+//! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`], in the
+//! matrices' precision (s, d, c, z): the peers a distributed factorisation and solve are measured
+//! against (feature `scalapack`; apt `libscalapack-openmpi-dev`).
 //!
-//! The tiles already sit where ScaLAPACK wants them: with block size = tile size, source
-//! process (0, 0) and a BLACS grid in row-major order, global tile (I, J) is on process
-//! (I mod P, J mod Q), at local block (I / P, J / Q) of its column-major local array. The
-//! tiles are copied into that array (not timed), `p?potrf('L')` or `p?potrs('L')` runs
-//! between two barriers, and the result's tiles are copied back. A complex local array is
-//! faer's `c32`/`c64` entries, laid out as Fortran's COMPLEX (real part, then imaginary).
+//! The tiles already sit where ScaLAPACK wants them: with block size = tile size, source process
+//! (0, 0) and a BLACS grid in row-major order, global tile (I, J) is on process (I mod P, J mod Q),
+//! at local block (I / P, J / Q) of its column-major local array. The tiles are copied into that
+//! array (not timed), `p?potrf('L')` or `p?potrs('L')` runs between two barriers, and the result's
+//! tiles are copied back. A complex local array is faer's `c32`/`c64` entries, laid out as
+//! Fortran's COMPLEX (real part, then imaginary).
 
 use std::ffi::c_char;
 
@@ -82,8 +82,8 @@ pub trait Scalapack: Wire {
     /// `p?potrf('L')` on the whole local array `a`; ScaLAPACK's `info`.
     ///
     /// # Safety
-    /// `a`'s descriptor must describe `a` (its leading dimension `a`'s column stride) on
-    /// an initialised BLACS grid.
+    /// `a`'s descriptor must describe `a` (its leading dimension `a`'s column stride) on an
+    /// initialised BLACS grid.
     unsafe fn potrf(n: i32, a: Local<'_, Self>) -> i32;
 
     /// `p?potrs('L')` with the factor `l` on the right-hand sides `b`; ScaLAPACK's `info`.
@@ -150,8 +150,8 @@ scalapack!(f64, 'd', pdpotrf_, pdpotrs_);
 scalapack!(c32, 'c', pcpotrf_, pcpotrs_);
 scalapack!(c64, 'z', pzpotrf_, pzpotrs_);
 
-/// What [`potrf`] measured: the seconds of each run (the slowest rank's), and the factor
-/// of the last run, in tiles.
+/// What [`potrf`] measured: the seconds of each run (the slowest rank's), and the factor of the
+/// last run, in tiles.
 #[derive(Debug, Clone)]
 pub struct PeerRuns<T: Scalapack = f64> {
     /// Seconds of each run, in order.
@@ -160,9 +160,8 @@ pub struct PeerRuns<T: Scalapack = f64> {
     pub factor: DistributedMatrix<T>,
 }
 
-/// Factors `a` with ScaLAPACK's `p?potrf` of its precision `runs` times (each from `a`), on
-/// the ranks of `MPI_COMM_WORLD` (BLACS's default context: `comm` must span the whole
-/// job). Collective.
+/// Factors `a` with ScaLAPACK's `p?potrf` of its precision `runs` times (each from `a`), on the
+/// ranks of `MPI_COMM_WORLD` (BLACS's default context: `comm` must span the whole job). Collective.
 pub fn potrf<T: Scalapack, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
@@ -231,8 +230,8 @@ pub fn potrf<T: Scalapack, C: Communicator>(
     })
 }
 
-/// What [`potrs`] measured: the seconds of each run (the slowest rank's), and the
-/// solution of the last run.
+/// What [`potrs`] measured: the seconds of each run (the slowest rank's), and the solution of the
+/// last run.
 #[derive(Debug, Clone)]
 pub struct PeerSolves<T: Scalapack = f64> {
     /// Seconds of each run, in order.
@@ -241,9 +240,9 @@ pub struct PeerSolves<T: Scalapack = f64> {
     pub x: DistributedRhs<T>,
 }
 
-/// Solves A X = B with ScaLAPACK's `p?potrs` of the precision and the factor `l` (its
-/// lower triangle, as [`potrf`] or [`crate::Cholesky::factor_distributed`] leaves it)
-/// `runs` times, each from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
+/// Solves A X = B with ScaLAPACK's `p?potrs` of the precision and the factor `l` (its lower
+/// triangle, as [`potrf`] or [`crate::Cholesky::factor_distributed`] leaves it) `runs` times, each
+/// from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
 pub fn potrs<T: Scalapack, C: Communicator>(
     comm: &C,
     l: &DistributedMatrix<T>,
@@ -306,8 +305,8 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
     })
 }
 
-/// A BLACS grid for a distributed matrix's grid (freed on drop), and where its tiles go in
-/// the local arrays.
+/// A BLACS grid for a distributed matrix's grid (freed on drop), and where its tiles go in the
+/// local arrays.
 struct Blacs {
     ctx: i32,
     p: i32,
@@ -318,8 +317,8 @@ struct Blacs {
     at: LocalAt,
 }
 
-/// Where tile (i, j) starts in a local array: at local row (i / P) * b and local column
-/// (j / Q) * b, for tiles of side b on P x Q processes.
+/// Where tile (i, j) starts in a local array: at local row (i / P) * b and local column (j / Q) *
+/// b, for tiles of side b on P x Q processes.
 #[derive(Clone, Copy)]
 struct LocalAt {
     tile: usize,
@@ -359,8 +358,8 @@ impl Blacs {
         })
     }
 
-    /// A zero local array for `m` (every rank's share of its rows and columns), its
-    /// descriptor, and descinit's info (0, or negative for an argument it would refuse).
+    /// A zero local array for `m` (every rank's share of its rows and columns), its descriptor, and
+    /// descinit's info (0, or negative for an argument it would refuse).
     fn local_array<T: Scalapack>(
         &self,
         m: &DistributedMatrix<T>,

@@ -1,9 +1,8 @@
-//! How tiles travel between ranks, in every precision: a tile is its entries in
-//! column-major order, each as its real parts (one for a real type, two for a complex one,
-//! real then imaginary) in MPI's datatype of the real type (`MPI_FLOAT` or `MPI_DOUBLE`),
-//! so a tile of `f32` or `c32` costs 4 bytes a part, as it does in memory. A message that
-//! names its tile starts with three parts: the matrix, the tile row and the tile column,
-//! whole numbers below 2^24 (exact in either real type).
+//! How tiles travel between ranks, in every precision: a tile is its entries in column-major order,
+//! each as its real parts (one for a real type, two for a complex one, real then imaginary) in
+//! MPI's datatype of the real type (`MPI_FLOAT` or `MPI_DOUBLE`), so a tile of `f32` or `c32` costs
+//! 4 bytes a part, as it does in memory. A message that names its tile starts with three parts: the
+//! matrix, the tile row and the tile column, whole numbers below 2^24 (exact in either real type).
 
 use faer::{Mat, MatRef};
 use hetla_factorizations::{MatrixId, TileRef};
@@ -21,8 +20,8 @@ mod sealed {
     impl Sealed for super::c64 {}
 }
 
-/// A scalar a distributed run computes in and sends (sealed: `f32`, `f64`, [`c32`],
-/// [`c64`]); see the module documentation for how its tiles travel.
+/// A scalar a distributed run computes in and sends (sealed: `f32`, `f64`, [`c32`], [`c64`]); see
+/// the module documentation for how its tiles travel.
 pub trait Wire: Scalar + sealed::Sealed {
     /// The real type its parts travel in.
     type Part: Equivalence + Copy + Default + Send + Sync + 'static;
@@ -106,8 +105,8 @@ pub(crate) fn tile_of<T: Wire>(rows: usize, cols: usize, parts: &[T::Part]) -> O
     })
 }
 
-/// A message carrying `tile`: its place, then its entries; `None` when an index is too
-/// large to name.
+/// A message carrying `tile`: its place, then its entries; `None` when an index is too large to
+/// name.
 pub(crate) fn message<T: Wire>(tile: TileRef, m: MatRef<'_, T>) -> Option<Vec<T::Part>> {
     let place = [tile.matrix.0 as usize, tile.row, tile.col];
     if place.iter().any(|&i| i >= MAX_INDEX) {

@@ -15,8 +15,8 @@ pub(super) const GUESS_CPU_CORE: f64 = 20e9;
 
 pub(super) const GUESS_DEVICE: f64 = 1e12;
 
-/// What planning a product needs to know of a machine, real (a platform's calibrated
-/// models, [`Gemm::run`](crate::Gemm::run)) or modelled (a platform model's rates, in `hetla-lab`).
+/// What planning a product needs to know of a machine, real (a platform's calibrated models,
+/// [`Gemm::run`](crate::Gemm::run)) or modelled (a platform model's rates, in `hetla-lab`).
 pub struct Machine<'a> {
     /// The workers.
     pub workers: &'a [WorkerInfo],

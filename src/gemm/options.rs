@@ -1,5 +1,5 @@
-//! The product's options: what it computes (transposes, scalars), its tile, its strategy
-//! and where its operands start.
+//! The product's options: what it computes (transposes, scalars), its tile, its strategy and where
+//! its operands start.
 
 use hetla_factorizations::MatMul;
 

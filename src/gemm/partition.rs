@@ -1,31 +1,30 @@
-//! Static partitions of C among processors of different speeds (Eyraud-Dubois and Lambert's (2018) PERI-SUM):
-//! each processor gets a zone of area proportional to its speed, and the sum of the
-//! zones' half-perimeters (the A rows and B columns each processor must load, per step of
-//! the inner dimension) should be as small as possible. The lower bound is
-//! sum_k 2 sqrt(s_k) on the unit square ([`hetla_bounds::communication`]).
+//! Static partitions of C among processors of different speeds (Eyraud-Dubois and Lambert's (2018)
+//! PERI-SUM): each processor gets a zone of area proportional to its speed, and the sum of the
+//! zones' half-perimeters (the A rows and B columns each processor must load, per step of the inner
+//! dimension) should be as small as possible. The lower bound is sum_k 2 sqrt(s_k) on the unit
+//! square ([`hetla_bounds::communication`]).
 //!
-//! [`partition`] is a recursive algorithm in the spirit of NRRP (Eyraud-Dubois and Lambert (2018), its reference 6): a
-//! rectangle and a set of processors (sorted by decreasing speed) is either
-//! - cut across its longer side into two rectangles with areas in proportion to the
-//!   speeds of a prefix and the rest of the processors, both recursed into; or
-//! - when the rest fits in a square corner, given to the fastest processor as an L shape
-//!   (the rectangle minus a corner square, half-perimeter = the rectangle's) with the
-//!   others recursed into the corner square: the non-rectangular zone that makes strongly
-//!   heterogeneous speeds cheap (0.9 / 0.1 costs 2.63 instead of 3.0 with columns).
+//! [`partition`] is a recursive algorithm in the spirit of NRRP (Eyraud-Dubois and Lambert (2018),
+//! its reference 6): a rectangle and a set of processors (sorted by decreasing speed) is either
+//! - cut across its longer side into two rectangles with areas in proportion to the speeds of a
+//!   prefix and the rest of the processors, both recursed into; or
+//! - when the rest fits in a square corner, given to the fastest processor as an L shape (the
+//!   rectangle minus a corner square, half-perimeter = the rectangle's) with the others recursed
+//!   into the corner square: the non-rectangular zone that makes strongly heterogeneous speeds
+//!   cheap (0.9 / 0.1 costs 2.63 instead of 3.0 with columns).
 //!
-//! The cheapest alternative is kept at each level. Columns (the optimal column-based
-//! partitions) are a special case of the rectangular cuts. The continuous partition is then
-//! made discrete on the tile grid by ROUNDED (round every rectangle's coordinates to the
-//! nearest tile boundary: the shapes stay, the loads may not) or PRECISE (Eyraud-Dubois and Lambert (2018),
-//! Algorithm 1: the exact tile count of each processor from the rounded partial sums of
-//! the speeds, the inner rectangles first, then every remaining tile to the neighbouring
-//! processor that still needs the fewest tiles).
+//! The cheapest alternative is kept at each level. Columns (the optimal column-based partitions)
+//! are a special case of the rectangular cuts. The continuous partition is then made discrete on
+//! the tile grid by ROUNDED (round every rectangle's coordinates to the nearest tile boundary: the
+//! shapes stay, the loads may not) or PRECISE (Eyraud-Dubois and Lambert (2018), Algorithm 1: the
+//! exact tile count of each processor from the rounded partial sums of the speeds, the inner
+//! rectangles first, then every remaining tile to the neighbouring processor that still needs the
+//! fewest tiles).
 
 use std::fmt;
 use std::str::FromStr;
 
-/// An axis-parallel rectangle [x0, x1] x [y0, y1] (x along the columns of C, y along its
-/// rows).
+/// An axis-parallel rectangle [x0, x1] x [y0, y1] (x along the columns of C, y along its rows).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rect {
     /// Left edge.
@@ -52,13 +51,13 @@ impl Rect {
 pub struct Partition {
     /// Rectangles and the index of the processor that owns each.
     pub zones: Vec<(Rect, usize)>,
-    /// Sum over processors of the half-perimeter of their zone (the projections of the
-    /// union of their rectangles).
+    /// Sum over processors of the half-perimeter of their zone (the projections of the union of
+    /// their rectangles).
     pub half_perimeters: f64,
 }
 
-/// Partitions the `rows x cols` rectangle among processors with the given speeds (all
-/// finite, > 0), processor k getting the area share `speeds[k] / sum`.
+/// Partitions the `rows x cols` rectangle among processors with the given speeds (all finite, > 0),
+/// processor k getting the area share `speeds[k] / sum`.
 pub fn partition(speeds: &[f64], rows: f64, cols: f64) -> Partition {
     let total: f64 = speeds.iter().sum();
     let area = rows * cols;
@@ -81,8 +80,8 @@ pub fn partition(speeds: &[f64], rows: f64, cols: f64) -> Partition {
     }
 }
 
-/// The best partition of `rect` among `procs` (index, area), sorted by decreasing area,
-/// with its half-perimeter sum.
+/// The best partition of `rect` among `procs` (index, area), sorted by decreasing area, with its
+/// half-perimeter sum.
 fn split(rect: Rect, procs: &[(usize, f64)]) -> (f64, Vec<(Rect, usize)>) {
     let (w, h) = (rect.width(), rect.height());
     if procs.len() == 1 {
@@ -167,8 +166,8 @@ impl FromStr for Discretisation {
     }
 }
 
-/// The owner of every tile of an `r x s` grid (row-major) for a continuous partition of
-/// the `r x s` rectangle among processors with `speeds`.
+/// The owner of every tile of an `r x s` grid (row-major) for a continuous partition of the `r x s`
+/// rectangle among processors with `speeds`.
 pub fn discretise(
     partition: &Partition,
     speeds: &[f64],
@@ -265,8 +264,8 @@ fn fill_from_neighbours(owner: &mut [Option<usize>], r: usize, s: usize) {
     }
 }
 
-/// The half-perimeter sum of a tile partition: for each processor, the number of tile
-/// rows plus tile columns its tiles touch (the A and B tiles it loads per inner step).
+/// The half-perimeter sum of a tile partition: for each processor, the number of tile rows plus
+/// tile columns its tiles touch (the A and B tiles it loads per inner step).
 #[cfg(test)]
 fn grid_half_perimeters(owner: &[usize], r: usize, s: usize, processors: usize) -> usize {
     let mut rows = vec![vec![false; r]; processors];

@@ -1,5 +1,5 @@
-//! Planning a product: the strategy (or `auto`'s choice), the tiling, the static plan
-//! and where the operands start.
+//! Planning a product: the strategy (or `auto`'s choice), the tiling, the static plan and where the
+//! operands start.
 
 use std::sync::Arc;
 
@@ -13,8 +13,8 @@ use super::partition::Discretisation;
 use super::strategy::{self, Processor, Strategy};
 use crate::{Error, Plan, Result};
 
-/// A product planned on a machine: its [`Plan`] (tiling, graph, static allocation,
-/// placements), and what planning decided, for its report ([`Gemm::report`]).
+/// A product planned on a machine: its [`Plan`] (tiling, graph, static allocation, placements), and
+/// what planning decided, for its report ([`Gemm::report`]).
 #[derive(Debug, Clone)]
 pub struct GemmPlan {
     plan: Plan,
@@ -90,9 +90,9 @@ pub(super) fn auto_strategy(
 }
 
 impl Gemm {
-    /// Plans a product of shape (m, n, k) on `machine`: the tiling (the tile the model
-    /// predicts fastest unless one was given), the strategy (or `auto`'s choice and why),
-    /// and the plan, with its static allocation and placements.
+    /// Plans a product of shape (m, n, k) on `machine`: the tiling (the tile the model predicts
+    /// fastest unless one was given), the strategy (or `auto`'s choice and why), and the plan, with
+    /// its static allocation and placements.
     pub fn plan_on(
         &self,
         machine: &Machine<'_>,

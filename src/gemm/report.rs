@@ -35,15 +35,15 @@ pub struct GemmReport {
     pub predicted_seconds: f64,
     /// Bytes moved in total and per device.
     pub bytes_moved: BytesMoved,
-    /// Lower bound on the bytes this run had to move, from the updates each device
-    /// performed (see the module documentation).
+    /// Lower bound on the bytes this run had to move, from the updates each device performed (see
+    /// the module documentation).
     pub comm_lower_bound_bytes: f64,
     /// bytes moved / that bound (>= 1; `null` when the bound is 0).
     pub comm_ratio: Option<f64>,
     /// Bound for the work split that equalises the workers' finish times.
     pub split_lower_bound_bytes: f64,
-    /// For static partitions, the PERI-SUM bound of the planned shares (A and B strips of
-    /// zones of those areas, and their C tiles).
+    /// For static partitions, the PERI-SUM bound of the planned shares (A and B strips of zones of
+    /// those areas, and their C tiles).
     pub partition_lower_bound_bytes: Option<f64>,
     /// Tile updates (tasks) per worker name.
     pub updates: Vec<(String, usize)>,
@@ -87,9 +87,8 @@ impl Gemm {
         }
     }
 
-    /// The report of a run: time, bytes and bounds.
-    /// What the run of `plan` on `machine` that `trace` recorded did, against the bounds
-    /// of the bytes it had to move.
+    /// The report of a run: time, bytes and bounds. What the run of `plan` on `machine` that
+    /// `trace` recorded did, against the bounds of the bytes it had to move.
     pub fn report(&self, machine: &Machine<'_>, plan: &GemmPlan, trace: &Trace) -> GemmReport {
         let (tiling, planned) = (&plan.tiling, &plan.planned);
         let (m, n) = (tiling.c.rows(), tiling.c.cols());

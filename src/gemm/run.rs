@@ -1,5 +1,5 @@
-//! The product run on a platform: its machine from the platform's calibrated models, the
-//! plan, the run over the caller's matrices, the report.
+//! The product run on a platform: its machine from the platform's calibrated models, the plan, the
+//! run over the caller's matrices, the report.
 
 use faer::{MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
@@ -12,9 +12,9 @@ use crate::tiles::{Matrices, TiledMatrix};
 use crate::{Backend, Result, Scalar};
 
 impl Gemm {
-    /// Computes C <- alpha op(A) op(B) + beta C on the process-wide platform that
-    /// `solve_spd` and `Cholesky::new()` use ([`Platform::shared`]: `auto` clusters, faer
-    /// kernels), built on first use.
+    /// Computes C <- alpha op(A) op(B) + beta C on the process-wide platform that `solve_spd` and
+    /// `Cholesky::new()` use ([`Platform::shared`]: `auto` clusters, faer kernels), built on first
+    /// use.
     pub fn run_shared<T: Scalar>(
         &self,
         a: MatRef<'_, T>,
@@ -25,8 +25,8 @@ impl Gemm {
         self.run(&platform, a, b, c)
     }
 
-    /// Computes C <- alpha op(A) op(B) + beta C on `platform`, in any precision (for a
-    /// complex type a transposed operand is its adjoint, see [`crate::Scalar`]).
+    /// Computes C <- alpha op(A) op(B) + beta C on `platform`, in any precision (for a complex type
+    /// a transposed operand is its adjoint, see [`crate::Scalar`]).
     pub fn run<T: Scalar>(
         &self,
         platform: &Platform,
@@ -37,8 +37,7 @@ impl Gemm {
         self.run_traced(platform, a, b, c).map(|(report, _)| report)
     }
 
-    /// As [`Gemm::run`], with the trace of the run (empty when there was nothing to
-    /// multiply).
+    /// As [`Gemm::run`], with the trace of the run (empty when there was nothing to multiply).
     pub fn run_traced<T: Scalar>(
         &self,
         platform: &Platform,

@@ -1,6 +1,6 @@
-//! Allocation strategies of the tiled product, turned into runtime options: `dmda` is the
-//! runtime's MCT with transfer estimates; `grid`, `peri-sum` and `max-reuse` are
-//! [`StaticPlan`]s over the product's chains of C tiles.
+//! Allocation strategies of the tiled product, turned into runtime options: `dmda` is the runtime's
+//! MCT with transfer estimates; `grid`, `peri-sum` and `max-reuse` are [`StaticPlan`]s over the
+//! product's chains of C tiles.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,17 +22,17 @@ pub enum Strategy {
     /// Anastasiadis's (2024) 2-D grid of devices: C cut into one block per device, the inner
     /// dimension not split, no stealing.
     Grid,
-    /// Eyraud-Dubois and Lambert's (2018) PERI-SUM partition of C from the processors' speeds, discretised, with
-    /// or without EffectiveSteal.
+    /// Eyraud-Dubois and Lambert's (2018) PERI-SUM partition of C from the processors' speeds,
+    /// discretised, with or without EffectiveSteal.
     PeriSum {
         /// ROUNDED or PRECISE.
         discretisation: Discretisation,
         /// EffectiveSteal (true) or the static allocation enforced to the end.
         steal: bool,
     },
-    /// Dongarra et al.'s (2007) maximum re-use order: squares of mu x mu C tiles handed to workers as
-    /// they become free, each device keeping mu^2 C tiles, a row of mu B tiles and one A
-    /// tile (and a second A and B buffer when copies overlap the kernels).
+    /// Dongarra et al.'s (2007) maximum re-use order: squares of mu x mu C tiles handed to workers
+    /// as they become free, each device keeping mu^2 C tiles, a row of mu B tiles and one A tile
+    /// (and a second A and B buffer when copies overlap the kernels).
     MaxReuse,
 }
 
@@ -71,8 +71,8 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = String;
 
-    /// "auto", "dmda", "grid", "max-reuse", or `peri-sum[:rounded|precise][:steal|static]`
-    /// (default rounded with stealing, Eyraud-Dubois and Lambert's (2018) best).
+    /// "auto", "dmda", "grid", "max-reuse", or `peri-sum[:rounded|precise][:steal|static]` (default
+    /// rounded with stealing, Eyraud-Dubois and Lambert's (2018) best).
     fn from_str(s: &str) -> Result<Self, String> {
         let lower = s.to_ascii_lowercase();
         let mut parts = lower.split(':');
@@ -113,8 +113,7 @@ impl FromStr for Strategy {
     }
 }
 
-/// A processor of a static allocation: workers sharing a memory node, with their summed
-/// speed.
+/// A processor of a static allocation: workers sharing a memory node, with their summed speed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Processor {
     /// Worker indices.
@@ -130,8 +129,8 @@ fn chain(t: &MatMulTiling, i: usize, j: usize) -> Vec<TaskId> {
     (0..t.t).map(|l| t.task(i, j, l)).collect()
 }
 
-/// A static plan that gives each processor the chains of the C tiles `owner` names
-/// (row-major), queued in row-major order.
+/// A static plan that gives each processor the chains of the C tiles `owner` names (row-major),
+/// queued in row-major order.
 fn owner_plan(
     t: &MatMulTiling,
     owner: &[usize],
@@ -156,8 +155,8 @@ fn owner_plan(
     plan
 }
 
-/// The PERI-SUM allocation: the partition of the r x s tile grid among `processors` by
-/// speed, discretised, as a plan. Also returns each processor's planned tile count.
+/// The PERI-SUM allocation: the partition of the r x s tile grid among `processors` by speed,
+/// discretised, as a plan. Also returns each processor's planned tile count.
 pub fn peri_sum_plan(
     t: &MatMulTiling,
     processors: &[Processor],
@@ -172,8 +171,8 @@ pub fn peri_sum_plan(
     (owner_plan(t, &owner, processors, steal), counts)
 }
 
-/// The grid (rows x cols) of `devices` devices whose blocks of an r x s tile grid are the
-/// closest to square.
+/// The grid (rows x cols) of `devices` devices whose blocks of an r x s tile grid are the closest
+/// to square.
 pub fn device_grid(devices: usize, r: usize, s: usize) -> (usize, usize) {
     (1..=devices)
         .filter(|d| devices.is_multiple_of(*d))
@@ -200,9 +199,9 @@ pub fn grid_plan(t: &MatMulTiling, processors: &[Processor]) -> StaticPlan {
     owner_plan(t, &owner, processors, false)
 }
 
-/// The side mu of the maximum re-use squares for a device of `buffers` tiles, and whether
-/// it is double-buffered (room for the next A tile and B row while the kernels run:
-/// mu^2 + 2 mu + 2 tiles), else single-buffered (1 + mu + mu^2). `None` below 3 tiles.
+/// The side mu of the maximum re-use squares for a device of `buffers` tiles, and whether it is
+/// double-buffered (room for the next A tile and B row while the kernels run: mu^2 + 2 mu + 2
+/// tiles), else single-buffered (1 + mu + mu^2). `None` below 3 tiles.
 pub fn max_reuse_layout(buffers: usize) -> Option<(usize, bool)> {
     let single = max_reuse_mu(buffers).ok()?;
     // mu^2 + 2 mu + 2 <= B  <=>  (mu + 1)^2 <= B - 1.
@@ -218,10 +217,10 @@ pub fn max_reuse_layout(buffers: usize) -> Option<(usize, bool)> {
 }
 
 /// Dongarra et al.'s (2007) maximum re-use order: squares of mu x mu C tiles (ragged at the edges),
-/// each run as `for l: for i in square: for j in square: task(i, j, l)` by one worker, the
-/// squares handed out in order to whichever worker is free; after its last use in a
-/// square, each A tile, B tile and C tile is released from the worker's node (C written
-/// back), so a device holds exactly the square's tiles, one row of B and one A tile.
+/// each run as `for l: for i in square: for j in square: task(i, j, l)` by one worker, the squares
+/// handed out in order to whichever worker is free; after its last use in a square, each A tile, B
+/// tile and C tile is released from the worker's node (C written back), so a device holds exactly
+/// the square's tiles, one row of B and one A tile.
 pub fn max_reuse_plan(
     t: &MatMulTiling,
     workers: &[usize],

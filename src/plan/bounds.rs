@@ -1,13 +1,11 @@
-//! Makespan lower bounds of a plan (critical path, area, mixed; see `hetla-bounds`), with
-//! durations from a modelled machine, from the performance models a platform learned, or
-//! from the very run the plan made, reported in milliseconds and in Gflop/s of the plan's
-//! flops.
+//! Makespan lower bounds of a plan (critical path, area, mixed; see `hetla-bounds`), with durations
+//! from a modelled machine, from the performance models a platform learned, or from the very run
+//! the plan made, reported in milliseconds and in Gflop/s of the plan's flops.
 //!
-//! Tasks with the same [`KernelKey`] (operation and operand shapes) share a type, so a
-//! ragged edge tile is its own type. Resource classes are the worker classes with their
-//! counts; a class has no duration for a key it has no model of (it is treated as unable
-//! to run it). Durations go to the LPs in milliseconds, which keeps their coefficients
-//! near 1.
+//! Tasks with the same [`KernelKey`] (operation and operand shapes) share a type, so a ragged edge
+//! tile is its own type. Resource classes are the worker classes with their counts; a class has no
+//! duration for a key it has no model of (it is treated as unable to run it). Durations go to the
+//! LPs in milliseconds, which keeps their coefficients near 1.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -58,13 +56,13 @@ pub struct BoundReport {
     pub seconds: f64,
 }
 
-/// Graphs up to this many tasks get one type per task in [`Plan::run_bounds`]; larger
-/// ones one per kernel and class (see there).
+/// Graphs up to this many tasks get one type per task in [`Plan::run_bounds`]; larger ones one per
+/// kernel and class (see there).
 pub const PER_TASK_TYPES_UP_TO: usize = 10_000;
 
 impl Plan {
-    /// Bounds of the plan on `classes` (class and count), with `duration(key, class)` in
-    /// seconds (`None`: the class cannot run the key).
+    /// Bounds of the plan on `classes` (class and count), with `duration(key, class)` in seconds
+    /// (`None`: the class cannot run the key).
     pub fn bounds(
         &self,
         classes: &[(ResourceClass, usize)],
@@ -81,10 +79,9 @@ impl Plan {
         )
     }
 
-    /// The critical-path and area bounds (as [`Plan::bounds`]), in milliseconds, without
-    /// the mixed bound: its linear program has a variable per task and class, which takes
-    /// minutes to solve past some 10^5 tasks; these two take one pass over the graph and a
-    /// program per kernel.
+    /// The critical-path and area bounds (as [`Plan::bounds`]), in milliseconds, without the mixed
+    /// bound: its linear program has a variable per task and class, which takes minutes to solve
+    /// past some 10^5 tasks; these two take one pass over the graph and a program per kernel.
     pub fn cp_and_area_ms(
         &self,
         classes: &[(ResourceClass, usize)],
@@ -93,8 +90,8 @@ impl Plan {
         cp_and_area_ms(&self.graph, &self.keys, classes, duration)
     }
 
-    /// Bounds of the plan on `workers` with the mean durations of `models` (for example
-    /// those stored before a run, or those a run just recorded).
+    /// Bounds of the plan on `workers` with the mean durations of `models` (for example those
+    /// stored before a run, or those a run just recorded).
     pub fn bounds_from_models(
         &self,
         models: &PerfModels,
@@ -111,13 +108,12 @@ impl Plan {
         )
     }
 
-    /// Bounds of the run of this plan that `trace` recorded, from the durations its tasks
-    /// took (above 10 000 tasks: each kernel's shortest duration on the
-    /// class that ran it, a weaker bound that stays below the run): each task is its own
-    /// type, allowed only on the class of the worker that ran it, with the duration it
-    /// took there. The run's own schedule satisfies every constraint of these bounds, so
-    /// they are lower bounds of this very run: its makespan is at least the mixed bound
-    /// (efficiency <= 1), whatever the noise.
+    /// Bounds of the run of this plan that `trace` recorded, from the durations its tasks took
+    /// (above 10 000 tasks: each kernel's shortest duration on the class that ran it, a weaker
+    /// bound that stays below the run): each task is its own type, allowed only on the class of the
+    /// worker that ran it, with the duration it took there. The run's own schedule satisfies every
+    /// constraint of these bounds, so they are lower bounds of this very run: its makespan is at
+    /// least the mixed bound (efficiency <= 1), whatever the noise.
     pub fn run_bounds(&self, trace: &Trace) -> Result<BoundReport> {
         let graph = &self.graph;
         let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
@@ -175,9 +171,8 @@ impl Plan {
         )
     }
 
-    /// The bounds of the plan split over `grid` as `split` says, with `node_classes` on
-    /// each node, durations in seconds and `network` between nodes (see
-    /// [`DistributedBounds`]).
+    /// The bounds of the plan split over `grid` as `split` says, with `node_classes` on each node,
+    /// durations in seconds and `network` between nodes (see [`DistributedBounds`]).
     pub fn distributed_bounds(
         &self,
         split: &GridSplit,
@@ -221,8 +216,8 @@ fn cp_and_area_ms(
     Ok((instance.critical_path().length, instance.area()?.makespan))
 }
 
-/// The bounds' instance of `graph` whose task `i` has type `types[i]` (< `type_count`),
-/// with `duration(type, class)` in seconds.
+/// The bounds' instance of `graph` whose task `i` has type `types[i]` (< `type_count`), with
+/// `duration(type, class)` in seconds.
 fn typed_instance(
     graph: &TaskGraph,
     types: Vec<usize>,
@@ -288,40 +283,38 @@ fn typed_bounds(
     })
 }
 
-/// The most tasks a distributed bound ([`DistributedBounds`]) computes the mixed bound of (about 15 s of linear
-/// programming at 10^5 tasks, growing faster than the tasks); past it the critical-path,
-/// area and network bounds stand alone.
+/// The most tasks a distributed bound ([`DistributedBounds`]) computes the mixed bound of (about 15
+/// s of linear programming at 10^5 tasks, growing faster than the tasks); past it the
+/// critical-path, area and network bounds stand alone.
 pub const GRID_MIXED_BOUND_UP_TO: usize = 40_000;
 
-/// Bounds of a distributed run: a graph split over the nodes (ranks) of a process grid,
-/// each node with the same workers, and a network of one rate between them.
+/// Bounds of a distributed run: a graph split over the nodes (ranks) of a process grid, each node
+/// with the same workers, and a network of one rate between them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DistributedBounds {
     /// Tasks of the whole graph.
     pub tasks: usize,
     /// Critical path of the whole graph, every task at its fastest, ms.
     pub cp_ms: f64,
-    /// Area bound of the whole graph on every node's workers together, as if they shared
-    /// one memory, ms.
+    /// Area bound of the whole graph on every node's workers together, as if they shared one
+    /// memory, ms.
     pub area_ms: f64,
-    /// Mixed bound of the same, ms: computed up to 40 000 tasks,
-    /// `None` past that.
+    /// Mixed bound of the same, ms: computed up to 40 000 tasks, `None` past that.
     pub mixed_ms: Option<f64>,
-    /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at
-    /// a time, each latency plus bytes over bandwidth. No run on this network is shorter.
+    /// The busiest NIC's time, in milliseconds: the messages it sends or receives, one at a time,
+    /// each latency plus bytes over bandwidth. No run on this network is shorter.
     pub network_ms: f64,
-    /// The critical path with the network, in milliseconds: every task at its fastest,
-    /// and every edge from a task that writes a tile to a task on another node that reads
-    /// it lasting one message of that tile.
+    /// The critical path with the network, in milliseconds: every task at its fastest, and every
+    /// edge from a task that writes a tile to a task on another node that reads it lasting one
+    /// message of that tile.
     pub cp_network_ms: f64,
-    /// The busiest node's area bound, in milliseconds: a node runs the tasks of its own
-    /// tiles on its own workers, so no run is shorter than the area bound of any node's
-    /// share.
+    /// The busiest node's area bound, in milliseconds: a node runs the tasks of its own tiles on
+    /// its own workers, so no run is shorter than the area bound of any node's share.
     pub node_area_ms: f64,
     /// The largest of the bounds, in milliseconds.
     pub bound_ms: f64,
-    /// Which it is: "mixed", "area", "critical path", "network", "critical path with
-    /// network" or "node area".
+    /// Which it is: "mixed", "area", "critical path", "network", "critical path with network" or
+    /// "node area".
     pub bound_by: &'static str,
     /// The flops over the bound, in Gflop/s: the best rate any run can reach.
     pub bound_gflops: f64,
@@ -409,8 +402,8 @@ fn distributed_bounds(
     })
 }
 
-/// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to
-/// `s` adds `edge(p, s)`, in seconds.
+/// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to `s` adds
+/// `edge(p, s)`, in seconds.
 fn critical_path_with_messages(
     graph: &TaskGraph,
     duration: impl Fn(TaskId) -> f64,

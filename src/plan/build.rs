@@ -1,5 +1,5 @@
-//! The plan itself: what it computes, its graph, kernels, layouts and flops, built once by
-//! one constructor per factorisation (see the [module](super) documentation).
+//! The plan itself: what it computes, its graph, kernels, layouts and flops, built once by one
+//! constructor per factorisation (see the [module](super) documentation).
 
 use std::sync::Arc;
 
@@ -20,8 +20,8 @@ use serde::Serialize;
 pub struct TileChoice {
     /// The tile size.
     pub tile: usize,
-    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on
-    /// a platform with devices), in milliseconds.
+    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on a platform
+    /// with devices), in milliseconds.
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,
@@ -31,23 +31,23 @@ pub struct TileChoice {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum Algorithm {
-    /// The Cholesky factorisation A = L L^H of the lower triangle of an n x n matrix, in
-    /// place (matrix [`FACTOR`]).
+    /// The Cholesky factorisation A = L L^H of the lower triangle of an n x n matrix, in place
+    /// (matrix [`FACTOR`]).
     Cholesky {
         /// The order.
         n: usize,
     },
-    /// The forward and backward substitutions with a Cholesky factor (matrix [`FACTOR`],
-    /// read) of `rhs` right-hand sides (matrix [`RHS`], overwritten by the solution).
+    /// The forward and backward substitutions with a Cholesky factor (matrix [`FACTOR`], read) of
+    /// `rhs` right-hand sides (matrix [`RHS`], overwritten by the solution).
     CholeskySolve {
         /// The order of the factor.
         n: usize,
         /// The right-hand sides.
         rhs: usize,
     },
-    /// One substitution of a distributed solve, its updates run where L's tiles are and
-    /// summed into partial sums ([`SUMS`]) where B's are not: the forward one, or with
-    /// `transposed` the backward one.
+    /// One substitution of a distributed solve, its updates run where L's tiles are and summed into
+    /// partial sums ([`SUMS`]) where B's are not: the forward one, or with `transposed` the
+    /// backward one.
     DistributedSubstitution {
         /// The order of the factor.
         n: usize,
@@ -86,8 +86,8 @@ impl Algorithm {
 enum Layout {
     /// By a tiling.
     Tiled(Tiling),
-    /// The partial sums of a distributed substitution of the right-hand sides tiled by `b`
-    /// with the factor tiled by `l` ([`sum_shape`]).
+    /// The partial sums of a distributed substitution of the right-hand sides tiled by `b` with the
+    /// factor tiled by `l` ([`sum_shape`]).
     Sums {
         l: Tiling,
         b: Tiling,
@@ -107,26 +107,24 @@ struct Schedule {
     placement: Vec<(TileRef, MemoryNode, Mode)>,
 }
 
-/// A factorisation (or a product) built once, then run, simulated, bounded and split over a
-/// process grid by the same code: what every command needs to know of one call, decided in
-/// one place:
+/// A factorisation (or a product) built once, then run, simulated, bounded and split over a process
+/// grid by the same code: what every command needs to know of one call, decided in one place:
 ///
-/// - the [`Algorithm`] and its shape, the precision, the tile size and, when the platform's
-///   models chose it, why ([`TileChoice`]);
+/// - the [`Algorithm`] and its shape, the precision, the tile size and, when the platform's models
+///   chose it, why ([`TileChoice`]);
 /// - the task graph (built by `hetla-factorizations` in sequential order, its flops in the
-///   precision's real flops), each task's kernel key, each matrix's layout and so each
-///   tile's bytes, and the flops the rates are reported against (n^3/3 for Cholesky);
-/// - what the algorithm imposes on a run (a static plan and the operands' placement, for
-///   the product's strategies);
+///   precision's real flops), each task's kernel key, each matrix's layout and so each tile's
+///   bytes, and the flops the rates are reported against (n^3/3 for Cholesky);
+/// - what the algorithm imposes on a run (a static plan and the operands' placement, for the
+///   product's strategies);
 /// - its correctness check ([`Plan::residual`]).
 ///
-/// The same plan is then run on a [`Platform`](crate::Platform) (over the tiles where the
-/// caller's matrices are), bounded ([`Plan::bounds`] and the bounds of a
-/// run it made, [`Plan::run_bounds`]), simulated on a modelled machine (`hetla-lab`) and
-/// split over a process grid ([`Plan::split`]) for a distributed run or its simulation.
-/// Adding a factorisation is a graph builder in `hetla-factorizations`, its kernels in
-/// `hetla-kernels`, a constructor and a check here, and a driver (see
-/// docs/architecture.md); every command then serves it.
+/// The same plan is then run on a [`Platform`](crate::Platform) (over the tiles where the caller's
+/// matrices are), bounded ([`Plan::bounds`] and the bounds of a run it made, [`Plan::run_bounds`]),
+/// simulated on a modelled machine (`hetla-lab`) and split over a process grid ([`Plan::split`])
+/// for a distributed run or its simulation. Adding a factorisation is a graph builder in
+/// `hetla-factorizations`, its kernels in `hetla-kernels`, a constructor and a check here, and a
+/// driver (see docs/architecture.md); every command then serves it.
 #[derive(Debug, Clone)]
 pub struct Plan {
     algorithm: Algorithm,
@@ -141,9 +139,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of `algorithm` in `precision` over the matrices `layouts`, whose graph is
-    /// `graph` (its flops in real flops of `precision` once scaled here), reported against
-    /// `flops` real flops of f64 (scaled too).
+    /// The plan of `algorithm` in `precision` over the matrices `layouts`, whose graph is `graph`
+    /// (its flops in real flops of `precision` once scaled here), reported against `flops` real
+    /// flops of f64 (scaled too).
     fn new(
         algorithm: Algorithm,
         precision: Precision,
@@ -173,10 +171,9 @@ impl Plan {
         plan
     }
 
-    /// The tiled Cholesky factorisation of an `n x n` matrix in tiles of `tile` (the last
-    /// row and column of tiles ragged; a tile larger than the matrix is the whole matrix),
-    /// in `precision`. Refuses, before building it, a
-    /// graph that this machine cannot hold (see [`crate::limits`]).
+    /// The tiled Cholesky factorisation of an `n x n` matrix in tiles of `tile` (the last row and
+    /// column of tiles ragged; a tile larger than the matrix is the whole matrix), in `precision`.
+    /// Refuses, before building it, a graph that this machine cannot hold (see [`crate::limits`]).
     pub fn cholesky(n: usize, tile: usize, precision: Precision) -> Result<Self> {
         crate::limits::check_cholesky(n, tile, 0)?;
         let tiling = Tiling::square(n, tile)?;
@@ -193,8 +190,8 @@ impl Plan {
         ))
     }
 
-    /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand
-    /// sides (tiled alike), in `precision`: forward then backward substitution.
+    /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand sides
+    /// (tiled alike), in `precision`: forward then backward substitution.
     pub fn cholesky_solve(n: usize, rhs: usize, tile: usize, precision: Precision) -> Result<Self> {
         crate::limits::check_solve(n, rhs, tile)?;
         let l = Tiling::square(n, tile)?;
@@ -214,8 +211,8 @@ impl Plan {
         ))
     }
 
-    /// One substitution of a distributed solve (see [`Algorithm::DistributedSubstitution`])
-    /// with the factor tiled by `l` and the right-hand sides by `b`.
+    /// One substitution of a distributed solve (see [`Algorithm::DistributedSubstitution`]) with
+    /// the factor tiled by `l` and the right-hand sides by `b`.
     pub fn distributed_substitution(
         l: Tiling,
         b: Tiling,
@@ -278,8 +275,7 @@ impl Plan {
         )
     }
 
-    /// The plan with the policy, static allocation and placement its algorithm imposes
-    /// on runs.
+    /// The plan with the policy, static allocation and placement its algorithm imposes on runs.
     pub(crate) fn with_schedule(
         mut self,
         scheduler: Option<SchedulerKind>,
@@ -331,14 +327,14 @@ impl Plan {
         &self.keys
     }
 
-    /// The flops rates are reported against: n^3/3 for a Cholesky factorisation, 2 m n k
-    /// for a product, times 4 in a complex precision.
+    /// The flops rates are reported against: n^3/3 for a Cholesky factorisation, 2 m n k for a
+    /// product, times 4 in a complex precision.
     pub fn flops(&self) -> f64 {
         self.flops
     }
 
-    /// The distinct operations of its tasks, in the order they first appear: what a
-    /// calibration for this plan times.
+    /// The distinct operations of its tasks, in the order they first appear: what a calibration for
+    /// this plan times.
     pub fn ops(&self) -> Vec<Op> {
         let mut ops: Vec<Op> = Vec::new();
         for task in self.graph.tasks() {
@@ -377,8 +373,8 @@ impl Plan {
         rows * cols * self.precision.bytes()
     }
 
-    /// `base` with what the plan imposes on its runs: its policy, static allocation and
-    /// placement, where it has them.
+    /// `base` with what the plan imposes on its runs: its policy, static allocation and placement,
+    /// where it has them.
     pub fn run_options(&self, base: &RunOptions) -> RunOptions {
         let s = &self.schedule;
         RunOptions {
@@ -394,9 +390,8 @@ impl Plan {
     }
 
     /// The plan split over the ranks of `grid` (owner computes; see
-    /// [`GridSplit`](hetla_factorizations::GridSplit)); refuses, before anything is
-    /// allocated, a grid whose ranks this machine cannot hold
-    /// ([`crate::limits::check_split`]).
+    /// [`GridSplit`](hetla_factorizations::GridSplit)); refuses, before anything is allocated, a
+    /// grid whose ranks this machine cannot hold ([`crate::limits::check_split`]).
     pub fn split(&self, grid: &ProcessGrid) -> Result<GridSplit> {
         crate::limits::check_split(grid.size(), self.graph.len())?;
         GridSplit::new(&self.graph, grid).map_err(|e| Error::InvalidOption {
@@ -405,12 +400,11 @@ impl Plan {
         })
     }
 
-    /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan
-    /// computes from `input` (for Cholesky the factor L of A: ||A - L L^H||_1 / (n ||A||_1
-    /// eps), reading the lower triangles): below
-    /// [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct. An algorithm
-    /// whose result is not a function of one input (a solve, a product) says which checks
-    /// of [`crate::check`] apply.
+    /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan computes from
+    /// `input` (for Cholesky the factor L of A: ||A - L L^H||_1 / (n ||A||_1 eps), reading the
+    /// lower triangles): below [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct.
+    /// An algorithm whose result is not a function of one input (a solve, a product) says which
+    /// checks of [`crate::check`] apply.
     pub fn residual<T: Scalar>(
         &self,
         input: MatRef<'_, T>,

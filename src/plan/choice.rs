@@ -1,29 +1,27 @@
-//! The tile size of a Cholesky factorisation, chosen from the platform's performance
-//! models instead of a constant, and why ([`TileChoice`]).
+//! The tile size of a Cholesky factorisation, chosen from the platform's performance models instead
+//! of a constant, and why ([`TileChoice`]).
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
-//! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform
-//! with devices: one tile size for CPU clusters and GPUs, chosen from both's models) that
-//! cut n into 2 to 32 tiles per side. For
-//! each candidate b, every worker class needs the mean duration of the four Cholesky
-//! kernels on b x b tiles; the classes that lack one are measured first with
-//! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run),
-//! and the samples join the models (the CLI stores them with the models after the run).
-//! The prediction for b is the makespan of the Cholesky graph of n in tiles of b simulated
-//! on this platform's workers with the same scheduler as a run (`runtime::sim`, MCT), each
-//! task's duration its flops at its kernel's measured rate on b x b tiles (a ragged edge
-//! tile at the same rate); on a platform with devices, whose links and memories the
-//! simulation would need modelled, the mixed makespan bound instead. The candidate with
-//! the smallest prediction wins: large tiles run the kernels near their peak, small ones
-//! give the scheduler parallel work and a short critical path, and the simulation weighs
-//! both for this backend, this cluster shape and this n (the bound alone is optimistic
-//! about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core
-//! clusters, which ran at 0.84 of their bound).
+//! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform with
+//! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 2
+//! to 32 tiles per side. For each candidate b, every worker class needs the mean duration of the
+//! four Cholesky kernels on b x b tiles; the classes that lack one are measured first with
+//! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run), and the
+//! samples join the models (the CLI stores them with the models after the run). The prediction for
+//! b is the makespan of the Cholesky graph of n in tiles of b simulated on this platform's workers
+//! with the same scheduler as a run (`runtime::sim`, MCT), each task's duration its flops at its
+//! kernel's measured rate on b x b tiles (a ragged edge tile at the same rate); on a platform with
+//! devices, whose links and memories the simulation would need modelled, the mixed makespan bound
+//! instead. The candidate with the smallest prediction wins: large tiles run the kernels near their
+//! peak, small ones give the scheduler parallel work and a short critical path, and the simulation
+//! weighs both for this backend, this cluster shape and this n (the bound alone is optimistic about
+//! parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core clusters, which ran at
+//! 0.84 of their bound).
 //!
-//! The choice is remembered per platform and n for as long as the platform lives, here
-//! and not in the platform (the runtime knows nothing of factorisations): a table of the
-//! choices made, each with a weak reference to its platform, so that a dropped platform's
-//! entries are dropped too and a new platform never inherits them.
+//! The choice is remembered per platform and n for as long as the platform lives, here and not in
+//! the platform (the runtime knows nothing of factorisations): a table of the choices made, each
+//! with a weak reference to its platform, so that a dropped platform's entries are dropped too and
+//! a new platform never inherits them.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -38,15 +36,13 @@ use hetla_kernels::Backend;
 use crate::Result;
 
 /// The tile size used when no platform's models can choose one (see
-/// [`Cholesky::plan`](crate::Cholesky::plan)),
-/// from the order `n` and the backend.
+/// [`Cholesky::plan`](crate::Cholesky::plan)), from the order `n` and the backend.
 ///
-/// Matrices up to 512 are one tile: a single kernel call on all cores beats any split.
-/// Beyond that, in real precisions 512 for faer and 1024 for OpenBLAS (capped at n), the
-/// best tiles of a sweep over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a
-/// 2-core machine. A complex tile holds 4 times the flops of a real one of its side, so
-/// complex tiles are smaller: 384 and 768 (z at n = 4096 on OpenBLAS: 70 Gflop/s at 768,
-/// 66 at 512, 55 at 1024).
+/// Matrices up to 512 are one tile: a single kernel call on all cores beats any split. Beyond that,
+/// in real precisions 512 for faer and 1024 for OpenBLAS (capped at n), the best tiles of a sweep
+/// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine. A complex tile
+/// holds 4 times the flops of a real one of its side, so complex tiles are smaller: 384 and 768 (z
+/// at n = 4096 on OpenBLAS: 70 Gflop/s at 768, 66 at 512, 55 at 1024).
 pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
     if n <= SINGLE_TILE_UP_TO {
         return n.max(1);
@@ -62,16 +58,15 @@ pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> us
 /// Tile sizes a choice considers.
 const CANDIDATES: [usize; 7] = [256, 384, 512, 768, 1024, 1536, 2048];
 
-/// Larger tile sizes a choice also considers on a platform with devices: a big GPU runs
-/// its kernels near peak only on tiles of 2048 and more, and each task costs it a launch
-/// and copies.
+/// Larger tile sizes a choice also considers on a platform with devices: a big GPU runs its kernels
+/// near peak only on tiles of 2048 and more, and each task costs it a launch and copies.
 const DEVICE_CANDIDATES: [usize; 2] = [3072, 4096];
 
 /// Matrices up to this order are one tile.
 pub(crate) const SINGLE_TILE_UP_TO: usize = 512;
 
-/// Most tiles per side a candidate may cut the matrix into (the bound's graph grows as its
-/// cube: 32 tiles are 5984 tasks).
+/// Most tiles per side a candidate may cut the matrix into (the bound's graph grows as its cube: 32
+/// tiles are 5984 tasks).
 const MAX_TILES_PER_SIDE: usize = 32;
 
 /// Calibration samples per kernel, class and candidate measured on first use.
@@ -120,8 +115,8 @@ fn known(platform: &Platform, ops: &[hetla_kernels::Op], class: &ResourceClass, 
     })
 }
 
-/// The tile size for a Cholesky factorisation of order `n` on `platform` (see the module
-/// doc): may calibrate the candidates the models lack, and remembers its answer.
+/// The tile size for a Cholesky factorisation of order `n` on `platform` (see the module doc): may
+/// calibrate the candidates the models lack, and remembers its answer.
 pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result<TileChoice> {
     if n <= SINGLE_TILE_UP_TO {
         return Ok(TileChoice {

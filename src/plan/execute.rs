@@ -9,8 +9,8 @@ use crate::tiles::{TileStore, TileWork};
 use crate::{Error, Result};
 
 impl Plan {
-    /// Runs the plan on `platform` over the tiles `store` holds, with `options` and what
-    /// the plan imposes on its runs ([`Plan::run_options`]); the trace of the run.
+    /// Runs the plan on `platform` over the tiles `store` holds, with `options` and what the plan
+    /// imposes on its runs ([`Plan::run_options`]); the trace of the run.
     pub(crate) fn execute<T: Scalar>(
         &self,
         platform: &Platform,
@@ -29,9 +29,9 @@ impl Plan {
         execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))
     }
 
-    /// A failed run of this plan (or of its share on a rank, whose graph is `graph`) as
-    /// the caller's error: a POTRF pivot failure is [`Error::NotPositiveDefinite`] with
-    /// the global column of the factored matrix.
+    /// A failed run of this plan (or of its share on a rank, whose graph is `graph`) as the
+    /// caller's error: a POTRF pivot failure is [`Error::NotPositiveDefinite`] with the global
+    /// column of the factored matrix.
     pub(crate) fn run_error_in(&self, graph: &TaskGraph, e: RunError) -> Error {
         let task = match e.step {
             RunStep::Task(t) => Some(t),

@@ -1,7 +1,7 @@
-//! Plans: a factorisation (or a product) built once, then run, simulated, bounded and split
-//! over a process grid by the same code (see [`Plan`]). `build.rs` holds the plan and one
-//! constructor per algorithm, `choice.rs` the tile choice from a platform's models,
-//! `execute.rs` its runs, `bounds.rs` its bounds.
+//! Plans: a factorisation (or a product) built once, then run, simulated, bounded and split over a
+//! process grid by the same code (see [`Plan`]). `build.rs` holds the plan and one constructor per
+//! algorithm, `choice.rs` the tile choice from a platform's models, `execute.rs` its runs,
+//! `bounds.rs` its bounds.
 
 mod bounds;
 mod build;

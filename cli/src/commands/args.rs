@@ -19,21 +19,21 @@ pub struct PlatformArgs {
     /// Kernel backend: faer or openblas (the latter needs the `openblas` feature).
     #[arg(long, default_value = "faer", value_parser = parse_backend)]
     pub backend: Backend,
-    /// Directory of the performance models (default: $HETLA_PERFMODEL_DIR, else the user's
-    /// cache directory).
+    /// Directory of the performance models (default: $HETLA_PERFMODEL_DIR, else the user's cache
+    /// directory).
     #[arg(long)]
     pub perfmodel_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
 pub struct GpuArgs {
-    /// GPUs to use: all, none, indices ("0,1"), or emulated:K (K devices emulated in host
-    /// memory: CPU kernels and real copies, the GPU code paths on any machine). Each GPU
-    /// reserves one core for its host thread.
+    /// GPUs to use: all, none, indices ("0,1"), or emulated:K (K devices emulated in host memory:
+    /// CPU kernels and real copies, the GPU code paths on any machine). Each GPU reserves one core
+    /// for its host thread.
     #[arg(long, default_value = "all", value_parser = parse_gpus)]
     pub gpus: GpuSelection,
-    /// Memory budget for tiles on each GPU: bytes, or with KiB, MiB, GiB ("8GiB")
-    /// (default: 90% of its free memory; emulated devices: no limit).
+    /// Memory budget for tiles on each GPU: bytes, or with KiB, MiB, GiB ("8GiB") (default: 90% of
+    /// its free memory; emulated devices: no limit).
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     pub gpu_memory: Option<usize>,
 }
@@ -95,8 +95,8 @@ pub fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The most executions `calibrate --samples` takes per kernel: 100000 of a tile of 64
-/// already take about 6 s per class, and a model's mean settles within a few dozen.
+/// The most executions `calibrate --samples` takes per kernel: 100000 of a tile of 64 already take
+/// about 6 s per class, and a model's mean settles within a few dozen.
 pub const MAX_SAMPLES: usize = 100_000;
 
 pub fn parse_samples(s: &str) -> Result<usize, String> {
@@ -153,8 +153,8 @@ pub enum Compare {
     All,
     /// The CPU libraries only (faer, OpenBLAS).
     Cpu,
-    /// The GPU libraries only (cuSOLVER, cuBLAS on device-resident matrices): large runs
-    /// whose CPU peers would take minutes.
+    /// The GPU libraries only (cuSOLVER, cuBLAS on device-resident matrices): large runs whose CPU
+    /// peers would take minutes.
     Gpu,
 }
 
@@ -176,8 +176,8 @@ pub fn parse_grid(s: &str) -> Result<hetla_factorizations::ProcessGrid, String> 
         .map_err(|e: hetla_factorizations::GridError| e.to_string())
 }
 
-/// The precision of a run (`--precision`): LAPACK's letters, and `ds` for a solve factored
-/// in single precision and refined in double.
+/// The precision of a run (`--precision`): LAPACK's letters, and `ds` for a solve factored in
+/// single precision and refined in double.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum PrecisionArg {
     /// f32.

@@ -12,8 +12,8 @@ pub struct BoundArgs {
     /// A preset (sirocco) or a TOML platform file.
     #[arg(long)]
     pub platform: String,
-    /// CPU clusters: NxM ("2x10", "20x1"), a level (package, core...) or lists, resolved on
-    /// the platform's cores minus one per GPU.
+    /// CPU clusters: NxM ("2x10", "20x1"), a level (package, core...) or lists, resolved on the
+    /// platform's cores minus one per GPU.
     #[arg(long, default_value = "auto", value_parser = parse_spec)]
     pub clusters: ClusterSpec,
     /// Number of GPUs used.

@@ -1,6 +1,5 @@
-//! `hetla calibrate`: time the tile kernels on each cluster class (and the links of the
-//! GPUs), store the performance models, and (`--output`) write this machine's platform
-//! file.
+//! `hetla calibrate`: time the tile kernels on each cluster class (and the links of the GPUs),
+//! store the performance models, and (`--output`) write this machine's platform file.
 
 use super::args::{GpuArgs, PlatformArgs, parse_positive, parse_samples, parse_spec};
 use super::output::{check_outputs, progress_bar, save_models_or_warn};
@@ -28,18 +27,18 @@ pub struct CalibrateArgs {
     /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
     #[arg(long, num_args = 1.., value_parser = parse_spec)]
     pub clusters: Vec<ClusterSpec>,
-    /// Also write the platform file (TOML) of this machine: calibrates clusters of each
-    /// size 1, 2, 4, ... and all cores (as many of each size as fit; sizes in between are
-    /// interpolated by `simulate`), then factors 5 matrices of 8 x 8 tiles on each and
-    /// writes the kernels' median durations inside those factorisations.
+    /// Also write the platform file (TOML) of this machine: calibrates clusters of each size 1, 2,
+    /// 4, ... and all cores (as many of each size as fit; sizes in between are interpolated by
+    /// `simulate`), then factors 5 matrices of 8 x 8 tiles on each and writes the kernels' median
+    /// durations inside those factorisations.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Executions per kernel, tile size and class (1 to 100000).
     #[arg(long, default_value_t = 5, value_parser = parse_samples)]
     pub samples: usize,
-    /// The precision of the kernels timed: s, d, c or z. Models are kept per precision;
-    /// with --output, a platform file of this machine that exists already keeps its rates
-    /// of the other precisions.
+    /// The precision of the kernels timed: s, d, c or z. Models are kept per precision; with
+    /// --output, a platform file of this machine that exists already keeps its rates of the other
+    /// precisions.
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
     #[command(flatten)]
@@ -271,10 +270,10 @@ pub fn print_calibrate(r: &CalibrateReport) {
     }
 }
 
-/// `model` with the kernel rates of the other precisions than `precision` that the
-/// platform file at `path` has, when it exists and describes the same machine (its cores
-/// and GPUs): calibrating s after d into one file gives a file with both. A file that
-/// cannot be read as a platform model is replaced, with a warning.
+/// `model` with the kernel rates of the other precisions than `precision` that the platform file at
+/// `path` has, when it exists and describes the same machine (its cores and GPUs): calibrating s
+/// after d into one file gives a file with both. A file that cannot be read as a platform model is
+/// replaced, with a warning.
 fn keep_other_precisions(
     path: &std::path::Path,
     mut model: PlatformModel,

@@ -1,5 +1,5 @@
-//! `hetla gemm`: one matrix product on this machine (checked against faer, timed beside
-//! faer's own product with `--compare`) or, with `--platform`, on a modelled one.
+//! `hetla gemm`: one matrix product on this machine (checked against faer, timed beside faer's own
+//! product with `--compare`) or, with `--platform`, on a modelled one.
 
 use std::time::Instant;
 
@@ -48,17 +48,15 @@ pub struct GemmArgs {
     pub gpus: super::args::GpuArgs,
     #[command(flatten)]
     pub cpu: super::args::PlatformArgs,
-    /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C"
-    /// ("host,host,gpu0").
+    /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C" ("host,host,gpu0").
     #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
     pub placement: [Placement; 3],
-    /// Simulate on this platform model (a preset: sirocco, knl, a100x8; or a TOML file)
-    /// instead of running here; `--gpus` then counts the model's GPUs (all by default).
+    /// Simulate on this platform model (a preset: sirocco, knl, a100x8; or a TOML file) instead of
+    /// running here; `--gpus` then counts the model's GPUs (all by default).
     #[arg(long)]
     pub platform: Option<String>,
-    /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and
-    /// with a CUDA GPU cuBLAS dgemm on device-resident matrices (`gpu`); `--compare`
-    /// alone: all.
+    /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and with a
+    /// CUDA GPU cuBLAS dgemm on device-resident matrices (`gpu`); `--compare` alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<super::args::Compare>,
     /// Skip the check against faer's product (large real runs).
@@ -67,9 +65,9 @@ pub struct GemmArgs {
     /// Seed of the random matrices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// One untimed warm-up, then R timed products (each on a fresh copy of C): `seconds`
-    /// and `gflops` are the best, `median_seconds` the median; with `--compare` the faer
-    /// peer is timed the same way. Real runs only. Without it: one cold run.
+    /// One untimed warm-up, then R timed products (each on a fresh copy of C): `seconds` and
+    /// `gflops` are the best, `median_seconds` the median; with `--compare` the faer peer is timed
+    /// the same way. Real runs only. Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: Option<u64>,
     #[command(flatten)]
@@ -77,8 +75,8 @@ pub struct GemmArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// The precision: s, d, c or z (complex: a transposed operand is its adjoint). Other
-    /// than d runs on CPU clusters only; simulations need the platform's rates in it.
+    /// The precision: s, d, c or z (complex: a transposed operand is its adjoint). Other than d
+    /// runs on CPU clusters only; simulations need the platform's rates in it.
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
 }
@@ -118,8 +116,8 @@ pub struct GemmOutput {
     pub report: GemmReport,
     /// ||C - C_faer||_F / ||C_faer||_F (real runs, unless --no-check).
     pub relative_error: Option<f64>,
-    /// The median of the timed runs' seconds (`--repeat`; the report's `seconds` is the
-    /// best), absent for simulations.
+    /// The median of the timed runs' seconds (`--repeat`; the report's `seconds` is the best),
+    /// absent for simulations.
     pub median_seconds: Option<f64>,
     /// Timed runs (1 without `--repeat`).
     pub runs: usize,
@@ -217,8 +215,8 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
     }
 }
 
-/// A random `rows x cols` matrix in precision `T`: `matgen::random`'s entries, and for a
-/// complex type an imaginary part from the next seed's.
+/// A random `rows x cols` matrix in precision `T`: `matgen::random`'s entries, and for a complex
+/// type an imaginary part from the next seed's.
 fn random_in<T: Scalar>(rows: usize, cols: usize, seed: u64) -> faer::Mat<T> {
     let re = hetla::matgen::random(rows, cols, seed);
     if !T::PRECISION.is_complex() {

@@ -1,5 +1,4 @@
-//! `hetla info`: the topology, the clusters a spec makes, the GPUs and the kernel
-//! backends.
+//! `hetla info`: the topology, the clusters a spec makes, the GPUs and the kernel backends.
 
 use super::args::{parse_gpus, parse_spec};
 use super::output::ClustersReport;
@@ -43,8 +42,8 @@ pub struct InfoReport {
     pub topology: TopologyReport,
     pub clusters: ClustersReport,
     pub backends: Vec<String>,
-    /// The CUDA driver and the libraries cuBLAS and cuSOLVER need: where each was loaded
-    /// from and its version, or why not (empty in a build without the `cuda` feature).
+    /// The CUDA driver and the libraries cuBLAS and cuSOLVER need: where each was loaded from and
+    /// its version, or why not (empty in a build without the `cuda` feature).
     pub cuda: Vec<CudaLibraryReport>,
 }
 

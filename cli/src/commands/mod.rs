@@ -1,5 +1,5 @@
-//! The subcommands of the `hetla` binary, one file each, and what they share: argument
-//! groups ([`args`]) and the way they report ([`output`]).
+//! The subcommands of the `hetla` binary, one file each, and what they share: argument groups
+//! ([`args`]) and the way they report ([`output`]).
 
 pub mod args;
 pub mod bound;

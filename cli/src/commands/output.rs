@@ -22,9 +22,9 @@ pub struct MemoryReport {
     pub peak_extra_bytes: usize,
     /// peak_extra_bytes / matrix_bytes.
     pub ratio: f64,
-    /// Heap bytes the platform holds, allocated once when it was built (pools, and the
-    /// per-thread packing slabs of the `gemm` crate that the warm-up allocates), shared by
-    /// every factorisation run on it.
+    /// Heap bytes the platform holds, allocated once when it was built (pools, and the per-thread
+    /// packing slabs of the `gemm` crate that the warm-up allocates), shared by every factorisation
+    /// run on it.
     pub platform_bytes: usize,
 }
 
@@ -55,8 +55,8 @@ pub fn gpu_reports(platform: &Platform) -> Vec<GpuReport> {
         .collect()
 }
 
-/// Writes the trace and the Gantt chart of a finished run (paths checked before it): a
-/// failure now (a full disk) is a warning that keeps the run's report.
+/// Writes the trace and the Gantt chart of a finished run (paths checked before it): a failure now
+/// (a full disk) is a warning that keeps the run's report.
 pub fn write_trace_files(
     trace: &hetla::Trace,
     chrome: Option<&std::path::Path>,
@@ -74,8 +74,8 @@ pub fn write_trace_files(
     }
 }
 
-/// Checks a command's output files before its work starts: each can be written, no two
-/// (nor the performance-model file the run will save) are the same file.
+/// Checks a command's output files before its work starts: each can be written, no two (nor the
+/// performance-model file the run will save) are the same file.
 pub fn check_outputs(
     outputs: &[(&str, Option<&std::path::Path>)],
     model_file: Option<&std::path::Path>,
@@ -93,8 +93,8 @@ pub fn check_outputs(
     Ok(hetla_runtime::check_distinct(&given)?)
 }
 
-/// Saves the models a finished run learned: a failure is a warning that keeps the run's
-/// report and exit status.
+/// Saves the models a finished run learned: a failure is a warning that keeps the run's report and
+/// exit status.
 pub fn save_models_or_warn(platform: &Platform) -> Option<PathBuf> {
     platform
         .save_models()

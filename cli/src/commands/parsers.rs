@@ -1,5 +1,5 @@
-//! The command line's own parsers (sizes, orders, placements, counts, specs) against any
-//! text (tests only: they span the commands' modules).
+//! The command line's own parsers (sizes, orders, placements, counts, specs) against any text
+//! (tests only: they span the commands' modules).
 
 use proptest::prelude::*;
 
@@ -10,8 +10,8 @@ use super::sweep::parse_orders;
 proptest! {
     #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
 
-    /// The command line's own parsers (sizes, orders, placements, counts) return a
-    /// value or a message for any text.
+    /// The command line's own parsers (sizes, orders, placements, counts) return a value or a
+    /// message for any text.
     #[test]
     fn command_line_parsers_never_panic(s in prop_oneof![
         "[0-9.]{0,25}[kKmMgGiIbB ]{0,4}",

@@ -7,8 +7,7 @@ use hetla_lab::{GridSimReport, Modelled, PlatformModel, SimReport, parse_network
 use hetla_runtime::{LinkRate, RunOptions, SimOptions};
 use serde::Serialize;
 
-/// Options shared by `simulate` and `sweep`: how each simulated run is scheduled and
-/// perturbed.
+/// Options shared by `simulate` and `sweep`: how each simulated run is scheduled and perturbed.
 #[derive(Args, Clone)]
 pub struct SimRunArgs {
     /// Scheduler: mct, dmda, eager or ws.
@@ -20,13 +19,13 @@ pub struct SimRunArgs {
     /// Seed of the duration noise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Relative amplitude of the duration noise: each task lasts its model duration times
-    /// 1 + noise * u, u uniform in [-1, 1). 0 (default) gives exact model durations.
+    /// Relative amplitude of the duration noise: each task lasts its model duration times 1 +
+    /// noise * u, u uniform in [-1, 1). 0 (default) gives exact model durations.
     #[arg(long, default_value_t = 0.0)]
     pub noise: f64,
-    /// When tiles modified on a GPU go back to host memory: final (as soon as the last
-    /// task writing them ends, hetla's policy) or end (in the flush after the last task,
-    /// StarPU's, the policy of the papers' runs).
+    /// When tiles modified on a GPU go back to host memory: final (as soon as the last task writing
+    /// them ends, hetla's policy) or end (in the flush after the last task, StarPU's, the policy of
+    /// the papers' runs).
     #[arg(long, default_value = "final")]
     pub write_back: hetla_runtime::WriteBack,
 }
@@ -76,21 +75,20 @@ pub struct SimulateArgs {
     /// Tile size (one the platform has rates for).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
-    /// Simulate a distributed run on this many nodes of the platform (one rank each, as
-    /// `mpirun` with `cholesky --grid`), on the most square grid P x Q (P <= Q) unless
-    /// `--grid` says.
+    /// Simulate a distributed run on this many nodes of the platform (one rank each, as `mpirun`
+    /// with `cholesky --grid`), on the most square grid P x Q (P <= Q) unless `--grid` says.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub nodes: Option<usize>,
     /// The process grid of a distributed run (P x Q nodes, tiles 2D block-cyclic).
     #[arg(long, value_name = "PxQ", value_parser = super::args::parse_grid)]
     pub grid: Option<ProcessGrid>,
-    /// The network between nodes, "latency,bandwidth": each message takes the latency
-    /// plus its bytes over the bandwidth, and each node's NIC sends one message at a time
-    /// and receives one at a time. Units: ns/us/ms/s, GB/s, MB/s, Gb/s, Mb/s.
+    /// The network between nodes, "latency,bandwidth": each message takes the latency plus its
+    /// bytes over the bandwidth, and each node's NIC sends one message at a time and receives one
+    /// at a time. Units: ns/us/ms/s, GB/s, MB/s, Gb/s, Mb/s.
     #[arg(long, default_value = "1.5us,100Gb/s", value_parser = parse_network)]
     pub network: LinkRate,
-    /// The precision of the simulated kernels: s, d, c or z (the platform needs rates in
-    /// it; the presets state theirs).
+    /// The precision of the simulated kernels: s, d, c or z (the platform needs rates in it; the
+    /// presets state theirs).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
     #[command(flatten)]

@@ -1,11 +1,11 @@
-//! `hetla sweep`: every combination of cluster specs, GPU counts, orders and tile sizes,
-//! simulated on a modelled platform (or run for real on this machine with `--platform
-//! this`), written as results.csv, results.json and one SVG plot of Gflop/s against n per
-//! (tile, GPU count), each configuration a colour, its mixed bound dashed in the same
-//! colour (the layout of Cojean et al.'s (2016) Figs. 9 and 10).
+//! `hetla sweep`: every combination of cluster specs, GPU counts, orders and tile sizes, simulated
+//! on a modelled platform (or run for real on this machine with `--platform this`), written as
+//! results.csv, results.json and one SVG plot of Gflop/s against n per (tile, GPU count), each
+//! configuration a colour, its mixed bound dashed in the same colour (the layout of Cojean et al.'s
+//! (2016) Figs. 9 and 10).
 //!
-//! A combination that cannot run (a spec that does not fit, more GPUs than the platform
-//! has, a tile without rates) is recorded as skipped with the reason; the others still run.
+//! A combination that cannot run (a spec that does not fit, more GPUs than the platform has, a tile
+//! without rates) is recorded as skipped with the reason; the others still run.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,8 +28,8 @@ pub const THIS_MACHINE: &str = "this";
 /// Arguments of `hetla sweep`.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// A preset (sirocco, knl), a TOML platform file, or `this` for real runs on this
-    /// machine (a GPU count K uses its first K GPUs; more than it has is a skipped row).
+    /// A preset (sirocco, knl), a TOML platform file, or `this` for real runs on this machine (a
+    /// GPU count K uses its first K GPUs; more than it has is a skipped row).
     #[arg(long)]
     pub platform: String,
     /// Cluster specs, comma-separated ("20x1,2x10,4x5").
@@ -44,16 +44,16 @@ pub struct SweepArgs {
     /// Tile sizes, comma-separated.
     #[arg(long, value_delimiter = ',', required = true, value_parser = super::args::parse_positive)]
     pub tile: Vec<usize>,
-    /// Node counts or process grids of distributed simulated runs, comma-separated ("1,4,16"
-    /// or "2x2,1x4"): each node runs one rank, a count N on the most square grid. Without
-    /// it, each run is one node.
+    /// Node counts or process grids of distributed simulated runs, comma-separated ("1,4,16" or
+    /// "2x2,1x4"): each node runs one rank, a count N on the most square grid. Without it, each run
+    /// is one node.
     #[arg(long, value_delimiter = ',', value_parser = parse_nodes)]
     pub nodes: Vec<ProcessGrid>,
     /// The network between nodes (see `simulate --network`).
     #[arg(long, default_value = "1.5us,100Gb/s", value_parser = hetla_lab::parse_network)]
     pub network: LinkRate,
-    /// Weak scaling: each `--n` is the order on one node, and a run on N nodes factors
-    /// n * sqrt(N) (rounded to a multiple of the tile), the same memory per node.
+    /// Weak scaling: each `--n` is the order on one node, and a run on N nodes factors n * sqrt(N)
+    /// (rounded to a multiple of the tile), the same memory per node.
     #[arg(long, requires = "nodes")]
     pub weak: bool,
     /// Directory for results.csv, results.json and the plots (created if missing).
@@ -501,8 +501,8 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> crate::Result
     Ok(files.iter().map(|p| p.display().to_string()).collect())
 }
 
-/// Gflop/s per node against the node count (log scale), a colour per series (cluster
-/// spec, GPUs, order or weak-scaling order); the bound per node dashed.
+/// Gflop/s per node against the node count (log scale), a colour per series (cluster spec, GPUs,
+/// order or weak-scaling order); the bound per node dashed.
 fn plot_scaling(
     svg: &mut String,
     platform: &str,

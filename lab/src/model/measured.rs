@@ -1,6 +1,6 @@
 //! Platform models of the machine at hand, from calibrated performance models: what
-//! `hetla calibrate --output FILE` writes, so that this machine can be simulated and the
-//! simulation compared with real runs.
+//! `hetla calibrate --output FILE` writes, so that this machine can be simulated and the simulation
+//! compared with real runs.
 
 use hetla_clusters::{Level, Topology};
 use hetla_kernels::Precision;
@@ -24,8 +24,8 @@ pub struct Calibration<'a> {
     pub topology: &'a Topology,
     /// The kernels' durations with the machine loaded (every cluster busy).
     pub models: &'a PerfModels,
-    /// The same kernels timed on a single cluster of each size, the rest of the machine
-    /// idle, when measured.
+    /// The same kernels timed on a single cluster of each size, the rest of the machine idle, when
+    /// measured.
     pub alone: Option<&'a PerfModels>,
     /// The cluster sizes calibrated (1 among them).
     pub cluster_sizes: &'a [usize],
@@ -38,15 +38,15 @@ pub struct Calibration<'a> {
 }
 
 impl PlatformModel {
-    /// The model of a machine with `c.topology` whose kernels were calibrated into
-    /// `c.models` on CPU clusters of the sizes in `c.cluster_sizes` at the tile sizes
-    /// `c.tiles`: for each Cholesky kernel and tile, one core's Gflop/s (the leading-term
-    /// flop count of [`KernelKey::leading_flops`] over the mean duration) and the speedup
-    /// of each other calibrated cluster size over one core.
+    /// The model of a machine with `c.topology` whose kernels were calibrated into `c.models` on
+    /// CPU clusters of the sizes in `c.cluster_sizes` at the tile sizes `c.tiles`: for each
+    /// Cholesky kernel and tile, one core's Gflop/s (the leading-term flop count of
+    /// [`KernelKey::leading_flops`] over the mean duration) and the speedup of each other
+    /// calibrated cluster size over one core.
     ///
-    /// With `c.alone` the rates and speedups are those alone and each size's loaded
-    /// reduction is 1 - loaded rate / alone rate (kept in [0, 0.95]): the model's loaded
-    /// rates are then the measured loaded ones.
+    /// With `c.alone` the rates and speedups are those alone and each size's loaded reduction is
+    /// 1 - loaded rate / alone rate (kept in [0, 0.95]): the model's loaded rates are then the
+    /// measured loaded ones.
     pub fn from_calibration(c: &Calibration<'_>) -> Result<Self> {
         let Calibration {
             name,
@@ -146,10 +146,10 @@ impl PlatformModel {
 }
 
 impl GpuModel {
-    /// The GPU section of a platform file from what `hetla calibrate` measured on `count`
-    /// GPUs named `name` (their class in `models`): each Cholesky kernel's rate at each of
-    /// `tiles` from its mean duration, the link both ways as measured (the default link
-    /// when it was not), and each GPU's memory budget in bytes.
+    /// The GPU section of a platform file from what `hetla calibrate` measured on `count` GPUs
+    /// named `name` (their class in `models`): each Cholesky kernel's rate at each of `tiles` from
+    /// its mean duration, the link both ways as measured (the default link when it was not), and
+    /// each GPU's memory budget in bytes.
     pub fn from_calibration(
         name: &str,
         count: usize,
@@ -191,9 +191,8 @@ impl GpuModel {
     }
 }
 
-/// The cluster sizes calibration measures for a platform file of a machine with `cores`
-/// cores: 1, the powers of two below `cores`, and `cores` (sizes in between are
-/// interpolated).
+/// The cluster sizes calibration measures for a platform file of a machine with `cores` cores: 1,
+/// the powers of two below `cores`, and `cores` (sizes in between are interpolated).
 pub fn calibration_sizes(cores: usize) -> Vec<usize> {
     let mut sizes: Vec<usize> = std::iter::successors(Some(1), |&c| Some(c * 2))
         .take_while(|&c| c < cores)

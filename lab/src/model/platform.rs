@@ -1,5 +1,5 @@
-//! Platform models: their types, TOML form, checks, and the modelled machine a simulation
-//! runs on (see the [module](super) documentation).
+//! Platform models: their types, TOML form, checks, and the modelled machine a simulation runs on
+//! (see the [module](super) documentation).
 
 use std::path::Path;
 
@@ -44,13 +44,13 @@ pub struct CpuModel {
     pub packages: usize,
     /// Cores per package.
     pub cores_per_package: usize,
-    /// NUMA nodes per package, each with its own share of the cores (KNL in SNC-4 mode has
-    /// 4); clusters by level `numa` follow them.
+    /// NUMA nodes per package, each with its own share of the cores (KNL in SNC-4 mode has 4);
+    /// clusters by level `numa` follow them.
     #[serde(default = "one")]
     pub numa_per_package: usize,
-    /// The runtime's time between two tasks of one CPU worker (popping, data, bookkeeping),
-    /// in microseconds; simulations add it before each CPU task. `hetla calibrate --output`
-    /// measures it; 0 when unknown.
+    /// The runtime's time between two tasks of one CPU worker (popping, data, bookkeeping), in
+    /// microseconds; simulations add it before each CPU task. `hetla calibrate --output` measures
+    /// it; 0 when unknown.
     #[serde(default)]
     pub task_overhead_us: f64,
     /// Kernel rates.
@@ -73,9 +73,9 @@ pub struct CpuKernelRate {
     /// Measured speedups of clusters of some sizes over one core.
     #[serde(default)]
     pub speedups: Vec<Speedup>,
-    /// How much slower the kernel runs when the machine is loaded (every cluster busy:
-    /// memory contention) than alone, by cluster width; simulations and bounds use the
-    /// loaded rate. Empty: the rates above are used as they are.
+    /// How much slower the kernel runs when the machine is loaded (every cluster busy: memory
+    /// contention) than alone, by cluster width; simulations and bounds use the loaded rate. Empty:
+    /// the rates above are used as they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loaded: Vec<LoadedReduction>,
 }
@@ -104,8 +104,7 @@ pub struct Speedup {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuModel {
-    /// Device name ("K40m"), the GPU class's name in bounds and traces (`model` in
-    /// platform files).
+    /// Device name ("K40m"), the GPU class's name in bounds and traces (`model` in platform files).
     #[serde(rename = "model")]
     pub name: String,
     /// How many the machine has.
@@ -134,9 +133,8 @@ pub struct GpuKernelRate {
 }
 
 impl CpuKernelRate {
-    /// The fraction of the rate lost on a loaded machine by a cluster of `cores` cores:
-    /// the given value, linear between two given widths, the nearest one outside them, 0
-    /// when none is given.
+    /// The fraction of the rate lost on a loaded machine by a cluster of `cores` cores: the given
+    /// value, linear between two given widths, the nearest one outside them, 0 when none is given.
     pub fn loaded_reduction(&self, cores: usize) -> f64 {
         let below = self
             .loaded
@@ -177,10 +175,10 @@ impl CpuKernelRate {
         }
     }
 
-    /// Speedup of a cluster of `cores` cores: the measured value when given; with several
-    /// measured sizes, linear interpolation between the two around `cores` (one core having
-    /// speedup 1); otherwise (one measured size, or beyond the largest) Amdahl's law fitted
-    /// to the measured sizes.
+    /// Speedup of a cluster of `cores` cores: the measured value when given; with several measured
+    /// sizes, linear interpolation between the two around `cores` (one core having speedup 1);
+    /// otherwise (one measured size, or beyond the largest) Amdahl's law fitted to the measured
+    /// sizes.
     pub fn speedup(&self, cores: usize) -> f64 {
         if let Some(p) = self.speedups.iter().find(|p| p.cores == cores) {
             return p.speedup;
@@ -212,9 +210,9 @@ fn is_double(p: &Precision) -> bool {
     *p == Precision::D
 }
 
-/// A modelled machine as a simulated run uses it: a platform model, the CPU clusters made
-/// from its cores, how many of its GPUs, and optionally a memory budget per GPU (default:
-/// the model's memory size).
+/// A modelled machine as a simulated run uses it: a platform model, the CPU clusters made from its
+/// cores, how many of its GPUs, and optionally a memory budget per GPU (default: the model's memory
+/// size).
 #[derive(Debug, Clone, Copy)]
 pub struct Modelled<'a> {
     /// The platform model.
@@ -253,8 +251,8 @@ impl<'a> Modelled<'a> {
         self
     }
 
-    /// The workers, memory nodes and links of the simulation (see
-    /// [`PlatformModel::sim_platform`]), with the GPU budget applied.
+    /// The workers, memory nodes and links of the simulation (see [`PlatformModel::sim_platform`]),
+    /// with the GPU budget applied.
     pub fn sim_platform(&self) -> Result<SimPlatform> {
         let mut platform = self.model.sim_platform(self.clusters, self.gpus)?;
         if let Some(bytes) = self.gpu_memory {
@@ -436,8 +434,8 @@ impl PlatformModel {
         Ok(())
     }
 
-    /// Which CPU rates simulations and bounds use: "loaded" when the model gives its
-    /// kernels' slowdowns on a loaded machine, else "alone" (the rates as measured alone).
+    /// Which CPU rates simulations and bounds use: "loaded" when the model gives its kernels'
+    /// slowdowns on a loaded machine, else "alone" (the rates as measured alone).
     pub fn cpu_rates(&self) -> &'static str {
         if self.cpu.kernels.iter().any(|k| !k.loaded.is_empty()) {
             "loaded"
@@ -488,8 +486,8 @@ impl PlatformModel {
         self.gpu.as_ref().map_or(0, |g| g.count)
     }
 
-    /// The modelled topology: `numa_per_package` NUMA nodes (each its own L3 group) per
-    /// package, one thread per core.
+    /// The modelled topology: `numa_per_package` NUMA nodes (each its own L3 group) per package,
+    /// one thread per core.
     pub fn topology(&self) -> Topology {
         let cpu = &self.cpu;
         Topology::synthetic(
@@ -500,15 +498,15 @@ impl PlatformModel {
         )
     }
 
-    /// Whether `spec` is `auto` on a model without CPU kernel rates (a100x8): its CPUs can
-    /// run nothing, so `auto` makes no cluster and the GPUs run every task.
+    /// Whether `spec` is `auto` on a model without CPU kernel rates (a100x8): its CPUs can run
+    /// nothing, so `auto` makes no cluster and the GPUs run every task.
     pub fn auto_is_gpus_only(&self, spec: &ClusterSpec) -> bool {
         *spec == ClusterSpec::Auto && self.cpu.kernels.is_empty()
     }
 
-    /// The workers, memory nodes and links a simulation sees on this model with CPU
-    /// clusters `spec` and `gpus` GPUs: as on a real machine, each GPU's host thread takes one core (the last ones) before the clusters
-    /// are formed.
+    /// The workers, memory nodes and links a simulation sees on this model with CPU clusters `spec`
+    /// and `gpus` GPUs: as on a real machine, each GPU's host thread takes one core (the last ones)
+    /// before the clusters are formed.
     pub fn sim_platform(&self, spec: &ClusterSpec, gpus: usize) -> Result<SimPlatform> {
         let (clusters, host_cores) = self.layout(spec, gpus)?;
         let mut workers: Vec<WorkerInfo> = clusters
@@ -539,10 +537,9 @@ impl PlatformModel {
         })
     }
 
-    /// The CPUs of each cluster `spec` makes when `gpus` GPUs take their host cores by the
-    /// rule real platforms follow ([`reserve_host_cores`]); none for `auto` on a model
-    /// without CPU rates (see [`PlatformModel::auto_is_gpus_only`]). Checks the GPU count
-    /// and that the spec fits.
+    /// The CPUs of each cluster `spec` makes when `gpus` GPUs take their host cores by the rule
+    /// real platforms follow ([`reserve_host_cores`]); none for `auto` on a model without CPU rates
+    /// (see [`PlatformModel::auto_is_gpus_only`]). Checks the GPU count and that the spec fits.
     pub fn cluster_cpus(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<Vec<usize>>> {
         Ok(self.layout(spec, gpus)?.0)
     }
@@ -583,8 +580,8 @@ impl PlatformModel {
         Ok((clusters, hosts.per_device))
     }
 
-    /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus`
-    /// GPUs (each taking one core out before the clusters are formed).
+    /// The resource classes, with their counts, of a run with CPU clusters `spec` and `gpus` GPUs
+    /// (each taking one core out before the clusters are formed).
     pub fn classes(&self, spec: &ClusterSpec, gpus: usize) -> Result<Vec<(ResourceClass, usize)>> {
         let clusters = self.cluster_cpus(spec, gpus)?;
         let mut classes = count_classes(
@@ -615,8 +612,8 @@ impl PlatformModel {
         tiles
     }
 
-    /// Gflop/s of `op` at tile size `tile` on a resource of `class`, or `None` when the model
-    /// has no rate for it (the class cannot run it).
+    /// Gflop/s of `op` at tile size `tile` on a resource of `class`, or `None` when the model has
+    /// no rate for it (the class cannot run it).
     pub fn rate(
         &self,
         op: Op,
@@ -648,8 +645,8 @@ impl PlatformModel {
             .map(|gflops| key.leading_flops() / (gflops * 1e9))
     }
 
-    /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at
-    /// `tile`, and says which tile sizes do otherwise.
+    /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at `tile`, and
+    /// says which tile sizes do otherwise.
     pub fn check_tile(
         &self,
         ops: &[Op],
@@ -683,8 +680,8 @@ impl PlatformModel {
     }
 }
 
-/// A per-width list of a CPU kernel to check: its name, the valid range in words, the
-/// (cores, value) pairs, and whether a value fits its width.
+/// A per-width list of a CPU kernel to check: its name, the valid range in words, the (cores,
+/// value) pairs, and whether a value fits its width.
 type WidthRule<'a> = (&'a str, &'a str, &'a [(usize, f64)], fn(usize, f64) -> bool);
 
 fn one() -> usize {

@@ -40,16 +40,16 @@ impl PlatformModel {
     }
 }
 
-/// A K40m's PCIe 3.0 x16 link per direction. Cojean et al. (2016) gives no transfer figures; 10 GB/s
-/// is what pinned copies typically reach on PCIe 3.0 x16 (15.75 GB/s raw), 10 us a typical
+/// A K40m's PCIe 3.0 x16 link per direction. Cojean et al. (2016) gives no transfer figures; 10
+/// GB/s is what pinned copies typically reach on PCIe 3.0 x16 (15.75 GB/s raw), 10 us a typical
 /// latency of one `cudaMemcpyAsync`.
 const K40M_PCIE: LinkRate = LinkRate {
     latency_us: 10.0,
     gb_per_s: 10.0,
 };
 
-/// Cojean et al. (2016), Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10 cores /
-/// one core.
+/// Cojean et al. (2016), Table 2, per (operation, tile): one core's Gflop/s, GPU / one core, 10
+/// cores / one core.
 const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::Potrf, 960, 27.78, 1.72, 5.55),
     (Op::Potrf, 1920, 31.11, 5.95, 7.48),
@@ -61,14 +61,14 @@ const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::GemmNt, 1920, 37.27, 30.86, 8.56),
 ];
 
-/// Cojean et al. (2016) (section 4, after Table 1) measured KNL kernels on a loaded machine (kernels
-/// running on every other core): DGEMM of order 480 on one core lost 15% of its rate, of
-/// order 2880 on 16 threads 4%. The presets apply the one-core figure to every kernel and
-/// tile (memory contention slows them all; the paper gives no others) and `wide` at the
-/// wide cluster size, linear in between: knl 4% at 16 cores (the paper's); sirocco 0% at
-/// its 10-core clusters, an assumption (the paper measured contention on KNL only, and
-/// found on sirocco 13% of the clustered version's DGEMMs memory-bound against 59% of the
-/// sequential one's: a cluster per socket hardly contends).
+/// Cojean et al. (2016) (section 4, after Table 1) measured KNL kernels on a loaded machine
+/// (kernels running on every other core): DGEMM of order 480 on one core lost 15% of its rate, of
+/// order 2880 on 16 threads 4%. The presets apply the one-core figure to every kernel and tile
+/// (memory contention slows them all; the paper gives no others) and `wide` at the wide cluster
+/// size, linear in between: knl 4% at 16 cores (the paper's); sirocco 0% at its 10-core clusters,
+/// an assumption (the paper measured contention on KNL only, and found on sirocco 13% of the
+/// clustered version's DGEMMs memory-bound against 59% of the sequential one's: a cluster per
+/// socket hardly contends).
 fn loaded(cores: usize, wide: f64) -> Vec<LoadedReduction> {
     vec![
         LoadedReduction {
@@ -82,12 +82,11 @@ fn loaded(cores: usize, wide: f64) -> Vec<LoadedReduction> {
     ]
 }
 
-/// Adds s, c and z rates derived from a preset's d rates, as the preset's description
-/// states: the papers give f64 rates only, so these are assumptions, not measurements.
-/// Single precision runs at `cpu_single` (CPU) and `gpu_single` (GPU) times the double
-/// rate (the ratio of the hardware's peak rates); complex kernels run at the rate, in real
-/// flops, of the real kernels of their width (c as s, z as d: a complex multiply-add is 4
-/// real ones on the same units).
+/// Adds s, c and z rates derived from a preset's d rates, as the preset's description states: the
+/// papers give f64 rates only, so these are assumptions, not measurements. Single precision runs at
+/// `cpu_single` (CPU) and `gpu_single` (GPU) times the double rate (the ratio of the hardware's
+/// peak rates); complex kernels run at the rate, in real flops, of the real kernels of their width
+/// (c as s, z as d: a complex multiply-add is 4 real ones on the same units).
 fn with_derived_precisions(
     mut model: PlatformModel,
     cpu_single: f64,
@@ -160,8 +159,8 @@ pub(super) fn sirocco() -> PlatformModel {
             count: 4,
             // 12 GB of GDDR5 per K40m (NVIDIA's data sheet).
             memory_gb: 12.0,
-            // Cojean et al. (2016) does not say whether the K40m's copy peer to peer: copies between
-            // them are staged through host memory, the conservative choice.
+            // Cojean et al. (2016) does not say whether the K40m's copy peer to peer: copies
+            // between them are staged through host memory, the conservative choice.
             link: LinkModel {
                 h2d: K40M_PCIE,
                 d2h: K40M_PCIE,
@@ -238,8 +237,8 @@ const KNL_TABLE: [(Op, [f64; 5], [[f64; 5]; 6]); 4] = [
     ),
 ];
 
-/// `knl`: one 64-core Intel Xeon Phi 7210 in SNC-4 mode (4 NUMA nodes of 16 cores), rates
-/// from Cojean et al. (2016) Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
+/// `knl`: one 64-core Intel Xeon Phi 7210 in SNC-4 mode (4 NUMA nodes of 16 cores), rates from
+/// Cojean et al. (2016) Table 1 (Intel MKL) at tiles 480, 960, 1440, 1920 and 2880.
 pub(super) fn knl() -> PlatformModel {
     let mut kernels = Vec::new();
     for (op, core, efficiency) in KNL_TABLE {
@@ -288,14 +287,13 @@ pub(super) fn knl() -> PlatformModel {
 const A100_GFLOPS: f64 = 17_200.0;
 
 /// `a100x8`: Anastasiadis (2024) chapter 4's NVIDIA HGX node (Karolina): 2 x 64-core AMD EPYC 7763
-/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 96 GB/s in all (12 GB/s per GPU
-/// when all copy) through 4 links each shared by a pair of GPUs (0-1, 2-3, ...: its strong-scaling
-/// study finds the host bandwidth of GPUs 0, 2, 4, 6 equal to that of all 8), so 24 GB/s
-/// per pair, NVLink3 / NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s
-/// each way). GEMM
-/// tiles at the 17.2 Tflop/s the thesis states per GPU, at its default minimum tile 2048
-/// and at 4096; it gives no CPU kernel rates, so simulations on it use `--clusters none`,
-/// and no latencies (10 us per copy assumed).
+/// and 8 A100 (40 GB HBM2), PCIe 4.0 to host memory at 96 GB/s in all (12 GB/s per GPU when all
+/// copy) through 4 links each shared by a pair of GPUs (0-1, 2-3, ...: its strong-scaling study
+/// finds the host bandwidth of GPUs 0, 2, 4, 6 equal to that of all 8), so 24 GB/s per pair,
+/// NVLink3 / NVSwitch2 between GPUs at 600 GB/s bidirectional per GPU (300 GB/s each way). GEMM
+/// tiles at the 17.2 Tflop/s the thesis states per GPU, at its default minimum tile 2048 and at
+/// 4096; it gives no CPU kernel rates, so simulations on it use `--clusters none`, and no latencies
+/// (10 us per copy assumed).
 pub(super) fn a100x8() -> PlatformModel {
     let rate = |gb_per_s| LinkRate {
         latency_us: 10.0,

@@ -32,8 +32,8 @@ pub struct CudaDevice {
 }
 
 impl CudaDevice {
-    /// Opens GPU `index` with a memory budget for tiles: `budget` bytes, or 90% of the
-    /// memory free now when `None`. A budget above the free memory is an error.
+    /// Opens GPU `index` with a memory budget for tiles: `budget` bytes, or 90% of the memory free
+    /// now when `None`. A budget above the free memory is an error.
     pub fn open(index: usize, budget: Option<usize>) -> Result<Self, KernelError> {
         let gpu = GpuContext::new(index)?;
         let (free, _total) = gpu.memory()?;

@@ -1,5 +1,5 @@
-//! The interface of a device worker's memory and kernels, addressed by data handle, and
-//! the ticket of a kernel queued on it.
+//! The interface of a device worker's memory and kernels, addressed by data handle, and the ticket
+//! of a kernel queued on it.
 
 use std::sync::Arc;
 
@@ -8,12 +8,12 @@ use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Precision};
 
 use crate::data::Handle;
 
-/// Kernels a device worker keeps queued on its device by default: the uploads of the next
-/// tasks overlap the running kernel, and the tiles they pin leave room to cache others.
+/// Kernels a device worker keeps queued on its device by default: the uploads of the next tasks
+/// overlap the running kernel, and the tiles they pin leave room to cache others.
 pub const QUEUE_DEPTH: usize = 4;
 
-/// A kernel queued on a device by [`Device::launch`]: wait for it to learn whether it
-/// succeeded and how long it ran on the device.
+/// A kernel queued on a device by [`Device::launch`]: wait for it to learn whether it succeeded and
+/// how long it ran on the device.
 #[must_use = "a launched kernel must be waited for to learn whether it succeeded"]
 pub struct Launched(Box<dyn Pending>);
 
@@ -21,8 +21,8 @@ pub struct Launched(Box<dyn Pending>);
 pub trait Pending: Send {
     /// Whether the kernel has finished.
     fn is_done(&self) -> bool;
-    /// Waits for the kernel; its seconds on the device (the kernel alone, not the wait for
-    /// its operands' copies).
+    /// Waits for the kernel; its seconds on the device (the kernel alone, not the wait for its
+    /// operands' copies).
     fn wait(self: Box<Self>) -> Result<f64, KernelError>;
 }
 
@@ -45,18 +45,16 @@ impl Launched {
 
 /// A device worker's memory and kernels, addressed by data handle.
 pub trait Device: Send + Sync {
-    /// The device name its performance models are kept under ("NVIDIA H100 80GB HBM3",
-    /// "emulated").
+    /// The device name its performance models are kept under ("NVIDIA H100 80GB HBM3", "emulated").
     fn name(&self) -> &str;
     /// Bytes of tiles its memory node may hold (the data layer never exceeds it).
     fn budget(&self) -> usize;
-    /// Makes the replica of `handle` a copy of the host tile `src`, in its precision.
-    /// Returns once `src` is read (packed), before the copy ends; a later kernel or
-    /// download of the handle waits for it on the device.
+    /// Makes the replica of `handle` a copy of the host tile `src`, in its precision. Returns once
+    /// `src` is read (packed), before the copy ends; a later kernel or download of the handle waits
+    /// for it on the device.
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError>;
-    /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a
-    /// kernel will overwrite unread; an existing replica of that shape and precision is
-    /// kept as it is.
+    /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a kernel will
+    /// overwrite unread; an existing replica of that shape and precision is kept as it is.
     fn allocate(
         &self,
         handle: Handle,
@@ -69,13 +67,13 @@ pub trait Device: Send + Sync {
     /// Copies the replica of `handle` into the host tile `dst` (of the replica's shape and
     /// precision), after the kernels that write it; returns when it is there.
     fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError>;
-    /// Frees the replica of `handle` (nothing when there is none) once the work queued on
-    /// it is done.
+    /// Frees the replica of `handle` (nothing when there is none) once the work queued on it is
+    /// done.
     fn release(&self, handle: Handle);
     /// Frees every replica.
     fn clear(&self);
-    /// Queues `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`, after
-    /// the copies into them, and returns without waiting for it.
+    /// Queues `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`, after the
+    /// copies into them, and returns without waiting for it.
     fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError>;
     /// Runs `op` and waits for it; its seconds on the device.
     fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<f64, KernelError> {
@@ -85,9 +83,9 @@ pub trait Device: Send + Sync {
     fn queue_depth(&self) -> usize {
         QUEUE_DEPTH
     }
-    /// Gives the device pinned threads to pack and unpack its copies with (the platform
-    /// gives it the cores no cluster uses, its host thread's among them); the first call
-    /// counts. Without it, the device's host thread packs alone.
+    /// Gives the device pinned threads to pack and unpack its copies with (the platform gives it
+    /// the cores no cluster uses, its host thread's among them); the first call counts. Without it,
+    /// the device's host thread packs alone.
     fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
         let _ = threads;
     }

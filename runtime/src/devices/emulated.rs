@@ -13,10 +13,9 @@ use super::streams::{Event, Stream};
 use crate::data::Handle;
 use crate::sync::lock;
 
-/// An emulated replica: its data (replaced by copies and written by kernels on the stream
-/// threads), its shape once the queued work is done, the last queued write, the copies
-/// into it not yet arrived, and whether a copy or a kernel was queued to fill it since it
-/// was allocated.
+/// An emulated replica: its data (replaced by copies and written by kernels on the stream threads),
+/// its shape once the queued work is done, the last queued write, the copies into it not yet
+/// arrived, and whether a copy or a kernel was queued to fill it since it was allocated.
 struct EmuTile {
     data: Arc<Mutex<AnyMat>>,
     precision: Precision,
@@ -43,9 +42,9 @@ struct EmuCounts {
     launched_beside_downloads: AtomicUsize,
 }
 
-/// A device emulated in host memory: its own copies of the tiles, the faer kernels on one
-/// core, and real copies as transfers, asynchronous like a GPU's: a copy stream and a
-/// compute stream (threads), with events between them.
+/// A device emulated in host memory: its own copies of the tiles, the faer kernels on one core, and
+/// real copies as transfers, asynchronous like a GPU's: a copy stream and a compute stream
+/// (threads), with events between them.
 pub struct EmulatedDevice {
     budget: usize,
     replicas: Replicas<EmuTile>,
@@ -54,8 +53,8 @@ pub struct EmulatedDevice {
     peak: AtomicUsize,
     upload_delay: Duration,
     download_delay: Duration,
-    /// Kernels wait for the copies into their operands (false only in the test that shows
-    /// the check catches a kernel that does not).
+    /// Kernels wait for the copies into their operands (false only in the test that shows the check
+    /// catches a kernel that does not).
     ordered: bool,
     counts: Arc<EmuCounts>,
     last_upload: Mutex<Event>,
@@ -83,28 +82,28 @@ impl EmulatedDevice {
         }
     }
 
-    /// The same device whose uploads each take at least `delay` to arrive: kernels queued
-    /// meanwhile must wait for them (tests use it to make an ordering bug show).
+    /// The same device whose uploads each take at least `delay` to arrive: kernels queued meanwhile
+    /// must wait for them (tests use it to make an ordering bug show).
     pub fn with_upload_delay(mut self, delay: Duration) -> Self {
         self.upload_delay = delay;
         self
     }
 
-    /// The same device whose downloads each take at least `delay` (in the caller's thread,
-    /// like a wait for a device-to-host copy).
+    /// The same device whose downloads each take at least `delay` (in the caller's thread, like a
+    /// wait for a device-to-host copy).
     pub fn with_download_delay(mut self, delay: Duration) -> Self {
         self.download_delay = delay;
         self
     }
 
-    /// Kernels queued while a download from this device was under way: 0 when the thread
-    /// that queues kernels also waits for the downloads.
+    /// Kernels queued while a download from this device was under way: 0 when the thread that
+    /// queues kernels also waits for the downloads.
     pub fn launched_beside_downloads(&self) -> usize {
         self.counts.launched_beside_downloads.load(Ordering::SeqCst)
     }
 
-    /// The most bytes of replicas this device ever held at once: what its memory would
-    /// have needed (tests check it against the budget).
+    /// The most bytes of replicas this device ever held at once: what its memory would have needed
+    /// (tests check it against the budget).
     pub fn peak_bytes(&self) -> usize {
         self.peak.load(Ordering::SeqCst)
     }
@@ -114,8 +113,8 @@ impl EmulatedDevice {
         self.counts.peak_in_flight.load(Ordering::SeqCst)
     }
 
-    /// Kernels that found a copy into one of their operands still on its way (each one
-    /// failed instead of reading stale data): 0 unless the ordering is broken.
+    /// Kernels that found a copy into one of their operands still on its way (each one failed
+    /// instead of reading stale data): 0 unless the ordering is broken.
     pub fn early_reads(&self) -> usize {
         self.counts.early_reads.load(Ordering::SeqCst)
     }
@@ -346,9 +345,9 @@ struct Operand {
     filled: bool,
 }
 
-/// An emulated kernel on the compute stream: waits for the last writes of its operands
-/// (when `ordered`), checks that no copy into them is still on its way, and runs `op` with
-/// faer on one core; returns its seconds.
+/// An emulated kernel on the compute stream: waits for the last writes of its operands (when
+/// `ordered`), checks that no copy into them is still on its way, and runs `op` with faer on one
+/// core; returns its seconds.
 fn run_emulated(
     op: Op,
     inputs: &[Operand],

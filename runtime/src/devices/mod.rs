@@ -1,32 +1,31 @@
-//! Devices: workers with a memory node of their own, holding tile replicas, and kernels
-//! that run on those replicas. Two kinds stand behind the one [`Device`] interface:
+//! Devices: workers with a memory node of their own, holding tile replicas, and kernels that run on
+//! those replicas. Two kinds stand behind the one [`Device`] interface:
 //!
-//! - [`CudaDevice`] (feature `cuda`): a GPU through cuBLAS/cuSOLVER
-//!   (`hetla_kernels::cuda`), replicas in device memory, copies on the GPU's copy
-//!   streams through page-locked staging buffers;
-//! - [`EmulatedDevice`]: replicas in separate host memory, the CPU kernels (faer, one
-//!   core), and transfers that are real copies. It runs everywhere, so tests check with
-//!   real numbers that replicas, transfers, eviction and write-back keep every tile right.
+//! - [`CudaDevice`] (feature `cuda`): a GPU through cuBLAS/cuSOLVER (`hetla_kernels::cuda`),
+//!   replicas in device memory, copies on the GPU's copy streams through page-locked staging
+//!   buffers;
+//! - [`EmulatedDevice`]: replicas in separate host memory, the CPU kernels (faer, one core), and
+//!   transfers that are real copies. It runs everywhere, so tests check with real numbers that
+//!   replicas, transfers, eviction and write-back keep every tile right.
 //!
-//! Both are asynchronous in the same way: an upload packs the host tile and queues the
-//! copy on a copy stream; [`Device::launch`] queues a kernel on the compute stream and
-//! returns a [`Launched`] ticket at once; the kernel waits, on the device, for the copies
-//! into its operands (CUDA events; the emulated device's events and stream threads do the
-//! same), and its ticket gives its duration on the device. A device worker keeps up to
-//! [`Device::queue_depth`] kernels in flight and waits only for the oldest. The emulated
-//! device checks, in each kernel, that no copy into an operand is still on its way (a
-//! kernel that would read a tile before its upload arrived fails and is counted), can
-//! delay its uploads to make such a race likely, and counts the kernels in flight.
+//! Both are asynchronous in the same way: an upload packs the host tile and queues the copy on a
+//! copy stream; [`Device::launch`] queues a kernel on the compute stream and returns a [`Launched`]
+//! ticket at once; the kernel waits, on the device, for the copies into its operands (CUDA events;
+//! the emulated device's events and stream threads do the same), and its ticket gives its duration
+//! on the device. A device worker keeps up to [`Device::queue_depth`] kernels in flight and waits
+//! only for the oldest. The emulated device checks, in each kernel, that no copy into an operand is
+//! still on its way (a kernel that would read a tile before its upload arrived fails and is
+//! counted), can delay its uploads to make such a race likely, and counts the kernels in flight.
 //!
-//! The runtime's data layer decides what moves ([`crate::data::DataRegistry`]); the
-//! executor carries the copies out through this interface, by data handle: `upload` makes
-//! (or refreshes) the device's replica of a handle from a host tile, `download` writes it
-//! back into a host tile, `release` frees it, and `launch` queues an operation on replicas.
-//! A device holds the replicas of one run at a time; the executor clears it at the end.
+//! The runtime's data layer decides what moves ([`crate::data::DataRegistry`]); the executor
+//! carries the copies out through this interface, by data handle: `upload` makes (or refreshes) the
+//! device's replica of a handle from a host tile, `download` writes it back into a host tile,
+//! `release` frees it, and `launch` queues an operation on replicas. A device holds the replicas of
+//! one run at a time; the executor clears it at the end.
 //!
-//! Files: `device.rs` (the interface), `selection.rs` (which GPUs a platform opens),
-//! `replicas.rs` (the replicas of a device by handle), `streams.rs` (the emulated streams
-//! and events), `emulated.rs` and `cuda.rs` (the two devices).
+//! Files: `device.rs` (the interface), `selection.rs` (which GPUs a platform opens), `replicas.rs`
+//! (the replicas of a device by handle), `streams.rs` (the emulated streams and events),
+//! `emulated.rs` and `cuda.rs` (the two devices).
 
 #[cfg(feature = "cuda")]
 mod cuda;

@@ -8,8 +8,8 @@ use hetla_kernels::KernelError;
 use crate::data::Handle;
 use crate::sync::lock;
 
-/// The replicas a device holds, by handle: each behind its own lock, so a kernel and a
-/// copy of different tiles never wait for each other.
+/// The replicas a device holds, by handle: each behind its own lock, so a kernel and a copy of
+/// different tiles never wait for each other.
 pub(super) struct Replicas<T> {
     map: Mutex<HashMap<Handle, Arc<RwLock<T>>>>,
 }
@@ -35,8 +35,8 @@ impl<T> Replicas<T> {
             })
     }
 
-    /// Replaces (or creates) the replica of `handle` with what `make` returns, given the
-    /// current one to reuse.
+    /// Replaces (or creates) the replica of `handle` with what `make` returns, given the current
+    /// one to reuse.
     pub(super) fn put(
         &self,
         handle: Handle,
@@ -67,8 +67,8 @@ impl<T> Replicas<T> {
         self.lock().clear();
     }
 
-    /// Runs `f` with the read replicas and the written one locked. The written handle
-    /// must differ from the read ones (the executor checks task accesses before).
+    /// Runs `f` with the read replicas and the written one locked. The written handle must differ
+    /// from the read ones (the executor checks task accesses before).
     pub(super) fn with_operands<R>(
         &self,
         reads: &[Handle],

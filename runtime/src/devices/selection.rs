@@ -8,8 +8,8 @@ use super::device::Device;
 use super::emulated::EmulatedDevice;
 use crate::{Error, Result};
 
-/// The most GPUs (indices 0 to 63, or emulated devices) a selection may name: each one
-/// runs a host thread, and no node has more.
+/// The most GPUs (indices 0 to 63, or emulated devices) a selection may name: each one runs a host
+/// thread, and no node has more.
 pub const MAX_GPUS: usize = 64;
 
 /// Which GPUs a platform uses (`--gpus`).
@@ -22,8 +22,8 @@ pub enum GpuSelection {
     None,
     /// These GPUs, by index.
     List(Vec<usize>),
-    /// `count` emulated devices ([`EmulatedDevice`]): the GPU code paths on any machine,
-    /// for tests and demonstrations.
+    /// `count` emulated devices ([`EmulatedDevice`]): the GPU code paths on any machine, for tests
+    /// and demonstrations.
     Emulated(usize),
 }
 
@@ -80,10 +80,9 @@ impl std::fmt::Display for GpuSelection {
 }
 
 impl GpuSelection {
-    /// The GPUs of `found` (discovery's list, [`hetla_clusters::gpus`]) the selection names,
-    /// by CUDA ordinal (a device the driver cannot open is left out of discovery, so
-    /// positions and ordinals may differ); none for `None` and `Emulated`. Errors name a GPU
-    /// that is not there.
+    /// The GPUs of `found` (discovery's list, [`hetla_clusters::gpus`]) the selection names, by
+    /// CUDA ordinal (a device the driver cannot open is left out of discovery, so positions and
+    /// ordinals may differ); none for `None` and `Emulated`. Errors name a GPU that is not there.
     pub fn select(
         &self,
         found: Vec<hetla_clusters::GpuInfo>,
@@ -114,9 +113,9 @@ impl GpuSelection {
         }
     }
 
-    /// Opens the selected devices, each with a memory budget of `budget` bytes (`None`:
-    /// 90% of a GPU's free memory; an emulated device then has no limit). Errors name a
-    /// GPU that does not exist or cannot be opened.
+    /// Opens the selected devices, each with a memory budget of `budget` bytes (`None`: 90% of a
+    /// GPU's free memory; an emulated device then has no limit). Errors name a GPU that does not
+    /// exist or cannot be opened.
     pub fn open(&self, budget: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
         match self {
             Self::None => Ok(Vec::new()),

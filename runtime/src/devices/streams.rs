@@ -1,5 +1,5 @@
-//! The emulated device's streams and events: work queued on a stream runs in order on a
-//! thread of its own, and an event fires with its result, as CUDA streams and events do.
+//! The emulated device's streams and events: work queued on a stream runs in order on a thread of
+//! its own, and an event fires with its result, as CUDA streams and events do.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -9,8 +9,8 @@ use hetla_kernels::KernelError;
 use super::device::Pending;
 use crate::sync::lock;
 
-/// The completion of work queued on an emulated stream, with its result (a copy: `Ok(0.0)`;
-/// a kernel: its seconds or its error). Cloning shares it.
+/// The completion of work queued on an emulated stream, with its result (a copy: `Ok(0.0)`; a
+/// kernel: its seconds or its error). Cloning shares it.
 #[derive(Clone)]
 pub(super) struct Event(Arc<EventState>);
 
@@ -69,8 +69,8 @@ impl Pending for Event {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// An emulated stream: a thread that runs the work queued on it in order, started on first
-/// use and joined when the device is dropped.
+/// An emulated stream: a thread that runs the work queued on it in order, started on first use and
+/// joined when the device is dropped.
 pub(super) struct Stream {
     name: &'static str,
     queue: Mutex<Option<(mpsc::Sender<Job>, std::thread::JoinHandle<()>)>>,
@@ -84,8 +84,8 @@ impl Stream {
         }
     }
 
-    /// Queues `work`; `done` fires with its result (a panic becomes an error), so that
-    /// no waiter hangs.
+    /// Queues `work`; `done` fires with its result (a panic becomes an error), so that no waiter
+    /// hangs.
     pub(super) fn submit(
         &self,
         done: Event,

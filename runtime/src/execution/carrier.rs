@@ -1,5 +1,5 @@
-//! The real executor's [`Carrier`]: the copies, allocations and releases the engine's
-//! data registry decides, carried out on the platform's devices.
+//! The real executor's [`Carrier`]: the copies, allocations and releases the engine's data registry
+//! decides, carried out on the platform's devices.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, mpsc};
@@ -16,16 +16,16 @@ use crate::run::Workload;
 use crate::sync::lock;
 use crate::trace::TransferEvent;
 
-/// The real executor's [`Carrier`]: copies between host memory and devices, registered
-/// under the registry's lock and carried out after it by the thread that caused them (see
+/// The real executor's [`Carrier`]: copies between host memory and devices, registered under the
+/// registry's lock and carried out after it by the thread that caused them (see
 /// [`crate::inflight`]), traced with wall times.
 pub(super) struct Devices<'a> {
     pub(super) work: &'a dyn Workload,
     /// Device of memory node `i + 1`.
     pub(super) devices: Vec<&'a dyn Device>,
     pub(super) inflight: InFlight,
-    /// Per device, the thread that carries out the write-backs from it while the run goes
-    /// on (gone once the workers are done: write-backs are then carried out at once).
+    /// Per device, the thread that carries out the write-backs from it while the run goes on (gone
+    /// once the workers are done: write-backs are then carried out at once).
     pub(super) behind: Mutex<Vec<mpsc::Sender<(TaskId, Deferred)>>>,
     pub(super) transfers: Mutex<Vec<TransferEvent>>,
     pub(super) start: Instant,
@@ -126,9 +126,9 @@ impl Devices<'_> {
         self.devices[node.0 - 1]
     }
 
-    /// One copy between host memory and devices (device to device through a host buffer).
-    /// A panic in the device code becomes an error, so that no worker thread dies while
-    /// the others wait for its tasks.
+    /// One copy between host memory and devices (device to device through a host buffer). A panic
+    /// in the device code becomes an error, so that no worker thread dies while the others wait for
+    /// its tasks.
     pub(super) fn copy(&self, copy: Transfer) -> Result<(), KernelError> {
         let no_storage = || KernelError::Gpu {
             message: format!(

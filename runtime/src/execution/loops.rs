@@ -1,6 +1,6 @@
-//! The workers' loops of the real executor: a CPU cluster's (pop, start, run the kernel
-//! inside the cluster's pool, finish), a device's (keep its queue of kernels full, retire
-//! the oldest) and a device's write-back thread.
+//! The workers' loops of the real executor: a CPU cluster's (pop, start, run the kernel inside the
+//! cluster's pool, finish), a device's (keep its queue of kernels full, retire the oldest) and a
+//! device's write-back thread.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -47,8 +47,8 @@ pub(super) fn outcome<T>(
     }
 }
 
-/// Pops and runs tasks on CPU cluster worker `w` until the run ends, on wall time, on the
-/// calling thread's cluster pool with `cores` cores.
+/// Pops and runs tasks on CPU cluster worker `w` until the run ends, on wall time, on the calling
+/// thread's cluster pool with `cores` cores.
 pub(super) fn worker_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
@@ -96,8 +96,8 @@ pub(super) struct Queued {
     launched: f64,
 }
 
-/// A device worker's state during a run: its kernels in flight, oldest first, and a popped
-/// task that did not fit in the device's memory beside them.
+/// A device worker's state during a run: its kernels in flight, oldest first, and a popped task
+/// that did not fit in the device's memory beside them.
 pub(super) struct DeviceWorker<'r, 'a> {
     engine: &'r Engine<'a>,
     carrier: &'r Devices<'a>,
@@ -109,11 +109,11 @@ pub(super) struct DeviceWorker<'r, 'a> {
     events: Vec<TaskEvent>,
 }
 
-/// Runs tasks on device worker `w` until the run ends: keeps up to the device's queue
-/// depth of kernels in flight (popping, starting, which queues the uploads, and launching
-/// the next tasks while the device works) and waits only for the oldest, then finishes
-/// it. A task that does not fit in the device's memory beside the queued ones waits for
-/// them to end. Kernel durations come from the device (the kernel alone).
+/// Runs tasks on device worker `w` until the run ends: keeps up to the device's queue depth of
+/// kernels in flight (popping, starting, which queues the uploads, and launching the next tasks
+/// while the device works) and waits only for the oldest, then finishes it. A task that does not
+/// fit in the device's memory beside the queued ones waits for them to end. Kernel durations come
+/// from the device (the kernel alone).
 pub(super) fn device_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
@@ -160,8 +160,8 @@ pub(super) fn device_loop(
     }
 }
 
-/// A device's write-back thread: carries out the write-backs of the tiles its device's
-/// tasks made final, in the order given, while the worker goes on queueing kernels.
+/// A device's write-back thread: carries out the write-backs of the tiles its device's tasks made
+/// final, in the order given, while the worker goes on queueing kernels.
 pub(super) fn write_back_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
@@ -184,8 +184,8 @@ pub(super) fn write_back_loop(
 }
 
 impl DeviceWorker<'_, '_> {
-    /// Starts `task` and queues its kernel; a task that does not fit beside the queued ones
-    /// is held, a launch failure finishes it at once.
+    /// Starts `task` and queues its kernel; a task that does not fit beside the queued ones is
+    /// held, a launch failure finishes it at once.
     pub(super) fn launch(&mut self, task: TaskId, now: f64) {
         let (engine, carrier) = (self.engine, self.carrier);
         if engine.stopped() {

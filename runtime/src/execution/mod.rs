@@ -1,31 +1,29 @@
-//! The real executor: the [engine](crate::engine) on wall time, one thread per worker,
-//! running tasks as the scheduler hands them out, on the platform's pinned cluster pools.
+//! The real executor: the [engine](crate::engine) on wall time, one thread per worker, running
+//! tasks as the scheduler hands them out, on the platform's pinned cluster pools.
 //!
-//! Each worker's loop runs *inside* its cluster's pool (one `install` per run, not per
-//! task), so the thread that pops tasks is one of the cluster's pinned threads and a
-//! kernel called with `Par::rayon(cluster size)` spreads over exactly the cluster's cores:
-//! no more busy threads than cores. Idle workers sleep on a condition variable that every
-//! release of ready tasks signals.
+//! Each worker's loop runs *inside* its cluster's pool (one `install` per run, not per task), so
+//! the thread that pops tasks is one of the cluster's pinned threads and a kernel called with
+//! `Par::rayon(cluster size)` spreads over exactly the cluster's cores: no more busy threads than
+//! cores. Idle workers sleep on a condition variable that every release of ready tasks signals.
 //!
-//! Device workers (GPUs, emulated devices; [`crate::devices`]) each have a host thread of
-//! their own, pinned to the core the platform reserved for it. It never waits for one
-//! kernel before queueing the next: it keeps up to the device's queue depth of tasks in
-//! flight (started, their uploads queued, their kernels launched), ordered on the device by
-//! events, and waits only for the oldest, whose duration the device measures. The copies and releases the
-//! engine's data registry decides are carried out by this executor's [`Carrier`] **under
-//! the registry's lock, in the registry's order**, so no worker ever sees a replica marked
-//! valid before its data is there and no buffer is freed before its write-back. (GPU
-//! uploads only stage and queue their copy under the lock; the kernel that needs the tile
-//! waits for it on the device, and the trace shows the staging, not the copy itself.)
+//! Device workers (GPUs, emulated devices; [`crate::devices`]) each have a host thread of their
+//! own, pinned to the core the platform reserved for it. It never waits for one kernel before
+//! queueing the next: it keeps up to the device's queue depth of tasks in flight (started, their
+//! uploads queued, their kernels launched), ordered on the device by events, and waits only for the
+//! oldest, whose duration the device measures. The copies and releases the engine's data registry
+//! decides are carried out by this executor's [`Carrier`] **under the registry's lock, in the
+//! registry's order**, so no worker ever sees a replica marked valid before its data is there and
+//! no buffer is freed before its write-back. (GPU uploads only stage and queue their copy under the
+//! lock; the kernel that needs the tile waits for it on the device, and the trace shows the
+//! staging, not the copy itself.)
 //!
-//! Failure: a kernel error or a panic (caught at the task) stops the run: no worker pops
-//! another task, running tasks finish, every thread returns, and the first failing task
-//! (lowest index) is reported. The pools are untouched and serve the next run. Tiles are
-//! still written back from the devices, so the matrix holds the state the run reached.
+//! Failure: a kernel error or a panic (caught at the task) stops the run: no worker pops another
+//! task, running tasks finish, every thread returns, and the first failing task (lowest index) is
+//! reported. The pools are untouched and serve the next run. Tiles are still written back from the
+//! devices, so the matrix holds the state the run reached.
 //!
-//! Files: `carrier.rs` (the copies on devices), `loops.rs` (the workers' loops),
-//! `signal.rs` (idle workers' sleep), and here the run itself ([`execute`],
-//! [`execute_beside`]).
+//! Files: `carrier.rs` (the copies on devices), `loops.rs` (the workers' loops), `signal.rs` (idle
+//! workers' sleep), and here the run itself ([`execute`], [`execute_beside`]).
 
 mod carrier;
 mod loops;
@@ -60,17 +58,17 @@ pub fn execute(
     execute_beside(platform, work, options, |_| ()).0
 }
 
-/// Where the inputs of a run that come from outside it are delivered ([`execute_beside`]),
-/// and what the code delivering them needs to know of the run.
+/// Where the inputs of a run that come from outside it are delivered ([`execute_beside`]), and what
+/// the code delivering them needs to know of the run.
 pub struct Inbox<'r, 'a> {
     /// `None` when the run failed before it started.
     run: Option<(&'r Engine<'a>, &'r Devices<'a>, &'r Signal)>,
 }
 
 impl Inbox<'_, '_> {
-    /// One input of `task` from outside the run is there (its data where the workload's
-    /// kernels find it): the task is ready once all of them and its predecessors are. An
-    /// input the task does not wait for ends the run with [`TaskFailure::Outside`].
+    /// One input of `task` from outside the run is there (its data where the workload's kernels
+    /// find it): the task is ready once all of them and its predecessors are. An input the task
+    /// does not wait for ends the run with [`TaskFailure::Outside`].
     pub fn arrived(&self, task: TaskId) {
         let Some((engine, carrier, signal)) = self.run else {
             return;
@@ -82,8 +80,8 @@ impl Inbox<'_, '_> {
         }
     }
 
-    /// Ends the run with [`TaskFailure::Outside`]`(reason)`: no task starts any more, the
-    /// running ones finish.
+    /// Ends the run with [`TaskFailure::Outside`]`(reason)`: no task starts any more, the running
+    /// ones finish.
     pub fn fail(&self, reason: String) {
         if let Some((engine, _, signal)) = self.run {
             engine.fail(RunStep::Outside, TaskFailure::Outside(reason));
@@ -108,13 +106,13 @@ impl Inbox<'_, '_> {
     }
 }
 
-/// Runs `work` as [`execute`] does while `beside` runs on the calling thread, with an
-/// [`Inbox`] through which it delivers the inputs the workload's tasks wait for from
-/// outside the run ([`Workload::outside_inputs`]): the distributed factorisation's
-/// communication loop. `beside` is called exactly once, also when the run fails before it
-/// starts (its inbox then says so). If it returns while tasks still wait for inputs from
-/// outside, the run ends with [`TaskFailure::Outside`] (they would wait for inputs nobody
-/// delivers); a panic in it ends the run too and is resumed once the workers are done.
+/// Runs `work` as [`execute`] does while `beside` runs on the calling thread, with an [`Inbox`]
+/// through which it delivers the inputs the workload's tasks wait for from outside the run
+/// ([`Workload::outside_inputs`]): the distributed factorisation's communication loop. `beside` is
+/// called exactly once, also when the run fails before it starts (its inbox then says so). If it
+/// returns while tasks still wait for inputs from outside, the run ends with
+/// [`TaskFailure::Outside`] (they would wait for inputs nobody delivers); a panic in it ends the
+/// run too and is resumed once the workers are done.
 pub fn execute_beside<R>(
     platform: &Platform,
     work: &dyn Workload,
@@ -136,8 +134,8 @@ pub fn execute_beside<R>(
     (trace, result)
 }
 
-/// [`execute_beside`]'s run, with `beside` called once the workers run (not at all if the
-/// run fails before).
+/// [`execute_beside`]'s run, with `beside` called once the workers run (not at all if the run fails
+/// before).
 fn run_beside(
     platform: &Platform,
     work: &dyn Workload,

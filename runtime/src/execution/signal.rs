@@ -1,5 +1,4 @@
-//! How idle workers of the real executor sleep, and wake when tasks become ready or the
-//! run ends.
+//! How idle workers of the real executor sleep, and wake when tasks become ready or the run ends.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};

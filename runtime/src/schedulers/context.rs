@@ -1,6 +1,6 @@
-//! What a scheduler may know of a run: the tasks (priorities, flops, restrictions, model
-//! rows), the workers, the duration estimates of the performance models and the transfer
-//! estimates of the links; shared by every policy.
+//! What a scheduler may know of a run: the tasks (priorities, flops, restrictions, model rows), the
+//! workers, the duration estimates of the performance models and the transfer estimates of the
+//! links; shared by every policy.
 
 use std::sync::Mutex;
 
@@ -28,19 +28,19 @@ impl Estimate {
     }
 }
 
-/// The rate assumed per core for a kernel never measured (flop/s): only a first guess
-/// until [`crate::perfmodel::MIN_SAMPLES`] samples exist.
+/// The rate assumed per core for a kernel never measured (flop/s): only a first guess until
+/// [`crate::perfmodel::MIN_SAMPLES`] samples exist.
 const GUESS_RATE_PER_CORE: f64 = 20e9;
 
-/// The time the copies a task still needs on a worker's memory node would take; the
-/// executor that knows the links provides it.
+/// The time the copies a task still needs on a worker's memory node would take; the executor that
+/// knows the links provides it.
 pub trait TransferEstimate: Sync {
     /// Seconds of the copies that would make the tiles of `task` valid on `worker`'s node.
     fn seconds(&self, task: TaskId, worker: WorkerId) -> f64;
 }
 
-/// What a scheduler may know about the run: tasks, workers, priorities, restrictions and
-/// duration and transfer estimates.
+/// What a scheduler may know about the run: tasks, workers, priorities, restrictions and duration
+/// and transfer estimates.
 pub struct SchedContext<'a> {
     workers: &'a [WorkerInfo],
     priorities: Vec<f64>,
@@ -52,8 +52,8 @@ pub struct SchedContext<'a> {
     /// Model class index of each worker.
     class_of_worker: Vec<usize>,
     classes: usize,
-    /// `table[key * classes + class]`, updated as tasks finish.
-    /// Beside each entry, the samples this run recorded alone: what it adds to the models.
+    /// `table[key * classes + class]`, updated as tasks finish. Beside each entry, the samples this
+    /// run recorded alone: what it adds to the models.
     table: Mutex<Vec<(Stats, Stats)>>,
     transfers: Option<&'a dyn TransferEstimate>,
 }
@@ -104,8 +104,8 @@ impl<'a> SchedContext<'a> {
         }
     }
 
-    /// A context (for tests) of `tasks` alike tasks on `workers` of one class, with the
-    /// statistics `stats`.
+    /// A context (for tests) of `tasks` alike tasks on `workers` of one class, with the statistics
+    /// `stats`.
     #[cfg(test)]
     pub(crate) fn uniform(workers: &'a [WorkerInfo], tasks: usize, stats: Stats) -> Self {
         let task = TaskInfo {
@@ -128,8 +128,8 @@ impl<'a> SchedContext<'a> {
         self
     }
 
-    /// Seconds of the copies `task` would need before running on `worker` (0 without
-    /// transfer estimates).
+    /// Seconds of the copies `task` would need before running on `worker` (0 without transfer
+    /// estimates).
     pub fn transfer_estimate(&self, task: TaskId, worker: WorkerId) -> f64 {
         self.transfers.map_or(0.0, |t| t.seconds(task, worker))
     }

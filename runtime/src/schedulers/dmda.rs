@@ -1,9 +1,8 @@
-//! dmda, StarPU's policy of that name: MCT's queues, but the score is `free + estimate +
-//! beta x transfer estimate`: a copy always costs, also when the worker's queue would hide
-//! it, so tasks stay where their data is. Under MCT's score a busy worker's transfers are
-//! free, and a chain of updates to one tile wanders from device to device (96% of the
-//! steps of a GEMM C tile's chain on sirocco). The arithmetic is
-//! [`helper_mct`](super::helper_mct)'s.
+//! dmda, StarPU's policy of that name: MCT's queues, but the score is
+//! `free + estimate + beta x transfer estimate`: a copy always costs, also when the worker's queue
+//! would hide it, so tasks stay where their data is. Under MCT's score a busy worker's transfers
+//! are free, and a chain of updates to one tile wanders from device to device (96% of the steps of
+//! a GEMM C tile's chain on sirocco). The arithmetic is [`helper_mct`](super::helper_mct)'s.
 
 use hetla_factorizations::TaskId;
 
@@ -23,8 +22,8 @@ pub struct Dmda {
 }
 
 impl Dmda {
-    /// A dmda scheduler for `workers` workers: transfers weigh `beta` times their
-    /// estimated seconds in every score.
+    /// A dmda scheduler for `workers` workers: transfers weigh `beta` times their estimated seconds
+    /// in every score.
     pub fn new(workers: usize, beta: f64) -> Self {
         Self {
             queues: Completion::new(workers),

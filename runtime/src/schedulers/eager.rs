@@ -1,5 +1,5 @@
-//! Eager: one central queue ordered by priority; any idle worker takes the most urgent
-//! task it may run.
+//! Eager: one central queue ordered by priority; any idle worker takes the most urgent task it may
+//! run.
 
 use std::collections::BinaryHeap;
 use std::sync::Mutex;

@@ -1,13 +1,13 @@
-//! The completion arithmetic of the policies that bind a task to a worker when it becomes
-//! ready (StarPU's `helper_mct`): each worker's queue ordered by priority, the work charged
-//! to it, the expected end of its running task, and the choice of the worker whose score
-//! is smallest. [`super::Mct`] and [`super::Dmda`] differ only in the score.
+//! The completion arithmetic of the policies that bind a task to a worker when it becomes ready
+//! (StarPU's `helper_mct`): each worker's queue ordered by priority, the work charged to it, the
+//! expected end of its running task, and the choice of the worker whose score is smallest.
+//! [`super::Mct`] and [`super::Dmda`] differ only in the score.
 //!
-//! A worker's *free* time is `max(now, end of its running task) + its queued work`. A
-//! worker whose model lacks the task's kernel ([`Estimate::Uncalibrated`]) wins over every
-//! calibrated one, the least loaded first, so that the kernel gets measured; among
-//! calibrated workers the smallest score wins, ties to the first. The transfer estimate
-//! is only computed for calibrated workers (it reads the data registry).
+//! A worker's *free* time is `max(now, end of its running task) + its queued work`. A worker whose
+//! model lacks the task's kernel ([`Estimate::Uncalibrated`]) wins over every calibrated one, the
+//! least loaded first, so that the kernel gets measured; among calibrated workers the smallest
+//! score wins, ties to the first. The transfer estimate is only computed for calibrated workers (it
+//! reads the data registry).
 
 use std::collections::BinaryHeap;
 use std::sync::Mutex;
@@ -43,8 +43,7 @@ struct State {
     charged: Vec<(WorkerId, f64)>,
 }
 
-/// Per-worker priority queues with the work charged to each (see the module
-/// documentation).
+/// Per-worker priority queues with the work charged to each (see the module documentation).
 pub(super) struct Completion {
     state: Mutex<State>,
 }
@@ -62,8 +61,8 @@ impl Completion {
         }
     }
 
-    /// Queues `task` on the worker with the smallest `score` (see the module
-    /// documentation) and charges it the task's estimate there.
+    /// Queues `task` on the worker with the smallest `score` (see the module documentation) and
+    /// charges it the task's estimate there.
     pub fn push(
         &self,
         task: TaskId,

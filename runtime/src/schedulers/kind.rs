@@ -37,8 +37,8 @@ impl SchedulerKind {
         }
     }
 
-    /// A fresh scheduler of this kind for `workers` workers (dmda with beta
-    /// [`DMDA_BETA`]; [`Dmda::new`] takes another).
+    /// A fresh scheduler of this kind for `workers` workers (dmda with beta [`DMDA_BETA`];
+    /// [`Dmda::new`] takes another).
     pub fn build(self, workers: usize) -> Box<dyn Scheduler> {
         self.build_with_beta(workers, DMDA_BETA)
     }

@@ -1,8 +1,7 @@
-//! MCT, minimum completion time: a ready task goes to the worker expected to finish it
-//! first, `max(free, now + transfer estimate) + estimate` (the executor prefetches the
-//! copies as soon as the task is assigned, so they overlap the work queued before it);
-//! each worker pops its own queue by priority. The arithmetic is
-//! [`helper_mct`](super::helper_mct)'s.
+//! MCT, minimum completion time: a ready task goes to the worker expected to finish it first,
+//! `max(free, now + transfer estimate) + estimate` (the executor prefetches the copies as soon as
+//! the task is assigned, so they overlap the work queued before it); each worker pops its own queue
+//! by priority. The arithmetic is [`helper_mct`](super::helper_mct)'s.
 
 use hetla_factorizations::TaskId;
 

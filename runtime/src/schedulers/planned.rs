@@ -1,25 +1,25 @@
-//! Static allocations: tasks grouped, each group run in a fixed order by one worker of
-//! the processor it was allotted to, with optional work stealing (Eyraud-Dubois and Lambert (2018)).
+//! Static allocations: tasks grouped, each group run in a fixed order by one worker of the
+//! processor it was allotted to, with optional work stealing (Eyraud-Dubois and Lambert (2018)).
 //!
-//! A [`StaticPlan`] says which *processor* (a set of workers, typically those of one
-//! memory node, whose speeds a partitioning algorithm merged) owns each *group* of tasks,
-//! and in which order a group's tasks run. The [`Planned`] scheduler hands a worker the
-//! next task of the group it is working on, and when that group is done, the next group
-//! of its processor's queue. A group is run by one worker from start to end, so a chain
-//! of tasks writing the same tile never crosses workers while it runs.
+//! A [`StaticPlan`] says which *processor* (a set of workers, typically those of one memory node,
+//! whose speeds a partitioning algorithm merged) owns each *group* of tasks, and in which order a
+//! group's tasks run. The [`Planned`] scheduler hands a worker the next task of the group it is
+//! working on, and when that group is done, the next group of its processor's queue. A group is run
+//! by one worker from start to end, so a chain of tasks writing the same tile never crosses workers
+//! while it runs.
 //!
-//! - **Stealing** (optional, EffectiveSteal): a worker whose processor has no group left
-//!   takes the not-yet-started group of another processor whose first task needs the
-//!   fewest copies to its memory node (the transfer estimate, 0 when everything is there,
-//!   which ends the search); ties go to the processor with the longest queue, and the
-//!   group it would run last. Without stealing, the allocation is enforced to the end.
-//! - **Prefetch**: [`Planned::lookahead`] gives a worker's next tasks in plan order (the
-//!   rest of its group, then the next groups of its processor); the executors copy their
-//!   inputs ahead (Eyraud-Dubois and Lambert (2018) prefetches two tasks ahead), only tiles that are safe to copy
-//!   early (no task of the run writes them, or the task is ready).
-//! - **Releases**: a plan may name, for a task, accesses to drop from the worker's memory
-//!   node after it (written back first when that replica is the last copy). The maximum
-//!   re-use ordering of Dongarra et al. (2007) uses this to keep exactly its buffers on a device.
+//! - **Stealing** (optional, EffectiveSteal): a worker whose processor has no group left takes the
+//!   not-yet-started group of another processor whose first task needs the fewest copies to its
+//!   memory node (the transfer estimate, 0 when everything is there, which ends the search); ties
+//!   go to the processor with the longest queue, and the group it would run last. Without stealing,
+//!   the allocation is enforced to the end.
+//! - **Prefetch**: [`Planned::lookahead`] gives a worker's next tasks in plan order (the rest of
+//!   its group, then the next groups of its processor); the executors copy their inputs ahead
+//!   (Eyraud-Dubois and Lambert (2018) prefetches two tasks ahead), only tiles that are safe to
+//!   copy early (no task of the run writes them, or the task is ready).
+//! - **Releases**: a plan may name, for a task, accesses to drop from the worker's memory node
+//!   after it (written back first when that replica is the last copy). The maximum re-use ordering
+//!   of Dongarra et al. (2007) uses this to keep exactly its buffers on a device.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -44,14 +44,14 @@ pub struct StaticPlan {
     pub steal: bool,
     /// Whether the executors prefetch the inputs of the next planned tasks.
     pub prefetch: bool,
-    /// `(task, access index)`: after `task`, drop that access's tile from the memory node
-    /// of the worker that ran it.
+    /// `(task, access index)`: after `task`, drop that access's tile from the memory node of the
+    /// worker that ran it.
     pub releases: Vec<(TaskId, usize)>,
 }
 
 impl StaticPlan {
-    /// Checks that the plan covers each of `tasks` tasks exactly once and names existing
-    /// processors and workers; says what is wrong otherwise.
+    /// Checks that the plan covers each of `tasks` tasks exactly once and names existing processors
+    /// and workers; says what is wrong otherwise.
     pub fn check(&self, tasks: usize, workers: usize) -> Result<(), String> {
         if self.owner.len() != self.groups.len() {
             return Err(format!(
@@ -126,8 +126,8 @@ impl Planned {
         lock(&self.state)
     }
 
-    /// EffectiveSteal: the not-yet-started group of another processor whose first task
-    /// needs the fewest copies to `worker`'s node; removed from its queue.
+    /// EffectiveSteal: the not-yet-started group of another processor whose first task needs the
+    /// fewest copies to `worker`'s node; removed from its queue.
     fn steal(&self, state: &mut State, worker: WorkerId, ctx: &SchedContext<'_>) -> Option<usize> {
         let mine = self.processor_of[worker];
         let mut best: Option<(f64, usize, usize, usize)> = None; // cost, -len, queue, pos
@@ -157,8 +157,8 @@ impl Planned {
         state.queues[p].remove(pos)
     }
 
-    /// The next `depth` tasks `worker` will run if the plan holds: the rest of its group,
-    /// then the groups at the front of its processor's queue.
+    /// The next `depth` tasks `worker` will run if the plan holds: the rest of its group, then the
+    /// groups at the front of its processor's queue.
     pub fn lookahead(&self, worker: WorkerId, depth: usize) -> Vec<TaskId> {
         if !self.plan.prefetch {
             return Vec::new();

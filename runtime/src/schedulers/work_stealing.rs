@@ -1,5 +1,5 @@
-//! Work stealing: per-worker LIFO deques (crossbeam-deque); a worker pushes the tasks it
-//! releases onto its own deque, pops from it, and steals from the others when empty.
+//! Work stealing: per-worker LIFO deques (crossbeam-deque); a worker pushes the tasks it releases
+//! onto its own deque, pops from it, and steals from the others when empty.
 
 use std::sync::Mutex;
 
@@ -13,8 +13,8 @@ use crate::workers::WorkerId;
 
 /// Work stealing over crossbeam deques.
 pub struct WorkStealing {
-    /// Each worker's own deque; only its worker pushes and pops (the mutex is never
-    /// contended: it only makes the owner-side handle shareable).
+    /// Each worker's own deque; only its worker pushes and pops (the mutex is never contended: it
+    /// only makes the owner-side handle shareable).
     locals: Vec<Mutex<Deque<TaskId>>>,
     stealers: Vec<Stealer<TaskId>>,
     /// Tasks released by no worker (the first ready tasks) or that a worker may not run.

@@ -1,6 +1,6 @@
-//! The event loop of a simulated run on one node or several (see the
-//! [module](super) documentation): validate the nodes and messages, build each node's
-//! engine, run the virtual clock, collect the traces.
+//! The event loop of a simulated run on one node or several (see the [module](super)
+//! documentation): validate the nodes and messages, build each node's engine, run the virtual
+//! clock, collect the traces.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,13 +25,12 @@ use crate::trace::{TaskEvent, Trace};
 use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
 use crate::{Error, Result};
 
-/// Simulates a distributed run: each of `ranks` runs its tasks on its own platform with
-/// its own scheduler and data registry (the engine of a single-node simulation, one per
-/// node), and each of `messages` leaves its sender's host memory once its writer has
-/// ended (after a copy back from a GPU when the tile is only there) and crosses
-/// `network`, after which its readers may run. All nodes share one virtual clock. One
-/// rank and no message is [`simulate`](super::simulate). `network` is needed when there
-/// are messages.
+/// Simulates a distributed run: each of `ranks` runs its tasks on its own platform with its own
+/// scheduler and data registry (the engine of a single-node simulation, one per node), and each of
+/// `messages` leaves its sender's host memory once its writer has ended (after a copy back from a
+/// GPU when the tile is only there) and crosses `network`, after which its readers may run. All
+/// nodes share one virtual clock. One rank and no message is [`simulate`](super::simulate).
+/// `network` is needed when there are messages.
 pub fn simulate_grid(
     ranks: &[SimRank<'_>],
     messages: &[SimMessage],
@@ -116,8 +115,8 @@ impl Nodes {
     }
 }
 
-/// Checks the options, the network and the messages before anything is built; returns
-/// the network's rate (an infinitely fast one when there is no message).
+/// Checks the options, the network and the messages before anything is built; returns the network's
+/// rate (an infinitely fast one when there is no message).
 fn validate(
     ranks: &[SimRank<'_>],
     messages: &[SimMessage],
@@ -223,8 +222,8 @@ fn sent_handles(
         .collect()
 }
 
-/// What building the nodes' engines needs: each node's tables, transfer estimates,
-/// options and inputs from outside its run.
+/// What building the nodes' engines needs: each node's tables, transfer estimates, options and
+/// inputs from outside its run.
 struct Build<'b, 'a> {
     ranks: &'b [SimRank<'a>],
     tables: &'b [Tables],
@@ -295,9 +294,9 @@ struct Loop<'l> {
 }
 
 impl Loop<'_> {
-    /// On the node of the last event (on every node at first), every idle worker pops and
-    /// starts; then time jumps to the next event: a task end, after which its tile leaves
-    /// for the nodes that read it, or a message's arrival, which releases its readers.
+    /// On the node of the last event (on every node at first), every idle worker pops and starts;
+    /// then time jumps to the next event: a task end, after which its tile leaves for the nodes
+    /// that read it, or a message's arrival, which releases its readers.
     fn run(&self, runs: &mut [RankRun<'_>], net: &mut Network) -> Result<()> {
         let mut rng = ChaCha8Rng::seed_from_u64(self.options.seed);
         let mut queue: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
@@ -366,8 +365,8 @@ impl Loop<'_> {
     }
 }
 
-/// Each node's end (its failure, tasks left unrun, the flush of its devices) and the
-/// traces, every one with the whole run's makespan.
+/// Each node's end (its failure, tasks left unrun, the flush of its devices) and the traces, every
+/// one with the whole run's makespan.
 fn collect(
     runs: Vec<RankRun<'_>>,
     mut net: Network,
@@ -468,9 +467,8 @@ struct Clock<'c> {
 }
 
 impl RankRun<'_> {
-    /// Every idle worker of rank `rank`, in index order, pops a task and starts it now:
-    /// it ends once the worker's overhead and the task's copies are done, plus its
-    /// duration (with noise).
+    /// Every idle worker of rank `rank`, in index order, pops a task and starts it now: it ends
+    /// once the worker's overhead and the task's copies are done, plus its duration (with noise).
     fn start_idle(&mut self, rank: usize, clock: Clock<'_>) {
         let now = clock.now;
         let workers = &self.platform.workers;
@@ -523,8 +521,8 @@ impl RankRun<'_> {
     }
 }
 
-/// Prepares a rank's scheduler context and tables, and checks that every kernel has a
-/// duration on every class that may run it.
+/// Prepares a rank's scheduler context and tables, and checks that every kernel has a duration on
+/// every class that may run it.
 fn prepare_rank<'a>(rank: &SimRank<'a>, run: &'a RunOptions) -> Result<(SchedContext<'a>, Tables)> {
     let work = &rank.work;
     let graph = work.graph;

@@ -1,6 +1,6 @@
-//! The links of a node in a simulated run: each copy the data registry decides is booked
-//! on the link directions (and switch ports) it uses, one copy at a time on each, by the
-//! route that delivers it first.
+//! The links of a node in a simulated run: each copy the data registry decides is booked on the
+//! link directions (and switch ports) it uses, one copy at a time on each, by the route that
+//! delivers it first.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,8 +21,8 @@ type Route = Vec<(Hop, f64, f64)>;
 /// What a copy occupies while it runs, one copy at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Resource {
-    /// A link direction between two nodes; a GPU behind a shared host link is named by
-    /// the first GPU of its group.
+    /// A link direction between two nodes; a GPU behind a shared host link is named by the first
+    /// GPU of its group.
     Link(MemoryNode, MemoryNode),
     /// A GPU's sending port on the switch.
     Send(MemoryNode),
@@ -52,11 +52,11 @@ impl Busy {
 
 /// The links' state: when each direction is free, and when each replica arrives.
 ///
-/// A copy to a GPU comes from whichever node holding a valid replica would deliver it
-/// first (PARALiA's ETA routing): the host over the GPU's PCIe link, or another GPU over a
-/// peer link when the model has one, counting when that replica arrives there and when the
-/// links are free. Peer copies go through a switch (NVSwitch): each GPU has one sending
-/// and one receiving port, shared by all its peer copies.
+/// A copy to a GPU comes from whichever node holding a valid replica would deliver it first
+/// (PARALiA's ETA routing): the host over the GPU's PCIe link, or another GPU over a peer link when
+/// the model has one, counting when that replica arrives there and when the links are free. Peer
+/// copies go through a switch (NVSwitch): each GPU has one sending and one receiving port, shared
+/// by all its peer copies.
 pub(super) struct Copies<'a> {
     pub(super) platform: &'a SimPlatform,
     /// When each resource is busy.
@@ -77,8 +77,8 @@ impl<'a> Copies<'a> {
         }
     }
 
-    /// When a copy of `bytes` whose source replica is usable at `ready` would start and end
-    /// on each of `hops`, in order.
+    /// When a copy of `bytes` whose source replica is usable at `ready` would start and end on each
+    /// of `hops`, in order.
     fn plan(&self, hops: impl IntoIterator<Item = Hop>, bytes: usize, mut ready: f64) -> Route {
         let mut route = Vec::with_capacity(2);
         for hop in hops {
@@ -91,9 +91,8 @@ impl<'a> Copies<'a> {
         route
     }
 
-    /// The resources a hop occupies: the sending and receiving ports of two GPUs behind
-    /// the switch, or a host link direction (shared by a group of GPUs when the model says
-    /// so).
+    /// The resources a hop occupies: the sending and receiving ports of two GPUs behind the switch,
+    /// or a host link direction (shared by a group of GPUs when the model says so).
     fn resources(&self, (from, to, _): Hop) -> [Resource; 2] {
         if from != HOST && to != HOST && self.platform.peer_links() {
             [Resource::Send(from), Resource::Receive(to)]
@@ -106,8 +105,7 @@ impl<'a> Copies<'a> {
         }
     }
 
-    /// The earliest start from `ready` on at which a hop's resources are all free for
-    /// `seconds`.
+    /// The earliest start from `ready` on at which a hop's resources are all free for `seconds`.
     fn earliest(&self, hop: Hop, ready: f64, seconds: f64) -> f64 {
         let busy: Vec<&Busy> = self
             .resources(hop)
@@ -121,16 +119,15 @@ impl<'a> Copies<'a> {
         start
     }
 
-    /// Schedules `copy`, requested at `at`, under the contention rule, by the route that
-    /// delivers it first (PARALiA's ETA routing); write-backs to the host keep their
-    /// source and route. With peer links, a copy to a GPU
-    /// - comes from another GPU that holds (or is receiving) the tile when there is one,
-    ///   the one whose copy arrives first: the host sends each tile once, and its links,
-    ///   the scarce ones, stay free for what only it has;
-    /// - otherwise comes from the host over the GPU's own host link or through another
-    ///   GPU's host link and then the switch (one hop, as PARALiA's routing allows), so
-    ///   that fetches spread over every host link. The intermediate GPU only stages the
-    ///   tile: it keeps no replica.
+    /// Schedules `copy`, requested at `at`, under the contention rule, by the route that delivers
+    /// it first (PARALiA's ETA routing); write-backs to the host keep their source and route. With
+    /// peer links, a copy to a GPU
+    /// - comes from another GPU that holds (or is receiving) the tile when there is one, the one
+    ///   whose copy arrives first: the host sends each tile once, and its links, the scarce ones,
+    ///   stay free for what only it has;
+    /// - otherwise comes from the host over the GPU's own host link or through another GPU's host
+    ///   link and then the switch (one hop, as PARALiA's routing allows), so that fetches spread
+    ///   over every host link. The intermediate GPU only stages the tile: it keeps no replica.
     fn schedule(&mut self, copy: Transfer, at: f64, holders: &[MemoryNode]) {
         let arrives = |route: &Route| route.last().map_or(at, |h| h.2);
         let ready = |from: MemoryNode| at.max(self.arrival[copy.handle][from.0]);
@@ -223,8 +220,8 @@ mod tests {
     use super::*;
     use crate::link::{LinkModel, LinkRate};
 
-    /// Two GPUs behind a switch (20 GB/s peer links), 10 GB/s host links, no latency;
-    /// `shared`: whether they share one host link.
+    /// Two GPUs behind a switch (20 GB/s peer links), 10 GB/s host links, no latency; `shared`:
+    /// whether they share one host link.
     fn two_gpus(shared: bool) -> SimPlatform {
         let rate = |gb_per_s| LinkRate {
             latency_us: 0.0,
@@ -243,8 +240,8 @@ mod tests {
         }
     }
 
-    /// Copies of tiles 0 and 1 (1 GB each) from the host to GPU 1 (node 1), asked at 0;
-    /// when each arrives, and the nodes the second one passed through.
+    /// Copies of tiles 0 and 1 (1 GB each) from the host to GPU 1 (node 1), asked at 0; when each
+    /// arrives, and the nodes the second one passed through.
     fn fetch_two(platform: &SimPlatform) -> (f64, f64, Vec<MemoryNode>) {
         let mut copies = Copies {
             platform,

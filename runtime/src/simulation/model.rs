@@ -1,5 +1,5 @@
-//! What a simulated run is given and gives: the modelled machine of a node, the work, the
-//! options, and the distributed run's nodes, messages and trace.
+//! What a simulated run is given and gives: the modelled machine of a node, the work, the options,
+//! and the distributed run's nodes, messages and trace.
 
 use std::sync::Arc;
 
@@ -27,8 +27,8 @@ pub struct SimPlatform {
 }
 
 impl SimPlatform {
-    /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged
-    /// GPU-to-GPU copy counts both hops).
+    /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged GPU-to-GPU
+    /// copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
         match self.link {
             Some(link) => crate::link::copy_seconds(|_| link, from, to, bytes),
@@ -46,8 +46,8 @@ impl SimPlatform {
         (1..self.capacities.len()).map(MemoryNode)
     }
 
-    /// The node whose host link `node` uses: the first GPU of its group when GPUs share
-    /// host links ([`LinkModel::host_shared_by`]), itself otherwise.
+    /// The node whose host link `node` uses: the first GPU of its group when GPUs share host links
+    /// ([`LinkModel::host_shared_by`]), itself otherwise.
     pub(super) fn host_link_of(&self, node: MemoryNode) -> MemoryNode {
         if node == HOST {
             return HOST;
@@ -65,8 +65,8 @@ impl SimPlatform {
     }
 }
 
-/// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes,
-/// and the duration of a kernel on a class (`None`: the class has no rate for it).
+/// What a simulated run executes: a task graph, each task's kernel, tile sizes in bytes, and the
+/// duration of a kernel on a class (`None`: the class has no rate for it).
 #[derive(Clone, Copy)]
 pub struct SimWork<'a> {
     /// The tasks and their dependencies.
@@ -107,17 +107,17 @@ impl SimOptions {
     }
 }
 
-/// One node of a simulated distributed run (one MPI rank): its platform, its tasks, and
-/// their priorities.
+/// One node of a simulated distributed run (one MPI rank): its platform, its tasks, and their
+/// priorities.
 #[derive(Clone, Copy)]
 pub struct SimRank<'a> {
     /// The node's modelled machine.
     pub platform: &'a SimPlatform,
     /// The tasks it runs.
     pub work: SimWork<'a>,
-    /// Their priorities (`None`: the run options', else their bottom levels in `work`'s
-    /// graph). A rank's own graph misses its tasks' remote successors: a distributed run
-    /// gives the whole graph's.
+    /// Their priorities (`None`: the run options', else their bottom levels in `work`'s graph). A
+    /// rank's own graph misses its tasks' remote successors: a distributed run gives the whole
+    /// graph's.
     pub priorities: Option<&'a Arc<[f64]>>,
 }
 
@@ -132,8 +132,8 @@ pub struct SimMessage {
     pub writer: TaskId,
     /// The receiving rank.
     pub to: usize,
-    /// The receiver's tasks that read it, once per access: each waits for it as an input
-    /// from outside its rank's run.
+    /// The receiver's tasks that read it, once per access: each waits for it as an input from
+    /// outside its rank's run.
     pub readers: Vec<TaskId>,
 }
 

@@ -6,10 +6,9 @@ use super::links::Busy;
 use super::model::MessageEvent;
 use crate::link::LinkRate;
 
-/// The network between nodes: every pair of nodes has a link of one rate, and each
-/// node's NIC sends one message at a time and receives one at a time (a non-blocking
-/// switch: a pair's link only carries what its sender's NIC sends, so the NICs are what
-/// messages contend for).
+/// The network between nodes: every pair of nodes has a link of one rate, and each node's NIC sends
+/// one message at a time and receives one at a time (a non-blocking switch: a pair's link only
+/// carries what its sender's NIC sends, so the NICs are what messages contend for).
 pub(super) struct Network {
     pub(super) rate: LinkRate,
     pub(super) sending: Vec<Busy>,
@@ -18,8 +17,8 @@ pub(super) struct Network {
 }
 
 impl Network {
-    /// Books a message of `bytes` from `from` to `to`, ready to leave at `ready`, in the
-    /// earliest interval both NICs are free; returns its arrival.
+    /// Books a message of `bytes` from `from` to `to`, ready to leave at `ready`, in the earliest
+    /// interval both NICs are free; returns its arrival.
     pub(super) fn send(
         &mut self,
         tile: TileRef,

@@ -17,8 +17,8 @@ pub struct CholeskyArgs {
     /// Seed of the matrix generator (`hetla::matgen::random_spd`).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists
-    /// ("0/1") or auto.
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
+    /// or auto.
     #[arg(long, default_value = "auto", value_parser = parse_spec)]
     pub clusters: ClusterSpec,
     /// Scheduler: mct, dmda, eager or ws.
@@ -28,14 +28,14 @@ pub struct CholeskyArgs {
     pub platform: PlatformArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`)
-    /// and a DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU
-    /// cuSOLVER dpotrf on the device-resident matrix (`gpu`); `--compare` alone: all.
+    /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a
+    /// DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU cuSOLVER dpotrf on
+    /// the device-resident matrix (`gpu`); `--compare` alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<crate::commands::args::Compare>,
-    /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the
-    /// matrix): the report gives the best (`seconds`, `gflops`) and the median; with
-    /// `--compare` every peer is timed the same way. Without it: one cold run.
+    /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the matrix): the
+    /// report gives the best (`seconds`, `gflops`) and the median; with `--compare` every peer is
+    /// timed the same way. Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: Option<u64>,
     #[command(flatten)]
@@ -43,16 +43,16 @@ pub struct CholeskyArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Factor across the ranks of an MPI job on a PxQ process grid, tiles 2D
-    /// block-cyclic (start it with `mpirun -np P*Q`; feature `mpi`): every rank runs its
-    /// tasks with `--clusters` inside the cores mpirun gives it; rank 0 reports. The tile
-    /// defaults to 256; `--compare` times ScaLAPACK's pdpotrf (feature `scalapack`).
+    /// Factor across the ranks of an MPI job on a PxQ process grid, tiles 2D block-cyclic (start it
+    /// with `mpirun -np P*Q`; feature `mpi`): every rank runs its tasks with `--clusters` inside
+    /// the cores mpirun gives it; rank 0 reports. The tile defaults to 256; `--compare` times
+    /// ScaLAPACK's pdpotrf (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
-    /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts), or
-    /// ds: a solve of one right-hand side factored in f32 and refined to f64 accuracy
-    /// (`hetla::solve_spd_mixed`), timed beside the f64 factorisation and solve. Other than
-    /// d runs on CPU clusters only.
+    /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts), or ds: a
+    /// solve of one right-hand side factored in f32 and refined to f64 accuracy
+    /// (`hetla::solve_spd_mixed`), timed beside the f64 factorisation and solve. Other than d runs
+    /// on CPU clusters only.
     #[arg(long, value_enum, default_value = "d")]
     pub precision: crate::commands::args::PrecisionArg,
     /// With `--precision ds`: the condition number of the generated matrix

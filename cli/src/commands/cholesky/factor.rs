@@ -26,15 +26,15 @@ pub struct CholeskyReport {
     pub clusters: ClustersReport,
     pub scheduler: String,
     pub tasks: usize,
-    /// Wall-clock seconds of the factorisation call: input checks, tiling and the run
-    /// (the best of the timed runs with `--repeat`).
+    /// Wall-clock seconds of the factorisation call: input checks, tiling and the run (the best of
+    /// the timed runs with `--repeat`).
     pub seconds: f64,
     /// The median of the timed runs' seconds (`seconds` for one run).
     pub median_seconds: f64,
     /// Timed runs (1 without `--repeat`; a warm-up before them is not counted).
     pub runs: usize,
-    /// The runtime's part of it, from the first task's release to the last task's end
-    /// (what `hetla simulate` models), in milliseconds.
+    /// The runtime's part of it, from the first task's release to the last task's end (what
+    /// `hetla simulate` models), in milliseconds.
     pub makespan_ms: f64,
     pub gflops: f64,
     pub residual: f64,
@@ -46,17 +46,17 @@ pub struct CholeskyReport {
     pub gpus: Vec<GpuReport>,
     /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
     pub bytes: Vec<LinkBytes>,
-    /// Lower bounds on the makespan of this very run, from the durations its tasks took
-    /// (each task on the class that ran it): `seconds` is never below `mixed_ms` (absent,
-    /// with a warning on stderr, if they could not be computed).
+    /// Lower bounds on the makespan of this very run, from the durations its tasks took (each task
+    /// on the class that ran it): `seconds` is never below `mixed_ms` (absent, with a warning on
+    /// stderr, if they could not be computed).
     pub bounds: Option<BoundReport>,
     /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms), at most 1.
     pub efficiency: Option<f64>,
-    /// The bounds predicted before the run from the stored performance models (absent
-    /// when the models did not yet know every kernel of the run).
+    /// The bounds predicted before the run from the stored performance models (absent when the
+    /// models did not yet know every kernel of the run).
     pub predicted_bounds: Option<BoundReport>,
-    /// How the tile was chosen when `--tile` was not given: each candidate's predicted
-    /// makespan and the candidates timed first because the models lacked them.
+    /// How the tile was chosen when `--tile` was not given: each candidate's predicted makespan and
+    /// the candidates timed first because the models lacked them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tile_choice: Option<hetla::TileChoice>,
     pub memory: MemoryReport,
@@ -68,8 +68,8 @@ pub struct CholeskyReport {
     pub ratio_to_best_peer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_dgemm: Option<f64>,
-    /// hetla (matrix in host memory, end to end) over cuSOLVER dpotrf on a
-    /// device-resident matrix (with --compare on a platform with a CUDA GPU).
+    /// hetla (matrix in host memory, end to end) over cuSOLVER dpotrf on a device-resident matrix
+    /// (with --compare on a platform with a CUDA GPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_cusolver: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,10 +1,9 @@
-//! `hetla cholesky --grid PxQ` under `mpirun`: the distributed factorisation of a random
-//! SPD matrix generated where its tiles live, timed as the slowest rank's, with
-//! (`--compare`) ScaLAPACK's pdpotrf on the same grid, block size and matrix in the same
-//! job (feature `scalapack`), then a distributed solve of one random right-hand side with
-//! the factor. The residual of the factor and the backward error of the solve are
-//! computed where the tiles live (nothing is gathered, at any n). Rank 0 reports; the
-//! other ranks print nothing but errors.
+//! `hetla cholesky --grid PxQ` under `mpirun`: the distributed factorisation of a random SPD matrix
+//! generated where its tiles live, timed as the slowest rank's, with (`--compare`) ScaLAPACK's
+//! pdpotrf on the same grid, block size and matrix in the same job (feature `scalapack`), then a
+//! distributed solve of one random right-hand side with the factor. The residual of the factor and
+//! the backward error of the solve are computed where the tiles live (nothing is gathered, at any
+//! n). Rank 0 reports; the other ranks print nothing but errors.
 
 use hetla::Precision;
 use hetla_factorizations::ProcessGrid;
@@ -13,16 +12,16 @@ use serde::Serialize;
 use super::args::CholeskyArgs;
 use crate::peers::PeerRate;
 
-/// The tile of a distributed run when `--tile` is not given: a block size usual for
-/// ScaLAPACK, and hetla's tile when it runs one core per rank.
+/// The tile of a distributed run when `--tile` is not given: a block size usual for ScaLAPACK, and
+/// hetla's tile when it runs one core per rank.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub const DEFAULT_GRID_TILE: usize = 256;
 
 /// Right-hand sides of the solve after the factorisation.
 const SOLVE_RHS: usize = 1;
 
-/// Random columns the residual is probed with (`hetla::distributed::PROBES`, which exists
-/// only with MPI).
+/// Random columns the residual is probed with (`hetla::distributed::PROBES`, which exists only with
+/// MPI).
 const PROBES: usize = 4;
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
@@ -40,18 +39,18 @@ pub struct GridReport {
     pub grid: String,
     pub ranks: usize,
     pub backend: String,
-    /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores
-    /// `mpirun` binds the rank to); every rank builds its clusters alike.
+    /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores `mpirun`
+    /// binds the rank to); every rank builds its clusters alike.
     pub clusters: String,
     pub scheduler: String,
     /// Tasks each rank ran.
     pub tasks_by_rank: Vec<usize>,
-    /// Seconds each rank's workers spent in kernels (summed over its workers) over the
-    /// slowest rank's seconds times its workers: what the wait for tiles and the
-    /// communication left of each rank's cores.
+    /// Seconds each rank's workers spent in kernels (summed over its workers) over the slowest
+    /// rank's seconds times its workers: what the wait for tiles and the communication left of each
+    /// rank's cores.
     pub busy_by_rank: Vec<f64>,
-    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed
-    /// runs with `--repeat`).
+    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed runs with
+    /// `--repeat`).
     pub seconds: f64,
     pub median_seconds: f64,
     pub runs: usize,
@@ -60,8 +59,8 @@ pub struct GridReport {
     /// (`hetla::distributed::probed_residual`).
     pub residual: f64,
     pub residual_ok: bool,
-    /// Seconds of the distributed solve of one random right-hand side (forward and
-    /// backward substitutions, each the slowest rank's; the best with `--repeat`).
+    /// Seconds of the distributed solve of one random right-hand side (forward and backward
+    /// substitutions, each the slowest rank's; the best with `--repeat`).
     pub solve_seconds: f64,
     pub solve_median_seconds: f64,
     /// ScaLAPACK's pdpotrs with the same factor and right-hand side (with `--compare`).
@@ -76,8 +75,8 @@ pub struct GridReport {
     pub solve_bytes_sent_by_rank: Vec<usize>,
     /// Bytes of tiles each rank sent, as counted by the ranks.
     pub bytes_sent_by_rank: Vec<usize>,
-    /// Bytes each rank sends by the 2D block-cyclic count (each final tile of L once to
-    /// each rank that reads it).
+    /// Bytes each rank sends by the 2D block-cyclic count (each final tile of L once to each rank
+    /// that reads it).
     pub bytes_expected_by_rank: Vec<usize>,
     pub bytes_sent_total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,13 +84,13 @@ pub struct GridReport {
     /// hetla's best over pdpotrf's best (with `--compare`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdpotrf: Option<f64>,
-    /// The network between ranks 0 and 1, measured in the job before the runs (latency,
-    /// in microseconds; none with one rank).
+    /// The network between ranks 0 and 1, measured in the job before the runs (latency, in
+    /// microseconds; none with one rank).
     pub network_latency_us: Option<f64>,
     /// Its bandwidth, in GB/s.
     pub network_gb_per_s: Option<f64>,
-    /// The bounds of the best run, with its kernels' shortest durations and the measured
-    /// network (absent when they could not be computed; `bounds_error` says why).
+    /// The bounds of the best run, with its kernels' shortest durations and the measured network
+    /// (absent when they could not be computed; `bounds_error` says why).
     #[serde(flatten)]
     pub bounds: Option<hetla::DistributedBounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,8 +99,8 @@ pub struct GridReport {
     pub efficiency: Option<f64>,
 }
 
-/// Runs the distributed factorisation `args` describe on `grid`, in its precision: the
-/// report on rank 0, `None` on the others.
+/// Runs the distributed factorisation `args` describe on `grid`, in its precision: the report on
+/// rank 0, `None` on the others.
 #[cfg(feature = "mpi")]
 pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> crate::Result<Option<GridReport>> {
     use super::args::PrecisionArg as P;

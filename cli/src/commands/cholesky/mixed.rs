@@ -1,6 +1,6 @@
-//! `hetla cholesky --precision ds`: a mixed-precision solve (factor in f32, refine in f64)
-//! timed beside the f64 factorisation and solve of the same system, in the same process,
-//! with both backward errors.
+//! `hetla cholesky --precision ds`: a mixed-precision solve (factor in f32, refine in f64) timed
+//! beside the f64 factorisation and solve of the same system, in the same process, with both
+//! backward errors.
 
 use std::sync::Arc;
 use std::time::Instant;

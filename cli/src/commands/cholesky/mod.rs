@@ -1,7 +1,7 @@
-//! `hetla cholesky`: factor a generated SPD matrix on this machine in a precision
-//! (`factor.rs`), solve one system factored in single and refined in double precision
-//! (`mixed.rs`, `--precision ds`), or factor across the ranks of an MPI job (`grid.rs`,
-//! `--grid`); the arguments they share are `args.rs`'s.
+//! `hetla cholesky`: factor a generated SPD matrix on this machine in a precision (`factor.rs`),
+//! solve one system factored in single and refined in double precision (`mixed.rs`,
+//! `--precision ds`), or factor across the ranks of an MPI job (`grid.rs`, `--grid`); the arguments
+//! they share are `args.rs`'s.
 
 mod args;
 mod factor;
@@ -26,8 +26,7 @@ pub enum CholeskyOutput {
     Grid(Box<grid::GridReport>),
 }
 
-/// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than
-/// rank 0.
+/// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
     use PrecisionArg as P;
     if let Some(grid) = args.grid {
