@@ -12,9 +12,7 @@ use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
-use crate::plan::{
-    Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_cholesky_tile, default_tile_size,
-};
+use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
 use crate::tiles::{Matrices, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
@@ -141,7 +139,7 @@ impl Cholesky {
             return Ok((n.max(1), None));
         }
         if precision == Precision::D {
-            let choice = choose_cholesky_tile(platform, n)?;
+            let choice = choose_tile(platform, n, Plan::cholesky)?;
             return Ok((choice.tile, Some(choice)));
         }
         Ok((default_tile_size(n, platform.backend(), precision), None))

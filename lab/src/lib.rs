@@ -14,6 +14,21 @@
 //!
 //! Simulations run the runtime's own schedulers and data layer on a virtual clock
 //! (`hetla-runtime`'s simulated executor), so a simulated run is scheduled as a real one.
+//!
+//! ```
+//! use hetla::{ClusterSpec, Plan, Precision};
+//! use hetla_lab::{Modelled, PlatformModel, SimOptions};
+//!
+//! // Cojean et al.'s sirocco: 2 clusters of 10 cores and 4 K40m GPUs.
+//! let sirocco = PlatformModel::preset("sirocco").expect("a built-in preset");
+//! let clusters: ClusterSpec = "2x10".parse()?;
+//! let plan = Plan::cholesky(9600, 960, Precision::D)?;
+//! let machine = Modelled::new(&sirocco, &clusters, 4);
+//! let (report, _trace) = hetla_lab::simulate(&plan, &machine, &SimOptions::default())?;
+//! assert!(report.makespan_ms >= report.bounds.mixed_ms);
+//! println!("{:.0} Gflop/s, mixed bound {:.0}", report.gflops, report.bounds.mixed_gflops);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -32,6 +47,10 @@ pub use model::{
     Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
     MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, calibration_sizes,
 };
+// What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
+// a network's rate and a process grid.
+pub use hetla_factorizations::ProcessGrid;
+pub use hetla_runtime::{LinkRate, RunOptions, SimOptions, WriteBack};
 pub use simulate::{
     GridSimReport, NodeBusy, SimReport, WorkerBusy, bounds, parse_network, simulate, simulate_grid,
 };

@@ -1,27 +1,28 @@
-//! The tile size of a Cholesky factorisation, chosen from the platform's performance models instead
-//! of a constant, and why ([`TileChoice`]).
+//! The tile size of a factorisation, chosen from the platform's performance models instead of a
+//! constant, and why ([`TileChoice`]). The factorisation is any plan constructor of the shape
+//! `fn(n, tile, precision) -> Result<Plan>` ([`Plan::cholesky`] today).
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
 //! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform with
 //! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 2
 //! to 32 tiles per side. For each candidate b, every worker class needs the mean duration of the
-//! four Cholesky kernels on b x b tiles; the classes that lack one are measured first with
-//! [`calibrate`] (two samples per kernel, every worker of a class at once, as in a run), and the
-//! samples join the models (the CLI stores them with the models after the run). The prediction for
-//! b is the makespan of the Cholesky graph of n in tiles of b simulated on this platform's workers
-//! with the same scheduler as a run (`runtime::sim`, MCT), each task's duration its flops at its
-//! kernel's measured rate on b x b tiles (a ragged edge tile at the same rate); on a platform with
-//! devices, whose links and memories the simulation would need modelled, the mixed makespan bound
-//! instead. The candidate with the smallest prediction wins: large tiles run the kernels near their
-//! peak, small ones give the scheduler parallel work and a short critical path, and the simulation
-//! weighs both for this backend, this cluster shape and this n (the bound alone is optimistic about
-//! parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core clusters, which ran at
-//! 0.84 of their bound).
+//! factorisation's kernels (the four of Cholesky) on b x b tiles; the classes that lack one are
+//! measured first with [`calibrate`] (two samples per kernel, every worker of a class at once, as
+//! in a run), and the samples join the models (the CLI stores them with the models after the run).
+//! The prediction for b is the makespan of the factorisation's graph of n in tiles of b simulated
+//! on this platform's workers with the same scheduler as a run (`runtime::sim`, MCT), each task's
+//! duration its flops at its kernel's measured rate on b x b tiles (a ragged edge tile at the same
+//! rate); on a platform with devices, whose links and memories the simulation would need modelled,
+//! the mixed makespan bound instead. The candidate with the smallest prediction wins: large tiles
+//! run the kernels near their peak, small ones give the scheduler parallel work and a short
+//! critical path, and the simulation weighs both for this backend, this cluster shape and this n
+//! (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on
+//! two single-core clusters, which ran at 0.84 of their bound).
 //!
-//! The choice is remembered per platform and n for as long as the platform lives, here and not in
-//! the platform (the runtime knows nothing of factorisations): a table of the choices made, each
-//! with a weak reference to its platform, so that a dropped platform's entries are dropped too and
-//! a new platform never inherits them.
+//! The choice is remembered per platform, factorisation and n for as long as the platform lives,
+//! here and not in the platform (the runtime knows nothing of factorisations): a table of the
+//! choices made, each with a weak reference to its platform, so that a dropped platform's entries
+//! are dropped too and a new platform never inherits them.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -72,26 +73,32 @@ const MAX_TILES_PER_SIDE: usize = 32;
 /// Calibration samples per kernel, class and candidate measured on first use.
 const FIRST_USE_SAMPLES: usize = 2;
 
-/// The choices made, each with its platform and order (see the module documentation).
-static CHOICES: Mutex<Vec<(Weak<Platform>, usize, TileChoice)>> = Mutex::new(Vec::new());
+/// A plan constructor: order, tile, precision.
+pub(crate) type Build = fn(usize, usize, Precision) -> Result<Plan>;
 
-/// The choice made earlier for order `n` on `platform`; forgets the dropped platforms'.
-fn remembered(platform: &Arc<Platform>, n: usize) -> Option<TileChoice> {
+/// A choice's key besides its platform: the algorithm's name and the order.
+type Key = (&'static str, usize);
+
+/// The choices made, each with its platform (see the module documentation).
+static CHOICES: Mutex<Vec<(Weak<Platform>, Key, TileChoice)>> = Mutex::new(Vec::new());
+
+/// The choice made earlier for `key` on `platform`; forgets the dropped platforms'.
+fn remembered(platform: &Arc<Platform>, key: Key) -> Option<TileChoice> {
     let mut choices = CHOICES.lock().unwrap_or_else(|e| e.into_inner());
     choices.retain(|(p, _, _)| p.strong_count() > 0);
     let here = Arc::downgrade(platform);
     choices
         .iter()
-        .find(|(p, m, _)| *m == n && p.ptr_eq(&here))
+        .find(|(p, k, _)| *k == key && p.ptr_eq(&here))
         .map(|(_, _, c)| c.clone())
 }
 
-/// Remembers `choice` for order `n` on `platform`.
-fn remember(platform: &Arc<Platform>, n: usize, choice: TileChoice) {
+/// Remembers `choice` for `key` on `platform`.
+fn remember(platform: &Arc<Platform>, key: Key, choice: TileChoice) {
     let mut choices = CHOICES.lock().unwrap_or_else(|e| e.into_inner());
     let here = Arc::downgrade(platform);
-    choices.retain(|(p, m, _)| !(*m == n && p.ptr_eq(&here)));
-    choices.push((here, n, choice));
+    choices.retain(|(p, k, _)| !(*k == key && p.ptr_eq(&here)));
+    choices.push((here, key, choice));
 }
 
 /// The candidates for order `n`, with the larger ones when the platform has devices.
@@ -115,9 +122,9 @@ fn known(platform: &Platform, ops: &[hetla_kernels::Op], class: &ResourceClass, 
     })
 }
 
-/// The tile size for a Cholesky factorisation of order `n` on `platform` (see the module doc): may
-/// calibrate the candidates the models lack, and remembers its answer.
-pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result<TileChoice> {
+/// The tile size for the factorisation `build` makes of order `n` on `platform`, in f64 (see the
+/// module doc): may calibrate the candidates the models lack, and remembers its answer.
+pub(crate) fn choose_tile(platform: &Arc<Platform>, n: usize, build: Build) -> Result<TileChoice> {
     if n <= SINGLE_TILE_UP_TO {
         return Ok(TileChoice {
             tile: n.max(1),
@@ -125,13 +132,15 @@ pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result
             calibrated: Vec::new(),
         });
     }
-    if let Some(choice) = remembered(platform, n) {
+    // The kernels of the factorisation, which the candidates' predictions need: a graph of 3 x 3
+    // tiles has every one.
+    let small = build(3, 1, Precision::D)?;
+    let key = (small.algorithm().name(), n);
+    if let Some(choice) = remembered(platform, key) {
         return Ok(choice);
     }
     let candidates = candidates(n, !platform.devices().is_empty());
-    // The kernels of the factorisation, which the candidates' predictions need: a graph of
-    // 3 x 3 tiles has every one.
-    let ops = Plan::cholesky(3, 1, Precision::D)?.ops();
+    let ops = small.ops();
     let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
     let missing: Vec<usize> = candidates
         .iter()
@@ -153,7 +162,7 @@ pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());
     for &b in &candidates {
-        let plan = Plan::cholesky(n, b, Precision::D)?;
+        let plan = build(n, b, Precision::D)?;
         // Seconds per flop of each kernel and class at b, applied to every task's flops.
         let duration = |key: &KernelKey, class: &ResourceClass| {
             let square = KernelKey::square(key.op, b);
@@ -167,7 +176,7 @@ pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result
                 link: None,
                 cpu_task_overhead: 0.0,
             };
-            let tile_bytes = |_| b * b * size_of::<f64>();
+            let tile_bytes = |t| plan.tile_bytes(t);
             let work = SimWork {
                 graph: plan.graph(),
                 keys: plan.keys(),
@@ -193,7 +202,7 @@ pub(crate) fn choose_cholesky_tile(platform: &Arc<Platform>, n: usize) -> Result
         predictions,
         calibrated: missing,
     };
-    remember(platform, n, choice.clone());
+    remember(platform, key, choice.clone());
     Ok(choice)
 }
 

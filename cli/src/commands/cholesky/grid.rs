@@ -1,9 +1,10 @@
 //! `hetla cholesky --grid PxQ` under `mpirun`: the distributed factorisation of a random SPD matrix
-//! generated where its tiles live, timed as the slowest rank's, with (`--compare`) ScaLAPACK's
-//! pdpotrf on the same grid, block size and matrix in the same job (feature `scalapack`), then a
-//! distributed solve of one random right-hand side with the factor. The residual of the factor and
-//! the backward error of the solve are computed where the tiles live (nothing is gathered, at any
-//! n). Rank 0 reports; the other ranks print nothing but errors.
+//! generated where its tiles live, in any precision, timed as the slowest rank's, with
+//! (`--compare`) ScaLAPACK's p?potrf (the precision's letter: s, d, c or z) on the same grid, block
+//! size and matrix in the same job (feature `scalapack`), then a distributed solve of one random
+//! right-hand side with the factor. The residual of the factor and the backward error of the solve
+//! are computed where the tiles live (nothing is gathered, at any n). Rank 0 reports; the other
+//! ranks print nothing but errors.
 
 use hetla::Precision;
 use hetla_factorizations::ProcessGrid;
@@ -81,7 +82,8 @@ pub struct GridReport {
     pub bytes_sent_total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<PeerRate>>,
-    /// hetla's best over pdpotrf's best (with `--compare`).
+    /// hetla's best over p?potrf's best (with `--compare`; the key keeps its name in every
+    /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdpotrf: Option<f64>,
     /// The network between ranks 0 and 1, measured in the job before the runs (latency, in
@@ -177,17 +179,11 @@ fn run_in<T: GridScalar>(
     };
     let bounds = run.bounds(&world, network.unwrap_or(free));
     let peers = match args.compare {
-        Some(_) => Some(vec![pdpotrf_peer(&world, &a, repeat, flops)?]),
+        Some(_) => Some(vec![potrf_peer(&world, &a, repeat, flops)?]),
         None => None,
     };
     let solve_peers = match args.compare {
-        Some(_) => Some(vec![pdpotrs_peer(
-            &world,
-            &factor,
-            &b,
-            repeat,
-            solve.flops,
-        )?]),
+        Some(_) => Some(vec![potrs_peer(&world, &factor, &b, repeat, solve.flops)?]),
         None => None,
     };
     if world.rank() != 0 {
@@ -238,7 +234,7 @@ fn run_in<T: GridScalar>(
 
 /// ScaLAPACK's p?potrf on `a`, timed as hetla is (a warm-up with `--repeat`).
 #[cfg(feature = "scalapack")]
-fn pdpotrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
+fn potrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     comm: &C,
     a: &hetla::distributed::DistributedMatrix<T>,
     repeat: Option<usize>,
@@ -254,7 +250,7 @@ fn pdpotrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
 
 /// ScaLAPACK's p?potrs with the factor `l` on `b`, timed as hetla's solve is.
 #[cfg(feature = "scalapack")]
-fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
+fn potrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     comm: &C,
     l: &hetla::distributed::DistributedMatrix<T>,
     b: &hetla::distributed::DistributedRhs<T>,
@@ -270,7 +266,7 @@ fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
-fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
+fn potrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: &C,
     _: &hetla::distributed::DistributedMatrix<T>,
     _: &hetla::distributed::DistributedRhs<T>,
@@ -284,7 +280,7 @@ fn pdpotrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
-fn pdpotrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
+fn potrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: &C,
     _: &hetla::distributed::DistributedMatrix<T>,
     _: Option<usize>,
