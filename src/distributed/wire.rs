@@ -31,6 +31,18 @@ pub trait Wire: Scalar + sealed::Sealed {
     fn put(self, out: &mut Vec<Self::Part>);
     /// The entry of `Self::PARTS` parts.
     fn take(parts: &[Self::Part]) -> Self;
+    /// Appends the parts of a column's entries (a real column is copied whole).
+    fn put_all(column: &[Self], out: &mut Vec<Self::Part>) {
+        for &x in column {
+            x.put(out);
+        }
+    }
+    /// Fills `column` from its entries' parts (`column.len() * Self::PARTS` of them).
+    fn take_all(parts: &[Self::Part], column: &mut [Self]) {
+        for (x, p) in column.iter_mut().zip(parts.chunks_exact(Self::PARTS)) {
+            *x = Self::take(p);
+        }
+    }
     /// A whole number below 2^24 as a part.
     fn index(i: usize) -> Self::Part;
     /// The whole number a part holds, if it holds one.
@@ -47,6 +59,12 @@ macro_rules! real_wire {
             }
             fn take(parts: &[$t]) -> Self {
                 parts[0]
+            }
+            fn put_all(column: &[$t], out: &mut Vec<$t>) {
+                out.extend_from_slice(column);
+            }
+            fn take_all(parts: &[$t], column: &mut [$t]) {
+                column.copy_from_slice(parts);
             }
             fn index(i: usize) -> $t {
                 i as $t
@@ -88,20 +106,30 @@ complex_wire!(c64, f64);
 /// A tile's entries in column-major order, as parts.
 pub(crate) fn parts_of<T: Wire>(m: MatRef<'_, T>) -> Vec<T::Part> {
     let mut out = Vec::with_capacity(m.nrows() * m.ncols() * T::PARTS);
+    put_tile(m, &mut out);
+    out
+}
+
+/// Appends the parts of `m`'s entries, column by column.
+fn put_tile<T: Wire>(m: MatRef<'_, T>, out: &mut Vec<T::Part>) {
     for c in m.col_iter() {
-        for &x in c.iter() {
-            x.put(&mut out);
+        match c.try_as_col_major() {
+            Some(c) => T::put_all(c.as_slice(), out),
+            None => c.iter().for_each(|&x| x.put(out)),
         }
     }
-    out
 }
 
 /// The `rows x cols` tile of column-major `parts`, when they are that many.
 pub(crate) fn tile_of<T: Wire>(rows: usize, cols: usize, parts: &[T::Part]) -> Option<Mat<T>> {
     (parts.len() == rows * cols * T::PARTS).then(|| {
-        Mat::from_fn(rows, cols, |r, c| {
-            T::take(&parts[(c * rows + r) * T::PARTS..])
-        })
+        let mut m = Mat::zeros(rows, cols);
+        if rows > 0 {
+            for (c, column) in parts.chunks_exact(rows * T::PARTS).enumerate() {
+                T::take_all(column, m.col_as_slice_mut(c));
+            }
+        }
+        m
     })
 }
 
@@ -114,11 +142,7 @@ pub(crate) fn message<T: Wire>(tile: TileRef, m: MatRef<'_, T>) -> Option<Vec<T:
     }
     let mut out = Vec::with_capacity(3 + m.nrows() * m.ncols() * T::PARTS);
     out.extend(place.map(T::index));
-    for c in m.col_iter() {
-        for &x in c.iter() {
-            x.put(&mut out);
-        }
-    }
+    put_tile(m, &mut out);
     Some(out)
 }
 
@@ -143,6 +167,13 @@ mod tests {
         assert_eq!(tile_of::<T>(3, 2, parts).unwrap(), m);
         assert!(tile_of::<T>(2, 2, parts).is_none());
         assert_eq!(tile_of::<T>(3, 2, &parts_of(m.as_ref())).unwrap(), m);
+        // A view whose columns are not contiguous (a transpose) travels as its copy would, and an
+        // empty tile as nothing.
+        let t = m.transpose();
+        let (strided, copied) = (parts_of(t), parts_of(t.to_owned().as_ref()));
+        assert_eq!(tile_of::<T>(2, 3, &strided), tile_of::<T>(2, 3, &copied));
+        assert_eq!(tile_of::<T>(2, 3, &parts_of(t)).unwrap(), t.to_owned());
+        assert_eq!(tile_of::<T>(0, 2, &[]).unwrap().ncols(), 2);
     }
 
     #[test]
