@@ -1,15 +1,14 @@
 //! The product planned and simulated on a modelled machine: the same planning as a real run
 //! ([`Gemm::plan_on`]), with each worker's tile rate from the platform model, the plan simulated
-//! ([`hetla_runtime::simulate`]) and reported as a real run is ([`Gemm::report`]).
+//! (`simulate::simulate_plan`, as a Cholesky plan is) and reported as a real run is
+//! ([`Gemm::report`]).
 
 use hetla::gemm::{GemmReport, Machine};
 use hetla::{Gemm, Op};
-use hetla_runtime::{
-    HOST, KernelKey, MemoryNode, ResourceClass, SimOptions, SimWork, Trace,
-    simulate as simulate_work,
-};
+use hetla_runtime::{HOST, KernelKey, MemoryNode, SimOptions, Trace};
 
 use crate::model::Modelled;
+use crate::simulate::simulate_plan;
 use crate::{Error, Result};
 
 /// Simulates C <- alpha op(A) op(B) + beta C of shape (m, n, k) as `gemm` configures it on
@@ -60,22 +59,8 @@ pub fn simulate_gemm_traced(
         precision,
     };
     let planned = gemm.plan_on(&planning, (m, n, k))?;
-    let plan = planned.plan();
-    let tile_bytes = |t| plan.tile_bytes(t);
-    let tile = plan.tile();
-    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
-    let work = SimWork {
-        graph: plan.graph(),
-        keys: plan.keys(),
-        tile_bytes: &tile_bytes,
-        duration: &duration,
-    };
-    // The strategy's scheduler, static plan and placement; the caller's restrictions,
-    // beta and write-back.
-    let options = SimOptions {
-        run: plan.run_options(&options.run),
-        ..options.clone()
-    };
-    let trace = simulate_work(&platform, &work, &options)?;
+    // The strategy's scheduler, static plan and placement; the caller's restrictions, beta and
+    // write-back.
+    let trace = simulate_plan(planned.plan(), machine, &platform, options)?;
     Ok((gemm.report(&planning, &planned, &trace), trace))
 }

@@ -14,8 +14,8 @@ use std::time::Instant;
 use hetla::{BoundReport, DistributedBounds, Plan, Precision};
 use hetla_factorizations::{ProcessGrid, TaskId, bytes_sent};
 use hetla_runtime::{
-    KernelKey, LinkBytes, LinkRate, ResourceClass, ResourceKind, SimMessage, SimOptions, SimRank,
-    SimWork, Trace, WorkerId, count_classes, simulate as simulate_work,
+    KernelKey, LinkBytes, LinkRate, ResourceClass, ResourceKind, SimMessage, SimOptions,
+    SimPlatform, SimRank, SimWork, Trace, WorkerId, count_classes, simulate as simulate_work,
     simulate_grid as simulate_work_grid,
 };
 use serde::Serialize;
@@ -87,17 +87,10 @@ pub fn simulate(
     let model = machine.model;
     model.check_precision(plan.precision())?;
     let platform = machine.sim_platform()?;
-    let tile_bytes = |t| plan.tile_bytes(t);
     let tile = plan.tile();
-    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
-    let work = SimWork {
-        graph: plan.graph(),
-        keys: plan.keys(),
-        tile_bytes: &tile_bytes,
-        duration: &duration,
-    };
     let start = Instant::now();
-    let trace = simulate_work(&platform, &work, options)?;
+    let trace = simulate_plan(plan, machine, &platform, options)?;
+    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
     let simulation_seconds = start.elapsed().as_secs_f64();
     let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
     let bounds = plan.bounds(&classes, duration)?;
@@ -133,6 +126,32 @@ pub fn simulate(
         simulation_seconds,
     };
     Ok((report, trace))
+}
+
+/// `plan`'s graph simulated on `platform` (`machine`'s), each task lasting its kernel's duration in
+/// `machine`'s model at the plan's tile, with what the plan imposes on its runs
+/// ([`Plan::run_options`]) over `options`.
+pub(crate) fn simulate_plan(
+    plan: &Plan,
+    machine: &Modelled<'_>,
+    platform: &SimPlatform,
+    options: &SimOptions,
+) -> Result<Trace> {
+    let tile_bytes = |t| plan.tile_bytes(t);
+    let tile = plan.tile();
+    let duration =
+        |key: &KernelKey, class: &ResourceClass| machine.model.duration(key, tile, class);
+    let work = SimWork {
+        graph: plan.graph(),
+        keys: plan.keys(),
+        tile_bytes: &tile_bytes,
+        duration: &duration,
+    };
+    let options = SimOptions {
+        run: plan.run_options(&options.run),
+        ..options.clone()
+    };
+    Ok(simulate_work(platform, &work, &options)?)
 }
 
 /// The order a report gives for `plan`: n for a factorisation or a solve, m for a product.
