@@ -2,8 +2,10 @@
 """Re-wraps the comments of Rust files at 100 columns (rustfmt leaves comments alone on
 stable Rust).
 
-    python3 scripts/rewrap-comments.py FILE...          # rewrite the files in place
-    python3 scripts/rewrap-comments.py --check FILE...  # list the files it would change
+    python3 scripts/rewrap-comments.py [FILE...]          # rewrite the files in place
+    python3 scripts/rewrap-comments.py --check [FILE...]  # list the files it would change
+
+Without files, every Rust file git tracks.
 
 A comment paragraph (consecutive full-line `///` or `//!` lines of one indentation, up to a
 blank comment line) is filled greedily: each line takes as many words as fit in 100
@@ -15,6 +17,7 @@ code or drawings).
 """
 
 import re
+import subprocess
 import sys
 
 WIDTH = 100
@@ -167,6 +170,12 @@ def rewrap(src):
 def main():
     check = "--check" in sys.argv
     files = [a for a in sys.argv[1:] if a != "--check"]
+    if not files:
+        # Every Rust file git tracks.
+        listed = subprocess.run(
+            ["git", "ls-files", "*.rs"], capture_output=True, text=True, check=True
+        )
+        files = listed.stdout.split()
     changed = []
     for f in files:
         src = open(f).read()
