@@ -181,7 +181,77 @@ impl Plan {
         duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
         network: LinkRate,
     ) -> Result<DistributedBounds> {
-        distributed_bounds(self, split, grid, node_classes, duration, network)
+        let (graph, keys, flops) = (&self.graph, &self.keys[..], self.flops);
+        let tile_bytes = |tile: TileRef| self.tile_bytes(tile);
+        let nodes = grid.size();
+        let classes: Vec<(ResourceClass, usize)> = node_classes
+            .iter()
+            .map(|(class, count)| (class.clone(), count * nodes))
+            .collect();
+        let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
+            let b = self.bounds(&classes, duration)?;
+            (b.cp_ms, b.area_ms, Some(b.mixed_ms))
+        } else {
+            let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration)?;
+            (cp, area, None)
+        };
+        let mut nic = vec![0.0f64; 2 * nodes];
+        for m in &split.messages {
+            let seconds = network.seconds(tile_bytes(m.tile));
+            nic[2 * m.from.0] += seconds;
+            nic[2 * m.to.0 + 1] += seconds;
+        }
+        let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
+        let mut node_area_ms = 0.0f64;
+        for share in &split.ranks {
+            let keys: Vec<KernelKey> = share.whole.iter().map(|&t| keys[t.0].clone()).collect();
+            let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration)?;
+            node_area_ms = node_area_ms.max(area);
+        }
+        let fastest = |t: TaskId| {
+            node_classes
+                .iter()
+                .filter_map(|(class, _)| duration(&keys[t.0], class))
+                .fold(f64::INFINITY, f64::min)
+        };
+        let rank_of = |t: TaskId| task_rank(graph, grid, t);
+        let cp_network_ms = 1e3
+            * critical_path_with_messages(graph, fastest, |from, to| {
+                if rank_of(from) == rank_of(to) {
+                    return 0.0;
+                }
+                let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
+                written
+                    .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
+                    .map(|w| network.seconds(tile_bytes(w.tile)))
+                    .fold(0.0, f64::max)
+            });
+        // The first of the largest: the mixed bound is never below the area bound, which it
+        // may equal up to rounding.
+        let (bound_ms, bound_by) = [
+            (mixed_ms.unwrap_or(0.0), "mixed"),
+            (area_ms, "area"),
+            (cp_ms, "critical path"),
+            (network_ms, "network"),
+            (cp_network_ms, "critical path with network"),
+            (node_area_ms, "node area"),
+        ]
+        .into_iter()
+        .fold((0.0, "mixed"), |best, b| {
+            if b.0 > best.0 * (1.0 + 1e-9) { b } else { best }
+        });
+        Ok(DistributedBounds {
+            tasks: graph.len(),
+            cp_ms,
+            area_ms,
+            mixed_ms,
+            network_ms,
+            cp_network_ms,
+            node_area_ms,
+            bound_ms,
+            bound_by,
+            bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
+        })
     }
 }
 
@@ -318,88 +388,6 @@ pub struct DistributedBounds {
     pub bound_by: &'static str,
     /// The flops over the bound, in Gflop/s: the best rate any run can reach.
     pub bound_gflops: f64,
-}
-
-/// The bounds of `whole` split over `grid` as `split` says (see [`Plan::distributed_bounds`]).
-fn distributed_bounds(
-    whole: &Plan,
-    split: &GridSplit,
-    grid: &ProcessGrid,
-    node_classes: &[(ResourceClass, usize)],
-    duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
-    network: LinkRate,
-) -> Result<DistributedBounds> {
-    let (graph, keys, flops) = (&whole.graph, &whole.keys[..], whole.flops);
-    let tile_bytes = |tile: TileRef| whole.tile_bytes(tile);
-    let nodes = grid.size();
-    let classes: Vec<(ResourceClass, usize)> = node_classes
-        .iter()
-        .map(|(class, count)| (class.clone(), count * nodes))
-        .collect();
-    let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
-        let b = whole.bounds(&classes, duration)?;
-        (b.cp_ms, b.area_ms, Some(b.mixed_ms))
-    } else {
-        let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration)?;
-        (cp, area, None)
-    };
-    let mut nic = vec![0.0f64; 2 * nodes];
-    for m in &split.messages {
-        let seconds = network.seconds(tile_bytes(m.tile));
-        nic[2 * m.from.0] += seconds;
-        nic[2 * m.to.0 + 1] += seconds;
-    }
-    let network_ms = nic.iter().copied().fold(0.0, f64::max) * 1e3;
-    let mut node_area_ms = 0.0f64;
-    for share in &split.ranks {
-        let keys: Vec<KernelKey> = share.whole.iter().map(|&t| keys[t.0].clone()).collect();
-        let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration)?;
-        node_area_ms = node_area_ms.max(area);
-    }
-    let fastest = |t: TaskId| {
-        node_classes
-            .iter()
-            .filter_map(|(class, _)| duration(&keys[t.0], class))
-            .fold(f64::INFINITY, f64::min)
-    };
-    let rank_of = |t: TaskId| task_rank(graph, grid, t);
-    let cp_network_ms = 1e3
-        * critical_path_with_messages(graph, fastest, |from, to| {
-            if rank_of(from) == rank_of(to) {
-                return 0.0;
-            }
-            let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
-            written
-                .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
-                .map(|w| network.seconds(tile_bytes(w.tile)))
-                .fold(0.0, f64::max)
-        });
-    // The first of the largest: the mixed bound is never below the area bound, which it
-    // may equal up to rounding.
-    let (bound_ms, bound_by) = [
-        (mixed_ms.unwrap_or(0.0), "mixed"),
-        (area_ms, "area"),
-        (cp_ms, "critical path"),
-        (network_ms, "network"),
-        (cp_network_ms, "critical path with network"),
-        (node_area_ms, "node area"),
-    ]
-    .into_iter()
-    .fold((0.0, "mixed"), |best, b| {
-        if b.0 > best.0 * (1.0 + 1e-9) { b } else { best }
-    });
-    Ok(DistributedBounds {
-        tasks: graph.len(),
-        cp_ms,
-        area_ms,
-        mixed_ms,
-        network_ms,
-        cp_network_ms,
-        node_area_ms,
-        bound_ms,
-        bound_by,
-        bound_gflops: flops / (bound_ms * 1e-3).max(f64::MIN_POSITIVE) / 1e9,
-    })
 }
 
 /// The longest path of `graph` where task `t` lasts `duration(t)` and the edge from `p` to `s` adds
