@@ -12,8 +12,9 @@ use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
+use crate::pages::PageBuffer;
 use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
-use crate::tiles::{Matrices, TiledMatrix, mat_from_slice};
+use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
@@ -39,6 +40,7 @@ pub struct Cholesky {
     pub(crate) scheduler: SchedulerKind,
     platform: Option<Arc<Platform>>,
     pub(crate) progress_timeout: Option<std::time::Duration>,
+    storage: Storage,
 }
 
 impl Cholesky {
@@ -51,6 +53,15 @@ impl Cholesky {
     /// factorisation time; a tile larger than n gives a single tile.
     pub fn tile(mut self, b: usize) -> Self {
         self.tile = Some(b);
+        self
+    }
+
+    /// Where the kernels find the tiles: the caller's storage or a tile-major copy ([`Storage`];
+    /// default [`Storage::Auto`]). The result is the same either way: L in the caller's lower
+    /// triangle, the strict upper triangle untouched. A matrix of one tile is always factored in
+    /// place (one kernel call).
+    pub fn storage(mut self, storage: Storage) -> Self {
+        self.storage = storage;
         self
     }
 
@@ -260,12 +271,25 @@ impl Cholesky {
             });
         }
         check_finite_lower("A", a.as_ref())?;
-        let a = TiledMatrix::new(a, plan.tile(), "A")?;
         let options = RunOptions {
             scheduler: self.scheduler,
             ..RunOptions::default()
         };
-        plan.execute(platform, &Matrices(&[&a]), &options)
+        match self.storage.resolve(a.nrows(), plan.tile(), size_of::<T>()) {
+            Storage::TileMajor => {
+                let spare = platform.reclaim::<PageBuffer<T>>();
+                let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;
+                let run = plan.execute(platform, &tiles, &options);
+                // Also after a failure: the caller gets the partial factor, as in place.
+                tiles.copy_out(a);
+                platform.keep(tiles.into_buffer());
+                run
+            }
+            _ => {
+                let a = TiledMatrix::new(a, plan.tile(), "A")?;
+                plan.execute(platform, &Matrices(&[&a]), &options)
+            }
+        }
     }
 }
 

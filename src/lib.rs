@@ -39,6 +39,7 @@ pub mod gemm;
 pub mod limits;
 pub mod matgen;
 mod mixed;
+mod pages;
 mod plan;
 mod tiles;
 
@@ -50,7 +51,8 @@ pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
+pub use pages::{PagedMat, huge_page_matrix};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
-pub use tiles::mat_from_slice;
+pub use tiles::{Storage, mat_from_slice};

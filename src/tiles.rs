@@ -8,6 +8,8 @@
 //! - [`TiledMatrix`]: a caller's column-major matrix seen as b x b tiles (the last row and column
 //!   ragged), without a copy, so that a factorisation runs in place exactly like LAPACK's; a run
 //!   over several matrices indexes them by `MatrixId` ([`Matrices`]);
+//! - [`TileMajor`]: a copy of a square matrix's lower triangle with every tile contiguous (module
+//!   `major`), which a factorisation may run on instead of the caller's storage ([`Storage`]);
 //! - [`TileSet`] (feature `mpi`): the tiles a rank holds, each stored apart, with the tiles other
 //!   ranks send it.
 //!
@@ -24,6 +26,64 @@ use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Par, Scalar};
 use hetla_runtime::{KernelKey, Workload};
 
 use crate::{Error, Result};
+
+mod major;
+
+pub(crate) use major::TileMajor;
+
+/// Where a factorisation's kernels find the matrix's tiles: in the caller's storage, or in a
+/// tile-major copy made for the run (every tile contiguous, in huge pages where the system offers
+/// them; copied in and back in parallel, at the cost of a pass over the triangle each way and of
+/// half the matrix's memory, which the platform keeps for its next factorisation of the same size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// Tile-major when the copy fits in the memory available, else in place: on the machines hetla
+    /// was measured on the copy won at every tiled order (docs/cpu-performance.md).
+    #[default]
+    Auto,
+    /// The caller's column-major storage, tiles as views into it (no copy).
+    InPlace,
+    /// A tile-major copy (an error when it does not fit in memory).
+    TileMajor,
+}
+
+impl Storage {
+    /// The name the CLI and its reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::Auto => "auto",
+            Storage::InPlace => "in-place",
+            Storage::TileMajor => "tile-major",
+        }
+    }
+
+    /// What this storage is for a tiled square matrix of order `n` in tiles of `tile` with
+    /// `size_of::<T>()` = `scalar_bytes`: [`Storage::InPlace`] or [`Storage::TileMajor`].
+    pub fn resolve(self, n: usize, tile: usize, scalar_bytes: usize) -> Storage {
+        match self {
+            Storage::Auto if major::fits(n, tile, scalar_bytes) => Storage::TileMajor,
+            Storage::Auto => Storage::InPlace,
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Storage {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [Storage::Auto, Storage::InPlace, Storage::TileMajor]
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| format!("unknown storage '{s}': expected auto, in-place or tile-major"))
+    }
+}
 
 /// The tiles of a run, by [`TileRef`] (see the module documentation).
 pub(crate) trait TileStore<T: Scalar>: Sync {
@@ -513,6 +573,25 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
         match self.tile(written) {
             Some(view) => (self.written)(id, written, view),
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storages_read_back_their_names_and_auto_copies_what_fits() {
+        for s in [Storage::Auto, Storage::InPlace, Storage::TileMajor] {
+            assert_eq!(s.name().parse::<Storage>(), Ok(s));
+        }
+        assert!("tiled".parse::<Storage>().unwrap_err().contains("in-place"));
+        assert_eq!(Storage::Auto.resolve(1000, 100, 8), Storage::TileMajor);
+        assert_eq!(Storage::InPlace.resolve(1000, 100, 8), Storage::InPlace);
+        // Half of a matrix of order 2^40 fits nowhere.
+        if crate::limits::available_memory().is_some() {
+            assert_eq!(Storage::Auto.resolve(1 << 40, 1 << 10, 8), Storage::InPlace);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use faer::{Mat, Par};
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual, solve_backward_error};
-use hetla::{Backend, Cholesky, Error, matgen::random_spd, solve_spd};
+use hetla::{Backend, Cholesky, Error, Storage, matgen::random_spd, solve_spd};
 use proptest::prelude::*;
 
 /// For each n: tiles that divide n, that do not, and that exceed n (2999 is prime, so its only
@@ -84,6 +84,49 @@ fn in_place_factor_reads_only_the_lower_triangle() {
             (0..n).all(|j| (0..j).all(|i| f[(i, j)].is_nan())),
             "{backend} touched the upper triangle"
         );
+    }
+}
+
+#[test]
+fn every_storage_gives_the_same_factor_and_leaves_the_upper_triangle() {
+    for (n, tile) in [(7, 3), (100, 32), (1000, 96), (1000, 384), (2999, 256)] {
+        let a = random_spd(n, 2);
+        let mut marked = a.clone();
+        for j in 0..n {
+            for i in 0..j {
+                marked[(i, j)] = f64::NAN;
+            }
+        }
+        let mut factors = Vec::new();
+        for storage in [Storage::InPlace, Storage::TileMajor, Storage::Auto] {
+            let mut f = marked.clone();
+            Cholesky::new()
+                .tile(tile)
+                .storage(storage)
+                .factor_in_place(f.as_mut())
+                .unwrap();
+            let residual = cholesky_residual(a.as_ref(), f.as_ref(), Par::rayon(2));
+            assert!(
+                residual < RESIDUAL_THRESHOLD,
+                "{storage} n={n} b={tile}: {residual}"
+            );
+            assert!(
+                (0..n).all(|j| (0..j).all(|i| f[(i, j)].is_nan())),
+                "{storage} n={n} b={tile} touched the upper triangle"
+            );
+            factors.push(f);
+        }
+        let scale = (0..n).map(|i| a[(i, i)]).fold(0.0, f64::max).sqrt();
+        for f in &factors[1..] {
+            let gap = (0..n)
+                .flat_map(|j| (j..n).map(move |i| (i, j)))
+                .map(|(i, j)| (f[(i, j)] - factors[0][(i, j)]).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                gap <= 1e-12 * scale,
+                "n={n} b={tile}: factors differ by {gap}"
+            );
+        }
     }
 }
 

@@ -67,8 +67,7 @@ pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use platform::{
-    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, TileChoice, copy_seconds,
-    reserve_host_cores,
+    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, copy_seconds, reserve_host_cores,
 };
 pub use run::{RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
 pub use schedulers::{

@@ -90,8 +90,8 @@ pub struct Platform {
     /// run's workers and replicas; the shared default platform may be called from several user
     /// threads).
     run_lock: Mutex<()>,
-    /// Cholesky tile sizes chosen on this platform, by order n (`tile_choice`).
-    tile_choices: Mutex<Vec<(usize, TileChoice)>>,
+    /// A buffer a caller keeps between its runs on this platform ([`Platform::keep`]).
+    kept: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -232,7 +232,7 @@ impl Platform {
             clusters,
             devices,
             run_lock: Mutex::new(()),
-            tile_choices: Mutex::new(Vec::new()),
+            kept: Mutex::new(None),
             workers,
             models: Mutex::new(models),
             model_file,
@@ -269,20 +269,17 @@ impl Platform {
         &self.devices
     }
 
-    /// The tile chosen earlier for a Cholesky factorisation of order `n`.
-    pub fn remembered_tile(&self, n: usize) -> Option<TileChoice> {
-        let choices = lock(&self.tile_choices);
-        choices
-            .iter()
-            .find(|(m, _)| *m == n)
-            .map(|(_, c)| c.clone())
+    /// Keeps `buffer` for a later run on this platform (replacing what was kept); it is freed with
+    /// the platform. A factorisation keeps its work buffer so that the next one on the same platform
+    /// need not map and fault in fresh memory.
+    pub fn keep<B: std::any::Any + Send>(&self, buffer: B) {
+        *lock(&self.kept) = Some(Box::new(buffer));
     }
 
-    /// Remembers the tile chosen for order `n`.
-    pub fn remember_tile(&self, n: usize, choice: TileChoice) {
-        let mut choices = lock(&self.tile_choices);
-        choices.retain(|(m, _)| *m != n);
-        choices.push((n, choice));
+    /// Takes back what [`Platform::keep`] kept, if it is a `B`.
+    pub fn reclaim<B: std::any::Any + Send>(&self) -> Option<B> {
+        let kept = lock(&self.kept).take()?;
+        kept.downcast::<B>().ok().map(|b| *b)
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
@@ -413,18 +410,6 @@ fn copy_cores(
                 .collect()
         })
         .collect()
-}
-
-/// A Cholesky tile size chosen for an order on a platform, and why (the platform remembers it).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct TileChoice {
-    /// The tile size.
-    pub tile: usize,
-    /// Predicted makespan of each candidate considered (simulated, or the mixed bound on a platform
-    /// with devices), in milliseconds.
-    pub predictions: Vec<(usize, f64)>,
-    /// Candidates that were measured for this choice (not yet in the models).
-    pub calibrated: Vec<usize>,
 }
 
 #[cfg(test)]

@@ -421,6 +421,8 @@ fn real_run(
         seed: 42,
         clusters: spec.clone(),
         scheduler: args.run.scheduler,
+        storage: hetla::Storage::Auto,
+        huge_pages: true,
         platform: args.real.clone(),
         gpu: super::args::GpuArgs {
             gpus: selection,

@@ -1,7 +1,7 @@
 //! The arguments of `hetla cholesky`.
 
 use clap::Args;
-use hetla::{ClusterSpec, SchedulerKind};
+use hetla::{ClusterSpec, SchedulerKind, Storage};
 
 pub use crate::commands::args::PrecisionArg;
 use crate::commands::args::{GpuArgs, PlatformArgs, TraceArgs, parse_positive, parse_spec};
@@ -24,6 +24,15 @@ pub struct CholeskyArgs {
     /// Scheduler: mct, dmda, eager or ws.
     #[arg(long, default_value = "mct")]
     pub scheduler: SchedulerKind,
+    /// Where the kernels find the tiles: in-place (the matrix's own column-major storage),
+    /// tile-major (a copy with every tile contiguous, made and written back in the timed call) or
+    /// auto (tile-major where the copy fits in memory, `hetla::Storage`).
+    #[arg(long, default_value = "auto")]
+    pub storage: Storage,
+    /// Whether the matrix (factored by hetla and by every peer of `--compare`) is allocated in
+    /// transparent huge pages (`madvise(MADV_HUGEPAGE)`, where the kernel offers them).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub huge_pages: bool,
     #[command(flatten)]
     pub platform: PlatformArgs,
     #[command(flatten)]

@@ -25,6 +25,10 @@ pub struct CholeskyReport {
     pub backend: String,
     pub clusters: ClustersReport,
     pub scheduler: String,
+    /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved).
+    pub storage: String,
+    /// Whether the factored matrix was advised for transparent huge pages (`--huge-pages`).
+    pub huge_pages: bool,
     pub tasks: usize,
     /// Wall-clock seconds of the factorisation call: input checks, tiling and the run (the best of
     /// the timed runs with `--repeat`).
@@ -97,7 +101,8 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     check_outputs(&args.traces.outputs(), platform.model_file())?;
     let mut options = Cholesky::new()
         .platform(platform.clone())
-        .scheduler(args.scheduler);
+        .scheduler(args.scheduler)
+        .storage(args.storage);
     if let Some(tile) = args.tile {
         options = options.tile(tile);
     }
@@ -119,11 +124,17 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     )?;
     // In f64 the same matrix as `matgen::random_spd`'s.
     let a = matgen::random_hpd::<T>(args.n, args.seed);
-    let mut factor = a.clone();
+    // The buffer every timed factorisation (hetla's and the peers') works in.
+    let mut factor = if args.huge_pages {
+        Buffer::Paged(hetla::huge_page_matrix::<T>(args.n, args.n)?)
+    } else {
+        Buffer::Heap(a.clone())
+    };
+    let huge_pages = matches!(&factor, Buffer::Paged(m) if m.huge_pages());
     let baseline = crate::memory::reset_peak();
     let repeat = args.repeat.map(|r| r as usize);
     let (trace, timings) = peers::repeat(repeat, || {
-        factor.copy_from(&a);
+        factor.as_mut().copy_from(&a);
         let start = Instant::now();
         let trace = options.factor_planned(&plan, factor.as_mut())?;
         Ok((trace, start.elapsed().as_secs_f64()))
@@ -154,6 +165,11 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler.to_string(),
+        storage: args
+            .storage
+            .resolve(args.n, tile, size_of::<T>())
+            .to_string(),
+        huge_pages,
         tasks: trace.tasks.len(),
         seconds,
         median_seconds: timings.median,
@@ -187,7 +203,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         let mut rates = Vec::new();
         let mut timed_peer = |backend: Backend| -> crate::Result<peers::PeerRate> {
             let ((), timings) = peers::repeat(repeat, || {
-                factor.copy_from(&a);
+                factor.as_mut().copy_from(&a);
                 let m: MatMut<'_, T> = factor.as_mut();
                 Ok(((), peers::library_cholesky(backend, m, all_cpus)?.seconds))
             })?;
@@ -230,6 +246,29 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     Ok(report)
 }
 
+/// The matrix the timed factorisations work in: in huge pages (`--huge-pages true`) or an ordinary
+/// allocation.
+enum Buffer<T: Scalar> {
+    Paged(hetla::PagedMat<T>),
+    Heap(faer::Mat<T>),
+}
+
+impl<T: Scalar> Buffer<T> {
+    fn as_ref(&self) -> faer::MatRef<'_, T> {
+        match self {
+            Buffer::Paged(m) => m.as_ref(),
+            Buffer::Heap(m) => m.as_ref(),
+        }
+    }
+
+    fn as_mut(&mut self) -> MatMut<'_, T> {
+        match self {
+            Buffer::Paged(m) => m.as_mut(),
+            Buffer::Heap(m) => m.as_mut(),
+        }
+    }
+}
+
 /// Prints a factorisation's report as a table.
 pub fn print(r: &CholeskyReport) {
     println!(
@@ -242,6 +281,15 @@ pub fn print(r: &CholeskyReport) {
         r.clusters.spec,
         r.clusters.cpusets.join("] ["),
         r.scheduler
+    );
+    println!(
+        "  storage   {}{}",
+        r.storage,
+        if r.huge_pages {
+            ", matrix in huge pages"
+        } else {
+            ""
+        }
     );
     println!(
         "  time      {:.4} s (the runtime's makespan: {:.4} s)",

@@ -1,0 +1,192 @@
+//! A square matrix's lower triangle copied into tile-major storage, as PLASMA and Chameleon store
+//! their matrices: each tile contiguous (column-major inside, its leading dimension its row count
+//! rounded up to 64 bytes), the tiles of a tile column one after another, the whole buffer in huge
+//! pages where the system offers them ([`PageBuffer`]).
+//!
+//! In the caller's column-major matrix of order n a tile's columns lie n scalars apart (64 KiB at
+//! n = 8192 in f64): a tile of 512 columns touches 512 pages and, at a power-of-two stride, maps
+//! its columns onto few cache sets. Here a tile is one run of memory. The copy in and the copy out
+//! are spread over rayon's threads, tile by tile, and cost a pass over the triangle each way; the
+//! copy out writes only the lower triangle, so the caller's strict upper triangle is left as it
+//! was, as the in-place factorisation leaves it.
+
+use faer::reborrow::ReborrowMut;
+use faer::{MatMut, MatRef};
+use hetla_factorizations::{TileRef, Tiling};
+use hetla_kernels::Scalar;
+use rayon::prelude::*;
+
+use super::TileStore;
+use crate::Result;
+use crate::pages::PageBuffer;
+
+/// The lower triangle of a square matrix in tile-major storage (see the module documentation).
+pub(crate) struct TileMajor<T: Scalar> {
+    /// The storage `base` points into (accessed only through `base` while the store lives).
+    buffer: PageBuffer<T>,
+    base: *mut T,
+    tiling: Tiling,
+    /// Each held tile's offset in the buffer, by `i * col_tiles + j`.
+    offsets: Vec<Option<usize>>,
+}
+
+// SAFETY: the store owns its scalars (Send + Sync data); tiles are written only through
+// `tile_mut`, whose callers guarantee that no other view of a written tile exists meanwhile.
+unsafe impl<T: Scalar> Send for TileMajor<T> {}
+// SAFETY: see the Send impl.
+unsafe impl<T: Scalar> Sync for TileMajor<T> {}
+
+/// The leading dimension of a tile of `rows` rows: whole 64-byte lines.
+fn leading_dimension<T>(rows: usize) -> usize {
+    rows.next_multiple_of((64 / size_of::<T>()).max(1))
+}
+
+/// Copies `src` into `dst` (column-major with leading dimension `ld`); in each column `j` only the
+/// rows from `first_row(j)` on.
+fn copy_columns<T: Scalar>(
+    src: MatRef<'_, T>,
+    mut dst: MatMut<'_, T>,
+    first_row: impl Fn(usize) -> usize,
+) {
+    for j in 0..src.ncols() {
+        let from = first_row(j).min(src.nrows());
+        let s = src.col(j).subrows(from, src.nrows() - from);
+        let mut d = dst
+            .rb_mut()
+            .col_mut(j)
+            .subrows_mut(from, src.nrows() - from);
+        if let (Some(s), Some(d)) = (s.try_as_col_major(), d.rb_mut().try_as_col_major_mut()) {
+            d.as_slice_mut().copy_from_slice(s.as_slice());
+        } else {
+            d.copy_from(s);
+        }
+    }
+}
+
+/// Whether a tile-major copy of the lower triangle of order `n` in tiles of `tile` fits in the
+/// memory available (see `limits::check_memory`).
+pub(super) fn fits(n: usize, tile: usize, scalar_bytes: usize) -> bool {
+    let tiles = n.div_ceil(tile.max(1)) as u128;
+    // Every held tile is at most tile x tile, rounded to whole lines.
+    let bound = tiles * (tiles + 1) / 2 * (tile as u128 + 8) * tile as u128;
+    crate::limits::check_memory("", bound.saturating_mul(scalar_bytes as u128)).is_ok()
+}
+
+impl<T: Scalar> TileMajor<T> {
+    /// The lower triangle of the square `a` in tiles of `tile`, copied; into `spare` when it fits
+    /// (a buffer of an earlier store, [`TileMajor::into_buffer`]).
+    pub fn lower(a: MatRef<'_, T>, tile: usize, spare: Option<PageBuffer<T>>) -> Result<Self> {
+        let tiling = Tiling::new(a.nrows(), a.ncols(), tile)?;
+        tiling.ensure_square()?;
+        let t = tiling.row_tiles();
+        let mut offsets = vec![None; t * t];
+        let mut len = 0usize;
+        for j in 0..t {
+            for i in j..t {
+                let (r, c) = tiling.tile_shape(i, j);
+                offsets[i * t + j] = Some(len);
+                len += leading_dimension::<T>(r) * c;
+            }
+        }
+        crate::limits::check_memory(
+            "the tile-major copy of the matrix",
+            (len as u128).saturating_mul(size_of::<T>() as u128),
+        )?;
+        let mut buffer = PageBuffer::reuse(spare, len, "the tile-major copy of the matrix")?;
+        let base = buffer.as_mut_slice().as_mut_ptr();
+        let store = Self {
+            buffer,
+            base,
+            tiling,
+            offsets,
+        };
+        store.held().into_par_iter().for_each(|(i, j)| {
+            let (r, c) = tiling.tile_shape(i, j);
+            // SAFETY: each tile is visited once, and tiles do not overlap in the buffer: the
+            // view is the only one of its tile.
+            let dst = unsafe { store.raw_mut(i, j) };
+            copy_columns(
+                a.submatrix(tiling.offset(i), tiling.offset(j), r, c),
+                dst,
+                |_| 0,
+            );
+        });
+        Ok(store)
+    }
+
+    /// The storage, for a later store to reuse.
+    pub fn into_buffer(self) -> PageBuffer<T> {
+        self.buffer
+    }
+
+    /// The held tiles, (row, column), tile column by tile column.
+    fn held(&self) -> Vec<(usize, usize)> {
+        let t = self.tiling.row_tiles();
+        (0..t).flat_map(|j| (j..t).map(move |i| (i, j))).collect()
+    }
+
+    /// Writes the lower triangle back into `a` (the matrix it was copied from): every held tile,
+    /// and of a diagonal tile only its lower triangle.
+    pub fn copy_out(&self, a: MatMut<'_, T>) {
+        let tiling = self.tiling;
+        // The caller's tiles as disjoint views: the matrix cut into tile columns, each cut into its
+        // tiles from the diagonal down.
+        let mut targets = Vec::with_capacity(self.offsets.len());
+        let mut rest = a;
+        for j in 0..tiling.col_tiles() {
+            let (column, right) = rest.split_at_col_mut(tiling.tile_cols(j));
+            rest = right;
+            let below = column.nrows() - tiling.offset(j);
+            let mut down = column.subrows_mut(tiling.offset(j), below);
+            for i in j..tiling.row_tiles() {
+                let (tile, lower) = down.split_at_row_mut(tiling.tile_rows(i));
+                down = lower;
+                targets.push((i, j, tile));
+            }
+        }
+        targets.into_par_iter().for_each(|(i, j, dst)| {
+            let src = self.tile(TileRef::new(hetla_factorizations::MatrixId(0), i, j));
+            let src = src.expect("every lower tile is held");
+            copy_columns(src, dst, |col| if i == j { col } else { 0 });
+        });
+    }
+
+    /// Tile (i, j) of the buffer, writable.
+    ///
+    /// # Safety
+    /// (i, j) is held, and no other view of it is used while the returned one lives.
+    unsafe fn raw_mut(&self, i: usize, j: usize) -> MatMut<'_, T> {
+        let offset = self.offsets[i * self.tiling.col_tiles() + j].expect("a held tile");
+        let (r, c) = self.tiling.tile_shape(i, j);
+        let ld = leading_dimension::<T>(r);
+        // SAFETY: the tile lies inside the buffer (its offset and extent were laid out by
+        // `lower`), and the caller guarantees it is not aliased.
+        unsafe { MatMut::from_raw_parts_mut(self.base.add(offset), r, c, 1, ld as isize) }
+    }
+
+    /// The offset of `tile` when it is held here.
+    fn offset(&self, tile: TileRef) -> Option<usize> {
+        let t = self.tiling.col_tiles();
+        if tile.matrix.0 != 0 || tile.row >= self.tiling.row_tiles() || tile.col >= t {
+            return None;
+        }
+        self.offsets[tile.row * t + tile.col]
+    }
+}
+
+impl<T: Scalar> TileStore<T> for TileMajor<T> {
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+        let offset = self.offset(tile)?;
+        let (r, c) = self.tiling.tile_shape(tile.row, tile.col);
+        let ld = leading_dimension::<T>(r);
+        // SAFETY: the tile lies inside the buffer; no task writes it while another reads it
+        // (the graph's edges).
+        Some(unsafe { MatRef::from_raw_parts(self.base.add(offset), r, c, 1, ld as isize) })
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+        self.offset(tile)?;
+        // SAFETY: held (checked), and the caller's contract is raw_mut's.
+        Some(unsafe { self.raw_mut(tile.row, tile.col) })
+    }
+}
