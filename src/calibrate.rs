@@ -297,7 +297,7 @@ fn calibrate_in<T: Scalar>(
                     let seconds = seconds?;
                     platform.update_models(|m| {
                         for &t in &seconds {
-                            m.record(&key, &class, t);
+                            m.record_calibration(&key, &class, t);
                         }
                     });
                 }

@@ -110,8 +110,8 @@ impl Cholesky {
         self.tile_size_in(n, Precision::D)
     }
 
-    /// [`Cholesky::tile_size_for`] a matrix in `precision`: the models choose in f64; other
-    /// precisions take the given tile or [`default_tile_size`].
+    /// [`Cholesky::tile_size_for`] a matrix in `precision` (on a platform with devices, other
+    /// precisions than f64 take the given tile or [`default_tile_size`]).
     pub fn tile_size_in(&self, n: usize, precision: Precision) -> usize {
         match self.resolve_platform() {
             Ok(platform) => self.tile_and_choice(&platform, n, precision).map_or_else(
@@ -125,9 +125,10 @@ impl Cholesky {
     }
 
     /// The plan of the factorisation of an `n x n` matrix in `precision` on this builder's
-    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else for f64 the
-    /// one the platform's performance models predict fastest (timing first the candidates they
-    /// lack, see [`TileChoice`]), else [`default_tile_size`]. Matrices up to 512 are one tile.
+    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else the one the
+    /// platform's performance models predict fastest in `precision` (timing first the candidates
+    /// they lack, see [`TileChoice`]; on a platform with devices only in f64), else
+    /// [`default_tile_size`]. Matrices up to 512 are one tile.
     /// [`Cholesky::factor_planned`] runs it.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let platform = self.resolve_platform()?;
@@ -149,8 +150,9 @@ impl Cholesky {
         if n <= SINGLE_TILE_UP_TO {
             return Ok((n.max(1), None));
         }
-        if precision == Precision::D {
-            let choice = choose_tile(platform, n, Plan::cholesky)?;
+        // Devices run f64 kernels only: in another precision such a platform takes the default.
+        if precision == Precision::D || platform.devices().is_empty() {
+            let choice = choose_tile(platform, n, precision, Plan::cholesky)?;
             return Ok((choice.tile, Some(choice)));
         }
         Ok((default_tile_size(n, platform.backend(), precision), None))

@@ -33,18 +33,19 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
             .iter()
             .all(|p| p.1 > 0.0 && p.1.is_finite())
     );
-    // The predicted makespan of the chosen tile is the smallest.
+    // The chosen tile is the largest predicted within the tolerance of the fastest.
     let best = choice
         .predictions
         .iter()
         .map(|p| p.1)
         .fold(f64::INFINITY, f64::min);
-    assert!(
-        choice
-            .predictions
-            .iter()
-            .any(|p| p.0 == choice.tile && p.1 == best)
-    );
+    let fastest = choice.fastest.unwrap();
+    assert!(choice.predictions.contains(&(fastest, best)));
+    assert!(choice.tolerance >= 0.03 && choice.tolerance.is_finite());
+    let within = |p: &&(usize, f64)| p.1 <= best * (1.0 + choice.tolerance);
+    let largest = choice.predictions.iter().filter(within).map(|p| p.0).max();
+    assert_eq!(Some(choice.tile), largest);
+    assert!(choice.reason().starts_with(&choice.tile.to_string()));
 
     // Asked again on the same platform: the same answer, nothing timed.
     let again = builder.plan(n, Precision::D).unwrap();
@@ -71,8 +72,8 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .unwrap();
     assert_eq!(other.tile_choice().unwrap().calibrated, [256, 384, 512]);
 
-    // A given tile is not a choice; small matrices are one tile; other precisions take the
-    // default.
+    // A given tile is not a choice; small matrices are one tile; another precision is chosen
+    // from its own kernels' calibrations.
     let given = Cholesky::new().platform(first.clone()).tile(300);
     assert_eq!(given.plan(n, Precision::D).unwrap().tile(), 300);
     assert!(given.plan(n, Precision::D).unwrap().tile_choice().is_none());
@@ -85,8 +86,45 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .platform(first)
         .plan(n, Precision::S)
         .unwrap();
+    let single = single.tile_choice().unwrap();
+    assert_eq!(single.calibrated, [256, 384, 512]);
+    assert_ne!(single.predictions, choice.predictions);
+}
+
+#[test]
+fn a_choice_is_the_same_in_the_next_process_whatever_runs_added_to_the_models() {
+    let dir = std::env::temp_dir().join(format!("hetla-steady-choice-{}", std::process::id()));
+    let spec = ClusterSpec::Grid { count: 1, size: 1 };
+    let stored = || {
+        let store = ModelStore::Dir(dir.clone());
+        Arc::new(Platform::with_store(&spec, Backend::Faer, store).unwrap())
+    };
+    let n = 1100;
+    let first = stored();
+    let builder = Cholesky::new().platform(first.clone());
+    let plan = builder.plan(n, Precision::D).unwrap();
+    let choice = plan.tile_choice().unwrap().clone();
+    // Runs add their own samples of the candidates' kernels (here of every candidate).
+    let a = matgen::random_spd(n, 3);
+    for tile in [256, 384, 512] {
+        let mut l = a.clone();
+        builder
+            .clone()
+            .tile(tile)
+            .factor_in_place(l.as_mut())
+            .unwrap();
+    }
+    first.save_models().unwrap();
+    // The next process (a new platform on the same store) chooses from the same calibrations.
+    let next = Cholesky::new()
+        .platform(stored())
+        .plan(n, Precision::D)
+        .unwrap();
+    let again = next.tile_choice().unwrap();
+    assert!(again.calibrated.is_empty(), "{again:?}");
     assert_eq!(
-        single.tile(),
-        hetla::default_tile_size(n, Backend::Faer, Precision::S)
+        (again.tile, &again.predictions),
+        (choice.tile, &choice.predictions)
     );
+    std::fs::remove_dir_all(&dir).ok();
 }

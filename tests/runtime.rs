@@ -396,6 +396,39 @@ fn models_are_learned_saved_and_loaded() {
 }
 
 #[test]
+fn calibration_samples_are_kept_apart_from_run_samples_and_saved_so() {
+    let dir = std::env::temp_dir().join(format!("hetla-calibrations-{}", std::process::id()));
+    let spec: ClusterSpec = "1x1".parse().unwrap();
+    let p =
+        Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap());
+    hetla::calibrate(&p, &[Op::GemmNt], &[64], 3, hetla::Precision::D, || {}).unwrap();
+    Cholesky::new()
+        .platform(p.clone())
+        .tile(64)
+        .factor(random_spd(256, 1).as_ref())
+        .unwrap();
+    let gemm = KernelKey::square(Op::GemmNt, 64);
+    let class = ResourceClass::CpuCluster { cores: 1 };
+    let (all, calibrated) = {
+        let m = p.models();
+        (
+            *m.get(&gemm, &class).unwrap(),
+            *m.calibration(&gemm, &class).unwrap(),
+        )
+    };
+    assert_eq!((all.samples, calibrated.samples), (7, 3));
+    let file = p.save_models().unwrap().unwrap();
+    let loaded = PerfModels::load(&file).unwrap();
+    let reloaded = loaded.get(&gemm, &class).unwrap();
+    assert_eq!(reloaded.samples, 7);
+    assert!((reloaded.mean - all.mean).abs() <= 1e-12 * all.mean);
+    assert_eq!(loaded.calibration(&gemm, &class).unwrap().samples, 3);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.matches("\"calibration\": true").count(), 1, "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn traces_export_to_chrome_json() {
     let a = random_spd(300, 2);
     let mut l = a.clone();

@@ -200,6 +200,11 @@ struct Entry {
     m2: f64,
     /// Written for people reading the file; recomputed from m2 on load.
     deviation_s: f64,
+    /// Whether the entry holds only the samples of calibrations (`hetla calibrate`, a tile choice),
+    /// which are also in the entry of the same key without the flag. Absent in files written before
+    /// calibrations were kept apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    calibration: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -216,11 +221,17 @@ struct File {
 #[derive(Debug, Clone, Default)]
 pub struct PerfModels {
     entries: HashMap<(KernelKey, ResourceClass), Stats>,
+    /// The calibrations' samples alone (also counted in `entries`): kernels timed by themselves on
+    /// every worker of a class at once, the same way for every tile size, unlike the samples of
+    /// runs, whose conditions vary with the run. A tile choice compares these.
+    calibrations: HashMap<(KernelKey, ResourceClass), Stats>,
     /// Host-device links by GPU model name, as `hetla calibrate` measured them.
     links: BTreeMap<String, LinkModel>,
     /// The samples recorded since the models were loaded or last saved: what a save adds to the
     /// file, whatever other processes wrote to it meanwhile.
     fresh: HashMap<(KernelKey, ResourceClass), Stats>,
+    /// The calibration samples among them.
+    fresh_calibrations: HashMap<(KernelKey, ResourceClass), Stats>,
     /// Links measured since then.
     fresh_links: BTreeMap<String, LinkModel>,
 }
@@ -228,7 +239,9 @@ pub struct PerfModels {
 /// Two sets are equal when they hold the same statistics and links (whatever is unsaved).
 impl PartialEq for PerfModels {
     fn eq(&self, other: &Self) -> bool {
-        self.entries == other.entries && self.links == other.links
+        self.entries == other.entries
+            && self.calibrations == other.calibrations
+            && self.links == other.links
     }
 }
 
@@ -248,6 +261,23 @@ impl PerfModels {
         let k = (key.clone(), class.clone());
         self.fresh.entry(k.clone()).or_default().record(seconds);
         self.entries.entry(k).or_default().record(seconds);
+    }
+
+    /// The calibrations' statistics of a key on a class (see [`PerfModels::record_calibration`]).
+    pub fn calibration(&self, key: &KernelKey, class: &ResourceClass) -> Option<&Stats> {
+        self.calibrations.get(&(key.clone(), class.clone()))
+    }
+
+    /// Records one duration timed by a calibration: it joins the key's statistics and, kept apart,
+    /// its calibrations' ([`PerfModels::calibration`]).
+    pub fn record_calibration(&mut self, key: &KernelKey, class: &ResourceClass, seconds: f64) {
+        self.record(key, class, seconds);
+        let k = (key.clone(), class.clone());
+        self.fresh_calibrations
+            .entry(k.clone())
+            .or_default()
+            .record(seconds);
+        self.calibrations.entry(k).or_default().record(seconds);
     }
 
     /// Adds the samples of `stats` to a key.
@@ -340,11 +370,12 @@ impl PerfModels {
         for e in file.models {
             match checked_entry(&e) {
                 Ok((key, stats)) => {
-                    models
-                        .entries
-                        .entry((key, e.class))
-                        .or_default()
-                        .merge(&stats);
+                    let map = if e.calibration {
+                        &mut models.calibrations
+                    } else {
+                        &mut models.entries
+                    };
+                    map.entry((key, e.class)).or_default().merge(&stats);
                 }
                 Err(reason) => {
                     dropped.push(format!("{} {:?} on {}: {reason}", e.op, e.shapes, e.class))
@@ -404,13 +435,21 @@ impl PerfModels {
                 .or_default()
                 .merge(stats);
         }
+        for ((key, class), stats) in &self.fresh_calibrations {
+            merged
+                .calibrations
+                .entry((key.clone(), class.clone()))
+                .or_default()
+                .merge(stats);
+        }
         for (model, link) in &self.fresh_links {
             merged.links.insert(model.clone(), *link);
         }
-        let mut models: Vec<Entry> = merged
-            .entries
-            .iter()
-            .map(|((key, class), s)| Entry {
+        let all = merged.entries.iter().map(|e| (e, false));
+        let calibrations = merged.calibrations.iter().map(|e| (e, true));
+        let mut models: Vec<Entry> = all
+            .chain(calibrations)
+            .map(|(((key, class), s), calibration)| Entry {
                 op: key.op.name().to_owned(),
                 shapes: key.shapes.iter().map(|&(r, c)| [r, c]).collect(),
                 precision: key.precision,
@@ -419,14 +458,16 @@ impl PerfModels {
                 mean_s: s.mean,
                 m2: s.m2,
                 deviation_s: s.deviation(),
+                calibration,
             })
             .collect();
         models.sort_by(|a, b| {
-            (&a.op, &a.shapes, a.precision, &a.class).cmp(&(
+            (&a.op, &a.shapes, a.precision, &a.class, a.calibration).cmp(&(
                 &b.op,
                 &b.shapes,
                 b.precision,
                 &b.class,
+                b.calibration,
             ))
         });
         let file = File {

@@ -20,11 +20,57 @@ use serde::Serialize;
 pub struct TileChoice {
     /// The tile size.
     pub tile: usize,
+    /// The candidate predicted fastest (`None` when there was no candidate to predict).
+    pub fastest: Option<usize>,
+    /// The relative gap between predictions the choice trusts: the tile is the largest candidate
+    /// predicted within `1 + tolerance` of the fastest.
+    pub tolerance: f64,
     /// Predicted makespan of each candidate considered (simulated, or the mixed bound on a platform
     /// with devices), in milliseconds.
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,
+}
+
+impl TileChoice {
+    /// A tile that needed no prediction (a matrix of one tile).
+    pub(crate) fn given(tile: usize) -> Self {
+        Self {
+            tile,
+            fastest: None,
+            tolerance: 0.0,
+            predictions: Vec::new(),
+            calibrated: Vec::new(),
+        }
+    }
+
+    /// Why the tile was chosen, in a sentence.
+    pub fn reason(&self) -> String {
+        let predicted = |b: usize| {
+            self.predictions
+                .iter()
+                .find(|p| p.0 == b)
+                .map_or(f64::NAN, |p| p.1)
+        };
+        match self.fastest {
+            None => format!("{} covers the matrix in one tile", self.tile),
+            Some(f) if f == self.tile => format!(
+                "{} is predicted fastest ({:.1} ms), and no larger tile within {:.0}% of it",
+                self.tile,
+                predicted(f),
+                self.tolerance * 100.0
+            ),
+            Some(f) => format!(
+                "{} is the largest tile predicted within {:.0}% of the fastest ({}: {:.1} ms; {}: {:.1} ms), closer than the models' noise",
+                self.tile,
+                self.tolerance * 100.0,
+                f,
+                predicted(f),
+                self.tile,
+                predicted(self.tile)
+            ),
+        }
+    }
 }
 
 /// What a plan computes, with its dimensions.

@@ -1,23 +1,31 @@
 //! The tile size of a factorisation, chosen from the platform's performance models instead of a
 //! constant, and why ([`TileChoice`]). The factorisation is any plan constructor of the shape
-//! `fn(n, tile, precision) -> Result<Plan>` ([`Plan::cholesky`] today).
+//! `fn(n, tile, precision) -> Result<Plan>` ([`Plan::cholesky`] today), in any precision (on a
+//! platform with devices, f64 only: the devices' kernels are f64).
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
 //! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform with
 //! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 2
 //! to 32 tiles per side. For each candidate b, every worker class needs the mean duration of the
 //! factorisation's kernels (the four of Cholesky) on b x b tiles; the classes that lack one are
-//! measured first with [`calibrate`] (two samples per kernel, every worker of a class at once, as
-//! in a run), and the samples join the models (the CLI stores them with the models after the run).
+//! measured first with [`calibrate`] ([`FIRST_USE_SAMPLES`] samples per kernel, every worker of a
+//! class at once, as in a run), and the samples join the models (the CLI stores them with the
+//! models after the run). Only calibration samples are compared ([`PerfModels::calibration`]): the
+//! samples of runs depend on what ran beside them and would make one candidate's model drift away
+//! from the others'.
 //! The prediction for b is the makespan of the factorisation's graph of n in tiles of b simulated
 //! on this platform's workers with the same scheduler as a run (`runtime::sim`, MCT), each task's
 //! duration its flops at its kernel's measured rate on b x b tiles (a ragged edge tile at the same
 //! rate); on a platform with devices, whose links and memories the simulation would need modelled,
-//! the mixed makespan bound instead. The candidate with the smallest prediction wins: large tiles
-//! run the kernels near their peak, small ones give the scheduler parallel work and a short
-//! critical path, and the simulation weighs both for this backend, this cluster shape and this n
-//! (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on
-//! two single-core clusters, which ran at 0.84 of their bound).
+//! the mixed makespan bound instead. Large tiles run the kernels near their peak, small ones give
+//! the scheduler parallel work and a short critical path, and the simulation weighs both for this
+//! backend, this cluster shape and this n (the bound alone is optimistic about parallelism: it
+//! picked 4 x 4 tiles of 2048 at n = 8192 on two single-core clusters, which ran at 0.84 of their
+//! bound). The chosen tile is the largest whose prediction is within the noise of the smallest
+//! ([`TileChoice::tolerance`]: [`MIN_TOLERANCE`], or twice the relative standard error of the
+//! measured GEMM means when that is larger): two predictions closer than the models can tell apart
+//! would otherwise flip the choice from one calibration to the next, and of two equals the larger
+//! tile has fewer tasks to schedule.
 //!
 //! The choice is remembered per platform, factorisation and n for as long as the platform lives,
 //! here and not in the platform (the runtime knows nothing of factorisations): a table of the
@@ -27,7 +35,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use hetla_kernels::Precision;
-use hetla_runtime::{KernelKey, Platform, ResourceClass, count_classes};
+use hetla_runtime::{KernelKey, PerfModels, Platform, ResourceClass, count_classes};
 use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 
 use super::build::{Plan, TileChoice};
@@ -71,13 +79,16 @@ pub(crate) const SINGLE_TILE_UP_TO: usize = 512;
 const MAX_TILES_PER_SIDE: usize = 32;
 
 /// Calibration samples per kernel, class and candidate measured on first use.
-const FIRST_USE_SAMPLES: usize = 2;
+const FIRST_USE_SAMPLES: usize = 3;
+
+/// The smallest relative gap between two candidates' predictions that the choice trusts.
+const MIN_TOLERANCE: f64 = 0.03;
 
 /// A plan constructor: order, tile, precision.
 pub(crate) type Build = fn(usize, usize, Precision) -> Result<Plan>;
 
-/// A choice's key besides its platform: the algorithm's name and the order.
-type Key = (&'static str, usize);
+/// A choice's key besides its platform: the algorithm's name, the order and the precision.
+type Key = (&'static str, usize, Precision);
 
 /// The choices made, each with its platform (see the module documentation).
 static CHOICES: Mutex<Vec<(Weak<Platform>, Key, TileChoice)>> = Mutex::new(Vec::new());
@@ -112,41 +123,56 @@ fn candidates(n: usize, devices: bool) -> Vec<usize> {
         .collect()
 }
 
-/// Whether the models of `class` know all the kernels of `ops` on b x b tiles.
-fn known(platform: &Platform, ops: &[hetla_kernels::Op], class: &ResourceClass, b: usize) -> bool {
-    let models = platform.models();
-    ops.iter().all(|&op| {
-        models
-            .get(&KernelKey::square(op, b), class)
-            .is_some_and(|s| s.samples > 0)
-    })
+/// The calibrations' statistics of `op` on b x b tiles in `precision` on `class`, when there are
+/// some.
+fn calibrated(
+    models: &PerfModels,
+    op: hetla_kernels::Op,
+    b: usize,
+    precision: Precision,
+    class: &ResourceClass,
+) -> Option<hetla_runtime::Stats> {
+    let key = KernelKey::square(op, b).in_precision(precision);
+    models
+        .calibration(&key, class)
+        .filter(|s| s.samples > 0)
+        .copied()
 }
 
-/// The tile size for the factorisation `build` makes of order `n` on `platform`, in f64 (see the
-/// module doc): may calibrate the candidates the models lack, and remembers its answer.
-pub(crate) fn choose_tile(platform: &Arc<Platform>, n: usize, build: Build) -> Result<TileChoice> {
+/// The tile size for the factorisation `build` makes of order `n` in `precision` on `platform` (see
+/// the module doc): may calibrate the candidates the models lack, and remembers its answer.
+pub(crate) fn choose_tile(
+    platform: &Arc<Platform>,
+    n: usize,
+    precision: Precision,
+    build: Build,
+) -> Result<TileChoice> {
     if n <= SINGLE_TILE_UP_TO {
-        return Ok(TileChoice {
-            tile: n.max(1),
-            predictions: Vec::new(),
-            calibrated: Vec::new(),
-        });
+        return Ok(TileChoice::given(n.max(1)));
     }
     // The kernels of the factorisation, which the candidates' predictions need: a graph of 3 x 3
     // tiles has every one.
-    let small = build(3, 1, Precision::D)?;
-    let key = (small.algorithm().name(), n);
+    let small = build(3, 1, precision)?;
+    let key = (small.algorithm().name(), n, precision);
     if let Some(choice) = remembered(platform, key) {
         return Ok(choice);
     }
     let candidates = candidates(n, !platform.devices().is_empty());
     let ops = small.ops();
     let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
-    let missing: Vec<usize> = candidates
-        .iter()
-        .copied()
-        .filter(|&b| classes.iter().any(|(c, _)| !known(platform, &ops, c, b)))
-        .collect();
+    let missing: Vec<usize> = {
+        let models = platform.models();
+        candidates
+            .iter()
+            .copied()
+            .filter(|&b| {
+                classes.iter().any(|(c, _)| {
+                    ops.iter()
+                        .any(|&op| calibrated(&models, op, b, precision, c).is_none())
+                })
+            })
+            .collect()
+    };
     if !missing.is_empty() {
         // The platform's pools time the kernels: no run may share them meanwhile.
         let _busy = platform.lock_run();
@@ -155,18 +181,18 @@ pub(crate) fn choose_tile(platform: &Arc<Platform>, n: usize, build: Build) -> R
             &ops,
             &missing,
             FIRST_USE_SAMPLES,
-            Precision::D,
+            precision,
             || {},
         )?;
     }
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());
     for &b in &candidates {
-        let plan = build(n, b, Precision::D)?;
+        let plan = build(n, b, precision)?;
         // Seconds per flop of each kernel and class at b, applied to every task's flops.
         let duration = |key: &KernelKey, class: &ResourceClass| {
-            let square = KernelKey::square(key.op, b);
-            let stats = models.get(&square, class).filter(|s| s.samples > 0)?;
+            let square = KernelKey::square(key.op, b).in_precision(precision);
+            let stats = calibrated(&models, key.op, b, precision, class)?;
             Some(stats.mean / square.leading_flops() * key.leading_flops())
         };
         let predicted_ms = if platform.devices().is_empty() {
@@ -189,16 +215,38 @@ pub(crate) fn choose_tile(platform: &Arc<Platform>, n: usize, build: Build) -> R
         };
         predictions.push((b, predicted_ms));
     }
+    // The noise of the predictions: the relative standard error of the calibrated means of the
+    // costliest kernel (the product), largest over candidates and classes.
+    let product = ops
+        .iter()
+        .copied()
+        .find(|op| op.same_kind(hetla_kernels::Op::GemmNt));
+    let noise = candidates
+        .iter()
+        .flat_map(|&b| classes.iter().map(move |(c, _)| (b, c)))
+        .filter_map(|(b, c)| calibrated(&models, product?, b, precision, c))
+        .filter(|s| s.samples >= 2 && s.mean > 0.0)
+        .map(|s| s.deviation() / s.mean / (s.samples as f64).sqrt())
+        .fold(0.0, f64::max);
     drop(models);
-    let tile = predictions
+    let tolerance = MIN_TOLERANCE.max(2.0 * noise);
+    let fastest = predictions
         .iter()
         .min_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
-        .map_or_else(
-            || default_tile_size(n, platform.backend(), hetla_kernels::Precision::D),
-            |&(b, _)| b,
-        );
+        .copied();
+    let tile = match fastest {
+        Some((_, best)) => predictions
+            .iter()
+            .filter(|&&(_, ms)| ms <= best * (1.0 + tolerance))
+            .map(|&(b, _)| b)
+            .max()
+            .unwrap_or_default(),
+        None => default_tile_size(n, platform.backend(), precision),
+    };
     let choice = TileChoice {
         tile,
+        fastest: fastest.map(|(b, _)| b),
+        tolerance,
         predictions,
         calibrated: missing,
     };

@@ -107,7 +107,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         options = options.tile(tile);
     }
     // The plan: the tile given, or chosen from the models (timing the candidates they
-    // lack; the models choose in f64, other precisions take the default tile).
+    // lack).
     let plan = options.plan(args.n, p)?;
     // A tile larger than the matrix is the whole matrix (one tile).
     let tile = plan.tile().min(args.n);
@@ -374,8 +374,9 @@ pub fn print(r: &CholeskyReport) {
             .map(|(b, ms)| format!("{b}: {ms:.1} ms"))
             .collect();
         println!(
-            "  tile      {} chosen from the models' predicted makespans ({}){}",
+            "  tile      {}: {} (predicted makespans {}){}",
             c.tile,
+            c.reason(),
             predictions.join(", "),
             if c.calibrated.is_empty() {
                 String::new()
