@@ -20,9 +20,10 @@
 
 use std::marker::PhantomData;
 
+use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
-use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Par, Scalar};
+use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Op, Par, Scalar};
 use hetla_runtime::{KernelKey, Workload};
 
 use crate::{Error, Result};
@@ -99,6 +100,25 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
     /// Whether `tile` arrives from outside the run (another rank sends it): a task that reads it
     /// waits for it.
     fn arrives(&self, tile: TileRef) -> bool {
+        let _ = tile;
+        false
+    }
+
+    /// Whether the strict upper triangle of diagonal tile `tile` belongs to the store (not to the
+    /// caller) and a panel below reads the tile: room for the inverse of its unit factor, which the
+    /// panel's solves then use instead of a triangular solve (`Backend::trsm_by_inverse`).
+    fn spare_upper(&self, tile: TileRef) -> bool {
+        let _ = tile;
+        false
+    }
+
+    /// Records that the strict upper triangle of `tile` now holds the inverse of its unit factor.
+    fn set_inverted(&self, tile: TileRef) {
+        let _ = tile;
+    }
+
+    /// Whether [`TileStore::set_inverted`] was called for `tile` in this run.
+    fn inverted(&self, tile: TileRef) -> bool {
         let _ = tile;
         false
     }
@@ -349,9 +369,24 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
         // starts before it ends, so no other view of the written tile exists while this
         // kernel runs; the written tile is distinct from every tile the task reads
         // (checked by `operands`), and the read views are dropped before `ran`.
-        let out = unsafe { self.store.tile_mut(write.tile) }
+        let mut out = unsafe { self.store.tile_mut(write.tile) }
             .ok_or_else(|| missing(write.tile, "writable"))?;
-        self.backend.run(task.op, &views, out, par)?;
+        let by_inverse = self.backend.solves_by_inverse();
+        match task.op {
+            // The panel below solves through the inverse of this tile's unit factor, written into
+            // the tile's strict upper triangle where the store owns it.
+            Op::Potrf if by_inverse && self.store.spare_upper(write.tile) => {
+                self.backend.run(task.op, &views, out.rb_mut(), par)?;
+                if self.backend.invert_unit_factor(out, par)? {
+                    self.store.set_inverted(write.tile);
+                }
+            }
+            // The graph orders the diagonal tile's POTRF (and its flag) before this solve.
+            Op::Trsm if by_inverse && self.store.inverted(reads[0].tile) => {
+                self.backend.trsm_by_inverse(views[0], out, par)?
+            }
+            op => self.backend.run(op, &views, out, par)?,
+        }
         drop(views);
         self.store.ran(id, task, write.tile)
     }

@@ -101,5 +101,98 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, kernels);
+/// The panel's triangular solve X L^T = B as MAGMA does it on GPUs: the diagonal tile inverted once
+/// per panel (TRTRI, b^3/3 flops), then each solve of the panel a triangular product X = B L^-T
+/// (TRMM, b^3 flops, as many as the solve); beside the solve itself. One thread, the in-run kernel
+/// rate: the product replaces the solve only where it is faster (docs/cpu-performance.md).
+fn trsm_by_inverse(c: &mut Criterion) {
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+    let mut group = c.benchmark_group("trsm-by-inverse/1t");
+    group.sample_size(10);
+    group.warm_up_time(std::time::Duration::from_millis(300));
+    group.measurement_time(std::time::Duration::from_secs(1));
+    for b in [256, 512, 1024] {
+        let (reads, write) = operands(Op::Trsm, b);
+        let l = reads[0].as_ref();
+        group.throughput(Throughput::Elements((b as u64).pow(3)));
+        for backend in Backend::available() {
+            group.bench_function(format!("{backend}-trsm/{b}"), |bench| {
+                bench.iter_batched_ref(
+                    || write.clone(),
+                    |out| backend.run(Op::Trsm, &[l], out.as_mut(), Par::Seq).unwrap(),
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+        let mut inverse = Mat::<f64>::zeros(b, b);
+        faer::linalg::triangular_inverse::invert_lower_triangular(inverse.as_mut(), l, Par::Seq);
+        group.bench_function(format!("faer-trmm/{b}"), |bench| {
+            bench.iter_batched_ref(
+                || (write.clone(), Mat::<f64>::zeros(b, b)),
+                |(rhs, out)| {
+                    matmul(
+                        out.as_mut(),
+                        BlockStructure::Rectangular,
+                        faer::Accum::Replace,
+                        rhs.as_ref(),
+                        BlockStructure::Rectangular,
+                        inverse.transpose(),
+                        BlockStructure::TriangularUpper,
+                        1.0,
+                        Par::Seq,
+                    )
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        #[cfg(feature = "openblas")]
+        group.bench_function(format!("openblas-trmm/{b}"), |bench| {
+            use cblas_sys::{
+                CBLAS_DIAG, CBLAS_LAYOUT, CBLAS_SIDE, CBLAS_TRANSPOSE, CBLAS_UPLO, cblas_dtrmm,
+            };
+            bench.iter_batched_ref(
+                || write.clone(),
+                |out| {
+                    let (n, ld) = (b as i32, out.col_stride() as i32);
+                    // SAFETY: both matrices are b x b, column-major with the given strides.
+                    unsafe {
+                        cblas_dtrmm(
+                            CBLAS_LAYOUT::CblasColMajor,
+                            CBLAS_SIDE::CblasRight,
+                            CBLAS_UPLO::CblasLower,
+                            CBLAS_TRANSPOSE::CblasTrans,
+                            CBLAS_DIAG::CblasNonUnit,
+                            n,
+                            n,
+                            1.0,
+                            inverse.as_ptr(),
+                            inverse.col_stride() as i32,
+                            out.as_ptr_mut(),
+                            ld,
+                        )
+                    }
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        // The inversion, once per panel: its cost is shared by the panel's solves.
+        group.throughput(Throughput::Elements((b as u64).pow(3) / 3));
+        group.bench_function(format!("faer-trtri/{b}"), |bench| {
+            bench.iter_batched_ref(
+                || Mat::<f64>::zeros(b, b),
+                |out| {
+                    faer::linalg::triangular_inverse::invert_lower_triangular(
+                        out.as_mut(),
+                        l,
+                        Par::Seq,
+                    )
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, kernels, trsm_by_inverse);
 criterion_main!(benches);

@@ -28,6 +28,7 @@ pub mod cuda_libs;
 mod erased;
 mod error;
 mod faer_impl;
+mod inverse;
 mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
@@ -41,6 +42,7 @@ pub use copy::copy_by_columns;
 pub use erased::{AnyMat, AnyMut, AnyRef};
 pub use error::KernelError;
 pub use faer::Par;
+pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
 pub use par::par_for;
 
 pub use op::{MatMul, Op, Shape};

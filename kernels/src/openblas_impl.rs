@@ -11,9 +11,9 @@ use std::ffi::{c_char, c_int};
 
 use cblas_sys::{
     CBLAS_TRANSPOSE, CblasColMajor, CblasConjTrans, CblasLeft, CblasLower, CblasNoTrans,
-    CblasNonUnit, CblasRight, CblasTrans, cblas_cgemm, cblas_cherk, cblas_ctrsm, cblas_dgemm,
-    cblas_dsyrk, cblas_dtrsm, cblas_sgemm, cblas_ssyrk, cblas_strsm, cblas_zgemm, cblas_zherk,
-    cblas_ztrsm,
+    CblasNonUnit, CblasRight, CblasTrans, CblasUnit, CblasUpper, cblas_cgemm, cblas_cherk,
+    cblas_ctrmm, cblas_ctrsm, cblas_dgemm, cblas_dsyrk, cblas_dtrmm, cblas_dtrsm, cblas_sgemm,
+    cblas_ssyrk, cblas_strmm, cblas_strsm, cblas_zgemm, cblas_zherk, cblas_ztrmm, cblas_ztrsm,
 };
 use faer::{Conj, Mat, MatMut, MatRef, Par};
 // Links the system OpenBLAS (the `system` feature of openblas-src).
@@ -280,6 +280,99 @@ fn triangular_solve<T: Scalar>(
                     n,
                     &one.complex_double,
                     lp.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+            }
+        };
+        Ok(())
+    })
+}
+
+/// B <- B U with U the unit upper triangle of `u` (?trmm; the diagonal and lower triangle of `u`
+/// are not read), on one thread.
+pub(crate) fn unit_upper_product<T: Scalar>(
+    u: MatRef<'_, T>,
+    b: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    let (m, n) = (int(b.nrows())?, int(b.ncols())?);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    // The triangle must be read as upper: a view that is not column-major is copied.
+    let u = match blas_ref(u, Conj::No)? {
+        r if matches!(r.trans, CblasNoTrans) => r,
+        _ => blas_ref(u.to_owned().as_ref(), Conj::No)?,
+    };
+    let one = BlasScalar::new(1.0);
+    set_threads(Par::Seq);
+    with_col_major(b, |ptr, ldb| {
+        let (up, ld) = (u.ptr, u.ld);
+        let (o, s, t, tr, d) = (
+            CblasColMajor,
+            CblasRight,
+            CblasUpper,
+            CblasNoTrans,
+            CblasUnit,
+        );
+        // SAFETY: u.ptr/u.ld describe a valid n x n column-major tile, ptr/ldb the exclusive
+        // m x n operand (the caller checked the shapes); both outlive the call, and the routine
+        // is T's precision's.
+        unsafe {
+            match T::PRECISION {
+                Precision::S => cblas_strmm(
+                    o,
+                    s,
+                    t,
+                    tr,
+                    d,
+                    m,
+                    n,
+                    one.single,
+                    up.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::D => cblas_dtrmm(
+                    o,
+                    s,
+                    t,
+                    tr,
+                    d,
+                    m,
+                    n,
+                    one.double,
+                    up.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::C => cblas_ctrmm(
+                    o,
+                    s,
+                    t,
+                    tr,
+                    d,
+                    m,
+                    n,
+                    &one.complex_single,
+                    up.cast(),
+                    ld,
+                    ptr.cast(),
+                    ldb,
+                ),
+                Precision::Z => cblas_ztrmm(
+                    o,
+                    s,
+                    t,
+                    tr,
+                    d,
+                    m,
+                    n,
+                    &one.complex_double,
+                    up.cast(),
                     ld,
                     ptr.cast(),
                     ldb,

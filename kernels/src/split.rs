@@ -36,7 +36,7 @@ pub(crate) const POTRF_BLOCK: usize = 128;
 
 /// How many pieces a kernel of `flops` over at most `len` independent rows or columns should use on
 /// `par`.
-fn pieces(par: Par, flops: f64, len: usize) -> usize {
+pub(crate) fn pieces(par: Par, flops: f64, len: usize) -> usize {
     let by_work = (flops / MIN_PIECE_FLOPS).floor().max(1.0) as usize;
     threads(par).min(by_work).min(len).max(1)
 }
@@ -68,7 +68,7 @@ fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
 }
 
 /// Runs `f` on every piece in parallel on the current rayon pool; the first error wins.
-fn run_pieces<T: Send>(
+pub(crate) fn run_pieces<T: Send>(
     pieces: Vec<T>,
     f: impl Fn(T) -> Result<(), KernelError> + Sync + Send,
 ) -> Result<(), KernelError> {
@@ -91,7 +91,10 @@ fn starts(sizes: &[usize]) -> Vec<usize> {
 }
 
 /// Cuts `m` into row bands of the given sizes.
-fn row_bands<'a, T: Scalar>(mut m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a, T>> {
+pub(crate) fn row_bands<'a, T: Scalar>(
+    mut m: MatMut<'a, T>,
+    sizes: &[usize],
+) -> Vec<MatMut<'a, T>> {
     let mut out = Vec::with_capacity(sizes.len());
     for &s in sizes {
         let (top, rest) = m.split_at_row_mut(s);

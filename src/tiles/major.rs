@@ -10,6 +10,8 @@
 //! copy out writes only the lower triangle, so the caller's strict upper triangle is left as it
 //! was, as the in-place factorisation leaves it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
@@ -28,6 +30,8 @@ pub(crate) struct TileMajor<T: Scalar> {
     tiling: Tiling,
     /// Each held tile's offset in the buffer, by `i * col_tiles + j`.
     offsets: Vec<Option<usize>>,
+    /// Whether diagonal tile k holds the inverse of its unit factor in its strict upper triangle.
+    inverted: Vec<AtomicBool>,
 }
 
 // SAFETY: the store owns its scalars (Send + Sync data); tiles are written only through
@@ -41,25 +45,20 @@ fn leading_dimension<T>(rows: usize) -> usize {
     rows.next_multiple_of((64 / size_of::<T>()).max(1))
 }
 
-/// Copies `src` into `dst` (column-major with leading dimension `ld`); in each column `j` only the
-/// rows from `first_row(j)` on.
+/// Copies `src` into `dst`, in each column `j` only the rows from `first_row(j)` on (faer's copy:
+/// contiguous columns, vectorised).
 fn copy_columns<T: Scalar>(
     src: MatRef<'_, T>,
     mut dst: MatMut<'_, T>,
     first_row: impl Fn(usize) -> usize,
 ) {
+    let rows = src.nrows();
     for j in 0..src.ncols() {
-        let from = first_row(j).min(src.nrows());
-        let s = src.col(j).subrows(from, src.nrows() - from);
-        let mut d = dst
-            .rb_mut()
+        let from = first_row(j).min(rows);
+        dst.rb_mut()
             .col_mut(j)
-            .subrows_mut(from, src.nrows() - from);
-        if let (Some(s), Some(d)) = (s.try_as_col_major(), d.rb_mut().try_as_col_major_mut()) {
-            d.as_slice_mut().copy_from_slice(s.as_slice());
-        } else {
-            d.copy_from(s);
-        }
+            .subrows_mut(from, rows - from)
+            .copy_from(src.col(j).subrows(from, rows - from));
     }
 }
 
@@ -99,6 +98,7 @@ impl<T: Scalar> TileMajor<T> {
             base,
             tiling,
             offsets,
+            inverted: (0..t).map(|_| AtomicBool::new(false)).collect(),
         };
         store.held().into_par_iter().for_each(|(i, j)| {
             let (r, c) = tiling.tile_shape(i, j);
@@ -188,5 +188,30 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
         self.offset(tile)?;
         // SAFETY: held (checked), and the caller's contract is raw_mut's.
         Some(unsafe { self.raw_mut(tile.row, tile.col) })
+    }
+
+    /// A diagonal tile's strict upper triangle is this copy's own (never copied out); the last
+    /// diagonal tile has no panel below it.
+    fn spare_upper(&self, tile: TileRef) -> bool {
+        self.offset(tile).is_some()
+            && tile.row == tile.col
+            && tile.row + 1 < self.tiling.row_tiles()
+    }
+
+    fn set_inverted(&self, tile: TileRef) {
+        if let Some(flag) = self.inverted.get(tile.row).filter(|_| tile.row == tile.col) {
+            // The runtime's hand-over from the POTRF to the solves that read the tile orders
+            // this store before their loads.
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn inverted(&self, tile: TileRef) -> bool {
+        tile.matrix.0 == 0
+            && tile.row == tile.col
+            && self
+                .inverted
+                .get(tile.row)
+                .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 }
