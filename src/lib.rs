@@ -51,7 +51,7 @@ pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
-pub use pages::{PagedMat, huge_page_matrix};
+pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };

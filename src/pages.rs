@@ -19,6 +19,16 @@ use crate::{Error, Result};
 /// The size of a transparent huge page on x86-64 and aarch64 (with 4 KiB base pages).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Bytes held in mappings made here (outside the heap, so a counting global allocator does not see
+/// them).
+static MAPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The bytes hetla holds now in its huge-page mappings (the tile-major copies platforms keep and the
+/// matrices of [`huge_page_matrix`]): memory a heap-counting allocator does not see.
+pub fn mapped_bytes() -> usize {
+    MAPPED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A zeroed buffer of `len` scalars (see the module documentation).
 pub(crate) struct PageBuffer<T: Scalar> {
     ptr: NonNull<T>,
@@ -125,10 +135,11 @@ impl<T: Scalar> Drop for PageBuffer<T> {
                 std::alloc::dealloc(self.ptr.as_ptr().cast(), layout)
             },
             #[cfg(target_os = "linux")]
-            // SAFETY: the mapping made by map_huge, unmapped once.
-            Backing::Mapped(start, length) => unsafe {
-                libc::munmap(start, length);
-            },
+            Backing::Mapped(start, length) => {
+                // SAFETY: the mapping made by map_huge, unmapped once.
+                unsafe { libc::munmap(start, length) };
+                MAPPED.fetch_sub(length, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }
@@ -160,6 +171,7 @@ fn map_huge(bytes: usize) -> Option<(NonNull<u8>, Backing)> {
     if start == libc::MAP_FAILED {
         return None;
     }
+    MAPPED.fetch_add(length, std::sync::atomic::Ordering::Relaxed);
     let aligned = (start as usize).next_multiple_of(HUGE_PAGE);
     let usable = (bytes.next_multiple_of(HUGE_PAGE)).min(start as usize + length - aligned);
     // SAFETY: [aligned, aligned + usable) lies inside the mapping just made. The advice is a
