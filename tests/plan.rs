@@ -12,7 +12,7 @@ fn platform() -> Arc<Platform> {
 
 #[test]
 fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
-    let n = 1100;
+    let n = 2100;
     let first = platform();
     let builder = Cholesky::new().platform(first.clone());
     let plan = builder.plan(n, Precision::D).unwrap();
@@ -21,7 +21,7 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .tile_choice()
         .expect("the models chose the tile")
         .clone();
-    // 2 to 32 tiles per side of 1100: 256, 384 and 512; none was in the empty models.
+    // 4 to 32 tiles per side of 2100: 256, 384 and 512; none was in the empty models.
     let candidates: Vec<usize> = choice.predictions.iter().map(|p| p.0).collect();
     assert_eq!(candidates, [256, 384, 512]);
     assert_eq!(choice.calibrated, [256, 384, 512]);
@@ -99,7 +99,7 @@ fn a_choice_is_the_same_in_the_next_process_whatever_runs_added_to_the_models() 
         let store = ModelStore::Dir(dir.clone());
         Arc::new(Platform::with_store(&spec, Backend::Faer, store).unwrap())
     };
-    let n = 1100;
+    let n = 2100;
     let first = stored();
     let builder = Cholesky::new().platform(first.clone());
     let plan = builder.plan(n, Precision::D).unwrap();

@@ -53,7 +53,10 @@ impl TileChoice {
                 .map_or(f64::NAN, |p| p.1)
         };
         match self.fastest {
-            None => format!("{} covers the matrix in one tile", self.tile),
+            None => format!(
+                "{} is the default tile: the matrix is one tile, or no candidate cuts it into 4 to 32 tiles per side",
+                self.tile
+            ),
             Some(f) if f == self.tile => format!(
                 "{} is predicted fastest ({:.1} ms), and no larger tile within {:.0}% of it",
                 self.tile,

@@ -5,7 +5,7 @@
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
 //! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform with
-//! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 2
+//! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 4
 //! to 32 tiles per side. For each candidate b, every worker class needs the mean duration of the
 //! factorisation's kernels (the four of Cholesky) on b x b tiles; the classes that lack one are
 //! measured first with [`calibrate`] ([`FIRST_USE_SAMPLES`] samples per kernel, every worker of a
@@ -73,6 +73,12 @@ const DEVICE_CANDIDATES: [usize; 2] = [3072, 4096];
 /// Matrices up to this order are one tile.
 pub(crate) const SINGLE_TILE_UP_TO: usize = 512;
 
+/// Fewest whole tiles per side a candidate must cut the matrix into. A graph of 2 or 3 tiles per
+/// side has its whole critical path in a few large kernels and no work beside them, and the
+/// calibrated rates of such large tiles were optimistic: with 2 (n >= 2b) the choice took tile 2048
+/// at n = 4096 on one 2-core cluster, which ran at 63.5 Gflop/s where tile 256 ran at 92-104.
+const MIN_TILES_PER_SIDE: usize = 4;
+
 /// Most tiles per side a candidate may cut the matrix into (the bound's graph grows as its cube: 32
 /// tiles are 5984 tasks).
 const MAX_TILES_PER_SIDE: usize = 32;
@@ -122,7 +128,7 @@ fn candidates(n: usize, devices: bool) -> Vec<usize> {
         .iter()
         .chain(larger)
         .copied()
-        .filter(|&b| 2 * b <= n && n.div_ceil(b) <= MAX_TILES_PER_SIDE)
+        .filter(|&b| MIN_TILES_PER_SIDE * b <= n && n.div_ceil(b) <= MAX_TILES_PER_SIDE)
         .collect()
 }
 
@@ -254,8 +260,9 @@ mod tests {
         assert_eq!(candidates(32768, true), vec![1024, 1536, 2048, 3072, 4096]);
         assert_eq!(
             candidates(7000, true),
-            vec![256, 384, 512, 768, 1024, 1536, 2048, 3072]
+            vec![256, 384, 512, 768, 1024, 1536]
         );
-        assert!(candidates(1000, true).iter().all(|&b| 2 * b <= 1000));
+        assert!(candidates(1000, true).is_empty());
+        assert_eq!(candidates(2100, false), vec![256, 384, 512]);
     }
 }
