@@ -128,8 +128,8 @@ impl Cholesky {
     /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else the one the
     /// platform's performance models predict fastest in `precision` (timing first the candidates
     /// they lack, see [`TileChoice`]; on a platform with devices only in f64), else
-    /// [`default_tile_size`]. Matrices up to 512 are one tile.
-    /// [`Cholesky::factor_planned`] runs it.
+    /// [`default_tile_size`]. Matrices up to 512 are one tile. [`Cholesky::factor_planned`] runs
+    /// it.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let platform = self.resolve_platform()?;
         let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;

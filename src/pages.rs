@@ -5,9 +5,9 @@
 //! matrix costs a TLB entry, and a 512 x 512 f64 tile spans 512 of them. On Linux a buffer of 2 MiB
 //! or more is mapped anonymously, aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` before
 //! its first touch, so that the kernel backs it with 2 MiB pages where transparent huge pages are
-//! enabled in `always` or `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`). Elsewhere,
-//! and for smaller buffers, it is an ordinary zeroed allocation. Either way the buffer starts
-//! zeroed (all-zero bits are a zero of each of hetla's four scalar types).
+//! enabled in `always` or `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`).
+//! Elsewhere, and for smaller buffers, it is an ordinary zeroed allocation. Either way the buffer
+//! starts zeroed (all-zero bits are a zero of each of hetla's four scalar types).
 
 use std::ptr::NonNull;
 
@@ -23,8 +23,8 @@ const HUGE_PAGE: usize = 2 << 20;
 /// them).
 static MAPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// The bytes hetla holds now in its huge-page mappings (the tile-major copies platforms keep and the
-/// matrices of [`huge_page_matrix`]): memory a heap-counting allocator does not see.
+/// The bytes hetla holds now in its huge-page mappings (the tile-major copies platforms keep and
+/// the matrices of [`huge_page_matrix`]): memory a heap-counting allocator does not see.
 pub fn mapped_bytes() -> usize {
     MAPPED.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -102,8 +102,8 @@ impl<T: Scalar> PageBuffer<T> {
         }
     }
 
-    /// Whether the buffer was advised for huge pages (the kernel may still back it with small
-    /// ones, when none are free).
+    /// Whether the buffer was advised for huge pages (the kernel may still back it with small ones,
+    /// when none are free).
     pub fn huge(&self) -> bool {
         #[cfg(target_os = "linux")]
         if matches!(self.backing, Backing::Mapped(..)) {

@@ -241,9 +241,9 @@ fn lapack_kinds<T: Scalar>(eps: f64, big: f64, small: f64) {
 }
 
 /// A = L L^T with L unit lower triangular, -1.15 on the first subdiagonal and small entries below:
-/// the diagonal tiles' unit factors have cond_1 around 1.15^64 ~ 8e3 at tile 64, too ill-conditioned
-/// to be applied through their inverses; those panels keep the triangular solve and the residual
-/// stays at the solve's level.
+/// the diagonal tiles' unit factors have cond_1 around 1.15^64 ~ 8e3 at tile 64, too
+/// ill-conditioned to be applied through their inverses; those panels keep the triangular solve and
+/// the residual stays at the solve's level.
 #[test]
 fn ill_conditioned_diagonal_tiles_are_solved_not_inverted() {
     use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};

@@ -1,13 +1,14 @@
-//! The panel solves of Cholesky through the inverse of the diagonal tile, as MAGMA runs them on GPUs:
-//! a triangular product in place of each triangular solve.
+//! The panel solves of Cholesky through the inverse of the diagonal tile, as MAGMA runs them on
+//! GPUs: a triangular product in place of each triangular solve.
 //!
 //! With L = L1 D (L1 unit lower triangular, D the positive real diagonal of L), the solve B L^-H is
 //! (B L1^-H) D^-1. Once the diagonal tile is factored, [`Backend::invert_unit_factor`] writes U =
 //! L1^-H (unit upper triangular) into the tile's strict upper triangle, which a store that owns it
 //! (the tile-major copy) leaves free; every solve of the panel below it is then
 //! [`Backend::trsm_by_inverse`]: a TRMM with U (its unit diagonal implied, so the tile's diagonal
-//! keeps L's) and a scaling of each column by 1/d_j. The inversion costs b^3/3 flops once per panel;
-//! each product costs the b^3 flops of the solve it replaces, at the rate of the library's TRMM.
+//! keeps L's) and a scaling of each column by 1/d_j. The inversion costs b^3/3 flops once per
+//! panel; each product costs the b^3 flops of the solve it replaces, at the rate of the library's
+//! TRMM.
 //!
 //! Accuracy: a product with a computed inverse errs by about cond(L1) eps |B|, a solve by about eps
 //! |B| times a modest constant, so the inverse is written only when cond_1(L1) = ||L1||_1
@@ -130,8 +131,8 @@ impl Backend {
         })
     }
 
-    /// B <- B U with U the unit upper triangle of `u` (its diagonal and lower triangle not read), on
-    /// one thread.
+    /// B <- B U with U the unit upper triangle of `u` (its diagonal and lower triangle not read),
+    /// on one thread.
     fn unit_upper_product<T: Scalar>(
         self,
         u: MatRef<'_, T>,

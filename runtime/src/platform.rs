@@ -270,8 +270,8 @@ impl Platform {
     }
 
     /// Keeps `buffer` for a later run on this platform (replacing what was kept); it is freed with
-    /// the platform. A factorisation keeps its work buffer so that the next one on the same platform
-    /// need not map and fault in fresh memory.
+    /// the platform. A factorisation keeps its work buffer so that the next one on the same
+    /// platform need not map and fault in fresh memory.
     pub fn keep<B: std::any::Any + Send>(&self, buffer: B) {
         *lock(&self.kept) = Some(Box::new(buffer));
     }

@@ -12,19 +12,18 @@
 //! class at once, as in a run), and the samples join the models (the CLI stores them with the
 //! models after the run). Only calibration samples are compared ([`PerfModels::calibration`]): the
 //! samples of runs depend on what ran beside them and would make one candidate's model drift away
-//! from the others'.
-//! The prediction for b is the makespan of the factorisation's graph of n in tiles of b simulated
-//! on this platform's workers with the same scheduler as a run (`runtime::sim`, MCT), each task's
-//! duration its flops at its kernel's measured rate on b x b tiles (a ragged edge tile at the same
-//! rate); on a platform with devices, whose links and memories the simulation would need modelled,
-//! the mixed makespan bound instead. Large tiles run the kernels near their peak, small ones give
-//! the scheduler parallel work and a short critical path, and the simulation weighs both for this
-//! backend, this cluster shape and this n (the bound alone is optimistic about parallelism: it
-//! picked 4 x 4 tiles of 2048 at n = 8192 on two single-core clusters, which ran at 0.84 of their
-//! bound). The chosen tile is the largest whose prediction is within [`TOLERANCE`] of the smallest
-//! ([`TileChoice::tolerance`]): two predictions closer than the models can tell apart would
-//! otherwise flip the choice from one calibration to the next, and of two equals the larger tile
-//! has fewer tasks to schedule.
+//! from the others'. The prediction for b is the makespan of the factorisation's graph of n in
+//! tiles of b simulated on this platform's workers with the same scheduler as a run
+//! (`runtime::sim`, MCT), each task's duration its flops at its kernel's measured rate on b x b
+//! tiles (a ragged edge tile at the same rate); on a platform with devices, whose links and
+//! memories the simulation would need modelled, the mixed makespan bound instead. Large tiles run
+//! the kernels near their peak, small ones give the scheduler parallel work and a short critical
+//! path, and the simulation weighs both for this backend, this cluster shape and this n (the bound
+//! alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two
+//! single-core clusters, which ran at 0.84 of their bound). The chosen tile is the largest whose
+//! prediction is within [`TOLERANCE`] of the smallest ([`TileChoice::tolerance`]): two predictions
+//! closer than the models can tell apart would otherwise flip the choice from one calibration to
+//! the next, and of two equals the larger tile has fewer tasks to schedule.
 //!
 //! The choice is remembered per platform, factorisation and n for as long as the platform lives,
 //! here and not in the platform (the runtime knows nothing of factorisations): a table of the
@@ -255,13 +254,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn devices_add_the_large_tiles_where_they_cut_the_matrix_in_two_or_more() {
+    fn devices_add_the_large_tiles_where_they_cut_the_matrix_in_four_or_more() {
         assert_eq!(candidates(32768, false), vec![1024, 1536, 2048]);
         assert_eq!(candidates(32768, true), vec![1024, 1536, 2048, 3072, 4096]);
-        assert_eq!(
-            candidates(7000, true),
-            vec![256, 384, 512, 768, 1024, 1536]
-        );
+        assert_eq!(candidates(7000, true), vec![256, 384, 512, 768, 1024, 1536]);
         assert!(candidates(1000, true).is_empty());
         assert_eq!(candidates(2100, false), vec![256, 384, 512]);
     }

@@ -3,12 +3,12 @@
 //! rounded up to 64 bytes), the tiles of a tile column one after another, the whole buffer in huge
 //! pages where the system offers them ([`PageBuffer`]).
 //!
-//! In the caller's column-major matrix of order n a tile's columns lie n scalars apart (64 KiB at
-//! n = 8192 in f64): a tile of 512 columns touches 512 pages and, at a power-of-two stride, maps
-//! its columns onto few cache sets. Here a tile is one run of memory. The copy in and the copy out
-//! are spread over rayon's threads, tile by tile, and cost a pass over the triangle each way; the
-//! copy out writes only the lower triangle, so the caller's strict upper triangle is left as it
-//! was, as the in-place factorisation leaves it.
+//! In the caller's column-major matrix of order n a tile's columns lie n scalars apart (64 KiB at n
+//! = 8192 in f64): a tile of 512 columns touches 512 pages and, at a power-of-two stride, maps its
+//! columns onto few cache sets. Here a tile is one run of memory. The copy in and the copy out are
+//! spread over rayon's threads, tile by tile, and cost a pass over the triangle each way; the copy
+//! out writes only the lower triangle, so the caller's strict upper triangle is left as it was, as
+//! the in-place factorisation leaves it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
