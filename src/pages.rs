@@ -2,7 +2,10 @@
 //! offers them.
 //!
 //! A factorisation's kernels stream through megabytes of tiles; with 4 KiB pages every 4 KiB of a
-//! matrix costs a TLB entry, and a 512 x 512 f64 tile spans 512 of them. On Linux a buffer of 2 MiB
+//! matrix costs a TLB entry, and a 512 x 512 f64 tile spans 512 of them. (On a matrix with a long
+//! power-of-two column stride huge pages can cost more in cache-set conflicts than they save: see
+//! [`huge_page_matrix`]. The tile-major copy, whose strides are a tile's rows, is where hetla uses
+//! them.) On Linux a buffer of 2 MiB
 //! or more is mapped anonymously, aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` before
 //! its first touch, so that the kernel backs it with 2 MiB pages where transparent huge pages are
 //! enabled in `always` or `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`).
@@ -202,8 +205,11 @@ impl<T: Scalar> std::fmt::Debug for PagedMat<T> {
 }
 
 /// A zeroed `rows x cols` column-major matrix in transparent huge pages where the system offers
-/// them: the buffer to factor a large matrix in (its kernels then need a TLB entry per 2 MiB rather
-/// than per 4 KiB). Errors when the size overflows or the memory cannot be had.
+/// them (a TLB entry per 2 MiB rather than per 4 KiB). Measure before using it for a matrix whose
+/// leading dimension is a power of two: physically contiguous pages then map its columns onto the
+/// same cache sets, and faer's kernels ran 40-45% slower on such a matrix at n = 4096 (OpenBLAS,
+/// which packs its operands, did not change; docs/cpu-performance.md). Errors when the size
+/// overflows or the memory cannot be had.
 pub fn huge_page_matrix<T: Scalar>(rows: usize, cols: usize) -> Result<PagedMat<T>> {
     let len = rows.checked_mul(cols).ok_or_else(|| Error::Layout {
         what: "matrix",

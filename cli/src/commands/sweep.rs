@@ -422,7 +422,7 @@ fn real_run(
         clusters: spec.clone(),
         scheduler: args.run.scheduler,
         storage: hetla::Storage::Auto,
-        huge_pages: true,
+        huge_pages: false,
         platform: args.real.clone(),
         gpu: super::args::GpuArgs {
             gpus: selection,
