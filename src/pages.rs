@@ -5,12 +5,12 @@
 //! matrix costs a TLB entry, and a 512 x 512 f64 tile spans 512 of them. (On a matrix with a long
 //! power-of-two column stride huge pages can cost more in cache-set conflicts than they save: see
 //! [`huge_page_matrix`]. The tile-major copy, whose strides are a tile's rows, is where hetla uses
-//! them.) On Linux a buffer of 2 MiB
-//! or more is mapped anonymously, aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` before
-//! its first touch, so that the kernel backs it with 2 MiB pages where transparent huge pages are
-//! enabled in `always` or `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`).
-//! Elsewhere, and for smaller buffers, it is an ordinary zeroed allocation. Either way the buffer
-//! starts zeroed (all-zero bits are a zero of each of hetla's four scalar types).
+//! them.) On Linux a buffer of 2 MiB or more is mapped anonymously, aligned to 2 MiB and advised
+//! with `madvise(MADV_HUGEPAGE)` before its first touch, so that the kernel backs it with 2 MiB
+//! pages where transparent huge pages are enabled in `always` or `madvise` mode
+//! (`/sys/kernel/mm/transparent_hugepage/enabled`). Elsewhere, and for smaller buffers, it is an
+//! ordinary zeroed allocation. Either way the buffer starts zeroed (all-zero bits are a zero of
+//! each of hetla's four scalar types).
 
 use std::ptr::NonNull;
 
