@@ -71,14 +71,14 @@ impl<T: Scalar> PageBuffer<T> {
             });
         }
         #[cfg(target_os = "linux")]
-        if bytes >= HUGE_PAGE {
-            if let Some((ptr, backing)) = map_huge(bytes) {
-                return Ok(Self {
-                    ptr: ptr.cast(),
-                    len,
-                    backing,
-                });
-            }
+        if bytes >= HUGE_PAGE
+            && let Some((ptr, backing)) = map_huge(bytes)
+        {
+            return Ok(Self {
+                ptr: ptr.cast(),
+                len,
+                backing,
+            });
         }
         let layout = std::alloc::Layout::array::<T>(len).map_err(|_| too_large(what, len))?;
         // SAFETY: the layout has a non-zero size (bytes > 0).

@@ -246,7 +246,7 @@ fn lapack_kinds<T: Scalar>(eps: f64, big: f64, small: f64) {
 /// the residual stays at the solve's level.
 #[test]
 fn ill_conditioned_diagonal_tiles_are_solved_not_inverted() {
-    use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
+    use hetla::check::cholesky_residual;
     let n = 128;
     let l = Mat::<f64>::from_fn(n, n, |i, j| match i.wrapping_sub(j) {
         0 => 1.0,
@@ -265,7 +265,7 @@ fn ill_conditioned_diagonal_tiles_are_solved_not_inverted() {
             .unwrap();
         let r = cholesky_residual(a.as_ref(), f.as_ref(), faer::Par::Seq);
         // Through the inverses this residual is 0.38 with OpenBLAS on AVX-512, by the solve 0.01.
-        assert!(r < 0.1 && r < RESIDUAL_THRESHOLD, "{backend}: residual {r}");
+        assert!(r < 0.1, "{backend}: residual {r}");
     }
 }
 

@@ -84,14 +84,16 @@ impl Backend {
         let inverse_norm = (0..n)
             .map(|j| column_norm(&inverse, j, &|i| d[i]))
             .fold(0.0, f64::max);
-        if !(l1_norm * inverse_norm <= MAX_CONDITION) {
+        // A NaN condition (a non-finite factor) is not within the bound either.
+        let condition = l1_norm * inverse_norm;
+        if condition.is_nan() || condition > MAX_CONDITION {
             return Ok(false);
         }
         let adjoint = inverse.adjoint();
-        for j in 1..n {
+        for (j, &dj) in d.iter().enumerate().skip(1) {
             let mut column = a.rb_mut().col_mut(j).subrows_mut(0, j);
             column.copy_from(adjoint.col(j).subrows(0, j));
-            let scale = T::from_f64(d[j]);
+            let scale = T::from_f64(dj);
             column.iter_mut().for_each(|x| *x *= scale);
         }
         Ok(true)
