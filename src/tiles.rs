@@ -245,6 +245,29 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
     }
 }
 
+impl<T: Scalar> TileStore<T> for TileMajor<T> {
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+        self.view(tile)
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.view_mut(tile) }
+    }
+
+    fn spare_upper(&self, tile: TileRef) -> bool {
+        TileMajor::spare_upper(self, tile)
+    }
+
+    fn set_inverted(&self, tile: TileRef) {
+        TileMajor::set_inverted(self, tile)
+    }
+
+    fn inverted(&self, tile: TileRef) -> bool {
+        TileMajor::inverted(self, tile)
+    }
+}
+
 /// The matrices of a run, indexed by `MatrixId` (`matrices[id.0]`).
 pub(crate) struct Matrices<'s, 'a, T: Scalar>(pub &'s [&'s TiledMatrix<'a, T>]);
 

@@ -18,7 +18,6 @@ use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::Scalar;
 use rayon::prelude::*;
 
-use super::TileStore;
 use crate::Result;
 use crate::pages::PageBuffer;
 
@@ -152,7 +151,7 @@ impl<T: Scalar> TileMajor<T> {
             }
         }
         targets.into_par_iter().for_each(|(i, j, dst)| {
-            let src = self.tile(TileRef::new(hetla_factorizations::MatrixId(0), i, j));
+            let src = self.view(TileRef::new(hetla_factorizations::MatrixId(0), i, j));
             let src = src.expect("every lower tile is held");
             copy_columns(src, dst, |col| if i == j { col } else { 0 });
         });
@@ -181,8 +180,11 @@ impl<T: Scalar> TileMajor<T> {
     }
 }
 
-impl<T: Scalar> TileStore<T> for TileMajor<T> {
-    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+/// What the parent's `TileStore` implementation hands on (this module does not import the trait, so
+/// that the imports between the two go one way).
+impl<T: Scalar> TileMajor<T> {
+    /// `tile`, read-only, where held.
+    pub(super) fn view(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
         let offset = self.offset(tile)?;
         let (r, c) = self.tiling.tile_shape(tile.row, tile.col);
         let ld = leading_dimension::<T>(r);
@@ -191,7 +193,11 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
         Some(unsafe { MatRef::from_raw_parts(self.base.add(offset), r, c, 1, ld as isize) })
     }
 
-    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+    /// `tile`, writable, where held.
+    ///
+    /// # Safety
+    /// No other view of the tile is used while the returned one lives.
+    pub(super) unsafe fn view_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
         self.offset(tile)?;
         // SAFETY: held (checked), and the caller's contract is raw_mut's.
         Some(unsafe { self.raw_mut(tile.row, tile.col) })
@@ -199,13 +205,14 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
 
     /// A diagonal tile's strict upper triangle is this copy's own (never copied out); offered for
     /// the inverse when the panel below has at least [`MIN_PANEL_SOLVES`] tiles.
-    fn spare_upper(&self, tile: TileRef) -> bool {
+    pub(super) fn spare_upper(&self, tile: TileRef) -> bool {
         self.offset(tile).is_some()
             && tile.row == tile.col
             && tile.row + MIN_PANEL_SOLVES < self.tiling.row_tiles()
     }
 
-    fn set_inverted(&self, tile: TileRef) {
+    /// Records that diagonal tile `tile` holds its unit factor's inverse.
+    pub(super) fn set_inverted(&self, tile: TileRef) {
         if let Some(flag) = self.inverted.get(tile.row).filter(|_| tile.row == tile.col) {
             // The runtime's hand-over from the POTRF to the solves that read the tile orders
             // this store before their loads.
@@ -213,7 +220,8 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
         }
     }
 
-    fn inverted(&self, tile: TileRef) -> bool {
+    /// Whether diagonal tile `tile` holds its unit factor's inverse.
+    pub(super) fn inverted(&self, tile: TileRef) -> bool {
         tile.matrix.0 == 0
             && tile.row == tile.col
             && self
