@@ -35,11 +35,12 @@ pub(crate) use major::TileMajor;
 /// Where a factorisation's kernels find the matrix's tiles: in the caller's storage, or in a
 /// tile-major copy made for the run (every tile contiguous, in huge pages where the system offers
 /// them; copied in and back in parallel, at the cost of a pass over the triangle each way and of
-/// half the matrix's memory, which the platform keeps for its next factorisation of the same size).
+/// half the matrix's memory, which the platform keeps for its next factorisation of a like size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Storage {
-    /// Tile-major when the copy fits in the memory available, else in place: on the machines hetla
-    /// was measured on the copy won at every tiled order (docs/cpu-performance.md).
+    /// Tile-major when the copy fits in the memory available, else in place: the copy won most
+    /// pairs measured on a 2-core AVX-512 machine (2x on one 2-core cluster with faer, 8-11% at n =
+    /// 8192) and lost 1-5% in two (docs/cpu-performance.md).
     #[default]
     Auto,
     /// The caller's column-major storage, tiles as views into it (no copy).
