@@ -428,20 +428,8 @@ impl PerfModels {
         }
         let _lock = StoreLock::acquire(path)?;
         let (mut merged, warnings) = Self::read_checked(path)?;
-        for ((key, class), stats) in &self.fresh {
-            merged
-                .entries
-                .entry((key.clone(), class.clone()))
-                .or_default()
-                .merge(stats);
-        }
-        for ((key, class), stats) in &self.fresh_calibrations {
-            merged
-                .calibrations
-                .entry((key.clone(), class.clone()))
-                .or_default()
-                .merge(stats);
-        }
+        merge_into(&mut merged.entries, &self.fresh);
+        merge_into(&mut merged.calibrations, &self.fresh_calibrations);
         for (model, link) in &self.fresh_links {
             merged.links.insert(model.clone(), *link);
         }
@@ -480,6 +468,16 @@ impl PerfModels {
         crate::files::write_atomic(path, text.as_bytes())?;
         *self = merged;
         Ok(warnings)
+    }
+}
+
+/// Adds each entry of `fresh` to the same key's statistics in `into`.
+fn merge_into(
+    into: &mut HashMap<(KernelKey, ResourceClass), Stats>,
+    fresh: &HashMap<(KernelKey, ResourceClass), Stats>,
+) {
+    for (k, stats) in fresh {
+        into.entry(k.clone()).or_default().merge(stats);
     }
 }
 
