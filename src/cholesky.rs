@@ -277,7 +277,7 @@ impl Cholesky {
             scheduler: self.scheduler,
             ..RunOptions::default()
         };
-        match self.storage.resolve(a.nrows(), plan.tile(), size_of::<T>()) {
+        match self.storage.resolve::<T>(a.nrows(), plan.tile()) {
             Storage::TileMajor => {
                 let spare = platform.reclaim::<PageBuffer<T>>();
                 let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;

@@ -59,11 +59,11 @@ impl Storage {
         }
     }
 
-    /// What this storage is for a tiled square matrix of order `n` in tiles of `tile` with
-    /// `size_of::<T>()` = `scalar_bytes`: [`Storage::InPlace`] or [`Storage::TileMajor`].
-    pub fn resolve(self, n: usize, tile: usize, scalar_bytes: usize) -> Storage {
+    /// What this storage is for a tiled square matrix of `T` of order `n` in tiles of `tile`:
+    /// [`Storage::InPlace`] or [`Storage::TileMajor`].
+    pub fn resolve<T: Scalar>(self, n: usize, tile: usize) -> Storage {
         match self {
-            Storage::Auto if major::fits(n, tile, scalar_bytes) => Storage::TileMajor,
+            Storage::Auto if major::fits::<T>(n, tile) => Storage::TileMajor,
             Storage::Auto => Storage::InPlace,
             other => other,
         }
@@ -646,11 +646,14 @@ mod tests {
             assert_eq!(s.name().parse::<Storage>(), Ok(s));
         }
         assert!("tiled".parse::<Storage>().unwrap_err().contains("in-place"));
-        assert_eq!(Storage::Auto.resolve(1000, 100, 8), Storage::TileMajor);
-        assert_eq!(Storage::InPlace.resolve(1000, 100, 8), Storage::InPlace);
+        assert_eq!(Storage::Auto.resolve::<f64>(1000, 100), Storage::TileMajor);
+        assert_eq!(Storage::InPlace.resolve::<f64>(1000, 100), Storage::InPlace);
         // Half of a matrix of order 2^40 fits nowhere.
         if crate::limits::available_memory().is_some() {
-            assert_eq!(Storage::Auto.resolve(1 << 40, 1 << 10, 8), Storage::InPlace);
+            assert_eq!(
+                Storage::Auto.resolve::<f64>(1 << 40, 1 << 10),
+                Storage::InPlace
+            );
         }
     }
 }

@@ -68,13 +68,30 @@ fn copy_columns<T: Scalar>(
     }
 }
 
+/// The scalars a tile-major copy of the lower triangle of order `n` in tiles of `tile` holds,
+/// padding included (in closed form, so that an order too large to lay out still has an answer):
+/// the tile columns before the last hold their full tiles and the ragged last row of tiles, the
+/// last column its one ragged tile.
+fn copy_len<T>(n: usize, tile: usize) -> u128 {
+    if n == 0 {
+        return 0;
+    }
+    let b = tile.clamp(1, n);
+    let t = n.div_ceil(b) as u128;
+    let last = (n - (t as usize - 1) * b) as u128;
+    let (full_ld, last_ld) = (
+        leading_dimension::<T>(b) as u128,
+        leading_dimension::<T>(last as usize) as u128,
+    );
+    let b = b as u128;
+    b * full_ld * (t - 1) * t / 2 + b * (t - 1) * last_ld + last * last_ld
+}
+
 /// Whether a tile-major copy of the lower triangle of order `n` in tiles of `tile` fits in the
 /// memory available (see `limits::check_memory`).
-pub(super) fn fits(n: usize, tile: usize, scalar_bytes: usize) -> bool {
-    let tiles = n.div_ceil(tile.max(1)) as u128;
-    // Every held tile is at most tile x tile, rounded to whole lines.
-    let bound = tiles * (tiles + 1) / 2 * (tile as u128 + 8) * tile as u128;
-    crate::limits::check_memory("", bound.saturating_mul(scalar_bytes as u128)).is_ok()
+pub(super) fn fits<T>(n: usize, tile: usize) -> bool {
+    let bytes = copy_len::<T>(n, tile).saturating_mul(size_of::<T>() as u128);
+    crate::limits::check_memory("", bytes).is_ok()
 }
 
 impl<T: Scalar> TileMajor<T> {
@@ -93,6 +110,7 @@ impl<T: Scalar> TileMajor<T> {
                 len += leading_dimension::<T>(r) * c;
             }
         }
+        debug_assert_eq!(len as u128, copy_len::<T>(a.nrows(), tile));
         crate::limits::check_memory(
             "the tile-major copy of the matrix",
             (len as u128).saturating_mul(size_of::<T>() as u128),

@@ -168,10 +168,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler.to_string(),
-        storage: args
-            .storage
-            .resolve(args.n, tile, size_of::<T>())
-            .to_string(),
+        storage: args.storage.resolve::<T>(args.n, tile).to_string(),
         huge_pages,
         tasks: trace.tasks.len(),
         seconds,
