@@ -50,5 +50,49 @@ fn solve_spd(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cholesky, solve_spd);
+/// A rank-1 change of an n = 4096 factor (`Factor::update`, `Factor::downdate`) beside factoring
+/// the changed matrix anew with the default options; and the reciprocal condition estimate. The
+/// issue's target is an update >= 20x faster than refactoring.
+fn factor_changes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("factor_changes");
+    group.sample_size(10);
+    let n = 4096;
+    let a = random_spd(n, 1);
+    let w = faer::Mat::from_fn(n, 1, |i, _| (i as f64 * 0.37).sin());
+    let options = Cholesky::new();
+    let factor = options.factor(a.as_ref()).unwrap();
+    let changed = &a + &w * w.transpose();
+    group.bench_function(format!("refactor/{n}"), |bench| {
+        bench.iter_batched_ref(
+            || changed.clone(),
+            |m| options.factor_in_place(m.as_mut()).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function(format!("update-rank1/{n}"), |bench| {
+        bench.iter_batched_ref(
+            || factor.clone(),
+            |f| f.update(w.as_ref()).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    let updated = {
+        let mut f = factor.clone();
+        f.update(w.as_ref()).unwrap();
+        f
+    };
+    group.bench_function(format!("downdate-rank1/{n}"), |bench| {
+        bench.iter_batched_ref(
+            || updated.clone(),
+            |f| f.downdate(w.as_ref()).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function(format!("rcond/{n}"), |bench| {
+        bench.iter(|| factor.rcond().unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cholesky, solve_spd, factor_changes);
 criterion_main!(benches);

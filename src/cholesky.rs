@@ -12,10 +12,17 @@ use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
+use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::pages::PageBuffer;
 use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
+
+mod batch;
+mod condition;
+mod update;
+
+pub use batch::solve_spd_batch;
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
@@ -178,8 +185,10 @@ impl Cholesky {
     }
 
     /// Factors a copy of `a` (left unchanged) and returns the factor. Any precision: `f32`, `f64`,
-    /// or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64).
-    pub fn factor<T: Scalar>(&self, a: MatRef<'_, T>) -> Result<Factor<T>> {
+    /// or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64); any [`Matrix`] (faer's,
+    /// ndarray's, nalgebra's), read where it lies and copied once into the factor.
+    pub fn factor<A: Matrix>(&self, a: A) -> Result<Factor<A::Elem>> {
+        let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
         self.factor_owned(a.to_owned())
     }
@@ -187,48 +196,49 @@ impl Cholesky {
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
     pub fn factor_owned<T: Scalar>(&self, mut a: Mat<T>) -> Result<Factor<T>> {
         let platform = self.resolve_platform()?;
-        let tile = self.factor_direct_or_tiled(&platform, a.as_mut())?;
+        let (tile, norm) = self.factor_direct_or_tiled(&platform, a.as_mut())?;
         Ok(Factor {
             l: a,
             tile,
+            norm: Some(norm),
             platform,
             scheduler: self.scheduler,
         })
     }
 
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper triangle is
-    /// untouched). On error the lower triangle is partly overwritten.
-    pub fn factor_in_place<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<()> {
+    /// untouched). On error the lower triangle is partly overwritten. A matrix whose columns are
+    /// not contiguous (a C-ordered ndarray) is factored in a column-major copy written back.
+    pub fn factor_in_place<A: MatrixMut>(&self, mut a: A) -> Result<()> {
         let platform = self.resolve_platform()?;
-        self.factor_direct_or_tiled(&platform, a).map(|_| ())
+        column_major(a.view_mut(), |a| {
+            self.factor_direct_or_tiled(&platform, a).map(|_| ())
+        })
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other through its
-    /// plan and the runtime. Returns the tile size.
+    /// plan and the runtime. Returns the tile size and ||A||_1.
     fn factor_direct_or_tiled<T: Scalar>(
         &self,
         platform: &Arc<Platform>,
         mut a: MatMut<'_, T>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, f64)> {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
         let (tile, choice) = self.tile_and_choice(platform, n, T::PRECISION)?;
         if tile >= n {
-            check_finite_lower("A", a.as_ref())?;
+            let norm = check_hermitian_lower("A", a.as_ref())?;
+            real_diagonal(a.as_mut());
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
             if let Some(result) = direct(platform, flops, |backend, par| {
                 backend.potrf(a.as_mut(), par)
             }) {
-                return result.map(|()| tile).map_err(|e| match e {
-                    KernelError::NotPositiveDefinite { index } => {
-                        Error::NotPositiveDefinite { column: index }
-                    }
-                    other => Error::Kernel(other),
-                });
+                return result.map(|()| (tile, norm)).map_err(factor_error);
             }
         }
         let plan = Plan::cholesky(n, tile, T::PRECISION)?.with_choice(choice);
-        self.factor_on(platform, &plan, a).map(|_| tile)
+        self.factor_on(platform, &plan, a)
+            .map(|(_, norm)| (tile, norm))
     }
 
     /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through the
@@ -244,7 +254,7 @@ impl Cholesky {
     /// the trace of the run.
     pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
-        self.factor_on(&platform, plan, a)
+        self.factor_on(&platform, plan, a).map(|(trace, _)| trace)
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading dimension `ld`
@@ -253,13 +263,14 @@ impl Cholesky {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
-    /// Factors the square `a` by `plan` through its task graph and the runtime.
+    /// Factors the square `a` by `plan` through its task graph and the runtime; returns the trace
+    /// and ||A||_1 (from the input check).
     fn factor_on<T: Scalar>(
         &self,
         platform: &Platform,
         plan: &Plan,
-        a: MatMut<'_, T>,
-    ) -> Result<Trace> {
+        mut a: MatMut<'_, T>,
+    ) -> Result<(Trace, f64)> {
         check_square("A", a.nrows(), a.ncols())?;
         if plan.algorithm() != (Algorithm::Cholesky { n: a.nrows() }) {
             return Err(Error::InvalidOption {
@@ -272,7 +283,8 @@ impl Cholesky {
                 ),
             });
         }
-        check_finite_lower("A", a.as_ref())?;
+        let norm = check_hermitian_lower("A", a.as_ref())?;
+        real_diagonal(a.as_mut());
         let options = RunOptions {
             scheduler: self.scheduler,
             ..RunOptions::default()
@@ -285,20 +297,39 @@ impl Cholesky {
                 // Also after a failure: the caller gets the partial factor, as in place.
                 tiles.copy_out(a);
                 platform.keep(tiles.into_buffer());
-                run
+                run.map(|trace| (trace, norm))
             }
             _ => {
                 let a = TiledMatrix::new(a, plan.tile(), "A")?;
                 plan.execute(platform, &Matrices(&[&a]), &options)
+                    .map(|trace| (trace, norm))
             }
         }
     }
 }
 
-/// A Cholesky factor A = L L^H (L L^T for a real type), ready to solve systems.
+/// A Cholesky factor A = L L^H (L L^T for a real type), ready to solve systems, and what can be
+/// read from it: [`Factor::log_det`], [`Factor::rcond`], L itself, and rank-k changes of A
+/// ([`Factor::update`], [`Factor::downdate`]).
+///
+/// ```
+/// use faer::Mat;
+/// let a = Mat::from_fn(3, 3, |i, j| if i == j { 4.0 } else { 1.0 });
+/// let mut factor = hetla::Cholesky::new().factor(a.as_ref())?;
+/// // det A = 54: 4^3 + 2 - 3 * 4.
+/// assert!((factor.log_det() - 54f64.ln()).abs() < 1e-14);
+/// assert!(factor.rcond()? > 0.3);
+/// // A + w w^T, refactored in O(n^2).
+/// factor.update(Mat::from_fn(3, 1, |i, _| i as f64).as_ref())?;
+/// let x = factor.solve(Mat::<f64>::ones(3, 1).as_ref())?;
+/// # Ok::<(), hetla::Error>(())
+/// ```
+#[derive(Clone)]
 pub struct Factor<T: Scalar = f64> {
     l: Mat<T>,
     tile: usize,
+    /// ||A||_1 from the input check; `None` after an update or downdate (then estimated).
+    norm: Option<f64>,
     platform: Arc<Platform>,
     scheduler: SchedulerKind,
 }
@@ -331,7 +362,8 @@ impl<T: Scalar> Factor<T> {
         self.l.as_ref()
     }
 
-    /// L as a lower triangular matrix (zeros above the diagonal).
+    /// L as a lower triangular matrix (zeros above the diagonal), copied; [`Factor::into_l`] gives
+    /// it without a copy.
     pub fn l(&self) -> Mat<T> {
         Mat::from_fn(self.n(), self.n(), |i, j| {
             if i >= j {
@@ -342,15 +374,98 @@ impl<T: Scalar> Factor<T> {
         })
     }
 
-    /// Solves A X = B for one or many right-hand sides (the columns of `b`).
-    pub fn solve(&self, b: MatRef<'_, T>) -> Result<Mat<T>> {
-        let mut x = b.to_owned();
-        self.solve_in_place(x.as_mut())?;
-        Ok(x)
+    /// L as a lower triangular matrix, taking the factor apart: its storage with the strict upper
+    /// triangle set to zero (no copy).
+    pub fn into_l(self) -> Mat<T> {
+        let mut l = self.l;
+        let zero = T::from_f64(0.0);
+        for j in 1..l.ncols() {
+            l.col_as_slice_mut(j)[..j].fill(zero);
+        }
+        l
     }
 
-    /// Solves A X = B in place: `b` is overwritten with X.
-    pub fn solve_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
+    /// ln det A = 2 sum ln L_kk (real also for a complex Hermitian A). It neither overflows nor
+    /// underflows where det A itself would; an `n = 0` matrix has ln det = 0.
+    pub fn log_det(&self) -> f64 {
+        2.0 * (0..self.n())
+            .map(|k| self.l[(k, k)].re_f64().ln())
+            .sum::<f64>()
+    }
+
+    /// det A, when it is a normal `f64`: a factor of order 1000 with L_kk = 0.1 has det A =
+    /// 1e-2000, which [`Error::DeterminantOutOfRange`] reports with its logarithm (use
+    /// [`Factor::log_det`]).
+    pub fn det(&self) -> Result<f64> {
+        let log_det = self.log_det();
+        let det = log_det.exp();
+        if det.is_normal() {
+            Ok(det)
+        } else {
+            Err(Error::DeterminantOutOfRange { log_det })
+        }
+    }
+
+    /// ||A||_1 of the factored matrix: exact (taken from the input while it was checked) until an
+    /// [`Factor::update`] or [`Factor::downdate`] changes A, then estimated from L L^H by Hager's
+    /// method (usually exact, never more than the true norm) at each call.
+    pub fn norm1(&self) -> Result<f64> {
+        match self.norm {
+            Some(norm) => Ok(norm),
+            None => condition::estimate_norm1(self.n(), |x| {
+                condition::apply_product(self.l.as_ref(), x);
+                Ok(())
+            }),
+        }
+    }
+
+    /// The reciprocal condition number 1 / (||A||_1 ||A^-1||_1), with ||A^-1||_1 estimated as
+    /// LAPACK's ?pocon does (Hager's method as refined by Higham, ?lacn2: about five solves with
+    /// the factor, each O(n^2)): close to the true one, which it never exceeds by more than a small
+    /// factor. 1 for `n = 0`, 0 for A = 0. A value near the precision's epsilon means solves with A
+    /// lose all their digits.
+    pub fn rcond(&self) -> Result<f64> {
+        let n = self.n();
+        if n == 0 {
+            return Ok(1.0);
+        }
+        let norm = self.norm1()?;
+        if norm == 0.0 {
+            return Ok(0.0);
+        }
+        let inverse = condition::estimate_norm1(n, |x| self.solve_in_place(x))?;
+        Ok(if inverse == 0.0 {
+            0.0
+        } else {
+            (1.0 / inverse) / norm
+        })
+    }
+
+    /// Solves A X = B for one or many right-hand sides (the columns of `b`, any [`Matrix`]): X is a
+    /// new matrix of `b`'s kind (column-major).
+    pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        let b = b.view();
+        if b.nrows() != self.n() {
+            return Err(Error::DimensionMismatch {
+                n: self.n(),
+                rows: b.nrows(),
+            });
+        }
+        B::new_owned(b.nrows(), b.ncols(), |mut x| {
+            x.copy_from(b);
+            self.solve_in_place(x)
+        })
+    }
+
+    /// Solves A X = B in place: `b` is overwritten with X. A factor of one tile solves with two
+    /// kernel calls and allocates nothing; a tiled one allocates its solve graph (O(t^2 k) tasks
+    /// for t tile rows and k tile columns of B) and no copy of B, unless B's columns are not
+    /// contiguous (a C-ordered ndarray): then it solves in a column-major copy written back.
+    pub fn solve_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
+        column_major(b.view_mut(), |b| self.solve_column_major(b))
+    }
+
+    fn solve_column_major(&self, b: MatMut<'_, T>) -> Result<()> {
         if b.nrows() != self.n() {
             return Err(Error::DimensionMismatch {
                 n: self.n(),
@@ -413,17 +528,27 @@ pub(crate) fn direct<R: Send>(
 }
 
 /// Solves the SPD (complex: Hermitian positive definite) system A X = B with default options (A's
-/// lower triangle is read), in the precision of A and B.
-pub fn solve_spd<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Mat<T>> {
+/// lower triangle is read), in the precision of A and B. Any [`Matrix`] (faer's, ndarray's,
+/// nalgebra's); X comes back in `b`'s kind of matrix.
+pub fn solve_spd<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
     // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
-    check_square("A", a.nrows(), a.ncols())?;
-    if b.nrows() != a.nrows() {
+    let (av, bv) = (a.view(), b.view());
+    check_square("A", av.nrows(), av.ncols())?;
+    if bv.nrows() != av.nrows() {
         return Err(Error::DimensionMismatch {
-            n: a.nrows(),
-            rows: b.nrows(),
+            n: av.nrows(),
+            rows: bv.nrows(),
         });
     }
-    Cholesky::new().factor(a)?.solve(b)
+    Cholesky::new().factor(av)?.solve(b)
+}
+
+/// A factorisation kernel's error as the library reports it (a failed pivot names its column).
+fn factor_error(e: KernelError) -> Error {
+    match e {
+        KernelError::NotPositiveDefinite { index } => Error::NotPositiveDefinite { column: index },
+        other => Error::Kernel(other),
+    }
 }
 
 fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
@@ -456,19 +581,77 @@ fn non_finite<T: Scalar>(
     Ok(())
 }
 
-/// The first non-finite entry of the lower triangle (the part a factorisation reads), and for a
-/// complex matrix the first diagonal entry that is not real.
-pub(crate) fn check_finite_lower<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
-    non_finite(what, m, |j| j)?;
+/// How much round-off a Hermitian matrix's diagonal may carry in its imaginary part, in units of
+/// `n eps |Re a_kk|`: a diagonal entry computed as an inner product of length n (L L^H, A^H A) has
+/// an imaginary part of at most about `n eps |a_kk|`; 16 leaves room for blocked products.
+pub const HERMITIAN_ROUNDOFF: f64 = 16.0;
+
+/// The column sums of |A| for the Hermitian matrix whose lower triangle is `m` (the diagonal
+/// counted by its real part): one pass over the lower triangle. A sum is not finite exactly when
+/// its column or row holds a non-finite entry.
+pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
+    let n = m.nrows().min(m.ncols());
+    let mut sums = vec![0.0_f64; n];
+    for j in 0..n {
+        let column = m.col(j);
+        let mut own = column[j].re_f64().abs();
+        // |x| as sqrt(re^2 + im^2): hypot is several times slower and the entries of a matrix
+        // that factors are far from overflowing their squares.
+        for (i, sum) in sums.iter_mut().enumerate().skip(j + 1) {
+            let z = column[i].to_c64();
+            let v = if T::PRECISION.is_complex() {
+                (z.re * z.re + z.im * z.im).sqrt()
+            } else {
+                z.re.abs()
+            };
+            own += v;
+            *sum += v;
+        }
+        sums[j] += own;
+    }
+    sums
+}
+
+/// The input check of every factorisation of a Hermitian matrix given by its lower triangle: the
+/// first non-finite entry is [`Error::NonFinite`]; for a complex type a diagonal entry whose
+/// imaginary part exceeds round-off ([`HERMITIAN_ROUNDOFF`] `n eps |Re a_kk|`) is
+/// [`Error::NotHermitian`] (smaller ones are ignored, as LAPACK's ?potrf reads only the real part).
+/// Returns ||A||_1, computed in the same pass.
+pub(crate) fn check_hermitian_lower<T: Scalar>(
+    what: &'static str,
+    m: MatRef<'_, T>,
+) -> Result<f64> {
+    let sums = hermitian_column_sums(m);
+    let norm = sums.iter().copied().fold(0.0_f64, f64::max);
+    if !norm.is_finite() || sums.iter().any(|s| s.is_nan()) {
+        non_finite(what, m, |j| j)?;
+    }
     if T::PRECISION.is_complex() {
-        for index in 0..m.nrows().min(m.ncols()) {
-            let imag = m[(index, index)].to_c64().im;
-            if imag != 0.0 {
-                return Err(Error::NotHermitian { what, index, imag });
+        let n = m.nrows().min(m.ncols());
+        let allowed = HERMITIAN_ROUNDOFF * n as f64 * T::PRECISION.epsilon();
+        for index in 0..n {
+            let z = m[(index, index)].to_c64();
+            if z.im.abs() > allowed * z.re.abs() {
+                return Err(Error::NotHermitian {
+                    what,
+                    index,
+                    imag: z.im,
+                });
             }
         }
     }
-    Ok(())
+    Ok(norm)
+}
+
+/// Sets the imaginary parts of the diagonal to zero (after [`check_hermitian_lower`] accepted them
+/// as round-off), so that no kernel reads them.
+pub(crate) fn real_diagonal<T: Scalar>(mut m: MatMut<'_, T>) {
+    if T::PRECISION.is_complex() {
+        for k in 0..m.nrows().min(m.ncols()) {
+            let re = m[(k, k)].re_f64();
+            m[(k, k)] = T::from_f64(re);
+        }
+    }
 }
 
 pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {

@@ -59,6 +59,24 @@ pub enum Error {
         /// The entry itself.
         value: f64,
     },
+    /// A determinant that is no normal `f64` (it overflows or underflows): its logarithm is exact.
+    #[error(
+        "det A = exp({log_det}) is out of the range of f64 (about exp(-708) to exp(709)): use log_det"
+    )]
+    DeterminantOutOfRange {
+        /// ln det A.
+        log_det: f64,
+    },
+    /// A downdate A - W W^H that would not be positive definite; the factor was left unchanged.
+    #[error(
+        "the downdate by column {column} of W leaves A - W W^H not positive definite (||L^-1 w||_2 = {norm} >= 1); the factor is unchanged"
+    )]
+    DowndateNotPositiveDefinite {
+        /// The column of W (0-based) at which definiteness is lost.
+        column: usize,
+        /// ||L^-1 w||_2 of that column against the factor before it (1 or more: indefinite).
+        norm: f64,
+    },
     /// A tile size of zero.
     #[error("tile size must be at least 1, got 0")]
     ZeroTileSize,
@@ -163,6 +181,8 @@ impl Error {
             Error::NonFinite { .. } => "non_finite",
             Error::NotHermitian { .. } => "not_hermitian",
             Error::ZeroTileSize => "zero_tile_size",
+            Error::DeterminantOutOfRange { .. } => "determinant_out_of_range",
+            Error::DowndateNotPositiveDefinite { .. } => "downdate_not_positive_definite",
             Error::Layout { .. } => "layout",
             Error::InvalidOption { .. } => "invalid_option",
             Error::Kernel(_) => "kernel",

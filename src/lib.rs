@@ -36,6 +36,7 @@ mod cholesky;
 pub mod distributed;
 mod error;
 pub mod gemm;
+mod interop;
 pub mod limits;
 pub mod matgen;
 mod mixed;
@@ -44,12 +45,13 @@ mod plan;
 mod tiles;
 
 pub use calibrate::{calibrate, calibration_steps};
-pub use cholesky::{Cholesky, Factor, solve_spd};
+pub use cholesky::{Cholesky, Factor, HERMITIAN_ROUNDOFF, solve_spd, solve_spd_batch};
 pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
+pub use interop::{Matrix, MatrixMut};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{

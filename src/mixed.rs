@@ -19,7 +19,7 @@
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
 
-use crate::cholesky::{check_finite, check_finite_lower, direct};
+use crate::cholesky::{check_finite, check_hermitian_lower, direct};
 use crate::{Cholesky, Error, Result};
 
 /// The most refinement steps before falling back to double (dsposv's ITERMAX).
@@ -127,7 +127,7 @@ impl Cholesky {
         if b.nrows() != n {
             return Err(Error::DimensionMismatch { n, rows: b.nrows() });
         }
-        check_finite_lower("A", a)?;
+        check_hermitian_lower("A", a)?;
         check_finite("B", b)?;
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());

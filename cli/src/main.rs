@@ -49,6 +49,10 @@ enum Command {
     /// Multiply matrices (C <- alpha op(A) op(B) + beta C) with a chosen allocation strategy;
     /// report time, bytes moved and their lower bound. `--platform` simulates.
     Gemm(Box<commands::gemm::GemmArgs>),
+    /// Solve many small generated SPD systems at once (one per core at a time, over every cluster);
+    /// print seconds, Gflop/s and the backward error, `--compare` beside faer in a loop and in a
+    /// rayon par_iter.
+    Batch(commands::batch::BatchArgs),
 }
 
 /// Exit status of a command line that does not parse (as clap's own).
@@ -90,6 +94,9 @@ fn main() -> ExitCode {
         }
         Command::Sweep(args) => {
             commands::sweep::run(args).map(|r| emit(args.json, &r, commands::sweep::print))
+        }
+        Command::Batch(args) => {
+            commands::batch::run(args).map(|r| emit(args.json, &r, commands::batch::print))
         }
         Command::Gemm(args) => {
             commands::gemm::run(args).map(|r| emit(args.json, &r, commands::gemm::print))

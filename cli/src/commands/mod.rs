@@ -2,6 +2,7 @@
 //! ([`args`]) and the way they report ([`output`]).
 
 pub mod args;
+pub mod batch;
 pub mod bound;
 pub mod calibrate;
 pub mod cholesky;

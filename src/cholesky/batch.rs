@@ -1,0 +1,165 @@
+//! Many small systems at once: each matrix is one task (factor, then solve) run by one core with the
+//! sequential kernels, and the platform's CPU clusters share the batch, every core of each taking
+//! the next matrix as it finishes one (dynamic, so mixed sizes balance). GPUs take no part: a small
+//! system is not worth a transfer.
+//!
+//! Each matrix has its own result: a matrix that fails (not positive definite, wrong shape,
+//! non-finite) is reported where it is, and the others are solved.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use faer::{Mat, MatRef};
+use hetla_kernels::{Backend, Par, Scalar};
+use hetla_runtime::Platform;
+
+use super::{
+    Cholesky, Factor, check_finite, check_hermitian_lower, check_square, factor_error,
+    real_diagonal,
+};
+use crate::interop::Matrix;
+use crate::{Error, Result};
+
+/// Solves the SPD (complex: Hermitian positive definite) systems A_i X_i = B_i, of equal or mixed
+/// sizes, with default options: [`Cholesky::solve_batch`].
+///
+/// ```
+/// use faer::Mat;
+/// let a: Vec<Mat<f64>> = (0..100).map(|i| hetla::matgen::random_spd(8 + i % 5, i as u64)).collect();
+/// let b: Vec<Mat<f64>> = a.iter().map(|a| Mat::ones(a.nrows(), 1)).collect();
+/// let x = hetla::solve_spd_batch(&a, &b)?;
+/// assert!(x.iter().all(|x| x.is_ok()));
+/// # Ok::<(), hetla::Error>(())
+/// ```
+pub fn solve_spd_batch<A, B>(a: &[A], b: &[B]) -> Result<Vec<Result<B::Owned>>>
+where
+    A: Matrix + Sync,
+    B: Matrix<Elem = A::Elem> + Sync,
+    B::Owned: Send,
+{
+    Cholesky::new().solve_batch(a, b)
+}
+
+impl Cholesky {
+    /// Solves A_i X_i = B_i for every i, each system a single task on one core (see the module
+    /// docs), spread over all the platform's CPU clusters. Only the lower triangles of the A_i are
+    /// read; they are left unchanged.
+    ///
+    /// The outer error is for the call as a whole (`a` and `b` of different lengths, a platform
+    /// that cannot be built); the i-th inner result is system i's: its X_i, or why it has none
+    /// ([`Error::NotPositiveDefinite`] with the column, a shape or non-finite entry). Any
+    /// [`Matrix`]: each X_i comes back in B_i's kind of matrix.
+    pub fn solve_batch<A, B>(&self, a: &[A], b: &[B]) -> Result<Vec<Result<B::Owned>>>
+    where
+        A: Matrix + Sync,
+        B: Matrix<Elem = A::Elem> + Sync,
+        B::Owned: Send,
+    {
+        if a.len() != b.len() {
+            return Err(Error::InvalidOption {
+                option: "b",
+                reason: format!(
+                    "{} right-hand sides for {} matrices: give one B per A",
+                    b.len(),
+                    a.len()
+                ),
+            });
+        }
+        let platform = self.resolve_platform()?;
+        let backend = platform.backend();
+        Ok(on_every_core(&platform, a.len(), |i| {
+            let (a, b) = (a[i].view(), b[i].view());
+            check_square("A", a.nrows(), a.ncols())?;
+            if b.nrows() != a.nrows() {
+                return Err(Error::DimensionMismatch {
+                    n: a.nrows(),
+                    rows: b.nrows(),
+                });
+            }
+            check_finite("B", b)?;
+            let (l, _) = factor_one(backend, a)?;
+            B::new_owned(b.nrows(), b.ncols(), |mut x| {
+                x.copy_from(b);
+                backend.solve_lower(l.as_ref(), false, x.as_mut(), Par::Seq)?;
+                backend.solve_lower(l.as_ref(), true, x.as_mut(), Par::Seq)?;
+                Ok(())
+            })
+        }))
+    }
+
+    /// Factors every A_i, each a single task on one core, spread over all the platform's CPU
+    /// clusters (as [`Cholesky::solve_batch`]); the i-th result is A_i's factor (of one tile: its
+    /// solves run on the calling thread or the first cluster) or why it has none.
+    pub fn factor_batch<A: Matrix + Sync>(&self, a: &[A]) -> Result<Vec<Result<Factor<A::Elem>>>> {
+        let platform = self.resolve_platform()?;
+        let backend = platform.backend();
+        let factors = on_every_core(&platform, a.len(), |i| {
+            let a = a[i].view();
+            check_square("A", a.nrows(), a.ncols())?;
+            factor_one(backend, a)
+        });
+        Ok(factors
+            .into_iter()
+            .map(|factor| {
+                factor.map(|(l, norm)| Factor {
+                    tile: l.nrows().max(1),
+                    l,
+                    norm: Some(norm),
+                    platform: platform.clone(),
+                    scheduler: self.scheduler,
+                })
+            })
+            .collect())
+    }
+}
+
+/// A copy of the square `a` factored by the sequential kernel, and ||A||_1.
+fn factor_one<T: Scalar>(backend: Backend, a: MatRef<'_, T>) -> Result<(Mat<T>, f64)> {
+    let norm = check_hermitian_lower("A", a)?;
+    let mut l = a.to_owned();
+    real_diagonal(l.as_mut());
+    backend.potrf(l.as_mut(), Par::Seq).map_err(factor_error)?;
+    Ok((l, norm))
+}
+
+/// `work(i)` for i in 0..count, on every core of every CPU cluster of `platform` (holding its run
+/// lock), each core taking the next i when it is done; the results in the order of i. On the
+/// calling thread when the platform has no CPU cluster.
+fn on_every_core<R: Send>(
+    platform: &Platform,
+    count: usize,
+    work: impl Fn(usize) -> R + Sync,
+) -> Vec<R> {
+    if platform.clusters().is_empty() {
+        return (0..count).map(work).collect();
+    }
+    let _busy = platform.lock_run();
+    let next = AtomicUsize::new(0);
+    let (next, work) = (&next, &work);
+    let take = move || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count {
+                return done;
+            }
+            done.push((i, work(i)));
+        }
+    };
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let clusters: Vec<_> = platform
+            .clusters()
+            .iter()
+            .map(|cluster| scope.spawn(move || cluster.pool().broadcast(|_| take())))
+            .collect();
+        clusters
+            .into_iter()
+            .flat_map(|joined| match joined.join() {
+                Ok(per_core) => per_core.into_iter().flatten(),
+                // A kernel panicked on a core: the caller sees the panic, as if it ran it.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
