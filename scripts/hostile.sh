@@ -59,6 +59,9 @@ for v in 0 -1 1.5 x "" 18446744073709551616 1000000000 40000; do
   add bound --platform sirocco --n "$v" --tile 960
   add gemm --m "$v" --n 64 --k 64
   add gemm --platform sirocco --m "$v" --n 9600 --k 9600
+  add batch --count "$v" --n 16
+  add batch --count 10 --n "$v"
+  add batch --count 10 --n 8 --nrhs "$v"
 done
 for v in 0 -1 x 8 1000000000 18446744073709551615; do
   add cholesky --n 3000 --tile "$v"
@@ -73,6 +76,7 @@ add gemm --platform sirocco --m 10000000 --n 10000000 --k 10000000 --tile 960
 add gemm --platform a100x8 --m 100000 --n 100000 --k 100000 --tile 64
 for v in 0 -1 x 1001 1000000; do
   add cholesky --n 200 --repeat "$v"
+  add batch --count 10 --n 8 --repeat "$v"
   add calibrate --tile 64 --samples "$v" --clusters 1x1
 done
 # Cluster specs.

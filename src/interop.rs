@@ -5,11 +5,11 @@
 //!
 //! Every view is read where it lies, whatever its strides (faer takes any strides): no copy is made
 //! to read an input. What is copied is what a faer caller's call copies too: a factorisation of a
-//! read-only matrix copies it into the factor, a solve writes its result into a new matrix (of
-//! the caller's type, column-major: ndarray's in Fortran order). Two cases copy more, each said
-//! where it happens: a matrix factored or solved in place whose columns are not contiguous
-//! (ndarray's default C order, a transposed view) is copied into a column-major buffer and back,
-//! because the tiles of a tiled run need contiguous columns.
+//! read-only matrix copies it into the factor, a solve writes its result into a new matrix (of the
+//! caller's type, column-major: ndarray's in Fortran order). Two cases copy more, each said where
+//! it happens: a matrix factored or solved in place whose columns are not contiguous (ndarray's
+//! default C order, a transposed view) is copied into a column-major buffer and back, because the
+//! tiles of a tiled run need contiguous columns.
 //!
 //! The complex types are faer's [`c32`](crate::c32) and [`c64`](crate::c64), which are
 //! `num_complex::Complex<f32>` and `Complex<f64>`: the element types ndarray and nalgebra users
@@ -44,8 +44,8 @@ pub trait MatrixMut {
     fn view_mut(&mut self) -> MatMut<'_, Self::Elem>;
 }
 
-/// Runs `f` on `m` when its columns are contiguous, else on a column-major copy that is written back
-/// afterwards (also after an error: what `f` wrote is what the caller sees, as in place).
+/// Runs `f` on `m` when its columns are contiguous, else on a column-major copy that is written
+/// back afterwards (also after an error: what `f` wrote is what the caller sees, as in place).
 pub(crate) fn column_major<T: Scalar, R>(
     mut m: MatMut<'_, T>,
     f: impl FnOnce(MatMut<'_, T>) -> Result<R>,

@@ -4,8 +4,11 @@
 //! definite systems by tiled Cholesky, and C <- alpha op(A) op(B) + beta C, in every precision
 //! (`f32`, `f64`, [`c32`], [`c64`]), on a [`Platform`] of CPU core clusters and GPUs.
 //!
-//! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve; [`solve_spd_mixed`]: factor in
-//!   single precision and refine to double;
+//! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve, and from a factor its
+//!   log-determinant, condition estimate, L, and rank-k updates and downdates; [`solve_spd_batch`]:
+//!   many small systems, one per core; any [`Matrix`] (faer's, and ndarray's or nalgebra's with
+//!   their features), results in the caller's type; [`solve_spd_mixed`]: factor in single precision
+//!   and refine to double;
 //! - [`Gemm`]: the multi-GPU product with its allocation strategies and the bytes it moved against
 //!   their lower bounds;
 //! - [`Plan`]: a factorisation or product planned once (its task graph, tile and why, kernels,
@@ -58,3 +61,7 @@ pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
 pub use tiles::{Storage, mat_from_slice};
+
+/// The faer hetla is built on (its matrices are hetla's native ones): use `hetla::faer` to stay on
+/// the same version.
+pub use faer;

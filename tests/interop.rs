@@ -45,7 +45,8 @@ mod with_ndarray {
                     assert!((xn[[i, j]] - x[(i, j)]).abs() < 1e-13 * xnorm);
                     assert!((xf[[i, j]] - x[(i, j)]).abs() < 1e-13 * xnorm);
                 }
-                // In place: L in the lower triangle, the strict upper one untouched, in C order too.
+                // In place: L in the lower triangle, the strict upper one untouched, in C order
+                // too.
                 let mut inplace = an.clone();
                 solver.factor_in_place(&mut inplace).unwrap();
                 for i in 0..n {

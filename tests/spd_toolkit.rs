@@ -123,7 +123,7 @@ fn rcond_is_within_a_factor_ten_of_the_exact_condition() {
     assert_eq!(one.rcond().unwrap(), 1.0);
 }
 
-/// dpocon, from the LAPACK that OpenBLAS bundles.
+// dpocon, from the LAPACK that OpenBLAS bundles.
 #[cfg(feature = "openblas")]
 unsafe extern "C" {
     fn dpocon_(
@@ -154,16 +154,16 @@ fn rcond_equals_lapack_dpocon_on_the_same_factor() {
         let (mut rcond, mut info) = (0.0, 0);
         let mut work = vec![0.0; 3 * n];
         let mut iwork = vec![0; n];
-        let n32 = n as i32;
-        // SAFETY: l is a column-major n x n matrix with leading dimension n (faer pads columns of an
-        // owned Mat only when it is larger: checked), work and iwork have the sizes dpocon needs.
-        assert_eq!(l.col_stride(), n as isize);
+        let (n32, lda) = (n as i32, l.col_stride() as i32);
+        // SAFETY: l is a column-major n x n matrix with unit row stride and column stride lda >= n
+        // (faer pads columns), work and iwork have the sizes dpocon needs (3n and n).
+        assert_eq!(l.row_stride(), 1);
         unsafe {
             dpocon_(
                 b"L".as_ptr(),
                 &n32,
                 l.as_ptr(),
-                &n32,
+                &lda,
                 &anorm,
                 &mut rcond,
                 work.as_mut_ptr(),
@@ -173,6 +173,7 @@ fn rcond_equals_lapack_dpocon_on_the_same_factor() {
         }
         assert_eq!(info, 0);
         let ours = factor.rcond().unwrap();
+        eprintln!("n {n} cond {cond:e}: hetla rcond {ours:.15e}, dpocon {rcond:.15e}");
         assert!(
             (ours / rcond - 1.0).abs() < 1e-10,
             "n {n}: hetla {ours:e}, dpocon {rcond:e}"
@@ -357,7 +358,8 @@ fn a_batch_solves_each_system_and_reports_each_failure_where_it_is() {
         .iter()
         .map(|&n| Mat::from_fn(n, 2, |i, j| (i + j) as f64))
         .collect();
-    // System 3 has a non-positive pivot at column 20; system 6 a NaN; system 7 a B of the wrong size.
+    // System 3 has a non-positive pivot at column 20; system 6 a NaN; system 7 a B of the wrong
+    // size.
     a[3][(20, 20)] = -1.0;
     a[6][(10, 3)] = f64::NAN;
     let mut b = b;

@@ -1,7 +1,7 @@
-//! Many small systems at once: each matrix is one task (factor, then solve) run by one core with the
-//! sequential kernels, and the platform's CPU clusters share the batch, every core of each taking
-//! the next matrix as it finishes one (dynamic, so mixed sizes balance). GPUs take no part: a small
-//! system is not worth a transfer.
+//! Many small systems at once: each matrix is one task (factor, then solve) run by one core with
+//! the sequential kernels, and the platform's CPU clusters share the batch, every core of each
+//! taking the next matrix as it finishes one (dynamic, so mixed sizes balance). GPUs take no part:
+//! a small system is not worth a transfer.
 //!
 //! Each matrix has its own result: a matrix that fails (not positive definite, wrong shape,
 //! non-finite) is reported where it is, and the others are solved.

@@ -1,7 +1,7 @@
 //! The 1-norm estimates behind [`Factor::rcond`](super::Factor::rcond) and
 //! [`Factor::norm1`](super::Factor::norm1): Hager's method as refined by Higham (Higham, "FORTRAN
-//! codes for estimating the one-norm of a real or complex matrix", ACM TOMS 14, 1988), step for step
-//! as LAPACK's ?lacn2, so that hetla's rcond equals ?pocon's on the same factor.
+//! codes for estimating the one-norm of a real or complex matrix", ACM TOMS 14, 1988), step for
+//! step as LAPACK's ?lacn2, so that hetla's rcond equals ?pocon's on the same factor.
 //!
 //! The estimator sees the matrix B only through products x <- B x and x <- B^H x. Here B is
 //! Hermitian (A^-1 or A = L L^H), so both products are the same call. Real types follow dlacn2

@@ -1,9 +1,9 @@
 //! Rank-k changes of a factored matrix: A + W W^H ([`Factor::update`]) and A - W W^H
 //! ([`Factor::downdate`]), each in O(n^2 k) on the factor instead of O(n^3) for a new one.
 //!
-//! - **Update**, one column w at a time: [L w] times a unitary matrix that rotates w into L
-//!   column by column (a Givens rotation in the plane of column j and w zeroes w_j), which keeps
-//!   L L^H + w w^H. Always defined: L_jj grows.
+//! - **Update**, one column w at a time: [L w] times a unitary matrix that rotates w into L column
+//!   by column (a Givens rotation in the plane of column j and w zeroes w_j), which keeps L L^H + w
+//!   w^H. Always defined: L_jj grows.
 //! - **Downdate**, LINPACK's ?chdd (Saunders' method): p = L^-1 w first; A - w w^H = L (I - p p^H)
 //!   L^H is positive definite exactly when ||p||_2 < 1, so definiteness is decided before the
 //!   factor is touched. Then rotations built from p (bottom up) carry [L; 0] into [L'; w^H]. Unlike
@@ -52,8 +52,8 @@ impl<T: Scalar> Factor<T> {
     /// factor is copied first (n^2 entries), so that it can be restored.
     ///
     /// Errors, each with the factor unchanged: [`Error::DowndateNotPositiveDefinite`] when A - W
-    /// W^H is not numerically positive definite (the column of W at which it fails); W with
-    /// another number of rows than n, or a non-finite entry.
+    /// W^H is not numerically positive definite (the column of W at which it fails); W with another
+    /// number of rows than n, or a non-finite entry.
     pub fn downdate<W: Matrix<Elem = T>>(&mut self, w: W) -> Result<()> {
         let w = w.view();
         self.check_change("W", w)?;
@@ -105,8 +105,8 @@ fn update_rank_one<T: Scalar>(l: &mut Mat<T>, w: &mut [T]) {
     }
 }
 
-/// L <- the factor of L L^H - w w^H (w is column `column` of the caller's W, for the error), or
-/// the error with L unchanged.
+/// L <- the factor of L L^H - w w^H (w is column `column` of the caller's W, for the error), or the
+/// error with L unchanged.
 fn downdate_rank_one<T: Scalar>(l: &mut Mat<T>, w: MatRef<'_, T>, column: usize) -> Result<()> {
     let n = l.nrows();
     let mut p = w.to_owned();

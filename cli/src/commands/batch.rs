@@ -1,7 +1,7 @@
 //! `hetla batch`: many small SPD systems solved at once (`hetla::Cholesky::solve_batch`: one task
-//! per system on one core, spread over every cluster), timed and checked, beside faer's own
-//! `llt` + `solve` in a loop on one thread and in a rayon `par_iter` on as many threads as the
-//! platform has cores (`--compare`).
+//! per system on one core, spread over every cluster), timed and checked, beside faer's own `llt` +
+//! `solve` in a loop on one thread and in a rayon `par_iter` on as many threads as the platform has
+//! cores (`--compare`).
 
 use std::time::Instant;
 
@@ -44,9 +44,8 @@ pub struct BatchArgs {
     /// (`faer-rayon`).
     #[arg(long)]
     pub compare: bool,
-    /// One untimed warm-up, then R timed batches: the report gives the best (`seconds`,
-    /// `gflops`) and the median; with `--compare` every peer is timed the same way. Without it:
-    /// one cold run.
+    /// One untimed warm-up, then R timed batches: the report gives the best (`seconds`, `gflops`)
+    /// and the median; with `--compare` every peer is timed the same way. Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: Option<u64>,
     /// Print one JSON object on stdout instead of text.
