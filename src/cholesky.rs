@@ -207,13 +207,14 @@ impl Cholesky {
     }
 
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper triangle is
-    /// untouched). On error the lower triangle is partly overwritten. A matrix whose columns are
-    /// not contiguous (a C-ordered ndarray) is factored in a column-major copy written back.
+    /// untouched). On error the lower triangle is partly overwritten. Any strides: a matrix whose
+    /// columns are not contiguous (a C-ordered ndarray) goes through the tile-major copy (as every
+    /// matrix does by default, [`Storage::Auto`]) or, in place or as one tile, through a
+    /// column-major copy written back.
     pub fn factor_in_place<A: MatrixMut>(&self, mut a: A) -> Result<()> {
         let platform = self.resolve_platform()?;
-        column_major(a.view_mut(), |a| {
-            self.factor_direct_or_tiled(&platform, a).map(|_| ())
-        })
+        self.factor_direct_or_tiled(&platform, a.view_mut())
+            .map(|_| ())
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other through its
@@ -230,9 +231,12 @@ impl Cholesky {
             let norm = check_hermitian_lower("A", a.as_ref())?;
             real_diagonal(a.as_mut());
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-            if let Some(result) = direct(platform, flops, |backend, par| {
-                backend.potrf(a.as_mut(), par)
-            }) {
+            let done = column_major(a.as_mut(), |mut a| {
+                Ok(direct(platform, flops, |backend, par| {
+                    backend.potrf(a.as_mut(), par)
+                }))
+            })?;
+            if let Some(result) = done {
                 return result.map(|()| (tile, norm)).map_err(factor_error);
             }
         }
@@ -299,11 +303,11 @@ impl Cholesky {
                 platform.keep(tiles.into_buffer());
                 run.map(|trace| (trace, norm))
             }
-            _ => {
+            _ => column_major(a, |a| {
                 let a = TiledMatrix::new(a, plan.tile(), "A")?;
                 plan.execute(platform, &Matrices(&[&a]), &options)
                     .map(|trace| (trace, norm))
-            }
+            }),
         }
     }
 }
@@ -592,18 +596,35 @@ pub const HERMITIAN_ROUNDOFF: f64 = 16.0;
 pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
     let n = m.nrows().min(m.ncols());
     let mut sums = vec![0.0_f64; n];
+    // |x| as sqrt(re^2 + im^2): hypot is several times slower and the entries of a matrix that
+    // factors are far from overflowing their squares.
+    let abs = |v: T| {
+        let z = v.to_c64();
+        if T::PRECISION.is_complex() {
+            (z.re * z.re + z.im * z.im).sqrt()
+        } else {
+            z.re.abs()
+        }
+    };
+    if m.col_stride() == 1 && m.row_stride() != 1 {
+        // Rows are contiguous (a C-ordered matrix): walk the lower triangle row by row.
+        for i in 0..n {
+            let row = m.row(i);
+            let mut own = row[i].re_f64().abs();
+            for (j, sum) in sums.iter_mut().enumerate().take(i) {
+                let v = abs(row[j]);
+                own += v;
+                *sum += v;
+            }
+            sums[i] += own;
+        }
+        return sums;
+    }
     for j in 0..n {
         let column = m.col(j);
         let mut own = column[j].re_f64().abs();
-        // |x| as sqrt(re^2 + im^2): hypot is several times slower and the entries of a matrix
-        // that factors are far from overflowing their squares.
         for (i, sum) in sums.iter_mut().enumerate().skip(j + 1) {
-            let z = column[i].to_c64();
-            let v = if T::PRECISION.is_complex() {
-                (z.re * z.re + z.im * z.im).sqrt()
-            } else {
-                z.re.abs()
-            };
+            let v = abs(column[i]);
             own += v;
             *sum += v;
         }

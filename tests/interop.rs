@@ -47,12 +47,19 @@ mod with_ndarray {
                 }
                 // In place: L in the lower triangle, the strict upper one untouched, in C order
                 // too.
-                let mut inplace = an.clone();
-                solver.factor_in_place(&mut inplace).unwrap();
-                for i in 0..n {
-                    for j in 0..n {
-                        let expected = if i >= j { l[(i, j)] } else { a[(i, j)] };
-                        assert!((inplace[[i, j]] - expected).abs() < 1e-13 * anorm);
+                // Through the tile-major copy (the default) and in place (a column-major copy).
+                for storage in [hetla::Storage::Auto, hetla::Storage::InPlace] {
+                    let mut inplace = an.clone();
+                    solver
+                        .clone()
+                        .storage(storage)
+                        .factor_in_place(&mut inplace)
+                        .unwrap();
+                    for i in 0..n {
+                        for j in 0..n {
+                            let expected = if i >= j { l[(i, j)] } else { a[(i, j)] };
+                            assert!((inplace[[i, j]] - expected).abs() < 1e-13 * anorm);
+                        }
                     }
                 }
                 // Solve in place into a C-ordered right-hand side.

@@ -105,3 +105,30 @@ fn the_parser_of_this_test_finds_a_missing_description() {
     assert_eq!(found[1], ("--json".to_owned(), String::new()));
     assert_eq!(found[2].1, "Print help");
 }
+
+#[test]
+fn every_option_of_every_subcommand_is_on_its_page_in_docs_cli() {
+    let (_, help, _) = hetla(&["--help"]);
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli");
+    for command in section(&help, "Commands:")
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+    {
+        let page = docs.join(format!("{command}.md"));
+        let text = std::fs::read_to_string(&page)
+            .unwrap_or_else(|e| panic!("hetla {command} has no page {}: {e}", page.display()));
+        let (ok, help, err) = hetla(&[command, "--help"]);
+        assert!(ok, "{command} --help: {err}");
+        for (name, _) in options(&help) {
+            if name == "--help" {
+                continue;
+            }
+            assert!(
+                text.contains(&format!("`{name}")),
+                "hetla {command} {name} is not documented on {} (run scripts/cli-docs.py)",
+                page.display()
+            );
+        }
+    }
+}

@@ -537,11 +537,24 @@ fn plot_scaling(
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d((1.0..nodes_max * 1.1).log_scale(), 0.0..y_max)?;
+        // x is log2(nodes) on a linear axis: one labelled tick per power of two (plotters' log
+        // axis labels 1..10 per decade, which overlap).
+        .build_cartesian_2d(0.0..nodes_max.log2() * 1.05, 0.0..y_max)?;
     chart
         .configure_mesh()
         .x_desc("nodes")
         .y_desc("Gflop/s per node")
+        .x_labels(nodes_max.log2() as usize + 1)
+        .x_label_formatter(&|x: &f64| {
+            if (x - x.round()).abs() < 1e-9 {
+                format!("{}", 2f64.powi(x.round() as i32))
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&integer_label)
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
         .draw()?;
     for (i, name) in series.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
@@ -549,7 +562,7 @@ fn plot_scaling(
         mine.sort_by_key(|r| r.nodes);
         let points = |v: fn(&SweepRow) -> Option<f64>| -> Vec<(f64, f64)> {
             mine.iter()
-                .filter_map(|r| Some((r.nodes as f64, per_node(r, v(r))?)))
+                .filter_map(|r| Some(((r.nodes as f64).log2(), per_node(r, v(r))?)))
                 .collect()
         };
         let achieved = points(|r| r.gflops);
@@ -611,6 +624,10 @@ fn plot(
         .configure_mesh()
         .x_desc("matrix order n")
         .y_desc("Gflop/s")
+        .x_label_formatter(&integer_label)
+        .y_label_formatter(&integer_label)
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
         .draw()?;
     for (i, spec) in specs.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
@@ -639,6 +656,16 @@ fn plot(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// A tick label as a published figure writes it: "5000", not "5000.0" (one decimal below 10, where
+/// ticks can be fractional).
+fn integer_label(v: &f64) -> String {
+    if v.abs() < 10.0 && v.fract().abs() > 1e-9 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 /// Prints a sweep as a table.
