@@ -596,39 +596,43 @@ pub const HERMITIAN_ROUNDOFF: f64 = 16.0;
 pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
     let n = m.nrows().min(m.ncols());
     let mut sums = vec![0.0_f64; n];
-    // |x| as sqrt(re^2 + im^2): hypot is several times slower and the entries of a matrix that
-    // factors are far from overflowing their squares.
-    let abs = |v: T| {
-        let z = v.to_c64();
-        if T::PRECISION.is_complex() {
-            (z.re * z.re + z.im * z.im).sqrt()
-        } else {
-            z.re.abs()
-        }
-    };
-    if m.col_stride() == 1 && m.row_stride() != 1 {
-        // Rows are contiguous (a C-ordered matrix): walk the lower triangle row by row.
-        for i in 0..n {
-            let row = m.row(i);
-            let mut own = row[i].re_f64().abs();
-            for (j, sum) in sums.iter_mut().enumerate().take(i) {
-                let v = abs(row[j]);
-                own += v;
-                *sum += v;
-            }
-            sums[i] += own;
-        }
-        return sums;
-    }
-    for j in 0..n {
-        let column = m.col(j);
-        let mut own = column[j].re_f64().abs();
-        for (i, sum) in sums.iter_mut().enumerate().skip(j + 1) {
-            let v = abs(column[i]);
-            own += v;
+    // Adds |x| of each off-diagonal entry to its column's sum (`sums`, aligned with `line`) and
+    // returns their total, the sum of the other triangle's line by symmetry. |x| is sqrt(re^2 +
+    // im^2): hypot is several times slower, and the entries of a matrix that factors are far from
+    // overflowing their squares.
+    fn add<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]) -> f64 {
+        let mut total = 0.0;
+        for (x, sum) in line.zip(sums) {
+            let z = x.to_c64();
+            let v = if T::PRECISION.is_complex() {
+                (z.re * z.re + z.im * z.im).sqrt()
+            } else {
+                z.re.abs()
+            };
+            total += v;
             *sum += v;
         }
-        sums[j] += own;
+        total
+    }
+    let rows_contiguous = m.col_stride() == 1 && m.row_stride() != 1;
+    for k in 0..n {
+        let diagonal = m[(k, k)].re_f64().abs();
+        // Row k left of the diagonal when rows are contiguous (a C-ordered matrix), else column k
+        // below it: either way each entry of the lower triangle once, read in memory order.
+        let own = if rows_contiguous {
+            let row = m.row(k).subcols(0, k);
+            match row.try_as_row_major() {
+                Some(row) => add::<T>(row.as_slice().iter(), &mut sums[..k]),
+                None => add::<T>(row.iter(), &mut sums[..k]),
+            }
+        } else {
+            let column = m.col(k).subrows(k + 1, n - k - 1);
+            match column.try_as_col_major() {
+                Some(column) => add::<T>(column.as_slice().iter(), &mut sums[k + 1..]),
+                None => add::<T>(column.iter(), &mut sums[k + 1..]),
+            }
+        };
+        sums[k] += diagonal + own;
     }
     sums
 }
@@ -647,6 +651,41 @@ pub(crate) fn check_hermitian_lower<T: Scalar>(
     if !norm.is_finite() || sums.iter().any(|s| s.is_nan()) {
         non_finite(what, m, |j| j)?;
     }
+    check_real_diagonal(what, m)?;
+    Ok(norm)
+}
+
+/// [`check_hermitian_lower`] without the norm, for callers that have no use for it (a batch of
+/// small solves, where the norm's pass costs several percent): a plain sum of the lower triangle is
+/// finite unless an entry is not (or the sum overflows, and then the exact scan finds nothing).
+pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
+    what: &'static str,
+    m: MatRef<'_, T>,
+) -> Result<()> {
+    let n = m.nrows().min(m.ncols());
+    let mut total = 0.0_f64;
+    for k in 0..n {
+        let column = m.col(k).subrows(k, n - k);
+        let sum = |line: &mut dyn Iterator<Item = &T>| {
+            line.fold(0.0, |acc, x| {
+                let z = x.to_c64();
+                acc + z.re + z.im
+            })
+        };
+        total += match column.try_as_col_major() {
+            Some(column) => sum(&mut column.as_slice().iter()),
+            None => sum(&mut column.iter()),
+        };
+    }
+    if !total.is_finite() {
+        non_finite(what, m, |j| j)?;
+    }
+    check_real_diagonal(what, m)
+}
+
+/// For a complex type: a diagonal entry whose imaginary part is more than round-off is
+/// [`Error::NotHermitian`].
+fn check_real_diagonal<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     if T::PRECISION.is_complex() {
         let n = m.nrows().min(m.ncols());
         let allowed = HERMITIAN_ROUNDOFF * n as f64 * T::PRECISION.epsilon();
@@ -661,7 +700,7 @@ pub(crate) fn check_hermitian_lower<T: Scalar>(
             }
         }
     }
-    Ok(norm)
+    Ok(())
 }
 
 /// Sets the imaginary parts of the diagonal to zero (after [`check_hermitian_lower`] accepted them

@@ -13,8 +13,8 @@ use hetla_kernels::{Backend, Par, Scalar};
 use hetla_runtime::Platform;
 
 use super::{
-    Cholesky, Factor, check_finite, check_hermitian_lower, check_square, factor_error,
-    real_diagonal,
+    Cholesky, Factor, check_finite, check_hermitian_lower, check_hermitian_lower_entries,
+    check_square, factor_error, real_diagonal,
 };
 use crate::interop::Matrix;
 use crate::{Error, Result};
@@ -76,7 +76,8 @@ impl Cholesky {
                 });
             }
             check_finite("B", b)?;
-            let (l, _) = factor_one(backend, a)?;
+            check_hermitian_lower_entries("A", a)?;
+            let l = factor_copy(backend, a)?;
             B::new_owned(b.nrows(), b.ncols(), |mut x| {
                 x.copy_from(b);
                 backend.solve_lower(l.as_ref(), false, x.as_mut(), Par::Seq)?;
@@ -115,10 +116,23 @@ impl Cholesky {
 /// A copy of the square `a` factored by the sequential kernel, and ||A||_1.
 fn factor_one<T: Scalar>(backend: Backend, a: MatRef<'_, T>) -> Result<(Mat<T>, f64)> {
     let norm = check_hermitian_lower("A", a)?;
+    Ok((factor_copy(backend, a)?, norm))
+}
+
+/// A copy of the square, checked `a` factored by the sequential kernel.
+fn factor_copy<T: Scalar>(backend: Backend, a: MatRef<'_, T>) -> Result<Mat<T>> {
     let mut l = a.to_owned();
     real_diagonal(l.as_mut());
-    backend.potrf(l.as_mut(), Par::Seq).map_err(factor_error)?;
-    Ok((l, norm))
+    // The copy is ours: faer's own factorisation may use its strict upper triangle as scratch
+    // (the tile kernel saves and restores it, for callers who factor in place). OpenBLAS's tile
+    // kernel is LAPACK's ?potrf, which leaves it alone anyway (and its library call would set the
+    // process-wide thread count under the other cores' feet).
+    let kernel = match backend {
+        Backend::Faer => backend.library_potrf(l.as_mut(), Par::Seq),
+        Backend::OpenBlas => backend.potrf(l.as_mut(), Par::Seq),
+    };
+    kernel.map_err(factor_error)?;
+    Ok(l)
 }
 
 /// `work(i)` for i in 0..count, on every core of every CPU cluster of `platform` (holding its run
