@@ -20,6 +20,7 @@ use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
 
 use crate::cholesky::{check_finite, check_hermitian_lower, direct};
+use crate::interop::Matrix;
 use crate::{Cholesky, Error, Result};
 
 /// The most refinement steps before falling back to double (dsposv's ITERMAX).
@@ -101,6 +102,8 @@ impl Cholesky {
     /// non-positive pivot (the matrix is too ill-conditioned for single precision), or the
     /// refinement does not converge (condition number beyond about 1/eps of single).
     ///
+    /// Any [`Matrix`] (faer's, ndarray's, nalgebra's): X comes back in `b`'s kind of matrix.
+    ///
     /// ```
     /// use faer::Mat;
     /// let n = 300;
@@ -111,7 +114,21 @@ impl Cholesky {
     /// assert!(how.iterations <= 10);
     /// # Ok::<(), hetla::Error>(())
     /// ```
-    pub fn solve_refined<T: Refinable>(
+    pub fn solve_refined<A, B>(&self, a: A, b: B) -> Result<(B::Owned, Refinement)>
+    where
+        A: Matrix,
+        A::Elem: Refinable,
+        B: Matrix<Elem = A::Elem>,
+    {
+        let (x, how) = self.refined(a.view(), b.view())?;
+        let x = B::new_owned(x.nrows(), x.ncols(), |mut out| {
+            out.copy_from(&x);
+            Ok(())
+        })?;
+        Ok((x, how))
+    }
+
+    fn refined<T: Refinable>(
         &self,
         a: MatRef<'_, T>,
         b: MatRef<'_, T>,
@@ -194,10 +211,12 @@ impl Cholesky {
 
 /// Solves the SPD (Hermitian positive definite) system A X = B to double accuracy with default
 /// options, factoring in single precision when that suffices ([`Cholesky::solve_refined`]).
-pub fn solve_spd_mixed<T: Refinable>(
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
-) -> Result<(Mat<T>, Refinement)> {
+pub fn solve_spd_mixed<A, B>(a: A, b: B) -> Result<(B::Owned, Refinement)>
+where
+    A: Matrix,
+    A::Elem: Refinable,
+    B: Matrix<Elem = A::Elem>,
+{
     Cholesky::new().solve_refined(a, b)
 }
 

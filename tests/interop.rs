@@ -82,6 +82,13 @@ mod with_ndarray {
         let wf = Mat::from_fn(n, 2, |i, j| w[[i, j]]);
         expected.update(&wf).unwrap();
         assert!((&factor.l() - &expected.l()).norm_max() < 1e-13);
+        // Mixed precision: an f64 ndarray system factored in f32 and refined.
+        let real = to_ndarray(&hetla::matgen::random_spd(60, 2), false);
+        let ones = Array2::from_elem((60, 1), 1.0);
+        let (x, how) = hetla::solve_spd_mixed(&real, &ones).unwrap();
+        let x64: Array2<f64> = hetla::solve_spd(&real, &ones).unwrap();
+        assert_eq!(how.path, hetla::RefinementPath::Mixed);
+        assert!((&x - &x64).iter().all(|d| d.abs() < 1e-13));
         // A batch of ndarray matrices gives ndarray solutions.
         let systems: Vec<Array2<c64>> = (0..20)
             .map(|i| {
