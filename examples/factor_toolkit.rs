@@ -33,7 +33,7 @@ fn toolkit<T: Scalar>(n: usize) -> hetla::Result<()> {
     let x = factor.solve(Mat::<T>::ones(n, 1).as_ref())?;
     let l = factor.into_l();
     println!(
-        "{}: n = {n}, ln det A = {log_det:.6}, det A = {det}, rcond = {rcond:.3e}, \
+        "{}: n = {n}, ln det A = {log_det:.6}, {det}, rcond = {rcond:.3e}, \
          indefinite downdate refused: {refused}, x[0] = {:?}, L[0,0] = {:?}",
         T::PRECISION,
         x[(0, 0)],
