@@ -18,11 +18,9 @@ use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, d
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
-mod batch;
+pub(crate) mod batch;
 mod condition;
 mod update;
-
-pub use batch::solve_spd_batch;
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
