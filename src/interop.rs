@@ -59,60 +59,29 @@ pub(crate) fn column_major<T: Scalar, R>(
     result
 }
 
-fn owned_faer<T: Scalar>(
-    rows: usize,
-    cols: usize,
-    fill: impl FnOnce(MatMut<'_, T>) -> Result<()>,
-) -> Result<Mat<T>> {
-    let mut m = Mat::zeros(rows, cols);
-    fill(m.as_mut())?;
-    Ok(m)
+/// faer's read-only matrices: a view, a borrowed matrix, an owned one.
+macro_rules! faer_matrix {
+    ($($ty:ty),*) => {$(
+        impl<T: Scalar> Matrix for $ty {
+            type Elem = T;
+            type Owned = Mat<T>;
+            fn view(&self) -> MatRef<'_, T> {
+                self.as_ref()
+            }
+            fn new_owned(
+                rows: usize,
+                cols: usize,
+                fill: impl FnOnce(MatMut<'_, T>) -> Result<()>,
+            ) -> Result<Mat<T>> {
+                let mut m = Mat::zeros(rows, cols);
+                fill(m.as_mut())?;
+                Ok(m)
+            }
+        }
+    )*};
 }
 
-impl<T: Scalar> Matrix for MatRef<'_, T> {
-    type Elem = T;
-    type Owned = Mat<T>;
-    fn view(&self) -> MatRef<'_, T> {
-        *self
-    }
-    fn new_owned(
-        rows: usize,
-        cols: usize,
-        fill: impl FnOnce(MatMut<'_, T>) -> Result<()>,
-    ) -> Result<Mat<T>> {
-        owned_faer(rows, cols, fill)
-    }
-}
-
-impl<T: Scalar> Matrix for &Mat<T> {
-    type Elem = T;
-    type Owned = Mat<T>;
-    fn view(&self) -> MatRef<'_, T> {
-        self.as_ref()
-    }
-    fn new_owned(
-        rows: usize,
-        cols: usize,
-        fill: impl FnOnce(MatMut<'_, T>) -> Result<()>,
-    ) -> Result<Mat<T>> {
-        owned_faer(rows, cols, fill)
-    }
-}
-
-impl<T: Scalar> Matrix for Mat<T> {
-    type Elem = T;
-    type Owned = Mat<T>;
-    fn view(&self) -> MatRef<'_, T> {
-        self.as_ref()
-    }
-    fn new_owned(
-        rows: usize,
-        cols: usize,
-        fill: impl FnOnce(MatMut<'_, T>) -> Result<()>,
-    ) -> Result<Mat<T>> {
-        owned_faer(rows, cols, fill)
-    }
-}
+faer_matrix!(MatRef<'_, T>, &Mat<T>, Mat<T>);
 
 impl<T: Scalar> MatrixMut for MatMut<'_, T> {
     type Elem = T;
