@@ -100,7 +100,10 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         * (hetla::limits::matrix_bytes(n, n) + 2 * hetla::limits::matrix_bytes(n, nrhs))
         * T::PRECISION.bytes() as u128
         / 8;
-    hetla::limits::check_memory(&format!("{count} systems of order {n}"), bytes)?;
+    hetla::limits::check_memory(
+        &format!("{count} systems of order {n} with {nrhs} right-hand side(s)"),
+        bytes,
+    )?;
     let platform = std::sync::Arc::new(hetla::Platform::with_store(
         &args.clusters,
         args.platform.backend,
