@@ -148,6 +148,9 @@ for flag in --trace --gantt; do
     add gemm --m 64 --n 64 --k 64 "$flag" "$v"
   done
 done
+add cholesky --n 200 --inverse --precision ds
+add cholesky --n 200 --inverse --grid 1x1
+add cholesky --n 1000000000 --inverse
 add cholesky --n 200 --trace "$work/same" --gantt "$work/same"
 add cholesky --n 200 --trace "$work/models/perfmodels-faer.json"
 add calibrate --tile 64 --samples 1 --output /nonexistent/p.toml

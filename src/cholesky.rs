@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
-use hetla_kernels::{Backend, KernelError, Par, Precision, Scalar};
+use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
 use crate::interop::{Matrix, MatrixMut, column_major};
@@ -287,26 +287,37 @@ impl Cholesky {
         }
         let norm = check_hermitian_lower("A", a.as_ref())?;
         real_diagonal(a.as_mut());
-        let options = RunOptions {
-            scheduler: self.scheduler,
-            ..RunOptions::default()
-        };
-        match self.storage.resolve::<T>(a.nrows(), plan.tile()) {
-            Storage::TileMajor => {
-                let spare = platform.reclaim::<PageBuffer<T>>();
-                let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;
-                let run = plan.execute(platform, &tiles, &options);
-                // Also after a failure: the caller gets the partial factor, as in place.
-                tiles.copy_out(a);
-                platform.keep(tiles.into_buffer());
-                run.map(|trace| (trace, norm))
-            }
-            _ => column_major(a, |a| {
-                let a = TiledMatrix::new(a, plan.tile(), "A")?;
-                plan.execute(platform, &Matrices(&[&a]), &options)
-                    .map(|trace| (trace, norm))
-            }),
+        run_on_lower(platform, plan, a, self.storage, self.scheduler).map(|trace| (trace, norm))
+    }
+}
+
+/// Runs `plan`, whose one matrix is the lower triangle of `a` (a factorisation, or the inverse from
+/// a factor), over the tiles `storage` says: a tile-major copy written back (also after a failure:
+/// the caller sees what the run left, as in place), or `a` itself in column-major storage.
+fn run_on_lower<T: Scalar>(
+    platform: &Platform,
+    plan: &Plan,
+    a: MatMut<'_, T>,
+    storage: Storage,
+    scheduler: SchedulerKind,
+) -> Result<Trace> {
+    let options = RunOptions {
+        scheduler,
+        ..RunOptions::default()
+    };
+    match storage.resolve::<T>(a.nrows(), plan.tile()) {
+        Storage::TileMajor => {
+            let spare = platform.reclaim::<PageBuffer<T>>();
+            let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;
+            let run = plan.execute(platform, &tiles, &options);
+            tiles.copy_out(a);
+            platform.keep(tiles.into_buffer());
+            run
         }
+        _ => column_major(a, |a| {
+            let a = TiledMatrix::new(a, plan.tile(), "A")?;
+            plan.execute(platform, &Matrices(&[&a]), &options)
+        }),
     }
 }
 
@@ -385,6 +396,56 @@ impl<T: Scalar> Factor<T> {
             l.col_as_slice_mut(j)[..j].fill(zero);
         }
         l
+    }
+
+    /// A^-1, Hermitian (symmetric for a real type), both triangles filled: LAPACK's ?potri on the
+    /// runtime, as Chameleon's: a tiled TRTRI (L <- L^-1) then a tiled LAUUM (L^-H L^-1), 2 n^3 / 3
+    /// flops in one task graph over the platform's clusters, on a copy of L (the factor stays
+    /// usable); a factor of one tile runs the two LAPACK kernels directly. Their diagonal steps
+    /// have no GPU kernels yet: on a platform with GPUs those tasks run on the CPU clusters, the
+    /// products anywhere.
+    ///
+    /// Solving with the factor is cheaper and more accurate than multiplying by the inverse; take
+    /// the inverse when its entries are what is wanted (a covariance from a precision matrix).
+    pub fn inverse(&self) -> Result<Mat<T>> {
+        let n = self.n();
+        let mut inv = self.l.clone();
+        let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
+        let done = if self.tile >= n {
+            direct(&self.platform, flops, |backend, par| {
+                backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
+                backend.run(Op::Lauum, &[], inv.as_mut(), par)
+            })
+            .map(|result| result.map_err(Error::Kernel))
+        } else {
+            None
+        };
+        match done {
+            Some(result) => result?,
+            None => {
+                let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
+                run_on_lower(
+                    &self.platform,
+                    &plan,
+                    inv.as_mut(),
+                    Storage::Auto,
+                    self.scheduler,
+                )?;
+            }
+        }
+        // The upper triangle from the lower one (conjugated), by 64 x 64 blocks so that the rows
+        // read stay in cache.
+        const BLOCK: usize = 64;
+        for jb in (0..n).step_by(BLOCK) {
+            for ib in (0..=jb).step_by(BLOCK) {
+                for j in jb..(jb + BLOCK).min(n) {
+                    for i in ib..(ib + BLOCK).min(j) {
+                        inv[(i, j)] = T::conj_impl(&inv[(j, i)]);
+                    }
+                }
+            }
+        }
+        Ok(inv)
     }
 
     /// ln det A = 2 sum ln L_kk (real also for a complex Hermitian A). It neither overflows nor

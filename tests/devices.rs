@@ -437,3 +437,34 @@ fn a_device_goes_on_queueing_kernels_while_final_tiles_go_back_to_host_memory() 
     );
     assert_eq!(devices[0].early_reads(), 0);
 }
+
+#[test]
+fn the_inverse_runs_beside_a_device_its_diagonal_steps_on_the_cluster() {
+    if cores() < 2 {
+        writeln!(
+            std::io::stderr(),
+            "skipped: a cluster and a device need 2 cores"
+        )
+        .unwrap();
+        return;
+    }
+    let devices = emulated(1, 64, 50);
+    let p = platform("1x1", &devices);
+    let a = random_spd(400, 3);
+    let factor = Cholesky::new()
+        .platform(p.clone())
+        .tile(50)
+        .factor(a.as_ref())
+        .unwrap();
+    let x = factor.inverse().unwrap();
+    let r = &a * &x - faer::Mat::<f64>::identity(400, 400);
+    assert!(r.norm_max() < 1e-12, "{}", r.norm_max());
+    // Without a GPU kernel, TRTRI and LAUUM could not run on the device alone.
+    let alone = platform("none", &emulated(1, 64, 50));
+    let factor = Cholesky::new()
+        .platform(alone)
+        .tile(50)
+        .factor(a.as_ref())
+        .unwrap();
+    assert!(factor.inverse().is_err());
+}

@@ -412,3 +412,63 @@ fn a_batch_solves_each_system_and_reports_each_failure_where_it_is() {
         assert!((&y - &one).norm_max() < 1e-12 * one.norm_max());
     }
 }
+
+/// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps), LAPACK's test ratio of an inverse (dpot03).
+fn inverse_ratio<T: Scalar>(a: &Mat<T>, x: &Mat<T>) -> f64 {
+    let n = a.nrows();
+    let full = Mat::from_fn(n, n, |i, j| {
+        if i >= j {
+            a[(i, j)]
+        } else {
+            T::conj_impl(&a[(j, i)])
+        }
+    });
+    let r = &full * x - Mat::<T>::identity(n, n);
+    let norm1 = |m: &Mat<T>| {
+        (0..m.ncols())
+            .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
+            .fold(0.0, f64::max)
+    };
+    norm1(&r) / (n as f64 * norm1(&full) * norm1(x) * T::PRECISION.epsilon())
+}
+
+fn inverses<T: Scalar>() {
+    for (n, tile, cond) in [(1, 1, 1.0), (70, 128, 1e3), (250, 64, 1e5), (301, 48, 10.0)] {
+        let a = random_hpd_conditioned::<T>(n, cond, 13);
+        for spec in ["1x1", "2x1"] {
+            let factor = Cholesky::new()
+                .clusters(spec.parse().unwrap())
+                .tile(tile)
+                .factor(&a)
+                .unwrap();
+            let x = factor.inverse().unwrap();
+            let ratio = inverse_ratio(&a, &x);
+            assert!(
+                ratio < 30.0,
+                "{} n {n} tile {tile} on {spec}: {ratio}",
+                T::PRECISION
+            );
+            // Hermitian, both triangles.
+            for j in 0..n {
+                for i in 0..j {
+                    assert_eq!(x[(i, j)], T::conj_impl(&x[(j, i)]));
+                }
+            }
+            // The factor is still the factor.
+            assert!(factor.solve(Mat::<T>::ones(n, 1).as_ref()).is_ok());
+        }
+    }
+}
+
+#[test]
+fn the_inverse_passes_lapacks_test_in_every_precision() {
+    inverses::<f32>();
+    inverses::<f64>();
+    inverses::<c32>();
+    inverses::<c64>();
+    // Of order 0: empty.
+    let empty = Cholesky::new()
+        .factor(Mat::<f64>::zeros(0, 0).as_ref())
+        .unwrap();
+    assert_eq!(empty.inverse().unwrap().nrows(), 0);
+}

@@ -138,6 +138,23 @@ pub fn library_cholesky<T: Scalar>(
     ))
 }
 
+/// Times a library's own inverse of the whole SPD matrix, factorisation included (faer's llt +
+/// inverse on a pool of `threads`, LAPACK ?potrf + ?potri on OpenBLAS's threads); seconds.
+pub fn library_inverse<T: Scalar>(
+    backend: Backend,
+    a: MatMut<'_, T>,
+    threads: usize,
+) -> Result<f64> {
+    let pool = pool(threads)?;
+    let start = Instant::now();
+    pool.install(|| backend.library_inverse(a, hetla_kernels::par_for(threads)))
+        .map_err(|source| Error::Peer {
+            name: format!("{backend} inverse"),
+            source,
+        })?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
 /// Times C <- C - A B with n x n column-major matrices (each library's fast layout) in precision
 /// `T` through `backend`'s own parallel product on `threads` threads ("faer-dgemm",
 /// "openblas-sgemm").

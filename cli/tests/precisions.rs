@@ -64,6 +64,56 @@ fn cholesky_runs_in_every_precision_with_its_peers() {
 }
 
 #[test]
+fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
+    let dir = models_dir("inverse");
+    for p in ["s", "d", "c", "z"] {
+        let v = json(&[
+            "cholesky",
+            "--n",
+            "260",
+            "--tile",
+            "64",
+            "--precision",
+            p,
+            "--inverse",
+            "--compare",
+            "cpu",
+            "--json",
+            "--perfmodel-dir",
+            &dir,
+        ]);
+        let inverse = &v["inverse"];
+        assert_eq!(inverse["residual_ok"], true, "{p}: {inverse}");
+        let names: Vec<&str> = inverse["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"faer-llt-inverse"), "{names:?}");
+        assert!(inverse["ratio_to_best_peer"].as_f64().unwrap() > 0.0);
+        // n^3 flops (factor and inverse), 4 times that for complex.
+        let flops =
+            inverse["gflops"].as_f64().unwrap() * inverse["seconds"].as_f64().unwrap() * 1e9;
+        let real = 260.0_f64.powi(3);
+        let expected = if p == "c" || p == "z" {
+            4.0 * real
+        } else {
+            real
+        };
+        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+    }
+    for refused in [
+        &["cholesky", "--inverse", "--precision", "ds"][..],
+        &["cholesky", "--inverse", "--grid", "1x1"][..],
+    ] {
+        let (ok, _, stderr) = hetla(refused);
+        assert!(!ok && stderr.contains("inverse"), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn cholesky_ds_refines_an_f32_factor_to_f64_accuracy() {
     let v = json(&[
         "cholesky",

@@ -62,6 +62,64 @@ pub fn cholesky(a: &Tiling) -> Result<TaskGraph, TilingError> {
     Ok(g)
 }
 
+/// The inverse A^-1 = L^-H L^-1 of a Hermitian positive definite matrix from its Cholesky factor L
+/// (lower tiles of [`FACTOR`], overwritten by the lower triangle of A^-1), as LAPACK's ?potri tiled
+/// as Chameleon's: first L <- L^-1 (TRTRI), for each k
+///
+/// - `SolveRight(L_kk, L_mk)`: L_mk <- -L_mk L_kk^-1 for m > k;
+/// - `MatMul(L_mk, L_kn, L_mn)`: L_mn <- L_mn + L_mk L_kn for m > k > n;
+/// - `SolveLower(L_kk, L_kn)`: L_kn <- L_kk^-1 L_kn for n < k;
+/// - `Trtri(L_kk)`;
+///
+/// then L <- L^H L (LAUUM), for each k
+///
+/// - `SyrkAdjoint(L_kn, L_nn)`: L_nn <- L_nn + L_kn^H L_kn, and `MatMul^H(L_km, L_kn, L_mn)`: L_mn
+///   <- L_mn + L_km^H L_kn for n < m < k;
+/// - `TrmmAdjoint(L_kk, L_kn)`: L_kn <- L_kk^H L_kn for n < k;
+/// - `Lauum(L_kk)`.
+///
+/// 2 n^3 / 3 flops (n^3/3 each); only lower tiles are touched.
+pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
+    a.ensure_square()?;
+    let nt = a.row_tiles();
+    let tile = |i, j| (TileRef::new(FACTOR, i, j), a);
+    let mut g = TaskGraph::new();
+    let accumulate = Op::MatMul(hetla_kernels::MatMul::ACCUMULATE);
+    for k in 0..nt {
+        for m in k + 1..nt {
+            push(&mut g, Op::SolveRight, &[tile(k, k)], tile(m, k));
+        }
+        for m in k + 1..nt {
+            for n in 0..k {
+                push(&mut g, accumulate, &[tile(m, k), tile(k, n)], tile(m, n));
+            }
+        }
+        for n in 0..k {
+            push(&mut g, Op::SolveLower, &[tile(k, k)], tile(k, n));
+        }
+        push(&mut g, Op::Trtri, &[], tile(k, k));
+    }
+    let adjoint_product = Op::MatMul(hetla_kernels::MatMul::new(true, false, 1.0, 1.0));
+    for k in 0..nt {
+        for n in 0..k {
+            push(&mut g, Op::SyrkAdjoint, &[tile(k, n)], tile(n, n));
+            for m in n + 1..k {
+                push(
+                    &mut g,
+                    adjoint_product,
+                    &[tile(k, m), tile(k, n)],
+                    tile(m, n),
+                );
+            }
+        }
+        for n in 0..k {
+            push(&mut g, Op::TrmmAdjoint, &[tile(k, k)], tile(k, n));
+        }
+        push(&mut g, Op::Lauum, &[], tile(k, k));
+    }
+    Ok(g)
+}
+
 fn check_rhs(l: &Tiling, b: &Tiling) -> Result<(), TilingError> {
     l.ensure_square()?;
     if b.rows() != l.rows() || b.tile() != l.tile() {

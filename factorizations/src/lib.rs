@@ -6,8 +6,9 @@
 //! accesses (read after write, write after read, write after write), so any execution that respects
 //! the edges computes what the sequential order computes. [`Tiling`] cuts a matrix into b x b tiles
 //! with a ragged last row and column of tiles. The builders give the tiled Cholesky factorisation
-//! ([`cholesky`]) and the forward and backward substitutions of a solve ([`forward_substitution`],
-//! [`backward_substitution`]), and the tiled general matrix product ([`matmul`]).
+//! ([`cholesky`]), the inverse from its factor ([`cholesky_inverse`]), the forward and backward
+//! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), and the tiled
+//! general matrix product ([`matmul`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -20,7 +21,7 @@ mod split;
 mod tiling;
 
 pub use builders::{
-    FACTOR, RHS, SUMS, backward_substitution, cholesky, distributed_substitution,
+    FACTOR, RHS, SUMS, backward_substitution, cholesky, cholesky_inverse, distributed_substitution,
     forward_substitution, sum_shape,
 };
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};

@@ -79,6 +79,35 @@ impl Backend {
         }
     }
 
+    /// The library's own inverse of an SPD (Hermitian positive definite) matrix from its lower
+    /// triangle, factorisation included, on `par` threads, as a user calling it directly would
+    /// (faer's `llt` then `inverse`; LAPACK ?potrf then ?potri on OpenBLAS's threads): the peer of
+    /// hetla's inverse. The lower triangle of `a` receives the inverse's.
+    pub fn library_inverse<T: Scalar>(
+        self,
+        mut a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => {
+                use faer::linalg::solvers::DenseSolveCore;
+                let global = faer::get_global_parallelism();
+                faer::set_global_parallelism(par);
+                let inverse = a.as_ref().llt(faer::Side::Lower).map(|llt| llt.inverse());
+                faer::set_global_parallelism(global);
+                let inverse = inverse.map_err(|e| match e {
+                    faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => {
+                        KernelError::NotPositiveDefinite { index }
+                    }
+                })?;
+                a.copy_from_triangular_lower(&inverse);
+                Ok(())
+            }
+            Backend::OpenBlas => openblas!(library_inverse(a, par)),
+        }
+    }
+
     /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS ?gemm
     /// with its threads): the peer of `--compare`. Give column-major A and B for the library's fast
     /// path.

@@ -512,6 +512,11 @@ impl GpuContext {
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
+        if !op.runs_on_gpus() {
+            return Err(KernelError::Gpu {
+                message: format!("{op} has no GPU kernel yet: it runs on CPU clusters"),
+            });
+        }
         if let Some((i, other)) = reads
             .iter()
             .enumerate()
@@ -637,6 +642,9 @@ impl GpuContext {
                     T::gemm(h, ops, (m, n, k), (alpha, beta), (a, b), c)
                 }
                 Op::Potrf => unreachable!("queued by queue_potrf"),
+                Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
+                    unreachable!("refused by launch")
+                }
             }
         };
         status

@@ -10,6 +10,12 @@ pub enum KernelError {
         /// Column (0-based, inside the tile) whose pivot was not positive.
         index: usize,
     },
+    /// A triangular tile with a zero on its diagonal has no inverse (LAPACK ?trtri's info > 0).
+    #[error("the triangular tile is singular: zero on its diagonal at tile column {index}")]
+    Singular {
+        /// Column (0-based, inside the tile) of the zero.
+        index: usize,
+    },
     /// The operands handed to a kernel do not have the shapes the operation needs.
     #[error("{op} got operands of the wrong shape: {reason}")]
     Operands {

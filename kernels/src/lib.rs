@@ -3,9 +3,10 @@
 //! The tile operations of hetla's tiled algorithms, on column-major tiles of any shape (ragged edge
 //! tiles included) in any of the four precisions ([`Scalar`]: `f32`, `f64`, [`c32`], [`c64`];
 //! complex matrices are Hermitian): POTRF, TRSM, SYRK and GEMM for the Cholesky factorisation, and
-//! the triangular solves and updates of the forward and backward substitutions. Each operation has
-//! an exact flop count ([`Op::flops`]) and takes an explicit parallelism ([`Par`]): a kernel never
-//! decides on its own how many threads to use. Two CPU backends are chosen at run time through
+//! the triangular solves and updates of the forward and backward substitutions; TRTRI, LAUUM and
+//! their panel steps for the inverse of an SPD matrix from its factor. Each operation has an exact
+//! flop count ([`Op::flops`]) and takes an explicit parallelism ([`Par`]): a kernel never decides
+//! on its own how many threads to use. Two CPU backends are chosen at run time through
 //! [`Backend`]: faer (pure Rust, always built) and OpenBLAS (cargo feature `openblas`).
 //!
 //! faer kernels run on the rayon pool they are called from; run them inside a dedicated pool's
@@ -33,6 +34,7 @@ mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
 mod par;
+mod potri;
 mod run;
 mod scalar;
 mod split;

@@ -33,6 +33,20 @@ pub enum Op {
     /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives, as in a
     /// distributed substitution).
     Add,
+    /// `[L (n x n)]`: L <- L^-1, lower triangle only (LAPACK ?trtri, 'L', non-unit): the diagonal
+    /// step of inverting a triangular factor.
+    Trtri,
+    /// `[L (n x n)]`: L <- L^H L, lower triangle only (LAPACK ?lauum, 'L'): the diagonal step of
+    /// forming A^-1 = L^-H L^-1 from the inverted factor.
+    Lauum,
+    /// `[L (n x n), B (m x n)]`: B <- -B L^-1 (the panel step of a tiled TRTRI).
+    SolveRight,
+    /// `[A (k x n), C (n x n)]`: C <- C + A^H A, lower triangle of C only (HERK with the adjoint, a
+    /// step of a tiled LAUUM).
+    SyrkAdjoint,
+    /// `[L (m x m), B (m x n)]`: B <- L^H B (TRMM on the left with the adjoint, a step of a tiled
+    /// LAUUM).
+    TrmmAdjoint,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
     /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
     /// 0, C is overwritten and never read (BLAS semantics).
@@ -104,7 +118,7 @@ pub type Shape = (usize, usize);
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 14] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -114,12 +128,17 @@ impl Op {
         Op::Update,
         Op::UpdateTrans,
         Op::Add,
+        Op::Trtri,
+        Op::Lauum,
+        Op::SolveRight,
+        Op::SyrkAdjoint,
+        Op::TrmmAdjoint,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 10] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 10];
+    pub const KINDS: [Op; 15] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 15];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -146,6 +165,11 @@ impl Op {
             Op::Update => "update",
             Op::UpdateTrans => "update_trans",
             Op::Add => "add",
+            Op::Trtri => "trtri",
+            Op::Lauum => "lauum",
+            Op::SolveRight => "solve_right",
+            Op::SyrkAdjoint => "syrk_adjoint",
+            Op::TrmmAdjoint => "trmm_adjoint",
             Op::MatMul(_) => "matmul",
         }
     }
@@ -155,11 +179,27 @@ impl Op {
         Op::ALL.into_iter().find(|op| op.name() == name)
     }
 
+    /// Whether GPUs have a kernel for the operation. The inverse's (TRTRI, LAUUM and their panel
+    /// steps) run on CPU clusters only for now; runs restrict them there.
+    pub fn runs_on_gpus(self) -> bool {
+        !matches!(
+            self,
+            Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint
+        )
+    }
+
     /// Number of tiles the operation only reads (the written tile comes after them).
     pub fn reads(self) -> usize {
         match self {
-            Op::Potrf => 0,
-            Op::Trsm | Op::Syrk | Op::SolveLower | Op::SolveLowerTrans | Op::Add => 1,
+            Op::Potrf | Op::Trtri | Op::Lauum => 0,
+            Op::Trsm
+            | Op::Syrk
+            | Op::SolveLower
+            | Op::SolveLowerTrans
+            | Op::Add
+            | Op::SolveRight
+            | Op::SyrkAdjoint
+            | Op::TrmmAdjoint => 1,
             Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
@@ -186,8 +226,13 @@ impl Op {
         };
         let w = shapes[self.reads()];
         match self {
-            Op::Potrf => expect("A", w, (w.0, w.0)),
-            Op::Trsm => expect("L", shapes[0], (w.1, w.1)),
+            Op::Potrf | Op::Trtri | Op::Lauum => expect("A", w, (w.0, w.0)),
+            Op::Trsm | Op::SolveRight => expect("L", shapes[0], (w.1, w.1)),
+            Op::SyrkAdjoint => {
+                expect("C", w, (w.0, w.0))?;
+                expect("A", shapes[0], (shapes[0].0, w.0))
+            }
+            Op::TrmmAdjoint => expect("L", shapes[0], (w.0, w.0)),
             Op::Syrk => {
                 expect("C", w, (w.0, w.0))?;
                 expect("A", shapes[0], (w.0, shapes[0].1))
@@ -236,6 +281,14 @@ impl Op {
             Op::Update => 2.0 * m * n * shapes[0].1 as f64,
             Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
             Op::Add => m * n,
+            // LAPACK Working Note 41: n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3
+            // additions.
+            Op::Trtri => (m * m * m + 2.0 * m) / 3.0,
+            // As POTRF's: n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions.
+            Op::Lauum => (2.0 * m * m * m + 3.0 * m * m + m) / 6.0,
+            Op::SolveRight => m * n * n,
+            Op::SyrkAdjoint => shapes[0].0 as f64 * m * (m + 1.0),
+            Op::TrmmAdjoint => n * m * m,
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }
@@ -288,7 +341,7 @@ mod tests {
             (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
             (2.0, 0.5, 1.0)
         );
-        assert!(nt.same_kind(Op::KINDS[9]) && !nt.same_kind(Op::GemmNt));
+        assert!(nt.same_kind(Op::KINDS[14]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
     }
 

@@ -185,7 +185,7 @@ fn potrf_on_current_threads<T: Scalar>(a: MatMut<'_, T>) -> Result<(), KernelErr
 
 /// B <- B L^-H.
 pub(crate) fn trsm<T: Scalar>(l: MatRef<'_, T>, b: MatMut<'_, T>) -> Result<(), KernelError> {
-    triangular_solve(l, CblasRight, true, b)
+    triangular_solve(l, CblasRight, true, 1.0, b)
 }
 
 /// X <- L^-1 X, or L^-H X when `adjoint`.
@@ -194,13 +194,15 @@ pub(crate) fn solve_lower<T: Scalar>(
     adjoint: bool,
     x: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
-    triangular_solve(l, CblasLeft, adjoint, x)
+    triangular_solve(l, CblasLeft, adjoint, 1.0, x)
 }
 
+/// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), op the adjoint when `adjoint_l`.
 fn triangular_solve<T: Scalar>(
     l: MatRef<'_, T>,
     side: cblas_sys::CBLAS_SIDE,
     adjoint_l: bool,
+    alpha: f64,
     b: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
     let (m, n) = (int(b.nrows())?, int(b.ncols())?);
@@ -218,7 +220,7 @@ fn triangular_solve<T: Scalar>(
     } else {
         CblasNoTrans
     };
-    let one = BlasScalar::new(1.0);
+    let one = BlasScalar::new(alpha);
     set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
         let (lp, ld) = (l.ptr, l.ld);
@@ -296,11 +298,26 @@ pub(crate) fn unit_upper_product<T: Scalar>(
     u: MatRef<'_, T>,
     b: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
+    triangular_product(u, (CblasRight, CblasUpper, CblasNoTrans, CblasUnit), b)
+}
+
+/// B <- op(T) B (left) or B op(T) (right) with the triangle T of `u` (?trmm: side, uplo, trans,
+/// diag as CBLAS names them), on one thread.
+fn triangular_product<T: Scalar>(
+    u: MatRef<'_, T>,
+    (s, t, tr, d): (
+        cblas_sys::CBLAS_SIDE,
+        cblas_sys::CBLAS_UPLO,
+        CBLAS_TRANSPOSE,
+        cblas_sys::CBLAS_DIAG,
+    ),
+    b: MatMut<'_, T>,
+) -> Result<(), KernelError> {
     let (m, n) = (int(b.nrows())?, int(b.ncols())?);
     if m == 0 || n == 0 {
         return Ok(());
     }
-    // The triangle must be read as upper: a view that is not column-major is copied.
+    // The triangle must be read as stored: a view that is not column-major is copied.
     let u = match blas_ref(u, Conj::No)? {
         r if matches!(r.trans, CblasNoTrans) => r,
         _ => blas_ref(u.to_owned().as_ref(), Conj::No)?,
@@ -309,16 +326,10 @@ pub(crate) fn unit_upper_product<T: Scalar>(
     set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
         let (up, ld) = (u.ptr, u.ld);
-        let (o, s, t, tr, d) = (
-            CblasColMajor,
-            CblasRight,
-            CblasUpper,
-            CblasNoTrans,
-            CblasUnit,
-        );
-        // SAFETY: u.ptr/u.ld describe a valid n x n column-major tile, ptr/ldb the exclusive
-        // m x n operand (the caller checked the shapes); both outlive the call, and the routine
-        // is T's precision's.
+        let o = CblasColMajor;
+        // SAFETY: u.ptr/u.ld describe a valid column-major tile of the order `s` needs, ptr/ldb the
+        // exclusive m x n operand (the caller checked the shapes); both outlive the call, and the
+        // routine is T's precision's.
         unsafe {
             match T::PRECISION {
                 Precision::S => cblas_strmm(
@@ -533,6 +544,42 @@ pub(crate) fn library_potrf<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(),
     with_library_threads(par, || potrf_on_current_threads(a))
 }
 
+/// ?potrf then ?potri on OpenBLAS's own threads (`par`), then back to one thread.
+pub(crate) fn library_inverse<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
+    with_library_threads(par, || {
+        let mut a = a;
+        potrf_on_current_threads(a.as_mut())?;
+        let n = int(a.nrows())?;
+        if n == 0 {
+            return Ok(());
+        }
+        with_col_major(a, |ptr, lda| {
+            let mut info: c_int = 0;
+            let uplo = b'L' as c_char;
+            // SAFETY: ptr addresses the n x n column-major factor of T with leading dimension
+            // lda, exclusively borrowed for the call; the routine is T's precision's.
+            unsafe {
+                match T::PRECISION {
+                    Precision::S => lapack_sys::spotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                    Precision::D => lapack_sys::dpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                    Precision::C => lapack_sys::cpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                    Precision::Z => lapack_sys::zpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
+                }
+            };
+            match info {
+                0 => Ok(()),
+                i if i > 0 => Err(KernelError::Singular {
+                    index: i as usize - 1,
+                }),
+                i => Err(KernelError::Operands {
+                    op: Op::Trtri,
+                    reason: format!("{}potri rejected argument {}", T::PRECISION, -i),
+                }),
+            }
+        })
+    })
+}
+
 /// ?gemm (C - A B) on OpenBLAS's own threads (`par`), then back to one thread.
 pub(crate) fn library_gemm_sub<T: Scalar>(
     a: MatRef<'_, T>,
@@ -550,4 +597,110 @@ fn with_library_threads<R>(par: Par, f: impl FnOnce() -> R) -> R {
     let out = f();
     set_threads(Par::Seq);
     out
+}
+
+/// The inverse's tile operations (see `crate::potri`), each one sequential call.
+pub(crate) fn potri<T: Scalar>(
+    op: Op,
+    reads: &[MatRef<'_, T>],
+    write: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    match op {
+        Op::Trtri | Op::Lauum => lapack_triangle(op, write),
+        Op::SolveRight => {
+            crate::potri::check_diagonal(reads[0])?;
+            triangular_solve(reads[0], CblasRight, false, -1.0, write)
+        }
+        Op::TrmmAdjoint => triangular_product(
+            reads[0],
+            (CblasLeft, CblasLower, adjoint::<T>(), CblasNonUnit),
+            write,
+        ),
+        Op::SyrkAdjoint => syrk_adjoint(reads[0], write),
+        other => unreachable!("{other} is not an operation of the inverse"),
+    }
+}
+
+/// C <- C + A^H A on the lower triangle of C (?syrk/?herk with the adjoint, A stored k x n).
+fn syrk_adjoint<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), KernelError> {
+    let (n, k) = (int(a.ncols())?, int(a.nrows())?);
+    if n == 0 || k == 0 {
+        return Ok(());
+    }
+    // A must be column-major for the adjoint flag to mean A^H A.
+    let a = match blas_ref(a, Conj::No)? {
+        r if matches!(r.trans, CblasNoTrans) => r,
+        _ => blas_ref(a.to_owned().as_ref(), Conj::No)?,
+    };
+    set_threads(Par::Seq);
+    with_col_major(c, |ptr, ldc| {
+        let (ap, lda, tr) = (a.ptr, a.ld, adjoint::<T>());
+        let (o, l) = (CblasColMajor, CblasLower);
+        // SAFETY: a.ptr/a.ld describe the valid column-major k x n operand, ptr/ldc the exclusive
+        // n x n output; both outlive the call, and the routine is T's precision's.
+        unsafe {
+            match T::PRECISION {
+                Precision::S => {
+                    cblas_ssyrk(o, l, tr, n, k, 1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::D => {
+                    cblas_dsyrk(o, l, tr, n, k, 1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::C => {
+                    cblas_cherk(o, l, tr, n, k, 1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+                Precision::Z => {
+                    cblas_zherk(o, l, tr, n, k, 1.0, ap.cast(), lda, 1.0, ptr.cast(), ldc)
+                }
+            }
+        };
+        Ok(())
+    })
+}
+
+/// LAPACK ?trtri ('L', 'N') or ?lauum ('L') on the lower triangle of `a`.
+fn lapack_triangle<T: Scalar>(op: Op, a: MatMut<'_, T>) -> Result<(), KernelError> {
+    let n = int(a.nrows())?;
+    if n == 0 {
+        return Ok(());
+    }
+    set_threads(Par::Seq);
+    with_col_major(a, |ptr, lda| {
+        let mut info: c_int = 0;
+        let (uplo, diag) = (b'L' as c_char, b'N' as c_char);
+        // SAFETY: ptr addresses an n x n column-major matrix of T with leading dimension lda,
+        // valid and exclusively borrowed for the call; the routine is the one of T's precision;
+        // the scalars live on this stack.
+        unsafe {
+            let info = &mut info;
+            match (op, T::PRECISION) {
+                (Op::Trtri, Precision::S) => {
+                    lapack_sys::strtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
+                }
+                (Op::Trtri, Precision::D) => {
+                    lapack_sys::dtrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
+                }
+                (Op::Trtri, Precision::C) => {
+                    lapack_sys::ctrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
+                }
+                (Op::Trtri, Precision::Z) => {
+                    lapack_sys::ztrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
+                }
+                (_, Precision::S) => lapack_sys::slauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (_, Precision::D) => lapack_sys::dlauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (_, Precision::C) => lapack_sys::clauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (_, Precision::Z) => lapack_sys::zlauum_(&uplo, &n, ptr.cast(), &lda, info),
+            }
+        };
+        match info {
+            0 => Ok(()),
+            i if i > 0 => Err(KernelError::Singular {
+                index: i as usize - 1,
+            }),
+            i => Err(KernelError::Operands {
+                op,
+                reason: format!("{}{op} rejected argument {}", T::PRECISION, -i),
+            }),
+        }
+    })
 }

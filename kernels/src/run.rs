@@ -49,6 +49,9 @@ impl Backend {
                 faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
                 Ok(())
             }
+            Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
+                self.run_potri(op, reads, write, par)
+            }
             Op::MatMul(p) => {
                 let a = if p.trans_a {
                     adjoint(reads[0])

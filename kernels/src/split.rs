@@ -49,7 +49,7 @@ pub(crate) fn bands(n: usize, p: usize) -> Vec<usize> {
 
 /// Row bands of a lower triangle of order `n` whose trapezoids have about equal areas: band i ends
 /// at n sqrt((i + 1) / p).
-fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
+pub(crate) fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
     let p = p.clamp(1, n.max(1));
     let mut ends: Vec<usize> = (1..=p)
         .map(|i| ((n as f64) * ((i as f64) / (p as f64)).sqrt()).round() as usize)

@@ -158,6 +158,7 @@ pub(crate) fn simulate_plan(
 fn order(plan: &Plan) -> usize {
     match plan.algorithm() {
         hetla::Algorithm::Cholesky { n }
+        | hetla::Algorithm::CholeskyInverse { n }
         | hetla::Algorithm::CholeskySolve { n, .. }
         | hetla::Algorithm::DistributedSubstitution { n, .. } => n,
         hetla::Algorithm::Gemm { m, .. } => m,

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky,
+    RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky, cholesky_inverse,
     distributed_substitution, forward_substitution, matmul, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
-use hetla_runtime::{KernelKey, MemoryNode, RunOptions, SchedulerKind, StaticPlan};
+use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
 
 use crate::{Error, Result};
 use serde::Serialize;
@@ -86,6 +86,12 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// The inverse A^-1 = L^-H L^-1 from a Cholesky factor of an n x n matrix, in place (matrix
+    /// [`FACTOR`]: L's lower triangle in, A^-1's out; LAPACK's ?potri).
+    CholeskyInverse {
+        /// The order.
+        n: usize,
+    },
     /// The forward and backward substitutions with a Cholesky factor (matrix [`FACTOR`], read) of
     /// `rhs` right-hand sides (matrix [`RHS`], overwritten by the solution).
     CholeskySolve {
@@ -123,6 +129,7 @@ impl Algorithm {
     pub fn name(&self) -> &'static str {
         match self {
             Algorithm::Cholesky { .. } => "cholesky",
+            Algorithm::CholeskyInverse { .. } => "cholesky-inverse",
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Gemm { .. } => "gemm",
@@ -154,6 +161,8 @@ struct Schedule {
     plan: Option<Arc<StaticPlan>>,
     /// Tiles on a memory node before the run.
     placement: Vec<(TileRef, MemoryNode, Mode)>,
+    /// Operations only some kinds of worker may run (those without a GPU kernel).
+    restrictions: Vec<(Op, Vec<ResourceKind>)>,
 }
 
 /// A factorisation (or a product) built once, then run, simulated, bounded and split over a process
@@ -237,6 +246,37 @@ impl Plan {
             graph,
             flops,
         ))
+    }
+
+    /// The inverse from a Cholesky factor of order `n` in tiles of `tile` (a tiled TRTRI, then a
+    /// tiled LAUUM: [`cholesky_inverse`]), in `precision`; 2 n^3 / 3 flops. Its TRTRI and LAUUM
+    /// steps have no GPU kernels yet: runs keep them on CPU clusters.
+    pub fn cholesky_inverse(n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        // Two Cholesky graphs' worth of tasks, about.
+        crate::limits::check_cholesky(n, tile, 0)?;
+        crate::limits::check_graph(
+            "the inverse's task graph",
+            2 * crate::limits::cholesky_tasks(n, tile),
+            0,
+        )?;
+        let tiling = Tiling::square(n, tile)?;
+        let graph = cholesky_inverse(&tiling)?;
+        let flops = 2.0 * (n as f64).powi(3) / 3.0;
+        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+        let mut plan = Self::new(
+            Algorithm::CholeskyInverse { n },
+            precision,
+            tile,
+            layouts,
+            graph,
+            flops,
+        );
+        plan.schedule.restrictions = Op::ALL
+            .into_iter()
+            .filter(|op| !op.runs_on_gpus())
+            .map(|op| (op, vec![ResourceKind::Cpu]))
+            .collect();
+        Ok(plan)
     }
 
     /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand sides
@@ -335,6 +375,7 @@ impl Plan {
             scheduler,
             plan,
             placement,
+            restrictions: Vec::new(),
         };
         self
     }
@@ -434,6 +475,12 @@ impl Plan {
             } else {
                 s.placement.clone()
             },
+            restrictions: base
+                .restrictions
+                .iter()
+                .chain(&s.restrictions)
+                .cloned()
+                .collect(),
             ..base.clone()
         }
     }

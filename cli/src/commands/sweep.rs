@@ -429,6 +429,7 @@ fn real_run(
             gpu_memory: None,
         },
         compare: None,
+        inverse: false,
         repeat: None,
         traces: Default::default(),
         json: false,

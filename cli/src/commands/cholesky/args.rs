@@ -45,6 +45,13 @@ pub struct CholeskyArgs {
     /// the device-resident matrix (`gpu`); `--compare` alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<crate::commands::args::Compare>,
+    /// Also invert: time the factorisation and the inverse together (`hetla::Factor::inverse`: a
+    /// tiled TRTRI then a tiled LAUUM, LAPACK's ?potri on the runtime), check ||A X - I||_1 / (n
+    /// ||A||_1 ||X||_1 eps) (LAPACK's test, accepted below 30), and with `--compare` time each
+    /// library's own inverse, factorisation included (faer's llt + inverse, OpenBLAS ?potrf +
+    /// ?potri), the same way. Not with `--grid` or `--precision ds`.
+    #[arg(long)]
+    pub inverse: bool,
     /// One untimed warm-up, then R timed factorisations (each of a fresh copy of the matrix): the
     /// report gives the best (`seconds`, `gflops`) and the median; with `--compare` every peer is
     /// timed the same way. Without it: one cold run.

@@ -78,6 +78,29 @@ pub struct CholeskyReport {
     pub ratio_to_cusolver: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perfmodel_file: Option<String>,
+    /// With `--inverse`: the factorisation and the inverse timed together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inverse: Option<InverseReport>,
+}
+
+/// `--inverse`: A^-1 from a fresh factorisation, timed and checked, beside the libraries' own.
+#[derive(Serialize)]
+pub struct InverseReport {
+    /// The best factorisation + inverse, seconds.
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub runs: usize,
+    /// n^3 flops (n^3/3 for the factor, 2 n^3/3 for the inverse; 4x real for complex) over
+    /// `seconds`.
+    pub gflops: f64,
+    /// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps).
+    pub residual: f64,
+    pub residual_ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<peers::PeerRate>>,
+    /// hetla's rate over the fastest peer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_best_peer: Option<f64>,
 }
 
 /// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
@@ -198,7 +221,11 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         ratio_to_dgemm: None,
         ratio_to_cusolver: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
+        inverse: None,
     };
+    if args.inverse {
+        report.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus)?);
+    }
     if let Some(compare) = args.compare {
         let mut rates = Vec::new();
         let mut timed_peer = |backend: Backend| -> crate::Result<peers::PeerRate> {
@@ -244,6 +271,94 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         report.peers = Some(rates);
     }
     Ok(report)
+}
+
+/// `--inverse`: hetla's factorisation + inverse timed as `--repeat` says, checked, and with
+/// `--compare cpu` each library's own (factorisation included) timed the same way.
+fn inverse<T: Scalar>(
+    args: &CholeskyArgs,
+    options: &Cholesky,
+    a: faer::MatRef<'_, T>,
+    threads: usize,
+) -> crate::Result<InverseReport> {
+    let n = args.n;
+    let repeat = args.repeat.map(|r| r as usize);
+    let flops = (n as f64).powi(3) * T::PRECISION.flop_factor();
+    let (x, timings) = peers::repeat(repeat, || {
+        let copy = a.to_owned();
+        let start = Instant::now();
+        let x = options.factor_owned(copy)?.inverse()?;
+        Ok((x, start.elapsed().as_secs_f64()))
+    })?;
+    let residual = inverse_residual(a, x.as_ref(), threads);
+    drop(x);
+    let mut report = InverseReport {
+        seconds: timings.best,
+        median_seconds: timings.median,
+        runs: timings.runs,
+        gflops: flops / timings.best / 1e9,
+        residual,
+        residual_ok: residual < check::RESIDUAL_THRESHOLD,
+        peers: None,
+        ratio_to_best_peer: None,
+    };
+    if args.compare.is_some_and(|c| c.cpu()) {
+        let mut rates = Vec::new();
+        let mut buffer = a.to_owned();
+        for backend in Backend::available() {
+            let ((), timings) = peers::repeat(repeat, || {
+                buffer.copy_from(a);
+                Ok((
+                    (),
+                    peers::library_inverse(backend, buffer.as_mut(), threads)?,
+                ))
+            })?;
+            let name = match backend {
+                Backend::Faer => "faer-llt-inverse".to_owned(),
+                Backend::OpenBlas => format!("openblas-{0}potrf+{0}potri", T::PRECISION),
+            };
+            rates.push(peers::PeerRate::from_timings(&name, timings, flops));
+        }
+        let best = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
+        report.ratio_to_best_peer = Some(report.gflops / best);
+        report.peers = Some(rates);
+    }
+    Ok(report)
+}
+
+/// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps) with A Hermitian given by its lower triangle (LAPACK's
+/// dpot03), the product on `threads` threads.
+fn inverse_residual<T: Scalar>(
+    a: faer::MatRef<'_, T>,
+    x: faer::MatRef<'_, T>,
+    threads: usize,
+) -> f64 {
+    let n = a.nrows();
+    if n == 0 {
+        return 0.0;
+    }
+    let full = faer::Mat::from_fn(n, n, |i, j| {
+        if i >= j {
+            a[(i, j)]
+        } else {
+            T::conj_impl(&a[(j, i)])
+        }
+    });
+    let mut r = faer::Mat::<T>::identity(n, n);
+    faer::linalg::matmul::matmul(
+        r.as_mut(),
+        faer::Accum::Add,
+        full.as_ref(),
+        x,
+        T::from_f64(-1.0),
+        Par::rayon(threads),
+    );
+    let norm1 = |m: faer::MatRef<'_, T>| {
+        (0..m.ncols())
+            .map(|j| m.col(j).iter().map(|v| v.abs_f64()).sum::<f64>())
+            .fold(0.0, f64::max)
+    };
+    norm1(r.as_ref()) / (n as f64 * norm1(full.as_ref()) * norm1(x) * T::PRECISION.epsilon())
 }
 
 /// The matrix the timed factorisations work in: in huge pages (`--huge-pages true`) or an ordinary
@@ -358,6 +473,29 @@ pub fn print(r: &CholeskyReport) {
             k.mean_seconds * 1e3,
             k.gflops
         );
+    }
+    if let Some(inv) = &r.inverse {
+        println!(
+            "  inverse   {:.4} s, {:.2} Gflop/s (factor + inverse: n^3 flops{}); residual {:.3e} ||AX - I||_1 / (n ||A||_1 ||X||_1 eps), {}",
+            inv.seconds,
+            inv.gflops,
+            if r.precision.is_complex() {
+                ", 4x real"
+            } else {
+                ""
+            },
+            inv.residual,
+            if inv.residual_ok { "ok" } else { "TOO LARGE" }
+        );
+        for p in inv.peers.iter().flatten() {
+            println!(
+                "  inv peer  {:<22} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
+                p.name, p.seconds, p.gflops, p.median_seconds
+            );
+        }
+        if let Some(ratio) = inv.ratio_to_best_peer {
+            println!("  inv ratio hetla / best inverse peer {ratio:.3}");
+        }
     }
     if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
         print_bounds(bounds);

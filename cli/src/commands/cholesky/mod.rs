@@ -29,6 +29,12 @@ pub enum CholeskyOutput {
 /// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
     use PrecisionArg as P;
+    if args.inverse && (args.grid.is_some() || args.precision == P::Ds) {
+        return Err(crate::Error::InvalidOption {
+            option: "inverse",
+            reason: "the inverse is timed on one node in one precision: drop --grid or give --precision s, d, c or z".into(),
+        });
+    }
     if let Some(grid) = args.grid {
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| CholeskyOutput::Grid(Box::new(r))));
