@@ -82,6 +82,32 @@ fn cholesky_task_counts_and_exact_flops() {
 }
 
 #[test]
+fn the_inverse_graph_touches_lower_tiles_orders_conflicts_and_counts_two_thirds_n_cubed() {
+    let tiling = Tiling::square(1000, 100).unwrap();
+    let g = hetla_factorizations::cholesky_inverse(&tiling).unwrap();
+    assert!(
+        g.tasks()
+            .iter()
+            .all(|t| t.accesses.iter().all(|a| a.tile.row >= a.tile.col))
+    );
+    assert_conflicts_are_ordered(&g);
+    // n^3/3 for TRTRI and as much for LAUUM, up to lower-order terms.
+    let leading = 2.0 * 1000f64.powi(3) / 3.0;
+    assert!(
+        (g.total_flops() / leading - 1.0).abs() < 0.02,
+        "{}",
+        g.total_flops()
+    );
+    // t TRTRI and t LAUUM on the diagonal, one per tile of every other kind's step.
+    let t = 10;
+    let count = |op: Op| g.tasks().iter().filter(|task| task.op == op).count();
+    assert_eq!((count(Op::Trtri), count(Op::Lauum)), (t, t));
+    assert_eq!(count(Op::SolveRight), t * (t - 1) / 2);
+    assert_eq!(count(Op::TrmmAdjoint), t * (t - 1) / 2);
+    assert_eq!(count(Op::SyrkAdjoint), t * (t - 1) / 2);
+}
+
+#[test]
 fn solve_graphs_have_the_flops_of_two_triangular_solves() {
     for (n, r, b) in [(7, 1, 3), (10, 4, 5), (9, 9, 4), (1, 3, 2)] {
         let l = Tiling::square(n, b).unwrap();
