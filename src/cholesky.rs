@@ -409,30 +409,20 @@ impl<T: Scalar> Factor<T> {
     /// the inverse when its entries are what is wanted (a covariance from a precision matrix).
     pub fn inverse(&self) -> Result<Mat<T>> {
         let n = self.n();
-        let mut inv = self.l.clone();
         let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-        let done = if self.tile >= n {
-            direct(&self.platform, flops, |backend, par| {
+        let mut inv = if self.tile >= n {
+            let mut inv = self.l.clone();
+            let done = direct(&self.platform, flops, |backend, par| {
                 backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
                 backend.run(Op::Lauum, &[], inv.as_mut(), par)
-            })
-            .map(|result| result.map_err(Error::Kernel))
-        } else {
-            None
-        };
-        match done {
-            Some(result) => result?,
-            None => {
-                let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
-                run_on_lower(
-                    &self.platform,
-                    &plan,
-                    inv.as_mut(),
-                    Storage::Auto,
-                    self.scheduler,
-                )?;
+            });
+            match done {
+                Some(result) => result.map(|()| inv).map_err(Error::Kernel)?,
+                None => self.tiled_inverse()?,
             }
-        }
+        } else {
+            self.tiled_inverse()?
+        };
         // The upper triangle from the lower one (conjugated), by 64 x 64 blocks so that the rows
         // read stay in cache.
         const BLOCK: usize = 64;
@@ -446,6 +436,36 @@ impl<T: Scalar> Factor<T> {
             }
         }
         Ok(inv)
+    }
+
+    /// The lower triangle of A^-1 by the inverse's plan: read from L into a tile-major copy and
+    /// written into a new matrix when the copy fits (L is not copied first), else on a copy of L.
+    fn tiled_inverse(&self) -> Result<Mat<T>> {
+        let n = self.n();
+        let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
+        let options = RunOptions {
+            scheduler: self.scheduler,
+            ..RunOptions::default()
+        };
+        match Storage::Auto.resolve::<T>(n, self.tile) {
+            Storage::TileMajor => {
+                let platform = &self.platform;
+                let spare = platform.reclaim::<PageBuffer<T>>();
+                let tiles = TileMajor::lower(self.l.as_ref(), self.tile, spare)?;
+                let run = plan.execute(platform, &tiles, &options);
+                let mut inv = Mat::zeros(n, n);
+                if run.is_ok() {
+                    tiles.copy_out(inv.as_mut());
+                }
+                platform.keep(tiles.into_buffer());
+                run.map(|_| inv)
+            }
+            storage => {
+                let mut inv = self.l.clone();
+                run_on_lower(&self.platform, &plan, inv.as_mut(), storage, self.scheduler)?;
+                Ok(inv)
+            }
+        }
     }
 
     /// ln det A = 2 sum ln L_kk (real also for a complex Hermitian A). It neither overflows nor

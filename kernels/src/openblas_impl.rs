@@ -607,10 +607,7 @@ pub(crate) fn potri<T: Scalar>(
 ) -> Result<(), KernelError> {
     match op {
         Op::Trtri | Op::Lauum => lapack_triangle(op, write),
-        Op::SolveRight => {
-            crate::potri::check_diagonal(reads[0])?;
-            triangular_solve(reads[0], CblasRight, false, -1.0, write)
-        }
+        Op::SolveRight => triangular_solve(reads[0], CblasRight, false, -1.0, write),
         Op::TrmmAdjoint => triangular_product(
             reads[0],
             (CblasLeft, CblasLower, adjoint::<T>(), CblasNonUnit),

@@ -1,8 +1,8 @@
 //! The tile kernels of the inverse of a Hermitian positive definite matrix from its Cholesky factor
-//! (LAPACK's ?potri, tiled as Chameleon's: a tiled TRTRI, L <- L^-1, then a tiled LAUUM, L <- L^H
-//! L = A^-1): [`Op::Trtri`] and [`Op::Lauum`] on diagonal tiles, [`Op::SolveRight`],
-//! [`Op::SyrkAdjoint`] and [`Op::TrmmAdjoint`] on the others ([`Op::SolveLower`] and
-//! [`Op::MatMul`] serve too).
+//! (LAPACK's ?potri, tiled as Chameleon's: a tiled TRTRI, L <- L^-1, then a tiled LAUUM, L <- L^H L
+//! = A^-1): [`Op::Trtri`] and [`Op::Lauum`] on diagonal tiles, [`Op::SolveRight`],
+//! [`Op::SyrkAdjoint`] and [`Op::TrmmAdjoint`] on the others ([`Op::SolveLower`] and [`Op::MatMul`]
+//! serve too).
 //!
 //! On `Par::Rayon(p)` the panel steps split as hetla's other kernels do (see `split`): the
 //! backend's sequential kernel on `p` disjoint pieces on the caller's pool (row bands of B for
@@ -19,8 +19,7 @@ use crate::split::{bands, pieces, run_pieces, triangle_bands};
 use crate::{Backend, KernelError, Op, Scalar};
 
 impl Backend {
-    /// One of the inverse's tile operations on its operands (already checked by
-    /// [`Backend::run`]).
+    /// One of the inverse's tile operations on its operands (already checked by [`Backend::run`]).
     pub(crate) fn run_potri<T: Scalar>(
         self,
         op: Op,
@@ -142,8 +141,8 @@ fn faer_potri<T: Scalar>(
             );
         }
         Op::SolveRight => {
-            // B L^-1 = (L^-T B^T)^T: a solve with the upper triangular L^T on B^T, in place.
-            check_diagonal(reads[0])?;
+            // B L^-1 = (L^-T B^T)^T: a solve with the upper triangular L^T on B^T, in place. L is
+            // a Cholesky factor's diagonal tile: its diagonal is positive, as TRSM's is.
             faer::linalg::triangular_solve::solve_upper_triangular_in_place_with_conj(
                 reads[0].transpose(),
                 Conj::No,
@@ -195,7 +194,7 @@ fn lower_copy<T: Scalar>(m: MatRef<'_, T>) -> Mat<T> {
 
 /// A triangular matrix with a zero on its diagonal has no inverse: [`KernelError::Singular`] with
 /// the first such index, as LAPACK's ?trtri returns info > 0.
-pub(crate) fn check_diagonal<T: Scalar>(l: MatRef<'_, T>) -> Result<(), KernelError> {
+fn check_diagonal<T: Scalar>(l: MatRef<'_, T>) -> Result<(), KernelError> {
     match (0..l.nrows()).find(|&k| l[(k, k)] == T::from_f64(0.0)) {
         Some(index) => Err(KernelError::Singular { index }),
         None => Ok(()),
