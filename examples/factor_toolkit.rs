@@ -1,5 +1,5 @@
 //! What a Cholesky factor gives beyond a solve, in every precision: the log-determinant, the
-//! condition estimate, L, rank-k updates and downdates, and batches of small systems.
+//! condition estimate, the inverse, L, rank-k updates and downdates, and batches of small systems.
 //!
 //! Run: `cargo run --release --example factor_toolkit [n]` (default n = 1000). At n = 4096 it also
 //! reports the time of a rank-1 update against factoring the changed matrix anew, and the update's
@@ -30,14 +30,18 @@ fn toolkit<T: Scalar>(n: usize) -> hetla::Result<()> {
     let big = Mat::<T>::from_fn(n, 1, |_, _| T::from_f64(1e3));
     let refused = factor.downdate(&big).is_err();
 
+    // A^-1 (both triangles), as LAPACK's ?potri tiled on the runtime.
+    let inverse = factor.inverse()?;
+
     let x = factor.solve(Mat::<T>::ones(n, 1).as_ref())?;
     let l = factor.into_l();
     println!(
         "{}: n = {n}, ln det A = {log_det:.6}, {det}, rcond = {rcond:.3e}, \
-         indefinite downdate refused: {refused}, x[0] = {:?}, L[0,0] = {:?}",
+         indefinite downdate refused: {refused}, x[0] = {:?}, L[0,0] = {:?}, inv(A)[0,0] = {:?}",
         T::PRECISION,
         x[(0, 0)],
-        l[(0, 0)]
+        l[(0, 0)],
+        inverse[(0, 0)]
     );
 
     // 1000 small systems of mixed sizes, each one task on one core; one result per system.

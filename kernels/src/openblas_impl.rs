@@ -549,34 +549,7 @@ pub(crate) fn library_inverse<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(
     with_library_threads(par, || {
         let mut a = a;
         potrf_on_current_threads(a.as_mut())?;
-        let n = int(a.nrows())?;
-        if n == 0 {
-            return Ok(());
-        }
-        with_col_major(a, |ptr, lda| {
-            let mut info: c_int = 0;
-            let uplo = b'L' as c_char;
-            // SAFETY: ptr addresses the n x n column-major factor of T with leading dimension
-            // lda, exclusively borrowed for the call; the routine is T's precision's.
-            unsafe {
-                match T::PRECISION {
-                    Precision::S => lapack_sys::spotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
-                    Precision::D => lapack_sys::dpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
-                    Precision::C => lapack_sys::cpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
-                    Precision::Z => lapack_sys::zpotri_(&uplo, &n, ptr.cast(), &lda, &mut info),
-                }
-            };
-            match info {
-                0 => Ok(()),
-                i if i > 0 => Err(KernelError::Singular {
-                    index: i as usize - 1,
-                }),
-                i => Err(KernelError::Operands {
-                    op: Op::Trtri,
-                    reason: format!("{}potri rejected argument {}", T::PRECISION, -i),
-                }),
-            }
-        })
+        lapack_triangle(Triangle::Potri, a)
     })
 }
 
@@ -606,7 +579,7 @@ pub(crate) fn potri<T: Scalar>(
     write: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
     match op {
-        Op::Trtri | Op::Lauum => lapack_triangle(op, write),
+        Op::Trtri | Op::Lauum => lapack_triangle_op(op, write),
         Op::SolveRight => triangular_solve(reads[0], CblasRight, false, -1.0, write),
         Op::TrmmAdjoint => triangular_product(
             reads[0],
@@ -655,13 +628,34 @@ fn syrk_adjoint<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), Ker
     })
 }
 
-/// LAPACK ?trtri ('L', 'N') or ?lauum ('L') on the lower triangle of `a`.
-fn lapack_triangle<T: Scalar>(op: Op, a: MatMut<'_, T>) -> Result<(), KernelError> {
+/// The LAPACK routines of the inverse that work on one lower triangle in place.
+#[derive(Clone, Copy)]
+enum Triangle {
+    /// ?trtri ('L', 'N'): L <- L^-1.
+    Trtri,
+    /// ?lauum ('L'): L <- L^H L.
+    Lauum,
+    /// ?potri ('L'): the factor L <- the lower triangle of (L L^H)^-1.
+    Potri,
+}
+
+/// LAPACK ?trtri ('L', 'N') or ?lauum ('L') on the lower triangle of `a`, one thread.
+fn lapack_triangle_op<T: Scalar>(op: Op, a: MatMut<'_, T>) -> Result<(), KernelError> {
+    set_threads(Par::Seq);
+    let routine = if op == Op::Trtri {
+        Triangle::Trtri
+    } else {
+        Triangle::Lauum
+    };
+    lapack_triangle(routine, a)
+}
+
+/// `routine` on the lower triangle of `a`, on OpenBLAS's current threads.
+fn lapack_triangle<T: Scalar>(routine: Triangle, a: MatMut<'_, T>) -> Result<(), KernelError> {
     let n = int(a.nrows())?;
     if n == 0 {
         return Ok(());
     }
-    set_threads(Par::Seq);
     with_col_major(a, |ptr, lda| {
         let mut info: c_int = 0;
         let (uplo, diag) = (b'L' as c_char, b'N' as c_char);
@@ -670,24 +664,34 @@ fn lapack_triangle<T: Scalar>(op: Op, a: MatMut<'_, T>) -> Result<(), KernelErro
         // the scalars live on this stack.
         unsafe {
             let info = &mut info;
-            match (op, T::PRECISION) {
-                (Op::Trtri, Precision::S) => {
+            use Precision::{C, D, S, Z};
+            match (routine, T::PRECISION) {
+                (Triangle::Trtri, S) => {
                     lapack_sys::strtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
                 }
-                (Op::Trtri, Precision::D) => {
+                (Triangle::Trtri, D) => {
                     lapack_sys::dtrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
                 }
-                (Op::Trtri, Precision::C) => {
+                (Triangle::Trtri, C) => {
                     lapack_sys::ctrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
                 }
-                (Op::Trtri, Precision::Z) => {
+                (Triangle::Trtri, Z) => {
                     lapack_sys::ztrtri_(&uplo, &diag, &n, ptr.cast(), &lda, info)
                 }
-                (_, Precision::S) => lapack_sys::slauum_(&uplo, &n, ptr.cast(), &lda, info),
-                (_, Precision::D) => lapack_sys::dlauum_(&uplo, &n, ptr.cast(), &lda, info),
-                (_, Precision::C) => lapack_sys::clauum_(&uplo, &n, ptr.cast(), &lda, info),
-                (_, Precision::Z) => lapack_sys::zlauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Lauum, S) => lapack_sys::slauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Lauum, D) => lapack_sys::dlauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Lauum, C) => lapack_sys::clauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Lauum, Z) => lapack_sys::zlauum_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Potri, S) => lapack_sys::spotri_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Potri, D) => lapack_sys::dpotri_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Potri, C) => lapack_sys::cpotri_(&uplo, &n, ptr.cast(), &lda, info),
+                (Triangle::Potri, Z) => lapack_sys::zpotri_(&uplo, &n, ptr.cast(), &lda, info),
             }
+        };
+        let (name, op) = match routine {
+            Triangle::Trtri => ("trtri", Op::Trtri),
+            Triangle::Lauum => ("lauum", Op::Lauum),
+            Triangle::Potri => ("potri", Op::Trtri),
         };
         match info {
             0 => Ok(()),
@@ -696,7 +700,7 @@ fn lapack_triangle<T: Scalar>(op: Op, a: MatMut<'_, T>) -> Result<(), KernelErro
             }),
             i => Err(KernelError::Operands {
                 op,
-                reason: format!("{}{op} rejected argument {}", T::PRECISION, -i),
+                reason: format!("{}{name} rejected argument {}", T::PRECISION, -i),
             }),
         }
     })
