@@ -322,8 +322,8 @@ fn run_on_lower<T: Scalar>(
 }
 
 /// A Cholesky factor A = L L^H (L L^T for a real type), ready to solve systems, and what can be
-/// read from it: [`Factor::log_det`], [`Factor::rcond`], L itself, and rank-k changes of A
-/// ([`Factor::update`], [`Factor::downdate`]).
+/// read from it: [`Factor::log_det`], [`Factor::rcond`], [`Factor::inverse`], L itself, and rank-k
+/// changes of A ([`Factor::update`], [`Factor::downdate`]).
 ///
 /// ```
 /// use faer::Mat;
@@ -400,10 +400,10 @@ impl<T: Scalar> Factor<T> {
 
     /// A^-1, Hermitian (symmetric for a real type), both triangles filled: LAPACK's ?potri on the
     /// runtime, as Chameleon's: a tiled TRTRI (L <- L^-1) then a tiled LAUUM (L^-H L^-1), 2 n^3 / 3
-    /// flops in one task graph over the platform's clusters, on a copy of L (the factor stays
-    /// usable); a factor of one tile runs the two LAPACK kernels directly. Their diagonal steps
-    /// have no GPU kernels yet: on a platform with GPUs those tasks run on the CPU clusters, the
-    /// products anywhere.
+    /// flops in one task graph over the platform's clusters, into a new matrix (the factor is not
+    /// changed); a factor of one tile runs the two kernels directly. Their diagonal steps have no
+    /// GPU kernels yet: on a platform with GPUs those tasks run on the CPU clusters, the products
+    /// anywhere.
     ///
     /// Solving with the factor is cheaper and more accurate than multiplying by the inverse; take
     /// the inverse when its entries are what is wanted (a covariance from a precision matrix).
