@@ -19,17 +19,16 @@ use crate::split::{bands, pieces, run_pieces, triangle_bands};
 use crate::{Backend, KernelError, Op, Scalar};
 
 impl Backend {
-    /// One of the inverse's tile operations on its operands (already checked by [`Backend::run`]).
+    /// One of the inverse's tile operations on its operands (already checked by [`Backend::run`],
+    /// which counted its `flops`).
     pub(crate) fn run_potri<T: Scalar>(
         self,
         op: Op,
+        flops: f64,
         reads: &[MatRef<'_, T>],
         write: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
-        let mut shapes: Vec<_> = reads.iter().map(|m| (m.nrows(), m.ncols())).collect();
-        shapes.push((write.nrows(), write.ncols()));
-        let flops = op.flops(&shapes);
         let (rows, cols) = (write.nrows(), write.ncols());
         let seq = |op, reads: &[MatRef<'_, T>], write| self.potri_seq(op, reads, write, Par::Seq);
         match op {

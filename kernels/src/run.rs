@@ -50,7 +50,7 @@ impl Backend {
                 Ok(())
             }
             Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
-                self.run_potri(op, reads, write, par)
+                self.run_potri(op, op.flops(&shapes), reads, write, par)
             }
             Op::MatMul(p) => {
                 let a = if p.trans_a {
