@@ -11,17 +11,54 @@ pub const RESIDUAL_THRESHOLD: f64 = 30.0;
 
 /// 1-norm of the symmetric (Hermitian) matrix whose lower triangle is `m`'s.
 fn symmetric_norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
-    let n = m.nrows();
-    let mut col_sums = vec![0.0_f64; n];
-    for j in 0..n {
-        col_sums[j] += m[(j, j)].abs_f64();
-        for i in j + 1..n {
-            let v = m[(i, j)].abs_f64();
-            col_sums[j] += v;
-            col_sums[i] += v;
+    hermitian_column_sums(m).into_iter().fold(0.0, f64::max)
+}
+
+/// The column sums of |A| for the Hermitian matrix whose lower triangle is `m` (the diagonal
+/// counted by its real part): one pass over the lower triangle. A sum is not finite exactly when
+/// its column or row holds a non-finite entry.
+pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
+    let n = m.nrows().min(m.ncols());
+    let mut sums = vec![0.0_f64; n];
+    // Adds |x| of each off-diagonal entry to its column's sum (`sums`, aligned with `line`) and
+    // returns their total, the sum of the other triangle's line by symmetry. |x| is sqrt(re^2 +
+    // im^2): hypot is several times slower, and the entries of a matrix that factors are far from
+    // overflowing their squares.
+    fn add<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]) -> f64 {
+        let mut total = 0.0;
+        for (x, sum) in line.zip(sums) {
+            let z = x.to_c64();
+            let v = if T::PRECISION.is_complex() {
+                (z.re * z.re + z.im * z.im).sqrt()
+            } else {
+                z.re.abs()
+            };
+            total += v;
+            *sum += v;
         }
+        total
     }
-    col_sums.into_iter().fold(0.0, f64::max)
+    let rows_contiguous = m.col_stride() == 1 && m.row_stride() != 1;
+    for k in 0..n {
+        let diagonal = m[(k, k)].re_f64().abs();
+        // Row k left of the diagonal when rows are contiguous (a C-ordered matrix), else column k
+        // below it: either way each entry of the lower triangle once, read in memory order.
+        let own = if rows_contiguous {
+            let row = m.row(k).subcols(0, k);
+            match row.try_as_row_major() {
+                Some(row) => add::<T>(row.as_slice().iter(), &mut sums[..k]),
+                None => add::<T>(row.iter(), &mut sums[..k]),
+            }
+        } else {
+            let column = m.col(k).subrows(k + 1, n - k - 1);
+            match column.try_as_col_major() {
+                Some(column) => add::<T>(column.as_slice().iter(), &mut sums[k + 1..]),
+                None => add::<T>(column.iter(), &mut sums[k + 1..]),
+            }
+        };
+        sums[k] += diagonal + own;
+    }
+    sums
 }
 
 pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
