@@ -122,9 +122,17 @@ fn a_choice_is_the_same_in_the_next_process_whatever_runs_added_to_the_models() 
         .unwrap();
     let again = next.tile_choice().unwrap();
     assert!(again.calibrated.is_empty(), "{again:?}");
-    assert_eq!(
-        (again.tile, &again.predictions),
-        (choice.tile, &choice.predictions)
-    );
+    // The same tile from the same candidates' predictions. A prediction may move by an ulp: the
+    // save merges the process's calibration statistics with the file's copy of the same samples
+    // (seen once in CI: 244.6262264335327 against 244.62622643353268).
+    assert_eq!(again.tile, choice.tile);
+    assert_eq!(again.predictions.len(), choice.predictions.len());
+    for ((b, ms), (b0, ms0)) in again.predictions.iter().zip(&choice.predictions) {
+        assert_eq!(b, b0);
+        assert!(
+            (ms / ms0 - 1.0).abs() < 1e-12,
+            "tile {b}: {ms} ms against {ms0} ms"
+        );
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
