@@ -423,8 +423,11 @@ fn rank_side() {
             println!("rank {me} went on");
         }
         ["factor-stalled"] => {
+            // A run long enough (about 8 x the setup) that a stop timed from the previous run
+            // lands inside it on a loaded machine: tiles of 200 keep the graph (and the setup)
+            // of 20 x 20 tiles.
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let a = DistributedMatrix::<f64>::random_spd(&world, 2000, 100, grid, seed).unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, 4000, 200, grid, seed).unwrap();
             let cholesky = Cholesky::new()
                 .clusters("1x1".parse().unwrap())
                 .progress_timeout(std::time::Duration::from_secs(3));
@@ -435,22 +438,36 @@ fn rank_side() {
             let called = std::time::Instant::now();
             let first = cholesky.factor_distributed(&world, &mut a.clone()).unwrap();
             let setup = called.elapsed().as_secs_f64() - first.seconds;
+            // Whether this rank's next run has returned: a stop that comes after it is not
+            // made, so a run the stop missed ends the job (and fails the test) instead of
+            // holding it until mpirun's timeout.
+            let returned = std::sync::Arc::new(std::sync::Mutex::new(false));
             if me == 1 {
-                // Rank 1 stops (not dies) halfway through its next run (after the setup
-                // the first call took): rank 0 waits for its tiles.
-                let delay = std::time::Duration::from_secs_f64(setup + first.seconds / 2.0);
+                // Rank 1 stops (not dies) a third of the way through its next run (after the
+                // setup the second call took), while most of the tiles rank 0 waits for are
+                // still to come.
+                let delay = std::time::Duration::from_secs_f64(setup + first.seconds / 3.0);
                 println!("setup {setup:.3} s, run {:.3} s", first.seconds);
+                let returned = returned.clone();
                 std::thread::spawn(move || {
                     std::thread::sleep(delay);
-                    let pid = std::process::id().to_string();
-                    let _ = Command::new("kill").args(["-STOP", &pid]).status();
+                    let returned = returned.lock().unwrap();
+                    if !*returned {
+                        let pid = std::process::id().to_string();
+                        let _ = Command::new("kill").args(["-STOP", &pid]).status();
+                    }
                 });
             }
-            if let Err(err) = cholesky.factor_distributed(&world, &mut a.clone()) {
-                println!("stalled: {err}");
-                // Without its peer, MPI cannot end cleanly: exiting with an error has
-                // mpirun end the job.
-                std::process::exit(3);
+            let third = cholesky.factor_distributed(&world, &mut a.clone());
+            *returned.lock().unwrap() = true;
+            match third {
+                Err(err) => {
+                    println!("stalled: {err}");
+                    // Without its peer, MPI cannot end cleanly: exiting with an error has
+                    // mpirun end the job.
+                    std::process::exit(3);
+                }
+                Ok(_) => println!("rank {me}: the stop came after the run"),
             }
         }
         _ => panic!("unknown side {side:?}"),
