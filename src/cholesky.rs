@@ -13,6 +13,7 @@ use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
 use crate::check::hermitian_column_sums;
+use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::pages::PageBuffer;
 use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
@@ -20,7 +21,6 @@ use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
 pub(crate) mod batch;
-mod condition;
 mod update;
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
@@ -496,7 +496,7 @@ impl<T: Scalar> Factor<T> {
     pub fn norm1(&self) -> Result<f64> {
         match self.norm {
             Some(norm) => Ok(norm),
-            None => condition::estimate_norm1(self.n(), |x| {
+            None => condition::estimate_norm1(self.n(), |x, _| {
                 condition::apply_product(self.l.as_ref(), x);
                 Ok(())
             }),
@@ -517,7 +517,7 @@ impl<T: Scalar> Factor<T> {
         if norm == 0.0 {
             return Ok(0.0);
         }
-        let inverse = condition::estimate_norm1(n, |x| self.solve_in_place(x))?;
+        let inverse = condition::estimate_norm1(n, |x, _| self.solve_in_place(x))?;
         Ok(if inverse == 0.0 {
             0.0
         } else {

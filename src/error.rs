@@ -16,6 +16,17 @@ pub enum Error {
         /// Global column whose pivot failed.
         column: usize,
     },
+    /// LU met an exactly zero pivot (LAPACK ?getrf's info > 0): U is singular, the factorisation
+    /// completed and can be inspected ([`LuFactor::singular`](crate::LuFactor::singular)), but no
+    /// system can be solved with it.
+    #[error(
+        "the matrix is singular: the pivot of column {column} (0-based) is exactly zero, so U has no inverse (LAPACK ?getrf's info = {})",
+        column + 1
+    )]
+    Singular {
+        /// The first column (0-based) whose pivot is zero.
+        column: usize,
+    },
     /// A square matrix was expected.
     #[error("{what} must be square, got {rows}x{cols}")]
     NotSquare {
@@ -176,6 +187,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::NotPositiveDefinite { .. } => "not_positive_definite",
+            Error::Singular { .. } => "singular",
             Error::NotSquare { .. } => "not_square",
             Error::DimensionMismatch { .. } => "dimension_mismatch",
             Error::NonFinite { .. } => "non_finite",

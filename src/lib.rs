@@ -35,12 +35,14 @@
 mod calibrate;
 pub mod check;
 mod cholesky;
+mod condition;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 mod error;
 pub mod gemm;
 mod interop;
 pub mod limits;
+mod lu;
 pub mod matgen;
 mod mixed;
 mod pages;
@@ -56,6 +58,7 @@ pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
 pub use interop::{Matrix, MatrixMut};
+pub use lu::{Lu, LuFactor, default_lu_tile, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{

@@ -163,38 +163,25 @@ impl Cholesky {
                 ),
                 Err(other) => return Err(other),
                 Ok(factor) => {
-                    let bound = norm * (n as f64).sqrt() * T::PRECISION.epsilon();
-                    let mut x = Mat::<T>::zeros(n, b.ncols());
-                    let mut r = b.to_owned();
-                    // The solution with the smallest residual so far, and that residual.
-                    let mut best: Option<(Mat<T>, f64)> = None;
-                    let mut met = false;
-                    loop {
-                        let d = factor.solve(lowered(r.as_ref()).as_ref())?;
-                        faer::zip!(x.as_mut(), d.as_ref())
-                            .for_each(|faer::unzip!(x, d)| *x += T::widen(*d));
-                        r = residual(&platform, a, x.as_ref(), b)?;
-                        let norm = max_abs(r.as_ref());
-                        let halved = best.as_ref().is_none_or(|(_, b)| norm <= b / 2.0);
-                        if best.as_ref().is_none_or(|(_, b)| norm < *b) {
-                            best = Some((x.clone(), norm));
-                        }
-                        met |= converged(r.as_ref(), x.as_ref(), bound);
-                        if met && (!halved || iterations == MAX_ITERATIONS) {
+                    let refined = refine(
+                        b,
+                        norm,
+                        |r| factor.solve(r),
+                        |x| residual(&platform, a, x, b),
+                    )?;
+                    match refined {
+                        Ok((x, steps)) => {
                             let how = Refinement {
                                 path: RefinementPath::Mixed,
-                                iterations,
+                                iterations: steps,
                                 factored_in: T::Low::PRECISION,
                             };
-                            let (x, _) = best.expect("set by the first step");
                             return Ok((x, how));
                         }
-                        if iterations == MAX_ITERATIONS {
-                            break format!(
-                                "the refinement did not converge in {MAX_ITERATIONS} steps"
-                            );
+                        Err(steps) => {
+                            iterations = steps;
+                            format!("the refinement did not converge in {MAX_ITERATIONS} steps")
                         }
-                        iterations += 1;
                     }
                 }
             },
@@ -206,6 +193,46 @@ impl Cholesky {
             factored_in: T::PRECISION,
         };
         Ok((x, how))
+    }
+}
+
+/// The refinement of a solve in double with a low-precision factor (see the module doc): from X =
+/// 0, X += widened(`solve_low`(lowered(R))) with R = `residual`(X) = B - A X, until dsposv's test
+/// with ||A||_inf = `norm` is met and a step no longer halves the largest residual. The solution
+/// with the smallest residual and the steps it took, or `Err(steps)` when the test was not met in
+/// [`MAX_ITERATIONS`] steps.
+pub(crate) fn refine<T: Refinable>(
+    b: MatRef<'_, T>,
+    norm: f64,
+    solve_low: impl Fn(MatRef<'_, T::Low>) -> Result<Mat<T::Low>>,
+    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+) -> Result<std::result::Result<(Mat<T>, usize), usize>> {
+    let n = b.nrows();
+    let bound = norm * (n as f64).sqrt() * T::PRECISION.epsilon();
+    let mut x = Mat::<T>::zeros(n, b.ncols());
+    let mut r = b.to_owned();
+    // The solution with the smallest residual so far, and that residual.
+    let mut best: Option<(Mat<T>, f64)> = None;
+    let mut met = false;
+    let mut iterations = 0;
+    loop {
+        let d = solve_low(lowered(r.as_ref()).as_ref())?;
+        faer::zip!(x.as_mut(), d.as_ref()).for_each(|faer::unzip!(x, d)| *x += T::widen(*d));
+        r = residual(x.as_ref())?;
+        let norm = max_abs(r.as_ref());
+        let halved = best.as_ref().is_none_or(|(_, b)| norm <= b / 2.0);
+        if best.as_ref().is_none_or(|(_, b)| norm < *b) {
+            best = Some((x.clone(), norm));
+        }
+        met |= converged(r.as_ref(), x.as_ref(), bound);
+        if met && (!halved || iterations == MAX_ITERATIONS) {
+            let (x, _) = best.expect("set by the first step");
+            return Ok(Ok((x, iterations)));
+        }
+        if iterations == MAX_ITERATIONS {
+            return Ok(Err(iterations));
+        }
+        iterations += 1;
     }
 }
 
@@ -221,7 +248,7 @@ where
 }
 
 /// `m` rounded to the low precision.
-fn lowered<T: Refinable>(m: MatRef<'_, T>) -> Mat<T::Low> {
+pub(crate) fn lowered<T: Refinable>(m: MatRef<'_, T>) -> Mat<T::Low> {
     Mat::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].lower())
 }
 

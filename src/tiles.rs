@@ -284,6 +284,175 @@ impl<T: Scalar> TileStore<T> for Matrices<'_, '_, T> {
     }
 }
 
+/// A column-major square matrix seen as whole block columns (LU's tiles): tile (0, j) is block
+/// column j of `tiling`, every row. Borrowed writable for `'a`.
+pub(crate) struct ColumnBlocks<'a, T: Scalar> {
+    ptr: *mut T,
+    ld: usize,
+    tiling: Tiling,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: as TiledMatrix's: a borrow of scalar storage, whose blocks are only written through
+// `tile_mut`, whose callers guarantee that no other view of a written block exists meanwhile.
+unsafe impl<T: Scalar> Send for ColumnBlocks<'_, T> {}
+// SAFETY: see the Send impl.
+unsafe impl<T: Scalar> Sync for ColumnBlocks<'_, T> {}
+
+impl<'a, T: Scalar> ColumnBlocks<'a, T> {
+    /// Block columns of `tiling.tile()` columns over a writable column-major view of
+    /// `tiling`'s shape.
+    pub fn new(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
+        let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
+        if (m.nrows(), m.ncols()) != (tiling.rows(), tiling.cols()) {
+            return Err(Error::Layout {
+                what,
+                reason: format!(
+                    "the matrix is {}x{}, its blocks are of a {}x{} matrix",
+                    m.nrows(),
+                    m.ncols(),
+                    tiling.rows(),
+                    tiling.cols()
+                ),
+            });
+        }
+        Ok(Self {
+            ptr: m.as_ptr_mut(),
+            ld,
+            tiling,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// (first column, columns) of block `tile`, `None` outside the matrix.
+    fn block(&self, tile: TileRef) -> Option<(usize, usize)> {
+        (tile.row == 0 && tile.col < self.tiling.col_tiles()).then(|| {
+            (
+                self.tiling.offset(tile.col),
+                self.tiling.tile_cols(tile.col),
+            )
+        })
+    }
+}
+
+impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
+    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
+        let (first, cols) = self.block(tile)?;
+        // SAFETY: the block lies inside the borrowed storage (its columns come from the tiling of
+        // that storage); reading is allowed while no writer of it runs (the caller holds &self,
+        // and writers need the unsafe contract of tile_mut).
+        Some(unsafe {
+            MatRef::from_raw_parts(
+                self.ptr.add(first * self.ld),
+                self.tiling.rows(),
+                cols,
+                1,
+                self.ld as isize,
+            )
+        })
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
+        let (first, cols) = self.block(tile)?;
+        // SAFETY: the block lies inside the borrowed storage, and the caller guarantees it is not
+        // aliased while the view lives.
+        Some(unsafe {
+            MatMut::from_raw_parts_mut(
+                self.ptr.add(first * self.ld),
+                self.tiling.rows(),
+                cols,
+                1,
+                self.ld as isize,
+            )
+        })
+    }
+}
+
+/// LU's graph over its block columns ([`ColumnBlocks`]) with the row interchanges its panels write
+/// and its updates read: the runtime's [`Workload`] of an LU factorisation. The interchanges of
+/// panel k are written by its task and read by tasks that read its block column, which the graph
+/// orders after it: the runtime's ordering of those tasks is what publishes them (relaxed atomics
+/// suffice).
+pub(crate) struct PivotedWork<'w, T: Scalar> {
+    /// The work without interchanges: the graph, keys, shapes, the blocks and the backend.
+    pub tiles: TileWork<'w, T>,
+    /// The factored matrix's tiling (block columns of its width).
+    pub tiling: Tiling,
+    /// `ipiv[i]`: the row (global, 0-based) swapped with row i at step i.
+    pub ipiv: &'w [std::sync::atomic::AtomicUsize],
+    /// The first column whose pivot was exactly zero (`usize::MAX`: none).
+    pub zero: &'w std::sync::atomic::AtomicUsize,
+}
+
+impl<T: Scalar> Workload for PivotedWork<'_, T> {
+    fn graph(&self) -> &TaskGraph {
+        self.tiles.graph()
+    }
+
+    fn key(&self, task: TaskId) -> KernelKey {
+        self.tiles.key(task)
+    }
+
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        self.tiles.tile_bytes(tile)
+    }
+
+    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+        self.tiles.host_tile(tile)
+    }
+
+    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.tiles.host_tile_mut(tile) }
+    }
+
+    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let task = self.tiles.graph.task(id);
+        if !task.op.pivots() {
+            return self.tiles.run(id, par);
+        }
+        let (write, reads) = operands(task)?;
+        let step = hetla_factorizations::lu_step(task);
+        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
+        let rows = self.tiling.rows() - first;
+        let store = self.tiles.store;
+        let missing = |tile: TileRef| KernelError::Operands {
+            op: task.op,
+            reason: format!("block column {} is not held here", tile.col),
+        };
+        let backend = self.tiles.backend;
+        if task.op == Op::LuPanel {
+            // SAFETY: as in TileWork::run: the graph orders every task touching this block column
+            // before or after this one, so no other view of it is used while this one lives.
+            let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
+            let mut ipiv = vec![0; width];
+            let zero = backend.lu_panel(block.subrows_mut(first, rows), &mut ipiv, par)?;
+            for (i, p) in ipiv.iter().enumerate() {
+                self.ipiv[first + i].store(first + p, Relaxed);
+            }
+            if let Some(z) = zero {
+                self.zero.fetch_min(first + z, Relaxed);
+            }
+            return Ok(());
+        }
+        let panel = store
+            .tile(reads[0].tile)
+            .ok_or_else(|| missing(reads[0].tile))?;
+        let panel = panel.subrows(first, rows);
+        let ipiv: Vec<usize> = (0..width)
+            .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
+            .collect();
+        // SAFETY: as above; the block written is not the panel read (checked by `operands`).
+        let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
+        let block = block.subrows_mut(first, rows);
+        match task.op {
+            Op::LuUpdate => backend.lu_update(panel, &ipiv, block, par),
+            _ => backend.lu_swap(panel, &ipiv, block),
+        }
+    }
+}
+
 /// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking that it
 /// is long enough.
 pub fn mat_from_slice<'a, T: Scalar>(

@@ -120,6 +120,51 @@ pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
     Ok(g)
 }
 
+/// The right-looking LU factorisation with partial pivoting of a square matrix (matrix [`FACTOR`],
+/// overwritten by L and U) cut into column blocks of `a.tile()` columns: tile (0, j) of the graph
+/// is the whole block column j, all n rows (see [`lu_shape`] for the rows each task works on). For
+/// each k:
+///
+/// - `LuPanel(A_k)`: the panel, block column k from row k b down, factored with its row
+///   interchanges;
+/// - `LuUpdate(A_k, A_j)` for j > k: block column j from row k b down gets the panel's
+///   interchanges, its U block (the triangular solve) and its trailing update (the product);
+/// - `LuSwap(A_k, A_j)` for j < k: the panel's interchanges applied to the columns of L left of it.
+///
+/// Each task writes one block column, so the dependencies follow from the accesses as Cholesky's
+/// do, and the interchanges a panel writes are read only by tasks that read its block column
+/// (after it). The updates of block column k + 1 and its panel form the critical path (the
+/// bottom levels prioritise them: the lookahead). 2 n^3 / 3 flops.
+pub fn lu(a: &Tiling) -> Result<TaskGraph, TilingError> {
+    a.ensure_square()?;
+    let nt = a.col_tiles();
+    let column = |j| TileRef::new(FACTOR, 0, j);
+    let mut g = TaskGraph::new();
+    let at = |k: usize, j: usize| (column(j), lu_shape(a, k, j));
+    for k in 0..nt {
+        push_shaped(&mut g, Op::LuPanel, &[], at(k, k));
+        for j in k + 1..nt {
+            push_shaped(&mut g, Op::LuUpdate, &[at(k, k)], at(k, j));
+        }
+        for j in 0..k {
+            push_shaped(&mut g, Op::LuSwap, &[at(k, k)], at(k, j));
+        }
+    }
+    Ok(g)
+}
+
+/// The rows of block column `column` a task of step `step` of [`lu`] works on: from row `step` b
+/// down (the panel's rows), all of the column's columns. The graph's tiles are whole block
+/// columns; kernel keys and flops use these shapes.
+pub fn lu_shape(a: &Tiling, step: usize, column: usize) -> Shape {
+    (a.rows() - a.offset(step), a.tile_cols(column))
+}
+
+/// The step of a task of [`lu`]'s graph: the block column of its panel (the first tile it accesses).
+pub fn lu_step(task: &crate::Task) -> usize {
+    task.accesses[0].tile.col
+}
+
 fn check_rhs(l: &Tiling, b: &Tiling) -> Result<(), TilingError> {
     l.ensure_square()?;
     if b.rows() != l.rows() || b.tile() != l.tile() {

@@ -108,6 +108,47 @@ fn the_inverse_graph_touches_lower_tiles_orders_conflicts_and_counts_two_thirds_
 }
 
 #[test]
+fn the_lu_graph_orders_its_block_columns_and_counts_two_thirds_n_cubed() {
+    for (n, b) in [(1000, 100), (1000, 300), (7, 7), (10, 3)] {
+        let tiling = Tiling::square(n, b).unwrap();
+        let g = hetla_factorizations::lu(&tiling).unwrap();
+        assert!(
+            g.tasks()
+                .iter()
+                .all(|t| t.accesses.iter().all(|a| a.tile.row == 0))
+        );
+        assert_conflicts_are_ordered(&g);
+        // LAPACK's dgetrf count: 2 n^3/3 - n^2/2 + 5 n/6, exactly, whatever the blocks.
+        let n = n as f64;
+        let exact = 2.0 * n * n * n / 3.0 - n * n / 2.0 + 5.0 * n / 6.0;
+        assert!(
+            (g.total_flops() / exact - 1.0).abs() < 1e-12,
+            "{n} {b}: {} against {exact}",
+            g.total_flops()
+        );
+        // One panel per block column; an update for each pair right of a panel, a swap left.
+        let t = tiling.col_tiles();
+        let count = |op: Op| g.tasks().iter().filter(|task| task.op == op).count();
+        assert_eq!(count(Op::LuPanel), t);
+        assert_eq!(count(Op::LuUpdate), t * (t - 1) / 2);
+        assert_eq!(count(Op::LuSwap), t * (t - 1) / 2);
+        // Every update of step k comes after its panel; each panel after the last update of
+        // its column.
+        for (id, task) in g.tasks().iter().enumerate() {
+            let k = hetla_factorizations::lu_step(task);
+            let panel = g
+                .tasks()
+                .iter()
+                .position(|p| p.op == Op::LuPanel && p.accesses[0].tile.col == k)
+                .unwrap();
+            if task.op != Op::LuPanel {
+                assert!(reachable(&g, TaskId(panel), TaskId(id)));
+            }
+        }
+    }
+}
+
+#[test]
 fn solve_graphs_have_the_flops_of_two_triangular_solves() {
     for (n, r, b) in [(7, 1, 3), (10, 4, 5), (9, 9, 4), (1, 3, 2)] {
         let l = Tiling::square(n, b).unwrap();

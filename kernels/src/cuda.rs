@@ -642,9 +642,14 @@ impl GpuContext {
                     T::gemm(h, ops, (m, n, k), (alpha, beta), (a, b), c)
                 }
                 Op::Potrf => unreachable!("queued by queue_potrf"),
-                Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
-                    unreachable!("refused by launch")
-                }
+                Op::Trtri
+                | Op::Lauum
+                | Op::SolveRight
+                | Op::SyrkAdjoint
+                | Op::TrmmAdjoint
+                | Op::LuPanel
+                | Op::LuUpdate
+                | Op::LuSwap => unreachable!("refused by launch"),
             }
         };
         status

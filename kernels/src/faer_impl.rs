@@ -277,6 +277,30 @@ pub(crate) fn library_potrf<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(),
     factor_in_place(a, par)
 }
 
+/// faer's own LU with partial pivoting of a whole matrix in place on `par` (the `--compare` peer;
+/// faer reports no zero pivot).
+pub(crate) fn library_lu<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Option<usize> {
+    use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
+    let n = a.nrows();
+    let mut perm = vec![0usize; n];
+    let mut perm_inv = vec![0usize; n];
+    let mut buffer = MemBuffer::new(lu_in_place_scratch::<usize, T>(
+        n,
+        a.ncols(),
+        par,
+        Default::default(),
+    ));
+    lu_in_place(
+        a,
+        &mut perm,
+        &mut perm_inv,
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    );
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use faer::Mat;

@@ -30,6 +30,7 @@ mod erased;
 mod error;
 mod faer_impl;
 mod inverse;
+mod lu;
 mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
@@ -45,6 +46,7 @@ pub use erased::{AnyMat, AnyMut, AnyRef};
 pub use error::KernelError;
 pub use faer::Par;
 pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
+pub use lu::swap_rows;
 pub use par::par_for;
 
 pub use op::{MatMul, Op, Shape};

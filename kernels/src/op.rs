@@ -47,6 +47,18 @@ pub enum Op {
     /// `[L (m x m), B (m x n)]`: B <- L^H B (TRMM on the left with the adjoint, a step of a tiled
     /// LAUUM).
     TrmmAdjoint,
+    /// `[A (m x b)]`, m >= b: A <- its LU factorisation with partial pivoting, P A = L U (L unit
+    /// lower trapezoidal below the diagonal, U upper triangular; LAPACK ?getrf on a panel). Its row
+    /// interchanges come out beside the tile ([`crate::Backend::lu_panel`]): the panel of the
+    /// tiled LU.
+    LuPanel,
+    /// `[P (m x b), C (m x c)]`, m >= b: C <- the update of C by the factored panel P: C's rows
+    /// interchanged as P's were, C_1 <- L_11^-1 C_1 (its first b rows), C_2 <- C_2 - L_21 C_1
+    /// ([`crate::Backend::lu_update`]).
+    LuUpdate,
+    /// `[P (m x b), C (m x c)]`: C's rows interchanged as the factored panel P's were (LAPACK
+    /// ?laswp): the interchanges of a later panel applied to the columns of L left of it.
+    LuSwap,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
     /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
     /// 0, C is overwritten and never read (BLAS semantics).
@@ -118,7 +130,7 @@ pub type Shape = (usize, usize);
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 17] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -133,12 +145,15 @@ impl Op {
         Op::SolveRight,
         Op::SyrkAdjoint,
         Op::TrmmAdjoint,
+        Op::LuPanel,
+        Op::LuUpdate,
+        Op::LuSwap,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 15] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 15];
+    pub const KINDS: [Op; 18] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 18];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -170,6 +185,9 @@ impl Op {
             Op::SolveRight => "solve_right",
             Op::SyrkAdjoint => "syrk_adjoint",
             Op::TrmmAdjoint => "trmm_adjoint",
+            Op::LuPanel => "lu_panel",
+            Op::LuUpdate => "lu_update",
+            Op::LuSwap => "lu_swap",
             Op::MatMul(_) => "matmul",
         }
     }
@@ -180,18 +198,31 @@ impl Op {
     }
 
     /// Whether GPUs have a kernel for the operation. The inverse's (TRTRI, LAUUM and their panel
-    /// steps) run on CPU clusters only for now; runs restrict them there.
+    /// steps) and LU's run on CPU clusters only for now; runs restrict them there.
     pub fn runs_on_gpus(self) -> bool {
         !matches!(
             self,
-            Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint
+            Op::Trtri
+                | Op::Lauum
+                | Op::SolveRight
+                | Op::SyrkAdjoint
+                | Op::TrmmAdjoint
+                | Op::LuPanel
+                | Op::LuUpdate
+                | Op::LuSwap
         )
+    }
+
+    /// Whether the operation reads or writes row interchanges beside its tiles (LU's): the runtime
+    /// runs it through the work that holds them, not [`crate::Backend::run`] alone.
+    pub fn pivots(self) -> bool {
+        matches!(self, Op::LuPanel | Op::LuUpdate | Op::LuSwap)
     }
 
     /// Number of tiles the operation only reads (the written tile comes after them).
     pub fn reads(self) -> usize {
         match self {
-            Op::Potrf | Op::Trtri | Op::Lauum => 0,
+            Op::Potrf | Op::Trtri | Op::Lauum | Op::LuPanel => 0,
             Op::Trsm
             | Op::Syrk
             | Op::SolveLower
@@ -199,7 +230,9 @@ impl Op {
             | Op::Add
             | Op::SolveRight
             | Op::SyrkAdjoint
-            | Op::TrmmAdjoint => 1,
+            | Op::TrmmAdjoint
+            | Op::LuUpdate
+            | Op::LuSwap => 1,
             Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
@@ -233,6 +266,21 @@ impl Op {
                 expect("A", shapes[0], (shapes[0].0, w.0))
             }
             Op::TrmmAdjoint => expect("L", shapes[0], (w.0, w.0)),
+            Op::LuPanel if w.0 < w.1 => Err(format!(
+                "A is {}x{}, a panel needs at least as many rows as columns",
+                w.0, w.1
+            )),
+            Op::LuPanel => Ok(()),
+            Op::LuUpdate | Op::LuSwap => {
+                let p = shapes[0];
+                if p.0 < p.1 {
+                    return Err(format!(
+                        "P is {}x{}, a panel needs at least as many rows as columns",
+                        p.0, p.1
+                    ));
+                }
+                expect("P", p, (w.0, p.1))
+            }
             Op::Syrk => {
                 expect("C", w, (w.0, w.0))?;
                 expect("A", shapes[0], (w.0, shapes[0].1))
@@ -289,6 +337,15 @@ impl Op {
             Op::SolveRight => m * n * n,
             Op::SyrkAdjoint => shapes[0].0 as f64 * m * (m + 1.0),
             Op::TrmmAdjoint => n * m * m,
+            // LAPACK Working Note 41's ?getrf of an m x n matrix, m >= n: m n^2 - n^3/3 - n^2/2
+            // + 5n/6, over one division so that it is exact in f64.
+            Op::LuPanel => (6.0 * m * n * n - 2.0 * n * n * n - 3.0 * n * n + 5.0 * n) / 6.0,
+            // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
+            Op::LuUpdate => {
+                let b = shapes[0].1 as f64;
+                n * b * (b - 1.0) + 2.0 * (m - b) * b * n
+            }
+            Op::LuSwap => 0.0,
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }
@@ -341,7 +398,7 @@ mod tests {
             (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
             (2.0, 0.5, 1.0)
         );
-        assert!(nt.same_kind(Op::KINDS[14]) && !nt.same_kind(Op::GemmNt));
+        assert!(nt.same_kind(Op::KINDS[17]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
     }
 

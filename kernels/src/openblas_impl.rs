@@ -205,6 +205,26 @@ fn triangular_solve<T: Scalar>(
     alpha: f64,
     b: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
+    triangular_solve_diag(l, side, adjoint_l, CblasNonUnit, alpha, b)
+}
+
+/// X <- L^-1 X with L the unit lower triangle of `l` (?trsm 'L', 'L', 'N', 'U'), one thread.
+pub(crate) fn solve_unit_lower<T: Scalar>(
+    l: MatRef<'_, T>,
+    x: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    triangular_solve_diag(l, CblasLeft, false, CblasUnit, 1.0, x)
+}
+
+/// [`triangular_solve`] with the diagonal of L unit or not (`diag`).
+fn triangular_solve_diag<T: Scalar>(
+    l: MatRef<'_, T>,
+    side: cblas_sys::CBLAS_SIDE,
+    adjoint_l: bool,
+    diag: cblas_sys::CBLAS_DIAG,
+    alpha: f64,
+    b: MatMut<'_, T>,
+) -> Result<(), KernelError> {
     let (m, n) = (int(b.nrows())?, int(b.ncols())?);
     if m == 0 || n == 0 {
         return Ok(());
@@ -224,7 +244,7 @@ fn triangular_solve<T: Scalar>(
     set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
         let (lp, ld) = (l.ptr, l.ld);
-        let (o, t, u) = (CblasColMajor, CblasLower, CblasNonUnit);
+        let (o, t, u) = (CblasColMajor, CblasLower, diag);
         // SAFETY: l.ptr/l.ld describe a valid column-major triangle of the order BLAS
         // expects (checked by the caller's shape check), ptr/ldb the exclusive m x n
         // right-hand side; both outlive the call, and the routine is T's precision's.
@@ -562,6 +582,44 @@ pub(crate) fn library_gemm_sub<T: Scalar>(
 ) -> Result<(), KernelError> {
     with_library_threads(par, || {
         gemm_on_current_threads((a, Conj::No), (b, Conj::No), c, -1.0, 1.0)
+    })
+}
+
+/// ?getrf of a whole square matrix on OpenBLAS's own threads (`par`), then back to one thread;
+/// the first exactly zero pivot's column (info > 0), if any.
+pub(crate) fn library_lu<T: Scalar>(
+    a: MatMut<'_, T>,
+    par: Par,
+) -> Result<Option<usize>, KernelError> {
+    let (m, n) = (int(a.nrows())?, int(a.ncols())?);
+    if m == 0 || n == 0 {
+        return Ok(None);
+    }
+    let mut ipiv = vec![0 as c_int; m.min(n) as usize];
+    with_library_threads(par, || {
+        with_col_major(a, |ptr, lda| {
+            let mut info: c_int = 0;
+            let (ip, info_p) = (ipiv.as_mut_ptr(), &mut info);
+            // SAFETY: ptr addresses an m x n column-major matrix of T with leading dimension
+            // lda, valid and exclusively borrowed for the call; ipiv holds min(m, n) ints; the
+            // routine is the one of T's precision.
+            unsafe {
+                match T::PRECISION {
+                    Precision::S => lapack_sys::sgetrf_(&m, &n, ptr.cast(), &lda, ip, info_p),
+                    Precision::D => lapack_sys::dgetrf_(&m, &n, ptr.cast(), &lda, ip, info_p),
+                    Precision::C => lapack_sys::cgetrf_(&m, &n, ptr.cast(), &lda, ip, info_p),
+                    Precision::Z => lapack_sys::zgetrf_(&m, &n, ptr.cast(), &lda, ip, info_p),
+                }
+            };
+            match info {
+                0 => Ok(None),
+                i if i > 0 => Ok(Some(i as usize - 1)),
+                i => Err(KernelError::Operands {
+                    op: Op::LuPanel,
+                    reason: format!("{}getrf rejected argument {}", T::PRECISION, -i),
+                }),
+            }
+        })
     })
 }
 

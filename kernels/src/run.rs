@@ -52,6 +52,12 @@ impl Backend {
             Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
                 self.run_potri(op, op.flops(&shapes), reads, write, par)
             }
+            // LU's kernels read or write row interchanges, which no tile holds: they are called
+            // with them (`lu_panel`, `lu_update`, `lu_swap`).
+            Op::LuPanel | Op::LuUpdate | Op::LuSwap => Err(KernelError::Operands {
+                op,
+                reason: "LU's kernels take the panel's row interchanges: call Backend::lu_panel, lu_update or lu_swap".into(),
+            }),
             Op::MatMul(p) => {
                 let a = if p.trans_a {
                     adjoint(reads[0])

@@ -105,7 +105,7 @@ pub(crate) fn row_bands<'a, T: Scalar>(
 }
 
 /// Cuts `m` into column bands of the given sizes (the row bands of its transpose).
-fn col_bands<'a, T: Scalar>(m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a, T>> {
+pub(crate) fn col_bands<'a, T: Scalar>(m: MatMut<'a, T>, sizes: &[usize]) -> Vec<MatMut<'a, T>> {
     row_bands(m.transpose_mut(), sizes)
         .into_iter()
         .map(MatMut::transpose_mut)

@@ -7,7 +7,7 @@ use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
     RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky, cholesky_inverse,
-    distributed_substitution, forward_substitution, matmul, sum_shape,
+    distributed_substitution, forward_substitution, lu, lu_shape, lu_step, matmul, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -113,6 +113,12 @@ pub enum Algorithm {
         /// The backward substitution (L^H X = Y).
         transposed: bool,
     },
+    /// The LU factorisation with partial pivoting P A = L U of an n x n matrix, in place (matrix
+    /// [`FACTOR`] cut into block columns; the row interchanges beside it).
+    Lu {
+        /// The order.
+        n: usize,
+    },
     /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
     Gemm {
         /// Rows of C.
@@ -132,6 +138,7 @@ impl Algorithm {
             Algorithm::CholeskyInverse { .. } => "cholesky-inverse",
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
+            Algorithm::Lu { .. } => "lu",
             Algorithm::Gemm { .. } => "gemm",
         }
     }
@@ -142,6 +149,8 @@ impl Algorithm {
 enum Layout {
     /// By a tiling.
     Tiled(Tiling),
+    /// In whole block columns of a tiling's width: tile (0, j) is block column j, every row (LU's).
+    Columns(Tiling),
     /// The partial sums of a distributed substitution of the right-hand sides tiled by `b` with the
     /// factor tiled by `l` ([`sum_shape`]).
     Sums {
@@ -271,11 +280,37 @@ impl Plan {
             graph,
             flops,
         );
-        plan.schedule.restrictions = Op::ALL
-            .into_iter()
-            .filter(|op| !op.runs_on_gpus())
-            .map(|op| (op, vec![ResourceKind::Cpu]))
+        plan.schedule.restrictions = Self::cpu_only_ops();
+        Ok(plan)
+    }
+
+    /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
+    /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it
+    /// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have
+    /// no GPU kernels yet: runs keep them on CPU clusters.
+    pub fn lu(n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        crate::limits::check_cholesky(n, tile, 0)?;
+        let tiling = Tiling::square(n, tile)?;
+        let graph = lu(&tiling)?;
+        let nf = n as f64;
+        let flops = 2.0 * nf * nf * nf / 3.0;
+        let layouts = vec![(FACTOR, Layout::Columns(tiling))];
+        let mut plan = Self::new(Algorithm::Lu { n }, precision, tile, layouts, graph, flops);
+        plan.keys = plan
+            .graph
+            .tasks()
+            .iter()
+            .map(|task| KernelKey {
+                op: task.op,
+                shapes: task
+                    .accesses
+                    .iter()
+                    .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
+                    .collect(),
+                precision,
+            })
             .collect();
+        plan.schedule.restrictions = Self::cpu_only_ops();
         Ok(plan)
     }
 
@@ -364,6 +399,15 @@ impl Plan {
         )
     }
 
+    /// The operations without GPU kernels, restricted to CPU clusters.
+    fn cpu_only_ops() -> Vec<(Op, Vec<ResourceKind>)> {
+        Op::ALL
+            .into_iter()
+            .filter(|op| !op.runs_on_gpus())
+            .map(|op| (op, vec![ResourceKind::Cpu]))
+            .collect()
+    }
+
     /// The plan with the policy, static allocation and placement its algorithm imposes on runs.
     pub(crate) fn with_schedule(
         mut self,
@@ -448,6 +492,7 @@ impl Plan {
         let layout = self.layouts.iter().find(|(m, _)| *m == tile.matrix);
         layout.map_or((0, 0), |(_, layout)| match layout {
             Layout::Tiled(t) => t.tile_shape(tile.row, tile.col),
+            Layout::Columns(t) => (t.rows(), t.tile_cols(tile.col)),
             Layout::Sums {
                 l,
                 b,

@@ -4,8 +4,8 @@ use hetla_factorizations::{FACTOR, TaskGraph};
 use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
-use super::build::Plan;
-use crate::tiles::{TileStore, TileWork};
+use super::build::{Algorithm, Plan};
+use crate::tiles::{ColumnBlocks, PivotedWork, TileStore, TileWork};
 use crate::{Error, Result};
 
 impl Plan {
@@ -27,6 +27,58 @@ impl Plan {
             backend: platform.backend(),
         };
         execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))
+    }
+
+    /// Runs an LU plan on `platform` over `a` (its order, column-major) in place: the trace, the
+    /// row interchanges (LAPACK's ipiv, 0-based and global: row i was swapped with `ipiv[i]`) and
+    /// the first column whose pivot was exactly zero.
+    pub(crate) fn execute_lu<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: faer::MatMut<'_, T>,
+        options: &RunOptions,
+    ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
+        use std::sync::atomic::AtomicUsize;
+        self.expect_precision(T::PRECISION)?;
+        let n = match self.algorithm() {
+            Algorithm::Lu { n } if (a.nrows(), a.ncols()) == (n, n) => n,
+            other => {
+                return Err(Error::InvalidOption {
+                    option: "plan",
+                    reason: format!(
+                        "the plan is a {} ({other:?}), the matrix {}x{}",
+                        other.name(),
+                        a.nrows(),
+                        a.ncols()
+                    ),
+                });
+            }
+        };
+        let tiling = hetla_factorizations::Tiling::square(n, self.tile())?;
+        let store = ColumnBlocks::new(a, tiling, "A")?;
+        let shape = |tile| self.shape(tile);
+        let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
+        let zero = AtomicUsize::new(usize::MAX);
+        let work = PivotedWork {
+            tiles: TileWork {
+                graph: &self.graph,
+                keys: &self.keys,
+                shape: &shape,
+                store: &store,
+                backend: platform.backend(),
+            },
+            tiling,
+            ipiv: &ipiv,
+            zero: &zero,
+        };
+        let trace =
+            execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
+        let zero = Some(zero.into_inner()).filter(|&z| z != usize::MAX);
+        Ok((
+            trace,
+            ipiv.into_iter().map(AtomicUsize::into_inner).collect(),
+            zero,
+        ))
     }
 
     /// A failed run of this plan (or of its share on a rank, whose graph is `graph`) as the

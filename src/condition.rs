@@ -1,10 +1,11 @@
-//! The 1-norm estimates behind [`Factor::rcond`](super::Factor::rcond) and
-//! [`Factor::norm1`](super::Factor::norm1): Hager's method as refined by Higham (Higham, "FORTRAN
+//! The 1-norm estimates behind [`Factor::rcond`](crate::Factor::rcond),
+//! [`Factor::norm1`](crate::Factor::norm1) and [`LuFactor::rcond`](crate::LuFactor::rcond): Hager's method as refined by Higham (Higham, "FORTRAN
 //! codes for estimating the one-norm of a real or complex matrix", ACM TOMS 14, 1988), step for
 //! step as LAPACK's ?lacn2, so that hetla's rcond equals ?pocon's on the same factor.
 //!
-//! The estimator sees the matrix B only through products x <- B x and x <- B^H x. Here B is
-//! Hermitian (A^-1 or A = L L^H), so both products are the same call. Real types follow dlacn2
+//! The estimator sees the matrix B only through products x <- B x and x <- B^H x (the second
+//! argument of `apply` says which); for a Hermitian B (A^-1 or A = L L^H of Cholesky) both are
+//! the same call, for LU's A^-1 the second solves with A^H. Real types follow dlacn2
 //! (sign vectors, with its test for a repeated sign vector), complex ones zlacn2 (x_i / |x_i|).
 
 use faer::{Mat, MatMut, MatRef, Par};
@@ -15,11 +16,11 @@ use crate::Result;
 /// ?lacn2's ITMAX: at most this many steps of the power-like iteration.
 const MAX_STEPS: usize = 5;
 
-/// An estimate of ||B||_1 for the Hermitian B of order `n >= 1` that `apply` multiplies a column by
-/// (in place).
-pub(super) fn estimate_norm1<T: Scalar>(
+/// An estimate of ||B||_1 for the B of order `n >= 1` that `apply(x, false)` multiplies a column by
+/// in place, and `apply(x, true)` multiplies by B^H.
+pub(crate) fn estimate_norm1<T: Scalar>(
     n: usize,
-    mut apply: impl FnMut(MatMut<'_, T>) -> Result<()>,
+    mut apply: impl FnMut(MatMut<'_, T>, bool) -> Result<()>,
 ) -> Result<f64> {
     if n == 0 {
         return Ok(0.0);
@@ -54,20 +55,20 @@ pub(super) fn estimate_norm1<T: Scalar>(
             }
         })
     };
-    apply(x.as_mut())?;
+    apply(x.as_mut(), false)?;
     if n == 1 {
         return Ok(abs(x[(0, 0)]));
     }
     let mut estimate = sum(&x);
     let mut sign = signs(&x);
     x.copy_from(&sign);
-    apply(x.as_mut())?;
+    apply(x.as_mut(), true)?;
     let mut j = argmax(&x);
     let mut steps = 2;
     loop {
         x.fill(T::from_f64(0.0));
         x[(j, 0)] = T::from_f64(1.0);
-        apply(x.as_mut())?;
+        apply(x.as_mut(), false)?;
         let previous = estimate;
         estimate = sum(&x);
         let new_sign = signs(&x);
@@ -80,7 +81,7 @@ pub(super) fn estimate_norm1<T: Scalar>(
         }
         sign = new_sign;
         x.copy_from(&sign);
-        apply(x.as_mut())?;
+        apply(x.as_mut(), true)?;
         let last = j;
         j = argmax(&x);
         let moved = if complex {
@@ -99,13 +100,13 @@ pub(super) fn estimate_norm1<T: Scalar>(
         x[(i, 0)] = T::from_f64(alternating * (1.0 + i as f64 / (n - 1) as f64));
         alternating = -alternating;
     }
-    apply(x.as_mut())?;
+    apply(x.as_mut(), false)?;
     let guard = 2.0 * (sum(&x) / (3 * n) as f64);
     Ok(estimate.max(guard))
 }
 
 /// x <- L (L^H x) for the lower triangle of `l`: a product with A = L L^H in O(n^2).
-pub(super) fn apply_product<T: Scalar>(l: MatRef<'_, T>, mut x: MatMut<'_, T>) {
+pub(crate) fn apply_product<T: Scalar>(l: MatRef<'_, T>, mut x: MatMut<'_, T>) {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
     let rect = BlockStructure::Rectangular;
     let conj = if T::PRECISION.is_complex() {

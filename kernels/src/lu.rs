@@ -1,0 +1,450 @@
+//! The kernels of LU with partial pivoting, on every backend and precision: the panel
+//! factorisation ([`Op::LuPanel`]), the update of a column block by a factored panel
+//! ([`Op::LuUpdate`]) and the row interchanges alone ([`Op::LuSwap`]).
+//!
+//! Row interchanges are LAPACK's `ipiv`, 0-based: at step i, rows i and `ipiv[i]` (>= i) of the
+//! panel were swapped; applying them to another block means swapping its rows i and `ipiv[i]` for i
+//! in order (?laswp).
+//!
+//! The panel is factored as LAPACK's ?getrf2 does, recursively: the left half, its interchanges and
+//! triangular solve applied to the right half, the right half's update (a product), the right half,
+//! and its interchanges applied back to the left half. One column is the leaf: the entry of largest
+//! |re| + |im| (BLAS i?amax's measure) is the pivot, swapped to the top, and the column below it
+//! divided by it. An exactly zero pivot (its whole column below is zero then) leaves the column as
+//! it is, the factorisation goes on, and its column is reported (LAPACK's info > 0). The products
+//! and solves of the recursion run on the backend's split kernels (the cluster's threads, see
+//! `split`), the leaves on the calling thread: the same code for faer and OpenBLAS.
+//!
+//! The update of a column block by a panel is embarrassingly parallel over the block's columns:
+//! each thread swaps, solves and updates a band of columns with the backend's sequential kernels.
+
+use faer::{Conj, MatMut, MatRef, Par};
+
+use crate::backend::Backend;
+use crate::error::KernelError;
+use crate::op::Op;
+use crate::scalar::Scalar;
+use crate::split::{bands, col_bands, pieces, run_pieces};
+
+impl Backend {
+    /// A <- its LU factorisation with partial pivoting (P A = L U, L unit lower trapezoidal stored
+    /// below the diagonal, U upper triangular), A m x b with m >= b; `ipiv` (b entries) receives
+    /// the interchanges (0-based: row i was swapped with row `ipiv[i]` >= i). Returns the first
+    /// column whose pivot is exactly zero (LAPACK's info - 1), the factorisation completed as
+    /// LAPACK completes it; `None` when every pivot is non-zero.
+    pub fn lu_panel<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        ipiv: &mut [usize],
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        let shape = (a.nrows(), a.ncols());
+        Op::LuPanel
+            .check_shapes(&[shape])
+            .map_err(|reason| KernelError::Operands {
+                op: Op::LuPanel,
+                reason,
+            })?;
+        if ipiv.len() != shape.1 {
+            return Err(KernelError::Operands {
+                op: Op::LuPanel,
+                reason: format!(
+                    "{} interchanges for a panel of {} columns",
+                    ipiv.len(),
+                    shape.1
+                ),
+            });
+        }
+        let mut zero = None;
+        self.panel(a, ipiv, 0, &mut zero, par)?;
+        Ok(zero)
+    }
+
+    /// The update of `c` (m x c) by the factored panel `panel` (m x b) and its interchanges `ipiv`:
+    /// rows interchanged, C_1 <- L_11^-1 C_1, C_2 <- C_2 - L_21 C_1 ([`Op::LuUpdate`]).
+    pub fn lu_update<T: Scalar>(
+        self,
+        panel: MatRef<'_, T>,
+        ipiv: &[usize],
+        c: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        self.ensure_available()?;
+        check_pivoted(Op::LuUpdate, panel, ipiv, c.as_ref())?;
+        let b = panel.ncols();
+        let m = c.nrows();
+        let flops = Op::LuUpdate.flops(&[(m, b), (m, c.ncols())]);
+        let sizes = bands(c.ncols(), pieces(par, flops, c.ncols()));
+        let (l11, l21) = panel.split_at_row(b);
+        run_pieces(col_bands(c, &sizes), |mut c| {
+            swap_rows(c.as_mut(), ipiv);
+            let (mut c1, c2) = c.split_at_row_mut(b);
+            self.solve_unit_lower_seq(l11, c1.as_mut())?;
+            if m > b {
+                self.matmul_seq((l21, Conj::No), (c1.as_ref(), Conj::No), c2, -1.0, 1.0)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `c`'s rows interchanged as the factored panel `panel`'s were ([`Op::LuSwap`]; the panel is
+    /// read for its shape only, the interchanges are `ipiv`).
+    pub fn lu_swap<T: Scalar>(
+        self,
+        panel: MatRef<'_, T>,
+        ipiv: &[usize],
+        c: MatMut<'_, T>,
+    ) -> Result<(), KernelError> {
+        check_pivoted(Op::LuSwap, panel, ipiv, c.as_ref())?;
+        swap_rows(c, ipiv);
+        Ok(())
+    }
+
+    /// The library's own LU with partial pivoting of a whole square matrix on `par` threads, as a
+    /// user calling it directly would (faer's `partial_piv_lu` factor in place, LAPACK ?getrf on
+    /// OpenBLAS's threads): the peer of `hetla lu --compare`, not a tile kernel. Returns the first
+    /// exactly zero pivot's column, if any.
+    pub fn library_lu<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => Ok(crate::faer_impl::library_lu(a, par)),
+            #[cfg(feature = "openblas")]
+            Backend::OpenBlas => crate::openblas_impl::library_lu(a, par),
+            #[cfg(not(feature = "openblas"))]
+            Backend::OpenBlas => Err(KernelError::BackendUnavailable { name: "openblas" }),
+        }
+    }
+
+    /// The recursive panel factorisation (see the module doc); `offset` is the panel's first
+    /// column in the caller's (for the zero pivot it reports).
+    fn panel<T: Scalar>(
+        self,
+        mut a: MatMut<'_, T>,
+        ipiv: &mut [usize],
+        offset: usize,
+        zero: &mut Option<usize>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (m, n) = (a.nrows(), a.ncols());
+        if n == 1 {
+            ipiv[0] = leaf_column(a, offset, zero);
+            return Ok(());
+        }
+        let n1 = n / 2;
+        let (mut left, mut right) = a.as_mut().split_at_col_mut(n1);
+        let (ipiv1, ipiv2) = ipiv.split_at_mut(n1);
+        self.panel(left.as_mut(), ipiv1, offset, zero, par)?;
+        swap_rows(right.as_mut(), ipiv1);
+        let (l11, l21) = left.as_ref().split_at_row(n1);
+        let (mut a12, a22) = right.split_at_row_mut(n1);
+        self.split_solve_unit_lower(l11, a12.as_mut(), par)?;
+        self.split_matmul(
+            (l21, Conj::No),
+            (a12.as_ref(), Conj::No),
+            a22,
+            -1.0,
+            1.0,
+            par,
+        )?;
+        let (left, right) = a.as_mut().split_at_col_mut(n1);
+        self.panel(right.subrows_mut(n1, m - n1), ipiv2, offset + n1, zero, par)?;
+        swap_rows(left.subrows_mut(n1, m - n1), ipiv2);
+        for p in ipiv2.iter_mut() {
+            *p += n1;
+        }
+        Ok(())
+    }
+
+    /// X <- L^-1 X with L unit lower triangular, on `par`: the right-hand sides are independent.
+    fn split_solve_unit_lower<T: Scalar>(
+        self,
+        l: MatRef<'_, T>,
+        x: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (m, r) = (x.nrows(), x.ncols());
+        if m == 0 || r == 0 {
+            return Ok(());
+        }
+        let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
+        run_pieces(col_bands(x, &sizes), |x| self.solve_unit_lower_seq(l, x))
+    }
+
+    /// X <- L^-1 X with L the unit lower triangle of `l` (its diagonal and upper triangle not
+    /// read), one thread.
+    pub(crate) fn solve_unit_lower_seq<T: Scalar>(
+        self,
+        l: MatRef<'_, T>,
+        x: MatMut<'_, T>,
+    ) -> Result<(), KernelError> {
+        if x.nrows() == 0 || x.ncols() == 0 {
+            return Ok(());
+        }
+        match self {
+            Backend::Faer => {
+                faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
+                    l,
+                    x,
+                    Par::Seq,
+                );
+                Ok(())
+            }
+            #[cfg(feature = "openblas")]
+            Backend::OpenBlas => crate::openblas_impl::solve_unit_lower(l, x),
+            #[cfg(not(feature = "openblas"))]
+            Backend::OpenBlas => Err(KernelError::BackendUnavailable { name: "openblas" }),
+        }
+    }
+}
+
+/// A column block with rows below a panel (and starting at the same row) and the panel's
+/// interchanges, checked against each other.
+fn check_pivoted<T: Scalar>(
+    op: Op,
+    panel: MatRef<'_, T>,
+    ipiv: &[usize],
+    c: MatRef<'_, T>,
+) -> Result<(), KernelError> {
+    let shapes = [(panel.nrows(), panel.ncols()), (c.nrows(), c.ncols())];
+    op.check_shapes(&shapes)
+        .map_err(|reason| KernelError::Operands { op, reason })?;
+    if ipiv.len() != panel.ncols() {
+        return Err(KernelError::Operands {
+            op,
+            reason: format!(
+                "{} interchanges for a panel of {} columns",
+                ipiv.len(),
+                panel.ncols()
+            ),
+        });
+    }
+    if let Some((i, &p)) = ipiv
+        .iter()
+        .enumerate()
+        .find(|&(i, &p)| p < i || p >= c.nrows())
+    {
+        return Err(KernelError::Operands {
+            op,
+            reason: format!(
+                "interchange {i} swaps with row {p}, outside rows {i}..{}",
+                c.nrows()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Rows i and `ipiv[i]` of `c` swapped, for i in order (?laswp, forward), column by column.
+pub fn swap_rows<T: Scalar>(mut c: MatMut<'_, T>, ipiv: &[usize]) {
+    for j in 0..c.ncols() {
+        let mut col = c.as_mut().col_mut(j);
+        for (i, &p) in ipiv.iter().enumerate() {
+            if p != i {
+                let t = col[i];
+                col[i] = col[p];
+                col[p] = t;
+            }
+        }
+    }
+}
+
+/// One column's step of the panel: `a` is the column from its diagonal down. Returns the pivot's
+/// row (relative to the diagonal), swapped to the top, the column below divided by it; an exactly
+/// zero pivot leaves the column as it is and is recorded in `zero` (its column in the panel is
+/// `offset`).
+fn leaf_column<T: Scalar>(mut a: MatMut<'_, T>, offset: usize, zero: &mut Option<usize>) -> usize {
+    let mut pivot = 0;
+    let mut largest = -1.0;
+    for (i, x) in a.as_ref().col(0).iter().enumerate() {
+        let z = x.to_c64();
+        let size = z.re.abs() + z.im.abs();
+        // The first of equal sizes; a NaN wins (so that it shows in U, where the caller's
+        // finiteness checks find it).
+        if size > largest || (size.is_nan() && !largest.is_nan()) {
+            largest = size;
+            pivot = i;
+        }
+    }
+    let p = a[(pivot, 0)];
+    if p == T::from_f64(0.0) {
+        zero.get_or_insert(offset);
+        return pivot;
+    }
+    swap_rows(a.as_mut(), &[pivot]);
+    let inverse = T::from_f64(1.0) / p;
+    // A pivot too small for its reciprocal to be finite divides instead (LAPACK's sfmin test).
+    let by_reciprocal = inverse.finite();
+    let rows = a.nrows();
+    for x in a.col_mut(0).subrows_mut(1, rows - 1).iter_mut() {
+        if by_reciprocal {
+            *x *= inverse;
+        } else {
+            *x = *x / p;
+        }
+    }
+    pivot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{c32, c64};
+    use faer::Mat;
+
+    /// ||P A - L U||_1 / (m ||A||_1 eps) of a factored m x b panel.
+    fn panel_ratio<T: Scalar>(a: &Mat<T>, lu: &Mat<T>, ipiv: &[usize]) -> f64 {
+        let (m, b) = (a.nrows(), a.ncols());
+        let mut pa = a.clone();
+        swap_rows(pa.as_mut(), ipiv);
+        let l = Mat::<T>::from_fn(m, b, |i, j| {
+            if i == j {
+                T::from_f64(1.0)
+            } else if i > j {
+                lu[(i, j)]
+            } else {
+                T::from_f64(0.0)
+            }
+        });
+        let u = Mat::<T>::from_fn(
+            b,
+            b,
+            |i, j| {
+                if i <= j { lu[(i, j)] } else { T::from_f64(0.0) }
+            },
+        );
+        let product = &l * &u;
+        let norm1 = |m: &Mat<T>| {
+            (0..m.ncols())
+                .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
+                .fold(0.0, f64::max)
+        };
+        let diff = Mat::<T>::from_fn(m, b, |i, j| pa[(i, j)] - product[(i, j)]);
+        norm1(&diff) / (m as f64 * norm1(a) * T::PRECISION.epsilon())
+    }
+
+    fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        };
+        Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
+    }
+
+    fn panel_in<T: Scalar>(backend: Backend) {
+        for (m, b, par) in [(1, 1, Par::Seq), (7, 3, Par::Seq), (300, 64, Par::rayon(2))] {
+            let a = random::<T>(m, b, 3);
+            let mut lu = a.clone();
+            let mut ipiv = vec![0; b];
+            let zero = backend.lu_panel(lu.as_mut(), &mut ipiv, par).unwrap();
+            assert_eq!(zero, None);
+            let ratio = panel_ratio(&a, &lu, &ipiv);
+            assert!(ratio < 30.0, "{} {m}x{b}: ratio {ratio}", T::PRECISION);
+            // Partial pivoting: |L| <= 1 (in |re| + |im|, the pivot's measure, for a complex
+            // type: |l| <= sqrt 2).
+            let bound = if T::PRECISION.is_complex() {
+                1.5
+            } else {
+                1.0 + 1e-6
+            };
+            for j in 0..b {
+                for i in j + 1..m {
+                    assert!(lu[(i, j)].abs_f64() <= bound);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_panel_factors_with_partial_pivoting_in_every_precision() {
+        for backend in Backend::available() {
+            panel_in::<f32>(backend);
+            panel_in::<f64>(backend);
+            panel_in::<c32>(backend);
+            panel_in::<c64>(backend);
+        }
+    }
+
+    #[test]
+    fn a_zero_pivot_is_reported_at_its_column_and_the_factorisation_goes_on() {
+        // Column 2 equals column 0, whose entries are powers of two (so the elimination is
+        // exact): its pivot is exactly zero.
+        let a = Mat::<f64>::from_fn(6, 4, |i, j| match j {
+            0 | 2 => (1 << i) as f64,
+            1 => ((i * i) % 5) as f64 + 1.0,
+            _ => (i as f64).sin(),
+        });
+        for backend in Backend::available() {
+            let mut lu = a.clone();
+            let mut ipiv = vec![0; 4];
+            let zero = backend.lu_panel(lu.as_mut(), &mut ipiv, Par::Seq).unwrap();
+            assert_eq!(zero, Some(2));
+            assert!(lu.col_iter().flat_map(|c| c.iter()).all(|x| x.is_finite()));
+            assert!(panel_ratio(&a, &lu, &ipiv) < 30.0);
+        }
+    }
+
+    #[test]
+    fn an_update_is_the_factorisation_of_the_wider_panel() {
+        // Factoring [P C] as one panel equals factoring P, then updating C by it.
+        for backend in Backend::available() {
+            let (m, b, c) = (50, 8, 5);
+            let whole = random::<f64>(m, b + c, 9);
+            let mut lu = whole.clone();
+            let mut ipiv = vec![0; b + c];
+            backend.lu_panel(lu.as_mut(), &mut ipiv, Par::Seq).unwrap();
+
+            let mut p = whole.subcols(0, b).to_owned();
+            let mut right = whole.subcols(b, c).to_owned();
+            let mut ipiv_p = vec![0; b];
+            backend.lu_panel(p.as_mut(), &mut ipiv_p, Par::Seq).unwrap();
+            backend
+                .lu_update(p.as_ref(), &ipiv_p, right.as_mut(), Par::rayon(2))
+                .unwrap();
+            assert_eq!(&ipiv[..b], &ipiv_p[..]);
+            for j in 0..c {
+                for i in 0..m {
+                    let (x, y) = (lu[(i, b + j)], right[(i, j)]);
+                    // Rows below b are the trailing matrix before its own factorisation: only the
+                    // first b rows (U) are final in `lu`; compare those, and the Schur complement
+                    // through a fresh panel.
+                    if i < b {
+                        assert!((x - y).abs() < 1e-12, "({i}, {j}): {x} vs {y}");
+                    }
+                }
+            }
+            let mut schur = right.subrows(b, m - b).to_owned();
+            let mut ipiv_s = vec![0; c];
+            backend
+                .lu_panel(schur.as_mut(), &mut ipiv_s, Par::Seq)
+                .unwrap();
+            for j in 0..c {
+                for i in 0..m - b {
+                    let (x, y) = (lu[(b + i, b + j)], schur[(i, j)]);
+                    assert!((x - y).abs() < 1e-12, "({i}, {j}): {x} vs {y}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn interchanges_outside_the_block_are_refused() {
+        let p = Mat::<f64>::zeros(4, 2);
+        let mut c = Mat::<f64>::zeros(4, 3);
+        let err = Backend::Faer
+            .lu_swap(p.as_ref(), &[0, 9], c.as_mut())
+            .unwrap_err();
+        assert!(err.to_string().contains("row 9"), "{err}");
+        let err = Backend::Faer
+            .lu_update(p.as_ref(), &[0], c.as_mut(), Par::Seq)
+            .unwrap_err();
+        assert!(err.to_string().contains("1 interchanges"), "{err}");
+    }
+}

@@ -1,0 +1,637 @@
+//! LU factorisation with partial pivoting (P A = L U) of general square matrices, and the solves
+//! built on it: [`Lu`] (the builder, with the run options of [`Cholesky`]), [`LuFactor`],
+//! [`solve`] (LAPACK's ?gesv) and [`solve_mixed`] (dsgesv: f32 LU refined in f64).
+//!
+//! The factorisation is a task graph as Cholesky's ([`Plan::lu`]: block columns of the tile's
+//! width; a panel task per block column, an update task per block column right of it, the panel's
+//! interchanges applied to the columns left of it as tasks of their own) run by the runtime on the
+//! platform's clusters; a matrix of one block is factored by one panel call. An exactly zero pivot
+//! is not an error of the factorisation (LAPACK's info > 0): the factor is complete and says where
+//! ([`LuFactor::singular`]); its solves refuse with [`Error::Singular`].
+//!
+//! Input: the matrix is checked for NaN and infinities before any work ([`Error::NonFinite`]), in
+//! the same pass that takes ||A||_1 (for [`LuFactor::rcond`]) and ||A||_inf (for the refinement's
+//! test).
+
+use std::sync::Arc;
+
+use faer::{Mat, MatMut, MatRef, Par};
+use hetla_kernels::{Precision, Scalar};
+use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
+
+use crate::cholesky::{check_finite, direct};
+use crate::condition;
+use crate::interop::{Matrix, MatrixMut, column_major};
+use crate::mixed::{Refinable, Refinement, RefinementPath, lowered, refine};
+use crate::plan::{Plan, SINGLE_TILE_UP_TO};
+use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
+
+/// The block width LU uses for a matrix of order `n` when none is given: the whole matrix up to
+/// [`SINGLE_TILE_UP_TO`] (one panel call), else 256 columns (measured best of 192 to 512 at n =
+/// 2048 to 8192 on 2 cores, AVX-512, faer and OpenBLAS; see the closing note of the LU issue).
+pub fn default_lu_tile(n: usize) -> usize {
+    if n <= SINGLE_TILE_UP_TO {
+        n.max(1)
+    } else {
+        256
+    }
+}
+
+/// Configures and runs LU factorisations with partial pivoting on the runtime; the options are
+/// those of [`Cholesky`] (tile, backend, clusters, threads, scheduler, platform).
+///
+/// ```
+/// use faer::Mat;
+/// let a = Mat::from_fn(3, 3, |i, j| if i == j { 1.0 } else { 2.0 + (i + j) as f64 });
+/// let lu = hetla::Lu::new().factor(a.as_ref())?;
+/// let x = lu.solve(Mat::<f64>::ones(3, 1).as_ref())?;
+/// let r = &a * &x - Mat::<f64>::ones(3, 1);
+/// assert!(r.norm_max() < 1e-14);
+/// # Ok::<(), hetla::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Lu {
+    run: Cholesky,
+    tile: Option<usize>,
+}
+
+impl Lu {
+    /// Default options: faer, the default block width ([`default_lu_tile`]), `auto` clusters,
+    /// MCT.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Block width b (block columns of b columns, the last one narrower). 0 is an error at
+    /// factorisation time; b >= n factors the matrix as one panel.
+    pub fn tile(mut self, b: usize) -> Self {
+        self.tile = Some(b);
+        self
+    }
+
+    /// Kernel backend (ignored when a platform is given).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.run = self.run.backend(backend);
+        self
+    }
+
+    /// How cores are grouped into clusters (ignored when a platform is given).
+    pub fn clusters(mut self, spec: ClusterSpec) -> Self {
+        self.run = self.run.clusters(spec);
+        self
+    }
+
+    /// One cluster of `threads` cores.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.run = self.run.threads(threads);
+        self
+    }
+
+    /// The scheduling policy.
+    pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
+        self.run = self.run.scheduler(scheduler);
+        self
+    }
+
+    /// Runs on this platform (its clusters, backend and models).
+    pub fn platform(mut self, platform: Arc<Platform>) -> Self {
+        self.run = self.run.platform(platform);
+        self
+    }
+
+    /// The platform a run uses (see [`Cholesky::resolve_platform`]).
+    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
+        self.run.resolve_platform()
+    }
+
+    /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`].
+    pub fn tile_size_for(&self, n: usize) -> usize {
+        self.tile.unwrap_or_else(|| default_lu_tile(n))
+    }
+
+    /// The plan of the LU factorisation of an `n x n` matrix in `precision` ([`Plan::lu`]).
+    pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
+        Plan::lu(n, self.tile_size_for(n), precision)
+    }
+
+    /// Factors a copy of `a` (left unchanged): any precision, any [`Matrix`]. An exactly singular
+    /// matrix still factors (see [`LuFactor::singular`]).
+    pub fn factor<A: Matrix>(&self, a: A) -> Result<LuFactor<A::Elem>> {
+        let a = a.view();
+        check_square(a)?;
+        let norms = norms(a)?;
+        self.factor_checked(a.to_owned(), norms)
+    }
+
+    /// Factors `a` in place, taking ownership: no copy is made.
+    pub fn factor_owned<T: Scalar>(&self, a: Mat<T>) -> Result<LuFactor<T>> {
+        check_square(a.as_ref())?;
+        let norms = norms(a.as_ref())?;
+        self.factor_checked(a, norms)
+    }
+
+    /// Factors `a` in place by `plan` (from [`Lu::plan`]) through the runtime, also for a matrix of
+    /// one block; the trace, the interchanges (0-based, global: row i was swapped with `ipiv[i]`)
+    /// and the first column with an exactly zero pivot. `a` is checked first as by
+    /// [`Lu::factor`].
+    pub fn factor_planned<T: Scalar>(
+        &self,
+        plan: &Plan,
+        a: MatMut<'_, T>,
+    ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
+        check_square(a.as_ref())?;
+        norms(a.as_ref())?;
+        let platform = self.resolve_platform()?;
+        let options = RunOptions {
+            scheduler: self.run.scheduler,
+            ..RunOptions::default()
+        };
+        plan.execute_lu(&platform, a, &options)
+    }
+
+    fn factor_checked<T: Scalar>(&self, mut a: Mat<T>, norms: Norms) -> Result<LuFactor<T>> {
+        let platform = self.resolve_platform()?;
+        let n = a.nrows();
+        let tile = self.tile_size_for(n);
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        let (ipiv, singular) = if tile >= n {
+            let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
+            let mut ipiv = vec![0; n];
+            let done = direct(&platform, flops, |backend, par| {
+                backend.lu_panel(a.as_mut(), &mut ipiv, par)
+            });
+            match done {
+                Some(result) => (ipiv, result?),
+                None => self.run_plan(&platform, a.as_mut(), tile)?,
+            }
+        } else {
+            self.run_plan(&platform, a.as_mut(), tile)?
+        };
+        Ok(LuFactor {
+            lu: a,
+            ipiv,
+            singular,
+            norms,
+            tile,
+            platform,
+        })
+    }
+
+    fn run_plan<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: MatMut<'_, T>,
+        tile: usize,
+    ) -> Result<(Vec<usize>, Option<usize>)> {
+        let plan = Plan::lu(a.nrows(), tile, T::PRECISION)?;
+        let options = RunOptions {
+            scheduler: self.run.scheduler,
+            ..RunOptions::default()
+        };
+        let (_, ipiv, singular) = plan.execute_lu(platform, a, &options)?;
+        Ok((ipiv, singular))
+    }
+
+    /// Solves A X = B to double accuracy, factoring in single precision when that suffices
+    /// (LAPACK's dsgesv and zcgesv): A rounded to `f32` (`c32`) is factored by the tiled LU, and
+    /// the solution refined in double with residuals of the original A, to dsgesv's test (see
+    /// [`Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says why
+    /// in [`Refinement::path`], when an entry of A overflows single precision, the single LU is
+    /// singular, or the refinement does not converge.
+    pub fn solve_refined<A, B>(&self, a: A, b: B) -> Result<(B::Owned, Refinement)>
+    where
+        A: Matrix,
+        A::Elem: Refinable,
+        B: Matrix<Elem = A::Elem>,
+    {
+        let (a, b) = (a.view(), b.view());
+        check_square(a)?;
+        if b.nrows() != a.nrows() {
+            return Err(Error::DimensionMismatch {
+                n: a.nrows(),
+                rows: b.nrows(),
+            });
+        }
+        let norms = norms(a)?;
+        check_finite("B", b)?;
+        let (x, how) = self.refined(a, b, norms)?;
+        let x = B::new_owned(x.nrows(), x.ncols(), |mut out| {
+            out.copy_from(&x);
+            Ok(())
+        })?;
+        Ok((x, how))
+    }
+
+    fn refined<T: Refinable>(
+        &self,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        norms: Norms,
+    ) -> Result<(Mat<T>, Refinement)> {
+        let platform = self.resolve_platform()?;
+        let lu = self.clone().platform(platform.clone());
+        let low = lowered(a);
+        let overflow = (0..a.ncols())
+            .flat_map(|j| (0..a.nrows()).map(move |i| (i, j)))
+            .find(|&(i, j)| !low[(i, j)].finite());
+        let mut iterations = 0;
+        let reason = match overflow {
+            Some((i, j)) => format!(
+                "A({i}, {j}) = {:e} overflows {}",
+                a[(i, j)].abs_f64(),
+                T::Low::PRECISION
+            ),
+            None => {
+                let factor = lu.factor_checked(low, norms)?;
+                match factor.singular {
+                    Some(column) => format!(
+                        "the {} LU met an exactly zero pivot at column {column}",
+                        T::Low::PRECISION
+                    ),
+                    None => {
+                        let residual = |x: MatRef<'_, T>| general_residual(&platform, a, x, b);
+                        match refine(b, norms.inf, |r| factor.solve(r), residual)? {
+                            Ok((x, steps)) => {
+                                let how = Refinement {
+                                    path: RefinementPath::Mixed,
+                                    iterations: steps,
+                                    factored_in: T::Low::PRECISION,
+                                };
+                                return Ok((x, how));
+                            }
+                            Err(steps) => {
+                                iterations = steps;
+                                format!(
+                                    "the refinement did not converge in {} steps",
+                                    crate::mixed::MAX_ITERATIONS
+                                )
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let factor = lu.factor_checked(a.to_owned(), norms)?;
+        let x = factor.solve(b)?;
+        let how = Refinement {
+            path: RefinementPath::Fallback { reason },
+            iterations,
+            factored_in: T::PRECISION,
+        };
+        Ok((x, how))
+    }
+}
+
+/// The LU factorisation with partial pivoting P A = L U of a square matrix: L unit lower
+/// triangular and U upper triangular stored together (as LAPACK's ?getrf leaves them), with the
+/// row interchanges.
+#[derive(Clone)]
+pub struct LuFactor<T: Scalar = f64> {
+    lu: Mat<T>,
+    ipiv: Vec<usize>,
+    singular: Option<usize>,
+    norms: Norms,
+    tile: usize,
+    platform: Arc<Platform>,
+}
+
+impl<T: Scalar> std::fmt::Debug for LuFactor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LuFactor")
+            .field("n", &self.n())
+            .field("precision", &T::PRECISION)
+            .field("tile", &self.tile)
+            .field("singular", &self.singular)
+            .finish()
+    }
+}
+
+impl<T: Scalar> LuFactor<T> {
+    /// Order of the factored matrix.
+    pub fn n(&self) -> usize {
+        self.lu.nrows()
+    }
+
+    /// The block width used.
+    pub fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// L (strictly below the diagonal; its unit diagonal is implied) and U (on and above it) in
+    /// one matrix, as LAPACK's ?getrf leaves them.
+    pub fn storage(&self) -> MatRef<'_, T> {
+        self.lu.as_ref()
+    }
+
+    /// The row interchanges, LAPACK's `ipiv` 0-based: at step i, row i was swapped with row
+    /// `pivots()[i]` (>= i).
+    pub fn pivots(&self) -> &[usize] {
+        &self.ipiv
+    }
+
+    /// The first column (0-based) whose pivot is exactly zero (LAPACK's info - 1): U is then
+    /// singular and the solves refuse with [`Error::Singular`]; `None` otherwise.
+    pub fn singular(&self) -> Option<usize> {
+        self.singular
+    }
+
+    /// L, unit lower triangular, copied.
+    pub fn l(&self) -> Mat<T> {
+        let n = self.n();
+        Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+            std::cmp::Ordering::Greater => self.lu[(i, j)],
+            std::cmp::Ordering::Equal => T::from_f64(1.0),
+            std::cmp::Ordering::Less => T::from_f64(0.0),
+        })
+    }
+
+    /// U, upper triangular, copied.
+    pub fn u(&self) -> Mat<T> {
+        let n = self.n();
+        Mat::from_fn(n, n, |i, j| {
+            if i <= j {
+                self.lu[(i, j)]
+            } else {
+                T::from_f64(0.0)
+            }
+        })
+    }
+
+    /// The row permutation as an array: row i of P A is row `permutation()[i]` of A.
+    pub fn permutation(&self) -> Vec<usize> {
+        let mut perm: Vec<usize> = (0..self.n()).collect();
+        for (i, &p) in self.ipiv.iter().enumerate() {
+            perm.swap(i, p);
+        }
+        perm
+    }
+
+    /// ln |det A| = sum ln |U_kk| (minus infinity for a singular matrix); it neither overflows nor
+    /// underflows where det A would.
+    pub fn log_abs_det(&self) -> f64 {
+        (0..self.n()).map(|k| self.lu[(k, k)].abs_f64().ln()).sum()
+    }
+
+    /// det A = (-1)^(interchanges) prod U_kk, when its modulus is a normal `f64` (0 for a
+    /// singular matrix); else [`Error::DeterminantOutOfRange`] with ln |det A|
+    /// ([`LuFactor::log_abs_det`]).
+    pub fn det(&self) -> Result<T> {
+        if self.singular.is_some() {
+            return Ok(T::from_f64(0.0));
+        }
+        let log_det = self.log_abs_det();
+        let modulus = log_det.exp();
+        if !modulus.is_normal() {
+            return Err(Error::DeterminantOutOfRange { log_det });
+        }
+        let swaps = self
+            .ipiv
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| i != *p)
+            .count();
+        let mut phase = faer::c64::new(if swaps % 2 == 0 { 1.0 } else { -1.0 }, 0.0);
+        for k in 0..self.n() {
+            let u = self.lu[(k, k)];
+            let z = u.to_c64();
+            phase *= z / u.abs_f64();
+        }
+        let det = phase * modulus;
+        Ok(T::from_parts(det.re, det.im))
+    }
+
+    /// ||A||_1 of the factored matrix (exact: taken from the input while it was checked).
+    pub fn norm1(&self) -> f64 {
+        self.norms.one
+    }
+
+    /// The reciprocal condition number 1 / (||A||_1 ||A^-1||_1), with ||A^-1||_1 estimated as
+    /// LAPACK's ?gecon does (Hager's method refined by Higham, ?lacn2: a few solves with A and
+    /// A^H, each O(n^2)). 0 for a singular factor, 1 for `n = 0`.
+    pub fn rcond(&self) -> Result<f64> {
+        let n = self.n();
+        if n == 0 {
+            return Ok(1.0);
+        }
+        if self.singular.is_some() || self.norms.one == 0.0 {
+            return Ok(0.0);
+        }
+        let inverse = condition::estimate_norm1(n, |x, adjoint| {
+            if adjoint {
+                self.solve_column_major(x, Trans::Adjoint)
+            } else {
+                self.solve_column_major(x, Trans::No)
+            }
+        })?;
+        Ok(if inverse == 0.0 {
+            0.0
+        } else {
+            (1.0 / inverse) / self.norms.one
+        })
+    }
+
+    /// Solves A X = B (the columns of `b`, any [`Matrix`]); X comes back in `b`'s kind.
+    pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        self.solve_new(b, Trans::No)
+    }
+
+    /// Solves A^T X = B (the transpose, not conjugated: for a complex A see
+    /// [`LuFactor::solve_adjoint`]).
+    pub fn solve_transposed<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        self.solve_new(b, Trans::Transpose)
+    }
+
+    /// Solves A^H X = B (the conjugate transpose; A^T for a real type).
+    pub fn solve_adjoint<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        self.solve_new(b, Trans::Adjoint)
+    }
+
+    /// Solves A X = B in place: `b` is overwritten with X. Allocates nothing unless B's columns
+    /// are not contiguous (a C-ordered ndarray: then a column-major copy written back).
+    pub fn solve_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
+        column_major(b.view_mut(), |b| self.solve_column_major(b, Trans::No))
+    }
+
+    fn solve_new<B: Matrix<Elem = T>>(&self, b: B, trans: Trans) -> Result<B::Owned> {
+        let b = b.view();
+        if b.nrows() != self.n() {
+            return Err(Error::DimensionMismatch {
+                n: self.n(),
+                rows: b.nrows(),
+            });
+        }
+        B::new_owned(b.nrows(), b.ncols(), |mut x| {
+            x.copy_from(b);
+            column_major(x, |x| self.solve_column_major(x, trans))
+        })
+    }
+
+    /// X <- op(A)^-1 X with the factors (LAPACK ?getrs): for A, the interchanges, then L, then U;
+    /// for A^T or A^H, U^T then L^T (conjugated for A^H), then the interchanges backwards.
+    fn solve_column_major(&self, mut b: MatMut<'_, T>, trans: Trans) -> Result<()> {
+        use faer::linalg::triangular_solve as ts;
+        if b.nrows() != self.n() {
+            return Err(Error::DimensionMismatch {
+                n: self.n(),
+                rows: b.nrows(),
+            });
+        }
+        if let Some(column) = self.singular {
+            return Err(Error::Singular { column });
+        }
+        check_finite("B", b.as_ref())?;
+        let n = self.n();
+        let flops = 2.0 * (n * n * b.ncols()) as f64 * T::PRECISION.flop_factor();
+        let lu = self.lu.as_ref();
+        let conj = match trans {
+            Trans::Adjoint if T::PRECISION.is_complex() => faer::Conj::Yes,
+            _ => faer::Conj::No,
+        };
+        let solve = |par: Par, mut b: MatMut<'_, T>| match trans {
+            Trans::No => {
+                hetla_kernels::swap_rows(b.as_mut(), &self.ipiv);
+                ts::solve_unit_lower_triangular_in_place(lu, b.as_mut(), par);
+                ts::solve_upper_triangular_in_place(lu, b, par);
+            }
+            Trans::Transpose | Trans::Adjoint => {
+                ts::solve_lower_triangular_in_place_with_conj(
+                    lu.transpose(),
+                    conj,
+                    b.as_mut(),
+                    par,
+                );
+                ts::solve_unit_upper_triangular_in_place_with_conj(
+                    lu.transpose(),
+                    conj,
+                    b.as_mut(),
+                    par,
+                );
+                for (i, &p) in self.ipiv.iter().enumerate().rev() {
+                    hetla_kernels::swap_rows(b.as_mut().subrows_mut(i, n - i), &[p - i]);
+                }
+            }
+        };
+        match direct(&self.platform, flops, |_, par| solve(par, b.as_mut())) {
+            Some(()) => {}
+            None => solve(Par::Seq, b),
+        }
+        Ok(())
+    }
+}
+
+/// Which system a solve with an LU factor solves.
+#[derive(Clone, Copy)]
+enum Trans {
+    No,
+    Transpose,
+    Adjoint,
+}
+
+/// ||A||_1 and ||A||_inf of a matrix, from its input check.
+#[derive(Debug, Clone, Copy)]
+struct Norms {
+    one: f64,
+    inf: f64,
+}
+
+/// The input check of LU: the first non-finite entry is [`Error::NonFinite`]; ||A||_1 and
+/// ||A||_inf come from the same pass (columns spread over the rayon pool).
+fn norms<T: Scalar>(a: MatRef<'_, T>) -> Result<Norms> {
+    use rayon::prelude::*;
+    let n = a.nrows();
+    let (cols, rows) = (0..a.ncols())
+        .into_par_iter()
+        .with_min_len(16)
+        .fold(
+            || (0.0_f64, vec![0.0_f64; n]),
+            |(one, mut rows), j| {
+                let mut sum = 0.0;
+                for (i, x) in a.col(j).iter().enumerate() {
+                    let v = x.abs_f64();
+                    sum += v;
+                    rows[i] += v;
+                }
+                (if sum.is_nan() { sum } else { one.max(sum) }, rows)
+            },
+        )
+        .reduce(
+            || (0.0, vec![0.0; n]),
+            |(a, mut r), (b, s)| {
+                r.iter_mut().zip(&s).for_each(|(x, y)| *x += y);
+                (
+                    if a.is_nan() || b.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(b)
+                    },
+                    r,
+                )
+            },
+        );
+    let inf = rows.iter().copied().fold(0.0_f64, f64::max);
+    if !cols.is_finite() || !inf.is_finite() || rows.iter().any(|r| r.is_nan()) {
+        check_finite("A", a)?;
+    }
+    Ok(Norms { one: cols, inf })
+}
+
+fn check_square<T: Scalar>(a: MatRef<'_, T>) -> Result<()> {
+    if a.nrows() == a.ncols() {
+        Ok(())
+    } else {
+        Err(Error::NotSquare {
+            what: "A",
+            rows: a.nrows(),
+            cols: a.ncols(),
+        })
+    }
+}
+
+/// R = B - A X for a general A, on the platform's first cluster.
+fn general_residual<T: Scalar>(
+    platform: &Platform,
+    a: MatRef<'_, T>,
+    x: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+) -> Result<Mat<T>> {
+    let mut r = b.to_owned();
+    let flops = 2.0 * (a.nrows() * a.ncols() * x.ncols()) as f64 * T::PRECISION.flop_factor();
+    let run =
+        |backend: Backend, par: Par, r: MatMut<'_, T>| backend.matmul(a, x, r, -1.0, 1.0, par);
+    match direct(platform, flops, |backend, par| {
+        run(backend, par, r.as_mut())
+    }) {
+        Some(result) => result?,
+        None => run(platform.backend(), Par::Seq, r.as_mut())?,
+    }
+    Ok(r)
+}
+
+/// Solves the general square system A X = B with default options (LAPACK's ?gesv: LU with partial
+/// pivoting, then the two triangular solves), in the precision of A and B; any [`Matrix`], X in
+/// `b`'s kind. A singular A is [`Error::Singular`].
+pub fn solve<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
+    let (av, bv) = (a.view(), b.view());
+    check_square(av)?;
+    if bv.nrows() != av.nrows() {
+        return Err(Error::DimensionMismatch {
+            n: av.nrows(),
+            rows: bv.nrows(),
+        });
+    }
+    check_finite("B", bv)?;
+    Lu::new().factor(av)?.solve(b)
+}
+
+/// Solves A X = B to double accuracy with default options, factoring in single precision when
+/// that suffices ([`Lu::solve_refined`], LAPACK's dsgesv).
+pub fn solve_mixed<A, B>(a: A, b: B) -> Result<(B::Owned, Refinement)>
+where
+    A: Matrix,
+    A::Elem: Refinable,
+    B: Matrix<Elem = A::Elem>,
+{
+    Lu::new().solve_refined(a, b)
+}

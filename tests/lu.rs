@@ -1,0 +1,271 @@
+//! LU with partial pivoting checked as LAPACK's dchkge checks ?getrf and ?getrs: ||P A - L U||_1 /
+//! (n ||A||_1 eps) < 30 and the solve's backward error < 30 eps n (here as the normwise ratio
+//! ||B - A X||_1 / (||A||_1 ||X||_1 n eps) < 30), on random, singular-minor, ill-conditioned,
+//! graded and Wilkinson matrices and exactly singular ones, in every precision, one block and
+//! tiled, on every backend.
+
+use faer::Mat;
+use hetla::{Backend, Error, Lu, Scalar, c32, c64};
+
+/// The test ratios' threshold (LAPACK's THRESH).
+const THRESHOLD: f64 = 30.0;
+
+fn norm1<T: Scalar>(m: &Mat<T>) -> f64 {
+    (0..m.ncols())
+        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+/// A deterministic uniform value in [-1, 1) (complex: both parts).
+fn random<T: Scalar>(n: usize, seed: u64) -> Mat<T> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    Mat::from_fn(n, n, |_, _| T::from_parts(next(), next()))
+}
+
+/// ||P A - L U||_1 / (n ||A||_1 eps).
+fn factor_ratio<T: Scalar>(a: &Mat<T>, f: &hetla::LuFactor<T>) -> f64 {
+    let n = a.nrows();
+    let perm = f.permutation();
+    let pa = Mat::from_fn(n, n, |i, j| a[(perm[i], j)]);
+    let lu = f.l() * f.u();
+    let diff = Mat::from_fn(n, n, |i, j| pa[(i, j)] - lu[(i, j)]);
+    norm1(&diff) / (n as f64 * norm1(a) * T::PRECISION.epsilon())
+}
+
+/// ||B - op(A) X||_1 / (||A||_1 ||X||_1 n eps).
+fn solve_ratio<T: Scalar>(a: &Mat<T>, x: &Mat<T>, b: &Mat<T>) -> f64 {
+    let n = a.nrows();
+    let r = b - a * x;
+    norm1(&r) / (norm1(a) * norm1(x) * n as f64 * T::PRECISION.epsilon())
+}
+
+/// The matrices of the test, each with its name.
+fn matrices<T: Scalar>(n: usize) -> Vec<(&'static str, Mat<T>)> {
+    let base = random::<T>(n, 7);
+    let other = random::<T>(n, 8);
+    // Leading minors singular: a zero (1, 1) entry and a rank-one leading 2 x 2 block; no-pivot LU
+    // fails on its first step.
+    let mut minors = base.clone();
+    minors[(0, 0)] = T::from_f64(0.0);
+    minors[(1, 0)] = T::from_f64(1.0);
+    minors[(0, 1)] = T::from_f64(1.0);
+    minors[(1, 1)] = T::from_f64(1.0);
+    // cond about 1e12 (1e5 in single precision): the last column is the first plus a small
+    // random one (column scaling would not do: LU is invariant under it).
+    let delta = if T::PRECISION.epsilon() > 1e-10 {
+        1e-5
+    } else {
+        1e-12
+    };
+    let mut ill = base.clone();
+    for i in 0..n {
+        ill[(i, n - 1)] = base[(i, 0)] + other[(i, 0)] * T::from_f64(delta);
+    }
+    // Graded: rows and columns scaled by 2^-k.
+    let graded = Mat::from_fn(n, n, |i, j| {
+        base[(i, j)] * T::from_f64(0.5f64.powi((i + j) as i32 / 4))
+    });
+    // Wilkinson's growth matrix: 1 on the diagonal and last column, -1 below the diagonal.
+    let wilkinson = Mat::from_fn(n, n, |i, j| {
+        if i == j || j == n - 1 {
+            T::from_f64(1.0)
+        } else if i > j {
+            T::from_f64(-1.0)
+        } else {
+            T::from_f64(0.0)
+        }
+    });
+    vec![
+        ("random", base),
+        ("singular minors", minors),
+        ("ill-conditioned", ill),
+        ("graded", graded),
+        ("wilkinson", wilkinson),
+    ]
+}
+
+fn every_matrix<T: Scalar>(backend: Backend, n: usize, tile: usize) {
+    let lu = Lu::new()
+        .backend(backend)
+        .clusters("2x1".parse().unwrap())
+        .tile(tile);
+    for (name, a) in matrices::<T>(n) {
+        let f = lu.factor(a.as_ref()).unwrap();
+        assert_eq!(f.singular(), None, "{name}");
+        if name == "wilkinson" {
+            // Partial pivoting's worst case, growth 2^(n-1): no interchange, L = -1 below the
+            // diagonal and U's last column 1, 2, 4, ... exactly. (The test ratios themselves
+            // scale with the growth: L U computed in the working precision loses the 1s.)
+            assert!(f.pivots().iter().enumerate().all(|(i, &p)| i == p));
+            let u = f.u();
+            // (2^i overflows single precision from i = 128 on.)
+            for i in 0..n.min(100) {
+                assert_eq!(u[(i, n - 1)], T::from_f64(2f64.powi(i as i32)), "{i}");
+            }
+            continue;
+        }
+        let ratio = factor_ratio(&a, &f);
+        assert!(
+            ratio < THRESHOLD,
+            "{} {backend} {name} n={n} tile={tile}: factor ratio {ratio}",
+            T::PRECISION
+        );
+        let b = random::<T>(n, 11).subcols(0, 3).to_owned();
+        for (what, x, op) in [
+            ("solve", f.solve(b.as_ref()).unwrap(), a.clone()),
+            (
+                "transposed",
+                f.solve_transposed(b.as_ref()).unwrap(),
+                a.transpose().to_owned(),
+            ),
+            (
+                "adjoint",
+                f.solve_adjoint(b.as_ref()).unwrap(),
+                a.adjoint().to_owned(),
+            ),
+        ] {
+            let ratio = solve_ratio(&op, &x, &b);
+            assert!(
+                ratio < THRESHOLD,
+                "{} {backend} {name} {what}: backward error ratio {ratio}",
+                T::PRECISION
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kind_of_matrix_factors_and_solves_in_every_precision_on_every_backend() {
+    for backend in Backend::available() {
+        for (n, tile) in [(40, 64), (150, 32), (97, 20)] {
+            every_matrix::<f32>(backend, n, tile);
+            every_matrix::<f64>(backend, n, tile);
+            every_matrix::<c32>(backend, n, tile);
+            every_matrix::<c64>(backend, n, tile);
+        }
+    }
+}
+
+#[test]
+fn an_exactly_singular_matrix_is_reported_at_its_column_as_dgetrf_does() {
+    // Column 5 is zero, and stays so through the updates: dgetrf's info would be 6.
+    let n = 60;
+    let mut a = random::<f64>(n, 4);
+    for i in 0..n {
+        a[(i, 5)] = 0.0;
+    }
+    for tile in [60, 16, 4] {
+        let f = Lu::new().tile(tile).factor(a.as_ref()).unwrap();
+        assert_eq!(f.singular(), Some(5), "tile {tile}");
+        assert!(factor_ratio(&a, &f) < THRESHOLD);
+        assert_eq!(f.det().unwrap(), 0.0);
+        assert_eq!(f.rcond().unwrap(), 0.0);
+        let err = f.solve(Mat::<f64>::ones(n, 1).as_ref()).unwrap_err();
+        assert!(matches!(err, Error::Singular { column: 5 }), "{err}");
+        assert!(err.to_string().contains("info = 6"), "{err}");
+    }
+    let err = hetla::solve(a.as_ref(), Mat::<f64>::ones(n, 1).as_ref()).unwrap_err();
+    assert!(matches!(err, Error::Singular { column: 5 }), "{err}");
+}
+
+#[test]
+fn non_finite_input_and_wrong_shapes_are_refused_before_any_work() {
+    let mut a = random::<f64>(30, 3);
+    a[(4, 7)] = f64::NAN;
+    let err = Lu::new().factor(a.as_ref()).unwrap_err();
+    assert!(
+        matches!(err, Error::NonFinite { row: 4, col: 7, .. }),
+        "{err}"
+    );
+    let err = Lu::new()
+        .factor(Mat::<f64>::zeros(3, 4).as_ref())
+        .unwrap_err();
+    assert!(matches!(err, Error::NotSquare { .. }), "{err}");
+    let ok = random::<f64>(30, 3);
+    let err = hetla::solve(ok.as_ref(), Mat::<f64>::ones(29, 1).as_ref()).unwrap_err();
+    assert!(matches!(err, Error::DimensionMismatch { .. }), "{err}");
+    let err = Lu::new().tile(0).factor(ok.as_ref()).unwrap_err();
+    assert!(matches!(err, Error::ZeroTileSize), "{err}");
+}
+
+#[test]
+fn determinant_permutation_and_condition_agree_with_direct_computations() {
+    // det of a permuted triangular matrix is known exactly.
+    let n = 70;
+    let u = Mat::<f64>::from_fn(n, n, |i, j| {
+        if i == j {
+            1.0 + (i % 3) as f64
+        } else if i < j {
+            0.3
+        } else {
+            0.0
+        }
+    });
+    // Reverse the rows: (n/2 transpositions) sign (-1)^(n/2).
+    let a = Mat::from_fn(n, n, |i, j| u[(n - 1 - i, j)]);
+    let f = Lu::new().tile(16).factor(a.as_ref()).unwrap();
+    let log_exact: f64 = (0..n).map(|i| (1.0 + (i % 3) as f64).ln()).sum();
+    assert!((f.log_abs_det() - log_exact).abs() < 1e-12 * log_exact);
+    let sign = if (n / 2) % 2 == 0 { 1.0 } else { -1.0 };
+    let det = f.det().unwrap();
+    assert!(
+        (det / (sign * log_exact.exp()) - 1.0).abs() < 1e-12,
+        "{det}"
+    );
+    // The permutation reproduces P A = L U.
+    assert!(factor_ratio(&a, &f) < THRESHOLD);
+    // rcond within a factor 10 of the exact 1 / (||A||_1 ||A^-1||_1).
+    let a = random::<f64>(120, 5);
+    let f = Lu::new().tile(32).factor(a.as_ref()).unwrap();
+    let inv = f.solve(Mat::<f64>::identity(120, 120).as_ref()).unwrap();
+    let exact = 1.0 / (norm1(&a) * norm1(&inv));
+    let estimate = f.rcond().unwrap();
+    assert!(
+        estimate >= exact / 1.0001 && estimate <= 10.0 * exact,
+        "{estimate} vs {exact}"
+    );
+    assert_eq!(f.norm1(), norm1(&a));
+}
+
+#[test]
+fn the_mixed_solve_refines_to_double_accuracy_or_falls_back() {
+    let n = 300;
+    let a = Mat::<f64>::from_fn(n, n, |i, j| {
+        if i == j {
+            10.0
+        } else {
+            ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5
+        }
+    });
+    let b = Mat::<f64>::ones(n, 2);
+    let (x, how) = hetla::solve_mixed(a.as_ref(), b.as_ref()).unwrap();
+    assert_eq!(how.path, hetla::RefinementPath::Mixed);
+    assert_eq!(how.factored_in, hetla::Precision::S);
+    assert!(solve_ratio(&a, &x, &b) < THRESHOLD);
+    // cond about 1e10 (the last column nearly the first): beyond single precision, the solve
+    // falls back to double.
+    let other = random::<f64>(n, 9);
+    let mut ill = a.clone();
+    for i in 0..n {
+        ill[(i, n - 1)] = a[(i, 0)] + 1e-10 * other[(i, 0)];
+    }
+    let (x, how) = hetla::solve_mixed(ill.as_ref(), b.as_ref()).unwrap();
+    assert!(
+        matches!(how.path, hetla::RefinementPath::Fallback { .. }),
+        "{how:?}"
+    );
+    assert!(solve_ratio(&ill, &x, &b) < THRESHOLD);
+    let (xz, how) = hetla::solve_mixed(
+        Mat::<c64>::from_fn(n, n, |i, j| c64::new(a[(i, j)], 0.1)).as_ref(),
+        Mat::<c64>::ones(n, 1).as_ref(),
+    )
+    .unwrap();
+    assert_eq!(how.factored_in, hetla::Precision::C);
+    assert_eq!(xz.nrows(), n);
+}
