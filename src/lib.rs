@@ -55,7 +55,7 @@ pub use cholesky::{Cholesky, Factor, HERMITIAN_ROUNDOFF, solve_spd};
 pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
-pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
+pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64, swap_rows};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
 pub use interop::{Matrix, MatrixMut};
 pub use lu::{Lu, LuFactor, default_lu_tile, solve, solve_mixed};

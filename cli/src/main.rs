@@ -53,6 +53,9 @@ enum Command {
     /// print seconds, Gflop/s and the backward error, `--compare` beside faer in a loop and in a
     /// rayon par_iter.
     Batch(commands::batch::BatchArgs),
+    /// Factor a generated random matrix by LU with partial pivoting; print seconds, Gflop/s, the
+    /// scaled residual and the growth, `--compare` beside faer's and OpenBLAS's own LU.
+    Lu(commands::lu::LuArgs),
 }
 
 /// Exit status of a command line that does not parse (as clap's own).
@@ -97,6 +100,9 @@ fn main() -> ExitCode {
         }
         Command::Batch(args) => {
             commands::batch::run(args).map(|r| emit(args.json, &r, commands::batch::print))
+        }
+        Command::Lu(args) => {
+            commands::lu::run(args).map(|r| emit(args.json, &r, commands::lu::print))
         }
         Command::Gemm(args) => {
             commands::gemm::run(args).map(|r| emit(args.json, &r, commands::gemm::print))

@@ -39,6 +39,10 @@ pub struct WorkerBusy {
 /// One simulated run of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
+    /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the
+    /// first reports had none).
+    #[serde(skip_serializing_if = "is_cholesky")]
+    pub algorithm: &'static str,
     /// The precision of the simulated kernels.
     pub precision: Precision,
     /// Platform model name.
@@ -62,7 +66,8 @@ pub struct SimReport {
     pub noise: f64,
     /// Simulated makespan, in milliseconds.
     pub makespan_ms: f64,
-    /// n^3/3 (times 4 in a complex precision) over the makespan, in Gflop/s.
+    /// The plan's flops (n^3/3 for Cholesky, 2 n^3/3 for LU, times 4 in a complex precision) over
+    /// the makespan, in Gflop/s.
     pub gflops: f64,
     /// Bounds of the same graph with the same durations.
     #[serde(flatten)]
@@ -97,6 +102,7 @@ pub fn simulate(
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
+        algorithm: plan.algorithm().name(),
         precision: plan.precision(),
         cpu_rates: model.cpu_rates(),
         platform: model.name.clone(),
@@ -155,12 +161,18 @@ pub(crate) fn simulate_plan(
 }
 
 /// The order a report gives for `plan`: n for a factorisation or a solve, m for a product.
+/// Whether a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
+fn is_cholesky(algorithm: &&'static str) -> bool {
+    *algorithm == "cholesky"
+}
+
 fn order(plan: &Plan) -> usize {
     match plan.algorithm() {
         hetla::Algorithm::Cholesky { n }
         | hetla::Algorithm::CholeskyInverse { n }
         | hetla::Algorithm::CholeskySolve { n, .. }
-        | hetla::Algorithm::DistributedSubstitution { n, .. } => n,
+        | hetla::Algorithm::DistributedSubstitution { n, .. }
+        | hetla::Algorithm::Lu { n } => n,
         hetla::Algorithm::Gemm { m, .. } => m,
         _ => 0,
     }

@@ -192,3 +192,48 @@ pub enum PrecisionArg {
     /// Mixed: factor in f32, refine to f64 accuracy (falls back to f64 when needed).
     Ds,
 }
+
+/// Which factorisation a modelled command (`simulate`, `bound`, `sweep`) builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Factorization {
+    /// Tiled Cholesky (n^3/3 flops).
+    #[default]
+    Cholesky,
+    /// LU with partial pivoting in block columns (2 n^3/3 flops; CPU clusters only).
+    Lu,
+}
+
+impl Factorization {
+    /// The plan of this factorisation of order `n` in tiles (block columns) of `tile`.
+    pub fn plan(
+        self,
+        n: usize,
+        tile: usize,
+        precision: hetla::Precision,
+    ) -> hetla::Result<hetla::Plan> {
+        match self {
+            Factorization::Cholesky => hetla::Plan::cholesky(n, tile, precision),
+            Factorization::Lu => hetla::Plan::lu(n, tile, precision),
+        }
+    }
+
+    /// Its name in reports ("Cholesky", "LU").
+    pub fn title(self) -> &'static str {
+        match self {
+            Factorization::Cholesky => "Cholesky",
+            Factorization::Lu => "LU",
+        }
+    }
+
+    /// Refuses a distributed run of a factorisation that has none (LU: next).
+    pub fn check_distributed(self, distributed: bool) -> crate::Result<()> {
+        if distributed && self == Factorization::Lu {
+            return Err(crate::Error::InvalidOption {
+                option: "factorization",
+                reason: "distributed LU is not built yet (it is next): simulate LU on one node (no --nodes or --grid)".into(),
+            });
+        }
+        Ok(())
+    }
+}

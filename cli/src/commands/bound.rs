@@ -1,9 +1,9 @@
-//! `hetla bound`: lower bounds on the Cholesky makespan on a modelled platform.
+//! `hetla bound`: lower bounds on the Cholesky (or LU) makespan on a modelled platform.
 
 use super::args::{parse_positive, parse_spec};
 use super::output::print_bounds;
 use clap::Args;
-use hetla::{BoundReport, ClusterSpec, Plan};
+use hetla::{BoundReport, ClusterSpec};
 use hetla_lab::{Modelled, PlatformModel};
 use serde::Serialize;
 
@@ -28,6 +28,9 @@ pub struct BoundArgs {
     /// The precision of the kernels: s, d, c or z (the platform needs rates in it).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
+    /// The factorisation: cholesky or lu.
+    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
+    pub factorization: super::args::Factorization,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -35,6 +38,9 @@ pub struct BoundArgs {
 
 #[derive(Serialize)]
 pub struct BoundCmdReport {
+    /// The factorisation (absent for Cholesky, as the first reports had none).
+    #[serde(skip_serializing_if = "is_cholesky")]
+    pub factorization: super::args::Factorization,
     pub platform: String,
     pub clusters: String,
     pub gpus: usize,
@@ -48,9 +54,10 @@ pub struct BoundCmdReport {
 pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
     let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
-    let plan = Plan::cholesky(args.n, args.tile, args.precision)?;
+    let plan = args.factorization.plan(args.n, args.tile, args.precision)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
+        factorization: args.factorization,
         platform: model.name,
         clusters: args.clusters.to_string(),
         gpus: args.gpus,
@@ -63,8 +70,18 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
 
 pub fn print_bound(r: &BoundCmdReport) {
     println!(
-        "hetla bound: Cholesky n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s)",
-        r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus
+        "hetla bound: {} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s)",
+        r.factorization.title(),
+        r.n,
+        r.tile,
+        r.precision,
+        r.platform,
+        r.clusters,
+        r.gpus
     );
     print_bounds(&r.bounds);
+}
+
+fn is_cholesky(f: &super::args::Factorization) -> bool {
+    *f == super::args::Factorization::Cholesky
 }

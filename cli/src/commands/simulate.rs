@@ -1,7 +1,7 @@
-//! `hetla simulate`: one Cholesky run on a modelled platform, with its bounds.
+//! `hetla simulate`: one Cholesky (or LU) run on a modelled platform, with its bounds.
 
 use clap::Args;
-use hetla::{ClusterSpec, Plan, SchedulerKind};
+use hetla::{ClusterSpec, SchedulerKind};
 use hetla_factorizations::ProcessGrid;
 use hetla_lab::{GridSimReport, Modelled, PlatformModel, SimReport, parse_network};
 use hetla_runtime::{LinkRate, RunOptions, SimOptions};
@@ -72,9 +72,13 @@ pub struct SimulateArgs {
     /// Order of the matrix.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub n: usize,
-    /// Tile size (one the platform has rates for).
+    /// Tile size (one the platform has rates for; LU's block width).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
+    /// The factorisation: cholesky or lu (LU with partial pivoting, on CPU clusters only; one
+    /// node).
+    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
+    pub factorization: super::args::Factorization,
     /// Simulate a distributed run on this many nodes of the platform (one rank each, as `mpirun`
     /// with `cholesky --grid`), on the most square grid P x Q (P <= Q) unless `--grid` says.
     #[arg(long, value_parser = super::args::parse_positive)]
@@ -147,7 +151,8 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let model = PlatformModel::resolve(&args.platform)?;
     let options = args.run.options();
     let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
-    let plan = Plan::cholesky(args.n, args.tile, args.precision)?;
+    args.factorization.check_distributed(grid.is_some())?;
+    let plan = args.factorization.plan(args.n, args.tile, args.precision)?;
     let (report, trace) = match grid {
         None => {
             let (report, trace) = hetla_lab::simulate(&plan, &machine, &options)?;
@@ -236,8 +241,12 @@ pub fn print_grid(r: &GridSimReport) {
 
 /// Prints a simulated run on one node as a table.
 pub fn print_node(r: &SimReport) {
+    let (title, flops) = match r.algorithm {
+        "lu" => ("LU", "2 n^3/3"),
+        _ => ("Cholesky", "n^3/3"),
+    };
     println!(
-        "hetla simulate: Cholesky n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
+        "hetla simulate: {title} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
         r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus, r.scheduler
     );
     println!(
@@ -245,12 +254,12 @@ pub fn print_node(r: &SimReport) {
         r.makespan_ms, r.simulation_seconds, r.noise, r.seed
     );
     println!(
-        "  rate      {:.2} Gflop/s ({} flops; CPU kernel rates: {})",
+        "  rate      {:.2} Gflop/s ({}{flops} flops; CPU kernel rates: {})",
         r.gflops,
         if r.precision.is_complex() {
-            "4 n^3/3 real"
+            "4x real "
         } else {
-            "n^3/3"
+            ""
         },
         r.cpu_rates
     );

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use hetla::{ClusterSpec, Plan, Precision};
+use hetla::{ClusterSpec, Precision};
 use hetla_factorizations::ProcessGrid;
 use hetla_lab::{Modelled, PlatformModel};
 use hetla_runtime::{LinkRate, write_atomic};
@@ -59,6 +59,9 @@ pub struct SweepArgs {
     /// Directory for results.csv, results.json and the plots (created if missing).
     #[arg(long)]
     pub out: PathBuf,
+    /// The factorisation: cholesky or lu (LU: simulated only, on one node).
+    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
+    pub factorization: super::args::Factorization,
     #[command(flatten)]
     pub run: SimRunArgs,
     /// Kernel backend and performance models of real runs (`--platform this`).
@@ -231,6 +234,14 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     for name in ["results.csv", "results.json"] {
         hetla_runtime::check_writable("--out", &args.out.join(name))?;
     }
+    args.factorization
+        .check_distributed(!args.nodes.is_empty())?;
+    if real && args.factorization != super::args::Factorization::Cholesky {
+        return Err(Error::InvalidOption {
+            option: "factorization",
+            reason: "a sweep of real runs factors by Cholesky; LU sweeps are simulated (give --platform with a model), real LU runs are `hetla lu`".into(),
+        });
+    }
     if real && !args.nodes.is_empty() {
         return Err(Error::InvalidOption {
             option: "nodes",
@@ -292,7 +303,8 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
         let row = match (&model, grid) {
             (Some(model), Some(grid)) => {
                 let machine = Modelled::new(model, spec, gpus);
-                Plan::cholesky(n, tile, Precision::D)
+                args.factorization
+                    .plan(n, tile, Precision::D)
                     .map_err(Error::from)
                     .and_then(|plan| {
                         let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
@@ -316,7 +328,8 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
             }
             (Some(model), None) => {
                 let machine = Modelled::new(model, spec, gpus);
-                Plan::cholesky(n, tile, Precision::D)
+                args.factorization
+                    .plan(n, tile, Precision::D)
                     .map_err(Error::from)
                     .and_then(|plan| {
                         let simulated = hetla_lab::simulate(&plan, &machine, &options);
@@ -343,7 +356,8 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     }
     bar.finish_and_clear();
     let platform = model.map_or_else(|| THIS_MACHINE.to_owned(), |m| m.name);
-    let files = write_outputs(&args.out, &platform, &rows)?;
+    let title = format!("{} on {platform}", args.factorization.title());
+    let files = write_outputs(&args.out, &title, &rows)?;
     let runs = rows.iter().filter(|r| r.status == "ok").count();
     if runs == 0 {
         let reason = rows
@@ -457,8 +471,9 @@ fn real_run(
     })
 }
 
-/// Writes results.csv, results.json and the plots; returns their paths.
-fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> crate::Result<Vec<String>> {
+/// Writes results.csv, results.json and the plots (titled by `title`, "Cholesky on sirocco");
+/// returns their paths.
+fn write_outputs(out: &Path, title: &str, rows: &[SweepRow]) -> crate::Result<Vec<String>> {
     let csv_path = out.join("results.csv");
     let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {
@@ -492,9 +507,9 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> crate::Result
                 .collect();
             let mut svg = String::new();
             let drawn = if distributed {
-                plot_scaling(&mut svg, platform, tile, &mine)
+                plot_scaling(&mut svg, title, tile, &mine)
             } else {
-                plot(&mut svg, platform, tile, gpus, &mine)
+                plot(&mut svg, title, tile, gpus, &mine)
             };
             drawn.map_err(|e| Error::output(&path, e))?;
             write_atomic(&path, svg.as_bytes())?;
@@ -508,7 +523,7 @@ fn write_outputs(out: &Path, platform: &str, rows: &[SweepRow]) -> crate::Result
 /// order or weak-scaling order); the bound per node dashed.
 fn plot_scaling(
     svg: &mut String,
-    platform: &str,
+    title: &str,
     tile: usize,
     rows: &[&SweepRow],
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -530,9 +545,7 @@ fn plot_scaling(
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!(
-                "Cholesky on {platform} nodes, tile {tile}: simulated (solid), bound (dashed), per node"
-            ),
+            format!("{title} nodes, tile {tile}: simulated (solid), bound (dashed), per node"),
             ("sans-serif", 18),
         )
         .margin(15)
@@ -588,7 +601,7 @@ fn plot_scaling(
 /// Gflop/s against n, a colour per cluster spec; the mixed bound dashed.
 fn plot(
     svg: &mut String,
-    platform: &str,
+    title: &str,
     tile: usize,
     gpus: usize,
     rows: &[&SweepRow],
@@ -612,9 +625,7 @@ fn plot(
     let mode = rows.first().map_or("simulated", |r| r.mode);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!(
-                "Cholesky on {platform}, tile {tile}, {gpus} GPU(s): {mode} (solid), mixed bound (dashed)"
-            ),
+            format!("{title}, tile {tile}, {gpus} GPU(s): {mode} (solid), mixed bound (dashed)"),
             ("sans-serif", 18),
         )
         .margin(15)

@@ -124,10 +124,43 @@ fn with_derived_precisions(
     model
 }
 
+/// What the presets assume of LU's kernels, which the papers do not time (said in their
+/// descriptions).
+const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu_panel) at POTRF's \
+    rate, the update (lu_update) at GEMM's, the interchanges (lu_swap, no flops) free";
+
+/// Adds LU's kernel rates derived from Cholesky's, as [`LU_ASSUMPTION`] states: the panel
+/// factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block column
+/// is a triangular solve of b rows and a product of the rows below, almost all GEMM. LU's kernels
+/// run on CPU clusters only (no GPU rates).
+fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
+    let derived: Vec<CpuKernelRate> = model
+        .cpu
+        .kernels
+        .iter()
+        .flat_map(|k| {
+            let names: &[Op] = if k.op == Op::Potrf.name() {
+                &[Op::LuPanel]
+            } else if k.op == Op::GemmNt.name() {
+                &[Op::LuUpdate, Op::LuSwap]
+            } else {
+                &[]
+            };
+            names.iter().map(move |op| CpuKernelRate {
+                op: op.name().into(),
+                ..k.clone()
+            })
+        })
+        .collect();
+    model.cpu.kernels.extend(derived);
+    model.description.push_str(LU_ASSUMPTION);
+    model
+}
+
 /// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from Cojean et al. (2016) Table 2
 /// (Intel MKL on the cores, cuBLAS/MAGMA on the GPUs) at tiles 960 and 1920.
 pub(super) fn sirocco() -> PlatformModel {
-    with_derived_precisions(PlatformModel {
+    with_lu_rates(with_derived_precisions(PlatformModel {
         name: "sirocco".into(),
         description: "2 x 12-core Intel Xeon E5-2680 v3 (Haswell, 2.5 GHz) + 4 NVIDIA K40m; \
             kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 2, at tiles 960 and 1920 \
@@ -178,7 +211,7 @@ pub(super) fn sirocco() -> PlatformModel {
                 })
                 .collect(),
         }),
-    }, 2.0, 3.0)
+    }, 2.0, 3.0))
 }
 
 /// Cojean et al. (2016), Table 1 (Intel KNL 7210, MKL): per operation, the tile sizes, one core's
@@ -260,7 +293,7 @@ pub(super) fn knl() -> PlatformModel {
             });
         }
     }
-    with_derived_precisions(
+    with_lu_rates(with_derived_precisions(
         PlatformModel {
             name: "knl".into(),
             description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
@@ -279,7 +312,7 @@ pub(super) fn knl() -> PlatformModel {
         },
         2.0,
         1.0,
-    )
+    ))
 }
 
 /// One A100 of the Karolina HGX node, Anastasiadis (2024) section 4.3, Table 4.1: 17.2 Tflop/s FP64

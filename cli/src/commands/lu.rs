@@ -1,0 +1,360 @@
+//! `hetla lu`: the LU factorisation with partial pivoting of a generated random matrix, timed and
+//! checked (LAPACK's test ratio ||P A - L U||_1 / (n ||A||_1 eps) and a solve's backward error),
+//! with its bounds; `--compare` times in the same process the libraries' own LU on the whole
+//! matrix (faer's partial-pivoting LU on as many threads as the platform has cores, and LAPACK
+//! ?getrf on OpenBLAS's threads when built with it); `--mixed` times the mixed-precision solve
+//! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in the matrix's precision.
+
+use std::time::Instant;
+
+use clap::Args;
+use faer::{Mat, MatRef};
+use hetla::{Backend, ClusterSpec, Lu, Precision, Refinable, Scalar, c32, c64};
+use serde::Serialize;
+
+use super::args::{PlatformArgs, parse_positive, parse_spec};
+use crate::peers::{self, PeerRate};
+use crate::{Error, Result};
+
+#[derive(Args)]
+pub struct LuArgs {
+    /// Order of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
+    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
+    pub n: usize,
+    /// Block width (default: `hetla::default_lu_tile`, 256 above order 512).
+    #[arg(long, value_parser = parse_positive)]
+    pub tile: Option<usize>,
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
+    /// or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    pub clusters: ClusterSpec,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
+    #[arg(long, default_value = "d")]
+    pub precision: Precision,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Also time, in this process and on the same matrix, faer's partial-pivoting LU
+    /// (`faer-lu`) and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
+    /// (`openblas-dgetrf`).
+    #[arg(long)]
+    pub compare: bool,
+    /// Also solve A x = b to double accuracy from an f32 (c32) LU refined in double
+    /// (`hetla::solve_mixed`, LAPACK dsgesv), timed beside the factorisation and solve in the
+    /// matrix's precision (d or z only).
+    #[arg(long)]
+    pub mixed: bool,
+    /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
+    /// Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: Option<u64>,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+pub struct LuReport {
+    pub n: usize,
+    pub tile: usize,
+    pub precision: Precision,
+    pub backend: String,
+    pub clusters: String,
+    /// Cores of every cluster.
+    pub cores: usize,
+    /// The best run, seconds.
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub runs: usize,
+    /// 2 n^3 / 3 flops (4 times as many real ones for complex) over `seconds`.
+    pub gflops: f64,
+    /// ||P A - L U||_1 / (n ||A||_1 eps).
+    pub residual: f64,
+    /// Whether it is below LAPACK's threshold, 30.
+    pub residual_ok: bool,
+    /// A solve's ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
+    pub backward_error: f64,
+    /// max |U_ij| / max |A_ij|.
+    pub growth: f64,
+    /// The first exactly zero pivot, if any (LAPACK's info - 1).
+    pub singular: Option<usize>,
+    /// The LU graph's lower bounds on this platform's models, where it has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's rate over each peer's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mixed: Option<MixedReport>,
+}
+
+/// The mixed-precision solve beside the solve in the matrix's precision.
+#[derive(Serialize)]
+pub struct MixedReport {
+    /// Best seconds of `hetla::solve_mixed` (factorisation in single, refinement, any fallback).
+    pub seconds: f64,
+    pub median_seconds: f64,
+    /// Best seconds of the LU in the matrix's precision and its solve.
+    pub full_seconds: f64,
+    /// `seconds / full_seconds`.
+    pub time_ratio: f64,
+    pub path: hetla::Refinement,
+    pub backward_error: f64,
+}
+
+pub fn run(args: &LuArgs) -> Result<LuReport> {
+    match args.precision {
+        Precision::S => lu::<f32>(args, None),
+        Precision::D => lu::<f64>(args, Some(mixed::<f64>)),
+        Precision::C => lu::<c32>(args, None),
+        Precision::Z => lu::<c64>(args, Some(mixed::<c64>)),
+    }
+}
+
+type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
+
+fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
+    let n = args.n;
+    hetla::limits::check_memory(
+        &format!("two matrices of order {n}"),
+        2 * hetla::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
+    )?;
+    if args.mixed && mixed.is_none() {
+        return Err(Error::Library(hetla::Error::InvalidOption {
+            option: "mixed",
+            reason: format!(
+                "refines to double accuracy: give --precision d or z, not {}",
+                T::PRECISION
+            ),
+        }));
+    }
+    let platform = std::sync::Arc::new(hetla::Platform::with_store(
+        &args.clusters,
+        args.platform.backend,
+        args.platform.store(),
+    )?);
+    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
+    let mut lu = Lu::new().platform(platform.clone());
+    if let Some(b) = args.tile {
+        lu = lu.tile(b);
+    }
+    let a: Mat<T> = hetla::matgen::random_block_in(n, args.seed, 0..n, 0..n);
+    let plan = lu.plan(n, T::PRECISION)?;
+    let runs = args.repeat.map(|r| r as usize);
+    let (factored, timings) = peers::repeat(runs, || {
+        let mut m = a.clone();
+        let start = Instant::now();
+        let (_, ipiv, singular) = lu.factor_planned(&plan, m.as_mut())?;
+        Ok(((m, ipiv, singular), start.elapsed().as_secs_f64()))
+    })?;
+    let (m, ipiv, singular) = factored;
+    let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
+    let factor = lu.factor(a.as_ref())?;
+    let (residual, growth) = check(a.as_ref(), m.as_ref(), &ipiv);
+    let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
+    let backward_error = match factor.solve(rhs.as_ref()) {
+        Ok(x) => backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
+        Err(_) => f64::NAN,
+    };
+    let mut report = LuReport {
+        n,
+        tile: plan.tile(),
+        precision: T::PRECISION,
+        backend: platform.backend().name().to_owned(),
+        clusters: args.clusters.to_string(),
+        cores,
+        seconds: timings.best,
+        median_seconds: timings.median,
+        runs: timings.runs,
+        gflops: flops / timings.best / 1e9,
+        residual,
+        residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+        backward_error,
+        growth,
+        singular,
+        tasks: Some(plan.graph().len()),
+        peers: None,
+        ratios: Vec::new(),
+        mixed: None,
+    };
+    if args.compare {
+        let mut rates = Vec::new();
+        for backend in Backend::available() {
+            let name = match backend {
+                Backend::Faer => "faer-lu".to_owned(),
+                Backend::OpenBlas => format!("openblas-{}getrf", T::PRECISION),
+            };
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(cores)
+                .build()
+                .map_err(|e| Error::Spawn {
+                    threads: cores,
+                    reason: e.to_string(),
+                })?;
+            let ((), t) = peers::repeat(runs, || {
+                let mut m = a.clone();
+                let start = Instant::now();
+                let par = hetla::Par::rayon(cores);
+                let result = match backend {
+                    Backend::Faer => pool.install(|| backend.library_lu(m.as_mut(), par)),
+                    // OpenBLAS runs ?getrf on its own threads; its recursive parallel getrf
+                    // needs more stack than a rayon worker's, so it is called from this thread
+                    // (as a user's program would).
+                    Backend::OpenBlas => backend.library_lu(m.as_mut(), par),
+                };
+                result.map_err(|source| Error::Peer {
+                    name: name.clone(),
+                    source,
+                })?;
+                Ok(((), start.elapsed().as_secs_f64()))
+            })?;
+            rates.push(PeerRate::from_timings(&name, t, flops));
+        }
+        report.ratios = rates
+            .iter()
+            .map(|p| (p.name.clone(), report.gflops / p.gflops))
+            .collect();
+        report.peers = Some(rates);
+    }
+    if args.mixed
+        && let Some(mixed) = mixed
+    {
+        report.mixed = Some(mixed(&lu, a.as_ref(), runs)?);
+    }
+    Ok(report)
+}
+
+/// The mixed solve of A x = b (b: ones) and the solve in A's precision, each timed.
+fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result<MixedReport> {
+    let n = a.nrows();
+    let b = Mat::<T>::from_fn(n, 1, |_, _| T::from_f64(1.0));
+    let ((x, path), t) = peers::repeat(runs, || {
+        let start = Instant::now();
+        let out = lu.solve_refined(a, b.as_ref())?;
+        Ok((out, start.elapsed().as_secs_f64()))
+    })?;
+    let ((), full) = peers::repeat(runs, || {
+        let start = Instant::now();
+        let x = lu.factor(a)?.solve(b.as_ref())?;
+        std::hint::black_box(x);
+        Ok(((), start.elapsed().as_secs_f64()))
+    })?;
+    Ok(MixedReport {
+        seconds: t.best,
+        median_seconds: t.median,
+        full_seconds: full.best,
+        time_ratio: t.best / full.best,
+        path,
+        backward_error: backward_error(a, x.as_ref(), b.as_ref()),
+    })
+}
+
+fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
+    (0..m.ncols())
+        .map(|j| m.col(j).iter().map(|x| x.abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+/// LAPACK's ratio ||P A - L U||_1 / (n ||A||_1 eps) of the factor `lu` with interchanges `ipiv`,
+/// and the growth max |U| / max |A|. L U is formed by blocks of columns of U.
+fn check<T: Scalar>(a: MatRef<'_, T>, lu: MatRef<'_, T>, ipiv: &[usize]) -> (f64, f64) {
+    let n = a.nrows();
+    let mut pa = a.to_owned();
+    hetla::swap_rows(pa.as_mut(), ipiv);
+    let l = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => lu[(i, j)],
+        std::cmp::Ordering::Equal => T::from_f64(1.0),
+        std::cmp::Ordering::Less => T::from_f64(0.0),
+    });
+    let u = Mat::from_fn(
+        n,
+        n,
+        |i, j| if i <= j { lu[(i, j)] } else { T::from_f64(0.0) },
+    );
+    faer::linalg::matmul::matmul(
+        pa.as_mut(),
+        faer::Accum::Add,
+        l.as_ref(),
+        u.as_ref(),
+        T::from_f64(-1.0),
+        faer::get_global_parallelism(),
+    );
+    let max = |m: MatRef<'_, T>| {
+        m.col_iter()
+            .flat_map(|c| c.iter().map(|x| x.abs_f64()).collect::<Vec<_>>())
+            .fold(0.0, f64::max)
+    };
+    let ratio = norm1(pa.as_ref()) / (n as f64 * norm1(a) * T::PRECISION.epsilon());
+    (ratio, max(u.as_ref()) / max(a))
+}
+
+/// ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
+fn backward_error<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
+    let r = a * x - b;
+    let scale = norm1(a) * norm1(x) * a.nrows() as f64 * T::PRECISION.epsilon();
+    if scale == 0.0 {
+        0.0
+    } else {
+        norm1(r.as_ref()) / scale
+    }
+}
+
+pub fn print(r: &LuReport) {
+    println!(
+        "hetla lu: order {}, block width {}, precision {}, backend {}, clusters {} ({} cores)",
+        r.n, r.tile, r.precision, r.backend, r.clusters, r.cores
+    );
+    println!(
+        "  time      {:.4} s, {:.2} Gflop/s (2 n^3/3{} flops)",
+        r.seconds,
+        r.gflops,
+        if r.precision.is_complex() {
+            ", 4x real"
+        } else {
+            ""
+        }
+    );
+    if r.runs > 1 {
+        println!(
+            "  repeat    best of {} runs after a warm-up; median {:.4} s",
+            r.runs, r.median_seconds
+        );
+    }
+    println!(
+        "  check     ||PA - LU||_1 / (n ||A||_1 eps) = {:.3e} ({}); solve backward error {:.3e}; growth {:.3e}",
+        r.residual,
+        if r.residual_ok { "ok" } else { "TOO LARGE" },
+        r.backward_error,
+        r.growth
+    );
+    if let Some(column) = r.singular {
+        println!("  singular  the pivot of column {column} is exactly zero");
+    }
+    if let Some(peers) = &r.peers {
+        for p in peers {
+            println!(
+                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
+                p.name, p.seconds, p.gflops, p.median_seconds
+            );
+        }
+        for (name, ratio) in &r.ratios {
+            println!("  ratio     hetla / {name} {ratio:.3}");
+        }
+    }
+    if let Some(m) = &r.mixed {
+        println!(
+            "  mixed     {:.4} s (median {:.4} s) against {:.4} s in {}: {:.3}x the time; {:?}; backward error {:.3e}",
+            m.seconds,
+            m.median_seconds,
+            m.full_seconds,
+            r.precision,
+            m.time_ratio,
+            m.path.path,
+            m.backward_error
+        );
+    }
+}
