@@ -156,12 +156,26 @@ mod tests {
     }
 
     fn estimate_of<T: Scalar>(b: MatRef<'_, T>) -> f64 {
-        estimate_norm1(b.nrows(), |mut x| {
-            let y = b * x.as_ref();
+        estimate_norm1(b.nrows(), |mut x, adjoint| {
+            let y = if adjoint {
+                b.adjoint() * x.as_ref()
+            } else {
+                b * x.as_ref()
+            };
             x.copy_from(&y);
             Ok(())
         })
         .unwrap()
+    }
+
+    #[test]
+    fn the_estimate_of_a_general_matrix_uses_its_adjoint_and_stays_below_the_norm() {
+        for seed in 0..5 {
+            let a = crate::matgen::random_conditioned::<f64>(40, 1e3, seed);
+            let (exact, estimate) = (norm1(a.as_ref()), estimate_of(a.as_ref()));
+            assert!(estimate <= exact * (1.0 + 1e-12), "{estimate} > {exact}");
+            assert!(estimate >= exact / 3.0, "{estimate} << {exact}");
+        }
     }
 
     #[test]

@@ -418,12 +418,11 @@ impl<T: Scalar> LuFactor<T> {
         if self.singular.is_some() || self.norms.one == 0.0 {
             return Ok(0.0);
         }
+        // ||A^-1||_1 = ||U^-1 L^-1 P||_1 = ||U^-1 L^-1||_1 (P permutes columns): as ?gecon, the
+        // estimate sees U^-1 L^-1 and its adjoint, without the interchanges.
         let inverse = condition::estimate_norm1(n, |x, adjoint| {
-            if adjoint {
-                self.solve_column_major(x, Trans::Adjoint)
-            } else {
-                self.solve_column_major(x, Trans::No)
-            }
+            let trans = if adjoint { Trans::Adjoint } else { Trans::No };
+            self.triangular_solves(x, trans, false)
         })?;
         Ok(if inverse == 0.0 {
             0.0
@@ -470,7 +469,12 @@ impl<T: Scalar> LuFactor<T> {
 
     /// X <- op(A)^-1 X with the factors (LAPACK ?getrs): for A, the interchanges, then L, then U;
     /// for A^T or A^H, U^T then L^T (conjugated for A^H), then the interchanges backwards.
-    fn solve_column_major(&self, mut b: MatMut<'_, T>, trans: Trans) -> Result<()> {
+    fn solve_column_major(&self, b: MatMut<'_, T>, trans: Trans) -> Result<()> {
+        self.triangular_solves(b, trans, true)
+    }
+
+    /// [`LuFactor::solve_column_major`], with the interchanges applied only when `permute`.
+    fn triangular_solves(&self, mut b: MatMut<'_, T>, trans: Trans, permute: bool) -> Result<()> {
         use faer::linalg::triangular_solve as ts;
         if b.nrows() != self.n() {
             return Err(Error::DimensionMismatch {
@@ -491,7 +495,9 @@ impl<T: Scalar> LuFactor<T> {
         };
         let solve = |par: Par, mut b: MatMut<'_, T>| match trans {
             Trans::No => {
-                hetla_kernels::swap_rows(b.as_mut(), &self.ipiv);
+                if permute {
+                    hetla_kernels::swap_rows(b.as_mut(), &self.ipiv);
+                }
                 ts::solve_unit_lower_triangular_in_place(lu, b.as_mut(), par);
                 ts::solve_upper_triangular_in_place(lu, b, par);
             }
@@ -508,8 +514,10 @@ impl<T: Scalar> LuFactor<T> {
                     b.as_mut(),
                     par,
                 );
-                for (i, &p) in self.ipiv.iter().enumerate().rev() {
-                    hetla_kernels::swap_rows(b.as_mut().subrows_mut(i, n - i), &[p - i]);
+                if permute {
+                    for (i, &p) in self.ipiv.iter().enumerate().rev() {
+                        hetla_kernels::swap_rows(b.as_mut().subrows_mut(i, n - i), &[p - i]);
+                    }
                 }
             }
         };

@@ -36,6 +36,10 @@ pub struct LuArgs {
     /// Seed of the generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Generate a matrix of this 2-norm condition number instead (singular values geometric from
+    /// 1 to 1/COND between random Householder reflections, `hetla::matgen::random_conditioned`).
+    #[arg(long, value_parser = parse_cond)]
+    pub cond: Option<f64>,
     /// Also time, in this process and on the same matrix, faer's partial-pivoting LU
     /// (`faer-lu`) and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
     /// (`openblas-dgetrf`).
@@ -58,6 +62,9 @@ pub struct LuArgs {
 #[derive(Serialize)]
 pub struct LuReport {
     pub n: usize,
+    /// The generated matrix's 2-norm condition number, when `--cond` gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cond: Option<f64>,
     pub tile: usize,
     pub precision: Precision,
     pub backend: String,
@@ -106,6 +113,16 @@ pub struct MixedReport {
     pub backward_error: f64,
 }
 
+/// A condition number: finite and at least 1.
+fn parse_cond(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 1.0 => Ok(c),
+        _ => Err(format!(
+            "{s:?} is not a condition number (a finite number >= 1)"
+        )),
+    }
+}
+
 pub fn run(args: &LuArgs) -> Result<LuReport> {
     match args.precision {
         Precision::S => lu::<f32>(args, None),
@@ -142,7 +159,10 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     if let Some(b) = args.tile {
         lu = lu.tile(b);
     }
-    let a: Mat<T> = hetla::matgen::random_block_in(n, args.seed, 0..n, 0..n);
+    let a: Mat<T> = match args.cond {
+        Some(cond) => hetla::matgen::random_conditioned(n, cond, args.seed),
+        None => hetla::matgen::random_block_in(n, args.seed, 0..n, 0..n),
+    };
     let plan = lu.plan(n, T::PRECISION)?;
     let runs = args.repeat.map(|r| r as usize);
     let (factored, timings) = peers::repeat(runs, || {
@@ -162,6 +182,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     };
     let mut report = LuReport {
         n,
+        cond: args.cond,
         tile: plan.tile(),
         precision: T::PRECISION,
         backend: platform.backend().name().to_owned(),
