@@ -62,7 +62,24 @@ for v in 0 -1 1.5 x "" 18446744073709551616 1000000000 40000; do
   add batch --count "$v" --n 16
   add batch --count 10 --n "$v"
   add batch --count 10 --n 8 --nrhs "$v"
+  add lu --n "$v"
+  add simulate --platform sirocco --n "$v" --tile 960 --factorization lu
 done
+# LU's own options.
+for v in "" x cholesky qr LU; do
+  add simulate --platform sirocco --n 9600 --tile 960 --factorization "$v"
+  add bound --platform sirocco --n 9600 --tile 960 --factorization "$v"
+done
+for v in 0 -1 x nan inf 0.5 1e400; do
+  add lu --n 64 --cond "$v"
+done
+add lu --n 64 --precision s --mixed
+add lu --n 64 --tile 0
+add lu --n 64 --tile 1000000000
+add lu --n 300 --clusters 1x1 --compare --mixed --repeat 1
+add simulate --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 4
+add sweep --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 2 --out "$work/lu-sweep"
+add sweep --n 2000 --tile 500 --factorization lu --out "$work/lu-real-sweep"
 for v in 0 -1 x 8 1000000000 18446744073709551615; do
   add cholesky --n 3000 --tile "$v"
   add simulate --platform sirocco --n 9600 --tile "$v"

@@ -72,7 +72,7 @@ pub enum Error {
     },
     /// A determinant that is no normal `f64` (it overflows or underflows): its logarithm is exact.
     #[error(
-        "det A = exp({log_det}) is out of the range of f64 (about exp(-708) to exp(709)): use log_det"
+        "det A = exp({log_det}) is out of the range of f64 (about exp(-708) to exp(709)): use log_det (log_abs_det of an LU factor)"
     )]
     DeterminantOutOfRange {
         /// ln det A.
