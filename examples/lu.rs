@@ -1,6 +1,6 @@
-//! General square systems with LU and partial pivoting, in every precision: the factor, its
-//! solves (A, A^T, A^H), L, U and P, the determinant, the condition estimate, a singular matrix,
-//! and the mixed-precision solve.
+//! General square systems with LU and partial pivoting, in every precision: the factor, its solves
+//! (A, A^T, A^H), L, U and P, the determinant, the condition estimate, a singular matrix, and the
+//! mixed-precision solve.
 //!
 //! Run: `cargo run --release --example lu [n]` (default n = 1000).
 
@@ -25,11 +25,12 @@ fn lu<T: Scalar>(n: usize) -> hetla::Result<()> {
     let xt = lu.solve_transposed(&b)?; // A^T X = B (solve_adjoint: A^H X = B)
     let (l, u, p) = (lu.l(), lu.u(), lu.permutation());
     let pa = Mat::<T>::from_fn(n, n, |i, j| a[(p[i], j)]);
-    let factor_ratio =
-        norm1(&(pa - &l * &u)) / (n as f64 * norm1(&a) * T::PRECISION.epsilon());
+    let factor_ratio = norm1(&(pa - &l * &u)) / (n as f64 * norm1(&a) * T::PRECISION.epsilon());
     let rcond = lu.rcond()?; // as LAPACK's ?gecon
     let log_abs_det = lu.log_abs_det();
-    let det = lu.det().map_or_else(|e| e.to_string(), |d| format!("{d:?}"));
+    let det = lu
+        .det()
+        .map_or_else(|e| e.to_string(), |d| format!("{d:?}"));
 
     // An exactly singular matrix factors, says where, and refuses to solve.
     let mut singular = a.clone();

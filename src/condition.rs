@@ -1,12 +1,13 @@
 //! The 1-norm estimates behind [`Factor::rcond`](crate::Factor::rcond),
-//! [`Factor::norm1`](crate::Factor::norm1) and [`LuFactor::rcond`](crate::LuFactor::rcond): Hager's method as refined by Higham (Higham, "FORTRAN
-//! codes for estimating the one-norm of a real or complex matrix", ACM TOMS 14, 1988), step for
-//! step as LAPACK's ?lacn2, so that hetla's rcond equals ?pocon's on the same factor.
+//! [`Factor::norm1`](crate::Factor::norm1) and [`LuFactor::rcond`](crate::LuFactor::rcond): Hager's
+//! method as refined by Higham (Higham, "FORTRAN codes for estimating the one-norm of a real or
+//! complex matrix", ACM TOMS 14, 1988), step for step as LAPACK's ?lacn2, so that hetla's rcond
+//! equals ?pocon's on the same factor.
 //!
 //! The estimator sees the matrix B only through products x <- B x and x <- B^H x (the second
-//! argument of `apply` says which); for a Hermitian B (A^-1 or A = L L^H of Cholesky) both are
-//! the same call, for LU's A^-1 the second solves with A^H. Real types follow dlacn2
-//! (sign vectors, with its test for a repeated sign vector), complex ones zlacn2 (x_i / |x_i|).
+//! argument of `apply` says which); for a Hermitian B (A^-1 or A = L L^H of Cholesky) both are the
+//! same call, for LU's A^-1 the second solves with A^H. Real types follow dlacn2 (sign vectors,
+//! with its test for a repeated sign vector), complex ones zlacn2 (x_i / |x_i|).
 
 use faer::{Mat, MatMut, MatRef, Par};
 use hetla_kernels::Scalar;

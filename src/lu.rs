@@ -1,6 +1,6 @@
 //! LU factorisation with partial pivoting (P A = L U) of general square matrices, and the solves
-//! built on it: [`Lu`] (the builder, with the run options of [`Cholesky`]), [`LuFactor`],
-//! [`solve`] (LAPACK's ?gesv) and [`solve_mixed`] (dsgesv: f32 LU refined in f64).
+//! built on it: [`Lu`] (the builder, with the run options of [`Cholesky`]), [`LuFactor`], [`solve`]
+//! (LAPACK's ?gesv) and [`solve_mixed`] (dsgesv: f32 LU refined in f64).
 //!
 //! The factorisation is a task graph as Cholesky's ([`Plan::lu`]: block columns of the tile's
 //! width; a panel task per block column, an update task per block column right of it, the panel's
@@ -19,26 +19,34 @@ use faer::{Mat, MatMut, MatRef, Par};
 use hetla_kernels::{Precision, Scalar};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
-use crate::cholesky::{check_finite, direct};
+use crate::cholesky::check_finite;
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::mixed::{Refinable, Refinement, RefinementPath, lowered, refine};
 use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
 
-/// The block width LU uses for a matrix of order `n` when none is given: the whole matrix up to
-/// [`SINGLE_TILE_UP_TO`] (one panel call), else 256 columns (measured best of 192 to 512 at n =
-/// 2048 to 8192 on 2 cores, AVX-512, faer and OpenBLAS; see the closing note of the LU issue).
-pub fn default_lu_tile(n: usize) -> usize {
+/// The block width LU uses for a matrix of order `n` on `backend` when none is given: the whole
+/// matrix up to [`SINGLE_TILE_UP_TO`] (one panel call), else 256 columns, and 384 from order 4096
+/// on with faer (whose product gains more from the wider inner dimension: 4.08 s against 4.27-4.36
+/// s at n = 8192 on 2 cores, AVX-512; OpenBLAS's was as fast at 256; see the LU issue's note).
+pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
     if n <= SINGLE_TILE_UP_TO {
         n.max(1)
+    } else if backend == Backend::Faer && n >= 4096 {
+        384
     } else {
         256
     }
 }
 
 /// Configures and runs LU factorisations with partial pivoting on the runtime; the options are
-/// those of [`Cholesky`] (tile, backend, clusters, threads, scheduler, platform).
+/// those of [`Cholesky`] (tile, backend, clusters, threads, scheduler, platform), except the
+/// default clusters: one per core (`ClusterSpec::Level(Level::Core)`), not `auto`. LU's panel is a
+/// narrow, latency-bound step on the critical path; with a cluster per core one core factors the
+/// next panel while the others update (lookahead), where one cluster of every core would run the
+/// panel on all of them and the updates after it (measured on 2 cores at n = 8192: 0.88x OpenBLAS
+/// dgetrf per core against 0.80x as one cluster; see the LU issue's note).
 ///
 /// ```
 /// use faer::Mat;
@@ -49,14 +57,23 @@ pub fn default_lu_tile(n: usize) -> usize {
 /// assert!(r.norm_max() < 1e-14);
 /// # Ok::<(), hetla::Error>(())
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Lu {
     run: Cholesky,
     tile: Option<usize>,
 }
 
+impl Default for Lu {
+    fn default() -> Self {
+        Self {
+            run: Cholesky::new().clusters(ClusterSpec::Level(hetla_clusters::Level::Core)),
+            tile: None,
+        }
+    }
+}
+
 impl Lu {
-    /// Default options: faer, the default block width ([`default_lu_tile`]), `auto` clusters,
+    /// Default options: faer, the default block width ([`default_lu_tile`]), a cluster per core,
     /// MCT.
     pub fn new() -> Self {
         Self::default()
@@ -104,9 +121,15 @@ impl Lu {
         self.run.resolve_platform()
     }
 
-    /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`].
+    /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
+    /// platform's backend.
     pub fn tile_size_for(&self, n: usize) -> usize {
-        self.tile.unwrap_or_else(|| default_lu_tile(n))
+        self.tile.unwrap_or_else(|| {
+            let backend = self
+                .resolve_platform()
+                .map_or(Backend::Faer, |p| p.backend());
+            default_lu_tile(n, backend)
+        })
     }
 
     /// The plan of the LU factorisation of an `n x n` matrix in `precision` ([`Plan::lu`]).
@@ -132,8 +155,7 @@ impl Lu {
 
     /// Factors `a` in place by `plan` (from [`Lu::plan`]) through the runtime, also for a matrix of
     /// one block; the trace, the interchanges (0-based, global: row i was swapped with `ipiv[i]`)
-    /// and the first column with an exactly zero pivot. `a` is checked first as by
-    /// [`Lu::factor`].
+    /// and the first column with an exactly zero pivot. `a` is checked first as by [`Lu::factor`].
     pub fn factor_planned<T: Scalar>(
         &self,
         plan: &Plan,
@@ -157,15 +179,13 @@ impl Lu {
             return Err(Error::ZeroTileSize);
         }
         let (ipiv, singular) = if tile >= n {
+            // One block: one panel call on every core (no graph).
             let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
             let mut ipiv = vec![0; n];
-            let done = direct(&platform, flops, |backend, par| {
+            let singular = on_all_cores(&platform, flops, |backend, par| {
                 backend.lu_panel(a.as_mut(), &mut ipiv, par)
-            });
-            match done {
-                Some(result) => (ipiv, result?),
-                None => self.run_plan(&platform, a.as_mut(), tile)?,
-            }
+            })?;
+            (ipiv, singular)
         } else {
             self.run_plan(&platform, a.as_mut(), tile)?
         };
@@ -197,8 +217,8 @@ impl Lu {
     /// Solves A X = B to double accuracy, factoring in single precision when that suffices
     /// (LAPACK's dsgesv and zcgesv): A rounded to `f32` (`c32`) is factored by the tiled LU, and
     /// the solution refined in double with residuals of the original A, to dsgesv's test (see
-    /// [`Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says why
-    /// in [`Refinement::path`], when an entry of A overflows single precision, the single LU is
+    /// [`Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says why in
+    /// [`Refinement::path`], when an entry of A overflows single precision, the single LU is
     /// singular, or the refinement does not converge.
     pub fn solve_refined<A, B>(&self, a: A, b: B) -> Result<(B::Owned, Refinement)>
     where
@@ -284,9 +304,9 @@ impl Lu {
     }
 }
 
-/// The LU factorisation with partial pivoting P A = L U of a square matrix: L unit lower
-/// triangular and U upper triangular stored together (as LAPACK's ?getrf leaves them), with the
-/// row interchanges.
+/// The LU factorisation with partial pivoting P A = L U of a square matrix: L unit lower triangular
+/// and U upper triangular stored together (as LAPACK's ?getrf leaves them), with the row
+/// interchanges.
 #[derive(Clone)]
 pub struct LuFactor<T: Scalar = f64> {
     lu: Mat<T>,
@@ -319,8 +339,8 @@ impl<T: Scalar> LuFactor<T> {
         self.tile
     }
 
-    /// L (strictly below the diagonal; its unit diagonal is implied) and U (on and above it) in
-    /// one matrix, as LAPACK's ?getrf leaves them.
+    /// L (strictly below the diagonal; its unit diagonal is implied) and U (on and above it) in one
+    /// matrix, as LAPACK's ?getrf leaves them.
     pub fn storage(&self) -> MatRef<'_, T> {
         self.lu.as_ref()
     }
@@ -374,9 +394,8 @@ impl<T: Scalar> LuFactor<T> {
         (0..self.n()).map(|k| self.lu[(k, k)].abs_f64().ln()).sum()
     }
 
-    /// det A = (-1)^(interchanges) prod U_kk, when its modulus is a normal `f64` (0 for a
-    /// singular matrix); else [`Error::DeterminantOutOfRange`] with ln |det A|
-    /// ([`LuFactor::log_abs_det`]).
+    /// det A = (-1)^(interchanges) prod U_kk, when its modulus is a normal `f64` (0 for a singular
+    /// matrix); else [`Error::DeterminantOutOfRange`] with ln |det A| ([`LuFactor::log_abs_det`]).
     pub fn det(&self) -> Result<T> {
         if self.singular.is_some() {
             return Ok(T::from_f64(0.0));
@@ -408,8 +427,8 @@ impl<T: Scalar> LuFactor<T> {
     }
 
     /// The reciprocal condition number 1 / (||A||_1 ||A^-1||_1), with ||A^-1||_1 estimated as
-    /// LAPACK's ?gecon does (Hager's method refined by Higham, ?lacn2: a few solves with A and
-    /// A^H, each O(n^2)). 0 for a singular factor, 1 for `n = 0`.
+    /// LAPACK's ?gecon does (Hager's method refined by Higham, ?lacn2: a few solves with A and A^H,
+    /// each O(n^2)). 0 for a singular factor, 1 for `n = 0`.
     pub fn rcond(&self) -> Result<f64> {
         let n = self.n();
         if n == 0 {
@@ -447,8 +466,8 @@ impl<T: Scalar> LuFactor<T> {
         self.solve_new(b, Trans::Adjoint)
     }
 
-    /// Solves A X = B in place: `b` is overwritten with X. Allocates nothing unless B's columns
-    /// are not contiguous (a C-ordered ndarray: then a column-major copy written back).
+    /// Solves A X = B in place: `b` is overwritten with X. Allocates nothing unless B's columns are
+    /// not contiguous (a C-ordered ndarray: then a column-major copy written back).
     pub fn solve_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
         column_major(b.view_mut(), |b| self.solve_column_major(b, Trans::No))
     }
@@ -474,7 +493,7 @@ impl<T: Scalar> LuFactor<T> {
     }
 
     /// [`LuFactor::solve_column_major`], with the interchanges applied only when `permute`.
-    fn triangular_solves(&self, mut b: MatMut<'_, T>, trans: Trans, permute: bool) -> Result<()> {
+    fn triangular_solves(&self, b: MatMut<'_, T>, trans: Trans, permute: bool) -> Result<()> {
         use faer::linalg::triangular_solve as ts;
         if b.nrows() != self.n() {
             return Err(Error::DimensionMismatch {
@@ -521,10 +540,7 @@ impl<T: Scalar> LuFactor<T> {
                 }
             }
         };
-        match direct(&self.platform, flops, |_, par| solve(par, b.as_mut())) {
-            Some(()) => {}
-            None => solve(Par::Seq, b),
-        }
+        on_all_cores(&self.platform, flops, |_, par| solve(par, b));
         Ok(())
     }
 }
@@ -597,7 +613,28 @@ fn check_square<T: Scalar>(a: MatRef<'_, T>) -> Result<()> {
     }
 }
 
-/// R = B - A X for a general A, on the platform's first cluster.
+/// Below this many flops an O(n^2) step (a solve with the factors, a residual) runs on the calling
+/// thread.
+const ON_CALLER_FLOPS: f64 = 4.0e6;
+
+/// Runs an O(n^2 k) step of a solve (the triangular solves, a residual) on every core of the
+/// platform's clusters at once (rayon's global pool, `Par` over all of them, holding the platform's
+/// run lock), or on the calling thread when it is small: unlike a factorisation it has no graph to
+/// spread over the clusters, and one cluster of a 2x1 platform would leave half the cores idle.
+fn on_all_cores<R: Send>(
+    platform: &Platform,
+    flops: f64,
+    f: impl FnOnce(Backend, Par) -> R + Send,
+) -> R {
+    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
+    if flops < ON_CALLER_FLOPS || cores < 2 {
+        return f(platform.backend(), Par::Seq);
+    }
+    let _busy = platform.lock_run();
+    f(platform.backend(), hetla_kernels::par_for(cores))
+}
+
+/// R = B - A X for a general A, on every core.
 fn general_residual<T: Scalar>(
     platform: &Platform,
     a: MatRef<'_, T>,
@@ -606,14 +643,9 @@ fn general_residual<T: Scalar>(
 ) -> Result<Mat<T>> {
     let mut r = b.to_owned();
     let flops = 2.0 * (a.nrows() * a.ncols() * x.ncols()) as f64 * T::PRECISION.flop_factor();
-    let run =
-        |backend: Backend, par: Par, r: MatMut<'_, T>| backend.matmul(a, x, r, -1.0, 1.0, par);
-    match direct(platform, flops, |backend, par| {
-        run(backend, par, r.as_mut())
-    }) {
-        Some(result) => result?,
-        None => run(platform.backend(), Par::Seq, r.as_mut())?,
-    }
+    on_all_cores(platform, flops, |backend, par| {
+        backend.matmul(a, x, r.as_mut(), -1.0, 1.0, par)
+    })?;
     Ok(r)
 }
 
@@ -633,8 +665,8 @@ pub fn solve<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owne
     Lu::new().factor(av)?.solve(b)
 }
 
-/// Solves A X = B to double accuracy with default options, factoring in single precision when
-/// that suffices ([`Lu::solve_refined`], LAPACK's dsgesv).
+/// Solves A X = B to double accuracy with default options, factoring in single precision when that
+/// suffices ([`Lu::solve_refined`], LAPACK's dsgesv).
 pub fn solve_mixed<A, B>(a: A, b: B) -> Result<(B::Owned, Refinement)>
 where
     A: Matrix,

@@ -300,8 +300,8 @@ unsafe impl<T: Scalar> Send for ColumnBlocks<'_, T> {}
 unsafe impl<T: Scalar> Sync for ColumnBlocks<'_, T> {}
 
 impl<'a, T: Scalar> ColumnBlocks<'a, T> {
-    /// Block columns of `tiling.tile()` columns over a writable column-major view of
-    /// `tiling`'s shape.
+    /// Block columns of `tiling.tile()` columns over a writable column-major view of `tiling`'s
+    /// shape.
     pub fn new(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
         if (m.nrows(), m.ncols()) != (tiling.rows(), tiling.cols()) {

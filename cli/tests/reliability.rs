@@ -34,6 +34,11 @@ fn command(args: &[&str], models: &Path) -> Command {
     let bin = std::env::var_os("HETLA_TEST_BIN").unwrap_or(env!("CARGO_BIN_EXE_hetla").into());
     let mut c = Command::new(bin);
     c.args(args).env("HETLA_PERFMODEL_DIR", models);
+    // Relative outputs (`--out x`) land in the test's scratch directory (which holds the models
+    // directory), not in the source tree.
+    if let Some(scratch) = models.parent().filter(|p| p.is_dir()) {
+        c.current_dir(scratch);
+    }
     c
 }
 

@@ -132,9 +132,9 @@ pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
 /// - `LuSwap(A_k, A_j)` for j < k: the panel's interchanges applied to the columns of L left of it.
 ///
 /// Each task writes one block column, so the dependencies follow from the accesses as Cholesky's
-/// do, and the interchanges a panel writes are read only by tasks that read its block column
-/// (after it). The updates of block column k + 1 and its panel form the critical path (the
-/// bottom levels prioritise them: the lookahead). 2 n^3 / 3 flops.
+/// do, and the interchanges a panel writes are read only by tasks that read its block column (after
+/// it). The updates of block column k + 1 and its panel form the critical path (the bottom levels
+/// prioritise them: the lookahead). 2 n^3 / 3 flops.
 pub fn lu(a: &Tiling) -> Result<TaskGraph, TilingError> {
     a.ensure_square()?;
     let nt = a.col_tiles();
@@ -154,13 +154,14 @@ pub fn lu(a: &Tiling) -> Result<TaskGraph, TilingError> {
 }
 
 /// The rows of block column `column` a task of step `step` of [`lu`] works on: from row `step` b
-/// down (the panel's rows), all of the column's columns. The graph's tiles are whole block
-/// columns; kernel keys and flops use these shapes.
+/// down (the panel's rows), all of the column's columns. The graph's tiles are whole block columns;
+/// kernel keys and flops use these shapes.
 pub fn lu_shape(a: &Tiling, step: usize, column: usize) -> Shape {
     (a.rows() - a.offset(step), a.tile_cols(column))
 }
 
-/// The step of a task of [`lu`]'s graph: the block column of its panel (the first tile it accesses).
+/// The step of a task of [`lu`]'s graph: the block column of its panel (the first tile it
+/// accesses).
 pub fn lu_step(task: &crate::Task) -> usize {
     task.accesses[0].tile.col
 }

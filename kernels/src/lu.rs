@@ -1,6 +1,6 @@
-//! The kernels of LU with partial pivoting, on every backend and precision: the panel
-//! factorisation ([`Op::LuPanel`]), the update of a column block by a factored panel
-//! ([`Op::LuUpdate`]) and the row interchanges alone ([`Op::LuSwap`]).
+//! The kernels of LU with partial pivoting, on every backend and precision: the panel factorisation
+//! ([`Op::LuPanel`]), the update of a column block by a factored panel ([`Op::LuUpdate`]) and the
+//! row interchanges alone ([`Op::LuSwap`]).
 //!
 //! Row interchanges are LAPACK's `ipiv`, 0-based: at step i, rows i and `ipiv[i]` (>= i) of the
 //! panel were swapped; applying them to another block means swapping its rows i and `ipiv[i]` for i
@@ -120,8 +120,8 @@ impl Backend {
         }
     }
 
-    /// The recursive panel factorisation (see the module doc); `offset` is the panel's first
-    /// column in the caller's (for the zero pivot it reports).
+    /// The recursive panel factorisation (see the module doc); `offset` is the panel's first column
+    /// in the caller's (for the zero pivot it reports).
     fn panel<T: Scalar>(
         self,
         mut a: MatMut<'_, T>,
@@ -284,7 +284,7 @@ fn leaf_column<T: Scalar>(mut a: MatMut<'_, T>, offset: usize, zero: &mut Option
         if by_reciprocal {
             *x *= inverse;
         } else {
-            *x = *x / p;
+            *x /= p;
         }
     }
     pivot

@@ -49,8 +49,8 @@ pub enum Op {
     TrmmAdjoint,
     /// `[A (m x b)]`, m >= b: A <- its LU factorisation with partial pivoting, P A = L U (L unit
     /// lower trapezoidal below the diagonal, U upper triangular; LAPACK ?getrf on a panel). Its row
-    /// interchanges come out beside the tile ([`crate::Backend::lu_panel`]): the panel of the
-    /// tiled LU.
+    /// interchanges come out beside the tile ([`crate::Backend::lu_panel`]): the panel of the tiled
+    /// LU.
     LuPanel,
     /// `[P (m x b), C (m x c)]`, m >= b: C <- the update of C by the factored panel P: C's rows
     /// interchanged as P's were, C_1 <- L_11^-1 C_1 (its first b rows), C_2 <- C_2 - L_21 C_1

@@ -585,8 +585,8 @@ pub(crate) fn library_gemm_sub<T: Scalar>(
     })
 }
 
-/// ?getrf of a whole square matrix on OpenBLAS's own threads (`par`), then back to one thread;
-/// the first exactly zero pivot's column (info > 0), if any.
+/// ?getrf of a whole square matrix on OpenBLAS's own threads (`par`), then back to one thread; the
+/// first exactly zero pivot's column (info > 0), if any.
 pub(crate) fn library_lu<T: Scalar>(
     a: MatMut<'_, T>,
     par: Par,

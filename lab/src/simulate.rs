@@ -39,8 +39,8 @@ pub struct WorkerBusy {
 /// One simulated run of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimReport {
-    /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the
-    /// first reports had none).
+    /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the first
+    /// reports had none).
     #[serde(skip_serializing_if = "is_cholesky")]
     pub algorithm: &'static str,
     /// The precision of the simulated kernels.
@@ -160,8 +160,8 @@ pub(crate) fn simulate_plan(
     Ok(simulate_work(platform, &work, &options)?)
 }
 
-/// The order a report gives for `plan`: n for a factorisation or a solve, m for a product.
-/// Whether a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
+/// The order a report gives for `plan`: n for a factorisation or a solve, m for a product. Whether
+/// a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
 fn is_cholesky(algorithm: &&'static str) -> bool {
     *algorithm == "cholesky"
 }

@@ -286,8 +286,8 @@ impl Plan {
 
     /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
     /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it
-    /// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have
-    /// no GPU kernels yet: runs keep them on CPU clusters.
+    /// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no
+    /// GPU kernels yet: runs keep them on CPU clusters.
     pub fn lu(n: usize, tile: usize, precision: Precision) -> Result<Self> {
         crate::limits::check_cholesky(n, tile, 0)?;
         let tiling = Tiling::square(n, tile)?;

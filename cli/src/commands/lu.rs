@@ -1,15 +1,18 @@
 //! `hetla lu`: the LU factorisation with partial pivoting of a generated random matrix, timed and
 //! checked (LAPACK's test ratio ||P A - L U||_1 / (n ||A||_1 eps) and a solve's backward error),
-//! with its bounds; `--compare` times in the same process the libraries' own LU on the whole
-//! matrix (faer's partial-pivoting LU on as many threads as the platform has cores, and LAPACK
-//! ?getrf on OpenBLAS's threads when built with it); `--mixed` times the mixed-precision solve
+//! with its bounds; `--compare` times in the same process the libraries' own LU on the whole matrix
+//! (faer's partial-pivoting LU on as many threads as the platform has cores, and LAPACK ?getrf on
+//! OpenBLAS's threads when built with it); `--mixed` times the mixed-precision solve
 //! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in the matrix's precision.
 
 use std::time::Instant;
 
 use clap::Args;
 use faer::{Mat, MatRef};
-use hetla::{Backend, ClusterSpec, Lu, Precision, Refinable, Scalar, c32, c64};
+use hetla::{
+    Backend, BoundReport, ClusterSpec, Lu, Precision, Refinable, Scalar, SchedulerKind, c32, c64,
+};
+use hetla_runtime::{KernelSummary, WorkerSummary};
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
@@ -21,27 +24,34 @@ pub struct LuArgs {
     /// Order of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
     #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
     pub n: usize,
-    /// Block width (default: `hetla::default_lu_tile`, 256 above order 512).
+    /// Block width (default: `hetla::default_lu_tile`: 256 above order 512, 384 from 4096 on with
+    /// faer).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
-    /// or auto.
-    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    /// or auto. LU's default is a cluster per core (`hetla::Lu`'s: the next panel on one core while
+    /// the others update).
+    #[arg(long, default_value = "core", value_parser = parse_spec)]
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
     #[arg(long, default_value = "d")]
     pub precision: Precision,
+    /// Scheduler: mct, dmda, eager or ws.
+    #[arg(long, default_value = "mct")]
+    pub scheduler: SchedulerKind,
+    #[command(flatten)]
+    pub traces: super::args::TraceArgs,
     /// Seed of the generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Generate a matrix of this 2-norm condition number instead (singular values geometric from
-    /// 1 to 1/COND between random Householder reflections, `hetla::matgen::random_conditioned`).
+    /// Generate a matrix of this 2-norm condition number instead (singular values geometric from 1
+    /// to 1/COND between random Householder reflections, `hetla::matgen::random_conditioned`).
     #[arg(long, value_parser = parse_cond)]
     pub cond: Option<f64>,
-    /// Also time, in this process and on the same matrix, faer's partial-pivoting LU
-    /// (`faer-lu`) and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
+    /// Also time, in this process and on the same matrix, faer's partial-pivoting LU (`faer-lu`)
+    /// and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
     /// (`openblas-dgetrf`).
     #[arg(long)]
     pub compare: bool,
@@ -87,7 +97,17 @@ pub struct LuReport {
     pub growth: f64,
     /// The first exactly zero pivot, if any (LAPACK's info - 1).
     pub singular: Option<usize>,
-    /// The LU graph's lower bounds on this platform's models, where it has them.
+    /// Each worker's tasks and busy time in the best run.
+    pub workers: Vec<WorkerSummary>,
+    /// Each kernel's executions, mean time and rate in the best run.
+    pub kernels: Vec<KernelSummary>,
+    /// The bounds of the graph with the durations the best run's tasks took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<BoundReport>,
+    /// The mixed bound over the time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    /// Tasks of the graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,8 +174,11 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         args.platform.backend,
         args.platform.store(),
     )?);
+    super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
-    let mut lu = Lu::new().platform(platform.clone());
+    let mut lu = Lu::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler);
     if let Some(b) = args.tile {
         lu = lu.tile(b);
     }
@@ -168,10 +191,17 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     let (factored, timings) = peers::repeat(runs, || {
         let mut m = a.clone();
         let start = Instant::now();
-        let (_, ipiv, singular) = lu.factor_planned(&plan, m.as_mut())?;
-        Ok(((m, ipiv, singular), start.elapsed().as_secs_f64()))
+        let (trace, ipiv, singular) = lu.factor_planned(&plan, m.as_mut())?;
+        Ok(((m, trace, ipiv, singular), start.elapsed().as_secs_f64()))
     })?;
-    let (m, ipiv, singular) = factored;
+    let (m, trace, ipiv, singular) = factored;
+    // The factorisation succeeded: a bound that cannot be computed is a warning.
+    let bounds = plan
+        .run_bounds(&trace)
+        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
+        .ok();
+    args.traces.write(&trace);
+    let summary = trace.summary();
     let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let factor = lu.factor(a.as_ref())?;
     let (residual, growth) = check(a.as_ref(), m.as_ref(), &ipiv);
@@ -197,6 +227,10 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         backward_error,
         growth,
         singular,
+        workers: summary.workers,
+        kernels: summary.kernels,
+        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
+        bounds,
         tasks: Some(plan.graph().len()),
         peers: None,
         ratios: Vec::new(),
@@ -354,6 +388,29 @@ pub fn print(r: &LuReport) {
     );
     if let Some(column) = r.singular {
         println!("  singular  the pivot of column {column} is exactly zero");
+    }
+    for w in &r.workers {
+        println!(
+            "  worker    {:<6} {:4} tasks, busy {:5.1}%",
+            w.name,
+            w.tasks,
+            100.0 * w.busy_fraction
+        );
+    }
+    for k in &r.kernels {
+        println!(
+            "  kernel    {:<9} {:5} x {:9.3} ms  {:7.2} Gflop/s",
+            k.op,
+            k.count,
+            k.mean_seconds * 1e3,
+            k.gflops
+        );
+    }
+    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
+        super::output::print_bounds(bounds);
+        println!(
+            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
     }
     if let Some(peers) = &r.peers {
         for p in peers {
