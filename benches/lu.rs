@@ -1,8 +1,7 @@
 //! Gflop/s (2 n^3/3 flops, shown as Gelem/s) of the tiled LU with partial pivoting, for every
-//! backend in this build, beside each library's own LU of the whole matrix (faer's
-//! `lu_in_place`, OpenBLAS ?getrf) in the same run; and `hetla::solve` against faer's
-//! `partial_piv_lu` + `solve` on a small system. Run: `cargo bench --bench lu` (add `--features
-//! openblas` for OpenBLAS).
+//! backend in this build, beside each library's own LU of the whole matrix (faer's `lu_in_place`,
+//! OpenBLAS ?getrf) in the same run; and `hetla::solve` against faer's `partial_piv_lu` + `solve`
+//! on a small system. Run: `cargo bench --bench lu` (add `--features openblas` for OpenBLAS).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use hetla::{Backend, Lu, matgen::random};

@@ -34,6 +34,13 @@ pub trait Matrix {
         cols: usize,
         fill: impl FnOnce(MatMut<'_, Self::Elem>) -> Result<()>,
     ) -> Result<Self::Owned>;
+    /// A copy of `m` in the owned type (column-major).
+    fn owned_copy(m: MatRef<'_, Self::Elem>) -> Result<Self::Owned> {
+        Self::new_owned(m.nrows(), m.ncols(), |mut out| {
+            out.copy_from(m);
+            Ok(())
+        })
+    }
 }
 
 /// A matrix hetla writes in place.

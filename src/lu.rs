@@ -237,11 +237,7 @@ impl Lu {
         let norms = norms(a)?;
         check_finite("B", b)?;
         let (x, how) = self.refined(a, b, norms)?;
-        let x = B::new_owned(x.nrows(), x.ncols(), |mut out| {
-            out.copy_from(&x);
-            Ok(())
-        })?;
-        Ok((x, how))
+        Ok((B::owned_copy(x.as_ref())?, how))
     }
 
     fn refined<T: Refinable>(

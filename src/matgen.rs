@@ -197,17 +197,7 @@ pub fn random_hpd_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, see
         a[(i, i)] = faer::c64::new(cond.powf(-(i as f64) / last), 0.0);
     }
     for _ in 0..2 {
-        let v: Vec<faer::c64> = (0..n)
-            .map(|_| {
-                let re = rng.random::<f64>() - 0.5;
-                let im = if complex {
-                    rng.random::<f64>() - 0.5
-                } else {
-                    0.0
-                };
-                faer::c64::new(re, im)
-            })
-            .collect();
+        let v = reflector(&mut rng, n, complex);
         let vv: f64 = v.iter().map(|x| x.norm_sqr()).sum();
         // w = A v, s = v^H w; A <- A - (2/vv)(v w^H + w v^H) + (4 s / vv^2) v v^H.
         let w: Vec<faer::c64> = (0..n)
@@ -230,6 +220,22 @@ pub fn random_hpd_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, see
     })
 }
 
+/// The vector v of a random Householder reflection I - 2 v v^H / (v^H v): entries uniform in [-0.5,
+/// 0.5) (both parts when `complex`), drawn from `rng` in order.
+fn reflector(rng: &mut ChaCha8Rng, n: usize, complex: bool) -> Vec<faer::c64> {
+    (0..n)
+        .map(|_| {
+            let re = rng.random::<f64>() - 0.5;
+            let im = if complex {
+                rng.random::<f64>() - 0.5
+            } else {
+                0.0
+            };
+            faer::c64::new(re, im)
+        })
+        .collect()
+}
+
 /// A random general `n x n` matrix whose 2-norm condition number is `cond` (>= 1), reproducible
 /// from `seed`: singular values spread geometrically from 1 down to 1 / `cond`, multiplied on the
 /// left and on the right by two random Householder reflections each (A = H2 H1 D H3 H4: unitary
@@ -248,16 +254,9 @@ pub fn random_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, seed: u
         T::from_parts(z.re, -z.im)
     };
     for side in [true, true, false, false] {
-        let v: Vec<T> = (0..n)
-            .map(|_| {
-                let re = rng.random::<f64>() - 0.5;
-                let im = if complex {
-                    rng.random::<f64>() - 0.5
-                } else {
-                    0.0
-                };
-                T::from_parts(re, im)
-            })
+        let v: Vec<T> = reflector(&mut rng, n, complex)
+            .into_iter()
+            .map(|z| T::from_parts(z.re, z.im))
             .collect();
         let vv: f64 = v.iter().map(|x| x.abs_f64().powi(2)).sum();
         let scale = T::from_f64(2.0 / vv);

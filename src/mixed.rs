@@ -121,11 +121,7 @@ impl Cholesky {
         B: Matrix<Elem = A::Elem>,
     {
         let (x, how) = self.refined(a.view(), b.view())?;
-        let x = B::new_owned(x.nrows(), x.ncols(), |mut out| {
-            out.copy_from(&x);
-            Ok(())
-        })?;
-        Ok((x, how))
+        Ok((B::owned_copy(x.as_ref())?, how))
     }
 
     fn refined<T: Refinable>(

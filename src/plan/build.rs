@@ -289,7 +289,16 @@ impl Plan {
     /// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no
     /// GPU kernels yet: runs keep them on CPU clusters.
     pub fn lu(n: usize, tile: usize, precision: Precision) -> Result<Self> {
-        crate::limits::check_cholesky(n, tile, 0)?;
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        // A panel, then an update or an interchange task per other block column: t^2 tasks.
+        let t = n.div_ceil(tile) as u128;
+        crate::limits::check_graph(
+            &format!("the LU graph of n = {n} in block columns of {tile}"),
+            t.saturating_mul(t),
+            0,
+        )?;
         let tiling = Tiling::square(n, tile)?;
         let graph = lu(&tiling)?;
         let nf = n as f64;
