@@ -108,6 +108,22 @@ impl Backend {
         }
     }
 
+    /// The library's own LU with partial pivoting of a whole square matrix on `par` threads, as a
+    /// user calling it directly would (faer's `lu_in_place`, LAPACK ?getrf on OpenBLAS's threads):
+    /// the peer of `hetla lu --compare`, not a tile kernel. Returns the first exactly zero pivot's
+    /// column, if any (faer reports none).
+    pub fn library_lu<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => Ok(faer_impl::library_lu(a, par)),
+            Backend::OpenBlas => openblas!(library_lu(a, par)),
+        }
+    }
+
     /// The library's own C <- C - A B on `par` threads (faer's parallel `matmul`, OpenBLAS ?gemm
     /// with its threads): the peer of `--compare`. Give column-major A and B for the library's fast
     /// path.
@@ -195,6 +211,29 @@ impl Backend {
         match self {
             Backend::Faer => faer_impl::solve_lower(l, adjoint, x),
             Backend::OpenBlas => openblas!(solve_lower(l, adjoint, x)),
+        }
+    }
+
+    /// X <- L^-1 X with L the unit lower triangle of `l` (its diagonal and upper triangle not
+    /// read), one thread.
+    pub(crate) fn solve_unit_lower_seq<T: Scalar>(
+        self,
+        l: MatRef<'_, T>,
+        x: MatMut<'_, T>,
+    ) -> Result<(), KernelError> {
+        if x.nrows() == 0 || x.ncols() == 0 {
+            return Ok(());
+        }
+        match self {
+            Backend::Faer => {
+                faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
+                    l,
+                    x,
+                    Par::Seq,
+                );
+                Ok(())
+            }
+            Backend::OpenBlas => openblas!(solve_unit_lower(l, x)),
         }
     }
 }

@@ -101,25 +101,6 @@ impl Backend {
         Ok(())
     }
 
-    /// The library's own LU with partial pivoting of a whole square matrix on `par` threads, as a
-    /// user calling it directly would (faer's `partial_piv_lu` factor in place, LAPACK ?getrf on
-    /// OpenBLAS's threads): the peer of `hetla lu --compare`, not a tile kernel. Returns the first
-    /// exactly zero pivot's column, if any.
-    pub fn library_lu<T: Scalar>(
-        self,
-        a: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<Option<usize>, KernelError> {
-        self.ensure_available()?;
-        match self {
-            Backend::Faer => Ok(crate::faer_impl::library_lu(a, par)),
-            #[cfg(feature = "openblas")]
-            Backend::OpenBlas => crate::openblas_impl::library_lu(a, par),
-            #[cfg(not(feature = "openblas"))]
-            Backend::OpenBlas => Err(KernelError::BackendUnavailable { name: "openblas" }),
-        }
-    }
-
     /// The recursive panel factorisation (see the module doc); `offset` is the panel's first column
     /// in the caller's (for the zero pivot it reports).
     fn panel<T: Scalar>(
@@ -173,32 +154,6 @@ impl Backend {
         }
         let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
         run_pieces(col_bands(x, &sizes), |x| self.solve_unit_lower_seq(l, x))
-    }
-
-    /// X <- L^-1 X with L the unit lower triangle of `l` (its diagonal and upper triangle not
-    /// read), one thread.
-    pub(crate) fn solve_unit_lower_seq<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        x: MatMut<'_, T>,
-    ) -> Result<(), KernelError> {
-        if x.nrows() == 0 || x.ncols() == 0 {
-            return Ok(());
-        }
-        match self {
-            Backend::Faer => {
-                faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
-                    l,
-                    x,
-                    Par::Seq,
-                );
-                Ok(())
-            }
-            #[cfg(feature = "openblas")]
-            Backend::OpenBlas => crate::openblas_impl::solve_unit_lower(l, x),
-            #[cfg(not(feature = "openblas"))]
-            Backend::OpenBlas => Err(KernelError::BackendUnavailable { name: "openblas" }),
-        }
     }
 }
 
