@@ -22,7 +22,7 @@ use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 use crate::cholesky::check_finite;
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
-use crate::mixed::{Refinable, Refinement, RefinementPath, lowered, refine};
+use crate::mixed::{Refinable, Refinement, System, lowered, mixed_solve};
 use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
 
@@ -252,51 +252,28 @@ impl Lu {
         let overflow = (0..a.ncols())
             .flat_map(|j| (0..a.nrows()).map(move |i| (i, j)))
             .find(|&(i, j)| !low[(i, j)].finite());
-        let mut iterations = 0;
-        let reason = match overflow {
-            Some((i, j)) => format!(
-                "A({i}, {j}) = {:e} overflows {}",
-                a[(i, j)].abs_f64(),
-                T::Low::PRECISION
-            ),
-            None => {
-                let factor = lu.factor_checked(low, norms)?;
-                match factor.singular {
-                    Some(column) => format!(
-                        "the {} LU met an exactly zero pivot at column {column}",
-                        T::Low::PRECISION
-                    ),
-                    None => {
-                        let residual = |x: MatRef<'_, T>| general_residual(&platform, a, x, b);
-                        match refine(b, norms.inf, |r| factor.solve(r), residual)? {
-                            Ok((x, steps)) => {
-                                let how = Refinement {
-                                    path: RefinementPath::Mixed,
-                                    iterations: steps,
-                                    factored_in: T::Low::PRECISION,
-                                };
-                                return Ok((x, how));
-                            }
-                            Err(steps) => {
-                                iterations = steps;
-                                format!(
-                                    "the refinement did not converge in {} steps",
-                                    crate::mixed::MAX_ITERATIONS
-                                )
-                            }
-                        }
-                    }
-                }
-            }
+        let factor_low = || {
+            let factor = lu.factor_checked(low, norms)?;
+            Ok(match factor.singular {
+                Some(column) => Err(format!(
+                    "the {} LU met an exactly zero pivot at column {column}",
+                    T::Low::PRECISION
+                )),
+                None => Ok(move |r: MatRef<'_, T::Low>| factor.solve(r)),
+            })
         };
-        let factor = lu.factor_checked(a.to_owned(), norms)?;
-        let x = factor.solve(b)?;
-        let how = Refinement {
-            path: RefinementPath::Fallback { reason },
-            iterations,
-            factored_in: T::PRECISION,
+        let system = System {
+            a,
+            b,
+            norm: norms.inf,
+            overflow,
         };
-        Ok((x, how))
+        mixed_solve(
+            system,
+            factor_low,
+            |x| general_residual(&platform, a, x, b),
+            || lu.factor_checked(a.to_owned(), norms)?.solve(b),
+        )
     }
 }
 

@@ -145,51 +145,86 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());
         let (low, overflow, norm) = lowered_lower(a);
-        let mut iterations = 0;
-        let reason = match overflow {
-            Some((i, j)) => format!(
-                "A({i}, {j}) = {:e} overflows {}",
-                a[(i, j)].abs_f64(),
+        let factor_low = || match cluster.factor_owned(low) {
+            Err(Error::NotPositiveDefinite { column }) => Ok(Err(format!(
+                "the {} factorisation met a non-positive pivot at column {column}",
                 T::Low::PRECISION
-            ),
-            None => match cluster.factor_owned(low) {
-                Err(Error::NotPositiveDefinite { column }) => format!(
-                    "the {} factorisation met a non-positive pivot at column {column}",
-                    T::Low::PRECISION
-                ),
-                Err(other) => return Err(other),
-                Ok(factor) => {
-                    let refined = refine(
-                        b,
-                        norm,
-                        |r| factor.solve(r),
-                        |x| residual(&platform, a, x, b),
-                    )?;
-                    match refined {
-                        Ok((x, steps)) => {
-                            let how = Refinement {
-                                path: RefinementPath::Mixed,
-                                iterations: steps,
-                                factored_in: T::Low::PRECISION,
-                            };
-                            return Ok((x, how));
-                        }
-                        Err(steps) => {
-                            iterations = steps;
-                            format!("the refinement did not converge in {MAX_ITERATIONS} steps")
-                        }
-                    }
+            ))),
+            Err(other) => Err(other),
+            Ok(factor) => Ok(Ok(move |r: MatRef<'_, T::Low>| factor.solve(r))),
+        };
+        let system = System {
+            a,
+            b,
+            norm,
+            overflow,
+        };
+        mixed_solve(
+            system,
+            factor_low,
+            |x| residual(&platform, a, x, b),
+            || cluster.factor(a)?.solve(b),
+        )
+    }
+}
+
+/// The system of a mixed-precision solve: A, B, ||A||_inf, and the first entry of A that overflowed
+/// the low precision.
+pub(crate) struct System<'a, T> {
+    pub a: MatRef<'a, T>,
+    pub b: MatRef<'a, T>,
+    pub norm: f64,
+    pub overflow: Option<(usize, usize)>,
+}
+
+/// A mixed-precision solve of either factorisation, as the module doc describes it: `factor_low`
+/// factors the rounded A and returns its solve, or why the low precision is not enough; `residual`
+/// is B - A X in double; `solve_full` solves in double (the fallback).
+pub(crate) fn mixed_solve<T: Refinable, S>(
+    System {
+        a,
+        b,
+        norm,
+        overflow,
+    }: System<'_, T>,
+    factor_low: impl FnOnce() -> Result<std::result::Result<S, String>>,
+    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+    solve_full: impl FnOnce() -> Result<Mat<T>>,
+) -> Result<(Mat<T>, Refinement)>
+where
+    S: Fn(MatRef<'_, T::Low>) -> Result<Mat<T::Low>>,
+{
+    let mut iterations = 0;
+    let reason = match overflow {
+        Some((i, j)) => format!(
+            "A({i}, {j}) = {:e} overflows {}",
+            a[(i, j)].abs_f64(),
+            T::Low::PRECISION
+        ),
+        None => match factor_low()? {
+            Err(reason) => reason,
+            Ok(solve_low) => match refine(b, norm, solve_low, residual)? {
+                Ok((x, steps)) => {
+                    let how = Refinement {
+                        path: RefinementPath::Mixed,
+                        iterations: steps,
+                        factored_in: T::Low::PRECISION,
+                    };
+                    return Ok((x, how));
+                }
+                Err(steps) => {
+                    iterations = steps;
+                    format!("the refinement did not converge in {MAX_ITERATIONS} steps")
                 }
             },
-        };
-        let x = cluster.factor(a)?.solve(b)?;
-        let how = Refinement {
-            path: RefinementPath::Fallback { reason },
-            iterations,
-            factored_in: T::PRECISION,
-        };
-        Ok((x, how))
-    }
+        },
+    };
+    let how = Refinement {
+        path: RefinementPath::Fallback { reason },
+        iterations,
+        factored_in: T::PRECISION,
+    };
+    Ok((solve_full()?, how))
 }
 
 /// The refinement of a solve in double with a low-precision factor (see the module doc): from X =
@@ -197,7 +232,7 @@ impl Cholesky {
 /// with ||A||_inf = `norm` is met and a step no longer halves the largest residual. The solution
 /// with the smallest residual and the steps it took, or `Err(steps)` when the test was not met in
 /// [`MAX_ITERATIONS`] steps.
-pub(crate) fn refine<T: Refinable>(
+fn refine<T: Refinable>(
     b: MatRef<'_, T>,
     norm: f64,
     solve_low: impl Fn(MatRef<'_, T::Low>) -> Result<Mat<T::Low>>,
