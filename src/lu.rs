@@ -124,12 +124,18 @@ impl Lu {
     /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
     /// platform's backend.
     pub fn tile_size_for(&self, n: usize) -> usize {
-        self.tile.unwrap_or_else(|| {
-            let backend = self
-                .resolve_platform()
-                .map_or(Backend::Faer, |p| p.backend());
-            default_lu_tile(n, backend)
-        })
+        match self.resolve_platform() {
+            Ok(platform) => self.tile_on(&platform, n),
+            Err(_) => self
+                .tile
+                .unwrap_or_else(|| default_lu_tile(n, Backend::Faer)),
+        }
+    }
+
+    /// The block width for order `n` on `platform` (already resolved).
+    fn tile_on(&self, platform: &Platform, n: usize) -> usize {
+        self.tile
+            .unwrap_or_else(|| default_lu_tile(n, platform.backend()))
     }
 
     /// The plan of the LU factorisation of an `n x n` matrix in `precision` ([`Plan::lu`]).
@@ -174,7 +180,7 @@ impl Lu {
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>, norms: Norms) -> Result<LuFactor<T>> {
         let platform = self.resolve_platform()?;
         let n = a.nrows();
-        let tile = self.tile_size_for(n);
+        let tile = self.tile_on(&platform, n);
         if tile == 0 {
             return Err(Error::ZeroTileSize);
         }
