@@ -4,22 +4,29 @@
 # folder and packs it as $OUT/<part>.tar.gz beside a summary $OUT/<part>.md.
 #
 # Here (no GPU needed), in the repository's root:
-#   cargo build --release && cargo test --release --no-run
+#   cargo build --release -p hetla-cli
 #   bash scripts/gpu-check.sh --stage carry      # copies hetla and the test binaries (16 MB)
 #   echo /carry/ >> .git/info/exclude
 # On the GPU machine, with `carry` carried (e.g. the device tool's `carry: ["carry"]`):
-#   bash scripts/gpu-check.sh carry libs tests cholesky     # one call, ~8 minutes
-#   bash scripts/gpu-check.sh carry gemm calibrate          # the other
+#   bash scripts/gpu-check.sh carry libs tests rates gemm calibrate cholesky extra
+# A lease is short (15 minutes of device time, starts included): every command runs under
+# ROW_TIMEOUT seconds, and once DEADLINE seconds have passed since the script began the rows
+# left are recorded as skipped instead of run, so that what ran always comes back.
 #
 # Parts:
 #   libs       hetla info (text and JSON) with no LD_LIBRARY_PATH: the driver, cuBLAS and
 #              cuSOLVER must be found by hetla itself.
 #   tests      the device and GEMM test binaries: their real-GPU tests must run, not skip.
+#   rates      the targets: n = 32768 GPU only against cuSOLVER dpotrf on the
+#              device-resident matrix, GPU + clusters against GPU only at n = 8192 and
+#              16384; Gantt charts.
+#   copies     GPU + the first cluster shape with the GPU packing its copies on 1 and 8
+#              cores (HETLA_GPU_COPY_CORES), beside the rates part's default rule.
 #   cholesky   residuals for n = 4096, 16000 (ragged), 16384, 32768 on the GPU only and
-#              GPU + clusters 1x15 and 3x5, a forced-eviction budget, and the rates:
-#              n = 32768 GPU only against cuSOLVER dpotrf on the device-resident matrix,
-#              GPU + clusters against GPU only at n = 8192 and 16384; Gantt charts; s, c
-#              and z against cuSOLVER ?potrf, and the ds mixed solve.
+#              GPU + clusters 1x15 and 3x5, a forced-eviction budget; s, c and z against
+#              cuSOLVER ?potrf, and the ds mixed solve.
+#   extra      the inverse (GPU factor, CPU inverse kernels) and LU (CPU kernels only) on
+#              this machine's cores, beside their library peers.
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
@@ -31,9 +38,13 @@ if [ "${1:-}" = "--stage" ]; then
     dest=${2:?usage: gpu-check.sh --stage DIR}
     mkdir -p "$dest"
     cp target/release/hetla "$dest/hetla"
+    # The root crate's test binaries (lab and cli have tests of the same names): cargo
+    # names the executables it built.
+    local_bins=$(cargo test --release --no-run -p hetla --test devices --test gemm 2>&1 |
+        sed -n 's/.*Executable tests\/\([a-z]*\)\.rs (\(.*\))$/\1 \2/p')
     for test in devices gemm; do
-        bin=$(ls -t target/release/deps/"$test"-* 2>/dev/null | grep -v '\.d$' | head -1)
-        [ -n "$bin" ] || { echo "no $test test binary: run cargo test --release --no-run" >&2; exit 1; }
+        bin=$(echo "$local_bins" | awk -v t="$test" '$1 == t { print $2 }')
+        [ -n "$bin" ] || { echo "no $test test binary: cargo test --release --no-run -p hetla failed" >&2; exit 1; }
         cp "$bin" "$dest/$test-test"
     done
     strip "$dest"/* 2>/dev/null || true
@@ -43,7 +54,7 @@ fi
 
 bin=${1:?usage: gpu-check.sh BIN_DIR PART...}
 shift
-[ $# -gt 0 ] || set -- libs tests cholesky gemm calibrate
+[ $# -gt 0 ] || set -- libs tests rates gemm calibrate cholesky extra
 hetla="$bin/hetla"
 out=${OUT:-gpu-check-out}
 # The sizes of the issue; a smoke test here overrides them (GPUS=emulated:1 NS=600 ...).
@@ -55,6 +66,12 @@ mixed_ns=${MIXED_NS:-8192 16384}
 gemm_n=${GEMM_N:-32768}
 small_n=${SMALL_N:-16384}
 tiles=${TILES:-1024 2048}
+repeat=${REPEAT:-3}
+samples=${SAMPLES:-5}
+# Extra options of the rate row against cuSOLVER ("--storage in-place").
+rate_args=${RATE_ARGS:-}
+row_timeout=${ROW_TIMEOUT:-240}
+deadline=${DEADLINE:-100000}
 mkdir -p "$out"
 # Fresh performance models (no earlier ones are read); each part's archive holds a copy.
 # The device tool returns at most 8 files: run at most 4 parts per call.
@@ -65,7 +82,8 @@ run_part() {
     mkdir -p "$dir"
     echo "== [$SECONDS s] $part"
     "part_$part" "$dir" 2>&1 | tee "$dir/log.txt"
-    { echo "# gpu-check $part"; summarize "$dir"; echo; echo '```'; tail -n 60 "$dir/log.txt"; echo '```'; } > "$out/$part.md"
+    # One summary file for every part: the device tool returns at most 8 files.
+    { echo "# gpu-check $part ($SECONDS s)"; summarize "$dir"; echo; echo '```'; tail -n 40 "$dir/log.txt"; echo '```'; } >> "$out/summary.md"
     cp -r "$HETLA_PERFMODEL_DIR" "$dir/" 2>/dev/null
     tar -czf "$out/$part.tar.gz" -C "$out" "$part" && rm -rf "$dir"
 }
@@ -75,18 +93,28 @@ row() {
     local dir=$1 label=$2
     shift 2
     local line
-    if line=$("$hetla" "$@" --json 2> "$dir/stderr.txt"); then
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        printf '{"label":"%s","args":"%s","error":"skipped: the deadline of %s s had passed"}\n' "$label" "$*" "$deadline" >> "$dir/rows.jsonl"
+        echo "skipped (deadline): hetla $*" >&2
+        return
+    fi
+    echo "[$SECONDS s] hetla $*"
+    if line=$(timeout "$row_timeout" "$hetla" "$@" --json 2> "$dir/stderr.txt"); then
         printf '{"label":"%s","args":"%s","report":%s}\n' "$label" "$*" "$line" >> "$dir/rows.jsonl"
     else
         printf '{"label":"%s","args":"%s","error":%s}\n' "$label" "$*" \
             "$(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' < "$dir/stderr.txt")" >> "$dir/rows.jsonl"
         echo "failed: hetla $*" >&2
+        tail -n 5 "$dir/stderr.txt" >&2
     fi
 }
 
 part_libs() {
     local dir=$1
     nvidia-smi -L || true
+    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv || true
+    lscpu | grep -E "Model name|^CPU\(s\)|Thread|NUMA node\(s\)" || true
+    grep -o -w -E "avx2|avx512f" /proc/cpuinfo | sort | uniq -c || true
     env -u LD_LIBRARY_PATH "$hetla" info
     env -u LD_LIBRARY_PATH "$hetla" info --json > "$dir/info.json"
     python3 - "$dir/info.json" <<'EOF'
@@ -102,7 +130,7 @@ EOF
 part_tests() {
     local dir=$1 status=0
     for test in devices gemm; do
-        "$bin/$test-test" --test-threads 1 --nocapture > "$dir/$test.txt" 2>&1 || status=1
+        timeout "$row_timeout" "$bin/$test-test" --test-threads 1 --nocapture > "$dir/$test.txt" 2>&1 || status=1
         grep -E "^test |test result|skipped" "$dir/$test.txt"
         if grep -q "GPU test skipped" "$dir/$test.txt"; then
             echo "FAILED: the $test real-GPU tests skipped on a GPU machine"
@@ -110,6 +138,32 @@ part_tests() {
         fi
     done
     return $status
+}
+
+part_rates() {
+    local dir=$1
+    # The rates: best of 3 after a warm-up.
+    # shellcheck disable=SC2086
+    row "$dir" cusolver cholesky --n "$rate_n" --clusters none --gpus "$gpus" --compare gpu --repeat "$repeat" \
+        $rate_args --gantt "$dir/gantt-$rate_n-gpu.svg"
+    for n in $mixed_ns; do
+        for clusters in none $clusters_list; do
+            row "$dir" "mixed-$n" cholesky --n "$n" --clusters "$clusters" --gpus "$gpus" --repeat "$repeat" \
+                --gantt "$dir/gantt-$n-$clusters.svg"
+        done
+    done
+}
+
+part_copies() {
+    local dir=$1 count n clusters=${clusters_list%% *}
+    # The cores each GPU packs its copies on (runtime::platform::COPY_CORES_VAR): 1 is the
+    # host core alone, the rule before the first GPU run; the default rule gives 4 here.
+    for n in $mixed_ns; do
+        for count in ${COPY_COUNTS:-1 8}; do
+            HETLA_GPU_COPY_CORES=$count row "$dir" "copy-cores-$count-$n" cholesky --n "$n" \
+                --clusters "$clusters" --gpus "$gpus" --repeat "$repeat"
+        done
+    done
 }
 
 part_cholesky() {
@@ -121,30 +175,28 @@ part_cholesky() {
     done
     # Room for 48 tiles of 1024 (a 16384 matrix has 136): eviction and write-back.
     row "$dir" eviction cholesky --n "$small_n" --tile 1024 --clusters none --gpus "$gpus" --gpu-memory 384MiB
-    # The rates: best of 3 after a warm-up.
-    row "$dir" cusolver cholesky --n "$rate_n" --clusters none --gpus "$gpus" --compare gpu --repeat 3 \
-        --gantt "$dir/gantt-$rate_n-gpu.svg"
     # Every precision on the GPU alone against cuSOLVER ?potrf in that precision, and the
     # mixed solve (an f32 factor on the GPU, refined in f64).
     for p in s c z; do
         row "$dir" "precision-$p" cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision "$p" \
-            --compare gpu --repeat 3
+            --compare gpu --repeat "$repeat"
     done
-    row "$dir" precision-ds cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds --repeat 3
-    for n in $mixed_ns; do
-        for clusters in none $clusters_list; do
-            row "$dir" "mixed-$n" cholesky --n "$n" --clusters "$clusters" --gpus "$gpus" --repeat 3 \
-                --gantt "$dir/gantt-$n-$clusters.svg"
-        done
-    done
+    row "$dir" precision-ds cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds --repeat "$repeat"
+}
+
+part_extra() {
+    local dir=$1
+    local clusters=${clusters_list##* }
+    row "$dir" inverse cholesky --n "$small_n" --clusters "$clusters" --gpus "$gpus" --inverse --compare cpu
+    row "$dir" lu lu --n "$small_n" --compare --repeat "$repeat"
 }
 
 part_gemm() {
     local dir=$1 n=$gemm_n
     row "$dir" gemm-host gemm --m "$n" --n "$n" --k "$n" --clusters none --gpus "$gpus" --no-check \
-        --compare gpu --repeat 3 --gantt "$dir/gantt-gemm-host.svg"
+        --compare gpu --repeat "$repeat" --gantt "$dir/gantt-gemm-host.svg"
     row "$dir" gemm-resident gemm --m "$n" --n "$n" --k "$n" --clusters none --gpus "$gpus" --no-check \
-        --placement gpu0,gpu0,gpu0 --compare gpu --repeat 3
+        --placement gpu0,gpu0,gpu0 --compare gpu --repeat "$repeat"
     local m=$((n * 9 / 32 + 1)) k=$((n * 7 / 32 + 3))
     for strategy in dmda grid max-reuse peri-sum auto; do
         row "$dir" "gemm-$strategy" gemm --m "$m" --n "$((n / 4 + 5))" --k "$k" --tile "$((n / 16))" \
@@ -155,13 +207,14 @@ part_gemm() {
 part_calibrate() {
     local dir=$1
     # shellcheck disable=SC2086
-    "$hetla" calibrate --tile $tiles --gpus "$gpus" --samples 5 --output "$dir/platform.toml" \
+    echo "[$SECONDS s] hetla calibrate"
+    timeout "$row_timeout" "$hetla" calibrate --tile $tiles --gpus "$gpus" --samples "$samples" --output "$dir/platform.toml" \
         > "$dir/calibrate.txt" 2>&1 || echo "failed: calibrate" >&2
     local tile
     for tile in $tiles; do
         for case in "$small_n none" "$rate_n none" "$small_n ${clusters_list%% *}"; do
             set -- $case
-            row "$dir" "real-$1-$tile-$2" cholesky --n "$1" --tile "$tile" --clusters "$2" --gpus "$gpus" --repeat 3
+            row "$dir" "real-$1-$tile-$2" cholesky --n "$1" --tile "$tile" --clusters "$2" --gpus "$gpus" --repeat "$repeat"
             row "$dir" "sim-$1-$tile-$2" simulate --platform "$dir/platform.toml" --n "$1" --tile "$tile" \
                 --clusters "$2" --gpus 1
         done
@@ -188,7 +241,7 @@ for r in rows:
         err = rep.get("relative_error")
     else:
         peers = rep.get("peers") or []
-        err = rep.get("residual")
+        err = rep.get("residual", rep.get("relative_error"))
     secs = rep.get("seconds", rep.get("makespan_ms", 0) / 1e3)
     gf = rep.get("gflops", float("nan"))
     peer = ", ".join(f"{p['name']} {p['gflops']:.0f} (ratio {gf / p['gflops']:.3f})" for p in peers)

@@ -306,7 +306,7 @@ fn run_on_lower<T: Scalar>(
         scheduler,
         ..RunOptions::default()
     };
-    match storage.resolve::<T>(a.nrows(), plan.tile()) {
+    match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
         Storage::TileMajor => {
             let spare = platform.reclaim::<PageBuffer<T>>();
             let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;

@@ -468,3 +468,29 @@ fn the_inverse_runs_beside_a_device_its_diagonal_steps_on_the_cluster() {
         .unwrap();
     assert!(factor.inverse().is_err());
 }
+
+#[test]
+fn automatic_storage_is_in_place_on_gpus_alone_and_the_tile_major_copy_beside_clusters() {
+    use hetla::Storage;
+    let devices = emulated(1, 64, 64);
+    let alone = platform("none", &devices);
+    assert_eq!(
+        Storage::Auto.resolve_on::<f64>(&alone, 512, 64),
+        Storage::InPlace
+    );
+    // What the caller asks for is what runs.
+    assert_eq!(
+        Storage::TileMajor.resolve_on::<f64>(&alone, 512, 64),
+        Storage::TileMajor
+    );
+    let beside = platform("1x1", &devices);
+    assert_eq!(
+        Storage::Auto.resolve_on::<f64>(&beside, 512, 64),
+        Storage::TileMajor
+    );
+    // Both factor correctly.
+    for p in [&alone, &beside] {
+        let (residual, _) = factor(p, 300, 64);
+        assert!(residual < 30.0, "residual {residual}");
+    }
+}

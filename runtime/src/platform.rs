@@ -172,7 +172,7 @@ impl Platform {
                 ),
             });
         }
-        let copy_cores = copy_cores(&topology, &cpu_sets, &host_cores);
+        let copy_cores = copy_cores(&topology, &cpu_sets, &host_cores, wanted_copy_cores());
         // Any cluster shape works with either backend: kernels run as sequential pieces on
         // the cluster's own pool threads (OpenBLAS set to one thread), so clusters running
         // at once never share a library thread count (hetla-kernels' `split`).
@@ -382,12 +382,29 @@ pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usiz
     }
 }
 
+/// The environment variable that sets how many cores each GPU packs and unpacks its copies on (its
+/// host thread's core included), overriding [`copy_cores`]'s rule.
+pub const COPY_CORES_VAR: &str = "HETLA_GPU_COPY_CORES";
+
+/// The most cores a device borrows from the clusters to pack its copies on. Packing is a
+/// memory-bound copy into page-locked staging: on the first real GPU (an H200 beside 16 Xeon cores,
+/// n = 8192, a 1x15 cluster beside the GPU, `scripts/gpu-check.sh copies`) the factorisation took
+/// 0.189 s packing on the host core alone, 0.118 s on 4 cores and 0.103 s on 8 (0.094 s GPU-only,
+/// packing on all 16); at n = 16384 the host core alone made the run 2x slower than the GPU alone
+/// although the cluster ran no task.
+pub const MAX_BORROWED_COPY_CORES: usize = 8;
+
 /// The logical CPUs each device packs its copies on: its host thread's core and, dealt in turn, the
-/// cores that neither a cluster nor a host thread uses (all of them with `--clusters none`).
+/// cores that neither a cluster nor a host thread uses (all of them with `--clusters none`). When
+/// that makes fewer than each device's share of the clusters' cores, up to
+/// [`MAX_BORROWED_COPY_CORES`], cores of the clusters are borrowed (dealt in turn, so devices
+/// borrow different ones): the packing threads share those cores with the clusters' kernels for the
+/// milliseconds a copy takes. `wanted` ([`COPY_CORES_VAR`]) sets the count instead.
 fn copy_cores(
     topology: &Topology,
     clusters: &[Vec<usize>],
     host_cores: &[usize],
+    wanted: Option<usize>,
 ) -> Vec<Vec<usize>> {
     let busy = |cpu: &usize| {
         clusters
@@ -402,14 +419,48 @@ fn copy_cores(
         .filter(|core| !core.iter().any(busy))
         .map(|core| core[0])
         .collect();
+    let lent: Vec<usize> = clusters.iter().flatten().copied().collect();
     let devices = host_cores.len();
     (0..devices)
         .map(|i| {
-            std::iter::once(host_cores[i])
+            let mut cores: Vec<usize> = std::iter::once(host_cores[i])
                 .chain(idle.iter().copied().skip(i).step_by(devices))
-                .collect()
+                .collect();
+            let share = (lent.len() / devices.max(1)).min(MAX_BORROWED_COPY_CORES);
+            let count = wanted.unwrap_or(cores.len().max(share)).max(1);
+            let borrowed = lent
+                .iter()
+                .cycle()
+                .skip(i * count)
+                .take(lent.len())
+                .copied();
+            for cpu in borrowed {
+                if cores.len() >= count {
+                    break;
+                }
+                if !cores.contains(&cpu) {
+                    cores.push(cpu);
+                }
+            }
+            cores.truncate(count);
+            cores
         })
         .collect()
+}
+
+/// [`COPY_CORES_VAR`]'s count, when set to a positive number (anything else is ignored, with a
+/// warning: a tuning knob must not stop a run).
+fn wanted_copy_cores() -> Option<usize> {
+    let value = std::env::var(COPY_CORES_VAR).ok()?;
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Some(n),
+        _ => {
+            eprintln!(
+                "warning: {COPY_CORES_VAR}={value:?} is not a positive number of cores; using the default rule"
+            );
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -422,18 +473,40 @@ mod tests {
         let first: Vec<usize> = topology.cores().iter().map(|c| c[0]).collect();
         let last = *first.last().unwrap();
         // No cluster: one device gets every core, its host core first.
-        let one = copy_cores(&topology, &[], &[last]);
+        let one = copy_cores(&topology, &[], &[last], None);
         assert_eq!(one.len(), 1);
         assert_eq!(one[0][0], last);
         assert_eq!(one[0].len(), first.len());
-        // A cluster on every other core: the host core only.
-        let others: Vec<usize> = first[..first.len() - 1].to_vec();
-        assert_eq!(copy_cores(&topology, &[others], &[last]), vec![vec![last]]);
         // Two devices sharing the idle cores: no core twice.
-        let two = copy_cores(&topology, &[], &[last, last]);
+        let two = copy_cores(&topology, &[], &[last, last], None);
         let mut all: Vec<usize> = two.iter().flat_map(|c| c[1..].to_vec()).collect();
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), first.len() - 1);
+    }
+
+    #[test]
+    fn a_device_beside_clusters_borrows_its_share_of_their_cores_to_pack_on() {
+        // A modelled 16-core machine: a 1x15 cluster on cores 0-14, the GPU's host thread on 15.
+        let cluster: Vec<usize> = (0..15).collect();
+        let topology = Topology::flat(&(0..16).collect::<Vec<_>>());
+        let cores = copy_cores(&topology, std::slice::from_ref(&cluster), &[15], None);
+        assert_eq!(cores, vec![vec![15, 0, 1, 2, 3, 4, 5, 6]]);
+        // Two devices borrow different cores, their share of the 14 cluster cores each.
+        let two = copy_cores(&topology, &[(0..14).collect()], &[14, 15], None);
+        assert_eq!(two[0].len(), 7);
+        assert_eq!(two[1].len(), 7);
+        assert!(two[0][1..].iter().all(|c| !two[1][1..].contains(c)));
+        // The count asked for, whatever the rule would give: 1 is the host core alone.
+        assert_eq!(
+            copy_cores(&topology, std::slice::from_ref(&cluster), &[15], Some(1)),
+            vec![vec![15]]
+        );
+        assert_eq!(
+            copy_cores(&topology, &[], &[15], Some(3)),
+            vec![vec![15, 0, 1]]
+        );
+        let eight = copy_cores(&topology, std::slice::from_ref(&cluster), &[15], Some(8));
+        assert_eq!(eight, vec![vec![15, 0, 1, 2, 3, 4, 5, 6]]);
     }
 }

@@ -191,7 +191,10 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler.to_string(),
-        storage: args.storage.resolve::<T>(args.n, tile).to_string(),
+        storage: args
+            .storage
+            .resolve_on::<T>(&platform, args.n, tile)
+            .to_string(),
         huge_pages,
         tasks: trace.tasks.len(),
         seconds,
