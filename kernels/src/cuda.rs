@@ -649,7 +649,13 @@ impl GpuContext {
                 | Op::TrmmAdjoint
                 | Op::LuPanel
                 | Op::LuUpdate
-                | Op::LuSwap => unreachable!("refused by launch"),
+                | Op::LuSwap
+                | Op::Geqrt
+                | Op::Unmqr
+                | Op::Tsqrt
+                | Op::Tsmqr
+                | Op::Ttqrt
+                | Op::Ttmqr => unreachable!("refused by launch"),
             }
         };
         status

@@ -36,6 +36,7 @@ mod op;
 mod openblas_impl;
 mod par;
 mod potri;
+mod qr;
 mod run;
 mod scalar;
 mod split;
@@ -48,6 +49,7 @@ pub use faer::Par;
 pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
 pub use lu::swap_rows;
 pub use par::par_for;
+pub use qr::Stack;
 
 pub use op::{MatMul, Op, Shape};
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64};

@@ -1,9 +1,10 @@
 //! The tile operations of the tiled Cholesky factorisation, of the triangular solves and of the
 //! general matrix product, their operand conventions and their exact flop counts.
 //!
-//! Every operation reads zero to two tiles and overwrites exactly one. Operands are always listed
-//! reads first, the written tile last; task graphs list their tile accesses in the same order, so a
-//! runtime can hand a task's tiles to [`crate::Backend::run`] unchanged.
+//! Every operation reads zero to two tiles and overwrites one ([`Op::writes`]: two for QR's stacked
+//! kernels, which update a pair of tiles). Operands are always listed reads first, the written
+//! tiles last; task graphs list their tile accesses in the same order, so a runtime can hand a
+//! task's tiles to [`crate::Backend::run`] unchanged.
 
 use std::fmt;
 
@@ -59,6 +60,27 @@ pub enum Op {
     /// `[P (m x b), C (m x c)]`: C's rows interchanged as the factored panel P's were (LAPACK
     /// ?laswp): the interchanges of a later panel applied to the columns of L left of it.
     LuSwap,
+    /// `[A (m x n)]`: A <- its QR factorisation, R on and above the diagonal, the reflectors below
+    /// (LAPACK ?geqrt; PLASMA's GEQRT). The block reflectors' T's come out beside the tile
+    /// ([`crate::Backend::qr_tile`]).
+    Geqrt,
+    /// `[V (m x k), C (m x c)]`: C <- Q^H C, Q the orthogonal factor of the tile V factored by
+    /// [`Op::Geqrt`] (LAPACK ?gemqrt; PLASMA's UNMQR), with V's T's
+    /// ([`crate::Backend::qr_apply`]).
+    Unmqr,
+    /// `[R (n x n), B (m x n)]`: the QR of R's upper triangle stacked on B: the new R in R's upper
+    /// triangle, the reflectors in B (LAPACK ?tpqrt, l = 0; PLASMA's TSQRT), T's beside
+    /// ([`crate::Backend::qr_stacked`]).
+    Tsqrt,
+    /// `[V (m x k), A1 (k x c), A2 (m x c)]`: [A1; A2] <- Q^H [A1; A2], Q from [`Op::Tsqrt`]
+    /// (LAPACK ?tpmqrt, l = 0; PLASMA's TSMQR).
+    Tsmqr,
+    /// `[R (n x n), B (m x n)]`: as [`Op::Tsqrt`] with B's upper triangle only (LAPACK ?tpqrt, l =
+    /// n; PLASMA's TTQRT: the reduction tree's step between two triangles).
+    Ttqrt,
+    /// `[V (m x k), A1 (k x c), A2 (m x c)]`: [A1; A2] <- Q^H [A1; A2], Q from [`Op::Ttqrt`]
+    /// (LAPACK ?tpmqrt, l = k; PLASMA's TTMQR).
+    Ttmqr,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
     /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
     /// 0, C is overwritten and never read (BLAS semantics).
@@ -130,7 +152,7 @@ pub type Shape = (usize, usize);
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 17] = [
+    pub const ALL: [Op; 23] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -148,12 +170,18 @@ impl Op {
         Op::LuPanel,
         Op::LuUpdate,
         Op::LuSwap,
+        Op::Geqrt,
+        Op::Unmqr,
+        Op::Tsqrt,
+        Op::Tsmqr,
+        Op::Ttqrt,
+        Op::Ttmqr,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 18] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 18];
+    pub const KINDS: [Op; 24] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 24];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -188,6 +216,12 @@ impl Op {
             Op::LuPanel => "lu_panel",
             Op::LuUpdate => "lu_update",
             Op::LuSwap => "lu_swap",
+            Op::Geqrt => "geqrt",
+            Op::Unmqr => "unmqr",
+            Op::Tsqrt => "tsqrt",
+            Op::Tsmqr => "tsmqr",
+            Op::Ttqrt => "ttqrt",
+            Op::Ttmqr => "ttmqr",
             Op::MatMul(_) => "matmul",
         }
     }
@@ -198,7 +232,7 @@ impl Op {
     }
 
     /// Whether GPUs have a kernel for the operation. The inverse's (TRTRI, LAUUM and their panel
-    /// steps) and LU's run on CPU clusters only for now; runs restrict them there.
+    /// steps), LU's and QR's run on CPU clusters only for now; runs restrict them there.
     pub fn runs_on_gpus(self) -> bool {
         !matches!(
             self,
@@ -210,7 +244,7 @@ impl Op {
                 | Op::LuPanel
                 | Op::LuUpdate
                 | Op::LuSwap
-        )
+        ) && !self.is_qr()
     }
 
     /// Whether the operation reads or writes row interchanges beside its tiles (LU's): the runtime
@@ -219,10 +253,34 @@ impl Op {
         matches!(self, Op::LuPanel | Op::LuUpdate | Op::LuSwap)
     }
 
-    /// Number of tiles the operation only reads (the written tile comes after them).
+    /// Whether the operation is one of QR's, which write or read the block reflectors' T's beside
+    /// their tiles: the runtime runs them through the work that holds the T's.
+    pub fn is_qr(self) -> bool {
+        matches!(
+            self,
+            Op::Geqrt | Op::Unmqr | Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr
+        )
+    }
+
+    /// Number of tiles the operation overwrites (they come after the ones it only reads).
+    pub fn writes(self) -> usize {
+        match self {
+            Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr => 2,
+            _ => 1,
+        }
+    }
+
+    /// Number of operands: [`Op::reads`] + [`Op::writes`].
+    pub fn operands(self) -> usize {
+        self.reads() + self.writes()
+    }
+
+    /// Number of tiles the operation only reads (the written ones come after them).
     pub fn reads(self) -> usize {
         match self {
-            Op::Potrf | Op::Trtri | Op::Lauum | Op::LuPanel => 0,
+            Op::Potrf | Op::Trtri | Op::Lauum | Op::LuPanel | Op::Geqrt | Op::Tsqrt | Op::Ttqrt => {
+                0
+            }
             Op::Trsm
             | Op::Syrk
             | Op::SolveLower
@@ -232,18 +290,21 @@ impl Op {
             | Op::SyrkAdjoint
             | Op::TrmmAdjoint
             | Op::LuUpdate
-            | Op::LuSwap => 1,
+            | Op::LuSwap
+            | Op::Unmqr
+            | Op::Tsmqr
+            | Op::Ttmqr => 1,
             Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
         }
     }
 
-    /// Checks that `shapes` (reads first, the written tile last) fit the operation, and says which
-    /// operand is wrong otherwise.
+    /// Checks that `shapes` (reads first, the written tiles last) fit the operation, and says
+    /// which operand is wrong otherwise.
     pub fn check_shapes(self, shapes: &[Shape]) -> Result<(), String> {
-        if shapes.len() != self.reads() + 1 {
+        if shapes.len() != self.operands() {
             return Err(format!(
                 "expected {} operands, got {}",
-                self.reads() + 1,
+                self.operands(),
                 shapes.len()
             ));
         }
@@ -302,6 +363,20 @@ impl Op {
                 expect("X", shapes[1], (k, w.1))
             }
             Op::Add => expect("X", shapes[0], w),
+            Op::Geqrt => Ok(()),
+            Op::Unmqr => {
+                let v = shapes[0];
+                expect("V", v, (w.0, v.1))
+            }
+            Op::Tsqrt | Op::Ttqrt => {
+                expect("R", w, (w.1, w.1))?;
+                expect("B", shapes[1], (shapes[1].0, w.1))
+            }
+            Op::Tsmqr | Op::Ttmqr => {
+                let (v, a2) = (shapes[0], shapes[2]);
+                expect("A1", w, (v.1, w.1))?;
+                expect("A2", a2, (v.0, w.1))
+            }
             Op::MatMul(p) => {
                 let k = p.op_a(shapes[0]).1;
                 expect("op(A)", p.op_a(shapes[0]), (w.0, k))?;
@@ -346,6 +421,27 @@ impl Op {
                 n * b * (b - 1.0) + 2.0 * (m - b) * b * n
             }
             Op::LuSwap => 0.0,
+            // LAPACK Working Note 41's ?geqrf of an m x n matrix, k = min(m, n) reflectors:
+            // m >= n: 2 m n^2 - 2 n^3/3 + m n + n^2 + 14 n/3; m < n: 2 n m^2 - 2 m^3/3 + 3 n m - m^2
+            // + 14 m/3 (over one division so that it is exact in f64).
+            Op::Geqrt if m >= n => {
+                (6.0 * m * n * n - 2.0 * n * n * n + 3.0 * m * n + 3.0 * n * n + 14.0 * n) / 3.0
+            }
+            Op::Geqrt => {
+                (6.0 * n * m * m - 2.0 * m * m * m + 9.0 * n * m - 3.0 * m * m + 14.0 * m) / 3.0
+            }
+            // LAPACK Working Note 41's ?ormqr from the left: k reflectors of m rows on n columns,
+            // 4 n m k - 2 n k^2 + 3 n k.
+            Op::Unmqr => {
+                let k = shapes[0].1 as f64;
+                4.0 * n * m * k - 2.0 * n * k * k + 3.0 * n * k
+            }
+            // The leading terms PLASMA counts: a triangle of order n on m x n rows, 2 m n^2; on
+            // a triangle, 2 n^3 / 3; their applications to c columns, 4 m k c and 2 k^2 c.
+            Op::Tsqrt => 2.0 * shapes[1].0 as f64 * n * n,
+            Op::Ttqrt => 2.0 * n * n * n / 3.0,
+            Op::Tsmqr => 4.0 * shapes[0].0 as f64 * shapes[0].1 as f64 * n,
+            Op::Ttmqr => 2.0 * (shapes[0].1 * shapes[0].1) as f64 * n,
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }
@@ -398,7 +494,7 @@ mod tests {
             (p.alpha(), p.beta(), p.with_beta(1.0).beta()),
             (2.0, 0.5, 1.0)
         );
-        assert!(nt.same_kind(Op::KINDS[17]) && !nt.same_kind(Op::GemmNt));
+        assert!(nt.same_kind(Op::KINDS[23]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
     }
 

@@ -58,6 +58,13 @@ impl Backend {
                 op,
                 reason: "LU's kernels take the panel's row interchanges: call Backend::lu_panel, lu_update or lu_swap".into(),
             }),
+            // QR's write or read the T's of their block reflectors, which no tile holds.
+            Op::Geqrt | Op::Unmqr | Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr => {
+                Err(KernelError::Operands {
+                    op,
+                    reason: "QR's kernels take the block reflectors' T's: call Backend::qr_tile, qr_apply, qr_stacked or qr_stacked_apply".into(),
+                })
+            }
             Op::MatMul(p) => {
                 let a = if p.trans_a {
                     adjoint(reads[0])

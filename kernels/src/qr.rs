@@ -1,0 +1,789 @@
+//! The kernels of tiled Householder QR, on every backend and precision (PLASMA's tile kernels, in
+//! LAPACK's conventions): the QR of a tile ([`Backend::qr_tile`], LAPACK ?geqrt), of a triangle
+//! stacked on a tile or on another triangle ([`Backend::qr_stacked`], ?tpqrt with l = 0 or l = n:
+//! PLASMA's TSQRT and TTQRT), and the application of their orthogonal factors to other tiles, Q or
+//! Q^H from the left ([`Backend::qr_apply`], ?gemqrt: UNMQR; [`Backend::qr_stacked_apply`],
+//! ?tpmqrt: TSMQR and TTMQR).
+//!
+//! **Reflectors.** Each column's reflector is H = I - tau v v^H with H^H [alpha; x] = [beta; 0],
+//! beta real (LAPACK ?larfg). A factored tile holds R on and above its diagonal and the reflectors'
+//! vectors below it, their unit first entries implied. After a stacked QR the top triangle holds the
+//! new R (its strict lower part is left as it was: a tile's own reflectors can live there) and the
+//! bottom tile the vectors' lower parts; the vectors' top parts are columns of the identity, never
+//! stored. With l = n (two triangles) only the bottom tile's upper triangle is read and written:
+//! its strict lower part may hold the reflectors of the bottom tile's own QR.
+//!
+//! **Block reflectors.** The reflectors come in blocks of `ib` columns (the inner block), each block
+//! Q_j = I - V T V^H with T upper triangular (LAPACK ?larft, forward, columnwise). The T's of a tile
+//! are stored side by side in an `ib` x k matrix, block j in columns [j ib, j ib + ib) and its
+//! first rows (LAPACK's layout for ?geqrt's T), zeros below each block's diagonal: `ib` is the
+//! number of rows of the T matrix handed in. Q = Q_1 Q_2 ... : Q^H C applies the blocks in order,
+//! each as C <- C - V T^H (V^H C); Q C in reverse order with T.
+//!
+//! The factorisations work column by column inside an inner block (level 2, on the calling thread)
+//! and apply each block to the columns right of it with three products (level 3) on the backend's
+//! split kernels (the cluster's threads, see `split`); applications are level 3 throughout. One
+//! code for faer and OpenBLAS, over their matrix products.
+
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::{ColMut, Mat, MatMut, MatRef, Par};
+
+use crate::backend::Backend;
+use crate::error::KernelError;
+use crate::op::Op;
+use crate::scalar::{Scalar, adjoint_conj};
+
+/// Which stacked QR: a triangle on a full tile (PLASMA's TSQRT, ?tpqrt with l = 0) or on another
+/// triangle (TTQRT, l = the bottom's columns: only its upper triangle takes part).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stack {
+    /// The bottom tile is full.
+    OnTile,
+    /// The bottom tile is upper triangular (upper trapezoidal when it has fewer rows than columns).
+    OnTriangle,
+}
+
+impl Stack {
+    /// The operation that factors this stack (TSQRT or TTQRT).
+    pub fn factor_op(self) -> Op {
+        match self {
+            Stack::OnTile => Op::Tsqrt,
+            Stack::OnTriangle => Op::Ttqrt,
+        }
+    }
+
+    /// The operation that applies this stack's Q (TSMQR or TTMQR).
+    pub fn apply_op(self) -> Op {
+        match self {
+            Stack::OnTile => Op::Tsmqr,
+            Stack::OnTriangle => Op::Ttmqr,
+        }
+    }
+
+    /// Rows of the bottom tile that column `c` of the reflectors (or of the bottom tile) covers,
+    /// for a bottom tile of `rows` rows.
+    fn rows(self, rows: usize, c: usize) -> usize {
+        match self {
+            Stack::OnTile => rows,
+            Stack::OnTriangle => (c + 1).min(rows),
+        }
+    }
+}
+
+fn conj<T: Scalar>(x: T) -> T {
+    faer::traits::ComplexField::conj_impl(&x)
+}
+
+fn zero<T: Scalar>() -> T {
+    T::from_f64(0.0)
+}
+
+/// sqrt(sum of |x_i|^2) without overflow or underflow on the way (scaled by the largest entry).
+fn norm2(values: &[f64]) -> f64 {
+    if values.iter().any(|v| v.is_nan()) {
+        return f64::NAN;
+    }
+    let scale = values.iter().fold(0.0_f64, |s, &v| s.max(v));
+    if scale == 0.0 || !scale.is_finite() {
+        return scale;
+    }
+    scale
+        * values
+            .iter()
+            .map(|v| (v / scale) * (v / scale))
+            .sum::<f64>()
+            .sqrt()
+}
+
+/// The reflector of `alpha` over `x` (LAPACK ?larfg): on return `alpha` is beta and `x` is v's tail
+/// (v = [1; x]); returns tau (0 when there is nothing to annihilate: H = I).
+fn reflector<T: Scalar>(alpha: &mut T, mut x: ColMut<'_, T>) -> T {
+    let sizes: Vec<f64> = x.rb().iter().map(|v| v.abs_f64()).collect();
+    let xnorm = norm2(&sizes);
+    let a = alpha.to_c64();
+    if xnorm == 0.0 && a.im == 0.0 {
+        return zero();
+    }
+    let mut beta = norm2(&[a.re.abs(), a.im.abs(), xnorm]);
+    if a.re >= 0.0 {
+        beta = -beta;
+    }
+    let tau = ((beta - a.re) / beta, -a.im / beta);
+    // x <- x / (alpha - beta), by the reciprocal when it is finite.
+    let (dr, di) = (a.re - beta, a.im);
+    let d2 = dr * dr + di * di;
+    let inverse = (dr / d2, -di / d2);
+    if inverse.0.is_finite() && inverse.1.is_finite() && d2 > 0.0 {
+        let s = T::from_parts(inverse.0, inverse.1);
+        for v in x.rb_mut().iter_mut() {
+            *v *= s;
+        }
+    } else {
+        let d = T::from_parts(dr, di);
+        for v in x.rb_mut().iter_mut() {
+            *v /= d;
+        }
+    }
+    *alpha = T::from_parts(beta, 0.0);
+    T::from_parts(tau.0, tau.1)
+}
+
+/// The T of one block from its reflectors' vectors `v` (dense, r x jb, as they multiply) and their
+/// taus (LAPACK ?larft, forward, columnwise): T[c, c] = tau_c, T[..c, c] = -tau_c T[..c, ..c]
+/// (V[:, ..c]^H v_c).
+fn block_t<T: Scalar>(v: MatRef<'_, T>, taus: &[T]) -> Mat<T> {
+    let jb = taus.len();
+    let mut t = Mat::<T>::zeros(jb, jb);
+    for c in 0..jb {
+        t[(c, c)] = taus[c];
+        if c == 0 {
+            continue;
+        }
+        // z = V[:, ..c]^H v_c
+        let z: Vec<T> = (0..c)
+            .map(|i| {
+                let mut s = zero::<T>();
+                for r in 0..v.nrows() {
+                    s += conj(v[(r, i)]) * v[(r, c)];
+                }
+                s
+            })
+            .collect();
+        for i in 0..c {
+            let mut s = zero::<T>();
+            for (p, zp) in z.iter().enumerate().take(c).skip(i) {
+                s += t[(i, p)] * *zp;
+            }
+            t[(i, c)] = -(taus[c] * s);
+        }
+    }
+    t
+}
+
+/// Block `j0 .. j0 + jb` of a tile's T matrix, as a dense upper triangular jb x jb matrix.
+fn read_t<T: Scalar>(t: MatRef<'_, T>, j0: usize, jb: usize) -> Mat<T> {
+    Mat::from_fn(jb, jb, |i, j| if i <= j { t[(i, j0 + j)] } else { zero() })
+}
+
+/// Stores `block` (jb x jb, upper triangular) as block `j0` of `t`, zeros below it.
+fn write_t<T: Scalar>(mut t: MatMut<'_, T>, j0: usize, block: MatRef<'_, T>) {
+    let jb = block.ncols();
+    for j in 0..jb {
+        for i in 0..t.nrows() {
+            t[(i, j0 + j)] = if i <= j && i < jb {
+                block[(i, j)]
+            } else {
+                zero()
+            };
+        }
+    }
+}
+
+/// Columns `j0 .. j0 + jb` of a factored tile's reflectors from row j0 down, dense: the unit
+/// diagonal and the zeros above it written out.
+fn unit_lower<T: Scalar>(v: MatRef<'_, T>, j0: usize, jb: usize) -> Mat<T> {
+    Mat::from_fn(v.nrows() - j0, jb, |r, c| match r.cmp(&c) {
+        std::cmp::Ordering::Less => zero(),
+        std::cmp::Ordering::Equal => T::from_f64(1.0),
+        std::cmp::Ordering::Greater => v[(j0 + r, j0 + c)],
+    })
+}
+
+/// Columns `j0 .. j0 + jb` of a stacked QR's bottom reflectors, dense over the rows the last of them
+/// covers, zeros where a column covers fewer (a triangle's strict lower part is never read).
+fn stacked_lower<T: Scalar>(v: MatRef<'_, T>, stack: Stack, j0: usize, jb: usize) -> Mat<T> {
+    let rows = stack.rows(v.nrows(), j0 + jb - 1);
+    Mat::from_fn(rows, jb, |r, c| {
+        if r < stack.rows(v.nrows(), j0 + c) {
+            v[(r, j0 + c)]
+        } else {
+            zero()
+        }
+    })
+}
+
+/// The inner block size of a T matrix of `rows` rows, checked.
+fn inner_block(op: Op, t_rows: usize, k: usize) -> Result<usize, KernelError> {
+    if t_rows == 0 && k > 0 {
+        return Err(operands(
+            op,
+            "T has no rows: its rows are the inner block size".into(),
+        ));
+    }
+    Ok(t_rows.max(1))
+}
+
+fn operands(op: Op, reason: String) -> KernelError {
+    KernelError::Operands { op, reason }
+}
+
+fn expect_shape(
+    op: Op,
+    what: &str,
+    got: (usize, usize),
+    want: (usize, usize),
+) -> Result<(), KernelError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(operands(
+            op,
+            format!(
+                "{what} is {}x{}, expected {}x{}",
+                got.0, got.1, want.0, want.1
+            ),
+        ))
+    }
+}
+
+impl Backend {
+    /// A <- its QR factorisation (LAPACK ?geqrt; PLASMA's GEQRT): R on and above the diagonal, the
+    /// reflectors below it; `t` (ib x min(m, n)) receives the block reflectors' T's, ib its rows.
+    pub fn qr_tile<T: Scalar>(
+        self,
+        mut a: MatMut<'_, T>,
+        mut t: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        const OP: Op = Op::Geqrt;
+        self.ensure_available()?;
+        let (m, n) = (a.nrows(), a.ncols());
+        let k = m.min(n);
+        expect_shape(OP, "T", (t.nrows(), t.ncols()), (t.nrows(), k))?;
+        let ib = inner_block(OP, t.nrows(), k)?;
+        for j0 in (0..k).step_by(ib) {
+            let jb = ib.min(k - j0);
+            let mut taus = Vec::with_capacity(jb);
+            for c in j0..j0 + jb {
+                let (mut head, mut below) = a.rb_mut().split_at_row_mut(c + 1);
+                let tau = reflector(&mut head[(c, c)], below.rb_mut().col_mut(c));
+                // H^H on the block's columns right of c: rows c.. (v = [1; below[:, c]]).
+                for j in c + 1..j0 + jb {
+                    let mut w = head[(c, j)];
+                    for r in 0..below.nrows() {
+                        w += conj(below[(r, c)]) * below[(r, j)];
+                    }
+                    let w = conj(tau) * w;
+                    head[(c, j)] -= w;
+                    for r in 0..below.nrows() {
+                        let vr = below[(r, c)];
+                        below[(r, j)] -= vr * w;
+                    }
+                }
+                taus.push(tau);
+            }
+            let v = unit_lower(a.rb(), j0, jb);
+            let block = block_t(v.as_ref(), &taus);
+            if j0 + jb < n {
+                let c = a.rb_mut().submatrix_mut(j0, j0 + jb, m - j0, n - j0 - jb);
+                self.apply_block(v.as_ref(), block.as_ref(), None, c, true, par)?;
+            }
+            write_t(t.rb_mut(), j0, block.as_ref());
+        }
+        Ok(())
+    }
+
+    /// C <- Q^H C (`adjoint`) or Q C, Q the orthogonal factor of a tile factored by
+    /// [`Backend::qr_tile`] (`v`: its reflectors below the diagonal, m x k; `t`: its T's, ib x
+    /// k); C has m rows (LAPACK ?gemqrt from the left; PLASMA's UNMQR).
+    pub fn qr_apply<T: Scalar>(
+        self,
+        v: MatRef<'_, T>,
+        t: MatRef<'_, T>,
+        mut c: MatMut<'_, T>,
+        adjoint: bool,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        const OP: Op = Op::Unmqr;
+        self.ensure_available()?;
+        let (m, k) = (v.nrows(), t.ncols());
+        if k > v.ncols().min(m) {
+            return Err(operands(
+                OP,
+                format!(
+                    "T has {k} columns, more than the {}x{} tile has reflectors",
+                    m,
+                    v.ncols()
+                ),
+            ));
+        }
+        expect_shape(OP, "C", (c.nrows(), c.ncols()), (m, c.ncols()))?;
+        let ib = inner_block(OP, t.nrows(), k)?;
+        let blocks: Vec<usize> = (0..k).step_by(ib).collect();
+        let order: Vec<usize> = if adjoint {
+            blocks
+        } else {
+            blocks.into_iter().rev().collect()
+        };
+        for j0 in order {
+            let jb = ib.min(k - j0);
+            let vb = unit_lower(v, j0, jb);
+            let tb = read_t(t, j0, jb);
+            let rows = c.nrows() - j0;
+            let cb = c.rb_mut().subrows_mut(j0, rows);
+            self.apply_block(vb.as_ref(), tb.as_ref(), None, cb, adjoint, par)?;
+        }
+        Ok(())
+    }
+
+    /// The QR of `r` (n x n upper triangular: PLASMA's A_kk after its own QR) stacked on `b`
+    /// (m x n, or its upper triangle for [`Stack::OnTriangle`]), LAPACK ?tpqrt (PLASMA's TSQRT and
+    /// TTQRT): the new R overwrites `r`'s upper triangle (its strict lower part is neither read nor
+    /// written), the reflectors' bottom parts overwrite `b` (for a triangle, its upper triangle
+    /// only), `t` (ib x n) receives the T's.
+    pub fn qr_stacked<T: Scalar>(
+        self,
+        mut r: MatMut<'_, T>,
+        mut b: MatMut<'_, T>,
+        stack: Stack,
+        mut t: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let op = stack.factor_op();
+        self.ensure_available()?;
+        let n = r.ncols();
+        expect_shape(op, "R", (r.nrows(), r.ncols()), (n, n))?;
+        expect_shape(op, "B", (b.nrows(), b.ncols()), (b.nrows(), n))?;
+        expect_shape(op, "T", (t.nrows(), t.ncols()), (t.nrows(), n))?;
+        let ib = inner_block(op, t.nrows(), n)?;
+        let m = b.nrows();
+        for j0 in (0..n).step_by(ib) {
+            let jb = ib.min(n - j0);
+            let mut taus = Vec::with_capacity(jb);
+            for c in j0..j0 + jb {
+                let rows = stack.rows(m, c);
+                let tau = reflector(&mut r[(c, c)], b.rb_mut().col_mut(c).subrows_mut(0, rows));
+                for j in c + 1..j0 + jb {
+                    let mut w = r[(c, j)];
+                    for i in 0..rows {
+                        w += conj(b[(i, c)]) * b[(i, j)];
+                    }
+                    let w = conj(tau) * w;
+                    r[(c, j)] -= w;
+                    for i in 0..rows {
+                        let vi = b[(i, c)];
+                        b[(i, j)] -= vi * w;
+                    }
+                }
+                taus.push(tau);
+            }
+            let v = stacked_lower(b.rb(), stack, j0, jb);
+            let block = block_t(v.as_ref(), &taus);
+            if j0 + jb < n {
+                let cols = n - j0 - jb;
+                let top = r.rb_mut().submatrix_mut(j0, j0 + jb, jb, cols);
+                let bottom = b.rb_mut().submatrix_mut(0, j0 + jb, v.nrows(), cols);
+                self.apply_block(v.as_ref(), block.as_ref(), Some(top), bottom, true, par)?;
+            }
+            write_t(t.rb_mut(), j0, block.as_ref());
+        }
+        Ok(())
+    }
+
+    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2], Q the orthogonal factor of a stacked QR
+    /// ([`Backend::qr_stacked`]: `v` its bottom reflectors, m x k, `t` its T's, ib x k); `a1` has
+    /// k rows (those of the triangle's tile), `a2` m (LAPACK ?tpmqrt from the left; PLASMA's TSMQR
+    /// and TTMQR).
+    pub fn qr_stacked_apply<T: Scalar>(
+        self,
+        v: MatRef<'_, T>,
+        stack: Stack,
+        t: MatRef<'_, T>,
+        mut a1: MatMut<'_, T>,
+        mut a2: MatMut<'_, T>,
+        adjoint: bool,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let op = stack.apply_op();
+        self.ensure_available()?;
+        let (m, k) = (v.nrows(), t.ncols());
+        expect_shape(op, "V", (v.nrows(), v.ncols()), (m, k))?;
+        expect_shape(op, "A1", (a1.nrows(), a1.ncols()), (k, a1.ncols()))?;
+        expect_shape(op, "A2", (a2.nrows(), a2.ncols()), (m, a1.ncols()))?;
+        let ib = inner_block(op, t.nrows(), k)?;
+        let blocks: Vec<usize> = (0..k).step_by(ib).collect();
+        let order: Vec<usize> = if adjoint {
+            blocks
+        } else {
+            blocks.into_iter().rev().collect()
+        };
+        for j0 in order {
+            let jb = ib.min(k - j0);
+            let vb = stacked_lower(v, stack, j0, jb);
+            let tb = read_t(t, j0, jb);
+            let top = a1.rb_mut().subrows_mut(j0, jb);
+            let bottom = a2.rb_mut().subrows_mut(0, vb.nrows());
+            self.apply_block(vb.as_ref(), tb.as_ref(), Some(top), bottom, adjoint, par)?;
+        }
+        Ok(())
+    }
+
+    /// One block reflector I - V T V^H (its adjoint I - V T^H V^H when `adjoint`) applied from the
+    /// left to C, or, with `top`, to [top; C] where the vectors' top parts are the identity (a
+    /// stacked QR's): W = top + V^H C, W <- op(T) W, top -= W, C -= V W.
+    fn apply_block<T: Scalar>(
+        self,
+        v: MatRef<'_, T>,
+        t: MatRef<'_, T>,
+        top: Option<MatMut<'_, T>>,
+        mut c: MatMut<'_, T>,
+        adjoint: bool,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (jb, cols) = (v.ncols(), c.ncols());
+        if cols == 0 || jb == 0 {
+            return Ok(());
+        }
+        let adj = adjoint_conj::<T>();
+        let no = faer::Conj::No;
+        let mut w = match &top {
+            Some(top) => top.rb().to_owned(),
+            None => Mat::<T>::zeros(jb, cols),
+        };
+        if v.nrows() > 0 {
+            let beta = if top.is_some() { 1.0 } else { 0.0 };
+            self.split_matmul(
+                (v.transpose(), adj),
+                (c.rb(), no),
+                w.as_mut(),
+                1.0,
+                beta,
+                par,
+            )?;
+        }
+        let mut tw = Mat::<T>::zeros(jb, cols);
+        let op_t = if adjoint {
+            (t.transpose(), adj)
+        } else {
+            (t, no)
+        };
+        self.split_matmul(op_t, (w.as_ref(), no), tw.as_mut(), 1.0, 0.0, par)?;
+        if let Some(mut top) = top {
+            for j in 0..cols {
+                for i in 0..jb {
+                    top[(i, j)] -= tw[(i, j)];
+                }
+            }
+        }
+        if v.nrows() > 0 {
+            self.split_matmul((v, no), (tw.as_ref(), no), c.rb_mut(), -1.0, 1.0, par)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{c32, c64};
+
+    /// A reproducible matrix of entries in [-1, 1) (both parts for a complex type).
+    fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        };
+        Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
+    }
+
+    fn norm1<T: Scalar>(a: MatRef<'_, T>) -> f64 {
+        (0..a.ncols())
+            .map(|j| (0..a.nrows()).map(|i| a[(i, j)].abs_f64()).sum::<f64>())
+            .fold(0.0, f64::max)
+    }
+
+    fn eps<T: Scalar>() -> f64 {
+        T::PRECISION.epsilon()
+    }
+
+    fn upper<T: Scalar>(a: MatRef<'_, T>) -> Mat<T> {
+        Mat::from_fn(a.nrows(), a.ncols(), |i, j| {
+            if i <= j { a[(i, j)] } else { zero() }
+        })
+    }
+
+    /// Q (m x m) of a factored tile, by applying Q to the identity.
+    fn q_of_tile<T: Scalar>(backend: Backend, v: MatRef<'_, T>, t: MatRef<'_, T>) -> Mat<T> {
+        let m = v.nrows();
+        let mut q = Mat::<T>::identity(m, m);
+        backend.qr_apply(v, t, q.as_mut(), false, Par::Seq).unwrap();
+        q
+    }
+
+    /// ||I - Q^H Q||_1 / (m eps).
+    fn orthogonality<T: Scalar>(q: MatRef<'_, T>) -> f64 {
+        let m = q.nrows();
+        let mut e = Mat::<T>::identity(q.ncols(), q.ncols());
+        faer::linalg::matmul::matmul_with_conj(
+            e.as_mut(),
+            faer::Accum::Add,
+            q.transpose(),
+            adjoint_conj::<T>(),
+            q,
+            faer::Conj::No,
+            T::from_f64(-1.0),
+            Par::Seq,
+        );
+        norm1(e.as_ref()) / (m as f64 * eps::<T>())
+    }
+
+    fn product<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Mat<T> {
+        let mut c = Mat::<T>::zeros(a.nrows(), b.ncols());
+        faer::linalg::matmul::matmul(
+            c.as_mut(),
+            faer::Accum::Replace,
+            a,
+            b,
+            T::from_f64(1.0),
+            Par::Seq,
+        );
+        c
+    }
+
+    fn tile_case<T: Scalar>(backend: Backend, m: usize, n: usize, ib: usize, par: Par) {
+        let a = random::<T>(m, n, (m * 31 + n * 7 + ib) as u64);
+        let mut f = a.clone();
+        let k = m.min(n);
+        let mut t = Mat::<T>::zeros(ib, k);
+        backend.qr_tile(f.as_mut(), t.as_mut(), par).unwrap();
+        let q = q_of_tile(backend, f.as_ref(), t.as_ref());
+        let r = upper(f.as_ref());
+        let mut diff = product(q.as_ref(), r.as_ref());
+        diff -= &a;
+        let ratio = norm1(diff.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps::<T>());
+        assert!(
+            ratio < 30.0,
+            "{} {m}x{n} ib {ib}: ||A - QR|| ratio {ratio}",
+            T::PRECISION
+        );
+        let orth = orthogonality(q.as_ref());
+        assert!(
+            orth < 30.0,
+            "{} {m}x{n} ib {ib}: ||I - Q^H Q|| ratio {orth}",
+            T::PRECISION
+        );
+        // Q^H A = R through the adjoint application.
+        let mut qha = a.clone();
+        backend
+            .qr_apply(f.as_ref(), t.as_ref(), qha.as_mut(), true, par)
+            .unwrap();
+        let mut d = qha.clone();
+        d -= &r;
+        let ratio = norm1(d.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps::<T>());
+        assert!(
+            ratio < 30.0,
+            "{} {m}x{n}: ||Q^H A - R|| ratio {ratio}",
+            T::PRECISION
+        );
+    }
+
+    fn each_backend(f: impl Fn(Backend)) {
+        f(Backend::Faer);
+        if Backend::OpenBlas.ensure_available().is_ok() {
+            f(Backend::OpenBlas);
+        }
+    }
+
+    #[test]
+    fn a_tile_factors_into_an_orthogonal_q_and_r_in_every_precision() {
+        each_backend(|backend| {
+            for (m, n, ib) in [
+                (40, 40, 8),
+                (57, 33, 5),
+                (33, 57, 7),
+                (1, 1, 1),
+                (64, 64, 64),
+                (20, 3, 4),
+            ] {
+                for par in [Par::Seq, Par::rayon(2)] {
+                    tile_case::<f64>(backend, m, n, ib, par);
+                    tile_case::<f32>(backend, m, n, ib, par);
+                    tile_case::<c64>(backend, m, n, ib, par);
+                    tile_case::<c32>(backend, m, n, ib, par);
+                }
+            }
+        });
+    }
+
+    /// Stacked QR of [R; B]: Q [R'; 0] = [R; B] and Q orthogonal, with Q formed by applying it to
+    /// the identity's columns through qr_stacked_apply.
+    fn stacked_case<T: Scalar>(backend: Backend, n: usize, m: usize, stack: Stack, ib: usize) {
+        let seed = (n * 13 + m * 5 + ib) as u64;
+        // R: an upper triangle, with junk below it that must be left alone.
+        let r0 = random::<T>(n, n, seed);
+        let b0 = random::<T>(m, n, seed + 1);
+        let b_used = match stack {
+            Stack::OnTile => b0.clone(),
+            Stack::OnTriangle => upper(b0.as_ref()),
+        };
+        let mut r = r0.clone();
+        let mut b = b0.clone();
+        let mut t = Mat::<T>::zeros(ib, n);
+        backend
+            .qr_stacked(r.as_mut(), b.as_mut(), stack, t.as_mut(), Par::Seq)
+            .unwrap();
+        // The strict lower part of R, and of a triangle B, are untouched.
+        for j in 0..n {
+            for i in j + 1..n {
+                assert_eq!(r[(i, j)], r0[(i, j)]);
+            }
+            if stack == Stack::OnTriangle {
+                for i in j + 1..m {
+                    assert_eq!(b[(i, j)], b0[(i, j)]);
+                }
+            }
+        }
+        // The stacked input [triu(R0); B_used] and Q^H applied to it: [R'; 0].
+        let mut top = upper(r0.as_ref());
+        let mut bottom = b_used.clone();
+        backend
+            .qr_stacked_apply(
+                b.as_ref(),
+                stack,
+                t.as_ref(),
+                top.as_mut(),
+                bottom.as_mut(),
+                true,
+                Par::rayon(2),
+            )
+            .unwrap();
+        let scale = norm1(upper(r0.as_ref()).as_ref()) + norm1(b_used.as_ref());
+        let mut d = top.clone();
+        d -= upper(r.as_ref());
+        let rows = (n + m) as f64;
+        let ratio = (norm1(d.as_ref()) + norm1(bottom.as_ref())) / (rows * scale * eps::<T>());
+        assert!(
+            ratio < 30.0,
+            "{} {stack:?} {n}/{m} ib {ib}: ||Q^H A - [R; 0]|| ratio {ratio}",
+            T::PRECISION
+        );
+        // Q formed from the identity: orthogonal, and Q [R'; 0] = the input.
+        let mut q_top = Mat::<T>::zeros(n, n + m);
+        let mut q_bottom = Mat::<T>::zeros(m, n + m);
+        for i in 0..n {
+            q_top[(i, i)] = T::from_f64(1.0);
+        }
+        for i in 0..m {
+            q_bottom[(i, n + i)] = T::from_f64(1.0);
+        }
+        backend
+            .qr_stacked_apply(
+                b.as_ref(),
+                stack,
+                t.as_ref(),
+                q_top.as_mut(),
+                q_bottom.as_mut(),
+                false,
+                Par::Seq,
+            )
+            .unwrap();
+        let q = Mat::from_fn(n + m, n + m, |i, j| {
+            if i < n {
+                q_top[(i, j)]
+            } else {
+                q_bottom[(i - n, j)]
+            }
+        });
+        let orth = orthogonality(q.as_ref());
+        assert!(
+            orth < 30.0,
+            "{} {stack:?} {n}/{m}: ||I - Q^H Q|| ratio {orth}",
+            T::PRECISION
+        );
+        let rr = Mat::from_fn(
+            n + m,
+            n,
+            |i, j| if i <= j && i < n { r[(i, j)] } else { zero() },
+        );
+        let mut d = product(q.as_ref(), rr.as_ref());
+        let input = Mat::from_fn(n + m, n, |i, j| {
+            if i < n {
+                if i <= j { r0[(i, j)] } else { zero() }
+            } else {
+                b_used[(i - n, j)]
+            }
+        });
+        d -= &input;
+        let ratio = norm1(d.as_ref()) / (rows * scale * eps::<T>());
+        assert!(
+            ratio < 30.0,
+            "{} {stack:?} {n}/{m}: ||A - QR|| ratio {ratio}",
+            T::PRECISION
+        );
+    }
+
+    #[test]
+    fn a_triangle_stacked_on_a_tile_or_a_triangle_factors_in_every_precision() {
+        each_backend(|backend| {
+            for stack in [Stack::OnTile, Stack::OnTriangle] {
+                for (n, m, ib) in [
+                    (24, 24, 8),
+                    (24, 24, 5),
+                    (17, 40, 4),
+                    (16, 9, 3),
+                    (1, 1, 1),
+                    (8, 8, 8),
+                ] {
+                    stacked_case::<f64>(backend, n, m, stack, ib);
+                    stacked_case::<f32>(backend, n, m, stack, ib);
+                    stacked_case::<c64>(backend, n, m, stack, ib);
+                    stacked_case::<c32>(backend, n, m, stack, ib);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn zero_columns_nan_and_bad_shapes() {
+        // A zero column gives tau = 0 (H = I) and a zero in R.
+        let mut a = Mat::<f64>::zeros(6, 3);
+        a[(0, 0)] = 2.0;
+        a[(5, 2)] = 1.0;
+        let mut t = Mat::<f64>::zeros(2, 3);
+        Backend::Faer
+            .qr_tile(a.as_mut(), t.as_mut(), Par::Seq)
+            .unwrap();
+        assert_eq!(t[(0, 1)], 0.0);
+        assert_eq!(a[(1, 1)], 0.0);
+        // A NaN shows in R.
+        let mut a = random::<f64>(5, 5, 3);
+        a[(3, 2)] = f64::NAN;
+        let mut t = Mat::<f64>::zeros(2, 5);
+        Backend::Faer
+            .qr_tile(a.as_mut(), t.as_mut(), Par::Seq)
+            .unwrap();
+        assert!(a[(2, 2)].is_nan());
+        let err = Backend::Faer
+            .qr_tile(
+                Mat::<f64>::zeros(5, 5).as_mut(),
+                Mat::<f64>::zeros(2, 4).as_mut(),
+                Par::Seq,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("T is 2x4, expected 2x5"), "{err}");
+        let err = Backend::Faer
+            .qr_stacked(
+                Mat::<f64>::zeros(4, 4).as_mut(),
+                Mat::<f64>::zeros(6, 3).as_mut(),
+                Stack::OnTile,
+                Mat::<f64>::zeros(2, 4).as_mut(),
+                Par::Seq,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("B is 6x3, expected 6x4"), "{err}");
+        // Entries near overflow: the norm is scaled, R's diagonal is finite.
+        let mut a = Mat::<f64>::from_fn(4, 2, |i, j| 1e300 * (1.0 + (i + j) as f64));
+        let mut t = Mat::<f64>::zeros(2, 2);
+        Backend::Faer
+            .qr_tile(a.as_mut(), t.as_mut(), Par::Seq)
+            .unwrap();
+        assert!(a[(0, 0)].is_finite() && a[(1, 1)].is_finite(), "{:?}", a);
+    }
+}
