@@ -27,6 +27,38 @@ pub enum Error {
         /// The first column (0-based) whose pivot is zero.
         column: usize,
     },
+    /// A least-squares problem whose R has an exactly zero diagonal entry: A does not have full
+    /// column rank, and the solution through R is not defined (LAPACK ?gels's info > 0).
+    #[error(
+        "A is rank deficient: R's diagonal entry at column {column} (0-based) is exactly zero; least squares through QR needs full column rank (LAPACK ?gels's info = {})",
+        column + 1
+    )]
+    RankDeficient {
+        /// The first column (0-based) whose diagonal entry of R is zero.
+        column: usize,
+    },
+    /// A least-squares problem with fewer rows than columns (underdetermined).
+    #[error(
+        "least squares needs at least as many rows as columns: A is {rows}x{cols} (an underdetermined system has no unique least-squares solution)"
+    )]
+    Underdetermined {
+        /// Rows of A.
+        rows: usize,
+        /// Columns of A.
+        cols: usize,
+    },
+    /// An operand whose rows do not match the matrix it is used with.
+    #[error("{what} has {rows} rows, expected {expected} (the rows of {of})")]
+    RowsMismatch {
+        /// Which argument.
+        what: &'static str,
+        /// Its rows.
+        rows: usize,
+        /// The rows it needs.
+        expected: usize,
+        /// The matrix whose rows those are.
+        of: &'static str,
+    },
     /// A square matrix was expected.
     #[error("{what} must be square, got {rows}x{cols}")]
     NotSquare {
@@ -189,6 +221,9 @@ impl Error {
             Error::NotPositiveDefinite { .. } => "not_positive_definite",
             Error::Singular { .. } => "singular",
             Error::NotSquare { .. } => "not_square",
+            Error::RankDeficient { .. } => "rank_deficient",
+            Error::Underdetermined { .. } => "underdetermined",
+            Error::RowsMismatch { .. } => "rows_mismatch",
             Error::DimensionMismatch { .. } => "dimension_mismatch",
             Error::NonFinite { .. } => "non_finite",
             Error::NotHermitian { .. } => "not_hermitian",

@@ -47,6 +47,7 @@ pub mod matgen;
 mod mixed;
 mod pages;
 mod plan;
+mod qr;
 mod tiles;
 
 pub use calibrate::{calibrate, calibration_steps};
@@ -64,6 +65,7 @@ pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
+pub use qr::{DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, QrTree, default_qr_tile, lstsq};
 pub use tiles::{Storage, mat_from_slice};
 
 /// The faer hetla is built on (its matrices are hetla's native ones): use `hetla::faer` to stay on

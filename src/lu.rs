@@ -600,7 +600,7 @@ const ON_CALLER_FLOPS: f64 = 4.0e6;
 /// platform's clusters at once (rayon's global pool, `Par` over all of them, holding the platform's
 /// run lock), or on the calling thread when it is small: unlike a factorisation it has no graph to
 /// spread over the clusters, and one cluster of a 2x1 platform would leave half the cores idle.
-fn on_all_cores<R: Send>(
+pub(crate) fn on_all_cores<R: Send>(
     platform: &Platform,
     flops: f64,
     f: impl FnOnce(Backend, Par) -> R + Send,

@@ -17,6 +17,7 @@ mod distribution;
 mod graph;
 mod index;
 mod matmul;
+mod qr;
 mod split;
 mod tiling;
 
@@ -28,5 +29,6 @@ pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messag
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
+pub use qr::{QrTree, qr, qr_t_slot};
 pub use split::{GridSplit, RankShare, SplitError};
 pub use tiling::{Tiling, TilingError};

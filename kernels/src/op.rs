@@ -368,14 +368,26 @@ impl Op {
                 let v = shapes[0];
                 expect("V", v, (w.0, v.1))
             }
+            // The triangle is the top of its tile (a ragged last tile column leaves rows below it).
             Op::Tsqrt | Op::Ttqrt => {
-                expect("R", w, (w.1, w.1))?;
-                expect("B", shapes[1], (shapes[1].0, w.1))
+                let (r, b) = (shapes[0], shapes[1]);
+                if r.0 < r.1 {
+                    return Err(format!(
+                        "R is {}x{}, a triangle needs at least as many rows as columns",
+                        r.0, r.1
+                    ));
+                }
+                expect("B", b, (b.0, r.1))
             }
             Op::Tsmqr | Op::Ttmqr => {
-                let (v, a2) = (shapes[0], shapes[2]);
-                expect("A1", w, (v.1, w.1))?;
-                expect("A2", a2, (v.0, w.1))
+                let (v, a1, a2) = (shapes[0], shapes[1], shapes[2]);
+                if a1.0 < v.1 {
+                    return Err(format!(
+                        "A1 is {}x{}, it needs a row for each of the {} reflectors",
+                        a1.0, a1.1, v.1
+                    ));
+                }
+                expect("A2", a2, (v.0, a1.1))
             }
             Op::MatMul(p) => {
                 let k = p.op_a(shapes[0]).1;

@@ -44,6 +44,15 @@ pub enum Stack {
 }
 
 impl Stack {
+    /// The stack a stacked QR operation works on (`None` for the tile QR and its application).
+    pub fn of(op: Op) -> Option<Stack> {
+        match op {
+            Op::Tsqrt | Op::Tsmqr => Some(Stack::OnTile),
+            Op::Ttqrt | Op::Ttmqr => Some(Stack::OnTriangle),
+            _ => None,
+        }
+    }
+
     /// The operation that factors this stack (TSQRT or TTQRT).
     pub fn factor_op(self) -> Op {
         match self {
@@ -380,7 +389,7 @@ impl Backend {
         Ok(())
     }
 
-    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2], Q the orthogonal factor of a stacked QR
+    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2] (the pair of tiles given as one operand), Q the orthogonal factor of a stacked QR
     /// ([`Backend::qr_stacked`]: `v` its bottom reflectors, m x k, `t` its T's, ib x k); `a1` has
     /// k rows (those of the triangle's tile), `a2` m (LAPACK ?tpmqrt from the left; PLASMA's TSMQR
     /// and TTMQR).
@@ -389,8 +398,7 @@ impl Backend {
         v: MatRef<'_, T>,
         stack: Stack,
         t: MatRef<'_, T>,
-        mut a1: MatMut<'_, T>,
-        mut a2: MatMut<'_, T>,
+        (mut a1, mut a2): (MatMut<'_, T>, MatMut<'_, T>),
         adjoint: bool,
         par: Par,
     ) -> Result<(), KernelError> {
@@ -646,8 +654,7 @@ mod tests {
                 b.as_ref(),
                 stack,
                 t.as_ref(),
-                top.as_mut(),
-                bottom.as_mut(),
+                (top.as_mut(), bottom.as_mut()),
                 true,
                 Par::rayon(2),
             )
@@ -676,8 +683,7 @@ mod tests {
                 b.as_ref(),
                 stack,
                 t.as_ref(),
-                q_top.as_mut(),
-                q_bottom.as_mut(),
+                (q_top.as_mut(), q_bottom.as_mut()),
                 false,
                 Par::Seq,
             )

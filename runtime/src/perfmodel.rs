@@ -132,7 +132,7 @@ impl KernelKey {
     pub fn square(op: Op, b: usize) -> Self {
         Self {
             op,
-            shapes: vec![(b, b); op.reads() + 1],
+            shapes: vec![(b, b); op.operands()],
             precision: Precision::D,
         }
     }
@@ -484,10 +484,10 @@ fn merge_into(
 /// An entry's key and statistics, or why its values cannot be right.
 fn checked_entry(e: &Entry) -> std::result::Result<(KernelKey, Stats), String> {
     let op = Op::from_name(&e.op).ok_or_else(|| format!("unknown operation {:?}", e.op))?;
-    if e.shapes.len() != op.reads() + 1 || e.shapes.iter().any(|s| s[0] == 0 || s[1] == 0) {
+    if e.shapes.len() != op.operands() || e.shapes.iter().any(|s| s[0] == 0 || s[1] == 0) {
         return Err(format!(
             "{} operand shapes with positive sides expected",
-            op.reads() + 1
+            op.operands()
         ));
     }
     if e.samples == 0 {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky, cholesky_inverse,
-    distributed_substitution, forward_substitution, lu, lu_shape, lu_step, matmul, sum_shape,
+    QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky,
+    cholesky_inverse, distributed_substitution, forward_substitution, lu, lu_shape, lu_step,
+    matmul, qr, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -119,6 +120,17 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// The Householder QR factorisation A = Q R of an m x n matrix, in place (matrix [`FACTOR`]: R
+    /// on and above the diagonal, the reflectors below; their T's beside it), its tiles' columns
+    /// eliminated by `tree` (flat or binary, resolved).
+    Qr {
+        /// Rows.
+        m: usize,
+        /// Columns.
+        n: usize,
+        /// The reduction tree.
+        tree: QrTree,
+    },
     /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
     Gemm {
         /// Rows of C.
@@ -139,6 +151,7 @@ impl Algorithm {
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Lu { .. } => "lu",
+            Algorithm::Qr { .. } => "qr",
             Algorithm::Gemm { .. } => "gemm",
         }
     }
@@ -319,6 +332,39 @@ impl Plan {
                 precision,
             })
             .collect();
+        plan.schedule.restrictions = Self::cpu_only_ops();
+        Ok(plan)
+    }
+
+    /// The tiled Householder QR of an `m x n` matrix in tiles of `tile`, in `precision`, each tile
+    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: by shape, see
+    /// [`QrTree::for_shape`]). On CPU clusters only (its kernels have no GPU version yet).
+    pub fn qr(m: usize, n: usize, tile: usize, tree: QrTree, precision: Precision) -> Result<Self> {
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        let (mt, nt) = (m.div_ceil(tile) as u128, n.div_ceil(tile) as u128);
+        // Step k has about 2 (mt - k)(nt - k) tasks.
+        crate::limits::check_graph(
+            &format!("the QR graph of {m} x {n} in tiles of {tile}"),
+            (2 * mt).saturating_mul(nt).saturating_mul(mt.min(nt)),
+            0,
+        )?;
+        let tiling = Tiling::new(m, n, tile)?;
+        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles());
+        let graph = qr(&tiling, tree)?;
+        let (mf, nf) = (m as f64, n as f64);
+        let (long, short) = if m >= n { (mf, nf) } else { (nf, mf) };
+        let flops = 2.0 * long * short * short - 2.0 * short * short * short / 3.0;
+        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+        let mut plan = Self::new(
+            Algorithm::Qr { m, n, tree },
+            precision,
+            tile,
+            layouts,
+            graph,
+            flops,
+        );
         plan.schedule.restrictions = Self::cpu_only_ops();
         Ok(plan)
     }

@@ -5,7 +5,9 @@ use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
 use super::build::{Algorithm, Plan};
-use crate::tiles::{ColumnBlocks, PivotedWork, TileStore, TileWork};
+use crate::tiles::{
+    ColumnBlocks, Matrices, PivotedWork, ReflectorWork, TileStore, TileWork, TiledMatrix,
+};
 use crate::{Error, Result};
 
 impl Plan {
@@ -78,6 +80,66 @@ impl Plan {
             trace,
             ipiv.into_iter().map(AtomicUsize::into_inner).collect(),
             zero,
+        ))
+    }
+
+    /// Runs a QR plan on `platform` over `a` (m x n, column-major) in place, with block reflectors
+    /// of `inner` columns: the trace and the T's of every tile's block reflectors, by slot
+    /// ([`ReflectorWork::slot`]; empty where the graph factors nothing).
+    pub(crate) fn execute_qr<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: faer::MatMut<'_, T>,
+        inner: usize,
+        options: &RunOptions,
+    ) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
+        self.expect_precision(T::PRECISION)?;
+        match self.algorithm() {
+            Algorithm::Qr { m, n, .. } if (a.nrows(), a.ncols()) == (m, n) => {}
+            other => {
+                return Err(Error::InvalidOption {
+                    option: "plan",
+                    reason: format!(
+                        "the plan is a {} ({other:?}), the matrix {}x{}",
+                        other.name(),
+                        a.nrows(),
+                        a.ncols()
+                    ),
+                });
+            }
+        }
+        if inner == 0 {
+            return Err(Error::InvalidOption {
+                option: "inner block",
+                reason: "0 columns: the block reflectors need at least one".into(),
+            });
+        }
+        let tiling = *self.tiling(FACTOR).expect("a QR plan tiles its matrix");
+        let a = TiledMatrix::new(a, self.tile(), "A")?;
+        let store = Matrices(&[&a]);
+        let shape = |tile| self.shape(tile);
+        let ts: Vec<std::sync::OnceLock<faer::Mat<T>>> = (0..ReflectorWork::<T>::slots(&tiling))
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
+        let work = ReflectorWork {
+            tiles: TileWork {
+                graph: &self.graph,
+                keys: &self.keys,
+                shape: &shape,
+                store: &store,
+                backend: platform.backend(),
+            },
+            tiling,
+            inner,
+            ts: &ts,
+        };
+        let trace =
+            execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
+        Ok((
+            trace,
+            ts.into_iter()
+                .map(std::sync::OnceLock::into_inner)
+                .collect(),
         ))
     }
 

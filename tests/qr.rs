@@ -1,0 +1,392 @@
+//! Tiled QR: the graphs of both reduction trees run task by task in submission order (a valid
+//! order of every graph) on the tile kernels, checked as LAPACK's dqrt01 checks a QR:
+//! ||A - Q R||_1 / (m ||A||_1 eps) < 30 and ||I - Q^H Q||_1 / (m eps) < 30, with Q applied from
+//! the tasks' own reflectors.
+
+use std::collections::HashMap;
+
+use faer::linalg::solvers::SolveLstsq;
+use faer::{Mat, MatRef, Par};
+use hetla::{Backend, Scalar, c32, c64};
+use hetla_factorizations::{Op, QrTree, TaskGraph, TileRef, Tiling, qr, qr_t_slot};
+use hetla_kernels::Stack;
+
+type Tiles<T> = HashMap<(usize, usize), Mat<T>>;
+
+fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
+    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    };
+    Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
+}
+
+fn norm1<T: Scalar>(a: MatRef<'_, T>) -> f64 {
+    (0..a.ncols())
+        .map(|j| (0..a.nrows()).map(|i| a[(i, j)].abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+fn split<T: Scalar>(a: MatRef<'_, T>, rows: &Tiling, cols: &Tiling) -> Tiles<T> {
+    let mut tiles = HashMap::new();
+    for i in 0..rows.row_tiles() {
+        for j in 0..cols.col_tiles() {
+            let (r, _) = rows.tile_shape(i, 0);
+            let (_, c) = cols.tile_shape(0, j);
+            tiles.insert(
+                (i, j),
+                a.submatrix(rows.offset(i), cols.offset(j), r, c).to_owned(),
+            );
+        }
+    }
+    tiles
+}
+
+fn join<T: Scalar>(tiles: &Tiles<T>, rows: &Tiling, cols: &Tiling) -> Mat<T> {
+    let mut a = Mat::<T>::zeros(rows.rows(), cols.cols());
+    for (&(i, j), t) in tiles {
+        a.as_mut()
+            .submatrix_mut(rows.offset(i), cols.offset(j), t.nrows(), t.ncols())
+            .copy_from(t);
+    }
+    a
+}
+
+fn key(t: TileRef) -> (usize, usize) {
+    (t.row, t.col)
+}
+
+fn stack(op: Op) -> Stack {
+    match op {
+        Op::Tsqrt | Op::Tsmqr => Stack::OnTile,
+        _ => Stack::OnTriangle,
+    }
+}
+
+/// Runs the graph's tasks in order on `tiles`; returns the T's by slot.
+fn factor<T: Scalar>(
+    backend: Backend,
+    g: &TaskGraph,
+    tiles: &mut Tiles<T>,
+    ib: usize,
+) -> HashMap<((usize, usize), bool), Mat<T>> {
+    let mut ts = HashMap::new();
+    let par = Par::rayon(2);
+    for task in g.tasks() {
+        let (slot_tile, pair) = qr_t_slot(task);
+        let slot = (key(slot_tile), pair);
+        let at = |n: usize| key(task.accesses[n].tile);
+        match task.op {
+            Op::Geqrt => {
+                let a = tiles.get_mut(&at(0)).unwrap();
+                let mut t = Mat::<T>::zeros(ib, a.nrows().min(a.ncols()));
+                backend.qr_tile(a.as_mut(), t.as_mut(), par).unwrap();
+                ts.insert(slot, t);
+            }
+            Op::Unmqr => {
+                let mut c = tiles.remove(&at(1)).unwrap();
+                backend
+                    .qr_apply(
+                        tiles[&at(0)].as_ref(),
+                        ts[&slot].as_ref(),
+                        c.as_mut(),
+                        true,
+                        par,
+                    )
+                    .unwrap();
+                tiles.insert(at(1), c);
+            }
+            Op::Tsqrt | Op::Ttqrt => {
+                let mut b = tiles.remove(&at(1)).unwrap();
+                let r = tiles.get_mut(&at(0)).unwrap();
+                let n = r.ncols();
+                let mut t = Mat::<T>::zeros(ib, n);
+                // The triangle is the top of its tile.
+                let r = r.as_mut().subrows_mut(0, n);
+                backend
+                    .qr_stacked(r, b.as_mut(), stack(task.op), t.as_mut(), par)
+                    .unwrap();
+                tiles.insert(at(1), b);
+                ts.insert(slot, t);
+            }
+            Op::Tsmqr | Op::Ttmqr => {
+                let mut a1 = tiles.remove(&at(1)).unwrap();
+                let mut a2 = tiles.remove(&at(2)).unwrap();
+                let t = &ts[&slot];
+                backend
+                    .qr_stacked_apply(
+                        tiles[&at(0)].as_ref(),
+                        stack(task.op),
+                        t.as_ref(),
+                        (a1.as_mut().subrows_mut(0, t.ncols()), a2.as_mut()),
+                        true,
+                        par,
+                    )
+                    .unwrap();
+                tiles.insert(at(1), a1);
+                tiles.insert(at(2), a2);
+            }
+            other => panic!("{other:?} in a QR graph"),
+        }
+    }
+    ts
+}
+
+/// X <- Q X, Q from the factored tiles: each factorisation's Q applied in reverse order to X's
+/// row blocks (X tiled by rows as A, in one column block).
+fn apply_q<T: Scalar>(
+    backend: Backend,
+    g: &TaskGraph,
+    factored: &Tiles<T>,
+    ts: &HashMap<((usize, usize), bool), Mat<T>>,
+    x: &mut Tiles<T>,
+) {
+    for task in g.tasks().iter().rev() {
+        let (slot_tile, pair) = qr_t_slot(task);
+        let t = &ts[&(key(slot_tile), pair)];
+        let at = |n: usize| key(task.accesses[n].tile);
+        match task.op {
+            Op::Geqrt => {
+                let (i, k) = at(0);
+                let xi = x.get_mut(&(i, 0)).unwrap();
+                backend
+                    .qr_apply(
+                        factored[&(i, k)].as_ref(),
+                        t.as_ref(),
+                        xi.as_mut(),
+                        false,
+                        Par::Seq,
+                    )
+                    .unwrap();
+            }
+            Op::Tsqrt | Op::Ttqrt => {
+                let ((p, _), (q, k)) = (at(0), at(1));
+                let mut top = x.remove(&(p, 0)).unwrap();
+                let mut bottom = x.remove(&(q, 0)).unwrap();
+                backend
+                    .qr_stacked_apply(
+                        factored[&(q, k)].as_ref(),
+                        stack(task.op),
+                        t.as_ref(),
+                        (top.as_mut().subrows_mut(0, t.ncols()), bottom.as_mut()),
+                        false,
+                        Par::Seq,
+                    )
+                    .unwrap();
+                x.insert((p, 0), top);
+                x.insert((q, 0), bottom);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn case<T: Scalar>(backend: Backend, m: usize, n: usize, b: usize, ib: usize, tree: QrTree) {
+    let a = random::<T>(m, n, (m * 3 + n * 5 + b) as u64);
+    let tiling = Tiling::new(m, n, b).unwrap();
+    let g = qr(&tiling, tree).unwrap();
+    let mut tiles = split(a.as_ref(), &tiling, &tiling);
+    let ts = factor(backend, &g, &mut tiles, ib);
+    let f = join(&tiles, &tiling, &tiling);
+    let k = m.min(n);
+    let eps = T::PRECISION.epsilon();
+    // R: the upper triangle of the first k rows; Q R through the reflectors.
+    let r = Mat::from_fn(m, n, |i, j| {
+        if i <= j && i < k {
+            f[(i, j)]
+        } else {
+            T::from_f64(0.0)
+        }
+    });
+    let one_col = Tiling::new(m, n, n.max(1)).unwrap();
+    let mut x = split(r.as_ref(), &tiling, &one_col);
+    apply_q(backend, &g, &tiles, &ts, &mut x);
+    let mut qr_product = join(&x, &tiling, &one_col);
+    qr_product -= &a;
+    let ratio = norm1(qr_product.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps);
+    assert!(
+        ratio < 30.0,
+        "{} {m}x{n} tiles {b} ib {ib} {tree}: ||A - QR|| ratio {ratio}",
+        T::PRECISION
+    );
+    // Q itself, from the identity: orthogonal.
+    let identity = Tiling::new(m, m, m).unwrap();
+    let mut q = split(Mat::<T>::identity(m, m).as_ref(), &tiling, &identity);
+    apply_q(backend, &g, &tiles, &ts, &mut q);
+    let q = join(&q, &tiling, &identity);
+    let mut e = Mat::<T>::identity(m, m);
+    faer::linalg::matmul::matmul_with_conj(
+        e.as_mut(),
+        faer::Accum::Add,
+        q.transpose(),
+        if T::PRECISION.is_complex() {
+            faer::Conj::Yes
+        } else {
+            faer::Conj::No
+        },
+        q.as_ref(),
+        faer::Conj::No,
+        T::from_f64(-1.0),
+        Par::Seq,
+    );
+    let ratio = norm1(e.as_ref()) / (m as f64 * eps);
+    assert!(
+        ratio < 30.0,
+        "{} {m}x{n} {tree}: ||I - Q^H Q|| ratio {ratio}",
+        T::PRECISION
+    );
+}
+
+fn backends() -> Vec<Backend> {
+    let mut all = vec![Backend::Faer];
+    if Backend::OpenBlas.ensure_available().is_ok() {
+        all.push(Backend::OpenBlas);
+    }
+    all
+}
+
+#[test]
+fn the_graphs_of_both_trees_factor_square_tall_wide_and_ragged_matrices() {
+    for backend in backends() {
+        for tree in [QrTree::Flat, QrTree::Binary] {
+            for (m, n, b, ib) in [
+                (96, 96, 32, 8),
+                (130, 50, 16, 5),
+                (200, 24, 24, 24),
+                (40, 90, 16, 4),
+            ] {
+                case::<f64>(backend, m, n, b, ib, tree);
+                case::<c64>(backend, m, n, b, ib, tree);
+                case::<f32>(backend, m, n, b, ib, tree);
+                case::<c32>(backend, m, n, b, ib, tree);
+            }
+        }
+    }
+}
+
+/// dqrt01 on the API: A = Q R with the thin Q, Q^H Q = I, Q^H A = [R; 0] through apply_qh.
+fn api_case<T: Scalar>(backend: Backend, m: usize, n: usize, tile: usize, tree: QrTree) {
+    let a = random::<T>(m, n, (m * 7 + n * 11 + tile) as u64);
+    let f = hetla::Qr::new()
+        .backend(backend)
+        .tile(tile)
+        .inner_block(4)
+        .tree(tree)
+        .factor(a.as_ref())
+        .unwrap();
+    let eps = T::PRECISION.epsilon();
+    let k = m.min(n);
+    let (q, r) = (f.thin_q().unwrap(), f.r());
+    assert_eq!((q.nrows(), q.ncols(), r.nrows(), r.ncols()), (m, k, k, n));
+    let mut d = &q * &r;
+    d -= &a;
+    let ratio = norm1(d.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps);
+    let what = format!("{} {m}x{n} tile {tile} {tree} {backend:?}", T::PRECISION);
+    assert!(ratio < 30.0, "{what}: ||A - QR|| ratio {ratio}");
+    let mut e = Mat::<T>::identity(k, k);
+    e -= q.adjoint() * &q;
+    let ratio = norm1(e.as_ref()) / (m as f64 * eps);
+    assert!(ratio < 30.0, "{what}: ||I - Q^H Q|| ratio {ratio}");
+    let qha = f.apply_qh(a.as_ref()).unwrap();
+    let back = f.apply_q(qha.as_ref()).unwrap();
+    let mut d = back.clone();
+    d -= &a;
+    let ratio = norm1(d.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps);
+    assert!(ratio < 30.0, "{what}: ||Q Q^H A - A|| ratio {ratio}");
+    for j in 0..n {
+        for i in k.max(j + 1)..m {
+            assert!(qha[(i, j)].abs_f64() < 30.0 * m as f64 * eps * norm1(a.as_ref()));
+        }
+    }
+}
+
+#[test]
+fn qr_factors_through_the_runtime_in_every_precision_and_tree() {
+    for backend in backends() {
+        for tree in [QrTree::Flat, QrTree::Binary, QrTree::Auto] {
+            for (m, n, tile) in [(100, 100, 16), (150, 40, 16), (60, 90, 16), (33, 7, 64)] {
+                api_case::<f64>(backend, m, n, tile, tree);
+                api_case::<c64>(backend, m, n, tile, tree);
+                api_case::<f32>(backend, m, n, tile, tree);
+                api_case::<c32>(backend, m, n, tile, tree);
+            }
+        }
+    }
+}
+
+#[test]
+fn least_squares_match_faers_on_well_conditioned_problems() {
+    for tree in [QrTree::Flat, QrTree::Binary] {
+        let (m, n, k) = (300, 40, 3);
+        let a = random::<f64>(m, n, 5);
+        let b = random::<f64>(m, k, 6);
+        let x = hetla::Qr::new()
+            .tile(32)
+            .tree(tree)
+            .factor(a.as_ref())
+            .unwrap()
+            .solve_least_squares(b.as_ref())
+            .unwrap();
+        let reference = a.as_ref().qr().solve_lstsq(b.as_ref());
+        let mut d = x.clone();
+        d -= &reference;
+        let rel = d.norm_max() / reference.norm_max();
+        assert!(rel < 1e-10, "{tree}: relative difference {rel}");
+        // hetla::lstsq, in any Matrix kind.
+        let y = hetla::lstsq(a.as_ref(), b.as_ref()).unwrap();
+        assert!((&y - &reference).norm_max() / reference.norm_max() < 1e-10);
+    }
+    let a = random::<c64>(120, 30, 8);
+    let b = random::<c64>(120, 2, 9);
+    let x = hetla::lstsq(a.as_ref(), b.as_ref()).unwrap();
+    let reference = a.as_ref().qr().solve_lstsq(b.as_ref());
+    let rel = (&x - &reference).norm_max() / reference.norm_max();
+    assert!(rel < 1e-10, "c64: relative difference {rel}");
+}
+
+#[test]
+fn least_squares_refuse_rank_deficient_underdetermined_and_bad_inputs() {
+    use hetla::Error;
+    // A zero column: R's diagonal is exactly zero there.
+    let mut a = random::<f64>(50, 6, 3);
+    for i in 0..50 {
+        a[(i, 4)] = 0.0;
+    }
+    let b = random::<f64>(50, 1, 4);
+    let f = hetla::Qr::new().tile(16).factor(a.as_ref()).unwrap();
+    let err = f.solve_least_squares(b.as_ref()).unwrap_err();
+    assert!(matches!(err, Error::RankDeficient { column: 4 }), "{err}");
+    assert!(err.to_string().contains("info = 5"), "{err}");
+    let wide = random::<f64>(4, 9, 1);
+    let err = hetla::lstsq(wide.as_ref(), random::<f64>(4, 1, 2).as_ref()).unwrap_err();
+    assert!(
+        matches!(err, Error::Underdetermined { rows: 4, cols: 9 }),
+        "{err}"
+    );
+    let err = f.apply_qh(random::<f64>(49, 1, 2).as_ref()).unwrap_err();
+    assert!(
+        err.to_string().contains("B has 49 rows, expected 50"),
+        "{err}"
+    );
+    let mut nan = random::<f64>(20, 3, 1);
+    nan[(7, 2)] = f64::NAN;
+    let err = hetla::Qr::new().factor(nan.as_ref()).unwrap_err();
+    assert!(
+        matches!(err, Error::NonFinite { row: 7, col: 2, .. }),
+        "{err}"
+    );
+    let err = hetla::Qr::new()
+        .tile(0)
+        .factor(random::<f64>(5, 5, 1).as_ref())
+        .unwrap_err();
+    assert!(matches!(err, Error::ZeroTileSize), "{err}");
+    let err = hetla::Qr::new()
+        .inner_block(0)
+        .tile(2)
+        .factor(random::<f64>(5, 5, 1).as_ref())
+        .unwrap_err();
+    assert!(err.to_string().contains("inner block"), "{err}");
+}
