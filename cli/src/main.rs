@@ -56,6 +56,10 @@ enum Command {
     /// Factor a generated random matrix by LU with partial pivoting; print seconds, Gflop/s, the
     /// scaled residual and the growth, `--compare` beside faer's and OpenBLAS's own LU.
     Lu(commands::lu::LuArgs),
+    /// Factor a generated random m x n matrix by tiled Householder QR (flat or binary reduction
+    /// trees); print seconds, Gflop/s and LAPACK's QR ratios, `--compare` beside faer's and
+    /// OpenBLAS's own QR, `--lstsq K` least squares beside theirs.
+    Qr(commands::qr::QrArgs),
 }
 
 /// Exit status of a command line that does not parse (as clap's own).
@@ -100,6 +104,9 @@ fn main() -> ExitCode {
         }
         Command::Batch(args) => {
             commands::batch::run(args).map(|r| emit(args.json, &r, commands::batch::print))
+        }
+        Command::Qr(args) => {
+            commands::qr::run(args).map(|r| emit(args.json, &r, commands::qr::print))
         }
         Command::Lu(args) => {
             commands::lu::run(args).map(|r| emit(args.json, &r, commands::lu::print))

@@ -6,6 +6,7 @@ use faer::{Conj, MatMut, MatRef, Par};
 
 use crate::error::KernelError;
 use crate::faer_impl;
+use crate::op::Op;
 use crate::scalar::Scalar;
 
 /// Dispatches to the OpenBLAS implementation, or reports it as not built.
@@ -121,6 +122,39 @@ impl Backend {
         match self {
             Backend::Faer => Ok(faer_impl::library_lu(a, par)),
             Backend::OpenBlas => openblas!(library_lu(a, par)),
+        }
+    }
+
+    /// The library's own Householder QR of a whole matrix on `par` threads (faer's blocked
+    /// `qr_in_place`, LAPACK ?geqrf on OpenBLAS's threads): the peer of `hetla qr --compare`.
+    pub fn library_qr<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => {
+                faer_impl::library_qr(a, par);
+                Ok(())
+            }
+            Backend::OpenBlas => openblas!(library_qr(a, par)),
+        }
+    }
+
+    /// LAPACK ?gels ('N', m >= n) of a whole matrix and its right-hand sides on OpenBLAS's
+    /// threads: the solution in the first n rows of `b`; the first zero diagonal entry of R, if
+    /// any. The least-squares peer of `hetla qr --compare`; OpenBLAS only (faer's is its `Qr`'s
+    /// `solve_lstsq`).
+    pub fn library_lstsq<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        b: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => Err(KernelError::Operands {
+                op: Op::Geqrt,
+                reason: "least squares as a library call is OpenBLAS's ?gels; faer's is Mat::qr().solve_lstsq".into(),
+            }),
+            Backend::OpenBlas => openblas!(library_lstsq(a, b, par)),
         }
     }
 

@@ -301,6 +301,34 @@ pub(crate) fn library_lu<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Option<usize>
     None
 }
 
+/// faer's blocked Householder QR of a whole matrix on `par` threads, at its recommended block size
+/// (the peer of `hetla qr --compare`).
+pub(crate) fn library_qr<T: Scalar>(a: MatMut<'_, T>, par: Par) {
+    use faer::linalg::qr::no_pivoting::factor::{
+        qr_in_place, qr_in_place_scratch, recommended_block_size,
+    };
+    let (m, n) = (a.nrows(), a.ncols());
+    if m.min(n) == 0 {
+        return;
+    }
+    let block = recommended_block_size::<T>(m, n);
+    let mut coeff = faer::Mat::<T>::zeros(block, m.min(n));
+    let mut buffer = MemBuffer::new(qr_in_place_scratch::<T>(
+        m,
+        n,
+        block,
+        par,
+        Default::default(),
+    ));
+    qr_in_place(
+        a,
+        coeff.as_mut(),
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use faer::Mat;

@@ -623,6 +623,180 @@ pub(crate) fn library_lu<T: Scalar>(
     })
 }
 
+/// ?geqrf of a whole matrix on OpenBLAS's own threads (`par`), with the workspace it asks for.
+pub(crate) fn library_qr<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
+    let (m, n) = (int(a.nrows())?, int(a.ncols())?);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let mut tau = vec![T::from_f64(0.0); m.min(n) as usize];
+    let tau = tau.as_mut_ptr();
+    with_library_threads(par, || {
+        with_col_major(a, |ptr, lda| {
+            let call = |work: *mut T, lwork: c_int| {
+                let mut info: c_int = 0;
+                // SAFETY: ptr addresses an m x n column-major matrix of T with leading dimension
+                // lda, valid and exclusively borrowed for the call; tau holds min(m, n) scalars
+                // and work lwork of them (or one, for the query); the routine is T's precision's.
+                unsafe {
+                    match T::PRECISION {
+                        Precision::S => lapack_sys::sgeqrf_(
+                            &m,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            tau.cast(),
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        ),
+                        Precision::D => lapack_sys::dgeqrf_(
+                            &m,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            tau.cast(),
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        ),
+                        Precision::C => lapack_sys::cgeqrf_(
+                            &m,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            tau.cast(),
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        ),
+                        Precision::Z => lapack_sys::zgeqrf_(
+                            &m,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            tau.cast(),
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        ),
+                    }
+                };
+                info
+            };
+            let mut query = [T::from_f64(0.0)];
+            call(query.as_mut_ptr(), -1);
+            let lwork = (query[0].re_f64() as usize).max(n as usize).max(1);
+            let mut work = vec![T::from_f64(0.0); lwork];
+            match call(work.as_mut_ptr(), int(lwork)?) {
+                0 => Ok(()),
+                i => Err(KernelError::Operands {
+                    op: Op::Geqrt,
+                    reason: format!("{}geqrf rejected argument {}", T::PRECISION, -i),
+                }),
+            }
+        })
+    })
+}
+
+/// ?gels ('N') of a whole m x n matrix, m >= n, and its right-hand sides on OpenBLAS's threads:
+/// the least-squares solution in the first n rows of `b`. Returns the first zero diagonal entry of
+/// R (info > 0), if any.
+pub(crate) fn library_lstsq<T: Scalar>(
+    a: MatMut<'_, T>,
+    b: MatMut<'_, T>,
+    par: Par,
+) -> Result<Option<usize>, KernelError> {
+    let (m, n, k) = (int(a.nrows())?, int(a.ncols())?, int(b.ncols())?);
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(None);
+    }
+    with_library_threads(par, || {
+        with_col_major(a, |pa, lda| {
+            with_col_major(b, |pb, ldb| {
+                let call = |work: *mut T, lwork: c_int| {
+                    let mut info: c_int = 0;
+                    let trans = b'N' as std::ffi::c_char;
+                    // SAFETY: pa and pb address column-major m x n and m x k matrices of T with
+                    // leading dimensions lda and ldb, valid and exclusively borrowed for the
+                    // call; work holds lwork scalars (or one, for the query); the routine is
+                    // T's precision's; dgels_ alone is declared with TRANS's length (1).
+                    unsafe {
+                        match T::PRECISION {
+                            Precision::S => lapack_sys::sgels_(
+                                &trans,
+                                &m,
+                                &n,
+                                &k,
+                                pa.cast(),
+                                &lda,
+                                pb.cast(),
+                                &ldb,
+                                work.cast(),
+                                &lwork,
+                                &mut info,
+                            ),
+                            Precision::D => lapack_sys::dgels_(
+                                &trans,
+                                &m,
+                                &n,
+                                &k,
+                                pa.cast(),
+                                &lda,
+                                pb.cast(),
+                                &ldb,
+                                work.cast(),
+                                &lwork,
+                                &mut info,
+                                1,
+                            ),
+                            Precision::C => lapack_sys::cgels_(
+                                &trans,
+                                &m,
+                                &n,
+                                &k,
+                                pa.cast(),
+                                &lda,
+                                pb.cast(),
+                                &ldb,
+                                work.cast(),
+                                &lwork,
+                                &mut info,
+                            ),
+                            Precision::Z => lapack_sys::zgels_(
+                                &trans,
+                                &m,
+                                &n,
+                                &k,
+                                pa.cast(),
+                                &lda,
+                                pb.cast(),
+                                &ldb,
+                                work.cast(),
+                                &lwork,
+                                &mut info,
+                            ),
+                        }
+                    };
+                    info
+                };
+                let mut query = [T::from_f64(0.0)];
+                call(query.as_mut_ptr(), -1);
+                let lwork = (query[0].re_f64() as usize).max(1);
+                let mut work = vec![T::from_f64(0.0); lwork];
+                match call(work.as_mut_ptr(), int(lwork)?) {
+                    0 => Ok(None),
+                    i if i > 0 => Ok(Some(i as usize - 1)),
+                    i => Err(KernelError::Operands {
+                        op: Op::Geqrt,
+                        reason: format!("{}gels rejected argument {}", T::PRECISION, -i),
+                    }),
+                }
+            })
+        })
+    })
+}
+
 fn with_library_threads<R>(par: Par, f: impl FnOnce() -> R) -> R {
     set_threads(par);
     let out = f();

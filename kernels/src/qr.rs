@@ -140,33 +140,76 @@ fn reflector<T: Scalar>(alpha: &mut T, mut x: ColMut<'_, T>) -> T {
 /// The T of one block from its reflectors' vectors `v` (dense, r x jb, as they multiply) and their
 /// taus (LAPACK ?larft, forward, columnwise): T[c, c] = tau_c, T[..c, c] = -tau_c T[..c, ..c]
 /// (V[:, ..c]^H v_c).
-fn block_t<T: Scalar>(v: MatRef<'_, T>, taus: &[T]) -> Mat<T> {
+fn block_t<T: Scalar>(
+    backend: Backend,
+    v: MatRef<'_, T>,
+    taus: &[T],
+) -> Result<Mat<T>, KernelError> {
     let jb = taus.len();
+    // Z = V^H V once (level 3); T's columns from it.
+    let mut z = Mat::<T>::zeros(jb, jb);
+    if v.nrows() > 0 {
+        backend.matmul_seq(
+            (v.transpose(), adjoint_conj::<T>()),
+            (v, faer::Conj::No),
+            z.as_mut(),
+            1.0,
+            0.0,
+        )?;
+    }
     let mut t = Mat::<T>::zeros(jb, jb);
     for c in 0..jb {
         t[(c, c)] = taus[c];
-        if c == 0 {
-            continue;
-        }
-        // z = V[:, ..c]^H v_c
-        let z: Vec<T> = (0..c)
-            .map(|i| {
-                let mut s = zero::<T>();
-                for r in 0..v.nrows() {
-                    s += conj(v[(r, i)]) * v[(r, c)];
-                }
-                s
-            })
-            .collect();
         for i in 0..c {
             let mut s = zero::<T>();
-            for (p, zp) in z.iter().enumerate().take(c).skip(i) {
-                s += t[(i, p)] * *zp;
+            for p in i..c {
+                s += t[(i, p)] * z[(p, c)];
             }
             t[(i, c)] = -(taus[c] * s);
         }
     }
-    t
+    Ok(t)
+}
+
+/// Applies H^H = I - conj(tau) v v^H, v = [1; `below_v`] (the 1 at row `top`'s), to the columns
+/// `top` (1 x w, the row of v's 1) and `below` (r x w, the rows of `below_v`): w^T = top +
+/// below_v^H below, top -= conj(tau) w^T, below -= below_v conj(tau) w^T.
+fn reflect<T: Scalar>(
+    backend: Backend,
+    tau: T,
+    below_v: MatRef<'_, T>,
+    mut top: MatMut<'_, T>,
+    mut below: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    if top.ncols() == 0 || tau == zero::<T>() {
+        return Ok(());
+    }
+    let mut w = top.rb().to_owned();
+    if below_v.nrows() > 0 {
+        backend.matmul_seq(
+            (below_v.transpose(), adjoint_conj::<T>()),
+            (below.rb(), faer::Conj::No),
+            w.as_mut(),
+            1.0,
+            1.0,
+        )?;
+    }
+    let scale = conj(tau);
+    for j in 0..w.ncols() {
+        let x = scale * w[(0, j)];
+        w[(0, j)] = x;
+        top[(0, j)] -= x;
+    }
+    if below_v.nrows() > 0 {
+        backend.matmul_seq(
+            (below_v, faer::Conj::No),
+            (w.as_ref(), faer::Conj::No),
+            below.rb_mut(),
+            -1.0,
+            1.0,
+        )?;
+    }
+    Ok(())
 }
 
 /// Block `j0 .. j0 + jb` of a tile's T matrix, as a dense upper triangular jb x jb matrix.
@@ -267,22 +310,20 @@ impl Backend {
                 let (mut head, mut below) = a.rb_mut().split_at_row_mut(c + 1);
                 let tau = reflector(&mut head[(c, c)], below.rb_mut().col_mut(c));
                 // H^H on the block's columns right of c: rows c.. (v = [1; below[:, c]]).
-                for j in c + 1..j0 + jb {
-                    let mut w = head[(c, j)];
-                    for r in 0..below.nrows() {
-                        w += conj(below[(r, c)]) * below[(r, j)];
-                    }
-                    let w = conj(tau) * w;
-                    head[(c, j)] -= w;
-                    for r in 0..below.nrows() {
-                        let vr = below[(r, c)];
-                        below[(r, j)] -= vr * w;
-                    }
-                }
+                let w = j0 + jb - c - 1;
+                let (left, right) = below.split_at_col_mut(c + 1);
+                let top = head.submatrix_mut(c, c + 1, 1, w);
+                reflect(
+                    self,
+                    tau,
+                    left.rb().subcols(c, 1),
+                    top,
+                    right.subcols_mut(0, w),
+                )?;
                 taus.push(tau);
             }
             let v = unit_lower(a.rb(), j0, jb);
-            let block = block_t(v.as_ref(), &taus);
+            let block = block_t(self, v.as_ref(), &taus)?;
             if j0 + jb < n {
                 let c = a.rb_mut().submatrix_mut(j0, j0 + jb, m - j0, n - j0 - jb);
                 self.apply_block(v.as_ref(), block.as_ref(), None, c, true, par)?;
@@ -362,22 +403,22 @@ impl Backend {
             for c in j0..j0 + jb {
                 let rows = stack.rows(m, c);
                 let tau = reflector(&mut r[(c, c)], b.rb_mut().col_mut(c).subrows_mut(0, rows));
-                for j in c + 1..j0 + jb {
-                    let mut w = r[(c, j)];
-                    for i in 0..rows {
-                        w += conj(b[(i, c)]) * b[(i, j)];
-                    }
-                    let w = conj(tau) * w;
-                    r[(c, j)] -= w;
-                    for i in 0..rows {
-                        let vi = b[(i, c)];
-                        b[(i, j)] -= vi * w;
-                    }
-                }
+                // Columns right of c in the block: their rows 0..rows of B cover column c's
+                // (a triangle's later columns are longer).
+                let w = j0 + jb - c - 1;
+                let (left, right) = b.rb_mut().subrows_mut(0, rows).split_at_col_mut(c + 1);
+                let top = r.rb_mut().submatrix_mut(c, c + 1, 1, w);
+                reflect(
+                    self,
+                    tau,
+                    left.rb().subcols(c, 1),
+                    top,
+                    right.subcols_mut(0, w),
+                )?;
                 taus.push(tau);
             }
             let v = stacked_lower(b.rb(), stack, j0, jb);
-            let block = block_t(v.as_ref(), &taus);
+            let block = block_t(self, v.as_ref(), &taus)?;
             if j0 + jb < n {
                 let cols = n - j0 - jb;
                 let top = r.rb_mut().submatrix_mut(j0, j0 + jb, jb, cols);

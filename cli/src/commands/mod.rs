@@ -12,5 +12,6 @@ pub mod lu;
 pub mod output;
 #[cfg(test)]
 mod parsers;
+pub mod qr;
 pub mod simulate;
 pub mod sweep;

@@ -1,0 +1,469 @@
+//! `hetla qr`: the tiled Householder QR of a generated random m x n matrix, timed and checked
+//! (LAPACK's dqrt01 ratios ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps)), with
+//! its bounds; `--compare` times in the same process the libraries' own QR on the whole matrix
+//! (faer's blocked QR on as many threads as the platform has cores, LAPACK ?geqrf on OpenBLAS's
+//! threads when built with it); `--lstsq K` times least squares with K right-hand sides
+//! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels.
+
+use std::time::Instant;
+
+use clap::Args;
+use faer::linalg::solvers::SolveLstsq;
+use faer::{Mat, MatRef};
+use hetla::{Backend, BoundReport, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
+use hetla::{c32, c64};
+use hetla_runtime::{KernelSummary, WorkerSummary};
+use serde::Serialize;
+
+use super::args::{PlatformArgs, parse_positive, parse_spec};
+use crate::peers::{self, PeerRate};
+use crate::{Error, Result};
+
+#[derive(Args)]
+pub struct QrArgs {
+    /// Rows of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
+    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
+    pub m: usize,
+    /// Columns of the matrix.
+    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
+    pub n: usize,
+    /// Tile size (default: `hetla::default_qr_tile`: 256, or the whole matrix up to 256).
+    #[arg(long, value_parser = parse_positive)]
+    pub tile: Option<usize>,
+    /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
+    #[arg(long, default_value_t = hetla::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
+    pub inner: usize,
+    /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has
+    /// at least 4 times as many tile rows as tile columns).
+    #[arg(long, default_value = "auto")]
+    pub tree: QrTree,
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
+    /// or auto. QR's default is a cluster per core (`hetla::Qr`'s).
+    #[arg(long, default_value = "core", value_parser = parse_spec)]
+    pub clusters: ClusterSpec,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
+    #[arg(long, default_value = "d")]
+    pub precision: Precision,
+    /// Scheduler: mct, dmda, eager or ws.
+    #[arg(long, default_value = "mct")]
+    pub scheduler: SchedulerKind,
+    #[command(flatten)]
+    pub traces: super::args::TraceArgs,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Also time, in this process and on the same matrix, faer's blocked QR (`faer-qr`) and, when
+    /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads
+    /// (`openblas-dgeqrf`); with `--lstsq`, also their least squares (faer's `solve_lstsq`,
+    /// LAPACK ?gels).
+    #[arg(long)]
+    pub compare: bool,
+    /// Also time least squares with this many right-hand sides (m >= n): factorisation and solve.
+    #[arg(long, value_name = "K", value_parser = parse_positive)]
+    pub lstsq: Option<usize>,
+    /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
+    /// Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: Option<u64>,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+pub struct QrReport {
+    pub m: usize,
+    pub n: usize,
+    pub tile: usize,
+    pub inner: usize,
+    /// The tree the graph used (auto resolved).
+    pub tree: String,
+    pub precision: Precision,
+    pub backend: String,
+    pub clusters: String,
+    /// Cores of every cluster.
+    pub cores: usize,
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub runs: usize,
+    /// 2 m n^2 - 2 n^3 / 3 flops for m >= n (2 n m^2 - 2 m^3 / 3 otherwise; 4 times as many real
+    /// ones for complex) over `seconds`.
+    pub gflops: f64,
+    /// ||A - Q R||_1 / (m ||A||_1 eps).
+    pub residual: f64,
+    /// ||I - Q^H Q||_1 / (m eps).
+    pub orthogonality: f64,
+    /// Whether both are below LAPACK's threshold, 30.
+    pub residual_ok: bool,
+    pub workers: Vec<WorkerSummary>,
+    pub kernels: Vec<KernelSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<BoundReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    pub tasks: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's rate over each peer's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lstsq: Option<LstsqReport>,
+}
+
+/// Least squares with K right-hand sides, factorisation included.
+#[derive(Serialize)]
+pub struct LstsqReport {
+    pub rhs: usize,
+    pub seconds: f64,
+    pub median_seconds: f64,
+    /// ||A^H (B - A X)||_1 / (||A||_1 ||B - A X||_1 m eps): the residual's part in A's range,
+    /// relative (zero for the exact solution).
+    pub normal_residual: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's speed over each peer's (their seconds over hetla's), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
+}
+
+pub fn run(args: &QrArgs) -> Result<QrReport> {
+    match args.precision {
+        Precision::S => qr::<f32>(args),
+        Precision::D => qr::<f64>(args),
+        Precision::C => qr::<c32>(args),
+        Precision::Z => qr::<c64>(args),
+    }
+}
+
+fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
+    let (m, n) = (args.m, args.n);
+    hetla::limits::check_memory(
+        &format!("three {m} x {n} matrices"),
+        3 * hetla::limits::matrix_bytes(m, n) * T::PRECISION.bytes() as u128 / 8,
+    )?;
+    if let Some(k) = args.lstsq
+        && m < n
+    {
+        return Err(Error::Library(hetla::Error::InvalidOption {
+            option: "lstsq",
+            reason: format!("least squares with {k} right-hand sides needs m >= n, got {m} x {n}"),
+        }));
+    }
+    let platform = std::sync::Arc::new(hetla::Platform::with_store(
+        &args.clusters,
+        args.platform.backend,
+        args.platform.store(),
+    )?);
+    super::output::check_outputs(&args.traces.outputs(), None)?;
+    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
+    let mut qr = Qr::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler)
+        .inner_block(args.inner)
+        .tree(args.tree);
+    if let Some(b) = args.tile {
+        qr = qr.tile(b);
+    }
+    let a: Mat<T> = hetla::matgen::random_block_in(m.max(n), args.seed, 0..m, 0..n);
+    let plan = qr.plan(m, n, T::PRECISION)?;
+    let tree = match plan.algorithm() {
+        hetla::Algorithm::Qr { tree, .. } => tree,
+        _ => QrTree::Auto,
+    };
+    let runs = args.repeat.map(|r| r as usize);
+    let (trace, timings) = peers::repeat(runs, || {
+        let mut f = a.clone();
+        let start = Instant::now();
+        let trace = qr.factor_planned(&plan, f.as_mut())?;
+        Ok((trace, start.elapsed().as_secs_f64()))
+    })?;
+    let bounds = plan
+        .run_bounds(&trace)
+        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
+        .ok();
+    args.traces.write(&trace);
+    let summary = trace.summary();
+    let (long, short) = (m.max(n) as f64, m.min(n) as f64);
+    let flops =
+        (2.0 * long * short * short - 2.0 * short.powi(3) / 3.0) * T::PRECISION.flop_factor();
+    let factor = qr.factor(a.as_ref())?;
+    let (residual, orthogonality) = check(a.as_ref(), &factor)?;
+    let mut report = QrReport {
+        m,
+        n,
+        tile: plan.tile(),
+        inner: args.inner,
+        tree: tree.to_string(),
+        precision: T::PRECISION,
+        backend: platform.backend().name().to_owned(),
+        clusters: args.clusters.to_string(),
+        cores,
+        seconds: timings.best,
+        median_seconds: timings.median,
+        runs: timings.runs,
+        gflops: flops / timings.best / 1e9,
+        residual,
+        orthogonality,
+        residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD
+            && orthogonality < hetla::check::RESIDUAL_THRESHOLD,
+        workers: summary.workers,
+        kernels: summary.kernels,
+        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
+        bounds,
+        tasks: plan.graph().len(),
+        peers: None,
+        ratios: Vec::new(),
+        lstsq: None,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cores)
+        .build()
+        .map_err(|e| Error::Spawn {
+            threads: cores,
+            reason: e.to_string(),
+        })?;
+    if args.compare {
+        let mut rates = Vec::new();
+        for backend in Backend::available() {
+            let name = match backend {
+                Backend::Faer => "faer-qr".to_owned(),
+                Backend::OpenBlas => format!("openblas-{}geqrf", T::PRECISION),
+            };
+            let ((), t) = peers::repeat(runs, || {
+                let mut f = a.clone();
+                let start = Instant::now();
+                let par = hetla::Par::rayon(cores);
+                let result = match backend {
+                    Backend::Faer => pool.install(|| backend.library_qr(f.as_mut(), par)),
+                    // OpenBLAS's own threads, called from this thread as a user would.
+                    Backend::OpenBlas => backend.library_qr(f.as_mut(), par),
+                };
+                result.map_err(|source| Error::Peer {
+                    name: name.clone(),
+                    source,
+                })?;
+                Ok(((), start.elapsed().as_secs_f64()))
+            })?;
+            rates.push(PeerRate::from_timings(&name, t, flops));
+        }
+        report.ratios = rates
+            .iter()
+            .map(|p| (p.name.clone(), report.gflops / p.gflops))
+            .collect();
+        report.peers = Some(rates);
+    }
+    if let Some(k) = args.lstsq {
+        report.lstsq = Some(lstsq(
+            &qr,
+            a.as_ref(),
+            k,
+            runs,
+            args.compare,
+            &pool,
+            cores,
+            args.seed,
+        )?);
+    }
+    Ok(report)
+}
+
+/// Least squares with `k` right-hand sides: hetla's (factorisation and solve), and with `compare`
+/// faer's and LAPACK ?gels, each timed the same way.
+#[allow(clippy::too_many_arguments)]
+fn lstsq<T: Scalar>(
+    qr: &Qr,
+    a: MatRef<'_, T>,
+    k: usize,
+    runs: Option<usize>,
+    compare: bool,
+    pool: &rayon::ThreadPool,
+    cores: usize,
+    seed: u64,
+) -> Result<LstsqReport> {
+    let b: Mat<T> = hetla::matgen::random_block_in(a.nrows(), seed + 1, 0..a.nrows(), 0..k);
+    let (x, t) = peers::repeat(runs, || {
+        let start = Instant::now();
+        let x = qr.factor(a)?.solve_least_squares(b.as_ref())?;
+        Ok((x, start.elapsed().as_secs_f64()))
+    })?;
+    let normal_residual = normal_residual(a, x.as_ref(), b.as_ref());
+    // Rates as the factorisation's flops plus the solve's, the same for every peer.
+    let (m, n) = (a.nrows() as f64, a.ncols() as f64);
+    let flops = (2.0 * m * n * n - 2.0 * n * n * n / 3.0 + 4.0 * m * n * k as f64)
+        * T::PRECISION.flop_factor();
+    let mut report = LstsqReport {
+        rhs: k,
+        seconds: t.best,
+        median_seconds: t.median,
+        normal_residual,
+        peers: None,
+        ratios: Vec::new(),
+    };
+    if compare {
+        let mut rates = Vec::new();
+        for backend in Backend::available() {
+            let name = match backend {
+                Backend::Faer => "faer-lstsq".to_owned(),
+                Backend::OpenBlas => format!("openblas-{}gels", T::PRECISION),
+            };
+            let ((), t) = peers::repeat(runs, || {
+                let (mut f, mut rhs) = (a.to_owned(), b.clone());
+                let start = Instant::now();
+                match backend {
+                    Backend::Faer => pool.install(|| {
+                        faer::set_global_parallelism(hetla::Par::rayon(cores));
+                        let x = f.as_ref().qr().solve_lstsq(rhs.as_ref());
+                        faer::set_global_parallelism(hetla::Par::Seq);
+                        std::hint::black_box(x);
+                    }),
+                    Backend::OpenBlas => {
+                        backend
+                            .library_lstsq(f.as_mut(), rhs.as_mut(), hetla::Par::rayon(cores))
+                            .map_err(|source| Error::Peer {
+                                name: name.clone(),
+                                source,
+                            })?;
+                    }
+                }
+                Ok(((), start.elapsed().as_secs_f64()))
+            })?;
+            rates.push(PeerRate::from_timings(&name, t, flops));
+        }
+        report.ratios = rates
+            .iter()
+            .map(|p| (p.name.clone(), p.seconds / report.seconds))
+            .collect();
+        report.peers = Some(rates);
+    }
+    Ok(report)
+}
+
+fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
+    (0..m.ncols())
+        .map(|j| m.col(j).iter().map(|x| x.abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+/// dqrt01's ratios: ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps), Q the thin Q.
+fn check<T: Scalar>(a: MatRef<'_, T>, f: &hetla::QrFactor<T>) -> Result<(f64, f64)> {
+    let m = a.nrows();
+    let eps = T::PRECISION.epsilon();
+    let (q, r) = (f.thin_q()?, f.r());
+    let par = faer::get_global_parallelism();
+    let mut d = a.to_owned();
+    faer::linalg::matmul::matmul(
+        d.as_mut(),
+        faer::Accum::Add,
+        q.as_ref(),
+        r.as_ref(),
+        T::from_f64(-1.0),
+        par,
+    );
+    let residual = norm1(d.as_ref()) / (m as f64 * norm1(a).max(f64::MIN_POSITIVE) * eps);
+    let k = q.ncols();
+    let mut e = Mat::<T>::identity(k, k);
+    faer::linalg::matmul::matmul(
+        e.as_mut(),
+        faer::Accum::Add,
+        q.adjoint(),
+        q.as_ref(),
+        T::from_f64(-1.0),
+        par,
+    );
+    Ok((residual, norm1(e.as_ref()) / (m as f64 * eps)))
+}
+
+/// ||A^H R||_1 / (||A||_1 ||R||_1 m eps) with R = B - A X (LAPACK's dqrt17-like test of a
+/// least-squares solution: the residual is orthogonal to A's range).
+fn normal_residual<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
+    let r = b - a * x;
+    let scale = norm1(a) * norm1(r.as_ref()) * a.nrows() as f64 * T::PRECISION.epsilon();
+    if scale == 0.0 {
+        0.0
+    } else {
+        norm1((a.adjoint() * &r).as_ref()) / scale
+    }
+}
+
+pub fn print(r: &QrReport) {
+    println!(
+        "hetla qr: {} x {}, tiles of {} (inner blocks of {}), {} tree, precision {}, backend {}, clusters {} ({} cores), {} tasks",
+        r.m, r.n, r.tile, r.inner, r.tree, r.precision, r.backend, r.clusters, r.cores, r.tasks
+    );
+    println!(
+        "  time      {:.4} s, {:.2} Gflop/s (2 m n^2 - 2 n^3/3{} flops)",
+        r.seconds,
+        r.gflops,
+        if r.precision.is_complex() {
+            ", 4x real"
+        } else {
+            ""
+        }
+    );
+    if r.runs > 1 {
+        println!(
+            "  repeat    best of {} runs after a warm-up; median {:.4} s",
+            r.runs, r.median_seconds
+        );
+    }
+    println!(
+        "  check     ||A - QR||_1 / (m ||A||_1 eps) = {:.3e}, ||I - Q^H Q||_1 / (m eps) = {:.3e} ({})",
+        r.residual,
+        r.orthogonality,
+        if r.residual_ok { "ok" } else { "TOO LARGE" }
+    );
+    for w in &r.workers {
+        println!(
+            "  worker    {:<6} {:5} tasks, busy {:5.1}%",
+            w.name,
+            w.tasks,
+            100.0 * w.busy_fraction
+        );
+    }
+    for k in &r.kernels {
+        println!(
+            "  kernel    {:<9} {:6} x {:9.3} ms  {:7.2} Gflop/s",
+            k.op,
+            k.count,
+            k.mean_seconds * 1e3,
+            k.gflops
+        );
+    }
+    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
+        super::output::print_bounds(bounds);
+        println!(
+            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
+    }
+    if let Some(peers) = &r.peers {
+        for p in peers {
+            println!(
+                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
+                p.name, p.seconds, p.gflops, p.median_seconds
+            );
+        }
+        for (name, ratio) in &r.ratios {
+            println!("  ratio     hetla / {name} {ratio:.3}");
+        }
+    }
+    if let Some(l) = &r.lstsq {
+        println!(
+            "  lstsq     {} right-hand sides: {:.4} s (median {:.4} s), factorisation included; ||A^H (B - AX)|| ratio {:.3e}",
+            l.rhs, l.seconds, l.median_seconds, l.normal_residual
+        );
+        if let Some(peers) = &l.peers {
+            for p in peers {
+                println!(
+                    "  peer      {:<16} {:8.4} s (median {:.4} s)",
+                    p.name, p.seconds, p.median_seconds
+                );
+            }
+            for (name, ratio) in &l.ratios {
+                println!("  ratio     {name} time / hetla's {ratio:.3}");
+            }
+        }
+    }
+}
