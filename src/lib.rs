@@ -65,7 +65,10 @@ pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
-pub use qr::{DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, QrTree, default_qr_tile, lstsq};
+pub use qr::{
+    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, QrTree,
+    default_qr_tile, lstsq,
+};
 pub use tiles::{Storage, mat_from_slice};
 
 /// The faer hetla is built on (its matrices are hetla's native ones): use `hetla::faer` to stay on

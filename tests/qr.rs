@@ -1,5 +1,5 @@
-//! Tiled QR: the graphs of both reduction trees run task by task in submission order (a valid
-//! order of every graph) on the tile kernels, checked as LAPACK's dqrt01 checks a QR:
+//! Tiled QR: the graphs of both reduction trees run task by task in submission order (a valid order
+//! of every graph) on the tile kernels, checked as LAPACK's dqrt01 checks a QR:
 //! ||A - Q R||_1 / (m ||A||_1 eps) < 30 and ||I - Q^H Q||_1 / (m eps) < 30, with Q applied from
 //! the tasks' own reflectors.
 
@@ -135,8 +135,8 @@ fn factor<T: Scalar>(
     ts
 }
 
-/// X <- Q X, Q from the factored tiles: each factorisation's Q applied in reverse order to X's
-/// row blocks (X tiled by rows as A, in one column block).
+/// X <- Q X, Q from the factored tiles: each factorisation's Q applied in reverse order to X's row
+/// blocks (X tiled by rows as A, in one column block).
 fn apply_q<T: Scalar>(
     backend: Backend,
     g: &TaskGraph,
@@ -389,4 +389,86 @@ fn least_squares_refuse_rank_deficient_underdetermined_and_bad_inputs() {
         .factor(random::<f64>(5, 5, 1).as_ref())
         .unwrap_err();
     assert!(err.to_string().contains("inner block"), "{err}");
+}
+
+/// A tall m x n matrix of 2-norm condition number `cond`: Q1 diag(sigma) Q2 with sigma geometric
+/// from 1 to 1/cond, Q1 and Q2 from Householder QRs of random matrices.
+fn conditioned<T: Scalar>(m: usize, n: usize, cond: f64, seed: u64) -> Mat<T> {
+    let q1 = hetla::Qr::new()
+        .factor(random::<T>(m, n, seed).as_ref())
+        .unwrap()
+        .thin_q()
+        .unwrap();
+    let q2 = hetla::Qr::new()
+        .factor(random::<T>(n, n, seed + 1).as_ref())
+        .unwrap()
+        .thin_q()
+        .unwrap();
+    let sigma = Mat::from_fn(n, n, |i, j| {
+        if i == j {
+            T::from_f64(cond.powf(-(i as f64) / (n - 1).max(1) as f64))
+        } else {
+            T::from_f64(0.0)
+        }
+    });
+    &q1 * &sigma * q2.adjoint()
+}
+
+fn cholesky_qr_case<T: Scalar>(m: usize, n: usize, cond: f64) -> hetla::CholeskyQrPath {
+    let a = conditioned::<T>(m, n, cond, (m + n) as u64);
+    let f = hetla::CholeskyQr::new().factor(a.as_ref()).unwrap();
+    let eps = T::PRECISION.epsilon();
+    let mut d = f.q() * f.r();
+    d -= &a;
+    let ratio = norm1(d.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps);
+    let what = format!("{} {m}x{n} cond {cond:e} {:?}", T::PRECISION, f.path());
+    assert!(ratio < 30.0, "{what}: ||A - QR|| ratio {ratio}");
+    let mut e = Mat::<T>::identity(n, n);
+    e -= f.q().adjoint() * f.q();
+    let ratio = norm1(e.as_ref()) / (m as f64 * eps);
+    assert!(ratio < 30.0, "{what}: ||I - Q^H Q|| ratio {ratio}");
+    for j in 0..n {
+        for i in j + 1..n {
+            assert_eq!(f.r()[(i, j)], T::from_f64(0.0), "{what}: R not upper");
+        }
+    }
+    f.path().clone()
+}
+
+#[test]
+fn cholesky_qr2_passes_dqrt01_or_falls_back_to_householder() {
+    use hetla::CholeskyQrPath::{CholeskyQr2, Householder};
+    for (m, n) in [(2000, 50), (300, 300), (1000, 1)] {
+        assert_eq!(cholesky_qr_case::<f64>(m, n, 10.0), CholeskyQr2);
+        assert_eq!(cholesky_qr_case::<c64>(m, n, 10.0), CholeskyQr2);
+        assert_eq!(cholesky_qr_case::<f32>(m, n, 10.0), CholeskyQr2);
+        assert_eq!(cholesky_qr_case::<c32>(m, n, 10.0), CholeskyQr2);
+    }
+    // cond 1e7 < 1/sqrt(eps) in double: two passes suffice.
+    assert_eq!(cholesky_qr_case::<f64>(2000, 50, 1e7), CholeskyQr2);
+    assert_eq!(cholesky_qr_case::<c64>(2000, 50, 1e7), CholeskyQr2);
+    // Far beyond it (and beyond 1/sqrt(eps) in single): the Gram matrix is not numerically
+    // positive definite and Householder QR takes over, still within the thresholds.
+    assert!(matches!(
+        cholesky_qr_case::<f64>(2000, 50, 1e15),
+        Householder { pass: 1, .. }
+    ));
+    assert!(matches!(
+        cholesky_qr_case::<f32>(2000, 50, 1e6),
+        Householder { .. }
+    ));
+    // Least squares through it equal Householder's.
+    let a = random::<f64>(500, 20, 3);
+    let b = random::<f64>(500, 2, 4);
+    let x = hetla::CholeskyQr::new()
+        .factor(a.as_ref())
+        .unwrap()
+        .solve_least_squares(b.as_ref())
+        .unwrap();
+    let y = hetla::lstsq(a.as_ref(), b.as_ref()).unwrap();
+    assert!((&x - &y).norm_max() / y.norm_max() < 1e-10);
+    let err = hetla::CholeskyQr::new()
+        .factor(random::<f64>(3, 5, 1).as_ref())
+        .unwrap_err();
+    assert!(matches!(err, hetla::Error::Underdetermined { .. }), "{err}");
 }

@@ -29,6 +29,6 @@ pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messag
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
-pub use qr::{QrTree, qr, qr_t_slot};
+pub use qr::{QrTree, qr, qr_apply_rhs, qr_t_slot, qr_with_rhs};
 pub use split::{GridSplit, RankShare, SplitError};
 pub use tiling::{Tiling, TilingError};

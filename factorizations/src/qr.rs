@@ -7,20 +7,20 @@
 //! applies each elimination to the tile columns right of k:
 //!
 //! - [`QrTree::Flat`] (PLASMA's flat tree, the one for square matrices): `Geqrt(A_kk)` and
-//!   `Unmqr(A_kk -> A_kj)`, then for i = k+1, k+2, ... in turn `Tsqrt(A_kk, A_ik)` and `Tsmqr(A_ik
-//!   -> A_kj, A_ij)`: the eliminations of a column are a chain of mt - k tasks.
+//!   `Unmqr(A_kk -> A_kj)`, then for i = k+1, k+2, ... in turn `Tsqrt(A_kk, A_ik)` and
+//!   `Tsmqr(A_ik -> A_kj, A_ij)`: the eliminations of a column are a chain of mt - k tasks.
 //! - [`QrTree::Binary`] (for tall matrices): `Geqrt(A_ik)` and `Unmqr(A_ik -> A_ij)` for every i >=
-//!   k at once, then the triangles merged pairwise, `Ttqrt(A_pk, A_qk)` and `Ttmqr(A_qk -> A_pj,
-//!   A_qj)` with q = p + s for s = 1, 2, 4, ...: a column's critical path is log2(mt - k) merges
-//!   instead of mt - k eliminations, for the same flops (a tile QR and a merge of triangles cost
-//!   what the elimination of a tile on a triangle costs).
+//!   k at once, then the triangles merged pairwise, `Ttqrt(A_pk, A_qk)` and
+//!   `Ttmqr(A_qk -> A_pj, A_qj)` with q = p + s for s = 1, 2, 4, ...: a column's critical path is
+//!   log2(mt - k) merges instead of mt - k eliminations, for the same flops (a tile QR and a merge
+//!   of triangles cost what the elimination of a tile on a triangle costs).
 //!
-//! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so
-//! its tasks have two write accesses; the dependencies follow from the accesses as for every graph.
+//! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so its
+//! tasks have two write accesses; the dependencies follow from the accesses as for every graph.
 
 use hetla_kernels::Op;
 
-use crate::{Access, FACTOR, Mode, TaskGraph, TileRef, Tiling, TilingError};
+use crate::{Access, FACTOR, MatrixId, Mode, RHS, TaskGraph, TileRef, Tiling, TilingError};
 
 /// How the tiles of a tile column are eliminated (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -44,13 +44,16 @@ impl QrTree {
         }
     }
 
-    /// The tree for a matrix of `row_tiles` x `col_tiles` tiles: binary when the matrix has at
-    /// least four times as many tile rows as tile columns (a tall matrix, whose columns' chains
-    /// would be the critical path), else flat (a square matrix has parallelism across its
-    /// columns, and the flat tree's kernels are the faster ones).
-    pub fn for_shape(self, row_tiles: usize, col_tiles: usize) -> QrTree {
+    /// The tree for a matrix of `row_tiles` x `col_tiles` tiles run by `workers` workers: binary
+    /// when the matrix is tall (at least four times as many tile rows as tile columns) and has too
+    /// few tile columns to keep the workers busy (fewer than two per worker), where the flat tree's
+    /// chain down each tile column would be the critical path; else flat, whose kernels are the
+    /// faster ones (2 cores, 20000 x 1000 in tiles of 256: least squares 0.87 s flat, 0.99 s
+    /// binary).
+    pub fn for_shape(self, row_tiles: usize, col_tiles: usize, workers: usize) -> QrTree {
+        let tall = row_tiles >= 4 * col_tiles.max(1);
         match self {
-            QrTree::Auto if row_tiles >= 4 * col_tiles.max(1) => QrTree::Binary,
+            QrTree::Auto if tall && col_tiles < 2 * workers.max(1) => QrTree::Binary,
             QrTree::Auto => QrTree::Flat,
             other => other,
         }
@@ -88,35 +91,80 @@ pub fn qr_t_slot(task: &crate::Task) -> (TileRef, bool) {
 
 /// The graph of the tiled QR of `a` with `tree` (see the module documentation).
 pub fn qr(a: &Tiling, tree: QrTree) -> Result<TaskGraph, TilingError> {
+    build(a, None, tree, true)
+}
+
+/// The graph of the tiled QR of `a` (matrix [`FACTOR`]) that also applies Q^H to `b` (matrix
+/// [`RHS`], tiled by rows as `a`): each factorisation's application to B's tiles in the same step
+/// as its application to A's, so that B's updates overlap A's factorisation (what least squares
+/// needs: Q^H B, then R X = (Q^H B)'s first n rows).
+pub fn qr_with_rhs(a: &Tiling, b: &Tiling, tree: QrTree) -> Result<TaskGraph, TilingError> {
+    check_rhs_rows(a, b)?;
+    build(a, Some(b), tree, true)
+}
+
+/// The graph that applies Q^H of an already factored `a` (read only, factored by [`qr`] with the
+/// same `tree`) to `b`: the applications of [`qr_with_rhs`] without the factorisation.
+pub fn qr_apply_rhs(a: &Tiling, b: &Tiling, tree: QrTree) -> Result<TaskGraph, TilingError> {
+    check_rhs_rows(a, b)?;
+    build(a, Some(b), tree, false)
+}
+
+fn check_rhs_rows(a: &Tiling, b: &Tiling) -> Result<(), TilingError> {
+    if b.rows() != a.rows() || b.tile() != a.tile() {
+        return Err(TilingError::Mismatch {
+            n: a.rows(),
+            tile: a.tile(),
+            rhs_rows: b.rows(),
+            rhs_tile: b.tile(),
+        });
+    }
+    Ok(())
+}
+
+/// Step k of `tree` over A's tile column k: A's tasks when `factor`, and with `b` the same
+/// applications to every tile column of B.
+fn build(
+    a: &Tiling,
+    b: Option<&Tiling>,
+    tree: QrTree,
+    factor: bool,
+) -> Result<TaskGraph, TilingError> {
     let (mt, nt) = (a.row_tiles(), a.col_tiles());
-    let tile = |i, j| TileRef::new(FACTOR, i, j);
-    let shape = |i, j| a.tile_shape(i, j);
+    let bt = b.map_or(0, Tiling::col_tiles);
+    let tiling = |m: MatrixId| if m == RHS { b.unwrap_or(a) } else { a };
     let mut g = TaskGraph::new();
-    let add = |g: &mut TaskGraph, op: Op, reads: &[(usize, usize)], writes: &[(usize, usize)]| {
-        let shapes: Vec<_> = reads
-            .iter()
-            .chain(writes)
-            .map(|&(i, j)| shape(i, j))
-            .collect();
+    let add = |g: &mut TaskGraph, op: Op, reads: &[TileRef], writes: &[TileRef]| {
+        let shape = |t: &TileRef| tiling(t.matrix).tile_shape(t.row, t.col);
+        let shapes: Vec<_> = reads.iter().chain(writes).map(shape).collect();
         let accesses = reads
             .iter()
-            .map(|&(i, j)| (i, j, Mode::Read))
-            .chain(writes.iter().map(|&(i, j)| (i, j, Mode::ReadWrite)))
-            .map(|(i, j, mode)| Access {
-                tile: tile(i, j),
-                mode,
+            .map(|&tile| Access {
+                tile,
+                mode: Mode::Read,
             })
+            .chain(writes.iter().map(|&tile| Access {
+                tile,
+                mode: Mode::ReadWrite,
+            }))
             .collect();
         g.add_task(op, accesses, flops(op, &shapes));
     };
-    let tree = tree.for_shape(mt, nt);
+    let at = |i, j| TileRef::new(FACTOR, i, j);
+    let rhs = |i, j| TileRef::new(RHS, i, j);
+    let tree = tree.for_shape(mt, nt, 1);
     for k in 0..mt.min(nt) {
         match tree {
             QrTree::Binary => {
                 for i in k..mt {
-                    add(&mut g, Op::Geqrt, &[], &[(i, k)]);
-                    for j in k + 1..nt {
-                        add(&mut g, Op::Unmqr, &[(i, k)], &[(i, j)]);
+                    if factor {
+                        add(&mut g, Op::Geqrt, &[], &[at(i, k)]);
+                        for j in k + 1..nt {
+                            add(&mut g, Op::Unmqr, &[at(i, k)], &[at(i, j)]);
+                        }
+                    }
+                    for j in 0..bt {
+                        add(&mut g, Op::Unmqr, &[at(i, k)], &[rhs(i, j)]);
                     }
                 }
                 let mut s = 1;
@@ -126,23 +174,38 @@ pub fn qr(a: &Tiling, tree: QrTree) -> Result<TaskGraph, TilingError> {
                         if q >= mt {
                             continue;
                         }
-                        add(&mut g, Op::Ttqrt, &[], &[(p, k), (q, k)]);
-                        for j in k + 1..nt {
-                            add(&mut g, Op::Ttmqr, &[(q, k)], &[(p, j), (q, j)]);
+                        if factor {
+                            add(&mut g, Op::Ttqrt, &[], &[at(p, k), at(q, k)]);
+                            for j in k + 1..nt {
+                                add(&mut g, Op::Ttmqr, &[at(q, k)], &[at(p, j), at(q, j)]);
+                            }
+                        }
+                        for j in 0..bt {
+                            add(&mut g, Op::Ttmqr, &[at(q, k)], &[rhs(p, j), rhs(q, j)]);
                         }
                     }
                     s *= 2;
                 }
             }
             _ => {
-                add(&mut g, Op::Geqrt, &[], &[(k, k)]);
-                for j in k + 1..nt {
-                    add(&mut g, Op::Unmqr, &[(k, k)], &[(k, j)]);
+                if factor {
+                    add(&mut g, Op::Geqrt, &[], &[at(k, k)]);
+                    for j in k + 1..nt {
+                        add(&mut g, Op::Unmqr, &[at(k, k)], &[at(k, j)]);
+                    }
+                }
+                for j in 0..bt {
+                    add(&mut g, Op::Unmqr, &[at(k, k)], &[rhs(k, j)]);
                 }
                 for i in k + 1..mt {
-                    add(&mut g, Op::Tsqrt, &[], &[(k, k), (i, k)]);
-                    for j in k + 1..nt {
-                        add(&mut g, Op::Tsmqr, &[(i, k)], &[(k, j), (i, j)]);
+                    if factor {
+                        add(&mut g, Op::Tsqrt, &[], &[at(k, k), at(i, k)]);
+                        for j in k + 1..nt {
+                            add(&mut g, Op::Tsmqr, &[at(i, k)], &[at(k, j), at(i, j)]);
+                        }
+                    }
+                    for j in 0..bt {
+                        add(&mut g, Op::Tsmqr, &[at(i, k)], &[rhs(k, j), rhs(i, j)]);
                     }
                 }
             }
@@ -175,9 +238,12 @@ mod tests {
             assert_eq!(t.name().parse::<QrTree>(), Ok(t));
         }
         assert!("greedy".parse::<QrTree>().unwrap_err().contains("flat"));
-        assert_eq!(QrTree::Auto.for_shape(32, 32), QrTree::Flat);
-        assert_eq!(QrTree::Auto.for_shape(782, 1), QrTree::Binary);
-        assert_eq!(QrTree::Flat.for_shape(782, 1), QrTree::Flat);
+        assert_eq!(QrTree::Auto.for_shape(32, 32, 2), QrTree::Flat);
+        assert_eq!(QrTree::Auto.for_shape(782, 1, 2), QrTree::Binary);
+        assert_eq!(QrTree::Flat.for_shape(782, 1, 2), QrTree::Flat);
+        // Tall, but with enough tile columns for 2 workers; not for 16.
+        assert_eq!(QrTree::Auto.for_shape(79, 4, 2), QrTree::Flat);
+        assert_eq!(QrTree::Auto.for_shape(79, 4, 16), QrTree::Binary);
     }
 
     fn count(g: &TaskGraph, op: Op) -> usize {

@@ -138,9 +138,9 @@ impl Backend {
         }
     }
 
-    /// LAPACK ?gels ('N', m >= n) of a whole matrix and its right-hand sides on OpenBLAS's
-    /// threads: the solution in the first n rows of `b`; the first zero diagonal entry of R, if
-    /// any. The least-squares peer of `hetla qr --compare`; OpenBLAS only (faer's is its `Qr`'s
+    /// LAPACK ?gels ('N', m >= n) of a whole matrix and its right-hand sides on OpenBLAS's threads:
+    /// the solution in the first n rows of `b`; the first zero diagonal entry of R, if any. The
+    /// least-squares peer of `hetla qr --compare`; OpenBLAS only (faer's is its `Qr`'s
     /// `solve_lstsq`).
     pub fn library_lstsq<T: Scalar>(
         self,

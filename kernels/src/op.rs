@@ -65,8 +65,7 @@ pub enum Op {
     /// ([`crate::Backend::qr_tile`]).
     Geqrt,
     /// `[V (m x k), C (m x c)]`: C <- Q^H C, Q the orthogonal factor of the tile V factored by
-    /// [`Op::Geqrt`] (LAPACK ?gemqrt; PLASMA's UNMQR), with V's T's
-    /// ([`crate::Backend::qr_apply`]).
+    /// [`Op::Geqrt`] (LAPACK ?gemqrt; PLASMA's UNMQR), with V's T's ([`crate::Backend::qr_apply`]).
     Unmqr,
     /// `[R (n x n), B (m x n)]`: the QR of R's upper triangle stacked on B: the new R in R's upper
     /// triangle, the reflectors in B (LAPACK ?tpqrt, l = 0; PLASMA's TSQRT), T's beside
@@ -298,8 +297,8 @@ impl Op {
         }
     }
 
-    /// Checks that `shapes` (reads first, the written tiles last) fit the operation, and says
-    /// which operand is wrong otherwise.
+    /// Checks that `shapes` (reads first, the written tiles last) fit the operation, and says which
+    /// operand is wrong otherwise.
     pub fn check_shapes(self, shapes: &[Shape]) -> Result<(), String> {
         if shapes.len() != self.operands() {
             return Err(format!(
@@ -433,8 +432,8 @@ impl Op {
                 n * b * (b - 1.0) + 2.0 * (m - b) * b * n
             }
             Op::LuSwap => 0.0,
-            // LAPACK Working Note 41's ?geqrf of an m x n matrix, k = min(m, n) reflectors:
-            // m >= n: 2 m n^2 - 2 n^3/3 + m n + n^2 + 14 n/3; m < n: 2 n m^2 - 2 m^3/3 + 3 n m - m^2
+            // LAPACK Working Note 41's ?geqrf of an m x n matrix, k = min(m, n) reflectors: m >= n:
+            // 2 m n^2 - 2 n^3/3 + m n + n^2 + 14 n/3; m < n: 2 n m^2 - 2 m^3/3 + 3 n m - m^2
             // + 14 m/3 (over one division so that it is exact in f64).
             Op::Geqrt if m >= n => {
                 (6.0 * m * n * n - 2.0 * n * n * n + 3.0 * m * n + 3.0 * n * n + 14.0 * n) / 3.0

@@ -699,9 +699,9 @@ pub(crate) fn library_qr<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), Ke
     })
 }
 
-/// ?gels ('N') of a whole m x n matrix, m >= n, and its right-hand sides on OpenBLAS's threads:
-/// the least-squares solution in the first n rows of `b`. Returns the first zero diagonal entry of
-/// R (info > 0), if any.
+/// ?gels ('N') of a whole m x n matrix, m >= n, and its right-hand sides on OpenBLAS's threads: the
+/// least-squares solution in the first n rows of `b`. Returns the first zero diagonal entry of R
+/// (info > 0), if any.
 pub(crate) fn library_lstsq<T: Scalar>(
     a: MatMut<'_, T>,
     b: MatMut<'_, T>,

@@ -7,16 +7,16 @@
 //!
 //! **Reflectors.** Each column's reflector is H = I - tau v v^H with H^H [alpha; x] = [beta; 0],
 //! beta real (LAPACK ?larfg). A factored tile holds R on and above its diagonal and the reflectors'
-//! vectors below it, their unit first entries implied. After a stacked QR the top triangle holds the
-//! new R (its strict lower part is left as it was: a tile's own reflectors can live there) and the
-//! bottom tile the vectors' lower parts; the vectors' top parts are columns of the identity, never
-//! stored. With l = n (two triangles) only the bottom tile's upper triangle is read and written:
-//! its strict lower part may hold the reflectors of the bottom tile's own QR.
+//! vectors below it, their unit first entries implied. After a stacked QR the top triangle holds
+//! the new R (its strict lower part is left as it was: a tile's own reflectors can live there) and
+//! the bottom tile the vectors' lower parts; the vectors' top parts are columns of the identity,
+//! never stored. With l = n (two triangles) only the bottom tile's upper triangle is read and
+//! written: its strict lower part may hold the reflectors of the bottom tile's own QR.
 //!
-//! **Block reflectors.** The reflectors come in blocks of `ib` columns (the inner block), each block
-//! Q_j = I - V T V^H with T upper triangular (LAPACK ?larft, forward, columnwise). The T's of a tile
-//! are stored side by side in an `ib` x k matrix, block j in columns [j ib, j ib + ib) and its
-//! first rows (LAPACK's layout for ?geqrt's T), zeros below each block's diagonal: `ib` is the
+//! **Block reflectors.** The reflectors come in blocks of `ib` columns (the inner block), each
+//! block Q_j = I - V T V^H with T upper triangular (LAPACK ?larft, forward, columnwise). The T's of
+//! a tile are stored side by side in an `ib` x k matrix, block j in columns [j ib, j ib + ib) and
+//! its first rows (LAPACK's layout for ?geqrt's T), zeros below each block's diagonal: `ib` is the
 //! number of rows of the T matrix handed in. Q = Q_1 Q_2 ... : Q^H C applies the blocks in order,
 //! each as C <- C - V T^H (V^H C); Q C in reverse order with T.
 //!
@@ -138,8 +138,8 @@ fn reflector<T: Scalar>(alpha: &mut T, mut x: ColMut<'_, T>) -> T {
 }
 
 /// The T of one block from its reflectors' vectors `v` (dense, r x jb, as they multiply) and their
-/// taus (LAPACK ?larft, forward, columnwise): T[c, c] = tau_c, T[..c, c] = -tau_c T[..c, ..c]
-/// (V[:, ..c]^H v_c).
+/// taus (LAPACK ?larft, forward, columnwise): T[c, c] = tau_c, T[..c, c] = -tau_c T[..c, ..c] (V[:,
+/// ..c]^H v_c).
 fn block_t<T: Scalar>(
     backend: Backend,
     v: MatRef<'_, T>,
@@ -241,8 +241,8 @@ fn unit_lower<T: Scalar>(v: MatRef<'_, T>, j0: usize, jb: usize) -> Mat<T> {
     })
 }
 
-/// Columns `j0 .. j0 + jb` of a stacked QR's bottom reflectors, dense over the rows the last of them
-/// covers, zeros where a column covers fewer (a triangle's strict lower part is never read).
+/// Columns `j0 .. j0 + jb` of a stacked QR's bottom reflectors, dense over the rows the last of
+/// them covers, zeros where a column covers fewer (a triangle's strict lower part is never read).
 fn stacked_lower<T: Scalar>(v: MatRef<'_, T>, stack: Stack, j0: usize, jb: usize) -> Mat<T> {
     let rows = stack.rows(v.nrows(), j0 + jb - 1);
     Mat::from_fn(rows, jb, |r, c| {
@@ -334,8 +334,8 @@ impl Backend {
     }
 
     /// C <- Q^H C (`adjoint`) or Q C, Q the orthogonal factor of a tile factored by
-    /// [`Backend::qr_tile`] (`v`: its reflectors below the diagonal, m x k; `t`: its T's, ib x
-    /// k); C has m rows (LAPACK ?gemqrt from the left; PLASMA's UNMQR).
+    /// [`Backend::qr_tile`] (`v`: its reflectors below the diagonal, m x k; `t`: its T's, ib x k);
+    /// C has m rows (LAPACK ?gemqrt from the left; PLASMA's UNMQR).
     pub fn qr_apply<T: Scalar>(
         self,
         v: MatRef<'_, T>,
@@ -376,8 +376,8 @@ impl Backend {
         Ok(())
     }
 
-    /// The QR of `r` (n x n upper triangular: PLASMA's A_kk after its own QR) stacked on `b`
-    /// (m x n, or its upper triangle for [`Stack::OnTriangle`]), LAPACK ?tpqrt (PLASMA's TSQRT and
+    /// The QR of `r` (n x n upper triangular: PLASMA's A_kk after its own QR) stacked on `b` (m x
+    /// n, or its upper triangle for [`Stack::OnTriangle`]), LAPACK ?tpqrt (PLASMA's TSQRT and
     /// TTQRT): the new R overwrites `r`'s upper triangle (its strict lower part is neither read nor
     /// written), the reflectors' bottom parts overwrite `b` (for a triangle, its upper triangle
     /// only), `t` (ib x n) receives the T's.
@@ -430,10 +430,10 @@ impl Backend {
         Ok(())
     }
 
-    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2] (the pair of tiles given as one operand), Q the orthogonal factor of a stacked QR
-    /// ([`Backend::qr_stacked`]: `v` its bottom reflectors, m x k, `t` its T's, ib x k); `a1` has
-    /// k rows (those of the triangle's tile), `a2` m (LAPACK ?tpmqrt from the left; PLASMA's TSMQR
-    /// and TTMQR).
+    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2] (the pair of tiles given as one operand),
+    /// Q the orthogonal factor of a stacked QR ([`Backend::qr_stacked`]: `v` its bottom reflectors,
+    /// m x k, `t` its T's, ib x k); `a1` has k rows (those of the triangle's tile), `a2` m (LAPACK
+    /// ?tpmqrt from the left; PLASMA's TSMQR and TTMQR).
     pub fn qr_stacked_apply<T: Scalar>(
         self,
         v: MatRef<'_, T>,

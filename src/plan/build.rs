@@ -8,7 +8,7 @@ use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
     QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky,
     cholesky_inverse, distributed_substitution, forward_substitution, lu, lu_shape, lu_step,
-    matmul, qr, sum_shape,
+    matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -128,7 +128,22 @@ pub enum Algorithm {
         m: usize,
         /// Columns.
         n: usize,
+        /// Columns of right-hand sides (matrix [`RHS`], m rows) overwritten by Q^H B in the same
+        /// graph (least squares); 0 for the factorisation alone.
+        rhs: usize,
         /// The reduction tree.
+        tree: QrTree,
+    },
+    /// Q^H B for an m x n matrix already factored by [`Algorithm::Qr`] with `tree` (matrix
+    /// [`FACTOR`], read) and `rhs` columns of B (matrix [`RHS`], overwritten).
+    QrApply {
+        /// Rows.
+        m: usize,
+        /// Columns of A.
+        n: usize,
+        /// Columns of B.
+        rhs: usize,
+        /// The reduction tree A was factored with.
         tree: QrTree,
     },
     /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
@@ -152,6 +167,7 @@ impl Algorithm {
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Lu { .. } => "lu",
             Algorithm::Qr { .. } => "qr",
+            Algorithm::QrApply { .. } => "qr-apply",
             Algorithm::Gemm { .. } => "gemm",
         }
     }
@@ -337,34 +353,90 @@ impl Plan {
     }
 
     /// The tiled Householder QR of an `m x n` matrix in tiles of `tile`, in `precision`, each tile
-    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: by shape, see
-    /// [`QrTree::for_shape`]). On CPU clusters only (its kernels have no GPU version yet).
+    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: by shape for one worker, see
+    /// [`QrTree::for_shape`]; [`crate::Qr::plan`] resolves it for its platform's workers). On CPU
+    /// clusters only (its kernels have no GPU version yet).
     pub fn qr(m: usize, n: usize, tile: usize, tree: QrTree, precision: Precision) -> Result<Self> {
+        Self::qr_graph(m, n, 0, tile, tree, precision, true)
+    }
+
+    /// [`Plan::qr`] that also overwrites `rhs` columns of right-hand sides B (m rows, matrix
+    /// [`RHS`]) by Q^H B in the same graph: the factorisation of least squares.
+    pub fn qr_least_squares(
+        m: usize,
+        n: usize,
+        rhs: usize,
+        tile: usize,
+        tree: QrTree,
+        precision: Precision,
+    ) -> Result<Self> {
+        Self::qr_graph(m, n, rhs, tile, tree, precision, true)
+    }
+
+    /// Q^H B for `rhs` columns of B with an `m x n` matrix factored by [`Plan::qr`] (same tile and
+    /// tree).
+    pub fn qr_apply(
+        m: usize,
+        n: usize,
+        rhs: usize,
+        tile: usize,
+        tree: QrTree,
+        precision: Precision,
+    ) -> Result<Self> {
+        Self::qr_graph(m, n, rhs, tile, tree, precision, false)
+    }
+
+    fn qr_graph(
+        m: usize,
+        n: usize,
+        rhs: usize,
+        tile: usize,
+        tree: QrTree,
+        precision: Precision,
+        factor: bool,
+    ) -> Result<Self> {
         if tile == 0 {
             return Err(Error::ZeroTileSize);
         }
-        let (mt, nt) = (m.div_ceil(tile) as u128, n.div_ceil(tile) as u128);
-        // Step k has about 2 (mt - k)(nt - k) tasks.
+        let (mt, nt, bt) = (
+            m.div_ceil(tile) as u128,
+            n.div_ceil(tile) as u128,
+            rhs.div_ceil(tile) as u128,
+        );
+        // Step k has about 2 (mt - k)(nt - k + bt) tasks.
         crate::limits::check_graph(
             &format!("the QR graph of {m} x {n} in tiles of {tile}"),
-            (2 * mt).saturating_mul(nt).saturating_mul(mt.min(nt)),
+            (2 * mt).saturating_mul(nt + bt).saturating_mul(mt.min(nt)),
             0,
         )?;
         let tiling = Tiling::new(m, n, tile)?;
-        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles());
-        let graph = qr(&tiling, tree)?;
-        let (mf, nf) = (m as f64, n as f64);
+        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles(), 1);
+        let b = match rhs {
+            0 => None,
+            _ => Some(Tiling::new(m, rhs, tile)?),
+        };
+        let graph = match (&b, factor) {
+            (None, _) => qr(&tiling, tree)?,
+            (Some(b), true) => qr_with_rhs(&tiling, b, tree)?,
+            (Some(b), false) => qr_apply_rhs(&tiling, b, tree)?,
+        };
+        let (mf, nf, kf) = (m as f64, n as f64, rhs as f64);
         let (long, short) = if m >= n { (mf, nf) } else { (nf, mf) };
-        let flops = 2.0 * long * short * short - 2.0 * short * short * short / 3.0;
-        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-        let mut plan = Self::new(
-            Algorithm::Qr { m, n, tree },
-            precision,
-            tile,
-            layouts,
-            graph,
-            flops,
-        );
+        let factorisation = 2.0 * long * short * short - 2.0 * short * short * short / 3.0;
+        let application = (4.0 * mf * short - 2.0 * short * short) * kf;
+        let (algorithm, flops) = if factor {
+            (
+                Algorithm::Qr { m, n, rhs, tree },
+                factorisation + application,
+            )
+        } else {
+            (Algorithm::QrApply { m, n, rhs, tree }, application)
+        };
+        let mut layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+        if let Some(b) = b {
+            layouts.push((RHS, Layout::Tiled(b)));
+        }
+        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
         plan.schedule.restrictions = Self::cpu_only_ops();
         Ok(plan)
     }

@@ -83,31 +83,116 @@ impl Plan {
         ))
     }
 
-    /// Runs a QR plan on `platform` over `a` (m x n, column-major) in place, with block reflectors
-    /// of `inner` columns: the trace and the T's of every tile's block reflectors, by slot
-    /// ([`ReflectorWork::slot`]; empty where the graph factors nothing).
+    /// Runs a QR plan ([`Plan::qr`], [`Plan::qr_least_squares`]) on `platform` over `a` (m x n) in
+    /// place, and over `b` (its right-hand sides, overwritten by Q^H B) when the plan has some,
+    /// with block reflectors of `inner` columns: the trace and the T's of every tile's block
+    /// reflectors, by slot ([`ReflectorWork::slot`]; `None` where the graph factors nothing).
     pub(crate) fn execute_qr<T: Scalar>(
         &self,
         platform: &Platform,
         a: faer::MatMut<'_, T>,
+        b: Option<faer::MatMut<'_, T>>,
         inner: usize,
         options: &RunOptions,
     ) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
-        self.expect_precision(T::PRECISION)?;
-        match self.algorithm() {
-            Algorithm::Qr { m, n, .. } if (a.nrows(), a.ncols()) == (m, n) => {}
-            other => {
-                return Err(Error::InvalidOption {
-                    option: "plan",
-                    reason: format!(
-                        "the plan is a {} ({other:?}), the matrix {}x{}",
-                        other.name(),
-                        a.nrows(),
-                        a.ncols()
-                    ),
-                });
-            }
+        let rhs = match self.algorithm() {
+            Algorithm::Qr { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
+            other => return Err(self.not_for(other, &a.as_ref())),
+        };
+        self.check_rhs(rhs, b.as_ref().map(|b| b.as_ref()))?;
+        let a = TiledMatrix::new(a, self.tile(), "A")?;
+        let b = b
+            .map(|b| TiledMatrix::new(b, self.tile(), "B"))
+            .transpose()?;
+        let matrices: Vec<&TiledMatrix<'_, T>> = std::iter::once(&a).chain(b.as_ref()).collect();
+        let ts = self.t_slots::<T>(None);
+        let trace = self.run_reflectors(platform, &Matrices(&matrices), inner, &ts, options)?;
+        Ok((
+            trace,
+            ts.into_iter()
+                .map(std::sync::OnceLock::into_inner)
+                .collect(),
+        ))
+    }
+
+    /// Runs a [`Plan::qr_apply`] plan: B <- Q^H B, Q from `a` factored by the QR plan of the same
+    /// tile and tree, whose T's are `ts` (by slot, as [`Plan::execute_qr`] returned them).
+    pub(crate) fn execute_qr_apply<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: faer::MatRef<'_, T>,
+        ts: &[Option<faer::Mat<T>>],
+        b: faer::MatMut<'_, T>,
+        inner: usize,
+        options: &RunOptions,
+    ) -> Result<Trace> {
+        let rhs = match self.algorithm() {
+            Algorithm::QrApply { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
+            other => return Err(self.not_for(other, &a)),
+        };
+        self.check_rhs(rhs, Some(b.as_ref()))?;
+        let a = TiledMatrix::read_only(a, self.tile(), "A")?;
+        let b = TiledMatrix::new(b, self.tile(), "B")?;
+        let slots = self.t_slots(Some(ts));
+        self.run_reflectors(platform, &Matrices(&[&a, &b]), inner, &slots, options)
+    }
+
+    fn not_for<T: Scalar>(&self, other: Algorithm, a: &faer::MatRef<'_, T>) -> Error {
+        Error::InvalidOption {
+            option: "plan",
+            reason: format!(
+                "the plan is a {} ({other:?}), the matrix {}x{}",
+                other.name(),
+                a.nrows(),
+                a.ncols()
+            ),
         }
+    }
+
+    fn check_rhs<T: Scalar>(&self, rhs: usize, b: Option<faer::MatRef<'_, T>>) -> Result<()> {
+        let m = self.tiling(FACTOR).map_or(0, |t| t.rows());
+        match b {
+            None if rhs == 0 => Ok(()),
+            Some(b) if rhs > 0 && (b.nrows(), b.ncols()) == (m, rhs) => Ok(()),
+            b => Err(Error::InvalidOption {
+                option: "plan",
+                reason: format!(
+                    "the plan has {rhs} right-hand sides of {m} rows, given {}",
+                    b.map_or("none".to_owned(), |b| format!(
+                        "{}x{}",
+                        b.nrows(),
+                        b.ncols()
+                    ))
+                ),
+            }),
+        }
+    }
+
+    /// The T slots of a QR plan's matrix, set from `ts` where given.
+    fn t_slots<T: Scalar>(
+        &self,
+        ts: Option<&[Option<faer::Mat<T>>]>,
+    ) -> Vec<std::sync::OnceLock<faer::Mat<T>>> {
+        let tiling = self.tiling(FACTOR).expect("a QR plan tiles its matrix");
+        (0..ReflectorWork::<T>::slots(tiling))
+            .map(
+                |i| match ts.and_then(|ts| ts.get(i)).and_then(Option::as_ref) {
+                    Some(t) => std::sync::OnceLock::from(t.clone()),
+                    None => std::sync::OnceLock::new(),
+                },
+            )
+            .collect()
+    }
+
+    fn run_reflectors<T: Scalar>(
+        &self,
+        platform: &Platform,
+        store: &dyn TileStore<T>,
+        inner: usize,
+        ts: &[std::sync::OnceLock<faer::Mat<T>>],
+        options: &RunOptions,
+    ) -> Result<Trace> {
+        self.expect_precision(T::PRECISION)?;
         if inner == 0 {
             return Err(Error::InvalidOption {
                 option: "inner block",
@@ -115,32 +200,20 @@ impl Plan {
             });
         }
         let tiling = *self.tiling(FACTOR).expect("a QR plan tiles its matrix");
-        let a = TiledMatrix::new(a, self.tile(), "A")?;
-        let store = Matrices(&[&a]);
         let shape = |tile| self.shape(tile);
-        let ts: Vec<std::sync::OnceLock<faer::Mat<T>>> = (0..ReflectorWork::<T>::slots(&tiling))
-            .map(|_| std::sync::OnceLock::new())
-            .collect();
         let work = ReflectorWork {
             tiles: TileWork {
                 graph: &self.graph,
                 keys: &self.keys,
                 shape: &shape,
-                store: &store,
+                store,
                 backend: platform.backend(),
             },
             tiling,
             inner,
-            ts: &ts,
+            ts,
         };
-        let trace =
-            execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
-        Ok((
-            trace,
-            ts.into_iter()
-                .map(std::sync::OnceLock::into_inner)
-                .collect(),
-        ))
+        execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))
     }
 
     /// A failed run of this plan (or of its share on a rank, whose graph is `graph`) as the

@@ -1,8 +1,8 @@
 //! `hetla qr`: the tiled Householder QR of a generated random m x n matrix, timed and checked
-//! (LAPACK's dqrt01 ratios ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps)), with
-//! its bounds; `--compare` times in the same process the libraries' own QR on the whole matrix
-//! (faer's blocked QR on as many threads as the platform has cores, LAPACK ?geqrf on OpenBLAS's
-//! threads when built with it); `--lstsq K` times least squares with K right-hand sides
+//! (LAPACK's dqrt01 ratios ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps)), with its
+//! bounds; `--compare` times in the same process the libraries' own QR on the whole matrix (faer's
+//! blocked QR on as many threads as the platform has cores, LAPACK ?geqrf on OpenBLAS's threads
+//! when built with it); `--lstsq K` times least squares with K right-hand sides
 //! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels.
 
 use std::time::Instant;
@@ -33,8 +33,8 @@ pub struct QrArgs {
     /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
     #[arg(long, default_value_t = hetla::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
     pub inner: usize,
-    /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has
-    /// at least 4 times as many tile rows as tile columns).
+    /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has at
+    /// least 4 times as many tile rows as tile columns).
     #[arg(long, default_value = "auto")]
     pub tree: QrTree,
     /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
@@ -55,14 +55,19 @@ pub struct QrArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Also time, in this process and on the same matrix, faer's blocked QR (`faer-qr`) and, when
-    /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads
-    /// (`openblas-dgeqrf`); with `--lstsq`, also their least squares (faer's `solve_lstsq`,
-    /// LAPACK ?gels).
+    /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads (`openblas-dgeqrf`);
+    /// with `--lstsq`, also their least squares (faer's `solve_lstsq`, LAPACK ?gels).
     #[arg(long)]
     pub compare: bool,
-    /// Also time least squares with this many right-hand sides (m >= n): factorisation and solve.
+    /// Also time least squares with this many right-hand sides (m >= n): A factored and Q^H applied
+    /// to B in one graph (`Qr::solve_least_squares`), then the triangular solve.
     #[arg(long, value_name = "K", value_parser = parse_positive)]
     pub lstsq: Option<usize>,
+    /// Also time CholeskyQR2 (`hetla::CholeskyQr`: two passes of Gram matrix, POTRF and TRSM,
+    /// Householder QR when a Gram matrix is not positive definite) on the same matrix (m >= n),
+    /// checked as the QR is, beside the peers of `--compare`.
+    #[arg(long)]
+    pub cholqr: bool,
     /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
     /// Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -111,6 +116,25 @@ pub struct QrReport {
     pub ratios: Vec<(String, f64)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lstsq: Option<LstsqReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cholqr: Option<CholQrReport>,
+}
+
+/// CholeskyQR2 on the same matrix.
+#[derive(Serialize)]
+pub struct CholQrReport {
+    pub seconds: f64,
+    pub median_seconds: f64,
+    /// The QR's flops over `seconds` (CholeskyQR2 does about twice as many).
+    pub gflops: f64,
+    pub path: hetla::CholeskyQrPath,
+    /// ||A - Q R||_1 / (m ||A||_1 eps).
+    pub residual: f64,
+    /// ||I - Q^H Q||_1 / (m eps).
+    pub orthogonality: f64,
+    /// Each peer's seconds over CholeskyQR2's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
 }
 
 /// Least squares with K right-hand sides, factorisation included.
@@ -144,6 +168,12 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         &format!("three {m} x {n} matrices"),
         3 * hetla::limits::matrix_bytes(m, n) * T::PRECISION.bytes() as u128 / 8,
     )?;
+    if args.cholqr && m < n {
+        return Err(Error::Library(hetla::Error::InvalidOption {
+            option: "cholqr",
+            reason: format!("CholeskyQR2 needs m >= n, got {m} x {n}"),
+        }));
+    }
     if let Some(k) = args.lstsq
         && m < n
     {
@@ -217,6 +247,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         peers: None,
         ratios: Vec::new(),
         lstsq: None,
+        cholqr: None,
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cores)
@@ -255,6 +286,29 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             .collect();
         report.peers = Some(rates);
     }
+    if args.cholqr {
+        let cholqr = hetla::CholeskyQr::with(qr.clone());
+        let (f, t) = peers::repeat(runs, || {
+            let start = Instant::now();
+            let f = cholqr.factor(a.as_ref())?;
+            Ok((f, start.elapsed().as_secs_f64()))
+        })?;
+        let (residual, orthogonality) = check_qr(a.as_ref(), f.q().as_ref(), f.r().as_ref());
+        report.cholqr = Some(CholQrReport {
+            seconds: t.best,
+            median_seconds: t.median,
+            gflops: flops / t.best / 1e9,
+            path: f.path().clone(),
+            residual,
+            orthogonality,
+            ratios: report
+                .peers
+                .iter()
+                .flatten()
+                .map(|p| (p.name.clone(), p.seconds / t.best))
+                .collect(),
+        });
+    }
     if let Some(k) = args.lstsq {
         report.lstsq = Some(lstsq(
             &qr,
@@ -286,7 +340,7 @@ fn lstsq<T: Scalar>(
     let b: Mat<T> = hetla::matgen::random_block_in(a.nrows(), seed + 1, 0..a.nrows(), 0..k);
     let (x, t) = peers::repeat(runs, || {
         let start = Instant::now();
-        let x = qr.factor(a)?.solve_least_squares(b.as_ref())?;
+        let x = qr.solve_least_squares(a, b.as_ref())?;
         Ok((x, start.elapsed().as_secs_f64()))
     })?;
     let normal_residual = normal_residual(a, x.as_ref(), b.as_ref());
@@ -349,9 +403,14 @@ fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
 
 /// dqrt01's ratios: ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps), Q the thin Q.
 fn check<T: Scalar>(a: MatRef<'_, T>, f: &hetla::QrFactor<T>) -> Result<(f64, f64)> {
+    let (q, r) = (f.thin_q()?, f.r());
+    Ok(check_qr(a, q.as_ref(), r.as_ref()))
+}
+
+/// dqrt01's ratios of a thin Q and its R.
+fn check_qr<T: Scalar>(a: MatRef<'_, T>, q: MatRef<'_, T>, r: MatRef<'_, T>) -> (f64, f64) {
     let m = a.nrows();
     let eps = T::PRECISION.epsilon();
-    let (q, r) = (f.thin_q()?, f.r());
     let par = faer::get_global_parallelism();
     let mut d = a.to_owned();
     faer::linalg::matmul::matmul(
@@ -373,7 +432,7 @@ fn check<T: Scalar>(a: MatRef<'_, T>, f: &hetla::QrFactor<T>) -> Result<(f64, f6
         T::from_f64(-1.0),
         par,
     );
-    Ok((residual, norm1(e.as_ref()) / (m as f64 * eps)))
+    (residual, norm1(e.as_ref()) / (m as f64 * eps))
 }
 
 /// ||A^H R||_1 / (||A||_1 ||R||_1 m eps) with R = B - A X (LAPACK's dqrt17-like test of a
@@ -447,6 +506,15 @@ pub fn print(r: &QrReport) {
         }
         for (name, ratio) in &r.ratios {
             println!("  ratio     hetla / {name} {ratio:.3}");
+        }
+    }
+    if let Some(c) = &r.cholqr {
+        println!(
+            "  cholqr    {:.4} s (median {:.4} s), {:.2} Gflop/s (QR's flops); {:?}; ||A - QR|| ratio {:.3e}, ||I - Q^H Q|| ratio {:.3e}",
+            c.seconds, c.median_seconds, c.gflops, c.path, c.residual, c.orthogonality
+        );
+        for (name, ratio) in &c.ratios {
+            println!("  ratio     {name} time / CholeskyQR2's {ratio:.3}");
         }
     }
     if let Some(l) = &r.lstsq {
