@@ -1,10 +1,10 @@
-//! CholeskyQR2 for tall-skinny matrices (Fukaya, Nakatsukasa, Yanagisawa and Yamamoto's, as
-//! SLATE offers it): Q and R from the Gram matrix instead of reflectors. One pass is W = A^H A,
-//! L L^H = W (POTRF), Q = A L^-H (TRSM), R = L^H: three level-3 steps over A, all of them products
-//! that run at the machine's rate, against Householder QR's panels. One pass loses orthogonality
-//! as cond(A)^2 eps; the second pass on Q restores it while cond(A) stays below about 1/sqrt(eps)
-//! (1e8 in double). When a Gram matrix is not numerically positive definite (its POTRF fails: A is
-//! too ill-conditioned), the factorisation falls back to Householder QR ([`Qr`]) and says so
+//! CholeskyQR2 for tall-skinny matrices (Fukaya, Nakatsukasa, Yanagisawa and Yamamoto's, as SLATE
+//! offers it): Q and R from the Gram matrix instead of reflectors. One pass is W = A^H A, L L^H = W
+//! (POTRF), Q = A L^-H (TRSM), R = L^H: three level-3 steps over A, all of them products that run
+//! at the machine's rate, against Householder QR's panels. One pass loses orthogonality as
+//! cond(A)^2 eps; the second pass on Q restores it while cond(A) stays below about 1/sqrt(eps) (1e8
+//! in double). When a Gram matrix is not numerically positive definite (its POTRF fails: A is too
+//! ill-conditioned), the factorisation falls back to Householder QR ([`Qr`]) and says so
 //! ([`CholeskyQrPath`]).
 
 use faer::linalg::matmul::triangular::BlockStructure;
@@ -34,8 +34,8 @@ pub enum CholeskyQrPath {
     },
 }
 
-/// Configures CholeskyQR2 factorisations of tall-skinny matrices (m >= n); the run options (and
-/// the fallback's) are [`Qr`]'s.
+/// Configures CholeskyQR2 factorisations of tall-skinny matrices (m >= n); the run options (and the
+/// fallback's) are [`Qr`]'s.
 ///
 /// ```
 /// use faer::Mat;
@@ -86,8 +86,7 @@ impl CholeskyQr {
         }
     }
 
-    /// Q and R by two passes, or the pass and column whose Gram matrix was not positive
-    /// definite.
+    /// Q and R by two passes, or the pass and column whose Gram matrix was not positive definite.
     #[allow(clippy::type_complexity)]
     fn two_passes<T: Scalar>(
         &self,
@@ -106,22 +105,7 @@ impl CholeskyQr {
         };
         for pass in 1..=2 {
             let step = on_all_cores(&platform, flops, |backend, par| {
-                // W = Q^H Q, its lower triangle only (SYRK/HERK: half a product's flops; POTRF
-                // reads no more).
-                let mut w = Mat::<T>::zeros(n, n);
-                faer::linalg::matmul::triangular::matmul_with_conj(
-                    w.as_mut(),
-                    BlockStructure::TriangularLower,
-                    faer::Accum::Replace,
-                    q.as_ref().transpose(),
-                    BlockStructure::Rectangular,
-                    conj,
-                    q.as_ref(),
-                    BlockStructure::Rectangular,
-                    faer::Conj::No,
-                    T::from_f64(1.0),
-                    par,
-                );
+                let mut w = gram(q.as_ref(), conj, par);
                 match backend.run(Op::Potrf, &[], w.as_mut(), par) {
                     Ok(()) => {}
                     Err(KernelError::NotPositiveDefinite { index }) => return Ok(Err(index)),
@@ -154,6 +138,54 @@ impl CholeskyQr {
         }
         Ok(Ok((q, r)))
     }
+}
+
+/// W = Q^H Q, its lower triangle only (SYRK/HERK: half a product's flops; POTRF reads no more): the
+/// sum of the Gram matrices of Q's row bands, one band per thread, each a sequential product with
+/// the band's whole height as its inner dimension (one parallel product of the whole of Q split its
+/// small output instead, and ran at a third of the rate).
+fn gram<T: Scalar>(q: MatRef<'_, T>, conj: faer::Conj, par: faer::Par) -> Mat<T> {
+    use rayon::prelude::*;
+    let (m, n) = (q.nrows(), q.ncols());
+    let threads = par.degree().max(1).min(m.div_ceil(n.max(1)).max(1));
+    let rows = m.div_ceil(threads);
+    let partial = |start: usize| {
+        let band = q.subrows(start, rows.min(m - start));
+        let mut w = Mat::<T>::zeros(n, n);
+        faer::linalg::matmul::triangular::matmul_with_conj(
+            w.as_mut(),
+            BlockStructure::TriangularLower,
+            faer::Accum::Replace,
+            band.transpose(),
+            BlockStructure::Rectangular,
+            conj,
+            band,
+            BlockStructure::Rectangular,
+            faer::Conj::No,
+            T::from_f64(1.0),
+            faer::Par::Seq,
+        );
+        w
+    };
+    let starts: Vec<usize> = (0..m).step_by(rows.max(1)).collect();
+    let partials: Vec<Mat<T>> = if starts.len() > 1 {
+        starts
+            .into_par_iter()
+            .with_max_len(1)
+            .map(partial)
+            .collect()
+    } else {
+        starts.into_iter().map(partial).collect()
+    };
+    let mut w = Mat::<T>::zeros(n, n);
+    for p in &partials {
+        for j in 0..n {
+            for i in j..n {
+                w[(i, j)] += p[(i, j)];
+            }
+        }
+    }
+    w
 }
 
 /// Q and R of a [`CholeskyQr`] factorisation, and which way it went.
