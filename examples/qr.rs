@@ -1,6 +1,6 @@
 //! Least squares and QR in every precision: `hetla::lstsq` in one call, the factor (R, the thin Q,
-//! Q^H applied to a matrix), CholeskyQR2 on a tall-skinny matrix, and what a rank-deficient
-//! matrix gives.
+//! Q^H applied to a matrix), CholeskyQR2 on a tall-skinny matrix, and what a rank-deficient matrix
+//! gives.
 //!
 //! Run: `cargo run --release --example qr [m] [n]` (default 2000 x 300).
 

@@ -173,7 +173,9 @@ fn order(plan: &Plan) -> usize {
         | hetla::Algorithm::CholeskySolve { n, .. }
         | hetla::Algorithm::DistributedSubstitution { n, .. }
         | hetla::Algorithm::Lu { n } => n,
-        hetla::Algorithm::Gemm { m, .. } => m,
+        hetla::Algorithm::Gemm { m, .. }
+        | hetla::Algorithm::Qr { m, .. }
+        | hetla::Algorithm::QrApply { m, .. } => m,
         _ => 0,
     }
 }

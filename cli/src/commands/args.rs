@@ -202,6 +202,8 @@ pub enum Factorization {
     Cholesky,
     /// LU with partial pivoting in block columns (2 n^3/3 flops; CPU clusters only).
     Lu,
+    /// Tiled Householder QR of the square matrix, flat tree (4 n^3/3 flops; CPU clusters only).
+    Qr,
 }
 
 impl Factorization {
@@ -215,6 +217,7 @@ impl Factorization {
         match self {
             Factorization::Cholesky => hetla::Plan::cholesky(n, tile, precision),
             Factorization::Lu => hetla::Plan::lu(n, tile, precision),
+            Factorization::Qr => hetla::Plan::qr(n, n, tile, hetla::QrTree::Auto, precision),
         }
     }
 
@@ -223,15 +226,19 @@ impl Factorization {
         match self {
             Factorization::Cholesky => "Cholesky",
             Factorization::Lu => "LU",
+            Factorization::Qr => "QR",
         }
     }
 
     /// Refuses a distributed run of a factorisation that has none (LU: next).
     pub fn check_distributed(self, distributed: bool) -> crate::Result<()> {
-        if distributed && self == Factorization::Lu {
+        if distributed && self != Factorization::Cholesky {
             return Err(crate::Error::InvalidOption {
                 option: "factorization",
-                reason: "distributed LU is not built yet (it is next): simulate LU on one node (no --nodes or --grid)".into(),
+                reason: format!(
+                    "distributed {} is not built yet: simulate it on one node (no --nodes or --grid)",
+                    self.title()
+                ),
             });
         }
         Ok(())

@@ -243,6 +243,7 @@ pub fn print_grid(r: &GridSimReport) {
 pub fn print_node(r: &SimReport) {
     let (title, flops) = match r.algorithm {
         "lu" => ("LU", "2 n^3/3"),
+        "qr" => ("QR", "4 n^3/3"),
         _ => ("Cholesky", "n^3/3"),
     };
     println!(

@@ -239,7 +239,7 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     if real && args.factorization != super::args::Factorization::Cholesky {
         return Err(Error::InvalidOption {
             option: "factorization",
-            reason: "a sweep of real runs factors by Cholesky; LU sweeps are simulated (give --platform with a model), real LU runs are `hetla lu`".into(),
+            reason: "a sweep of real runs factors by Cholesky; LU and QR sweeps are simulated (give --platform with a model), real runs are `hetla lu` and `hetla qr`".into(),
         });
     }
     if real && !args.nodes.is_empty() {

@@ -127,12 +127,15 @@ fn with_derived_precisions(
 /// What the presets assume of LU's kernels, which the papers do not time (said in their
 /// descriptions).
 const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu_panel) at POTRF's \
-    rate, the update (lu_update) at GEMM's, the interchanges (lu_swap, no flops) free";
+    rate, the update (lu_update) at GEMM's, the interchanges (lu_swap, no flops) free; QR's \
+    likewise: the factorisations (geqrt, tsqrt, ttqrt) at POTRF's rate, their applications (unmqr, \
+    tsmqr, ttmqr) at GEMM's";
 
-/// Adds LU's kernel rates derived from Cholesky's, as [`LU_ASSUMPTION`] states: the panel
+/// Adds LU's and QR's kernel rates derived from Cholesky's, as [`LU_ASSUMPTION`] states: the panel
 /// factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block column
-/// is a triangular solve of b rows and a product of the rows below, almost all GEMM. LU's kernels
-/// run on CPU clusters only (no GPU rates).
+/// is a triangular solve of b rows and a product of the rows below, almost all GEMM; QR's tile
+/// factorisations are panels too, their applications products. LU's and QR's kernels run on CPU
+/// clusters only (no GPU rates).
 fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
     let derived: Vec<CpuKernelRate> = model
         .cpu
@@ -140,9 +143,9 @@ fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
         .iter()
         .flat_map(|k| {
             let names: &[Op] = if k.op == Op::Potrf.name() {
-                &[Op::LuPanel]
+                &[Op::LuPanel, Op::Geqrt, Op::Tsqrt, Op::Ttqrt]
             } else if k.op == Op::GemmNt.name() {
-                &[Op::LuUpdate, Op::LuSwap]
+                &[Op::LuUpdate, Op::LuSwap, Op::Unmqr, Op::Tsmqr, Op::Ttmqr]
             } else {
                 &[]
             };
