@@ -64,15 +64,33 @@ for v in 0 -1 1.5 x "" 18446744073709551616 1000000000 40000; do
   add batch --count 10 --n 8 --nrhs "$v"
   add lu --n "$v"
   add simulate --platform sirocco --n "$v" --tile 960 --factorization lu
+  add qr --m "$v" --n 64
+  add qr --m 64 --n "$v"
+  add simulate --platform sirocco --n "$v" --tile 960 --factorization qr
 done
-# LU's own options.
-for v in "" x cholesky qr LU; do
+# LU's and QR's own options.
+for v in "" x cholesky householder LU QR; do
   add simulate --platform sirocco --n 9600 --tile 960 --factorization "$v"
   add bound --platform sirocco --n 9600 --tile 960 --factorization "$v"
 done
 for v in 0 -1 x nan inf 0.5 1e400; do
   add lu --n 64 --cond "$v"
 done
+for v in 0 -1 x 1000000000; do
+  add qr --m 300 --n 100 --inner "$v"
+  add qr --m 300 --n 100 --tile "$v"
+  add qr --m 300 --n 100 --lstsq "$v"
+done
+for v in "" x greedy FLAT; do
+  add qr --m 300 --n 100 --tree "$v"
+done
+add qr --m 100 --n 300 --lstsq 2
+add qr --m 100 --n 300 --cholqr
+add qr --m 300 --n 100 --tile 7 --inner 3 --tree binary --compare --lstsq 3 --cholqr --repeat 1
+add qr --m 1 --n 1 --compare --lstsq 1 --cholqr
+add qr --m 2000 --n 2000 --tile 1 --tree binary
+add simulate --platform sirocco --n 9600 --tile 960 --factorization qr --nodes 4
+add sweep --platform sirocco --n 9600 --tile 960 --factorization qr --nodes 2 --out "$work/qr-sweep"
 add lu --n 64 --precision s --mixed
 add lu --n 64 --tile 0
 add lu --n 64 --tile 1000000000

@@ -573,7 +573,9 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
         match (op, Stack::of(op)) {
             (Op::Geqrt, _) => {
                 let a = write(0)?;
-                let mut t = faer::Mat::zeros(self.inner, a.nrows().min(a.ncols()));
+                let k = a.nrows().min(a.ncols());
+                // An inner block wider than the tile is the whole tile.
+                let mut t = faer::Mat::zeros(self.inner.min(k).max(1), k);
                 backend.qr_tile(a, t.as_mut(), par)?;
                 set(t)?;
             }
@@ -581,7 +583,7 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
             (Op::Tsqrt | Op::Ttqrt, Some(stack)) => {
                 let (r, b) = (write(0)?, write(1)?);
                 let n = r.ncols();
-                let mut t = faer::Mat::zeros(self.inner, n);
+                let mut t = faer::Mat::zeros(self.inner.min(n).max(1), n);
                 // The triangle is the top of its tile.
                 backend.qr_stacked(r.subrows_mut(0, n), b, stack, t.as_mut(), par)?;
                 set(t)?;

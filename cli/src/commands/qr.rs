@@ -174,6 +174,12 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             reason: format!("CholeskyQR2 needs m >= n, got {m} x {n}"),
         }));
     }
+    if let Some(k) = args.lstsq {
+        hetla::limits::check_memory(
+            &format!("{k} right-hand sides of {m} rows, twice"),
+            2 * hetla::limits::matrix_bytes(m, k) * T::PRECISION.bytes() as u128 / 8,
+        )?;
+    }
     if let Some(k) = args.lstsq
         && m < n
     {
