@@ -90,6 +90,10 @@ add qr --m 300 --n 100 --tile 7 --inner 3 --tree binary --compare --lstsq 3 --ch
 add qr --m 1 --n 1 --compare --lstsq 1 --cholqr
 add qr --m 2000 --n 2000 --tile 1 --tree binary
 add simulate --platform sirocco --n 9600 --tile 960 --factorization qr --nodes 4
+for v in 0 -1 x 200000 18446744073709551616; do
+  add simulate --platform sirocco --m "$v" --n 960 --tile 960 --factorization qr
+  add bound --platform sirocco --m "$v" --n 960 --tile 960
+done
 add sweep --platform sirocco --n 9600 --tile 960 --factorization qr --nodes 2 --out "$work/qr-sweep"
 add lu --n 64 --precision s --mixed
 add lu --n 64 --tile 0

@@ -207,17 +207,30 @@ pub enum Factorization {
 }
 
 impl Factorization {
-    /// The plan of this factorisation of order `n` in tiles (block columns) of `tile`.
+    /// The plan of this factorisation of order `n` in tiles (block columns) of `tile`; QR's of an
+    /// `m x n` matrix (`m`: n when not given; the other factorisations refuse it).
     pub fn plan(
         self,
+        m: Option<usize>,
         n: usize,
         tile: usize,
         precision: hetla::Precision,
     ) -> hetla::Result<hetla::Plan> {
+        if m.is_some() && self != Factorization::Qr {
+            return Err(hetla::Error::InvalidOption {
+                option: "m",
+                reason: format!(
+                    "rows of a non-square matrix are QR's (--factorization qr); {} factors square matrices of order --n",
+                    self.title()
+                ),
+            });
+        }
         match self {
             Factorization::Cholesky => hetla::Plan::cholesky(n, tile, precision),
             Factorization::Lu => hetla::Plan::lu(n, tile, precision),
-            Factorization::Qr => hetla::Plan::qr(n, n, tile, hetla::QrTree::Auto, precision),
+            Factorization::Qr => {
+                hetla::Plan::qr(m.unwrap_or(n), n, tile, hetla::QrTree::Auto, precision)
+            }
         }
     }
 

@@ -28,7 +28,11 @@ pub struct BoundArgs {
     /// The precision of the kernels: s, d, c or z (the platform needs rates in it).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
-    /// The factorisation: cholesky or lu.
+    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree is QR's
+    /// automatic one for one worker: flat, binary for one tile column.
+    #[arg(long, value_parser = super::args::parse_positive)]
+    pub m: Option<usize>,
+    /// The factorisation: cholesky, lu or qr.
     #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
     pub factorization: super::args::Factorization,
     /// Print one JSON object on stdout instead of text.
@@ -54,7 +58,9 @@ pub struct BoundCmdReport {
 pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
     let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
-    let plan = args.factorization.plan(args.n, args.tile, args.precision)?;
+    let plan = args
+        .factorization
+        .plan(args.m, args.n, args.tile, args.precision)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
         factorization: args.factorization,

@@ -75,8 +75,12 @@ pub struct SimulateArgs {
     /// Tile size (one the platform has rates for; LU's block width).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
-    /// The factorisation: cholesky or lu (LU with partial pivoting, on CPU clusters only; one
-    /// node).
+    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree is QR's
+    /// automatic one for one worker: flat, binary for one tile column.
+    #[arg(long, value_parser = super::args::parse_positive)]
+    pub m: Option<usize>,
+    /// The factorisation: cholesky, lu (LU with partial pivoting, on CPU clusters only; one node)
+    /// or qr (Householder QR, CPU clusters only; one node).
     #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
     pub factorization: super::args::Factorization,
     /// Simulate a distributed run on this many nodes of the platform (one rank each, as `mpirun`
@@ -152,7 +156,9 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let options = args.run.options();
     let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
     args.factorization.check_distributed(grid.is_some())?;
-    let plan = args.factorization.plan(args.n, args.tile, args.precision)?;
+    let plan = args
+        .factorization
+        .plan(args.m, args.n, args.tile, args.precision)?;
     let (report, trace) = match grid {
         None => {
             let (report, trace) = hetla_lab::simulate(&plan, &machine, &options)?;
@@ -243,7 +249,8 @@ pub fn print_grid(r: &GridSimReport) {
 pub fn print_node(r: &SimReport) {
     let (title, flops) = match r.algorithm {
         "lu" => ("LU", "2 n^3/3"),
-        "qr" => ("QR", "4 n^3/3"),
+        // The order reported is QR's rows, m.
+        "qr" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
         _ => ("Cholesky", "n^3/3"),
     };
     println!(

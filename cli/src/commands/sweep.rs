@@ -304,7 +304,7 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
             (Some(model), Some(grid)) => {
                 let machine = Modelled::new(model, spec, gpus);
                 args.factorization
-                    .plan(n, tile, Precision::D)
+                    .plan(None, n, tile, Precision::D)
                     .map_err(Error::from)
                     .and_then(|plan| {
                         let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
@@ -329,7 +329,7 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
             (Some(model), None) => {
                 let machine = Modelled::new(model, spec, gpus);
                 args.factorization
-                    .plan(n, tile, Precision::D)
+                    .plan(None, n, tile, Precision::D)
                     .map_err(Error::from)
                     .and_then(|plan| {
                         let simulated = hetla_lab::simulate(&plan, &machine, &options);
