@@ -386,6 +386,33 @@ impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
     }
 }
 
+/// The [`Workload`] methods a work that wraps a [`TileWork`] (its field `tiles`) takes from it
+/// unchanged: all but `run`.
+macro_rules! delegate_to_tiles {
+    () => {
+        fn graph(&self) -> &TaskGraph {
+            self.tiles.graph()
+        }
+
+        fn key(&self, task: TaskId) -> KernelKey {
+            self.tiles.key(task)
+        }
+
+        fn tile_bytes(&self, tile: TileRef) -> usize {
+            self.tiles.tile_bytes(tile)
+        }
+
+        fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+            self.tiles.host_tile(tile)
+        }
+
+        unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
+            // SAFETY: the caller's contract is this one's.
+            unsafe { self.tiles.host_tile_mut(tile) }
+        }
+    };
+}
+
 /// LU's graph over its block columns ([`ColumnBlocks`]) with the row interchanges its panels write
 /// and its updates read: the runtime's [`Workload`] of an LU factorisation. The interchanges of
 /// panel k are written by its task and read by tasks that read its block column, which the graph
@@ -403,26 +430,7 @@ pub(crate) struct PivotedWork<'w, T: Scalar> {
 }
 
 impl<T: Scalar> Workload for PivotedWork<'_, T> {
-    fn graph(&self) -> &TaskGraph {
-        self.tiles.graph()
-    }
-
-    fn key(&self, task: TaskId) -> KernelKey {
-        self.tiles.key(task)
-    }
-
-    fn tile_bytes(&self, tile: TileRef) -> usize {
-        self.tiles.tile_bytes(tile)
-    }
-
-    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
-        self.tiles.host_tile(tile)
-    }
-
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
-        // SAFETY: the caller's contract is this one's.
-        unsafe { self.tiles.host_tile_mut(tile) }
-    }
+    delegate_to_tiles!();
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -500,26 +508,7 @@ impl<T: Scalar> ReflectorWork<'_, T> {
 }
 
 impl<T: Scalar> Workload for ReflectorWork<'_, T> {
-    fn graph(&self) -> &TaskGraph {
-        self.tiles.graph()
-    }
-
-    fn key(&self, task: TaskId) -> KernelKey {
-        self.tiles.key(task)
-    }
-
-    fn tile_bytes(&self, tile: TileRef) -> usize {
-        self.tiles.tile_bytes(tile)
-    }
-
-    fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
-        self.tiles.host_tile(tile)
-    }
-
-    unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
-        // SAFETY: the caller's contract is this one's.
-        unsafe { self.tiles.host_tile_mut(tile) }
-    }
+    delegate_to_tiles!();
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         let task = self.tiles.graph.task(id);

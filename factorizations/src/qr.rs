@@ -53,7 +53,7 @@ impl QrTree {
     pub fn for_shape(self, row_tiles: usize, col_tiles: usize, workers: usize) -> QrTree {
         let tall = row_tiles >= 4 * col_tiles.max(1);
         match self {
-            QrTree::Auto if tall && col_tiles < 2 * workers.max(1) => QrTree::Binary,
+            QrTree::Auto if tall && col_tiles < workers.max(1) => QrTree::Binary,
             QrTree::Auto => QrTree::Flat,
             other => other,
         }
@@ -152,7 +152,8 @@ fn build(
     };
     let at = |i, j| TileRef::new(FACTOR, i, j);
     let rhs = |i, j| TileRef::new(RHS, i, j);
-    let tree = tree.for_shape(mt, nt, 1);
+    // Without a platform: binary only for a tall matrix of one tile column.
+    let tree = tree.for_shape(mt, nt, 2);
     for k in 0..mt.min(nt) {
         match tree {
             QrTree::Binary => {
@@ -241,9 +242,10 @@ mod tests {
         assert_eq!(QrTree::Auto.for_shape(32, 32, 2), QrTree::Flat);
         assert_eq!(QrTree::Auto.for_shape(782, 1, 2), QrTree::Binary);
         assert_eq!(QrTree::Flat.for_shape(782, 1, 2), QrTree::Flat);
-        // Tall, but with enough tile columns for 2 workers; not for 16.
-        assert_eq!(QrTree::Auto.for_shape(79, 4, 2), QrTree::Flat);
-        assert_eq!(QrTree::Auto.for_shape(79, 4, 16), QrTree::Binary);
+        // Tall, but with as many tile columns as workers; not for 16.
+        assert_eq!(QrTree::Auto.for_shape(53, 3, 2), QrTree::Flat);
+        assert_eq!(QrTree::Auto.for_shape(53, 3, 16), QrTree::Binary);
+        assert_eq!(QrTree::Auto.for_shape(782, 1, 1), QrTree::Flat);
     }
 
     fn count(g: &TaskGraph, op: Op) -> usize {

@@ -254,6 +254,16 @@ fn stacked_lower<T: Scalar>(v: MatRef<'_, T>, stack: Stack, j0: usize, jb: usize
     })
 }
 
+/// The first columns of the inner blocks of k reflectors in blocks of `ib`, in the order their
+/// block reflectors apply: ascending for Q^H, descending for Q.
+fn block_order(k: usize, ib: usize, adjoint: bool) -> Vec<usize> {
+    let mut blocks: Vec<usize> = (0..k).step_by(ib).collect();
+    if !adjoint {
+        blocks.reverse();
+    }
+    blocks
+}
+
 /// The inner block size of a T matrix of `rows` rows, checked.
 fn inner_block(op: Op, t_rows: usize, k: usize) -> Result<usize, KernelError> {
     if t_rows == 0 && k > 0 {
@@ -359,12 +369,7 @@ impl Backend {
         }
         expect_shape(OP, "C", (c.nrows(), c.ncols()), (m, c.ncols()))?;
         let ib = inner_block(OP, t.nrows(), k)?;
-        let blocks: Vec<usize> = (0..k).step_by(ib).collect();
-        let order: Vec<usize> = if adjoint {
-            blocks
-        } else {
-            blocks.into_iter().rev().collect()
-        };
+        let order = block_order(k, ib, adjoint);
         for j0 in order {
             let jb = ib.min(k - j0);
             let vb = unit_lower(v, j0, jb);
@@ -450,12 +455,7 @@ impl Backend {
         expect_shape(op, "A1", (a1.nrows(), a1.ncols()), (k, a1.ncols()))?;
         expect_shape(op, "A2", (a2.nrows(), a2.ncols()), (m, a1.ncols()))?;
         let ib = inner_block(op, t.nrows(), k)?;
-        let blocks: Vec<usize> = (0..k).step_by(ib).collect();
-        let order: Vec<usize> = if adjoint {
-            blocks
-        } else {
-            blocks.into_iter().rev().collect()
-        };
+        let order = block_order(k, ib, adjoint);
         for j0 in order {
             let jb = ib.min(k - j0);
             let vb = stacked_lower(v, stack, j0, jb);

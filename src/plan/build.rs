@@ -353,9 +353,9 @@ impl Plan {
     }
 
     /// The tiled Householder QR of an `m x n` matrix in tiles of `tile`, in `precision`, each tile
-    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: by shape for one worker, see
-    /// [`QrTree::for_shape`]; [`crate::Qr::plan`] resolves it for its platform's workers). On CPU
-    /// clusters only (its kernels have no GPU version yet).
+    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: binary only for a tall matrix of one
+    /// tile column, see [`QrTree::for_shape`]; [`crate::Qr::plan`] resolves it for its platform's
+    /// workers). On CPU clusters only (its kernels have no GPU version yet).
     pub fn qr(m: usize, n: usize, tile: usize, tree: QrTree, precision: Precision) -> Result<Self> {
         Self::qr_graph(m, n, 0, tile, tree, precision, true)
     }
@@ -410,7 +410,7 @@ impl Plan {
             0,
         )?;
         let tiling = Tiling::new(m, n, tile)?;
-        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles(), 1);
+        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles(), 2);
         let b = match rhs {
             0 => None,
             _ => Some(Tiling::new(m, rhs, tile)?),

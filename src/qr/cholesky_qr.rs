@@ -12,7 +12,7 @@ use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op, Scalar};
 use serde::Serialize;
 
-use super::Qr;
+use super::householder::Qr;
 use crate::cholesky::check_finite;
 use crate::interop::Matrix;
 use crate::lu::on_all_cores;

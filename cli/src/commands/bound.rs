@@ -28,8 +28,8 @@ pub struct BoundArgs {
     /// The precision of the kernels: s, d, c or z (the platform needs rates in it).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
-    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree is QR's
-    /// automatic one for one worker: flat, binary for one tile column.
+    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree: binary for a
+    /// tall matrix of one tile column, else flat.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub m: Option<usize>,
     /// The factorisation: cholesky, lu or qr.

@@ -116,7 +116,51 @@ pub fn progress_bar(len: usize) -> indicatif::ProgressBar {
     }
 }
 
-/// The bounds table shared by `bound` and `cholesky`.
+/// The bounds table shared by `bound` and `cholesky`. A real run's workers (tasks, busy share),
+/// kernels (count, mean time, rate), its bounds with the efficiency, and the peers timed beside it
+/// with hetla's ratio to each: the lines `hetla lu` and `hetla qr` share.
+pub fn print_run(
+    workers: &[hetla_runtime::WorkerSummary],
+    kernels: &[hetla_runtime::KernelSummary],
+    bounds: Option<&BoundReport>,
+    efficiency: Option<f64>,
+    peers: Option<&[crate::peers::PeerRate]>,
+    ratios: &[(String, f64)],
+) {
+    for w in workers {
+        println!(
+            "  worker    {:<6} {:5} tasks, busy {:5.1}%",
+            w.name,
+            w.tasks,
+            100.0 * w.busy_fraction
+        );
+    }
+    for k in kernels {
+        println!(
+            "  kernel    {:<9} {:6} x {:9.3} ms  {:7.2} Gflop/s",
+            k.op,
+            k.count,
+            k.mean_seconds * 1e3,
+            k.gflops
+        );
+    }
+    if let (Some(bounds), Some(efficiency)) = (bounds, efficiency) {
+        print_bounds(bounds);
+        println!(
+            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
+    }
+    for p in peers.into_iter().flatten() {
+        println!(
+            "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
+            p.name, p.seconds, p.gflops, p.median_seconds
+        );
+    }
+    for (name, ratio) in ratios {
+        println!("  ratio     hetla / {name} {ratio:.3}");
+    }
+}
+
 pub fn print_bounds(b: &BoundReport) {
     let classes: Vec<String> = b
         .classes

@@ -480,40 +480,14 @@ pub fn print(r: &QrReport) {
         r.orthogonality,
         if r.residual_ok { "ok" } else { "TOO LARGE" }
     );
-    for w in &r.workers {
-        println!(
-            "  worker    {:<6} {:5} tasks, busy {:5.1}%",
-            w.name,
-            w.tasks,
-            100.0 * w.busy_fraction
-        );
-    }
-    for k in &r.kernels {
-        println!(
-            "  kernel    {:<9} {:6} x {:9.3} ms  {:7.2} Gflop/s",
-            k.op,
-            k.count,
-            k.mean_seconds * 1e3,
-            k.gflops
-        );
-    }
-    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
-        super::output::print_bounds(bounds);
-        println!(
-            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
-        );
-    }
-    if let Some(peers) = &r.peers {
-        for p in peers {
-            println!(
-                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
-                p.name, p.seconds, p.gflops, p.median_seconds
-            );
-        }
-        for (name, ratio) in &r.ratios {
-            println!("  ratio     hetla / {name} {ratio:.3}");
-        }
-    }
+    super::output::print_run(
+        &r.workers,
+        &r.kernels,
+        r.bounds.as_ref(),
+        r.efficiency,
+        r.peers.as_deref(),
+        &r.ratios,
+    );
     if let Some(c) = &r.cholqr {
         println!(
             "  cholqr    {:.4} s (median {:.4} s), {:.2} Gflop/s (QR's flops); {:?}; ||A - QR|| ratio {:.3e}, ||I - Q^H Q|| ratio {:.3e}",

@@ -75,8 +75,8 @@ pub struct SimulateArgs {
     /// Tile size (one the platform has rates for; LU's block width).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub tile: usize,
-    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree is QR's
-    /// automatic one for one worker: flat, binary for one tile column.
+    /// Rows of the matrix, for QR (its columns are --n; default: square). Its tree: binary for a
+    /// tall matrix of one tile column, else flat.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub m: Option<usize>,
     /// The factorisation: cholesky, lu (LU with partial pivoting, on CPU clusters only; one node)

@@ -1,0 +1,518 @@
+//! Householder QR of general m x n matrices and least squares built on it: [`Qr`] (the builder,
+//! with the run options of [`Cholesky`]), [`QrFactor`] (R, Q applied from the left, the thin Q,
+//! least-squares solutions) and [`lstsq`] (LAPACK's ?gels for m >= n).
+//!
+//! The factorisation is a task graph ([`Plan::qr`]: PLASMA's tile QR, each tile column's tiles
+//! eliminated by a flat tree for square matrices or a binary tree for tall ones, see [`QrTree`])
+//! run by the runtime on the platform's CPU clusters over the caller's column-major storage (a copy
+//! of it for [`Qr::factor`]). The factored matrix holds R on and above its diagonal and the
+//! reflectors below; the T's of the block reflectors are kept beside it, one per tile
+//! factorisation. Q is never formed: [`QrFactor::apply_qh`] and [`QrFactor::apply_q`] replay the
+//! graph's factorisations (in order, or in reverse) on the operand's row blocks, each application
+//! on every core (O(m n k) flops for k columns, like the solves of [`crate::LuFactor`]).
+//!
+//! Input: A and B are checked for NaN and infinities before any work ([`Error::NonFinite`]).
+
+use std::sync::Arc;
+
+use faer::reborrow::ReborrowMut;
+use faer::{Mat, MatMut, MatRef};
+use hetla_factorizations::{Op, TaskGraph, TileRef, Tiling, qr_t_slot};
+use hetla_kernels::{Precision, Scalar, Stack};
+use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
+
+use crate::cholesky::check_finite;
+use crate::interop::Matrix;
+use crate::lu::on_all_cores;
+use crate::plan::Plan;
+use crate::tiles::ReflectorWork;
+use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
+
+use hetla_factorizations::QrTree;
+
+/// The tile size QR uses for an `m x n` matrix when none is given: the whole matrix when it has at
+/// most 256 rows and columns (one tile QR); 512 for a tall-skinny matrix of at most 512 columns
+/// (tiles of 512 rows: 200000 x 256 on 2 cores took 0.73 s against 0.85 s in tiles of 256); else
+/// 384 (the updates' products gain from the wider tiles: 20000 x 1000, 0.57 s against 0.64 s).
+pub fn default_qr_tile(m: usize, n: usize) -> usize {
+    if m.max(n) <= 256 {
+        m.max(n).max(1)
+    } else if n <= 512 && m >= 4 * n {
+        512
+    } else {
+        384
+    }
+}
+
+/// The inner block size (columns of each block reflector) when none is given: PLASMA's default.
+pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
+
+/// Configures and runs Householder QR factorisations on the runtime; the options are those of
+/// [`Cholesky`] (backend, clusters, threads, scheduler, platform), with a cluster per core by
+/// default as for [`crate::Lu`] (the tile kernels are many and small), plus the tile size, the
+/// inner block size and the reduction tree.
+///
+/// ```
+/// use faer::Mat;
+/// let a = Mat::from_fn(6, 3, |i, j| 1.0 / (i + j + 1) as f64 + if i == j { 1.0 } else { 0.0 });
+/// let b = Mat::from_fn(6, 1, |i, _| i as f64);
+/// let x = hetla::Qr::new().factor(a.as_ref())?.solve_least_squares(b.as_ref())?;
+/// // The residual is orthogonal to A's columns.
+/// let r = &b - &a * &x;
+/// assert!((a.transpose() * &r).norm_max() < 1e-12);
+/// # Ok::<(), hetla::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Qr {
+    run: Cholesky,
+    tile: Option<usize>,
+    inner: usize,
+    tree: QrTree,
+}
+
+impl Default for Qr {
+    fn default() -> Self {
+        Self {
+            run: Cholesky::new().clusters(ClusterSpec::Level(hetla_clusters::Level::Core)),
+            tile: None,
+            inner: DEFAULT_QR_INNER_BLOCK,
+            tree: QrTree::Auto,
+        }
+    }
+}
+
+impl Qr {
+    /// Default options: faer, [`default_qr_tile`], inner blocks of [`DEFAULT_QR_INNER_BLOCK`], the
+    /// tree by shape, a cluster per core, MCT.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tile size b (the last tile row and column ragged). 0 is an error at factorisation time.
+    pub fn tile(mut self, b: usize) -> Self {
+        self.tile = Some(b);
+        self
+    }
+
+    /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt; at least 1).
+    pub fn inner_block(mut self, ib: usize) -> Self {
+        self.inner = ib;
+        self
+    }
+
+    /// The reduction tree ([`QrTree::Auto`] chooses by shape).
+    pub fn tree(mut self, tree: QrTree) -> Self {
+        self.tree = tree;
+        self
+    }
+
+    /// Kernel backend (ignored when a platform is given).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.run = self.run.backend(backend);
+        self
+    }
+
+    /// How cores are grouped into clusters (ignored when a platform is given).
+    pub fn clusters(mut self, spec: ClusterSpec) -> Self {
+        self.run = self.run.clusters(spec);
+        self
+    }
+
+    /// One cluster of `threads` cores.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.run = self.run.threads(threads);
+        self
+    }
+
+    /// The scheduling policy.
+    pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
+        self.run = self.run.scheduler(scheduler);
+        self
+    }
+
+    /// Runs on this platform (its clusters, backend and models).
+    pub fn platform(mut self, platform: Arc<Platform>) -> Self {
+        self.run = self.run.platform(platform);
+        self
+    }
+
+    /// The platform a run uses (see [`Cholesky::resolve_platform`]).
+    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
+        self.run.resolve_platform()
+    }
+
+    /// The tile size for an `m x n` matrix: the one given, else [`default_qr_tile`].
+    pub fn tile_size_for(&self, m: usize, n: usize) -> usize {
+        self.tile.unwrap_or_else(|| default_qr_tile(m, n))
+    }
+
+    /// The plan of the QR factorisation of an `m x n` matrix in `precision` ([`Plan::qr`]), its
+    /// tree resolved for the platform's workers.
+    pub fn plan(&self, m: usize, n: usize, precision: Precision) -> Result<Plan> {
+        let tile = self.tile_size_for(m, n);
+        Plan::qr(m, n, tile, self.tree_for(m, n, tile), precision)
+    }
+
+    /// The tree for an `m x n` matrix in tiles of `tile` on this builder's platform
+    /// ([`QrTree::for_shape`] with its workers).
+    fn tree_for(&self, m: usize, n: usize, tile: usize) -> QrTree {
+        let workers = self
+            .resolve_platform()
+            .map_or(1, |p| p.workers().len().max(1));
+        let tiles = |x: usize| x.div_ceil(tile.max(1));
+        self.tree.for_shape(tiles(m), tiles(n), workers)
+    }
+
+    /// Factors a copy of `a` (left unchanged): any precision, any [`Matrix`].
+    pub fn factor<A: Matrix>(&self, a: A) -> Result<QrFactor<A::Elem>> {
+        let a = a.view();
+        check_finite("A", a)?;
+        self.factor_checked(a.to_owned())
+    }
+
+    /// Factors `a` in place, taking ownership: no copy is made.
+    pub fn factor_owned<T: Scalar>(&self, a: Mat<T>) -> Result<QrFactor<T>> {
+        check_finite("A", a.as_ref())?;
+        self.factor_checked(a)
+    }
+
+    /// Factors `a` in place by `plan` (from [`Qr::plan`]) through the runtime; the trace and the
+    /// block reflectors' T's (what a [`QrFactor`] keeps). `a` is checked first as by
+    /// [`Qr::factor`].
+    pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
+        check_finite("A", a.as_ref())?;
+        let platform = self.resolve_platform()?;
+        Ok(self.run_plan(&platform, plan, a)?.0)
+    }
+
+    fn run_plan<T: Scalar>(
+        &self,
+        platform: &Platform,
+        plan: &Plan,
+        a: MatMut<'_, T>,
+    ) -> Result<(Trace, Vec<Option<Mat<T>>>)> {
+        plan.execute_qr(platform, a, None, self.inner, &self.options())
+    }
+
+    fn options(&self) -> RunOptions {
+        RunOptions {
+            scheduler: self.run.scheduler,
+            ..RunOptions::default()
+        }
+    }
+
+    fn factor_checked<T: Scalar>(&self, mut a: Mat<T>) -> Result<QrFactor<T>> {
+        let platform = self.resolve_platform()?;
+        let (m, n) = (a.nrows(), a.ncols());
+        let plan = self.plan(m, n, T::PRECISION)?;
+        let (_, ts) = self.run_plan(&platform, &plan, a.as_mut())?;
+        Ok(QrFactor::new(self, a, ts, &plan, platform))
+    }
+
+    /// The least-squares solution of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK
+    /// ?gels) in one graph: A factored and Q^H applied to B by the same tasks' steps
+    /// ([`Plan::qr_least_squares`]), then R X = (Q^H B)'s first n rows. A and B are read, not
+    /// changed; any [`Matrix`], the result in B's kind.
+    pub fn solve_least_squares<A, B>(&self, a: A, b: B) -> Result<B::Owned>
+    where
+        A: Matrix,
+        B: Matrix<Elem = A::Elem>,
+    {
+        let (a, b) = (a.view(), b.view());
+        let (m, n) = (a.nrows(), a.ncols());
+        if m < n {
+            return Err(Error::Underdetermined { rows: m, cols: n });
+        }
+        if b.nrows() != m {
+            return Err(Error::RowsMismatch {
+                what: "B",
+                rows: b.nrows(),
+                expected: m,
+                of: "A",
+            });
+        }
+        check_finite("A", a)?;
+        check_finite("B", b)?;
+        let platform = self.resolve_platform()?;
+        let (mut f, mut c) = (a.to_owned(), b.to_owned());
+        if b.ncols() > 0 {
+            let tile = self.tile_size_for(m, n);
+            let plan =
+                Plan::qr_least_squares(m, n, b.ncols(), tile, self.tree, A::Elem::PRECISION)?;
+            plan.execute_qr(
+                &platform,
+                f.as_mut(),
+                Some(c.as_mut()),
+                self.inner,
+                &self.options(),
+            )?;
+        }
+        let x = upper_solve(&platform, f.as_ref(), c.as_ref())?;
+        B::owned_copy(x.as_ref())
+    }
+}
+
+/// R X = C's first n rows, R the upper triangle of the factored `f`'s first n rows (m >= n): an
+/// exactly zero diagonal entry is [`Error::RankDeficient`].
+fn upper_solve<T: Scalar>(
+    platform: &Platform,
+    f: MatRef<'_, T>,
+    c: MatRef<'_, T>,
+) -> Result<Mat<T>> {
+    let n = f.ncols();
+    if let Some(column) = (0..n).find(|&j| f[(j, j)] == T::from_f64(0.0)) {
+        return Err(Error::RankDeficient { column });
+    }
+    let mut x = c.subrows(0, n).to_owned();
+    let r = f.submatrix(0, 0, n, n);
+    let flops = (n * n * x.ncols()) as f64 * T::PRECISION.flop_factor();
+    on_all_cores(platform, flops, |_, par| {
+        faer::linalg::triangular_solve::solve_upper_triangular_in_place(r, x.as_mut(), par)
+    });
+    Ok(x)
+}
+
+/// A QR factorisation A = Q R of an m x n matrix (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct QrFactor<T: Scalar> {
+    qr: Mat<T>,
+    ts: Vec<Option<Mat<T>>>,
+    graph: TaskGraph,
+    tiling: Tiling,
+    tile: usize,
+    inner: usize,
+    tree: QrTree,
+    scheduler: SchedulerKind,
+    platform: Arc<Platform>,
+}
+
+impl<T: Scalar> QrFactor<T> {
+    fn new(
+        qr: &Qr,
+        a: Mat<T>,
+        ts: Vec<Option<Mat<T>>>,
+        plan: &Plan,
+        platform: Arc<Platform>,
+    ) -> Self {
+        let tree = match plan.algorithm() {
+            crate::Algorithm::Qr { tree, .. } => tree,
+            _ => QrTree::Auto,
+        };
+        Self {
+            qr: a,
+            ts,
+            graph: plan.graph().clone(),
+            tiling: *plan
+                .tiling(hetla_factorizations::FACTOR)
+                .expect("a QR plan tiles its matrix"),
+            tile: plan.tile(),
+            inner: qr.inner,
+            tree,
+            scheduler: qr.run.scheduler,
+            platform,
+        }
+    }
+
+    /// Rows of A.
+    pub fn nrows(&self) -> usize {
+        self.qr.nrows()
+    }
+
+    /// Columns of A.
+    pub fn ncols(&self) -> usize {
+        self.qr.ncols()
+    }
+
+    /// The factored matrix: R on and above the diagonal, the reflectors below (their T's are kept
+    /// apart).
+    pub fn storage(&self) -> MatRef<'_, T> {
+        self.qr.as_ref()
+    }
+
+    /// R: min(m, n) x n, upper trapezoidal.
+    pub fn r(&self) -> Mat<T> {
+        let k = self.nrows().min(self.ncols());
+        Mat::from_fn(k, self.ncols(), |i, j| {
+            if i <= j {
+                self.qr[(i, j)]
+            } else {
+                T::from_f64(0.0)
+            }
+        })
+    }
+
+    /// Q^H B (B with m rows), in B's kind.
+    pub fn apply_qh<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        self.applied(b, true)
+    }
+
+    /// Q B (B with m rows), in B's kind.
+    pub fn apply_q<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        self.applied(b, false)
+    }
+
+    /// B <- Q^H B in place (B column-major with m rows).
+    pub fn apply_qh_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
+        self.apply_in_place(b, true)
+    }
+
+    /// B <- Q B in place (B column-major with m rows).
+    pub fn apply_q_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
+        self.apply_in_place(b, false)
+    }
+
+    /// The thin Q: the first min(m, n) columns of Q (m x min(m, n), orthonormal columns).
+    pub fn thin_q(&self) -> Result<Mat<T>> {
+        let (m, k) = (self.nrows(), self.nrows().min(self.ncols()));
+        let mut q = Mat::<T>::zeros(m, k);
+        for i in 0..k {
+            q[(i, i)] = T::from_f64(1.0);
+        }
+        self.apply_in_place(q.as_mut(), false)?;
+        Ok(q)
+    }
+
+    /// The least-squares solution X of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK
+    /// ?gels): X = R^-1 (Q^H B)[..n]. An exactly zero diagonal entry of R is
+    /// [`Error::RankDeficient`]; m < n is [`Error::Underdetermined`].
+    pub fn solve_least_squares<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
+        let (m, n) = (self.nrows(), self.ncols());
+        if m < n {
+            return Err(Error::Underdetermined { rows: m, cols: n });
+        }
+        if let Some(column) = (0..n).find(|&j| self.qr[(j, j)] == T::from_f64(0.0)) {
+            return Err(Error::RankDeficient { column });
+        }
+        let b = b.view();
+        self.check_rows(b)?;
+        check_finite("B", b)?;
+        let mut c = b.to_owned();
+        self.apply_in_place(c.as_mut(), true)?;
+        let x = upper_solve(&self.platform, self.qr.as_ref(), c.as_ref())?;
+        B::owned_copy(x.as_ref())
+    }
+
+    fn check_rows(&self, b: MatRef<'_, T>) -> Result<()> {
+        if b.nrows() == self.nrows() {
+            Ok(())
+        } else {
+            Err(Error::RowsMismatch {
+                what: "B",
+                rows: b.nrows(),
+                expected: self.nrows(),
+                of: "A",
+            })
+        }
+    }
+
+    fn applied<B: Matrix<Elem = T>>(&self, b: B, adjoint: bool) -> Result<B::Owned> {
+        let b = b.view();
+        self.check_rows(b)?;
+        check_finite("B", b)?;
+        let mut c = b.to_owned();
+        self.apply_in_place(c.as_mut(), adjoint)?;
+        B::owned_copy(c.as_ref())
+    }
+
+    /// Q^H B (`adjoint`) or Q B, by replaying the graph's factorisations on B's row blocks: in
+    /// order for Q^H, in reverse for Q.
+    fn apply_in_place(&self, mut b: MatMut<'_, T>, adjoint: bool) -> Result<()> {
+        self.check_rows(b.as_ref())?;
+        if b.ncols() == 0 {
+            return Ok(());
+        }
+        if adjoint {
+            // Q^H B as a graph of the applications, B's tile columns in parallel.
+            let (m, n) = (self.nrows(), self.ncols());
+            let plan = Plan::qr_apply(m, n, b.ncols(), self.tile, self.tree, T::PRECISION)?;
+            let options = RunOptions {
+                scheduler: self.scheduler,
+                ..RunOptions::default()
+            };
+            return crate::interop::column_major(b, |b| {
+                plan.execute_qr_apply(
+                    &self.platform,
+                    self.qr.as_ref(),
+                    &self.ts,
+                    b,
+                    self.inner,
+                    &options,
+                )
+                .map(|_| ())
+            });
+        }
+        let (m, cols) = (self.nrows(), b.ncols());
+        let k = m.min(self.ncols());
+        let flops = 4.0 * (m * k * cols) as f64 * T::PRECISION.flop_factor();
+        let tasks: Vec<usize> = (0..self.graph.len())
+            .filter(|&t| matches!(self.graph.tasks()[t].op, Op::Geqrt | Op::Tsqrt | Op::Ttqrt))
+            .collect();
+        let mut order = tasks;
+        if !adjoint {
+            order.reverse();
+        }
+        let rows = |i: usize| (self.tiling.offset(i), self.tiling.tile_shape(i, 0).0);
+        on_all_cores(&self.platform, flops, |backend, par| {
+            for t in order {
+                let task = &self.graph.tasks()[t];
+                let (slot_tile, pair) = qr_t_slot(task);
+                let Some(ts) = &self.ts[ReflectorWork::<T>::slot(&self.tiling, slot_tile, pair)]
+                else {
+                    continue;
+                };
+                let tile = |n: usize| task.accesses[n].tile;
+                let view = |t: TileRef| {
+                    let (r, c) = self.tiling.tile_shape(t.row, t.col);
+                    self.qr.as_ref().submatrix(
+                        self.tiling.offset(t.row),
+                        self.tiling.offset(t.col),
+                        r,
+                        c,
+                    )
+                };
+                match Stack::of(task.op) {
+                    None => {
+                        let (start, len) = rows(tile(0).row);
+                        let bi = b.rb_mut().subrows_mut(start, len);
+                        backend.qr_apply(view(tile(0)), ts.as_ref(), bi, adjoint, par)?;
+                    }
+                    Some(stack) => {
+                        let ((p0, _), (q0, ql)) = (rows(tile(0).row), rows(tile(1).row));
+                        // Rows p0 .. p0 + k of the top block and the bottom block's: disjoint.
+                        let (top, bottom) = b.rb_mut().split_at_row_mut(q0);
+                        let top = top.subrows_mut(p0, ts.ncols());
+                        let bottom = bottom.subrows_mut(0, ql);
+                        backend.qr_stacked_apply(
+                            view(tile(1)),
+                            stack,
+                            ts.as_ref(),
+                            (top, bottom),
+                            adjoint,
+                            par,
+                        )?;
+                    }
+                }
+            }
+            Ok::<(), hetla_kernels::KernelError>(())
+        })?;
+        Ok(())
+    }
+}
+
+/// The least-squares solution of min ||A X - B||_2 for A m x n, m >= n, of full column rank
+/// (LAPACK's ?gels): a tiled QR of a copy of A with the default options, then
+/// [`QrFactor::solve_least_squares`]. Any [`Matrix`]; the result in B's kind.
+pub fn lstsq<A, B>(a: A, b: B) -> Result<B::Owned>
+where
+    A: Matrix,
+    B: Matrix<Elem = A::Elem>,
+{
+    let a = a.view();
+    if a.nrows() < a.ncols() {
+        return Err(Error::Underdetermined {
+            rows: a.nrows(),
+            cols: a.ncols(),
+        });
+    }
+    Qr::new().solve_least_squares(a, b)
+}
