@@ -1,6 +1,6 @@
-//! QR factorisations and least squares: tiled Householder QR on the runtime ([`Qr`],
-//! [`QrFactor`], [`lstsq`]; module `householder`) and CholeskyQR2 for tall-skinny matrices
-//! ([`CholeskyQr`]; module `cholesky_qr`, which falls back to the former).
+//! QR factorisations and least squares: tiled Householder QR on the runtime ([`Qr`], [`QrFactor`],
+//! [`lstsq`]; module `householder`) and CholeskyQR2 for tall-skinny matrices ([`CholeskyQr`];
+//! module `cholesky_qr`, which falls back to the former).
 
 mod cholesky_qr;
 mod householder;
