@@ -23,6 +23,48 @@ use crate::{Error, Result};
 pub(crate) mod batch;
 mod update;
 
+/// The run options of [`Cholesky`] on a builder that holds one in its field `run` (`Lu`, `Qr`):
+/// backend, clusters, threads, scheduler, platform, and the platform a run uses.
+macro_rules! run_options {
+    () => {
+        /// Kernel backend (ignored when a platform is given).
+        pub fn backend(mut self, backend: Backend) -> Self {
+            self.run = self.run.backend(backend);
+            self
+        }
+
+        /// How cores are grouped into clusters (ignored when a platform is given).
+        pub fn clusters(mut self, spec: ClusterSpec) -> Self {
+            self.run = self.run.clusters(spec);
+            self
+        }
+
+        /// One cluster of `threads` cores.
+        pub fn threads(mut self, threads: usize) -> Self {
+            self.run = self.run.threads(threads);
+            self
+        }
+
+        /// The scheduling policy.
+        pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
+            self.run = self.run.scheduler(scheduler);
+            self
+        }
+
+        /// Runs on this platform (its clusters, backend and models).
+        pub fn platform(mut self, platform: Arc<Platform>) -> Self {
+            self.run = self.run.platform(platform);
+            self
+        }
+
+        /// The platform a run uses (see [`Cholesky::resolve_platform`]).
+        pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
+            self.run.resolve_platform()
+        }
+    };
+}
+pub(crate) use run_options;
+
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
 /// By default the platform is built at each call from the cluster spec (default `auto`) and the

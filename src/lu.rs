@@ -86,40 +86,7 @@ impl Lu {
         self
     }
 
-    /// Kernel backend (ignored when a platform is given).
-    pub fn backend(mut self, backend: Backend) -> Self {
-        self.run = self.run.backend(backend);
-        self
-    }
-
-    /// How cores are grouped into clusters (ignored when a platform is given).
-    pub fn clusters(mut self, spec: ClusterSpec) -> Self {
-        self.run = self.run.clusters(spec);
-        self
-    }
-
-    /// One cluster of `threads` cores.
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.run = self.run.threads(threads);
-        self
-    }
-
-    /// The scheduling policy.
-    pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
-        self.run = self.run.scheduler(scheduler);
-        self
-    }
-
-    /// Runs on this platform (its clusters, backend and models).
-    pub fn platform(mut self, platform: Arc<Platform>) -> Self {
-        self.run = self.run.platform(platform);
-        self
-    }
-
-    /// The platform a run uses (see [`Cholesky::resolve_platform`]).
-    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
-        self.run.resolve_platform()
-    }
+    crate::cholesky::run_options!();
 
     /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
     /// platform's backend.
