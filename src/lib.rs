@@ -59,7 +59,7 @@ pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64, swap_rows};
 pub use hetla_runtime::{GpuSelection, ModelStore, Platform, SchedulerKind, Trace};
 pub use interop::{Matrix, MatrixMut};
-pub use lu::{Lu, LuFactor, default_lu_tile, solve, solve_mixed};
+pub use lu::{Lu, LuFactor, Trans, default_lu_tile, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{

@@ -440,7 +440,6 @@ impl<T: Scalar> LuFactor<T> {
 
     /// [`LuFactor::solve_column_major`], with the interchanges applied only when `permute`.
     fn triangular_solves(&self, b: MatMut<'_, T>, trans: Trans, permute: bool) -> Result<()> {
-        use faer::linalg::triangular_solve as ts;
         if b.nrows() != self.n() {
             return Err(Error::DimensionMismatch {
                 n: self.n(),
@@ -453,49 +452,128 @@ impl<T: Scalar> LuFactor<T> {
         check_finite("B", b.as_ref())?;
         let n = self.n();
         let flops = 2.0 * (n * n * b.ncols()) as f64 * T::PRECISION.flop_factor();
-        let lu = self.lu.as_ref();
-        let conj = match trans {
-            Trans::Adjoint if T::PRECISION.is_complex() => faer::Conj::Yes,
-            _ => faer::Conj::No,
-        };
-        let solve = |par: Par, mut b: MatMut<'_, T>| match trans {
-            Trans::No => {
-                if permute {
-                    hetla_kernels::swap_rows(b.as_mut(), &self.ipiv);
-                }
-                ts::solve_unit_lower_triangular_in_place(lu, b.as_mut(), par);
-                ts::solve_upper_triangular_in_place(lu, b, par);
-            }
-            Trans::Transpose | Trans::Adjoint => {
-                ts::solve_lower_triangular_in_place_with_conj(
-                    lu.transpose(),
-                    conj,
-                    b.as_mut(),
-                    par,
-                );
-                ts::solve_unit_upper_triangular_in_place_with_conj(
-                    lu.transpose(),
-                    conj,
-                    b.as_mut(),
-                    par,
-                );
-                if permute {
-                    for (i, &p) in self.ipiv.iter().enumerate().rev() {
-                        hetla_kernels::swap_rows(b.as_mut().subrows_mut(i, n - i), &[p - i]);
-                    }
-                }
-            }
-        };
-        on_all_cores(&self.platform, flops, |_, par| solve(par, b));
+        let ipiv = permute.then_some(self.ipiv.as_slice());
+        on_all_cores(&self.platform, flops, |_, par| {
+            getrs(self.lu.as_ref(), ipiv, b, trans, par)
+        });
         Ok(())
     }
 }
 
-/// Which system a solve with an LU factor solves.
-#[derive(Clone, Copy)]
-enum Trans {
+impl Lu {
+    /// Solves op(A) X = B in place (`b` is overwritten with X) from an LU factorisation given as
+    /// LAPACK's ?getrf leaves it (as scipy's `lu_factor` returns it): `lu` holds L below the
+    /// diagonal (unit diagonal implied) and U on and above it, `pivots` the row interchanges
+    /// 0-based (at step i row i was swapped with `pivots[i]`, i <= `pivots[i]` < n). LAPACK's
+    /// ?getrs, on this builder's platform's cores. Checked first: `lu` square and finite, `pivots`
+    /// of length n and in range, B's rows and entries; a zero on U's diagonal is
+    /// [`Error::Singular`].
+    ///
+    /// ```
+    /// use faer::Mat;
+    /// let a = Mat::from_fn(3, 3, |i, j| if i == j { 4.0 } else { (i + 2 * j) as f64 });
+    /// let f = hetla::Lu::new().factor(a.as_ref())?;
+    /// let mut x = Mat::<f64>::ones(3, 1);
+    /// hetla::Lu::new().solve_factored(f.storage(), f.pivots(), x.as_mut(), hetla::Trans::No)?;
+    /// assert!((f.solve(Mat::<f64>::ones(3, 1).as_ref())? - &x).norm_max() < 1e-14);
+    /// # Ok::<(), hetla::Error>(())
+    /// ```
+    pub fn solve_factored<L: Matrix, B: MatrixMut<Elem = L::Elem>>(
+        &self,
+        lu: L,
+        pivots: &[usize],
+        mut b: B,
+        trans: Trans,
+    ) -> Result<()> {
+        let lu = lu.view();
+        check_square(lu)?;
+        let n = lu.nrows();
+        check_finite("LU", lu)?;
+        if pivots.len() != n {
+            return Err(Error::InvalidOption {
+                option: "pivots",
+                reason: format!(
+                    "{} interchanges for a matrix of order {n}: give one per row",
+                    pivots.len()
+                ),
+            });
+        }
+        if let Some((i, &p)) = pivots.iter().enumerate().find(|&(i, &p)| p < i || p >= n) {
+            return Err(Error::InvalidOption {
+                option: "pivots",
+                reason: format!(
+                    "interchange {i} names row {p}; at step {i} it must be in {i}..{n} (0-based)"
+                ),
+            });
+        }
+        if let Some(column) = (0..n).find(|&k| lu[(k, k)] == L::Elem::from_f64(0.0)) {
+            return Err(Error::Singular { column });
+        }
+        let mut b = b.view_mut();
+        if b.nrows() != n {
+            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
+        }
+        check_finite("B", b.as_ref())?;
+        let platform = self.resolve_platform()?;
+        let flops = 2.0 * (n * n * b.ncols()) as f64 * L::Elem::PRECISION.flop_factor();
+        column_major(b.as_mut(), |b| {
+            on_all_cores(&platform, flops, |_, par| {
+                getrs(lu, Some(pivots), b, trans, par)
+            });
+            Ok(())
+        })
+    }
+}
+
+/// X <- op(A)^-1 X from A's LU factors (LAPACK ?getrs, inputs checked): for A, the interchanges
+/// (when given), then L, then U; for A^T or A^H, U^T then L^T (conjugated for A^H), then the
+/// interchanges backwards.
+fn getrs<T: Scalar>(
+    lu: MatRef<'_, T>,
+    ipiv: Option<&[usize]>,
+    mut b: MatMut<'_, T>,
+    trans: Trans,
+    par: Par,
+) {
+    use faer::linalg::triangular_solve as ts;
+    let n = lu.nrows();
+    let conj = match trans {
+        Trans::Adjoint if T::PRECISION.is_complex() => faer::Conj::Yes,
+        _ => faer::Conj::No,
+    };
+    match trans {
+        Trans::No => {
+            if let Some(ipiv) = ipiv {
+                hetla_kernels::swap_rows(b.as_mut(), ipiv);
+            }
+            ts::solve_unit_lower_triangular_in_place(lu, b.as_mut(), par);
+            ts::solve_upper_triangular_in_place(lu, b, par);
+        }
+        Trans::Transpose | Trans::Adjoint => {
+            ts::solve_lower_triangular_in_place_with_conj(lu.transpose(), conj, b.as_mut(), par);
+            ts::solve_unit_upper_triangular_in_place_with_conj(
+                lu.transpose(),
+                conj,
+                b.as_mut(),
+                par,
+            );
+            if let Some(ipiv) = ipiv {
+                for (i, &p) in ipiv.iter().enumerate().rev() {
+                    hetla_kernels::swap_rows(b.as_mut().subrows_mut(i, n - i), &[p - i]);
+                }
+            }
+        }
+    }
+}
+
+/// Which system a solve with an LU factor solves (LAPACK's `trans`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trans {
+    /// A X = B.
     No,
+    /// A^T X = B (not conjugated).
     Transpose,
+    /// A^H X = B (A^T for a real type).
     Adjoint,
 }
 

@@ -7,8 +7,9 @@
 //! non-finite) is reported where it is, and the others are solved.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-use faer::{Mat, MatRef};
+use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Backend, Par, Scalar};
 use hetla_runtime::Platform;
 
@@ -16,7 +17,7 @@ use super::{
     Cholesky, Factor, check_finite, check_hermitian_lower, check_hermitian_lower_entries,
     check_square, factor_error, real_diagonal,
 };
-use crate::interop::Matrix;
+use crate::interop::{Matrix, column_major};
 use crate::{Error, Result};
 
 /// Solves the SPD (complex: Hermitian positive definite) systems A_i X_i = B_i, of equal or mixed
@@ -111,6 +112,109 @@ impl Cholesky {
             })
             .collect())
     }
+}
+
+impl Cholesky {
+    /// Factors every A_i in place, each a single task on one core (as [`Cholesky::factor_batch`]),
+    /// without copies for column-major matrices (a matrix whose columns are not contiguous goes
+    /// through a column-major copy written back): on success the lower triangle of each holds its
+    /// L, the strict upper triangle is left as it was. The i-th result is A_i's: `Ok`, or why it
+    /// has no factor (its lower triangle then partly overwritten, as ?potrf leaves it).
+    ///
+    /// ```
+    /// use faer::Mat;
+    /// let mut a: Vec<Mat<f64>> = (0..10).map(|i| hetla::matgen::random_spd(16, i)).collect();
+    /// let mut views: Vec<_> = a.iter_mut().map(|a| a.as_mut()).collect();
+    /// let done = hetla::Cholesky::new().factor_batch_in_place(&mut views)?;
+    /// assert!(done.iter().all(|r| r.is_ok()));
+    /// # Ok::<(), hetla::Error>(())
+    /// ```
+    pub fn factor_batch_in_place<T: Scalar>(
+        &self,
+        a: &mut [MatMut<'_, T>],
+    ) -> Result<Vec<Result<()>>> {
+        let platform = self.resolve_platform()?;
+        let backend = platform.backend();
+        // Each matrix is taken by exactly one core (the index is handed out once); the lock is
+        // there to give that core a unique borrow, never contended.
+        let cells: Vec<Mutex<&mut MatMut<'_, T>>> = a.iter_mut().map(Mutex::new).collect();
+        Ok(on_every_core(&platform, cells.len(), |i| {
+            let mut a = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+            factor_checked_in_place(backend, a.as_mut())
+        }))
+    }
+
+    /// Factors every A_i into `out[i]` (of the same shape), each a single task on one core that
+    /// copies its matrix and factors the copy while it is in cache (one pass over the batch's
+    /// memory, where a copy then [`Cholesky::factor_batch_in_place`] take two): `out[i]` receives
+    /// A_i whole, then L in its lower triangle. The A_i are left unchanged. The outer error is for
+    /// the call (`a` and `out` of different lengths, a platform that cannot be built), the i-th
+    /// result A_i's.
+    pub fn factor_batch_into<T: Scalar>(
+        &self,
+        a: &[MatRef<'_, T>],
+        out: &mut [MatMut<'_, T>],
+    ) -> Result<Vec<Result<()>>> {
+        if a.len() != out.len() {
+            return Err(Error::InvalidOption {
+                option: "out",
+                reason: format!(
+                    "{} outputs for {} matrices: give one output per matrix",
+                    out.len(),
+                    a.len()
+                ),
+            });
+        }
+        let platform = self.resolve_platform()?;
+        let backend = platform.backend();
+        // As in `factor_batch_in_place`: one core per index, the lock never contended.
+        let cells: Vec<Mutex<&mut MatMut<'_, T>>> = out.iter_mut().map(Mutex::new).collect();
+        Ok(on_every_core(&platform, cells.len(), |i| {
+            let mut out = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+            let a = a[i];
+            if (out.nrows(), out.ncols()) != (a.nrows(), a.ncols()) {
+                return Err(Error::InvalidOption {
+                    option: "out",
+                    reason: format!(
+                        "output {i} is {}x{}, its matrix {}x{}: give outputs of the matrices' shapes",
+                        out.nrows(),
+                        out.ncols(),
+                        a.nrows(),
+                        a.ncols()
+                    ),
+                });
+            }
+            check_square("A", a.nrows(), a.ncols())?;
+            check_hermitian_lower("A", a)?;
+            out.copy_from(a);
+            real_diagonal(out.as_mut());
+            column_major(out.as_mut(), |mut out| match backend {
+                // faer's own call is the fastest on a small matrix but may use the strict upper
+                // triangle as scratch: it is put back from A_i, still in cache.
+                Backend::Faer => {
+                    let done = backend.library_potrf(out.as_mut(), Par::Seq);
+                    for j in 1..out.ncols() {
+                        out.as_mut()
+                            .col_mut(j)
+                            .subrows_mut(0, j)
+                            .copy_from(a.col(j).subrows(0, j));
+                    }
+                    done.map_err(factor_error)
+                }
+                Backend::OpenBlas => backend.potrf(out, Par::Seq).map_err(factor_error),
+            })
+        }))
+    }
+}
+
+/// Checks the square `a` and factors it in place by the sequential tile kernel, which leaves the
+/// strict upper triangle as it was (faer's own call may use it as scratch); a matrix whose columns
+/// are not contiguous goes through a column-major copy written back.
+fn factor_checked_in_place<T: Scalar>(backend: Backend, mut a: MatMut<'_, T>) -> Result<()> {
+    check_square("A", a.nrows(), a.ncols())?;
+    check_hermitian_lower("A", a.as_ref())?;
+    real_diagonal(a.as_mut());
+    column_major(a, |a| backend.potrf(a, Par::Seq).map_err(factor_error))
 }
 
 /// A copy of the square `a` factored by the sequential kernel, and ||A||_1.

@@ -186,24 +186,6 @@ pub fn print_bounds(b: &BoundReport) {
     );
 }
 
-pub fn emit<T: Serialize>(json: bool, report: &T, human: impl Fn(&T)) {
-    if json {
-        match serde_json::to_string(report) {
-            Ok(text) => println!("{text}"),
-            // Reports hold numbers and strings only; should one not serialise, say so on
-            // stderr rather than panic.
-            Err(e) => eprintln!("error: the report could not be written as JSON: {e}"),
-        }
-    } else {
-        human(report);
-    }
-}
-
-/// Whether the command line asks for JSON output (also when it does not parse).
-pub fn wants_json() -> bool {
-    std::env::args_os().skip(1).any(|a| a == "--json")
-}
-
 /// Prints an error: on stderr, and with `--json` also as one JSON object on stdout.
 pub fn report_error(json: bool, kind: &str, message: &str) {
     eprintln!("error: {message}");

@@ -1,0 +1,195 @@
+//! The `hetla` command line as a library: the binary (`src/main.rs`) parses and dispatches through
+//! [`main_with_args`], and other front ends (the Python package's `hetla.simulate`, `bound`,
+//! `sweep`, `info`) run the same commands through [`run_json`], getting each report as the JSON
+//! text `--json` prints, with the same keys. Subcommands live in `commands/`, one file each.
+
+mod commands;
+mod error;
+mod gantt;
+mod memory;
+mod peers;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use commands::bound::{BoundArgs, bound_cmd, print_bound};
+use commands::calibrate::{CalibrateArgs, calibrate_cmd, print_calibrate};
+use commands::cholesky::CholeskyArgs;
+use commands::info::{InfoArgs, info, print_info};
+use commands::output::report_error;
+pub use error::{Error, Result};
+pub use memory::CountingAllocator;
+use serde::Serialize;
+
+/// Tiled Cholesky on a heterogeneous node: factor, time and check.
+#[derive(Parser)]
+#[command(name = "hetla", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Factor a generated random SPD matrix; print seconds, Gflop/s and the scaled residual.
+    Cholesky(CholeskyArgs),
+    /// Time the tile kernels on each cluster class and store the performance models.
+    Calibrate(CalibrateArgs),
+    /// Show the topology, the clusters a spec makes and the kernel backends built in.
+    Info(InfoArgs),
+    /// Lower bounds (critical path, area, mixed) on the Cholesky makespan on a modelled platform,
+    /// computed without running anything.
+    Bound(BoundArgs),
+    /// Simulate the Cholesky factorisation on a modelled platform (virtual clock, same scheduler
+    /// and data layer as real runs) and report it next to its bounds.
+    Simulate(commands::simulate::SimulateArgs),
+    /// Simulate (or run) every combination of cluster specs, GPU counts, orders and tile sizes;
+    /// write results.csv, results.json and SVG plots.
+    Sweep(commands::sweep::SweepArgs),
+    /// Multiply matrices (C <- alpha op(A) op(B) + beta C) with a chosen allocation strategy;
+    /// report time, bytes moved and their lower bound. `--platform` simulates.
+    Gemm(Box<commands::gemm::GemmArgs>),
+    /// Solve many small generated SPD systems at once (one per core at a time, over every cluster);
+    /// print seconds, Gflop/s and the backward error, `--compare` beside faer in a loop and in a
+    /// rayon par_iter.
+    Batch(commands::batch::BatchArgs),
+    /// Factor a generated random matrix by LU with partial pivoting; print seconds, Gflop/s, the
+    /// scaled residual and the growth, `--compare` beside faer's and OpenBLAS's own LU.
+    Lu(commands::lu::LuArgs),
+    /// Factor a generated random m x n matrix by tiled Householder QR (flat or binary reduction
+    /// trees); print seconds, Gflop/s and LAPACK's QR ratios, `--compare` beside faer's and
+    /// OpenBLAS's own QR, `--lstsq K` least squares beside theirs.
+    Qr(commands::qr::QrArgs),
+}
+
+/// Exit status of a command line that does not parse (as clap's own).
+const USAGE_EXIT: u8 = 2;
+
+/// Where a command's reports go: printed (text or `--json`), or collected as JSON text.
+trait Reports {
+    /// One report: its JSON text (or why it has none), and how to print it as text.
+    fn report(&mut self, json: bool, text: serde_json::Result<String>, human: &dyn Fn());
+}
+
+/// Hands `report` to `out`, with its text printer.
+fn put<T: Serialize>(out: &mut dyn Reports, json: bool, report: &T, human: impl Fn(&T)) {
+    out.report(json, serde_json::to_string(report), &|| human(report));
+}
+
+/// Runs the parsed command, handing each report to `out`.
+fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
+    match command {
+        Command::Cholesky(args) => commands::cholesky::run(args).map(|r| {
+            r.iter()
+                .for_each(|r| put(out, args.json, r, commands::cholesky::print))
+        }),
+        Command::Calibrate(args) => {
+            calibrate_cmd(args).map(|r| put(out, args.json, &r, print_calibrate))
+        }
+        Command::Info(args) => info(args).map(|r| put(out, args.json, &r, print_info)),
+        Command::Bound(args) => bound_cmd(args).map(|r| put(out, args.json, &r, print_bound)),
+        Command::Simulate(args) => commands::simulate::run(args)
+            .map(|r| put(out, args.json, &r, commands::simulate::print)),
+        Command::Sweep(args) => {
+            commands::sweep::run(args).map(|r| put(out, args.json, &r, commands::sweep::print))
+        }
+        Command::Batch(args) => {
+            commands::batch::run(args).map(|r| put(out, args.json, &r, commands::batch::print))
+        }
+        Command::Qr(args) => {
+            commands::qr::run(args).map(|r| put(out, args.json, &r, commands::qr::print))
+        }
+        Command::Lu(args) => {
+            commands::lu::run(args).map(|r| put(out, args.json, &r, commands::lu::print))
+        }
+        Command::Gemm(args) => {
+            commands::gemm::run(args).map(|r| put(out, args.json, &r, commands::gemm::print))
+        }
+    }
+}
+
+/// Prints each report as the command line asked: JSON with `--json`, else text.
+struct Printed;
+
+impl Reports for Printed {
+    fn report(&mut self, json: bool, text: serde_json::Result<String>, human: &dyn Fn()) {
+        match text {
+            Ok(text) if json => println!("{text}"),
+            // Reports hold numbers and strings only; should one not serialise, say so on
+            // stderr rather than panic.
+            Err(e) if json => eprintln!("error: the report could not be written as JSON: {e}"),
+            _ => human(),
+        }
+    }
+}
+
+/// Collects each report's JSON text.
+struct Collected(Vec<String>);
+
+impl Reports for Collected {
+    fn report(&mut self, _json: bool, text: serde_json::Result<String>, _human: &dyn Fn()) {
+        self.0.push(text.unwrap_or_else(|e| {
+            serde_json::json!({ "error": { "kind": "json", "message": e.to_string() } }).to_string()
+        }));
+    }
+}
+
+/// Runs the command line `args` (the program name first, as `std::env::args`), printing its
+/// reports and errors as the `hetla` binary does, and returns the process's exit status.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let args: Vec<_> = args.into_iter().collect();
+    let json = args.iter().skip(1).any(|a| a == "--json");
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) if json => {
+            report_error(true, "usage", &usage_message(&e));
+            return ExitCode::from(USAGE_EXIT);
+        }
+        Err(e) => e.exit(),
+    };
+    match dispatch(&cli.command, &mut Printed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report_error(json, e.kind(), &e.to_string());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The first line of a parse error, without clap's "error: ".
+fn usage_message(e: &clap::Error) -> String {
+    let message = e.render().to_string();
+    let first = message.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+}
+
+/// Why [`run_json`] has no reports: the kind of error (as `--json` errors name it: "usage",
+/// "invalid_option", ...) and its message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The error's kind.
+    pub kind: &'static str,
+    /// What was wrong and what would be right.
+    pub message: String,
+}
+
+/// Runs the subcommand `args` (without the program name: `["simulate", "--n", "9600"]`) and returns
+/// each of its reports as the JSON text `--json` prints. Nothing is printed, but for what a command
+/// itself writes (progress on a terminal, warnings on stderr, the files it is asked to write).
+pub fn run_json<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+) -> std::result::Result<Vec<String>, Failure> {
+    let argv = std::iter::once(std::ffi::OsStr::new("hetla")).chain(args.iter().map(AsRef::as_ref));
+    let cli = Cli::try_parse_from(argv).map_err(|e| Failure {
+        kind: "usage",
+        message: usage_message(&e),
+    })?;
+    let mut out = Collected(Vec::new());
+    dispatch(&cli.command, &mut out).map_err(|e| Failure {
+        kind: e.kind(),
+        message: e.to_string(),
+    })?;
+    Ok(out.0)
+}

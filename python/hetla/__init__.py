@@ -1,0 +1,449 @@
+"""hetla for Python: dense factorisations on heterogeneous machines.
+
+Drop-in calls with scipy's and numpy's signatures, semantics and return values, computed by
+hetla's tiled task graphs (the GIL released):
+
+- Cholesky: ``cho_factor``, ``cho_solve``, ``cholesky`` (numpy's), ``solve_spd`` (``mixed=True``:
+  factor in single precision, refine to double), and the SPD toolkit: ``CholeskyFactor`` (solve,
+  log-determinant, rcond, inverse, rank-k update and downdate), ``spd_logdet``, ``spd_rcond``,
+  ``spd_inv``;
+- LU: ``lu_factor``, ``lu_solve``, ``solve``;
+- QR and least squares: ``qr``, ``lstsq``.
+
+float32, float64, complex64 and complex128 (other numeric dtypes are promoted to float64, as
+scipy does); matrices stacked as (..., M, M) are batches (one matrix per core at a time). A matrix
+that is not positive definite or is singular raises ``numpy.linalg.LinAlgError``; a wrong shape or
+a non-finite entry ``ValueError``; an unsupported dtype ``TypeError``.
+
+The laboratory: ``Platform`` (a ``with`` block that sets the clusters, backend and scheduler of
+every call inside it), ``info``, ``simulate``, ``bound``, ``sweep`` and ``cli``, returning the
+command line's JSON reports as dicts (``sweep``'s rows as a pandas DataFrame when pandas is
+installed).
+"""
+
+import json as _json
+import warnings as _warnings
+
+import numpy as _np
+from numpy.linalg import LinAlgError
+
+from . import _hetla
+from ._hetla import CholeskyFactor, Platform
+
+__version__ = _hetla.__version__
+
+__all__ = [
+    "LinAlgError",
+    "LinAlgWarning",
+    "CholeskyFactor",
+    "Platform",
+    "cho_factor",
+    "cho_solve",
+    "cholesky",
+    "solve_spd",
+    "spd_logdet",
+    "spd_rcond",
+    "spd_inv",
+    "lu_factor",
+    "lu_solve",
+    "solve",
+    "qr",
+    "lstsq",
+    "info",
+    "simulate",
+    "bound",
+    "sweep",
+    "cli",
+]
+
+try:  # scipy's warning class when scipy is there, so that filters written for it apply
+    from scipy.linalg import LinAlgWarning
+except ImportError:  # pragma: no cover - depends on the environment
+
+    class LinAlgWarning(RuntimeWarning):
+        """An ill-conditioned or singular matrix (scipy.linalg.LinAlgWarning without scipy)."""
+
+
+_KINDS = (_np.float32, _np.float64, _np.complex64, _np.complex128)
+
+
+def _dtype(*arrays):
+    """The dtype hetla computes in for these arrays: their common type, integers and bools
+    promoted to float64 (scipy's rule); a type hetla has no kernels for is a TypeError."""
+    dtype = _np.result_type(*arrays)
+    if dtype.kind in "biu":
+        return _np.dtype(_np.float64)
+    if dtype.kind == "f" and dtype.itemsize < 4:
+        return _np.dtype(_np.float32)
+    if dtype.type not in _KINDS:
+        raise TypeError(
+            f"hetla computes in float32, float64, complex64 and complex128, got dtype {dtype}"
+        )
+    return dtype
+
+
+def _square(a, name="a"):
+    """``a`` as an array of square matrices (..., M, M), or the ValueError saying why not."""
+    a = _np.asarray(a)
+    if a.dtype == object:
+        raise TypeError(f"{name} must be numeric, got an array of Python objects")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name} must be a square matrix or a stack of them (..., M, M), got shape {a.shape}")
+    return a
+
+
+def _check_finite(a, name):
+    if not _np.isfinite(a).all():
+        raise ValueError(f"{name} must not contain infs or NaNs")
+
+
+def _copy(a, dtype, fortran):
+    """A new array holding ``a`` in ``dtype``, each matrix (the last two axes) C-ordered, or
+    Fortran-ordered with ``fortran`` (the stack axes stay outermost)."""
+    if not fortran:
+        return _np.array(a, dtype=dtype, order="C", copy=True)
+    return _np.array(_np.swapaxes(a, -1, -2), dtype=dtype, order="C", copy=True).swapaxes(-1, -2)
+
+
+def _stack(a):
+    """``a`` (..., M, N) as a 3-D view (count, M, N) of the same memory, or None where no view
+    can be (the caller then works on a copy)."""
+    if a.ndim == 3:
+        return a
+    if a.ndim == 2:
+        return a[None]
+    s = a.reshape((-1,) + a.shape[-2:])
+    return s if _np.shares_memory(s, a) else None
+
+
+def _in_place(a, work):
+    """Runs ``work`` on the 3-D stack of ``a`` and makes sure ``a`` holds the result."""
+    s = _stack(a)
+    if s is not None:
+        work(s)
+        return a
+    s = _np.ascontiguousarray(a.reshape((-1,) + a.shape[-2:]))
+    work(s)
+    a[...] = s.reshape(a.shape)
+    return a
+
+
+def _empty(shape, dtype, fortran):
+    """A new array of ``shape``, each matrix (the last two axes) C-ordered, or Fortran-ordered
+    with ``fortran`` (the stack axes outermost)."""
+    if not fortran:
+        return _np.empty(shape, dtype=dtype)
+    return _np.empty(shape[:-2] + (shape[-1], shape[-2]), dtype=dtype).swapaxes(-1, -2)
+
+
+def _source(a):
+    """``a`` as a 3-D stack to read from (a copy where no view can be)."""
+    s = _stack(a)
+    return s if s is not None else _np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
+
+
+def _cho(a, lower, overwrite_a, clean):
+    a = _square(a)
+    dtype = _dtype(a)
+    if a.dtype != dtype:
+        a, overwrite_a = a.astype(dtype), True
+    lower = bool(lower)
+    if overwrite_a and a.flags.writeable:
+        if a.size:
+            _in_place(a, lambda s: _hetla.cho_factor(s, None, lower, clean))
+        return a
+    # One matrix keeps its layout (the tiled run reads it tile by tile whatever its order); a
+    # stack gets matrices whose factored triangle is a column-major lower one, each copied and
+    # factored by one core while in cache.
+    out = _np.empty_like(a, order="K") if a.ndim == 2 else _empty(a.shape, dtype, lower)
+    if a.size:
+        _hetla.cho_factor(_source(a), _stack(out), lower, clean)
+    return out
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """Cholesky factorisation of a symmetric (Hermitian) positive definite matrix, for
+    ``cho_solve``: scipy.linalg.cho_factor.
+
+    Returns ``(c, lower)``: ``c`` holds the factor in the triangle ``lower`` says (L with A = L L^H,
+    or U = L^H with A = U^H U); the other triangle keeps what ``a`` had there. Only that triangle
+    of ``a`` is read. A stack (..., M, M) factors as a batch, one matrix per core at a time.
+    ``check_finite``: the triangle read is always checked (a NaN or infinity there is a
+    ValueError; the check is part of hetla's pass over the matrix). Raises LinAlgError with the
+    column when the matrix is not positive definite.
+    """
+    del check_finite  # always checked
+    return _cho(a, lower, overwrite_a, False), lower
+
+
+def cholesky(a, upper=False):
+    """The Cholesky factor with zeros in its other triangle: numpy.linalg.cholesky (L with
+    A = L L^H, or U = L^H with ``upper=True``). Stacks (..., M, M) factor as batches."""
+    return _cho(a, not upper, False, True)
+
+
+def _rhs(b, n, batch, dtype, name="b"):
+    """``b`` as a new 3-D stack (count, n, k) of Fortran-ordered matrices in ``dtype``, and the
+    shape to give the solution back in. ``b`` is (..., n) or (..., n, k) with the stack shape
+    ``batch`` in front."""
+    b = _np.asarray(b)
+    if b.ndim == len(batch) + 1 and b.shape[:-1] == batch:
+        if b.shape[-1] != n:
+            raise ValueError(f"{name} has {b.shape[-1]} rows, expected {n} (the order of the matrix)")
+        shape, m = b.shape, b[..., None]
+    elif b.ndim == len(batch) + 2 and b.shape[:-2] == batch:
+        if b.shape[-2] != n:
+            raise ValueError(f"{name} has {b.shape[-2]} rows, expected {n} (the order of the matrix)")
+        shape, m = b.shape, b
+    else:
+        raise ValueError(
+            f"{name} of shape {b.shape} does not match a stack {batch} of {n}x{n} matrices: "
+            f"expected {batch + (n,)} or {batch + (n, 'k')}"
+        )
+    x = _copy(m, dtype, True).reshape((-1, n, m.shape[-1]))
+    return x, shape
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """Solves A x = b from ``cho_factor``'s ``(c, lower)``: scipy.linalg.cho_solve. ``b`` is
+    (M,) or (M, K), or stacked in front as ``c`` is. Returns x, shaped as ``b``."""
+    del overwrite_b, check_finite  # b is never overwritten; c and b are always checked
+    c, lower = c_and_lower
+    c = _square(c, "c")
+    dtype = _dtype(c, _np.asarray(b))
+    n, batch = c.shape[-1], c.shape[:-2]
+    x, shape = _rhs(b, n, batch, dtype)
+    if x.size:
+        cs = _stack(_np.asarray(c, dtype=dtype))
+        if cs is None:
+            cs = _np.ascontiguousarray(c, dtype=dtype).reshape((-1, n, n))
+        _hetla.cho_solve(cs, bool(lower), x)
+    return x.reshape(shape)
+
+
+def solve_spd(a, b, mixed=False):
+    """Solves A x = b for a symmetric (Hermitian) positive definite A (its lower triangle read).
+    ``mixed=True`` factors in single precision and refines to double (float64 and complex128; a
+    matrix too ill-conditioned for it is factored again in double). Stacks solve as batches."""
+    a = _square(a)
+    if mixed:
+        if a.ndim > 2:
+            x = [solve_spd(ai, bi, mixed=True) for ai, bi in zip(a.reshape((-1,) + a.shape[-2:]), _np.asarray(b).reshape((-1,) + _np.asarray(b).shape[a.ndim - 2:]))]
+            return _np.stack(x).reshape(_np.asarray(b).shape)
+        dtype = _dtype(a, _np.asarray(b))
+        x, shape = _rhs(b, a.shape[-1], (), dtype)
+        y, _steps = _hetla.solve_spd_mixed(_np.asarray(a, dtype=dtype), x[0])
+        return _np.asarray(y).reshape(shape)
+    return cho_solve(cho_factor(a, lower=True), b)
+
+
+def _each(a, one):
+    """``one`` of every matrix of the stack ``a``, stacked (a plain value for one matrix)."""
+    a = _square(a)
+    if a.ndim == 2:
+        return one(a)
+    out = [one(m) for m in a.reshape((-1,) + a.shape[-2:])]
+    return _np.asarray(out).reshape(a.shape[:-2] + _np.shape(out[0]))
+
+
+def spd_logdet(a):
+    """ln det A of a symmetric (Hermitian) positive definite A, from its Cholesky factor (no
+    overflow where det A would); an array of them for a stack."""
+    return _each(a, lambda m: CholeskyFactor(_np.asarray(m, dtype=_dtype(m))).logdet())
+
+
+def spd_rcond(a):
+    """The reciprocal 1-norm condition number of a symmetric (Hermitian) positive definite A,
+    estimated from its Cholesky factor (LAPACK ?pocon)."""
+    return _each(a, lambda m: CholeskyFactor(_np.asarray(m, dtype=_dtype(m))).rcond())
+
+
+def spd_inv(a):
+    """A^-1 of a symmetric (Hermitian) positive definite A, from its Cholesky factor."""
+    return _each(a, lambda m: CholeskyFactor(_np.asarray(m, dtype=_dtype(m))).inv())
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """LU factorisation with partial pivoting: scipy.linalg.lu_factor. Returns ``(lu, piv)``: L
+    (unit diagonal implied) and U in one matrix, and the 0-based row interchanges (row i was
+    swapped with row ``piv[i]``). An exactly singular matrix factors with a LinAlgWarning, as
+    scipy's. Stacks (..., M, M) factor each matrix."""
+    del overwrite_a, check_finite  # a new array is returned; a is always checked
+    a = _square(a)
+    if a.ndim > 2:
+        parts = [lu_factor(m) for m in a.reshape((-1,) + a.shape[-2:])]
+        lu = _np.stack([p[0] for p in parts]).reshape(a.shape)
+        piv = _np.stack([p[1] for p in parts]).reshape(a.shape[:-1])
+        return lu, piv
+    dtype = _dtype(a)
+    if a.shape[0] == 0:
+        return _np.empty((0, 0), dtype=dtype, order="F"), _np.empty(0, dtype=_np.int32)
+    lu, piv, singular = _hetla.lu_factor(_np.asarray(a, dtype=dtype))
+    if singular is not None:
+        _warnings.warn(
+            f"Diagonal number {singular + 1} is exactly zero. Singular matrix.",
+            LinAlgWarning,
+            stacklevel=2,
+        )
+    return lu, piv
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """Solves A x = b (``trans=0``), A^T x = b (1) or A^H x = b (2) from ``lu_factor``'s
+    ``(lu, piv)``: scipy.linalg.lu_solve. Returns x shaped as ``b``."""
+    del overwrite_b, check_finite
+    lu, piv = lu_and_piv
+    lu = _square(lu, "lu")
+    if lu.ndim > 2:
+        raise ValueError("lu_solve takes one factorisation; loop over a stack of them")
+    dtype = _dtype(lu, _np.asarray(b))
+    n = lu.shape[-1]
+    x, shape = _rhs(b, n, (), dtype)
+    if x.size:
+        _hetla.lu_solve(
+            _np.asarray(lu, dtype=dtype), [int(p) for p in _np.asarray(piv).ravel()], x[0], int(trans)
+        )
+    return x.reshape(shape)
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False):
+    """Solves A x = b: scipy.linalg.solve. ``assume_a="pos"`` (or "positive definite") solves by
+    Cholesky (reading the triangle ``lower`` names), anything else by LU with partial pivoting;
+    ``transposed=True`` solves A^T x = b. A singular A raises LinAlgError."""
+    del overwrite_a, overwrite_b, check_finite
+    a = _square(a)
+    if a.ndim > 2:
+        bs = _np.asarray(b)
+        vec = bs.ndim == a.ndim - 1
+        flat_b = bs.reshape((-1,) + bs.shape[a.ndim - 2:]) if not vec else bs.reshape(-1, bs.shape[-1])
+        x = [solve(ai, bi, lower, assume_a=assume_a, transposed=transposed)
+             for ai, bi in zip(a.reshape((-1,) + a.shape[-2:]), flat_b)]
+        return _np.stack(x).reshape(bs.shape)
+    if assume_a in ("pos", "positive definite"):
+        ah = a.T if transposed else a
+        return cho_solve(cho_factor(ah, lower=lower), b)
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore", LinAlgWarning)
+        factors = lu_factor(a)
+    return lu_solve(factors, b, trans=1 if transposed else 0)
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """QR decomposition by tiled Householder reflections: scipy.linalg.qr. ``mode``: "full" (Q
+    M x M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``),
+    "raw" is not offered. Column pivoting is not offered."""
+    del overwrite_a, lwork, check_finite
+    if pivoting:
+        raise ValueError("hetla.qr does not pivot columns (pivoting=True): use scipy.linalg.qr")
+    if mode not in ("full", "economic", "r"):
+        raise ValueError(f"mode must be 'full', 'economic' or 'r', got {mode!r}")
+    a = _np.asarray(a)
+    if a.ndim != 2:
+        raise ValueError(f"a must be a 2-D matrix, got shape {a.shape}")
+    q, r = _hetla.qr(_np.asarray(a, dtype=_dtype(a)), mode)
+    return (r,) if mode == "r" else (q, r)
+
+
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
+          lapack_driver=None):
+    """Least-squares solution of A x = b by tiled Householder QR: scipy.linalg.lstsq's return
+    values ``(x, residues, rank, s)``, with ``s`` None (as scipy's "gelsy" driver gives). A needs
+    full column rank (a zero on R's diagonal raises LinAlgError) and M >= N."""
+    del cond, overwrite_a, overwrite_b, check_finite, lapack_driver
+    a = _np.asarray(a)
+    b = _np.asarray(b)
+    if a.ndim != 2:
+        raise ValueError(f"a must be a 2-D matrix, got shape {a.shape}")
+    m, n = a.shape
+    if b.ndim not in (1, 2) or b.shape[0] != m:
+        raise ValueError(f"b must have {m} rows (as a), got shape {b.shape}")
+    dtype = _dtype(a, b)
+    b2 = _np.asarray(b, dtype=dtype).reshape(m, -1)
+    if m < n:
+        raise LinAlgError(
+            f"a is {m}x{n}: hetla's least squares needs at least as many rows as columns "
+            "(an underdetermined system has no unique solution; scipy.linalg.lstsq gives the minimum-norm one)"
+        )
+    x = _hetla.lstsq(_np.asarray(a, dtype=dtype), b2)
+    if m > n:
+        resid = b2 - a.astype(dtype, copy=False) @ x
+        residues = (_np.abs(resid) ** 2).sum(axis=0)
+        residues = residues.astype(_np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64)
+    else:
+        residues = _np.empty(0)
+    if b.ndim == 1:
+        x = x[:, 0]
+        if m > n:
+            residues = residues[0]
+    return x, residues, n, None
+
+
+# ---- the laboratory --------------------------------------------------------------------------
+
+
+def _arguments(command, options):
+    """The command line of ``command`` with ``options`` (``tile=960`` is ``--tile 960``, True a
+    flag, False and None left out, a list or tuple joined by commas)."""
+    args = [command]
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            args += [flag, ",".join(str(v) for v in value)]
+        else:
+            args += [flag, str(value)]
+    return args + ["--json"]
+
+
+def cli(command, **options):
+    """Runs a ``hetla`` command (``"simulate"``, ``"bound"``, ``"cholesky"``...) with ``options``
+    as its flags and returns its JSON reports as a list of dicts."""
+    return [_json.loads(r) for r in _hetla.run_json(_arguments(command, options))]
+
+
+def _one(command, options):
+    reports = cli(command, **options)
+    return reports[0] if len(reports) == 1 else reports
+
+
+def info(**options):
+    """The topology, the clusters a spec makes (``clusters="2x1"``) and the backends built in:
+    ``hetla info --json`` as a dict."""
+    return _one("info", options)
+
+
+def simulate(**options):
+    """Simulates a factorisation on a modelled platform (``platform="sirocco", clusters="2x10",
+    gpus=4, n=38400, tile=960``, ``factorization="lu"``...): ``hetla simulate --json`` as a dict,
+    with its bounds."""
+    return _one("simulate", options)
+
+
+def bound(**options):
+    """Lower bounds on a factorisation's makespan on a modelled platform: ``hetla bound --json``
+    as a dict."""
+    return _one("bound", options)
+
+
+def sweep(**options):
+    """Simulates (or runs) every combination of cluster specs, GPU counts, orders and tiles
+    (``clusters=["20x1", "2x10"], gpus=[0, 1], n="4800:9600:4800", out="sweep-out"``) and writes
+    its files: ``hetla sweep --json`` as a dict, or, when pandas is installed, its rows as a
+    DataFrame (the dict's other keys in ``DataFrame.attrs``)."""
+    report = _one("sweep", options)
+    try:
+        import pandas
+    except ImportError:
+        return report
+    if not isinstance(report, dict):
+        return report
+    rows_key = next((k for k, v in report.items() if isinstance(v, list) and v and isinstance(v[0], dict)), None)
+    if rows_key is None:
+        return report
+    frame = pandas.DataFrame(report[rows_key])
+    frame.attrs.update({k: v for k, v in report.items() if k != rows_key})
+    return frame

@@ -1,0 +1,868 @@
+//! `hetla._hetla`, the extension module behind the Python package `hetla` (`python/hetla/`).
+//!
+//! The Python layer gives the calls scipy's and numpy's signatures and semantics (argument
+//! normalisation, dtype promotion, memory order, return values); this module does the work on
+//! arrays it is handed already normalised: one of the four dtypes, matrices stacked in a 3-D array
+//! (a single matrix is a batch of one), written in place where the call says so. Every call reads
+//! the arrays as faer views (no copy), releases the GIL while hetla computes, and maps hetla's
+//! errors to the exceptions Python users expect ([`py_error`]). The options of the innermost
+//! `with hetla.Platform(...)` block (a per-thread stack) reach every call.
+
+use std::cell::RefCell;
+use std::str::FromStr;
+
+use faer::{MatMut, MatRef, Par};
+use hetla::{
+    Backend, Cholesky, ClusterSpec, Error, Factor, Lu, Platform, Qr, Scalar, SchedulerKind, Trans,
+    c32, c64,
+};
+use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
+use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayDyn, PyArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+pyo3::import_exception!(numpy.linalg, LinAlgError);
+
+/// Runs `$body` with `$T` the element type of the array `$a` (a `&Bound<PyAny>`): f32, f64, c32
+/// or c64; any other dtype is a `TypeError` naming `$what`.
+macro_rules! by_dtype {
+    ($a:expr, $what:expr, $T:ident => $body:expr) => {{
+        let a: &Bound<'_, PyAny> = $a;
+        if a.cast::<PyArrayDyn<f64>>().is_ok() {
+            type $T = f64;
+            $body
+        } else if a.cast::<PyArrayDyn<f32>>().is_ok() {
+            type $T = f32;
+            $body
+        } else if a.cast::<PyArrayDyn<c64>>().is_ok() {
+            type $T = c64;
+            $body
+        } else if a.cast::<PyArrayDyn<c32>>().is_ok() {
+            type $T = c32;
+            $body
+        } else {
+            Err(dtype_error($what, a))
+        }
+    }};
+}
+
+/// The `TypeError` of an array whose dtype hetla has no kernels for.
+fn dtype_error(what: &str, a: &Bound<'_, PyAny>) -> PyErr {
+    let dtype = a
+        .getattr("dtype")
+        .map(|d| d.to_string())
+        .unwrap_or_else(|_| a.get_type().to_string());
+    PyTypeError::new_err(format!(
+        "{what} has dtype {dtype}; hetla computes in float32, float64, complex64 and complex128"
+    ))
+}
+
+/// hetla's error as the exception a numpy or scipy user expects: `numpy.linalg.LinAlgError` for a
+/// matrix that cannot be factored or solved with (with the column, and scipy's wording of the
+/// leading minor), `ValueError` for bad input (shapes, non-finite entries, options),
+/// `RuntimeError` for the rest (a platform that cannot be built, a failed kernel).
+fn py_error(e: Error) -> PyErr {
+    match &e {
+        Error::NotPositiveDefinite { column } => LinAlgError::new_err(format!(
+            "{e} ({}-th leading minor of the array is not positive definite)",
+            column + 1
+        )),
+        Error::Singular { .. }
+        | Error::RankDeficient { .. }
+        | Error::DowndateNotPositiveDefinite { .. } => LinAlgError::new_err(e.to_string()),
+        Error::NotSquare { .. }
+        | Error::DimensionMismatch { .. }
+        | Error::RowsMismatch { .. }
+        | Error::Underdetermined { .. }
+        | Error::NotHermitian { .. }
+        | Error::NonFinite { .. }
+        | Error::ZeroTileSize
+        | Error::Layout { .. }
+        | Error::InvalidOption { .. }
+        | Error::TooLarge { .. }
+        | Error::DeterminantOutOfRange { .. } => PyValueError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// [`py_error`] for matrix `index` of a batch of `count`: the message says which.
+fn batch_error(e: Error, index: usize, count: usize) -> PyErr {
+    let err = py_error(e);
+    if count == 1 {
+        return err;
+    }
+    Python::attach(|py| {
+        let message = format!("matrix {index} of the batch: {}", err.value(py));
+        let kind = err.get_type(py);
+        PyErr::from_type(kind, message)
+    })
+}
+
+/// The options of a `with hetla.Platform(...)` block.
+#[derive(Clone, Default)]
+struct Options {
+    clusters: Option<ClusterSpec>,
+    backend: Option<Backend>,
+    threads: Option<usize>,
+    scheduler: Option<SchedulerKind>,
+}
+
+thread_local! {
+    /// The stack of `with hetla.Platform(...)` blocks of this thread, innermost last.
+    static PLATFORMS: RefCell<Vec<Options>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Applies the innermost platform block's options to a builder with Cholesky's run options.
+macro_rules! with_options {
+    ($builder:expr) => {{
+        let mut builder = $builder;
+        if let Some(o) = PLATFORMS.with(|p| p.borrow().last().cloned()) {
+            if let Some(spec) = o.clusters {
+                builder = builder.clusters(spec);
+            }
+            if let Some(backend) = o.backend {
+                builder = builder.backend(backend);
+            }
+            if let Some(threads) = o.threads {
+                builder = builder.threads(threads);
+            }
+            if let Some(scheduler) = o.scheduler {
+                builder = builder.scheduler(scheduler);
+            }
+        }
+        builder
+    }};
+}
+
+fn cholesky_options() -> Cholesky {
+    with_options!(Cholesky::new())
+}
+
+fn lu_options() -> Lu {
+    with_options!(Lu::new())
+}
+
+fn qr_options() -> Qr {
+    with_options!(Qr::new())
+}
+
+/// A faer view of an ndarray view, for as long as the view borrows.
+fn faer_ref<T: Scalar>(a: ArrayView2<'_, T>) -> MatRef<'_, T> {
+    let (rows, cols) = a.dim();
+    let (rs, cs) = (a.strides()[0], a.strides()[1]);
+    // SAFETY: ndarray guarantees that every (i, j) with i < rows, j < cols lies at
+    // ptr + i rs + j cs inside the array's memory, borrowed for the view's lifetime, which the
+    // faer view keeps.
+    unsafe { MatRef::from_raw_parts(a.as_ptr(), rows, cols, rs, cs) }
+}
+
+/// A writable faer view of a writable ndarray view, taking over its borrow.
+fn faer_mut<T: Scalar>(mut a: ArrayViewMut2<'_, T>) -> MatMut<'_, T> {
+    let (rows, cols) = a.dim();
+    let (rs, cs) = (a.strides()[0], a.strides()[1]);
+    // SAFETY: as in `faer_ref`; the ndarray view is unique (writable) and is consumed, so the
+    // faer view is the only access to those elements for the borrow's lifetime.
+    unsafe { MatMut::from_raw_parts_mut(a.as_mut_ptr(), rows, cols, rs, cs) }
+}
+
+/// Parallel kernels for work worth them, the calling thread for small work.
+fn par_for(flops: f64) -> Par {
+    if flops > 1e6 { Par::rayon(0) } else { Par::Seq }
+}
+
+/// Borrows a writable 3-D array of `T`.
+fn writable<'py, T: Element>(
+    a: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<numpy::PyReadwriteArray3<'py, T>> {
+    let a = a.cast::<PyArray3<T>>().map_err(|_| {
+        PyValueError::new_err(format!("{what} must be a 3-D array (a stack of matrices)"))
+    })?;
+    a.try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("{what} cannot be written: {e}")))
+}
+
+/// Borrows a readable array of `T` with `D` dimensions.
+fn readable<'py, T: Element, D: ndarray::Dimension>(
+    a: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<numpy::PyReadonlyArray<'py, T, D>> {
+    let a = a.cast::<numpy::PyArray<T, D>>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a {}-D array of its matrix's dtype",
+            D::NDIM.unwrap_or(0)
+        ))
+    })?;
+    a.try_readonly()
+        .map_err(|e| PyValueError::new_err(format!("{what} cannot be read: {e}")))
+}
+
+/// Factors every matrix of the stack `a` (n x n each), into the stack `out` of the same shape
+/// when given (`a` is then only read), else in place: the lower triangle of each with `lower`,
+/// else the upper one (the lower triangle of its transpose, which is the same numbers), scipy's
+/// `cho_factor`; the other triangle keeps what `a` had there, or with `clean` is zeroed (numpy's
+/// `cholesky`). One matrix runs tiled on the whole platform, a stack one matrix per core (each
+/// copied to `out` and factored while in cache).
+#[pyfunction]
+#[pyo3(signature = (a, out, lower, clean))]
+fn cho_factor(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    out: Option<&Bound<'_, PyAny>>,
+    lower: bool,
+    clean: bool,
+) -> PyResult<()> {
+    by_dtype!(a, "a", T => cho_factor_t::<T>(py, a, out, lower, clean))
+}
+
+fn cho_factor_t<T: Scalar + Element>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    out: Option<&Bound<'_, PyAny>>,
+    lower: bool,
+    clean: bool,
+) -> PyResult<()> {
+    // The triangle to factor, as the lower triangle of a view.
+    fn oriented<V: ndarray::RawData>(
+        m: ndarray::ArrayBase<V, ndarray::Ix2>,
+        lower: bool,
+    ) -> ndarray::ArrayBase<V, ndarray::Ix2> {
+        if lower { m } else { m.reversed_axes() }
+    }
+    let chol = cholesky_options();
+    let source = match out {
+        Some(_) => Some(readable::<T, ndarray::Ix3>(a, "a")?),
+        None => None,
+    };
+    let mut target = writable::<T>(out.unwrap_or(a), "the output")?;
+    let source = source.as_ref().map(|s| s.as_array());
+    let mut target = target.as_array_mut();
+    let count = target.shape()[0];
+    if let Some(s) = &source
+        && s.shape() != target.shape()
+    {
+        return Err(PyValueError::new_err(format!(
+            "the output has shape {:?}, a {:?}: expected the same",
+            target.shape(),
+            s.shape()
+        )));
+    }
+    let failed = py.detach(move || {
+        let mut mats: Vec<MatMut<'_, T>> = target
+            .outer_iter_mut()
+            .map(|m| faer_mut(oriented(m, lower)))
+            .collect();
+        let results = match (&source, mats.as_mut_slice()) {
+            (_, []) => Ok(Vec::new()),
+            (None, [one]) => Ok(vec![chol.factor_in_place(one.as_mut())]),
+            (None, many) => chol.factor_batch_in_place(many),
+            (Some(s), [one]) => {
+                one.copy_from(faer_ref(oriented(s.index_axis(ndarray::Axis(0), 0), lower)));
+                Ok(vec![chol.factor_in_place(one.as_mut())])
+            }
+            (Some(s), many) => {
+                let sources: Vec<MatRef<'_, T>> = s
+                    .outer_iter()
+                    .map(|m| faer_ref(oriented(m, lower)))
+                    .collect();
+                chol.factor_batch_into(&sources, many)
+            }
+        };
+        let results = match results {
+            Ok(results) => results,
+            Err(e) => return Some((e, 0)),
+        };
+        if let Some((i, e)) = results
+            .into_iter()
+            .enumerate()
+            .find_map(|(i, r)| r.err().map(|e| (i, e)))
+        {
+            return Some((e, i));
+        }
+        if clean {
+            for m in &mut mats {
+                let n = m.nrows();
+                for j in 1..n {
+                    m.as_mut()
+                        .col_mut(j)
+                        .subrows_mut(0, j)
+                        .fill(T::from_f64(0.0));
+                }
+            }
+        }
+        None
+    });
+    match failed {
+        Some((e, i)) => Err(batch_error(e, i, count)),
+        None => Ok(()),
+    }
+}
+
+/// Solves in place A_i X_i = B_i for every i from the factors of the stack `c` (as `cho_factor`
+/// left them: L in the lower triangle with `lower`, else U = L^H in the upper one); `x` holds the
+/// B_i and receives the X_i. scipy's `cho_solve`.
+#[pyfunction]
+fn cho_solve(
+    py: Python<'_>,
+    c: &Bound<'_, PyAny>,
+    lower: bool,
+    x: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    by_dtype!(c, "c", T => cho_solve_t::<T>(py, c, lower, x))
+}
+
+fn cho_solve_t<T: Scalar + Element>(
+    py: Python<'_>,
+    c: &Bound<'_, PyAny>,
+    lower: bool,
+    x: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    use faer::linalg::triangular_solve as ts;
+    let c = readable::<T, ndarray::Ix3>(c, "c")?;
+    let mut x = writable::<T>(x, "b")?;
+    let (c, mut x) = (c.as_array(), x.as_array_mut());
+    let (count, n) = (c.shape()[0], c.shape()[1]);
+    if c.shape()[2] != n || x.shape()[0] != count || x.shape()[1] != n {
+        return Err(PyValueError::new_err(format!(
+            "c is a stack of {count} {n}x{} matrices, b a stack of {} with {} rows: expected {count} right-hand sides of {n} rows",
+            c.shape()[2],
+            x.shape()[0],
+            x.shape()[1]
+        )));
+    }
+    let failed = py.detach(move || {
+        for (i, (c, x)) in c.outer_iter().zip(x.outer_iter_mut()).enumerate() {
+            let (c, mut x) = (faer_ref(c), faer_mut(x));
+            if !c.is_all_finite() {
+                return Some((non_finite("c"), i));
+            }
+            if !x.is_all_finite() {
+                return Some((non_finite("b"), i));
+            }
+            if let Some(k) = (0..n).find(|&k| c[(k, k)] == T::from_f64(0.0)) {
+                return Some((Error::NotPositiveDefinite { column: k }, i));
+            }
+            let par = par_for(2.0 * (n * n * x.ncols()) as f64);
+            // A = L L^H: L y = b, then L^H x = y. With the upper triangle, L = U^H is U read
+            // transposed and conjugated.
+            let (l, conj_l, conj_lh) = if lower {
+                (c, faer::Conj::No, faer::Conj::Yes)
+            } else {
+                (c.transpose(), faer::Conj::Yes, faer::Conj::No)
+            };
+            ts::solve_lower_triangular_in_place_with_conj(l, conj_l, x.as_mut(), par);
+            ts::solve_upper_triangular_in_place_with_conj(l.transpose(), conj_lh, x.as_mut(), par);
+        }
+        None
+    });
+    match failed {
+        Some((e, i)) => Err(batch_error(e, i, count)),
+        None => Ok(()),
+    }
+}
+
+/// The error of an operand with a NaN or an infinity (scipy's `check_finite`).
+fn non_finite(what: &'static str) -> Error {
+    Error::InvalidOption {
+        option: what,
+        reason: "the array must not contain infs or NaNs".into(),
+    }
+}
+
+/// What `lu_factor` returns: the factors, the interchanges, the first zero pivot's column.
+type LuParts<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray1<i32>>, Option<usize>);
+
+/// LU with partial pivoting of the square `a` (left unchanged): the factors as LAPACK's ?getrf
+/// leaves them (a new Fortran-ordered array), the interchanges 0-based (int32, scipy's `piv`), and
+/// the first column with an exactly zero pivot, if any.
+#[pyfunction]
+fn lu_factor<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+) -> PyResult<LuParts<'py>> {
+    by_dtype!(a, "a", T => lu_factor_t::<T>(py, a))
+}
+
+fn lu_factor_t<'py, T: Scalar + Element>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+) -> PyResult<LuParts<'py>> {
+    let a = readable::<T, ndarray::Ix2>(a, "a")?;
+    let a = a.as_array();
+    let lu = lu_options();
+    let factor = py
+        .detach(move || lu.factor(faer_ref(a)))
+        .map_err(py_error)?;
+    let s = factor.storage();
+    let n = factor.n();
+    let stored = ndarray::Array2::from_shape_fn((n, n).f(), |(i, j)| s[(i, j)]);
+    let piv: Vec<i32> = factor.pivots().iter().map(|&p| p as i32).collect();
+    Ok((
+        stored.into_pyarray(py).into_any(),
+        PyArray1::from_vec(py, piv),
+        factor.singular(),
+    ))
+}
+
+/// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B
+/// and receives X. `trans`: 0 A, 1 A^T, 2 A^H (scipy's).
+#[pyfunction]
+fn lu_solve(
+    py: Python<'_>,
+    lu: &Bound<'_, PyAny>,
+    piv: Vec<i64>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<()> {
+    by_dtype!(lu, "lu", T => lu_solve_t::<T>(py, lu, piv, x, trans))
+}
+
+fn lu_solve_t<T: Scalar + Element>(
+    py: Python<'_>,
+    lu_array: &Bound<'_, PyAny>,
+    piv: Vec<i64>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<()> {
+    let trans = match trans {
+        0 => Trans::No,
+        1 => Trans::Transpose,
+        2 => Trans::Adjoint,
+        t => {
+            return Err(PyValueError::new_err(format!(
+                "trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {t}"
+            )));
+        }
+    };
+    let pivots = piv
+        .iter()
+        .map(|&p| usize::try_from(p))
+        .collect::<Result<Vec<usize>, _>>()
+        .map_err(|_| PyValueError::new_err("piv must hold row indices >= 0"))?;
+    let factors = readable::<T, ndarray::Ix2>(lu_array, "lu")?;
+    let mut x = x
+        .cast::<PyArray2<T>>()
+        .map_err(|_| PyValueError::new_err("b must be a 2-D array of lu's dtype"))?
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("b cannot be written: {e}")))?;
+    let (factors, x) = (factors.as_array(), x.as_array_mut());
+    let lu = lu_options();
+    py.detach(move || lu.solve_factored(faer_ref(factors), &pivots, faer_mut(x), trans))
+        .map_err(py_error)
+}
+
+/// Householder QR of `a` (m x n, left unchanged): `(q, r)` by `mode`, scipy's: "full" (Q m x m, R
+/// m x n), "economic" (Q m x k, R k x n, k = min(m, n)), "r" (no Q, R m x n).
+#[pyfunction]
+fn qr<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    mode: &str,
+) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyAny>)> {
+    by_dtype!(a, "a", T => qr_t::<T>(py, a, mode))
+}
+
+fn qr_t<'py, T: Scalar + Element>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    mode: &str,
+) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyAny>)> {
+    let (full, want_q) = match mode {
+        "full" => (true, true),
+        "economic" => (false, true),
+        "r" => (true, false),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "mode must be 'full', 'economic' or 'r', got {other:?}"
+            )));
+        }
+    };
+    let a = readable::<T, ndarray::Ix2>(a, "a")?;
+    let a = a.as_array();
+    let qr = qr_options();
+    let (q, r) = py
+        .detach(move || -> hetla::Result<_> {
+            let a = faer_ref(a);
+            let (m, n) = (a.nrows(), a.ncols());
+            let factor = qr.factor(a)?;
+            let r = factor.r();
+            let rows = if full { m } else { r.nrows() };
+            let r = ndarray::Array2::from_shape_fn((rows, n).f(), |(i, j)| {
+                if i < r.nrows() {
+                    r[(i, j)]
+                } else {
+                    T::from_f64(0.0)
+                }
+            });
+            let q = match (want_q, full) {
+                (false, _) => None,
+                (true, false) => Some(factor.thin_q()?),
+                (true, true) => Some(factor.apply_q(faer::Mat::<T>::identity(m, m).as_ref())?),
+            };
+            let q = q.map(|q| {
+                ndarray::Array2::from_shape_fn((q.nrows(), q.ncols()).f(), |(i, j)| q[(i, j)])
+            });
+            Ok((q, r))
+        })
+        .map_err(py_error)?;
+    Ok((
+        q.map(|q| q.into_pyarray(py).into_any()),
+        r.into_pyarray(py).into_any(),
+    ))
+}
+
+/// The least-squares solution of min ||A X - B|| (A m x n with m >= n and full column rank, B m x
+/// k) by Householder QR, Q^H B applied in the factorisation's task graph; X is n x k.
+#[pyfunction]
+fn lstsq<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let b = readable::<T, ndarray::Ix2>(b, "b")?;
+        let (a, b) = (a.as_array(), b.as_array());
+        let qr = qr_options();
+        let x = py
+            .detach(move || qr.solve_least_squares(faer_ref(a), b))
+            .map_err(py_error)?;
+        Ok(x.into_pyarray(py).into_any())
+    })
+}
+
+/// Solves the SPD (Hermitian positive definite) A X = B in mixed precision: factor in single,
+/// refine to double (float64 and complex128 only). Returns X and the refinement steps taken.
+#[pyfunction]
+fn solve_spd_mixed<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    macro_rules! refined {
+        ($T:ty) => {{
+            let a = readable::<$T, ndarray::Ix2>(a, "a")?;
+            let b = readable::<$T, ndarray::Ix2>(b, "b")?;
+            let (a, b) = (a.as_array(), b.as_array());
+            let chol = cholesky_options();
+            let (x, refinement) = py
+                .detach(move || chol.solve_refined(faer_ref(a), b))
+                .map_err(py_error)?;
+            Ok((x.into_pyarray(py).into_any(), refinement.iterations))
+        }};
+    }
+    if a.cast::<PyArrayDyn<f64>>().is_ok() {
+        refined!(f64)
+    } else if a.cast::<PyArrayDyn<c64>>().is_ok() {
+        refined!(c64)
+    } else {
+        Err(PyTypeError::new_err(
+            "mixed precision refines to float64 or complex128: give a of one of those dtypes",
+        ))
+    }
+}
+
+/// A Cholesky factor A = L L^H of one matrix, and what can be read from it.
+enum AnyFactor {
+    F32(Factor<f32>),
+    F64(Factor<f64>),
+    C32(Factor<c32>),
+    C64(Factor<c64>),
+}
+
+/// The element types a factor can have.
+trait Typed: Scalar + Element {
+    fn wrap(f: Factor<Self>) -> AnyFactor;
+}
+
+impl Typed for f32 {
+    fn wrap(f: Factor<Self>) -> AnyFactor {
+        AnyFactor::F32(f)
+    }
+}
+
+impl Typed for f64 {
+    fn wrap(f: Factor<Self>) -> AnyFactor {
+        AnyFactor::F64(f)
+    }
+}
+
+impl Typed for c32 {
+    fn wrap(f: Factor<Self>) -> AnyFactor {
+        AnyFactor::C32(f)
+    }
+}
+
+impl Typed for c64 {
+    fn wrap(f: Factor<Self>) -> AnyFactor {
+        AnyFactor::C64(f)
+    }
+}
+
+/// Runs `$body` with `$f` the typed factor inside an [`AnyFactor`].
+macro_rules! on_factor {
+    ($any:expr, $f:ident => $body:expr) => {
+        match $any {
+            AnyFactor::F32($f) => $body,
+            AnyFactor::F64($f) => $body,
+            AnyFactor::C32($f) => $body,
+            AnyFactor::C64($f) => $body,
+        }
+    };
+}
+
+/// The Cholesky factor of a symmetric (Hermitian) positive definite matrix, kept to solve with and
+/// to read from: `solve`, `logdet`, `rcond`, `inv`, `l`, and rank-k `update` and `downdate`
+/// (A + W W^H, A - W W^H refactored in O(n^2 k)). Built from the matrix's lower triangle.
+#[pyclass(name = "CholeskyFactor", module = "hetla")]
+struct PyFactor(AnyFactor);
+
+#[pymethods]
+impl PyFactor {
+    #[new]
+    fn new(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<Self> {
+        fn factor<T: Scalar + Element>(
+            py: Python<'_>,
+            a: &Bound<'_, PyAny>,
+        ) -> PyResult<Factor<T>> {
+            let a = readable::<T, ndarray::Ix2>(a, "a")?;
+            let a = a.as_array();
+            let chol = cholesky_options();
+            py.detach(move || chol.factor(faer_ref(a)))
+                .map_err(py_error)
+        }
+        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap))?;
+        Ok(PyFactor(any))
+    }
+
+    /// Order of the factored matrix.
+    #[getter]
+    fn n(&self) -> usize {
+        on_factor!(&self.0, f => f.n())
+    }
+
+    /// The dtype name ("float64", ...).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        match self.0 {
+            AnyFactor::F32(_) => "float32",
+            AnyFactor::F64(_) => "float64",
+            AnyFactor::C32(_) => "complex64",
+            AnyFactor::C64(_) => "complex128",
+        }
+    }
+
+    /// L, lower triangular (zeros above the diagonal), a new array.
+    #[getter]
+    fn l<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        on_factor!(&self.0, f => to_numpy(py, f.l().as_ref()))
+    }
+
+    /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype).
+    fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        fn solve<'py, T: Scalar + Element>(
+            py: Python<'py>,
+            f: &Factor<T>,
+            b: &Bound<'py, PyAny>,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            let b = readable::<T, ndarray::Ix2>(b, "b")?;
+            let b = b.as_array();
+            let x = py.detach(|| f.solve(b)).map_err(py_error)?;
+            Ok(x.into_pyarray(py).into_any())
+        }
+        on_factor!(&self.0, f => solve(py, f, b))
+    }
+
+    /// ln det A (A is positive definite: its determinant is positive), without overflow.
+    fn logdet(&self) -> f64 {
+        on_factor!(&self.0, f => f.log_det())
+    }
+
+    /// The reciprocal condition number of A in the 1-norm, estimated (LAPACK ?pocon).
+    fn rcond(&self, py: Python<'_>) -> PyResult<f64> {
+        on_factor!(&self.0, f => py.detach(|| f.rcond()).map_err(py_error))
+    }
+
+    /// A^-1, a new array (from the factor, LAPACK ?potri's way).
+    fn inv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        on_factor!(&self.0, f => {
+            let inverse = py.detach(|| f.inverse()).map_err(py_error)?;
+            Ok(to_numpy(py, inverse.as_ref()))
+        })
+    }
+
+    /// Refactors in place for A + W W^H (W of shape (n,) or (n, k)), in O(n^2 k).
+    fn update(&mut self, py: Python<'_>, w: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.change(py, w, true)
+    }
+
+    /// Refactors in place for A - W W^H; `LinAlgError` when that is not positive definite (the
+    /// factor is then left as it was).
+    fn downdate(&mut self, py: Python<'_>, w: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.change(py, w, false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CholeskyFactor(n={}, dtype={})", self.n(), self.dtype())
+    }
+}
+
+impl PyFactor {
+    fn change(&mut self, py: Python<'_>, w: &Bound<'_, PyAny>, up: bool) -> PyResult<()> {
+        fn change<T: Scalar + Element>(
+            py: Python<'_>,
+            f: &mut Factor<T>,
+            w: &Bound<'_, PyAny>,
+            up: bool,
+        ) -> PyResult<()> {
+            let w = readable::<T, ndarray::Ix2>(w, "w")?;
+            let w = w.as_array();
+            let mut changed = f.clone();
+            py.detach(|| {
+                if up {
+                    changed.update(faer_ref(w))
+                } else {
+                    changed.downdate(faer_ref(w))
+                }
+            })
+            .map_err(py_error)?;
+            *f = changed;
+            Ok(())
+        }
+        on_factor!(&mut self.0, f => change(py, f, w, up))
+    }
+}
+
+/// A new Fortran-ordered numpy array holding `m`.
+fn to_numpy<'py, T: Scalar + Element>(py: Python<'py>, m: MatRef<'_, T>) -> Bound<'py, PyAny> {
+    ndarray::Array2::from_shape_fn((m.nrows(), m.ncols()).f(), |(i, j)| m[(i, j)])
+        .into_pyarray(py)
+        .into_any()
+}
+
+/// The options every call inside `with hetla.Platform(...)` runs with: the CPU clusters (a spec as
+/// the command line's `--clusters`: "2x1", "core", "auto"...), or `threads` (one cluster of that
+/// many cores), the CPU kernels' backend ("faer", "openblas" when built in) and the scheduler
+/// ("mct", ...). The platform is built (and checked) when the object is made, and shared by the
+/// calls. Blocks nest; each thread has its own.
+#[pyclass(name = "Platform", module = "hetla")]
+struct PyPlatform {
+    options: Options,
+    description: String,
+}
+
+#[pymethods]
+impl PyPlatform {
+    #[new]
+    #[pyo3(signature = (clusters=None, backend=None, threads=None, scheduler=None))]
+    fn new(
+        py: Python<'_>,
+        clusters: Option<&str>,
+        backend: Option<&str>,
+        threads: Option<usize>,
+        scheduler: Option<&str>,
+    ) -> PyResult<Self> {
+        let value = |what: &str, e: String| PyValueError::new_err(format!("{what}: {e}"));
+        if clusters.is_some() && threads.is_some() {
+            return Err(PyValueError::new_err(
+                "give clusters or threads, not both (threads=t is clusters=\"1xt\")",
+            ));
+        }
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let options = Options {
+            clusters: clusters
+                .map(ClusterSpec::from_str)
+                .transpose()
+                .map_err(|e| value("clusters", e.to_string()))?,
+            backend: backend
+                .map(Backend::from_str)
+                .transpose()
+                .map_err(|e| value("backend", e.to_string()))?,
+            threads,
+            scheduler: scheduler
+                .map(SchedulerKind::from_str)
+                .transpose()
+                .map_err(|e| value("scheduler", e.to_string()))?,
+        };
+        let spec = match (threads, &options.clusters) {
+            (Some(t), _) => ClusterSpec::Grid { count: 1, size: t },
+            (None, Some(spec)) => spec.clone(),
+            (None, None) => ClusterSpec::default(),
+        };
+        let backend = options.backend.unwrap_or_default();
+        let platform = py
+            .detach(|| Platform::shared(&spec, backend))
+            .map_err(|e| PyValueError::new_err(format!("the platform cannot be built: {e}")))?;
+        let sizes: Vec<String> = platform
+            .clusters()
+            .iter()
+            .map(|c| c.size().to_string())
+            .collect();
+        let description = format!(
+            "Platform(clusters={:?}, cores per cluster [{}], backend={backend:?}, scheduler={:?})",
+            clusters.map_or_else(
+                || threads.map_or("auto".into(), |t| format!("1x{t}")),
+                str::to_owned
+            ),
+            sizes.join(", "),
+            options.scheduler.unwrap_or_default()
+        );
+        Ok(PyPlatform {
+            options,
+            description,
+        })
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        PLATFORMS.with(|p| p.borrow_mut().push(slf.options.clone()));
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        PLATFORMS.with(|p| p.borrow_mut().pop());
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        self.description.clone()
+    }
+}
+
+/// Runs a `hetla` subcommand (`["simulate", "--n", "9600", ...]`, without the program name) and
+/// returns each of its reports as JSON text (the keys of the command line's `--json`). A command
+/// line that does not parse, or an invalid option, is a `ValueError`; another failure a
+/// `RuntimeError`.
+#[pyfunction]
+fn run_json(py: Python<'_>, args: Vec<String>) -> PyResult<Vec<String>> {
+    py.detach(|| hetla_cli::run_json(&args)).map_err(|f| {
+        let message = format!(
+            "hetla {}: {} ({})",
+            args.first().map_or("", String::as_str),
+            f.message,
+            f.kind
+        );
+        match f.kind {
+            "usage" | "invalid_option" => PyValueError::new_err(message),
+            _ => PyRuntimeError::new_err(message),
+        }
+    })
+}
+
+#[pymodule]
+fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cho_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(cho_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(qr, m)?)?;
+    m.add_function(wrap_pyfunction!(lstsq, m)?)?;
+    m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_class::<PyFactor>()?;
+    m.add_class::<PyPlatform>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
