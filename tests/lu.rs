@@ -327,3 +327,74 @@ fn rcond_equals_lapack_dgecon_on_the_same_factor() {
         );
     }
 }
+
+#[test]
+fn solve_factored_takes_lapacks_lu_and_pivots_and_checks_them() {
+    fn check<T: Scalar>() {
+        let n = 150;
+        let a = random::<T>(n, 7);
+        let lu = Lu::new().tile(32);
+        let f = lu.factor(a.as_ref()).unwrap();
+        let b = random::<T>(n, 8).as_ref().subcols(0, 3).to_owned();
+        for (trans, expected) in [
+            (hetla::Trans::No, f.solve(b.as_ref()).unwrap()),
+            (
+                hetla::Trans::Transpose,
+                f.solve_transposed(b.as_ref()).unwrap(),
+            ),
+            (hetla::Trans::Adjoint, f.solve_adjoint(b.as_ref()).unwrap()),
+        ] {
+            let mut x = b.clone();
+            lu.solve_factored(f.storage(), f.pivots(), x.as_mut(), trans)
+                .unwrap();
+            let max_abs = |m: &Mat<T>| {
+                (0..m.ncols())
+                    .flat_map(|j| (0..m.nrows()).map(move |i| (i, j)))
+                    .map(|ij| m[ij].abs_f64())
+                    .fold(0.0, f64::max)
+            };
+            let scale = max_abs(&expected);
+            assert!(
+                max_abs(&(&x - &expected)) <= 1e3 * T::PRECISION.epsilon() * scale,
+                "{trans:?}"
+            );
+        }
+        let op = |x: &Mat<T>| solve_ratio(&a, x, &b);
+        let mut x = b.clone();
+        lu.solve_factored(f.storage(), f.pivots(), x.as_mut(), hetla::Trans::No)
+            .unwrap();
+        assert!(op(&x) < THRESHOLD);
+    }
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+    let a = random::<f64>(4, 1);
+    let f = Lu::new().factor(a.as_ref()).unwrap();
+    let mut x = Mat::<f64>::ones(4, 1);
+    let lu = Lu::new();
+    assert!(matches!(
+        lu.solve_factored(f.storage(), &[0, 1, 2], x.as_mut(), hetla::Trans::No),
+        Err(Error::InvalidOption {
+            option: "pivots",
+            ..
+        })
+    ));
+    assert!(matches!(
+        lu.solve_factored(f.storage(), &[0, 0, 2, 3], x.as_mut(), hetla::Trans::No),
+        Err(Error::InvalidOption {
+            option: "pivots",
+            ..
+        })
+    ));
+    let mut singular = f.storage().to_owned();
+    singular[(2, 2)] = 0.0;
+    assert!(matches!(
+        lu.solve_factored(singular.as_ref(), f.pivots(), x.as_mut(), hetla::Trans::No),
+        Err(Error::Singular { column: 2 })
+    ));
+    let mut short = Mat::<f64>::ones(3, 1);
+    assert!(matches!(
+        lu.solve_factored(f.storage(), f.pivots(), short.as_mut(), hetla::Trans::No),
+        Err(Error::DimensionMismatch { n: 4, rows: 3 })
+    ));
+}

@@ -4,7 +4,7 @@
 use faer::Mat;
 use faer::linalg::solvers::DenseSolveCore;
 use hetla::matgen::{random_hpd, random_hpd_conditioned};
-use hetla::{Cholesky, Error, Scalar, c32, c64};
+use hetla::{Backend, Cholesky, Error, Scalar, c32, c64};
 
 /// A = L L^H with L integer lower triangular and diagonally dominant (diagonal 5..=7, entries in
 /// -1..=1 (+-i for complex types) on three subdiagonals): every entry of A is an exact small
@@ -471,4 +471,108 @@ fn the_inverse_passes_lapacks_test_in_every_precision() {
         .factor(Mat::<f64>::zeros(0, 0).as_ref())
         .unwrap();
     assert_eq!(empty.inverse().unwrap().nrows(), 0);
+}
+
+#[test]
+fn batches_factor_in_place_and_into_outputs_as_the_single_factorisation_does() {
+    fn check<T: Scalar>(backend: Backend) {
+        let a: Vec<Mat<T>> = (0..30)
+            .map(|i| random_hpd::<T>(5 + i % 11, 100 + i as u64))
+            .collect();
+        let chol = Cholesky::new()
+            .backend(backend)
+            .clusters("2x1".parse().unwrap());
+        let single: Vec<Mat<T>> = a
+            .iter()
+            .map(|a| chol.factor(a.as_ref()).unwrap().l())
+            .collect();
+        let tol = 100.0 * T::PRECISION.epsilon();
+        let lower_eq = |l: &Mat<T>, got: &Mat<T>| {
+            let n = l.nrows();
+            (0..n).all(|j| {
+                (j..n).all(|i| {
+                    (l[(i, j)] - got[(i, j)]).abs_f64() <= tol * (1.0 + l[(i, j)].abs_f64())
+                })
+            })
+        };
+        let upper_kept = |a: &Mat<T>, got: &Mat<T>| {
+            let n = a.nrows();
+            (0..n).all(|j| (0..j).all(|i| a[(i, j)] == got[(i, j)]))
+        };
+        // In place: the lower triangles become L, the strict upper ones are left alone.
+        let mut work = a.clone();
+        let mut views: Vec<_> = work.iter_mut().map(|m| m.as_mut()).collect();
+        let done = chol.factor_batch_in_place(&mut views).unwrap();
+        assert!(done.iter().all(|r| r.is_ok()));
+        for i in 0..a.len() {
+            assert!(lower_eq(&single[i], &work[i]), "in place, matrix {i}");
+            assert!(
+                upper_kept(&a[i], &work[i]),
+                "in place, matrix {i}: upper triangle changed"
+            );
+        }
+        // Into outputs: A whole, then L in the lower triangle; A unchanged.
+        let mut out: Vec<Mat<T>> = a.iter().map(|a| Mat::zeros(a.nrows(), a.ncols())).collect();
+        let sources: Vec<_> = a.iter().map(|m| m.as_ref()).collect();
+        let mut outs: Vec<_> = out.iter_mut().map(|m| m.as_mut()).collect();
+        let done = chol.factor_batch_into(&sources, &mut outs).unwrap();
+        assert!(done.iter().all(|r| r.is_ok()));
+        for i in 0..a.len() {
+            assert!(lower_eq(&single[i], &out[i]), "into, matrix {i}");
+            assert!(
+                upper_kept(&a[i], &out[i]),
+                "into, matrix {i}: upper triangle not A's"
+            );
+        }
+    }
+    check::<f64>(Backend::Faer);
+    check::<c32>(Backend::Faer);
+    #[cfg(feature = "openblas")]
+    {
+        check::<f64>(Backend::OpenBlas);
+        check::<c64>(Backend::OpenBlas);
+    }
+}
+
+#[test]
+fn a_failing_matrix_of_a_batch_into_outputs_is_reported_where_it_is() {
+    let mut a: Vec<Mat<f64>> = (0..6).map(|i| random_hpd::<f64>(8, i)).collect();
+    a[3][(5, 5)] = -1.0;
+    a[4][(2, 1)] = f64::NAN;
+    let sources: Vec<_> = a.iter().map(|m| m.as_ref()).collect();
+    let mut out: Vec<Mat<f64>> = (0..6).map(|_| Mat::zeros(8, 8)).collect();
+    let mut outs: Vec<_> = out.iter_mut().map(|m| m.as_mut()).collect();
+    let done = Cholesky::new()
+        .factor_batch_into(&sources, &mut outs)
+        .unwrap();
+    assert!(
+        matches!(done[3], Err(Error::NotPositiveDefinite { column: 5 })),
+        "{:?}",
+        done[3]
+    );
+    assert!(
+        matches!(done[4], Err(Error::NonFinite { .. })),
+        "{:?}",
+        done[4]
+    );
+    assert!(
+        done.iter()
+            .enumerate()
+            .all(|(i, r)| r.is_ok() == !matches!(i, 3 | 4))
+    );
+    // Lengths and shapes that do not match are refused.
+    let mut short: Vec<_> = out[..2].iter_mut().map(|m| m.as_mut()).collect();
+    assert!(matches!(
+        Cholesky::new().factor_batch_into(&sources, &mut short),
+        Err(Error::InvalidOption { option: "out", .. })
+    ));
+    let mut wrong = vec![Mat::<f64>::zeros(7, 7)];
+    let mut wrong: Vec<_> = wrong.iter_mut().map(|m| m.as_mut()).collect();
+    let done = Cholesky::new()
+        .factor_batch_into(&sources[..1], &mut wrong)
+        .unwrap();
+    assert!(matches!(
+        done[0],
+        Err(Error::InvalidOption { option: "out", .. })
+    ));
 }

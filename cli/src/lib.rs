@@ -135,8 +135,8 @@ impl Reports for Collected {
     }
 }
 
-/// Runs the command line `args` (the program name first, as `std::env::args`), printing its
-/// reports and errors as the `hetla` binary does, and returns the process's exit status.
+/// Runs the command line `args` (the program name first, as `std::env::args`), printing its reports
+/// and errors as the `hetla` binary does, and returns the process's exit status.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args: Vec<_> = args.into_iter().collect();
     let json = args.iter().skip(1).any(|a| a == "--json");

@@ -23,8 +23,8 @@ use pyo3::prelude::*;
 
 pyo3::import_exception!(numpy.linalg, LinAlgError);
 
-/// Runs `$body` with `$T` the element type of the array `$a` (a `&Bound<PyAny>`): f32, f64, c32
-/// or c64; any other dtype is a `TypeError` naming `$what`.
+/// Runs `$body` with `$T` the element type of the array `$a` (a `&Bound<PyAny>`): f32, f64, c32 or
+/// c64; any other dtype is a `TypeError` naming `$what`.
 macro_rules! by_dtype {
     ($a:expr, $what:expr, $T:ident => $body:expr) => {{
         let a: &Bound<'_, PyAny> = $a;
@@ -59,8 +59,8 @@ fn dtype_error(what: &str, a: &Bound<'_, PyAny>) -> PyErr {
 
 /// hetla's error as the exception a numpy or scipy user expects: `numpy.linalg.LinAlgError` for a
 /// matrix that cannot be factored or solved with (with the column, and scipy's wording of the
-/// leading minor), `ValueError` for bad input (shapes, non-finite entries, options),
-/// `RuntimeError` for the rest (a platform that cannot be built, a failed kernel).
+/// leading minor), `ValueError` for bad input (shapes, non-finite entries, options), `RuntimeError`
+/// for the rest (a platform that cannot be built, a failed kernel).
 fn py_error(e: Error) -> PyErr {
     match &e {
         Error::NotPositiveDefinite { column } => LinAlgError::new_err(format!(
@@ -197,9 +197,9 @@ fn readable<'py, T: Element, D: ndarray::Dimension>(
         .map_err(|e| PyValueError::new_err(format!("{what} cannot be read: {e}")))
 }
 
-/// Factors every matrix of the stack `a` (n x n each), into the stack `out` of the same shape
-/// when given (`a` is then only read), else in place: the lower triangle of each with `lower`,
-/// else the upper one (the lower triangle of its transpose, which is the same numbers), scipy's
+/// Factors every matrix of the stack `a` (n x n each), into the stack `out` of the same shape when
+/// given (`a` is then only read), else in place: the lower triangle of each with `lower`, else the
+/// upper one (the lower triangle of its transpose, which is the same numbers), scipy's
 /// `cho_factor`; the other triangle keeps what `a` had there, or with `clean` is zeroed (numpy's
 /// `cholesky`). One matrix runs tiled on the whole platform, a stack one matrix per core (each
 /// copied to `out` and factored while in cache).
@@ -376,10 +376,7 @@ type LuParts<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray1<i32>>, Option<usize>
 /// leaves them (a new Fortran-ordered array), the interchanges 0-based (int32, scipy's `piv`), and
 /// the first column with an exactly zero pivot, if any.
 #[pyfunction]
-fn lu_factor<'py>(
-    py: Python<'py>,
-    a: &Bound<'py, PyAny>,
-) -> PyResult<LuParts<'py>> {
+fn lu_factor<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<LuParts<'py>> {
     by_dtype!(a, "a", T => lu_factor_t::<T>(py, a))
 }
 
@@ -404,8 +401,8 @@ fn lu_factor_t<'py, T: Scalar + Element>(
     ))
 }
 
-/// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B
-/// and receives X. `trans`: 0 A, 1 A^T, 2 A^H (scipy's).
+/// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B and
+/// receives X. `trans`: 0 A, 1 A^T, 2 A^H (scipy's).
 #[pyfunction]
 fn lu_solve(
     py: Python<'_>,
@@ -451,8 +448,8 @@ fn lu_solve_t<T: Scalar + Element>(
         .map_err(py_error)
 }
 
-/// Householder QR of `a` (m x n, left unchanged): `(q, r)` by `mode`, scipy's: "full" (Q m x m, R
-/// m x n), "economic" (Q m x k, R k x n, k = min(m, n)), "r" (no Q, R m x n).
+/// Householder QR of `a` (m x n, left unchanged): `(q, r)` by `mode`, scipy's: "full" (Q m x m, R m
+/// x n), "economic" (Q m x k, R k x n, k = min(m, n)), "r" (no Q, R m x n).
 #[pyfunction]
 fn qr<'py>(
     py: Python<'py>,
@@ -612,8 +609,8 @@ macro_rules! on_factor {
 }
 
 /// The Cholesky factor of a symmetric (Hermitian) positive definite matrix, kept to solve with and
-/// to read from: `solve`, `logdet`, `rcond`, `inv`, `l`, and rank-k `update` and `downdate`
-/// (A + W W^H, A - W W^H refactored in O(n^2 k)). Built from the matrix's lower triangle.
+/// to read from: `solve`, `logdet`, `rcond`, `inv`, `l`, and rank-k `update` and `downdate` (A + W
+/// W^H, A - W W^H refactored in O(n^2 k)). Built from the matrix's lower triangle.
 #[pyclass(name = "CholeskyFactor", module = "hetla")]
 struct PyFactor(AnyFactor);
 
