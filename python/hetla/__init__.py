@@ -331,16 +331,21 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """QR decomposition by tiled Householder reflections: scipy.linalg.qr. ``mode``: "full" (Q
-    M x M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``),
-    "raw" is not offered. Column pivoting is not offered."""
+    M x M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``);
+    "raw" and column pivoting are not offered. A stack (..., M, N) is factored matrix by
+    matrix."""
     del overwrite_a, lwork, check_finite
     if pivoting:
         raise ValueError("hetla.qr does not pivot columns (pivoting=True): use scipy.linalg.qr")
     if mode not in ("full", "economic", "r"):
         raise ValueError(f"mode must be 'full', 'economic' or 'r', got {mode!r}")
     a = _np.asarray(a)
-    if a.ndim != 2:
-        raise ValueError(f"a must be a 2-D matrix, got shape {a.shape}")
+    if a.ndim < 2:
+        raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
+    if a.ndim > 2:
+        parts = [qr(m, mode=mode) for m in a.reshape((-1,) + a.shape[-2:])]
+        stacked = tuple(_np.stack(p).reshape(a.shape[:-2] + p[0].shape) for p in zip(*parts))
+        return stacked
     q, r = _hetla.qr(_np.asarray(a, dtype=_dtype(a)), mode)
     return (r,) if mode == "r" else (q, r)
 

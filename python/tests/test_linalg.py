@@ -299,6 +299,9 @@ def test_qr_modes_match_scipys_shapes_and_lapack_ratios(dtype, shape):
         assert np.abs(np.abs(r) - np.abs(r_scipy)).max() <= 1e3 * m * eps(dtype) * np.abs(r_scipy).max()
     (r,) = hetla.qr(a, mode="r")
     assert r.shape == (m, n)
+    q, r = hetla.qr(np.stack([a, 2 * a]), mode="economic")
+    assert q.shape == (2, m, k) and r.shape == (2, k, n)
+    assert np.abs(q[1] @ r[1] - 2 * a).max() <= 1e3 * m * eps(dtype) * np.abs(a).max()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -63,7 +63,11 @@ pub struct CholeskyReport {
     /// the candidates timed first because the models lacked them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tile_choice: Option<hetla::TileChoice>,
-    pub memory: MemoryReport,
+    /// What the factorisation allocated; absent where the process does not count its
+    /// allocations (the command run as a library, from Python: only the `hetla` binary installs
+    /// the counting allocator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<peers::PeerRate>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -212,12 +216,12 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         bounds,
         predicted_bounds,
         tile_choice: plan.tile_choice().cloned(),
-        memory: MemoryReport {
+        memory: crate::memory::counting().then(|| MemoryReport {
             matrix_bytes,
             peak_extra_bytes,
             ratio: peak_extra_bytes as f64 / matrix_bytes.max(1) as f64,
             platform_bytes,
-        },
+        }),
         peers: None,
         dgemm_gflops: None,
         ratio_to_best_peer: None,
@@ -437,13 +441,15 @@ pub fn print(r: &CholeskyReport) {
         if r.residual_ok { "ok" } else { "TOO LARGE" },
         check::RESIDUAL_THRESHOLD
     );
-    println!(
-        "  memory    {:.1} MiB allocated beyond the matrix ({:.3}x its {:.1} MiB); the platform holds {:.1} MiB",
-        r.memory.peak_extra_bytes as f64 / 1048576.0,
-        r.memory.ratio,
-        r.memory.matrix_bytes as f64 / 1048576.0,
-        r.memory.platform_bytes as f64 / 1048576.0
-    );
+    if let Some(memory) = &r.memory {
+        println!(
+            "  memory    {:.1} MiB allocated beyond the matrix ({:.3}x its {:.1} MiB); the platform holds {:.1} MiB",
+            memory.peak_extra_bytes as f64 / 1048576.0,
+            memory.ratio,
+            memory.matrix_bytes as f64 / 1048576.0,
+            memory.platform_bytes as f64 / 1048576.0
+        );
+    }
     for w in &r.workers {
         println!(
             "  worker    {:<6} {:4} tasks, busy {:5.1}%",
