@@ -566,7 +566,7 @@ fn a_failing_matrix_of_a_batch_into_outputs_is_reported_where_it_is() {
         Cholesky::new().factor_batch_into(&sources, &mut short),
         Err(Error::InvalidOption { option: "out", .. })
     ));
-    let mut wrong = vec![Mat::<f64>::zeros(7, 7)];
+    let mut wrong = [Mat::<f64>::zeros(7, 7)];
     let mut wrong: Vec<_> = wrong.iter_mut().map(|m| m.as_mut()).collect();
     let done = Cholesky::new()
         .factor_batch_into(&sources[..1], &mut wrong)

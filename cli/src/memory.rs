@@ -46,9 +46,9 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
-/// Whether this process counts its allocations: [`CountingAllocator`] is its global allocator
-/// (the `hetla` binary's), so that some bytes are live by the time a command runs. A front end
-/// that runs the commands as a library (the Python package) counts nothing.
+/// Whether this process counts its allocations: [`CountingAllocator`] is its global allocator (the
+/// `hetla` binary's), so that some bytes are live by the time a command runs. A front end that runs
+/// the commands as a library (the Python package) counts nothing.
 pub fn counting() -> bool {
     LIVE.load(Ordering::Relaxed) > 0
 }

@@ -572,29 +572,17 @@ trait Typed: Scalar + Element {
     fn wrap(f: Factor<Self>) -> AnyFactor;
 }
 
-impl Typed for f32 {
-    fn wrap(f: Factor<Self>) -> AnyFactor {
-        AnyFactor::F32(f)
-    }
+macro_rules! typed {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl Typed for $t {
+            fn wrap(f: Factor<Self>) -> AnyFactor {
+                AnyFactor::$variant(f)
+            }
+        }
+    )*};
 }
 
-impl Typed for f64 {
-    fn wrap(f: Factor<Self>) -> AnyFactor {
-        AnyFactor::F64(f)
-    }
-}
-
-impl Typed for c32 {
-    fn wrap(f: Factor<Self>) -> AnyFactor {
-        AnyFactor::C32(f)
-    }
-}
-
-impl Typed for c64 {
-    fn wrap(f: Factor<Self>) -> AnyFactor {
-        AnyFactor::C64(f)
-    }
-}
+typed!(f32 => F32, f64 => F64, c32 => C32, c64 => C64);
 
 /// Runs `$body` with `$f` the typed factor inside an [`AnyFactor`].
 macro_rules! on_factor {

@@ -63,9 +63,9 @@ pub struct CholeskyReport {
     /// the candidates timed first because the models lacked them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tile_choice: Option<hetla::TileChoice>,
-    /// What the factorisation allocated; absent where the process does not count its
-    /// allocations (the command run as a library, from Python: only the `hetla` binary installs
-    /// the counting allocator).
+    /// What the factorisation allocated; absent where the process does not count its allocations
+    /// (the command run as a library, from Python: only the `hetla` binary installs the counting
+    /// allocator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
