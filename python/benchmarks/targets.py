@@ -2,6 +2,7 @@
 median of REPEAT runs after a warm-up, as ratios peer time / hetla time (> 1: hetla faster).
 
     python python/benchmarks/targets.py [--repeat 3] [--n 4096] [--count 10000] [--small 64]
+                                        [--clusters 2x1]
 
 Prints one line per comparison and a JSON object at the end. scipy and numpy run on the OpenBLAS
 their wheels bundle, with its default thread count (every core); hetla on its default platform.
@@ -55,7 +56,15 @@ def main():
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--count", type=int, default=10000)
     p.add_argument("--small", type=int, default=64)
+    p.add_argument("--clusters", help="hetla's clusters (a with hetla.Platform block), default auto")
     args = p.parse_args()
+    if args.clusters:
+        with hetla.Platform(clusters=args.clusters):
+            return run(args)
+    return run(args)
+
+
+def run(args):
     rng = np.random.default_rng(1)
     out = {
         "cpu": platform.processor() or platform.machine(),
@@ -63,6 +72,7 @@ def main():
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "hetla": hetla.__version__,
+        "clusters": args.clusters or "auto",
         "rows": [],
     }
 

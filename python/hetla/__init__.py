@@ -152,10 +152,16 @@ def _cho(a, lower, overwrite_a, clean):
         if a.size:
             _in_place(a, lambda s: _hetla.cho_factor(s, None, lower, clean))
         return a
-    # One matrix keeps its layout (the tiled run reads it tile by tile whatever its order); a
-    # stack gets matrices whose factored triangle is a column-major lower one, each copied and
+    if a.ndim == 2:
+        # One matrix is copied as it lies (numpy's memcpy) and factored in place: the tiled run
+        # reads it tile by tile whatever its order.
+        out = _np.array(a, order="K", copy=True)
+        if a.size:
+            _hetla.cho_factor(out[None], None, lower, clean)
+        return out
+    # A stack gets matrices whose factored triangle is a column-major lower one, each copied and
     # factored by one core while in cache.
-    out = _np.empty_like(a, order="K") if a.ndim == 2 else _empty(a.shape, dtype, lower)
+    out = _empty(a.shape, dtype, lower)
     if a.size:
         _hetla.cho_factor(_source(a), _stack(out), lower, clean)
     return out
