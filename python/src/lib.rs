@@ -18,7 +18,7 @@ use hetla::{
 };
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayDyn, PyArrayMethods};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 pyo3::import_exception!(numpy.linalg, LinAlgError);
@@ -818,8 +818,9 @@ impl PyPlatform {
 
 /// Runs a `hetla` subcommand (`["simulate", "--n", "9600", ...]`, without the program name) and
 /// returns each of its reports as JSON text (the keys of the command line's `--json`). A command
-/// line that does not parse, or an invalid option, is a `ValueError`; another failure a
-/// `RuntimeError`.
+/// line that does not parse, an invalid option or a problem too large is a `ValueError`, a matrix
+/// that cannot be factored `LinAlgError`, memory that cannot be had `MemoryError`, another failure
+/// a `RuntimeError`.
 #[pyfunction]
 fn run_json(py: Python<'_>, args: Vec<String>) -> PyResult<Vec<String>> {
     py.detach(|| hetla_cli::run_json(&args)).map_err(|f| {
@@ -830,7 +831,15 @@ fn run_json(py: Python<'_>, args: Vec<String>) -> PyResult<Vec<String>> {
             f.kind
         );
         match f.kind {
-            "usage" | "invalid_option" => PyValueError::new_err(message),
+            "usage" | "invalid_option" | "too_large" | "tiling" | "zero_tile_size" | "layout"
+            | "not_square" | "dimension_mismatch" | "rows_mismatch" | "non_finite"
+            | "not_hermitian" | "platform_model" | "underdetermined" => {
+                PyValueError::new_err(message)
+            }
+            "not_positive_definite" | "singular" | "rank_deficient" => {
+                LinAlgError::new_err(message)
+            }
+            "memory" => PyMemoryError::new_err(message),
             _ => PyRuntimeError::new_err(message),
         }
     })
