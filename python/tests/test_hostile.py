@@ -72,7 +72,7 @@ def test_every_odd_input_is_a_result_or_a_clear_error(name):
         # of a matrix of 1e308's, or a solve with a "factor" of 1e-320's, overflows in scipy as
         # here).
         flat = out if isinstance(out, tuple) else (out,)
-        big = np.abs(a).max() if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and a.size else 1.0
+        big = float(np.abs(a).max()) if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and a.size else 1.0
         scaled = big > 1e300 or big < 1e-300
         for part in flat if not scaled else ():
             if isinstance(part, np.ndarray) and part.dtype.kind in "fc":
