@@ -125,13 +125,11 @@ impl Reports for Printed {
 }
 
 /// Collects each report's JSON text.
-struct Collected(Vec<String>);
+struct Collected(Vec<serde_json::Result<String>>);
 
 impl Reports for Collected {
     fn report(&mut self, _json: bool, text: serde_json::Result<String>, _human: &dyn Fn()) {
-        self.0.push(text.unwrap_or_else(|e| {
-            serde_json::json!({ "error": { "kind": "json", "message": e.to_string() } }).to_string()
-        }));
+        self.0.push(text);
     }
 }
 
@@ -191,5 +189,13 @@ pub fn run_json<S: AsRef<std::ffi::OsStr>>(
         kind: e.kind(),
         message: e.to_string(),
     })?;
-    Ok(out.0)
+    // A report that does not serialise (they hold numbers and strings only) is the call's error,
+    // not a report of its own.
+    out.0
+        .into_iter()
+        .collect::<serde_json::Result<_>>()
+        .map_err(|e| Failure {
+            kind: "json",
+            message: format!("the report could not be written as JSON: {e}"),
+        })
 }
