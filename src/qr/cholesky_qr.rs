@@ -12,7 +12,7 @@ use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op, Scalar};
 use serde::Serialize;
 
-use super::householder::Qr;
+use super::householder::{Qr, check_rhs_rows};
 use crate::cholesky::check_finite;
 use crate::interop::Matrix;
 use crate::lu::on_all_cores;
@@ -217,14 +217,7 @@ impl<T: Scalar> CholeskyQrFactor<T> {
     pub fn solve_least_squares<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
         let b = b.view();
         let (m, n) = (self.q.nrows(), self.q.ncols());
-        if b.nrows() != m {
-            return Err(Error::RowsMismatch {
-                what: "B",
-                rows: b.nrows(),
-                expected: m,
-                of: "A",
-            });
-        }
+        check_rhs_rows(b, m)?;
         check_finite("B", b)?;
         if let Some(column) = (0..n).find(|&j| self.r[(j, j)] == T::from_f64(0.0)) {
             return Err(Error::RankDeficient { column });

@@ -190,14 +190,7 @@ impl Qr {
         if m < n {
             return Err(Error::Underdetermined { rows: m, cols: n });
         }
-        if b.nrows() != m {
-            return Err(Error::RowsMismatch {
-                what: "B",
-                rows: b.nrows(),
-                expected: m,
-                of: "A",
-            });
-        }
+        check_rhs_rows(b, m)?;
         check_finite("A", a)?;
         check_finite("B", b)?;
         let platform = self.resolve_platform()?;
@@ -360,16 +353,7 @@ impl<T: Scalar> QrFactor<T> {
     }
 
     fn check_rows(&self, b: MatRef<'_, T>) -> Result<()> {
-        if b.nrows() == self.nrows() {
-            Ok(())
-        } else {
-            Err(Error::RowsMismatch {
-                what: "B",
-                rows: b.nrows(),
-                expected: self.nrows(),
-                of: "A",
-            })
-        }
+        check_rhs_rows(b, self.nrows())
     }
 
     fn applied<B: Matrix<Elem = T>>(&self, b: B, adjoint: bool) -> Result<B::Owned> {
@@ -482,4 +466,18 @@ where
         });
     }
     Qr::new().solve_least_squares(a, b)
+}
+
+/// B of a least-squares problem or a product with Q has A's `m` rows, or [`Error::RowsMismatch`].
+pub(super) fn check_rhs_rows<T: Scalar>(b: MatRef<'_, T>, m: usize) -> Result<()> {
+    if b.nrows() == m {
+        Ok(())
+    } else {
+        Err(Error::RowsMismatch {
+            what: "B",
+            rows: b.nrows(),
+            expected: m,
+            of: "A",
+        })
+    }
 }
