@@ -65,7 +65,10 @@ rate_n=${RATE_N:-32768}
 mixed_ns=${MIXED_NS:-8192 16384}
 gemm_n=${GEMM_N:-32768}
 small_n=${SMALL_N:-16384}
-tiles=${TILES:-1024 2048}
+# The calibrate part's tiles: with --output it also factors 5 matrices of 8 x 8 tiles on
+# every cluster size of the CPU (1, 2, 4, ... cores), which at 2048 (n = 16384 on one core)
+# ran past a 75 s limit in the first lease; 1024 is an eighth of that.
+tiles=${TILES:-1024}
 repeat=${REPEAT:-3}
 samples=${SAMPLES:-5}
 # Extra options of the rate row against cuSOLVER ("--storage in-place").
@@ -212,8 +215,9 @@ part_calibrate() {
         > "$dir/calibrate.txt" 2>&1 || echo "failed: calibrate" >&2
     local tile
     for tile in $tiles; do
-        for case in "$small_n none" "$rate_n none" "$small_n ${clusters_list%% *}"; do
-            set -- $case
+        # Each case is n:clusters.
+        for case in ${CALIBRATE_CASES:-8192:none $small_n:none 8192:${clusters_list%% *}}; do
+            set -- "${case%%:*}" "${case##*:}"
             row "$dir" "real-$1-$tile-$2" cholesky --n "$1" --tile "$tile" --clusters "$2" --gpus "$gpus" --repeat "$repeat"
             row "$dir" "sim-$1-$tile-$2" simulate --platform "$dir/platform.toml" --n "$1" --tile "$tile" \
                 --clusters "$2" --gpus 1
@@ -228,14 +232,16 @@ path = sys.argv[1]
 if not os.path.exists(path):
     sys.exit(0)
 rows = [json.loads(l) for l in open(path)]
-print("| label | command | time (s) | Gflop/s | residual / error | peers |")
-print("|---|---|---|---|---|---|")
+print("| label | command | time (s) | Gflop/s | residual / error | peers | phases (s) |")
+print("|---|---|---|---|---|---|---|")
 real = {}
 for r in rows:
     rep = r.get("report")
     if rep is None:
-        print(f"| {r['label']} | {r['args']} | failed | | {r['error'].strip()[:200]} | |")
+        print(f"| {r['label']} | {r['args']} | failed | | {r['error'].strip()[:200]} | | |")
         continue
+    # Where the command's time went (cholesky and gemm runs report their phases).
+    phases = ", ".join(f"{p['name']} {p['seconds']:.1f}" for p in rep.get("phases") or [])
     if "report" in rep:  # gemm's output nests its report
         rep, peers = rep["report"], rep.get("peers", [])
         err = rep.get("relative_error")
@@ -245,12 +251,16 @@ for r in rows:
     secs = rep.get("seconds", rep.get("makespan_ms", 0) / 1e3)
     gf = rep.get("gflops", float("nan"))
     peer = ", ".join(f"{p['name']} {p['gflops']:.0f} (ratio {gf / p['gflops']:.3f})" for p in peers)
-    print(f"| {r['label']} | {r['args']} | {secs:.4f} | {gf:.1f} | {err} | {peer} |")
+    # Bytes per link direction (cholesky's `bytes`, gemm's `bytes_moved.per_link`).
+    links = rep.get("bytes") or (rep.get("bytes_moved") or {}).get("per_link") or []
+    if links:
+        peer += ("; " if peer else "") + ", ".join(f"{l['link']} {l['bytes'] / 1e9:.2f} GB" for l in links)
+    print(f"| {r['label']} | {r['args']} | {secs:.4f} | {gf:.1f} | {err} | {peer} | {phases} |")
     if r["label"].startswith("real-"):
         real[r["label"][5:]] = rep.get("makespan_ms")
     if r["label"].startswith("sim-") and r["label"][4:] in real:
         ms, sim = real[r["label"][4:]], rep.get("makespan_ms")
-        print(f"| sim vs real {r['label'][4:]} | | {sim:.1f} ms vs {ms:.1f} ms | | {100 * (sim - ms) / ms:+.1f}% | |")
+        print(f"| sim vs real {r['label'][4:]} | | {sim:.1f} ms vs {ms:.1f} ms | | {100 * (sim - ms) / ms:+.1f}% | | |")
 EOF
 }
 

@@ -4,7 +4,7 @@
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatRef, Par};
-use hetla_kernels::{Backend, Op, Scalar};
+use hetla_kernels::Scalar;
 
 /// The threshold below which LAPACK's tests accept a scaled residual.
 pub const RESIDUAL_THRESHOLD: f64 = 30.0;
@@ -67,52 +67,42 @@ pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Columns per block of [`cholesky_residual`]'s products.
-const RESIDUAL_BLOCK: usize = 256;
-
 /// ||A - L L^H||_1 / (n ||A||_1 eps), with A and L read from the lower triangles of `a`
 /// and `l`, eps that of their precision. Below [`RESIDUAL_THRESHOLD`] the factor is accepted. 0 for
 /// n = 0.
 ///
-/// The product is formed by blocks of columns on the lower triangle only (n^3/3 flops, 4 times as
-/// many real ones for a complex type), each block one call of hetla's GEMM tile kernel (faer, split
-/// into sequential pieces on `par`'s threads).
+/// The product is faer's triangular one: the lower triangle of L L^H from L's lower triangle (what
+/// the storage holds above the diagonal is not read), n^3/3 flops (4 times as many real ones for a
+/// complex type) on `par`'s threads. It ran 20-30% faster than blocks of 256 columns through the
+/// GEMM tile kernel (n = 4096 and 8192 on two cores) and needs no copy of L.
 pub fn cholesky_residual<T: Scalar>(a: MatRef<'_, T>, l: MatRef<'_, T>, par: Par) -> f64 {
     let n = a.nrows();
     if n == 0 {
         return 0.0;
     }
-    // L without what its storage holds above the diagonal.
-    let lower = Mat::from_fn(
-        n,
-        n,
-        |i, j| if i >= j { l[(i, j)] } else { T::from_f64(0.0) },
-    );
     let mut r = a.to_owned();
-    let threads = match par {
-        Par::Seq => 1,
-        Par::Rayon(t) => t.get(),
+    let product = |r: &mut Mat<T>| {
+        faer::linalg::matmul::triangular::matmul_with_conj(
+            r.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            l,
+            BlockStructure::TriangularLower,
+            faer::Conj::No,
+            l.transpose(),
+            BlockStructure::TriangularUpper,
+            faer::Conj::Yes,
+            T::from_f64(-1.0),
+            par,
+        )
     };
-    let products = |r: &mut Mat<T>| {
-        for j0 in (0..n).step_by(RESIDUAL_BLOCK) {
-            let w = RESIDUAL_BLOCK.min(n - j0);
-            // R[j0.., J] -= L[j0.., ..j0+w] L[J, ..j0+w]^H (L is zero right of its diagonal).
-            let left = lower.as_ref().submatrix(j0, 0, n - j0, j0 + w);
-            let top = lower.as_ref().submatrix(j0, 0, w, j0 + w);
-            let out = r.as_mut().submatrix_mut(j0, j0, n - j0, w);
-            Backend::Faer
-                .run(
-                    Op::GemmNt,
-                    &[left, top],
-                    out,
-                    hetla_kernels::par_for(threads),
-                )
-                .expect("operands of matching shapes");
-        }
-    };
-    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-        Ok(pool) => pool.install(|| products(&mut r)),
-        Err(_) => products(&mut r),
+    // On a pool of `par`'s threads, whatever pool the caller runs in.
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(par.degree().max(1))
+        .build()
+    {
+        Ok(pool) => pool.install(|| product(&mut r)),
+        Err(_) => product(&mut r),
     }
     let anorm = symmetric_norm1(a);
     symmetric_norm1(r.as_ref()) / (n as f64 * anorm * T::PRECISION.epsilon())

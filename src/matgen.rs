@@ -13,26 +13,7 @@ use rand_chacha::ChaCha8Rng;
 /// dominant with a positive diagonal, hence SPD (Gershgorin), and well conditioned (the convention
 /// of PLASMA's and Chameleon's `plgsy` generator).
 pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut a = Mat::<f64>::zeros(n, n);
-    for j in 0..n {
-        for i in j..n {
-            a[(i, j)] = rng.random::<f64>() - 0.5;
-        }
-        a[(j, j)] += n as f64;
-    }
-    // Mirror the lower triangle in square blocks, so both reads and writes stay in cache.
-    const B: usize = 64;
-    for jb in (0..n).step_by(B) {
-        for ib in (jb..n).step_by(B) {
-            for j in jb..(jb + B).min(n) {
-                for i in ib.max(j + 1)..(ib + B).min(n) {
-                    a[(j, i)] = a[(i, j)];
-                }
-            }
-        }
-    }
-    a
+    random_hpd(n, seed)
 }
 
 /// The block `rows x cols` of a random symmetric positive definite matrix of order `n`, computed
@@ -108,14 +89,13 @@ pub fn random_hpd_block<T: hetla_kernels::Scalar>(
 /// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed` (ChaCha8
 /// stream, column by column).
 pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut m = Mat::<f64>::zeros(rows, cols);
-    for j in 0..cols {
-        for i in 0..rows {
-            m[(i, j)] = 2.0 * rng.random::<f64>() - 1.0;
-        }
-    }
-    m
+    random_in(rows, cols, seed)
+}
+
+/// [`random`] in any precision: the same entries in a real one (rounded in `f32`); in a complex one,
+/// entry (i, j) takes draws 2 (j rows + i) and 2 (j rows + i) + 1 as its real and imaginary parts.
+pub fn random_in<T: hetla_kernels::Scalar>(rows: usize, cols: usize, seed: u64) -> Mat<T> {
+    random_block_in(rows, seed, 0..rows, 0..cols)
 }
 
 /// The block `rows x cols` of [`random`]`(n, _, seed)` (a matrix of `n` rows), computed without the
@@ -129,31 +109,38 @@ pub fn random_block(
     random_block_in(n, seed, rows, cols)
 }
 
-/// [`random_block`] in any precision: the same entries in a real one (rounded in `f32`); in a
-/// complex one, entry (i, j) takes draws 2 (j n + i) and 2 (j n + i) + 1 as its real and imaginary
-/// parts.
+/// [`random_block`] in any precision, the block of [`random_in`]`(n, _, seed)`. Chunks of columns
+/// are drawn in parallel, each column from its own place in the stream.
 pub fn random_block_in<T: hetla_kernels::Scalar>(
     n: usize,
     seed: u64,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) -> Mat<T> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    use rayon::prelude::*;
     let parts = if T::PRECISION.is_complex() { 2 } else { 1 };
     let mut block = Mat::<T>::zeros(rows.len(), cols.len());
-    for (c, j) in cols.enumerate() {
-        // One f64 is two 32-bit words of the stream.
-        rng.set_word_pos(2 * (parts * (j * n + rows.start)) as u128);
-        for r in 0..rows.len() {
-            let re = 2.0 * rng.random::<f64>() - 1.0;
-            let im = if parts == 2 {
-                2.0 * rng.random::<f64>() - 1.0
-            } else {
-                0.0
-            };
-            block[(r, c)] = T::from_parts(re, im);
-        }
-    }
+    block
+        .as_mut()
+        .par_col_chunks_mut(GENERATE_COLUMNS)
+        .enumerate()
+        .for_each(|(chunk, mut columns)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            for c in 0..columns.ncols() {
+                let j = cols.start + chunk * GENERATE_COLUMNS + c;
+                // One f64 is two 32-bit words of the stream.
+                rng.set_word_pos(2 * (parts * (j as u128 * n as u128 + rows.start as u128)));
+                for r in 0..rows.len() {
+                    let re = 2.0 * rng.random::<f64>() - 1.0;
+                    let im = if parts == 2 {
+                        2.0 * rng.random::<f64>() - 1.0
+                    } else {
+                        0.0
+                    };
+                    columns[(r, c)] = T::from_parts(re, im);
+                }
+            }
+        });
     block
 }
 
@@ -164,23 +151,91 @@ pub fn random_block_in<T: hetla_kernels::Scalar>(
 /// matrix stays strictly diagonally dominant with a positive real diagonal: Hermitian positive
 /// definite and well conditioned.
 pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    use rayon::prelude::*;
     let complex = T::PRECISION.is_complex();
     let mut a = Mat::<T>::zeros(n, n);
-    for j in 0..n {
-        for i in j..n {
-            let re = rng.random::<f64>() - 0.5;
-            let im = if complex && i != j {
-                rng.random::<f64>() - 0.5
-            } else {
-                0.0
-            };
-            let re = if i == j { re + n as f64 } else { re };
-            a[(i, j)] = T::from_parts(re, im);
-            a[(j, i)] = T::from_parts(re, -im);
-        }
-    }
+    // The draws run down the lower triangle column by column: column c takes n - c of them in a
+    // real type, 2 (n - c) - 1 in a complex one (its diagonal entry is real). Each chunk of columns
+    // seeks to its first draw (a u64, two words of the stream), so the chunks fill in parallel the
+    // same entries one pass would.
+    let draws_before = |j: usize| -> u128 {
+        let (j, n) = (j as u128, n as u128);
+        let real = j * n - j * j.saturating_sub(1) / 2;
+        if complex { 2 * real - j } else { real }
+    };
+    a.as_mut()
+        .par_col_chunks_mut(GENERATE_COLUMNS)
+        .enumerate()
+        .for_each(|(chunk, mut columns)| {
+            let first = chunk * GENERATE_COLUMNS;
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_word_pos(2 * draws_before(first));
+            for c in 0..columns.ncols() {
+                let j = first + c;
+                for i in j..n {
+                    let re = rng.random::<f64>() - 0.5;
+                    let im = if complex && i != j {
+                        rng.random::<f64>() - 0.5
+                    } else {
+                        0.0
+                    };
+                    let re = if i == j { re + n as f64 } else { re };
+                    columns[(i, c)] = T::from_parts(re, im);
+                }
+            }
+        });
+    mirror_lower(a.as_mut());
     a
+}
+
+/// Columns per chunk of [`random_hpd`]'s parallel draws.
+const GENERATE_COLUMNS: usize = 64;
+
+/// Side of the blocks [`mirror_lower`] copies one at a time, in cache.
+const MIRROR_BLOCK: usize = 64;
+
+/// Writes the strictly upper triangle of the square `a` as the conjugate transpose of its lower
+/// one: the top right quadrant from the bottom left one, and the two diagonal quadrants the same
+/// way, in parallel. Written entry by entry, a row of a large matrix is a cache and TLB miss per
+/// entry.
+fn mirror_lower<T: hetla_kernels::Scalar>(mut a: faer::MatMut<'_, T>) {
+    let n = a.nrows();
+    if n <= 2 * MIRROR_BLOCK {
+        for j in 0..n {
+            for i in 0..j {
+                let z = a[(j, i)].to_c64();
+                a[(i, j)] = T::from_parts(z.re, -z.im);
+            }
+        }
+        return;
+    }
+    let half = n / 2;
+    let (top_left, top_right, bottom_left, bottom_right) = a.split_at_mut(half, half);
+    rayon::join(
+        || copy_adjoint(top_right, bottom_left.as_ref()),
+        || rayon::join(|| mirror_lower(top_left), || mirror_lower(bottom_right)),
+    );
+}
+
+/// `dst` = `src`^H, by halves of the longer side in parallel down to blocks that fit in cache.
+fn copy_adjoint<T: hetla_kernels::Scalar>(mut dst: faer::MatMut<'_, T>, src: faer::MatRef<'_, T>) {
+    let (rows, cols) = (dst.nrows(), dst.ncols());
+    if rows <= MIRROR_BLOCK && cols <= MIRROR_BLOCK {
+        for j in 0..cols {
+            for i in 0..rows {
+                let z = src[(j, i)].to_c64();
+                dst[(i, j)] = T::from_parts(z.re, -z.im);
+            }
+        }
+    } else if rows >= cols {
+        let (top, bottom) = dst.split_at_row_mut(rows / 2);
+        let (left, right) = src.split_at_col(rows / 2);
+        rayon::join(|| copy_adjoint(top, left), || copy_adjoint(bottom, right));
+    } else {
+        let (left, right) = dst.split_at_col_mut(cols / 2);
+        let (top, bottom) = src.split_at_row(cols / 2);
+        rayon::join(|| copy_adjoint(left, top), || copy_adjoint(right, bottom));
+    }
 }
 
 /// A random Hermitian positive definite `n x n` matrix whose 2-norm condition number is `cond` (>=
@@ -294,6 +349,77 @@ pub fn random_conditioned<T: hetla_kernels::Scalar>(n: usize, cond: f64, seed: u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faer::c64;
+
+    /// The draws of [`random_hpd`] in one sequential pass, entry by entry: what its parallel
+    /// chunks and its mirror must reproduce exactly.
+    fn one_pass<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let complex = T::PRECISION.is_complex();
+        let mut a = Mat::<T>::zeros(n, n);
+        for j in 0..n {
+            for i in j..n {
+                let re = rng.random::<f64>() - 0.5;
+                let im = if complex && i != j {
+                    rng.random::<f64>() - 0.5
+                } else {
+                    0.0
+                };
+                let re = if i == j { re + n as f64 } else { re };
+                a[(i, j)] = T::from_parts(re, im);
+                a[(j, i)] = T::from_parts(re, -im);
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn random_matrices_are_one_pass_of_the_stream_column_by_column() {
+        for (rows, cols) in [(0, 3), (3, 0), (1, 1), (29, 5), (7, 200), (130, 129)] {
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let mut reference = Mat::<f64>::zeros(rows, cols);
+            let mut complex = Mat::<c64>::zeros(rows, cols);
+            let mut twin = ChaCha8Rng::seed_from_u64(9);
+            for j in 0..cols {
+                for i in 0..rows {
+                    reference[(i, j)] = 2.0 * rng.random::<f64>() - 1.0;
+                    let re = 2.0 * twin.random::<f64>() - 1.0;
+                    complex[(i, j)] = c64::new(re, 2.0 * twin.random::<f64>() - 1.0);
+                }
+            }
+            assert_eq!(random(rows, cols, 9), reference, "{rows} x {cols}");
+            assert_eq!(random_in::<c64>(rows, cols, 9), complex, "{rows} x {cols}");
+        }
+    }
+
+    #[test]
+    fn the_parallel_generator_draws_what_one_pass_draws() {
+        // Sizes around the chunk (64 columns) and the mirror's blocks (64, split above 128).
+        for n in [0, 1, 2, 63, 64, 65, 129, 300] {
+            assert_eq!(
+                random_hpd::<f64>(n, 11),
+                one_pass::<f64>(n, 11),
+                "f64, n = {n}"
+            );
+            assert_eq!(
+                random_hpd::<f32>(n, 11),
+                one_pass::<f32>(n, 11),
+                "f32, n = {n}"
+            );
+            assert_eq!(
+                random_hpd::<c64>(n, 12),
+                one_pass::<c64>(n, 12),
+                "c64, n = {n}"
+            );
+            assert_eq!(
+                random_spd(n, 11),
+                one_pass::<f64>(n, 11),
+                "random_spd, n = {n}"
+            );
+        }
+        let a = random_hpd::<c64>(300, 12);
+        assert!((0..300).all(|i| a[(i, i)].im == 0.0 && a[(i, i)].re > 299.0));
+    }
 
     #[test]
     fn blocks_of_a_random_matrix_are_its_blocks() {

@@ -217,3 +217,48 @@ fn every_strategy_matches_faer_on_real_gpus_or_the_skip_says_why() {
         50,
     );
 }
+
+#[test]
+fn a_resident_product_moves_only_c_back_and_the_report_says_so_by_link() {
+    let devices: Vec<Arc<dyn hetla_runtime::Device>> =
+        vec![Arc::new(EmulatedDevice::new(usize::MAX))];
+    let gpu_only =
+        Platform::with_devices(&ClusterSpec::None, Backend::Faer, ModelStore::None, devices)
+            .unwrap();
+    let (m, n, k) = (40, 30, 20);
+    let a = hetla::matgen::random(m, k, 1);
+    let b = hetla::matgen::random(k, n, 2);
+    let link = |report: &hetla::GemmReport, name: &str| {
+        report
+            .bytes_moved
+            .per_link
+            .iter()
+            .find(|l| l.link == name)
+            .map_or(0, |l| l.bytes)
+    };
+    let doubles = |count: usize| count * size_of::<f64>();
+    // A, B and C on the device: C written back into the caller's matrix, nothing uploaded.
+    let mut c = Mat::<f64>::zeros(m, n);
+    let resident = Gemm::new()
+        .tile(10)
+        .placement(
+            Placement::Device(0),
+            Placement::Device(0),
+            Placement::Device(0),
+        )
+        .run(&gpu_only, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap();
+    assert_eq!(link(&resident, "gpu0->host"), doubles(m * n));
+    assert_eq!(link(&resident, "host->gpu0"), 0);
+    assert_eq!(resident.bytes_moved.total, doubles(m * n));
+    // From the host (beta = 0: C is never uploaded): A and B up, C down, each at least once.
+    let mut c = Mat::<f64>::zeros(m, n);
+    let hosted = Gemm::new()
+        .tile(10)
+        .run(&gpu_only, a.as_ref(), b.as_ref(), c.as_mut())
+        .unwrap();
+    assert!(link(&hosted, "host->gpu0") >= doubles(m * k + k * n));
+    assert_eq!(link(&hosted, "gpu0->host"), doubles(m * n));
+    let by_link: usize = hosted.bytes_moved.per_link.iter().map(|l| l.bytes).sum();
+    assert_eq!(by_link, hosted.bytes_moved.total);
+}

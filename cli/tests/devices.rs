@@ -80,3 +80,77 @@ fn calibration_measures_device_kernels_and_links() {
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The `phases` of a report: their names in order, and their seconds (each >= 0).
+fn phases(report: &serde_json::Value) -> (Vec<String>, Vec<f64>) {
+    let list = report["phases"].as_array().expect("a phases list");
+    let names = list
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    let seconds: Vec<f64> = list.iter().map(|p| p["seconds"].as_f64().unwrap()).collect();
+    assert!(seconds.iter().all(|&s| s >= 0.0), "{seconds:?}");
+    (names, seconds)
+}
+
+#[test]
+fn cholesky_and_gemm_report_where_their_time_went() {
+    let start = std::time::Instant::now();
+    let (ok, out, err) = common::hetla(&[
+        "cholesky",
+        "--n",
+        "700",
+        "--tile",
+        "100",
+        "--clusters",
+        "none",
+        "--gpus",
+        "emulated:1",
+        "--repeat",
+        "2",
+        "--compare",
+        "cpu",
+        "--json",
+    ]);
+    let wall = start.elapsed().as_secs_f64();
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (names, seconds) = phases(&r);
+    let expected = [
+        "platform", "plan", "generate", "runs", "check", "bounds", "peers",
+    ];
+    assert_eq!(names, expected);
+    // The runs phase holds the warm-up and both timed runs; the phases fit in the process.
+    let runs = seconds[3];
+    assert!(runs >= 2.0 * r["seconds"].as_f64().unwrap(), "{runs} {r}");
+    assert!(seconds.iter().sum::<f64>() <= wall, "{seconds:?} in {wall} s");
+
+    // A resident product: its phases, and C's write-back as the only bytes moved.
+    let (ok, out, err) = common::hetla(&[
+        "gemm",
+        "--m",
+        "300",
+        "--n",
+        "200",
+        "--k",
+        "100",
+        "--tile",
+        "100",
+        "--clusters",
+        "none",
+        "--gpus",
+        "emulated:1",
+        "--placement",
+        "gpu0,gpu0,gpu0",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (names, _) = phases(&r);
+    assert_eq!(names, ["platform", "generate", "runs", "check", "peers"]);
+    let links = r["bytes_moved"]["per_link"].as_array().unwrap();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0]["link"], "gpu0->host");
+    assert_eq!(links[0]["bytes"], 300 * 200 * 8);
+    assert!(r["relative_error"].as_f64().unwrap() < 1e-13);
+}

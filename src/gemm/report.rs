@@ -3,7 +3,7 @@
 use hetla_bounds::communication::{
     device_transfers_lower_bound, equal_finish_split, half_perimeter_lower_bound,
 };
-use hetla_runtime::{HOST, MemoryNode, Trace};
+use hetla_runtime::{HOST, LinkBytes, MemoryNode, Trace};
 use serde::Serialize;
 
 use super::cost::Machine;
@@ -56,6 +56,9 @@ pub struct BytesMoved {
     pub total: usize,
     /// Per device ("gpu0"): bytes into and out of its memory.
     pub per_device: Vec<(String, usize)>,
+    /// Per link and direction ("host->gpu0", "gpu0->host"): with C placed on a device, what it
+    /// moved is C written back into the caller's matrix (`gpu0->host`, inside the timed run).
+    pub per_link: Vec<LinkBytes>,
 }
 
 impl Gemm {
@@ -78,6 +81,7 @@ impl Gemm {
             bytes_moved: BytesMoved {
                 total: 0,
                 per_device: Vec::new(),
+                per_link: Vec::new(),
             },
             comm_lower_bound_bytes: 0.0,
             comm_ratio: None,
@@ -189,7 +193,11 @@ impl Gemm {
             strategy: planned.strategy.to_string(),
             strategy_reason: planned.reason.clone(),
             predicted_seconds: planned.predicted,
-            bytes_moved: BytesMoved { total, per_device },
+            bytes_moved: BytesMoved {
+                total,
+                per_device,
+                per_link: summary.link_bytes(),
+            },
             comm_lower_bound_bytes,
             comm_ratio: (comm_lower_bound_bytes > 0.0)
                 .then(|| total as f64 / comm_lower_bound_bytes),

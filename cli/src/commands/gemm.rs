@@ -11,6 +11,8 @@ use hetla_lab::{Modelled, PlatformModel};
 use hetla_runtime::GpuSelection;
 use serde::Serialize;
 
+use super::output::{Phase, Stopwatch, print_phases};
+
 /// Arguments of `hetla gemm`.
 #[derive(Args)]
 pub struct GemmArgs {
@@ -125,6 +127,10 @@ pub struct GemmOutput {
     pub peers: Vec<crate::peers::PeerRate>,
     /// gflops / each peer's, in the order of `peers`.
     pub ratio_to_peers: Vec<f64>,
+    /// Where a real run's wall-clock time went: `platform`, `generate` (A, B and C), `runs` (the
+    /// warm-up and timed products), `check` (faer's reference product, also the CPU peer), `peers`
+    /// (cuBLAS). Empty for simulations.
+    pub phases: Vec<Phase>,
 }
 
 /// Runs `hetla gemm`.
@@ -205,6 +211,7 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
             runs: 1,
             peers: Vec::new(),
             ratio_to_peers: Vec::new(),
+            phases: Vec::new(),
         });
     }
     match args.precision {
@@ -213,17 +220,6 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
         hetla::Precision::C => run_real::<hetla::c32>(args, &gemm),
         hetla::Precision::Z => run_real::<hetla::c64>(args, &gemm),
     }
-}
-
-/// A random `rows x cols` matrix in precision `T`: `matgen::random`'s entries, and for a complex
-/// type an imaginary part from the next seed's.
-fn random_in<T: Scalar>(rows: usize, cols: usize, seed: u64) -> faer::Mat<T> {
-    let re = hetla::matgen::random(rows, cols, seed);
-    if !T::PRECISION.is_complex() {
-        return faer::Mat::from_fn(rows, cols, |i, j| T::from_f64(re[(i, j)]));
-    }
-    let im = hetla::matgen::random(rows, cols, seed.wrapping_add(1 << 32));
-    faer::Mat::from_fn(rows, cols, |i, j| T::from_parts(re[(i, j)], im[(i, j)]))
 }
 
 /// A product on this machine in precision `T`.
@@ -238,17 +234,20 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
         bytes,
     )?;
+    let mut clock = Stopwatch::start();
     let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
+    clock.lap("platform");
     if let Some(file) = platform.model_file() {
         super::output::check_outputs(&args.traces.outputs(), Some(file))?;
     }
     let stored = |rows, cols, trans: bool| if trans { (cols, rows) } else { (rows, cols) };
     let (ar, ac) = stored(args.m, args.k, args.transa);
     let (br, bc) = stored(args.k, args.n, args.transb);
-    let a = random_in::<T>(ar, ac, args.seed);
-    let b = random_in::<T>(br, bc, args.seed + 1);
-    let c0 = random_in::<T>(args.m, args.n, args.seed + 2);
+    let a = hetla::matgen::random_in::<T>(ar, ac, args.seed);
+    let b = hetla::matgen::random_in::<T>(br, bc, args.seed + 1);
+    let c0 = hetla::matgen::random_in::<T>(args.m, args.n, args.seed + 2);
     let mut c = c0.clone();
+    clock.lap("generate");
     let repeat = args.repeat.map(|r| r as usize);
     let ((report, trace), timings) = crate::peers::repeat(repeat, || {
         c.copy_from(&c0);
@@ -257,6 +256,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         Ok(((report, trace), seconds))
     })?;
     args.traces.write(&trace);
+    clock.lap("runs");
     let threads = platform.topology().cores().len();
     let par = if threads > 1 {
         faer::Par::rayon(threads)
@@ -293,6 +293,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         (Some((r, _)), false) => Some(hetla::check::relative_error(c.as_ref(), r.as_ref())),
         _ => None,
     };
+    clock.lap("check");
     let mut peers = Vec::new();
     if let (true, Some((_, timings))) = (cpu_peers, &checked) {
         let flops =
@@ -312,8 +313,21 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
             .iter()
             .any(|d| d.device.name() != "emulated")
     {
-        let a = random_in::<T>(args.m, args.k, args.seed);
-        let b = random_in::<T>(args.k, args.n, args.seed + 1);
+        // A and B as they are when not transposed, else the same product's untransposed
+        // operands.
+        let (fresh_a, fresh_b);
+        let a = if args.transa {
+            fresh_a = hetla::matgen::random_in::<T>(args.m, args.k, args.seed);
+            &fresh_a
+        } else {
+            &a
+        };
+        let b = if args.transb {
+            fresh_b = hetla::matgen::random_in::<T>(args.k, args.n, args.seed + 1);
+            &fresh_b
+        } else {
+            &b
+        };
         peers.push(crate::peers::cublas_gemm(
             a.as_ref(),
             b.as_ref(),
@@ -321,6 +335,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
             repeat.unwrap_or(1),
         )?);
     }
+    clock.lap("peers");
     let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
     Ok(GemmOutput {
         mode: "run",
@@ -333,6 +348,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         runs: timings.runs,
         peers,
         ratio_to_peers,
+        phases: clock.phases(),
     })
 }
 
@@ -378,6 +394,13 @@ pub fn print(o: &GemmOutput) {
     for (device, bytes) in &r.bytes_moved.per_device {
         println!("  device    {device:<6} {:10.1} MB", *bytes as f64 / 1e6);
     }
+    for l in &r.bytes_moved.per_link {
+        println!(
+            "  link      {:<10} {:10.1} MB",
+            l.link,
+            l.bytes as f64 / 1e6
+        );
+    }
     for (worker, tasks) in &r.updates {
         println!("  worker    {worker:<6} {tasks:8} tile updates");
     }
@@ -386,5 +409,8 @@ pub fn print(o: &GemmOutput) {
             "  peer      {:<24} {:.4} s ({:.2} Gflop/s), hetla / peer = {ratio:.3}",
             p.name, p.seconds, p.gflops
         );
+    }
+    if !o.phases.is_empty() {
+        print_phases(&o.phases);
     }
 }

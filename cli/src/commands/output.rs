@@ -2,11 +2,64 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use crate::gantt::Gantt;
 use hetla::BoundReport;
 use hetla_runtime::Platform;
 use serde::Serialize;
+
+/// One phase of a command and the wall-clock seconds it took.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub name: &'static str,
+    pub seconds: f64,
+}
+
+/// Times a command's phases one after the other: where a run's wall-clock time went besides the
+/// timed factorisation (the platform, the tile choice, the generated matrix, the check, the
+/// bounds, the peers). What a row of a GPU lease must fit into its time limit.
+pub struct Stopwatch {
+    last: Instant,
+    phases: Vec<Phase>,
+}
+
+impl Stopwatch {
+    pub fn start() -> Self {
+        Self {
+            last: Instant::now(),
+            phases: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name` (begun at the last lap, or the start) and begins the next.
+    pub fn lap(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.phases.push(Phase {
+            name,
+            seconds: (now - self.last).as_secs_f64(),
+        });
+        self.last = now;
+    }
+
+    /// The phases so far, in the order they ran.
+    pub fn phases(&self) -> Vec<Phase> {
+        self.phases.clone()
+    }
+}
+
+/// The phases on one line: "platform 0.01 s, plan 0.20 s, ... (total 3.10 s)".
+pub fn print_phases(phases: &[Phase]) {
+    let list: Vec<String> = phases
+        .iter()
+        .map(|p| format!("{} {:.2} s", p.name, p.seconds))
+        .collect();
+    println!(
+        "  phases    {} (total {:.2} s)",
+        list.join(", "),
+        phases.iter().map(|p| p.seconds).sum::<f64>()
+    );
+}
 
 #[derive(Serialize)]
 pub struct ClustersReport {

@@ -3,8 +3,8 @@
 
 use super::args::CholeskyArgs;
 use crate::commands::output::{
-    ClustersReport, GpuReport, MemoryReport, check_outputs, gpu_reports, print_bounds,
-    save_models_or_warn,
+    ClustersReport, GpuReport, MemoryReport, Phase, Stopwatch, check_outputs, gpu_reports,
+    print_bounds, print_phases, save_models_or_warn,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,6 +85,13 @@ pub struct CholeskyReport {
     /// With `--inverse`: the factorisation and the inverse timed together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inverse: Option<InverseReport>,
+    /// Where the command's wall-clock time went, in the order of its phases: `platform` (built,
+    /// devices opened), `plan` (the tile chosen, timing candidates the models lack, and the
+    /// predicted bounds), `generate` (the matrix and the buffer the runs work in), `runs` (the
+    /// warm-up and timed factorisations, each after a fresh copy of the matrix), `check` (the
+    /// residual), `bounds` (the models saved, this run's bounds, trace files), then `inverse` and
+    /// `peers` where asked for.
+    pub phases: Vec<Phase>,
 }
 
 /// `--inverse`: A^-1 from a fresh factorisation, timed and checked, beside the libraries' own.
@@ -123,8 +130,10 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     if let Some(tile) = args.tile {
         hetla::limits::check_cholesky(args.n, tile, 0)?;
     }
+    let mut clock = Stopwatch::start();
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
+    clock.lap("platform");
     check_outputs(&args.traces.outputs(), platform.model_file())?;
     let mut options = Cholesky::new()
         .platform(platform.clone())
@@ -149,6 +158,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         tile,
         elements.saturating_mul(3 * size_of::<T>() as u128),
     )?;
+    clock.lap("plan");
     // In f64 the same matrix as `matgen::random_spd`'s.
     let a = matgen::random_hpd::<T>(args.n, args.seed);
     // The buffer every timed factorisation (hetla's and the peers') works in.
@@ -158,6 +168,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         Buffer::Heap(a.clone())
     };
     let huge_pages = matches!(&factor, Buffer::Paged(m) if m.huge_pages());
+    clock.lap("generate");
     let baseline = crate::memory::reset_peak();
     // The tile-major copy lives in a mapping of its own, which the heap count misses.
     let mapped_before = hetla::mapped_bytes();
@@ -168,12 +179,14 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         let trace = options.factor_planned(&plan, factor.as_mut())?;
         Ok((trace, start.elapsed().as_secs_f64()))
     })?;
+    clock.lap("runs");
     let seconds = timings.best;
     let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline)
         + hetla::mapped_bytes().saturating_sub(mapped_before);
     let flops = plan.flops();
     let all_cpus = hetla_clusters::available_cpus().len();
     let residual = plan.residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus))?;
+    clock.lap("check");
     let model_file = save_models_or_warn(&platform);
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
     // reason to withhold the result.
@@ -183,6 +196,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         .ok();
     args.traces.write(&trace);
     let summary = trace.summary();
+    clock.lap("bounds");
     let gflops = flops / seconds / 1e9;
     let matrix_bytes = args.n * args.n * size_of::<T>();
     let mut report = CholeskyReport {
@@ -229,9 +243,11 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         ratio_to_cusolver: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
         inverse: None,
+        phases: Vec::new(),
     };
     if args.inverse {
         report.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus)?);
+        clock.lap("inverse");
     }
     if let Some(compare) = args.compare {
         let mut rates = Vec::new();
@@ -276,7 +292,9 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             report.dgemm_gflops = Some(dgemm);
         }
         report.peers = Some(rates);
+        clock.lap("peers");
     }
+    report.phases = clock.phases();
     Ok(report)
 }
 
@@ -561,4 +579,5 @@ pub fn print(r: &CholeskyReport) {
             );
         }
     }
+    print_phases(&r.phases);
 }
