@@ -14,51 +14,95 @@ fn symmetric_norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
     hermitian_column_sums(m).into_iter().fold(0.0, f64::max)
 }
 
+/// Lower triangles of at least this many entries are summed in [`SUM_PARTS`] parts at once.
+const PARALLEL_SUM_ENTRIES: usize = 1 << 21;
+
+/// Parts of the lower triangle [`hermitian_column_sums`] sums in parallel: a fixed count, so that
+/// the sums (added part by part in order) do not depend on the machine's threads.
+const SUM_PARTS: usize = 16;
+
 /// The column sums of |A| for the Hermitian matrix whose lower triangle is `m` (the diagonal
 /// counted by its real part): one pass over the lower triangle. A sum is not finite exactly when
 /// its column or row holds a non-finite entry.
+///
+/// A large triangle is cut into [`SUM_PARTS`] bands of lines of equal entry counts, each summed on
+/// its own thread into its own vector, the vectors then added in order: the same sums on every
+/// machine, and the input check of a factorisation no longer a single-threaded pass beside a
+/// parallel run (at n = 16384, 0.14 s on one core, half of a GPU factorisation's 0.29 s).
 pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
+    use rayon::prelude::*;
     let n = m.nrows().min(m.ncols());
-    let mut sums = vec![0.0_f64; n];
-    // Adds |x| of each off-diagonal entry to its column's sum (`sums`, aligned with `line`) and
-    // returns their total, the sum of the other triangle's line by symmetry. |x| is sqrt(re^2 +
-    // im^2): hypot is several times slower, and the entries of a matrix that factors are far from
-    // overflowing their squares.
-    fn add<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]) -> f64 {
-        let mut total = 0.0;
-        for (x, sum) in line.zip(sums) {
-            let z = x.to_c64();
-            let v = if T::PRECISION.is_complex() {
-                (z.re * z.re + z.im * z.im).sqrt()
-            } else {
-                z.re.abs()
-            };
-            total += v;
-            *sum += v;
-        }
-        total
-    }
     let rows_contiguous = m.col_stride() == 1 && m.row_stride() != 1;
+    // Entries of line k read: row k left of the diagonal when rows are contiguous (a C-ordered
+    // matrix), else column k below it.
+    let entries = |k: usize| if rows_contiguous { k } else { n - k - 1 };
+    let parts = if n * n / 2 >= PARALLEL_SUM_ENTRIES {
+        SUM_PARTS
+    } else {
+        1
+    };
+    // Lines [bounds[p], bounds[p + 1]) of part p hold about 1/parts of the entries each.
+    let total: usize = n * n.saturating_sub(1) / 2;
+    let mut bounds = vec![0];
+    let mut seen = 0;
     for k in 0..n {
-        let diagonal = m[(k, k)].re_f64().abs();
-        // Row k left of the diagonal when rows are contiguous (a C-ordered matrix), else column k
-        // below it: either way each entry of the lower triangle once, read in memory order.
-        let own = if rows_contiguous {
-            let row = m.row(k).subcols(0, k);
-            match row.try_as_row_major() {
-                Some(row) => add::<T>(row.as_slice().iter(), &mut sums[..k]),
-                None => add::<T>(row.iter(), &mut sums[..k]),
-            }
-        } else {
-            let column = m.col(k).subrows(k + 1, n - k - 1);
-            match column.try_as_col_major() {
-                Some(column) => add::<T>(column.as_slice().iter(), &mut sums[k + 1..]),
-                None => add::<T>(column.iter(), &mut sums[k + 1..]),
-            }
-        };
-        sums[k] += diagonal + own;
+        if seen * parts >= total * bounds.len() && bounds.len() < parts {
+            bounds.push(k);
+        }
+        seen += entries(k);
+    }
+    bounds.push(n);
+    let part = |p: usize| {
+        let mut sums = vec![0.0_f64; n];
+        for k in bounds[p]..bounds[p + 1] {
+            let diagonal = m[(k, k)].re_f64().abs();
+            let own = if rows_contiguous {
+                let row = m.row(k).subcols(0, k);
+                match row.try_as_row_major() {
+                    Some(row) => add_moduli::<T>(row.as_slice().iter(), &mut sums[..k]),
+                    None => add_moduli::<T>(row.iter(), &mut sums[..k]),
+                }
+            } else {
+                let column = m.col(k).subrows(k + 1, n - k - 1);
+                match column.try_as_col_major() {
+                    Some(column) => add_moduli::<T>(column.as_slice().iter(), &mut sums[k + 1..]),
+                    None => add_moduli::<T>(column.iter(), &mut sums[k + 1..]),
+                }
+            };
+            sums[k] += diagonal + own;
+        }
+        sums
+    };
+    if bounds.len() == 2 {
+        return part(0);
+    }
+    let partial: Vec<Vec<f64>> = (0..bounds.len() - 1).into_par_iter().map(part).collect();
+    let mut sums = vec![0.0_f64; n];
+    for p in &partial {
+        for (sum, x) in sums.iter_mut().zip(p) {
+            *sum += x;
+        }
     }
     sums
+}
+
+/// Adds |x| of each off-diagonal entry of `line` to its column's sum (`sums`, aligned with `line`)
+/// and returns their total, the sum of the other triangle's line by symmetry. |x| is sqrt(re^2 +
+/// im^2): hypot is several times slower, and the entries of a matrix that factors are far from
+/// overflowing their squares.
+fn add_moduli<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]) -> f64 {
+    let mut total = 0.0;
+    for (x, sum) in line.zip(sums) {
+        let z = x.to_c64();
+        let v = if T::PRECISION.is_complex() {
+            (z.re * z.re + z.im * z.im).sqrt()
+        } else {
+            z.re.abs()
+        };
+        total += v;
+        *sum += v;
+    }
+    total
 }
 
 pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
@@ -195,4 +239,65 @@ pub fn reference_product<T: Scalar>(
         matmul_with_conj(c.as_mut(), Accum::Add, a, ca, b, cb, alpha, par);
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::c64;
+
+    /// The column sums of |A| from the whole Hermitian matrix, column by column.
+    fn whole_matrix_sums<T: Scalar>(a: MatRef<'_, T>) -> Vec<f64> {
+        let n = a.nrows();
+        (0..n)
+            .map(|j| {
+                (0..n)
+                    .map(|i| {
+                        let x = if i >= j { a[(i, j)] } else { a[(j, i)] };
+                        if i == j {
+                            x.re_f64().abs()
+                        } else {
+                            x.abs_f64()
+                        }
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    fn assert_close(got: &[f64], want: &[f64]) {
+        for (j, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs(),
+                "column {j}: {g} against {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn column_sums_of_a_large_triangle_in_parts_are_the_whole_matrix_sums_in_either_order() {
+        // 2100^2 / 2 entries: summed in parts.
+        let n = 2100;
+        let a = crate::matgen::random_hpd::<c64>(n, 3);
+        let want = whole_matrix_sums(a.as_ref());
+        assert_close(&hermitian_column_sums(a.as_ref()), &want);
+        // The conjugate lower triangle (the same moduli) read from a row-major view, as of a
+        // C-ordered matrix.
+        let mut rows = Mat::<c64>::zeros(n, n);
+        rows.copy_from(a.adjoint());
+        let c_ordered = rows.as_ref().transpose();
+        assert!(c_ordered.col_stride() == 1 && c_ordered.row_stride() != 1);
+        assert_close(&hermitian_column_sums(c_ordered), &want);
+        // Deterministic: the parts are fixed, not the machine's threads.
+        assert_eq!(
+            hermitian_column_sums(a.as_ref()),
+            hermitian_column_sums(a.as_ref())
+        );
+        // A NaN shows in the sums of its row and column only.
+        let mut a = crate::matgen::random_hpd::<f64>(n, 4);
+        a[(1500, 700)] = f64::NAN;
+        let sums = hermitian_column_sums(a.as_ref());
+        let nan: Vec<usize> = (0..n).filter(|&j| sums[j].is_nan()).collect();
+        assert_eq!(nan, [700, 1500]);
+    }
 }

@@ -88,7 +88,10 @@ fn phases(report: &serde_json::Value) -> (Vec<String>, Vec<f64>) {
         .iter()
         .map(|p| p["name"].as_str().unwrap().to_owned())
         .collect();
-    let seconds: Vec<f64> = list.iter().map(|p| p["seconds"].as_f64().unwrap()).collect();
+    let seconds: Vec<f64> = list
+        .iter()
+        .map(|p| p["seconds"].as_f64().unwrap())
+        .collect();
     assert!(seconds.iter().all(|&s| s >= 0.0), "{seconds:?}");
     (names, seconds)
 }
@@ -123,7 +126,10 @@ fn cholesky_and_gemm_report_where_their_time_went() {
     // The runs phase holds the warm-up and both timed runs; the phases fit in the process.
     let runs = seconds[3];
     assert!(runs >= 2.0 * r["seconds"].as_f64().unwrap(), "{runs} {r}");
-    assert!(seconds.iter().sum::<f64>() <= wall, "{seconds:?} in {wall} s");
+    assert!(
+        seconds.iter().sum::<f64>() <= wall,
+        "{seconds:?} in {wall} s"
+    );
 
     // A resident product: its phases, and C's write-back as the only bytes moved.
     let (ok, out, err) = common::hetla(&[
