@@ -92,8 +92,9 @@ pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
     random_in(rows, cols, seed)
 }
 
-/// [`random`] in any precision: the same entries in a real one (rounded in `f32`); in a complex one,
-/// entry (i, j) takes draws 2 (j rows + i) and 2 (j rows + i) + 1 as its real and imaginary parts.
+/// [`random`] in any precision: the same entries in a real one (rounded in `f32`); in a complex
+/// one, entry (i, j) takes draws 2 (j rows + i) and 2 (j rows + i) + 1 as its real and imaginary
+/// parts.
 pub fn random_in<T: hetla_kernels::Scalar>(rows: usize, cols: usize, seed: u64) -> Mat<T> {
     random_block_in(rows, seed, 0..rows, 0..cols)
 }
@@ -351,8 +352,8 @@ mod tests {
     use super::*;
     use faer::c64;
 
-    /// The draws of [`random_hpd`] in one sequential pass, entry by entry: what its parallel
-    /// chunks and its mirror must reproduce exactly.
+    /// The draws of [`random_hpd`] in one sequential pass, entry by entry: what its parallel chunks
+    /// and its mirror must reproduce exactly.
     fn one_pass<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let complex = T::PRECISION.is_complex();

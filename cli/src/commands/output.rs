@@ -17,8 +17,8 @@ pub struct Phase {
 }
 
 /// Times a command's phases one after the other: where a run's wall-clock time went besides the
-/// timed factorisation (the platform, the tile choice, the generated matrix, the check, the
-/// bounds, the peers). What a row of a GPU lease must fit into its time limit.
+/// timed factorisation (the platform, the tile choice, the generated matrix, the check, the bounds,
+/// the peers). What a row of a GPU lease must fit into its time limit.
 pub struct Stopwatch {
     last: Instant,
     phases: Vec<Phase>,
