@@ -27,7 +27,7 @@ pub enum ClusterError {
     TooManyCores {
         /// The spec.
         spec: String,
-        /// Cores asked.
+        /// Cores asked (count x size, saturated at `usize::MAX`).
         asked: usize,
         /// Cores available.
         available: usize,

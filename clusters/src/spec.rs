@@ -135,7 +135,9 @@ impl ClusterSpec {
         };
         let clusters = match self {
             Self::Grid { count, size } => {
-                let asked = count * size;
+                // A product past usize (from a spec of two huge numbers) asks for more than any
+                // machine has all the same.
+                let asked = count.saturating_mul(*size);
                 if asked > cores.len() {
                     return Err(ClusterError::TooManyCores {
                         spec: self.to_string(),

@@ -83,6 +83,15 @@ fn too_many_cores_is_an_error() {
         }
     ));
     assert!(err.to_string().contains("16"));
+    // count x size past usize (a case proptest found): the same error, not an overflow.
+    let huge = spec("18446744073709551615x18446744073709551615").resolve(&big());
+    assert!(matches!(
+        huge,
+        Err(ClusterError::TooManyCores {
+            asked: usize::MAX,
+            ..
+        })
+    ));
 }
 
 #[test]
