@@ -129,7 +129,8 @@ pub struct GemmOutput {
     pub ratio_to_peers: Vec<f64>,
     /// Where a real run's wall-clock time went: `platform`, `generate` (A, B and C), `runs` (the
     /// warm-up and timed products), `check` (faer's reference product, also the CPU peer), `peers`
-    /// (cuBLAS). Empty for simulations.
+    /// (cuBLAS). Absent for simulations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
 }
 
