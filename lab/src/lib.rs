@@ -4,7 +4,7 @@
 //! machines that are not at hand, beside the library that runs them on this one.
 //!
 //! - **Modelled platforms** ([`PlatformModel`]): kernel rates, memories and links of a machine,
-//!   built in ([`PRESETS`]: sirocco, knl, a100x8) or read from a TOML platform file; [`Modelled`]
+//!   built in ([`PRESETS`]: sirocco, knl, a100x8, h200) or read from a TOML platform file; [`Modelled`]
 //!   is one with its CPU clusters and GPUs chosen.
 //! - **Calibration into platform files** ([`calibrate_links`], [`record_in_run`]; the kernels alone
 //!   are timed by [`hetla::calibrate`]).
@@ -44,8 +44,8 @@ pub use calibrate::{
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
 pub use model::{
-    Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
-    MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, calibration_sizes,
+    Calibration, CpuKernelRate, CpuModel, DataPath, GpuKernelRate, GpuModel, LoadedReduction,
+    MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, StagingRate, calibration_sizes,
 };
 // What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
 // a network's rate and a process grid.

@@ -67,7 +67,8 @@ pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use platform::{
-    DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, copy_seconds, reserve_host_cores,
+    COPY_CORES_VAR, DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, copy_cores,
+    copy_seconds, reserve_host_cores, wanted_copy_cores,
 };
 pub use run::{RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
 pub use schedulers::{
@@ -75,8 +76,8 @@ pub use schedulers::{
     SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,
 };
 pub use simulation::{
-    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, simulate,
-    simulate_grid,
+    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, Staging,
+    simulate, simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 pub use trace::{Trace, TraceSummary};

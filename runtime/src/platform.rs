@@ -399,8 +399,9 @@ pub const MAX_BORROWED_COPY_CORES: usize = 8;
 /// that makes fewer than each device's share of the clusters' cores, up to
 /// [`MAX_BORROWED_COPY_CORES`], cores of the clusters are borrowed (dealt in turn, so devices
 /// borrow different ones): the packing threads share those cores with the clusters' kernels for the
-/// milliseconds a copy takes. `wanted` ([`COPY_CORES_VAR`]) sets the count instead.
-fn copy_cores(
+/// milliseconds a copy takes. `wanted` ([`COPY_CORES_VAR`]) sets the count instead. Real platforms
+/// and modelled ones (a simulation of the staged data path, [`crate::Staging`]) follow this rule.
+pub fn copy_cores(
     topology: &Topology,
     clusters: &[Vec<usize>],
     host_cores: &[usize],
@@ -450,7 +451,7 @@ fn copy_cores(
 
 /// [`COPY_CORES_VAR`]'s count, when set to a positive number (anything else is ignored, with a
 /// warning: a tuning knob must not stop a run).
-fn wanted_copy_cores() -> Option<usize> {
+pub fn wanted_copy_cores() -> Option<usize> {
     let value = std::env::var(COPY_CORES_VAR).ok()?;
     match value.trim().parse::<usize>() {
         Ok(n) if n > 0 => Some(n),

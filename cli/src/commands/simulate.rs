@@ -60,7 +60,8 @@ fn parse_beta(s: &str) -> Result<f64, String> {
 /// Arguments of `hetla simulate`.
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// A preset (sirocco, knl) or a TOML platform file (see `hetla calibrate --output`).
+    /// A preset (sirocco, knl, a100x8, h200) or a TOML platform file (see `hetla calibrate
+    /// --output`).
     #[arg(long)]
     pub platform: String,
     /// CPU clusters, resolved on the platform's cores minus one per GPU.
@@ -69,6 +70,15 @@ pub struct SimulateArgs {
     /// Number of GPUs used.
     #[arg(long, default_value_t = 0)]
     pub gpus: usize,
+    /// How host tiles meet the GPUs' links: model (as the platform says: packed by CPU cores into
+    /// page-locked staging when it gives staging rates, as h200 does) or direct (copied by the
+    /// GPUs' DMA engines straight from page-locked tiles).
+    #[arg(long, default_value = "model")]
+    pub data_path: hetla_lab::DataPath,
+    /// On a staged data path, how many cores each GPU packs its copies on (its host thread's
+    /// included; default: the rule of real runs, HETLA_GPU_COPY_CORES there).
+    #[arg(long, value_parser = super::args::parse_positive)]
+    pub copy_cores: Option<usize>,
     /// Order of the matrix.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub n: usize,
@@ -154,7 +164,10 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let grid = grid_of(args.nodes, args.grid)?;
     let model = PlatformModel::resolve(&args.platform)?;
     let options = args.run.options();
-    let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
+    let machine = Modelled::new(&model, &args.clusters, args.gpus)
+        .precision(args.precision)
+        .data_path(args.data_path)
+        .copy_cores(args.copy_cores);
     args.factorization.check_distributed(grid.is_some())?;
     let plan = args
         .factorization

@@ -186,6 +186,9 @@ impl GpuModel {
                 .link(name)
                 .copied()
                 .unwrap_or(hetla_runtime::DEFAULT_LINK),
+            // The executor packs uploads into page-locked staging; calibration does not time the
+            // packing yet, so a calibrated model simulates copies at the link's rate alone.
+            staging: Vec::new(),
             kernels,
         })
     }

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 use hetla_runtime::{
-    KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, WorkerInfo, count_classes,
-    reserve_host_cores,
+    KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, Staging, WorkerInfo,
+    count_classes, reserve_host_cores,
 };
 pub use hetla_runtime::{LinkModel, LinkRate};
 
@@ -18,7 +18,7 @@ pub use hetla_runtime::{LinkModel, LinkRate};
 pub const MAX_MODEL_CORES: usize = 4096;
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 3] = ["sirocco", "knl", "a100x8"];
+pub const PRESETS: [&str; 4] = ["sirocco", "knl", "a100x8", "h200"];
 
 /// A modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,8 +113,47 @@ pub struct GpuModel {
     pub memory_gb: f64,
     /// The link between host memory and each GPU (and between GPUs).
     pub link: LinkModel,
+    /// When the machine's copies go through page-locked staging buffers (see
+    /// [`hetla_runtime::Staging`]): the GB/s at which a GPU's copy cores pack host tiles into them
+    /// (or unpack them), for some core counts, in increasing order (linear in between and from 0
+    /// at 0 cores, the last rate beyond the last count: copying is memory-bound). Empty: the GPUs'
+    /// DMA engines copy straight from page-locked host tiles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staging: Vec<StagingRate>,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
+}
+
+/// The rate at which `cores` CPU cores together pack tiles into page-locked staging buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StagingRate {
+    /// How many cores pack.
+    pub cores: usize,
+    /// GB/s (10^9 bytes per second) they pack at together.
+    pub gb_per_s: f64,
+}
+
+impl GpuModel {
+    /// GB/s at which `cores` cores pack copies for one GPU (see [`GpuModel::staging`]); `None` on a
+    /// direct data path.
+    pub fn staging_gb_per_s(&self, cores: usize) -> Option<f64> {
+        let last = self.staging.last()?;
+        let c = cores as f64;
+        let below = self
+            .staging
+            .iter()
+            .rfind(|p| p.cores <= cores)
+            .map_or((0.0, 0.0), |p| (p.cores as f64, p.gb_per_s));
+        Some(match self.staging.iter().find(|p| p.cores > cores) {
+            Some(above) => {
+                let (c0, r0) = below;
+                let (c1, r1) = (above.cores as f64, above.gb_per_s);
+                r0 + (r1 - r0) * (c - c0) / (c1 - c0)
+            }
+            None => last.gb_per_s,
+        })
+    }
 }
 
 /// The rate of one GPU kernel at one tile size.
@@ -225,6 +264,36 @@ pub struct Modelled<'a> {
     pub gpu_memory: Option<usize>,
     /// The precision of the modelled kernels (default d).
     pub precision: Precision,
+    /// How host tiles meet the GPUs' links (default: as the model says).
+    pub data_path: DataPath,
+    /// How many cores each GPU packs its copies on, on a staged data path (`None`: the real
+    /// platforms' rule, [`hetla_runtime::copy_cores`]; `HETLA_GPU_COPY_CORES` on a real run).
+    pub copy_cores: Option<usize>,
+}
+
+/// How host tiles meet the GPUs' links in a simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DataPath {
+    /// As the model says: staged when it has a packing rate
+    /// ([`GpuModel::staging_core_gb_per_s`]), else direct.
+    #[default]
+    Model,
+    /// The GPUs' DMA engines copy straight from page-locked host tiles: no packing.
+    Direct,
+}
+
+impl std::str::FromStr for DataPath {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "model" => Ok(Self::Model),
+            "direct" => Ok(Self::Direct),
+            _ => Err(format!(
+                "{s:?}: expected model (as the platform says) or direct (DMA from page-locked tiles)"
+            )),
+        }
+    }
 }
 
 impl<'a> Modelled<'a> {
@@ -236,7 +305,21 @@ impl<'a> Modelled<'a> {
             gpus,
             gpu_memory: None,
             precision: Precision::D,
+            data_path: DataPath::Model,
+            copy_cores: None,
         }
+    }
+
+    /// How host tiles meet the GPUs' links.
+    pub fn data_path(mut self, path: DataPath) -> Self {
+        self.data_path = path;
+        self
+    }
+
+    /// How many cores each GPU packs on (staged data path; `None`: the real platforms' rule).
+    pub fn copy_cores(mut self, cores: Option<usize>) -> Self {
+        self.copy_cores = cores;
+        self
     }
 
     /// The precision the modelled run computes in (its kernels' rates and tile bytes).
@@ -254,7 +337,12 @@ impl<'a> Modelled<'a> {
     /// The workers, memory nodes and links of the simulation (see [`PlatformModel::sim_platform`]),
     /// with the GPU budget applied.
     pub fn sim_platform(&self) -> Result<SimPlatform> {
-        let mut platform = self.model.sim_platform(self.clusters, self.gpus)?;
+        let mut platform =
+            self.model
+                .sim_platform_with(self.clusters, self.gpus, self.copy_cores)?;
+        if self.data_path == DataPath::Direct {
+            platform.staging = None;
+        }
         if let Some(bytes) = self.gpu_memory {
             for c in platform.capacities.iter_mut().skip(1) {
                 *c = Some(bytes);
@@ -418,6 +506,15 @@ impl PlatformModel {
                     ));
                 }
             }
+            for (i, p) in gpu.staging.iter().enumerate() {
+                let increasing = i == 0 || gpu.staging[i - 1].cores < p.cores;
+                if p.cores == 0 || !increasing || !(p.gb_per_s.is_finite() && p.gb_per_s > 0.0) {
+                    return bad(format!(
+                        "gpu.staging: {} cores at {} GB/s; give core counts from 1 up in increasing order, each with its rate (> 0), or no staging for copies straight from page-locked memory",
+                        p.cores, p.gb_per_s
+                    ));
+                }
+            }
             for (i, k) in gpu.kernels.iter().enumerate() {
                 check_rate(&self.name, &k.op, k.tile, k.gflops)?;
                 if gpu.kernels[..i]
@@ -508,7 +605,33 @@ impl PlatformModel {
     /// and `gpus` GPUs: as on a real machine, each GPU's host thread takes one core (the last ones)
     /// before the clusters are formed.
     pub fn sim_platform(&self, spec: &ClusterSpec, gpus: usize) -> Result<SimPlatform> {
+        self.sim_platform_with(spec, gpus, None)
+    }
+
+    /// [`PlatformModel::sim_platform`], each GPU packing on `copy_cores` cores when given (on a
+    /// staged data path), else on as many as the real platforms' rule gives it.
+    fn sim_platform_with(
+        &self,
+        spec: &ClusterSpec,
+        gpus: usize,
+        copy_cores: Option<usize>,
+    ) -> Result<SimPlatform> {
         let (clusters, host_cores) = self.layout(spec, gpus)?;
+        let staging = self
+            .gpu
+            .as_ref()
+            .filter(|g| gpus > 0 && !g.staging.is_empty())
+            .map(|g| Staging {
+                gb_per_s: hetla_runtime::copy_cores(
+                    &self.topology(),
+                    &clusters,
+                    &host_cores,
+                    copy_cores,
+                )
+                .iter()
+                .filter_map(|cores| g.staging_gb_per_s(cores.len()))
+                .collect(),
+            });
         let mut workers: Vec<WorkerInfo> = clusters
             .into_iter()
             .enumerate()
@@ -534,6 +657,7 @@ impl PlatformModel {
             capacities,
             link: self.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
             cpu_task_overhead: self.cpu.task_overhead_us * 1e-6,
+            staging,
         })
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LinkModel, LinkRate, LoadedReduction,
-    PRESETS, PlatformModel, Speedup, model_error,
+    PRESETS, PlatformModel, Speedup, StagingRate, model_error,
 };
 use crate::Result;
 
@@ -17,6 +17,7 @@ impl PlatformModel {
             "sirocco" => Some(sirocco()),
             "knl" => Some(knl()),
             "a100x8" => Some(a100x8()),
+            "h200" => Some(h200()),
             _ => None,
         }
     }
@@ -204,6 +205,7 @@ pub(super) fn sirocco() -> PlatformModel {
                 // Nor how the GPUs reach the host: each on its own PCIe link.
                 host_shared_by: 1,
             },
+            staging: Vec::new(),
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -359,6 +361,7 @@ pub(super) fn a100x8() -> PlatformModel {
                 p2p: Some(rate(300.0)),
                 host_shared_by: 2,
             },
+            staging: Vec::new(),
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -370,6 +373,128 @@ pub(super) fn a100x8() -> PlatformModel {
                 .collect(),
         }),
     }, 2.0, 1.0)
+}
+
+/// The H200's f64 kernels as the two leases of 2026-11-26 timed them (docs/gpu-runs: every row run
+/// on the GPU alone, the mean of each row's kernel rate, cuBLAS 13.1 and cuSOLVER 12.0): (operation,
+/// tile, Gflop/s). Tile 2048: four rows (n = 8192 three times, 16384 once); tile 4096: two rows (n =
+/// 16384).
+const H200_GPU: [(Op, usize, f64); 8] = [
+    (Op::Potrf, 2048, 3169.0),
+    (Op::Trsm, 2048, 9139.0),
+    (Op::Syrk, 2048, 50376.0),
+    (Op::GemmNt, 2048, 53647.0),
+    (Op::Potrf, 4096, 10903.0),
+    (Op::Trsm, 4096, 24142.0),
+    (Op::Syrk, 4096, 55589.0),
+    (Op::GemmNt, 4096, 56176.0),
+];
+
+/// The H200 node's PCIe 5.0 x16 link per direction. No lease timed a copy alone: 55 GB/s is what
+/// page-locked copies reach on PCIe 5.0 x16 (64 GB/s raw per direction; NVIDIA's H200 data sheet
+/// gives 128 GB/s both ways together), 10 us a typical latency of one `cudaMemcpyAsync`.
+const H200_PCIE: LinkRate = LinkRate {
+    latency_us: 10.0,
+    gb_per_s: 55.0,
+};
+
+/// Bytes an n = 8192 Cholesky in tiles of 2048 copies each way: its 10 lower tiles of 33.5 MB.
+const CHOLESKY_8192_BYTES: f64 = 10.0 * 2048.0 * 2048.0 * 8.0;
+
+/// GB/s at which the node's Xeon cores pack tiles into page-locked staging (or unpack them), on 1, 8
+/// and 16 cores. No lease timed the packing alone; these come from the rows of n = 8192 in tiles of
+/// 2048 that packing bounds (the clusters ran no task, the GPU's kernels took 11.7 ms of their
+/// 30-128 ms), as the bytes packed and unpacked (671 MB) over the runtime's makespan: on 1 core the
+/// row `copy-cores-1-8192` (127.6 ms), on 8 the median of the four rows that packed on 8 (40.0,
+/// 48.3, 52.1, 52.8 ms), on 16 the median of the three GPU-alone rows (29.8, 30.7, 33.4 ms). The
+/// rows of n = 16384 (2.7 GB), which no rate is taken from, check them (docs/gpu-model.md).
+/// Packing does not scale with the cores: 8 pack at 2.5x one, 16 at 4.2x.
+const H200_STAGING: [(usize, f64); 3] = [
+    (1, CHOLESKY_8192_BYTES * 2.0 / 127.6e-3 / 1e9),
+    (8, CHOLESKY_8192_BYTES * 2.0 / 50.2e-3 / 1e9),
+    (16, CHOLESKY_8192_BYTES * 2.0 / 30.7e-3 / 1e9),
+];
+
+/// The CPU kernels of the H200 node's 16 Xeon cores, which no lease timed (its clusters ran no
+/// task): each core's peak (AVX-512, two FMA units: 32 flops a cycle, at an assumed 2.0 GHz: 64
+/// Gflop/s) times the efficiency of the same kernel on one Haswell core in Cojean et al. (2016),
+/// Table 2, at tile 1920 (rate / 40 Gflop/s peak), with that table's 10-core speedups: (operation,
+/// one core's Gflop/s, speedup on 10 cores).
+const H200_CPU: [(Op, f64, f64); 4] = [
+    (Op::Potrf, 64.0 * 31.11 / 40.0, 7.48),
+    (Op::Trsm, 64.0 * 34.96 / 40.0, 8.48),
+    (Op::Syrk, 64.0 * 32.93 / 40.0, 8.63),
+    (Op::GemmNt, 64.0 * 37.27 / 40.0, 8.56),
+];
+
+/// `h200`: the GPU node measured on 2026-11-26 (docs/gpu.md): 16 Intel Xeon cores (AVX-512, one
+/// package) and one NVIDIA H200 (141 GB HBM3e) on PCIe 5.0 x16, with hetla's staged copies (each
+/// tile packed by CPU cores into page-locked staging). GPU kernel rates and packing rates from the
+/// leases' rows; the link's rate published; the CPU kernels assumed.
+pub(super) fn h200() -> PlatformModel {
+    let cpu_kernels = [2048, 4096]
+        .into_iter()
+        .flat_map(|tile| {
+            H200_CPU.iter().map(move |&(op, core, ten)| CpuKernelRate {
+                op: op.name().into(),
+                tile,
+                precision: Precision::D,
+                core_gflops: core,
+                speedups: vec![Speedup {
+                    cores: 10,
+                    speedup: ten,
+                }],
+                loaded: Vec::new(),
+            })
+        })
+        .collect();
+    with_lu_rates(with_derived_precisions(
+        PlatformModel {
+            name: "h200".into(),
+            description: "16 Intel Xeon cores (AVX-512) + 1 NVIDIA H200 (PCIe 5.0 x16), the GPU \
+            node of docs/gpu.md; f64 GPU kernel rates and the rates of its staged copies (1, 8 and \
+            16 cores pack at 5.3, 13.4 and 21.9 GB/s) from its rows (docs/gpu-runs, 2026-11-26), the link at 55 GB/s each \
+            way (published PCIe 5.0 figures, not measured); CPU kernels assumed, not measured: \
+            64 Gflop/s peak per core at Haswell's Table 2 efficiencies (Cojean et al. 2016); s, c \
+            and z assumed, not measured: s and c (real flops) at 2x d on the cores, at the d \
+            rate on the H200 (its FP32 peak equals its FP64 tensor-core peak), z as d"
+                .into(),
+            cpu: CpuModel {
+                packages: 1,
+                cores_per_package: 16,
+                numa_per_package: 1,
+                task_overhead_us: 0.0,
+                kernels: cpu_kernels,
+            },
+            gpu: Some(GpuModel {
+                name: "NVIDIA H200".into(),
+                count: 1,
+                // 141 GB of HBM3e (NVIDIA's data sheet); the lease's budget was 134.4 GB.
+                memory_gb: 141.0,
+                link: LinkModel {
+                    h2d: H200_PCIE,
+                    d2h: H200_PCIE,
+                    p2p: None,
+                    host_shared_by: 1,
+                },
+                staging: H200_STAGING
+                    .iter()
+                    .map(|&(cores, gb_per_s)| StagingRate { cores, gb_per_s })
+                    .collect(),
+                kernels: H200_GPU
+                    .iter()
+                    .map(|&(op, tile, gflops)| GpuKernelRate {
+                        op: op.name().into(),
+                        tile,
+                        precision: Precision::D,
+                        gflops,
+                    })
+                    .collect(),
+            }),
+        },
+        2.0,
+        1.0,
+    ))
 }
 
 #[cfg(test)]
@@ -464,5 +589,56 @@ mod tests {
                 .is_err()
         );
         assert_eq!(m.tiles(), [480, 960, 1440, 1920, 2880]);
+    }
+
+    #[test]
+    fn h200_packs_at_its_rows_rates_and_simulates_staged_copies_slower_than_direct_ones() {
+        let m = PlatformModel::preset("h200").unwrap();
+        let gpu = m.gpu.as_ref().unwrap();
+        // 671 MB over 127.6 ms on one core; linear between the given counts; memory-bound beyond.
+        let one = gpu.staging_gb_per_s(1).unwrap();
+        assert!((one - 5.259).abs() < 1e-3, "{one}");
+        let eight = gpu.staging_gb_per_s(8).unwrap();
+        let sixteen = gpu.staging_gb_per_s(16).unwrap();
+        let twelve = gpu.staging_gb_per_s(12).unwrap();
+        assert!((twelve - (eight + sixteen) / 2.0).abs() < 1e-9);
+        assert_eq!(gpu.staging_gb_per_s(64), Some(sixteen));
+        assert!(one < eight && eight < sixteen);
+        // The GPU's GEMM at tile 4096 as the rows timed it.
+        let class = ResourceClass::Gpu {
+            name: "NVIDIA H200".into(),
+        };
+        assert_eq!(
+            m.rate(Op::GemmNt, 4096, Precision::D, &class),
+            Some(56176.0)
+        );
+        // A staged platform books packing; fewer packing cores, a longer run; direct is fastest.
+        let plan = |path, cores| {
+            let spec = ClusterSpec::Grid { count: 1, size: 15 };
+            let machine = crate::Modelled::new(&m, &spec, 1)
+                .data_path(path)
+                .copy_cores(cores);
+            let staged = machine.sim_platform().unwrap().staging.is_some();
+            let work = hetla::Plan::cholesky(8192, 2048, Precision::D).unwrap();
+            let ms = crate::simulate(&work, &machine, &hetla_runtime::SimOptions::default())
+                .unwrap()
+                .0
+                .makespan_ms;
+            (staged, ms)
+        };
+        let (staged1, one_core) = plan(crate::DataPath::Model, Some(1));
+        let (staged8, eight_cores) = plan(crate::DataPath::Model, None);
+        let (staged_direct, direct) = plan(crate::DataPath::Direct, Some(1));
+        assert!(staged1 && staged8 && !staged_direct);
+        assert!(
+            one_core > eight_cores && eight_cores > direct,
+            "{one_core} {eight_cores} {direct}"
+        );
+        // 671 MB both ways through one core bound the one-core run.
+        assert!(one_core >= 1e3 * 2.0 * 10.0 * 2048.0 * 2048.0 * 8.0 / (one * 1e9));
+        // Staging rates out of order, or not positive, are refused.
+        let bad = m.to_toml().replacen("cores = 8", "cores = 1", 1);
+        let err = PlatformModel::from_toml(&bad).unwrap_err().to_string();
+        assert!(err.contains("increasing order"), "{err}");
     }
 }

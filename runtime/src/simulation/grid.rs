@@ -612,6 +612,7 @@ mod tests {
             capacities: vec![None],
             link: None,
             cpu_task_overhead: 0.0,
+            staging: None,
         }
     }
 

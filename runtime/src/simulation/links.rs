@@ -1,6 +1,7 @@
 //! The links of a node in a simulated run: each copy the data registry decides is booked on the
 //! link directions (and switch ports) it uses, one copy at a time on each, by the route that
-//! delivers it first.
+//! delivers it first. On a staged data path ([`crate::Staging`]) an upload is packed by the GPU's
+//! copy cores before its link, and a download unpacked after it by the GPU's write-back thread.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,8 +16,17 @@ use crate::link::Hop;
 use crate::sync::lock;
 use crate::trace::TransferEvent;
 
-/// A copy's hops, each with when it starts and ends.
-type Route = Vec<(Hop, f64, f64)>;
+/// One part of a copy: a hop over a link direction, or the packing (before a hop to a GPU) or
+/// unpacking (after a hop from a GPU) of the tile by that GPU's copy cores.
+#[derive(Debug, Clone, Copy)]
+enum Leg {
+    Hop(Hop),
+    Pack(MemoryNode),
+    Unpack(MemoryNode),
+}
+
+/// A copy's legs, each with when it starts and ends.
+type Route = Vec<(Leg, f64, f64)>;
 
 /// What a copy occupies while it runs, one copy at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,6 +38,11 @@ enum Resource {
     Send(MemoryNode),
     /// A GPU's receiving port on the switch.
     Receive(MemoryNode),
+    /// A GPU's copy cores, which pack its uploads and unpack its downloads (staged data path).
+    Stage(MemoryNode),
+    /// The thread that carries out a GPU's downloads one at a time, from the copy into staging to
+    /// the end of its unpacking (staged data path).
+    Behind(MemoryNode),
 }
 
 /// The intervals a resource is busy, in time order, disjoint.
@@ -77,38 +92,78 @@ impl<'a> Copies<'a> {
         }
     }
 
-    /// When a copy of `bytes` whose source replica is usable at `ready` would start and end on each
-    /// of `hops`, in order.
-    fn plan(&self, hops: impl IntoIterator<Item = Hop>, bytes: usize, mut ready: f64) -> Route {
-        let mut route = Vec::with_capacity(2);
+    /// The legs of a copy over `hops`: on a staged data path, each hop to a GPU follows the packing
+    /// of the tile by that GPU's copy cores, and each hop from a GPU is followed by its unpacking.
+    fn legs(&self, hops: impl IntoIterator<Item = Hop>) -> Vec<Leg> {
+        let staged = self.platform.staging.is_some();
+        let mut legs = Vec::with_capacity(4);
         for hop in hops {
-            let seconds = hop.2.seconds(bytes);
-            let start = self.earliest(hop, ready, seconds);
+            let (from, to, _) = hop;
+            if staged && from == HOST && to != HOST {
+                legs.push(Leg::Pack(to));
+            }
+            legs.push(Leg::Hop(hop));
+            if staged && to == HOST && from != HOST {
+                legs.push(Leg::Unpack(from));
+            }
+        }
+        legs
+    }
+
+    /// Seconds one leg of a copy of `bytes` lasts.
+    fn seconds(&self, leg: Leg, bytes: usize) -> f64 {
+        match (leg, &self.platform.staging) {
+            (Leg::Hop(hop), _) => hop.2.seconds(bytes),
+            (Leg::Pack(gpu) | Leg::Unpack(gpu), Some(staging)) => staging.seconds(gpu.0 - 1, bytes),
+            (Leg::Pack(_) | Leg::Unpack(_), None) => 0.0,
+        }
+    }
+
+    /// When a copy of `bytes` whose source replica is usable at `ready` would start and end on each
+    /// leg over `hops`, in order.
+    fn plan(&self, hops: impl IntoIterator<Item = Hop>, bytes: usize, mut ready: f64) -> Route {
+        let legs = self.legs(hops);
+        let mut route = Vec::with_capacity(legs.len());
+        for leg in legs {
+            let seconds = self.seconds(leg, bytes);
+            let start = self.earliest(leg, ready, seconds);
             let end = start + seconds;
-            route.push((hop, start, end));
+            route.push((leg, start, end));
             ready = end;
         }
         route
     }
 
-    /// The resources a hop occupies: the sending and receiving ports of two GPUs behind the switch,
-    /// or a host link direction (shared by a group of GPUs when the model says so).
-    fn resources(&self, (from, to, _): Hop) -> [Resource; 2] {
-        if from != HOST && to != HOST && self.platform.peer_links() {
-            [Resource::Send(from), Resource::Receive(to)]
-        } else {
-            let link = Resource::Link(
-                self.platform.host_link_of(from),
-                self.platform.host_link_of(to),
-            );
-            [link, link]
+    /// The resources a leg occupies: the sending and receiving ports of two GPUs behind the switch,
+    /// or a host link direction (shared by a group of GPUs when the model says so); on a staged
+    /// path, a download's hop and unpacking also hold the GPU's write-back thread, and packing and
+    /// unpacking its copy cores.
+    fn resources(&self, leg: Leg) -> Vec<Resource> {
+        let staged = self.platform.staging.is_some();
+        match leg {
+            Leg::Pack(gpu) => vec![Resource::Stage(gpu)],
+            Leg::Unpack(gpu) => vec![Resource::Stage(gpu), Resource::Behind(gpu)],
+            Leg::Hop((from, to, _)) if from != HOST && to != HOST && self.platform.peer_links() => {
+                vec![Resource::Send(from), Resource::Receive(to)]
+            }
+            Leg::Hop((from, to, _)) => {
+                let link = Resource::Link(
+                    self.platform.host_link_of(from),
+                    self.platform.host_link_of(to),
+                );
+                if staged && to == HOST && from != HOST {
+                    vec![link, Resource::Behind(from)]
+                } else {
+                    vec![link]
+                }
+            }
         }
     }
 
-    /// The earliest start from `ready` on at which a hop's resources are all free for `seconds`.
-    fn earliest(&self, hop: Hop, ready: f64, seconds: f64) -> f64 {
+    /// The earliest start from `ready` on at which a leg's resources are all free for `seconds`.
+    fn earliest(&self, leg: Leg, ready: f64, seconds: f64) -> f64 {
         let busy: Vec<&Busy> = self
-            .resources(hop)
+            .resources(leg)
             .iter()
             .filter_map(|r| self.busy.get(r))
             .collect();
@@ -161,18 +216,17 @@ impl<'a> Copies<'a> {
             }
         }
         let route = best;
-        for &(hop, start, end) in &route {
-            let [first, second] = self.resources(hop);
-            self.busy.entry(first).or_default().insert(start, end);
-            if second != first {
-                self.busy.entry(second).or_default().insert(start, end);
+        for &(leg, start, end) in &route {
+            for resource in self.resources(leg) {
+                self.busy.entry(resource).or_default().insert(start, end);
             }
-            let (from, to, _) = hop;
-            self.events.push(TransferEvent {
-                transfer: Transfer { from, to, ..copy },
-                start,
-                end,
-            });
+            if let Leg::Hop((from, to, _)) = leg {
+                self.events.push(TransferEvent {
+                    transfer: Transfer { from, to, ..copy },
+                    start,
+                    end,
+                });
+            }
         }
         self.arrival[copy.handle][copy.to.0] = arrives(&route);
     }
@@ -237,6 +291,7 @@ mod tests {
                 host_shared_by: if shared { 2 } else { 1 },
             }),
             cpu_task_overhead: 0.0,
+            staging: None,
         }
     }
 
@@ -276,6 +331,70 @@ mod tests {
         assert!((first - 0.1).abs() < 1e-12);
         assert!((second - 0.2).abs() < 1e-12, "{second}");
         assert_eq!(path, [MemoryNode(1)]);
+    }
+
+    /// One GPU behind a 10 GB/s link, no latency, packing at 2 GB/s.
+    fn staged_gpu() -> SimPlatform {
+        let rate = LinkRate {
+            latency_us: 0.0,
+            gb_per_s: 10.0,
+        };
+        SimPlatform {
+            workers: Vec::new(),
+            capacities: vec![None, None],
+            link: Some(LinkModel {
+                h2d: rate,
+                d2h: rate,
+                p2p: None,
+                host_shared_by: 1,
+            }),
+            cpu_task_overhead: 0.0,
+            staging: Some(crate::Staging {
+                gb_per_s: vec![2.0],
+            }),
+        }
+    }
+
+    fn copy(handle: usize, from: MemoryNode, to: MemoryNode) -> Transfer {
+        Transfer {
+            handle: crate::Handle(handle),
+            tile: TileRef::new(MatrixId(0), handle, 0),
+            from,
+            to,
+            bytes: 1_000_000_000,
+        }
+    }
+
+    #[test]
+    fn a_staged_upload_is_packed_before_its_link_and_a_download_unpacked_after_it() {
+        let platform = staged_gpu();
+        let mut copies = Copies::new(&platform, 4);
+        let gpu = MemoryNode(1);
+        // Two uploads of 1 GB: packing (0.5 s) is the bottleneck, the link (0.1 s)
+        // carries the first while the second is packed.
+        copies.schedule(copy(0, HOST, gpu), 0.0, &[HOST]);
+        copies.schedule(copy(1, HOST, gpu), 0.0, &[HOST]);
+        assert!((copies.arrival[0][1] - 0.6).abs() < 1e-12);
+        assert!((copies.arrival[1][1] - 1.1).abs() < 1e-12);
+        // Two downloads asked at 2 s: copied (0.1 s), then unpacked (0.5 s) by the one write-back
+        // thread, so the second starts its copy only once the first is unpacked.
+        copies.schedule(copy(2, gpu, HOST), 2.0, &[gpu]);
+        copies.schedule(copy(3, gpu, HOST), 2.0, &[gpu]);
+        assert!((copies.arrival[2][0] - 2.6).abs() < 1e-12);
+        assert!((copies.arrival[3][0] - 3.2).abs() < 1e-12);
+        // The trace holds the link hops only, with their own times.
+        let hops: Vec<(f64, f64)> = copies.events.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(hops.len(), 4);
+        assert!((hops[3].0 - 2.6).abs() < 1e-12 && (hops[3].1 - 2.7).abs() < 1e-12);
+        // Without staging (DMA from page-locked tiles) the same uploads take the link alone.
+        let direct = SimPlatform {
+            staging: None,
+            ..staged_gpu()
+        };
+        let mut copies = Copies::new(&direct, 2);
+        copies.schedule(copy(0, HOST, gpu), 0.0, &[HOST]);
+        copies.schedule(copy(1, HOST, gpu), 0.0, &[HOST]);
+        assert!((copies.arrival[1][1] - 0.2).abs() < 1e-12);
     }
 
     #[test]

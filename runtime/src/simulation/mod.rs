@@ -66,7 +66,9 @@ mod model;
 mod network;
 
 pub use grid::simulate_grid;
-pub use model::{GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork};
+pub use model::{
+    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, Staging,
+};
 
 use crate::Result;
 use crate::trace::Trace;

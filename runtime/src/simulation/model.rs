@@ -24,6 +24,31 @@ pub struct SimPlatform {
     pub link: Option<LinkModel>,
     /// Seconds a CPU worker spends between two tasks (the runtime's own work).
     pub cpu_task_overhead: f64,
+    /// How host tiles meet the GPUs' links: packed by CPU cores into page-locked staging buffers
+    /// (`Some`), or copied by the GPU's DMA engines straight from page-locked host tiles (`None`).
+    pub staging: Option<Staging>,
+}
+
+/// The staged data path of a GPU: an upload is first packed by CPU cores into a page-locked
+/// staging buffer, then copied over the link; a download is copied into a staging buffer, then
+/// unpacked into the host tile by the same cores, on one thread per GPU that carries the
+/// write-backs one at a time (the real executor's `CudaDevice` until tiles live in page-locked
+/// memory). Packing and unpacking share the GPU's copy cores, one copy at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Staging {
+    /// Per GPU in order, the GB/s (10^9 bytes per second) its copy cores pack or unpack at
+    /// together.
+    pub gb_per_s: Vec<f64>,
+}
+
+impl Staging {
+    /// Seconds the copy cores of GPU `gpu` (0-based) take to pack or unpack `bytes`.
+    pub fn seconds(&self, gpu: usize, bytes: usize) -> f64 {
+        match self.gb_per_s.get(gpu) {
+            Some(&rate) if rate > 0.0 => bytes as f64 / (rate * 1e9),
+            _ => 0.0,
+        }
+    }
 }
 
 impl SimPlatform {
