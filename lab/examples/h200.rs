@@ -6,9 +6,9 @@
 //! cargo run --release -p hetla-lab --example h200
 //! ```
 //!
-//! The rows come from docs/gpu-runs/2026-11-26-h200-rows.jsonl as the leases wrote them (nothing
-//! is copied by hand): every row with a report, its command's options read back from its `args`.
-//! A Cholesky row is compared by the runtime's makespan (the time from its first task to its last
+//! The rows come from docs/gpu-runs/2026-11-26-h200-rows.jsonl as the leases wrote them (nothing is
+//! copied by hand): every row with a report, its command's options read back from its `args`. A
+//! Cholesky row is compared by the runtime's makespan (the time from its first task to its last
 //! write-back; the row's `seconds` also count the checks and layout copies outside the runtime), a
 //! GEMM row by its `seconds` (its report has no makespan).
 
@@ -37,10 +37,10 @@ fn number(args: &str, name: &str) -> Option<usize> {
     option(args, name)?.parse().ok()
 }
 
-/// How many cores the row's GPU packed its copies on: the count a `copy-cores-N` row set; the
-/// first lease's rule for the rest of its rows (the GPU's host core and the cores no cluster
-/// used: one beside 1x15 and 3x5, all 16 without a cluster); the rule of today's executor for the
-/// second lease (`None`: [`hetla_runtime::copy_cores`], the same code).
+/// How many cores the row's GPU packed its copies on: the count a `copy-cores-N` row set; the first
+/// lease's rule for the rest of its rows (the GPU's host core and the cores no cluster used: one
+/// beside 1x15 and 3x5, all 16 without a cluster); the rule of today's executor for the second
+/// lease (`None`: [`hetla_runtime::copy_cores`], the same code).
 fn copy_cores(row: &Value, spec: &ClusterSpec) -> Option<usize> {
     let label = row["label"].as_str().unwrap_or_default();
     if let Some(count) = label

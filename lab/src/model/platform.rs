@@ -115,9 +115,9 @@ pub struct GpuModel {
     pub link: LinkModel,
     /// When the machine's copies go through page-locked staging buffers (see
     /// [`hetla_runtime::Staging`]): the GB/s at which a GPU's copy cores pack host tiles into them
-    /// (or unpack them), for some core counts, in increasing order (linear in between and from 0
-    /// at 0 cores, the last rate beyond the last count: copying is memory-bound). Empty: the GPUs'
-    /// DMA engines copy straight from page-locked host tiles.
+    /// (or unpack them), for some core counts, in increasing order (linear in between and from 0 at
+    /// 0 cores, the last rate beyond the last count: copying is memory-bound). Empty: the GPUs' DMA
+    /// engines copy straight from page-locked host tiles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging: Vec<StagingRate>,
     /// Kernel rates.
@@ -274,8 +274,8 @@ pub struct Modelled<'a> {
 /// How host tiles meet the GPUs' links in a simulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DataPath {
-    /// As the model says: staged when it has a packing rate
-    /// ([`GpuModel::staging_core_gb_per_s`]), else direct.
+    /// As the model says: staged when it has a packing rate ([`GpuModel::staging_core_gb_per_s`]),
+    /// else direct.
     #[default]
     Model,
     /// The GPUs' DMA engines copy straight from page-locked host tiles: no packing.

@@ -376,9 +376,9 @@ pub(super) fn a100x8() -> PlatformModel {
 }
 
 /// The H200's f64 kernels as the two leases of 2026-11-26 timed them (docs/gpu-runs: every row run
-/// on the GPU alone, the mean of each row's kernel rate, cuBLAS 13.1 and cuSOLVER 12.0): (operation,
-/// tile, Gflop/s). Tile 2048: four rows (n = 8192 three times, 16384 once); tile 4096: two rows (n =
-/// 16384).
+/// on the GPU alone, the mean of each row's kernel rate, cuBLAS 13.1 and cuSOLVER 12.0):
+/// (operation, tile, Gflop/s). Tile 2048: four rows (n = 8192 three times, 16384 once); tile 4096:
+/// two rows (n = 16384).
 const H200_GPU: [(Op, usize, f64); 8] = [
     (Op::Potrf, 2048, 3169.0),
     (Op::Trsm, 2048, 9139.0),
@@ -401,14 +401,14 @@ const H200_PCIE: LinkRate = LinkRate {
 /// Bytes an n = 8192 Cholesky in tiles of 2048 copies each way: its 10 lower tiles of 33.5 MB.
 const CHOLESKY_8192_BYTES: f64 = 10.0 * 2048.0 * 2048.0 * 8.0;
 
-/// GB/s at which the node's Xeon cores pack tiles into page-locked staging (or unpack them), on 1, 8
-/// and 16 cores. No lease timed the packing alone; these come from the rows of n = 8192 in tiles of
-/// 2048 that packing bounds (the clusters ran no task, the GPU's kernels took 11.7 ms of their
+/// GB/s at which the node's Xeon cores pack tiles into page-locked staging (or unpack them), on 1,
+/// 8 and 16 cores. No lease timed the packing alone; these come from the rows of n = 8192 in tiles
+/// of 2048 that packing bounds (the clusters ran no task, the GPU's kernels took 11.7 ms of their
 /// 30-128 ms), as the bytes packed and unpacked (671 MB) over the runtime's makespan: on 1 core the
 /// row `copy-cores-1-8192` (127.6 ms), on 8 the median of the four rows that packed on 8 (40.0,
 /// 48.3, 52.1, 52.8 ms), on 16 the median of the three GPU-alone rows (29.8, 30.7, 33.4 ms). The
-/// rows of n = 16384 (2.7 GB), which no rate is taken from, check them (docs/gpu-model.md).
-/// Packing does not scale with the cores: 8 pack at 2.5x one, 16 at 4.2x.
+/// rows of n = 16384 (2.7 GB), which no rate is taken from, check them (docs/gpu-model.md). Packing
+/// does not scale with the cores: 8 pack at 2.5x one, 16 at 4.2x.
 const H200_STAGING: [(usize, f64); 3] = [
     (1, CHOLESKY_8192_BYTES * 2.0 / 127.6e-3 / 1e9),
     (8, CHOLESKY_8192_BYTES * 2.0 / 50.2e-3 / 1e9),

@@ -29,11 +29,11 @@ pub struct SimPlatform {
     pub staging: Option<Staging>,
 }
 
-/// The staged data path of a GPU: an upload is first packed by CPU cores into a page-locked
-/// staging buffer, then copied over the link; a download is copied into a staging buffer, then
-/// unpacked into the host tile by the same cores, on one thread per GPU that carries the
-/// write-backs one at a time (the real executor's `CudaDevice` until tiles live in page-locked
-/// memory). Packing and unpacking share the GPU's copy cores, one copy at a time.
+/// The staged data path of a GPU: an upload is first packed by CPU cores into a page-locked staging
+/// buffer, then copied over the link; a download is copied into a staging buffer, then unpacked
+/// into the host tile by the same cores, on one thread per GPU that carries the write-backs one at
+/// a time (the real executor's `CudaDevice` until tiles live in page-locked memory). Packing and
+/// unpacking share the GPU's copy cores, one copy at a time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Staging {
     /// Per GPU in order, the GB/s (10^9 bytes per second) its copy cores pack or unpack at
