@@ -10,7 +10,7 @@ use std::sync::Arc;
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
-use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
+use hetla_runtime::{HostMemory, Platform, RunOptions, SchedulerKind, Trace};
 
 use crate::check::hermitian_column_sums;
 use crate::condition;
@@ -89,6 +89,7 @@ pub struct Cholesky {
     platform: Option<Arc<Platform>>,
     pub(crate) progress_timeout: Option<std::time::Duration>,
     storage: Storage,
+    host_memory: HostMemory,
 }
 
 impl Cholesky {
@@ -110,6 +111,15 @@ impl Cholesky {
     /// place (one kernel call).
     pub fn storage(mut self, storage: Storage) -> Self {
         self.storage = storage;
+        self
+    }
+
+    /// How the tiles meet a GPU's copies ([`HostMemory`]; default [`HostMemory::Staged`]): packed
+    /// by CPU cores into page-locked staging buffers, or the tiles' own memory (the tile-major
+    /// copy, or the caller's matrix in place) page-locked for the run and copied straight by the
+    /// GPU's DMA engines. Nothing changes on a platform without a GPU.
+    pub fn host_memory(mut self, host_memory: HostMemory) -> Self {
+        self.host_memory = host_memory;
         self
     }
 
@@ -330,7 +340,12 @@ impl Cholesky {
         }
         let norm = check_hermitian_lower("A", a.as_ref())?;
         real_diagonal(a.as_mut());
-        run_on_lower(platform, plan, a, self.storage, self.scheduler).map(|trace| (trace, norm))
+        let options = RunOptions {
+            scheduler: self.scheduler,
+            host_memory: self.host_memory,
+            ..RunOptions::default()
+        };
+        run_on_lower(platform, plan, a, self.storage, &options).map(|trace| (trace, norm))
     }
 }
 
@@ -342,24 +357,20 @@ fn run_on_lower<T: Scalar>(
     plan: &Plan,
     a: MatMut<'_, T>,
     storage: Storage,
-    scheduler: SchedulerKind,
+    options: &RunOptions,
 ) -> Result<Trace> {
-    let options = RunOptions {
-        scheduler,
-        ..RunOptions::default()
-    };
     match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
         Storage::TileMajor => {
             let spare = platform.reclaim::<PageBuffer<T>>();
             let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;
-            let run = plan.execute(platform, &tiles, &options);
+            let run = plan.execute(platform, &tiles, options);
             tiles.copy_out(a);
             platform.keep(tiles.into_buffer());
             run
         }
         _ => column_major(a, |a| {
             let a = TiledMatrix::new(a, plan.tile(), "A")?;
-            plan.execute(platform, &Matrices(&[&a]), &options)
+            plan.execute(platform, &Matrices(&[&a]), options)
         }),
     }
 }
@@ -505,7 +516,7 @@ impl<T: Scalar> Factor<T> {
             }
             storage => {
                 let mut inv = self.l.clone();
-                run_on_lower(&self.platform, &plan, inv.as_mut(), storage, self.scheduler)?;
+                run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
                 Ok(inv)
             }
         }

@@ -115,6 +115,11 @@ impl<T: Scalar> PageBuffer<T> {
         false
     }
 
+    /// How many scalars it holds.
+    pub fn scalars(&self) -> usize {
+        self.len
+    }
+
     /// The scalars.
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` points to `len` initialised scalars (zeroed at allocation, all-zero

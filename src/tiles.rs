@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling, qr_t_slot};
-use hetla_kernels::{AnyMut, AnyRef, Backend, KernelError, Op, Par, Scalar, Stack};
+use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, Scalar, Stack};
 use hetla_runtime::{KernelKey, Workload};
 
 use crate::{Error, Result};
@@ -142,6 +142,12 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
         false
     }
 
+    /// The host memory its tiles lie in (for page-locking it, [`hetla_runtime::HostMemory`]); none
+    /// by default.
+    fn host_ranges(&self) -> Vec<HostRange> {
+        Vec::new()
+    }
+
     /// Called after the kernel of task `id` ran (and succeeded), with the tile it wrote.
     fn ran(
         &self,
@@ -219,6 +225,16 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
         })
     }
 
+    /// The host memory the matrix spans.
+    fn host_range(&self) -> HostRange {
+        HostRange::of_matrix(
+            self.ptr.cast_const(),
+            self.tiling.rows(),
+            self.tiling.cols(),
+            self.ld as isize,
+        )
+    }
+
     /// The whole matrix.
     fn as_mat_ref(&self) -> MatRef<'_, T> {
         // SAFETY: ptr, the dimensions and ld describe storage borrowed for 'a; reading is
@@ -285,6 +301,10 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
     fn inverted(&self, tile: TileRef) -> bool {
         TileMajor::inverted(self, tile)
     }
+
+    fn host_ranges(&self) -> Vec<HostRange> {
+        vec![self.host_range()]
+    }
 }
 
 /// The matrices of a run, indexed by `MatrixId` (`matrices[id.0]`).
@@ -299,6 +319,10 @@ impl<T: Scalar> TileStore<T> for Matrices<'_, '_, T> {
         let m = self.0.get(tile.matrix.0 as usize)?;
         // SAFETY: the caller's contract is this one's.
         unsafe { m.view_mut(tile.row, tile.col) }
+    }
+
+    fn host_ranges(&self) -> Vec<HostRange> {
+        self.0.iter().map(|m| m.host_range()).collect()
     }
 }
 
@@ -668,6 +692,10 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
         // SAFETY: the caller guarantees that no other view of the tile is used while this
         // one lives.
         unsafe { self.store.tile_mut(tile) }.map(AnyMut::from)
+    }
+
+    fn host_ranges(&self) -> Vec<HostRange> {
+        self.store.host_ranges()
     }
 
     fn outside_inputs(&self, task: TaskId) -> usize {

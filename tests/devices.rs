@@ -8,7 +8,7 @@ use std::sync::Arc;
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::matgen::{random_hpd, random_spd};
-use hetla::{Backend, Cholesky, ClusterSpec, Error, Scalar, c32, c64};
+use hetla::{Backend, Cholesky, ClusterSpec, Error, HostMemory, Scalar, Storage, c32, c64};
 use hetla_runtime::Handle;
 use hetla_runtime::{Device, EmulatedDevice, GpuSelection, ModelStore, Platform, Trace};
 use hetla_runtime::{HOST, MemoryNode};
@@ -150,6 +150,106 @@ fn emulated_devices_move_and_factor_tiles_in_every_precision() {
     check::<f32>();
     check::<c32>();
     check::<c64>();
+}
+
+/// Factors in `T` on one emulated device with host memory `host` and `storage`: the residual, the
+/// trace and the device's (direct, staged) copies.
+fn factor_with_host_memory<T: Scalar>(
+    host: HostMemory,
+    storage: Storage,
+    spec: &str,
+) -> (f64, Trace, (usize, usize)) {
+    let (n, b) = (700, 100);
+    let device = Arc::new(EmulatedDevice::new(8 * b * b * size_of::<T>()));
+    let p = platform(spec, std::slice::from_ref(&device));
+    let a = random_hpd::<T>(n, 13);
+    let mut l = a.clone();
+    let trace = Cholesky::new()
+        .platform(p)
+        .tile(b)
+        .storage(storage)
+        .host_memory(host)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+    // Nothing of the run stays page-locked.
+    let whole = hetla_kernels::HostRange::of_matrix(l.as_ptr(), n, n, l.col_stride());
+    assert!(!hetla_kernels::PinnedRanges::global().covers(&whole));
+    (
+        cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq),
+        trace,
+        device.copies(),
+    )
+}
+
+#[test]
+fn page_locked_tiles_are_copied_straight_in_every_precision_and_storage_and_staged_ones_packed() {
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        for storage in [Storage::InPlace, Storage::TileMajor] {
+            let (residual, trace, (direct, staged)) =
+                factor_with_host_memory::<T>(HostMemory::PageLocked, storage, "none");
+            assert!(residual < RESIDUAL_THRESHOLD, "{p} {storage:?}: {residual}");
+            // Every copy, up (with re-fetches under the budget of 8 tiles) and down, went
+            // straight from or into the page-locked tiles.
+            assert_eq!(staged, 0, "{p} {storage:?}");
+            assert_eq!(direct, trace.transfers.len(), "{p} {storage:?}");
+            assert!(direct > 2 * 28, "{p} {storage:?}: {direct} copies");
+            let locked = &trace.host_memory;
+            assert!(locked.failed.is_none(), "{p}: {:?}", locked.failed);
+            let tile_bytes = 100 * 100 * size_of::<T>();
+            assert!(
+                locked.bytes >= 28 * tile_bytes,
+                "{p}: {} bytes",
+                locked.bytes
+            );
+            // The same run staged packs every copy and locks nothing.
+            let (residual, trace, (direct, staged)) =
+                factor_with_host_memory::<T>(HostMemory::Staged, storage, "none");
+            assert!(residual < RESIDUAL_THRESHOLD, "{p} {storage:?}: {residual}");
+            assert_eq!(
+                (direct, staged),
+                (0, trace.transfers.len()),
+                "{p} {storage:?}"
+            );
+            assert_eq!(trace.host_memory.bytes, 0);
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+}
+
+#[test]
+fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_stays_staged() {
+    let (residual, trace, (direct, staged)) =
+        factor_with_host_memory::<f64>(HostMemory::PageLocked, Storage::TileMajor, "1x1");
+    assert!(residual < RESIDUAL_THRESHOLD, "{residual}");
+    assert_eq!((direct, staged), (trace.transfers.len(), 0));
+    // Memory already page-locked by someone else: the run's lock fails, says why, and the run
+    // is staged and right.
+    let n = 700;
+    let a = random_spd(n, 3);
+    let mut l = a.clone();
+    let whole = hetla_kernels::HostRange::of_matrix(l.as_ptr(), n, n, l.col_stride());
+    assert!(hetla_kernels::PinnedRanges::global().insert(whole));
+    let device = Arc::new(EmulatedDevice::new(8 * 100 * 100 * 8));
+    let trace = Cholesky::new()
+        .platform(platform("none", std::slice::from_ref(&device)))
+        .tile(100)
+        .storage(Storage::InPlace)
+        .host_memory(HostMemory::PageLocked)
+        .factor_in_place_traced(l.as_mut());
+    assert!(hetla_kernels::PinnedRanges::global().remove(whole));
+    let trace = trace.unwrap();
+    let failed = trace.host_memory.failed.clone().unwrap_or_default();
+    assert!(
+        failed.contains("overlaps memory page-locked already"),
+        "{failed}"
+    );
+    assert_eq!(trace.host_memory.bytes, 0);
+    let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+    assert!(residual < RESIDUAL_THRESHOLD, "{residual}");
 }
 
 #[test]
@@ -322,6 +422,45 @@ fn factor_on_real_gpus<T: Scalar>(n: usize, b: usize) -> f64 {
         .factor_in_place(l.as_mut())
         .unwrap();
     cholesky_residual(a.as_ref(), l.as_ref(), Par::rayon(0))
+}
+
+#[test]
+fn real_gpus_copy_page_locked_tiles_straight_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() {
+        return;
+    }
+    fn check<T: Scalar>() {
+        let none: ClusterSpec = "none".parse().unwrap();
+        for storage in [Storage::InPlace, Storage::TileMajor] {
+            let devices = GpuSelection::All.open(None).unwrap();
+            let p = Arc::new(
+                Platform::with_devices(&none, Backend::Faer, ModelStore::None, devices).unwrap(),
+            );
+            let (n, b) = (3000, 512);
+            let a = random_hpd::<T>(n, 5);
+            let mut l = a.clone();
+            let trace = Cholesky::new()
+                .platform(p)
+                .tile(b)
+                .storage(storage)
+                .host_memory(HostMemory::PageLocked)
+                .factor_in_place_traced(l.as_mut())
+                .unwrap();
+            let locked = &trace.host_memory;
+            assert!(locked.failed.is_none(), "{:?}", locked.failed);
+            assert!(locked.bytes > 0);
+            let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::rayon(0));
+            assert!(
+                residual < RESIDUAL_THRESHOLD,
+                "{} {storage:?}: residual {residual}",
+                T::PRECISION
+            );
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
 }
 
 #[test]

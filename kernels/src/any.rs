@@ -63,6 +63,11 @@ impl AnyRef<'_> {
     pub fn shape(&self) -> (usize, usize) {
         each_precision!(self, AnyRef, m => (m.nrows(), m.ncols()))
     }
+
+    /// The host bytes it spans (see [`crate::HostRange::of_matrix`]).
+    pub fn host_range(&self) -> crate::HostRange {
+        each_precision!(self, AnyRef, m => crate::HostRange::of_matrix(m.as_ptr(), m.nrows(), m.ncols(), m.col_stride()))
+    }
 }
 
 impl AnyMut<'_> {
@@ -74,6 +79,11 @@ impl AnyMut<'_> {
     /// (rows, columns).
     pub fn shape(&self) -> (usize, usize) {
         each_precision!(self, AnyMut, m => (m.nrows(), m.ncols()))
+    }
+
+    /// The host bytes it spans (see [`crate::HostRange::of_matrix`]).
+    pub fn host_range(&self) -> crate::HostRange {
+        each_precision!(self, AnyMut, m => crate::HostRange::of_matrix(m.as_ptr(), m.nrows(), m.ncols(), m.col_stride()))
     }
 
     /// Copies `src` (same precision and shape) into it, by columns over `pool`'s threads when given

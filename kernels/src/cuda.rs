@@ -40,9 +40,11 @@ use cudarc::driver::{
     CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
     sys as driver_sys,
 };
+use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
 use crate::any::{each_precision, with_scalar};
+use crate::pinned::{HostRange, PinnedRanges};
 use crate::{AnyMut, AnyRef, KernelError, Op, Precision, Scalar, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
@@ -434,9 +436,135 @@ impl GpuContext {
         self.take_staging(tile.bytes()).map(Some)
     }
 
+    /// Page-locks the host memory `range` for every device of the process (`cuMemHostRegister`,
+    /// portable) and enters it in [`crate::PinnedRanges::global`], so that copies of the tiles in
+    /// it go straight from and into it. An empty range does nothing.
+    ///
+    /// # Safety
+    /// `range` must be memory of this process that stays allocated until
+    /// [`GpuContext::page_unlock`] is called for it.
+    pub unsafe fn page_lock(&self, range: HostRange) -> Result<(), KernelError> {
+        if range.len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: the caller keeps `range` allocated while it is registered.
+        unsafe {
+            driver_sys::cuMemHostRegister_v2(
+                range.start as *mut std::ffi::c_void,
+                range.len,
+                driver_sys::CU_MEMHOSTREGISTER_PORTABLE,
+            )
+        }
+        .result()
+        .map_err(|e| gpu_error("page-locking host memory (cuMemHostRegister)", e))?;
+        if !PinnedRanges::global().insert(range) {
+            // SAFETY: registered just above.
+            let _ =
+                unsafe { driver_sys::cuMemHostUnregister(range.start as *mut std::ffi::c_void) };
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "host memory at {:#x} ({} bytes) overlaps memory page-locked already",
+                    range.start, range.len
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes `range` out of [`crate::PinnedRanges::global`] and unlocks it; nothing for a range not
+    /// locked by [`GpuContext::page_lock`]. No copy into or out of it may be under way.
+    pub fn page_unlock(&self, range: HostRange) -> Result<(), KernelError> {
+        if !PinnedRanges::global().remove(range) {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: `range` was registered by `page_lock` (it was in the register).
+        unsafe { driver_sys::cuMemHostUnregister(range.start as *mut std::ffi::c_void) }
+            .result()
+            .map_err(|e| gpu_error("unlocking host memory (cuMemHostUnregister)", e))
+    }
+
+    /// Copies a host tile straight into `dst` by the DMA engine when the tile lies in page-locked
+    /// memory with contiguous columns; returns once the engine has read it (false: not such a tile,
+    /// nothing done).
+    fn upload_direct<T: Scalar>(
+        &self,
+        src: MatRef<'_, T>,
+        dst: &mut GpuTile,
+    ) -> Result<bool, KernelError> {
+        let Some(span) = DirectSpan::of(
+            src.as_ptr(),
+            src.nrows(),
+            src.ncols(),
+            src.row_stride(),
+            src.col_stride(),
+        ) else {
+            return Ok(false);
+        };
+        self.bind()?;
+        let (device, written) = dst.data.device_ptr_mut(&self.h2d);
+        let copy = span.copy(
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            device,
+        );
+        // SAFETY: the host tile spans `span` in page-locked memory that the caller's borrow keeps
+        // alive until this call returns, which is after the engine read it (the event below); the
+        // device tile holds rows x cols elements of T (shapes checked by the caller).
+        let queued =
+            unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.h2d.cu_stream()) }.result();
+        drop(written);
+        queued.map_err(|e| gpu_error("cuMemcpy2DAsync (host to device)", e))?;
+        self.h2d
+            .record_event(None)
+            .and_then(|event| event.synchronize())
+            .map_err(|e| gpu_error("waiting for a direct upload", e))?;
+        Ok(true)
+    }
+
+    /// Copies `src` straight into a host tile by the DMA engine when the tile lies in page-locked
+    /// memory with contiguous columns; returns once it is there (false: not such a tile, nothing
+    /// done).
+    fn download_direct<T: Scalar>(
+        &self,
+        src: &GpuTile,
+        mut dst: MatMut<'_, T>,
+    ) -> Result<bool, KernelError> {
+        let ptr = dst.rb_mut().as_ptr_mut();
+        let Some(span) = DirectSpan::of(
+            ptr.cast_const(),
+            dst.nrows(),
+            dst.ncols(),
+            dst.row_stride(),
+            dst.col_stride(),
+        ) else {
+            return Ok(false);
+        };
+        self.bind()?;
+        let (device, read) = src.data.device_ptr(&self.d2h);
+        let copy = span.copy(
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            device,
+        );
+        // SAFETY: the host tile, borrowed mutably for this call, spans `span` in page-locked
+        // memory; the call returns only after the engine wrote it (the event below).
+        let queued =
+            unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.d2h.cu_stream()) }.result();
+        drop(read);
+        queued.map_err(|e| gpu_error("cuMemcpy2DAsync (device to host)", e))?;
+        self.d2h
+            .record_event(None)
+            .and_then(|event| event.synchronize())
+            .map_err(|e| gpu_error("waiting for a direct download", e))?;
+        Ok(true)
+    }
+
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once the
-    /// tile is packed into a staging buffer, before the copy ends. Kernels that use `dst` later
-    /// wait for the copy. `pool`: threads that pack the tile by columns (see
+    /// tile is packed into a staging buffer, before the copy ends (a tile in page-locked memory is
+    /// copied straight from it instead, see [`GpuContext::page_lock`]). Kernels that use `dst`
+    /// later wait for the copy. `pool`: threads that pack the tile by columns (see
     /// [`crate::copy_by_columns`]).
     pub fn upload(
         &self,
@@ -444,6 +572,10 @@ impl GpuContext {
         dst: &mut GpuTile,
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<(), KernelError> {
+        Self::check_same_shape(dst, src.precision(), src.shape())?;
+        if each_precision!(src, AnyRef, m => self.upload_direct(m, dst))? {
+            return Ok(());
+        }
         let Some(mut buffer) = self.staging_for(dst, src.precision(), src.shape())? else {
             return Ok(());
         };
@@ -475,6 +607,11 @@ impl GpuContext {
         dst: AnyMut<'_>,
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<(), KernelError> {
+        Self::check_same_shape(src, dst.precision(), dst.shape())?;
+        let mut dst = dst;
+        if each_precision!(&mut dst, AnyMut, m => self.download_direct(src, m.rb_mut()))? {
+            return Ok(());
+        }
         let Some(mut buffer) = self.staging_for(src, dst.precision(), dst.shape())? else {
             return Ok(());
         };
@@ -822,6 +959,75 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     }
     .result()
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
+}
+
+/// A host tile a DMA engine can copy straight from or into: in page-locked memory, its columns
+/// contiguous. Its first byte, the bytes between columns, a column's bytes, its columns.
+struct DirectSpan {
+    host: usize,
+    pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+impl DirectSpan {
+    /// The span of a `rows x cols` tile of `T` at `ptr` with the given strides (elements), when it
+    /// can be copied direct: non-empty, columns contiguous and apart at least a column, wholly in
+    /// one range of [`PinnedRanges::global`].
+    fn of<T>(
+        ptr: *const T,
+        rows: usize,
+        cols: usize,
+        row_stride: isize,
+        col_stride: isize,
+    ) -> Option<Self> {
+        let elem = size_of::<T>();
+        let pitch = if cols == 1 {
+            rows
+        } else {
+            usize::try_from(col_stride).ok()?
+        };
+        if rows == 0 || cols == 0 || row_stride != 1 || pitch < rows {
+            return None;
+        }
+        let range = HostRange::of_matrix(ptr, rows, cols, pitch as isize);
+        PinnedRanges::global().covers(&range).then_some(Self {
+            host: ptr as usize,
+            pitch: pitch * elem,
+            width: rows * elem,
+            height: cols,
+        })
+    }
+
+    /// The 2D copy between this host span and a contiguous device tile at `device`, from `from` to
+    /// `to` (one of them host memory, the other device memory).
+    fn copy(
+        &self,
+        from: driver_sys::CUmemorytype,
+        to: driver_sys::CUmemorytype,
+        device: driver_sys::CUdeviceptr,
+    ) -> driver_sys::CUDA_MEMCPY2D {
+        let host_to_device = from == driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+        // SAFETY: a plain C struct of integers and pointers, all-zero valid; every field used is
+        // set below.
+        let mut copy: driver_sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
+        copy.srcMemoryType = from;
+        copy.dstMemoryType = to;
+        copy.WidthInBytes = self.width;
+        copy.Height = self.height;
+        if host_to_device {
+            copy.srcHost = self.host as *const std::ffi::c_void;
+            copy.srcPitch = self.pitch;
+            copy.dstDevice = device;
+            copy.dstPitch = self.width;
+        } else {
+            copy.srcDevice = device;
+            copy.srcPitch = self.width;
+            copy.dstHost = self.host as *mut std::ffi::c_void;
+            copy.dstPitch = self.pitch;
+        }
+        copy
+    }
 }
 
 /// Packs a host tile into a contiguous column-major byte buffer of its size (a staging buffer), by

@@ -35,6 +35,7 @@ mod op;
 #[cfg(feature = "openblas")]
 mod openblas_impl;
 mod par;
+mod pinned;
 mod potri;
 mod qr;
 mod run;
@@ -49,6 +50,7 @@ pub use faer::Par;
 pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
 pub use lu::swap_rows;
 pub use par::par_for;
+pub use pinned::{HostRange, PinnedRanges};
 pub use qr::Stack;
 
 pub use op::{MatMul, Op, Shape};

@@ -67,10 +67,10 @@ pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};
 pub use platform::{
-    COPY_CORES_VAR, DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, Platform, copy_cores,
-    copy_seconds, reserve_host_cores, wanted_copy_cores,
+    COPY_CORES_VAR, DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, PageLock, Platform,
+    copy_cores, copy_seconds, reserve_host_cores, wanted_copy_cores,
 };
-pub use run::{RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
+pub use run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
 pub use schedulers::{
     DMDA_BETA, Dmda, Eager, Estimate, Mct, ModelTable, Planned, SchedContext, Scheduler,
     SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,
@@ -80,5 +80,5 @@ pub use simulation::{
     simulate, simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
-pub use trace::{Trace, TraceSummary};
+pub use trace::{PageLocked, Trace, TraceSummary};
 pub use workers::{ResourceKind, WorkerId, WorkerInfo};

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
-use hetla_kernels::Backend;
+use hetla_kernels::{Backend, HostRange};
 
 use crate::data::MemoryNode;
 use crate::devices::Device;
@@ -269,6 +269,41 @@ impl Platform {
         &self.devices
     }
 
+    /// Page-locks host memory `ranges` for the platform's devices (through its first device:
+    /// page-locking is process-wide), so that their copies of the tiles in it go straight from and
+    /// into it with no staging pass, until the returned guard is dropped. Without a device nothing
+    /// is locked; when locking fails, what was locked is unlocked and the reason kept
+    /// ([`PageLock::failed`]): copies then go through staging as before, and a run never fails for
+    /// it.
+    ///
+    /// # Safety
+    /// `ranges` must be memory of this process that stays allocated while the guard lives.
+    pub unsafe fn page_lock(&self, ranges: &[HostRange]) -> PageLock<'_> {
+        let start = std::time::Instant::now();
+        let mut lock = PageLock {
+            device: self.devices.first().map(|d| &*d.device),
+            locked: Vec::new(),
+            failed: None,
+            seconds: 0.0,
+        };
+        if let Some(device) = lock.device {
+            for &range in ranges.iter().filter(|r| r.len > 0) {
+                // SAFETY: the caller keeps `ranges` allocated while the guard lives, and the guard
+                // unlocks them when dropped.
+                match unsafe { device.page_lock(range) } {
+                    Ok(()) => lock.locked.push(range),
+                    Err(error) => {
+                        lock.unlock();
+                        lock.failed = Some(error.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        lock.seconds = start.elapsed().as_secs_f64();
+        lock
+    }
+
     /// Keeps `buffer` for a later run on this platform (replacing what was kept); it is freed with
     /// the platform. A factorisation keeps its work buffer so that the next one on the same
     /// platform need not map and fault in fresh memory.
@@ -379,6 +414,48 @@ pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usiz
         per_device: (0..devices).map(|i| host[i % host.len()]).collect(),
         reserved,
         left: topology.without_last_cores(reserved),
+    }
+}
+
+/// Host memory page-locked for a platform's devices by [`Platform::page_lock`], unlocked when
+/// dropped.
+pub struct PageLock<'p> {
+    device: Option<&'p dyn Device>,
+    locked: Vec<HostRange>,
+    failed: Option<String>,
+    seconds: f64,
+}
+
+impl PageLock<'_> {
+    /// Bytes locked.
+    pub fn bytes(&self) -> usize {
+        self.locked.iter().map(|r| r.len).sum()
+    }
+
+    /// Why locking failed (nothing is locked then).
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Seconds the locking took.
+    pub fn seconds(&self) -> f64 {
+        self.seconds
+    }
+
+    fn unlock(&mut self) {
+        if let Some(device) = self.device {
+            for range in self.locked.drain(..) {
+                if let Err(error) = device.page_unlock(range) {
+                    eprintln!("warning: unlocking host memory: {error}");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PageLock<'_> {
+    fn drop(&mut self) {
+        self.unlock();
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Par};
+use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Par};
 
 use crate::data::{MemoryNode, NoRoom};
 use crate::perfmodel::KernelKey;
@@ -37,6 +37,11 @@ pub trait Workload: Sync {
     unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
         let _ = tile;
         None
+    }
+    /// The host memory its tiles lie in, which [`HostMemory::PageLocked`] page-locks for the run
+    /// (none: its copies are staged).
+    fn host_ranges(&self) -> Vec<HostRange> {
+        Vec::new()
     }
     /// How many inputs of `task` come from outside the run (tiles another process sends): the task
     /// is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was
@@ -82,10 +87,50 @@ pub struct RunOptions {
     pub dmda_beta: Option<f64>,
     /// When a device's copy of a tile goes back to host memory.
     pub write_back: WriteBack,
+    /// How the host tiles meet the devices' copies (ignored without a device).
+    pub host_memory: HostMemory,
     /// Each task's priority, to use instead of its bottom level in the graph (one per task): a
     /// distributed run's part of a graph ranks its tasks by their bottom levels in the whole graph,
     /// remote successors included.
     pub priorities: Option<Arc<[f64]>>,
+}
+
+/// How the host tiles of a run on a platform with devices meet their copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HostMemory {
+    /// The host tiles stay in pageable memory: each copy is packed by CPU cores into a page-locked
+    /// staging buffer (or unpacked from one) beside the DMA.
+    #[default]
+    Staged,
+    /// The workload's host memory ([`Workload::host_ranges`]) is page-locked for the run: the DMA
+    /// engines copy straight from and into the tiles, with no packing. Locking costs time (reported
+    /// in [`crate::Trace::host_memory`]); a lock that fails leaves the run staged.
+    PageLocked,
+}
+
+impl HostMemory {
+    /// The name the CLI and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostMemory::Staged => "staged",
+            HostMemory::PageLocked => "page-locked",
+        }
+    }
+}
+
+impl std::str::FromStr for HostMemory {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "staged" => Ok(Self::Staged),
+            "page-locked" | "pinned" => Ok(Self::PageLocked),
+            _ => Err(format!(
+                "{s:?}: expected staged (copies packed into page-locked buffers) or page-locked (the matrix page-locked for the run, copied straight by DMA)"
+            )),
+        }
+    }
 }
 
 /// When a tile modified on a device is written back to host memory (besides an eviction, which

@@ -59,6 +59,20 @@ pub struct Trace {
     pub transfers: Vec<TransferEvent>,
     /// Seconds from the start of the run to its end.
     pub makespan: f64,
+    /// The host memory page-locked for the run's copies (nothing for a staged run).
+    pub host_memory: PageLocked,
+}
+
+/// The host memory a run page-locked for its copies ([`crate::HostMemory::PageLocked`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PageLocked {
+    /// Bytes locked.
+    pub bytes: usize,
+    /// Seconds locking took, before the run's clock started.
+    pub seconds: f64,
+    /// Why locking failed (the run's copies were then staged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Per-worker figures of a trace.
@@ -150,6 +164,7 @@ impl Trace {
             tasks,
             transfers: Vec::new(),
             makespan,
+            host_memory: PageLocked::default(),
         }
     }
 

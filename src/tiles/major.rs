@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
-use hetla_kernels::Scalar;
+use hetla_kernels::{HostRange, Scalar};
 use rayon::prelude::*;
 
 use crate::Result;
@@ -95,6 +95,14 @@ pub(super) fn fits<T>(n: usize, tile: usize) -> bool {
 }
 
 impl<T: Scalar> TileMajor<T> {
+    /// The host memory of the store's buffer.
+    pub fn host_range(&self) -> HostRange {
+        HostRange {
+            start: self.base as usize,
+            len: self.buffer.scalars() * size_of::<T>(),
+        }
+    }
+
     /// The lower triangle of the square `a` in tiles of `tile`, copied; into `spare` when it fits
     /// (a buffer of an earlier store, [`TileMajor::into_buffer`]).
     pub fn lower(a: MatRef<'_, T>, tile: usize, spare: Option<PageBuffer<T>>) -> Result<Self> {

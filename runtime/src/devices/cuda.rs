@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use hetla_clusters::CpuCluster;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
-use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Precision};
+use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Precision};
 
 use super::device::{Device, Launched, Pending};
 use super::replicas::Replicas;
@@ -112,6 +112,15 @@ impl Device for CudaDevice {
 
     fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
         let _ = self.copy_threads.set(threads);
+    }
+
+    unsafe fn page_lock(&self, range: HostRange) -> Result<(), KernelError> {
+        // SAFETY: the caller keeps `range` allocated until `page_unlock`.
+        unsafe { self.gpu.page_lock(range) }
+    }
+
+    fn page_unlock(&self, range: HostRange) -> Result<(), KernelError> {
+        self.gpu.page_unlock(range)
     }
 
     fn release(&self, handle: Handle) {

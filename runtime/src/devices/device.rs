@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hetla_clusters::CpuCluster;
-use hetla_kernels::{AnyMut, AnyRef, KernelError, Op, Precision};
+use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Precision};
 
 use crate::data::Handle;
 
@@ -82,6 +82,25 @@ pub trait Device: Send + Sync {
     /// How many kernels its worker keeps in flight.
     fn queue_depth(&self) -> usize {
         QUEUE_DEPTH
+    }
+    /// Page-locks the host memory `range` for every device of the process and enters it in
+    /// [`hetla_kernels::PinnedRanges::global`]: copies of the host tiles in it then go straight
+    /// from and into it, with no staging pass. Devices with no such thing refuse.
+    ///
+    /// # Safety
+    /// `range` must be memory of this process that stays allocated until [`Device::page_unlock`] is
+    /// called for it.
+    unsafe fn page_lock(&self, range: HostRange) -> Result<(), KernelError> {
+        let _ = range;
+        Err(KernelError::Gpu {
+            message: format!("{} cannot page-lock host memory", self.name()),
+        })
+    }
+    /// Unlocks `range`, locked by [`Device::page_lock`] (nothing for another range). No copy into
+    /// or out of it may be under way.
+    fn page_unlock(&self, range: HostRange) -> Result<(), KernelError> {
+        let _ = range;
+        Ok(())
     }
     /// Gives the device pinned threads to pack and unpack its copies with (the platform gives it
     /// the cores no cluster uses, its host thread's among them); the first call counts. Without it,

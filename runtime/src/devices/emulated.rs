@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hetla_clusters::CpuCluster;
-use hetla_kernels::{AnyMat, AnyMut, AnyRef, Backend, KernelError, Op, Par, Precision};
+use hetla_kernels::{
+    AnyMat, AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, PinnedRanges, Precision,
+};
 
 use super::device::{Device, Launched};
 use super::replicas::Replicas;
@@ -40,6 +42,8 @@ struct EmuCounts {
     early_reads: AtomicUsize,
     downloading: AtomicUsize,
     launched_beside_downloads: AtomicUsize,
+    direct_copies: AtomicUsize,
+    staged_copies: AtomicUsize,
 }
 
 /// A device emulated in host memory: its own copies of the tiles, the faer kernels on one core, and
@@ -100,6 +104,28 @@ impl EmulatedDevice {
     /// queues kernels also waits for the downloads.
     pub fn launched_beside_downloads(&self) -> usize {
         self.counts.launched_beside_downloads.load(Ordering::SeqCst)
+    }
+
+    /// Copies (uploads and downloads) made straight from or into page-locked host memory, and
+    /// through a packing pass: what a GPU's DMA engine would copy alone, and what its cores would
+    /// pack first.
+    pub fn copies(&self) -> (usize, usize) {
+        (
+            self.counts.direct_copies.load(Ordering::SeqCst),
+            self.counts.staged_copies.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The copy threads of a copy between `host` and a replica: none (the DMA engine's copy, on the
+    /// calling thread) when `host` lies in page-locked memory, else the packing threads; counted.
+    fn copy_threads_for(&self, host: HostRange) -> Option<&rayon::ThreadPool> {
+        if PinnedRanges::global().covers(&host) {
+            self.counts.direct_copies.fetch_add(1, Ordering::SeqCst);
+            None
+        } else {
+            self.counts.staged_copies.fetch_add(1, Ordering::SeqCst);
+            self.copy_pool()
+        }
     }
 
     /// The most bytes of replicas this device ever held at once: what its memory would have needed
@@ -165,10 +191,13 @@ impl Device for EmulatedDevice {
     }
 
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
-        // Pack now, as into a GPU's staging buffer: the host tile is not read afterwards.
+        // Pack now, as into a GPU's staging buffer (or as its DMA engine reads a page-locked tile
+        // before the call returns): the host tile is not read afterwards.
         let ((rows, cols), precision) = (src.shape(), src.precision());
         let mut staged = AnyMat::zeros(precision, rows, cols);
-        staged.as_mut().copy_from(src, self.copy_pool())?;
+        staged
+            .as_mut()
+            .copy_from(src, self.copy_threads_for(src.host_range()))?;
         let kind = (precision, rows, cols);
         let arrived = Event::new();
         let mut target = None;
@@ -250,6 +279,25 @@ impl Device for EmulatedDevice {
         let _ = self.copy_threads.set(threads);
     }
 
+    unsafe fn page_lock(&self, range: HostRange) -> Result<(), KernelError> {
+        // Nothing to lock in host memory: the register alone decides how its copies go.
+        if range.len == 0 || PinnedRanges::global().insert(range) {
+            Ok(())
+        } else {
+            Err(KernelError::Gpu {
+                message: format!(
+                    "host memory at {:#x} ({} bytes) overlaps memory page-locked already",
+                    range.start, range.len
+                ),
+            })
+        }
+    }
+
+    fn page_unlock(&self, range: HostRange) -> Result<(), KernelError> {
+        PinnedRanges::global().remove(range);
+        Ok(())
+    }
+
     fn release(&self, handle: Handle) {
         // Queued work keeps the data alive until it is done.
         if let Some(tile) = self.replicas.remove(handle) {
@@ -297,7 +345,8 @@ impl EmulatedDevice {
                 ),
             });
         }
-        dst.copy_from(tile.as_ref(), self.copy_pool())
+        let threads = self.copy_threads_for(dst.host_range());
+        dst.copy_from(tile.as_ref(), threads)
     }
 
     /// Queues `op` on the compute stream after the last writes of its operands.

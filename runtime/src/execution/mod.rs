@@ -43,9 +43,9 @@ use crate::devices::Device;
 use crate::engine::Engine;
 use crate::inflight::InFlight;
 use crate::platform::Platform;
-use crate::run::{RunError, RunOptions, RunStep, TaskFailure, Workload};
+use crate::run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload};
 use crate::sync::lock;
-use crate::trace::{TaskEvent, Trace};
+use crate::trace::{PageLocked, TaskEvent, Trace};
 use crate::workers::WorkerId;
 use hetla_factorizations::TaskId;
 
@@ -173,6 +173,10 @@ fn run_beside(
     .map_err(setup_error)?;
     // One run at a time per platform: its pools and device memory serve one run.
     let _busy = platform.lock_run();
+    // SAFETY: the workload's host memory outlives the run, and the lock is dropped at its end, once
+    // every copy is done (after the flush).
+    let page_lock = (options.host_memory == HostMemory::PageLocked && !devices.is_empty())
+        .then(|| unsafe { platform.page_lock(&work.host_ranges()) });
 
     let mut carrier = Devices {
         work,
@@ -275,6 +279,13 @@ fn run_beside(
     let makespan = carrier.now();
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
+    if let Some(lock) = &page_lock {
+        trace.host_memory = PageLocked {
+            bytes: lock.bytes(),
+            seconds: lock.seconds(),
+            failed: lock.failed().map(str::to_owned),
+        };
+    }
     trace.transfers = carrier
         .transfers
         .into_inner()
