@@ -46,6 +46,31 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
                 .iter()
                 .all(|w| w["busy_fraction"].as_f64().unwrap() >= 0.0)
         );
+        assert_eq!(r["host_memory"], "staged");
+        assert!(r.get("page_locked").is_none());
+        // The matrix page-locked for the run (in place: 600 x 600 doubles).
+        let (ok, out, err) = common::hetla(&[
+            "cholesky",
+            "--n",
+            "600",
+            "--tile",
+            "100",
+            "--clusters",
+            "none",
+            "--gpus",
+            "emulated:1",
+            "--storage",
+            "in-place",
+            "--host-memory",
+            "page-locked",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(r["residual_ok"].as_bool().unwrap());
+        assert_eq!(r["host_memory"], "page-locked");
+        assert_eq!(r["page_locked"]["bytes"], 600 * 600 * 8);
+        assert!(r["page_locked"].get("failed").is_none(), "{r}");
     }
     let (ok, _, err) = common::hetla(&["cholesky", "--n", "100", "--gpus", "9"]);
     assert!(!ok && err.contains("no GPU 9"), "{err}");

@@ -8,8 +8,8 @@
 //! other through staging.
 //!
 //! A range is entered by [`PinnedRanges::insert`] once the memory is page-locked (by the device
-//! layer, which owns the CUDA calls, or by an emulated device, which only records it) and taken
-//! out before it is unlocked. Ranges are byte addresses; a range is never entered twice.
+//! layer, which owns the CUDA calls, or by an emulated device, which only records it) and taken out
+//! before it is unlocked. Ranges are byte addresses; a range is never entered twice.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -60,8 +60,8 @@ impl PinnedRanges {
         GLOBAL.get_or_init(PinnedRanges::default)
     }
 
-    /// Enters `range` (page-locked now); false when it overlaps a range already entered (it is
-    /// not entered then).
+    /// Enters `range` (page-locked now); false when it overlaps a range already entered (it is not
+    /// entered then).
     pub fn insert(&self, range: HostRange) -> bool {
         let mut ranges = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if ranges

@@ -436,6 +436,7 @@ fn real_run(
         clusters: spec.clone(),
         scheduler: args.run.scheduler,
         storage: hetla::Storage::Auto,
+        host_memory: hetla::HostMemory::Staged,
         huge_pages: false,
         platform: args.real.clone(),
         gpu: super::args::GpuArgs {

@@ -29,6 +29,12 @@ pub struct CholeskyArgs {
     /// auto (tile-major where the copy fits in memory, `hetla::Storage`).
     #[arg(long, default_value = "auto")]
     pub storage: Storage,
+    /// How the tiles meet a GPU's copies: staged (packed by CPU cores into page-locked buffers
+    /// beside the DMA) or page-locked (the tiles' memory, the tile-major copy or the matrix in
+    /// place, page-locked for the run and copied straight by the GPU's DMA engines; the locking is
+    /// timed inside the call). Ignored without a GPU.
+    #[arg(long, default_value = "staged")]
+    pub host_memory: hetla::HostMemory,
     /// Whether the matrix (factored by hetla and by every peer of `--compare`) is allocated in
     /// transparent huge pages (`madvise(MADV_HUGEPAGE)`, where the kernel offers them). Off by
     /// default: physically contiguous 2 MiB pages put the columns of a matrix whose leading

@@ -29,6 +29,11 @@ pub struct CholeskyReport {
     pub storage: String,
     /// Whether the factored matrix was advised for transparent huge pages (`--huge-pages`).
     pub huge_pages: bool,
+    /// How the tiles met the GPUs' copies (`--host-memory`): staged or page-locked.
+    pub host_memory: String,
+    /// What the best run page-locked, and how long locking took (page-locked runs on GPUs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_locked: Option<hetla_runtime::PageLocked>,
     pub tasks: usize,
     /// Wall-clock seconds of the factorisation call: input checks, tiling and the run (the best of
     /// the timed runs with `--repeat`).
@@ -138,7 +143,8 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let mut options = Cholesky::new()
         .platform(platform.clone())
         .scheduler(args.scheduler)
-        .storage(args.storage);
+        .storage(args.storage)
+        .host_memory(args.host_memory);
     if let Some(tile) = args.tile {
         options = options.tile(tile);
     }
@@ -214,6 +220,10 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             .resolve_on::<T>(&platform, args.n, tile)
             .to_string(),
         huge_pages,
+        host_memory: args.host_memory.name().into(),
+        page_locked: (args.host_memory == hetla::HostMemory::PageLocked
+            && !platform.devices().is_empty())
+        .then(|| trace.host_memory.clone()),
         tasks: trace.tasks.len(),
         seconds,
         median_seconds: timings.median,
@@ -431,6 +441,16 @@ pub fn print(r: &CholeskyReport) {
             ""
         }
     );
+    if let Some(locked) = &r.page_locked {
+        match &locked.failed {
+            None => println!(
+                "  host      {:.1} MB page-locked in {:.4} s, copied straight by DMA",
+                locked.bytes as f64 / 1e6,
+                locked.seconds
+            ),
+            Some(why) => println!("  host      staged: page-locking failed: {why}"),
+        }
+    }
     println!(
         "  time      {:.4} s (the runtime's makespan: {:.4} s)",
         r.seconds,
