@@ -15,7 +15,6 @@ use hetla_runtime::{HostMemory, Platform, RunOptions, SchedulerKind, Trace};
 use crate::check::hermitian_column_sums;
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
-use crate::pages::PageBuffer;
 use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
@@ -361,11 +360,14 @@ fn run_on_lower<T: Scalar>(
 ) -> Result<Trace> {
     match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
         Storage::TileMajor => {
-            let spare = platform.reclaim::<PageBuffer<T>>();
-            let tiles = TileMajor::lower(a.as_ref(), plan.tile(), spare)?;
-            let run = plan.execute(platform, &tiles, options);
+            let (tiles, lock, fresh) =
+                TileMajor::lower_kept(platform, a.as_ref(), plan.tile(), options.host_memory)?;
+            let mut run = plan.execute(platform, &tiles, options);
+            if let (Ok(trace), Some(lock), true) = (&mut run, &lock, fresh) {
+                TileMajor::<T>::count_lock(trace, lock);
+            }
             tiles.copy_out(a);
-            platform.keep(tiles.into_buffer());
+            tiles.keep(platform, lock);
             run
         }
         _ => column_major(a, |a| {
@@ -504,14 +506,18 @@ impl<T: Scalar> Factor<T> {
         match Storage::Auto.resolve::<T>(n, self.tile) {
             Storage::TileMajor => {
                 let platform = &self.platform;
-                let spare = platform.reclaim::<PageBuffer<T>>();
-                let tiles = TileMajor::lower(self.l.as_ref(), self.tile, spare)?;
+                let (tiles, lock, _) = TileMajor::lower_kept(
+                    platform,
+                    self.l.as_ref(),
+                    self.tile,
+                    options.host_memory,
+                )?;
                 let run = plan.execute(platform, &tiles, &options);
                 let mut inv = Mat::zeros(n, n);
                 if run.is_ok() {
                     tiles.copy_out(inv.as_mut());
                 }
-                platform.keep(tiles.into_buffer());
+                tiles.keep(platform, lock);
                 run.map(|_| inv)
             }
             storage => {

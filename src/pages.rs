@@ -96,7 +96,7 @@ impl<T: Scalar> PageBuffer<T> {
     /// earlier run costs no mapping and no page faults.
     pub fn reuse(spare: Option<Self>, len: usize, what: &str) -> Result<Self> {
         match spare {
-            Some(b) if b.len >= len && b.len <= len.saturating_mul(2) => Ok(b),
+            Some(b) if b.fits(len) => Ok(b),
             spare => {
                 // Free the unfit buffer before mapping its replacement.
                 drop(spare);
@@ -113,6 +113,12 @@ impl<T: Scalar> PageBuffer<T> {
             return true;
         }
         false
+    }
+
+    /// Whether [`PageBuffer::reuse`] keeps this buffer for `len` scalars: it holds at least `len`
+    /// and at most twice as many.
+    pub fn fits(&self, len: usize) -> bool {
+        self.len >= len && self.len <= len.saturating_mul(2)
     }
 
     /// How many scalars it holds.

@@ -221,18 +221,64 @@ fn page_locked_tiles_are_copied_straight_in_every_precision_and_storage_and_stag
 }
 
 #[test]
+fn the_tile_major_buffer_stays_page_locked_between_runs_on_one_platform_until_a_staged_run() {
+    let (n, b) = (600, 100);
+    let device = Arc::new(EmulatedDevice::new(30 * b * b * 8));
+    let p = platform("none", std::slice::from_ref(&device));
+    let a = random_spd(n, 21);
+    let run = |host| {
+        let mut l = a.clone();
+        let before = device.copies();
+        let trace = Cholesky::new()
+            .platform(p.clone())
+            .tile(b)
+            .storage(Storage::TileMajor)
+            .host_memory(host)
+            .factor_in_place_traced(l.as_mut())
+            .unwrap();
+        let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+        assert!(residual < RESIDUAL_THRESHOLD, "{host:?}: {residual}");
+        let after = device.copies();
+        (trace.host_memory, after.0 - before.0, after.1 - before.1)
+    };
+    // The first run locks the buffer; the second finds it locked and pays nothing; both copy
+    // every tile straight (21 up, 21 down).
+    let (first, direct, staged) = run(HostMemory::PageLocked);
+    assert!(
+        first.bytes >= 21 * b * b * 8 && first.already == 0,
+        "{first:?}"
+    );
+    assert_eq!((direct, staged), (42, 0));
+    let (second, direct, staged) = run(HostMemory::PageLocked);
+    assert_eq!(
+        (second.bytes, second.already),
+        (0, first.bytes),
+        "{second:?}"
+    );
+    assert_eq!((direct, staged), (42, 0));
+    // A staged run drops the lock: it packs, and so does the next one.
+    let (third, direct, staged) = run(HostMemory::Staged);
+    assert_eq!(third, Default::default());
+    assert_eq!((direct, staged), (0, 42));
+}
+
+#[test]
 fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_stays_staged() {
     let (residual, trace, (direct, staged)) =
         factor_with_host_memory::<f64>(HostMemory::PageLocked, Storage::TileMajor, "1x1");
     assert!(residual < RESIDUAL_THRESHOLD, "{residual}");
     assert_eq!((direct, staged), (trace.transfers.len(), 0));
-    // Memory already page-locked by someone else: the run's lock fails, says why, and the run
-    // is staged and right.
+    // Half of the matrix page-locked by someone else: the run's lock of the whole fails, says
+    // why, and the run is staged and right.
     let n = 700;
     let a = random_spd(n, 3);
     let mut l = a.clone();
     let whole = hetla_kernels::HostRange::of_matrix(l.as_ptr(), n, n, l.col_stride());
-    assert!(hetla_kernels::PinnedRanges::global().insert(whole));
+    let half = hetla_kernels::HostRange {
+        len: whole.len / 2,
+        ..whole
+    };
+    assert!(hetla_kernels::PinnedRanges::global().insert(half));
     let device = Arc::new(EmulatedDevice::new(8 * 100 * 100 * 8));
     let trace = Cholesky::new()
         .platform(platform("none", std::slice::from_ref(&device)))
@@ -240,7 +286,7 @@ fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_st
         .storage(Storage::InPlace)
         .host_memory(HostMemory::PageLocked)
         .factor_in_place_traced(l.as_mut());
-    assert!(hetla_kernels::PinnedRanges::global().remove(whole));
+    assert!(hetla_kernels::PinnedRanges::global().remove(half));
     let trace = trace.unwrap();
     let failed = trace.host_memory.failed.clone().unwrap_or_default();
     assert!(
@@ -248,6 +294,9 @@ fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_st
         "{failed}"
     );
     assert_eq!(trace.host_memory.bytes, 0);
+    // The tiles outside the half someone else locked were packed (those inside went straight:
+    // that memory is page-locked).
+    assert!(device.copies().1 > 0, "{:?}", device.copies());
     let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
     assert!(residual < RESIDUAL_THRESHOLD, "{residual}");
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
-use hetla_kernels::{Backend, HostRange};
+use hetla_kernels::{Backend, HostRange, PinnedRanges};
 
 use crate::data::MemoryNode;
 use crate::devices::Device;
@@ -278,16 +278,22 @@ impl Platform {
     ///
     /// # Safety
     /// `ranges` must be memory of this process that stays allocated while the guard lives.
-    pub unsafe fn page_lock(&self, ranges: &[HostRange]) -> PageLock<'_> {
+    pub unsafe fn page_lock(&self, ranges: &[HostRange]) -> PageLock {
         let start = std::time::Instant::now();
         let mut lock = PageLock {
-            device: self.devices.first().map(|d| &*d.device),
+            device: self.devices.first().map(|d| d.device.clone()),
             locked: Vec::new(),
+            already: 0,
             failed: None,
             seconds: 0.0,
         };
-        if let Some(device) = lock.device {
+        if let Some(device) = lock.device.clone() {
             for &range in ranges.iter().filter(|r| r.len > 0) {
+                // Locked already (a buffer kept locked across runs): nothing to do, nor undo.
+                if PinnedRanges::global().covers(&range) {
+                    lock.already += range.len;
+                    continue;
+                }
                 // SAFETY: the caller keeps `ranges` allocated while the guard lives, and the guard
                 // unlocks them when dropped.
                 match unsafe { device.page_lock(range) } {
@@ -419,17 +425,23 @@ pub fn reserve_host_cores(topology: &Topology, spec: &ClusterSpec, devices: usiz
 
 /// Host memory page-locked for a platform's devices by [`Platform::page_lock`], unlocked when
 /// dropped.
-pub struct PageLock<'p> {
-    device: Option<&'p dyn Device>,
+pub struct PageLock {
+    device: Option<Arc<dyn Device>>,
     locked: Vec<HostRange>,
+    already: usize,
     failed: Option<String>,
     seconds: f64,
 }
 
-impl PageLock<'_> {
+impl PageLock {
     /// Bytes locked.
     pub fn bytes(&self) -> usize {
         self.locked.iter().map(|r| r.len).sum()
+    }
+
+    /// Bytes of the ranges asked for that were page-locked already (and are left so).
+    pub fn already(&self) -> usize {
+        self.already
     }
 
     /// Why locking failed (nothing is locked then).
@@ -443,7 +455,7 @@ impl PageLock<'_> {
     }
 
     fn unlock(&mut self) {
-        if let Some(device) = self.device {
+        if let Some(device) = &self.device {
             for range in self.locked.drain(..) {
                 if let Err(error) = device.page_unlock(range) {
                     eprintln!("warning: unlocking host memory: {error}");
@@ -453,7 +465,7 @@ impl PageLock<'_> {
     }
 }
 
-impl Drop for PageLock<'_> {
+impl Drop for PageLock {
     fn drop(&mut self) {
         self.unlock();
     }

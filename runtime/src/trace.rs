@@ -66,8 +66,11 @@ pub struct Trace {
 /// The host memory a run page-locked for its copies ([`crate::HostMemory::PageLocked`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PageLocked {
-    /// Bytes locked.
+    /// Bytes locked for the run.
     pub bytes: usize,
+    /// Bytes of the run's host memory that were page-locked already (a tile-major buffer kept
+    /// locked from an earlier run): copied straight at no locking cost.
+    pub already: usize,
     /// Seconds locking took, before the run's clock started.
     pub seconds: f64,
     /// Why locking failed (the run's copies were then staged).

@@ -16,6 +16,7 @@ use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::{HostRange, Scalar};
+use hetla_runtime::{HostMemory, PageLock, Platform};
 use rayon::prelude::*;
 
 use crate::Result;
@@ -94,7 +95,65 @@ pub(super) fn fits<T>(n: usize, tile: usize) -> bool {
     crate::limits::check_memory("", bytes).is_ok()
 }
 
+/// A tile-major buffer a platform keeps between runs ([`Platform::keep`]), with the page lock of
+/// its memory when a run on GPUs asked for one: kept with it, so that the next run copies straight
+/// from it at no locking cost. The lock (the first field) is dropped before the buffer.
+struct KeptTiles<T: Scalar> {
+    lock: Option<PageLock>,
+    buffer: PageBuffer<T>,
+}
+
 impl<T: Scalar> TileMajor<T> {
+    /// [`TileMajor::lower`] into the buffer `platform` kept from an earlier run when it fits, and
+    /// the page lock of the buffer: with [`HostMemory::PageLocked`] on a platform with devices the
+    /// buffer is page-locked once and the lock kept with it ([`TileMajor::keep`]); otherwise no
+    /// lock (a kept one is dropped). The lock is `fresh` when this call made it.
+    pub fn lower_kept(
+        platform: &Platform,
+        a: MatRef<'_, T>,
+        tile: usize,
+        host: HostMemory,
+    ) -> Result<(Self, Option<PageLock>, bool)> {
+        let len = usize::try_from(copy_len::<T>(a.nrows(), tile)).unwrap_or(usize::MAX);
+        let (lock, spare) = match platform.reclaim::<KeptTiles<T>>() {
+            Some(KeptTiles { lock, buffer }) if buffer.fits(len) => (lock, Some(buffer)),
+            // Dropped here, the lock before its buffer.
+            _ => (None, None),
+        };
+        let store = Self::lower(a, tile, spare)?;
+        let (lock, fresh) = match lock {
+            _ if host != HostMemory::PageLocked || platform.devices().is_empty() => (None, false),
+            Some(lock) if lock.failed().is_none() && lock.bytes() > 0 => (Some(lock), false),
+            // SAFETY: the lock is kept with the store's buffer and dropped before it (here, or
+            // in `KeptTiles`).
+            _ => (
+                Some(unsafe { platform.page_lock(&[store.host_range()]) }),
+                true,
+            ),
+        };
+        Ok((store, lock, fresh))
+    }
+
+    /// Counts a lock this call made ([`TileMajor::lower_kept`]) in the run's `trace`, which found
+    /// the buffer locked already.
+    pub fn count_lock(trace: &mut hetla_runtime::Trace, lock: &PageLock) {
+        let locked = &mut trace.host_memory;
+        locked.bytes += lock.bytes();
+        locked.already = locked.already.saturating_sub(lock.bytes());
+        locked.seconds += lock.seconds();
+        if locked.failed.is_none() {
+            locked.failed = lock.failed().map(str::to_owned);
+        }
+    }
+
+    /// Gives the store's buffer, with its page lock, back to `platform` for the next run.
+    pub fn keep(self, platform: &Platform, lock: Option<PageLock>) {
+        platform.keep(KeptTiles {
+            lock,
+            buffer: self.buffer,
+        });
+    }
+
     /// The host memory of the store's buffer.
     pub fn host_range(&self) -> HostRange {
         HostRange {
@@ -104,7 +163,7 @@ impl<T: Scalar> TileMajor<T> {
     }
 
     /// The lower triangle of the square `a` in tiles of `tile`, copied; into `spare` when it fits
-    /// (a buffer of an earlier store, [`TileMajor::into_buffer`]).
+    /// (a buffer of an earlier store).
     pub fn lower(a: MatRef<'_, T>, tile: usize, spare: Option<PageBuffer<T>>) -> Result<Self> {
         let tiling = Tiling::new(a.nrows(), a.ncols(), tile)?;
         tiling.ensure_square()?;
@@ -144,11 +203,6 @@ impl<T: Scalar> TileMajor<T> {
             );
         });
         Ok(store)
-    }
-
-    /// The storage, for a later store to reuse.
-    pub fn into_buffer(self) -> PageBuffer<T> {
-        self.buffer
     }
 
     /// The held tiles, (row, column), tile column by tile column.

@@ -282,6 +282,7 @@ fn run_beside(
     if let Some(lock) = &page_lock {
         trace.host_memory = PageLocked {
             bytes: lock.bytes(),
+            already: lock.already(),
             seconds: lock.seconds(),
             failed: lock.failed().map(str::to_owned),
         };
