@@ -217,6 +217,47 @@ pub fn cusolver_potrf<T: Scalar>(
     ))
 }
 
+/// cuSOLVER's ?potrf on GPU `index` as a program calls it on a matrix in host memory: `a` copied in
+/// (from pageable memory, as it lies), factored, the factor copied back out, each call timed whole
+/// by the wall clock after one warm-up call, best and median of `runs`.
+#[cfg(feature = "cuda")]
+pub fn cusolver_potrf_from_host<T: Scalar>(
+    a: faer::MatRef<'_, T>,
+    index: usize,
+    runs: usize,
+) -> Result<PeerRate> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let mut out = faer::Mat::<T>::zeros(a.nrows(), a.ncols());
+    let times = gpu.time_host_potrf(a, out.as_mut(), runs)?;
+    let n = a.nrows() as f64;
+    Ok(PeerRate::from_timings(
+        &format!("cusolver-{}potrf-from-host", T::PRECISION),
+        device_timings(times),
+        n * n * n / 3.0 * T::PRECISION.flop_factor(),
+    ))
+}
+
+/// cuBLAS's ?gemm C = A B on GPU `index` as a program calls it on matrices in host memory: A and B
+/// copied in, the product, C copied out, each call timed whole after one warm-up call, best and
+/// median of `runs`.
+#[cfg(feature = "cuda")]
+pub fn cublas_gemm_from_host<T: Scalar>(
+    a: faer::MatRef<'_, T>,
+    b: faer::MatRef<'_, T>,
+    index: usize,
+    runs: usize,
+) -> Result<PeerRate> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let mut c = faer::Mat::<T>::zeros(a.nrows(), b.ncols());
+    let times = gpu.time_host_gemm(a, b, c.as_mut(), runs)?;
+    let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
+    Ok(PeerRate::from_timings(
+        &format!("cublas-{}gemm-from-host", T::PRECISION),
+        device_timings(times),
+        flops * T::PRECISION.flop_factor(),
+    ))
+}
+
 /// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index` with the three matrices in
 /// device memory, after one warm-up call, best and median of `runs`.
 #[cfg(feature = "cuda")]

@@ -854,6 +854,149 @@ impl GpuContext {
         Ok(times)
     }
 
+    /// Copies host matrix `src` into the device tile `dst` (same shape) and returns when it is
+    /// there: `cuMemcpy2D` from memory as it is (pageable: the driver stages it), as a user's
+    /// program copies a matrix in.
+    fn copy_in<T: Scalar>(&self, src: MatRef<'_, T>, dst: &mut GpuTile) -> Result<(), KernelError> {
+        let Some(span) = DirectSpan::any(
+            src.as_ptr(),
+            src.nrows(),
+            src.ncols(),
+            src.row_stride(),
+            src.col_stride(),
+        ) else {
+            return Ok(());
+        };
+        self.bind()?;
+        let (device, written) = dst.data.device_ptr_mut(&self.h2d);
+        self.h2d
+            .synchronize()
+            .map_err(|e| gpu_error("waiting for the copy stream", e))?;
+        let copy = span.copy(
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            device,
+        );
+        // SAFETY: `src` spans `span` and is borrowed for the call, which returns once the copy is
+        // done (cuMemcpy2D is synchronous); the device tile holds its rows x cols elements.
+        let done = unsafe { driver_sys::cuMemcpy2D_v2(&copy) }.result();
+        drop(written);
+        done.map_err(|e| gpu_error("cuMemcpy2D (host to device)", e))
+    }
+
+    /// Copies the device tile `src` into host matrix `dst` (same shape) and returns when it is
+    /// there, as [`GpuContext::copy_in`] the other way.
+    fn copy_out<T: Scalar>(
+        &self,
+        src: &GpuTile,
+        mut dst: MatMut<'_, T>,
+    ) -> Result<(), KernelError> {
+        let ptr = dst.rb_mut().as_ptr_mut();
+        let Some(span) = DirectSpan::any(
+            ptr.cast_const(),
+            dst.nrows(),
+            dst.ncols(),
+            dst.row_stride(),
+            dst.col_stride(),
+        ) else {
+            return Ok(());
+        };
+        self.bind()?;
+        let (device, read) = src.data.device_ptr(&self.d2h);
+        self.d2h
+            .synchronize()
+            .map_err(|e| gpu_error("waiting for the copy stream", e))?;
+        let copy = span.copy(
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            device,
+        );
+        // SAFETY: `dst`, borrowed mutably for the call, spans `span`; cuMemcpy2D returns once the
+        // copy is done.
+        let done = unsafe { driver_sys::cuMemcpy2D_v2(&copy) }.result();
+        drop(read);
+        done.map_err(|e| gpu_error("cuMemcpy2D (device to host)", e))
+    }
+
+    /// The cuSOLVER peer as a program calls it on a matrix in host memory: copy `a` in, one
+    /// cusolverDn?potrf call, copy the factor out into `out` (same shape; `a` stays as it is for
+    /// the next call), `1 + runs` times (the first a warm-up); the wall-clock seconds of the `runs`
+    /// timed calls, copies included.
+    pub fn time_host_potrf<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+        mut out: MatMut<'_, T>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        let n = a.nrows();
+        if a.ncols() != n || (out.nrows(), out.ncols()) != (n, n) {
+            return Err(KernelError::Operands {
+                op: Op::Potrf,
+                reason: format!(
+                    "the matrix is {}x{} and its output {}x{}: both must be square of one order",
+                    n,
+                    a.ncols(),
+                    out.nrows(),
+                    out.ncols()
+                ),
+            });
+        }
+        let mut work = self.alloc(T::PRECISION, n, n)?;
+        let mut times = Vec::with_capacity(runs);
+        for run in 0..=runs.max(1) {
+            let start = std::time::Instant::now();
+            self.copy_in(a, &mut work)?;
+            self.run(Op::Potrf, &[], &mut work)?;
+            self.copy_out(&work, out.rb_mut())?;
+            if run > 0 {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(times)
+    }
+
+    /// The cuBLAS peer as a program calls it on matrices in host memory: copy A and B in, C = A B
+    /// by one cublas?gemm call, copy C out into `c`, `1 + runs` times (the first a warm-up); the
+    /// wall-clock seconds of the `runs` timed calls, copies included.
+    pub fn time_host_gemm<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, T>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        let product = Op::MatMul(crate::MatMul::new(false, false, 1.0, 0.0));
+        if a.ncols() != b.nrows() || (c.nrows(), c.ncols()) != (a.nrows(), b.ncols()) {
+            return Err(KernelError::Operands {
+                op: product,
+                reason: format!(
+                    "A is {}x{}, B {}x{}, C {}x{}",
+                    a.nrows(),
+                    a.ncols(),
+                    b.nrows(),
+                    b.ncols(),
+                    c.nrows(),
+                    c.ncols()
+                ),
+            });
+        }
+        let mut da = self.alloc(T::PRECISION, a.nrows(), a.ncols())?;
+        let mut db = self.alloc(T::PRECISION, b.nrows(), b.ncols())?;
+        let mut dc = self.alloc_zeroed(T::PRECISION, c.nrows(), c.ncols())?;
+        let mut times = Vec::with_capacity(runs);
+        for run in 0..=runs.max(1) {
+            let start = std::time::Instant::now();
+            self.copy_in(a, &mut da)?;
+            self.copy_in(b, &mut db)?;
+            self.run(product, &[&da, &db], &mut dc)?;
+            self.copy_out(&dc, c.rb_mut())?;
+            if run > 0 {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(times)
+    }
+
     /// The cuBLAS peer: C = A B (`m x k` times `k x n`, alpha 1, beta 0) with the three matrices in
     /// device memory, one cublas?gemm call (the precision of `T`) `1 + runs` times (the first a
     /// warm-up); the `runs` timed calls' seconds, each timed by events.
@@ -961,8 +1104,8 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
 }
 
-/// A host tile a DMA engine can copy straight from or into: in page-locked memory, its columns
-/// contiguous. Its first byte, the bytes between columns, a column's bytes, its columns.
+/// A host tile a 2D copy moves (a DMA engine straight from or into it when it lies in page-locked
+/// memory): its first byte, the bytes between columns, a column's bytes, its columns.
 struct DirectSpan {
     host: usize,
     pitch: usize,
@@ -981,6 +1124,19 @@ impl DirectSpan {
         row_stride: isize,
         col_stride: isize,
     ) -> Option<Self> {
+        let span = Self::any(ptr, rows, cols, row_stride, col_stride)?;
+        let range = HostRange::of_matrix(ptr, rows, cols, (span.pitch / size_of::<T>()) as isize);
+        PinnedRanges::global().covers(&range).then_some(span)
+    }
+
+    /// The span of a non-empty tile with contiguous columns, page-locked or not.
+    fn any<T>(
+        ptr: *const T,
+        rows: usize,
+        cols: usize,
+        row_stride: isize,
+        col_stride: isize,
+    ) -> Option<Self> {
         let elem = size_of::<T>();
         let pitch = if cols == 1 {
             rows
@@ -990,8 +1146,7 @@ impl DirectSpan {
         if rows == 0 || cols == 0 || row_stride != 1 || pitch < rows {
             return None;
         }
-        let range = HostRange::of_matrix(ptr, rows, cols, pitch as isize);
-        PinnedRanges::global().covers(&range).then_some(Self {
+        Some(Self {
             host: ptr as usize,
             pitch: pitch * elem,
             width: rows * elem,

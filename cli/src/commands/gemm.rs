@@ -58,7 +58,8 @@ pub struct GemmArgs {
     #[arg(long)]
     pub platform: Option<String>,
     /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and with a
-    /// CUDA GPU cuBLAS dgemm on device-resident matrices (`gpu`); `--compare` alone: all.
+    /// CUDA GPU cuBLAS ?gemm on device-resident matrices and as a program calls it from host
+    /// memory, copies included (`gpu`); `--compare` alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<super::args::Compare>,
     /// Skip the check against faer's product (large real runs).
@@ -330,6 +331,12 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
             &b
         };
         peers.push(crate::peers::cublas_gemm(
+            a.as_ref(),
+            b.as_ref(),
+            0,
+            repeat.unwrap_or(1),
+        )?);
+        peers.push(crate::peers::cublas_gemm_from_host(
             a.as_ref(),
             b.as_ref(),
             0,

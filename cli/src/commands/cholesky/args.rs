@@ -47,8 +47,9 @@ pub struct CholeskyArgs {
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a
-    /// DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU cuSOLVER dpotrf on
-    /// the device-resident matrix (`gpu`); `--compare` alone: all.
+    /// DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU cuSOLVER ?potrf on
+    /// the device-resident matrix and as a program calls it from host memory, copies included
+    /// (`gpu`); `--compare` alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<crate::commands::args::Compare>,
     /// Also invert: time the factorisation and the inverse together (`hetla::Factor::inverse`: a

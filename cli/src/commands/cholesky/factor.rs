@@ -81,10 +81,14 @@ pub struct CholeskyReport {
     pub ratio_to_best_peer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_dgemm: Option<f64>,
-    /// hetla (matrix in host memory, end to end) over cuSOLVER dpotrf on a device-resident matrix
+    /// hetla (matrix in host memory, end to end) over cuSOLVER ?potrf on a device-resident matrix
     /// (with --compare on a platform with a CUDA GPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_cusolver: Option<f64>,
+    /// hetla over cuSOLVER ?potrf called as a program calls it on a matrix in host memory (copy in,
+    /// factor, copy out), with --compare on a platform with a CUDA GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_cusolver_from_host: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perfmodel_file: Option<String>,
     /// With `--inverse`: the factorisation and the inverse timed together.
@@ -251,6 +255,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         ratio_to_best_peer: None,
         ratio_to_dgemm: None,
         ratio_to_cusolver: None,
+        ratio_to_cusolver_from_host: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
         inverse: None,
         phases: Vec::new(),
@@ -285,9 +290,13 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
                 .iter()
                 .any(|d| d.device.name() != "emulated")
         {
-            let cusolver = peers::cusolver_potrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
+            let runs = repeat.unwrap_or(1);
+            let cusolver = peers::cusolver_potrf(a.as_ref(), 0, runs)?;
             report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
             rates.push(cusolver);
+            let from_host = peers::cusolver_potrf_from_host(a.as_ref(), 0, runs)?;
+            report.ratio_to_cusolver_from_host = Some(gflops / from_host.gflops);
+            rates.push(from_host);
         }
         if compare.cpu() {
             let mut dgemm = 0.0f64;
@@ -595,7 +604,12 @@ pub fn print(r: &CholeskyReport) {
         }
         if let Some(ratio) = r.ratio_to_cusolver {
             println!(
-                "  ratio     hetla / cuSOLVER dpotrf on the device-resident matrix {ratio:.3}"
+                "  ratio     hetla / cuSOLVER ?potrf on the device-resident matrix {ratio:.3}"
+            );
+        }
+        if let Some(ratio) = r.ratio_to_cusolver_from_host {
+            println!(
+                "  ratio     hetla / cuSOLVER ?potrf from host memory (copy in, factor, copy out) {ratio:.3}"
             );
         }
     }
