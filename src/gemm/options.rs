@@ -2,6 +2,7 @@
 //! its operands start.
 
 use hetla_factorizations::MatMul;
+use hetla_runtime::HostMemory;
 
 use super::strategy::Strategy;
 use crate::{Error, Result};
@@ -49,6 +50,8 @@ pub struct Gemm {
     pub(super) strategy: Strategy,
     /// Where A, B and C start.
     pub(super) placement: [Placement; 3],
+    /// How the host matrices meet the GPUs' copies.
+    pub(super) host_memory: HostMemory,
 }
 
 impl Default for Gemm {
@@ -61,11 +64,20 @@ impl Default for Gemm {
             tile: None,
             strategy: Strategy::Auto,
             placement: [Placement::Host; 3],
+            host_memory: HostMemory::Staged,
         }
     }
 }
 
 impl Gemm {
+    /// How the host matrices meet a GPU's copies ([`HostMemory`]; default [`HostMemory::Staged`]):
+    /// packed into page-locked staging buffers, or A, B and C page-locked for the run and copied
+    /// straight by the GPU's DMA engines. Nothing changes without a GPU.
+    pub fn host_memory(mut self, host_memory: HostMemory) -> Self {
+        self.host_memory = host_memory;
+        self
+    }
+
     /// C <- A B (alpha 1, beta 0), tile and strategy chosen by the model.
     pub fn new() -> Self {
         Self::default()

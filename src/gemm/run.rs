@@ -95,9 +95,11 @@ impl Gemm {
         let tb = TiledMatrix::read_only(b, tiling.b.tile(), "B")?;
         let tc = TiledMatrix::new(c, tiling.c.tile(), "C")?;
         let store = Matrices(&[&ta, &tb, &tc]);
-        let trace = planned
-            .plan()
-            .execute(platform, &store, &RunOptions::default())?;
+        let options = RunOptions {
+            host_memory: self.host_memory,
+            ..RunOptions::default()
+        };
+        let trace = planned.plan().execute(platform, &store, &options)?;
         Ok((self.report(&machine, &planned, &trace), trace))
     }
 }

@@ -53,8 +53,14 @@ pub struct GemmArgs {
     /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C" ("host,host,gpu0").
     #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
     pub placement: [Placement; 3],
-    /// Simulate on this platform model (a preset: sirocco, knl, a100x8; or a TOML file) instead of
-    /// running here; `--gpus` then counts the model's GPUs (all by default).
+    /// How the host matrices meet a GPU's copies: staged (packed by CPU cores into page-locked
+    /// buffers) or page-locked (A, B and C page-locked for the run, copied straight by the GPU's
+    /// DMA engines; the locking is timed). With `--platform`: the modelled data path (staged as the
+    /// model says, or direct).
+    #[arg(long, default_value = "staged")]
+    pub host_memory: hetla::HostMemory,
+    /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200; or a TOML file)
+    /// instead of running here; `--gpus` then counts the model's GPUs (all by default).
     #[arg(long)]
     pub platform: Option<String>,
     /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and with a
@@ -143,7 +149,8 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
         .scalars(args.alpha, args.beta)
         .tile_or_model(args.tile)
         .strategy(args.strategy)
-        .placement(pa, pb, pc);
+        .placement(pa, pb, pc)
+        .host_memory(args.host_memory);
     super::output::check_outputs(&args.traces.outputs(), None)?;
     if let Some(name) = &args.platform {
         if args.repeat.is_some() {
@@ -197,7 +204,11 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
             &gemm,
             &Modelled::new(&model, &args.clusters, gpus)
                 .gpu_memory(args.gpus.gpu_memory)
-                .precision(args.precision),
+                .precision(args.precision)
+                .data_path(match args.host_memory {
+                    hetla::HostMemory::PageLocked => hetla_lab::DataPath::Direct,
+                    _ => hetla_lab::DataPath::Model,
+                }),
             (args.m, args.n, args.k),
             &Default::default(),
         )?;
