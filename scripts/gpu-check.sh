@@ -32,6 +32,13 @@
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
 #              directions), then the same Cholesky rows simulated from it beside the real
 #              makespans.
+#   path       the data path issue's targets, each row beside the h200 model's prediction of
+#              it (`simulate --platform h200`, "sim-" rows; docs/gpu-model.md): Cholesky at
+#              PATH_NS (8192 16384 32768) on the GPU alone staged and page-locked (tile-major
+#              and in place), page-locked beside 1x15 and 3x5, the largest against both
+#              cuSOLVER peers (resident and from host memory); GEMM at GEMM_N page-locked
+#              from the host and resident against both cuBLAS peers. Fits one call of 8
+#              minutes (DEADLINE=450).
 set -u
 
 if [ "${1:-}" = "--stage" ]; then
@@ -207,6 +214,49 @@ part_gemm() {
     done
 }
 
+# The tile the h200 model has rates for at order n: 2048 below 16384, else 4096.
+path_tile() {
+    if [ "$1" -lt 16384 ]; then echo 2048; else echo 4096; fi
+}
+
+part_path() {
+    local dir=$1 n t clusters
+    local path_ns=${PATH_NS:-8192 16384 32768}
+    local largest=${path_ns##* }
+    for n in $path_ns; do
+        t=$(path_tile "$n")
+        # The GPU alone: as the leases ran (staged), then page-locked both ways.
+        row "$dir" "real-$n-staged" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --storage tile-major --host-memory staged --repeat "$repeat"
+        row "$dir" "sim-$n-staged" simulate --platform h200 --n "$n" --tile "$t" --clusters none --gpus 1
+        local compare=()
+        [ "$n" = "$largest" ] && compare=(--compare gpu)
+        row "$dir" "real-$n-locked" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --storage tile-major --host-memory page-locked --repeat "$repeat" "${compare[@]}" \
+            --gantt "$dir/gantt-$n-locked.svg" --trace "$dir/trace-$n-locked.json"
+        row "$dir" "sim-$n-locked" simulate --platform h200 --n "$n" --tile "$t" --clusters none --gpus 1 \
+            --data-path direct
+        row "$dir" "real-$n-locked-in-place" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --storage in-place --host-memory page-locked --repeat "$repeat"
+        row "$dir" "sim-$n-locked-in-place" simulate --platform h200 --n "$n" --tile "$t" --clusters none \
+            --gpus 1 --data-path direct
+        for clusters in $clusters_list; do
+            row "$dir" "real-$n-locked-$clusters" cholesky --n "$n" --tile "$t" --clusters "$clusters" \
+                --gpus "$gpus" --storage tile-major --host-memory page-locked --repeat "$repeat"
+            row "$dir" "sim-$n-locked-$clusters" simulate --platform h200 --n "$n" --tile "$t" \
+                --clusters "$clusters" --gpus 1 --data-path direct
+        done
+    done
+    n=$gemm_n
+    for placement in host,host,host gpu0,gpu0,gpu0; do
+        row "$dir" "real-gemm-$n-${placement%%,*}" gemm --m "$n" --n "$n" --k "$n" --tile 4096 --clusters none \
+            --gpus "$gpus" --no-check --placement "$placement" --host-memory page-locked --compare gpu \
+            --repeat "$repeat"
+        row "$dir" "sim-gemm-$n-${placement%%,*}" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
+            --clusters none --placement "$placement" --host-memory page-locked
+    done
+}
+
 part_calibrate() {
     local dir=$1
     # shellcheck disable=SC2086
@@ -255,11 +305,20 @@ for r in rows:
     links = rep.get("bytes") or (rep.get("bytes_moved") or {}).get("per_link") or []
     if links:
         peer += ("; " if peer else "") + ", ".join(f"{l['link']} {l['bytes'] / 1e9:.2f} GB" for l in links)
+    # What a page-locked run locked, and what that cost (cholesky's `page_locked`).
+    locked = rep.get("page_locked")
+    if locked:
+        peer += f"; page-locked {locked['bytes'] / 1e9:.2f} GB in {locked['seconds']:.3f} s"
+        peer += f", {locked.get('already', 0) / 1e9:.2f} GB locked already"
+        if locked.get("failed"):
+            peer += f", FAILED: {locked['failed']}"
     print(f"| {r['label']} | {r['args']} | {secs:.4f} | {gf:.1f} | {err} | {peer} | {phases} |")
+    # A Cholesky row pairs by the runtime's makespan, a GEMM row (no makespan) by its seconds.
+    measure = rep.get("makespan_ms") or 1e3 * rep.get("seconds", float("nan"))
     if r["label"].startswith("real-"):
-        real[r["label"][5:]] = rep.get("makespan_ms")
+        real[r["label"][5:]] = measure
     if r["label"].startswith("sim-") and r["label"][4:] in real:
-        ms, sim = real[r["label"][4:]], rep.get("makespan_ms")
+        ms, sim = real[r["label"][4:]], measure
         print(f"| sim vs real {r['label'][4:]} | | {sim:.1f} ms vs {ms:.1f} ms | | {100 * (sim - ms) / ms:+.1f}% | | |")
 EOF
 }
