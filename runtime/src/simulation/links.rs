@@ -216,11 +216,22 @@ impl<'a> Copies<'a> {
             }
         }
         let route = best;
-        for &(leg, start, end) in &route {
+        for (i, &(leg, start, end)) in route.iter().enumerate() {
             for resource in self.resources(leg) {
                 self.busy.entry(resource).or_default().insert(start, end);
             }
+            // A hop's event spans its packing before it and its unpacking after it, as a real
+            // run traces a staged copy (the host tile is read from the packing's start, written
+            // until the unpacking's end).
             if let Leg::Hop((from, to, _)) = leg {
+                let start = match i.checked_sub(1).map(|j| route[j]) {
+                    Some((Leg::Pack(_), packed, _)) => packed,
+                    _ => start,
+                };
+                let end = match route.get(i + 1) {
+                    Some(&(Leg::Unpack(_), _, unpacked)) => unpacked,
+                    _ => end,
+                };
                 self.events.push(TransferEvent {
                     transfer: Transfer { from, to, ..copy },
                     start,
@@ -382,10 +393,11 @@ mod tests {
         copies.schedule(copy(3, gpu, HOST), 2.0, &[gpu]);
         assert!((copies.arrival[2][0] - 2.6).abs() < 1e-12);
         assert!((copies.arrival[3][0] - 3.2).abs() < 1e-12);
-        // The trace holds the link hops only, with their own times.
-        let hops: Vec<(f64, f64)> = copies.events.iter().map(|e| (e.start, e.end)).collect();
-        assert_eq!(hops.len(), 4);
-        assert!((hops[3].0 - 2.6).abs() < 1e-12 && (hops[3].1 - 2.7).abs() < 1e-12);
+        // The trace holds one event a copy, from its packing's start to its unpacking's end.
+        let spans: Vec<(f64, f64)> = copies.events.iter().map(|e| (e.start, e.end)).collect();
+        assert_eq!(spans.len(), 4);
+        assert!((spans[1].0 - 0.5).abs() < 1e-12 && (spans[1].1 - 1.1).abs() < 1e-12);
+        assert!((spans[3].0 - 2.6).abs() < 1e-12 && (spans[3].1 - 3.2).abs() < 1e-12);
         // Without staging (DMA from page-locked tiles) the same uploads take the link alone.
         let direct = SimPlatform {
             staging: None,
