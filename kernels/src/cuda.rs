@@ -485,9 +485,10 @@ impl GpuContext {
             .map_err(|e| gpu_error("unlocking host memory (cuMemHostUnregister)", e))
     }
 
-    /// Copies a host tile straight into `dst` by the DMA engine when the tile lies in page-locked
-    /// memory with contiguous columns; returns once the engine has read it (false: not such a tile,
-    /// nothing done).
+    /// Queues the copy of a host tile straight into `dst` by the DMA engine when the tile lies in
+    /// page-locked memory with contiguous columns, and returns without waiting for it (false: not
+    /// such a tile, nothing done). Kernels and downloads of `dst` wait for it on the device; the
+    /// host tile must stay locked and unwritten until it is done ([`GpuContext::wait_uploads`]).
     fn upload_direct<T: Scalar>(
         &self,
         src: MatRef<'_, T>,
@@ -509,17 +510,15 @@ impl GpuContext {
             driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             device,
         );
-        // SAFETY: the host tile spans `span` in page-locked memory that the caller's borrow keeps
-        // alive until this call returns, which is after the engine read it (the event below); the
-        // device tile holds rows x cols elements of T (shapes checked by the caller).
+        // SAFETY: the host tile spans `span` in page-locked memory, which stays allocated and
+        // locked until the run has waited for its uploads (`wait_uploads`, before unlocking);
+        // nothing writes the host tile meanwhile: a task writing it waits for the tasks reading
+        // this copy (which wait for the copy on the device). The device tile holds rows x cols
+        // elements of T (shapes checked by the caller).
         let queued =
             unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.h2d.cu_stream()) }.result();
         drop(written);
         queued.map_err(|e| gpu_error("cuMemcpy2DAsync (host to device)", e))?;
-        self.h2d
-            .record_event(None)
-            .and_then(|event| event.synchronize())
-            .map_err(|e| gpu_error("waiting for a direct upload", e))?;
         Ok(true)
     }
 

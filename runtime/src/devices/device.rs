@@ -51,7 +51,10 @@ pub trait Device: Send + Sync {
     fn budget(&self) -> usize;
     /// Makes the replica of `handle` a copy of the host tile `src`, in its precision. Returns once
     /// `src` is read (packed), before the copy ends; a later kernel or download of the handle waits
-    /// for it on the device.
+    /// for it on the device. A tile in page-locked memory ([`Device::page_lock`]) may still be read
+    /// after the call returns, by the device's DMA engine: the run keeps it unwritten (a task
+    /// writing it waits for the tasks reading the copy, which wait for the copy) and waits for the
+    /// uploads ([`Device::wait_uploads`]) before it unlocks the memory.
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError>;
     /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a kernel will
     /// overwrite unread; an existing replica of that shape and precision is kept as it is.

@@ -274,6 +274,9 @@ fn run_beside(
     });
     engine.flush(&carrier, carrier.now());
     for device in &carrier.devices {
+        // Uploads straight from page-locked tiles may still read them: done before the memory
+        // is unlocked or written again (a failed wait leaves nothing more to protect).
+        let _ = device.wait_uploads();
         device.clear();
     }
     let makespan = carrier.now();
