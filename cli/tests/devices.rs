@@ -103,6 +103,58 @@ fn calibration_measures_device_kernels_and_links() {
     };
     let key = hetla_runtime::KernelKey::square(hetla::Op::GemmNt, 64);
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));
+    // A platform file with the device: its link and the packing rates of the staged copies, which
+    // a simulation on it books (slower than copies straight from page-locked tiles).
+    let file = dir.join("platform.toml");
+    let (ok, out, err) = common::hetla(&[
+        "calibrate",
+        "--gpus",
+        "emulated:1",
+        "--clusters",
+        "none",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let packing = report["packing"].as_array().expect("packing rates");
+    assert_eq!(packing[0]["cores"], 1);
+    assert!(
+        packing
+            .iter()
+            .all(|p| p["gb_per_s"].as_f64().unwrap() > 0.0)
+    );
+    let model = hetla_lab::PlatformModel::load(&file).unwrap();
+    assert_eq!(model.gpu.as_ref().unwrap().staging.len(), packing.len());
+    let makespan = |path: &str| {
+        let (ok, out, err) = common::hetla(&[
+            "simulate",
+            "--platform",
+            file.to_str().unwrap(),
+            "--gpus",
+            "1",
+            "--clusters",
+            "none",
+            "--n",
+            "640",
+            "--tile",
+            "64",
+            "--data-path",
+            path,
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        r["makespan_ms"].as_f64().unwrap()
+    };
+    assert!(makespan("model") > makespan("direct"));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -5,9 +5,12 @@
 //! once, on tiles read from a matrix larger than the caches. For a platform file two more
 //! measurements are needed:
 //!
-//! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each way, a
-//!   least-squares fit of latency plus bytes over bandwidth to their medians, stored per GPU model
-//!   with the kernel models;
+//! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each way (from and
+//!   into page-locked host memory where the device can lock it: the DMA alone), a least-squares fit
+//!   of latency plus bytes over bandwidth to their medians, stored per GPU model with the kernel
+//!   models;
+//! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
+//!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] factors matrices of [`IN_RUN_TILES`] x [`IN_RUN_TILES`] tiles and keeps each
 //!   kernel's median duration inside them (kernels run slower in a run than alone), and the gaps
 //!   between the tasks of a single worker (the runtime's own cost per task).
@@ -21,6 +24,7 @@ use hetla_kernels::{KernelError, Op, Precision, Scalar, c32, c64};
 use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, Platform};
 
 use crate::Result;
+use crate::StagingRate;
 
 /// The operations of the tiled Cholesky, which a platform file gives rates for.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];
@@ -75,6 +79,16 @@ fn measure_link(
         let rows = 1 << ((bytes / size_of::<f64>()).ilog2() / 2);
         let mut host =
             Mat::<f64>::from_fn(rows, bytes / size_of::<f64>() / rows, |i, j| (i + j) as f64);
+        // The DMA alone, where the device can page-lock the tile (the staged path's packing is
+        // timed apart, `calibrate_packing`).
+        let range = hetla_kernels::HostRange::of_matrix(
+            host.as_ptr(),
+            host.nrows(),
+            host.ncols(),
+            host.col_stride(),
+        );
+        // SAFETY: `host` outlives the lock, which is undone below before it is dropped.
+        let locked = unsafe { device.page_lock(range) }.is_ok();
         let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
         for _ in 0..LINK_SAMPLES {
             let start = Instant::now();
@@ -86,6 +100,9 @@ fn measure_link(
             t_down.push(start.elapsed().as_secs_f64());
         }
         device.clear();
+        if locked {
+            device.page_unlock(range)?;
+        }
         let median = |t: &mut Vec<f64>| {
             t.sort_by(f64::total_cmp);
             t[t.len() / 2]
@@ -161,6 +178,46 @@ pub fn calibrate_links(
         }
     });
     Ok(links)
+}
+
+/// Rows and columns of the tile [`calibrate_packing`] packs (64 MiB of f64), and the leading
+/// dimension of the matrix it is read from (a tile of a larger matrix, as in place).
+const PACK_TILE: (usize, usize, usize) = (4096, 2048, 8192);
+
+/// Packings of each pool size [`calibrate_packing`] takes the median of (after one warm-up).
+const PACK_SAMPLES: usize = 5;
+
+/// The rates at which pools of each of `sizes` cores (the first cores of `topology`, one thread a
+/// core) pack a 64 MiB tile read from a larger column-major matrix into a contiguous buffer, by the
+/// staged data path's own copy (`copy_by_columns`): the median of [`PACK_SAMPLES`] after a warm-up.
+pub fn calibrate_packing(
+    topology: &hetla_clusters::Topology,
+    sizes: &[usize],
+) -> Result<Vec<StagingRate>> {
+    let (rows, cols, ld) = PACK_TILE;
+    let matrix = Mat::<f64>::from_fn(ld, cols, |i, j| (i * 7 + j) as f64);
+    let src = matrix.as_ref().subrows(0, rows);
+    let mut dst = Mat::<f64>::zeros(rows, cols);
+    let cores: Vec<usize> = topology.cores().iter().map(|c| c[0]).collect();
+    let mut rates = Vec::new();
+    for &size in sizes.iter().filter(|&&s| s >= 1 && s <= cores.len()) {
+        let pool = hetla_clusters::CpuCluster::new(cores[..size].to_vec(), "hetla-pack")?;
+        let mut times = Vec::with_capacity(PACK_SAMPLES);
+        for sample in 0..=PACK_SAMPLES {
+            let start = Instant::now();
+            hetla_kernels::copy_by_columns(dst.as_mut(), src, Some(pool.pool()));
+            if sample > 0 {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        rates.push(StagingRate {
+            cores: size,
+            gb_per_s: (rows * cols * size_of::<f64>()) as f64 / median / 1e9,
+        });
+    }
+    Ok(rates)
 }
 
 /// Tiles per side of the factorisations [`record_in_run`] times.

@@ -6,8 +6,8 @@
 //! - **Modelled platforms** ([`PlatformModel`]): kernel rates, memories and links of a machine,
 //!   built in ([`PRESETS`]: sirocco, knl, a100x8, h200) or read from a TOML platform file;
 //!   [`Modelled`] is one with its CPU clusters and GPUs chosen.
-//! - **Calibration into platform files** ([`calibrate_links`], [`record_in_run`]; the kernels alone
-//!   are timed by [`hetla::calibrate`]).
+//! - **Calibration into platform files** ([`calibrate_links`], [`calibrate_packing`],
+//!   [`record_in_run`]; the kernels alone are timed by [`hetla::calibrate`]).
 //! - **Simulated runs** of a [`Plan`](hetla::Plan) on a modelled machine, one node ([`simulate`])
 //!   or several ([`simulate_grid`]), each reported beside the bounds of the same graph and
 //!   durations; [`bounds`] alone; the product ([`simulate_gemm`]).
@@ -39,7 +39,8 @@ mod model;
 mod simulate;
 
 pub use calibrate::{
-    CHOLESKY_OPS, IN_RUN_TILES, calibrate_links, in_run_steps, link_steps, record_in_run,
+    CHOLESKY_OPS, IN_RUN_TILES, calibrate_links, calibrate_packing, in_run_steps, link_steps,
+    record_in_run,
 };
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};

@@ -60,6 +60,10 @@ pub struct CalibrateReport {
     /// The platform file written with --output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub platform_file: Option<String>,
+    /// With --output on a machine with GPUs: the rates at which 1, 2, 4, ... cores pack a tile for
+    /// the staged copies (the platform file's `gpu.staging`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub packing: Vec<hetla_lab::StagingRate>,
 }
 
 pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
@@ -203,6 +207,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     }
     bar.finish_and_clear();
     let models = models.unwrap_or_default();
+    let mut packing = Vec::new();
     let platform_file = match &args.output {
         Some(path) => {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -239,7 +244,12 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
                 task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
             })?;
             let model = match gpu {
-                Some(gpu) => model.with_gpu(gpu)?,
+                Some(mut gpu) => {
+                    // What the staged copies cost: packing on pools of each cluster size.
+                    packing = hetla_lab::calibrate_packing(&topology, &sizes)?;
+                    gpu.staging = packing.clone();
+                    model.with_gpu(gpu)?
+                }
                 None => model,
             };
             let model = keep_other_precisions(path, model, args.precision)?;
@@ -254,6 +264,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         steps,
         seconds: start.elapsed().as_secs_f64(),
         platform_file,
+        packing,
     })
 }
 
@@ -267,6 +278,14 @@ pub fn print_calibrate(r: &CalibrateReport) {
     );
     if let Some(path) = &r.platform_file {
         println!("platform file of this machine written to {path}");
+    }
+    if !r.packing.is_empty() {
+        let rates: Vec<String> = r
+            .packing
+            .iter()
+            .map(|p| format!("{} core(s) {:.1} GB/s", p.cores, p.gb_per_s))
+            .collect();
+        println!("packing for staged copies: {}", rates.join(", "));
     }
 }
 
