@@ -494,32 +494,19 @@ impl GpuContext {
         src: MatRef<'_, T>,
         dst: &mut GpuTile,
     ) -> Result<bool, KernelError> {
-        let Some(span) = DirectSpan::of(
-            src.as_ptr(),
-            src.nrows(),
-            src.ncols(),
-            src.row_stride(),
-            src.col_stride(),
-        ) else {
+        let Some(span) = DirectSpan::of_mat(src, true) else {
             return Ok(false);
         };
         self.bind()?;
         let (device, written) = dst.data.device_ptr_mut(&self.h2d);
-        let copy = span.copy(
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            device,
-        );
         // SAFETY: the host tile spans `span` in page-locked memory, which stays allocated and
         // locked until the run has waited for its uploads (`wait_uploads`, before unlocking);
         // nothing writes the host tile meanwhile: a task writing it waits for the tasks reading
-        // this copy (which wait for the copy on the device). The device tile holds rows x cols
-        // elements of T (shapes checked by the caller).
-        let queued =
-            unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.h2d.cu_stream()) }.result();
+        // this copy (which wait for the copy on the device). The device tile holds its rows x
+        // cols elements of T (shapes checked by the caller).
+        let queued = unsafe { self.copy_2d(&span, device, true, Some(&self.h2d)) };
         drop(written);
-        queued.map_err(|e| gpu_error("cuMemcpy2DAsync (host to device)", e))?;
-        Ok(true)
+        queued.map(|()| true)
     }
 
     /// Copies `src` straight into a host tile by the DMA engine when the tile lies in page-locked
@@ -528,36 +515,61 @@ impl GpuContext {
     fn download_direct<T: Scalar>(
         &self,
         src: &GpuTile,
-        mut dst: MatMut<'_, T>,
+        dst: MatMut<'_, T>,
     ) -> Result<bool, KernelError> {
-        let ptr = dst.rb_mut().as_ptr_mut();
-        let Some(span) = DirectSpan::of(
-            ptr.cast_const(),
-            dst.nrows(),
-            dst.ncols(),
-            dst.row_stride(),
-            dst.col_stride(),
-        ) else {
+        let Some(span) = DirectSpan::of_mat(dst.as_ref(), true) else {
             return Ok(false);
         };
         self.bind()?;
         let (device, read) = src.data.device_ptr(&self.d2h);
-        let copy = span.copy(
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-            device,
-        );
         // SAFETY: the host tile, borrowed mutably for this call, spans `span` in page-locked
         // memory; the call returns only after the engine wrote it (the event below).
-        let queued =
-            unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.d2h.cu_stream()) }.result();
+        let queued = unsafe { self.copy_2d(&span, device, false, Some(&self.d2h)) };
         drop(read);
-        queued.map_err(|e| gpu_error("cuMemcpy2DAsync (device to host)", e))?;
+        queued?;
         self.d2h
             .record_event(None)
             .and_then(|event| event.synchronize())
             .map_err(|e| gpu_error("waiting for a direct download", e))?;
         Ok(true)
+    }
+
+    /// One 2D copy between the host `span` and the contiguous device tile at `device` (`to_device`:
+    /// which way), queued on `stream`, or synchronous (`cuMemcpy2D`, pageable memory allowed) when
+    /// there is none.
+    ///
+    /// # Safety
+    /// `span` must be host memory of the tile's bytes that stays valid (and, for a copy into it,
+    /// unread) until the copy is done, and `device` a live device allocation of at least its bytes;
+    /// the caller orders the copy after the device work on that allocation.
+    unsafe fn copy_2d(
+        &self,
+        span: &DirectSpan,
+        device: driver_sys::CUdeviceptr,
+        to_device: bool,
+        stream: Option<&CudaStream>,
+    ) -> Result<(), KernelError> {
+        use driver_sys::CUmemorytype::{
+            CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST,
+        };
+        let copy = match to_device {
+            true => span.copy(HOST, DEVICE, device),
+            false => span.copy(DEVICE, HOST, device),
+        };
+        let way = if to_device {
+            "host to device"
+        } else {
+            "device to host"
+        };
+        // SAFETY: the caller's contract.
+        match stream {
+            Some(stream) => unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }
+                .result()
+                .map_err(|e| gpu_error(&format!("cuMemcpy2DAsync ({way})"), e)),
+            None => unsafe { driver_sys::cuMemcpy2D_v2(&copy) }
+                .result()
+                .map_err(|e| gpu_error(&format!("cuMemcpy2D ({way})"), e)),
+        }
     }
 
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once the
@@ -857,13 +869,7 @@ impl GpuContext {
     /// there: `cuMemcpy2D` from memory as it is (pageable: the driver stages it), as a user's
     /// program copies a matrix in.
     fn copy_in<T: Scalar>(&self, src: MatRef<'_, T>, dst: &mut GpuTile) -> Result<(), KernelError> {
-        let Some(span) = DirectSpan::any(
-            src.as_ptr(),
-            src.nrows(),
-            src.ncols(),
-            src.row_stride(),
-            src.col_stride(),
-        ) else {
+        let Some(span) = DirectSpan::of_mat(src, false) else {
             return Ok(());
         };
         self.bind()?;
@@ -871,33 +877,17 @@ impl GpuContext {
         self.h2d
             .synchronize()
             .map_err(|e| gpu_error("waiting for the copy stream", e))?;
-        let copy = span.copy(
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            device,
-        );
         // SAFETY: `src` spans `span` and is borrowed for the call, which returns once the copy is
-        // done (cuMemcpy2D is synchronous); the device tile holds its rows x cols elements.
-        let done = unsafe { driver_sys::cuMemcpy2D_v2(&copy) }.result();
+        // done (synchronous); the device tile holds its rows x cols elements, idle (synchronized).
+        let done = unsafe { self.copy_2d(&span, device, true, None) };
         drop(written);
-        done.map_err(|e| gpu_error("cuMemcpy2D (host to device)", e))
+        done
     }
 
     /// Copies the device tile `src` into host matrix `dst` (same shape) and returns when it is
     /// there, as [`GpuContext::copy_in`] the other way.
-    fn copy_out<T: Scalar>(
-        &self,
-        src: &GpuTile,
-        mut dst: MatMut<'_, T>,
-    ) -> Result<(), KernelError> {
-        let ptr = dst.rb_mut().as_ptr_mut();
-        let Some(span) = DirectSpan::any(
-            ptr.cast_const(),
-            dst.nrows(),
-            dst.ncols(),
-            dst.row_stride(),
-            dst.col_stride(),
-        ) else {
+    fn copy_out<T: Scalar>(&self, src: &GpuTile, dst: MatMut<'_, T>) -> Result<(), KernelError> {
+        let Some(span) = DirectSpan::of_mat(dst.as_ref(), false) else {
             return Ok(());
         };
         self.bind()?;
@@ -905,16 +895,10 @@ impl GpuContext {
         self.d2h
             .synchronize()
             .map_err(|e| gpu_error("waiting for the copy stream", e))?;
-        let copy = span.copy(
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-            device,
-        );
-        // SAFETY: `dst`, borrowed mutably for the call, spans `span`; cuMemcpy2D returns once the
-        // copy is done.
-        let done = unsafe { driver_sys::cuMemcpy2D_v2(&copy) }.result();
+        // SAFETY: `dst`, borrowed mutably for the call, spans `span`; the copy is synchronous.
+        let done = unsafe { self.copy_2d(&span, device, false, None) };
         drop(read);
-        done.map_err(|e| gpu_error("cuMemcpy2D (device to host)", e))
+        done
     }
 
     /// The cuSOLVER peer as a program calls it on a matrix in host memory: copy `a` in, one
@@ -1150,40 +1134,25 @@ struct DirectSpan {
 }
 
 impl DirectSpan {
-    /// The span of a `rows x cols` tile of `T` at `ptr` with the given strides (elements), when it
-    /// can be copied direct: non-empty, columns contiguous and apart at least a column, wholly in
-    /// one range of [`PinnedRanges::global`].
-    fn of<T>(
-        ptr: *const T,
-        rows: usize,
-        cols: usize,
-        row_stride: isize,
-        col_stride: isize,
-    ) -> Option<Self> {
-        let span = Self::any(ptr, rows, cols, row_stride, col_stride)?;
-        let range = HostRange::of_matrix(ptr, rows, cols, (span.pitch / size_of::<T>()) as isize);
-        PinnedRanges::global().covers(&range).then_some(span)
-    }
-
-    /// The span of a non-empty tile with contiguous columns, page-locked or not.
-    fn any<T>(
-        ptr: *const T,
-        rows: usize,
-        cols: usize,
-        row_stride: isize,
-        col_stride: isize,
-    ) -> Option<Self> {
-        let elem = size_of::<T>();
+    /// The span of tile `m`: non-empty, columns contiguous and apart at least a column; with
+    /// `pinned`, also wholly in one range of [`PinnedRanges::global`] (a DMA engine's direct copy).
+    fn of_mat<T>(m: MatRef<'_, T>, pinned: bool) -> Option<Self> {
+        let (rows, cols) = (m.nrows(), m.ncols());
         let pitch = if cols == 1 {
             rows
         } else {
-            usize::try_from(col_stride).ok()?
+            usize::try_from(m.col_stride()).ok()?
         };
-        if rows == 0 || cols == 0 || row_stride != 1 || pitch < rows {
+        if rows == 0 || cols == 0 || m.row_stride() != 1 || pitch < rows {
             return None;
         }
+        let range = HostRange::of_matrix(m.as_ptr(), rows, cols, pitch as isize);
+        if pinned && !PinnedRanges::global().covers(&range) {
+            return None;
+        }
+        let elem = size_of::<T>();
         Some(Self {
-            host: ptr as usize,
+            host: m.as_ptr() as usize,
             pitch: pitch * elem,
             width: rows * elem,
             height: cols,
