@@ -235,16 +235,16 @@ part_path() {
             --storage tile-major --host-memory page-locked --repeat "$repeat" "${compare[@]}" \
             --gantt "$dir/gantt-$n-locked.svg" --trace "$dir/trace-$n-locked.json"
         row "$dir" "sim-$n-locked" simulate --platform h200 --n "$n" --tile "$t" --clusters none --gpus 1 \
-            --data-path direct
+            --host-memory page-locked
         row "$dir" "real-$n-locked-in-place" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
             --storage in-place --host-memory page-locked --repeat "$repeat"
         row "$dir" "sim-$n-locked-in-place" simulate --platform h200 --n "$n" --tile "$t" --clusters none \
-            --gpus 1 --data-path direct
+            --gpus 1 --host-memory page-locked
         for clusters in $clusters_list; do
             row "$dir" "real-$n-locked-$clusters" cholesky --n "$n" --tile "$t" --clusters "$clusters" \
                 --gpus "$gpus" --storage tile-major --host-memory page-locked --repeat "$repeat"
             row "$dir" "sim-$n-locked-$clusters" simulate --platform h200 --n "$n" --tile "$t" \
-                --clusters "$clusters" --gpus 1 --data-path direct
+                --clusters "$clusters" --gpus 1 --host-memory page-locked
         done
     done
     n=$gemm_n

@@ -146,7 +146,7 @@ fn calibration_measures_device_kernels_and_links() {
             "640",
             "--tile",
             "64",
-            "--data-path",
+            "--host-memory",
             path,
             "--json",
         ]);
@@ -154,7 +154,7 @@ fn calibration_measures_device_kernels_and_links() {
         let r: serde_json::Value = serde_json::from_str(&out).unwrap();
         r["makespan_ms"].as_f64().unwrap()
     };
-    assert!(makespan("model") > makespan("direct"));
+    assert!(makespan("staged") > makespan("page-locked"));
     let _ = std::fs::remove_dir_all(dir);
 }
 

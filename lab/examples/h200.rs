@@ -16,7 +16,7 @@ use std::path::Path;
 
 use hetla::gemm::Placement;
 use hetla::{ClusterSpec, Gemm, Plan, Precision};
-use hetla_lab::{DataPath, Modelled, PlatformModel, Result};
+use hetla_lab::{HostMemory, Modelled, PlatformModel, Result};
 use hetla_runtime::{SchedulerKind, SimOptions};
 use serde_json::Value;
 
@@ -132,7 +132,7 @@ fn simulate_row(model: &PlatformModel, row: &Value) -> Result<Option<Line>> {
     let machine = |path| {
         Modelled::new(model, &spec, 1)
             .copy_cores(cores)
-            .data_path(path)
+            .host_memory(path)
     };
     let command = args.split_whitespace().next().unwrap_or_default();
     let (measured_ms, staged_ms, direct_ms) = match command {
@@ -149,8 +149,8 @@ fn simulate_row(model: &PlatformModel, row: &Value) -> Result<Option<Line>> {
             };
             (
                 report["makespan_ms"].as_f64().unwrap_or(f64::NAN),
-                run(DataPath::Model)?,
-                run(DataPath::Direct)?,
+                run(HostMemory::Staged)?,
+                run(HostMemory::PageLocked)?,
             )
         }
         "gemm" => {
@@ -169,8 +169,8 @@ fn simulate_row(model: &PlatformModel, row: &Value) -> Result<Option<Line>> {
             };
             (
                 report["seconds"].as_f64().unwrap_or(f64::NAN) * 1e3,
-                run(DataPath::Model)?,
-                run(DataPath::Direct)?,
+                run(HostMemory::Staged)?,
+                run(HostMemory::PageLocked)?,
             )
         }
         _ => return Ok(None),
@@ -258,9 +258,10 @@ fn main() -> Result<()> {
          report, simulated on the `h200` preset (`hetla simulate --platform h200`; its rates \
          and their sources in `hetla info`'s and the preset's description) with the row's \
          clusters, tile and packing cores. Cholesky rows compare the runtime's makespan, GEMM \
-         rows the call's seconds. \"staged\" is the data path the rows ran (each tile packed \
-         by CPU cores into page-locked staging); \"direct\" the model's prediction for copies \
-         straight from page-locked tiles (no packing), the data path being built.\n\n",
+         rows the call's seconds. \"staged\" is how the rows copied (each tile packed by CPU \
+         cores into page-locked staging, `--host-memory staged`); \"page-locked\" the model's \
+         prediction for copies straight from page-locked tiles (`--host-memory page-locked`, no \
+         packing), which no GPU has run yet.\n\n",
     );
     out += "The packing rates no lease timed alone are each taken from one reference row, as \
             the rate at which the model reproduces that row's makespan (bisection, rerun by \
@@ -275,7 +276,7 @@ fn main() -> Result<()> {
         checked.len(),
         WITHIN * 100.0
     );
-    out += "| row | packing cores | measured (ms) | staged model (ms) | error | direct model (ms) |\n\
+    out += "| row | packing cores | measured (ms) | staged model (ms) | error | page-locked model (ms) |\n\
             |---|---|---|---|---|---|\n";
     for l in &lines {
         out += &format!(

@@ -45,13 +45,13 @@ pub use calibrate::{
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
 pub use model::{
-    Calibration, CpuKernelRate, CpuModel, DataPath, GpuKernelRate, GpuModel, LoadedReduction,
+    Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
     MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, StagingRate, calibration_sizes,
 };
 // What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
 // a network's rate and a process grid.
 pub use hetla_factorizations::ProcessGrid;
-pub use hetla_runtime::{LinkRate, RunOptions, SimOptions, WriteBack};
+pub use hetla_runtime::{HostMemory, LinkRate, RunOptions, SimOptions, WriteBack};
 pub use simulate::{
     GridSimReport, NodeBusy, SimReport, WorkerBusy, bounds, parse_network, simulate, simulate_grid,
 };

@@ -55,8 +55,8 @@ pub struct GemmArgs {
     pub placement: [Placement; 3],
     /// How the host matrices meet a GPU's copies: staged (packed by CPU cores into page-locked
     /// buffers) or page-locked (A, B and C page-locked for the run, copied straight by the GPU's
-    /// DMA engines; the locking is timed). With `--platform`: the modelled data path (staged as the
-    /// model says, or direct).
+    /// DMA engines; the locking is timed). With `--platform`: the modelled copies (staged at the
+    /// model's packing rates, or straight).
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
     /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200; or a TOML file)
@@ -205,10 +205,7 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
             &Modelled::new(&model, &args.clusters, gpus)
                 .gpu_memory(args.gpus.gpu_memory)
                 .precision(args.precision)
-                .data_path(match args.host_memory {
-                    hetla::HostMemory::PageLocked => hetla_lab::DataPath::Direct,
-                    _ => hetla_lab::DataPath::Model,
-                }),
+                .host_memory(args.host_memory),
             (args.m, args.n, args.k),
             &Default::default(),
         )?;

@@ -70,11 +70,12 @@ pub struct SimulateArgs {
     /// Number of GPUs used.
     #[arg(long, default_value_t = 0)]
     pub gpus: usize,
-    /// How host tiles meet the GPUs' links: model (as the platform says: packed by CPU cores into
-    /// page-locked staging when it gives staging rates, as h200 does) or direct (copied by the
-    /// GPUs' DMA engines straight from page-locked tiles).
-    #[arg(long, default_value = "model")]
-    pub data_path: hetla_lab::DataPath,
+    /// How host tiles meet the GPUs' links: staged (packed by CPU cores into page-locked buffers at
+    /// the platform's packing rates, as h200 gives them and real runs do by default; a platform
+    /// without them copies at its links' rates) or page-locked (copied straight by the GPUs' DMA
+    /// engines), as `hetla cholesky --host-memory`.
+    #[arg(long, default_value = "staged")]
+    pub host_memory: hetla::HostMemory,
     /// On a staged data path, how many cores each GPU packs its copies on (its host thread's
     /// included; default: the rule of real runs, HETLA_GPU_COPY_CORES there).
     #[arg(long, value_parser = super::args::parse_positive)]
@@ -166,7 +167,7 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let options = args.run.options();
     let machine = Modelled::new(&model, &args.clusters, args.gpus)
         .precision(args.precision)
-        .data_path(args.data_path)
+        .host_memory(args.host_memory)
         .copy_cores(args.copy_cores);
     args.factorization.check_distributed(grid.is_some())?;
     let plan = args

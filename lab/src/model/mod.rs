@@ -33,6 +33,6 @@ mod tests;
 
 pub use measured::{Calibration, calibration_sizes};
 pub use platform::{
-    CpuKernelRate, CpuModel, DataPath, GpuKernelRate, GpuModel, LoadedReduction, MAX_MODEL_CORES,
-    Modelled, PRESETS, PlatformModel, Speedup, StagingRate,
+    CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, MAX_MODEL_CORES, Modelled,
+    PRESETS, PlatformModel, Speedup, StagingRate,
 };

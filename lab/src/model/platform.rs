@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 use hetla_runtime::{
-    KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, Staging, WorkerInfo,
-    count_classes, reserve_host_cores,
+    HostMemory, KernelKey, MemoryNode, ResourceClass, ResourceKind, SimPlatform, Staging,
+    WorkerInfo, count_classes, reserve_host_cores,
 };
 pub use hetla_runtime::{LinkModel, LinkRate};
 
@@ -264,36 +264,13 @@ pub struct Modelled<'a> {
     pub gpu_memory: Option<usize>,
     /// The precision of the modelled kernels (default d).
     pub precision: Precision,
-    /// How host tiles meet the GPUs' links (default: as the model says).
-    pub data_path: DataPath,
-    /// How many cores each GPU packs its copies on, on a staged data path (`None`: the real
-    /// platforms' rule, [`hetla_runtime::copy_cores`]; `HETLA_GPU_COPY_CORES` on a real run).
+    /// How host tiles meet the GPUs' links: staged as the model says (its packing rates,
+    /// [`GpuModel::staging`]; a model without them copies at its links' rates), or page-locked
+    /// (copied straight by DMA, no packing). Default staged, as real runs.
+    pub host_memory: HostMemory,
+    /// How many cores each GPU packs its copies on, when staged (`None`: the real platforms' rule,
+    /// [`hetla_runtime::copy_cores`]; `HETLA_GPU_COPY_CORES` on a real run).
     pub copy_cores: Option<usize>,
-}
-
-/// How host tiles meet the GPUs' links in a simulation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DataPath {
-    /// As the model says: staged when it has a packing rate ([`GpuModel::staging_core_gb_per_s`]),
-    /// else direct.
-    #[default]
-    Model,
-    /// The GPUs' DMA engines copy straight from page-locked host tiles: no packing.
-    Direct,
-}
-
-impl std::str::FromStr for DataPath {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "model" => Ok(Self::Model),
-            "direct" => Ok(Self::Direct),
-            _ => Err(format!(
-                "{s:?}: expected model (as the platform says) or direct (DMA from page-locked tiles)"
-            )),
-        }
-    }
 }
 
 impl<'a> Modelled<'a> {
@@ -305,14 +282,14 @@ impl<'a> Modelled<'a> {
             gpus,
             gpu_memory: None,
             precision: Precision::D,
-            data_path: DataPath::Model,
+            host_memory: HostMemory::Staged,
             copy_cores: None,
         }
     }
 
-    /// How host tiles meet the GPUs' links.
-    pub fn data_path(mut self, path: DataPath) -> Self {
-        self.data_path = path;
+    /// How host tiles meet the GPUs' links ([`Modelled::host_memory`]).
+    pub fn host_memory(mut self, host_memory: HostMemory) -> Self {
+        self.host_memory = host_memory;
         self
     }
 
@@ -340,7 +317,7 @@ impl<'a> Modelled<'a> {
         let mut platform =
             self.model
                 .sim_platform_with(self.clusters, self.gpus, self.copy_cores)?;
-        if self.data_path == DataPath::Direct {
+        if self.host_memory == HostMemory::PageLocked {
             platform.staging = None;
         }
         if let Some(bytes) = self.gpu_memory {

@@ -611,7 +611,7 @@ mod tests {
         let plan = |path, cores| {
             let spec = ClusterSpec::Grid { count: 1, size: 15 };
             let machine = crate::Modelled::new(&m, &spec, 1)
-                .data_path(path)
+                .host_memory(path)
                 .copy_cores(cores);
             let staged = machine.sim_platform().unwrap().staging.is_some();
             let work = hetla::Plan::cholesky(8192, 2048, Precision::D).unwrap();
@@ -621,9 +621,9 @@ mod tests {
                 .makespan_ms;
             (staged, ms)
         };
-        let (staged1, one_core) = plan(crate::DataPath::Model, Some(1));
-        let (staged8, eight_cores) = plan(crate::DataPath::Model, None);
-        let (staged_direct, direct) = plan(crate::DataPath::Direct, Some(1));
+        let (staged1, one_core) = plan(hetla_runtime::HostMemory::Staged, Some(1));
+        let (staged8, eight_cores) = plan(hetla_runtime::HostMemory::Staged, None);
+        let (staged_direct, direct) = plan(hetla_runtime::HostMemory::PageLocked, Some(1));
         assert!(staged1 && staged8 && !staged_direct);
         assert!(
             one_core > eight_cores && eight_cores > direct,
