@@ -197,82 +197,61 @@ fn device_timings(times: Vec<f64>) -> Timings {
     }
 }
 
-/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index` with the matrix already in device
-/// memory: the copy there is not timed, only the factorisation calls, after one warm-up call, best
-/// and median of `runs` (the reference of the GPU issue's target: hetla end to end, matrix in host
-/// memory, against this).
+/// Whether `platform` has a real GPU (not only emulated devices): the GPU peers and the check on
+/// the GPU need one.
+pub fn real_gpu(platform: &hetla::Platform) -> bool {
+    platform
+        .devices()
+        .iter()
+        .any(|d| d.device.name() != "emulated")
+}
+
+/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index`, timed two ways after one warm-up call
+/// each, best and median of `runs`: on the matrix already in device memory (its copy there not
+/// timed: the reference of the GPU issue's targets), and as a program calls it on a matrix in host
+/// memory (`a` copied in from pageable memory as it lies, factored, the factor copied back out,
+/// each call timed whole by the wall clock).
 #[cfg(feature = "cuda")]
 pub fn cusolver_potrf<T: Scalar>(
     a: faer::MatRef<'_, T>,
     index: usize,
     runs: usize,
-) -> Result<PeerRate> {
+) -> Result<[PeerRate; 2]> {
     let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let times = gpu.time_resident_potrf(a, runs)?;
-    let n = a.nrows() as f64;
-    Ok(PeerRate::from_timings(
-        &format!("cusolver-{}potrf-resident", T::PRECISION),
-        device_timings(times),
-        n * n * n / 3.0 * T::PRECISION.flop_factor(),
-    ))
-}
-
-/// cuSOLVER's ?potrf on GPU `index` as a program calls it on a matrix in host memory: `a` copied in
-/// (from pageable memory, as it lies), factored, the factor copied back out, each call timed whole
-/// by the wall clock after one warm-up call, best and median of `runs`.
-#[cfg(feature = "cuda")]
-pub fn cusolver_potrf_from_host<T: Scalar>(
-    a: faer::MatRef<'_, T>,
-    index: usize,
-    runs: usize,
-) -> Result<PeerRate> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let resident = gpu.time_resident_potrf(a, runs)?;
     let mut out = faer::Mat::<T>::zeros(a.nrows(), a.ncols());
-    let times = gpu.time_host_potrf(a, out.as_mut(), runs)?;
+    let from_host = gpu.time_host_potrf(a, out.as_mut(), runs)?;
     let n = a.nrows() as f64;
-    Ok(PeerRate::from_timings(
-        &format!("cusolver-{}potrf-from-host", T::PRECISION),
-        device_timings(times),
-        n * n * n / 3.0 * T::PRECISION.flop_factor(),
-    ))
+    let flops = n * n * n / 3.0 * T::PRECISION.flop_factor();
+    let rate = |how, times| {
+        let name = format!("cusolver-{}potrf-{how}", T::PRECISION);
+        PeerRate::from_timings(&name, device_timings(times), flops)
+    };
+    Ok([rate("resident", resident), rate("from-host", from_host)])
 }
 
-/// cuBLAS's ?gemm C = A B on GPU `index` as a program calls it on matrices in host memory: A and B
-/// copied in, the product, C copied out, each call timed whole after one warm-up call, best and
-/// median of `runs`.
-#[cfg(feature = "cuda")]
-pub fn cublas_gemm_from_host<T: Scalar>(
-    a: faer::MatRef<'_, T>,
-    b: faer::MatRef<'_, T>,
-    index: usize,
-    runs: usize,
-) -> Result<PeerRate> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let mut c = faer::Mat::<T>::zeros(a.nrows(), b.ncols());
-    let times = gpu.time_host_gemm(a, b, c.as_mut(), runs)?;
-    let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
-    Ok(PeerRate::from_timings(
-        &format!("cublas-{}gemm-from-host", T::PRECISION),
-        device_timings(times),
-        flops * T::PRECISION.flop_factor(),
-    ))
-}
-
-/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index` with the three matrices in
-/// device memory, after one warm-up call, best and median of `runs`.
+/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index`, timed as [`cusolver_potrf`]:
+/// with A, B and C in device memory, and from host memory (A and B copied in, the product, C copied
+/// out, each call timed whole).
 #[cfg(feature = "cuda")]
 pub fn cublas_gemm<T: Scalar>(
     a: faer::MatRef<'_, T>,
     b: faer::MatRef<'_, T>,
     index: usize,
     runs: usize,
-) -> Result<PeerRate> {
+) -> Result<[PeerRate; 2]> {
     let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let times = gpu.time_resident_gemm(a, b, runs)?;
+    let resident = gpu.time_resident_gemm(a, b, runs)?;
+    let mut c = faer::Mat::<T>::zeros(a.nrows(), b.ncols());
+    let from_host = gpu.time_host_gemm(a, b, c.as_mut(), runs)?;
     let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
-    Ok(PeerRate::from_timings(
-        &format!("cublas-{}gemm-resident", T::PRECISION),
-        device_timings(times),
-        flops * T::PRECISION.flop_factor(),
-    ))
+    let rate = |how, times| {
+        let name = format!("cublas-{}gemm-{how}", T::PRECISION);
+        PeerRate::from_timings(
+            &name,
+            device_timings(times),
+            flops * T::PRECISION.flop_factor(),
+        )
+    };
+    Ok([rate("resident", resident), rate("from-host", from_host)])
 }

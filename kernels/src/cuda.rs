@@ -850,19 +850,14 @@ impl GpuContext {
         }
         let pristine = self.resident(a)?;
         let mut work = self.alloc(T::PRECISION, n, n)?;
-        let mut times = Vec::with_capacity(runs);
-        for run in 0..=runs.max(1) {
+        warm_then_time(runs, || {
             if n > 0 {
                 self.compute
                     .memcpy_dtod(&pristine.data, &mut work.data)
                     .map_err(|e| gpu_error("copying the matrix on the device", e))?;
             }
-            let seconds = self.run(Op::Potrf, &[], &mut work)?;
-            if run > 0 {
-                times.push(seconds);
-            }
-        }
-        Ok(times)
+            self.run(Op::Potrf, &[], &mut work)
+        })
     }
 
     /// Copies host matrix `src` into the device tile `dst` (same shape) and returns when it is
@@ -925,17 +920,13 @@ impl GpuContext {
             });
         }
         let mut work = self.alloc(T::PRECISION, n, n)?;
-        let mut times = Vec::with_capacity(runs);
-        for run in 0..=runs.max(1) {
+        warm_then_time(runs, || {
             let start = std::time::Instant::now();
             self.copy_in(a, &mut work)?;
             self.run(Op::Potrf, &[], &mut work)?;
             self.copy_out(&work, out.rb_mut())?;
-            if run > 0 {
-                times.push(start.elapsed().as_secs_f64());
-            }
-        }
-        Ok(times)
+            Ok(start.elapsed().as_secs_f64())
+        })
     }
 
     /// The cuBLAS peer as a program calls it on matrices in host memory: copy A and B in, C = A B
@@ -966,18 +957,14 @@ impl GpuContext {
         let mut da = self.alloc(T::PRECISION, a.nrows(), a.ncols())?;
         let mut db = self.alloc(T::PRECISION, b.nrows(), b.ncols())?;
         let mut dc = self.alloc_zeroed(T::PRECISION, c.nrows(), c.ncols())?;
-        let mut times = Vec::with_capacity(runs);
-        for run in 0..=runs.max(1) {
+        warm_then_time(runs, || {
             let start = std::time::Instant::now();
             self.copy_in(a, &mut da)?;
             self.copy_in(b, &mut db)?;
             self.run(product, &[&da, &db], &mut dc)?;
             self.copy_out(&dc, c.rb_mut())?;
-            if run > 0 {
-                times.push(start.elapsed().as_secs_f64());
-            }
-        }
-        Ok(times)
+            Ok(start.elapsed().as_secs_f64())
+        })
     }
 
     /// The lower triangle of A - L L^H (A and L read from the lower triangles of `a` and `l`, of
@@ -1029,14 +1016,7 @@ impl GpuContext {
         let product = Op::MatMul(crate::MatMul::new(false, false, 1.0, 0.0));
         let (a, b) = (self.resident(a)?, self.resident(b)?);
         let mut c = self.alloc_zeroed(T::PRECISION, a.rows, b.cols)?;
-        let mut times = Vec::with_capacity(runs);
-        for run in 0..=runs.max(1) {
-            let seconds = self.run(product, &[&a, &b], &mut c)?;
-            if run > 0 {
-                times.push(seconds);
-            }
-        }
-        Ok(times)
+        warm_then_time(runs, || self.run(product, &[&a, &b], &mut c))
     }
 
     /// Queues cusolverDn?potrf (`T`'s precision, the tile's) on the lower triangle of `a`, `start`
@@ -1122,6 +1102,16 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     }
     .result()
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
+}
+
+/// The seconds `call` returns over `runs` calls (at least one) after one untimed warm-up call
+/// (library loading, workspaces, clocks): how the GPU peers are timed.
+fn warm_then_time(
+    runs: usize,
+    mut call: impl FnMut() -> Result<f64, KernelError>,
+) -> Result<Vec<f64>, KernelError> {
+    call()?;
+    (0..runs.max(1)).map(|_| call()).collect()
 }
 
 /// A host tile a 2D copy moves (a DMA engine straight from or into it when it lies in page-locked

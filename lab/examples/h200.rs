@@ -54,27 +54,24 @@ fn copy_cores(row: &Value, spec: &ClusterSpec) -> Option<usize> {
     (first_lease && *spec != ClusterSpec::None).then_some(1)
 }
 
-/// The rows each packing rate of the preset is taken from (`H200_STAGING`): (cores, label, lease).
-const REFERENCES: [(usize, &str, u64); 3] = [
-    (1, "copy-cores-1-8192", 2),
-    (8, "mixed-8192", 2),
-    (16, "mixed-8192", 2),
+/// The rows each packing rate of the preset is taken from (`H200_STAGING`): (cores, label, lease,
+/// clusters).
+const REFERENCES: [(usize, &str, u64, &str); 3] = [
+    (1, "copy-cores-1-8192", 2, "1x15"),
+    (8, "mixed-8192", 2, "3x5"),
+    (16, "mixed-8192", 2, "none"),
 ];
 
-/// Whether `row` is the reference of its packing rate.
-fn is_reference(row: &Value, cores: usize) -> bool {
+/// The packing cores whose rate `row` is the reference of (`None`: it checks the model).
+fn reference_of(row: &Value) -> Option<usize> {
     let args = row["args"].as_str().unwrap_or_default();
     let clusters = option(args, "--clusters").unwrap_or("none");
-    REFERENCES.iter().any(|&(c, label, lease)| {
-        c == cores
-            && row["label"] == label
-            && row["lease"].as_u64() == Some(lease)
-            && match c {
-                8 => clusters == "3x5",
-                16 => clusters == "none",
-                _ => true,
-            }
-    })
+    REFERENCES
+        .iter()
+        .find(|&&(_, label, lease, spec)| {
+            row["label"] == label && row["lease"].as_u64() == Some(lease) && clusters == spec
+        })
+        .map(|&(cores, ..)| cores)
 }
 
 /// The packing rate at which the model reproduces `row`'s makespan exactly (bisection: the
@@ -215,10 +212,10 @@ fn main() -> Result<()> {
         .collect::<Result<Vec<Value>>>()?;
     // Each packing rate, found again from its reference row: the preset's must be it.
     let mut rates = Vec::new();
-    for (cores, label, _) in REFERENCES {
+    for (cores, label, ..) in REFERENCES {
         let row = rows
             .iter()
-            .find(|r| is_reference(r, cores))
+            .find(|r| reference_of(r) == Some(cores))
             .ok_or_else(|| hetla_lab::Error::InvalidOption {
                 option: "rows",
                 reason: format!("no reference row {label} for {cores} cores"),
@@ -233,13 +230,7 @@ fn main() -> Result<()> {
     let mut references = 0;
     for row in &rows {
         if let Some(mut line) = simulate_row(&model, row)? {
-            let args = row["args"].as_str().unwrap_or_default();
-            let cores = match line.cores.as_str() {
-                "rule" if option(args, "--clusters") == Some("none") => 16,
-                "rule" => 8,
-                count => count.parse().unwrap_or(0),
-            };
-            if is_reference(row, cores) {
+            if reference_of(row).is_some() {
                 line.row += " (reference)";
                 references += 1;
             }

@@ -314,15 +314,10 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
             flops,
         ));
     }
-    // With a CUDA GPU in the platform: cuBLAS on device-resident matrices, GPU 0, the
-    // same product without transposes or beta (its fastest case).
+    // With a CUDA GPU in the platform: cuBLAS on device-resident matrices and from host memory,
+    // GPU 0, the same product without transposes or beta (its fastest case).
     #[cfg(feature = "cuda")]
-    if args.compare.is_some_and(super::args::Compare::gpu)
-        && platform
-            .devices()
-            .iter()
-            .any(|d| d.device.name() != "emulated")
-    {
+    if args.compare.is_some_and(super::args::Compare::gpu) && crate::peers::real_gpu(&platform) {
         // A and B as they are when not transposed, else the same product's untransposed
         // operands.
         let (fresh_a, fresh_b);
@@ -338,13 +333,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         } else {
             &b
         };
-        peers.push(crate::peers::cublas_gemm(
-            a.as_ref(),
-            b.as_ref(),
-            0,
-            repeat.unwrap_or(1),
-        )?);
-        peers.push(crate::peers::cublas_gemm_from_host(
+        peers.extend(crate::peers::cublas_gemm(
             a.as_ref(),
             b.as_ref(),
             0,

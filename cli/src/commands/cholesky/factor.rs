@@ -299,21 +299,14 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         }
         drop(factor);
         let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
-        // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix, GPU 0.
+        // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix and from host
+        // memory, GPU 0.
         #[cfg(feature = "cuda")]
-        if compare.gpu()
-            && platform
-                .devices()
-                .iter()
-                .any(|d| d.device.name() != "emulated")
-        {
-            let runs = repeat.unwrap_or(1);
-            let cusolver = peers::cusolver_potrf(a.as_ref(), 0, runs)?;
-            report.ratio_to_cusolver = Some(gflops / cusolver.gflops);
-            rates.push(cusolver);
-            let from_host = peers::cusolver_potrf_from_host(a.as_ref(), 0, runs)?;
+        if compare.gpu() && peers::real_gpu(&platform) {
+            let [resident, from_host] = peers::cusolver_potrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
+            report.ratio_to_cusolver = Some(gflops / resident.gflops);
             report.ratio_to_cusolver_from_host = Some(gflops / from_host.gflops);
-            rates.push(from_host);
+            rates.extend([resident, from_host]);
         }
         if compare.cpu() {
             let mut dgemm = 0.0f64;
@@ -640,10 +633,7 @@ fn residual_on_gpu<T: Scalar>(
     a: faer::MatRef<'_, T>,
     l: faer::MatRef<'_, T>,
 ) -> Option<hetla::Result<f64>> {
-    let real = platform
-        .devices()
-        .first()
-        .is_some_and(|d| d.device.name() != "emulated");
+    let real = peers::real_gpu(platform);
     #[cfg(feature = "cuda")]
     if real {
         return Some(hetla::check::cholesky_residual_on_gpu(a, l, 0));
