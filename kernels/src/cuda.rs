@@ -1158,25 +1158,39 @@ impl DirectSpan {
         device: driver_sys::CUdeviceptr,
     ) -> driver_sys::CUDA_MEMCPY2D {
         let host_to_device = from == driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-        // SAFETY: a plain C struct of integers and pointers, all-zero valid; every field used is
-        // set below.
-        let mut copy: driver_sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
-        copy.srcMemoryType = from;
-        copy.dstMemoryType = to;
-        copy.WidthInBytes = self.width;
-        copy.Height = self.height;
-        if host_to_device {
-            copy.srcHost = self.host as *const std::ffi::c_void;
-            copy.srcPitch = self.pitch;
-            copy.dstDevice = device;
-            copy.dstPitch = self.width;
+        let host = self.host as *mut std::ffi::c_void;
+        let (src_host, src_device, src_pitch, dst_host, dst_device, dst_pitch) = if host_to_device {
+            (
+                host.cast_const(),
+                0,
+                self.pitch,
+                std::ptr::null_mut(),
+                device,
+                self.width,
+            )
         } else {
-            copy.srcDevice = device;
-            copy.srcPitch = self.width;
-            copy.dstHost = self.host as *mut std::ffi::c_void;
-            copy.dstPitch = self.pitch;
+            (std::ptr::null(), device, self.width, host, 0, self.pitch)
+        };
+        // Every field written out: the struct holds two `CUmemorytype` enums, which have no zero
+        // value, so `mem::zeroed` is undefined behaviour (Rust aborts on it).
+        driver_sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: from,
+            srcHost: src_host,
+            srcDevice: src_device,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: src_pitch,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: to,
+            dstHost: dst_host,
+            dstDevice: dst_device,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: dst_pitch,
+            WidthInBytes: self.width,
+            Height: self.height,
         }
-        copy
     }
 }
 
@@ -1476,3 +1490,47 @@ cuda_scalar!(
     cusolverDnZpotrf_bufferSize,
     cusolverDnZpotrf
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copy descriptors are built on the host alone, so they are checked here without a GPU
+    /// (a zero-initialised descriptor aborted every direct copy on the first real one).
+    #[test]
+    fn direct_copy_descriptors_name_both_sides_in_each_direction() {
+        let span = DirectSpan {
+            host: 0x1000,
+            pitch: 800,
+            width: 160,
+            height: 7,
+        };
+        let (host, device) = (
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        );
+        let up = span.copy(host, device, 0xbeef);
+        assert_eq!((up.srcMemoryType, up.dstMemoryType), (host, device));
+        assert_eq!(
+            (up.srcHost as usize, up.srcPitch, up.dstDevice, up.dstPitch),
+            (0x1000, 800, 0xbeef, 160)
+        );
+        assert!(up.dstHost.is_null() && up.srcDevice == 0);
+        let down = span.copy(device, host, 0xbeef);
+        assert_eq!((down.srcMemoryType, down.dstMemoryType), (device, host));
+        assert_eq!(
+            (
+                down.srcDevice,
+                down.srcPitch,
+                down.dstHost as usize,
+                down.dstPitch
+            ),
+            (0xbeef, 160, 0x1000, 800)
+        );
+        assert!(down.srcHost.is_null() && down.dstDevice == 0);
+        assert_eq!(
+            (up.WidthInBytes, up.Height, down.WidthInBytes, down.Height),
+            (160, 7, 160, 7)
+        );
+    }
+}
