@@ -39,6 +39,10 @@
 #              cuSOLVER peers (resident and from host memory); GEMM at GEMM_N page-locked
 #              from the host and resident against both cuBLAS peers. Fits one call of 8
 #              minutes (DEADLINE=450).
+#   sweep      the CPU cluster shapes of this machine's cores (SWEEP_SHAPES, default 1x16 2x8 4x4
+#              8x2 16x1) at SWEEP_NS (8192 16384) for Cholesky, LU and QR with no GPU
+#              (Cholesky with `--gpus none`: with a GPU a core is kept for its host thread), each beside its
+#              library peers (--compare).
 set -u
 
 if [ "${1:-}" = "--stage" ]; then
@@ -188,8 +192,10 @@ part_cholesky() {
     # Every precision on the GPU alone against cuSOLVER ?potrf in that precision, and the
     # mixed solve (an f32 factor on the GPU, refined in f64).
     for p in s c z; do
-        row "$dir" "precision-$p" cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision "$p" \
-            --compare gpu --repeat "$repeat"
+        # The tile given: with no calibrated model the automatic one was 384-512 on an H100
+        # (lease 3), far below the GPU's rate.
+        row "$dir" "precision-$p" cholesky --n "$small_n" --tile 4096 --clusters none --gpus "$gpus" \
+            --precision "$p" --compare gpu --repeat "$repeat"
     done
     row "$dir" precision-ds cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds --repeat "$repeat"
 }
@@ -254,6 +260,21 @@ part_path() {
             --repeat "$repeat"
         row "$dir" "sim-gemm-$n-${placement%%,*}" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
             --clusters none --placement "$placement" --host-memory page-locked
+    done
+}
+
+part_sweep() {
+    local dir=$1 n shape family
+    for n in ${SWEEP_NS:-8192 16384}; do
+        for family in cholesky lu qr; do
+            # Only cholesky takes GPUs (LU and QR run on the CPU clusters alone).
+            local no_gpu=()
+            [ "$family" = cholesky ] && no_gpu=(--gpus none)
+            for shape in ${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}; do
+                row "$dir" "sweep-$family-$n-$shape" "$family" --n "$n" --clusters "$shape" "${no_gpu[@]}" \
+                    --compare --repeat "$repeat"
+            done
+        done
     done
 }
 

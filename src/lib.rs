@@ -57,7 +57,9 @@ pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64, swap_rows};
-pub use hetla_runtime::{GpuSelection, HostMemory, ModelStore, Platform, SchedulerKind, Trace};
+pub use hetla_runtime::{
+    GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,
+};
 pub use interop::{Matrix, MatrixMut};
 pub use lu::{Lu, LuFactor, Trans, default_lu_tile, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};

@@ -72,6 +72,40 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
         assert_eq!(r["page_locked"]["bytes"], 600 * 600 * 8);
         assert!(r["page_locked"].get("failed").is_none(), "{r}");
     }
+    // A product's report names what it locked before its clock started (A, B and C, read from
+    // the caller's memory: 200 x 120, 120 x 160, 200 x 160 doubles), and nothing when staged.
+    for (host_memory, locked) in [
+        ("staged", None),
+        ("page-locked", Some((200 * 120 + 120 * 160 + 200 * 160) * 8)),
+    ] {
+        let (ok, out, err) = common::hetla(&[
+            "gemm",
+            "--m",
+            "200",
+            "--n",
+            "160",
+            "--k",
+            "120",
+            "--tile",
+            "64",
+            "--clusters",
+            "none",
+            "--gpus",
+            "emulated:1",
+            "--host-memory",
+            host_memory,
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        match locked {
+            None => assert!(r["page_locked"].is_null(), "{r}"),
+            Some(bytes) => {
+                assert_eq!(r["page_locked"]["bytes"], bytes, "{r}");
+                assert!(r["page_locked"]["seconds"].as_f64().unwrap() >= 0.0);
+            }
+        }
+    }
     let (ok, _, err) = common::hetla(&["cholesky", "--n", "100", "--gpus", "9"]);
     assert!(!ok && err.contains("no GPU 9"), "{err}");
     let (ok, _, err) = common::hetla(&["cholesky", "--n", "100", "--gpu-memory", "3XB"]);

@@ -1495,8 +1495,8 @@ cuda_scalar!(
 mod tests {
     use super::*;
 
-    /// The copy descriptors are built on the host alone, so they are checked here without a GPU
-    /// (a zero-initialised descriptor aborted every direct copy on the first real one).
+    /// The copy descriptors are built on the host alone, so they are checked here without a GPU (a
+    /// zero-initialised descriptor aborted every direct copy on the first real one).
     #[test]
     fn direct_copy_descriptors_name_both_sides_in_each_direction() {
         let span = DirectSpan {

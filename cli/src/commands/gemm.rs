@@ -378,6 +378,9 @@ pub fn print(o: &GemmOutput) {
         "  time      {:.4} s ({:.2} Gflop/s), model predicted {:.4} s",
         r.seconds, r.gflops, r.predicted_seconds
     );
+    if let Some(locked) = &r.page_locked {
+        println!("  host      {locked} (before the run, outside its time)");
+    }
     if let (Some(median), true) = (o.median_seconds, o.runs > 1) {
         println!(
             "  repeat    best of {} runs after a warm-up; median {median:.4} s",

@@ -461,14 +461,7 @@ pub fn print(r: &CholeskyReport) {
         }
     );
     if let Some(locked) = &r.page_locked {
-        match &locked.failed {
-            None => println!(
-                "  host      {:.1} MB page-locked in {:.4} s, copied straight by DMA",
-                locked.bytes as f64 / 1e6,
-                locked.seconds
-            ),
-            Some(why) => println!("  host      staged: page-locking failed: {why}"),
-        }
+        println!("  host      {locked}");
     }
     println!(
         "  time      {:.4} s (the runtime's makespan: {:.4} s)",
