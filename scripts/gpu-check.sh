@@ -322,6 +322,9 @@ for r in rows:
     secs = rep.get("seconds", rep.get("makespan_ms", 0) / 1e3)
     gf = rep.get("gflops", float("nan"))
     peer = ", ".join(f"{p['name']} {p['gflops']:.0f} (ratio {gf / p['gflops']:.3f})" for p in peers)
+    if "mixed" in rep:  # a mixed-precision solve (--precision ds) beside the f64 one
+        secs, err = rep["mixed"]["best"], rep.get("backward_error")
+        peer = f"f64 solve {rep['double']['best']:.4f} s (ratio {rep['double']['best'] / secs:.3f})"
     # Bytes per link direction (cholesky's `bytes`, gemm's `bytes_moved.per_link`).
     links = rep.get("bytes") or (rep.get("bytes_moved") or {}).get("per_link") or []
     if links:
