@@ -139,25 +139,8 @@ fn calibration_measures_device_kernels_and_links() {
     assert_eq!(models.get(&key, &gpu).map(|s| s.samples), Some(3));
     // A platform file with the device: its link and the packing rates of the staged copies, which
     // a simulation on it books (slower than copies straight from page-locked tiles).
-    let file = dir.join("platform.toml");
-    let (ok, out, err) = common::hetla(&[
-        "calibrate",
-        "--gpus",
-        "emulated:1",
-        "--clusters",
-        "none",
-        "--tile",
-        "64",
-        "--samples",
-        "2",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-        "--output",
-        file.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (file, report) =
+        common::calibrate_to_file(&dir, &["--gpus", "emulated:1", "--clusters", "none"]);
     let packing = report["packing"].as_array().expect("packing rates");
     assert_eq!(packing[0]["cores"], 1);
     assert!(

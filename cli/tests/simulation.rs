@@ -141,22 +141,7 @@ fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
 /// `name`; returns the folder and the platform file.
 fn calibrate_to_file(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("hetla-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("this.toml");
-    let mut args = vec![
-        "calibrate",
-        "--tile",
-        "64",
-        "--samples",
-        "2",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-        "--output",
-        file.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (ok, _, err) = hetla(&args);
-    assert!(ok, "{err}");
+    let (file, _) = common::calibrate_to_file(&dir, extra);
     (dir, file)
 }
 
@@ -206,19 +191,8 @@ fn calibrate_precision_keys_the_rates_and_keeps_the_other_precisions_of_the_file
     );
     assert_eq!(s["precision"], "s");
     // Calibrating z into the same file adds z's rates to s's.
-    let mut args = vec![
-        "calibrate",
-        "--tile",
-        "64",
-        "--samples",
-        "2",
-        "--precision",
-        "z",
-    ];
-    let (d, f) = (dir.to_str().unwrap(), file.to_str().unwrap());
-    args.extend(["--perfmodel-dir", d, "--output", f]);
-    let (ok, _, err) = hetla(&args);
-    assert!(ok, "{err}");
+    let (again, _) = common::calibrate_to_file(&dir, &["--precision", "z"]);
+    assert_eq!(again, file);
     let both = PlatformModel::load(&file).unwrap();
     assert_eq!(
         both.precisions(),

@@ -549,13 +549,7 @@ impl GpuContext {
         to_device: bool,
         stream: Option<&CudaStream>,
     ) -> Result<(), KernelError> {
-        use driver_sys::CUmemorytype::{
-            CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST,
-        };
-        let copy = match to_device {
-            true => span.copy(HOST, DEVICE, device),
-            false => span.copy(DEVICE, HOST, device),
-        };
+        let copy = span.copy(to_device, device);
         let way = if to_device {
             "host to device"
         } else {
@@ -1149,17 +1143,19 @@ impl DirectSpan {
         })
     }
 
-    /// The 2D copy between this host span and a contiguous device tile at `device`, from `from` to
-    /// `to` (one of them host memory, the other device memory).
-    fn copy(
-        &self,
-        from: driver_sys::CUmemorytype,
-        to: driver_sys::CUmemorytype,
-        device: driver_sys::CUdeviceptr,
-    ) -> driver_sys::CUDA_MEMCPY2D {
-        let host_to_device = from == driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+    /// The 2D copy between this host span and a contiguous device tile at `device`, into the device
+    /// (`to_device`) or out of it.
+    fn copy(&self, to_device: bool, device: driver_sys::CUdeviceptr) -> driver_sys::CUDA_MEMCPY2D {
+        use driver_sys::CUmemorytype::{
+            CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST,
+        };
+        let (from, to) = if to_device {
+            (HOST, DEVICE)
+        } else {
+            (DEVICE, HOST)
+        };
         let host = self.host as *mut std::ffi::c_void;
-        let (src_host, src_device, src_pitch, dst_host, dst_device, dst_pitch) = if host_to_device {
+        let (src_host, src_device, src_pitch, dst_host, dst_device, dst_pitch) = if to_device {
             (
                 host.cast_const(),
                 0,
@@ -1509,14 +1505,14 @@ mod tests {
             driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
             driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
         );
-        let up = span.copy(host, device, 0xbeef);
+        let up = span.copy(true, 0xbeef);
         assert_eq!((up.srcMemoryType, up.dstMemoryType), (host, device));
         assert_eq!(
             (up.srcHost as usize, up.srcPitch, up.dstDevice, up.dstPitch),
             (0x1000, 800, 0xbeef, 160)
         );
         assert!(up.dstHost.is_null() && up.srcDevice == 0);
-        let down = span.copy(device, host, 0xbeef);
+        let down = span.copy(false, 0xbeef);
         assert_eq!((down.srcMemoryType, down.dstMemoryType), (device, host));
         assert_eq!(
             (

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs the `hetla` binary with `args`: (success, stdout, stderr).
@@ -13,4 +14,29 @@ pub fn hetla(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `calibrate --tile 64 --samples 2 --perfmodel-dir DIR --output DIR/platform.toml --json`
+/// plus `extra`, which must succeed: the platform file and the report. (Not every test file that
+/// shares this module calibrates.)
+#[allow(dead_code)]
+pub fn calibrate_to_file(dir: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value) {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("platform.toml");
+    let mut args = vec![
+        "calibrate",
+        "--tile",
+        "64",
+        "--samples",
+        "2",
+        "--perfmodel-dir",
+        dir.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = hetla(&args);
+    assert!(ok, "{err}");
+    (file, serde_json::from_str(&out).unwrap())
 }

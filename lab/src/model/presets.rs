@@ -62,6 +62,27 @@ const SIROCCO_TABLE: [(Op, usize, f64, f64, f64); 8] = [
     (Op::GemmNt, 1920, 37.27, 30.86, 8.56),
 ];
 
+/// An f64 kernel's rate at `tile` on one core (Gflop/s) and its speedup on 10 cores.
+fn ten_core_rate(
+    op: Op,
+    tile: usize,
+    core: f64,
+    ten: f64,
+    loaded: Vec<LoadedReduction>,
+) -> CpuKernelRate {
+    CpuKernelRate {
+        op: op.name().into(),
+        tile,
+        precision: Precision::D,
+        core_gflops: core,
+        speedups: vec![Speedup {
+            cores: 10,
+            speedup: ten,
+        }],
+        loaded,
+    }
+}
+
 /// Cojean et al. (2016) (section 4, after Table 1) measured KNL kernels on a loaded machine
 /// (kernels running on every other core): DGEMM of order 480 on one core lost 15% of its rate, of
 /// order 2880 on 16 threads 4%. The presets apply the one-core figure to every kernel and tile
@@ -178,17 +199,7 @@ pub(super) fn sirocco() -> PlatformModel {
             task_overhead_us: 0.0,
             kernels: SIROCCO_TABLE
                 .iter()
-                .map(|&(op, tile, core, _, ten)| CpuKernelRate {
-                    op: op.name().into(),
-                    tile,
-                    precision: Precision::D,
-                    core_gflops: core,
-                    speedups: vec![Speedup {
-                        cores: 10,
-                        speedup: ten,
-                    }],
-                    loaded: loaded(10, 0.0),
-                })
+                .map(|&(op, tile, core, _, ten)| ten_core_rate(op, tile, core, ten, loaded(10, 0.0)))
                 .collect(),
         },
         gpu: Some(GpuModel {
@@ -430,17 +441,9 @@ pub(super) fn h200() -> PlatformModel {
     let cpu_kernels = [2048, 4096]
         .into_iter()
         .flat_map(|tile| {
-            H200_CPU.iter().map(move |&(op, core, ten)| CpuKernelRate {
-                op: op.name().into(),
-                tile,
-                precision: Precision::D,
-                core_gflops: core,
-                speedups: vec![Speedup {
-                    cores: 10,
-                    speedup: ten,
-                }],
-                loaded: Vec::new(),
-            })
+            H200_CPU
+                .iter()
+                .map(move |&(op, core, ten)| ten_core_rate(op, tile, core, ten, Vec::new()))
         })
         .collect();
     with_lu_rates(with_derived_precisions(
