@@ -37,8 +37,9 @@
 #              PATH_NS (8192 16384 32768) on the GPU alone staged and page-locked (tile-major
 #              and in place), page-locked beside 1x15 and 3x5, the largest against both
 #              cuSOLVER peers (resident and from host memory); GEMM at GEMM_N page-locked
-#              from the host and resident against both cuBLAS peers. Fits one call of 8
-#              minutes (DEADLINE=450).
+#              from the host and resident against both cuBLAS peers; Cholesky and GEMM with
+#              their matrices resident on the GPU (--resident). Fits one call of 8 minutes
+#              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
 #   sweep      the CPU cluster shapes of this machine's cores (SWEEP_SHAPES, default 1x16 2x8 4x4
 #              8x2 16x1) at SWEEP_NS (8192 16384) for Cholesky, LU and QR with no GPU
 #              (Cholesky with `--gpus none`: with a GPU a core is kept for its host thread), each beside its
@@ -246,6 +247,12 @@ part_path() {
             --storage in-place --host-memory page-locked --repeat "$repeat"
         row "$dir" "sim-$n-locked-in-place" simulate --platform h200 --n "$n" --tile "$t" --clusters none \
             --gpus 1 --host-memory page-locked
+        # The matrix resident on the GPU (placed before the clock, L left there): the like of
+        # cuSOLVER's resident call.
+        row "$dir" "real-$n-resident" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --resident --repeat "$repeat" "${compare[@]}"
+        row "$dir" "sim-$n-resident" simulate --platform h200 --n "$n" --tile "$t" --clusters none \
+            --gpus 1 --resident
         for clusters in $clusters_list; do
             row "$dir" "real-$n-locked-$clusters" cholesky --n "$n" --tile "$t" --clusters "$clusters" \
                 --gpus "$gpus" --storage tile-major --host-memory page-locked --repeat "$repeat"
@@ -261,6 +268,10 @@ part_path() {
         row "$dir" "sim-gemm-$n-${placement%%,*}" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
             --clusters none --placement "$placement" --host-memory page-locked
     done
+    row "$dir" "real-gemm-$n-resident" gemm --m "$n" --n "$n" --k "$n" --tile 4096 --clusters none \
+        --gpus "$gpus" --no-check --resident --compare gpu --repeat "$repeat"
+    row "$dir" "sim-gemm-$n-resident" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
+        --clusters none --resident
 }
 
 part_sweep() {

@@ -9,8 +9,11 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
+use hetla_factorizations::{Mode, TileRef};
 use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
-use hetla_runtime::{HostMemory, Platform, RunOptions, SchedulerKind, Trace};
+use hetla_runtime::{
+    HostMemory, MemoryNode, Platform, RunOptions, SchedulerKind, Trace, WriteBack,
+};
 
 use crate::check::hermitian_column_sums;
 use crate::condition;
@@ -89,6 +92,7 @@ pub struct Cholesky {
     pub(crate) progress_timeout: Option<std::time::Duration>,
     storage: Storage,
     host_memory: HostMemory,
+    resident: Option<usize>,
 }
 
 impl Cholesky {
@@ -119,6 +123,18 @@ impl Cholesky {
     /// GPU's DMA engines. Nothing changes on a platform without a GPU.
     pub fn host_memory(mut self, host_memory: HostMemory) -> Self {
         self.host_memory = host_memory;
+        self
+    }
+
+    /// Factors as a call on a matrix already in the memory of GPU `gpu` (0: the platform's first)
+    /// is timed: every tile is placed on that GPU before the run's clock starts, and L stays there
+    /// until it stops ([`hetla_runtime::WriteBack::Resident`]); the copies in and out are made (L
+    /// is in the caller's matrix afterwards, as always) but not timed, as cuSOLVER's resident call
+    /// is not. The trace's makespan is then the time of the factorisation on the device. A platform
+    /// without that GPU is an error before any work. (A factorisation on a caller's device buffer,
+    /// with no host copy at all, is not built yet.)
+    pub fn resident(mut self, gpu: usize) -> Self {
+        self.resident = Some(gpu);
         self
     }
 
@@ -277,7 +293,8 @@ impl Cholesky {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
         let (tile, choice) = self.tile_and_choice(platform, n, T::PRECISION)?;
-        if tile >= n {
+        // A resident factorisation always runs on its GPU, through the runtime.
+        if tile >= n && self.resident.is_none() {
             let norm = check_hermitian_lower("A", a.as_ref())?;
             real_diagonal(a.as_mut());
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
@@ -337,15 +354,63 @@ impl Cholesky {
                 ),
             });
         }
+        let placement = match self.resident {
+            Some(gpu) => resident_placement(platform, plan, gpu)?,
+            None => Vec::new(),
+        };
         let norm = check_hermitian_lower("A", a.as_ref())?;
         real_diagonal(a.as_mut());
         let options = RunOptions {
             scheduler: self.scheduler,
             host_memory: self.host_memory,
+            write_back: match self.resident {
+                Some(_) => WriteBack::Resident,
+                None => WriteBack::default(),
+            },
+            placement,
             ..RunOptions::default()
         };
         run_on_lower(platform, plan, a, self.storage, &options).map(|trace| (trace, norm))
     }
+}
+
+/// Every tile `plan` factors, placed read-write on GPU `gpu` of `platform` (see
+/// [`Cholesky::resident`]).
+fn resident_placement(
+    platform: &Platform,
+    plan: &Plan,
+    gpu: usize,
+) -> Result<Vec<(TileRef, MemoryNode, Mode)>> {
+    let gpus = platform.devices().len();
+    if gpu >= gpus {
+        return Err(Error::InvalidOption {
+            option: "resident",
+            reason: format!(
+                "a resident factorisation on GPU {gpu} needs that GPU, but the platform has {gpus} \
+                 GPU(s)"
+            ),
+        });
+    }
+    let placement = plan.placed_on(MemoryNode(gpu + 1));
+    // The whole matrix must fit: an eviction would copy tiles inside the timed run.
+    let bytes: usize = placement
+        .iter()
+        .map(|&(tile, ..)| plan.tile_bytes(tile))
+        .sum();
+    let budget = platform.devices()[gpu].device.budget();
+    if bytes > budget {
+        return Err(Error::InvalidOption {
+            option: "resident",
+            reason: format!(
+                "the matrix's tiles take {:.1} MB, more than GPU {gpu}'s budget of {:.1} MB: a \
+                 resident factorisation keeps them all on the GPU (give it more memory, or factor \
+                 from host memory)",
+                bytes as f64 / 1e6,
+                budget as f64 / 1e6
+            ),
+        });
+    }
+    Ok(placement)
 }
 
 /// Runs `plan`, whose one matrix is the lower triangle of `a` (a factorisation, or the inverse from

@@ -682,3 +682,74 @@ fn automatic_storage_is_in_place_on_gpus_alone_and_the_tile_major_copy_beside_cl
         assert!(residual < 30.0, "residual {residual}");
     }
 }
+
+#[test]
+fn a_resident_factorisation_times_no_copy_and_leaves_l_in_the_callers_matrix_in_every_precision() {
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        let (n, b) = (700, 100);
+        for storage in [Storage::InPlace, Storage::TileMajor] {
+            let device = Arc::new(EmulatedDevice::new(64 * b * b * size_of::<T>()));
+            let platform = platform("none", std::slice::from_ref(&device));
+            let a = random_hpd::<T>(n, 17);
+            let mut l = a.clone();
+            let trace = Cholesky::new()
+                .platform(platform)
+                .tile(b)
+                .storage(storage)
+                .resident(0)
+                .factor_in_place_traced(l.as_mut())
+                .unwrap();
+            let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+            assert!(residual < RESIDUAL_THRESHOLD, "{p} {storage:?}: {residual}");
+            // The 28 tiles were placed before the clock and flushed after it: the run moved
+            // nothing it timed, yet the device copied every tile in and out.
+            assert!(
+                trace.transfers.is_empty(),
+                "{p} {storage:?}: {:?}",
+                trace.transfers.len()
+            );
+            let (direct, staged) = device.copies();
+            assert!(
+                direct + staged >= 2 * 28,
+                "{p} {storage:?}: {direct} + {staged} copies"
+            );
+            let last_task = trace.tasks.iter().map(|e| e.end).fold(0.0, f64::max);
+            assert!(trace.makespan >= last_task && trace.makespan > 0.0);
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+    // No GPU to be resident on: an error naming the option, before any work.
+    let mut a = random_spd(300, 3);
+    let error = Cholesky::new()
+        .threads(1)
+        .tile(100)
+        .resident(0)
+        .factor_in_place_traced(a.as_mut())
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::InvalidOption {
+                option: "resident",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(a, random_spd(300, 3), "the matrix was touched");
+    // A matrix larger than the GPU's budget (6 tiles of 100 x 100, room for 5): an error, not a
+    // run that evicts inside its time.
+    let device = Arc::new(EmulatedDevice::new(5 * 100 * 100 * 8));
+    let error = Cholesky::new()
+        .platform(platform("none", std::slice::from_ref(&device)))
+        .tile(100)
+        .resident(0)
+        .factor_in_place_traced(a.as_mut())
+        .unwrap_err();
+    assert!(error.to_string().contains("budget"), "{error}");
+    assert_eq!(device.copies(), (0, 0));
+}

@@ -254,3 +254,128 @@ fn cholesky_and_gemm_report_where_their_time_went() {
     assert_eq!(links[0]["bytes"], 300 * 200 * 8);
     assert!(r["relative_error"].as_f64().unwrap() < 1e-13);
 }
+
+#[test]
+fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
+    let (ok, out, err) = common::hetla(&[
+        "cholesky",
+        "--n",
+        "600",
+        "--tile",
+        "100",
+        "--clusters",
+        "none",
+        "--gpus",
+        "emulated:1",
+        "--resident",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(r["residual_ok"].as_bool().unwrap());
+    assert_eq!(r["resident"], true);
+    // `seconds` is the makespan, which timed no copy.
+    assert_eq!(
+        r["seconds"].as_f64().unwrap() * 1e3,
+        r["makespan_ms"].as_f64().unwrap()
+    );
+    assert!(r["bytes"].as_array().unwrap().is_empty(), "{r}");
+    let simulate = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--platform",
+            "h200",
+            "--n",
+            "8192",
+            "--tile",
+            "2048",
+            "--clusters",
+            "none",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        common::hetla(&args)
+    };
+    let makespan = |out: &str| {
+        let r: serde_json::Value = serde_json::from_str(out).unwrap();
+        (
+            r["makespan_ms"].as_f64().unwrap(),
+            r["area_ms"].as_f64().unwrap(),
+        )
+    };
+    let (ok, out, err) = simulate(&["--gpus", "1", "--resident"]);
+    assert!(ok, "{err}");
+    let (resident, area) = makespan(&out);
+    let (ok, out, err) = simulate(&["--gpus", "1", "--host-memory", "page-locked"]);
+    assert!(ok, "{err}");
+    let (from_host, _) = makespan(&out);
+    assert!(
+        resident >= area * (1.0 - 1e-9) && resident < from_host,
+        "{resident} {area} {from_host}"
+    );
+    // Resident without a GPU, or the write-back policy without the matrix on the device: errors.
+    let (ok, _, err) = simulate(&["--resident"]);
+    assert!(!ok && err.contains("needs a GPU"), "{err}");
+    let (ok, _, err) = simulate(&["--gpus", "1", "--write-back", "resident"]);
+    assert!(
+        !ok && err.contains("not placed read-write on a device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_resident_product_leaves_c_on_the_gpu_until_its_clock_stops() {
+    let gemm = |extra: &[&str]| {
+        let mut args = vec![
+            "gemm",
+            "--m",
+            "300",
+            "--n",
+            "200",
+            "--k",
+            "100",
+            "--tile",
+            "64",
+            "--clusters",
+            "none",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        common::hetla(&args)
+    };
+    // C right in the caller's matrix, and no copy inside the timed run.
+    let (ok, out, err) = gemm(&["--gpus", "emulated:1", "--resident"]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(r["relative_error"].as_f64().unwrap() < 1e-12, "{r}");
+    assert_eq!(r["bytes_moved"]["total"], 0, "{r}");
+    // (Placed on the GPU but not resident, C's copy back is inside the time: see
+    // cholesky_and_gemm_report_where_their_time_went.)
+    // Errors before any work: no GPU, no room for A, B and C, both ways of placing.
+    let (ok, _, err) = common::hetla(&[
+        "gemm",
+        "--m",
+        "300",
+        "--n",
+        "200",
+        "--k",
+        "100",
+        "--gpus",
+        "none",
+        "--resident",
+    ]);
+    assert!(
+        !ok && err.contains("resident") && err.contains("needs a GPU"),
+        "{err}"
+    );
+    let (ok, _, err) = gemm(&[
+        "--gpus",
+        "emulated:1",
+        "--gpu-memory",
+        "100KiB",
+        "--resident",
+    ]);
+    assert!(!ok && err.contains("budget"), "{err}");
+    let (ok, _, err) = gemm(&["--resident", "--placement", "host,host,gpu0"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+}

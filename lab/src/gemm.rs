@@ -5,7 +5,7 @@
 
 use hetla::gemm::{GemmReport, Machine};
 use hetla::{Gemm, Op};
-use hetla_runtime::{HOST, KernelKey, MemoryNode, SimOptions, Trace};
+use hetla_runtime::{HOST, KernelKey, MemoryNode, SimOptions, Trace, WriteBack};
 
 use crate::model::Modelled;
 use crate::simulate::simulate_plan;
@@ -61,6 +61,10 @@ pub fn simulate_gemm_traced(
     let planned = gemm.plan_on(&planning, (m, n, k))?;
     // The strategy's scheduler, static plan and placement; the caller's restrictions, beta and
     // write-back.
-    let trace = simulate_plan(planned.plan(), machine, &platform, options)?;
+    let mut options = options.clone();
+    if gemm.write_back() == WriteBack::Resident {
+        options.run.write_back = WriteBack::Resident;
+    }
+    let trace = simulate_plan(planned.plan(), machine, &platform, &options)?;
     Ok((gemm.report(&planning, &planned, &trace), trace))
 }

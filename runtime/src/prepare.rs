@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::Op;
 
-use crate::data::{DataRegistry, Handle, MemoryNode};
+use crate::data::{DataRegistry, HOST, Handle, MemoryNode};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
 use crate::run::{RunOptions, RunStep, TaskFailure, WriteBack};
 use crate::schedulers::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
@@ -95,7 +95,11 @@ pub(crate) fn releases(options: &RunOptions, handles: &[Vec<(Handle, Mode)>]) ->
     }
     // A tile whose last access (tasks are numbered in submission order) writes it is final
     // once that task ends: released from the task's node, so a device's copy goes back to
-    // the host while the run goes on instead of in the flush at its end.
+    // the host while the run goes on instead of in the flush at its end. A resident run's
+    // tiles stay on their device.
+    if options.write_back == WriteBack::Resident {
+        return after;
+    }
     for (h, (last_access, last_write)) in last_uses(handles).into_iter().enumerate() {
         let h = Handle(h);
         if let Some(task) = last_write.filter(|&w| Some(w) == last_access)
@@ -157,6 +161,38 @@ pub(crate) fn placements(
         .iter()
         .filter_map(|&(tile, node, mode)| index.get(&tile).map(|&h| (h, node, mode)))
         .collect()
+}
+
+/// A resident run ([`WriteBack::Resident`]) leaves its flush out of its time: every tile it writes
+/// must live on a device, placed there read-write before the clock starts, or the time would leave
+/// out copies that a run on host memory must make.
+fn resident_check(
+    options: &RunOptions,
+    tiles: &[(TileRef, usize)],
+    written: &[bool],
+) -> Result<(), (RunStep, TaskFailure)> {
+    let on_device: std::collections::HashSet<TileRef> = options
+        .placement
+        .iter()
+        .filter(|&&(_, node, mode)| node != HOST && mode.writes())
+        .map(|&(tile, _, _)| tile)
+        .collect();
+    match tiles
+        .iter()
+        .zip(written)
+        .find(|&(&(tile, _), &written)| written && !on_device.contains(&tile))
+    {
+        None => Ok(()),
+        Some((&(tile, _), _)) => Err((
+            RunStep::Setup,
+            TaskFailure::Plan(format!(
+                "write-back resident: tile ({}, {}) of matrix {} is written by the run but not \
+                 placed read-write on a device; a resident run's matrix lives on its device \
+                 (place every tile it writes there, or write back final or at the end)",
+                tile.row, tile.col, tile.matrix.0
+            )),
+        )),
+    }
 }
 
 /// The scheduler's context for `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
@@ -331,6 +367,9 @@ pub(crate) fn prepare<'a>(
         priorities,
     )
     .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
+    if options.write_back == WriteBack::Resident {
+        resident_check(options, &plan.tiles, &plan.written)?;
+    }
     let several_nodes = capacities.len() > 1;
     let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
     // Only copies between nodes need carrying out.
@@ -343,7 +382,7 @@ pub(crate) fn prepare<'a>(
         releases: releases(options, &plan.handles),
         write_backs: match options.write_back {
             WriteBack::Final => write_backs(&plan.handles),
-            WriteBack::AtEnd => vec![Vec::new(); plan.handles.len()],
+            WriteBack::AtEnd | WriteBack::Resident => vec![Vec::new(); plan.handles.len()],
         },
         placement: placements(options, &plan.tiles),
         keys: plan.keys,

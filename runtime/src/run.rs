@@ -146,6 +146,13 @@ pub enum WriteBack {
     /// In the flush at the end of the run, as StarPU does when the data is unregistered (the policy
     /// of the runs the papers measured).
     AtEnd,
+    /// Never while the run goes on: the matrix lives on the devices, as a device-resident call's
+    /// does. With its tiles placed on a device before the clock starts ([`RunOptions::placement`]),
+    /// the run is timed as a library call on a matrix already in GPU memory is (cuSOLVER's resident
+    /// peer): the clock stops after the last task, and the flush to host memory that follows (so
+    /// that the caller's matrix holds the result) is neither timed nor traced, as the placement's
+    /// copies are not.
+    Resident,
 }
 
 impl std::str::FromStr for WriteBack {
@@ -155,8 +162,10 @@ impl std::str::FromStr for WriteBack {
         match s.trim().to_ascii_lowercase().as_str() {
             "final" => Ok(Self::Final),
             "end" => Ok(Self::AtEnd),
+            "resident" => Ok(Self::Resident),
             _ => Err(format!(
-                "{s:?}: expected final (when a tile is final) or end (at the end of the run)"
+                "{s:?}: expected final (when a tile is final), end (at the end of the run) or \
+                 resident (after the run's clock stops)"
             )),
         }
     }

@@ -2,7 +2,7 @@
 //! its operands start.
 
 use hetla_factorizations::MatMul;
-use hetla_runtime::HostMemory;
+use hetla_runtime::{HostMemory, WriteBack};
 
 use super::strategy::Strategy;
 use crate::{Error, Result};
@@ -52,6 +52,8 @@ pub struct Gemm {
     pub(super) placement: [Placement; 3],
     /// How the host matrices meet the GPUs' copies.
     pub(super) host_memory: HostMemory,
+    /// A, B and C live on the device of `placement` for the whole product ([`Gemm::resident`]).
+    pub(super) resident: bool,
 }
 
 impl Default for Gemm {
@@ -65,6 +67,7 @@ impl Default for Gemm {
             strategy: Strategy::Auto,
             placement: [Placement::Host; 3],
             host_memory: HostMemory::Staged,
+            resident: false,
         }
     }
 }
@@ -120,6 +123,27 @@ impl Gemm {
         self
     }
 
+    /// Times the product as a call on matrices already in the memory of GPU `gpu` is timed: A, B
+    /// and C placed there before the run's clock starts, and C left there when it stops
+    /// ([`hetla_runtime::WriteBack::Resident`]); C's copy back into the caller's matrix is made
+    /// after the clock (`Placement::Device` for all three, by contrast, times it). Replaces
+    /// [`Gemm::placement`]. A, B and C must fit the GPU's budget together.
+    pub fn resident(mut self, gpu: usize) -> Self {
+        self.placement = [Placement::Device(gpu); 3];
+        self.resident = true;
+        self
+    }
+
+    /// When a run of this product writes C back to host memory: after its clock for a resident
+    /// product, else the runtime's default.
+    pub fn write_back(&self) -> WriteBack {
+        if self.resident {
+            WriteBack::Resident
+        } else {
+            WriteBack::default()
+        }
+    }
+
     /// Whether op(A) and op(B) are transposes.
     pub fn transposes(&self) -> (bool, bool) {
         (self.trans_a, self.trans_b)
@@ -149,6 +173,12 @@ impl Gemm {
                     reason: format!("{name} must be finite, got {value}"),
                 });
             }
+        }
+        if self.resident && devices == 0 {
+            return Err(Error::InvalidOption {
+                option: "resident",
+                reason: "a resident product needs a GPU, and the platform has none".into(),
+            });
         }
         for p in self.placement {
             if let Placement::Device(d) = p

@@ -100,6 +100,9 @@ impl Gemm {
     ) -> Result<GemmPlan> {
         self.check(machine.capacities.len().saturating_sub(1))?;
         let (tiling, options, planned) = self.plan(machine, m, n, k)?;
+        if self.resident {
+            self.check_resident_fits(machine, &options.placement, &tiling)?;
+        }
         let plan = Plan::gemm(&tiling, machine.precision).with_schedule(
             Some(options.scheduler),
             options.plan,
@@ -208,6 +211,41 @@ impl Gemm {
                 partition_shares,
             },
         ))
+    }
+
+    /// A resident product keeps A, B and C on its GPU for the whole run: they must fit its budget
+    /// (an eviction would copy inside the timed run).
+    fn check_resident_fits(
+        &self,
+        machine: &Machine<'_>,
+        placement: &[(TileRef, MemoryNode, Mode)],
+        tiling: &MatMulTiling,
+    ) -> Result<()> {
+        let element = machine.precision.bytes();
+        let bytes: usize = placement
+            .iter()
+            .map(|&(tile, ..)| {
+                let (r, c) = tiling
+                    .tiling(tile.matrix)
+                    .map_or((0, 0), |t| t.tile_shape(tile.row, tile.col));
+                r * c * element
+            })
+            .sum();
+        let node = placement.first().map_or(1, |&(_, node, _)| node.0);
+        match machine.capacities.get(node).copied().flatten() {
+            Some(budget) if bytes > budget => Err(Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "A, B and C take {:.1} MB, more than GPU {}'s budget of {:.1} MB: a resident \
+                     product keeps them all on the GPU (give it more memory, or multiply from host \
+                     memory)",
+                    bytes as f64 / 1e6,
+                    node - 1,
+                    budget as f64 / 1e6
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The tiles placed on devices before the run.

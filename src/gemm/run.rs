@@ -97,6 +97,7 @@ impl Gemm {
         let store = Matrices(&[&ta, &tb, &tc]);
         let options = RunOptions {
             host_memory: self.host_memory,
+            write_back: self.write_back(),
             ..RunOptions::default()
         };
         let trace = planned.plan().execute(platform, &store, &options)?;

@@ -635,6 +635,20 @@ impl Plan {
         rows * cols * self.precision.bytes()
     }
 
+    /// Every tile the plan's tasks touch, placed read-write on memory `node` (each in the order its
+    /// first task names it): the placement of a run whose matrices live on a device
+    /// ([`hetla_runtime::WriteBack::Resident`], [`crate::Cholesky::resident`]).
+    pub fn placed_on(&self, node: MemoryNode) -> Vec<(TileRef, MemoryNode, Mode)> {
+        let mut seen = std::collections::HashSet::new();
+        self.graph()
+            .tasks()
+            .iter()
+            .flat_map(|task| &task.accesses)
+            .filter(|access| seen.insert(access.tile))
+            .map(|access| (access.tile, node, Mode::ReadWrite))
+            .collect()
+    }
+
     /// `base` with what the plan imposes on its runs: its policy, static allocation and placement,
     /// where it has them.
     pub fn run_options(&self, base: &RunOptions) -> RunOptions {

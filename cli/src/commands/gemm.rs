@@ -53,6 +53,12 @@ pub struct GemmArgs {
     /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C" ("host,host,gpu0").
     #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
     pub placement: [Placement; 3],
+    /// Time the product as a call on matrices already in the first GPU's memory is timed
+    /// (`hetla::Gemm::resident`): A, B and C placed there before the clock starts, C left there
+    /// when it stops and copied back after it (`--placement gpu0,gpu0,gpu0` times that copy). Needs
+    /// a GPU with room for all three.
+    #[arg(long, conflicts_with = "placement")]
+    pub resident: bool,
     /// How the host matrices meet a GPU's copies: staged (packed by CPU cores into page-locked
     /// buffers) or page-locked (A, B and C page-locked for the run, copied straight by the GPU's
     /// DMA engines; the locking is timed). With `--platform`: the modelled copies (staged at the
@@ -151,6 +157,11 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
         .strategy(args.strategy)
         .placement(pa, pb, pc)
         .host_memory(args.host_memory);
+    let gemm = if args.resident {
+        gemm.resident(0)
+    } else {
+        gemm
+    };
     super::output::check_outputs(&args.traces.outputs(), None)?;
     if let Some(name) = &args.platform {
         if args.repeat.is_some() {

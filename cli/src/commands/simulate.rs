@@ -24,8 +24,9 @@ pub struct SimRunArgs {
     #[arg(long, default_value_t = 0.0)]
     pub noise: f64,
     /// When tiles modified on a GPU go back to host memory: final (as soon as the last task writing
-    /// them ends, hetla's policy) or end (in the flush after the last task, StarPU's, the policy of
-    /// the papers' runs).
+    /// them ends, hetla's policy), end (in the flush after the last task, StarPU's, the policy of
+    /// the papers' runs) or resident (after the run's clock stops; set by --resident, which places
+    /// the matrix on the GPU as it needs).
     #[arg(long, default_value = "final")]
     pub write_back: hetla_runtime::WriteBack,
 }
@@ -80,6 +81,11 @@ pub struct SimulateArgs {
     /// included; default: the rule of real runs, HETLA_GPU_COPY_CORES there).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub copy_cores: Option<usize>,
+    /// The matrix resident on the first GPU, as `hetla cholesky --resident` times it: every tile
+    /// there before the clock starts and left there when it stops (the copies in and out not
+    /// simulated). Needs --gpus 1 or more.
+    #[arg(long)]
+    pub resident: bool,
     /// Order of the matrix.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub n: usize,
@@ -164,7 +170,7 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let grid = grid_of(args.nodes, args.grid)?;
     let model = PlatformModel::resolve(&args.platform)?;
-    let options = args.run.options();
+    let mut options = args.run.options();
     let machine = Modelled::new(&model, &args.clusters, args.gpus)
         .precision(args.precision)
         .host_memory(args.host_memory)
@@ -173,6 +179,17 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let plan = args
         .factorization
         .plan(args.m, args.n, args.tile, args.precision)?;
+    if args.resident {
+        // The matrix on the first GPU for the whole run, as `hetla cholesky --resident` times it.
+        if args.gpus == 0 {
+            return Err(crate::Error::InvalidOption {
+                option: "resident",
+                reason: "a resident run needs a GPU: give --gpus 1 or more".into(),
+            });
+        }
+        options.run.placement = plan.placed_on(hetla_runtime::MemoryNode(1));
+        options.run.write_back = hetla_runtime::WriteBack::Resident;
+    }
     let (report, trace) = match grid {
         None => {
             let (report, trace) = hetla_lab::simulate(&plan, &machine, &options)?;

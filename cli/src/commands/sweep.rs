@@ -437,6 +437,7 @@ fn real_run(
         scheduler: args.run.scheduler,
         storage: hetla::Storage::Auto,
         host_memory: hetla::HostMemory::Staged,
+        resident: false,
         huge_pages: false,
         platform: args.real.clone(),
         gpu: super::args::GpuArgs {

@@ -43,7 +43,7 @@ use crate::devices::Device;
 use crate::engine::Engine;
 use crate::inflight::InFlight;
 use crate::platform::Platform;
-use crate::run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload};
+use crate::run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
 use crate::sync::lock;
 use crate::trace::{PageLocked, TaskEvent, Trace};
 use crate::workers::WorkerId;
@@ -272,6 +272,9 @@ fn run_beside(
         }
         (events, besides.err())
     });
+    // A resident run's clock stops before its flush, which it neither times nor traces.
+    let resident = options.write_back == WriteBack::Resident;
+    let before_flush = (carrier.now(), lock(&carrier.transfers).len());
     engine.flush(&carrier, carrier.now());
     for device in &carrier.devices {
         // Uploads straight from page-locked tiles may still read them: done before the memory
@@ -279,7 +282,11 @@ fn run_beside(
         let _ = device.wait_uploads();
         device.clear();
     }
-    let makespan = carrier.now();
+    let makespan = if resident {
+        before_flush.0
+    } else {
+        carrier.now()
+    };
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
     if let Some(lock) = &page_lock {
@@ -294,6 +301,9 @@ fn run_beside(
         .transfers
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
+    if resident {
+        trace.transfers.truncate(before_flush.1);
+    }
 
     // Keep what this run learned: its samples are added to the platform's models (and,
     // when they are saved, merged into the store's file).

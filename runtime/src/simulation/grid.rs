@@ -18,7 +18,7 @@ use crate::engine::{Engine, Start};
 use crate::link::LinkRate;
 use crate::perfmodel::{KernelKey, MIN_SAMPLES, Stats};
 use crate::prepare::{LinkEstimate, Tables};
-use crate::run::{RunOptions, RunStep, TaskFailure};
+use crate::run::{RunOptions, RunStep, TaskFailure, WriteBack};
 use crate::schedulers::SchedContext;
 use crate::sync::lock;
 use crate::trace::{TaskEvent, Trace};
@@ -388,8 +388,13 @@ fn collect(
             };
             return Err(nodes.error(r, error));
         }
+        // A resident run's clock stops before its flush, which it neither times nor traces.
+        let before_flush = lock(&run.links.0).events.len();
         run.engine.flush(&run.links, run.last);
         let mut copies = run.links.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        if options.run.write_back == WriteBack::Resident {
+            copies.events.truncate(before_flush);
+        }
         copies.events.sort_by(|a, b| a.start.total_cmp(&b.start));
         makespan = copies
             .events

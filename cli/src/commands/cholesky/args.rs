@@ -35,6 +35,13 @@ pub struct CholeskyArgs {
     /// timed inside the call). Ignored without a GPU.
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
+    /// Time the factorisation of a matrix already in the first GPU's memory, as cuSOLVER's resident
+    /// call is timed (`hetla::Cholesky::resident`): every tile placed on the GPU before the clock
+    /// starts, L left there when it stops; the copies in and out, the input check and the
+    /// tile-major copy are made but not timed, and `seconds` is the runtime's makespan. Needs a
+    /// GPU.
+    #[arg(long)]
+    pub resident: bool,
     /// Whether the matrix (factored by hetla and by every peer of `--compare`) is allocated in
     /// transparent huge pages (`madvise(MADV_HUGEPAGE)`, where the kernel offers them). Off by
     /// default: physically contiguous 2 MiB pages put the columns of a matrix whose leading
