@@ -23,6 +23,7 @@ use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
 pub(crate) mod batch;
+mod device;
 mod update;
 
 /// The run options of [`Cholesky`] on a builder that holds one in its field `run` (`Lu`, `Qr`):
@@ -131,8 +132,8 @@ impl Cholesky {
     /// until it stops ([`hetla_runtime::WriteBack::Resident`]); the copies in and out are made (L
     /// is in the caller's matrix afterwards, as always) but not timed, as cuSOLVER's resident call
     /// is not. The trace's makespan is then the time of the factorisation on the device. A platform
-    /// without that GPU is an error before any work. (A factorisation on a caller's device buffer,
-    /// with no host copy at all, is not built yet.)
+    /// without that GPU is an error before any work. (A matrix in a GPU's memory with no host copy
+    /// at all: [`Cholesky::factor_device`].)
     pub fn resident(mut self, gpu: usize) -> Self {
         self.resident = Some(gpu);
         self

@@ -71,7 +71,13 @@ pub use qr::{
     CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, QrTree,
     default_qr_tile, lstsq,
 };
+pub use tiles::device::DeviceMatrix;
 pub use tiles::{Storage, mat_from_slice};
+
+/// The cudarc hetla's GPU kernels are built on (feature `cuda`): a [`DeviceMatrix`] is made from
+/// its buffers.
+#[cfg(feature = "cuda")]
+pub use hetla_kernels::cudarc;
 
 /// The faer hetla is built on (its matrices are hetla's native ones): use `hetla::faer` to stay on
 /// the same version.

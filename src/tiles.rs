@@ -24,10 +24,11 @@ use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling, qr_t_slot};
 use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, Scalar, Stack};
-use hetla_runtime::{KernelKey, Workload};
+use hetla_runtime::{DeviceHome, KernelKey, Workload};
 
 use crate::{Error, Result};
 
+pub(crate) mod device;
 mod major;
 
 pub(crate) use major::TileMajor;
@@ -146,6 +147,13 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
     /// by default.
     fn host_ranges(&self) -> Vec<HostRange> {
         Vec::new()
+    }
+
+    /// The home of `tile` in a device's memory, for a store whose matrices live on a device
+    /// ([`device::DeviceTiles`]); none by default.
+    fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+        let _ = tile;
+        None
     }
 
     /// Called after the kernel of task `id` ran (and succeeded), with the tile it wrote.
@@ -434,6 +442,10 @@ macro_rules! delegate_to_tiles {
             // SAFETY: the caller's contract is this one's.
             unsafe { self.tiles.host_tile_mut(tile) }
         }
+
+        fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+            self.tiles.device_home(tile)
+        }
     };
 }
 
@@ -696,6 +708,10 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
 
     fn host_ranges(&self) -> Vec<HostRange> {
         self.store.host_ranges()
+    }
+
+    fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+        self.store.device_home(tile)
     }
 
     fn outside_inputs(&self, task: TaskId) -> usize {

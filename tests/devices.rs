@@ -753,3 +753,268 @@ fn a_resident_factorisation_times_no_copy_and_leaves_l_in_the_callers_matrix_in_
     assert!(error.to_string().contains("budget"), "{error}");
     assert_eq!(device.copies(), (0, 0));
 }
+
+/// `a` (n x n) in the top-left corner of a column-major buffer with leading dimension `ld`, the
+/// rest of the buffer `fill`.
+fn in_buffer<T: Scalar>(a: faer::MatRef<'_, T>, ld: usize, cols: usize, fill: T) -> faer::Mat<T> {
+    faer::Mat::from_fn(ld, cols, |i, j| {
+        if i < a.nrows() && j < a.ncols() {
+            a[(i, j)]
+        } else {
+            fill
+        }
+    })
+}
+
+#[test]
+fn a_matrix_in_device_memory_is_factored_and_solved_where_it_lies_in_every_precision() {
+    use hetla::DeviceMatrix;
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        let (n, b, ld, k) = (500, 100, 517, 3);
+        // A cluster beside the device: the tiles have no host view, so it must take no task.
+        let device = Arc::new(EmulatedDevice::new(64 * b * b * size_of::<T>()));
+        let platform = platform("1x1", std::slice::from_ref(&device));
+        let a = random_hpd::<T>(n, 29);
+        // The device's memory is host memory: A inside a larger buffer (ld > n), a sentinel around
+        // it and in its strict upper triangle, which the factorisation must not touch.
+        let sentinel = T::from_f64(-7.0);
+        let mut buffer = in_buffer(a.as_ref(), ld, n, sentinel);
+        for j in 1..n {
+            for i in 0..j {
+                buffer[(i, j)] = sentinel;
+            }
+        }
+        let stride = buffer.col_stride() as usize;
+        let mut on_device = DeviceMatrix::emulated(buffer.as_mut().subrows_mut(0, n)).unwrap();
+        assert_eq!(on_device.ld(), stride);
+        assert!(on_device.ld() >= ld);
+        let trace = Cholesky::new()
+            .platform(platform.clone())
+            .tile(b)
+            .factor_device(&mut on_device)
+            .unwrap();
+        let l = buffer.as_ref().subrows(0, n);
+        let residual = cholesky_residual(a.as_ref(), l, Par::Seq);
+        assert!(residual < RESIDUAL_THRESHOLD, "{p}: residual {residual}");
+        for j in 0..n {
+            for i in (0..ld).filter(|&i| i < j || i >= n) {
+                assert_eq!(buffer[(i, j)], sentinel, "{p}: ({i}, {j}) was written");
+            }
+        }
+        // No copy through host memory: the 15 tiles were imported before the clock and exported
+        // after it, within the device, and the timed run moved nothing.
+        assert_eq!(device.copies(), (0, 0), "{p}");
+        assert_eq!(device.device_copies(), 2 * 15, "{p}");
+        assert!(trace.transfers.is_empty(), "{p}: {:?}", trace.transfers);
+        let gpu = platform.clusters().len();
+        assert!(
+            trace.tasks.iter().all(|t| t.worker.0 == gpu),
+            "{p}: a task ran on a CPU cluster"
+        );
+        // The solve with L and B (n x k, ld + 2) where they lie: L is read (imported, never
+        // exported), B overwritten by X.
+        let rhs = hetla::matgen::random_in::<T>(n, k, 31);
+        let mut b_buffer = in_buffer(rhs.as_ref(), n + 2, k, sentinel);
+        let l_on_device = DeviceMatrix::emulated(buffer.as_mut().subrows_mut(0, n)).unwrap();
+        let mut b_on_device = DeviceMatrix::emulated(b_buffer.as_mut().subrows_mut(0, n)).unwrap();
+        let before = device.device_copies();
+        Cholesky::new()
+            .platform(platform.clone())
+            .tile(b)
+            .solve_device(&l_on_device, &mut b_on_device)
+            .unwrap();
+        assert_eq!(device.device_copies() - before, 15 + 2 * 5, "{p}");
+        let x = b_buffer.as_ref().subrows(0, n);
+        // Against the solve from host memory (both backward stable, A well conditioned).
+        let reference = Cholesky::new()
+            .factor(a.as_ref())
+            .unwrap()
+            .solve(rhs.as_ref())
+            .unwrap();
+        let error = hetla::check::relative_error(x, reference.as_ref());
+        assert!(error < 1e3 * p.epsilon(), "{p}: X differs by {error}");
+        assert!((n..n + 2).all(|i| (0..k).all(|j| b_buffer[(i, j)] == sentinel)));
+        assert_eq!(device.copies(), (0, 0), "{p}");
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+}
+
+#[test]
+fn a_device_matrix_that_cannot_be_factored_where_it_lies_is_an_error_before_any_work() {
+    use hetla::DeviceMatrix;
+    let a = random_spd(300, 3);
+    let mut buffer = a.clone();
+    // No GPU on the platform.
+    let error = Cholesky::new()
+        .threads(1)
+        .tile(100)
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::InvalidOption {
+                option: "resident",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // GPU 1 of a platform with one.
+    let device = Arc::new(EmulatedDevice::new(64 * 100 * 100 * 8));
+    let one = platform("none", std::slice::from_ref(&device));
+    let error = Cholesky::new()
+        .platform(one.clone())
+        .tile(100)
+        .resident(1)
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(error.to_string().contains("GPU 1"), "{error}");
+    // Larger than the budget (6 tiles, room for 5).
+    let small = Arc::new(EmulatedDevice::new(5 * 100 * 100 * 8));
+    let error = Cholesky::new()
+        .platform(platform("none", std::slice::from_ref(&small)))
+        .tile(100)
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(error.to_string().contains("budget"), "{error}");
+    // Not square; B's rows not L's order; a leading dimension below the rows.
+    let error = Cholesky::new()
+        .platform(one.clone())
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut().subcols_mut(0, 299)).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::NotSquare { what: "A", .. }),
+        "{error}"
+    );
+    let mut rhs = faer::Mat::<f64>::zeros(299, 2);
+    let error = Cholesky::new()
+        .platform(one.clone())
+        .solve_device(
+            &DeviceMatrix::emulated(buffer.as_mut()).unwrap(),
+            &mut DeviceMatrix::emulated(rhs.as_mut()).unwrap(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::DimensionMismatch { n: 300, rows: 299 }),
+        "{error}"
+    );
+    // SAFETY: never used: the constructor refuses it.
+    let error = unsafe { DeviceMatrix::<f64>::from_raw_parts(8, 10, 10, 9) }.unwrap_err();
+    assert!(error.to_string().contains("leading dimension 9"), "{error}");
+    // A row-major view.
+    let mut t = faer::Mat::<f64>::zeros(4, 4);
+    let error = DeviceMatrix::emulated(t.as_mut().transpose_mut()).unwrap_err();
+    assert!(error.to_string().contains("column-major"), "{error}");
+    assert_eq!(buffer, a, "the matrix was touched");
+    assert_eq!((device.device_copies(), small.device_copies()), (0, 0));
+    // Not positive definite at column 250: the error names it (the run did start).
+    let mut bad = a.clone();
+    bad[(250, 250)] = -1.0;
+    let error = Cholesky::new()
+        .platform(one.clone())
+        .tile(100)
+        .factor_device(&mut DeviceMatrix::emulated(bad.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::NotPositiveDefinite { column: 250 }),
+        "{error}"
+    );
+    // An empty matrix: nothing to do.
+    let mut empty = faer::Mat::<f64>::zeros(0, 0);
+    Cholesky::new()
+        .platform(one)
+        .factor_device(&mut DeviceMatrix::emulated(empty.as_mut()).unwrap())
+        .unwrap();
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_real_gpu_factors_and_solves_its_own_buffer_and_refuses_host_memory_or_the_skip_says_why() {
+    use hetla::DeviceMatrix;
+    use hetla::cudarc::driver::CudaContext;
+    if !gpus_here() {
+        return;
+    }
+    let none: ClusterSpec = "none".parse().unwrap();
+    let devices = GpuSelection::All.open(None).unwrap();
+    let p =
+        Arc::new(Platform::with_devices(&none, Backend::Faer, ModelStore::None, devices).unwrap());
+    let (n, ld, k) = (3000, 3008, 4);
+    let a = random_spd(n, 11);
+    let host = in_buffer(a.as_ref(), ld, n, 0.0);
+    let ctx = CudaContext::new(0).unwrap();
+    let stream = ctx.default_stream();
+    let column_major = |m: &faer::Mat<f64>| -> Vec<f64> {
+        (0..m.ncols())
+            .flat_map(|j| m.col(j).iter().copied().collect::<Vec<_>>())
+            .collect()
+    };
+    let mut buffer = stream.clone_htod(&column_major(&host)).unwrap();
+    let trace = Cholesky::new()
+        .platform(p.clone())
+        .tile(512)
+        .factor_device(&mut DeviceMatrix::<f64>::cuda(&mut buffer, n, n, ld).unwrap())
+        .unwrap();
+    assert!(trace.transfers.is_empty());
+    let back = stream.clone_dtoh(&buffer).unwrap();
+    let l = faer::MatRef::from_column_major_slice_with_stride(&back, n, n, ld);
+    let residual = cholesky_residual(a.as_ref(), l, Par::rayon(0));
+    assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+    let rhs = hetla::matgen::random_in::<f64>(n, k, 3);
+    let mut b = stream.clone_htod(&column_major(&rhs)).unwrap();
+    Cholesky::new()
+        .platform(p.clone())
+        .tile(512)
+        .solve_device(
+            &DeviceMatrix::<f64>::cuda(&mut buffer, n, n, ld).unwrap(),
+            &mut DeviceMatrix::<f64>::cuda(&mut b, n, k, n).unwrap(),
+        )
+        .unwrap();
+    let x = stream.clone_dtoh(&b).unwrap();
+    let x = faer::MatRef::from_column_major_slice(&x, n, k);
+    let error = hetla::check::solve_backward_error(a.as_ref(), x, rhs.as_ref(), Par::rayon(0));
+    assert!(error < 1e-12, "backward error {error}");
+    // C <- A B on the GPU's own buffers: every product there, C left in its buffer.
+    let (m, k) = (700, 300);
+    let (ga, gb) = (
+        hetla::matgen::random(m, k, 5),
+        hetla::matgen::random(k, m, 6),
+    );
+    let mut expected = faer::Mat::<f64>::zeros(m, m);
+    hetla::Gemm::new()
+        .tile(256)
+        .run(&p, ga.as_ref(), gb.as_ref(), expected.as_mut())
+        .unwrap();
+    let (mut da, mut db) = (
+        stream.clone_htod(&column_major(&ga)).unwrap(),
+        stream.clone_htod(&column_major(&gb)).unwrap(),
+    );
+    let mut dc = stream.alloc_zeros::<f64>(m * m).unwrap();
+    let (_, trace) = hetla::Gemm::new()
+        .tile(256)
+        .run_device(
+            &p,
+            &DeviceMatrix::<f64>::cuda(&mut da, m, k, m).unwrap(),
+            &DeviceMatrix::<f64>::cuda(&mut db, k, m, k).unwrap(),
+            &mut DeviceMatrix::<f64>::cuda(&mut dc, m, m, m).unwrap(),
+        )
+        .unwrap();
+    assert!(trace.transfers.is_empty());
+    let c = stream.clone_dtoh(&dc).unwrap();
+    let c = faer::MatRef::from_column_major_slice(&c, m, m);
+    let error = hetla::check::relative_error(c, expected.as_ref());
+    assert!(error < 1e-13, "product differs by {error}");
+    // Host memory is not the GPU's, and a buffer too small for its matrix is refused.
+    let mut on_host = a.clone();
+    let error = Cholesky::new()
+        .platform(p)
+        .factor_device(&mut DeviceMatrix::emulated(on_host.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(error.to_string().contains("not device memory"), "{error}");
+    assert!(DeviceMatrix::<f64>::cuda(&mut b, n, k + 1, n).is_err());
+}

@@ -262,3 +262,78 @@ fn a_resident_product_moves_only_c_back_and_the_report_says_so_by_link() {
     let by_link: usize = hosted.bytes_moved.per_link.iter().map(|l| l.bytes).sum();
     assert_eq!(by_link, hosted.bytes_moved.total);
 }
+
+#[test]
+fn a_product_of_matrices_in_device_memory_runs_on_their_gpu_alone_in_every_precision() {
+    use hetla::{DeviceMatrix, Scalar};
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        // A cluster and two devices: the matrices live on GPU 1, which must take every product.
+        let devices: Vec<Arc<EmulatedDevice>> = (0..2)
+            .map(|_| Arc::new(EmulatedDevice::new(usize::MAX)))
+            .collect();
+        let platform = Platform::with_devices(
+            &"1x1".parse::<ClusterSpec>().unwrap(),
+            Backend::Faer,
+            ModelStore::None,
+            devices
+                .iter()
+                .map(|d| d.clone() as Arc<dyn hetla_runtime::Device>)
+                .collect(),
+        )
+        .unwrap();
+        let (m, n, k) = (130, 90, 70);
+        // op(A) = A^H (stored k x m), B as it is; beta = -1 reads C.
+        let a = hetla::matgen::random_in::<T>(k, m, 1);
+        let b = hetla::matgen::random_in::<T>(k, n, 2);
+        let c0 = hetla::matgen::random_in::<T>(m, n, 3);
+        let gemm = Gemm::new()
+            .transpose(true, false)
+            .scalars(2.0, -1.0)
+            .tile(32)
+            .resident(1);
+        let mut reference = c0.clone();
+        gemm.run(&platform, a.as_ref(), b.as_ref(), reference.as_mut())
+            .unwrap();
+        let before = devices[1].device_copies();
+        let (mut a_d, mut b_d, mut c) = (a.clone(), b.clone(), c0.clone());
+        let (report, trace) = gemm
+            .run_device(
+                &platform,
+                &DeviceMatrix::emulated(a_d.as_mut()).unwrap(),
+                &DeviceMatrix::emulated(b_d.as_mut()).unwrap(),
+                &mut DeviceMatrix::emulated(c.as_mut()).unwrap(),
+            )
+            .unwrap();
+        let error = hetla::check::relative_error(c.as_ref(), reference.as_ref());
+        assert!(error < 10.0 * p.epsilon(), "{p}: {error}");
+        assert_eq!((a_d, b_d), (a, b), "{p}: A or B was written");
+        // Tiles of 32: A 3 x 5, B 3 x 3, C 5 x 3, imported; C exported; nothing through the host.
+        assert_eq!(devices[1].device_copies() - before, 15 + 9 + 15 + 15, "{p}");
+        assert!(trace.transfers.is_empty(), "{p}");
+        let gpu1 = platform.clusters().len() + 1;
+        assert!(trace.tasks.iter().all(|t| t.worker.0 == gpu1), "{p}");
+        assert!(
+            report.strategy_reason.contains("one GPU"),
+            "{p}: {}",
+            report.strategy_reason
+        );
+        // k = 0 with beta != 1 (C <- -C alone): an error before any work.
+        let mut other = c0.clone();
+        let (mut a0, mut b0) = (Mat::<T>::zeros(0, m), Mat::<T>::zeros(0, n));
+        let error = gemm
+            .run_device(
+                &platform,
+                &DeviceMatrix::emulated(a0.as_mut()).unwrap(),
+                &DeviceMatrix::emulated(b0.as_mut()).unwrap(),
+                &mut DeviceMatrix::emulated(other.as_mut()).unwrap(),
+            )
+            .unwrap_err();
+        assert!(error.to_string().contains("k = 0"), "{p}: {error}");
+        assert_eq!(other, c0);
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<hetla::c32>();
+    check::<hetla::c64>();
+}

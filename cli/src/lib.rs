@@ -4,6 +4,7 @@
 //! text `--json` prints, with the same keys. Subcommands live in `commands/`, one file each.
 
 mod commands;
+mod device_buffers;
 mod error;
 mod gantt;
 mod memory;

@@ -280,6 +280,32 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
         r["makespan_ms"].as_f64().unwrap()
     );
     assert!(r["bytes"].as_array().unwrap().is_empty(), "{r}");
+    // The matrix lived in the device's memory: its tiles were blocks of it, on the GPU alone
+    // (a cluster beside it takes no task).
+    assert_eq!(r["storage"], "device");
+    let (ok, out, err) = common::hetla(&[
+        "cholesky",
+        "--n",
+        "600",
+        "--tile",
+        "100",
+        "--clusters",
+        "1x1",
+        "--gpus",
+        "emulated:1",
+        "--resident",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(r["residual_ok"].as_bool().unwrap());
+    let workers = r["workers"].as_array().unwrap();
+    let tasks = |name: &str| {
+        workers.iter().find(|w| w["name"] == name).unwrap()["tasks"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!((tasks("cpu0"), tasks("gpu0")), (0, 56), "{workers:?}");
     let simulate = |extra: &[&str]| {
         let mut args = vec![
             "simulate",
@@ -349,6 +375,33 @@ fn a_resident_product_leaves_c_on_the_gpu_until_its_clock_stops() {
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(r["relative_error"].as_f64().unwrap() < 1e-12, "{r}");
     assert_eq!(r["bytes_moved"]["total"], 0, "{r}");
+    // The matrices live on the GPU: beside a cluster, the GPU takes every product.
+    let (ok, out, err) = common::hetla(&[
+        "gemm",
+        "--m",
+        "300",
+        "--n",
+        "200",
+        "--k",
+        "100",
+        "--tile",
+        "64",
+        "--clusters",
+        "1x1",
+        "--gpus",
+        "emulated:1",
+        "--resident",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(r["relative_error"].as_f64().unwrap() < 1e-12, "{r}");
+    assert_eq!(r["strategy"], "grid", "{r}");
+    assert_eq!(
+        r["updates"],
+        serde_json::json!([["cpu0", 0], ["gpu0", 5 * 4 * 2]]),
+        "{r}"
+    );
     // (Placed on the GPU but not resident, C's copy back is inside the time: see
     // cholesky_and_gemm_report_where_their_time_went.)
     // Errors before any work: no GPU, no room for A, B and C, both ways of placing.

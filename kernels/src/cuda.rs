@@ -45,7 +45,7 @@ use faer::{MatMut, MatRef};
 
 use crate::any::{each_precision, with_scalar};
 use crate::pinned::{HostRange, PinnedRanges};
-use crate::{AnyMut, AnyRef, KernelError, Op, Precision, Scalar, c32, c64};
+use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
 const STAGING_PER_SIZE: usize = 4;
@@ -403,7 +403,7 @@ impl GpuContext {
         if (tile.rows, tile.cols) != (rows, cols) {
             return Err(KernelError::Gpu {
                 message: format!(
-                    "a copy between a {rows}x{cols} host tile and a {}x{} device tile",
+                    "a copy between a {rows}x{cols} matrix and a {}x{} device tile",
                     tile.rows, tile.cols
                 ),
             });
@@ -411,7 +411,7 @@ impl GpuContext {
         if tile.precision != precision {
             return Err(KernelError::Gpu {
                 message: format!(
-                    "a copy between a host tile in {precision} and a device tile in {}",
+                    "a copy between a matrix in {precision} and a device tile in {}",
                     tile.precision
                 ),
             });
@@ -633,6 +633,126 @@ impl GpuContext {
             });
         self.give_back_staging(buffer);
         result
+    }
+
+    /// Whether `span` lies in this GPU's memory, inside one allocation; else an error that says
+    /// what it is (host memory, another GPU's, running past its allocation's end).
+    pub fn check_span(&self, span: &DeviceSpan) -> Result<(), KernelError> {
+        use driver_sys::CUpointer_attribute::{
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as ORDINAL,
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE as TYPE,
+        };
+        let extent = span.extent();
+        if extent == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let not_device = |why: String| KernelError::Gpu {
+            message: format!(
+                "the matrix at {:#x} is not in GPU {}'s memory: {why}",
+                span.addr, self.index
+            ),
+        };
+        let mut memory_type: u32 = 0;
+        // SAFETY: asks the driver about an address; the attribute is an unsigned int.
+        let asked = unsafe {
+            driver_sys::cuPointerGetAttribute((&raw mut memory_type).cast(), TYPE, span.addr)
+        };
+        if asked.result().is_err()
+            || memory_type != driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+        {
+            return Err(not_device(
+                "the address is not device memory (host memory, or unknown to CUDA)".into(),
+            ));
+        }
+        let mut ordinal: i32 = -1;
+        // SAFETY: as above; the attribute is an int.
+        unsafe { driver_sys::cuPointerGetAttribute((&raw mut ordinal).cast(), ORDINAL, span.addr) }
+            .result()
+            .map_err(|e| gpu_error("asking which GPU holds the matrix", e))?;
+        if usize::try_from(ordinal).ok() != Some(self.index) {
+            return Err(not_device(format!("it lies on GPU {ordinal}")));
+        }
+        let (mut base, mut size): (driver_sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: as above; writes the allocation's base and size.
+        unsafe { driver_sys::cuMemGetAddressRange_v2(&mut base, &mut size, span.addr) }
+            .result()
+            .map_err(|e| gpu_error("asking for the matrix's allocation", e))?;
+        let (end, allocation_end) = (span.addr.saturating_add(extent as u64), base + size as u64);
+        if end > allocation_end {
+            return Err(not_device(format!(
+                "its {} x {} elements with leading dimension {} run {} bytes past the end of its \
+                 allocation",
+                span.rows,
+                span.cols,
+                span.ld,
+                end - allocation_end
+            )));
+        }
+        Ok(())
+    }
+
+    /// Queues the copy of the block `span` of this GPU's memory into the tile `dst` (a 2D
+    /// device-to-device copy on the host-to-device stream) and returns; kernels and copies of `dst`
+    /// wait for it on the device.
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) holding its elements, not
+    /// written until the copy is done ([`GpuContext::wait_uploads`]).
+    pub unsafe fn import(&self, span: &DeviceSpan, dst: &mut GpuTile) -> Result<(), KernelError> {
+        Self::check_same_shape(dst, span.precision, (span.rows, span.cols))?;
+        if dst.bytes() == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let width = span.rows * span.precision.bytes();
+        let (device, written) = dst.data.device_ptr_mut(&self.h2d);
+        let copy = copy_2d_descriptor(
+            (Side::Device(span.addr), span.ld * span.precision.bytes()),
+            (Side::Device(device), width),
+            width,
+            span.cols,
+        );
+        // SAFETY: both sides are device memory of this GPU holding the block's bytes (the caller's
+        // contract for `span`; `dst` has its shape, checked above); the copy is ordered after the
+        // work on `dst` by its events (`device_ptr_mut`).
+        let queued = unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.h2d.cu_stream()) }
+            .result()
+            .map_err(|e| gpu_error("cuMemcpy2DAsync (device to device, in)", e));
+        drop(written);
+        queued
+    }
+
+    /// Copies the tile `src` into the block `span` of this GPU's memory (a 2D device-to-device copy
+    /// on the device-to-host stream, after the kernels that write `src`); returns when it is there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing else reads or
+    /// writes during the call.
+    pub unsafe fn export(&self, src: &GpuTile, span: &DeviceSpan) -> Result<(), KernelError> {
+        Self::check_same_shape(src, span.precision, (span.rows, span.cols))?;
+        if src.bytes() == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let width = span.rows * span.precision.bytes();
+        let (device, read) = src.data.device_ptr(&self.d2h);
+        let copy = copy_2d_descriptor(
+            (Side::Device(device), width),
+            (Side::Device(span.addr), span.ld * span.precision.bytes()),
+            width,
+            span.cols,
+        );
+        // SAFETY: as in `import`, the other way.
+        let queued = unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.d2h.cu_stream()) }
+            .result()
+            .map_err(|e| gpu_error("cuMemcpy2DAsync (device to device, out)", e));
+        drop(read);
+        queued?;
+        self.d2h
+            .record_event(None)
+            .and_then(|event| event.synchronize())
+            .map_err(|e| gpu_error("waiting for a copy out to device memory", e))
     }
 
     /// Runs `op` on device tiles and waits for it; returns the kernel's seconds on the device (see
@@ -1146,47 +1266,60 @@ impl DirectSpan {
     /// The 2D copy between this host span and a contiguous device tile at `device`, into the device
     /// (`to_device`) or out of it.
     fn copy(&self, to_device: bool, device: driver_sys::CUdeviceptr) -> driver_sys::CUDA_MEMCPY2D {
-        use driver_sys::CUmemorytype::{
-            CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST,
-        };
+        let host = (Side::Host(self.host), self.pitch);
+        let tile = (Side::Device(device), self.width);
         let (from, to) = if to_device {
-            (HOST, DEVICE)
+            (host, tile)
         } else {
-            (DEVICE, HOST)
+            (tile, host)
         };
-        let host = self.host as *mut std::ffi::c_void;
-        let (src_host, src_device, src_pitch, dst_host, dst_device, dst_pitch) = if to_device {
-            (
-                host.cast_const(),
-                0,
-                self.pitch,
-                std::ptr::null_mut(),
-                device,
-                self.width,
-            )
-        } else {
-            (std::ptr::null(), device, self.width, host, 0, self.pitch)
-        };
-        // Every field written out: the struct holds two `CUmemorytype` enums, which have no zero
-        // value, so `mem::zeroed` is undefined behaviour (Rust aborts on it).
-        driver_sys::CUDA_MEMCPY2D {
-            srcXInBytes: 0,
-            srcY: 0,
-            srcMemoryType: from,
-            srcHost: src_host,
-            srcDevice: src_device,
-            srcArray: std::ptr::null_mut(),
-            srcPitch: src_pitch,
-            dstXInBytes: 0,
-            dstY: 0,
-            dstMemoryType: to,
-            dstHost: dst_host,
-            dstDevice: dst_device,
-            dstArray: std::ptr::null_mut(),
-            dstPitch: dst_pitch,
-            WidthInBytes: self.width,
-            Height: self.height,
-        }
+        copy_2d_descriptor(from, to, self.width, self.height)
+    }
+}
+
+/// One side of a 2D copy: host memory or device memory, by address.
+#[derive(Clone, Copy)]
+enum Side {
+    Host(usize),
+    Device(driver_sys::CUdeviceptr),
+}
+
+/// The descriptor of a 2D copy of `height` columns of `width` bytes from `from` to `to`, each side
+/// with its bytes between columns.
+fn copy_2d_descriptor(
+    (from, from_pitch): (Side, usize),
+    (to, to_pitch): (Side, usize),
+    width: usize,
+    height: usize,
+) -> driver_sys::CUDA_MEMCPY2D {
+    use driver_sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST};
+    let (src_type, src_host, src_device) = match from {
+        Side::Host(address) => (HOST, address as *const std::ffi::c_void, 0),
+        Side::Device(address) => (DEVICE, std::ptr::null(), address),
+    };
+    let (dst_type, dst_host, dst_device) = match to {
+        Side::Host(address) => (HOST, address as *mut std::ffi::c_void, 0),
+        Side::Device(address) => (DEVICE, std::ptr::null_mut(), address),
+    };
+    // Every field written out: the struct holds two `CUmemorytype` enums, which have no zero
+    // value, so `mem::zeroed` is undefined behaviour (Rust aborts on it).
+    driver_sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: src_type,
+        srcHost: src_host,
+        srcDevice: src_device,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: from_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: to_pitch,
+        WidthInBytes: width,
+        Height: height,
     }
 }
 
@@ -1493,6 +1626,25 @@ mod tests {
 
     /// The copy descriptors are built on the host alone, so they are checked here without a GPU (a
     /// zero-initialised descriptor aborted every direct copy on the first real one).
+    #[test]
+    fn copies_within_a_device_name_device_memory_on_both_sides_with_their_pitches() {
+        let device = driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        // A 100 x 7 block of f64 in a matrix with leading dimension 130, into a packed tile.
+        let copy = copy_2d_descriptor(
+            (Side::Device(0xa000), 130 * 8),
+            (Side::Device(0xb000), 100 * 8),
+            100 * 8,
+            7,
+        );
+        assert_eq!((copy.srcMemoryType, copy.dstMemoryType), (device, device));
+        assert_eq!(
+            (copy.srcDevice, copy.srcPitch, copy.dstDevice, copy.dstPitch),
+            (0xa000, 1040, 0xb000, 800)
+        );
+        assert!(copy.srcHost.is_null() && copy.dstHost.is_null());
+        assert_eq!((copy.WidthInBytes, copy.Height), (800, 7));
+    }
+
     #[test]
     fn direct_copy_descriptors_name_both_sides_in_each_direction() {
         let span = DirectSpan {

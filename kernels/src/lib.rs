@@ -23,9 +23,12 @@ mod any;
 mod backend;
 mod copy;
 #[cfg(feature = "cuda")]
+pub use cudarc;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_libs;
+mod device_span;
 mod erased;
 mod error;
 mod faer_impl;
@@ -44,6 +47,7 @@ mod split;
 
 pub use backend::Backend;
 pub use copy::copy_by_columns;
+pub use device_span::DeviceSpan;
 pub use erased::{AnyMat, AnyMut, AnyRef};
 pub use error::KernelError;
 pub use faer::Par;

@@ -70,7 +70,9 @@ pub use platform::{
     COPY_CORES_VAR, DEFAULT_LINK, DeviceWorker, HostCores, ModelStore, PageLock, Platform,
     copy_cores, copy_seconds, reserve_host_cores, wanted_copy_cores,
 };
-pub use run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
+pub use run::{
+    DeviceHome, HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack,
+};
 pub use schedulers::{
     DMDA_BETA, Dmda, Eager, Estimate, Mct, ModelTable, Planned, SchedContext, Scheduler,
     SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,

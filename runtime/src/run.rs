@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Par};
+use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Par};
 
 use crate::data::{MemoryNode, NoRoom};
 use crate::perfmodel::KernelKey;
@@ -43,6 +43,15 @@ pub trait Workload: Sync {
     fn host_ranges(&self) -> Vec<HostRange> {
         Vec::new()
     }
+    /// The home of a tile that lives in a device's own memory (a caller's matrix on a GPU) instead
+    /// of host memory: the run's copies of it to and from the host's memory node are then copies
+    /// within that device ([`Device::import`](crate::Device::import) and
+    /// [`Device::export`](crate::Device::export)), and it has no host storage, so no CPU cluster
+    /// can run a task on it. `None` (by default): the tile lives in host memory.
+    fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+        let _ = tile;
+        None
+    }
     /// How many inputs of `task` come from outside the run (tiles another process sends): the task
     /// is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was
     /// called that many times for it. Only [`execute_beside`](crate::execute_beside) can deliver
@@ -50,6 +59,37 @@ pub trait Workload: Sync {
     fn outside_inputs(&self, task: TaskId) -> usize {
         let _ = task;
         0
+    }
+}
+
+/// Where a tile lives when a device's memory is its home ([`Workload::device_home`]): the memory
+/// node of the device and the block of its memory. The host's memory node (`HOST`) stands for this
+/// home in the data registry: a tile valid "on the host" is valid in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceHome {
+    node: MemoryNode,
+    span: DeviceSpan,
+}
+
+impl DeviceHome {
+    /// The tile lives in `span` of the memory of the device of memory node `node`.
+    ///
+    /// # Safety
+    /// `span` must be memory of that device (see [`Device::check_span`](crate::Device::check_span))
+    /// holding the tile's elements, which no one but the run reads or writes while it goes on, and
+    /// which overlaps no other tile's home.
+    pub unsafe fn new(node: MemoryNode, span: DeviceSpan) -> Self {
+        Self { node, span }
+    }
+
+    /// The memory node of the device whose memory holds the tile.
+    pub fn node(&self) -> MemoryNode {
+        self.node
+    }
+
+    /// The block of the device's memory that holds the tile.
+    pub fn span(&self) -> &DeviceSpan {
+        &self.span
     }
 }
 

@@ -27,6 +27,27 @@ impl GemmPlan {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+
+    /// The same product with every C tile (so every task) on memory node `node`'s workers: the plan
+    /// of a product on matrices that live there ([`Gemm::run_device`]).
+    pub(super) fn only_on(&mut self, machine: &Machine<'_>, node: MemoryNode) {
+        let on_node: Vec<Processor> = machine
+            .processors(self.tiling.a.tile())
+            .into_iter()
+            .filter(|p| p.node == node.0)
+            .collect();
+        let plan = strategy::grid_plan(&self.tiling, &on_node);
+        let placement = self.plan.placement().to_vec();
+        self.plan = Plan::gemm(&self.tiling, machine.precision).with_schedule(
+            Some(SchedulerKind::default()),
+            Some(Arc::new(plan)),
+            placement,
+        );
+        self.planned.strategy = Strategy::Grid;
+        self.planned.reason = "its matrices live on one GPU, which takes every product".into();
+        self.planned.partition_shares =
+            Some(vec![(node.0, (self.tiling.r * self.tiling.s) as f64)]);
+    }
 }
 
 /// What planning decided, for the report.

@@ -3,13 +3,16 @@
 
 use faer::{MatMut, MatRef};
 use hetla_clusters::ClusterSpec;
-use hetla_runtime::{HOST, KernelKey, MemoryNode, Platform, RunOptions, Trace};
+use hetla_factorizations::MatMulTiling;
+use hetla_kernels::Precision;
+use hetla_runtime::{HOST, KernelKey, MemoryNode, Platform, RunOptions, Trace, WriteBack};
 
 use super::cost::{Machine, known_gemm_tiles};
-use super::options::Gemm;
+use super::options::{Gemm, Placement};
 use super::report::GemmReport;
+use crate::tiles::device::{DeviceMatrix, DeviceTiles};
 use crate::tiles::{Matrices, TiledMatrix};
-use crate::{Backend, Result, Scalar};
+use crate::{Backend, Error, Result, Scalar};
 
 impl Gemm {
     /// Computes C <- alpha op(A) op(B) + beta C on the process-wide platform that `solve_spd` and
@@ -65,6 +68,99 @@ impl Gemm {
             let empty = Trace::new(platform.workers().to_vec(), Vec::new(), 0.0);
             return Ok((self.empty_report(precision, (m, n, k)), empty));
         }
+        self.plan_and_execute(platform, precision, (m, n, k), None, |tiling| {
+            let ta = TiledMatrix::read_only(a, tiling.a.tile(), "A")?;
+            let tb = TiledMatrix::read_only(b, tiling.b.tile(), "B")?;
+            let tc = TiledMatrix::new(c, tiling.c.tile(), "C")?;
+            let options = RunOptions {
+                host_memory: self.host_memory,
+                write_back: self.write_back(),
+                ..RunOptions::default()
+            };
+            Ok((Stored::Host([ta, tb, tc]), options))
+        })
+    }
+
+    /// C <- alpha op(A) op(B) + beta C on matrices in the memory of GPU `g` of `platform` (the one
+    /// [`Gemm::resident`] names, else the first), where they lie: every tile of A, B and C is
+    /// imported into the GPU's replicas by copies within the device before the run's clock starts,
+    /// every product runs on that GPU (the platform's other workers take none), and C is exported
+    /// back into its buffer after the clock stops, with no copy through host memory. The report's
+    /// seconds are the product's on the device (see [`Gemm::resident`]). A, B and C must fit the
+    /// GPU's budget together; a product with k = 0 (C <- beta C alone) is refused unless beta is 1.
+    pub fn run_device<T: Scalar>(
+        &self,
+        platform: &Platform,
+        a: &DeviceMatrix<'_, T>,
+        b: &DeviceMatrix<'_, T>,
+        c: &mut DeviceMatrix<'_, T>,
+    ) -> Result<(GemmReport, Trace)> {
+        let gpu = match self.placement {
+            [Placement::Device(g), ..] if self.resident => g,
+            _ => 0,
+        };
+        let resident = (*self).resident(gpu);
+        resident.check(platform.devices().len())?;
+        let precision = T::PRECISION;
+        let (m, n, k) = resident.dimensions(
+            (a.nrows(), a.ncols()),
+            (b.nrows(), b.ncols()),
+            (c.nrows(), c.ncols()),
+        )?;
+        let Some(worker) = platform.devices().get(gpu) else {
+            return Err(Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "a product on device matrices of GPU {gpu} needs that GPU, but the platform \
+                     has {} GPU(s)",
+                    platform.devices().len()
+                ),
+            });
+        };
+        for (what, m) in [("A", a), ("B", b), ("C", &*c)] {
+            worker
+                .device
+                .check_span(m.span())
+                .map_err(|e| Error::Layout {
+                    what,
+                    reason: e.to_string(),
+                })?;
+        }
+        if m == 0 || n == 0 || (k == 0 && resident.beta == 1.0) {
+            let empty = Trace::new(platform.workers().to_vec(), Vec::new(), 0.0);
+            return Ok((resident.empty_report(precision, (m, n, k)), empty));
+        }
+        if k == 0 {
+            return Err(Error::InvalidOption {
+                option: "k",
+                reason: "a product on device matrices with k = 0 (C <- beta C alone, beta != 1) \
+                         is not supported: scale C on the device"
+                    .into(),
+            });
+        }
+        let node = MemoryNode(gpu + 1);
+        resident.plan_and_execute(platform, precision, (m, n, k), Some(node), |tiling| {
+            let homes = vec![(a, tiling.a), (b, tiling.b), (&*c, tiling.c)];
+            // The tiles have no host view: the plan (`only_on`) gives every product to the GPU.
+            let options = RunOptions {
+                write_back: WriteBack::Resident,
+                ..RunOptions::default()
+            };
+            Ok((Stored::Device(DeviceTiles::new(node, homes)), options))
+        })
+    }
+
+    /// The machine of `platform` from its calibrated models, the plan of the (m, n, k) product on
+    /// it (every product on memory node `only` when given), and its run over the store and with the
+    /// options `store` makes for the plan's tiling.
+    fn plan_and_execute<'s, T: Scalar>(
+        &self,
+        platform: &Platform,
+        precision: Precision,
+        (m, n, k): (usize, usize, usize),
+        only: Option<MemoryNode>,
+        store: impl FnOnce(&MatMulTiling) -> Result<(Stored<'s, T>, RunOptions)>,
+    ) -> Result<(GemmReport, Trace)> {
         let models = platform.models();
         let workers = platform.workers();
         let tile_seconds = |w: usize, tile: usize| {
@@ -89,18 +185,25 @@ impl Gemm {
             known_tiles,
             precision,
         };
-        let planned = self.plan_on(&machine, (m, n, k))?;
-        let tiling = &planned.tiling;
-        let ta = TiledMatrix::read_only(a, tiling.a.tile(), "A")?;
-        let tb = TiledMatrix::read_only(b, tiling.b.tile(), "B")?;
-        let tc = TiledMatrix::new(c, tiling.c.tile(), "C")?;
-        let store = Matrices(&[&ta, &tb, &tc]);
-        let options = RunOptions {
-            host_memory: self.host_memory,
-            write_back: self.write_back(),
-            ..RunOptions::default()
+        let mut planned = self.plan_on(&machine, (m, n, k))?;
+        if let Some(node) = only {
+            planned.only_on(&machine, node);
+        }
+        let (stored, options) = store(&planned.tiling)?;
+        let trace = match &stored {
+            Stored::Host([ta, tb, tc]) => {
+                planned
+                    .plan()
+                    .execute(platform, &Matrices(&[ta, tb, tc]), &options)?
+            }
+            Stored::Device(tiles) => planned.plan().execute(platform, tiles, &options)?,
         };
-        let trace = planned.plan().execute(platform, &store, &options)?;
         Ok((self.report(&machine, &planned, &trace), trace))
     }
+}
+
+/// Where a product's A, B and C lie: host memory, or a device's.
+enum Stored<'s, T: Scalar> {
+    Host([TiledMatrix<'s, T>; 3]),
+    Device(DeviceTiles<'s, 's, T>),
 }

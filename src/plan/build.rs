@@ -535,6 +535,11 @@ impl Plan {
             .collect()
     }
 
+    /// The tiles its runs place on memory nodes before their clocks start.
+    pub(crate) fn placement(&self) -> &[(TileRef, MemoryNode, Mode)] {
+        &self.schedule.placement
+    }
+
     /// The plan with the policy, static allocation and placement its algorithm imposes on runs.
     pub(crate) fn with_schedule(
         mut self,

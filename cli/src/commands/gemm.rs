@@ -53,10 +53,13 @@ pub struct GemmArgs {
     /// Where A, B and C start: host, or gpuI ("gpu0") for each, as "A,B,C" ("host,host,gpu0").
     #[arg(long, default_value = "host,host,host", value_parser = parse_placement)]
     pub placement: [Placement; 3],
-    /// Time the product as a call on matrices already in the first GPU's memory is timed
-    /// (`hetla::Gemm::resident`): A, B and C placed there before the clock starts, C left there
-    /// when it stops and copied back after it (`--placement gpu0,gpu0,gpu0` times that copy). Needs
-    /// a GPU with room for all three.
+    /// Multiply matrices that live in the first GPU's memory where they lie, as cuBLAS's resident
+    /// call does (`hetla::Gemm::run_device`): A, B and C copied into buffers of the GPU (for an
+    /// emulated device, its memory is host memory) before the call and C back after it, neither
+    /// timed; inside the call every tile is copied within the GPU into the run's replicas before
+    /// the clock starts, every product runs on that GPU, and C goes back into its buffer after the
+    /// clock stops (`--placement gpu0,gpu0,gpu0` times C's copy to host memory). Needs a GPU with
+    /// room for all three.
     #[arg(long, conflicts_with = "placement")]
     pub resident: bool,
     /// How the host matrices meet a GPU's copies: staged (packed by CPU cores into page-locked
@@ -270,9 +273,30 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
     let mut c = c0.clone();
     clock.lap("generate");
     let repeat = args.repeat.map(|r| r as usize);
+    // `--resident`: A and B as the device's own (the emulated device reads its copies in place).
+    let (mut a_device, mut b_device) = match args.resident {
+        true => (a.clone(), b.clone()),
+        false => (faer::Mat::zeros(0, 0), faer::Mat::zeros(0, 0)),
+    };
     let ((report, trace), timings) = crate::peers::repeat(repeat, || {
         c.copy_from(&c0);
-        let (report, trace) = gemm.run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())?;
+        let (report, trace) = match args.resident {
+            true => crate::device_buffers::in_gpu_memory(
+                &platform,
+                &mut [
+                    (a_device.as_mut(), false),
+                    (b_device.as_mut(), false),
+                    (c.as_mut(), true),
+                ],
+                |m| {
+                    let [a, b, c] = m else {
+                        unreachable!("three matrices")
+                    };
+                    gemm.run_device(&platform, a, b, c)
+                },
+            )?,
+            false => gemm.run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())?,
+        };
         let seconds = report.seconds;
         Ok(((report, trace), seconds))
     })?;

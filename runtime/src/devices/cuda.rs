@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use hetla_clusters::CpuCluster;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
-use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Precision};
+use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
 use super::device::{Device, Launched, Pending};
 use super::replicas::Replicas;
@@ -84,6 +84,35 @@ impl Device for CudaDevice {
                 Ok(Some(tile))
             }
         })
+    }
+
+    fn check_span(&self, span: &DeviceSpan) -> Result<(), KernelError> {
+        self.gpu.check_span(span)
+    }
+
+    unsafe fn import(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        let (rows, cols, precision) = (span.rows, span.cols, span.precision);
+        self.replicas.put(handle, |existing| match existing {
+            Some(tile)
+                if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
+            {
+                // SAFETY: the caller's contract is this one's.
+                unsafe { self.gpu.import(span, tile) }.map(|()| None)
+            }
+            _ => {
+                let mut tile = self.gpu.alloc(precision, rows, cols)?;
+                // SAFETY: as above.
+                unsafe { self.gpu.import(span, &mut tile) }?;
+                Ok(Some(tile))
+            }
+        })
+    }
+
+    unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        let replica = self.replicas.get(handle)?;
+        let tile = replica.read().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.gpu.export(&tile, span) }
     }
 
     fn allocate(

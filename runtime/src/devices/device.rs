@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hetla_clusters::CpuCluster;
-use hetla_kernels::{AnyMut, AnyRef, HostRange, KernelError, Op, Precision};
+use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
 use crate::data::Handle;
 
@@ -56,6 +56,38 @@ pub trait Device: Send + Sync {
     /// writing it waits for the tasks reading the copy, which wait for the copy) and waits for the
     /// uploads ([`Device::wait_uploads`]) before it unlocks the memory.
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError>;
+    /// Whether the device's own memory holds `span` (a caller's matrix that a run takes its tiles
+    /// from and puts them back into, [`crate::Workload::device_home`]); else an error that says
+    /// why. Devices with no such memory refuse.
+    fn check_span(&self, span: &DeviceSpan) -> Result<(), KernelError> {
+        let _ = span;
+        Err(KernelError::Gpu {
+            message: format!("{} holds no matrix of a caller's", self.name()),
+        })
+    }
+    /// Makes the replica of `handle` a copy of the block `span` of the device's own memory (a copy
+    /// within the device), as [`Device::upload`] does from host memory: returns before the copy
+    /// ends, and later kernels and copies of the handle wait for it on the device.
+    ///
+    /// # Safety
+    /// `span` must be memory of this device ([`Device::check_span`]) holding its elements, not
+    /// written until the run has waited for its uploads ([`Device::wait_uploads`]).
+    unsafe fn import(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        let _ = handle;
+        self.check_span(span).and(Err(KernelError::Gpu {
+            message: format!("{} cannot copy within its memory", self.name()),
+        }))
+    }
+    /// Copies the replica of `handle` into the block `span` of the device's own memory, after the
+    /// kernels that write it; returns when it is there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this device ([`Device::check_span`]) that nothing else reads or
+    /// writes during the call.
+    unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.import(handle, span) }
+    }
     /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a kernel will
     /// overwrite unread; an existing replica of that shape and precision is kept as it is.
     fn allocate(

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use hetla_clusters::CpuCluster;
 use hetla_kernels::{
-    AnyMat, AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, PinnedRanges, Precision,
+    AnyMat, AnyMut, AnyRef, Backend, DeviceSpan, HostRange, KernelError, Op, Par, PinnedRanges,
+    Precision,
 };
 
 use super::device::{Device, Launched};
@@ -44,6 +45,7 @@ struct EmuCounts {
     launched_beside_downloads: AtomicUsize,
     direct_copies: AtomicUsize,
     staged_copies: AtomicUsize,
+    device_copies: AtomicUsize,
 }
 
 /// A device emulated in host memory: its own copies of the tiles, the faer kernels on one core, and
@@ -116,9 +118,20 @@ impl EmulatedDevice {
         )
     }
 
-    /// The copy threads of a copy between `host` and a replica: none (the DMA engine's copy, on the
-    /// calling thread) when `host` lies in page-locked memory, else the packing threads; counted.
-    fn copy_threads_for(&self, host: HostRange) -> Option<&rayon::ThreadPool> {
+    /// Copies between its replicas and a caller's matrix in its own memory ([`Device::import`] and
+    /// [`Device::export`]): what a GPU's device-to-device copies would be.
+    pub fn device_copies(&self) -> usize {
+        self.counts.device_copies.load(Ordering::SeqCst)
+    }
+
+    /// The copy threads of a copy between `host` (`None`: the device's own memory, counted as such)
+    /// and a replica: none (the DMA engine's copy, on the calling thread) when `host` lies in
+    /// page-locked memory, else the packing threads; counted.
+    fn copy_threads_for(&self, host: Option<HostRange>) -> Option<&rayon::ThreadPool> {
+        let Some(host) = host else {
+            self.counts.device_copies.fetch_add(1, Ordering::SeqCst);
+            return None;
+        };
         if PinnedRanges::global().covers(&host) {
             self.counts.direct_copies.fetch_add(1, Ordering::SeqCst);
             None
@@ -173,31 +186,21 @@ impl EmulatedDevice {
         }
     }
 
-    /// Counts `tile` as `rows x cols` in `precision` from now on.
-    fn reshape(&self, tile: &mut EmuTile, (precision, rows, cols): (Precision, usize, usize)) {
-        self.held.fetch_sub(tile.bytes(), Ordering::SeqCst);
-        self.hold(rows * cols * precision.bytes());
-        (tile.precision, tile.rows, tile.cols) = (precision, rows, cols);
-    }
-}
-
-impl Device for EmulatedDevice {
-    fn name(&self) -> &str {
-        "emulated"
-    }
-
-    fn budget(&self) -> usize {
-        self.budget
-    }
-
-    fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
-        // Pack now, as into a GPU's staging buffer (or as its DMA engine reads a page-locked tile
-        // before the call returns): the host tile is not read afterwards.
+    /// Queues the copy of `src` into the replica of `handle`, read now (`host`: its host memory,
+    /// `None` for the device's own), as an upload packs into a GPU's staging buffer (or as its DMA
+    /// engine reads a page-locked tile before the call returns): `src` is not read afterwards.
+    fn copy_in(
+        &self,
+        handle: Handle,
+        src: AnyRef<'_>,
+        host: Option<HostRange>,
+    ) -> Result<(), KernelError> {
         let ((rows, cols), precision) = (src.shape(), src.precision());
         let mut staged = AnyMat::zeros(precision, rows, cols);
         staged
             .as_mut()
-            .copy_from(src, self.copy_threads_for(src.host_range()))?;
+            .copy_from(src, self.copy_threads_for(host))?;
+
         let kind = (precision, rows, cols);
         let arrived = Event::new();
         let mut target = None;
@@ -235,6 +238,43 @@ impl Device for EmulatedDevice {
         })
     }
 
+    /// Counts `tile` as `rows x cols` in `precision` from now on.
+    fn reshape(&self, tile: &mut EmuTile, (precision, rows, cols): (Precision, usize, usize)) {
+        self.held.fetch_sub(tile.bytes(), Ordering::SeqCst);
+        self.hold(rows * cols * precision.bytes());
+        (tile.precision, tile.rows, tile.cols) = (precision, rows, cols);
+    }
+}
+
+impl Device for EmulatedDevice {
+    fn name(&self) -> &str {
+        "emulated"
+    }
+
+    fn budget(&self) -> usize {
+        self.budget
+    }
+
+    fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
+        self.copy_in(handle, src, Some(src.host_range()))
+    }
+
+    fn check_span(&self, span: &DeviceSpan) -> Result<(), KernelError> {
+        // Its memory is host memory: any address is its own.
+        let _ = span;
+        Ok(())
+    }
+
+    unsafe fn import(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract: `span` is this device's memory (host memory here) holding
+        // its elements, unwritten meanwhile.
+        self.copy_in(handle, unsafe { span.host_view() }, None)
+    }
+
+    unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract: nothing else uses `span` during the call.
+        self.copy_out(handle, unsafe { span.host_view_mut() }, None)
+    }
     fn allocate(
         &self,
         handle: Handle,
@@ -270,7 +310,8 @@ impl Device for EmulatedDevice {
     fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
         self.counts.downloading.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.download_delay);
-        let downloaded = self.download_now(handle, dst);
+        let host = dst.host_range();
+        let downloaded = self.copy_out(handle, dst, Some(host));
         self.counts.downloading.fetch_sub(1, Ordering::SeqCst);
         downloaded
     }
@@ -322,8 +363,15 @@ impl Device for EmulatedDevice {
 }
 
 impl EmulatedDevice {
-    /// Copies the replica of `handle` into `dst` once its last write is done.
-    fn download_now(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
+    /// Copies the replica of `handle` into `dst` once its last write is done. Copies the replica of
+    /// `handle` into `dst` (`host`: its host memory, `None` for the device's own) after the
+    /// replica's last write.
+    fn copy_out(
+        &self,
+        handle: Handle,
+        dst: AnyMut<'_>,
+        host: Option<HostRange>,
+    ) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let (data, written) = {
             let tile = replica.read().unwrap_or_else(|e| e.into_inner());
@@ -345,7 +393,7 @@ impl EmulatedDevice {
                 ),
             });
         }
-        let threads = self.copy_threads_for(dst.host_range());
+        let threads = self.copy_threads_for(host);
         dst.copy_from(tile.as_ref(), threads)
     }
 

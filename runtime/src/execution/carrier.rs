@@ -5,8 +5,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, mpsc};
 use std::time::Instant;
 
-use hetla_factorizations::{Mode, TaskId};
-use hetla_kernels::{AnyMat, KernelError, Precision};
+use hetla_factorizations::{Mode, TaskId, TileRef};
+use hetla_kernels::{AnyMat, DeviceSpan, KernelError, Precision};
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step, Transfer};
 use crate::devices::{Device, Launched};
@@ -52,10 +52,15 @@ impl Carrier for Devices<'_> {
                         self.device(node).release(handle);
                     }
                     Step::Allocate { handle, tile, node } => {
-                        let ((rows, cols), precision) = self
-                            .work
-                            .host_tile(tile)
-                            .map_or(((0, 0), Precision::D), |t| (t.shape(), t.precision()));
+                        let ((rows, cols), precision) = match self.work.device_home(tile) {
+                            Some(home) => {
+                                ((home.span().rows, home.span().cols), home.span().precision)
+                            }
+                            None => self
+                                .work
+                                .host_tile(tile)
+                                .map_or(((0, 0), Precision::D), |t| (t.shape(), t.precision())),
+                        };
                         self.device(node).allocate(handle, precision, rows, cols)?;
                     }
                     Step::Copy(copy) => deferred.push(self.inflight.register(copy)),
@@ -138,11 +143,23 @@ impl Devices<'_> {
         };
         let carry_out = || match (copy.from == HOST, copy.to == HOST) {
             (true, true) => Ok(()),
-            (true, false) => {
-                let src = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
-                self.device(copy.to).upload(copy.handle, src)
-            }
+            (true, false) => match self.home_on(copy.tile, copy.to)? {
+                // SAFETY: the workload's home of the tile is memory of this device holding it
+                // (`DeviceHome::new`'s contract); the run writes it only by exports, made while
+                // the home is invalid, so never while this import (from a valid home) goes on, and
+                // it waits for its devices' uploads before it ends.
+                Some(span) => unsafe { self.device(copy.to).import(copy.handle, &span) },
+                None => {
+                    let src = self.work.host_tile(copy.tile).ok_or_else(no_storage)?;
+                    self.device(copy.to).upload(copy.handle, src)
+                }
+            },
             (false, true) => {
+                if let Some(span) = self.home_on(copy.tile, copy.from)? {
+                    // SAFETY: as for the import; the home is invalid (being copied into), so
+                    // no task and no other copy uses it meanwhile.
+                    return unsafe { self.device(copy.from).export(copy.handle, &span) };
+                }
                 // SAFETY: the copy goes to host memory, so the host replica is invalid: no
                 // task uses it (a task reads or writes a tile only where it is valid, and
                 // this copy is made under the registry lock before anyone sees it valid).
@@ -163,6 +180,26 @@ impl Devices<'_> {
                 message: format!("a copy panicked: {}", panic_message(&*panic)),
             })
         })
+    }
+
+    /// The block of `node`'s memory that is the home of `tile` (`None`: its home is host memory);
+    /// an error for a home on another device (copies between devices go through host memory).
+    fn home_on(&self, tile: TileRef, node: MemoryNode) -> Result<Option<DeviceSpan>, KernelError> {
+        match self.work.device_home(tile) {
+            None => Ok(None),
+            Some(home) if home.node() == node => Ok(Some(*home.span())),
+            Some(home) => Err(KernelError::Gpu {
+                message: format!(
+                    "tile ({}, {}) of matrix {} lives in the memory of node {} and cannot be \
+                     copied to node {}",
+                    tile.row,
+                    tile.col,
+                    tile.matrix.0,
+                    home.node().0,
+                    node.0
+                ),
+            }),
+        }
     }
 
     /// Queues a task on a device's replicas: the reads, then the written tile.

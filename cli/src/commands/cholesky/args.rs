@@ -35,11 +35,12 @@ pub struct CholeskyArgs {
     /// timed inside the call). Ignored without a GPU.
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
-    /// Time the factorisation of a matrix already in the first GPU's memory, as cuSOLVER's resident
-    /// call is timed (`hetla::Cholesky::resident`): every tile placed on the GPU before the clock
-    /// starts, L left there when it stops; the copies in and out, the input check and the
-    /// tile-major copy are made but not timed, and `seconds` is the runtime's makespan. Needs a
-    /// GPU.
+    /// Factor a matrix that lives in the first GPU's memory where it lies, as cuSOLVER's resident
+    /// call does (`hetla::Cholesky::factor_device`): the generated matrix is copied into a buffer
+    /// of the GPU (for an emulated device, its memory is host memory) before the call, and L back
+    /// after it, neither timed; inside the call every tile is copied within the GPU into the run's
+    /// replicas before the clock starts and back after it stops, and `seconds` is the runtime's
+    /// makespan. Needs a GPU.
     #[arg(long)]
     pub resident: bool,
     /// Whether the matrix (factored by hetla and by every peer of `--compare`) is allocated in

@@ -25,7 +25,8 @@ pub struct CholeskyReport {
     pub backend: String,
     pub clusters: ClustersReport,
     pub scheduler: String,
-    /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved).
+    /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved), or
+    /// device (`--resident`: blocks of the matrix in the GPU's memory).
     pub storage: String,
     /// Whether the factored matrix was advised for transparent huge pages (`--huge-pages`).
     pub huge_pages: bool,
@@ -193,7 +194,14 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let (trace, timings) = peers::repeat(repeat, || {
         factor.as_mut().copy_from(&a);
         let start = Instant::now();
-        let trace = options.factor_planned(&plan, factor.as_mut())?;
+        let trace = match args.resident {
+            true => crate::device_buffers::in_gpu_memory(
+                &platform,
+                &mut [(factor.as_mut(), true)],
+                |on_device| options.clone().tile(tile).factor_device(&mut on_device[0]),
+            )?,
+            false => options.factor_planned(&plan, factor.as_mut())?,
+        };
         let seconds = match args.resident {
             true => trace.makespan,
             false => start.elapsed().as_secs_f64(),
@@ -244,10 +252,14 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler.to_string(),
-        storage: args
-            .storage
-            .resolve_on::<T>(&platform, args.n, tile)
-            .to_string(),
+        // A resident matrix's tiles are blocks of its buffer on the GPU.
+        storage: match args.resident {
+            true => "device".into(),
+            false => args
+                .storage
+                .resolve_on::<T>(&platform, args.n, tile)
+                .to_string(),
+        },
         huge_pages,
         host_memory: args.host_memory.name().into(),
         page_locked: (args.host_memory == hetla::HostMemory::PageLocked

@@ -1,0 +1,196 @@
+//! Matrices that live in a GPU's memory ([`DeviceMatrix`]) and the tile store over them
+//! ([`DeviceTiles`]): the runtime takes each tile into a device replica by a copy within the
+//! device and puts it back the same way, so that a factorisation of a caller's device buffer makes
+//! no copy through host memory.
+//!
+//! The design rides on what the runtime has: the store gives every tile a home in the device's
+//! memory ([`hetla_runtime::DeviceHome`]), which the data registry's host node stands for; the
+//! run places every tile on the device before its clock starts (its imports), runs with
+//! [`hetla_runtime::WriteBack::Resident`] (no tile leaves the device while the run goes on), and
+//! its flush exports the written tiles back into the buffer. The store has no host view of any
+//! tile, so such a run is restricted to the device (a CPU cluster could not read a tile).
+
+use std::marker::PhantomData;
+
+use faer::{MatMut, MatRef};
+use hetla_factorizations::{TileRef, Tiling};
+use hetla_kernels::{DeviceSpan, Scalar};
+use hetla_runtime::{DeviceHome, MemoryNode};
+
+use super::TileStore;
+use crate::{Error, Result};
+
+/// A column-major matrix in a GPU's memory, borrowed for `'a`: what
+/// [`Cholesky::factor_device`](crate::Cholesky::factor_device) and
+/// [`Cholesky::solve_device`](crate::Cholesky::solve_device) factor and solve where it lies.
+///
+/// Made from a cudarc buffer ([`DeviceMatrix::cuda`], feature `cuda`), from a raw device address
+/// ([`DeviceMatrix::from_raw_parts`]), or from host memory, which is the memory of an emulated
+/// device ([`DeviceMatrix::emulated`], for tests and for machines without a GPU). Which GPU holds it
+/// is checked when a run starts: memory of another GPU, host memory given as a GPU's or a matrix
+/// running past its allocation is an error before any work.
+#[derive(Debug)]
+pub struct DeviceMatrix<'a, T: Scalar> {
+    span: DeviceSpan,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Scalar> DeviceMatrix<'a, T> {
+    /// The `rows x cols` matrix at the start of `buffer`, columns `ld` elements apart (`ld >= rows`,
+    /// LAPACK's leading dimension), its elements of type `T` whatever the buffer's element type
+    /// `E` (a complex matrix can sit in a buffer of `f64` pairs or of bytes). The buffer must hold
+    /// `ld * (cols - 1) + rows` elements of `T`. Work queued on the buffer's stream is waited for
+    /// first; every copy a run makes into the buffer is done when the run returns.
+    #[cfg(feature = "cuda")]
+    pub fn cuda<E: hetla_kernels::cudarc::driver::DeviceRepr>(
+        buffer: &'a mut hetla_kernels::cudarc::driver::CudaSlice<E>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<Self> {
+        use hetla_kernels::cudarc::driver::DevicePtrMut;
+        let bytes = buffer.num_bytes();
+        let stream = buffer.stream().clone();
+        stream.synchronize().map_err(|e| {
+            Error::Kernel(hetla_kernels::KernelError::Gpu {
+                message: format!("waiting for the work queued on the matrix's buffer: {e:?}"),
+            })
+        })?;
+        let (addr, written) = buffer.device_ptr_mut(&stream);
+        drop(written);
+        // SAFETY: the address is the start of `buffer`, a device allocation of `bytes` bytes
+        // borrowed mutably for 'a; the span is checked to fit below.
+        let matrix = unsafe { Self::from_raw_parts(addr, rows, cols, ld) }?;
+        if matrix.span.extent() > bytes {
+            return Err(Error::Layout {
+                what: "A",
+                reason: format!(
+                    "the buffer has {bytes} bytes, too few for a {rows}x{cols} matrix of {} with \
+                     leading dimension {ld} ({} bytes)",
+                    T::PRECISION,
+                    matrix.span.extent()
+                ),
+            });
+        }
+        Ok(matrix)
+    }
+
+    /// The `rows x cols` matrix at device address `addr`, columns `ld` elements apart (`ld >=
+    /// rows`; any `ld >= 1` for an empty matrix).
+    ///
+    /// # Safety
+    /// `addr` must be the address of `ld * (cols - 1) + rows` elements of `T` in a device's memory
+    /// (a GPU's, or host memory for an emulated device), which nothing else reads or writes while
+    /// the matrix lives.
+    pub unsafe fn from_raw_parts(addr: u64, rows: usize, cols: usize, ld: usize) -> Result<Self> {
+        if ld < rows.max(1) {
+            return Err(Error::Layout {
+                what: "A",
+                reason: format!(
+                    "leading dimension {ld} is less than the {rows} rows (expected ld >= max(1, \
+                     rows))"
+                ),
+            });
+        }
+        Ok(Self {
+            span: DeviceSpan {
+                addr,
+                rows,
+                cols,
+                ld,
+                precision: T::PRECISION,
+            },
+            _borrow: PhantomData,
+        })
+    }
+
+    /// A column-major matrix in host memory, which is the memory of an emulated device
+    /// ([`hetla_runtime::EmulatedDevice`]): a run on an emulated device takes its tiles from it
+    /// and puts them back as it would with a GPU's buffer. A real GPU refuses it (host memory is
+    /// not its memory).
+    pub fn emulated(a: MatMut<'a, T>) -> Result<Self> {
+        let (rows, cols) = (a.nrows(), a.ncols());
+        let ld = match (a.row_stride(), a.col_stride()) {
+            _ if rows == 0 || cols == 0 => rows.max(1),
+            (1, cs) if cs >= rows as isize => cs as usize,
+            (1, _) if cols == 1 => rows,
+            (rs, cs) => {
+                return Err(Error::Layout {
+                    what: "A",
+                    reason: format!(
+                        "expected a column-major view (row stride 1, column stride >= rows), got \
+                         row stride {rs} and column stride {cs}"
+                    ),
+                });
+            }
+        };
+        // SAFETY: `a` is `rows x cols` elements of T with columns `ld` apart, borrowed mutably for
+        // 'a, and host memory is an emulated device's memory.
+        unsafe { Self::from_raw_parts(a.as_ptr_mut() as u64, rows, cols, ld) }
+    }
+
+    /// Rows.
+    pub fn nrows(&self) -> usize {
+        self.span.rows
+    }
+
+    /// Columns.
+    pub fn ncols(&self) -> usize {
+        self.span.cols
+    }
+
+    /// The leading dimension: elements between the starts of two columns.
+    pub fn ld(&self) -> usize {
+        self.span.ld
+    }
+
+    /// The memory it spans.
+    pub(crate) fn span(&self) -> &DeviceSpan {
+        &self.span
+    }
+}
+
+/// The matrices of a run that live in the memory of the device of memory node `node`, tiled by
+/// their plan, indexed by `MatrixId` (`matrices[id.0]`): every tile's home is its block of the
+/// device's memory, and none has a host view.
+pub(crate) struct DeviceTiles<'s, 'a, T: Scalar> {
+    node: MemoryNode,
+    matrices: Vec<(&'s DeviceMatrix<'a, T>, Tiling)>,
+}
+
+impl<'s, 'a, T: Scalar> DeviceTiles<'s, 'a, T> {
+    /// `matrices` on the device of `node`, each with its tiling (of its shape).
+    pub fn new(node: MemoryNode, matrices: Vec<(&'s DeviceMatrix<'a, T>, Tiling)>) -> Self {
+        debug_assert!(
+            matrices
+                .iter()
+                .all(|(m, t)| (m.nrows(), m.ncols()) == (t.rows(), t.cols()))
+        );
+        Self { node, matrices }
+    }
+}
+
+impl<T: Scalar> TileStore<T> for DeviceTiles<'_, '_, T> {
+    fn tile(&self, _: TileRef) -> Option<MatRef<'_, T>> {
+        None
+    }
+
+    unsafe fn tile_mut(&self, _: TileRef) -> Option<MatMut<'_, T>> {
+        None
+    }
+
+    fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+        let (m, tiling) = self.matrices.get(tile.matrix.0 as usize)?;
+        if tile.row >= tiling.row_tiles() || tile.col >= tiling.col_tiles() {
+            return None;
+        }
+        let (rows, cols) = tiling.tile_shape(tile.row, tile.col);
+        let span = m
+            .span()
+            .block(tiling.offset(tile.row), tiling.offset(tile.col), rows, cols)?;
+        // SAFETY: the block lies in the matrix's span, memory of the device of `node` that the
+        // matrix borrows (the contract of its constructors) for longer than the run; tiles of one
+        // tiling are disjoint blocks, and the matrices of a run are distinct borrows.
+        Some(unsafe { DeviceHome::new(self.node, span) })
+    }
+}
