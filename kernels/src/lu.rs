@@ -112,9 +112,15 @@ impl Backend {
         par: Par,
     ) -> Result<(), KernelError> {
         let (m, n) = (a.nrows(), a.ncols());
-        if n == 1 {
-            ipiv[0] = leaf_column(a, offset, zero);
-            return Ok(());
+        match n {
+            // An empty panel (a 0 x 0 matrix): nothing to factor (it split into empty halves
+            // forever before, until the stack overflowed).
+            0 => return Ok(()),
+            1 => {
+                ipiv[0] = leaf_column(a, offset, zero);
+                return Ok(());
+            }
+            _ => {}
         }
         let n1 = n / 2;
         let (mut left, mut right) = a.as_mut().split_at_col_mut(n1);
@@ -250,6 +256,17 @@ mod tests {
     use super::*;
     use crate::{c32, c64};
     use faer::Mat;
+
+    #[test]
+    fn an_empty_panel_factors_into_nothing() {
+        for rows in [0, 5] {
+            let mut a = Mat::<f64>::zeros(rows, 0);
+            let zero = Backend::Faer
+                .lu_panel(a.as_mut(), &mut [], Par::Seq)
+                .unwrap();
+            assert_eq!(zero, None);
+        }
+    }
 
     /// ||P A - L U||_1 / (m ||A||_1 eps) of a factored m x b panel.
     fn panel_ratio<T: Scalar>(a: &Mat<T>, lu: &Mat<T>, ipiv: &[usize]) -> f64 {
