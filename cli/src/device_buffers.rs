@@ -7,8 +7,8 @@ use faer::MatMut;
 use faer::reborrow::ReborrowMut;
 use hetla::{DeviceMatrix, Platform, Scalar};
 
-/// Calls `f` with `matrices` in GPU 0's memory (see the module documentation), and copies back
-/// into each matrix whose flag is set what `f` left in its buffer.
+/// Calls `f` with `matrices` in GPU 0's memory (see the module documentation), and copies back into
+/// each matrix whose flag is set what `f` left in its buffer.
 pub fn in_gpu_memory<T: Scalar, R>(
     platform: &Platform,
     matrices: &mut [(MatMut<'_, T>, bool)],

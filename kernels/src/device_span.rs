@@ -11,8 +11,8 @@ use faer::{MatMut, MatRef};
 use crate::any::with_scalar;
 use crate::{AnyMut, AnyRef, Precision, Scalar};
 
-/// A column-major matrix in a device's memory: its first element's address, its shape, the
-/// elements between the starts of two columns (`ld >= rows`) and the precision of its elements.
+/// A column-major matrix in a device's memory: its first element's address, its shape, the elements
+/// between the starts of two columns (`ld >= rows`) and the precision of its elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceSpan {
     /// Address of the first element (a device pointer on a GPU, a host one on an emulated device).

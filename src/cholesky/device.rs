@@ -2,10 +2,10 @@
 //! [`Cholesky::solve_device`] (see [`DeviceMatrix`] for how the tiles meet the device).
 //!
 //! Both are resident runs ([`Cholesky::resident`]) whose matrices have no host copy at all: every
-//! tile is imported into a device replica (a copy within the device) before the run's clock
-//! starts, the tasks run on that GPU only, and the written tiles are exported back into the
-//! caller's buffer after the clock stops. The trace's makespan is the time of the work on the
-//! device, as cuSOLVER's on a resident matrix is.
+//! tile is imported into a device replica (a copy within the device) before the run's clock starts,
+//! the tasks run on that GPU only, and the written tiles are exported back into the caller's buffer
+//! after the clock stops. The trace's makespan is the time of the work on the device, as cuSOLVER's
+//! on a resident matrix is.
 
 use hetla_factorizations::{FACTOR, Mode, RHS};
 use hetla_kernels::Scalar;

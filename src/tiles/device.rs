@@ -1,11 +1,11 @@
 //! Matrices that live in a GPU's memory ([`DeviceMatrix`]) and the tile store over them
-//! ([`DeviceTiles`]): the runtime takes each tile into a device replica by a copy within the
-//! device and puts it back the same way, so that a factorisation of a caller's device buffer makes
-//! no copy through host memory.
+//! ([`DeviceTiles`]): the runtime takes each tile into a device replica by a copy within the device
+//! and puts it back the same way, so that a factorisation of a caller's device buffer makes no copy
+//! through host memory.
 //!
 //! The design rides on what the runtime has: the store gives every tile a home in the device's
-//! memory ([`hetla_runtime::DeviceHome`]), which the data registry's host node stands for; the
-//! run places every tile on the device before its clock starts (its imports), runs with
+//! memory ([`hetla_runtime::DeviceHome`]), which the data registry's host node stands for; the run
+//! places every tile on the device before its clock starts (its imports), runs with
 //! [`hetla_runtime::WriteBack::Resident`] (no tile leaves the device while the run goes on), and
 //! its flush exports the written tiles back into the buffer. The store has no host view of any
 //! tile, so such a run is restricted to the device (a CPU cluster could not read a tile).
@@ -26,8 +26,8 @@ use crate::{Error, Result};
 ///
 /// Made from a cudarc buffer ([`DeviceMatrix::cuda`], feature `cuda`), from a raw device address
 /// ([`DeviceMatrix::from_raw_parts`]), or from host memory, which is the memory of an emulated
-/// device ([`DeviceMatrix::emulated`], for tests and for machines without a GPU). Which GPU holds it
-/// is checked when a run starts: memory of another GPU, host memory given as a GPU's or a matrix
+/// device ([`DeviceMatrix::emulated`], for tests and for machines without a GPU). Which GPU holds
+/// it is checked when a run starts: memory of another GPU, host memory given as a GPU's or a matrix
 /// running past its allocation is an error before any work.
 #[derive(Debug)]
 pub struct DeviceMatrix<'a, T: Scalar> {
@@ -36,11 +36,12 @@ pub struct DeviceMatrix<'a, T: Scalar> {
 }
 
 impl<'a, T: Scalar> DeviceMatrix<'a, T> {
-    /// The `rows x cols` matrix at the start of `buffer`, columns `ld` elements apart (`ld >= rows`,
-    /// LAPACK's leading dimension), its elements of type `T` whatever the buffer's element type
-    /// `E` (a complex matrix can sit in a buffer of `f64` pairs or of bytes). The buffer must hold
-    /// `ld * (cols - 1) + rows` elements of `T`. Work queued on the buffer's stream is waited for
-    /// first; every copy a run makes into the buffer is done when the run returns.
+    /// The `rows x cols` matrix at the start of `buffer`, columns `ld` elements apart
+    /// (`ld >= rows`, LAPACK's leading dimension), its elements of type `T` whatever the buffer's
+    /// element type `E` (a complex matrix can sit in a buffer of `f64` pairs or of bytes). The
+    /// buffer must hold `ld * (cols - 1) + rows` elements of `T`. Work queued on the buffer's
+    /// stream is waited for first; every copy a run makes into the buffer is done when the run
+    /// returns.
     #[cfg(feature = "cuda")]
     pub fn cuda<E: hetla_kernels::cudarc::driver::DeviceRepr>(
         buffer: &'a mut hetla_kernels::cudarc::driver::CudaSlice<E>,
@@ -75,8 +76,8 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
         Ok(matrix)
     }
 
-    /// The `rows x cols` matrix at device address `addr`, columns `ld` elements apart (`ld >=
-    /// rows`; any `ld >= 1` for an empty matrix).
+    /// The `rows x cols` matrix at device address `addr`, columns `ld` elements apart
+    /// (`ld >= rows`; any `ld >= 1` for an empty matrix).
     ///
     /// # Safety
     /// `addr` must be the address of `ld * (cols - 1) + rows` elements of `T` in a device's memory
@@ -105,9 +106,9 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
     }
 
     /// A column-major matrix in host memory, which is the memory of an emulated device
-    /// ([`hetla_runtime::EmulatedDevice`]): a run on an emulated device takes its tiles from it
-    /// and puts them back as it would with a GPU's buffer. A real GPU refuses it (host memory is
-    /// not its memory).
+    /// ([`hetla_runtime::EmulatedDevice`]): a run on an emulated device takes its tiles from it and
+    /// puts them back as it would with a GPU's buffer. A real GPU refuses it (host memory is not
+    /// its memory).
     pub fn emulated(a: MatMut<'a, T>) -> Result<Self> {
         let (rows, cols) = (a.nrows(), a.ncols());
         let ld = match (a.row_stride(), a.col_stride()) {
