@@ -790,16 +790,11 @@ fn non_finite<T: Scalar>(
     Ok(())
 }
 
-/// How much round-off a Hermitian matrix's diagonal may carry in its imaginary part, in units of
-/// `n eps |Re a_kk|`: a diagonal entry computed as an inner product of length n (L L^H, A^H A) has
-/// an imaginary part of at most about `n eps |a_kk|`; 16 leaves room for blocked products.
-pub const HERMITIAN_ROUNDOFF: f64 = 16.0;
-
 /// The input check of every factorisation of a Hermitian matrix given by its lower triangle: the
-/// first non-finite entry is [`Error::NonFinite`]; for a complex type a diagonal entry whose
-/// imaginary part exceeds round-off ([`HERMITIAN_ROUNDOFF`] `n eps |Re a_kk|`) is
-/// [`Error::NotHermitian`] (smaller ones are ignored, as LAPACK's ?potrf reads only the real part).
-/// Returns ||A||_1, computed in the same pass.
+/// first non-finite entry is [`Error::NonFinite`]. The imaginary parts of a complex diagonal are
+/// not read, as LAPACK's ?potrf reads only the real part (a Hermitian matrix's diagonal is real;
+/// one computed in single precision and widened carries round-off there). Returns ||A||_1, computed
+/// in the same pass.
 pub(crate) fn check_hermitian_lower<T: Scalar>(
     what: &'static str,
     m: MatRef<'_, T>,
@@ -809,7 +804,6 @@ pub(crate) fn check_hermitian_lower<T: Scalar>(
     if !norm.is_finite() || sums.iter().any(|s| s.is_nan()) {
         non_finite(what, m, |j| j)?;
     }
-    check_real_diagonal(what, m)?;
     Ok(norm)
 }
 
@@ -838,39 +832,10 @@ pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
     if !total.is_finite() {
         non_finite(what, m, |j| j)?;
     }
-    check_real_diagonal(what, m)
-}
-
-/// For a complex type: a diagonal entry whose imaginary part is more than round-off is
-/// [`Error::NotHermitian`].
-fn check_real_diagonal<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
-    if T::PRECISION.is_complex() {
-        let n = m.nrows().min(m.ncols());
-        let allowed = HERMITIAN_ROUNDOFF * n as f64 * T::PRECISION.epsilon();
-        for index in 0..n {
-            let z = m[(index, index)].to_c64();
-            if z.im.abs() > allowed * z.re.abs() {
-                return Err(Error::NotHermitian {
-                    what,
-                    index,
-                    imag: z.im,
-                });
-            }
-        }
-    }
     Ok(())
 }
 
-/// Sets the imaginary parts of the diagonal to zero (after [`check_hermitian_lower`] accepted them
-/// as round-off), so that no kernel reads them.
-pub(crate) fn real_diagonal<T: Scalar>(mut m: MatMut<'_, T>) {
-    if T::PRECISION.is_complex() {
-        for k in 0..m.nrows().min(m.ncols()) {
-            let re = m[(k, k)].re_f64();
-            m[(k, k)] = T::from_f64(re);
-        }
-    }
-}
+pub(crate) use hetla_kernels::real_diagonal;
 
 pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     non_finite(what, m, |_| 0)

@@ -77,19 +77,6 @@ pub enum Error {
         /// Rows of B.
         rows: usize,
     },
-    /// A complex matrix that cannot be Hermitian: a diagonal entry with a non-zero imaginary part
-    /// (only the lower triangle is read, so the diagonal is what can be checked).
-    #[error(
-        "{what} is not Hermitian: its diagonal entry ({index}, {index}) has imaginary part {imag} (a Hermitian matrix has a real diagonal)"
-    )]
-    NotHermitian {
-        /// Which argument.
-        what: &'static str,
-        /// Row and column of the diagonal entry.
-        index: usize,
-        /// Its imaginary part.
-        imag: f64,
-    },
     /// An entry that is infinite or NaN.
     #[error("{what} has a non-finite entry {value} at row {row}, column {col} (0-based)")]
     NonFinite {
@@ -226,7 +213,6 @@ impl Error {
             Error::RowsMismatch { .. } => "rows_mismatch",
             Error::DimensionMismatch { .. } => "dimension_mismatch",
             Error::NonFinite { .. } => "non_finite",
-            Error::NotHermitian { .. } => "not_hermitian",
             Error::ZeroTileSize => "zero_tile_size",
             Error::DeterminantOutOfRange { .. } => "determinant_out_of_range",
             Error::DowndateNotPositiveDefinite { .. } => "downdate_not_positive_definite",

@@ -52,7 +52,7 @@ mod tiles;
 
 pub use calibrate::{calibrate, calibration_steps};
 pub use cholesky::batch::solve_spd_batch;
-pub use cholesky::{Cholesky, Factor, HERMITIAN_ROUNDOFF, solve_spd};
+pub use cholesky::{Cholesky, Factor, solve_spd};
 pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};

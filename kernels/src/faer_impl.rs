@@ -114,6 +114,9 @@ pub(crate) fn potrf<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> 
         }
     }
     let result = factor_in_place(a.as_mut(), par);
+    // faer leaves round-off in the imaginary parts of a complex factor's diagonal; LAPACK's is
+    // real, exactly.
+    crate::real_diagonal(a.as_mut());
     let mut start = 0;
     for j in 1..n {
         let saved = &upper[start..start + j];

@@ -58,4 +58,4 @@ pub use pinned::{HostRange, PinnedRanges};
 pub use qr::Stack;
 
 pub use op::{MatMul, Op, Shape};
-pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64};
+pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

@@ -12,6 +12,7 @@
 //! sequential (LAPACK ?trtri, ?lauum; OpenBLAS's thread count is process-wide).
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
+use faer::reborrow::ReborrowMut;
 use faer::{Accum, Conj, Mat, MatMut, MatRef, Par};
 
 use crate::scalar::adjoint_conj;
@@ -74,16 +75,22 @@ impl Backend {
         self,
         op: Op,
         reads: &[MatRef<'_, T>],
-        write: MatMut<'_, T>,
+        mut write: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
-        match self {
-            Backend::Faer => faer_potri(op, reads, write, par),
+        let done = match self {
+            Backend::Faer => faer_potri(op, reads, write.rb_mut(), par),
             #[cfg(feature = "openblas")]
-            Backend::OpenBlas => crate::openblas_impl::potri(op, reads, write),
+            Backend::OpenBlas => crate::openblas_impl::potri(op, reads, write.rb_mut()),
             #[cfg(not(feature = "openblas"))]
             Backend::OpenBlas => Err(KernelError::BackendUnavailable { name: self.name() }),
+        };
+        // LAUUM and the adjoint SYRK write Hermitian blocks of the inverse: their diagonals are
+        // real, exactly (as BLAS's HERK makes them), not real up to round-off.
+        if matches!(op, Op::Lauum | Op::SyrkAdjoint) {
+            crate::real_diagonal(write);
         }
+        done
     }
 }
 

@@ -298,3 +298,15 @@ mod tests {
         assert!(!c64::new(1.0, f64::NAN).finite());
     }
 }
+
+/// Sets the imaginary parts of a square block's diagonal to zero (nothing for a real type): a
+/// Hermitian matrix's diagonal is real, and kernels that write one (HERK, LAUUM) make it exactly
+/// so, as BLAS does; LAPACK's ?potrf reads only the real part.
+pub fn real_diagonal<T: Scalar>(mut m: faer::MatMut<'_, T>) {
+    if T::PRECISION.is_complex() {
+        for k in 0..m.nrows().min(m.ncols()) {
+            let re = m[(k, k)].re_f64();
+            m[(k, k)] = T::from_f64(re);
+        }
+    }
+}

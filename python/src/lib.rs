@@ -74,7 +74,6 @@ fn py_error(e: Error) -> PyErr {
         | Error::DimensionMismatch { .. }
         | Error::RowsMismatch { .. }
         | Error::Underdetermined { .. }
-        | Error::NotHermitian { .. }
         | Error::NonFinite { .. }
         | Error::ZeroTileSize
         | Error::Layout { .. }
@@ -833,9 +832,7 @@ fn run_json(py: Python<'_>, args: Vec<String>) -> PyResult<Vec<String>> {
         match f.kind {
             "usage" | "invalid_option" | "too_large" | "tiling" | "zero_tile_size" | "layout"
             | "not_square" | "dimension_mismatch" | "rows_mismatch" | "non_finite"
-            | "not_hermitian" | "platform_model" | "underdetermined" => {
-                PyValueError::new_err(message)
-            }
+            | "platform_model" | "underdetermined" => PyValueError::new_err(message),
             "not_positive_definite" | "singular" | "rank_deficient" => {
                 LinAlgError::new_err(message)
             }

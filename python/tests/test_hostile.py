@@ -35,7 +35,7 @@ ODD = [
     A[::2, ::2],  # non-contiguous
     np.asfortranarray(A),
     np.broadcast_to(A, (3, 6, 6)),  # zero stride over the stack, read-only
-    A.astype(np.complex128) + 1j * np.eye(6),  # imaginary diagonal: not Hermitian
+    A.astype(np.complex128) + 1j * np.eye(6),  # an imaginary diagonal, not read (LAPACK's rule)
     -A,
     np.full((4, 4), 1e308),
     np.full((4, 4), 1e-320),
