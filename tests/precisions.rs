@@ -108,6 +108,13 @@ fn the_imaginary_parts_of_a_complex_diagonal_are_not_read_and_factors_have_real_
                 );
             }
         }
+        // And in a batch (faer's own call on each matrix).
+        let batch = Cholesky::new().factor_batch(&[a.as_ref()]).unwrap();
+        let batched = batch[0].as_ref().unwrap().l();
+        assert!(
+            (0..300).all(|k| batched[(k, k)].to_c64().im == 0.0),
+            "{p}: batch"
+        );
         // And after a rank-2 update and downdate.
         let mut f = Cholesky::new().tile(64).factor(a.as_ref()).unwrap();
         let w = hetla::matgen::random_in::<T>(300, 2, 9);

@@ -114,9 +114,6 @@ pub(crate) fn potrf<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> 
         }
     }
     let result = factor_in_place(a.as_mut(), par);
-    // faer leaves round-off in the imaginary parts of a complex factor's diagonal; LAPACK's is
-    // real, exactly.
-    crate::real_diagonal(a.as_mut());
     let mut start = 0;
     for j in 1..n {
         let saved = &upper[start..start + j];
@@ -132,17 +129,21 @@ pub(crate) fn potrf<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> 
 
 /// faer's Cholesky (L L^H) in place on `par`, no regularisation: a non-positive pivot is an error
 /// the caller must see. The strict upper triangle is faer's scratch.
-fn factor_in_place<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
+fn factor_in_place<T: Scalar>(mut a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
     let n = a.nrows();
     let mut buf = MemBuffer::new(cholesky_in_place_scratch::<T>(n, par, Default::default()));
     cholesky_in_place(
-        a,
+        a.as_mut(),
         Default::default(),
         par,
         MemStack::new(&mut buf),
         Default::default(),
     )
-    .map(|_| ())
+    .map(|_| {
+        // faer leaves round-off in the imaginary parts of a complex factor's diagonal; LAPACK's
+        // is real, exactly.
+        crate::real_diagonal(a);
+    })
     .map_err(|LltError::NonPositivePivot { index }| KernelError::NotPositiveDefinite { index })
 }
 
