@@ -22,6 +22,7 @@ installed).
 """
 
 import json as _json
+import math as _math
 import warnings as _warnings
 
 import numpy as _np
@@ -67,19 +68,21 @@ except ImportError:  # pragma: no cover - depends on the environment
 _KINDS = (_np.float32, _np.float64, _np.complex64, _np.complex128)
 
 
-def _dtype(*arrays):
-    """The dtype hetla computes in for these arrays: their common type, integers and bools
-    promoted to float64 (scipy's rule); a type hetla has no kernels for is a TypeError."""
+def _dtype(*arrays, small=_np.float32):
+    """The dtype hetla computes in for these arrays, scipy's choice: their common type, with bools
+    and 8- and 16-bit integers computed in ``small`` (float32; scipy's ``solve`` takes float64),
+    larger integers in float64, float16 in float32 and long doubles in double; a type hetla has no
+    kernels for is a TypeError."""
     dtype = _np.result_type(*arrays)
     if dtype.kind in "biu":
-        return _np.dtype(_np.float64)
-    if dtype.kind == "f" and dtype.itemsize < 4:
-        return _np.dtype(_np.float32)
-    if dtype.type not in _KINDS:
-        raise TypeError(
-            f"hetla computes in float32, float64, complex64 and complex128, got dtype {dtype}"
-        )
-    return dtype
+        return _np.dtype(small if dtype.itemsize <= 2 else _np.float64)
+    if dtype.kind == "f":
+        return _np.dtype(_np.float32 if dtype.itemsize <= 4 else _np.float64)
+    if dtype.kind == "c":
+        return _np.dtype(_np.complex64 if dtype.itemsize <= 8 else _np.complex128)
+    raise TypeError(
+        f"hetla computes in float32, float64, complex64 and complex128, got dtype {dtype}"
+    )
 
 
 def _square(a, name="a"):
@@ -189,42 +192,64 @@ def cholesky(a, upper=False):
 
 
 def _rhs(b, n, batch, dtype, name="b"):
-    """``b`` as a new 3-D stack (count, n, k) of Fortran-ordered matrices in ``dtype``, and the
-    shape to give the solution back in. ``b`` is (..., n) or (..., n, k) with the stack shape
-    ``batch`` in front."""
+    """A right-hand side beside a stack ``batch`` of n x n matrices, read by scipy's rule: ``b`` is
+    a vector (N,) (a scalar is one of length 1), or (..., N, K) with its stack broadcast against
+    ``batch``. Returns a new 3-D stack (count, n, k) of Fortran-ordered matrices in ``dtype``, the
+    broadcast stack shape, and whether ``b`` was a vector (see ``_solution``)."""
     b = _np.asarray(b)
-    if b.ndim == len(batch) + 1 and b.shape[:-1] == batch:
-        if b.shape[-1] != n:
-            raise ValueError(f"{name} has {b.shape[-1]} rows, expected {n} (the order of the matrix)")
-        shape, m = b.shape, b[..., None]
-    elif b.ndim == len(batch) + 2 and b.shape[:-2] == batch:
-        if b.shape[-2] != n:
-            raise ValueError(f"{name} has {b.shape[-2]} rows, expected {n} (the order of the matrix)")
-        shape, m = b.shape, b
-    else:
+    if b.dtype == object:
+        raise TypeError(f"{name} must be numeric, got an array of Python objects")
+    if b.ndim == 0:
+        b = b.reshape(1)
+    vector = b.ndim == 1
+    m = b[:, None] if vector else b
+    if m.shape[-2] != n:
         raise ValueError(
-            f"{name} of shape {b.shape} does not match a stack {batch} of {n}x{n} matrices: "
-            f"expected {batch + (n,)} or {batch + (n, 'k')}"
+            f"{name} of shape {b.shape} has {m.shape[-2]} rows, expected {n} (the order of the "
+            "matrix): a right-hand side is (N,) or (..., N, K)"
         )
-    x = _copy(m, dtype, True).reshape((-1, n, m.shape[-1]))
-    return x, shape
+    try:
+        stack = _np.broadcast_shapes(tuple(batch), m.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the stack shape of {name}, {m.shape[:-2]}, does not broadcast with the matrices' "
+            f"{tuple(batch)}"
+        ) from None
+    m = _np.broadcast_to(m, stack + m.shape[-2:])
+    x = _copy(m, dtype, True).reshape((_math.prod(stack), n, m.shape[-1]))
+    return x, stack, vector
+
+
+def _solution(x, stack, vector):
+    """The solutions ``x`` (count, n, k) shaped as their right-hand sides were (``_rhs``)."""
+    x = x.reshape(stack + x.shape[-2:])
+    return x[..., 0] if vector else x
+
+
+def _matrices(a, stack, dtype):
+    """The square matrices ``a`` (..., n, n) broadcast to ``stack`` as a 3-D stack (count, n, n) in
+    ``dtype`` (a view where one can be, else a copy)."""
+    n = a.shape[-1]
+    a = _np.broadcast_to(_np.asarray(a, dtype=dtype), tuple(stack) + (n, n))
+    s = _stack(a) if a.ndim <= 3 else None
+    if s is None or s.strides[0] == 0 and s.shape[0] > 1:
+        s = _np.ascontiguousarray(a).reshape((_math.prod(stack), n, n))
+    return s
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
-    """Solves A x = b from ``cho_factor``'s ``(c, lower)``: scipy.linalg.cho_solve. ``b`` is
-    (M,) or (M, K), or stacked in front as ``c`` is. Returns x, shaped as ``b``."""
+    """Solves A x = b from ``cho_factor``'s ``(c, lower)``: scipy.linalg.cho_solve. ``b`` is (M,)
+    or (..., M, K), its stack broadcast against ``c``'s as scipy's. Returns x, shaped as ``b``
+    broadcast."""
     del overwrite_b, check_finite  # b is never overwritten; c and b are always checked
     c, lower = c_and_lower
     c = _square(c, "c")
     dtype = _dtype(c, _np.asarray(b))
-    n, batch = c.shape[-1], c.shape[:-2]
-    x, shape = _rhs(b, n, batch, dtype)
+    n = c.shape[-1]
+    x, stack, vector = _rhs(b, n, c.shape[:-2], dtype)
     if x.size:
-        cs = _stack(_np.asarray(c, dtype=dtype))
-        if cs is None:
-            cs = _np.ascontiguousarray(c, dtype=dtype).reshape((-1, n, n))
-        _hetla.cho_solve(cs, bool(lower), x)
-    return x.reshape(shape)
+        _hetla.cho_solve(_matrices(c, stack, dtype), bool(lower), x)
+    return _solution(x, stack, vector)
 
 
 def solve_spd(a, b, mixed=False):
@@ -233,13 +258,14 @@ def solve_spd(a, b, mixed=False):
     matrix too ill-conditioned for it is factored again in double). Stacks solve as batches."""
     a = _square(a)
     if mixed:
-        if a.ndim > 2:
-            x = [solve_spd(ai, bi, mixed=True) for ai, bi in zip(a.reshape((-1,) + a.shape[-2:]), _np.asarray(b).reshape((-1,) + _np.asarray(b).shape[a.ndim - 2:]))]
-            return _np.stack(x).reshape(_np.asarray(b).shape)
         dtype = _dtype(a, _np.asarray(b))
-        x, shape = _rhs(b, a.shape[-1], (), dtype)
-        y, _steps = _hetla.solve_spd_mixed(_np.asarray(a, dtype=dtype), x[0])
-        return _np.asarray(y).reshape(shape)
+        x, stack, vector = _rhs(b, a.shape[-1], a.shape[:-2], dtype)
+        mats = _matrices(a, stack, dtype)
+        for i in range(x.shape[0]):
+            if x[i].size:
+                y, _steps = _hetla.solve_spd_mixed(mats[i], x[i])
+                x[i] = _np.asarray(y)
+        return _solution(x, stack, vector)
     return cho_solve(cho_factor(a, lower=True), b)
 
 
@@ -284,7 +310,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     dtype = _dtype(a)
     if a.shape[0] == 0:
         return _np.empty((0, 0), dtype=dtype, order="F"), _np.empty(0, dtype=_np.int32)
-    lu, piv, singular = _hetla.lu_factor(_np.asarray(a, dtype=dtype))
+    lu, piv, singular, _ = _hetla.lu_factor(_np.asarray(a, dtype=dtype), False)
     if singular is not None:
         _warnings.warn(
             f"Diagonal number {singular + 1} is exactly zero. Singular matrix.",
@@ -296,43 +322,134 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """Solves A x = b (``trans=0``), A^T x = b (1) or A^H x = b (2) from ``lu_factor``'s
-    ``(lu, piv)``: scipy.linalg.lu_solve. Returns x shaped as ``b``."""
+    ``(lu, piv)``: scipy.linalg.lu_solve. ``lu`` (..., M, M) with ``piv`` (..., M), ``b`` (M,) or
+    (..., M, K), their stacks broadcast together. Returns x shaped as ``b`` broadcast."""
     del overwrite_b, check_finite
     lu, piv = lu_and_piv
     lu = _square(lu, "lu")
-    if lu.ndim > 2:
-        raise ValueError("lu_solve takes one factorisation; loop over a stack of them")
-    dtype = _dtype(lu, _np.asarray(b))
+    piv = _np.asarray(piv)
     n = lu.shape[-1]
-    x, shape = _rhs(b, n, (), dtype)
+    if piv.shape[-1:] != (n,):
+        raise ValueError(f"piv of shape {piv.shape} does not fit lu of shape {lu.shape}: expected (..., {n})")
+    if trans not in (0, 1, 2):
+        raise ValueError(f"trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {trans!r}")
+    dtype = _dtype(lu, _np.asarray(b))
+    batch = _np.broadcast_shapes(lu.shape[:-2], piv.shape[:-1])
+    x, stack, vector = _rhs(b, n, batch, dtype)
     if x.size:
-        _hetla.lu_solve(
-            _np.asarray(lu, dtype=dtype), [int(p) for p in _np.asarray(piv).ravel()], x[0], int(trans)
+        lus = _matrices(lu, stack, dtype)
+        pivs = _np.broadcast_to(piv, tuple(stack) + (n,)).reshape((-1, n))
+        for i in range(x.shape[0]):
+            _hetla.lu_solve(lus[i], [int(p) for p in pivs[i]], x[i], int(trans))
+    return _solution(x, stack, vector)
+
+
+# scipy's names of the structures ``solve`` may assume, and how hetla solves each.
+_STRUCTURES = {
+    None: "general", "general": "general", "gen": "general", "banded": "general",
+    "diagonal": "diagonal", "tridiagonal": "tridiagonal",
+    "upper triangular": "upper", "lower triangular": "lower",
+    "pos": "pos", "positive definite": "pos",
+    "sym": "sym", "symmetric": "sym", "her": "her", "hermitian": "her",
+}
+
+
+def _structured(a, structure, lower):
+    """The matrix ``structure`` means, from the entries of ``a`` that scipy reads for it: its
+    diagonal, three diagonals or triangle (``lower`` names the triangle of a symmetric or
+    Hermitian one), the whole matrix otherwise."""
+    if structure == "diagonal":
+        return _np.diag(_np.diagonal(a))
+    if structure == "tridiagonal":
+        return _np.triu(_np.tril(a, 1), -1)
+    if structure == "upper":
+        return _np.triu(a)
+    if structure == "lower":
+        return _np.tril(a)
+    if structure in ("sym", "her"):
+        t = _np.tril(a) if lower else _np.triu(a)
+        other = _np.swapaxes(t, -1, -2)
+        if structure == "her":
+            other = other.conj()
+        full = t + other - _np.diag(_np.diagonal(a))
+        if structure == "her":
+            full[_np.diag_indices(a.shape[-1])] = _np.diagonal(a).real
+        return full
+    return a
+
+
+def _warn_ill_conditioned(rcond, dtype):
+    """scipy's LinAlgWarning for a reciprocal condition estimate below the precision's eps."""
+    if rcond is not None and rcond < _np.finfo(dtype).eps:
+        _warnings.warn(
+            f"Ill-conditioned matrix (rcond={rcond:.6g}): result may not be accurate.",
+            LinAlgWarning,
+            stacklevel=3,
         )
-    return x.reshape(shape)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
-    """Solves A x = b: scipy.linalg.solve. ``assume_a="pos"`` (or "positive definite") solves by
-    Cholesky (reading the triangle ``lower`` names), anything else by LU with partial pivoting;
-    ``transposed=True`` solves A^T x = b. A singular A raises LinAlgError."""
-    del overwrite_a, overwrite_b, check_finite
+    """Solves A x = b: scipy.linalg.solve. ``a`` is (..., N, N) (a scalar is 1 x 1), ``b`` (N,) or
+    (..., N, K), their stacks broadcast as scipy's; integers and bools are computed in float64 (as
+    scipy's ``solve``). ``assume_a`` takes scipy's structures and reads what scipy reads:
+    "pos" (or "positive definite") by Cholesky from the triangle ``lower`` names; "sym"/"her"
+    (or "symmetric"/"hermitian") from that triangle, "upper triangular"/"lower triangular" from
+    their triangle, "diagonal" and "tridiagonal" from those diagonals, each by LU with partial
+    pivoting (until the symmetric indefinite factorisation lands); None, "general" and "banded"
+    by LU on the whole matrix. ``transposed=True`` solves A^T x = b, also for a complex A (which
+    scipy refuses). A singular A raises LinAlgError; an ill-conditioned one (reciprocal
+    condition estimate below eps) warns with LinAlgWarning, as scipy's. ``overwrite_a`` and
+    ``overwrite_b`` work in place where scipy does (a Fortran-ordered array of the computed
+    dtype): x is then ``b`` itself."""
+    del check_finite  # always checked
+    try:
+        structure = _STRUCTURES[assume_a]
+    except (KeyError, TypeError):
+        raise ValueError(f"{assume_a} is not a recognized matrix structure") from None
+    a = _np.asarray(a)
+    if a.ndim < 2:
+        a = _np.atleast_2d(a)
     a = _square(a)
-    if a.ndim > 2:
-        bs = _np.asarray(b)
-        vec = bs.ndim == a.ndim - 1
-        flat_b = bs.reshape((-1,) + bs.shape[a.ndim - 2:]) if not vec else bs.reshape(-1, bs.shape[-1])
-        x = [solve(ai, bi, lower, assume_a=assume_a, transposed=transposed)
-             for ai, bi in zip(a.reshape((-1,) + a.shape[-2:]), flat_b)]
-        return _np.stack(x).reshape(bs.shape)
-    if assume_a in ("pos", "positive definite"):
-        ah = a.T if transposed else a
-        return cho_solve(cho_factor(ah, lower=lower), b)
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", LinAlgWarning)
-        factors = lu_factor(a)
-    return lu_solve(factors, b, trans=1 if transposed else 0)
+    dtype = _dtype(a, _np.asarray(b), small=_np.float64)
+    if a.ndim == 2 and a.size == 1:
+        # A scalar a (1 x 1): b / a for any b, as scipy's.
+        _check_finite(a, "a")
+        _check_finite(_np.asarray(b), "b")
+        if a.item() == 0:
+            raise LinAlgError("A singular matrix detected: a is a zero scalar")
+        return _np.atleast_1d(_np.asarray(b, dtype=dtype)) / a.astype(dtype)[0, 0]
+    n = a.shape[-1]
+    x, stack, vector = _rhs(b, n, a.shape[:-2], dtype)
+    if x.size == 0 or n == 0:
+        return _solution(x, stack, vector)
+    # In place in b where scipy solves in place: one Fortran-ordered system of the computed dtype.
+    b_array = b if isinstance(b, _np.ndarray) else None
+    in_b = (overwrite_b and b_array is not None and stack == () and b_array.ndim <= 2
+            and b_array.dtype == dtype and b_array.flags.f_contiguous and b_array.flags.writeable)
+    if in_b:
+        x = (b_array[:, None] if b_array.ndim == 1 else b_array)[None]
+    in_a = (overwrite_a and isinstance(a, _np.ndarray) and a.ndim == 2 and a.dtype == dtype
+            and a.flags.f_contiguous and a.flags.writeable)
+    mats = _matrices(a, stack, dtype)
+    trans = 1 if transposed else 0
+    if structure == "pos":
+        c = _np.swapaxes(mats, -1, -2) if transposed else mats
+        c, _ = cho_factor(c, lower=lower, overwrite_a=in_a and not transposed)
+        _hetla.cho_solve(_source(c), bool(lower), x)
+        return b_array if in_b else _solution(x, stack, vector)
+    for i in range(x.shape[0]):
+        m = _structured(mats[i], structure, lower)
+        lu, piv, singular, rcond = _hetla.lu_factor(m, True)
+        if singular is not None:
+            raise LinAlgError(
+                f"A singular matrix detected: U({singular + 1}, {singular + 1}) is exactly zero"
+            )
+        _warn_ill_conditioned(rcond, dtype)
+        _hetla.lu_solve(lu, [int(p) for p in piv], x[i], trans)
+        if in_a and structure == "general":
+            a[...] = lu
+    return b_array if in_b else _solution(x, stack, vector)
 
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
@@ -359,30 +476,49 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     """Least-squares solution of A x = b by tiled Householder QR: scipy.linalg.lstsq's return
-    values ``(x, residues, rank, s)``, with ``s`` None (as scipy's "gelsy" driver gives). A needs
-    full column rank (a zero on R's diagonal raises LinAlgError) and M >= N."""
+    values ``(x, residues, rank, s)``, with ``s`` None (as scipy's "gelsy" driver gives; an empty
+    array for an empty A, as scipy's). ``a`` is (..., M, N), ``b`` (M,) or (..., M, K), their
+    stacks broadcast as scipy's. A needs full column rank (a zero on R's diagonal raises
+    LinAlgError) and M >= N; an A with no rows or no columns gives the zero solution of rank 0."""
     del cond, overwrite_a, overwrite_b, check_finite, lapack_driver
     a = _np.asarray(a)
     b = _np.asarray(b)
-    if a.ndim != 2:
-        raise ValueError(f"a must be a 2-D matrix, got shape {a.shape}")
+    if a.ndim < 2:
+        raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
+    core = 2 if b.ndim >= 2 else 1
+    if b.ndim == 0 or b.shape[-core] != a.shape[-2]:
+        raise ValueError(f"b must have {a.shape[-2]} rows (as a), got shape {b.shape}")
+    stack = _np.broadcast_shapes(a.shape[:-2], b.shape[:-core] if core == 2 else ())
+    if stack:
+        a = _np.broadcast_to(a, stack + a.shape[-2:])
+        b = _np.broadcast_to(b, stack + b.shape[-core:])
+        parts = [lstsq(a[i], b[i]) for i in _np.ndindex(stack)]
+        x, residues, rank = (_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
+                             for k in range(3))
+        return x, residues, rank, None
     m, n = a.shape
-    if b.ndim not in (1, 2) or b.shape[0] != m:
-        raise ValueError(f"b must have {m} rows (as a), got shape {b.shape}")
     dtype = _dtype(a, b)
-    b2 = _np.asarray(b, dtype=dtype).reshape(m, -1)
+    real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
+    b2 = _np.asarray(b, dtype=dtype).reshape(m, b.shape[1] if b.ndim == 2 else 1)
+    if m == 0 or n == 0:
+        # The zero solution, of rank 0; every row of b is left as its residue.
+        x = _np.zeros((n, b2.shape[1]), dtype=dtype)
+        residues = (_np.abs(b2) ** 2).sum(axis=0).astype(real) if n == 0 else _np.empty(0, dtype=real)
+        if b.ndim == 1:
+            x = x[:, 0]
+            residues = residues[0] if n == 0 else residues
+        return x, residues, 0, _np.empty(0, dtype=real)
     if m < n:
         raise LinAlgError(
             f"a is {m}x{n}: hetla's least squares needs at least as many rows as columns "
             "(an underdetermined system has no unique solution; scipy.linalg.lstsq gives the minimum-norm one)"
         )
-    x = _hetla.lstsq(_np.asarray(a, dtype=dtype), b2)
+    x = _hetla.lstsq(_np.asarray(a, dtype=dtype), b2) if b2.size else _np.zeros((n, 0), dtype=dtype)
     if m > n:
         resid = b2 - a.astype(dtype, copy=False) @ x
-        residues = (_np.abs(resid) ** 2).sum(axis=0)
-        residues = residues.astype(_np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64)
+        residues = (_np.abs(resid) ** 2).sum(axis=0).astype(real)
     else:
-        residues = _np.empty(0)
+        residues = _np.empty(0, dtype=real)
     if b.ndim == 1:
         x = x[:, 0]
         if m > n:

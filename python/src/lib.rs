@@ -368,26 +368,38 @@ fn non_finite(what: &'static str) -> Error {
     }
 }
 
-/// What `lu_factor` returns: the factors, the interchanges, the first zero pivot's column.
-type LuParts<'py> = (Bound<'py, PyAny>, Bound<'py, PyArray1<i32>>, Option<usize>);
+/// What `lu_factor` returns: the factors, the interchanges, the first zero pivot's column, and the
+/// reciprocal condition estimate when asked for.
+type LuParts<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyArray1<i32>>,
+    Option<usize>,
+    Option<f64>,
+);
 
 /// LU with partial pivoting of the square `a` (left unchanged): the factors as LAPACK's ?getrf
 /// leaves them (a new Fortran-ordered array), the interchanges 0-based (int32, scipy's `piv`), and
-/// the first column with an exactly zero pivot, if any.
+/// the first column with an exactly zero pivot, if any; with `rcond`, also the reciprocal 1-norm
+/// condition estimate (?gecon's, O(n^2)).
 #[pyfunction]
-fn lu_factor<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<LuParts<'py>> {
-    by_dtype!(a, "a", T => lu_factor_t::<T>(py, a))
+fn lu_factor<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, rcond: bool) -> PyResult<LuParts<'py>> {
+    by_dtype!(a, "a", T => lu_factor_t::<T>(py, a, rcond))
 }
 
 fn lu_factor_t<'py, T: Scalar + Element>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
+    rcond: bool,
 ) -> PyResult<LuParts<'py>> {
     let a = readable::<T, ndarray::Ix2>(a, "a")?;
     let a = a.as_array();
     let lu = lu_options();
-    let factor = py
-        .detach(move || lu.factor(faer_ref(a)))
+    let (factor, rcond) = py
+        .detach(move || -> hetla::Result<_> {
+            let factor = lu.factor(faer_ref(a))?;
+            let rcond = if rcond { Some(factor.rcond()?) } else { None };
+            Ok((factor, rcond))
+        })
         .map_err(py_error)?;
     let s = factor.storage();
     let n = factor.n();
@@ -397,6 +409,7 @@ fn lu_factor_t<'py, T: Scalar + Element>(
         stored.into_pyarray(py).into_any(),
         PyArray1::from_vec(py, piv),
         factor.singular(),
+        rcond,
     ))
 }
 

@@ -170,8 +170,12 @@ def test_stacks_factor_as_batches(dtype, lower):
     x = hetla.cho_solve((c, lower), b)
     xs = sl.cho_solve((cs, lower), b)
     assert np.abs(x - xs).max() <= 1e4 * eps(dtype) * np.abs(xs).max()
-    v = random((3, 5, 12), dtype, 13)
-    assert hetla.cho_solve((c, lower), v).shape == v.shape
+    # scipy 1.17's rule: a vector is (N,) (broadcast over the stack), a stack of them (..., N, 1).
+    v = random((12,), dtype, 13)
+    assert hetla.cho_solve((c, lower), v).shape == (3, 5, 12)
+    assert hetla.cho_solve((c, lower), v[:, None][None, None]).shape == (3, 5, 12, 1)
+    with pytest.raises(ValueError, match="rows"):
+        hetla.cho_solve((c, lower), random((3, 5, 12), dtype, 13))
     l = hetla.cholesky(a)
     assert np.abs(l - np.linalg.cholesky(a)).max() <= 1e3 * eps(dtype) * np.abs(l).max()
 
@@ -190,11 +194,11 @@ def test_solve_spd_single_batched_and_mixed():
         x = hetla.solve_spd(a, b, mixed=mixed)
         assert solve_ratio(a, x, b) < THRESHOLD
     ab = spd(10, np.complex128, seed=17, batch=(4,))
-    bb = random((4, 10), np.complex128, 18)
+    bb = random((4, 10, 1), np.complex128, 18)
     x = hetla.solve_spd(ab, bb)
-    np.testing.assert_allclose(x, np.linalg.solve(ab, bb[..., None])[..., 0], rtol=1e-10)
+    np.testing.assert_allclose(x, np.linalg.solve(ab, bb), rtol=1e-10)
     x = hetla.solve_spd(ab, bb, mixed=True)
-    np.testing.assert_allclose(x, np.linalg.solve(ab, bb[..., None])[..., 0], rtol=1e-10)
+    np.testing.assert_allclose(x, np.linalg.solve(ab, bb), rtol=1e-10)
     with pytest.raises(TypeError, match="float64 or complex128"):
         hetla.solve_spd(a.astype(np.float32), b.astype(np.float32), mixed=True)
 
@@ -363,8 +367,14 @@ def test_wrong_shapes_are_valueerror(a):
 
 
 def test_wrong_dtypes_are_typeerror():
-    with pytest.raises(TypeError):
-        hetla.cho_factor(np.eye(3, dtype=np.longdouble))
+    # scipy's choices of the computed dtype: long double in double, small integers and bools in
+    # float32 (float64 for solve), larger integers in float64.
+    assert hetla.cho_factor(np.eye(3, dtype=np.longdouble))[0].dtype == np.float64
+    assert hetla.cho_factor(np.eye(3, dtype=np.clongdouble))[0].dtype == np.complex128
+    for small in (bool, np.int8, np.uint16):
+        assert hetla.lu_factor(np.eye(3, dtype=small))[0].dtype == np.float32
+        assert hetla.solve(np.eye(3, dtype=small), np.ones(3, dtype=small)).dtype == np.float64
+    assert hetla.qr(np.eye(3, dtype=np.int32))[1].dtype == np.float64
     with pytest.raises(TypeError):
         hetla.cho_factor(np.array([["a", "b"], ["c", "d"]], dtype=object))
     with pytest.raises(TypeError):

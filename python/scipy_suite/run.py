@@ -1,0 +1,136 @@
+"""scipy's (and numpy's) own tests as the contract of hetla's drop-in calls.
+
+Runs the tests of the installed scipy and numpy for the calls hetla offers twice, once as they
+are and once with hetla's functions in their places (``substitute.py``), and prints per file: the
+tests that pass on scipy, those of them that pass on hetla, and those that do not. With
+``--baseline FILE`` (JSON: file -> the failures allowed) it exits 1 when a file fails more tests
+on hetla than its baseline allows (a regression), and says which files now fail fewer (lower the
+baseline). ``--details FILE`` writes every failing test's id and its first error line.
+
+    python python/scipy_suite/run.py [--baseline python/scipy_suite/baseline.json] [--details F]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# (label, module whose tests run, pytest -k expression or None for all).
+SUITES = [
+    ("scipy test_decomp_cholesky", "scipy.linalg.tests.test_decomp_cholesky", None),
+    ("scipy test_decomp_lu", "scipy.linalg.tests.test_decomp_lu", None),
+    ("scipy test_decomp (QR)", "scipy.linalg.tests.test_decomp", "qr or QR"),
+    ("scipy test_basic (solve, lstsq)", "scipy.linalg.tests.test_basic", "TestSolve or TestLstsq"),
+    (
+        "scipy test_batch",
+        "scipy.linalg.tests.test_batch",
+        "cho_factor or cho_solve or lu_factor or lu_solve or solve or qr or lstsq",
+    ),
+    ("numpy TestCholesky", "numpy.linalg.tests.test_linalg", "TestCholesky"),
+]
+
+# Where hetla does more than scipy, on purpose: a failing test whose id contains the first string
+# and whose first error line contains the second is counted apart, with the reason.
+DIFFERENCES = [
+    (
+        "test_structure_detection[",
+        "DID NOT RAISE NotImplementedError",
+        "hetla solves A^T x = b for a complex A (transposed=True), which scipy refuses",
+    ),
+]
+
+
+def difference(test, why):
+    """The reason a failing test is a documented difference, or None."""
+    for name, message, reason in DIFFERENCES:
+        if name in test and message in why:
+            return reason
+    return None
+
+
+def outcomes(module, select, substitute, timeout):
+    """Each test's outcome (passed, failed, skipped) and first error line, by id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "junit.xml")
+        # By module name: the package's own conftest (scipy's skips its xslow tests) applies.
+        args = [sys.executable, "-m", "pytest", "--pyargs", module, "-q", "-p", "no:cacheprovider",
+                "--junitxml", report, "-o", "junit_family=xunit1"]
+        if select:
+            args += ["-k", select]
+        env = dict(os.environ)
+        if substitute:
+            args += ["-p", "substitute"]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        done = subprocess.run(args, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        if not os.path.exists(report):
+            raise SystemExit(f"pytest wrote no report for {module}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        result = {}
+        for case in ET.parse(report).getroot().iter("testcase"):
+            name = f"{case.get('classname')}::{case.get('name')}"
+            outcome, why = "passed", ""
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    outcome = "failed"
+                    why = (child.get("message") or "").strip().splitlines()[0:1]
+                    why = why[0][:200] if why else child.tag
+                elif child.tag == "skipped":
+                    outcome = "skipped"
+            result[name] = (outcome, why)
+        return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="JSON file: suite label -> failures allowed on hetla")
+    parser.add_argument("--details", help="write each failing test and its first error line here")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds per pytest run")
+    args = parser.parse_args()
+    baseline = json.load(open(args.baseline)) if args.baseline else None
+    details, counts, worse, better = [], {}, [], []
+    print("| suite | pass on scipy | pass on hetla | fail on hetla | documented differences |")
+    print("|---|---|---|---|---|")
+    for label, module, select in SUITES:
+        on_scipy = outcomes(module, select, False, args.timeout)
+        on_hetla = outcomes(module, select, True, args.timeout)
+        passing = [t for t, (o, _) in on_scipy.items() if o == "passed"]
+        not_passing = [t for t in passing if on_hetla.get(t, ("missing", ""))[0] != "passed"]
+        why = {t: on_hetla.get(t, ("missing", "not run"))[1] for t in not_passing}
+        differing = [t for t in not_passing if difference(t, why[t])]
+        failing = [t for t in not_passing if t not in differing]
+        counts[label] = len(failing)
+        print(
+            f"| {label} | {len(passing)} | {len(passing) - len(not_passing)} | {len(failing)} "
+            f"| {len(differing)} |",
+            flush=True,
+        )
+        details += [f"{label}: {t}: {why[t]}" for t in failing]
+        details += [f"{label}: {t}: difference: {difference(t, why[t])}" for t in differing]
+        if baseline is not None:
+            allowed = baseline.get(label)
+            if allowed is None or len(failing) > allowed:
+                worse.append(f"{label}: {len(failing)} failures, baseline {allowed}")
+            elif len(failing) < allowed:
+                better.append(f"{label}: {len(failing)} failures, baseline {allowed}")
+    total = sum(counts.values())
+    print(f"\n{total} tests that pass on scipy fail on hetla (documented differences apart)")
+    for _, _, reason in DIFFERENCES:
+        print(f"difference: {reason}")
+    if args.details:
+        Path(args.details).write_text("\n".join(details) + "\n")
+    for line in better:
+        print(f"fewer failures than the baseline (lower it): {line}")
+    if worse:
+        for line in worse:
+            print(f"MORE failures than the baseline: {line}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""scipy's semantics at the edges, call by call, against scipy itself: every size (0 x 0, (N, 0),
+(0,) right-hand sides, 1 x 1 and scalars), scipy 1.17's batching rules, the structures of
+``solve(assume_a=...)`` and the triangle each reads, its warnings, its in-place work, and the
+dtypes each call computes in. (scipy's own test files run against hetla in
+``python/scipy_suite/run.py``.)"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import hetla
+
+
+def rand(shape, dtype=np.float64, seed=0):
+    r = np.random.default_rng(seed)
+    a = r.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * r.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def spd(n, dtype=np.float64, seed=0, batch=()):
+    g = rand(batch + (n, n), dtype, seed)
+    return (g @ np.conj(np.swapaxes(g, -1, -2)) + n * np.eye(n)).astype(dtype)
+
+
+def same(ours, theirs, rtol=1e-10):
+    """Same shape, same dtype, same values (to ``rtol`` of the largest)."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    assert ours.dtype == theirs.dtype, (ours.dtype, theirs.dtype)
+    if theirs.size:
+        scale = max(np.abs(theirs).max(), 1.0)
+        assert np.abs(ours - theirs).max() <= rtol * scale
+
+
+@pytest.mark.parametrize("b_shape", [(0,), (0, 0), (0, 3)])
+def test_every_call_on_a_0_by_0_matrix_gives_scipys_empty_result(b_shape):
+    a, b = np.empty((0, 0)), np.empty(b_shape)
+    same(hetla.solve(a, b), sl.solve(a, b))
+    c = hetla.cho_factor(a)
+    same(c[0], sl.cho_factor(a)[0])
+    same(hetla.cho_solve(c, b), sl.cho_solve(sl.cho_factor(a), b))
+    lu = hetla.lu_factor(a)
+    same(hetla.lu_solve(lu, b), sl.lu_solve(sl.lu_factor(a), b))
+    x, residues, rank, _ = hetla.lstsq(a, b)
+    xs, residues_s, rank_s, _ = sl.lstsq(a, b)
+    same(x, xs)
+    assert rank == rank_s == 0
+
+
+def test_right_hand_sides_with_no_columns_and_matrices_of_one_entry():
+    a = spd(4)
+    b = np.empty((4, 0))
+    for ours, theirs in [
+        (hetla.solve(a, b), sl.solve(a, b)),
+        (hetla.cho_solve(hetla.cho_factor(a), b), sl.cho_solve(sl.cho_factor(a), b)),
+        (hetla.lu_solve(hetla.lu_factor(a), b), sl.lu_solve(sl.lu_factor(a), b)),
+    ]:
+        same(ours, theirs)
+    one = np.array([[4.0]])
+    same(hetla.solve(one, [2.0]), sl.solve(one, [2.0]))
+    same(hetla.cho_factor(one)[0], sl.cho_factor(one)[0])
+    same(hetla.lu_factor(one)[0], sl.lu_factor(one)[0])
+
+
+def test_least_squares_with_no_rows_or_no_columns_is_the_zero_solution_of_rank_0():
+    for a_shape, b_shape in [((0, 2), (0,)), ((0, 4), (0, 2)), ((4, 0), (4,)), ((4, 0), (4, 2))]:
+        a, b = np.zeros(a_shape), np.ones(b_shape)
+        ours, theirs = hetla.lstsq(a, b), sl.lstsq(a, b)
+        same(ours[0], theirs[0])
+        same(ours[1], theirs[1])
+        assert ours[2] == theirs[2] == 0
+
+
+def test_a_scalar_matrix_divides_any_right_hand_side_and_zero_is_singular():
+    same(hetla.solve(2.0, 4.0), sl.solve(2.0, 4.0))
+    same(hetla.solve([[2.0]], [1.0, 4.0]), sl.solve([[2.0]], [1.0, 4.0]))
+    for b in (0, 1, [0, 1]):
+        for a in (0, [[0]], np.zeros((1, 1))):
+            with pytest.raises(np.linalg.LinAlgError):
+                hetla.solve(a, b)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        hetla.solve([[np.nan]], [1.0])
+
+
+@pytest.mark.parametrize(
+    "a_batch, b_shape",
+    [((), (6,)), ((3,), (6,)), ((2, 3), (6, 2)), ((2, 3), (3, 6, 2)), ((3,), (2, 1, 6, 4)), ((1,), (4, 6, 1))],
+)
+def test_stacks_broadcast_as_scipys(a_batch, b_shape):
+    a = spd(6, seed=1, batch=a_batch)
+    b = rand(b_shape, seed=2)
+    same(hetla.solve(a, b), sl.solve(a, b))
+    same(hetla.cho_solve(hetla.cho_factor(a, lower=True), b), sl.cho_solve(sl.cho_factor(a, lower=True), b))
+    lu, piv = sl.lu_factor(a)
+    same(hetla.lu_solve(hetla.lu_factor(a), b), sl.lu_solve((lu, piv), b))
+    same(hetla.solve(a, b, assume_a="pos"), sl.solve(a, b, assume_a="pos"))
+
+
+def test_stacks_that_do_not_broadcast_are_clear_errors():
+    a = spd(6, batch=(3,))
+    for b in (rand((2, 6, 1)), rand((3, 6))):  # a stack of 2 against 3; (3, 6) is one 3 x 6 b
+        with pytest.raises(ValueError, match="broadcast|rows"):
+            hetla.solve(a, b)
+        with pytest.raises(ValueError, match="broadcast|rows"):
+            hetla.cho_solve(hetla.cho_factor(a), b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize(
+    "assume_a",
+    ["sym", "her", "pos", "upper triangular", "lower triangular", "diagonal", "tridiagonal", "general", None],
+)
+def test_each_structure_reads_what_scipy_reads(assume_a, lower, dtype):
+    if assume_a == "her" and dtype == np.float64:
+        pytest.skip("the same as sym")
+    n = 7
+    a = spd(n, dtype, seed=3)
+    # The entries the structure does not read hold garbage: the answers must not see them.
+    if assume_a in ("sym", "her", "pos"):
+        garbage = np.triu(rand((n, n), dtype, 4) * 1e3, 1)
+        a = a + (garbage if lower else garbage.T)
+    elif assume_a in ("upper triangular", "lower triangular"):
+        a = a + 7 * np.eye(n)
+    b = rand((n, 2), dtype, 5)
+    ours = hetla.solve(a, b, assume_a=assume_a, lower=lower)
+    theirs = sl.solve(a, b, assume_a=assume_a, lower=lower)
+    same(ours, theirs, rtol=1e-8)
+
+
+def test_unknown_structures_are_a_value_error_and_ill_conditioned_matrices_warn():
+    with pytest.raises(ValueError, match="not a recognized matrix structure"):
+        hetla.solve(np.eye(2), np.ones(2), assume_a="skew")
+    a = np.diag(np.logspace(0, 50, 10))
+    for structure in (None, "general", "sym", "diagonal", "upper triangular"):
+        with pytest.warns(hetla.LinAlgWarning, match="Ill-conditioned matrix"):
+            hetla.solve(a, np.ones(10), assume_a=structure)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hetla.solve(spd(10), np.ones(10))
+
+
+def test_overwrite_works_in_place_where_scipy_does():
+    a = np.asfortranarray(spd(5, seed=6) + np.triu(np.ones((5, 5))))
+    b = np.asfortranarray(rand((5, 2), seed=7))
+    a0, b0 = a.copy(), b.copy()
+    x = hetla.solve(a, b, overwrite_a=True, overwrite_b=True)
+    assert np.shares_memory(x, b) and not (b == b0).all() and not (a == a0).all()
+    np.testing.assert_allclose(a0 @ x, b0, atol=1e-12)
+    # Not where scipy does not: C order, another dtype, or without the flags.
+    for a1, b1, flags in [
+        (np.ascontiguousarray(a0), np.ascontiguousarray(b0), True),
+        (a0.astype(int), b0.astype(int), True),
+        (a0.copy(order="F"), b0.copy(order="F"), False),
+    ]:
+        a2, b2 = a1.copy(), b1.copy()
+        x = hetla.solve(a1, b1, overwrite_a=flags, overwrite_b=flags)
+        assert not np.shares_memory(x, b1)
+        assert (a1 == a2).all() and (b1 == b2).all()
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.longdouble, np.clongdouble])
+def test_each_call_computes_in_scipys_dtype(dtype):
+    a = (np.eye(3) * 2).astype(dtype)
+    b = np.ones(3, dtype=dtype)
+    for ours, theirs in [
+        (hetla.solve(a, b), sl.solve(a, b)),
+        (hetla.cho_factor(a)[0], sl.cho_factor(a)[0]),
+        (hetla.lu_factor(a)[0], sl.lu_factor(a)[0]),
+        (hetla.qr(a)[1], sl.qr(a)[1]),
+        (hetla.lstsq(a, b)[0], sl.lstsq(a, b)[0]),
+        (hetla.cho_solve(hetla.cho_factor(a), b), sl.cho_solve(sl.cho_factor(a), b)),
+        (hetla.lu_solve(hetla.lu_factor(a), b), sl.lu_solve(sl.lu_factor(a), b)),
+    ]:
+        assert ours.dtype == theirs.dtype, (np.dtype(dtype), ours.dtype, theirs.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_factors_and_inverses_have_exactly_real_diagonals(dtype):
+    a = spd(40, dtype, seed=8)
+    a[np.diag_indices(40)] += 1e-6j  # round-off on the diagonal, not read (LAPACK's rule)
+    for c in (hetla.cho_factor(a, lower=True)[0], hetla.cholesky(a), hetla.spd_inv(a)):
+        assert (np.diagonal(c).imag == 0).all()
+    stack = hetla.cholesky(spd(10, dtype, seed=9, batch=(3,)))
+    assert (np.diagonal(stack, axis1=-2, axis2=-1).imag == 0).all()
