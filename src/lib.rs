@@ -68,8 +68,8 @@ pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
 pub use qr::{
-    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, QrTree,
-    default_qr_tile, lstsq,
+    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, PivotedQr, Qr, QrFactor,
+    QrTree, default_qr_tile, lstsq, lstsq_rank,
 };
 pub use tiles::device::DeviceMatrix;
 pub use tiles::{Storage, mat_from_slice};

@@ -126,6 +126,51 @@ impl Lu {
         self.factor_checked(a, norms)
     }
 
+    /// LU with partial pivoting of `a`, of any shape `m x n`, in place, as LAPACK's ?getrf: P A = L
+    /// U with L unit lower trapezoidal (m x min(m, n), below the diagonal) and U upper trapezoidal
+    /// (min(m, n) x n). Returns the min(m, n) interchanges (0-based: row i was swapped with
+    /// `ipiv[i]`) and the first column whose pivot is exactly zero (the factorisation is completed,
+    /// as LAPACK completes it). A square matrix larger than a block goes through the task graph
+    /// ([`Lu::factor`]'s); another through the recursive panel kernel on every core: the whole
+    /// matrix when it is tall, the left square block of a wide one, its interchanges and L^-1 then
+    /// applied to the rest. Any strides (a matrix whose columns are not contiguous goes through a
+    /// column-major copy for the task graph). A non-finite entry is an error before any work.
+    pub fn factor_in_place<T: Scalar>(
+        &self,
+        mut a: MatMut<'_, T>,
+    ) -> Result<(Vec<usize>, Option<usize>)> {
+        norms(a.as_ref())?;
+        let (m, n) = (a.nrows(), a.ncols());
+        let platform = self.resolve_platform()?;
+        if m == n {
+            let tile = self.tile_on(&platform, n);
+            if tile == 0 {
+                return Err(Error::ZeroTileSize);
+            }
+            if tile < n {
+                return column_major(a, |a| self.run_plan(&platform, a, tile));
+            }
+        }
+        let k = m.min(n);
+        let (mf, nf, kf) = (m as f64, n as f64, k as f64);
+        // ?getrf's count: m n k - (m + n) k^2 / 2 + k^3 / 3 multiply-adds.
+        let flops = 2.0
+            * (mf * nf * kf - (mf + nf) * kf * kf / 2.0 + kf.powi(3) / 3.0)
+            * T::PRECISION.flop_factor();
+        let mut ipiv = vec![0; k];
+        let singular = on_all_cores(&platform, flops, |backend, par| {
+            let (mut left, right) = a.as_mut().split_at_col_mut(k);
+            let zero = backend.lu_panel(left.as_mut(), &mut ipiv, par)?;
+            if n > k {
+                // A wide matrix: its left k x k block is factored, the rest gets its
+                // interchanges and U_12 = L_11^-1 A_12.
+                backend.lu_update(left.as_ref(), &ipiv, right, par)?;
+            }
+            Ok::<_, hetla_kernels::KernelError>(zero)
+        })?;
+        Ok((ipiv, singular))
+    }
+
     /// Factors `a` in place by `plan` (from [`Lu::plan`]) through the runtime, also for a matrix of
     /// one block; the trace, the interchanges (0-based, global: row i was swapped with `ipiv[i]`)
     /// and the first column with an exactly zero pivot. `a` is checked first as by [`Lu::factor`].

@@ -515,3 +515,67 @@ fn least_squares_equal_lapack_dgels_on_well_conditioned_problems() {
         case::<c32>(400, 60, 5, tree);
     }
 }
+
+/// pinv(A) B by faer's SVD, singular values below `rcond` times the largest dropped.
+fn pinv_solve(a: faer::MatRef<'_, f64>, b: faer::MatRef<'_, f64>, rcond: f64) -> faer::Mat<f64> {
+    let svd = a.thin_svd().unwrap();
+    let (u, s, v) = (svd.U(), svd.S(), svd.V());
+    let largest = s.column_vector()[0];
+    let mut c = u.adjoint() * b;
+    for i in 0..c.nrows() {
+        let si = s.column_vector()[i];
+        let scale = if si > rcond * largest { 1.0 / si } else { 0.0 };
+        for j in 0..c.ncols() {
+            c[(i, j)] *= scale;
+        }
+    }
+    v * c
+}
+
+#[test]
+fn rank_revealing_least_squares_gives_the_minimum_norm_solution_of_any_shape_and_rank() {
+    // Rank 3 in 40 x 10, a wide 6 x 15 of full row rank, a wide rank-2 one, full rank 30 x 8.
+    let low_rank = |m: usize, n: usize, r: usize, seed: u64| {
+        hetla::matgen::random(m, r, seed) * hetla::matgen::random(r, n, seed + 1)
+    };
+    for (a, rank) in [
+        (low_rank(40, 10, 3, 1), 3),
+        (hetla::matgen::random(6, 15, 3), 6),
+        (low_rank(6, 15, 2, 4), 2),
+        (hetla::matgen::random(30, 8, 6), 8),
+    ] {
+        let b = hetla::matgen::random(a.nrows(), 2, 7);
+        let (x, r) = hetla::lstsq_rank(a.as_ref(), b.as_ref(), Some(1e-10)).unwrap();
+        assert_eq!(r, rank, "{} x {}", a.nrows(), a.ncols());
+        let reference = pinv_solve(a.as_ref(), b.as_ref(), 1e-10);
+        let error = hetla::check::relative_error(x.as_ref(), reference.as_ref());
+        assert!(
+            error < 1e-9,
+            "{} x {} rank {rank}: {error}",
+            a.nrows(),
+            a.ncols()
+        );
+    }
+    // The pivoted factors: A P = Q R with |R_ii| non-increasing, Q orthonormal.
+    let a = low_rank(12, 9, 4, 9);
+    for full in [false, true] {
+        let f = hetla::PivotedQr::factor(a.as_ref(), full).unwrap();
+        let ap = faer::Mat::from_fn(12, 9, |i, j| a[(i, f.perm()[j])]);
+        let qr = f.q() * f.r();
+        assert!(hetla::check::relative_error(qr.as_ref(), ap.as_ref()) < 1e-13);
+        let d: Vec<f64> = (0..9).map(|i| f.r()[(i, i)].abs()).collect();
+        assert!(d.windows(2).all(|w| w[0] >= w[1] - 1e-12), "{d:?}");
+        assert_eq!(f.q().ncols(), if full { 12 } else { 9 });
+    }
+    // Empty and non-finite input.
+    let (x, r) = hetla::lstsq_rank(
+        faer::Mat::<f64>::zeros(0, 3).as_ref(),
+        faer::Mat::<f64>::zeros(0, 1).as_ref(),
+        None,
+    )
+    .unwrap();
+    assert_eq!((x.nrows(), x.ncols(), r), (3, 1, 0));
+    let mut bad = hetla::matgen::random(5, 3, 1);
+    bad[(1, 1)] = f64::INFINITY;
+    assert!(hetla::lstsq_rank(bad.as_ref(), faer::Mat::<f64>::zeros(5, 1).as_ref(), None).is_err());
+}

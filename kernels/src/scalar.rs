@@ -267,6 +267,18 @@ pub(crate) fn adjoint_conj<T: Scalar>() -> faer::Conj {
     }
 }
 
+/// Sets the imaginary parts of a square block's diagonal to zero (nothing for a real type): a
+/// Hermitian matrix's diagonal is real, and kernels that write one (HERK, LAUUM) make it exactly
+/// so, as BLAS does; LAPACK's ?potrf reads only the real part.
+pub fn real_diagonal<T: Scalar>(mut m: faer::MatMut<'_, T>) {
+    if T::PRECISION.is_complex() {
+        for k in 0..m.nrows().min(m.ncols()) {
+            let re = m[(k, k)].re_f64();
+            m[(k, k)] = T::from_f64(re);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,17 +308,5 @@ mod tests {
         assert_eq!(f32::from_parts(1.5, -2.0).to_c64(), c64::new(1.5, 0.0));
         assert_eq!(c64::new(3.0, 4.0).abs_f64(), 5.0);
         assert!(!c64::new(1.0, f64::NAN).finite());
-    }
-}
-
-/// Sets the imaginary parts of a square block's diagonal to zero (nothing for a real type): a
-/// Hermitian matrix's diagonal is real, and kernels that write one (HERK, LAUUM) make it exactly
-/// so, as BLAS does; LAPACK's ?potrf reads only the real part.
-pub fn real_diagonal<T: Scalar>(mut m: faer::MatMut<'_, T>) {
-    if T::PRECISION.is_complex() {
-        for k in 0..m.nrows().min(m.ncols()) {
-            let re = m[(k, k)].re_f64();
-            m[(k, k)] = T::from_f64(re);
-        }
     }
 }

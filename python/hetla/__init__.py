@@ -296,20 +296,29 @@ def spd_inv(a):
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
-    """LU factorisation with partial pivoting: scipy.linalg.lu_factor. Returns ``(lu, piv)``: L
-    (unit diagonal implied) and U in one matrix, and the 0-based row interchanges (row i was
-    swapped with row ``piv[i]``). An exactly singular matrix factors with a LinAlgWarning, as
-    scipy's. Stacks (..., M, M) factor each matrix."""
-    del overwrite_a, check_finite  # a new array is returned; a is always checked
-    a = _square(a)
-    if a.ndim > 2:
-        parts = [lu_factor(m) for m in a.reshape((-1,) + a.shape[-2:])]
-        lu = _np.stack([p[0] for p in parts]).reshape(a.shape)
-        piv = _np.stack([p[1] for p in parts]).reshape(a.shape[:-1])
-        return lu, piv
+    """LU factorisation with partial pivoting: scipy.linalg.lu_factor. ``a`` is M x N (any shape,
+    as LAPACK's ?getrf) or a stack of them. Returns ``(lu, piv)``: L (unit diagonal implied, M x
+    min(M, N)) and U (min(M, N) x N) in one matrix, and the min(M, N) 0-based row interchanges
+    (row i was swapped with row ``piv[i]``). An exactly singular matrix factors with a
+    LinAlgWarning, as scipy's. ``overwrite_a``: the factors are written into ``a`` too when it is
+    a writable array of the computed dtype (scipy's in-place case)."""
+    del check_finite  # a is always checked
+    a = _np.asarray(a)
+    if a.dtype == object:
+        raise TypeError("a must be numeric, got an array of Python objects")
+    if a.ndim < 2:
+        raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
     dtype = _dtype(a)
-    if a.shape[0] == 0:
-        return _np.empty((0, 0), dtype=dtype, order="F"), _np.empty(0, dtype=_np.int32)
+    if a.ndim > 2:
+        parts = [lu_factor(m) for m in a.reshape((-1,) + a.shape[-2:])] if a.size else []
+        k = min(a.shape[-2:])
+        if not parts:
+            return _np.empty(a.shape, dtype=dtype), _np.empty(a.shape[:-2] + (k,), dtype=_np.int32)
+        lu = _np.stack([p[0] for p in parts]).reshape(a.shape)
+        piv = _np.stack([p[1] for p in parts]).reshape(a.shape[:-2] + (k,))
+        return lu, piv
+    if a.size == 0:
+        return _np.empty(a.shape, dtype=dtype, order="F"), _np.empty(min(a.shape), dtype=_np.int32)
     lu, piv, singular, _ = _hetla.lu_factor(_np.asarray(a, dtype=dtype), False)
     if singular is not None:
         _warnings.warn(
@@ -317,6 +326,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
             LinAlgWarning,
             stacklevel=2,
         )
+    if overwrite_a and a.dtype == dtype and a.flags.writeable:
+        a[...] = lu
     return lu, piv
 
 
@@ -435,7 +446,10 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     trans = 1 if transposed else 0
     if structure == "pos":
         c = _np.swapaxes(mats, -1, -2) if transposed else mats
-        c, _ = cho_factor(c, lower=lower, overwrite_a=in_a and not transposed)
+        try:
+            c, _ = cho_factor(c, lower=lower, overwrite_a=in_a and not transposed)
+        except LinAlgError as e:
+            raise LinAlgError(f"A singular matrix or one not positive definite: {e}") from None
         _hetla.cho_solve(_source(c), bool(lower), x)
         return b_array if in_b else _solution(x, stack, vector)
     for i in range(x.shape[0]):
@@ -453,34 +467,47 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
-    """QR decomposition by tiled Householder reflections: scipy.linalg.qr. ``mode``: "full" (Q
-    M x M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``);
-    "raw" and column pivoting are not offered. A stack (..., M, N) is factored matrix by
-    matrix."""
-    del overwrite_a, lwork, check_finite
-    if pivoting:
-        raise ValueError("hetla.qr does not pivot columns (pivoting=True): use scipy.linalg.qr")
+    """QR decomposition: scipy.linalg.qr. By tiled Householder reflections, or with
+    ``pivoting=True`` by column pivoting (A P = Q R with |R_ii| non-increasing; faer's kernel, not
+    tiled), which returns P (int32 column indices of A) last, as scipy's. ``mode``: "full" (Q M x
+    M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``, or ``(R, P)``);
+    "raw" (LAPACK's packed reflectors) is not offered: hetla's tiled QR keeps its reflectors by
+    tile. ``lwork`` is accepted for scipy's signature (a value below scipy's minimum, max(1, N),
+    is a ValueError as there). A stack (..., M, N) is factored matrix by matrix."""
+    del overwrite_a, check_finite
     if mode not in ("full", "economic", "r"):
-        raise ValueError(f"mode must be 'full', 'economic' or 'r', got {mode!r}")
+        raise ValueError(
+            f"mode must be 'full', 'economic' or 'r', got {mode!r} (hetla offers no 'raw' mode: "
+            "its tiled QR keeps its reflectors by tile)"
+        )
     a = _np.asarray(a)
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
+    if lwork is not None and lwork != -1 and lwork < max(1, a.shape[-1]):
+        raise ValueError(f"lwork must be at least max(1, N) = {max(1, a.shape[-1])}, got {lwork}")
     if a.ndim > 2:
-        parts = [qr(m, mode=mode) for m in a.reshape((-1,) + a.shape[-2:])]
+        parts = [qr(m, mode=mode, pivoting=pivoting) for m in a.reshape((-1,) + a.shape[-2:])]
         stacked = tuple(_np.stack(p).reshape(a.shape[:-2] + p[0].shape) for p in zip(*parts))
         return stacked
-    q, r = _hetla.qr(_np.asarray(a, dtype=_dtype(a)), mode)
+    dtype = _dtype(a)
+    if pivoting:
+        q, r, p = _hetla.qr_pivoted(_np.asarray(a, dtype=dtype), mode != "economic", mode != "r")
+        return (r, p) if mode == "r" else (q, r, p)
+    q, r = _hetla.qr(_np.asarray(a, dtype=dtype), mode)
     return (r,) if mode == "r" else (q, r)
 
 
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
-    """Least-squares solution of A x = b by tiled Householder QR: scipy.linalg.lstsq's return
-    values ``(x, residues, rank, s)``, with ``s`` None (as scipy's "gelsy" driver gives; an empty
-    array for an empty A, as scipy's). ``a`` is (..., M, N), ``b`` (M,) or (..., M, K), their
-    stacks broadcast as scipy's. A needs full column rank (a zero on R's diagonal raises
-    LinAlgError) and M >= N; an A with no rows or no columns gives the zero solution of rank 0."""
-    del cond, overwrite_a, overwrite_b, check_finite, lapack_driver
+    """Least-squares solution of A x = b: scipy.linalg.lstsq's return values ``(x, residues, rank,
+    s)`` as its "gelsy" driver gives them (``s`` None; an empty array for an empty A). Any shape
+    and rank: the minimum-norm solution and A's effective rank, the diagonal entries of a
+    column-pivoted R above ``cond`` times the largest counting (``cond`` None: the precision's
+    eps); a matrix clearly of full column rank with M >= N is solved by the tiled Householder QR.
+    ``residues`` are the squared residual norms when M > N and the rank is N, else empty. ``a``
+    is (..., M, N), ``b`` (M,) or (..., M, K), their stacks broadcast as scipy's. An A with no
+    rows or no columns gives the zero solution of rank 0."""
+    del overwrite_a, overwrite_b, check_finite, lapack_driver
     a = _np.asarray(a)
     b = _np.asarray(b)
     if a.ndim < 2:
@@ -492,7 +519,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if stack:
         a = _np.broadcast_to(a, stack + a.shape[-2:])
         b = _np.broadcast_to(b, stack + b.shape[-core:])
-        parts = [lstsq(a[i], b[i]) for i in _np.ndindex(stack)]
+        parts = [lstsq(a[i], b[i], cond) for i in _np.ndindex(stack)]
         x, residues, rank = (_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
                              for k in range(3))
         return x, residues, rank, None
@@ -508,22 +535,20 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
             x = x[:, 0]
             residues = residues[0] if n == 0 else residues
         return x, residues, 0, _np.empty(0, dtype=real)
-    if m < n:
-        raise LinAlgError(
-            f"a is {m}x{n}: hetla's least squares needs at least as many rows as columns "
-            "(an underdetermined system has no unique solution; scipy.linalg.lstsq gives the minimum-norm one)"
-        )
-    x = _hetla.lstsq(_np.asarray(a, dtype=dtype), b2) if b2.size else _np.zeros((n, 0), dtype=dtype)
-    if m > n:
+    if b2.size:
+        x, rank = _hetla.lstsq_rank(_np.asarray(a, dtype=dtype), b2, None if cond is None else float(cond))
+    else:
+        x, rank = _np.zeros((n, 0), dtype=dtype), min(m, n)
+    if m > n and rank == n:
         resid = b2 - a.astype(dtype, copy=False) @ x
         residues = (_np.abs(resid) ** 2).sum(axis=0).astype(real)
     else:
         residues = _np.empty(0, dtype=real)
     if b.ndim == 1:
         x = x[:, 0]
-        if m > n:
+        if residues.size:
             residues = residues[0]
-    return x, residues, n, None
+    return x, residues, rank, None
 
 
 # ---- the laboratory --------------------------------------------------------------------------

@@ -377,7 +377,7 @@ type LuParts<'py> = (
     Option<f64>,
 );
 
-/// LU with partial pivoting of the square `a` (left unchanged): the factors as LAPACK's ?getrf
+/// LU with partial pivoting of `a`, of any shape (left unchanged): the factors as LAPACK's ?getrf
 /// leaves them (a new Fortran-ordered array), the interchanges 0-based (int32, scipy's `piv`), and
 /// the first column with an exactly zero pivot, if any; with `rcond`, also the reciprocal 1-norm
 /// condition estimate (?gecon's, O(n^2)).
@@ -394,6 +394,21 @@ fn lu_factor_t<'py, T: Scalar + Element>(
     let a = readable::<T, ndarray::Ix2>(a, "a")?;
     let a = a.as_array();
     let lu = lu_options();
+    if a.nrows() != a.ncols() {
+        // Any other shape, as ?getrf: factored in place in a Fortran-ordered copy.
+        let mut stored = ndarray::Array2::from_shape_fn(a.dim().f(), |(i, j)| a[(i, j)]);
+        let view = stored.view_mut();
+        let (ipiv, singular) = py
+            .detach(move || lu.factor_in_place(faer_mut(view)))
+            .map_err(py_error)?;
+        let piv: Vec<i32> = ipiv.iter().map(|&p| p as i32).collect();
+        return Ok((
+            stored.into_pyarray(py).into_any(),
+            PyArray1::from_vec(py, piv),
+            singular,
+            None,
+        ));
+    }
     let (factor, rcond) = py
         .detach(move || -> hetla::Result<_> {
             let factor = lu.factor(faer_ref(a))?;
@@ -537,6 +552,58 @@ fn lstsq<'py>(
             .detach(move || qr.solve_least_squares(faer_ref(a), b))
             .map_err(py_error)?;
         Ok(x.into_pyarray(py).into_any())
+    })
+}
+
+/// What `qr_pivoted` returns: Q (None when not asked for), R and the column permutation.
+type PivotedParts<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyArray1<i32>>,
+);
+
+/// QR with column pivoting, A P = Q R (|R_ii| non-increasing): Q m x m (`full`) or m x min(m, n)
+/// when `want_q`, R likewise m x n or min(m, n) x n, and P as the column indices of A in A P
+/// (scipy's `P`).
+#[pyfunction]
+fn qr_pivoted<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    full: bool,
+    want_q: bool,
+) -> PyResult<PivotedParts<'py>> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let a = a.as_array();
+        let f = py
+            .detach(move || hetla::PivotedQr::factor(faer_ref(a), full))
+            .map_err(py_error)?;
+        let perm: Vec<i32> = f.perm().iter().map(|&p| p as i32).collect();
+        Ok((
+            want_q.then(|| to_numpy(py, f.q())),
+            to_numpy(py, f.r()),
+            PyArray1::from_vec(py, perm),
+        ))
+    })
+}
+
+/// The minimum-norm least-squares solution of min ||A X - B|| for A m x n of any shape and rank
+/// (LAPACK's ?gelsy), with A's effective rank at `rcond` (None: eps).
+#[pyfunction]
+fn lstsq_rank<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    rcond: Option<f64>,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let b = readable::<T, ndarray::Ix2>(b, "b")?;
+        let (a, b) = (a.as_array(), b.as_array());
+        let (x, rank) = py
+            .detach(move || hetla::lstsq_rank(faer_ref(a), faer_ref(b), rcond))
+            .map_err(py_error)?;
+        Ok((to_numpy(py, x.as_ref()), rank))
     })
 }
 
@@ -863,6 +930,8 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
+    m.add_function(wrap_pyfunction!(qr_pivoted, m)?)?;
+    m.add_function(wrap_pyfunction!(lstsq_rank, m)?)?;
     m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_class::<PyFactor>()?;

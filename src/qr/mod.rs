@@ -4,7 +4,9 @@
 
 mod cholesky_qr;
 mod householder;
+mod pivoted;
 
 pub use cholesky_qr::{CholeskyQr, CholeskyQrFactor, CholeskyQrPath};
 pub use hetla_factorizations::QrTree;
 pub use householder::{DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, default_qr_tile, lstsq};
+pub use pivoted::{PivotedQr, lstsq_rank};
