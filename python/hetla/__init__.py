@@ -300,8 +300,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     as LAPACK's ?getrf) or a stack of them. Returns ``(lu, piv)``: L (unit diagonal implied, M x
     min(M, N)) and U (min(M, N) x N) in one matrix, and the min(M, N) 0-based row interchanges
     (row i was swapped with row ``piv[i]``). An exactly singular matrix factors with a
-    LinAlgWarning, as scipy's. ``overwrite_a``: the factors are written into ``a`` too when it is
-    a writable array of the computed dtype (scipy's in-place case)."""
+    LinAlgWarning, as scipy's. ``overwrite_a``: factored in ``a`` itself when it is a writable
+    Fortran-ordered array of the computed dtype (scipy's in-place case), else in a copy."""
     del check_finite  # a is always checked
     a = _np.asarray(a)
     if a.dtype == object:
@@ -319,15 +319,17 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         return lu, piv
     if a.size == 0:
         return _np.empty(a.shape, dtype=dtype, order="F"), _np.empty(min(a.shape), dtype=_np.int32)
-    lu, piv, singular, _ = _hetla.lu_factor(_np.asarray(a, dtype=dtype), False)
+    # Factored where it lies: in a itself when scipy would (a writable Fortran-ordered array of the
+    # computed dtype, overwrite_a), else in one Fortran-ordered copy (numpy's).
+    in_place = overwrite_a and a.dtype == dtype and a.flags.f_contiguous and a.flags.writeable
+    lu = a if in_place else _np.array(a, dtype=dtype, order="F", copy=True)
+    piv, singular = _hetla.lu_factor_in_place(lu)
     if singular is not None:
         _warnings.warn(
             f"Diagonal number {singular + 1} is exactly zero. Singular matrix.",
             LinAlgWarning,
             stacklevel=2,
         )
-    if overwrite_a and a.dtype == dtype and a.flags.writeable:
-        a[...] = lu
     return lu, piv
 
 

@@ -377,7 +377,7 @@ type LuParts<'py> = (
     Option<f64>,
 );
 
-/// LU with partial pivoting of `a`, of any shape (left unchanged): the factors as LAPACK's ?getrf
+/// LU with partial pivoting of the square `a` (left unchanged): the factors as LAPACK's ?getrf
 /// leaves them (a new Fortran-ordered array), the interchanges 0-based (int32, scipy's `piv`), and
 /// the first column with an exactly zero pivot, if any; with `rcond`, also the reciprocal 1-norm
 /// condition estimate (?gecon's, O(n^2)).
@@ -394,21 +394,6 @@ fn lu_factor_t<'py, T: Scalar + Element>(
     let a = readable::<T, ndarray::Ix2>(a, "a")?;
     let a = a.as_array();
     let lu = lu_options();
-    if a.nrows() != a.ncols() {
-        // Any other shape, as ?getrf: factored in place in a Fortran-ordered copy.
-        let mut stored = ndarray::Array2::from_shape_fn(a.dim().f(), |(i, j)| a[(i, j)]);
-        let view = stored.view_mut();
-        let (ipiv, singular) = py
-            .detach(move || lu.factor_in_place(faer_mut(view)))
-            .map_err(py_error)?;
-        let piv: Vec<i32> = ipiv.iter().map(|&p| p as i32).collect();
-        return Ok((
-            stored.into_pyarray(py).into_any(),
-            PyArray1::from_vec(py, piv),
-            singular,
-            None,
-        ));
-    }
     let (factor, rcond) = py
         .detach(move || -> hetla::Result<_> {
             let factor = lu.factor(faer_ref(a))?;
@@ -426,6 +411,31 @@ fn lu_factor_t<'py, T: Scalar + Element>(
         factor.singular(),
         rcond,
     ))
+}
+
+/// LU with partial pivoting of `a` (any shape, Fortran-ordered, writable) in place, as LAPACK's
+/// ?getrf: the min(m, n) interchanges (0-based, int32, scipy's `piv`) and the first column with an
+/// exactly zero pivot, if any. No copy: a square matrix is factored by the task graph over its
+/// block columns where it lies.
+#[pyfunction]
+fn lu_factor_in_place<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyArray1<i32>>, Option<usize>)> {
+    by_dtype!(a, "a", T => {
+        let mut a = a
+            .cast::<PyArray2<T>>()
+            .map_err(|_| PyValueError::new_err("a must be a 2-D array"))?
+            .try_readwrite()
+            .map_err(|e| PyValueError::new_err(format!("a cannot be written: {e}")))?;
+        let view = a.as_array_mut();
+        let lu = lu_options();
+        let (ipiv, singular) = py
+            .detach(move || lu.factor_in_place(faer_mut(view)))
+            .map_err(py_error)?;
+        let piv: Vec<i32> = ipiv.iter().map(|&p| p as i32).collect();
+        Ok((PyArray1::from_vec(py, piv), singular))
+    })
 }
 
 /// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B and
@@ -927,6 +937,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cho_factor, m)?)?;
     m.add_function(wrap_pyfunction!(cho_solve, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_factor_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
