@@ -269,12 +269,15 @@ def solve_spd(a, b, mixed=False):
     return cho_solve(cho_factor(a, lower=True), b)
 
 
-def _each(a, one):
-    """``one`` of every matrix of the stack ``a``, stacked (a plain value for one matrix)."""
+def _each(a, one, core=()):
+    """``one`` of every matrix of the stack ``a``, stacked (a plain value for one matrix); each
+    result of shape ``core`` (an empty stack gives an empty array of its shape)."""
     a = _square(a)
     if a.ndim == 2:
         return one(a)
     out = [one(m) for m in a.reshape((-1,) + a.shape[-2:])]
+    if not out:
+        return _np.empty(a.shape[:-2] + tuple(core), dtype=_dtype(a))
     return _np.asarray(out).reshape(a.shape[:-2] + _np.shape(out[0]))
 
 
@@ -292,7 +295,7 @@ def spd_rcond(a):
 
 def spd_inv(a):
     """A^-1 of a symmetric (Hermitian) positive definite A, from its Cholesky factor."""
-    return _each(a, lambda m: CholeskyFactor(_np.asarray(m, dtype=_dtype(m))).inv())
+    return _each(a, lambda m: CholeskyFactor(_np.asarray(m, dtype=_dtype(m))).inv(), _np.shape(a)[-2:])
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):

@@ -23,6 +23,12 @@ ODD = [
     [[1.0, 2.0], [3.0]],  # ragged
     np.zeros((0, 0)),
     np.zeros((2, 0, 0)),
+    np.zeros((0,)),
+    np.zeros((3, 0)),
+    np.zeros((0, 3)),
+    np.zeros((0, 2, 2)),
+    np.float64(0.0),
+    np.eye(3)[:, :2],  # a tall matrix (LU and QR factor it; Cholesky refuses)
     np.ones((1, 1)),
     np.array([[np.nan]]),
     np.eye(3, dtype=bool),
@@ -53,6 +59,11 @@ CALLS = {
     "solve": lambda a: hetla.solve(a, np.ones(np.shape(a)[-1:] or 1)),
     "qr": lambda a: hetla.qr(a),
     "lstsq": lambda a: hetla.lstsq(a, np.ones(np.shape(a)[:1] or 1)),
+    "lstsq of a stack": lambda a: hetla.lstsq(a, np.ones(np.shape(a)[-2:-1] or 1)),
+    "qr pivoting": lambda a: hetla.qr(a, pivoting=True),
+    "lu_solve": lambda a: hetla.lu_solve(hetla.lu_factor(a), np.ones(np.shape(a)[-1:] or 1)),
+    "solve sym": lambda a: hetla.solve(a, np.ones(np.shape(a)[-1:] or 1), assume_a="sym"),
+    "solve lower triangular": lambda a: hetla.solve(a, np.ones(np.shape(a)[-1:] or 1), assume_a="lower triangular"),
     "CholeskyFactor": lambda a: hetla.CholeskyFactor(a),
     "spd_logdet": lambda a: hetla.spd_logdet(a),
 }
