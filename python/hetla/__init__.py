@@ -226,6 +226,20 @@ def _solution(x, stack, vector):
     return x[..., 0] if vector else x
 
 
+def _each_of_batch(count, one):
+    """``one(i)`` for every matrix i < count of a stack, a failure re-raised naming the matrix (as
+    the batched Cholesky names it): "matrix i of the batch: ..."."""
+    out = []
+    for i in range(count):
+        try:
+            out.append(one(i))
+        except (LinAlgError, ValueError) as e:
+            if count == 1 or str(e).startswith("matrix "):
+                raise
+            raise type(e)(f"matrix {i} of the batch: {e}") from None
+    return out
+
+
 def _matrices(a, stack, dtype):
     """The square matrices ``a`` (..., n, n) broadcast to ``stack`` as a 3-D stack (count, n, n) in
     ``dtype`` (a view where one can be, else a copy)."""
@@ -275,7 +289,8 @@ def _each(a, one, core=()):
     a = _square(a)
     if a.ndim == 2:
         return one(a)
-    out = [one(m) for m in a.reshape((-1,) + a.shape[-2:])]
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = _each_of_batch(flat.shape[0], lambda i: one(flat[i]))
     if not out:
         return _np.empty(a.shape[:-2] + tuple(core), dtype=_dtype(a))
     return _np.asarray(out).reshape(a.shape[:-2] + _np.shape(out[0]))
@@ -313,7 +328,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
     dtype = _dtype(a)
     if a.ndim > 2:
-        parts = [lu_factor(m) for m in a.reshape((-1,) + a.shape[-2:])] if a.size else []
+        flat = a.reshape((-1,) + a.shape[-2:])
+        parts = _each_of_batch(flat.shape[0], lambda i: lu_factor(flat[i])) if a.size else []
         k = min(a.shape[-2:])
         if not parts:
             return _np.empty(a.shape, dtype=dtype), _np.empty(a.shape[:-2] + (k,), dtype=_np.int32)
@@ -355,8 +371,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if x.size:
         lus = _matrices(lu, stack, dtype)
         pivs = _np.broadcast_to(piv, tuple(stack) + (n,)).reshape((-1, n))
-        for i in range(x.shape[0]):
-            _hetla.lu_solve(lus[i], [int(p) for p in pivs[i]], x[i], int(trans))
+        _each_of_batch(
+            x.shape[0], lambda i: _hetla.lu_solve(lus[i], [int(p) for p in pivs[i]], x[i], int(trans))
+        )
     return _solution(x, stack, vector)
 
 
@@ -457,7 +474,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             raise LinAlgError(f"A singular matrix or one not positive definite: {e}") from None
         _hetla.cho_solve(_source(c), bool(lower), x)
         return b_array if in_b else _solution(x, stack, vector)
-    for i in range(x.shape[0]):
+    def one(i):
         m = _structured(mats[i], structure, lower)
         lu, piv, singular, rcond = _hetla.lu_factor(m, True)
         if singular is not None:
@@ -468,6 +485,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         _hetla.lu_solve(lu, [int(p) for p in piv], x[i], trans)
         if in_a and structure == "general":
             a[...] = lu
+
+    _each_of_batch(x.shape[0], one)
     return b_array if in_b else _solution(x, stack, vector)
 
 
@@ -491,7 +510,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     if lwork is not None and lwork != -1 and lwork < max(1, a.shape[-1]):
         raise ValueError(f"lwork must be at least max(1, N) = {max(1, a.shape[-1])}, got {lwork}")
     if a.ndim > 2:
-        parts = [qr(m, mode=mode, pivoting=pivoting) for m in a.reshape((-1,) + a.shape[-2:])]
+        flat = a.reshape((-1,) + a.shape[-2:])
+        parts = _each_of_batch(flat.shape[0], lambda i: qr(flat[i], mode=mode, pivoting=pivoting))
         stacked = tuple(_np.stack(p).reshape(a.shape[:-2] + p[0].shape) for p in zip(*parts))
         return stacked
     dtype = _dtype(a)
@@ -524,7 +544,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if stack:
         a = _np.broadcast_to(a, stack + a.shape[-2:])
         b = _np.broadcast_to(b, stack + b.shape[-core:])
-        parts = [lstsq(a[i], b[i], cond) for i in _np.ndindex(stack)]
+        where = list(_np.ndindex(stack))
+        parts = _each_of_batch(len(where), lambda i: lstsq(a[where[i]], b[where[i]], cond))
         x, residues, rank = (_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
                              for k in range(3))
         return x, residues, rank, None

@@ -187,3 +187,23 @@ def test_complex_factors_and_inverses_have_exactly_real_diagonals(dtype):
         assert (np.diagonal(c).imag == 0).all()
     stack = hetla.cholesky(spd(10, dtype, seed=9, batch=(3,)))
     assert (np.diagonal(stack, axis1=-2, axis2=-1).imag == 0).all()
+
+
+def test_a_failing_matrix_of_a_stack_is_named_in_every_batched_call():
+    a = spd(5, seed=10, batch=(4,))
+    a[2] = 0.0  # singular
+    b = np.ones(5)
+    with pytest.raises(np.linalg.LinAlgError, match="matrix 2 of the batch"):
+        hetla.solve(a, b)
+    with pytest.raises(np.linalg.LinAlgError, match="matrix 2 of the batch"):
+        hetla.cho_factor(a)
+    lu, piv = hetla.lu_factor(np.stack([spd(5, seed=11)] * 3))
+    lu[1, 3, 3] = 0.0
+    with pytest.raises(np.linalg.LinAlgError, match="matrix 1 of the batch"):
+        hetla.lu_solve((lu, piv), b)
+    bad = rand((3, 6, 4), seed=12)
+    bad[2, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="matrix 2 of the batch"):
+        hetla.lstsq(bad, np.ones(6))
+    with pytest.raises(ValueError, match="matrix 2 of the batch"):
+        hetla.qr(bad)
