@@ -386,15 +386,33 @@ impl<T: Scalar> LuFactor<T> {
     }
 
     /// det A = (-1)^(interchanges) prod U_kk, when its modulus is a normal `f64` (0 for a singular
-    /// matrix); else [`Error::DeterminantOutOfRange`] with ln |det A| ([`LuFactor::log_abs_det`]).
+    /// matrix); else [`Error::DeterminantOutOfRange`] with ln |det A|, whose sign
+    /// [`LuFactor::slogdet`] gives.
     pub fn det(&self) -> Result<T> {
         if self.singular.is_some() {
             return Ok(T::from_f64(0.0));
         }
-        let log_det = self.log_abs_det();
+        let (sign, log_det) = self.slogdet();
         let modulus = log_det.exp();
         if !modulus.is_normal() {
             return Err(Error::DeterminantOutOfRange { log_det });
+        }
+        let det = sign.to_c64() * modulus;
+        Ok(T::from_parts(det.re, det.im))
+    }
+
+    /// ||A||_1 of the factored matrix (exact: taken from the input while it was checked); a
+    /// `Result` as [`Factor::norm1`](crate::Factor::norm1)'s, which may have to estimate it.
+    pub fn norm1(&self) -> Result<f64> {
+        Ok(self.norms.one)
+    }
+
+    /// numpy's `slogdet`: det A = sign exp(ln |det A|), the sign of unit modulus (+-1 for a real
+    /// matrix, e^(i theta) for a complex one; 0 for a singular matrix) and ln |det A| (minus
+    /// infinity for a singular one), which neither overflow nor underflow where det A would.
+    pub fn slogdet(&self) -> (T, f64) {
+        if self.singular.is_some() {
+            return (T::from_f64(0.0), f64::NEG_INFINITY);
         }
         let swaps = self
             .ipiv
@@ -405,16 +423,15 @@ impl<T: Scalar> LuFactor<T> {
         let mut phase = faer::c64::new(if swaps % 2 == 0 { 1.0 } else { -1.0 }, 0.0);
         for k in 0..self.n() {
             let u = self.lu[(k, k)];
-            let z = u.to_c64();
-            phase *= z / u.abs_f64();
+            phase *= u.to_c64() / u.abs_f64();
         }
-        let det = phase * modulus;
-        Ok(T::from_parts(det.re, det.im))
+        (T::from_parts(phase.re, phase.im), self.log_abs_det())
     }
 
-    /// ||A||_1 of the factored matrix (exact: taken from the input while it was checked).
-    pub fn norm1(&self) -> f64 {
-        self.norms.one
+    /// A^-1, from the factors (n solves: A X = I, as LAPACK's ?getri computes it); a singular
+    /// factor is [`Error::Singular`].
+    pub fn inverse(&self) -> Result<Mat<T>> {
+        self.solve(Mat::<T>::identity(self.n(), self.n()).as_ref())
     }
 
     /// The reciprocal condition number 1 / (||A||_1 ||A^-1||_1), with ||A^-1||_1 estimated as

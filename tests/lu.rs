@@ -230,7 +230,7 @@ fn determinant_permutation_and_condition_agree_with_direct_computations() {
         estimate >= exact / 1.0001 && estimate <= 10.0 * exact,
         "{estimate} vs {exact}"
     );
-    assert_eq!(f.norm1(), norm1(&a));
+    assert_eq!(f.norm1().unwrap(), norm1(&a));
 }
 
 #[test]
@@ -297,7 +297,7 @@ fn rcond_equals_lapack_dgecon_on_the_same_factor() {
             .factor(a.as_ref())
             .unwrap();
         let lu = factor.storage().to_owned();
-        let anorm = factor.norm1();
+        let anorm = factor.norm1().unwrap();
         let (mut rcond, mut info) = (0.0, 0);
         let mut work = vec![0.0; 4 * n];
         let mut iwork = vec![0; n];
@@ -397,4 +397,38 @@ fn solve_factored_takes_lapacks_lu_and_pivots_and_checks_them() {
         lu.solve_factored(f.storage(), f.pivots(), short.as_mut(), hetla::Trans::No),
         Err(Error::DimensionMismatch { n: 4, rows: 3 })
     ));
+}
+
+#[test]
+fn the_sign_of_a_determinant_beyond_f64_and_the_inverse_come_from_the_factor() {
+    use hetla::{Lu, Scalar, c64};
+    // det = -(1e200)^3 overflows f64: det() says so, slogdet() gives its sign and log.
+    let mut a = faer::Mat::<f64>::zeros(3, 3);
+    a[(0, 1)] = 1e200;
+    a[(1, 0)] = 1e200;
+    a[(2, 2)] = 1e200;
+    let f = Lu::new().factor(a.as_ref()).unwrap();
+    assert!(matches!(
+        f.det(),
+        Err(hetla::Error::DeterminantOutOfRange { .. })
+    ));
+    let (sign, log) = f.slogdet();
+    assert_eq!(sign, -1.0);
+    assert!((log - 3.0 * 1e200f64.ln()).abs() < 1e-12 * log);
+    // A complex sign of unit modulus, and det = sign exp(log) where det is in range.
+    let z = hetla::matgen::random_in::<c64>(6, 6, 5);
+    let f = Lu::new().factor(z.as_ref()).unwrap();
+    let (sign, log) = f.slogdet();
+    assert!((sign.to_c64().norm() - 1.0).abs() < 1e-14);
+    let det = f.det().unwrap();
+    assert!((det - sign * log.exp()).norm() < 1e-12 * det.norm());
+    // A^-1 A = I, and a singular factor's inverse is an error.
+    let a = hetla::matgen::random(40, 40, 6);
+    let inverse = Lu::new().factor(a.as_ref()).unwrap().inverse().unwrap();
+    let identity = &inverse * &a;
+    assert!((identity - faer::Mat::<f64>::identity(40, 40)).norm_max() < 1e-10);
+    let singular = faer::Mat::<f64>::zeros(3, 3);
+    let f = Lu::new().factor(singular.as_ref()).unwrap();
+    assert!(f.inverse().is_err());
+    assert_eq!(f.slogdet(), (0.0, f64::NEG_INFINITY));
 }

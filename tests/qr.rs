@@ -418,13 +418,14 @@ fn cholesky_qr_case<T: Scalar>(m: usize, n: usize, cond: f64) -> hetla::Cholesky
     let a = conditioned::<T>(m, n, cond, (m + n) as u64);
     let f = hetla::CholeskyQr::new().factor(a.as_ref()).unwrap();
     let eps = T::PRECISION.epsilon();
-    let mut d = f.q() * f.r();
+    let q = f.thin_q().unwrap();
+    let mut d = &q * f.r();
     d -= &a;
     let ratio = norm1(d.as_ref()) / (m as f64 * norm1(a.as_ref()) * eps);
     let what = format!("{} {m}x{n} cond {cond:e} {:?}", T::PRECISION, f.path());
     assert!(ratio < 30.0, "{what}: ||A - QR|| ratio {ratio}");
     let mut e = Mat::<T>::identity(n, n);
-    e -= f.q().adjoint() * f.q();
+    e -= q.adjoint() * &q;
     let ratio = norm1(e.as_ref()) / (m as f64 * eps);
     assert!(ratio < 30.0, "{what}: ||I - Q^H Q|| ratio {ratio}");
     for j in 0..n {
@@ -578,4 +579,28 @@ fn rank_revealing_least_squares_gives_the_minimum_norm_solution_of_any_shape_and
     let mut bad = hetla::matgen::random(5, 3, 1);
     bad[(1, 1)] = f64::INFINITY;
     assert!(hetla::lstsq_rank(bad.as_ref(), faer::Mat::<f64>::zeros(5, 1).as_ref(), None).is_err());
+}
+
+#[test]
+fn in_place_products_with_q_take_any_matrix_view_and_both_factors_name_their_thin_q_alike() {
+    let a = hetla::matgen::random(60, 20, 8);
+    let f = hetla::Qr::new().tile(16).factor(a.as_ref()).unwrap();
+    let b = hetla::matgen::random(60, 3, 9);
+    let expected = f.apply_qh(b.as_ref()).unwrap();
+    // B stored row-major (a transposed view): the same product, written back into it.
+    let mut stored = b.transpose().to_owned();
+    f.apply_qh_in_place(stored.as_mut().transpose_mut())
+        .unwrap();
+    assert!((stored.transpose().to_owned() - &expected).norm_max() < 1e-12);
+    let mut back = expected.clone();
+    f.apply_q_in_place(&mut back).unwrap();
+    assert!((back - &b).norm_max() < 1e-12);
+    // thin_q on both QR factors: Q^H Q = I, Q R = A.
+    let q = f.thin_q().unwrap();
+    let c = hetla::CholeskyQr::new().factor(a.as_ref()).unwrap();
+    let qc = c.thin_q().unwrap();
+    for q in [&q, &qc] {
+        assert!((q.adjoint() * q - faer::Mat::<f64>::identity(20, 20)).norm_max() < 1e-12);
+    }
+    assert!((&qc * c.r() - &a).norm_max() < 1e-10);
 }

@@ -42,7 +42,7 @@ pub enum CholeskyQrPath {
 /// let a = Mat::from_fn(1000, 8, |i, j| ((i * 7 + j * 3) % 11) as f64 + if i == j { 5.0 } else { 0.0 });
 /// let f = hetla::CholeskyQr::new().factor(a.as_ref())?;
 /// assert_eq!(f.path(), &hetla::CholeskyQrPath::CholeskyQr2);
-/// assert!((f.q() * f.r() - &a).norm_max() < 1e-10);
+/// assert!((f.thin_q()? * f.r() - &a).norm_max() < 1e-10);
 /// # Ok::<(), hetla::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -197,9 +197,10 @@ pub struct CholeskyQrFactor<T: Scalar> {
 }
 
 impl<T: Scalar> CholeskyQrFactor<T> {
-    /// Q: m x n, orthonormal columns.
-    pub fn q(&self) -> &Mat<T> {
-        &self.q
+    /// The thin Q: m x n, orthonormal columns (a copy of the one the factorisation formed; the same
+    /// name and type as [`QrFactor::thin_q`](crate::QrFactor::thin_q)'s).
+    pub fn thin_q(&self) -> Result<Mat<T>> {
+        Ok(self.q.clone())
     }
 
     /// R: n x n, upper triangular.

@@ -22,7 +22,7 @@ use hetla_kernels::{Precision, Scalar, Stack};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
 use crate::cholesky::check_finite;
-use crate::interop::Matrix;
+use crate::interop::{Matrix, MatrixMut};
 use crate::lu::on_all_cores;
 use crate::plan::Plan;
 use crate::tiles::ReflectorWork;
@@ -311,14 +311,17 @@ impl<T: Scalar> QrFactor<T> {
         self.applied(b, false)
     }
 
-    /// B <- Q^H B in place (B column-major with m rows).
-    pub fn apply_qh_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
-        self.apply_in_place(b, true)
+    /// B <- Q^H B in place (B with m rows, any [`MatrixMut`], as [`LuFactor::solve_in_place`]'s;
+    /// one whose columns are not contiguous goes through a column-major copy written back).
+    ///
+    /// [`LuFactor::solve_in_place`]: crate::LuFactor::solve_in_place
+    pub fn apply_qh_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
+        self.apply_in_place(b.view_mut(), true)
     }
 
-    /// B <- Q B in place (B column-major with m rows).
-    pub fn apply_q_in_place(&self, b: MatMut<'_, T>) -> Result<()> {
-        self.apply_in_place(b, false)
+    /// B <- Q B in place (B with m rows, any [`MatrixMut`]).
+    pub fn apply_q_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
+        self.apply_in_place(b.view_mut(), false)
     }
 
     /// The thin Q: the first min(m, n) columns of Q (m x min(m, n), orthonormal columns).
