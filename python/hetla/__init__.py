@@ -466,6 +466,18 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             and a.flags.f_contiguous and a.flags.writeable)
     mats = _matrices(a, stack, dtype)
     trans = 1 if transposed else 0
+    if structure == "pos" and stack == () and not in_a:
+        # One system: through the factor object, whose ?pocon estimate gives scipy's warning.
+        m = mats[0] if lower else _np.conj(_np.swapaxes(mats[0], -1, -2))
+        if transposed:
+            m = _np.conj(m)  # A^T = conj(A) for a Hermitian A
+        try:
+            f = CholeskyFactor(_np.ascontiguousarray(m))
+        except LinAlgError as e:
+            raise LinAlgError(f"A singular matrix or one not positive definite: {e}") from None
+        _warn_ill_conditioned(f.rcond(), dtype)
+        x[0] = _np.asarray(f.solve(x[0])).reshape(x[0].shape)
+        return b_array if in_b else _solution(x, stack, vector)
     if structure == "pos":
         c = _np.swapaxes(mats, -1, -2) if transposed else mats
         try:

@@ -136,7 +136,7 @@ def test_unknown_structures_are_a_value_error_and_ill_conditioned_matrices_warn(
     with pytest.raises(ValueError, match="not a recognized matrix structure"):
         hetla.solve(np.eye(2), np.ones(2), assume_a="skew")
     a = np.diag(np.logspace(0, 50, 10))
-    for structure in (None, "general", "sym", "diagonal", "upper triangular"):
+    for structure in (None, "general", "sym", "diagonal", "upper triangular", "pos"):
         with pytest.warns(hetla.LinAlgWarning, match="Ill-conditioned matrix"):
             hetla.solve(a, np.ones(10), assume_a=structure)
     with warnings.catch_warnings():
