@@ -99,7 +99,9 @@ pub fn lstsq_rank<T: Scalar>(
     }
     if m >= n {
         // The tiled QR first: a matrix clearly of full column rank (no diagonal entry of R below
-        // sqrt(rcond) times the largest) is solved by it, and only a doubtful one is pivoted.
+        // sqrt(rcond) times the largest) is solved by it. A doubtful one is pivoted through its R:
+        // A = Q_1 R, so min ||A x - B|| is min ||R x - (Q_1^H B)_1|| (the rest of Q^H B is the
+        // residual), and R P = Q_2 R_2 pivots as A P would, on n x n instead of m x n.
         let f = super::Qr::new().factor(a)?;
         let d: Vec<f64> = (0..n).map(|i| f.storage()[(i, i)].abs_f64()).collect();
         let (low, high) = d
@@ -108,7 +110,20 @@ pub fn lstsq_rank<T: Scalar>(
         if high > 0.0 && low > rcond.max(0.0).sqrt() * high {
             return Ok((f.solve_least_squares(b)?, n));
         }
+        let c = f.apply_qh(b)?;
+        return minimum_norm(f.r().as_ref(), c.as_ref().subrows(0, n), rcond);
     }
+    minimum_norm(a, b, rcond)
+}
+
+/// The minimum-norm least-squares solution and the effective rank by the complete orthogonal
+/// factorisation of the [module](self) documentation (`a` m x n non-empty, `b` m x k, checked).
+fn minimum_norm<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    rcond: f64,
+) -> Result<(Mat<T>, usize)> {
+    let (m, n, k) = (a.nrows(), a.ncols(), b.ncols());
     let qr = ColPivQr::new(a);
     let r = qr.thin_R();
     let largest = r[(0, 0)].abs_f64();
