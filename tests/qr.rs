@@ -604,3 +604,39 @@ fn in_place_products_with_q_take_any_matrix_view_and_both_factors_name_their_thi
     }
     assert!((&qc * c.r() - &a).norm_max() < 1e-10);
 }
+
+#[test]
+fn the_thin_q_formed_from_the_identity_is_q_applied_to_it_for_every_shape_and_tree() {
+    for tree in [hetla::QrTree::Flat, hetla::QrTree::Binary] {
+        for (m, n, tile) in [
+            (70, 30, 16),
+            (30, 70, 16),
+            (53, 53, 8),
+            (100, 7, 32),
+            (9, 40, 4),
+        ] {
+            let a = hetla::matgen::random_in::<hetla::c64>(m, n, (m + n) as u64);
+            let f = hetla::Qr::new()
+                .tile(tile)
+                .tree(tree)
+                .factor(a.as_ref())
+                .unwrap();
+            let k = m.min(n);
+            let q = f.thin_q().unwrap();
+            let applied = f
+                .apply_q(faer::Mat::<hetla::c64>::identity(m, k).as_ref())
+                .unwrap();
+            let error = hetla::check::relative_error(q.as_ref(), applied.as_ref());
+            assert!(error < 1e-13, "{m} x {n} tile {tile} {tree:?}: {error}");
+            let full = f.full_q().unwrap();
+            let applied = f
+                .apply_q(faer::Mat::<hetla::c64>::identity(m, m).as_ref())
+                .unwrap();
+            let error = hetla::check::relative_error(full.as_ref(), applied.as_ref());
+            assert!(
+                error < 1e-13,
+                "full Q, {m} x {n} tile {tile} {tree:?}: {error}"
+            );
+        }
+    }
+}

@@ -531,7 +531,7 @@ fn qr_t<'py, T: Scalar + Element>(
             let q = match (want_q, full) {
                 (false, _) => None,
                 (true, false) => Some(factor.thin_q()?),
-                (true, true) => Some(factor.apply_q(faer::Mat::<T>::identity(m, m).as_ref())?),
+                (true, true) => Some(factor.full_q()?),
             };
             let q = q.map(|q| {
                 ndarray::Array2::from_shape_fn((q.nrows(), q.ncols()).f(), |(i, j)| q[(i, j)])

@@ -316,22 +316,29 @@ impl<T: Scalar> QrFactor<T> {
     ///
     /// [`LuFactor::solve_in_place`]: crate::LuFactor::solve_in_place
     pub fn apply_qh_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
-        self.apply_in_place(b.view_mut(), true)
+        self.apply_in_place(b.view_mut(), true, false)
     }
 
     /// B <- Q B in place (B with m rows, any [`MatrixMut`]).
     pub fn apply_q_in_place<B: MatrixMut<Elem = T>>(&self, mut b: B) -> Result<()> {
-        self.apply_in_place(b.view_mut(), false)
+        self.apply_in_place(b.view_mut(), false, false)
     }
 
-    /// The thin Q: the first min(m, n) columns of Q (m x min(m, n), orthonormal columns).
+    /// The thin Q: the first min(m, n) columns of Q (m x min(m, n), orthonormal columns), formed as
+    /// LAPACK's ?orgqr forms it (each panel's reflectors applied to the columns they change).
     pub fn thin_q(&self) -> Result<Mat<T>> {
-        let (m, k) = (self.nrows(), self.nrows().min(self.ncols()));
-        let mut q = Mat::<T>::zeros(m, k);
-        for i in 0..k {
-            q[(i, i)] = T::from_f64(1.0);
-        }
-        self.apply_in_place(q.as_mut(), false)?;
+        self.q_columns(self.nrows().min(self.ncols()))
+    }
+
+    /// The whole Q, m x m (unitary), formed as [`QrFactor::thin_q`] is.
+    pub fn full_q(&self) -> Result<Mat<T>> {
+        self.q_columns(self.nrows())
+    }
+
+    /// The first `k` columns of Q, from those of the identity.
+    fn q_columns(&self, k: usize) -> Result<Mat<T>> {
+        let mut q = Mat::<T>::identity(self.nrows(), k);
+        self.apply_in_place(q.as_mut(), false, true)?;
         Ok(q)
     }
 
@@ -350,7 +357,7 @@ impl<T: Scalar> QrFactor<T> {
         self.check_rows(b)?;
         check_finite("B", b)?;
         let mut c = b.to_owned();
-        self.apply_in_place(c.as_mut(), true)?;
+        self.apply_in_place(c.as_mut(), true, false)?;
         let x = upper_solve(&self.platform, self.qr.as_ref(), c.as_ref())?;
         B::owned_copy(x.as_ref())
     }
@@ -364,13 +371,22 @@ impl<T: Scalar> QrFactor<T> {
         self.check_rows(b)?;
         check_finite("B", b)?;
         let mut c = b.to_owned();
-        self.apply_in_place(c.as_mut(), adjoint)?;
+        self.apply_in_place(c.as_mut(), adjoint, false)?;
         B::owned_copy(c.as_ref())
     }
 
-    /// Q^H B (`adjoint`) or Q B, by replaying the graph's factorisations on B's row blocks: in
-    /// order for Q^H, in reverse for Q.
-    fn apply_in_place(&self, mut b: MatMut<'_, T>, adjoint: bool) -> Result<()> {
+    /// B <- Q^H B (`adjoint`) or Q B in place, by replaying the graph's factorisations on B's row
+    /// blocks: in order for Q^H, in reverse for Q. `from_identity`: B holds the first columns of
+    /// the identity (Q's thin part is being formed, as LAPACK's ?orgqr does): the reflectors of
+    /// panel k, applied last to first, then touch only B's columns from k's first on (the ones
+    /// before are still unit vectors, which those reflectors' rows leave alone), about half the
+    /// flops.
+    fn apply_in_place(
+        &self,
+        mut b: MatMut<'_, T>,
+        adjoint: bool,
+        from_identity: bool,
+    ) -> Result<()> {
         self.check_rows(b.as_ref())?;
         if b.ncols() == 0 {
             return Ok(());
@@ -415,6 +431,13 @@ impl<T: Scalar> QrFactor<T> {
                     continue;
                 };
                 let tile = |n: usize| task.accesses[n].tile;
+                let from = if from_identity {
+                    self.tiling.offset(tile(0).col)
+                } else {
+                    0
+                };
+                let width = b.ncols() - from;
+                let mut b = b.rb_mut().subcols_mut(from, width);
                 let view = |t: TileRef| {
                     let (r, c) = self.tiling.tile_shape(t.row, t.col);
                     self.qr.as_ref().submatrix(
