@@ -13,25 +13,13 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
 import scipy
 import scipy.linalg as sl
 
 import hetla
-
-
-def timed(f, repeat, warm=1):
-    for _ in range(warm):
-        f()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times), statistics.median(times)
+from targets import timed  # the same warm-up-then-repeat timing as the package's targets
 
 
 def main():
