@@ -137,19 +137,39 @@ impl Lu {
     /// column-major copy for the task graph). A non-finite entry is an error before any work.
     pub fn factor_in_place<T: Scalar>(
         &self,
-        mut a: MatMut<'_, T>,
+        a: MatMut<'_, T>,
     ) -> Result<(Vec<usize>, Option<usize>)> {
         norms(a.as_ref())?;
-        let (m, n) = (a.nrows(), a.ncols());
         let platform = self.resolve_platform()?;
-        if m == n {
-            let tile = self.tile_on(&platform, n);
-            if tile == 0 {
-                return Err(Error::ZeroTileSize);
-            }
-            if tile < n {
-                return column_major(a, |a| self.run_plan(&platform, a, tile));
-            }
+        let n = a.ncols();
+        let tile = if a.nrows() == n {
+            self.checked_tile(&platform, n)?
+        } else {
+            n
+        };
+        self.factor_on(&platform, a, tile)
+    }
+
+    /// The tile of a square matrix of order `n` on `platform`; 0 is an error.
+    fn checked_tile(&self, platform: &Platform, n: usize) -> Result<usize> {
+        match self.tile_on(platform, n) {
+            0 => Err(Error::ZeroTileSize),
+            tile => Ok(tile),
+        }
+    }
+
+    /// The factorisation of the checked `a` in place on `platform` (see [`Lu::factor_in_place`]): a
+    /// square matrix of more than one block of `tile` through the task graph, any other through the
+    /// panel kernels on every core.
+    fn factor_on<T: Scalar>(
+        &self,
+        platform: &Platform,
+        mut a: MatMut<'_, T>,
+        tile: usize,
+    ) -> Result<(Vec<usize>, Option<usize>)> {
+        let (m, n) = (a.nrows(), a.ncols());
+        if m == n && tile < n {
+            return column_major(a, |a| self.run_plan(platform, a, tile));
         }
         let k = m.min(n);
         let (mf, nf, kf) = (m as f64, n as f64, k as f64);
@@ -158,7 +178,7 @@ impl Lu {
             * (mf * nf * kf - (mf + nf) * kf * kf / 2.0 + kf.powi(3) / 3.0)
             * T::PRECISION.flop_factor();
         let mut ipiv = vec![0; k];
-        let singular = on_all_cores(&platform, flops, |backend, par| {
+        let singular = on_all_cores(platform, flops, |backend, par| {
             let (mut left, right) = a.as_mut().split_at_col_mut(k);
             let zero = backend.lu_panel(left.as_mut(), &mut ipiv, par)?;
             if n > k {
@@ -191,22 +211,8 @@ impl Lu {
 
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>, norms: Norms) -> Result<LuFactor<T>> {
         let platform = self.resolve_platform()?;
-        let n = a.nrows();
-        let tile = self.tile_on(&platform, n);
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        let (ipiv, singular) = if tile >= n {
-            // One block: one panel call on every core (no graph).
-            let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-            let mut ipiv = vec![0; n];
-            let singular = on_all_cores(&platform, flops, |backend, par| {
-                backend.lu_panel(a.as_mut(), &mut ipiv, par)
-            })?;
-            (ipiv, singular)
-        } else {
-            self.run_plan(&platform, a.as_mut(), tile)?
-        };
+        let tile = self.checked_tile(&platform, a.nrows())?;
+        let (ipiv, singular) = self.factor_on(&platform, a.as_mut(), tile)?;
         Ok(LuFactor {
             lu: a,
             ipiv,

@@ -549,21 +549,13 @@ impl GpuContext {
         to_device: bool,
         stream: Option<&CudaStream>,
     ) -> Result<(), KernelError> {
-        let copy = span.copy(to_device, device);
         let way = if to_device {
             "host to device"
         } else {
             "device to host"
         };
         // SAFETY: the caller's contract.
-        match stream {
-            Some(stream) => unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }
-                .result()
-                .map_err(|e| gpu_error(&format!("cuMemcpy2DAsync ({way})"), e)),
-            None => unsafe { driver_sys::cuMemcpy2D_v2(&copy) }
-                .result()
-                .map_err(|e| gpu_error(&format!("cuMemcpy2D ({way})"), e)),
-        }
+        unsafe { issue_2d(&span.copy(to_device, device), stream, way) }
     }
 
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once the
@@ -716,9 +708,7 @@ impl GpuContext {
         // SAFETY: both sides are device memory of this GPU holding the block's bytes (the caller's
         // contract for `span`; `dst` has its shape, checked above); the copy is ordered after the
         // work on `dst` by its events (`device_ptr_mut`).
-        let queued = unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.h2d.cu_stream()) }
-            .result()
-            .map_err(|e| gpu_error("cuMemcpy2DAsync (device to device, in)", e));
+        let queued = unsafe { issue_2d(&copy, Some(&self.h2d), "device to device, in") };
         drop(written);
         queued
     }
@@ -744,9 +734,7 @@ impl GpuContext {
             span.cols,
         );
         // SAFETY: as in `import`, the other way.
-        let queued = unsafe { driver_sys::cuMemcpy2DAsync_v2(&copy, self.d2h.cu_stream()) }
-            .result()
-            .map_err(|e| gpu_error("cuMemcpy2DAsync (device to device, out)", e));
+        let queued = unsafe { issue_2d(&copy, Some(&self.d2h), "device to device, out") };
         drop(read);
         queued?;
         self.d2h
@@ -1274,6 +1262,28 @@ impl DirectSpan {
             (tile, host)
         };
         copy_2d_descriptor(from, to, self.width, self.height)
+    }
+}
+
+/// Issues the 2D copy `copy` ("`way`" names its direction in an error): queued on `stream`, or
+/// synchronous (`cuMemcpy2D`, pageable host memory allowed) when there is none.
+///
+/// # Safety
+/// Both sides of `copy` must be memory of their kinds holding its bytes, valid (and, for the side
+/// written, unread) until the copy is done; the caller orders it after the device work on them.
+unsafe fn issue_2d(
+    copy: &driver_sys::CUDA_MEMCPY2D,
+    stream: Option<&CudaStream>,
+    way: &str,
+) -> Result<(), KernelError> {
+    // SAFETY: the caller's contract.
+    match stream {
+        Some(stream) => unsafe { driver_sys::cuMemcpy2DAsync_v2(copy, stream.cu_stream()) }
+            .result()
+            .map_err(|e| gpu_error(&format!("cuMemcpy2DAsync ({way})"), e)),
+        None => unsafe { driver_sys::cuMemcpy2D_v2(copy) }
+            .result()
+            .map_err(|e| gpu_error(&format!("cuMemcpy2D ({way})"), e)),
     }
 }
 

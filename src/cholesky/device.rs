@@ -7,7 +7,7 @@
 //! after the clock stops. The trace's makespan is the time of the work on the device, as cuSOLVER's
 //! on a resident matrix is.
 
-use hetla_factorizations::{FACTOR, Mode, RHS};
+use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
@@ -90,10 +90,7 @@ impl Cholesky {
         let mut placement = resident_placement(platform, plan, gpu)?;
         let device = &platform.devices()[gpu].device;
         for &(what, m, _) in matrices {
-            device.check_span(m.span()).map_err(|e| Error::Layout {
-                what,
-                reason: e.to_string(),
-            })?;
+            m.check_on(device.as_ref(), what)?;
         }
         // Read-only matrices stay valid in their homes: placed as shared copies, never exported.
         for (tile, _, mode) in &mut placement {
@@ -101,17 +98,13 @@ impl Cholesky {
                 *mode = Mode::Read;
             }
         }
-        debug_assert_eq!(
-            matrices.len(),
-            if plan.tiling(RHS).is_some() { 2 } else { 1 }
-        );
+        // The matrices are in the plan's order: matrix i is `MatrixId(i)`.
         let tilings = matrices
             .iter()
             .enumerate()
             .map(|(i, &(_, m, _))| {
-                let id = if i == 0 { FACTOR } else { RHS };
                 let tiling = plan
-                    .tiling(id)
+                    .tiling(MatrixId(i as u8))
                     .expect("the plan tiles each of its matrices");
                 (m, *tiling)
             })

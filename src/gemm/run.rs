@@ -118,13 +118,7 @@ impl Gemm {
             });
         };
         for (what, m) in [("A", a), ("B", b), ("C", &*c)] {
-            worker
-                .device
-                .check_span(m.span())
-                .map_err(|e| Error::Layout {
-                    what,
-                    reason: e.to_string(),
-                })?;
+            m.check_on(worker.device.as_ref(), what)?;
         }
         if m == 0 || n == 0 || (k == 0 && resident.beta == 1.0) {
             let empty = Trace::new(platform.workers().to_vec(), Vec::new(), 0.0);

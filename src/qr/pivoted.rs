@@ -40,16 +40,20 @@ impl<T: Scalar> PivotedQr<T> {
             });
         }
         let qr = ColPivQr::new(a);
-        let (q, r) = if full {
-            let r = qr.R();
-            let mut full_r = Mat::zeros(m, n);
-            full_r.as_mut().subrows_mut(0, k).copy_from(r);
-            (qr.compute_Q(), full_r)
+        // R from its k x n upper part, in one pass: zeros below the diagonal and, when full, in
+        // its last m - k rows.
+        let upper = qr.thin_R();
+        let (q, rows) = if full {
+            (qr.compute_Q(), m)
         } else {
-            (qr.compute_thin_Q(), qr.thin_R().to_owned())
+            (qr.compute_thin_Q(), k)
         };
-        let r = Mat::from_fn(r.nrows(), n, |i, j| {
-            if i <= j { r[(i, j)] } else { T::from_f64(0.0) }
+        let r = Mat::from_fn(rows, n, |i, j| {
+            if i <= j && i < k {
+                upper[(i, j)]
+            } else {
+                T::from_f64(0.0)
+            }
         });
         let perm = qr.P().arrays().0.to_vec();
         Ok(Self { q, r, perm })

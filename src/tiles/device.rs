@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::{DeviceSpan, Scalar};
-use hetla_runtime::{DeviceHome, MemoryNode};
+use hetla_runtime::{Device, DeviceHome, MemoryNode};
 
 use super::TileStore;
 use crate::{Error, Result};
@@ -111,20 +111,7 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
     /// its memory).
     pub fn emulated(a: MatMut<'a, T>) -> Result<Self> {
         let (rows, cols) = (a.nrows(), a.ncols());
-        let ld = match (a.row_stride(), a.col_stride()) {
-            _ if rows == 0 || cols == 0 => rows.max(1),
-            (1, cs) if cs >= rows as isize => cs as usize,
-            (1, _) if cols == 1 => rows,
-            (rs, cs) => {
-                return Err(Error::Layout {
-                    what: "A",
-                    reason: format!(
-                        "expected a column-major view (row stride 1, column stride >= rows), got \
-                         row stride {rs} and column stride {cs}"
-                    ),
-                });
-            }
-        };
+        let ld = super::column_major_ld("A", a.row_stride(), a.col_stride(), rows, cols)?;
         // SAFETY: `a` is `rows x cols` elements of T with columns `ld` apart, borrowed mutably for
         // 'a, and host memory is an emulated device's memory.
         unsafe { Self::from_raw_parts(a.as_ptr_mut() as u64, rows, cols, ld) }
@@ -148,6 +135,15 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
     /// The memory it spans.
     pub(crate) fn span(&self) -> &DeviceSpan {
         &self.span
+    }
+
+    /// Whether `device`'s memory holds it (see [`hetla_runtime::Device::check_span`]), else the
+    /// layout error of the argument `what`.
+    pub(crate) fn check_on(&self, device: &dyn Device, what: &'static str) -> Result<()> {
+        device.check_span(&self.span).map_err(|e| Error::Layout {
+            what,
+            reason: e.to_string(),
+        })
     }
 }
 

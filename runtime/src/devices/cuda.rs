@@ -56,6 +56,28 @@ impl CudaDevice {
         })
     }
 
+    /// Copies into the replica of `handle` by `copy`: the one it has when of the `kind` (precision,
+    /// rows, cols) wanted, else a new one.
+    fn fill(
+        &self,
+        handle: Handle,
+        (precision, rows, cols): (Precision, usize, usize),
+        copy: impl FnOnce(&mut GpuTile) -> Result<(), KernelError>,
+    ) -> Result<(), KernelError> {
+        self.replicas.put(handle, |existing| match existing {
+            Some(tile)
+                if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
+            {
+                copy(tile).map(|()| None)
+            }
+            _ => {
+                let mut tile = self.gpu.alloc(precision, rows, cols)?;
+                copy(&mut tile)?;
+                Ok(Some(tile))
+            }
+        })
+    }
+
     fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
         self.copy_threads.get().map(|c| c.pool())
     }
@@ -72,17 +94,8 @@ impl Device for CudaDevice {
 
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
         let ((rows, cols), precision) = (src.shape(), src.precision());
-        self.replicas.put(handle, |existing| match existing {
-            Some(tile)
-                if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
-            {
-                self.gpu.upload(src, tile, self.copy_pool()).map(|()| None)
-            }
-            _ => {
-                let mut tile = self.gpu.alloc(precision, rows, cols)?;
-                self.gpu.upload(src, &mut tile, self.copy_pool())?;
-                Ok(Some(tile))
-            }
+        self.fill(handle, (precision, rows, cols), |tile| {
+            self.gpu.upload(src, tile, self.copy_pool())
         })
     }
 
@@ -91,21 +104,9 @@ impl Device for CudaDevice {
     }
 
     unsafe fn import(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
-        let (rows, cols, precision) = (span.rows, span.cols, span.precision);
-        self.replicas.put(handle, |existing| match existing {
-            Some(tile)
-                if (tile.precision(), tile.rows(), tile.cols()) == (precision, rows, cols) =>
-            {
-                // SAFETY: the caller's contract is this one's.
-                unsafe { self.gpu.import(span, tile) }.map(|()| None)
-            }
-            _ => {
-                let mut tile = self.gpu.alloc(precision, rows, cols)?;
-                // SAFETY: as above.
-                unsafe { self.gpu.import(span, &mut tile) }?;
-                Ok(Some(tile))
-            }
-        })
+        let kind = (span.precision, span.rows, span.cols);
+        // SAFETY: the caller's contract is this one's.
+        self.fill(handle, kind, |tile| unsafe { self.gpu.import(span, tile) })
     }
 
     unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
