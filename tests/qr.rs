@@ -518,14 +518,14 @@ fn least_squares_equal_lapack_dgels_on_well_conditioned_problems() {
 }
 
 /// pinv(A) B by faer's SVD, singular values below `rcond` times the largest dropped.
-fn pinv_solve(a: faer::MatRef<'_, f64>, b: faer::MatRef<'_, f64>, rcond: f64) -> faer::Mat<f64> {
+fn pinv_solve<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>, rcond: f64) -> Mat<T> {
     let svd = a.thin_svd().unwrap();
     let (u, s, v) = (svd.U(), svd.S(), svd.V());
-    let largest = s.column_vector()[0];
+    let largest = s.column_vector()[0].abs_f64();
     let mut c = u.adjoint() * b;
     for i in 0..c.nrows() {
-        let si = s.column_vector()[i];
-        let scale = if si > rcond * largest { 1.0 / si } else { 0.0 };
+        let si = s.column_vector()[i].abs_f64();
+        let scale = T::from_f64(if si > rcond * largest { 1.0 / si } else { 0.0 });
         for j in 0..c.ncols() {
             c[(i, j)] *= scale;
         }
@@ -533,41 +533,66 @@ fn pinv_solve(a: faer::MatRef<'_, f64>, b: faer::MatRef<'_, f64>, rcond: f64) ->
     v * c
 }
 
-#[test]
-fn rank_revealing_least_squares_gives_the_minimum_norm_solution_of_any_shape_and_rank() {
-    // Rank 3 in 40 x 10, a wide 6 x 15 of full row rank, a wide rank-2 one, full rank 30 x 8.
-    let low_rank = |m: usize, n: usize, r: usize, seed: u64| {
-        hetla::matgen::random(m, r, seed) * hetla::matgen::random(r, n, seed + 1)
-    };
+/// A random m x n matrix of rank r (the product of an m x r and an r x n one).
+fn low_rank<T: Scalar>(m: usize, n: usize, r: usize, seed: u64) -> Mat<T> {
+    random::<T>(m, r, seed) * random::<T>(r, n, seed + 1)
+}
+
+fn rank_revealing_case<T: Scalar>(tolerance: f64) {
+    // Rank 3 in 40 x 10, a wide 6 x 15 of full row rank, a wide rank-2 one, full rank 30 x 8, rank
+    // 20 in 60 x 30 (tall and doubtful: the tiled QR first, then its R pivoted).
+    let rcond = T::PRECISION.epsilon().sqrt() * 1e-2;
     for (a, rank) in [
-        (low_rank(40, 10, 3, 1), 3),
-        (hetla::matgen::random(6, 15, 3), 6),
-        (low_rank(6, 15, 2, 4), 2),
-        (hetla::matgen::random(30, 8, 6), 8),
+        (low_rank::<T>(40, 10, 3, 1), 3),
+        (random::<T>(6, 15, 3), 6),
+        (low_rank::<T>(6, 15, 2, 4), 2),
+        (random::<T>(30, 8, 6), 8),
+        (low_rank::<T>(60, 30, 20, 8), 20),
     ] {
-        let b = hetla::matgen::random(a.nrows(), 2, 7);
-        let (x, r) = hetla::lstsq_rank(a.as_ref(), b.as_ref(), Some(1e-10)).unwrap();
-        assert_eq!(r, rank, "{} x {}", a.nrows(), a.ncols());
-        let reference = pinv_solve(a.as_ref(), b.as_ref(), 1e-10);
+        let b = random::<T>(a.nrows(), 2, 7);
+        let (x, r) = hetla::lstsq_rank(a.as_ref(), b.as_ref(), Some(rcond)).unwrap();
+        let what = format!("{} {} x {} rank {rank}", T::PRECISION, a.nrows(), a.ncols());
+        assert_eq!(r, rank, "{what}");
+        let reference = pinv_solve(a.as_ref(), b.as_ref(), rcond);
         let error = hetla::check::relative_error(x.as_ref(), reference.as_ref());
-        assert!(
-            error < 1e-9,
-            "{} x {} rank {rank}: {error}",
-            a.nrows(),
-            a.ncols()
-        );
+        assert!(error < tolerance, "{what}: {error}");
     }
-    // The pivoted factors: A P = Q R with |R_ii| non-increasing, Q orthonormal.
-    let a = low_rank(12, 9, 4, 9);
+    // The pivoted factors: A P = Q R with R's diagonal real (LAPACK's convention, so that it is
+    // the QR of A P) and |R_ii| non-increasing, Q orthonormal.
+    let a = low_rank::<T>(12, 9, 9, 9);
     for full in [false, true] {
         let f = hetla::PivotedQr::factor(a.as_ref(), full).unwrap();
-        let ap = faer::Mat::from_fn(12, 9, |i, j| a[(i, f.perm()[j])]);
+        let ap = Mat::from_fn(12, 9, |i, j| a[(i, f.perm()[j])]);
         let qr = f.q() * f.r();
-        assert!(hetla::check::relative_error(qr.as_ref(), ap.as_ref()) < 1e-13);
-        let d: Vec<f64> = (0..9).map(|i| f.r()[(i, i)].abs()).collect();
-        assert!(d.windows(2).all(|w| w[0] >= w[1] - 1e-12), "{d:?}");
+        let error = hetla::check::relative_error(qr.as_ref(), ap.as_ref());
+        assert!(error < tolerance, "{} Q R - A P: {error}", T::PRECISION);
+        let d: Vec<f64> = (0..9).map(|i| f.r()[(i, i)].abs_f64()).collect();
+        assert!(d.windows(2).all(|w| w[0] >= w[1]), "{d:?}");
+        for i in 0..9 {
+            assert_eq!(
+                f.r()[(i, i)].to_c64().im,
+                0.0,
+                "{} R[{i}, {i}]",
+                T::PRECISION
+            );
+        }
+        let unpivoted = hetla::Qr::new().factor(ap.as_ref()).unwrap();
+        let error = hetla::check::relative_error(f.r().subrows(0, 9), unpivoted.r().as_ref());
+        assert!(
+            error < tolerance,
+            "{} R against Qr's: {error}",
+            T::PRECISION
+        );
         assert_eq!(f.q().ncols(), if full { 12 } else { 9 });
     }
+}
+
+#[test]
+fn rank_revealing_least_squares_gives_the_minimum_norm_solution_of_any_shape_and_rank() {
+    rank_revealing_case::<f64>(1e-9);
+    rank_revealing_case::<c64>(1e-9);
+    rank_revealing_case::<f32>(2e-2);
+    rank_revealing_case::<c32>(2e-2);
     // Empty and non-finite input.
     let (x, r) = hetla::lstsq_rank(
         faer::Mat::<f64>::zeros(0, 3).as_ref(),

@@ -1,17 +1,34 @@
 //! Rank-revealing QR and least squares of any rank and shape: QR with column pivoting (A P = Q R,
-//! LAPACK's ?geqp3, on faer's kernel) and the minimum-norm least-squares solution by a complete
-//! orthogonal factorisation (LAPACK's ?gelsy).
+//! LAPACK's ?geqp3 criterion, on faer's kernel) and the minimum-norm least-squares solution by a
+//! complete orthogonal factorisation (LAPACK's ?gelsy).
 //!
 //! The effective rank r is the number of leading diagonal entries of R with |R_ii| > rcond |R_00|
 //! (the pivoting makes |R_ii| non-increasing). With r = n the solution is R_11^-1 (Q^H B)_1; below
 //! it the first r rows of R, [R_11 R_12] (r x n), are the last step: their adjoint, n x r, is
 //! factored by a thin QR, [R_11 R_12]^H = Z S, so that [R_11 R_12] y = c has the minimum-norm
-//! solution y = Z S^-H c, and x = P y. Unlike the tiled QR this runs as one faer call on the
-//! calling thread's pool (faer's column pivoting is not blocked): [`lstsq_rank`] takes the tiled
-//! path when A clearly has full column rank and m >= n, as [`crate::lstsq`] does.
+//! solution y = Z S^-H c, and x = P y. Q and Z are never formed: their reflectors are applied to
+//! the right-hand sides (faer's blocked Householder sequences). Unlike the tiled QR the pivoted
+//! factorisation runs as one faer call on the calling thread's pool (faer's column pivoting is not
+//! blocked): [`lstsq_rank`] takes the tiled path first when m >= n, and pivots only the n x n R of
+//! a matrix that is not clearly of full column rank.
+//!
+//! [`PivotedQr`]'s factors follow LAPACK's conventions in every precision, so that `A P = Q R` is
+//! the QR factorisation [`crate::Qr`] gives for A P: faer's reflectors agree with LAPACK's for real
+//! matrices; for complex ones faer makes R's diagonal complex where LAPACK makes it real, so there
+//! the pivoting chooses P and the tiled QR of A P gives Q and R (R's diagonal real, as ?geqp3's;
+//! scipy checks `qr(a, pivoting=True)` against `qr(a[:, p])`).
 
-use faer::linalg::solvers::{ColPivQr, Qr as FaerQr};
-use faer::{Mat, MatRef};
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::householder::{
+    apply_block_householder_sequence_on_the_left_in_place_scratch,
+    apply_block_householder_sequence_on_the_left_in_place_with_conj,
+    apply_block_householder_sequence_transpose_on_the_left_in_place_scratch,
+    apply_block_householder_sequence_transpose_on_the_left_in_place_with_conj,
+};
+use faer::linalg::qr::{col_pivoting, no_pivoting};
+use faer::linalg::solvers::ColPivQr;
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::{Conj, Mat, MatMut, MatRef, Par};
 use hetla_kernels::Scalar;
 
 use super::householder::check_rhs_rows;
@@ -40,22 +57,21 @@ impl<T: Scalar> PivotedQr<T> {
             });
         }
         let qr = ColPivQr::new(a);
-        // R from its k x n upper part, in one pass: zeros below the diagonal and, when full, in
-        // its last m - k rows.
-        let upper = qr.thin_R();
+        let perm = qr.P().arrays().0.to_vec();
+        if T::PRECISION.is_complex() {
+            // R's diagonal real, as LAPACK's: the tiled QR of A P.
+            let ap = Mat::from_fn(m, n, |i, j| a[(i, perm[j])]);
+            let f = super::Qr::new().factor_owned(ap)?;
+            let q = if full { f.full_q()? } else { f.thin_q()? };
+            let r = upper_part(f.r().as_ref(), if full { m } else { k });
+            return Ok(Self { q, r, perm });
+        }
         let (q, rows) = if full {
             (qr.compute_Q(), m)
         } else {
             (qr.compute_thin_Q(), k)
         };
-        let r = Mat::from_fn(rows, n, |i, j| {
-            if i <= j && i < k {
-                upper[(i, j)]
-            } else {
-                T::from_f64(0.0)
-            }
-        });
-        let perm = qr.P().arrays().0.to_vec();
+        let r = upper_part(qr.thin_R(), rows);
         Ok(Self { q, r, perm })
     }
 
@@ -73,6 +89,18 @@ impl<T: Scalar> PivotedQr<T> {
     pub fn perm(&self) -> &[usize] {
         &self.perm
     }
+}
+
+/// The `rows` x n upper trapezoid of `upper` (min(m, n) x n, read on and above its diagonal), zero
+/// below the diagonal and in the rows past `upper`'s.
+fn upper_part<T: Scalar>(upper: MatRef<'_, T>, rows: usize) -> Mat<T> {
+    Mat::from_fn(rows, upper.ncols(), |i, j| {
+        if i <= j && i < upper.nrows() {
+            upper[(i, j)]
+        } else {
+            T::from_f64(0.0)
+        }
+    })
 }
 
 /// The minimum-norm least-squares solution of min ||A X - B||_2 for an m x n A of any shape and
@@ -114,47 +142,135 @@ pub fn lstsq_rank<T: Scalar>(
         if high > 0.0 && low > rcond.max(0.0).sqrt() * high {
             return Ok((f.solve_least_squares(b)?, n));
         }
-        let c = f.apply_qh(b)?;
-        return minimum_norm(f.r().as_ref(), c.as_ref().subrows(0, n), rcond);
+        let mut c = f.apply_qh(b)?;
+        return minimum_norm(f.r(), c.as_mut().subrows_mut(0, n), rcond);
     }
-    minimum_norm(a, b, rcond)
+    minimum_norm(a.to_owned(), b.to_owned().as_mut(), rcond)
+}
+
+/// faer's blocked Householder QR `f` (m x n, factored in place) with its block factors: Q^H `b`
+/// (`adjoint`) or Q `b`, in place, on `par`.
+fn apply_reflectors<T: Scalar>(
+    f: MatRef<'_, T>,
+    factors: MatRef<'_, T>,
+    adjoint: bool,
+    b: MatMut<'_, T>,
+    par: Par,
+) {
+    let basis = f.subcols(0, f.nrows().min(f.ncols()));
+    let (rows, block, k) = (basis.nrows(), factors.nrows(), b.ncols());
+    let need = if adjoint {
+        apply_block_householder_sequence_transpose_on_the_left_in_place_scratch::<T>(rows, block, k)
+    } else {
+        apply_block_householder_sequence_on_the_left_in_place_scratch::<T>(rows, block, k)
+    };
+    let mut buffer = MemBuffer::new(need);
+    let stack = MemStack::new(&mut buffer);
+    if adjoint {
+        apply_block_householder_sequence_transpose_on_the_left_in_place_with_conj(
+            basis,
+            factors,
+            Conj::Yes,
+            b,
+            par,
+            stack,
+        );
+    } else {
+        apply_block_householder_sequence_on_the_left_in_place_with_conj(
+            basis,
+            factors,
+            Conj::No,
+            b,
+            par,
+            stack,
+        );
+    }
 }
 
 /// The minimum-norm least-squares solution and the effective rank by the complete orthogonal
-/// factorisation of the [module](self) documentation (`a` m x n non-empty, `b` m x k, checked).
+/// factorisation of the [module](self) documentation (`a` m x n non-empty, `b` m x k, checked; both
+/// overwritten).
 fn minimum_norm<T: Scalar>(
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
+    mut a: Mat<T>,
+    mut b: MatMut<'_, T>,
     rcond: f64,
 ) -> Result<(Mat<T>, usize)> {
     let (m, n, k) = (a.nrows(), a.ncols(), b.ncols());
-    let qr = ColPivQr::new(a);
-    let r = qr.thin_R();
-    let largest = r[(0, 0)].abs_f64();
-    let rank = (0..m.min(n))
-        .take_while(|&i| largest > 0.0 && r[(i, i)].abs_f64() > rcond.max(0.0) * largest)
+    let size = m.min(n);
+    let par = faer::get_global_parallelism();
+    // A P = Q R in place; then b <- Q^H b.
+    let block = no_pivoting::factor::recommended_block_size::<T>(m, n);
+    let mut factors = Mat::<T>::zeros(block, size);
+    let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
+    let mut buffer = MemBuffer::new(col_pivoting::factor::qr_in_place_scratch::<usize, T>(
+        m,
+        n,
+        block,
+        par,
+        Default::default(),
+    ));
+    col_pivoting::factor::qr_in_place(
+        a.as_mut(),
+        factors.as_mut(),
+        &mut perm,
+        &mut perm_inv,
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    );
+    let largest = a[(0, 0)].abs_f64();
+    let rank = (0..size)
+        .take_while(|&i| largest > 0.0 && a[(i, i)].abs_f64() > rcond.max(0.0) * largest)
         .count();
     let mut x = Mat::<T>::zeros(n, k);
     if rank == 0 {
         return Ok((x, 0));
     }
-    // c = (Q^H B), its first r rows.
-    let q = qr.compute_thin_Q();
-    let c = q.as_ref().subcols(0, rank).adjoint() * b;
-    let top = r.subrows(0, rank);
-    // [R_11 R_12]^H = Z S (n x r thin QR): y = Z S^-H c.
-    let cot = FaerQr::new(top.adjoint());
-    let z = cot.compute_thin_Q();
-    let s = cot.thin_R();
-    let mut w = c;
-    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
-        s.adjoint(),
-        w.as_mut(),
-        faer::Par::Seq,
-    );
-    let y = z.as_ref() * w.as_ref();
+    apply_reflectors(a.as_ref(), factors.as_ref(), true, b.rb_mut(), par);
+    // y (n x k): its first `rank` rows solve the triangle; below them, zero.
+    let mut y = Mat::<T>::zeros(n, k);
+    y.as_mut()
+        .subrows_mut(0, rank)
+        .copy_from(b.rb().subrows(0, rank));
+    if rank == n {
+        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+            a.as_ref().submatrix(0, 0, n, n),
+            y.as_mut(),
+            par,
+        );
+    } else {
+        // [R_11 R_12]^H = Z S (n x r): y = Z [S^-H c; 0].
+        let mut top = Mat::from_fn(n, rank, |i, j| {
+            if j <= i {
+                faer::traits::ComplexField::conj_impl(&a[(j, i)])
+            } else {
+                T::from_f64(0.0)
+            }
+        });
+        let block = no_pivoting::factor::recommended_block_size::<T>(n, rank);
+        let mut z_factors = Mat::<T>::zeros(block, rank);
+        let mut buffer = MemBuffer::new(no_pivoting::factor::qr_in_place_scratch::<T>(
+            n,
+            rank,
+            block,
+            par,
+            Default::default(),
+        ));
+        no_pivoting::factor::qr_in_place(
+            top.as_mut(),
+            z_factors.as_mut(),
+            par,
+            MemStack::new(&mut buffer),
+            Default::default(),
+        );
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            top.as_ref().submatrix(0, 0, rank, rank).adjoint(),
+            y.as_mut().subrows_mut(0, rank),
+            par,
+        );
+        apply_reflectors(top.as_ref(), z_factors.as_ref(), false, y.as_mut(), par);
+    }
     // x = P y: row perm[j] of x is row j of y.
-    let perm = qr.P().arrays().0;
     for (j, &p) in perm.iter().enumerate() {
         x.row_mut(p).copy_from(y.row(j));
     }
