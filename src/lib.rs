@@ -49,6 +49,7 @@ mod pages;
 mod plan;
 mod qr;
 mod tiles;
+mod triangular;
 
 pub use calibrate::{calibrate, calibration_steps};
 pub use cholesky::batch::solve_spd_batch;
@@ -73,6 +74,7 @@ pub use qr::{
 };
 pub use tiles::device::DeviceMatrix;
 pub use tiles::{Storage, mat_from_slice};
+pub use triangular::{Triangle, solve_triangular};
 
 /// The cudarc hetla's GPU kernels are built on (feature `cuda`): a [`DeviceMatrix`] is made from
 /// its buffers.

@@ -95,6 +95,14 @@ def _square(a, name="a"):
     return a
 
 
+def _flags(**flags):
+    """Each of scipy's on/off arguments must be a bool (or an integer, as LAPACK's wrappers take):
+    anything else, a dict passed by position for instance, is a TypeError naming it."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, int, _np.bool_, _np.integer)):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
 def _check_finite(a, name):
     if not _np.isfinite(a).all():
         raise ValueError(f"{name} must not contain infs or NaNs")
@@ -181,6 +189,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     ValueError; the check is part of hetla's pass over the matrix). Raises LinAlgError with the
     column when the matrix is not positive definite.
     """
+    _flags(lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
     del check_finite  # always checked
     return _cho(a, lower, overwrite_a, False), lower
 
@@ -255,6 +264,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """Solves A x = b from ``cho_factor``'s ``(c, lower)``: scipy.linalg.cho_solve. ``b`` is (M,)
     or (..., M, K), its stack broadcast against ``c``'s as scipy's. Returns x, shaped as ``b``
     broadcast."""
+    _flags(overwrite_b=overwrite_b, check_finite=check_finite)
     del overwrite_b, check_finite  # b is never overwritten; c and b are always checked
     c, lower = c_and_lower
     c = _square(c, "c")
@@ -320,6 +330,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     (row i was swapped with row ``piv[i]``). An exactly singular matrix factors with a
     LinAlgWarning, as scipy's. ``overwrite_a``: factored in ``a`` itself when it is a writable
     Fortran-ordered array of the computed dtype (scipy's in-place case), else in a copy."""
+    _flags(overwrite_a=overwrite_a, check_finite=check_finite)
     del check_finite  # a is always checked
     a = _np.asarray(a)
     if a.dtype == object:
@@ -356,6 +367,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """Solves A x = b (``trans=0``), A^T x = b (1) or A^H x = b (2) from ``lu_factor``'s
     ``(lu, piv)``: scipy.linalg.lu_solve. ``lu`` (..., M, M) with ``piv`` (..., M), ``b`` (M,) or
     (..., M, K), their stacks broadcast together. Returns x shaped as ``b`` broadcast."""
+    _flags(overwrite_b=overwrite_b, check_finite=check_finite)
     del overwrite_b, check_finite
     lu, piv = lu_and_piv
     lu = _square(lu, "lu")
@@ -389,16 +401,12 @@ _STRUCTURES = {
 
 def _structured(a, structure, lower):
     """The matrix ``structure`` means, from the entries of ``a`` that scipy reads for it: its
-    diagonal, three diagonals or triangle (``lower`` names the triangle of a symmetric or
-    Hermitian one), the whole matrix otherwise."""
+    diagonal, three diagonals or the triangle ``lower`` names of a symmetric or Hermitian one, the
+    whole matrix otherwise (triangular kinds are solved on their triangle, not through this)."""
     if structure == "diagonal":
         return _np.diag(_np.diagonal(a))
     if structure == "tridiagonal":
         return _np.triu(_np.tril(a, 1), -1)
-    if structure == "upper":
-        return _np.triu(a)
-    if structure == "lower":
-        return _np.tril(a)
     if structure in ("sym", "her"):
         t = _np.tril(a) if lower else _np.triu(a)
         other = _np.swapaxes(t, -1, -2)
@@ -427,14 +435,17 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     (..., N, K), their stacks broadcast as scipy's; integers and bools are computed in float64 (as
     scipy's ``solve``). ``assume_a`` takes scipy's structures and reads what scipy reads:
     "pos" (or "positive definite") by Cholesky from the triangle ``lower`` names; "sym"/"her"
-    (or "symmetric"/"hermitian") from that triangle, "upper triangular"/"lower triangular" from
-    their triangle, "diagonal" and "tridiagonal" from those diagonals, each by LU with partial
-    pivoting (until the symmetric indefinite factorisation lands); None, "general" and "banded"
+    (or "symmetric"/"hermitian") from that triangle, "diagonal" and "tridiagonal" from those
+    diagonals, each by LU with partial pivoting (until the symmetric indefinite factorisation
+    lands); "upper triangular"/"lower triangular" by one substitution on their triangle (LAPACK's
+    ?trtrs, warned by ?trcon's estimate); None, "general" and "banded"
     by LU on the whole matrix. ``transposed=True`` solves A^T x = b, also for a complex A (which
     scipy refuses). A singular A raises LinAlgError; an ill-conditioned one (reciprocal
     condition estimate below eps) warns with LinAlgWarning, as scipy's. ``overwrite_a`` and
     ``overwrite_b`` work in place where scipy does (a Fortran-ordered array of the computed
     dtype): x is then ``b`` itself."""
+    _flags(lower=lower, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
+           check_finite=check_finite, transposed=transposed)
     del check_finite  # always checked
     try:
         structure = _STRUCTURES[assume_a]
@@ -487,6 +498,11 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         _hetla.cho_solve(_source(c), bool(lower), x)
         return b_array if in_b else _solution(x, stack, vector)
     def one(i):
+        if structure in ("upper", "lower"):
+            # One substitution on the triangle scipy reads (?trtrs), warned by ?trcon's estimate.
+            rcond = _hetla.solve_triangular(mats[i], x[i], structure == "lower", trans)
+            _warn_ill_conditioned(rcond, dtype)
+            return
         m = _structured(mats[i], structure, lower)
         lu, piv, singular, rcond = _hetla.lu_factor(m, True)
         if singular is not None:
@@ -510,6 +526,7 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     "raw" (LAPACK's packed reflectors) is not offered: hetla's tiled QR keeps its reflectors by
     tile. ``lwork`` is accepted for scipy's signature (a value below scipy's minimum, max(1, N),
     is a ValueError as there). A stack (..., M, N) is factored matrix by matrix."""
+    _flags(overwrite_a=overwrite_a, pivoting=pivoting, check_finite=check_finite)
     del overwrite_a, check_finite
     if mode not in ("full", "economic", "r"):
         raise ValueError(
@@ -537,13 +554,17 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     """Least-squares solution of A x = b: scipy.linalg.lstsq's return values ``(x, residues, rank,
-    s)`` as its "gelsy" driver gives them (``s`` None; an empty array for an empty A). Any shape
+    s)`` as its "gelsy" driver gives them (``s`` None; an empty array for an empty A), whichever of
+    scipy's drivers ``lapack_driver`` names (another name is a ValueError). Any shape
     and rank: the minimum-norm solution and A's effective rank, the diagonal entries of a
     column-pivoted R above ``cond`` times the largest counting (``cond`` None: the precision's
     eps); a matrix clearly of full column rank with M >= N is solved by the tiled Householder QR.
     ``residues`` are the squared residual norms when M > N and the rank is N, else empty. ``a``
     is (..., M, N), ``b`` (M,) or (..., M, K), their stacks broadcast as scipy's. An A with no
     rows or no columns gives the zero solution of rank 0."""
+    _flags(overwrite_a=overwrite_a, overwrite_b=overwrite_b, check_finite=check_finite)
+    if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
+        raise ValueError(f"lapack_driver must be None, 'gelsd', 'gelsy' or 'gelss', got {lapack_driver!r}")
     del overwrite_a, overwrite_b, check_finite, lapack_driver
     a = _np.asarray(a)
     b = _np.asarray(b)

@@ -485,6 +485,61 @@ fn lu_solve_t<T: Scalar + Element>(
         .map_err(py_error)
 }
 
+/// Solves op(A) X = B in place in `x` (2-D, writable, of `a`'s dtype) for the triangular A in the
+/// `lower` or upper triangle of `a` (the other is not read), op by `trans` as `lu_solve`'s. Returns
+/// the reciprocal condition estimate of op(A) (LAPACK's ?trcon, 1-norm), for scipy's warning. A
+/// zero on the diagonal is a LinAlgError naming it.
+#[pyfunction]
+fn solve_triangular(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    lower: bool,
+    trans: u8,
+) -> PyResult<f64> {
+    by_dtype!(a, "a", T => solve_triangular_t::<T>(py, a, x, lower, trans))
+}
+
+fn solve_triangular_t<T: Scalar + Element>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    lower: bool,
+    trans: u8,
+) -> PyResult<f64> {
+    let trans = match trans {
+        0 => Trans::No,
+        1 => Trans::Transpose,
+        2 => Trans::Adjoint,
+        t => {
+            return Err(PyValueError::new_err(format!(
+                "trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {t}"
+            )));
+        }
+    };
+    let triangle = if lower {
+        hetla::Triangle::Lower
+    } else {
+        hetla::Triangle::Upper
+    };
+    let a = readable::<T, ndarray::Ix2>(a, "a")?;
+    let mut x = x
+        .cast::<PyArray2<T>>()
+        .map_err(|_| PyValueError::new_err("b must be a 2-D array of a's dtype"))?
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("b cannot be written: {e}")))?;
+    let (a, x) = (a.as_array(), x.as_array_mut());
+    py.detach(move || hetla::solve_triangular(faer_ref(a), triangle, trans, faer_mut(x)))
+        .map_err(|e| match e {
+            Error::Singular { column } => LinAlgError::new_err(format!(
+                "A singular matrix detected: the triangular matrix's diagonal entry ({0}, {0}) \
+                 (1-based) is exactly zero (LAPACK ?trtrs's info = {0})",
+                column + 1
+            )),
+            e => py_error(e),
+        })
+}
+
 /// Householder QR of `a` (m x n, left unchanged): `(q, r)` by `mode`, scipy's: "full" (Q m x m, R m
 /// x n), "economic" (Q m x k, R k x n, k = min(m, n)), "r" (no Q, R m x n).
 #[pyfunction]
@@ -939,6 +994,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
     m.add_function(wrap_pyfunction!(qr_pivoted, m)?)?;

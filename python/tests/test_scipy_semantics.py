@@ -207,3 +207,49 @@ def test_a_failing_matrix_of_a_stack_is_named_in_every_batched_call():
         hetla.lstsq(bad, np.ones(6))
     with pytest.raises(ValueError, match="matrix 2 of the batch"):
         hetla.qr(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.complex64])
+def test_pivoted_qr_is_the_qr_of_the_permuted_matrix_with_a_real_diagonal(dtype):
+    a = rand((9, 7), dtype, seed=13)
+    q, r, p = hetla.qr(a, pivoting=True)
+    q2, r2 = hetla.qr(a[:, p])
+    tolerance = 1e-4 if dtype == np.complex64 else 1e-12
+    np.testing.assert_allclose(q, q2, atol=tolerance)
+    np.testing.assert_allclose(r, r2, atol=tolerance)
+    d = np.diagonal(r)
+    assert (d.imag == 0).all() and (np.abs(d[1:]) <= np.abs(d[:-1])).all()
+
+
+def test_on_off_arguments_and_lstsq_drivers_are_checked():
+    a = spd(3, seed=14)
+    # scipy's own test passes a dict by position as overwrite_a: a TypeError naming it.
+    with pytest.raises(TypeError, match="overwrite_a must be True or False, got dict"):
+        hetla.qr((a,), {"lwork": 0})
+    with pytest.raises(TypeError, match="check_finite"):
+        hetla.solve(a, np.ones(3), check_finite="yes")
+    with pytest.raises(ValueError, match="lapack_driver"):
+        hetla.lstsq(a, np.ones(3), lapack_driver="gelsx")
+    for driver in (None, "gelsd", "gelsy", "gelss"):
+        assert hetla.lstsq(a, np.ones(3), lapack_driver=driver)[2] == 3
+    assert hetla.cho_factor(a, overwrite_a=np.True_, check_finite=0)[1] is False
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_triangular_kinds_substitute_on_their_triangle_and_refuse_a_zero_diagonal(dtype, transposed):
+    n = 9
+    r = rand((n, n), dtype, seed=15) + 4 * np.eye(n, dtype=dtype)
+    r[np.triu_indices(n, 1)] = np.nan  # the triangle not read
+    b = rand((n, 3), dtype, seed=16)
+    x = hetla.solve(r, b, assume_a="lower triangular", transposed=transposed)
+    low = np.tril(np.nan_to_num(r))
+    op = low.T if transposed else low
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(op @ x, b, atol=tolerance * 10)
+    if not (transposed and np.iscomplexobj(r)):  # scipy refuses complex transposed solves
+        same(x, sl.solve(np.tril(np.nan_to_num(r)), b, assume_a="lower triangular",
+                         transposed=transposed), rtol=tolerance)
+    r[4, 4] = 0
+    with pytest.raises(np.linalg.LinAlgError, match=r"diagonal entry \(5, 5\)"):
+        hetla.solve(r, b, assume_a="lower triangular", transposed=transposed)
