@@ -653,6 +653,20 @@ fn the_thin_q_formed_from_the_identity_is_q_applied_to_it_for_every_shape_and_tr
                 .unwrap();
             let error = hetla::check::relative_error(q.as_ref(), applied.as_ref());
             assert!(error < 1e-13, "{m} x {n} tile {tile} {tree:?}: {error}");
+            // Into the caller's memory: a block of a bigger matrix, whatever it held.
+            let mut big = faer::Mat::<hetla::c64>::from_fn(m + 3, k + 2, |i, j| {
+                hetla::c64::new(i as f64, j as f64)
+            });
+            f.q_into(big.as_mut().submatrix_mut(2, 1, m, k)).unwrap();
+            let into = big.as_ref().submatrix(2, 1, m, k);
+            assert!(hetla::check::relative_error(into, q.as_ref()) < 1e-15);
+            assert_eq!(big[(0, 0)], hetla::c64::new(0.0, 0.0));
+            assert_eq!(
+                big[(m + 2, k + 1)],
+                hetla::c64::new((m + 2) as f64, (k + 1) as f64)
+            );
+            let mut wide = faer::Mat::<hetla::c64>::zeros(m, m + 1);
+            assert!(f.q_into(&mut wide).is_err(), "more columns than Q has");
             let full = f.full_q().unwrap();
             let applied = f
                 .apply_q(faer::Mat::<hetla::c64>::identity(m, m).as_ref())

@@ -504,14 +504,18 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             _warn_ill_conditioned(rcond, dtype)
             return
         m = _structured(mats[i], structure, lower)
-        lu, piv, singular, rcond = _hetla.lu_factor(m, True)
+        factors_in_a = in_a and structure == "general"  # scipy leaves the factors in a
+        if factors_in_a:
+            lu, piv, singular, rcond = _hetla.lu_factor(m, True)
+        else:
+            singular, rcond = _hetla.lu_solve_system(m, x[i], trans)
         if singular is not None:
             raise LinAlgError(
                 f"A singular matrix detected: U({singular + 1}, {singular + 1}) is exactly zero"
             )
         _warn_ill_conditioned(rcond, dtype)
-        _hetla.lu_solve(lu, [int(p) for p in piv], x[i], trans)
-        if in_a and structure == "general":
+        if factors_in_a:
+            _hetla.lu_solve(lu, [int(p) for p in piv], x[i], trans)
             a[...] = lu
 
     _each_of_batch(x.shape[0], one)

@@ -401,12 +401,9 @@ fn lu_factor_t<'py, T: Scalar + Element>(
             Ok((factor, rcond))
         })
         .map_err(py_error)?;
-    let s = factor.storage();
-    let n = factor.n();
-    let stored = ndarray::Array2::from_shape_fn((n, n).f(), |(i, j)| s[(i, j)]);
     let piv: Vec<i32> = factor.pivots().iter().map(|&p| p as i32).collect();
     Ok((
-        stored.into_pyarray(py).into_any(),
+        to_numpy(py, factor.storage()),
         PyArray1::from_vec(py, piv),
         factor.singular(),
         rcond,
@@ -458,31 +455,77 @@ fn lu_solve_t<T: Scalar + Element>(
     x: &Bound<'_, PyAny>,
     trans: u8,
 ) -> PyResult<()> {
-    let trans = match trans {
-        0 => Trans::No,
-        1 => Trans::Transpose,
-        2 => Trans::Adjoint,
-        t => {
-            return Err(PyValueError::new_err(format!(
-                "trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {t}"
-            )));
-        }
-    };
+    let trans = trans_of(trans)?;
     let pivots = piv
         .iter()
         .map(|&p| usize::try_from(p))
         .collect::<Result<Vec<usize>, _>>()
         .map_err(|_| PyValueError::new_err("piv must hold row indices >= 0"))?;
     let factors = readable::<T, ndarray::Ix2>(lu_array, "lu")?;
-    let mut x = x
-        .cast::<PyArray2<T>>()
-        .map_err(|_| PyValueError::new_err("b must be a 2-D array of lu's dtype"))?
-        .try_readwrite()
-        .map_err(|e| PyValueError::new_err(format!("b cannot be written: {e}")))?;
+    let mut x = writable_rhs::<T>(x)?;
     let (factors, x) = (factors.as_array(), x.as_array_mut());
     let lu = lu_options();
     py.detach(move || lu.solve_factored(faer_ref(factors), &pivots, faer_mut(x), trans))
         .map_err(py_error)
+}
+
+/// Solves op(A) X = B in place in `x` (2-D, writable, of `a`'s dtype) by LU with partial pivoting
+/// of `a` (n x n, left unchanged), the factors never leaving Rust (scipy's `solve` returns only X).
+/// Returns `(singular, rcond)`: the first column with an exactly zero pivot (X then untouched),
+/// else None and the reciprocal condition estimate of A (?gecon's), for scipy's warning.
+#[pyfunction]
+fn lu_solve_system(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<(Option<usize>, f64)> {
+    by_dtype!(a, "a", T => lu_solve_system_t::<T>(py, a, x, trans))
+}
+
+fn lu_solve_system_t<T: Scalar + Element>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<(Option<usize>, f64)> {
+    let trans = trans_of(trans)?;
+    let a = readable::<T, ndarray::Ix2>(a, "a")?;
+    let mut x = writable_rhs::<T>(x)?;
+    let (a, x) = (a.as_array(), x.as_array_mut());
+    let lu = lu_options();
+    py.detach(move || -> hetla::Result<_> {
+        let factor = lu.factor(faer_ref(a))?;
+        if let Some(column) = factor.singular() {
+            return Ok((Some(column), 0.0));
+        }
+        let rcond = factor.rcond()?;
+        lu.solve_factored(factor.storage(), factor.pivots(), faer_mut(x), trans)?;
+        Ok((None, rcond))
+    })
+    .map_err(py_error)
+}
+
+/// `lu_solve`'s `trans`: 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b).
+fn trans_of(trans: u8) -> PyResult<Trans> {
+    match trans {
+        0 => Ok(Trans::No),
+        1 => Ok(Trans::Transpose),
+        2 => Ok(Trans::Adjoint),
+        t => Err(PyValueError::new_err(format!(
+            "trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {t}"
+        ))),
+    }
+}
+
+/// A right-hand side to be solved in place: a writable 2-D array of the matrix's dtype.
+fn writable_rhs<'py, T: Element>(
+    x: &Bound<'py, PyAny>,
+) -> PyResult<numpy::PyReadwriteArray2<'py, T>> {
+    x.cast::<PyArray2<T>>()
+        .map_err(|_| PyValueError::new_err("b must be a 2-D array of the matrix's dtype"))?
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("b cannot be written: {e}")))
 }
 
 /// Solves op(A) X = B in place in `x` (2-D, writable, of `a`'s dtype) for the triangular A in the
@@ -507,27 +550,14 @@ fn solve_triangular_t<T: Scalar + Element>(
     lower: bool,
     trans: u8,
 ) -> PyResult<f64> {
-    let trans = match trans {
-        0 => Trans::No,
-        1 => Trans::Transpose,
-        2 => Trans::Adjoint,
-        t => {
-            return Err(PyValueError::new_err(format!(
-                "trans must be 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b), got {t}"
-            )));
-        }
-    };
+    let trans = trans_of(trans)?;
     let triangle = if lower {
         hetla::Triangle::Lower
     } else {
         hetla::Triangle::Upper
     };
     let a = readable::<T, ndarray::Ix2>(a, "a")?;
-    let mut x = x
-        .cast::<PyArray2<T>>()
-        .map_err(|_| PyValueError::new_err("b must be a 2-D array of a's dtype"))?
-        .try_readwrite()
-        .map_err(|e| PyValueError::new_err(format!("b cannot be written: {e}")))?;
+    let mut x = writable_rhs::<T>(x)?;
     let (a, x) = (a.as_array(), x.as_array_mut());
     py.detach(move || hetla::solve_triangular(faer_ref(a), triangle, trans, faer_mut(x)))
         .map_err(|e| match e {
@@ -583,14 +613,16 @@ fn qr_t<'py, T: Scalar + Element>(
                     T::from_f64(0.0)
                 }
             });
-            let q = match (want_q, full) {
-                (false, _) => None,
-                (true, false) => Some(factor.thin_q()?),
-                (true, true) => Some(factor.full_q()?),
+            // Q formed in the array NumPy receives (no copy of its own).
+            let q = match want_q {
+                false => None,
+                true => {
+                    let cols = if full { m } else { m.min(n) };
+                    let mut q = ndarray::Array2::<T>::from_elem((m, cols).f(), T::from_f64(0.0));
+                    factor.q_into(faer_mut(q.view_mut()))?;
+                    Some(q)
+                }
             };
-            let q = q.map(|q| {
-                ndarray::Array2::from_shape_fn((q.nrows(), q.ncols()).f(), |(i, j)| q[(i, j)])
-            });
             Ok((q, r))
         })
         .map_err(py_error)?;
@@ -864,9 +896,9 @@ impl PyFactor {
 
 /// A new Fortran-ordered numpy array holding `m`.
 fn to_numpy<'py, T: Scalar + Element>(py: Python<'py>, m: MatRef<'_, T>) -> Bound<'py, PyAny> {
-    ndarray::Array2::from_shape_fn((m.nrows(), m.ncols()).f(), |(i, j)| m[(i, j)])
-        .into_pyarray(py)
-        .into_any()
+    let mut out = ndarray::Array2::<T>::from_elem((m.nrows(), m.ncols()).f(), T::from_f64(0.0));
+    faer_mut(out.view_mut()).copy_from(m);
+    out.into_pyarray(py).into_any()
 }
 
 /// The options every call inside `with hetla.Platform(...)` runs with: the CPU clusters (a spec as
@@ -994,6 +1026,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;

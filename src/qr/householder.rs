@@ -335,10 +335,34 @@ impl<T: Scalar> QrFactor<T> {
         self.q_columns(self.nrows())
     }
 
+    /// Writes the first `q.ncols()` columns of Q into `q` (m rows, at most m columns; whatever it
+    /// held is overwritten), formed as [`QrFactor::thin_q`] is, in the caller's memory (a NumPy
+    /// array, part of a bigger matrix) instead of a matrix of its own.
+    pub fn q_into<Q: MatrixMut<Elem = T>>(&self, mut q: Q) -> Result<()> {
+        let mut q = q.view_mut();
+        self.check_rows(q.as_ref())?;
+        if q.ncols() > self.nrows() {
+            return Err(Error::InvalidOption {
+                option: "q",
+                reason: format!(
+                    "has {} columns, but Q has only {} (its rows)",
+                    q.ncols(),
+                    self.nrows()
+                ),
+            });
+        }
+        q.fill(T::from_f64(0.0));
+        q.rb_mut()
+            .diagonal_mut()
+            .column_vector_mut()
+            .fill(T::from_f64(1.0));
+        self.apply_in_place(q, false, true)
+    }
+
     /// The first `k` columns of Q, from those of the identity.
     fn q_columns(&self, k: usize) -> Result<Mat<T>> {
-        let mut q = Mat::<T>::identity(self.nrows(), k);
-        self.apply_in_place(q.as_mut(), false, true)?;
+        let mut q = Mat::<T>::zeros(self.nrows(), k);
+        self.q_into(&mut q)?;
         Ok(q)
     }
 
