@@ -419,14 +419,25 @@ def _structured(a, structure, lower):
     return a
 
 
-def _warn_ill_conditioned(rcond, dtype):
-    """scipy's LinAlgWarning for a reciprocal condition estimate below the precision's eps."""
+def _warn_ill_conditioned(rcond, dtype, index=None):
+    """scipy's LinAlgWarning for a reciprocal condition estimate below the precision's eps; ``index``
+    names the matrix of a batch."""
     if rcond is not None and rcond < _np.finfo(dtype).eps:
+        where = "" if index is None else f" (matrix {index} of the batch)"
         _warnings.warn(
-            f"Ill-conditioned matrix (rcond={rcond:.6g}): result may not be accurate.",
+            f"Ill-conditioned matrix{where} (rcond={rcond:.6g}): result may not be accurate.",
             LinAlgWarning,
             stacklevel=3,
         )
+
+
+def _hermitian_norm1(m, lower):
+    """||A||_1 of each Hermitian matrix of the stack ``m`` given by its ``lower`` (else upper)
+    triangle, its diagonal's imaginary parts not read."""
+    t = _np.abs(_np.tril(m) if lower else _np.triu(m))
+    d = _np.diagonal(m, axis1=-2, axis2=-1)
+    sums = t.sum(axis=-2) + t.sum(axis=-1) - 2 * _np.abs(d) + _np.abs(d.real)
+    return sums.max(axis=-1) if sums.shape[-1] else _np.zeros(sums.shape[:-1])
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
@@ -490,18 +501,23 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         x[0] = _np.asarray(f.solve(x[0])).reshape(x[0].shape)
         return b_array if in_b else _solution(x, stack, vector)
     if structure == "pos":
+        norms = _hermitian_norm1(mats, lower)  # before a may be overwritten by its factor
         c = _np.swapaxes(mats, -1, -2) if transposed else mats
         try:
             c, _ = cho_factor(c, lower=lower, overwrite_a=in_a and not transposed)
         except LinAlgError as e:
             raise LinAlgError(f"A singular matrix or one not positive definite: {e}") from None
         _hetla.cho_solve(_source(c), bool(lower), x)
+        # scipy's warning, matrix by matrix: ?pocon's estimate on each factor.
+        rconds = _hetla.cho_rcond(_source(c), bool(lower), [float(v) for v in norms.reshape(-1)])
+        for i, rcond in enumerate(rconds):
+            _warn_ill_conditioned(rcond, dtype, i if len(rconds) > 1 else None)
         return b_array if in_b else _solution(x, stack, vector)
     def one(i):
         if structure in ("upper", "lower"):
             # One substitution on the triangle scipy reads (?trtrs), warned by ?trcon's estimate.
             rcond = _hetla.solve_triangular(mats[i], x[i], structure == "lower", trans)
-            _warn_ill_conditioned(rcond, dtype)
+            _warn_ill_conditioned(rcond, dtype, i if x.shape[0] > 1 else None)
             return
         m = _structured(mats[i], structure, lower)
         factors_in_a = in_a and structure == "general"  # scipy leaves the factors in a
@@ -513,7 +529,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             raise LinAlgError(
                 f"A singular matrix detected: U({singular + 1}, {singular + 1}) is exactly zero"
             )
-        _warn_ill_conditioned(rcond, dtype)
+        _warn_ill_conditioned(rcond, dtype, i if x.shape[0] > 1 else None)
         if factors_in_a:
             _hetla.lu_solve(lu, [int(p) for p in piv], x[i], trans)
             a[...] = lu

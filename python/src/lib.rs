@@ -469,6 +469,43 @@ fn lu_solve_t<T: Scalar + Element>(
         .map_err(py_error)
 }
 
+/// The reciprocal condition estimate (LAPACK's ?pocon) of each matrix of a stack from its Cholesky
+/// factor in `c` (count x n x n, as `cho_factor` left it: L in the lower triangle with `lower`,
+/// else U = L^H in the upper one) and its ||A||_1 in `norms`.
+#[pyfunction]
+fn cho_rcond(
+    py: Python<'_>,
+    c: &Bound<'_, PyAny>,
+    lower: bool,
+    norms: Vec<f64>,
+) -> PyResult<Vec<f64>> {
+    by_dtype!(c, "c", T => {
+        let c = readable::<T, ndarray::Ix3>(c, "c")?;
+        let c = c.as_array();
+        if norms.len() != c.shape()[0] {
+            return Err(PyValueError::new_err(format!(
+                "{} norms for {} factors: expected one per factor",
+                norms.len(),
+                c.shape()[0]
+            )));
+        }
+        let count = norms.len();
+        py.detach(move || {
+            c.outer_iter()
+                .zip(&norms)
+                .enumerate()
+                .map(|(i, (m, &norm))| {
+                    // The upper triangle of U is the lower triangle of U's transpose: the factor
+                    // of A^T, whose condition number is A's.
+                    let m = if lower { m } else { m.reversed_axes() };
+                    hetla::cholesky_rcond(faer_ref(m), norm).map_err(|e| (e, i))
+                })
+                .collect::<Result<Vec<f64>, _>>()
+        })
+        .map_err(|(e, i)| batch_error(e, i, count))
+    })
+}
+
 /// Solves op(A) X = B in place in `x` (2-D, writable, of `a`'s dtype) by LU with partial pivoting
 /// of `a` (n x n, left unchanged), the factors never leaving Rust (scipy's `solve` returns only X).
 /// Returns `(singular, rcond)`: the first column with an exactly zero pivot (X then untouched),
@@ -1026,6 +1063,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(cho_rcond, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;

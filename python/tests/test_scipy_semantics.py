@@ -253,3 +253,16 @@ def test_triangular_kinds_substitute_on_their_triangle_and_refuse_a_zero_diagona
     r[4, 4] = 0
     with pytest.raises(np.linalg.LinAlgError, match=r"diagonal entry \(5, 5\)"):
         hetla.solve(r, b, assume_a="lower triangular", transposed=transposed)
+
+
+@pytest.mark.parametrize("assume_a", [None, "pos", "sym", "upper triangular", "diagonal"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_an_ill_conditioned_matrix_of_a_stack_warns_with_its_index(assume_a, lower):
+    a = np.stack([spd(4, np.complex128, seed=17)] * 3)
+    a[1] = np.diag([1, 1, 1, 1e-30])
+    with pytest.warns(hetla.LinAlgWarning, match=r"matrix 1 of the batch\) \(rcond=1e-30"):
+        hetla.solve(a, np.ones(4), assume_a=assume_a, lower=lower)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hetla.solve(np.stack([spd(4, np.complex128, seed=18)] * 3), np.ones(4),
+                    assume_a=assume_a, lower=lower)
