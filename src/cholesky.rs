@@ -760,7 +760,7 @@ fn factor_error(e: KernelError) -> Error {
     }
 }
 
-fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
+pub(crate) fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
     if rows == cols {
         Ok(())
     } else {

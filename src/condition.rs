@@ -112,13 +112,7 @@ pub(crate) fn estimate_norm1<T: Scalar>(
 /// a caller's). 1 for n = 0; 0 when `norm1` is 0 or L has a zero on its diagonal.
 pub fn cholesky_rcond<T: Scalar>(l: MatRef<'_, T>, norm1: f64) -> Result<f64> {
     let n = l.nrows();
-    if l.ncols() != n {
-        return Err(crate::Error::NotSquare {
-            what: "L",
-            rows: n,
-            cols: l.ncols(),
-        });
-    }
+    crate::cholesky::check_square("L", n, l.ncols())?;
     if !(norm1.is_finite() && norm1 >= 0.0) {
         return Err(crate::Error::InvalidOption {
             option: "norm1",

@@ -130,13 +130,7 @@ impl Cholesky {
         b: MatRef<'_, T>,
     ) -> Result<(Mat<T>, Refinement)> {
         let n = a.nrows();
-        if a.ncols() != n {
-            return Err(Error::NotSquare {
-                what: "A",
-                rows: n,
-                cols: a.ncols(),
-            });
-        }
+        crate::cholesky::check_square("A", n, a.ncols())?;
         if b.nrows() != n {
             return Err(Error::DimensionMismatch { n, rows: b.nrows() });
         }

@@ -36,13 +36,7 @@ where
     let a = a.view();
     let mut b = b.view_mut();
     let n = a.nrows();
-    if a.ncols() != n {
-        return Err(Error::NotSquare {
-            what: "A",
-            rows: n,
-            cols: a.ncols(),
-        });
-    }
+    crate::cholesky::check_square("A", n, a.ncols())?;
     if b.nrows() != n {
         return Err(Error::DimensionMismatch { n, rows: b.nrows() });
     }
