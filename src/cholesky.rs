@@ -760,6 +760,41 @@ fn factor_error(e: KernelError) -> Error {
     }
 }
 
+/// The reciprocal condition estimate of A = L L^H from its Cholesky factor (the lower triangle of
+/// `l`, n x n) and ||A||_1 (LAPACK's ?pocon): 1 / (||A||_1 ||A^-1||_1), ||A^-1||_1 estimated by the
+/// same steps as [`Factor::rcond`]'s, for factors made elsewhere (a batch's, a caller's). 1 for n =
+/// 0; 0 when `norm1` is 0 or L has a zero on its diagonal.
+pub fn cholesky_rcond<T: Scalar>(l: MatRef<'_, T>, norm1: f64) -> Result<f64> {
+    let n = l.nrows();
+    check_square("L", n, l.ncols())?;
+    if !(norm1.is_finite() && norm1 >= 0.0) {
+        return Err(crate::Error::InvalidOption {
+            option: "norm1",
+            reason: format!("||A||_1 must be a finite number >= 0, got {norm1}"),
+        });
+    }
+    if n == 0 {
+        return Ok(1.0);
+    }
+    if norm1 == 0.0 || (0..n).any(|k| l[(k, k)] == T::from_f64(0.0)) {
+        return Ok(0.0);
+    }
+    check_finite("L", l)?;
+    let inverse = condition::estimate_norm1(n, |mut x, _| {
+        use faer::linalg::triangular_solve::{
+            solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+        };
+        solve_lower_triangular_in_place(l, x.as_mut(), Par::Seq);
+        solve_upper_triangular_in_place(l.adjoint(), x, Par::Seq);
+        Ok(())
+    })?;
+    Ok(if inverse == 0.0 {
+        0.0
+    } else {
+        (1.0 / inverse) / norm1
+    })
+}
+
 pub(crate) fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
     if rows == cols {
         Ok(())

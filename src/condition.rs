@@ -106,41 +106,6 @@ pub(crate) fn estimate_norm1<T: Scalar>(
     Ok(estimate.max(guard))
 }
 
-/// The reciprocal condition estimate of A = L L^H from its Cholesky factor (the lower triangle of
-/// `l`, n x n) and ||A||_1 (LAPACK's ?pocon): 1 / (||A||_1 ||A^-1||_1), ||A^-1||_1 estimated by the
-/// same steps as [`Factor::rcond`](crate::Factor::rcond)'s, for factors made elsewhere (a batch's,
-/// a caller's). 1 for n = 0; 0 when `norm1` is 0 or L has a zero on its diagonal.
-pub fn cholesky_rcond<T: Scalar>(l: MatRef<'_, T>, norm1: f64) -> Result<f64> {
-    let n = l.nrows();
-    crate::cholesky::check_square("L", n, l.ncols())?;
-    if !(norm1.is_finite() && norm1 >= 0.0) {
-        return Err(crate::Error::InvalidOption {
-            option: "norm1",
-            reason: format!("||A||_1 must be a finite number >= 0, got {norm1}"),
-        });
-    }
-    if n == 0 {
-        return Ok(1.0);
-    }
-    if norm1 == 0.0 || (0..n).any(|k| l[(k, k)] == T::from_f64(0.0)) {
-        return Ok(0.0);
-    }
-    crate::cholesky::check_finite("L", l)?;
-    let inverse = estimate_norm1(n, |mut x, _| {
-        use faer::linalg::triangular_solve::{
-            solve_lower_triangular_in_place, solve_upper_triangular_in_place,
-        };
-        solve_lower_triangular_in_place(l, x.as_mut(), Par::Seq);
-        solve_upper_triangular_in_place(l.adjoint(), x, Par::Seq);
-        Ok(())
-    })?;
-    Ok(if inverse == 0.0 {
-        0.0
-    } else {
-        (1.0 / inverse) / norm1
-    })
-}
-
 /// x <- L (L^H x) for the lower triangle of `l`: a product with A = L L^H in O(n^2).
 pub(crate) fn apply_product<T: Scalar>(l: MatRef<'_, T>, mut x: MatMut<'_, T>) {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
@@ -183,30 +148,6 @@ pub(crate) fn apply_product<T: Scalar>(l: MatRef<'_, T>, mut x: MatMut<'_, T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_rcond_of_a_factor_made_elsewhere_is_the_factors_own_and_bad_norms_are_refused() {
-        for seed in 0..3 {
-            let a = crate::matgen::random_hpd_conditioned::<hetla_kernels::c64>(50, 1e6, seed);
-            let f = crate::Cholesky::new().factor(a.as_ref()).unwrap();
-            let ours = cholesky_rcond(f.l().as_ref(), norm1(a.as_ref())).unwrap();
-            let theirs = f.rcond().unwrap();
-            assert!(
-                (ours - theirs).abs() <= 1e-8 * theirs,
-                "{ours} against {theirs}"
-            );
-            assert!(ours > 1e-7 && ours < 1e-5, "cond 1e6: {ours}");
-        }
-        let l = Mat::<f64>::identity(3, 3);
-        assert_eq!(cholesky_rcond(l.as_ref(), 1.0).unwrap(), 1.0);
-        assert_eq!(cholesky_rcond(l.as_ref(), 0.0).unwrap(), 0.0);
-        assert!(cholesky_rcond(l.as_ref(), f64::NAN).is_err());
-        assert!(cholesky_rcond(Mat::<f64>::zeros(2, 3).as_ref(), 1.0).is_err());
-        assert_eq!(
-            cholesky_rcond(Mat::<f64>::zeros(0, 0).as_ref(), 1.0).unwrap(),
-            1.0
-        );
-    }
 
     /// The exact 1-norm of a small dense matrix.
     fn norm1<T: Scalar>(b: MatRef<'_, T>) -> f64 {

@@ -53,8 +53,7 @@ mod triangular;
 
 pub use calibrate::{calibrate, calibration_steps};
 pub use cholesky::batch::solve_spd_batch;
-pub use cholesky::{Cholesky, Factor, solve_spd};
-pub use condition::cholesky_rcond;
+pub use cholesky::{Cholesky, Factor, cholesky_rcond, solve_spd};
 pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};

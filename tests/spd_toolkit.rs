@@ -139,6 +139,28 @@ unsafe extern "C" {
     );
 }
 
+#[test]
+fn the_rcond_of_a_factor_made_elsewhere_is_the_factors_own_and_bad_norms_are_refused() {
+    for seed in 0..3 {
+        let a = random_hpd_conditioned::<c64>(50, 1e6, seed);
+        let f = Cholesky::new().factor(a.as_ref()).unwrap();
+        let ours = hetla::cholesky_rcond(f.l().as_ref(), f.norm1().unwrap()).unwrap();
+        let theirs = f.rcond().unwrap();
+        assert!(
+            (ours - theirs).abs() <= 1e-8 * theirs,
+            "{ours} against {theirs}"
+        );
+        assert!(ours > 1e-7 && ours < 1e-5, "cond 1e6: {ours}");
+    }
+    let l = Mat::<f64>::identity(3, 3);
+    assert_eq!(hetla::cholesky_rcond(l.as_ref(), 1.0).unwrap(), 1.0);
+    assert_eq!(hetla::cholesky_rcond(l.as_ref(), 0.0).unwrap(), 0.0);
+    assert!(hetla::cholesky_rcond(l.as_ref(), f64::NAN).is_err());
+    assert!(hetla::cholesky_rcond(Mat::<f64>::zeros(2, 3).as_ref(), 1.0).is_err());
+    let empty = Mat::<f64>::zeros(0, 0);
+    assert_eq!(hetla::cholesky_rcond(empty.as_ref(), 1.0).unwrap(), 1.0);
+}
+
 #[cfg(feature = "openblas")]
 #[test]
 fn rcond_equals_lapack_dpocon_on_the_same_factor() {
