@@ -1,6 +1,9 @@
-//! Numerical checks of results: the LAPACK scaled residual of a Cholesky factor and the backward
-//! error of a solve (both read only the lower triangle of A), and the relative error of a matrix
-//! product against a reference.
+//! Numerical checks of results, as LAPACK's test suite computes them, for the tests, the command
+//! line and Python alike: the scaled residuals of a Cholesky factor (reading only the lower
+//! triangle of A), an LU factor with its interchanges (and its growth) and a QR factorisation (with
+//! the orthogonality of Q), the backward error of a solve, the orthogonality of a least-squares
+//! residual to A's range, and the relative error of a matrix product against a reference. Every
+//! ratio below [`RESIDUAL_THRESHOLD`] passes.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatRef, Par};
@@ -105,10 +108,130 @@ fn add_moduli<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]
     total
 }
 
-pub(crate) fn norm1(m: MatRef<'_, f64>) -> f64 {
+/// ||M||_1, the largest column sum of |M| (0 for an empty matrix).
+pub fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
     (0..m.ncols())
-        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs()).sum::<f64>())
+        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
         .fold(0.0, f64::max)
+}
+
+/// The largest |m_ij| (0 for an empty matrix).
+fn max_abs<T: Scalar>(m: MatRef<'_, T>) -> f64 {
+    m.col_iter()
+        .flat_map(|c| c.iter().map(|x| x.abs_f64()).collect::<Vec<_>>())
+        .fold(0.0, f64::max)
+}
+
+/// `num / den`, 0 when both are 0 (an empty or zero matrix checks as exact).
+fn ratio(num: f64, den: f64) -> f64 {
+    if num == 0.0 { 0.0 } else { num / den }
+}
+
+/// LAPACK's dget01 ratio ||P A - L U||_1 / (n ||A||_1 eps) of an n x n LU factor `lu` (L unit lower
+/// below the diagonal, U on and above it) with the 0-based interchanges `ipiv` (row i swapped with
+/// row `ipiv[i]`, in order), eps that of the precision. The product L U is one faer call on the
+/// global thread pool.
+pub fn lu_residual<T: Scalar>(a: MatRef<'_, T>, lu: MatRef<'_, T>, ipiv: &[usize]) -> f64 {
+    let n = a.nrows();
+    let mut pa = a.to_owned();
+    hetla_kernels::swap_rows(pa.as_mut(), ipiv);
+    let (l, u) = (unit_lower(lu), upper(lu));
+    faer::linalg::matmul::matmul(
+        pa.as_mut(),
+        Accum::Add,
+        l.as_ref(),
+        u.as_ref(),
+        T::from_f64(-1.0),
+        faer::get_global_parallelism(),
+    );
+    ratio(
+        norm1(pa.as_ref()),
+        n as f64 * norm1(a) * T::PRECISION.epsilon(),
+    )
+}
+
+/// The growth factor max |U_ij| / max |A_ij| of an LU factor `lu` of `a` (U on and above its
+/// diagonal): how far partial pivoting let the entries grow.
+pub fn lu_growth<T: Scalar>(a: MatRef<'_, T>, lu: MatRef<'_, T>) -> f64 {
+    ratio(max_abs(upper(lu).as_ref()), max_abs(a))
+}
+
+/// L of a packed LU factor: its strictly lower part with a unit diagonal (min(m, n) columns).
+fn unit_lower<T: Scalar>(lu: MatRef<'_, T>) -> Mat<T> {
+    let k = lu.nrows().min(lu.ncols());
+    Mat::from_fn(lu.nrows(), k, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => lu[(i, j)],
+        std::cmp::Ordering::Equal => T::from_f64(1.0),
+        std::cmp::Ordering::Less => T::from_f64(0.0),
+    })
+}
+
+/// The upper trapezoid of a packed factor (min(m, n) rows).
+fn upper<T: Scalar>(f: MatRef<'_, T>) -> Mat<T> {
+    let k = f.nrows().min(f.ncols());
+    Mat::from_fn(k, f.ncols(), |i, j| {
+        if i <= j { f[(i, j)] } else { T::from_f64(0.0) }
+    })
+}
+
+/// LAPACK's dqrt01 ratios of a QR factorisation of the m x n `a`: ||A - Q R||_1 / (m ||A||_1 eps)
+/// for `q` (m x k, k columns of Q) and `r` (k x n), and [`orthogonality`] of `q`.
+pub fn qr_residual<T: Scalar>(a: MatRef<'_, T>, q: MatRef<'_, T>, r: MatRef<'_, T>) -> f64 {
+    let mut d = a.to_owned();
+    faer::linalg::matmul::matmul(
+        d.as_mut(),
+        Accum::Add,
+        q,
+        r,
+        T::from_f64(-1.0),
+        faer::get_global_parallelism(),
+    );
+    ratio(
+        norm1(d.as_ref()),
+        a.nrows() as f64 * norm1(a) * T::PRECISION.epsilon(),
+    )
+}
+
+/// LAPACK's dqrt01 orthogonality ratio ||I - Q^H Q||_1 / (m eps) of the m x k `q`.
+pub fn orthogonality<T: Scalar>(q: MatRef<'_, T>) -> f64 {
+    let k = q.ncols();
+    let mut e = Mat::<T>::identity(k, k);
+    faer::linalg::matmul::matmul(
+        e.as_mut(),
+        Accum::Add,
+        q.adjoint(),
+        q,
+        T::from_f64(-1.0),
+        faer::get_global_parallelism(),
+    );
+    ratio(
+        norm1(e.as_ref()),
+        q.nrows().max(1) as f64 * T::PRECISION.epsilon(),
+    )
+}
+
+/// The backward error of a solve, scaled as LAPACK's dget02: ||A X - B||_1 / (||A||_1 ||X||_1 n
+/// eps) for a general n x n `a` (every entry read).
+pub fn backward_error<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
+    let r = a * x - b;
+    ratio(
+        norm1(r.as_ref()),
+        norm1(a) * norm1(x) * a.nrows() as f64 * T::PRECISION.epsilon(),
+    )
+}
+
+/// The orthogonality of a least-squares residual to A's range (LAPACK's dqrt17 kind):
+/// ||A^H (B - A X)||_1 / (||A||_1 ||B - A X||_1 m eps) for an m x n `a`.
+pub fn least_squares_residual<T: Scalar>(
+    a: MatRef<'_, T>,
+    x: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+) -> f64 {
+    let r = b - a * x;
+    ratio(
+        norm1((a.adjoint() * &r).as_ref()),
+        norm1(a) * norm1(r.as_ref()) * a.nrows() as f64 * T::PRECISION.epsilon(),
+    )
 }
 
 /// ||A - L L^H||_1 / (n ||A||_1 eps), with A and L read from the lower triangles of `a`

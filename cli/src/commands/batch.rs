@@ -207,18 +207,7 @@ fn backward_error<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T
             T::conj_impl(&a[(j, i)])
         }
     });
-    let r = &full * x - b;
-    let norm1 = |m: MatRef<'_, T>| {
-        (0..m.ncols())
-            .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
-            .fold(0.0, f64::max)
-    };
-    let scale = norm1(full.as_ref()) * norm1(x) * n as f64 * T::PRECISION.epsilon();
-    if scale == 0.0 {
-        0.0
-    } else {
-        norm1(r.as_ref()) / scale
-    }
+    hetla::check::backward_error(full.as_ref(), x, b)
 }
 
 pub fn print(r: &BatchReport) {

@@ -204,10 +204,11 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     let summary = trace.summary();
     let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let factor = lu.factor(a.as_ref())?;
-    let (residual, growth) = check(a.as_ref(), m.as_ref(), &ipiv);
+    let residual = hetla::check::lu_residual(a.as_ref(), m.as_ref(), &ipiv);
+    let growth = hetla::check::lu_growth(a.as_ref(), m.as_ref());
     let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
     let backward_error = match factor.solve(rhs.as_ref()) {
-        Ok(x) => backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
+        Ok(x) => hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
         Err(_) => f64::NAN,
     };
     let mut report = LuReport {
@@ -304,58 +305,8 @@ fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result
         full_seconds: full.best,
         time_ratio: t.best / full.best,
         path,
-        backward_error: backward_error(a, x.as_ref(), b.as_ref()),
+        backward_error: hetla::check::backward_error(a, x.as_ref(), b.as_ref()),
     })
-}
-
-fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
-    (0..m.ncols())
-        .map(|j| m.col(j).iter().map(|x| x.abs_f64()).sum::<f64>())
-        .fold(0.0, f64::max)
-}
-
-/// LAPACK's ratio ||P A - L U||_1 / (n ||A||_1 eps) of the factor `lu` with interchanges `ipiv`,
-/// and the growth max |U| / max |A|. L U is formed by blocks of columns of U.
-fn check<T: Scalar>(a: MatRef<'_, T>, lu: MatRef<'_, T>, ipiv: &[usize]) -> (f64, f64) {
-    let n = a.nrows();
-    let mut pa = a.to_owned();
-    hetla::swap_rows(pa.as_mut(), ipiv);
-    let l = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
-        std::cmp::Ordering::Greater => lu[(i, j)],
-        std::cmp::Ordering::Equal => T::from_f64(1.0),
-        std::cmp::Ordering::Less => T::from_f64(0.0),
-    });
-    let u = Mat::from_fn(
-        n,
-        n,
-        |i, j| if i <= j { lu[(i, j)] } else { T::from_f64(0.0) },
-    );
-    faer::linalg::matmul::matmul(
-        pa.as_mut(),
-        faer::Accum::Add,
-        l.as_ref(),
-        u.as_ref(),
-        T::from_f64(-1.0),
-        faer::get_global_parallelism(),
-    );
-    let max = |m: MatRef<'_, T>| {
-        m.col_iter()
-            .flat_map(|c| c.iter().map(|x| x.abs_f64()).collect::<Vec<_>>())
-            .fold(0.0, f64::max)
-    };
-    let ratio = norm1(pa.as_ref()) / (n as f64 * norm1(a) * T::PRECISION.epsilon());
-    (ratio, max(u.as_ref()) / max(a))
-}
-
-/// ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
-fn backward_error<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
-    let r = a * x - b;
-    let scale = norm1(a) * norm1(x) * a.nrows() as f64 * T::PRECISION.epsilon();
-    if scale == 0.0 {
-        0.0
-    } else {
-        norm1(r.as_ref()) / scale
-    }
 }
 
 pub fn print(r: &LuReport) {

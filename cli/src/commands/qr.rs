@@ -226,7 +226,8 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     let flops =
         (2.0 * long * short * short - 2.0 * short.powi(3) / 3.0) * T::PRECISION.flop_factor();
     let factor = qr.factor(a.as_ref())?;
-    let (residual, orthogonality) = check(a.as_ref(), &factor)?;
+    let (residual, orthogonality) =
+        check_qr(a.as_ref(), factor.thin_q()?.as_ref(), factor.r().as_ref());
     let mut report = QrReport {
         m,
         n,
@@ -316,40 +317,48 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         });
     }
     if let Some(k) = args.lstsq {
-        report.lstsq = Some(lstsq(
-            &qr,
-            a.as_ref(),
-            k,
+        let peer_runs = PeerRuns {
             runs,
-            args.compare,
-            &pool,
+            compare: args.compare,
+            pool: &pool,
             cores,
-            args.seed,
-        )?);
+        };
+        report.lstsq = Some(lstsq(&qr, a.as_ref(), k, args.seed, &peer_runs)?);
     }
     Ok(report)
 }
 
-/// Least squares with `k` right-hand sides: hetla's (factorisation and solve), and with `compare`
-/// faer's and LAPACK ?gels, each timed the same way.
-#[allow(clippy::too_many_arguments)]
+/// How a run and its peers are timed: `runs` (None: one cold run), whether the peers run
+/// (`compare`), and the pool of `cores` threads faer's peers run on.
+struct PeerRuns<'p> {
+    runs: Option<usize>,
+    compare: bool,
+    pool: &'p rayon::ThreadPool,
+    cores: usize,
+}
+
+/// Least squares with `k` right-hand sides (B generated from `seed`): hetla's (factorisation and
+/// solve), and with `peer_runs.compare` faer's and LAPACK ?gels, each timed the same way.
 fn lstsq<T: Scalar>(
     qr: &Qr,
     a: MatRef<'_, T>,
     k: usize,
-    runs: Option<usize>,
-    compare: bool,
-    pool: &rayon::ThreadPool,
-    cores: usize,
     seed: u64,
+    peer_runs: &PeerRuns<'_>,
 ) -> Result<LstsqReport> {
+    let PeerRuns {
+        runs,
+        compare,
+        pool,
+        cores,
+    } = *peer_runs;
     let b: Mat<T> = hetla::matgen::random_block_in(a.nrows(), seed + 1, 0..a.nrows(), 0..k);
     let (x, t) = peers::repeat(runs, || {
         let start = Instant::now();
         let x = qr.solve_least_squares(a, b.as_ref())?;
         Ok((x, start.elapsed().as_secs_f64()))
     })?;
-    let normal_residual = normal_residual(a, x.as_ref(), b.as_ref());
+    let normal_residual = hetla::check::least_squares_residual(a, x.as_ref(), b.as_ref());
     // Rates as the factorisation's flops plus the solve's, the same for every peer.
     let (m, n) = (a.nrows() as f64, a.ncols() as f64);
     let flops = (2.0 * m * n * n - 2.0 * n * n * n / 3.0 + 4.0 * m * n * k as f64)
@@ -401,56 +410,12 @@ fn lstsq<T: Scalar>(
     Ok(report)
 }
 
-fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
-    (0..m.ncols())
-        .map(|j| m.col(j).iter().map(|x| x.abs_f64()).sum::<f64>())
-        .fold(0.0, f64::max)
-}
-
-/// dqrt01's ratios: ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps), Q the thin Q.
-fn check<T: Scalar>(a: MatRef<'_, T>, f: &hetla::QrFactor<T>) -> Result<(f64, f64)> {
-    let (q, r) = (f.thin_q()?, f.r());
-    Ok(check_qr(a, q.as_ref(), r.as_ref()))
-}
-
-/// dqrt01's ratios of a thin Q and its R.
+/// dqrt01's ratios of a thin Q and its R: ||A - Q R|| and ||I - Q^H Q||.
 fn check_qr<T: Scalar>(a: MatRef<'_, T>, q: MatRef<'_, T>, r: MatRef<'_, T>) -> (f64, f64) {
-    let m = a.nrows();
-    let eps = T::PRECISION.epsilon();
-    let par = faer::get_global_parallelism();
-    let mut d = a.to_owned();
-    faer::linalg::matmul::matmul(
-        d.as_mut(),
-        faer::Accum::Add,
-        q.as_ref(),
-        r.as_ref(),
-        T::from_f64(-1.0),
-        par,
-    );
-    let residual = norm1(d.as_ref()) / (m as f64 * norm1(a).max(f64::MIN_POSITIVE) * eps);
-    let k = q.ncols();
-    let mut e = Mat::<T>::identity(k, k);
-    faer::linalg::matmul::matmul(
-        e.as_mut(),
-        faer::Accum::Add,
-        q.adjoint(),
-        q.as_ref(),
-        T::from_f64(-1.0),
-        par,
-    );
-    (residual, norm1(e.as_ref()) / (m as f64 * eps))
-}
-
-/// ||A^H R||_1 / (||A||_1 ||R||_1 m eps) with R = B - A X (LAPACK's dqrt17-like test of a
-/// least-squares solution: the residual is orthogonal to A's range).
-fn normal_residual<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, b: MatRef<'_, T>) -> f64 {
-    let r = b - a * x;
-    let scale = norm1(a) * norm1(r.as_ref()) * a.nrows() as f64 * T::PRECISION.epsilon();
-    if scale == 0.0 {
-        0.0
-    } else {
-        norm1((a.adjoint() * &r).as_ref()) / scale
-    }
+    (
+        hetla::check::qr_residual(a, q, r),
+        hetla::check::orthogonality(q),
+    )
 }
 
 pub fn print(r: &QrReport) {
