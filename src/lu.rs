@@ -27,9 +27,9 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
 
 /// The block width LU uses for a matrix of order `n` on `backend` when none is given: the whole
-/// matrix up to [`SINGLE_TILE_UP_TO`] (one panel call), else 256 columns, and 384 from order 4096
-/// on with faer (whose product gains more from the wider inner dimension: 4.08 s against 4.27-4.36
-/// s at n = 8192 on 2 cores, AVX-512; OpenBLAS's was as fast at 256; see the LU issue's note).
+/// matrix up to order 512 (one panel call), else 256 columns, and 384 from order 4096 on with faer
+/// (whose product gains more from the wider inner dimension: 4.08 s against 4.27-4.36 s at n = 8192
+/// on 2 cores, AVX-512; OpenBLAS's was as fast at 256; see the LU issue's note).
 pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
     if n <= SINGLE_TILE_UP_TO {
         n.max(1)

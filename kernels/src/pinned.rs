@@ -49,7 +49,8 @@ impl HostRange {
     }
 }
 
-/// The register of page-locked host ranges (see the [module](self) documentation).
+/// The register of page-locked host ranges, process-wide: a GPU copy whose host tile lies wholly
+/// inside a registered range goes direct, any other through staging.
 #[derive(Debug, Default)]
 pub struct PinnedRanges(Mutex<Vec<HostRange>>);
 

@@ -189,7 +189,8 @@ const PACK_SAMPLES: usize = 5;
 
 /// The rates at which pools of each of `sizes` cores (the first cores of `topology`, one thread a
 /// core) pack a 64 MiB tile read from a larger column-major matrix into a contiguous buffer, by the
-/// staged data path's own copy (`copy_by_columns`): the median of [`PACK_SAMPLES`] after a warm-up.
+/// staged data path's own copy (`copy_by_columns`): the median of 5 (`PACK_SAMPLES`) after a
+/// warm-up.
 pub fn calibrate_packing(
     topology: &hetla_clusters::Topology,
     sizes: &[usize],

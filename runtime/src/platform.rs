@@ -486,7 +486,7 @@ pub const MAX_BORROWED_COPY_CORES: usize = 8;
 /// The logical CPUs each device packs its copies on: its host thread's core and, dealt in turn, the
 /// cores that neither a cluster nor a host thread uses (all of them with `--clusters none`). When
 /// that makes fewer than each device's share of the clusters' cores, up to
-/// [`MAX_BORROWED_COPY_CORES`], cores of the clusters are borrowed (dealt in turn, so devices
+/// `MAX_BORROWED_COPY_CORES` (8), cores of the clusters are borrowed (dealt in turn, so devices
 /// borrow different ones): the packing threads share those cores with the clusters' kernels for the
 /// milliseconds a copy takes. `wanted` ([`COPY_CORES_VAR`]) sets the count instead. Real platforms
 /// and modelled ones (a simulation of the staged data path, [`crate::Staging`]) follow this rule.

@@ -108,7 +108,8 @@ fn upper_part<T: Scalar>(upper: MatRef<'_, T>, rows: usize) -> Mat<T> {
 /// above `rcond` times the largest (`None`: the precision's eps). With m >= n the tiled QR comes
 /// first: a matrix clearly of full column rank (every |R_ii| above sqrt(rcond) times the largest)
 /// is solved by it as [`crate::lstsq`] does; any other case by the complete orthogonal
-/// factorisation of the [module](self) documentation.
+/// factorisation: the first r rows of R, [R_11 R_12], factored as [R_11 R_12]^H = Z S, and x = P Z
+/// S^-H (Q^H B)_1.
 pub fn lstsq_rank<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
