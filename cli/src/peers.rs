@@ -138,6 +138,42 @@ pub fn library_cholesky<T: Scalar>(
     ))
 }
 
+/// Times a library's own factorisation of `a` on each available backend, as the peers of a run of
+/// `flops`: faer's on a pool of `cores` threads, OpenBLAS's on its own threads called from this
+/// thread as a user's program would (its recursive routines need more stack than a rayon worker
+/// has). Each run factors a fresh copy of `a` (the copy untimed), `runs` as [`repeat`]'s; `name`
+/// names a backend's peer ("faer-lu", "openblas-dgetrf"), `factor` runs it.
+pub fn library_peers<T: Scalar>(
+    a: &Mat<T>,
+    cores: usize,
+    runs: Option<usize>,
+    flops: f64,
+    name: impl Fn(Backend) -> String,
+    factor: impl Fn(Backend, MatMut<'_, T>, hetla::Par) -> Result<(), hetla_kernels::KernelError> + Sync,
+) -> Result<Vec<PeerRate>> {
+    let pool = pool(cores)?;
+    let mut rates = Vec::new();
+    for backend in Backend::available() {
+        let name = name(backend);
+        let ((), t) = repeat(runs, || {
+            let mut m = a.clone();
+            let start = Instant::now();
+            let par = hetla::Par::rayon(cores);
+            let result = match backend {
+                Backend::Faer => pool.install(|| factor(backend, m.as_mut(), par)),
+                Backend::OpenBlas => factor(backend, m.as_mut(), par),
+            };
+            result.map_err(|source| Error::Peer {
+                name: name.clone(),
+                source,
+            })?;
+            Ok(((), start.elapsed().as_secs_f64()))
+        })?;
+        rates.push(PeerRate::from_timings(&name, t, flops));
+    }
+    Ok(rates)
+}
+
 /// Times a library's own inverse of the whole SPD matrix, factorisation included (faer's llt +
 /// inverse on a pool of `threads`, LAPACK ?potrf + ?potri on OpenBLAS's threads); seconds.
 pub fn library_inverse<T: Scalar>(

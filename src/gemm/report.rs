@@ -3,7 +3,7 @@
 use hetla_bounds::communication::{
     device_transfers_lower_bound, equal_finish_split, half_perimeter_lower_bound,
 };
-use hetla_runtime::{HOST, LinkBytes, MemoryNode, PageLocked, Trace};
+use hetla_runtime::{HOST, LinkBytes, MemoryNode, PageLocked, Trace, WorkerInfo};
 use serde::Serialize;
 
 use super::cost::Machine;
@@ -113,29 +113,8 @@ impl Gemm {
         let seconds = trace.makespan;
         let summary = trace.summary();
         let workers = machine.workers;
-        // Bytes per device: every copy into or out of its node.
-        let devices: Vec<usize> = {
-            let mut nodes: Vec<usize> = workers
-                .iter()
-                .map(|w| w.node.0)
-                .filter(|&n| n != 0)
-                .collect();
-            nodes.sort_unstable();
-            nodes.dedup();
-            nodes
-        };
-        let per_device: Vec<(String, usize)> = devices
-            .iter()
-            .map(|&node| {
-                let bytes = trace
-                    .transfers
-                    .iter()
-                    .filter(|t| t.transfer.from.0 == node || t.transfer.to.0 == node)
-                    .map(|t| t.transfer.bytes)
-                    .sum();
-                (hetla_runtime::node_name(MemoryNode(node)), bytes)
-            })
-            .collect();
+        let devices = device_nodes(workers);
+        let per_device = bytes_per_device(trace, &devices);
         let total = trace.transfers.iter().map(|t| t.transfer.bytes).sum();
         let updates_on = |node: usize| {
             trace
@@ -185,7 +164,7 @@ impl Gemm {
                 .iter()
                 .filter(|&&(node, area)| node != HOST.0 && area > 0.0 && !placed)
                 .map(|&(_, area)| t * half_perimeter_lower_bound(area, r, s) + area)
-                .sum::<f64>()
+                .fold(0.0, |sum, bytes| sum + bytes)
                 * tile_bytes
         });
         let flops = 2.0 * m as f64 * n as f64 * k as f64 * machine.precision.flop_factor();
@@ -221,4 +200,32 @@ impl Gemm {
                 .then(|| trace.host_memory.clone()),
         }
     }
+}
+
+/// The memory nodes of the devices among `workers` (every node but the host's), in order.
+fn device_nodes(workers: &[WorkerInfo]) -> Vec<usize> {
+    let mut nodes: Vec<usize> = workers
+        .iter()
+        .map(|w| w.node.0)
+        .filter(|&n| n != 0)
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// Bytes per device: every copy of `trace` into or out of its node, by the node's name.
+fn bytes_per_device(trace: &Trace, devices: &[usize]) -> Vec<(String, usize)> {
+    devices
+        .iter()
+        .map(|&node| {
+            let bytes = trace
+                .transfers
+                .iter()
+                .filter(|t| t.transfer.from.0 == node || t.transfer.to.0 == node)
+                .map(|t| t.transfer.bytes)
+                .sum();
+            (hetla_runtime::node_name(MemoryNode(node)), bytes)
+        })
+        .collect()
 }

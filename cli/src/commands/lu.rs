@@ -238,38 +238,17 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         mixed: None,
     };
     if args.compare {
-        let mut rates = Vec::new();
-        for backend in Backend::available() {
-            let name = match backend {
+        let rates = peers::library_peers(
+            &a,
+            cores,
+            runs,
+            flops,
+            |backend| match backend {
                 Backend::Faer => "faer-lu".to_owned(),
                 Backend::OpenBlas => format!("openblas-{}getrf", T::PRECISION),
-            };
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(cores)
-                .build()
-                .map_err(|e| Error::Spawn {
-                    threads: cores,
-                    reason: e.to_string(),
-                })?;
-            let ((), t) = peers::repeat(runs, || {
-                let mut m = a.clone();
-                let start = Instant::now();
-                let par = hetla::Par::rayon(cores);
-                let result = match backend {
-                    Backend::Faer => pool.install(|| backend.library_lu(m.as_mut(), par)),
-                    // OpenBLAS runs ?getrf on its own threads; its recursive parallel getrf
-                    // needs more stack than a rayon worker's, so it is called from this thread
-                    // (as a user's program would).
-                    Backend::OpenBlas => backend.library_lu(m.as_mut(), par),
-                };
-                result.map_err(|source| Error::Peer {
-                    name: name.clone(),
-                    source,
-                })?;
-                Ok(((), start.elapsed().as_secs_f64()))
-            })?;
-            rates.push(PeerRate::from_timings(&name, t, flops));
-        }
+            },
+            |backend, m, par| backend.library_lu(m, par).map(|_| ()),
+        )?;
         report.ratios = rates
             .iter()
             .map(|p| (p.name.clone(), report.gflops / p.gflops))

@@ -264,29 +264,17 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             reason: e.to_string(),
         })?;
     if args.compare {
-        let mut rates = Vec::new();
-        for backend in Backend::available() {
-            let name = match backend {
+        let rates = peers::library_peers(
+            &a,
+            cores,
+            runs,
+            flops,
+            |backend| match backend {
                 Backend::Faer => "faer-qr".to_owned(),
                 Backend::OpenBlas => format!("openblas-{}geqrf", T::PRECISION),
-            };
-            let ((), t) = peers::repeat(runs, || {
-                let mut f = a.clone();
-                let start = Instant::now();
-                let par = hetla::Par::rayon(cores);
-                let result = match backend {
-                    Backend::Faer => pool.install(|| backend.library_qr(f.as_mut(), par)),
-                    // OpenBLAS's own threads, called from this thread as a user would.
-                    Backend::OpenBlas => backend.library_qr(f.as_mut(), par),
-                };
-                result.map_err(|source| Error::Peer {
-                    name: name.clone(),
-                    source,
-                })?;
-                Ok(((), start.elapsed().as_secs_f64()))
-            })?;
-            rates.push(PeerRate::from_timings(&name, t, flops));
-        }
+            },
+            |backend, m, par| backend.library_qr(m, par),
+        )?;
         report.ratios = rates
             .iter()
             .map(|p| (p.name.clone(), report.gflops / p.gflops))
