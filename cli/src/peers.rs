@@ -86,7 +86,8 @@ impl PeerRate {
     }
 }
 
-fn pool(threads: usize) -> Result<rayon::ThreadPool> {
+/// A rayon pool of `threads` threads for a peer (faer's calls run inside it).
+pub fn pool(threads: usize) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
 use crate::peers::{self, PeerRate, Timings};
-use crate::{Error, Result};
+use crate::Result;
 
 #[derive(Args)]
 pub struct BatchArgs {
@@ -159,13 +159,7 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         ratio_to_loop: None,
     };
     if args.compare {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(cores)
-            .build()
-            .map_err(|e| Error::Spawn {
-                threads: cores,
-                reason: e.to_string(),
-            })?;
+        let pool = peers::pool(cores)?;
         // faer's own calls read its global parallelism: one thread per system, as hetla's.
         let global = faer::get_global_parallelism();
         faer::set_global_parallelism(Par::Seq);

@@ -162,7 +162,8 @@ pub fn run(args: &QrArgs) -> Result<QrReport> {
     }
 }
 
-fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
+/// The run's memory and its options' shapes, checked before any work.
+fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
     let (m, n) = (args.m, args.n);
     hetla::limits::check_memory(
         &format!("three {m} x {n} matrices"),
@@ -188,6 +189,12 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             reason: format!("least squares with {k} right-hand sides needs m >= n, got {m} x {n}"),
         }));
     }
+    Ok(())
+}
+
+fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
+    check_args::<T>(args)?;
+    let (m, n) = (args.m, args.n);
     let platform = std::sync::Arc::new(hetla::Platform::with_store(
         &args.clusters,
         args.platform.backend,
@@ -256,13 +263,6 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         lstsq: None,
         cholqr: None,
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(cores)
-        .build()
-        .map_err(|e| Error::Spawn {
-            threads: cores,
-            reason: e.to_string(),
-        })?;
     if args.compare {
         let rates = peers::library_peers(
             &a,
@@ -282,29 +282,11 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         report.peers = Some(rates);
     }
     if args.cholqr {
-        let cholqr = hetla::CholeskyQr::with(qr.clone());
-        let (f, t) = peers::repeat(runs, || {
-            let start = Instant::now();
-            let f = cholqr.factor(a.as_ref())?;
-            Ok((f, start.elapsed().as_secs_f64()))
-        })?;
-        let (residual, orthogonality) = check_qr(a.as_ref(), f.thin_q()?.as_ref(), f.r().as_ref());
-        report.cholqr = Some(CholQrReport {
-            seconds: t.best,
-            median_seconds: t.median,
-            gflops: flops / t.best / 1e9,
-            path: f.path().clone(),
-            residual,
-            orthogonality,
-            ratios: report
-                .peers
-                .iter()
-                .flatten()
-                .map(|p| (p.name.clone(), p.seconds / t.best))
-                .collect(),
-        });
+        let peers = report.peers.as_deref().unwrap_or_default();
+        report.cholqr = Some(cholqr(&qr, a.as_ref(), runs, flops, peers)?);
     }
     if let Some(k) = args.lstsq {
+        let pool = peers::pool(cores)?;
         let peer_runs = PeerRuns {
             runs,
             compare: args.compare,
@@ -314,6 +296,36 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         report.lstsq = Some(lstsq(&qr, a.as_ref(), k, args.seed, &peer_runs)?);
     }
     Ok(report)
+}
+
+/// CholeskyQR2 of `a` with `qr`'s options, timed (`runs`), checked as the QR is, its time beside
+/// the QR's `peers` (a run of `flops`).
+fn cholqr<T: Scalar>(
+    qr: &Qr,
+    a: MatRef<'_, T>,
+    runs: Option<usize>,
+    flops: f64,
+    peers: &[PeerRate],
+) -> Result<CholQrReport> {
+    let cholqr = hetla::CholeskyQr::with(qr.clone());
+    let (f, t) = peers::repeat(runs, || {
+        let start = Instant::now();
+        let f = cholqr.factor(a)?;
+        Ok((f, start.elapsed().as_secs_f64()))
+    })?;
+    let (residual, orthogonality) = check_qr(a, f.thin_q()?.as_ref(), f.r().as_ref());
+    Ok(CholQrReport {
+        seconds: t.best,
+        median_seconds: t.median,
+        gflops: flops / t.best / 1e9,
+        path: f.path().clone(),
+        residual,
+        orthogonality,
+        ratios: peers
+            .iter()
+            .map(|p| (p.name.clone(), p.seconds / t.best))
+            .collect(),
+    })
 }
 
 /// How a run and its peers are timed: `runs` (None: one cold run), whether the peers run
