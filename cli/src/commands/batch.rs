@@ -13,8 +13,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
-use crate::peers::{self, PeerRate, Timings};
 use crate::Result;
+use crate::peers::{self, PeerRate, Timings};
 
 #[derive(Args)]
 pub struct BatchArgs {

@@ -248,16 +248,7 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
 
 /// A product on this machine in precision `T`.
 fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput> {
-    // The three matrices, C's copy and the check's reference product.
-    let (m, n, k) = (args.m, args.n, args.k);
-    let scale = |b: u128| b / 8 * size_of::<T>() as u128;
-    let bytes = scale(hetla::limits::matrix_bytes(m, k))
-        .saturating_add(scale(hetla::limits::matrix_bytes(k, n)))
-        .saturating_add(scale(hetla::limits::matrix_bytes(m, n)).saturating_mul(3));
-    hetla::limits::check_memory(
-        &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
-        bytes,
-    )?;
+    check_memory::<T>(args)?;
     let mut clock = Stopwatch::start();
     let platform = args.gpus.platform(&args.clusters, &args.cpu)?;
     clock.lap("platform");
@@ -349,31 +340,9 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
             flops,
         ));
     }
-    // With a CUDA GPU in the platform: cuBLAS on device-resident matrices and from host memory,
-    // GPU 0, the same product without transposes or beta (its fastest case).
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(super::args::Compare::gpu) && crate::peers::real_gpu(&platform) {
-        // A and B as they are when not transposed, else the same product's untransposed
-        // operands.
-        let (fresh_a, fresh_b);
-        let a = if args.transa {
-            fresh_a = hetla::matgen::random_in::<T>(args.m, args.k, args.seed);
-            &fresh_a
-        } else {
-            &a
-        };
-        let b = if args.transb {
-            fresh_b = hetla::matgen::random_in::<T>(args.k, args.n, args.seed + 1);
-            &fresh_b
-        } else {
-            &b
-        };
-        peers.extend(crate::peers::cublas_gemm(
-            a.as_ref(),
-            b.as_ref(),
-            0,
-            repeat.unwrap_or(1),
-        )?);
+        peers.extend(gpu_peers(args, &a, &b, repeat)?);
     }
     clock.lap("peers");
     let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
@@ -390,6 +359,46 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         ratio_to_peers,
         phases: clock.phases(),
     })
+}
+
+/// The memory of a run: the three matrices, C's copy and the check's reference product.
+fn check_memory<T: Scalar>(args: &GemmArgs) -> crate::Result<()> {
+    let (m, n, k) = (args.m, args.n, args.k);
+    let scale = |b: u128| b / 8 * size_of::<T>() as u128;
+    let bytes = scale(hetla::limits::matrix_bytes(m, k))
+        .saturating_add(scale(hetla::limits::matrix_bytes(k, n)))
+        .saturating_add(scale(hetla::limits::matrix_bytes(m, n)).saturating_mul(3));
+    hetla::limits::check_memory(
+        &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
+        bytes,
+    )?;
+    Ok(())
+}
+
+/// With a CUDA GPU in the platform: cuBLAS on device-resident matrices and from host memory, GPU 0,
+/// the same product without transposes or beta (its fastest case): A and B as they are when not
+/// transposed (`a`, `b` as stored), else the same product's untransposed operands.
+#[cfg(feature = "cuda")]
+fn gpu_peers<T: Scalar>(
+    args: &GemmArgs,
+    a: &faer::Mat<T>,
+    b: &faer::Mat<T>,
+    repeat: Option<usize>,
+) -> crate::Result<[crate::peers::PeerRate; 2]> {
+    let (fresh_a, fresh_b);
+    let a = if args.transa {
+        fresh_a = hetla::matgen::random_in::<T>(args.m, args.k, args.seed);
+        &fresh_a
+    } else {
+        a
+    };
+    let b = if args.transb {
+        fresh_b = hetla::matgen::random_in::<T>(args.k, args.n, args.seed + 1);
+        &fresh_b
+    } else {
+        b
+    };
+    crate::peers::cublas_gemm(a.as_ref(), b.as_ref(), 0, repeat.unwrap_or(1))
 }
 
 /// Prints a product's report as a table.
