@@ -376,6 +376,15 @@ impl PlatformModel {
     }
 
     pub(super) fn validate(&self) -> Result<()> {
+        self.validate_cpu()?;
+        match &self.gpu {
+            Some(gpu) => self.validate_gpu(gpu),
+            None => Ok(()),
+        }
+    }
+
+    /// The CPU part: counts, overheads, and each kernel given once with its rates in range.
+    fn validate_cpu(&self) -> Result<()> {
         let bad = |reason: String| Err(model_error(&self.name, reason));
         let cpu = &self.cpu;
         if cpu.packages == 0 || cpu.cores_per_package == 0 || cpu.numa_per_package == 0 {
@@ -445,64 +454,68 @@ impl PlatformModel {
                 }
             }
         }
-        if let Some(gpu) = &self.gpu {
-            if gpu.count > hetla_runtime::MAX_GPUS {
+        Ok(())
+    }
+
+    /// The GPU part: count, memory, links, staging and each kernel given once.
+    fn validate_gpu(&self, gpu: &GpuModel) -> Result<()> {
+        let bad = |reason: String| Err(model_error(&self.name, reason));
+        if gpu.count > hetla_runtime::MAX_GPUS {
+            return bad(format!(
+                "gpu.count is {}; a model may have at most {} GPUs",
+                gpu.count,
+                hetla_runtime::MAX_GPUS
+            ));
+        }
+        if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {
+            return bad(format!(
+                "gpu.memory_gb is {}; it must be > 0",
+                gpu.memory_gb
+            ));
+        }
+        if gpu.link.host_shared_by == 0 || gpu.link.host_shared_by > gpu.count.max(1) {
+            return bad(format!(
+                "gpu.link.host_shared_by is {}; it must be from 1 (each GPU has its own host link) to gpu.count ({})",
+                gpu.link.host_shared_by, gpu.count
+            ));
+        }
+        let links = [
+            ("h2d", Some(gpu.link.h2d)),
+            ("d2h", Some(gpu.link.d2h)),
+            ("p2p", gpu.link.p2p),
+        ];
+        for (name, rate) in links {
+            if let Some(r) = rate
+                && !(r.latency_us.is_finite()
+                    && r.latency_us >= 0.0
+                    && r.gb_per_s.is_finite()
+                    && r.gb_per_s > 0.0)
+            {
                 return bad(format!(
-                    "gpu.count is {}; a model may have at most {} GPUs",
-                    gpu.count,
-                    hetla_runtime::MAX_GPUS
+                    "gpu.link.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
+                    r.latency_us, r.gb_per_s
                 ));
             }
-            if !(gpu.memory_gb.is_finite() && gpu.memory_gb > 0.0) {
+        }
+        for (i, p) in gpu.staging.iter().enumerate() {
+            let increasing = i == 0 || gpu.staging[i - 1].cores < p.cores;
+            if p.cores == 0 || !increasing || !(p.gb_per_s.is_finite() && p.gb_per_s > 0.0) {
                 return bad(format!(
-                    "gpu.memory_gb is {}; it must be > 0",
-                    gpu.memory_gb
+                    "gpu.staging: {} cores at {} GB/s; give core counts from 1 up in increasing order, each with its rate (> 0), or no staging for copies straight from page-locked memory",
+                    p.cores, p.gb_per_s
                 ));
             }
-            if gpu.link.host_shared_by == 0 || gpu.link.host_shared_by > gpu.count.max(1) {
+        }
+        for (i, k) in gpu.kernels.iter().enumerate() {
+            check_rate(&self.name, &k.op, k.tile, k.gflops)?;
+            if gpu.kernels[..i]
+                .iter()
+                .any(|o| o.op == k.op && o.tile == k.tile && o.precision == k.precision)
+            {
                 return bad(format!(
-                    "gpu.link.host_shared_by is {}; it must be from 1 (each GPU has its own host link) to gpu.count ({})",
-                    gpu.link.host_shared_by, gpu.count
+                    "gpu kernel {} at tile {} in precision {} is given twice; give each (op, tile, precision) once",
+                    k.op, k.tile, k.precision
                 ));
-            }
-            let links = [
-                ("h2d", Some(gpu.link.h2d)),
-                ("d2h", Some(gpu.link.d2h)),
-                ("p2p", gpu.link.p2p),
-            ];
-            for (name, rate) in links {
-                if let Some(r) = rate
-                    && !(r.latency_us.is_finite()
-                        && r.latency_us >= 0.0
-                        && r.gb_per_s.is_finite()
-                        && r.gb_per_s > 0.0)
-                {
-                    return bad(format!(
-                        "gpu.link.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
-                        r.latency_us, r.gb_per_s
-                    ));
-                }
-            }
-            for (i, p) in gpu.staging.iter().enumerate() {
-                let increasing = i == 0 || gpu.staging[i - 1].cores < p.cores;
-                if p.cores == 0 || !increasing || !(p.gb_per_s.is_finite() && p.gb_per_s > 0.0) {
-                    return bad(format!(
-                        "gpu.staging: {} cores at {} GB/s; give core counts from 1 up in increasing order, each with its rate (> 0), or no staging for copies straight from page-locked memory",
-                        p.cores, p.gb_per_s
-                    ));
-                }
-            }
-            for (i, k) in gpu.kernels.iter().enumerate() {
-                check_rate(&self.name, &k.op, k.tile, k.gflops)?;
-                if gpu.kernels[..i]
-                    .iter()
-                    .any(|o| o.op == k.op && o.tile == k.tile && o.precision == k.precision)
-                {
-                    return bad(format!(
-                        "gpu kernel {} at tile {} in precision {} is given twice; give each (op, tile, precision) once",
-                        k.op, k.tile, k.precision
-                    ));
-                }
             }
         }
         Ok(())
