@@ -386,21 +386,6 @@ pub fn simulate_grid(
     }
     let bytes_expected = bytes_sent(&grid, &split.messages, tile_bytes);
     let makespan_ms = run.makespan * 1e3;
-    let mean_busy = |trace: &Trace, kind: ResourceKind| {
-        let summary = trace.summary();
-        let busy: Vec<f64> = summary
-            .workers
-            .iter()
-            .zip(&trace.workers)
-            .filter(|(_, w)| w.kind == kind)
-            .map(|(s, _)| s.busy_fraction)
-            .collect();
-        if busy.is_empty() {
-            0.0
-        } else {
-            busy.iter().sum::<f64>() / busy.len() as f64
-        }
-    };
     let gflops = plan.flops() / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
     let report = GridSimReport {
         precision: plan.precision(),
@@ -439,21 +424,45 @@ pub fn simulate_grid(
             .collect(),
         simulation_seconds,
     };
+    let whole: Vec<&[TaskId]> = split.ranks.iter().map(|r| r.whole.as_slice()).collect();
+    Ok((report, one_trace(run.ranks, &whole, run.makespan)))
+}
+
+/// The mean busy fraction of `trace`'s workers of `kind` (0 without one).
+fn mean_busy(trace: &Trace, kind: ResourceKind) -> f64 {
+    let summary = trace.summary();
+    let busy: Vec<f64> = summary
+        .workers
+        .iter()
+        .zip(&trace.workers)
+        .filter(|(_, w)| w.kind == kind)
+        .map(|(s, _)| s.busy_fraction)
+        .collect();
+    if busy.is_empty() {
+        0.0
+    } else {
+        busy.iter().sum::<f64>() / busy.len() as f64
+    }
+}
+
+/// The ranks' traces as one: every rank's workers, named `node{rank}.{worker}`, and their tasks
+/// under the whole graph's ids (`whole[rank]` maps a rank's task ids to the whole graph's).
+fn one_trace(ranks: Vec<Trace>, whole: &[&[TaskId]], makespan: f64) -> Trace {
     let mut workers = Vec::new();
     let mut tasks = Vec::new();
-    for (rank, (trace, share)) in run.ranks.into_iter().zip(&split.ranks).enumerate() {
+    for (rank, (trace, whole)) in ranks.into_iter().zip(whole).enumerate() {
         let first = workers.len();
         workers.extend(trace.workers.into_iter().map(|mut w| {
             w.name = format!("node{rank}.{}", w.name);
             w
         }));
         tasks.extend(trace.tasks.into_iter().map(|mut e| {
-            e.task = share.whole[e.task.0];
+            e.task = whole[e.task.0];
             e.worker = WorkerId(e.worker.0 + first);
             e
         }));
     }
-    Ok((report, Trace::new(workers, tasks, run.makespan)))
+    Trace::new(workers, tasks, makespan)
 }
 
 fn is_double(p: &Precision) -> bool {
