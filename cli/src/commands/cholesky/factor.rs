@@ -529,6 +529,33 @@ pub fn print(r: &CholeskyReport) {
             memory.platform_bytes as f64 / 1048576.0
         );
     }
+    print_resources(r);
+    if let Some(inv) = &r.inverse {
+        print_inverse(inv, r.precision);
+    }
+    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
+        print_bounds(bounds);
+        println!(
+            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
+        );
+    }
+    if let Some(c) = &r.tile_choice {
+        print_tile_choice(c);
+    }
+    if let Some(p) = &r.predicted_bounds {
+        println!(
+            "  predicted mixed bound {:.3} ms ({:.2} Gflop/s) from the stored models, before the run",
+            p.mixed_ms, p.mixed_gflops
+        );
+    }
+    if let Some(peers) = &r.peers {
+        print_peers(r, peers);
+    }
+    print_phases(&r.phases);
+}
+
+/// What the run used: its workers, GPUs, the bytes each link moved and the kernels' rates.
+fn print_resources(r: &CholeskyReport) {
     for w in &r.workers {
         println!(
             "  worker    {:<6} {:4} tasks, busy {:5.1}%",
@@ -562,90 +589,82 @@ pub fn print(r: &CholeskyReport) {
             k.gflops
         );
     }
-    if let Some(inv) = &r.inverse {
+}
+
+/// The inverse's lines of a report: time, rate, residual and its peers.
+fn print_inverse(inv: &InverseReport, precision: hetla::Precision) {
+    println!(
+        "  inverse   {:.4} s, {:.2} Gflop/s (factor + inverse: n^3 flops{}); residual {:.3e} ||AX - I||_1 / (n ||A||_1 ||X||_1 eps), {}",
+        inv.seconds,
+        inv.gflops,
+        if precision.is_complex() {
+            ", 4x real"
+        } else {
+            ""
+        },
+        inv.residual,
+        if inv.residual_ok { "ok" } else { "TOO LARGE" }
+    );
+    for p in inv.peers.iter().flatten() {
         println!(
-            "  inverse   {:.4} s, {:.2} Gflop/s (factor + inverse: n^3 flops{}); residual {:.3e} ||AX - I||_1 / (n ||A||_1 ||X||_1 eps), {}",
-            inv.seconds,
-            inv.gflops,
-            if r.precision.is_complex() {
-                ", 4x real"
+            "  inv peer  {:<22} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
+            p.name, p.seconds, p.gflops, p.median_seconds
+        );
+    }
+    if let Some(ratio) = inv.ratio_to_best_peer {
+        println!("  inv ratio hetla / best inverse peer {ratio:.3}");
+    }
+}
+
+/// The tile the run chose and why, with the predicted makespans of the candidates.
+fn print_tile_choice(c: &hetla::TileChoice) {
+    if c.predictions.is_empty() {
+        return;
+    }
+    let predictions: Vec<String> = c
+        .predictions
+        .iter()
+        .map(|(b, ms)| format!("{b}: {ms:.1} ms"))
+        .collect();
+    println!(
+        "  tile      {}: {} (predicted makespans {}){}",
+        c.tile,
+        c.reason(),
+        predictions.join(", "),
+        if c.calibrated.is_empty() {
+            String::new()
+        } else {
+            format!("; timed first: {:?}", c.calibrated)
+        }
+    );
+}
+
+/// The peers' lines of a report and hetla's ratios to them.
+fn print_peers(r: &CholeskyReport, peers: &[peers::PeerRate]) {
+    for p in peers {
+        println!(
+            "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s{}",
+            p.name,
+            p.seconds,
+            p.gflops,
+            if p.runs > 1 {
+                format!(" (best of {}; median {:.4} s)", p.runs, p.median_seconds)
             } else {
-                ""
-            },
-            inv.residual,
-            if inv.residual_ok { "ok" } else { "TOO LARGE" }
-        );
-        for p in inv.peers.iter().flatten() {
-            println!(
-                "  inv peer  {:<22} {:8.4} s  {:7.2} Gflop/s (median {:.4} s)",
-                p.name, p.seconds, p.gflops, p.median_seconds
-            );
-        }
-        if let Some(ratio) = inv.ratio_to_best_peer {
-            println!("  inv ratio hetla / best inverse peer {ratio:.3}");
-        }
-    }
-    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
-        print_bounds(bounds);
-        println!(
-            "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
-        );
-    }
-    if let Some(c) = &r.tile_choice
-        && !c.predictions.is_empty()
-    {
-        let predictions: Vec<String> = c
-            .predictions
-            .iter()
-            .map(|(b, ms)| format!("{b}: {ms:.1} ms"))
-            .collect();
-        println!(
-            "  tile      {}: {} (predicted makespans {}){}",
-            c.tile,
-            c.reason(),
-            predictions.join(", "),
-            if c.calibrated.is_empty() {
                 String::new()
-            } else {
-                format!("; timed first: {:?}", c.calibrated)
             }
         );
     }
-    if let Some(p) = &r.predicted_bounds {
+    if let (Some(peer), Some(dgemm)) = (r.ratio_to_best_peer, r.ratio_to_dgemm) {
+        println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / GEMM {dgemm:.3}");
+    }
+    if let Some(ratio) = r.ratio_to_cusolver {
+        println!("  ratio     hetla / cuSOLVER ?potrf on the device-resident matrix {ratio:.3}");
+    }
+    if let Some(ratio) = r.ratio_to_cusolver_from_host {
         println!(
-            "  predicted mixed bound {:.3} ms ({:.2} Gflop/s) from the stored models, before the run",
-            p.mixed_ms, p.mixed_gflops
+            "  ratio     hetla / cuSOLVER ?potrf from host memory (copy in, factor, copy out) {ratio:.3}"
         );
     }
-    if let Some(peers) = &r.peers {
-        for p in peers {
-            println!(
-                "  peer      {:<16} {:8.4} s  {:7.2} Gflop/s{}",
-                p.name,
-                p.seconds,
-                p.gflops,
-                if p.runs > 1 {
-                    format!(" (best of {}; median {:.4} s)", p.runs, p.median_seconds)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        if let (Some(peer), Some(dgemm)) = (r.ratio_to_best_peer, r.ratio_to_dgemm) {
-            println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / GEMM {dgemm:.3}");
-        }
-        if let Some(ratio) = r.ratio_to_cusolver {
-            println!(
-                "  ratio     hetla / cuSOLVER ?potrf on the device-resident matrix {ratio:.3}"
-            );
-        }
-        if let Some(ratio) = r.ratio_to_cusolver_from_host {
-            println!(
-                "  ratio     hetla / cuSOLVER ?potrf from host memory (copy in, factor, copy out) {ratio:.3}"
-            );
-        }
-    }
-    print_phases(&r.phases);
 }
 
 /// [`hetla::check::cholesky_residual_on_gpu`] on the platform's first GPU when it is a real one
