@@ -205,23 +205,16 @@ pub struct SweepReport {
     pub rows: Vec<SweepRow>,
 }
 
-/// Runs `hetla sweep`.
-pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
-    let start = Instant::now();
-    let real = args.platform == THIS_MACHINE;
-    let model = if real {
-        None
-    } else {
-        Some(PlatformModel::resolve(&args.platform)?)
-    };
+/// The sweep's options, checked before any combination runs: tiles, run options, the output
+/// directory (created, and its files proven writable), and what real runs can do.
+fn check_args(args: &SweepArgs, real: bool) -> crate::Result<()> {
+    args.run.options().check()?;
     if args.tile.contains(&0) {
         return Err(Error::InvalidOption {
             option: "tile",
             reason: "tile sizes must be at least 1".into(),
         });
     }
-    let options = args.run.options();
-    options.check()?;
     // The output directory, proven writable before the first combination runs.
     if args.out.exists() && !args.out.is_dir() {
         return Err(Error::output(
@@ -248,6 +241,20 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
             reason: "distributed runs are simulated; real ones run under mpirun with `hetla cholesky --grid`".into(),
         });
     }
+    Ok(())
+}
+
+/// Runs `hetla sweep`.
+pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
+    let start = Instant::now();
+    let real = args.platform == THIS_MACHINE;
+    let model = if real {
+        None
+    } else {
+        Some(PlatformModel::resolve(&args.platform)?)
+    };
+    check_args(args, real)?;
+    let options = args.run.options();
     let grids: Vec<Option<ProcessGrid>> = if args.nodes.is_empty() {
         vec![None]
     } else {
@@ -300,52 +307,12 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
             series: series.clone(),
             ..empty_row(model.is_some(), spec, gpus, tile, n)
         };
-        let row = match (&model, grid) {
-            (Some(model), Some(grid)) => {
+        let row = match &model {
+            Some(model) => {
                 let machine = Modelled::new(model, spec, gpus);
-                args.factorization
-                    .plan(None, n, tile, Precision::D)
-                    .map_err(Error::from)
-                    .and_then(|plan| {
-                        let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
-                        let simulated =
-                            hetla_lab::simulate_grid(&plan, &machine, grid, args.network, &options);
-                        simulated.map_err(Error::from).map(|(r, _)| SweepRow {
-                            makespan_ms: Some(r.makespan_ms),
-                            gflops: Some(r.gflops),
-                            cp_gflops: Some(gflops(r.bounds.cp_ms)),
-                            area_gflops: Some(gflops(r.bounds.area_ms)),
-                            mixed_gflops: r.bounds.mixed_ms.map(gflops),
-                            efficiency: Some(r.efficiency),
-                            gflops_per_node: Some(r.gflops_per_node),
-                            network_ms: Some(r.bounds.network_ms),
-                            bound_gflops: Some(r.bounds.bound_gflops),
-                            bound_by: Some(r.bounds.bound_by),
-                            bytes_sent: Some(r.bytes_sent),
-                            ..empty()
-                        })
-                    })
+                simulated_row(args, &machine, (n, tile, grid), &options, empty())
             }
-            (Some(model), None) => {
-                let machine = Modelled::new(model, spec, gpus);
-                args.factorization
-                    .plan(None, n, tile, Precision::D)
-                    .map_err(Error::from)
-                    .and_then(|plan| {
-                        let simulated = hetla_lab::simulate(&plan, &machine, &options);
-                        simulated.map_err(Error::from).map(|(r, _)| SweepRow {
-                            makespan_ms: Some(r.makespan_ms),
-                            gflops: Some(r.gflops),
-                            cp_gflops: Some(r.bounds.cp_gflops),
-                            area_gflops: Some(r.bounds.area_gflops),
-                            mixed_gflops: Some(r.bounds.mixed_gflops),
-                            efficiency: Some(r.efficiency),
-                            bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
-                            ..empty()
-                        })
-                    })
-            }
-            (None, _) => real_run(args, spec, gpus, tile, n),
+            None => real_run(args, spec, gpus, tile, n),
         };
         rows.push(row.unwrap_or_else(|e| SweepRow {
             status: "skipped",
@@ -385,6 +352,51 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
 pub fn weak_order(n: usize, nodes: usize, tile: usize) -> usize {
     let scaled = n as f64 * (nodes as f64).sqrt() / tile as f64;
     (scaled.round() as usize).max(1) * tile
+}
+
+/// A simulated combination's row: order `n` in tiles of `tile` on `machine`, split over `grid`'s
+/// nodes when there is one; `empty` carries the combination's own fields.
+fn simulated_row(
+    args: &SweepArgs,
+    machine: &Modelled<'_>,
+    (n, tile, grid): (usize, usize, Option<ProcessGrid>),
+    options: &hetla_lab::SimOptions,
+    empty: SweepRow,
+) -> crate::Result<SweepRow> {
+    let plan = args.factorization.plan(None, n, tile, Precision::D)?;
+    let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
+    Ok(match grid {
+        Some(grid) => {
+            let (r, _) = hetla_lab::simulate_grid(&plan, machine, grid, args.network, options)?;
+            SweepRow {
+                makespan_ms: Some(r.makespan_ms),
+                gflops: Some(r.gflops),
+                cp_gflops: Some(gflops(r.bounds.cp_ms)),
+                area_gflops: Some(gflops(r.bounds.area_ms)),
+                mixed_gflops: r.bounds.mixed_ms.map(gflops),
+                efficiency: Some(r.efficiency),
+                gflops_per_node: Some(r.gflops_per_node),
+                network_ms: Some(r.bounds.network_ms),
+                bound_gflops: Some(r.bounds.bound_gflops),
+                bound_by: Some(r.bounds.bound_by),
+                bytes_sent: Some(r.bytes_sent),
+                ..empty
+            }
+        }
+        None => {
+            let (r, _) = hetla_lab::simulate(&plan, machine, options)?;
+            SweepRow {
+                makespan_ms: Some(r.makespan_ms),
+                gflops: Some(r.gflops),
+                cp_gflops: Some(r.bounds.cp_gflops),
+                area_gflops: Some(r.bounds.area_gflops),
+                mixed_gflops: Some(r.bounds.mixed_gflops),
+                efficiency: Some(r.efficiency),
+                bytes_moved: Some(r.bytes.iter().map(|l| l.bytes).sum()),
+                ..empty
+            }
+        }
+    })
 }
 
 /// A row with the combination filled in and no figures.
