@@ -94,18 +94,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     } else if args.clusters.is_empty() {
         specs.push(ClusterSpec::Auto);
     }
-    // The GPUs first, on their own (kernels and links); then each cluster spec.
-    let mut platforms = Vec::new();
-    if !devices.is_empty() {
-        let store = args.platform.store();
-        let gpus =
-            Platform::with_devices(&ClusterSpec::None, args.platform.backend, store, devices)?;
-        platforms.push(Arc::new(gpus));
-    }
-    for spec in &specs {
-        let platform = Platform::with_store(spec, args.platform.backend, args.platform.store())?;
-        platforms.push(Arc::new(platform));
-    }
+    let platforms = platforms_to_time(args, &specs, devices)?;
     if platforms.is_empty() {
         return Err(crate::Error::InvalidOption {
             option: "clusters",
@@ -180,31 +169,10 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         file = save_models_or_warn(platform).or(file);
         models = Some(platform.models());
     }
-    let mut measured_alone = hetla_runtime::PerfModels::new();
-    for platform in &alone {
-        bar.set_message(format!("clusters {} alone", platform.spec()));
-        calibrate(
-            platform,
-            &ops,
-            &args.tile,
-            args.samples,
-            args.precision,
-            || bar.inc(1),
-        )?;
-        let timed = platform.models();
-        for (&size, &tile) in sizes
-            .iter()
-            .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
-        {
-            let class = hetla_runtime::ResourceClass::CpuCluster { cores: size };
-            for &op in &ops {
-                let key = hetla_runtime::KernelKey::square(op, tile).in_precision(args.precision);
-                if let Some(stats) = timed.get(&key, &class) {
-                    measured_alone.merge(key, class.clone(), stats);
-                }
-            }
-        }
+    if !alone.is_empty() {
+        bar.set_message("each cluster size alone");
     }
+    let measured_alone = time_alone(args, &alone, &ops, &sizes, || bar.inc(1))?;
     bar.finish_and_clear();
     let models = models.unwrap_or_default();
     let mut packing = Vec::new();
@@ -213,21 +181,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_owned())
                 .unwrap_or_else(|_| "this-machine".into());
-            // The GPUs' section from the GPU platform's kernels and links.
-            let gpu = platforms
-                .first()
-                .and_then(|p| Some(p).zip(p.devices().first()))
-                .map(|(p, d)| {
-                    hetla_lab::GpuModel::from_calibration(
-                        d.device.name(),
-                        p.devices().len(),
-                        d.device.budget(),
-                        &models,
-                        &args.tile,
-                        args.precision,
-                    )
-                })
-                .transpose()?;
+            let gpu = gpu_section(&platforms, &models, args)?;
             let description = format!(
                 "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
                 args.platform.backend
@@ -266,6 +220,86 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         platform_file,
         packing,
     })
+}
+
+/// The platforms a calibration times: the GPUs first, on their own (kernels and links), then each
+/// cluster spec.
+fn platforms_to_time(
+    args: &CalibrateArgs,
+    specs: &[ClusterSpec],
+    devices: Vec<Arc<dyn hetla_runtime::Device>>,
+) -> crate::Result<Vec<Arc<Platform>>> {
+    let mut platforms = Vec::new();
+    if !devices.is_empty() {
+        let store = args.platform.store();
+        let gpus =
+            Platform::with_devices(&ClusterSpec::None, args.platform.backend, store, devices)?;
+        platforms.push(Arc::new(gpus));
+    }
+    for spec in specs {
+        let platform = Platform::with_store(spec, args.platform.backend, args.platform.store())?;
+        platforms.push(Arc::new(platform));
+    }
+    Ok(platforms)
+}
+
+/// Each cluster size timed alone (one cluster, the rest of the machine idle, models not stored):
+/// the rates of `ops` at every tile, by cluster size; `step` after each kernel timed.
+fn time_alone(
+    args: &CalibrateArgs,
+    alone: &[Platform],
+    ops: &[hetla::Op],
+    sizes: &[usize],
+    mut step: impl FnMut(),
+) -> crate::Result<hetla_runtime::PerfModels> {
+    let mut measured_alone = hetla_runtime::PerfModels::new();
+    for platform in alone {
+        calibrate(
+            platform,
+            ops,
+            &args.tile,
+            args.samples,
+            args.precision,
+            &mut step,
+        )?;
+        let timed = platform.models();
+        for (&size, &tile) in sizes
+            .iter()
+            .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
+        {
+            let class = hetla_runtime::ResourceClass::CpuCluster { cores: size };
+            for &op in ops {
+                let key = hetla_runtime::KernelKey::square(op, tile).in_precision(args.precision);
+                if let Some(stats) = timed.get(&key, &class) {
+                    measured_alone.merge(key, class.clone(), stats);
+                }
+            }
+        }
+    }
+    Ok(measured_alone)
+}
+
+/// The platform file's GPU section from the GPU platform's (the first's) kernels and links, when it
+/// has devices.
+fn gpu_section(
+    platforms: &[Arc<Platform>],
+    models: &hetla_runtime::PerfModels,
+    args: &CalibrateArgs,
+) -> crate::Result<Option<hetla_lab::GpuModel>> {
+    Ok(platforms
+        .first()
+        .and_then(|p| Some(p).zip(p.devices().first()))
+        .map(|(p, d)| {
+            hetla_lab::GpuModel::from_calibration(
+                d.device.name(),
+                p.devices().len(),
+                d.device.budget(),
+                models,
+                &args.tile,
+                args.precision,
+            )
+        })
+        .transpose()?)
 }
 
 pub fn print_calibrate(r: &CalibrateReport) {
