@@ -132,18 +132,7 @@ pub struct InverseReport {
 pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let p = T::PRECISION;
     let elements = (args.n as u128).pow(2);
-    // What the run needs, before anything is allocated: the matrix, its factor and the
-    // residual check's copy; the task graph when the tile is given.
-    hetla::limits::check_memory(
-        &format!(
-            "cholesky --n {}: the matrix, its factor and the residual check",
-            args.n
-        ),
-        elements.saturating_mul(3 * size_of::<T>() as u128),
-    )?;
-    if let Some(tile) = args.tile {
-        hetla::limits::check_cholesky(args.n, tile, 0)?;
-    }
+    check_memory::<T>(args)?;
     let mut clock = Stopwatch::start();
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
@@ -217,18 +206,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     // The product of the check on the GPU when the platform has a real one (n^3 flops there
     // against n^3/3 on the host's cores: seconds at n = 32768 instead of tens); on the host
     // otherwise, or if the GPU's check fails (said on stderr).
-    let (residual, residual_on) = match residual_on_gpu(&platform, a.as_ref(), factor.as_ref()) {
-        Some(Ok(r)) => (r, "gpu0"),
-        other => {
-            if let Some(Err(e)) = other {
-                eprintln!(
-                    "warning: the residual on the GPU failed ({e}); computing it on the host"
-                );
-            }
-            let r = plan.residual(a.as_ref(), factor.as_ref(), Par::rayon(all_cpus))?;
-            (r, "host")
-        }
-    };
+    let (residual, residual_on) = residual(&platform, &plan, a.as_ref(), factor.as_ref())?;
     clock.lap("check");
     let model_file = save_models_or_warn(&platform);
     // The factorisation succeeded: a bound that cannot be computed is a warning, not a
@@ -304,49 +282,115 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         clock.lap("inverse");
     }
     if let Some(compare) = args.compare {
-        let mut rates = Vec::new();
-        let mut timed_peer = |backend: Backend| -> crate::Result<peers::PeerRate> {
-            let ((), timings) = peers::repeat(repeat, || {
-                factor.as_mut().copy_from(&a);
-                let m: MatMut<'_, T> = factor.as_mut();
-                Ok(((), peers::library_cholesky(backend, m, all_cpus)?.seconds))
-            })?;
-            let name = peers::cholesky_peer_name(backend, p);
-            Ok(peers::PeerRate::from_timings(&name, timings, flops))
-        };
-        if compare.cpu() {
-            for backend in Backend::available() {
-                rates.push(timed_peer(backend)?);
-            }
-        }
-        drop(factor);
-        let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
-        // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix and from host
-        // memory, GPU 0.
-        #[cfg(feature = "cuda")]
-        if compare.gpu() && peers::real_gpu(&platform) {
-            let [resident, from_host] = peers::cusolver_potrf(a.as_ref(), 0, repeat.unwrap_or(1))?;
-            report.ratio_to_cusolver = Some(gflops / resident.gflops);
-            report.ratio_to_cusolver_from_host = Some(gflops / from_host.gflops);
-            rates.extend([resident, from_host]);
-        }
-        if compare.cpu() {
-            let mut dgemm = 0.0f64;
-            for backend in Backend::available() {
-                // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
-                let r = peers::gemm::<T>(backend, args.n, all_cpus)?;
-                dgemm = dgemm.max(r.gflops);
-                rates.push(r);
-            }
-            report.ratio_to_best_peer = Some(gflops / best_peer);
-            report.ratio_to_dgemm = Some(gflops / dgemm);
-            report.dgemm_gflops = Some(dgemm);
-        }
-        report.peers = Some(rates);
+        compare_peers(
+            args,
+            compare,
+            factor,
+            a.as_ref(),
+            &platform,
+            flops,
+            &mut report,
+        )?;
         clock.lap("peers");
     }
     report.phases = clock.phases();
     Ok(report)
+}
+
+/// What a run needs, before anything is allocated: the matrix, its factor and the residual check's
+/// copy; the task graph when the tile is given.
+fn check_memory<T: Scalar>(args: &CholeskyArgs) -> crate::Result<()> {
+    let elements = (args.n as u128).pow(2);
+    hetla::limits::check_memory(
+        &format!(
+            "cholesky --n {}: the matrix, its factor and the residual check",
+            args.n
+        ),
+        elements.saturating_mul(3 * size_of::<T>() as u128),
+    )?;
+    if let Some(tile) = args.tile {
+        hetla::limits::check_cholesky(args.n, tile, 0)?;
+    }
+    Ok(())
+}
+
+/// The factor's residual ratio and where it was computed: on the GPU when the platform has a real
+/// one (n^3 flops there against n^3/3 on the host's cores: seconds at n = 32768 instead of tens),
+/// on the host otherwise, or if the GPU's check fails (said on stderr).
+fn residual<T: Scalar>(
+    platform: &hetla::Platform,
+    plan: &hetla::Plan,
+    a: faer::MatRef<'_, T>,
+    l: faer::MatRef<'_, T>,
+) -> crate::Result<(f64, &'static str)> {
+    match residual_on_gpu(platform, a, l) {
+        Some(Ok(r)) => Ok((r, "gpu0")),
+        other => {
+            if let Some(Err(e)) = other {
+                eprintln!(
+                    "warning: the residual on the GPU failed ({e}); computing it on the host"
+                );
+            }
+            let all_cpus = hetla_clusters::available_cpus().len();
+            Ok((plan.residual(a, l, Par::rayon(all_cpus))?, "host"))
+        }
+    }
+}
+
+/// `--compare`: each library's own Cholesky of `a` in the run's `factor` buffer, timed as the run
+/// was, then (CPU peers) the GEMM of the same order, and with a real GPU cuSOLVER; the peers and
+/// hetla's ratios to them go into `report` (a run of `flops`).
+fn compare_peers<T: Scalar>(
+    args: &CholeskyArgs,
+    compare: crate::commands::args::Compare,
+    mut factor: Buffer<T>,
+    a: faer::MatRef<'_, T>,
+    platform: &hetla::Platform,
+    flops: f64,
+    report: &mut CholeskyReport,
+) -> crate::Result<()> {
+    let repeat = args.repeat.map(|r| r as usize);
+    let all_cpus = hetla_clusters::available_cpus().len();
+    let mut rates = Vec::new();
+    let mut timed_peer = |backend: Backend| -> crate::Result<peers::PeerRate> {
+        let ((), timings) = peers::repeat(repeat, || {
+            factor.as_mut().copy_from(a);
+            let m: MatMut<'_, T> = factor.as_mut();
+            Ok(((), peers::library_cholesky(backend, m, all_cpus)?.seconds))
+        })?;
+        let name = peers::cholesky_peer_name(backend, T::PRECISION);
+        Ok(peers::PeerRate::from_timings(&name, timings, flops))
+    };
+    if compare.cpu() {
+        for backend in Backend::available() {
+            rates.push(timed_peer(backend)?);
+        }
+    }
+    drop(factor);
+    let best_peer = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
+    // With a CUDA GPU in the platform: cuSOLVER on the device-resident matrix and from host
+    // memory, GPU 0.
+    #[cfg(feature = "cuda")]
+    if compare.gpu() && peers::real_gpu(platform) {
+        let [resident, from_host] = peers::cusolver_potrf(a, 0, repeat.unwrap_or(1))?;
+        report.ratio_to_cusolver = Some(report.gflops / resident.gflops);
+        report.ratio_to_cusolver_from_host = Some(report.gflops / from_host.gflops);
+        rates.extend([resident, from_host]);
+    }
+    if compare.cpu() {
+        let mut dgemm = 0.0f64;
+        for backend in Backend::available() {
+            // The DGEMM peer costs 6x a Cholesky: one warm-up at most, never repeated.
+            let r = peers::gemm::<T>(backend, args.n, all_cpus)?;
+            dgemm = dgemm.max(r.gflops);
+            rates.push(r);
+        }
+        report.ratio_to_best_peer = Some(report.gflops / best_peer);
+        report.ratio_to_dgemm = Some(report.gflops / dgemm);
+        report.dgemm_gflops = Some(dgemm);
+    }
+    report.peers = Some(rates);
+    Ok(())
 }
 
 /// `--inverse`: hetla's factorisation + inverse timed as `--repeat` says, checked, and with
