@@ -2,7 +2,8 @@
 
 Prints: the functions longer than LONG_FUNCTION lines outside tests, examples and benches (their
 place and length), the `too_many_arguments` allowances, the items of the root crate's API docs
-(from target/doc/hetla/all.html, so after `cargo doc`), and the pairs of places that share six or
+(from target/doc/hetla/all.html, so after `cargo doc`; CI documents the optional features' items
+too), and the pairs of places that share six or
 more lines when the `duplicates` tool is on PATH (the workplace's; "not measured" elsewhere).
 
 With ``--baseline FILE`` (JSON: metric -> the most allowed) it exits 1 when a metric is above its
