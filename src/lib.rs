@@ -41,6 +41,7 @@ pub mod distributed;
 mod error;
 pub mod gemm;
 mod interop;
+#[doc(hidden)]
 pub mod limits;
 mod lu;
 pub mod matgen;
@@ -51,20 +52,18 @@ mod qr;
 mod tiles;
 mod triangular;
 
-pub use calibrate::{calibrate, calibration_steps};
 pub use cholesky::batch::solve_spd_batch;
 pub use cholesky::{Cholesky, Factor, cholesky_rcond, solve_spd};
 pub use error::{Error, Result};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
-pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64, swap_rows};
+pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};
 pub use hetla_runtime::{
     GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,
 };
 pub use interop::{Matrix, MatrixMut};
 pub use lu::{Lu, LuFactor, Trans, default_lu_tile, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
-pub use pages::{PagedMat, huge_page_matrix, mapped_bytes};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
@@ -75,6 +74,18 @@ pub use qr::{
 pub use tiles::device::DeviceMatrix;
 pub use tiles::{Storage, mat_from_slice};
 pub use triangular::{Triangle, solve_triangular};
+
+/// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
+/// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
+/// LAPACK-style row interchanges. Not the library's API: hidden from its documentation and free to
+/// change.
+#[doc(hidden)]
+pub mod lab {
+    pub use crate::calibrate::{calibrate, calibration_steps};
+    pub use crate::limits;
+    pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};
+    pub use hetla_kernels::swap_rows;
+}
 
 /// The cudarc hetla's GPU kernels are built on (feature `cuda`): a [`DeviceMatrix`] is made from
 /// its buffers.

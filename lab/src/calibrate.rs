@@ -1,7 +1,7 @@
 //! Calibration into platform files: the devices' links, and the kernels timed inside
 //! factorisations.
 //!
-//! The kernels alone are timed by the library ([`hetla::calibrate`]): every worker of a class at
+//! The kernels alone are timed by the library (`hetla::lab::calibrate`): every worker of a class at
 //! once, on tiles read from a matrix larger than the caches. For a platform file two more
 //! measurements are needed:
 //!

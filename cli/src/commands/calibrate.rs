@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use hetla::{ClusterSpec, Plan, Topology, calibrate, calibration_steps};
+use hetla::lab::{calibrate, calibration_steps};
+use hetla::{ClusterSpec, Plan, Topology};
 use hetla_lab::{
     Calibration, IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps,
     record_in_run,

@@ -156,9 +156,9 @@ type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
 
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
-    hetla::limits::check_memory(
+    hetla::lab::limits::check_memory(
         &format!("two matrices of order {n}"),
-        2 * hetla::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
+        2 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
     )?;
     if args.mixed && mixed.is_none() {
         return Err(Error::Library(hetla::Error::InvalidOption {

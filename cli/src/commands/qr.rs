@@ -165,9 +165,9 @@ pub fn run(args: &QrArgs) -> Result<QrReport> {
 /// The run's memory and its options' shapes, checked before any work.
 fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
     let (m, n) = (args.m, args.n);
-    hetla::limits::check_memory(
+    hetla::lab::limits::check_memory(
         &format!("three {m} x {n} matrices"),
-        3 * hetla::limits::matrix_bytes(m, n) * T::PRECISION.bytes() as u128 / 8,
+        3 * hetla::lab::limits::matrix_bytes(m, n) * T::PRECISION.bytes() as u128 / 8,
     )?;
     if args.cholqr && m < n {
         return Err(Error::Library(hetla::Error::InvalidOption {
@@ -176,9 +176,9 @@ fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
         }));
     }
     if let Some(k) = args.lstsq {
-        hetla::limits::check_memory(
+        hetla::lab::limits::check_memory(
             &format!("{k} right-hand sides of {m} rows, twice"),
-            2 * hetla::limits::matrix_bytes(m, k) * T::PRECISION.bytes() as u128 / 8,
+            2 * hetla::lab::limits::matrix_bytes(m, k) * T::PRECISION.bytes() as u128 / 8,
         )?;
     }
     if let Some(k) = args.lstsq

@@ -160,7 +160,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let predicted_bounds = plan
         .bounds_from_models(&platform.models(), platform.workers())
         .ok();
-    hetla::limits::check_cholesky(
+    hetla::lab::limits::check_cholesky(
         args.n,
         tile,
         elements.saturating_mul(3 * size_of::<T>() as u128),
@@ -170,7 +170,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let a = matgen::random_hpd::<T>(args.n, args.seed);
     // The buffer every timed factorisation (hetla's and the peers') works in.
     let mut factor = if args.huge_pages {
-        Buffer::Paged(hetla::huge_page_matrix::<T>(args.n, args.n)?)
+        Buffer::Paged(hetla::lab::huge_page_matrix::<T>(args.n, args.n)?)
     } else {
         Buffer::Heap(a.clone())
     };
@@ -178,7 +178,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     clock.lap("generate");
     let baseline = crate::memory::reset_peak();
     // The tile-major copy lives in a mapping of its own, which the heap count misses.
-    let mapped_before = hetla::mapped_bytes();
+    let mapped_before = hetla::lab::mapped_bytes();
     let repeat = args.repeat.map(|r| r as usize);
     let (trace, timings) = peers::repeat(repeat, || {
         factor.as_mut().copy_from(&a);
@@ -200,7 +200,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     clock.lap("runs");
     let seconds = timings.best;
     let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline)
-        + hetla::mapped_bytes().saturating_sub(mapped_before);
+        + hetla::lab::mapped_bytes().saturating_sub(mapped_before);
     let flops = plan.flops();
     let all_cpus = hetla_clusters::available_cpus().len();
     // The product of the check on the GPU when the platform has a real one (n^3 flops there
@@ -301,7 +301,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
 /// copy; the task graph when the tile is given.
 fn check_memory<T: Scalar>(args: &CholeskyArgs) -> crate::Result<()> {
     let elements = (args.n as u128).pow(2);
-    hetla::limits::check_memory(
+    hetla::lab::limits::check_memory(
         &format!(
             "cholesky --n {}: the matrix, its factor and the residual check",
             args.n
@@ -309,7 +309,7 @@ fn check_memory<T: Scalar>(args: &CholeskyArgs) -> crate::Result<()> {
         elements.saturating_mul(3 * size_of::<T>() as u128),
     )?;
     if let Some(tile) = args.tile {
-        hetla::limits::check_cholesky(args.n, tile, 0)?;
+        hetla::lab::limits::check_cholesky(args.n, tile, 0)?;
     }
     Ok(())
 }
@@ -484,7 +484,7 @@ fn inverse_residual<T: Scalar>(
 /// The matrix the timed factorisations work in: in huge pages (`--huge-pages true`) or an ordinary
 /// allocation.
 enum Buffer<T: Scalar> {
-    Paged(hetla::PagedMat<T>),
+    Paged(hetla::lab::PagedMat<T>),
     Heap(faer::Mat<T>),
 }
 
