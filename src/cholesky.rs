@@ -806,10 +806,10 @@ pub(crate) fn check_square(what: &'static str, rows: usize, cols: usize) -> Resu
 fn non_finite<T: Scalar>(
     what: &'static str,
     m: MatRef<'_, T>,
-    rows_from: impl Fn(usize) -> usize,
+    rows: impl Fn(usize) -> std::ops::Range<usize>,
 ) -> Result<()> {
     for j in 0..m.ncols() {
-        for i in rows_from(j)..m.nrows() {
+        for i in rows(j) {
             let value = m[(i, j)];
             if !value.finite() {
                 let z = value.to_c64();
@@ -837,7 +837,7 @@ pub(crate) fn check_hermitian_lower<T: Scalar>(
     let sums = hermitian_column_sums(m);
     let norm = sums.iter().copied().fold(0.0_f64, f64::max);
     if !norm.is_finite() || sums.iter().any(|s| s.is_nan()) {
-        non_finite(what, m, |j| j)?;
+        non_finite(what, m, |j| j..m.nrows())?;
     }
     Ok(norm)
 }
@@ -865,7 +865,7 @@ pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
         };
     }
     if !total.is_finite() {
-        non_finite(what, m, |j| j)?;
+        non_finite(what, m, |j| j..m.nrows())?;
     }
     Ok(())
 }
@@ -873,5 +873,18 @@ pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
 pub(crate) use hetla_kernels::real_diagonal;
 
 pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
-    non_finite(what, m, |_| 0)
+    non_finite(what, m, |_| 0..m.nrows())
+}
+
+/// [`check_finite`] of the triangle of a square `m` that is read: on and below the diagonal when
+/// `lower`, else on and above it.
+pub(crate) fn check_finite_triangle<T: Scalar>(
+    what: &'static str,
+    m: MatRef<'_, T>,
+    lower: bool,
+) -> Result<()> {
+    match lower {
+        true => non_finite(what, m, |j| j..m.nrows()),
+        false => non_finite(what, m, |j| 0..(j + 1).min(m.nrows())),
+    }
 }

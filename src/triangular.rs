@@ -40,23 +40,7 @@ where
     if b.nrows() != n {
         return Err(Error::DimensionMismatch { n, rows: b.nrows() });
     }
-    let read = |i: usize, j: usize| match triangle {
-        Triangle::Lower => i >= j,
-        Triangle::Upper => i <= j,
-    };
-    for j in 0..n {
-        for i in 0..n {
-            let z = a[(i, j)].to_c64();
-            if read(i, j) && !(z.re.is_finite() && z.im.is_finite()) {
-                return Err(Error::NonFinite {
-                    what: "A",
-                    row: i,
-                    col: j,
-                    value: if z.re.is_finite() { z.im } else { z.re },
-                });
-            }
-        }
-    }
+    crate::cholesky::check_finite_triangle("A", a, triangle == Triangle::Lower)?;
     crate::cholesky::check_finite("B", b.as_ref())?;
     if let Some(column) = (0..n).find(|&k| a[(k, k)] == A::Elem::from_f64(0.0)) {
         return Err(Error::Singular { column });
