@@ -6,6 +6,7 @@
 # Here (no GPU needed), in the repository's root:
 #   cargo build --release -p hetla-cli
 #   bash scripts/gpu-check.sh --stage carry      # copies hetla and the test binaries (16 MB)
+#   (built with `--features openblas`, hetla takes this machine's OpenBLAS along, packed: 5 MB)
 #   echo /carry/ >> .git/info/exclude
 # On the GPU machine, with `carry` carried (e.g. the device tool's `carry: ["carry"]`):
 #   bash scripts/gpu-check.sh carry libs tests rates gemm calibrate cholesky extra
@@ -40,6 +41,8 @@
 #              from the host and resident against both cuBLAS peers; Cholesky and GEMM with
 #              their matrices resident on the GPU (--resident). Fits one call of 8 minutes
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
+#   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
+#              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
 #   sweep      the CPU cluster shapes of this machine's cores (SWEEP_SHAPES, default 1x16 2x8 4x4
 #              8x2 16x1) at SWEEP_NS (8192 16384) for Cholesky, LU and QR with no GPU
 #              (Cholesky with `--gpus none`: with a GPU a core is kept for its host thread), each beside its
@@ -60,7 +63,22 @@ if [ "${1:-}" = "--stage" ]; then
         cp "$bin" "$dest/$test-test"
     done
     strip "$dest"/* 2>/dev/null || true
-    ls -la "$dest"
+    # A hetla built with `--features openblas` (the CPU sweep's peers) takes this machine's
+    # OpenBLAS along: the GPU machine has none. The libraries go to $dest/lib, found through
+    # the binary's run path, so no LD_LIBRARY_PATH is needed (the libs part runs without one).
+    if ldd "$dest/hetla" | grep -q libopenblas; then
+        mkdir -p "$dest/lib"
+        for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+            path=$(ldd "$dest/hetla" | awk -v l="$lib" '$1 == l { print $3 }')
+            [ -n "$path" ] || { echo "$lib: not found by ldd" >&2; exit 1; }
+            cp -L "$path" "$dest/lib/$lib"
+        done
+        patchelf --set-rpath '$ORIGIN/lib' "$dest/hetla"
+        # Packed (39 MB -> 5 MB): the device tool carries 64 MiB at most. Unpacked there below.
+        tar -cJf "$dest/lib.tar.xz" -C "$dest" lib && rm -rf "$dest/lib"
+    fi
+    ls -la "$dest" "$dest"/lib 2>/dev/null
+    du -sh "$dest"
     exit 0
 fi
 
@@ -68,6 +86,10 @@ bin=${1:?usage: gpu-check.sh BIN_DIR PART...}
 shift
 [ $# -gt 0 ] || set -- libs tests rates gemm calibrate cholesky extra
 hetla="$bin/hetla"
+# The OpenBLAS that --stage packed beside a hetla built with it.
+if [ -f "$bin/lib.tar.xz" ] && [ ! -d "$bin/lib" ]; then
+    tar -xJf "$bin/lib.tar.xz" -C "$bin" || echo "could not unpack $bin/lib.tar.xz" >&2
+fi
 out=${OUT:-gpu-check-out}
 # The sizes of the issue; a smoke test here overrides them (GPUS=emulated:1 NS=600 ...).
 gpus=${GPUS:-all}
@@ -114,8 +136,15 @@ row() {
         return
     fi
     echo "[$SECONDS s] hetla $*"
-    if line=$(timeout "$row_timeout" "$hetla" "$@" --json 2> "$dir/stderr.txt"); then
+    local rc=0
+    line=$(timeout "$row_timeout" "$hetla" "$@" --json 2> "$dir/stderr.txt") || rc=$?
+    if [ "$rc" = 0 ]; then
         printf '{"label":"%s","args":"%s","report":%s}\n' "$label" "$*" "$line" >> "$dir/rows.jsonl"
+    elif [ "$rc" = 124 ]; then
+        # Lease 4 lost two rows' worth of device time to this with an empty error.
+        printf '{"label":"%s","args":"%s","error":"killed: still running after ROW_TIMEOUT = %s s"}\n' \
+            "$label" "$*" "$row_timeout" >> "$dir/rows.jsonl"
+        echo "killed after $row_timeout s: hetla $*" >&2
     else
         printf '{"label":"%s","args":"%s","error":%s}\n' "$label" "$*" \
             "$(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' < "$dir/stderr.txt")" >> "$dir/rows.jsonl"
@@ -274,17 +303,43 @@ part_path() {
         --clusters none --resident
 }
 
+part_resident() {
+    local dir=$1 n t
+    # The resident rows alone (the matrices in GPU memory before the clock: --resident goes
+    # through DeviceMatrix, a cudarc buffer the factorisation reads and writes in place),
+    # each against cuSOLVER's and cuBLAS's resident peers and beside its prediction.
+    for n in ${PATH_NS:-8192 16384 32768}; do
+        t=$(path_tile "$n")
+        row "$dir" "real-$n-resident" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --resident --repeat "$repeat" --compare gpu
+        row "$dir" "sim-$n-resident" simulate --platform h200 --n "$n" --tile "$t" --clusters none \
+            --gpus 1 --resident
+    done
+    n=$gemm_n
+    row "$dir" "real-gemm-$n-resident" gemm --m "$n" --n "$n" --k "$n" --tile 4096 --clusters none \
+        --gpus "$gpus" --no-check --resident --compare gpu --repeat "$repeat"
+    row "$dir" "sim-gemm-$n-resident" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
+        --clusters none --resident
+}
+
 part_sweep() {
     local dir=$1 n shape family
+    # Shapes outside, families inside: a deadline cuts whole shapes, the last listed first.
+    # The peers do not depend on hetla's shape: SWEEP_COMPARE=first times them in the first
+    # shape's process only (Cholesky's peers include two DGEMMs of order n).
+    local compare
     for n in ${SWEEP_NS:-8192 16384}; do
-        for family in cholesky lu qr; do
-            # Only cholesky takes GPUs (LU and QR run on the CPU clusters alone).
-            local no_gpu=()
-            [ "$family" = cholesky ] && no_gpu=(--gpus none)
-            for shape in ${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}; do
+        compare=--compare
+        for shape in ${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}; do
+            for family in ${SWEEP_FAMILIES:-cholesky lu qr}; do
+                # Only cholesky takes GPUs (LU and QR run on the CPU clusters alone).
+                local no_gpu=()
+                [ "$family" = cholesky ] && no_gpu=(--gpus none)
+                # shellcheck disable=SC2086
                 row "$dir" "sweep-$family-$n-$shape" "$family" --n "$n" --clusters "$shape" "${no_gpu[@]}" \
-                    --compare --repeat "$repeat"
+                    ${SWEEP_ARGS:-} $compare --repeat "$repeat"
             done
+            [ "${SWEEP_COMPARE:-all}" = first ] && compare=
         done
     done
 }

@@ -27,7 +27,9 @@ pub fn in_gpu_memory<T: Scalar, R>(
 }
 
 /// [`in_gpu_memory`] on a real GPU: each matrix copied, column-major and packed (as bytes, which
-/// every precision has), into a buffer of GPU 0.
+/// every precision has), into a buffer of GPU 0. A packed column-major matrix (the generated ones)
+/// is copied straight from and back into its own memory: at n = 32768 the first H100 run spent 26 s
+/// a call on host-side packing and fresh 8.6 GB vectors (lease 4), for a 0.28 s factorisation.
 #[cfg(feature = "cuda")]
 fn in_gpu_buffers<T: Scalar, R>(
     matrices: &mut [(MatMut<'_, T>, bool)],
@@ -43,16 +45,11 @@ fn in_gpu_buffers<T: Scalar, R>(
     let stream = ctx.default_stream();
     let mut buffers: Vec<CudaSlice<u8>> = Vec::new();
     for (m, _) in matrices.iter() {
-        let packed = packed(m.as_ref());
-        // SAFETY: `packed` holds initialised scalars, plain numbers with no padding.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(packed.as_ptr().cast::<u8>(), size_of_val(&packed[..]))
+        let buffer = match contiguous(m.as_ref()) {
+            Some(elements) => stream.clone_htod(as_bytes(elements)),
+            None => stream.clone_htod(as_bytes(&packed(m.as_ref()))),
         };
-        buffers.push(
-            stream
-                .clone_htod(bytes)
-                .map_err(|e| gpu("copying a matrix to GPU 0", e))?,
-        );
+        buffers.push(buffer.map_err(|e| gpu("copying a matrix to GPU 0", e))?);
     }
     let shapes: Vec<(usize, usize)> = matrices
         .iter()
@@ -69,22 +66,48 @@ fn in_gpu_buffers<T: Scalar, R>(
         if !*back {
             continue;
         }
-        let bytes = stream
-            .clone_dtoh(buffer)
-            .map_err(|e| gpu("copying a matrix from GPU 0", e))?;
         let (rows, cols) = (m.nrows(), m.ncols());
-        let mut packed = vec![T::from_f64(0.0); rows * cols];
-        // SAFETY: `bytes` holds the rows x cols scalars of T copied in above (as f left them).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                packed.as_mut_ptr().cast::<u8>(),
-                bytes.len(),
-            );
-        }
-        m.copy_from(faer::MatRef::from_column_major_slice(&packed, rows, cols));
+        let copied = if m.col_stride() == rows as isize && m.row_stride() == 1 {
+            // SAFETY: a packed column-major matrix's rows x cols elements are one slice, borrowed
+            // mutably through `m` for as long as the copy, which is waited for below.
+            let elements = unsafe { std::slice::from_raw_parts_mut(m.as_ptr_mut(), rows * cols) };
+            stream.memcpy_dtoh(buffer, as_bytes_mut(elements))
+        } else {
+            let mut packed = vec![T::from_f64(0.0); rows * cols];
+            let copied = stream.memcpy_dtoh(buffer, as_bytes_mut(&mut packed));
+            m.copy_from(faer::MatRef::from_column_major_slice(&packed, rows, cols));
+            copied
+        };
+        copied
+            .and_then(|()| stream.synchronize())
+            .map_err(|e| gpu("copying a matrix from GPU 0", e))?;
     }
     Ok(result)
+}
+
+/// `m`'s elements as one column-major slice, when it is packed (leading dimension = rows).
+#[cfg(feature = "cuda")]
+fn contiguous<'a, T: Scalar>(m: faer::MatRef<'a, T>) -> Option<&'a [T]> {
+    let (rows, cols) = (m.nrows(), m.ncols());
+    (m.row_stride() == 1 && m.col_stride() == rows as isize).then(|| {
+        // SAFETY: a packed column-major matrix's rows x cols elements are one slice, borrowed
+        // for `m`'s lifetime.
+        unsafe { std::slice::from_raw_parts(m.as_ptr(), rows * cols) }
+    })
+}
+
+/// The bytes of initialised scalars (plain numbers with no padding).
+#[cfg(feature = "cuda")]
+fn as_bytes<T: Scalar>(elements: &[T]) -> &[u8] {
+    // SAFETY: scalars are plain numbers with no padding; every byte is initialised.
+    unsafe { std::slice::from_raw_parts(elements.as_ptr().cast(), size_of_val(elements)) }
+}
+
+/// [`as_bytes`] for writing: any bytes written make valid scalars (plain numbers).
+#[cfg(feature = "cuda")]
+fn as_bytes_mut<T: Scalar>(elements: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`; every bit pattern is a valid float.
+    unsafe { std::slice::from_raw_parts_mut(elements.as_mut_ptr().cast(), size_of_val(elements)) }
 }
 
 /// `m`'s elements, column after column.
