@@ -9,6 +9,12 @@ use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatRef, Par};
 use hetla_kernels::Scalar;
 
+mod input;
+pub(crate) use input::{
+    check_finite, check_finite_triangle, check_hermitian_lower, check_hermitian_lower_entries,
+    check_square, hermitian_column_sums,
+};
+
 /// The threshold below which LAPACK's tests accept a scaled residual.
 pub const RESIDUAL_THRESHOLD: f64 = 30.0;
 
@@ -17,96 +23,6 @@ fn symmetric_norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
     hermitian_column_sums(m).into_iter().fold(0.0, f64::max)
 }
 
-/// Lower triangles of at least this many entries are summed in [`SUM_PARTS`] parts at once.
-const PARALLEL_SUM_ENTRIES: usize = 1 << 21;
-
-/// Parts of the lower triangle [`hermitian_column_sums`] sums in parallel: a fixed count, so that
-/// the sums (added part by part in order) do not depend on the machine's threads.
-const SUM_PARTS: usize = 16;
-
-/// The column sums of |A| for the Hermitian matrix whose lower triangle is `m` (the diagonal
-/// counted by its real part): one pass over the lower triangle. A sum is not finite exactly when
-/// its column or row holds a non-finite entry.
-///
-/// A large triangle is cut into [`SUM_PARTS`] bands of lines of equal entry counts, each summed on
-/// its own thread into its own vector, the vectors then added in order: the same sums on every
-/// machine, and the input check of a factorisation no longer a single-threaded pass beside a
-/// parallel run (at n = 16384, 0.14 s on one core, half of a GPU factorisation's 0.29 s).
-pub(crate) fn hermitian_column_sums<T: Scalar>(m: MatRef<'_, T>) -> Vec<f64> {
-    use rayon::prelude::*;
-    let n = m.nrows().min(m.ncols());
-    let rows_contiguous = m.col_stride() == 1 && m.row_stride() != 1;
-    // Entries of line k read: row k left of the diagonal when rows are contiguous (a C-ordered
-    // matrix), else column k below it.
-    let entries = |k: usize| if rows_contiguous { k } else { n - k - 1 };
-    let parts = if n * n / 2 >= PARALLEL_SUM_ENTRIES {
-        SUM_PARTS
-    } else {
-        1
-    };
-    // Lines [bounds[p], bounds[p + 1]) of part p hold about 1/parts of the entries each.
-    let total: usize = n * n.saturating_sub(1) / 2;
-    let mut bounds = vec![0];
-    let mut seen = 0;
-    for k in 0..n {
-        if seen * parts >= total * bounds.len() && bounds.len() < parts {
-            bounds.push(k);
-        }
-        seen += entries(k);
-    }
-    bounds.push(n);
-    let part = |p: usize| {
-        let mut sums = vec![0.0_f64; n];
-        for k in bounds[p]..bounds[p + 1] {
-            let diagonal = m[(k, k)].re_f64().abs();
-            let own = if rows_contiguous {
-                let row = m.row(k).subcols(0, k);
-                match row.try_as_row_major() {
-                    Some(row) => add_moduli::<T>(row.as_slice().iter(), &mut sums[..k]),
-                    None => add_moduli::<T>(row.iter(), &mut sums[..k]),
-                }
-            } else {
-                let column = m.col(k).subrows(k + 1, n - k - 1);
-                match column.try_as_col_major() {
-                    Some(column) => add_moduli::<T>(column.as_slice().iter(), &mut sums[k + 1..]),
-                    None => add_moduli::<T>(column.iter(), &mut sums[k + 1..]),
-                }
-            };
-            sums[k] += diagonal + own;
-        }
-        sums
-    };
-    if bounds.len() == 2 {
-        return part(0);
-    }
-    let partial: Vec<Vec<f64>> = (0..bounds.len() - 1).into_par_iter().map(part).collect();
-    let mut sums = vec![0.0_f64; n];
-    for p in &partial {
-        for (sum, x) in sums.iter_mut().zip(p) {
-            *sum += x;
-        }
-    }
-    sums
-}
-
-/// Adds |x| of each off-diagonal entry of `line` to its column's sum (`sums`, aligned with `line`)
-/// and returns their total, the sum of the other triangle's line by symmetry. |x| is sqrt(re^2 +
-/// im^2): hypot is several times slower, and the entries of a matrix that factors are far from
-/// overflowing their squares.
-fn add_moduli<'a, T: Scalar>(line: impl Iterator<Item = &'a T>, sums: &mut [f64]) -> f64 {
-    let mut total = 0.0;
-    for (x, sum) in line.zip(sums) {
-        let z = x.to_c64();
-        let v = if T::PRECISION.is_complex() {
-            (z.re * z.re + z.im * z.im).sqrt()
-        } else {
-            z.re.abs()
-        };
-        total += v;
-        *sum += v;
-    }
-    total
-}
 
 /// ||M||_1, the largest column sum of |M| (0 for an empty matrix).
 pub fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {

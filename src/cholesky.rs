@@ -8,65 +8,23 @@
 use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_clusters::ClusterSpec;
 use hetla_factorizations::{Mode, TileRef};
-use hetla_kernels::{Backend, KernelError, Op, Par, Precision, Scalar};
+use hetla_kernels::{KernelError, Op, Par, Precision, Scalar, real_diagonal};
 use hetla_runtime::{
     HostMemory, MemoryNode, Platform, RunOptions, SchedulerKind, Trace, WriteBack,
 };
 
-use crate::check::hermitian_column_sums;
+use crate::check::{check_finite, check_hermitian_lower, check_square};
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
+use crate::run::{RunConfig, direct};
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 
 pub(crate) mod batch;
 mod device;
 mod update;
-
-/// The run options of [`Cholesky`] on a builder that holds one in its field `run` (`Lu`, `Qr`):
-/// backend, clusters, threads, scheduler, platform, and the platform a run uses.
-macro_rules! run_options {
-    () => {
-        /// Kernel backend (ignored when a platform is given).
-        pub fn backend(mut self, backend: Backend) -> Self {
-            self.run = self.run.backend(backend);
-            self
-        }
-
-        /// How cores are grouped into clusters (ignored when a platform is given).
-        pub fn clusters(mut self, spec: ClusterSpec) -> Self {
-            self.run = self.run.clusters(spec);
-            self
-        }
-
-        /// One cluster of `threads` cores.
-        pub fn threads(mut self, threads: usize) -> Self {
-            self.run = self.run.threads(threads);
-            self
-        }
-
-        /// The scheduling policy.
-        pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
-            self.run = self.run.scheduler(scheduler);
-            self
-        }
-
-        /// Runs on this platform (its clusters, backend and models).
-        pub fn platform(mut self, platform: Arc<Platform>) -> Self {
-            self.run = self.run.platform(platform);
-            self
-        }
-
-        /// The platform a run uses (see [`Cholesky::resolve_platform`]).
-        pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
-            self.run.resolve_platform()
-        }
-    };
-}
-pub(crate) use run_options;
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
@@ -84,13 +42,8 @@ pub(crate) use run_options;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Cholesky {
+    pub(crate) run: RunConfig,
     pub(crate) tile: Option<usize>,
-    backend: Backend,
-    clusters: ClusterSpec,
-    threads: Option<usize>,
-    pub(crate) scheduler: SchedulerKind,
-    platform: Option<Arc<Platform>>,
-    pub(crate) progress_timeout: Option<std::time::Duration>,
     storage: Storage,
     host_memory: HostMemory,
     resident: Option<usize>,
@@ -139,41 +92,13 @@ impl Cholesky {
         self
     }
 
-    /// Kernel backend (ignored when a platform is given: it has its own).
-    pub fn backend(mut self, backend: Backend) -> Self {
-        self.backend = backend;
-        self
-    }
-
-    /// How cores are grouped into clusters (ignored when a platform is given).
-    pub fn clusters(mut self, spec: ClusterSpec) -> Self {
-        self.clusters = spec;
-        self
-    }
-
-    /// One cluster of `threads` cores: every kernel runs on all of them, one at a time.
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = Some(threads);
-        self
-    }
-
-    /// The scheduling policy.
-    pub fn scheduler(mut self, scheduler: SchedulerKind) -> Self {
-        self.scheduler = scheduler;
-        self
-    }
-
-    /// Runs on this platform (its clusters, backend and models).
-    pub fn platform(mut self, platform: Arc<Platform>) -> Self {
-        self.platform = Some(platform);
-        self
-    }
+    crate::run::run_options!();
 
     /// Distributed runs only: how long a rank waits for tiles from another with nothing else
     /// happening before it presumes that rank dead and ends with an error (default: ten minutes,
     /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
     pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.progress_timeout = Some(timeout);
+        self.run.progress_timeout = Some(timeout);
         self
     }
 
@@ -194,7 +119,7 @@ impl Cholesky {
             ),
             Err(_) => self
                 .tile
-                .unwrap_or_else(|| default_tile_size(n, self.backend, precision)),
+                .unwrap_or_else(|| default_tile_size(n, self.run.backend, precision)),
         }
     }
 
@@ -232,25 +157,6 @@ impl Cholesky {
         Ok((default_tile_size(n, platform.backend(), precision), None))
     }
 
-    /// The platform a run uses: the one given, or the process-wide one of the options' cluster spec
-    /// and backend ([`Platform::shared`], built on first use).
-    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
-        if let Some(p) = &self.platform {
-            return Ok(p.clone());
-        }
-        let spec = match self.threads {
-            Some(0) => {
-                return Err(Error::InvalidOption {
-                    option: "threads",
-                    reason: "must be at least 1".into(),
-                });
-            }
-            Some(t) => ClusterSpec::Grid { count: 1, size: t },
-            None => self.clusters.clone(),
-        };
-        Ok(Platform::shared(&spec, self.backend)?)
-    }
-
     /// Factors a copy of `a` (left unchanged) and returns the factor. Any precision: `f32`, `f64`,
     /// or complex Hermitian [`c32`](crate::c32) and [`c64`](crate::c64); any [`Matrix`] (faer's,
     /// ndarray's, nalgebra's), read where it lies and copied once into the factor.
@@ -269,7 +175,7 @@ impl Cholesky {
             tile,
             norm: Some(norm),
             platform,
-            scheduler: self.scheduler,
+            scheduler: self.run.scheduler,
         })
     }
 
@@ -362,7 +268,7 @@ impl Cholesky {
         let norm = check_hermitian_lower("A", a.as_ref())?;
         real_diagonal(a.as_mut());
         let options = RunOptions {
-            scheduler: self.scheduler,
+            scheduler: self.run.scheduler,
             host_memory: self.host_memory,
             write_back: match self.resident {
                 Some(_) => WriteBack::Resident,
@@ -711,31 +617,6 @@ impl<T: Scalar> Factor<T> {
     }
 }
 
-/// Below this many flops a one-tile kernel runs on the calling thread: handing it to a pool costs
-/// more than it gains (a thread wake-up is several microseconds).
-const DIRECT_ON_CALLER_FLOPS: f64 = 4.0e6;
-
-/// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on the calling
-/// thread when small, else on the platform's first CPU cluster with all its cores (holding the
-/// platform's run lock). `None` when the platform has no CPU cluster.
-pub(crate) fn direct<R: Send>(
-    platform: &Platform,
-    flops: f64,
-    f: impl FnOnce(Backend, Par) -> R + Send,
-) -> Option<R> {
-    let cluster = platform.clusters().first()?;
-    let backend = platform.backend();
-    if flops < DIRECT_ON_CALLER_FLOPS {
-        return Some(f(backend, Par::Seq));
-    }
-    let _busy = platform.lock_run();
-    Some(
-        cluster
-            .pool()
-            .install(|| f(backend, hetla_kernels::par_for(cluster.size()))),
-    )
-}
-
 /// Solves the SPD (complex: Hermitian positive definite) system A X = B with default options (A's
 /// lower triangle is read), in the precision of A and B. Any [`Matrix`] (faer's, ndarray's,
 /// nalgebra's); X comes back in `b`'s kind of matrix.
@@ -793,98 +674,4 @@ pub fn cholesky_rcond<T: Scalar>(l: MatRef<'_, T>, norm1: f64) -> Result<f64> {
     } else {
         (1.0 / inverse) / norm1
     })
-}
-
-pub(crate) fn check_square(what: &'static str, rows: usize, cols: usize) -> Result<()> {
-    if rows == cols {
-        Ok(())
-    } else {
-        Err(Error::NotSquare { what, rows, cols })
-    }
-}
-
-fn non_finite<T: Scalar>(
-    what: &'static str,
-    m: MatRef<'_, T>,
-    rows: impl Fn(usize) -> std::ops::Range<usize>,
-) -> Result<()> {
-    for j in 0..m.ncols() {
-        for i in rows(j) {
-            let value = m[(i, j)];
-            if !value.finite() {
-                let z = value.to_c64();
-                return Err(Error::NonFinite {
-                    what,
-                    row: i,
-                    col: j,
-                    value: if z.re.is_finite() { z.im } else { z.re },
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The input check of every factorisation of a Hermitian matrix given by its lower triangle: the
-/// first non-finite entry is [`Error::NonFinite`]. The imaginary parts of a complex diagonal are
-/// not read, as LAPACK's ?potrf reads only the real part (a Hermitian matrix's diagonal is real;
-/// one computed in single precision and widened carries round-off there). Returns ||A||_1, computed
-/// in the same pass.
-pub(crate) fn check_hermitian_lower<T: Scalar>(
-    what: &'static str,
-    m: MatRef<'_, T>,
-) -> Result<f64> {
-    let sums = hermitian_column_sums(m);
-    let norm = sums.iter().copied().fold(0.0_f64, f64::max);
-    if !norm.is_finite() || sums.iter().any(|s| s.is_nan()) {
-        non_finite(what, m, |j| j..m.nrows())?;
-    }
-    Ok(norm)
-}
-
-/// [`check_hermitian_lower`] without the norm, for callers that have no use for it (a batch of
-/// small solves, where the norm's pass costs several percent): a plain sum of the lower triangle is
-/// finite unless an entry is not (or the sum overflows, and then the exact scan finds nothing).
-pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
-    what: &'static str,
-    m: MatRef<'_, T>,
-) -> Result<()> {
-    let n = m.nrows().min(m.ncols());
-    let mut total = 0.0_f64;
-    for k in 0..n {
-        let column = m.col(k).subrows(k, n - k);
-        let sum = |line: &mut dyn Iterator<Item = &T>| {
-            line.fold(0.0, |acc, x| {
-                let z = x.to_c64();
-                acc + z.re + z.im
-            })
-        };
-        total += match column.try_as_col_major() {
-            Some(column) => sum(&mut column.as_slice().iter()),
-            None => sum(&mut column.iter()),
-        };
-    }
-    if !total.is_finite() {
-        non_finite(what, m, |j| j..m.nrows())?;
-    }
-    Ok(())
-}
-
-pub(crate) use hetla_kernels::real_diagonal;
-
-pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
-    non_finite(what, m, |_| 0..m.nrows())
-}
-
-/// [`check_finite`] of the triangle of a square `m` that is read: on and below the diagonal when
-/// `lower`, else on and above it.
-pub(crate) fn check_finite_triangle<T: Scalar>(
-    what: &'static str,
-    m: MatRef<'_, T>,
-    lower: bool,
-) -> Result<()> {
-    match lower {
-        true => non_finite(what, m, |j| j..m.nrows()),
-        false => non_finite(what, m, |j| 0..(j + 1).min(m.nrows())),
-    }
 }

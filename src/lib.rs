@@ -49,6 +49,7 @@ mod mixed;
 mod pages;
 mod plan;
 mod qr;
+mod run;
 mod tiles;
 mod triangular;
 

@@ -17,14 +17,15 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef, Par};
 use hetla_kernels::{Precision, Scalar};
-use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
+use hetla_runtime::{Platform, RunOptions, Trace};
 
-use crate::cholesky::check_finite;
+use crate::check::{check_finite, check_square};
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::mixed::{Refinable, Refinement, System, lowered, mixed_solve};
 use crate::plan::{Plan, SINGLE_TILE_UP_TO};
-use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
+use crate::run::{RunConfig, on_all_cores};
+use crate::{Backend, ClusterSpec, Error, Result};
 
 /// The block width LU uses for a matrix of order `n` on `backend` when none is given: the whole
 /// matrix up to order 512 (one panel call), else 256 columns, and 384 from order 4096 on with faer
@@ -59,14 +60,14 @@ pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Lu {
-    run: Cholesky,
+    run: RunConfig,
     tile: Option<usize>,
 }
 
 impl Default for Lu {
     fn default() -> Self {
         Self {
-            run: Cholesky::new().clusters(ClusterSpec::Level(hetla_clusters::Level::Core)),
+            run: RunConfig::on(ClusterSpec::Level(hetla_clusters::Level::Core)),
             tile: None,
         }
     }
@@ -86,7 +87,7 @@ impl Lu {
         self
     }
 
-    crate::cholesky::run_options!();
+    crate::run::run_options!();
 
     /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
     /// platform's backend.
@@ -114,14 +115,14 @@ impl Lu {
     /// matrix still factors (see [`LuFactor::singular`]).
     pub fn factor<A: Matrix>(&self, a: A) -> Result<LuFactor<A::Elem>> {
         let a = a.view();
-        check_square(a)?;
+        check_square("A", a.nrows(), a.ncols())?;
         let norms = norms(a)?;
         self.factor_checked(a.to_owned(), norms)
     }
 
     /// Factors `a` in place, taking ownership: no copy is made.
     pub fn factor_owned<T: Scalar>(&self, a: Mat<T>) -> Result<LuFactor<T>> {
-        check_square(a.as_ref())?;
+        check_square("A", a.as_ref().nrows(), a.as_ref().ncols())?;
         let norms = norms(a.as_ref())?;
         self.factor_checked(a, norms)
     }
@@ -199,7 +200,7 @@ impl Lu {
         plan: &Plan,
         a: MatMut<'_, T>,
     ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
-        check_square(a.as_ref())?;
+        check_square("A", a.as_ref().nrows(), a.as_ref().ncols())?;
         norms(a.as_ref())?;
         let platform = self.resolve_platform()?;
         let options = RunOptions {
@@ -251,7 +252,7 @@ impl Lu {
         B: Matrix<Elem = A::Elem>,
     {
         let (a, b) = (a.view(), b.view());
-        check_square(a)?;
+        check_square("A", a.nrows(), a.ncols())?;
         if b.nrows() != a.nrows() {
             return Err(Error::DimensionMismatch {
                 n: a.nrows(),
@@ -554,7 +555,7 @@ impl Lu {
         trans: Trans,
     ) -> Result<()> {
         let lu = lu.view();
-        check_square(lu)?;
+        check_square("LU", lu.nrows(), lu.ncols())?;
         let n = lu.nrows();
         check_finite("LU", lu)?;
         if pivots.len() != n {
@@ -693,39 +694,6 @@ fn norms<T: Scalar>(a: MatRef<'_, T>) -> Result<Norms> {
     Ok(Norms { one: cols, inf })
 }
 
-fn check_square<T: Scalar>(a: MatRef<'_, T>) -> Result<()> {
-    if a.nrows() == a.ncols() {
-        Ok(())
-    } else {
-        Err(Error::NotSquare {
-            what: "A",
-            rows: a.nrows(),
-            cols: a.ncols(),
-        })
-    }
-}
-
-/// Below this many flops an O(n^2) step (a solve with the factors, a residual) runs on the calling
-/// thread.
-const ON_CALLER_FLOPS: f64 = 4.0e6;
-
-/// Runs an O(n^2 k) step of a solve (the triangular solves, a residual) on every core of the
-/// platform's clusters at once (rayon's global pool, `Par` over all of them, holding the platform's
-/// run lock), or on the calling thread when it is small: unlike a factorisation it has no graph to
-/// spread over the clusters, and one cluster of a 2x1 platform would leave half the cores idle.
-pub(crate) fn on_all_cores<R: Send>(
-    platform: &Platform,
-    flops: f64,
-    f: impl FnOnce(Backend, Par) -> R + Send,
-) -> R {
-    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
-    if flops < ON_CALLER_FLOPS || cores < 2 {
-        return f(platform.backend(), Par::Seq);
-    }
-    let _busy = platform.lock_run();
-    f(platform.backend(), hetla_kernels::par_for(cores))
-}
-
 /// R = B - A X for a general A, on every core.
 fn general_residual<T: Scalar>(
     platform: &Platform,
@@ -746,7 +714,7 @@ fn general_residual<T: Scalar>(
 /// `b`'s kind. A singular A is [`Error::Singular`].
 pub fn solve<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
     let (av, bv) = (a.view(), b.view());
-    check_square(av)?;
+    check_square("A", av.nrows(), av.ncols())?;
     if bv.nrows() != av.nrows() {
         return Err(Error::DimensionMismatch {
             n: av.nrows(),

@@ -19,8 +19,9 @@
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
 
-use crate::cholesky::{check_finite, check_hermitian_lower, direct};
+use crate::check::{check_finite, check_hermitian_lower};
 use crate::interop::Matrix;
+use crate::run::direct;
 use crate::{Cholesky, Error, Result};
 
 /// The most refinement steps before falling back to double (dsposv's ITERMAX).
@@ -130,7 +131,7 @@ impl Cholesky {
         b: MatRef<'_, T>,
     ) -> Result<(Mat<T>, Refinement)> {
         let n = a.nrows();
-        crate::cholesky::check_square("A", n, a.ncols())?;
+        crate::check::check_square("A", n, a.ncols())?;
         if b.nrows() != n {
             return Err(Error::DimensionMismatch { n, rows: b.nrows() });
         }

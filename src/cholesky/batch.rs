@@ -13,9 +13,11 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Backend, Par, Scalar};
 use hetla_runtime::Platform;
 
-use super::{
-    Cholesky, Factor, check_finite, check_hermitian_lower, check_hermitian_lower_entries,
-    check_square, factor_error, real_diagonal,
+use hetla_kernels::real_diagonal;
+
+use super::{Cholesky, Factor, factor_error};
+use crate::check::{
+    check_finite, check_hermitian_lower, check_hermitian_lower_entries, check_square,
 };
 use crate::interop::{Matrix, column_major};
 use crate::{Error, Result};
@@ -107,7 +109,7 @@ impl Cholesky {
                     l,
                     norm: Some(norm),
                     platform: platform.clone(),
-                    scheduler: self.scheduler,
+                    scheduler: self.run.scheduler,
                 })
             })
             .collect())

@@ -11,7 +11,8 @@ use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
-use super::{Cholesky, check_square, resident_placement};
+use super::{Cholesky, resident_placement};
+use crate::check::check_square;
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceMatrix, DeviceTiles};
 use crate::{Error, Result};
@@ -111,7 +112,7 @@ impl Cholesky {
             .collect();
         let store = DeviceTiles::new(MemoryNode(gpu + 1), tilings);
         let options = RunOptions {
-            scheduler: self.scheduler,
+            scheduler: self.run.scheduler,
             write_back: WriteBack::Resident,
             placement,
             // The tiles have no host view: no CPU cluster may run a task.

@@ -16,7 +16,8 @@ use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
 use faer::{Mat, MatRef, Par};
 use hetla_kernels::Scalar;
 
-use super::{Factor, check_finite};
+use super::Factor;
+use crate::check::check_finite;
 use crate::interop::Matrix;
 use crate::{Error, Result};
 

@@ -258,11 +258,14 @@ impl Cholesky {
             backend: platform.backend(),
         };
         let options = RunOptions {
-            scheduler: self.scheduler,
+            scheduler: self.run.scheduler,
             priorities: Some(share.priorities.clone()),
             ..RunOptions::default()
         };
-        let timeout = self.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
+        let timeout = self
+            .run
+            .progress_timeout
+            .unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
         // Tiles the run only reads are packed before any task runs (as ScaLAPACK's local
         // arrays are filled before its timer starts).
         let initial = share.pack_initial(&tiles);

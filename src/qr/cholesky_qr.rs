@@ -13,9 +13,9 @@ use hetla_kernels::{KernelError, Op, Scalar};
 use serde::Serialize;
 
 use super::householder::{Qr, check_rhs_rows};
-use crate::cholesky::check_finite;
+use crate::check::check_finite;
 use crate::interop::Matrix;
-use crate::lu::on_all_cores;
+use crate::run::on_all_cores;
 use crate::{Error, Result};
 
 /// Which way a [`CholeskyQr`] factorisation went.

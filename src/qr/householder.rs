@@ -21,12 +21,13 @@ use hetla_factorizations::{Op, TaskGraph, TileRef, Tiling, qr_t_slot};
 use hetla_kernels::{Precision, Scalar, Stack};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
-use crate::cholesky::check_finite;
+use crate::check::check_finite;
 use crate::interop::{Matrix, MatrixMut};
-use crate::lu::on_all_cores;
 use crate::plan::Plan;
+use crate::run::RunConfig;
+use crate::run::on_all_cores;
 use crate::tiles::ReflectorWork;
-use crate::{Backend, Cholesky, ClusterSpec, Error, Result};
+use crate::{ClusterSpec, Error, Result};
 
 use hetla_factorizations::QrTree;
 
@@ -64,7 +65,7 @@ pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Qr {
-    run: Cholesky,
+    run: RunConfig,
     tile: Option<usize>,
     inner: usize,
     tree: QrTree,
@@ -73,7 +74,7 @@ pub struct Qr {
 impl Default for Qr {
     fn default() -> Self {
         Self {
-            run: Cholesky::new().clusters(ClusterSpec::Level(hetla_clusters::Level::Core)),
+            run: RunConfig::on(ClusterSpec::Level(hetla_clusters::Level::Core)),
             tile: None,
             inner: DEFAULT_QR_INNER_BLOCK,
             tree: QrTree::Auto,
@@ -106,7 +107,7 @@ impl Qr {
         self
     }
 
-    crate::cholesky::run_options!();
+    crate::run::run_options!();
 
     /// The tile size for an `m x n` matrix: the one given, else [`default_qr_tile`].
     pub fn tile_size_for(&self, m: usize, n: usize) -> usize {

@@ -46,7 +46,7 @@ impl<T: Scalar> PivotedQr<T> {
     /// Factors `a` (m x n, any shape; a non-finite entry is an error). `full`: Q m x m and R m x n,
     /// else the economic Q m x k and R k x n (k = min(m, n)).
     pub fn factor(a: MatRef<'_, T>, full: bool) -> Result<Self> {
-        crate::cholesky::check_finite("A", a)?;
+        crate::check::check_finite("A", a)?;
         let (m, n) = (a.nrows(), a.ncols());
         let k = m.min(n);
         if m == 0 || n == 0 {
@@ -117,8 +117,8 @@ pub fn lstsq_rank<T: Scalar>(
 ) -> Result<(Mat<T>, usize)> {
     let (m, n) = (a.nrows(), a.ncols());
     check_rhs_rows(b, m)?;
-    crate::cholesky::check_finite("A", a)?;
-    crate::cholesky::check_finite("B", b)?;
+    crate::check::check_finite("A", a)?;
+    crate::check::check_finite("B", b)?;
     let rcond = rcond.unwrap_or(T::PRECISION.epsilon());
     if !(rcond.is_finite()) {
         return Err(Error::InvalidOption {

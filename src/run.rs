@@ -1,0 +1,141 @@
+//! The run options every factorisation's builder holds ([`RunConfig`]): where and how its task
+//! graph runs (backend, clusters, scheduler, a shared platform), apart from what is the
+//! factorisation's own (Cholesky's tile and storage, LU's block width, QR's tree). A builder keeps
+//! one in its field `run` and gets the public setters from [`run_options!`], so `Cholesky`, `Lu`,
+//! `Qr` and the next family say these options once, the same way.
+
+use std::sync::Arc;
+
+use hetla_clusters::ClusterSpec;
+use hetla_kernels::{Backend, Par};
+use hetla_runtime::{Platform, SchedulerKind};
+
+use crate::{Error, Result};
+
+/// Where and how a builder's runs go (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunConfig {
+    pub backend: Backend,
+    pub clusters: ClusterSpec,
+    pub threads: Option<usize>,
+    pub scheduler: SchedulerKind,
+    pub platform: Option<Arc<Platform>>,
+    /// Distributed runs: how long a rank waits for another before presuming it dead.
+    pub progress_timeout: Option<std::time::Duration>,
+}
+
+impl RunConfig {
+    /// Options whose clusters are `clusters` (LU and QR default to one cluster per core).
+    pub fn on(clusters: ClusterSpec) -> Self {
+        Self {
+            clusters,
+            ..Self::default()
+        }
+    }
+
+    /// The platform a run uses: the one given, or the process-wide one of the cluster spec and
+    /// backend ([`Platform::shared`], built on first use).
+    pub fn resolve_platform(&self) -> Result<Arc<Platform>> {
+        if let Some(p) = &self.platform {
+            return Ok(p.clone());
+        }
+        let spec = match self.threads {
+            Some(0) => {
+                return Err(Error::InvalidOption {
+                    option: "threads",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            Some(t) => ClusterSpec::Grid { count: 1, size: t },
+            None => self.clusters.clone(),
+        };
+        Ok(Platform::shared(&spec, self.backend)?)
+    }
+}
+
+/// Runs the kernels of a matrix that is one tile directly, without graph or runtime: on the calling
+/// thread when small, else on the platform's first CPU cluster with all its cores (holding the
+/// platform's run lock). `None` when the platform has no CPU cluster.
+pub(crate) fn direct<R: Send>(
+    platform: &Platform,
+    flops: f64,
+    f: impl FnOnce(Backend, Par) -> R + Send,
+) -> Option<R> {
+    let cluster = platform.clusters().first()?;
+    let backend = platform.backend();
+    if flops < ON_CALLER_FLOPS {
+        return Some(f(backend, Par::Seq));
+    }
+    let _busy = platform.lock_run();
+    Some(
+        cluster
+            .pool()
+            .install(|| f(backend, hetla_kernels::par_for(cluster.size()))),
+    )
+}
+
+/// Below this many flops a one-tile kernel ([`direct`]) or an O(n^2) step of a solve
+/// ([`on_all_cores`]) runs on the calling thread: handing it to a pool costs more than it gains (a
+/// thread wake-up is several microseconds).
+const ON_CALLER_FLOPS: f64 = 4.0e6;
+
+/// Runs an O(n^2 k) step of a solve (the triangular solves, a residual) on every core of the
+/// platform's clusters at once (rayon's global pool, `Par` over all of them, holding the platform's
+/// run lock), or on the calling thread when it is small: unlike a factorisation it has no graph to
+/// spread over the clusters, and one cluster of a 2x1 platform would leave half the cores idle.
+pub(crate) fn on_all_cores<R: Send>(
+    platform: &Platform,
+    flops: f64,
+    f: impl FnOnce(Backend, Par) -> R + Send,
+) -> R {
+    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
+    if flops < ON_CALLER_FLOPS || cores < 2 {
+        return f(platform.backend(), Par::Seq);
+    }
+    let _busy = platform.lock_run();
+    f(platform.backend(), hetla_kernels::par_for(cores))
+}
+
+/// The public setters of a builder's [`RunConfig`] (held in its field `run`): backend, clusters,
+/// threads, scheduler, platform, and the platform a run uses.
+macro_rules! run_options {
+    () => {
+        /// Kernel backend (ignored when a platform is given: it has its own).
+        pub fn backend(mut self, backend: hetla_kernels::Backend) -> Self {
+            self.run.backend = backend;
+            self
+        }
+
+        /// How cores are grouped into clusters (ignored when a platform is given).
+        pub fn clusters(mut self, spec: hetla_clusters::ClusterSpec) -> Self {
+            self.run.clusters = spec;
+            self
+        }
+
+        /// One cluster of `threads` cores: every kernel runs on all of them, one at a time.
+        pub fn threads(mut self, threads: usize) -> Self {
+            self.run.threads = Some(threads);
+            self
+        }
+
+        /// The scheduling policy.
+        pub fn scheduler(mut self, scheduler: hetla_runtime::SchedulerKind) -> Self {
+            self.run.scheduler = scheduler;
+            self
+        }
+
+        /// Runs on this platform (its clusters, backend and models).
+        pub fn platform(mut self, platform: std::sync::Arc<hetla_runtime::Platform>) -> Self {
+            self.run.platform = Some(platform);
+            self
+        }
+
+        /// The platform a run uses: the one given, or the process-wide one of the options'
+        /// cluster spec and backend ([`Platform::shared`](hetla_runtime::Platform::shared), built
+        /// on first use).
+        pub fn resolve_platform(&self) -> $crate::Result<std::sync::Arc<hetla_runtime::Platform>> {
+            self.run.resolve_platform()
+        }
+    };
+}
+pub(crate) use run_options;
