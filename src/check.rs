@@ -23,7 +23,6 @@ fn symmetric_norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
     hermitian_column_sums(m).into_iter().fold(0.0, f64::max)
 }
 
-
 /// ||M||_1, the largest column sum of |M| (0 for an empty matrix).
 pub fn norm1<T: Scalar>(m: MatRef<'_, T>) -> f64 {
     (0..m.ncols())

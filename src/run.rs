@@ -130,9 +130,9 @@ macro_rules! run_options {
             self
         }
 
-        /// The platform a run uses: the one given, or the process-wide one of the options'
-        /// cluster spec and backend ([`Platform::shared`](hetla_runtime::Platform::shared), built
-        /// on first use).
+        /// The platform a run uses: the one given, or the process-wide one of the options' cluster
+        /// spec and backend ([`Platform::shared`](hetla_runtime::Platform::shared), built on first
+        /// use).
         pub fn resolve_platform(&self) -> $crate::Result<std::sync::Arc<hetla_runtime::Platform>> {
             self.run.resolve_platform()
         }

@@ -16,14 +16,16 @@
 //! [`TileWork`] runs a task graph over a store: it is the runtime's [`Workload`], and the place
 //! where the task graph's edges are what makes a writable view exclusive (the runtime runs a task
 //! only once every earlier task touching its tiles has ended, and no later one starts before it
-//! ends).
+//! ends). A family whose tasks need more than their tiles wraps it with its side data, in its own
+//! module (LU's interchanges in `lu::work`, QR's T factors in `qr::work`), and takes the store's
+//! views under the same contract. The store names no algorithm.
 
 use std::marker::PhantomData;
 
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
-use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling, qr_t_slot};
-use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, Scalar, Stack};
+use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
+use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, Scalar};
 use hetla_runtime::{DeviceHome, KernelKey, Workload};
 
 use crate::{Error, Result};
@@ -422,211 +424,42 @@ impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
 /// unchanged: all but `run`.
 macro_rules! delegate_to_tiles {
     () => {
-        fn graph(&self) -> &TaskGraph {
+        fn graph(&self) -> &hetla_factorizations::TaskGraph {
             self.tiles.graph()
         }
 
-        fn key(&self, task: TaskId) -> KernelKey {
+        fn key(&self, task: hetla_factorizations::TaskId) -> hetla_runtime::KernelKey {
             self.tiles.key(task)
         }
 
-        fn tile_bytes(&self, tile: TileRef) -> usize {
+        fn tile_bytes(&self, tile: hetla_factorizations::TileRef) -> usize {
             self.tiles.tile_bytes(tile)
         }
 
-        fn host_tile(&self, tile: TileRef) -> Option<AnyRef<'_>> {
+        fn host_tile(
+            &self,
+            tile: hetla_factorizations::TileRef,
+        ) -> Option<hetla_kernels::AnyRef<'_>> {
             self.tiles.host_tile(tile)
         }
 
-        unsafe fn host_tile_mut(&self, tile: TileRef) -> Option<AnyMut<'_>> {
+        unsafe fn host_tile_mut(
+            &self,
+            tile: hetla_factorizations::TileRef,
+        ) -> Option<hetla_kernels::AnyMut<'_>> {
             // SAFETY: the caller's contract is this one's.
             unsafe { self.tiles.host_tile_mut(tile) }
         }
 
-        fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
+        fn device_home(
+            &self,
+            tile: hetla_factorizations::TileRef,
+        ) -> Option<hetla_runtime::DeviceHome> {
             self.tiles.device_home(tile)
         }
     };
 }
-
-/// LU's graph over its block columns ([`ColumnBlocks`]) with the row interchanges its panels write
-/// and its updates read: the runtime's [`Workload`] of an LU factorisation. The interchanges of
-/// panel k are written by its task and read by tasks that read its block column, which the graph
-/// orders after it: the runtime's ordering of those tasks is what publishes them (relaxed atomics
-/// suffice).
-pub(crate) struct PivotedWork<'w, T: Scalar> {
-    /// The work without interchanges: the graph, keys, shapes, the blocks and the backend.
-    pub tiles: TileWork<'w, T>,
-    /// The factored matrix's tiling (block columns of its width).
-    pub tiling: Tiling,
-    /// `ipiv[i]`: the row (global, 0-based) swapped with row i at step i.
-    pub ipiv: &'w [std::sync::atomic::AtomicUsize],
-    /// The first column whose pivot was exactly zero (`usize::MAX`: none).
-    pub zero: &'w std::sync::atomic::AtomicUsize,
-}
-
-impl<T: Scalar> Workload for PivotedWork<'_, T> {
-    delegate_to_tiles!();
-
-    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let task = self.tiles.graph.task(id);
-        if !task.op.pivots() {
-            return self.tiles.run(id, par);
-        }
-        let (write, reads) = operands(task)?;
-        let step = hetla_factorizations::lu_step(task);
-        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
-        let rows = self.tiling.rows() - first;
-        let store = self.tiles.store;
-        let missing = |tile: TileRef| KernelError::Operands {
-            op: task.op,
-            reason: format!("block column {} is not held here", tile.col),
-        };
-        let backend = self.tiles.backend;
-        if task.op == Op::LuPanel {
-            // SAFETY: as in TileWork::run: the graph orders every task touching this block column
-            // before or after this one, so no other view of it is used while this one lives.
-            let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
-            let mut ipiv = vec![0; width];
-            let zero = backend.lu_panel(block.subrows_mut(first, rows), &mut ipiv, par)?;
-            for (i, p) in ipiv.iter().enumerate() {
-                self.ipiv[first + i].store(first + p, Relaxed);
-            }
-            if let Some(z) = zero {
-                self.zero.fetch_min(first + z, Relaxed);
-            }
-            return Ok(());
-        }
-        let panel = store
-            .tile(reads[0].tile)
-            .ok_or_else(|| missing(reads[0].tile))?;
-        let panel = panel.subrows(first, rows);
-        let ipiv: Vec<usize> = (0..width)
-            .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
-            .collect();
-        // SAFETY: as above; the block written is not the panel read (checked by `operands`).
-        let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
-        let block = block.subrows_mut(first, rows);
-        match task.op {
-            Op::LuUpdate => backend.lu_update(panel, &ipiv, block, par),
-            _ => backend.lu_swap(panel, &ipiv, block),
-        }
-    }
-}
-
-/// QR's tasks over a store: the tiles as [`TileWork`]'s, and the T's of the block reflectors beside
-/// them, a slot per tile and kind ([`ReflectorWork::slot`]). A slot is set once, by the task that
-/// factors (`Geqrt`, `Tsqrt`, `Ttqrt`), and read by the tasks that apply that factorisation, which
-/// read the tile it wrote and so run after it (the graph's read-after-write edge; the runtime's
-/// hand-over of a task's end to its successors publishes the slot).
-pub(crate) struct ReflectorWork<'w, T: Scalar> {
-    /// The work without the T's: the graph, keys, shapes, the tiles and the backend.
-    pub tiles: TileWork<'w, T>,
-    /// The factored matrix's tiling.
-    pub tiling: Tiling,
-    /// The inner block size: the rows of every T.
-    pub inner: usize,
-    /// The T's, by slot.
-    pub ts: &'w [std::sync::OnceLock<faer::Mat<T>>],
-}
-
-impl<T: Scalar> ReflectorWork<'_, T> {
-    /// Slots a matrix of `tiling` needs.
-    pub fn slots(tiling: &Tiling) -> usize {
-        2 * tiling.row_tiles() * tiling.col_tiles()
-    }
-
-    /// The slot of the T of `tile`'s own QR (`pair` false) or of its elimination on a triangle.
-    pub fn slot(tiling: &Tiling, tile: TileRef, pair: bool) -> usize {
-        2 * (tile.row * tiling.col_tiles() + tile.col) + usize::from(pair)
-    }
-}
-
-impl<T: Scalar> Workload for ReflectorWork<'_, T> {
-    delegate_to_tiles!();
-
-    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
-        let task = self.tiles.graph.task(id);
-        if !task.op.is_qr() {
-            return self.tiles.run(id, par);
-        }
-        let op = task.op;
-        let fail = |reason: String| KernelError::Operands { op, reason };
-        let (reads, writes) = task.accesses.split_at(op.reads().min(task.accesses.len()));
-        let distinct = writes.len() < 2 || writes[0].tile != writes[1].tile;
-        if writes.len() != op.writes()
-            || !distinct
-            || writes.iter().any(|w| !w.mode.writes())
-            || reads
-                .iter()
-                .any(|r| r.mode != Mode::Read || writes.iter().any(|w| w.tile == r.tile))
-        {
-            return Err(fail(
-                "expected the tiles read, then the distinct tiles written".into(),
-            ));
-        }
-        let store = self.tiles.store;
-        let missing = |tile: TileRef| {
-            fail(format!(
-                "tile ({}, {}) is not held here",
-                tile.row, tile.col
-            ))
-        };
-        let (slot_tile, pair) = qr_t_slot(task);
-        let slot = &self.ts[Self::slot(&self.tiling, slot_tile, pair)];
-        let set = |t: faer::Mat<T>| {
-            slot.set(t)
-                .map_err(|_| fail("the block reflectors of this tile were factored twice".into()))
-        };
-        let get = || {
-            slot.get()
-                .ok_or_else(|| fail("applied before its factorisation ran".into()))
-        };
-        let backend = self.tiles.backend;
-        // SAFETY: as in TileWork::run: the graph orders every task touching these tiles before or
-        // after this one, so no other view of a written tile is used while these live; the written
-        // tiles are distinct and none is read by the task (checked above).
-        let write = |n: usize| {
-            unsafe { store.tile_mut(writes[n].tile) }.ok_or_else(|| missing(writes[n].tile))
-        };
-        let read = |n: usize| {
-            store
-                .tile(reads[n].tile)
-                .ok_or_else(|| missing(reads[n].tile))
-        };
-        match (op, Stack::of(op)) {
-            (Op::Geqrt, _) => {
-                let a = write(0)?;
-                let k = a.nrows().min(a.ncols());
-                // An inner block wider than the tile is the whole tile.
-                let mut t = faer::Mat::zeros(self.inner.min(k).max(1), k);
-                backend.qr_tile(a, t.as_mut(), par)?;
-                set(t)?;
-            }
-            (Op::Unmqr, _) => backend.qr_apply(read(0)?, get()?.as_ref(), write(0)?, true, par)?,
-            (Op::Tsqrt | Op::Ttqrt, Some(stack)) => {
-                let (r, b) = (write(0)?, write(1)?);
-                let n = r.ncols();
-                let mut t = faer::Mat::zeros(self.inner.min(n).max(1), n);
-                // The triangle is the top of its tile.
-                backend.qr_stacked(r.subrows_mut(0, n), b, stack, t.as_mut(), par)?;
-                set(t)?;
-            }
-            (_, Some(stack)) => {
-                let t = get()?;
-                let (a1, a2) = (write(0)?, write(1)?);
-                let a1 = a1.subrows_mut(0, t.ncols());
-                backend.qr_stacked_apply(read(0)?, stack, t.as_ref(), (a1, a2), true, par)?;
-            }
-            _ => return Err(fail("not a QR operation".into())),
-        }
-        for w in writes {
-            self.tiles.store.ran(id, task, w.tile)?;
-        }
-        Ok(())
-    }
-}
+pub(crate) use delegate_to_tiles;
 
 /// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking that it
 /// is long enough.
@@ -770,7 +603,7 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
 
 /// A task's written tile (its last access) and the tiles it only reads, checked: the written one is
 /// not also read.
-fn operands(task: &Task) -> std::result::Result<(&Access, &[Access]), KernelError> {
+pub(crate) fn operands(task: &Task) -> std::result::Result<(&Access, &[Access]), KernelError> {
     let operands = |reason: &str| KernelError::Operands {
         op: task.op,
         reason: reason.into(),

@@ -5,9 +5,9 @@ use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
 use super::build::{Algorithm, Plan};
-use crate::tiles::{
-    ColumnBlocks, Matrices, PivotedWork, ReflectorWork, TileStore, TileWork, TiledMatrix,
-};
+use crate::lu::work::PivotedWork;
+use crate::qr::work::ReflectorWork;
+use crate::tiles::{ColumnBlocks, Matrices, TileStore, TileWork, TiledMatrix};
 use crate::{Error, Result};
 
 impl Plan {

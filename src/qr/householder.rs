@@ -21,12 +21,12 @@ use hetla_factorizations::{Op, TaskGraph, TileRef, Tiling, qr_t_slot};
 use hetla_kernels::{Precision, Scalar, Stack};
 use hetla_runtime::{Platform, RunOptions, SchedulerKind, Trace};
 
+use super::work::ReflectorWork;
 use crate::check::check_finite;
 use crate::interop::{Matrix, MatrixMut};
 use crate::plan::Plan;
 use crate::run::RunConfig;
 use crate::run::on_all_cores;
-use crate::tiles::ReflectorWork;
 use crate::{ClusterSpec, Error, Result};
 
 use hetla_factorizations::QrTree;

@@ -27,6 +27,8 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+pub(crate) mod work;
+
 /// The block width LU uses for a matrix of order `n` on `backend` when none is given: the whole
 /// matrix up to order 512 (one panel call), else 256 columns, and 384 from order 4096 on with faer
 /// (whose product gains more from the wider inner dimension: 4.08 s against 4.27-4.36 s at n = 8192

@@ -1,0 +1,76 @@
+//! LU's work: how its tasks reach the block columns of a
+//! [`ColumnBlocks`](crate::tiles::ColumnBlocks) store, and the side data its panels leave for the
+//! updates (the row interchanges and the first zero pivot).
+
+use faer::Par;
+use hetla_factorizations::{Op, TaskId, TileRef, Tiling};
+use hetla_kernels::{KernelError, Scalar};
+use hetla_runtime::Workload;
+
+use crate::tiles::{TileWork, delegate_to_tiles, operands};
+
+/// LU's graph over its block columns ([`ColumnBlocks`]) with the row interchanges its panels write
+/// and its updates read: the runtime's [`Workload`] of an LU factorisation. The interchanges of
+/// panel k are written by its task and read by tasks that read its block column, which the graph
+/// orders after it: the runtime's ordering of those tasks is what publishes them (relaxed atomics
+/// suffice).
+pub(crate) struct PivotedWork<'w, T: Scalar> {
+    /// The work without interchanges: the graph, keys, shapes, the blocks and the backend.
+    pub tiles: TileWork<'w, T>,
+    /// The factored matrix's tiling (block columns of its width).
+    pub tiling: Tiling,
+    /// `ipiv[i]`: the row (global, 0-based) swapped with row i at step i.
+    pub ipiv: &'w [std::sync::atomic::AtomicUsize],
+    /// The first column whose pivot was exactly zero (`usize::MAX`: none).
+    pub zero: &'w std::sync::atomic::AtomicUsize,
+}
+
+impl<T: Scalar> Workload for PivotedWork<'_, T> {
+    delegate_to_tiles!();
+
+    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let task = self.tiles.graph.task(id);
+        if !task.op.pivots() {
+            return self.tiles.run(id, par);
+        }
+        let (write, reads) = operands(task)?;
+        let step = hetla_factorizations::lu_step(task);
+        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
+        let rows = self.tiling.rows() - first;
+        let store = self.tiles.store;
+        let missing = |tile: TileRef| KernelError::Operands {
+            op: task.op,
+            reason: format!("block column {} is not held here", tile.col),
+        };
+        let backend = self.tiles.backend;
+        if task.op == Op::LuPanel {
+            // SAFETY: as in TileWork::run: the graph orders every task touching this block column
+            // before or after this one, so no other view of it is used while this one lives.
+            let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
+            let mut ipiv = vec![0; width];
+            let zero = backend.lu_panel(block.subrows_mut(first, rows), &mut ipiv, par)?;
+            for (i, p) in ipiv.iter().enumerate() {
+                self.ipiv[first + i].store(first + p, Relaxed);
+            }
+            if let Some(z) = zero {
+                self.zero.fetch_min(first + z, Relaxed);
+            }
+            return Ok(());
+        }
+        let panel = store
+            .tile(reads[0].tile)
+            .ok_or_else(|| missing(reads[0].tile))?;
+        let panel = panel.subrows(first, rows);
+        let ipiv: Vec<usize> = (0..width)
+            .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
+            .collect();
+        // SAFETY: as above; the block written is not the panel read (checked by `operands`).
+        let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
+        let block = block.subrows_mut(first, rows);
+        match task.op {
+            Op::LuUpdate => backend.lu_update(panel, &ipiv, block, par),
+            _ => backend.lu_swap(panel, &ipiv, block),
+        }
+    }
+}

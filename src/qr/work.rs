@@ -1,0 +1,122 @@
+//! QR's work: how its tasks reach the tiles, and the T factors of the block reflectors each
+//! factoring task leaves beside its tile for the tasks that apply it.
+
+use faer::Par;
+use hetla_factorizations::{Mode, Op, TaskId, TileRef, Tiling, qr_t_slot};
+use hetla_kernels::{KernelError, Scalar, Stack};
+use hetla_runtime::Workload;
+
+use crate::tiles::{TileWork, delegate_to_tiles};
+
+/// QR's tasks over a store: the tiles as [`TileWork`]'s, and the T's of the block reflectors beside
+/// them, a slot per tile and kind ([`ReflectorWork::slot`]). A slot is set once, by the task that
+/// factors (`Geqrt`, `Tsqrt`, `Ttqrt`), and read by the tasks that apply that factorisation, which
+/// read the tile it wrote and so run after it (the graph's read-after-write edge; the runtime's
+/// hand-over of a task's end to its successors publishes the slot).
+pub(crate) struct ReflectorWork<'w, T: Scalar> {
+    /// The work without the T's: the graph, keys, shapes, the tiles and the backend.
+    pub tiles: TileWork<'w, T>,
+    /// The factored matrix's tiling.
+    pub tiling: Tiling,
+    /// The inner block size: the rows of every T.
+    pub inner: usize,
+    /// The T's, by slot.
+    pub ts: &'w [std::sync::OnceLock<faer::Mat<T>>],
+}
+
+impl<T: Scalar> ReflectorWork<'_, T> {
+    /// Slots a matrix of `tiling` needs.
+    pub fn slots(tiling: &Tiling) -> usize {
+        2 * tiling.row_tiles() * tiling.col_tiles()
+    }
+
+    /// The slot of the T of `tile`'s own QR (`pair` false) or of its elimination on a triangle.
+    pub fn slot(tiling: &Tiling, tile: TileRef, pair: bool) -> usize {
+        2 * (tile.row * tiling.col_tiles() + tile.col) + usize::from(pair)
+    }
+}
+
+impl<T: Scalar> Workload for ReflectorWork<'_, T> {
+    delegate_to_tiles!();
+
+    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
+        let task = self.tiles.graph.task(id);
+        if !task.op.is_qr() {
+            return self.tiles.run(id, par);
+        }
+        let op = task.op;
+        let fail = |reason: String| KernelError::Operands { op, reason };
+        let (reads, writes) = task.accesses.split_at(op.reads().min(task.accesses.len()));
+        let distinct = writes.len() < 2 || writes[0].tile != writes[1].tile;
+        if writes.len() != op.writes()
+            || !distinct
+            || writes.iter().any(|w| !w.mode.writes())
+            || reads
+                .iter()
+                .any(|r| r.mode != Mode::Read || writes.iter().any(|w| w.tile == r.tile))
+        {
+            return Err(fail(
+                "expected the tiles read, then the distinct tiles written".into(),
+            ));
+        }
+        let store = self.tiles.store;
+        let missing = |tile: TileRef| {
+            fail(format!(
+                "tile ({}, {}) is not held here",
+                tile.row, tile.col
+            ))
+        };
+        let (slot_tile, pair) = qr_t_slot(task);
+        let slot = &self.ts[Self::slot(&self.tiling, slot_tile, pair)];
+        let set = |t: faer::Mat<T>| {
+            slot.set(t)
+                .map_err(|_| fail("the block reflectors of this tile were factored twice".into()))
+        };
+        let get = || {
+            slot.get()
+                .ok_or_else(|| fail("applied before its factorisation ran".into()))
+        };
+        let backend = self.tiles.backend;
+        // SAFETY: as in TileWork::run: the graph orders every task touching these tiles before or
+        // after this one, so no other view of a written tile is used while these live; the written
+        // tiles are distinct and none is read by the task (checked above).
+        let write = |n: usize| {
+            unsafe { store.tile_mut(writes[n].tile) }.ok_or_else(|| missing(writes[n].tile))
+        };
+        let read = |n: usize| {
+            store
+                .tile(reads[n].tile)
+                .ok_or_else(|| missing(reads[n].tile))
+        };
+        match (op, Stack::of(op)) {
+            (Op::Geqrt, _) => {
+                let a = write(0)?;
+                let k = a.nrows().min(a.ncols());
+                // An inner block wider than the tile is the whole tile.
+                let mut t = faer::Mat::zeros(self.inner.min(k).max(1), k);
+                backend.qr_tile(a, t.as_mut(), par)?;
+                set(t)?;
+            }
+            (Op::Unmqr, _) => backend.qr_apply(read(0)?, get()?.as_ref(), write(0)?, true, par)?,
+            (Op::Tsqrt | Op::Ttqrt, Some(stack)) => {
+                let (r, b) = (write(0)?, write(1)?);
+                let n = r.ncols();
+                let mut t = faer::Mat::zeros(self.inner.min(n).max(1), n);
+                // The triangle is the top of its tile.
+                backend.qr_stacked(r.subrows_mut(0, n), b, stack, t.as_mut(), par)?;
+                set(t)?;
+            }
+            (_, Some(stack)) => {
+                let t = get()?;
+                let (a1, a2) = (write(0)?, write(1)?);
+                let a1 = a1.subrows_mut(0, t.ncols());
+                backend.qr_stacked_apply(read(0)?, stack, t.as_ref(), (a1, a2), true, par)?;
+            }
+            _ => return Err(fail("not a QR operation".into())),
+        }
+        for w in writes {
+            self.tiles.store.ran(id, task, w.tile)?;
+        }
+        Ok(())
+    }
+}
