@@ -22,10 +22,9 @@
 
 use std::marker::PhantomData;
 
-use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{Access, Mode, Task, TaskGraph, TaskId, TileRef, Tiling};
-use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Op, Par, Scalar};
+use hetla_kernels::{AnyMut, AnyRef, Backend, HostRange, KernelError, Par, Scalar};
 use hetla_runtime::{DeviceHome, KernelKey, Workload};
 
 use crate::{Error, Result};
@@ -126,21 +125,9 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
         false
     }
 
-    /// Whether the strict upper triangle of diagonal tile `tile` belongs to the store (not to the
-    /// caller) and a panel below reads the tile: room for the inverse of its unit factor, which the
-    /// panel's solves then use instead of a triangular solve (`Backend::trsm_by_inverse`).
-    fn spare_upper(&self, tile: TileRef) -> bool {
-        let _ = tile;
-        false
-    }
-
-    /// Records that the strict upper triangle of `tile` now holds the inverse of its unit factor.
-    fn set_inverted(&self, tile: TileRef) {
-        let _ = tile;
-    }
-
-    /// Whether [`TileStore::set_inverted`] was called for `tile` in this run.
-    fn inverted(&self, tile: TileRef) -> bool {
+    /// Whether the strict upper triangle of diagonal tile `tile` belongs to the store, not to the
+    /// caller (never copied out): a kernel may keep data of its own there.
+    fn owns_strict_upper(&self, tile: TileRef) -> bool {
         let _ = tile;
         false
     }
@@ -300,16 +287,8 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
         unsafe { self.view_mut(tile) }
     }
 
-    fn spare_upper(&self, tile: TileRef) -> bool {
-        TileMajor::spare_upper(self, tile)
-    }
-
-    fn set_inverted(&self, tile: TileRef) {
-        TileMajor::set_inverted(self, tile)
-    }
-
-    fn inverted(&self, tile: TileRef) -> bool {
-        TileMajor::inverted(self, tile)
+    fn owns_strict_upper(&self, tile: TileRef) -> bool {
+        TileMajor::owns_strict_upper(self, tile)
     }
 
     fn host_ranges(&self) -> Vec<HostRange> {
@@ -421,7 +400,8 @@ impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
 }
 
 /// The [`Workload`] methods a work that wraps a [`TileWork`] (its field `tiles`) takes from it
-/// unchanged: all but `run`.
+/// unchanged: all but `run` (every one, so that a wrapper loses none of the store's answers: the
+/// page-locked ranges, the tiles that arrive from other ranks).
 macro_rules! delegate_to_tiles {
     () => {
         fn graph(&self) -> &hetla_factorizations::TaskGraph {
@@ -456,6 +436,14 @@ macro_rules! delegate_to_tiles {
             tile: hetla_factorizations::TileRef,
         ) -> Option<hetla_runtime::DeviceHome> {
             self.tiles.device_home(tile)
+        }
+
+        fn host_ranges(&self) -> Vec<hetla_kernels::HostRange> {
+            self.tiles.host_ranges()
+        }
+
+        fn outside_inputs(&self, task: hetla_factorizations::TaskId) -> usize {
+            self.tiles.outside_inputs(task)
         }
     };
 }
@@ -578,24 +566,9 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
         // starts before it ends, so no other view of the written tile exists while this
         // kernel runs; the written tile is distinct from every tile the task reads
         // (checked by `operands`), and the read views are dropped before `ran`.
-        let mut out = unsafe { self.store.tile_mut(write.tile) }
+        let out = unsafe { self.store.tile_mut(write.tile) }
             .ok_or_else(|| missing(write.tile, "writable"))?;
-        let by_inverse = self.backend.solves_by_inverse();
-        match task.op {
-            // The panel below solves through the inverse of this tile's unit factor, written into
-            // the tile's strict upper triangle where the store owns it.
-            Op::Potrf if by_inverse && self.store.spare_upper(write.tile) => {
-                self.backend.run(task.op, &views, out.rb_mut(), par)?;
-                if self.backend.invert_unit_factor(out, par)? {
-                    self.store.set_inverted(write.tile);
-                }
-            }
-            // The graph orders the diagonal tile's POTRF (and its flag) before this solve.
-            Op::Trsm if by_inverse && self.store.inverted(reads[0].tile) => {
-                self.backend.trsm_by_inverse(views[0], out, par)?
-            }
-            op => self.backend.run(op, &views, out, par)?,
-        }
+        self.backend.run(task.op, &views, out, par)?;
         drop(views);
         self.store.ran(id, task, write.tile)
     }

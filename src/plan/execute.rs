@@ -5,6 +5,7 @@ use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
 use super::build::{Algorithm, Plan};
+use crate::cholesky::work::InvertingWork;
 use crate::lu::work::PivotedWork;
 use crate::qr::work::ReflectorWork;
 use crate::tiles::{ColumnBlocks, Matrices, TileStore, TileWork, TiledMatrix};
@@ -28,7 +29,15 @@ impl Plan {
             store,
             backend: platform.backend(),
         };
-        execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))
+        let options = self.run_options(options);
+        match self.algorithm() {
+            Algorithm::Cholesky { n } => {
+                let work = InvertingWork::new(work, n.div_ceil(self.tile().max(1)));
+                execute(platform, &work, &options)
+            }
+            _ => execute(platform, &work, &options),
+        }
+        .map_err(|e| self.run_error(e))
     }
 
     /// Runs an LU plan on `platform` over `a` (its order, column-major) in place: the trace, the

@@ -10,8 +10,6 @@
 //! out writes only the lower triangle, so the caller's strict upper triangle is left as it was, as
 //! the in-place factorisation leaves it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
@@ -22,13 +20,6 @@ use rayon::prelude::*;
 use crate::Result;
 use crate::pages::PageBuffer;
 
-/// The fewest solves a panel must have for its diagonal tile to be inverted: the inversion (b^3/3
-/// flops at about 20-40 Gflop/s in a run) lengthens the critical path, and each solve through the
-/// inverse saves about b^3/58 s-Gflop on one AVX-512 core; measured with OpenBLAS on 2 cores, a
-/// panel of one solve (tile 2048 at n = 4096 on one 2-core cluster) lost 28% and panels of 3 (tile
-/// 1024) 8%, while panels of up to 15 (tile 512 at n = 8192 on two 1-core clusters) gained 4%.
-const MIN_PANEL_SOLVES: usize = 4;
-
 /// The lower triangle of a square matrix in tile-major storage (see the module documentation).
 pub(crate) struct TileMajor<T: Scalar> {
     /// The storage `base` points into (accessed only through `base` while the store lives).
@@ -37,8 +28,6 @@ pub(crate) struct TileMajor<T: Scalar> {
     tiling: Tiling,
     /// Each held tile's offset in the buffer, by `i * col_tiles + j`.
     offsets: Vec<Option<usize>>,
-    /// Whether diagonal tile k holds the inverse of its unit factor in its strict upper triangle.
-    inverted: Vec<AtomicBool>,
 }
 
 // SAFETY: the store owns its scalars (Send + Sync data); tiles are written only through
@@ -189,7 +178,6 @@ impl<T: Scalar> TileMajor<T> {
             base,
             tiling,
             offsets,
-            inverted: (0..t).map(|_| AtomicBool::new(false)).collect(),
         };
         store.held().into_par_iter().for_each(|(i, j)| {
             let (r, c) = tiling.tile_shape(i, j);
@@ -283,30 +271,8 @@ impl<T: Scalar> TileMajor<T> {
         Some(unsafe { self.raw_mut(tile.row, tile.col) })
     }
 
-    /// A diagonal tile's strict upper triangle is this copy's own (never copied out); offered for
-    /// the inverse when the panel below has at least [`MIN_PANEL_SOLVES`] tiles.
-    pub(super) fn spare_upper(&self, tile: TileRef) -> bool {
-        self.offset(tile).is_some()
-            && tile.row == tile.col
-            && tile.row + MIN_PANEL_SOLVES < self.tiling.row_tiles()
-    }
-
-    /// Records that diagonal tile `tile` holds its unit factor's inverse.
-    pub(super) fn set_inverted(&self, tile: TileRef) {
-        if let Some(flag) = self.inverted.get(tile.row).filter(|_| tile.row == tile.col) {
-            // The runtime's hand-over from the POTRF to the solves that read the tile orders
-            // this store before their loads.
-            flag.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether diagonal tile `tile` holds its unit factor's inverse.
-    pub(super) fn inverted(&self, tile: TileRef) -> bool {
-        tile.matrix.0 == 0
-            && tile.row == tile.col
-            && self
-                .inverted
-                .get(tile.row)
-                .is_some_and(|f| f.load(Ordering::Relaxed))
+    /// A diagonal tile's strict upper triangle is this copy's own (never copied out).
+    pub(super) fn owns_strict_upper(&self, tile: TileRef) -> bool {
+        self.offset(tile).is_some() && tile.row == tile.col
     }
 }

@@ -25,6 +25,7 @@ use crate::{Error, Result};
 pub(crate) mod batch;
 mod device;
 mod update;
+pub(crate) mod work;
 
 /// Configures and runs tiled Cholesky factorisations on the runtime.
 ///
