@@ -43,13 +43,13 @@ pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
     }
 }
 
-/// Configures and runs LU factorisations with partial pivoting on the runtime; the options are
-/// those of [`Cholesky`] (tile, backend, clusters, threads, scheduler, platform), except the
-/// default clusters: one per core (`ClusterSpec::Level(Level::Core)`), not `auto`. LU's panel is a
-/// narrow, latency-bound step on the critical path; with a cluster per core one core factors the
-/// next panel while the others update (lookahead), where one cluster of every core would run the
-/// panel on all of them and the updates after it (measured on 2 cores at n = 8192: 0.88x OpenBLAS
-/// dgetrf per core against 0.80x as one cluster; see the LU issue's note).
+/// Configures and runs LU factorisations with partial pivoting on the runtime; the run options are
+/// every builder's (backend, clusters, threads, scheduler, platform, as [`crate::Cholesky`]'s) plus
+/// LU's block width, with other default clusters: one per core (`ClusterSpec::Level(Level::Core)`),
+/// not `auto`. LU's panel is a narrow, latency-bound step on the critical path; with a cluster per
+/// core one core factors the next panel while the others update (lookahead), where one cluster of
+/// every core would run the panel on all of them and the updates after it (measured on 2 cores at n
+/// = 8192: 0.88x OpenBLAS dgetrf per core against 0.80x as one cluster; see the LU issue's note).
 ///
 /// ```
 /// use faer::Mat;
@@ -244,8 +244,8 @@ impl Lu {
     /// Solves A X = B to double accuracy, factoring in single precision when that suffices
     /// (LAPACK's dsgesv and zcgesv): A rounded to `f32` (`c32`) is factored by the tiled LU, and
     /// the solution refined in double with residuals of the original A, to dsgesv's test (see
-    /// [`Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says why in
-    /// [`Refinement::path`], when an entry of A overflows single precision, the single LU is
+    /// [`crate::Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says
+    /// why in [`Refinement::path`], when an entry of A overflows single precision, the single LU is
     /// singular, or the refinement does not converge.
     pub fn solve_refined<A, B>(&self, a: A, b: B) -> Result<(B::Owned, Refinement)>
     where

@@ -48,10 +48,10 @@ pub fn default_qr_tile(m: usize, n: usize) -> usize {
 /// The inner block size (columns of each block reflector) when none is given: PLASMA's default.
 pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
 
-/// Configures and runs Householder QR factorisations on the runtime; the options are those of
-/// [`Cholesky`] (backend, clusters, threads, scheduler, platform), with a cluster per core by
-/// default as for [`crate::Lu`] (the tile kernels are many and small), plus the tile size, the
-/// inner block size and the reduction tree.
+/// Configures and runs Householder QR factorisations on the runtime; the run options are every
+/// builder's (backend, clusters, threads, scheduler, platform, as [`crate::Cholesky`]'s), with a
+/// cluster per core by default as for [`crate::Lu`] (the tile kernels are many and small), plus the
+/// tile size, the inner block size and the reduction tree.
 ///
 /// ```
 /// use faer::Mat;
