@@ -131,10 +131,7 @@ impl Cholesky {
         b: MatRef<'_, T>,
     ) -> Result<(Mat<T>, Refinement)> {
         let n = a.nrows();
-        crate::check::check_square("A", n, a.ncols())?;
-        if b.nrows() != n {
-            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
-        }
+        crate::check::check_system("A", (n, a.ncols()), b.nrows())?;
         check_hermitian_lower("A", a)?;
         check_finite("B", b)?;
         let platform = self.resolve_platform()?;

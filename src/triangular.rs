@@ -36,10 +36,7 @@ where
     let a = a.view();
     let mut b = b.view_mut();
     let n = a.nrows();
-    crate::check::check_square("A", n, a.ncols())?;
-    if b.nrows() != n {
-        return Err(Error::DimensionMismatch { n, rows: b.nrows() });
-    }
+    crate::check::check_system("A", (n, a.ncols()), b.nrows())?;
     crate::check::check_finite_triangle("A", a, triangle == Triangle::Lower)?;
     crate::check::check_finite("B", b.as_ref())?;
     if let Some(column) = (0..n).find(|&k| a[(k, k)] == A::Elem::from_f64(0.0)) {

@@ -85,6 +85,21 @@ pub(crate) fn check_hermitian_lower_entries<T: Scalar>(
     Ok(())
 }
 
+/// [`Error::DimensionMismatch`] unless the right-hand sides have the `n` rows of the system.
+pub(crate) fn check_rows(n: usize, rows: usize) -> Result<()> {
+    if rows == n {
+        Ok(())
+    } else {
+        Err(Error::DimensionMismatch { n, rows })
+    }
+}
+
+/// The shapes of a system A X = B: A (`what`) square, B with as many rows.
+pub(crate) fn check_system(what: &'static str, a: (usize, usize), b_rows: usize) -> Result<()> {
+    check_square(what, a.0, a.1)?;
+    check_rows(a.0, b_rows)
+}
+
 /// The first non-finite entry of `m` (every entry read) as [`Error::NonFinite`], naming `what`.
 pub(crate) fn check_finite<T: Scalar>(what: &'static str, m: MatRef<'_, T>) -> Result<()> {
     non_finite(what, m, |_| 0..m.nrows())

@@ -71,13 +71,7 @@ impl Cholesky {
         let backend = platform.backend();
         Ok(on_every_core(&platform, a.len(), |i| {
             let (a, b) = (a[i].view(), b[i].view());
-            check_square("A", a.nrows(), a.ncols())?;
-            if b.nrows() != a.nrows() {
-                return Err(Error::DimensionMismatch {
-                    n: a.nrows(),
-                    rows: b.nrows(),
-                });
-            }
+            crate::check::check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
             check_finite("B", b)?;
             check_hermitian_lower_entries("A", a)?;
             let l = factor_copy(backend, a)?;

@@ -15,7 +15,7 @@ use super::{Cholesky, resident_placement};
 use crate::check::check_square;
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceMatrix, DeviceTiles};
-use crate::{Error, Result};
+use crate::Result;
 
 impl Cholesky {
     /// Factors `a`, an SPD (Hermitian positive definite) matrix in the memory of GPU `g` (the one
@@ -63,11 +63,8 @@ impl Cholesky {
         l: &DeviceMatrix<'_, T>,
         b: &mut DeviceMatrix<'_, T>,
     ) -> Result<Trace> {
-        check_square("L", l.nrows(), l.ncols())?;
         let n = l.nrows();
-        if b.nrows() != n {
-            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
-        }
+        crate::check::check_system("L", (l.nrows(), l.ncols()), b.nrows())?;
         let platform = self.resolve_platform()?;
         let (tile, _) = self.tile_and_choice(&platform, n, T::PRECISION)?;
         let plan = Plan::cholesky_solve(n, b.ncols(), tile, T::PRECISION)?;

@@ -561,12 +561,7 @@ impl<T: Scalar> Factor<T> {
     /// new matrix of `b`'s kind (column-major).
     pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
         let b = b.view();
-        if b.nrows() != self.n() {
-            return Err(Error::DimensionMismatch {
-                n: self.n(),
-                rows: b.nrows(),
-            });
-        }
+        crate::check::check_rows(self.n(), b.nrows())?;
         B::new_owned(b.nrows(), b.ncols(), |mut x| {
             x.copy_from(b);
             self.solve_in_place(x)
@@ -582,12 +577,7 @@ impl<T: Scalar> Factor<T> {
     }
 
     fn solve_column_major(&self, b: MatMut<'_, T>) -> Result<()> {
-        if b.nrows() != self.n() {
-            return Err(Error::DimensionMismatch {
-                n: self.n(),
-                rows: b.nrows(),
-            });
-        }
+        crate::check::check_rows(self.n(), b.nrows())?;
         check_finite("B", b.as_ref())?;
         let n = self.n();
         if self.tile >= n {
@@ -624,13 +614,7 @@ impl<T: Scalar> Factor<T> {
 pub fn solve_spd<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
     // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
     let (av, bv) = (a.view(), b.view());
-    check_square("A", av.nrows(), av.ncols())?;
-    if bv.nrows() != av.nrows() {
-        return Err(Error::DimensionMismatch {
-            n: av.nrows(),
-            rows: bv.nrows(),
-        });
-    }
+    crate::check::check_system("A", (av.nrows(), av.ncols()), bv.nrows())?;
     Cholesky::new().factor(av)?.solve(b)
 }
 

@@ -74,12 +74,7 @@ impl<T: Scalar> Factor<T> {
     }
 
     fn check_change(&self, what: &'static str, w: MatRef<'_, T>) -> Result<()> {
-        if w.nrows() != self.n() {
-            return Err(Error::DimensionMismatch {
-                n: self.n(),
-                rows: w.nrows(),
-            });
-        }
+        crate::check::check_rows(self.n(), w.nrows())?;
         check_finite(what, w)
     }
 }

@@ -254,13 +254,7 @@ impl Lu {
         B: Matrix<Elem = A::Elem>,
     {
         let (a, b) = (a.view(), b.view());
-        check_square("A", a.nrows(), a.ncols())?;
-        if b.nrows() != a.nrows() {
-            return Err(Error::DimensionMismatch {
-                n: a.nrows(),
-                rows: b.nrows(),
-            });
-        }
+        crate::check::check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
         let norms = norms(a)?;
         check_finite("B", b)?;
         let (x, how) = self.refined(a, b, norms)?;
@@ -491,12 +485,7 @@ impl<T: Scalar> LuFactor<T> {
 
     fn solve_new<B: Matrix<Elem = T>>(&self, b: B, trans: Trans) -> Result<B::Owned> {
         let b = b.view();
-        if b.nrows() != self.n() {
-            return Err(Error::DimensionMismatch {
-                n: self.n(),
-                rows: b.nrows(),
-            });
-        }
+        crate::check::check_rows(self.n(), b.nrows())?;
         B::new_owned(b.nrows(), b.ncols(), |mut x| {
             x.copy_from(b);
             column_major(x, |x| self.solve_column_major(x, trans))
@@ -511,12 +500,7 @@ impl<T: Scalar> LuFactor<T> {
 
     /// [`LuFactor::solve_column_major`], with the interchanges applied only when `permute`.
     fn triangular_solves(&self, b: MatMut<'_, T>, trans: Trans, permute: bool) -> Result<()> {
-        if b.nrows() != self.n() {
-            return Err(Error::DimensionMismatch {
-                n: self.n(),
-                rows: b.nrows(),
-            });
-        }
+        crate::check::check_rows(self.n(), b.nrows())?;
         if let Some(column) = self.singular {
             return Err(Error::Singular { column });
         }
@@ -581,9 +565,7 @@ impl Lu {
             return Err(Error::Singular { column });
         }
         let mut b = b.view_mut();
-        if b.nrows() != n {
-            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
-        }
+        crate::check::check_rows(n, b.nrows())?;
         check_finite("B", b.as_ref())?;
         let platform = self.resolve_platform()?;
         let flops = 2.0 * (n * n * b.ncols()) as f64 * L::Elem::PRECISION.flop_factor();
@@ -716,13 +698,7 @@ fn general_residual<T: Scalar>(
 /// `b`'s kind. A singular A is [`Error::Singular`].
 pub fn solve<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
     let (av, bv) = (a.view(), b.view());
-    check_square("A", av.nrows(), av.ncols())?;
-    if bv.nrows() != av.nrows() {
-        return Err(Error::DimensionMismatch {
-            n: av.nrows(),
-            rows: bv.nrows(),
-        });
-    }
+    crate::check::check_system("A", (av.nrows(), av.ncols()), bv.nrows())?;
     check_finite("B", bv)?;
     Lu::new().factor(av)?.solve(b)
 }
