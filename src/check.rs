@@ -194,6 +194,7 @@ pub fn cholesky_residual<T: Scalar>(a: MatRef<'_, T>, l: MatRef<'_, T>, par: Par
 /// `hetla_kernels::cuda::GpuContext::cholesky_gram_residual`), the norms on the host: the same
 /// ratio, up to rounding, in seconds at n = 32768 where the host's cores take tens of seconds.
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub fn cholesky_residual_on_gpu<T: Scalar>(
     a: MatRef<'_, T>,
     l: MatRef<'_, T>,
@@ -267,6 +268,7 @@ pub fn relative_error<T: Scalar>(c: MatRef<'_, T>, reference: MatRef<'_, T>) -> 
 /// C0 <- alpha op(A) op(B) + beta C0 computed by one faer call on all `par`'s threads: the
 /// reference of a tiled product (op is the transpose, the adjoint for a complex type, as in
 /// [`crate::Gemm`]).
+#[doc(hidden)]
 pub fn reference_product<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,

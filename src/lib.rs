@@ -63,28 +63,36 @@ pub use hetla_runtime::{
     GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,
 };
 pub use interop::{Matrix, MatrixMut};
-pub use lu::{Lu, LuFactor, Trans, default_lu_tile, solve, solve_mixed};
+pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use plan::{
     Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
 };
 pub use qr::{
     CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, PivotedQr, Qr, QrFactor,
-    QrTree, default_qr_tile, lstsq, lstsq_rank,
+    QrTree, lstsq, lstsq_rank,
 };
+pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;
-pub use tiles::{Storage, mat_from_slice};
 pub use triangular::{Triangle, solve_triangular};
 
 /// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
 /// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
-/// LAPACK-style row interchanges. Not the library's API: hidden from its documentation and free to
-/// change.
+/// LAPACK-style row interchanges, the default block widths of LU and QR, the reference product and
+/// the GPU's residual check, the network probe of a distributed run. Not the library's API: hidden
+/// from its documentation and free to change.
 #[doc(hidden)]
 pub mod lab {
     pub use crate::calibrate::{calibrate, calibration_steps};
+    #[cfg(feature = "cuda")]
+    pub use crate::check::cholesky_residual_on_gpu;
+    pub use crate::check::reference_product;
+    #[cfg(feature = "mpi")]
+    pub use crate::distributed::{PROBES, measure_network};
     pub use crate::limits;
+    pub use crate::lu::default_lu_tile;
     pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};
+    pub use crate::qr::default_qr_tile;
     pub use hetla_kernels::swap_rows;
 }
 

@@ -451,7 +451,7 @@ pub(crate) use delegate_to_tiles;
 
 /// Views a column-major slice (`rows x cols`, leading dimension `ld`) as a matrix, checking that it
 /// is long enough.
-pub fn mat_from_slice<'a, T: Scalar>(
+pub(crate) fn mat_from_slice<'a, T: Scalar>(
     data: &'a mut [T],
     rows: usize,
     cols: usize,

@@ -12,10 +12,10 @@ use hetla_kernels::Scalar;
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
 use super::{Cholesky, resident_placement};
+use crate::Result;
 use crate::check::check_square;
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceMatrix, DeviceTiles};
-use crate::Result;
 
 impl Cholesky {
     /// Factors `a`, an SPD (Hermitian positive definite) matrix in the memory of GPU `g` (the one
@@ -26,9 +26,9 @@ impl Cholesky {
     ///
     /// The matrix never comes to the host, so it is not checked before the run as a host matrix is
     /// (finite entries, a real diagonal): a NaN gives a NaN factor or
-    /// [`Error::NotPositiveDefinite`], and the imaginary parts of a complex diagonal must be zero.
-    /// Errors before any work: a platform without GPU `g`, a matrix not in that GPU's memory, or
-    /// one whose tiles exceed the GPU's memory budget.
+    /// [`crate::Error::NotPositiveDefinite`], and the imaginary parts of a complex diagonal must be
+    /// zero. Errors before any work: a platform without GPU `g`, a matrix not in that GPU's memory,
+    /// or one whose tiles exceed the GPU's memory budget.
     ///
     /// ```
     /// use hetla::{Backend, Cholesky, DeviceMatrix, GpuSelection, ModelStore, Platform};

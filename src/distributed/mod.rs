@@ -33,8 +33,11 @@ mod matrix;
 pub mod scalapack;
 mod wire;
 
+#[doc(hidden)]
 pub use bounds::measure_network;
-pub use check::{PROBES, probed_residual, solve_backward_error};
+#[doc(hidden)]
+pub use check::PROBES;
+pub use check::{probed_residual, solve_backward_error};
 pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun, DistributedSolve};
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
 pub use matrix::{DistributedMatrix, DistributedRhs};

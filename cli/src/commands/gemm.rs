@@ -301,7 +301,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
     };
     let reference = || {
         let start = Instant::now();
-        let r = hetla::check::reference_product(
+        let r = hetla::lab::reference_product(
             a.as_ref(),
             b.as_ref(),
             c0.as_ref(),

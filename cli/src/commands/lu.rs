@@ -24,8 +24,7 @@ pub struct LuArgs {
     /// Order of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
     #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
     pub n: usize,
-    /// Block width (default: `hetla::default_lu_tile`: 256 above order 512, 384 from 4096 on with
-    /// faer).
+    /// Block width (default: 256 above order 512, 384 from 4096 on with faer).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")

@@ -27,7 +27,7 @@ pub struct QrArgs {
     /// Columns of the matrix.
     #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
     pub n: usize,
-    /// Tile size (default: `hetla::default_qr_tile`: 256, or the whole matrix up to 256).
+    /// Tile size (default: 256, or the whole matrix up to 256).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).

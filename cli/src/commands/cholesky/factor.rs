@@ -721,7 +721,7 @@ fn residual_on_gpu<T: Scalar>(
     let real = peers::real_gpu(platform);
     #[cfg(feature = "cuda")]
     if real {
-        return Some(hetla::check::cholesky_residual_on_gpu(a, l, 0));
+        return Some(hetla::lab::cholesky_residual_on_gpu(a, l, 0));
     }
     let _ = (real, a, l);
     None

@@ -144,7 +144,7 @@ fn run_in<T: GridScalar>(
         .platform(platform.clone())
         .scheduler(args.scheduler);
     let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
-    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<T>());
+    let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
     let mut factor = a.clone();
     let (run, timings) = crate::peers::repeat(repeat, || {
@@ -153,7 +153,7 @@ fn run_in<T: GridScalar>(
         let seconds = run.seconds;
         Ok((run, seconds))
     })?;
-    const _: () = assert!(PROBES == hetla::distributed::PROBES);
+    const _: () = assert!(PROBES == hetla::lab::PROBES);
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();
