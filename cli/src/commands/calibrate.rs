@@ -79,22 +79,11 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     // The kernels of the factorisation the platform file describes (and its in-run
     // factorisations run): a Cholesky plan's.
     let ops = Plan::cholesky(IN_RUN_TILES, 1, args.precision)?.ops();
-    let mut specs = args.clusters.clone();
     let topology = Topology::detect()?;
     let devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
     let cores = topology.cores().len();
     let sizes = hetla_lab::calibration_sizes(cores);
-    // `none` asks for the GPUs alone.
-    specs.retain(|s| *s != ClusterSpec::None);
-    if args.output.is_some() {
-        // As many clusters of each size as fit: they are timed together, as in a run.
-        specs.extend(sizes.iter().map(|&size| ClusterSpec::Grid {
-            count: cores / size,
-            size,
-        }));
-    } else if args.clusters.is_empty() {
-        specs.push(ClusterSpec::Auto);
-    }
+    let specs = specs_to_time(args, cores, &sizes);
     let platforms = platforms_to_time(args, &specs, devices)?;
     if platforms.is_empty() {
         return Err(crate::Error::InvalidOption {
@@ -102,19 +91,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             reason: "nothing to calibrate: --clusters none and no GPU selected".into(),
         });
     }
-    // For the platform file, each cluster size is also timed alone (one cluster, the rest
-    // of the machine idle, models not stored): the file's rates are those, and its loaded
-    // reductions compare them with the durations inside the factorisations.
-    let alone: Vec<Platform> = match args.output {
-        Some(_) => sizes
-            .iter()
-            .map(|&size| {
-                let one = ClusterSpec::Grid { count: 1, size };
-                Platform::with_store(&one, args.platform.backend, hetla_runtime::ModelStore::None)
-            })
-            .collect::<hetla_runtime::Result<_>>()?,
-        None => Vec::new(),
-    };
+    let alone = platforms_alone(args, &sizes)?;
     // Factorisations timed per CPU platform for the platform file.
     let in_run = |p: &Platform| {
         if args.output.is_some() && p.devices().is_empty() {
@@ -176,42 +153,21 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let measured_alone = time_alone(args, &alone, &ops, &sizes, || bar.inc(1))?;
     bar.finish_and_clear();
     let models = models.unwrap_or_default();
-    let mut packing = Vec::new();
-    let platform_file = match &args.output {
+    let (platform_file, packing) = match &args.output {
         Some(path) => {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .unwrap_or_else(|_| "this-machine".into());
-            let gpu = gpu_section(&platforms, &models, args)?;
-            let description = format!(
-                "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
-                args.platform.backend
-            );
-            let model = PlatformModel::from_calibration(&Calibration {
-                name: &host,
-                description: &description,
+            let written = PlatformFile {
+                platforms: &platforms,
+                models: &models,
                 topology: &topology,
-                models: &measured_in_run,
-                alone: Some(&measured_alone),
-                cluster_sizes: &sizes,
-                tiles: &args.tile,
-                precision: args.precision,
-                task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
-            })?;
-            let model = match gpu {
-                Some(mut gpu) => {
-                    // What the staged copies cost: packing on pools of each cluster size.
-                    packing = hetla_lab::calibrate_packing(&topology, &sizes)?;
-                    gpu.staging = packing.clone();
-                    model.with_gpu(gpu)?
-                }
-                None => model,
+                in_run: &measured_in_run,
+                alone: &measured_alone,
+                sizes: &sizes,
+                gaps: &gaps,
             };
-            let model = keep_other_precisions(path, model, args.precision)?;
-            hetla_runtime::write_atomic(path, model.to_toml().as_bytes())?;
-            Some(path.display().to_string())
+            let packing = written.write(args, path)?;
+            (Some(path.display().to_string()), packing)
         }
-        None => None,
+        None => (None, Vec::new()),
     };
     Ok(CalibrateReport {
         file: file.map(|p| p.display().to_string()),
@@ -221,6 +177,98 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         platform_file,
         packing,
     })
+}
+
+/// What `hetla calibrate --output` measured, for the platform file.
+struct PlatformFile<'a> {
+    platforms: &'a [std::sync::Arc<Platform>],
+    models: &'a hetla_runtime::PerfModels,
+    topology: &'a Topology,
+    /// The median durations of the tasks inside the factorisations.
+    in_run: &'a hetla_runtime::PerfModels,
+    /// Each cluster size timed alone.
+    alone: &'a hetla_runtime::PerfModels,
+    sizes: &'a [usize],
+    /// The gaps between the tasks of the single-cluster runs, in seconds.
+    gaps: &'a [f64],
+}
+
+impl PlatformFile<'_> {
+    /// Writes the platform file to `path` (atomically, keeping its other precisions' rates); the
+    /// packing rates it measured on a machine with GPUs.
+    fn write(
+        &self,
+        args: &CalibrateArgs,
+        path: &std::path::Path,
+    ) -> crate::Result<Vec<hetla_lab::StagingRate>> {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "this-machine".into());
+        let gpu = gpu_section(self.platforms, self.models, args)?;
+        let description = format!(
+            "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
+            args.platform.backend
+        );
+        let gaps = self.gaps;
+        let model = PlatformModel::from_calibration(&Calibration {
+            name: &host,
+            description: &description,
+            topology: self.topology,
+            models: self.in_run,
+            alone: Some(self.alone),
+            cluster_sizes: self.sizes,
+            tiles: &args.tile,
+            precision: args.precision,
+            task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
+        })?;
+        let mut packing = Vec::new();
+        let model = match gpu {
+            Some(mut gpu) => {
+                // What the staged copies cost: packing on pools of each cluster size.
+                packing = hetla_lab::calibrate_packing(self.topology, self.sizes)?;
+                gpu.staging = packing.clone();
+                model.with_gpu(gpu)?
+            }
+            None => model,
+        };
+        let model = keep_other_precisions(path, model, args.precision)?;
+        hetla_runtime::write_atomic(path, model.to_toml().as_bytes())?;
+        Ok(packing)
+    }
+}
+
+/// For the platform file, each cluster size also timed alone (one cluster, the rest of the machine
+/// idle, models not stored): the file's rates are those, and its loaded reductions compare them
+/// with the durations inside the factorisations. None without `--output`.
+fn platforms_alone(args: &CalibrateArgs, sizes: &[usize]) -> crate::Result<Vec<Platform>> {
+    if args.output.is_none() {
+        return Ok(Vec::new());
+    }
+    let platforms = sizes
+        .iter()
+        .map(|&size| {
+            let one = ClusterSpec::Grid { count: 1, size };
+            Platform::with_store(&one, args.platform.backend, hetla_runtime::ModelStore::None)
+        })
+        .collect::<hetla_runtime::Result<_>>()?;
+    Ok(platforms)
+}
+
+/// The cluster specs a calibration times: those asked for (`none`, the GPUs alone, is not one),
+/// and for the platform file as many clusters of each size as fit, timed together as in a run;
+/// `auto` when nothing was asked.
+fn specs_to_time(args: &CalibrateArgs, cores: usize, sizes: &[usize]) -> Vec<ClusterSpec> {
+    let mut specs = args.clusters.clone();
+    specs.retain(|s| *s != ClusterSpec::None);
+    if args.output.is_some() {
+        specs.extend(sizes.iter().map(|&size| ClusterSpec::Grid {
+            count: cores / size,
+            size,
+        }));
+    } else if args.clusters.is_empty() {
+        specs.push(ClusterSpec::Auto);
+    }
+    specs
 }
 
 /// The platforms a calibration times: the GPUs first, on their own (kernels and links), then each
