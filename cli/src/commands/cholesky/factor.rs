@@ -130,41 +130,15 @@ pub struct InverseReport {
 
 /// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
 pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
-    let p = T::PRECISION;
-    let elements = (args.n as u128).pow(2);
     check_memory::<T>(args)?;
     let mut clock = Stopwatch::start();
     let before_platform = crate::memory::live();
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     clock.lap("platform");
     check_outputs(&args.traces.outputs(), platform.model_file())?;
-    let mut options = Cholesky::new()
-        .platform(platform.clone())
-        .scheduler(args.scheduler)
-        .storage(args.storage)
-        .host_memory(args.host_memory);
-    if let Some(tile) = args.tile {
-        options = options.tile(tile);
-    }
-    if args.resident {
-        options = options.resident(0);
-    }
-    // The plan: the tile given, or chosen from the models (timing the candidates they
-    // lack).
-    let plan = options.plan(args.n, p)?;
-    // A tile larger than the matrix is the whole matrix (one tile).
-    let tile = plan.tile().min(args.n);
+    let options = builder(args, &platform);
+    let (plan, tile, predicted_bounds) = planned::<T>(args, &options, &platform)?;
     let platform_bytes = crate::memory::live().saturating_sub(before_platform);
-    // The bound predicted from the stored models, before this run adds to them (absent on
-    // a first run, when the models lack some kernel).
-    let predicted_bounds = plan
-        .bounds_from_models(&platform.models(), platform.workers())
-        .ok();
-    hetla::lab::limits::check_cholesky(
-        args.n,
-        tile,
-        elements.saturating_mul(3 * size_of::<T>() as u128),
-    )?;
     clock.lap("plan");
     // In f64 the same matrix as `matgen::random_spd`'s.
     let a = matgen::random_hpd::<T>(args.n, args.seed);
@@ -176,31 +150,17 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     };
     let huge_pages = matches!(&factor, Buffer::Paged(m) if m.huge_pages());
     clock.lap("generate");
-    let baseline = crate::memory::reset_peak();
-    // The tile-major copy lives in a mapping of its own, which the heap count misses.
-    let mapped_before = hetla::lab::mapped_bytes();
-    let repeat = args.repeat.map(|r| r as usize);
-    let (trace, timings) = peers::repeat(repeat, || {
-        factor.as_mut().copy_from(&a);
-        let start = Instant::now();
-        let trace = match args.resident {
-            true => crate::device_buffers::in_gpu_memory(
-                &platform,
-                &mut [(factor.as_mut(), true)],
-                |on_device| options.clone().tile(tile).factor_device(&mut on_device[0]),
-            )?,
-            false => options.factor_planned(&plan, factor.as_mut())?,
-        };
-        let seconds = match args.resident {
-            true => trace.makespan,
-            false => start.elapsed().as_secs_f64(),
-        };
-        Ok((trace, seconds))
-    })?;
+    let (trace, timings, peak_extra_bytes) = timed_runs(
+        args,
+        &options,
+        &plan,
+        &platform,
+        a.as_ref(),
+        &mut factor,
+        tile,
+    )?;
     clock.lap("runs");
     let seconds = timings.best;
-    let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline)
-        + hetla::lab::mapped_bytes().saturating_sub(mapped_before);
     let flops = plan.flops();
     let all_cpus = hetla_clusters::available_cpus().len();
     // The product of the check on the GPU when the platform has a real one (n^3 flops there
@@ -222,7 +182,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let matrix_bytes = args.n * args.n * size_of::<T>();
     let mut report = CholeskyReport {
         n: args.n,
-        precision: p,
+        precision: T::PRECISION,
         tile,
         backend: platform.backend().to_string(),
         clusters: ClustersReport {
@@ -230,14 +190,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler.to_string(),
-        // A resident matrix's tiles are blocks of its buffer on the GPU.
-        storage: match args.resident {
-            true => "device".into(),
-            false => args
-                .storage
-                .resolve_on::<T>(&platform, args.n, tile)
-                .to_string(),
-        },
+        storage: storage_name::<T>(args, &platform, tile),
         huge_pages,
         host_memory: args.host_memory.name().into(),
         page_locked: (args.host_memory == hetla::HostMemory::PageLocked
@@ -295,6 +248,96 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     }
     report.phases = clock.phases();
     Ok(report)
+}
+
+/// The plan of the run: the tile given, or chosen from the models (timing the candidates they lack;
+/// a tile larger than the matrix is the whole matrix), checked against the memory limits; and the
+/// bound predicted from the stored models before this run adds to them (absent on a first run,
+/// when the models lack some kernel).
+fn planned<T: Scalar>(
+    args: &CholeskyArgs,
+    options: &Cholesky,
+    platform: &hetla::Platform,
+) -> crate::Result<(hetla::Plan, usize, Option<hetla::BoundReport>)> {
+    let plan = options.plan(args.n, T::PRECISION)?;
+    let tile = plan.tile().min(args.n);
+    let predicted = plan
+        .bounds_from_models(&platform.models(), platform.workers())
+        .ok();
+    let elements = (args.n as u128).pow(2);
+    hetla::lab::limits::check_cholesky(
+        args.n,
+        tile,
+        elements.saturating_mul(3 * size_of::<T>() as u128),
+    )?;
+    Ok((plan, tile, predicted))
+}
+
+/// The storage the run used, by name; a resident matrix's tiles are blocks of its buffer on the
+/// GPU ("device").
+fn storage_name<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> String {
+    match args.resident {
+        true => "device".into(),
+        false => args
+            .storage
+            .resolve_on::<T>(platform, args.n, tile)
+            .to_string(),
+    }
+}
+
+/// The builder of `hetla cholesky`'s options on `platform`.
+fn builder(args: &CholeskyArgs, platform: &Arc<hetla::Platform>) -> Cholesky {
+    let mut options = Cholesky::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler)
+        .storage(args.storage)
+        .host_memory(args.host_memory);
+    if let Some(tile) = args.tile {
+        options = options.tile(tile);
+    }
+    if args.resident {
+        options = options.resident(0);
+    }
+    options
+}
+
+/// hetla's timed factorisations of `a` in `factor` (a warm-up first with `--repeat`): the best
+/// run's trace, the timings, and the peak memory they took beyond the matrices (the heap's and the
+/// tile-major copy's mapping, which the heap count misses). A resident run's time is its makespan:
+/// the copies into and out of the GPU's buffer around it are not timed, as cuSOLVER's resident
+/// call has none.
+fn timed_runs<T: Scalar>(
+    args: &CholeskyArgs,
+    options: &Cholesky,
+    plan: &hetla::Plan,
+    platform: &Arc<hetla::Platform>,
+    a: faer::MatRef<'_, T>,
+    factor: &mut Buffer<T>,
+    tile: usize,
+) -> crate::Result<(hetla::Trace, peers::Timings, usize)> {
+    let baseline = crate::memory::reset_peak();
+    let mapped_before = hetla::lab::mapped_bytes();
+    let repeat = args.repeat.map(|r| r as usize);
+    let (trace, timings) = peers::repeat(repeat, || {
+        factor.as_mut().copy_from(a);
+        let start = Instant::now();
+        let trace = match args.resident {
+            true => crate::device_buffers::in_gpu_memory(
+                platform,
+                &mut [(factor.as_mut(), true)],
+                |on_device| options.clone().tile(tile).factor_device(&mut on_device[0]),
+            )?,
+            false => options.factor_planned(plan, factor.as_mut())?,
+        };
+        let seconds = match args.resident {
+            true => trace.makespan,
+            false => start.elapsed().as_secs_f64(),
+        };
+        Ok((trace, seconds))
+    })?;
+    let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline)
+        + hetla::lab::mapped_bytes().saturating_sub(mapped_before);
+    Ok((trace, timings, peak_extra_bytes))
 }
 
 /// What a run needs, before anything is allocated: the matrix, its factor and the residual check's
