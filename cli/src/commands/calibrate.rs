@@ -254,9 +254,9 @@ fn platforms_alone(args: &CalibrateArgs, sizes: &[usize]) -> crate::Result<Vec<P
     Ok(platforms)
 }
 
-/// The cluster specs a calibration times: those asked for (`none`, the GPUs alone, is not one),
-/// and for the platform file as many clusters of each size as fit, timed together as in a run;
-/// `auto` when nothing was asked.
+/// The cluster specs a calibration times: those asked for (`none`, the GPUs alone, is not one), and
+/// for the platform file as many clusters of each size as fit, timed together as in a run; `auto`
+/// when nothing was asked.
 fn specs_to_time(args: &CalibrateArgs, cores: usize, sizes: &[usize]) -> Vec<ClusterSpec> {
     let mut specs = args.clusters.clone();
     specs.retain(|s| *s != ClusterSpec::None);

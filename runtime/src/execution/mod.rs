@@ -186,29 +186,7 @@ fn run_beside(
         transfers: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
-    // Placed tiles are copied and waited for before the clock starts, and not traced.
-    let placed = engine.place(&carrier).and_then(|()| {
-        carrier
-            .devices
-            .iter()
-            .try_for_each(|d| d.wait_uploads())
-            .map_err(TaskFailure::Kernel)
-    });
-    if let Err(failure) = placed {
-        let failure = match failure {
-            TaskFailure::Memory(no_room) => TaskFailure::Kernel(KernelError::Gpu {
-                message: format!("the placed operands do not fit: {no_room}"),
-            }),
-            other => other,
-        };
-        engine.fail(RunStep::Setup, failure);
-    }
-    carrier
-        .transfers
-        .get_mut()
-        .unwrap_or_else(|e| e.into_inner())
-        .clear();
-    carrier.start = Instant::now();
+    place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
     let clusters = platform.clusters();
@@ -244,23 +222,7 @@ fn run_beside(
                 device_loop(engine, carrier, signal, w, &*device.device)
             }));
         }
-        // The inputs from outside the run, on this thread while the workers run.
-        let inbox = Inbox {
-            run: Some((engine, carrier, signal)),
-        };
-        let besides = catch_unwind(AssertUnwindSafe(|| beside(&inbox)));
-        // Returning early is fine when no task waits for it (or the run is over).
-        if !engine.stopped() && (besides.is_err() || engine.outside_left() > 0) {
-            inbox.fail(match &besides {
-                Ok(()) => {
-                    "the inputs from outside the run ended before the tasks waiting for them".into()
-                }
-                Err(panic) => format!(
-                    "delivering the inputs from outside the run panicked: {}",
-                    panic_message(&**panic)
-                ),
-            });
-        }
+        let besides = deliver_outside_inputs(engine, carrier, signal, beside);
         let events = threads
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
@@ -270,15 +232,47 @@ fn run_beside(
         for copier in copiers {
             let _ = copier.join();
         }
-        (events, besides.err())
+        (events, besides)
     });
-    // A resident run's clock stops before its flush, which it neither times nor traces.
+    let trace = finish(
+        &engine,
+        carrier,
+        options,
+        workers,
+        per_worker,
+        page_lock.as_ref(),
+    );
+
+    let failure = learn(platform, engine, &tables);
+    if let Some(panic) = panicked {
+        std::panic::resume_unwind(panic);
+    }
+    match failure {
+        None => Ok(trace),
+        Some((step, failure)) => Err(RunError {
+            step,
+            failure,
+            trace: Box::new(trace),
+        }),
+    }
+}
+
+/// After the workers: the flush of the tiles still on devices (a resident run's clock stops before
+/// it, which it neither times nor traces), the devices cleared once their uploads from page-locked
+/// memory are done (before that memory is unlocked or written again), and the run's trace.
+fn finish(
+    engine: &Engine<'_>,
+    carrier: Devices<'_>,
+    options: &RunOptions,
+    workers: &[crate::workers::WorkerInfo],
+    per_worker: Vec<Vec<TaskEvent>>,
+    page_lock: Option<&crate::platform::PageLock>,
+) -> Trace {
     let resident = options.write_back == WriteBack::Resident;
     let before_flush = (carrier.now(), lock(&carrier.transfers).len());
     engine.flush(&carrier, carrier.now());
     for device in &carrier.devices {
-        // Uploads straight from page-locked tiles may still read them: done before the memory
-        // is unlocked or written again (a failed wait leaves nothing more to protect).
+        // A failed wait leaves nothing more to protect.
         let _ = device.wait_uploads();
         device.clear();
     }
@@ -289,7 +283,7 @@ fn run_beside(
     };
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
-    if let Some(lock) = &page_lock {
+    if let Some(lock) = page_lock {
         trace.host_memory = PageLocked {
             bytes: lock.bytes(),
             already: lock.already(),
@@ -304,9 +298,70 @@ fn run_beside(
     if resident {
         trace.transfers.truncate(before_flush.1);
     }
+    trace
+}
 
-    // Keep what this run learned: its samples are added to the platform's models (and,
-    // when they are saved, merged into the store's file).
+/// Copies the placed tiles to their devices and waits for them, before the clock starts (neither
+/// timed nor traced); a failure fails the run's setup. Then starts the clock.
+fn place(engine: &Engine<'_>, carrier: &mut Devices<'_>) {
+    let placed = engine.place(&*carrier).and_then(|()| {
+        carrier
+            .devices
+            .iter()
+            .try_for_each(|d| d.wait_uploads())
+            .map_err(TaskFailure::Kernel)
+    });
+    if let Err(failure) = placed {
+        let failure = match failure {
+            TaskFailure::Memory(no_room) => TaskFailure::Kernel(KernelError::Gpu {
+                message: format!("the placed operands do not fit: {no_room}"),
+            }),
+            other => other,
+        };
+        engine.fail(RunStep::Setup, failure);
+    }
+    carrier
+        .transfers
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    carrier.start = Instant::now();
+}
+
+/// Calls `beside` with the run's inbox, on this thread while the workers run: the inputs from
+/// outside the run. Fails the run if it returns (or panics) while tasks still wait for inputs;
+/// returning early is fine when none does (or the run is over). Its panic, if any.
+fn deliver_outside_inputs(
+    engine: &Engine<'_>,
+    carrier: &Devices<'_>,
+    signal: &Signal,
+    beside: &mut dyn FnMut(&Inbox<'_, '_>),
+) -> Option<Box<dyn std::any::Any + Send>> {
+    let inbox = Inbox {
+        run: Some((engine, carrier, signal)),
+    };
+    let besides = catch_unwind(AssertUnwindSafe(|| beside(&inbox)));
+    if !engine.stopped() && (besides.is_err() || engine.outside_left() > 0) {
+        inbox.fail(match &besides {
+            Ok(()) => {
+                "the inputs from outside the run ended before the tasks waiting for them".into()
+            }
+            Err(panic) => format!(
+                "delivering the inputs from outside the run panicked: {}",
+                panic_message(&**panic)
+            ),
+        });
+    }
+    besides.err()
+}
+
+/// Keeps what the run learned: its samples are added to the platform's models (and, when they are
+/// saved, merged into the store's file). The run's failure, if any.
+fn learn(
+    platform: &Platform,
+    engine: Engine<'_>,
+    tables: &crate::prepare::Tables,
+) -> Option<(RunStep, TaskFailure)> {
     let (ctx, failure) = engine.into_parts();
     let fresh = ctx.into_fresh();
     let (keys, classes) = (&tables.keys, &tables.classes);
@@ -318,15 +373,5 @@ fn run_beside(
             }
         }
     });
-    if let Some(panic) = panicked {
-        std::panic::resume_unwind(panic);
-    }
-    match failure {
-        None => Ok(trace),
-        Some((step, failure)) => Err(RunError {
-            step,
-            failure,
-            trace: Box::new(trace),
-        }),
-    }
+    failure
 }

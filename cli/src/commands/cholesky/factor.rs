@@ -252,8 +252,8 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
 
 /// The plan of the run: the tile given, or chosen from the models (timing the candidates they lack;
 /// a tile larger than the matrix is the whole matrix), checked against the memory limits; and the
-/// bound predicted from the stored models before this run adds to them (absent on a first run,
-/// when the models lack some kernel).
+/// bound predicted from the stored models before this run adds to them (absent on a first run, when
+/// the models lack some kernel).
 fn planned<T: Scalar>(
     args: &CholeskyArgs,
     options: &Cholesky,
@@ -273,8 +273,8 @@ fn planned<T: Scalar>(
     Ok((plan, tile, predicted))
 }
 
-/// The storage the run used, by name; a resident matrix's tiles are blocks of its buffer on the
-/// GPU ("device").
+/// The storage the run used, by name; a resident matrix's tiles are blocks of its buffer on the GPU
+/// ("device").
 fn storage_name<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> String {
     match args.resident {
         true => "device".into(),
@@ -304,8 +304,8 @@ fn builder(args: &CholeskyArgs, platform: &Arc<hetla::Platform>) -> Cholesky {
 /// hetla's timed factorisations of `a` in `factor` (a warm-up first with `--repeat`): the best
 /// run's trace, the timings, and the peak memory they took beyond the matrices (the heap's and the
 /// tile-major copy's mapping, which the heap count misses). A resident run's time is its makespan:
-/// the copies into and out of the GPU's buffer around it are not timed, as cuSOLVER's resident
-/// call has none.
+/// the copies into and out of the GPU's buffer around it are not timed, as cuSOLVER's resident call
+/// has none.
 fn timed_runs<T: Scalar>(
     args: &CholeskyArgs,
     options: &Cholesky,
