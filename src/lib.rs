@@ -1,14 +1,21 @@
 //! # hetla
 //!
 //! Dense factorisations and matrix products on a heterogeneous node: symmetric (Hermitian) positive
-//! definite systems by tiled Cholesky, and C <- alpha op(A) op(B) + beta C, in every precision
-//! (`f32`, `f64`, [`c32`], [`c64`]), on a [`Platform`] of CPU core clusters and GPUs.
+//! definite systems by tiled Cholesky, general systems by tiled LU with partial pivoting, least
+//! squares by tiled Householder QR, and C <- alpha op(A) op(B) + beta C, in every precision (`f32`,
+//! `f64`, [`c32`], [`c64`]), on a [`Platform`] of CPU core clusters and GPUs.
 //!
 //! - [`solve_spd`], [`Cholesky`] and [`Factor`]: factor and solve, and from a factor its
 //!   log-determinant, condition estimate, L, and rank-k updates and downdates; [`solve_spd_batch`]:
 //!   many small systems, one per core; any [`Matrix`] (faer's, and ndarray's or nalgebra's with
 //!   their features), results in the caller's type; [`solve_spd_mixed`]: factor in single precision
 //!   and refine to double;
+//! - [`solve`], [`Lu`] and [`LuFactor`]: LAPACK's ?gesv and ?getrf as a task graph, with the solves
+//!   of A, A^T and A^H, determinant and `rcond`; [`solve_mixed`] refines an f32 factor;
+//! - [`lstsq`], [`Qr`] and [`QrFactor`]: tiled Householder QR (flat or binary reduction trees) and
+//!   least squares; [`CholeskyQr`] for tall-skinny matrices, [`PivotedQr`] and [`lstsq_rank`] for
+//!   rank-deficient ones; [`solve_triangular`]: LAPACK's ?trtrs;
+//! - [`check`]: LAPACK's test ratios of every factorisation and solve;
 //! - [`Gemm`]: the multi-GPU product with its allocation strategies and the bytes it moved against
 //!   their lower bounds;
 //! - [`Plan`]: a factorisation or product planned once (its task graph, tile and why, kernels,

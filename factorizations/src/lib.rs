@@ -7,8 +7,10 @@
 //! the edges computes what the sequential order computes. [`Tiling`] cuts a matrix into b x b tiles
 //! with a ragged last row and column of tiles. The builders give the tiled Cholesky factorisation
 //! ([`cholesky`]), the inverse from its factor ([`cholesky_inverse`]), the forward and backward
-//! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), and the tiled
-//! general matrix product ([`matmul`]).
+//! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), LU with partial
+//! pivoting over block columns ([`lu`]), Householder QR with a flat or binary reduction tree and
+//! the application of Q^H to right-hand sides ([`qr`], [`qr_with_rhs`]), and the tiled general
+//! matrix product ([`matmul`]). [`ProcessGrid`] distributes tiles 2D block-cyclic over MPI ranks.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

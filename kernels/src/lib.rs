@@ -4,9 +4,12 @@
 //! tiles included) in any of the four precisions ([`Scalar`]: `f32`, `f64`, [`c32`], [`c64`];
 //! complex matrices are Hermitian): POTRF, TRSM, SYRK and GEMM for the Cholesky factorisation, and
 //! the triangular solves and updates of the forward and backward substitutions; TRTRI, LAUUM and
-//! their panel steps for the inverse of an SPD matrix from its factor. Each operation has an exact
-//! flop count ([`Op::flops`]) and takes an explicit parallelism ([`Par`]): a kernel never decides
-//! on its own how many threads to use. Two CPU backends are chosen at run time through
+//! their panel steps for the inverse of an SPD matrix from its factor; the panel, update and
+//! interchanges of LU with partial pivoting (module `lu`, its interchanges given as LAPACK's ipiv);
+//! the six tile operations of Householder QR (GEQRT, UNMQR, and the stacked TSQRT/TSMQR and
+//! TTQRT/TTMQR, module `qr`). Each operation has an exact flop count ([`Op::flops`]) and takes an
+//! explicit parallelism ([`Par`]): a kernel never decides on its own how many threads to use. Two
+//! CPU backends are chosen at run time through
 //! [`Backend`]: faer (pure Rust, always built) and OpenBLAS (cargo feature `openblas`).
 //!
 //! faer kernels run on the rayon pool they are called from; run them inside a dedicated pool's
