@@ -98,7 +98,7 @@ add sweep --platform sirocco --n 9600 --tile 960 --factorization qr --nodes 2 --
 add lu --n 64 --precision s --mixed
 add lu --n 64 --tile 0
 add lu --n 64 --tile 1000000000
-add lu --n 300 --clusters 1x1 --compare --mixed --repeat 1
+add lu --n 300 --clusters 1x1 --compare --precision ds --repeat 1
 add simulate --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 4
 add sweep --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 2 --out "$work/lu-sweep"
 add sweep --n 2000 --tile 500 --factorization lu --out "$work/lu-real-sweep"

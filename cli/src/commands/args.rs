@@ -176,8 +176,9 @@ pub fn parse_grid(s: &str) -> Result<hetla_factorizations::ProcessGrid, String> 
         .map_err(|e: hetla_factorizations::GridError| e.to_string())
 }
 
-/// The precision of a run (`--precision`): LAPACK's letters, and `ds` for a solve factored in
-/// single precision and refined in double.
+/// The precision of a run (`--precision`): LAPACK's letters, and `ds` (`zc` for complex) for a
+/// solve factored in single precision and refined in double: the one spelling of mixed precision on
+/// every command that offers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum PrecisionArg {
     /// f32.
@@ -191,6 +192,8 @@ pub enum PrecisionArg {
     Z,
     /// Mixed: factor in f32, refine to f64 accuracy (falls back to f64 when needed).
     Ds,
+    /// Mixed complex: factor in c32, refine to c64 accuracy (falls back to c64 when needed).
+    Zc,
 }
 
 /// Which factorisation a modelled command (`simulate`, `bound`, `sweep`) builds.

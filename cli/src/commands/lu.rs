@@ -2,8 +2,8 @@
 //! checked (LAPACK's test ratio ||P A - L U||_1 / (n ||A||_1 eps) and a solve's backward error),
 //! with its bounds; `--compare` times in the same process the libraries' own LU on the whole matrix
 //! (faer's partial-pivoting LU on as many threads as the platform has cores, and LAPACK ?getrf on
-//! OpenBLAS's threads when built with it); `--mixed` times the mixed-precision solve
-//! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in the matrix's precision.
+//! OpenBLAS's threads when built with it); `--precision ds` (`zc`) times the mixed-precision solve
+//! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in double.
 
 use std::time::Instant;
 
@@ -34,9 +34,11 @@ pub struct LuArgs {
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
-    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
-    #[arg(long, default_value = "d")]
-    pub precision: Precision,
+    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
+    /// A x = b to double accuracy from an f32 (c32) LU refined in double (`hetla::solve_mixed`,
+    /// LAPACK dsgesv), timed beside the factorisation and solve in f64 (c64).
+    #[arg(long, default_value = "d", value_enum)]
+    pub precision: super::args::PrecisionArg,
     /// Scheduler: mct, dmda, eager or ws.
     #[arg(long, default_value = "mct")]
     pub scheduler: SchedulerKind,
@@ -54,10 +56,8 @@ pub struct LuArgs {
     /// (`openblas-dgetrf`).
     #[arg(long)]
     pub compare: bool,
-    /// Also solve A x = b to double accuracy from an f32 (c32) LU refined in double
-    /// (`hetla::solve_mixed`, LAPACK dsgesv), timed beside the factorisation and solve in the
-    /// matrix's precision (d or z only).
-    #[arg(long)]
+    /// The earlier spelling of `--precision ds` (with d) or `zc` (with z), kept for scripts.
+    #[arg(long, hide = true)]
     pub mixed: bool,
     /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
     /// Without it: one cold run.
@@ -143,11 +143,21 @@ fn parse_cond(s: &str) -> std::result::Result<f64, String> {
 }
 
 pub fn run(args: &LuArgs) -> Result<LuReport> {
-    match args.precision {
-        Precision::S => lu::<f32>(args, None),
-        Precision::D => lu::<f64>(args, Some(mixed::<f64>)),
-        Precision::C => lu::<c32>(args, None),
-        Precision::Z => lu::<c64>(args, Some(mixed::<c64>)),
+    use super::args::PrecisionArg as P;
+    match (args.precision, args.mixed) {
+        (P::S, false) => lu::<f32>(args, None),
+        (P::D, false) => lu::<f64>(args, None),
+        (P::C, false) => lu::<c32>(args, None),
+        (P::Z, false) => lu::<c64>(args, None),
+        (P::D | P::Ds, _) => lu::<f64>(args, Some(mixed::<f64>)),
+        (P::Z | P::Zc, _) => lu::<c64>(args, Some(mixed::<c64>)),
+        (P::S | P::C, true) => Err(Error::Library(hetla::Error::InvalidOption {
+            option: "mixed",
+            reason: format!(
+                "refines to double accuracy: give --precision ds or zc, not {} with --mixed",
+                format!("{:?}", args.precision).to_lowercase()
+            ),
+        })),
     }
 }
 
@@ -159,15 +169,6 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         &format!("two matrices of order {n}"),
         2 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
     )?;
-    if args.mixed && mixed.is_none() {
-        return Err(Error::Library(hetla::Error::InvalidOption {
-            option: "mixed",
-            reason: format!(
-                "refines to double accuracy: give --precision d or z, not {}",
-                T::PRECISION
-            ),
-        }));
-    }
     let platform = std::sync::Arc::new(hetla::Platform::with_store(
         &args.clusters,
         args.platform.backend,
@@ -254,9 +255,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
             .collect();
         report.peers = Some(rates);
     }
-    if args.mixed
-        && let Some(mixed) = mixed
-    {
+    if let Some(mixed) = mixed {
         report.mixed = Some(mixed(&lu, a.as_ref(), runs)?);
     }
     Ok(report)

@@ -111,7 +111,7 @@ pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> crate::Result<Option<GridR
         P::D => run_in::<f64>(args, grid),
         P::C => run_in::<hetla::c32>(args, grid),
         P::Z => run_in::<hetla::c64>(args, grid),
-        P::Ds => Err(crate::Error::InvalidOption {
+        P::Ds | P::Zc => Err(crate::Error::InvalidOption {
             option: "precision",
             reason: "a distributed run (--grid) factors in one precision: give s, d, c or z".into(),
         }),

@@ -29,6 +29,12 @@ pub enum CholeskyOutput {
 /// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
     use PrecisionArg as P;
+    if args.precision == P::Zc {
+        return Err(crate::Error::InvalidOption {
+            option: "precision",
+            reason: "hetla cholesky times the real mixed solve (ds); the complex one is hetla::solve_spd_mixed on c64 from Rust, or hetla lu --precision zc".into(),
+        });
+    }
     if args.inverse && (args.grid.is_some() || args.precision == P::Ds) {
         return Err(crate::Error::InvalidOption {
             option: "inverse",
@@ -45,6 +51,7 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
         P::C => factor::factor::<hetla::c32>(args)?,
         P::Z => factor::factor::<hetla::c64>(args)?,
         P::Ds => return mixed::run(args).map(|r| Some(CholeskyOutput::Mixed(Box::new(r)))),
+        P::Zc => unreachable!("refused above"),
     };
     Ok(Some(CholeskyOutput::Factor(Box::new(report))))
 }
