@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{KernelError, Op};
-use hetla_kernels::{Precision, Scalar, c32, c64};
+use hetla_kernels::{Precision, Scalar};
 
 use crate::{Result, matgen};
 use hetla_runtime::{Device, Handle, KernelKey, Platform};
@@ -218,12 +218,7 @@ pub fn calibrate(
     precision: Precision,
     step: impl FnMut(),
 ) -> Result<()> {
-    match precision {
-        Precision::S => calibrate_in::<f32>(platform, ops, tiles, samples, step),
-        Precision::D => calibrate_in::<f64>(platform, ops, tiles, samples, step),
-        Precision::C => calibrate_in::<c32>(platform, ops, tiles, samples, step),
-        Precision::Z => calibrate_in::<c64>(platform, ops, tiles, samples, step),
-    }
+    hetla_kernels::with_scalar!(precision, T => calibrate_in::<T>(platform, ops, tiles, samples, step))
 }
 
 fn calibrate_in<T: Scalar>(

@@ -310,3 +310,37 @@ mod tests {
         assert!(!c64::new(1.0, f64::NAN).finite());
     }
 }
+
+/// Runs `$body` with the type `$t` bound to the scalar of `$precision` (a [`Precision`]): `f32`,
+/// `f64`, [`c32`] or [`c64`]. The one place a precision chosen at run time becomes a type, so that
+/// a command or a calibration written once over [`Scalar`] is not followed by four hand-written
+/// match arms:
+///
+/// ```
+/// use hetla_kernels::{Precision, Scalar, with_scalar};
+/// fn bytes<T: Scalar>() -> usize { size_of::<T>() }
+/// assert_eq!(with_scalar!(Precision::Z, T => bytes::<T>()), 16);
+/// ```
+#[macro_export]
+macro_rules! with_scalar {
+    ($precision:expr, $t:ident => $body:expr) => {
+        match $precision {
+            $crate::Precision::S => {
+                type $t = f32;
+                $body
+            }
+            $crate::Precision::D => {
+                type $t = f64;
+                $body
+            }
+            $crate::Precision::C => {
+                type $t = $crate::c32;
+                $body
+            }
+            $crate::Precision::Z => {
+                type $t = $crate::c64;
+                $body
+            }
+        }
+    };
+}

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use faer::Mat;
 use hetla::{Cholesky, matgen};
-use hetla_kernels::{KernelError, Op, Precision, Scalar, c32, c64};
+use hetla_kernels::{KernelError, Op, Precision, Scalar};
 use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, Platform};
 
 use crate::Result;
@@ -247,12 +247,7 @@ pub fn record_in_run(
     models: &mut PerfModels,
     step: impl FnMut(),
 ) -> Result<Vec<f64>> {
-    match precision {
-        Precision::S => record_in_run_in::<f32>(platform, tiles, runs, models, step),
-        Precision::D => record_in_run_in::<f64>(platform, tiles, runs, models, step),
-        Precision::C => record_in_run_in::<c32>(platform, tiles, runs, models, step),
-        Precision::Z => record_in_run_in::<c64>(platform, tiles, runs, models, step),
-    }
+    hetla_kernels::with_scalar!(precision, T => record_in_run_in::<T>(platform, tiles, runs, models, step))
 }
 
 fn record_in_run_in<T: Scalar>(

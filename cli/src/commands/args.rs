@@ -196,6 +196,19 @@ pub enum PrecisionArg {
     Zc,
 }
 
+impl PrecisionArg {
+    /// The one precision of a run that factors in one (`s`, `d`, `c`, `z`); `None` for a mixed one.
+    pub fn single(self) -> Option<hetla::Precision> {
+        match self {
+            PrecisionArg::S => Some(hetla::Precision::S),
+            PrecisionArg::D => Some(hetla::Precision::D),
+            PrecisionArg::C => Some(hetla::Precision::C),
+            PrecisionArg::Z => Some(hetla::Precision::Z),
+            PrecisionArg::Ds | PrecisionArg::Zc => None,
+        }
+    }
+}
+
 /// Which factorisation a modelled command (`simulate`, `bound`, `sweep`) builds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef, Par};
-use hetla::{Cholesky, ClusterSpec, Precision, Scalar, c32, c64};
+use hetla::{Cholesky, ClusterSpec, Precision, Scalar};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -85,12 +85,7 @@ pub struct BatchReport {
 }
 
 pub fn run(args: &BatchArgs) -> Result<BatchReport> {
-    match args.precision {
-        Precision::S => batch::<f32>(args),
-        Precision::D => batch::<f64>(args),
-        Precision::C => batch::<c32>(args),
-        Precision::Z => batch::<c64>(args),
-    }
+    hetla_kernels::with_scalar!(args.precision, T => batch::<T>(args))
 }
 
 fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {

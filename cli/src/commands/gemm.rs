@@ -238,12 +238,7 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
             phases: Vec::new(),
         });
     }
-    match args.precision {
-        hetla::Precision::S => run_real::<f32>(args, &gemm),
-        hetla::Precision::D => run_real::<f64>(args, &gemm),
-        hetla::Precision::C => run_real::<hetla::c32>(args, &gemm),
-        hetla::Precision::Z => run_real::<hetla::c64>(args, &gemm),
-    }
+    hetla_kernels::with_scalar!(args.precision, T => run_real::<T>(args, &gemm))
 }
 
 /// A product on this machine in precision `T`.

@@ -11,7 +11,6 @@ use clap::Args;
 use faer::linalg::solvers::SolveLstsq;
 use faer::{Mat, MatRef};
 use hetla::{Backend, BoundReport, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
-use hetla::{c32, c64};
 use hetla_runtime::{KernelSummary, WorkerSummary};
 use serde::Serialize;
 
@@ -154,12 +153,7 @@ pub struct LstsqReport {
 }
 
 pub fn run(args: &QrArgs) -> Result<QrReport> {
-    match args.precision {
-        Precision::S => qr::<f32>(args),
-        Precision::D => qr::<f64>(args),
-        Precision::C => qr::<c32>(args),
-        Precision::Z => qr::<c64>(args),
-    }
+    hetla_kernels::with_scalar!(args.precision, T => qr::<T>(args))
 }
 
 /// The run's memory and its options' shapes, checked before any work.

@@ -105,13 +105,9 @@ pub struct GridReport {
 /// rank 0, `None` on the others.
 #[cfg(feature = "mpi")]
 pub fn run(args: &CholeskyArgs, grid: ProcessGrid) -> crate::Result<Option<GridReport>> {
-    use super::args::PrecisionArg as P;
-    match args.precision {
-        P::S => run_in::<f32>(args, grid),
-        P::D => run_in::<f64>(args, grid),
-        P::C => run_in::<hetla::c32>(args, grid),
-        P::Z => run_in::<hetla::c64>(args, grid),
-        P::Ds | P::Zc => Err(crate::Error::InvalidOption {
+    match args.precision.single() {
+        Some(p) => hetla_kernels::with_scalar!(p, T => run_in::<T>(args, grid)),
+        None => Err(crate::Error::InvalidOption {
             option: "precision",
             reason: "a distributed run (--grid) factors in one precision: give s, d, c or z".into(),
         }),

@@ -45,13 +45,10 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| CholeskyOutput::Grid(Box::new(r))));
     }
-    let report = match args.precision {
-        P::S => factor::factor::<f32>(args)?,
-        P::D => factor::factor::<f64>(args)?,
-        P::C => factor::factor::<hetla::c32>(args)?,
-        P::Z => factor::factor::<hetla::c64>(args)?,
-        P::Ds => return mixed::run(args).map(|r| Some(CholeskyOutput::Mixed(Box::new(r)))),
-        P::Zc => unreachable!("refused above"),
+    let report = match args.precision.single() {
+        Some(p) => hetla_kernels::with_scalar!(p, T => factor::factor::<T>(args)?),
+        // --precision ds (zc is refused above).
+        None => return mixed::run(args).map(|r| Some(CholeskyOutput::Mixed(Box::new(r)))),
     };
     Ok(Some(CholeskyOutput::Factor(Box::new(report))))
 }
