@@ -300,6 +300,38 @@ pub fn reference_product<T: Scalar>(
     c
 }
 
+/// LAPACK's dpot03 ratio of an inverse: ||A X - I||_1 / (n ||A||_1 ||X||_1 eps), A and X Hermitian
+/// given by their lower triangles (X = A^-1 as ?potri writes it), the product on `par`'s threads.
+pub(crate) fn inverse_residual<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, par: Par) -> f64 {
+    let n = a.nrows();
+    if n == 0 {
+        return 0.0;
+    }
+    let full = |m: MatRef<'_, T>| {
+        Mat::from_fn(n, n, |i, j| {
+            if i >= j {
+                m[(i, j)]
+            } else {
+                T::conj_impl(&m[(j, i)])
+            }
+        })
+    };
+    let (a, x) = (full(a), full(x));
+    let mut r = Mat::<T>::identity(n, n);
+    faer::linalg::matmul::matmul(
+        r.as_mut(),
+        Accum::Add,
+        a.as_ref(),
+        x.as_ref(),
+        T::from_f64(-1.0),
+        par,
+    );
+    ratio(
+        norm1(r.as_ref()),
+        n as f64 * norm1(a.as_ref()) * norm1(x.as_ref()) * T::PRECISION.epsilon(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,3 +136,40 @@ fn a_choice_is_the_same_in_the_next_process_whatever_runs_added_to_the_models() 
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn an_inverse_plan_checks_an_inverse_by_lapacks_ratio_and_refuses_other_shapes() {
+    fn check<T: hetla::Scalar>() {
+        let n = 150;
+        let a = matgen::random_hpd::<T>(n, 5);
+        let x = Cholesky::new()
+            .tile(40)
+            .factor(a.as_ref())
+            .unwrap()
+            .inverse()
+            .unwrap();
+        let plan = hetla::Plan::cholesky_inverse(n, 40, T::PRECISION).unwrap();
+        let good = plan
+            .residual(a.as_ref(), x.as_ref(), faer::Par::Seq)
+            .unwrap();
+        assert!(
+            good < hetla::check::RESIDUAL_THRESHOLD,
+            "{}: {good}",
+            T::PRECISION
+        );
+        // An inverse with one wrong entry in its lower triangle fails.
+        let mut wrong = x.clone();
+        wrong[(7, 3)] = wrong[(7, 3)] + wrong[(7, 7)] * T::from_f64(0.5);
+        let bad = plan
+            .residual(a.as_ref(), wrong.as_ref(), faer::Par::Seq)
+            .unwrap();
+        assert!(bad > 100.0, "{}: {bad}", T::PRECISION);
+        // Another order than the plan's is an error, not a ratio.
+        let small = a.as_ref().submatrix(0, 0, n - 1, n - 1);
+        assert!(plan.residual(small, x.as_ref(), faer::Par::Seq).is_err());
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<hetla::c32>();
+    check::<hetla::c64>();
+}

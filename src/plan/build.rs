@@ -689,9 +689,11 @@ impl Plan {
 
     /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan computes from
     /// `input` (for Cholesky the factor L of A: ||A - L L^H||_1 / (n ||A||_1 eps), reading the
-    /// lower triangles): below [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct.
-    /// An algorithm whose result is not a function of one input (a solve, a product) says which
-    /// checks of [`crate::check`] apply.
+    /// lower triangles; for the inverse, A^-1 from A: ||A X - I||_1 / (n ||A||_1 ||X||_1 eps),
+    /// LAPACK's dpot03, reading both lower triangles): below
+    /// [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct. An algorithm whose
+    /// result is not a function of one input (a solve, a product) says which checks of
+    /// [`crate::check`] apply.
     pub fn residual<T: Scalar>(
         &self,
         input: MatRef<'_, T>,
@@ -714,6 +716,21 @@ impl Plan {
                     }
                 }
                 Ok(crate::check::cholesky_residual(input, result, par))
+            }
+            Algorithm::CholeskyInverse { n } => {
+                for (what, m) in [("the input", input), ("the result", result)] {
+                    if (m.nrows(), m.ncols()) != (n, n) {
+                        return Err(Error::InvalidOption {
+                            option: "residual",
+                            reason: format!(
+                                "{what} is {}x{}, the plan inverts {n}x{n}",
+                                m.nrows(),
+                                m.ncols()
+                            ),
+                        });
+                    }
+                }
+                Ok(crate::check::inverse_residual(input, result, par))
             }
             other => Err(Error::InvalidOption {
                 option: "residual",

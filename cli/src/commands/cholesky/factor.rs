@@ -453,7 +453,12 @@ fn inverse<T: Scalar>(
         let x = options.factor_owned(copy)?.inverse()?;
         Ok((x, start.elapsed().as_secs_f64()))
     })?;
-    let residual = inverse_residual(a, x.as_ref(), threads);
+    // The plan of one tile: its check is the same at any tile, and its graph is one task.
+    let residual = hetla::Plan::cholesky_inverse(n, n.max(1), T::PRECISION)?.residual(
+        a,
+        x.as_ref(),
+        Par::rayon(threads),
+    )?;
     drop(x);
     let mut report = InverseReport {
         seconds: timings.best,
@@ -487,41 +492,6 @@ fn inverse<T: Scalar>(
         report.peers = Some(rates);
     }
     Ok(report)
-}
-
-/// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps) with A Hermitian given by its lower triangle (LAPACK's
-/// dpot03), the product on `threads` threads.
-fn inverse_residual<T: Scalar>(
-    a: faer::MatRef<'_, T>,
-    x: faer::MatRef<'_, T>,
-    threads: usize,
-) -> f64 {
-    let n = a.nrows();
-    if n == 0 {
-        return 0.0;
-    }
-    let full = faer::Mat::from_fn(n, n, |i, j| {
-        if i >= j {
-            a[(i, j)]
-        } else {
-            T::conj_impl(&a[(j, i)])
-        }
-    });
-    let mut r = faer::Mat::<T>::identity(n, n);
-    faer::linalg::matmul::matmul(
-        r.as_mut(),
-        faer::Accum::Add,
-        full.as_ref(),
-        x,
-        T::from_f64(-1.0),
-        Par::rayon(threads),
-    );
-    let norm1 = |m: faer::MatRef<'_, T>| {
-        (0..m.ncols())
-            .map(|j| m.col(j).iter().map(|v| v.abs_f64()).sum::<f64>())
-            .fold(0.0, f64::max)
-    };
-    norm1(r.as_ref()) / (n as f64 * norm1(full.as_ref()) * norm1(x) * T::PRECISION.epsilon())
 }
 
 /// The matrix the timed factorisations work in: in huge pages (`--huge-pages true`) or an ordinary
