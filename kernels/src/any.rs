@@ -27,32 +27,6 @@ macro_rules! each_precision {
 }
 pub(crate) use each_precision;
 
-/// Evaluates `$body` with `$t` the scalar type of precision `$p`.
-macro_rules! with_scalar {
-    ($p:expr, $t:ident => $body:expr) => {
-        match $p {
-            $crate::Precision::S => {
-                type $t = f32;
-                $body
-            }
-            $crate::Precision::D => {
-                type $t = f64;
-                $body
-            }
-            $crate::Precision::C => {
-                type $t = $crate::c32;
-                $body
-            }
-            $crate::Precision::Z => {
-                type $t = $crate::c64;
-                $body
-            }
-        }
-    };
-}
-#[cfg(feature = "cuda")]
-pub(crate) use with_scalar;
-
 impl AnyRef<'_> {
     /// Its precision.
     pub fn precision(&self) -> Precision {
@@ -101,7 +75,7 @@ impl AnyMut<'_> {
 impl AnyMat {
     /// A `rows x cols` matrix of zeros in `precision`.
     pub fn zeros(precision: Precision, rows: usize, cols: usize) -> Self {
-        with_scalar!(precision, T => Mat::<T>::zeros(rows, cols).into())
+        crate::with_scalar!(precision, T => Mat::<T>::zeros(rows, cols).into())
     }
 
     /// Its precision.

@@ -8,7 +8,7 @@
 
 use faer::{MatMut, MatRef};
 
-use crate::any::with_scalar;
+use crate::with_scalar;
 use crate::{AnyMut, AnyRef, Precision, Scalar};
 
 /// A column-major matrix in a device's memory: its first element's address, its shape, the elements

@@ -279,38 +279,6 @@ pub fn real_diagonal<T: Scalar>(mut m: faer::MatMut<'_, T>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn precisions_parse_and_size() {
-        for p in Precision::ALL {
-            assert_eq!(p.letter().parse::<Precision>().unwrap(), p);
-        }
-        assert_eq!("Z".parse::<Precision>().unwrap(), Precision::Z);
-        let err = "q".parse::<Precision>().unwrap_err().to_string();
-        assert!(
-            err.contains("`q`") && err.contains("z (complex f64)"),
-            "{err}"
-        );
-        assert_eq!(
-            Precision::ALL.map(Precision::bytes),
-            [
-                size_of::<f32>(),
-                size_of::<f64>(),
-                size_of::<c32>(),
-                size_of::<c64>()
-            ]
-        );
-        assert_eq!(<c32 as Scalar>::PRECISION.flop_factor(), 4.0);
-        assert_eq!(c32::from_parts(1.5, -2.0).to_c64(), c64::new(1.5, -2.0));
-        assert_eq!(f32::from_parts(1.5, -2.0).to_c64(), c64::new(1.5, 0.0));
-        assert_eq!(c64::new(3.0, 4.0).abs_f64(), 5.0);
-        assert!(!c64::new(1.0, f64::NAN).finite());
-    }
-}
-
 /// Runs `$body` with the type `$t` bound to the scalar of `$precision` (a [`Precision`]): `f32`,
 /// `f64`, [`c32`] or [`c64`]. The one place a precision chosen at run time becomes a type, so that
 /// a command or a calibration written once over [`Scalar`] is not followed by four hand-written
@@ -343,4 +311,36 @@ macro_rules! with_scalar {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precisions_parse_and_size() {
+        for p in Precision::ALL {
+            assert_eq!(p.letter().parse::<Precision>().unwrap(), p);
+        }
+        assert_eq!("Z".parse::<Precision>().unwrap(), Precision::Z);
+        let err = "q".parse::<Precision>().unwrap_err().to_string();
+        assert!(
+            err.contains("`q`") && err.contains("z (complex f64)"),
+            "{err}"
+        );
+        assert_eq!(
+            Precision::ALL.map(Precision::bytes),
+            [
+                size_of::<f32>(),
+                size_of::<f64>(),
+                size_of::<c32>(),
+                size_of::<c64>()
+            ]
+        );
+        assert_eq!(<c32 as Scalar>::PRECISION.flop_factor(), 4.0);
+        assert_eq!(c32::from_parts(1.5, -2.0).to_c64(), c64::new(1.5, -2.0));
+        assert_eq!(f32::from_parts(1.5, -2.0).to_c64(), c64::new(1.5, 0.0));
+        assert_eq!(c64::new(3.0, 4.0).abs_f64(), 5.0);
+        assert!(!c64::new(1.0, f64::NAN).finite());
+    }
 }

@@ -701,35 +701,29 @@ impl Plan {
         par: Par,
     ) -> Result<f64> {
         self.expect_precision(T::PRECISION)?;
+        // Both matrices of the plan's order.
+        let square = |n: usize, does: &str| {
+            for (what, m) in [("the input", input), ("the result", result)] {
+                if (m.nrows(), m.ncols()) != (n, n) {
+                    return Err(Error::InvalidOption {
+                        option: "residual",
+                        reason: format!(
+                            "{what} is {}x{}, the plan {does} {n}x{n}",
+                            m.nrows(),
+                            m.ncols()
+                        ),
+                    });
+                }
+            }
+            Ok(())
+        };
         match self.algorithm {
             Algorithm::Cholesky { n } => {
-                for (what, m) in [("the input", input), ("the result", result)] {
-                    if (m.nrows(), m.ncols()) != (n, n) {
-                        return Err(Error::InvalidOption {
-                            option: "residual",
-                            reason: format!(
-                                "{what} is {}x{}, the plan factors {n}x{n}",
-                                m.nrows(),
-                                m.ncols()
-                            ),
-                        });
-                    }
-                }
+                square(n, "factors")?;
                 Ok(crate::check::cholesky_residual(input, result, par))
             }
             Algorithm::CholeskyInverse { n } => {
-                for (what, m) in [("the input", input), ("the result", result)] {
-                    if (m.nrows(), m.ncols()) != (n, n) {
-                        return Err(Error::InvalidOption {
-                            option: "residual",
-                            reason: format!(
-                                "{what} is {}x{}, the plan inverts {n}x{n}",
-                                m.nrows(),
-                                m.ncols()
-                            ),
-                        });
-                    }
-                }
+                square(n, "inverts")?;
                 Ok(crate::check::inverse_residual(input, result, par))
             }
             other => Err(Error::InvalidOption {
