@@ -204,22 +204,14 @@ pub fn print(r: &BatchReport) {
         "hetla batch: {} systems of order {} with {} right-hand side(s), precision {}, backend {}, clusters {} ({} cores)",
         r.count, r.n, r.nrhs, r.precision, r.backend, r.clusters, r.cores
     );
-    println!(
-        "  time      {:.4} s, {:.2} Gflop/s (count (n^3/3 + 2 n^2 nrhs){} flops)",
+    super::output::print_time(
         r.seconds,
         r.gflops,
-        if r.precision.is_complex() {
-            ", 4x real"
-        } else {
-            ""
-        }
+        "count (n^3/3 + 2 n^2 nrhs)",
+        r.precision,
+        r.runs,
+        r.median_seconds,
     );
-    if r.runs > 1 {
-        println!(
-            "  repeat    best of {} runs after a warm-up; median {:.4} s",
-            r.runs, r.median_seconds
-        );
-    }
     println!(
         "  check     {} failed; largest backward error {:.3e} (||AX - B||_1 / (||A||_1 ||X||_1 n eps), {})",
         r.failed,

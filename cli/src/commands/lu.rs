@@ -291,22 +291,14 @@ pub fn print(r: &LuReport) {
         "hetla lu: order {}, block width {}, precision {}, backend {}, clusters {} ({} cores)",
         r.n, r.tile, r.precision, r.backend, r.clusters, r.cores
     );
-    println!(
-        "  time      {:.4} s, {:.2} Gflop/s (2 n^3/3{} flops)",
+    super::output::print_time(
         r.seconds,
         r.gflops,
-        if r.precision.is_complex() {
-            ", 4x real"
-        } else {
-            ""
-        }
+        "2 n^3/3",
+        r.precision,
+        r.runs,
+        r.median_seconds,
     );
-    if r.runs > 1 {
-        println!(
-            "  repeat    best of {} runs after a warm-up; median {:.4} s",
-            r.runs, r.median_seconds
-        );
-    }
     println!(
         "  check     ||PA - LU||_1 / (n ||A||_1 eps) = {:.3e} ({}); solve backward error {:.3e}; growth {:.3e}",
         r.residual,

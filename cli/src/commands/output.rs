@@ -169,6 +169,28 @@ pub fn progress_bar(len: usize) -> indicatif::ProgressBar {
     }
 }
 
+/// The time lines of a run's text report, shared by `lu`, `qr` and `batch`: the best seconds and
+/// rate over `flops` (its formula; complex runs count 4x the real flops), and with `--repeat` the
+/// runs and their median.
+pub fn print_time(
+    seconds: f64,
+    gflops: f64,
+    flops: &str,
+    precision: hetla::Precision,
+    runs: usize,
+    median_seconds: f64,
+) {
+    let complex = if precision.is_complex() {
+        ", 4x real"
+    } else {
+        ""
+    };
+    println!("  time      {seconds:.4} s, {gflops:.2} Gflop/s ({flops}{complex} flops)");
+    if runs > 1 {
+        println!("  repeat    best of {runs} runs after a warm-up; median {median_seconds:.4} s");
+    }
+}
+
 /// The bounds table shared by `bound` and `cholesky`. A real run's workers (tasks, busy share),
 /// kernels (count, mean time, rate), its bounds with the efficiency, and the peers timed beside it
 /// with hetla's ratio to each: the lines `hetla lu` and `hetla qr` share.

@@ -417,22 +417,14 @@ pub fn print(r: &QrReport) {
         "hetla qr: {} x {}, tiles of {} (inner blocks of {}), {} tree, precision {}, backend {}, clusters {} ({} cores), {} tasks",
         r.m, r.n, r.tile, r.inner, r.tree, r.precision, r.backend, r.clusters, r.cores, r.tasks
     );
-    println!(
-        "  time      {:.4} s, {:.2} Gflop/s (2 m n^2 - 2 n^3/3{} flops)",
+    super::output::print_time(
         r.seconds,
         r.gflops,
-        if r.precision.is_complex() {
-            ", 4x real"
-        } else {
-            ""
-        }
+        "2 m n^2 - 2 n^3/3",
+        r.precision,
+        r.runs,
+        r.median_seconds,
     );
-    if r.runs > 1 {
-        println!(
-            "  repeat    best of {} runs after a warm-up; median {:.4} s",
-            r.runs, r.median_seconds
-        );
-    }
     println!(
         "  check     ||A - QR||_1 / (m ||A||_1 eps) = {:.3e}, ||I - Q^H Q||_1 / (m eps) = {:.3e} ({})",
         r.residual,
