@@ -67,6 +67,7 @@ if [ "${1:-}" = "--stage" ]; then
     # OpenBLAS along: the GPU machine has none. The libraries go to $dest/lib, found through
     # the binary's run path, so no LD_LIBRARY_PATH is needed (the libs part runs without one).
     if ldd "$dest/hetla" | grep -q libopenblas; then
+        command -v patchelf > /dev/null || { echo "--stage needs patchelf for OpenBLAS's run path (apt-get install patchelf)" >&2; exit 1; }
         mkdir -p "$dest/lib"
         for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
             path=$(ldd "$dest/hetla" | awk -v l="$lib" '$1 == l { print $3 }')
