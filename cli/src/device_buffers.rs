@@ -67,20 +67,24 @@ fn in_gpu_buffers<T: Scalar, R>(
             continue;
         }
         let (rows, cols) = (m.nrows(), m.ncols());
-        let copied = if m.col_stride() == rows as isize && m.row_stride() == 1 {
+        // Straight into a packed matrix; through a packed copy into another, once the copy ended.
+        let mut packed = Vec::new();
+        let target = match contiguous(m.as_ref()).is_some() {
             // SAFETY: a packed column-major matrix's rows x cols elements are one slice, borrowed
-            // mutably through `m` for as long as the copy, which is waited for below.
-            let elements = unsafe { std::slice::from_raw_parts_mut(m.as_ptr_mut(), rows * cols) };
-            stream.memcpy_dtoh(buffer, as_bytes_mut(elements))
-        } else {
-            let mut packed = vec![T::from_f64(0.0); rows * cols];
-            let copied = stream.memcpy_dtoh(buffer, as_bytes_mut(&mut packed));
-            m.copy_from(faer::MatRef::from_column_major_slice(&packed, rows, cols));
-            copied
+            // mutably through `m` until the copy has ended (synchronised below).
+            true => unsafe { std::slice::from_raw_parts_mut(m.as_ptr_mut(), rows * cols) },
+            false => {
+                packed = vec![T::from_f64(0.0); rows * cols];
+                &mut packed[..]
+            }
         };
-        copied
+        stream
+            .memcpy_dtoh(buffer, as_bytes_mut(target))
             .and_then(|()| stream.synchronize())
             .map_err(|e| gpu("copying a matrix from GPU 0", e))?;
+        if !packed.is_empty() {
+            m.copy_from(faer::MatRef::from_column_major_slice(&packed, rows, cols));
+        }
     }
     Ok(result)
 }
