@@ -44,8 +44,7 @@ impl<'w, T: Scalar> InvertingWork<'w, T> {
 
     /// Whether the POTRF of `tile` also inverts its unit factor.
     fn inverts(&self, tile: TileRef) -> bool {
-        self.tiles.backend.solves_by_inverse()
-            && tile.row == tile.col
+        tile.row == tile.col
             && tile.row + MIN_PANEL_SOLVES < self.row_tiles
             && self.tiles.store.owns_strict_upper(tile)
     }
@@ -66,9 +65,13 @@ impl<T: Scalar> Workload for InvertingWork<'_, T> {
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         let task = self.tiles.graph.task(id);
+        let backend = self.tiles.backend;
+        // Every other task as it is, without a second look at its operands.
+        if !backend.solves_by_inverse() || !matches!(task.op, Op::Potrf | Op::Trsm) {
+            return self.tiles.run(id, par);
+        }
         let (write, reads) = operands(task)?;
         let store = self.tiles.store;
-        let backend = self.tiles.backend;
         let missing = |tile: TileRef| KernelError::Operands {
             op: task.op,
             reason: format!("tile ({}, {}) is not held here", tile.row, tile.col),
