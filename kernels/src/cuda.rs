@@ -46,6 +46,7 @@ use faer::{MatMut, MatRef};
 use crate::any::each_precision;
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
+use crate::op::{Blas, GpuCall, Solve};
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
@@ -763,11 +764,15 @@ impl GpuContext {
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
-        if !op.runs_on_gpus() {
-            return Err(KernelError::Gpu {
-                message: format!("{op} has no GPU kernel yet: it runs on CPU clusters"),
-            });
-        }
+        let call = match op.codelet().gpu {
+            GpuCall::Potrf => None,
+            GpuCall::Blas(call) => Some(call),
+            GpuCall::Absent(why) => {
+                return Err(KernelError::Gpu {
+                    message: format!("{op} has no GPU kernel: {why}"),
+                });
+            }
+        };
         if let Some((i, other)) = reads
             .iter()
             .enumerate()
@@ -793,12 +798,15 @@ impl GpuContext {
         let (start, end) = (event()?, event()?);
         let mut info = None;
         if write.rows > 0 && write.cols > 0 {
-            if op == Op::Potrf {
-                info = Some(with_scalar!(write.precision, T => {
-                    self.queue_potrf::<T>(write, &mut scratch, &start)
-                })?);
-            } else {
-                with_scalar!(write.precision, T => self.queue_blas::<T>(op, reads, write, &start))?;
+            match call {
+                None => {
+                    info = Some(with_scalar!(write.precision, T => {
+                        self.queue_potrf::<T>(write, &mut scratch, &start)
+                    })?);
+                }
+                Some(call) => with_scalar!(write.precision, T => {
+                    self.queue_blas::<T>((op, call), reads, write, &start)
+                })?,
             }
         } else {
             start
@@ -815,11 +823,11 @@ impl GpuContext {
         })
     }
 
-    /// Queues a cuBLAS call for `op` (not POTRF) in `T`'s precision (the tiles', checked by
-    /// `launch`), `start` recorded just before it, once the stream waits for the operands' copies.
+    /// Queues the cuBLAS `call` of `op` in `T`'s precision (the tiles', checked by `launch`), `start`
+    /// recorded just before it, once the stream waits for the operands' copies.
     fn queue_blas<T: CudaScalar>(
         &self,
-        op: Op,
+        (op, call): (Op, Blas),
         reads: &[&GpuTile],
         write: &mut GpuTile,
         start: &CudaEvent,
@@ -829,7 +837,7 @@ impl GpuContext {
         let adj = T::ADJOINT;
         let s = &self.compute;
         let h = self.blas.0;
-        let (one, minus_one) = (T::from_f64(1.0), T::from_f64(-1.0));
+        let one = T::from_f64(1.0);
         let ld = |t: &GpuTile| int(t.rows.max(1));
         let (m, n) = (int(write.rows)?, int(write.cols)?);
         let ldc = ld(write)?;
@@ -873,40 +881,20 @@ impl GpuContext {
         // record this use for later ones; scalars are host values (cuBLAS's default
         // pointer mode) read before the call returns.
         let status = unsafe {
-            match op {
-                Op::Trsm => T::trsm(h, (RIGHT, adj), (m, n), one, a, c),
-                Op::Syrk => T::rank_k(h, (m, a_cols), (-1.0, 1.0), a, c),
-                Op::GemmNt => T::gemm(h, (N, adj), (m, n, a_cols), (minus_one, one), (a, b), c),
-                Op::SolveLower => T::trsm(h, (LEFT, N), (m, n), one, a, c),
-                Op::SolveLowerTrans => T::trsm(h, (LEFT, adj), (m, n), one, a, c),
-                Op::Update => T::gemm(h, (N, N), (m, n, a_cols), (minus_one, one), (a, b), c),
-                Op::UpdateTrans => {
-                    T::gemm(h, (adj, N), (m, n, a_rows), (minus_one, one), (a, b), c)
-                }
+            match call {
+                Blas::Solve(Solve::RightAdjoint) => T::trsm(h, (RIGHT, adj), (m, n), one, a, c),
+                Blas::Solve(Solve::Left) => T::trsm(h, (LEFT, N), (m, n), one, a, c),
+                Blas::Solve(Solve::LeftAdjoint) => T::trsm(h, (LEFT, adj), (m, n), one, a, c),
+                Blas::RankK => T::rank_k(h, (m, a_cols), (-1.0, 1.0), a, c),
                 // In place: cuBLAS allows C = B with the same leading dimension.
-                Op::Add => T::geam(h, (m, n), (one, one), (a, c_in), c),
-                Op::MatMul(p) => {
+                Blas::Add => T::geam(h, (m, n), (one, one), (a, c_in), c),
+                Blas::Product(p) => {
                     let (alpha, beta) = (T::from_f64(p.alpha()), T::from_f64(p.beta()));
                     let trans = |t: bool| if t { adj } else { N };
                     let k = if p.trans_a { a_rows } else { a_cols };
                     let ops = (trans(p.trans_a), trans(p.trans_b));
                     T::gemm(h, ops, (m, n, k), (alpha, beta), (a, b), c)
                 }
-                Op::Potrf => unreachable!("queued by queue_potrf"),
-                Op::Trtri
-                | Op::Lauum
-                | Op::SolveRight
-                | Op::SyrkAdjoint
-                | Op::TrmmAdjoint
-                | Op::LuPanel
-                | Op::LuUpdate
-                | Op::LuSwap
-                | Op::Geqrt
-                | Op::Unmqr
-                | Op::Tsqrt
-                | Op::Tsmqr
-                | Op::Ttqrt
-                | Op::Ttmqr => unreachable!("refused by launch"),
             }
         };
         status

@@ -60,5 +60,5 @@ pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};
 pub use qr::Stack;
 
-pub use op::{MatMul, Op, Shape};
+pub use op::{Blas, Codelet, CpuCall, GpuCall, MatMul, Op, RateSource, Shape, Solve};
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

@@ -1,10 +1,19 @@
-//! The tile operations of the tiled Cholesky factorisation, of the triangular solves and of the
-//! general matrix product, their operand conventions and their exact flop counts.
+//! The tile operations of every factorisation, of the triangular solves and of the general matrix
+//! product: their operand conventions, exact flop counts and codelets.
 //!
 //! Every operation reads zero to two tiles and overwrites one ([`Op::writes`]: two for QR's stacked
 //! kernels, which update a pair of tiles). Operands are always listed reads first, the written
 //! tiles last; task graphs list their tile accesses in the same order, so a runtime can hand a
 //! task's tiles to [`crate::Backend::run`] unchanged.
+//!
+//! What the project knows of an operation is declared once, in its [`Codelet`] (StarPU's word): its
+//! name, its accesses, the call its CPU kernel makes, the call its GPU kernel makes or why it has
+//! none, and where a platform model without a measured rate for it takes one. The CPU kernels
+//! (`run.rs`), the GPU kernels (`cuda.rs`) and the laboratory's presets match on these calls, not
+//! on the operations, so a new operation is one entry in [`Op::codelet`] (plus its flop count and
+//! shape check below, and its kernels where they are new calls), and the compiler points at every
+//! place a new call needs a kernel. A missing GPU version is the declared [`GpuCall::Absent`],
+//! which a GPU refuses with its reason.
 
 use std::fmt;
 
@@ -107,8 +116,11 @@ impl MatMul {
         beta: 0x3ff0_0000_0000_0000,
     };
 
+    /// C <- C - A B^H: the trailing update of Cholesky ([`Op::GemmNt`]).
+    pub const SUBTRACT_NT: MatMul = MatMul::new(false, true, -1.0, 1.0);
+
     /// C <- alpha op(A) op(B) + beta C.
-    pub fn new(trans_a: bool, trans_b: bool, alpha: f64, beta: f64) -> Self {
+    pub const fn new(trans_a: bool, trans_b: bool, alpha: f64, beta: f64) -> Self {
         Self {
             trans_a,
             trans_b,
@@ -148,6 +160,88 @@ impl MatMul {
 
 /// The shape of one operand: (rows, columns).
 pub type Shape = (usize, usize);
+
+/// Everything declared about one tile operation ([`Op::codelet`]; the module documentation says
+/// who reads it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Codelet {
+    /// Short lower-case name, as used in traces, performance models and platform files.
+    pub name: &'static str,
+    /// Number of tiles the operation only reads (listed first).
+    pub reads: usize,
+    /// Number of tiles it overwrites (listed last).
+    pub writes: usize,
+    /// What its CPU kernel calls.
+    pub cpu: CpuCall,
+    /// What its GPU kernel calls, or why there is none.
+    pub gpu: GpuCall,
+    /// Where a platform model takes its rate from.
+    pub rate: RateSource,
+}
+
+/// The BLAS calls of the tile operations, on either kind of processor (L is lower triangular; `^H`
+/// is the transpose for a real type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blas {
+    /// A triangular solve with L, on the side and with the form [`Solve`] says (?trsm).
+    Solve(Solve),
+    /// C <- C - A A^H on the lower triangle of C (?syrk, ?herk).
+    RankK,
+    /// C <- alpha op(A) op(B) + beta C, op the adjoint where the product says (?gemm).
+    Product(MatMul),
+    /// Y <- Y + X (?geam on a GPU, a loop on a CPU).
+    Add,
+}
+
+/// The side and form of a [`Blas::Solve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solve {
+    /// B <- B L^-H (the panel solve of Cholesky).
+    RightAdjoint,
+    /// X <- L^-1 X.
+    Left,
+    /// X <- L^-H X.
+    LeftAdjoint,
+}
+
+/// What an operation's CPU kernel calls ([`crate::Backend::run`] and the calls that take side
+/// data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuCall {
+    /// LAPACK's ?potrf on the lower triangle, split over the cluster above a size.
+    Potrf,
+    /// One of the BLAS calls.
+    Blas(Blas),
+    /// A step of the inverse of a Cholesky factor (TRTRI, LAUUM and their panel steps).
+    Inverse,
+    /// One of LU's, which read or write the panel's row interchanges beside the tiles
+    /// ([`crate::Backend::lu_panel`], `lu_update`, `lu_swap`).
+    Pivoted,
+    /// One of QR's, which read or write the block reflectors' T's beside the tiles
+    /// ([`crate::Backend::qr_tile`], `qr_apply`, `qr_stacked`, `qr_stacked_apply`).
+    Reflectors,
+}
+
+/// What an operation's GPU kernel calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuCall {
+    /// cuSOLVER's ?potrf.
+    Potrf,
+    /// One of the BLAS calls, by cuBLAS.
+    Blas(Blas),
+    /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
+    Absent(&'static str),
+}
+
+/// Where a platform model takes an operation's rate from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateSource {
+    /// Its own measurement (calibration, or a paper's table).
+    Measured,
+    /// The rate of another operation of the same shape of work, when the model has no measurement
+    /// of its own (the presets' assumption for LU's and QR's kernels, said in their descriptions).
+    Like(Op),
+}
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
@@ -195,34 +289,66 @@ impl Op {
         self.name() == other.name()
     }
 
+    /// Everything declared about the operation, in one entry per operation.
+    pub fn codelet(self) -> Codelet {
+        use Blas::{Add, Product, RankK, Solve as Trsm};
+        const NO_LU_GPU: &str = "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
+        const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
+        const NO_INVERSE_GPU: &str = "the inverse's kernels run on CPU clusters only";
+        let entry = |name, reads, writes, cpu, gpu, rate| Codelet {
+            name,
+            reads,
+            writes,
+            cpu,
+            gpu,
+            rate,
+        };
+        let blas = |name, reads, call| {
+            entry(name, reads, 1, CpuCall::Blas(call), GpuCall::Blas(call), RateSource::Measured)
+        };
+        let inverse = |name, reads| {
+            let absent = GpuCall::Absent(NO_INVERSE_GPU);
+            entry(name, reads, 1, CpuCall::Inverse, absent, RateSource::Measured)
+        };
+        let lu = |name, reads, like| {
+            let absent = GpuCall::Absent(NO_LU_GPU);
+            entry(name, reads, 1, CpuCall::Pivoted, absent, RateSource::Like(like))
+        };
+        let qr = |name, reads, writes, like| {
+            let absent = GpuCall::Absent(NO_QR_GPU);
+            entry(name, reads, writes, CpuCall::Reflectors, absent, RateSource::Like(like))
+        };
+        match self {
+            Op::Potrf => entry("potrf", 0, 1, CpuCall::Potrf, GpuCall::Potrf, RateSource::Measured),
+            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint)),
+            Op::Syrk => blas("syrk", 1, RankK),
+            Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT)),
+            Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left)),
+            Op::SolveLowerTrans => blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint)),
+            Op::Update => blas("update", 2, Product(MatMul::new(false, false, -1.0, 1.0))),
+            Op::UpdateTrans => blas("update_trans", 2, Product(MatMul::new(true, false, -1.0, 1.0))),
+            Op::Add => blas("add", 1, Add),
+            Op::Trtri => inverse("trtri", 0),
+            Op::Lauum => inverse("lauum", 0),
+            Op::SolveRight => inverse("solve_right", 1),
+            Op::SyrkAdjoint => inverse("syrk_adjoint", 1),
+            Op::TrmmAdjoint => inverse("trmm_adjoint", 1),
+            Op::LuPanel => lu("lu_panel", 0, Op::Potrf),
+            Op::LuUpdate => lu("lu_update", 1, Op::GemmNt),
+            Op::LuSwap => lu("lu_swap", 1, Op::GemmNt),
+            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf),
+            Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt),
+            Op::Tsqrt => qr("tsqrt", 0, 2, Op::Potrf),
+            Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt),
+            Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf),
+            Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt),
+            Op::MatMul(p) => blas("matmul", 2, Product(p)),
+        }
+    }
+
     /// Short lower-case name, as used in traces and reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Op::Potrf => "potrf",
-            Op::Trsm => "trsm",
-            Op::Syrk => "syrk",
-            Op::GemmNt => "gemm",
-            Op::SolveLower => "solve_lower",
-            Op::SolveLowerTrans => "solve_lower_trans",
-            Op::Update => "update",
-            Op::UpdateTrans => "update_trans",
-            Op::Add => "add",
-            Op::Trtri => "trtri",
-            Op::Lauum => "lauum",
-            Op::SolveRight => "solve_right",
-            Op::SyrkAdjoint => "syrk_adjoint",
-            Op::TrmmAdjoint => "trmm_adjoint",
-            Op::LuPanel => "lu_panel",
-            Op::LuUpdate => "lu_update",
-            Op::LuSwap => "lu_swap",
-            Op::Geqrt => "geqrt",
-            Op::Unmqr => "unmqr",
-            Op::Tsqrt => "tsqrt",
-            Op::Tsmqr => "tsmqr",
-            Op::Ttqrt => "ttqrt",
-            Op::Ttmqr => "ttmqr",
-            Op::MatMul(_) => "matmul",
-        }
+        self.codelet().name
     }
 
     /// The operation whose [`Op::name`] is `name`, if any.
@@ -230,43 +356,27 @@ impl Op {
         Op::ALL.into_iter().find(|op| op.name() == name)
     }
 
-    /// Whether GPUs have a kernel for the operation. The inverse's (TRTRI, LAUUM and their panel
-    /// steps), LU's and QR's run on CPU clusters only for now; runs restrict them there.
+    /// Whether GPUs have a kernel for the operation (its codelet's [`GpuCall`] is not
+    /// [`GpuCall::Absent`]); runs restrict the others to CPU clusters.
     pub fn runs_on_gpus(self) -> bool {
-        !matches!(
-            self,
-            Op::Trtri
-                | Op::Lauum
-                | Op::SolveRight
-                | Op::SyrkAdjoint
-                | Op::TrmmAdjoint
-                | Op::LuPanel
-                | Op::LuUpdate
-                | Op::LuSwap
-        ) && !self.is_qr()
+        !matches!(self.codelet().gpu, GpuCall::Absent(_))
     }
 
     /// Whether the operation reads or writes row interchanges beside its tiles (LU's): the runtime
     /// runs it through the work that holds them, not [`crate::Backend::run`] alone.
     pub fn pivots(self) -> bool {
-        matches!(self, Op::LuPanel | Op::LuUpdate | Op::LuSwap)
+        matches!(self.codelet().cpu, CpuCall::Pivoted)
     }
 
     /// Whether the operation is one of QR's, which write or read the block reflectors' T's beside
     /// their tiles: the runtime runs them through the work that holds the T's.
     pub fn is_qr(self) -> bool {
-        matches!(
-            self,
-            Op::Geqrt | Op::Unmqr | Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr
-        )
+        matches!(self.codelet().cpu, CpuCall::Reflectors)
     }
 
     /// Number of tiles the operation overwrites (they come after the ones it only reads).
     pub fn writes(self) -> usize {
-        match self {
-            Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr => 2,
-            _ => 1,
-        }
+        self.codelet().writes
     }
 
     /// Number of operands: [`Op::reads`] + [`Op::writes`].
@@ -276,25 +386,7 @@ impl Op {
 
     /// Number of tiles the operation only reads (the written ones come after them).
     pub fn reads(self) -> usize {
-        match self {
-            Op::Potrf | Op::Trtri | Op::Lauum | Op::LuPanel | Op::Geqrt | Op::Tsqrt | Op::Ttqrt => {
-                0
-            }
-            Op::Trsm
-            | Op::Syrk
-            | Op::SolveLower
-            | Op::SolveLowerTrans
-            | Op::Add
-            | Op::SolveRight
-            | Op::SyrkAdjoint
-            | Op::TrmmAdjoint
-            | Op::LuUpdate
-            | Op::LuSwap
-            | Op::Unmqr
-            | Op::Tsmqr
-            | Op::Ttmqr => 1,
-            Op::GemmNt | Op::Update | Op::UpdateTrans | Op::MatMul(_) => 2,
-        }
+        self.codelet().reads
     }
 
     /// Checks that `shapes` (reads first, the written tiles last) fit the operation, and says which
@@ -507,6 +599,53 @@ mod tests {
         );
         assert!(nt.same_kind(Op::KINDS[23]) && !nt.same_kind(Op::GemmNt));
         assert_eq!(Op::from_name("matmul"), None);
+    }
+
+    #[test]
+    fn codelets_agree_with_themselves() {
+        let on_gpus: Vec<&str> = Op::KINDS
+            .into_iter()
+            .filter(|op| op.runs_on_gpus())
+            .map(Op::name)
+            .collect();
+        assert_eq!(
+            on_gpus,
+            [
+                "potrf",
+                "trsm",
+                "syrk",
+                "gemm",
+                "solve_lower",
+                "solve_lower_trans",
+                "update",
+                "update_trans",
+                "add",
+                "matmul"
+            ]
+        );
+        for op in Op::KINDS {
+            let c = op.codelet();
+            // A GPU kernel is the CPU's call on the other processor, never another operation.
+            match c.gpu {
+                GpuCall::Potrf => assert_eq!(c.cpu, CpuCall::Potrf, "{op}"),
+                GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
+                GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
+            }
+            // A borrowed rate comes from an operation that has its own.
+            if let RateSource::Like(like) = c.rate {
+                assert_eq!(like.codelet().rate, RateSource::Measured, "{op}");
+            }
+            assert!(c.writes >= 1 && c.reads <= 2, "{op}");
+            if op != Op::MatMul(MatMul::ACCUMULATE) {
+                assert_eq!(Op::from_name(c.name), Some(op));
+            }
+        }
+        assert_eq!(
+            Op::GemmNt.codelet().cpu,
+            CpuCall::Blas(Blas::Product(MatMul::new(false, true, -1.0, 1.0)))
+        );
+        assert!(Op::LuPanel.pivots() && Op::Tsmqr.is_qr() && !Op::Trtri.is_qr());
+        assert_eq!((Op::Tsmqr.reads(), Op::Tsmqr.writes()), (1, 2));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::erased::{AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
-use crate::op::Op;
+use crate::op::{Blas, CpuCall, Op, Solve};
 use crate::par::threads;
 use crate::scalar::{Scalar, adjoint_conj};
 use crate::split::POTRF_BLOCK;
@@ -34,38 +34,15 @@ impl Backend {
         fn adjoint<T: Scalar>(m: MatRef<'_, T>) -> (MatRef<'_, T>, Conj) {
             (m.transpose(), adjoint_conj::<T>())
         }
-        match op {
-            Op::Potrf => self.potrf(write, par),
-            Op::Trsm => self.trsm(reads[0], write, par),
-            Op::Syrk => self.syrk(reads[0], write, par),
-            Op::GemmNt => self.product((reads[0], plain), adjoint(reads[1]), write, -1.0, 1.0, par),
-            Op::SolveLower => self.solve_lower(reads[0], false, write, par),
-            Op::SolveLowerTrans => self.solve_lower(reads[0], true, write, par),
-            Op::Update => self.product((reads[0], plain), (reads[1], plain), write, -1.0, 1.0, par),
-            Op::UpdateTrans => {
-                self.product(adjoint(reads[0]), (reads[1], plain), write, -1.0, 1.0, par)
+        match op.codelet().cpu {
+            CpuCall::Potrf => self.potrf(write, par),
+            CpuCall::Blas(Blas::Solve(Solve::RightAdjoint)) => self.trsm(reads[0], write, par),
+            CpuCall::Blas(Blas::Solve(Solve::Left)) => self.solve_lower(reads[0], false, write, par),
+            CpuCall::Blas(Blas::Solve(Solve::LeftAdjoint)) => {
+                self.solve_lower(reads[0], true, write, par)
             }
-            Op::Add => {
-                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
-                Ok(())
-            }
-            Op::Trtri | Op::Lauum | Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {
-                self.run_potri(op, op.flops(&shapes), reads, write, par)
-            }
-            // LU's kernels read or write row interchanges, which no tile holds: they are called
-            // with them (`lu_panel`, `lu_update`, `lu_swap`).
-            Op::LuPanel | Op::LuUpdate | Op::LuSwap => Err(KernelError::Operands {
-                op,
-                reason: "LU's kernels take the panel's row interchanges: call Backend::lu_panel, lu_update or lu_swap".into(),
-            }),
-            // QR's write or read the T's of their block reflectors, which no tile holds.
-            Op::Geqrt | Op::Unmqr | Op::Tsqrt | Op::Tsmqr | Op::Ttqrt | Op::Ttmqr => {
-                Err(KernelError::Operands {
-                    op,
-                    reason: "QR's kernels take the block reflectors' T's: call Backend::qr_tile, qr_apply, qr_stacked or qr_stacked_apply".into(),
-                })
-            }
-            Op::MatMul(p) => {
+            CpuCall::Blas(Blas::RankK) => self.syrk(reads[0], write, par),
+            CpuCall::Blas(Blas::Product(p)) => {
                 let a = if p.trans_a {
                     adjoint(reads[0])
                 } else {
@@ -78,6 +55,22 @@ impl Backend {
                 };
                 self.product(a, b, write, p.alpha(), p.beta(), par)
             }
+            CpuCall::Blas(Blas::Add) => {
+                faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
+                Ok(())
+            }
+            CpuCall::Inverse => self.run_potri(op, op.flops(&shapes), reads, write, par),
+            // LU's kernels read or write row interchanges, which no tile holds: they are called
+            // with them (`lu_panel`, `lu_update`, `lu_swap`).
+            CpuCall::Pivoted => Err(KernelError::Operands {
+                op,
+                reason: "LU's kernels take the panel's row interchanges: call Backend::lu_panel, lu_update or lu_swap".into(),
+            }),
+            // QR's write or read the T's of their block reflectors, which no tile holds.
+            CpuCall::Reflectors => Err(KernelError::Operands {
+                op,
+                reason: "QR's kernels take the block reflectors' T's: call Backend::qr_tile, qr_apply, qr_stacked or qr_stacked_apply".into(),
+            }),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The built-in platform models, each with the table it comes from.
 
-use hetla_kernels::{Op, Precision};
+use hetla_kernels::{Op, Precision, RateSource};
 
 use std::path::Path;
 
@@ -153,27 +153,24 @@ const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu
     likewise: the factorisations (geqrt, tsqrt, ttqrt) at POTRF's rate, their applications (unmqr, \
     tsmqr, ttmqr) at GEMM's";
 
-/// Adds LU's and QR's kernel rates derived from Cholesky's, as [`LU_ASSUMPTION`] states: the panel
-/// factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block column
-/// is a triangular solve of b rows and a product of the rows below, almost all GEMM; QR's tile
-/// factorisations are panels too, their applications products. LU's and QR's kernels run on CPU
-/// clusters only (no GPU rates).
+/// Adds the CPU rates of the operations whose codelets take them from another's
+/// ([`RateSource::Like`]: LU's and QR's, derived from Cholesky's), as [`LU_ASSUMPTION`] states: the
+/// panel factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block
+/// column is a triangular solve of b rows and a product of the rows below, almost all GEMM; QR's
+/// tile factorisations are panels too, their applications products. They run on CPU clusters only
+/// (no GPU rates).
 fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
     let derived: Vec<CpuKernelRate> = model
         .cpu
         .kernels
         .iter()
         .flat_map(|k| {
-            let names: &[Op] = if k.op == Op::Potrf.name() {
-                &[Op::LuPanel, Op::Geqrt, Op::Tsqrt, Op::Ttqrt]
-            } else if k.op == Op::GemmNt.name() {
-                &[Op::LuUpdate, Op::LuSwap, Op::Unmqr, Op::Tsmqr, Op::Ttmqr]
-            } else {
-                &[]
-            };
-            names.iter().map(move |op| CpuKernelRate {
-                op: op.name().into(),
-                ..k.clone()
+            Op::ALL.into_iter().filter_map(move |op| match op.codelet().rate {
+                RateSource::Like(like) if like.name() == k.op => Some(CpuKernelRate {
+                    op: op.name().into(),
+                    ..k.clone()
+                }),
+                _ => None,
             })
         })
         .collect();
