@@ -210,20 +210,24 @@ pub fn cholesky_residual_on_gpu<T: Scalar>(
     Ok(symmetric_norm1(r.as_ref()) / (n as f64 * anorm * T::PRECISION.epsilon()))
 }
 
-/// ||A X - B||_1 / (||A||_1 ||X||_1), with A symmetric given by its lower triangle.
-/// 0 when X is zero or empty.
-pub fn solve_backward_error(
-    a: MatRef<'_, f64>,
-    x: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
+/// ||A X - B||_1 / (||A||_1 ||X||_1), with A symmetric (Hermitian) given by its lower triangle, in
+/// any precision; 0 when X is zero or empty. Divided by n eps it is LAPACK's dpot02 ratio, below
+/// [`RESIDUAL_THRESHOLD`] for a backward-stable solve.
+pub fn solve_backward_error<T: Scalar>(
+    a: MatRef<'_, T>,
+    x: MatRef<'_, T>,
+    b: MatRef<'_, T>,
     par: Par,
 ) -> f64 {
     let xnorm = norm1(x);
     if xnorm == 0.0 {
         return 0.0;
     }
-    let mut r: Mat<f64> = -b.to_owned();
-    // A X = tril(A) X + strict_tril(A)^T X.
+    let mut r: Mat<T> = b.to_owned();
+    r.as_mut()
+        .col_iter_mut()
+        .for_each(|c| c.iter_mut().for_each(|v| *v = -*v));
+    // A X = tril(A) X + strict_tril(A)^H X.
     let rect = BlockStructure::Rectangular;
     matmul(
         r.as_mut(),
@@ -233,18 +237,18 @@ pub fn solve_backward_error(
         BlockStructure::TriangularLower,
         x,
         rect,
-        1.0,
+        T::from_f64(1.0),
         par,
     );
     matmul(
         r.as_mut(),
         rect,
         Accum::Add,
-        a.transpose(),
+        a.adjoint(),
         BlockStructure::StrictTriangularUpper,
         x,
         rect,
-        1.0,
+        T::from_f64(1.0),
         par,
     );
     norm1(r.as_ref()) / (symmetric_norm1(a) * xnorm)

@@ -73,11 +73,12 @@ pub use interop::{Matrix, MatrixMut};
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use plan::{
-    Algorithm, BoundReport, ClassCount, DistributedBounds, Plan, TileChoice, default_tile_size,
+    Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice,
+    default_tile_size,
 };
 pub use qr::{
-    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, DEFAULT_QR_INNER_BLOCK, PivotedQr, Qr, QrFactor,
-    QrTree, lstsq, lstsq_rank,
+    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, lstsq,
+    lstsq_rank,
 };
 pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;
@@ -99,7 +100,7 @@ pub mod lab {
     pub use crate::limits;
     pub use crate::lu::default_lu_tile;
     pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};
-    pub use crate::qr::default_qr_tile;
+    pub use crate::qr::{DEFAULT_QR_INNER_BLOCK, default_qr_tile};
     pub use hetla_kernels::swap_rows;
 }
 

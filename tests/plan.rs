@@ -173,3 +173,72 @@ fn an_inverse_plan_checks_an_inverse_by_lapacks_ratio_and_refuses_other_shapes()
     check::<hetla::c32>();
     check::<hetla::c64>();
 }
+
+#[test]
+fn lu_and_qr_plans_check_their_factors_by_lapacks_ratios_and_refuse_another_outcome() {
+    fn check<T: hetla::Scalar>() {
+        let n = 120;
+        let a = matgen::random_in::<T>(n, n, 9);
+        let lu = hetla::Lu::new().tile(32);
+        let plan = lu.plan(n, T::PRECISION).unwrap();
+        let f = lu.factor(a.as_ref()).unwrap();
+        let good = plan.residual(a.as_ref(), &f, faer::Par::Seq).unwrap();
+        assert!(
+            good < hetla::check::RESIDUAL_THRESHOLD,
+            "{}: {good}",
+            T::PRECISION
+        );
+        // The factor of another matrix fails; a matrix alone is not an LU's result.
+        let other = matgen::random_in::<T>(n, n, 10);
+        assert!(plan.residual(other.as_ref(), &f, faer::Par::Seq).unwrap() > 1e3);
+        let err = plan
+            .residual(a.as_ref(), f.storage(), faer::Par::Seq)
+            .unwrap_err();
+        assert!(err.to_string().contains("interchanges"), "{err}");
+        // Interchanges that are not an LU's are refused.
+        let swapped = vec![0; n];
+        let bad = hetla::Outcome::Pivoted {
+            lu: f.storage(),
+            ipiv: &swapped,
+        };
+        assert!(plan.residual(a.as_ref(), bad, faer::Par::Seq).is_err());
+
+        let (m, k) = (150, 60);
+        let tall = matgen::random_block_in::<T>(m, 4, 0..m, 0..k);
+        let qr = hetla::Qr::new().tile(40);
+        let plan = qr.plan(m, k, T::PRECISION).unwrap();
+        let f = qr.factor(tall.as_ref()).unwrap();
+        let (q, r) = (f.thin_q().unwrap(), f.r());
+        let thin = hetla::Outcome::Orthogonal {
+            q: q.as_ref(),
+            r: r.as_ref(),
+        };
+        let good = plan.residual(tall.as_ref(), thin, faer::Par::Seq).unwrap();
+        assert!(
+            good < hetla::check::RESIDUAL_THRESHOLD,
+            "{}: {good}",
+            T::PRECISION
+        );
+        let mut wrong = r.clone();
+        wrong[(2, 5)] = wrong[(2, 5)] + T::from_f64(1.0);
+        let thin = hetla::Outcome::Orthogonal {
+            q: q.as_ref(),
+            r: wrong.as_ref(),
+        };
+        assert!(plan.residual(tall.as_ref(), thin, faer::Par::Seq).unwrap() > 100.0);
+        // A square Q is not the thin one the plan computes.
+        let square = faer::Mat::<T>::identity(m, m);
+        let thin = hetla::Outcome::Orthogonal {
+            q: square.as_ref(),
+            r: r.as_ref(),
+        };
+        let err = plan
+            .residual(tall.as_ref(), thin, faer::Par::Seq)
+            .unwrap_err();
+        assert!(err.to_string().contains("150x60"), "{err}");
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<hetla::c32>();
+    check::<hetla::c64>();
+}

@@ -44,9 +44,9 @@ use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
 use crate::any::each_precision;
+use crate::op::{Blas, GpuCall, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
-use crate::op::{Blas, GpuCall, Solve};
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.

@@ -292,7 +292,8 @@ impl Op {
     /// Everything declared about the operation, in one entry per operation.
     pub fn codelet(self) -> Codelet {
         use Blas::{Add, Product, RankK, Solve as Trsm};
-        const NO_LU_GPU: &str = "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
+        const NO_LU_GPU: &str =
+            "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
         const NO_INVERSE_GPU: &str = "the inverse's kernels run on CPU clusters only";
         let entry = |name, reads, writes, cpu, gpu, rate| Codelet {
@@ -304,29 +305,68 @@ impl Op {
             rate,
         };
         let blas = |name, reads, call| {
-            entry(name, reads, 1, CpuCall::Blas(call), GpuCall::Blas(call), RateSource::Measured)
+            entry(
+                name,
+                reads,
+                1,
+                CpuCall::Blas(call),
+                GpuCall::Blas(call),
+                RateSource::Measured,
+            )
         };
         let inverse = |name, reads| {
             let absent = GpuCall::Absent(NO_INVERSE_GPU);
-            entry(name, reads, 1, CpuCall::Inverse, absent, RateSource::Measured)
+            entry(
+                name,
+                reads,
+                1,
+                CpuCall::Inverse,
+                absent,
+                RateSource::Measured,
+            )
         };
         let lu = |name, reads, like| {
             let absent = GpuCall::Absent(NO_LU_GPU);
-            entry(name, reads, 1, CpuCall::Pivoted, absent, RateSource::Like(like))
+            entry(
+                name,
+                reads,
+                1,
+                CpuCall::Pivoted,
+                absent,
+                RateSource::Like(like),
+            )
         };
         let qr = |name, reads, writes, like| {
             let absent = GpuCall::Absent(NO_QR_GPU);
-            entry(name, reads, writes, CpuCall::Reflectors, absent, RateSource::Like(like))
+            entry(
+                name,
+                reads,
+                writes,
+                CpuCall::Reflectors,
+                absent,
+                RateSource::Like(like),
+            )
         };
         match self {
-            Op::Potrf => entry("potrf", 0, 1, CpuCall::Potrf, GpuCall::Potrf, RateSource::Measured),
+            Op::Potrf => entry(
+                "potrf",
+                0,
+                1,
+                CpuCall::Potrf,
+                GpuCall::Potrf,
+                RateSource::Measured,
+            ),
             Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint)),
             Op::Syrk => blas("syrk", 1, RankK),
             Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT)),
             Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left)),
             Op::SolveLowerTrans => blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint)),
             Op::Update => blas("update", 2, Product(MatMul::new(false, false, -1.0, 1.0))),
-            Op::UpdateTrans => blas("update_trans", 2, Product(MatMul::new(true, false, -1.0, 1.0))),
+            Op::UpdateTrans => blas(
+                "update_trans",
+                2,
+                Product(MatMul::new(true, false, -1.0, 1.0)),
+            ),
             Op::Add => blas("add", 1, Add),
             Op::Trtri => inverse("trtri", 0),
             Op::Lauum => inverse("lauum", 0),

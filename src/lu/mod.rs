@@ -322,6 +322,16 @@ impl<T: Scalar> std::fmt::Debug for LuFactor<T> {
     }
 }
 
+/// The factor and its interchanges, for [`Plan::residual`] of an LU plan.
+impl<'a, T: Scalar> From<&'a LuFactor<T>> for crate::plan::Outcome<'a, T> {
+    fn from(f: &'a LuFactor<T>) -> Self {
+        crate::plan::Outcome::Pivoted {
+            lu: f.lu.as_ref(),
+            ipiv: &f.ipiv,
+        }
+    }
+}
+
 impl<T: Scalar> LuFactor<T> {
     /// Order of the factored matrix.
     pub fn n(&self) -> usize {

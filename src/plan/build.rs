@@ -16,6 +16,45 @@ use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKi
 use crate::{Error, Result};
 use serde::Serialize;
 
+/// What a plan computed, for [`Plan::residual`] to check against its input.
+#[derive(Debug, Clone, Copy)]
+pub enum Outcome<'a, T> {
+    /// One matrix: a Cholesky factor, an inverse.
+    Matrix(MatRef<'a, T>),
+    /// An LU factor (L unit lower below the diagonal, U on and above) with its 0-based
+    /// interchanges (row i swapped with row `ipiv[i]`, in order; LAPACK's ipiv less one).
+    Pivoted {
+        /// L\U in one matrix.
+        lu: MatRef<'a, T>,
+        /// The interchanges.
+        ipiv: &'a [usize],
+    },
+    /// A QR factorisation's thin Q (m x min(m, n)) and its R (min(m, n) x n).
+    Orthogonal {
+        /// The orthonormal columns.
+        q: MatRef<'a, T>,
+        /// The triangle.
+        r: MatRef<'a, T>,
+    },
+}
+
+impl<'a, T> From<MatRef<'a, T>> for Outcome<'a, T> {
+    fn from(m: MatRef<'a, T>) -> Self {
+        Outcome::Matrix(m)
+    }
+}
+
+impl<T> Outcome<'_, T> {
+    /// What the outcome is, for an error.
+    fn describe(&self) -> &'static str {
+        match self {
+            Outcome::Matrix(_) => "one matrix",
+            Outcome::Pivoted { .. } => "a factor with interchanges",
+            Outcome::Orthogonal { .. } => "a Q and an R",
+        }
+    }
+}
+
 /// A Cholesky tile size chosen for an order on a platform, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TileChoice {
@@ -687,52 +726,95 @@ impl Plan {
         })
     }
 
-    /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan computes from
-    /// `input` (for Cholesky the factor L of A: ||A - L L^H||_1 / (n ||A||_1 eps), reading the
-    /// lower triangles; for the inverse, A^-1 from A: ||A X - I||_1 / (n ||A||_1 ||X||_1 eps),
-    /// LAPACK's dpot03, reading both lower triangles): below
-    /// [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct. An algorithm whose
-    /// result is not a function of one input (a solve, a product) says which checks of
-    /// [`crate::check`] apply.
-    pub fn residual<T: Scalar>(
+    /// The plan's correctness check, LAPACK's test ratio of `result`, what the plan computed from
+    /// `input`: below [`RESIDUAL_THRESHOLD`](crate::check::RESIDUAL_THRESHOLD) is correct.
+    ///
+    /// - Cholesky, a matrix (the factor L of A): ||A - L L^H||_1 / (n ||A||_1 eps), reading the
+    ///   lower triangles (dpot01);
+    /// - the inverse, a matrix (A^-1 from A): ||A X - I||_1 / (n ||A||_1 ||X||_1 eps), reading both
+    ///   lower triangles (dpot03);
+    /// - LU, [`Outcome::Pivoted`] or an [`LuFactor`](crate::LuFactor): ||P A - L U||_1 / (n
+    ///   ||A||_1 eps) (dget01);
+    /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (max(m, n) ||A||_1
+    ///   eps) (dqrt01; [`check::orthogonality`](crate::check::orthogonality) is its other ratio).
+    ///
+    /// An algorithm whose result is not a function of one input (a solve, a product) says which
+    /// checks of [`crate::check`] apply.
+    pub fn residual<'r, T: Scalar>(
         &self,
         input: MatRef<'_, T>,
-        result: MatRef<'_, T>,
+        result: impl Into<Outcome<'r, T>>,
         par: Par,
     ) -> Result<f64> {
         self.expect_precision(T::PRECISION)?;
-        // Both matrices of the plan's order.
-        let square = |n: usize, does: &str| {
+        let refuse = |reason: String| Error::InvalidOption {
+            option: "residual",
+            reason,
+        };
+        // Both matrices of the plan's shape.
+        let shaped = |(rows, cols): (usize, usize), does: &str, result: MatRef<'_, T>| {
             for (what, m) in [("the input", input), ("the result", result)] {
-                if (m.nrows(), m.ncols()) != (n, n) {
-                    return Err(Error::InvalidOption {
-                        option: "residual",
-                        reason: format!(
-                            "{what} is {}x{}, the plan {does} {n}x{n}",
-                            m.nrows(),
-                            m.ncols()
-                        ),
-                    });
+                if (m.nrows(), m.ncols()) != (rows, cols) {
+                    return Err(refuse(format!(
+                        "{what} is {}x{}, the plan {does} {rows}x{cols}",
+                        m.nrows(),
+                        m.ncols()
+                    )));
                 }
             }
             Ok(())
         };
-        match self.algorithm {
-            Algorithm::Cholesky { n } => {
-                square(n, "factors")?;
-                Ok(crate::check::cholesky_residual(input, result, par))
+        match (self.algorithm, result.into()) {
+            (Algorithm::Cholesky { n }, Outcome::Matrix(l)) => {
+                shaped((n, n), "factors", l)?;
+                Ok(crate::check::cholesky_residual(input, l, par))
             }
-            Algorithm::CholeskyInverse { n } => {
-                square(n, "inverts")?;
-                Ok(crate::check::inverse_residual(input, result, par))
+            (Algorithm::CholeskyInverse { n }, Outcome::Matrix(x)) => {
+                shaped((n, n), "inverts", x)?;
+                Ok(crate::check::inverse_residual(input, x, par))
             }
-            other => Err(Error::InvalidOption {
-                option: "residual",
-                reason: format!(
-                    "a {} plan is checked by check::solve_backward_error or check::relative_error, not by one input and one result",
-                    other.name()
-                ),
-            }),
+            (Algorithm::Lu { n }, Outcome::Pivoted { lu, ipiv }) => {
+                shaped((n, n), "factors", lu)?;
+                if ipiv.len() != n || ipiv.iter().enumerate().any(|(i, &p)| p < i || p >= n) {
+                    return Err(refuse(format!(
+                        "the interchanges are not an LU's of order {n}: {} of them, each row i swapped with a row in i..{n}",
+                        ipiv.len()
+                    )));
+                }
+                Ok(crate::check::lu_residual(input, lu, ipiv))
+            }
+            (Algorithm::Qr { m, n, .. }, Outcome::Orthogonal { q, r }) => {
+                let k = m.min(n);
+                let (q_shape, r_shape) = ((q.nrows(), q.ncols()), (r.nrows(), r.ncols()));
+                if q_shape != (m, k) || r_shape != (k, n) {
+                    return Err(refuse(format!(
+                        "Q is {}x{} and R {}x{}, the plan's thin factors are {m}x{k} and {k}x{n}",
+                        q_shape.0, q_shape.1, r_shape.0, r_shape.1
+                    )));
+                }
+                shaped((m, n), "factors", input)?;
+                Ok(crate::check::qr_residual(input, q, r))
+            }
+            (
+                algorithm @ (Algorithm::Cholesky { .. }
+                | Algorithm::CholeskyInverse { .. }
+                | Algorithm::Lu { .. }
+                | Algorithm::Qr { .. }),
+                outcome,
+            ) => Err(refuse(format!(
+                "a {} plan's result is {}, not {}",
+                algorithm.name(),
+                match algorithm {
+                    Algorithm::Lu { .. } => "the factor with its interchanges (Outcome::Pivoted)",
+                    Algorithm::Qr { .. } => "a thin Q and its R (Outcome::Orthogonal)",
+                    _ => "one matrix (Outcome::Matrix)",
+                },
+                outcome.describe()
+            ))),
+            (other, _) => Err(refuse(format!(
+                "a {} plan is checked by check::solve_backward_error or check::relative_error, not by one input and one result",
+                other.name()
+            ))),
         }
     }
 

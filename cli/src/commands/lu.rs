@@ -204,7 +204,11 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     let summary = trace.summary();
     let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let factor = lu.factor(a.as_ref())?;
-    let residual = hetla::check::lu_residual(a.as_ref(), m.as_ref(), &ipiv);
+    let pivoted = hetla::Outcome::Pivoted {
+        lu: m.as_ref(),
+        ipiv: &ipiv,
+    };
+    let residual = plan.residual(a.as_ref(), pivoted, faer::Par::Seq)?;
     let growth = hetla::check::lu_growth(a.as_ref(), m.as_ref());
     let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
     let backward_error = match factor.solve(rhs.as_ref()) {

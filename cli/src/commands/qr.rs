@@ -30,7 +30,7 @@ pub struct QrArgs {
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
-    #[arg(long, default_value_t = hetla::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
+    #[arg(long, default_value_t = hetla::lab::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
     pub inner: usize,
     /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has at
     /// least 4 times as many tile rows as tile columns).
@@ -227,8 +227,13 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     let flops =
         (2.0 * long * short * short - 2.0 * short.powi(3) / 3.0) * T::PRECISION.flop_factor();
     let factor = qr.factor(a.as_ref())?;
-    let (residual, orthogonality) =
-        check_qr(a.as_ref(), factor.thin_q()?.as_ref(), factor.r().as_ref());
+    let (q, r) = (factor.thin_q()?, factor.r());
+    let thin = hetla::Outcome::Orthogonal {
+        q: q.as_ref(),
+        r: r.as_ref(),
+    };
+    let residual = plan.residual(a.as_ref(), thin, faer::Par::Seq)?;
+    let orthogonality = hetla::check::orthogonality(q.as_ref());
     let mut report = QrReport {
         m,
         n,

@@ -165,13 +165,15 @@ fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
         .kernels
         .iter()
         .flat_map(|k| {
-            Op::ALL.into_iter().filter_map(move |op| match op.codelet().rate {
-                RateSource::Like(like) if like.name() == k.op => Some(CpuKernelRate {
-                    op: op.name().into(),
-                    ..k.clone()
-                }),
-                _ => None,
-            })
+            Op::ALL
+                .into_iter()
+                .filter_map(move |op| match op.codelet().rate {
+                    RateSource::Like(like) if like.name() == k.op => Some(CpuKernelRate {
+                        op: op.name().into(),
+                        ..k.clone()
+                    }),
+                    _ => None,
+                })
         })
         .collect();
     model.cpu.kernels.extend(derived);
