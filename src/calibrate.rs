@@ -97,10 +97,11 @@ impl<T: Scalar> Operands<T> {
         }
     }
 
-    /// Refreshes the written tile for sample `s` of `op`: a copy of an SPD tile for POTRF, the same
-    /// values every time for the others.
+    /// Refreshes the written tile for sample `s` of `op`: a copy of an SPD tile for POTRF (and for
+    /// the panel inverse, whose tile's lower triangle stands for a factor), the same values every
+    /// time for the others.
     fn refresh(&mut self, op: Op, s: usize) {
-        if op == Op::Potrf {
+        if matches!(op, Op::Potrf | Op::PanelInverse) {
             let d = diagonal(&self.read, self.b, self.k, s).to_owned();
             self.out.copy_from(&d);
         } else {
@@ -123,7 +124,7 @@ fn diagonal<T: Scalar>(read: &Mat<T>, b: usize, k: usize, index: usize) -> MatRe
 /// The tiles sample `s` of `op` reads.
 fn reads<T: Scalar>(read: &Mat<T>, b: usize, k: usize, op: Op, s: usize) -> Vec<MatRef<'_, T>> {
     match op {
-        Op::Potrf => vec![],
+        Op::Potrf | Op::PanelInverse => vec![],
         Op::Trsm => vec![diagonal(read, b, k, s)],
         Op::Syrk => vec![tile(read, b, k, s)],
         _ => vec![tile(read, b, k, s), tile(read, b, k, s + 1)],

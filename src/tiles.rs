@@ -125,13 +125,6 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
         false
     }
 
-    /// Whether the strict upper triangle of diagonal tile `tile` belongs to the store, not to the
-    /// caller (never copied out): a kernel may keep data of its own there.
-    fn owns_strict_upper(&self, tile: TileRef) -> bool {
-        let _ = tile;
-        false
-    }
-
     /// The host memory its tiles lie in (for page-locking it, [`hetla_runtime::HostMemory`]); none
     /// by default.
     fn host_ranges(&self) -> Vec<HostRange> {
@@ -285,10 +278,6 @@ impl<T: Scalar> TileStore<T> for TileMajor<T> {
     unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.view_mut(tile) }
-    }
-
-    fn owns_strict_upper(&self, tile: TileRef) -> bool {
-        TileMajor::owns_strict_upper(self, tile)
     }
 
     fn host_ranges(&self) -> Vec<HostRange> {

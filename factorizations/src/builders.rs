@@ -43,12 +43,23 @@ fn push_shaped(g: &mut TaskGraph, op: Op, reads: &[(TileRef, Shape)], write: (Ti
 /// each k, POTRF(A_kk), TRSM(A_kk, A_ik) for i > k, then SYRK(A_ik, A_ii) and GEMM(A_ik, A_jk,
 /// A_ij) for k < j < i. Only lower tiles are touched.
 pub fn cholesky(a: &Tiling) -> Result<TaskGraph, TilingError> {
+    cholesky_inverting_panels(a, usize::MAX)
+}
+
+/// [`cholesky`] with the panels of at least `min_solves` solves through the inverse of their
+/// diagonal tile: an [`Op::PanelInverse`] task after each such POTRF, which the panel's TRSMs
+/// follow (it writes the diagonal tile, as far as the graph knows: the inverse lies beside it).
+/// MAGMA's shape of the factorisation; `usize::MAX` gives the plain graph.
+pub fn cholesky_inverting_panels(a: &Tiling, min_solves: usize) -> Result<TaskGraph, TilingError> {
     a.ensure_square()?;
     let nt = a.row_tiles();
     let tile = |i, j| (TileRef::new(FACTOR, i, j), a);
     let mut g = TaskGraph::new();
     for k in 0..nt {
         push(&mut g, Op::Potrf, &[], tile(k, k));
+        if nt - 1 - k >= min_solves {
+            push(&mut g, Op::PanelInverse, &[], tile(k, k));
+        }
         for i in k + 1..nt {
             push(&mut g, Op::Trsm, &[tile(k, k)], tile(i, k));
         }

@@ -24,8 +24,9 @@ mod split;
 mod tiling;
 
 pub use builders::{
-    FACTOR, RHS, SUMS, backward_substitution, cholesky, cholesky_inverse, distributed_substitution,
-    forward_substitution, lu, lu_shape, lu_step, sum_shape,
+    FACTOR, RHS, SUMS, backward_substitution, cholesky, cholesky_inverse,
+    cholesky_inverting_panels, distributed_substitution, forward_substitution, lu, lu_shape,
+    lu_step, sum_shape,
 };
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};

@@ -3,8 +3,9 @@
 //!
 //! With L = L1 D (L1 unit lower triangular, D the positive real diagonal of L), the solve B L^-H is
 //! (B L1^-H) D^-1. Once the diagonal tile is factored, [`Backend::invert_unit_factor`] writes U =
-//! L1^-H (unit upper triangular) into the tile's strict upper triangle, which a store that owns it
-//! (the tile-major copy) leaves free; every solve of the panel below it is then
+//! L1^-H (unit upper triangular) into the tile's strict upper triangle (in a plan, the task
+//! [`crate::Op::PanelInverse`], on the Cholesky work's copy of the tile); every solve of the panel
+//! below it is then
 //! [`Backend::trsm_by_inverse`]: a TRMM with U (its unit diagonal implied, so the tile's diagonal
 //! keeps L's) and a scaling of each column by 1/d_j. The inversion costs b^3/3 flops once per
 //! panel; each product costs the b^3 flops of the solve it replaces, at the rate of the library's

@@ -26,6 +26,12 @@ pub enum Op {
     Potrf,
     /// `[L (n x n), B (m x n)]`: B <- B L^-T (the panel solve of Cholesky).
     Trsm,
+    /// `[A (n x n)]`, A's lower triangle a Cholesky factor L = L1 D: its strict upper triangle <- U
+    /// = L1^-H when cond_1(L1) is at most [`crate::INVERSE_MAX_CONDITION`], else untouched
+    /// ([`crate::Backend::invert_unit_factor`]; L is read, never changed). The TRTRI of a panel
+    /// (MAGMA's shape): the panel's solves then run as products with U
+    /// ([`crate::Backend::trsm_by_inverse`]).
+    PanelInverse,
     /// `[A (n x k), C (n x n)]`: C <- C - A A^T, lower triangle of C only.
     Syrk,
     /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T, the trailing update of Cholesky (B
@@ -214,6 +220,9 @@ pub enum CpuCall {
     Blas(Blas),
     /// A step of the inverse of a Cholesky factor (TRTRI, LAUUM and their panel steps).
     Inverse,
+    /// The inverse of a diagonal tile's unit factor for its panel's solves
+    /// ([`crate::Backend::invert_unit_factor`]).
+    UnitInverse,
     /// One of LU's, which read or write the panel's row interchanges beside the tiles
     /// ([`crate::Backend::lu_panel`], `lu_update`, `lu_swap`).
     Pivoted,
@@ -245,9 +254,10 @@ pub enum RateSource {
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 23] = [
+    pub const ALL: [Op; 24] = [
         Op::Potrf,
         Op::Trsm,
+        Op::PanelInverse,
         Op::Syrk,
         Op::GemmNt,
         Op::SolveLower,
@@ -273,8 +283,8 @@ impl Op {
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 24] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 24];
+    pub const KINDS: [Op; 25] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 25];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -357,6 +367,14 @@ impl Op {
                 RateSource::Measured,
             ),
             Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint)),
+            Op::PanelInverse => entry(
+                "panel_inverse",
+                0,
+                1,
+                CpuCall::UnitInverse,
+                GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
+                RateSource::Like(Op::Potrf),
+            ),
             Op::Syrk => blas("syrk", 1, RankK),
             Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT)),
             Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left)),
@@ -451,7 +469,7 @@ impl Op {
         };
         let w = shapes[self.reads()];
         match self {
-            Op::Potrf | Op::Trtri | Op::Lauum => expect("A", w, (w.0, w.0)),
+            Op::Potrf | Op::PanelInverse | Op::Trtri | Op::Lauum => expect("A", w, (w.0, w.0)),
             Op::Trsm | Op::SolveRight => expect("L", shapes[0], (w.1, w.1)),
             Op::SyrkAdjoint => {
                 expect("C", w, (w.0, w.0))?;
@@ -549,7 +567,7 @@ impl Op {
             Op::Add => m * n,
             // LAPACK Working Note 41: n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3
             // additions.
-            Op::Trtri => (m * m * m + 2.0 * m) / 3.0,
+            Op::Trtri | Op::PanelInverse => (m * m * m + 2.0 * m) / 3.0,
             // As POTRF's: n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions.
             Op::Lauum => (2.0 * m * m * m + 3.0 * m * m + m) / 6.0,
             Op::SolveRight => m * n * n,

@@ -60,6 +60,7 @@ impl Backend {
                 Ok(())
             }
             CpuCall::Inverse => self.run_potri(op, op.flops(&shapes), reads, write, par),
+            CpuCall::UnitInverse => self.invert_unit_factor(write, par).map(|_| ()),
             // LU's kernels read or write row interchanges, which no tile holds: they are called
             // with them (`lu_panel`, `lu_update`, `lu_swap`).
             CpuCall::Pivoted => Err(KernelError::Operands {

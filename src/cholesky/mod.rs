@@ -17,10 +17,13 @@ use hetla_runtime::{
 use crate::check::{check_finite, check_hermitian_lower, check_square};
 use crate::condition;
 use crate::interop::{Matrix, MatrixMut, column_major};
-use crate::plan::{Algorithm, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size};
+use crate::plan::{
+    Algorithm, Build, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size,
+};
 use crate::run::{RunConfig, direct};
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
+use work::MIN_PANEL_SOLVES;
 
 pub(crate) mod batch;
 mod device;
@@ -133,7 +136,7 @@ impl Cholesky {
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let platform = self.resolve_platform()?;
         let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;
-        Ok(Plan::cholesky(n, tile, precision)?.with_choice(choice))
+        Ok(plan_on(&platform)(n, tile, precision)?.with_choice(choice))
     }
 
     /// The tile for order `n` in `precision` on `platform`, and the models' choice when they made
@@ -152,7 +155,7 @@ impl Cholesky {
         }
         // Devices run f64 kernels only: in another precision such a platform takes the default.
         if precision == Precision::D || platform.devices().is_empty() {
-            let choice = choose_tile(platform, n, precision, Plan::cholesky)?;
+            let choice = choose_tile(platform, n, precision, plan_on(platform))?;
             return Ok((choice.tile, Some(choice)));
         }
         Ok((default_tile_size(n, platform.backend(), precision), None))
@@ -215,7 +218,7 @@ impl Cholesky {
                 return result.map(|()| (tile, norm)).map_err(factor_error);
             }
         }
-        let plan = Plan::cholesky(n, tile, T::PRECISION)?.with_choice(choice);
+        let plan = plan_on(platform)(n, tile, T::PRECISION)?.with_choice(choice);
         self.factor_on(platform, &plan, a)
             .map(|(_, norm)| (tile, norm))
     }
@@ -319,6 +322,17 @@ fn resident_placement(
         });
     }
     Ok(placement)
+}
+
+/// The constructor of Cholesky plans for `platform`: with a panel inverse for each panel of
+/// [`MIN_PANEL_SOLVES`] solves or more where its backend solves faster through the inverse and no
+/// device runs the panels ([`work`](self::work)), else [`Plan::cholesky`].
+fn plan_on(platform: &Platform) -> Build {
+    if platform.backend().solves_by_inverse() && platform.devices().is_empty() {
+        |n, tile, precision| Plan::cholesky_inverting_panels(n, tile, precision, MIN_PANEL_SOLVES)
+    } else {
+        Plan::cholesky
+    }
 }
 
 /// Runs `plan`, whose one matrix is the lower triangle of `a` (a factorisation, or the inverse from

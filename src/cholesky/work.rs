@@ -1,14 +1,15 @@
-//! Cholesky's work: its tasks on a store's tiles, with one side datum of its own. Where the store
-//! owns a diagonal tile's strict upper triangle (the tile-major copy, whose upper triangles are
-//! never copied out) and the panel below it is long enough, the POTRF of that tile also writes the
-//! inverse of its unit factor there, and the panel's TRSMs become products with it
-//! (`Backend::trsm_by_inverse`): matrix products run faster than triangular solves on the faer
-//! kernels. Which diagonal tiles hold their inverse is this work's record, for its run only.
+//! Cholesky's work: its tasks on a store's tiles, with one side datum of its own. A plan for a
+//! backend whose solves run faster through the inverse (OpenBLAS: its TRMM runs at twice its TRSM)
+//! has a [`Op::PanelInverse`] task after the POTRF of each long enough panel
+//! ([`MIN_PANEL_SOLVES`]); it inverts the diagonal tile's unit factor in a copy of the tile kept
+//! here, and the panel's TRSMs, which the graph orders after it, become products with that inverse
+//! (`Backend::trsm_by_inverse`). The store is never written outside the factor's lower triangle,
+//! whatever storage holds it. A tile too ill-conditioned for the product keeps no inverse, and its
+//! panel is solved as usual.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
-use faer::Par;
-use faer::reborrow::ReborrowMut;
+use faer::{Mat, Par};
 use hetla_factorizations::{Op, TaskId, TileRef};
 use hetla_kernels::{KernelError, Scalar};
 use hetla_runtime::Workload;
@@ -20,16 +21,15 @@ use crate::tiles::{TileWork, delegate_to_tiles, operands};
 /// inverse saves about b^3/58 s-Gflop on one AVX-512 core; measured with OpenBLAS on 2 cores, a
 /// panel of one solve (tile 2048 at n = 4096 on one 2-core cluster) lost 28% and panels of 3 (tile
 /// 1024) 8%, while panels of up to 15 (tile 512 at n = 8192 on two 1-core clusters) gained 4%.
-const MIN_PANEL_SOLVES: usize = 4;
+pub(crate) const MIN_PANEL_SOLVES: usize = 4;
 
 /// A Cholesky plan's tasks over a store (see the module documentation).
 pub(crate) struct InvertingWork<'w, T: Scalar> {
     /// The tasks as they are.
     pub tiles: TileWork<'w, T>,
-    /// The factored matrix's tile rows.
-    row_tiles: usize,
-    /// Whether diagonal tile k holds the inverse of its unit factor in its strict upper triangle.
-    inverted: Vec<AtomicBool>,
+    /// Diagonal tile k's copy holding its unit factor's inverse in its strict upper triangle, once
+    /// its panel-inverse task has made one.
+    inverses: Vec<OnceLock<Mat<T>>>,
 }
 
 impl<'w, T: Scalar> InvertingWork<'w, T> {
@@ -37,26 +37,16 @@ impl<'w, T: Scalar> InvertingWork<'w, T> {
     pub fn new(tiles: TileWork<'w, T>, row_tiles: usize) -> Self {
         Self {
             tiles,
-            row_tiles,
-            inverted: (0..row_tiles).map(|_| AtomicBool::new(false)).collect(),
+            inverses: (0..row_tiles).map(|_| OnceLock::new()).collect(),
         }
     }
 
-    /// Whether the POTRF of `tile` also inverts its unit factor.
-    fn inverts(&self, tile: TileRef) -> bool {
-        tile.row == tile.col
-            && tile.row + MIN_PANEL_SOLVES < self.row_tiles
-            && self.tiles.store.owns_strict_upper(tile)
-    }
-
-    /// Whether diagonal tile `tile` of the factored matrix holds its unit factor's inverse.
-    fn inverted(&self, tile: TileRef) -> bool {
-        tile.matrix.0 == 0
-            && tile.row == tile.col
-            && self
-                .inverted
-                .get(tile.row)
-                .is_some_and(|f| f.load(Ordering::Relaxed))
+    /// The inverse kept for diagonal tile `tile` of the factored matrix, if any.
+    fn inverse(&self, tile: TileRef) -> Option<&Mat<T>> {
+        if tile.matrix.0 != 0 || tile.row != tile.col {
+            return None;
+        }
+        self.inverses.get(tile.row)?.get()
     }
 }
 
@@ -65,9 +55,8 @@ impl<T: Scalar> Workload for InvertingWork<'_, T> {
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         let task = self.tiles.graph.task(id);
-        let backend = self.tiles.backend;
         // Every other task as it is, without a second look at its operands.
-        if !backend.solves_by_inverse() || !matches!(task.op, Op::Potrf | Op::Trsm) {
+        if !matches!(task.op, Op::PanelInverse | Op::Trsm) {
             return self.tiles.run(id, par);
         }
         let (write, reads) = operands(task)?;
@@ -77,27 +66,33 @@ impl<T: Scalar> Workload for InvertingWork<'_, T> {
             reason: format!("tile ({}, {}) is not held here", tile.row, tile.col),
         };
         match task.op {
-            Op::Potrf if self.inverts(write.tile) => {
-                // SAFETY: as in TileWork::run: the graph orders every task touching this tile
-                // before or after this one, so no other view of it is used while this one lives.
-                let mut out =
-                    unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
-                backend.run(task.op, &[], out.rb_mut(), par)?;
-                if backend.invert_unit_factor(out, par)? {
+            Op::PanelInverse => {
+                let diagonal = store.tile(write.tile).ok_or_else(|| missing(write.tile))?;
+                let mut copy = diagonal.to_owned();
+                let slot = self
+                    .inverses
+                    .get(write.tile.row)
+                    .filter(|_| write.tile.matrix.0 == 0)
+                    .ok_or_else(|| missing(write.tile))?;
+                if self.tiles.backend.invert_unit_factor(copy.as_mut(), par)? {
                     // The runtime's hand-over from this task to the solves that read the tile
                     // orders this store before their loads.
-                    self.inverted[write.tile.row].store(true, Ordering::Relaxed);
+                    let _ = slot.set(copy);
                 }
             }
-            // The graph orders the diagonal tile's POTRF (and its flag) before this solve.
-            Op::Trsm if self.inverted(reads[0].tile) => {
-                let diagonal = store
-                    .tile(reads[0].tile)
+            // The graph orders the diagonal tile's panel inverse before this solve.
+            Op::Trsm if self.inverse(reads[0].tile).is_some() => {
+                let inverse = self
+                    .inverse(reads[0].tile)
                     .ok_or_else(|| missing(reads[0].tile))?;
-                // SAFETY: as above; the written tile is not the one read (checked by `operands`).
+                // SAFETY: as in TileWork::run: the graph orders every task touching this tile
+                // before or after this one, so no other view of it is used while this one lives;
+                // the written tile is not the one read (checked by `operands`).
                 let out =
                     unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
-                backend.trsm_by_inverse(diagonal, out, par)?;
+                self.tiles
+                    .backend
+                    .trsm_by_inverse(inverse.as_ref(), out, par)?;
             }
             _ => return self.tiles.run(id, par),
         }

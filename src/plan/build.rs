@@ -6,9 +6,9 @@ use std::sync::Arc;
 use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky,
-    cholesky_inverse, distributed_substitution, forward_substitution, lu, lu_shape, lu_step,
-    matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
+    QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky_inverse,
+    cholesky_inverting_panels, distributed_substitution, forward_substitution, lu, lu_shape,
+    lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -310,9 +310,21 @@ impl Plan {
     /// column of tiles ragged; a tile larger than the matrix is the whole matrix), in `precision`.
     /// Refuses, before building it, a graph that this machine cannot hold (see [`crate::limits`]).
     pub fn cholesky(n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        Self::cholesky_inverting_panels(n, tile, precision, usize::MAX)
+    }
+
+    /// [`Plan::cholesky`] with a [`Op::PanelInverse`] task for each panel of at least `min_solves`
+    /// solves ([`cholesky_inverting_panels`]): the graph of a backend whose solves run faster
+    /// through the inverse ([`Backend::solves_by_inverse`](crate::Backend::solves_by_inverse)).
+    pub(crate) fn cholesky_inverting_panels(
+        n: usize,
+        tile: usize,
+        precision: Precision,
+        min_solves: usize,
+    ) -> Result<Self> {
         crate::limits::check_cholesky(n, tile, 0)?;
         let tiling = Tiling::square(n, tile)?;
-        let graph = cholesky(&tiling)?;
+        let graph = cholesky_inverting_panels(&tiling, min_solves)?;
         let flops = (n as f64).powi(3) / 3.0;
         let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
         Ok(Self::new(

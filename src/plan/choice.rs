@@ -158,9 +158,9 @@ pub(crate) fn choose_tile(
     if n <= SINGLE_TILE_UP_TO {
         return Ok(TileChoice::given(n.max(1)));
     }
-    // The kernels of the factorisation, which the candidates' predictions need: a graph of 3 x 3
-    // tiles has every one.
-    let small = build(3, 1, precision)?;
+    // The kernels of the factorisation, which the candidates' predictions need: a graph of 6 x 6
+    // tiles has every one (Cholesky's panel inverse needs 4 solves below its panel).
+    let small = build(6, 1, precision)?;
     let key = (small.algorithm().name(), n, precision);
     if let Some(choice) = remembered(platform, key) {
         return Ok(choice);

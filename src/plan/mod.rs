@@ -13,4 +13,4 @@ pub(crate) use bounds::kernel_types;
 pub use bounds::{BoundReport, ClassCount, DistributedBounds};
 pub use build::{Algorithm, Outcome, Plan, TileChoice};
 pub use choice::default_tile_size;
-pub(crate) use choice::{SINGLE_TILE_UP_TO, choose_tile};
+pub(crate) use choice::{Build, SINGLE_TILE_UP_TO, choose_tile};

@@ -270,9 +270,4 @@ impl<T: Scalar> TileMajor<T> {
         // SAFETY: held (checked), and the caller's contract is raw_mut's.
         Some(unsafe { self.raw_mut(tile.row, tile.col) })
     }
-
-    /// A diagonal tile's strict upper triangle is this copy's own (never copied out).
-    pub(super) fn owns_strict_upper(&self, tile: TileRef) -> bool {
-        self.offset(tile).is_some() && tile.row == tile.col
-    }
 }
