@@ -77,6 +77,9 @@ pub struct BatchReport {
     pub backward_error_ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<PeerRate>>,
+    /// hetla's rate over each peer's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
     /// hetla's rate over the faster faer peer's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_rayon: Option<f64>,
@@ -150,6 +153,7 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         backward_error,
         backward_error_ok: backward_error < hetla::check::RESIDUAL_THRESHOLD,
         peers: None,
+        ratios: Vec::new(),
         ratio_to_rayon: None,
         ratio_to_loop: None,
     };
@@ -169,7 +173,9 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         let (looped, rayon) = (rate("faer-loop", looped?), rate("faer-rayon", rayon?));
         report.ratio_to_loop = Some(report.gflops / looped.gflops);
         report.ratio_to_rayon = Some(report.gflops / rayon.gflops);
-        report.peers = Some(vec![looped, rayon]);
+        let peers = vec![looped, rayon];
+        report.ratios = super::report::ratios(report.gflops, &peers);
+        report.peers = Some(peers);
     }
     Ok(report)
 }

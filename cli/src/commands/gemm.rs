@@ -141,8 +141,8 @@ pub struct GemmOutput {
     pub runs: usize,
     /// Peers timed in the same run (--compare), the same way as hetla.
     pub peers: Vec<crate::peers::PeerRate>,
-    /// gflops / each peer's, in the order of `peers`.
-    pub ratio_to_peers: Vec<f64>,
+    /// hetla's rate over each peer's, by name.
+    pub ratios: Vec<(String, f64)>,
     /// Where a real run's wall-clock time went: `platform`, `generate` (A, B and C), `runs` (the
     /// warm-up and timed products), `check` (faer's reference product, also the CPU peer), `peers`
     /// (cuBLAS). Absent for simulations.
@@ -234,7 +234,7 @@ pub fn run(args: &GemmArgs) -> crate::Result<GemmOutput> {
             median_seconds: None,
             runs: 1,
             peers: Vec::new(),
-            ratio_to_peers: Vec::new(),
+            ratios: Vec::new(),
             phases: Vec::new(),
         });
     }
@@ -340,7 +340,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         peers.extend(gpu_peers(args, &a, &b, repeat)?);
     }
     clock.lap("peers");
-    let ratio_to_peers = peers.iter().map(|p| report.gflops / p.gflops).collect();
+    let ratios = super::report::ratios(report.gflops, &peers);
     Ok(GemmOutput {
         mode: "run",
         platform: None,
@@ -351,7 +351,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
         median_seconds: Some(timings.median),
         runs: timings.runs,
         peers,
-        ratio_to_peers,
+        ratios,
         phases: clock.phases(),
     })
 }
@@ -451,7 +451,7 @@ pub fn print(o: &GemmOutput) {
     for (worker, tasks) in &r.updates {
         println!("  worker    {worker:<6} {tasks:8} tile updates");
     }
-    for (p, ratio) in o.peers.iter().zip(&o.ratio_to_peers) {
+    for (p, (_, ratio)) in o.peers.iter().zip(&o.ratios) {
         println!(
             "  peer      {:<24} {:.4} s ({:.2} Gflop/s), hetla / peer = {ratio:.3}",
             p.name, p.seconds, p.gflops

@@ -9,14 +9,12 @@ use std::time::Instant;
 
 use clap::Args;
 use faer::{Mat, MatRef};
-use hetla::{
-    Backend, BoundReport, ClusterSpec, Lu, Precision, Refinable, Scalar, SchedulerKind, c32, c64,
-};
-use hetla_runtime::{KernelSummary, WorkerSummary};
+use hetla::{Backend, ClusterSpec, Lu, Refinable, Scalar, SchedulerKind, c32, c64};
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
-use crate::peers::{self, PeerRate};
+use super::report::RunReport;
+use crate::peers;
 use crate::{Error, Result};
 
 #[derive(Args)]
@@ -74,46 +72,17 @@ pub struct LuReport {
     /// The generated matrix's 2-norm condition number, when `--cond` gave one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cond: Option<f64>,
-    pub tile: usize,
-    pub precision: Precision,
-    pub backend: String,
     pub clusters: String,
-    /// Cores of every cluster.
-    pub cores: usize,
-    /// The best run, seconds.
-    pub seconds: f64,
-    pub median_seconds: f64,
-    pub runs: usize,
-    /// 2 n^3 / 3 flops (4 times as many real ones for complex) over `seconds`.
-    pub gflops: f64,
-    /// ||P A - L U||_1 / (n ||A||_1 eps).
-    pub residual: f64,
-    /// Whether it is below LAPACK's threshold, 30.
-    pub residual_ok: bool,
+    /// What every factorisation's report has (`residual`: ||P A - L U||_1 / (n ||A||_1 eps); 2 n^3
+    /// / 3 flops).
+    #[serde(flatten)]
+    pub run: RunReport,
     /// A solve's ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
     pub backward_error: f64,
     /// max |U_ij| / max |A_ij|.
     pub growth: f64,
     /// The first exactly zero pivot, if any (LAPACK's info - 1).
     pub singular: Option<usize>,
-    /// Each worker's tasks and busy time in the best run.
-    pub workers: Vec<WorkerSummary>,
-    /// Each kernel's executions, mean time and rate in the best run.
-    pub kernels: Vec<KernelSummary>,
-    /// The bounds of the graph with the durations the best run's tasks took.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bounds: Option<BoundReport>,
-    /// The mixed bound over the time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub efficiency: Option<f64>,
-    /// Tasks of the graph.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tasks: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
-    /// hetla's rate over each peer's, by name.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<(String, f64)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mixed: Option<MixedReport>,
 }
@@ -215,30 +184,22 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         Ok(x) => hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
         Err(_) => f64::NAN,
     };
+    let run = RunReport::new(
+        (&plan, &platform),
+        &timings,
+        flops,
+        summary,
+        bounds,
+        residual,
+    );
     let mut report = LuReport {
         n,
         cond: args.cond,
-        tile: plan.tile(),
-        precision: T::PRECISION,
-        backend: platform.backend().name().to_owned(),
         clusters: args.clusters.to_string(),
-        cores,
-        seconds: timings.best,
-        median_seconds: timings.median,
-        runs: timings.runs,
-        gflops: flops / timings.best / 1e9,
-        residual,
-        residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+        run,
         backward_error,
         growth,
         singular,
-        workers: summary.workers,
-        kernels: summary.kernels,
-        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
-        bounds,
-        tasks: Some(plan.graph().len()),
-        peers: None,
-        ratios: Vec::new(),
         mixed: None,
     };
     if args.compare {
@@ -253,11 +214,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
             },
             |backend, m, par| backend.library_lu(m, par).map(|_| ()),
         )?;
-        report.ratios = rates
-            .iter()
-            .map(|p| (p.name.clone(), report.gflops / p.gflops))
-            .collect();
-        report.peers = Some(rates);
+        report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
         report.mixed = Some(mixed(&lu, a.as_ref(), runs)?);
@@ -291,43 +248,30 @@ fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result
 }
 
 pub fn print(r: &LuReport) {
+    let run = &r.run;
     println!(
         "hetla lu: order {}, block width {}, precision {}, backend {}, clusters {} ({} cores)",
-        r.n, r.tile, r.precision, r.backend, r.clusters, r.cores
+        r.n, run.tile, run.precision, run.backend, r.clusters, run.cores
     );
-    super::output::print_time(
-        r.seconds,
-        r.gflops,
-        "2 n^3/3",
-        r.precision,
-        r.runs,
-        r.median_seconds,
-    );
+    run.print_time("2 n^3/3");
     println!(
         "  check     ||PA - LU||_1 / (n ||A||_1 eps) = {:.3e} ({}); solve backward error {:.3e}; growth {:.3e}",
-        r.residual,
-        if r.residual_ok { "ok" } else { "TOO LARGE" },
+        run.residual,
+        if run.residual_ok { "ok" } else { "TOO LARGE" },
         r.backward_error,
         r.growth
     );
     if let Some(column) = r.singular {
         println!("  singular  the pivot of column {column} is exactly zero");
     }
-    super::output::print_run(
-        &r.workers,
-        &r.kernels,
-        r.bounds.as_ref(),
-        r.efficiency,
-        r.peers.as_deref(),
-        &r.ratios,
-    );
+    run.print_run();
     if let Some(m) = &r.mixed {
         println!(
             "  mixed     {:.4} s (median {:.4} s) against {:.4} s in {}: {:.3}x the time; {:?}; backward error {:.3e}",
             m.seconds,
             m.median_seconds,
             m.full_seconds,
-            r.precision,
+            run.precision,
             m.time_ratio,
             m.path.path,
             m.backward_error

@@ -13,5 +13,6 @@ pub mod output;
 #[cfg(test)]
 mod parsers;
 pub mod qr;
+pub mod report;
 pub mod simulate;
 pub mod sweep;

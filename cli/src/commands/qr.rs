@@ -10,11 +10,11 @@ use std::time::Instant;
 use clap::Args;
 use faer::linalg::solvers::SolveLstsq;
 use faer::{Mat, MatRef};
-use hetla::{Backend, BoundReport, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
-use hetla_runtime::{KernelSummary, WorkerSummary};
+use hetla::{Backend, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
+use super::report::RunReport;
 use crate::peers::{self, PeerRate};
 use crate::{Error, Result};
 
@@ -80,39 +80,17 @@ pub struct QrArgs {
 pub struct QrReport {
     pub m: usize,
     pub n: usize,
-    pub tile: usize,
     pub inner: usize,
     /// The tree the graph used (auto resolved).
     pub tree: String,
-    pub precision: Precision,
-    pub backend: String,
     pub clusters: String,
-    /// Cores of every cluster.
-    pub cores: usize,
-    pub seconds: f64,
-    pub median_seconds: f64,
-    pub runs: usize,
-    /// 2 m n^2 - 2 n^3 / 3 flops for m >= n (2 n m^2 - 2 m^3 / 3 otherwise; 4 times as many real
-    /// ones for complex) over `seconds`.
-    pub gflops: f64,
-    /// ||A - Q R||_1 / (m ||A||_1 eps).
-    pub residual: f64,
+    /// What every factorisation's report has (`residual`: ||A - Q R||_1 / (m ||A||_1 eps),
+    /// `residual_ok` for it and the orthogonality; 2 m n^2 - 2 n^3 / 3 flops for m >= n, 2 n m^2 -
+    /// 2 m^3 / 3 otherwise).
+    #[serde(flatten)]
+    pub run: RunReport,
     /// ||I - Q^H Q||_1 / (m eps).
     pub orthogonality: f64,
-    /// Whether both are below LAPACK's threshold, 30.
-    pub residual_ok: bool,
-    pub workers: Vec<WorkerSummary>,
-    pub kernels: Vec<KernelSummary>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bounds: Option<BoundReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub efficiency: Option<f64>,
-    pub tasks: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
-    /// hetla's rate over each peer's, by name.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<(String, f64)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lstsq: Option<LstsqReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -234,31 +212,23 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     };
     let residual = plan.residual(a.as_ref(), thin, faer::Par::Seq)?;
     let orthogonality = hetla::check::orthogonality(q.as_ref());
+    let mut run = RunReport::new(
+        (&plan, &platform),
+        &timings,
+        flops,
+        summary,
+        bounds,
+        residual,
+    );
+    run.residual_ok &= orthogonality < hetla::check::RESIDUAL_THRESHOLD;
     let mut report = QrReport {
         m,
         n,
-        tile: plan.tile(),
         inner: args.inner,
         tree: tree.to_string(),
-        precision: T::PRECISION,
-        backend: platform.backend().name().to_owned(),
         clusters: args.clusters.to_string(),
-        cores,
-        seconds: timings.best,
-        median_seconds: timings.median,
-        runs: timings.runs,
-        gflops: flops / timings.best / 1e9,
-        residual,
+        run,
         orthogonality,
-        residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD
-            && orthogonality < hetla::check::RESIDUAL_THRESHOLD,
-        workers: summary.workers,
-        kernels: summary.kernels,
-        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
-        bounds,
-        tasks: plan.graph().len(),
-        peers: None,
-        ratios: Vec::new(),
         lstsq: None,
         cholqr: None,
     };
@@ -274,14 +244,10 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             },
             |backend, m, par| backend.library_qr(m, par),
         )?;
-        report.ratios = rates
-            .iter()
-            .map(|p| (p.name.clone(), report.gflops / p.gflops))
-            .collect();
-        report.peers = Some(rates);
+        report.run.add_peers(rates);
     }
     if args.cholqr {
-        let peers = report.peers.as_deref().unwrap_or_default();
+        let peers = report.run.peers.as_deref().unwrap_or_default();
         report.cholqr = Some(cholqr(&qr, a.as_ref(), runs, flops, peers)?);
     }
     if let Some(k) = args.lstsq {
@@ -418,32 +384,28 @@ fn check_qr<T: Scalar>(a: MatRef<'_, T>, q: MatRef<'_, T>, r: MatRef<'_, T>) -> 
 }
 
 pub fn print(r: &QrReport) {
+    let run = &r.run;
     println!(
         "hetla qr: {} x {}, tiles of {} (inner blocks of {}), {} tree, precision {}, backend {}, clusters {} ({} cores), {} tasks",
-        r.m, r.n, r.tile, r.inner, r.tree, r.precision, r.backend, r.clusters, r.cores, r.tasks
+        r.m,
+        r.n,
+        run.tile,
+        r.inner,
+        r.tree,
+        run.precision,
+        run.backend,
+        r.clusters,
+        run.cores,
+        run.tasks
     );
-    super::output::print_time(
-        r.seconds,
-        r.gflops,
-        "2 m n^2 - 2 n^3/3",
-        r.precision,
-        r.runs,
-        r.median_seconds,
-    );
+    run.print_time("2 m n^2 - 2 n^3/3");
     println!(
         "  check     ||A - QR||_1 / (m ||A||_1 eps) = {:.3e}, ||I - Q^H Q||_1 / (m eps) = {:.3e} ({})",
-        r.residual,
+        run.residual,
         r.orthogonality,
-        if r.residual_ok { "ok" } else { "TOO LARGE" }
+        if run.residual_ok { "ok" } else { "TOO LARGE" }
     );
-    super::output::print_run(
-        &r.workers,
-        &r.kernels,
-        r.bounds.as_ref(),
-        r.efficiency,
-        r.peers.as_deref(),
-        &r.ratios,
-    );
+    run.print_run();
     if let Some(c) = &r.cholqr {
         println!(
             "  cholqr    {:.4} s (median {:.4} s), {:.2} Gflop/s (QR's flops); {:?}; ||A - QR|| ratio {:.3e}, ||I - Q^H Q|| ratio {:.3e}",

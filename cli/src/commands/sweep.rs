@@ -471,15 +471,15 @@ fn real_run(
             reason: "a real run of the sweep did not factor".into(),
         });
     };
-    let bounds = report.bounds.as_ref();
+    let bounds = report.run.bounds.as_ref();
     Ok(SweepRow {
         makespan_ms: Some(report.makespan_ms),
-        seconds: Some(report.seconds),
-        gflops: Some(report.gflops),
+        seconds: Some(report.run.seconds),
+        gflops: Some(report.run.gflops),
         cp_gflops: bounds.map(|b| b.cp_gflops),
         area_gflops: bounds.map(|b| b.area_gflops),
         mixed_gflops: bounds.map(|b| b.mixed_gflops),
-        efficiency: report.efficiency,
+        efficiency: report.run.efficiency,
         bytes_moved: Some(report.bytes.iter().map(|b| b.bytes).sum()),
         ..empty_row(false, spec, gpus, tile, n)
     })

@@ -10,19 +10,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use faer::MatMut;
-use hetla::{Backend, BoundReport, Cholesky, Par, Precision, Scalar, check, matgen};
-use hetla_runtime::{KernelSummary, LinkBytes, WorkerSummary};
+use hetla::{Backend, BoundReport, Cholesky, Par, Scalar, check, matgen};
+use hetla_runtime::LinkBytes;
 
+use crate::commands::report::RunReport;
 use crate::peers;
 use serde::Serialize;
 
 #[derive(Serialize)]
 pub struct CholeskyReport {
     pub n: usize,
-    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
-    pub precision: Precision,
-    pub tile: usize,
-    pub backend: String,
+    /// What every factorisation's report has (`seconds`: the wall-clock time of the factorisation
+    /// call, input checks, tiling and the run, or with `--resident` the run's makespan alone;
+    /// `residual`: ||A - L L^H||_1 / (n ||A||_1 eps); n^3/3 flops).
+    #[serde(flatten)]
+    pub run: RunReport,
     pub clusters: ClustersReport,
     pub scheduler: String,
     /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved), or
@@ -37,35 +39,15 @@ pub struct CholeskyReport {
     pub page_locked: Option<hetla_runtime::PageLocked>,
     /// Whether the matrix was timed as resident on the GPU (`--resident`).
     pub resident: bool,
-    pub tasks: usize,
-    /// Wall-clock seconds of the factorisation call: input checks, tiling and the run (the best of
-    /// the timed runs with `--repeat`); with `--resident`, the run's makespan alone.
-    pub seconds: f64,
-    /// The median of the timed runs' seconds (`seconds` for one run).
-    pub median_seconds: f64,
-    /// Timed runs (1 without `--repeat`; a warm-up before them is not counted).
-    pub runs: usize,
     /// The runtime's part of it, from the first task's release to the last task's end (what
     /// `hetla simulate` models), in milliseconds.
     pub makespan_ms: f64,
-    pub gflops: f64,
-    pub residual: f64,
-    pub residual_ok: bool,
     /// Where the residual's product ran: "gpu0" (a real GPU of the platform) or "host".
     pub residual_on: String,
-    /// Tasks and busy fraction of each worker.
-    pub workers: Vec<WorkerSummary>,
-    pub kernels: Vec<KernelSummary>,
     /// The GPU workers (empty on a CPU-only run).
     pub gpus: Vec<GpuReport>,
     /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
     pub bytes: Vec<LinkBytes>,
-    /// Lower bounds on the makespan of this very run, from the durations its tasks took (each task
-    /// on the class that ran it): `seconds` is never below `mixed_ms` (absent, with a warning on
-    /// stderr, if they could not be computed).
-    pub bounds: Option<BoundReport>,
-    /// Achieved rate over the mixed bound's rate (mixed_ms / measured ms), at most 1.
-    pub efficiency: Option<f64>,
     /// The bounds predicted before the run from the stored performance models (absent when the
     /// models did not yet know every kernel of the run).
     pub predicted_bounds: Option<BoundReport>,
@@ -78,12 +60,15 @@ pub struct CholeskyReport {
     /// allocator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<peers::PeerRate>>,
+    /// The fastest DGEMM's rate (`--compare cpu`: the ceiling a factorisation made of products
+    /// approaches).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dgemm_gflops: Option<f64>,
+    /// hetla's rate over the fastest library Cholesky's on the CPUs (`--compare cpu`; every peer's
+    /// ratio is in `ratios`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_best_peer: Option<f64>,
+    /// hetla's rate over `dgemm_gflops`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_dgemm: Option<f64>,
     /// hetla (matrix in host memory, end to end) over cuSOLVER ?potrf on a device-resident matrix
@@ -160,7 +145,6 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         tile,
     )?;
     clock.lap("runs");
-    let seconds = timings.best;
     let flops = plan.flops();
     let all_cpus = hetla_clusters::available_cpus().len();
     // The product of the check on the GPU when the platform has a real one (n^3 flops there
@@ -178,13 +162,19 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     args.traces.write(&trace);
     let summary = trace.summary();
     clock.lap("bounds");
-    let gflops = flops / seconds / 1e9;
     let matrix_bytes = args.n * args.n * size_of::<T>();
+    let bytes = summary.link_bytes();
+    let run = RunReport::new(
+        (&plan, &platform),
+        &timings,
+        flops,
+        summary,
+        bounds,
+        residual,
+    );
     let mut report = CholeskyReport {
         n: args.n,
-        precision: T::PRECISION,
-        tile,
-        backend: platform.backend().to_string(),
+        run,
         clusters: ClustersReport {
             spec: args.clusters.to_string(),
             cpusets: platform.cpu_lists(),
@@ -197,21 +187,10 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             && !platform.devices().is_empty())
         .then(|| trace.host_memory.clone()),
         resident: args.resident,
-        tasks: trace.tasks.len(),
-        seconds,
-        median_seconds: timings.median,
-        runs: timings.runs,
         makespan_ms: trace.makespan * 1e3,
-        gflops,
-        residual,
-        residual_ok: residual < check::RESIDUAL_THRESHOLD,
         residual_on: residual_on.into(),
-        bytes: summary.link_bytes(),
-        workers: summary.workers,
-        kernels: summary.kernels,
+        bytes,
         gpus: gpu_reports(&platform),
-        efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / seconds),
-        bounds,
         predicted_bounds,
         tile_choice: plan.tile_choice().cloned(),
         memory: crate::memory::counting().then(|| MemoryReport {
@@ -220,7 +199,6 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             ratio: peak_extra_bytes as f64 / matrix_bytes.max(1) as f64,
             platform_bytes,
         }),
-        peers: None,
         dgemm_gflops: None,
         ratio_to_best_peer: None,
         ratio_to_dgemm: None,
@@ -416,8 +394,8 @@ fn compare_peers<T: Scalar>(
     #[cfg(feature = "cuda")]
     if compare.gpu() && peers::real_gpu(platform) {
         let [resident, from_host] = peers::cusolver_potrf(a, 0, repeat.unwrap_or(1))?;
-        report.ratio_to_cusolver = Some(report.gflops / resident.gflops);
-        report.ratio_to_cusolver_from_host = Some(report.gflops / from_host.gflops);
+        report.ratio_to_cusolver = Some(report.run.gflops / resident.gflops);
+        report.ratio_to_cusolver_from_host = Some(report.run.gflops / from_host.gflops);
         rates.extend([resident, from_host]);
     }
     if compare.cpu() {
@@ -428,11 +406,11 @@ fn compare_peers<T: Scalar>(
             dgemm = dgemm.max(r.gflops);
             rates.push(r);
         }
-        report.ratio_to_best_peer = Some(report.gflops / best_peer);
-        report.ratio_to_dgemm = Some(report.gflops / dgemm);
+        report.ratio_to_best_peer = Some(report.run.gflops / best_peer);
+        report.ratio_to_dgemm = Some(report.run.gflops / dgemm);
         report.dgemm_gflops = Some(dgemm);
     }
-    report.peers = Some(rates);
+    report.run.add_peers(rates);
     Ok(())
 }
 
@@ -521,11 +499,11 @@ impl<T: Scalar> Buffer<T> {
 pub fn print(r: &CholeskyReport) {
     println!(
         "hetla cholesky: n = {}, precision {}, tile = {}, {} tasks",
-        r.n, r.precision, r.tile, r.tasks
+        r.n, r.run.precision, r.run.tile, r.run.tasks
     );
     println!(
         "  platform  {} kernels, clusters {} = [{}], scheduler {}",
-        r.backend,
+        r.run.backend,
         r.clusters.spec,
         r.clusters.cpusets.join("] ["),
         r.scheduler
@@ -545,36 +523,36 @@ pub fn print(r: &CholeskyReport) {
     if r.resident {
         println!(
             "  time      {:.4} s on the GPU, the matrix resident there (copies in and out not timed)",
-            r.seconds
+            r.run.seconds
         );
     } else {
         println!(
             "  time      {:.4} s (the runtime's makespan: {:.4} s)",
-            r.seconds,
+            r.run.seconds,
             r.makespan_ms * 1e-3
         );
     }
     println!(
         "  rate      {:.2} Gflop/s ({} flops)",
-        r.gflops,
-        if r.precision.is_complex() {
+        r.run.gflops,
+        if r.run.precision.is_complex() {
             "4 n^3/3 real"
         } else {
             "n^3/3"
         }
     );
-    if r.runs > 1 {
+    if r.run.runs > 1 {
         println!(
             "  repeat    best of {} runs after a warm-up; median {:.4} s ({:.2} Gflop/s)",
-            r.runs,
-            r.median_seconds,
-            r.gflops * r.seconds / r.median_seconds
+            r.run.runs,
+            r.run.median_seconds,
+            r.run.gflops * r.run.seconds / r.run.median_seconds
         );
     }
     println!(
         "  residual  {:.3e}  ||A - L L^H||_1 / (n ||A||_1 eps), {} (threshold {})",
-        r.residual,
-        if r.residual_ok { "ok" } else { "TOO LARGE" },
+        r.run.residual,
+        if r.run.residual_ok { "ok" } else { "TOO LARGE" },
         check::RESIDUAL_THRESHOLD
     );
     if let Some(memory) = &r.memory {
@@ -588,9 +566,9 @@ pub fn print(r: &CholeskyReport) {
     }
     print_resources(r);
     if let Some(inv) = &r.inverse {
-        print_inverse(inv, r.precision);
+        print_inverse(inv, r.run.precision);
     }
-    if let (Some(bounds), Some(efficiency)) = (&r.bounds, r.efficiency) {
+    if let (Some(bounds), Some(efficiency)) = (&r.run.bounds, r.run.efficiency) {
         print_bounds(bounds);
         println!(
             "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
@@ -605,7 +583,7 @@ pub fn print(r: &CholeskyReport) {
             p.mixed_ms, p.mixed_gflops
         );
     }
-    if let Some(peers) = &r.peers {
+    if let Some(peers) = &r.run.peers {
         print_peers(r, peers);
     }
     print_phases(&r.phases);
@@ -613,7 +591,7 @@ pub fn print(r: &CholeskyReport) {
 
 /// What the run used: its workers, GPUs, the bytes each link moved and the kernels' rates.
 fn print_resources(r: &CholeskyReport) {
-    for w in &r.workers {
+    for w in &r.run.workers {
         println!(
             "  worker    {:<6} {:4} tasks, busy {:5.1}%",
             w.name,
@@ -637,7 +615,7 @@ fn print_resources(r: &CholeskyReport) {
             b.bytes as f64 / 1048576.0
         );
     }
-    for k in &r.kernels {
+    for k in &r.run.kernels {
         println!(
             "  kernel    {:<6} {:5} x {:9.3} ms  {:7.2} Gflop/s",
             k.op,
