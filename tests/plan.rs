@@ -220,7 +220,7 @@ fn lu_and_qr_plans_check_their_factors_by_lapacks_ratios_and_refuse_another_outc
             T::PRECISION
         );
         let mut wrong = r.clone();
-        wrong[(2, 5)] = wrong[(2, 5)] + T::from_f64(1.0);
+        wrong[(2, 5)] += T::from_f64(1.0);
         let thin = hetla::Outcome::Orthogonal {
             q: q.as_ref(),
             r: wrong.as_ref(),

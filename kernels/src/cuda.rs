@@ -823,8 +823,8 @@ impl GpuContext {
         })
     }
 
-    /// Queues the cuBLAS `call` of `op` in `T`'s precision (the tiles', checked by `launch`), `start`
-    /// recorded just before it, once the stream waits for the operands' copies.
+    /// Queues the cuBLAS `call` of `op` in `T`'s precision (the tiles', checked by `launch`),
+    /// `start` recorded just before it, once the stream waits for the operands' copies.
     fn queue_blas<T: CudaScalar>(
         &self,
         (op, call): (Op, Blas),

@@ -167,8 +167,8 @@ impl MatMul {
 /// The shape of one operand: (rows, columns).
 pub type Shape = (usize, usize);
 
-/// Everything declared about one tile operation ([`Op::codelet`]; the module documentation says
-/// who reads it).
+/// Everything declared about one tile operation ([`Op::codelet`]; the module documentation says who
+/// reads it).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Codelet {
     /// Short lower-case name, as used in traces, performance models and platform files.

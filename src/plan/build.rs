@@ -21,8 +21,8 @@ use serde::Serialize;
 pub enum Outcome<'a, T> {
     /// One matrix: a Cholesky factor, an inverse.
     Matrix(MatRef<'a, T>),
-    /// An LU factor (L unit lower below the diagonal, U on and above) with its 0-based
-    /// interchanges (row i swapped with row `ipiv[i]`, in order; LAPACK's ipiv less one).
+    /// An LU factor (L unit lower below the diagonal, U on and above) with its 0-based interchanges
+    /// (row i swapped with row `ipiv[i]`, in order; LAPACK's ipiv less one).
     Pivoted {
         /// L\U in one matrix.
         lu: MatRef<'a, T>,
@@ -745,10 +745,10 @@ impl Plan {
     ///   lower triangles (dpot01);
     /// - the inverse, a matrix (A^-1 from A): ||A X - I||_1 / (n ||A||_1 ||X||_1 eps), reading both
     ///   lower triangles (dpot03);
-    /// - LU, [`Outcome::Pivoted`] or an [`LuFactor`](crate::LuFactor): ||P A - L U||_1 / (n
-    ///   ||A||_1 eps) (dget01);
-    /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (max(m, n) ||A||_1
-    ///   eps) (dqrt01; [`check::orthogonality`](crate::check::orthogonality) is its other ratio).
+    /// - LU, [`Outcome::Pivoted`] or an [`LuFactor`](crate::LuFactor): ||P A - L U||_1 / (n ||A||_1
+    ///   eps) (dget01);
+    /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (max(m, n) ||A||_1 eps)
+    ///   (dqrt01; [`check::orthogonality`](crate::check::orthogonality) is its other ratio).
     ///
     /// An algorithm whose result is not a function of one input (a solve, a product) says which
     /// checks of [`crate::check`] apply.

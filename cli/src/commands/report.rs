@@ -39,8 +39,8 @@ pub struct RunReport {
     pub workers: Vec<WorkerSummary>,
     /// Each kernel's executions, mean time and rate in the best run.
     pub kernels: Vec<KernelSummary>,
-    /// The bounds of the graph with the durations the best run's tasks took (absent, with a
-    /// warning on stderr, when they could not be computed).
+    /// The bounds of the graph with the durations the best run's tasks took (absent, with a warning
+    /// on stderr, when they could not be computed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds: Option<BoundReport>,
     /// The mixed bound over the time, at most 1.
@@ -92,8 +92,8 @@ impl RunReport {
         self.peers = Some(peers);
     }
 
-    /// The time lines of the text report: the best seconds and rate over `flops` (its formula),
-    /// and with `--repeat` the runs and their median.
+    /// The time lines of the text report: the best seconds and rate over `flops` (its formula), and
+    /// with `--repeat` the runs and their median.
     pub fn print_time(&self, flops: &str) {
         super::output::print_time(
             self.seconds,
