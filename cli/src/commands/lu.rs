@@ -164,13 +164,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         Ok(((m, trace, ipiv, singular), start.elapsed().as_secs_f64()))
     })?;
     let (m, trace, ipiv, singular) = factored;
-    // The factorisation succeeded: a bound that cannot be computed is a warning.
-    let bounds = plan
-        .run_bounds(&trace)
-        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
-        .ok();
     args.traces.write(&trace);
-    let summary = trace.summary();
     let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let factor = lu.factor(a.as_ref())?;
     let pivoted = hetla::Outcome::Pivoted {
@@ -184,14 +178,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         Ok(x) => hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
         Err(_) => f64::NAN,
     };
-    let run = RunReport::new(
-        (&plan, &platform),
-        &timings,
-        flops,
-        summary,
-        bounds,
-        residual,
-    );
+    let run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
     let mut report = LuReport {
         n,
         cond: args.cond,

@@ -195,12 +195,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         let trace = qr.factor_planned(&plan, f.as_mut())?;
         Ok((trace, start.elapsed().as_secs_f64()))
     })?;
-    let bounds = plan
-        .run_bounds(&trace)
-        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
-        .ok();
     args.traces.write(&trace);
-    let summary = trace.summary();
     let (long, short) = (m.max(n) as f64, m.min(n) as f64);
     let flops =
         (2.0 * long * short * short - 2.0 * short.powi(3) / 3.0) * T::PRECISION.flop_factor();
@@ -212,14 +207,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     };
     let residual = plan.residual(a.as_ref(), thin, faer::Par::Seq)?;
     let orthogonality = hetla::check::orthogonality(q.as_ref());
-    let mut run = RunReport::new(
-        (&plan, &platform),
-        &timings,
-        flops,
-        summary,
-        bounds,
-        residual,
-    );
+    let mut run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
     run.residual_ok &= orthogonality < hetla::check::RESIDUAL_THRESHOLD;
     let mut report = QrReport {
         m,

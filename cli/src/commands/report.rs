@@ -4,8 +4,8 @@
 //! flattened (`#[serde(flatten)]`: the JSON keys stay at the top level) beside what only that
 //! command has. `gemm` and `batch` share its peers' shape: `peers` and `ratios` ([`ratios`]).
 
-use hetla::{BoundReport, Plan, Precision};
-use hetla_runtime::{KernelSummary, Platform, TraceSummary, WorkerSummary};
+use hetla::{BoundReport, Plan, Precision, Trace};
+use hetla_runtime::{KernelSummary, Platform, WorkerSummary};
 use serde::Serialize;
 
 use crate::peers::{PeerRate, Timings};
@@ -56,15 +56,21 @@ pub struct RunReport {
 
 impl RunReport {
     /// The report of `plan` run on `platform`: `timings` of a run of `flops` (real flops), the best
-    /// run's `summary` and `bounds`, its check `residual`.
+    /// run's `trace` (its summary, and its bounds: the run succeeded, so bounds that cannot be
+    /// computed are a warning on stderr, not a reason to withhold the result), its check
+    /// `residual`.
     pub fn new(
         (plan, platform): (&Plan, &Platform),
         timings: &Timings,
         flops: f64,
-        summary: TraceSummary,
-        bounds: Option<BoundReport>,
+        trace: &Trace,
         residual: f64,
     ) -> Self {
+        let bounds = plan
+            .run_bounds(trace)
+            .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
+            .ok();
+        let summary = trace.summary();
         Self {
             precision: plan.precision(),
             tile: plan.tile(),

@@ -153,25 +153,11 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let (residual, residual_on) = residual(&platform, &plan, a.as_ref(), factor.as_ref())?;
     clock.lap("check");
     let model_file = save_models_or_warn(&platform);
-    // The factorisation succeeded: a bound that cannot be computed is a warning, not a
-    // reason to withhold the result.
-    let bounds = plan
-        .run_bounds(&trace)
-        .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
-        .ok();
+    let run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
     args.traces.write(&trace);
-    let summary = trace.summary();
     clock.lap("bounds");
     let matrix_bytes = args.n * args.n * size_of::<T>();
-    let bytes = summary.link_bytes();
-    let run = RunReport::new(
-        (&plan, &platform),
-        &timings,
-        flops,
-        summary,
-        bounds,
-        residual,
-    );
+    let bytes = trace.summary().link_bytes();
     let mut report = CholeskyReport {
         n: args.n,
         run,
