@@ -355,36 +355,30 @@ impl<'a, T: Scalar> ColumnBlocks<'a, T> {
     }
 }
 
+impl<T: Scalar> ColumnBlocks<'_, T> {
+    /// The first element, rows and columns of block column `tile`, when held.
+    fn block_start(&self, tile: TileRef) -> Option<(*mut T, usize, usize)> {
+        let (first, cols) = self.block(tile)?;
+        // SAFETY: the block's first column lies inside the borrowed storage (its columns come from
+        // the tiling of that storage), so the offset stays inside the allocation.
+        let start = unsafe { self.ptr.add(first * self.ld) };
+        Some((start, self.tiling.rows(), cols))
+    }
+}
+
 impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
     fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
-        let (first, cols) = self.block(tile)?;
-        // SAFETY: the block lies inside the borrowed storage (its columns come from the tiling of
-        // that storage); reading is allowed while no writer of it runs (the caller holds &self,
-        // and writers need the unsafe contract of tile_mut).
-        Some(unsafe {
-            MatRef::from_raw_parts(
-                self.ptr.add(first * self.ld),
-                self.tiling.rows(),
-                cols,
-                1,
-                self.ld as isize,
-            )
-        })
+        let (start, rows, cols) = self.block_start(tile)?;
+        // SAFETY: the block lies inside the borrowed storage; reading is allowed while no writer of
+        // it runs (the caller holds &self, and writers need the unsafe contract of tile_mut).
+        Some(unsafe { MatRef::from_raw_parts(start, rows, cols, 1, self.ld as isize) })
     }
 
     unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
-        let (first, cols) = self.block(tile)?;
+        let (start, rows, cols) = self.block_start(tile)?;
         // SAFETY: the block lies inside the borrowed storage, and the caller guarantees it is not
         // aliased while the view lives.
-        Some(unsafe {
-            MatMut::from_raw_parts_mut(
-                self.ptr.add(first * self.ld),
-                self.tiling.rows(),
-                cols,
-                1,
-                self.ld as isize,
-            )
-        })
+        Some(unsafe { MatMut::from_raw_parts_mut(start, rows, cols, 1, self.ld as isize) })
     }
 }
 

@@ -12,6 +12,16 @@ impl PlatformArgs {
             .clone()
             .map_or(ModelStore::Default, ModelStore::Dir)
     }
+
+    /// The CPU platform of `clusters` with these options' backend and models, shared by the
+    /// command's runs and its library calls.
+    pub fn cpu_platform(
+        &self,
+        clusters: &hetla::ClusterSpec,
+    ) -> hetla::Result<std::sync::Arc<hetla::Platform>> {
+        let platform = hetla::Platform::with_store(clusters, self.backend, self.store())?;
+        Ok(std::sync::Arc::new(platform))
+    }
 }
 
 #[derive(Args, Clone)]

@@ -102,11 +102,7 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         &format!("{count} systems of order {n} with {nrhs} right-hand side(s)"),
         bytes,
     )?;
-    let platform = std::sync::Arc::new(hetla::Platform::with_store(
-        &args.clusters,
-        args.platform.backend,
-        args.platform.store(),
-    )?);
+    let platform = args.platform.cpu_platform(&args.clusters)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let solver = Cholesky::new().platform(platform.clone());
     let a: Vec<Mat<T>> = (0..count)

@@ -138,11 +138,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         &format!("two matrices of order {n}"),
         2 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
     )?;
-    let platform = std::sync::Arc::new(hetla::Platform::with_store(
-        &args.clusters,
-        args.platform.backend,
-        args.platform.store(),
-    )?);
+    let platform = args.platform.cpu_platform(&args.clusters)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()

@@ -167,11 +167,7 @@ fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
 fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     check_args::<T>(args)?;
     let (m, n) = (args.m, args.n);
-    let platform = std::sync::Arc::new(hetla::Platform::with_store(
-        &args.clusters,
-        args.platform.backend,
-        args.platform.store(),
-    )?);
+    let platform = args.platform.cpu_platform(&args.clusters)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut qr = Qr::new()
