@@ -33,11 +33,14 @@ pub(crate) struct InvertingWork<'w, T: Scalar> {
 }
 
 impl<'w, T: Scalar> InvertingWork<'w, T> {
-    /// The work of `tiles`, whose factored matrix has `row_tiles` tile rows.
+    /// The work of `tiles`, whose factored matrix has `row_tiles` tile rows (a slot for each
+    /// diagonal tile's inverse when the graph has panel inverses, none otherwise).
     pub fn new(tiles: TileWork<'w, T>, row_tiles: usize) -> Self {
+        let inverts = tiles.graph.tasks().iter().any(|t| t.op == Op::PanelInverse);
+        let slots = if inverts { row_tiles } else { 0 };
         Self {
             tiles,
-            inverses: (0..row_tiles).map(|_| OnceLock::new()).collect(),
+            inverses: (0..slots).map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -55,8 +58,9 @@ impl<T: Scalar> Workload for InvertingWork<'_, T> {
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         let task = self.tiles.graph.task(id);
-        // Every other task as it is, without a second look at its operands.
-        if !matches!(task.op, Op::PanelInverse | Op::Trsm) {
+        // Every other task as it is, without a second look at its operands (every task of a plan
+        // without panel inverses).
+        if self.inverses.is_empty() || !matches!(task.op, Op::PanelInverse | Op::Trsm) {
             return self.tiles.run(id, par);
         }
         let (write, reads) = operands(task)?;
