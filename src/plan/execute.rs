@@ -53,17 +53,7 @@ impl Plan {
         self.expect_precision(T::PRECISION)?;
         let n = match self.algorithm() {
             Algorithm::Lu { n } if (a.nrows(), a.ncols()) == (n, n) => n,
-            other => {
-                return Err(Error::InvalidOption {
-                    option: "plan",
-                    reason: format!(
-                        "the plan is a {} ({other:?}), the matrix {}x{}",
-                        other.name(),
-                        a.nrows(),
-                        a.ncols()
-                    ),
-                });
-            }
+            other => return Err(self.not_for(other, &a.as_ref())),
         };
         let tiling = hetla_factorizations::Tiling::square(n, self.tile())?;
         let store = ColumnBlocks::new(a, tiling, "A")?;
