@@ -257,7 +257,6 @@ impl Op {
     pub const ALL: [Op; 24] = [
         Op::Potrf,
         Op::Trsm,
-        Op::PanelInverse,
         Op::Syrk,
         Op::GemmNt,
         Op::SolveLower,
@@ -279,6 +278,7 @@ impl Op {
         Op::Tsmqr,
         Op::Ttqrt,
         Op::Ttmqr,
+        Op::PanelInverse,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group

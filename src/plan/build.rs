@@ -747,8 +747,8 @@ impl Plan {
     ///   lower triangles (dpot03);
     /// - LU, [`Outcome::Pivoted`] or an [`LuFactor`](crate::LuFactor): ||P A - L U||_1 / (n ||A||_1
     ///   eps) (dget01);
-    /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (max(m, n) ||A||_1 eps)
-    ///   (dqrt01; [`check::orthogonality`](crate::check::orthogonality) is its other ratio).
+    /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (m ||A||_1 eps) (dqrt01;
+    ///   [`check::orthogonality`](crate::check::orthogonality) is its other ratio).
     ///
     /// An algorithm whose result is not a function of one input (a solve, a product) says which
     /// checks of [`crate::check`] apply.
