@@ -763,9 +763,11 @@ impl Plan {
             option: "residual",
             reason,
         };
-        // Both matrices of the plan's shape.
-        let shaped = |(rows, cols): (usize, usize), does: &str, result: MatRef<'_, T>| {
-            for (what, m) in [("the input", input), ("the result", result)] {
+        // The input, and the result when it is one matrix, of the plan's shape.
+        let shaped = |(rows, cols): (usize, usize), does: &str, result: Option<MatRef<'_, T>>| {
+            for (what, m) in
+                std::iter::once(("the input", input)).chain(result.map(|r| ("the result", r)))
+            {
                 if (m.nrows(), m.ncols()) != (rows, cols) {
                     return Err(refuse(format!(
                         "{what} is {}x{}, the plan {does} {rows}x{cols}",
@@ -778,15 +780,15 @@ impl Plan {
         };
         match (self.algorithm, result.into()) {
             (Algorithm::Cholesky { n }, Outcome::Matrix(l)) => {
-                shaped((n, n), "factors", l)?;
+                shaped((n, n), "factors", Some(l))?;
                 Ok(crate::check::cholesky_residual(input, l, par))
             }
             (Algorithm::CholeskyInverse { n }, Outcome::Matrix(x)) => {
-                shaped((n, n), "inverts", x)?;
+                shaped((n, n), "inverts", Some(x))?;
                 Ok(crate::check::inverse_residual(input, x, par))
             }
             (Algorithm::Lu { n }, Outcome::Pivoted { lu, ipiv }) => {
-                shaped((n, n), "factors", lu)?;
+                shaped((n, n), "factors", Some(lu))?;
                 if ipiv.len() != n || ipiv.iter().enumerate().any(|(i, &p)| p < i || p >= n) {
                     return Err(refuse(format!(
                         "the interchanges are not an LU's of order {n}: {} of them, each row i swapped with a row in i..{n}",
@@ -804,7 +806,7 @@ impl Plan {
                         q_shape.0, q_shape.1, r_shape.0, r_shape.1
                     )));
                 }
-                shaped((m, n), "factors", input)?;
+                shaped((m, n), "factors", None)?;
                 Ok(crate::check::qr_residual(input, q, r))
             }
             (
