@@ -70,18 +70,10 @@ fn bound_command_errors_name_the_argument() {
 #[test]
 fn cholesky_command_reports_bounds_and_efficiency() {
     let dir = std::env::temp_dir().join(format!("hetla-cli-models-{}", std::process::id()));
-    let (ok, stdout, stderr) = hetla(&[
-        "cholesky",
-        "--n",
-        "400",
-        "--tile",
-        "100",
-        "--clusters",
-        "1x1",
-        "--json",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-    ]);
+    let (ok, stdout, stderr) = common::run(&format!(
+        "cholesky --n 400 --tile 100 --clusters 1x1 --json --perfmodel-dir {}",
+        dir.display()
+    ));
     std::fs::remove_dir_all(&dir).ok();
     assert!(ok, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();

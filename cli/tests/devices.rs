@@ -9,27 +9,11 @@ fn cores() -> usize {
 
 #[test]
 fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
-    let (ok, out, err) = common::hetla(&["info", "--json"]);
-    assert!(ok, "{err}");
-    let info: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert!(info["gpus"].is_array());
+    assert!(common::json("info")["gpus"].is_array());
     if cores() >= 2 {
-        let (ok, out, err) = common::hetla(&[
-            "cholesky",
-            "--n",
-            "600",
-            "--tile",
-            "100",
-            "--clusters",
-            "1x1",
-            "--gpus",
-            "emulated:1",
-            "--gpu-memory",
-            "1MiB",
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let r = common::json(
+            "cholesky --n 600 --tile 100 --clusters 1x1 --gpus emulated:1 --gpu-memory 1MiB",
+        );
         assert!(r["residual_ok"].as_bool().unwrap());
         assert_eq!(r["gpus"][0]["budget_bytes"], 1 << 20);
         let links: Vec<&str> = r["bytes"]
@@ -49,24 +33,10 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
         assert_eq!(r["host_memory"], "staged");
         assert!(r.get("page_locked").is_none());
         // The matrix page-locked for the run (in place: 600 x 600 doubles).
-        let (ok, out, err) = common::hetla(&[
-            "cholesky",
-            "--n",
-            "600",
-            "--tile",
-            "100",
-            "--clusters",
-            "none",
-            "--gpus",
-            "emulated:1",
-            "--storage",
-            "in-place",
-            "--host-memory",
-            "page-locked",
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let r = common::json(
+            "cholesky --n 600 --tile 100 --clusters none --gpus emulated:1 --storage in-place \
+             --host-memory page-locked",
+        );
         assert!(r["residual_ok"].as_bool().unwrap());
         assert_eq!(r["host_memory"], "page-locked");
         assert_eq!(r["page_locked"]["bytes"], 600 * 600 * 8);
@@ -78,26 +48,10 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
         ("staged", None),
         ("page-locked", Some((200 * 120 + 120 * 160 + 200 * 160) * 8)),
     ] {
-        let (ok, out, err) = common::hetla(&[
-            "gemm",
-            "--m",
-            "200",
-            "--n",
-            "160",
-            "--k",
-            "120",
-            "--tile",
-            "64",
-            "--clusters",
-            "none",
-            "--gpus",
-            "emulated:1",
-            "--host-memory",
-            host_memory,
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let r = common::json(&format!(
+            "gemm --m 200 --n 160 --k 120 --tile 64 --clusters none --gpus emulated:1 \
+             --host-memory {host_memory}"
+        ));
         match locked {
             None => assert!(r["page_locked"].is_null(), "{r}"),
             Some(bytes) => {
@@ -106,28 +60,19 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
             }
         }
     }
-    let (ok, _, err) = common::hetla(&["cholesky", "--n", "100", "--gpus", "9"]);
+    let (ok, _, err) = common::run("cholesky --n 100 --gpus 9");
     assert!(!ok && err.contains("no GPU 9"), "{err}");
-    let (ok, _, err) = common::hetla(&["cholesky", "--n", "100", "--gpu-memory", "3XB"]);
+    let (ok, _, err) = common::run("cholesky --n 100 --gpu-memory 3XB");
     assert!(!ok && err.contains("unknown unit"), "{err}");
 }
 
 #[test]
 fn calibration_measures_device_kernels_and_links() {
     let dir = std::env::temp_dir().join(format!("hetla-devcal-{}", std::process::id()));
-    let (ok, _, err) = common::hetla(&[
-        "calibrate",
-        "--gpus",
-        "emulated:1",
-        "--clusters",
-        "none",
-        "--tile",
-        "64",
-        "--samples",
-        "3",
-        "--perfmodel-dir",
-        dir.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = common::run(&format!(
+        "calibrate --gpus emulated:1 --clusters none --tile 64 --samples 3 --perfmodel-dir {}",
+        dir.display()
+    ));
     assert!(ok, "{err}");
     let models = hetla_runtime::PerfModels::load(&dir.join("perfmodels-faer.json")).unwrap();
     let link = models.link("emulated").expect("the link was stored");
@@ -151,24 +96,11 @@ fn calibration_measures_device_kernels_and_links() {
     let model = hetla_lab::PlatformModel::load(&file).unwrap();
     assert_eq!(model.gpu.as_ref().unwrap().staging.len(), packing.len());
     let makespan = |path: &str| {
-        let (ok, out, err) = common::hetla(&[
-            "simulate",
-            "--platform",
-            file.to_str().unwrap(),
-            "--gpus",
-            "1",
-            "--clusters",
-            "none",
-            "--n",
-            "640",
-            "--tile",
-            "64",
-            "--host-memory",
-            path,
-            "--json",
-        ]);
-        assert!(ok, "{err}");
-        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let r = common::json(&format!(
+            "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \
+             {path}",
+            file.display()
+        ));
         r["makespan_ms"].as_f64().unwrap()
     };
     assert!(makespan("staged") > makespan("page-locked"));
@@ -193,25 +125,10 @@ fn phases(report: &serde_json::Value) -> (Vec<String>, Vec<f64>) {
 #[test]
 fn cholesky_and_gemm_report_where_their_time_went() {
     let start = std::time::Instant::now();
-    let (ok, out, err) = common::hetla(&[
-        "cholesky",
-        "--n",
-        "700",
-        "--tile",
-        "100",
-        "--clusters",
-        "none",
-        "--gpus",
-        "emulated:1",
-        "--repeat",
-        "2",
-        "--compare",
-        "cpu",
-        "--json",
-    ]);
+    let r = common::json(
+        "cholesky --n 700 --tile 100 --clusters none --gpus emulated:1 --repeat 2 --compare cpu",
+    );
     let wall = start.elapsed().as_secs_f64();
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     let (names, seconds) = phases(&r);
     let expected = [
         "platform", "plan", "generate", "runs", "check", "bounds", "peers",
@@ -226,26 +143,10 @@ fn cholesky_and_gemm_report_where_their_time_went() {
     );
 
     // A resident product: its phases, and C's write-back as the only bytes moved.
-    let (ok, out, err) = common::hetla(&[
-        "gemm",
-        "--m",
-        "300",
-        "--n",
-        "200",
-        "--k",
-        "100",
-        "--tile",
-        "100",
-        "--clusters",
-        "none",
-        "--gpus",
-        "emulated:1",
-        "--placement",
-        "gpu0,gpu0,gpu0",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = common::json(
+        "gemm --m 300 --n 200 --k 100 --tile 100 --clusters none --gpus emulated:1 --placement \
+         gpu0,gpu0,gpu0",
+    );
     let (names, _) = phases(&r);
     assert_eq!(names, ["platform", "generate", "runs", "check", "peers"]);
     let links = r["bytes_moved"]["per_link"].as_array().unwrap();
@@ -257,21 +158,8 @@ fn cholesky_and_gemm_report_where_their_time_went() {
 
 #[test]
 fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
-    let (ok, out, err) = common::hetla(&[
-        "cholesky",
-        "--n",
-        "600",
-        "--tile",
-        "100",
-        "--clusters",
-        "none",
-        "--gpus",
-        "emulated:1",
-        "--resident",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r =
+        common::json("cholesky --n 600 --tile 100 --clusters none --gpus emulated:1 --resident");
     assert!(r["residual_ok"].as_bool().unwrap());
     assert_eq!(r["resident"], true);
     // `seconds` is the makespan, which timed no copy.
@@ -287,21 +175,7 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
     // The matrix lived in the device's memory: its tiles were blocks of it, on the GPU alone
     // (a cluster beside it takes no task).
     assert_eq!(r["storage"], "device");
-    let (ok, out, err) = common::hetla(&[
-        "cholesky",
-        "--n",
-        "600",
-        "--tile",
-        "100",
-        "--clusters",
-        "1x1",
-        "--gpus",
-        "emulated:1",
-        "--resident",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = common::json("cholesky --n 600 --tile 100 --clusters 1x1 --gpus emulated:1 --resident");
     assert!(r["residual_ok"].as_bool().unwrap());
     let workers = r["workers"].as_array().unwrap();
     let tasks = |name: &str| {
@@ -310,43 +184,28 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
             .unwrap()
     };
     assert_eq!((tasks("cpu0"), tasks("gpu0")), (0, 56), "{workers:?}");
-    let simulate = |extra: &[&str]| {
-        let mut args = vec![
-            "simulate",
-            "--platform",
-            "h200",
-            "--n",
-            "8192",
-            "--tile",
-            "2048",
-            "--clusters",
-            "none",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        common::hetla(&args)
+    let simulate = |extra: &str| {
+        common::run(&format!(
+            "simulate --platform h200 --n 8192 --tile 2048 --clusters none --json {extra}"
+        ))
     };
-    let makespan = |out: &str| {
-        let r: serde_json::Value = serde_json::from_str(out).unwrap();
-        (
-            r["makespan_ms"].as_f64().unwrap(),
-            r["area_ms"].as_f64().unwrap(),
-        )
+    let makespan = |extra: &str| {
+        let (ok, out, err) = simulate(extra);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let ms = |key: &str| r[key].as_f64().unwrap();
+        (ms("makespan_ms"), ms("area_ms"))
     };
-    let (ok, out, err) = simulate(&["--gpus", "1", "--resident"]);
-    assert!(ok, "{err}");
-    let (resident, area) = makespan(&out);
-    let (ok, out, err) = simulate(&["--gpus", "1", "--host-memory", "page-locked"]);
-    assert!(ok, "{err}");
-    let (from_host, _) = makespan(&out);
+    let (resident, area) = makespan("--gpus 1 --resident");
+    let (from_host, _) = makespan("--gpus 1 --host-memory page-locked");
     assert!(
         resident >= area * (1.0 - 1e-9) && resident < from_host,
         "{resident} {area} {from_host}"
     );
     // Resident without a GPU, or the write-back policy without the matrix on the device: errors.
-    let (ok, _, err) = simulate(&["--resident"]);
+    let (ok, _, err) = simulate("--resident");
     assert!(!ok && err.contains("needs a GPU"), "{err}");
-    let (ok, _, err) = simulate(&["--gpus", "1", "--write-back", "resident"]);
+    let (ok, _, err) = simulate("--gpus 1 --write-back resident");
     assert!(
         !ok && err.contains("not placed read-write on a device"),
         "{err}"
@@ -355,50 +214,21 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
 
 #[test]
 fn a_resident_product_leaves_c_on_the_gpu_until_its_clock_stops() {
-    let gemm = |extra: &[&str]| {
-        let mut args = vec![
-            "gemm",
-            "--m",
-            "300",
-            "--n",
-            "200",
-            "--k",
-            "100",
-            "--tile",
-            "64",
-            "--clusters",
-            "none",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        common::hetla(&args)
+    let gemm = |extra: &str| {
+        common::run(&format!(
+            "gemm --m 300 --n 200 --k 100 --tile 64 --clusters none --json {extra}"
+        ))
     };
     // C right in the caller's matrix, and no copy inside the timed run.
-    let (ok, out, err) = gemm(&["--gpus", "emulated:1", "--resident"]);
+    let (ok, out, err) = gemm("--gpus emulated:1 --resident");
     assert!(ok, "{err}");
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(r["relative_error"].as_f64().unwrap() < 1e-12, "{r}");
     assert_eq!(r["bytes_moved"]["total"], 0, "{r}");
     // The matrices live on the GPU: beside a cluster, the GPU takes every product.
-    let (ok, out, err) = common::hetla(&[
-        "gemm",
-        "--m",
-        "300",
-        "--n",
-        "200",
-        "--k",
-        "100",
-        "--tile",
-        "64",
-        "--clusters",
-        "1x1",
-        "--gpus",
-        "emulated:1",
-        "--resident",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = common::json(
+        "gemm --m 300 --n 200 --k 100 --tile 64 --clusters 1x1 --gpus emulated:1 --resident",
+    );
     assert!(r["relative_error"].as_f64().unwrap() < 1e-12, "{r}");
     assert_eq!(r["strategy"], "grid", "{r}");
     assert_eq!(
@@ -409,30 +239,13 @@ fn a_resident_product_leaves_c_on_the_gpu_until_its_clock_stops() {
     // (Placed on the GPU but not resident, C's copy back is inside the time: see
     // cholesky_and_gemm_report_where_their_time_went.)
     // Errors before any work: no GPU, no room for A, B and C, both ways of placing.
-    let (ok, _, err) = common::hetla(&[
-        "gemm",
-        "--m",
-        "300",
-        "--n",
-        "200",
-        "--k",
-        "100",
-        "--gpus",
-        "none",
-        "--resident",
-    ]);
+    let (ok, _, err) = common::run("gemm --m 300 --n 200 --k 100 --gpus none --resident");
     assert!(
         !ok && err.contains("resident") && err.contains("needs a GPU"),
         "{err}"
     );
-    let (ok, _, err) = gemm(&[
-        "--gpus",
-        "emulated:1",
-        "--gpu-memory",
-        "100KiB",
-        "--resident",
-    ]);
+    let (ok, _, err) = gemm("--gpus emulated:1 --gpu-memory 100KiB --resident");
     assert!(!ok && err.contains("budget"), "{err}");
-    let (ok, _, err) = gemm(&["--resident", "--placement", "host,host,gpu0"]);
+    let (ok, _, err) = gemm("--resident --placement host,host,gpu0");
     assert!(!ok && err.contains("cannot be used with"), "{err}");
 }

@@ -5,12 +5,6 @@
 mod common;
 use common::hetla;
 
-fn json(args: &[&str]) -> serde_json::Value {
-    let (ok, stdout, stderr) = hetla(args);
-    assert!(ok, "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
-}
-
 fn models_dir(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("hetla-cli-{name}-{}", std::process::id()));
     dir.to_str().unwrap().to_owned()
@@ -20,22 +14,10 @@ fn models_dir(name: &str) -> String {
 fn cholesky_runs_in_every_precision_with_its_peers() {
     let dir = models_dir("precisions");
     for p in ["s", "d", "c", "z"] {
-        let v = json(&[
-            "cholesky",
-            "--n",
-            "300",
-            "--tile",
-            "64",
-            "--clusters",
-            "1x1",
-            "--precision",
-            p,
-            "--compare",
-            "cpu",
-            "--json",
-            "--perfmodel-dir",
-            &dir,
-        ]);
+        let v = common::json(&format!(
+            "cholesky --n 300 --tile 64 --clusters 1x1 --precision {p} --compare cpu \
+             --perfmodel-dir {dir}"
+        ));
         assert_eq!(v["precision"], p);
         assert_eq!(v["residual_ok"], true, "{p}: {}", v["residual"]);
         assert_eq!(v["bounds"]["tasks"], 35, "{p}");
@@ -67,21 +49,10 @@ fn cholesky_runs_in_every_precision_with_its_peers() {
 fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
     let dir = models_dir("inverse");
     for p in ["s", "d", "c", "z"] {
-        let v = json(&[
-            "cholesky",
-            "--n",
-            "260",
-            "--tile",
-            "64",
-            "--precision",
-            p,
-            "--inverse",
-            "--compare",
-            "cpu",
-            "--json",
-            "--perfmodel-dir",
-            &dir,
-        ]);
+        let v = common::json(&format!(
+            "cholesky --n 260 --tile 64 --precision {p} --inverse --compare cpu --perfmodel-dir \
+             {dir}"
+        ));
         let inverse = &v["inverse"];
         assert_eq!(inverse["residual_ok"], true, "{p}: {inverse}");
         let names: Vec<&str> = inverse["peers"]
@@ -115,18 +86,7 @@ fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
 
 #[test]
 fn cholesky_ds_refines_an_f32_factor_to_f64_accuracy() {
-    let v = json(&[
-        "cholesky",
-        "--n",
-        "600",
-        "--clusters",
-        "1x1",
-        "--precision",
-        "ds",
-        "--cond",
-        "1e4",
-        "--json",
-    ]);
+    let v = common::json("cholesky --n 600 --clusters 1x1 --precision ds --cond 1e4");
     assert_eq!(v["precision"], "ds");
     assert_eq!(v["refinement"]["path"], "mixed");
     assert_eq!(v["refinement"]["factored_in"], "s");
@@ -139,47 +99,21 @@ fn cholesky_ds_refines_an_f32_factor_to_f64_accuracy() {
         "{mixed} {double}"
     );
     // Beyond what f32 can refine: the report says it fell back, and why.
-    let v = json(&[
-        "cholesky",
-        "--n",
-        "300",
-        "--clusters",
-        "1x1",
-        "--precision",
-        "ds",
-        "--cond",
-        "1e12",
-        "--json",
-    ]);
+    let v = common::json("cholesky --n 300 --clusters 1x1 --precision ds --cond 1e12");
     assert_eq!(v["refinement"]["path"], "fallback");
     assert_eq!(v["refinement"]["factored_in"], "d");
     assert!(v["refinement"]["reason"].as_str().unwrap().len() > 10);
-    let (ok, _, stderr) = hetla(&["cholesky", "--precision", "ds", "--cond", "0.5"]);
+    let (ok, _, stderr) = common::run("cholesky --precision ds --cond 0.5");
     assert!(!ok && stderr.contains("condition number"), "{stderr}");
 }
 
 #[test]
 fn gemm_runs_and_simulates_in_every_precision() {
     for p in ["s", "c", "z"] {
-        let v = json(&[
-            "gemm",
-            "--m",
-            "130",
-            "--n",
-            "70",
-            "--k",
-            "90",
-            "--tile",
-            "32",
-            "--transb",
-            "--beta",
-            "0.5",
-            "--clusters",
-            "1x1",
-            "--precision",
-            p,
-            "--json",
-        ]);
+        let v = common::json(&format!(
+            "gemm --m 130 --n 70 --k 90 --tile 32 --transb --beta 0.5 --clusters 1x1 --precision \
+             {p}"
+        ));
         assert_eq!(v["precision"], p);
         let tolerance = if p == "z" { 1e-13 } else { 1e-5 };
         assert!(
@@ -188,20 +122,9 @@ fn gemm_runs_and_simulates_in_every_precision() {
         );
     }
     let sim = |p: &str| {
-        json(&[
-            "gemm",
-            "--platform",
-            "sirocco",
-            "--m",
-            "7680",
-            "--n",
-            "7680",
-            "--k",
-            "7680",
-            "--precision",
-            p,
-            "--json",
-        ])
+        common::json(&format!(
+            "gemm --platform sirocco --m 7680 --n 7680 --k 7680 --precision {p}"
+        ))
     };
     // sirocco's presets assume single precision 2x (cores) and 3x (K40m) faster.
     let (s, d) = (sim("s"), sim("d"));
@@ -211,22 +134,10 @@ fn gemm_runs_and_simulates_in_every_precision() {
 #[test]
 fn simulate_and_bound_take_the_precision_of_the_platform() {
     let args = |command: &str, p: &str| {
-        json(&[
-            command,
-            "--platform",
-            "sirocco",
-            "--clusters",
-            "2x10",
-            "--gpus",
-            "4",
-            "--n",
-            "9600",
-            "--tile",
-            "960",
-            "--precision",
-            p,
-            "--json",
-        ])
+        common::json(&format!(
+            "{command} --platform sirocco --clusters 2x10 --gpus 4 --n 9600 --tile 960 \
+             --precision {p}"
+        ))
     };
     let (s, d, z) = (
         args("simulate", "s"),
@@ -283,70 +194,31 @@ fn simulate_and_bound_take_the_precision_of_the_platform() {
 fn gpu_workers_compute_in_every_precision() {
     // Emulated GPUs only (no CPU cluster): every tile moves to a device in its precision
     // and every kernel runs there.
-    let v = json(&[
-        "cholesky",
-        "--n",
-        "300",
-        "--tile",
-        "64",
-        "--clusters",
-        "none",
-        "--gpus",
-        "emulated:2",
-        "--precision",
-        "s",
-        "--json",
-    ]);
+    let v =
+        common::json("cholesky --n 300 --tile 64 --clusters none --gpus emulated:2 --precision s");
     assert_eq!(v["precision"], "s");
     assert_eq!(v["residual_ok"], true, "{}", v["residual"]);
-    let v = json(&[
-        "gemm",
-        "--m",
-        "130",
-        "--n",
-        "70",
-        "--k",
-        "90",
-        "--tile",
-        "32",
-        "--transb",
-        "--clusters",
-        "none",
-        "--gpus",
-        "emulated:1",
-        "--precision",
-        "z",
-        "--json",
-    ]);
+    let v = common::json(
+        "gemm --m 130 --n 70 --k 90 --tile 32 --transb --clusters none --gpus emulated:1 \
+         --precision z",
+    );
     assert_eq!(v["precision"], "z");
     assert!(v["relative_error"].as_f64().unwrap() < 1e-13, "{v}");
 }
 
 #[test]
 fn a_precision_that_does_not_exist_is_refused_before_any_work() {
-    let (ok, _, stderr) = hetla(&["cholesky", "--precision", "q"]);
+    let (ok, _, stderr) = common::run("cholesky --precision q");
     assert!(!ok && stderr.contains("--precision"), "{stderr}");
 }
 
 #[test]
 fn distributed_simulations_send_tiles_in_their_precision() {
     let run = |p: &str| {
-        json(&[
-            "simulate",
-            "--platform",
-            "sirocco",
-            "--clusters",
-            "2x10",
-            "--n",
-            "3840",
-            "--tile",
-            "960",
-            "--nodes",
-            "2",
-            "--precision",
-            p,
-            "--json",
-        ])
+        common::json(&format!(
+            "simulate --platform sirocco --clusters 2x10 --n 3840 --tile 960 --nodes 2 \
+             --precision {p}"
+        ))
     };
     let sent = |v: &serde_json::Value| v["bytes_sent"].as_u64().unwrap();
     let (s, d, z) = (run("s"), run("d"), run("z"));

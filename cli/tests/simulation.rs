@@ -11,24 +11,12 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     std::fs::create_dir_all(&dir).unwrap();
     let gantt = dir.join("g.svg");
     let trace = dir.join("t.json");
-    let (ok, out, err) = hetla(&[
-        "simulate",
-        "--platform",
-        "sirocco",
-        "--clusters",
-        "2x10",
-        "--gpus",
-        "1",
-        "--n",
-        "4800",
-        "--tile",
-        "960",
-        "--json",
-        "--gantt",
-        gantt.to_str().unwrap(),
-        "--trace",
-        trace.to_str().unwrap(),
-    ]);
+    let (ok, out, err) = common::run(&format!(
+        "simulate --platform sirocco --clusters 2x10 --gpus 1 --n 4800 --tile 960 --json --gantt \
+         {} --trace {}",
+        gantt.display(),
+        trace.display()
+    ));
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     for key in [
@@ -52,30 +40,12 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     assert!(chrome["traceEvents"].as_array().unwrap().len() > 35);
 
-    let (ok, _, err) = hetla(&[
-        "simulate",
-        "--platform",
-        "sirocco",
-        "--n",
-        "4800",
-        "--tile",
-        "961",
-    ]);
+    let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 961");
     assert!(
         !ok && (err.contains("tile 961") || err.contains("no rate")),
         "{err}"
     );
-    let (ok, _, err) = hetla(&[
-        "simulate",
-        "--platform",
-        "sirocco",
-        "--n",
-        "4800",
-        "--tile",
-        "960",
-        "--noise",
-        "1.5",
-    ]);
+    let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -83,22 +53,11 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
 #[test]
 fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
     let dir = std::env::temp_dir().join(format!("hetla-sweep-{}", std::process::id()));
-    let (ok, out, err) = hetla(&[
-        "sweep",
-        "--platform",
-        "sirocco",
-        "--clusters",
-        "20x1,2x10,2x12",
-        "--gpus",
-        "0,1",
-        "--n",
-        "1920:5760:1920",
-        "--tile",
-        "960",
-        "--out",
-        dir.to_str().unwrap(),
-        "--json",
-    ]);
+    let (ok, out, err) = common::run(&format!(
+        "sweep --platform sirocco --clusters 20x1,2x10,2x12 --gpus 0,1 --n 1920:5760:1920 --tile \
+         960 --out {} --json",
+        dir.display()
+    ));
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // 2x12 fits without a GPU only: 3 of its 6 combinations are skipped.
@@ -122,17 +81,10 @@ fn sweep_command_writes_csv_json_and_plots_and_skips_what_cannot_run() {
                 )
         );
     }
-    let (ok, _, err) = hetla(&[
-        "sweep",
-        "--platform",
-        "sirocco",
-        "--n",
-        "10:1:1",
-        "--tile",
-        "960",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = common::run(&format!(
+        "sweep --platform sirocco --n 10:1:1 --tile 960 --out {}",
+        dir.display()
+    ));
     assert!(!ok && err.contains("start <= end"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -40,3 +40,17 @@ pub fn calibrate_to_file(dir: &Path, extra: &[&str]) -> (PathBuf, serde_json::Va
     assert!(ok, "{err}");
     (file, serde_json::from_str(&out).unwrap())
 }
+
+/// Runs `hetla` with the words of `line` (split at white space): (success, stdout, stderr).
+#[allow(dead_code)]
+pub fn run(line: &str) -> (bool, String, String) {
+    hetla(&line.split_whitespace().collect::<Vec<_>>())
+}
+
+/// Runs `hetla` with the words of `line` and `--json`, which must succeed: the report.
+#[allow(dead_code)]
+pub fn json(line: &str) -> serde_json::Value {
+    let (ok, out, err) = run(&format!("{line} --json"));
+    assert!(ok, "hetla {line}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("hetla {line}: {e} in {out}"))
+}
