@@ -70,13 +70,11 @@ fn bound_command_errors_name_the_argument() {
 #[test]
 fn cholesky_command_reports_bounds_and_efficiency() {
     let dir = std::env::temp_dir().join(format!("hetla-cli-models-{}", std::process::id()));
-    let (ok, stdout, stderr) = common::run(&format!(
-        "cholesky --n 400 --tile 100 --clusters 1x1 --json --perfmodel-dir {}",
+    let v = common::json(&format!(
+        "cholesky --n 400 --tile 100 --clusters 1x1 --perfmodel-dir {}",
         dir.display()
     ));
     std::fs::remove_dir_all(&dir).ok();
-    assert!(ok, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let bounds = &v["bounds"];
     assert_eq!(bounds["tasks"], 20);
     assert!(bounds["mixed_gflops"].as_f64().unwrap() > 0.0);

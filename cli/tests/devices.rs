@@ -16,12 +16,7 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
         );
         assert!(r["residual_ok"].as_bool().unwrap());
         assert_eq!(r["gpus"][0]["budget_bytes"], 1 << 20);
-        let links: Vec<&str> = r["bytes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["link"].as_str().unwrap())
-            .collect();
+        let links: Vec<&str> = common::each(&r["bytes"], "link");
         assert!(links.contains(&"host->gpu0"), "{links:?}");
         let workers = r["workers"].as_array().unwrap();
         assert_eq!(workers.len(), 2);

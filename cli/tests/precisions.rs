@@ -21,12 +21,7 @@ fn cholesky_runs_in_every_precision_with_its_peers() {
         assert_eq!(v["precision"], p);
         assert_eq!(v["residual_ok"], true, "{p}: {}", v["residual"]);
         assert_eq!(v["bounds"]["tasks"], 35, "{p}");
-        let names: Vec<&str> = v["peers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = common::each(&v["peers"], "name");
         assert!(names.contains(&"faer-llt"), "{names:?}");
         assert!(
             names.contains(&format!("faer-{p}gemm").as_str()),
@@ -55,12 +50,7 @@ fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
         ));
         let inverse = &v["inverse"];
         assert_eq!(inverse["residual_ok"], true, "{p}: {inverse}");
-        let names: Vec<&str> = inverse["peers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = common::each(&inverse["peers"], "name");
         assert!(names.contains(&"faer-llt-inverse"), "{names:?}");
         assert!(inverse["ratio_to_best_peer"].as_f64().unwrap() > 0.0);
         // n^3 flops (factor and inverse), 4 times that for complex.

@@ -54,3 +54,15 @@ pub fn json(line: &str) -> serde_json::Value {
     assert!(ok, "hetla {line}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("hetla {line}: {e} in {out}"))
 }
+
+/// The string `key` of each object in the array `list`.
+#[allow(dead_code)]
+pub fn each<'v>(list: &'v serde_json::Value, key: &str) -> Vec<&'v str> {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"));
+    items
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
