@@ -3,11 +3,11 @@
 //! precision.
 
 use faer::Mat;
+use hetla::Scalar;
 use hetla::check::{
     RESIDUAL_THRESHOLD, backward_error, least_squares_residual, lu_growth, lu_residual,
     orthogonality, qr_residual,
 };
-use hetla::{Scalar, c32, c64};
 
 /// `m` with entry (i, j) tripled.
 fn spoiled<T: Scalar>(m: &Mat<T>, i: usize, j: usize) -> Mat<T> {
@@ -71,10 +71,9 @@ fn case<T: Scalar>() {
 
 #[test]
 fn each_check_is_small_for_a_right_answer_and_large_for_a_wrong_one_in_every_precision() {
-    case::<f64>();
-    case::<f32>();
-    case::<c64>();
-    case::<c32>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => case::<T>());
+    }
     // Empty and zero matrices check as exact.
     let empty = Mat::<f64>::zeros(0, 0);
     assert_eq!(lu_residual(empty.as_ref(), empty.as_ref(), &[]), 0.0);

@@ -214,10 +214,9 @@ fn page_locked_tiles_are_copied_straight_in_every_precision_and_storage_and_stag
             assert_eq!(trace.host_memory.bytes, 0);
         }
     }
-    check::<f32>();
-    check::<f64>();
-    check::<c32>();
-    check::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }
 
 #[test]
@@ -506,10 +505,9 @@ fn real_gpus_copy_page_locked_tiles_straight_in_every_precision_or_the_skip_says
             );
         }
     }
-    check::<f32>();
-    check::<f64>();
-    check::<c32>();
-    check::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }
 
 #[test]
@@ -718,10 +716,9 @@ fn a_resident_factorisation_times_no_copy_and_leaves_l_in_the_callers_matrix_in_
             assert!(trace.makespan >= last_task && trace.makespan > 0.0);
         }
     }
-    check::<f32>();
-    check::<f64>();
-    check::<c32>();
-    check::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
     // No GPU to be resident on: an error naming the option, before any work.
     let mut a = random_spd(300, 3);
     let error = Cholesky::new()
@@ -837,10 +834,9 @@ fn a_matrix_in_device_memory_is_factored_and_solved_where_it_lies_in_every_preci
         assert!((n..n + 2).all(|i| (0..k).all(|j| b_buffer[(i, j)] == sentinel)));
         assert_eq!(device.copies(), (0, 0), "{p}");
     }
-    check::<f32>();
-    check::<f64>();
-    check::<c32>();
-    check::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }
 
 #[test]

@@ -332,8 +332,7 @@ fn a_product_of_matrices_in_device_memory_runs_on_their_gpu_alone_in_every_preci
         assert!(error.to_string().contains("k = 0"), "{p}: {error}");
         assert_eq!(other, c0);
     }
-    check::<f32>();
-    check::<f64>();
-    check::<hetla::c32>();
-    check::<hetla::c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }

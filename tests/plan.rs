@@ -168,10 +168,9 @@ fn an_inverse_plan_checks_an_inverse_by_lapacks_ratio_and_refuses_other_shapes()
         let small = a.as_ref().submatrix(0, 0, n - 1, n - 1);
         assert!(plan.residual(small, x.as_ref(), faer::Par::Seq).is_err());
     }
-    check::<f32>();
-    check::<f64>();
-    check::<hetla::c32>();
-    check::<hetla::c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }
 
 #[test]
@@ -237,8 +236,7 @@ fn lu_and_qr_plans_check_their_factors_by_lapacks_ratios_and_refuse_another_outc
             .unwrap_err();
         assert!(err.to_string().contains("150x60"), "{err}");
     }
-    check::<f32>();
-    check::<f64>();
-    check::<hetla::c32>();
-    check::<hetla::c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }

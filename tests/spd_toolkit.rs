@@ -44,10 +44,9 @@ fn log_det_is_exact<T: Scalar>() {
 
 #[test]
 fn log_det_matches_known_determinants_in_every_precision() {
-    log_det_is_exact::<f32>();
-    log_det_is_exact::<f64>();
-    log_det_is_exact::<c32>();
-    log_det_is_exact::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => log_det_is_exact::<T>());
+    }
     // det: 2x2 [[4, 2], [2, 3]] has det 8; the 1-D Laplacian tridiag(-1, 2, -1) has det n + 1.
     let a = Mat::from_fn(2, 2, |i, j| [[4.0, 2.0], [2.0, 3.0]][i][j]);
     let det = Cholesky::new().factor(a.as_ref()).unwrap().det().unwrap();
@@ -253,10 +252,9 @@ fn updates_and_downdates<T: Scalar>() {
 
 #[test]
 fn rank_k_updates_and_downdates_refactor_in_every_precision() {
-    updates_and_downdates::<f32>();
-    updates_and_downdates::<f64>();
-    updates_and_downdates::<c32>();
-    updates_and_downdates::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => updates_and_downdates::<T>());
+    }
 }
 
 #[test]
@@ -484,10 +482,9 @@ fn inverses<T: Scalar>() {
 
 #[test]
 fn the_inverse_passes_lapacks_test_in_every_precision() {
-    inverses::<f32>();
-    inverses::<f64>();
-    inverses::<c32>();
-    inverses::<c64>();
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => inverses::<T>());
+    }
     // Of order 0: empty.
     let empty = Cholesky::new()
         .factor(Mat::<f64>::zeros(0, 0).as_ref())

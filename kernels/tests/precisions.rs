@@ -208,18 +208,16 @@ fn potrf<T: Scalar>() {
 
 #[test]
 fn every_op_in_every_precision() {
-    every_op::<f32>();
-    every_op::<f64>();
-    every_op::<c32>();
-    every_op::<c64>();
+    for precision in hetla_kernels::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => every_op::<T>());
+    }
 }
 
 #[test]
 fn hermitian_cholesky_in_every_precision() {
-    potrf::<f32>();
-    potrf::<f64>();
-    potrf::<c32>();
-    potrf::<c64>();
+    for precision in hetla_kernels::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => potrf::<T>());
+    }
 }
 
 #[test]

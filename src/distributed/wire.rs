@@ -178,10 +178,9 @@ mod tests {
 
     #[test]
     fn tiles_travel_whole_in_every_precision() {
-        round_trip::<f32>();
-        round_trip::<f64>();
-        round_trip::<c32>();
-        round_trip::<c64>();
+        for precision in hetla_kernels::Precision::ALL {
+            hetla_kernels::with_scalar!(precision, T => round_trip::<T>());
+        }
         // A place that is not a whole number, or too large, names no tile.
         assert!(named::<f32>(&[0.5, 0.0, 0.0]).is_none());
         assert!(named::<f64>(&[0.0, 1.0]).is_none());
