@@ -4,6 +4,7 @@
 //! graded and Wilkinson matrices and exactly singular ones, in every precision, one block and
 //! tiled, on every backend.
 
+mod common;
 use faer::Mat;
 use hetla::{Backend, Error, Lu, Scalar, c32, c64};
 
@@ -270,22 +271,6 @@ fn the_mixed_solve_refines_to_double_accuracy_or_falls_back() {
     assert_eq!(xz.nrows(), n);
 }
 
-// dgecon, from the LAPACK that OpenBLAS bundles.
-#[cfg(feature = "openblas")]
-unsafe extern "C" {
-    fn dgecon_(
-        norm: *const u8,
-        n: *const i32,
-        a: *const f64,
-        lda: *const i32,
-        anorm: *const f64,
-        rcond: *mut f64,
-        work: *mut f64,
-        iwork: *mut i32,
-        info: *mut i32,
-    );
-}
-
 #[cfg(feature = "openblas")]
 #[test]
 fn rcond_equals_lapack_dgecon_on_the_same_factor() {
@@ -298,27 +283,7 @@ fn rcond_equals_lapack_dgecon_on_the_same_factor() {
             .unwrap();
         let lu = factor.storage().to_owned();
         let anorm = factor.norm1().unwrap();
-        let (mut rcond, mut info) = (0.0, 0);
-        let mut work = vec![0.0; 4 * n];
-        let mut iwork = vec![0; n];
-        let (n32, lda) = (n as i32, lu.col_stride() as i32);
-        assert_eq!(lu.row_stride(), 1);
-        // SAFETY: lu is a column-major n x n matrix with unit row stride and column stride lda >=
-        // n, work and iwork have the sizes dgecon needs (4n and n).
-        unsafe {
-            dgecon_(
-                b"1".as_ptr(),
-                &n32,
-                lu.as_ptr(),
-                &lda,
-                &anorm,
-                &mut rcond,
-                work.as_mut_ptr(),
-                iwork.as_mut_ptr(),
-                &mut info,
-            );
-        }
-        assert_eq!(info, 0);
+        let rcond = common::lapack::dgecon(lu.as_ref(), anorm);
         let ours = factor.rcond().unwrap();
         eprintln!("n {n} cond {cond:e}: hetla rcond {ours:.15e}, dgecon {rcond:.15e}");
         assert!(

@@ -1,6 +1,7 @@
 //! What a factor offers beyond a solve: log-determinant, condition estimate, L, rank-k updates and
 //! downdates, and batches of small systems, in every precision, on known answers and on failure.
 
+mod common;
 use faer::Mat;
 use faer::linalg::solvers::DenseSolveCore;
 use hetla::matgen::{random_hpd, random_hpd_conditioned};
@@ -122,22 +123,6 @@ fn rcond_is_within_a_factor_ten_of_the_exact_condition() {
     assert_eq!(one.rcond().unwrap(), 1.0);
 }
 
-// dpocon, from the LAPACK that OpenBLAS bundles.
-#[cfg(feature = "openblas")]
-unsafe extern "C" {
-    fn dpocon_(
-        uplo: *const u8,
-        n: *const i32,
-        a: *const f64,
-        lda: *const i32,
-        anorm: *const f64,
-        rcond: *mut f64,
-        work: *mut f64,
-        iwork: *mut i32,
-        info: *mut i32,
-    );
-}
-
 #[test]
 fn the_rcond_of_a_factor_made_elsewhere_is_the_factors_own_and_bad_norms_are_refused() {
     for seed in 0..3 {
@@ -172,27 +157,7 @@ fn rcond_equals_lapack_dpocon_on_the_same_factor() {
             .unwrap();
         let l = factor.l();
         let anorm = factor.norm1().unwrap();
-        let (mut rcond, mut info) = (0.0, 0);
-        let mut work = vec![0.0; 3 * n];
-        let mut iwork = vec![0; n];
-        let (n32, lda) = (n as i32, l.col_stride() as i32);
-        // SAFETY: l is a column-major n x n matrix with unit row stride and column stride lda >= n
-        // (faer pads columns), work and iwork have the sizes dpocon needs (3n and n).
-        assert_eq!(l.row_stride(), 1);
-        unsafe {
-            dpocon_(
-                b"L".as_ptr(),
-                &n32,
-                l.as_ptr(),
-                &lda,
-                &anorm,
-                &mut rcond,
-                work.as_mut_ptr(),
-                iwork.as_mut_ptr(),
-                &mut info,
-            );
-        }
-        assert_eq!(info, 0);
+        let rcond = common::lapack::dpocon(l.as_ref(), anorm);
         let ours = factor.rcond().unwrap();
         eprintln!("n {n} cond {cond:e}: hetla rcond {ours:.15e}, dpocon {rcond:.15e}");
         assert!(

@@ -12,17 +12,10 @@ use mpi::traits::Equivalence;
 /// The largest tile index (and matrix id) a message can name: exact in `f32`.
 const MAX_INDEX: usize = 1 << 24;
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-    impl Sealed for super::c32 {}
-    impl Sealed for super::c64 {}
-}
-
-/// A scalar a distributed run computes in and sends (sealed: `f32`, `f64`, [`c32`], [`c64`]); see
-/// the module documentation for how its tiles travel.
-pub trait Wire: Scalar + sealed::Sealed {
+/// A scalar a distributed run computes in and sends (`f32`, `f64`, [`c32`], [`c64`]: sealed by
+/// [`Scalar`], which no other type implements, and no other crate may implement `Wire` for these
+/// types); see the module documentation for how its tiles travel.
+pub trait Wire: Scalar {
     /// The real type its parts travel in.
     type Part: Equivalence + Copy + Default + Send + Sync + 'static;
     /// Parts per entry: 1 for a real type, 2 for a complex one.
