@@ -7,28 +7,13 @@ use std::collections::HashMap;
 
 use faer::linalg::solvers::SolveLstsq;
 use faer::{Mat, MatRef, Par};
+use hetla::check::norm1;
+use hetla::matgen::random_in as random;
 use hetla::{Backend, Scalar, c32, c64};
 use hetla_factorizations::{Op, QrTree, TaskGraph, TileRef, Tiling, qr, qr_t_slot};
 use hetla_kernels::Stack;
 
 type Tiles<T> = HashMap<(usize, usize), Mat<T>>;
-
-fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
-    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    };
-    Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
-}
-
-fn norm1<T: Scalar>(a: MatRef<'_, T>) -> f64 {
-    (0..a.ncols())
-        .map(|j| (0..a.nrows()).map(|i| a[(i, j)].abs_f64()).sum::<f64>())
-        .fold(0.0, f64::max)
-}
 
 fn split<T: Scalar>(a: MatRef<'_, T>, rows: &Tiling, cols: &Tiling) -> Tiles<T> {
     let mut tiles = HashMap::new();

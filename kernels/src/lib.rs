@@ -47,6 +47,8 @@ mod qr;
 mod run;
 mod scalar;
 mod split;
+#[cfg(test)]
+mod test_support;
 
 pub use backend::Backend;
 pub use copy::copy_by_columns;

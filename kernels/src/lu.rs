@@ -254,6 +254,7 @@ fn leaf_column<T: Scalar>(mut a: MatMut<'_, T>, offset: usize, zero: &mut Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{norm1, random};
     use crate::{c32, c64};
     use faer::Mat;
 
@@ -290,24 +291,8 @@ mod tests {
             },
         );
         let product = &l * &u;
-        let norm1 = |m: &Mat<T>| {
-            (0..m.ncols())
-                .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs_f64()).sum::<f64>())
-                .fold(0.0, f64::max)
-        };
         let diff = Mat::<T>::from_fn(m, b, |i, j| pa[(i, j)] - product[(i, j)]);
-        norm1(&diff) / (m as f64 * norm1(a) * T::PRECISION.epsilon())
-    }
-
-    fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        };
-        Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
+        norm1(diff.as_ref()) / (m as f64 * norm1(a.as_ref()) * T::PRECISION.epsilon())
     }
 
     fn panel_in<T: Scalar>(backend: Backend) {

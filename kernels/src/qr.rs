@@ -524,27 +524,8 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{norm1, random};
     use crate::{c32, c64};
-
-    /// A reproducible matrix of entries in [-1, 1) (both parts for a complex type).
-    fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
-        let mut state = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        };
-        Mat::from_fn(m, n, |_, _| T::from_parts(next(), next()))
-    }
-
-    fn norm1<T: Scalar>(a: MatRef<'_, T>) -> f64 {
-        (0..a.ncols())
-            .map(|j| (0..a.nrows()).map(|i| a[(i, j)].abs_f64()).sum::<f64>())
-            .fold(0.0, f64::max)
-    }
 
     fn eps<T: Scalar>() -> f64 {
         T::PRECISION.epsilon()
