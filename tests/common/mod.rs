@@ -7,6 +7,19 @@
 pub mod lapack {
     use faer::MatRef;
 
+    /// Declares LAPACK's ?xxcon routines of one signature: (norm or triangle, n, the factor, its
+    /// leading dimension, ||A||_1, the estimate out, work, integer work, info).
+    macro_rules! condition_estimates {
+        ($($name:ident),*) => {
+            unsafe extern "C" {
+                $(fn $name(which: *const u8, n: *const i32, a: *const f64, lda: *const i32,
+                    anorm: *const f64, rcond: *mut f64, work: *mut f64, iwork: *mut i32,
+                    info: *mut i32);)*
+            }
+        };
+    }
+    condition_estimates!(dgecon_, dpocon_);
+
     type Con = unsafe extern "C" fn(
         *const u8,
         *const i32,
@@ -18,31 +31,6 @@ pub mod lapack {
         *mut i32,
         *mut i32,
     );
-
-    unsafe extern "C" {
-        fn dgecon_(
-            norm: *const u8,
-            n: *const i32,
-            a: *const f64,
-            lda: *const i32,
-            anorm: *const f64,
-            rcond: *mut f64,
-            work: *mut f64,
-            iwork: *mut i32,
-            info: *mut i32,
-        );
-        fn dpocon_(
-            uplo: *const u8,
-            n: *const i32,
-            a: *const f64,
-            lda: *const i32,
-            anorm: *const f64,
-            rcond: *mut f64,
-            work: *mut f64,
-            iwork: *mut i32,
-            info: *mut i32,
-        );
-    }
 
     /// dgecon's estimate of 1 / cond_1(A) from the LU factors `lu` (as dgetrf leaves them).
     pub fn dgecon(lu: MatRef<'_, f64>, anorm: f64) -> f64 {
