@@ -11,20 +11,16 @@ use hetla_factorizations::MATMUL_C;
 use hetla_lab::{Modelled, PlatformModel, Result, SimReport, simulate_gemm_traced};
 use hetla_runtime::{HOST, SchedulerKind, SimOptions, WriteBack};
 
-/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model` with
-/// clusters `spec` and `gpus` GPUs.
+/// The Cholesky plan of order `n` in tiles of `tile` (double precision, as the papers' runs) on
+/// `machine`, simulated by `scheduler` without noise.
 fn simulate_cholesky(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
+    machine: Modelled<'_>,
     n: usize,
     tile: usize,
-    precision: Precision,
-    options: &SimOptions,
+    scheduler: SchedulerKind,
 ) -> Result<(SimReport, Trace)> {
-    let plan = Plan::cholesky(n, tile, precision)?;
-    let machine = Modelled::new(model, spec, gpus).precision(precision);
-    hetla_lab::simulate(&plan, &machine, options)
+    let plan = Plan::cholesky(n, tile, Precision::D)?;
+    hetla_lab::simulate(&plan, &machine, &options(scheduler))
 }
 
 /// One line of the table.
@@ -218,14 +214,12 @@ fn main() -> Result<()> {
 
     // Cojean et al. (2016), KNL: 4 x 16 at tile 2880 best at n = 34560, 1495.62 Gflop/s.
     let knl_rate = |count, size, tile| -> Result<f64> {
+        let spec = grid(count, size);
         Ok(simulate_cholesky(
-            &knl,
-            &grid(count, size),
-            0,
+            Modelled::new(&knl, &spec, 0),
             34560,
             tile,
-            Precision::D,
-            &options(SchedulerKind::Mct),
+            SchedulerKind::Mct,
         )?
         .0
         .gflops)
@@ -287,17 +281,10 @@ fn main() -> Result<()> {
         let mut below = Vec::new();
         let rate = |count, size, n, tile| -> Result<f64> {
             let spec = grid(count, size);
-            Ok(simulate_cholesky(
-                &sirocco,
-                &spec,
-                gpus,
-                n,
-                tile,
-                Precision::D,
-                &options(SchedulerKind::Mct),
-            )?
-            .0
-            .gflops)
+            let machine = Modelled::new(&sirocco, &spec, gpus);
+            Ok(simulate_cholesky(machine, n, tile, SchedulerKind::Mct)?
+                .0
+                .gflops)
         };
         for n in orders {
             let clustered = rate(2, 10, n, 960)?;
@@ -421,17 +408,8 @@ fn main() -> Result<()> {
     ));
 
     // Cholesky traffic, sirocco 2x10 + 4 GPUs, n = 38400, tile 960, dmda against mct.
-    let run = |s| {
-        simulate_cholesky(
-            &sirocco,
-            &grid(2, 10),
-            4,
-            38400,
-            960,
-            Precision::D,
-            &options(s),
-        )
-    };
+    let spec = grid(2, 10);
+    let run = |s| simulate_cholesky(Modelled::new(&sirocco, &spec, 4), 38400, 960, s);
     let (mct, _) = run(SchedulerKind::Mct)?;
     let (dmda, dmda_trace) = run(SchedulerKind::Dmda)?;
     let mut copies_to: std::collections::HashMap<_, usize> = Default::default();

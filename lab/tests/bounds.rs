@@ -1,26 +1,10 @@
 //! Bounds of the Cholesky plan from the `sirocco` model (the `hetla bound` command is tested with
 //! the command line, in `cli/tests`; the bounds of real runs with the library).
 
-use hetla::{BoundReport, ClusterSpec, Plan, Precision};
-use hetla_lab::{Error, Modelled, PlatformModel};
+mod common;
 
-fn grid(count: usize, size: usize) -> ClusterSpec {
-    ClusterSpec::Grid { count, size }
-}
-
-/// The bounds of the Cholesky plan of order `n` in tiles of `tile` on `model` with clusters `spec`
-/// and `gpus` GPUs.
-fn model_cholesky_bounds(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
-    n: usize,
-    tile: usize,
-    precision: Precision,
-) -> hetla_lab::Result<BoundReport> {
-    let plan = Plan::cholesky(n, tile, precision)?;
-    hetla_lab::bounds(&plan, &Modelled::new(model, spec, gpus))
-}
+use common::{cholesky_bounds, grid};
+use hetla_lab::{Error, PlatformModel};
 
 #[test]
 fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
@@ -28,9 +12,9 @@ fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
     for tiles in [5, 10] {
         let n = tiles * 960;
         let clusters =
-            model_cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
+            cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
         let cores =
-            model_cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
+            cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
         for b in [&clusters, &cores] {
             assert_eq!(b.tasks, tiles * (tiles + 1) * (tiles + 2) / 6);
             assert!(b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
@@ -51,31 +35,29 @@ fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
     // Large matrices: single cores are more efficient per core (Table 2: 7.77x on 10
     // cores), and the area bound decides.
     let n = 40 * 960;
-    let clusters =
-        model_cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
-    let cores =
-        model_cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
+    let clusters = cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
+    let cores = cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
     assert!(cores.mixed_gflops > clusters.mixed_gflops);
 }
 
 #[test]
 fn sirocco_rejects_what_it_cannot_model() {
     let sirocco = PlatformModel::preset("sirocco").unwrap();
-    let err = model_cholesky_bounds(&sirocco, &grid(2, 10), 1, 9600, 1000, hetla::Precision::D)
-        .unwrap_err();
+    let err =
+        cholesky_bounds(&sirocco, &grid(2, 10), 1, 9600, 1000, hetla::Precision::D).unwrap_err();
     assert!(
         matches!(&err, Error::InvalidOption { option: "tile", reason } if reason.contains("960")),
         "{err}"
     );
-    let err = model_cholesky_bounds(&sirocco, &grid(2, 10), 5, 9600, 960, hetla::Precision::D)
-        .unwrap_err();
+    let err =
+        cholesky_bounds(&sirocco, &grid(2, 10), 5, 9600, 960, hetla::Precision::D).unwrap_err();
     assert!(
         matches!(err, Error::InvalidOption { option: "gpus", .. }),
         "{err}"
     );
     // 4 GPUs leave 20 cores: 3 x 8 does not fit.
-    let err = model_cholesky_bounds(&sirocco, &grid(3, 8), 4, 9600, 960, hetla::Precision::D)
-        .unwrap_err();
+    let err =
+        cholesky_bounds(&sirocco, &grid(3, 8), 4, 9600, 960, hetla::Precision::D).unwrap_err();
     assert!(
         matches!(err, Error::Runtime(hetla_runtime::Error::Cluster(_))),
         "{err}"

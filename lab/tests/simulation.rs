@@ -1,29 +1,12 @@
 //! The simulated executor: determinism, bounds, the contention rule, memory budgets (the
 //! `simulate`, `sweep` and `calibrate --output` commands are tested in `cli/tests`).
 
-use hetla::{ClusterSpec, Plan, Precision, Trace};
+mod common;
+
+use common::{grid, simulate_cholesky};
+use hetla::{Plan, Precision, Trace};
 use hetla_lab::{Error, GridSimReport, Modelled, PlatformModel, Result, SimReport};
 use hetla_runtime::{HOST, RunOptions, SchedulerKind, SimOptions, WriteBack};
-
-fn grid(count: usize, size: usize) -> ClusterSpec {
-    ClusterSpec::Grid { count, size }
-}
-
-/// The Cholesky plan of order `n` in tiles of `tile`, in `precision`, simulated on `model` with
-/// clusters `spec` and `gpus` GPUs.
-fn simulate_cholesky(
-    model: &PlatformModel,
-    spec: &ClusterSpec,
-    gpus: usize,
-    n: usize,
-    tile: usize,
-    precision: Precision,
-    options: &SimOptions,
-) -> Result<(SimReport, Trace)> {
-    let plan = Plan::cholesky(n, tile, precision)?;
-    let machine = Modelled::new(model, spec, gpus).precision(precision);
-    hetla_lab::simulate(&plan, &machine, options)
-}
 
 fn options(scheduler: SchedulerKind, seed: u64, noise: f64) -> SimOptions {
     SimOptions {
