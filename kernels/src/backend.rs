@@ -195,15 +195,12 @@ impl Backend {
     /// each call).
     pub(crate) fn matmul_seq<T: Scalar>(
         self,
-        a: (MatRef<'_, T>, Conj),
-        b: (MatRef<'_, T>, Conj),
+        p: Product<'_, T>,
         c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
     ) -> Result<(), KernelError> {
         match self {
-            Backend::Faer => faer_impl::matmul_scaled(a, b, c, alpha, beta),
-            Backend::OpenBlas => openblas!(gemm(a, b, c, alpha, beta)),
+            Backend::Faer => faer_impl::matmul_scaled(p, c),
+            Backend::OpenBlas => openblas!(gemm(p, c)),
         }
     }
 
@@ -288,5 +285,33 @@ impl FromStr for Backend {
             .ok_or_else(|| KernelError::UnknownBackend {
                 given: s.to_string(),
             })
+    }
+}
+
+/// The operands of C <- alpha op(A) op(B) + beta C, op conjugating an operand whose `Conj` says so
+/// (A and B may be transposed views: with a conjugation, adjoints). With beta = 0 the old C is not
+/// read (BLAS semantics).
+#[derive(Clone, Copy)]
+pub(crate) struct Product<'a, T> {
+    pub(crate) a: (MatRef<'a, T>, Conj),
+    pub(crate) b: (MatRef<'a, T>, Conj),
+    pub(crate) alpha: f64,
+    pub(crate) beta: f64,
+}
+
+impl<'a, T> Product<'a, T> {
+    /// alpha op(A) op(B) + beta C.
+    pub(crate) fn new(
+        a: (MatRef<'a, T>, Conj),
+        b: (MatRef<'a, T>, Conj),
+        alpha: f64,
+        beta: f64,
+    ) -> Self {
+        Self { a, b, alpha, beta }
+    }
+
+    /// C - A B, neither conjugated.
+    pub(crate) fn subtract(a: MatRef<'a, T>, b: MatRef<'a, T>) -> Self {
+        Self::new((a, Conj::No), (b, Conj::No), -1.0, 1.0)
     }
 }

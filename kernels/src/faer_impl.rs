@@ -18,6 +18,7 @@ use std::cell::RefCell;
 
 use faer::{Accum, Conj, MatMut, MatRef, Par};
 
+use crate::backend::Product;
 use crate::scalar::adjoint_conj;
 use crate::{KernelError, Scalar};
 
@@ -213,32 +214,30 @@ fn herk<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) -> Result<(), KernelE
     let (c11, _, c21, c22) = c.split_at_mut(h, h);
     herk(top, c11)?;
     let above = (top.transpose(), adjoint_conj::<T>());
-    matmul_packed((bottom, Conj::No), above, c21, -1.0, 1.0, false)?;
+    matmul_packed(
+        Product::new((bottom, Conj::No), above, -1.0, 1.0),
+        c21,
+        false,
+    )?;
     herk(bottom, c22)
 }
 
-/// C <- alpha op(A) op(B) + beta C, where op conjugates an operand whose `Conj` says so (A and B
-/// may be transposed views: with a conjugation, adjoints). With beta = 0 the old C is never read,
-/// so NaN or garbage there does not leak into the result (BLAS semantics).
+/// The product `p` into C (see [`Product`]): with beta = 0 the old C is never read, so NaN or
+/// garbage there does not leak into the result.
 pub(crate) fn matmul_scaled<T: Scalar>(
-    a: (MatRef<'_, T>, Conj),
-    b: (MatRef<'_, T>, Conj),
+    p: Product<'_, T>,
     c: MatMut<'_, T>,
-    alpha: f64,
-    beta: f64,
 ) -> Result<(), KernelError> {
-    matmul_packed(a, b, c, alpha, beta, false)
+    matmul_packed(p, c, false)
 }
 
 /// [`matmul_scaled`], packing a transposed `b` when that is faster or `force` says so.
 pub(crate) fn matmul_packed<T: Scalar>(
-    (a, conj_a): (MatRef<'_, T>, Conj),
-    (b, conj_b): (MatRef<'_, T>, Conj),
+    p: Product<'_, T>,
     mut c: MatMut<'_, T>,
-    alpha: f64,
-    beta: f64,
     force: bool,
 ) -> Result<(), KernelError> {
+    let ((a, conj_a), (b, conj_b), alpha, beta) = (p.a, p.b, p.alpha, p.beta);
     with_col_major(b, force, |b| {
         let alpha = T::from_f64(alpha);
         if beta == 0.0 {
@@ -352,12 +351,15 @@ mod tests {
         matmul(direct.as_mut(), Accum::Add, a.as_ref(), b, 1.5, Par::Seq);
         let mut packed = c0.clone();
         let half = Mat::from_fn(m, n, |i, j| 0.5 * (i + 2 * j) as f64);
-        let no = Conj::No;
-        matmul_packed((a.as_ref(), no), (b, no), packed.as_mut(), 1.5, 1.0, true).unwrap();
+        let packed_into = |c: MatMut<'_, f64>, beta| {
+            let p = Product::new((a.as_ref(), Conj::No), (b, Conj::No), 1.5, beta);
+            matmul_packed(p, c, true).unwrap()
+        };
+        packed_into(packed.as_mut(), 1.0);
         // Integer-valued operands: both orders of summation are exact.
         assert_eq!(packed, direct);
         let mut scaled = half.clone();
-        matmul_packed((a.as_ref(), no), (b, no), scaled.as_mut(), 1.5, 2.0, true).unwrap();
+        packed_into(scaled.as_mut(), 2.0);
         assert_eq!(scaled, direct);
     }
 
@@ -378,7 +380,12 @@ mod tests {
         );
         let mut packed = Mat::<c32>::zeros(m, n);
         let adj = (b.as_ref().transpose(), Conj::Yes);
-        matmul_packed((a.as_ref(), Conj::No), adj, packed.as_mut(), 1.0, 0.0, true).unwrap();
+        matmul_packed(
+            Product::new((a.as_ref(), Conj::No), adj, 1.0, 0.0),
+            packed.as_mut(),
+            true,
+        )
+        .unwrap();
         assert_eq!(packed, direct);
     }
 }

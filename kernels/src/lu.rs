@@ -18,9 +18,10 @@
 //! The update of a column block by a panel is embarrassingly parallel over the block's columns:
 //! each thread swaps, solves and updates a band of columns with the backend's sequential kernels.
 
-use faer::{Conj, MatMut, MatRef, Par};
+use faer::{MatMut, MatRef, Par};
 
 use crate::backend::Backend;
+use crate::backend::Product;
 use crate::error::KernelError;
 use crate::op::Op;
 use crate::scalar::Scalar;
@@ -82,7 +83,7 @@ impl Backend {
             let (mut c1, c2) = c.split_at_row_mut(b);
             self.solve_unit_lower_seq(l11, c1.as_mut())?;
             if m > b {
-                self.matmul_seq((l21, Conj::No), (c1.as_ref(), Conj::No), c2, -1.0, 1.0)?;
+                self.matmul_seq(Product::subtract(l21, c1.as_ref()), c2)?;
             }
             Ok(())
         })
@@ -130,14 +131,7 @@ impl Backend {
         let (l11, l21) = left.as_ref().split_at_row(n1);
         let (mut a12, a22) = right.split_at_row_mut(n1);
         self.split_solve_unit_lower(l11, a12.as_mut(), par)?;
-        self.split_matmul(
-            (l21, Conj::No),
-            (a12.as_ref(), Conj::No),
-            a22,
-            -1.0,
-            1.0,
-            par,
-        )?;
+        self.split_matmul(Product::subtract(l21, a12.as_ref()), a22, par)?;
         let (left, right) = a.as_mut().split_at_col_mut(n1);
         self.panel(right.subrows_mut(n1, m - n1), ipiv2, offset + n1, zero, par)?;
         swap_rows(left.subrows_mut(n1, m - n1), ipiv2);

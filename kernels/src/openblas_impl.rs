@@ -19,6 +19,7 @@ use faer::{Conj, Mat, MatMut, MatRef, Par};
 // Links the system OpenBLAS (the `system` feature of openblas-src).
 use openblas_src as _;
 
+use crate::backend::Product;
 use crate::{KernelError, Op, Precision, Scalar};
 
 unsafe extern "C" {
@@ -457,24 +458,16 @@ pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) -> Result<(), 
 
 /// C <- alpha op(A) op(B) + beta C (A, B possibly transposed views, conjugated where their `Conj`
 /// says so); the caller handles k = 0.
-pub(crate) fn gemm<T: Scalar>(
-    a: (MatRef<'_, T>, Conj),
-    b: (MatRef<'_, T>, Conj),
-    c: MatMut<'_, T>,
-    alpha: f64,
-    beta: f64,
-) -> Result<(), KernelError> {
+pub(crate) fn gemm<T: Scalar>(p: Product<'_, T>, c: MatMut<'_, T>) -> Result<(), KernelError> {
     set_threads(Par::Seq);
-    gemm_on_current_threads(a, b, c, alpha, beta)
+    gemm_on_current_threads(p, c)
 }
 
 fn gemm_on_current_threads<T: Scalar>(
-    (a, conj_a): (MatRef<'_, T>, Conj),
-    (b, conj_b): (MatRef<'_, T>, Conj),
+    p: Product<'_, T>,
     c: MatMut<'_, T>,
-    alpha: f64,
-    beta: f64,
 ) -> Result<(), KernelError> {
+    let ((a, conj_a), (b, conj_b), alpha, beta) = (p.a, p.b, p.alpha, p.beta);
     let (m, n, k) = (int(c.nrows())?, int(c.ncols())?, int(a.ncols())?);
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
@@ -580,9 +573,7 @@ pub(crate) fn library_gemm_sub<T: Scalar>(
     c: MatMut<'_, T>,
     par: Par,
 ) -> Result<(), KernelError> {
-    with_library_threads(par, || {
-        gemm_on_current_threads((a, Conj::No), (b, Conj::No), c, -1.0, 1.0)
-    })
+    with_library_threads(par, || gemm_on_current_threads(Product::subtract(a, b), c))
 }
 
 /// ?getrf of a whole square matrix on OpenBLAS's own threads (`par`), then back to one thread; the

@@ -29,6 +29,7 @@ use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{ColMut, Mat, MatMut, MatRef, Par};
 
 use crate::backend::Backend;
+use crate::backend::Product;
 use crate::error::KernelError;
 use crate::op::Op;
 use crate::scalar::{Scalar, adjoint_conj};
@@ -149,13 +150,13 @@ fn block_t<T: Scalar>(
     // Z = V^H V once (level 3); T's columns from it.
     let mut z = Mat::<T>::zeros(jb, jb);
     if v.nrows() > 0 {
-        backend.matmul_seq(
+        let vhv = Product::new(
             (v.transpose(), adjoint_conj::<T>()),
             (v, faer::Conj::No),
-            z.as_mut(),
             1.0,
             0.0,
-        )?;
+        );
+        backend.matmul_seq(vhv, z.as_mut())?;
     }
     let mut t = Mat::<T>::zeros(jb, jb);
     for c in 0..jb {
@@ -186,12 +187,10 @@ fn reflect<T: Scalar>(
     }
     let mut w = top.rb().to_owned();
     if below_v.nrows() > 0 {
+        let vh = (below_v.transpose(), adjoint_conj::<T>());
         backend.matmul_seq(
-            (below_v.transpose(), adjoint_conj::<T>()),
-            (below.rb(), faer::Conj::No),
+            Product::new(vh, (below.rb(), faer::Conj::No), 1.0, 1.0),
             w.as_mut(),
-            1.0,
-            1.0,
         )?;
     }
     let scale = conj(tau);
@@ -201,13 +200,7 @@ fn reflect<T: Scalar>(
         top[(0, j)] -= x;
     }
     if below_v.nrows() > 0 {
-        backend.matmul_seq(
-            (below_v, faer::Conj::No),
-            (w.as_ref(), faer::Conj::No),
-            below.rb_mut(),
-            -1.0,
-            1.0,
-        )?;
+        backend.matmul_seq(Product::subtract(below_v, w.as_ref()), below.rb_mut())?;
     }
     Ok(())
 }
@@ -323,13 +316,8 @@ impl Backend {
                 let w = j0 + jb - c - 1;
                 let (left, right) = below.split_at_col_mut(c + 1);
                 let top = head.submatrix_mut(c, c + 1, 1, w);
-                reflect(
-                    self,
-                    tau,
-                    left.rb().subcols(c, 1),
-                    top,
-                    right.subcols_mut(0, w),
-                )?;
+                let v = left.rb().subcols(c, 1);
+                reflect(self, tau, v, top, right.subcols_mut(0, w))?;
                 taus.push(tau);
             }
             let v = unit_lower(a.rb(), j0, jb);
@@ -413,13 +401,8 @@ impl Backend {
                 let w = j0 + jb - c - 1;
                 let (left, right) = b.rb_mut().subrows_mut(0, rows).split_at_col_mut(c + 1);
                 let top = r.rb_mut().submatrix_mut(c, c + 1, 1, w);
-                reflect(
-                    self,
-                    tau,
-                    left.rb().subcols(c, 1),
-                    top,
-                    right.subcols_mut(0, w),
-                )?;
+                let v = left.rb().subcols(c, 1);
+                reflect(self, tau, v, top, right.subcols_mut(0, w))?;
                 taus.push(tau);
             }
             let v = stacked_lower(b.rb(), stack, j0, jb);
@@ -491,14 +474,8 @@ impl Backend {
         };
         if v.nrows() > 0 {
             let beta = if top.is_some() { 1.0 } else { 0.0 };
-            self.split_matmul(
-                (v.transpose(), adj),
-                (c.rb(), no),
-                w.as_mut(),
-                1.0,
-                beta,
-                par,
-            )?;
+            let vhc = Product::new((v.transpose(), adj), (c.rb(), no), 1.0, beta);
+            self.split_matmul(vhc, w.as_mut(), par)?;
         }
         let mut tw = Mat::<T>::zeros(jb, cols);
         let op_t = if adjoint {
@@ -506,7 +483,11 @@ impl Backend {
         } else {
             (t, no)
         };
-        self.split_matmul(op_t, (w.as_ref(), no), tw.as_mut(), 1.0, 0.0, par)?;
+        self.split_matmul(
+            Product::new(op_t, (w.as_ref(), no), 1.0, 0.0),
+            tw.as_mut(),
+            par,
+        )?;
         if let Some(mut top) = top {
             for j in 0..cols {
                 for i in 0..jb {
@@ -515,7 +496,7 @@ impl Backend {
             }
         }
         if v.nrows() > 0 {
-            self.split_matmul((v, no), (tw.as_ref(), no), c.rb_mut(), -1.0, 1.0, par)?;
+            self.split_matmul(Product::subtract(v, tw.as_ref()), c.rb_mut(), par)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use faer::{Conj, MatMut, MatRef, Par};
 
 use crate::any::each_precision;
 use crate::backend::Backend;
+use crate::backend::Product;
 use crate::erased::{AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
@@ -53,7 +54,7 @@ impl Backend {
                 } else {
                     (reads[1], plain)
                 };
-                self.product(a, b, write, p.alpha(), p.beta(), par)
+                self.product(Product::new(a, b, p.alpha(), p.beta()), write, par)
             }
             CpuCall::Blas(Blas::Add) => {
                 faer::zip!(write, reads[0]).for_each(|faer::unzip!(y, x)| *y += *x);
@@ -123,25 +124,26 @@ impl Backend {
         beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
-        self.product((a, Conj::No), (b, Conj::No), c, alpha, beta, par)
+        self.product(
+            Product::new((a, Conj::No), (b, Conj::No), alpha, beta),
+            c,
+            par,
+        )
     }
 
     /// [`Backend::matmul`] with operands conjugated where their `Conj` says so.
     fn product<T: Scalar>(
         self,
-        a: (MatRef<'_, T>, Conj),
-        b: (MatRef<'_, T>, Conj),
+        p: Product<'_, T>,
         c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
         self.ensure_available()?;
-        if a.0.ncols() == 0 || alpha == 0.0 {
-            faer_impl::scale(c, beta);
+        if p.a.0.ncols() == 0 || p.alpha == 0.0 {
+            faer_impl::scale(c, p.beta);
             return Ok(());
         }
-        self.split_matmul(a, b, c, alpha, beta, par)
+        self.split_matmul(p, c, par)
     }
 
     /// A <- L, the lower Cholesky factor (A = L L^H) of the square tile A (upper triangle

@@ -23,6 +23,7 @@ use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::backend::Backend;
+use crate::backend::Product;
 use crate::error::KernelError;
 use crate::par::threads;
 use crate::scalar::{Scalar, adjoint_conj};
@@ -118,13 +119,11 @@ impl Backend {
     /// columns). The caller handles k = 0.
     pub(crate) fn split_matmul<T: Scalar>(
         self,
-        a: (MatRef<'_, T>, Conj),
-        b: (MatRef<'_, T>, Conj),
+        p: Product<'_, T>,
         c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
         par: Par,
     ) -> Result<(), KernelError> {
+        let (a, b) = (p.a, p.b);
         let (m, n, k) = (c.nrows(), c.ncols(), a.0.ncols());
         let flops = 2.0 * (m * n * k) as f64;
         if n >= m || n >= threads(par) {
@@ -134,7 +133,7 @@ impl Backend {
                 .zip(starts(&sizes))
                 .map(|(c, start)| ((b.0.subcols(start, c.ncols()), b.1), c))
                 .collect();
-            run_pieces(work, |(b, c)| self.matmul_seq(a, b, c, alpha, beta))
+            run_pieces(work, |(b, c)| self.matmul_seq(Product { b, ..p }, c))
         } else {
             let sizes = bands(m, pieces(par, flops, m));
             let work: Vec<_> = row_bands(c, &sizes)
@@ -142,7 +141,7 @@ impl Backend {
                 .zip(starts(&sizes))
                 .map(|(c, start)| ((a.0.subrows(start, c.nrows()), a.1), c))
                 .collect();
-            run_pieces(work, |(a, c)| self.matmul_seq(a, b, c, alpha, beta))
+            run_pieces(work, |(a, c)| self.matmul_seq(Product { a, ..p }, c))
         }
     }
 
@@ -196,7 +195,7 @@ impl Backend {
             let a_band = a.subrows(start, rows);
             if start > 0 {
                 let above = (a.subrows(0, start).transpose(), adjoint_conj::<T>());
-                self.matmul_seq((a_band, Conj::No), above, left, -1.0, 1.0)?;
+                self.matmul_seq(Product::new((a_band, Conj::No), above, -1.0, 1.0), left)?;
             }
             self.syrk_seq(a_band, diag)
         })
