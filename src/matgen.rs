@@ -16,28 +16,17 @@ pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     random_hpd(n, seed)
 }
 
-/// The block `rows x cols` of a random symmetric positive definite matrix of order `n`, computed
-/// without the rest of the matrix: what each process of a distributed run generates for the tiles
-/// it owns. Reproducible from `seed`; not the same matrix as [`random_spd`]'s, but of the same kind
-/// (entries uniform in [-0.5, 0.5), `n` added to the diagonal: strictly diagonally dominant, hence
-/// SPD and well conditioned).
+/// The block `rows x cols` of a random Hermitian (symmetric, for a real type) positive definite
+/// matrix of order `n`, computed without the rest of the matrix: what each process of a distributed
+/// run generates for the tiles it owns. Reproducible from `seed`; not the same matrix as
+/// [`random_spd`]'s, but of the same kind (entries uniform in [-0.5, 0.5), `n` added to the
+/// diagonal: strictly diagonally dominant, hence positive definite and well conditioned).
 ///
 /// Entry (i, j), i >= j, is draw i of ChaCha8 stream j, so a column of a tile below the diagonal is
-/// one seek and a run of draws; entries above the diagonal mirror theirs.
-pub fn random_spd_block(
-    n: usize,
-    seed: u64,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-) -> Mat<f64> {
-    random_hpd_block(n, seed, rows, cols)
-}
-
-/// [`random_spd_block`] in any precision: the same entries in a real one (rounded in `f32`), and
-/// for a complex one a Hermitian positive definite matrix of the same kind: entry (i, j), i > j,
-/// takes draws 2i and 2i + 1 of stream j as its real and imaginary parts (each below 1/sqrt(2) in
-/// modulus, so the matrix stays strictly diagonally dominant), the diagonal is real, entries above
-/// it are the conjugates of their mirrors.
+/// one seek and a run of draws; entries above the diagonal mirror theirs (conjugated). The real
+/// types hold the same entries (rounded in `f32`); a complex entry (i, j), i > j, takes draws 2i and
+/// 2i + 1 of stream j as its real and imaginary parts (each below 1/sqrt(2) in modulus, so the
+/// matrix stays strictly diagonally dominant), and the diagonal is real.
 pub fn random_hpd_block<T: hetla_kernels::Scalar>(
     n: usize,
     seed: u64,
@@ -99,19 +88,9 @@ pub fn random_in<T: hetla_kernels::Scalar>(rows: usize, cols: usize, seed: u64) 
     random_block_in(rows, seed, 0..rows, 0..cols)
 }
 
-/// The block `rows x cols` of [`random`]`(n, _, seed)` (a matrix of `n` rows), computed without the
-/// rest: entry (i, j) is draw `j * n + i` of the stream.
-pub fn random_block(
-    n: usize,
-    seed: u64,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-) -> Mat<f64> {
-    random_block_in(n, seed, rows, cols)
-}
-
-/// [`random_block`] in any precision, the block of [`random_in`]`(n, _, seed)`. Chunks of columns
-/// are drawn in parallel, each column from its own place in the stream.
+/// The block `rows x cols` of [`random_in`]`(n, _, seed)` (a matrix of `n` rows), computed without
+/// the rest: entry (i, j) is draw `j * n + i` of the stream (two draws for a complex entry). Chunks
+/// of columns are drawn in parallel, each column from its own place in the stream.
 pub fn random_block_in<T: hetla_kernels::Scalar>(
     n: usize,
     seed: u64,
@@ -425,14 +404,14 @@ mod tests {
     #[test]
     fn blocks_of_a_random_matrix_are_its_blocks() {
         let whole = random(29, 5, 7);
-        let block = random_block(29, 7, 10..23, 2..5);
+        let block = random_block_in::<f64>(29, 7, 10..23, 2..5);
         assert_eq!(block, whole.as_ref().submatrix(10, 2, 13, 3).to_owned());
     }
 
     #[test]
     fn blocks_of_the_distributed_generator_agree_with_the_whole_matrix() {
         let n = 37;
-        let whole = random_spd_block(n, 3, 0..n, 0..n);
+        let whole = random_hpd_block::<f64>(n, 3, 0..n, 0..n);
         for i in 0..n {
             let off: f64 = (0..n)
                 .filter(|&j| j != i)
@@ -449,7 +428,7 @@ mod tests {
             (30..37, 30..37),
             (3..4, 20..37),
         ] {
-            let block = random_spd_block(n, 3, rows.clone(), cols.clone());
+            let block = random_hpd_block::<f64>(n, 3, rows.clone(), cols.clone());
             assert_eq!(
                 block,
                 whole
@@ -458,7 +437,7 @@ mod tests {
                     .to_owned()
             );
         }
-        assert_ne!(whole, random_spd_block(n, 4, 0..n, 0..n));
+        assert_ne!(whole, random_hpd_block::<f64>(n, 4, 0..n, 0..n));
     }
 
     #[test]
@@ -480,7 +459,7 @@ mod tests {
         let block = random_hpd_block::<c64>(n, 5, 4..19, 2..11);
         assert_eq!(block, whole.as_ref().submatrix(4, 2, 15, 9).to_owned());
         let single = random_hpd_block::<f32>(n, 5, 0..n, 0..n);
-        let double = random_spd_block(n, 5, 0..n, 0..n);
+        let double = random_hpd_block::<f64>(n, 5, 0..n, 0..n);
         assert_eq!(single, Mat::from_fn(n, n, |i, j| double[(i, j)] as f32));
         let b = random_block_in::<c64>(n, 2, 0..n, 0..3);
         assert_eq!(

@@ -54,6 +54,20 @@ fn cores() -> usize {
     hetla::Topology::detect().unwrap().cores().len()
 }
 
+/// Whether the machine has the 2 cores a cluster beside a device needs (one for each worker); says
+/// the test is skipped when not.
+fn room_for_a_cluster_beside_a_device() -> bool {
+    let room = cores() >= 2;
+    if !room {
+        writeln!(
+            std::io::stderr(),
+            "skipped: a cluster and a device need 2 cores"
+        )
+        .unwrap();
+    }
+    room
+}
+
 #[test]
 fn several_emulated_devices_with_a_small_budget_keep_every_tile_right() {
     let (n, b, budget_tiles) = (1200, 150, 5);
@@ -327,12 +341,7 @@ fn a_device_refuses_a_copy_or_kernel_that_mixes_precisions() {
 
 #[test]
 fn a_cluster_and_an_emulated_device_share_the_graph() {
-    if cores() < 2 {
-        writeln!(
-            std::io::stderr(),
-            "skipped: a cluster and a device need 2 cores"
-        )
-        .unwrap();
+    if !room_for_a_cluster_beside_a_device() {
         return;
     }
     let devices = emulated(1, 6, 100);
@@ -626,12 +635,7 @@ fn a_device_goes_on_queueing_kernels_while_final_tiles_go_back_to_host_memory() 
 
 #[test]
 fn the_inverse_runs_beside_a_device_its_diagonal_steps_on_the_cluster() {
-    if cores() < 2 {
-        writeln!(
-            std::io::stderr(),
-            "skipped: a cluster and a device need 2 cores"
-        )
-        .unwrap();
+    if !room_for_a_cluster_beside_a_device() {
         return;
     }
     let devices = emulated(1, 64, 50);

@@ -10,7 +10,7 @@ use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
 use hetla::distributed::{
     DistributedMatrix, DistributedRhs, ProcessGrid, Rank, probed_residual, solve_backward_error,
 };
-use hetla::matgen::random_spd_block;
+use hetla::matgen::random_hpd_block;
 use hetla::{Cholesky, Error};
 
 /// Set in the ranks' environment: which side to run.
@@ -209,7 +209,7 @@ fn rank_side() {
             );
             // Gathered, they are the generator's matrix (the tiles on and below the diagonal).
             let gathered = generated.gather(&world).unwrap();
-            let whole = random_spd_block(n, seed, 0..n, 0..n);
+            let whole = random_hpd_block::<f64>(n, seed, 0..n, 0..n);
             let lower = Mat::from_fn(n, n, |i, j| {
                 if i / tile >= j / tile {
                     whole[(i, j)]
