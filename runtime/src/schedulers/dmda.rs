@@ -4,12 +4,7 @@
 //! are free, and a chain of updates to one tile wanders from device to device (96% of the steps of
 //! a GEMM C tile's chain on sirocco). The arithmetic is [`helper_mct`](super::helper_mct)'s.
 
-use hetla_factorizations::TaskId;
-
-use super::context::SchedContext;
-use super::helper_mct::Completion;
-use super::scheduler::Scheduler;
-use crate::workers::WorkerId;
+use super::helper_mct::{Completion, Scored, Terms};
 
 /// dmda's default beta (StarPU's `STARPU_SCHED_BETA`).
 pub const DMDA_BETA: f64 = 1.0;
@@ -32,23 +27,14 @@ impl Dmda {
     }
 }
 
-impl Scheduler for Dmda {
-    fn push(&self, task: TaskId, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
-        let beta = self.beta;
-        self.queues
-            .push(task, now, ctx, |t| t.free + t.duration + beta * t.copies);
+impl Scored for Dmda {
+    fn queues(&self) -> &Completion {
+        &self.queues
     }
 
-    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<TaskId> {
-        self.queues.pop(worker, now)
-    }
-
-    fn done(&self, _task: TaskId, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
-        self.queues.done(worker, now);
-    }
-
-    fn assigned_worker(&self, task: TaskId) -> Option<WorkerId> {
-        self.queues.assigned(task)
+    /// The expected completion with every copy charged, `beta` times its seconds.
+    fn score(&self, t: Terms) -> f64 {
+        t.free + t.duration + self.beta * t.copies
     }
 }
 
@@ -58,7 +44,9 @@ mod tests {
     use crate::data::{HOST, MemoryNode};
     use crate::schedulers::Mct;
     use crate::schedulers::helper_mct::testing::{FarFromWorkerOne, context, worker};
+    use crate::schedulers::scheduler::Scheduler;
     use crate::workers::ResourceKind;
+    use hetla_factorizations::TaskId;
 
     #[test]
     fn dmda_charges_transfers_that_a_busy_queue_would_hide() {

@@ -16,6 +16,7 @@ use hetla_factorizations::TaskId;
 
 use super::context::{Estimate, SchedContext};
 use super::queue::Queued;
+use super::scheduler::Scheduler;
 use crate::sync::lock;
 use crate::workers::WorkerId;
 
@@ -104,6 +105,33 @@ impl Completion {
     #[cfg(test)]
     pub fn set_running_ends(&self, ends: Vec<f64>) {
         lock(&self.state).running_end = ends;
+    }
+}
+
+/// A policy made of [`Completion`]'s queues and a score of [`Terms`]: the queues do the rest of a
+/// [`Scheduler`]'s work, so a policy of this family is its score.
+pub(super) trait Scored: Send + Sync {
+    /// Its queues.
+    fn queues(&self) -> &Completion;
+    /// The score of a task on a worker (the smallest wins).
+    fn score(&self, terms: Terms) -> f64;
+}
+
+impl<S: Scored> Scheduler for S {
+    fn push(&self, task: TaskId, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
+        self.queues().push(task, now, ctx, |t| self.score(t));
+    }
+
+    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<TaskId> {
+        self.queues().pop(worker, now)
+    }
+
+    fn done(&self, _task: TaskId, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
+        self.queues().done(worker, now);
+    }
+
+    fn assigned_worker(&self, task: TaskId) -> Option<WorkerId> {
+        self.queues().assigned(task)
     }
 }
 

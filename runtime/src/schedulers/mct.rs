@@ -3,12 +3,7 @@
 //! the task is assigned, so they overlap the work queued before it); each worker pops its own queue
 //! by priority. The arithmetic is [`helper_mct`](super::helper_mct)'s.
 
-use hetla_factorizations::TaskId;
-
-use super::context::SchedContext;
-use super::helper_mct::Completion;
-use super::scheduler::Scheduler;
-use crate::workers::WorkerId;
+use super::helper_mct::{Completion, Scored, Terms};
 
 /// Minimum expected completion time with per-worker priority queues.
 pub struct Mct {
@@ -24,31 +19,14 @@ impl Mct {
     }
 }
 
-impl Mct {
-    /// Its queues (tests).
-    #[cfg(test)]
-    pub(super) fn queues(&self) -> &Completion {
+impl Scored for Mct {
+    fn queues(&self) -> &Completion {
         &self.queues
     }
-}
 
-impl Scheduler for Mct {
-    fn push(&self, task: TaskId, _origin: Option<WorkerId>, now: f64, ctx: &SchedContext<'_>) {
-        self.queues.push(task, now, ctx, |t| {
-            t.free.max(t.now + t.copies) + t.duration
-        });
-    }
-
-    fn pop(&self, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) -> Option<TaskId> {
-        self.queues.pop(worker, now)
-    }
-
-    fn done(&self, _task: TaskId, worker: WorkerId, now: f64, _ctx: &SchedContext<'_>) {
-        self.queues.done(worker, now);
-    }
-
-    fn assigned_worker(&self, task: TaskId) -> Option<WorkerId> {
-        self.queues.assigned(task)
+    /// The expected completion: the copies overlap the queued work.
+    fn score(&self, t: Terms) -> f64 {
+        t.free.max(t.now + t.copies) + t.duration
     }
 }
 
@@ -57,7 +35,10 @@ mod tests {
     use super::*;
     use crate::data::{HOST, MemoryNode};
     use crate::schedulers::helper_mct::testing::{FarFromWorkerOne, context, worker};
+    use crate::schedulers::scheduler::Scheduler;
     use crate::workers::ResourceKind;
+    use crate::workers::WorkerId;
+    use hetla_factorizations::TaskId;
 
     #[test]
     fn mct_weighs_the_transfers_a_worker_would_need() {
