@@ -7,13 +7,8 @@ use hetla::{RefinementPath, c64};
 fn main() -> Result<(), hetla::Error> {
     let n = 1000;
     // Single precision: the same API, the type of the matrix chooses the kernels.
-    let a32 = Mat::from_fn(n, n, |i, j| {
-        if i == j {
-            n as f32
-        } else {
-            1.0 / (1 + i + j) as f32
-        }
-    });
+    // (hetla's generator of random SPD matrices; any SPD matrix will do.)
+    let a32 = hetla::matgen::random_hpd::<f32>(n, 7);
     let b32 = Mat::from_fn(n, 1, |i, _| i as f32);
     let x32 = hetla::solve_spd(a32.as_ref(), b32.as_ref())?;
 
