@@ -24,8 +24,8 @@ pub fn random_spd(n: usize, seed: u64) -> Mat<f64> {
 ///
 /// Entry (i, j), i >= j, is draw i of ChaCha8 stream j, so a column of a tile below the diagonal is
 /// one seek and a run of draws; entries above the diagonal mirror theirs (conjugated). The real
-/// types hold the same entries (rounded in `f32`); a complex entry (i, j), i > j, takes draws 2i and
-/// 2i + 1 of stream j as its real and imaginary parts (each below 1/sqrt(2) in modulus, so the
+/// types hold the same entries (rounded in `f32`); a complex entry (i, j), i > j, takes draws 2i
+/// and 2i + 1 of stream j as its real and imaginary parts (each below 1/sqrt(2) in modulus, so the
 /// matrix stays strictly diagonally dominant), and the diagonal is real.
 pub fn random_hpd_block<T: hetla_kernels::Scalar>(
     n: usize,

@@ -18,7 +18,7 @@ use std::cell::RefCell;
 
 use faer::{Accum, Conj, MatMut, MatRef, Par};
 
-use crate::backend::Product;
+use crate::product::Product;
 use crate::scalar::adjoint_conj;
 use crate::{KernelError, Scalar};
 

@@ -43,6 +43,7 @@ mod openblas_impl;
 mod par;
 mod pinned;
 mod potri;
+mod product;
 mod qr;
 mod run;
 mod scalar;

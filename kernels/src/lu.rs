@@ -21,9 +21,9 @@
 use faer::{MatMut, MatRef, Par};
 
 use crate::backend::Backend;
-use crate::backend::Product;
 use crate::error::KernelError;
 use crate::op::Op;
+use crate::product::Product;
 use crate::scalar::Scalar;
 use crate::split::{bands, col_bands, pieces, run_pieces};
 

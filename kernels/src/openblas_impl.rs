@@ -19,7 +19,7 @@ use faer::{Conj, Mat, MatMut, MatRef, Par};
 // Links the system OpenBLAS (the `system` feature of openblas-src).
 use openblas_src as _;
 
-use crate::backend::Product;
+use crate::product::Product;
 use crate::{KernelError, Op, Precision, Scalar};
 
 unsafe extern "C" {

@@ -29,9 +29,9 @@ use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{ColMut, Mat, MatMut, MatRef, Par};
 
 use crate::backend::Backend;
-use crate::backend::Product;
 use crate::error::KernelError;
 use crate::op::Op;
+use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
 
 /// Which stacked QR: a triangle on a full tile (PLASMA's TSQRT, ?tpqrt with l = 0) or on another

@@ -5,12 +5,12 @@ use faer::{Conj, MatMut, MatRef, Par};
 
 use crate::any::each_precision;
 use crate::backend::Backend;
-use crate::backend::Product;
 use crate::erased::{AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
 use crate::op::{Blas, CpuCall, Op, Solve};
 use crate::par::threads;
+use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
 use crate::split::POTRF_BLOCK;
 

@@ -23,9 +23,9 @@ use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::backend::Backend;
-use crate::backend::Product;
 use crate::error::KernelError;
 use crate::par::threads;
+use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
 
 /// Below this many flops per piece a kernel runs on one thread: splitting would cost more than it
