@@ -54,8 +54,9 @@ fn cores() -> usize {
     hetla::Topology::detect().unwrap().cores().len()
 }
 
-/// Whether the machine has the 2 cores a cluster beside a device needs (one for each worker); says
-/// the test is skipped when not.
+/// Whether the machine has the 2 cores a cluster beside a device needs (one for each worker); when
+/// not, says on stderr (past the test harness's capture) that the test is skipped.
+#[allow(clippy::explicit_write)] // eprintln! would be captured by the test harness
 fn room_for_a_cluster_beside_a_device() -> bool {
     let room = cores() >= 2;
     if !room {
