@@ -11,10 +11,8 @@ fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
     let sirocco = PlatformModel::preset("sirocco").unwrap();
     for tiles in [5, 10] {
         let n = tiles * 960;
-        let clusters =
-            cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
-        let cores =
-            cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
+        let clusters = cholesky_bounds(&sirocco, &grid(2, 10), 1, (n, 960)).unwrap();
+        let cores = cholesky_bounds(&sirocco, &grid(20, 1), 1, (n, 960)).unwrap();
         for b in [&clusters, &cores] {
             assert_eq!(b.tasks, tiles * (tiles + 1) * (tiles + 2) / 6);
             assert!(b.mixed_ms >= b.area_ms.max(b.cp_ms) * (1.0 - 1e-9));
@@ -35,29 +33,26 @@ fn sirocco_bounds_are_ordered_and_favour_clusters_on_small_matrices() {
     // Large matrices: single cores are more efficient per core (Table 2: 7.77x on 10
     // cores), and the area bound decides.
     let n = 40 * 960;
-    let clusters = cholesky_bounds(&sirocco, &grid(2, 10), 1, n, 960, hetla::Precision::D).unwrap();
-    let cores = cholesky_bounds(&sirocco, &grid(20, 1), 1, n, 960, hetla::Precision::D).unwrap();
+    let clusters = cholesky_bounds(&sirocco, &grid(2, 10), 1, (n, 960)).unwrap();
+    let cores = cholesky_bounds(&sirocco, &grid(20, 1), 1, (n, 960)).unwrap();
     assert!(cores.mixed_gflops > clusters.mixed_gflops);
 }
 
 #[test]
 fn sirocco_rejects_what_it_cannot_model() {
     let sirocco = PlatformModel::preset("sirocco").unwrap();
-    let err =
-        cholesky_bounds(&sirocco, &grid(2, 10), 1, 9600, 1000, hetla::Precision::D).unwrap_err();
+    let err = cholesky_bounds(&sirocco, &grid(2, 10), 1, (9600, 1000)).unwrap_err();
     assert!(
         matches!(&err, Error::InvalidOption { option: "tile", reason } if reason.contains("960")),
         "{err}"
     );
-    let err =
-        cholesky_bounds(&sirocco, &grid(2, 10), 5, 9600, 960, hetla::Precision::D).unwrap_err();
+    let err = cholesky_bounds(&sirocco, &grid(2, 10), 5, (9600, 960)).unwrap_err();
     assert!(
         matches!(err, Error::InvalidOption { option: "gpus", .. }),
         "{err}"
     );
     // 4 GPUs leave 20 cores: 3 x 8 does not fit.
-    let err =
-        cholesky_bounds(&sirocco, &grid(3, 8), 4, 9600, 960, hetla::Precision::D).unwrap_err();
+    let err = cholesky_bounds(&sirocco, &grid(3, 8), 4, (9600, 960)).unwrap_err();
     assert!(
         matches!(err, Error::Runtime(hetla_runtime::Error::Cluster(_))),
         "{err}"

@@ -37,15 +37,14 @@ pub fn simulate_cholesky(
     hetla_lab::simulate(&plan, &machine, options)
 }
 
-/// The bounds of the same plan on the same machine.
+/// The bounds of the Cholesky plan of order `n` in tiles of `tile`, in double precision, on `model`
+/// with clusters `spec` and `gpus` GPUs.
 pub fn cholesky_bounds(
     model: &PlatformModel,
     spec: &ClusterSpec,
     gpus: usize,
-    n: usize,
-    tile: usize,
-    precision: Precision,
+    (n, tile): (usize, usize),
 ) -> Result<BoundReport> {
-    let (plan, machine) = cholesky_on(model, spec, gpus, (n, tile, precision))?;
+    let (plan, machine) = cholesky_on(model, spec, gpus, (n, tile, Precision::D))?;
     hetla_lab::bounds(&plan, &machine)
 }
