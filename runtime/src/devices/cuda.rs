@@ -116,14 +116,8 @@ impl Device for CudaDevice {
         unsafe { self.gpu.export(&tile, span) }
     }
 
-    fn allocate(
-        &self,
-        handle: Handle,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), KernelError> {
-        let kind = (precision, rows, cols);
+    fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {
+        let (precision, rows, cols) = kind;
         self.replicas.put(handle, |existing| match existing {
             Some(tile) if (tile.precision(), tile.rows(), tile.cols()) == kind => Ok(None),
             _ => self.gpu.alloc_zeroed(precision, rows, cols).map(Some),

@@ -88,15 +88,9 @@ pub trait Device: Send + Sync {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.import(handle, span) }
     }
-    /// Gives `handle` a `rows x cols` replica in `precision` (zeros when new) that a kernel will
-    /// overwrite unread; an existing replica of that shape and precision is kept as it is.
-    fn allocate(
-        &self,
-        handle: Handle,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), KernelError>;
+    /// Gives `handle` a replica of `kind`, (precision, rows, cols), zeros when new, that a kernel
+    /// will overwrite unread; an existing replica of that precision and shape is kept as it is.
+    fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError>;
     /// Waits until every upload queued so far has arrived (for timing copies).
     fn wait_uploads(&self) -> Result<(), KernelError>;
     /// Copies the replica of `handle` into the host tile `dst` (of the replica's shape and

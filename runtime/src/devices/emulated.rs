@@ -275,14 +275,8 @@ impl Device for EmulatedDevice {
         // SAFETY: the caller's contract: nothing else uses `span` during the call.
         self.copy_out(handle, unsafe { span.host_view_mut() }, None)
     }
-    fn allocate(
-        &self,
-        handle: Handle,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), KernelError> {
-        let kind = (precision, rows, cols);
+    fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {
+        let (precision, rows, cols) = kind;
         self.replicas.put(handle, |existing| match existing {
             Some(tile) if (tile.precision, tile.rows, tile.cols) == kind => Ok(None),
             Some(tile) => {

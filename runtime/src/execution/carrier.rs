@@ -61,7 +61,8 @@ impl Carrier for Devices<'_> {
                                 .host_tile(tile)
                                 .map_or(((0, 0), Precision::D), |t| (t.shape(), t.precision())),
                         };
-                        self.device(node).allocate(handle, precision, rows, cols)?;
+                        self.device(node)
+                            .allocate(handle, (precision, rows, cols))?;
                     }
                     Step::Copy(copy) => deferred.push(self.inflight.register(copy)),
                 }
