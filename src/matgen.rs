@@ -153,19 +153,25 @@ pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
             for c in 0..columns.ncols() {
                 let j = first + c;
                 for i in j..n {
-                    let re = rng.random::<f64>() - 0.5;
-                    let im = if complex && i != j {
-                        rng.random::<f64>() - 0.5
-                    } else {
-                        0.0
-                    };
-                    let re = if i == j { re + n as f64 } else { re };
-                    columns[(i, c)] = T::from_parts(re, im);
+                    columns[(i, c)] = hpd_entry(&mut rng, n, i, j);
                 }
             }
         });
     mirror_lower(a.as_mut());
     a
+}
+
+/// Entry (i, j), i >= j, of [`random_hpd`]'s matrix of order `n` from the next draws of `rng`: a
+/// real part uniform in [-0.5, 0.5) (plus `n` on the diagonal), and below the diagonal of a complex
+/// type an imaginary part drawn next.
+fn hpd_entry<T: hetla_kernels::Scalar>(rng: &mut ChaCha8Rng, n: usize, i: usize, j: usize) -> T {
+    let re = rng.random::<f64>() - 0.5;
+    let im = if T::PRECISION.is_complex() && i != j {
+        rng.random::<f64>() - 0.5
+    } else {
+        0.0
+    };
+    T::from_parts(if i == j { re + n as f64 } else { re }, im)
 }
 
 /// Columns per chunk of [`random_hpd`]'s parallel draws.
@@ -335,19 +341,12 @@ mod tests {
     /// and its mirror must reproduce exactly.
     fn one_pass<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let complex = T::PRECISION.is_complex();
         let mut a = Mat::<T>::zeros(n, n);
         for j in 0..n {
             for i in j..n {
-                let re = rng.random::<f64>() - 0.5;
-                let im = if complex && i != j {
-                    rng.random::<f64>() - 0.5
-                } else {
-                    0.0
-                };
-                let re = if i == j { re + n as f64 } else { re };
-                a[(i, j)] = T::from_parts(re, im);
-                a[(j, i)] = T::from_parts(re, -im);
+                let x: T = hpd_entry(&mut rng, n, i, j);
+                a[(i, j)] = x;
+                a[(j, i)] = faer::traits::ComplexField::conj_impl(&x);
             }
         }
         a
