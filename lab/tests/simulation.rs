@@ -156,16 +156,11 @@ fn knl_orders_its_cluster_shapes_as_paper_002_with_loaded_rates() {
 fn one_worker_runs_every_task_back_to_back() {
     // A single 1-core cluster: no transfers, no idle time, so the makespan is the sum of
     // the durations, which is also the area bound.
-    let (r, trace) = simulate_cholesky(
-        &sirocco(),
-        &grid(1, 1),
-        0,
-        4800,
-        960,
-        Precision::D,
-        &SimOptions::default(),
-    )
-    .unwrap();
+    let one_core = |model: &PlatformModel| {
+        let options = SimOptions::default();
+        simulate_cholesky(model, &grid(1, 1), 0, 4800, 960, Precision::D, &options).unwrap()
+    };
+    let (r, trace) = one_core(&sirocco());
     assert!((r.makespan_ms - r.bounds.area_ms).abs() < 1e-9 * r.makespan_ms);
     assert!(trace.transfers.is_empty());
     for pair in trace.tasks.windows(2) {
@@ -174,16 +169,7 @@ fn one_worker_runs_every_task_back_to_back() {
     // With a runtime overhead of 100 us per task, each task starts 100 us after the last.
     let mut slow = sirocco();
     slow.cpu.task_overhead_us = 100.0;
-    let (with_overhead, _) = simulate_cholesky(
-        &slow,
-        &grid(1, 1),
-        0,
-        4800,
-        960,
-        Precision::D,
-        &SimOptions::default(),
-    )
-    .unwrap();
+    let (with_overhead, _) = one_core(&slow);
     let expected = r.makespan_ms + 0.1 * r.bounds.tasks as f64;
     assert!((with_overhead.makespan_ms - expected).abs() < 1e-9 * expected);
     assert_eq!(with_overhead.bounds.mixed_ms, r.bounds.mixed_ms);
