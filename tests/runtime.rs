@@ -2,11 +2,12 @@
 //! panics) under every scheduler, residuals under every cluster configuration this machine allows,
 //! performance-model persistence and trace exports.
 
+mod common;
 use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::{Backend, Cholesky, ClusterSpec, Error, Op, matgen::random_spd};
+use hetla::{Backend, Cholesky, ClusterSpec, Op, matgen::random_spd};
 use hetla_factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
@@ -272,17 +273,12 @@ fn non_spd_fails_at_the_known_column_under_every_scheduler_and_tile() {
                 for column in [0, 57, 100, n - 1] {
                     let mut a = spd.clone();
                     a[(column, column)] = -1.0;
-                    let err = Cholesky::new()
+                    let builder = Cholesky::new()
                         .platform(platform.clone())
                         .scheduler(scheduler)
-                        .tile(tile)
-                        .factor(a.as_ref())
-                        .unwrap_err();
-                    assert_eq!(
-                        err,
-                        Error::NotPositiveDefinite { column },
-                        "{spec} {scheduler} tile {tile}"
-                    );
+                        .tile(tile);
+                    let context = format!("{spec} {scheduler} tile {tile}");
+                    common::assert_not_positive_definite_at(builder, &a, column, &context);
                 }
             }
             assert_pools_still_factor(&platform, scheduler, &spd);

@@ -70,3 +70,19 @@ pub mod lapack {
         rcond
     }
 }
+
+/// Asserts that `builder` refuses `a` as not positive definite at `column` (`context` names the
+/// case in the failure).
+pub fn assert_not_positive_definite_at(
+    builder: hetla::Cholesky,
+    a: &faer::Mat<f64>,
+    column: usize,
+    context: &str,
+) {
+    let err = builder.factor(a.as_ref()).unwrap_err();
+    assert_eq!(
+        err,
+        hetla::Error::NotPositiveDefinite { column },
+        "{context}"
+    );
+}
