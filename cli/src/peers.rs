@@ -139,30 +139,30 @@ pub fn library_cholesky<T: Scalar>(
     ))
 }
 
-/// Times a library's own factorisation of `a` on each available backend, as the peers of a run of
-/// `flops`: faer's on a pool of `cores` threads, OpenBLAS's on its own threads called from this
-/// thread as a user's program would (its recursive routines need more stack than a rayon worker
-/// has). Each run factors a fresh copy of `a` (the copy untimed), `runs` as [`repeat`]'s; `name`
-/// names a backend's peer ("faer-lu", "openblas-dgetrf"), `factor` runs it.
-pub fn library_peers<T: Scalar>(
-    a: &Mat<T>,
+/// Times a library's own call on each available backend, as the peers of a run of `flops`: faer's
+/// on a pool of `cores` threads, OpenBLAS's on its own threads called from this thread as a user's
+/// program would (its recursive routines need more stack than a rayon worker has). Each run works
+/// on fresh operands from `fresh` (made untimed), `runs` as [`repeat`]'s; `name` names a backend's
+/// peer ("faer-lu", "openblas-dgetrf"), `call` runs it.
+pub fn library_peers<S: Send>(
+    fresh: impl Fn() -> S,
     cores: usize,
     runs: Option<usize>,
     flops: f64,
     name: impl Fn(Backend) -> String,
-    factor: impl Fn(Backend, MatMut<'_, T>, hetla::Par) -> Result<(), hetla_kernels::KernelError> + Sync,
+    call: impl Fn(Backend, S, hetla::Par) -> Result<(), hetla_kernels::KernelError> + Sync,
 ) -> Result<Vec<PeerRate>> {
     let pool = pool(cores)?;
     let mut rates = Vec::new();
     for backend in Backend::available() {
         let name = name(backend);
         let ((), t) = repeat(runs, || {
-            let mut m = a.clone();
+            let operands = fresh();
             let start = Instant::now();
             let par = hetla::Par::rayon(cores);
             let result = match backend {
-                Backend::Faer => pool.install(|| factor(backend, m.as_mut(), par)),
-                Backend::OpenBlas => factor(backend, m.as_mut(), par),
+                Backend::Faer => pool.install(|| call(backend, operands, par)),
+                Backend::OpenBlas => call(backend, operands, par),
             };
             result.map_err(|source| Error::Peer {
                 name: name.clone(),

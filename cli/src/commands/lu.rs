@@ -187,7 +187,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     };
     if args.compare {
         let rates = peers::library_peers(
-            &a,
+            || a.clone(),
             cores,
             runs,
             flops,
@@ -195,7 +195,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
                 Backend::Faer => "faer-lu".to_owned(),
                 Backend::OpenBlas => format!("openblas-{}getrf", T::PRECISION),
             },
-            |backend, m, par| backend.library_lu(m, par).map(|_| ()),
+            |backend, mut m, par| backend.library_lu(m.as_mut(), par).map(|_| ()),
         )?;
         report.run.add_peers(rates);
     }

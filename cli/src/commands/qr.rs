@@ -218,7 +218,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     };
     if args.compare {
         let rates = peers::library_peers(
-            &a,
+            || a.clone(),
             cores,
             runs,
             flops,
@@ -226,7 +226,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
                 Backend::Faer => "faer-qr".to_owned(),
                 Backend::OpenBlas => format!("openblas-{}geqrf", T::PRECISION),
             },
-            |backend, m, par| backend.library_qr(m, par),
+            |backend, mut m, par| backend.library_qr(m.as_mut(), par),
         )?;
         report.run.add_peers(rates);
     }
@@ -235,14 +235,8 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         report.cholqr = Some(cholqr(&qr, a.as_ref(), runs, flops, peers)?);
     }
     if let Some(k) = args.lstsq {
-        let pool = peers::pool(cores)?;
-        let peer_runs = PeerRuns {
-            runs,
-            compare: args.compare,
-            pool: &pool,
-            cores,
-        };
-        report.lstsq = Some(lstsq(&qr, a.as_ref(), k, args.seed, &peer_runs)?);
+        let peers_on = args.compare.then_some(cores);
+        report.lstsq = Some(lstsq(&qr, a.as_ref(), (k, args.seed), runs, peers_on)?);
     }
     Ok(report)
 }
@@ -277,30 +271,16 @@ fn cholqr<T: Scalar>(
     })
 }
 
-/// How a run and its peers are timed: `runs` (None: one cold run), whether the peers run
-/// (`compare`), and the pool of `cores` threads faer's peers run on.
-struct PeerRuns<'p> {
-    runs: Option<usize>,
-    compare: bool,
-    pool: &'p rayon::ThreadPool,
-    cores: usize,
-}
-
 /// Least squares with `k` right-hand sides (B generated from `seed`): hetla's (factorisation and
-/// solve), and with `peer_runs.compare` faer's and LAPACK ?gels, each timed the same way.
+/// solve), `runs` as [`peers::repeat`]'s, and with `peers_on` (a number of cores) faer's and LAPACK
+/// ?gels, each timed the same way.
 fn lstsq<T: Scalar>(
     qr: &Qr,
     a: MatRef<'_, T>,
-    k: usize,
-    seed: u64,
-    peer_runs: &PeerRuns<'_>,
+    (k, seed): (usize, u64),
+    runs: Option<usize>,
+    peers_on: Option<usize>,
 ) -> Result<LstsqReport> {
-    let PeerRuns {
-        runs,
-        compare,
-        pool,
-        cores,
-    } = *peer_runs;
     let b: Mat<T> = hetla::matgen::random_block_in(a.nrows(), seed + 1, 0..a.nrows(), 0..k);
     let (x, t) = peers::repeat(runs, || {
         let start = Instant::now();
@@ -320,36 +300,30 @@ fn lstsq<T: Scalar>(
         peers: None,
         ratios: Vec::new(),
     };
-    if compare {
-        let mut rates = Vec::new();
-        for backend in Backend::available() {
-            let name = match backend {
+    if let Some(cores) = peers_on {
+        let rates = peers::library_peers(
+            || (a.to_owned(), b.clone()),
+            cores,
+            runs,
+            flops,
+            |backend| match backend {
                 Backend::Faer => "faer-lstsq".to_owned(),
                 Backend::OpenBlas => format!("openblas-{}gels", T::PRECISION),
-            };
-            let ((), t) = peers::repeat(runs, || {
-                let (mut f, mut rhs) = (a.to_owned(), b.clone());
-                let start = Instant::now();
-                match backend {
-                    Backend::Faer => pool.install(|| {
-                        faer::set_global_parallelism(hetla::Par::rayon(cores));
-                        let x = f.as_ref().qr().solve_lstsq(rhs.as_ref());
-                        faer::set_global_parallelism(hetla::Par::Seq);
-                        std::hint::black_box(x);
-                    }),
-                    Backend::OpenBlas => {
-                        backend
-                            .library_lstsq(f.as_mut(), rhs.as_mut(), hetla::Par::rayon(cores))
-                            .map_err(|source| Error::Peer {
-                                name: name.clone(),
-                                source,
-                            })?;
-                    }
+            },
+            |backend, (mut f, mut rhs), par| match backend {
+                Backend::Faer => {
+                    // faer's high-level solve runs on its global parallelism.
+                    faer::set_global_parallelism(par);
+                    let x = f.as_ref().qr().solve_lstsq(rhs.as_ref());
+                    faer::set_global_parallelism(hetla::Par::Seq);
+                    std::hint::black_box(x);
+                    Ok(())
                 }
-                Ok(((), start.elapsed().as_secs_f64()))
-            })?;
-            rates.push(PeerRate::from_timings(&name, t, flops));
-        }
+                Backend::OpenBlas => backend
+                    .library_lstsq(f.as_mut(), rhs.as_mut(), par)
+                    .map(|_| ()),
+            },
+        )?;
         report.ratios = rates
             .iter()
             .map(|p| (p.name.clone(), p.seconds / report.seconds))
