@@ -97,6 +97,13 @@ pub enum Error {
         /// ln det A.
         log_det: f64,
     },
+    /// An iterative eigenvalue solver that did not converge (a fallback of the symmetric indefinite
+    /// factor's inertia).
+    #[error("the eigenvalues of {what} did not converge")]
+    NoConvergence {
+        /// The matrix whose eigenvalues were sought.
+        what: &'static str,
+    },
     /// A downdate A - W W^H that would not be positive definite; the factor was left unchanged.
     #[error(
         "the downdate by column {column} of W leaves A - W W^H not positive definite (||L^-1 w||_2 = {norm} >= 1); the factor is unchanged"
@@ -216,6 +223,7 @@ impl Error {
             Error::ZeroTileSize => "zero_tile_size",
             Error::DeterminantOutOfRange { .. } => "determinant_out_of_range",
             Error::DowndateNotPositiveDefinite { .. } => "downdate_not_positive_definite",
+            Error::NoConvergence { .. } => "no_convergence",
             Error::Layout { .. } => "layout",
             Error::InvalidOption { .. } => "invalid_option",
             Error::Kernel(_) => "kernel",

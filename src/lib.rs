@@ -48,6 +48,7 @@ pub mod distributed;
 mod error;
 pub mod gemm;
 mod interop;
+mod ldlt;
 #[doc(hidden)]
 pub mod limits;
 mod lu;
@@ -70,6 +71,7 @@ pub use hetla_runtime::{
     GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,
 };
 pub use interop::{Matrix, MatrixMut};
+pub use ldlt::{Inertia, Ldlt, LdltFactor, solve_symmetric};
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use plan::{

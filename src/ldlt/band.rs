@@ -1,0 +1,294 @@
+//! Stage 2: the block tridiagonal T of stage 1 factored by LU with partial pivoting in block steps
+//! (LAPACK's ?gbtrf with the band's blocks: what ?sytrf_aa_2stage does), its solves and
+//! determinant, and T's inertia (Sylvester's law makes it A's).
+//!
+//! Step k factors the panel of block rows k and k+1 in block column k; its interchanges stay within
+//! those rows, so U gains one block of fill: block row k of U spans block columns k, k+1 and k+2.
+//! The rows of step k+1 are the updated block row k+1 (carried, with a zero block for column k+3)
+//! and T's block row k+2.
+
+use faer::linalg::matmul::matmul;
+use faer::linalg::triangular_solve::{
+    solve_unit_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::reborrow::*;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+use hetla_kernels::{Backend, Scalar, c64, swap_rows};
+
+use super::aasen::Blocks;
+use crate::Result;
+
+/// One block step: the panel's LU (rows k and k+1 by column k: L's unit lower trapezoid below the
+/// diagonal, U(k, k) on and above it), its interchanges (local to the two block rows), and U's
+/// block row k right of the diagonal block (columns k+1 and k+2).
+#[derive(Debug, Clone)]
+struct Step<T> {
+    panel: Mat<T>,
+    swaps: Vec<usize>,
+    right: Mat<T>,
+}
+
+/// T = P L U, in block steps (see the module documentation).
+#[derive(Debug, Clone)]
+pub(crate) struct BandLu<T> {
+    blocks: Blocks,
+    steps: Vec<Step<T>>,
+    /// The first column whose pivot is exactly zero, if any (LAPACK's info - 1).
+    pub singular: Option<usize>,
+}
+
+impl<T: Scalar> BandLu<T> {
+    /// Factors the block tridiagonal Hermitian matrix of diagonal blocks `diag` and subdiagonal
+    /// blocks `sub` (T(k+1, k)).
+    pub fn factor(
+        blocks: Blocks,
+        (diag, sub): (&[Mat<T>], &[Mat<T>]),
+        backend: Backend,
+        par: Par,
+    ) -> Result<Self> {
+        let count = blocks.count();
+        let size = |k: usize| if k < count { blocks.size(k) } else { 0 };
+        let mut steps = Vec::with_capacity(count);
+        let mut singular = None;
+        // Block row k from column k on: columns k, k+1, k+2.
+        let mut carry = Mat::<T>::zeros(size(0), size(0) + size(1) + size(2));
+        carry.as_mut().subcols_mut(0, size(0)).copy_from(&diag[0]);
+        if count > 1 {
+            carry
+                .as_mut()
+                .subcols_mut(size(0), size(1))
+                .copy_from(sub[0].adjoint());
+        }
+        for k in 0..count {
+            let (top, bottom) = (size(k), size(k + 1));
+            let width = top + bottom + size(k + 2);
+            let mut m = Mat::<T>::zeros(top + bottom, width);
+            m.as_mut().submatrix_mut(0, 0, top, width).copy_from(&carry);
+            if bottom > 0 {
+                let mut row = m.as_mut().subrows_mut(top, bottom);
+                row.rb_mut().subcols_mut(0, top).copy_from(&sub[k]);
+                row.rb_mut()
+                    .subcols_mut(top, bottom)
+                    .copy_from(&diag[k + 1]);
+                if k + 2 < count {
+                    row.subcols_mut(top + bottom, size(k + 2))
+                        .copy_from(sub[k + 1].adjoint());
+                }
+            }
+            let mut swaps = vec![0; top];
+            let zero = backend.lu_panel(m.as_mut().subcols_mut(0, top), &mut swaps, par)?;
+            if let (None, Some(c)) = (singular, zero) {
+                singular = Some(blocks.start(k) + c);
+            }
+            let (left, mut rest) = m.as_mut().split_at_col_mut(top);
+            swap_rows(rest.rb_mut(), &swaps);
+            let (mut u_row, below) = rest.split_at_row_mut(top);
+            let (l11, l21) = left.rb().split_at_row(top);
+            solve_unit_lower_triangular_in_place(l11, u_row.rb_mut(), par);
+            matmul(below, Accum::Add, l21, u_row.rb(), T::from_f64(-1.0), par);
+            // The next step's first block row: block row k+1 from column k+1 on, and a zero
+            // block for column k+3.
+            let next_width = bottom + size(k + 2) + size(k + 3);
+            carry = Mat::<T>::zeros(bottom, next_width);
+            carry
+                .as_mut()
+                .subcols_mut(0, bottom + size(k + 2))
+                .copy_from(m.as_ref().submatrix(top, top, bottom, bottom + size(k + 2)));
+            steps.push(Step {
+                panel: m.as_ref().subcols(0, top).to_owned(),
+                swaps,
+                right: m.as_ref().submatrix(0, top, top, width - top).to_owned(),
+            });
+        }
+        Ok(Self {
+            blocks,
+            steps,
+            singular,
+        })
+    }
+
+    /// X <- T^-1 X (T nonsingular: the caller checks [`BandLu::singular`]).
+    pub fn solve(&self, mut x: MatMut<'_, T>, par: Par) {
+        let b = &self.blocks;
+        for (k, step) in self.steps.iter().enumerate() {
+            let top = b.size(k);
+            let rows = step.panel.nrows();
+            let mut xk = x.rb_mut().subrows_mut(b.start(k), rows);
+            swap_rows(xk.rb_mut(), &step.swaps);
+            let (l11, l21) = step.panel.as_ref().split_at_row(top);
+            let (mut head, tail) = xk.split_at_row_mut(top);
+            solve_unit_lower_triangular_in_place(l11, head.rb_mut(), par);
+            matmul(tail, Accum::Add, l21, head.rb(), T::from_f64(-1.0), par);
+        }
+        for (k, step) in self.steps.iter().enumerate().rev() {
+            let (start, top) = (b.start(k), b.size(k));
+            let (mut head, after) = x
+                .rb_mut()
+                .subrows_mut(start, b.n - start)
+                .split_at_row_mut(top);
+            let cols = step.right.ncols();
+            if cols > 0 {
+                let known = after.rb().subrows(0, cols);
+                matmul(
+                    head.rb_mut(),
+                    Accum::Add,
+                    step.right.as_ref(),
+                    known,
+                    T::from_f64(-1.0),
+                    par,
+                );
+            }
+            let u = step.panel.as_ref().subrows(0, top);
+            solve_upper_triangular_in_place(u, head, par);
+        }
+    }
+
+    /// log |det T| and the sign of det T (T Hermitian: its determinant is real): 0 with a zero
+    /// pivot, when the logarithm is minus infinity.
+    pub fn log_abs_det(&self) -> (f64, f64) {
+        let mut log = 0.0;
+        let mut phase = c64::new(1.0, 0.0);
+        for (k, step) in self.steps.iter().enumerate() {
+            for i in 0..self.blocks.size(k) {
+                let u = step.panel[(i, i)].to_c64();
+                let modulus = u.norm();
+                if modulus == 0.0 {
+                    return (f64::NEG_INFINITY, 0.0);
+                }
+                log += modulus.ln();
+                phase *= u / modulus;
+                if step.swaps[i] != i {
+                    phase = -phase;
+                }
+            }
+        }
+        (log, phase.re.signum())
+    }
+}
+
+/// The inertia of a matrix: its counts of positive, negative and zero eigenvalues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inertia {
+    /// Positive eigenvalues.
+    pub positive: usize,
+    /// Negative eigenvalues.
+    pub negative: usize,
+    /// Zero eigenvalues (within the factor's rounding: |lambda| <= n eps ||T||).
+    pub zero: usize,
+}
+
+/// The inertia of the block tridiagonal Hermitian T (diagonal blocks `diag`, subdiagonal blocks
+/// `sub`), as the sum of its Schur complements' (Haynsworth): S_0 = T(0, 0), S_k = T(k, k) - T(k,
+/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues. When a complement is nearly singular
+/// (its smallest eigenvalue below sqrt(eps) times its largest), the recursion would lose the signs
+/// it counts, and the inertia is T's eigenvalues' instead (dense: O(n^3)).
+pub(crate) fn inertia<T: Scalar>(
+    blocks: Blocks,
+    diag: &[Mat<T>],
+    sub: &[Mat<T>],
+) -> Result<Inertia> {
+    let widen =
+        |m: MatRef<'_, T>| Mat::<c64>::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64());
+    let eps = T::PRECISION.epsilon();
+    let scale = diag
+        .iter()
+        .chain(sub)
+        .flat_map(|m| {
+            (0..m.ncols()).flat_map(move |j| (0..m.nrows()).map(move |i| m[(i, j)].abs_f64()))
+        })
+        .fold(0.0_f64, f64::max);
+    let tolerance = blocks.n as f64 * eps * scale;
+    let mut counts = Inertia {
+        positive: 0,
+        negative: 0,
+        zero: 0,
+    };
+    let mut s = widen(diag[0].as_ref());
+    for k in 0..diag.len() {
+        let Ok(evd) = s.as_ref().self_adjoint_eigen(faer::Side::Lower) else {
+            return dense_inertia(blocks, diag, sub, tolerance);
+        };
+        let values: Vec<f64> = (0..s.nrows()).map(|i| evd.S()[i].re).collect();
+        let largest = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+        let smallest = values.iter().fold(f64::INFINITY, |m, v| m.min(v.abs()));
+        if k + 1 < diag.len() && smallest <= eps.sqrt() * largest {
+            return dense_inertia(blocks, diag, sub, tolerance);
+        }
+        for v in &values {
+            if v.abs() <= tolerance {
+                counts.zero += 1;
+            } else if *v > 0.0 {
+                counts.positive += 1;
+            } else {
+                counts.negative += 1;
+            }
+        }
+        if k + 1 == diag.len() {
+            break;
+        }
+        // S_{k+1} = T(k+1, k+1) - T(k+1, k) V Lambda^-1 V^H T(k+1, k)^H.
+        let c = widen(sub[k].as_ref());
+        let v = evd.U();
+        let cv = &c * v;
+        let scaled = Mat::<c64>::from_fn(cv.nrows(), cv.ncols(), |i, j| cv[(i, j)] / values[j]);
+        let mut next = widen(diag[k + 1].as_ref());
+        matmul(
+            next.as_mut(),
+            Accum::Add,
+            scaled.as_ref(),
+            cv.adjoint(),
+            c64::new(-1.0, 0.0),
+            Par::Seq,
+        );
+        super::aasen::hermitian_part(next.as_mut());
+        s = next;
+    }
+    Ok(counts)
+}
+
+/// T's inertia from the eigenvalues of T assembled dense.
+fn dense_inertia<T: Scalar>(
+    blocks: Blocks,
+    diag: &[Mat<T>],
+    sub: &[Mat<T>],
+    tolerance: f64,
+) -> Result<Inertia> {
+    let mut t = Mat::<c64>::zeros(blocks.n, blocks.n);
+    for (k, d) in diag.iter().enumerate() {
+        let s = blocks.start(k);
+        for j in 0..d.ncols() {
+            for i in 0..d.nrows() {
+                t[(s + i, s + j)] = d[(i, j)].to_c64();
+            }
+        }
+        if let Some(c) = sub.get(k) {
+            let below = blocks.start(k + 1);
+            for j in 0..c.ncols() {
+                for i in 0..c.nrows() {
+                    let x = c[(i, j)].to_c64();
+                    t[(below + i, s + j)] = x;
+                    t[(s + j, below + i)] = x.conj();
+                }
+            }
+        }
+    }
+    let values = t
+        .as_ref()
+        .self_adjoint_eigenvalues(faer::Side::Lower)
+        .map_err(|_| crate::Error::NoConvergence { what: "T" })?;
+    let mut counts = Inertia {
+        positive: 0,
+        negative: 0,
+        zero: 0,
+    };
+    for v in values {
+        if v.abs() <= tolerance {
+            counts.zero += 1;
+        } else if v > 0.0 {
+            counts.positive += 1;
+        } else {
+            counts.negative += 1;
+        }
+    }
+    Ok(counts)
+}

@@ -1,0 +1,230 @@
+//! Symmetric (complex: Hermitian) indefinite systems: [`Ldlt`] factors A = Q^T L T L^H Q by Aasen's
+//! algorithm in blocks, T Hermitian block tridiagonal (LAPACK's ?sytrf_aa_2stage, PLASMA's and
+//! SLATE's hesv), and [`LdltFactor`] solves with it, gives A's inertia and determinant;
+//! [`solve_symmetric`] is LAPACK's ?sysv.
+//!
+//! The design, and where it stands:
+//!
+//! - Stage 1 (`aasen`): the communication-avoiding Aasen of Ballard et al. (2014) in blocks of the
+//!   tile's order: n^3/3 flops (Cholesky's), in products; each block column's panel is an LU with
+//!   partial pivoting (the LU family's panel kernel), whose interchanges are applied symmetrically.
+//!   It runs today as block steps on the calling thread, every product and panel on all the
+//!   platform's cores; the task graph of its steps (products of a block column in parallel, the
+//!   panels on a cluster, as LU's), its codelets and its plan are the next steps of the issue.
+//! - Stage 2 (`band`): T factored by LU with partial pivoting in block steps (?gbtrf on the band:
+//!   O(n b^2) flops, a chain of n/b steps), which gives the solves and det A = det T (Q and L have
+//!   determinant +-1 and 1).
+//! - Inertia (Sylvester's law: A's is T's) from T's Schur complements block by block (Haynsworth),
+//!   each by its eigenvalues; dense eigenvalues of T when a complement is nearly singular.
+//!
+//! Only the lower triangle of A is read (its diagonal's imaginary parts are taken as zero). Input
+//! is checked for NaN and infinities before any work. A singular A still factors (the factor says
+//! where T's first zero pivot is, LAPACK's info); its solves refuse with [`Error::Singular`].
+
+use faer::reborrow::*;
+use faer::{Mat, MatMut, MatRef};
+use hetla_kernels::{Precision, Scalar};
+
+use crate::check::{check_finite_triangle, check_square};
+use crate::interop::Matrix;
+use crate::run::{RunConfig, on_all_cores};
+use crate::{Error, Result};
+
+mod aasen;
+mod band;
+
+use aasen::Aasen;
+use band::BandLu;
+pub use band::Inertia;
+
+/// The block order Aasen's factorisation uses when none is given.
+pub const DEFAULT_LDLT_TILE: usize = 256;
+
+/// Configures and runs symmetric indefinite factorisations: the run options every builder has
+/// (backend, clusters, threads, scheduler, platform) and the block order.
+///
+/// ```
+/// use faer::Mat;
+/// // A KKT matrix [H A^T; A 0]: indefinite, 2 positive and 1 negative eigenvalue.
+/// let a = Mat::from_fn(3, 3, |i, j| [[2.0, 0.0, 1.0], [0.0, 2.0, 1.0], [1.0, 1.0, 0.0]][i][j]);
+/// let f = hetla::Ldlt::new().factor(a.as_ref())?;
+/// let inertia = f.inertia()?;
+/// assert_eq!((inertia.positive, inertia.negative, inertia.zero), (2, 1, 0));
+/// let x = f.solve(Mat::<f64>::ones(3, 1).as_ref())?;
+/// assert!((&a * &x - Mat::<f64>::ones(3, 1)).norm_max() < 1e-14);
+/// # Ok::<(), hetla::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Ldlt {
+    run: RunConfig,
+    tile: Option<usize>,
+}
+
+impl Ldlt {
+    /// Default options: faer, blocks of [`DEFAULT_LDLT_TILE`], the default clusters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The block order b (T's band is b wide). 0 is an error at factorisation time.
+    pub fn tile(mut self, b: usize) -> Self {
+        self.tile = Some(b);
+        self
+    }
+
+    crate::run::run_options!();
+
+    /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
+    /// any [`Matrix`]. A singular matrix still factors (see [`LdltFactor::singular`]).
+    pub fn factor<A: Matrix>(&self, a: A) -> Result<LdltFactor<A::Elem>> {
+        let a = a.view();
+        check_square("A", a.nrows(), a.ncols())?;
+        check_finite_triangle("A", a, true)?;
+        let b = match self.tile {
+            Some(0) => return Err(Error::ZeroTileSize),
+            Some(b) => b,
+            None => DEFAULT_LDLT_TILE,
+        };
+        let platform = self.resolve_platform()?;
+        let n = a.nrows();
+        let full = hermitian_from_lower(a);
+        let flops = (n as f64).powi(3) / 3.0 * a_flop_factor::<A::Elem>();
+        let (aasen, band) = on_all_cores(&platform, flops, |backend, par| -> Result<_> {
+            let aasen = Aasen::factor(full, b.min(n.max(1)), backend, par)?;
+            let band = BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)?;
+            Ok((aasen, band))
+        })?;
+        Ok(LdltFactor { aasen, band })
+    }
+}
+
+fn a_flop_factor<T: Scalar>() -> f64 {
+    T::PRECISION.flop_factor()
+}
+
+/// The full Hermitian matrix of `a`'s lower triangle (the diagonal's imaginary parts dropped).
+fn hermitian_from_lower<T: Scalar>(a: MatRef<'_, T>) -> Mat<T> {
+    Mat::from_fn(a.nrows(), a.ncols(), |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => a[(i, j)],
+        std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
+        std::cmp::Ordering::Less => aasen::conj(a[(j, i)]),
+    })
+}
+
+/// A factored symmetric indefinite matrix, A = Q^T L T L^H Q (see the [module](self)
+/// documentation).
+#[derive(Debug, Clone)]
+pub struct LdltFactor<T> {
+    aasen: Aasen<T>,
+    band: BandLu<T>,
+}
+
+impl<T: Scalar> LdltFactor<T> {
+    /// The order n.
+    pub fn n(&self) -> usize {
+        self.aasen.blocks.n
+    }
+
+    /// The precision.
+    pub fn precision(&self) -> Precision {
+        T::PRECISION
+    }
+
+    /// The first column (0-based, of T) whose pivot in T's LU is exactly zero: A is singular
+    /// (LAPACK's info). `None` for a nonsingular A.
+    pub fn singular(&self) -> Option<usize> {
+        self.band.singular
+    }
+
+    /// X with A X = B (n x k).
+    pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<Mat<T>> {
+        let b = b.view();
+        let mut x = b.to_owned();
+        self.solve_in_place(x.as_mut())?;
+        Ok(x)
+    }
+
+    /// B <- A^-1 B.
+    pub fn solve_in_place(&self, mut b: MatMut<'_, T>) -> Result<()> {
+        let n = self.n();
+        if b.nrows() != n {
+            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
+        }
+        crate::check::check_finite("B", b.rb())?;
+        if let Some(column) = self.band.singular {
+            return Err(Error::Singular { column });
+        }
+        let par = faer::get_global_parallelism();
+        self.aasen.permute(b.rb_mut());
+        self.aasen.solve_l(b.rb_mut(), par);
+        self.band.solve(b.rb_mut(), par);
+        self.aasen.solve_lh(b.rb_mut(), par);
+        self.aasen.unpermute(b);
+        Ok(())
+    }
+
+    /// A's inertia (its counts of positive, negative and zero eigenvalues): T's, by Sylvester's
+    /// law. Computed on each call (O(n b^2), more when T's blocks are nearly singular: see the
+    /// module documentation).
+    pub fn inertia(&self) -> Result<Inertia> {
+        band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub)
+    }
+
+    /// ln |det A| (minus infinity for a singular A).
+    pub fn log_abs_det(&self) -> f64 {
+        self.band.log_abs_det().0
+    }
+
+    /// det A (real: A is Hermitian), or [`Error::DeterminantOutOfRange`] when it is no normal f64.
+    pub fn det(&self) -> Result<f64> {
+        let (log, sign) = self.band.log_abs_det();
+        if sign == 0.0 {
+            return Ok(0.0);
+        }
+        let det = sign * log.exp();
+        if det.is_normal() {
+            Ok(det)
+        } else {
+            Err(Error::DeterminantOutOfRange { log_det: log })
+        }
+    }
+
+    /// L, unit lower triangular (n x n).
+    pub fn l(&self) -> Mat<T> {
+        self.aasen.l()
+    }
+
+    /// T, Hermitian block tridiagonal (n x n, dense).
+    pub fn t(&self) -> Mat<T> {
+        let blocks = self.aasen.blocks;
+        let mut t = Mat::<T>::zeros(blocks.n, blocks.n);
+        for (k, d) in self.aasen.diag.iter().enumerate() {
+            let s = blocks.start(k);
+            t.as_mut()
+                .submatrix_mut(s, s, d.nrows(), d.ncols())
+                .copy_from(d);
+            if let Some(c) = self.aasen.sub.get(k) {
+                let below = blocks.start(k + 1);
+                t.as_mut()
+                    .submatrix_mut(below, s, c.nrows(), c.ncols())
+                    .copy_from(c);
+                t.as_mut()
+                    .submatrix_mut(s, below, c.ncols(), c.nrows())
+                    .copy_from(c.adjoint());
+            }
+        }
+        t
+    }
+
+    /// The interchanges Q is made of, in the order they apply: row i swapped with `swaps()[i]`
+    /// (>= i), 0-based, as LAPACK's ipiv.
+    pub fn swaps(&self) -> &[usize] {
+        &self.aasen.swaps
+    }
+}
+
+/// X with A X = B for a Hermitian (real: symmetric) indefinite A given by its lower triangle
+/// (LAPACK's ?sysv / ?hesv, through [`Ldlt`] with default options).
+pub fn solve_symmetric<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<Mat<A::Elem>> {
+    Ldlt::new().factor(a)?.solve(b)
+}
