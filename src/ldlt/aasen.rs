@@ -76,6 +76,71 @@ fn l_block<T>(a: MatRef<'_, T>, blocks: Blocks, k: usize, m: usize) -> MatRef<'_
     )
 }
 
+/// Rows `from..` of the block of columns `cols` (start, width) of the Hermitian matrix of `a`'s lower
+/// triangle with its rows and columns permuted by `perm`: entry (r, c) is A(perm[r], perm[c]).
+fn gather<T: Scalar>(
+    a: MatRef<'_, T>,
+    perm: &[usize],
+    from: usize,
+    (first, width): (usize, usize),
+) -> Mat<T> {
+    let rows = a.nrows() - from;
+    let mut out = Mat::<T>::zeros(rows, width);
+    for c in 0..width {
+        let j = perm[first + c];
+        for r in 0..rows {
+            let i = perm[from + r];
+            out[(r, c)] = match i.cmp(&j) {
+                std::cmp::Ordering::Greater => a[(i, j)],
+                std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
+                std::cmp::Ordering::Less => conj(a[(j, i)]),
+            };
+        }
+    }
+    out
+}
+
+/// H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H + T(m+1, m)^H L(k, m+1)^H for 1 <= m < k,
+/// into rows (m - 1) b of `h`, the blocks in parallel (each on one thread).
+fn hessenberg_column<T: Scalar>(
+    l: MatRef<'_, T>,
+    blocks: Blocks,
+    k: usize,
+    (diag, sub): (&[Mat<T>], &[Mat<T>]),
+    lkk: MatRef<'_, T>,
+    h: MatMut<'_, T>,
+) {
+    use rayon::prelude::*;
+    if k < 2 {
+        return;
+    }
+    let bk = blocks.size(k);
+    let mut pieces = Vec::with_capacity(k - 1);
+    let mut rest = h.submatrix_mut(0, 0, blocks.start(k - 1), bk);
+    for m in 1..k {
+        let (piece, tail) = rest.split_at_row_mut(blocks.size(m));
+        pieces.push((m, piece));
+        rest = tail;
+    }
+    pieces.into_par_iter().for_each(|(m, mut hm)| {
+        let seq = Par::Seq;
+        hm.fill(T::from_f64(0.0));
+        let row = |j: usize| l_block(l, blocks, k, j);
+        add_product(hm.rb_mut(), diag[m].as_ref(), row(m).adjoint(), 1.0, seq);
+        if m >= 2 {
+            add_product(
+                hm.rb_mut(),
+                sub[m - 1].as_ref(),
+                row(m - 1).adjoint(),
+                1.0,
+                seq,
+            );
+        }
+        let next = if m + 1 == k { lkk } else { row(m + 1) };
+        add_product(hm, sub[m].adjoint(), next.adjoint(), 1.0, seq);
+    });
+}
+
 /// The unit lower triangle of `m` (its diagonal taken as ones, its upper triangle as zeros).
 fn unit_lower<T: Scalar>(m: MatRef<'_, T>) -> Mat<T> {
     Mat::from_fn(m.nrows(), m.ncols(), |i, j| match i.cmp(&j) {
@@ -97,58 +162,49 @@ fn add_product<T: Scalar>(
 }
 
 impl<T: Scalar> Aasen<T> {
-    /// Factors `a` (Hermitian, both triangles filled) in blocks of `b` (1 <= b), LU panels on
-    /// `backend`, products on `par`.
-    pub fn factor(mut a: Mat<T>, b: usize, backend: Backend, par: Par) -> Result<Self> {
+    /// Factors the Hermitian matrix of `a`'s lower triangle in blocks of `b` (1 <= b), LU panels
+    /// on `backend`, products on `par`. `a` is only read: the interchanges are kept as a
+    /// permutation through which each block column is gathered when its step comes.
+    pub fn factor(a: MatRef<'_, T>, b: usize, backend: Backend, par: Par) -> Result<Self> {
         let n = a.nrows();
         let blocks = Blocks { n, b };
         let count = blocks.count();
         let (start, size) = (|k| blocks.start(k), |k| blocks.size(k));
+        let mut l = Mat::<T>::zeros(n, n.saturating_sub(size(count.saturating_sub(1))));
         let mut diag: Vec<Mat<T>> = Vec::with_capacity(count);
         let mut sub: Vec<Mat<T>> = Vec::with_capacity(count.saturating_sub(1));
         let mut swaps: Vec<usize> = (0..n).collect();
-        // H(m, k) for the current k, m in 1..=k.
-        let mut h: Vec<Mat<T>> = vec![Mat::zeros(0, 0); count];
+        // Row i of the permuted matrix is row `perm[i]` of A.
+        let mut perm: Vec<usize> = (0..n).collect();
+        // H(m, k) for the current k, 1 <= m <= k, stacked: H(m, k) in rows (m - 1) b.
+        let mut h = Mat::<T>::zeros(n, b.min(n));
         for k in 0..count {
             let (rk, bk) = (start(k), size(k));
+            let column = gather(a, &perm, rk, (rk, bk));
             let lkk = if k == 0 {
                 Mat::<T>::identity(bk, bk)
             } else {
-                unit_lower(l_block(a.as_ref(), blocks, k, k))
+                unit_lower(l_block(l.as_ref(), blocks, k, k))
             };
-            // 1. H(m, k), 1 <= m < k.
-            for m in 1..k {
-                let mut hm = Mat::<T>::zeros(size(m), bk);
-                add_product(
-                    hm.as_mut(),
-                    diag[m].as_ref(),
-                    l_block(a.as_ref(), blocks, k, m).adjoint(),
-                    1.0,
-                    par,
-                );
-                if m >= 2 {
-                    let l = l_block(a.as_ref(), blocks, k, m - 1);
-                    add_product(hm.as_mut(), sub[m - 1].as_ref(), l.adjoint(), 1.0, par);
-                }
-                let next = if m + 1 == k {
-                    lkk.as_ref()
-                } else {
-                    l_block(a.as_ref(), blocks, k, m + 1)
-                };
-                add_product(hm.as_mut(), sub[m].adjoint(), next.adjoint(), 1.0, par);
-                h[m] = hm;
-            }
+            // 1. H(m, k), 1 <= m < k, each from three block products, in parallel.
+            hessenberg_column(
+                l.as_ref(),
+                blocks,
+                k,
+                (&diag, &sub),
+                lkk.as_ref(),
+                h.as_mut(),
+            );
             // 2. T(k, k).
-            let mut tkk = a.as_ref().submatrix(rk, rk, bk, bk).to_owned();
-            for (m, hm) in h.iter().enumerate().take(k).skip(1) {
-                let l = l_block(a.as_ref(), blocks, k, m);
-                add_product(tkk.as_mut(), l, hm.as_ref(), -1.0, par);
-            }
+            let mut tkk = column.as_ref().subrows(0, bk).to_owned();
             if k >= 2 {
+                let row = l.as_ref().submatrix(rk, 0, bk, start(k - 1));
+                let hk = h.as_ref().submatrix(0, 0, start(k - 1), bk);
+                add_product(tkk.as_mut(), row, hk, -1.0, par);
                 let mut w = Mat::<T>::zeros(bk, size(k - 1));
                 add_product(w.as_mut(), lkk.as_ref(), sub[k - 1].as_ref(), 1.0, par);
-                let l = l_block(a.as_ref(), blocks, k, k - 1);
-                add_product(tkk.as_mut(), w.as_ref(), l.adjoint(), -1.0, par);
+                let previous = l_block(l.as_ref(), blocks, k, k - 1);
+                add_product(tkk.as_mut(), w.as_ref(), previous.adjoint(), -1.0, par);
             }
             if k >= 1 {
                 solve_unit_lower_triangular_in_place(lkk.as_ref(), tkk.as_mut(), par);
@@ -161,22 +217,38 @@ impl<T: Scalar> Aasen<T> {
             if k + 1 == count {
                 break;
             }
-            // 3. H(k, k).
-            let mut hkk = Mat::<T>::zeros(bk, bk);
-            if k >= 2 {
-                let l = l_block(a.as_ref(), blocks, k, k - 1);
-                add_product(hkk.as_mut(), sub[k - 1].as_ref(), l.adjoint(), 1.0, par);
+            // 3. H(k, k) (k >= 1; the panel of k = 0 is A's block column).
+            if k >= 1 {
+                let mut hkk = h.as_mut().submatrix_mut(start(k - 1), 0, bk, bk);
+                hkk.fill(T::from_f64(0.0));
+                if k >= 2 {
+                    let previous = l_block(l.as_ref(), blocks, k, k - 1);
+                    add_product(
+                        hkk.rb_mut(),
+                        sub[k - 1].as_ref(),
+                        previous.adjoint(),
+                        1.0,
+                        par,
+                    );
+                }
+                add_product(hkk, diag[k].as_ref(), lkk.adjoint(), 1.0, par);
             }
-            add_product(hkk.as_mut(), diag[k].as_ref(), lkk.adjoint(), 1.0, par);
-            h[k] = hkk;
-            // 4. The next block column of L.
+            // 4. The next block column of L: W = A(k+1:, k) - L(k+1:, 1:k) H(1:k, k), in place in
+            // L's storage (block column k holds L's block column k + 1).
             let below = start(k + 1);
             let rows = n - below;
-            let (left, mut right) = a.as_mut().split_at_col_mut(rk);
-            let mut w = right.rb_mut().submatrix_mut(below, 0, rows, bk);
-            for (m, hm) in h.iter().enumerate().take(k + 1).skip(1) {
-                let l = left.rb().submatrix(below, start(m - 1), rows, size(m));
-                add_product(w.rb_mut(), l, hm.as_ref(), -1.0, par);
+            let (left, right) = l.as_mut().split_at_col_mut(rk);
+            let mut w = right.submatrix_mut(below, 0, rows, bk);
+            w.copy_from(column.as_ref().subrows(bk, rows));
+            if k >= 1 {
+                let update = left.rb().submatrix(below, 0, rows, rk);
+                add_product(
+                    w.rb_mut(),
+                    update,
+                    h.as_ref().submatrix(0, 0, rk, bk),
+                    -1.0,
+                    par,
+                );
             }
             let piv = lu_any(backend, w.rb_mut(), par)?;
             let next = size(k + 1);
@@ -191,18 +263,17 @@ impl<T: Scalar> Aasen<T> {
             let mut t = u.adjoint().to_owned();
             solve_unit_lower_triangular_in_place(lkk.as_ref(), t.as_mut(), par);
             sub.push(t.adjoint().to_owned());
-            // The interchanges: on L's earlier columns, and both ways on what is not reached yet.
-            swap_rows(a.as_mut().submatrix_mut(below, 0, rows, rk), &piv);
-            let mut rest = a.as_mut().submatrix_mut(below, below, rows, rows);
-            swap_rows(rest.rb_mut(), &piv);
-            swap_rows(rest.transpose_mut(), &piv);
+            // The interchanges: on L's earlier columns, and on the permutation the rest of A is
+            // read through.
+            swap_rows(left.submatrix_mut(below, 0, rows, rk), &piv);
             for (i, &p) in piv.iter().enumerate() {
                 swaps[below + i] = below + p;
+                perm.swap(below + i, below + p);
             }
         }
         Ok(Self {
             blocks,
-            a,
+            a: l,
             diag,
             sub,
             swaps,

@@ -22,7 +22,7 @@
 //! where T's first zero pivot is, LAPACK's info); its solves refuse with [`Error::Singular`].
 
 use faer::reborrow::*;
-use faer::{Mat, MatMut, MatRef};
+use faer::{Mat, MatMut};
 use hetla_kernels::{Precision, Scalar};
 
 use crate::check::{check_finite_triangle, check_square};
@@ -87,10 +87,9 @@ impl Ldlt {
         };
         let platform = self.resolve_platform()?;
         let n = a.nrows();
-        let full = hermitian_from_lower(a);
         let flops = (n as f64).powi(3) / 3.0 * a_flop_factor::<A::Elem>();
         let (aasen, band) = on_all_cores(&platform, flops, |backend, par| -> Result<_> {
-            let aasen = Aasen::factor(full, b.min(n.max(1)), backend, par)?;
+            let aasen = Aasen::factor(a, b.min(n.max(1)), backend, par)?;
             let band = BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)?;
             Ok((aasen, band))
         })?;
@@ -100,15 +99,6 @@ impl Ldlt {
 
 fn a_flop_factor<T: Scalar>() -> f64 {
     T::PRECISION.flop_factor()
-}
-
-/// The full Hermitian matrix of `a`'s lower triangle (the diagonal's imaginary parts dropped).
-fn hermitian_from_lower<T: Scalar>(a: MatRef<'_, T>) -> Mat<T> {
-    Mat::from_fn(a.nrows(), a.ncols(), |i, j| match i.cmp(&j) {
-        std::cmp::Ordering::Greater => a[(i, j)],
-        std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
-        std::cmp::Ordering::Less => aasen::conj(a[(j, i)]),
-    })
 }
 
 /// A factored symmetric indefinite matrix, A = Q^T L T L^H Q (see the [module](self)
