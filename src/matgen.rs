@@ -184,7 +184,7 @@ const MIRROR_BLOCK: usize = 64;
 /// one: the top right quadrant from the bottom left one, and the two diagonal quadrants the same
 /// way, in parallel. Written entry by entry, a row of a large matrix is a cache and TLB miss per
 /// entry.
-fn mirror_lower<T: hetla_kernels::Scalar>(mut a: faer::MatMut<'_, T>) {
+pub(crate) fn mirror_lower<T: hetla_kernels::Scalar>(mut a: faer::MatMut<'_, T>) {
     let n = a.nrows();
     if n <= 2 * MIRROR_BLOCK {
         for j in 0..n {

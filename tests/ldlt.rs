@@ -1,5 +1,6 @@
-//! The symmetric indefinite factorisation (Aasen's, A = Q^T L T L^H Q), checked as LAPACK's dchksy_aa
-//! checks it: ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) < 30 and the solves' backward errors
+//! The symmetric indefinite factorisation (Aasen's, A = Q^T L T L^H Q), checked as LAPACK's
+//! dchksy_aa checks it: ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) < 30 and the solves' backward
+//! errors
 //! ||A x - b||_1 / (||A||_1 ||x||_1 n eps) < 30 (dget02's), in every precision, on random indefinite, KKT,
 //! ill-conditioned, graded and scaled matrices, ragged tiles, one tile and many; the inertia exact
 //! on matrices of known inertia; the determinant; singular matrices and bad input.
@@ -197,4 +198,106 @@ fn bad_input_is_refused_before_any_work() {
         f.solve(Mat::<f64>::ones(9, 1).as_ref()),
         Err(Error::DimensionMismatch { n: 10, rows: 9 })
     ));
+}
+
+/// Q diag(d) Q^H for a random unitary Q (the QR of a random matrix) and the given eigenvalues.
+fn with_eigenvalues<T: Scalar>(d: &[f64], seed: u64) -> Mat<T> {
+    let n = d.len();
+    let g: Mat<T> = hetla::matgen::random_in(n, n, seed);
+    let q = g.qr().compute_Q();
+    let scaled = Mat::from_fn(n, n, |i, j| q[(i, j)] * T::from_f64(d[j]));
+    let mut a = &scaled * q.adjoint();
+    for i in 0..n {
+        a[(i, i)] = T::from_f64(a[(i, i)].to_c64().re);
+    }
+    a
+}
+
+#[test]
+fn ill_conditioned_graded_and_scaled_matrices_keep_lapacks_ratios() {
+    fn case<T: Scalar>() {
+        let n = 120;
+        // cond 1e12 in double (1e5 in single), eigenvalues of both signs spread geometrically.
+        let cond: f64 = if T::PRECISION.epsilon() > 1e-10 {
+            1e5
+        } else {
+            1e12
+        };
+        let d: Vec<f64> = (0..n)
+            .map(|i| {
+                let x = cond.powf(-(i as f64) / (n - 1) as f64);
+                if i % 2 == 0 { x } else { -x }
+            })
+            .collect();
+        let a = with_eigenvalues::<T>(&d, 3);
+        check(&a, 32, "cond");
+        let inertia = Ldlt::new()
+            .tile(32)
+            .factor(a.as_ref())
+            .unwrap()
+            .inertia()
+            .unwrap();
+        assert_eq!(
+            (inertia.positive, inertia.negative),
+            (60, 60),
+            "{inertia:?}"
+        );
+        // Graded: D A D with D from 1 to 1e-4 (rows and columns of very different sizes).
+        let r = random_hermitian::<T>(n, 4);
+        let g = |i: usize| 10f64.powf(-4.0 * i as f64 / n as f64);
+        check(
+            &Mat::from_fn(n, n, |i, j| r[(i, j)] * T::from_f64(g(i) * g(j))),
+            32,
+            "graded",
+        );
+        // Scaled near the ends of the range (double: 1e+-150; single: 1e+-15).
+        let big: f64 = if T::PRECISION.epsilon() > 1e-10 {
+            1e15
+        } else {
+            1e150
+        };
+        for s in [big, 1.0 / big] {
+            check(
+                &Mat::from_fn(n, n, |i, j| r[(i, j)] * T::from_f64(s)),
+                32,
+                "scaled",
+            );
+        }
+    }
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => case::<T>());
+    }
+}
+
+#[test]
+fn complex_kkt_matrices_and_the_determinant_of_a_known_spectrum() {
+    let (nh, na) = (30, 12);
+    let n = nh + na;
+    let h = hetla::matgen::random_hpd::<hetla::c64>(nh, 3);
+    let c: Mat<hetla::c64> = hetla::matgen::random_in(na, nh, 4);
+    let a = Mat::from_fn(n, n, |i, j| match (i < nh, j < nh) {
+        (true, true) => h[(i, j)],
+        (false, true) => c[(i - nh, j)],
+        (true, false) => conj(c[(j - nh, i)]),
+        (false, false) => hetla::c64::new(0.0, 0.0),
+    });
+    check(&a, 8, "complex kkt");
+    let f = Ldlt::new().tile(8).factor(a.as_ref()).unwrap();
+    let inertia = f.inertia().unwrap();
+    assert_eq!(
+        (inertia.positive, inertia.negative, inertia.zero),
+        (nh, na, 0)
+    );
+    // det = prod of the eigenvalues, with its sign: 3 negative ones.
+    let d: Vec<f64> = (0..20).map(|i| if i < 3 { -2.0 } else { 1.5 }).collect();
+    let f = Ldlt::new()
+        .tile(4)
+        .factor(with_eigenvalues::<f64>(&d, 9).as_ref())
+        .unwrap();
+    let expected = -(8.0 * 1.5f64.powi(17));
+    assert!(
+        (f.det().unwrap() / expected - 1.0).abs() < 1e-12,
+        "{}",
+        f.det().unwrap()
+    );
 }

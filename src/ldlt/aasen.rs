@@ -2,14 +2,14 @@
 //! (blocks of the tile's order b), in the communication-avoiding form of Ballard et al. (2014) that
 //! PLASMA and SLATE use. Block column 0 of L is the identity; for k >= 1, L's block column k is the
 //! unit lower trapezoidal factor of an LU with partial pivoting, whose interchanges are applied to
-//! the rows of L's earlier columns and, symmetrically, to the rows and columns of the matrix not yet
-//! reached.
+//! the rows of L's earlier columns and, symmetrically, to the rows and columns of the matrix not
+//! yet reached.
 //!
 //! For each block column k (H = T L^H, block upper Hessenberg, is recomputed per column):
 //!
 //! 1. H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H + T(m+1, m)^H L(k, m+1)^H, 1 <= m < k;
-//! 2. T(k, k) = L(k, k)^-1 [A(k, k) - sum_m L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k, k-1)^H]
-//!    L(k, k)^-H (the two-sided solve of ?hegst), made exactly Hermitian;
+//! 2. T(k, k) = L(k, k)^-1 [A(k, k) - sum_m L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k, k-1)^H] L(k,
+//!    k)^-H (the two-sided solve of ?hegst), made exactly Hermitian;
 //! 3. H(k, k) = T(k, k-1) L(k, k-1)^H + T(k, k) L(k, k)^H;
 //! 4. W = A(k+1:, k) - sum_{1 <= m <= k} L(k+1:, m) H(m, k); P W = L(k+1:, k+1) U (LU with partial
 //!    pivoting), T(k+1, k) = U L(k, k)^-H, and P applied as above.
@@ -31,7 +31,8 @@ use hetla_kernels::{Backend, Scalar, swap_rows};
 
 use crate::Result;
 
-/// The blocks of order `n` in tiles of `b`: block k starts at `k * b` and has `min(b, n - k b)` rows.
+/// The blocks of order `n` in tiles of `b`: block k starts at `k * b` and has `min(b, n - k b)`
+/// rows.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Blocks {
     pub n: usize,
@@ -61,8 +62,8 @@ pub(crate) struct Aasen<T> {
     pub diag: Vec<Mat<T>>,
     /// T(k+1, k), upper triangular (upper trapezoidal for a narrower last block).
     pub sub: Vec<Mat<T>>,
-    /// The interchanges, in the order they were applied: row i swapped with `swaps[i] >= i` (rows of
-    /// the first block are never swapped: `swaps[i] = i` there).
+    /// The interchanges, in the order they were applied: row i swapped with `swaps[i] >= i` (rows
+    /// of the first block are never swapped: `swaps[i] = i` there).
     pub swaps: Vec<usize>,
 }
 
@@ -76,27 +77,26 @@ fn l_block<T>(a: MatRef<'_, T>, blocks: Blocks, k: usize, m: usize) -> MatRef<'_
     )
 }
 
-/// Rows `from..` of the block of columns `cols` (start, width) of the Hermitian matrix of `a`'s lower
-/// triangle with its rows and columns permuted by `perm`: entry (r, c) is A(perm[r], perm[c]).
+/// Rows `from..` of the block of columns `cols` (start, width) of the Hermitian `a` with its rows
+/// and columns permuted by `perm`: entry (r, c) is A(perm[r], perm[c]); the columns in parallel.
 fn gather<T: Scalar>(
     a: MatRef<'_, T>,
     perm: &[usize],
     from: usize,
     (first, width): (usize, usize),
 ) -> Mat<T> {
+    use rayon::prelude::*;
     let rows = a.nrows() - from;
     let mut out = Mat::<T>::zeros(rows, width);
-    for c in 0..width {
-        let j = perm[first + c];
-        for r in 0..rows {
-            let i = perm[from + r];
-            out[(r, c)] = match i.cmp(&j) {
-                std::cmp::Ordering::Greater => a[(i, j)],
-                std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
-                std::cmp::Ordering::Less => conj(a[(j, i)]),
-            };
-        }
-    }
+    out.as_mut()
+        .par_col_chunks_mut(1)
+        .enumerate()
+        .for_each(|(c, mut column)| {
+            let source = a.col(perm[first + c]);
+            for (r, &i) in perm[from..].iter().enumerate() {
+                column[(r, 0)] = source[i];
+            }
+        });
     out
 }
 
@@ -141,6 +141,14 @@ fn hessenberg_column<T: Scalar>(
     });
 }
 
+/// [`swap_rows`] on column chunks of `m` in parallel.
+fn swap_rows_in_parallel<T: Scalar>(m: MatMut<'_, T>, piv: &[usize]) {
+    use rayon::prelude::*;
+    const CHUNK: usize = 64;
+    m.par_col_chunks_mut(CHUNK)
+        .for_each(|chunk| swap_rows(chunk, piv));
+}
+
 /// The unit lower triangle of `m` (its diagonal taken as ones, its upper triangle as zeros).
 fn unit_lower<T: Scalar>(m: MatRef<'_, T>) -> Mat<T> {
     Mat::from_fn(m.nrows(), m.ncols(), |i, j| match i.cmp(&j) {
@@ -162,9 +170,9 @@ fn add_product<T: Scalar>(
 }
 
 impl<T: Scalar> Aasen<T> {
-    /// Factors the Hermitian matrix of `a`'s lower triangle in blocks of `b` (1 <= b), LU panels
-    /// on `backend`, products on `par`. `a` is only read: the interchanges are kept as a
-    /// permutation through which each block column is gathered when its step comes.
+    /// Factors the Hermitian `a` (both triangles) in blocks of `b` (1 <= b), LU panels on
+    /// `backend`, products on `par`. `a` is only read: the interchanges are kept as a permutation
+    /// through which each block column is gathered when its step comes.
     pub fn factor(a: MatRef<'_, T>, b: usize, backend: Backend, par: Par) -> Result<Self> {
         let n = a.nrows();
         let blocks = Blocks { n, b };
@@ -265,7 +273,7 @@ impl<T: Scalar> Aasen<T> {
             sub.push(t.adjoint().to_owned());
             // The interchanges: on L's earlier columns, and on the permutation the rest of A is
             // read through.
-            swap_rows(left.submatrix_mut(below, 0, rows, rk), &piv);
+            swap_rows_in_parallel(left.submatrix_mut(below, 0, rows, rk), &piv);
             for (i, &p) in piv.iter().enumerate() {
                 swaps[below + i] = below + p;
                 perm.swap(below + i, below + p);
@@ -280,7 +288,8 @@ impl<T: Scalar> Aasen<T> {
         })
     }
 
-    /// L(j:, j) for j >= 1: L's block column j from its diagonal block down (stored in column j - 1).
+    /// L(j:, j) for j >= 1: L's block column j from its diagonal block down (stored in column j -
+    /// 1).
     fn column(&self, j: usize) -> MatRef<'_, T> {
         let b = &self.blocks;
         let start = b.start(j);

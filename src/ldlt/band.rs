@@ -179,9 +179,9 @@ pub struct Inertia {
 
 /// The inertia of the block tridiagonal Hermitian T (diagonal blocks `diag`, subdiagonal blocks
 /// `sub`), as the sum of its Schur complements' (Haynsworth): S_0 = T(0, 0), S_k = T(k, k) - T(k,
-/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues. When a complement is nearly singular
-/// (its smallest eigenvalue below sqrt(eps) times its largest), the recursion would lose the signs
-/// it counts, and the inertia is T's eigenvalues' instead (dense: O(n^3)).
+/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues. When a complement is nearly singular (its
+/// smallest eigenvalue below sqrt(eps) times its largest), the recursion would lose the signs it
+/// counts, and the inertia is T's eigenvalues' instead (dense: O(n^3)).
 pub(crate) fn inertia<T: Scalar>(
     blocks: Blocks,
     diag: &[Mat<T>],
