@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use faer::{Accum, Mat, Par};
-use hetla::{Backend, ClusterSpec, Gemm, Platform, matgen::random};
+use hetla::{Backend, ClusterSpec, Gemm, Platform, matgen::random_in};
 
 fn real(c: &mut Criterion) {
     let mut group = c.benchmark_group("gemm");
@@ -12,7 +12,7 @@ fn real(c: &mut Criterion) {
     let platform = Platform::new(&ClusterSpec::Auto, Backend::Faer).unwrap();
     let cores = platform.topology().cores().len();
     for n in [1024, 2048] {
-        let (a, b) = (random(n, n, 1), random(n, n, 2));
+        let (a, b) = (random_in::<f64>(n, n, 1), random_in::<f64>(n, n, 2));
         let mut out = Mat::<f64>::zeros(n, n);
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         group.bench_function(format!("hetla/{n}"), |bench| {

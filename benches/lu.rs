@@ -4,14 +4,14 @@
 //! on a small system. Run: `cargo bench --bench lu` (add `--features openblas` for OpenBLAS).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use hetla::{Backend, Lu, matgen::random};
+use hetla::{Backend, Lu, matgen::random_in};
 
 fn lu(c: &mut Criterion) {
     let mut group = c.benchmark_group("lu");
     group.sample_size(10);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     for n in [1024, 2048, 4096] {
-        let a = random(n, n, 1);
+        let a = random_in::<f64>(n, n, 1);
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3) / 3));
         for backend in Backend::available() {
             let options = Lu::new().backend(backend);
@@ -47,7 +47,7 @@ fn solve(c: &mut Criterion) {
     let mut group = c.benchmark_group("solve");
     group.sample_size(20);
     for n in [64, 512] {
-        let a = random(n, n, 1);
+        let a = random_in::<f64>(n, n, 1);
         let b = faer::Mat::<f64>::ones(n, 1);
         hetla::solve(a.as_ref(), b.as_ref()).unwrap();
         group.bench_function(format!("hetla/{n}"), |bench| {

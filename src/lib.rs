@@ -74,10 +74,7 @@ pub use interop::{Matrix, MatrixMut};
 pub use ldlt::{Inertia, Ldlt, LdltFactor, solve_symmetric};
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
-pub use plan::{
-    Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice,
-    default_tile_size,
-};
+pub use plan::{Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice};
 pub use qr::{
     CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, lstsq,
     lstsq_rank,
@@ -88,7 +85,8 @@ pub use triangular::{Triangle, solve_triangular};
 
 /// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
 /// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
-/// LAPACK-style row interchanges, the default block widths of LU and QR, the reference product and
+/// LAPACK-style row interchanges, the default tiles of Cholesky and the default block widths of LU
+/// and QR, the reference product and
 /// the GPU's residual check, the network probe of a distributed run. Not the library's API: hidden
 /// from its documentation and free to change.
 #[doc(hidden)]
@@ -102,6 +100,7 @@ pub mod lab {
     pub use crate::limits;
     pub use crate::lu::default_lu_tile;
     pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};
+    pub use crate::plan::default_tile_size;
     pub use crate::qr::{DEFAULT_QR_INNER_BLOCK, default_qr_tile};
     pub use hetla_kernels::swap_rows;
 }

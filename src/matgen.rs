@@ -76,14 +76,9 @@ pub fn random_hpd_block<T: hetla_kernels::Scalar>(
 }
 
 /// A random `rows x cols` matrix with entries uniform in [-1, 1), reproducible from `seed` (ChaCha8
-/// stream, column by column).
-pub fn random(rows: usize, cols: usize, seed: u64) -> Mat<f64> {
-    random_in(rows, cols, seed)
-}
-
-/// [`random`] in any precision: the same entries in a real one (rounded in `f32`); in a complex
-/// one, entry (i, j) takes draws 2 (j rows + i) and 2 (j rows + i) + 1 as its real and imaginary
-/// parts.
+/// stream, column by column), in any precision: the same entries in a real one (rounded in `f32`);
+/// in a complex one, entry (i, j) takes draws 2 (j rows + i) and 2 (j rows + i) + 1 as its real and
+/// imaginary parts.
 pub fn random_in<T: hetla_kernels::Scalar>(rows: usize, cols: usize, seed: u64) -> Mat<T> {
     random_block_in(rows, seed, 0..rows, 0..cols)
 }
@@ -366,7 +361,11 @@ mod tests {
                     complex[(i, j)] = c64::new(re, 2.0 * twin.random::<f64>() - 1.0);
                 }
             }
-            assert_eq!(random(rows, cols, 9), reference, "{rows} x {cols}");
+            assert_eq!(
+                random_in::<f64>(rows, cols, 9),
+                reference,
+                "{rows} x {cols}"
+            );
             assert_eq!(random_in::<c64>(rows, cols, 9), complex, "{rows} x {cols}");
         }
     }
@@ -402,7 +401,7 @@ mod tests {
 
     #[test]
     fn blocks_of_a_random_matrix_are_its_blocks() {
-        let whole = random(29, 5, 7);
+        let whole = random_in::<f64>(29, 5, 7);
         let block = random_block_in::<f64>(29, 7, 10..23, 2..5);
         assert_eq!(block, whole.as_ref().submatrix(10, 2, 13, 3).to_owned());
     }

@@ -983,8 +983,8 @@ fn a_real_gpu_factors_and_solves_its_own_buffer_and_refuses_host_memory_or_the_s
     // C <- A B on the GPU's own buffers: every product there, C left in its buffer.
     let (m, k) = (700, 300);
     let (ga, gb) = (
-        hetla::matgen::random(m, k, 5),
-        hetla::matgen::random(k, m, 6),
+        hetla::matgen::random_in::<f64>(m, k, 5),
+        hetla::matgen::random_in::<f64>(k, m, 6),
     );
     let mut expected = faer::Mat::<f64>::zeros(m, m);
     hetla::Gemm::new()

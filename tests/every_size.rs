@@ -113,7 +113,7 @@ fn lu_of_any_shape_in_place_is_p_a_equals_l_u() {
         check::<hetla::c32>(m, n, tile);
     }
     // Row-major storage takes the same path through a column-major copy.
-    let a = hetla::matgen::random(150, 150, 3);
+    let a = hetla::matgen::random_in::<f64>(150, 150, 3);
     let mut t = a.transpose().to_owned();
     let (ipiv, _) = Lu::new()
         .tile(64)
@@ -124,7 +124,7 @@ fn lu_of_any_shape_in_place_is_p_a_equals_l_u() {
     assert_eq!(ipiv, ipiv2);
     assert_eq!(t.transpose().to_owned(), lu);
     // A non-finite entry: an error before any work.
-    let mut bad = hetla::matgen::random(6, 4, 1);
+    let mut bad = hetla::matgen::random_in::<f64>(6, 4, 1);
     bad[(2, 3)] = f64::NAN;
     assert!(Lu::new().factor_in_place(bad.as_mut()).is_err());
 }

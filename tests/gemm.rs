@@ -37,9 +37,9 @@ fn check(platform: &Platform, gemm: Gemm, (m, n, k): (usize, usize, usize), seed
     let (trans_a, trans_b) = gemm.transposes();
     let (ar, ac) = stored(m, k, trans_a);
     let (br, bc) = stored(k, n, trans_b);
-    let a = hetla::matgen::random(ar, ac, seed);
-    let b = hetla::matgen::random(br, bc, seed + 1);
-    let c0 = hetla::matgen::random(m, n, seed + 2);
+    let a = hetla::matgen::random_in::<f64>(ar, ac, seed);
+    let b = hetla::matgen::random_in::<f64>(br, bc, seed + 1);
+    let c0 = hetla::matgen::random_in::<f64>(m, n, seed + 2);
     let mut c = c0.clone();
     let report = gemm
         .run(platform, a.as_ref(), b.as_ref(), c.as_mut())
@@ -146,8 +146,8 @@ fn with_beta_zero_c_is_never_uploaded_and_its_old_contents_never_matter() {
         Platform::with_devices(&ClusterSpec::None, Backend::Faer, ModelStore::None, devices)
             .unwrap();
     let (m, n, k) = (150, 130, 70);
-    let a = hetla::matgen::random(m, k, 1);
-    let b = hetla::matgen::random(k, n, 2);
+    let a = hetla::matgen::random_in::<f64>(m, k, 1);
+    let b = hetla::matgen::random_in::<f64>(k, n, 2);
     let mut c = Mat::<f64>::from_fn(m, n, |_, _| f64::NAN);
     let (_, trace) = Gemm::new()
         .tile(32)
@@ -226,8 +226,8 @@ fn a_resident_product_moves_only_c_back_and_the_report_says_so_by_link() {
         Platform::with_devices(&ClusterSpec::None, Backend::Faer, ModelStore::None, devices)
             .unwrap();
     let (m, n, k) = (40, 30, 20);
-    let a = hetla::matgen::random(m, k, 1);
-    let b = hetla::matgen::random(k, n, 2);
+    let a = hetla::matgen::random_in::<f64>(m, k, 1);
+    let b = hetla::matgen::random_in::<f64>(k, n, 2);
     let link = |report: &hetla::GemmReport, name: &str| {
         report
             .bytes_moved

@@ -388,7 +388,7 @@ fn the_sign_of_a_determinant_beyond_f64_and_the_inverse_come_from_the_factor() {
     let det = f.det().unwrap();
     assert!((det - sign * log.exp()).norm() < 1e-12 * det.norm());
     // A^-1 A = I, and a singular factor's inverse is an error.
-    let a = hetla::matgen::random(40, 40, 6);
+    let a = hetla::matgen::random_in::<f64>(40, 40, 6);
     let inverse = Lu::new().factor(a.as_ref()).unwrap().inverse().unwrap();
     let identity = &inverse * &a;
     assert!((identity - faer::Mat::<f64>::identity(40, 40)).norm_max() < 1e-10);

@@ -363,7 +363,7 @@ fn rank_side() {
             // The same solution as one process's.
             let (a, x) = (a.gather(&world).unwrap(), x.gather(&world).unwrap());
             if let (Some(a), Some(x)) = (a, x) {
-                let b = hetla::matgen::random(n, nrhs, 5);
+                let b = hetla::matgen::random_in::<f64>(n, nrhs, 5);
                 let reference = Cholesky::new()
                     .factor(a.as_ref())
                     .unwrap()

@@ -586,16 +586,16 @@ fn rank_revealing_least_squares_gives_the_minimum_norm_solution_of_any_shape_and
     )
     .unwrap();
     assert_eq!((x.nrows(), x.ncols(), r), (3, 1, 0));
-    let mut bad = hetla::matgen::random(5, 3, 1);
+    let mut bad = hetla::matgen::random_in::<f64>(5, 3, 1);
     bad[(1, 1)] = f64::INFINITY;
     assert!(hetla::lstsq_rank(bad.as_ref(), faer::Mat::<f64>::zeros(5, 1).as_ref(), None).is_err());
 }
 
 #[test]
 fn in_place_products_with_q_take_any_matrix_view_and_both_factors_name_their_thin_q_alike() {
-    let a = hetla::matgen::random(60, 20, 8);
+    let a = hetla::matgen::random_in::<f64>(60, 20, 8);
     let f = hetla::Qr::new().tile(16).factor(a.as_ref()).unwrap();
-    let b = hetla::matgen::random(60, 3, 9);
+    let b = hetla::matgen::random_in::<f64>(60, 3, 9);
     let expected = f.apply_qh(b.as_ref()).unwrap();
     // B stored row-major (a transposed view): the same product, written back into it.
     let mut stored = b.transpose().to_owned();

@@ -83,7 +83,7 @@ fn triangular_solves_reach_lapacks_ratio_in_every_precision_triangle_and_op_read
 #[test]
 fn zero_diagonals_non_finite_entries_and_bad_shapes_are_refused_before_any_work() {
     let (_, mut a) = triangle::<f64>(6, Triangle::Upper, 1);
-    let b = hetla::matgen::random(6, 2, 2);
+    let b = hetla::matgen::random_in::<f64>(6, 2, 2);
     a[(3, 3)] = 0.0;
     let mut x = b.clone();
     let e = solve_triangular(a.as_ref(), Triangle::Upper, Trans::No, x.as_mut()).unwrap_err();

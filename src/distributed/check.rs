@@ -39,7 +39,7 @@ pub fn probed_residual<T: Wire, C: Communicator>(
         return Ok(0.0);
     }
     // The same V on every rank, generated where it is used.
-    let v = crate::matgen::random(n, PROBES, seed);
+    let v = crate::matgen::random_in::<f64>(n, PROBES, seed);
     let v = Mat::<T>::from_fn(n, PROBES, |i, j| T::from_f64(v[(i, j)]));
     let av = all_sum(comm, times(a, v.as_ref(), Product::Symmetric));
     let ltv = all_sum(comm, times(l, v.as_ref(), Product::LowerTransposed));

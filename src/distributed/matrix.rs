@@ -273,7 +273,7 @@ impl<T: Wire> DistributedRhs<T> {
         DistributedMatrix::scatter_of(comm, b, (n, nrhs), false, tile, grid).map(Self)
     }
 
-    /// The right-hand sides [`crate::matgen::random`]`(n, nrhs, seed)` (in another precision
+    /// The right-hand sides [`crate::matgen::random_in`]`(n, nrhs, seed)` (in another precision
     /// [`crate::matgen::random_block_in`]'s), each tile generated where it lives (no
     /// communication).
     pub fn random<C: Communicator>(

@@ -66,18 +66,19 @@ pub struct Ldlt {
 }
 
 impl Ldlt {
-    /// Default options: faer, blocks of [`default_ldlt_tile`], the default clusters.
+    /// Default options: faer, the default block order (128, and 192 from order 6144 on), the default
+    /// clusters.
     pub fn new() -> Self {
         Self::default()
     }
+
+    crate::run::run_options!();
 
     /// The block order b (T's band is b wide). 0 is an error at factorisation time.
     pub fn tile(mut self, b: usize) -> Self {
         self.tile = Some(b);
         self
     }
-
-    crate::run::run_options!();
 
     /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
     /// any [`Matrix`]. A singular matrix still factors (see [`LdltFactor::singular`]).
@@ -111,8 +112,8 @@ fn a_flop_factor<T: Scalar>() -> f64 {
     T::PRECISION.flop_factor()
 }
 
-/// A factored symmetric indefinite matrix, A = Q^T L T L^H Q (see the [module](self)
-/// documentation).
+/// A factored symmetric indefinite matrix, A = Q^T L T L^H Q: Q a permutation (LAPACK's
+/// interchanges), L unit lower triangular, T Hermitian block tridiagonal (see [`Ldlt`]).
 #[derive(Debug, Clone)]
 pub struct LdltFactor<T> {
     aasen: Aasen<T>,
@@ -164,8 +165,9 @@ impl<T: Scalar> LdltFactor<T> {
     }
 
     /// A's inertia (its counts of positive, negative and zero eigenvalues): T's, by Sylvester's
-    /// law. Computed on each call (O(n b^2), more when T's blocks are nearly singular: see the
-    /// module documentation).
+    /// law, from T's Schur complements block by block (Haynsworth), each by its eigenvalues (O(n
+    /// b^2)); from T's eigenvalues (O(n^3)) when a complement is nearly singular. Computed on each
+    /// call.
     pub fn inertia(&self) -> Result<Inertia> {
         band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub)
     }

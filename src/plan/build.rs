@@ -629,7 +629,7 @@ impl Plan {
     }
 
     /// How the platform's models chose the tile (`None`: given, or the default of
-    /// [`default_tile_size`](crate::default_tile_size)).
+    /// [`default_tile_size`](crate::lab::default_tile_size)).
     pub fn tile_choice(&self) -> Option<&TileChoice> {
         self.choice.as_ref()
     }

@@ -11,7 +11,7 @@ pub struct CholeskyArgs {
     /// Order of the matrix.
     #[arg(long, default_value_t = 4096, value_parser = parse_positive)]
     pub n: usize,
-    /// Tile size (default: chosen from n and the backend, see `hetla::default_tile_size`).
+    /// Tile size (default: chosen from n and the backend, see `hetla::lab::default_tile_size`).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Seed of the matrix generator (`hetla::matgen::random_spd`).

@@ -57,7 +57,7 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         .min(args.n);
     options = options.tile(tile);
     let a = matgen::random_hpd_conditioned::<f64>(args.n, args.cond, args.seed);
-    let b = matgen::random(args.n, 1, args.seed.wrapping_add(1));
+    let b = matgen::random_in::<f64>(args.n, 1, args.seed.wrapping_add(1));
     let repeat = args.repeat.map(|r| r as usize);
     // Alternate the two: a noisy moment then weighs on both alike.
     let (mut mixed_times, mut double_times) = (Vec::new(), Vec::new());
