@@ -86,9 +86,8 @@ pub use triangular::{Triangle, solve_triangular};
 /// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
 /// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
 /// LAPACK-style row interchanges, the default tiles of Cholesky and the default block widths of LU
-/// and QR, the reference product and
-/// the GPU's residual check, the network probe of a distributed run. Not the library's API: hidden
-/// from its documentation and free to change.
+/// and QR, the reference product and the GPU's residual check, the network probe of a distributed
+/// run. Not the library's API: hidden from its documentation and free to change.
 #[doc(hidden)]
 pub mod lab {
     pub use crate::calibrate::{calibrate, calibration_steps};

@@ -66,8 +66,8 @@ pub struct Ldlt {
 }
 
 impl Ldlt {
-    /// Default options: faer, the default block order (128, and 192 from order 6144 on), the default
-    /// clusters.
+    /// Default options: faer, the default block order (128, and 192 from order 6144 on), the
+    /// default clusters.
     pub fn new() -> Self {
         Self::default()
     }
