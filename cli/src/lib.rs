@@ -62,6 +62,10 @@ enum Command {
     /// trees); print seconds, Gflop/s and LAPACK's QR ratios, `--compare` beside faer's and
     /// OpenBLAS's own QR, `--lstsq K` least squares beside theirs.
     Qr(commands::qr::QrArgs),
+    /// Factor a generated symmetric indefinite matrix by Aasen's algorithm (A = Q^T L T L^H Q);
+    /// print seconds, Gflop/s, LAPACK's ratios and the inertia, `--compare` beside faer's
+    /// Bunch-Kaufman and OpenBLAS's ?sytrf and ?sytrf_aa_2stage.
+    Ldlt(commands::ldlt::LdltArgs),
 }
 
 /// Exit status of a command line that does not parse (as clap's own).
@@ -103,6 +107,9 @@ fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
         }
         Command::Lu(args) => {
             commands::lu::run(args).map(|r| put(out, args.json, &r, commands::lu::print))
+        }
+        Command::Ldlt(args) => {
+            commands::ldlt::run(args).map(|r| put(out, args.json, &r, commands::ldlt::print))
         }
         Command::Gemm(args) => {
             commands::gemm::run(args).map(|r| put(out, args.json, &r, commands::gemm::print))

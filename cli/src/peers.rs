@@ -143,19 +143,21 @@ pub fn library_cholesky<T: Scalar>(
 /// on a pool of `cores` threads, OpenBLAS's on its own threads called from this thread as a user's
 /// program would (its recursive routines need more stack than a rayon worker has). Each run works
 /// on fresh operands from `fresh` (made untimed), `runs` as [`repeat`]'s; `name` names a backend's
-/// peer ("faer-lu", "openblas-dgetrf"), `call` runs it.
+/// peer ("faer-lu", "openblas-dgetrf"), or is `None` for a backend without one; `call` runs it.
 pub fn library_peers<S: Send>(
     fresh: impl Fn() -> S,
     cores: usize,
     runs: Option<usize>,
     flops: f64,
-    name: impl Fn(Backend) -> String,
+    name: impl Fn(Backend) -> Option<String>,
     call: impl Fn(Backend, S, hetla::Par) -> Result<(), hetla_kernels::KernelError> + Sync,
 ) -> Result<Vec<PeerRate>> {
     let pool = pool(cores)?;
     let mut rates = Vec::new();
     for backend in Backend::available() {
-        let name = name(backend);
+        let Some(name) = name(backend) else {
+            continue;
+        };
         let ((), t) = repeat(runs, || {
             let operands = fresh();
             let start = Instant::now();

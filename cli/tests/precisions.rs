@@ -227,3 +227,30 @@ fn distributed_simulations_send_tiles_in_their_precision() {
         assert!(v["efficiency"].as_f64().unwrap() <= 1.0 + 1e-9);
     }
 }
+
+#[test]
+fn ldlt_factors_in_every_precision_with_its_inertia_and_peers() {
+    for p in ["s", "d", "c", "z"] {
+        let v = common::json(&format!(
+            "ldlt --n 150 --tile 32 --kind kkt --precision {p} --compare"
+        ));
+        assert_eq!(v["precision"], p);
+        assert_eq!(v["residual_ok"], true, "{p}: {v}");
+        // A KKT matrix of order 150: 113 positive eigenvalues, 37 negative ones.
+        assert_eq!(v["inertia"]["positive"], 113, "{v}");
+        assert_eq!(v["inertia"]["negative"], 37, "{v}");
+        let names = common::each(&v["peers"], "name");
+        assert!(names.contains(&"faer-lblt"), "{names:?}");
+        // The rate counts the precision's flops: n^3/3, 4 times that for complex.
+        let flops = v["gflops"].as_f64().unwrap() * v["seconds"].as_f64().unwrap() * 1e9;
+        let real = 150.0_f64.powi(3) / 3.0;
+        let expected = if p == "c" || p == "z" {
+            4.0 * real
+        } else {
+            real
+        };
+        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+    }
+    let (ok, _, err) = common::run("ldlt --n 100 --precision ds");
+    assert!(!ok && err.contains("mixed"), "{err}");
+}

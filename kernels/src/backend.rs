@@ -126,6 +126,43 @@ impl Backend {
         }
     }
 
+    /// The library's own symmetric (complex: Hermitian) indefinite factorisation of a whole
+    /// matrix's lower triangle on `par` threads, as a user calling it directly would (faer's
+    /// Bunch-Kaufman `lblt`, LAPACK ?sytrf / ?hetrf on OpenBLAS's threads): the peer of
+    /// `hetla ldlt --compare`. Returns the first exactly zero pivot's column, if any (faer reports
+    /// none).
+    pub fn library_ldlt<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => {
+                faer_impl::library_ldlt(a, par);
+                Ok(None)
+            }
+            Backend::OpenBlas => openblas!(library_sytrf(a, par)),
+        }
+    }
+
+    /// LAPACK's Aasen factorisation in two stages (?sytrf_aa_2stage / ?hetrf_aa_2stage) on
+    /// OpenBLAS's threads: the other peer of `hetla ldlt --compare`. faer has none (an error).
+    pub fn library_ldlt_aasen<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<Option<usize>, KernelError> {
+        self.ensure_available()?;
+        match self {
+            Backend::Faer => Err(KernelError::Operands {
+                op: Op::LuPanel,
+                reason: "Aasen's two-stage factorisation as a library call is LAPACK's ?sytrf_aa_2stage (OpenBLAS); faer has none".into(),
+            }),
+            Backend::OpenBlas => openblas!(library_sytrf_aa(a, par)),
+        }
+    }
+
     /// The library's own Householder QR of a whole matrix on `par` threads (faer's blocked
     /// `qr_in_place`, LAPACK ?geqrf on OpenBLAS's threads): the peer of `hetla qr --compare`.
     pub fn library_qr<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {

@@ -304,6 +304,29 @@ pub(crate) fn library_lu<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Option<usize>
     None
 }
 
+/// faer's own Bunch-Kaufman factorisation (`lblt`, L B L^H) of the lower triangle of a whole matrix
+/// in place on `par` (the `--compare` peer of the symmetric indefinite family).
+pub(crate) fn library_ldlt<T: Scalar>(a: MatMut<'_, T>, par: Par) {
+    use faer::linalg::cholesky::lblt::factor::{cholesky_in_place, cholesky_in_place_scratch};
+    let n = a.nrows();
+    let mut subdiag = faer::diag::Diag::<T>::zeros(n);
+    let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
+    let mut buffer = MemBuffer::new(cholesky_in_place_scratch::<usize, T>(
+        n,
+        par,
+        Default::default(),
+    ));
+    cholesky_in_place(
+        a,
+        subdiag.as_mut(),
+        &mut perm,
+        &mut perm_inv,
+        par,
+        MemStack::new(&mut buffer),
+        Default::default(),
+    );
+}
+
 /// faer's blocked Householder QR of a whole matrix on `par` threads, at its recommended block size
 /// (the peer of `hetla qr --compare`).
 pub(crate) fn library_qr<T: Scalar>(a: MatMut<'_, T>, par: Par) {

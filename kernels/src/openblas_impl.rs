@@ -690,6 +690,121 @@ pub(crate) fn library_qr<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Result<(), Ke
     })
 }
 
+/// ?sytrf (?hetrf) of a whole matrix's lower triangle on OpenBLAS's threads ([`library_ldlt`]).
+pub(crate) fn library_sytrf<T: Scalar>(
+    a: MatMut<'_, T>,
+    par: Par,
+) -> Result<Option<usize>, KernelError> {
+    library_ldlt(a, Indefinite::BunchKaufman, par)
+}
+
+/// ?sytrf_aa_2stage (?hetrf_aa_2stage) of a whole matrix's lower triangle on OpenBLAS's threads
+/// ([`library_ldlt`]).
+pub(crate) fn library_sytrf_aa<T: Scalar>(
+    a: MatMut<'_, T>,
+    par: Par,
+) -> Result<Option<usize>, KernelError> {
+    library_ldlt(a, Indefinite::AasenTwoStage, par)
+}
+
+/// Which LAPACK factorisation of a symmetric (Hermitian) indefinite matrix [`library_ldlt`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Indefinite {
+    /// ?sytrf / ?hetrf: Bunch-Kaufman's diagonal pivoting, blocked.
+    BunchKaufman,
+    /// ?sytrf_aa_2stage / ?hetrf_aa_2stage: Aasen's in two stages (T banded, then ?gbtrf).
+    AasenTwoStage,
+}
+
+/// The LAPACK factorisation `which` of the lower triangle of a whole symmetric (complex: Hermitian)
+/// matrix on OpenBLAS's own threads (`par`), with the workspace it asks for; the first column whose
+/// pivot is exactly zero (info > 0), if any.
+fn library_ldlt<T: Scalar>(
+    a: MatMut<'_, T>,
+    which: Indefinite,
+    par: Par,
+) -> Result<Option<usize>, KernelError> {
+    let n = int(a.nrows())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut ipiv = vec![0 as c_int; n as usize];
+    let mut ipiv2 = vec![0 as c_int; n as usize];
+    let (ip, ip2) = (ipiv.as_mut_ptr(), ipiv2.as_mut_ptr());
+    let uplo = b'L' as c_char;
+    with_library_threads(par, || {
+        with_col_major(a, |ptr, lda| {
+            // (work, lwork, tb, ltb): tb only for Aasen's; -1 sizes are the workspace query.
+            let call = |work: *mut T, lwork: c_int, tb: *mut T, ltb: c_int| {
+                let mut info: c_int = 0;
+                macro_rules! bunch_kaufman {
+                    ($f:path) => {
+                        $f(
+                            &uplo,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            ip,
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        )
+                    };
+                }
+                macro_rules! aasen {
+                    ($f:path) => {
+                        $f(
+                            &uplo,
+                            &n,
+                            ptr.cast(),
+                            &lda,
+                            tb.cast(),
+                            &ltb,
+                            ip,
+                            ip2,
+                            work.cast(),
+                            &lwork,
+                            &mut info,
+                        )
+                    };
+                }
+                // SAFETY: ptr addresses an n x n column-major matrix of T with leading dimension
+                // lda, valid and exclusively borrowed for the call; ipiv and ipiv2 hold n ints,
+                // work lwork scalars and tb ltb (or one each, for the query); the routine is T's
+                // precision's.
+                unsafe {
+                    use Indefinite::{AasenTwoStage, BunchKaufman};
+                    match (which, T::PRECISION) {
+                        (BunchKaufman, Precision::S) => bunch_kaufman!(lapack_sys::ssytrf_),
+                        (BunchKaufman, Precision::D) => bunch_kaufman!(lapack_sys::dsytrf_),
+                        (BunchKaufman, Precision::C) => bunch_kaufman!(lapack_sys::chetrf_),
+                        (BunchKaufman, Precision::Z) => bunch_kaufman!(lapack_sys::zhetrf_),
+                        (AasenTwoStage, Precision::S) => aasen!(lapack_sys::ssytrf_aa_2stage_),
+                        (AasenTwoStage, Precision::D) => aasen!(lapack_sys::dsytrf_aa_2stage_),
+                        (AasenTwoStage, Precision::C) => aasen!(lapack_sys::chetrf_aa_2stage_),
+                        (AasenTwoStage, Precision::Z) => aasen!(lapack_sys::zhetrf_aa_2stage_),
+                    }
+                };
+                info
+            };
+            let (mut work, mut tb) = ([T::from_f64(0.0)], [T::from_f64(0.0)]);
+            call(work.as_mut_ptr(), -1, tb.as_mut_ptr(), -1);
+            let lwork = (work[0].re_f64() as usize).max(n as usize).max(1);
+            let ltb = (tb[0].re_f64() as usize).max(4 * n as usize).max(1);
+            let mut work = vec![T::from_f64(0.0); lwork];
+            let mut tb = vec![T::from_f64(0.0); ltb];
+            match call(work.as_mut_ptr(), int(lwork)?, tb.as_mut_ptr(), int(ltb)?) {
+                0 => Ok(None),
+                i if i > 0 => Ok(Some(i as usize - 1)),
+                i => Err(KernelError::Operands {
+                    op: Op::LuPanel,
+                    reason: format!("{}sytrf ({which:?}) rejected argument {}", T::PRECISION, -i),
+                }),
+            }
+        })
+    })
+}
+
 /// ?gels ('N') of a whole m x n matrix, m >= n, and its right-hand sides on OpenBLAS's threads: the
 /// least-squares solution in the first n rows of `b`. Returns the first zero diagonal entry of R
 /// (info > 0), if any.

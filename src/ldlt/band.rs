@@ -179,25 +179,19 @@ pub struct Inertia {
 
 /// The inertia of the block tridiagonal Hermitian T (diagonal blocks `diag`, subdiagonal blocks
 /// `sub`), as the sum of its Schur complements' (Haynsworth): S_0 = T(0, 0), S_k = T(k, k) - T(k,
-/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues. When a complement is nearly singular (its
-/// smallest eigenvalue below sqrt(eps) times its largest), the recursion would lose the signs it
-/// counts, and the inertia is T's eigenvalues' instead (dense: O(n^3)).
+/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues; an eigenvalue counts as zero within
+/// `tolerance`. When a complement is nearly singular (its smallest eigenvalue below sqrt(eps) times
+/// its largest), the recursion would lose the signs it counts, and the inertia is T's eigenvalues'
+/// instead (dense: O(n^3)).
 pub(crate) fn inertia<T: Scalar>(
     blocks: Blocks,
     diag: &[Mat<T>],
     sub: &[Mat<T>],
+    tolerance: f64,
 ) -> Result<Inertia> {
     let widen =
         |m: MatRef<'_, T>| Mat::<c64>::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64());
     let eps = T::PRECISION.epsilon();
-    let scale = diag
-        .iter()
-        .chain(sub)
-        .flat_map(|m| {
-            (0..m.ncols()).flat_map(move |j| (0..m.nrows()).map(move |i| m[(i, j)].abs_f64()))
-        })
-        .fold(0.0_f64, f64::max);
-    let tolerance = blocks.n as f64 * eps * scale;
     let mut counts = Inertia {
         positive: 0,
         negative: 0,
@@ -214,15 +208,7 @@ pub(crate) fn inertia<T: Scalar>(
         if k + 1 < diag.len() && smallest <= eps.sqrt() * largest {
             return dense_inertia(blocks, diag, sub, tolerance);
         }
-        for v in &values {
-            if v.abs() <= tolerance {
-                counts.zero += 1;
-            } else if *v > 0.0 {
-                counts.positive += 1;
-            } else {
-                counts.negative += 1;
-            }
-        }
+        count(&values, tolerance, &mut counts);
         if k + 1 == diag.len() {
             break;
         }
@@ -281,7 +267,13 @@ fn dense_inertia<T: Scalar>(
         negative: 0,
         zero: 0,
     };
-    for v in values {
+    count(&values, tolerance, &mut counts);
+    Ok(counts)
+}
+
+/// Adds the signs of `values` to `counts`, those of modulus at most `tolerance` as zeros.
+fn count(values: &[f64], tolerance: f64, counts: &mut Inertia) {
+    for &v in values {
         if v.abs() <= tolerance {
             counts.zero += 1;
         } else if v > 0.0 {
@@ -290,5 +282,4 @@ fn dense_inertia<T: Scalar>(
             counts.negative += 1;
         }
     }
-    Ok(counts)
 }

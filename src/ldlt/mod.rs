@@ -80,17 +80,23 @@ impl Ldlt {
         self
     }
 
+    /// The block order for a matrix of order `n`: the one given (at most n), else the default.
+    pub fn tile_size_for(&self, n: usize) -> usize {
+        self.tile
+            .unwrap_or_else(|| default_ldlt_tile(n))
+            .min(n.max(1))
+    }
+
     /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
     /// any [`Matrix`]. A singular matrix still factors (see [`LdltFactor::singular`]).
     pub fn factor<A: Matrix>(&self, a: A) -> Result<LdltFactor<A::Elem>> {
         let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
         check_finite_triangle("A", a, true)?;
-        let b = match self.tile {
-            Some(0) => return Err(Error::ZeroTileSize),
-            Some(b) => b,
-            None => default_ldlt_tile(a.nrows()),
-        };
+        if self.tile == Some(0) {
+            return Err(Error::ZeroTileSize);
+        }
+        let b = self.tile_size_for(a.nrows());
         let platform = self.resolve_platform()?;
         let n = a.nrows();
         let flops = (n as f64).powi(3) / 3.0 * a_flop_factor::<A::Elem>();
@@ -100,11 +106,19 @@ impl Ldlt {
         }
         let (aasen, band) = on_all_cores(&platform, flops, |backend, par| -> Result<_> {
             crate::matgen::mirror_lower(full.as_mut());
-            let aasen = Aasen::factor(full.as_ref(), b.min(n.max(1)), backend, par)?;
+            let aasen = Aasen::factor(full.as_ref(), b, backend, par)?;
             let band = BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)?;
             Ok((aasen, band))
         })?;
-        Ok(LdltFactor { aasen, band })
+        let largest = full
+            .col_iter()
+            .flat_map(|c| c.iter().map(|x| x.abs_f64()).collect::<Vec<_>>())
+            .fold(0.0_f64, f64::max);
+        Ok(LdltFactor {
+            aasen,
+            band,
+            largest,
+        })
     }
 }
 
@@ -118,6 +132,8 @@ fn a_flop_factor<T: Scalar>() -> f64 {
 pub struct LdltFactor<T> {
     aasen: Aasen<T>,
     band: BandLu<T>,
+    /// max |a_ij|, the scale of the eigenvalues counted as zero.
+    largest: f64,
 }
 
 impl<T: Scalar> LdltFactor<T> {
@@ -164,12 +180,18 @@ impl<T: Scalar> LdltFactor<T> {
         Ok(())
     }
 
-    /// A's inertia (its counts of positive, negative and zero eigenvalues): T's, by Sylvester's
-    /// law, from T's Schur complements block by block (Haynsworth), each by its eigenvalues (O(n
-    /// b^2)); from T's eigenvalues (O(n^3)) when a complement is nearly singular. Computed on each
-    /// call.
+    /// A's inertia (its counts of positive, negative and zero eigenvalues, zero meaning at most n
+    /// eps max |a_ij| in modulus): T's, by Sylvester's law, from T's Schur complements block by
+    /// block (Haynsworth), each by its eigenvalues (O(n b^2)); from T's eigenvalues (O(n^3)) when a
+    /// complement is nearly singular. Computed on each call.
     pub fn inertia(&self) -> Result<Inertia> {
-        band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub)
+        let tolerance = self.n() as f64 * T::PRECISION.epsilon() * self.largest;
+        band::inertia(
+            self.aasen.blocks,
+            &self.aasen.diag,
+            &self.aasen.sub,
+            tolerance,
+        )
     }
 
     /// ln |det A| (minus infinity for a singular A).

@@ -192,8 +192,8 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
             runs,
             flops,
             |backend| match backend {
-                Backend::Faer => "faer-lu".to_owned(),
-                Backend::OpenBlas => format!("openblas-{}getrf", T::PRECISION),
+                Backend::Faer => Some("faer-lu".to_owned()),
+                Backend::OpenBlas => Some(format!("openblas-{}getrf", T::PRECISION)),
             },
             |backend, mut m, par| backend.library_lu(m.as_mut(), par).map(|_| ()),
         )?;

@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod cholesky;
 pub mod gemm;
 pub mod info;
+pub mod ldlt;
 pub mod lu;
 pub mod output;
 #[cfg(test)]

@@ -223,8 +223,8 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             runs,
             flops,
             |backend| match backend {
-                Backend::Faer => "faer-qr".to_owned(),
-                Backend::OpenBlas => format!("openblas-{}geqrf", T::PRECISION),
+                Backend::Faer => Some("faer-qr".to_owned()),
+                Backend::OpenBlas => Some(format!("openblas-{}geqrf", T::PRECISION)),
             },
             |backend, mut m, par| backend.library_qr(m.as_mut(), par),
         )?;
@@ -307,8 +307,8 @@ fn lstsq<T: Scalar>(
             runs,
             flops,
             |backend| match backend {
-                Backend::Faer => "faer-lstsq".to_owned(),
-                Backend::OpenBlas => format!("openblas-{}gels", T::PRECISION),
+                Backend::Faer => Some("faer-lstsq".to_owned()),
+                Backend::OpenBlas => Some(format!("openblas-{}gels", T::PRECISION)),
             },
             |backend, (mut f, mut rhs), par| match backend {
                 Backend::Faer => {

@@ -1,0 +1,318 @@
+//! `hetla ldlt`: the symmetric (complex: Hermitian) indefinite factorisation A = Q^T L T L^H Q
+//! (Aasen's in blocks, `hetla::Ldlt`) of a generated matrix, timed and checked as LAPACK's dchksy_aa
+//! checks it (||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) and a solve's backward error), with A's
+//! inertia; `--compare` times in the same process the libraries' own factorisations of the whole
+//! matrix: faer's Bunch-Kaufman (`lblt`) on as many threads as the platform has cores, and with the
+//! `openblas` feature LAPACK ?sytrf (Bunch-Kaufman) and ?sytrf_aa_2stage (Aasen's in two stages) on
+//! OpenBLAS's threads.
+//!
+//! The factorisation runs as block steps on all the platform's cores (its task graph, and with it
+//! the workers, kernels and bounds of the other factorisations' reports, is the next step of the
+//! symmetric indefinite issue).
+
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use faer::{Mat, MatRef};
+use hetla::{Backend, ClusterSpec, Ldlt, Scalar, c32, c64};
+use serde::Serialize;
+
+use super::args::{PlatformArgs, parse_positive, parse_spec};
+use crate::peers::{self, PeerRate};
+use crate::{Error, Result};
+
+/// The matrix `hetla ldlt` factors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A random Hermitian matrix: entries uniform in [-1, 1) below the diagonal (both parts for a
+    /// complex type), a real diagonal: indefinite, about as many negative eigenvalues as positive.
+    Random,
+    /// A saddle-point (KKT) matrix [H B^H; B 0]: H a random HPD matrix of order n - n/4, B a random
+    /// n/4 x (n - n/4) block: n - n/4 positive eigenvalues and n/4 negative ones.
+    Kkt,
+}
+
+#[derive(Args)]
+pub struct LdltArgs {
+    /// Order of the matrix.
+    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
+    pub n: usize,
+    /// Block order b (T's band is b wide; default 128, 192 from order 6144 on).
+    #[arg(long, value_parser = parse_positive)]
+    pub tile: Option<usize>,
+    /// The matrix: random (indefinite) or kkt (a saddle-point matrix of known inertia).
+    #[arg(long, default_value = "random", value_enum)]
+    pub kind: Kind,
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
+    /// or auto (the factorisation's block steps use all of them).
+    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    pub clusters: ClusterSpec,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts).
+    #[arg(long, default_value = "d", value_enum)]
+    pub precision: super::args::PrecisionArg,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Also time, in this process and on the same matrix, faer's Bunch-Kaufman factorisation
+    /// (`faer-lblt`) and, when built with the `openblas` feature, LAPACK ?sytrf (`openblas-dsytrf`)
+    /// and ?sytrf_aa_2stage (`openblas-dsytrf_aa_2stage`) on OpenBLAS's threads.
+    #[arg(long)]
+    pub compare: bool,
+    /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
+    /// Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: Option<u64>,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A's inertia: its counts of positive, negative and zero eigenvalues.
+#[derive(Serialize)]
+pub struct InertiaReport {
+    pub positive: usize,
+    pub negative: usize,
+    pub zero: usize,
+}
+
+#[derive(Serialize)]
+pub struct LdltReport {
+    pub n: usize,
+    pub kind: Kind,
+    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
+    pub precision: hetla::Precision,
+    /// The block order.
+    pub tile: usize,
+    pub backend: String,
+    pub clusters: String,
+    /// Cores of every cluster.
+    pub cores: usize,
+    /// The best timed factorisation, seconds.
+    pub seconds: f64,
+    /// The median of the timed runs' seconds.
+    pub median_seconds: f64,
+    /// Timed runs (1 without `--repeat`).
+    pub runs: usize,
+    /// n^3/3 flops (4 times as many real ones for complex) over `seconds`.
+    pub gflops: f64,
+    /// ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps).
+    pub residual: f64,
+    /// A solve's ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
+    pub backward_error: f64,
+    /// Whether both ratios are below LAPACK's threshold, 30.
+    pub residual_ok: bool,
+    pub inertia: InertiaReport,
+    /// ln |det A| (minus infinity, written as null, for a singular A).
+    pub log_abs_det: f64,
+    /// The first zero pivot of T's LU, if A is singular.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub singular: Option<usize>,
+    /// The libraries timed beside hetla on the same matrix in the same process (`--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's rate over each peer's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
+}
+
+pub fn run(args: &LdltArgs) -> Result<LdltReport> {
+    use super::args::PrecisionArg as P;
+    match args.precision {
+        P::S => ldlt::<f32>(args),
+        P::D => ldlt::<f64>(args),
+        P::C => ldlt::<c32>(args),
+        P::Z => ldlt::<c64>(args),
+        P::Ds | P::Zc => Err(Error::InvalidOption {
+            option: "precision",
+            reason: "the symmetric indefinite factorisation has no mixed-precision solve yet: give s, d, c or z".into(),
+        }),
+    }
+}
+
+/// The Hermitian matrix of `kind`, order n, from `seed`.
+fn generate<T: Scalar>(kind: Kind, n: usize, seed: u64) -> Mat<T> {
+    let conj = |x: T| {
+        let z = x.to_c64();
+        T::from_parts(z.re, -z.im)
+    };
+    match kind {
+        Kind::Random => {
+            let r: Mat<T> = hetla::matgen::random_in(n, n, seed);
+            Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+                std::cmp::Ordering::Greater => r[(i, j)],
+                std::cmp::Ordering::Equal => T::from_f64(r[(i, i)].to_c64().re),
+                std::cmp::Ordering::Less => conj(r[(j, i)]),
+            })
+        }
+        Kind::Kkt => {
+            let m = n / 4;
+            let h: Mat<T> = hetla::matgen::random_hpd(n - m, seed);
+            let b: Mat<T> = hetla::matgen::random_in(m, n - m, seed + 1);
+            Mat::from_fn(n, n, |i, j| match (i < n - m, j < n - m) {
+                (true, true) => h[(i, j)],
+                (false, true) => b[(i - (n - m), j)],
+                (true, false) => conj(b[(j - (n - m), i)]),
+                (false, false) => T::from_f64(0.0),
+            })
+        }
+    }
+}
+
+/// ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) of the factor `f` of `a`.
+fn factor_ratio<T: Scalar>(a: MatRef<'_, T>, f: &hetla::LdltFactor<T>) -> f64 {
+    let n = a.nrows();
+    let (l, t) = (f.l(), f.t());
+    let mut m = &l * &t * l.adjoint();
+    // Q^T M Q: the interchanges undone in reverse order, on rows and columns.
+    for (i, &p) in f.swaps().iter().enumerate().rev() {
+        if p != i {
+            for c in 0..n {
+                let x = m[(i, c)];
+                m[(i, c)] = m[(p, c)];
+                m[(p, c)] = x;
+            }
+            for r in 0..n {
+                let x = m[(r, i)];
+                m[(r, i)] = m[(r, p)];
+                m[(r, p)] = x;
+            }
+        }
+    }
+    let d = Mat::from_fn(n, n, |i, j| a[(i, j)] - m[(i, j)]);
+    hetla::check::norm1(d.as_ref()) / (n as f64 * hetla::check::norm1(a) * T::PRECISION.epsilon())
+}
+
+fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
+    let n = args.n;
+    hetla::lab::limits::check_memory(
+        &format!("four matrices of order {n}"),
+        4 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
+    )?;
+    let platform = args.platform.cpu_platform(&args.clusters)?;
+    let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
+    let mut builder = Ldlt::new().platform(platform.clone());
+    if let Some(b) = args.tile {
+        builder = builder.tile(b);
+    }
+    let a: Mat<T> = generate(args.kind, n, args.seed);
+    let runs = args.repeat.map(|r| r as usize);
+    let (factor, timings) = peers::repeat(runs, || {
+        let start = Instant::now();
+        let f = builder.factor(a.as_ref())?;
+        Ok((f, start.elapsed().as_secs_f64()))
+    })?;
+    let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
+    let residual = factor_ratio(a.as_ref(), &factor);
+    let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
+    let backward_error = match factor.solve(rhs.as_ref()) {
+        Ok(x) => hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
+        Err(_) => f64::NAN,
+    };
+    let inertia = factor.inertia()?;
+    let threshold = hetla::check::RESIDUAL_THRESHOLD;
+    let gflops = flops / timings.best / 1e9;
+    let mut report = LdltReport {
+        n,
+        kind: args.kind,
+        precision: T::PRECISION,
+        tile: builder.tile_size_for(n),
+        backend: platform.backend().name().to_owned(),
+        clusters: args.clusters.to_string(),
+        cores,
+        seconds: timings.best,
+        median_seconds: timings.median,
+        runs: timings.runs,
+        gflops,
+        residual,
+        backward_error,
+        residual_ok: residual < threshold && backward_error < threshold,
+        inertia: InertiaReport {
+            positive: inertia.positive,
+            negative: inertia.negative,
+            zero: inertia.zero,
+        },
+        log_abs_det: factor.log_abs_det(),
+        singular: factor.singular(),
+        peers: None,
+        ratios: Vec::new(),
+    };
+    if args.compare {
+        let mut rates = peers::library_peers(
+            || a.clone(),
+            cores,
+            runs,
+            flops,
+            |backend| match backend {
+                Backend::Faer => Some("faer-lblt".to_owned()),
+                Backend::OpenBlas => Some(format!("openblas-{}", lapack_name::<T>("trf"))),
+            },
+            |backend, mut m, par| backend.library_ldlt(m.as_mut(), par).map(|_| ()),
+        )?;
+        // Aasen's in two stages: LAPACK's only (faer has none).
+        rates.extend(peers::library_peers(
+            || a.clone(),
+            cores,
+            runs,
+            flops,
+            |backend| match backend {
+                Backend::Faer => None,
+                Backend::OpenBlas => {
+                    Some(format!("openblas-{}", lapack_name::<T>("trf_aa_2stage")))
+                }
+            },
+            |backend, mut m, par| backend.library_ldlt_aasen(m.as_mut(), par).map(|_| ()),
+        )?);
+        report.ratios = super::report::ratios(report.gflops, &rates);
+        report.peers = Some(rates);
+    }
+    Ok(report)
+}
+
+/// LAPACK's name of the symmetric (real) or Hermitian (complex) routine with `suffix`: dsytrf,
+/// zhetrf_aa_2stage.
+fn lapack_name<T: Scalar>(suffix: &str) -> String {
+    let family = if T::PRECISION.is_complex() {
+        "he"
+    } else {
+        "sy"
+    };
+    format!("{}{family}{suffix}", T::PRECISION)
+}
+
+pub fn print(r: &LdltReport) {
+    println!(
+        "hetla ldlt: order {} ({}), block order {}, precision {}, backend {}, clusters {} ({} cores)",
+        r.n,
+        format!("{:?}", r.kind).to_lowercase(),
+        r.tile,
+        r.precision,
+        r.backend,
+        r.clusters,
+        r.cores
+    );
+    super::output::print_time(
+        r.seconds,
+        r.gflops,
+        "n^3/3",
+        r.precision,
+        r.runs,
+        r.median_seconds,
+    );
+    println!(
+        "  check     ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) = {:.3e}; solve backward error {:.3e} ({})",
+        r.residual,
+        r.backward_error,
+        if r.residual_ok { "ok" } else { "TOO LARGE" }
+    );
+    println!(
+        "  inertia   {} positive, {} negative, {} zero; ln |det A| = {:.6e}",
+        r.inertia.positive, r.inertia.negative, r.inertia.zero, r.log_abs_det
+    );
+    if let Some(column) = r.singular {
+        println!("  singular  T's pivot of column {column} is exactly zero");
+    }
+    super::output::print_run(&[], &[], None, None, r.peers.as_deref(), &r.ratios);
+}
