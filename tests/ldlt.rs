@@ -297,3 +297,32 @@ fn complex_kkt_matrices_and_the_determinant_of_a_known_spectrum() {
         f.det().unwrap()
     );
 }
+
+#[test]
+fn rcond_estimates_the_condition_of_a_known_spectrum() {
+    // Eigenvalues of both signs from 1 to 1e-6: cond_2 = 1e6, cond_1 within a factor n of it.
+    let n = 80;
+    let d: Vec<f64> = (0..n)
+        .map(|i| {
+            let x = 1e-6f64.powf(i as f64 / (n - 1) as f64);
+            if i % 3 == 0 { -x } else { x }
+        })
+        .collect();
+    let f = Ldlt::new()
+        .tile(16)
+        .factor(with_eigenvalues::<f64>(&d, 2).as_ref())
+        .unwrap();
+    let rcond = f.rcond().unwrap();
+    assert!(
+        rcond > 1e-6 / n as f64 && rcond < 1e-6 * n as f64,
+        "{rcond}"
+    );
+    assert_eq!(
+        Ldlt::new()
+            .factor(Mat::<f64>::identity(5, 5).as_ref())
+            .unwrap()
+            .rcond()
+            .unwrap(),
+        1.0
+    );
+}

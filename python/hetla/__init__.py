@@ -446,9 +446,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     (..., N, K), their stacks broadcast as scipy's; integers and bools are computed in float64 (as
     scipy's ``solve``). ``assume_a`` takes scipy's structures and reads what scipy reads:
     "pos" (or "positive definite") by Cholesky from the triangle ``lower`` names; "sym"/"her"
-    (or "symmetric"/"hermitian") from that triangle, "diagonal" and "tridiagonal" from those
-    diagonals, each by LU with partial pivoting (until the symmetric indefinite factorisation
-    lands); "upper triangular"/"lower triangular" by one substitution on their triangle (LAPACK's
+    (or "symmetric"/"hermitian") from that triangle by Aasen's symmetric indefinite
+    factorisation (``hetla.Ldlt``'s; a complex "sym" matrix, complex symmetric, by LU),
+    "diagonal" and "tridiagonal" from those diagonals by LU with partial pivoting; "upper triangular"/"lower triangular" by one substitution on their triangle (LAPACK's
     ?trtrs, warned by ?trcon's estimate); None, "general" and "banded"
     by LU on the whole matrix. ``transposed=True`` solves A^T x = b, also for a complex A (which
     scipy refuses). A singular A raises LinAlgError; an ill-conditioned one (reciprocal
@@ -521,7 +521,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             return
         m = _structured(mats[i], structure, lower)
         factors_in_a = in_a and structure == "general"  # scipy leaves the factors in a
-        if factors_in_a:
+        # Hermitian (real: symmetric) indefinite: Aasen's factorisation (?sytrf_aa's), A^T = conj(A)
+        # for a transposed solve. A complex "sym" is complex symmetric, not Hermitian: LU.
+        hermitian = structure == "her" or (structure == "sym" and not _np.iscomplexobj(m))
+        if hermitian:
+            singular, rcond = _hetla.ldlt_solve_system(_np.conj(m) if transposed else m, x[i])
+        elif factors_in_a:
             lu, piv, singular, rcond = _hetla.lu_factor(m, True)
         else:
             singular, rcond = _hetla.lu_solve_system(m, x[i], trans)

@@ -543,6 +543,41 @@ fn lu_solve_system_t<T: Scalar + Element>(
     .map_err(py_error)
 }
 
+/// Solves A X = B in place in `x` (2-D, writable, of `a`'s dtype) for the Hermitian (real:
+/// symmetric) indefinite A whose lower triangle is `a`'s (left unchanged), by Aasen's factorisation
+/// (`hetla::Ldlt`), the factors never leaving Rust. Returns `(singular, rcond)`: the first column
+/// of T with an exactly zero pivot (X then untouched), else None and the reciprocal condition
+/// estimate of A (?sycon's), for scipy's warning.
+#[pyfunction]
+fn ldlt_solve_system(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+) -> PyResult<(Option<usize>, f64)> {
+    by_dtype!(a, "a", T => ldlt_solve_system_t::<T>(py, a, x))
+}
+
+fn ldlt_solve_system_t<T: Scalar + Element>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+) -> PyResult<(Option<usize>, f64)> {
+    let a = readable::<T, ndarray::Ix2>(a, "a")?;
+    let mut x = writable_rhs::<T>(x)?;
+    let (a, x) = (a.as_array(), x.as_array_mut());
+    let ldlt = with_options!(hetla::Ldlt::new());
+    py.detach(move || -> hetla::Result<_> {
+        let factor = ldlt.factor(faer_ref(a))?;
+        if let Some(column) = factor.singular() {
+            return Ok((Some(column), 0.0));
+        }
+        let rcond = factor.rcond()?;
+        factor.solve_in_place(faer_mut(x))?;
+        Ok((None, rcond))
+    })
+    .map_err(py_error)
+}
+
 /// `lu_solve`'s `trans`: 0 (A x = b), 1 (A^T x = b) or 2 (A^H x = b).
 fn trans_of(trans: u8) -> PyResult<Trans> {
     match trans {
@@ -1065,6 +1100,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
     m.add_function(wrap_pyfunction!(cho_rcond, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;
+    m.add_function(wrap_pyfunction!(ldlt_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;

@@ -110,13 +110,17 @@ impl Ldlt {
             let band = BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)?;
             Ok((aasen, band))
         })?;
-        let largest = full
-            .col_iter()
-            .flat_map(|c| c.iter().map(|x| x.abs_f64()).collect::<Vec<_>>())
-            .fold(0.0_f64, f64::max);
+        let sums = full.col_iter().map(|c| {
+            c.iter()
+                .map(|x| x.abs_f64())
+                .fold((0.0, 0.0_f64), |(s, m), a| (s + a, m.max(a)))
+        });
+        let (norm1, largest) =
+            sums.fold((0.0_f64, 0.0_f64), |(n1, m), (s, c)| (n1.max(s), m.max(c)));
         Ok(LdltFactor {
             aasen,
             band,
+            norm1,
             largest,
         })
     }
@@ -132,6 +136,8 @@ fn a_flop_factor<T: Scalar>() -> f64 {
 pub struct LdltFactor<T> {
     aasen: Aasen<T>,
     band: BandLu<T>,
+    /// ||A||_1, for the condition estimate.
+    norm1: f64,
     /// max |a_ij|, the scale of the eigenvalues counted as zero.
     largest: f64,
 }
@@ -192,6 +198,31 @@ impl<T: Scalar> LdltFactor<T> {
             &self.aasen.sub,
             tolerance,
         )
+    }
+
+    /// ||A||_1.
+    pub fn norm1(&self) -> f64 {
+        self.norm1
+    }
+
+    /// The reciprocal of A's condition number in the 1-norm, estimated as LAPACK's ?sycon does: 1 /
+    /// (||A||_1 est(||A^-1||_1)), the estimate by Hager's and Higham's method through this factor's
+    /// solves (A^-1 is Hermitian: one solve serves both products). 0 for a singular A, 1 for an
+    /// empty one.
+    pub fn rcond(&self) -> Result<f64> {
+        let n = self.n();
+        if n == 0 {
+            return Ok(1.0);
+        }
+        if self.band.singular.is_some() || self.norm1 == 0.0 {
+            return Ok(0.0);
+        }
+        let inverse = crate::condition::estimate_norm1::<T>(n, |x, _| self.solve_in_place(x))?;
+        Ok(if inverse > 0.0 {
+            1.0 / (self.norm1 * inverse)
+        } else {
+            0.0
+        })
     }
 
     /// ln |det A| (minus infinity for a singular A).
