@@ -8,6 +8,8 @@ hetla's tiled task graphs (the GIL released):
   log-determinant, rcond, inverse, rank-k update and downdate), ``spd_logdet``, ``spd_rcond``,
   ``spd_inv``;
 - LU: ``lu_factor``, ``lu_solve``, ``solve``;
+- symmetric (Hermitian) indefinite: ``solve(assume_a="sym" or "her")`` and ``LdltFactor`` (solve,
+  inertia, logdet, rcond), by Aasen's factorisation;
 - QR and least squares: ``qr``, ``lstsq``.
 
 float32, float64, complex64 and complex128 (other numeric dtypes are promoted to float64, as
@@ -29,7 +31,7 @@ import numpy as _np
 from numpy.linalg import LinAlgError
 
 from . import _hetla
-from ._hetla import CholeskyFactor, Platform
+from ._hetla import CholeskyFactor, LdltFactor, Platform
 
 __version__ = _hetla.__version__
 
@@ -37,6 +39,7 @@ __all__ = [
     "LinAlgError",
     "LinAlgWarning",
     "CholeskyFactor",
+    "LdltFactor",
     "Platform",
     "cho_factor",
     "cho_solve",

@@ -807,23 +807,52 @@ fn solve_spd_mixed<'py>(
     }
 }
 
-/// A Cholesky factor A = L L^H of one matrix, and what can be read from it.
-enum AnyFactor {
-    F32(Factor<f32>),
-    F64(Factor<f64>),
-    C32(Factor<c32>),
-    C64(Factor<c64>),
+/// A kind of factor, generic over the scalar type (`Factor<T>`, `LdltFactor<T>`).
+trait Family {
+    type Of<T: Scalar>;
+}
+
+/// Cholesky's factors.
+struct PositiveDefinite;
+impl Family for PositiveDefinite {
+    type Of<T: Scalar> = Factor<T>;
+}
+
+/// The symmetric indefinite family's factors.
+struct Indefinite;
+impl Family for Indefinite {
+    type Of<T: Scalar> = hetla::LdltFactor<T>;
+}
+
+/// A factor of one matrix of the family `F`, in the precision the matrix came in.
+enum AnyFactor<F: Family> {
+    F32(F::Of<f32>),
+    F64(F::Of<f64>),
+    C32(F::Of<c32>),
+    C64(F::Of<c64>),
+}
+
+impl<F: Family> AnyFactor<F> {
+    /// The dtype name ("float64", ...).
+    fn dtype(&self) -> &'static str {
+        match self {
+            AnyFactor::F32(_) => "float32",
+            AnyFactor::F64(_) => "float64",
+            AnyFactor::C32(_) => "complex64",
+            AnyFactor::C64(_) => "complex128",
+        }
+    }
 }
 
 /// The element types a factor can have.
 trait Typed: Scalar + Element {
-    fn wrap(f: Factor<Self>) -> AnyFactor;
+    fn wrap<F: Family>(f: F::Of<Self>) -> AnyFactor<F>;
 }
 
 macro_rules! typed {
     ($($t:ty => $variant:ident),*) => {$(
         impl Typed for $t {
-            fn wrap(f: Factor<Self>) -> AnyFactor {
+            fn wrap<F: Family>(f: F::Of<Self>) -> AnyFactor<F> {
                 AnyFactor::$variant(f)
             }
         }
@@ -848,7 +877,7 @@ macro_rules! on_factor {
 /// to read from: `solve`, `logdet`, `rcond`, `inv`, `l`, and rank-k `update` and `downdate` (A + W
 /// W^H, A - W W^H refactored in O(n^2 k)). Built from the matrix's lower triangle.
 #[pyclass(name = "CholeskyFactor", module = "hetla")]
-struct PyFactor(AnyFactor);
+struct PyFactor(AnyFactor<PositiveDefinite>);
 
 #[pymethods]
 impl PyFactor {
@@ -864,7 +893,7 @@ impl PyFactor {
             py.detach(move || chol.factor(faer_ref(a)))
                 .map_err(py_error)
         }
-        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap))?;
+        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap::<PositiveDefinite>))?;
         Ok(PyFactor(any))
     }
 
@@ -877,12 +906,7 @@ impl PyFactor {
     /// The dtype name ("float64", ...).
     #[getter]
     fn dtype(&self) -> &'static str {
-        match self.0 {
-            AnyFactor::F32(_) => "float32",
-            AnyFactor::F64(_) => "float64",
-            AnyFactor::C32(_) => "complex64",
-            AnyFactor::C64(_) => "complex128",
-        }
+        self.0.dtype()
     }
 
     /// L, lower triangular (zeros above the diagonal), a new array.
@@ -963,6 +987,81 @@ impl PyFactor {
             Ok(())
         }
         on_factor!(&mut self.0, f => change(py, f, w, up))
+    }
+}
+
+/// The symmetric (Hermitian) indefinite factor A = Q^T L T L^H Q of one matrix (Aasen's,
+/// `hetla::Ldlt`), kept to solve with and to read from: `solve`, `inertia`, `logdet` (ln |det A|
+/// and its sign), `rcond`. Built from the matrix's lower triangle. Not scipy's `ldl` shape: T is
+/// block tridiagonal (b wide), not the 1 x 1 and 2 x 2 blocks of Bunch-Kaufman's D.
+#[pyclass(name = "LdltFactor", module = "hetla")]
+struct PyLdlt(AnyFactor<Indefinite>);
+
+#[pymethods]
+impl PyLdlt {
+    #[new]
+    fn new(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<Self> {
+        fn factor<T: Scalar + Element>(
+            py: Python<'_>,
+            a: &Bound<'_, PyAny>,
+        ) -> PyResult<hetla::LdltFactor<T>> {
+            let a = readable::<T, ndarray::Ix2>(a, "a")?;
+            let a = a.as_array();
+            let ldlt = with_options!(hetla::Ldlt::new());
+            py.detach(move || ldlt.factor(faer_ref(a)))
+                .map_err(py_error)
+        }
+        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap::<Indefinite>))?;
+        Ok(PyLdlt(any))
+    }
+
+    /// Order of the factored matrix.
+    #[getter]
+    fn n(&self) -> usize {
+        on_factor!(&self.0, f => f.n())
+    }
+
+    /// The dtype name ("float64", ...).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.0.dtype()
+    }
+
+    /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype); LinAlgError for a singular
+    /// A.
+    fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        fn solve<'py, T: Scalar + Element>(
+            py: Python<'py>,
+            f: &hetla::LdltFactor<T>,
+            b: &Bound<'py, PyAny>,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            let b = readable::<T, ndarray::Ix2>(b, "b")?;
+            let b = b.as_array();
+            let x = py.detach(|| f.solve(b)).map_err(py_error)?;
+            Ok(x.into_pyarray(py).into_any())
+        }
+        on_factor!(&self.0, f => solve(py, f, b))
+    }
+
+    /// A's inertia: (positive, negative, zero) counts of its eigenvalues.
+    fn inertia(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
+        let i = on_factor!(&self.0, f => py.detach(|| f.inertia()).map_err(py_error))?;
+        Ok((i.positive, i.negative, i.zero))
+    }
+
+    /// (sign, ln |det A|), as numpy's `slogdet`: det A is real (A is Hermitian); (0, -inf) for a
+    /// singular A.
+    fn logdet(&self) -> (f64, f64) {
+        on_factor!(&self.0, f => (f.det_sign(), f.log_abs_det()))
+    }
+
+    /// The reciprocal condition number of A in the 1-norm, estimated (LAPACK ?sycon).
+    fn rcond(&self, py: Python<'_>) -> PyResult<f64> {
+        on_factor!(&self.0, f => py.detach(|| f.rcond()).map_err(py_error))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("LdltFactor(n={}, dtype={})", self.n(), self.dtype())
     }
 }
 
@@ -1109,6 +1208,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_class::<PyFactor>()?;
+    m.add_class::<PyLdlt>()?;
     m.add_class::<PyPlatform>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -467,3 +467,34 @@ def test_no_warning_from_a_regular_solve():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         hetla.solve(np.eye(3) * 2, np.ones(3))
+
+
+def test_ldlt_factor_solves_and_reads_the_inertia_and_determinant_of_indefinite_matrices():
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+        n = 60
+        q, _ = np.linalg.qr(rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if np.iscomplexobj(np.zeros(1, dtype)) else 0))
+        d = np.where(np.arange(n) % 3 == 0, -1.0, 2.0) * (1 + np.arange(n) / n)
+        a = ((q * d) @ q.conj().T).astype(dtype)
+        f = hetla.LdltFactor(np.tril(a))
+        assert f.inertia() == (40, 20, 0)
+        sign, logabs = f.logdet()
+        s_np, l_np = np.linalg.slogdet(a.astype(np.complex128))
+        assert sign == np.sign(s_np.real) and abs(logabs - l_np) < 1e-3 * abs(l_np)
+        b = rng.standard_normal((n, 2)).astype(dtype)
+        x = f.solve(b)
+        tol = 1e-3 if dtype in (np.float32, np.complex64) else 1e-10
+        assert np.abs(a @ x - b).max() < tol * np.abs(b).max() * n
+        assert 0 < f.rcond() <= 1
+        assert repr(f).startswith("LdltFactor(n=60")
+
+
+def test_solve_assume_sym_matches_scipy_on_indefinite_matrices():
+    rng = np.random.default_rng(8)
+    a = rng.uniform(-1, 1, (200, 200))
+    a = a + a.T
+    b = rng.uniform(-1, 1, (200, 3))
+    np.testing.assert_allclose(hetla.solve(a, b, assume_a="sym"), sl.solve(a, b, assume_a="sym"), rtol=1e-8, atol=1e-10)
+    c = a + 1j * np.triu(rng.uniform(-1, 1, (200, 200)), 1)
+    c = np.tril(c) + np.tril(c, -1).conj().T
+    np.testing.assert_allclose(hetla.solve(c, b, assume_a="her", lower=True), sl.solve(c, b, assume_a="her", lower=True), rtol=1e-8, atol=1e-10)

@@ -159,20 +159,20 @@ impl<T: Scalar> LdltFactor<T> {
         self.band.singular
     }
 
-    /// X with A X = B (n x k).
-    pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<Mat<T>> {
+    /// X with A X = B (n x k), of B's kind (a faer `Mat` for a faer view, an ndarray for an
+    /// ndarray...).
+    pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
         let b = b.view();
-        let mut x = b.to_owned();
-        self.solve_in_place(x.as_mut())?;
-        Ok(x)
+        crate::check::check_rows(self.n(), b.nrows())?;
+        B::new_owned(b.nrows(), b.ncols(), |mut x| {
+            x.copy_from(b);
+            self.solve_in_place(x)
+        })
     }
 
     /// B <- A^-1 B.
     pub fn solve_in_place(&self, mut b: MatMut<'_, T>) -> Result<()> {
-        let n = self.n();
-        if b.nrows() != n {
-            return Err(Error::DimensionMismatch { n, rows: b.nrows() });
-        }
+        crate::check::check_rows(self.n(), b.nrows())?;
         crate::check::check_finite("B", b.rb())?;
         if let Some(column) = self.band.singular {
             return Err(Error::Singular { column });
@@ -230,6 +230,11 @@ impl<T: Scalar> LdltFactor<T> {
         self.band.log_abs_det().0
     }
 
+    /// The sign of det A (A is Hermitian: det A is real): 1, -1, or 0 for a singular A.
+    pub fn det_sign(&self) -> f64 {
+        self.band.log_abs_det().1
+    }
+
     /// det A (real: A is Hermitian), or [`Error::DeterminantOutOfRange`] when it is no normal f64.
     pub fn det(&self) -> Result<f64> {
         let (log, sign) = self.band.log_abs_det();
@@ -280,6 +285,9 @@ impl<T: Scalar> LdltFactor<T> {
 
 /// X with A X = B for a Hermitian (real: symmetric) indefinite A given by its lower triangle
 /// (LAPACK's ?sysv / ?hesv, through [`Ldlt`] with default options).
-pub fn solve_symmetric<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<Mat<A::Elem>> {
-    Ldlt::new().factor(a)?.solve(b)
+pub fn solve_symmetric<A: Matrix, B: Matrix<Elem = A::Elem>>(a: A, b: B) -> Result<B::Owned> {
+    // `solve` checks the same, but only after the O(n^3) factorisation: fail first.
+    let (av, bv) = (a.view(), b.view());
+    crate::check::check_system("A", (av.nrows(), av.ncols()), bv.nrows())?;
+    Ldlt::new().factor(av)?.solve(b)
 }

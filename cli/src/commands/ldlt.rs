@@ -1,10 +1,10 @@
 //! `hetla ldlt`: the symmetric (complex: Hermitian) indefinite factorisation A = Q^T L T L^H Q
-//! (Aasen's in blocks, `hetla::Ldlt`) of a generated matrix, timed and checked as LAPACK's dchksy_aa
-//! checks it (||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) and a solve's backward error), with A's
-//! inertia; `--compare` times in the same process the libraries' own factorisations of the whole
-//! matrix: faer's Bunch-Kaufman (`lblt`) on as many threads as the platform has cores, and with the
-//! `openblas` feature LAPACK ?sytrf (Bunch-Kaufman) and ?sytrf_aa_2stage (Aasen's in two stages) on
-//! OpenBLAS's threads.
+//! (Aasen's in blocks, `hetla::Ldlt`) of a generated matrix, timed and checked as LAPACK's
+//! dchksy_aa checks it (||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) and a solve's backward error),
+//! with A's inertia; `--compare` times in the same process the libraries' own factorisations of the
+//! whole matrix: faer's Bunch-Kaufman (`lblt`) on as many threads as the platform has cores, and
+//! with the `openblas` feature LAPACK ?sytrf (Bunch-Kaufman) and ?sytrf_aa_2stage (Aasen's in two
+//! stages) on OpenBLAS's threads.
 //!
 //! The factorisation runs as block steps on all the platform's cores (its task graph, and with it
 //! the workers, kernels and bounds of the other factorisations' reports, is the next step of the
