@@ -43,6 +43,21 @@ pub trait Matrix {
     }
 }
 
+/// X = solve(B): a copy of the right-hand sides `b` (checked to have the `n` rows of the system) in
+/// `b`'s owned type, solved in place by `solve` (every factor's `solve`).
+pub(crate) fn solved<B: Matrix>(
+    b: B,
+    n: usize,
+    solve: impl FnOnce(MatMut<'_, B::Elem>) -> Result<()>,
+) -> Result<B::Owned> {
+    let b = b.view();
+    crate::check::check_rows(n, b.nrows())?;
+    B::new_owned(b.nrows(), b.ncols(), |mut x| {
+        x.copy_from(b);
+        solve(x)
+    })
+}
+
 /// A matrix hetla writes in place.
 pub trait MatrixMut {
     /// The scalar type.

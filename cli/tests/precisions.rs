@@ -5,6 +5,21 @@
 mod common;
 use common::hetla;
 
+/// The report's rate counts the precision's flops: `real` in a real precision, 4 times that in a
+/// complex one.
+fn assert_counts_flops(v: &serde_json::Value, precision: &str, real: f64) {
+    let flops = v["gflops"].as_f64().unwrap() * v["seconds"].as_f64().unwrap() * 1e9;
+    let expected = if precision == "c" || precision == "z" {
+        4.0 * real
+    } else {
+        real
+    };
+    assert!(
+        (flops / expected - 1.0).abs() < 1e-9,
+        "{precision}: {flops} flops"
+    );
+}
+
 fn models_dir(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("hetla-cli-{name}-{}", std::process::id()));
     dir.to_str().unwrap().to_owned()
@@ -27,15 +42,7 @@ fn cholesky_runs_in_every_precision_with_its_peers() {
             names.contains(&format!("faer-{p}gemm").as_str()),
             "{names:?}"
         );
-        // The rate counts the precision's flops: n^3/3, 4 times that for complex.
-        let flops = v["gflops"].as_f64().unwrap() * v["seconds"].as_f64().unwrap() * 1e9;
-        let real = 300.0_f64.powi(3) / 3.0;
-        let expected = if p == "c" || p == "z" {
-            4.0 * real
-        } else {
-            real
-        };
-        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+        assert_counts_flops(&v, p, 300.0_f64.powi(3) / 3.0);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -53,16 +60,7 @@ fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
         let names: Vec<&str> = common::each(&inverse["peers"], "name");
         assert!(names.contains(&"faer-llt-inverse"), "{names:?}");
         assert!(inverse["ratio_to_best_peer"].as_f64().unwrap() > 0.0);
-        // n^3 flops (factor and inverse), 4 times that for complex.
-        let flops =
-            inverse["gflops"].as_f64().unwrap() * inverse["seconds"].as_f64().unwrap() * 1e9;
-        let real = 260.0_f64.powi(3);
-        let expected = if p == "c" || p == "z" {
-            4.0 * real
-        } else {
-            real
-        };
-        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+        assert_counts_flops(&inverse, p, 260.0_f64.powi(3));
     }
     for refused in [
         &["cholesky", "--inverse", "--precision", "ds"][..],
@@ -241,15 +239,7 @@ fn ldlt_factors_in_every_precision_with_its_inertia_and_peers() {
         assert_eq!(v["inertia"]["negative"], 37, "{v}");
         let names = common::each(&v["peers"], "name");
         assert!(names.contains(&"faer-lblt"), "{names:?}");
-        // The rate counts the precision's flops: n^3/3, 4 times that for complex.
-        let flops = v["gflops"].as_f64().unwrap() * v["seconds"].as_f64().unwrap() * 1e9;
-        let real = 150.0_f64.powi(3) / 3.0;
-        let expected = if p == "c" || p == "z" {
-            4.0 * real
-        } else {
-            real
-        };
-        assert!((flops / expected - 1.0).abs() < 1e-9, "{p}: {flops} flops");
+        assert_counts_flops(&v, p, 150.0_f64.powi(3) / 3.0);
     }
     let (ok, _, err) = common::run("ldlt --n 100 --precision ds");
     assert!(!ok && err.contains("mixed"), "{err}");

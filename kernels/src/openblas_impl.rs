@@ -737,35 +737,16 @@ fn library_ldlt<T: Scalar>(
             // (work, lwork, tb, ltb): tb only for Aasen's; -1 sizes are the workspace query.
             let call = |work: *mut T, lwork: c_int, tb: *mut T, ltb: c_int| {
                 let mut info: c_int = 0;
-                macro_rules! bunch_kaufman {
-                    ($f:path) => {
-                        $f(
-                            &uplo,
-                            &n,
-                            ptr.cast(),
-                            &lda,
-                            ip,
-                            work.cast(),
-                            &lwork,
-                            &mut info,
-                        )
+                // LAPACK's arguments in its order: uplo, n, A, lda, (Aasen's: TB, ltb,) ipiv,
+                // (Aasen's: ipiv2,) work, lwork, info.
+                let (u, m, a, l, q) = (&uplo, &n, ptr, &lda, &mut info);
+                let (t, lt, w, lw) = (tb, &ltb, work, &lwork);
+                macro_rules! lapack {
+                    (bk $f:path) => {
+                        $f(u, m, a.cast(), l, ip, w.cast(), lw, q)
                     };
-                }
-                macro_rules! aasen {
-                    ($f:path) => {
-                        $f(
-                            &uplo,
-                            &n,
-                            ptr.cast(),
-                            &lda,
-                            tb.cast(),
-                            &ltb,
-                            ip,
-                            ip2,
-                            work.cast(),
-                            &lwork,
-                            &mut info,
-                        )
+                    (aa $f:path) => {
+                        $f(u, m, a.cast(), l, t.cast(), lt, ip, ip2, w.cast(), lw, q)
                     };
                 }
                 // SAFETY: ptr addresses an n x n column-major matrix of T with leading dimension
@@ -775,14 +756,14 @@ fn library_ldlt<T: Scalar>(
                 unsafe {
                     use Indefinite::{AasenTwoStage, BunchKaufman};
                     match (which, T::PRECISION) {
-                        (BunchKaufman, Precision::S) => bunch_kaufman!(lapack_sys::ssytrf_),
-                        (BunchKaufman, Precision::D) => bunch_kaufman!(lapack_sys::dsytrf_),
-                        (BunchKaufman, Precision::C) => bunch_kaufman!(lapack_sys::chetrf_),
-                        (BunchKaufman, Precision::Z) => bunch_kaufman!(lapack_sys::zhetrf_),
-                        (AasenTwoStage, Precision::S) => aasen!(lapack_sys::ssytrf_aa_2stage_),
-                        (AasenTwoStage, Precision::D) => aasen!(lapack_sys::dsytrf_aa_2stage_),
-                        (AasenTwoStage, Precision::C) => aasen!(lapack_sys::chetrf_aa_2stage_),
-                        (AasenTwoStage, Precision::Z) => aasen!(lapack_sys::zhetrf_aa_2stage_),
+                        (BunchKaufman, Precision::S) => lapack!(bk lapack_sys::ssytrf_),
+                        (BunchKaufman, Precision::D) => lapack!(bk lapack_sys::dsytrf_),
+                        (BunchKaufman, Precision::C) => lapack!(bk lapack_sys::chetrf_),
+                        (BunchKaufman, Precision::Z) => lapack!(bk lapack_sys::zhetrf_),
+                        (AasenTwoStage, Precision::S) => lapack!(aa lapack_sys::ssytrf_aa_2stage_),
+                        (AasenTwoStage, Precision::D) => lapack!(aa lapack_sys::dsytrf_aa_2stage_),
+                        (AasenTwoStage, Precision::C) => lapack!(aa lapack_sys::chetrf_aa_2stage_),
+                        (AasenTwoStage, Precision::Z) => lapack!(aa lapack_sys::zhetrf_aa_2stage_),
                     }
                 };
                 info

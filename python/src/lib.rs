@@ -844,6 +844,35 @@ impl<F: Family> AnyFactor<F> {
     }
 }
 
+/// A factor that solves A X = B for an ndarray B.
+trait Solver<T: Scalar>: Sync {
+    fn solve_array(&self, b: ndarray::ArrayView2<'_, T>) -> hetla::Result<ndarray::Array2<T>>;
+}
+
+impl<T: Scalar> Solver<T> for Factor<T> {
+    fn solve_array(&self, b: ndarray::ArrayView2<'_, T>) -> hetla::Result<ndarray::Array2<T>> {
+        self.solve(b)
+    }
+}
+
+impl<T: Scalar> Solver<T> for hetla::LdltFactor<T> {
+    fn solve_array(&self, b: ndarray::ArrayView2<'_, T>) -> hetla::Result<ndarray::Array2<T>> {
+        self.solve(b)
+    }
+}
+
+/// X with A X = B through the factor `f`, B a 2-D array of the factor's dtype (the GIL released).
+fn solve_with<'py, T: Scalar + Element>(
+    py: Python<'py>,
+    f: &impl Solver<T>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let b = readable::<T, ndarray::Ix2>(b, "b")?;
+    let b = b.as_array();
+    let x = py.detach(|| f.solve_array(b)).map_err(py_error)?;
+    Ok(x.into_pyarray(py).into_any())
+}
+
 /// The element types a factor can have.
 trait Typed: Scalar + Element {
     fn wrap<F: Family>(f: F::Of<Self>) -> AnyFactor<F>;
@@ -917,17 +946,7 @@ impl PyFactor {
 
     /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype).
     fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        fn solve<'py, T: Scalar + Element>(
-            py: Python<'py>,
-            f: &Factor<T>,
-            b: &Bound<'py, PyAny>,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            let b = readable::<T, ndarray::Ix2>(b, "b")?;
-            let b = b.as_array();
-            let x = py.detach(|| f.solve(b)).map_err(py_error)?;
-            Ok(x.into_pyarray(py).into_any())
-        }
-        on_factor!(&self.0, f => solve(py, f, b))
+        on_factor!(&self.0, f => solve_with(py, f, b))
     }
 
     /// ln det A (A is positive definite: its determinant is positive), without overflow.
@@ -1030,17 +1049,7 @@ impl PyLdlt {
     /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype); LinAlgError for a singular
     /// A.
     fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        fn solve<'py, T: Scalar + Element>(
-            py: Python<'py>,
-            f: &hetla::LdltFactor<T>,
-            b: &Bound<'py, PyAny>,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            let b = readable::<T, ndarray::Ix2>(b, "b")?;
-            let b = b.as_array();
-            let x = py.detach(|| f.solve(b)).map_err(py_error)?;
-            Ok(x.into_pyarray(py).into_any())
-        }
-        on_factor!(&self.0, f => solve(py, f, b))
+        on_factor!(&self.0, f => solve_with(py, f, b))
     }
 
     /// A's inertia: (positive, negative, zero) counts of its eigenvalues.

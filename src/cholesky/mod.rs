@@ -574,12 +574,7 @@ impl<T: Scalar> Factor<T> {
     /// Solves A X = B for one or many right-hand sides (the columns of `b`, any [`Matrix`]): X is a
     /// new matrix of `b`'s kind (column-major).
     pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
-        let b = b.view();
-        crate::check::check_rows(self.n(), b.nrows())?;
-        B::new_owned(b.nrows(), b.ncols(), |mut x| {
-            x.copy_from(b);
-            self.solve_in_place(x)
-        })
+        crate::interop::solved(b, self.n(), |x| self.solve_in_place(x))
     }
 
     /// Solves A X = B in place: `b` is overwritten with X. A factor of one tile solves with two

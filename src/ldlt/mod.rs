@@ -162,12 +162,7 @@ impl<T: Scalar> LdltFactor<T> {
     /// X with A X = B (n x k), of B's kind (a faer `Mat` for a faer view, an ndarray for an
     /// ndarray...).
     pub fn solve<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
-        let b = b.view();
-        crate::check::check_rows(self.n(), b.nrows())?;
-        B::new_owned(b.nrows(), b.ncols(), |mut x| {
-            x.copy_from(b);
-            self.solve_in_place(x)
-        })
+        crate::interop::solved(b, self.n(), |x| self.solve_in_place(x))
     }
 
     /// B <- A^-1 B.

@@ -494,10 +494,7 @@ impl<T: Scalar> LuFactor<T> {
     }
 
     fn solve_new<B: Matrix<Elem = T>>(&self, b: B, trans: Trans) -> Result<B::Owned> {
-        let b = b.view();
-        crate::check::check_rows(self.n(), b.nrows())?;
-        B::new_owned(b.nrows(), b.ncols(), |mut x| {
-            x.copy_from(b);
+        crate::interop::solved(b, self.n(), |x| {
             column_major(x, |x| self.solve_column_major(x, trans))
         })
     }

@@ -283,3 +283,14 @@ impl Factorization {
         Ok(())
     }
 }
+
+/// Refuses, before any work, `count` matrices of `rows x cols` entries of `T` that the machine's
+/// memory cannot hold (`what` names them in the error).
+pub fn check_matrices<T: hetla::Scalar>(
+    what: &str,
+    count: u128,
+    (rows, cols): (usize, usize),
+) -> crate::Result<()> {
+    let bytes = count * hetla::lab::limits::matrix_bytes(rows, cols) * T::PRECISION.bytes() as u128;
+    Ok(hetla::lab::limits::check_memory(what, bytes / 8)?)
+}

@@ -187,10 +187,7 @@ fn factor_ratio<T: Scalar>(a: MatRef<'_, T>, f: &hetla::LdltFactor<T>) -> f64 {
 
 fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     let n = args.n;
-    hetla::lab::limits::check_memory(
-        &format!("four matrices of order {n}"),
-        4 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
-    )?;
+    super::args::check_matrices::<T>(&format!("four matrices of order {n}"), 4, (n, n))?;
     let platform = args.platform.cpu_platform(&args.clusters)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut builder = Ldlt::new().platform(platform.clone());

@@ -134,10 +134,7 @@ type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
 
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
-    hetla::lab::limits::check_memory(
-        &format!("two matrices of order {n}"),
-        2 * hetla::lab::limits::matrix_bytes(n, n) * T::PRECISION.bytes() as u128 / 8,
-    )?;
+    super::args::check_matrices::<T>(&format!("two matrices of order {n}"), 2, (n, n))?;
     let platform = args.platform.cpu_platform(&args.clusters)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();

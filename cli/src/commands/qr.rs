@@ -137,10 +137,7 @@ pub fn run(args: &QrArgs) -> Result<QrReport> {
 /// The run's memory and its options' shapes, checked before any work.
 fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
     let (m, n) = (args.m, args.n);
-    hetla::lab::limits::check_memory(
-        &format!("three {m} x {n} matrices"),
-        3 * hetla::lab::limits::matrix_bytes(m, n) * T::PRECISION.bytes() as u128 / 8,
-    )?;
+    super::args::check_matrices::<T>(&format!("three {m} x {n} matrices"), 3, (m, n))?;
     if args.cholqr && m < n {
         return Err(Error::Library(hetla::Error::InvalidOption {
             option: "cholqr",
@@ -148,10 +145,8 @@ fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
         }));
     }
     if let Some(k) = args.lstsq {
-        hetla::lab::limits::check_memory(
-            &format!("{k} right-hand sides of {m} rows, twice"),
-            2 * hetla::lab::limits::matrix_bytes(m, k) * T::PRECISION.bytes() as u128 / 8,
-        )?;
+        let what = format!("{k} right-hand sides of {m} rows, twice");
+        super::args::check_matrices::<T>(&what, 2, (m, k))?;
     }
     if let Some(k) = args.lstsq
         && m < n
