@@ -60,7 +60,7 @@ fn cholesky_inverse_is_timed_checked_and_compared_in_every_precision() {
         let names: Vec<&str> = common::each(&inverse["peers"], "name");
         assert!(names.contains(&"faer-llt-inverse"), "{names:?}");
         assert!(inverse["ratio_to_best_peer"].as_f64().unwrap() > 0.0);
-        assert_counts_flops(&inverse, p, 260.0_f64.powi(3));
+        assert_counts_flops(inverse, p, 260.0_f64.powi(3));
     }
     for refused in [
         &["cholesky", "--inverse", "--precision", "ds"][..],
