@@ -174,6 +174,26 @@ fn a_singular_matrix_factors_and_its_solve_is_refused() {
 }
 
 #[test]
+fn an_empty_matrix_factors_into_nothing() {
+    let f = Ldlt::new()
+        .factor(Mat::<f64>::zeros(0, 0).as_ref())
+        .unwrap();
+    let inertia = f.inertia().unwrap();
+    assert_eq!(
+        (inertia.positive, inertia.negative, inertia.zero),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        f.solve(Mat::<f64>::zeros(0, 2).as_ref()).unwrap().ncols(),
+        2
+    );
+    assert_eq!(
+        (f.log_abs_det(), f.det().unwrap(), f.rcond().unwrap()),
+        (0.0, 1.0, 1.0)
+    );
+}
+
+#[test]
 fn bad_input_is_refused_before_any_work() {
     let mut a = random_hermitian::<f64>(10, 1);
     a[(7, 2)] = f64::NAN;

@@ -50,6 +50,13 @@ impl<T: Scalar> BandLu<T> {
         let size = |k: usize| if k < count { blocks.size(k) } else { 0 };
         let mut steps = Vec::with_capacity(count);
         let mut singular = None;
+        if count == 0 {
+            return Ok(Self {
+                blocks,
+                steps,
+                singular,
+            });
+        }
         // Block row k from column k on: columns k, k+1, k+2.
         let mut carry = Mat::<T>::zeros(size(0), size(0) + size(1) + size(2));
         carry.as_mut().subcols_mut(0, size(0)).copy_from(&diag[0]);
@@ -197,7 +204,10 @@ pub(crate) fn inertia<T: Scalar>(
         negative: 0,
         zero: 0,
     };
-    let mut s = widen(diag[0].as_ref());
+    let Some(first) = diag.first() else {
+        return Ok(counts);
+    };
+    let mut s = widen(first.as_ref());
     for k in 0..diag.len() {
         let Ok(evd) = s.as_ref().self_adjoint_eigen(faer::Side::Lower) else {
             return dense_inertia(blocks, diag, sub, tolerance);
