@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use faer::{Mat, MatRef};
+use faer::Mat;
 use hetla::{Backend, ClusterSpec, Ldlt, Scalar, c32, c64};
 use serde::Serialize;
 
@@ -161,30 +161,6 @@ fn generate<T: Scalar>(kind: Kind, n: usize, seed: u64) -> Mat<T> {
     }
 }
 
-/// ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) of the factor `f` of `a`.
-fn factor_ratio<T: Scalar>(a: MatRef<'_, T>, f: &hetla::LdltFactor<T>) -> f64 {
-    let n = a.nrows();
-    let (l, t) = (f.l(), f.t());
-    let mut m = &l * &t * l.adjoint();
-    // Q^T M Q: the interchanges undone in reverse order, on rows and columns.
-    for (i, &p) in f.swaps().iter().enumerate().rev() {
-        if p != i {
-            for c in 0..n {
-                let x = m[(i, c)];
-                m[(i, c)] = m[(p, c)];
-                m[(p, c)] = x;
-            }
-            for r in 0..n {
-                let x = m[(r, i)];
-                m[(r, i)] = m[(r, p)];
-                m[(r, p)] = x;
-            }
-        }
-    }
-    let d = Mat::from_fn(n, n, |i, j| a[(i, j)] - m[(i, j)]);
-    hetla::check::norm1(d.as_ref()) / (n as f64 * hetla::check::norm1(a) * T::PRECISION.epsilon())
-}
-
 fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     let n = args.n;
     super::args::check_matrices::<T>(&format!("four matrices of order {n}"), 4, (n, n))?;
@@ -202,7 +178,7 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
         Ok((f, start.elapsed().as_secs_f64()))
     })?;
     let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-    let residual = factor_ratio(a.as_ref(), &factor);
+    let residual = factor.residual(a.as_ref())?;
     let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
     let backward_error = match factor.solve(rhs.as_ref()) {
         Ok(x) => hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
