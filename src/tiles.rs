@@ -253,6 +253,41 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
         )
     }
 
+    /// The `rows x cols` block at (`first_row`, `first_col`), read-only: a view that spans tiles,
+    /// for a task that reads every tile it overlaps (Aasen's). Panics outside the matrix.
+    pub(crate) fn region(
+        &self,
+        (first_row, first_col): (usize, usize),
+        (rows, cols): (usize, usize),
+    ) -> MatRef<'_, T> {
+        self.as_mat_ref()
+            .submatrix(first_row, first_col, rows, cols)
+    }
+
+    /// [`TiledMatrix::region`], writable; `None` when the matrix is read-only. Panics outside the
+    /// matrix.
+    ///
+    /// # Safety
+    /// For as long as the view lives no other view of a tile it overlaps may be used.
+    pub(crate) unsafe fn region_mut(
+        &self,
+        (first_row, first_col): (usize, usize),
+        (rows, cols): (usize, usize),
+    ) -> Option<MatMut<'_, T>> {
+        let inside =
+            first_row + rows <= self.tiling.rows() && first_col + cols <= self.tiling.cols();
+        assert!(inside, "a region outside the matrix");
+        if !self.writable {
+            return None;
+        }
+        let offset = first_row + first_col * self.ld;
+        // SAFETY: the block lies inside the borrowed storage (checked above), and the caller
+        // guarantees that no other view of it is used meanwhile.
+        Some(unsafe {
+            MatMut::from_raw_parts_mut(self.ptr.add(offset), rows, cols, 1, self.ld as isize)
+        })
+    }
+
     /// Tile (i, j), writable, through a shared borrow; `None` when the matrix is read-only or (i,
     /// j) outside the tiling.
     ///

@@ -24,6 +24,18 @@ unsafe impl GlobalAlloc for CountingAllocator {
         p
     }
 
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // The system's own (calloc): fresh pages come zeroed from the kernel, where the default
+        // method would write zeros over them (0.21 s for the 512 MB of an order-8192 factor).
+        // SAFETY: the caller upholds `alloc_zeroed`'s contract, which we forward.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        p
+    }
+
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded from the caller, who upholds `dealloc`'s contract.
         unsafe { System.dealloc(ptr, layout) };

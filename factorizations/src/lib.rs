@@ -9,8 +9,9 @@
 //! ([`cholesky`]), the inverse from its factor ([`cholesky_inverse`]), the forward and backward
 //! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), LU with partial
 //! pivoting over block columns ([`lu`]), Householder QR with a flat or binary reduction tree and
-//! the application of Q^H to right-hand sides ([`qr`], [`qr_with_rhs`]), and the tiled general
-//! matrix product ([`matmul`]). [`ProcessGrid`] distributes tiles 2D block-cyclic over MPI ranks.
+//! the application of Q^H to right-hand sides ([`qr`], [`qr_with_rhs`]), Aasen's symmetric
+//! indefinite factorisation ([`ldlt`]), and the tiled general matrix product ([`matmul`]).
+//! [`ProcessGrid`] distributes tiles 2D block-cyclic over MPI ranks.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ mod builders;
 mod distribution;
 mod graph;
 mod index;
+mod ldlt;
 mod matmul;
 mod qr;
 mod split;
@@ -31,6 +33,7 @@ pub use builders::{
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
+pub use ldlt::{ldlt, ldlt_shapes, ldlt_step};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use qr::{QrTree, qr, qr_apply_rhs, qr_t_slot, qr_with_rhs};
 pub use split::{GridSplit, RankShare, SplitError};

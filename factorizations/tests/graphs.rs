@@ -149,6 +149,62 @@ fn the_lu_graph_orders_its_block_columns_and_counts_two_thirds_n_cubed() {
 }
 
 #[test]
+fn the_ldlt_graph_orders_every_view_and_its_updates_count_n_cubed_over_three() {
+    for (n, b) in [(1000, 100), (1000, 300), (7, 7), (10, 3), (20, 6)] {
+        let tiling = Tiling::square(n, b).unwrap();
+        let g = hetla_factorizations::ldlt(&tiling).unwrap();
+        // Every task's views lie in the tiles it lists, so listed conflicts are all there are.
+        assert_conflicts_are_ordered(&g);
+        let t = tiling.row_tiles();
+        let count = |op: Op| g.tasks().iter().filter(|task| task.op == op).count();
+        let pairs = |m: usize| m * m.saturating_sub(1) / 2;
+        assert_eq!(count(Op::LdltDiagonal), t);
+        assert_eq!(count(Op::LdltPanel), t - 1);
+        assert_eq!(count(Op::LdltUpdate), pairs(t));
+        assert_eq!(count(Op::LdltHessenberg), pairs(t - 1));
+        assert_eq!(count(Op::LdltSwap), pairs(t - 1));
+        // The updates are the products of the left-looking Aasen: sum over k of 2 (n - (k+1) b) k b
+        // b_k, n^3/3 to leading order.
+        let updates: f64 = g
+            .tasks()
+            .iter()
+            .filter(|task| task.op == Op::LdltUpdate)
+            .map(|task| task.flops)
+            .sum();
+        let exact: f64 = (0..t.saturating_sub(1))
+            .map(|k| {
+                let below = (n - tiling.offset(k + 1)) as f64;
+                2.0 * below * tiling.offset(k) as f64 * tiling.tile_rows(k) as f64
+            })
+            .sum();
+        assert_eq!(updates, exact, "{n} {b}");
+        // Step k + 1 waits for panel k: each of its tasks reads a tile the panel wrote, or one the
+        // panel's interchanges wrote.
+        for (id, task) in g.tasks().iter().enumerate() {
+            let (_, k) = hetla_factorizations::ldlt_step(task);
+            if k == 0 || task.op == Op::LdltSwap {
+                continue;
+            }
+            let panel = g
+                .tasks()
+                .iter()
+                .position(|p| {
+                    p.op == Op::LdltPanel && hetla_factorizations::ldlt_step(p).1 == k - 1
+                })
+                .unwrap();
+            assert!(reachable(&g, TaskId(panel), TaskId(id)), "{n} {b}: {id}");
+        }
+        // Each task's kernel shapes fit its operation.
+        for task in g.tasks() {
+            let shapes = hetla_factorizations::ldlt_shapes(&tiling, task);
+            task.op.check_shapes(&shapes).unwrap();
+        }
+    }
+    let wide = Tiling::new(10, 12, 3).unwrap();
+    assert!(hetla_factorizations::ldlt(&wide).is_err());
+}
+
+#[test]
 fn solve_graphs_have_the_flops_of_two_triangular_solves() {
     for (n, r, b) in [(7, 1, 3), (10, 4, 5), (9, 9, 4), (1, 3, 2)] {
         let l = Tiling::square(n, b).unwrap();

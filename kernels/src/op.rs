@@ -95,6 +95,25 @@ pub enum Op {
     /// `[V (m x k), A1 (k x c), A2 (m x c)]`: [A1; A2] <- Q^H [A1; A2], Q from [`Op::Ttqrt`]
     /// (LAPACK ?tpmqrt, l = k; PLASMA's TTMQR).
     Ttmqr,
+    /// `[T (m x w), L (k x w), H (m x k)]`: H <- T L^H, one block of Aasen's H = T L^H (block upper
+    /// Hessenberg): T a block row of the block tridiagonal T (up to three blocks side by side), L
+    /// the matching blocks of one block row of L. Its tiles are the symmetric indefinite family's
+    /// (`hetla`'s Aasen), which this shape describes to models.
+    LdltHessenberg,
+    /// `[L (b x r), H (r x b), T (b x b)]`: T <- the diagonal block of Aasen's T, L(k,k)^-1 (A(k,k)
+    /// - L H - ...) L(k,k)^-H, A's block read through the permutation, L H the sum over the block
+    ///   columns left of it; then the diagonal block of H.
+    LdltDiagonal,
+    /// `[L (m x r), H (r x b), W (m x b)]`: W <- A(Q rows, Q cols) - L H: the block of Aasen's next
+    /// panel, A read through the permutation Q.
+    LdltUpdate,
+    /// `[L (b x b), W (m x b)]`, m >= 1: W <- its LU with partial pivoting (the next block column
+    /// of L), and the subdiagonal block of T from U and L(k,k); the interchanges go to the
+    /// permutation beside the tiles.
+    LdltPanel,
+    /// `[P (m x b), C (m x c)]`: C's rows interchanged as Aasen's panel P's were (the rows of the
+    /// block columns of L left of it).
+    LdltSwap,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
     /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
     /// 0, C is overwritten and never read (BLAS semantics).
@@ -229,6 +248,10 @@ pub enum CpuCall {
     /// One of QR's, which read or write the block reflectors' T's beside the tiles
     /// ([`crate::Backend::qr_tile`], `qr_apply`, `qr_stacked`, `qr_stacked_apply`).
     Reflectors,
+    /// One of the symmetric indefinite family's (Aasen's), which read the matrix through a
+    /// permutation beside the tiles and views spanning several tiles: the work that holds them runs
+    /// them, on the backend's products and LU panel.
+    Aasen,
 }
 
 /// What an operation's GPU kernel calls.
@@ -254,7 +277,7 @@ pub enum RateSource {
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 24] = [
+    pub const ALL: [Op; 29] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -279,12 +302,17 @@ impl Op {
         Op::Ttqrt,
         Op::Ttmqr,
         Op::PanelInverse,
+        Op::LdltHessenberg,
+        Op::LdltDiagonal,
+        Op::LdltUpdate,
+        Op::LdltPanel,
+        Op::LdltSwap,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 25] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 25];
+    pub const KINDS: [Op; 30] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 30];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -306,6 +334,8 @@ impl Op {
             "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
         const NO_INVERSE_GPU: &str = "the inverse's kernels run on CPU clusters only";
+        const NO_LDLT_GPU: &str =
+            "the symmetric indefinite family's kernels run on CPU clusters only";
         let entry = |name, reads, writes, cpu, gpu, rate| Codelet {
             name,
             reads,
@@ -357,6 +387,17 @@ impl Op {
                 RateSource::Like(like),
             )
         };
+        let aasen = |name, reads, like| {
+            let absent = GpuCall::Absent(NO_LDLT_GPU);
+            entry(
+                name,
+                reads,
+                1,
+                CpuCall::Aasen,
+                absent,
+                RateSource::Like(like),
+            )
+        };
         match self {
             Op::Potrf => entry(
                 "potrf",
@@ -400,6 +441,11 @@ impl Op {
             Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt),
             Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf),
             Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt),
+            Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, Op::GemmNt),
+            Op::LdltDiagonal => aasen("ldlt_diagonal", 2, Op::GemmNt),
+            Op::LdltUpdate => aasen("ldlt_update", 2, Op::GemmNt),
+            Op::LdltPanel => aasen("ldlt_panel", 1, Op::Potrf),
+            Op::LdltSwap => aasen("ldlt_swap", 1, Op::GemmNt),
             Op::MatMul(p) => blas("matmul", 2, Product(p)),
         }
     }
@@ -512,6 +558,22 @@ impl Op {
                 expect("X", shapes[1], (k, w.1))
             }
             Op::Add => expect("X", shapes[0], w),
+            Op::LdltHessenberg | Op::LdltUpdate | Op::LdltDiagonal => {
+                let (l, r) = (shapes[0], shapes[1]);
+                let inner = if self == Op::LdltHessenberg { r.1 } else { r.0 };
+                if self == Op::LdltDiagonal {
+                    expect("T", w, (w.0, w.0))?;
+                }
+                expect("the left operand", l, (w.0, inner))?;
+                let right = if self == Op::LdltHessenberg {
+                    (w.1, inner)
+                } else {
+                    (inner, w.1)
+                };
+                expect("the right operand", r, right)
+            }
+            Op::LdltPanel => expect("L", shapes[0], (w.1, w.1)),
+            Op::LdltSwap => expect("P", shapes[0], (w.0, shapes[0].1)),
             Op::Geqrt => Ok(()),
             Op::Unmqr => {
                 let v = shapes[0];
@@ -603,6 +665,22 @@ impl Op {
             Op::Ttqrt => 2.0 * n * n * n / 3.0,
             Op::Tsmqr => 4.0 * shapes[0].0 as f64 * shapes[0].1 as f64 * n,
             Op::Ttmqr => 2.0 * (shapes[0].1 * shapes[0].1) as f64 * n,
+            // The products' counts: H's block is T(m, m) L^H, dense, and two products with T's
+            // triangular blocks (half a dense product's each): m n (w + m); the diagonal block adds
+            // its five b x b x b products and two unit triangular solves (b^2 (b - 1) each), the
+            // panel a unit triangular solve for T's subdiagonal block.
+            Op::LdltHessenberg => m * n * (shapes[0].1 as f64 + m),
+            Op::LdltUpdate => 2.0 * m * n * shapes[0].1 as f64,
+            Op::LdltDiagonal => 2.0 * m * m * shapes[0].1 as f64 + 12.0 * m * m * m - 2.0 * m * m,
+            Op::LdltPanel => {
+                let lu = if m >= n {
+                    Op::LuPanel.flops(&[w])
+                } else {
+                    Op::LuPanel.flops(&[(w.0, w.0)]) + m * m * (n - m)
+                };
+                lu + n * n * (n - 1.0)
+            }
+            Op::LdltSwap => 0.0,
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }

@@ -68,6 +68,11 @@ impl Backend {
                 op,
                 reason: "LU's kernels take the panel's row interchanges: call Backend::lu_panel, lu_update or lu_swap".into(),
             }),
+            // Aasen's read the matrix through a permutation, which no tile holds.
+            CpuCall::Aasen => Err(KernelError::Operands {
+                op,
+                reason: "the symmetric indefinite family's kernels read the matrix through its permutation: they run through the family's work".into(),
+            }),
             // QR's write or read the T's of their block reflectors, which no tile holds.
             CpuCall::Reflectors => Err(KernelError::Operands {
                 op,

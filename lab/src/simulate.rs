@@ -172,7 +172,8 @@ fn order(plan: &Plan) -> usize {
         | hetla::Algorithm::CholeskyInverse { n }
         | hetla::Algorithm::CholeskySolve { n, .. }
         | hetla::Algorithm::DistributedSubstitution { n, .. }
-        | hetla::Algorithm::Lu { n } => n,
+        | hetla::Algorithm::Lu { n }
+        | hetla::Algorithm::Ldlt { n } => n,
         hetla::Algorithm::Gemm { m, .. }
         | hetla::Algorithm::Qr { m, .. }
         | hetla::Algorithm::QrApply { m, .. } => m,

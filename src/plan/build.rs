@@ -7,8 +7,8 @@ use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
     QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky_inverse,
-    cholesky_inverting_panels, distributed_substitution, forward_substitution, lu, lu_shape,
-    lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
+    cholesky_inverting_panels, distributed_substitution, forward_substitution, ldlt, ldlt_shapes,
+    lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -159,6 +159,13 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// Aasen's symmetric indefinite factorisation Q A Q^T = L T L^H of an n x n Hermitian matrix
+    /// (matrix [`FACTOR`] holds L, T and the workspace H; A is read through the permutation beside
+    /// it, see [`ldlt`]).
+    Ldlt {
+        /// The order.
+        n: usize,
+    },
     /// The Householder QR factorisation A = Q R of an m x n matrix, in place (matrix [`FACTOR`]: R
     /// on and above the diagonal, the reflectors below; their T's beside it), its tiles' columns
     /// eliminated by `tree` (flat or binary, resolved).
@@ -205,6 +212,7 @@ impl Algorithm {
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Lu { .. } => "lu",
+            Algorithm::Ldlt { .. } => "ldlt",
             Algorithm::Qr { .. } => "qr",
             Algorithm::QrApply { .. } => "qr-apply",
             Algorithm::Gemm { .. } => "gemm",
@@ -396,6 +404,49 @@ impl Plan {
                     .iter()
                     .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
                     .collect(),
+                precision,
+            })
+            .collect();
+        plan.schedule.restrictions = Self::cpu_only_ops();
+        Ok(plan)
+    }
+
+    /// Aasen's symmetric indefinite factorisation of an `n x n` Hermitian matrix in blocks of
+    /// `tile` ([`ldlt`]), in `precision`; reported against n^3 / 3 flops (its products' count, as
+    /// Cholesky's). Each task's kernel key has the shapes its kernel works on ([`ldlt_shapes`]).
+    /// Its kernels have no GPU version: runs keep them on CPU clusters.
+    pub fn ldlt(n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        // About 3 t^2 / 2 tasks, and t^3 / 3 accesses of 32 bytes beside them (an update lists the
+        // row and the column of tiles it reads).
+        let t = n.div_ceil(tile) as u128;
+        crate::limits::check_graph(
+            &format!("the LDL^T graph of n = {n} in blocks of {tile}"),
+            t.saturating_mul(t).saturating_mul(3) / 2,
+            t.saturating_mul(t).saturating_mul(t).saturating_mul(32) / 3,
+        )?;
+        let tiling = Tiling::square(n, tile)?;
+        let graph = ldlt(&tiling)?;
+        let nf = n as f64;
+        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+        let flops = nf * nf * nf / 3.0;
+        let mut plan = Self::new(
+            Algorithm::Ldlt { n },
+            precision,
+            tile,
+            layouts,
+            graph,
+            flops,
+        );
+        plan.keys = plan
+            .graph
+            .tasks()
+            .iter()
+            .map(|task| KernelKey {
+                op: task.op,
+                shapes: ldlt_shapes(&tiling, task),
                 precision,
             })
             .collect();
@@ -825,6 +876,9 @@ impl Plan {
                 },
                 outcome.describe()
             ))),
+            (Algorithm::Ldlt { .. }, _) => Err(refuse(
+                "an LDL^T plan's result is checked by LdltFactor::residual (LAPACK's dchksy_aa ratio), which holds its T and interchanges".into(),
+            )),
             (other, _) => Err(refuse(format!(
                 "a {} plan is checked by check::solve_backward_error or check::relative_error, not by one input and one result",
                 other.name()

@@ -6,6 +6,8 @@ use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace,
 
 use super::build::{Algorithm, Plan};
 use crate::cholesky::work::InvertingWork;
+use crate::ldlt::aasen::Blocks;
+use crate::ldlt::work::AasenWork;
 use crate::lu::work::PivotedWork;
 use crate::qr::work::ReflectorWork;
 use crate::tiles::{ColumnBlocks, Matrices, TileStore, TileWork, TiledMatrix};
@@ -80,6 +82,59 @@ impl Plan {
             ipiv.into_iter().map(AtomicUsize::into_inner).collect(),
             zero,
         ))
+    }
+
+    /// Runs an LDL^T plan ([`Plan::ldlt`]) on `platform`: `input` is the Hermitian matrix (its
+    /// lower triangle, only read), `a` the run's matrix (n x n, overwritten by L, T and the
+    /// workspace in the layout of [`ldlt`](hetla_factorizations::ldlt)'s graph); the trace, each
+    /// panel's interchanges (local to the rows below its block; none for the last block) and the
+    /// largest modulus of the input's entries.
+    pub(crate) fn execute_ldlt<T: Scalar>(
+        &self,
+        platform: &Platform,
+        input: faer::MatRef<'_, T>,
+        a: faer::MatMut<'_, T>,
+        options: &RunOptions,
+    ) -> Result<(Trace, Vec<Vec<usize>>, f64)> {
+        use std::sync::OnceLock;
+        use std::sync::atomic::{AtomicU64, AtomicUsize};
+        self.expect_precision(T::PRECISION)?;
+        let shapes = [(a.nrows(), a.ncols()), (input.nrows(), input.ncols())];
+        let n = match self.algorithm() {
+            Algorithm::Ldlt { n } if shapes == [(n, n); 2] => n,
+            other => return Err(self.not_for(other, &input)),
+        };
+        let blocks = Blocks { n, b: self.tile() };
+        let matrix = TiledMatrix::new(a, self.tile(), "A")?;
+        let list = [&matrix];
+        let store = Matrices(&list);
+        let shape = |tile| self.shape(tile);
+        let perm: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
+        let pivots: Vec<OnceLock<Vec<usize>>> =
+            (0..blocks.count()).map(|_| OnceLock::new()).collect();
+        let largest = AtomicU64::new(0.0_f64.to_bits());
+        let work = AasenWork {
+            tiles: TileWork {
+                graph: &self.graph,
+                keys: &self.keys,
+                shape: &shape,
+                store: &store,
+                backend: platform.backend(),
+            },
+            matrix: &matrix,
+            input,
+            largest: &largest,
+            blocks,
+            perm: &perm,
+            pivots: &pivots,
+        };
+        let trace =
+            execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
+        let pivots = pivots
+            .into_iter()
+            .map(|p| p.into_inner().unwrap_or_default())
+            .collect();
+        Ok((trace, pivots, f64::from_bits(largest.into_inner())))
     }
 
     /// Runs a QR plan ([`Plan::qr`], [`Plan::qr_least_squares`]) on `platform` over `a` (m x n) in

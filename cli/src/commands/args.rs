@@ -230,6 +230,9 @@ pub enum Factorization {
     Lu,
     /// Tiled Householder QR of the square matrix, flat tree (4 n^3/3 flops; CPU clusters only).
     Qr,
+    /// Aasen's symmetric indefinite factorisation in blocks, its first stage (n^3/3 flops; CPU
+    /// clusters only).
+    Ldlt,
 }
 
 impl Factorization {
@@ -257,6 +260,7 @@ impl Factorization {
             Factorization::Qr => {
                 hetla::Plan::qr(m.unwrap_or(n), n, tile, hetla::QrTree::Auto, precision)
             }
+            Factorization::Ldlt => hetla::Plan::ldlt(n, tile, precision),
         }
     }
 
@@ -266,6 +270,7 @@ impl Factorization {
             Factorization::Cholesky => "Cholesky",
             Factorization::Lu => "LU",
             Factorization::Qr => "QR",
+            Factorization::Ldlt => "LDL^T",
         }
     }
 

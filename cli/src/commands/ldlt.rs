@@ -4,21 +4,20 @@
 //! with A's inertia; `--compare` times in the same process the libraries' own factorisations of the
 //! whole matrix: faer's Bunch-Kaufman (`lblt`) on as many threads as the platform has cores, and
 //! with the `openblas` feature LAPACK ?sytrf (Bunch-Kaufman) and ?sytrf_aa_2stage (Aasen's in two
-//! stages) on OpenBLAS's threads.
-//!
-//! The factorisation runs as block steps on all the platform's cores (its task graph, and with it
-//! the workers, kernels and bounds of the other factorisations' reports, is the next step of the
-//! symmetric indefinite issue).
+//! stages) on OpenBLAS's threads. The report has what every factorisation's has: the workers and
+//! kernels of the task graph's run (stage 1; T's band LU, stage 2, is outside it), its bounds and
+//! efficiency.
 
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use hetla::{Backend, ClusterSpec, Ldlt, Scalar, c32, c64};
+use hetla::{Backend, ClusterSpec, Ldlt, Scalar, SchedulerKind, c32, c64};
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
-use crate::peers::{self, PeerRate};
+use super::report::RunReport;
+use crate::peers;
 use crate::{Error, Result};
 
 /// The matrix `hetla ldlt` factors.
@@ -45,14 +44,19 @@ pub struct LdltArgs {
     #[arg(long, default_value = "random", value_enum)]
     pub kind: Kind,
     /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
-    /// or auto (the factorisation's block steps use all of them).
-    #[arg(long, default_value = "auto", value_parser = parse_spec)]
+    /// or auto. The default is `hetla::Ldlt`'s, a cluster per core.
+    #[arg(long, default_value = "core", value_parser = parse_spec)]
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts).
     #[arg(long, default_value = "d", value_enum)]
     pub precision: super::args::PrecisionArg,
+    /// Scheduler: mct, dmda, eager or ws.
+    #[arg(long, default_value = "mct")]
+    pub scheduler: SchedulerKind,
+    #[command(flatten)]
+    pub traces: super::args::TraceArgs,
     /// Seed of the generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -82,40 +86,19 @@ pub struct InertiaReport {
 pub struct LdltReport {
     pub n: usize,
     pub kind: Kind,
-    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
-    pub precision: hetla::Precision,
-    /// The block order.
-    pub tile: usize,
-    pub backend: String,
     pub clusters: String,
-    /// Cores of every cluster.
-    pub cores: usize,
-    /// The best timed factorisation, seconds.
-    pub seconds: f64,
-    /// The median of the timed runs' seconds.
-    pub median_seconds: f64,
-    /// Timed runs (1 without `--repeat`).
-    pub runs: usize,
-    /// n^3/3 flops (4 times as many real ones for complex) over `seconds`.
-    pub gflops: f64,
-    /// ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps).
-    pub residual: f64,
+    /// What every factorisation's report has (`residual`: ||A - Q^T L T L^H Q||_1 / (n ||A||_1
+    /// eps); n^3/3 flops; `residual_ok` also covers the backward error).
+    #[serde(flatten)]
+    pub run: RunReport,
     /// A solve's ||A x - b||_1 / (||A||_1 ||x||_1 n eps).
     pub backward_error: f64,
-    /// Whether both ratios are below LAPACK's threshold, 30.
-    pub residual_ok: bool,
     pub inertia: InertiaReport,
     /// ln |det A| (minus infinity, written as null, for a singular A).
     pub log_abs_det: f64,
     /// The first zero pivot of T's LU, if A is singular.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub singular: Option<usize>,
-    /// The libraries timed beside hetla on the same matrix in the same process (`--compare`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
-    /// hetla's rate over each peer's, by name.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<(String, f64)>,
 }
 
 pub fn run(args: &LdltArgs) -> Result<LdltReport> {
@@ -165,18 +148,24 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     let n = args.n;
     super::args::check_matrices::<T>(&format!("four matrices of order {n}"), 4, (n, n))?;
     let platform = args.platform.cpu_platform(&args.clusters)?;
+    super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
-    let mut builder = Ldlt::new().platform(platform.clone());
+    let mut builder = Ldlt::new()
+        .platform(platform.clone())
+        .scheduler(args.scheduler);
     if let Some(b) = args.tile {
         builder = builder.tile(b);
     }
     let a: Mat<T> = generate(args.kind, n, args.seed);
+    let plan = builder.plan(n, T::PRECISION)?;
     let runs = args.repeat.map(|r| r as usize);
-    let (factor, timings) = peers::repeat(runs, || {
+    let (factored, timings) = peers::repeat(runs, || {
         let start = Instant::now();
-        let f = builder.factor(a.as_ref())?;
-        Ok((f, start.elapsed().as_secs_f64()))
+        let out = builder.factor_planned(&plan, a.as_ref())?;
+        Ok((out, start.elapsed().as_secs_f64()))
     })?;
+    let (trace, factor) = factored;
+    args.traces.write(&trace);
     let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let residual = factor.residual(a.as_ref())?;
     let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
@@ -185,23 +174,14 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
         Err(_) => f64::NAN,
     };
     let inertia = factor.inertia()?;
-    let threshold = hetla::check::RESIDUAL_THRESHOLD;
-    let gflops = flops / timings.best / 1e9;
+    let mut run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
+    run.residual_ok &= backward_error < hetla::check::RESIDUAL_THRESHOLD;
     let mut report = LdltReport {
         n,
         kind: args.kind,
-        precision: T::PRECISION,
-        tile: builder.tile_size_for(n),
-        backend: platform.backend().name().to_owned(),
         clusters: args.clusters.to_string(),
-        cores,
-        seconds: timings.best,
-        median_seconds: timings.median,
-        runs: timings.runs,
-        gflops,
-        residual,
+        run,
         backward_error,
-        residual_ok: residual < threshold && backward_error < threshold,
         inertia: InertiaReport {
             positive: inertia.positive,
             negative: inertia.negative,
@@ -209,8 +189,6 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
         },
         log_abs_det: factor.log_abs_det(),
         singular: factor.singular(),
-        peers: None,
-        ratios: Vec::new(),
     };
     if args.compare {
         let mut rates = peers::library_peers(
@@ -238,8 +216,7 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
             },
             |backend, mut m, par| backend.library_ldlt_aasen(m.as_mut(), par).map(|_| ()),
         )?);
-        report.ratios = super::report::ratios(report.gflops, &rates);
-        report.peers = Some(rates);
+        report.run.add_peers(rates);
     }
     Ok(report)
 }
@@ -256,29 +233,23 @@ fn lapack_name<T: Scalar>(suffix: &str) -> String {
 }
 
 pub fn print(r: &LdltReport) {
+    let run = &r.run;
     println!(
         "hetla ldlt: order {} ({}), block order {}, precision {}, backend {}, clusters {} ({} cores)",
         r.n,
         format!("{:?}", r.kind).to_lowercase(),
-        r.tile,
-        r.precision,
-        r.backend,
+        run.tile,
+        run.precision,
+        run.backend,
         r.clusters,
-        r.cores
+        run.cores
     );
-    super::output::print_time(
-        r.seconds,
-        r.gflops,
-        "n^3/3",
-        r.precision,
-        r.runs,
-        r.median_seconds,
-    );
+    run.print_time("n^3/3");
     println!(
         "  check     ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) = {:.3e}; solve backward error {:.3e} ({})",
-        r.residual,
+        run.residual,
         r.backward_error,
-        if r.residual_ok { "ok" } else { "TOO LARGE" }
+        if run.residual_ok { "ok" } else { "TOO LARGE" }
     );
     println!(
         "  inertia   {} positive, {} negative, {} zero; ln |det A| = {:.6e}",
@@ -287,5 +258,5 @@ pub fn print(r: &LdltReport) {
     if let Some(column) = r.singular {
         println!("  singular  T's pivot of column {column} is exactly zero");
     }
-    super::output::print_run(&[], &[], None, None, r.peers.as_deref(), &r.ratios);
+    run.print_run();
 }

@@ -282,6 +282,7 @@ pub fn print_node(r: &SimReport) {
         "lu" => ("LU", "2 n^3/3"),
         // The order reported is QR's rows, m.
         "qr" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
+        "ldlt" => ("LDL^T", "n^3/3"),
         _ => ("Cholesky", "n^3/3"),
     };
     println!(

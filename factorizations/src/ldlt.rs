@@ -1,0 +1,130 @@
+//! The task graph of Aasen's symmetric indefinite factorisation Q A Q^T = L T L^H in blocks (T
+//! Hermitian block tridiagonal), left-looking as in Ballard et al. (2014), over the square tiling
+//! of one n x n matrix ([`FACTOR`]) laid out as PLASMA's:
+//!
+//! - tile (i, j), i > j: L(i, j + 1) (L's block column 0 is the identity, never stored);
+//! - tile (k, k): T(k, k);
+//! - tile (k + 1, k): L(k + 1, k + 1) below its diagonal, T(k + 1, k) (upper trapezoidal) on and
+//!   above it;
+//! - tile (m - 1, k), m <= k: H(m, k) of step k (H = T L^H, block upper Hessenberg), a workspace.
+//!
+//! A itself is not a tile: tasks read it, mirrored, through the permutation Q that the panels
+//! build (beside the tiles, as LU's interchanges). Step k:
+//!
+//! 1. `LdltHessenberg` (m, k), 1 <= m < k: H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H +
+//!    T(m+1, m)^H L(k, m+1)^H, in parallel;
+//! 2. `LdltDiagonal` k: T(k, k) from A(k, k), L's block row k and H(1:k-1, k), then H(k, k);
+//! 3. `LdltUpdate` (i, k), i > k: W(i) = A(i, k) - L(i, 1:k) H(1:k, k) into tile (i, k), in
+//!    parallel (n^3/3 of the flops);
+//! 4. `LdltPanel` k: LU with partial pivoting of tiles (k+1.., k) (L's block column k + 1), T(k+1,
+//!    k) from its U, the interchanges into Q;
+//! 5. `LdltSwap` (j, k), j < k: the interchanges on the rows of L's earlier block columns, in
+//!    parallel.
+//!
+//! A task lists every tile its views span (a panel its whole block column: more than one written
+//! tile), so the dependencies are exact; its kernel key has the shapes its kernel works on
+//! ([`ldlt_shapes`]), one per operand of [`Op`]'s documentation.
+
+use hetla_kernels::{Op, Shape};
+
+use crate::{Access, FACTOR, Mode, Task, TaskGraph, TileRef, Tiling, TilingError};
+
+/// The graph of Aasen's factorisation of the square `a` (see the module documentation).
+pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
+    a.ensure_square()?;
+    let nt = a.row_tiles();
+    let t = |i, j| TileRef::new(FACTOR, i, j);
+    let mut g = TaskGraph::new();
+    let mut add = |op: Op, mut reads: Vec<TileRef>, writes: Vec<TileRef>| {
+        reads.sort_unstable();
+        reads.dedup();
+        let mode = |mode| move |tile| Access { tile, mode };
+        let accesses: Vec<Access> = (reads.into_iter().map(mode(Mode::Read)))
+            .chain(writes.into_iter().map(mode(Mode::ReadWrite)))
+            .collect();
+        let task = Task {
+            op,
+            accesses,
+            flops: 0.0,
+        };
+        let flops = op.flops(&ldlt_shapes(a, &task));
+        g.add_task(op, task.accesses, flops);
+    };
+    for k in 0..nt {
+        for m in 1..k {
+            let mut reads = vec![t(m, m), t(m + 1, m), t(k, m - 1), t(k, m)];
+            if m >= 2 {
+                reads.extend([t(m, m - 1), t(k, m - 2)]);
+            }
+            add(Op::LdltHessenberg, reads, vec![t(m - 1, k)]);
+        }
+        let row = (0..k).map(|j| t(k, j));
+        let hessenberg = (0..k.saturating_sub(1)).map(|i| t(i, k));
+        let mut writes = Vec::new();
+        if k >= 1 && k + 1 < nt {
+            writes.push(t(k - 1, k));
+        }
+        writes.push(t(k, k));
+        add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
+        if k + 1 == nt {
+            break;
+        }
+        for i in k + 1..nt {
+            let reads = (0..k).map(|j| t(i, j)).chain((0..k).map(|r| t(r, k)));
+            add(Op::LdltUpdate, reads.collect(), vec![t(i, k)]);
+        }
+        let previous = if k >= 1 {
+            vec![t(k, k - 1)]
+        } else {
+            Vec::new()
+        };
+        add(
+            Op::LdltPanel,
+            previous,
+            (k + 1..nt).map(|i| t(i, k)).collect(),
+        );
+        for j in 0..k {
+            let column = (k + 1..nt).map(|i| t(i, j)).collect();
+            add(Op::LdltSwap, vec![t(k + 1, k)], column);
+        }
+    }
+    Ok(g)
+}
+
+/// The blocks a task of [`ldlt`]'s graph works on, (block, step): (m, k) for `LdltHessenberg`,
+/// (k, k) for `LdltDiagonal` and `LdltPanel`, (i, k) for `LdltUpdate`, (j, k) for `LdltSwap`.
+pub fn ldlt_step(task: &Task) -> (usize, usize) {
+    let last = task.accesses[task.accesses.len() - 1].tile;
+    match task.op {
+        Op::LdltHessenberg => (last.row + 1, last.col),
+        Op::LdltPanel => (last.col, last.col),
+        Op::LdltSwap => (last.col, task.accesses[0].tile.col),
+        _ => (last.row, last.col),
+    }
+}
+
+/// The shapes of the operands of a task of [`ldlt`]'s graph as its kernel sees them (views that
+/// span tiles), in the order of its [`Op`]'s documentation: its kernel key and flop count.
+pub fn ldlt_shapes(a: &Tiling, task: &Task) -> Vec<Shape> {
+    let (block, k) = ldlt_step(task);
+    let size = |i: usize| a.tile_rows(i);
+    let below = |k: usize| a.rows() - a.offset(k + 1);
+    match task.op {
+        Op::LdltHessenberg => {
+            let m = block;
+            let width = if m >= 2 { size(m - 1) } else { 0 } + size(m) + size(m + 1);
+            vec![(size(m), width), (size(k), width), (size(m), size(k))]
+        }
+        Op::LdltDiagonal => {
+            let r = if k >= 1 { a.offset(k - 1) } else { 0 };
+            vec![(size(k), r), (r, size(k)), (size(k), size(k))]
+        }
+        Op::LdltUpdate => {
+            let r = a.offset(k);
+            vec![(size(block), r), (r, size(k)), (size(block), size(k))]
+        }
+        Op::LdltPanel => vec![(size(k), size(k)), (below(k), size(k))],
+        Op::LdltSwap => vec![(below(k), size(k)), (below(k), size(block))],
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,304 @@
+//! Aasen's work: how the tasks of [`ldlt`](hetla_factorizations::ldlt)'s graph reach the run's
+//! matrix (views that span tiles: a task lists every tile its views overlap), the Hermitian input
+//! they read through the permutation Q, and the interchanges the panels leave beside the tiles.
+//!
+//! Q is a table `perm` (row i of Q A Q^T is row `perm[i]` of A), written by panel k (its rows below
+//! block k) and read by the tasks of later steps, which the graph orders after it (each reads a
+//! tile the panel wrote): the runtime's ordering publishes it, relaxed atomics suffice (as LU's
+//! interchanges).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::reborrow::*;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+use hetla_factorizations::{Op, TaskId, ldlt_step};
+use hetla_kernels::{KernelError, Scalar, swap_rows};
+use hetla_runtime::Workload;
+
+use super::aasen::{Blocks, add_product, gather, hermitian_part, lu_any, unit_lower, upper};
+use crate::tiles::{TileWork, TiledMatrix, delegate_to_tiles};
+
+/// The work of an Aasen run: the graph over the run's matrix, the input and the permutation.
+pub(crate) struct AasenWork<'w, T: Scalar> {
+    /// The graph, keys, shapes, the run's matrix as tiles, the backend.
+    pub tiles: TileWork<'w, T>,
+    /// The run's matrix (the store of `tiles`), for views spanning tiles.
+    pub matrix: &'w TiledMatrix<'w, T>,
+    /// The lower triangle of the Hermitian input, read only.
+    pub input: MatRef<'w, T>,
+    /// The largest modulus of the input's entries gathered so far (an f64's bits: non-negative
+    /// f64s order as their bits do).
+    pub largest: &'w AtomicU64,
+    /// The blocks of the order.
+    pub blocks: Blocks,
+    /// Row i of Q A Q^T is row `perm[i]` of A.
+    pub perm: &'w [AtomicUsize],
+    /// Panel k's interchanges (local to the rows below block k).
+    pub pivots: &'w [OnceLock<Vec<usize>>],
+}
+
+impl<T: Scalar> Workload for AasenWork<'_, T> {
+    delegate_to_tiles!();
+
+    fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
+        let task = self.tiles.graph.task(id);
+        let (block, k) = ldlt_step(task);
+        let failed = |e: crate::Error| KernelError::Operands {
+            op: task.op,
+            reason: e.to_string(),
+        };
+        match task.op {
+            Op::LdltHessenberg => self.hessenberg(block, k, par),
+            Op::LdltDiagonal => self.diagonal(k, par),
+            Op::LdltUpdate => self.update(block, k, par),
+            Op::LdltPanel => return self.panel(k, par).map_err(failed),
+            Op::LdltSwap => self.swap(block, k),
+            _ => return self.tiles.run(id, par),
+        }
+        Ok(())
+    }
+}
+
+impl<T: Scalar> AasenWork<'_, T> {
+    /// Block (i, j) of the run's matrix, read only.
+    fn block(&self, i: usize, j: usize) -> MatRef<'_, T> {
+        let b = &self.blocks;
+        self.region((b.start(i), b.start(j)), (b.size(i), b.size(j)))
+    }
+
+    fn region(&self, first: (usize, usize), shape: (usize, usize)) -> MatRef<'_, T> {
+        self.matrix.region(first, shape)
+    }
+
+    /// A writable view of the run's matrix.
+    ///
+    /// # Safety
+    /// The running task writes every tile the view overlaps (its graph says so), so no other task
+    /// uses them meanwhile, and the task holds no other view of them.
+    unsafe fn region_mut(&self, first: (usize, usize), shape: (usize, usize)) -> MatMut<'_, T> {
+        // SAFETY: the caller's contract is this one's; the run's matrix is writable.
+        unsafe { self.matrix.region_mut(first, shape) }.expect("the run's matrix is writable")
+    }
+
+    /// Q's rows of block k (their rows of A).
+    fn rows(&self, k: usize) -> Vec<usize> {
+        let (first, size) = (self.blocks.start(k), self.blocks.size(k));
+        self.perm[first..first + size]
+            .iter()
+            .map(|p| p.load(Relaxed))
+            .collect()
+    }
+
+    /// Records the largest modulus of a gathered block.
+    fn gathered(&self, largest: f64) {
+        self.largest.fetch_max(largest.to_bits(), Relaxed);
+    }
+
+    /// L(k, k), explicitly (the identity for k = 0).
+    fn l_diagonal(&self, k: usize) -> Mat<T> {
+        match k {
+            0 => Mat::identity(self.blocks.size(0), self.blocks.size(0)),
+            // L(k, k) is b_k x b_k, the left of block (k, k - 1).
+            _ => {
+                let b = &self.blocks;
+                let (first, size) = (b.start(k), b.size(k));
+                unit_lower(self.region((first, b.start(k - 1)), (size, size)))
+            }
+        }
+    }
+
+    /// H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H + T(m+1, m)^H L(k, m+1)^H, 1 <= m < k,
+    /// into block (m - 1, k). T's off-diagonal blocks are triangular and L(k, k) unit triangular:
+    /// their products read the triangles in place (two thirds of the flops of dense products).
+    fn hessenberg(&self, m: usize, k: usize, par: Par) {
+        use faer::linalg::matmul::triangular::{BlockStructure as S, matmul};
+        let one = T::from_f64(1.0);
+        // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
+        let mut h = unsafe { self.tile_mut(m - 1, k) };
+        let l = |j: usize| self.block(k, j - 1);
+        let (full, add) = (S::Rectangular, Accum::Add);
+        matmul(
+            h.rb_mut(),
+            full,
+            Accum::Replace,
+            self.block(m, m),
+            full,
+            l(m).adjoint(),
+            full,
+            one,
+            par,
+        );
+        if m >= 2 {
+            // T(m, m-1): square (blocks m - 1 and m are whole).
+            let t = self.block(m, m - 1);
+            matmul(
+                h.rb_mut(),
+                full,
+                add,
+                t,
+                S::TriangularUpper,
+                l(m - 1).adjoint(),
+                full,
+                one,
+                par,
+            );
+        }
+        let t = self.block(m + 1, m);
+        let (lhs, lhs_structure) = match t.nrows() == t.ncols() {
+            true => (t.adjoint().to_owned(), S::TriangularLower),
+            // The last block, narrower: T(m+1, m) upper trapezoidal.
+            false => (upper(t).adjoint().to_owned(), full),
+        };
+        if m + 1 == k {
+            let b = &self.blocks;
+            let size = b.size(k);
+            let lkk = self.region((b.start(k), b.start(k - 1)), (size, size));
+            matmul(
+                h,
+                full,
+                add,
+                lhs.as_ref(),
+                lhs_structure,
+                lkk.adjoint(),
+                S::UnitTriangularUpper,
+                one,
+                par,
+            );
+        } else {
+            matmul(
+                h,
+                full,
+                add,
+                lhs.as_ref(),
+                lhs_structure,
+                l(m + 1).adjoint(),
+                full,
+                one,
+                par,
+            );
+        }
+    }
+
+    /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k,
+    /// k-1)^H] L(k, k)^-H into block (k, k), then H(k, k) = T(k, k-1) L(k, k-1)^H + T(k, k) L(k,
+    /// k)^H into block (k - 1, k) when a panel follows.
+    fn diagonal(&self, k: usize, par: Par) {
+        let b = self.blocks;
+        let bk = b.size(k);
+        let rows = self.rows(k);
+        let mut t = Mat::<T>::zeros(bk, bk);
+        self.gathered(gather(self.input, &rows, &rows, t.as_mut()));
+        let lkk = self.l_diagonal(k);
+        if k >= 2 {
+            let (row, h) = (
+                self.region((b.start(k), 0), (bk, b.start(k - 1))),
+                self.region((0, b.start(k)), (b.start(k - 1), bk)),
+            );
+            add_product(t.as_mut(), row, h, -1.0, par);
+            let mut w = Mat::<T>::zeros(bk, b.size(k - 1));
+            let sub = upper(self.block(k, k - 1));
+            add_product(w.as_mut(), lkk.as_ref(), sub.as_ref(), 1.0, par);
+            add_product(
+                t.as_mut(),
+                w.as_ref(),
+                self.block(k, k - 2).adjoint(),
+                -1.0,
+                par,
+            );
+        }
+        if k >= 1 {
+            solve_unit_lower_triangular_in_place(lkk.as_ref(), t.as_mut(), par);
+            let mut s = t.adjoint().to_owned();
+            solve_unit_lower_triangular_in_place(lkk.as_ref(), s.as_mut(), par);
+            t = s;
+        }
+        hermitian_part(t.as_mut());
+        // SAFETY: the task writes block (k, k) (`ldlt`'s graph).
+        unsafe { self.tile_mut(k, k) }.copy_from(&t);
+        if k >= 1 && k + 1 < b.count() {
+            // SAFETY: the task writes block (k - 1, k) too.
+            let mut h = unsafe { self.tile_mut(k - 1, k) };
+            h.fill(T::from_f64(0.0));
+            if k >= 2 {
+                let sub = upper(self.block(k, k - 1));
+                add_product(
+                    h.rb_mut(),
+                    sub.as_ref(),
+                    self.block(k, k - 2).adjoint(),
+                    1.0,
+                    par,
+                );
+            }
+            add_product(h, t.as_ref(), lkk.adjoint(), 1.0, par);
+        }
+    }
+
+    /// W(i) = A(i, k) - L(i, 1:k) H(1:k, k) into block (i, k), i > k.
+    fn update(&self, i: usize, k: usize, par: Par) {
+        let b = self.blocks;
+        // SAFETY: the task writes block (i, k) (`ldlt`'s graph).
+        let mut w = unsafe { self.tile_mut(i, k) };
+        self.gathered(gather(self.input, &self.rows(i), &self.rows(k), w.rb_mut()));
+        if k >= 1 {
+            let l = self.region((b.start(i), 0), (b.size(i), b.start(k)));
+            let h = self.region((0, b.start(k)), (b.start(k), b.size(k)));
+            add_product(w, l, h, -1.0, par);
+        }
+    }
+
+    /// The LU with partial pivoting of W = blocks (k+1.., k): L's block column k + 1; T(k+1, k) = U
+    /// L(k, k)^-H on and above the diagonal of block (k + 1, k); the interchanges into Q.
+    fn panel(&self, k: usize, par: Par) -> crate::Result<()> {
+        let b = self.blocks;
+        let below = b.start(k + 1);
+        let bk = b.size(k);
+        // SAFETY: the task writes blocks (k+1.., k), the whole view (`ldlt`'s graph).
+        let mut w = unsafe { self.region_mut((below, b.start(k)), (b.n - below, bk)) };
+        let piv = lu_any(self.tiles.backend, w.rb_mut(), par)?;
+        let next = b.size(k + 1);
+        // T(k+1, k)^H = L(k, k)^-1 U^H.
+        let mut s = upper(w.rb().subrows(0, next)).adjoint().to_owned();
+        if k >= 1 {
+            solve_unit_lower_triangular_in_place(self.l_diagonal(k).as_ref(), s.as_mut(), par);
+        }
+        for j in 0..bk {
+            for i in 0..next.min(j + 1) {
+                w[(i, j)] = super::aasen::conj(s[(j, i)]);
+            }
+        }
+        for (i, &p) in piv.iter().enumerate() {
+            let (x, y) = (&self.perm[below + i], &self.perm[below + p]);
+            let (a, c) = (x.load(Relaxed), y.load(Relaxed));
+            x.store(c, Relaxed);
+            y.store(a, Relaxed);
+        }
+        // Each panel runs once: a second set cannot happen.
+        let _ = self.pivots[k].set(piv);
+        Ok(())
+    }
+
+    /// Panel k's interchanges on the rows below block k of L's block column j + 1 (block column j
+    /// of the run's matrix).
+    fn swap(&self, j: usize, k: usize) {
+        let b = self.blocks;
+        let below = b.start(k + 1);
+        let piv = self.pivots[k]
+            .get()
+            .expect("the graph runs a panel before its interchanges");
+        // SAFETY: the task writes blocks (k+1.., j), the whole view (`ldlt`'s graph).
+        let c = unsafe { self.region_mut((below, b.start(j)), (b.n - below, b.size(j))) };
+        swap_rows(c, piv);
+    }
+
+    /// Block (i, j), writable.
+    ///
+    /// # Safety
+    /// As [`AasenWork::region_mut`]'s.
+    unsafe fn tile_mut(&self, i: usize, j: usize) -> MatMut<'_, T> {
+        let b = &self.blocks;
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.region_mut((b.start(i), b.start(j)), (b.size(i), b.size(j))) }
+    }
+}
