@@ -13,9 +13,10 @@
 //!
 //! 1. `LdltHessenberg` (m, k), 1 <= m < k: H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H +
 //!    T(m+1, m)^H L(k, m+1)^H, in parallel;
-//! 2. `LdltDiagonal` k: T(k, k) from A(k, k), L's block row k and H(1:k-1, k), then H(k, k);
-//! 3. `LdltUpdate` (i, k), i > k: W(i) = A(i, k) - L(i, 1:k) H(1:k, k) into tile (i, k), in
-//!    parallel (n^3/3 of the flops);
+//! 2. `LdltUpdate` (i, k), i > k: W(i) = A(i, k) - L(i, 1:k-1) H(1:k-1, k) into tile (i, k), in
+//!    parallel (n^3/3 of the flops), beside
+//! 3. `LdltDiagonal` k: T(k, k) from A(k, k), L's block row k and H(1:k-1, k), then H(k, k); and
+//!    after it W(i) -= L(i, k) H(k, k), a [`MatMul`] of tiles (i, k-1) and (k-1, k) for each i;
 //! 4. `LdltPanel` k: LU with partial pivoting of tiles (k+1.., k) (L's block column k + 1), T(k+1,
 //!    k) from its U, the interchanges into Q;
 //! 5. `LdltSwap` (j, k), j < k: the interchanges on the rows of L's earlier block columns, in
@@ -25,7 +26,7 @@
 //! tile), so the dependencies are exact; its kernel key has the shapes its kernel works on
 //! ([`ldlt_shapes`]), one per operand of [`Op`]'s documentation.
 
-use hetla_kernels::{Op, Shape};
+use hetla_kernels::{MatMul, Op, Shape};
 
 use crate::{Access, FACTOR, Mode, Task, TaskGraph, TileRef, Tiling, TilingError};
 
@@ -35,9 +36,7 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
     let nt = a.row_tiles();
     let t = |i, j| TileRef::new(FACTOR, i, j);
     let mut g = TaskGraph::new();
-    let mut add = |op: Op, mut reads: Vec<TileRef>, writes: Vec<TileRef>| {
-        reads.sort_unstable();
-        reads.dedup();
+    let mut add = |op: Op, reads: Vec<TileRef>, writes: Vec<TileRef>| {
         let mode = |mode| move |tile| Access { tile, mode };
         let accesses: Vec<Access> = (reads.into_iter().map(mode(Mode::Read)))
             .chain(writes.into_iter().map(mode(Mode::ReadWrite)))
@@ -52,26 +51,38 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
     };
     for k in 0..nt {
         for m in 1..k {
-            let mut reads = vec![t(m, m), t(m + 1, m), t(k, m - 1), t(k, m)];
+            let mut reads = vec![t(m, m), t(k, m - 1)];
+            // T(m+1, m), and L(k, m+1) in the same block when m + 1 = k.
+            reads.push(t(m + 1, m));
+            if m + 1 < k {
+                reads.push(t(k, m));
+            }
             if m >= 2 {
                 reads.extend([t(m, m - 1), t(k, m - 2)]);
             }
             add(Op::LdltHessenberg, reads, vec![t(m - 1, k)]);
         }
         let row = (0..k).map(|j| t(k, j));
-        let hessenberg = (0..k.saturating_sub(1)).map(|i| t(i, k));
+        let hessenberg = (0..k.saturating_sub(1)).map(move |i| t(i, k));
         let mut writes = Vec::new();
         if k >= 1 && k + 1 < nt {
             writes.push(t(k - 1, k));
         }
         writes.push(t(k, k));
-        add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
         if k + 1 == nt {
+            add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
             break;
         }
+        // The bulk of each block's update needs H(1:k-1, k), not the diagonal task's H(k, k): it
+        // runs beside the diagonal task; L(i, k) H(k, k) follows it, a product of two tiles.
         for i in k + 1..nt {
-            let reads = (0..k).map(|j| t(i, j)).chain((0..k).map(|r| t(r, k)));
+            let reads = (0..k).map(|j| t(i, j)).chain(hessenberg.clone());
             add(Op::LdltUpdate, reads.collect(), vec![t(i, k)]);
+        }
+        add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
+        for i in (k + 1..nt).filter(|_| k >= 1) {
+            let finish = Op::MatMul(MatMul::new(false, false, -1.0, 1.0));
+            add(finish, vec![t(i, k - 1), t(k - 1, k)], vec![t(i, k)]);
         }
         let previous = if k >= 1 {
             vec![t(k, k - 1)]
@@ -120,11 +131,16 @@ pub fn ldlt_shapes(a: &Tiling, task: &Task) -> Vec<Shape> {
             vec![(size(k), r), (r, size(k)), (size(k), size(k))]
         }
         Op::LdltUpdate => {
-            let r = a.offset(k);
+            let r = if k >= 1 { a.offset(k - 1) } else { 0 };
             vec![(size(block), r), (r, size(k)), (size(block), size(k))]
         }
         Op::LdltPanel => vec![(size(k), size(k)), (below(k), size(k))],
         Op::LdltSwap => vec![(below(k), size(k)), (below(k), size(block))],
-        _ => Vec::new(),
+        // The product of two tiles that ends an update.
+        _ => task
+            .accesses
+            .iter()
+            .map(|x| a.tile_shape(x.tile.row, x.tile.col))
+            .collect(),
     }
 }

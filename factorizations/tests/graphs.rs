@@ -161,14 +161,16 @@ fn the_ldlt_graph_orders_every_view_and_its_updates_count_n_cubed_over_three() {
         assert_eq!(count(Op::LdltDiagonal), t);
         assert_eq!(count(Op::LdltPanel), t - 1);
         assert_eq!(count(Op::LdltUpdate), pairs(t));
+        let finish = Op::MatMul(hetla_factorizations::MatMul::new(false, false, -1.0, 1.0));
+        assert_eq!(count(finish), pairs(t - 1));
         assert_eq!(count(Op::LdltHessenberg), pairs(t - 1));
         assert_eq!(count(Op::LdltSwap), pairs(t - 1));
-        // The updates are the products of the left-looking Aasen: sum over k of 2 (n - (k+1) b) k b
-        // b_k, n^3/3 to leading order.
+        // The updates and the products that end them are the left-looking Aasen's: sum over k of 2
+        // (n - (k+1) b) k b b_k, n^3/3 to leading order.
         let updates: f64 = g
             .tasks()
             .iter()
-            .filter(|task| task.op == Op::LdltUpdate)
+            .filter(|task| task.op == Op::LdltUpdate || task.op == finish)
             .map(|task| task.flops)
             .sum();
         let exact: f64 = (0..t.saturating_sub(1))

@@ -665,11 +665,11 @@ impl Op {
             Op::Ttqrt => 2.0 * n * n * n / 3.0,
             Op::Tsmqr => 4.0 * shapes[0].0 as f64 * shapes[0].1 as f64 * n,
             Op::Ttmqr => 2.0 * (shapes[0].1 * shapes[0].1) as f64 * n,
-            // The products' counts: H's block is T(m, m) L^H, dense, and two products with T's
-            // triangular blocks (half a dense product's each): m n (w + m); the diagonal block adds
+            // The products' counts (H's block as one dense product of T's block row and L's); the
+            // diagonal block adds
             // its five b x b x b products and two unit triangular solves (b^2 (b - 1) each), the
             // panel a unit triangular solve for T's subdiagonal block.
-            Op::LdltHessenberg => m * n * (shapes[0].1 as f64 + m),
+            Op::LdltHessenberg => 2.0 * m * n * shapes[0].1 as f64,
             Op::LdltUpdate => 2.0 * m * n * shapes[0].1 as f64,
             Op::LdltDiagonal => 2.0 * m * m * shapes[0].1 as f64 + 12.0 * m * m * m - 2.0 * m * m,
             Op::LdltPanel => {

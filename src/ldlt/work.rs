@@ -10,6 +10,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
+use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::reborrow::*;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
@@ -37,6 +38,8 @@ pub(crate) struct AasenWork<'w, T: Scalar> {
     pub perm: &'w [AtomicUsize],
     /// Panel k's interchanges (local to the rows below block k).
     pub pivots: &'w [OnceLock<Vec<usize>>],
+    /// T's block column m (see [`AasenWork::hessenberg`]), made once.
+    pub t_columns: &'w [OnceLock<Mat<T>>],
 }
 
 impl<T: Scalar> Workload for AasenWork<'_, T> {
@@ -110,75 +113,55 @@ impl<T: Scalar> AasenWork<'_, T> {
     }
 
     /// H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H + T(m+1, m)^H L(k, m+1)^H, 1 <= m < k,
-    /// into block (m - 1, k). T's off-diagonal blocks are triangular and L(k, k) unit triangular:
-    /// their products read the triangles in place (two thirds of the flops of dense products).
+    /// into block (m - 1, k), as one product: H(m, k)^H = [L(k, m-1) L(k, m) L(k, m+1)] C(m), C(m)
+    /// = [T(m, m-1)^H; T(m, m); T(m+1, m)] (T's block column m, the same for every k: made once, by
+    /// the first task that needs it). L's three blocks are side by side in the run's matrix.
     fn hessenberg(&self, m: usize, k: usize, par: Par) {
-        use faer::linalg::matmul::triangular::{BlockStructure as S, matmul};
-        let one = T::from_f64(1.0);
+        let b = self.blocks;
+        let column = self.t_columns[m].get_or_init(|| {
+            let first = if m >= 2 { b.size(m - 1) } else { 0 };
+            let mut c = Mat::<T>::zeros(first + b.size(m) + b.size(m + 1), b.size(m));
+            if m >= 2 {
+                c.as_mut()
+                    .subrows_mut(0, first)
+                    .copy_from(upper(self.block(m, m - 1)).adjoint());
+            }
+            c.as_mut()
+                .subrows_mut(first, b.size(m))
+                .copy_from(self.block(m, m));
+            c.as_mut()
+                .subrows_mut(first + b.size(m), b.size(m + 1))
+                .copy_from(upper(self.block(m + 1, m)));
+            c
+        });
+        let from = if m >= 2 { m - 2 } else { 0 };
+        let row = self.region((b.start(k), b.start(from)), (b.size(k), column.nrows()));
+        // L(k, k) is the unit lower triangle of its block (T(k, k-1) is above it).
+        let lkk;
+        let row = if m + 1 == k {
+            let mut copy = row.to_owned();
+            let last = copy.ncols() - b.size(k);
+            lkk = {
+                copy.as_mut()
+                    .subcols_mut(last, b.size(k))
+                    .copy_from(self.l_diagonal(k));
+                copy
+            };
+            lkk.as_ref()
+        } else {
+            row
+        };
         // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
-        let mut h = unsafe { self.tile_mut(m - 1, k) };
-        let l = |j: usize| self.block(k, j - 1);
-        let (full, add) = (S::Rectangular, Accum::Add);
+        let h = unsafe { self.tile_mut(m - 1, k) };
+        // H(m, k) = conj(row C(m))^T.
         matmul(
-            h.rb_mut(),
-            full,
+            h.transpose_mut(),
             Accum::Replace,
-            self.block(m, m),
-            full,
-            l(m).adjoint(),
-            full,
-            one,
+            row.conjugate(),
+            column.as_ref().conjugate(),
+            T::from_f64(1.0),
             par,
         );
-        if m >= 2 {
-            // T(m, m-1): square (blocks m - 1 and m are whole).
-            let t = self.block(m, m - 1);
-            matmul(
-                h.rb_mut(),
-                full,
-                add,
-                t,
-                S::TriangularUpper,
-                l(m - 1).adjoint(),
-                full,
-                one,
-                par,
-            );
-        }
-        let t = self.block(m + 1, m);
-        let (lhs, lhs_structure) = match t.nrows() == t.ncols() {
-            true => (t.adjoint().to_owned(), S::TriangularLower),
-            // The last block, narrower: T(m+1, m) upper trapezoidal.
-            false => (upper(t).adjoint().to_owned(), full),
-        };
-        if m + 1 == k {
-            let b = &self.blocks;
-            let size = b.size(k);
-            let lkk = self.region((b.start(k), b.start(k - 1)), (size, size));
-            matmul(
-                h,
-                full,
-                add,
-                lhs.as_ref(),
-                lhs_structure,
-                lkk.adjoint(),
-                S::UnitTriangularUpper,
-                one,
-                par,
-            );
-        } else {
-            matmul(
-                h,
-                full,
-                add,
-                lhs.as_ref(),
-                lhs_structure,
-                l(m + 1).adjoint(),
-                full,
-                one,
-                par,
-            );
-        }
     }
 
     /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k,
@@ -235,15 +218,17 @@ impl<T: Scalar> AasenWork<'_, T> {
         }
     }
 
-    /// W(i) = A(i, k) - L(i, 1:k) H(1:k, k) into block (i, k), i > k.
+    /// W(i) = A(i, k) - L(i, 1:k-1) H(1:k-1, k) into block (i, k), i > k (the graph's product of
+    /// tiles (i, k-1) and (k-1, k) then subtracts L(i, k) H(k, k)).
     fn update(&self, i: usize, k: usize, par: Par) {
         let b = self.blocks;
         // SAFETY: the task writes block (i, k) (`ldlt`'s graph).
         let mut w = unsafe { self.tile_mut(i, k) };
         self.gathered(gather(self.input, &self.rows(i), &self.rows(k), w.rb_mut()));
-        if k >= 1 {
-            let l = self.region((b.start(i), 0), (b.size(i), b.start(k)));
-            let h = self.region((0, b.start(k)), (b.start(k), b.size(k)));
+        if k >= 2 {
+            let r = b.start(k - 1);
+            let l = self.region((b.start(i), 0), (b.size(i), r));
+            let h = self.region((0, b.start(k)), (r, b.size(k)));
             add_product(w, l, h, -1.0, par);
         }
     }

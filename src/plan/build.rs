@@ -450,7 +450,13 @@ impl Plan {
                 precision,
             })
             .collect();
+        // Its products of two tiles (the end of each update) run beside the family's other tasks,
+        // on CPU clusters too: their tiles live where the run's work reads them.
+        let finish = Op::MatMul(hetla_factorizations::MatMul::new(false, false, -1.0, 1.0));
         plan.schedule.restrictions = Self::cpu_only_ops();
+        plan.schedule
+            .restrictions
+            .push((finish, vec![ResourceKind::Cpu]));
         Ok(plan)
     }
 

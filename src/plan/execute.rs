@@ -113,6 +113,8 @@ impl Plan {
         let pivots: Vec<OnceLock<Vec<usize>>> =
             (0..blocks.count()).map(|_| OnceLock::new()).collect();
         let largest = AtomicU64::new(0.0_f64.to_bits());
+        let t_columns: Vec<OnceLock<faer::Mat<T>>> =
+            (0..blocks.count()).map(|_| OnceLock::new()).collect();
         let work = AasenWork {
             tiles: TileWork {
                 graph: &self.graph,
@@ -127,6 +129,7 @@ impl Plan {
             blocks,
             perm: &perm,
             pivots: &pivots,
+            t_columns: &t_columns,
         };
         let trace =
             execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
