@@ -6,17 +6,19 @@
 //! - tile (k, k): T(k, k);
 //! - tile (k + 1, k): L(k + 1, k + 1) below its diagonal, T(k + 1, k) (upper trapezoidal) on and
 //!   above it;
-//! - tile (m - 1, k), m <= k: H(m, k) of step k (H = T L^H, block upper Hessenberg), a workspace.
+//! - tile (m - 1, k), m <= k: H(m, k) of step k (H = T L^H, block upper Hessenberg; H(k, k)^H for m
+//!   = k), a workspace.
 //!
-//! A itself is not a tile: tasks read it, mirrored, through the permutation Q that the panels
-//! build (beside the tiles, as LU's interchanges). Step k:
+//! A itself is not a tile: tasks read it, mirrored, through the permutation Q that the panels build
+//! (beside the tiles, as LU's interchanges). Step k:
 //!
 //! 1. `LdltHessenberg` (m, k), 1 <= m < k: H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H +
 //!    T(m+1, m)^H L(k, m+1)^H, in parallel;
 //! 2. `LdltUpdate` (i, k), i > k: W(i) = A(i, k) - L(i, 1:k-1) H(1:k-1, k) into tile (i, k), in
 //!    parallel (n^3/3 of the flops), beside
 //! 3. `LdltDiagonal` k: T(k, k) from A(k, k), L's block row k and H(1:k-1, k), then H(k, k); and
-//!    after it W(i) -= L(i, k) H(k, k), a [`MatMul`] of tiles (i, k-1) and (k-1, k) for each i;
+//!    after it W(i) -= L(i, k) H(k, k), an [`Op::GemmNt`] (A B^H) of tiles (i, k-1) and (k-1, k)
+//!    for each i (the diagonal task leaves H(k, k)^H in tile (k-1, k));
 //! 4. `LdltPanel` k: LU with partial pivoting of tiles (k+1.., k) (L's block column k + 1), T(k+1,
 //!    k) from its U, the interchanges into Q;
 //! 5. `LdltSwap` (j, k), j < k: the interchanges on the rows of L's earlier block columns, in
@@ -26,7 +28,7 @@
 //! tile), so the dependencies are exact; its kernel key has the shapes its kernel works on
 //! ([`ldlt_shapes`]), one per operand of [`Op`]'s documentation.
 
-use hetla_kernels::{MatMul, Op, Shape};
+use hetla_kernels::{Op, Shape};
 
 use crate::{Access, FACTOR, Mode, Task, TaskGraph, TileRef, Tiling, TilingError};
 
@@ -81,8 +83,7 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
         }
         add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
         for i in (k + 1..nt).filter(|_| k >= 1) {
-            let finish = Op::MatMul(MatMul::new(false, false, -1.0, 1.0));
-            add(finish, vec![t(i, k - 1), t(k - 1, k)], vec![t(i, k)]);
+            add(Op::GemmNt, vec![t(i, k - 1), t(k - 1, k)], vec![t(i, k)]);
         }
         let previous = if k >= 1 {
             vec![t(k, k - 1)]
@@ -102,8 +103,8 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
     Ok(g)
 }
 
-/// The blocks a task of [`ldlt`]'s graph works on, (block, step): (m, k) for `LdltHessenberg`,
-/// (k, k) for `LdltDiagonal` and `LdltPanel`, (i, k) for `LdltUpdate`, (j, k) for `LdltSwap`.
+/// The blocks a task of [`ldlt`]'s graph works on, (block, step): (m, k) for `LdltHessenberg`, (k,
+/// k) for `LdltDiagonal` and `LdltPanel`, (i, k) for `LdltUpdate`, (j, k) for `LdltSwap`.
 pub fn ldlt_step(task: &Task) -> (usize, usize) {
     let last = task.accesses[task.accesses.len() - 1].tile;
     match task.op {

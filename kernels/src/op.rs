@@ -365,39 +365,22 @@ impl Op {
                 RateSource::Measured,
             )
         };
-        let lu = |name, reads, like| {
-            let absent = GpuCall::Absent(NO_LU_GPU);
-            entry(
-                name,
-                reads,
-                1,
-                CpuCall::Pivoted,
-                absent,
-                RateSource::Like(like),
-            )
+        // A family's kernels that run through its own work, on CPU clusters only, rated as `like`.
+        let cpu_only = |cpu, why| {
+            move |name, reads, writes, like| {
+                entry(
+                    name,
+                    reads,
+                    writes,
+                    cpu,
+                    GpuCall::Absent(why),
+                    RateSource::Like(like),
+                )
+            }
         };
-        let qr = |name, reads, writes, like| {
-            let absent = GpuCall::Absent(NO_QR_GPU);
-            entry(
-                name,
-                reads,
-                writes,
-                CpuCall::Reflectors,
-                absent,
-                RateSource::Like(like),
-            )
-        };
-        let aasen = |name, reads, like| {
-            let absent = GpuCall::Absent(NO_LDLT_GPU);
-            entry(
-                name,
-                reads,
-                1,
-                CpuCall::Aasen,
-                absent,
-                RateSource::Like(like),
-            )
-        };
+        let lu = cpu_only(CpuCall::Pivoted, NO_LU_GPU);
+        let qr = cpu_only(CpuCall::Reflectors, NO_QR_GPU);
+        let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
         match self {
             Op::Potrf => entry(
                 "potrf",
@@ -432,20 +415,20 @@ impl Op {
             Op::SolveRight => inverse("solve_right", 1),
             Op::SyrkAdjoint => inverse("syrk_adjoint", 1),
             Op::TrmmAdjoint => inverse("trmm_adjoint", 1),
-            Op::LuPanel => lu("lu_panel", 0, Op::Potrf),
-            Op::LuUpdate => lu("lu_update", 1, Op::GemmNt),
-            Op::LuSwap => lu("lu_swap", 1, Op::GemmNt),
+            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf),
+            Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt),
+            Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt),
             Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf),
             Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt),
             Op::Tsqrt => qr("tsqrt", 0, 2, Op::Potrf),
             Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt),
             Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf),
             Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt),
-            Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, Op::GemmNt),
-            Op::LdltDiagonal => aasen("ldlt_diagonal", 2, Op::GemmNt),
-            Op::LdltUpdate => aasen("ldlt_update", 2, Op::GemmNt),
-            Op::LdltPanel => aasen("ldlt_panel", 1, Op::Potrf),
-            Op::LdltSwap => aasen("ldlt_swap", 1, Op::GemmNt),
+            Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, 1, Op::GemmNt),
+            Op::LdltDiagonal => aasen("ldlt_diagonal", 2, 1, Op::GemmNt),
+            Op::LdltUpdate => aasen("ldlt_update", 2, 1, Op::GemmNt),
+            Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf),
+            Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt),
             Op::MatMul(p) => blas("matmul", 2, Product(p)),
         }
     }

@@ -29,8 +29,8 @@ pub(crate) struct AasenWork<'w, T: Scalar> {
     pub matrix: &'w TiledMatrix<'w, T>,
     /// The lower triangle of the Hermitian input, read only.
     pub input: MatRef<'w, T>,
-    /// The largest modulus of the input's entries gathered so far (an f64's bits: non-negative
-    /// f64s order as their bits do).
+    /// The largest modulus of the input's entries gathered so far (an f64's bits: non-negative f64s
+    /// order as their bits do).
     pub largest: &'w AtomicU64,
     /// The blocks of the order.
     pub blocks: Blocks,
@@ -134,7 +134,7 @@ impl<T: Scalar> AasenWork<'_, T> {
                 .copy_from(upper(self.block(m + 1, m)));
             c
         });
-        let from = if m >= 2 { m - 2 } else { 0 };
+        let from = m.saturating_sub(2);
         let row = self.region((b.start(k), b.start(from)), (b.size(k), column.nrows()));
         // L(k, k) is the unit lower triangle of its block (T(k, k-1) is above it).
         let lkk;
@@ -164,9 +164,9 @@ impl<T: Scalar> AasenWork<'_, T> {
         );
     }
 
-    /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k,
-    /// k-1)^H] L(k, k)^-H into block (k, k), then H(k, k) = T(k, k-1) L(k, k-1)^H + T(k, k) L(k,
-    /// k)^H into block (k - 1, k) when a panel follows.
+    /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k, k-1)^H]
+    /// L(k, k)^-H into block (k, k), then H(k, k) = T(k, k-1) L(k, k-1)^H + T(k, k) L(k, k)^H, its
+    /// adjoint into block (k - 1, k), when a panel follows.
     fn diagonal(&self, k: usize, par: Par) {
         let b = self.blocks;
         let bk = b.size(k);
@@ -201,25 +201,27 @@ impl<T: Scalar> AasenWork<'_, T> {
         // SAFETY: the task writes block (k, k) (`ldlt`'s graph).
         unsafe { self.tile_mut(k, k) }.copy_from(&t);
         if k >= 1 && k + 1 < b.count() {
-            // SAFETY: the task writes block (k - 1, k) too.
-            let mut h = unsafe { self.tile_mut(k - 1, k) };
-            h.fill(T::from_f64(0.0));
+            let mut hkk = Mat::<T>::zeros(bk, bk);
             if k >= 2 {
                 let sub = upper(self.block(k, k - 1));
                 add_product(
-                    h.rb_mut(),
+                    hkk.as_mut(),
                     sub.as_ref(),
                     self.block(k, k - 2).adjoint(),
                     1.0,
                     par,
                 );
             }
-            add_product(h, t.as_ref(), lkk.adjoint(), 1.0, par);
+            add_product(hkk.as_mut(), t.as_ref(), lkk.adjoint(), 1.0, par);
+            // H(k, k)^H, for the products W(i) -= L(i, k) H(k, k) (`Op::GemmNt`, A B^H).
+            // SAFETY: the task writes block (k - 1, k) too (square here: block k is not the
+            // last).
+            unsafe { self.tile_mut(k - 1, k) }.copy_from(hkk.adjoint());
         }
     }
 
     /// W(i) = A(i, k) - L(i, 1:k-1) H(1:k-1, k) into block (i, k), i > k (the graph's product of
-    /// tiles (i, k-1) and (k-1, k) then subtracts L(i, k) H(k, k)).
+    /// tiles (i, k-1) and (k-1, k), an `Op::GemmNt`, then subtracts L(i, k) H(k, k)).
     fn update(&self, i: usize, k: usize, par: Par) {
         let b = self.blocks;
         // SAFETY: the task writes block (i, k) (`ldlt`'s graph).

@@ -314,6 +314,20 @@ impl Plan {
         plan
     }
 
+    /// Each task's kernel key from the shapes its kernel works on (`shapes`), where they are not
+    /// its tiles' (a task of LU's block columns works on the rows below its panel, one of Aasen's
+    /// on views that span tiles).
+    fn set_keys(&mut self, shapes: impl Fn(&hetla_factorizations::Task) -> Vec<(usize, usize)>) {
+        let precision = self.precision;
+        self.keys = (self.graph.tasks().iter())
+            .map(|task| KernelKey {
+                op: task.op,
+                shapes: shapes(task),
+                precision,
+            })
+            .collect();
+    }
+
     /// The tiled Cholesky factorisation of an `n x n` matrix in tiles of `tile` (the last row and
     /// column of tiles ragged; a tile larger than the matrix is the whole matrix), in `precision`.
     /// Refuses, before building it, a graph that this machine cannot hold (see [`crate::limits`]).
@@ -393,20 +407,12 @@ impl Plan {
         let flops = 2.0 * nf * nf * nf / 3.0;
         let layouts = vec![(FACTOR, Layout::Columns(tiling))];
         let mut plan = Self::new(Algorithm::Lu { n }, precision, tile, layouts, graph, flops);
-        plan.keys = plan
-            .graph
-            .tasks()
-            .iter()
-            .map(|task| KernelKey {
-                op: task.op,
-                shapes: task
-                    .accesses
-                    .iter()
-                    .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
-                    .collect(),
-                precision,
-            })
-            .collect();
+        plan.set_keys(|task| {
+            task.accesses
+                .iter()
+                .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
+                .collect()
+        });
         plan.schedule.restrictions = Self::cpu_only_ops();
         Ok(plan)
     }
@@ -440,23 +446,13 @@ impl Plan {
             graph,
             flops,
         );
-        plan.keys = plan
-            .graph
-            .tasks()
-            .iter()
-            .map(|task| KernelKey {
-                op: task.op,
-                shapes: ldlt_shapes(&tiling, task),
-                precision,
-            })
-            .collect();
-        // Its products of two tiles (the end of each update) run beside the family's other tasks,
-        // on CPU clusters too: their tiles live where the run's work reads them.
-        let finish = Op::MatMul(hetla_factorizations::MatMul::new(false, false, -1.0, 1.0));
+        plan.set_keys(|task| ldlt_shapes(&tiling, task));
+        // Its products of two tiles (the end of each update, `Op::GemmNt`) run beside the family's
+        // other tasks, on CPU clusters too: their tiles live where the run's work reads them.
         plan.schedule.restrictions = Self::cpu_only_ops();
         plan.schedule
             .restrictions
-            .push((finish, vec![ResourceKind::Cpu]));
+            .push((Op::GemmNt, vec![ResourceKind::Cpu]));
         Ok(plan)
     }
 

@@ -24,13 +24,7 @@ impl Plan {
     ) -> Result<Trace> {
         self.expect_precision(T::PRECISION)?;
         let shape = |tile| self.shape(tile);
-        let work = TileWork {
-            graph: &self.graph,
-            keys: &self.keys,
-            shape: &shape,
-            store,
-            backend: platform.backend(),
-        };
+        let work = self.tile_work(&shape, store, platform);
         let options = self.run_options(options);
         match self.algorithm() {
             Algorithm::Cholesky { n } => {
@@ -40,6 +34,22 @@ impl Plan {
             _ => execute(platform, &work, &options),
         }
         .map_err(|e| self.run_error(e))
+    }
+
+    /// The plan's graph and keys over `store`, tiles of `shape`, on `platform`'s backend.
+    fn tile_work<'w, T: Scalar>(
+        &'w self,
+        shape: &'w (dyn Fn(hetla_factorizations::TileRef) -> (usize, usize) + Sync),
+        store: &'w dyn TileStore<T>,
+        platform: &Platform,
+    ) -> TileWork<'w, T> {
+        TileWork {
+            graph: &self.graph,
+            keys: &self.keys,
+            shape,
+            store,
+            backend: platform.backend(),
+        }
     }
 
     /// Runs an LU plan on `platform` over `a` (its order, column-major) in place: the trace, the
@@ -63,13 +73,7 @@ impl Plan {
         let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
         let zero = AtomicUsize::new(usize::MAX);
         let work = PivotedWork {
-            tiles: TileWork {
-                graph: &self.graph,
-                keys: &self.keys,
-                shape: &shape,
-                store: &store,
-                backend: platform.backend(),
-            },
+            tiles: self.tile_work(&shape, &store, platform),
             tiling,
             ipiv: &ipiv,
             zero: &zero,
@@ -116,13 +120,7 @@ impl Plan {
         let t_columns: Vec<OnceLock<faer::Mat<T>>> =
             (0..blocks.count()).map(|_| OnceLock::new()).collect();
         let work = AasenWork {
-            tiles: TileWork {
-                graph: &self.graph,
-                keys: &self.keys,
-                shape: &shape,
-                store: &store,
-                backend: platform.backend(),
-            },
+            tiles: self.tile_work(&shape, &store, platform),
             matrix: &matrix,
             input,
             largest: &largest,
@@ -259,13 +257,7 @@ impl Plan {
         let tiling = *self.tiling(FACTOR).expect("a QR plan tiles its matrix");
         let shape = |tile| self.shape(tile);
         let work = ReflectorWork {
-            tiles: TileWork {
-                graph: &self.graph,
-                keys: &self.keys,
-                shape: &shape,
-                store,
-                backend: platform.backend(),
-            },
+            tiles: self.tile_work(&shape, store, platform),
             tiling,
             inner,
             ts,
