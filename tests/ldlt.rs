@@ -194,6 +194,20 @@ fn bad_input_is_refused_before_any_work() {
         f.solve(Mat::<f64>::ones(9, 1).as_ref()),
         Err(Error::DimensionMismatch { n: 10, rows: 9 })
     ));
+    // A plan of another order, or of another precision, is refused; its own runs.
+    let ldlt = Ldlt::new().tile(4);
+    let plan = ldlt.plan(9, hetla::Precision::D).unwrap();
+    let err = ldlt.factor_planned(&plan, a.as_ref()).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidOption { option: "plan", .. }),
+        "{err}"
+    );
+    let single = ldlt.plan(10, hetla::Precision::S).unwrap();
+    assert!(ldlt.factor_planned(&single, a.as_ref()).is_err());
+    let plan = ldlt.plan(10, hetla::Precision::D).unwrap();
+    let (trace, f) = ldlt.factor_planned(&plan, a.as_ref()).unwrap();
+    assert_eq!(trace.tasks.len(), plan.graph().len());
+    assert!(f.residual(a.as_ref()).unwrap() < 30.0);
 }
 
 /// Q diag(d) Q^H for a random unitary Q (the QR of a random matrix) and the given eigenvalues.

@@ -132,9 +132,19 @@ impl Ldlt {
     ) -> Result<(Trace, LdltFactor<A::Elem>)> {
         let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
+        let n = a.nrows();
+        if plan.algorithm() != (crate::Algorithm::Ldlt { n }) {
+            return Err(Error::InvalidOption {
+                option: "plan",
+                reason: format!(
+                    "the plan is a {} ({:?}), the matrix {n}x{n}: give Ldlt::plan({n}, ..)'s",
+                    plan.algorithm().name(),
+                    plan.algorithm()
+                ),
+            });
+        }
         let norm1 = crate::check::check_hermitian_lower("A", a)?;
         let platform = self.resolve_platform()?;
-        let n = a.nrows();
         let mut factors = vec![A::Elem::from_f64(0.0); n * n];
         let options = RunOptions {
             scheduler: self.run.scheduler,

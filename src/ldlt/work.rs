@@ -57,7 +57,7 @@ impl<T: Scalar> Workload for AasenWork<'_, T> {
             Op::LdltDiagonal => self.diagonal(k, par),
             Op::LdltUpdate => self.update(block, k, par),
             Op::LdltPanel => return self.panel(k, par).map_err(failed),
-            Op::LdltSwap => self.swap(block, k),
+            Op::LdltSwap => return self.swap(block, k),
             _ => return self.tiles.run(id, par),
         }
         Ok(())
@@ -268,15 +268,18 @@ impl<T: Scalar> AasenWork<'_, T> {
 
     /// Panel k's interchanges on the rows below block k of L's block column j + 1 (block column j
     /// of the run's matrix).
-    fn swap(&self, j: usize, k: usize) {
+    fn swap(&self, j: usize, k: usize) -> std::result::Result<(), KernelError> {
         let b = self.blocks;
         let below = b.start(k + 1);
-        let piv = self.pivots[k]
-            .get()
-            .expect("the graph runs a panel before its interchanges");
+        // The graph orders panel k before its interchanges: a missing set is a broken graph.
+        let piv = self.pivots[k].get().ok_or_else(|| KernelError::Operands {
+            op: Op::LdltSwap,
+            reason: format!("panel {k} has not run before its interchanges"),
+        })?;
         // SAFETY: the task writes blocks (k+1.., j), the whole view (`ldlt`'s graph).
         let c = unsafe { self.region_mut((below, b.start(j)), (b.n - below, b.size(j))) };
         swap_rows(c, piv);
+        Ok(())
     }
 
     /// Block (i, j), writable.
