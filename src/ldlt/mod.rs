@@ -145,7 +145,8 @@ impl Ldlt {
         }
         let norm1 = crate::check::check_hermitian_lower("A", a)?;
         let platform = self.resolve_platform()?;
-        let mut factors = vec![A::Elem::from_f64(0.0); n * n];
+        let stride = crate::pages::padded_stride::<A::Elem>(n);
+        let mut factors = crate::pages::PageBuffer::zeroed(stride * n, "the factors")?;
         let options = RunOptions {
             scheduler: self.run.scheduler,
             ..RunOptions::default()
@@ -153,11 +154,16 @@ impl Ldlt {
         let (trace, pivots, largest) = if n == 0 {
             (Trace::new(Vec::new(), Vec::new(), 0.0), Vec::new(), 0.0)
         } else {
-            let run = MatMut::from_column_major_slice_mut(&mut factors, n, n);
+            let run = MatMut::from_column_major_slice_with_stride_mut(
+                factors.as_mut_slice(),
+                n,
+                n,
+                stride,
+            );
             plan.execute_ldlt(&platform, a, run, &options)?
         };
         let blocks = aasen::Blocks { n, b: plan.tile() };
-        let aasen = Aasen::from_run(factors, blocks, &pivots);
+        let aasen = Aasen::from_run(factors, stride, blocks, &pivots);
         let flops = (n * plan.tile() * plan.tile()) as f64 * A::Elem::PRECISION.flop_factor();
         let band = on_all_cores(&platform, flops, |backend, par| {
             BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)
@@ -175,7 +181,7 @@ impl Ldlt {
 /// A factored symmetric indefinite matrix, A = Q^T L T L^H Q: Q a permutation (LAPACK's
 /// interchanges), L unit lower triangular, T Hermitian block tridiagonal (see [`Ldlt`]).
 #[derive(Debug, Clone)]
-pub struct LdltFactor<T> {
+pub struct LdltFactor<T: Scalar> {
     aasen: Aasen<T>,
     band: BandLu<T>,
     /// ||A||_1, for the condition estimate.
