@@ -22,7 +22,14 @@
 //! 4. `LdltPanel` k: LU with partial pivoting of tiles (k+1.., k) (L's block column k + 1), T(k+1,
 //!    k) from its U, the interchanges into Q;
 //! 5. `LdltSwap` (j, k), j < k: the interchanges on the rows of L's earlier block columns, in
-//!    parallel.
+//!    parallel;
+//! 6. `LdltBand` k - 1: the second stage's block step k - 1 (the LU with partial pivoting of T's
+//!    band, ?gbtrf), which needs T(k, k) and T(k+1, k): it runs beside step k + 1's tasks, so that
+//!    the second stage ends a step or two after the first. Its steps are a chain: step k reads the
+//!    state step k - 1 left, which is not a tile; the chain goes through tile (0, k), H(1, k)'s
+//!    workspace of step k, dead when step k ends: step k - 1 writes it (after step k's tasks that
+//!    read it), step k reads it. The last step writes (0, nt - 1) (the only tile of a one-tile
+//!    graph).
 //!
 //! A task lists every tile its views span (a panel its whole block column: more than one written
 //! tile), so the dependencies are exact; its kernel key has the shapes its kernel works on
@@ -73,6 +80,10 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
         writes.push(t(k, k));
         if k + 1 == nt {
             add(Op::LdltDiagonal, row.chain(hessenberg).collect(), writes);
+            for step in k.saturating_sub(1)..=k {
+                let (reads, writes) = band_step(nt, step);
+                add(Op::LdltBand, reads, writes);
+            }
             break;
         }
         // The bulk of each block's update needs H(1:k-1, k), not the diagonal task's H(k, k): it
@@ -99,15 +110,45 @@ pub fn ldlt(a: &Tiling) -> Result<TaskGraph, TilingError> {
             let column = (k + 1..nt).map(|i| t(i, j)).collect();
             add(Op::LdltSwap, vec![t(k + 1, k)], column);
         }
+        if k >= 1 {
+            let (reads, writes) = band_step(nt, k - 1);
+            add(Op::LdltBand, reads, writes);
+        }
     }
     Ok(g)
 }
 
+/// The tiles the second stage's block step k reads and writes: T(k, k), T(k+1, k), T(k+1, k+1),
+/// T(k+2, k+1) (those that exist), the chain's tile (0, k) from step k - 1; it writes the chain's
+/// tile (0, k + 1), the last step (0, k) (see the module documentation).
+fn band_step(nt: usize, k: usize) -> (Vec<TileRef>, Vec<TileRef>) {
+    let t = |i, j| TileRef::new(FACTOR, i, j);
+    let written = t(0, (k + 1).min(nt - 1));
+    let mut reads = vec![t(k, k)];
+    if k + 1 < nt {
+        reads.extend([t(k + 1, k), t(k + 1, k + 1)]);
+    }
+    if k + 2 < nt {
+        reads.push(t(k + 2, k + 1));
+    }
+    if k >= 1 {
+        reads.push(t(0, k));
+    }
+    reads.retain(|&tile| tile != written);
+    (reads, vec![written])
+}
+
 /// The blocks a task of [`ldlt`]'s graph works on, (block, step): (m, k) for `LdltHessenberg`, (k,
-/// k) for `LdltDiagonal` and `LdltPanel`, (i, k) for `LdltUpdate`, (j, k) for `LdltSwap`.
+/// k) for `LdltDiagonal`, `LdltPanel` and `LdltBand`, (i, k) for `LdltUpdate`, (j, k) for
+/// `LdltSwap`.
 pub fn ldlt_step(task: &Task) -> (usize, usize) {
     let last = task.accesses[task.accesses.len() - 1].tile;
     match task.op {
+        // T(k, k) first, but in a one-tile graph, where the chain's tile (0, 0) is all.
+        Op::LdltBand => {
+            let first = task.accesses[0].tile;
+            (first.row, first.row)
+        }
         Op::LdltHessenberg => (last.row + 1, last.col),
         Op::LdltPanel => (last.col, last.col),
         Op::LdltSwap => (last.col, task.accesses[0].tile.col),
@@ -137,6 +178,11 @@ pub fn ldlt_shapes(a: &Tiling, task: &Task) -> Vec<Shape> {
         }
         Op::LdltPanel => vec![(size(k), size(k)), (below(k), size(k))],
         Op::LdltSwap => vec![(below(k), size(k)), (below(k), size(block))],
+        Op::LdltBand => {
+            let size = |i: usize| if i < a.row_tiles() { size(i) } else { 0 };
+            let (top, c) = (size(k), size(k + 1) + size(k + 2));
+            vec![(top + size(k + 1), top), (top, c)]
+        }
         // The product of two tiles that ends an update.
         _ => task
             .accesses

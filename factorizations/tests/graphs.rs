@@ -196,6 +196,48 @@ fn the_ldlt_graph_orders_every_view_and_its_updates_count_n_cubed_over_three() {
                 .unwrap();
             assert!(reachable(&g, TaskId(panel), TaskId(id)), "{n} {b}: {id}");
         }
+        // T's block steps: one per block, a chain, each after the tasks that make the blocks of
+        // T it reads (diagonal k and k + 1, panel k + 1), and their chain's tiles dead to every
+        // other task after them.
+        assert_eq!(count(Op::LdltBand), t);
+        let find = |op: Op, k: usize| {
+            g.tasks()
+                .iter()
+                .position(|p| p.op == op && hetla_factorizations::ldlt_step(p).1 == k)
+                .map(TaskId)
+        };
+        for k in 0..t {
+            let band = find(Op::LdltBand, k).unwrap();
+            let before = [
+                k.checked_sub(1).and_then(|j| find(Op::LdltBand, j)),
+                find(Op::LdltDiagonal, k),
+                find(Op::LdltDiagonal, k + 1),
+                find(Op::LdltPanel, k + 1),
+            ];
+            for p in before.into_iter().flatten() {
+                assert!(reachable(&g, p, band), "{n} {b}: step {k}");
+            }
+            let written = g.task(band).accesses.last().unwrap().tile;
+            for later in &g.tasks()[band.0 + 1..] {
+                if later.op != Op::LdltBand {
+                    assert!(later.accesses.iter().all(|a| a.tile != written), "{n} {b}");
+                }
+            }
+        }
+        let flops = |op: Op| -> f64 {
+            g.tasks()
+                .iter()
+                .filter(|task| task.op == op)
+                .map(|task| task.flops)
+                .sum()
+        };
+        // O(n b^2): per step at most a 2b x b panel's LU (10/3 b^3), the solve of a b x 2b block
+        // row (2 b^3) and the update of b rows of it (4 b^3).
+        let band = flops(Op::LdltBand);
+        assert!(
+            band > 0.0 && band <= 10.0 * (n * b * b) as f64,
+            "{n} {b}: {band}"
+        );
         // Each task's kernel shapes fit its operation.
         for task in g.tasks() {
             let shapes = hetla_factorizations::ldlt_shapes(&tiling, task);

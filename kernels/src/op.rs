@@ -114,6 +114,11 @@ pub enum Op {
     /// `[P (m x b), C (m x c)]`: C's rows interchanged as Aasen's panel P's were (the rows of the
     /// block columns of L left of it).
     LdltSwap,
+    /// `[P (m x b), U (b x c)]`, m >= b: one block step of the LU with partial pivoting of Aasen's
+    /// block tridiagonal T (its second stage, ?gbtrf on the band): P, block rows k and k+1 of block
+    /// column k, factored; U, block row k right of the diagonal block (c = b_{k+1} + b_{k+2}, the
+    /// fill of the interchanges), solved; the rows below updated for the next step.
+    LdltBand,
     /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
     /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
     /// 0, C is overwritten and never read (BLAS semantics).
@@ -277,7 +282,7 @@ pub enum RateSource {
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 29] = [
+    pub const ALL: [Op; 30] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -307,12 +312,13 @@ impl Op {
         Op::LdltUpdate,
         Op::LdltPanel,
         Op::LdltSwap,
+        Op::LdltBand,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 30] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 30];
+    pub const KINDS: [Op; 31] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 31];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -429,6 +435,7 @@ impl Op {
             Op::LdltUpdate => aasen("ldlt_update", 2, 1, Op::GemmNt),
             Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf),
             Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt),
+            Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf),
             Op::MatMul(p) => blas("matmul", 2, Product(p)),
         }
     }
@@ -557,6 +564,16 @@ impl Op {
             }
             Op::LdltPanel => expect("L", shapes[0], (w.1, w.1)),
             Op::LdltSwap => expect("P", shapes[0], (w.0, shapes[0].1)),
+            Op::LdltBand => {
+                let p = shapes[0];
+                if p.0 < p.1 {
+                    return Err(format!(
+                        "P is {}x{}, a panel needs at least as many rows as columns",
+                        p.0, p.1
+                    ));
+                }
+                expect("P", p, (p.0, w.0))
+            }
             Op::Geqrt => Ok(()),
             Op::Unmqr => {
                 let v = shapes[0];
@@ -664,6 +681,11 @@ impl Op {
                 lu + n * n * (n - 1.0)
             }
             Op::LdltSwap => 0.0,
+            // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
+            Op::LdltBand => {
+                let (rows, b) = (shapes[0].0 as f64, shapes[0].1 as f64);
+                Op::LuPanel.flops(&[shapes[0]]) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
+            }
             Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
         }
     }

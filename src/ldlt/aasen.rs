@@ -113,9 +113,9 @@ pub(crate) struct Aasen<T: Scalar> {
     /// [`ldlt`](hetla_factorizations::ldlt)'s graph: L(i, j + 1) in block (i, j) below the diagonal
     /// (L(k + 1, k + 1) below the diagonal of block (k + 1, k)); T's blocks and the workspace
     /// elsewhere, which only the factorisation reads (T's blocks are copied into `diag` and `sub`).
-    /// A buffer of fresh zeroed pages, huge ones where the system offers them (the tasks touch
-    /// them first, in parallel; on 2 cores at order 2048 in f64, H's blocks ran 1.4x faster than on
-    /// 4 KiB pages, whose TLB entries their rows of L, n apart, exhaust).
+    /// A buffer of fresh zeroed pages, huge ones where the system offers them (the tasks touch them
+    /// first, in parallel; on 2 cores at order 2048 in f64, H's blocks ran 1.4x faster than on 4
+    /// KiB pages, whose TLB entries their rows of L, n apart, exhaust).
     pub a: crate::pages::PageBuffer<T>,
     /// The column stride of `a` ([`padded_stride`](crate::pages::padded_stride)).
     pub stride: usize,

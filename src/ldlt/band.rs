@@ -5,7 +5,8 @@
 //! Step k factors the panel of block rows k and k+1 in block column k; its interchanges stay within
 //! those rows, so U gains one block of fill: block row k of U spans block columns k, k+1 and k+2.
 //! The rows of step k+1 are the updated block row k+1 (carried, with a zero block for column k+3)
-//! and T's block row k+2.
+//! and T's block row k+2. Each step is a task of stage 1's graph ([`BandLu::step`],
+//! `Op::LdltBand`), the factor made of the steps when the run ends ([`BandLu::from_steps`]).
 
 use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::{
@@ -37,81 +38,97 @@ pub(crate) struct BandLu<T> {
     pub singular: Option<usize>,
 }
 
+/// The blocks of T a block step reads: T(k, k) (only step 0 reads it: later steps have it, updated,
+/// in the previous step's carry), T(k+1, k), T(k+1, k+1) and T(k+2, k+1), those below and right of
+/// the last block absent.
+pub(crate) struct StepBlocks<'a, T> {
+    pub diag: MatRef<'a, T>,
+    pub sub: Option<MatRef<'a, T>>,
+    pub next_diag: Option<MatRef<'a, T>>,
+    pub next_sub: Option<MatRef<'a, T>>,
+}
+
+/// What block step k leaves: its part of the factor, the first exactly zero pivot among its columns
+/// (a column of T), and block row k+1 as the step has updated it, from column k+1 on (the next
+/// step's first block row).
+#[derive(Debug)]
+pub(crate) struct Stepped<T> {
+    step: Step<T>,
+    zero: Option<usize>,
+    pub carry: Mat<T>,
+}
+
 impl<T: Scalar> BandLu<T> {
-    /// Factors the block tridiagonal Hermitian matrix of diagonal blocks `diag` and subdiagonal
-    /// blocks `sub` (T(k+1, k)).
-    pub fn factor(
+    /// Block step k of T's LU (see the module documentation): `carry` is what step k - 1 left
+    /// (`None` for step 0), `t` the blocks of T it reads. The steps run in order; the graph of
+    /// [`Plan::ldlt`](crate::Plan::ldlt) runs each as a task as soon as its blocks of T are made.
+    pub fn step(
         blocks: Blocks,
-        (diag, sub): (&[Mat<T>], &[Mat<T>]),
+        k: usize,
+        carry: Option<&Mat<T>>,
+        t: StepBlocks<'_, T>,
         backend: Backend,
         par: Par,
-    ) -> Result<Self> {
+    ) -> Result<Stepped<T>> {
         let count = blocks.count();
         let size = |k: usize| if k < count { blocks.size(k) } else { 0 };
-        let mut steps = Vec::with_capacity(count);
-        let mut singular = None;
-        if count == 0 {
-            return Ok(Self {
-                blocks,
-                steps,
-                singular,
-            });
-        }
-        // Block row k from column k on: columns k, k+1, k+2.
-        let mut carry = Mat::<T>::zeros(size(0), size(0) + size(1) + size(2));
-        carry.as_mut().subcols_mut(0, size(0)).copy_from(&diag[0]);
-        if count > 1 {
-            carry
-                .as_mut()
-                .subcols_mut(size(0), size(1))
-                .copy_from(sub[0].adjoint());
-        }
-        for k in 0..count {
-            let (top, bottom) = (size(k), size(k + 1));
-            let width = top + bottom + size(k + 2);
-            let mut m = Mat::<T>::zeros(top + bottom, width);
-            m.as_mut().submatrix_mut(0, 0, top, width).copy_from(&carry);
-            if bottom > 0 {
-                let mut row = m.as_mut().subrows_mut(top, bottom);
-                row.rb_mut().subcols_mut(0, top).copy_from(&sub[k]);
-                row.rb_mut()
-                    .subcols_mut(top, bottom)
-                    .copy_from(&diag[k + 1]);
-                if k + 2 < count {
-                    row.subcols_mut(top + bottom, size(k + 2))
-                        .copy_from(sub[k + 1].adjoint());
+        let (top, bottom) = (size(k), size(k + 1));
+        let width = top + bottom + size(k + 2);
+        let mut m = Mat::<T>::zeros(top + bottom, width);
+        match carry {
+            Some(carry) => m.as_mut().submatrix_mut(0, 0, top, width).copy_from(carry),
+            None => {
+                m.as_mut().submatrix_mut(0, 0, top, top).copy_from(t.diag);
+                if let Some(sub) = t.sub {
+                    m.as_mut()
+                        .submatrix_mut(0, top, top, bottom)
+                        .copy_from(sub.adjoint());
                 }
             }
-            let mut swaps = vec![0; top];
-            let zero = backend.lu_panel(m.as_mut().subcols_mut(0, top), &mut swaps, par)?;
-            if let (None, Some(c)) = (singular, zero) {
-                singular = Some(blocks.start(k) + c);
+        }
+        if let (Some(sub), Some(next)) = (t.sub, t.next_diag) {
+            let mut row = m.as_mut().subrows_mut(top, bottom);
+            row.rb_mut().subcols_mut(0, top).copy_from(sub);
+            row.rb_mut().subcols_mut(top, bottom).copy_from(next);
+            if let Some(next_sub) = t.next_sub {
+                row.subcols_mut(top + bottom, size(k + 2))
+                    .copy_from(next_sub.adjoint());
             }
-            let (left, mut rest) = m.as_mut().split_at_col_mut(top);
-            swap_rows(rest.rb_mut(), &swaps);
-            let (mut u_row, below) = rest.split_at_row_mut(top);
-            let (l11, l21) = left.rb().split_at_row(top);
-            solve_unit_lower_triangular_in_place(l11, u_row.rb_mut(), par);
-            matmul(below, Accum::Add, l21, u_row.rb(), T::from_f64(-1.0), par);
-            // The next step's first block row: block row k+1 from column k+1 on, and a zero
-            // block for column k+3.
-            let next_width = bottom + size(k + 2) + size(k + 3);
-            carry = Mat::<T>::zeros(bottom, next_width);
-            carry
-                .as_mut()
-                .subcols_mut(0, bottom + size(k + 2))
-                .copy_from(m.as_ref().submatrix(top, top, bottom, bottom + size(k + 2)));
-            steps.push(Step {
+        }
+        let mut swaps = vec![0; top];
+        let zero = backend.lu_panel(m.as_mut().subcols_mut(0, top), &mut swaps, par)?;
+        let (left, mut rest) = m.as_mut().split_at_col_mut(top);
+        swap_rows(rest.rb_mut(), &swaps);
+        let (mut u_row, below) = rest.split_at_row_mut(top);
+        let (l11, l21) = left.rb().split_at_row(top);
+        solve_unit_lower_triangular_in_place(l11, u_row.rb_mut(), par);
+        matmul(below, Accum::Add, l21, u_row.rb(), T::from_f64(-1.0), par);
+        // The next step's first block row: block row k+1 from column k+1 on, and a zero block for
+        // column k+3.
+        let mut carry = Mat::<T>::zeros(bottom, bottom + size(k + 2) + size(k + 3));
+        carry
+            .as_mut()
+            .subcols_mut(0, bottom + size(k + 2))
+            .copy_from(m.as_ref().submatrix(top, top, bottom, bottom + size(k + 2)));
+        Ok(Stepped {
+            step: Step {
                 panel: m.as_ref().subcols(0, top).to_owned(),
                 swaps,
                 right: m.as_ref().submatrix(0, top, top, width - top).to_owned(),
-            });
-        }
-        Ok(Self {
-            blocks,
-            steps,
-            singular,
+            },
+            zero: zero.map(|c| blocks.start(k) + c),
+            carry,
         })
+    }
+
+    /// The factor of T from its block steps, in order.
+    pub fn from_steps(blocks: Blocks, stepped: Vec<Stepped<T>>) -> Self {
+        let singular = stepped.iter().find_map(|s| s.zero);
+        Self {
+            blocks,
+            steps: stepped.into_iter().map(|s| s.step).collect(),
+            singular,
+        }
     }
 
     /// X <- T^-1 X (T nonsingular: the caller checks [`BandLu::singular`]).

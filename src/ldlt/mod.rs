@@ -15,7 +15,10 @@
 //!   holds what it leaves and the solves.
 //! - Stage 2 (`band`): T factored by LU with partial pivoting in block steps (?gbtrf on the band:
 //!   O(n b^2) flops, a chain of n/b steps), which gives the solves and det A = det T (Q and L have
-//!   determinant +-1 and 1).
+//!   determinant +-1 and 1). Its steps are tasks of the same graph, each as soon as the blocks of T
+//!   it reads are made (step k after stage 1's panel k + 1), so that they overlap stage 1's updates
+//!   and the factorisation ends a step after stage 1 (at n = 2048 on 2 cores, 6-12 ms after the
+//!   graph on all cores before: ~0.06 s in all).
 //! - Inertia (Sylvester's law: A's is T's) from T's Schur complements block by block (Haynsworth),
 //!   each by its eigenvalues; dense eigenvalues of T when a complement is nearly singular.
 //!
@@ -30,12 +33,12 @@ use hetla_kernels::{Precision, Scalar};
 use crate::Plan;
 use crate::check::check_square;
 use crate::interop::Matrix;
-use crate::run::{RunConfig, on_all_cores};
+use crate::run::RunConfig;
 use crate::{Error, Result};
 use hetla_runtime::{RunOptions, Trace};
 
 pub(crate) mod aasen;
-mod band;
+pub(crate) mod band;
 pub(crate) mod work;
 
 use aasen::Aasen;
@@ -151,8 +154,13 @@ impl Ldlt {
             scheduler: self.run.scheduler,
             ..RunOptions::default()
         };
-        let (trace, pivots, largest) = if n == 0 {
-            (Trace::new(Vec::new(), Vec::new(), 0.0), Vec::new(), 0.0)
+        let run = if n == 0 {
+            work::AasenRun {
+                trace: Trace::new(Vec::new(), Vec::new(), 0.0),
+                pivots: Vec::new(),
+                largest: 0.0,
+                band: Vec::new(),
+            }
         } else {
             let run = MatMut::from_column_major_slice_with_stride_mut(
                 factors.as_mut_slice(),
@@ -163,18 +171,14 @@ impl Ldlt {
             plan.execute_ldlt(&platform, a, run, &options)?
         };
         let blocks = aasen::Blocks { n, b: plan.tile() };
-        let aasen = Aasen::from_run(factors, stride, blocks, &pivots);
-        let flops = (n * plan.tile() * plan.tile()) as f64 * A::Elem::PRECISION.flop_factor();
-        let band = on_all_cores(&platform, flops, |backend, par| {
-            BandLu::factor(aasen.blocks, (&aasen.diag, &aasen.sub), backend, par)
-        })?;
+        let aasen = Aasen::from_run(factors, stride, blocks, &run.pivots);
         let factor = LdltFactor {
             aasen,
-            band,
+            band: BandLu::from_steps(blocks, run.band),
             norm1,
-            largest,
+            largest: run.largest,
         };
-        Ok((trace, factor))
+        Ok((run.trace, factor))
     }
 }
 

@@ -19,6 +19,7 @@ use hetla_kernels::{KernelError, Scalar, swap_rows};
 use hetla_runtime::Workload;
 
 use super::aasen::{Blocks, add_product, gather, hermitian_part, lu_any, unit_lower, upper};
+use super::band::{BandLu, StepBlocks, Stepped};
 use crate::tiles::{TileWork, TiledMatrix, delegate_to_tiles};
 
 /// The work of an Aasen run: the graph over the run's matrix, the input and the permutation.
@@ -40,6 +41,19 @@ pub(crate) struct AasenWork<'w, T: Scalar> {
     pub pivots: &'w [OnceLock<Vec<usize>>],
     /// T's block column m (see [`AasenWork::hessenberg`]), made once.
     pub t_columns: &'w [OnceLock<Mat<T>>],
+    /// What the second stage's block step k left (T's LU, see `band.rs`), set once.
+    pub band: &'w [OnceLock<Stepped<T>>],
+}
+
+/// What a run of an Aasen plan leaves besides the run's matrix.
+pub(crate) struct AasenRun<T> {
+    pub trace: hetla_runtime::Trace,
+    /// Each panel's interchanges (local to the rows below its block; none for the last block).
+    pub pivots: Vec<Vec<usize>>,
+    /// The largest modulus of the input's entries.
+    pub largest: f64,
+    /// T's LU, block step by block step.
+    pub band: Vec<Stepped<T>>,
 }
 
 impl<T: Scalar> Workload for AasenWork<'_, T> {
@@ -58,6 +72,7 @@ impl<T: Scalar> Workload for AasenWork<'_, T> {
             Op::LdltUpdate => self.update(block, k, par),
             Op::LdltPanel => return self.panel(k, par).map_err(failed),
             Op::LdltSwap => return self.swap(block, k),
+            Op::LdltBand => return self.band(k, par).map_err(failed),
             _ => return self.tiles.run(id, par),
         }
         Ok(())
@@ -263,6 +278,40 @@ impl<T: Scalar> AasenWork<'_, T> {
         }
         // Each panel runs once: a second set cannot happen.
         let _ = self.pivots[k].set(piv);
+        Ok(())
+    }
+
+    /// The second stage's block step k (`band.rs`), from T's blocks in the run's matrix and what
+    /// step k - 1 left.
+    fn band(&self, k: usize, par: Par) -> crate::Result<()> {
+        let b = self.blocks;
+        let count = b.count();
+        let carry = match k {
+            0 => None,
+            // The graph orders step k - 1 before step k: a missing one is a broken graph.
+            _ => Some(
+                &self.band[k - 1]
+                    .get()
+                    .ok_or_else(|| {
+                        crate::Error::Kernel(KernelError::Operands {
+                            op: Op::LdltBand,
+                            reason: format!("T's block step {} has not run before step {k}", k - 1),
+                        })
+                    })?
+                    .carry,
+            ),
+        };
+        let sub = (k + 1 < count).then(|| upper(self.block(k + 1, k)));
+        let next_sub = (k + 2 < count).then(|| upper(self.block(k + 2, k + 1)));
+        let t = StepBlocks {
+            diag: self.block(k, k),
+            sub: sub.as_ref().map(Mat::as_ref),
+            next_diag: (k + 1 < count).then(|| self.block(k + 1, k + 1)),
+            next_sub: next_sub.as_ref().map(Mat::as_ref),
+        };
+        let stepped = BandLu::step(b, k, carry, t, self.tiles.backend, par)?;
+        // Each step runs once: a second set cannot happen.
+        let _ = self.band[k].set(stepped);
         Ok(())
     }
 

@@ -7,7 +7,8 @@ use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace,
 use super::build::{Algorithm, Plan};
 use crate::cholesky::work::InvertingWork;
 use crate::ldlt::aasen::Blocks;
-use crate::ldlt::work::AasenWork;
+use crate::ldlt::band::Stepped;
+use crate::ldlt::work::{AasenRun, AasenWork};
 use crate::lu::work::PivotedWork;
 use crate::qr::work::ReflectorWork;
 use crate::tiles::{ColumnBlocks, Matrices, TileStore, TileWork, TiledMatrix};
@@ -90,16 +91,15 @@ impl Plan {
 
     /// Runs an LDL^T plan ([`Plan::ldlt`]) on `platform`: `input` is the Hermitian matrix (its
     /// lower triangle, only read), `a` the run's matrix (n x n, overwritten by L, T and the
-    /// workspace in the layout of [`ldlt`](hetla_factorizations::ldlt)'s graph); the trace, each
-    /// panel's interchanges (local to the rows below its block; none for the last block) and the
-    /// largest modulus of the input's entries.
+    /// workspace in the layout of [`ldlt`](hetla_factorizations::ldlt)'s graph); what the run
+    /// leaves besides ([`AasenRun`]: the trace, the interchanges, T's LU in block steps).
     pub(crate) fn execute_ldlt<T: Scalar>(
         &self,
         platform: &Platform,
         input: faer::MatRef<'_, T>,
         a: faer::MatMut<'_, T>,
         options: &RunOptions,
-    ) -> Result<(Trace, Vec<Vec<usize>>, f64)> {
+    ) -> Result<AasenRun<T>> {
         use std::sync::OnceLock;
         use std::sync::atomic::{AtomicU64, AtomicUsize};
         self.expect_precision(T::PRECISION)?;
@@ -119,6 +119,8 @@ impl Plan {
         let largest = AtomicU64::new(0.0_f64.to_bits());
         let t_columns: Vec<OnceLock<faer::Mat<T>>> =
             (0..blocks.count()).map(|_| OnceLock::new()).collect();
+        let band: Vec<OnceLock<Stepped<T>>> =
+            (0..blocks.count()).map(|_| OnceLock::new()).collect();
         let work = AasenWork {
             tiles: self.tile_work(&shape, &store, platform),
             matrix: &matrix,
@@ -128,6 +130,7 @@ impl Plan {
             perm: &perm,
             pivots: &pivots,
             t_columns: &t_columns,
+            band: &band,
         };
         let trace =
             execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))?;
@@ -135,7 +138,25 @@ impl Plan {
             .into_iter()
             .map(|p| p.into_inner().unwrap_or_default())
             .collect();
-        Ok((trace, pivots, f64::from_bits(largest.into_inner())))
+        // A run that ended (no task failed) ran every step of the chain.
+        let band = band
+            .into_iter()
+            .enumerate()
+            .map(|(k, s)| {
+                s.into_inner().ok_or_else(|| {
+                    Error::Kernel(KernelError::Operands {
+                        op: Op::LdltBand,
+                        reason: format!("the run ended without T's block step {k}"),
+                    })
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AasenRun {
+            trace,
+            pivots,
+            largest: f64::from_bits(largest.into_inner()),
+            band,
+        })
     }
 
     /// Runs a QR plan ([`Plan::qr`], [`Plan::qr_least_squares`]) on `platform` over `a` (m x n) in

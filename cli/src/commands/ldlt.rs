@@ -5,8 +5,8 @@
 //! whole matrix: faer's Bunch-Kaufman (`lblt`) on as many threads as the platform has cores, and
 //! with the `openblas` feature LAPACK ?sytrf (Bunch-Kaufman) and ?sytrf_aa_2stage (Aasen's in two
 //! stages) on OpenBLAS's threads. The report has what every factorisation's has: the workers and
-//! kernels of the task graph's run (stage 1; T's band LU, stage 2, is outside it), its bounds and
-//! efficiency.
+//! kernels of the task graph's run (both stages: T's band LU is its `ldlt_band` chain), its bounds
+//! and efficiency.
 
 use std::time::Instant;
 
