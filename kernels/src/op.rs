@@ -512,20 +512,10 @@ impl Op {
                 expect("A", shapes[0], (shapes[0].0, w.0))
             }
             Op::TrmmAdjoint => expect("L", shapes[0], (w.0, w.0)),
-            Op::LuPanel if w.0 < w.1 => Err(format!(
-                "A is {}x{}, a panel needs at least as many rows as columns",
-                w.0, w.1
-            )),
-            Op::LuPanel => Ok(()),
+            Op::LuPanel => tall("A", w, "a panel"),
             Op::LuUpdate | Op::LuSwap => {
-                let p = shapes[0];
-                if p.0 < p.1 {
-                    return Err(format!(
-                        "P is {}x{}, a panel needs at least as many rows as columns",
-                        p.0, p.1
-                    ));
-                }
-                expect("P", p, (w.0, p.1))
+                tall("P", shapes[0], "a panel")?;
+                expect("P", shapes[0], (w.0, shapes[0].1))
             }
             Op::Syrk => {
                 expect("C", w, (w.0, w.0))?;
@@ -565,14 +555,8 @@ impl Op {
             Op::LdltPanel => expect("L", shapes[0], (w.1, w.1)),
             Op::LdltSwap => expect("P", shapes[0], (w.0, shapes[0].1)),
             Op::LdltBand => {
-                let p = shapes[0];
-                if p.0 < p.1 {
-                    return Err(format!(
-                        "P is {}x{}, a panel needs at least as many rows as columns",
-                        p.0, p.1
-                    ));
-                }
-                expect("P", p, (p.0, w.0))
+                tall("P", shapes[0], "a panel")?;
+                expect("P", shapes[0], (shapes[0].0, w.0))
             }
             Op::Geqrt => Ok(()),
             Op::Unmqr => {
@@ -582,12 +566,7 @@ impl Op {
             // The triangle is the top of its tile (a ragged last tile column leaves rows below it).
             Op::Tsqrt | Op::Ttqrt => {
                 let (r, b) = (shapes[0], shapes[1]);
-                if r.0 < r.1 {
-                    return Err(format!(
-                        "R is {}x{}, a triangle needs at least as many rows as columns",
-                        r.0, r.1
-                    ));
-                }
+                tall("R", r, "a triangle")?;
                 expect("B", b, (b.0, r.1))
             }
             Op::Tsmqr | Op::Ttmqr => {
@@ -694,6 +673,19 @@ impl Op {
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Ok when the operand `what` (`shape`) has at least as many rows as columns, as `needs` (a panel,
+/// a triangle) must; else the error that says so.
+fn tall(what: &str, shape: Shape, needs: &str) -> Result<(), String> {
+    if shape.0 < shape.1 {
+        Err(format!(
+            "{what} is {}x{}, {needs} needs at least as many rows as columns",
+            shape.0, shape.1
+        ))
+    } else {
+        Ok(())
     }
 }
 
