@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::reborrow::*;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
@@ -167,43 +167,16 @@ impl<T: Scalar> AasenWork<'_, T> {
             row
         };
         // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
-        let mut h = unsafe { self.tile_mut(m - 1, k) };
-        // H(m, k) = conj(row C(m))^T, as three products: T(m, m-1)^H is lower triangular and T(m+1,
-        // m) upper triangular (square but for a narrower last block), and products with triangles
-        // cost half a dense one's flops (a third of H's in all).
-        let first = column.nrows() - b.size(m) - b.size(m + 1);
-        let parts = [
-            (0, first, BlockStructure::TriangularLower),
-            (first, b.size(m), BlockStructure::Rectangular),
-            (
-                first + b.size(m),
-                b.size(m + 1),
-                BlockStructure::TriangularUpper,
-            ),
-        ];
-        let mut accum = Accum::Replace;
-        for (start, rows, structure) in parts {
-            if rows == 0 {
-                continue;
-            }
-            let structure = if rows == b.size(m) {
-                structure
-            } else {
-                BlockStructure::Rectangular
-            };
-            triangular::matmul(
-                h.rb_mut().transpose_mut(),
-                BlockStructure::Rectangular,
-                accum,
-                row.subcols(start, rows).conjugate(),
-                BlockStructure::Rectangular,
-                column.as_ref().subrows(start, rows).conjugate(),
-                structure,
-                T::from_f64(1.0),
-                par,
-            );
-            accum = Accum::Add;
-        }
+        let h = unsafe { self.tile_mut(m - 1, k) };
+        // H(m, k) = conj(row C(m))^T.
+        matmul(
+            h.transpose_mut(),
+            Accum::Replace,
+            row.conjugate(),
+            column.as_ref().conjugate(),
+            T::from_f64(1.0),
+            par,
+        );
     }
 
     /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k, k-1)^H]
