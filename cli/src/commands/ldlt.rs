@@ -52,8 +52,8 @@ pub struct LdltArgs {
     /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts).
     #[arg(long, default_value = "d", value_enum)]
     pub precision: super::args::PrecisionArg,
-    /// Scheduler: mct, dmda, eager or ws.
-    #[arg(long, default_value = "mct")]
+    /// Scheduler: mct, dmda, eager or ws. The default is `hetla::Ldlt`'s, eager.
+    #[arg(long, default_value = "eager")]
     pub scheduler: SchedulerKind,
     #[command(flatten)]
     pub traces: super::args::TraceArgs,
