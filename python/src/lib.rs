@@ -809,7 +809,46 @@ fn solve_spd_mixed<'py>(
 
 /// A kind of factor, generic over the scalar type (`Factor<T>`, `LdltFactor<T>`).
 trait Family {
-    type Of<T: Scalar>;
+    type Of<T: Scalar>: Send;
+}
+
+/// A builder that factors one matrix into a factor of its family.
+trait Factorizer: Send + Sync {
+    type Family: Family;
+    fn factor_view<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+    ) -> hetla::Result<<Self::Family as Family>::Of<T>>;
+}
+
+impl Factorizer for Cholesky {
+    type Family = PositiveDefinite;
+    fn factor_view<T: Scalar>(&self, a: MatRef<'_, T>) -> hetla::Result<Factor<T>> {
+        self.factor(a)
+    }
+}
+
+impl Factorizer for hetla::Ldlt {
+    type Family = Indefinite;
+    fn factor_view<T: Scalar>(&self, a: MatRef<'_, T>) -> hetla::Result<hetla::LdltFactor<T>> {
+        self.factor(a)
+    }
+}
+
+/// The factor of the 2-D array `a` (any of hetla's dtypes) by `builder`, the GIL released while
+/// it factors.
+fn factor_array<B: Factorizer>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    builder: B,
+) -> PyResult<AnyFactor<B::Family>> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let a = a.as_array();
+        py.detach(|| builder.factor_view(faer_ref(a)))
+            .map(T::wrap::<B::Family>)
+            .map_err(py_error)
+    })
 }
 
 /// Cholesky's factors.
@@ -912,18 +951,7 @@ struct PyFactor(AnyFactor<PositiveDefinite>);
 impl PyFactor {
     #[new]
     fn new(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<Self> {
-        fn factor<T: Scalar + Element>(
-            py: Python<'_>,
-            a: &Bound<'_, PyAny>,
-        ) -> PyResult<Factor<T>> {
-            let a = readable::<T, ndarray::Ix2>(a, "a")?;
-            let a = a.as_array();
-            let chol = cholesky_options();
-            py.detach(move || chol.factor(faer_ref(a)))
-                .map_err(py_error)
-        }
-        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap::<PositiveDefinite>))?;
-        Ok(PyFactor(any))
+        factor_array(py, a, cholesky_options()).map(PyFactor)
     }
 
     /// Order of the factored matrix.
@@ -1020,18 +1048,7 @@ struct PyLdlt(AnyFactor<Indefinite>);
 impl PyLdlt {
     #[new]
     fn new(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<Self> {
-        fn factor<T: Scalar + Element>(
-            py: Python<'_>,
-            a: &Bound<'_, PyAny>,
-        ) -> PyResult<hetla::LdltFactor<T>> {
-            let a = readable::<T, ndarray::Ix2>(a, "a")?;
-            let a = a.as_array();
-            let ldlt = with_options!(hetla::Ldlt::new());
-            py.detach(move || ldlt.factor(faer_ref(a)))
-                .map_err(py_error)
-        }
-        let any = by_dtype!(a, "a", T => factor::<T>(py, a).map(T::wrap::<Indefinite>))?;
-        Ok(PyLdlt(any))
+        factor_array(py, a, with_options!(hetla::Ldlt::new())).map(PyLdlt)
     }
 
     /// Order of the factored matrix.
