@@ -835,8 +835,8 @@ impl Factorizer for hetla::Ldlt {
     }
 }
 
-/// The factor of the 2-D array `a` (any of hetla's dtypes) by `builder`, the GIL released while
-/// it factors.
+/// The factor of the 2-D array `a` (any of hetla's dtypes) by `builder`, the GIL released while it
+/// factors.
 fn factor_array<B: Factorizer>(
     py: Python<'_>,
     a: &Bound<'_, PyAny>,

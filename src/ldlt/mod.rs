@@ -48,8 +48,8 @@ pub use band::Inertia;
 /// The block order Aasen's factorisation uses for order `n` when none is given: 128, and 192 from
 /// order 6144 on (on 2 cores, AVX-512, f64: 0.099 s at n = 2048 against 0.138 s with 192; at 8192,
 /// two runs each, 1.64/1.62 s against 1.61/1.68 s with 160, 1.75/1.88 s with 224 and 1.69/1.69 s
-/// with 256). T's band and the products that form it (O(n^2
-/// b) flops) grow with the block; the products of the updates gain from it.
+/// with 256). T's band and the products that form it (O(n^2 b) flops) grow with the block; the
+/// products of the updates gain from it.
 pub fn default_ldlt_tile(n: usize) -> usize {
     if n >= 6144 { 192 } else { 128 }
 }
