@@ -151,18 +151,17 @@ impl<T: Scalar> AasenWork<'_, T> {
         });
         let from = m.saturating_sub(2);
         let row = self.region((b.start(k), b.start(from)), (b.size(k), column.nrows()));
-        // L(k, k) is the unit lower triangle of its block (T(k, k-1) is above it).
-        let lkk;
+        // L(k, k) is the unit lower triangle of its block (T(k, k-1) is above it): a copy of the
+        // row with it made explicit.
+        let owned;
         let row = if m + 1 == k {
             let mut copy = row.to_owned();
             let last = copy.ncols() - b.size(k);
-            lkk = {
-                copy.as_mut()
-                    .subcols_mut(last, b.size(k))
-                    .copy_from(self.l_diagonal(k));
-                copy
-            };
-            lkk.as_ref()
+            copy.as_mut()
+                .subcols_mut(last, b.size(k))
+                .copy_from(self.l_diagonal(k));
+            owned = copy;
+            owned.as_ref()
         } else {
             row
         };

@@ -114,13 +114,14 @@ impl Plan {
         let store = Matrices(&list);
         let shape = |tile| self.shape(tile);
         let perm: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
-        let pivots: Vec<OnceLock<Vec<usize>>> =
-            (0..blocks.count()).map(|_| OnceLock::new()).collect();
+        // What each block's tasks leave beside the tiles, set once.
+        fn slots<X>(count: usize) -> Vec<OnceLock<X>> {
+            std::iter::repeat_with(OnceLock::new).take(count).collect()
+        }
+        let pivots: Vec<OnceLock<Vec<usize>>> = slots(blocks.count());
         let largest = AtomicU64::new(0.0_f64.to_bits());
-        let t_columns: Vec<OnceLock<faer::Mat<T>>> =
-            (0..blocks.count()).map(|_| OnceLock::new()).collect();
-        let band: Vec<OnceLock<Stepped<T>>> =
-            (0..blocks.count()).map(|_| OnceLock::new()).collect();
+        let t_columns: Vec<OnceLock<faer::Mat<T>>> = slots(blocks.count());
+        let band: Vec<OnceLock<Stepped<T>>> = slots(blocks.count());
         let work = AasenWork {
             tiles: self.tile_work(&shape, &store, platform),
             matrix: &matrix,
