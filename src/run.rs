@@ -124,6 +124,17 @@ macro_rules! run_options {
             self
         }
 
+        /// How runs group cores into clusters when no platform is given: the one set, else this
+        /// builder's default.
+        pub fn cluster_spec(&self) -> &hetla_clusters::ClusterSpec {
+            &self.run.clusters
+        }
+
+        /// The scheduling policy runs use: the one set, else this builder's default.
+        pub fn scheduler_kind(&self) -> hetla_runtime::SchedulerKind {
+            self.run.scheduler
+        }
+
         /// Runs on this platform (its clusters, backend and models).
         pub fn platform(mut self, platform: std::sync::Arc<hetla_runtime::Platform>) -> Self {
             self.run.platform = Some(platform);

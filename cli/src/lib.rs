@@ -66,6 +66,10 @@ enum Command {
     /// print seconds, Gflop/s, LAPACK's ratios and the inertia, `--compare` beside faer's
     /// Bunch-Kaufman and OpenBLAS's ?sytrf and ?sytrf_aa_2stage.
     Ldlt(commands::ldlt::LdltArgs),
+    /// Rank cluster shapes, tiles and schedulers for a factorisation by their simulated makespan
+    /// on a modelled machine (this one by default, calibrated on first use); `--verify K` runs the
+    /// K best and the default for real.
+    Tune(commands::tune::TuneArgs),
 }
 
 /// Exit status of a command line that does not parse (as clap's own).
@@ -113,6 +117,9 @@ fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
         }
         Command::Gemm(args) => {
             commands::gemm::run(args).map(|r| put(out, args.json, &r, commands::gemm::print))
+        }
+        Command::Tune(args) => {
+            commands::tune::run(args).map(|r| put(out, args.json, &r, commands::tune::print))
         }
     }
 }

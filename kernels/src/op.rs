@@ -276,7 +276,8 @@ pub enum RateSource {
     /// Its own measurement (calibration, or a paper's table).
     Measured,
     /// The rate of another operation of the same shape of work, when the model has no measurement
-    /// of its own (the presets' assumption for LU's and QR's kernels, said in their descriptions).
+    /// of its own (the presets' assumption for the kernels of LU, QR, LDL^T and the inverse, said in
+    /// their descriptions).
     Like(Op),
 }
 
@@ -350,17 +351,26 @@ impl Op {
             gpu,
             rate,
         };
-        let blas = |name, reads, call| {
+        let blas = |name, reads, call, rate| {
             entry(
                 name,
                 reads,
                 1,
                 CpuCall::Blas(call),
                 GpuCall::Blas(call),
-                RateSource::Measured,
+                rate,
             )
         };
-        let inverse = |name, reads| {
+        // Solves at TRSM's rate and products at GEMM's where a model has none of their own (the
+        // presets'). A general product's tasks are keyed as GEMM's (`KernelKey::of_task`).
+        let (measured, like_trsm, like_gemm) = (
+            RateSource::Measured,
+            RateSource::Like(Op::Trsm),
+            RateSource::Like(Op::GemmNt),
+        );
+        // The inverse's kernels, rated as the Cholesky kernel of the same shape of work where a
+        // model has no measurement of their own (a triangular product as a triangular solve).
+        let inverse = |name, reads, like| {
             let absent = GpuCall::Absent(NO_INVERSE_GPU);
             entry(
                 name,
@@ -368,7 +378,7 @@ impl Op {
                 1,
                 CpuCall::Inverse,
                 absent,
-                RateSource::Measured,
+                RateSource::Like(like),
             )
         };
         // A family's kernels that run through its own work, on CPU clusters only, rated as `like`.
@@ -396,7 +406,7 @@ impl Op {
                 GpuCall::Potrf,
                 RateSource::Measured,
             ),
-            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint)),
+            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured),
             Op::PanelInverse => entry(
                 "panel_inverse",
                 0,
@@ -405,22 +415,30 @@ impl Op {
                 GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
                 RateSource::Like(Op::Potrf),
             ),
-            Op::Syrk => blas("syrk", 1, RankK),
-            Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT)),
-            Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left)),
-            Op::SolveLowerTrans => blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint)),
-            Op::Update => blas("update", 2, Product(MatMul::new(false, false, -1.0, 1.0))),
+            Op::Syrk => blas("syrk", 1, RankK, measured),
+            Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT), measured),
+            Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left), like_trsm),
+            Op::SolveLowerTrans => {
+                blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint), like_trsm)
+            }
+            Op::Update => blas(
+                "update",
+                2,
+                Product(MatMul::new(false, false, -1.0, 1.0)),
+                like_gemm,
+            ),
             Op::UpdateTrans => blas(
                 "update_trans",
                 2,
                 Product(MatMul::new(true, false, -1.0, 1.0)),
+                like_gemm,
             ),
-            Op::Add => blas("add", 1, Add),
-            Op::Trtri => inverse("trtri", 0),
-            Op::Lauum => inverse("lauum", 0),
-            Op::SolveRight => inverse("solve_right", 1),
-            Op::SyrkAdjoint => inverse("syrk_adjoint", 1),
-            Op::TrmmAdjoint => inverse("trmm_adjoint", 1),
+            Op::Add => blas("add", 1, Add, like_gemm),
+            Op::Trtri => inverse("trtri", 0, Op::Potrf),
+            Op::Lauum => inverse("lauum", 0, Op::Potrf),
+            Op::SolveRight => inverse("solve_right", 1, Op::Trsm),
+            Op::SyrkAdjoint => inverse("syrk_adjoint", 1, Op::Syrk),
+            Op::TrmmAdjoint => inverse("trmm_adjoint", 1, Op::Trsm),
             Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf),
             Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt),
             Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt),
@@ -436,7 +454,7 @@ impl Op {
             Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf),
             Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt),
             Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf),
-            Op::MatMul(p) => blas("matmul", 2, Product(p)),
+            Op::MatMul(p) => blas("matmul", 2, Product(p), measured),
         }
     }
 

@@ -11,20 +11,20 @@
 //!   models;
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
-//! - [`record_in_run`] factors matrices of [`IN_RUN_TILES`] x [`IN_RUN_TILES`] tiles and keeps each
-//!   kernel's median duration inside them (kernels run slower in a run than alone), and the gaps
-//!   between the tasks of a single worker (the runtime's own cost per task).
+//! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
+//!   per side and keeps each kernel's rate inside them (kernels run slower in a run than alone), and
+//!   the gaps between the tasks of a single worker (the runtime's own cost per task).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use faer::Mat;
-use hetla::{Cholesky, matgen};
-use hetla_kernels::{KernelError, Op, Precision, Scalar};
+use hetla_kernels::{KernelError, Op, Precision};
 use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, Platform};
 
 use crate::Result;
 use crate::StagingRate;
+use crate::family::Family;
 
 /// The operations of the tiled Cholesky, which a platform file gives rates for.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];
@@ -221,74 +221,103 @@ pub fn calibrate_packing(
     Ok(rates)
 }
 
-/// Tiles per side of the factorisations [`record_in_run`] times.
+/// Most tiles per side of the factorisations [`record_in_run`] times ([`in_run_order`]).
 pub const IN_RUN_TILES: usize = 8;
+
+/// The order below which [`record_in_run`] takes more tiles per side than 4 (up to
+/// [`IN_RUN_TILES`]).
+const IN_RUN_ORDER: usize = 4096;
+
+/// The order of the matrices [`record_in_run`] factors in tiles of `b`: [`IN_RUN_TILES`] tiles per
+/// side up to order 4096, fewer for larger tiles, at least 4 (tiles of 2048: order 8192), so that a
+/// calibration of large tiles stays a few seconds per run and every kernel still runs beside
+/// others.
+pub fn in_run_order(b: usize) -> usize {
+    b * (IN_RUN_ORDER / b.max(1)).clamp(4, IN_RUN_TILES)
+}
 
 /// Factorisations [`record_in_run`] performs on `platform` for `tiles`.
 pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
     tiles.len() * runs
 }
 
-/// Factors `runs` random SPD matrices of order [`IN_RUN_TILES`] x b on `platform` for each b in
-/// `tiles`, and records into `models`, for each kernel (square b x b tiles) and worker class, the
-/// median of the tasks' durations as the runs measured them; `step` is called after each
-/// factorisation. Kernels run slower inside a factorisation than alone (tiles come from memory,
-/// clusters compete), so these are the durations that predict runs; the median keeps a burst of
-/// load from other processes out of them.
+/// Runs `family` `runs` times on random matrices of order [`in_run_order`] in tiles of b on
+/// `platform` for each b in `tiles`, and records into `models`, for each kernel and worker class,
+/// the rate its tasks ran at in those runs, as the duration of one task on b x b tiles: their
+/// seconds over their flops ([`KernelKey::leading_flops`]) times the square key's flops. Tasks of
+/// other shapes (LU's panels are as tall as the rows below them, QR's tiles on a triangle) count
+/// with their own flops, so that the key's rate times a run's flops gives that run's time in the
+/// kernel: the total, not a typical task (a median of the tasks' rates was 15% optimistic for LU's
+/// updates, whose short tasks are the slow ones). `step` is called after each run. Kernels run
+/// slower inside a factorisation than alone (tiles come from memory, clusters compete), so these
+/// are the durations that predict runs.
 ///
-/// On a platform with a single worker, the next task is always ready when one ends (the worker
-/// released it), so the time between two tasks is the runtime's own overhead: those gaps are
-/// returned, in seconds (none on other platforms).
+/// Also returned ([`InRun`]): on a platform with a single worker, where the next task is always
+/// ready when one ends (the worker released it), the time between two tasks, the runtime's own
+/// overhead; and each run's time outside its graphs.
 pub fn record_in_run(
     platform: &Arc<Platform>,
+    family: Family,
     tiles: &[usize],
     runs: usize,
     precision: Precision,
     models: &mut PerfModels,
-    step: impl FnMut(),
-) -> Result<Vec<f64>> {
-    hetla_kernels::with_scalar!(precision, T => record_in_run_in::<T>(platform, tiles, runs, models, step))
-}
-
-fn record_in_run_in<T: Scalar>(
-    platform: &Arc<Platform>,
-    tiles: &[usize],
-    runs: usize,
-    models: &mut PerfModels,
     mut step: impl FnMut(),
-) -> Result<Vec<f64>> {
-    let mut gaps = Vec::new();
+) -> Result<InRun> {
+    let mut measured = InRun::default();
     for &b in tiles {
-        let n = IN_RUN_TILES * b;
-        let a = matgen::random_hpd::<T>(n, b as u64);
-        let cholesky = Cholesky::new().platform(platform.clone()).tile(b);
-        let mut durations: std::collections::BTreeMap<_, Vec<f64>> = Default::default();
-        for _ in 0..runs {
-            let mut factor = a.clone();
-            let trace = cholesky.factor_in_place_traced(factor.as_mut())?;
-            for event in &trace.tasks {
-                let class = trace.workers[event.worker].class.clone();
-                let key = KernelKey::square(event.op, b).in_precision(T::PRECISION);
-                durations
-                    .entry((key, class))
-                    .or_default()
-                    .push(event.end - event.start);
+        let n = in_run_order(b);
+        // Seconds and flops of each kernel and class.
+        let mut totals: std::collections::BTreeMap<_, (f64, f64)> = Default::default();
+        for run in 0..runs {
+            let scheduler = family.default_scheduler();
+            let seed = (b + run) as u64;
+            let done = family.run(platform, (n, n), b, scheduler, precision, seed)?;
+            for (plan, trace) in &done.traces {
+                let keys = plan.keys();
+                for event in &trace.tasks {
+                    let class = trace.workers[event.worker].class.clone();
+                    let key = &keys[event.task.0];
+                    let square = KernelKey::square(key.op, b).in_precision(precision);
+                    let work = key.leading_flops();
+                    if work <= 0.0 {
+                        continue;
+                    }
+                    let total = totals.entry((square, class)).or_default();
+                    total.0 += event.end - event.start;
+                    total.1 += work;
+                }
+                if trace.workers.len() == 1 {
+                    // Events are sorted by start time.
+                    measured.gaps.extend(
+                        trace
+                            .tasks
+                            .windows(2)
+                            .map(|p| (p[1].start - p[0].end).max(0.0)),
+                    );
+                }
             }
-            if trace.workers.len() == 1 {
-                // Events are sorted by start time.
-                gaps.extend(
-                    trace
-                        .tasks
-                        .windows(2)
-                        .map(|p| (p[1].start - p[0].end).max(0.0)),
-                );
-            }
+            let graphs: f64 = done.traces.iter().map(|(_, t)| t.makespan).sum();
+            let entries = (n * n) as f64;
+            measured
+                .outside_per_entry
+                .push((done.seconds - graphs).max(0.0) / entries);
             step();
         }
-        for ((key, class), mut seconds) in durations {
-            seconds.sort_by(f64::total_cmp);
-            models.record(&key, &class, seconds[seconds.len() / 2]);
+        for ((key, class), (seconds, flops)) in totals {
+            models.record(&key, &class, seconds / flops * key.leading_flops());
         }
     }
-    Ok(gaps)
+    Ok(measured)
+}
+
+/// What [`record_in_run`] measured beside the kernels' rates.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InRun {
+    /// The gaps between the tasks of a single worker, in seconds (none on other platforms).
+    pub gaps: Vec<f64>,
+    /// Each run's seconds outside its task graphs (its wall-clock time less its traces'
+    /// makespans: copies into and out of the tile store, checks, the inverse's mirror of its
+    /// triangle) per entry of its matrix.
+    pub outside_per_entry: Vec<f64>,
 }

@@ -34,19 +34,23 @@
 
 mod calibrate;
 mod error;
+mod family;
 mod gemm;
 mod model;
 mod simulate;
+mod tune;
 
 pub use calibrate::{
-    CHOLESKY_OPS, IN_RUN_TILES, calibrate_links, calibrate_packing, in_run_steps, link_steps,
-    record_in_run,
+    CHOLESKY_OPS, IN_RUN_TILES, InRun, calibrate_links, calibrate_packing, in_run_order,
+    in_run_steps, link_steps, record_in_run,
 };
 pub use error::{Error, Result};
+pub use family::{Family, FamilyRun};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
 pub use model::{
     Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
-    MAX_MODEL_CORES, Modelled, PRESETS, PlatformModel, Speedup, StagingRate, calibration_sizes,
+    MAX_MODEL_CORES, Modelled, OutsideGraph, PRESETS, PlatformModel, Speedup, StagingRate,
+    calibration_sizes,
 };
 // What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
 // a network's rate and a process grid.
@@ -54,4 +58,8 @@ pub use hetla_factorizations::ProcessGrid;
 pub use hetla_runtime::{HostMemory, LinkRate, RunOptions, SimOptions, WriteBack};
 pub use simulate::{
     GridSimReport, NodeBusy, SimReport, WorkerBusy, bounds, parse_network, simulate, simulate_grid,
+};
+pub use tune::{
+    Candidate, CandidateBounds, MAX_TILES_PER_SIDE, MIN_TILES_PER_SIDE, Question,
+    THIS_MACHINE_RUNS, THIS_MACHINE_TILES, TuneSpace, predict, this_machine, tune, with_bounds,
 };

@@ -223,6 +223,23 @@ impl Cholesky {
             .map(|(_, norm)| (tile, norm))
     }
 
+    /// As [`Cholesky::factor_owned`], always through the runtime (also for a matrix of one tile),
+    /// and the trace of the run beside the factor.
+    pub fn factor_owned_traced<T: Scalar>(&self, mut a: Mat<T>) -> Result<(Factor<T>, Trace)> {
+        check_square("A", a.nrows(), a.ncols())?;
+        let platform = self.resolve_platform()?;
+        let plan = self.plan(a.nrows(), T::PRECISION)?;
+        let (trace, norm) = self.factor_on(&platform, &plan, a.as_mut())?;
+        let factor = Factor {
+            l: a,
+            tile: plan.tile(),
+            norm: Some(norm),
+            platform,
+            scheduler: self.run.scheduler,
+        };
+        Ok((factor, trace))
+    }
+
     /// As [`Cholesky::factor_in_place`], and returns the trace of the run (always through the
     /// runtime, also for a matrix of one tile).
     pub fn factor_in_place_traced<T: Scalar>(&self, a: MatMut<'_, T>) -> Result<Trace> {
@@ -451,20 +468,30 @@ impl<T: Scalar> Factor<T> {
     /// Solving with the factor is cheaper and more accurate than multiplying by the inverse; take
     /// the inverse when its entries are what is wanted (a covariance from a precision matrix).
     pub fn inverse(&self) -> Result<Mat<T>> {
+        self.inverse_traced().map(|(inv, _)| inv)
+    }
+
+    /// [`Factor::inverse`] and the trace of its task graph's run (`None` for a factor of one tile,
+    /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels
+    /// by.
+    pub fn inverse_traced(&self) -> Result<(Mat<T>, Option<Trace>)> {
         let n = self.n();
         let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-        let mut inv = if self.tile >= n {
+        let (mut inv, trace) = if self.tile >= n {
             let mut inv = self.l.clone();
             let done = direct(&self.platform, flops, |backend, par| {
                 backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
                 backend.run(Op::Lauum, &[], inv.as_mut(), par)
             });
             match done {
-                Some(result) => result.map(|()| inv).map_err(Error::Kernel)?,
-                None => self.tiled_inverse()?,
+                Some(result) => (result.map(|()| inv).map_err(Error::Kernel)?, None),
+                None => self
+                    .tiled_inverse()
+                    .map(|(inv, trace)| (inv, Some(trace)))?,
             }
         } else {
-            self.tiled_inverse()?
+            self.tiled_inverse()
+                .map(|(inv, trace)| (inv, Some(trace)))?
         };
         // The upper triangle from the lower one (conjugated), by 64 x 64 blocks so that the rows
         // read stay in cache.
@@ -478,12 +505,12 @@ impl<T: Scalar> Factor<T> {
                 }
             }
         }
-        Ok(inv)
+        Ok((inv, trace))
     }
 
     /// The lower triangle of A^-1 by the inverse's plan: read from L into a tile-major copy and
     /// written into a new matrix when the copy fits (L is not copied first), else on a copy of L.
-    fn tiled_inverse(&self) -> Result<Mat<T>> {
+    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace)> {
         let n = self.n();
         let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
         let options = RunOptions {
@@ -505,12 +532,12 @@ impl<T: Scalar> Factor<T> {
                     tiles.copy_out(inv.as_mut());
                 }
                 tiles.keep(platform, lock);
-                run.map(|_| inv)
+                run.map(|trace| (inv, trace))
             }
             storage => {
                 let mut inv = self.l.clone();
-                run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
-                Ok(inv)
+                let trace = run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
+                Ok((inv, trace))
             }
         }
     }

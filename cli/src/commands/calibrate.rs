@@ -11,7 +11,7 @@ use clap::Args;
 use hetla::lab::{calibrate, calibration_steps};
 use hetla::{ClusterSpec, Plan, Topology};
 use hetla_lab::{
-    Calibration, IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps,
+    Calibration, Family, IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps,
     record_in_run,
 };
 use hetla_runtime::Platform;
@@ -30,8 +30,9 @@ pub struct CalibrateArgs {
     pub clusters: Vec<ClusterSpec>,
     /// Also write the platform file (TOML) of this machine: calibrates clusters of each size 1, 2,
     /// 4, ... and all cores (as many of each size as fit; sizes in between are interpolated by
-    /// `simulate`), then factors 5 matrices of 8 x 8 tiles on each and writes the kernels' median
-    /// durations inside those factorisations.
+    /// `simulate`), then runs each factorisation (Cholesky, its inverse, LU, QR, LDL^T) 5 times on
+    /// matrices of 4 to 8 tiles per side (order 4096 where it can) on each, and writes every
+    /// kernel's rate inside those runs (its tasks' seconds over their flops).
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Executions per kernel, tile size and class (1 to 100000).
@@ -105,7 +106,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         .map(|p| {
             link_steps(p)
                 + calibration_steps(p, &ops, &args.tile, args.samples)
-                + in_run_steps(&args.tile, in_run(p))
+                + in_run_steps(&args.tile, in_run(p)) * Family::ALL.len()
         })
         .sum::<usize>()
         + alone
@@ -136,14 +137,22 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             args.precision,
             || bar.inc(1),
         )?;
-        gaps.extend(record_in_run(
-            platform,
-            &args.tile,
-            in_run(platform),
-            args.precision,
-            &mut measured_in_run,
-            || bar.inc(1),
-        )?);
+        // Every family's kernels inside its own factorisations; the runtime's gaps between tasks
+        // from Cholesky's, as the platform files before the other families had them.
+        for family in Family::ALL {
+            let family_gaps = record_in_run(
+                platform,
+                family,
+                &args.tile,
+                in_run(platform),
+                args.precision,
+                &mut measured_in_run,
+                || bar.inc(1),
+            )?;
+            if family == Family::Cholesky {
+                gaps.extend(family_gaps.gaps);
+            }
+        }
         file = save_models_or_warn(platform).or(file);
         models = Some(platform.models());
     }
@@ -184,7 +193,7 @@ struct PlatformFile<'a> {
     platforms: &'a [std::sync::Arc<Platform>],
     models: &'a hetla_runtime::PerfModels,
     topology: &'a Topology,
-    /// The median durations of the tasks inside the factorisations.
+    /// The kernels' durations inside the factorisations (their rates there, on square tiles).
     in_run: &'a hetla_runtime::PerfModels,
     /// Each cluster size timed alone.
     alone: &'a hetla_runtime::PerfModels,
@@ -206,7 +215,7 @@ impl PlatformFile<'_> {
             .unwrap_or_else(|_| "this-machine".into());
         let gpu = gpu_section(self.platforms, self.models, args)?;
         let description = format!(
-            "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions from the median durations of the tasks of {IN_RUN_FACTORISATIONS} factorisations of {IN_RUN_TILES} x {IN_RUN_TILES} tiles with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
+            "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions (and the rates of the kernels of LU, QR, LDL^T and the inverse) from the tasks' rates inside {IN_RUN_FACTORISATIONS} factorisations of each kind in 4 to {IN_RUN_TILES} tiles per side with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
             args.platform.backend
         );
         let gaps = self.gaps;
@@ -217,6 +226,7 @@ impl PlatformFile<'_> {
             models: self.in_run,
             alone: Some(self.alone),
             cluster_sizes: self.sizes,
+            ops: &every_family_op(args.precision)?,
             tiles: &args.tile,
             precision: args.precision,
             task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
@@ -235,6 +245,17 @@ impl PlatformFile<'_> {
         hetla_runtime::write_atomic(path, model.to_toml().as_bytes())?;
         Ok(packing)
     }
+}
+
+/// The kernels of every family, which a platform file of this machine gives rates for.
+fn every_family_op(precision: hetla::Precision) -> crate::Result<Vec<hetla::Op>> {
+    let mut ops = Vec::new();
+    for family in Family::ALL {
+        ops.extend(family.ops(precision)?);
+    }
+    ops.sort_by_key(|op| op.name());
+    ops.dedup();
+    Ok(ops)
 }
 
 /// For the platform file, each cluster size also timed alone (one cluster, the rest of the machine

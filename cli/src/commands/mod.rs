@@ -17,3 +17,4 @@ pub mod qr;
 pub mod report;
 pub mod simulate;
 pub mod sweep;
+pub mod tune;

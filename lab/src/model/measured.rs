@@ -3,12 +3,11 @@
 //! compared with real runs.
 
 use hetla_clusters::{Level, Topology};
-use hetla_kernels::Precision;
+use hetla_kernels::{Op, Precision};
 
 use super::platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, PlatformModel, Speedup,
 };
-use crate::calibrate::CHOLESKY_OPS;
 use crate::{Error, Result};
 use hetla_runtime::{KernelKey, PerfModels, ResourceClass};
 
@@ -29,6 +28,10 @@ pub struct Calibration<'a> {
     pub alone: Option<&'a PerfModels>,
     /// The cluster sizes calibrated (1 among them).
     pub cluster_sizes: &'a [usize],
+    /// The kernels the model gives rates of (each must have been calibrated at every tile on one
+    /// core): [`CHOLESKY_OPS`](crate::CHOLESKY_OPS), or those of every [`Family`](crate::Family)
+    /// calibrated.
+    pub ops: &'a [Op],
     /// The tile sizes calibrated.
     pub tiles: &'a [usize],
     /// The precision of the kernels.
@@ -39,8 +42,8 @@ pub struct Calibration<'a> {
 
 impl PlatformModel {
     /// The model of a machine with `c.topology` whose kernels were calibrated into `c.models` on
-    /// CPU clusters of the sizes in `c.cluster_sizes` at the tile sizes `c.tiles`: for each
-    /// Cholesky kernel and tile, one core's Gflop/s (the leading-term flop count of
+    /// CPU clusters of the sizes in `c.cluster_sizes` at the tile sizes `c.tiles`: for each kernel
+    /// of `c.ops` and tile, one core's Gflop/s (the leading-term flop count of
     /// [`KernelKey::leading_flops`] over the mean duration) and the speedup of each other
     /// calibrated cluster size over one core.
     ///
@@ -55,6 +58,7 @@ impl PlatformModel {
             models,
             alone,
             cluster_sizes,
+            ops,
             tiles,
             precision,
             task_overhead_us,
@@ -79,7 +83,7 @@ impl PlatformModel {
         };
         let mut kernels = Vec::new();
         for &tile in tiles {
-            for op in CHOLESKY_OPS {
+            for &op in ops {
                 let key = KernelKey::square(op, tile).in_precision(precision);
                 let loaded = |c| gflops(models, &key, c);
                 let alone_rate = |c| alone.and_then(|a| gflops(a, &key, c));
@@ -129,6 +133,7 @@ impl PlatformModel {
                 cores_per_package: cores / packages,
                 numa_per_package: numa / packages,
                 task_overhead_us,
+                outside_graph: Vec::new(),
                 kernels,
             },
             gpu: None,
@@ -161,7 +166,7 @@ impl GpuModel {
         let class = ResourceClass::Gpu { name: name.into() };
         let mut kernels = Vec::new();
         for &tile in tiles {
-            for op in CHOLESKY_OPS {
+            for op in crate::CHOLESKY_OPS {
                 let key = KernelKey::square(op, tile).in_precision(precision);
                 let stats = models
                     .get(&key, &class)
@@ -208,6 +213,7 @@ pub fn calibration_sizes(cores: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::CHOLESKY_OPS;
 
     #[test]
     fn sizes_cover_one_powers_of_two_and_all_cores() {
@@ -235,6 +241,7 @@ mod tests {
             models: &models,
             alone: None,
             cluster_sizes: &[1, 4],
+            ops: &CHOLESKY_OPS,
             tiles: &[100],
             precision: Precision::D,
             task_overhead_us: 5.0,

@@ -53,8 +53,26 @@ pub struct CpuModel {
     /// it; 0 when unknown.
     #[serde(default)]
     pub task_overhead_us: f64,
+    /// What a run of a factorisation costs outside its task graph (copies into and out of the tile
+    /// store, the input's checks), per entry of its matrix: measured by `hetla tune` on this
+    /// machine, none in the presets (their papers time the graphs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_graph: Vec<OutsideGraph>,
     /// Kernel rates.
     pub kernels: Vec<CpuKernelRate>,
+}
+
+/// The time a run of one factorisation spends outside its task graph, per entry of its matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutsideGraph {
+    /// The factorisation ("cholesky", "inverse", "lu", "qr", "ldlt").
+    pub factorization: String,
+    /// Precision of its runs.
+    #[serde(default)]
+    pub precision: Precision,
+    /// Nanoseconds per entry of the matrix (m n).
+    pub ns_per_entry: f64,
 }
 
 /// The rate of one CPU kernel at one tile size.
@@ -410,6 +428,16 @@ impl PlatformModel {
             return bad(format!(
                 "cpu.task_overhead_us is {}; it must be >= 0",
                 cpu.task_overhead_us
+            ));
+        }
+        if let Some(o) = cpu
+            .outside_graph
+            .iter()
+            .find(|o| !(o.ns_per_entry.is_finite() && o.ns_per_entry >= 0.0))
+        {
+            return bad(format!(
+                "cpu.outside_graph of {} is {} ns per entry; it must be >= 0",
+                o.factorization, o.ns_per_entry
             ));
         }
         let total = self.cores();

@@ -149,12 +149,16 @@ fn with_derived_precisions(
 /// What the presets assume of LU's kernels, which the papers do not time (said in their
 /// descriptions).
 const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu_panel) at POTRF's \
-    rate, the update (lu_update) at GEMM's, the interchanges (lu_swap, no flops) free; QR's \
+    rate, the update (lu_update) at GEMM's, the interchanges (lu_swap: entries moved) at GEMM's \
+    flop rate, nearly free; QR's \
     likewise: the factorisations (geqrt, tsqrt, ttqrt) at POTRF's rate, their applications (unmqr, \
-    tsmqr, ttmqr) at GEMM's";
+    tsmqr, ttmqr) at GEMM's; the inverse's: TRTRI and LAUUM at POTRF's, its triangular solves and \
+    products at TRSM's, its rank-k updates at SYRK's; LDL^T's panels at POTRF's, its products and \
+    interchanges at GEMM's";
 
 /// Adds the CPU rates of the operations whose codelets take them from another's
-/// ([`RateSource::Like`]: LU's and QR's, derived from Cholesky's), as [`LU_ASSUMPTION`] states: the
+/// ([`RateSource::Like`]: those of LU, QR, LDL^T and the inverse, derived from Cholesky's), as
+/// [`LU_ASSUMPTION`] states: the
 /// panel factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block
 /// column is a triangular solve of b rows and a product of the rows below, almost all GEMM; QR's
 /// tile factorisations are panels too, their applications products. They run on CPU clusters only
@@ -196,6 +200,7 @@ pub(super) fn sirocco() -> PlatformModel {
             cores_per_package: 12,
             numa_per_package: 1,
             task_overhead_us: 0.0,
+            outside_graph: Vec::new(),
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, _, ten)| ten_core_rate(op, tile, core, ten, loaded(10, 0.0)))
@@ -321,6 +326,7 @@ pub(super) fn knl() -> PlatformModel {
                 cores_per_package: 64,
                 numa_per_package: 4,
                 task_overhead_us: 0.0,
+                outside_graph: Vec::new(),
                 kernels,
             },
             gpu: None,
@@ -359,6 +365,7 @@ pub(super) fn a100x8() -> PlatformModel {
             cores_per_package: 64,
             numa_per_package: 1,
             task_overhead_us: 0.0,
+            outside_graph: Vec::new(),
             kernels: Vec::new(),
         },
         gpu: Some(GpuModel {
@@ -461,6 +468,7 @@ pub(super) fn h200() -> PlatformModel {
                 cores_per_package: 16,
                 numa_per_package: 1,
                 task_overhead_us: 0.0,
+                outside_graph: Vec::new(),
                 kernels: cpu_kernels,
             },
             gpu: Some(GpuModel {
