@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 
-COMMANDS = ["cholesky", "lu", "qr", "ldlt", "batch", "calibrate", "info", "bound", "simulate", "sweep", "gemm"]
+COMMANDS = ["cholesky", "lu", "qr", "ldlt", "batch", "calibrate", "info", "bound", "simulate", "sweep", "tune", "gemm"]
 
 
 def options(help_text):

@@ -7,8 +7,11 @@
 use std::sync::Arc;
 
 use hetla_clusters::ClusterSpec;
+use hetla_kernels::Precision;
 use hetla_kernels::{Backend, Par};
-use hetla_runtime::{Platform, SchedulerKind};
+use hetla_runtime::{Platform, SchedulerKind, Tuned};
+
+use crate::plan::SINGLE_TILE_UP_TO;
 
 use crate::{Error, Result};
 
@@ -22,6 +25,10 @@ pub(crate) struct RunConfig {
     pub platform: Option<Arc<Platform>>,
     /// Distributed runs: how long a rank waits for another before presuming it dead.
     pub progress_timeout: Option<std::time::Duration>,
+    /// Whether the user chose the clusters or the scheduler (a builder's defaults are then not
+    /// replaced by the tuned ones, [`RunConfig::tuned`]).
+    pub clusters_set: bool,
+    pub scheduler_set: bool,
 }
 
 impl RunConfig {
@@ -31,6 +38,26 @@ impl RunConfig {
             clusters,
             ..Self::default()
         }
+    }
+
+    /// The configuration `hetla tune` saved on this machine for `factorization` near order `n` in
+    /// `precision` ([`Tuned::lookup`]), when the builder's user chose none of the clusters, the
+    /// threads, the platform, the scheduler and the tile (`tile_set`): a user who sets nothing gets
+    /// the shape measured fastest here. Matrices of one tile (order 512 and less) never look.
+    pub fn tuned(
+        &self,
+        factorization: &str,
+        n: usize,
+        precision: Precision,
+        tile_set: bool,
+    ) -> Option<Tuned> {
+        let untouched = !(self.clusters_set || self.scheduler_set || tile_set)
+            && self.threads.is_none()
+            && self.platform.is_none();
+        if !untouched || n <= SINGLE_TILE_UP_TO {
+            return None;
+        }
+        Tuned::lookup(self.backend, factorization, n, precision)
     }
 
     /// The platform a run uses: the one given, or the process-wide one of the cluster spec and
@@ -109,6 +136,7 @@ macro_rules! run_options {
         /// How cores are grouped into clusters (ignored when a platform is given).
         pub fn clusters(mut self, spec: hetla_clusters::ClusterSpec) -> Self {
             self.run.clusters = spec;
+            self.run.clusters_set = true;
             self
         }
 
@@ -121,6 +149,7 @@ macro_rules! run_options {
         /// The scheduling policy.
         pub fn scheduler(mut self, scheduler: hetla_runtime::SchedulerKind) -> Self {
             self.run.scheduler = scheduler;
+            self.run.scheduler_set = true;
             self
         }
 
@@ -150,3 +179,31 @@ macro_rules! run_options {
     };
 }
 pub(crate) use run_options;
+
+/// A builder's `tuned_for(n, precision)`: itself with the configuration `hetla tune` saved on this
+/// machine for its factorisation (named `$name`) near order `n` when its user set none
+/// ([`RunConfig::tuned`]), else itself. The builder has fields `run` ([`RunConfig`]) and `tile`
+/// (`Option<usize>`).
+macro_rules! tuned_for {
+    ($name:literal) => {
+        /// This builder with the configuration tuned on this machine for order `n` in `precision`
+        /// when its user set none (see `RunConfig::tuned`), else itself.
+        fn tuned_for(
+            &self,
+            n: usize,
+            precision: hetla_kernels::Precision,
+        ) -> std::borrow::Cow<'_, Self> {
+            match self.run.tuned($name, n, precision, self.tile.is_some()) {
+                Some(t) => {
+                    let mut tuned = self.clone();
+                    tuned.tile = Some(t.tile);
+                    tuned.run.clusters = t.clusters;
+                    tuned.run.scheduler = t.scheduler;
+                    std::borrow::Cow::Owned(tuned)
+                }
+                None => std::borrow::Cow::Borrowed(self),
+            }
+        }
+    };
+}
+pub(crate) use tuned_for;

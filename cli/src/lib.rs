@@ -66,9 +66,9 @@ enum Command {
     /// print seconds, Gflop/s, LAPACK's ratios and the inertia, `--compare` beside faer's
     /// Bunch-Kaufman and OpenBLAS's ?sytrf and ?sytrf_aa_2stage.
     Ldlt(commands::ldlt::LdltArgs),
-    /// Rank cluster shapes, tiles and schedulers for a factorisation by their simulated makespan
-    /// on a modelled machine (this one by default, calibrated on first use); `--verify K` runs the
-    /// K best and the default for real.
+    /// Rank cluster shapes, tiles and schedulers for a factorisation by their simulated makespan on
+    /// a modelled machine (this one by default, calibrated on first use); `--verify K` runs the K
+    /// best and the default for real.
     Tune(commands::tune::TuneArgs),
 }
 

@@ -276,8 +276,8 @@ pub enum RateSource {
     /// Its own measurement (calibration, or a paper's table).
     Measured,
     /// The rate of another operation of the same shape of work, when the model has no measurement
-    /// of its own (the presets' assumption for the kernels of LU, QR, LDL^T and the inverse, said in
-    /// their descriptions).
+    /// of its own (the presets' assumption for the kernels of LU, QR, LDL^T and the inverse, said
+    /// in their descriptions).
     Like(Op),
 }
 
@@ -363,10 +363,11 @@ impl Op {
         };
         // Solves at TRSM's rate and products at GEMM's where a model has none of their own (the
         // presets'). A general product's tasks are keyed as GEMM's (`KernelKey::of_task`).
-        let (measured, like_trsm, like_gemm) = (
-            RateSource::Measured,
-            RateSource::Like(Op::Trsm),
-            RateSource::Like(Op::GemmNt),
+        let measured = RateSource::Measured;
+        let (like_trsm, like_gemm) = (RateSource::Like(Op::Trsm), RateSource::Like(Op::GemmNt));
+        let (update, update_trans) = (
+            Product(MatMul::new(false, false, -1.0, 1.0)),
+            Product(MatMul::new(true, false, -1.0, 1.0)),
         );
         // The inverse's kernels, rated as the Cholesky kernel of the same shape of work where a
         // model has no measurement of their own (a triangular product as a triangular solve).
@@ -421,18 +422,8 @@ impl Op {
             Op::SolveLowerTrans => {
                 blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint), like_trsm)
             }
-            Op::Update => blas(
-                "update",
-                2,
-                Product(MatMul::new(false, false, -1.0, 1.0)),
-                like_gemm,
-            ),
-            Op::UpdateTrans => blas(
-                "update_trans",
-                2,
-                Product(MatMul::new(true, false, -1.0, 1.0)),
-                like_gemm,
-            ),
+            Op::Update => blas("update", 2, update, like_gemm),
+            Op::UpdateTrans => blas("update_trans", 2, update_trans, like_gemm),
             Op::Add => blas("add", 1, Add, like_gemm),
             Op::Trtri => inverse("trtri", 0, Op::Potrf),
             Op::Lauum => inverse("lauum", 0, Op::Potrf),

@@ -12,8 +12,8 @@
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
-//!   per side and keeps each kernel's rate inside them (kernels run slower in a run than alone), and
-//!   the gaps between the tasks of a single worker (the runtime's own cost per task).
+//!   per side and keeps each kernel's rate inside them (kernels run slower in a run than alone),
+//!   and the gaps between the tasks of a single worker (the runtime's own cost per task).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -243,14 +243,15 @@ pub fn in_run_steps(tiles: &[usize], runs: usize) -> usize {
 
 /// Runs `family` `runs` times on random matrices of order [`in_run_order`] in tiles of b on
 /// `platform` for each b in `tiles`, and records into `models`, for each kernel and worker class,
-/// the rate its tasks ran at in those runs, as the duration of one task on b x b tiles: their
-/// seconds over their flops ([`KernelKey::leading_flops`]) times the square key's flops. Tasks of
-/// other shapes (LU's panels are as tall as the rows below them, QR's tiles on a triangle) count
-/// with their own flops, so that the key's rate times a run's flops gives that run's time in the
-/// kernel: the total, not a typical task (a median of the tasks' rates was 15% optimistic for LU's
-/// updates, whose short tasks are the slow ones). `step` is called after each run. Kernels run
-/// slower inside a factorisation than alone (tiles come from memory, clusters compete), so these
-/// are the durations that predict runs.
+/// the rate its tasks ran at in the fastest of those runs, as the duration of one task on b x b
+/// tiles: their seconds over their flops ([`KernelKey::leading_flops`]) times the square key's
+/// flops. Tasks of other shapes (LU's panels are as tall as the rows below them, QR's tiles on a
+/// triangle) count with their own flops, so that the key's rate times a run's flops gives that
+/// run's time in the kernel: the total, not a typical task (a median of the tasks' rates was 15%
+/// optimistic for LU's updates, whose short tasks are the slow ones). The fastest run's, because a
+/// shared machine only ever slows a run down, and runs are reported by their best time. `step` is
+/// called after each run. Kernels run slower inside a factorisation than alone (tiles come from
+/// memory, clusters compete), so these are the durations that predict runs.
 ///
 /// Also returned ([`InRun`]): on a platform with a single worker, where the next task is always
 /// ready when one ends (the worker released it), the time between two tasks, the runtime's own
@@ -267,9 +268,11 @@ pub fn record_in_run(
     let mut measured = InRun::default();
     for &b in tiles {
         let n = in_run_order(b);
-        // Seconds and flops of each kernel and class.
-        let mut totals: std::collections::BTreeMap<_, (f64, f64)> = Default::default();
+        // Each kernel's and class's fastest run: its seconds per flop.
+        let mut fastest: std::collections::BTreeMap<_, f64> = Default::default();
         for run in 0..runs {
+            // Seconds and flops of each kernel and class in this run.
+            let mut totals: std::collections::BTreeMap<_, (f64, f64)> = Default::default();
             let scheduler = family.default_scheduler();
             let seed = (b + run) as u64;
             let done = family.run(platform, (n, n), b, scheduler, precision, seed)?;
@@ -297,6 +300,10 @@ pub fn record_in_run(
                     );
                 }
             }
+            for (key, (seconds, flops)) in totals {
+                let rate = fastest.entry(key).or_insert(f64::INFINITY);
+                *rate = rate.min(seconds / flops);
+            }
             let graphs: f64 = done.traces.iter().map(|(_, t)| t.makespan).sum();
             let entries = (n * n) as f64;
             measured
@@ -304,8 +311,8 @@ pub fn record_in_run(
                 .push((done.seconds - graphs).max(0.0) / entries);
             step();
         }
-        for ((key, class), (seconds, flops)) in totals {
-            models.record(&key, &class, seconds / flops * key.leading_flops());
+        for ((key, class), seconds_per_flop) in fastest {
+            models.record(&key, &class, seconds_per_flop * key.leading_flops());
         }
     }
     Ok(measured)
@@ -316,8 +323,8 @@ pub fn record_in_run(
 pub struct InRun {
     /// The gaps between the tasks of a single worker, in seconds (none on other platforms).
     pub gaps: Vec<f64>,
-    /// Each run's seconds outside its task graphs (its wall-clock time less its traces'
-    /// makespans: copies into and out of the tile store, checks, the inverse's mirror of its
-    /// triangle) per entry of its matrix.
+    /// Each run's seconds outside its task graphs (its wall-clock time less its traces' makespans:
+    /// copies into and out of the tile store, checks, the inverse's mirror of its triangle) per
+    /// entry of its matrix.
     pub outside_per_entry: Vec<f64>,
 }

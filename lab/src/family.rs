@@ -125,8 +125,8 @@ impl Family {
         Ok(plans.iter().map(Plan::flops).sum())
     }
 
-    /// The kernels the family's plans are modelled by (their tasks' keys' operations, those of 6 x 6
-    /// tiles, which have every one): what a platform model needs rates of. A general product's
+    /// The kernels the family's plans are modelled by (their tasks' keys' operations, those of 6 x
+    /// 6 tiles, which have every one): what a platform model needs rates of. A general product's
     /// tasks are keyed as GEMM's.
     pub fn ops(self, precision: Precision) -> hetla::Result<Vec<Op>> {
         let mut ops: Vec<Op> = self

@@ -16,8 +16,8 @@
 //!   [`MIN_TILES_PER_SIDE`] to [`MAX_TILES_PER_SIDE`] tiles per side (fewer leave no work to
 //!   overlap the critical path with, more make graphs of tens of thousands of tasks whose
 //!   simulation would dominate the tuner's own time);
-//! - schedulers: MCT, eager and work stealing on CPU clusters; MCT and dmda (transfers priced)
-//!   when GPUs take part.
+//! - schedulers: MCT, eager and work stealing on CPU clusters; MCT and dmda (transfers priced) when
+//!   GPUs take part.
 //!
 //! The simulation prices what the model knows: each kernel's rate at the tile on each cluster size
 //! loaded, the runtime's cost per task, the links. It does not know what a real run adds (the
@@ -43,12 +43,12 @@ pub const MIN_TILES_PER_SIDE: usize = 4;
 pub const MAX_TILES_PER_SIDE: usize = 64;
 
 /// Tile sizes [`this_machine`] calibrates (those cutting the question's matrix into 4 to 64 tiles
-/// per side): the small ones LU's and LDL^T's block columns do best with, the large ones
-/// Cholesky's tiles on many cores.
+/// per side): the small ones LU's and LDL^T's block columns do best with, the large ones Cholesky's
+/// tiles on many cores.
 pub const THIS_MACHINE_TILES: [usize; 9] = [128, 192, 256, 384, 512, 768, 1024, 1536, 2048];
 
 /// Runs per family, tile and cluster size [`this_machine`] takes its kernels' rates from.
-pub const THIS_MACHINE_RUNS: usize = 2;
+pub const THIS_MACHINE_RUNS: usize = 3;
 
 /// What to tune: a family's matrix on a modelled machine with a number of GPUs.
 #[derive(Debug, Clone, Copy)]
@@ -95,8 +95,8 @@ pub struct Candidate {
     pub predicted_ms: f64,
     /// The family's flops over the predicted makespan, Gflop/s.
     pub gflops: f64,
-    /// The bounds of the same graphs with the same durations, summed over the family's plans
-    /// (each runs after the previous one ends): computed for the candidates a report shows.
+    /// The bounds of the same graphs with the same durations, summed over the family's plans (each
+    /// runs after the previous one ends): computed for the candidates a report shows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds: Option<CandidateBounds>,
 }
@@ -115,8 +115,8 @@ pub struct CandidateBounds {
 }
 
 impl TuneSpace {
-    /// Every grid shape of the cores left to clusters, the tiles of [`TuneSpace::tiles_for`] and the
-    /// schedulers for CPU clusters (MCT, eager, work stealing) or, with GPUs, MCT and dmda.
+    /// Every grid shape of the cores left to clusters, the tiles of [`TuneSpace::tiles_for`] and
+    /// the schedulers for CPU clusters (MCT, eager, work stealing) or, with GPUs, MCT and dmda.
     pub fn for_model(q: &Question<'_>) -> Result<Self> {
         let cores = q.model.cores().saturating_sub(q.gpus);
         let clusters = (1..=cores)
@@ -283,9 +283,9 @@ pub fn with_bounds(q: &Question<'_>, mut candidate: Candidate) -> Result<Candida
 /// `precision` at each of `tiles` on clusters of 1, 2, 4, ... and all cores: what the file lacks is
 /// measured first (`family` run [`THIS_MACHINE_RUNS`] times per tile on each cluster size, every
 /// cluster of the size busy, by [`record_in_run`]) and the file rewritten with it (atomically,
-/// keeping what it had). `step` is called after each run; `steps` says how many runs that takes
-/// (0: nothing to measure). A file that is not a platform model of this machine (another core
-/// count) is replaced.
+/// keeping what it had). `step` is called after each run; `steps` says how many runs that takes (0:
+/// nothing to measure). A file that is not a platform model of this machine (another core count) is
+/// replaced.
 pub fn this_machine(
     path: &Path,
     backend: hetla::Backend,
@@ -348,10 +348,15 @@ pub fn this_machine(
         gaps,
         outside_per_entry,
     } = measured_runs;
+    // The fastest run's, as the kernels' rates.
     let outside = OutsideGraph {
         factorization: family.name().into(),
         precision,
-        ns_per_entry: outside_per_entry.iter().sum::<f64>() / outside_per_entry.len().max(1) as f64
+        ns_per_entry: outside_per_entry
+            .iter()
+            .copied()
+            .reduce(f64::min)
+            .unwrap_or(0.0)
             * 1e9,
     };
     let description = format!(
@@ -424,8 +429,8 @@ mod tests {
         }
     }
 
-    /// The best configuration of Cojean et al. (2016) on KNL for large matrices (34560: 4
-    /// clusters of 16 cores, tile 2880), found without being told.
+    /// The best configuration of Cojean et al. (2016) on KNL for large matrices (34560: 4 clusters
+    /// of 16 cores, tile 2880), found without being told.
     #[test]
     fn knl_picks_the_papers_four_clusters_of_sixteen_at_tile_2880() {
         let knl = PlatformModel::preset("knl").unwrap();
@@ -492,8 +497,8 @@ mod tests {
         assert!((flops / 9600f64.powi(3) - 1.0).abs() < 1e-9);
     }
 
-    /// This machine's file: measured at the tiles asked for, then read back without measuring;
-    /// a file of another machine is replaced.
+    /// This machine's file: measured at the tiles asked for, then read back without measuring; a
+    /// file of another machine is replaced.
     #[test]
     fn this_machine_measures_what_its_file_lacks_once() {
         let dir = tempfile::tempdir().unwrap();

@@ -18,7 +18,7 @@ that is not positive definite or is singular raises ``numpy.linalg.LinAlgError``
 a non-finite entry ``ValueError``; an unsupported dtype ``TypeError``.
 
 The laboratory: ``Platform`` (a ``with`` block that sets the clusters, backend and scheduler of
-every call inside it), ``info``, ``simulate``, ``bound``, ``sweep`` and ``cli``, returning the
+every call inside it), ``info``, ``simulate``, ``bound``, ``sweep``, ``tune`` and ``cli``, returning the
 command line's JSON reports as dicts (``sweep``'s rows as a pandas DataFrame when pandas is
 installed).
 """
@@ -57,6 +57,7 @@ __all__ = [
     "simulate",
     "bound",
     "sweep",
+    "tune",
     "cli",
 ]
 
@@ -686,6 +687,14 @@ def bound(**options):
     """Lower bounds on a factorisation's makespan on a modelled platform: ``hetla bound --json``
     as a dict."""
     return _one("bound", options)
+
+
+def tune(**options):
+    """Ranks cluster shapes, tiles and schedulers for a factorisation by their simulated makespan
+    (``factorization="lu", n=8192``; ``platform="knl"``, a file, or this machine by default,
+    calibrated on first use; ``verify=2`` or ``sweep=True`` to run them for real): ``hetla tune
+    --json`` as a dict (``pick``, ``runners_up``, ``default``, ``verified``...)."""
+    return _one("tune", options)
 
 
 def sweep(**options):

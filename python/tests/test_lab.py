@@ -56,6 +56,15 @@ def test_sweep_returns_rows(tmp_path):
     assert (tmp_path / "sweep" / "results.csv").exists()
 
 
+def test_tune_finds_the_papers_knl_configuration():
+    t = hetla.tune(platform="knl", n=34560, show=2)
+    assert (t["pick"]["clusters"], t["pick"]["tile"]) == ("4x16", 2880)
+    assert len(t["runners_up"]) == 2
+    assert t["pick"]["bounds"]["mixed_ms"] <= t["pick"]["predicted_ms"]
+    with pytest.raises(ValueError, match="verify"):
+        hetla.tune(platform="knl", n=34560, verify=1)
+
+
 def test_bad_options_are_valueerror():
     with pytest.raises(ValueError, match="unexpected argument|--bogus"):
         hetla.simulate(bogus=3)

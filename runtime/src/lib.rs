@@ -57,6 +57,7 @@ mod schedulers;
 mod simulation;
 mod sync;
 mod trace;
+mod tuned;
 mod workers;
 
 pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
@@ -83,4 +84,5 @@ pub use simulation::{
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 pub use trace::{PageLocked, Trace, TraceSummary};
+pub use tuned::{Tuned, TunedChoice};
 pub use workers::{ResourceKind, WorkerId, WorkerInfo};

@@ -116,8 +116,8 @@ impl KernelKey {
     /// m^3/3, TRSM m n^2, SYRK k m^2, the others their exact count), times 4 in a complex
     /// precision: what modelled rates (Gflop/s per kernel) are quoted in. An operation without
     /// flops (row interchanges: memory traffic alone) counts the entries of the tile it writes, so
-    /// that its rate is entries per second and its duration grows with its tile as it does in a
-    /// run (a rate of zero flops would model it free).
+    /// that its rate is entries per second and its duration grows with its tile as it does in a run
+    /// (a rate of zero flops would model it free).
     pub fn leading_flops(&self) -> f64 {
         let w = self.shapes[self.shapes.len() - 1];
         let (m, n) = (w.0 as f64, w.1 as f64);

@@ -97,6 +97,7 @@ impl Cholesky {
     }
 
     crate::run::run_options!();
+    crate::run::tuned_for!("cholesky");
 
     /// Distributed runs only: how long a rank waits for tiles from another with nothing else
     /// happening before it presumes that rank dead and ends with an error (default: ten minutes,
@@ -172,14 +173,15 @@ impl Cholesky {
 
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
     pub fn factor_owned<T: Scalar>(&self, mut a: Mat<T>) -> Result<Factor<T>> {
-        let platform = self.resolve_platform()?;
-        let (tile, norm) = self.factor_direct_or_tiled(&platform, a.as_mut())?;
+        let this = self.tuned_for(a.nrows(), T::PRECISION);
+        let platform = this.resolve_platform()?;
+        let (tile, norm) = this.factor_direct_or_tiled(&platform, a.as_mut())?;
         Ok(Factor {
             l: a,
             tile,
             norm: Some(norm),
             platform,
-            scheduler: self.run.scheduler,
+            scheduler: this.run.scheduler,
         })
     }
 
@@ -189,9 +191,10 @@ impl Cholesky {
     /// matrix does by default, [`Storage::Auto`]) or, in place or as one tile, through a
     /// column-major copy written back.
     pub fn factor_in_place<A: MatrixMut>(&self, mut a: A) -> Result<()> {
-        let platform = self.resolve_platform()?;
-        self.factor_direct_or_tiled(&platform, a.view_mut())
-            .map(|_| ())
+        let a = a.view_mut();
+        let this = self.tuned_for(a.nrows(), A::Elem::PRECISION);
+        let platform = this.resolve_platform()?;
+        this.factor_direct_or_tiled(&platform, a).map(|_| ())
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other through its
@@ -472,27 +475,29 @@ impl<T: Scalar> Factor<T> {
     }
 
     /// [`Factor::inverse`] and the trace of its task graph's run (`None` for a factor of one tile,
-    /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels
-    /// by.
+    /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels by.
     pub fn inverse_traced(&self) -> Result<(Mat<T>, Option<Trace>)> {
         let n = self.n();
         let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-        let (mut inv, trace) = if self.tile >= n {
+        let (mut inv, trace, mirrored) = if self.tile >= n {
             let mut inv = self.l.clone();
             let done = direct(&self.platform, flops, |backend, par| {
                 backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
                 backend.run(Op::Lauum, &[], inv.as_mut(), par)
             });
             match done {
-                Some(result) => (result.map(|()| inv).map_err(Error::Kernel)?, None),
+                Some(result) => (result.map(|()| inv).map_err(Error::Kernel)?, None, false),
                 None => self
                     .tiled_inverse()
-                    .map(|(inv, trace)| (inv, Some(trace)))?,
+                    .map(|(inv, trace, m)| (inv, Some(trace), m))?,
             }
         } else {
             self.tiled_inverse()
-                .map(|(inv, trace)| (inv, Some(trace)))?
+                .map(|(inv, trace, m)| (inv, Some(trace), m))?
         };
+        if mirrored {
+            return Ok((inv, trace));
+        }
         // The upper triangle from the lower one (conjugated), by 64 x 64 blocks so that the rows
         // read stay in cache.
         const BLOCK: usize = 64;
@@ -508,9 +513,10 @@ impl<T: Scalar> Factor<T> {
         Ok((inv, trace))
     }
 
-    /// The lower triangle of A^-1 by the inverse's plan: read from L into a tile-major copy and
-    /// written into a new matrix when the copy fits (L is not copied first), else on a copy of L.
-    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace)> {
+    /// A^-1 by the inverse's plan: read from L into a tile-major copy and written, both triangles,
+    /// into a new matrix when the copy fits (L is not copied first; the flag is then true), else
+    /// its lower triangle on a copy of L.
+    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace, bool)> {
         let n = self.n();
         let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
         let options = RunOptions {
@@ -529,15 +535,15 @@ impl<T: Scalar> Factor<T> {
                 let run = plan.execute(platform, &tiles, &options);
                 let mut inv = Mat::zeros(n, n);
                 if run.is_ok() {
-                    tiles.copy_out(inv.as_mut());
+                    tiles.copy_out_hermitian(inv.as_mut());
                 }
                 tiles.keep(platform, lock);
-                run.map(|trace| (inv, trace))
+                run.map(|trace| (inv, trace, true))
             }
             storage => {
                 let mut inv = self.l.clone();
                 let trace = run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
-                Ok((inv, trace))
+                Ok((inv, trace, false))
             }
         }
     }

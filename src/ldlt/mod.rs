@@ -96,6 +96,7 @@ impl Ldlt {
     }
 
     crate::run::run_options!();
+    crate::run::tuned_for!("ldlt");
 
     /// The block order b (T's band is b wide). 0 is an error at factorisation time.
     pub fn tile(mut self, b: usize) -> Self {
@@ -124,8 +125,9 @@ impl Ldlt {
     pub fn factor<A: Matrix>(&self, a: A) -> Result<LdltFactor<A::Elem>> {
         let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
-        let plan = self.plan(a.nrows(), A::Elem::PRECISION)?;
-        Ok(self.factor_planned(&plan, a)?.1)
+        let this = self.tuned_for(a.nrows(), A::Elem::PRECISION);
+        let plan = this.plan(a.nrows(), A::Elem::PRECISION)?;
+        Ok(this.factor_planned(&plan, a)?.1)
     }
 
     /// Factors `a` (its lower triangle, left unchanged) by `plan` (from [`Ldlt::plan`]) through the

@@ -90,6 +90,7 @@ impl Lu {
     }
 
     crate::run::run_options!();
+    crate::run::tuned_for!("lu");
 
     /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
     /// platform's backend.
@@ -143,14 +144,15 @@ impl Lu {
         a: MatMut<'_, T>,
     ) -> Result<(Vec<usize>, Option<usize>)> {
         norms(a.as_ref())?;
-        let platform = self.resolve_platform()?;
         let n = a.ncols();
-        let tile = if a.nrows() == n {
-            self.checked_tile(&platform, n)?
-        } else {
-            n
-        };
-        self.factor_on(&platform, a, tile)
+        if a.nrows() != n {
+            let platform = self.resolve_platform()?;
+            return self.factor_on(&platform, a, n);
+        }
+        let this = self.tuned_for(n, T::PRECISION);
+        let platform = this.resolve_platform()?;
+        let tile = this.checked_tile(&platform, n)?;
+        this.factor_on(&platform, a, tile)
     }
 
     /// The tile of a square matrix of order `n` on `platform`; 0 is an error.
@@ -213,9 +215,10 @@ impl Lu {
     }
 
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>, norms: Norms) -> Result<LuFactor<T>> {
-        let platform = self.resolve_platform()?;
-        let tile = self.checked_tile(&platform, a.nrows())?;
-        let (ipiv, singular) = self.factor_on(&platform, a.as_mut(), tile)?;
+        let this = self.tuned_for(a.nrows(), T::PRECISION);
+        let platform = this.resolve_platform()?;
+        let tile = this.checked_tile(&platform, a.nrows())?;
+        let (ipiv, singular) = this.factor_on(&platform, a.as_mut(), tile)?;
         Ok(LuFactor {
             lu: a,
             ipiv,

@@ -108,6 +108,7 @@ impl Qr {
     }
 
     crate::run::run_options!();
+    crate::run::tuned_for!("qr");
 
     /// The tile size for an `m x n` matrix: the one given, else [`default_qr_tile`].
     pub fn tile_size_for(&self, m: usize, n: usize) -> usize {
@@ -170,11 +171,16 @@ impl Qr {
     }
 
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>) -> Result<QrFactor<T>> {
-        let platform = self.resolve_platform()?;
         let (m, n) = (a.nrows(), a.ncols());
-        let plan = self.plan(m, n, T::PRECISION)?;
-        let (_, ts) = self.run_plan(&platform, &plan, a.as_mut())?;
-        Ok(QrFactor::new(self, a, ts, &plan, platform))
+        // Tuned configurations are of square matrices.
+        let this = match m == n {
+            true => self.tuned_for(n, T::PRECISION),
+            false => std::borrow::Cow::Borrowed(self),
+        };
+        let platform = this.resolve_platform()?;
+        let plan = this.plan(m, n, T::PRECISION)?;
+        let (_, ts) = this.run_plan(&platform, &plan, a.as_mut())?;
+        Ok(QrFactor::new(&this, a, ts, &plan, platform))
     }
 
     /// The least-squares solution of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK

@@ -225,6 +225,46 @@ impl<T: Scalar> TileMajor<T> {
         });
     }
 
+    /// Writes the Hermitian matrix whose lower triangle the tiles hold into `a`, both triangles
+    /// (the upper one the conjugate transpose of the lower): each tile of `a` written once, in
+    /// parallel, from the held tile or its mirror, instead of the lower triangle then a pass that
+    /// mirrors it through the caches a second time (the inverse's copy-out).
+    pub fn copy_out_hermitian(&self, a: MatMut<'_, T>) {
+        let tiling = self.tiling;
+        let held = |i, j| {
+            let tile = TileRef::new(hetla_factorizations::MatrixId(0), i, j);
+            self.view(tile).expect("every lower tile is held")
+        };
+        let mut targets = Vec::with_capacity(tiling.row_tiles() * tiling.col_tiles());
+        let mut rest = a;
+        for j in 0..tiling.col_tiles() {
+            let (column, right) = rest.split_at_col_mut(tiling.tile_cols(j));
+            rest = right;
+            let mut down = column;
+            for i in 0..tiling.row_tiles() {
+                let (tile, lower) = down.split_at_row_mut(tiling.tile_rows(i));
+                down = lower;
+                targets.push((i, j, tile));
+            }
+        }
+        targets
+            .into_par_iter()
+            .for_each(|(i, j, mut dst)| match i.cmp(&j) {
+                std::cmp::Ordering::Greater => dst.copy_from(held(i, j)),
+                std::cmp::Ordering::Less => dst.copy_from(held(j, i).adjoint()),
+                std::cmp::Ordering::Equal => {
+                    let src = held(i, i);
+                    for c in 0..src.ncols() {
+                        dst[(c, c)] = src[(c, c)];
+                        for r in c + 1..src.nrows() {
+                            dst[(r, c)] = src[(r, c)];
+                            dst[(c, r)] = T::conj_impl(&src[(r, c)]);
+                        }
+                    }
+                }
+            });
+    }
+
     /// Tile (i, j) of the buffer, writable.
     ///
     /// # Safety

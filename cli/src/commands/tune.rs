@@ -59,6 +59,11 @@ pub struct TuneArgs {
     /// scheduler), beside the default configuration: the sweep the pick is judged against.
     #[arg(long)]
     pub sweep: bool,
+    /// Leaves this machine's tuned defaults as they are (by default the choice, the fastest
+    /// measured configuration with --verify or --sweep, else the pick, becomes what the library's
+    /// builders take for this factorisation near this order when their user sets nothing).
+    #[arg(long)]
+    pub no_save: bool,
     /// Real runs of each verified configuration (best and median reported; 1 to 100).
     #[arg(long, default_value_t = 3, value_parser = parse_repeat)]
     pub repeat: usize,
@@ -120,12 +125,16 @@ pub struct TuneReport {
     /// With --verify or --sweep: the real runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verified: Vec<Verified>,
-    /// With --verify or --sweep: the configuration with the best measured time, and the pick's
-    /// best time over it (1: the pick was the fastest measured).
+    /// With --verify or --sweep: the configuration with the best measured time, and the pick's best
+    /// time over it (1: the pick was the fastest measured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fastest_measured: Option<Candidate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pick_over_fastest: Option<f64>,
+    /// The file this machine's tuned defaults were saved to (this machine, square matrices, unless
+    /// --no-save; the inverse's configuration is its factorisation's, Cholesky's: not saved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved: Option<String>,
     /// Wall-clock seconds of the command.
     pub seconds: f64,
 }
@@ -151,35 +160,7 @@ pub fn run(args: &TuneArgs) -> crate::Result<TuneReport> {
             ),
         });
     }
-    let mut calibration_runs = 0;
-    let model = if this {
-        let tiles: Vec<usize> = THIS_MACHINE_TILES
-            .into_iter()
-            .filter(|&b| {
-                m.min(n) >= hetla_lab::MIN_TILES_PER_SIDE * b
-                    && m.max(n).div_ceil(b) <= hetla_lab::MAX_TILES_PER_SIDE
-            })
-            .collect();
-        let path = this_machine_file(&args.real)?;
-        let bar = progress_bar(0);
-        bar.set_message(format!("calibrating {family}"));
-        let model = this_machine(
-            &path,
-            args.real.backend,
-            family,
-            &tiles,
-            args.precision,
-            |steps| {
-                calibration_runs = steps;
-                bar.set_length(steps as u64)
-            },
-            || bar.inc(1),
-        )?;
-        bar.finish_and_clear();
-        model
-    } else {
-        PlatformModel::resolve(&args.platform)?
-    };
+    let (model, calibration_runs) = machine_model(args, m)?;
     let q = Question {
         model: &model,
         family,
@@ -202,24 +183,7 @@ pub fn run(args: &TuneArgs) -> crate::Result<TuneReport> {
     };
     let verified = match &default {
         Some(default) if args.verify > 0 || args.sweep => {
-            let mut configs = vec![("pick", pick.clone())];
-            configs.extend(
-                runners_up
-                    .iter()
-                    .take(args.verify.saturating_sub(1))
-                    .map(|c| ("runner-up", c.clone())),
-            );
-            if args.sweep {
-                for clusters in &space.clusters {
-                    for &tile in &space.tiles {
-                        let c = predict(&q, clusters, tile, pick.scheduler)?;
-                        if !configs.iter().any(|(_, x)| same(x, &c)) {
-                            configs.push(("sweep", c));
-                        }
-                    }
-                }
-            }
-            configs.push(("default", default.clone()));
+            let configs = to_verify(args, &q, &space, [&pick, default], &runners_up)?;
             verify(&q, &args.real, configs, args.repeat)?
         }
         _ => Vec::new(),
@@ -232,6 +196,14 @@ pub fn run(args: &TuneArgs) -> crate::Result<TuneReport> {
         .zip(fastest)
         .map(|(p, f)| p.best_ms / f.best_ms);
     let fastest_measured = fastest.map(|f| f.candidate.clone());
+    // Tuned configurations are of square matrices, and the inverse's is its factorisation's.
+    let saved = match this && !args.no_save && family != Family::Inverse && m == n {
+        true => {
+            let chosen = fastest_measured.as_ref().unwrap_or(&pick);
+            Some(save_choice(&args.real, &q, chosen)?)
+        }
+        false => None,
+    };
     Ok(TuneReport {
         factorization: family,
         platform: model.name.clone(),
@@ -250,13 +222,101 @@ pub fn run(args: &TuneArgs) -> crate::Result<TuneReport> {
         verified,
         fastest_measured,
         pick_over_fastest,
+        saved,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The model of `--platform`: a preset or a file, or this machine's (calibrated first where it
+/// lacks the tiles the question needs); and how many runs that calibration took.
+fn machine_model(args: &TuneArgs, m: usize) -> crate::Result<(PlatformModel, usize)> {
+    if args.platform != THIS {
+        return Ok((PlatformModel::resolve(&args.platform)?, 0));
+    }
+    let (family, n) = (args.factorization, args.n);
+    let tiles: Vec<usize> = THIS_MACHINE_TILES
+        .into_iter()
+        .filter(|&b| {
+            m.min(n) >= hetla_lab::MIN_TILES_PER_SIDE * b
+                && m.max(n).div_ceil(b) <= hetla_lab::MAX_TILES_PER_SIDE
+        })
+        .collect();
+    let path = this_machine_file(&args.real)?;
+    let bar = progress_bar(0);
+    bar.set_message(format!("calibrating {family}"));
+    let mut runs = 0;
+    let model = this_machine(
+        &path,
+        args.real.backend,
+        family,
+        &tiles,
+        args.precision,
+        |steps| {
+            runs = steps;
+            bar.set_length(steps as u64)
+        },
+        || bar.inc(1),
+    )?;
+    bar.finish_and_clear();
+    Ok((model, runs))
+}
+
+/// The configurations to run for real: the pick, `--verify`'s runners-up, with `--sweep` every
+/// cluster shape and tile of `space` (the pick's scheduler), then the default; each once.
+fn to_verify(
+    args: &TuneArgs,
+    q: &Question<'_>,
+    space: &TuneSpace,
+    [pick, default]: [&Candidate; 2],
+    runners_up: &[Candidate],
+) -> crate::Result<Vec<(&'static str, Candidate)>> {
+    let mut configs = vec![("pick", pick.clone())];
+    let verify = args.verify.saturating_sub(1);
+    configs.extend(
+        runners_up
+            .iter()
+            .take(verify)
+            .map(|c| ("runner-up", c.clone())),
+    );
+    if args.sweep {
+        for clusters in &space.clusters {
+            for &tile in &space.tiles {
+                let c = predict(q, clusters, tile, pick.scheduler)?;
+                if !configs.iter().any(|(_, x)| same(x, &c)) {
+                    configs.push(("sweep", c));
+                }
+            }
+        }
+    }
+    configs.push(("default", default.clone()));
+    Ok(configs)
 }
 
 /// Whether two candidates are the same configuration.
 fn same(x: &Candidate, y: &Candidate) -> bool {
     (&x.clusters, x.tile, x.scheduler) == (&y.clusters, y.tile, y.scheduler)
+}
+
+/// Saves `chosen` as this machine's tuned configuration of the question's factorisation, precision
+/// and order; the file's path.
+fn save_choice(real: &PlatformArgs, q: &Question<'_>, chosen: &Candidate) -> crate::Result<String> {
+    let dir = this_machine_file(real)?
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let path = hetla_runtime::Tuned::file_in(&dir, real.backend);
+    hetla_runtime::Tuned::save(
+        &path,
+        hetla_runtime::TunedChoice {
+            factorization: q.family.name().into(),
+            precision: q.precision,
+            n: q.n,
+            clusters: chosen.clusters.clone(),
+            tile: chosen.tile,
+            scheduler: chosen.scheduler.name().into(),
+        },
+    )?;
+    Ok(path.display().to_string())
 }
 
 /// This machine's platform file: `platform-<backend>.toml` in the performance models' directory.
@@ -443,6 +503,13 @@ pub fn print(r: &TuneReport) {
                     .map_or("-".into(), |x| format!("{x:.3}"))
             );
         }
+    }
+    if let Some(path) = &r.saved {
+        println!(
+            "  saved     as this machine's default for {} near n = {} ({path})",
+            r.factorization.title(),
+            r.n
+        );
     }
     if let (Some(f), Some(ratio)) = (&r.fastest_measured, r.pick_over_fastest) {
         println!(

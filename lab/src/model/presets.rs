@@ -158,11 +158,10 @@ const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu
 
 /// Adds the CPU rates of the operations whose codelets take them from another's
 /// ([`RateSource::Like`]: those of LU, QR, LDL^T and the inverse, derived from Cholesky's), as
-/// [`LU_ASSUMPTION`] states: the
-/// panel factorisation is a narrow, latency-bound factorisation like POTRF; the update of a block
-/// column is a triangular solve of b rows and a product of the rows below, almost all GEMM; QR's
-/// tile factorisations are panels too, their applications products. They run on CPU clusters only
-/// (no GPU rates).
+/// [`LU_ASSUMPTION`] states: the panel factorisation is a narrow, latency-bound factorisation like
+/// POTRF; the update of a block column is a triangular solve of b rows and a product of the rows
+/// below, almost all GEMM; QR's tile factorisations are panels too, their applications products.
+/// They run on CPU clusters only (no GPU rates).
 fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
     let derived: Vec<CpuKernelRate> = model
         .cpu
