@@ -7,8 +7,8 @@
 //! library gives it ("cholesky", "lu", "qr", "ldlt"). A lookup takes the entry of the factorisation
 //! and precision whose order is nearest the one asked for, by ratio, within a factor of two (a
 //! choice made at 4096 serves 2048 to 8192, not 1024); none, and the builder keeps its own
-//! defaults. A file that cannot be read or parsed is no file: defaults are never worse than
-//! without tuning because of a broken cache.
+//! defaults. A file that cannot be read or parsed is no file: defaults are never worse than without
+//! tuning because of a broken cache.
 
 use std::path::{Path, PathBuf};
 
