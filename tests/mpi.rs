@@ -18,8 +18,20 @@ const SIDE: &str = "HETLA_MPI_TEST_SIDE";
 
 /// Runs `side` on `np` ranks (oversubscribed: this machine may have fewer cores); returns the job's
 /// exit status and output.
+/// A directory of its own for one mpirun's session files. Open MPI makes
+/// `$TMPDIR/ompi.<host>.<uid>` at start; two jobs started at once (the tests run
+/// in parallel) race on that mkdir and one fails with "File exists".
+fn session_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("hetla-mpi-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a session directory for mpirun");
+    dir
+}
+
 fn mpirun(np: usize, side: &str) -> (bool, String) {
     let exe = std::env::current_exe().unwrap();
+    let session = session_dir();
     let out = Command::new("mpirun")
         // A rank that fails ends the job; --timeout ends one that hangs.
         .args([
@@ -40,8 +52,11 @@ fn mpirun(np: usize, side: &str) -> (bool, String) {
         .env(SIDE, side)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("TMPDIR", &session)
         .output()
         .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
+    // Best effort: a rank killed by a test may leave files behind.
+    let _ = std::fs::remove_dir_all(&session);
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
