@@ -69,15 +69,16 @@ pub trait MatrixMut {
 /// Runs `f` on `m` when its columns are contiguous, else on a column-major copy that is written
 /// back afterwards (also after an error: what `f` wrote is what the caller sees, as in place).
 pub(crate) fn column_major<T: Scalar, R>(
-    mut m: MatMut<'_, T>,
+    m: MatMut<'_, T>,
     f: impl FnOnce(MatMut<'_, T>) -> Result<R>,
 ) -> Result<R> {
     if m.row_stride() == 1 || m.nrows() <= 1 {
         return f(m);
     }
-    let mut copy = m.to_owned();
+    let mut copy = Mat::zeros(m.nrows(), m.ncols());
+    crate::copy::copy(m.as_ref(), copy.as_mut());
     let result = f(copy.as_mut());
-    m.copy_from(&copy);
+    crate::copy::copy(copy.as_ref(), m);
     result
 }
 

@@ -43,6 +43,7 @@ mod calibrate;
 pub mod check;
 mod cholesky;
 mod condition;
+mod copy;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 mod error;

@@ -17,10 +17,9 @@ use hetla::{Cholesky, Error};
 const SIDE: &str = "HETLA_MPI_TEST_SIDE";
 
 /// Runs `side` on `np` ranks (oversubscribed: this machine may have fewer cores); returns the job's
-/// exit status and output.
-/// A directory of its own for one mpirun's session files. Open MPI makes
-/// `$TMPDIR/ompi.<host>.<uid>` at start; two jobs started at once (the tests run
-/// in parallel) race on that mkdir and one fails with "File exists".
+/// exit status and output. A directory of its own for one mpirun's session files. Open MPI makes
+/// `$TMPDIR/ompi.<host>.<uid>` at start; two jobs started at once (the tests run in parallel) race
+/// on that mkdir and one fails with "File exists".
 fn session_dir() -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -10,7 +10,6 @@
 //! out writes only the lower triangle, so the caller's strict upper triangle is left as it was, as
 //! the in-place factorisation leaves it.
 
-use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::{HostRange, Scalar};
@@ -18,6 +17,7 @@ use hetla_runtime::{HostMemory, PageLock, Platform};
 use rayon::prelude::*;
 
 use crate::Result;
+use crate::copy::{copy, copy_adjoint, copy_from_row};
 use crate::pages::PageBuffer;
 
 /// The lower triangle of a square matrix in tile-major storage (see the module documentation).
@@ -39,23 +39,6 @@ unsafe impl<T: Scalar> Sync for TileMajor<T> {}
 /// The leading dimension of a tile of `rows` rows: whole 64-byte lines.
 fn leading_dimension<T>(rows: usize) -> usize {
     rows.next_multiple_of((64 / size_of::<T>()).max(1))
-}
-
-/// Copies `src` into `dst`, in each column `j` only the rows from `first_row(j)` on (faer's copy:
-/// contiguous columns, vectorised).
-fn copy_columns<T: Scalar>(
-    src: MatRef<'_, T>,
-    mut dst: MatMut<'_, T>,
-    first_row: impl Fn(usize) -> usize,
-) {
-    let rows = src.nrows();
-    for j in 0..src.ncols() {
-        let from = first_row(j).min(rows);
-        dst.rb_mut()
-            .col_mut(j)
-            .subrows_mut(from, rows - from)
-            .copy_from(src.col(j).subrows(from, rows - from));
-    }
 }
 
 /// The scalars a tile-major copy of the lower triangle of order `n` in tiles of `tile` holds,
@@ -184,11 +167,7 @@ impl<T: Scalar> TileMajor<T> {
             // SAFETY: each tile is visited once, and tiles do not overlap in the buffer: the
             // view is the only one of its tile.
             let dst = unsafe { store.raw_mut(i, j) };
-            copy_columns(
-                a.submatrix(tiling.offset(i), tiling.offset(j), r, c),
-                dst,
-                |_| 0,
-            );
+            copy(a.submatrix(tiling.offset(i), tiling.offset(j), r, c), dst);
         });
         Ok(store)
     }
@@ -221,7 +200,7 @@ impl<T: Scalar> TileMajor<T> {
         targets.into_par_iter().for_each(|(i, j, dst)| {
             let src = self.view(TileRef::new(hetla_factorizations::MatrixId(0), i, j));
             let src = src.expect("every lower tile is held");
-            copy_columns(src, dst, |col| if i == j { col } else { 0 });
+            copy_from_row(src, dst, |col| if i == j { col } else { 0 });
         });
     }
 
@@ -250,8 +229,8 @@ impl<T: Scalar> TileMajor<T> {
         targets
             .into_par_iter()
             .for_each(|(i, j, mut dst)| match i.cmp(&j) {
-                std::cmp::Ordering::Greater => dst.copy_from(held(i, j)),
-                std::cmp::Ordering::Less => dst.copy_from(held(j, i).adjoint()),
+                std::cmp::Ordering::Greater => copy(held(i, j), dst),
+                std::cmp::Ordering::Less => copy_adjoint(held(j, i), dst),
                 std::cmp::Ordering::Equal => {
                     let src = held(i, i);
                     for c in 0..src.ncols() {
