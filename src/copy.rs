@@ -87,17 +87,48 @@ pub(crate) fn copy<T: Scalar>(src: MatRef<'_, T>, dst: MatMut<'_, T>) {
     copy_from_row(src, dst, |_| 0);
 }
 
-/// Writes the conjugate transpose of `src` into `dst` (of `src`'s transposed shape), by blocks.
+/// Writes the conjugate transpose of `src` into `dst` (of `src`'s transposed shape): by halves of
+/// the longer side in parallel, down to blocks of [`BLOCK`] x [`BLOCK`] copied in cache.
 pub(crate) fn copy_adjoint<T: Scalar>(src: MatRef<'_, T>, mut dst: MatMut<'_, T>) {
-    copy(src.transpose(), dst.rb_mut());
-    if T::PRECISION.is_complex() {
-        for j in 0..dst.ncols() {
-            for i in 0..dst.nrows() {
-                let x = dst[(i, j)];
-                dst[(i, j)] = T::conj_impl(&x);
+    let (rows, cols) = (dst.nrows(), dst.ncols());
+    if rows <= BLOCK && cols <= BLOCK {
+        for j in 0..cols {
+            for i in 0..rows {
+                dst[(i, j)] = T::conj_impl(&src[(j, i)]);
             }
         }
+    } else if rows >= cols {
+        let (top, bottom) = dst.split_at_row_mut(rows / 2);
+        let (left, right) = src.split_at_col(rows / 2);
+        rayon::join(|| copy_adjoint(left, top), || copy_adjoint(right, bottom));
+    } else {
+        let (left, right) = dst.split_at_col_mut(cols / 2);
+        let (top, bottom) = src.split_at_row(cols / 2);
+        rayon::join(|| copy_adjoint(top, left), || copy_adjoint(bottom, right));
     }
+}
+
+/// Writes the strictly upper triangle of the square `a` as the conjugate transpose of its lower
+/// one: the top right quadrant from the bottom left one, and the two diagonal quadrants the same
+/// way, in parallel (entry by entry, each row of a large matrix would be a cache and TLB miss per
+/// entry).
+pub(crate) fn mirror_lower<T: Scalar>(a: MatMut<'_, T>) {
+    let n = a.nrows();
+    if n <= 2 * BLOCK {
+        let mut a = a;
+        for j in 0..n {
+            for i in 0..j {
+                a[(i, j)] = T::conj_impl(&a[(j, i)]);
+            }
+        }
+        return;
+    }
+    let half = n / 2;
+    let (top_left, top_right, bottom_left, bottom_right) = a.split_at_mut(half, half);
+    rayon::join(
+        || copy_adjoint(bottom_left.as_ref(), top_right),
+        || rayon::join(|| mirror_lower(top_left), || mirror_lower(bottom_right)),
+    );
 }
 
 #[cfg(test)]
@@ -139,7 +170,8 @@ mod tests {
         }
     }
 
-    /// The adjoint copy conjugates complex scalars and transposes.
+    /// The adjoint copy conjugates complex scalars and transposes; the mirror fills the upper
+    /// triangle from the lower one.
     #[test]
     fn the_adjoint_is_conjugated_and_transposed() {
         use hetla_kernels::c64;
@@ -149,6 +181,15 @@ mod tests {
         for j in 0..33 {
             for i in 0..40 {
                 assert_eq!(b[(i, j)], c64::new(j as f64, -(i as f64 + 0.5)));
+            }
+        }
+        for n in [5, 64, 65, 200] {
+            let mut m = Mat::from_fn(n, n, |i, j| c64::new((i * n + j) as f64, i as f64));
+            mirror_lower(m.as_mut());
+            for j in 0..n {
+                for i in 0..j {
+                    assert_eq!(m[(i, j)], c64::new((j * n + i) as f64, -(j as f64)));
+                }
             }
         }
     }

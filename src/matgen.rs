@@ -152,7 +152,7 @@ pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
                 }
             }
         });
-    mirror_lower(a.as_mut());
+    crate::copy::mirror_lower(a.as_mut());
     a
 }
 
@@ -171,53 +171,6 @@ fn hpd_entry<T: hetla_kernels::Scalar>(rng: &mut ChaCha8Rng, n: usize, i: usize,
 
 /// Columns per chunk of [`random_hpd`]'s parallel draws.
 const GENERATE_COLUMNS: usize = 64;
-
-/// Side of the blocks [`mirror_lower`] copies one at a time, in cache.
-const MIRROR_BLOCK: usize = 64;
-
-/// Writes the strictly upper triangle of the square `a` as the conjugate transpose of its lower
-/// one: the top right quadrant from the bottom left one, and the two diagonal quadrants the same
-/// way, in parallel. Written entry by entry, a row of a large matrix is a cache and TLB miss per
-/// entry.
-pub(crate) fn mirror_lower<T: hetla_kernels::Scalar>(mut a: faer::MatMut<'_, T>) {
-    let n = a.nrows();
-    if n <= 2 * MIRROR_BLOCK {
-        for j in 0..n {
-            for i in 0..j {
-                let z = a[(j, i)].to_c64();
-                a[(i, j)] = T::from_parts(z.re, -z.im);
-            }
-        }
-        return;
-    }
-    let half = n / 2;
-    let (top_left, top_right, bottom_left, bottom_right) = a.split_at_mut(half, half);
-    rayon::join(
-        || copy_adjoint(top_right, bottom_left.as_ref()),
-        || rayon::join(|| mirror_lower(top_left), || mirror_lower(bottom_right)),
-    );
-}
-
-/// `dst` = `src`^H, by halves of the longer side in parallel down to blocks that fit in cache.
-fn copy_adjoint<T: hetla_kernels::Scalar>(mut dst: faer::MatMut<'_, T>, src: faer::MatRef<'_, T>) {
-    let (rows, cols) = (dst.nrows(), dst.ncols());
-    if rows <= MIRROR_BLOCK && cols <= MIRROR_BLOCK {
-        for j in 0..cols {
-            for i in 0..rows {
-                let z = src[(j, i)].to_c64();
-                dst[(i, j)] = T::from_parts(z.re, -z.im);
-            }
-        }
-    } else if rows >= cols {
-        let (top, bottom) = dst.split_at_row_mut(rows / 2);
-        let (left, right) = src.split_at_col(rows / 2);
-        rayon::join(|| copy_adjoint(top, left), || copy_adjoint(bottom, right));
-    } else {
-        let (left, right) = dst.split_at_col_mut(cols / 2);
-        let (top, bottom) = src.split_at_row(cols / 2);
-        rayon::join(|| copy_adjoint(left, top), || copy_adjoint(right, bottom));
-    }
-}
 
 /// A random Hermitian positive definite `n x n` matrix whose 2-norm condition number is `cond` (>=
 /// 1), reproducible from `seed`: eigenvalues spread geometrically from 1 down to 1 / `cond`, turned

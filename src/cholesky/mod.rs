@@ -16,6 +16,7 @@ use hetla_runtime::{
 
 use crate::check::{check_finite, check_hermitian_lower, check_square};
 use crate::condition;
+use crate::copy::mirror_lower;
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::plan::{
     Algorithm, Build, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size,
@@ -478,45 +479,26 @@ impl<T: Scalar> Factor<T> {
     /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels by.
     pub fn inverse_traced(&self) -> Result<(Mat<T>, Option<Trace>)> {
         let n = self.n();
-        let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-        let (mut inv, trace, mirrored) = if self.tile >= n {
+        if self.tile >= n {
+            let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
             let mut inv = self.l.clone();
             let done = direct(&self.platform, flops, |backend, par| {
                 backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
                 backend.run(Op::Lauum, &[], inv.as_mut(), par)
             });
-            match done {
-                Some(result) => (result.map(|()| inv).map_err(Error::Kernel)?, None, false),
-                None => self
-                    .tiled_inverse()
-                    .map(|(inv, trace, m)| (inv, Some(trace), m))?,
-            }
-        } else {
-            self.tiled_inverse()
-                .map(|(inv, trace, m)| (inv, Some(trace), m))?
-        };
-        if mirrored {
-            return Ok((inv, trace));
-        }
-        // The upper triangle from the lower one (conjugated), by 64 x 64 blocks so that the rows
-        // read stay in cache.
-        const BLOCK: usize = 64;
-        for jb in (0..n).step_by(BLOCK) {
-            for ib in (0..=jb).step_by(BLOCK) {
-                for j in jb..(jb + BLOCK).min(n) {
-                    for i in ib..(ib + BLOCK).min(j) {
-                        inv[(i, j)] = T::conj_impl(&inv[(j, i)]);
-                    }
-                }
+            if let Some(result) = done {
+                result.map_err(Error::Kernel)?;
+                mirror_lower(inv.as_mut());
+                return Ok((inv, None));
             }
         }
-        Ok((inv, trace))
+        self.tiled_inverse().map(|(inv, trace)| (inv, Some(trace)))
     }
 
-    /// A^-1 by the inverse's plan: read from L into a tile-major copy and written, both triangles,
-    /// into a new matrix when the copy fits (L is not copied first; the flag is then true), else
-    /// its lower triangle on a copy of L.
-    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace, bool)> {
+    /// A^-1 by the inverse's plan, both triangles: read from L into a tile-major copy and written
+    /// into a new matrix when the copy fits (L is not copied first), else on a copy of L whose upper
+    /// triangle is then mirrored from the lower one.
+    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace)> {
         let n = self.n();
         let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
         let options = RunOptions {
@@ -538,12 +520,13 @@ impl<T: Scalar> Factor<T> {
                     tiles.copy_out_hermitian(inv.as_mut());
                 }
                 tiles.keep(platform, lock);
-                run.map(|trace| (inv, trace, true))
+                run.map(|trace| (inv, trace))
             }
             storage => {
                 let mut inv = self.l.clone();
                 let trace = run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
-                Ok((inv, trace, false))
+                mirror_lower(inv.as_mut());
+                Ok((inv, trace))
             }
         }
     }

@@ -10,6 +10,7 @@
 //! out writes only the lower triangle, so the caller's strict upper triangle is left as it was, as
 //! the in-place factorisation leaves it.
 
+use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::{HostRange, Scalar};
@@ -17,7 +18,7 @@ use hetla_runtime::{HostMemory, PageLock, Platform};
 use rayon::prelude::*;
 
 use crate::Result;
-use crate::copy::{copy, copy_adjoint, copy_from_row};
+use crate::copy::{copy, copy_adjoint, copy_from_row, mirror_lower};
 use crate::pages::PageBuffer;
 
 /// The lower triangle of a square matrix in tile-major storage (see the module documentation).
@@ -178,30 +179,45 @@ impl<T: Scalar> TileMajor<T> {
         (0..t).flat_map(|j| (j..t).map(move |i| (i, j))).collect()
     }
 
-    /// Writes the lower triangle back into `a` (the matrix it was copied from): every held tile,
-    /// and of a diagonal tile only its lower triangle.
-    pub fn copy_out(&self, a: MatMut<'_, T>) {
+    /// `a` cut into disjoint views of the store's tiles, `(i, j, view)`, tile column by tile column:
+    /// from the diagonal down when `lower`, else every tile.
+    fn targets<'a>(&self, a: MatMut<'a, T>, lower: bool) -> Vec<(usize, usize, MatMut<'a, T>)> {
         let tiling = self.tiling;
-        // The caller's tiles as disjoint views: the matrix cut into tile columns, each cut into its
-        // tiles from the diagonal down.
-        let mut targets = Vec::with_capacity(self.offsets.len());
+        let mut targets = Vec::with_capacity(tiling.row_tiles() * tiling.col_tiles());
         let mut rest = a;
         for j in 0..tiling.col_tiles() {
             let (column, right) = rest.split_at_col_mut(tiling.tile_cols(j));
             rest = right;
-            let below = column.nrows() - tiling.offset(j);
-            let mut down = column.subrows_mut(tiling.offset(j), below);
-            for i in j..tiling.row_tiles() {
+            let first = if lower { j } else { 0 };
+            let below = column.nrows() - tiling.offset(first);
+            let mut down = column.subrows_mut(tiling.offset(first), below);
+            for i in first..tiling.row_tiles() {
                 let (tile, lower) = down.split_at_row_mut(tiling.tile_rows(i));
                 down = lower;
                 targets.push((i, j, tile));
             }
         }
-        targets.into_par_iter().for_each(|(i, j, dst)| {
-            let src = self.view(TileRef::new(hetla_factorizations::MatrixId(0), i, j));
-            let src = src.expect("every lower tile is held");
-            copy_from_row(src, dst, |col| if i == j { col } else { 0 });
-        });
+        targets
+    }
+
+    /// Held tile (i, j).
+    fn held_tile(&self, i: usize, j: usize) -> MatRef<'_, T> {
+        let tile = TileRef::new(hetla_factorizations::MatrixId(0), i, j);
+        self.view(tile).expect("every lower tile is held")
+    }
+
+    /// Writes the lower triangle back into `a` (the matrix it was copied from): every held tile,
+    /// and of a diagonal tile only its lower triangle.
+    pub fn copy_out(&self, a: MatMut<'_, T>) {
+        self.targets(a, true)
+            .into_par_iter()
+            .for_each(|(i, j, dst)| {
+                copy_from_row(
+                    self.held_tile(i, j),
+                    dst,
+                    |col| if i == j { col } else { 0 },
+                );
+            });
     }
 
     /// Writes the Hermitian matrix whose lower triangle the tiles hold into `a`, both triangles
@@ -209,37 +225,14 @@ impl<T: Scalar> TileMajor<T> {
     /// parallel, from the held tile or its mirror, instead of the lower triangle then a pass that
     /// mirrors it through the caches a second time (the inverse's copy-out).
     pub fn copy_out_hermitian(&self, a: MatMut<'_, T>) {
-        let tiling = self.tiling;
-        let held = |i, j| {
-            let tile = TileRef::new(hetla_factorizations::MatrixId(0), i, j);
-            self.view(tile).expect("every lower tile is held")
-        };
-        let mut targets = Vec::with_capacity(tiling.row_tiles() * tiling.col_tiles());
-        let mut rest = a;
-        for j in 0..tiling.col_tiles() {
-            let (column, right) = rest.split_at_col_mut(tiling.tile_cols(j));
-            rest = right;
-            let mut down = column;
-            for i in 0..tiling.row_tiles() {
-                let (tile, lower) = down.split_at_row_mut(tiling.tile_rows(i));
-                down = lower;
-                targets.push((i, j, tile));
-            }
-        }
-        targets
+        self.targets(a, false)
             .into_par_iter()
             .for_each(|(i, j, mut dst)| match i.cmp(&j) {
-                std::cmp::Ordering::Greater => copy(held(i, j), dst),
-                std::cmp::Ordering::Less => copy_adjoint(held(j, i), dst),
+                std::cmp::Ordering::Greater => copy(self.held_tile(i, j), dst),
+                std::cmp::Ordering::Less => copy_adjoint(self.held_tile(j, i), dst),
                 std::cmp::Ordering::Equal => {
-                    let src = held(i, i);
-                    for c in 0..src.ncols() {
-                        dst[(c, c)] = src[(c, c)];
-                        for r in c + 1..src.nrows() {
-                            dst[(r, c)] = src[(r, c)];
-                            dst[(c, r)] = T::conj_impl(&src[(r, c)]);
-                        }
-                    }
+                    copy_from_row(self.held_tile(i, i), dst.rb_mut(), |c| c);
+                    mirror_lower(dst);
                 }
             });
     }
