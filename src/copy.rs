@@ -11,6 +11,7 @@
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
 use hetla_kernels::Scalar;
+use rayon::prelude::*;
 
 /// The side of a transposing copy's block: 32 x 32 scalars, 8-32 KiB, so that a block's rows and
 /// columns stay in L1 together (single-threaded, the lower triangle of an f64 matrix of order 4096
@@ -81,6 +82,30 @@ pub(crate) fn copy_from_row<T: Scalar>(
         }
     }
 }
+
+/// [`copy_from_row`] over rayon's threads, by chunks of [`PAR_COLUMNS`] columns.
+pub(crate) fn copy_par<T: Scalar>(
+    src: MatRef<'_, T>,
+    dst: MatMut<'_, T>,
+    first_row: impl Fn(usize) -> usize + Sync,
+) {
+    let mut chunks = Vec::with_capacity(src.ncols().div_ceil(PAR_COLUMNS));
+    let mut rest = dst;
+    for j0 in (0..src.ncols()).step_by(PAR_COLUMNS) {
+        let width = PAR_COLUMNS.min(rest.ncols());
+        let (chunk, right) = rest.split_at_col_mut(width);
+        rest = right;
+        chunks.push((j0, chunk));
+    }
+    chunks.into_par_iter().for_each(|(j0, chunk)| {
+        let width = chunk.ncols();
+        copy_from_row(src.subcols(j0, width), chunk, |j| first_row(j0 + j));
+    });
+}
+
+/// Columns per chunk of [`copy_par`]: 1 MiB of f64 per chunk at order 1024, many chunks per thread
+/// at the orders worth a parallel copy.
+const PAR_COLUMNS: usize = 128;
 
 /// Copies all of `src` into `dst` (same shape); see [`copy_from_row`].
 pub(crate) fn copy<T: Scalar>(src: MatRef<'_, T>, dst: MatMut<'_, T>) {

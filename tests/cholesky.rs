@@ -131,6 +131,51 @@ fn every_storage_gives_the_same_factor_and_leaves_the_upper_triangle() {
     }
 }
 
+/// `factor_into` and `factor` read A from where it lies (column-major, or a row-major view as a
+/// transposed matrix is) and leave the output as a copy then `factor_in_place` would: A's strict
+/// upper triangle, and the factor of `factor_in_place`, to the last bit, in every storage; A is
+/// unchanged, and an output of another shape is refused before any work.
+#[test]
+fn factor_into_reads_a_where_it_lies_and_leaves_a_copy_factored_in_place() {
+    for (n, tile) in [(7, 3), (7, 64), (300, 64), (1000, 96)] {
+        let a = random_spd(n, 3);
+        let mut marked = a.clone();
+        for j in 0..n {
+            for i in 0..j {
+                marked[(i, j)] = (i * n + j) as f64;
+            }
+        }
+        // The same matrix stored by rows: its transpose's storage holds A^T.
+        let rows = marked.transpose().to_owned();
+        for storage in [Storage::InPlace, Storage::TileMajor] {
+            let options = Cholesky::new().tile(tile).storage(storage);
+            let mut want = marked.clone();
+            options.factor_in_place(want.as_mut()).unwrap();
+            for source in [marked.as_ref(), rows.as_ref().transpose()] {
+                let before = source.to_owned();
+                let mut out = Mat::zeros(n, n);
+                options.factor_into(source, out.as_mut()).unwrap();
+                assert!(out == want, "{storage} n={n} b={tile}");
+                assert!(source == before.as_ref(), "{storage} n={n}: A changed");
+                // Into a row-major output.
+                let mut out_rows = Mat::<f64>::zeros(n, n);
+                options
+                    .factor_into(source, out_rows.as_mut().transpose_mut())
+                    .unwrap();
+                assert!(out_rows.transpose() == want, "{storage} n={n} b={tile}");
+            }
+            let factor = options.factor(marked.as_ref()).unwrap();
+            assert!(factor.storage() == want.as_ref(), "{storage} n={n}");
+        }
+        let mut wrong = Mat::<f64>::zeros(n, n + 1);
+        let err = Cholesky::new()
+            .factor_into(a.as_ref(), wrong.as_mut())
+            .unwrap_err();
+        assert!(err.to_string().contains("output"), "{err}");
+        assert!(wrong.as_ref() == Mat::<f64>::zeros(n, n + 1), "touched");
+    }
+}
+
 #[test]
 fn slices_with_a_leading_dimension_factor_like_matrices() {
     let (n, ld) = (37, 41);

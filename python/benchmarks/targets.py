@@ -1,5 +1,6 @@
 """The Python package's targets (issue 39), each beside its peers in this process: best and
-median of REPEAT runs after a warm-up, as ratios peer time / hetla time (> 1: hetla faster).
+median of REPEAT runs after a warm-up, hetla and its peers in turn in each round, as ratios
+peer time / hetla time (> 1: hetla faster).
 
     python python/benchmarks/targets.py [--repeat 3] [--n 4096] [--count 10000] [--small 64]
                                         [--clusters 2x1]
@@ -22,15 +23,26 @@ import scipy.linalg as sl
 import hetla
 
 
-def timed(f, repeat, warm=1):
+# Seconds of rest before each timed call: OpenBLAS's threads (scipy's, numpy's) spin for a while
+# after a call returns, and would take a core from the call timed next.
+PAUSE = 0.2
+
+
+def alternated(fs, repeat, warm=1):
+    """Best and median seconds of each callable over ``repeat`` rounds after ``warm`` ones, the
+    callables run in turn in each round so that the machine's drift touches them alike;
+    {name: (best, median)}."""
     for _ in range(warm):
-        f()
-    times = []
+        for f in fs.values():
+            f()
+    times = {name: [] for name in fs}
     for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times), statistics.median(times)
+        for name, f in fs.items():
+            time.sleep(PAUSE)
+            t = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t)
+    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
 
 
 def per_call(f, calls):
@@ -92,23 +104,21 @@ def run(args):
     a = spd(n, rng)
     flops = n**3 / 3
     # C order (numpy's default): hetla factors the transpose in place, which is the same numbers.
-    mine = timed(lambda: hetla.cho_factor(a), r)
-    peers = {
-        "scipy": timed(lambda: sl.cho_factor(a), r),
-        "numpy": timed(lambda: np.linalg.cholesky(a), r),
-    }
+    peers = alternated({"hetla": lambda: hetla.cho_factor(a), "scipy": lambda: sl.cho_factor(a),
+                        "numpy": lambda: np.linalg.cholesky(a)}, r)
+    mine = peers.pop("hetla")
     row(f"cho_factor f64 n={n} C-ordered ({flops / mine[0] / 1e9:.1f} Gflop/s)",
         ">= 2.0x scipy, >= 2.5x numpy", mine, peers)
     af = np.asfortranarray(a)
-    mine = timed(lambda: hetla.cho_factor(af), r)
-    peers = {"scipy": timed(lambda: sl.cho_factor(af), r)}
+    peers = alternated({"hetla": lambda: hetla.cho_factor(af), "scipy": lambda: sl.cho_factor(af)}, r)
+    mine = peers.pop("hetla")
     row(f"cho_factor f64 n={n} Fortran-ordered ({flops / mine[0] / 1e9:.1f} Gflop/s)",
         ">= 1.0x scipy", mine, peers)
     del a, af
 
     s = spd(args.small, rng, args.count)
-    mine = timed(lambda: hetla.cho_factor(s), r)
-    peers = {"scipy": timed(lambda: sl.cho_factor(s), r)}
+    peers = alternated({"hetla": lambda: hetla.cho_factor(s), "scipy": lambda: sl.cho_factor(s)}, r)
+    mine = peers.pop("hetla")
     row(f"batched cho_factor {args.count} x {args.small}x{args.small}", ">= 5x scipy", mine, peers)
     del s
 

@@ -168,11 +168,13 @@ def _cho(a, lower, overwrite_a, clean):
             _in_place(a, lambda s: _hetla.cho_factor(s, None, lower, clean))
         return a
     if a.ndim == 2:
-        # One matrix is copied as it lies (numpy's memcpy) and factored in place: the tiled run
-        # reads it tile by tile whatever its order.
-        out = _np.array(a, order="K", copy=True)
+        # One matrix is read where it lies (whatever its order) straight into the tiled run's
+        # tiles, and the output, laid out as ``a``, receives the other triangle and the factor
+        # (no copy of ``a`` first: that pass, and the page faults of a fresh copy, were 10% of a
+        # factorisation of order 4096).
+        out = _np.empty_like(a, order="K")
         if a.size:
-            _hetla.cho_factor(out[None], None, lower, clean)
+            _hetla.cho_factor(a[None], out[None], lower, clean)
         return out
     # A stack gets matrices whose factored triangle is a column-major lower one, each copied and
     # factored by one core while in cache.

@@ -256,8 +256,8 @@ fn cho_factor_t<T: Scalar + Element>(
             (None, [one]) => Ok(vec![chol.factor_in_place(one.as_mut())]),
             (None, many) => chol.factor_batch_in_place(many),
             (Some(s), [one]) => {
-                one.copy_from(faer_ref(oriented(s.index_axis(ndarray::Axis(0), 0), lower)));
-                Ok(vec![chol.factor_in_place(one.as_mut())])
+                let a = faer_ref(oriented(s.index_axis(ndarray::Axis(0), 0), lower));
+                Ok(vec![chol.factor_into(a, one.as_mut())])
             }
             (Some(s), many) => {
                 let sources: Vec<MatRef<'_, T>> = s

@@ -16,7 +16,7 @@ use hetla_runtime::{
 
 use crate::check::{check_finite, check_hermitian_lower, check_square};
 use crate::condition;
-use crate::copy::mirror_lower;
+use crate::copy::{copy, copy_par, mirror_lower};
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::plan::{
     Algorithm, Build, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size,
@@ -169,14 +169,56 @@ impl Cholesky {
     pub fn factor<A: Matrix>(&self, a: A) -> Result<Factor<A::Elem>> {
         let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
-        self.factor_owned(a.to_owned())
+        let mut l = Mat::zeros(a.nrows(), a.ncols());
+        let (this, platform) = self.tuned_platform::<A::Elem>(a.nrows())?;
+        let (tile, norm) = this.factor_direct_or_tiled(&platform, l.as_mut(), Some(a))?;
+        Ok(Factor {
+            l,
+            tile,
+            norm: Some(norm),
+            platform,
+            scheduler: this.run.scheduler,
+        })
+    }
+
+    /// Factors `a` (left unchanged) into `out` (of the same shape, any strides): `out` receives A
+    /// whole, then L in its lower triangle, as a copy then [`Cholesky::factor_in_place`] would
+    /// leave it, but with A read once, straight into the run's tiles (a copy first costs a pass
+    /// over the matrix each way, and the faults of a fresh `out` twice).
+    pub fn factor_into<T: Scalar>(&self, a: MatRef<'_, T>, out: MatMut<'_, T>) -> Result<()> {
+        check_square("A", a.nrows(), a.ncols())?;
+        if (out.nrows(), out.ncols()) != (a.nrows(), a.ncols()) {
+            return Err(Error::InvalidOption {
+                option: "out",
+                reason: format!(
+                    "the output is {}x{}, A {}x{}: give an output of A's shape",
+                    out.nrows(),
+                    out.ncols(),
+                    a.nrows(),
+                    a.ncols()
+                ),
+            });
+        }
+        let (this, platform) = self.tuned_platform::<T>(a.nrows())?;
+        this.factor_direct_or_tiled(&platform, out, Some(a))
+            .map(|_| ())
+    }
+
+    /// This builder with the tuned defaults for order `n` in `T`'s precision where its user set
+    /// none, and its platform.
+    fn tuned_platform<T: Scalar>(
+        &self,
+        n: usize,
+    ) -> Result<(std::borrow::Cow<'_, Self>, Arc<Platform>)> {
+        let this = self.tuned_for(n, T::PRECISION);
+        let platform = this.resolve_platform()?;
+        Ok((this, platform))
     }
 
     /// Factors `a` in place, taking ownership: no copy of the matrix is made.
     pub fn factor_owned<T: Scalar>(&self, mut a: Mat<T>) -> Result<Factor<T>> {
-        let this = self.tuned_for(a.nrows(), T::PRECISION);
-        let platform = this.resolve_platform()?;
-        let (tile, norm) = this.factor_direct_or_tiled(&platform, a.as_mut())?;
+        let (this, platform) = self.tuned_platform::<T>(a.nrows())?;
+        let (tile, norm) = this.factor_direct_or_tiled(&platform, a.as_mut(), None)?;
         Ok(Factor {
             l: a,
             tile,
@@ -193,23 +235,27 @@ impl Cholesky {
     /// column-major copy written back.
     pub fn factor_in_place<A: MatrixMut>(&self, mut a: A) -> Result<()> {
         let a = a.view_mut();
-        let this = self.tuned_for(a.nrows(), A::Elem::PRECISION);
-        let platform = this.resolve_platform()?;
-        this.factor_direct_or_tiled(&platform, a).map(|_| ())
+        let (this, platform) = self.tuned_platform::<A::Elem>(a.nrows())?;
+        this.factor_direct_or_tiled(&platform, a, None).map(|_| ())
     }
 
     /// A matrix of one tile goes straight to the kernel (see [`direct`]); any other through its
-    /// plan and the runtime. Returns the tile size and ||A||_1.
+    /// plan and the runtime. The matrix is read from `from` where given (and `a` receives it whole,
+    /// then the factor), else from `a`. Returns the tile size and ||A||_1.
     fn factor_direct_or_tiled<T: Scalar>(
         &self,
         platform: &Arc<Platform>,
         mut a: MatMut<'_, T>,
+        from: Option<MatRef<'_, T>>,
     ) -> Result<(usize, f64)> {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
         let (tile, choice) = self.tile_and_choice(platform, n, T::PRECISION)?;
         // A resident factorisation always runs on its GPU, through the runtime.
         if tile >= n && self.resident.is_none() {
+            if let Some(from) = from {
+                copy(from, a.as_mut());
+            }
             let norm = check_hermitian_lower("A", a.as_ref())?;
             real_diagonal(a.as_mut());
             let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
@@ -223,7 +269,7 @@ impl Cholesky {
             }
         }
         let plan = plan_on(platform)(n, tile, T::PRECISION)?.with_choice(choice);
-        self.factor_on(platform, &plan, a)
+        self.factor_on(platform, &plan, a, from)
             .map(|(_, norm)| (tile, norm))
     }
 
@@ -233,7 +279,7 @@ impl Cholesky {
         check_square("A", a.nrows(), a.ncols())?;
         let platform = self.resolve_platform()?;
         let plan = self.plan(a.nrows(), T::PRECISION)?;
-        let (trace, norm) = self.factor_on(&platform, &plan, a.as_mut())?;
+        let (trace, norm) = self.factor_on(&platform, &plan, a.as_mut(), None)?;
         let factor = Factor {
             l: a,
             tile: plan.tile(),
@@ -257,7 +303,8 @@ impl Cholesky {
     /// the trace of the run.
     pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
         let platform = self.resolve_platform()?;
-        self.factor_on(&platform, plan, a).map(|(trace, _)| trace)
+        self.factor_on(&platform, plan, a, None)
+            .map(|(trace, _)| trace)
     }
 
     /// Factors in place an `n x n` column-major matrix stored in `data` with leading dimension `ld`
@@ -266,13 +313,14 @@ impl Cholesky {
         self.factor_in_place(mat_from_slice(data, n, n, ld, "A")?)
     }
 
-    /// Factors the square `a` by `plan` through its task graph and the runtime; returns the trace
-    /// and ||A||_1 (from the input check).
+    /// Factors the square `a` (or `from` into `a`, see [`run_on_lower`]) by `plan` through its task
+    /// graph and the runtime; returns the trace and ||A||_1 (from the input check).
     fn factor_on<T: Scalar>(
         &self,
         platform: &Platform,
         plan: &Plan,
         mut a: MatMut<'_, T>,
+        from: Option<MatRef<'_, T>>,
     ) -> Result<(Trace, f64)> {
         check_square("A", a.nrows(), a.ncols())?;
         if plan.algorithm() != (Algorithm::Cholesky { n: a.nrows() }) {
@@ -290,8 +338,10 @@ impl Cholesky {
             Some(gpu) => resident_placement(platform, plan, gpu)?,
             None => Vec::new(),
         };
-        let norm = check_hermitian_lower("A", a.as_ref())?;
-        real_diagonal(a.as_mut());
+        let norm = check_hermitian_lower("A", from.unwrap_or(a.as_ref()))?;
+        if from.is_none() {
+            real_diagonal(a.as_mut());
+        }
         let options = RunOptions {
             scheduler: self.run.scheduler,
             host_memory: self.host_memory,
@@ -302,7 +352,7 @@ impl Cholesky {
             placement,
             ..RunOptions::default()
         };
-        run_on_lower(platform, plan, a, self.storage, &options).map(|trace| (trace, norm))
+        run_on_lower(platform, plan, a, from, self.storage, &options).map(|trace| (trace, norm))
     }
 }
 
@@ -358,30 +408,47 @@ fn plan_on(platform: &Platform) -> Build {
 
 /// Runs `plan`, whose one matrix is the lower triangle of `a` (a factorisation, or the inverse from
 /// a factor), over the tiles `storage` says: a tile-major copy written back (also after a failure:
-/// the caller sees what the run left, as in place), or `a` itself in column-major storage.
+/// the caller sees what the run left, as in place), or `a` itself in column-major storage. With
+/// `from`, the matrix is read from there (its diagonal made real in the copy) and `a` receives it
+/// whole, then what the run wrote: into the tiles straight from `from` when they are tile-major.
 fn run_on_lower<T: Scalar>(
     platform: &Platform,
     plan: &Plan,
-    a: MatMut<'_, T>,
+    mut a: MatMut<'_, T>,
+    from: Option<MatRef<'_, T>>,
     storage: Storage,
     options: &RunOptions,
 ) -> Result<Trace> {
     match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
         Storage::TileMajor => {
-            let (tiles, lock, fresh) =
-                TileMajor::lower_kept(platform, a.as_ref(), plan.tile(), options.host_memory)?;
+            let source = from.unwrap_or(a.as_ref());
+            let (mut tiles, lock, fresh) =
+                TileMajor::lower_kept(platform, source, plan.tile(), options.host_memory)?;
+            if from.is_some() {
+                tiles.real_diagonal();
+            }
             let mut run = plan.execute(platform, &tiles, options);
             if let (Ok(trace), Some(lock), true) = (&mut run, &lock, fresh) {
                 TileMajor::<T>::count_lock(trace, lock);
+            }
+            if let Some(from) = from {
+                // The strict upper triangle, column by column of the transposes.
+                copy_par(from.transpose(), a.as_mut().transpose_mut(), |j| j + 1);
             }
             tiles.copy_out(a);
             tiles.keep(platform, lock);
             run
         }
-        _ => column_major(a, |a| {
-            let a = TiledMatrix::new(a, plan.tile(), "A")?;
-            plan.execute(platform, &Matrices(&[&a]), options)
-        }),
+        _ => {
+            if let Some(from) = from {
+                copy(from, a.as_mut());
+                real_diagonal(a.as_mut());
+            }
+            column_major(a, |a| {
+                let a = TiledMatrix::new(a, plan.tile(), "A")?;
+                plan.execute(platform, &Matrices(&[&a]), options)
+            })
+        }
     }
 }
 
@@ -496,8 +563,8 @@ impl<T: Scalar> Factor<T> {
     }
 
     /// A^-1 by the inverse's plan, both triangles: read from L into a tile-major copy and written
-    /// into a new matrix when the copy fits (L is not copied first), else on a copy of L whose upper
-    /// triangle is then mirrored from the lower one.
+    /// into a new matrix when the copy fits (L is not copied first), else on a copy of L whose
+    /// upper triangle is then mirrored from the lower one.
     fn tiled_inverse(&self) -> Result<(Mat<T>, Trace)> {
         let n = self.n();
         let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
@@ -524,7 +591,8 @@ impl<T: Scalar> Factor<T> {
             }
             storage => {
                 let mut inv = self.l.clone();
-                let trace = run_on_lower(&self.platform, &plan, inv.as_mut(), storage, &options)?;
+                let trace =
+                    run_on_lower(&self.platform, &plan, inv.as_mut(), None, storage, &options)?;
                 mirror_lower(inv.as_mut());
                 Ok((inv, trace))
             }

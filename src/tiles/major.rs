@@ -179,8 +179,8 @@ impl<T: Scalar> TileMajor<T> {
         (0..t).flat_map(|j| (j..t).map(move |i| (i, j))).collect()
     }
 
-    /// `a` cut into disjoint views of the store's tiles, `(i, j, view)`, tile column by tile column:
-    /// from the diagonal down when `lower`, else every tile.
+    /// `a` cut into disjoint views of the store's tiles, `(i, j, view)`, tile column by tile
+    /// column: from the diagonal down when `lower`, else every tile.
     fn targets<'a>(&self, a: MatMut<'a, T>, lower: bool) -> Vec<(usize, usize, MatMut<'a, T>)> {
         let tiling = self.tiling;
         let mut targets = Vec::with_capacity(tiling.row_tiles() * tiling.col_tiles());
@@ -198,6 +198,14 @@ impl<T: Scalar> TileMajor<T> {
             }
         }
         targets
+    }
+
+    /// Sets the imaginary parts of the diagonal to zero (see [`hetla_kernels::real_diagonal`]).
+    pub fn real_diagonal(&mut self) {
+        for k in 0..self.tiling.row_tiles() {
+            // SAFETY: (k, k) is held, and `&mut self` excludes every other view of the store.
+            hetla_kernels::real_diagonal(unsafe { self.raw_mut(k, k) });
+        }
     }
 
     /// Held tile (i, j).

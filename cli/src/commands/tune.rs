@@ -241,6 +241,22 @@ fn machine_model(args: &TuneArgs, m: usize) -> crate::Result<(PlatformModel, usi
                 && m.max(n).div_ceil(b) <= hetla_lab::MAX_TILES_PER_SIDE
         })
         .collect();
+    if tiles.is_empty() {
+        let (min, max) = (hetla_lab::MIN_TILES_PER_SIDE, hetla_lab::MAX_TILES_PER_SIDE);
+        let (first, last) = (
+            THIS_MACHINE_TILES[0],
+            THIS_MACHINE_TILES[THIS_MACHINE_TILES.len() - 1],
+        );
+        return Err(hetla::Error::InvalidOption {
+            option: "n",
+            reason: format!(
+                "{m}x{n} is cut into {min} to {max} tiles per side by none of the tiles this machine is calibrated at ({first} to {last}): give an order from {} to {}",
+                min * first,
+                max * last
+            ),
+        }
+        .into());
+    }
     let path = this_machine_file(&args.real)?;
     let bar = progress_bar(0);
     bar.set_message(format!("calibrating {family}"));
