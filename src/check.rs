@@ -12,7 +12,7 @@ use hetla_kernels::Scalar;
 mod input;
 pub(crate) use input::{
     check_finite, check_finite_triangle, check_hermitian_lower, check_hermitian_lower_entries,
-    check_rows, check_square, check_system, hermitian_column_sums,
+    check_output_shape, check_rows, check_square, check_system, hermitian_column_sums,
 };
 
 /// The threshold below which LAPACK's tests accept a scaled residual.

@@ -2,7 +2,7 @@
 //! row-major views (ndarray's C order, Python's transposed views).
 //!
 //! Where both sides are column-major a column is one contiguous run each way, and faer's copy
-//! streams it. Where one side is row-major, faer's copy walks the destination's order and reads (or
+//! streams it. Where a side is row-major, faer's copy walks the destination's order and reads (or
 //! writes) the other side one scalar per cache line: at n = 4096 in f64 every scalar of a column is
 //! 32 KiB from the next. Here such a copy goes by blocks of [`BLOCK`] x [`BLOCK`]: within a block
 //! the rows of the row-major side and the columns of the column-major side are a few lines each,
@@ -22,7 +22,7 @@ const BLOCK: usize = 32;
 /// Copies `src` into `dst` (same shape), in each column `j` only the rows from `first_row(j)` on
 /// (`|_| 0` for all of them): column by column where both are column-major (or one column), by
 /// blocks otherwise (see the module documentation).
-pub(crate) fn copy_from_row<T: Scalar>(
+pub(crate) fn copy_below<T: Scalar>(
     src: MatRef<'_, T>,
     mut dst: MatMut<'_, T>,
     first_row: impl Fn(usize) -> usize,
@@ -83,7 +83,7 @@ pub(crate) fn copy_from_row<T: Scalar>(
     }
 }
 
-/// [`copy_from_row`] over rayon's threads, by chunks of [`PAR_COLUMNS`] columns.
+/// [`copy_below`] over rayon's threads, by chunks of [`PAR_COLUMNS`] columns.
 pub(crate) fn copy_par<T: Scalar>(
     src: MatRef<'_, T>,
     dst: MatMut<'_, T>,
@@ -99,7 +99,7 @@ pub(crate) fn copy_par<T: Scalar>(
     }
     chunks.into_par_iter().for_each(|(j0, chunk)| {
         let width = chunk.ncols();
-        copy_from_row(src.subcols(j0, width), chunk, |j| first_row(j0 + j));
+        copy_below(src.subcols(j0, width), chunk, |j| first_row(j0 + j));
     });
 }
 
@@ -107,9 +107,9 @@ pub(crate) fn copy_par<T: Scalar>(
 /// at the orders worth a parallel copy.
 const PAR_COLUMNS: usize = 128;
 
-/// Copies all of `src` into `dst` (same shape); see [`copy_from_row`].
+/// Copies all of `src` into `dst` (same shape); see [`copy_below`].
 pub(crate) fn copy<T: Scalar>(src: MatRef<'_, T>, dst: MatMut<'_, T>) {
-    copy_from_row(src, dst, |_| 0);
+    copy_below(src, dst, |_| 0);
 }
 
 /// Writes the conjugate transpose of `src` into `dst` (of `src`'s transposed shape): by halves of
@@ -176,7 +176,7 @@ mod tests {
                     } else {
                         store.as_mut().submatrix_mut(0, 0, m, n)
                     };
-                    copy_from_row(src, dst, |j| j);
+                    copy_below(src, dst, |j| j);
                     let read = |i: usize, j: usize| {
                         if transposed_dst {
                             store[(j, i)]

@@ -51,13 +51,21 @@ impl RunConfig {
         precision: Precision,
         tile_set: bool,
     ) -> Option<Tuned> {
-        let untouched = !(self.clusters_set || self.scheduler_set || tile_set)
+        tuned_if(
+            self.untouched(tile_set),
+            self.backend,
+            factorization,
+            n,
+            precision,
+        )
+    }
+
+    /// Whether the builder's user chose none of the clusters, the threads, the platform, the
+    /// scheduler and the tile (`tile_set`): then its runs take the tuned configurations.
+    pub fn untouched(&self, tile_set: bool) -> bool {
+        !(self.clusters_set || self.scheduler_set || tile_set)
             && self.threads.is_none()
-            && self.platform.is_none();
-        if !untouched || n <= SINGLE_TILE_UP_TO {
-            return None;
-        }
-        Tuned::lookup(self.backend, factorization, n, precision)
+            && self.platform.is_none()
     }
 
     /// The platform a run uses: the one given, or the process-wide one of the cluster spec and
@@ -207,3 +215,18 @@ macro_rules! tuned_for {
     };
 }
 pub(crate) use tuned_for;
+
+/// [`Tuned::lookup`] for a run whose user set nothing (`untouched`) of a matrix of more than one
+/// tile (order above 512): a user who sets nothing gets the shape measured fastest here.
+pub(crate) fn tuned_if(
+    untouched: bool,
+    backend: Backend,
+    factorization: &str,
+    n: usize,
+    precision: Precision,
+) -> Option<Tuned> {
+    if !untouched || n <= SINGLE_TILE_UP_TO {
+        return None;
+    }
+    Tuned::lookup(backend, factorization, n, precision)
+}

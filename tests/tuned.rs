@@ -36,6 +36,23 @@ fn builders_that_set_nothing_take_the_tuned_configuration() {
     assert_eq!(lu.tile(), 96);
     let factor = Cholesky::new().factor(spd.as_ref()).unwrap();
     assert_eq!(factor.tile(), 160);
+    // The inverse of that factor takes the tile tuned for the inverse: its run has the tasks of the
+    // inverse's graph in tiles of 224; a factor whose builder set its tile keeps its own.
+    Tuned::save(&path, choice("inverse", 1024, 224)).unwrap();
+    let tasks = |tile| {
+        hetla::Plan::cholesky_inverse(700, tile, Precision::D)
+            .unwrap()
+            .graph()
+            .len()
+    };
+    assert_ne!(tasks(224), tasks(160));
+    let (inverse, trace) = factor.inverse_traced().unwrap();
+    assert_eq!(trace.unwrap().tasks.len(), tasks(224));
+    let product = &spd * &inverse - faer::Mat::<f64>::identity(700, 700);
+    assert!(product.norm_max() < 1e-8, "{}", product.norm_max());
+    let set = Cholesky::new().tile(160).factor(spd.as_ref()).unwrap();
+    let (_, trace) = set.inverse_traced().unwrap();
+    assert_eq!(trace.unwrap().tasks.len(), tasks(160));
     // Still right.
     let x = lu.solve(faer::Mat::<f64>::ones(700, 1).as_ref()).unwrap();
     let r = &a * &x - faer::Mat::<f64>::ones(700, 1);

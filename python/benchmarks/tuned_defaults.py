@@ -1,7 +1,7 @@
 """Before and after tuning, for a user who sets nothing: hetla's default calls (cho_factor,
-lu_factor, qr) with and without the tuned configurations `hetla tune` saves, alternated in each
-round in one process (the library reads the tuned file at every call, from the directory
-HETLA_PERFMODEL_DIR names).
+spd_inv, lu_factor, qr) with and without the tuned configurations `hetla tune` saves,
+alternated in each round in one process (the library reads the tuned file at every call, from
+the directory HETLA_PERFMODEL_DIR names).
 
     python python/benchmarks/tuned_defaults.py --tuned FILE [--models DIR] [--orders 2048,4096]
                                                [--repeat 3]
@@ -33,6 +33,7 @@ def calls(n, rng):
     general = rng.standard_normal((n, n))
     return {
         "cholesky": lambda: hetla.cho_factor(spd),
+        "inverse": lambda: hetla.spd_inv(spd),
         "lu": lambda: hetla.lu_factor(general),
         "qr": lambda: hetla.qr(general, mode="economic"),
     }
@@ -44,7 +45,7 @@ def main():
     p.add_argument("--models", default=str(Path.home() / ".cache/hetla/perfmodels"))
     p.add_argument("--orders", default="2048,4096,8192")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--only", help="one factorisation: cholesky, lu or qr")
+    p.add_argument("--only", help="one factorisation: cholesky, inverse, lu or qr")
     args = p.parse_args()
     tuned = Path(args.tuned)
     if not tuned.is_file():

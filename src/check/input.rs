@@ -18,6 +18,21 @@ pub(crate) fn check_square(what: &'static str, rows: usize, cols: usize) -> Resu
     }
 }
 
+/// An output (`what`: "the output", "output 3") of its matrix's shape, `a`: an error naming both
+/// shapes otherwise.
+pub(crate) fn check_output_shape(what: &str, out: (usize, usize), a: (usize, usize)) -> Result<()> {
+    if out == a {
+        return Ok(());
+    }
+    Err(Error::InvalidOption {
+        option: "out",
+        reason: format!(
+            "{what} is {}x{}, its matrix {}x{}: give an output of the matrix's shape",
+            out.0, out.1, a.0, a.1
+        ),
+    })
+}
+
 fn non_finite<T: Scalar>(
     what: &'static str,
     m: MatRef<'_, T>,

@@ -17,7 +17,8 @@ use hetla_kernels::real_diagonal;
 
 use super::{Cholesky, Factor, factor_error};
 use crate::check::{
-    check_finite, check_hermitian_lower, check_hermitian_lower_entries, check_square,
+    check_finite, check_hermitian_lower, check_hermitian_lower_entries, check_output_shape,
+    check_square,
 };
 use crate::interop::{Matrix, column_major};
 use crate::{Error, Result};
@@ -104,6 +105,7 @@ impl Cholesky {
                     norm: Some(norm),
                     platform: platform.clone(),
                     scheduler: self.run.scheduler,
+                    untouched: self.run.untouched(self.tile.is_some()),
                 })
             })
             .collect())
@@ -168,18 +170,7 @@ impl Cholesky {
         Ok(on_every_core(&platform, cells.len(), |i| {
             let mut out = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
             let a = a[i];
-            if (out.nrows(), out.ncols()) != (a.nrows(), a.ncols()) {
-                return Err(Error::InvalidOption {
-                    option: "out",
-                    reason: format!(
-                        "output {i} is {}x{}, its matrix {}x{}: give outputs of the matrices' shapes",
-                        out.nrows(),
-                        out.ncols(),
-                        a.nrows(),
-                        a.ncols()
-                    ),
-                });
-            }
+            check_output_shape(&format!("output {i}"), out.shape(), a.shape())?;
             check_square("A", a.nrows(), a.ncols())?;
             check_hermitian_lower("A", a)?;
             out.copy_from(a);

@@ -14,14 +14,14 @@ use hetla_runtime::{
     HostMemory, MemoryNode, Platform, RunOptions, SchedulerKind, Trace, WriteBack,
 };
 
-use crate::check::{check_finite, check_hermitian_lower, check_square};
+use crate::check::{check_finite, check_hermitian_lower, check_output_shape, check_square};
 use crate::condition;
 use crate::copy::{copy, copy_par, mirror_lower};
 use crate::interop::{Matrix, MatrixMut, column_major};
 use crate::plan::{
     Algorithm, Build, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size,
 };
-use crate::run::{RunConfig, direct};
+use crate::run::{RunConfig, direct, tuned_if};
 use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 use work::MIN_PANEL_SOLVES;
@@ -178,6 +178,7 @@ impl Cholesky {
             norm: Some(norm),
             platform,
             scheduler: this.run.scheduler,
+            untouched: self.run.untouched(self.tile.is_some()),
         })
     }
 
@@ -187,18 +188,7 @@ impl Cholesky {
     /// over the matrix each way, and the faults of a fresh `out` twice).
     pub fn factor_into<T: Scalar>(&self, a: MatRef<'_, T>, out: MatMut<'_, T>) -> Result<()> {
         check_square("A", a.nrows(), a.ncols())?;
-        if (out.nrows(), out.ncols()) != (a.nrows(), a.ncols()) {
-            return Err(Error::InvalidOption {
-                option: "out",
-                reason: format!(
-                    "the output is {}x{}, A {}x{}: give an output of A's shape",
-                    out.nrows(),
-                    out.ncols(),
-                    a.nrows(),
-                    a.ncols()
-                ),
-            });
-        }
+        check_output_shape("the output", out.shape(), a.shape())?;
         let (this, platform) = self.tuned_platform::<T>(a.nrows())?;
         this.factor_direct_or_tiled(&platform, out, Some(a))
             .map(|_| ())
@@ -225,6 +215,7 @@ impl Cholesky {
             norm: Some(norm),
             platform,
             scheduler: this.run.scheduler,
+            untouched: self.run.untouched(self.tile.is_some()),
         })
     }
 
@@ -286,6 +277,7 @@ impl Cholesky {
             norm: Some(norm),
             platform,
             scheduler: self.run.scheduler,
+            untouched: self.run.untouched(self.tile.is_some()),
         };
         Ok((factor, trace))
     }
@@ -476,6 +468,9 @@ pub struct Factor<T: Scalar = f64> {
     norm: Option<f64>,
     platform: Arc<Platform>,
     scheduler: SchedulerKind,
+    /// Whether the factor's builder set nothing ([`RunConfig::untouched`]): then the inverse takes
+    /// the tile and scheduler tuned for it on this machine.
+    untouched: bool,
 }
 
 impl<T: Scalar> std::fmt::Debug for Factor<T> {
@@ -546,7 +541,8 @@ impl<T: Scalar> Factor<T> {
     /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels by.
     pub fn inverse_traced(&self) -> Result<(Mat<T>, Option<Trace>)> {
         let n = self.n();
-        if self.tile >= n {
+        let (tile, scheduler) = self.inverse_configuration();
+        if tile >= n {
             let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
             let mut inv = self.l.clone();
             let done = direct(&self.platform, flops, |backend, par| {
@@ -559,28 +555,39 @@ impl<T: Scalar> Factor<T> {
                 return Ok((inv, None));
             }
         }
-        self.tiled_inverse().map(|(inv, trace)| (inv, Some(trace)))
+        self.tiled_inverse(tile.min(n.max(1)), scheduler)
+            .map(|(inv, trace)| (inv, Some(trace)))
     }
 
-    /// A^-1 by the inverse's plan, both triangles: read from L into a tile-major copy and written
-    /// into a new matrix when the copy fits (L is not copied first), else on a copy of L whose
-    /// upper triangle is then mirrored from the lower one.
-    fn tiled_inverse(&self) -> Result<(Mat<T>, Trace)> {
+    /// The tile and scheduler of the inverse's run: those `hetla tune --factorization inverse`
+    /// saved on this machine for the order when the factor's builder set nothing (the inverse's
+    /// graph, TRTRI and LAUUM, runs best on other tiles than the factorisation's: on a 2-core Xeon
+    /// at n = 4096, 768 against 384), else the factor's own. The clusters are the factor's (its
+    /// platform).
+    fn inverse_configuration(&self) -> (usize, SchedulerKind) {
         let n = self.n();
-        let plan = Plan::cholesky_inverse(n, self.tile, T::PRECISION)?;
+        let backend = self.platform.backend();
+        match tuned_if(self.untouched, backend, "inverse", n, T::PRECISION) {
+            Some(tuned) => (tuned.tile, tuned.scheduler),
+            None => (self.tile, self.scheduler),
+        }
+    }
+
+    /// A^-1 by the inverse's plan in tiles of `tile`, both triangles: read from L into a tile-major
+    /// copy and written into a new matrix when the copy fits (L is not copied first), else on a
+    /// copy of L whose upper triangle is then mirrored from the lower one.
+    fn tiled_inverse(&self, tile: usize, scheduler: SchedulerKind) -> Result<(Mat<T>, Trace)> {
+        let n = self.n();
+        let plan = Plan::cholesky_inverse(n, tile, T::PRECISION)?;
         let options = RunOptions {
-            scheduler: self.scheduler,
+            scheduler,
             ..RunOptions::default()
         };
-        match Storage::Auto.resolve::<T>(n, self.tile) {
+        match Storage::Auto.resolve::<T>(n, tile) {
             Storage::TileMajor => {
                 let platform = &self.platform;
-                let (tiles, lock, _) = TileMajor::lower_kept(
-                    platform,
-                    self.l.as_ref(),
-                    self.tile,
-                    options.host_memory,
-                )?;
+                let (tiles, lock, _) =
+                    TileMajor::lower_kept(platform, self.l.as_ref(), tile, options.host_memory)?;
                 let run = plan.execute(platform, &tiles, &options);
                 let mut inv = Mat::zeros(n, n);
                 if run.is_ok() {

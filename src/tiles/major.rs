@@ -18,7 +18,7 @@ use hetla_runtime::{HostMemory, PageLock, Platform};
 use rayon::prelude::*;
 
 use crate::Result;
-use crate::copy::{copy, copy_adjoint, copy_from_row, mirror_lower};
+use crate::copy::{copy, copy_adjoint, copy_below, mirror_lower};
 use crate::pages::PageBuffer;
 
 /// The lower triangle of a square matrix in tile-major storage (see the module documentation).
@@ -220,7 +220,7 @@ impl<T: Scalar> TileMajor<T> {
         self.targets(a, true)
             .into_par_iter()
             .for_each(|(i, j, dst)| {
-                copy_from_row(
+                copy_below(
                     self.held_tile(i, j),
                     dst,
                     |col| if i == j { col } else { 0 },
@@ -239,7 +239,7 @@ impl<T: Scalar> TileMajor<T> {
                 std::cmp::Ordering::Greater => copy(self.held_tile(i, j), dst),
                 std::cmp::Ordering::Less => copy_adjoint(self.held_tile(j, i), dst),
                 std::cmp::Ordering::Equal => {
-                    copy_from_row(self.held_tile(i, i), dst.rb_mut(), |c| c);
+                    copy_below(self.held_tile(i, i), dst.rb_mut(), |c| c);
                     mirror_lower(dst);
                 }
             });

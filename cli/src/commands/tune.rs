@@ -132,7 +132,7 @@ pub struct TuneReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pick_over_fastest: Option<f64>,
     /// The file this machine's tuned defaults were saved to (this machine, square matrices, unless
-    /// --no-save; the inverse's configuration is its factorisation's, Cholesky's: not saved).
+    /// --no-save; the inverse's tile and scheduler serve `Factor::inverse`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub saved: Option<String>,
     /// Wall-clock seconds of the command.
@@ -196,8 +196,8 @@ pub fn run(args: &TuneArgs) -> crate::Result<TuneReport> {
         .zip(fastest)
         .map(|(p, f)| p.best_ms / f.best_ms);
     let fastest_measured = fastest.map(|f| f.candidate.clone());
-    // Tuned configurations are of square matrices, and the inverse's is its factorisation's.
-    let saved = match this && !args.no_save && family != Family::Inverse && m == n {
+    // Tuned configurations are of square matrices.
+    let saved = match this && !args.no_save && m == n {
         true => {
             let chosen = fastest_measured.as_ref().unwrap_or(&pick);
             Some(save_choice(&args.real, &q, chosen)?)
