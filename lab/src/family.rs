@@ -132,7 +132,7 @@ impl Family {
         let mut ops: Vec<Op> = self
             .plans(6, 6, 1, precision, 1)?
             .iter()
-            .flat_map(crate::simulate::modelled_ops)
+            .flat_map(Plan::keyed_ops)
             .collect();
         ops.sort_by_key(|op| op.name());
         ops.dedup();

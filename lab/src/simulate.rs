@@ -181,23 +181,11 @@ fn order(plan: &Plan) -> usize {
     }
 }
 
-/// The operations a model needs rates of to time `plan`'s tasks: their keys' (a general product's
-/// tasks are keyed as GEMM's, [`KernelKey::of_task`]), each once.
-pub(crate) fn modelled_ops(plan: &Plan) -> Vec<hetla::Op> {
-    let mut ops: Vec<hetla::Op> = Vec::new();
-    for key in plan.keys() {
-        if !ops.contains(&key.op) {
-            ops.push(key.op);
-        }
-    }
-    ops
-}
-
 /// Bounds of `plan` on `machine`, computed without running anything (the durations of the model's
 /// rates at the plan's tile).
 pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
-    let ops = modelled_ops(plan);
+    let ops = plan.keyed_ops();
     model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
     let classes = model.classes(machine.clusters, machine.gpus)?;
     let tile = plan.tile();

@@ -715,6 +715,19 @@ impl Plan {
         ops
     }
 
+    /// The distinct operations of its tasks' kernel keys, in the order they first appear: what a
+    /// model needs rates of to time the plan (a general product's tasks are keyed as GEMM's,
+    /// [`KernelKey::of_task`], so this can differ from [`Plan::ops`]).
+    pub fn keyed_ops(&self) -> Vec<Op> {
+        let mut ops: Vec<Op> = Vec::new();
+        for key in &self.keys {
+            if !ops.contains(&key.op) {
+                ops.push(key.op);
+            }
+        }
+        ops
+    }
+
     /// The tiling of `matrix`, if the plan cuts it by one.
     pub fn tiling(&self, matrix: MatrixId) -> Option<&Tiling> {
         self.layouts.iter().find_map(|(m, layout)| match layout {
