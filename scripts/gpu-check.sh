@@ -28,6 +28,10 @@
 #              cuSOLVER ?potrf, and the ds mixed solve.
 #   extra      the inverse (GPU factor, CPU inverse kernels) and LU (CPU kernels only) on
 #              this machine's cores, beside their library peers.
+#   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
+#              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
+#              potri (resident and from host), staged beside 3x5 clusters, each with the h200
+#              model's simulation of the inverse's graph.
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
@@ -238,6 +242,25 @@ part_extra() {
     row "$dir" lu lu --n "$small_n" --compare --repeat "$repeat"
 }
 
+part_inverse() {
+    local dir=$1 n t
+    # The inverse with every step on the GPU (cuSOLVER TRTRI, LAUUM from cuBLAS TRMM, cuBLAS
+    # TRSM/SYRK/TRMM), factorisation included, beside cuSOLVER potrf + potri (resident and from
+    # host memory) and the inverse's graph simulated on the h200 model ("sim-" rows: the
+    # inverse's run alone, the factor's is the path part's row of the same n).
+    for n in ${INVERSE_NS:-8192 16384}; do
+        t=$(path_tile "$n")
+        row "$dir" "inverse-$n-locked" cholesky --n "$n" --tile "$t" --clusters none --gpus "$gpus" \
+            --storage tile-major --host-memory page-locked --inverse --compare gpu --repeat "$repeat"
+        row "$dir" "sim-inverse-$n-locked" simulate --platform h200 --factorization inverse --n "$n" \
+            --tile "$t" --clusters none --gpus 1 --host-memory page-locked
+        row "$dir" "inverse-$n-staged-3x5" cholesky --n "$n" --tile "$t" --clusters 3x5 --gpus "$gpus" \
+            --inverse --repeat "$repeat"
+        row "$dir" "sim-inverse-$n-staged-3x5" simulate --platform h200 --factorization inverse \
+            --n "$n" --tile "$t" --clusters 3x5 --gpus 1
+    done
+}
+
 part_gemm() {
     local dir=$1 n=$gemm_n
     row "$dir" gemm-host gemm --m "$n" --n "$n" --k "$n" --clusters none --gpus "$gpus" --no-check \
@@ -347,6 +370,10 @@ part_sweep() {
 
 part_calibrate() {
     local dir=$1
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        echo "skipped (deadline): calibrate and its rows"
+        return
+    fi
     # shellcheck disable=SC2086
     echo "[$SECONDS s] hetla calibrate"
     timeout "$row_timeout" "$hetla" calibrate --tile $tiles --gpus "$gpus" --samples "$samples" --output "$dir/platform.toml" \
@@ -396,6 +423,12 @@ for r in rows:
     links = rep.get("bytes") or (rep.get("bytes_moved") or {}).get("per_link") or []
     if links:
         peer += ("; " if peer else "") + ", ".join(f"{l['link']} {l['bytes'] / 1e9:.2f} GB" for l in links)
+    # The inverse (`--inverse`): factorisation + inverse, its residual, its peers.
+    inv = rep.get("inverse")
+    if inv:
+        peer += ("; " if peer else "") + f"INVERSE {inv['seconds']:.4f} s (median {inv['median_seconds']:.4f}), {inv['gflops']:.0f} Gflop/s, residual {inv['residual']:.3g}"
+        for p in inv.get("peers") or []:
+            peer += f", {p['name']} {p['seconds']:.4f} s (ratio {inv['gflops'] / p['gflops']:.3f})"
     # What a page-locked run locked, and what that cost (cholesky's `page_locked`).
     locked = rep.get("page_locked")
     if locked:

@@ -176,6 +176,28 @@ fn factor_into_reads_a_where_it_lies_and_leaves_a_copy_factored_in_place() {
     }
 }
 
+/// `inverse_into` writes what `inverse` returns into the caller's matrix, to the last bit, whatever
+/// it held and however it is stored (both triangles written); one of another shape is refused
+/// before any work and left as it was.
+#[test]
+fn inverse_into_writes_the_inverse_into_the_callers_matrix_of_any_layout() {
+    for (n, tile) in [(7, 64), (300, 64), (500, 96)] {
+        let a = random_spd(n, 4);
+        let factor = Cholesky::new().tile(tile).factor(a.as_ref()).unwrap();
+        let want = factor.inverse().unwrap();
+        let mut out = Mat::<f64>::from_fn(n, n, |_, _| f64::NAN);
+        factor.inverse_into(out.as_mut()).unwrap();
+        assert!(out == want, "n={n} b={tile}");
+        let mut rows = Mat::<f64>::from_fn(n, n, |_, _| f64::NAN);
+        factor.inverse_into(rows.as_mut().transpose_mut()).unwrap();
+        assert!(rows.transpose() == want, "n={n} b={tile}: row-major");
+        let mut wrong = Mat::<f64>::zeros(n + 1, n);
+        let err = factor.inverse_into(wrong.as_mut()).unwrap_err();
+        assert!(err.to_string().contains("output"), "{err}");
+        assert!(wrong == Mat::<f64>::zeros(n + 1, n), "touched");
+    }
+}
+
 #[test]
 fn slices_with_a_leading_dimension_factor_like_matrices() {
     let (n, ld) = (37, 41);

@@ -521,6 +521,121 @@ fn real_gpus_copy_page_locked_tiles_straight_in_every_precision_or_the_skip_says
 }
 
 #[test]
+fn a_real_gpus_inverse_kernels_match_the_cpu_ones_in_every_precision_or_the_skip_says_why() {
+    use hetla_kernels::{Op, Par as KPar};
+    if !gpus_here() {
+        return;
+    }
+    // Each of the five steps of the inverse on GPU 0 against faer's kernel on the same tiles,
+    // ragged shapes, the strict upper triangles of the triangular tiles filled with values no
+    // kernel may read or change.
+    fn check<T: Scalar>() {
+        let gpu = hetla_kernels::cuda::GpuContext::new(0).unwrap();
+        let (n, m) = (300, 170);
+        let a = random_hpd::<T>(n, 7);
+        let mut l = a.clone();
+        Backend::Faer
+            .run(Op::Potrf, &[], l.as_mut(), KPar::Seq)
+            .unwrap();
+        for j in 0..n {
+            for i in 0..j {
+                l[(i, j)] = T::from_f64(1e3 + i as f64);
+            }
+        }
+        let b = hetla::matgen::random_in::<T>(m, n, 8);
+        let panel = hetla::matgen::random_in::<T>(m, n, 9);
+        let cases: [(Op, Vec<faer::Mat<T>>, faer::Mat<T>); 5] = [
+            (Op::Trtri, vec![], l.clone()),
+            (Op::Lauum, vec![], l.clone()),
+            (Op::SolveRight, vec![l.clone()], b.clone()),
+            (Op::SyrkAdjoint, vec![panel], l.clone()),
+            (Op::TrmmAdjoint, vec![l.clone()], b.transpose().to_owned()),
+        ];
+        let eps = 1e3 * T::PRECISION.epsilon();
+        for (op, reads, write) in cases {
+            let views: Vec<_> = reads.iter().map(|r| r.as_ref()).collect();
+            let mut cpu = write.clone();
+            Backend::Faer
+                .run(op, &views, cpu.as_mut(), KPar::Seq)
+                .unwrap();
+            let tiles: Vec<_> = reads
+                .iter()
+                .map(|r| {
+                    let mut t = gpu.alloc(T::PRECISION, r.nrows(), r.ncols()).unwrap();
+                    gpu.upload(r.as_ref().into(), &mut t, None).unwrap();
+                    t
+                })
+                .collect();
+            let mut w = gpu
+                .alloc(T::PRECISION, write.nrows(), write.ncols())
+                .unwrap();
+            gpu.upload(write.as_ref().into(), &mut w, None).unwrap();
+            let refs: Vec<_> = tiles.iter().collect();
+            gpu.run(op, &refs, &mut w).unwrap();
+            let mut out = write.clone();
+            gpu.download(&w, out.as_mut().into(), None).unwrap();
+            let max_abs = |m: faer::MatRef<'_, T>| {
+                let mut worst = 0.0f64;
+                for j in 0..m.ncols() {
+                    for i in 0..m.nrows() {
+                        worst = worst.max(m[(i, j)].abs_f64());
+                    }
+                }
+                worst
+            };
+            let scale = max_abs(cpu.as_ref());
+            let diff = max_abs((&out - &cpu).as_ref()) / scale;
+            assert!(
+                diff < eps,
+                "{} {op}: max difference {diff:e} of {scale:e}",
+                T::PRECISION
+            );
+        }
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
+#[test]
+fn real_gpus_invert_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() {
+        return;
+    }
+    // The inverse on the GPUs alone (every step on them), ragged edge tiles, the residual
+    // ||A X - I|| / (n ||A|| ||X|| eps) as `hetla cholesky --inverse` checks it.
+    fn check<T: Scalar>() {
+        let none: ClusterSpec = "none".parse().unwrap();
+        let devices = GpuSelection::All.open(None).unwrap();
+        let p = Arc::new(
+            Platform::with_devices(&none, Backend::Faer, ModelStore::None, devices).unwrap(),
+        );
+        let n = 3000;
+        let a = random_hpd::<T>(n, 11);
+        let factor = Cholesky::new()
+            .platform(p)
+            .tile(512)
+            .factor(a.as_ref())
+            .unwrap();
+        let (x, trace) = factor.inverse_traced().unwrap();
+        let trace = trace.unwrap();
+        assert!(trace.tasks.iter().any(|t| t.op.name() == "lauum"));
+        let residual = hetla::Plan::cholesky_inverse(n, n, T::PRECISION)
+            .unwrap()
+            .residual(a.as_ref(), x.as_ref(), Par::rayon(0))
+            .unwrap();
+        assert!(
+            residual < RESIDUAL_THRESHOLD,
+            "{}: inverse residual {residual}",
+            T::PRECISION
+        );
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
+#[test]
 fn real_gpus_factor_in_every_precision_or_the_skip_says_why() {
     if !gpus_here() {
         return;
@@ -635,7 +750,7 @@ fn a_device_goes_on_queueing_kernels_while_final_tiles_go_back_to_host_memory() 
 }
 
 #[test]
-fn the_inverse_runs_beside_a_device_its_diagonal_steps_on_the_cluster() {
+fn the_inverse_runs_beside_a_device_and_on_the_device_alone() {
     if !room_for_a_cluster_beside_a_device() {
         return;
     }
@@ -650,14 +765,29 @@ fn the_inverse_runs_beside_a_device_its_diagonal_steps_on_the_cluster() {
     let x = factor.inverse().unwrap();
     let r = &a * &x - faer::Mat::<f64>::identity(400, 400);
     assert!(r.norm_max() < 1e-12, "{}", r.norm_max());
-    // Without a GPU kernel, TRTRI and LAUUM could not run on the device alone.
+    // Every step of the inverse has a GPU kernel: on the device alone, all of them run there.
     let alone = platform("none", &emulated(1, 64, 50));
     let factor = Cholesky::new()
         .platform(alone)
         .tile(50)
         .factor(a.as_ref())
         .unwrap();
-    assert!(factor.inverse().is_err());
+    let (x, trace) = factor.inverse_traced().unwrap();
+    let r = &a * &x - faer::Mat::<f64>::identity(400, 400);
+    assert!(r.norm_max() < 1e-12, "{}", r.norm_max());
+    let trace = trace.expect("a run on a platform is traced");
+    for op in [
+        "trtri",
+        "lauum",
+        "solve_right",
+        "syrk_adjoint",
+        "trmm_adjoint",
+    ] {
+        assert!(
+            trace.tasks.iter().any(|t| t.op.name() == op),
+            "no {op} task in the inverse's trace"
+        );
+    }
 }
 
 #[test]

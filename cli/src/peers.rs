@@ -269,6 +269,28 @@ pub fn cusolver_potrf<T: Scalar>(
     Ok([rate("resident", resident), rate("from-host", from_host)])
 }
 
+/// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the matrix's precision) on GPU
+/// `index`, timed as [`cusolver_potrf`] (resident: the two kernels by their events; from host
+/// memory: copy in, the two calls, copy out, by the wall clock); `flops` is the inverse's count
+/// hetla's rate uses.
+#[cfg(feature = "cuda")]
+pub fn cusolver_potri<T: Scalar>(
+    a: faer::MatRef<'_, T>,
+    index: usize,
+    runs: usize,
+    flops: f64,
+) -> Result<[PeerRate; 2]> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let resident = gpu.time_resident_potri(a, runs)?;
+    let mut out = faer::Mat::<T>::zeros(a.nrows(), a.ncols());
+    let from_host = gpu.time_host_potri(a, out.as_mut(), runs)?;
+    let rate = |how, times| {
+        let name = format!("cusolver-{0}potrf+{0}potri-{how}", T::PRECISION);
+        PeerRate::from_timings(&name, device_timings(times), flops)
+    };
+    Ok([rate("resident", resident), rate("from-host", from_host)])
+}
+
 /// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index`, timed as [`cusolver_potrf`]:
 /// with A, B and C in device memory, and from host memory (A and B copied in, the product, C copied
 /// out, each call timed whole).

@@ -104,10 +104,31 @@ impl GpuTile {
     }
 }
 
-/// POTRF's workspace, shared by the POTRFs queued on the compute stream (they run one after the
-/// other; a larger one replaces it, and the old buffer is freed in stream order).
+/// The solvers' workspaces, shared by the kernels queued on the compute stream (they run one after
+/// the other; a larger one replaces a buffer, and the old one is freed in stream order): POTRF's and
+/// TRTRI's device workspace, TRTRI's host workspace, and LAUUM's copy of its tile's lower triangle
+/// with the packed triangle it goes through.
 struct PotrfScratch {
     work: CudaSlice<u8>,
+    host: Vec<u8>,
+    lauum: CudaSlice<u8>,
+}
+
+impl PotrfScratch {
+    /// `buffer`, grown to at least `bytes` on `stream`.
+    fn grow(
+        stream: &Arc<CudaStream>,
+        buffer: &mut CudaSlice<u8>,
+        bytes: usize,
+        what: &str,
+    ) -> Result<(), KernelError> {
+        if buffer.len() < bytes {
+            *buffer = stream
+                .alloc_zeros(bytes)
+                .map_err(|e| gpu_error(&format!("allocating {what}"), e))?;
+        }
+        Ok(())
+    }
 }
 
 /// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`, whose `Drop`
@@ -160,7 +181,7 @@ impl GpuKernel {
     /// Waits for the kernel and returns its duration on the device in seconds (between events
     /// recorded just before and after it: the wait for its operands' uploads is not in it). A POTRF
     /// whose `devInfo` is positive is [`KernelError::NotPositiveDefinite`] at that column of the
-    /// tile.
+    /// tile, a TRTRI's [`KernelError::Singular`].
     pub fn wait(self) -> Result<f64, KernelError> {
         let op = self.op;
         self.end
@@ -180,6 +201,12 @@ impl GpuKernel {
                 .unwrap_or(0);
             match word {
                 0 => {}
+                // TRTRI's info > 0: a zero on the diagonal (LAPACK's convention).
+                i if i > 0 && op == Op::Trtri => {
+                    return Err(KernelError::Singular {
+                        index: (i - 1) as usize,
+                    });
+                }
                 i if i > 0 => {
                     return Err(KernelError::NotPositiveDefinite {
                         index: (i - 1) as usize,
@@ -187,7 +214,7 @@ impl GpuKernel {
                 }
                 i => {
                     return Err(KernelError::Gpu {
-                        message: format!("cusolverDn?potrf rejected its argument {}", -i),
+                        message: format!("cuSOLVER's {op} rejected its argument {}", -i),
                     });
                 }
             }
@@ -277,10 +304,15 @@ impl GpuContext {
             SolverHandle(solver_result::dn_create().map_err(|e| gpu_error("cusolverDnCreate", e))?);
         unsafe { solver_result::dn_set_stream(solver.0, compute.cu_stream() as _) }
             .map_err(|e| gpu_error("cusolverDnSetStream", e))?;
-        let potrf = PotrfScratch {
-            work: compute
+        let one_byte = || {
+            compute
                 .alloc_zeros(1)
-                .map_err(|e| gpu_error("allocating POTRF's workspace", e))?,
+                .map_err(|e| gpu_error("allocating the solvers' workspace", e))
+        };
+        let potrf = PotrfScratch {
+            work: one_byte()?,
+            host: Vec::new(),
+            lauum: one_byte()?,
         };
         if ctx.has_async_alloc() {
             keep_pool_memory(&ctx)?;
@@ -764,15 +796,12 @@ impl GpuContext {
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
             .map_err(|reason| KernelError::Operands { op, reason })?;
-        let call = match op.codelet().gpu {
-            GpuCall::Potrf => None,
-            GpuCall::Blas(call) => Some(call),
-            GpuCall::Absent(why) => {
-                return Err(KernelError::Gpu {
-                    message: format!("{op} has no GPU kernel: {why}"),
-                });
-            }
-        };
+        let call = op.codelet().gpu;
+        if let GpuCall::Absent(why) = call {
+            return Err(KernelError::Gpu {
+                message: format!("{op} has no GPU kernel: {why}"),
+            });
+        }
         if let Some((i, other)) = reads
             .iter()
             .enumerate()
@@ -799,14 +828,20 @@ impl GpuContext {
         let mut info = None;
         if write.rows > 0 && write.cols > 0 {
             match call {
-                None => {
+                GpuCall::Potrf => {
                     info = Some(with_scalar!(write.precision, T => {
                         self.queue_potrf::<T>(write, &mut scratch, &start)
                     })?);
                 }
-                Some(call) => with_scalar!(write.precision, T => {
+                GpuCall::Blas(call) => with_scalar!(write.precision, T => {
                     self.queue_blas::<T>((op, call), reads, write, &start)
                 })?,
+                GpuCall::Inverse => {
+                    info = with_scalar!(write.precision, T => {
+                        self.queue_inverse::<T>(op, reads, write, &mut scratch, &start)
+                    })?;
+                }
+                GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
             start
@@ -885,7 +920,7 @@ impl GpuContext {
                 Blas::Solve(Solve::RightAdjoint) => T::trsm(h, (RIGHT, adj), (m, n), one, a, c),
                 Blas::Solve(Solve::Left) => T::trsm(h, (LEFT, N), (m, n), one, a, c),
                 Blas::Solve(Solve::LeftAdjoint) => T::trsm(h, (LEFT, adj), (m, n), one, a, c),
-                Blas::RankK => T::rank_k(h, (m, a_cols), (-1.0, 1.0), a, c),
+                Blas::RankK => T::rank_k(h, N, (m, a_cols), (-1.0, 1.0), a, c),
                 // In place: cuBLAS allows C = B with the same leading dimension.
                 Blas::Add => T::geam(h, (m, n), (one, one), (a, c_in), c),
                 Blas::Product(p) => {
@@ -1020,6 +1055,108 @@ impl GpuContext {
         })
     }
 
+    /// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the lower triangle of A^-1), timed
+    /// as [`GpuContext::time_resident_potrf`] on the matrix already in device memory: each timed
+    /// call is the two kernels' seconds by their events.
+    pub fn time_resident_potri<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        let n = square_order(a, Op::Trtri)?;
+        let pristine = self.resident(a)?;
+        let mut work = self.alloc(T::PRECISION, n, n)?;
+        warm_then_time(runs, || {
+            if n > 0 {
+                self.compute
+                    .memcpy_dtod(&pristine.data, &mut work.data)
+                    .map_err(|e| gpu_error("copying the matrix on the device", e))?;
+            }
+            self.potrf_potri(&mut work)
+        })
+    }
+
+    /// cuSOLVER's inverse as a program calls it on a matrix in host memory: copy `a` in, ?potrf and
+    /// ?potri, copy the lower triangle of A^-1 (the upper one as `a`'s) out into `out`, each call
+    /// timed whole by the wall clock, as [`GpuContext::time_host_potrf`].
+    pub fn time_host_potri<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+        mut out: MatMut<'_, T>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        let n = square_order(a, Op::Trtri)?;
+        if (out.nrows(), out.ncols()) != (n, n) {
+            return Err(KernelError::Operands {
+                op: Op::Trtri,
+                reason: format!("the output is {}x{}, not {n}x{n}", out.nrows(), out.ncols()),
+            });
+        }
+        let mut work = self.alloc(T::PRECISION, n, n)?;
+        warm_then_time(runs, || {
+            let start = std::time::Instant::now();
+            self.copy_in(a, &mut work)?;
+            self.potrf_potri(&mut work)?;
+            self.copy_out(&work, out.rb_mut())?;
+            Ok(start.elapsed().as_secs_f64())
+        })
+    }
+
+    /// ?potrf then ?potri on the device matrix `a` (lower triangles), waited for; the seconds of
+    /// the two by their events.
+    fn potrf_potri(&self, a: &mut GpuTile) -> Result<f64, KernelError> {
+        let factor = self.run(Op::Potrf, &[], a)?;
+        if a.rows == 0 {
+            return Ok(factor);
+        }
+        let (n, lda) = (int(a.rows)?, int(a.rows)?);
+        self.bind()?;
+        let s = &self.compute;
+        let h = self.solver.0;
+        let event = || {
+            self.ctx
+                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| gpu_error("creating an event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        let mut scratch = lock(&self.queue);
+        let mut info = s
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| gpu_error("allocating POTRI's devInfo", e))?;
+        let precision = a.precision;
+        with_scalar!(precision, T => {
+            let mut lwork = 0i32;
+            let (pa, _use_a) = a.data.device_ptr_mut(s);
+            let out = Out { ptr: pa as *mut T, ld: lda };
+            // SAFETY: pa is a live n x n device buffer with leading dimension lda.
+            unsafe { T::potri_buffer_size(h, n, out, &mut lwork) }
+                .result()
+                .map_err(|e| gpu_error("cusolverDn?potri_bufferSize", e))?;
+            let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
+            PotrfScratch::grow(s, &mut scratch.work, needed, "POTRI's workspace")?;
+            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
+            let (pi, _use_i) = info.device_ptr_mut(s);
+            start.record(s).map_err(|e| gpu_error("recording an event", e))?;
+            // SAFETY: live device buffers: A (n x n, lda), a workspace of at least lwork
+            // elements, one int for devInfo.
+            unsafe { T::potri(h, n, out, (pw as *mut T, lwork), pi as *mut i32) }
+                .result()
+                .map_err(|e| gpu_error("cusolverDn?potri", e))?;
+            Ok::<(), KernelError>(())
+        })?;
+        end.record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        let host = self.info_to_host(&info)?;
+        drop(scratch);
+        let potri = GpuKernel {
+            op: Op::Trtri,
+            start,
+            end,
+            info: Some(host),
+        };
+        Ok(factor + potri.wait()?)
+    }
+
     /// The cuBLAS peer as a program calls it on matrices in host memory: copy A and B in, C = A B
     /// by one cublas?gemm call, copy C out into `c`, `1 + runs` times (the first a warm-up); the
     /// wall-clock seconds of the `runs` timed calls, copies included.
@@ -1138,17 +1275,10 @@ impl GpuContext {
                 })?;
         }
         let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
-        if scratch.work.len() < needed {
-            scratch.work = s
-                .alloc_zeros(needed)
-                .map_err(|e| gpu_error("allocating POTRF's workspace", e))?;
-        }
+        PotrfScratch::grow(s, &mut scratch.work, needed, "POTRF's workspace")?;
         let mut info = s
             .alloc_zeros::<i32>(1)
             .map_err(|e| gpu_error("allocating POTRF's devInfo", e))?;
-        // SAFETY: one i32, written by the copy below before it is read.
-        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(1, 0) }
-            .map_err(|e| gpu_error("allocating page-locked memory for devInfo", e))?;
         {
             let (pa, _use_a) = a.data.device_ptr_mut(s);
             let (pw, _use_w) = scratch.work.device_ptr_mut(s);
@@ -1166,9 +1296,223 @@ impl GpuContext {
                 .result()
                 .map_err(|e| gpu_error(&format!("cusolverDn{}potrf", T::PRECISION), e))?;
         }
-        s.memcpy_dtoh(&info, &mut host)
-            .map_err(|e| gpu_error("copying POTRF's devInfo", e))?;
+        self.info_to_host(&info)
+    }
+
+    /// Queues the copy of a solver's `devInfo` into page-locked host memory on the compute stream
+    /// (read by [`GpuKernel::wait`] once the kernel's end event has completed).
+    fn info_to_host(&self, info: &CudaSlice<i32>) -> Result<PinnedHostSlice<i32>, KernelError> {
+        // SAFETY: one i32, written by the copy below before it is read.
+        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(1, 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for devInfo", e))?;
+        self.compute
+            .memcpy_dtoh(info, &mut host)
+            .map_err(|e| gpu_error("copying a solver's devInfo", e))?;
         Ok(host)
+    }
+
+    /// Queues one step of the inverse of a Cholesky factor ([`GpuCall::Inverse`]) in `T`'s
+    /// precision, `start` recorded just before it: TRTRI by cuSOLVER (its `devInfo` returned),
+    /// LAUUM by [`GpuContext::queue_lauum`], the panel steps by one cuBLAS call each: SolveRight
+    /// B <- -B L^-1 (?trsm), SyrkAdjoint C <- C + A^H A (?syrk, ?herk), TrmmAdjoint B <- L^H B
+    /// (?trmm in place, which cuBLAS allows with C = B).
+    fn queue_inverse<T: CudaScalar>(
+        &self,
+        op: Op,
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<Option<PinnedHostSlice<i32>>, KernelError> {
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
+        match op {
+            Op::Trtri => return self.queue_trtri::<T>(write, scratch, start).map(Some),
+            Op::Lauum => return self.queue_lauum::<T>(write, scratch, start).map(|()| None),
+            Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {}
+            other => {
+                return Err(KernelError::Gpu {
+                    message: format!("{other} is not a step of the inverse"),
+                });
+            }
+        }
+        let s = &self.compute;
+        let h = self.blas.0;
+        let a = reads[0];
+        let (m, n) = (int(write.rows)?, int(write.cols)?);
+        let (lda, ldc) = (int(a.rows.max(1))?, int(write.rows.max(1))?);
+        let (pa, _read_a) = a.data.device_ptr(s);
+        let (pc, _write_c) = write.data.device_ptr_mut(s);
+        let a_in = In {
+            ptr: pa as *const T,
+            ld: lda,
+        };
+        let c = Out {
+            ptr: pc as *mut T,
+            ld: ldc,
+        };
+        let c_in = In {
+            ptr: c.ptr.cast_const(),
+            ld: ldc,
+        };
+        let one = T::from_f64(1.0);
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        // SAFETY: live device buffers of the shapes `launch` checked, in T's precision, with
+        // their leading dimensions; cudarc's guards order the compute stream after the copies
+        // into them; the scalars are host values read before each call returns.
+        let status = unsafe {
+            match op {
+                Op::SolveRight => T::trsm(h, (RIGHT, N), (m, n), T::from_f64(-1.0), a_in, c),
+                Op::SyrkAdjoint => T::rank_k(h, T::ADJOINT, (n, int(a.rows)?), (1.0, 1.0), a_in, c),
+                _ => T::trmm(h, (LEFT, T::ADJOINT), (m, n), one, a_in, c_in, c),
+            }
+        };
+        status
+            .result()
+            .map_err(|e| gpu_error(&format!("cuBLAS {}{op}", T::PRECISION), e))?;
+        Ok(None)
+    }
+
+    /// Queues cusolverDnXtrtri (lower, non-unit, `T`'s precision) on `a` in place, `start` recorded
+    /// just before it, and the copy of its `devInfo` after it.
+    fn queue_trtri<T: CudaScalar>(
+        &self,
+        a: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<PinnedHostSlice<i32>, KernelError> {
+        use solver::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
+        use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+        let s = &self.compute;
+        let h = self.solver.0;
+        let (n, lda) = (a.rows as i64, a.rows.max(1) as i64);
+        let (mut device_bytes, mut host_bytes) = (0usize, 0usize);
+        {
+            let (pa, _use_a) = a.data.device_ptr_mut(s);
+            // SAFETY: pa is a live n x n device buffer with leading dimension lda; the sizes are
+            // host integers that outlive the call.
+            unsafe {
+                solver::cusolverDnXtrtri_bufferSize(
+                    h,
+                    LOWER,
+                    NON_UNIT,
+                    n,
+                    T::DATA_TYPE,
+                    pa as *mut std::ffi::c_void,
+                    lda,
+                    &mut device_bytes,
+                    &mut host_bytes,
+                )
+            }
+            .result()
+            .map_err(|e| gpu_error("cusolverDnXtrtri_bufferSize", e))?;
+        }
+        PotrfScratch::grow(
+            s,
+            &mut scratch.work,
+            device_bytes.max(1),
+            "TRTRI's workspace",
+        )?;
+        if scratch.host.len() < host_bytes.max(1) {
+            scratch.host.resize(host_bytes.max(1), 0);
+        }
+        let mut info = s
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| gpu_error("allocating TRTRI's devInfo", e))?;
+        {
+            let (pa, _use_a) = a.data.device_ptr_mut(s);
+            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
+            let (pi, _use_i) = info.device_ptr_mut(s);
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
+            // SAFETY: live device buffers: A (n x n, lda), a device workspace of at least
+            // `device_bytes`, one int for devInfo; the host workspace of at least `host_bytes`
+            // is the context's, held under its queue lock while the call runs.
+            unsafe {
+                solver::cusolverDnXtrtri(
+                    h,
+                    LOWER,
+                    NON_UNIT,
+                    n,
+                    T::DATA_TYPE,
+                    pa as *mut std::ffi::c_void,
+                    lda,
+                    pw as *mut std::ffi::c_void,
+                    device_bytes,
+                    scratch.host.as_mut_ptr().cast(),
+                    host_bytes,
+                    pi as *mut i32,
+                )
+            }
+            .result()
+            .map_err(|e| gpu_error(&format!("cusolverDnXtrtri ({})", T::PRECISION), e))?;
+        }
+        self.info_to_host(&info)
+    }
+
+    /// Queues LAUUM, L <- L^H L on the lower triangle of `a` (its strict upper triangle untouched),
+    /// from cuBLAS: L's lower triangle is copied into a zeroed square W through the packed triangle
+    /// (?trttp then ?tpttr, which write one triangle only), W <- L^H W by ?trmm in place, and W's
+    /// lower triangle back into the tile the same way. cuSOLVER has no LAUUM; the triangular
+    /// product does n^3 flops where LAUUM needs n^3/3, on a diagonal tile (one in N of a row's).
+    fn queue_lauum<T: CudaScalar>(
+        &self,
+        a: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<(), KernelError> {
+        use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+        let s = &self.compute;
+        let h = self.blas.0;
+        let order = a.rows;
+        let (n, lda) = (int(order)?, int(order.max(1))?);
+        let square = order * order * size_of::<T>();
+        let packed = order * (order + 1) / 2 * size_of::<T>();
+        PotrfScratch::grow(s, &mut scratch.lauum, square + packed, "LAUUM's copy")?;
+        let (pa, _use_a) = a.data.device_ptr_mut(s);
+        let (pw, _use_w) = scratch.lauum.device_ptr_mut(s);
+        let l = Out {
+            ptr: pa as *mut T,
+            ld: lda,
+        };
+        let w = Out {
+            ptr: pw as *mut T,
+            ld: lda,
+        };
+        // The packed triangle follows W (square is a multiple of T's size and alignment).
+        let p = (pw as usize + square) as *mut T;
+        let read = |o: Out<T>| In {
+            ptr: o.ptr.cast_const(),
+            ld: o.ld,
+        };
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        // SAFETY: W and the packed triangle lie in the scratch buffer of at least `square +
+        // packed` bytes, L is the live n x n tile; every call is queued on the compute stream in
+        // order, after the memset that zeroes W.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(pw, 0, square, s.cu_stream())
+                .map_err(|e| gpu_error("zeroing LAUUM's copy", e))?;
+            let blas_step = |status: BlasStatus, what: &str| {
+                status
+                    .result()
+                    .map_err(|e| gpu_error(&format!("cuBLAS {}{what} (LAUUM)", T::PRECISION), e))
+            };
+            blas_step(T::trttp(h, n, read(l), p), "trttp")?;
+            blas_step(T::tpttr(h, n, p.cast_const(), w), "tpttr")?;
+            let one = T::from_f64(1.0);
+            blas_step(
+                T::trmm(h, (LEFT, T::ADJOINT), (n, n), one, read(l), read(w), w),
+                "trmm",
+            )?;
+            blas_step(T::trttp(h, n, read(w), p), "trttp")?;
+            blas_step(T::tpttr(h, n, p.cast_const(), l), "tpttr")?;
+        }
+        Ok(())
     }
 }
 
@@ -1193,6 +1537,18 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     }
     .result()
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
+}
+
+/// The order of the square matrix `a`, or why `op`'s peer cannot take it.
+fn square_order<T>(a: MatRef<'_, T>, op: Op) -> Result<usize, KernelError> {
+    if a.ncols() == a.nrows() {
+        Ok(a.nrows())
+    } else {
+        Err(KernelError::Operands {
+            op,
+            reason: format!("the matrix is {}x{}, not square", a.nrows(), a.ncols()),
+        })
+    }
 }
 
 /// The seconds `call` returns over `runs` calls (at least one) after one untimed warm-up call
@@ -1389,10 +1745,13 @@ trait CudaScalar: Scalar {
         l: In<Self>,
         b: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha A A^H + beta C on the lower triangle of the n x n C, A n x k (SYRK, or HERK for
-    /// complex: real alpha and beta).
+    /// cuSOLVER's name of the type (its 64-bit API's `dataTypeA`).
+    const DATA_TYPE: solver::cudaDataType;
+    /// C <- alpha op(A) op(A)^H + beta C on the lower triangle of the n x n C, op(A) n x k: A as it
+    /// is (`N`) or its adjoint (SYRK, or HERK for complex: real alpha and beta).
     unsafe fn rank_k(
         h: blas::cublasHandle_t,
+        trans: blas::cublasOperation_t,
         shape: (i32, i32),
         scalars: (f64, f64),
         a: In<Self>,
@@ -1407,6 +1766,37 @@ trait CudaScalar: Scalar {
         reads: (In<Self>, In<Self>),
         c: Out<Self>,
     ) -> BlasStatus;
+    /// C <- alpha op(L) B (left) or alpha B op(L) (right), L lower, non-unit; B and C are m x n
+    /// (C may be B: cuBLAS's in-place form).
+    unsafe fn trmm(
+        h: blas::cublasHandle_t,
+        ops: (blas::cublasSideMode_t, blas::cublasOperation_t),
+        shape: (i32, i32),
+        alpha: Self,
+        l: In<Self>,
+        b: In<Self>,
+        c: Out<Self>,
+    ) -> BlasStatus;
+    /// The lower triangle of the n x n A into the packed `ap` (n (n + 1) / 2 elements).
+    unsafe fn trttp(h: blas::cublasHandle_t, n: i32, a: In<Self>, ap: *mut Self) -> BlasStatus;
+    /// The packed lower triangle `ap` into the lower triangle of the n x n A.
+    unsafe fn tpttr(h: blas::cublasHandle_t, n: i32, ap: *const Self, a: Out<Self>) -> BlasStatus;
+    /// POTRI's workspace, in elements, for an `n x n` lower triangle.
+    unsafe fn potri_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: Out<Self>,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// A^-1 on the lower triangle of the n x n A from its Cholesky factor there; `info` receives
+    /// devInfo.
+    unsafe fn potri(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: Out<Self>,
+        work: (*mut Self, i32),
+        info: *mut i32,
+    ) -> SolverStatus;
     /// C <- alpha A + beta B (C may be B), all m x n.
     unsafe fn geam(
         h: blas::cublasHandle_t,
@@ -1434,10 +1824,85 @@ trait CudaScalar: Scalar {
 
 /// [`CudaScalar`] for one type: its real type, adjoint operation and routines.
 macro_rules! cuda_scalar {
-    ($ty:ty, $real:ty, $adj:ident, $trsm:ident, $rank_k:ident, $gemm:ident, $geam:ident,
-     $bufsize:ident, $potrf:ident) => {
+    ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
+     $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
+     $potri_bufsize:ident, $potri:ident) => {
         impl CudaScalar for $ty {
             const ADJOINT: blas::cublasOperation_t = blas::cublasOperation_t::$adj;
+            const DATA_TYPE: solver::cudaDataType = solver::cudaDataType::$dtype;
+            unsafe fn trmm(
+                h: blas::cublasHandle_t,
+                (side, trans): (blas::cublasSideMode_t, blas::cublasOperation_t),
+                (m, n): (i32, i32),
+                alpha: Self,
+                l: In<Self>,
+                b: In<Self>,
+                c: Out<Self>,
+            ) -> BlasStatus {
+                use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's (see the trait); alpha is a host value that
+                // outlives the call.
+                unsafe {
+                    blas::$trmm(
+                        h,
+                        side,
+                        LOWER,
+                        trans,
+                        NON_UNIT,
+                        m,
+                        n,
+                        (&raw const alpha).cast(),
+                        l.ptr.cast(),
+                        l.ld,
+                        b.ptr.cast(),
+                        b.ld,
+                        c.ptr.cast(),
+                        c.ld,
+                    )
+                }
+            }
+            unsafe fn trttp(
+                h: blas::cublasHandle_t,
+                n: i32,
+                a: In<Self>,
+                ap: *mut Self,
+            ) -> BlasStatus {
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's.
+                unsafe { blas::$trttp(h, LOWER, n, a.ptr.cast(), a.ld, ap.cast()) }
+            }
+            unsafe fn tpttr(
+                h: blas::cublasHandle_t,
+                n: i32,
+                ap: *const Self,
+                a: Out<Self>,
+            ) -> BlasStatus {
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's.
+                unsafe { blas::$tpttr(h, LOWER, n, ap.cast(), a.ptr.cast(), a.ld) }
+            }
+            unsafe fn potri_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: Out<Self>,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe { solver::$potri_bufsize(h, LOWER, n, a.ptr.cast(), a.ld, lwork) }
+            }
+            unsafe fn potri(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: Out<Self>,
+                (work, lwork): (*mut Self, i32),
+                info: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                // SAFETY: the caller's.
+                unsafe { solver::$potri(h, LOWER, n, a.ptr.cast(), a.ld, work.cast(), lwork, info) }
+            }
             unsafe fn trsm(
                 h: blas::cublasHandle_t,
                 (side, trans): (blas::cublasSideMode_t, blas::cublasOperation_t),
@@ -1469,20 +1934,20 @@ macro_rules! cuda_scalar {
             }
             unsafe fn rank_k(
                 h: blas::cublasHandle_t,
+                trans: blas::cublasOperation_t,
                 (n, k): (i32, i32),
                 (alpha, beta): (f64, f64),
                 a: In<Self>,
                 c: Out<Self>,
             ) -> BlasStatus {
                 use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
-                use blas::cublasOperation_t::CUBLAS_OP_N as N;
                 let (alpha, beta) = (alpha as $real, beta as $real);
                 // SAFETY: the caller's; the scalars are host values that outlive the call.
                 unsafe {
                     blas::$rank_k(
                         h,
                         LOWER,
-                        N,
+                        trans,
                         n,
                         k,
                         (&raw const alpha).cast(),
@@ -1578,45 +2043,69 @@ cuda_scalar!(
     f32,
     f32,
     CUBLAS_OP_T,
+    CUDA_R_32F,
     cublasStrsm_v2,
     cublasSsyrk_v2,
     cublasSgemm_v2,
     cublasSgeam,
     cusolverDnSpotrf_bufferSize,
-    cusolverDnSpotrf
+    cusolverDnSpotrf,
+    cublasStrmm_v2,
+    cublasStrttp,
+    cublasStpttr,
+    cusolverDnSpotri_bufferSize,
+    cusolverDnSpotri
 );
 cuda_scalar!(
     f64,
     f64,
     CUBLAS_OP_T,
+    CUDA_R_64F,
     cublasDtrsm_v2,
     cublasDsyrk_v2,
     cublasDgemm_v2,
     cublasDgeam,
     cusolverDnDpotrf_bufferSize,
-    cusolverDnDpotrf
+    cusolverDnDpotrf,
+    cublasDtrmm_v2,
+    cublasDtrttp,
+    cublasDtpttr,
+    cusolverDnDpotri_bufferSize,
+    cusolverDnDpotri
 );
 cuda_scalar!(
     c32,
     f32,
     CUBLAS_OP_C,
+    CUDA_C_32F,
     cublasCtrsm_v2,
     cublasCherk_v2,
     cublasCgemm_v2,
     cublasCgeam,
     cusolverDnCpotrf_bufferSize,
-    cusolverDnCpotrf
+    cusolverDnCpotrf,
+    cublasCtrmm_v2,
+    cublasCtrttp,
+    cublasCtpttr,
+    cusolverDnCpotri_bufferSize,
+    cusolverDnCpotri
 );
 cuda_scalar!(
     c64,
     f64,
     CUBLAS_OP_C,
+    CUDA_C_64F,
     cublasZtrsm_v2,
     cublasZherk_v2,
     cublasZgemm_v2,
     cublasZgeam,
     cusolverDnZpotrf_bufferSize,
-    cusolverDnZpotrf
+    cusolverDnZpotrf,
+    cublasZtrmm_v2,
+    cublasZtrttp,
+    cublasZtpttr,
+    cusolverDnZpotri_bufferSize,
+    cusolverDnZpotri
 );
 
 #[cfg(test)]

@@ -266,6 +266,10 @@ pub enum GpuCall {
     Potrf,
     /// One of the BLAS calls, by cuBLAS.
     Blas(Blas),
+    /// A step of the inverse of a Cholesky factor: cuSOLVER's ?trtri on a diagonal tile, LAUUM as
+    /// cuBLAS's triangular product on a copy of the tile's lower triangle, the panel steps as
+    /// cuBLAS's ?trsm, ?syrk/?herk and ?trmm.
+    Inverse,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
 }
@@ -340,7 +344,6 @@ impl Op {
         const NO_LU_GPU: &str =
             "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
-        const NO_INVERSE_GPU: &str = "the inverse's kernels run on CPU clusters only";
         const NO_LDLT_GPU: &str =
             "the symmetric indefinite family's kernels run on CPU clusters only";
         let entry = |name, reads, writes, cpu, gpu, rate| Codelet {
@@ -372,13 +375,12 @@ impl Op {
         // The inverse's kernels, rated as the Cholesky kernel of the same shape of work where a
         // model has no measurement of their own (a triangular product as a triangular solve).
         let inverse = |name, reads, like| {
-            let absent = GpuCall::Absent(NO_INVERSE_GPU);
             entry(
                 name,
                 reads,
                 1,
                 CpuCall::Inverse,
-                absent,
+                GpuCall::Inverse,
                 RateSource::Like(like),
             )
         };
@@ -771,6 +773,7 @@ mod tests {
             match c.gpu {
                 GpuCall::Potrf => assert_eq!(c.cpu, CpuCall::Potrf, "{op}"),
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
+                GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
                 GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
             }
             // A borrowed rate comes from an operation that has its own.

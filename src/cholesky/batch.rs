@@ -106,6 +106,7 @@ impl Cholesky {
                     platform: platform.clone(),
                     scheduler: self.run.scheduler,
                     untouched: self.run.untouched(self.tile.is_some()),
+                    host_memory: self.host_memory,
                 })
             })
             .collect())

@@ -179,6 +179,7 @@ impl Cholesky {
             platform,
             scheduler: this.run.scheduler,
             untouched: self.run.untouched(self.tile.is_some()),
+            host_memory: self.host_memory,
         })
     }
 
@@ -216,6 +217,7 @@ impl Cholesky {
             platform,
             scheduler: this.run.scheduler,
             untouched: self.run.untouched(self.tile.is_some()),
+            host_memory: self.host_memory,
         })
     }
 
@@ -278,6 +280,7 @@ impl Cholesky {
             platform,
             scheduler: self.run.scheduler,
             untouched: self.run.untouched(self.tile.is_some()),
+            host_memory: self.host_memory,
         };
         Ok((factor, trace))
     }
@@ -471,6 +474,9 @@ pub struct Factor<T: Scalar = f64> {
     /// Whether the factor's builder set nothing ([`RunConfig::untouched`]): then the inverse takes
     /// the tile and scheduler tuned for it on this machine.
     untouched: bool,
+    /// How the builder's runs met a GPU's copies: the inverse's run meets them the same way (and
+    /// keeps the page lock of the platform's tile-major buffer for the next factorisation).
+    host_memory: HostMemory,
 }
 
 impl<T: Scalar> std::fmt::Debug for Factor<T> {
@@ -526,10 +532,10 @@ impl<T: Scalar> Factor<T> {
 
     /// A^-1, Hermitian (symmetric for a real type), both triangles filled: LAPACK's ?potri on the
     /// runtime, as Chameleon's: a tiled TRTRI (L <- L^-1) then a tiled LAUUM (L^-H L^-1), 2 n^3 / 3
-    /// flops in one task graph over the platform's clusters, into a new matrix (the factor is not
-    /// changed); a factor of one tile runs the two kernels directly. Their diagonal steps have no
-    /// GPU kernels yet: on a platform with GPUs those tasks run on the CPU clusters, the products
-    /// anywhere.
+    /// flops in one task graph over the platform's clusters and GPUs (every step has a GPU kernel:
+    /// cuSOLVER's TRTRI, cuBLAS for the rest), into a new matrix (the factor is not changed); a
+    /// factor of one tile runs the two kernels directly. [`Factor::inverse_into`] writes it into
+    /// the caller's matrix instead.
     ///
     /// Solving with the factor is cheaper and more accurate than multiplying by the inverse; take
     /// the inverse when its entries are what is wanted (a covariance from a precision matrix).
@@ -540,23 +546,35 @@ impl<T: Scalar> Factor<T> {
     /// [`Factor::inverse`] and the trace of its task graph's run (`None` for a factor of one tile,
     /// whose two kernels run directly): what calibrations and tuners time the inverse's kernels by.
     pub fn inverse_traced(&self) -> Result<(Mat<T>, Option<Trace>)> {
+        let mut inv = Mat::zeros(self.n(), self.n());
+        let trace = self.inverse_into(inv.as_mut())?;
+        Ok((inv, trace))
+    }
+
+    /// [`Factor::inverse`] into `out` (n x n, any strides), both triangles, with the trace of its
+    /// run (`None` for a factor of one tile): no matrix is allocated for the result, so a caller
+    /// that inverts again and again reuses one (a fresh n x n matrix costs its page faults, which
+    /// on some machines took longer than the inverse itself). A wrong shape is refused before any
+    /// work; on an error `out` holds no inverse.
+    pub fn inverse_into(&self, mut out: MatMut<'_, T>) -> Result<Option<Trace>> {
         let n = self.n();
+        check_output_shape("the inverse's output", out.shape(), (n, n))?;
         let (tile, scheduler) = self.inverse_configuration();
         if tile >= n {
             let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
-            let mut inv = self.l.clone();
+            copy_par(self.l.as_ref(), out.as_mut(), |j| j);
             let done = direct(&self.platform, flops, |backend, par| {
-                backend.run(Op::Trtri, &[], inv.as_mut(), par)?;
-                backend.run(Op::Lauum, &[], inv.as_mut(), par)
+                backend.run(Op::Trtri, &[], out.as_mut(), par)?;
+                backend.run(Op::Lauum, &[], out.as_mut(), par)
             });
             if let Some(result) = done {
                 result.map_err(Error::Kernel)?;
-                mirror_lower(inv.as_mut());
-                return Ok((inv, None));
+                mirror_lower(out);
+                return Ok(None);
             }
         }
-        self.tiled_inverse(tile.min(n.max(1)), scheduler)
-            .map(|(inv, trace)| (inv, Some(trace)))
+        self.tiled_inverse(tile.min(n.max(1)), scheduler, out)
+            .map(Some)
     }
 
     /// The tile and scheduler of the inverse's run: those `hetla tune --factorization inverse`
@@ -573,35 +591,47 @@ impl<T: Scalar> Factor<T> {
         }
     }
 
-    /// A^-1 by the inverse's plan in tiles of `tile`, both triangles: read from L into a tile-major
-    /// copy and written into a new matrix when the copy fits (L is not copied first), else on a
-    /// copy of L whose upper triangle is then mirrored from the lower one.
-    fn tiled_inverse(&self, tile: usize, scheduler: SchedulerKind) -> Result<(Mat<T>, Trace)> {
+    /// A^-1 into `out` by the inverse's plan in tiles of `tile`, both triangles: read from L into a
+    /// tile-major copy and written into `out` when the copy fits (L is not copied first), else on
+    /// `out` holding a copy of L's lower triangle whose upper triangle is then mirrored from the
+    /// lower one. The run meets a GPU's copies as the factor's builder said (`host_memory`).
+    fn tiled_inverse(
+        &self,
+        tile: usize,
+        scheduler: SchedulerKind,
+        mut out: MatMut<'_, T>,
+    ) -> Result<Trace> {
         let n = self.n();
         let plan = Plan::cholesky_inverse(n, tile, T::PRECISION)?;
         let options = RunOptions {
             scheduler,
+            host_memory: self.host_memory,
             ..RunOptions::default()
         };
         match Storage::Auto.resolve::<T>(n, tile) {
             Storage::TileMajor => {
                 let platform = &self.platform;
-                let (tiles, lock, _) =
+                let (tiles, lock, fresh) =
                     TileMajor::lower_kept(platform, self.l.as_ref(), tile, options.host_memory)?;
                 let run = plan.execute(platform, &tiles, &options);
-                let mut inv = Mat::zeros(n, n);
                 if run.is_ok() {
-                    tiles.copy_out_hermitian(inv.as_mut());
+                    tiles.copy_out_hermitian(out);
                 }
+                let run = run.map(|mut trace| {
+                    if let (true, Some(lock)) = (fresh, &lock) {
+                        TileMajor::<T>::count_lock(&mut trace, lock);
+                    }
+                    trace
+                });
                 tiles.keep(platform, lock);
-                run.map(|trace| (inv, trace))
+                run
             }
             storage => {
-                let mut inv = self.l.clone();
+                copy_par(self.l.as_ref(), out.as_mut(), |j| j);
                 let trace =
-                    run_on_lower(&self.platform, &plan, inv.as_mut(), None, storage, &options)?;
-                mirror_lower(inv.as_mut());
-                Ok((inv, trace))
+                    run_on_lower(&self.platform, &plan, out.as_mut(), None, storage, &options)?;
+                mirror_lower(out);
+                Ok(trace)
             }
         }
     }

@@ -233,6 +233,9 @@ pub enum Factorization {
     /// Aasen's symmetric indefinite factorisation in blocks, its first stage (n^3/3 flops; CPU
     /// clusters only).
     Ldlt,
+    /// The inverse of an SPD matrix from its Cholesky factor (TRTRI and LAUUM in tiles, 2 n^3/3
+    /// flops; the factorisation is Cholesky's run before it).
+    Inverse,
 }
 
 impl Factorization {
@@ -261,6 +264,7 @@ impl Factorization {
                 hetla::Plan::qr(m.unwrap_or(n), n, tile, hetla::QrTree::Auto, precision)
             }
             Factorization::Ldlt => hetla::Plan::ldlt(n, tile, precision),
+            Factorization::Inverse => hetla::Plan::cholesky_inverse(n, tile, precision),
         }
     }
 
@@ -271,6 +275,7 @@ impl Factorization {
             Factorization::Lu => "LU",
             Factorization::Qr => "QR",
             Factorization::Ldlt => "LDL^T",
+            Factorization::Inverse => "Inverse",
         }
     }
 

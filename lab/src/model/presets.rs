@@ -152,8 +152,8 @@ const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu
     rate, the update (lu_update) at GEMM's, the interchanges (lu_swap: entries moved) at GEMM's \
     flop rate, nearly free; QR's \
     likewise: the factorisations (geqrt, tsqrt, ttqrt) at POTRF's rate, their applications (unmqr, \
-    tsmqr, ttmqr) at GEMM's; the inverse's: TRTRI and LAUUM at POTRF's, its triangular solves and \
-    products at TRSM's, its rank-k updates at SYRK's; LDL^T's panels at POTRF's, its products and \
+    tsmqr, ttmqr) at GEMM's; the inverse's (on CPUs and GPUs): TRTRI and LAUUM at POTRF's, its \
+    triangular solves and products at TRSM's, its rank-k updates at SYRK's; LDL^T's panels at POTRF's, its products and \
     interchanges at GEMM's";
 
 /// Adds the CPU rates of the operations whose codelets take them from another's
@@ -161,7 +161,8 @@ const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu
 /// [`LU_ASSUMPTION`] states: the panel factorisation is a narrow, latency-bound factorisation like
 /// POTRF; the update of a block column is a triangular solve of b rows and a product of the rows
 /// below, almost all GEMM; QR's tile factorisations are panels too, their applications products.
-/// They run on CPU clusters only (no GPU rates).
+/// Those that run on CPU clusters only get no GPU rates; those with a GPU kernel (the inverse's) get
+/// the GPU rate of the operation they are like, as on the CPUs.
 fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
     let derived: Vec<CpuKernelRate> = model
         .cpu
@@ -180,6 +181,25 @@ fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
         })
         .collect();
     model.cpu.kernels.extend(derived);
+    if let Some(gpu) = &mut model.gpu {
+        let derived: Vec<GpuKernelRate> = gpu
+            .kernels
+            .iter()
+            .flat_map(|k| {
+                Op::ALL
+                    .into_iter()
+                    .filter(|op| op.runs_on_gpus())
+                    .filter_map(move |op| match op.codelet().rate {
+                        RateSource::Like(like) if like.name() == k.op => Some(GpuKernelRate {
+                            op: op.name().into(),
+                            ..k.clone()
+                        }),
+                        _ => None,
+                    })
+            })
+            .collect();
+        gpu.kernels.extend(derived);
+    }
     model.description.push_str(LU_ASSUMPTION);
     model
 }

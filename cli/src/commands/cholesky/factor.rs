@@ -93,7 +93,8 @@ pub struct CholeskyReport {
     pub phases: Vec<Phase>,
 }
 
-/// `--inverse`: A^-1 from a fresh factorisation, timed and checked, beside the libraries' own.
+/// `--inverse`: A^-1 from a fresh factorisation into a matrix allocated before the clock
+/// (`Factor::inverse_into`), timed and checked, beside the libraries' own.
 #[derive(Serialize)]
 pub struct InverseReport {
     /// The best factorisation + inverse, seconds.
@@ -108,9 +109,16 @@ pub struct InverseReport {
     pub residual_ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<peers::PeerRate>>,
-    /// hetla's rate over the fastest peer's.
+    /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_best_peer: Option<f64>,
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory (`--compare
+    /// gpu` with a CUDA GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_cusolver: Option<f64>,
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_cusolver_from_host: Option<f64>,
 }
 
 /// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
@@ -195,7 +203,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         phases: Vec::new(),
     };
     if args.inverse {
-        report.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus)?);
+        report.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus, &platform)?);
         clock.lap("inverse");
     }
     if let Some(compare) = args.compare {
@@ -401,21 +409,30 @@ fn compare_peers<T: Scalar>(
 }
 
 /// `--inverse`: hetla's factorisation + inverse timed as `--repeat` says, checked, and with
-/// `--compare cpu` each library's own (factorisation included) timed the same way.
+/// `--compare cpu` each library's own (factorisation included) timed the same way; with `--compare
+/// gpu` on a platform with a CUDA GPU, cuSOLVER's ?potrf + ?potri on GPU 0 (resident and from host
+/// memory).
 fn inverse<T: Scalar>(
     args: &CholeskyArgs,
     options: &Cholesky,
     a: faer::MatRef<'_, T>,
     threads: usize,
+    platform: &hetla::Platform,
 ) -> crate::Result<InverseReport> {
     let n = args.n;
     let repeat = args.repeat.map(|r| r as usize);
     let flops = (n as f64).powi(3) * T::PRECISION.flop_factor();
-    let (x, timings) = peers::repeat(repeat, || {
+    // A^-1 goes into a matrix allocated and written once before the clocks, as the output of
+    // cuSOLVER's from-host peer is (`Factor::inverse_into`): a fresh n x n matrix per call costs
+    // its page faults, which on the GPU node of lease 5 (Firecracker) took 1.5 s of a 1.9 s call
+    // at n = 16384.
+    let mut x = faer::Mat::<T>::zeros(n, n);
+    x.as_mut().fill(T::from_f64(0.0));
+    let ((), timings) = peers::repeat(repeat, || {
         let copy = a.to_owned();
         let start = Instant::now();
-        let x = options.factor_owned(copy)?.inverse()?;
-        Ok((x, start.elapsed().as_secs_f64()))
+        options.factor_owned(copy)?.inverse_into(x.as_mut())?;
+        Ok(((), start.elapsed().as_secs_f64()))
     })?;
     // The plan of one tile: its check is the same at any tile, and its graph is one task.
     let residual = hetla::Plan::cholesky_inverse(n, n.max(1), T::PRECISION)?.residual(
@@ -433,9 +450,11 @@ fn inverse<T: Scalar>(
         residual_ok: residual < check::RESIDUAL_THRESHOLD,
         peers: None,
         ratio_to_best_peer: None,
+        ratio_to_cusolver: None,
+        ratio_to_cusolver_from_host: None,
     };
+    let mut rates = Vec::new();
     if args.compare.is_some_and(|c| c.cpu()) {
-        let mut rates = Vec::new();
         let mut buffer = a.to_owned();
         for backend in Backend::available() {
             let ((), timings) = peers::repeat(repeat, || {
@@ -453,6 +472,17 @@ fn inverse<T: Scalar>(
         }
         let best = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
         report.ratio_to_best_peer = Some(report.gflops / best);
+    }
+    #[cfg(feature = "cuda")]
+    if args.compare.is_some_and(|c| c.gpu()) && peers::real_gpu(platform) {
+        let [resident, from_host] = peers::cusolver_potri(a, 0, repeat.unwrap_or(1), flops)?;
+        report.ratio_to_cusolver = Some(report.gflops / resident.gflops);
+        report.ratio_to_cusolver_from_host = Some(report.gflops / from_host.gflops);
+        rates.extend([resident, from_host]);
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = platform;
+    if !rates.is_empty() {
         report.peers = Some(rates);
     }
     Ok(report)
@@ -634,6 +664,11 @@ fn print_inverse(inv: &InverseReport, precision: hetla::Precision) {
     }
     if let Some(ratio) = inv.ratio_to_best_peer {
         println!("  inv ratio hetla / best inverse peer {ratio:.3}");
+    }
+    if let (Some(resident), Some(host)) = (inv.ratio_to_cusolver, inv.ratio_to_cusolver_from_host) {
+        println!(
+            "  inv ratio hetla / cuSOLVER potrf+potri resident {resident:.3}, from host {host:.3}"
+        );
     }
 }
 
