@@ -356,9 +356,12 @@ part_sweep() {
         compare=--compare
         for shape in ${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}; do
             for family in ${SWEEP_FAMILIES:-cholesky lu qr}; do
-                # Only cholesky takes GPUs (LU and QR run on the CPU clusters alone).
+                # Only cholesky takes GPUs (LU and QR run on the CPU clusters alone). QR's
+                # matrix is square (`hetla qr` takes 2000 rows unless told: leases 4 and 5
+                # timed 2000 x n matrices).
                 local no_gpu=()
                 [ "$family" = cholesky ] && no_gpu=(--gpus none)
+                [ "$family" = qr ] && no_gpu=(--m "$n")
                 # shellcheck disable=SC2086
                 row "$dir" "sweep-$family-$n-$shape" "$family" --n "$n" --clusters "$shape" "${no_gpu[@]}" \
                     ${SWEEP_ARGS:-} $compare --repeat "$repeat"

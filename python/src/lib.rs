@@ -987,11 +987,14 @@ impl PyFactor {
         on_factor!(&self.0, f => py.detach(|| f.rcond()).map_err(py_error))
     }
 
-    /// A^-1, a new array (from the factor, LAPACK ?potri's way).
+    /// A^-1, a new array (from the factor, LAPACK ?potri's way), written where numpy keeps it.
     fn inv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         on_factor!(&self.0, f => {
-            let inverse = py.detach(|| f.inverse()).map_err(py_error)?;
-            Ok(to_numpy(py, inverse.as_ref()))
+            let n = f.n();
+            let mut out = ndarray::Array2::zeros((n, n).f());
+            py.detach(|| f.inverse_into(faer_mut(out.view_mut())))
+                .map_err(py_error)?;
+            Ok(out.into_pyarray(py).into_any())
         })
     }
 
