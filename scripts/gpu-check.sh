@@ -47,6 +47,8 @@
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
 #   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
 #              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
+#   kernels    the CPU kernels' rates per cluster size (calibrate with KERNEL_SHAPES, default
+#              1x16 ... 16x1, no GPU), a table of Gflop/s a core per operation, tile and size.
 #   sweep      the CPU cluster shapes of this machine's cores (SWEEP_SHAPES, default 1x16 2x8 4x4
 #              8x2 16x1) at SWEEP_NS (8192 16384) for Cholesky, LU and QR with no GPU
 #              (Cholesky with `--gpus none`: with a GPU a core is kept for its host thread), each beside its
@@ -369,6 +371,31 @@ part_sweep() {
             [ "${SWEEP_COMPARE:-all}" = first ] && compare=
         done
     done
+}
+
+part_kernels() {
+    local dir=$1
+    # The CPU kernels' rates per cluster size with no GPU (lease 5: 4- and 5-core clusters ran
+    # GEMM at 12-17 Gflop/s a core where 16 threads of DGEMM ran at 34): every cluster of each
+    # shape timed at once, as in a run.
+    echo "[$SECONDS s] hetla calibrate --clusters ${KERNEL_SHAPES:-16x1 8x2 4x4 2x8 1x16}"
+    # shellcheck disable=SC2086
+    timeout "$row_timeout" "$hetla" calibrate --clusters ${KERNEL_SHAPES:-16x1 8x2 4x4 2x8 1x16} --gpus none \
+        --tile ${KERNEL_TILES:-512 1024 2048} --samples "$samples" --perfmodel-dir "$dir/models" \
+        > "$dir/calibrate.txt" 2>&1 || echo "failed: calibrate" >&2
+    python3 - "$dir/models" <<'PY'
+import glob, json, sys
+flops = {"gemm": 2.0, "potrf": 1 / 3, "syrk": 1.0, "trsm": 1.0}
+print("| op | tile | cores | samples | seconds | Gflop/s a core |")
+print("|---|---|---|---|---|---|")
+for path in glob.glob(sys.argv[1] + "/perfmodels-*.json"):
+    for m in json.load(open(path))["models"]:
+        if m.get("calibration") or m["op"] not in flops:
+            continue
+        b, cores = m["shapes"][-1][0], m["class"].get("cores", 0)
+        rate = flops[m["op"]] * b ** 3 / m["mean_s"] / 1e9 / max(cores, 1)
+        print(f"| {m['op']} | {b} | {cores} | {m['samples']} | {m['mean_s']:.4f} | {rate:.1f} |")
+PY
 }
 
 part_calibrate() {
