@@ -96,6 +96,24 @@ fn a_tile_one_rank_gets_wrong_is_refused_by_all() {
 
 #[cfg(feature = "scalapack")]
 #[test]
+fn scalapack_lu_factors_and_solves_a_general_matrix_and_reports_a_zero_pivot_on_every_rank() {
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "2x2")] {
+        let (ok, out) = mpirun(np, &format!("pdgetrf {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+    let (ok, out) = mpirun(2, "pdgetrf-singular");
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.matches("refused: the matrix is singular: the pivot of column 9")
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
+#[cfg(feature = "scalapack")]
+#[test]
 fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_rank() {
     for (np, grid) in [(1, "1x1"), (2, "2x1"), (4, "2x2")] {
         let (ok, out) = mpirun(np, &format!("pdpotrf {grid}"));
@@ -301,6 +319,61 @@ fn rank_side() {
                 assert!((0..n).all(|j| (0..j).all(|i| l[(i, j)] == 0.0)));
             }
             println!("rank ok");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pdgetrf", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
+            let b = DistributedRhs::<f64>::random(&world, (n, 3), tile, grid, seed + 1).unwrap();
+            let lu = hetla::distributed::scalapack::getrf(&world, &a, 2).unwrap();
+            assert_eq!(lu.seconds.len(), 2);
+            let x = hetla::distributed::scalapack::getrs(&world, &lu, &b, 1)
+                .unwrap()
+                .x;
+            let gathered = (
+                a.gather(&world).unwrap(),
+                b.gather(&world).unwrap(),
+                x.gather(&world).unwrap(),
+            );
+            if let (Some(a), Some(b), Some(x)) = gathered {
+                // LAPACK's dget02 ratio: ||B - A X||_1 / (||A||_1 ||X||_1 n eps).
+                let norm1 = |m: &Mat<f64>| {
+                    (0..m.ncols())
+                        .map(|j| (0..m.nrows()).map(|i| m[(i, j)].abs()).sum::<f64>())
+                        .fold(0.0, f64::max)
+                };
+                let r = &b - &a * &x;
+                let ratio = norm1(&r) / (norm1(&a) * norm1(&x) * n as f64 * f64::EPSILON);
+                assert!(ratio < RESIDUAL_THRESHOLD, "ratio {ratio}");
+            }
+            println!("rank ok");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pdgetrf-singular"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
+            // Column 9 (tile column 2, its column 1) zero: U(9, 9) is exactly zero.
+            let tiles = a
+                .tiles()
+                .iter()
+                .map(|(&(i, j), t)| {
+                    let mut t = t.clone();
+                    if j == 2 {
+                        t.col_mut(1).fill(0.0);
+                    }
+                    ((i, j), t)
+                })
+                .collect();
+            let a = DistributedMatrix::<f64>::from_local_general_tiles(
+                &world,
+                (n, n),
+                tile,
+                grid,
+                tiles,
+            )
+            .unwrap();
+            let err = hetla::distributed::scalapack::getrf(&world, &a, 1).unwrap_err();
+            println!("refused: {err}");
         }
         #[cfg(feature = "scalapack")]
         ["pdpotrf-not-spd"] => {

@@ -269,10 +269,10 @@ pub fn cusolver_potrf<T: Scalar>(
     Ok([rate("resident", resident), rate("from-host", from_host)])
 }
 
-/// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the matrix's precision) on GPU
-/// `index`, timed as [`cusolver_potrf`] (resident: the two kernels by their events; from host
-/// memory: copy in, the two calls, copy out, by the wall clock); `flops` is the inverse's count
-/// hetla's rate uses.
+/// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the matrix's precision) on GPU `index`,
+/// timed as [`cusolver_potrf`] (resident: the two kernels by their events; from host memory: copy
+/// in, the two calls, copy out, by the wall clock); `flops` is the inverse's count hetla's rate
+/// uses.
 #[cfg(feature = "cuda")]
 pub fn cusolver_potri<T: Scalar>(
     a: faer::MatRef<'_, T>,

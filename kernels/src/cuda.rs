@@ -105,9 +105,9 @@ impl GpuTile {
 }
 
 /// The solvers' workspaces, shared by the kernels queued on the compute stream (they run one after
-/// the other; a larger one replaces a buffer, and the old one is freed in stream order): POTRF's and
-/// TRTRI's device workspace, TRTRI's host workspace, and LAUUM's copy of its tile's lower triangle
-/// with the packed triangle it goes through.
+/// the other; a larger one replaces a buffer, and the old one is freed in stream order): POTRF's
+/// and TRTRI's device workspace, TRTRI's host workspace, and LAUUM's copy of its tile's lower
+/// triangle with the packed triangle it goes through.
 struct PotrfScratch {
     work: CudaSlice<u8>,
     host: Vec<u8>,
@@ -1313,9 +1313,9 @@ impl GpuContext {
 
     /// Queues one step of the inverse of a Cholesky factor ([`GpuCall::Inverse`]) in `T`'s
     /// precision, `start` recorded just before it: TRTRI by cuSOLVER (its `devInfo` returned),
-    /// LAUUM by [`GpuContext::queue_lauum`], the panel steps by one cuBLAS call each: SolveRight
-    /// B <- -B L^-1 (?trsm), SyrkAdjoint C <- C + A^H A (?syrk, ?herk), TrmmAdjoint B <- L^H B
-    /// (?trmm in place, which cuBLAS allows with C = B).
+    /// LAUUM by [`GpuContext::queue_lauum`], the panel steps by one cuBLAS call each: SolveRight B
+    /// <- -B L^-1 (?trsm), SyrkAdjoint C <- C + A^H A (?syrk, ?herk), TrmmAdjoint B <- L^H B (?trmm
+    /// in place, which cuBLAS allows with C = B).
     fn queue_inverse<T: CudaScalar>(
         &self,
         op: Op,
@@ -1766,8 +1766,8 @@ trait CudaScalar: Scalar {
         reads: (In<Self>, In<Self>),
         c: Out<Self>,
     ) -> BlasStatus;
-    /// C <- alpha op(L) B (left) or alpha B op(L) (right), L lower, non-unit; B and C are m x n
-    /// (C may be B: cuBLAS's in-place form).
+    /// C <- alpha op(L) B (left) or alpha B op(L) (right), L lower, non-unit; B and C are m x n (C
+    /// may be B: cuBLAS's in-place form).
     unsafe fn trmm(
         h: blas::cublasHandle_t,
         ops: (blas::cublasSideMode_t, blas::cublasOperation_t),

@@ -64,6 +64,19 @@ impl<T: Wire> DistributedMatrix<T> {
         })
     }
 
+    /// The tiles this rank holds of a general `m x n` matrix, every tile (not only a triangle's),
+    /// of entries [`crate::matgen::random_block_in`]`(m, seed, ..)` (uniform in [-1, 1)), each
+    /// generated where it lives: no communication. What LU and QR factor.
+    pub fn random<C: Communicator>(
+        comm: &C,
+        (m, n): (usize, usize),
+        tile: usize,
+        grid: ProcessGrid,
+        seed: u64,
+    ) -> Result<Self> {
+        DistributedRhs::random(comm, (m, n), tile, grid, seed).map(|general| general.0)
+    }
+
     /// This rank's tiles as the caller holds them (each exactly once, each of its tile's shape,
     /// none another rank's): checked on every rank, and refused on all if wrong on one.
     pub fn from_local_tiles<C: Communicator>(
@@ -74,6 +87,19 @@ impl<T: Wire> DistributedMatrix<T> {
         tiles: Vec<((usize, usize), Mat<T>)>,
     ) -> Result<Self> {
         Self::from_tiles_of(comm, (n, n), true, tile, grid, tiles)
+    }
+
+    /// This rank's tiles of a general `m x n` matrix (every tile, [`DistributedMatrix::random`]'s
+    /// layout) as the caller holds them, checked as [`DistributedMatrix::from_local_tiles`] checks
+    /// a symmetric one's.
+    pub fn from_local_general_tiles<C: Communicator>(
+        comm: &C,
+        (m, n): (usize, usize),
+        tile: usize,
+        grid: ProcessGrid,
+        tiles: Vec<((usize, usize), Mat<T>)>,
+    ) -> Result<Self> {
+        Self::from_tiles_of(comm, (m, n), false, tile, grid, tiles)
     }
 
     fn from_tiles_of<C: Communicator>(

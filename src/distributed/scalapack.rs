@@ -1,4 +1,5 @@
-//! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`], in the
+//! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`], and its
+//! LU with partial pivoting, `p?getrf` on a general [`DistributedMatrix`] and `p?getrs`, in the
 //! matrices' precision (s, d, c, z): the peers a distributed factorisation and solve are measured
 //! against (feature `scalapack`; apt `libscalapack-openmpi-dev`).
 //!
@@ -66,6 +67,45 @@ macro_rules! declare {
     };
 }
 
+/// Declares ScaLAPACK's `p?getrf_` and `p?getrs_` of one precision.
+macro_rules! declare_lu {
+    ($getrf:ident, $getrs:ident, $t:ty) => {
+        #[link(name = "scalapack-openmpi")]
+        unsafe extern "C" {
+            fn $getrf(
+                m: *const i32,
+                n: *const i32,
+                a: *mut $t,
+                ia: *const i32,
+                ja: *const i32,
+                desca: *const i32,
+                ipiv: *mut i32,
+                info: *mut i32,
+            );
+            fn $getrs(
+                trans: *const c_char,
+                n: *const i32,
+                nrhs: *const i32,
+                a: *const $t,
+                ia: *const i32,
+                ja: *const i32,
+                desca: *const i32,
+                ipiv: *const i32,
+                b: *mut $t,
+                ib: *const i32,
+                jb: *const i32,
+                descb: *const i32,
+                info: *mut i32,
+            );
+        }
+    };
+}
+
+declare_lu!(psgetrf_, psgetrs_, f32);
+declare_lu!(pdgetrf_, pdgetrs_, f64);
+declare_lu!(pcgetrf_, pcgetrs_, c32);
+declare_lu!(pzgetrf_, pzgetrs_, c64);
+
 declare!(pspotrf_, pspotrs_, f32);
 declare!(pdpotrf_, pdpotrs_, f64);
 declare!(pcpotrf_, pcpotrs_, c32);
@@ -91,12 +131,79 @@ pub trait Scalapack: Wire {
     /// # Safety
     /// As [`Scalapack::potrf`], for both arrays.
     unsafe fn potrs(n: i32, nrhs: i32, l: (&Mat<Self>, &[i32; 9]), b: Local<'_, Self>) -> i32;
+
+    /// `p?getrf` on the whole `m x n` local array `a`, its interchanges into `ipiv` (at least the
+    /// local rows plus one block); ScaLAPACK's `info`.
+    ///
+    /// # Safety
+    /// As [`Scalapack::potrf`].
+    unsafe fn getrf(m: i32, n: i32, a: Local<'_, Self>, ipiv: &mut [i32]) -> i32;
+
+    /// `p?getrs('N')` with the LU factors `lu` and their interchanges `ipiv` on the right-hand
+    /// sides `b`; ScaLAPACK's `info`.
+    ///
+    /// # Safety
+    /// As [`Scalapack::potrf`], for both arrays; `ipiv` as [`Scalapack::getrf`] left it.
+    unsafe fn getrs(
+        n: i32,
+        nrhs: i32,
+        lu: (&Mat<Self>, &[i32; 9]),
+        ipiv: &[i32],
+        b: Local<'_, Self>,
+    ) -> i32;
 }
 
 macro_rules! scalapack {
-    ($t:ty, $letter:literal, $potrf:ident, $potrs:ident) => {
+    ($t:ty, $letter:literal, $potrf:ident, $potrs:ident, $getrf:ident, $getrs:ident) => {
         impl Scalapack for $t {
             const LETTER: char = $letter;
+
+            unsafe fn getrf(m: i32, n: i32, (a, desc): Local<'_, Self>, ipiv: &mut [i32]) -> i32 {
+                let (one, mut info) = (1i32, 0i32);
+                // SAFETY: the caller's contract; ipiv has the room p?getrf writes.
+                unsafe {
+                    $getrf(
+                        &m,
+                        &n,
+                        a.as_ptr_mut(),
+                        &one,
+                        &one,
+                        desc.as_ptr(),
+                        ipiv.as_mut_ptr(),
+                        &mut info,
+                    )
+                };
+                info
+            }
+
+            unsafe fn getrs(
+                n: i32,
+                nrhs: i32,
+                (lu, lu_desc): (&Mat<Self>, &[i32; 9]),
+                ipiv: &[i32],
+                (b, b_desc): Local<'_, Self>,
+            ) -> i32 {
+                let (one, trans, mut info) = (1i32, b'N' as c_char, 0i32);
+                // SAFETY: the caller's contract; the scalars are read, info written.
+                unsafe {
+                    $getrs(
+                        &trans,
+                        &n,
+                        &nrhs,
+                        lu.as_ptr(),
+                        &one,
+                        &one,
+                        lu_desc.as_ptr(),
+                        ipiv.as_ptr(),
+                        b.as_ptr_mut(),
+                        &one,
+                        &one,
+                        b_desc.as_ptr(),
+                        &mut info,
+                    )
+                };
+                info
+            }
 
             unsafe fn potrf(n: i32, (a, desc): Local<'_, Self>) -> i32 {
                 let (one, uplo, mut info) = (1i32, b'L' as c_char, 0i32);
@@ -145,10 +252,10 @@ macro_rules! scalapack {
     };
 }
 
-scalapack!(f32, 's', pspotrf_, pspotrs_);
-scalapack!(f64, 'd', pdpotrf_, pdpotrs_);
-scalapack!(c32, 'c', pcpotrf_, pcpotrs_);
-scalapack!(c64, 'z', pzpotrf_, pzpotrs_);
+scalapack!(f32, 's', pspotrf_, pspotrs_, psgetrf_, psgetrs_);
+scalapack!(f64, 'd', pdpotrf_, pdpotrs_, pdgetrf_, pdgetrs_);
+scalapack!(c32, 'c', pcpotrf_, pcpotrs_, pcgetrf_, pcgetrs_);
+scalapack!(c64, 'z', pzpotrf_, pzpotrs_, pzgetrf_, pzgetrs_);
 
 /// What [`potrf`] measured: the seconds of each run (the slowest rank's), and the factor of the
 /// last run, in tiles.
@@ -249,36 +356,52 @@ pub fn potrs<T: Scalapack, C: Communicator>(
     b: &DistributedRhs<T>,
     runs: usize,
 ) -> Result<PeerSolves<T>> {
-    let (lt, bt) = (l.tiling(), b.tiling());
-    if b.0.grid != l.grid() || (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
+    solve_runs(comm, l, b, runs, "potrs", |n, nrhs, l, b| {
+        // SAFETY: the local arrays are those their descriptors describe (`solve_runs`).
+        unsafe { T::potrs(n, nrhs, l, b) }
+    })
+}
+
+/// Runs the ScaLAPACK solve `call` (n, nrhs, the factors' local array, B's) `runs` times, each from
+/// `b`, with the factors `a` (`what` names the routine in errors), and returns the seconds (the
+/// slowest rank's) and the last solution. Collective.
+fn solve_runs<T: Scalapack, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    b: &DistributedRhs<T>,
+    runs: usize,
+    what: &'static str,
+    mut call: impl FnMut(i32, i32, (&Mat<T>, &[i32; 9]), Local<'_, T>) -> i32,
+) -> Result<PeerSolves<T>> {
+    let (at_, bt) = (a.tiling(), b.tiling());
+    if b.0.grid != a.grid() || (bt.rows(), bt.tile()) != (at_.rows(), at_.tile()) {
         return Err(Error::InvalidOption {
-            option: "potrs",
+            option: what,
             reason: "the right-hand sides are not on the factor's grid with its rows and tile"
                 .into(),
         });
     }
-    let blacs = Blacs::new(l)?;
-    let (mut l_local, l_desc, mut info) = blacs.local_array(l)?;
+    let blacs = Blacs::new(a)?;
+    let (mut a_local, a_desc, mut info) = blacs.local_array(a)?;
     let (mut b_local, b_desc, b_info) = blacs.local_array(&b.0)?;
     info = info.min(b_info);
     let (n, nrhs) = (to_i32(bt.rows(), "n")?, to_i32(bt.cols(), "nrhs")?);
     let at = blacs.at;
-    blacs.copy_in(&mut l_local, l);
+    blacs.copy_in(&mut a_local, a);
     let mut seconds = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         blacs.copy_in(&mut b_local, &b.0);
         comm.barrier();
         let start = mpi::time();
         if info == 0 {
-            // SAFETY: the local arrays are those the descriptors describe.
-            info = unsafe { T::potrs(n, nrhs, (&l_local, &l_desc), (&mut b_local, &b_desc)) };
+            info = call(n, nrhs, (&a_local, &a_desc), (&mut b_local, &b_desc));
         }
         seconds.push(slowest_since(comm, start));
     }
     drop(blacs);
     if info != 0 {
         return Err(Error::Distributed {
-            rank: l.rank().0,
+            rank: a.rank().0,
             reason: format!("ScaLAPACK refused argument {} (info {info})", -info),
         });
     }
@@ -288,6 +411,101 @@ pub fn potrs<T: Scalapack, C: Communicator>(
         t.copy_from(b_local.as_ref().submatrix(r, c, t.nrows(), t.ncols()));
     }
     Ok(PeerSolves { seconds, x })
+}
+
+/// What [`getrf`] measured: the seconds of each run (the slowest rank's), and the LU factors of the
+/// last run with their interchanges, as ScaLAPACK holds them (for [`getrs`]).
+#[derive(Debug, Clone)]
+pub struct LuPeerRuns<T: Scalapack = f64> {
+    /// Seconds of each run, in order.
+    pub seconds: Vec<f64>,
+    /// L (unit, below the diagonal) and U, in every tile, as `a` is distributed.
+    pub factors: DistributedMatrix<T>,
+    /// This rank's `ipiv`: the global row (1-based) each of its local rows was interchanged with.
+    pivots: Vec<i32>,
+}
+
+/// Factors the general square `a` (every tile held: [`DistributedMatrix::random`]) with ScaLAPACK's
+/// `p?getrf` of its precision `runs` times (each from `a`), on the ranks of `MPI_COMM_WORLD`
+/// (BLACS's default context: `comm` must span the whole job). A zero pivot is [`Error::Singular`]
+/// with its global column on every rank. Collective.
+pub fn getrf<T: Scalapack, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    runs: usize,
+) -> Result<LuPeerRuns<T>> {
+    let tiling = a.tiling();
+    if a.lower || tiling.rows() != tiling.cols() {
+        return Err(Error::InvalidOption {
+            option: "getrf",
+            reason: format!(
+                "p?getrf here factors a square matrix with every tile held; this one is {}x{}{}",
+                tiling.rows(),
+                tiling.cols(),
+                if a.lower {
+                    ", its lower triangle only (DistributedMatrix::random makes a general one)"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    let blacs = Blacs::new(a)?;
+    let (mut local, desc, mut info) = blacs.local_array(a)?;
+    let n = to_i32(tiling.rows(), "n")?;
+    let mut pivots = vec![0i32; local.nrows() + tiling.tile()];
+    let mut seconds = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        blacs.copy_in(&mut local, a);
+        comm.barrier();
+        let start = mpi::time();
+        if info == 0 {
+            // SAFETY: `local` is the column-major local array `desc` describes; `pivots`
+            // has its local rows plus a block.
+            info = unsafe { T::getrf(n, n, (&mut local, &desc), &mut pivots) };
+        }
+        seconds.push(slowest_since(comm, start));
+    }
+    let at = blacs.at;
+    drop(blacs);
+    // p?getrf's info is global: every rank has the same.
+    if info != 0 {
+        return Err(if info > 0 {
+            Error::Singular {
+                column: info as usize - 1,
+            }
+        } else {
+            Error::Distributed {
+                rank: a.rank().0,
+                reason: format!("ScaLAPACK refused argument {} (info {info})", -info),
+            }
+        });
+    }
+    let mut factors = a.clone();
+    for (&(i, j), t) in factors.tiles.iter_mut() {
+        let (r, c) = at.of(i, j);
+        t.copy_from(local.as_ref().submatrix(r, c, t.nrows(), t.ncols()));
+    }
+    Ok(LuPeerRuns {
+        seconds,
+        factors,
+        pivots,
+    })
+}
+
+/// Solves A X = B with ScaLAPACK's `p?getrs('N')` of the precision and the factors [`getrf`] left,
+/// `runs` times, each from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
+pub fn getrs<T: Scalapack, C: Communicator>(
+    comm: &C,
+    lu: &LuPeerRuns<T>,
+    b: &DistributedRhs<T>,
+    runs: usize,
+) -> Result<PeerSolves<T>> {
+    solve_runs(comm, &lu.factors, b, runs, "getrs", |n, nrhs, a, b| {
+        // SAFETY: the local arrays are those their descriptors describe (`solve_runs`), the
+        // pivots p?getrf's on this grid.
+        unsafe { T::getrs(n, nrhs, a, &lu.pivots, b) }
+    })
 }
 
 /// Seconds since `start` (`mpi::time`) on the slowest rank. Collective.

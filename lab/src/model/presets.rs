@@ -161,8 +161,8 @@ const LU_ASSUMPTION: &str = "; LU's kernels assumed, not measured: the panel (lu
 /// [`LU_ASSUMPTION`] states: the panel factorisation is a narrow, latency-bound factorisation like
 /// POTRF; the update of a block column is a triangular solve of b rows and a product of the rows
 /// below, almost all GEMM; QR's tile factorisations are panels too, their applications products.
-/// Those that run on CPU clusters only get no GPU rates; those with a GPU kernel (the inverse's) get
-/// the GPU rate of the operation they are like, as on the CPUs.
+/// Those that run on CPU clusters only get no GPU rates; those with a GPU kernel (the inverse's)
+/// get the GPU rate of the operation they are like, as on the CPUs.
 fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
     let derived: Vec<CpuKernelRate> = model
         .cpu

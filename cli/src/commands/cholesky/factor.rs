@@ -112,8 +112,8 @@ pub struct InverseReport {
     /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_best_peer: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory (`--compare
-    /// gpu` with a CUDA GPU).
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory
+    /// (`--compare gpu` with a CUDA GPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_cusolver: Option<f64>,
     /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
@@ -409,9 +409,9 @@ fn compare_peers<T: Scalar>(
 }
 
 /// `--inverse`: hetla's factorisation + inverse timed as `--repeat` says, checked, and with
-/// `--compare cpu` each library's own (factorisation included) timed the same way; with `--compare
-/// gpu` on a platform with a CUDA GPU, cuSOLVER's ?potrf + ?potri on GPU 0 (resident and from host
-/// memory).
+/// `--compare cpu` each library's own (factorisation included) timed the same way; with
+/// `--compare gpu` on a platform with a CUDA GPU, cuSOLVER's ?potrf + ?potri on GPU 0 (resident and
+/// from host memory).
 fn inverse<T: Scalar>(
     args: &CholeskyArgs,
     options: &Cholesky,
