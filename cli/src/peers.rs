@@ -245,55 +245,51 @@ pub fn real_gpu(platform: &hetla::Platform) -> bool {
         .any(|d| d.device.name() != "emulated")
 }
 
-/// cuSOLVER's ?potrf (the matrix's precision) on GPU `index`, timed two ways after one warm-up call
-/// each, best and median of `runs`: on the matrix already in device memory (its copy there not
-/// timed: the reference of the GPU issue's targets), and as a program calls it on a matrix in host
-/// memory (`a` copied in from pageable memory as it lies, factored, the factor copied back out,
-/// each call timed whole by the wall clock).
+/// What a cuSOLVER peer computes.
 #[cfg(feature = "cuda")]
-pub fn cusolver_potrf<T: Scalar>(
-    a: faer::MatRef<'_, T>,
-    index: usize,
-    runs: usize,
-) -> Result<[PeerRate; 2]> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let resident = gpu.time_resident_potrf(a, runs)?;
-    let mut out = faer::Mat::<T>::zeros(a.nrows(), a.ncols());
-    let from_host = gpu.time_host_potrf(a, out.as_mut(), runs)?;
-    let n = a.nrows() as f64;
-    let flops = n * n * n / 3.0 * T::PRECISION.flop_factor();
-    let rate = |how, times| {
-        let name = format!("cusolver-{}potrf-{how}", T::PRECISION);
-        PeerRate::from_timings(&name, device_timings(times), flops)
-    };
-    Ok([rate("resident", resident), rate("from-host", from_host)])
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cusolver {
+    /// The Cholesky factor, ?potrf.
+    Potrf,
+    /// The inverse of the SPD matrix, ?potrf then ?potri (its lower triangle).
+    Inverse,
 }
 
-/// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the matrix's precision) on GPU `index`,
-/// timed as [`cusolver_potrf`] (resident: the two kernels by their events; from host memory: copy
-/// in, the two calls, copy out, by the wall clock); `flops` is the inverse's count hetla's rate
-/// uses.
+/// cuSOLVER's `call` (the matrix's precision) on GPU `index`, timed two ways after one warm-up call
+/// each, best and median of `runs`: on the matrix already in device memory (its copy there not
+/// timed: the reference of the GPU issue's targets; the kernels by their events), and as a program
+/// calls it on a matrix in host memory (`a` copied in from pageable memory as it lies, the calls,
+/// the result copied back out, each call timed whole by the wall clock). `flops`: the count hetla's
+/// rate of the same work uses.
 #[cfg(feature = "cuda")]
-pub fn cusolver_potri<T: Scalar>(
+pub fn cusolver<T: Scalar>(
+    call: Cusolver,
     a: faer::MatRef<'_, T>,
     index: usize,
     runs: usize,
     flops: f64,
 ) -> Result<[PeerRate; 2]> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let resident = gpu.time_resident_potri(a, runs)?;
-    let mut out = faer::Mat::<T>::zeros(a.nrows(), a.ncols());
-    let from_host = gpu.time_host_potri(a, out.as_mut(), runs)?;
-    let rate = |how, times| {
-        let name = format!("cusolver-{0}potrf+{0}potri-{how}", T::PRECISION);
-        PeerRate::from_timings(&name, device_timings(times), flops)
+    let name = match call {
+        Cusolver::Potrf => format!("cusolver-{}potrf", T::PRECISION),
+        Cusolver::Inverse => format!("cusolver-{0}potrf+{0}potri", T::PRECISION),
     };
-    Ok([rate("resident", resident), rate("from-host", from_host)])
+    device_peer::<T>(index, (&name, flops), a.shape(), |gpu, out| {
+        Ok(match call {
+            Cusolver::Potrf => [
+                gpu.time_resident_potrf(a, runs)?,
+                gpu.time_host_potrf(a, out, runs)?,
+            ],
+            Cusolver::Inverse => [
+                gpu.time_resident_potri(a, runs)?,
+                gpu.time_host_potri(a, out, runs)?,
+            ],
+        })
+    })
 }
 
-/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index`, timed as [`cusolver_potrf`]:
-/// with A, B and C in device memory, and from host memory (A and B copied in, the product, C copied
-/// out, each call timed whole).
+/// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index`, timed as [`cusolver`]: with A,
+/// B and C in device memory, and from host memory (A and B copied in, the product, C copied out,
+/// each call timed whole).
 #[cfg(feature = "cuda")]
 pub fn cublas_gemm<T: Scalar>(
     a: faer::MatRef<'_, T>,
@@ -301,18 +297,34 @@ pub fn cublas_gemm<T: Scalar>(
     index: usize,
     runs: usize,
 ) -> Result<[PeerRate; 2]> {
-    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
-    let resident = gpu.time_resident_gemm(a, b, runs)?;
-    let mut c = faer::Mat::<T>::zeros(a.nrows(), b.ncols());
-    let from_host = gpu.time_host_gemm(a, b, c.as_mut(), runs)?;
+    let name = format!("cublas-{}gemm", T::PRECISION);
     let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
-    let rate = |how, times| {
-        let name = format!("cublas-{}gemm-{how}", T::PRECISION);
-        PeerRate::from_timings(
-            &name,
-            device_timings(times),
-            flops * T::PRECISION.flop_factor(),
-        )
-    };
+    let flops = flops * T::PRECISION.flop_factor();
+    device_peer::<T>(index, (&name, flops), (a.nrows(), b.ncols()), |gpu, c| {
+        Ok([
+            gpu.time_resident_gemm(a, b, runs)?,
+            gpu.time_host_gemm(a, b, c, runs)?,
+        ])
+    })
+}
+
+/// A GPU peer on GPU `index`: `time` gets the device and a host output of `shape` and returns the
+/// seconds of the resident calls and of the calls from host memory, which become the rates
+/// "`name`-resident" and "`name`-from-host" of `flops`.
+#[cfg(feature = "cuda")]
+fn device_peer<T: Scalar>(
+    index: usize,
+    (name, flops): (&str, f64),
+    shape: (usize, usize),
+    time: impl FnOnce(
+        &hetla_kernels::cuda::GpuContext,
+        faer::MatMut<'_, T>,
+    ) -> std::result::Result<[Vec<f64>; 2], hetla_kernels::KernelError>,
+) -> Result<[PeerRate; 2]> {
+    let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
+    let mut out = faer::Mat::<T>::zeros(shape.0, shape.1);
+    let [resident, from_host] = time(&gpu, out.as_mut())?;
+    let rate =
+        |how, times| PeerRate::from_timings(&format!("{name}-{how}"), device_timings(times), flops);
     Ok([rate("resident", resident), rate("from-host", from_host)])
 }

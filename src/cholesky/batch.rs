@@ -99,14 +99,9 @@ impl Cholesky {
         Ok(factors
             .into_iter()
             .map(|factor| {
-                factor.map(|(l, norm)| Factor {
-                    tile: l.nrows().max(1),
-                    l,
-                    norm: Some(norm),
-                    platform: platform.clone(),
-                    scheduler: self.run.scheduler,
-                    untouched: self.run.untouched(self.tile.is_some()),
-                    host_memory: self.host_memory,
+                factor.map(|(l, norm)| {
+                    let tile = l.nrows().max(1);
+                    self.made(l, tile, norm, platform.clone(), self.run.scheduler)
                 })
             })
             .collect())

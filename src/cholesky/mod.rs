@@ -172,15 +172,7 @@ impl Cholesky {
         let mut l = Mat::zeros(a.nrows(), a.ncols());
         let (this, platform) = self.tuned_platform::<A::Elem>(a.nrows())?;
         let (tile, norm) = this.factor_direct_or_tiled(&platform, l.as_mut(), Some(a))?;
-        Ok(Factor {
-            l,
-            tile,
-            norm: Some(norm),
-            platform,
-            scheduler: this.run.scheduler,
-            untouched: self.run.untouched(self.tile.is_some()),
-            host_memory: self.host_memory,
-        })
+        Ok(self.made(l, tile, norm, platform, this.run.scheduler))
     }
 
     /// Factors `a` (left unchanged) into `out` (of the same shape, any strides): `out` receives A
@@ -193,6 +185,27 @@ impl Cholesky {
         let (this, platform) = self.tuned_platform::<T>(a.nrows())?;
         this.factor_direct_or_tiled(&platform, out, Some(a))
             .map(|_| ())
+    }
+
+    /// The factor `l` (of tiles of `tile`, ||A||_1 = `norm`) a run of this builder made on
+    /// `platform` with `scheduler`, keeping what its inverse needs of the builder's options.
+    fn made<T: Scalar>(
+        &self,
+        l: Mat<T>,
+        tile: usize,
+        norm: f64,
+        platform: Arc<Platform>,
+        scheduler: SchedulerKind,
+    ) -> Factor<T> {
+        Factor {
+            l,
+            tile,
+            norm: Some(norm),
+            platform,
+            scheduler,
+            untouched: self.run.untouched(self.tile.is_some()),
+            host_memory: self.host_memory,
+        }
     }
 
     /// This builder with the tuned defaults for order `n` in `T`'s precision where its user set
@@ -210,15 +223,7 @@ impl Cholesky {
     pub fn factor_owned<T: Scalar>(&self, mut a: Mat<T>) -> Result<Factor<T>> {
         let (this, platform) = self.tuned_platform::<T>(a.nrows())?;
         let (tile, norm) = this.factor_direct_or_tiled(&platform, a.as_mut(), None)?;
-        Ok(Factor {
-            l: a,
-            tile,
-            norm: Some(norm),
-            platform,
-            scheduler: this.run.scheduler,
-            untouched: self.run.untouched(self.tile.is_some()),
-            host_memory: self.host_memory,
-        })
+        Ok(self.made(a, tile, norm, platform, this.run.scheduler))
     }
 
     /// Factors `a` in place: on success its lower triangle holds L (its strict upper triangle is
@@ -273,15 +278,7 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let plan = self.plan(a.nrows(), T::PRECISION)?;
         let (trace, norm) = self.factor_on(&platform, &plan, a.as_mut(), None)?;
-        let factor = Factor {
-            l: a,
-            tile: plan.tile(),
-            norm: Some(norm),
-            platform,
-            scheduler: self.run.scheduler,
-            untouched: self.run.untouched(self.tile.is_some()),
-            host_memory: self.host_memory,
-        };
+        let factor = self.made(a, plan.tile(), norm, platform, self.run.scheduler);
         Ok((factor, trace))
     }
 

@@ -285,7 +285,7 @@ impl<T: Wire> DistributedRhs<T> {
         grid: ProcessGrid,
         tiles: Vec<((usize, usize), Mat<T>)>,
     ) -> Result<Self> {
-        DistributedMatrix::from_tiles_of(comm, (n, nrhs), false, tile, grid, tiles).map(Self)
+        DistributedMatrix::from_local_general_tiles(comm, (n, nrhs), tile, grid, tiles).map(Self)
     }
 
     /// Rank 0's `n x nrhs` right-hand sides (`Some` there) handed out in tiles.

@@ -274,37 +274,17 @@ pub fn potrf<T: Scalapack, C: Communicator>(
     a: &DistributedMatrix<T>,
     runs: usize,
 ) -> Result<PeerRuns<T>> {
+    let n = to_i32(a.tiling().rows(), "n")?;
+    let (seconds, local, at) = factor_runs(comm, a, runs, |local| {
+        // SAFETY: `local` is the column-major local array its descriptor describes (its
+        // leading dimension `lld` is its column stride).
+        unsafe { T::potrf(n, local) }
+    })
+    .map_err(|failed| match failed {
+        Failed::Pivot(column) => Error::NotPositiveDefinite { column },
+        Failed::Other(e) => e,
+    })?;
     let tiling = a.tiling();
-    let blacs = Blacs::new(a)?;
-    let (mut local, desc, mut info) = blacs.local_array(a)?;
-    let n = to_i32(tiling.rows(), "n")?;
-    let at = blacs.at;
-    let mut seconds = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
-        blacs.copy_in(&mut local, a);
-        comm.barrier();
-        let start = mpi::time();
-        if info == 0 {
-            // SAFETY: `local` is the column-major local array `desc` describes (its
-            // leading dimension `lld` is its column stride).
-            info = unsafe { T::potrf(n, (&mut local, &desc)) };
-        }
-        seconds.push(slowest_since(comm, start));
-    }
-    drop(blacs);
-    // p?potrf's info is global: every rank has the same.
-    if info != 0 {
-        return Err(if info > 0 {
-            Error::NotPositiveDefinite {
-                column: info as usize - 1,
-            }
-        } else {
-            Error::Distributed {
-                rank: a.rank().0,
-                reason: format!("ScaLAPACK refused argument {} (info {info})", -info),
-            }
-        });
-    }
     let factor = a
         .tiles()
         .iter()
@@ -335,6 +315,47 @@ pub fn potrf<T: Scalapack, C: Communicator>(
             tiles: factor,
         },
     })
+}
+
+/// Why [`factor_runs`] failed: ScaLAPACK's info > 0 (a pivot at this global column, 0-based: the
+/// caller says what kind), or anything else.
+enum Failed {
+    Pivot(usize),
+    Other(Error),
+}
+
+/// Runs the ScaLAPACK factorisation `call` (on the local array and its descriptor; it returns
+/// ScaLAPACK's info) `runs` times, each on a fresh copy of `a`'s tiles between two barriers, and
+/// returns the seconds (the slowest rank's), the last run's local array and where tiles lie in it.
+/// ScaLAPACK's info is global, so every rank fails alike. Collective.
+fn factor_runs<T: Scalapack, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    runs: usize,
+    mut call: impl FnMut(Local<'_, T>) -> i32,
+) -> std::result::Result<(Vec<f64>, Mat<T>, LocalAt), Failed> {
+    let blacs = Blacs::new(a).map_err(Failed::Other)?;
+    let (mut local, desc, mut info) = blacs.local_array(a).map_err(Failed::Other)?;
+    let mut seconds = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        blacs.copy_in(&mut local, a);
+        comm.barrier();
+        let start = mpi::time();
+        if info == 0 {
+            info = call((&mut local, &desc));
+        }
+        seconds.push(slowest_since(comm, start));
+    }
+    let at = blacs.at;
+    drop(blacs);
+    match info {
+        0 => Ok((seconds, local, at)),
+        i if i > 0 => Err(Failed::Pivot(i as usize - 1)),
+        i => Err(Failed::Other(Error::Distributed {
+            rank: a.rank().0,
+            reason: format!("ScaLAPACK refused argument {} (info {i})", -i),
+        })),
+    }
 }
 
 /// What [`potrs`] measured: the seconds of each run (the slowest rank's), and the solution of the
@@ -450,37 +471,18 @@ pub fn getrf<T: Scalapack, C: Communicator>(
             ),
         });
     }
-    let blacs = Blacs::new(a)?;
-    let (mut local, desc, mut info) = blacs.local_array(a)?;
     let n = to_i32(tiling.rows(), "n")?;
-    let mut pivots = vec![0i32; local.nrows() + tiling.tile()];
-    let mut seconds = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
-        blacs.copy_in(&mut local, a);
-        comm.barrier();
-        let start = mpi::time();
-        if info == 0 {
-            // SAFETY: `local` is the column-major local array `desc` describes; `pivots`
-            // has its local rows plus a block.
-            info = unsafe { T::getrf(n, n, (&mut local, &desc), &mut pivots) };
-        }
-        seconds.push(slowest_since(comm, start));
-    }
-    let at = blacs.at;
-    drop(blacs);
-    // p?getrf's info is global: every rank has the same.
-    if info != 0 {
-        return Err(if info > 0 {
-            Error::Singular {
-                column: info as usize - 1,
-            }
-        } else {
-            Error::Distributed {
-                rank: a.rank().0,
-                reason: format!("ScaLAPACK refused argument {} (info {info})", -info),
-            }
-        });
-    }
+    let mut pivots = Vec::new();
+    let (seconds, local, at) = factor_runs(comm, a, runs, |(local, desc)| {
+        pivots.resize(local.nrows() + tiling.tile(), 0);
+        // SAFETY: `local` is the column-major local array `desc` describes; `pivots` has
+        // its local rows plus a block.
+        unsafe { T::getrf(n, n, (local, desc), &mut pivots) }
+    })
+    .map_err(|failed| match failed {
+        Failed::Pivot(column) => Error::Singular { column },
+        Failed::Other(e) => e,
+    })?;
     let mut factors = a.clone();
     for (&(i, j), t) in factors.tiles.iter_mut() {
         let (r, c) = at.of(i, j);

@@ -169,15 +169,10 @@ fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
         .kernels
         .iter()
         .flat_map(|k| {
-            Op::ALL
-                .into_iter()
-                .filter_map(move |op| match op.codelet().rate {
-                    RateSource::Like(like) if like.name() == k.op => Some(CpuKernelRate {
-                        op: op.name().into(),
-                        ..k.clone()
-                    }),
-                    _ => None,
-                })
+            like(&k.op, false).map(|op| CpuKernelRate {
+                op: op.name().into(),
+                ..k.clone()
+            })
         })
         .collect();
     model.cpu.kernels.extend(derived);
@@ -186,22 +181,25 @@ fn with_lu_rates(mut model: PlatformModel) -> PlatformModel {
             .kernels
             .iter()
             .flat_map(|k| {
-                Op::ALL
-                    .into_iter()
-                    .filter(|op| op.runs_on_gpus())
-                    .filter_map(move |op| match op.codelet().rate {
-                        RateSource::Like(like) if like.name() == k.op => Some(GpuKernelRate {
-                            op: op.name().into(),
-                            ..k.clone()
-                        }),
-                        _ => None,
-                    })
+                like(&k.op, true).map(|op| GpuKernelRate {
+                    op: op.name().into(),
+                    ..k.clone()
+                })
             })
             .collect();
         gpu.kernels.extend(derived);
     }
     model.description.push_str(LU_ASSUMPTION);
     model
+}
+
+/// The operations whose rate is taken from the operation named `name` ([`RateSource::Like`]); with
+/// `gpu`, only those that have a GPU kernel.
+fn like(name: &str, gpu: bool) -> impl Iterator<Item = Op> + '_ {
+    Op::ALL.into_iter().filter(move |op| {
+        (!gpu || op.runs_on_gpus())
+            && matches!(op.codelet().rate, RateSource::Like(like) if like.name() == name)
+    })
 }
 
 /// `sirocco`: two 12-core Haswell E5-2680 v3 and four K40m, rates from Cojean et al. (2016) Table 2

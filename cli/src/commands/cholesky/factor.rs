@@ -387,7 +387,8 @@ fn compare_peers<T: Scalar>(
     // memory, GPU 0.
     #[cfg(feature = "cuda")]
     if compare.gpu() && peers::real_gpu(platform) {
-        let [resident, from_host] = peers::cusolver_potrf(a, 0, repeat.unwrap_or(1))?;
+        let [resident, from_host] =
+            peers::cusolver(peers::Cusolver::Potrf, a, 0, repeat.unwrap_or(1), flops)?;
         report.ratio_to_cusolver = Some(report.run.gflops / resident.gflops);
         report.ratio_to_cusolver_from_host = Some(report.run.gflops / from_host.gflops);
         rates.extend([resident, from_host]);
@@ -475,7 +476,8 @@ fn inverse<T: Scalar>(
     }
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(|c| c.gpu()) && peers::real_gpu(platform) {
-        let [resident, from_host] = peers::cusolver_potri(a, 0, repeat.unwrap_or(1), flops)?;
+        let [resident, from_host] =
+            peers::cusolver(peers::Cusolver::Inverse, a, 0, repeat.unwrap_or(1), flops)?;
         report.ratio_to_cusolver = Some(report.gflops / resident.gflops);
         report.ratio_to_cusolver_from_host = Some(report.gflops / from_host.gflops);
         rates.extend([resident, from_host]);
