@@ -1,5 +1,5 @@
-//! GPU tile kernels: POTRF through cuSOLVER, the others through cuBLAS, on one device, with cudarc
-//! (cargo feature `cuda`, on by default).
+//! GPU tile kernels: POTRF and TRTRI through cuSOLVER, the others through cuBLAS (LAUUM too, as a
+//! triangular product), on one device, with cudarc (cargo feature `cuda`, on by default).
 //!
 //! The CUDA libraries are loaded when first used, never linked, so this module builds on any
 //! machine; [`crate::cuda_libs`] finds them without `LD_LIBRARY_PATH`. cudarc panics when a library
@@ -28,8 +28,9 @@
 //! Device tiles ([`GpuTile`]) are contiguous, column-major, with leading dimension = rows, in any
 //! of the four precisions: a tile holds its bytes and its [`Precision`], the host side comes as an
 //! [`AnyRef`]/[`AnyMut`] of the same precision, and a kernel calls the S, D, C or Z routine of its
-//! tiles' precision (cuBLAS ?trsm, ?syrk or ?herk for complex, ?gemm, ?geam; cuSOLVER ?potrf), with
-//! conjugate transposes for complex tiles as on the CPU ([`crate::Scalar`]).
+//! tiles' precision (cuBLAS ?trsm, ?syrk or ?herk for complex, ?gemm, ?geam, ?trmm; cuSOLVER ?potrf
+//! and the 64-bit API's Xtrtri), with conjugate transposes for complex tiles as on the CPU
+//! ([`crate::Scalar`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
