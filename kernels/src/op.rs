@@ -764,6 +764,11 @@ mod tests {
                 "update",
                 "update_trans",
                 "add",
+                "trtri",
+                "lauum",
+                "solve_right",
+                "syrk_adjoint",
+                "trmm_adjoint",
                 "matmul"
             ]
         );
