@@ -131,6 +131,30 @@ fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_
 }
 
 #[test]
+fn distributed_lu_factors_every_precision_and_sends_each_panel_once_to_each_rank() {
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "1x4")] {
+        let (ok, out) = mpirun(np, &format!("lu {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+}
+
+#[test]
+fn distributed_lu_reports_a_zero_pivot_on_every_rank_and_refuses_what_it_cannot_factor() {
+    let (ok, out) = mpirun(2, "lu-singular");
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("singular at column 9").count(), 2, "{out}");
+    let (ok, out) = mpirun(2, "lu-refused");
+    assert!(ok, "{out}");
+    for reason in [
+        "P x Q with P > 1 is not built yet",
+        "LU factors a general matrix",
+    ] {
+        assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
+    }
+}
+
+#[test]
 fn the_distributed_factorisation_is_right_and_sends_each_tile_once_per_rank() {
     for (np, grid, n, tile, clusters) in [
         (1, "1x1", 23, 4, "1x1"),
@@ -392,6 +416,58 @@ fn rank_side() {
             let err = hetla::distributed::scalapack::potrf(&world, &a, 1).unwrap_err();
             println!("refused: {err}");
         }
+        ["lu", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            lu_in_precision::<f32>(&world, grid, (23, 4));
+            lu_in_precision::<f64>(&world, grid, (23, 4));
+            lu_in_precision::<f64>(&world, grid, (150, 16));
+            lu_in_precision::<hetla::c32>(&world, grid, (150, 16));
+            lu_in_precision::<hetla::c64>(&world, grid, (150, 16));
+            println!("rank ok");
+        }
+        ["lu-singular"] => {
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
+            // Column 9 (tile column 2, on rank 0, its column 1) zero: U(9, 9) is exactly zero.
+            let tiles = a
+                .tiles()
+                .iter()
+                .map(|(&(i, j), t)| {
+                    let mut t = t.clone();
+                    if j == 2 {
+                        t.col_mut(1).fill(0.0);
+                    }
+                    ((i, j), t)
+                })
+                .collect();
+            let mut a = DistributedMatrix::<f64>::from_local_general_tiles(
+                &world,
+                (n, n),
+                tile,
+                grid,
+                tiles,
+            )
+            .unwrap();
+            let lu = hetla::Lu::new()
+                .clusters("1x1".parse().unwrap())
+                .factor_distributed(&world, &mut a)
+                .unwrap();
+            println!("singular at column {}", lu.singular.unwrap());
+        }
+        ["lu-refused"] => {
+            let lu = hetla::Lu::new().clusters("1x1".parse().unwrap());
+            let grid: ProcessGrid = "2x1".parse().unwrap();
+            let mut a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
+            let before = a.clone();
+            let err = lu.factor_distributed(&world, &mut a).unwrap_err();
+            assert_eq!(a, before);
+            println!("refused: {err}");
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut spd =
+                DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
+            let err = lu.factor_distributed(&world, &mut spd).unwrap_err();
+            println!("refused: {err}");
+        }
         ["factor", grid, n, tile, clusters] => {
             let grid: ProcessGrid = grid.parse().unwrap();
             let (n, tile): (usize, usize) = (n.parse().unwrap(), tile.parse().unwrap());
@@ -620,6 +696,40 @@ fn in_precision<T: TestScalar>(world: &mpi::topology::SimpleCommunicator, grid: 
         assert!(
             peer_berr < 10.0 * n as f64 * eps,
             "p?potrs's backward error {peer_berr}"
+        );
+    }
+}
+
+/// A rank's side of a distributed LU in precision `T` on `grid` of an `n x n` matrix in tiles of
+/// `tile`: bytes sent as the panels' count says, the same interchanges on every rank, LAPACK's
+/// dget01 ratio of the gathered factor, and (with ScaLAPACK) p?getrs solving with hetla's factor.
+fn lu_in_precision<T: TestScalar>(
+    world: &mpi::topology::SimpleCommunicator,
+    grid: ProcessGrid,
+    (n, tile): (usize, usize),
+) {
+    use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+    let a = DistributedMatrix::<T>::random(world, (n, n), tile, grid, 3).unwrap();
+    let mut lu = a.clone();
+    let run = hetla::Lu::new()
+        .clusters("1x1".parse().unwrap())
+        .factor_distributed(world, &mut lu)
+        .unwrap();
+    assert_eq!(run.run.precision, T::PRECISION);
+    assert_eq!(run.run.bytes_sent_by_rank, run.run.bytes_expected_by_rank);
+    assert_eq!(run.singular, None);
+    // The same interchanges on every rank: rank 0's, broadcast, are each rank's.
+    let mut ipiv: Vec<u64> = run.ipiv.iter().map(|&p| p as u64).collect();
+    world.process_at_rank(0).broadcast_into(&mut ipiv[..]);
+    assert!(ipiv.iter().zip(&run.ipiv).all(|(&a, &b)| a as usize == b));
+    world.barrier();
+    if let (Some(a), Some(f)) = (a.gather(world).unwrap(), lu.gather(world).unwrap()) {
+        let residual = hetla::check::lu_residual(a.as_ref(), f.as_ref(), &run.ipiv);
+        assert!(residual < RESIDUAL_THRESHOLD, "residual {residual}");
+        println!(
+            "lu {} n {n} tile {tile}: residual {residual:.3e}, sent {:?}",
+            T::PRECISION,
+            run.run.bytes_sent_by_rank
         );
     }
 }

@@ -28,6 +28,8 @@
 mod bounds;
 mod check;
 mod cholesky;
+mod exchange;
+mod lu;
 mod matrix;
 #[cfg(feature = "scalapack")]
 pub mod scalapack;
@@ -38,7 +40,9 @@ pub use bounds::measure_network;
 #[doc(hidden)]
 pub use check::PROBES;
 pub use check::{probed_residual, solve_backward_error};
-pub use cholesky::{DEFAULT_PROGRESS_TIMEOUT, DistributedRun, DistributedSolve};
+pub use cholesky::{DistributedRun, DistributedSolve};
+pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
+pub use lu::DistributedLu;
 pub use matrix::{DistributedMatrix, DistributedRhs};
 pub use wire::Wire;

@@ -62,8 +62,8 @@ pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Lu {
-    run: RunConfig,
-    tile: Option<usize>,
+    pub(crate) run: RunConfig,
+    pub(crate) tile: Option<usize>,
 }
 
 impl Default for Lu {

@@ -56,12 +56,18 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
             if let Some(z) = zero {
                 self.zero.fetch_min(first + z, Relaxed);
             }
-            return Ok(());
+            // The interchanges are stored: a distributed run may send the panel with them.
+            return store.ran(id, task, write.tile);
         }
         let panel = store
             .tile(reads[0].tile)
             .ok_or_else(|| missing(reads[0].tile))?;
-        let panel = panel.subrows(first, rows);
+        // A panel received from another rank holds only its rows from the diagonal down.
+        let panel = if panel.nrows() == rows {
+            panel
+        } else {
+            panel.subrows(first, rows)
+        };
         let ipiv: Vec<usize> = (0..width)
             .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
             .collect();
@@ -71,6 +77,7 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
         match task.op {
             Op::LuUpdate => backend.lu_update(panel, &ipiv, block, par),
             _ => backend.lu_swap(panel, &ipiv, block),
-        }
+        }?;
+        store.ran(id, task, write.tile)
     }
 }

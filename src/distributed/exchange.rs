@@ -1,0 +1,649 @@
+//! The distributed engine: one rank's share of a plan run on its own runtime beside the loop that
+//! moves tiles between ranks ([`run_share`]); distributed Cholesky (its factorisation and its
+//! substitutions) and distributed LU are runs of it.
+//!
+//! - **What travels** is [`messages`](hetla_factorizations::messages)' exact list, computed
+//!   identically on every rank from the plan ([`Plan::split`](crate::Plan::split)): a version of a
+//!   tile goes once to each rank that runs a task reading it (for the factorisation, each final
+//!   tile of L), in the run's precision ([`Wire`]). A task reading a remote tile waits for it as an
+//!   input from outside the run ([`Workload::outside_inputs`]); the communication loop delivers it
+//!   ([`Inbox::arrived`]) when the message is in.
+//! - **Sends start as soon as the tile is final**: the worker that ran its last writer packs it (so
+//!   that later writes cannot race the send) and hands it to the loop, which posts one non-blocking
+//!   send per destination on its next turn. Tiles that the run only reads (L in a solve) are packed
+//!   before the workers start and sent on the loop's first turn.
+//! - **Receives** are matched as they come (`MPI_Improbe` on any source); the message names its
+//!   tile, and lands in a slot of its own of the rank's tiles (`crate::tiles::TileSet`), freed once
+//!   the last local task reading it ran on a CPU cluster. A received tile is in host memory, where
+//!   the runtime's data registry copies it to a GPU like any other: a remote tile is not a memory
+//!   node of its own, and the schedulers see a task once its tiles are in.
+//! - **Only the calling thread calls MPI** (`MPI_THREAD_FUNNELED` suffices).
+//! - **The end is agreed**: once its run has stopped, each rank tells every other how many tiles it
+//!   sent it and whether it failed, and keeps receiving until every rank has said so and its own
+//!   sends are complete, so no message is left in flight. A rank that fails tells the others at
+//!   once, and they stop too (their running tasks finish). Then a non-SPD pivot is the same
+//!   [`Error::NotPositiveDefinite`] (the smallest global column) on every rank, and any other
+//!   failure an [`Error::Distributed`] naming the lowest rank that failed on its own.
+//! - **No hang**: a rank from which nothing arrives while tasks wait for it for longer than
+//!   [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout) ends this rank's run with an error without the
+//!   collective end (the peer is presumed dead; `mpirun` then ends the job when this rank exits
+//!   with an error). A rank that dies is reported by `mpirun` itself. The collective steps before
+//!   and after the run (agreeing on the inputs, the start barrier, agreeing on the outcome) have no
+//!   timeout, as in any MPI program: a rank that stops there holds the others until
+//!   `mpirun --timeout` ends the job.
+//! - **LU's panels** ([`Pivots`]): a distributed LU's tiles are block columns, and only a panel's
+//!   version travels. Its message carries the panel's rows from its diagonal down (the rows above
+//!   are U's, which no other rank reads) and then its interchanges (global rows, as whole numbers
+//!   in the precision's parts); the receiver stores the interchanges in its own list before it
+//!   tells the tasks that read the panel that it is in.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use faer::{Mat, MatRef};
+use hetla_factorizations::{MatrixId, RankShare, SUMS, TaskId, TileRef, Tiling};
+use hetla_kernels::KernelError;
+use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
+use mpi::collective::SystemOperation;
+use mpi::request::{Request, StaticScope};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
+
+use super::matrix::agree;
+use super::wire::{self, Wire};
+use crate::lu::work::PivotedWork;
+use crate::run::RunConfig;
+use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};
+use crate::{Error, Plan, Platform, Result};
+use hetla_factorizations::Rank;
+
+/// How long a rank waits for a tile, with nothing else happening, before it presumes the sender
+/// dead (see [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout)).
+pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Tag of a message carrying a tile (see `wire`).
+const TILE: i32 = 1;
+/// Tag of a rank's last message to another: `[failed (0 or 1), tiles it sent that rank]`.
+const END: i32 = 2;
+
+/// The row interchanges of a distributed LU, written by its panels and read by its updates: each
+/// rank's list, filled by its own panels and by the messages of the others' (see the module
+/// documentation).
+pub(super) struct Pivots<'p> {
+    /// The block columns of the factored matrix.
+    pub tiling: Tiling,
+    /// `ipiv[i]`: the row (global, 0-based) swapped with row i at step i.
+    pub ipiv: &'p [AtomicUsize],
+    /// The first column of this rank's panels whose pivot was exactly zero (`usize::MAX`: none).
+    pub zero: &'p AtomicUsize,
+}
+
+impl Pivots<'_> {
+    /// The first row and the width of block column `col`'s panel.
+    fn panel(&self, col: usize) -> (usize, usize) {
+        (self.tiling.offset(col), self.tiling.tile_cols(col))
+    }
+}
+
+/// Runs this rank's share of a plan on `platform` beside the communication loop, over the tiles of
+/// `written` and `read` (and, for LU, its interchanges in `pivots`), with the scheduler and the
+/// progress timeout of `run`, and agrees on the outcome with every rank (see the module
+/// documentation).
+pub(super) fn run_share<T: Wire, C: Communicator>(
+    run: &RunConfig,
+    comm: &C,
+    platform: &Platform,
+    share: &Share,
+    written: Vec<(MatrixId, &mut Tiles<T>)>,
+    read: Vec<(MatrixId, &Tiles<T>)>,
+    pivots: Option<&Pivots<'_>>,
+) -> Result<Outcome> {
+    let (outgoing, packed) = mpsc::channel();
+    let on_written = |task: TaskId, tile: TileRef, m: MatRef<'_, T>| {
+        if share.sends[task].is_empty() {
+            return Ok(());
+        }
+        let message = pack(tile, m, pivots).ok_or_else(|| KernelError::Operands {
+            op: share.graph.task(task).op,
+            reason: format!(
+                "tile ({}, {}) has an index too large for a message",
+                tile.row, tile.col
+            ),
+        })?;
+        // The loop is gone only once the run has stopped: nothing is lost.
+        let _ = outgoing.send((task, message));
+        Ok(())
+    };
+    let tiles = TileSet::new(written, read, &share.receives, &on_written);
+    let shape = |tile| share.plan.shape(tile);
+    let work = TileWork {
+        graph: &share.graph,
+        keys: &share.keys,
+        shape: &shape,
+        store: &tiles,
+        backend: platform.backend(),
+    };
+    let pivoted = pivots.map(|p| PivotedWork {
+        tiles: TileWork { ..work },
+        tiling: p.tiling,
+        ipiv: p.ipiv,
+        zero: p.zero,
+    });
+    let work: &dyn Workload = match &pivoted {
+        Some(pivoted) => pivoted,
+        None => &work,
+    };
+    let options = RunOptions {
+        scheduler: run.scheduler,
+        priorities: Some(share.priorities.clone()),
+        ..RunOptions::default()
+    };
+    let timeout = run.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
+    // Tiles the run only reads are packed before any task runs (as ScaLAPACK's local
+    // arrays are filled before its timer starts).
+    let initial = share.pack_initial(&tiles);
+    agree(comm, initial.as_ref().err().cloned())?;
+    let initial = initial.unwrap_or_default();
+    comm.barrier();
+    let start = Instant::now();
+    let (run, exchanged) = execute_beside(platform, work, &options, |inbox| {
+        Exchange::new(comm, share, &tiles, packed, timeout, pivots).run(inbox, initial)
+    });
+    let mine = start.elapsed().as_secs_f64();
+    let exchanged = exchanged?;
+    let mut seconds = 0.0;
+    comm.all_reduce_into(&mine, &mut seconds, SystemOperation::max());
+
+    // The same outcome on every rank: the first failed pivot, else the lowest rank that
+    // failed on its own (not stopped by another's failure).
+    let run = run.map_err(|e| {
+        let stopped = e.step == RunStep::Outside;
+        (share.plan.run_error_in(&share.graph, e), stopped)
+    });
+    let pivot = match &run {
+        Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
+        _ => u64::MAX,
+    };
+    let mut first_pivot = u64::MAX;
+    comm.all_reduce_into(&pivot, &mut first_pivot, SystemOperation::min());
+    if first_pivot != u64::MAX {
+        return Err(Error::NotPositiveDefinite {
+            column: first_pivot as usize,
+        });
+    }
+    let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
+    agree(comm, own.map(|(e, _)| e.to_string()))?;
+    let trace = run.map_err(|(e, _)| Error::Distributed {
+        rank: share.rank.0,
+        reason: e.to_string(),
+    })?;
+
+    let size = comm.size() as usize;
+    let mut bytes_sent_by_rank = vec![0u64; size];
+    comm.all_gather_into(&(exchanged.bytes_sent as u64), &mut bytes_sent_by_rank[..]);
+    Ok(Outcome {
+        seconds,
+        trace,
+        exchanged,
+        bytes_sent_by_rank: bytes_sent_by_rank.iter().map(|&b| b as usize).collect(),
+    })
+}
+
+/// One distributed run, as every rank agreed it ended.
+pub(super) struct Outcome {
+    pub seconds: f64,
+    pub trace: Trace,
+    pub exchanged: Exchanged,
+    pub bytes_sent_by_rank: Vec<usize>,
+}
+
+/// This rank's share of a plan split over the grid ([`RankShare`]), with what the run and the
+/// exchange need.
+pub(super) struct Share {
+    pub plan: Plan,
+    pub rank: Rank,
+    share: RankShare,
+    /// Each task's kernel.
+    keys: Vec<KernelKey>,
+    /// Bytes each rank sends ([`messages`](hetla_factorizations::messages)' count; for LU, each
+    /// panel's rows from its diagonal down and its interchanges).
+    pub bytes_expected: Vec<usize>,
+}
+
+impl std::ops::Deref for Share {
+    type Target = RankShare;
+
+    fn deref(&self) -> &RankShare {
+        &self.share
+    }
+}
+
+impl Share {
+    /// `rank`'s share of `plan` on `grid`.
+    pub fn new(plan: Plan, grid: hetla_factorizations::ProcessGrid, rank: Rank) -> Result<Self> {
+        // Found alike on every rank, so each says it of itself.
+        let mut split = plan.split(&grid).map_err(|e| Error::Distributed {
+            rank: rank.0,
+            reason: e.to_string(),
+        })?;
+        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &split.messages, |t| {
+            match plan.algorithm() {
+                // Only panels travel: rows from the diagonal down, then an interchange a column.
+                crate::plan::Algorithm::Lu { n } => {
+                    let (first, width) = (t.col * plan.tile(), plan.shape(t).1);
+                    let precision = plan.precision();
+                    let part = precision.bytes() / if precision.is_complex() { 2 } else { 1 };
+                    ((n - first) * precision.bytes() + part) * width
+                }
+                _ => plan.tile_bytes(t),
+            }
+        });
+        let share = split.ranks.swap_remove(rank.0);
+        let keys = share
+            .whole
+            .iter()
+            .map(|&t| plan.keys()[t.0].clone())
+            .collect();
+        Ok(Self {
+            plan,
+            rank,
+            share,
+            keys,
+            bytes_expected,
+        })
+    }
+
+    /// Zero tiles for the partial sums this rank's tasks write (none outside a distributed
+    /// substitution).
+    pub fn zero_sums<T: Wire>(&self) -> Tiles<T> {
+        self.graph
+            .tasks()
+            .iter()
+            .flat_map(|t| &t.accesses)
+            .filter(|a| a.tile.matrix == SUMS && a.mode.writes())
+            .map(|a| {
+                let (rows, cols) = self.plan.shape(a.tile);
+                ((a.tile.row, a.tile.col), Mat::zeros(rows, cols))
+            })
+            .collect()
+    }
+
+    /// The tiles of this rank sent as the run finds them, packed, each with its destinations (see
+    /// [`RankShare::initial_sends`]), or which of them this rank lacks.
+    fn pack_initial<'p, T: Wire>(
+        &'p self,
+        tiles: &TileSet<'_, T>,
+    ) -> std::result::Result<Vec<Outgoing<'p, T>>, String> {
+        use crate::tiles::TileStore;
+        self.initial_sends
+            .iter()
+            .map(|(tile, to)| {
+                let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+                let view = tiles.tile(*tile).ok_or_else(|| {
+                    format!("tile ({r}, {c}) of matrix {m} is to be sent from here, which does not hold it")
+                })?;
+                let packed = wire::message(*tile, view).ok_or_else(|| {
+                    format!("tile ({r}, {c}) of matrix {m} has an index too large for a message")
+                })?;
+                Ok((&to[..], packed))
+            })
+            .collect()
+    }
+}
+
+/// A packed tile and the ranks it goes to.
+type Outgoing<'p, T> = (&'p [Rank], Vec<<T as Wire>::Part>);
+
+/// A packed tile in flight to its destinations: the buffer lives until every send of it is
+/// complete.
+struct InFlight<P: Equivalence + 'static> {
+    buffer: *mut [P],
+    requests: Vec<Request<'static, [P], StaticScope>>,
+}
+
+/// A message being received: the buffer lives until the receive is complete.
+struct Arriving<P: Equivalence + 'static> {
+    from: Rank,
+    tag: i32,
+    buffer: *mut [P],
+    request: Request<'static, [P], StaticScope>,
+}
+
+/// What the communication loop did.
+pub(super) struct Exchanged {
+    pub tiles_sent: usize,
+    pub bytes_sent: usize,
+}
+
+/// The communication loop of one rank (on the calling thread, beside the run).
+struct Exchange<'r, T: Wire, C: Communicator> {
+    comm: &'r C,
+    share: &'r Share,
+    tiles: &'r TileSet<'r, T>,
+    packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
+    timeout: Duration,
+    in_flight: Vec<InFlight<T::Part>>,
+    arriving: Vec<Arriving<T::Part>>,
+    /// Tiles received from each rank, and what each said it sent in its last message.
+    received_from: Vec<usize>,
+    ended_from: Vec<Option<usize>>,
+    sent_to: Vec<usize>,
+    done: Exchanged,
+    /// A distributed LU's interchanges, which its panels' messages carry.
+    pivots: Option<&'r Pivots<'r>>,
+}
+
+impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
+    fn new(
+        comm: &'r C,
+        share: &'r Share,
+        tiles: &'r TileSet<'r, T>,
+        packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
+        timeout: Duration,
+        pivots: Option<&'r Pivots<'r>>,
+    ) -> Self {
+        let size = comm.size() as usize;
+        let mut ended_from = vec![None; size];
+        ended_from[share.rank] = Some(0);
+        Self {
+            comm,
+            share,
+            tiles,
+            packed,
+            timeout,
+            in_flight: Vec::new(),
+            arriving: Vec::new(),
+            received_from: vec![0; size],
+            ended_from,
+            sent_to: vec![0; size],
+            done: Exchanged {
+                tiles_sent: 0,
+                bytes_sent: 0,
+            },
+            pivots,
+        }
+    }
+
+    /// Moves tiles until this rank's run has stopped, every rank has said its last word and every
+    /// send is complete; `initial` leaves first.
+    fn run(mut self, inbox: &Inbox<'_, '_>, initial: Vec<Outgoing<'_, T>>) -> Result<Exchanged> {
+        for (to, packed) in initial {
+            self.post(to, packed);
+        }
+        let mut ended = false;
+        let mut last_progress = Instant::now();
+        let mut unfinished = inbox.unfinished();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            let mut progressed = false;
+            if !ended {
+                while let Ok((task, packed)) = self.packed.try_recv() {
+                    self.post(self.sends_of(task), packed);
+                    progressed = true;
+                }
+            }
+            // Matched as they come, received without blocking: a sender that stops in the
+            // middle of a large message must not hold this loop.
+            while let Some((message, status)) = self.comm.any_process().immediate_matched_probe() {
+                let count = status.count(T::Part::equivalent_datatype()).max(0) as usize;
+                let buffer: &'static mut [T::Part] =
+                    Box::leak(vec![T::Part::default(); count].into_boxed_slice());
+                let pointer = buffer as *mut [T::Part];
+                self.arriving.push(Arriving {
+                    from: Rank(status.source_rank() as usize),
+                    tag: status.tag(),
+                    buffer: pointer,
+                    request: message.immediate_matched_receive_into(StaticScope, buffer),
+                });
+                progressed = true;
+            }
+            for arriving in std::mem::take(&mut self.arriving) {
+                match arriving.request.test() {
+                    Ok(_) => {
+                        // SAFETY: leaked above, and the receive into it is complete.
+                        let data = unsafe { Box::from_raw(arriving.buffer) }.into_vec();
+                        self.receive(inbox, arriving.from, arriving.tag, data);
+                        progressed = true;
+                    }
+                    Err(request) => self.arriving.push(Arriving {
+                        request,
+                        ..arriving
+                    }),
+                }
+            }
+            let before = self.in_flight.len();
+            self.in_flight = std::mem::take(&mut self.in_flight)
+                .into_iter()
+                .filter_map(InFlight::test)
+                .collect();
+            progressed |= self.in_flight.len() != before;
+            if !ended && inbox.stopped() {
+                // Every tile of a finished run was handed over before its task ended.
+                if !inbox.failed() {
+                    while let Ok((task, packed)) = self.packed.try_recv() {
+                        self.post(self.sends_of(task), packed);
+                    }
+                }
+                self.end(inbox.failed());
+                ended = true;
+                progressed = true;
+            }
+            if ended
+                && self.in_flight.is_empty()
+                && self.arriving.is_empty()
+                && self.ended_from.iter().all(Option::is_some)
+            {
+                return self.check_counts();
+            }
+            let now_unfinished = inbox.unfinished();
+            if progressed || now_unfinished != unfinished {
+                unfinished = now_unfinished;
+                last_progress = Instant::now();
+                nap = Duration::from_micros(20);
+            } else if last_progress.elapsed() > self.timeout {
+                return Err(self.stalled(inbox));
+            }
+            // Wake for a tile to send at once; otherwise poll the network less and less
+            // often while nothing happens (the rank's cores run its tasks).
+            if !ended {
+                if let Ok((task, packed)) = self.packed.recv_timeout(nap) {
+                    self.post(self.sends_of(task), packed);
+                    last_progress = Instant::now();
+                    nap = Duration::from_micros(20);
+                    continue;
+                }
+            } else {
+                std::thread::sleep(nap);
+            }
+            nap = (nap * 2).min(Duration::from_micros(500));
+        }
+    }
+
+    /// The ranks the tile `task` writes goes to.
+    fn sends_of(&self, task: TaskId) -> &'r [Rank] {
+        let share: &'r Share = self.share;
+        &share.sends[task]
+    }
+
+    /// Posts the sends of a packed tile to the ranks `to`.
+    fn post(&mut self, to: &[Rank], packed: Vec<T::Part>) {
+        let bytes = (packed.len() - 3) * size_of::<T::Part>();
+        let buffer: &'static [T::Part] = Box::leak(packed.into_boxed_slice());
+        let requests = to
+            .iter()
+            .map(|&r| {
+                self.sent_to[r] += 1;
+                self.done.tiles_sent += 1;
+                self.done.bytes_sent += bytes;
+                self.comm
+                    .process_at_rank(r.0 as i32)
+                    .immediate_send_with_tag(StaticScope, buffer, TILE)
+            })
+            .collect();
+        self.in_flight.push(InFlight {
+            buffer: buffer as *const [T::Part] as *mut [T::Part],
+            requests,
+        });
+    }
+
+    /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s last word.
+    fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<T::Part>) {
+        if tag == END {
+            let word = |i: usize| data.get(i).and_then(|&p| T::as_index(p));
+            let (failed, sent) = (word(0) == Some(1), word(1));
+            self.ended_from[from] = Some(sent.unwrap_or(0));
+            if failed && !inbox.stopped() {
+                inbox.fail(format!("rank {from} failed"));
+            }
+            return;
+        }
+        self.received_from[from] += 1;
+        let Some((tile, parts)) = wire::named::<T>(&data) else {
+            inbox.fail(format!(
+                "rank {from} sent a tile message of {} values, without its tile's place",
+                data.len()
+            ));
+            return;
+        };
+        let wrong = |why: String| {
+            let (m, r, c) = (tile.matrix.0, tile.row, tile.col);
+            format!("rank {from} sent tile ({r}, {c}) of matrix {m}, {why}")
+        };
+        let (mut rows, cols) = self.share.plan.shape(tile);
+        let mut parts = parts;
+        if let Some(pivots) = self.pivots {
+            let (first, width) = pivots.panel(tile.col);
+            let Some(split) = parts.len().checked_sub(width) else {
+                inbox.fail(wrong(format!(
+                    "with {} values, fewer than its {width} interchanges",
+                    parts.len()
+                )));
+                return;
+            };
+            let (entries, swaps) = parts.split_at(split);
+            for (i, &p) in swaps.iter().enumerate() {
+                match T::as_index(p).filter(|&r| r >= first + i && r < pivots.tiling.rows()) {
+                    Some(r) => pivots.ipiv[first + i].store(r, Relaxed),
+                    None => {
+                        inbox.fail(wrong(format!(
+                            "whose interchange {i} is not a row of its panel"
+                        )));
+                        return;
+                    }
+                }
+            }
+            (rows, parts) = (rows - first, entries);
+        }
+        let Some(m) = wire::tile_of::<T>(rows, cols, parts) else {
+            inbox.fail(wrong(format!(
+                "with {} values instead of {rows} x {cols}",
+                parts.len() / T::PARTS
+            )));
+            return;
+        };
+        if let Err(why) = self.tiles.fill(tile, m) {
+            inbox.fail(wrong(why));
+            return;
+        }
+        let readers = &self.share.receives;
+        if let Ok(i) = readers.binary_search_by_key(&tile, |(t, _)| *t) {
+            for &task in &readers[i].1 {
+                inbox.arrived(task);
+            }
+        }
+    }
+
+    /// Tells every other rank how many tiles it was sent, and whether this rank failed.
+    fn end(&mut self, failed: bool) {
+        for r in (0..self.comm.size() as usize).filter(|&r| r != self.share.rank.0) {
+            let word = [T::index(usize::from(failed)), T::index(self.sent_to[r])];
+            self.comm
+                .process_at_rank(r as i32)
+                .send_with_tag(&word[..], END);
+        }
+    }
+
+    /// The tiles received from each rank are as many as it said it sent.
+    fn check_counts(self) -> Result<Exchanged> {
+        for (r, (&got, said)) in self.received_from.iter().zip(&self.ended_from).enumerate() {
+            if Some(got) != *said {
+                return Err(Error::Distributed {
+                    rank: self.share.rank.0,
+                    reason: format!(
+                        "received {got} tiles from rank {r}, which says it sent {}",
+                        said.unwrap_or(0)
+                    ),
+                });
+            }
+        }
+        Ok(self.done)
+    }
+
+    /// The error of a rank that waited too long with nothing happening.
+    fn stalled(mut self, inbox: &Inbox<'_, '_>) -> Error {
+        let silent: Vec<String> = (0..self.ended_from.len())
+            .filter(|&r| {
+                self.ended_from[r].is_none()
+                    && (inbox.stopped()
+                        || self.received_from[r]
+                            < self.share.expected_from.get(&Rank(r)).copied().unwrap_or(0))
+            })
+            .map(|r| r.to_string())
+            .collect();
+        inbox.fail("no progress".into());
+        // Sends to a dead rank never complete: their buffers are left to the process's end.
+        for f in std::mem::take(&mut self.in_flight) {
+            f.requests.into_iter().for_each(std::mem::forget);
+        }
+        for a in std::mem::take(&mut self.arriving) {
+            std::mem::forget(a.request);
+        }
+        Error::Distributed {
+            rank: self.share.rank.0,
+            reason: format!(
+                "nothing arrived for {:.0} s from rank(s) {} while this rank waited for them: presumed dead",
+                self.timeout.as_secs_f64(),
+                silent.join(", ")
+            ),
+        }
+    }
+}
+
+impl<P: Equivalence + 'static> InFlight<P> {
+    /// `None` once every send is complete (the buffer is freed), else what is left.
+    fn test(mut self) -> Option<Self> {
+        self.requests = std::mem::take(&mut self.requests)
+            .into_iter()
+            .filter_map(|r| r.test().err())
+            .collect();
+        if self.requests.is_empty() {
+            // SAFETY: leaked in `post` and no longer read by any send.
+            drop(unsafe { Box::from_raw(self.buffer) });
+            return None;
+        }
+        Some(self)
+    }
+}
+
+/// The message of a tile a task wrote: the tile; for LU, a panel's rows from its diagonal down and
+/// its interchanges (see the module documentation). `None` when an index is too large to name.
+fn pack<T: Wire>(
+    tile: TileRef,
+    m: MatRef<'_, T>,
+    pivots: Option<&Pivots<'_>>,
+) -> Option<Vec<T::Part>> {
+    let Some(pivots) = pivots else {
+        return wire::message(tile, m);
+    };
+    let (first, width) = pivots.panel(tile.col);
+    let mut message = wire::message(tile, m.subrows(first, m.nrows() - first))?;
+    for i in first..first + width {
+        let row = pivots.ipiv[i].load(Relaxed);
+        // Exact as a part up to 2^24, as a tile's place is.
+        if T::as_index(T::index(row)) != Some(row) {
+            return None;
+        }
+        message.push(T::index(row));
+    }
+    Some(message)
+}

@@ -1,0 +1,182 @@
+//! The distributed LU factorisation with partial pivoting of a general [`DistributedMatrix`], in
+//! place: [`Lu::factor_distributed`].
+//!
+//! It runs LU's own task graph ([`Plan::lu`]: block columns of the tile's width, a panel per block
+//! column, an update per block column right of it, an interchange task per block column left of
+//! it) on the distributed engine of `exchange.rs`, owner computes: on a 1 x Q grid every tile of
+//! block column j lives on rank j mod Q, which assembles its block columns, runs their tasks on its
+//! own runtime (its clusters, its scheduler) and sends each panel, once factored, to every rank
+//! with a column to update or to swap: the panel's rows from its diagonal down and its
+//! interchanges, one message per rank (ScaLAPACK's pdgetrf broadcasts the same panel along its
+//! process row). The look-ahead is the graph's own: the update of block column k + 1 and its panel
+//! are on the critical path, and the bottom levels of the whole graph (the priorities every rank
+//! schedules by) put them first, so the owner of the next panel factors it while the other ranks
+//! still update.
+//!
+//! - **Interchanges**: each rank keeps the list of all of them, filled by its own panels and by
+//!   the panels it receives (each message carries its own); at the end the ranks agree on it (an
+//!   element-wise maximum: a row is swapped with one at or below it), so every rank returns the
+//!   same [`DistributedLu::ipiv`].
+//! - **A zero pivot** is not an error, as in LAPACK: the factorisation completes, and every rank
+//!   returns the first column whose pivot was exactly zero ([`DistributedLu::singular`]), found on
+//!   whichever rank factored that panel.
+//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks; its panel
+//!   needs gathering along the process column and its interchanges sending across process rows,
+//!   which is not built yet: such a grid is refused on every rank before any work.
+//! - **Memory**: a rank holds its block columns (n x b each) while it runs, copied from its tiles
+//!   before the clock starts and back after it stops; a received panel is held until its last
+//!   reader on the rank ran.
+
+use std::sync::atomic::AtomicUsize;
+
+use hetla_factorizations::FACTOR;
+use mpi::collective::SystemOperation;
+use mpi::traits::{Communicator, CommunicatorCollectives};
+
+use super::cholesky::DistributedRun;
+use super::exchange::{Pivots, Share, run_share};
+use super::matrix::{DistributedMatrix, agree};
+use super::wire::Wire;
+use crate::tiles::HeldTiles;
+use crate::{Lu, Plan, Result};
+
+/// The largest order a distributed LU factors: its interchanges travel as whole numbers in the
+/// precision's parts, exact below 2^24 in `f32`.
+const MAX_ORDER: usize = 1 << 24;
+
+/// What a distributed LU factorisation measured and found, the same on every rank but for the
+/// trace.
+#[derive(Debug, Clone)]
+pub struct DistributedLu {
+    /// The run: seconds of the slowest rank, 2 n^3 / 3 flops (times 4 in a complex precision),
+    /// this rank's trace, the bytes every rank sent beside the count of the panels' messages.
+    pub run: DistributedRun,
+    /// The interchanges, 0-based and global: row i was swapped with row `ipiv[i]` (LAPACK's
+    /// ?getrf's, less one), on every rank.
+    pub ipiv: Vec<usize>,
+    /// The first column whose pivot was exactly zero (the factor is complete; a solve with it
+    /// would divide by zero), on every rank.
+    pub singular: Option<usize>,
+}
+
+impl Lu {
+    /// How long a rank of [`Lu::factor_distributed`] waits for another, with nothing else
+    /// happening, before it presumes it dead and ends its run with an error (default
+    /// [`DEFAULT_PROGRESS_TIMEOUT`](super::DEFAULT_PROGRESS_TIMEOUT)).
+    pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.run.progress_timeout = Some(timeout);
+        self
+    }
+
+    /// Factors the general, square distributed matrix `a` in place as P A = L U (its tiles become
+    /// L's and U's, as ScaLAPACK's p?getrf leaves them), in its precision: collective, every rank
+    /// of `comm` calls it with its part of `a` (see the module documentation). `a`'s grid must be
+    /// 1 x Q; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
+    /// builder's platform with its scheduler. On error `a` is unchanged.
+    pub fn factor_distributed<T: Wire, C: Communicator>(
+        &self,
+        comm: &C,
+        a: &mut DistributedMatrix<T>,
+    ) -> Result<DistributedLu> {
+        let (tiling, grid) = (a.tiling, a.grid);
+        let n = tiling.rows();
+        let mut problem = None;
+        if a.lower {
+            problem = Some("the matrix holds only a lower triangle (a symmetric one, from random_spd or from_local_tiles): LU factors a general matrix, every tile (DistributedMatrix::random, from_local_general_tiles)".to_string());
+        } else if tiling.cols() != n {
+            problem = Some(format!(
+                "the matrix is {n} x {}: LU factors a square one",
+                tiling.cols()
+            ));
+        } else if grid.rows() != 1 {
+            problem = Some(format!(
+                "the grid is {grid}: distributed LU runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
+            ));
+        } else if n >= MAX_ORDER {
+            problem = Some(format!(
+                "the order {n} is too large: a distributed LU's interchanges travel exactly below {MAX_ORDER}"
+            ));
+        }
+        if let Some(b) = self.tile.filter(|&b| b != tiling.tile()) {
+            problem.get_or_insert(format!(
+                "the tile size {b} is not the distributed matrix's ({})",
+                tiling.tile()
+            ));
+        }
+        let platform = self.resolve_platform();
+        if let Err(e) = &platform {
+            problem.get_or_insert(format!("no platform: {e}"));
+        }
+        let share = Plan::lu(n, tiling.tile(), T::PRECISION)
+            .and_then(|plan| Share::new(plan, grid, a.rank));
+        if let (None, Err(e)) = (&problem, &share) {
+            problem = Some(e.to_string());
+        }
+        agree(comm, problem)?;
+        let (platform, share) = (platform?, share?);
+
+        // This rank's block columns, assembled from its tiles (before the clock).
+        let mut columns: HeldTiles<T> = HeldTiles::new();
+        for (&(i, j), tile) in &a.tiles {
+            let column = columns
+                .entry((0, j))
+                .or_insert_with(|| faer::Mat::zeros(n, tiling.tile_cols(j)));
+            let rows = tiling.offset(i);
+            column
+                .as_mut()
+                .subrows_mut(rows, tile.nrows())
+                .copy_from(tile.as_ref());
+        }
+        let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
+        let zero = AtomicUsize::new(usize::MAX);
+        let pivots = Pivots {
+            tiling,
+            ipiv: &ipiv,
+            zero: &zero,
+        };
+        let out = run_share(
+            &self.run,
+            comm,
+            &platform,
+            &share,
+            vec![(FACTOR, &mut columns)],
+            vec![],
+            Some(&pivots),
+        )?;
+
+        // The same interchanges and first zero pivot on every rank.
+        let mine: Vec<u64> = ipiv.into_iter().map(|p| p.into_inner() as u64).collect();
+        let mut agreed = vec![0u64; n];
+        comm.all_reduce_into(&mine[..], &mut agreed[..], SystemOperation::max());
+        let mut first_zero = u64::MAX;
+        let zero = zero.into_inner();
+        let zero = if zero == usize::MAX {
+            u64::MAX
+        } else {
+            zero as u64
+        };
+        comm.all_reduce_into(&zero, &mut first_zero, SystemOperation::min());
+
+        for (&(i, j), tile) in a.tiles.iter_mut() {
+            let column = &columns[&(0, j)];
+            let rows = tiling.offset(i);
+            tile.copy_from(column.as_ref().subrows(rows, tile.nrows()));
+        }
+        Ok(DistributedLu {
+            run: DistributedRun {
+                seconds: out.seconds,
+                flops: share.plan.flops(),
+                trace: out.trace,
+                tiles_sent: out.exchanged.tiles_sent,
+                bytes_sent: out.exchanged.bytes_sent,
+                bytes_sent_by_rank: out.bytes_sent_by_rank,
+                bytes_expected_by_rank: share.bytes_expected,
+                tiling,
+                grid,
+                precision: T::PRECISION,
+            },
+            ipiv: agreed.into_iter().map(|p| p as usize).collect(),
+            singular: (first_zero != u64::MAX).then_some(first_zero as usize),
+        })
+    }
+}
