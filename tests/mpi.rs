@@ -144,6 +144,8 @@ fn distributed_lu_reports_a_zero_pivot_on_every_rank_and_refuses_what_it_cannot_
     let (ok, out) = mpirun(2, "lu-singular");
     assert!(ok, "{out}");
     assert_eq!(out.matches("singular at column 9").count(), 2, "{out}");
+    let refused = "refused: the matrix is singular: the pivot of column 9";
+    assert_eq!(out.matches(refused).count(), 2, "{out}");
     let (ok, out) = mpirun(2, "lu-refused");
     assert!(ok, "{out}");
     for reason in [
@@ -453,6 +455,14 @@ fn rank_side() {
                 .factor_distributed(&world, &mut a)
                 .unwrap();
             println!("singular at column {}", lu.singular.unwrap());
+            // Its solve is refused on every rank, before any work.
+            let b = DistributedRhs::<f64>::random(&world, (n, 1), tile, grid, 5).unwrap();
+            let mut x = b.clone();
+            let err = hetla::Lu::new()
+                .solve_distributed(&world, &a, &lu, &mut x)
+                .unwrap_err();
+            assert_eq!(x, b);
+            println!("refused: {err}");
         }
         ["lu-refused"] => {
             let lu = hetla::Lu::new().clusters("1x1".parse().unwrap());
@@ -717,11 +727,46 @@ fn lu_in_precision<T: TestScalar>(
         .unwrap();
     assert_eq!(run.run.precision, T::PRECISION);
     assert_eq!(run.run.bytes_sent_by_rank, run.run.bytes_expected_by_rank);
+    // ScaLAPACK's count on one process row: each panel, from its diagonal down, with its
+    // interchanges, to every other rank (each holds a block column to update or to swap).
+    let (entry, part) = (size_of::<T>(), size_of::<T>() / T::PARTS);
+    let panels: usize = (0..n.div_ceil(tile))
+        .map(|k| {
+            let width = tile.min(n - k * tile);
+            ((n - k * tile) * entry + part) * width
+        })
+        .sum();
+    let total: usize = run.run.bytes_sent_by_rank.iter().sum();
+    assert_eq!(total, panels * (grid.size() - 1));
     assert_eq!(run.singular, None);
     // The same interchanges on every rank: rank 0's, broadcast, are each rank's.
     let mut ipiv: Vec<u64> = run.ipiv.iter().map(|&p| p as u64).collect();
     world.process_at_rank(0).broadcast_into(&mut ipiv[..]);
     assert!(ipiv.iter().zip(&run.ipiv).all(|(&a, &b)| a as usize == b));
+    // The residual probed where the tiles live accepts the factor, and refuses it with one
+    // interchange undone.
+    let probed = hetla::distributed::probed_lu_residual(world, &a, &lu, &run.ipiv, 5).unwrap();
+    assert!(probed < RESIDUAL_THRESHOLD, "probed residual {probed}");
+    let mut wrong = run.ipiv.clone();
+    if let Some(i) = (0..n).find(|&i| wrong[i] != i) {
+        wrong[i] = i;
+        let bad = hetla::distributed::probed_lu_residual(world, &a, &lu, &wrong, 5).unwrap();
+        assert!(
+            bad > RESIDUAL_THRESHOLD,
+            "residual with an interchange undone {bad}"
+        );
+    }
+    // The solve: the backward error of LAPACK's ratio's order, what the count says sent.
+    let b = DistributedRhs::<T>::random(world, (n, 3), tile, grid, 5).unwrap();
+    let mut x = b.clone();
+    let lu_builder = hetla::Lu::new().clusters("1x1".parse().unwrap());
+    let solve = lu_builder
+        .solve_distributed(world, &lu, &run, &mut x)
+        .unwrap();
+    assert_eq!(solve.bytes_sent_by_rank, solve.bytes_expected_by_rank);
+    let eps = T::PRECISION.epsilon();
+    let berr = solve_backward_error(world, &a, &x, &b).unwrap();
+    assert!(berr < 10.0 * n as f64 * eps, "backward error {berr}");
     world.barrier();
     if let (Some(a), Some(f)) = (a.gather(world).unwrap(), lu.gather(world).unwrap()) {
         let residual = hetla::check::lu_residual(a.as_ref(), f.as_ref(), &run.ipiv);

@@ -109,9 +109,10 @@ fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
         Command::Qr(args) => {
             commands::qr::run(args).map(|r| put(out, args.json, &r, commands::qr::print))
         }
-        Command::Lu(args) => {
-            commands::lu::run(args).map(|r| put(out, args.json, &r, commands::lu::print))
-        }
+        Command::Lu(args) => commands::lu::run(args).map(|r| {
+            r.iter()
+                .for_each(|r| put(out, args.json, r, commands::lu::print))
+        }),
         Command::Ldlt(args) => {
             commands::ldlt::run(args).map(|r| put(out, args.json, &r, commands::ldlt::print))
         }

@@ -1,21 +1,105 @@
-//! `hetla cholesky --grid PxQ`: refused with what to do without MPI; under `mpirun` with feature
-//! `mpi`, one report from rank 0 (and ScaLAPACK's pdpotrf beside it with `scalapack`).
+//! `hetla cholesky --grid PxQ` and `hetla lu --grid 1xQ`: refused with what to do without MPI;
+//! under `mpirun` with feature `mpi`, one report from rank 0 (and ScaLAPACK's peers beside it with
+//! `scalapack`).
 
 use std::process::Command;
 
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn without_mpi_a_grid_is_refused_with_how_to_build_it() {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
-        .args(["cholesky", "--grid", "1x2", "--n", "64"])
+    for command in ["cholesky", "lu"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
+            .args([command, "--grid", "1x2", "--n", "64"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--features mpi") && err.contains("mpirun"),
+            "{command}: {err}"
+        );
+    }
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
+    let compare = cfg!(feature = "scalapack");
+    let mut args = vec![
+        "--oversubscribe",
+        "--timeout",
+        "120",
+        "-np",
+        "2",
+        env!("CARGO_BIN_EXE_hetla"),
+        "lu",
+        "--grid",
+        "1x2",
+        "--n",
+        "300",
+        "--tile",
+        "32",
+        "--clusters",
+        "1x1",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    if compare {
+        args.push("--compare");
+    }
+    let out = Command::new("mpirun")
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let r: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (r["grid"].as_str(), r["runs"].as_u64()),
+        (Some("1x2"), Some(2))
+    );
+    assert_eq!(r["residual_ok"], true, "{r}");
+    assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
+    assert_eq!(
+        r["solve_bytes_sent_by_rank"],
+        r["solve_bytes_expected_by_rank"]
+    );
+    assert!(r["solve_backward_error"].as_f64().unwrap() < 1e-14, "{r}");
+    // 10 block columns: a panel each, and an update or a swap of every other one.
+    let tasks: u64 = r["tasks_by_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .sum();
+    assert_eq!(tasks, 100);
+    if compare {
+        assert_eq!(r["peers"][0]["name"], "scalapack-pdgetrf");
+        assert!(r["ratio_to_pdgetrf"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["solve_peers"][0]["name"], "scalapack-pdgetrs");
+        assert!(r["solve_ratio_to_pdgetrs"].as_f64().unwrap() > 0.0);
+    }
+    // A grid of two process rows is refused on every rank before any work.
+    let mut two_rows = args.clone();
+    two_rows[8] = "2x1";
+    let out = Command::new("mpirun")
+        .args(&two_rows)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--features mpi") && err.contains("mpirun"),
-        "{err}"
-    );
+    assert!(err.contains("1 x Q grids"), "{err}");
 }
 
 #[cfg(feature = "mpi")]

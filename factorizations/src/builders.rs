@@ -223,17 +223,48 @@ pub fn backward_substitution(g: &mut TaskGraph, l: &Tiling, b: &Tiling) -> Resul
     Ok(())
 }
 
-/// Adds to `g` the forward (L Y = B, `transposed` false) or backward (L^T X = Y) substitution for a
-/// run over `grid`, where each update runs on the rank that holds the tile of L it reads (owner
-/// computes on the tiles of [`SUMS`]): L never travels, only tiles of B and partial sums, each of
-/// `tile x nrhs` entries at most.
+/// Which substitution of a distributed solve [`distributed_substitution`] builds, with which
+/// factor's tiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Substitution {
+    /// L Y = B, L a Cholesky factor (its tiles on and below the diagonal).
+    Lower,
+    /// L^H X = Y, L a Cholesky factor.
+    LowerAdjoint,
+    /// L Y = B, L an LU's unit lower triangle (its tiles below the diagonal and the strict lower
+    /// triangles of the diagonal ones).
+    UnitLower,
+    /// U X = Y, U an LU's upper triangle (its tiles above the diagonal and the upper triangles of
+    /// the diagonal ones).
+    Upper,
+}
+
+impl Substitution {
+    /// Whether it runs from the last tile row up.
+    pub fn backward(self) -> bool {
+        matches!(self, Substitution::LowerAdjoint | Substitution::Upper)
+    }
+
+    /// Whether the update of tile row i by tile row k reads the factor's tile (k, i) (an adjoint),
+    /// not (i, k).
+    fn reads_adjoint(self) -> bool {
+        self == Substitution::LowerAdjoint
+    }
+}
+
+/// Adds to `g` the substitution `which` for a run over `grid`, where each update runs on the rank
+/// that holds the tile of the factor it reads (owner computes on the tiles of [`SUMS`]): the factor
+/// never travels, only tiles of B and partial sums, each of `tile x nrhs` entries at most.
 ///
-/// - **Forward**: the update of B_(i,c) by L_ik B_(k,c) runs with L_ik on rank (i mod P, k mod Q).
-///   It goes into B_(i,c) itself when that rank holds it (k = c mod Q), else into the partial sum
-///   [`SUMS`] (i, c Q + k mod Q), which lives there too. Before B_(k,c) is solved it adds the
-///   partial sums of its row ([`Op::Add`]).
-/// - **Backward**: the update of B_(i,c) by L_ki^T B_(k,c) runs with L_ki on rank (k mod P, i mod
-///   Q), into B_(i,c) or into the partial sum (c P + k mod P, i).
+/// - **Forward** (`Lower`, `UnitLower`; `Upper` alike from the last tile row up): the update of
+///   B_(i,c) by F_ik B_(k,c) runs with F_ik on rank (i mod P, k mod Q). It goes into B_(i,c)
+///   itself when that rank holds it (k = c mod Q), else into the partial sum [`SUMS`] (i, c Q + k
+///   mod Q), which lives there too. Before B_(k,c) is solved it adds the partial sums of its row
+///   ([`Op::Add`]).
+/// - **Backward with the adjoint** (`LowerAdjoint`): the update of B_(i,c) by L_ki^H B_(k,c) runs
+///   with L_ki on rank (k mod P, i mod Q), into B_(i,c) or into the partial sum (c P + k mod P,
+///   i).
 ///
 /// A partial sum tile is `rows of tile row i x columns of tile column c` of B ([`sum_shape`]);
 /// every rank runs one substitution as one run, each tile of B and each partial sum sent once, when
@@ -243,12 +274,12 @@ pub fn distributed_substitution(
     l: &Tiling,
     b: &Tiling,
     grid: &ProcessGrid,
-    transposed: bool,
+    which: Substitution,
 ) -> Result<(), TilingError> {
     check_rhs(l, b)?;
     let (p, q) = (grid.rows(), grid.cols());
     let shape = |t: TileRef| match t.matrix {
-        SUMS => sum_shape(t, l, b, grid, transposed),
+        SUMS => sum_shape(t, l, b, grid, which),
         FACTOR => l.tile_shape(t.row, t.col),
         _ => b.tile_shape(t.row, t.col),
     };
@@ -259,7 +290,7 @@ pub fn distributed_substitution(
     for c in 0..b.col_tiles() {
         // The partial sums of each tile row written so far.
         let mut sums: Vec<Vec<TileRef>> = vec![Vec::new(); nt];
-        let order: Box<dyn Iterator<Item = usize>> = if transposed {
+        let order: Box<dyn Iterator<Item = usize>> = if which.backward() {
             Box::new((0..nt).rev())
         } else {
             Box::new(0..nt)
@@ -268,19 +299,20 @@ pub fn distributed_substitution(
             for sum in std::mem::take(&mut sums[k]) {
                 push_shaped(g, Op::Add, &[at(sum)], at(bt(k, c)));
             }
-            let solve = if transposed {
-                Op::SolveLowerTrans
-            } else {
-                Op::SolveLower
+            let solve = match which {
+                Substitution::Lower => Op::SolveLower,
+                Substitution::LowerAdjoint => Op::SolveLowerTrans,
+                Substitution::UnitLower => Op::SolveUnitLower,
+                Substitution::Upper => Op::SolveUpper,
             };
             push_shaped(g, solve, &[at(lt(k, k))], at(bt(k, c)));
-            let rows: Box<dyn Iterator<Item = usize>> = if transposed {
+            let rows: Box<dyn Iterator<Item = usize>> = if which.backward() {
                 Box::new(0..k)
             } else {
                 Box::new(k + 1..nt)
             };
             for i in rows {
-                let (factor, op) = if transposed {
+                let (factor, op) = if which.reads_adjoint() {
                     (lt(k, i), Op::UpdateTrans)
                 } else {
                     (lt(i, k), Op::Update)
@@ -288,7 +320,7 @@ pub fn distributed_substitution(
                 let target = bt(i, c);
                 let into = if grid.owner(factor) == grid.owner(target) {
                     target
-                } else if transposed {
+                } else if which.reads_adjoint() {
                     TileRef::new(SUMS, c * p + k % p, i)
                 } else {
                     TileRef::new(SUMS, i, c * q + k % q)
@@ -310,9 +342,9 @@ pub fn sum_shape(
     l: &Tiling,
     b: &Tiling,
     grid: &ProcessGrid,
-    transposed: bool,
+    which: Substitution,
 ) -> Shape {
-    let (row, col) = if transposed {
+    let (row, col) = if which.reads_adjoint() {
         (tile.col, tile.row / grid.rows())
     } else {
         (tile.row, tile.col / grid.cols())

@@ -26,7 +26,7 @@ mod split;
 mod tiling;
 
 pub use builders::{
-    FACTOR, RHS, SUMS, backward_substitution, cholesky, cholesky_inverse,
+    FACTOR, RHS, SUMS, Substitution, backward_substitution, cholesky, cholesky_inverse,
     cholesky_inverting_panels, distributed_substitution, forward_substitution, lu, lu_shape,
     lu_step, sum_shape,
 };

@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 
 use hetla_factorizations::{
-    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, Rank, SUMS, TaskGraph, TaskId, TileRef,
-    Tiling, TilingError, backward_substitution, bytes_sent, cholesky, distributed_substitution,
-    forward_substitution, messages, task_rank,
+    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, Rank, SUMS, Substitution, TaskGraph,
+    TaskId, TileRef, Tiling, TilingError, backward_substitution, bytes_sent, cholesky,
+    distributed_substitution, forward_substitution, messages, task_rank,
 };
 use proptest::prelude::*;
 
@@ -284,9 +284,14 @@ fn distributed_substitutions_update_beside_l_and_never_send_its_tiles_below_the_
         let grid: ProcessGrid = grid.parse().unwrap();
         let l = Tiling::square(n, b).unwrap();
         let rhs = Tiling::new(n, r, b).unwrap();
-        for transposed in [false, true] {
+        for which in [
+            Substitution::Lower,
+            Substitution::LowerAdjoint,
+            Substitution::UnitLower,
+            Substitution::Upper,
+        ] {
             let mut g = TaskGraph::new();
-            distributed_substitution(&mut g, &l, &rhs, &grid, transposed).unwrap();
+            distributed_substitution(&mut g, &l, &rhs, &grid, which).unwrap();
             // The flops of a substitution, plus the partial sums' additions.
             let adds: f64 = g
                 .tasks()
@@ -294,7 +299,13 @@ fn distributed_substitutions_update_beside_l_and_never_send_its_tiles_below_the_
                 .filter(|t| t.op == Op::Add)
                 .map(|t| t.flops)
                 .sum();
-            let nf = (n * n * r) as f64;
+            // A unit diagonal divides nothing: n (n - 1) r.
+            let unit = if which == Substitution::UnitLower {
+                n * r
+            } else {
+                0
+            };
+            let nf = (n * n * r - unit) as f64;
             assert!((g.total_flops() - adds - nf).abs() < 1e-9 * nf);
             assert_conflicts_are_ordered(&g);
             for t in g.ids() {
@@ -316,7 +327,7 @@ fn distributed_substitutions_update_beside_l_and_never_send_its_tiles_below_the_
         let one: ProcessGrid = "1x1".parse().unwrap();
         let (mut plain, mut here) = (TaskGraph::new(), TaskGraph::new());
         forward_substitution(&mut plain, &l, &rhs).unwrap();
-        distributed_substitution(&mut here, &l, &rhs, &one, false).unwrap();
+        distributed_substitution(&mut here, &l, &rhs, &one, Substitution::Lower).unwrap();
         // The same tasks (in another order: right-hand-side tile columns outermost).
         let sorted = |g: &TaskGraph| {
             let mut tasks: Vec<String> = g.tasks().iter().map(|t| format!("{t:?}")).collect();

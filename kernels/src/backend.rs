@@ -305,6 +305,25 @@ impl Backend {
             Backend::OpenBlas => openblas!(solve_unit_lower(l, x)),
         }
     }
+
+    /// X <- U^-1 X with U the upper triangle of `u` (its strict lower triangle not read), one
+    /// thread.
+    pub(crate) fn solve_upper_seq<T: Scalar>(
+        self,
+        u: MatRef<'_, T>,
+        x: MatMut<'_, T>,
+    ) -> Result<(), KernelError> {
+        if x.nrows() == 0 || x.ncols() == 0 {
+            return Ok(());
+        }
+        match self {
+            Backend::Faer => {
+                faer::linalg::triangular_solve::solve_upper_triangular_in_place(u, x, Par::Seq);
+                Ok(())
+            }
+            Backend::OpenBlas => openblas!(solve_upper(u, x)),
+        }
+    }
 }
 
 impl fmt::Display for Backend {

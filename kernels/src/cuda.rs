@@ -868,6 +868,12 @@ impl GpuContext {
         write: &mut GpuTile,
         start: &CudaEvent,
     ) -> Result<(), KernelError> {
+        use blas::cublasDiagType_t::{
+            CUBLAS_DIAG_NON_UNIT as DIAG_NON_UNIT, CUBLAS_DIAG_UNIT as DIAG_UNIT,
+        };
+        use blas::cublasFillMode_t::{
+            CUBLAS_FILL_MODE_LOWER as FILL_LOWER, CUBLAS_FILL_MODE_UPPER as FILL_UPPER,
+        };
         use blas::cublasOperation_t::CUBLAS_OP_N as N;
         use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
         let adj = T::ADJOINT;
@@ -918,9 +924,19 @@ impl GpuContext {
         // pointer mode) read before the call returns.
         let status = unsafe {
             match call {
-                Blas::Solve(Solve::RightAdjoint) => T::trsm(h, (RIGHT, adj), (m, n), one, a, c),
-                Blas::Solve(Solve::Left) => T::trsm(h, (LEFT, N), (m, n), one, a, c),
-                Blas::Solve(Solve::LeftAdjoint) => T::trsm(h, (LEFT, adj), (m, n), one, a, c),
+                Blas::Solve(Solve::RightAdjoint) => {
+                    T::trsm(h, (RIGHT, adj), None, (m, n), one, a, c)
+                }
+                Blas::Solve(Solve::Left) => T::trsm(h, (LEFT, N), None, (m, n), one, a, c),
+                Blas::Solve(Solve::LeftAdjoint) => T::trsm(h, (LEFT, adj), None, (m, n), one, a, c),
+                Blas::Solve(Solve::LeftUnitLower) => {
+                    let unit = (FILL_LOWER, DIAG_UNIT);
+                    T::trsm(h, (LEFT, N), Some(unit), (m, n), one, a, c)
+                }
+                Blas::Solve(Solve::LeftUpper) => {
+                    let upper = (FILL_UPPER, DIAG_NON_UNIT);
+                    T::trsm(h, (LEFT, N), Some(upper), (m, n), one, a, c)
+                }
                 Blas::RankK => T::rank_k(h, N, (m, a_cols), (-1.0, 1.0), a, c),
                 // In place: cuBLAS allows C = B with the same leading dimension.
                 Blas::Add => T::geam(h, (m, n), (one, one), (a, c_in), c),
@@ -1365,7 +1381,7 @@ impl GpuContext {
         // into them; the scalars are host values read before each call returns.
         let status = unsafe {
             match op {
-                Op::SolveRight => T::trsm(h, (RIGHT, N), (m, n), T::from_f64(-1.0), a_in, c),
+                Op::SolveRight => T::trsm(h, (RIGHT, N), None, (m, n), T::from_f64(-1.0), a_in, c),
                 Op::SyrkAdjoint => T::rank_k(h, T::ADJOINT, (n, int(a.rows)?), (1.0, 1.0), a_in, c),
                 _ => T::trmm(h, (LEFT, T::ADJOINT), (m, n), one, a_in, c_in, c),
             }
@@ -1738,9 +1754,11 @@ trait CudaScalar: Scalar {
     /// The operand operation that stands for "adjoint": T for real types, C for complex.
     const ADJOINT: blas::cublasOperation_t;
     /// B <- alpha op(L)^-1 B (left) or alpha B op(L)^-1 (right), L lower, non-unit; B is m x n.
+    /// `triangle` reads another triangle of L (its fill) or takes its diagonal as unit.
     unsafe fn trsm(
         h: blas::cublasHandle_t,
         ops: (blas::cublasSideMode_t, blas::cublasOperation_t),
+        triangle: Option<(blas::cublasFillMode_t, blas::cublasDiagType_t)>,
         shape: (i32, i32),
         alpha: Self,
         l: In<Self>,
@@ -1907,22 +1925,25 @@ macro_rules! cuda_scalar {
             unsafe fn trsm(
                 h: blas::cublasHandle_t,
                 (side, trans): (blas::cublasSideMode_t, blas::cublasOperation_t),
+                triangle: Option<(blas::cublasFillMode_t, blas::cublasDiagType_t)>,
                 (m, n): (i32, i32),
                 alpha: Self,
                 l: In<Self>,
                 b: Out<Self>,
             ) -> BlasStatus {
-                use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
-                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT;
+                use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
+                let (fill, diag) =
+                    triangle.unwrap_or((CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT));
                 // SAFETY: the caller's (see the trait); alpha is a host value that
                 // outlives the call.
                 unsafe {
                     blas::$trsm(
                         h,
                         side,
-                        LOWER,
+                        fill,
                         trans,
-                        NON_UNIT,
+                        diag,
                         m,
                         n,
                         (&raw const alpha).cast(),

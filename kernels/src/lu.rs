@@ -130,7 +130,7 @@ impl Backend {
         swap_rows(right.as_mut(), ipiv1);
         let (l11, l21) = left.as_ref().split_at_row(n1);
         let (mut a12, a22) = right.split_at_row_mut(n1);
-        self.split_solve_unit_lower(l11, a12.as_mut(), par)?;
+        self.split_left_solve(l11, crate::Solve::LeftUnitLower, a12.as_mut(), par)?;
         self.split_matmul(Product::subtract(l21, a12.as_ref()), a22, par)?;
         let (left, right) = a.as_mut().split_at_col_mut(n1);
         self.panel(right.subrows_mut(n1, m - n1), ipiv2, offset + n1, zero, par)?;
@@ -141,10 +141,12 @@ impl Backend {
         Ok(())
     }
 
-    /// X <- L^-1 X with L unit lower triangular, on `par`: the right-hand sides are independent.
-    fn split_solve_unit_lower<T: Scalar>(
+    /// X <- L^-1 X with L unit lower triangular (`Solve::LeftUnitLower`), or X <- U^-1 X with U
+    /// upper triangular (`Solve::LeftUpper`), on `par`: the right-hand sides are independent.
+    pub(crate) fn split_left_solve<T: Scalar>(
         self,
         l: MatRef<'_, T>,
+        solve: crate::Solve,
         x: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
@@ -153,7 +155,10 @@ impl Backend {
             return Ok(());
         }
         let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
-        run_pieces(col_bands(x, &sizes), |x| self.solve_unit_lower_seq(l, x))
+        run_pieces(col_bands(x, &sizes), |x| match solve {
+            crate::Solve::LeftUpper => self.solve_upper_seq(l, x),
+            _ => self.solve_unit_lower_seq(l, x),
+        })
     }
 }
 

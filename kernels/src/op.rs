@@ -46,6 +46,12 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
+    /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with
+    /// an LU's diagonal tile: its diagonal and upper triangle are not read).
+    SolveUnitLower,
+    /// `[U (m x m), X (m x r)]`: X <- U^-1 X, U upper triangular (backward substitution with an
+    /// LU's diagonal tile: its strict lower triangle is not read).
+    SolveUpper,
     /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives, as in a
     /// distributed substitution).
     Add,
@@ -232,6 +238,11 @@ pub enum Solve {
     Left,
     /// X <- L^-H X.
     LeftAdjoint,
+    /// X <- L^-1 X, L unit lower triangular (its diagonal and upper triangle not read: an LU's
+    /// L).
+    LeftUnitLower,
+    /// X <- U^-1 X, U upper triangular (its strict lower triangle not read: an LU's U).
+    LeftUpper,
 }
 
 /// What an operation's CPU kernel calls ([`crate::Backend::run`] and the calls that take side
@@ -287,7 +298,7 @@ pub enum RateSource {
 
 impl Op {
     /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 30] = [
+    pub const ALL: [Op; 32] = [
         Op::Potrf,
         Op::Trsm,
         Op::Syrk,
@@ -318,12 +329,14 @@ impl Op {
         Op::LdltPanel,
         Op::LdltSwap,
         Op::LdltBand,
+        Op::SolveUnitLower,
+        Op::SolveUpper,
     ];
 
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 31] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 31];
+    pub const KINDS: [Op; 33] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 33];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -424,6 +437,10 @@ impl Op {
             Op::SolveLowerTrans => {
                 blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint), like_trsm)
             }
+            Op::SolveUnitLower => {
+                blas("solve_unit_lower", 1, Trsm(Solve::LeftUnitLower), like_trsm)
+            }
+            Op::SolveUpper => blas("solve_upper", 1, Trsm(Solve::LeftUpper), like_trsm),
             Op::Update => blas("update", 2, update, like_gemm),
             Op::UpdateTrans => blas("update_trans", 2, update_trans, like_gemm),
             Op::Add => blas("add", 1, Add, like_gemm),
@@ -537,7 +554,9 @@ impl Op {
                 expect("A", shapes[0], (w.0, k))?;
                 expect("B", shapes[1], (w.1, k))
             }
-            Op::SolveLower | Op::SolveLowerTrans => expect("L", shapes[0], (w.0, w.0)),
+            Op::SolveLower | Op::SolveLowerTrans | Op::SolveUnitLower | Op::SolveUpper => {
+                expect("L", shapes[0], (w.0, w.0))
+            }
             Op::Update => {
                 let k = shapes[0].1;
                 expect("L", shapes[0], (w.0, k))?;
@@ -613,7 +632,9 @@ impl Op {
             // k n (n+1)/2 multiplications and as many additions.
             Op::Syrk => shapes[0].1 as f64 * m * (m + 1.0),
             Op::GemmNt => 2.0 * m * n * shapes[0].1 as f64,
-            Op::SolveLower | Op::SolveLowerTrans => n * m * m,
+            Op::SolveLower | Op::SolveLowerTrans | Op::SolveUpper => n * m * m,
+            // No division by the unit diagonal: m (m - 1) / 2 multiply-adds a column.
+            Op::SolveUnitLower => n * m * (m - 1.0),
             Op::Update => 2.0 * m * n * shapes[0].1 as f64,
             Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
             Op::Add => m * n,
@@ -769,6 +790,8 @@ mod tests {
                 "solve_right",
                 "syrk_adjoint",
                 "trmm_adjoint",
+                "solve_unit_lower",
+                "solve_upper",
                 "matmul"
             ]
         );

@@ -206,7 +206,7 @@ fn triangular_solve<T: Scalar>(
     alpha: f64,
     b: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
-    triangular_solve_diag(l, side, adjoint_l, CblasNonUnit, alpha, b)
+    triangular_solve_diag(l, (side, CblasLower), adjoint_l, CblasNonUnit, alpha, b)
 }
 
 /// X <- L^-1 X with L the unit lower triangle of `l` (?trsm 'L', 'L', 'N', 'U'), one thread.
@@ -214,13 +214,22 @@ pub(crate) fn solve_unit_lower<T: Scalar>(
     l: MatRef<'_, T>,
     x: MatMut<'_, T>,
 ) -> Result<(), KernelError> {
-    triangular_solve_diag(l, CblasLeft, false, CblasUnit, 1.0, x)
+    triangular_solve_diag(l, (CblasLeft, CblasLower), false, CblasUnit, 1.0, x)
 }
 
-/// [`triangular_solve`] with the diagonal of L unit or not (`diag`).
+/// X <- U^-1 X with U the upper triangle of `u` (?trsm 'L', 'U', 'N', 'N'), one thread.
+pub(crate) fn solve_upper<T: Scalar>(
+    u: MatRef<'_, T>,
+    x: MatMut<'_, T>,
+) -> Result<(), KernelError> {
+    triangular_solve_diag(u, (CblasLeft, CblasUpper), false, CblasNonUnit, 1.0, x)
+}
+
+/// [`triangular_solve`] with the diagonal of L unit or not (`diag`), L read as the lower or the
+/// upper triangle of `l` (`uplo`).
 fn triangular_solve_diag<T: Scalar>(
     l: MatRef<'_, T>,
-    side: cblas_sys::CBLAS_SIDE,
+    (side, uplo): (cblas_sys::CBLAS_SIDE, cblas_sys::CBLAS_UPLO),
     adjoint_l: bool,
     diag: cblas_sys::CBLAS_DIAG,
     alpha: f64,
@@ -230,8 +239,8 @@ fn triangular_solve_diag<T: Scalar>(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    // The triangle must be read as lower: a transposed view of L would flip it, so such a
-    // view is copied to column-major rather than passed with a transpose flag.
+    // The triangle must be read as it is: a transposed view of L would flip it, so such a view
+    // is copied to column-major rather than passed with a transpose flag.
     let l = match blas_ref(l, Conj::No)? {
         r if matches!(r.trans, CblasNoTrans) => r,
         _ => blas_ref(l.to_owned().as_ref(), Conj::No)?,
@@ -245,7 +254,7 @@ fn triangular_solve_diag<T: Scalar>(
     set_threads(Par::Seq);
     with_col_major(b, |ptr, ldb| {
         let (lp, ld) = (l.ptr, l.ld);
-        let (o, t, u) = (CblasColMajor, CblasLower, diag);
+        let (o, t, u) = (CblasColMajor, uplo, diag);
         // SAFETY: l.ptr/l.ld describe a valid column-major triangle of the order BLAS
         // expects (checked by the caller's shape check), ptr/ldb the exclusive m x n
         // right-hand side; both outlive the call, and the routine is T's precision's.

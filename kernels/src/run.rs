@@ -42,6 +42,9 @@ impl Backend {
             CpuCall::Blas(Blas::Solve(Solve::LeftAdjoint)) => {
                 self.solve_lower(reads[0], true, write, par)
             }
+            CpuCall::Blas(Blas::Solve(solve @ (Solve::LeftUnitLower | Solve::LeftUpper))) => {
+                self.split_left_solve(reads[0], solve, write, par)
+            }
             CpuCall::Blas(Blas::RankK) => self.syrk(reads[0], write, par),
             CpuCall::Blas(Blas::Product(p)) => {
                 let a = if p.trans_a {

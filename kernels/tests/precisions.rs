@@ -131,6 +131,31 @@ fn every_op<T: Scalar>() {
                     max_diff(&back, &w0) < tol::<T>(m, 1.0),
                     "{what} solve_trans"
                 );
+                // SolveUnitLower and SolveUpper, an LU's two triangles of one tile: L^-1 X (unit
+                // diagonal) and U^-1 X, each reading only its own part of the tile.
+                let mut f = pseudo_random::<T>(m, m, 14);
+                for i in 0..m {
+                    f[(i, i)] = T::from_f64(m as f64 + 2.0);
+                }
+                let wf = wide(f.as_ref());
+                let one = c64::new(1.0, 0.0);
+                let unit_lower = Mat::from_fn(m, m, |i, j| match i.cmp(&j) {
+                    std::cmp::Ordering::Greater => wf[(i, j)],
+                    std::cmp::Ordering::Equal => one,
+                    std::cmp::Ordering::Less => c64::new(0.0, 0.0),
+                });
+                let upper = Mat::from_fn(m, m, |i, j| {
+                    if i <= j {
+                        wf[(i, j)]
+                    } else {
+                        c64::new(0.0, 0.0)
+                    }
+                });
+                for (op, triangle) in [(Op::SolveUnitLower, unit_lower), (Op::SolveUpper, upper)] {
+                    let got = run(op, &[f.as_ref()], &mut c0.clone());
+                    let back = mul(&triangle, &got);
+                    assert!(max_diff(&back, &w0) < tol::<T>(m, 2.0), "{what} {op}");
+                }
                 // Syrk (HERK): C - A A^H on the lower triangle, the upper one untouched.
                 let a = pseudo_random::<T>(m, k, 12);
                 // Hermitian C has a real diagonal (BLAS's HERK drops its imaginary part).

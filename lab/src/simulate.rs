@@ -264,6 +264,10 @@ pub struct NodeBusy {
 /// One simulated distributed run of a plan over nodes of one modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GridSimReport {
+    /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the first
+    /// reports had none).
+    #[serde(skip_serializing_if = "is_cholesky")]
+    pub algorithm: &'static str,
     /// The precision of the simulated kernels (the key is absent in d).
     #[serde(skip_serializing_if = "is_double")]
     pub precision: Precision,
@@ -332,7 +336,9 @@ pub fn simulate_grid(
     let platform = machine.sim_platform()?;
     let split = plan.split(&grid)?;
     let tile = plan.tile();
-    let tile_bytes = |t| plan.tile_bytes(t);
+    // A tile's bytes as its messages carry it (for LU, a panel from its diagonal down: its block
+    // columns run on CPU clusters only, so no copy inside a node is sized by it).
+    let tile_bytes = |t| plan.message_bytes(t);
     let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
     let rank_keys: Vec<Vec<KernelKey>> = split
         .ranks
@@ -389,6 +395,7 @@ pub fn simulate_grid(
     let makespan_ms = run.makespan * 1e3;
     let gflops = plan.flops() / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
     let report = GridSimReport {
+        algorithm: plan.algorithm().name(),
         precision: plan.precision(),
         platform: model.name.clone(),
         clusters: machine.clusters.to_string(),

@@ -7,11 +7,15 @@
 //!   precision. It is never above the full residual (||(A - L L^H) V||_1 <= ||A - L
 //!   L^H||_1 ||V||_1), and of its order for errors that are not arranged to miss V; it is checked
 //!   against the same threshold ([`crate::check::RESIDUAL_THRESHOLD`]).
+//! - [`probed_lu_residual`]: the same for a distributed LU (P A = L U, L unit lower and U upper in
+//!   one general matrix, with its interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps),
+//!   LAPACK's dget01 ratio probed.
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
-//!   measure [`crate::check::solve_backward_error`] gives on one node.
+//!   measure [`crate::check::solve_backward_error`] gives on one node; A symmetric (its lower
+//!   triangle held, a Cholesky's) or general (every tile held, an LU's).
 //!
-//! Both read only the lower triangles of A and L (diagonal tiles included), as the factorisation
-//! does.
+//! The Cholesky checks read only the lower triangles of A and L (diagonal tiles included), as the
+//! factorisation does; the LU check reads every tile.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul_with_conj};
 use faer::{Accum, Conj, Mat, MatMut, MatRef, Par};
@@ -49,6 +53,52 @@ pub fn probed_residual<T: Wire, C: Communicator>(
     Ok(norm1((av - lltv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * eps))
 }
 
+/// The probed scaled residual of the distributed LU factor `lu` of the general matrix `a`, with
+/// the interchanges `ipiv` (0-based and global, as [`crate::Lu::factor_distributed`] returns them;
+/// see the module documentation): collective, the same value on every rank. 0 for n = 0.
+pub fn probed_lu_residual<T: Wire, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    lu: &DistributedMatrix<T>,
+    ipiv: &[usize],
+    seed: u64,
+) -> Result<f64> {
+    same_layout(a, lu, "the factor")?;
+    let n = a.tiling.rows();
+    if a.lower || lu.lower || a.tiling.cols() != n {
+        return Err(Error::InvalidOption {
+            option: "residual",
+            reason: "an LU's residual needs square general matrices (every tile held)".into(),
+        });
+    }
+    if ipiv.len() != n || ipiv.iter().enumerate().any(|(i, &p)| p < i || p >= n) {
+        return Err(Error::InvalidOption {
+            option: "residual",
+            reason: format!(
+                "the interchanges are not an LU's of order {n}: {} of them, each row i swapped with a row in i..{n}",
+                ipiv.len()
+            ),
+        });
+    }
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let v = crate::matgen::random_in::<f64>(n, PROBES, seed);
+    let v = Mat::<T>::from_fn(n, PROBES, |i, j| T::from_f64(v[(i, j)]));
+    let mut pav = all_sum(comm, general_times(a, v.as_ref(), Part::Whole));
+    for (i, &p) in ipiv.iter().enumerate().filter(|(i, p)| i != *p) {
+        for c in 0..PROBES {
+            let (x, y) = (pav[(i, c)], pav[(p, c)]);
+            (pav[(i, c)], pav[(p, c)]) = (y, x);
+        }
+    }
+    let uv = all_sum(comm, general_times(lu, v.as_ref(), Part::Upper));
+    let luv = all_sum(comm, general_times(lu, uv.as_ref(), Part::StrictLower)) + &uv;
+    let eps = T::PRECISION.epsilon();
+    let anorm = general_norm1(comm, a);
+    Ok(norm1((pav - luv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * eps))
+}
+
 /// ||A X - B||_1 / (||A||_1 ||X||_1) of the distributed solution `x` of A X = B (see the
 /// module documentation): collective, the same value on every rank. 0 when X is zero.
 pub fn solve_backward_error<T: Wire, C: Communicator>(
@@ -70,10 +120,17 @@ pub fn solve_backward_error<T: Wire, C: Communicator>(
     if xnorm == 0.0 {
         return Ok(0.0);
     }
-    let mut r = times(a, x_all.as_ref(), Product::Symmetric);
+    // A symmetric matrix's lower triangle, or a general matrix's every tile.
+    let (mut r, anorm) = if a.lower {
+        let product = times(a, x_all.as_ref(), Product::Symmetric);
+        (product, symmetric_norm1(comm, a))
+    } else {
+        let product = general_times(a, x_all.as_ref(), Part::Whole);
+        (product, general_norm1(comm, a))
+    };
     r -= placed(&b.0);
     let r = all_sum(comm, r);
-    Ok(norm1(r.as_ref()) / (symmetric_norm1(comm, a) * xnorm))
+    Ok(norm1(r.as_ref()) / (anorm * xnorm))
 }
 
 fn same_layout<T: Wire>(
@@ -172,6 +229,62 @@ fn times<T: Wire>(m: &DistributedMatrix<T>, x: MatRef<'_, T>, product: Product) 
         }
     }
     y
+}
+
+/// Which part of a general matrix's tiles a product reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// Every entry.
+    Whole,
+    /// On and above the diagonal (an LU's U).
+    Upper,
+    /// Strictly below the diagonal (an LU's L less its unit diagonal).
+    StrictLower,
+}
+
+/// This rank's part of `part(m) x` for a general matrix `m` (every tile held).
+fn general_times<T: Wire>(m: &DistributedMatrix<T>, x: MatRef<'_, T>, part: Part) -> Mat<T> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let t = &m.tiling;
+    let mut y = Mat::<T>::zeros(t.rows(), x.ncols());
+    let k = x.ncols();
+    let r = BlockStructure::Rectangular;
+    for (&(i, j), tile) in &m.tiles {
+        let structure = match (part, i.cmp(&j)) {
+            (Part::Whole, _) | (Part::Upper, Less) | (Part::StrictLower, Greater) => r,
+            (Part::Upper, Equal) => BlockStructure::TriangularUpper,
+            (Part::StrictLower, Equal) => BlockStructure::StrictTriangularLower,
+            (Part::Upper, Greater) | (Part::StrictLower, Less) => continue,
+        };
+        let (ri, rj) = (t.offset(i), t.offset(j));
+        matmul_with_conj(
+            y.as_mut().submatrix_mut(ri, 0, tile.nrows(), k),
+            r,
+            Accum::Add,
+            tile.as_ref(),
+            structure,
+            Conj::No,
+            x.submatrix(rj, 0, tile.ncols(), k),
+            r,
+            Conj::No,
+            T::from_f64(1.0),
+            Par::Seq,
+        );
+    }
+    y
+}
+
+/// ||A||_1 of the general matrix `a` (every tile held).
+fn general_norm1<T: Wire, C: Communicator>(comm: &C, a: &DistributedMatrix<T>) -> f64 {
+    let t = &a.tiling;
+    let mut sums = Mat::<f64>::zeros(t.cols(), 1);
+    for (&(_, j), tile) in &a.tiles {
+        for c in 0..tile.ncols() {
+            sums[(t.offset(j) + c, 0)] += tile.col(c).iter().map(|x| x.abs_f64()).sum::<f64>();
+        }
+    }
+    let sums = all_sum(comm, sums);
+    sums.col(0).iter().copied().fold(0.0, f64::max)
 }
 
 /// This rank's tiles of `m` in a zero matrix of `m`'s shape.

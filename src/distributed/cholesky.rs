@@ -11,14 +11,18 @@
 //! (O(n x nrhs) words, not L's O(n^2)). Each sends one version of a tile to a rank, which is what
 //! one run carries.
 
-use hetla_factorizations::{FACTOR, RHS, SUMS, Tiling};
+use std::sync::Arc;
+
+use hetla_factorizations::{FACTOR, RHS, SUMS, Substitution, Tiling};
 use hetla_kernels::Precision;
-use hetla_runtime::Trace;
-use mpi::traits::Communicator;
+use hetla_runtime::{Platform, Trace};
+use mpi::collective::SystemOperation;
+use mpi::traits::{Communicator, CommunicatorCollectives};
 
 use super::exchange::{Share, run_share};
 use super::matrix::{DistributedMatrix, DistributedRhs, agree};
 use super::wire::Wire;
+use crate::run::RunConfig;
 use crate::{Cholesky, Plan, Result};
 
 /// What a distributed factorisation measured.
@@ -120,62 +124,107 @@ impl Cholesky {
         l: &DistributedMatrix<T>,
         b: &mut DistributedRhs<T>,
     ) -> Result<DistributedSolve> {
-        let (lt, bt) = (l.tiling, b.0.tiling);
-        let mut problem = None;
-        if b.0.grid != l.grid {
-            problem = Some(format!(
-                "the right-hand sides are on a {} grid, the factor on a {} grid",
-                b.0.grid, l.grid
-            ));
-        } else if (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
-            problem = Some(format!(
-                "the right-hand sides have {} rows in tiles of {}, the factor is of order {} in tiles of {}",
-                bt.rows(),
-                bt.tile(),
-                lt.rows(),
-                lt.tile()
-            ));
-        }
         let platform = self.resolve_platform();
-        if let Err(e) = &platform {
-            problem.get_or_insert(format!("no platform: {e}"));
+        let which = [Substitution::Lower, Substitution::LowerAdjoint];
+        substitutions(&self.run, platform, comm, (l, None), b, which, None)
+    }
+}
+
+/// The two substitutions `which` of a distributed solve with the factor `f` over the right-hand
+/// sides `b`, one distributed run each, after the caller's checks (`problem`, agreed here with the
+/// others); with `interchanges`, B's rows are interchanged by them first (each rank holds whole
+/// tile columns of B: a grid of one process row).
+pub(super) fn substitutions<T: Wire, C: Communicator>(
+    run: &RunConfig,
+    platform: Result<Arc<Platform>>,
+    comm: &C,
+    (f, interchanges): (&DistributedMatrix<T>, Option<&[usize]>),
+    b: &mut DistributedRhs<T>,
+    which: [Substitution; 2],
+    mut problem: Option<String>,
+) -> Result<DistributedSolve> {
+    let (lt, bt) = (f.tiling, b.0.tiling);
+    if b.0.grid != f.grid {
+        problem.get_or_insert(format!(
+            "the right-hand sides are on a {} grid, the factor on a {} grid",
+            b.0.grid, f.grid
+        ));
+    } else if (bt.rows(), bt.tile()) != (lt.rows(), lt.tile()) {
+        problem.get_or_insert(format!(
+            "the right-hand sides have {} rows in tiles of {}, the factor is of order {} in tiles of {}",
+            bt.rows(),
+            bt.tile(),
+            lt.rows(),
+            lt.tile()
+        ));
+    }
+    if let Err(e) = &platform {
+        problem.get_or_insert(format!("no platform: {e}"));
+    }
+    let grid = f.grid;
+    let shares = which.map(|which| {
+        Plan::distributed_substitution(lt, bt, grid, which, T::PRECISION)
+            .and_then(|plan| Share::new(plan, grid, f.rank))
+    });
+    for share in &shares {
+        if let (None, Err(e)) = (&problem, share) {
+            problem = Some(e.to_string());
         }
-        let grid = l.grid;
-        let shares = [false, true].map(|transposed| {
-            Plan::distributed_substitution(lt, bt, grid, transposed, T::PRECISION)
-                .and_then(|plan| Share::new(plan, grid, l.rank))
-        });
-        for share in &shares {
-            if let (None, Err(e)) = (&problem, share) {
-                problem = Some(e.to_string());
+    }
+    agree(comm, problem)?;
+    let platform = platform?;
+    let mut solve = DistributedSolve {
+        seconds: 0.0,
+        flops: 2.0 * (lt.rows() as f64).powi(2) * bt.cols() as f64 * T::PRECISION.flop_factor(),
+        bytes_sent_by_rank: vec![0; grid.size()],
+        bytes_expected_by_rank: vec![0; grid.size()],
+    };
+    if let Some(ipiv) = interchanges {
+        let start = std::time::Instant::now();
+        interchange_rows(&mut b.0, ipiv);
+        let mine = start.elapsed().as_secs_f64();
+        comm.all_reduce_into(&mine, &mut solve.seconds, SystemOperation::max());
+    }
+    for share in shares {
+        let share = share?;
+        let mut sums = share.zero_sums::<T>();
+        let written = vec![(RHS, &mut b.0.tiles), (SUMS, &mut sums)];
+        let read = vec![(FACTOR, &f.tiles)];
+        let out = run_share(run, comm, &platform, &share, written, read, None)?;
+        solve.seconds += out.seconds;
+        for (r, (sent, expected)) in out
+            .bytes_sent_by_rank
+            .iter()
+            .zip(&share.bytes_expected)
+            .enumerate()
+        {
+            solve.bytes_sent_by_rank[r] += sent;
+            solve.bytes_expected_by_rank[r] += expected;
+        }
+    }
+    Ok(solve)
+}
+
+/// Interchanges the rows of this rank's tile columns of `b` as `ipiv` says (row i with row
+/// `ipiv[i]`, in order), where the rank holds every tile of each (one process row).
+fn interchange_rows<T: Wire>(b: &mut DistributedMatrix<T>, ipiv: &[usize]) {
+    let t = b.tiling;
+    let columns: std::collections::BTreeSet<usize> = b.tiles.keys().map(|&(_, c)| c).collect();
+    for c in columns {
+        for (i, &p) in ipiv.iter().enumerate().filter(|(i, p)| i != *p) {
+            let (ti, tp) = (i / t.tile(), p / t.tile());
+            let (ri, rp) = (i - t.offset(ti), p - t.offset(tp));
+            let (Some(x), Some(y)) = (b.tiles.get(&(ti, c)), b.tiles.get(&(tp, c))) else {
+                continue;
+            };
+            let (x, y) = (x.row(ri).to_owned(), y.row(rp).to_owned());
+            if let Some(m) = b.tiles.get_mut(&(ti, c)) {
+                m.row_mut(ri).copy_from(&y);
+            }
+            if let Some(m) = b.tiles.get_mut(&(tp, c)) {
+                m.row_mut(rp).copy_from(&x);
             }
         }
-        agree(comm, problem)?;
-        let platform = platform?;
-        let mut solve = DistributedSolve {
-            seconds: 0.0,
-            flops: 2.0 * (lt.rows() as f64).powi(2) * bt.cols() as f64 * T::PRECISION.flop_factor(),
-            bytes_sent_by_rank: vec![0; l.grid.size()],
-            bytes_expected_by_rank: vec![0; l.grid.size()],
-        };
-        for share in shares {
-            let share = share?;
-            let mut sums = share.zero_sums::<T>();
-            let written = vec![(RHS, &mut b.0.tiles), (SUMS, &mut sums)];
-            let read = vec![(FACTOR, &l.tiles)];
-            let out = run_share(&self.run, comm, &platform, &share, written, read, None)?;
-            solve.seconds += out.seconds;
-            for (r, (sent, expected)) in out
-                .bytes_sent_by_rank
-                .iter()
-                .zip(&share.bytes_expected)
-                .enumerate()
-            {
-                solve.bytes_sent_by_rank[r] += sent;
-                solve.bytes_expected_by_rank[r] += expected;
-            }
-        }
-        Ok(solve)
     }
 }
 

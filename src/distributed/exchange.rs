@@ -226,18 +226,8 @@ impl Share {
             rank: rank.0,
             reason: e.to_string(),
         })?;
-        let bytes_expected = hetla_factorizations::bytes_sent(&grid, &split.messages, |t| {
-            match plan.algorithm() {
-                // Only panels travel: rows from the diagonal down, then an interchange a column.
-                crate::plan::Algorithm::Lu { n } => {
-                    let (first, width) = (t.col * plan.tile(), plan.shape(t).1);
-                    let precision = plan.precision();
-                    let part = precision.bytes() / if precision.is_complex() { 2 } else { 1 };
-                    ((n - first) * precision.bytes() + part) * width
-                }
-                _ => plan.tile_bytes(t),
-            }
-        });
+        let bytes_expected =
+            hetla_factorizations::bytes_sent(&grid, &split.messages, |t| plan.message_bytes(t));
         let share = split.ranks.swap_remove(rank.0);
         let keys = share
             .whole

@@ -23,19 +23,25 @@
 //! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks; its panel
 //!   needs gathering along the process column and its interchanges sending across process rows,
 //!   which is not built yet: such a grid is refused on every rank before any work.
+//! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a
+//!   1 x Q grid a rank holds whole tile columns of B), then the forward substitution with L's unit
+//!   lower triangle and the backward one with U run as Cholesky's two substitutions do, the
+//!   factor's b x b tiles (in `a` after the factorisation) never travelling: each update runs
+//!   where its tile of L or U is, into a partial sum there, and only B's tiles, the partial sums and
+//!   the diagonal tiles move.
 //! - **Memory**: a rank holds its block columns (n x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel is held until its last
 //!   reader on the rank ran.
 
 use std::sync::atomic::AtomicUsize;
 
-use hetla_factorizations::FACTOR;
+use hetla_factorizations::{FACTOR, Substitution};
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::cholesky::DistributedRun;
+use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
 use super::exchange::{Pivots, Share, run_share};
-use super::matrix::{DistributedMatrix, agree};
+use super::matrix::{DistributedMatrix, DistributedRhs, agree};
 use super::wire::Wire;
 use crate::tiles::HeldTiles;
 use crate::{Lu, Plan, Result};
@@ -178,5 +184,56 @@ impl Lu {
             ipiv: agreed.into_iter().map(|p| p as usize).collect(),
             singular: (first_zero != u64::MAX).then_some(first_zero as usize),
         })
+    }
+
+    /// Solves A X = B with the distributed LU factor `lu` of A (the matrix [`Lu::factor_distributed`]
+    /// factored, with what it returned), overwriting the right-hand sides `b` with X: collective,
+    /// every rank calls it with its parts. `b` must be on `lu`'s grid (1 x Q) with its tile size
+    /// and rows; a factor with a zero pivot is refused ([`crate::Error::Singular`]) on every rank
+    /// before any work. See the module documentation for how it runs. On error `b` is partly
+    /// overwritten.
+    pub fn solve_distributed<T: Wire, C: Communicator>(
+        &self,
+        comm: &C,
+        lu: &DistributedMatrix<T>,
+        factored: &DistributedLu,
+        b: &mut DistributedRhs<T>,
+    ) -> Result<DistributedSolve> {
+        if let Some(column) = factored.singular {
+            // The same on every rank (agreed by the factorisation).
+            return Err(crate::Error::Singular { column });
+        }
+        let n = lu.tiling.rows();
+        let mut problem = None;
+        if lu.lower || lu.tiling.cols() != n {
+            problem = Some("the factor is not a square general matrix (every tile held)".into());
+        } else if lu.grid.rows() != 1 {
+            problem = Some(format!(
+                "the factor is on a {} grid: distributed LU runs on 1 x Q grids",
+                lu.grid
+            ));
+        } else if factored.ipiv.len() != n
+            || factored
+                .ipiv
+                .iter()
+                .enumerate()
+                .any(|(i, &p)| p < i || p >= n)
+        {
+            problem = Some(format!(
+                "the interchanges are not those of an LU of order {n}: {} of them",
+                factored.ipiv.len()
+            ));
+        }
+        let which = [Substitution::UnitLower, Substitution::Upper];
+        let factor = (lu, Some(&factored.ipiv[..]));
+        substitutions(
+            &self.run,
+            self.resolve_platform(),
+            comm,
+            factor,
+            b,
+            which,
+            problem,
+        )
     }
 }

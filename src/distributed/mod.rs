@@ -1,4 +1,4 @@
-//! Symmetric matrices over MPI ranks, 2D block-cyclically (feature `mpi`).
+//! Matrices over MPI ranks, 2D block-cyclically, and their factorisations (feature `mpi`).
 //!
 //! A [`DistributedMatrix`] holds, on each rank, the tiles of the lower triangle (tile row >= tile
 //! column) that its [`ProcessGrid`] gives it: tile (i, j) lives on rank `(i mod P) * Q + j mod Q`,
@@ -12,7 +12,11 @@
 //! one rank only are agreed on first).
 //!
 //! [`crate::Cholesky::factor_distributed`] factors such a matrix in place, each rank running the
-//! tasks of its tiles (see its module, `distributed/cholesky.rs`).
+//! tasks of its tiles (see its module, `distributed/cholesky.rs`). A general matrix holds every
+//! tile ([`DistributedMatrix::random`], [`DistributedMatrix::from_local_general_tiles`]);
+//! [`crate::Lu::factor_distributed`] factors it with partial pivoting on a 1 x Q grid and
+//! [`crate::Lu::solve_distributed`] solves with its factor (`distributed/lu.rs`). Both run on one
+//! engine (`distributed/exchange.rs`).
 //!
 //! The right-hand sides of a solve are a [`DistributedRhs`]: an `n x nrhs` matrix on the same grid,
 //! every tile held (tile (i, c) on rank `(i mod P) * Q + c mod Q`, ScaLAPACK's layout of B in
@@ -39,7 +43,7 @@ mod wire;
 pub use bounds::measure_network;
 #[doc(hidden)]
 pub use check::PROBES;
-pub use check::{probed_residual, solve_backward_error};
+pub use check::{probed_lu_residual, probed_residual, solve_backward_error};
 pub use cholesky::{DistributedRun, DistributedSolve};
 pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};

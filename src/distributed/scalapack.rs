@@ -434,9 +434,6 @@ fn solve_runs<T: Scalapack, C: Communicator>(
     Ok(PeerSolves { seconds, x })
 }
 
-// Hidden from the API docs until distributed LU and `hetla lu --grid --compare` use it (issue 53):
-// the example `scalapack` and the MPI tests do.
-#[doc(hidden)]
 /// What [`getrf`] measured: the seconds of each run (the slowest rank's), and the LU factors of the
 /// last run with their interchanges, as ScaLAPACK holds them (for [`getrs`]).
 #[derive(Debug, Clone)]
@@ -449,9 +446,6 @@ pub struct LuPeerRuns<T: Scalapack = f64> {
     pivots: Vec<i32>,
 }
 
-// Hidden from the API docs until distributed LU and `hetla lu --grid --compare` use it (issue 53):
-// the example `scalapack` and the MPI tests do.
-#[doc(hidden)]
 /// Factors the general square `a` (every tile held: [`DistributedMatrix::random`]) with ScaLAPACK's
 /// `p?getrf` of its precision `runs` times (each from `a`), on the ranks of `MPI_COMM_WORLD`
 /// (BLACS's default context: `comm` must span the whole job). A zero pivot is [`Error::Singular`]
@@ -501,9 +495,6 @@ pub fn getrf<T: Scalapack, C: Communicator>(
     })
 }
 
-// Hidden from the API docs until distributed LU and `hetla lu --grid --compare` use it (issue 53):
-// the example `scalapack` and the MPI tests do.
-#[doc(hidden)]
 /// Solves A X = B with ScaLAPACK's `p?getrs('N')` of the precision and the factors [`getrf`] left,
 /// `runs` times, each from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
 pub fn getrs<T: Scalapack, C: Communicator>(

@@ -182,7 +182,7 @@ impl Plan {
         network: LinkRate,
     ) -> Result<DistributedBounds> {
         let (graph, keys, flops) = (&self.graph, &self.keys[..], self.flops);
-        let tile_bytes = |tile: TileRef| self.tile_bytes(tile);
+        let message_bytes = |tile: TileRef| self.message_bytes(tile);
         let nodes = grid.size();
         let classes: Vec<(ResourceClass, usize)> = node_classes
             .iter()
@@ -197,7 +197,7 @@ impl Plan {
         };
         let mut nic = vec![0.0f64; 2 * nodes];
         for m in &split.messages {
-            let seconds = network.seconds(tile_bytes(m.tile));
+            let seconds = network.seconds(message_bytes(m.tile));
             nic[2 * m.from.0] += seconds;
             nic[2 * m.to.0 + 1] += seconds;
         }
@@ -223,7 +223,7 @@ impl Plan {
                 let written = graph.task(from).accesses.iter().filter(|a| a.mode.writes());
                 written
                     .filter(|w| graph.task(to).accesses.iter().any(|a| a.tile == w.tile))
-                    .map(|w| network.seconds(tile_bytes(w.tile)))
+                    .map(|w| network.seconds(message_bytes(w.tile)))
                     .fold(0.0, f64::max)
             });
         // The first of the largest: the mixed bound is never below the area bound, which it

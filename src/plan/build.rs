@@ -6,9 +6,9 @@ use std::sync::Arc;
 use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    QrTree, RHS, SUMS, TaskGraph, TileRef, Tiling, backward_substitution, cholesky_inverse,
-    cholesky_inverting_panels, distributed_substitution, forward_substitution, ldlt, ldlt_shapes,
-    lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
+    QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling, backward_substitution,
+    cholesky_inverse, cholesky_inverting_panels, distributed_substitution, forward_substitution,
+    ldlt, ldlt_shapes, lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -140,9 +140,9 @@ pub enum Algorithm {
         /// The right-hand sides.
         rhs: usize,
     },
-    /// One substitution of a distributed solve, its updates run where L's tiles are and summed into
-    /// partial sums ([`SUMS`]) where B's are not: the forward one, or with `transposed` the
-    /// backward one.
+    /// One substitution of a distributed solve, its updates run where the factor's tiles are and
+    /// summed into partial sums ([`SUMS`]) where B's are not: with a Cholesky factor's L or L^H, or
+    /// an LU's L or U.
     DistributedSubstitution {
         /// The order of the factor.
         n: usize,
@@ -150,8 +150,8 @@ pub enum Algorithm {
         rhs: usize,
         /// The process grid.
         grid: ProcessGrid,
-        /// The backward substitution (L^H X = Y).
-        transposed: bool,
+        /// Which one.
+        substitution: Substitution,
     },
     /// The LU factorisation with partial pivoting P A = L U of an n x n matrix, in place (matrix
     /// [`FACTOR`] cut into block columns; the row interchanges beside it).
@@ -233,7 +233,7 @@ enum Layout {
         l: Tiling,
         b: Tiling,
         grid: ProcessGrid,
-        transposed: bool,
+        substitution: Substitution,
     },
 }
 
@@ -572,17 +572,17 @@ impl Plan {
         l: Tiling,
         b: Tiling,
         grid: ProcessGrid,
-        transposed: bool,
+        substitution: Substitution,
         precision: Precision,
     ) -> Result<Self> {
         crate::limits::check_solve(l.rows(), b.cols(), l.tile())?;
         let mut graph = TaskGraph::new();
-        distributed_substitution(&mut graph, &l, &b, &grid, transposed)?;
+        distributed_substitution(&mut graph, &l, &b, &grid, substitution)?;
         let sums = Layout::Sums {
             l,
             b,
             grid,
-            transposed,
+            substitution,
         };
         let layouts = vec![
             (FACTOR, Layout::Tiled(l)),
@@ -595,7 +595,7 @@ impl Plan {
             n,
             rhs,
             grid,
-            transposed,
+            substitution,
         };
         Ok(Self::new(
             algorithm,
@@ -746,8 +746,8 @@ impl Plan {
                 l,
                 b,
                 grid,
-                transposed,
-            } => sum_shape(tile, l, b, grid, *transposed),
+                substitution,
+            } => sum_shape(tile, l, b, grid, *substitution),
         })
     }
 
@@ -755,6 +755,26 @@ impl Plan {
     pub fn tile_bytes(&self, tile: TileRef) -> usize {
         let (rows, cols) = self.shape(tile);
         rows * cols * self.precision.bytes()
+    }
+
+    /// Bytes of the message that carries `tile` to another rank in a distributed run of the plan:
+    /// the tile; for LU, whose tiles are block columns and of which only the panels travel, the
+    /// panel's rows from its diagonal down and its interchanges (one whole number a column, in a
+    /// part of the precision: half an entry in a complex one).
+    pub fn message_bytes(&self, tile: TileRef) -> usize {
+        match self.algorithm {
+            Algorithm::Lu { n } => {
+                let (first, width) = (tile.col * self.tile, self.shape(tile).1);
+                let bytes = self.precision.bytes();
+                let part = if self.precision.is_complex() {
+                    bytes / 2
+                } else {
+                    bytes
+                };
+                (n.saturating_sub(first) * bytes + part) * width
+            }
+            _ => self.tile_bytes(tile),
+        }
     }
 
     /// Every tile the plan's tasks touch, placed read-write on memory `node` (each in the order its

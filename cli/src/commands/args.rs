@@ -279,18 +279,28 @@ impl Factorization {
         }
     }
 
-    /// Refuses a distributed run of a factorisation that has none (LU: next).
-    pub fn check_distributed(self, distributed: bool) -> crate::Result<()> {
-        if distributed && self != Factorization::Cholesky {
-            return Err(crate::Error::InvalidOption {
+    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky runs on
+    /// any grid, LU on grids of one process row (1xQ), the others on one node.
+    pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
+        let refuse = |reason: String| {
+            Err(crate::Error::InvalidOption {
                 option: "factorization",
-                reason: format!(
-                    "distributed {} is not built yet: simulate it on one node (no --nodes or --grid)",
-                    self.title()
-                ),
-            });
+                reason,
+            })
+        };
+        match (self, grid) {
+            (_, None) | (Factorization::Cholesky, _) => Ok(()),
+            (Factorization::Lu, Some(g)) if g.rows() == 1 => Ok(()),
+            (Factorization::Lu, Some(g)) => refuse(format!(
+                "distributed LU runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
+                g.size(),
+                g.size()
+            )),
+            (_, Some(_)) => refuse(format!(
+                "distributed {} is not built yet: simulate it on one node (no --nodes or --grid)",
+                self.title()
+            )),
         }
-        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ pub mod bound;
 pub mod calibrate;
 pub mod cholesky;
 pub mod gemm;
+pub mod grid_job;
 pub mod info;
 pub mod ldlt;
 pub mod lu;

@@ -168,14 +168,26 @@ pub fn grid_of(
 /// Runs `hetla simulate`.
 pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
-    let grid = grid_of(args.nodes, args.grid)?;
+    // LU runs on one process row: --nodes N alone is 1 x N for it.
+    let lu = args.factorization == super::args::Factorization::Lu;
+    let grid = match (args.nodes, args.grid) {
+        (Some(n), None) if lu => {
+            Some(
+                ProcessGrid::new(1, n).map_err(|e| crate::Error::InvalidOption {
+                    option: "nodes",
+                    reason: e.to_string(),
+                })?,
+            )
+        }
+        (nodes, grid) => grid_of(nodes, grid)?,
+    };
     let model = PlatformModel::resolve(&args.platform)?;
     let mut options = args.run.options();
     let machine = Modelled::new(&model, &args.clusters, args.gpus)
         .precision(args.precision)
         .host_memory(args.host_memory)
         .copy_cores(args.copy_cores);
-    args.factorization.check_distributed(grid.is_some())?;
+    args.factorization.check_grid(grid)?;
     let plan = args
         .factorization
         .plan(args.m, args.n, args.tile, args.precision)?;
@@ -215,8 +227,9 @@ pub fn print(r: &Simulated) {
 
 /// Prints a simulated distributed run as a table.
 pub fn print_grid(r: &GridSimReport) {
+    let (title, flops) = title_and_flops(r.algorithm);
     println!(
-        "hetla simulate: Cholesky n = {}, tile = {}, precision {} on {} nodes ({} grid) of {} with clusters {} and {} GPU(s) each, scheduler {}",
+        "hetla simulate: {title} n = {}, tile = {}, precision {} on {} nodes ({} grid) of {} with clusters {} and {} GPU(s) each, scheduler {}",
         r.n, r.tile, r.precision, r.nodes, r.grid, r.platform, r.clusters, r.gpus, r.scheduler
     );
     println!(
@@ -228,13 +241,13 @@ pub fn print_grid(r: &GridSimReport) {
         r.makespan_ms, r.simulation_seconds, r.noise, r.seed
     );
     println!(
-        "  rate      {:.2} Gflop/s, {:.2} per node ({} flops; CPU kernel rates: {})",
+        "  rate      {:.2} Gflop/s, {:.2} per node ({}{flops} flops; CPU kernel rates: {})",
         r.gflops,
         r.gflops_per_node,
         if r.precision.is_complex() {
-            "4 n^3/3 real"
+            "4x real "
         } else {
-            "n^3/3"
+            ""
         },
         r.cpu_rates
     );
@@ -245,7 +258,7 @@ pub fn print_grid(r: &GridSimReport) {
     );
     for n in &r.ranks {
         println!(
-            "  node {:<4} {:7} tasks, CPU busy {:5.1}%, GPU busy {:5.1}%, sent {:10.1} MB (2D block-cyclic count {:.1} MB)",
+            "  node {:<4} {:7} tasks, CPU busy {:5.1}%, GPU busy {:5.1}%, sent {:10.1} MB (count {:.1} MB)",
             n.rank,
             n.tasks,
             100.0 * n.cpu_busy,
@@ -278,13 +291,7 @@ pub fn print_grid(r: &GridSimReport) {
 
 /// Prints a simulated run on one node as a table.
 pub fn print_node(r: &SimReport) {
-    let (title, flops) = match r.algorithm {
-        "lu" => ("LU", "2 n^3/3"),
-        // The order reported is QR's rows, m.
-        "qr" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
-        "ldlt" => ("LDL^T", "n^3/3"),
-        _ => ("Cholesky", "n^3/3"),
-    };
+    let (title, flops) = title_and_flops(r.algorithm);
     println!(
         "hetla simulate: {title} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
         r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus, r.scheduler
@@ -324,4 +331,15 @@ pub fn print_node(r: &SimReport) {
         "  efficiency {:.3} (mixed bound / simulated makespan)",
         r.efficiency
     );
+}
+
+/// The title and the flop count of a simulated algorithm ([`hetla::Algorithm::name`]).
+fn title_and_flops(algorithm: &str) -> (&'static str, &'static str) {
+    match algorithm {
+        "lu" => ("LU", "2 n^3/3"),
+        // The order reported is QR's rows, m.
+        "qr" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
+        "ldlt" => ("LDL^T", "n^3/3"),
+        _ => ("Cholesky", "n^3/3"),
+    }
 }

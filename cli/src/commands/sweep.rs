@@ -227,8 +227,9 @@ fn check_args(args: &SweepArgs, real: bool) -> crate::Result<()> {
     for name in ["results.csv", "results.json"] {
         hetla_runtime::check_writable("--out", &args.out.join(name))?;
     }
-    args.factorization
-        .check_distributed(!args.nodes.is_empty())?;
+    for &grid in &args.nodes {
+        args.factorization.check_grid(Some(grid))?;
+    }
     if real && args.factorization != super::args::Factorization::Cholesky {
         return Err(Error::InvalidOption {
             option: "factorization",

@@ -13,23 +13,12 @@ use serde::Serialize;
 use super::args::CholeskyArgs;
 use crate::peers::PeerRate;
 
-/// The tile of a distributed run when `--tile` is not given: a block size usual for ScaLAPACK, and
-/// hetla's tile when it runs one core per rank.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub const DEFAULT_GRID_TILE: usize = 256;
+use crate::commands::grid_job::PROBES;
+#[cfg(feature = "mpi")]
+use crate::commands::grid_job::{DEFAULT_GRID_TILE, GridScalar};
 
 /// Right-hand sides of the solve after the factorisation.
 const SOLVE_RHS: usize = 1;
-
-/// Random columns the residual is probed with (`hetla::distributed::PROBES`, which exists only with
-/// MPI).
-const PROBES: usize = 4;
-
-#[cfg(all(feature = "mpi", not(feature = "scalapack")))]
-use hetla::distributed::Wire as GridScalar;
-/// The scalars of a distributed run: with ScaLAPACK, those it has peers in.
-#[cfg(feature = "scalapack")]
-use hetla::distributed::scalapack::Scalapack as GridScalar;
 
 #[derive(Serialize)]
 pub struct GridReport {
@@ -124,15 +113,9 @@ fn run_in<T: GridScalar>(
 
     use hetla::distributed::{DistributedMatrix, DistributedRhs};
     use hetla::{Cholesky, check};
-    use mpi::traits::{Communicator, CommunicatorCollectives};
+    use mpi::traits::Communicator;
 
-    let (universe, _) =
-        mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or_else(|| {
-            crate::Error::InvalidOption {
-                option: "grid",
-                reason: "MPI was already initialised in this process".into(),
-            }
-        })?;
+    let universe = crate::commands::grid_job::initialise()?;
     let world = universe.world();
     let tile = args.tile.unwrap_or(DEFAULT_GRID_TILE).min(args.n);
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
@@ -149,7 +132,6 @@ fn run_in<T: GridScalar>(
         let seconds = run.seconds;
         Ok((run, seconds))
     })?;
-    const _: () = assert!(PROBES == hetla::lab::PROBES);
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();
@@ -160,13 +142,7 @@ fn run_in<T: GridScalar>(
         Ok((solve, seconds))
     })?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
-    let mut tasks_by_rank = vec![0u64; world.size() as usize];
-    world.all_gather_into(&(run.trace.tasks.len() as u64), &mut tasks_by_rank[..]);
-    let workers = run.trace.summary().workers;
-    let busy: f64 = workers.iter().map(|w| w.busy_seconds).sum::<f64>()
-        / (run.seconds * workers.len().max(1) as f64);
-    let mut busy_by_rank = vec![0f64; world.size() as usize];
-    world.all_gather_into(&busy, &mut busy_by_rank[..]);
+    let (tasks_by_rank, busy_by_rank) = crate::commands::grid_job::rank_shares(&world, &run);
     let flops = run.flops;
     // A finished run is reported even when its bounds cannot be had.
     let free = hetla_runtime::LinkRate {
@@ -199,7 +175,7 @@ fn run_in<T: GridScalar>(
         backend: platform.backend().to_string(),
         clusters: platform.cpu_lists().join(" "),
         scheduler: args.scheduler.to_string(),
-        tasks_by_rank: tasks_by_rank.iter().map(|&t| t as usize).collect(),
+        tasks_by_rank,
         busy_by_rank,
         seconds: best,
         median_seconds: timings.median,
@@ -269,10 +245,9 @@ fn potrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: Option<usize>,
     _: f64,
 ) -> crate::Result<PeerRate> {
-    Err(crate::Error::InvalidOption {
-        option: "compare",
-        reason: "the distributed run's peers are ScaLAPACK's p?potrf and p?potrs: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
-    })
+    Err(crate::commands::grid_job::no_scalapack(
+        "p?potrf and p?potrs",
+    ))
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
@@ -282,19 +257,13 @@ fn potrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     _: Option<usize>,
     _: f64,
 ) -> crate::Result<PeerRate> {
-    Err(crate::Error::InvalidOption {
-        option: "compare",
-        reason: "the distributed run's peer is ScaLAPACK's p?potrf: build with --features scalapack (apt libscalapack-openmpi-dev)".into(),
-    })
+    Err(crate::commands::grid_job::no_scalapack("p?potrf"))
 }
 
 /// Without MPI, `--grid` is refused with what to do.
 #[cfg(not(feature = "mpi"))]
 pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> crate::Result<Option<GridReport>> {
-    Err(crate::Error::InvalidOption {
-        option: "grid",
-        reason: "this hetla was built without MPI: build it with --features mpi (apt libopenmpi-dev openmpi-bin libclang-dev) and start it with mpirun -np P*Q".into(),
-    })
+    Err(crate::commands::grid_job::no_mpi())
 }
 
 pub fn print(r: &GridReport) {

@@ -3,7 +3,10 @@
 //! with its bounds; `--compare` times in the same process the libraries' own LU on the whole matrix
 //! (faer's partial-pivoting LU on as many threads as the platform has cores, and LAPACK ?getrf on
 //! OpenBLAS's threads when built with it); `--precision ds` (`zc`) times the mixed-precision solve
-//! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in double.
+//! (`hetla::solve_mixed`, dsgesv) beside the factorisation and solve in double; `--grid 1xQ`
+//! factors across the ranks of an MPI job (`grid.rs`).
+
+mod grid;
 
 use std::time::Instant;
 
@@ -64,6 +67,23 @@ pub struct LuArgs {
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Factor across the ranks of an MPI job (start it with `mpirun -np Q`; feature `mpi`): block
+    /// columns 1D block-cyclic on a 1xQ process grid (ScaLAPACK's layout with one process row;
+    /// grids of more rows are not built yet), every rank running its tasks with `--clusters` inside
+    /// the cores mpirun gives it; rank 0 reports. The block width defaults to 256; `--compare`
+    /// times ScaLAPACK's p?getrf in the same precision (feature `scalapack`).
+    #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
+    pub grid: Option<hetla_factorizations::ProcessGrid>,
+}
+
+/// What `hetla lu` reports: a factorisation on this node, or a distributed one.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum LuOutput {
+    /// Without `--grid`.
+    Factor(Box<LuReport>),
+    /// `--grid`, on rank 0.
+    Grid(Box<grid::LuGridReport>),
 }
 
 #[derive(Serialize)]
@@ -111,7 +131,24 @@ fn parse_cond(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-pub fn run(args: &LuArgs) -> Result<LuReport> {
+/// Runs `hetla lu`: the report, or none on the ranks of a distributed run other than rank 0.
+pub fn run(args: &LuArgs) -> Result<Option<LuOutput>> {
+    if let Some(grid) = args.grid {
+        let report = grid::run(args, grid)?;
+        return Ok(report.map(|r| LuOutput::Grid(Box::new(r))));
+    }
+    factor(args).map(|r| Some(LuOutput::Factor(Box::new(r))))
+}
+
+/// Prints a report as a table.
+pub fn print(output: &LuOutput) {
+    match output {
+        LuOutput::Factor(r) => print_factor(r),
+        LuOutput::Grid(r) => grid::print(r),
+    }
+}
+
+fn factor(args: &LuArgs) -> Result<LuReport> {
     use super::args::PrecisionArg as P;
     match (args.precision, args.mixed) {
         (P::S, false) => lu::<f32>(args, None),
@@ -227,7 +264,7 @@ fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result
     })
 }
 
-pub fn print(r: &LuReport) {
+fn print_factor(r: &LuReport) {
     let run = &r.run;
     println!(
         "hetla lu: order {}, block width {}, precision {}, backend {}, clusters {} ({} cores)",
