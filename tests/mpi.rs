@@ -238,6 +238,28 @@ fn local_tiles(a: hetla::Result<DistributedMatrix>) -> Vec<((usize, usize), Mat<
     a.unwrap().tiles().clone().into_iter().collect()
 }
 
+/// A random general matrix of order `n` in tiles of `tile` (4: column 9 is column 1 of tile column
+/// 2) whose column 9 is zero, so that U(9, 9) is exactly zero.
+fn with_column_9_zero(
+    world: &mpi::topology::SimpleCommunicator,
+    grid: ProcessGrid,
+    (n, tile, seed): (usize, usize, u64),
+) -> DistributedMatrix {
+    let a = DistributedMatrix::<f64>::random(world, (n, n), tile, grid, seed).unwrap();
+    let tiles = a
+        .tiles()
+        .iter()
+        .map(|(&(i, j), t)| {
+            let mut t = t.clone();
+            if j == 2 {
+                t.col_mut(1).fill(0.0);
+            }
+            ((i, j), t)
+        })
+        .collect();
+    DistributedMatrix::from_local_general_tiles(world, (n, n), tile, grid, tiles).unwrap()
+}
+
 /// One rank's side of the tests above (skipped unless `mpirun` started it).
 #[test]
 #[ignore = "run by mpirun from the tests above"]
@@ -377,27 +399,7 @@ fn rank_side() {
         #[cfg(feature = "scalapack")]
         ["pdgetrf-singular"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
-            // Column 9 (tile column 2, its column 1) zero: U(9, 9) is exactly zero.
-            let tiles = a
-                .tiles()
-                .iter()
-                .map(|(&(i, j), t)| {
-                    let mut t = t.clone();
-                    if j == 2 {
-                        t.col_mut(1).fill(0.0);
-                    }
-                    ((i, j), t)
-                })
-                .collect();
-            let a = DistributedMatrix::<f64>::from_local_general_tiles(
-                &world,
-                (n, n),
-                tile,
-                grid,
-                tiles,
-            )
-            .unwrap();
+            let a = with_column_9_zero(&world, grid, (n, tile, seed));
             let err = hetla::distributed::scalapack::getrf(&world, &a, 1).unwrap_err();
             println!("refused: {err}");
         }
@@ -429,27 +431,7 @@ fn rank_side() {
         }
         ["lu-singular"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
-            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
-            // Column 9 (tile column 2, on rank 0, its column 1) zero: U(9, 9) is exactly zero.
-            let tiles = a
-                .tiles()
-                .iter()
-                .map(|(&(i, j), t)| {
-                    let mut t = t.clone();
-                    if j == 2 {
-                        t.col_mut(1).fill(0.0);
-                    }
-                    ((i, j), t)
-                })
-                .collect();
-            let mut a = DistributedMatrix::<f64>::from_local_general_tiles(
-                &world,
-                (n, n),
-                tile,
-                grid,
-                tiles,
-            )
-            .unwrap();
+            let mut a = with_column_9_zero(&world, grid, (n, tile, seed));
             let lu = hetla::Lu::new()
                 .clusters("1x1".parse().unwrap())
                 .factor_distributed(&world, &mut a)
@@ -745,12 +727,12 @@ fn lu_in_precision<T: TestScalar>(
     assert!(ipiv.iter().zip(&run.ipiv).all(|(&a, &b)| a as usize == b));
     // The residual probed where the tiles live accepts the factor, and refuses it with one
     // interchange undone.
-    let probed = hetla::distributed::probed_lu_residual(world, &a, &lu, &run.ipiv, 5).unwrap();
+    let probed = run.probed_residual(world, &a, &lu, 5).unwrap();
     assert!(probed < RESIDUAL_THRESHOLD, "probed residual {probed}");
-    let mut wrong = run.ipiv.clone();
-    if let Some(i) = (0..n).find(|&i| wrong[i] != i) {
-        wrong[i] = i;
-        let bad = hetla::distributed::probed_lu_residual(world, &a, &lu, &wrong, 5).unwrap();
+    let mut wrong = run.clone();
+    if let Some(i) = (0..n).find(|&i| wrong.ipiv[i] != i) {
+        wrong.ipiv[i] = i;
+        let bad = wrong.probed_residual(world, &a, &lu, 5).unwrap();
         assert!(
             bad > RESIDUAL_THRESHOLD,
             "residual with an interchange undone {bad}"

@@ -25,44 +25,9 @@ fn without_mpi_a_grid_is_refused_with_how_to_build_it() {
 #[test]
 fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
     let compare = cfg!(feature = "scalapack");
-    let mut args = vec![
-        "--oversubscribe",
-        "--timeout",
-        "120",
-        "-np",
-        "2",
-        env!("CARGO_BIN_EXE_hetla"),
-        "lu",
-        "--grid",
-        "1x2",
-        "--n",
-        "300",
-        "--tile",
-        "32",
-        "--clusters",
-        "1x1",
-        "--repeat",
-        "2",
-        "--json",
-    ];
-    if compare {
-        args.push("--compare");
-    }
-    let out = Command::new("mpirun")
-        .args(&args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{text}");
-    let r: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let args = grid_args("lu", "1x2");
+    // One report, from rank 0.
+    let r = report(&args);
     assert_eq!(
         (r["grid"].as_str(), r["runs"].as_u64()),
         (Some("1x2"), Some(2))
@@ -89,14 +54,7 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
         assert!(r["solve_ratio_to_pdgetrs"].as_f64().unwrap() > 0.0);
     }
     // A grid of two process rows is refused on every rank before any work.
-    let mut two_rows = args.clone();
-    two_rows[8] = "2x1";
-    let out = Command::new("mpirun")
-        .args(&two_rows)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let out = mpirun(&grid_args("lu", "2x1"));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 x Q grids"), "{err}");
@@ -106,45 +64,9 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
 #[test]
 fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
     let compare = cfg!(feature = "scalapack");
-    let mut args = vec![
-        "--oversubscribe",
-        "--timeout",
-        "120",
-        "-np",
-        "2",
-        env!("CARGO_BIN_EXE_hetla"),
-        "cholesky",
-        "--grid",
-        "2x1",
-        "--n",
-        "300",
-        "--tile",
-        "32",
-        "--clusters",
-        "1x1",
-        "--repeat",
-        "2",
-        "--json",
-    ];
-    if compare {
-        args.push("--compare");
-    }
-    let out = Command::new("mpirun")
-        .args(&args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = grid_args("cholesky", "2x1");
     // One report, from rank 0.
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{text}");
-    let r: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let r = report(&args);
     assert_eq!(r["grid"], "2x1");
     assert_eq!(r["runs"], 2);
     assert_eq!(r["residual_ok"], true, "{r}");
@@ -179,4 +101,53 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
         assert_eq!(r["solve_peers"][0]["name"], "scalapack-pdpotrs");
         assert!(r["solve_ratio_to_pdpotrs"].as_f64().unwrap() > 0.0);
     }
+}
+
+/// `mpirun` with `args` (as root where the tests run as root).
+#[cfg(feature = "mpi")]
+fn mpirun(args: &[&str]) -> std::process::Output {
+    Command::new("mpirun")
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi")
+}
+
+/// The `mpirun` arguments of a run of `hetla command --grid grid` on 2 ranks (n = 300, tiles of
+/// 32, one core a rank, 2 timed runs, JSON; `--compare` with ScaLAPACK).
+#[cfg(feature = "mpi")]
+fn grid_args(command: &'static str, grid: &'static str) -> Vec<&'static str> {
+    let mut args = vec!["--oversubscribe", "--timeout", "120", "-np", "2"];
+    args.extend([env!("CARGO_BIN_EXE_hetla"), command, "--grid", grid]);
+    args.extend([
+        "--n",
+        "300",
+        "--tile",
+        "32",
+        "--clusters",
+        "1x1",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    if cfg!(feature = "scalapack") {
+        args.push("--compare");
+    }
+    args
+}
+
+/// Rank 0's one report of a successful `mpirun` with `args`.
+#[cfg(feature = "mpi")]
+fn report(args: &[&str]) -> serde_json::Value {
+    let out = mpirun(args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    serde_json::from_str(lines[0]).unwrap()
 }

@@ -258,13 +258,12 @@ impl Substitution {
 /// never travels, only tiles of B and partial sums, each of `tile x nrhs` entries at most.
 ///
 /// - **Forward** (`Lower`, `UnitLower`; `Upper` alike from the last tile row up): the update of
-///   B_(i,c) by F_ik B_(k,c) runs with F_ik on rank (i mod P, k mod Q). It goes into B_(i,c)
-///   itself when that rank holds it (k = c mod Q), else into the partial sum [`SUMS`] (i, c Q + k
-///   mod Q), which lives there too. Before B_(k,c) is solved it adds the partial sums of its row
+///   B_(i,c) by F_ik B_(k,c) runs with F_ik on rank (i mod P, k mod Q). It goes into B_(i,c) itself
+///   when that rank holds it (k = c mod Q), else into the partial sum [`SUMS`] (i, c Q + k mod Q),
+///   which lives there too. Before B_(k,c) is solved it adds the partial sums of its row
 ///   ([`Op::Add`]).
 /// - **Backward with the adjoint** (`LowerAdjoint`): the update of B_(i,c) by L_ki^H B_(k,c) runs
-///   with L_ki on rank (k mod P, i mod Q), into B_(i,c) or into the partial sum (c P + k mod P,
-///   i).
+///   with L_ki on rank (k mod P, i mod Q), into B_(i,c) or into the partial sum (c P + k mod P, i).
 ///
 /// A partial sum tile is `rows of tile row i x columns of tile column c` of B ([`sum_shape`]);
 /// every rank runs one substitution as one run, each tile of B and each partial sum sent once, when

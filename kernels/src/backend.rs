@@ -283,45 +283,31 @@ impl Backend {
         }
     }
 
-    /// X <- L^-1 X with L the unit lower triangle of `l` (its diagonal and upper triangle not
-    /// read), one thread.
-    pub(crate) fn solve_unit_lower_seq<T: Scalar>(
+    /// An LU's triangular solve on the left, one thread: X <- L^-1 X with L the unit lower triangle
+    /// of `t` (`Solve::LeftUnitLower`: its diagonal and upper triangle not read), or X <- U^-1 X
+    /// with U its upper triangle (any other: its strict lower triangle not read).
+    pub(crate) fn lu_solve_seq<T: Scalar>(
         self,
-        l: MatRef<'_, T>,
+        t: MatRef<'_, T>,
+        solve: crate::Solve,
         x: MatMut<'_, T>,
     ) -> Result<(), KernelError> {
+        use faer::linalg::triangular_solve as faer_solve;
         if x.nrows() == 0 || x.ncols() == 0 {
             return Ok(());
         }
-        match self {
-            Backend::Faer => {
-                faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
-                    l,
-                    x,
-                    Par::Seq,
-                );
+        let unit_lower = solve == crate::Solve::LeftUnitLower;
+        match (self, unit_lower) {
+            (Backend::Faer, true) => {
+                faer_solve::solve_unit_lower_triangular_in_place(t, x, Par::Seq);
                 Ok(())
             }
-            Backend::OpenBlas => openblas!(solve_unit_lower(l, x)),
-        }
-    }
-
-    /// X <- U^-1 X with U the upper triangle of `u` (its strict lower triangle not read), one
-    /// thread.
-    pub(crate) fn solve_upper_seq<T: Scalar>(
-        self,
-        u: MatRef<'_, T>,
-        x: MatMut<'_, T>,
-    ) -> Result<(), KernelError> {
-        if x.nrows() == 0 || x.ncols() == 0 {
-            return Ok(());
-        }
-        match self {
-            Backend::Faer => {
-                faer::linalg::triangular_solve::solve_upper_triangular_in_place(u, x, Par::Seq);
+            (Backend::Faer, false) => {
+                faer_solve::solve_upper_triangular_in_place(t, x, Par::Seq);
                 Ok(())
             }
-            Backend::OpenBlas => openblas!(solve_upper(u, x)),
+            (Backend::OpenBlas, true) => openblas!(solve_unit_lower(t, x)),
+            (Backend::OpenBlas, false) => openblas!(solve_upper(t, x)),
         }
     }
 }

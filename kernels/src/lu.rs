@@ -81,7 +81,7 @@ impl Backend {
         run_pieces(col_bands(c, &sizes), |mut c| {
             swap_rows(c.as_mut(), ipiv);
             let (mut c1, c2) = c.split_at_row_mut(b);
-            self.solve_unit_lower_seq(l11, c1.as_mut())?;
+            self.lu_solve_seq(l11, crate::Solve::LeftUnitLower, c1.as_mut())?;
             if m > b {
                 self.matmul_seq(Product::subtract(l21, c1.as_ref()), c2)?;
             }
@@ -155,10 +155,7 @@ impl Backend {
             return Ok(());
         }
         let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
-        run_pieces(col_bands(x, &sizes), |x| match solve {
-            crate::Solve::LeftUpper => self.solve_upper_seq(l, x),
-            _ => self.solve_unit_lower_seq(l, x),
-        })
+        run_pieces(col_bands(x, &sizes), |x| self.lu_solve_seq(l, solve, x))
     }
 }
 

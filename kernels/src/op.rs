@@ -46,8 +46,8 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
-    /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with
-    /// an LU's diagonal tile: its diagonal and upper triangle are not read).
+    /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with an
+    /// LU's diagonal tile: its diagonal and upper triangle are not read).
     SolveUnitLower,
     /// `[U (m x m), X (m x r)]`: X <- U^-1 X, U upper triangular (backward substitution with an
     /// LU's diagonal tile: its strict lower triangle is not read).
@@ -238,8 +238,7 @@ pub enum Solve {
     Left,
     /// X <- L^-H X.
     LeftAdjoint,
-    /// X <- L^-1 X, L unit lower triangular (its diagonal and upper triangle not read: an LU's
-    /// L).
+    /// X <- L^-1 X, L unit lower triangular (its diagonal and upper triangle not read: an LU's L).
     LeftUnitLower,
     /// X <- U^-1 X, U upper triangular (its strict lower triangle not read: an LU's U).
     LeftUpper,

@@ -7,9 +7,9 @@
 //!   precision. It is never above the full residual (||(A - L L^H) V||_1 <= ||A - L
 //!   L^H||_1 ||V||_1), and of its order for errors that are not arranged to miss V; it is checked
 //!   against the same threshold ([`crate::check::RESIDUAL_THRESHOLD`]).
-//! - [`probed_lu_residual`]: the same for a distributed LU (P A = L U, L unit lower and U upper in
-//!   one general matrix, with its interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps),
-//!   LAPACK's dget01 ratio probed.
+//! - [`DistributedLu::probed_residual`](super::DistributedLu::probed_residual): the same for a
+//!   distributed LU (P A = L U, L unit lower and U upper in one general matrix, with its
+//!   interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps), LAPACK's dget01 ratio probed.
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
 //!   measure [`crate::check::solve_backward_error`] gives on one node; A symmetric (its lower
 //!   triangle held, a Cholesky's) or general (every tile held, an LU's).
@@ -53,10 +53,10 @@ pub fn probed_residual<T: Wire, C: Communicator>(
     Ok(norm1((av - lltv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * eps))
 }
 
-/// The probed scaled residual of the distributed LU factor `lu` of the general matrix `a`, with
-/// the interchanges `ipiv` (0-based and global, as [`crate::Lu::factor_distributed`] returns them;
-/// see the module documentation): collective, the same value on every rank. 0 for n = 0.
-pub fn probed_lu_residual<T: Wire, C: Communicator>(
+/// The probed scaled residual of the distributed LU factor `lu` of the general matrix `a`, with the
+/// interchanges `ipiv` (0-based and global, as [`crate::Lu::factor_distributed`] returns them; see
+/// the module documentation): collective, the same value on every rank. 0 for n = 0.
+pub(super) fn probed_lu_residual<T: Wire, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
     lu: &DistributedMatrix<T>,

@@ -2,14 +2,14 @@
 //! solve with its factor ([`DistributedRhs`]).
 //!
 //! Every rank builds the same tiled task graph and keeps the tasks that write a tile it owns
-//! ("owner computes", [`task_rank`](hetla_factorizations::task_rank)). It runs them on its own hetla
-//! runtime (its clusters and GPUs, scheduled as on one node), while the calling thread moves the
-//! tiles between ranks (the engine of `exchange.rs`, its module documentation says how). The factorisation is one such run; the solve is two, the forward
-//! substitution L Y = B and then the backward one L^T X = Y ([`Plan::distributed_substitution`]): each
-//! update runs on the rank that holds its tile of L, into a partial sum there when the tile of B it
-//! updates lives elsewhere, so that only B's tiles, the partial sums and L's diagonal tiles travel
-//! (O(n x nrhs) words, not L's O(n^2)). Each sends one version of a tile to a rank, which is what
-//! one run carries.
+//! ("owner computes", [`task_rank`](hetla_factorizations::task_rank)). It runs them on its own
+//! hetla runtime (its clusters and GPUs, scheduled as on one node), while the calling thread moves
+//! the tiles between ranks (the engine of `exchange.rs`, its module documentation says how). The
+//! factorisation is one such run; the solve is two, the forward substitution L Y = B and then the
+//! backward one L^T X = Y ([`Plan::distributed_substitution`]): each update runs on the rank that
+//! holds its tile of L, into a partial sum there when the tile of B it updates lives elsewhere, so
+//! that only B's tiles, the partial sums and L's diagonal tiles travel (O(n x nrhs) words, not L's
+//! O(n^2)). Each sends one version of a tile to a rank, which is what one run carries.
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use hetla_runtime::{Platform, Trace};
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::exchange::{Share, run_share};
+use super::exchange::{Outcome, Share, run_share};
 use super::matrix::{DistributedMatrix, DistributedRhs, agree};
 use super::wire::Wire;
 use crate::run::RunConfig;
@@ -54,6 +54,28 @@ pub struct DistributedRun {
 }
 
 impl DistributedRun {
+    /// The run of `share`'s plan of a matrix tiled by `tiling` on `grid`, as every rank agreed it
+    /// ended (`out`).
+    pub(super) fn of(
+        out: Outcome,
+        share: Share,
+        (tiling, grid): (Tiling, hetla_factorizations::ProcessGrid),
+    ) -> Self {
+        let plan = &share.plan;
+        Self {
+            seconds: out.seconds,
+            flops: plan.flops(),
+            trace: out.trace,
+            tiles_sent: out.exchanged.tiles_sent,
+            bytes_sent: out.exchanged.bytes_sent,
+            bytes_sent_by_rank: out.bytes_sent_by_rank,
+            tiling,
+            grid,
+            precision: plan.precision(),
+            bytes_expected_by_rank: share.bytes_expected,
+        }
+    }
+
     /// Gflop/s of the factorisation: flops over the slowest rank's seconds.
     pub fn gflops(&self) -> f64 {
         self.flops / self.seconds / 1e9
@@ -99,18 +121,7 @@ impl Cholesky {
             vec![],
             None,
         )?;
-        Ok(DistributedRun {
-            seconds: out.seconds,
-            flops: share.plan.flops(),
-            trace: out.trace,
-            tiles_sent: out.exchanged.tiles_sent,
-            bytes_sent: out.exchanged.bytes_sent,
-            bytes_sent_by_rank: out.bytes_sent_by_rank,
-            bytes_expected_by_rank: share.bytes_expected,
-            tiling,
-            grid,
-            precision: T::PRECISION,
-        })
+        Ok(DistributedRun::of(out, share, (tiling, grid)))
     }
 
     /// Solves A X = B with the distributed factor `l` of A (from [`Cholesky::factor_distributed`]),

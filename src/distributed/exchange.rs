@@ -25,12 +25,12 @@
 //!   [`Error::NotPositiveDefinite`] (the smallest global column) on every rank, and any other
 //!   failure an [`Error::Distributed`] naming the lowest rank that failed on its own.
 //! - **No hang**: a rank from which nothing arrives while tasks wait for it for longer than
-//!   [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout) ends this rank's run with an error without the
-//!   collective end (the peer is presumed dead; `mpirun` then ends the job when this rank exits
-//!   with an error). A rank that dies is reported by `mpirun` itself. The collective steps before
-//!   and after the run (agreeing on the inputs, the start barrier, agreeing on the outcome) have no
-//!   timeout, as in any MPI program: a rank that stops there holds the others until
-//!   `mpirun --timeout` ends the job.
+//!   [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout) ends this rank's run with an
+//!   error without the collective end (the peer is presumed dead; `mpirun` then ends the job when
+//!   this rank exits with an error). A rank that dies is reported by `mpirun` itself. The
+//!   collective steps before and after the run (agreeing on the inputs, the start barrier, agreeing
+//!   on the outcome) have no timeout, as in any MPI program: a rank that stops there holds the
+//!   others until `mpirun --timeout` ends the job.
 //! - **LU's panels** ([`Pivots`]): a distributed LU's tiles are block columns, and only a panel's
 //!   version travels. Its message carries the panel's rows from its diagonal down (the rows above
 //!   are U's, which no other rank reads) and then its interchanges (global rows, as whole numbers

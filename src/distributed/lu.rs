@@ -2,33 +2,32 @@
 //! place: [`Lu::factor_distributed`].
 //!
 //! It runs LU's own task graph ([`Plan::lu`]: block columns of the tile's width, a panel per block
-//! column, an update per block column right of it, an interchange task per block column left of
-//! it) on the distributed engine of `exchange.rs`, owner computes: on a 1 x Q grid every tile of
-//! block column j lives on rank j mod Q, which assembles its block columns, runs their tasks on its
-//! own runtime (its clusters, its scheduler) and sends each panel, once factored, to every rank
-//! with a column to update or to swap: the panel's rows from its diagonal down and its
-//! interchanges, one message per rank (ScaLAPACK's pdgetrf broadcasts the same panel along its
-//! process row). The look-ahead is the graph's own: the update of block column k + 1 and its panel
-//! are on the critical path, and the bottom levels of the whole graph (the priorities every rank
-//! schedules by) put them first, so the owner of the next panel factors it while the other ranks
-//! still update.
+//! column, an update per block column right of it, an interchange task per block column left of it)
+//! on the distributed engine of `exchange.rs`, owner computes: on a 1 x Q grid every tile of block
+//! column j lives on rank j mod Q, which assembles its block columns, runs their tasks on its own
+//! runtime (its clusters, its scheduler) and sends each panel, once factored, to every rank with a
+//! column to update or to swap: the panel's rows from its diagonal down and its interchanges, one
+//! message per rank (ScaLAPACK's pdgetrf broadcasts the same panel along its process row). The
+//! look-ahead is the graph's own: the update of block column k + 1 and its panel are on the
+//! critical path, and the bottom levels of the whole graph (the priorities every rank schedules by)
+//! put them first, so the owner of the next panel factors it while the other ranks still update.
 //!
-//! - **Interchanges**: each rank keeps the list of all of them, filled by its own panels and by
-//!   the panels it receives (each message carries its own); at the end the ranks agree on it (an
+//! - **Interchanges**: each rank keeps the list of all of them, filled by its own panels and by the
+//!   panels it receives (each message carries its own); at the end the ranks agree on it (an
 //!   element-wise maximum: a row is swapped with one at or below it), so every rank returns the
 //!   same [`DistributedLu::ipiv`].
 //! - **A zero pivot** is not an error, as in LAPACK: the factorisation completes, and every rank
 //!   returns the first column whose pivot was exactly zero ([`DistributedLu::singular`]), found on
 //!   whichever rank factored that panel.
-//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks; its panel
-//!   needs gathering along the process column and its interchanges sending across process rows,
-//!   which is not built yet: such a grid is refused on every rank before any work.
-//! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a
-//!   1 x Q grid a rank holds whole tile columns of B), then the forward substitution with L's unit
+//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks; its panel needs
+//!   gathering along the process column and its interchanges sending across process rows, which is
+//!   not built yet: such a grid is refused on every rank before any work.
+//! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a 1 x
+//!   Q grid a rank holds whole tile columns of B), then the forward substitution with L's unit
 //!   lower triangle and the backward one with U run as Cholesky's two substitutions do, the
-//!   factor's b x b tiles (in `a` after the factorisation) never travelling: each update runs
-//!   where its tile of L or U is, into a partial sum there, and only B's tiles, the partial sums and
-//!   the diagonal tiles move.
+//!   factor's b x b tiles (in `a` after the factorisation) never travelling: each update runs where
+//!   its tile of L or U is, into a partial sum there, and only B's tiles, the partial sums and the
+//!   diagonal tiles move.
 //! - **Memory**: a rank holds its block columns (n x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel is held until its last
 //!   reader on the rank ran.
@@ -54,15 +53,30 @@ const MAX_ORDER: usize = 1 << 24;
 /// trace.
 #[derive(Debug, Clone)]
 pub struct DistributedLu {
-    /// The run: seconds of the slowest rank, 2 n^3 / 3 flops (times 4 in a complex precision),
-    /// this rank's trace, the bytes every rank sent beside the count of the panels' messages.
+    /// The run: seconds of the slowest rank, 2 n^3 / 3 flops (times 4 in a complex precision), this
+    /// rank's trace, the bytes every rank sent beside the count of the panels' messages.
     pub run: DistributedRun,
     /// The interchanges, 0-based and global: row i was swapped with row `ipiv[i]` (LAPACK's
     /// ?getrf's, less one), on every rank.
     pub ipiv: Vec<usize>,
-    /// The first column whose pivot was exactly zero (the factor is complete; a solve with it
-    /// would divide by zero), on every rank.
+    /// The first column whose pivot was exactly zero (the factor is complete; a solve with it would
+    /// divide by zero), on every rank.
     pub singular: Option<usize>,
+}
+
+impl DistributedLu {
+    /// The probed scaled residual of this factorisation's factor `lu` of `a` (LAPACK's dget01
+    /// ratio ||P A - L U||_1 / (n ||A||_1 eps) probed with random columns where the tiles live, see
+    /// [`probed_residual`](super::probed_residual)): collective, the same value on every rank.
+    pub fn probed_residual<T: Wire, C: Communicator>(
+        &self,
+        comm: &C,
+        a: &DistributedMatrix<T>,
+        lu: &DistributedMatrix<T>,
+        seed: u64,
+    ) -> Result<f64> {
+        super::check::probed_lu_residual(comm, a, lu, &self.ipiv, seed)
+    }
 }
 
 impl Lu {
@@ -76,8 +90,8 @@ impl Lu {
 
     /// Factors the general, square distributed matrix `a` in place as P A = L U (its tiles become
     /// L's and U's, as ScaLAPACK's p?getrf leaves them), in its precision: collective, every rank
-    /// of `comm` calls it with its part of `a` (see the module documentation). `a`'s grid must be
-    /// 1 x Q; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
+    /// of `comm` calls it with its part of `a` (see the module documentation). `a`'s grid must be 1
+    /// x Q; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
     /// builder's platform with its scheduler. On error `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
@@ -169,29 +183,18 @@ impl Lu {
             tile.copy_from(column.as_ref().subrows(rows, tile.nrows()));
         }
         Ok(DistributedLu {
-            run: DistributedRun {
-                seconds: out.seconds,
-                flops: share.plan.flops(),
-                trace: out.trace,
-                tiles_sent: out.exchanged.tiles_sent,
-                bytes_sent: out.exchanged.bytes_sent,
-                bytes_sent_by_rank: out.bytes_sent_by_rank,
-                bytes_expected_by_rank: share.bytes_expected,
-                tiling,
-                grid,
-                precision: T::PRECISION,
-            },
+            run: DistributedRun::of(out, share, (tiling, grid)),
             ipiv: agreed.into_iter().map(|p| p as usize).collect(),
             singular: (first_zero != u64::MAX).then_some(first_zero as usize),
         })
     }
 
-    /// Solves A X = B with the distributed LU factor `lu` of A (the matrix [`Lu::factor_distributed`]
-    /// factored, with what it returned), overwriting the right-hand sides `b` with X: collective,
-    /// every rank calls it with its parts. `b` must be on `lu`'s grid (1 x Q) with its tile size
-    /// and rows; a factor with a zero pivot is refused ([`crate::Error::Singular`]) on every rank
-    /// before any work. See the module documentation for how it runs. On error `b` is partly
-    /// overwritten.
+    /// Solves A X = B with the distributed LU factor `lu` of A (the matrix
+    /// [`Lu::factor_distributed`] factored, with what it returned), overwriting the right-hand
+    /// sides `b` with X: collective, every rank calls it with its parts. `b` must be on `lu`'s grid
+    /// (1 x Q) with its tile size and rows; a factor with a zero pivot is refused
+    /// ([`crate::Error::Singular`]) on every rank before any work. See the module documentation for
+    /// how it runs. On error `b` is partly overwritten.
     pub fn solve_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,

@@ -43,7 +43,7 @@ mod wire;
 pub use bounds::measure_network;
 #[doc(hidden)]
 pub use check::PROBES;
-pub use check::{probed_lu_residual, probed_residual, solve_backward_error};
+pub use check::{probed_residual, solve_backward_error};
 pub use cholesky::{DistributedRun, DistributedSolve};
 pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};

@@ -257,14 +257,19 @@ scalapack!(f64, 'd', pdpotrf_, pdpotrs_, pdgetrf_, pdgetrs_);
 scalapack!(c32, 'c', pcpotrf_, pcpotrs_, pcgetrf_, pcgetrs_);
 scalapack!(c64, 'z', pzpotrf_, pzpotrs_, pzgetrf_, pzgetrs_);
 
-/// What [`potrf`] measured: the seconds of each run (the slowest rank's), and the factor of the
-/// last run, in tiles.
+/// What [`potrf`] or [`getrf`] measured: the seconds of each run (the slowest rank's), and the
+/// factor of the last run, in tiles (with p?getrf's interchanges, as ScaLAPACK holds them, for
+/// [`getrs`]).
 #[derive(Debug, Clone)]
 pub struct PeerRuns<T: Scalapack = f64> {
     /// Seconds of each run, in order.
     pub seconds: Vec<f64>,
-    /// The factor L (the tiles on and below the diagonal), as `a` is distributed.
+    /// The factor as `a` is distributed: p?potrf's L (the tiles on and below the diagonal), or
+    /// p?getrf's L (unit, below the diagonal) and U in every tile.
     pub factor: DistributedMatrix<T>,
+    /// After p?getrf, this rank's `ipiv`: the global row (1-based) each of its local rows was
+    /// interchanged with; empty after p?potrf.
+    pivots: Vec<i32>,
 }
 
 /// Factors `a` with ScaLAPACK's `p?potrf` of its precision `runs` times (each from `a`), on the
@@ -307,6 +312,7 @@ pub fn potrf<T: Scalapack, C: Communicator>(
         .collect();
     Ok(PeerRuns {
         seconds,
+        pivots: Vec::new(),
         factor: DistributedMatrix {
             tiling: *tiling,
             grid: a.grid(),
@@ -434,18 +440,6 @@ fn solve_runs<T: Scalapack, C: Communicator>(
     Ok(PeerSolves { seconds, x })
 }
 
-/// What [`getrf`] measured: the seconds of each run (the slowest rank's), and the LU factors of the
-/// last run with their interchanges, as ScaLAPACK holds them (for [`getrs`]).
-#[derive(Debug, Clone)]
-pub struct LuPeerRuns<T: Scalapack = f64> {
-    /// Seconds of each run, in order.
-    pub seconds: Vec<f64>,
-    /// L (unit, below the diagonal) and U, in every tile, as `a` is distributed.
-    pub factors: DistributedMatrix<T>,
-    /// This rank's `ipiv`: the global row (1-based) each of its local rows was interchanged with.
-    pivots: Vec<i32>,
-}
-
 /// Factors the general square `a` (every tile held: [`DistributedMatrix::random`]) with ScaLAPACK's
 /// `p?getrf` of its precision `runs` times (each from `a`), on the ranks of `MPI_COMM_WORLD`
 /// (BLACS's default context: `comm` must span the whole job). A zero pivot is [`Error::Singular`]
@@ -454,7 +448,7 @@ pub fn getrf<T: Scalapack, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
     runs: usize,
-) -> Result<LuPeerRuns<T>> {
+) -> Result<PeerRuns<T>> {
     let tiling = a.tiling();
     if a.lower || tiling.rows() != tiling.cols() {
         return Err(Error::InvalidOption {
@@ -488,22 +482,28 @@ pub fn getrf<T: Scalapack, C: Communicator>(
         let (r, c) = at.of(i, j);
         t.copy_from(local.as_ref().submatrix(r, c, t.nrows(), t.ncols()));
     }
-    Ok(LuPeerRuns {
+    Ok(PeerRuns {
         seconds,
-        factors,
+        factor: factors,
         pivots,
     })
 }
 
-/// Solves A X = B with ScaLAPACK's `p?getrs('N')` of the precision and the factors [`getrf`] left,
+/// Solves A X = B with ScaLAPACK's `p?getrs('N')` of the precision and the factor [`getrf`] left,
 /// `runs` times, each from `b`, on the ranks of `MPI_COMM_WORLD`. Collective.
 pub fn getrs<T: Scalapack, C: Communicator>(
     comm: &C,
-    lu: &LuPeerRuns<T>,
+    lu: &PeerRuns<T>,
     b: &DistributedRhs<T>,
     runs: usize,
 ) -> Result<PeerSolves<T>> {
-    solve_runs(comm, &lu.factors, b, runs, "getrs", |n, nrhs, a, b| {
+    if lu.pivots.is_empty() && lu.factor.tiling().rows() > 0 {
+        return Err(Error::InvalidOption {
+            option: "getrs",
+            reason: "p?getrs solves with p?getrf's factor and interchanges, not p?potrf's".into(),
+        });
+    }
+    solve_runs(comm, &lu.factor, b, runs, "getrs", |n, nrhs, a, b| {
         // SAFETY: the local arrays are those their descriptors describe (`solve_runs`), the
         // pivots p?getrf's on this grid.
         unsafe { T::getrs(n, nrhs, a, &lu.pivots, b) }

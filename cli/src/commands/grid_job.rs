@@ -1,6 +1,6 @@
 //! What the distributed runs of `hetla cholesky --grid` and `hetla lu --grid` share: the MPI job's
-//! start, the default tile, the scalars they run in, each rank's share of a run, and the refusals of
-//! a build without MPI or ScaLAPACK.
+//! start, the default tile, the scalars they run in, each rank's share of a run, and the refusals
+//! of a build without MPI or ScaLAPACK.
 
 /// The tile of a distributed run when `--tile` is not given: a block size usual for ScaLAPACK, and
 /// hetla's tile when it runs one core per rank.
@@ -67,3 +67,182 @@ pub fn no_scalapack(routines: &str) -> crate::Error {
         ),
     }
 }
+
+/// What every distributed run's report has, flattened into it (its keys are the report's own).
+#[derive(serde::Serialize)]
+pub struct GridRun {
+    pub n: usize,
+    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
+    pub precision: hetla::Precision,
+    /// The tile (ScaLAPACK's block size; LU's block width).
+    pub tile: usize,
+    pub grid: String,
+    pub ranks: usize,
+    pub backend: String,
+    /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores `mpirun`
+    /// binds the rank to); every rank builds its clusters alike.
+    pub clusters: String,
+    pub scheduler: String,
+    /// Tasks each rank ran.
+    pub tasks_by_rank: Vec<usize>,
+    /// Seconds each rank's workers spent in kernels (summed over its workers) over the slowest
+    /// rank's seconds times its workers: what the wait for tiles and the communication left of each
+    /// rank's cores.
+    pub busy_by_rank: Vec<f64>,
+    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed runs with
+    /// `--repeat`).
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub runs: usize,
+    pub gflops: f64,
+    /// The scaled residual of the factor, probed with random columns where the tiles live
+    /// (`hetla::distributed::probed_residual`, or `DistributedLu::probed_residual`).
+    pub residual: f64,
+    pub residual_ok: bool,
+    /// Bytes of tiles each rank sent, as counted by the ranks.
+    pub bytes_sent_by_rank: Vec<usize>,
+    /// Bytes each rank sends by the count of the run's messages (Cholesky: the 2D block-cyclic
+    /// count, each final tile of L once to each rank that reads it; LU: each panel from its
+    /// diagonal down, with its interchanges, once to each rank with a block column to update or
+    /// swap).
+    pub bytes_expected_by_rank: Vec<usize>,
+    pub bytes_sent_total: usize,
+    /// The network between ranks 0 and 1, measured in the job before the runs (latency, in
+    /// microseconds; none with one rank).
+    pub network_latency_us: Option<f64>,
+    /// Its bandwidth, in GB/s.
+    pub network_gb_per_s: Option<f64>,
+}
+
+/// What a distributed run is, beside what it measured: the matrix's order and tile, the grid, the
+/// platform of each rank and its scheduler.
+#[cfg(feature = "mpi")]
+pub struct GridSetup<'s> {
+    pub n: usize,
+    pub tile: usize,
+    pub grid: hetla_factorizations::ProcessGrid,
+    pub platform: &'s hetla::Platform,
+    pub scheduler: hetla::SchedulerKind,
+}
+
+#[cfg(feature = "mpi")]
+impl GridRun {
+    /// The run `run` (the best of `timings`) with its probed `residual` and the measured `network`.
+    /// Collective: every rank calls it (it gathers each rank's share).
+    pub fn new<C: mpi::traits::Communicator>(
+        world: &C,
+        setup: GridSetup<'_>,
+        run: &hetla::distributed::DistributedRun,
+        (timings, residual): (&crate::peers::Timings, f64),
+        network: Option<hetla_runtime::LinkRate>,
+    ) -> Self {
+        let (tasks_by_rank, busy_by_rank) = rank_shares(world, run);
+        Self {
+            n: setup.n,
+            precision: run.precision,
+            tile: setup.tile,
+            grid: setup.grid.to_string(),
+            ranks: setup.grid.size(),
+            backend: setup.platform.backend().to_string(),
+            clusters: setup.platform.cpu_lists().join(" "),
+            scheduler: setup.scheduler.to_string(),
+            tasks_by_rank,
+            busy_by_rank,
+            seconds: timings.best,
+            median_seconds: timings.median,
+            runs: timings.runs,
+            gflops: run.flops / timings.best / 1e9,
+            residual,
+            residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+            bytes_sent_by_rank: run.bytes_sent_by_rank.clone(),
+            bytes_expected_by_rank: run.bytes_expected_by_rank.clone(),
+            bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
+            network_latency_us: network.map(|n| n.latency_us),
+            network_gb_per_s: network.map(|n| n.gb_per_s),
+        }
+    }
+}
+
+impl GridRun {
+    /// The report's first lines: `command` (its tile called `tile`), its ranks, its time (of
+    /// `flops`, or `complex_flops` in a complex precision), how busy each rank was, the repeats.
+    pub fn print_head(&self, (command, tile): (&str, &str), (flops, complex_flops): (&str, &str)) {
+        println!(
+            "hetla {command}: n = {}, precision {}, {tile} {}, grid {} ({} ranks), tasks by rank {:?}",
+            self.n, self.precision, self.tile, self.grid, self.ranks, self.tasks_by_rank
+        );
+        println!(
+            "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",
+            self.backend, self.clusters, self.scheduler
+        );
+        let flops = if self.precision.is_complex() {
+            complex_flops
+        } else {
+            flops
+        };
+        println!(
+            "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s ({flops} flops)",
+            self.seconds, self.gflops
+        );
+        let busy: Vec<String> = self
+            .busy_by_rank
+            .iter()
+            .map(|b| format!("{b:.3}"))
+            .collect();
+        println!(
+            "  busy      kernels' share of each rank's cores: {}",
+            busy.join(", ")
+        );
+        if self.runs > 1 {
+            println!(
+                "  repeat    best of {} runs after a warm-up; median {:.4} s",
+                self.runs, self.median_seconds
+            );
+        }
+        println!(
+            "  residual  {:.3e} ({}probed with {PROBES} random columns where the tiles live), {}",
+            self.residual,
+            if command == "lu" {
+                "||PA - LU||_1 / (n ||A||_1 eps) "
+            } else {
+                ""
+            },
+            if self.residual_ok { "ok" } else { "TOO LARGE" }
+        );
+    }
+
+    /// The bytes sent beside their `count`, then ScaLAPACK's factorisation `routine` (its peers and
+    /// hetla's ratio to it) and the network.
+    pub fn print_tail(
+        &self,
+        count: &str,
+        (peers, ratio): (Option<&[PeerRate]>, Option<f64>),
+        routine: &str,
+    ) {
+        println!(
+            "  sent      {:.1} MiB in all; by rank {:?} bytes, {count} {:?}",
+            self.bytes_sent_total as f64 / 1048576.0,
+            self.bytes_sent_by_rank,
+            self.bytes_expected_by_rank
+        );
+        print_peers(peers, ratio, &format!("p{}{routine}", self.precision));
+        if let (Some(lat), Some(bw)) = (self.network_latency_us, self.network_gb_per_s) {
+            println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");
+        }
+    }
+}
+
+/// ScaLAPACK's runs of `routine` beside hetla's and hetla's `ratio` to the first.
+pub fn print_peers(peers: Option<&[PeerRate]>, ratio: Option<f64>, routine: &str) {
+    for p in peers.into_iter().flatten() {
+        println!(
+            "  peer      {}: {:.4} s, {:.2} Gflop/s (median {:.4} s)",
+            p.name, p.seconds, p.gflops, p.median_seconds
+        );
+    }
+    if let Some(ratio) = ratio {
+        println!("  ratio     {ratio:.3}x {routine}");
+    }
+}
+
+use crate::peers::PeerRate;

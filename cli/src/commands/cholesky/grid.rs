@@ -6,14 +6,13 @@
 //! are computed where the tiles live (nothing is gathered, at any n). Rank 0 reports; the other
 //! ranks print nothing but errors.
 
-use hetla::Precision;
 use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
 
 use super::args::CholeskyArgs;
+use crate::commands::grid_job::{GridRun, print_peers};
 use crate::peers::PeerRate;
 
-use crate::commands::grid_job::PROBES;
 #[cfg(feature = "mpi")]
 use crate::commands::grid_job::{DEFAULT_GRID_TILE, GridScalar};
 
@@ -22,33 +21,10 @@ const SOLVE_RHS: usize = 1;
 
 #[derive(Serialize)]
 pub struct GridReport {
-    pub n: usize,
-    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
-    pub precision: Precision,
-    pub tile: usize,
-    pub grid: String,
-    pub ranks: usize,
-    pub backend: String,
-    /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores `mpirun`
-    /// binds the rank to); every rank builds its clusters alike.
-    pub clusters: String,
-    pub scheduler: String,
-    /// Tasks each rank ran.
-    pub tasks_by_rank: Vec<usize>,
-    /// Seconds each rank's workers spent in kernels (summed over its workers) over the slowest
-    /// rank's seconds times its workers: what the wait for tiles and the communication left of each
-    /// rank's cores.
-    pub busy_by_rank: Vec<f64>,
-    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed runs with
-    /// `--repeat`).
-    pub seconds: f64,
-    pub median_seconds: f64,
-    pub runs: usize,
-    pub gflops: f64,
-    /// The scaled residual of the factor, probed with random columns where the tiles live
-    /// (`hetla::distributed::probed_residual`).
-    pub residual: f64,
-    pub residual_ok: bool,
+    /// What every distributed run reports (its residual: the factor's, probed where the tiles live;
+    /// its flops n^3 / 3, times 4 in a complex precision).
+    #[serde(flatten)]
+    pub run: GridRun,
     /// Seconds of the distributed solve of one random right-hand side (forward and backward
     /// substitutions, each the slowest rank's; the best with `--repeat`).
     pub solve_seconds: f64,
@@ -63,23 +39,12 @@ pub struct GridReport {
     pub solve_backward_error: f64,
     /// Bytes of tiles each rank sent in the solve.
     pub solve_bytes_sent_by_rank: Vec<usize>,
-    /// Bytes of tiles each rank sent, as counted by the ranks.
-    pub bytes_sent_by_rank: Vec<usize>,
-    /// Bytes each rank sends by the 2D block-cyclic count (each final tile of L once to each rank
-    /// that reads it).
-    pub bytes_expected_by_rank: Vec<usize>,
-    pub bytes_sent_total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<PeerRate>>,
     /// hetla's best over p?potrf's best (with `--compare`; the key keeps its name in every
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdpotrf: Option<f64>,
-    /// The network between ranks 0 and 1, measured in the job before the runs (latency, in
-    /// microseconds; none with one rank).
-    pub network_latency_us: Option<f64>,
-    /// Its bandwidth, in GB/s.
-    pub network_gb_per_s: Option<f64>,
     /// The bounds of the best run, with its kernels' shortest durations and the measured network
     /// (absent when they could not be computed; `bounds_error` says why).
     #[serde(flatten)]
@@ -111,8 +76,9 @@ fn run_in<T: GridScalar>(
 ) -> crate::Result<Option<GridReport>> {
     use std::sync::Arc;
 
+    use crate::commands::grid_job::GridSetup;
+    use hetla::Cholesky;
     use hetla::distributed::{DistributedMatrix, DistributedRhs};
-    use hetla::{Cholesky, check};
     use mpi::traits::Communicator;
 
     let universe = crate::commands::grid_job::initialise()?;
@@ -142,7 +108,6 @@ fn run_in<T: GridScalar>(
         Ok((solve, seconds))
     })?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
-    let (tasks_by_rank, busy_by_rank) = crate::commands::grid_job::rank_shares(&world, &run);
     let flops = run.flops;
     // A finished run is reported even when its bounds cannot be had.
     let free = hetla_runtime::LinkRate {
@@ -158,6 +123,14 @@ fn run_in<T: GridScalar>(
         Some(_) => Some(vec![potrs_peer(&world, &factor, &b, repeat, solve.flops)?]),
         None => None,
     };
+    let setup = GridSetup {
+        n: args.n,
+        tile,
+        grid,
+        platform: &platform,
+        scheduler: args.scheduler,
+    };
+    let grid_run = GridRun::new(&world, setup, &run, (&timings, residual), network);
     if world.rank() != 0 {
         return Ok(None);
     }
@@ -167,22 +140,7 @@ fn run_in<T: GridScalar>(
         Err(e) => (None, Some(e.to_string())),
     };
     Ok(Some(GridReport {
-        n: args.n,
-        precision: T::PRECISION,
-        tile,
-        grid: grid.to_string(),
-        ranks: grid.size(),
-        backend: platform.backend().to_string(),
-        clusters: platform.cpu_lists().join(" "),
-        scheduler: args.scheduler.to_string(),
-        tasks_by_rank,
-        busy_by_rank,
-        seconds: best,
-        median_seconds: timings.median,
-        runs: timings.runs,
-        gflops: flops / best / 1e9,
-        residual,
-        residual_ok: residual < check::RESIDUAL_THRESHOLD,
+        run: grid_run,
         solve_seconds: solve_timings.best,
         solve_median_seconds: solve_timings.median,
         solve_ratio_to_pdpotrs: solve_peers
@@ -191,13 +149,8 @@ fn run_in<T: GridScalar>(
         solve_peers,
         solve_backward_error,
         solve_bytes_sent_by_rank: solve.bytes_sent_by_rank,
-        bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
-        bytes_sent_by_rank: run.bytes_sent_by_rank,
-        bytes_expected_by_rank: run.bytes_expected_by_rank,
         ratio_to_pdpotrf: peers.as_ref().map(|p| p[0].seconds / best),
         peers,
-        network_latency_us: network.map(|n| n.latency_us),
-        network_gb_per_s: network.map(|n| n.gb_per_s),
         efficiency: bounds.as_ref().map(|b| b.bound_ms / (best * 1e3)),
         bounds,
         bounds_error,
@@ -267,72 +220,16 @@ pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> crate::Result<Option<GridReport>
 }
 
 pub fn print(r: &GridReport) {
-    println!(
-        "hetla cholesky: n = {}, precision {}, tile = {}, grid {} ({} ranks), tasks by rank {:?}",
-        r.n, r.precision, r.tile, r.grid, r.ranks, r.tasks_by_rank
-    );
-    println!(
-        "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",
-        r.backend, r.clusters, r.scheduler
-    );
-    println!(
-        "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s ({} flops)",
-        r.seconds,
-        r.gflops,
-        if r.precision.is_complex() {
-            "4 n^3/3 real"
-        } else {
-            "n^3/3"
-        }
-    );
-    let busy: Vec<String> = r.busy_by_rank.iter().map(|b| format!("{b:.3}")).collect();
-    println!(
-        "  busy      kernels' share of each rank's cores: {}",
-        busy.join(", ")
-    );
-    if r.runs > 1 {
-        println!(
-            "  repeat    best of {} runs after a warm-up; median {:.4} s",
-            r.runs, r.median_seconds
-        );
-    }
-    println!(
-        "  residual  {:.3e} (probed with {} random columns where the tiles live), {}",
-        r.residual,
-        PROBES,
-        if r.residual_ok { "ok" } else { "TOO LARGE" }
-    );
+    let run = &r.run;
+    run.print_head(("cholesky", "tile ="), ("n^3/3", "4 n^3/3 real"));
     println!(
         "  solve     {:.4} s for {SOLVE_RHS} right-hand side (median {:.4} s), backward error {:.3e}, sent {:?} bytes by rank",
         r.solve_seconds, r.solve_median_seconds, r.solve_backward_error, r.solve_bytes_sent_by_rank
     );
-    for p in r.solve_peers.iter().flatten() {
-        println!(
-            "  peer      {}: {:.4} s (median {:.4} s)",
-            p.name, p.seconds, p.median_seconds
-        );
-    }
-    if let Some(ratio) = r.solve_ratio_to_pdpotrs {
-        println!("  ratio     {ratio:.3}x p{}potrs", r.precision);
-    }
-    println!(
-        "  sent      {:.1} MiB in all; by rank {:?} bytes, the 2D block-cyclic count {:?}",
-        r.bytes_sent_total as f64 / 1048576.0,
-        r.bytes_sent_by_rank,
-        r.bytes_expected_by_rank
-    );
-    for p in r.peers.iter().flatten() {
-        println!(
-            "  peer      {}: {:.4} s, {:.2} Gflop/s (median {:.4} s)",
-            p.name, p.seconds, p.gflops, p.median_seconds
-        );
-    }
-    if let Some(ratio) = r.ratio_to_pdpotrf {
-        println!("  ratio     {ratio:.3}x p{}potrf", r.precision);
-    }
-    if let (Some(lat), Some(bw)) = (r.network_latency_us, r.network_gb_per_s) {
-        println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");
-    }
+    let potrs = format!("p{}potrs", run.precision);
+    print_peers(r.solve_peers.as_deref(), r.solve_ratio_to_pdpotrs, &potrs);
+    let peers = (r.peers.as_deref(), r.ratio_to_pdpotrf);
+    run.print_tail("the 2D block-cyclic count", peers, "potrf");
     match (&r.bounds, &r.bounds_error) {
         (Some(b), _) => {
             let mixed = b

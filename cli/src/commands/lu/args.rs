@@ -1,0 +1,72 @@
+//! The arguments of `hetla lu`, on one node and across an MPI job's ranks.
+
+use clap::Args;
+use hetla::{ClusterSpec, SchedulerKind};
+
+use crate::commands::args::{PlatformArgs, parse_positive, parse_spec};
+
+#[derive(Args)]
+pub struct LuArgs {
+    /// Order of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
+    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
+    pub n: usize,
+    /// Block width (default: 256 above order 512, 384 from 4096 on with faer).
+    #[arg(long, value_parser = parse_positive)]
+    pub tile: Option<usize>,
+    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
+    /// or auto. LU's default is a cluster per core (`hetla::Lu`'s: the next panel on one core while
+    /// the others update).
+    #[arg(long, default_value = "core", value_parser = parse_spec)]
+    pub clusters: ClusterSpec,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
+    /// A x = b to double accuracy from an f32 (c32) LU refined in double (`hetla::solve_mixed`,
+    /// LAPACK dsgesv), timed beside the factorisation and solve in f64 (c64).
+    #[arg(long, default_value = "d", value_enum)]
+    pub precision: crate::commands::args::PrecisionArg,
+    /// Scheduler: mct, dmda, eager or ws.
+    #[arg(long, default_value = "mct")]
+    pub scheduler: SchedulerKind,
+    #[command(flatten)]
+    pub traces: crate::commands::args::TraceArgs,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Generate a matrix of this 2-norm condition number instead (singular values geometric from 1
+    /// to 1/COND between random Householder reflections, `hetla::matgen::random_conditioned`).
+    #[arg(long, value_parser = parse_cond)]
+    pub cond: Option<f64>,
+    /// Also time, in this process and on the same matrix, faer's partial-pivoting LU (`faer-lu`)
+    /// and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
+    /// (`openblas-dgetrf`).
+    #[arg(long)]
+    pub compare: bool,
+    /// The earlier spelling of `--precision ds` (with d) or `zc` (with z), kept for scripts.
+    #[arg(long, hide = true)]
+    pub mixed: bool,
+    /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
+    /// Without it: one cold run.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: Option<u64>,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Factor across the ranks of an MPI job (start it with `mpirun -np Q`; feature `mpi`): block
+    /// columns 1D block-cyclic on a 1xQ process grid (ScaLAPACK's layout with one process row;
+    /// grids of more rows are not built yet), every rank running its tasks with `--clusters` inside
+    /// the cores mpirun gives it; rank 0 reports. The block width defaults to 256; `--compare`
+    /// times ScaLAPACK's p?getrf in the same precision (feature `scalapack`).
+    #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
+    pub grid: Option<hetla_factorizations::ProcessGrid>,
+}
+
+/// A condition number: finite and at least 1.
+fn parse_cond(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 1.0 => Ok(c),
+        _ => Err(format!(
+            "{s:?} is not a condition number (a finite number >= 1)"
+        )),
+    }
+}
