@@ -47,6 +47,9 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
         .map(|t| t.as_u64().unwrap())
         .sum();
     assert_eq!(tasks, 100);
+    // The bounds of the LU graph, from the run's own kernel durations, no longer than the run.
+    let efficiency = r["efficiency"].as_f64().unwrap();
+    assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
     if compare {
         assert_eq!(r["peers"][0]["name"], "scalapack-pdgetrf");
         assert!(r["ratio_to_pdgetrf"].as_f64().unwrap() > 0.0);
@@ -114,8 +117,8 @@ fn mpirun(args: &[&str]) -> std::process::Output {
         .expect("mpirun (apt: openmpi-bin) must be on the PATH for --features mpi")
 }
 
-/// The `mpirun` arguments of a run of `hetla command --grid grid` on 2 ranks (n = 300, tiles of
-/// 32, one core a rank, 2 timed runs, JSON; `--compare` with ScaLAPACK).
+/// The `mpirun` arguments of a run of `hetla command --grid grid` on 2 ranks (n = 300, tiles of 32,
+/// one core a rank, 2 timed runs, JSON; `--compare` with ScaLAPACK).
 #[cfg(feature = "mpi")]
 fn grid_args(command: &'static str, grid: &'static str) -> Vec<&'static str> {
     let mut args = vec!["--oversubscribe", "--timeout", "120", "-np", "2"];

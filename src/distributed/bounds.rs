@@ -74,7 +74,11 @@ impl DistributedRun {
         comm: &C,
         network: LinkRate,
     ) -> Result<DistributedBounds> {
-        let plan = Plan::cholesky(self.tiling.rows(), self.tiling.tile(), self.precision)?;
+        let (n, tile) = (self.tiling.rows(), self.tiling.tile());
+        let plan = match self.algorithm {
+            crate::Algorithm::Lu { .. } => Plan::lu(n, tile, self.precision)?,
+            _ => Plan::cholesky(n, tile, self.precision)?,
+        };
         let split = plan.split(&self.grid).map_err(|e| Error::Distributed {
             rank: comm.rank() as usize,
             reason: e.to_string(),

@@ -31,9 +31,11 @@ pub struct DistributedRun {
     /// Seconds from the start barrier to the end of the slowest rank's run (its last task and its
     /// last send), the same on every rank.
     pub seconds: f64,
-    /// Floating-point operations of the whole factorisation (n^3 / 3, times 4 in a complex
-    /// precision).
+    /// Floating-point operations of the whole factorisation (Cholesky's n^3 / 3, LU's 2 n^3 / 3,
+    /// times 4 in a complex precision).
     pub flops: f64,
+    /// The factorisation it ran (its plan's algorithm).
+    pub algorithm: crate::Algorithm,
     /// This rank's run: its tasks on its workers.
     pub trace: Trace,
     /// Tiles this rank sent (one message each), and their bytes (entries only).
@@ -65,6 +67,7 @@ impl DistributedRun {
         Self {
             seconds: out.seconds,
             flops: plan.flops(),
+            algorithm: plan.algorithm(),
             trace: out.trace,
             tiles_sent: out.exchanged.tiles_sent,
             bytes_sent: out.exchanged.bytes_sent,

@@ -112,6 +112,14 @@ pub struct GridRun {
     pub network_latency_us: Option<f64>,
     /// Its bandwidth, in GB/s.
     pub network_gb_per_s: Option<f64>,
+    /// The bounds of the best run, with its kernels' shortest durations and the measured network
+    /// (absent when they could not be computed; `bounds_error` says why).
+    #[serde(flatten)]
+    pub bounds: Option<hetla::DistributedBounds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds_error: Option<String>,
+    /// The bound over the best run's seconds (at most 1).
+    pub efficiency: Option<f64>,
 }
 
 /// What a distributed run is, beside what it measured: the matrix's order and tile, the grid, the
@@ -137,7 +145,19 @@ impl GridRun {
         network: Option<hetla_runtime::LinkRate>,
     ) -> Self {
         let (tasks_by_rank, busy_by_rank) = rank_shares(world, run);
+        // A finished run is reported even when its bounds cannot be had.
+        let free = hetla_runtime::LinkRate {
+            latency_us: 0.0,
+            gb_per_s: f64::INFINITY,
+        };
+        let (bounds, bounds_error) = match run.bounds(world, network.unwrap_or(free)) {
+            Ok(b) => (Some(b), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         Self {
+            efficiency: bounds.as_ref().map(|b| b.bound_ms / (timings.best * 1e3)),
+            bounds,
+            bounds_error,
             n: setup.n,
             precision: run.precision,
             tile: setup.tile,
@@ -228,6 +248,26 @@ impl GridRun {
         print_peers(peers, ratio, &format!("p{}{routine}", self.precision));
         if let (Some(lat), Some(bw)) = (self.network_latency_us, self.network_gb_per_s) {
             println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");
+        }
+        match (&self.bounds, &self.bounds_error) {
+            (Some(b), _) => {
+                let mixed = b
+                    .mixed_ms
+                    .map_or_else(|| "not computed".to_owned(), |ms| format!("{ms:.3} ms"));
+                println!(
+                    "  bounds    critical path {:.3} ms, area {:.3} ms, mixed {mixed}, busiest NIC {:.3} ms, critical path with messages {:.3} ms, busiest rank's area {:.3} ms",
+                    b.cp_ms, b.area_ms, b.network_ms, b.cp_network_ms, b.node_area_ms
+                );
+                println!(
+                    "  efficiency {:.3} ({} bound {:.3} ms = {:.2} Gflop/s, over the best run)",
+                    self.efficiency.unwrap_or(f64::NAN),
+                    b.bound_by,
+                    b.bound_ms,
+                    b.bound_gflops
+                );
+            }
+            (None, Some(e)) => println!("  bounds    not computed: {e}"),
+            (None, None) => {}
         }
     }
 }

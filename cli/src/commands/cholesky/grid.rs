@@ -45,14 +45,6 @@ pub struct GridReport {
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdpotrf: Option<f64>,
-    /// The bounds of the best run, with its kernels' shortest durations and the measured network
-    /// (absent when they could not be computed; `bounds_error` says why).
-    #[serde(flatten)]
-    pub bounds: Option<hetla::DistributedBounds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bounds_error: Option<String>,
-    /// The bound over the best run's seconds (at most 1).
-    pub efficiency: Option<f64>,
 }
 
 /// Runs the distributed factorisation `args` describe on `grid`, in its precision: the report on
@@ -109,12 +101,6 @@ fn run_in<T: GridScalar>(
     })?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let flops = run.flops;
-    // A finished run is reported even when its bounds cannot be had.
-    let free = hetla_runtime::LinkRate {
-        latency_us: 0.0,
-        gb_per_s: f64::INFINITY,
-    };
-    let bounds = run.bounds(&world, network.unwrap_or(free));
     let peers = match args.compare {
         Some(_) => Some(vec![potrf_peer(&world, &a, repeat, flops)?]),
         None => None,
@@ -135,10 +121,6 @@ fn run_in<T: GridScalar>(
         return Ok(None);
     }
     let best = timings.best;
-    let (bounds, bounds_error) = match bounds {
-        Ok(b) => (Some(b), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
     Ok(Some(GridReport {
         run: grid_run,
         solve_seconds: solve_timings.best,
@@ -151,9 +133,6 @@ fn run_in<T: GridScalar>(
         solve_bytes_sent_by_rank: solve.bytes_sent_by_rank,
         ratio_to_pdpotrf: peers.as_ref().map(|p| p[0].seconds / best),
         peers,
-        efficiency: bounds.as_ref().map(|b| b.bound_ms / (best * 1e3)),
-        bounds,
-        bounds_error,
     }))
 }
 
@@ -230,24 +209,4 @@ pub fn print(r: &GridReport) {
     print_peers(r.solve_peers.as_deref(), r.solve_ratio_to_pdpotrs, &potrs);
     let peers = (r.peers.as_deref(), r.ratio_to_pdpotrf);
     run.print_tail("the 2D block-cyclic count", peers, "potrf");
-    match (&r.bounds, &r.bounds_error) {
-        (Some(b), _) => {
-            let mixed = b
-                .mixed_ms
-                .map_or_else(|| "not computed".to_owned(), |ms| format!("{ms:.3} ms"));
-            println!(
-                "  bounds    critical path {:.3} ms, area {:.3} ms, mixed {mixed}, busiest NIC {:.3} ms, critical path with messages {:.3} ms, busiest rank's area {:.3} ms",
-                b.cp_ms, b.area_ms, b.network_ms, b.cp_network_ms, b.node_area_ms
-            );
-            println!(
-                "  efficiency {:.3} ({} bound {:.3} ms = {:.2} Gflop/s, over the best run)",
-                r.efficiency.unwrap_or(f64::NAN),
-                b.bound_by,
-                b.bound_ms,
-                b.bound_gflops
-            );
-        }
-        (None, Some(e)) => println!("  bounds    not computed: {e}"),
-        (None, None) => {}
-    }
 }
