@@ -154,6 +154,10 @@ fn distributed_lu_reports_a_zero_pivot_on_every_rank_and_refuses_what_it_cannot_
     ] {
         assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
     }
+    // The rank with the NaN says where it is; the other names it.
+    let nan = "rank 1: in its tile (0, 1): A has a non-finite entry NaN at row 2, column 1";
+    assert_eq!(out.matches(nan).count(), 1, "{out}");
+    assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
 }
 
 #[test]
@@ -458,6 +462,17 @@ fn rank_side() {
             let mut spd =
                 DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
             let err = lu.factor_distributed(&world, &mut spd).unwrap_err();
+            println!("refused: {err}");
+            // A NaN on rank 1 only: refused on both, before any work.
+            let a = DistributedMatrix::<f64>::random(&world, (n, n), tile, grid, seed).unwrap();
+            let mut tiles = local_tiles(Ok(a));
+            if me == 1 {
+                tiles[0].1[(2, 1)] = f64::NAN;
+            }
+            let mut a =
+                DistributedMatrix::from_local_general_tiles(&world, (n, n), tile, grid, tiles)
+                    .unwrap();
+            let err = lu.factor_distributed(&world, &mut a).unwrap_err();
             println!("refused: {err}");
         }
         ["factor", grid, n, tile, clusters] => {

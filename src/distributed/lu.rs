@@ -123,6 +123,13 @@ impl Lu {
                 tiling.tile()
             ));
         }
+        // NaN and infinities before any work, as on one node (each rank its own tiles).
+        for (&(i, j), tile) in &a.tiles {
+            if let Err(e) = crate::check::check_finite("A", tile.as_ref()) {
+                problem.get_or_insert(format!("in its tile ({i}, {j}): {e}"));
+                break;
+            }
+        }
         let platform = self.resolve_platform();
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
