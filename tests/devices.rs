@@ -521,14 +521,15 @@ fn real_gpus_copy_page_locked_tiles_straight_in_every_precision_or_the_skip_says
 }
 
 #[test]
-fn a_real_gpus_inverse_kernels_match_the_cpu_ones_in_every_precision_or_the_skip_says_why() {
+fn a_real_gpus_inverse_and_lu_solve_kernels_match_the_cpu_ones_in_every_precision_or_the_skip_says_why()
+ {
     use hetla_kernels::{Op, Par as KPar};
     if !gpus_here() {
         return;
     }
-    // Each of the five steps of the inverse on GPU 0 against faer's kernel on the same tiles,
-    // ragged shapes, the strict upper triangles of the triangular tiles filled with values no
-    // kernel may read or change.
+    // Each of the five steps of the inverse, and the two triangular solves of an LU's solve, on
+    // GPU 0 against faer's kernel on the same tiles, ragged shapes, the triangles of the
+    // triangular tiles that a kernel must not read filled with values that would show it.
     fn check<T: Scalar>() {
         let gpu = hetla_kernels::cuda::GpuContext::new(0).unwrap();
         let (n, m) = (300, 170);
@@ -544,12 +545,23 @@ fn a_real_gpus_inverse_kernels_match_the_cpu_ones_in_every_precision_or_the_skip
         }
         let b = hetla::matgen::random_in::<T>(m, n, 8);
         let panel = hetla::matgen::random_in::<T>(m, n, 9);
-        let cases: [(Op, Vec<faer::Mat<T>>, faer::Mat<T>); 5] = [
+        // An LU's tile: both triangles and the diagonal used, the diagonal dominant.
+        let mut f = hetla::matgen::random_in::<T>(n, n, 10);
+        for i in 0..n {
+            f[(i, i)] = T::from_f64(n as f64);
+        }
+        let cases: [(Op, Vec<faer::Mat<T>>, faer::Mat<T>); 7] = [
             (Op::Trtri, vec![], l.clone()),
             (Op::Lauum, vec![], l.clone()),
             (Op::SolveRight, vec![l.clone()], b.clone()),
             (Op::SyrkAdjoint, vec![panel], l.clone()),
             (Op::TrmmAdjoint, vec![l.clone()], b.transpose().to_owned()),
+            (
+                Op::SolveUnitLower,
+                vec![f.clone()],
+                b.transpose().to_owned(),
+            ),
+            (Op::SolveUpper, vec![f], b.transpose().to_owned()),
         ];
         let eps = 1e3 * T::PRECISION.epsilon();
         for (op, reads, write) in cases {
