@@ -185,7 +185,8 @@ impl GridRun {
 
 impl GridRun {
     /// The report's first lines: `command` (its tile called `tile`), its ranks, its time (of
-    /// `flops`, or `complex_flops` in a complex precision), how busy each rank was, the repeats.
+    /// `flops`, or `complex_flops` in a complex precision), how busy each rank was, the repeats;
+    /// [`GridRun::print_residual`] follows.
     pub fn print_head(&self, (command, tile): (&str, &str), (flops, complex_flops): (&str, &str)) {
         println!(
             "hetla {command}: n = {}, precision {}, {tile} {}, grid {} ({} ranks), tasks by rank {:?}",
@@ -219,14 +220,13 @@ impl GridRun {
                 self.runs, self.median_seconds
             );
         }
+    }
+
+    /// The residual's line: `ratio` says what it is (before "probed with ...").
+    pub fn print_residual(&self, ratio: &str) {
         println!(
-            "  residual  {:.3e} ({}probed with {PROBES} random columns where the tiles live), {}",
+            "  residual  {:.3e} ({ratio}probed with {PROBES} random columns where the tiles live), {}",
             self.residual,
-            if command == "lu" {
-                "||PA - LU||_1 / (n ||A||_1 eps) "
-            } else {
-                ""
-            },
             if self.residual_ok { "ok" } else { "TOO LARGE" }
         );
     }

@@ -201,6 +201,7 @@ pub fn run(_: &CholeskyArgs, _: ProcessGrid) -> crate::Result<Option<GridReport>
 pub fn print(r: &GridReport) {
     let run = &r.run;
     run.print_head(("cholesky", "tile ="), ("n^3/3", "4 n^3/3 real"));
+    run.print_residual("");
     println!(
         "  solve     {:.4} s for {SOLVE_RHS} right-hand side (median {:.4} s), backward error {:.3e}, sent {:?} bytes by rank",
         r.solve_seconds, r.solve_median_seconds, r.solve_backward_error, r.solve_bytes_sent_by_rank

@@ -191,6 +191,7 @@ pub fn run(_: &LuArgs, _: ProcessGrid) -> crate::Result<Option<LuGridReport>> {
 pub fn print(r: &LuGridReport) {
     let run = &r.run;
     run.print_head(("lu", "block width"), ("2 n^3/3", "8 n^3/3 real"));
+    run.print_residual("||PA - LU||_1 / (n ||A||_1 eps) ");
     if let Some(column) = r.singular {
         println!("  singular  the pivot of column {column} is exactly zero");
     }
