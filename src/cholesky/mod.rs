@@ -101,7 +101,8 @@ impl Cholesky {
     crate::run::tuned_for!("cholesky");
 
     /// Distributed runs only: how long a rank waits for tiles from another with nothing else
-    /// happening before it presumes that rank dead and ends with an error (default: ten minutes,
+    /// happening, or for every rank at a collective step of the call, before it presumes a rank
+    /// dead and ends with an error (default: ten minutes,
     /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
     pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.run.progress_timeout = Some(timeout);

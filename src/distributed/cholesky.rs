@@ -16,11 +16,10 @@ use std::sync::Arc;
 use hetla_factorizations::{FACTOR, RHS, SUMS, Substitution, Tiling};
 use hetla_kernels::Precision;
 use hetla_runtime::{Platform, Trace};
-use mpi::collective::SystemOperation;
-use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::traits::Communicator;
 
-use super::exchange::{Outcome, Share, run_share};
-use super::matrix::{DistributedMatrix, DistributedRhs, agree};
+use super::exchange::{Outcome, Share, agree_within, gather_within, run_share, waiting};
+use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
 use crate::run::RunConfig;
 use crate::{Cholesky, Plan, Result};
@@ -28,8 +27,8 @@ use crate::{Cholesky, Plan, Result};
 /// What a distributed factorisation measured.
 #[derive(Debug, Clone)]
 pub struct DistributedRun {
-    /// Seconds from the start barrier to the end of the slowest rank's run (its last task and its
-    /// last send), the same on every rank.
+    /// Seconds from the run's start (every rank past the agreement that starts it) to the end of
+    /// the slowest rank's run (its last task and its last send), the same on every rank.
     pub seconds: f64,
     /// Floating-point operations of the whole factorisation (Cholesky's n^3 / 3, LU's 2 n^3 / 3,
     /// times 4 in a complex precision).
@@ -112,7 +111,7 @@ impl Cholesky {
         if let Err(e) = &share {
             problem.get_or_insert(e.to_string());
         }
-        agree(comm, problem)?;
+        agree_within(comm, problem, waiting(&self.run), "the check of the inputs")?;
         let (platform, share) = (platform?, share?);
         let grid = a.grid;
         let out = run_share(
@@ -185,7 +184,8 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
             problem = Some(e.to_string());
         }
     }
-    agree(comm, problem)?;
+    let timeout = waiting(run);
+    agree_within(comm, problem, timeout, "the check of the inputs")?;
     let platform = platform?;
     let mut solve = DistributedSolve {
         seconds: 0.0,
@@ -196,8 +196,9 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
     if let Some(ipiv) = interchanges {
         let start = std::time::Instant::now();
         interchange_rows(&mut b.0, ipiv);
-        let mine = start.elapsed().as_secs_f64();
-        comm.all_reduce_into(&mine, &mut solve.seconds, SystemOperation::max());
+        let mine = start.elapsed().as_secs_f64().to_bits();
+        let all = gather_within(comm, &[mine], timeout, "the end of the interchanges")?;
+        solve.seconds = all.iter().map(|r| f64::from_bits(r[0])).fold(0.0, f64::max);
     }
     for share in shares {
         let share = share?;
@@ -245,7 +246,7 @@ fn interchange_rows<T: Wire>(b: &mut DistributedMatrix<T>, ipiv: &[usize]) {
 /// What a distributed solve measured.
 #[derive(Debug, Clone)]
 pub struct DistributedSolve {
-    /// Seconds of the two substitutions, each the slowest rank's from a start barrier.
+    /// Seconds of the two substitutions, each the slowest rank's from the agreement that starts it.
     pub seconds: f64,
     /// Floating-point operations of the solve (2 n^2 per right-hand side, times 4 in a complex
     /// precision).

@@ -28,9 +28,11 @@
 //!   [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout) ends this rank's run with an
 //!   error without the collective end (the peer is presumed dead; `mpirun` then ends the job when
 //!   this rank exits with an error). A rank that dies is reported by `mpirun` itself. The
-//!   collective steps before and after the run (agreeing on the inputs, the start barrier, agreeing
-//!   on the outcome) have no timeout, as in any MPI program: a rank that stops there holds the
-//!   others until `mpirun --timeout` ends the job.
+//!   collective steps of a distributed call (agreeing on the inputs, the start of the run, agreeing
+//!   on the outcome) wait as long and no longer ([`gather_within`]): they are non-blocking
+//!   collectives polled against the same timeout, so a rank that stops between two runs, or before
+//!   its run starts, ends the others' wait too (a collective cannot say which rank is missing, so
+//!   that error names none).
 //! - **LU's panels** ([`Pivots`]): a distributed LU's tiles are block columns, and only a panel's
 //!   version travels. Its message carries the panel's rows from its diagonal down (the rows above
 //!   are U's, which no other rank reads) and then its interchanges (global rows, as whole numbers
@@ -45,11 +47,10 @@ use faer::{Mat, MatRef};
 use hetla_factorizations::{MatrixId, RankShare, SUMS, TaskId, TileRef, Tiling};
 use hetla_kernels::KernelError;
 use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
-use mpi::collective::SystemOperation;
 use mpi::request::{Request, StaticScope};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
-use super::matrix::agree;
+use super::matrix::REFUSED;
 use super::wire::{self, Wire};
 use crate::lu::work::PivotedWork;
 use crate::run::RunConfig;
@@ -138,24 +139,27 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         priorities: Some(share.priorities.clone()),
         ..RunOptions::default()
     };
-    let timeout = run.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT);
+    let timeout = waiting(run);
     // Tiles the run only reads are packed before any task runs (as ScaLAPACK's local
-    // arrays are filled before its timer starts).
+    // arrays are filled before its timer starts). The agreement on them is the start: no rank
+    // completes it before every rank has reached it.
     let initial = share.pack_initial(&tiles);
-    agree(comm, initial.as_ref().err().cloned())?;
+    agree_within(
+        comm,
+        initial.as_ref().err().cloned(),
+        timeout,
+        "the start of the run",
+    )?;
     let initial = initial.unwrap_or_default();
-    comm.barrier();
     let start = Instant::now();
     let (run, exchanged) = execute_beside(platform, work, &options, |inbox| {
         Exchange::new(comm, share, &tiles, packed, timeout, pivots).run(inbox, initial)
     });
     let mine = start.elapsed().as_secs_f64();
     let exchanged = exchanged?;
-    let mut seconds = 0.0;
-    comm.all_reduce_into(&mine, &mut seconds, SystemOperation::max());
 
-    // The same outcome on every rank: the first failed pivot, else the lowest rank that
-    // failed on its own (not stopped by another's failure).
+    // The same outcome on every rank: the slowest rank's seconds, the first failed pivot, else the
+    // lowest rank that failed on its own (not stopped by another's failure), in one collective.
     let run = run.map_err(|e| {
         let stopped = e.step == RunStep::Outside;
         (share.plan.run_error_in(&share.graph, e), stopped)
@@ -164,29 +168,115 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,
         _ => u64::MAX,
     };
-    let mut first_pivot = u64::MAX;
-    comm.all_reduce_into(&pivot, &mut first_pivot, SystemOperation::min());
+    let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
+    // Seconds travel as their bits: for a number >= 0 their order is the number's.
+    let mine = [
+        mine.to_bits(),
+        pivot,
+        u64::from(own.is_some()),
+        exchanged.bytes_sent as u64,
+    ];
+    let all = gather_within(comm, &mine, timeout, "the end of the run")?;
+    let first_pivot = all.iter().map(|r| r[1]).min().unwrap_or(u64::MAX);
     if first_pivot != u64::MAX {
         return Err(Error::NotPositiveDefinite {
             column: first_pivot as usize,
         });
     }
-    let own = run.as_ref().err().filter(|(_, stopped)| !stopped);
-    agree(comm, own.map(|(e, _)| e.to_string()))?;
+    if let Some((e, _)) = own {
+        return Err(Error::Distributed {
+            rank: share.rank.0,
+            reason: e.to_string(),
+        });
+    }
+    if let Some(first) = all.iter().position(|r| r[2] != 0) {
+        return Err(Error::Distributed {
+            rank: first,
+            reason: REFUSED.into(),
+        });
+    }
     let trace = run.map_err(|(e, _)| Error::Distributed {
         rank: share.rank.0,
         reason: e.to_string(),
     })?;
-
-    let size = comm.size() as usize;
-    let mut bytes_sent_by_rank = vec![0u64; size];
-    comm.all_gather_into(&(exchanged.bytes_sent as u64), &mut bytes_sent_by_rank[..]);
     Ok(Outcome {
-        seconds,
+        seconds: all.iter().map(|r| f64::from_bits(r[0])).fold(0.0, f64::max),
         trace,
         exchanged,
-        bytes_sent_by_rank: bytes_sent_by_rank.iter().map(|&b| b as usize).collect(),
+        bytes_sent_by_rank: all.iter().map(|r| r[3] as usize).collect(),
     })
+}
+
+/// How long a distributed call of `run`'s builder waits for another rank before presuming it dead.
+pub(super) fn waiting(run: &RunConfig) -> Duration {
+    run.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT)
+}
+
+/// Every rank's `mine` (each as long as this rank's), in rank order, from a non-blocking all-gather
+/// that waits at most `timeout` for the ranks to reach it: a collective step of a distributed call
+/// (`step`, named in the error) that cannot hang on a rank that stopped. On timeout the collective
+/// is left unfinished (its buffers to the process's end: without its peer, MPI cannot end cleanly,
+/// and the caller's error ends the job).
+pub(super) fn gather_within<C: Communicator>(
+    comm: &C,
+    mine: &[u64],
+    timeout: Duration,
+    step: &str,
+) -> Result<Vec<Vec<u64>>> {
+    let size = comm.size() as usize;
+    let send: &'static [u64] = Box::leak(mine.to_vec().into_boxed_slice());
+    let send_pointer = send as *const [u64] as *mut [u64];
+    let receive: &'static mut [u64] = Box::leak(vec![0; mine.len() * size].into_boxed_slice());
+    let receive_pointer = receive as *mut [u64];
+    let mut request = comm.immediate_all_gather_into(StaticScope, send, receive);
+    let started = Instant::now();
+    let mut nap = Duration::from_micros(20);
+    loop {
+        match request.test() {
+            Ok(_) => break,
+            Err(pending) => request = pending,
+        }
+        if started.elapsed() > timeout {
+            std::mem::forget(request);
+            return Err(Error::Distributed {
+                rank: comm.rank() as usize,
+                reason: format!(
+                    "nothing arrived for {:.0} s from some rank at {step} while this rank waited for every rank: presumed dead",
+                    timeout.as_secs_f64()
+                ),
+            });
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_micros(500));
+    }
+    // SAFETY: both leaked above, and the collective that used them is complete.
+    let (send, all) = unsafe { (Box::from_raw(send_pointer), Box::from_raw(receive_pointer)) };
+    drop(send);
+    Ok(all.chunks(mine.len().max(1)).map(<[u64]>::to_vec).collect())
+}
+
+/// [`agree`](super::matrix::agree) within `timeout` ([`gather_within`]): when any rank found a
+/// problem, every rank returns an error.
+pub(super) fn agree_within<C: Communicator>(
+    comm: &C,
+    problem: Option<String>,
+    timeout: Duration,
+    step: &str,
+) -> Result<()> {
+    let all = gather_within(comm, &[u64::from(problem.is_some())], timeout, step)?;
+    match problem {
+        Some(reason) => Err(Error::Distributed {
+            rank: comm.rank() as usize,
+            reason,
+        }),
+        None => match all.iter().position(|r| r[0] != 0) {
+            Some(first) => Err(Error::Distributed {
+                rank: first,
+                reason: REFUSED.into(),
+            }),
+            None => Ok(()),
+        },
+    }
 }
 
 /// One distributed run, as every rank agreed it ended.

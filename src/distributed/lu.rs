@@ -35,12 +35,11 @@
 use std::sync::atomic::AtomicUsize;
 
 use hetla_factorizations::{FACTOR, Substitution};
-use mpi::collective::SystemOperation;
-use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Pivots, Share, run_share};
-use super::matrix::{DistributedMatrix, DistributedRhs, agree};
+use super::exchange::{Pivots, Share, agree_within, gather_within, run_share, waiting};
+use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
 use crate::tiles::HeldTiles;
 use crate::{Lu, Plan, Result};
@@ -80,9 +79,9 @@ impl DistributedLu {
 }
 
 impl Lu {
-    /// How long a rank of [`Lu::factor_distributed`] waits for another, with nothing else
-    /// happening, before it presumes it dead and ends its run with an error (default
-    /// [`DEFAULT_PROGRESS_TIMEOUT`](super::DEFAULT_PROGRESS_TIMEOUT)).
+    /// How long a rank of [`Lu::factor_distributed`] waits for another, with nothing else happening
+    /// (or for every rank at a collective step of the call), before it presumes a rank dead and
+    /// ends with an error (default [`DEFAULT_PROGRESS_TIMEOUT`](super::DEFAULT_PROGRESS_TIMEOUT)).
     pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.run.progress_timeout = Some(timeout);
         self
@@ -139,7 +138,8 @@ impl Lu {
         if let (None, Err(e)) = (&problem, &share) {
             problem = Some(e.to_string());
         }
-        agree(comm, problem)?;
+        let timeout = waiting(&self.run);
+        agree_within(comm, problem, timeout, "the check of the inputs")?;
         let (platform, share) = (platform?, share?);
 
         // This rank's block columns, assembled from its tiles (before the clock).
@@ -171,18 +171,21 @@ impl Lu {
             Some(&pivots),
         )?;
 
-        // The same interchanges and first zero pivot on every rank.
-        let mine: Vec<u64> = ipiv.into_iter().map(|p| p.into_inner() as u64).collect();
-        let mut agreed = vec![0u64; n];
-        comm.all_reduce_into(&mine[..], &mut agreed[..], SystemOperation::max());
-        let mut first_zero = u64::MAX;
-        let zero = zero.into_inner();
-        let zero = if zero == usize::MAX {
-            u64::MAX
-        } else {
-            zero as u64
+        // The same interchanges and first zero pivot on every rank: each rank's list holds its own
+        // panels' interchanges and those it received (the others are still i), the last entry
+        // its first zero pivot.
+        let zero = match zero.into_inner() {
+            usize::MAX => u64::MAX,
+            column => column as u64,
         };
-        comm.all_reduce_into(&zero, &mut first_zero, SystemOperation::min());
+        let mine: Vec<u64> = (ipiv.into_iter().map(|p| p.into_inner() as u64))
+            .chain([zero])
+            .collect();
+        let all = gather_within(comm, &mine, timeout, "the agreement on the interchanges")?;
+        let agreed: Vec<u64> = (0..n)
+            .map(|i| all.iter().map(|r| r[i]).max().unwrap_or(i as u64))
+            .collect();
+        let first_zero = all.iter().map(|r| r[n]).min().unwrap_or(u64::MAX);
 
         for (&(i, j), tile) in a.tiles.iter_mut() {
             let column = &columns[&(0, j)];

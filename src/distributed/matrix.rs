@@ -398,6 +398,9 @@ fn tile_from<T: Wire>(
     })
 }
 
+/// What the ranks that found no problem say of the lowest rank that did (it says why itself).
+pub(super) const REFUSED: &str = "refused its part of a collective call (it says why)";
+
 /// Ends a collective check: when any rank found a problem, every rank returns an error (the ranks
 /// that found one say what; the others name the lowest rank that did).
 pub(super) fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Result<()> {
@@ -415,7 +418,7 @@ pub(super) fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Resul
         }),
         None if first < comm.size() => Err(Error::Distributed {
             rank: first as usize,
-            reason: "refused its part of a collective call (it says why)".into(),
+            reason: REFUSED.into(),
         }),
         None => Ok(()),
     }
