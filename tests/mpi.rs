@@ -114,6 +114,21 @@ fn scalapack_lu_factors_and_solves_a_general_matrix_and_reports_a_zero_pivot_on_
 
 #[cfg(feature = "scalapack")]
 #[test]
+fn scalapack_qr_factors_and_solves_least_squares_on_tall_matrices_in_every_precision() {
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (2, "2x1"), (4, "2x2")] {
+        let (ok, out) = mpirun(np, &format!("pgeqrf {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+    // A wide matrix is refused before any work, on every rank.
+    let (ok, out) = mpirun(2, "pgeqrf-wide");
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("refused: ").count(), 4, "{out}");
+    assert!(out.contains("m >= n"), "{out}");
+}
+
+#[cfg(feature = "scalapack")]
+#[test]
 fn scalapack_factors_the_distributed_matrix_and_reports_a_failed_pivot_on_every_rank() {
     for (np, grid) in [(1, "1x1"), (2, "2x1"), (4, "2x2")] {
         let (ok, out) = mpirun(np, &format!("pdpotrf {grid}"));
@@ -411,6 +426,25 @@ fn rank_side() {
                 assert!(ratio < RESIDUAL_THRESHOLD, "ratio {ratio}");
             }
             println!("rank ok");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pgeqrf", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            peer_qr_in_precision::<f32>(&world, grid, (37, 23));
+            peer_qr_in_precision::<f64>(&world, grid, (37, 23));
+            peer_qr_in_precision::<f64>(&world, grid, (23, 23));
+            peer_qr_in_precision::<hetla::c32>(&world, grid, (37, 23));
+            peer_qr_in_precision::<hetla::c64>(&world, grid, (37, 23));
+            println!("rank ok");
+        }
+        #[cfg(feature = "scalapack")]
+        ["pgeqrf-wide"] => {
+            use hetla::distributed::scalapack::{gels, geqrf};
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let a = DistributedMatrix::<f64>::random(&world, (9, 23), tile, grid, seed).unwrap();
+            let b = DistributedRhs::<f64>::random(&world, (9, 2), tile, grid, seed).unwrap();
+            println!("refused: {}", geqrf(&world, &a, 1).unwrap_err());
+            println!("refused: {}", gels(&world, &a, &b, 1).unwrap_err());
         }
         #[cfg(feature = "scalapack")]
         ["pdgetrf-singular"] => {
@@ -732,6 +766,63 @@ fn in_precision<T: TestScalar>(world: &mpi::topology::SimpleCommunicator, grid: 
             "p?potrs's backward error {peer_berr}"
         );
     }
+}
+
+/// A rank's side of ScaLAPACK's QR in precision `T` on `grid` of an `m x n` random matrix in tiles
+/// of 4: p?geqrf's R against A (R^H R = A^H A, as LAPACK's checks scale it), and p?gels's solutions
+/// by LAPACK's dqrt17 ratio ||A^H (B - A X)||_1 / (||A||_1 ||B||_1 max(m, n, nrhs) eps).
+#[cfg(feature = "scalapack")]
+fn peer_qr_in_precision<T: TestScalar>(
+    world: &mpi::topology::SimpleCommunicator,
+    grid: ProcessGrid,
+    (m, n): (usize, usize),
+) {
+    use hetla::distributed::scalapack::{gels, geqrf};
+    let (tile, nrhs, eps) = (4, 3, T::PRECISION.epsilon());
+    let a = DistributedMatrix::<T>::random(world, (m, n), tile, grid, 5).unwrap();
+    let b = DistributedRhs::<T>::random(world, (m, nrhs), tile, grid, 6).unwrap();
+    let qr = geqrf(world, &a, 2).unwrap();
+    assert_eq!(qr.seconds.len(), 2);
+    let solved = gels(world, &a, &b, 2).unwrap();
+    assert_eq!(solved.x.tiling().rows(), n);
+    let gathered = (
+        a.gather(world).unwrap(),
+        qr.factor.gather(world).unwrap(),
+        b.gather(world).unwrap(),
+        solved.x.gather(world).unwrap(),
+    );
+    let (Some(a), Some(f), Some(b), Some(x)) = gathered else {
+        return;
+    };
+    let norm1 = |m: &Mat<T>| {
+        (0..m.ncols())
+            .map(|j| {
+                (0..m.nrows())
+                    .map(|i| m[(i, j)].to_c64().norm())
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max)
+    };
+    let r = Mat::from_fn(
+        n,
+        n,
+        |i, j| if i <= j { f[(i, j)] } else { T::from_f64(0.0) },
+    );
+    let gram = a.adjoint() * &a - r.adjoint() * &r;
+    let ratio = norm1(&gram) / (norm1(&a).powi(2) * m as f64 * eps);
+    assert!(
+        ratio < RESIDUAL_THRESHOLD,
+        "{}: R^H R ratio {ratio}",
+        T::PRECISION
+    );
+    let residual = &b - &a * &x;
+    let normal = a.adjoint() * &residual;
+    let ratio = norm1(&normal) / (norm1(&a) * norm1(&b) * m.max(nrhs) as f64 * eps);
+    assert!(
+        ratio < RESIDUAL_THRESHOLD,
+        "{}: dqrt17 ratio {ratio}",
+        T::PRECISION
+    );
 }
 
 /// A rank's side of a distributed LU in precision `T` on `grid` of an `n x n` matrix in tiles of
