@@ -188,6 +188,22 @@ macro_rules! run_options {
 }
 pub(crate) use run_options;
 
+/// The setter of a builder's progress timeout (its `run`'s), for the builders with distributed runs
+/// (Cholesky, LU, QR).
+macro_rules! progress_timeout {
+    () => {
+        /// Distributed runs only: how long a rank waits for tiles from another with nothing else
+        /// happening, or for every rank at a collective step of the call, before it presumes a rank
+        /// dead and ends with an error (default: ten minutes,
+        /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
+        pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.run.progress_timeout = Some(timeout);
+            self
+        }
+    };
+}
+pub(crate) use progress_timeout;
+
 /// A builder's `tuned_for(n, precision)`: itself with the configuration `hetla tune` saved on this
 /// machine for its factorisation (named `$name`) near order `n` when its user set none
 /// ([`RunConfig::tuned`]), else itself. The builder has fields `run` ([`RunConfig`]) and `tile`

@@ -231,6 +231,37 @@ fn a_failed_pivot_on_one_rank_is_the_same_error_on_every_rank() {
 }
 
 #[test]
+fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank_right_of_it() {
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "1x4")] {
+        let (ok, out) = mpirun(np, &format!("qr {grid}"));
+        assert!(ok, "np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
+    let (ok, out) = mpirun(2, "qr-refused");
+    assert!(ok, "{out}");
+    for reason in [
+        "P x Q with P > 1 is not built yet",
+        "the matrix is 9 x 23: a distributed QR factors one with at least as many rows",
+        "QR factors a general matrix",
+    ] {
+        assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
+    }
+    let inf = "rank 1: in its tile (0, 1): A has a non-finite entry inf at row 1, column 0";
+    assert_eq!(out.matches(inf).count(), 1, "{out}");
+    assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
+}
+
+#[test]
+fn a_nan_on_one_rank_is_refused_by_every_rank_before_the_distributed_cholesky() {
+    let (ok, out) = mpirun(2, "factor-nan");
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("factored").count(), 2, "{out}");
+    let nan = "rank 1: in its tile (1, 1): A has a non-finite entry NaN at row 2, column 1";
+    assert_eq!(out.matches(nan).count(), 1, "{out}");
+    assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
+}
+
+#[test]
 fn a_rank_that_dies_ends_the_job_with_a_message() {
     let started = std::time::Instant::now();
     let (ok, out) = mpirun(2, "factor-killed");
@@ -479,6 +510,52 @@ fn rank_side() {
             lu_in_precision::<hetla::c64>(&world, grid, (150, 16));
             println!("rank ok");
         }
+        ["qr", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            qr_in_precision::<f32>(&world, grid, (37, 23, 4));
+            qr_in_precision::<f64>(&world, grid, (37, 23, 4));
+            qr_in_precision::<f64>(&world, grid, (23, 23, 4));
+            qr_in_precision::<f64>(&world, grid, (300, 150, 16));
+            qr_in_precision::<hetla::c32>(&world, grid, (150, 100, 16));
+            qr_in_precision::<hetla::c64>(&world, grid, (150, 100, 16));
+            println!("rank ok");
+        }
+        ["qr-refused"] => {
+            let qr = hetla::Qr::new().clusters("1x1".parse().unwrap());
+            let grid: ProcessGrid = "2x1".parse().unwrap();
+            let mut a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
+            let before = a.clone();
+            println!(
+                "refused: {}",
+                qr.factor_distributed(&world, &mut a).unwrap_err()
+            );
+            assert_eq!(a, before);
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let mut a = DistributedMatrix::<f64>::random(&world, (9, n), tile, grid, seed).unwrap();
+            println!(
+                "refused: {}",
+                qr.factor_distributed(&world, &mut a).unwrap_err()
+            );
+            let mut spd =
+                DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
+            println!(
+                "refused: {}",
+                qr.factor_distributed(&world, &mut spd).unwrap_err()
+            );
+            // An infinity on rank 1 only: refused on both, before any work.
+            let a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
+            let mut tiles = local_tiles(Ok(a));
+            if me == 1 {
+                tiles[0].1[(1, 0)] = f64::INFINITY;
+            }
+            let mut a =
+                DistributedMatrix::from_local_general_tiles(&world, (n, 9), tile, grid, tiles)
+                    .unwrap();
+            println!(
+                "refused: {}",
+                qr.factor_distributed(&world, &mut a).unwrap_err()
+            );
+        }
         ["lu-singular"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
             let mut a = with_column_9_zero(&world, grid, (n, tile, seed));
@@ -520,6 +597,26 @@ fn rank_side() {
                     .unwrap();
             let err = lu.factor_distributed(&world, &mut a).unwrap_err();
             println!("refused: {err}");
+        }
+        ["factor-nan"] => {
+            // A NaN on rank 1 only, in the upper triangle of a diagonal tile (not read: factored)
+            // and then below it (refused on both ranks, before any work).
+            let grid: ProcessGrid = "1x2".parse().unwrap();
+            let a = DistributedMatrix::<f64>::random_spd(&world, n, tile, grid, seed).unwrap();
+            let cholesky = Cholesky::new().clusters("1x1".parse().unwrap());
+            for (row, col) in [(0, 2), (2, 1)] {
+                let mut tiles = local_tiles(Ok(a.clone()));
+                if me == 1 {
+                    let diagonal = tiles.iter_mut().find(|((i, j), _)| i == j).unwrap();
+                    diagonal.1[(row, col)] = f64::NAN;
+                }
+                let mut a =
+                    DistributedMatrix::from_local_tiles(&world, n, tile, grid, tiles).unwrap();
+                match cholesky.factor_distributed(&world, &mut a) {
+                    Ok(_) => println!("factored"),
+                    Err(err) => println!("refused: {err}"),
+                }
+            }
         }
         ["factor", grid, n, tile, clusters] => {
             let grid: ProcessGrid = grid.parse().unwrap();
@@ -768,6 +865,75 @@ fn in_precision<T: TestScalar>(world: &mpi::topology::SimpleCommunicator, grid: 
     }
 }
 
+/// ||M||_1 of a matrix in any precision.
+fn norm1<T: TestScalar>(m: &Mat<T>) -> f64 {
+    (0..m.ncols())
+        .map(|j| {
+            (0..m.nrows())
+                .map(|i| m[(i, j)].to_c64().norm())
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// How far the R in the QR factor `f` (LAPACK's layout) of the m x n `a` is from A's: R^H R = A^H A
+/// whatever the reflectors, so ||A^H A - R^H R||_1 / (||A||_1^2 m eps), which LAPACK's scaling
+/// keeps below 30 for a backward-stable QR.
+fn r_ratio<T: TestScalar>(a: &Mat<T>, f: &Mat<T>) -> f64 {
+    let (m, n) = (a.nrows(), a.ncols());
+    let r = Mat::from_fn(
+        n,
+        n,
+        |i, j| if i <= j { f[(i, j)] } else { T::from_f64(0.0) },
+    );
+    let gram = a.adjoint() * a - r.adjoint() * &r;
+    norm1(&gram) / (norm1(a).powi(2) * m as f64 * T::PRECISION.epsilon())
+}
+
+/// A rank's side of a distributed QR in precision `T` on `grid` of an `m x n` matrix in tiles of
+/// `tile`: bytes sent as the panels' count says (each panel from its diagonal down with its T, to
+/// every other rank holding a block column right of it), R against A, and the reflectors below the
+/// diagonal (the factor is not A's upper triangle).
+fn qr_in_precision<T: TestScalar>(
+    world: &mpi::topology::SimpleCommunicator,
+    grid: ProcessGrid,
+    (m, n, tile): (usize, usize, usize),
+) {
+    let a = DistributedMatrix::<T>::random(world, (m, n), tile, grid, 4).unwrap();
+    let mut f = a.clone();
+    let run = hetla::Qr::new()
+        .clusters("1x1".parse().unwrap())
+        .factor_distributed(world, &mut f)
+        .unwrap();
+    assert_eq!(run.precision, T::PRECISION);
+    assert_eq!(run.bytes_sent_by_rank, run.bytes_expected_by_rank);
+    let q = grid.cols();
+    let mut count = vec![0; grid.size()];
+    for k in 0..n.div_ceil(tile) {
+        let width = tile.min(n - k * tile);
+        let to: std::collections::BTreeSet<usize> = (k + 1..n.div_ceil(tile))
+            .map(|j| j % q)
+            .filter(|&r| r != k % q)
+            .collect();
+        count[k % q] += to.len() * (m - k * tile + width) * width * size_of::<T>();
+    }
+    assert_eq!(run.bytes_sent_by_rank, count);
+    if let (Some(a), Some(f)) = (a.gather(world).unwrap(), f.gather(world).unwrap()) {
+        let ratio = r_ratio(&a, &f);
+        assert!(
+            ratio < RESIDUAL_THRESHOLD,
+            "{}: R ratio {ratio}",
+            T::PRECISION
+        );
+        assert!(f[(m - 1, 0)] != a[(m - 1, 0)]);
+        println!(
+            "{}: {m}x{n} R ratio {ratio:.3e}, sent {:?}",
+            T::PRECISION,
+            run.bytes_sent_by_rank
+        );
+    }
+}
+
 /// A rank's side of ScaLAPACK's QR in precision `T` on `grid` of an `m x n` random matrix in tiles
 /// of 4: p?geqrf's R against A (R^H R = A^H A, as LAPACK's checks scale it), and p?gels's solutions
 /// by LAPACK's dqrt17 ratio ||A^H (B - A X)||_1 / (||A||_1 ||B||_1 max(m, n, nrhs) eps).
@@ -794,22 +960,7 @@ fn peer_qr_in_precision<T: TestScalar>(
     let (Some(a), Some(f), Some(b), Some(x)) = gathered else {
         return;
     };
-    let norm1 = |m: &Mat<T>| {
-        (0..m.ncols())
-            .map(|j| {
-                (0..m.nrows())
-                    .map(|i| m[(i, j)].to_c64().norm())
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max)
-    };
-    let r = Mat::from_fn(
-        n,
-        n,
-        |i, j| if i <= j { f[(i, j)] } else { T::from_f64(0.0) },
-    );
-    let gram = a.adjoint() * &a - r.adjoint() * &r;
-    let ratio = norm1(&gram) / (norm1(&a).powi(2) * m as f64 * eps);
+    let ratio = r_ratio(&a, &f);
     assert!(
         ratio < RESIDUAL_THRESHOLD,
         "{}: R^H R ratio {ratio}",

@@ -18,7 +18,7 @@
 //! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so its
 //! tasks have two write accesses; the dependencies follow from the accesses as for every graph.
 
-use hetla_kernels::Op;
+use hetla_kernels::{Op, Shape};
 
 use crate::{Access, FACTOR, MatrixId, Mode, RHS, TaskGraph, TileRef, Tiling, TilingError};
 
@@ -108,6 +108,71 @@ pub fn qr_with_rhs(a: &Tiling, b: &Tiling, tree: QrTree) -> Result<TaskGraph, Ti
 pub fn qr_apply_rhs(a: &Tiling, b: &Tiling, tree: QrTree) -> Result<TaskGraph, TilingError> {
     check_rhs_rows(a, b)?;
     build(a, Some(b), tree, false)
+}
+
+/// LAPACK's blocked Householder QR (?geqrf) of an `m x n` matrix `a` (m >= n, matrix [`FACTOR`])
+/// cut into block columns of `a.tile()` columns, as a task graph: tile (0, j) of the graph is the
+/// whole block column j, all m rows ([`qr_columns_shape`] gives the rows each task works on). For
+/// each k:
+///
+/// - `Geqrt(A_k)`: the panel, block column k from row k b down, factored into its reflectors and R
+///   block (its T beside it, as [`qr_t_slot`] names it: block column k's);
+/// - `Unmqr(A_k -> A_j)` for j > k: block column j from row k b down multiplied by the panel's Q^H;
+///   with `b` (matrix [`RHS`], m rows, in block columns of the same width), the same for each of
+///   B's block columns (Q^H B, least squares' right-hand side).
+///
+/// Each task writes one block column, so the dependencies follow from the accesses; the update of
+/// block column k + 1 and its panel form the critical path (the bottom levels prioritise them: the
+/// look-ahead). A block column is the unit a distributed QR on a grid of one process row moves (see
+/// `hetla::distributed`), as LU's block-column graph is. 2 m n^2 - 2 n^3 / 3 flops (plus 4 m n c -
+/// 2 n^2 c for c columns of B).
+pub fn qr_columns(a: &Tiling, b: Option<&Tiling>) -> Result<TaskGraph, TilingError> {
+    if let Some(b) = b {
+        check_rhs_rows(a, b)?;
+    }
+    if a.rows() < a.cols() {
+        return Err(TilingError::Wide {
+            rows: a.rows(),
+            cols: a.cols(),
+        });
+    }
+    let column = |m: MatrixId, j| TileRef::new(m, 0, j);
+    let mut g = TaskGraph::new();
+    let add = |g: &mut TaskGraph, op: Op, reads: &[(TileRef, Shape)], write: (TileRef, Shape)| {
+        let shapes: Vec<Shape> = reads.iter().map(|r| r.1).chain([write.1]).collect();
+        let accesses = reads
+            .iter()
+            .map(|&(tile, _)| Access {
+                tile,
+                mode: Mode::Read,
+            })
+            .chain([Access {
+                tile: write.0,
+                mode: Mode::ReadWrite,
+            }])
+            .collect();
+        g.add_task(op, accesses, flops(op, &shapes));
+    };
+    for k in 0..a.col_tiles() {
+        let panel = (column(FACTOR, k), qr_columns_shape(a, k, a.tile_cols(k)));
+        add(&mut g, Op::Geqrt, &[], panel);
+        for j in k + 1..a.col_tiles() {
+            let to = (column(FACTOR, j), qr_columns_shape(a, k, a.tile_cols(j)));
+            add(&mut g, Op::Unmqr, &[panel], to);
+        }
+        for c in 0..b.map_or(0, Tiling::col_tiles) {
+            let width = b.map_or(0, |b| b.tile_cols(c));
+            let to = (column(RHS, c), qr_columns_shape(a, k, width));
+            add(&mut g, Op::Unmqr, &[panel], to);
+        }
+    }
+    Ok(g)
+}
+
+/// The rows and columns a task of step `step` of [`qr_columns`] works on in a block column of
+/// `cols` columns: from row `step` b down.
+pub fn qr_columns_shape(a: &Tiling, step: usize, cols: usize) -> Shape {
+    (a.rows() - a.offset(step), cols)
 }
 
 fn check_rhs_rows(a: &Tiling, b: &Tiling) -> Result<(), TilingError> {

@@ -15,6 +15,14 @@ pub enum TilingError {
         /// Columns of the matrix.
         cols: usize,
     },
+    /// An algorithm that needs at least as many rows as columns (a block-column QR) got fewer.
+    #[error("expected at least as many rows as columns, got {rows}x{cols}")]
+    Wide {
+        /// Rows of the matrix.
+        rows: usize,
+        /// Columns of the matrix.
+        cols: usize,
+    },
     /// Two tilings that must agree (the factor and the right-hand sides) do not.
     #[error(
         "the right-hand sides have {rhs_rows} rows (tile {rhs_tile}) but the factor is {n}x{n} (tile {tile})"

@@ -100,14 +100,7 @@ impl Cholesky {
     crate::run::run_options!();
     crate::run::tuned_for!("cholesky");
 
-    /// Distributed runs only: how long a rank waits for tiles from another with nothing else
-    /// happening, or for every rank at a collective step of the call, before it presumes a rank
-    /// dead and ends with an error (default: ten minutes,
-    /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
-    pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.run.progress_timeout = Some(timeout);
-        self
-    }
+    crate::run::progress_timeout!();
 
     /// The tile size used for a matrix of order `n`: the one given, else the one the platform's
     /// performance models predict fastest (see [`Cholesky::plan`]; the first call for a new size

@@ -18,7 +18,7 @@ use hetla_kernels::Precision;
 use hetla_runtime::{Platform, Trace};
 use mpi::traits::Communicator;
 
-use super::exchange::{Outcome, Share, agree_within, gather_within, run_share, waiting};
+use super::exchange::{Outcome, Panels, Share, agree_within, gather_within, run_share, waiting};
 use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
 use crate::run::RunConfig;
@@ -88,7 +88,9 @@ impl Cholesky {
     /// Factors the distributed matrix `a` in place (`a`'s tiles become L's), in its precision:
     /// collective, every rank of `comm` calls it with its part of `a` (see the module
     /// documentation). The tile size is `a`'s; each rank runs its tasks on this builder's platform
-    /// (clusters, backend, GPUs) with its scheduler. On error `a`'s tiles are partly overwritten.
+    /// (clusters, backend, GPUs) with its scheduler. A NaN or an infinity on any rank is refused on
+    /// every rank before any work (that rank names the tile and the entry); on an error found
+    /// during the run (a pivot that is not positive), `a`'s tiles are partly overwritten.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -101,6 +103,18 @@ impl Cholesky {
                 "the tile size {b} is not the distributed matrix's ({})",
                 tiling.tile()
             ));
+        }
+        // NaN and infinities before any work, as on one node (each rank its own tiles; of a
+        // diagonal tile, the lower triangle that is read).
+        for (&(i, j), tile) in &a.tiles {
+            let checked = match i == j {
+                true => crate::check::check_finite_triangle("A", tile.as_ref(), true),
+                false => crate::check::check_finite("A", tile.as_ref()),
+            };
+            if let Err(e) = checked {
+                problem.get_or_insert(format!("in its tile ({i}, {j}): {e}"));
+                break;
+            }
         }
         let platform = self.resolve_platform();
         if let Err(e) = &platform {
@@ -121,7 +135,7 @@ impl Cholesky {
             &share,
             vec![(FACTOR, &mut a.tiles)],
             vec![],
-            None,
+            &Panels::None,
         )?;
         Ok(DistributedRun::of(out, share, (tiling, grid)))
     }
@@ -205,7 +219,7 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
         let mut sums = share.zero_sums::<T>();
         let written = vec![(RHS, &mut b.0.tiles), (SUMS, &mut sums)];
         let read = vec![(FACTOR, &f.tiles)];
-        let out = run_share(run, comm, &platform, &share, written, read, None)?;
+        let out = run_share(run, comm, &platform, &share, written, read, &Panels::None)?;
         solve.seconds += out.seconds;
         for (r, (sent, expected)) in out
             .bytes_sent_by_rank

@@ -40,7 +40,7 @@
 //!   tells the tasks that read the panel that it is in.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use faer::{Mat, MatRef};
@@ -53,6 +53,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalenc
 use super::matrix::REFUSED;
 use super::wire::{self, Wire};
 use crate::lu::work::PivotedWork;
+use crate::qr::work::ReflectorWork;
 use crate::run::RunConfig;
 use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};
 use crate::{Error, Plan, Platform, Result};
@@ -79,17 +80,42 @@ pub(super) struct Pivots<'p> {
     pub zero: &'p AtomicUsize,
 }
 
-impl Pivots<'_> {
-    /// The first row and the width of block column `col`'s panel.
-    fn panel(&self, col: usize) -> (usize, usize) {
-        (self.tiling.offset(col), self.tiling.tile_cols(col))
+/// The T's of a distributed QR in block columns, written by its panels and read by its updates:
+/// each rank's slots ([`ReflectorWork::slot`]), filled by its own panels and by the messages of the
+/// others'. Each T is as wide as its panel (no inner blocking).
+pub(super) struct Reflectors<'p, T> {
+    /// The block columns of the factored matrix.
+    pub tiling: Tiling,
+    /// The T's, by slot.
+    pub ts: &'p [OnceLock<Mat<T>>],
+}
+
+/// What a block-column factorisation's panels carry beside their rows from the diagonal down
+/// (`None`: tiles travel whole, as Cholesky's and the substitutions' do).
+pub(super) enum Panels<'p, T> {
+    None,
+    /// LU's interchanges.
+    Interchanges(Pivots<'p>),
+    /// QR's T's.
+    Reflectors(Reflectors<'p, T>),
+}
+
+impl<T> Panels<'_, T> {
+    /// The first row and the width of block column `col`'s panel; `None` when tiles travel whole.
+    fn panel(&self, col: usize) -> Option<(usize, usize)> {
+        let tiling = match self {
+            Panels::None => return None,
+            Panels::Interchanges(p) => p.tiling,
+            Panels::Reflectors(r) => r.tiling,
+        };
+        Some((tiling.offset(col), tiling.tile_cols(col)))
     }
 }
 
 /// Runs this rank's share of a plan on `platform` beside the communication loop, over the tiles of
-/// `written` and `read` (and, for LU, its interchanges in `pivots`), with the scheduler and the
-/// progress timeout of `run`, and agrees on the outcome with every rank (see the module
-/// documentation).
+/// `written` and `read` (and what the panels of a block-column factorisation carry, `panels`), with
+/// the scheduler and the progress timeout of `run`, and agrees on the outcome with every rank (see
+/// the module documentation).
 pub(super) fn run_share<T: Wire, C: Communicator>(
     run: &RunConfig,
     comm: &C,
@@ -97,14 +123,14 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
     share: &Share,
     written: Vec<(MatrixId, &mut Tiles<T>)>,
     read: Vec<(MatrixId, &Tiles<T>)>,
-    pivots: Option<&Pivots<'_>>,
+    panels: &Panels<'_, T>,
 ) -> Result<Outcome> {
     let (outgoing, packed) = mpsc::channel();
     let on_written = |task: TaskId, tile: TileRef, m: MatRef<'_, T>| {
         if share.sends[task].is_empty() {
             return Ok(());
         }
-        let message = pack(tile, m, pivots).ok_or_else(|| KernelError::Operands {
+        let message = pack(tile, m, panels).ok_or_else(|| KernelError::Operands {
             op: share.graph.task(task).op,
             reason: format!(
                 "tile ({}, {}) has an index too large for a message",
@@ -124,15 +150,29 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         store: &tiles,
         backend: platform.backend(),
     };
-    let pivoted = pivots.map(|p| PivotedWork {
-        tiles: TileWork { ..work },
-        tiling: p.tiling,
-        ipiv: p.ipiv,
-        zero: p.zero,
-    });
-    let work: &dyn Workload = match &pivoted {
-        Some(pivoted) => pivoted,
-        None => &work,
+    let pivoted;
+    let reflected;
+    let work: &dyn Workload = match panels {
+        Panels::None => &work,
+        Panels::Interchanges(p) => {
+            pivoted = PivotedWork {
+                tiles: TileWork { ..work },
+                tiling: p.tiling,
+                ipiv: p.ipiv,
+                zero: p.zero,
+            };
+            &pivoted
+        }
+        Panels::Reflectors(r) => {
+            reflected = ReflectorWork {
+                tiles: TileWork { ..work },
+                tiling: r.tiling,
+                inner: r.tiling.tile(),
+                ts: r.ts,
+                columns: true,
+            };
+            &reflected
+        }
     };
     let options = RunOptions {
         scheduler: run.scheduler,
@@ -153,7 +193,7 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
     let initial = initial.unwrap_or_default();
     let start = Instant::now();
     let (run, exchanged) = execute_beside(platform, work, &options, |inbox| {
-        Exchange::new(comm, share, &tiles, packed, timeout, pivots).run(inbox, initial)
+        Exchange::new(comm, share, &tiles, packed, timeout, panels).run(inbox, initial)
     });
     let mine = start.elapsed().as_secs_f64();
     let exchanged = exchanged?;
@@ -409,8 +449,8 @@ struct Exchange<'r, T: Wire, C: Communicator> {
     ended_from: Vec<Option<usize>>,
     sent_to: Vec<usize>,
     done: Exchanged,
-    /// A distributed LU's interchanges, which its panels' messages carry.
-    pivots: Option<&'r Pivots<'r>>,
+    /// What a block-column factorisation's panels carry.
+    panels: &'r Panels<'r, T>,
 }
 
 impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
@@ -420,7 +460,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         tiles: &'r TileSet<'r, T>,
         packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
         timeout: Duration,
-        pivots: Option<&'r Pivots<'r>>,
+        panels: &'r Panels<'r, T>,
     ) -> Self {
         let size = comm.size() as usize;
         let mut ended_from = vec![None; size];
@@ -440,7 +480,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
                 tiles_sent: 0,
                 bytes_sent: 0,
             },
-            pivots,
+            panels,
         }
     }
 
@@ -567,6 +607,37 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
     }
 
     /// A message from `from`: a tile, delivered to the tasks that read it, or `from`'s last word.
+    /// Stores what the panel of `tile` (its first row and width) carried: LU's interchanges or QR's
+    /// T, before the panel's readers are told it is in.
+    fn store_carried(
+        &self,
+        tile: TileRef,
+        (first, width): (usize, usize),
+        carried: &[T::Part],
+    ) -> std::result::Result<(), String> {
+        match self.panels {
+            Panels::None => Ok(()),
+            Panels::Interchanges(pivots) => {
+                for (i, &p) in carried.iter().enumerate() {
+                    let row =
+                        T::as_index(p).filter(|&r| r >= first + i && r < pivots.tiling.rows());
+                    let Some(row) = row else {
+                        return Err(format!("whose interchange {i} is not a row of its panel"));
+                    };
+                    pivots.ipiv[first + i].store(row, Relaxed);
+                }
+                Ok(())
+            }
+            Panels::Reflectors(r) => {
+                let t = wire::tile_of::<T>(width, width, carried)
+                    .ok_or_else(|| "whose T has the wrong size".to_string())?;
+                r.ts[ReflectorWork::<T>::slot(&r.tiling, tile, false)]
+                    .set(t)
+                    .map_err(|_| "whose T arrived twice".to_string())
+            }
+        }
+    }
+
     fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<T::Part>) {
         if tag == END {
             let word = |i: usize| data.get(i).and_then(|&p| T::as_index(p));
@@ -591,26 +662,22 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         };
         let (mut rows, cols) = self.share.plan.shape(tile);
         let mut parts = parts;
-        if let Some(pivots) = self.pivots {
-            let (first, width) = pivots.panel(tile.col);
-            let Some(split) = parts.len().checked_sub(width) else {
+        if let Some((first, width)) = self.panels.panel(tile.col) {
+            let extra = match self.panels {
+                Panels::Reflectors(_) => width * width * T::PARTS,
+                _ => width,
+            };
+            let Some(split) = parts.len().checked_sub(extra) else {
                 inbox.fail(wrong(format!(
-                    "with {} values, fewer than its {width} interchanges",
+                    "with {} values, fewer than the {extra} its panel carries",
                     parts.len()
                 )));
                 return;
             };
-            let (entries, swaps) = parts.split_at(split);
-            for (i, &p) in swaps.iter().enumerate() {
-                match T::as_index(p).filter(|&r| r >= first + i && r < pivots.tiling.rows()) {
-                    Some(r) => pivots.ipiv[first + i].store(r, Relaxed),
-                    None => {
-                        inbox.fail(wrong(format!(
-                            "whose interchange {i} is not a row of its panel"
-                        )));
-                        return;
-                    }
-                }
+            let (entries, carried) = parts.split_at(split);
+            if let Err(why) = self.store_carried(tile, (first, width), carried) {
+                inbox.fail(wrong(why));
+                return;
             }
             (rows, parts) = (rows - first, entries);
         }
@@ -706,18 +773,24 @@ impl<P: Equivalence + 'static> InFlight<P> {
 }
 
 /// The message of a tile a task wrote: the tile; for LU, a panel's rows from its diagonal down and
-/// its interchanges (see the module documentation). `None` when an index is too large to name.
-fn pack<T: Wire>(
-    tile: TileRef,
-    m: MatRef<'_, T>,
-    pivots: Option<&Pivots<'_>>,
-) -> Option<Vec<T::Part>> {
-    let Some(pivots) = pivots else {
+/// its interchanges; for QR in block columns, those rows and its T (see the module documentation).
+/// `None` when an index is too large to name (or a QR panel has no T).
+fn pack<T: Wire>(tile: TileRef, m: MatRef<'_, T>, panels: &Panels<'_, T>) -> Option<Vec<T::Part>> {
+    let Some((first, width)) = panels.panel(tile.col) else {
         return wire::message(tile, m);
     };
-    let (first, width) = pivots.panel(tile.col);
     let mut message = wire::message(tile, m.subrows(first, m.nrows() - first))?;
-    // Exact as parts: a distributed LU refuses orders from 2^24 on before any work.
-    message.extend((first..first + width).map(|i| T::index(pivots.ipiv[i].load(Relaxed))));
+    match panels {
+        Panels::None => {}
+        // Exact as parts: a distributed LU refuses orders from 2^24 on before any work.
+        Panels::Interchanges(pivots) => {
+            message.extend((first..first + width).map(|i| T::index(pivots.ipiv[i].load(Relaxed))))
+        }
+        // The panel's factorisation set its T before the panel was handed over.
+        Panels::Reflectors(r) => {
+            let t = r.ts[ReflectorWork::<T>::slot(&r.tiling, tile, false)].get()?;
+            message.extend(wire::parts_of(t.as_ref()));
+        }
+    }
     Some(message)
 }

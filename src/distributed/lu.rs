@@ -38,7 +38,7 @@ use hetla_factorizations::{FACTOR, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Pivots, Share, agree_within, gather_within, run_share, waiting};
+use super::exchange::{Panels, Pivots, Share, agree_within, gather_within, run_share, waiting};
 use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
 use crate::tiles::HeldTiles;
@@ -79,13 +79,7 @@ impl DistributedLu {
 }
 
 impl Lu {
-    /// How long a rank of [`Lu::factor_distributed`] waits for another, with nothing else happening
-    /// (or for every rank at a collective step of the call), before it presumes a rank dead and
-    /// ends with an error (default [`DEFAULT_PROGRESS_TIMEOUT`](super::DEFAULT_PROGRESS_TIMEOUT)).
-    pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.run.progress_timeout = Some(timeout);
-        self
-    }
+    crate::run::progress_timeout!();
 
     /// Factors the general, square distributed matrix `a` in place as P A = L U (its tiles become
     /// L's and U's, as ScaLAPACK's p?getrf leaves them), in its precision: collective, every rank
@@ -156,11 +150,11 @@ impl Lu {
         }
         let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
         let zero = AtomicUsize::new(usize::MAX);
-        let pivots = Pivots {
+        let pivots = Panels::Interchanges(Pivots {
             tiling,
             ipiv: &ipiv,
             zero: &zero,
-        };
+        });
         let out = run_share(
             &self.run,
             comm,
@@ -168,7 +162,7 @@ impl Lu {
             &share,
             vec![(FACTOR, &mut columns)],
             vec![],
-            Some(&pivots),
+            &pivots,
         )?;
 
         // The same interchanges and first zero pivot on every rank: each rank's list holds its own

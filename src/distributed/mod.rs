@@ -35,6 +35,7 @@ mod cholesky;
 mod exchange;
 mod lu;
 mod matrix;
+mod qr;
 #[cfg(feature = "scalapack")]
 pub mod scalapack;
 mod wire;

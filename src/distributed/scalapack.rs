@@ -1,15 +1,15 @@
 //! ScaLAPACK's `p?potrf` on a [`DistributedMatrix`] and `p?potrs` on a [`DistributedRhs`], its LU
 //! with partial pivoting, `p?getrf` on a general [`DistributedMatrix`] and `p?getrs`, and its QR
-//! and least squares, `p?geqrf` and `p?gels` on a tall one, in the matrices' precision (s, d, c, z):
-//! the peers a distributed factorisation and solve are measured against (feature `scalapack`; apt
-//! `libscalapack-openmpi-dev`).
+//! and least squares, `p?geqrf` and `p?gels` on a tall one, in the matrices' precision (s, d, c,
+//! z): the peers a distributed factorisation and solve are measured against (feature `scalapack`;
+//! apt `libscalapack-openmpi-dev`).
 //!
 //! The tiles already sit where ScaLAPACK wants them: with block size = tile size, source process
 //! (0, 0) and a BLACS grid in row-major order, global tile (I, J) is on process (I mod P, J mod Q),
 //! at local block (I / P, J / Q) of its column-major local array. The tiles are copied into that
-//! array (not timed), the routine runs between two barriers, and the result's
-//! tiles are copied back. A complex local array is faer's `c32`/`c64` entries, laid out as
-//! Fortran's COMPLEX (real part, then imaginary).
+//! array (not timed), the routine runs between two barriers, and the result's tiles are copied
+//! back. A complex local array is faer's `c32`/`c64` entries, laid out as Fortran's COMPLEX (real
+//! part, then imaginary).
 
 use std::ffi::c_char;
 

@@ -8,7 +8,8 @@ use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
     QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling, backward_substitution,
     cholesky_inverse, cholesky_inverting_panels, distributed_substitution, forward_substitution,
-    ldlt, ldlt_shapes, lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_with_rhs, sum_shape,
+    ldlt, ldlt_shapes, lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_columns,
+    qr_columns_shape, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -192,6 +193,15 @@ pub enum Algorithm {
         /// The reduction tree A was factored with.
         tree: QrTree,
     },
+    /// LAPACK's blocked Householder QR A = Q R of an m x n matrix (m >= n) in block columns
+    /// ([`qr_columns`]; matrix [`FACTOR`]: R on and above the diagonal, the reflectors below, each
+    /// panel's T beside it): what a distributed QR on a grid of one process row runs.
+    QrColumns {
+        /// Rows.
+        m: usize,
+        /// Columns.
+        n: usize,
+    },
     /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
     Gemm {
         /// Rows of C.
@@ -215,6 +225,7 @@ impl Algorithm {
             Algorithm::Ldlt { .. } => "ldlt",
             Algorithm::Qr { .. } => "qr",
             Algorithm::QrApply { .. } => "qr-apply",
+            Algorithm::QrColumns { .. } => "qr-columns",
             Algorithm::Gemm { .. } => "gemm",
         }
     }
@@ -411,6 +422,38 @@ impl Plan {
             task.accesses
                 .iter()
                 .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
+                .collect()
+        });
+        plan.schedule.restrictions = Self::cpu_only_ops();
+        Ok(plan)
+    }
+
+    /// LAPACK's blocked QR of an `m x n` matrix (m >= n) in block columns of `tile` columns
+    /// ([`qr_columns`]), in `precision`; 2 m n^2 - 2 n^3 / 3 flops. Each task's kernel key has the
+    /// rows it works on (the panel's rows down, [`qr_columns_shape`]); each panel's T is as wide as
+    /// the panel (no inner blocking). On CPU clusters only, as the tiled QR.
+    pub fn qr_columns(m: usize, n: usize, tile: usize, precision: Precision) -> Result<Self> {
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        let t = n.div_ceil(tile) as u128;
+        crate::limits::check_graph(
+            &format!("the QR graph of {m} x {n} in block columns of {tile}"),
+            t.saturating_mul(t),
+            0,
+        )?;
+        let tiling = Tiling::new(m, n, tile)?;
+        let graph = qr_columns(&tiling, None)?;
+        let (mf, nf) = (m as f64, n as f64);
+        let flops = 2.0 * mf * nf * nf - 2.0 * nf * nf * nf / 3.0;
+        let layouts = vec![(FACTOR, Layout::Columns(tiling))];
+        let algorithm = Algorithm::QrColumns { m, n };
+        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
+        plan.set_keys(|task| {
+            let step = task.accesses[0].tile.col;
+            task.accesses
+                .iter()
+                .map(|a| qr_columns_shape(&tiling, step, tiling.tile_cols(a.tile.col)))
                 .collect()
         });
         plan.schedule.restrictions = Self::cpu_only_ops();
@@ -760,7 +803,8 @@ impl Plan {
     /// Bytes of the message that carries `tile` to another rank in a distributed run of the plan:
     /// the tile; for LU, whose tiles are block columns and of which only the panels travel, the
     /// panel's rows from its diagonal down and its interchanges (one whole number a column, in a
-    /// part of the precision: half an entry in a complex one).
+    /// part of the precision: half an entry in a complex one); for QR in block columns, the panel's
+    /// rows from its diagonal down and its T.
     pub fn message_bytes(&self, tile: TileRef) -> usize {
         match self.algorithm {
             Algorithm::Lu { n } => {
@@ -772,6 +816,11 @@ impl Plan {
                     bytes
                 };
                 (n.saturating_sub(first) * bytes + part) * width
+            }
+            // A QR panel: its rows from the diagonal down, then its T (width x width).
+            Algorithm::QrColumns { m, .. } => {
+                let (first, width) = (tile.col * self.tile, self.shape(tile).1);
+                (m.saturating_sub(first) + width) * width * self.precision.bytes()
             }
             _ => self.tile_bytes(tile),
         }

@@ -283,6 +283,7 @@ impl Plan {
             tiling,
             inner,
             ts,
+            columns: false,
         };
         execute(platform, &work, &self.run_options(options)).map_err(|e| self.run_error(e))
     }

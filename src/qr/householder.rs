@@ -65,8 +65,8 @@ pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Qr {
-    run: RunConfig,
-    tile: Option<usize>,
+    pub(crate) run: RunConfig,
+    pub(crate) tile: Option<usize>,
     inner: usize,
     tree: QrTree,
 }

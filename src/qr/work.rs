@@ -22,6 +22,12 @@ pub(crate) struct ReflectorWork<'w, T: Scalar> {
     pub inner: usize,
     /// The T's, by slot.
     pub ts: &'w [std::sync::OnceLock<faer::Mat<T>>],
+    /// Whether the tiles are whole block columns (LAPACK's blocked QR, [`qr_columns`]): a task of
+    /// step k then works on its block columns' rows from row k b down, and a panel received from
+    /// another rank holds only those rows.
+    ///
+    /// [`qr_columns`]: hetla_factorizations::qr_columns
+    pub columns: bool,
 }
 
 impl<T: Scalar> ReflectorWork<'_, T> {
@@ -88,16 +94,32 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
                 .tile(reads[n].tile)
                 .ok_or_else(|| missing(reads[n].tile))
         };
+        // In block columns: the rows from the step's diagonal down (a received panel holds no
+        // others).
+        let first = self.columns.then(|| {
+            self.tiling
+                .offset(reads.first().unwrap_or(&writes[0]).tile.col)
+        });
+        let whole = self.tiling.rows();
         match (op, Stack::of(op)) {
             (Op::Geqrt, _) => {
-                let a = write(0)?;
+                let a = rows_below(write(0)?, first);
                 let k = a.nrows().min(a.ncols());
                 // An inner block wider than the tile is the whole tile.
                 let mut t = faer::Mat::zeros(self.inner.min(k).max(1), k);
                 backend.qr_tile(a, t.as_mut(), par)?;
                 set(t)?;
             }
-            (Op::Unmqr, _) => backend.qr_apply(read(0)?, get()?.as_ref(), write(0)?, true, par)?,
+            (Op::Unmqr, _) => {
+                let v = read(0)?;
+                // A panel received from another rank holds only its rows from the diagonal.
+                let v = match v.nrows() == whole {
+                    true => v.subrows(first.unwrap_or(0), whole - first.unwrap_or(0)),
+                    false => v,
+                };
+                let c = rows_below(write(0)?, first);
+                backend.qr_apply(v, get()?.as_ref(), c, true, par)?
+            }
             (Op::Tsqrt | Op::Ttqrt, Some(stack)) => {
                 let (r, b) = (write(0)?, write(1)?);
                 let n = r.ncols();
@@ -118,5 +140,16 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
             self.tiles.store.ran(id, task, w.tile)?;
         }
         Ok(())
+    }
+}
+
+/// `m`'s rows from `first` down (all of them without).
+fn rows_below<T: Scalar>(m: faer::MatMut<'_, T>, first: Option<usize>) -> faer::MatMut<'_, T> {
+    match first {
+        Some(first) => {
+            let rows = m.nrows() - first;
+            m.subrows_mut(first, rows)
+        }
+        None => m,
     }
 }

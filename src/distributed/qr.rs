@@ -1,0 +1,123 @@
+//! The distributed Householder QR of a tall general [`DistributedMatrix`] (m >= n), in place:
+//! [`Qr::factor_distributed`].
+//!
+//! It runs LAPACK's blocked QR as a task graph ([`Plan::qr_columns`]: block columns of the tile's
+//! width, a panel per block column factored into its reflectors, R block and T, an update per block
+//! column right of it) on the distributed engine of `exchange.rs`, owner computes, as distributed
+//! LU does: on a 1 x Q grid every tile of block column j lives on rank j mod Q, which assembles its
+//! block columns, runs their tasks on its own runtime and sends each panel, once factored, to every
+//! rank with a column right of it to update: the panel's rows from its diagonal down and its T (as
+//! wide as the panel), one message per rank (ScaLAPACK's pdgeqrf broadcasts the panel's reflectors
+//! and T along its process row). The look-ahead is the graph's own: the update of block column k +
+//! 1 and its panel are on the critical path, and the whole graph's bottom levels put them first.
+//!
+//! - **The result** is LAPACK's layout, in `a`'s tiles: R on and above the diagonal, the
+//!   reflectors below; the T's stay with the run (a least-squares solve will carry B's columns in
+//!   the same graph, [`hetla_factorizations::qr_columns`] with B, rather than apply them later).
+//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks, where a
+//!   communication-avoiding tree (TSQR within a process column) is the algorithm to run; it is not
+//!   built yet, and such a grid is refused on every rank before any work.
+//! - **Memory**: a rank holds its block columns (m x b each) while it runs, copied from its tiles
+//!   before the clock starts and back after it stops; a received panel (its rows from the diagonal
+//!   down) is held until its last reader on the rank ran.
+
+use std::sync::OnceLock;
+
+use hetla_factorizations::FACTOR;
+use mpi::traits::Communicator;
+
+use super::cholesky::DistributedRun;
+use super::exchange::{Panels, Reflectors, Share, agree_within, run_share, waiting};
+use super::matrix::DistributedMatrix;
+use super::wire::Wire;
+use crate::qr::work::ReflectorWork;
+use crate::tiles::HeldTiles;
+use crate::{Plan, Qr, Result};
+
+impl Qr {
+    crate::run::progress_timeout!();
+
+    /// Factors the tall general distributed matrix `a` (m x n, m >= n) in place as Q R (its tiles
+    /// become LAPACK's: R on and above the diagonal, the Householder reflectors below), in its
+    /// precision: collective, every rank of `comm` calls it with its part of `a` (see the module
+    /// documentation). `a`'s grid must be 1 x Q; the tile size is `a`'s (the block width), each
+    /// rank runs its tasks on this builder's platform with its scheduler (the builder's tree and
+    /// inner block are the tiled QR's and are not used: a panel's T is as wide as the panel). A
+    /// NaN or an infinity on any rank, a lower-only or a wide matrix, another grid or a tile that
+    /// is not `a`'s are refused on every rank before any work; on error `a` is unchanged.
+    pub fn factor_distributed<T: Wire, C: Communicator>(
+        &self,
+        comm: &C,
+        a: &mut DistributedMatrix<T>,
+    ) -> Result<DistributedRun> {
+        let (tiling, grid) = (a.tiling, a.grid);
+        let (m, n) = (tiling.rows(), tiling.cols());
+        let mut problem = None;
+        if a.lower {
+            problem = Some("the matrix holds only a lower triangle (a symmetric one, from random_spd or from_local_tiles): QR factors a general matrix, every tile (DistributedMatrix::random, from_local_general_tiles)".to_string());
+        } else if m < n {
+            problem = Some(format!(
+                "the matrix is {m} x {n}: a distributed QR factors one with at least as many rows as columns"
+            ));
+        } else if grid.rows() != 1 {
+            problem = Some(format!(
+                "the grid is {grid}: distributed QR runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
+            ));
+        }
+        if let Some(b) = self.tile.filter(|&b| b != tiling.tile()) {
+            problem.get_or_insert(format!(
+                "the tile size {b} is not the distributed matrix's ({})",
+                tiling.tile()
+            ));
+        }
+        // NaN and infinities before any work, as on one node (each rank its own tiles).
+        for (&(i, j), tile) in &a.tiles {
+            if let Err(e) = crate::check::check_finite("A", tile.as_ref()) {
+                problem.get_or_insert(format!("in its tile ({i}, {j}): {e}"));
+                break;
+            }
+        }
+        let platform = self.resolve_platform();
+        if let Err(e) = &platform {
+            problem.get_or_insert(format!("no platform: {e}"));
+        }
+        let share = Plan::qr_columns(m, n, tiling.tile(), T::PRECISION)
+            .and_then(|plan| Share::new(plan, grid, a.rank));
+        if let (None, Err(e)) = (&problem, &share) {
+            problem = Some(e.to_string());
+        }
+        let timeout = waiting(&self.run);
+        agree_within(comm, problem, timeout, "the check of the inputs")?;
+        let (platform, share) = (platform?, share?);
+
+        // This rank's block columns, assembled from its tiles (before the clock).
+        let mut columns: HeldTiles<T> = HeldTiles::new();
+        for (&(i, j), tile) in &a.tiles {
+            let column = columns
+                .entry((0, j))
+                .or_insert_with(|| faer::Mat::zeros(m, tiling.tile_cols(j)));
+            column
+                .as_mut()
+                .subrows_mut(tiling.offset(i), tile.nrows())
+                .copy_from(tile.as_ref());
+        }
+        let ts: Vec<OnceLock<faer::Mat<T>>> = (0..ReflectorWork::<T>::slots(&tiling))
+            .map(|_| OnceLock::new())
+            .collect();
+        let reflectors = Panels::Reflectors(Reflectors { tiling, ts: &ts });
+        let out = run_share(
+            &self.run,
+            comm,
+            &platform,
+            &share,
+            vec![(FACTOR, &mut columns)],
+            vec![],
+            &reflectors,
+        )?;
+        for (&(i, j), tile) in a.tiles.iter_mut() {
+            let column = &columns[&(0, j)];
+            tile.copy_from(column.as_ref().subrows(tiling.offset(i), tile.nrows()));
+        }
+        Ok(DistributedRun::of(out, share, (tiling, grid)))
+    }
+}
