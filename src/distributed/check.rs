@@ -10,6 +10,8 @@
 //! - [`DistributedLu::probed_residual`](super::DistributedLu::probed_residual): the same for a
 //!   distributed LU (P A = L U, L unit lower and U upper in one general matrix, with its
 //!   interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps), LAPACK's dget01 ratio probed.
+//! - [`probed_qr_residual`]: R of a distributed QR against A, ||A^H (A V) - R^H (R V)||_1 / (m
+//!   ||A||_1^2 ||V||_1 eps) (R^H R = A^H A whatever the reflectors).
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
 //!   measure [`crate::check::solve_backward_error`] gives on one node; A symmetric (its lower
 //!   triangle held, a Cholesky's) or general (every tile held, an LU's).
@@ -97,6 +99,39 @@ pub(super) fn probed_lu_residual<T: Wire, C: Communicator>(
     let eps = T::PRECISION.epsilon();
     let anorm = general_norm1(comm, a);
     Ok(norm1((pav - luv).as_ref()) / (n as f64 * anorm * norm1(v.as_ref()) * eps))
+}
+
+/// The probed scaled residual of the R in the distributed QR factor `f` (LAPACK's layout, as
+/// [`crate::Qr::factor_distributed`] leaves it) of the tall general matrix `a`: R^H R = A^H A
+/// whatever the reflectors, so ||A^H (A V) - R^H (R V)||_1 / (m ||A||_1^2 ||V||_1 eps) with random
+/// columns V, each product computed where the tiles live (see the module documentation):
+/// collective, the same value on every rank. 0 for an empty matrix.
+pub fn probed_qr_residual<T: Wire, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    f: &DistributedMatrix<T>,
+    seed: u64,
+) -> Result<f64> {
+    same_layout(a, f, "the factor")?;
+    let (m, n) = (a.tiling.rows(), a.tiling.cols());
+    if a.lower || f.lower || m < n {
+        return Err(Error::InvalidOption {
+            option: "residual",
+            reason: "a QR's residual needs tall general matrices (m >= n, every tile held)".into(),
+        });
+    }
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let v = crate::matgen::random_in::<f64>(n, PROBES, seed);
+    let v = Mat::<T>::from_fn(n, PROBES, |i, j| T::from_f64(v[(i, j)]));
+    let av = all_sum(comm, general_times(a, v.as_ref(), Part::Whole));
+    let aav = all_sum(comm, adjoint_times(a, av.as_ref(), Part::Whole));
+    let rv = all_sum(comm, general_times(f, v.as_ref(), Part::Upper));
+    let rrv = all_sum(comm, adjoint_times(f, rv.as_ref(), Part::Upper));
+    let eps = T::PRECISION.epsilon();
+    let anorm = general_norm1(comm, a);
+    Ok(norm1((aav - rrv).as_ref()) / (m as f64 * anorm * anorm * norm1(v.as_ref()) * eps))
 }
 
 /// ||A X - B||_1 / (||A||_1 ||X||_1) of the distributed solution `x` of A X = B (see the
@@ -242,36 +277,99 @@ enum Part {
     StrictLower,
 }
 
+/// The blocks of tile (i, j) of shape `(rows, cols)` that `part` reads: (first row, first column,
+/// rows, columns) and their structure. A diagonal tile need not be square (the last tile column of
+/// a tall matrix): its leading square carries the triangle, the rest is wholly in or out.
+fn pieces(
+    (i, j): (usize, usize),
+    (rows, cols): (usize, usize),
+    part: Part,
+) -> Vec<((usize, usize, usize, usize), BlockStructure)> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let r = BlockStructure::Rectangular;
+    let k = rows.min(cols);
+    match (part, i.cmp(&j)) {
+        (Part::Whole, _) | (Part::Upper, Less) | (Part::StrictLower, Greater) => {
+            vec![((0, 0, rows, cols), r)]
+        }
+        (Part::Upper, Equal) => {
+            let mut p = vec![((0, 0, k, k), BlockStructure::TriangularUpper)];
+            if cols > k {
+                p.push(((0, k, rows, cols - k), r));
+            }
+            p
+        }
+        (Part::StrictLower, Equal) => {
+            let mut p = vec![((0, 0, k, k), BlockStructure::StrictTriangularLower)];
+            if rows > k {
+                p.push(((k, 0, rows - k, cols), r));
+            }
+            p
+        }
+        (Part::Upper, Greater) | (Part::StrictLower, Less) => vec![],
+    }
+}
+
 /// This rank's part of `part(m) x` for a general matrix `m` (every tile held).
 fn general_times<T: Wire>(m: &DistributedMatrix<T>, x: MatRef<'_, T>, part: Part) -> Mat<T> {
-    use std::cmp::Ordering::{Equal, Greater, Less};
     let t = &m.tiling;
     let mut y = Mat::<T>::zeros(t.rows(), x.ncols());
     let k = x.ncols();
     let r = BlockStructure::Rectangular;
     for (&(i, j), tile) in &m.tiles {
-        let structure = match (part, i.cmp(&j)) {
-            (Part::Whole, _) | (Part::Upper, Less) | (Part::StrictLower, Greater) => r,
-            (Part::Upper, Equal) => BlockStructure::TriangularUpper,
-            (Part::StrictLower, Equal) => BlockStructure::StrictTriangularLower,
-            (Part::Upper, Greater) | (Part::StrictLower, Less) => continue,
-        };
         let (ri, rj) = (t.offset(i), t.offset(j));
-        matmul_with_conj(
-            y.as_mut().submatrix_mut(ri, 0, tile.nrows(), k),
-            r,
-            Accum::Add,
-            tile.as_ref(),
-            structure,
-            Conj::No,
-            x.submatrix(rj, 0, tile.ncols(), k),
-            r,
-            Conj::No,
-            T::from_f64(1.0),
-            Par::Seq,
-        );
+        for ((r0, c0, rows, cols), structure) in pieces((i, j), (tile.nrows(), tile.ncols()), part)
+        {
+            matmul_with_conj(
+                y.as_mut().submatrix_mut(ri + r0, 0, rows, k),
+                r,
+                Accum::Add,
+                tile.submatrix(r0, c0, rows, cols),
+                structure,
+                Conj::No,
+                x.submatrix(rj + c0, 0, cols, k),
+                r,
+                Conj::No,
+                T::from_f64(1.0),
+                Par::Seq,
+            );
+        }
     }
     y
+}
+
+/// This rank's part of `part(m)^H y` for a general matrix `m` (every tile held).
+fn adjoint_times<T: Wire>(m: &DistributedMatrix<T>, y: MatRef<'_, T>, part: Part) -> Mat<T> {
+    let t = &m.tiling;
+    let mut z = Mat::<T>::zeros(t.cols(), y.ncols());
+    let k = y.ncols();
+    let r = BlockStructure::Rectangular;
+    for (&(i, j), tile) in &m.tiles {
+        let (ri, rj) = (t.offset(i), t.offset(j));
+        for ((r0, c0, rows, cols), structure) in pieces((i, j), (tile.nrows(), tile.ncols()), part)
+        {
+            // The adjoint of an upper triangle is lower, and the other way round.
+            let structure = match structure {
+                BlockStructure::TriangularUpper => BlockStructure::TriangularLower,
+                BlockStructure::StrictTriangularLower => BlockStructure::StrictTriangularUpper,
+                other => other,
+            };
+            matmul_with_conj(
+                z.as_mut().submatrix_mut(rj + c0, 0, cols, k),
+                r,
+                Accum::Add,
+                tile.submatrix(r0, c0, rows, cols).transpose(),
+                structure,
+                Conj::Yes,
+                y.submatrix(ri + r0, 0, rows, k),
+                r,
+                Conj::No,
+                T::from_f64(1.0),
+                Par::Seq,
+            );
+        }
+    }
+    z
 }
 
 /// ||A||_1 of the general matrix `a` (every tile held).
