@@ -106,9 +106,10 @@ fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
         Command::Batch(args) => {
             commands::batch::run(args).map(|r| put(out, args.json, &r, commands::batch::print))
         }
-        Command::Qr(args) => {
-            commands::qr::run(args).map(|r| put(out, args.json, &r, commands::qr::print))
-        }
+        Command::Qr(args) => commands::qr::run(args).map(|r| {
+            r.iter()
+                .for_each(|r| put(out, args.json, r, commands::qr::print))
+        }),
         Command::Lu(args) => commands::lu::run(args).map(|r| {
             r.iter()
                 .for_each(|r| put(out, args.json, r, commands::lu::print))

@@ -77,7 +77,9 @@ impl DistributedRun {
         let (n, tile) = (self.tiling.rows(), self.tiling.tile());
         let plan = match self.algorithm {
             crate::Algorithm::Lu { .. } => Plan::lu(n, tile, self.precision)?,
-            crate::Algorithm::QrColumns { m, n } => Plan::qr_columns(m, n, tile, self.precision)?,
+            crate::Algorithm::QrColumns { m, n, inner } => {
+                Plan::qr_columns(m, n, (tile, inner), self.precision)?
+            }
             _ => Plan::cholesky(n, tile, self.precision)?,
         };
         let split = plan.split(&self.grid).map_err(|e| Error::Distributed {

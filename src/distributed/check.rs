@@ -10,8 +10,8 @@
 //! - [`DistributedLu::probed_residual`](super::DistributedLu::probed_residual): the same for a
 //!   distributed LU (P A = L U, L unit lower and U upper in one general matrix, with its
 //!   interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps), LAPACK's dget01 ratio probed.
-//! - [`probed_qr_residual`]: R of a distributed QR against A, ||A^H (A V) - R^H (R V)||_1 / (m
-//!   ||A||_1^2 ||V||_1 eps) (R^H R = A^H A whatever the reflectors).
+//! - [`probed_qr_residual`]: R of a distributed QR against A, ||A^H (A V) - R^H (R V)||_1 /
+//!   (m ||A||_1^2 ||V||_1 eps) (R^H R = A^H A whatever the reflectors).
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
 //!   measure [`crate::check::solve_backward_error`] gives on one node; A symmetric (its lower
 //!   triangle held, a Cholesky's) or general (every tile held, an LU's).

@@ -82,12 +82,21 @@ pub(super) struct Pivots<'p> {
 
 /// The T's of a distributed QR in block columns, written by its panels and read by its updates:
 /// each rank's slots ([`ReflectorWork::slot`]), filled by its own panels and by the messages of the
-/// others'. Each T is as wide as its panel (no inner blocking).
+/// others'.
 pub(super) struct Reflectors<'p, T> {
     /// The block columns of the factored matrix.
     pub tiling: Tiling,
+    /// The inner block: the rows of a panel's T (at most the panel's width).
+    pub inner: usize,
     /// The T's, by slot.
     pub ts: &'p [OnceLock<Mat<T>>],
+}
+
+impl<T> Reflectors<'_, T> {
+    /// The rows of the T of a panel `width` columns wide.
+    fn t_rows(&self, width: usize) -> usize {
+        self.inner.min(width).max(1)
+    }
 }
 
 /// What a block-column factorisation's panels carry beside their rows from the diagonal down
@@ -167,7 +176,7 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
             reflected = ReflectorWork {
                 tiles: TileWork { ..work },
                 tiling: r.tiling,
-                inner: r.tiling.tile(),
+                inner: r.inner,
                 ts: r.ts,
                 columns: true,
             };
@@ -629,7 +638,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
                 Ok(())
             }
             Panels::Reflectors(r) => {
-                let t = wire::tile_of::<T>(width, width, carried)
+                let t = wire::tile_of::<T>(r.t_rows(width), width, carried)
                     .ok_or_else(|| "whose T has the wrong size".to_string())?;
                 r.ts[ReflectorWork::<T>::slot(&r.tiling, tile, false)]
                     .set(t)
@@ -664,7 +673,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         let mut parts = parts;
         if let Some((first, width)) = self.panels.panel(tile.col) {
             let extra = match self.panels {
-                Panels::Reflectors(_) => width * width * T::PARTS,
+                Panels::Reflectors(r) => r.t_rows(width) * width * T::PARTS,
                 _ => width,
             };
             let Some(split) = parts.len().checked_sub(extra) else {

@@ -6,14 +6,16 @@
 //! column right of it) on the distributed engine of `exchange.rs`, owner computes, as distributed
 //! LU does: on a 1 x Q grid every tile of block column j lives on rank j mod Q, which assembles its
 //! block columns, runs their tasks on its own runtime and sends each panel, once factored, to every
-//! rank with a column right of it to update: the panel's rows from its diagonal down and its T (as
-//! wide as the panel), one message per rank (ScaLAPACK's pdgeqrf broadcasts the panel's reflectors
-//! and T along its process row). The look-ahead is the graph's own: the update of block column k +
-//! 1 and its panel are on the critical path, and the whole graph's bottom levels put them first.
+//! rank with a column right of it to update: the panel's rows from its diagonal down and its T, one
+//! message per rank (ScaLAPACK's pdgeqrf broadcasts the panel's reflectors and T along its process
+//! row). A panel is factored in inner blocks (the builder's, 32 columns by default: its T has that
+//! many rows), each block's reflectors applied to the rest of the panel at once, as LAPACK's ?geqrt
+//! does. The look-ahead is the graph's own: the update of block column k + 1 and its panel are on
+//! the critical path, and the whole graph's bottom levels put them first.
 //!
-//! - **The result** is LAPACK's layout, in `a`'s tiles: R on and above the diagonal, the
-//!   reflectors below; the T's stay with the run (a least-squares solve will carry B's columns in
-//!   the same graph, [`hetla_factorizations::qr_columns`] with B, rather than apply them later).
+//! - **The result** is LAPACK's layout, in `a`'s tiles: R on and above the diagonal, the reflectors
+//!   below; the T's stay with the run (a least-squares solve will carry B's columns in the same
+//!   graph, [`hetla_factorizations::qr_columns`] with B, rather than apply them later).
 //! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks, where a
 //!   communication-avoiding tree (TSQR within a process column) is the algorithm to run; it is not
 //!   built yet, and such a grid is refused on every rank before any work.
@@ -41,10 +43,11 @@ impl Qr {
     /// become LAPACK's: R on and above the diagonal, the Householder reflectors below), in its
     /// precision: collective, every rank of `comm` calls it with its part of `a` (see the module
     /// documentation). `a`'s grid must be 1 x Q; the tile size is `a`'s (the block width), each
-    /// rank runs its tasks on this builder's platform with its scheduler (the builder's tree and
-    /// inner block are the tiled QR's and are not used: a panel's T is as wide as the panel). A
-    /// NaN or an infinity on any rank, a lower-only or a wide matrix, another grid or a tile that
-    /// is not `a`'s are refused on every rank before any work; on error `a` is unchanged.
+    /// panel is factored in this builder's inner blocks (its T has as many rows), each rank runs
+    /// its tasks on this builder's platform with its scheduler (the builder's tree is the tiled
+    /// QR's and is not used). A NaN or an infinity on any rank, a lower-only or a wide matrix,
+    /// another grid or a tile that is not `a`'s are refused on every rank before any work; on error
+    /// `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -81,7 +84,7 @@ impl Qr {
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let share = Plan::qr_columns(m, n, tiling.tile(), T::PRECISION)
+        let share = Plan::qr_columns(m, n, (tiling.tile(), self.inner), T::PRECISION)
             .and_then(|plan| Share::new(plan, grid, a.rank));
         if let (None, Err(e)) = (&problem, &share) {
             problem = Some(e.to_string());
@@ -104,7 +107,11 @@ impl Qr {
         let ts: Vec<OnceLock<faer::Mat<T>>> = (0..ReflectorWork::<T>::slots(&tiling))
             .map(|_| OnceLock::new())
             .collect();
-        let reflectors = Panels::Reflectors(Reflectors { tiling, ts: &ts });
+        let reflectors = Panels::Reflectors(Reflectors {
+            tiling,
+            inner: self.inner,
+            ts: &ts,
+        });
         let out = run_share(
             &self.run,
             comm,

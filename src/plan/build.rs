@@ -201,6 +201,8 @@ pub enum Algorithm {
         m: usize,
         /// Columns.
         n: usize,
+        /// The inner block: the rows of each panel's T (at most the panel's width).
+        inner: usize,
     },
     /// C <- alpha op(A) op(B) + beta C (matrices [`MATMUL_A`], [`MATMUL_B`], [`MATMUL_C`]).
     Gemm {
@@ -429,12 +431,24 @@ impl Plan {
     }
 
     /// LAPACK's blocked QR of an `m x n` matrix (m >= n) in block columns of `tile` columns
-    /// ([`qr_columns`]), in `precision`; 2 m n^2 - 2 n^3 / 3 flops. Each task's kernel key has the
-    /// rows it works on (the panel's rows down, [`qr_columns_shape`]); each panel's T is as wide as
-    /// the panel (no inner blocking). On CPU clusters only, as the tiled QR.
-    pub fn qr_columns(m: usize, n: usize, tile: usize, precision: Precision) -> Result<Self> {
+    /// ([`qr_columns`]), each panel factored in inner blocks of `inner` columns (its T has `inner`
+    /// rows, or the panel's width if less), in `precision`; 2 m n^2 - 2 n^3 / 3 flops. Each task's
+    /// kernel key has the rows it works on (the panel's rows down, [`qr_columns_shape`]). On CPU
+    /// clusters only, as the tiled QR.
+    pub fn qr_columns(
+        m: usize,
+        n: usize,
+        (tile, inner): (usize, usize),
+        precision: Precision,
+    ) -> Result<Self> {
         if tile == 0 {
             return Err(Error::ZeroTileSize);
+        }
+        if inner == 0 {
+            return Err(Error::InvalidOption {
+                option: "inner block",
+                reason: "0 columns: the block reflectors need at least one".into(),
+            });
         }
         let t = n.div_ceil(tile) as u128;
         crate::limits::check_graph(
@@ -447,7 +461,7 @@ impl Plan {
         let (mf, nf) = (m as f64, n as f64);
         let flops = 2.0 * mf * nf * nf - 2.0 * nf * nf * nf / 3.0;
         let layouts = vec![(FACTOR, Layout::Columns(tiling))];
-        let algorithm = Algorithm::QrColumns { m, n };
+        let algorithm = Algorithm::QrColumns { m, n, inner };
         let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
         plan.set_keys(|task| {
             let step = task.accesses[0].tile.col;
@@ -817,10 +831,11 @@ impl Plan {
                 };
                 (n.saturating_sub(first) * bytes + part) * width
             }
-            // A QR panel: its rows from the diagonal down, then its T (width x width).
-            Algorithm::QrColumns { m, .. } => {
+            // A QR panel: its rows from the diagonal down, then its T (inner x width).
+            Algorithm::QrColumns { m, inner, .. } => {
                 let (first, width) = (tile.col * self.tile, self.shape(tile).1);
-                (m.saturating_sub(first) + width) * width * self.precision.bytes()
+                let t_rows = inner.min(width).max(1);
+                (m.saturating_sub(first) + t_rows) * width * self.precision.bytes()
             }
             _ => self.tile_bytes(tile),
         }

@@ -67,7 +67,7 @@ pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
 pub struct Qr {
     pub(crate) run: RunConfig,
     pub(crate) tile: Option<usize>,
-    inner: usize,
+    pub(crate) inner: usize,
     tree: QrTree,
 }
 

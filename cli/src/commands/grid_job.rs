@@ -1,6 +1,6 @@
-//! What the distributed runs of `hetla cholesky --grid` and `hetla lu --grid` share: the MPI job's
-//! start, the default tile, the scalars they run in, each rank's share of a run, and the refusals
-//! of a build without MPI or ScaLAPACK.
+//! What the distributed runs of `hetla cholesky --grid`, `hetla lu --grid` and `hetla qr --grid`
+//! share: the MPI job's start, the default tile, the scalars they run in, each rank's share of a
+//! run, and the refusals of a build without MPI or ScaLAPACK.
 
 /// The tile of a distributed run when `--tile` is not given: a block size usual for ScaLAPACK, and
 /// hetla's tile when it runs one core per rank.
@@ -71,6 +71,8 @@ pub fn no_scalapack(routines: &str) -> crate::Error {
 /// What every distributed run's report has, flattened into it (its keys are the report's own).
 #[derive(serde::Serialize)]
 pub struct GridRun {
+    /// The matrix's rows (QR's may be more than its columns) and columns.
+    pub m: usize,
     pub n: usize,
     /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
     pub precision: hetla::Precision,
@@ -96,7 +98,8 @@ pub struct GridRun {
     pub runs: usize,
     pub gflops: f64,
     /// The scaled residual of the factor, probed with random columns where the tiles live
-    /// (`hetla::distributed::probed_residual`, or `DistributedLu::probed_residual`).
+    /// (`hetla::distributed::probed_residual`, `DistributedLu::probed_residual` or
+    /// `hetla::distributed::probed_qr_residual`).
     pub residual: f64,
     pub residual_ok: bool,
     /// Bytes of tiles each rank sent, as counted by the ranks.
@@ -104,7 +107,8 @@ pub struct GridRun {
     /// Bytes each rank sends by the count of the run's messages (Cholesky: the 2D block-cyclic
     /// count, each final tile of L once to each rank that reads it; LU: each panel from its
     /// diagonal down, with its interchanges, once to each rank with a block column to update or
-    /// swap).
+    /// swap; QR: each panel from its diagonal down, with its T, once to each rank with a block
+    /// column right of it).
     pub bytes_expected_by_rank: Vec<usize>,
     pub bytes_sent_total: usize,
     /// The network between ranks 0 and 1, measured in the job before the runs (latency, in
@@ -126,7 +130,8 @@ pub struct GridRun {
 /// platform of each rank and its scheduler.
 #[cfg(feature = "mpi")]
 pub struct GridSetup<'s> {
-    pub n: usize,
+    /// The matrix's rows and columns.
+    pub shape: (usize, usize),
     pub tile: usize,
     pub grid: hetla_factorizations::ProcessGrid,
     pub platform: &'s hetla::Platform,
@@ -158,7 +163,8 @@ impl GridRun {
             efficiency: bounds.as_ref().map(|b| b.bound_ms / (timings.best * 1e3)),
             bounds,
             bounds_error,
-            n: setup.n,
+            m: setup.shape.0,
+            n: setup.shape.1,
             precision: run.precision,
             tile: setup.tile,
             grid: setup.grid.to_string(),
@@ -188,9 +194,13 @@ impl GridRun {
     /// `flops`, or `complex_flops` in a complex precision), how busy each rank was, the repeats;
     /// [`GridRun::print_residual`] follows.
     pub fn print_head(&self, (command, tile): (&str, &str), (flops, complex_flops): (&str, &str)) {
+        let shape = match self.m == self.n {
+            true => format!("n = {}", self.n),
+            false => format!("{} x {}", self.m, self.n),
+        };
         println!(
-            "hetla {command}: n = {}, precision {}, {tile} {}, grid {} ({} ranks), tasks by rank {:?}",
-            self.n, self.precision, self.tile, self.grid, self.ranks, self.tasks_by_rank
+            "hetla {command}: {shape}, precision {}, {tile} {}, grid {} ({} ranks), tasks by rank {:?}",
+            self.precision, self.tile, self.grid, self.ranks, self.tasks_by_rank
         );
         println!(
             "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",

@@ -110,7 +110,7 @@ fn run_in<T: GridScalar>(
         None => None,
     };
     let setup = GridSetup {
-        n: args.n,
+        shape: (args.n, args.n),
         tile,
         grid,
         platform: &platform,

@@ -104,7 +104,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     })?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let setup = GridSetup {
-        n: args.n,
+        shape: (args.n, args.n),
         tile,
         grid,
         platform: &platform,

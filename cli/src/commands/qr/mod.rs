@@ -3,7 +3,10 @@
 //! bounds; `--compare` times in the same process the libraries' own QR on the whole matrix (faer's
 //! blocked QR on as many threads as the platform has cores, LAPACK ?geqrf on OpenBLAS's threads
 //! when built with it); `--lstsq K` times least squares with K right-hand sides
-//! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels.
+//! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels;
+//! `--grid 1xQ` factors across the ranks of an MPI job (`grid.rs`).
+
+mod grid;
 
 use std::time::Instant;
 
@@ -13,8 +16,8 @@ use faer::{Mat, MatRef};
 use hetla::{Backend, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
 use serde::Serialize;
 
-use super::args::{PlatformArgs, parse_positive, parse_spec};
-use super::report::RunReport;
+use crate::commands::args::{PlatformArgs, parse_positive, parse_spec};
+use crate::commands::report::RunReport;
 use crate::peers::{self, PeerRate};
 use crate::{Error, Result};
 
@@ -74,6 +77,14 @@ pub struct QrArgs {
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Factor across the ranks of an MPI job (start it with `mpirun -np Q`; feature `mpi`): block
+    /// columns 1D block-cyclic on a 1xQ process grid (ScaLAPACK's layout with one process row;
+    /// grids of more rows are not built yet), every rank running its tasks with `--clusters` inside
+    /// the cores mpirun gives it; rank 0 reports. LAPACK's blocked QR (each panel in blocks of
+    /// `--inner` columns; `--tree` is the tiled QR's); the block width defaults to 256; `--compare`
+    /// times ScaLAPACK's p?geqrf in the same precision (feature `scalapack`).
+    #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
+    pub grid: Option<hetla_factorizations::ProcessGrid>,
 }
 
 #[derive(Serialize)]
@@ -130,8 +141,32 @@ pub struct LstsqReport {
     pub ratios: Vec<(String, f64)>,
 }
 
-pub fn run(args: &QrArgs) -> Result<QrReport> {
-    hetla_kernels::with_scalar!(args.precision, T => qr::<T>(args))
+/// What `hetla qr` reports: a factorisation on this node, or a distributed one.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum QrOutput {
+    /// Without `--grid`.
+    Factor(Box<QrReport>),
+    /// `--grid`, on rank 0.
+    Grid(Box<grid::QrGridReport>),
+}
+
+/// Runs `hetla qr`: the report, or none on the ranks of a distributed run other than rank 0.
+pub fn run(args: &QrArgs) -> Result<Option<QrOutput>> {
+    if let Some(grid) = args.grid {
+        let report = grid::run(args, grid)?;
+        return Ok(report.map(|r| QrOutput::Grid(Box::new(r))));
+    }
+    let report = hetla_kernels::with_scalar!(args.precision, T => qr::<T>(args))?;
+    Ok(Some(QrOutput::Factor(Box::new(report))))
+}
+
+/// Prints a report as a table.
+pub fn print(output: &QrOutput) {
+    match output {
+        QrOutput::Factor(r) => print_factor(r),
+        QrOutput::Grid(r) => grid::print(r),
+    }
 }
 
 /// The run's memory and its options' shapes, checked before any work.
@@ -336,7 +371,7 @@ fn check_qr<T: Scalar>(a: MatRef<'_, T>, q: MatRef<'_, T>, r: MatRef<'_, T>) -> 
     )
 }
 
-pub fn print(r: &QrReport) {
+fn print_factor(r: &QrReport) {
     let run = &r.run;
     println!(
         "hetla qr: {} x {}, tiles of {} (inner blocks of {}), {} tree, precision {}, backend {}, clusters {} ({} cores), {} tasks",
