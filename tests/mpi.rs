@@ -237,16 +237,22 @@ fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank
         assert!(ok, "np {np}, grid {grid}:\n{out}");
         assert_eq!(out.matches("rank ok").count(), np, "{out}");
     }
+    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "1x4")] {
+        let (ok, out) = mpirun(np, &format!("lstsq {grid}"));
+        assert!(ok, "least squares, np {np}, grid {grid}:\n{out}");
+        assert_eq!(out.matches("rank ok").count(), np, "{out}");
+    }
     let (ok, out) = mpirun(2, "qr-refused");
     assert!(ok, "{out}");
     for reason in [
         "P x Q with P > 1 is not built yet",
         "the matrix is 9 x 23: a distributed QR factors one with at least as many rows",
         "QR factors a general matrix",
+        "the right-hand sides are 22 x 2 in tiles of 4 on a 1x2 grid; A is 23 x 9",
     ] {
         assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
     }
-    let inf = "rank 1: in its tile (0, 1): A has a non-finite entry inf at row 1, column 0";
+    let inf = "rank 1: in its tile (0, 1) of A: A has a non-finite entry inf at row 1, column 0";
     assert_eq!(out.matches(inf).count(), 1, "{out}");
     assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
 }
@@ -520,6 +526,15 @@ fn rank_side() {
             qr_in_precision::<hetla::c64>(&world, grid, (150, 100, 16));
             println!("rank ok");
         }
+        ["lstsq", grid] => {
+            let grid: ProcessGrid = grid.parse().unwrap();
+            lstsq_in_precision::<f32>(&world, grid, (37, 23, 4));
+            lstsq_in_precision::<f64>(&world, grid, (37, 23, 4));
+            lstsq_in_precision::<f64>(&world, grid, (300, 150, 16));
+            lstsq_in_precision::<hetla::c32>(&world, grid, (150, 100, 16));
+            lstsq_in_precision::<hetla::c64>(&world, grid, (150, 100, 16));
+            println!("rank ok");
+        }
         ["qr-refused"] => {
             let qr = hetla::Qr::new().clusters("1x1".parse().unwrap());
             let grid: ProcessGrid = "2x1".parse().unwrap();
@@ -555,6 +570,13 @@ fn rank_side() {
                 "refused: {}",
                 qr.factor_distributed(&world, &mut a).unwrap_err()
             );
+            // Right-hand sides with other rows: refused on both.
+            let mut a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
+            let b = DistributedRhs::<f64>::random(&world, (n - 1, 2), tile, grid, seed).unwrap();
+            let err = qr
+                .least_squares_distributed(&world, &mut a, &b)
+                .unwrap_err();
+            println!("refused: {err}");
         }
         ["lu-singular"] => {
             let grid: ProcessGrid = "1x2".parse().unwrap();
@@ -943,6 +965,81 @@ fn qr_in_precision<T: TestScalar>(
             run.bytes_sent_by_rank
         );
     }
+}
+
+/// A rank's side of a distributed least-squares solve in precision `T` on `grid` of an `m x n`
+/// matrix in tiles of `tile` with 3 right-hand sides: LAPACK's dqrt17 ratio of the gathered
+/// solutions, the QR's bytes as the panels' count (each panel also to the ranks of B's block
+/// columns), the substitution's as its count, and X beside ScaLAPACK's p?gels.
+fn lstsq_in_precision<T: TestScalar>(
+    world: &mpi::topology::SimpleCommunicator,
+    grid: ProcessGrid,
+    (m, n, tile): (usize, usize, usize),
+) {
+    let k = 3;
+    let a = DistributedMatrix::<T>::random(world, (m, n), tile, grid, 4).unwrap();
+    let b = DistributedRhs::<T>::random(world, (m, k), tile, grid, 5).unwrap();
+    let mut f = a.clone();
+    let solved = hetla::Qr::new()
+        .clusters("1x1".parse().unwrap())
+        .least_squares_distributed(world, &mut f, &b)
+        .unwrap();
+    assert_eq!(solved.x.tiling().rows(), n);
+    assert_eq!(
+        solved.run.bytes_sent_by_rank,
+        solved.run.bytes_expected_by_rank
+    );
+    assert_eq!(
+        solved.solve.bytes_sent_by_rank,
+        solved.solve.bytes_expected_by_rank
+    );
+    // The ratio computed where the tiles live (and from the gathered matrices below).
+    let distributed = hetla::distributed::least_squares_ratio(world, &a, &solved.x, &b).unwrap();
+    assert!(
+        distributed < RESIDUAL_THRESHOLD,
+        "dqrt17 ratio {distributed}"
+    );
+    let gathered = (
+        a.gather(world).unwrap(),
+        b.gather(world).unwrap(),
+        solved.x.gather(world).unwrap(),
+    );
+    #[cfg(feature = "scalapack")]
+    let peer = hetla::distributed::scalapack::gels(world, &a, &b, 1)
+        .unwrap()
+        .x
+        .gather(world)
+        .unwrap();
+    let (Some(a), Some(b), Some(x)) = gathered else {
+        return;
+    };
+    let eps = T::PRECISION.epsilon();
+    let normal = a.adjoint() * (&b - &a * &x);
+    let ratio = norm1(&normal) / (norm1(&a) * norm1(&b) * m.max(k) as f64 * eps);
+    assert!(
+        ratio < RESIDUAL_THRESHOLD,
+        "{}: dqrt17 ratio {ratio}",
+        T::PRECISION
+    );
+    // Both measure rounding: of one order, not equal (the residual is summed in another order).
+    let close = distributed < 10.0 * ratio.max(1e-3) && ratio < 10.0 * distributed.max(1e-3);
+    assert!(
+        close,
+        "{distributed} where the tiles live, {ratio} gathered"
+    );
+    #[cfg(feature = "scalapack")]
+    if let Some(peer) = peer {
+        let difference = norm1(&(&x - &peer)) / norm1(&peer);
+        assert!(
+            difference < 1e3 * eps,
+            "{}: X differs from p?gels's by {difference}",
+            T::PRECISION
+        );
+    }
+    println!(
+        "{}: {m}x{n} least squares, dqrt17 ratio {ratio:.3e}",
+        T::PRECISION
+    );
 }
 
 /// A rank's side of ScaLAPACK's QR in precision `T` on `grid` of an `m x n` random matrix in tiles

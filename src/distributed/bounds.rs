@@ -77,8 +77,8 @@ impl DistributedRun {
         let (n, tile) = (self.tiling.rows(), self.tiling.tile());
         let plan = match self.algorithm {
             crate::Algorithm::Lu { .. } => Plan::lu(n, tile, self.precision)?,
-            crate::Algorithm::QrColumns { m, n, inner } => {
-                Plan::qr_columns(m, n, (tile, inner), self.precision)?
+            crate::Algorithm::QrColumns { m, n, rhs, inner } => {
+                Plan::qr_columns((m, n, rhs), (tile, inner), self.precision)?
             }
             _ => Plan::cholesky(n, tile, self.precision)?,
         };

@@ -12,6 +12,7 @@
 //!   interchanges): ||P A V - L (U V)||_1 / (n ||A||_1 ||V||_1 eps), LAPACK's dget01 ratio probed.
 //! - [`probed_qr_residual`]: R of a distributed QR against A, ||A^H (A V) - R^H (R V)||_1 /
 //!   (m ||A||_1^2 ||V||_1 eps) (R^H R = A^H A whatever the reflectors).
+//! - [`least_squares_ratio`]: LAPACK's dqrt17 ratio of distributed least-squares solutions.
 //! - [`solve_backward_error`]: ||A X - B||_1 / (||A||_1 ||X||_1) of a distributed solve, the
 //!   measure [`crate::check::solve_backward_error`] gives on one node; A symmetric (its lower
 //!   triangle held, a Cholesky's) or general (every tile held, an LU's).
@@ -166,6 +167,48 @@ pub fn solve_backward_error<T: Wire, C: Communicator>(
     r -= placed(&b.0);
     let r = all_sum(comm, r);
     Ok(norm1(r.as_ref()) / (anorm * xnorm))
+}
+
+/// LAPACK's dqrt17 ratio ||A^H (B - A X)||_1 / (||A||_1 ||B||_1 max(m, k) eps) of the distributed
+/// least-squares solutions `x` (n x k) of the tall general `a` (m x n) for `b` (m x k), computed
+/// where the tiles live (X and the residual replicated: O((m + n) k) words a rank): collective, the
+/// same value on every rank. 0 when B is zero.
+pub fn least_squares_ratio<T: Wire, C: Communicator>(
+    comm: &C,
+    a: &DistributedMatrix<T>,
+    x: &DistributedRhs<T>,
+    b: &DistributedRhs<T>,
+) -> Result<f64> {
+    let (m, n, k) = (a.tiling.rows(), a.tiling.cols(), b.0.tiling.cols());
+    let (xt, bt) = (x.0.tiling, b.0.tiling);
+    if a.lower
+        || x.0.grid != a.grid
+        || b.0.grid != a.grid
+        || (xt.rows(), xt.cols()) != (n, k)
+        || bt.rows() != m
+    {
+        return Err(Error::InvalidOption {
+            option: "residual",
+            reason: format!(
+                "least squares of a general {m} x {n} matrix needs B of {m} rows and X of {n}, on its grid: got B {} x {}, X {} x {}",
+                bt.rows(),
+                bt.cols(),
+                xt.rows(),
+                xt.cols()
+            ),
+        });
+    }
+    let b_all = all_sum(comm, placed(&b.0));
+    let bnorm = norm1(b_all.as_ref());
+    if bnorm == 0.0 {
+        return Ok(0.0);
+    }
+    let x_all = all_sum(comm, placed(&x.0));
+    let residual = b_all - all_sum(comm, general_times(a, x_all.as_ref(), Part::Whole));
+    let normal = all_sum(comm, adjoint_times(a, residual.as_ref(), Part::Whole));
+    let eps = T::PRECISION.epsilon();
+    let anorm = general_norm1(comm, a);
+    Ok(norm1(normal.as_ref()) / (anorm * bnorm * m.max(k) as f64 * eps))
 }
 
 fn same_layout<T: Wire>(

@@ -153,21 +153,21 @@ impl Cholesky {
     ) -> Result<DistributedSolve> {
         let platform = self.resolve_platform();
         let which = [Substitution::Lower, Substitution::LowerAdjoint];
-        substitutions(&self.run, platform, comm, (l, None), b, which, None)
+        substitutions(&self.run, platform, comm, (l, None), b, &which, None)
     }
 }
 
-/// The two substitutions `which` of a distributed solve with the factor `f` over the right-hand
-/// sides `b`, one distributed run each, after the caller's checks (`problem`, agreed here with the
-/// others); with `interchanges`, B's rows are interchanged by them first (each rank holds whole
-/// tile columns of B: a grid of one process row).
+/// The substitutions `which` (in order) of a distributed solve with the factor `f` over the
+/// right-hand sides `b`, one distributed run each, after the caller's checks (`problem`, agreed
+/// here with the others); with `interchanges`, B's rows are interchanged by them first (each rank
+/// holds whole tile columns of B: a grid of one process row).
 pub(super) fn substitutions<T: Wire, C: Communicator>(
     run: &RunConfig,
     platform: Result<Arc<Platform>>,
     comm: &C,
     (f, interchanges): (&DistributedMatrix<T>, Option<&[usize]>),
     b: &mut DistributedRhs<T>,
-    which: [Substitution; 2],
+    which: &[Substitution],
     mut problem: Option<String>,
 ) -> Result<DistributedSolve> {
     let (lt, bt) = (f.tiling, b.0.tiling);
@@ -189,10 +189,13 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
         problem.get_or_insert(format!("no platform: {e}"));
     }
     let grid = f.grid;
-    let shares = which.map(|which| {
-        Plan::distributed_substitution(lt, bt, grid, which, T::PRECISION)
-            .and_then(|plan| Share::new(plan, grid, f.rank))
-    });
+    let shares: Vec<_> = which
+        .iter()
+        .map(|&which| {
+            Plan::distributed_substitution(lt, bt, grid, which, T::PRECISION)
+                .and_then(|plan| Share::new(plan, grid, f.rank))
+        })
+        .collect();
     for share in &shares {
         if let (None, Err(e)) = (&problem, share) {
             problem = Some(e.to_string());

@@ -41,7 +41,6 @@ use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
 use super::exchange::{Panels, Pivots, Share, agree_within, gather_within, run_share, waiting};
 use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
-use crate::tiles::HeldTiles;
 use crate::{Lu, Plan, Result};
 
 /// The largest order a distributed LU factors: its interchanges travel as whole numbers in the
@@ -137,17 +136,7 @@ impl Lu {
         let (platform, share) = (platform?, share?);
 
         // This rank's block columns, assembled from its tiles (before the clock).
-        let mut columns: HeldTiles<T> = HeldTiles::new();
-        for (&(i, j), tile) in &a.tiles {
-            let column = columns
-                .entry((0, j))
-                .or_insert_with(|| faer::Mat::zeros(n, tiling.tile_cols(j)));
-            let rows = tiling.offset(i);
-            column
-                .as_mut()
-                .subrows_mut(rows, tile.nrows())
-                .copy_from(tile.as_ref());
-        }
+        let mut columns = a.block_columns();
         let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
         let zero = AtomicUsize::new(usize::MAX);
         let pivots = Panels::Interchanges(Pivots {
@@ -181,11 +170,7 @@ impl Lu {
             .collect();
         let first_zero = all.iter().map(|r| r[n]).min().unwrap_or(u64::MAX);
 
-        for (&(i, j), tile) in a.tiles.iter_mut() {
-            let column = &columns[&(0, j)];
-            let rows = tiling.offset(i);
-            tile.copy_from(column.as_ref().subrows(rows, tile.nrows()));
-        }
+        a.copy_from_block_columns(&columns);
         Ok(DistributedLu {
             run: DistributedRun::of(out, share, (tiling, grid)),
             ipiv: agreed.into_iter().map(|p| p as usize).collect(),
@@ -239,7 +224,7 @@ impl Lu {
             comm,
             factor,
             b,
-            which,
+            &which,
             problem,
         )
     }

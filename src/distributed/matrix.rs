@@ -268,6 +268,59 @@ impl<T: Wire> DistributedMatrix<T> {
     pub fn tiles(&self) -> &BTreeMap<(usize, usize), Mat<T>> {
         &self.tiles
     }
+
+    /// This rank's tiles as whole block columns (tile (0, j): block column j, every row), the unit
+    /// a block-column factorisation (LU, QR) runs on: assembled before its clock starts.
+    pub(super) fn block_columns(&self) -> crate::tiles::HeldTiles<T> {
+        let t = self.tiling;
+        let mut columns = crate::tiles::HeldTiles::new();
+        for (&(i, j), tile) in &self.tiles {
+            let column = columns
+                .entry((0, j))
+                .or_insert_with(|| Mat::zeros(t.rows(), t.tile_cols(j)));
+            column
+                .as_mut()
+                .subrows_mut(t.offset(i), tile.nrows())
+                .copy_from(tile.as_ref());
+        }
+        columns
+    }
+
+    /// Copies this rank's tiles back from the block columns [`DistributedMatrix::block_columns`]
+    /// made (after the run).
+    pub(super) fn copy_from_block_columns(&mut self, columns: &crate::tiles::HeldTiles<T>) {
+        let t = self.tiling;
+        for (&(i, j), tile) in self.tiles.iter_mut() {
+            if let Some(column) = columns.get(&(0, j)) {
+                tile.copy_from(column.as_ref().subrows(t.offset(i), tile.nrows()));
+            }
+        }
+    }
+
+    /// The matrix of this one's first `rows` rows (a general one: every tile held), on the same
+    /// grid and ranks: the tiles above row `rows`, the last one cut (R of a QR factor, X in the
+    /// right-hand sides of a least-squares solve).
+    pub(crate) fn top_rows(&self, rows: usize) -> Result<Self> {
+        let tiling = Tiling::new(rows, self.tiling.cols(), self.tiling.tile())?;
+        let tiles = self
+            .tiles
+            .iter()
+            .filter(|&(&(i, _), _)| i < tiling.row_tiles())
+            .map(|(&(i, j), t)| {
+                (
+                    (i, j),
+                    t.as_ref().subrows(0, tiling.tile_rows(i)).to_owned(),
+                )
+            })
+            .collect();
+        Ok(Self {
+            tiling,
+            grid: self.grid,
+            rank: self.rank,
+            lower: false,
+            tiles,
+        })
+    }
 }
 
 impl<T: Wire> DistributedRhs<T> {

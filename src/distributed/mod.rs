@@ -44,10 +44,11 @@ mod wire;
 pub use bounds::measure_network;
 #[doc(hidden)]
 pub use check::PROBES;
-pub use check::{probed_qr_residual, probed_residual, solve_backward_error};
+pub use check::{least_squares_ratio, probed_qr_residual, probed_residual, solve_backward_error};
 pub use cholesky::{DistributedRun, DistributedSolve};
 pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
 pub use lu::DistributedLu;
 pub use matrix::{DistributedMatrix, DistributedRhs};
+pub use qr::DistributedLeastSquares;
 pub use wire::Wire;

@@ -21,7 +21,6 @@ use mpi::traits::{Communicator, CommunicatorCollectives};
 use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::Wire;
 use crate::{Error, Result};
-use hetla_factorizations::Tiling;
 
 #[link(name = "scalapack-openmpi")]
 unsafe extern "C" {
@@ -798,29 +797,10 @@ pub fn gels<T: Scalapack, C: Communicator>(
             unsafe { T::gels((m, n, nrhs), (a, da), (b, db), (&mut work, lwork)) }
         },
     )?;
-    // X is B's first n rows: the tiles above row n, the last one cut.
-    let x = &solved.x.0;
-    let tiling = Tiling::new(n as usize, x.tiling.cols(), x.tiling.tile())?;
-    let tiles = x
-        .tiles
-        .iter()
-        .filter(|&(&(i, _), _)| i < tiling.row_tiles())
-        .map(|(&(i, j), t)| {
-            (
-                (i, j),
-                t.as_ref().subrows(0, tiling.tile_rows(i)).to_owned(),
-            )
-        })
-        .collect();
+    // X is B's first n rows.
     Ok(PeerSolves {
+        x: DistributedRhs(solved.x.0.top_rows(n as usize)?),
         seconds: solved.seconds,
-        x: DistributedRhs(DistributedMatrix {
-            tiling,
-            grid: x.grid,
-            rank: x.rank,
-            lower: false,
-            tiles,
-        }),
     })
 }
 

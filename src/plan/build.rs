@@ -201,6 +201,9 @@ pub enum Algorithm {
         m: usize,
         /// Columns.
         n: usize,
+        /// Columns of right-hand sides (matrix [`RHS`], m rows, in block columns) overwritten by
+        /// Q^H B in the same graph (least squares); 0 for the factorisation alone.
+        rhs: usize,
         /// The inner block: the rows of each panel's T (at most the panel's width).
         inner: usize,
     },
@@ -432,12 +435,12 @@ impl Plan {
 
     /// LAPACK's blocked QR of an `m x n` matrix (m >= n) in block columns of `tile` columns
     /// ([`qr_columns`]), each panel factored in inner blocks of `inner` columns (its T has `inner`
-    /// rows, or the panel's width if less), in `precision`; 2 m n^2 - 2 n^3 / 3 flops. Each task's
-    /// kernel key has the rows it works on (the panel's rows down, [`qr_columns_shape`]). On CPU
-    /// clusters only, as the tiled QR.
+    /// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides
+    /// B (m rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n -
+    /// 2 n^2) rhs). Each task's kernel key has the rows it works on (the panel's rows down,
+    /// [`qr_columns_shape`]). On CPU clusters only, as the tiled QR.
     pub fn qr_columns(
-        m: usize,
-        n: usize,
+        (m, n, rhs): (usize, usize, usize),
         (tile, inner): (usize, usize),
         precision: Precision,
     ) -> Result<Self> {
@@ -450,24 +453,34 @@ impl Plan {
                 reason: "0 columns: the block reflectors need at least one".into(),
             });
         }
-        let t = n.div_ceil(tile) as u128;
+        let (t, bt) = (n.div_ceil(tile) as u128, rhs.div_ceil(tile) as u128);
         crate::limits::check_graph(
             &format!("the QR graph of {m} x {n} in block columns of {tile}"),
-            t.saturating_mul(t),
+            t.saturating_mul(t + bt),
             0,
         )?;
         let tiling = Tiling::new(m, n, tile)?;
-        let graph = qr_columns(&tiling, None)?;
-        let (mf, nf) = (m as f64, n as f64);
-        let flops = 2.0 * mf * nf * nf - 2.0 * nf * nf * nf / 3.0;
-        let layouts = vec![(FACTOR, Layout::Columns(tiling))];
-        let algorithm = Algorithm::QrColumns { m, n, inner };
+        let b = match rhs {
+            0 => None,
+            _ => Some(Tiling::new(m, rhs, tile)?),
+        };
+        let graph = qr_columns(&tiling, b.as_ref())?;
+        let (mf, nf, kf) = (m as f64, n as f64, rhs as f64);
+        let flops =
+            2.0 * mf * nf * nf - 2.0 * nf * nf * nf / 3.0 + (4.0 * mf * nf - 2.0 * nf * nf) * kf;
+        let mut layouts = vec![(FACTOR, Layout::Columns(tiling))];
+        layouts.extend(b.map(|b| (RHS, Layout::Columns(b))));
+        let algorithm = Algorithm::QrColumns { m, n, rhs, inner };
         let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
         plan.set_keys(|task| {
             let step = task.accesses[0].tile.col;
+            let width = |a: &hetla_factorizations::Access| match (a.tile.matrix, &b) {
+                (RHS, Some(b)) => b.tile_cols(a.tile.col),
+                _ => tiling.tile_cols(a.tile.col),
+            };
             task.accesses
                 .iter()
-                .map(|a| qr_columns_shape(&tiling, step, tiling.tile_cols(a.tile.col)))
+                .map(|a| qr_columns_shape(&tiling, step, width(a)))
                 .collect()
         });
         plan.schedule.restrictions = Self::cpu_only_ops();

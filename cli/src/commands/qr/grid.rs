@@ -2,9 +2,10 @@
 //! block columns) of a random general m x n matrix generated where its tiles live, in any
 //! precision, timed as the slowest rank's, with (`--compare`) ScaLAPACK's p?geqrf (the precision's
 //! letter) on the same grid, block size and matrix in the same job (feature `scalapack`). R is
-//! checked against A where the tiles live (nothing is gathered, at any size). Distributed least
-//! squares (`--lstsq`) and CholeskyQR2 (`--cholqr`) are not built yet and are refused. Rank 0
-//! reports; the other ranks print nothing but errors.
+//! checked against A where the tiles live (nothing is gathered, at any size). `--lstsq K` then
+//! solves least squares with K random right-hand sides (the QR with Q^H B in one graph, then the
+//! upper substitution), beside p?gels with `--compare`. CholeskyQR2 (`--cholqr`) across ranks is
+//! not built yet and is refused. Rank 0 reports; the other ranks print nothing but errors.
 
 use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
@@ -27,6 +28,32 @@ pub struct QrGridReport {
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_pdgeqrf: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lstsq: Option<LstsqGridReport>,
+}
+
+/// Distributed least squares with `rhs` right-hand sides (`--lstsq`), factorisation included.
+#[derive(Serialize)]
+pub struct LstsqGridReport {
+    pub rhs: usize,
+    /// Seconds of the QR with Q^H B plus the substitution, each the slowest rank's (the best with
+    /// `--repeat`).
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub gflops: f64,
+    /// LAPACK's dqrt17 ratio ||A^H (B - A X)||_1 / (||A||_1 ||B||_1 max(m, k) eps), computed where
+    /// the tiles live.
+    pub normal_residual: f64,
+    pub residual_ok: bool,
+    /// Bytes each rank sent (QR and substitution), and the count of their messages.
+    pub bytes_sent_by_rank: Vec<usize>,
+    pub bytes_expected_by_rank: Vec<usize>,
+    /// ScaLAPACK's p?gels on the same matrix and right-hand sides (with `--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's best over p?gels's best (with `--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_pdgels: Option<f64>,
 }
 
 /// What `--grid` does not run yet, refused before MPI starts.
@@ -37,9 +64,6 @@ fn check_args(args: &QrArgs) -> crate::Result<()> {
             reason: format!("{what} across ranks (--grid) is not built yet: drop --{option}"),
         })
     };
-    if args.lstsq.is_some() {
-        return refuse("lstsq", "least squares");
-    }
     if args.cholqr {
         return refuse("cholqr", "CholeskyQR2");
     }
@@ -106,6 +130,16 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         true => Some(scalapack_peer(&world, &a, repeat, run.flops)?),
         false => None,
     };
+    let lstsq = match args.lstsq {
+        Some(k) => Some(least_squares(
+            &world,
+            (&options, &a),
+            (k, args.seed),
+            repeat,
+            args.compare,
+        )?),
+        None => None,
+    };
     if world.rank() != 0 {
         return Ok(None);
     }
@@ -113,7 +147,49 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         ratio_to_pdgeqrf: peer.as_ref().map(|p| p.seconds / report.seconds),
         run: report,
         peers: peer.map(|p| vec![p]),
+        lstsq,
     }))
+}
+
+/// Least squares of `a` with `k` random right-hand sides (`seed`) by `qr`, timed (`repeat`) and
+/// checked where the tiles live, beside p?gels (`compare`).
+#[cfg(feature = "mpi")]
+fn least_squares<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Communicator>(
+    world: &C,
+    (qr, a): (&hetla::Qr, &hetla::distributed::DistributedMatrix<T>),
+    (k, seed): (usize, u64),
+    repeat: Option<usize>,
+    compare: bool,
+) -> crate::Result<LstsqGridReport> {
+    use hetla::distributed::DistributedRhs;
+    let (m, tile, grid) = (a.tiling().rows(), a.tiling().tile(), a.grid());
+    let b = DistributedRhs::<T>::random(world, (m, k), tile, grid, seed + 1)?;
+    let (solved, timings) = crate::peers::repeat(repeat, || {
+        let mut f = a.clone();
+        let solved = qr.least_squares_distributed(world, &mut f, &b)?;
+        let seconds = solved.run.seconds + solved.solve.seconds;
+        Ok((solved, seconds))
+    })?;
+    let normal_residual = hetla::distributed::least_squares_ratio(world, a, &solved.x, &b)?;
+    let flops = solved.run.flops + solved.solve.flops;
+    let peer = match compare {
+        true => Some(scalapack_gels(world, (a, &b), repeat, flops)?),
+        false => None,
+    };
+    let (run, solve) = (&solved.run, &solved.solve);
+    let by_rank = |x: &[usize], y: &[usize]| x.iter().zip(y).map(|(x, y)| x + y).collect();
+    Ok(LstsqGridReport {
+        rhs: k,
+        seconds: timings.best,
+        median_seconds: timings.median,
+        gflops: flops / timings.best / 1e9,
+        normal_residual,
+        residual_ok: normal_residual < hetla::check::RESIDUAL_THRESHOLD,
+        bytes_sent_by_rank: by_rank(&run.bytes_sent_by_rank, &solve.bytes_sent_by_rank),
+        bytes_expected_by_rank: by_rank(&run.bytes_expected_by_rank, &solve.bytes_expected_by_rank),
+        ratio_to_pdgels: peer.as_ref().map(|p| p.seconds / timings.best),
+        peers: peer.map(|p| vec![p]),
+    })
 }
 
 /// ScaLAPACK's p?geqrf on `a`, timed as hetla is (a warm-up with `--repeat`).
@@ -124,12 +200,39 @@ fn scalapack_peer<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Comm
     repeat: Option<usize>,
     flops: f64,
 ) -> crate::Result<PeerRate> {
+    let runs = repeat.unwrap_or(1) + usize::from(repeat.is_some());
+    let seconds = hetla::distributed::scalapack::geqrf(comm, a, runs)?.seconds;
+    Ok(peer_rate::<T>("geqrf", seconds, repeat, flops))
+}
+
+/// ScaLAPACK's p?gels on `a` and `b`, timed as hetla is (a warm-up with `--repeat`).
+#[cfg(feature = "scalapack")]
+fn scalapack_gels<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Communicator>(
+    comm: &C,
+    (a, b): (
+        &hetla::distributed::DistributedMatrix<T>,
+        &hetla::distributed::DistributedRhs<T>,
+    ),
+    repeat: Option<usize>,
+    flops: f64,
+) -> crate::Result<PeerRate> {
+    let runs = repeat.unwrap_or(1) + usize::from(repeat.is_some());
+    let seconds = hetla::distributed::scalapack::gels(comm, a, b, runs)?.seconds;
+    Ok(peer_rate::<T>("gels", seconds, repeat, flops))
+}
+
+/// The rate of ScaLAPACK's `routine` from its runs' `seconds` (the first a warm-up with `repeat`).
+#[cfg(feature = "scalapack")]
+fn peer_rate<T: crate::commands::grid_job::GridScalar>(
+    routine: &str,
+    mut seconds: Vec<f64>,
+    repeat: Option<usize>,
+    flops: f64,
+) -> PeerRate {
     let warm = usize::from(repeat.is_some());
-    let runs = repeat.unwrap_or(1) + warm;
-    let mut seconds = hetla::distributed::scalapack::geqrf(comm, a, runs)?.seconds;
     let timings = crate::peers::timings(&mut seconds[warm..]);
-    let name = format!("scalapack-p{}geqrf", T::LETTER);
-    Ok(PeerRate::from_timings(&name, timings, flops))
+    let name = format!("scalapack-p{}{routine}", T::LETTER);
+    PeerRate::from_timings(&name, timings, flops)
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
@@ -140,6 +243,19 @@ fn scalapack_peer<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Comm
     _: f64,
 ) -> crate::Result<PeerRate> {
     Err(crate::commands::grid_job::no_scalapack("p?geqrf"))
+}
+
+#[cfg(all(feature = "mpi", not(feature = "scalapack")))]
+fn scalapack_gels<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Communicator>(
+    _: &C,
+    _: (
+        &hetla::distributed::DistributedMatrix<T>,
+        &hetla::distributed::DistributedRhs<T>,
+    ),
+    _: Option<usize>,
+    _: f64,
+) -> crate::Result<PeerRate> {
+    Err(crate::commands::grid_job::no_scalapack("p?gels"))
 }
 
 /// Without MPI, `--grid` is refused with what to do.
@@ -158,4 +274,19 @@ pub fn print(r: &QrGridReport) {
     run.print_residual("||A^H A - R^H R||_1 / (m ||A||_1^2 eps) ");
     let peers = (r.peers.as_deref(), r.ratio_to_pdgeqrf);
     run.print_tail("the panels' count", peers, "geqrf");
+    if let Some(l) = &r.lstsq {
+        println!(
+            "  lstsq     {:.4} s for {} right-hand sides (median {:.4} s), {:.2} Gflop/s, ||A^H (B - AX)||_1 / (||A||_1 ||B||_1 m eps) {:.3e} ({}), sent {:?} bytes by rank (count {:?})",
+            l.seconds,
+            l.rhs,
+            l.median_seconds,
+            l.gflops,
+            l.normal_residual,
+            if l.residual_ok { "ok" } else { "TOO LARGE" },
+            l.bytes_sent_by_rank,
+            l.bytes_expected_by_rank
+        );
+        let gels = format!("p{}gels", run.precision);
+        crate::commands::grid_job::print_peers(l.peers.as_deref(), l.ratio_to_pdgels, &gels);
+    }
 }
