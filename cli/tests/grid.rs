@@ -1,13 +1,13 @@
-//! `hetla cholesky --grid PxQ` and `hetla lu --grid 1xQ`: refused with what to do without MPI;
-//! under `mpirun` with feature `mpi`, one report from rank 0 (and ScaLAPACK's peers beside it with
-//! `scalapack`).
+//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ` and `hetla qr --grid 1xQ`: refused with what
+//! to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and ScaLAPACK's
+//! peers beside it with `scalapack`).
 
 use std::process::Command;
 
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn without_mpi_a_grid_is_refused_with_how_to_build_it() {
-    for command in ["cholesky", "lu"] {
+    for command in ["cholesky", "lu", "qr"] {
         let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
             .args([command, "--grid", "1x2", "--n", "64"])
             .output()
@@ -58,6 +58,46 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
     }
     // A grid of two process rows is refused on every rank before any work.
     let out = mpirun(&grid_args("lu", "2x1"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 x Q grids"), "{err}");
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn under_mpirun_rank_0_reports_the_distributed_qr_and_its_least_squares() {
+    let compare = cfg!(feature = "scalapack");
+    let mut args = grid_args("qr", "1x2");
+    args.extend(["--m", "600", "--lstsq", "3"]);
+    let r = report(&args);
+    assert_eq!((r["m"].as_u64(), r["n"].as_u64()), (Some(600), Some(300)));
+    assert_eq!(r["residual_ok"], true, "{r}");
+    assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
+    // 10 block columns: a panel each, and an update of every one right of it.
+    let tasks: u64 = r["tasks_by_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .sum();
+    assert_eq!(tasks, 10 + 45);
+    let efficiency = r["efficiency"].as_f64().unwrap();
+    assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
+    let l = &r["lstsq"];
+    assert_eq!(
+        (l["rhs"].as_u64(), &l["residual_ok"]),
+        (Some(3), &true.into()),
+        "{r}"
+    );
+    assert_eq!(l["bytes_sent_by_rank"], l["bytes_expected_by_rank"]);
+    if compare {
+        assert_eq!(r["peers"][0]["name"], "scalapack-pdgeqrf");
+        assert!(r["ratio_to_pdgeqrf"].as_f64().unwrap() > 0.0);
+        assert_eq!(l["peers"][0]["name"], "scalapack-pdgels");
+        assert!(l["ratio_to_pdgels"].as_f64().unwrap() > 0.0);
+    }
+    // A grid of two process rows is refused on every rank before any work.
+    let out = mpirun(&grid_args("qr", "2x1"));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 x Q grids"), "{err}");

@@ -176,7 +176,8 @@ fn order(plan: &Plan) -> usize {
         | hetla::Algorithm::Ldlt { n } => n,
         hetla::Algorithm::Gemm { m, .. }
         | hetla::Algorithm::Qr { m, .. }
-        | hetla::Algorithm::QrApply { m, .. } => m,
+        | hetla::Algorithm::QrApply { m, .. }
+        | hetla::Algorithm::QrColumns { m, .. } => m,
         _ => 0,
     }
 }

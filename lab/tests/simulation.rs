@@ -416,6 +416,38 @@ fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_i
 }
 
 #[test]
+fn a_distributed_qr_simulation_sends_each_panel_with_its_t_to_the_nodes_right_of_it() {
+    let (m, n, b, inner) = (38400, 9600, 960, 32);
+    let plan = Plan::qr_columns((m, n, 0), (b, inner), Precision::D).unwrap();
+    let model = sirocco();
+    let spec = grid(2, 10);
+    let machine = Modelled::new(&model, &spec, 0);
+    let network = hetla_lab::parse_network("1.5us,100Gb/s").unwrap();
+    let options = SimOptions::default();
+    let (one, _) = hetla_lab::simulate(&plan, &machine, &options).unwrap();
+    for q in [2, 4] {
+        let g = format!("1x{q}").parse().unwrap();
+        let (r, trace) = hetla_lab::simulate_grid(&plan, &machine, g, network, &options).unwrap();
+        assert_eq!(trace.tasks.len(), r.bounds.tasks);
+        // Each panel from its diagonal down with its T (32 rows), to every other node holding a
+        // block column right of it.
+        let panels: usize = (0..n / b)
+            .map(|k| {
+                let right = (k + 1..n / b).map(|j| j % q).filter(|&r| r != k % q);
+                let to: std::collections::BTreeSet<usize> = right.collect();
+                to.len() * (m - k * b + inner) * b * 8
+            })
+            .sum();
+        assert_eq!(r.bytes_sent, panels, "1x{q}");
+        for node in &r.ranks {
+            assert_eq!(node.bytes_sent, node.bytes_expected, "1x{q}");
+        }
+        assert!(r.makespan_ms >= r.bounds.bound_ms, "1x{q}: {r:?}");
+        assert!(r.makespan_ms < one.makespan_ms, "1x{q}: {r:?} {one:?}");
+    }
+}
+
+#[test]
 fn a_slow_network_slows_the_run_and_bounds_it() {
     let (fast, _) = run_grid(4, 19200, "2x2", "1us,100Gb/s").unwrap();
     let (slow, _) = run_grid(4, 19200, "2x2", "1us,1Gb/s").unwrap();

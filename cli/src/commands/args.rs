@@ -268,6 +268,24 @@ impl Factorization {
         }
     }
 
+    /// [`Factorization::plan`] of a distributed run on `grid` when there is one: QR's is LAPACK's
+    /// blocked QR in block columns (`hetla qr --grid`'s, inner blocks of 32), the others' the same
+    /// plan as on one node.
+    pub fn plan_on(
+        self,
+        grid: Option<hetla_factorizations::ProcessGrid>,
+        (m, n, tile): (Option<usize>, usize, usize),
+        precision: hetla::Precision,
+    ) -> hetla::Result<hetla::Plan> {
+        match (self, grid) {
+            (Factorization::Qr, Some(_)) => {
+                let blocks = (tile, hetla::lab::DEFAULT_QR_INNER_BLOCK);
+                hetla::Plan::qr_columns((m.unwrap_or(n), n, 0), blocks, precision)
+            }
+            _ => self.plan(m, n, tile, precision),
+        }
+    }
+
     /// Its name in reports ("Cholesky", "LU").
     pub fn title(self) -> &'static str {
         match self {
@@ -280,7 +298,7 @@ impl Factorization {
     }
 
     /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky runs on
-    /// any grid, LU on grids of one process row (1xQ), the others on one node.
+    /// any grid, LU and QR on grids of one process row (1xQ), the others on one node.
     pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
         let refuse = |reason: String| {
             Err(crate::Error::InvalidOption {
@@ -290,9 +308,10 @@ impl Factorization {
         };
         match (self, grid) {
             (_, None) | (Factorization::Cholesky, _) => Ok(()),
-            (Factorization::Lu, Some(g)) if g.rows() == 1 => Ok(()),
-            (Factorization::Lu, Some(g)) => refuse(format!(
-                "distributed LU runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
+            (Factorization::Lu | Factorization::Qr, Some(g)) if g.rows() == 1 => Ok(()),
+            (Factorization::Lu | Factorization::Qr, Some(g)) => refuse(format!(
+                "distributed {} runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
+                self.title(),
                 g.size(),
                 g.size()
             )),

@@ -168,10 +168,11 @@ pub fn grid_of(
 /// Runs `hetla simulate`.
 pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
-    // LU runs on one process row: --nodes N alone is 1 x N for it.
-    let lu = args.factorization == super::args::Factorization::Lu;
+    // LU and QR run on one process row: --nodes N alone is 1 x N for them.
+    use super::args::Factorization;
+    let one_row = matches!(args.factorization, Factorization::Lu | Factorization::Qr);
     let grid = match (args.nodes, args.grid) {
-        (Some(n), None) if lu => {
+        (Some(n), None) if one_row => {
             Some(
                 ProcessGrid::new(1, n).map_err(|e| crate::Error::InvalidOption {
                     option: "nodes",
@@ -188,9 +189,8 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
         .host_memory(args.host_memory)
         .copy_cores(args.copy_cores);
     args.factorization.check_grid(grid)?;
-    let plan = args
-        .factorization
-        .plan(args.m, args.n, args.tile, args.precision)?;
+    let shape = (args.m, args.n, args.tile);
+    let plan = args.factorization.plan_on(grid, shape, args.precision)?;
     if args.resident {
         // The matrix on the first GPU for the whole run, as `hetla cholesky --resident` times it.
         if args.gpus == 0 {
@@ -338,7 +338,7 @@ fn title_and_flops(algorithm: &str) -> (&'static str, &'static str) {
     match algorithm {
         "lu" => ("LU", "2 n^3/3"),
         // The order reported is QR's rows, m.
-        "qr" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
+        "qr" | "qr-columns" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
         "ldlt" => ("LDL^T", "n^3/3"),
         _ => ("Cholesky", "n^3/3"),
     }
