@@ -10,7 +10,7 @@
 use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
 
-use super::QrArgs;
+use super::args::QrArgs;
 #[cfg(feature = "mpi")]
 use crate::commands::grid_job::DEFAULT_GRID_TILE;
 use crate::commands::grid_job::GridRun;

@@ -6,86 +6,21 @@
 //! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels;
 //! `--grid 1xQ` factors across the ranks of an MPI job (`grid.rs`).
 
+mod args;
 mod grid;
+
+pub use args::QrArgs;
 
 use std::time::Instant;
 
-use clap::Args;
 use faer::linalg::solvers::SolveLstsq;
 use faer::{Mat, MatRef};
-use hetla::{Backend, ClusterSpec, Precision, Qr, QrTree, Scalar, SchedulerKind};
+use hetla::{Backend, Qr, QrTree, Scalar};
 use serde::Serialize;
 
-use crate::commands::args::{PlatformArgs, parse_positive, parse_spec};
 use crate::commands::report::RunReport;
 use crate::peers::{self, PeerRate};
 use crate::{Error, Result};
-
-#[derive(Args)]
-pub struct QrArgs {
-    /// Rows of the matrix (entries uniform in [-1, 1), `hetla::matgen::random_block_in`).
-    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
-    pub m: usize,
-    /// Columns of the matrix.
-    #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
-    pub n: usize,
-    /// Tile size (default: 256, or the whole matrix up to 256).
-    #[arg(long, value_parser = parse_positive)]
-    pub tile: Option<usize>,
-    /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
-    #[arg(long, default_value_t = hetla::lab::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
-    pub inner: usize,
-    /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has at
-    /// least 4 times as many tile rows as tile columns).
-    #[arg(long, default_value = "auto")]
-    pub tree: QrTree,
-    /// How cores are grouped: NxM ("2x1"), a level (package, numa, l3, l2, core), CPU lists ("0/1")
-    /// or auto. QR's default is a cluster per core (`hetla::Qr`'s).
-    #[arg(long, default_value = "core", value_parser = parse_spec)]
-    pub clusters: ClusterSpec,
-    #[command(flatten)]
-    pub platform: PlatformArgs,
-    /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
-    #[arg(long, default_value = "d")]
-    pub precision: Precision,
-    /// Scheduler: mct, dmda, eager or ws.
-    #[arg(long, default_value = "mct")]
-    pub scheduler: SchedulerKind,
-    #[command(flatten)]
-    pub traces: super::args::TraceArgs,
-    /// Seed of the generator.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Also time, in this process and on the same matrix, faer's blocked QR (`faer-qr`) and, when
-    /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads (`openblas-dgeqrf`);
-    /// with `--lstsq`, also their least squares (faer's `solve_lstsq`, LAPACK ?gels).
-    #[arg(long)]
-    pub compare: bool,
-    /// Also time least squares with this many right-hand sides (m >= n): A factored and Q^H applied
-    /// to B in one graph (`Qr::solve_least_squares`), then the triangular solve.
-    #[arg(long, value_name = "K", value_parser = parse_positive)]
-    pub lstsq: Option<usize>,
-    /// Also time CholeskyQR2 (`hetla::CholeskyQr`: two passes of Gram matrix, POTRF and TRSM,
-    /// Householder QR when a Gram matrix is not positive definite) on the same matrix (m >= n),
-    /// checked as the QR is, beside the peers of `--compare`.
-    #[arg(long)]
-    pub cholqr: bool,
-    /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
-    /// Without it: one cold run.
-    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub repeat: Option<u64>,
-    /// Print one JSON object on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Factor across the ranks of an MPI job (start it with `mpirun -np Q`; feature `mpi`): block
-    /// columns 1D block-cyclic on a 1xQ process grid (ScaLAPACK's layout with one process row;
-    /// grids of more rows are not built yet), every rank running its tasks with `--clusters` inside
-    /// the cores mpirun gives it; rank 0 reports. LAPACK's blocked QR (each panel in blocks of
-    /// `--inner` columns; `--tree` is the tiled QR's); the block width defaults to 256; `--compare`
-    /// times ScaLAPACK's p?geqrf in the same precision (feature `scalapack`).
-    #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
-    pub grid: Option<hetla_factorizations::ProcessGrid>,
-}
 
 #[derive(Serialize)]
 pub struct QrReport {
