@@ -252,7 +252,7 @@ fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank
     ] {
         assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
     }
-    let inf = "rank 1: in its tile (0, 1) of A: A has a non-finite entry inf at row 1, column 0";
+    let inf = "rank 1: in its tile (0, 1): A has a non-finite entry inf at row 1, column 0";
     assert_eq!(out.matches(inf).count(), 1, "{out}");
     assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
 }

@@ -40,12 +40,7 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
     );
     assert!(r["solve_backward_error"].as_f64().unwrap() < 1e-14, "{r}");
     // 10 block columns: a panel each, and an update or a swap of every other one.
-    let tasks: u64 = r["tasks_by_rank"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .sum();
+    let tasks = tasks_of(&r);
     assert_eq!(tasks, 100);
     // The bounds of the LU graph, from the run's own kernel durations, no longer than the run.
     let efficiency = r["efficiency"].as_f64().unwrap();
@@ -74,12 +69,7 @@ fn under_mpirun_rank_0_reports_the_distributed_qr_and_its_least_squares() {
     assert_eq!(r["residual_ok"], true, "{r}");
     assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
     // 10 block columns: a panel each, and an update of every one right of it.
-    let tasks: u64 = r["tasks_by_rank"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .sum();
+    let tasks = tasks_of(&r);
     assert_eq!(tasks, 10 + 45);
     let efficiency = r["efficiency"].as_f64().unwrap();
     assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
@@ -114,12 +104,7 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
     assert_eq!(r["runs"], 2);
     assert_eq!(r["residual_ok"], true, "{r}");
     assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
-    let tasks: u64 = r["tasks_by_rank"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .sum();
+    let tasks = tasks_of(&r);
     // 10 tile rows: 10 + 2 * 45 + 120 tasks in the whole graph.
     assert_eq!(tasks, 10 + 2 * 45 + 120);
     assert_eq!(r["tasks"], 220);
@@ -144,6 +129,13 @@ fn under_mpirun_rank_0_reports_the_factorisation_and_what_each_rank_sent() {
         assert_eq!(r["solve_peers"][0]["name"], "scalapack-pdpotrs");
         assert!(r["solve_ratio_to_pdpotrs"].as_f64().unwrap() > 0.0);
     }
+}
+
+/// The tasks of a distributed run's report, summed over its ranks.
+#[cfg(feature = "mpi")]
+fn tasks_of(r: &serde_json::Value) -> u64 {
+    let by_rank = r["tasks_by_rank"].as_array().unwrap();
+    by_rank.iter().map(|t| t.as_u64().unwrap()).sum()
 }
 
 /// `mpirun` with `args` (as root where the tests run as root).

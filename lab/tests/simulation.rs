@@ -389,19 +389,31 @@ fn a_distributed_simulation_sends_the_block_cyclic_count_and_respects_its_bounds
     }
 }
 
-#[test]
-fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_its_bounds() {
-    let (n, b) = (19200, 960);
-    let plan = Plan::lu(n, b, Precision::D).unwrap();
+/// `plan` simulated on one sirocco node (2x10 clusters, no GPU) and on 1 x 2 and 1 x 4 grids of
+/// them (1.5 us, 100 Gb/s): the one node's report, and each grid's (Q, report, trace).
+fn one_row_runs(plan: &Plan) -> (SimReport, Vec<(usize, GridSimReport, Trace)>) {
     let model = sirocco();
     let spec = grid(2, 10);
     let machine = Modelled::new(&model, &spec, 0);
     let network = hetla_lab::parse_network("1.5us,100Gb/s").unwrap();
     let options = SimOptions::default();
-    let (one, _) = hetla_lab::simulate(&plan, &machine, &options).unwrap();
-    for q in [2, 4] {
-        let g = format!("1x{q}").parse().unwrap();
-        let (r, trace) = hetla_lab::simulate_grid(&plan, &machine, g, network, &options).unwrap();
+    let (one, _) = hetla_lab::simulate(plan, &machine, &options).unwrap();
+    let rows = [2, 4]
+        .map(|q| {
+            let g = format!("1x{q}").parse().unwrap();
+            let (r, t) = hetla_lab::simulate_grid(plan, &machine, g, network, &options).unwrap();
+            (q, r, t)
+        })
+        .into();
+    (one, rows)
+}
+
+#[test]
+fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_its_bounds() {
+    let (n, b) = (19200, 960);
+    let plan = Plan::lu(n, b, Precision::D).unwrap();
+    let (one, rows) = one_row_runs(&plan);
+    for (q, r, trace) in rows {
         assert_eq!(trace.tasks.len(), r.bounds.tasks);
         // Each panel from its diagonal down with its interchanges, to every other node.
         let panels: usize = (0..n / b).map(|k| ((n - k * b) * 8 + 8) * b).sum();
@@ -419,15 +431,8 @@ fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_i
 fn a_distributed_qr_simulation_sends_each_panel_with_its_t_to_the_nodes_right_of_it() {
     let (m, n, b, inner) = (38400, 9600, 960, 32);
     let plan = Plan::qr_columns((m, n, 0), (b, inner), Precision::D).unwrap();
-    let model = sirocco();
-    let spec = grid(2, 10);
-    let machine = Modelled::new(&model, &spec, 0);
-    let network = hetla_lab::parse_network("1.5us,100Gb/s").unwrap();
-    let options = SimOptions::default();
-    let (one, _) = hetla_lab::simulate(&plan, &machine, &options).unwrap();
-    for q in [2, 4] {
-        let g = format!("1x{q}").parse().unwrap();
-        let (r, trace) = hetla_lab::simulate_grid(&plan, &machine, g, network, &options).unwrap();
+    let (one, rows) = one_row_runs(&plan);
+    for (q, r, trace) in rows {
         assert_eq!(trace.tasks.len(), r.bounds.tasks);
         // Each panel from its diagonal down with its T (32 rows), to every other node holding a
         // block column right of it.

@@ -19,7 +19,7 @@ use hetla_runtime::{Platform, Trace};
 use mpi::traits::Communicator;
 
 use super::exchange::{Outcome, Panels, Share, agree_within, gather_within, run_share, waiting};
-use super::matrix::{DistributedMatrix, DistributedRhs};
+use super::matrix::{DistributedMatrix, DistributedRhs, non_finite};
 use super::wire::Wire;
 use crate::run::RunConfig;
 use crate::{Cholesky, Plan, Result};
@@ -104,17 +104,8 @@ impl Cholesky {
                 tiling.tile()
             ));
         }
-        // NaN and infinities before any work, as on one node (each rank its own tiles; of a
-        // diagonal tile, the lower triangle that is read).
-        for (&(i, j), tile) in &a.tiles {
-            let checked = match i == j {
-                true => crate::check::check_finite_triangle("A", tile.as_ref(), true),
-                false => crate::check::check_finite("A", tile.as_ref()),
-            };
-            if let Err(e) = checked {
-                problem.get_or_insert(format!("in its tile ({i}, {j}): {e}"));
-                break;
-            }
+        if let Some(nan) = non_finite("A", a) {
+            problem.get_or_insert(nan);
         }
         let platform = self.resolve_platform();
         if let Err(e) = &platform {

@@ -46,7 +46,9 @@ use std::time::{Duration, Instant};
 use faer::{Mat, MatRef};
 use hetla_factorizations::{MatrixId, RankShare, SUMS, TaskId, TileRef, Tiling};
 use hetla_kernels::KernelError;
-use hetla_runtime::{Inbox, KernelKey, RunOptions, RunStep, Trace, Workload, execute_beside};
+use hetla_runtime::{
+    Inbox, KernelKey, RunError, RunOptions, RunStep, Trace, Workload, execute_beside,
+};
 use mpi::request::{Request, StaticScope};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 
@@ -205,8 +207,17 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         Exchange::new(comm, share, &tiles, packed, timeout, panels).run(inbox, initial)
     });
     let mine = start.elapsed().as_secs_f64();
-    let exchanged = exchanged?;
+    agree_outcome(comm, share, (run, exchanged?, mine), timeout)
+}
 
+/// The same outcome of a run on every rank (this rank's `run`, what its loop `exchanged` and its
+/// seconds `mine`), agreed within `timeout` (see [`run_share`]).
+fn agree_outcome<C: Communicator>(
+    comm: &C,
+    share: &Share,
+    (run, exchanged, mine): (std::result::Result<Trace, RunError>, Exchanged, f64),
+    timeout: Duration,
+) -> Result<Outcome> {
     // The same outcome on every rank: the slowest rank's seconds, the first failed pivot, else the
     // lowest rank that failed on its own (not stopped by another's failure), in one collective.
     let run = run.map_err(|e| {

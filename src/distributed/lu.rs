@@ -39,7 +39,7 @@ use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
 use super::exchange::{Panels, Pivots, Share, agree_within, gather_within, run_share, waiting};
-use super::matrix::{DistributedMatrix, DistributedRhs};
+use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem};
 use super::wire::Wire;
 use crate::{Lu, Plan, Result};
 
@@ -92,36 +92,19 @@ impl Lu {
     ) -> Result<DistributedLu> {
         let (tiling, grid) = (a.tiling, a.grid);
         let n = tiling.rows();
-        let mut problem = None;
-        if a.lower {
-            problem = Some("the matrix holds only a lower triangle (a symmetric one, from random_spd or from_local_tiles): LU factors a general matrix, every tile (DistributedMatrix::random, from_local_general_tiles)".to_string());
-        } else if tiling.cols() != n {
-            problem = Some(format!(
+        let shape = if tiling.cols() != n {
+            Some(format!(
                 "the matrix is {n} x {}: LU factors a square one",
                 tiling.cols()
-            ));
-        } else if grid.rows() != 1 {
-            problem = Some(format!(
-                "the grid is {grid}: distributed LU runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
-            ));
+            ))
         } else if n >= MAX_ORDER {
-            problem = Some(format!(
+            Some(format!(
                 "the order {n} is too large: a distributed LU's interchanges travel exactly below {MAX_ORDER}"
-            ));
-        }
-        if let Some(b) = self.tile.filter(|&b| b != tiling.tile()) {
-            problem.get_or_insert(format!(
-                "the tile size {b} is not the distributed matrix's ({})",
-                tiling.tile()
-            ));
-        }
-        // NaN and infinities before any work, as on one node (each rank its own tiles).
-        for (&(i, j), tile) in &a.tiles {
-            if let Err(e) = crate::check::check_finite("A", tile.as_ref()) {
-                problem.get_or_insert(format!("in its tile ({i}, {j}): {e}"));
-                break;
-            }
-        }
+            ))
+        } else {
+            None
+        };
+        let mut problem = block_column_problem(a, "LU", shape, self.tile);
         let platform = self.resolve_platform();
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));

@@ -451,6 +451,54 @@ fn tile_from<T: Wire>(
     })
 }
 
+/// The first problem this rank finds, before any work, in the general matrix `a` of a block-column
+/// factorisation (`family`: "LU", "QR") run on tiles of `tile` (the builder's, if it set one): a
+/// lower-only matrix (`shape` is the family's own check of the shape, after it), a grid of more
+/// than one process row, another tile size, a NaN or an infinity in this rank's tiles.
+pub(super) fn block_column_problem<T: Wire>(
+    a: &DistributedMatrix<T>,
+    family: &str,
+    shape: Option<String>,
+    tile: Option<usize>,
+) -> Option<String> {
+    let grid = a.grid;
+    let mut problem = if a.lower {
+        Some(format!(
+            "the matrix holds only a lower triangle (a symmetric one, from random_spd or from_local_tiles): {family} factors a general matrix, every tile (DistributedMatrix::random, from_local_general_tiles)"
+        ))
+    } else if shape.is_some() {
+        shape
+    } else if grid.rows() != 1 {
+        Some(format!(
+            "the grid is {grid}: distributed {family} runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
+        ))
+    } else {
+        None
+    };
+    if let Some(t) = tile.filter(|&t| t != a.tiling.tile()) {
+        problem.get_or_insert(format!(
+            "the tile size {t} is not the distributed matrix's ({})",
+            a.tiling.tile()
+        ));
+    }
+    problem.or_else(|| non_finite("A", a))
+}
+
+/// Where this rank's tiles of `m` (named `what`) first hold a NaN or an infinity, as a problem to
+/// agree on before any work (each rank checks its own tiles, as one node checks its matrix); of a
+/// lower-only matrix's diagonal tiles, the lower triangle that is read.
+pub(super) fn non_finite<T: Wire>(what: &'static str, m: &DistributedMatrix<T>) -> Option<String> {
+    m.tiles.iter().find_map(|(&(i, j), tile)| {
+        let checked = match m.lower && i == j {
+            true => crate::check::check_finite_triangle(what, tile.as_ref(), true),
+            false => crate::check::check_finite(what, tile.as_ref()),
+        };
+        checked
+            .err()
+            .map(|e| format!("in its tile ({i}, {j}): {e}"))
+    })
+}
+
 /// What the ranks that found no problem say of the lowest rank that did (it says why itself).
 pub(super) const REFUSED: &str = "refused its part of a collective call (it says why)";
 

@@ -30,7 +30,7 @@ use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
 use super::exchange::{Panels, Reflectors, Share, agree_within, run_share, waiting};
-use super::matrix::{DistributedMatrix, DistributedRhs};
+use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem, non_finite};
 use super::wire::Wire;
 use crate::qr::work::ReflectorWork;
 use crate::{Plan, Qr, Result};
@@ -90,46 +90,26 @@ impl Qr {
     ) -> Result<DistributedRun> {
         let (tiling, grid) = (a.tiling, a.grid);
         let (m, n) = (tiling.rows(), tiling.cols());
-        let mut problem = None;
-        if a.lower {
-            problem = Some("the matrix holds only a lower triangle (a symmetric one, from random_spd or from_local_tiles): QR factors a general matrix, every tile (DistributedMatrix::random, from_local_general_tiles)".to_string());
-        } else if m < n {
-            problem = Some(format!(
+        let wide = (m < n).then(|| {
+            format!(
                 "the matrix is {m} x {n}: a distributed QR factors one with at least as many rows as columns"
-            ));
-        } else if grid.rows() != 1 {
-            problem = Some(format!(
-                "the grid is {grid}: distributed QR runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
-            ));
-        }
-        if let Some(t) = self.tile.filter(|&t| t != tiling.tile()) {
+            )
+        });
+        let mut problem = block_column_problem(a, "QR", wide, self.tile);
+        let bt = b.as_ref().map(|b| b.0.tiling);
+        let shaped = bt.map(|t| (t.rows(), t.tile())) == Some((m, tiling.tile()));
+        if let Some(b) = b.as_ref().filter(|b| b.0.grid != grid || !shaped) {
             problem.get_or_insert(format!(
-                "the tile size {t} is not the distributed matrix's ({})",
+                "the right-hand sides are {} x {} in tiles of {} on a {} grid; A is {m} x {n} in tiles of {} on a {grid} grid: B needs A's rows, tile and grid",
+                b.0.tiling.rows(),
+                b.0.tiling.cols(),
+                b.0.tiling.tile(),
+                b.0.grid,
                 tiling.tile()
             ));
         }
-        let bt = b.as_ref().map(|b| b.0.tiling);
-        if let Some(b) = &b {
-            if b.0.grid != grid || (bt.map(|t| (t.rows(), t.tile())) != Some((m, tiling.tile()))) {
-                problem.get_or_insert(format!(
-                    "the right-hand sides are {} x {} in tiles of {} on a {} grid; A is {m} x {n} in tiles of {} on a {grid} grid: B needs A's rows, tile and grid",
-                    b.0.tiling.rows(),
-                    b.0.tiling.cols(),
-                    b.0.tiling.tile(),
-                    b.0.grid,
-                    tiling.tile()
-                ));
-            }
-        }
-        // NaN and infinities before any work, as on one node (each rank its own tiles).
-        let inputs = [("A", Some(&*a)), ("B", b.as_ref().map(|b| &b.0))];
-        for (what, matrix) in inputs {
-            for (&(i, j), tile) in matrix.iter().flat_map(|m| &m.tiles) {
-                if let Err(e) = crate::check::check_finite(what, tile.as_ref()) {
-                    problem.get_or_insert(format!("in its tile ({i}, {j}) of {what}: {e}"));
-                    break;
-                }
-            }
+        if let Some(nan) = b.as_ref().and_then(|b| non_finite("B", &b.0)) {
+            problem.get_or_insert(nan);
         }
         let platform = self.resolve_platform();
         if let Err(e) = &platform {

@@ -36,9 +36,10 @@ unsafe extern "C" {
     ) -> i32;
 }
 
-/// Declares ScaLAPACK's `p?potrf_` and `p?potrs_` of one precision.
+/// Declares ScaLAPACK's `p?potrf_`, `p?potrs_`, `p?getrf_`, `p?getrs_`, `p?geqrf_` and `p?gels_` of
+/// one precision.
 macro_rules! declare {
-    ($potrf:ident, $potrs:ident, $t:ty) => {
+    ($potrf:ident, $potrs:ident, $getrf:ident, $getrs:ident, $geqrf:ident, $gels:ident, $t:ty) => {
         #[link(name = "scalapack-openmpi")]
         unsafe extern "C" {
             fn $potrf(
@@ -64,15 +65,6 @@ macro_rules! declare {
                 descb: *const i32,
                 info: *mut i32,
             );
-        }
-    };
-}
-
-/// Declares ScaLAPACK's `p?getrf_` and `p?getrs_` of one precision.
-macro_rules! declare_lu {
-    ($getrf:ident, $getrs:ident, $t:ty) => {
-        #[link(name = "scalapack-openmpi")]
-        unsafe extern "C" {
             fn $getrf(
                 m: *const i32,
                 n: *const i32,
@@ -98,15 +90,6 @@ macro_rules! declare_lu {
                 descb: *const i32,
                 info: *mut i32,
             );
-        }
-    };
-}
-
-/// Declares ScaLAPACK's `p?geqrf_` and `p?gels_` of one precision.
-macro_rules! declare_qr {
-    ($geqrf:ident, $gels:ident, $t:ty) => {
-        #[link(name = "scalapack-openmpi")]
-        unsafe extern "C" {
             fn $geqrf(
                 m: *const i32,
                 n: *const i32,
@@ -140,20 +123,18 @@ macro_rules! declare_qr {
     };
 }
 
-declare_qr!(psgeqrf_, psgels_, f32);
-declare_qr!(pdgeqrf_, pdgels_, f64);
-declare_qr!(pcgeqrf_, pcgels_, c32);
-declare_qr!(pzgeqrf_, pzgels_, c64);
-
-declare_lu!(psgetrf_, psgetrs_, f32);
-declare_lu!(pdgetrf_, pdgetrs_, f64);
-declare_lu!(pcgetrf_, pcgetrs_, c32);
-declare_lu!(pzgetrf_, pzgetrs_, c64);
-
-declare!(pspotrf_, pspotrs_, f32);
-declare!(pdpotrf_, pdpotrs_, f64);
-declare!(pcpotrf_, pcpotrs_, c32);
-declare!(pzpotrf_, pzpotrs_, c64);
+declare!(
+    pspotrf_, pspotrs_, psgetrf_, psgetrs_, psgeqrf_, psgels_, f32
+);
+declare!(
+    pdpotrf_, pdpotrs_, pdgetrf_, pdgetrs_, pdgeqrf_, pdgels_, f64
+);
+declare!(
+    pcpotrf_, pcpotrs_, pcgetrf_, pcgetrs_, pcgeqrf_, pcgels_, c32
+);
+declare!(
+    pzpotrf_, pzpotrs_, pzgetrf_, pzgetrs_, pzgeqrf_, pzgels_, c64
+);
 
 /// A local array and its descriptor.
 type Local<'a, T> = (&'a mut Mat<T>, &'a [i32; 9]);

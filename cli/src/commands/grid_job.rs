@@ -29,6 +29,26 @@ pub fn initialise() -> crate::Result<mpi::environment::Universe> {
         })
 }
 
+/// Runs the distributed `factor` on a fresh copy of `a` (with `--repeat`, a warm-up and `repeat`
+/// timed runs), each timed by the slowest rank's seconds it reports (`seconds`): the result and the
+/// factor of the last run, and the timings. Collective.
+#[cfg(feature = "mpi")]
+pub fn timed<M: Clone, R>(
+    repeat: Option<usize>,
+    a: &M,
+    mut factor: impl FnMut(&mut M) -> hetla::Result<R>,
+    seconds: impl Fn(&R) -> f64,
+) -> crate::Result<(R, M, crate::peers::Timings)> {
+    let mut f = a.clone();
+    let (result, timings) = crate::peers::repeat(repeat, || {
+        f = a.clone();
+        let result = factor(&mut f)?;
+        let s = seconds(&result);
+        Ok((result, s))
+    })?;
+    Ok((result, f, timings))
+}
+
 /// The tasks each rank ran, and the share of each rank's workers' time spent in kernels (over the
 /// slowest rank's seconds), gathered on every rank.
 #[cfg(feature = "mpi")]

@@ -83,13 +83,9 @@ fn run_in<T: GridScalar>(
     let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
-    let mut factor = a.clone();
-    let (run, timings) = crate::peers::repeat(repeat, || {
-        factor = a.clone();
-        let run = options.factor_distributed(&world, &mut factor)?;
-        let seconds = run.seconds;
-        Ok((run, seconds))
-    })?;
+    let factor = |f: &mut _| options.factor_distributed(&world, f);
+    let (run, factor, timings) =
+        crate::commands::grid_job::timed(repeat, &a, factor, |r| r.seconds)?;
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();

@@ -86,13 +86,9 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     let a = DistributedMatrix::<T>::random(&world, (args.n, args.n), tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
-    let mut factor = a.clone();
-    let (lu, timings) = crate::peers::repeat(repeat, || {
-        factor = a.clone();
-        let lu = options.factor_distributed(&world, &mut factor)?;
-        let seconds = lu.run.seconds;
-        Ok((lu, seconds))
-    })?;
+    let factor = |f: &mut _| options.factor_distributed(&world, f);
+    let (lu, factor, timings) =
+        crate::commands::grid_job::timed(repeat, &a, factor, |lu| lu.run.seconds)?;
     let residual = lu.probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
     let mut x = b.clone();

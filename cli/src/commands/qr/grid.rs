@@ -93,7 +93,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     args: &QrArgs,
     grid: ProcessGrid,
 ) -> crate::Result<Option<QrGridReport>> {
-    use crate::commands::grid_job::GridSetup;
+    use crate::commands::grid_job::{GridSetup, timed};
     use hetla::Qr;
     use hetla::distributed::DistributedMatrix;
     use mpi::traits::Communicator;
@@ -110,13 +110,8 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     let a = DistributedMatrix::<T>::random(&world, (m, n), tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
-    let mut factor = a.clone();
-    let (run, timings) = crate::peers::repeat(repeat, || {
-        factor = a.clone();
-        let run = options.factor_distributed(&world, &mut factor)?;
-        let seconds = run.seconds;
-        Ok((run, seconds))
-    })?;
+    let factor = |f: &mut _| options.factor_distributed(&world, f);
+    let (run, factor, timings) = timed(repeat, &a, factor, |r| r.seconds)?;
     let residual = hetla::distributed::probed_qr_residual(&world, &a, &factor, args.seed)?;
     let setup = GridSetup {
         shape: (m, n),
