@@ -685,9 +685,6 @@ fn workspace<T: Scalapack>(
 /// `MPI_COMM_WORLD`. The factor is p?geqrf's array: R on and above the diagonal, the Householder
 /// vectors below (their scalar factors stay with the run). The workspace query and its allocation
 /// ride on the first run. Collective.
-// Hidden until distributed QR and `hetla qr --grid --compare` use it (the examples and the
-// MPI tests do).
-#[doc(hidden)]
 pub fn geqrf<T: Scalapack, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
@@ -742,9 +739,6 @@ fn unreachable_info<T: Scalapack>(what: &str, a: &DistributedMatrix<T>) -> Error
 /// precision, `runs` times (each from `a` and `b`), on the ranks of `MPI_COMM_WORLD`. X is
 /// distributed as B's first n rows. The workspace query and its allocation ride on the first run.
 /// Collective.
-// Hidden until distributed QR and `hetla qr --grid --compare` use it (the examples and the
-// MPI tests do).
-#[doc(hidden)]
 pub fn gels<T: Scalapack, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
