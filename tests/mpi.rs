@@ -252,6 +252,8 @@ fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank
     ] {
         assert_eq!(out.matches(reason).count(), 2, "{reason}: {out}");
     }
+    let singular = "refused: A is rank deficient: R's diagonal entry at column 6 (0-based)";
+    assert_eq!(out.matches(singular).count(), 2, "{out}");
     let inf = "rank 1: in its tile (0, 1): A has a non-finite entry inf at row 1, column 0";
     assert_eq!(out.matches(inf).count(), 1, "{out}");
     assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
@@ -570,6 +572,26 @@ fn rank_side() {
                 "refused: {}",
                 qr.factor_distributed(&world, &mut a).unwrap_err()
             );
+            // A zero column: R's diagonal is exactly zero there, reported by both ranks.
+            let mut a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
+            let b = DistributedRhs::<f64>::random(&world, (n, 2), tile, grid, seed).unwrap();
+            let zeroed: Vec<_> = a
+                .tiles()
+                .iter()
+                .map(|(&(i, j), t)| {
+                    let mut t = t.clone();
+                    if j == 1 {
+                        t.col_mut(2).fill(0.0);
+                    }
+                    ((i, j), t)
+                })
+                .collect();
+            a = DistributedMatrix::from_local_general_tiles(&world, (n, 9), tile, grid, zeroed)
+                .unwrap();
+            let err = qr
+                .least_squares_distributed(&world, &mut a, &b)
+                .unwrap_err();
+            println!("refused: {err}");
             // Right-hand sides with other rows: refused on both.
             let mut a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
             let b = DistributedRhs::<f64>::random(&world, (n - 1, 2), tile, grid, seed).unwrap();

@@ -29,7 +29,7 @@ use hetla_factorizations::{FACTOR, RHS, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Panels, Reflectors, Share, agree_within, run_share, waiting};
+use super::exchange::{Panels, Reflectors, Share, agree_within, gather_within, run_share, waiting};
 use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem, non_finite};
 use super::wire::Wire;
 use crate::qr::work::ReflectorWork;
@@ -62,7 +62,8 @@ impl Qr {
     /// distributed upper substitution (as LU's solve runs it). `a` is overwritten by its QR factor;
     /// `b` is read. Refused on every rank before any work as the factorisation is, and for
     /// right-hand sides on another grid, with another tile or other rows, or holding a NaN or an
-    /// infinity.
+    /// infinity; an R with an exactly zero diagonal entry (A not of full rank) is
+    /// [`crate::Error::RankDeficient`] with its column on every rank, as LAPACK's ?gels reports it.
     pub fn least_squares_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -73,6 +74,26 @@ impl Qr {
         let run = self.run_columns(comm, a, Some(&mut qb))?;
         let n = a.tiling.cols();
         let r = a.top_rows(n)?;
+        // As LAPACK's ?gels: an exactly zero diagonal entry of R (A not of full rank) is refused,
+        // the same column on every rank, before the substitution would divide by it.
+        let zero = r
+            .tiles
+            .iter()
+            .filter(|&(&(i, j), _)| i == j)
+            .flat_map(|(&(i, _), t)| {
+                let k = t.nrows().min(t.ncols());
+                (0..k)
+                    .filter(|&d| t[(d, d)] == T::from_f64(0.0))
+                    .map(move |d| r.tiling.offset(i) + d)
+            })
+            .min()
+            .map_or(u64::MAX, |c| c as u64);
+        let all = gather_within(comm, &[zero], waiting(&self.run), "the check of R")?;
+        if let Some(column) = all.iter().map(|z| z[0]).min().filter(|&z| z != u64::MAX) {
+            return Err(crate::Error::RankDeficient {
+                column: column as usize,
+            });
+        }
         let mut x = DistributedRhs(qb.0.top_rows(n)?);
         let which = [Substitution::Upper];
         let platform = self.resolve_platform();
