@@ -88,6 +88,27 @@ pub fn no_scalapack(routines: &str) -> crate::Error {
     }
 }
 
+/// What a command with `--grid` reports: its run on this node (`F`), or rank 0's report of a
+/// distributed run (`G`).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum NodeOrGrid<F, G> {
+    /// Without `--grid`.
+    Node(Box<F>),
+    /// `--grid`, on rank 0.
+    Grid(Box<G>),
+}
+
+impl<F, G> NodeOrGrid<F, G> {
+    /// Prints the report as a table, with `node`'s or `grid`'s printer.
+    pub fn print(&self, node: impl Fn(&F), grid: impl Fn(&G)) {
+        match self {
+            NodeOrGrid::Node(r) => node(r),
+            NodeOrGrid::Grid(r) => grid(r),
+        }
+    }
+}
+
 /// What every distributed run's report has, flattened into it (its keys are the report's own).
 #[derive(serde::Serialize)]
 pub struct GridRun {

@@ -17,19 +17,13 @@ use faer::{Mat, MatRef};
 use hetla::{Backend, Lu, Refinable, Scalar, c32, c64};
 use serde::Serialize;
 
+use super::grid_job::NodeOrGrid;
 use super::report::RunReport;
 use crate::peers;
 use crate::{Error, Result};
 
 /// What `hetla lu` reports: a factorisation on this node, or a distributed one.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum LuOutput {
-    /// Without `--grid`.
-    Factor(Box<LuReport>),
-    /// `--grid`, on rank 0.
-    Grid(Box<grid::LuGridReport>),
-}
+pub type LuOutput = NodeOrGrid<LuReport, grid::LuGridReport>;
 
 #[derive(Serialize)]
 pub struct LuReport {
@@ -70,17 +64,14 @@ pub struct MixedReport {
 pub fn run(args: &LuArgs) -> Result<Option<LuOutput>> {
     if let Some(grid) = args.grid {
         let report = grid::run(args, grid)?;
-        return Ok(report.map(|r| LuOutput::Grid(Box::new(r))));
+        return Ok(report.map(|r| NodeOrGrid::Grid(Box::new(r))));
     }
-    factor(args).map(|r| Some(LuOutput::Factor(Box::new(r))))
+    factor(args).map(|r| Some(NodeOrGrid::Node(Box::new(r))))
 }
 
 /// Prints a report as a table.
 pub fn print(output: &LuOutput) {
-    match output {
-        LuOutput::Factor(r) => print_factor(r),
-        LuOutput::Grid(r) => grid::print(r),
-    }
+    output.print(print_factor, grid::print)
 }
 
 fn factor(args: &LuArgs) -> Result<LuReport> {

@@ -18,6 +18,7 @@ use faer::{Mat, MatRef};
 use hetla::{Backend, Qr, QrTree, Scalar};
 use serde::Serialize;
 
+use crate::commands::grid_job::NodeOrGrid;
 use crate::commands::report::RunReport;
 use crate::peers::{self, PeerRate};
 use crate::{Error, Result};
@@ -77,31 +78,21 @@ pub struct LstsqReport {
 }
 
 /// What `hetla qr` reports: a factorisation on this node, or a distributed one.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum QrOutput {
-    /// Without `--grid`.
-    Factor(Box<QrReport>),
-    /// `--grid`, on rank 0.
-    Grid(Box<grid::QrGridReport>),
-}
+pub type QrOutput = NodeOrGrid<QrReport, grid::QrGridReport>;
 
 /// Runs `hetla qr`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &QrArgs) -> Result<Option<QrOutput>> {
     if let Some(grid) = args.grid {
         let report = grid::run(args, grid)?;
-        return Ok(report.map(|r| QrOutput::Grid(Box::new(r))));
+        return Ok(report.map(|r| NodeOrGrid::Grid(Box::new(r))));
     }
     let report = hetla_kernels::with_scalar!(args.precision, T => qr::<T>(args))?;
-    Ok(Some(QrOutput::Factor(Box::new(report))))
+    Ok(Some(NodeOrGrid::Node(Box::new(report))))
 }
 
 /// Prints a report as a table.
 pub fn print(output: &QrOutput) {
-    match output {
-        QrOutput::Factor(r) => print_factor(r),
-        QrOutput::Grid(r) => grid::print(r),
-    }
+    output.print(print_factor, grid::print)
 }
 
 /// The run's memory and its options' shapes, checked before any work.
