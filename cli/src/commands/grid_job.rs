@@ -49,6 +49,28 @@ pub fn timed<M: Clone, R>(
     Ok((result, f, timings))
 }
 
+/// How many times a ScaLAPACK peer runs to be timed as hetla is: a warm-up and `repeat` runs with
+/// `--repeat`, one run without.
+#[cfg(feature = "scalapack")]
+pub fn peer_runs(repeat: Option<usize>) -> usize {
+    repeat.unwrap_or(1) + usize::from(repeat.is_some())
+}
+
+/// The rate of ScaLAPACK's `routine` (its letter from `T`) from the `seconds` of its [`peer_runs`]
+/// runs (the warm-up, with `repeat`, left out).
+#[cfg(feature = "scalapack")]
+pub fn peer_rate<T: GridScalar>(
+    routine: &str,
+    mut seconds: Vec<f64>,
+    repeat: Option<usize>,
+    flops: f64,
+) -> PeerRate {
+    let warm = usize::from(repeat.is_some());
+    let timings = crate::peers::timings(&mut seconds[warm..]);
+    let name = format!("scalapack-p{}{routine}", T::LETTER);
+    PeerRate::from_timings(&name, timings, flops)
+}
+
 /// The tasks each rank ran, and the share of each rank's workers' time spent in kernels (over the
 /// slowest rank's seconds), gathered on every rank.
 #[cfg(feature = "mpi")]

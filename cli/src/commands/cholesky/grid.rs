@@ -88,13 +88,9 @@ fn run_in<T: GridScalar>(
         crate::commands::grid_job::timed(repeat, &a, factor, |r| r.seconds)?;
     let residual = hetla::distributed::probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
-    let mut x = b.clone();
-    let (solve, solve_timings) = crate::peers::repeat(repeat, || {
-        x = b.clone();
-        let solve = options.solve_distributed(&world, &factor, &mut x)?;
-        let seconds = solve.seconds;
-        Ok((solve, seconds))
-    })?;
+    let solve = |x: &mut _| options.solve_distributed(&world, &factor, x);
+    let (solve, x, solve_timings) =
+        crate::commands::grid_job::timed(repeat, &b, solve, |s| s.seconds)?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let flops = run.flops;
     let peers = match args.compare {
@@ -132,6 +128,9 @@ fn run_in<T: GridScalar>(
     }))
 }
 
+#[cfg(feature = "scalapack")]
+use crate::commands::grid_job::{peer_rate, peer_runs};
+
 /// ScaLAPACK's p?potrf on `a`, timed as hetla is (a warm-up with `--repeat`).
 #[cfg(feature = "scalapack")]
 fn potrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
@@ -140,12 +139,8 @@ fn potrf_peer<T: GridScalar, C: mpi::traits::Communicator>(
     repeat: Option<usize>,
     flops: f64,
 ) -> crate::Result<PeerRate> {
-    let warm = usize::from(repeat.is_some());
-    let runs = hetla::distributed::scalapack::potrf(comm, a, repeat.unwrap_or(1) + warm)?;
-    let mut seconds = runs.seconds[warm..].to_vec();
-    let timings = crate::peers::timings(&mut seconds);
-    let name = format!("scalapack-p{}potrf", T::LETTER);
-    Ok(PeerRate::from_timings(&name, timings, flops))
+    let runs = hetla::distributed::scalapack::potrf(comm, a, peer_runs(repeat))?;
+    Ok(peer_rate::<T>("potrf", runs.seconds, repeat, flops))
 }
 
 /// ScaLAPACK's p?potrs with the factor `l` on `b`, timed as hetla's solve is.
@@ -157,12 +152,8 @@ fn potrs_peer<T: GridScalar, C: mpi::traits::Communicator>(
     repeat: Option<usize>,
     flops: f64,
 ) -> crate::Result<PeerRate> {
-    let warm = usize::from(repeat.is_some());
-    let runs = hetla::distributed::scalapack::potrs(comm, l, b, repeat.unwrap_or(1) + warm)?;
-    let mut seconds = runs.seconds[warm..].to_vec();
-    let timings = crate::peers::timings(&mut seconds);
-    let name = format!("scalapack-p{}potrs", T::LETTER);
-    Ok(PeerRate::from_timings(&name, timings, flops))
+    let runs = hetla::distributed::scalapack::potrs(comm, l, b, peer_runs(repeat))?;
+    Ok(peer_rate::<T>("potrs", runs.seconds, repeat, flops))
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]

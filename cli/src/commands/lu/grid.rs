@@ -91,13 +91,9 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         crate::commands::grid_job::timed(repeat, &a, factor, |lu| lu.run.seconds)?;
     let residual = lu.probed_residual(&world, &a, &factor, args.seed)?;
     let b = DistributedRhs::<T>::random(&world, (args.n, SOLVE_RHS), tile, grid, args.seed + 1)?;
-    let mut x = b.clone();
-    let (solve, solve_timings) = crate::peers::repeat(repeat, || {
-        x = b.clone();
-        let solve = options.solve_distributed(&world, &factor, &lu, &mut x)?;
-        let seconds = solve.seconds;
-        Ok((solve, seconds))
-    })?;
+    let solve = |x: &mut _| options.solve_distributed(&world, &factor, &lu, x);
+    let (solve, x, solve_timings) =
+        crate::commands::grid_job::timed(repeat, &b, solve, |s| s.seconds)?;
     let solve_backward_error = hetla::distributed::solve_backward_error(&world, &a, &x, &b)?;
     let setup = GridSetup {
         shape: (args.n, args.n),
@@ -147,19 +143,13 @@ fn scalapack_peers<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Com
     repeat: Option<usize>,
     (flops, solve_flops): (f64, f64),
 ) -> crate::Result<(PeerRate, PeerRate)> {
+    use crate::commands::grid_job::{peer_rate, peer_runs};
     use hetla::distributed::scalapack::{getrf, getrs};
-    let warm = usize::from(repeat.is_some());
-    let runs = repeat.unwrap_or(1) + warm;
-    let rate = |routine: &str, mut seconds: Vec<f64>, flops| {
-        let timings = crate::peers::timings(&mut seconds[warm..]);
-        let name = format!("scalapack-p{}{routine}", T::LETTER);
-        PeerRate::from_timings(&name, timings, flops)
-    };
-    let lu = getrf(comm, a, runs)?;
-    let solved = getrs(comm, &lu, b, runs)?;
+    let lu = getrf(comm, a, peer_runs(repeat))?;
+    let solved = getrs(comm, &lu, b, peer_runs(repeat))?;
     Ok((
-        rate("getrf", lu.seconds, flops),
-        rate("getrs", solved.seconds, solve_flops),
+        peer_rate::<T>("getrf", lu.seconds, repeat, flops),
+        peer_rate::<T>("getrs", solved.seconds, repeat, solve_flops),
     ))
 }
 

@@ -187,6 +187,9 @@ fn least_squares<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Commu
     })
 }
 
+#[cfg(feature = "scalapack")]
+use crate::commands::grid_job::{peer_rate, peer_runs};
+
 /// ScaLAPACK's p?geqrf on `a`, timed as hetla is (a warm-up with `--repeat`).
 #[cfg(feature = "scalapack")]
 fn scalapack_peer<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Communicator>(
@@ -195,8 +198,7 @@ fn scalapack_peer<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Comm
     repeat: Option<usize>,
     flops: f64,
 ) -> crate::Result<PeerRate> {
-    let runs = repeat.unwrap_or(1) + usize::from(repeat.is_some());
-    let seconds = hetla::distributed::scalapack::geqrf(comm, a, runs)?.seconds;
+    let seconds = hetla::distributed::scalapack::geqrf(comm, a, peer_runs(repeat))?.seconds;
     Ok(peer_rate::<T>("geqrf", seconds, repeat, flops))
 }
 
@@ -211,23 +213,8 @@ fn scalapack_gels<T: crate::commands::grid_job::GridScalar, C: mpi::traits::Comm
     repeat: Option<usize>,
     flops: f64,
 ) -> crate::Result<PeerRate> {
-    let runs = repeat.unwrap_or(1) + usize::from(repeat.is_some());
-    let seconds = hetla::distributed::scalapack::gels(comm, a, b, runs)?.seconds;
+    let seconds = hetla::distributed::scalapack::gels(comm, a, b, peer_runs(repeat))?.seconds;
     Ok(peer_rate::<T>("gels", seconds, repeat, flops))
-}
-
-/// The rate of ScaLAPACK's `routine` from its runs' `seconds` (the first a warm-up with `repeat`).
-#[cfg(feature = "scalapack")]
-fn peer_rate<T: crate::commands::grid_job::GridScalar>(
-    routine: &str,
-    mut seconds: Vec<f64>,
-    repeat: Option<usize>,
-    flops: f64,
-) -> PeerRate {
-    let warm = usize::from(repeat.is_some());
-    let timings = crate::peers::timings(&mut seconds[warm..]);
-    let name = format!("scalapack-p{}{routine}", T::LETTER);
-    PeerRate::from_timings(&name, timings, flops)
 }
 
 #[cfg(all(feature = "mpi", not(feature = "scalapack")))]
