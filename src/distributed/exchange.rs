@@ -284,11 +284,46 @@ pub(super) fn gather_within<C: Communicator>(
     step: &str,
 ) -> Result<Vec<Vec<u64>>> {
     let size = comm.size() as usize;
+    let all = collective_within(
+        comm,
+        mine,
+        mine.len() * size,
+        (timeout, step),
+        |send, receive| comm.immediate_all_gather_into(StaticScope, send, receive),
+    )?;
+    Ok(all.chunks(mine.len().max(1)).map(<[u64]>::to_vec).collect())
+}
+
+/// The element-wise maximum of every rank's `mine` (each as long as this rank's), on every rank,
+/// from a non-blocking all-reduce waiting at most `timeout` ([`gather_within`]'s): O(mine) words a
+/// rank however many ranks there are.
+pub(super) fn max_within<C: Communicator>(
+    comm: &C,
+    mine: &[u64],
+    timeout: Duration,
+    step: &str,
+) -> Result<Vec<u64>> {
+    collective_within(comm, mine, mine.len(), (timeout, step), |send, receive| {
+        let max = mpi::collective::SystemOperation::max();
+        comm.immediate_all_reduce_into(StaticScope, send, receive, max)
+    })
+}
+
+/// Runs the non-blocking collective `start` makes from this rank's `mine` into `len` words, polling
+/// it for at most `timeout` (its `step` named in the error): the words once every rank took part.
+/// On timeout the collective is left unfinished, its buffers to the process's end.
+fn collective_within<C: Communicator>(
+    comm: &C,
+    mine: &[u64],
+    len: usize,
+    (timeout, step): (Duration, &str),
+    start: impl FnOnce(&'static [u64], &'static mut [u64]) -> Request<'static, [u64], StaticScope>,
+) -> Result<Vec<u64>> {
     let send: &'static [u64] = Box::leak(mine.to_vec().into_boxed_slice());
     let send_pointer = send as *const [u64] as *mut [u64];
-    let receive: &'static mut [u64] = Box::leak(vec![0; mine.len() * size].into_boxed_slice());
+    let receive: &'static mut [u64] = Box::leak(vec![0; len].into_boxed_slice());
     let receive_pointer = receive as *mut [u64];
-    let mut request = comm.immediate_all_gather_into(StaticScope, send, receive);
+    let mut request = start(send, receive);
     let started = Instant::now();
     let mut nap = Duration::from_micros(20);
     loop {
@@ -312,7 +347,7 @@ pub(super) fn gather_within<C: Communicator>(
     // SAFETY: both leaked above, and the collective that used them is complete.
     let (send, all) = unsafe { (Box::from_raw(send_pointer), Box::from_raw(receive_pointer)) };
     drop(send);
-    Ok(all.chunks(mine.len().max(1)).map(<[u64]>::to_vec).collect())
+    Ok(all.into_vec())
 }
 
 /// [`agree`](super::matrix::agree) within `timeout` ([`gather_within`]): when any rank found a

@@ -38,7 +38,7 @@ use hetla_factorizations::{FACTOR, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Panels, Pivots, Share, agree_within, gather_within, run_share, waiting};
+use super::exchange::{Panels, Pivots, Share, agree_within, max_within, run_share, waiting};
 use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem};
 use super::wire::Wire;
 use crate::{Lu, Plan, Result};
@@ -137,21 +137,19 @@ impl Lu {
             &pivots,
         )?;
 
-        // The same interchanges and first zero pivot on every rank: each rank's list holds its own
-        // panels' interchanges and those it received (the others are still i), the last entry
-        // its first zero pivot.
+        // The same interchanges and first zero pivot on every rank, in one element-wise maximum:
+        // each rank's list holds its own panels' interchanges and those it received (the others
+        // are still i, and a row is swapped with one at or below it); the last entry is u64::MAX
+        // less its first zero pivot, so that the maximum is the smallest column.
         let zero = match zero.into_inner() {
             usize::MAX => u64::MAX,
             column => column as u64,
         };
         let mine: Vec<u64> = (ipiv.into_iter().map(|p| p.into_inner() as u64))
-            .chain([zero])
+            .chain([u64::MAX - zero])
             .collect();
-        let all = gather_within(comm, &mine, timeout, "the agreement on the interchanges")?;
-        let agreed: Vec<u64> = (0..n)
-            .map(|i| all.iter().map(|r| r[i]).max().unwrap_or(i as u64))
-            .collect();
-        let first_zero = all.iter().map(|r| r[n]).min().unwrap_or(u64::MAX);
+        let mut agreed = max_within(comm, &mine, timeout, "the agreement on the interchanges")?;
+        let first_zero = agreed.pop().map_or(u64::MAX, |z| u64::MAX - z);
 
         a.copy_from_block_columns(&columns);
         Ok(DistributedLu {
