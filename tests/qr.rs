@@ -236,7 +236,7 @@ fn backends() -> Vec<Backend> {
 #[test]
 fn the_graphs_of_both_trees_factor_square_tall_wide_and_ragged_matrices() {
     for backend in backends() {
-        for tree in [QrTree::Flat, QrTree::Binary] {
+        for tree in [QrTree::Flat, QrTree::Binary, QrTree::Domains(3)] {
             for (m, n, b, ib) in [
                 (96, 96, 32, 8),
                 (130, 50, 16, 5),
@@ -291,7 +291,7 @@ fn api_case<T: Scalar>(backend: Backend, m: usize, n: usize, tile: usize, tree: 
 #[test]
 fn qr_factors_through_the_runtime_in_every_precision_and_tree() {
     for backend in backends() {
-        for tree in [QrTree::Flat, QrTree::Binary] {
+        for tree in [QrTree::Flat, QrTree::Binary, QrTree::Domains(2)] {
             for (m, n, tile) in [(100, 100, 16), (150, 40, 16), (60, 90, 16), (33, 7, 64)] {
                 api_case::<f64>(backend, m, n, tile, tree);
                 api_case::<c64>(backend, m, n, tile, tree);
@@ -304,7 +304,7 @@ fn qr_factors_through_the_runtime_in_every_precision_and_tree() {
 
 #[test]
 fn least_squares_match_faers_on_well_conditioned_problems() {
-    for tree in [QrTree::Flat, QrTree::Binary] {
+    for tree in [QrTree::Flat, QrTree::Binary, QrTree::Domains(4)] {
         let (m, n, k) = (300, 40, 3);
         let a = random::<f64>(m, n, 5);
         let b = random::<f64>(m, k, 6);

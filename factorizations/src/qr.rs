@@ -14,6 +14,15 @@
 //!   `Ttmqr(A_qk -> A_pj, A_qj)` with q = p + s for s = 1, 2, 4, ...: a column's critical path is
 //!   log2(mt - k) merges instead of mt - k eliminations, for the same flops (a tile QR and a merge
 //!   of triangles cost what the elimination of a tile on a triangle costs).
+//! - [`QrTree::Domains`] (the hierarchical tree of a distributed QR, communication-avoiding): the
+//!   tile rows are cut into p domains by their index mod p (the rows a process row of a p x Q grid
+//!   holds); within each domain a flat tree eliminates the domain's tiles on its top tile (the
+//!   first of the domain at or below the diagonal), then a flat chain of merges `Ttqrt(A_kk,
+//!   A_tk)` eliminates the other domains' top triangles on the diagonal one, in domain order. Every
+//!   task but the merges touches one domain's tiles only; a merge writes the diagonal domain's row
+//!   and the eliminated domain's top, and runs (owner computes by its last access) where the
+//!   eliminated triangle lives, so only the diagonal tile row travels, once to each other domain
+//!   and back. One domain is [`QrTree::Flat`].
 //!
 //! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so its
 //! tasks have two write accesses; the dependencies follow from the accesses as for every graph.
@@ -32,6 +41,10 @@ pub enum QrTree {
     Flat,
     /// Every tile factored at once, their triangles merged pairwise.
     Binary,
+    /// A flat tree within each of this many domains of tile rows (by index mod the count), the
+    /// domains' triangles then merged on the diagonal one: a distributed QR's tree over a process
+    /// column.
+    Domains(usize),
 }
 
 impl QrTree {
@@ -41,6 +54,7 @@ impl QrTree {
             QrTree::Auto => "auto",
             QrTree::Flat => "flat",
             QrTree::Binary => "binary",
+            QrTree::Domains(_) => "domains",
         }
     }
 
@@ -62,7 +76,10 @@ impl QrTree {
 
 impl std::fmt::Display for QrTree {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            QrTree::Domains(p) => write!(f, "domains:{p}"),
+            other => f.write_str(other.name()),
+        }
     }
 }
 
@@ -70,10 +87,18 @@ impl std::str::FromStr for QrTree {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(p) = s.strip_prefix("domains:") {
+            return match p.parse::<usize>() {
+                Ok(p) if p > 0 => Ok(QrTree::Domains(p)),
+                _ => Err(format!(
+                    "tree '{s}': domains:P needs P, the number of domains, a whole number >= 1"
+                )),
+            };
+        }
         [QrTree::Auto, QrTree::Flat, QrTree::Binary]
             .into_iter()
             .find(|t| t.name() == s)
-            .ok_or_else(|| format!("unknown tree '{s}': expected auto, flat or binary"))
+            .ok_or_else(|| format!("unknown tree '{s}': expected auto, flat, binary or domains:P"))
     }
 }
 
@@ -253,25 +278,45 @@ fn build(
                     s *= 2;
                 }
             }
-            _ => {
-                if factor {
-                    add(&mut g, Op::Geqrt, &[], &[at(k, k)]);
-                    for j in k + 1..nt {
-                        add(&mut g, Op::Unmqr, &[at(k, k)], &[at(k, j)]);
-                    }
-                }
-                for j in 0..bt {
-                    add(&mut g, Op::Unmqr, &[at(k, k)], &[rhs(k, j)]);
-                }
-                for i in k + 1..mt {
+            tree => {
+                // Flat: one domain. Each domain's top at step k is k + d (the first tile row at
+                // or below the diagonal with index d + k mod p).
+                let p = match tree {
+                    QrTree::Domains(p) => p.max(1),
+                    _ => 1,
+                };
+                let tops = k..mt.min(k + p);
+                for top in tops.clone() {
                     if factor {
-                        add(&mut g, Op::Tsqrt, &[], &[at(k, k), at(i, k)]);
+                        add(&mut g, Op::Geqrt, &[], &[at(top, k)]);
                         for j in k + 1..nt {
-                            add(&mut g, Op::Tsmqr, &[at(i, k)], &[at(k, j), at(i, j)]);
+                            add(&mut g, Op::Unmqr, &[at(top, k)], &[at(top, j)]);
                         }
                     }
                     for j in 0..bt {
-                        add(&mut g, Op::Tsmqr, &[at(i, k)], &[rhs(k, j), rhs(i, j)]);
+                        add(&mut g, Op::Unmqr, &[at(top, k)], &[rhs(top, j)]);
+                    }
+                    for i in (top + p..mt).step_by(p) {
+                        if factor {
+                            add(&mut g, Op::Tsqrt, &[], &[at(top, k), at(i, k)]);
+                            for j in k + 1..nt {
+                                add(&mut g, Op::Tsmqr, &[at(i, k)], &[at(top, j), at(i, j)]);
+                            }
+                        }
+                        for j in 0..bt {
+                            add(&mut g, Op::Tsmqr, &[at(i, k)], &[rhs(top, j), rhs(i, j)]);
+                        }
+                    }
+                }
+                for top in tops.skip(1) {
+                    if factor {
+                        add(&mut g, Op::Ttqrt, &[], &[at(k, k), at(top, k)]);
+                        for j in k + 1..nt {
+                            add(&mut g, Op::Ttmqr, &[at(top, k)], &[at(k, j), at(top, j)]);
+                        }
+                    }
+                    for j in 0..bt {
+                        add(&mut g, Op::Ttmqr, &[at(top, k)], &[rhs(k, j), rhs(top, j)]);
                     }
                 }
             }
@@ -304,6 +349,15 @@ mod tests {
             assert_eq!(t.name().parse::<QrTree>(), Ok(t));
         }
         assert!("greedy".parse::<QrTree>().unwrap_err().contains("flat"));
+        assert_eq!("domains:3".parse::<QrTree>(), Ok(QrTree::Domains(3)));
+        assert_eq!(QrTree::Domains(3).to_string(), "domains:3");
+        for bad in ["domains:0", "domains:", "domains:x"] {
+            assert!(
+                bad.parse::<QrTree>().unwrap_err().contains("domains:P"),
+                "{bad}"
+            );
+        }
+        assert_eq!(QrTree::Domains(2).for_shape(782, 1, 2), QrTree::Domains(2));
         assert_eq!(QrTree::Auto.for_shape(32, 32, 2), QrTree::Flat);
         assert_eq!(QrTree::Auto.for_shape(782, 1, 2), QrTree::Binary);
         assert_eq!(QrTree::Flat.for_shape(782, 1, 2), QrTree::Flat);
@@ -387,6 +441,51 @@ mod tests {
                 Op::Tsqrt => assert!(pair && tile == t.accesses[1].tile),
                 Op::Tsmqr => assert!(pair && tile == t.accesses[0].tile),
                 other => panic!("{other:?} in a flat tree"),
+            }
+        }
+    }
+
+    #[test]
+    fn domains_eliminate_within_each_domain_then_merge_on_the_diagonal_one() {
+        // 11 x 3 tiles, the last row ragged, with B: one domain is the flat tree, task for task.
+        let a = Tiling::new(11 * 32 - 7, 3 * 32, 32).unwrap();
+        let b = Tiling::new(11 * 32 - 7, 40, 32).unwrap();
+        let flat = qr_with_rhs(&a, &b, QrTree::Flat).unwrap();
+        let one = qr_with_rhs(&a, &b, QrTree::Domains(1)).unwrap();
+        assert_eq!(flat.tasks(), one.tasks());
+        let (mt, nt) = (11, 3);
+        for p in [2, 3, 4] {
+            let g = qr(&a, QrTree::Domains(p)).unwrap();
+            // Householder QR's flops, and one elimination per tile below the diagonal.
+            let total: f64 = g.tasks().iter().map(|t| t.flops).sum();
+            let flat_total: f64 = qr(&a, QrTree::Flat)
+                .unwrap()
+                .tasks()
+                .iter()
+                .map(|t| t.flops)
+                .sum();
+            assert!(
+                (total / flat_total - 1.0).abs() < 0.05,
+                "{p}: {total} vs {flat_total}"
+            );
+            let pairs: usize = (0..nt).map(|k| mt - k - 1).sum();
+            let merges = count(&g, Op::Ttqrt);
+            assert_eq!(count(&g, Op::Tsqrt) + merges, pairs);
+            assert_eq!(merges, (0..nt).map(|k| (mt - k).min(p) - 1).sum::<usize>());
+            for t in g.tasks() {
+                let rows: std::collections::BTreeSet<usize> =
+                    t.accesses.iter().map(|x| x.tile.row % p).collect();
+                match t.op {
+                    // A merge touches the diagonal row and one other domain's top, and writes
+                    // the latter last (it runs where that triangle lives).
+                    Op::Ttqrt | Op::Ttmqr => {
+                        assert_eq!(rows.len(), 2, "{t:?}");
+                        let last = t.accesses.last().unwrap().tile;
+                        let k = t.accesses.iter().map(|x| x.tile.row).min().unwrap();
+                        assert!(last.row > k && last.row < k + p, "{t:?}");
+                    }
+                    _ => assert_eq!(rows.len(), 1, "{t:?}"),
+                }
             }
         }
     }
