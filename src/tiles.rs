@@ -138,12 +138,12 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
         None
     }
 
-    /// Called after the kernel of task `id` ran (and succeeded), with the tile it wrote.
+    /// Called once after the kernel of task `id` ran (and succeeded), with the tiles it wrote.
     fn ran(
         &self,
         id: TaskId,
         task: &Task,
-        written: TileRef,
+        written: &[TileRef],
     ) -> std::result::Result<(), KernelError> {
         let _ = (id, task, written);
         Ok(())
@@ -588,7 +588,7 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
             .ok_or_else(|| missing(write.tile, "writable"))?;
         self.backend.run(task.op, &views, out, par)?;
         drop(views);
-        self.store.ran(id, task, write.tile)
+        self.store.ran(id, task, &[write.tile])
     }
 }
 
@@ -661,6 +661,8 @@ pub(crate) type Written<'f, T> =
 pub(crate) struct TileSet<'s, T: Scalar> {
     places: std::collections::HashMap<TileRef, Place<T>>,
     received: Vec<Received<T>>,
+    /// This rank's tiles whose final version another rank writes, and whether it came back.
+    returning: std::collections::HashMap<TileRef, std::sync::atomic::AtomicBool>,
     /// Called with each tile a task wrote, once its kernel ran.
     written: &'s Written<'s, T>,
     _borrow: PhantomData<&'s mut [T]>,
@@ -668,20 +670,23 @@ pub(crate) struct TileSet<'s, T: Scalar> {
 
 // SAFETY: the local places point into matrices borrowed (mutably when writable) for 's; a
 // tile is written through `tile_mut` only, whose callers guarantee no other view of it is
-// used meanwhile; a received slot is written once (its state goes EMPTY -> FILLING -> FULL
-// before a reader may see it) and freed once, after its last reader ran (FULL -> FREED).
+// used meanwhile; a received slot is filled once (its state goes EMPTY -> FILLING -> FULL
+// before a task may see it), written by tasks only while FULL (through `tile_mut`, as a local
+// tile), and freed once, after its last task ran (FULL -> FREED); a returning tile is written
+// once, by `fill`, when no task of this rank touches it any more (the split's promise).
 #[cfg(feature = "mpi")]
 unsafe impl<T: Scalar> Sync for TileSet<'_, T> {}
 
 #[cfg(feature = "mpi")]
 impl<'s, T: Scalar> TileSet<'s, T> {
     /// The tiles of `written` (matrix id and tiles, lent writable) and `read` (lent read-only),
-    /// with a slot for each tile of `receives` (each with the tasks that read it, once per access);
-    /// `on_written` is called with each tile a task wrote.
+    /// with a slot for each tile of `receives` (each with the tasks that read it, once per access),
+    /// and `returning`, tiles of `written` whose final version another rank writes (filled in
+    /// place); `on_written` is called with each tile a task wrote.
     pub fn new(
         written: Vec<(hetla_factorizations::MatrixId, &'s mut HeldTiles<T>)>,
         read: Vec<(hetla_factorizations::MatrixId, &'s HeldTiles<T>)>,
-        receives: &[(TileRef, Vec<TaskId>)],
+        (receives, returning): (&[(TileRef, Vec<TaskId>)], &[TileRef]),
         on_written: &'s Written<'s, T>,
     ) -> Self {
         use std::sync::atomic::{AtomicU8, AtomicUsize};
@@ -713,19 +718,44 @@ impl<'s, T: Scalar> TileSet<'s, T> {
                 }
             })
             .collect();
+        let returning = returning
+            .iter()
+            .map(|&t| (t, std::sync::atomic::AtomicBool::new(false)))
+            .collect();
         Self {
             places,
             received,
+            returning,
             written: on_written,
             _borrow: PhantomData,
         }
     }
 
     /// Puts a received tile where its readers find it, before any of them is released (the runtime
-    /// releases them only once told the tile arrived); an error when the tile is not one this rank
-    /// receives, or came already.
+    /// releases them only once told the tile arrived), or a returning tile in its place; an error
+    /// when the tile is not one this rank receives, came already, or has another shape.
     pub fn fill(&self, tile: TileRef, m: faer::Mat<T>) -> std::result::Result<(), String> {
         use std::sync::atomic::Ordering;
+        if let Some(back) = self.returning.get(&tile) {
+            let Some(&Place::Local(ptr, rows, cols, cs, true)) = self.places.get(&tile) else {
+                return Err("which this rank does not hold writable".into());
+            };
+            if (m.nrows(), m.ncols()) != (rows, cols) {
+                return Err(format!(
+                    "{} x {}, not {rows} x {cols}",
+                    m.nrows(),
+                    m.ncols()
+                ));
+            }
+            if back.swap(true, Ordering::AcqRel) {
+                return Err("back a second time".into());
+            }
+            // SAFETY: a tile of a matrix lent writable for the set's lifetime, which no task of
+            // this rank touches any more (the split returns a tile after its last writer only),
+            // written here once (the flag).
+            unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.copy_from(&m);
+            return Ok(());
+        }
         let Some(&Place::Received(i)) = self.places.get(&tile) else {
             return Err("which this rank does not read".into());
         };
@@ -774,8 +804,22 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
             Place::Local(ptr, rows, cols, cs, true) => {
                 Some(unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) })
             }
-            // A received tile, or a tile of a matrix lent shared, is never written.
-            Place::Local(.., false) | Place::Received(_) => None,
+            // A tile of a matrix lent shared is never written.
+            Place::Local(.., false) => None,
+            // A received tile that a task of this rank writes (a merge of two ranks' tiles):
+            // FULL until its last task ran, and the caller guarantees no other view of it.
+            Place::Received(i) => {
+                use std::sync::atomic::Ordering;
+                let slot = &self.received[i];
+                if slot.state.load(Ordering::Acquire) != FULL {
+                    return None;
+                }
+                // SAFETY: FULL: filled and not freed before its last task ran; the caller
+                // guarantees no other view of it is used meanwhile.
+                unsafe { &mut *slot.data.get() }
+                    .as_mut()
+                    .map(|m| m.as_mut())
+            }
         }
     }
 
@@ -787,9 +831,15 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
         &self,
         id: TaskId,
         task: &Task,
-        written: TileRef,
+        written: &[TileRef],
     ) -> std::result::Result<(), KernelError> {
         use std::sync::atomic::Ordering;
+        // Sent on before a received tile it wrote may be freed below.
+        for &tile in written {
+            if let Some(view) = self.tile(tile) {
+                (self.written)(id, tile, view)?;
+            }
+        }
         for a in &task.accesses {
             if let Some(&Place::Received(i)) = self.places.get(&a.tile) {
                 let slot = &self.received[i];
@@ -799,16 +849,13 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
                         .compare_exchange(FULL, FREED, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                 {
-                    // SAFETY: every reader of the tile on this rank has run its kernel (the
+                    // SAFETY: every task of this rank touching the tile has run its kernel (the
                     // count), and their views were dropped before they counted.
                     unsafe { *slot.data.get() = None };
                 }
             }
         }
-        match self.tile(written) {
-            Some(view) => (self.written)(id, written, view),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 

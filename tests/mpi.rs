@@ -232,20 +232,25 @@ fn a_failed_pivot_on_one_rank_is_the_same_error_on_every_rank() {
 
 #[test]
 fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank_right_of_it() {
-    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "1x4")] {
+    let grids = [(1, "1x1"), (2, "1x2"), (4, "1x4"), (2, "2x1"), (4, "4x1")];
+    for (np, grid) in grids {
         let (ok, out) = mpirun(np, &format!("qr {grid}"));
         assert!(ok, "np {np}, grid {grid}:\n{out}");
         assert_eq!(out.matches("rank ok").count(), np, "{out}");
     }
-    for (np, grid) in [(1, "1x1"), (2, "1x2"), (4, "1x4")] {
+    for (np, grid) in grids {
         let (ok, out) = mpirun(np, &format!("lstsq {grid}"));
         assert!(ok, "least squares, np {np}, grid {grid}:\n{out}");
         assert_eq!(out.matches("rank ok").count(), np, "{out}");
     }
+    let (ok, out) = mpirun(4, "qr-2x2");
+    assert!(ok, "{out}");
+    let both =
+        "P x 1 grids (a tree over the process column); P x Q with both above 1 is not built yet";
+    assert_eq!(out.matches(both).count(), 4, "{out}");
     let (ok, out) = mpirun(2, "qr-refused");
     assert!(ok, "{out}");
     for reason in [
-        "P x Q with P > 1 is not built yet",
         "the matrix is 9 x 23: a distributed QR factors one with at least as many rows",
         "QR factors a general matrix",
         "the right-hand sides are 22 x 2 in tiles of 4 on a 1x2 grid; A is 23 x 9",
@@ -537,9 +542,9 @@ fn rank_side() {
             lstsq_in_precision::<hetla::c64>(&world, grid, (150, 100, 16));
             println!("rank ok");
         }
-        ["qr-refused"] => {
+        ["qr-2x2"] => {
             let qr = hetla::Qr::new().clusters("1x1".parse().unwrap());
-            let grid: ProcessGrid = "2x1".parse().unwrap();
+            let grid: ProcessGrid = "2x2".parse().unwrap();
             let mut a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
             let before = a.clone();
             println!(
@@ -547,6 +552,9 @@ fn rank_side() {
                 qr.factor_distributed(&world, &mut a).unwrap_err()
             );
             assert_eq!(a, before);
+        }
+        ["qr-refused"] => {
+            let qr = hetla::Qr::new().clusters("1x1".parse().unwrap());
             let grid: ProcessGrid = "1x2".parse().unwrap();
             let mut a = DistributedMatrix::<f64>::random(&world, (9, n), tile, grid, seed).unwrap();
             println!(
@@ -935,9 +943,10 @@ fn r_ratio<T: TestScalar>(a: &Mat<T>, f: &Mat<T>) -> f64 {
 }
 
 /// A rank's side of a distributed QR in precision `T` on `grid` of an `m x n` matrix in tiles of
-/// `tile`: bytes sent as the panels' count says (each panel from its diagonal down with its T, to
-/// every other rank holding a block column right of it), R against A, and the reflectors below the
-/// diagonal (the factor is not A's upper triangle).
+/// `tile`: bytes sent as the count says (on 1 x Q, each panel from its diagonal down with its T, to
+/// every other rank holding a block column right of it; on P x 1, each tile of the diagonal tile
+/// row of a step with a merge, once from each rank of the merges' chain: onward, then home), R
+/// against A, and the reflectors below the diagonal (the factor is not A's upper triangle).
 fn qr_in_precision<T: TestScalar>(
     world: &mpi::topology::SimpleCommunicator,
     grid: ProcessGrid,
@@ -951,9 +960,20 @@ fn qr_in_precision<T: TestScalar>(
         .unwrap();
     assert_eq!(run.precision, T::PRECISION);
     assert_eq!(run.bytes_sent_by_rank, run.bytes_expected_by_rank);
-    let q = grid.cols();
+    let (p, q) = (grid.rows(), grid.cols());
     let mut count = vec![0; grid.size()];
-    for k in 0..n.div_ceil(tile) {
+    let (mt, nt) = (m.div_ceil(tile), n.div_ceil(tile));
+    for k in (0..nt).filter(|_| p > 1) {
+        let chain = p.min(mt - k);
+        let rows = tile.min(m - k * tile);
+        for j in (k..nt).filter(|_| chain > 1) {
+            let cols = tile.min(n - j * tile);
+            for r in k..k + chain {
+                count[r % p] += rows * cols * size_of::<T>();
+            }
+        }
+    }
+    for k in (0..nt).filter(|_| p == 1) {
         let width = tile.min(n - k * tile);
         let to: std::collections::BTreeSet<usize> = (k + 1..n.div_ceil(tile))
             .map(|j| j % q)

@@ -141,25 +141,38 @@ pub struct Message {
     pub tile: TileRef,
     /// The task whose write is sent (`None`: the tile as the run found it).
     pub version: Option<TaskId>,
-    /// The owner of the tile, where every version of it is made.
+    /// The rank that holds this version: where its writer ran (the tile's owner, unless a task
+    /// elsewhere wrote it), or the owner for the tile as the run found it.
     pub from: Rank,
-    /// A rank that runs a task reading this version.
+    /// A rank that runs a task reading this version, or (`first_reader` `None`) the tile's owner,
+    /// to which its final version returns.
     pub to: Rank,
-    /// The first task on `to` that reads it.
-    pub first_reader: TaskId,
+    /// The first task on `to` that reads it; `None` for a final version returning to its owner.
+    pub first_reader: Option<TaskId>,
 }
 
 /// Every tile version a distributed run of `graph` on `grid` sends, once per destination, in the
-/// order of the first task that needs it.
+/// order of the first task that needs it, then the final versions written away from their owners,
+/// which return to them (in the order of their writers).
+///
+/// A task runs on the owner of the tile it writes last ([`task_rank`]); a task that also writes a
+/// tile another rank owns (a merge of two ranks' triangles in a distributed QR) receives that tile's
+/// current version like any input, and its write is the version later readers receive from its
+/// rank.
 pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
     let mut version: HashMap<TileRef, TaskId> = HashMap::new();
+    // Where each tile's current version is, when a task away from its owner wrote it.
+    let mut away: HashMap<TileRef, Rank> = HashMap::new();
     let mut sent: HashSet<(TileRef, Option<TaskId>, Rank)> = HashSet::new();
     let mut out = Vec::new();
     for t in graph.ids() {
         let rank = task_rank(graph, grid, t);
         let accesses = &graph.task(t).accesses;
         for a in accesses.iter().filter(|a| a.mode.reads()) {
-            let from = grid.owner(a.tile);
+            let from = away
+                .get(&a.tile)
+                .copied()
+                .unwrap_or_else(|| grid.owner(a.tile));
             let v = version.get(&a.tile).copied();
             if from != rank && sent.insert((a.tile, v, rank)) {
                 out.push(Message {
@@ -167,14 +180,32 @@ pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
                     version: v,
                     from,
                     to: rank,
-                    first_reader: t,
+                    first_reader: Some(t),
                 });
             }
         }
         for a in accesses.iter().filter(|a| a.mode.writes()) {
             version.insert(a.tile, t);
+            if rank == grid.owner(a.tile) {
+                away.remove(&a.tile);
+            } else {
+                away.insert(a.tile, rank);
+            }
         }
     }
+    // The same order on every rank: by writer, then tile.
+    let mut returning: Vec<Message> = away
+        .into_iter()
+        .map(|(tile, from)| Message {
+            tile,
+            version: version.get(&tile).copied(),
+            from,
+            to: grid.owner(tile),
+            first_reader: None,
+        })
+        .collect();
+    returning.sort_unstable_by_key(|m| (m.version, m.tile));
+    out.extend(returning);
     out
 }
 

@@ -11,9 +11,13 @@
 //!   that wrote the version (or, for a tile the run only reads, the start of the run); the
 //!   receivers are every task of the destination that reads it, which wait for it as an input from
 //!   outside their run.
+//! - **Tiles written away from their owner** (a distributed QR's merges of two ranks' triangles
+//!   write both): the writer's rank receives the tile's current version like any input, sends its
+//!   write on to later readers elsewhere, and the final version returns to the owner once written
+//!   ([`RankShare::returning`]); the owner holds its tile in place meanwhile and touches it no more.
 //! - **Refused**: a graph that would send two versions of one tile to one rank (not the
 //!   communication of a factorisation or of one substitution; supporting it needs one receive
-//!   buffer per version).
+//!   buffer per version), or a version written away back to its owner before the run ends.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,12 +33,16 @@ pub struct RankShare {
     pub whole: Vec<TaskId>,
     /// Their bottom levels in the whole graph (remote successors included).
     pub priorities: Arc<[f64]>,
-    /// Per task of `graph`, the ranks its written tile goes to once it ends.
-    pub sends: Vec<Vec<Rank>>,
+    /// Per task of `graph`, the tiles it writes that go to other ranks, each with a rank it goes
+    /// to, once it ends.
+    pub sends: Vec<Vec<(TileRef, Rank)>>,
     /// Tiles of this rank sent as the run finds them, each with the ranks it goes to.
     pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
     /// The remote tiles this rank reads, each with its tasks that read it, by tile.
     pub receives: Vec<(TileRef, Vec<TaskId>)>,
+    /// This rank's tiles whose final version another rank writes, which return to it after their
+    /// last writer (received in place, read by no task here).
+    pub returning: Vec<TileRef>,
     /// Tiles expected from each rank that sends this one any, by rank (the others send none: a grid
     /// of many ranks costs memory in proportion to its messages, not to its ranks squared).
     pub expected_from: BTreeMap<Rank, usize>,
@@ -91,18 +99,28 @@ impl GridSplit {
             rank_of.push(r);
         }
         let all = messages(whole, grid);
-        let mut sends: Vec<Vec<Vec<Rank>>> =
+        let mut sends: Vec<Vec<Vec<(TileRef, Rank)>>> =
             graphs.iter().map(|g| vec![Vec::new(); g.len()]).collect();
         let mut initial: Vec<Vec<(TileRef, Vec<Rank>)>> = vec![Vec::new(); size];
         let mut initial_index: HashMap<TileRef, usize> = HashMap::new();
         let mut receives: Vec<HashMap<TileRef, Vec<TaskId>>> = vec![HashMap::new(); size];
         let mut expected_from: Vec<BTreeMap<Rank, usize>> = vec![BTreeMap::new(); size];
+        let mut returning: Vec<Vec<TileRef>> = vec![Vec::new(); size];
         for m in &all {
+            *expected_from[m.to.0].entry(m.from).or_default() += 1;
+            if m.first_reader.is_none() {
+                returning[m.to.0].push(m.tile);
+            } else if m.version.is_some() && m.to == grid.owner(m.tile) {
+                return Err(SplitError {
+                    tile: m.tile,
+                    what: "a version written away from its owner, back to it before the run ends",
+                });
+            }
             match m.version {
                 Some(version) => {
-                    // Its writer runs on its owner, the sender.
+                    // Its writer's rank holds it.
                     debug_assert_eq!(rank_of[version.0], m.from);
-                    sends[m.from.0][local[version.0].0].push(m.to);
+                    sends[m.from.0][local[version.0].0].push((m.tile, m.to));
                 }
                 // A tile's owner sends it: one index over the ranks.
                 None => {
@@ -114,7 +132,9 @@ impl GridSplit {
                     mine[i].1.push(m.to);
                 }
             }
-            *expected_from[m.to.0].entry(m.from).or_default() += 1;
+            if m.first_reader.is_none() {
+                continue;
+            }
             if receives[m.to.0].insert(m.tile, Vec::new()).is_some() {
                 return Err(SplitError {
                     tile: m.tile,
@@ -128,11 +148,11 @@ impl GridSplit {
             .zip(priorities)
             .zip(sends.into_iter().zip(initial))
             .zip(receives)
-            .zip(expected_from)
+            .zip(expected_from.into_iter().zip(returning))
             .map(
                 |(
                     ((((graph, whole), priorities), (sends, initial_sends)), mut receives),
-                    expected_from,
+                    (expected_from, returning),
                 )| {
                     for t in graph.ids() {
                         for a in &graph.task(t).accesses {
@@ -151,6 +171,7 @@ impl GridSplit {
                         sends,
                         initial_sends,
                         receives,
+                        returning,
                         expected_from,
                     }
                 },
@@ -185,7 +206,7 @@ mod tests {
             let (_, readers) = to.receives.iter().find(|(t, _)| *t == m.tile).unwrap();
             assert!(!readers.is_empty());
             // The first reader is the message's.
-            assert_eq!(to.whole[readers[0].0], m.first_reader);
+            assert_eq!(Some(to.whole[readers[0].0]), m.first_reader);
         }
         for (r, rank) in plan.ranks.iter().enumerate() {
             let expected: usize = rank.expected_from.values().sum();
@@ -229,5 +250,54 @@ mod tests {
             listed,
             plan.messages.iter().filter(|m| m.version.is_none()).count()
         );
+    }
+
+    #[test]
+    fn tiles_a_merge_writes_away_from_their_owner_travel_on_and_return_home() {
+        use crate::qr::{QrTree, qr};
+        let a = Tiling::new(8 * 16 - 5, 3 * 16, 16).unwrap();
+        let (mt, nt) = (8, 3);
+        for p in [2usize, 3, 4] {
+            let whole = qr(&a, QrTree::Domains(p)).unwrap();
+            let grid = ProcessGrid::new(p, 1).unwrap();
+            let split = GridSplit::new(&whole, &grid).unwrap();
+            // The diagonal rows travel (every merge of step k writes row k where the eliminated
+            // triangle lives), and come home: tile (k, j), j >= k, for each step with a merge.
+            let mut returning: Vec<TileRef> = split
+                .ranks
+                .iter()
+                .flat_map(|r| r.returning.iter().copied())
+                .collect();
+            returning.sort_unstable();
+            let expected: Vec<TileRef> = (0..nt)
+                .filter(|&k| k + 1 < mt)
+                .flat_map(|k| (k..nt).map(move |j| TileRef::new(crate::FACTOR, k, j)))
+                .collect();
+            assert_eq!(returning, expected, "{p} x 1");
+            for (r, rank) in split.ranks.iter().enumerate() {
+                assert!(rank.returning.iter().all(|&t| grid.owner(t).0 == r));
+                let expected: usize = rank.expected_from.values().sum();
+                let arriving = split.messages.iter().filter(|m| m.to.0 == r).count();
+                assert_eq!(expected, arriving);
+            }
+            for m in &split.messages {
+                // Sent by the rank whose task wrote it, with the tile among that task's writes.
+                let v = m.version.expect("every tile is written before it travels");
+                assert_eq!(task_rank(&whole, &grid, v), m.from);
+                let sends = &split.ranks[m.from.0].sends[split.local[v.0].0];
+                assert!(sends.contains(&(m.tile, m.to)), "{m:?}");
+                match m.first_reader {
+                    Some(_) => assert_ne!(m.to, grid.owner(m.tile), "{m:?}"),
+                    None => assert_eq!(m.to, grid.owner(m.tile), "{m:?}"),
+                }
+            }
+            let sent: usize = split
+                .ranks
+                .iter()
+                .flat_map(|r| &r.sends)
+                .map(Vec::len)
+                .sum();
+            assert_eq!(sent, split.messages.len());
+        }
     }
 }

@@ -431,7 +431,7 @@ fn cholesky_messages_are_the_closed_form_each_sent_once() {
                 // Only final tiles of L travel: the POTRF or TRSM that wrote them.
                 let writer = graph.task(m.version.unwrap()).op.to_string();
                 assert!(["potrf", "trsm"].contains(&writer.as_str()), "{writer}");
-                assert!(m.version.unwrap() < m.first_reader);
+                assert!(m.version.unwrap() < m.first_reader.unwrap());
             }
         }
     }

@@ -100,6 +100,6 @@ impl<T: Scalar> Workload for InvertingWork<'_, T> {
             }
             _ => return self.tiles.run(id, par),
         }
-        store.ran(id, task, write.tile)
+        store.ran(id, task, &[write.tile])
     }
 }

@@ -92,6 +92,9 @@ pub(super) struct Reflectors<'p, T> {
     pub inner: usize,
     /// The T's, by slot.
     pub ts: &'p [OnceLock<Mat<T>>],
+    /// Block columns (panels travel from their diagonal down with their T); else tiles, which
+    /// travel whole, their T's staying where they were made (a grid of one process column).
+    pub columns: bool,
 }
 
 impl<T> Reflectors<'_, T> {
@@ -117,7 +120,8 @@ impl<T> Panels<'_, T> {
         let tiling = match self {
             Panels::None => return None,
             Panels::Interchanges(p) => p.tiling,
-            Panels::Reflectors(r) => r.tiling,
+            Panels::Reflectors(r) if r.columns => r.tiling,
+            Panels::Reflectors(_) => return None,
         };
         Some((tiling.offset(col), tiling.tile_cols(col)))
     }
@@ -138,7 +142,7 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
 ) -> Result<Outcome> {
     let (outgoing, packed) = mpsc::channel();
     let on_written = |task: TaskId, tile: TileRef, m: MatRef<'_, T>| {
-        if share.sends[task].is_empty() {
+        if !share.sends[task].iter().any(|&(t, _)| t == tile) {
             return Ok(());
         }
         let message = pack(tile, m, panels).ok_or_else(|| KernelError::Operands {
@@ -149,10 +153,11 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
             ),
         })?;
         // The loop is gone only once the run has stopped: nothing is lost.
-        let _ = outgoing.send((task, message));
+        let _ = outgoing.send((task, tile, message));
         Ok(())
     };
-    let tiles = TileSet::new(written, read, &share.receives, &on_written);
+    let receives = (&share.receives[..], &share.returning[..]);
+    let tiles = TileSet::new(written, read, receives, &on_written);
     let shape = |tile| share.plan.shape(tile);
     let work = TileWork {
         graph: &share.graph,
@@ -180,7 +185,7 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
                 tiling: r.tiling,
                 inner: r.inner,
                 ts: r.ts,
-                columns: true,
+                columns: r.columns,
             };
             &reflected
         }
@@ -495,7 +500,7 @@ struct Exchange<'r, T: Wire, C: Communicator> {
     comm: &'r C,
     share: &'r Share,
     tiles: &'r TileSet<'r, T>,
-    packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
+    packed: mpsc::Receiver<(TaskId, TileRef, Vec<T::Part>)>,
     timeout: Duration,
     in_flight: Vec<InFlight<T::Part>>,
     arriving: Vec<Arriving<T::Part>>,
@@ -513,7 +518,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         comm: &'r C,
         share: &'r Share,
         tiles: &'r TileSet<'r, T>,
-        packed: mpsc::Receiver<(TaskId, Vec<T::Part>)>,
+        packed: mpsc::Receiver<(TaskId, TileRef, Vec<T::Part>)>,
         timeout: Duration,
         panels: &'r Panels<'r, T>,
     ) -> Self {
@@ -552,8 +557,8 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         loop {
             let mut progressed = false;
             if !ended {
-                while let Ok((task, packed)) = self.packed.try_recv() {
-                    self.post(self.sends_of(task), packed);
+                while let Ok((task, tile, packed)) = self.packed.try_recv() {
+                    self.post(self.sends_of(task, tile), packed);
                     progressed = true;
                 }
             }
@@ -595,8 +600,8 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
             if !ended && inbox.stopped() {
                 // Every tile of a finished run was handed over before its task ended.
                 if !inbox.failed() {
-                    while let Ok((task, packed)) = self.packed.try_recv() {
-                        self.post(self.sends_of(task), packed);
+                    while let Ok((task, tile, packed)) = self.packed.try_recv() {
+                        self.post(self.sends_of(task, tile), packed);
                     }
                 }
                 self.end(inbox.failed());
@@ -621,8 +626,8 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
             // Wake for a tile to send at once; otherwise poll the network less and less
             // often while nothing happens (the rank's cores run its tasks).
             if !ended {
-                if let Ok((task, packed)) = self.packed.recv_timeout(nap) {
-                    self.post(self.sends_of(task), packed);
+                if let Ok((task, tile, packed)) = self.packed.recv_timeout(nap) {
+                    self.post(self.sends_of(task, tile), packed);
                     last_progress = Instant::now();
                     nap = Duration::from_micros(20);
                     continue;
@@ -634,14 +639,16 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         }
     }
 
-    /// The ranks the tile `task` writes goes to.
-    fn sends_of(&self, task: TaskId) -> &'r [Rank] {
+    /// The ranks the version of `tile` that `task` wrote goes to.
+    fn sends_of(&self, task: TaskId, tile: TileRef) -> Vec<Rank> {
         let share: &'r Share = self.share;
-        &share.sends[task]
+        let to = share.sends[task].iter().filter(|&&(t, _)| t == tile);
+        to.map(|&(_, r)| r).collect()
     }
 
     /// Posts the sends of a packed tile to the ranks `to`.
-    fn post(&mut self, to: &[Rank], packed: Vec<T::Part>) {
+    fn post(&mut self, to: impl AsRef<[Rank]>, packed: Vec<T::Part>) {
+        let to = to.as_ref();
         let bytes = (packed.len() - 3) * size_of::<T::Part>();
         let buffer: &'static [T::Part] = Box::leak(packed.into_boxed_slice());
         let requests = to

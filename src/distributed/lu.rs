@@ -104,7 +104,7 @@ impl Lu {
         } else {
             None
         };
-        let mut problem = block_column_problem(a, "LU", shape, self.tile);
+        let mut problem = block_column_problem(a, ("LU", false), shape, self.tile);
         let platform = self.resolve_platform();
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));

@@ -16,16 +16,24 @@
 //! - **The result** is LAPACK's layout, in `a`'s tiles: R on and above the diagonal, the reflectors
 //!   below; the T's stay with the run (a least-squares solve will carry B's columns in the same
 //!   graph, [`hetla_factorizations::qr_columns`] with B, rather than apply them later).
-//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks, where a
-//!   communication-avoiding tree (TSQR within a process column) is the algorithm to run; it is not
-//!   built yet, and such a grid is refused on every rank before any work.
+//! - **Grids of one process column** (P x 1, P > 1) spread a block column over P ranks, where a
+//!   block column's panel would cross the network for every column (ScaLAPACK's pdgeqrf reduces
+//!   each column's norm over its process column). There the QR runs by tiles with a
+//!   communication-avoiding tree ([`QrTree::Domains`], TSQR over the process column, CAQR with the
+//!   updates): each rank eliminates its own tiles of tile column k on its top one (a flat tree of
+//!   tile kernels, no message), then the ranks' triangles are merged on the diagonal one in a chain
+//!   of P - 1 merges, each run where the eliminated triangle lives: only the diagonal tile row
+//!   travels, from rank to rank and home (the engine's tiles written away from their owner). The
+//!   result is then the tiled QR's: R on and above the diagonal as LAPACK's, the reflectors below in
+//!   the tree's layout (PLASMA's), the T's with the run. A grid with P and Q both above 1 is refused
+//!   on every rank before any work (it needs the T's to travel with their tiles: not built yet).
 //! - **Memory**: a rank holds its block columns (m x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel (its rows from the diagonal
 //!   down) is held until its last reader on the rank ran.
 
 use std::sync::OnceLock;
 
-use hetla_factorizations::{FACTOR, RHS, Substitution};
+use hetla_factorizations::{FACTOR, QrTree, RHS, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
@@ -41,10 +49,11 @@ impl Qr {
     /// Factors the tall general distributed matrix `a` (m x n, m >= n) in place as Q R (its tiles
     /// become LAPACK's: R on and above the diagonal, the Householder reflectors below), in its
     /// precision: collective, every rank of `comm` calls it with its part of `a` (see the module
-    /// documentation). `a`'s grid must be 1 x Q; the tile size is `a`'s (the block width), each
-    /// panel is factored in this builder's inner blocks (its T has as many rows), each rank runs
-    /// its tasks on this builder's platform with its scheduler (the builder's tree is the tiled
-    /// QR's and is not used). A NaN or an infinity on any rank, a lower-only or a wide matrix,
+    /// documentation). `a`'s grid must be 1 x Q (block columns) or P x 1 (tiles, the tree over the
+    /// process column); the tile size is `a`'s (the block width), each panel or tile is factored in
+    /// this builder's inner blocks (its T has as many rows), each rank runs its tasks on this
+    /// builder's platform with its scheduler (the builder's tree is the shared-memory QR's and is
+    /// not used). A NaN or an infinity on any rank, a lower-only or a wide matrix,
     /// another grid or a tile that is not `a`'s are refused on every rank before any work; on error
     /// `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
@@ -101,8 +110,8 @@ impl Qr {
         Ok(DistributedLeastSquares { run, solve, x })
     }
 
-    /// The blocked QR of `a` in place on its block columns, with `b`'s overwritten by Q^H B when
-    /// given (see [`Qr::factor_distributed`]).
+    /// The QR of `a` in place, by block columns on 1 x Q or by tiles on P x 1, with `b` overwritten
+    /// by Q^H B when given (see [`Qr::factor_distributed`]).
     fn run_columns<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -116,7 +125,7 @@ impl Qr {
                 "the matrix is {m} x {n}: a distributed QR factors one with at least as many rows as columns"
             )
         });
-        let mut problem = block_column_problem(a, "QR", wide, self.tile);
+        let mut problem = block_column_problem(a, ("QR", true), wide, self.tile);
         let bt = b.as_ref().map(|b| b.0.tiling);
         let shaped = bt.map(|t| (t.rows(), t.tile())) == Some((m, tiling.tile()));
         if let Some(b) = b.as_ref().filter(|b| b.0.grid != grid || !shaped) {
@@ -137,8 +146,27 @@ impl Qr {
             problem.get_or_insert(format!("no platform: {e}"));
         }
         let rhs = bt.map_or(0, |t| t.cols());
-        let share = Plan::qr_columns((m, n, rhs), (tiling.tile(), self.inner), T::PRECISION)
-            .and_then(|plan| Share::new(plan, grid, a.rank));
+        // One process column: by tiles, the tree over it (see the module documentation).
+        let tiled = grid.rows() > 1;
+        let plan = match (tiled, rhs) {
+            (false, _) => Plan::qr_columns((m, n, rhs), (tiling.tile(), self.inner), T::PRECISION),
+            (true, 0) => Plan::qr(
+                m,
+                n,
+                tiling.tile(),
+                QrTree::Domains(grid.rows()),
+                T::PRECISION,
+            ),
+            (true, k) => Plan::qr_least_squares(
+                m,
+                n,
+                k,
+                tiling.tile(),
+                QrTree::Domains(grid.rows()),
+                T::PRECISION,
+            ),
+        };
+        let share = plan.and_then(|plan| Share::new(plan, grid, a.rank));
         if let (None, Err(e)) = (&problem, &share) {
             problem = Some(e.to_string());
         }
@@ -146,9 +174,12 @@ impl Qr {
         agree_within(comm, problem, timeout, "the check of the inputs")?;
         let (platform, share) = (platform?, share?);
 
-        // This rank's block columns, assembled from its tiles (before the clock).
-        let mut columns = a.block_columns();
-        let mut b_columns = b.as_ref().map(|b| b.0.block_columns()).unwrap_or_default();
+        // This rank's block columns, assembled from its tiles, or a copy of its tiles (before the
+        // clock): `a` and `b` change only once the run succeeded.
+        let (mut columns, mut b_columns) = match tiled {
+            true => (a.tiles.clone(), b.as_ref().map(|b| b.0.tiles.clone())),
+            false => (a.block_columns(), b.as_ref().map(|b| b.0.block_columns())),
+        };
         let ts: Vec<OnceLock<faer::Mat<T>>> = (0..ReflectorWork::<T>::slots(&tiling))
             .map(|_| OnceLock::new())
             .collect();
@@ -156,10 +187,11 @@ impl Qr {
             tiling,
             inner: self.inner,
             ts: &ts,
+            columns: !tiled,
         });
         let mut written = vec![(FACTOR, &mut columns)];
-        if b.is_some() {
-            written.push((RHS, &mut b_columns));
+        if let Some(b_columns) = b_columns.as_mut() {
+            written.push((RHS, b_columns));
         }
         let out = run_share(
             &self.run,
@@ -170,9 +202,15 @@ impl Qr {
             vec![],
             &reflectors,
         )?;
-        a.copy_from_block_columns(&columns);
-        if let Some(b) = b.as_mut() {
-            b.0.copy_from_block_columns(&b_columns);
+        match tiled {
+            true => a.tiles = columns,
+            false => a.copy_from_block_columns(&columns),
+        }
+        if let (Some(b), Some(b_columns)) = (b.as_mut(), b_columns) {
+            match tiled {
+                true => b.0.tiles = b_columns,
+                false => b.0.copy_from_block_columns(&b_columns),
+            }
         }
         Ok(DistributedRun::of(out, share, (tiling, grid)))
     }

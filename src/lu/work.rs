@@ -57,7 +57,7 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
                 self.zero.fetch_min(first + z, Relaxed);
             }
             // The interchanges are stored: a distributed run may send the panel with them.
-            return store.ran(id, task, write.tile);
+            return store.ran(id, task, &[write.tile]);
         }
         let panel = store
             .tile(reads[0].tile)
@@ -78,6 +78,6 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
             Op::LuUpdate => backend.lu_update(panel, &ipiv, block, par),
             _ => backend.lu_swap(panel, &ipiv, block),
         }?;
-        store.ran(id, task, write.tile)
+        store.ran(id, task, &[write.tile])
     }
 }

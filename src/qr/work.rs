@@ -136,10 +136,8 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
             }
             _ => return Err(fail("not a QR operation".into())),
         }
-        for w in writes {
-            self.tiles.store.ran(id, task, w.tile)?;
-        }
-        Ok(())
+        let written: Vec<TileRef> = writes.iter().map(|w| w.tile).collect();
+        self.tiles.store.ran(id, task, &written)
     }
 }
 
