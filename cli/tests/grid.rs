@@ -1,6 +1,6 @@
-//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ` and `hetla qr --grid 1xQ`: refused with what
-//! to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and ScaLAPACK's
-//! peers beside it with `scalapack`).
+//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ` and `hetla qr --grid 1xQ|Px1`: refused with
+//! what to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and
+//! ScaLAPACK's peers beside it with `scalapack`).
 
 use std::process::Command;
 
@@ -86,11 +86,18 @@ fn under_mpirun_rank_0_reports_the_distributed_qr_and_its_least_squares() {
         assert_eq!(l["peers"][0]["name"], "scalapack-pdgels");
         assert!(l["ratio_to_pdgels"].as_f64().unwrap() > 0.0);
     }
-    // A grid of two process rows is refused on every rank before any work.
-    let out = mpirun(&grid_args("qr", "2x1"));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("1 x Q grids"), "{err}");
+    // One process column: by tiles, with the tree over it.
+    let mut args = grid_args("qr", "2x1");
+    args.extend(["--m", "600", "--lstsq", "3"]);
+    let r = report(&args);
+    assert_eq!(r["grid"], "2x1");
+    assert_eq!(r["residual_ok"], true, "{r}");
+    assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
+    let efficiency = r["efficiency"].as_f64().unwrap();
+    assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
+    let l = &r["lstsq"];
+    assert_eq!(l["residual_ok"], true, "{r}");
+    assert_eq!(l["bytes_sent_by_rank"], l["bytes_expected_by_rank"]);
 }
 
 #[cfg(feature = "mpi")]

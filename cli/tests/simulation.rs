@@ -243,12 +243,39 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
             "latency,bandwidth",
         ),
         (vec!["--grid", "2x0"], "no process"),
+        (
+            vec!["--factorization", "qr", "--grid", "2x2"],
+            "or one process column (a tree over it)",
+        ),
     ] {
         let mut args = base.to_vec();
         args.extend(extra.iter().copied());
         let (ok, _, err) = hetla(&args);
         assert!(!ok && err.contains(says), "{extra:?}: {err}");
     }
+
+    // QR on one process column: its tree over the nodes, the bytes as the split counts them.
+    let mut args = base.to_vec();
+    args.extend([
+        "--factorization",
+        "qr",
+        "--m",
+        "38400",
+        "--grid",
+        "4x1",
+        "--json",
+    ]);
+    let (ok, out, err) = hetla(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["grid"].as_str(), v["n"].as_u64()),
+        (Some("4x1"), Some(38400))
+    );
+    for r in v["ranks"].as_array().unwrap() {
+        assert_eq!(r["bytes_sent"], r["bytes_expected"]);
+    }
+    assert!(v["makespan_ms"].as_f64().unwrap() >= v["bound_ms"].as_f64().unwrap());
 
     // A weak-scaling sweep: n grows as sqrt(nodes), one scaling plot.
     let out_dir = dir.join("sweep");

@@ -156,9 +156,9 @@ pub struct Message {
 /// which return to them (in the order of their writers).
 ///
 /// A task runs on the owner of the tile it writes last ([`task_rank`]); a task that also writes a
-/// tile another rank owns (a merge of two ranks' triangles in a distributed QR) receives that tile's
-/// current version like any input, and its write is the version later readers receive from its
-/// rank.
+/// tile another rank owns (a merge of two ranks' triangles in a distributed QR) receives that
+/// tile's current version like any input, and its write is the version later readers receive from
+/// its rank.
 pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
     let mut version: HashMap<TileRef, TaskId> = HashMap::new();
     // Where each tile's current version is, when a task away from its owner wrote it.

@@ -17,12 +17,12 @@
 //! - [`QrTree::Domains`] (the hierarchical tree of a distributed QR, communication-avoiding): the
 //!   tile rows are cut into p domains by their index mod p (the rows a process row of a p x Q grid
 //!   holds); within each domain a flat tree eliminates the domain's tiles on its top tile (the
-//!   first of the domain at or below the diagonal), then a flat chain of merges `Ttqrt(A_kk,
-//!   A_tk)` eliminates the other domains' top triangles on the diagonal one, in domain order. Every
-//!   task but the merges touches one domain's tiles only; a merge writes the diagonal domain's row
-//!   and the eliminated domain's top, and runs (owner computes by its last access) where the
-//!   eliminated triangle lives, so only the diagonal tile row travels, once to each other domain
-//!   and back. One domain is [`QrTree::Flat`].
+//!   first of the domain at or below the diagonal), then a flat chain of merges `Ttqrt(A_kk, A_tk)`
+//!   eliminates the other domains' top triangles on the diagonal one, in domain order. Every task
+//!   but the merges touches one domain's tiles only; a merge writes the diagonal domain's row and
+//!   the eliminated domain's top, and runs (owner computes by its last access) where the eliminated
+//!   triangle lives, so only the diagonal tile row travels, once to each other domain and back. One
+//!   domain is [`QrTree::Flat`].
 //!
 //! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so its
 //! tasks have two write accesses; the dependencies follow from the accesses as for every graph.

@@ -14,7 +14,8 @@
 //! - **Tiles written away from their owner** (a distributed QR's merges of two ranks' triangles
 //!   write both): the writer's rank receives the tile's current version like any input, sends its
 //!   write on to later readers elsewhere, and the final version returns to the owner once written
-//!   ([`RankShare::returning`]); the owner holds its tile in place meanwhile and touches it no more.
+//!   ([`RankShare::returning`]); the owner holds its tile in place meanwhile and touches it no
+//!   more.
 //! - **Refused**: a graph that would send two versions of one tile to one rank (not the
 //!   communication of a factorisation or of one substitution; supporting it needs one receive
 //!   buffer per version), or a version written away back to its owner before the run ends.

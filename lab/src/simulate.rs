@@ -381,8 +381,16 @@ pub fn simulate_grid(
             }
         })
         .collect();
+    // The plan's restrictions (QR's kernels on CPU clusters only) hold on every node.
+    let options = SimOptions {
+        run: hetla_runtime::RunOptions {
+            restrictions: plan.run_options(&options.run).restrictions,
+            ..options.run.clone()
+        },
+        ..options.clone()
+    };
     let start = Instant::now();
-    let run = simulate_work_grid(&ranks, &messages, Some(network), options)?;
+    let run = simulate_work_grid(&ranks, &messages, Some(network), &options)?;
     let simulation_seconds = start.elapsed().as_secs_f64();
 
     let nodes = grid.size();

@@ -453,6 +453,36 @@ fn a_distributed_qr_simulation_sends_each_panel_with_its_t_to_the_nodes_right_of
 }
 
 #[test]
+fn a_distributed_qr_simulation_on_one_process_column_sends_the_diagonal_rows_down_the_chain_and_home()
+ {
+    // Tall and skinny: 40 x 4 tiles of 960.
+    let (m, n, b) = (38400, 3840, 960);
+    let (mt, nt) = (m / b, n / b);
+    let model = sirocco();
+    let spec = grid(2, 10);
+    let machine = Modelled::new(&model, &spec, 0);
+    let network = hetla_lab::parse_network("1.5us,100Gb/s").unwrap();
+    let options = SimOptions::default();
+    let one = Plan::qr(m, n, b, hetla::QrTree::Auto, Precision::D).unwrap();
+    let (one, _) = hetla_lab::simulate(&one, &machine, &options).unwrap();
+    for p in [2, 4] {
+        let plan = Plan::qr(m, n, b, hetla::QrTree::Domains(p), Precision::D).unwrap();
+        let g = format!("{p}x1").parse().unwrap();
+        let (r, trace) = hetla_lab::simulate_grid(&plan, &machine, g, network, &options).unwrap();
+        assert_eq!(trace.tasks.len(), r.bounds.tasks);
+        // Each tile of the diagonal row of step k goes from rank to rank of the merges' chain
+        // (p - 1 merges) and home: p messages.
+        let tiles: usize = (0..nt).filter(|&k| k + 1 < mt).map(|k| nt - k).sum();
+        assert_eq!(r.bytes_sent, tiles * p * b * b * 8, "{p}x1");
+        for node in &r.ranks {
+            assert_eq!(node.bytes_sent, node.bytes_expected, "{p}x1");
+        }
+        assert!(r.makespan_ms >= r.bounds.bound_ms, "{p}x1: {r:?}");
+        assert!(r.makespan_ms < one.makespan_ms, "{p}x1: {r:?} {one:?}");
+    }
+}
+
+#[test]
 fn a_slow_network_slows_the_run_and_bounds_it() {
     let (fast, _) = run_grid(4, 19200, "2x2", "1us,100Gb/s").unwrap();
     let (slow, _) = run_grid(4, 19200, "2x2", "1us,1Gb/s").unwrap();

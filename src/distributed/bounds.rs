@@ -80,6 +80,12 @@ impl DistributedRun {
             crate::Algorithm::QrColumns { m, n, rhs, inner } => {
                 Plan::qr_columns((m, n, rhs), (tile, inner), self.precision)?
             }
+            crate::Algorithm::Qr { m, n, rhs: 0, tree } => {
+                Plan::qr(m, n, tile, tree, self.precision)?
+            }
+            crate::Algorithm::Qr { m, n, rhs, tree } => {
+                Plan::qr_least_squares(m, n, rhs, tile, tree, self.precision)?
+            }
             _ => Plan::cholesky(n, tile, self.precision)?,
         };
         let split = plan.split(&self.grid).map_err(|e| Error::Distributed {

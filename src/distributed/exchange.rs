@@ -193,6 +193,8 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
     let options = RunOptions {
         scheduler: run.scheduler,
         priorities: Some(share.priorities.clone()),
+        // The plan's own (QR's kernels on CPU clusters only).
+        restrictions: share.plan.run_options(&RunOptions::default()).restrictions,
         ..RunOptions::default()
     };
     let timeout = waiting(run);

@@ -24,9 +24,10 @@
 //!   tile kernels, no message), then the ranks' triangles are merged on the diagonal one in a chain
 //!   of P - 1 merges, each run where the eliminated triangle lives: only the diagonal tile row
 //!   travels, from rank to rank and home (the engine's tiles written away from their owner). The
-//!   result is then the tiled QR's: R on and above the diagonal as LAPACK's, the reflectors below in
-//!   the tree's layout (PLASMA's), the T's with the run. A grid with P and Q both above 1 is refused
-//!   on every rank before any work (it needs the T's to travel with their tiles: not built yet).
+//!   result is then the tiled QR's: R on and above the diagonal as LAPACK's, the reflectors below
+//!   in the tree's layout (PLASMA's), the T's with the run. A grid with P and Q both above 1 is
+//!   refused on every rank before any work (it needs the T's to travel with their tiles: not built
+//!   yet).
 //! - **Memory**: a rank holds its block columns (m x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel (its rows from the diagonal
 //!   down) is held until its last reader on the rank ran.
@@ -53,9 +54,9 @@ impl Qr {
     /// process column); the tile size is `a`'s (the block width), each panel or tile is factored in
     /// this builder's inner blocks (its T has as many rows), each rank runs its tasks on this
     /// builder's platform with its scheduler (the builder's tree is the shared-memory QR's and is
-    /// not used). A NaN or an infinity on any rank, a lower-only or a wide matrix,
-    /// another grid or a tile that is not `a`'s are refused on every rank before any work; on error
-    /// `a` is unchanged.
+    /// not used). A NaN or an infinity on any rank, a lower-only or a wide matrix, another grid or
+    /// a tile that is not `a`'s are refused on every rank before any work; on error `a` is
+    /// unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,

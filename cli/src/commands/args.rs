@@ -278,6 +278,11 @@ impl Factorization {
         precision: hetla::Precision,
     ) -> hetla::Result<hetla::Plan> {
         match (self, grid) {
+            // One process column: the tiled QR with its tree over it.
+            (Factorization::Qr, Some(g)) if g.rows() > 1 => {
+                let tree = hetla::QrTree::Domains(g.rows());
+                hetla::Plan::qr(m.unwrap_or(n), n, tile, tree, precision)
+            }
             (Factorization::Qr, Some(_)) => {
                 let blocks = (tile, hetla::lab::DEFAULT_QR_INNER_BLOCK);
                 hetla::Plan::qr_columns((m.unwrap_or(n), n, 0), blocks, precision)
@@ -298,7 +303,8 @@ impl Factorization {
     }
 
     /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky runs on
-    /// any grid, LU and QR on grids of one process row (1xQ), the others on one node.
+    /// any grid, LU on grids of one process row (1xQ), QR on those and on grids of one process
+    /// column (Px1), the others on one node.
     pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
         let refuse = |reason: String| {
             Err(crate::Error::InvalidOption {
@@ -309,7 +315,12 @@ impl Factorization {
         match (self, grid) {
             (_, None) | (Factorization::Cholesky, _) => Ok(()),
             (Factorization::Lu | Factorization::Qr, Some(g)) if g.rows() == 1 => Ok(()),
-            (Factorization::Lu | Factorization::Qr, Some(g)) => refuse(format!(
+            (Factorization::Qr, Some(g)) if g.cols() == 1 => Ok(()),
+            (Factorization::Qr, Some(g)) => refuse(format!(
+                "distributed QR runs on grids of one process row (block columns) or one process column (a tree over it): give --grid 1x{0} or {0}x1 (or --nodes to a sweep), not {g}",
+                g.size()
+            )),
+            (Factorization::Lu, Some(g)) => refuse(format!(
                 "distributed {} runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
                 self.title(),
                 g.size(),

@@ -1,11 +1,12 @@
-//! `hetla qr --grid 1xQ` under `mpirun`: the distributed Householder QR (LAPACK's blocked QR in
-//! block columns) of a random general m x n matrix generated where its tiles live, in any
-//! precision, timed as the slowest rank's, with (`--compare`) ScaLAPACK's p?geqrf (the precision's
-//! letter) on the same grid, block size and matrix in the same job (feature `scalapack`). R is
-//! checked against A where the tiles live (nothing is gathered, at any size). `--lstsq K` then
-//! solves least squares with K random right-hand sides (the QR with Q^H B in one graph, then the
-//! upper substitution), beside p?gels with `--compare`. CholeskyQR2 (`--cholqr`) across ranks is
-//! not built yet and is refused. Rank 0 reports; the other ranks print nothing but errors.
+//! `hetla qr --grid 1xQ|Px1` under `mpirun`: the distributed Householder QR (on 1 x Q, LAPACK's
+//! blocked QR in block columns; on P x 1, the tiled QR with its tree over the process column:
+//! TSQR/CAQR) of a random general m x n matrix generated where its tiles live, in any precision,
+//! timed as the slowest rank's, with (`--compare`) ScaLAPACK's p?geqrf (the precision's letter) on
+//! the same grid, block size and matrix in the same job (feature `scalapack`). R is checked against
+//! A where the tiles live (nothing is gathered, at any size). `--lstsq K` then solves least squares
+//! with K random right-hand sides (the QR with Q^H B in one graph, then the upper substitution),
+//! beside p?gels with `--compare`. CholeskyQR2 (`--cholqr`) across ranks is not built yet and is
+//! refused. Rank 0 reports; the other ranks print nothing but errors.
 
 use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
@@ -249,13 +250,19 @@ pub fn run(args: &QrArgs, _: ProcessGrid) -> crate::Result<Option<QrGridReport>>
 
 pub fn print(r: &QrGridReport) {
     let run = &r.run;
+    // One process column: by tiles, the tree over it (see hetla::distributed's QR).
+    let tiled = !run.grid.starts_with("1x");
     run.print_head(
-        ("qr", "block width"),
+        ("qr", if tiled { "tile" } else { "block width" }),
         ("2 m n^2 - 2 n^3/3", "8 m n^2 - 8 n^3/3 real"),
     );
     run.print_residual("||A^H A - R^H R||_1 / (m ||A||_1^2 eps) ");
     let peers = (r.peers.as_deref(), r.ratio_to_pdgeqrf);
-    run.print_tail("the panels' count", peers, "geqrf");
+    let count = match tiled {
+        true => "the tree's count",
+        false => "the panels' count",
+    };
+    run.print_tail(count, peers, "geqrf");
     if let Some(l) = &r.lstsq {
         println!(
             "  lstsq     {:.4} s for {} right-hand sides (median {:.4} s), {:.2} Gflop/s, ||A^H (B - AX)||_1 / (||A||_1 ||B||_1 m eps) {:.3e} ({}), sent {:?} bytes by rank (count {:?})",
