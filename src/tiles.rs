@@ -118,6 +118,23 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
     /// No other view of the tile (read or write) may be used while the returned one lives.
     unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>>;
 
+    /// The view of `tile` that task `task` uses (the store's one view of it, unless the store holds
+    /// several versions of the tile: see [`TileSet`]).
+    fn task_tile(&self, task: TaskId, tile: TileRef) -> Option<MatRef<'_, T>> {
+        let _ = task;
+        self.tile(tile)
+    }
+
+    /// The writable view of `tile` that task `task` uses (see [`TileStore::task_tile`]).
+    ///
+    /// # Safety
+    /// As [`TileStore::tile_mut`]'s.
+    unsafe fn task_tile_mut(&self, task: TaskId, tile: TileRef) -> Option<MatMut<'_, T>> {
+        let _ = task;
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.tile_mut(tile) }
+    }
+
     /// Whether `tile` arrives from outside the run (another rank sends it): a task that reads it
     /// waits for it.
     fn arrives(&self, tile: TileRef) -> bool {
@@ -575,7 +592,7 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
             .iter()
             .map(|r| {
                 self.store
-                    .tile(r.tile)
+                    .task_tile(id, r.tile)
                     .ok_or_else(|| missing(r.tile, "held"))
             })
             .collect::<std::result::Result<Vec<_>, KernelError>>()?;
@@ -584,7 +601,7 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
         // starts before it ends, so no other view of the written tile exists while this
         // kernel runs; the written tile is distinct from every tile the task reads
         // (checked by `operands`), and the read views are dropped before `ran`.
-        let out = unsafe { self.store.tile_mut(write.tile) }
+        let out = unsafe { self.store.task_tile_mut(id, write.tile) }
             .ok_or_else(|| missing(write.tile, "writable"))?;
         self.backend.run(task.op, &views, out, par)?;
         drop(views);
@@ -661,6 +678,10 @@ pub(crate) type Written<'f, T> =
 pub(crate) struct TileSet<'s, T: Scalar> {
     places: std::collections::HashMap<TileRef, Place<T>>,
     received: Vec<Received<T>>,
+    /// The slot of each received version, and the slot each task's access to a received tile uses
+    /// (a rank may hold several versions of a tile at once).
+    by_version: std::collections::HashMap<(TileRef, Option<TaskId>), usize>,
+    by_task: std::collections::HashMap<(TaskId, TileRef), usize>,
     /// This rank's tiles whose final version another rank writes, and whether it came back.
     returning: std::collections::HashMap<TileRef, std::sync::atomic::AtomicBool>,
     /// Called with each tile a task wrote, once its kernel ran.
@@ -680,13 +701,13 @@ unsafe impl<T: Scalar> Sync for TileSet<'_, T> {}
 #[cfg(feature = "mpi")]
 impl<'s, T: Scalar> TileSet<'s, T> {
     /// The tiles of `written` (matrix id and tiles, lent writable) and `read` (lent read-only),
-    /// with a slot for each tile of `receives` (each with the tasks that read it, once per access),
-    /// and `returning`, tiles of `written` whose final version another rank writes (filled in
-    /// place); `on_written` is called with each tile a task wrote.
+    /// with a slot for each version of `receives` (each with the tasks that use it, once per
+    /// access), and `returning`, tiles of `written` whose final version another rank writes (filled
+    /// in place); `on_written` is called with each tile a task wrote.
     pub fn new(
         written: Vec<(hetla_factorizations::MatrixId, &'s mut HeldTiles<T>)>,
         read: Vec<(hetla_factorizations::MatrixId, &'s HeldTiles<T>)>,
-        (receives, returning): (&[(TileRef, Vec<TaskId>)], &[TileRef]),
+        (receives, returning): (&[hetla_factorizations::Receipt], &[TileRef]),
         on_written: &'s Written<'s, T>,
     ) -> Self {
         use std::sync::atomic::{AtomicU8, AtomicUsize};
@@ -706,15 +727,19 @@ impl<'s, T: Scalar> TileSet<'s, T> {
                 places.insert(TileRef::new(matrix, i, j), local);
             }
         }
+        let mut by_version = std::collections::HashMap::new();
+        let mut by_task = std::collections::HashMap::new();
         let received = receives
             .iter()
             .enumerate()
-            .map(|(i, (tile, readers))| {
-                places.insert(*tile, Place::Received(i));
+            .map(|(i, r)| {
+                places.insert(r.tile, Place::Received(i));
+                by_version.insert((r.tile, r.version), i);
+                by_task.extend(r.readers.iter().map(|&t| ((t, r.tile), i)));
                 Received {
                     state: AtomicU8::new(EMPTY),
                     data: std::cell::UnsafeCell::new(None),
-                    readers_left: AtomicUsize::new(readers.len()),
+                    readers_left: AtomicUsize::new(r.readers.len()),
                 }
             })
             .collect();
@@ -725,16 +750,23 @@ impl<'s, T: Scalar> TileSet<'s, T> {
         Self {
             places,
             received,
+            by_version,
+            by_task,
             returning,
             written: on_written,
             _borrow: PhantomData,
         }
     }
 
-    /// Puts a received tile where its readers find it, before any of them is released (the runtime
-    /// releases them only once told the tile arrived), or a returning tile in its place; an error
-    /// when the tile is not one this rank receives, came already, or has another shape.
-    pub fn fill(&self, tile: TileRef, m: faer::Mat<T>) -> std::result::Result<(), String> {
+    /// Puts a received version of a tile where its readers find it, before any of them is released
+    /// (the runtime releases them only once told the tile arrived), or a returning tile in its
+    /// place; an error when the version is not one this rank receives, came already, or has another
+    /// shape.
+    pub fn fill(
+        &self,
+        (tile, version): (TileRef, Option<TaskId>),
+        m: faer::Mat<T>,
+    ) -> std::result::Result<(), String> {
         use std::sync::atomic::Ordering;
         if let Some(back) = self.returning.get(&tile) {
             let Some(&Place::Local(ptr, rows, cols, cs, true)) = self.places.get(&tile) else {
@@ -756,8 +788,8 @@ impl<'s, T: Scalar> TileSet<'s, T> {
             unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.copy_from(&m);
             return Ok(());
         }
-        let Some(&Place::Received(i)) = self.places.get(&tile) else {
-            return Err("which this rank does not read".into());
+        let Some(&i) = self.by_version.get(&(tile, version)) else {
+            return Err("in a version this rank does not read".into());
         };
         let slot = &self.received[i];
         if slot
@@ -776,24 +808,48 @@ impl<'s, T: Scalar> TileSet<'s, T> {
 }
 
 #[cfg(feature = "mpi")]
+impl<T: Scalar> TileSet<'_, T> {
+    /// The tile in received slot `i`, once filled and until freed.
+    fn slot(&self, i: usize) -> Option<MatRef<'_, T>> {
+        use std::sync::atomic::Ordering;
+        let slot = &self.received[i];
+        if slot.state.load(Ordering::Acquire) != FULL {
+            return None;
+        }
+        // SAFETY: FULL: filled, and not freed before the last task using it ran (whose views are
+        // dropped by then).
+        unsafe { &*slot.data.get() }.as_ref().map(|m| m.as_ref())
+    }
+
+    /// The writable tile in received slot `i` (a task of this rank writes a version it received: a
+    /// merge of two ranks' tiles), once filled and until freed.
+    ///
+    /// # Safety
+    /// No other view of the slot's tile may be used while the returned one lives.
+    unsafe fn slot_mut(&self, i: usize) -> Option<MatMut<'_, T>> {
+        use std::sync::atomic::Ordering;
+        let slot = &self.received[i];
+        if slot.state.load(Ordering::Acquire) != FULL {
+            return None;
+        }
+        // SAFETY: FULL: filled and not freed before its last task ran; the caller guarantees no
+        // other view of it is used meanwhile.
+        unsafe { &mut *slot.data.get() }
+            .as_mut()
+            .map(|m| m.as_mut())
+    }
+}
+
+#[cfg(feature = "mpi")]
 impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
     fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
-        use std::sync::atomic::Ordering;
         match *self.places.get(&tile)? {
             // SAFETY: the tile lies in a matrix borrowed for the set's lifetime; no task
             // writes it while another reads it (the graph's edges).
             Place::Local(ptr, rows, cols, cs, _) => {
                 Some(unsafe { MatRef::from_raw_parts(ptr, rows, cols, 1, cs) })
             }
-            Place::Received(i) => {
-                let slot = &self.received[i];
-                if slot.state.load(Ordering::Acquire) != FULL {
-                    return None;
-                }
-                // SAFETY: FULL: filled, and not freed before the last reader ran (whose
-                // views are dropped by then).
-                unsafe { &*slot.data.get() }.as_ref().map(|m| m.as_ref())
-            }
+            Place::Received(i) => self.slot(i),
         }
     }
 
@@ -806,20 +862,25 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
             }
             // A tile of a matrix lent shared is never written.
             Place::Local(.., false) => None,
-            // A received tile that a task of this rank writes (a merge of two ranks' tiles):
-            // FULL until its last task ran, and the caller guarantees no other view of it.
-            Place::Received(i) => {
-                use std::sync::atomic::Ordering;
-                let slot = &self.received[i];
-                if slot.state.load(Ordering::Acquire) != FULL {
-                    return None;
-                }
-                // SAFETY: FULL: filled and not freed before its last task ran; the caller
-                // guarantees no other view of it is used meanwhile.
-                unsafe { &mut *slot.data.get() }
-                    .as_mut()
-                    .map(|m| m.as_mut())
-            }
+            // A received tile that a task of this rank writes (a merge of two ranks' tiles).
+            // SAFETY: the caller's contract is `slot_mut`'s.
+            Place::Received(i) => unsafe { self.slot_mut(i) },
+        }
+    }
+
+    fn task_tile(&self, task: TaskId, tile: TileRef) -> Option<MatRef<'_, T>> {
+        match self.by_task.get(&(task, tile)) {
+            Some(&i) => self.slot(i),
+            None => self.tile(tile),
+        }
+    }
+
+    unsafe fn task_tile_mut(&self, task: TaskId, tile: TileRef) -> Option<MatMut<'_, T>> {
+        match self.by_task.get(&(task, tile)) {
+            // SAFETY: the caller's contract is `slot_mut`'s.
+            Some(&i) => unsafe { self.slot_mut(i) },
+            // SAFETY: the caller's contract is this one's.
+            None => unsafe { self.tile_mut(tile) },
         }
     }
 
@@ -836,12 +897,12 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
         use std::sync::atomic::Ordering;
         // Sent on before a received tile it wrote may be freed below.
         for &tile in written {
-            if let Some(view) = self.tile(tile) {
+            if let Some(view) = self.task_tile(id, tile) {
                 (self.written)(id, tile, view)?;
             }
         }
         for a in &task.accesses {
-            if let Some(&Place::Received(i)) = self.places.get(&a.tile) {
+            if let Some(&i) = self.by_task.get(&(id, a.tile)) {
                 let slot = &self.received[i];
                 if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1
                     && slot

@@ -244,8 +244,8 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
         ),
         (vec!["--grid", "2x0"], "no process"),
         (
-            vec!["--factorization", "qr", "--grid", "2x2"],
-            "or one process column (a tree over it)",
+            vec!["--factorization", "lu", "--grid", "2x2"],
+            "distributed LU runs on grids of one process row",
         ),
     ] {
         let mut args = base.to_vec();

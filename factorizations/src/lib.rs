@@ -36,5 +36,5 @@ pub use hetla_kernels::{MatMul, Op};
 pub use ldlt::{ldlt, ldlt_shapes, ldlt_step};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use qr::{QrTree, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_t_slot, qr_with_rhs};
-pub use split::{GridSplit, RankShare, SplitError};
+pub use split::{GridSplit, RankShare, Receipt, SplitError};
 pub use tiling::{Tiling, TilingError};

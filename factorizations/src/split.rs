@@ -16,9 +16,12 @@
 //!   write on to later readers elsewhere, and the final version returns to the owner once written
 //!   ([`RankShare::returning`]); the owner holds its tile in place meanwhile and touches it no
 //!   more.
-//! - **Refused**: a graph that would send two versions of one tile to one rank (not the
-//!   communication of a factorisation or of one substitution; supporting it needs one receive
-//!   buffer per version), or a version written away back to its owner before the run ends.
+//! - **Versions**: a rank may receive several versions of one tile (a distributed QR's updates on
+//!   another process column read a tile's reflectors from its tile QR, then from its merge), each
+//!   into a slot of its own ([`Receipt`]), which the rank's tasks that access the tile while that
+//!   version is its copy use (a version written here into a received slot stays in that slot).
+//! - **Refused**: a version written away from its owner, back to it before the run ends (the owner
+//!   holds its tile in place).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -39,14 +42,27 @@ pub struct RankShare {
     pub sends: Vec<Vec<(TileRef, Rank)>>,
     /// Tiles of this rank sent as the run finds them, each with the ranks it goes to.
     pub initial_sends: Vec<(TileRef, Vec<Rank>)>,
-    /// The remote tiles this rank reads, each with its tasks that read it, by tile.
-    pub receives: Vec<(TileRef, Vec<TaskId>)>,
+    /// The remote tile versions this rank receives, by tile and version.
+    pub receives: Vec<Receipt>,
     /// This rank's tiles whose final version another rank writes, which return to it after their
     /// last writer (received in place, read by no task here).
     pub returning: Vec<TileRef>,
     /// Tiles expected from each rank that sends this one any, by rank (the others send none: a grid
     /// of many ranks costs memory in proportion to its messages, not to its ranks squared).
     pub expected_from: BTreeMap<Rank, usize>,
+}
+
+/// A version of a remote tile a rank receives, and the rank's tasks that use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The tile.
+    pub tile: TileRef,
+    /// The task whose write it is (`None`: the tile as the run found it).
+    pub version: Option<TaskId>,
+    /// The rank's tasks (local ids) that access the tile while this version, or a write of it made
+    /// on the rank, is the rank's copy, once per access: each waits for it as an input from outside
+    /// its run, and the copy is freed once they all ran.
+    pub readers: Vec<TaskId>,
 }
 
 /// A graph split over every rank of a grid.
@@ -104,7 +120,7 @@ impl GridSplit {
             graphs.iter().map(|g| vec![Vec::new(); g.len()]).collect();
         let mut initial: Vec<Vec<(TileRef, Vec<Rank>)>> = vec![Vec::new(); size];
         let mut initial_index: HashMap<TileRef, usize> = HashMap::new();
-        let mut receives: Vec<HashMap<TileRef, Vec<TaskId>>> = vec![HashMap::new(); size];
+        let mut receives: Vec<Vec<Receipt>> = vec![Vec::new(); size];
         let mut expected_from: Vec<BTreeMap<Rank, usize>> = vec![BTreeMap::new(); size];
         let mut returning: Vec<Vec<TileRef>> = vec![Vec::new(); size];
         for m in &all {
@@ -133,14 +149,36 @@ impl GridSplit {
                     mine[i].1.push(m.to);
                 }
             }
-            if m.first_reader.is_none() {
-                continue;
-            }
-            if receives[m.to.0].insert(m.tile, Vec::new()).is_some() {
-                return Err(SplitError {
+            if m.first_reader.is_some() {
+                receives[m.to.0].push(Receipt {
                     tile: m.tile,
-                    what: "two versions of it",
+                    version: m.version,
+                    readers: Vec::new(),
                 });
+            }
+        }
+        for r in &mut receives {
+            r.sort_unstable_by_key(|x| (x.tile, x.version));
+        }
+        // Which receipt each access of a rank's task uses: the version it finds, if received, else
+        // the receipt a task of the rank wrote that version into (once per access).
+        let mut version: HashMap<TileRef, TaskId> = HashMap::new();
+        let mut held: Vec<HashMap<TileRef, usize>> = vec![HashMap::new(); size];
+        for t in whole.ids() {
+            let r = rank_of[t.0].0;
+            let task = whole.task(t);
+            for a in &task.accesses {
+                let v = version.get(&a.tile).copied();
+                let key = (a.tile, v);
+                if let Ok(i) = receives[r].binary_search_by_key(&key, |x| (x.tile, x.version)) {
+                    held[r].insert(a.tile, i);
+                }
+                if let Some(&i) = held[r].get(&a.tile) {
+                    receives[r][i].readers.push(local[t.0]);
+                }
+            }
+            for a in task.accesses.iter().filter(|a| a.mode.writes()) {
+                version.insert(a.tile, t);
             }
         }
         let ranks = graphs
@@ -152,19 +190,9 @@ impl GridSplit {
             .zip(expected_from.into_iter().zip(returning))
             .map(
                 |(
-                    ((((graph, whole), priorities), (sends, initial_sends)), mut receives),
+                    ((((graph, whole), priorities), (sends, initial_sends)), receives),
                     (expected_from, returning),
                 )| {
-                    for t in graph.ids() {
-                        for a in &graph.task(t).accesses {
-                            // Once per access: the count of its inputs from outside.
-                            if let Some(readers) = receives.get_mut(&a.tile) {
-                                readers.push(t);
-                            }
-                        }
-                    }
-                    let mut receives: Vec<_> = receives.into_iter().collect();
-                    receives.sort_unstable_by_key(|(tile, _)| *tile);
                     RankShare {
                         graph,
                         whole,
@@ -204,7 +232,11 @@ mod tests {
         assert_eq!(sent, plan.messages.len());
         for m in &plan.messages {
             let to = &plan.ranks[m.to.0];
-            let (_, readers) = to.receives.iter().find(|(t, _)| *t == m.tile).unwrap();
+            let receipt = to
+                .receives
+                .iter()
+                .find(|x| (x.tile, x.version) == (m.tile, m.version));
+            let readers = &receipt.unwrap().readers;
             assert!(!readers.is_empty());
             // The first reader is the message's.
             assert_eq!(Some(to.whole[readers[0].0]), m.first_reader);
@@ -300,5 +332,38 @@ mod tests {
                 .sum();
             assert_eq!(sent, split.messages.len());
         }
+    }
+
+    #[test]
+    fn a_rank_receives_two_versions_of_a_tile_and_each_access_uses_one_of_them() {
+        use crate::qr::{QrTree, qr};
+        let a = Tiling::new(8 * 16, 4 * 16, 16).unwrap();
+        let whole = qr(&a, QrTree::Domains(2)).unwrap();
+        let grid = ProcessGrid::new(2, 2).unwrap();
+        let split = GridSplit::new(&whole, &grid).unwrap();
+        let mut twice = 0;
+        for (r, rank) in split.ranks.iter().enumerate() {
+            for pair in rank.receives.windows(2) {
+                twice += usize::from(pair[0].tile == pair[1].tile);
+            }
+            // Every access of a task here to a tile another rank owns uses exactly one receipt.
+            for t in rank.graph.ids() {
+                for acc in &rank.graph.task(t).accesses {
+                    let uses = rank
+                        .receives
+                        .iter()
+                        .filter(|x| x.tile == acc.tile)
+                        .map(|x| x.readers.iter().filter(|&&u| u == t).count())
+                        .sum::<usize>();
+                    let accesses = rank.graph.task(t).accesses.iter();
+                    let same = accesses.filter(|b| b.tile == acc.tile).count();
+                    let away = grid.owner(acc.tile).0 != r;
+                    assert_eq!(uses, if away { same } else { 0 }, "rank {r} task {t:?}");
+                }
+            }
+        }
+        // The tile QR's version of a domain's top tile, then its merge's, to the ranks updating
+        // its row in other process columns.
+        assert!(twice > 0);
     }
 }

@@ -369,8 +369,8 @@ pub fn simulate_grid(
             debug_assert!(m.version.is_some());
             let to = &split.ranks[m.to.0].receives;
             let readers = to
-                .binary_search_by_key(&m.tile, |(t, _)| *t)
-                .map(|i| to[i].1.clone())
+                .binary_search_by_key(&(m.tile, m.version), |r| (r.tile, r.version))
+                .map(|i| to[i].readers.clone())
                 .unwrap_or_default();
             SimMessage {
                 tile: m.tile,

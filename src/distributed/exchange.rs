@@ -93,8 +93,11 @@ pub(super) struct Reflectors<'p, T> {
     /// The T's, by slot.
     pub ts: &'p [OnceLock<Mat<T>>],
     /// Block columns (panels travel from their diagonal down with their T); else tiles, which
-    /// travel whole, their T's staying where they were made (a grid of one process column).
+    /// travel whole, with the T's of `travel`.
     pub columns: bool,
+    /// The tiled QR's tasks whose T a task on another rank applies: the tile they made their
+    /// reflectors in carries it ([`travelling_ts`]).
+    pub travel: &'p std::collections::HashSet<TaskId>,
 }
 
 impl<T> Reflectors<'_, T> {
@@ -145,13 +148,15 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         if !share.sends[task].iter().any(|&(t, _)| t == tile) {
             return Ok(());
         }
-        let message = pack(tile, m, panels).ok_or_else(|| KernelError::Operands {
-            op: share.graph.task(task).op,
-            reason: format!(
-                "tile ({}, {}) has an index too large for a message",
-                tile.row, tile.col
-            ),
-        })?;
+        let version = Some(share.whole[task.0]);
+        let message =
+            pack(tile, m, panels, (&share.plan, version)).ok_or_else(|| KernelError::Operands {
+                op: share.graph.task(task).op,
+                reason: format!(
+                    "tile ({}, {}) has an index too large for a message",
+                    tile.row, tile.col
+                ),
+            })?;
         // The loop is gone only once the run has stopped: nothing is lost.
         let _ = outgoing.send((task, tile, message));
         Ok(())
@@ -413,13 +418,27 @@ impl std::ops::Deref for Share {
 impl Share {
     /// `rank`'s share of `plan` on `grid`.
     pub fn new(plan: Plan, grid: hetla_factorizations::ProcessGrid, rank: Rank) -> Result<Self> {
+        Self::carrying(plan, grid, rank, |_, _| 0)
+    }
+
+    /// [`Share::new`] whose messages carry `extra` bytes each beside their tiles (the tiled QR's
+    /// T's, which the plan does not size).
+    pub fn carrying(
+        plan: Plan,
+        grid: hetla_factorizations::ProcessGrid,
+        rank: Rank,
+        extra: impl Fn(&Plan, &hetla_factorizations::Message) -> usize,
+    ) -> Result<Self> {
         // Found alike on every rank, so each says it of itself.
         let mut split = plan.split(&grid).map_err(|e| Error::Distributed {
             rank: rank.0,
             reason: e.to_string(),
         })?;
-        let bytes_expected =
+        let mut bytes_expected =
             hetla_factorizations::bytes_sent(&grid, &split.messages, |t| plan.message_bytes(t));
+        for m in &split.messages {
+            bytes_expected[m.from.0] += extra(&plan, m);
+        }
         let share = split.ranks.swap_remove(rank.0);
         let keys = share
             .whole
@@ -464,7 +483,11 @@ impl Share {
                 let view = tiles.tile(*tile).ok_or_else(|| {
                     format!("tile ({r}, {c}) of matrix {m} is to be sent from here, which does not hold it")
                 })?;
-                let packed = wire::message(*tile, view).ok_or_else(|| {
+                let packed = wire::message(*tile, view).map(|mut p| {
+                    p.push(T::index(0));
+                    p
+                });
+                let packed = packed.ok_or_else(|| {
                     format!("tile ({r}, {c}) of matrix {m} has an index too large for a message")
                 })?;
                 Ok((&to[..], packed))
@@ -651,7 +674,8 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
     /// Posts the sends of a packed tile to the ranks `to`.
     fn post(&mut self, to: impl AsRef<[Rank]>, packed: Vec<T::Part>) {
         let to = to.as_ref();
-        let bytes = (packed.len() - 3) * size_of::<T::Part>();
+        // Without the tile's place and its version.
+        let bytes = (packed.len() - 4) * size_of::<T::Part>();
         let buffer: &'static [T::Part] = Box::leak(packed.into_boxed_slice());
         let requests = to
             .iter()
@@ -702,6 +726,20 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         }
     }
 
+    /// The T slot and shape of the T that version `version` of `tile` carries: the tiled QR's tile
+    /// whose reflectors that version's task made (see [`pack`]).
+    fn carried_t(&self, tile: TileRef, version: Option<TaskId>) -> Option<(usize, (usize, usize))> {
+        let Panels::Reflectors(r) = self.panels else {
+            return None;
+        };
+        carried_t::<T>(
+            &self.share.plan,
+            (r.tiling, r.inner, r.travel),
+            tile,
+            version,
+        )
+    }
+
     fn receive(&mut self, inbox: &Inbox<'_, '_>, from: Rank, tag: i32, data: Vec<T::Part>) {
         if tag == END {
             let word = |i: usize| data.get(i).and_then(|&p| T::as_index(p));
@@ -713,7 +751,12 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
             return;
         }
         self.received_from[from] += 1;
-        let Some((tile, parts)) = wire::named::<T>(&data) else {
+        // The version last: 0 for the tile as the run found it, else its writer's id + 1.
+        let (version, data) = match data.split_last() {
+            Some((&v, rest)) => (T::as_index(v).map(|v| v.checked_sub(1).map(TaskId)), rest),
+            None => (None, &data[..]),
+        };
+        let (Some(version), Some((tile, parts))) = (version, wire::named::<T>(data)) else {
             inbox.fail(format!(
                 "rank {from} sent a tile message of {} values, without its tile's place",
                 data.len()
@@ -744,6 +787,23 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
                 return;
             }
             (rows, parts) = (rows - first, entries);
+        } else if let Some((slot, t_shape)) = self.carried_t(tile, version) {
+            let Some(split) = parts.len().checked_sub(t_shape.0 * t_shape.1 * T::PARTS) else {
+                inbox.fail(wrong("without the T its reflectors carry".into()));
+                return;
+            };
+            let (entries, carried) = parts.split_at(split);
+            let Some(t) = wire::tile_of::<T>(t_shape.0, t_shape.1, carried) else {
+                inbox.fail(wrong("whose T has the wrong size".into()));
+                return;
+            };
+            if let Panels::Reflectors(r) = self.panels
+                && r.ts[slot].set(t).is_err()
+            {
+                inbox.fail(wrong("whose T arrived twice".into()));
+                return;
+            }
+            parts = entries;
         }
         let Some(m) = wire::tile_of::<T>(rows, cols, parts) else {
             inbox.fail(wrong(format!(
@@ -752,13 +812,13 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
             )));
             return;
         };
-        if let Err(why) = self.tiles.fill(tile, m) {
+        if let Err(why) = self.tiles.fill((tile, version), m) {
             inbox.fail(wrong(why));
             return;
         }
-        let readers = &self.share.receives;
-        if let Ok(i) = readers.binary_search_by_key(&tile, |(t, _)| *t) {
-            for &task in &readers[i].1 {
+        let receipts = &self.share.receives;
+        if let Ok(i) = receipts.binary_search_by_key(&(tile, version), |r| (r.tile, r.version)) {
+            for &task in &receipts[i].readers {
                 inbox.arrived(task);
             }
         }
@@ -837,11 +897,31 @@ impl<P: Equivalence + 'static> InFlight<P> {
 }
 
 /// The message of a tile a task wrote: the tile; for LU, a panel's rows from its diagonal down and
-/// its interchanges; for QR in block columns, those rows and its T (see the module documentation).
-/// `None` when an index is too large to name (or a QR panel has no T).
-fn pack<T: Wire>(tile: TileRef, m: MatRef<'_, T>, panels: &Panels<'_, T>) -> Option<Vec<T::Part>> {
+/// its interchanges; for QR in block columns, those rows and its T; for the tiled QR, a tile whose
+/// reflectors the version's task made, with their T (see the module documentation). Then the
+/// version: 0 for the tile as the run found it, else its writer's id (in the whole graph) + 1.
+/// `None` when an index is too large to name (or a QR's T is missing).
+fn pack<T: Wire>(
+    tile: TileRef,
+    m: MatRef<'_, T>,
+    panels: &Panels<'_, T>,
+    (plan, version): (&Plan, Option<TaskId>),
+) -> Option<Vec<T::Part>> {
+    let stamp = T::index(version.map_or(0, |v| v.0 + 1));
+    if version.is_some_and(|v| v.0 + 1 >= 1 << 24) {
+        return None;
+    }
     let Some((first, width)) = panels.panel(tile.col) else {
-        return wire::message(tile, m);
+        let mut message = wire::message(tile, m)?;
+        if let Panels::Reflectors(r) = panels
+            && let Some((slot, _)) =
+                carried_t::<T>(plan, (r.tiling, r.inner, r.travel), tile, version)
+        {
+            // The task set its T before its tiles were handed over.
+            message.extend(wire::parts_of(r.ts[slot].get()?.as_ref()));
+        }
+        message.push(stamp);
+        return Some(message);
     };
     let mut message = wire::message(tile, m.subrows(first, m.nrows() - first))?;
     match panels {
@@ -856,5 +936,71 @@ fn pack<T: Wire>(tile: TileRef, m: MatRef<'_, T>, panels: &Panels<'_, T>) -> Opt
             message.extend(wire::parts_of(t.as_ref()));
         }
     }
+    message.push(stamp);
     Some(message)
+}
+
+/// The T slot and shape (rows, columns) of the T that version `version` of `tile` carries in the
+/// tiled QR: the T of the reflectors that version's task made in `tile` (a tile QR's in its tile,
+/// an elimination's in the tile it eliminated) when that task is one of `travel`, `None` for any
+/// other version.
+pub(super) fn carried_t<T: Wire>(
+    plan: &Plan,
+    (tiling, inner, travel): (Tiling, usize, &std::collections::HashSet<TaskId>),
+    tile: TileRef,
+    version: Option<TaskId>,
+) -> Option<(usize, (usize, usize))> {
+    let version = version.filter(|v| travel.contains(v))?;
+    if tile.matrix != hetla_factorizations::FACTOR {
+        return None;
+    }
+    let task = plan.graph().task(version);
+    if !task.op.is_qr() || task.op.writes() == 0 {
+        return None;
+    }
+    let (of, pair) = hetla_factorizations::qr_t_slot(task);
+    let makes = matches!(
+        task.op,
+        hetla_kernels::Op::Geqrt | hetla_kernels::Op::Tsqrt | hetla_kernels::Op::Ttqrt
+    );
+    if !makes || of != tile {
+        return None;
+    }
+    let (rows, cols) = plan.shape(tile);
+    // A tile QR has as many reflectors as its shorter side; an elimination as the triangle's
+    // columns (the tile's own).
+    let k = if pair { cols } else { rows.min(cols) };
+    let slot = ReflectorWork::<T>::slot(&tiling, tile, pair);
+    Some((slot, (inner.min(k).max(1), k)))
+}
+
+/// The tasks of a tiled QR's `plan` on `grid` whose T a task on another rank applies (the producer
+/// of each T is the only task writing its slot, and its appliers read the version it wrote).
+pub(super) fn travelling_ts(
+    plan: &Plan,
+    grid: &hetla_factorizations::ProcessGrid,
+) -> std::collections::HashSet<TaskId> {
+    use hetla_kernels::Op;
+    let graph = plan.graph();
+    let rank = |t| hetla_factorizations::task_rank(graph, grid, t);
+    let mut producer = std::collections::HashMap::new();
+    let mut travel = std::collections::HashSet::new();
+    for t in graph.ids() {
+        let task = graph.task(t);
+        if !task.op.is_qr() {
+            continue;
+        }
+        let slot = hetla_factorizations::qr_t_slot(task);
+        match task.op {
+            Op::Geqrt | Op::Tsqrt | Op::Ttqrt => {
+                producer.insert(slot, t);
+            }
+            _ => {
+                if let Some(&p) = producer.get(&slot).filter(|&&p| rank(p) != rank(t)) {
+                    travel.insert(p);
+                }
+            }
+        }
+    }
+    travel
 }

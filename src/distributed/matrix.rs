@@ -454,11 +454,11 @@ fn tile_from<T: Wire>(
 /// The first problem this rank finds, before any work, in the general matrix `a` of a block-column
 /// factorisation (`family`: "LU", "QR") run on tiles of `tile` (the builder's, if it set one): a
 /// lower-only matrix (`shape` is the family's own check of the shape, after it), a grid of more
-/// than one process row (unless `columns_too`: one process column is a grid the family also runs
-/// on, by tiles), another tile size, a NaN or an infinity in this rank's tiles.
+/// than one process row (unless `tiles_too`: the family runs by tiles on such grids), another tile
+/// size, a NaN or an infinity in this rank's tiles.
 pub(super) fn block_column_problem<T: Wire>(
     a: &DistributedMatrix<T>,
-    (family, columns_too): (&str, bool),
+    (family, tiles_too): (&str, bool),
     shape: Option<String>,
     tile: Option<usize>,
 ) -> Option<String> {
@@ -469,15 +469,10 @@ pub(super) fn block_column_problem<T: Wire>(
         ))
     } else if shape.is_some() {
         shape
-    } else if grid.rows() != 1 && !(columns_too && grid.cols() == 1) {
-        Some(match columns_too {
-            true => format!(
-                "the grid is {grid}: distributed {family} runs on 1 x Q grids (a block column on one rank) and P x 1 grids (a tree over the process column); P x Q with both above 1 is not built yet"
-            ),
-            false => format!(
-                "the grid is {grid}: distributed {family} runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
-            ),
-        })
+    } else if grid.rows() != 1 && !tiles_too {
+        Some(format!(
+            "the grid is {grid}: distributed {family} runs on 1 x Q grids (a block column on one rank); P x Q with P > 1 is not built yet"
+        ))
     } else {
         None
     };

@@ -16,18 +16,19 @@
 //! - **The result** is LAPACK's layout, in `a`'s tiles: R on and above the diagonal, the reflectors
 //!   below; the T's stay with the run (a least-squares solve will carry B's columns in the same
 //!   graph, [`hetla_factorizations::qr_columns`] with B, rather than apply them later).
-//! - **Grids of one process column** (P x 1, P > 1) spread a block column over P ranks, where a
-//!   block column's panel would cross the network for every column (ScaLAPACK's pdgeqrf reduces
-//!   each column's norm over its process column). There the QR runs by tiles with a
-//!   communication-avoiding tree ([`QrTree::Domains`], TSQR over the process column, CAQR with the
-//!   updates): each rank eliminates its own tiles of tile column k on its top one (a flat tree of
-//!   tile kernels, no message), then the ranks' triangles are merged on the diagonal one in a chain
-//!   of P - 1 merges, each run where the eliminated triangle lives: only the diagonal tile row
-//!   travels, from rank to rank and home (the engine's tiles written away from their owner). The
-//!   result is then the tiled QR's: R on and above the diagonal as LAPACK's, the reflectors below
-//!   in the tree's layout (PLASMA's), the T's with the run. A grid with P and Q both above 1 is
-//!   refused on every rank before any work (it needs the T's to travel with their tiles: not built
-//!   yet).
+//! - **Grids of more than one process row** (P x Q, P > 1) spread a block column over P ranks,
+//!   where a block column's panel would cross the network for every column (ScaLAPACK's pdgeqrf
+//!   reduces each column's norm over its process column). There the QR runs by tiles, 2D
+//!   block-cyclic, with a communication-avoiding tree ([`QrTree::Domains`]: TSQR over the process
+//!   column, CAQR with the updates): each process row eliminates its own tiles of tile column k on
+//!   its top one (a flat tree of tile kernels, no message down the column), then the process rows'
+//!   triangles are merged on the diagonal one in a chain of P - 1 merges, each run where the
+//!   eliminated triangle lives: the diagonal tile row travels, from rank to rank and home (the
+//!   engine's tiles written away from their owner). Updates run where the tile they write lives and
+//!   read their reflectors from the rank that made them: a tile whose reflectors a task on another
+//!   rank applies carries their T (a rank may receive a domain top's tile QR version and then its
+//!   merge's, each in a slot of its own). The result is the tiled QR's: R on and above the diagonal
+//!   as LAPACK's, the reflectors below in the tree's layout (PLASMA's), the T's with the run.
 //! - **Memory**: a rank holds its block columns (m x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel (its rows from the diagonal
 //!   down) is held until its last reader on the rank ran.
@@ -38,7 +39,10 @@ use hetla_factorizations::{FACTOR, QrTree, RHS, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Panels, Reflectors, Share, agree_within, gather_within, run_share, waiting};
+use super::exchange::{
+    Panels, Reflectors, Share, agree_within, carried_t, gather_within, run_share, travelling_ts,
+    waiting,
+};
 use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem, non_finite};
 use super::wire::Wire;
 use crate::qr::work::ReflectorWork;
@@ -50,13 +54,13 @@ impl Qr {
     /// Factors the tall general distributed matrix `a` (m x n, m >= n) in place as Q R (its tiles
     /// become LAPACK's: R on and above the diagonal, the Householder reflectors below), in its
     /// precision: collective, every rank of `comm` calls it with its part of `a` (see the module
-    /// documentation). `a`'s grid must be 1 x Q (block columns) or P x 1 (tiles, the tree over the
-    /// process column); the tile size is `a`'s (the block width), each panel or tile is factored in
-    /// this builder's inner blocks (its T has as many rows), each rank runs its tasks on this
-    /// builder's platform with its scheduler (the builder's tree is the shared-memory QR's and is
-    /// not used). A NaN or an infinity on any rank, a lower-only or a wide matrix, another grid or
-    /// a tile that is not `a`'s are refused on every rank before any work; on error `a` is
-    /// unchanged.
+    /// documentation). On a 1 x Q grid the QR runs in block columns, on any other by tiles with the
+    /// tree over the process column; the tile size is `a`'s (the block width), each panel or tile
+    /// is factored in this builder's inner blocks (its T has as many rows), each rank runs its
+    /// tasks on this builder's platform with its scheduler (the builder's tree is the shared-memory
+    /// QR's and is not used). A NaN or an infinity on any rank, a lower-only or a wide matrix,
+    /// another grid or a tile that is not `a`'s are refused on every rank before any work; on error
+    /// `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -167,7 +171,19 @@ impl Qr {
                 T::PRECISION,
             ),
         };
-        let share = plan.and_then(|plan| Share::new(plan, grid, a.rank));
+        // A tile's message carries the T of the reflectors its version's task made there.
+        // A tile's message carries the T of the reflectors its version's task made there, when a
+        // task on another rank applies them.
+        let travel = match (&plan, tiled) {
+            (Ok(plan), true) => travelling_ts(plan, &grid),
+            _ => Default::default(),
+        };
+        let carries = (tiling, self.inner, &travel);
+        let t_bytes = |plan: &Plan, m: &hetla_factorizations::Message| {
+            carried_t::<T>(plan, carries, m.tile, m.version)
+                .map_or(0, |(_, (r, c))| r * c * size_of::<T>())
+        };
+        let share = plan.and_then(|plan| Share::carrying(plan, grid, a.rank, t_bytes));
         if let (None, Err(e)) = (&problem, &share) {
             problem = Some(e.to_string());
         }
@@ -189,6 +205,7 @@ impl Qr {
             inner: self.inner,
             ts: &ts,
             columns: !tiled,
+            travel: &travel,
         });
         let mut written = vec![(FACTOR, &mut columns)];
         if let Some(b_columns) = b_columns.as_mut() {

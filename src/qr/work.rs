@@ -87,11 +87,12 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
         // after this one, so no other view of a written tile is used while these live; the written
         // tiles are distinct and none is read by the task (checked above).
         let write = |n: usize| {
-            unsafe { store.tile_mut(writes[n].tile) }.ok_or_else(|| missing(writes[n].tile))
+            unsafe { store.task_tile_mut(id, writes[n].tile) }
+                .ok_or_else(|| missing(writes[n].tile))
         };
         let read = |n: usize| {
             store
-                .tile(reads[n].tile)
+                .task_tile(id, reads[n].tile)
                 .ok_or_else(|| missing(reads[n].tile))
         };
         // In block columns: the rows from the step's diagonal down (a received panel holds no

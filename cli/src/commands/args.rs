@@ -278,7 +278,7 @@ impl Factorization {
         precision: hetla::Precision,
     ) -> hetla::Result<hetla::Plan> {
         match (self, grid) {
-            // One process column: the tiled QR with its tree over it.
+            // More than one process row: the tiled QR with its tree over the process column.
             (Factorization::Qr, Some(g)) if g.rows() > 1 => {
                 let tree = hetla::QrTree::Domains(g.rows());
                 hetla::Plan::qr(m.unwrap_or(n), n, tile, tree, precision)
@@ -302,9 +302,8 @@ impl Factorization {
         }
     }
 
-    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky runs on
-    /// any grid, LU on grids of one process row (1xQ), QR on those and on grids of one process
-    /// column (Px1), the others on one node.
+    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky and QR
+    /// run on any grid, LU on grids of one process row (1xQ), the others on one node.
     pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
         let refuse = |reason: String| {
             Err(crate::Error::InvalidOption {
@@ -313,13 +312,8 @@ impl Factorization {
             })
         };
         match (self, grid) {
-            (_, None) | (Factorization::Cholesky, _) => Ok(()),
-            (Factorization::Lu | Factorization::Qr, Some(g)) if g.rows() == 1 => Ok(()),
-            (Factorization::Qr, Some(g)) if g.cols() == 1 => Ok(()),
-            (Factorization::Qr, Some(g)) => refuse(format!(
-                "distributed QR runs on grids of one process row (block columns) or one process column (a tree over it): give --grid 1x{0} or {0}x1 (or --nodes to a sweep), not {g}",
-                g.size()
-            )),
+            (_, None) | (Factorization::Cholesky | Factorization::Qr, _) => Ok(()),
+            (Factorization::Lu, Some(g)) if g.rows() == 1 => Ok(()),
             (Factorization::Lu, Some(g)) => refuse(format!(
                 "distributed {} runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
                 self.title(),

@@ -1,12 +1,12 @@
-//! `hetla qr --grid 1xQ|Px1` under `mpirun`: the distributed Householder QR (on 1 x Q, LAPACK's
-//! blocked QR in block columns; on P x 1, the tiled QR with its tree over the process column:
-//! TSQR/CAQR) of a random general m x n matrix generated where its tiles live, in any precision,
-//! timed as the slowest rank's, with (`--compare`) ScaLAPACK's p?geqrf (the precision's letter) on
-//! the same grid, block size and matrix in the same job (feature `scalapack`). R is checked against
-//! A where the tiles live (nothing is gathered, at any size). `--lstsq K` then solves least squares
-//! with K random right-hand sides (the QR with Q^H B in one graph, then the upper substitution),
-//! beside p?gels with `--compare`. CholeskyQR2 (`--cholqr`) across ranks is not built yet and is
-//! refused. Rank 0 reports; the other ranks print nothing but errors.
+//! `hetla qr --grid PxQ` under `mpirun`: the distributed Householder QR (on 1 x Q, LAPACK's blocked
+//! QR in block columns; with P > 1, the tiled QR with its tree over the process column: TSQR/CAQR)
+//! of a random general m x n matrix generated where its tiles live, in any precision, timed as the
+//! slowest rank's, with (`--compare`) ScaLAPACK's p?geqrf (the precision's letter) on the same
+//! grid, block size and matrix in the same job (feature `scalapack`). R is checked against A where
+//! the tiles live (nothing is gathered, at any size). `--lstsq K` then solves least squares with K
+//! random right-hand sides (the QR with Q^H B in one graph, then the upper substitution), beside
+//! p?gels with `--compare`. CholeskyQR2 (`--cholqr`) across ranks is not built yet and is refused.
+//! Rank 0 reports; the other ranks print nothing but errors.
 
 use hetla_factorizations::ProcessGrid;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 //! blocked QR on as many threads as the platform has cores, LAPACK ?geqrf on OpenBLAS's threads
 //! when built with it); `--lstsq K` times least squares with K right-hand sides
 //! (`QrFactor::solve_least_squares`, factorisation included) beside faer's and LAPACK ?gels;
-//! `--grid 1xQ` or `--grid Px1` factors across the ranks of an MPI job (`grid.rs`).
+//! `--grid PxQ` factors across the ranks of an MPI job (`grid.rs`).
 
 mod args;
 mod grid;
