@@ -15,8 +15,9 @@
 //! tasks of its tiles (see its module, `distributed/cholesky.rs`). A general matrix holds every
 //! tile ([`DistributedMatrix::random`], [`DistributedMatrix::from_local_general_tiles`]);
 //! [`crate::Lu::factor_distributed`] factors it with partial pivoting on a 1 x Q grid and
-//! [`crate::Lu::solve_distributed`] solves with its factor (`distributed/lu.rs`). Both run on one
-//! engine (`distributed/exchange.rs`).
+//! [`crate::Lu::solve_distributed`] solves with its factor (`distributed/lu.rs`);
+//! [`crate::Qr::factor_distributed`] and [`crate::Qr::least_squares_distributed`] factor a tall one
+//! on any grid (`distributed/qr.rs`). All run on one engine (`distributed/exchange.rs`).
 //!
 //! The right-hand sides of a solve are a [`DistributedRhs`]: an `n x nrhs` matrix on the same grid,
 //! every tile held (tile (i, c) on rank `(i mod P) * Q + c mod Q`, ScaLAPACK's layout of B in
