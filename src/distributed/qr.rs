@@ -66,7 +66,7 @@ impl Qr {
         comm: &C,
         a: &mut DistributedMatrix<T>,
     ) -> Result<DistributedRun> {
-        self.run_columns(comm, a, None)
+        self.factor_in_place(comm, a, None)
     }
 
     /// The least-squares solutions X (n x k) of the tall, full-rank distributed `a` (m x n, m >= n)
@@ -85,7 +85,7 @@ impl Qr {
         b: &DistributedRhs<T>,
     ) -> Result<DistributedLeastSquares<T>> {
         let mut qb = b.clone();
-        let run = self.run_columns(comm, a, Some(&mut qb))?;
+        let run = self.factor_in_place(comm, a, Some(&mut qb))?;
         let n = a.tiling.cols();
         let r = a.top_rows(n)?;
         // As LAPACK's ?gels: an exactly zero diagonal entry of R (A not of full rank) is refused,
@@ -115,8 +115,8 @@ impl Qr {
         Ok(DistributedLeastSquares { run, solve, x })
     }
 
-    /// The QR of `a` in place, by block columns on 1 x Q or by tiles on P x 1, with `b` overwritten
-    /// by Q^H B when given (see [`Qr::factor_distributed`]).
+    /// The QR of `a` in place, by block columns on 1 x Q or by tiles on other grids, with `b`
+    /// overwritten by Q^H B when given (see [`Qr::factor_distributed`]).
     fn run_columns<T: Wire, C: Communicator>(
         &self,
         comm: &C,

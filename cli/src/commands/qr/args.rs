@@ -64,11 +64,11 @@ pub struct QrArgs {
     /// Factor across the ranks of an MPI job (start it with `mpirun -np P*Q`; feature `mpi`), every
     /// rank running its tasks with `--clusters` inside the cores mpirun gives it; rank 0 reports.
     /// On a 1xQ grid (ScaLAPACK's layout with one process row): LAPACK's blocked QR in block
-    /// columns, 1D block-cyclic, each panel in blocks of `--inner` columns. On a Px1 grid (one
-    /// process column): the tiled QR, each rank's tiles eliminated on its top one, then the ranks'
-    /// triangles merged on the diagonal one (TSQR/CAQR; `--tree` is the one-node QR's and is not
-    /// used). Grids with both P and Q above 1 are not built yet. The block width or tile defaults
-    /// to 256; `--compare` times ScaLAPACK's p?geqrf in the same precision (feature `scalapack`).
+    /// columns, 1D block-cyclic, each panel in blocks of `--inner` columns. On a PxQ grid with P >
+    /// 1: the tiled QR, 2D block-cyclic, each process row's tiles eliminated on its top one, then
+    /// the process rows' triangles merged on the diagonal one (TSQR/CAQR; `--tree` is the one-node
+    /// QR's and is not used). The block width or tile defaults to 256; `--compare` times
+    /// ScaLAPACK's p?geqrf in the same precision (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
 }
