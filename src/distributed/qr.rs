@@ -117,7 +117,7 @@ impl Qr {
 
     /// The QR of `a` in place, by block columns on 1 x Q or by tiles on other grids, with `b`
     /// overwritten by Q^H B when given (see [`Qr::factor_distributed`]).
-    fn run_columns<T: Wire, C: Communicator>(
+    fn factor_in_place<T: Wire, C: Communicator>(
         &self,
         comm: &C,
         a: &mut DistributedMatrix<T>,
