@@ -242,38 +242,48 @@ fn build(
     };
     let at = |i, j| TileRef::new(FACTOR, i, j);
     let rhs = |i, j| TileRef::new(RHS, i, j);
+    // Tile row i's QR at step k (A's when `factor`), applied to its tiles right of k and to B's.
+    let tile_qr = |g: &mut TaskGraph, i: usize, k: usize| {
+        if factor {
+            add(g, Op::Geqrt, &[], &[at(i, k)]);
+            for j in k + 1..nt {
+                add(g, Op::Unmqr, &[at(i, k)], &[at(i, j)]);
+            }
+        }
+        for j in 0..bt {
+            add(g, Op::Unmqr, &[at(i, k)], &[rhs(i, j)]);
+        }
+    };
+    // Tile row q eliminated on row p's triangle at step k by `op` (`Tsqrt`: a tile, `Ttqrt`: a
+    // triangle), applied to both rows right of k and to B's.
+    let eliminate = |g: &mut TaskGraph, op: Op, (p, q): (usize, usize), k: usize| {
+        let apply = if op == Op::Tsqrt {
+            Op::Tsmqr
+        } else {
+            Op::Ttmqr
+        };
+        if factor {
+            add(g, op, &[], &[at(p, k), at(q, k)]);
+            for j in k + 1..nt {
+                add(g, apply, &[at(q, k)], &[at(p, j), at(q, j)]);
+            }
+        }
+        for j in 0..bt {
+            add(g, apply, &[at(q, k)], &[rhs(p, j), rhs(q, j)]);
+        }
+    };
     // Without a platform: binary only for a tall matrix of one tile column.
     let tree = tree.for_shape(mt, nt, 2);
     for k in 0..mt.min(nt) {
         match tree {
             QrTree::Binary => {
                 for i in k..mt {
-                    if factor {
-                        add(&mut g, Op::Geqrt, &[], &[at(i, k)]);
-                        for j in k + 1..nt {
-                            add(&mut g, Op::Unmqr, &[at(i, k)], &[at(i, j)]);
-                        }
-                    }
-                    for j in 0..bt {
-                        add(&mut g, Op::Unmqr, &[at(i, k)], &[rhs(i, j)]);
-                    }
+                    tile_qr(&mut g, i, k);
                 }
                 let mut s = 1;
                 while k + s < mt {
-                    for p in (k..mt).step_by(2 * s) {
-                        let q = p + s;
-                        if q >= mt {
-                            continue;
-                        }
-                        if factor {
-                            add(&mut g, Op::Ttqrt, &[], &[at(p, k), at(q, k)]);
-                            for j in k + 1..nt {
-                                add(&mut g, Op::Ttmqr, &[at(q, k)], &[at(p, j), at(q, j)]);
-                            }
-                        }
-                        for j in 0..bt {
-                            add(&mut g, Op::Ttmqr, &[at(q, k)], &[rhs(p, j), rhs(q, j)]);
-                        }
+                    for p in (k..mt).step_by(2 * s).filter(|&p| p + s < mt) {
+                        eliminate(&mut g, Op::Ttqrt, (p, p + s), k);
                     }
                     s *= 2;
                 }
@@ -287,37 +297,13 @@ fn build(
                 };
                 let tops = k..mt.min(k + p);
                 for top in tops.clone() {
-                    if factor {
-                        add(&mut g, Op::Geqrt, &[], &[at(top, k)]);
-                        for j in k + 1..nt {
-                            add(&mut g, Op::Unmqr, &[at(top, k)], &[at(top, j)]);
-                        }
-                    }
-                    for j in 0..bt {
-                        add(&mut g, Op::Unmqr, &[at(top, k)], &[rhs(top, j)]);
-                    }
+                    tile_qr(&mut g, top, k);
                     for i in (top + p..mt).step_by(p) {
-                        if factor {
-                            add(&mut g, Op::Tsqrt, &[], &[at(top, k), at(i, k)]);
-                            for j in k + 1..nt {
-                                add(&mut g, Op::Tsmqr, &[at(i, k)], &[at(top, j), at(i, j)]);
-                            }
-                        }
-                        for j in 0..bt {
-                            add(&mut g, Op::Tsmqr, &[at(i, k)], &[rhs(top, j), rhs(i, j)]);
-                        }
+                        eliminate(&mut g, Op::Tsqrt, (top, i), k);
                     }
                 }
                 for top in tops.skip(1) {
-                    if factor {
-                        add(&mut g, Op::Ttqrt, &[], &[at(k, k), at(top, k)]);
-                        for j in k + 1..nt {
-                            add(&mut g, Op::Ttmqr, &[at(top, k)], &[at(k, j), at(top, j)]);
-                        }
-                    }
-                    for j in 0..bt {
-                        add(&mut g, Op::Ttmqr, &[at(top, k)], &[rhs(k, j), rhs(top, j)]);
-                    }
+                    eliminate(&mut g, Op::Ttqrt, (k, top), k);
                 }
             }
         }
