@@ -19,7 +19,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Sour
 
 use super::cholesky::DistributedRun;
 use crate::plan::kernel_types;
-use crate::{DistributedBounds, Error, Plan, Result};
+use crate::{DistributedBounds, Error, Result};
 
 /// Round trips of each size timed (after as many again to warm up).
 const ROUND_TRIPS: usize = 20;
@@ -74,20 +74,7 @@ impl DistributedRun {
         comm: &C,
         network: LinkRate,
     ) -> Result<DistributedBounds> {
-        let (n, tile) = (self.tiling.rows(), self.tiling.tile());
-        let plan = match self.algorithm {
-            crate::Algorithm::Lu { .. } => Plan::lu(n, tile, self.precision)?,
-            crate::Algorithm::QrColumns { m, n, rhs, inner } => {
-                Plan::qr_columns((m, n, rhs), (tile, inner), self.precision)?
-            }
-            crate::Algorithm::Qr { m, n, rhs: 0, tree } => {
-                Plan::qr(m, n, tile, tree, self.precision)?
-            }
-            crate::Algorithm::Qr { m, n, rhs, tree } => {
-                Plan::qr_least_squares(m, n, rhs, tile, tree, self.precision)?
-            }
-            _ => Plan::cholesky(n, tile, self.precision)?,
-        };
+        let plan = &self.plan;
         let split = plan.split(&self.grid).map_err(|e| Error::Distributed {
             rank: comm.rank() as usize,
             reason: e.to_string(),

@@ -52,6 +52,8 @@ pub struct DistributedRun {
     pub grid: hetla_factorizations::ProcessGrid,
     /// The precision it computed in.
     pub precision: Precision,
+    /// The plan it ran (its bounds are this plan's, [`DistributedRun::bounds`]).
+    pub(crate) plan: crate::Plan,
 }
 
 impl DistributedRun {
@@ -75,6 +77,7 @@ impl DistributedRun {
             grid,
             precision: plan.precision(),
             bytes_expected_by_rank: share.bytes_expected,
+            plan: share.plan,
         }
     }
 

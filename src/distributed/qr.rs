@@ -153,23 +153,13 @@ impl Qr {
         let rhs = bt.map_or(0, |t| t.cols());
         // One process column: by tiles, the tree over it (see the module documentation).
         let tiled = grid.rows() > 1;
-        let plan = match (tiled, rhs) {
-            (false, _) => Plan::qr_columns((m, n, rhs), (tiling.tile(), self.inner), T::PRECISION),
-            (true, 0) => Plan::qr(
-                m,
-                n,
-                tiling.tile(),
-                QrTree::Domains(grid.rows()),
-                T::PRECISION,
-            ),
-            (true, k) => Plan::qr_least_squares(
-                m,
-                n,
-                k,
-                tiling.tile(),
-                QrTree::Domains(grid.rows()),
-                T::PRECISION,
-            ),
+        let plan = match tiled {
+            false => Plan::qr_columns((m, n, rhs), (tiling.tile(), self.inner), T::PRECISION),
+            // Without right-hand sides (rhs 0), the factorisation alone.
+            true => {
+                let tree = QrTree::Domains(grid.rows());
+                Plan::qr_least_squares(m, n, rhs, tiling.tile(), tree, T::PRECISION)
+            }
         };
         // A tile's message carries the T of the reflectors its version's task made there.
         // A tile's message carries the T of the reflectors its version's task made there, when a

@@ -251,7 +251,7 @@ pub fn run(args: &QrArgs, _: ProcessGrid) -> crate::Result<Option<QrGridReport>>
 pub fn print(r: &QrGridReport) {
     let run = &r.run;
     // One process column: by tiles, the tree over it (see hetla::distributed's QR).
-    let tiled = !run.grid.starts_with("1x");
+    let tiled = run.grid.parse::<ProcessGrid>().is_ok_and(|g| g.rows() > 1);
     run.print_head(
         ("qr", if tiled { "tile" } else { "block width" }),
         ("2 m n^2 - 2 n^3/3", "8 m n^2 - 8 n^3/3 real"),
