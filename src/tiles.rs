@@ -135,10 +135,11 @@ pub(crate) trait TileStore<T: Scalar>: Sync {
         unsafe { self.tile_mut(tile) }
     }
 
-    /// Whether `tile` arrives from outside the run (another rank sends it): a task that reads it
+    /// Whether the version of `tile` that task `task` accesses arrives from outside the run
+    /// (another rank sends it, or sent the version a task of this rank wrote it from): the task
     /// waits for it.
-    fn arrives(&self, tile: TileRef) -> bool {
-        let _ = tile;
+    fn arrives(&self, task: TaskId, tile: TileRef) -> bool {
+        let _ = (task, tile);
         false
     }
 
@@ -574,7 +575,7 @@ impl<T: Scalar> Workload for TileWork<'_, T> {
         let accesses = &self.graph.task(task).accesses;
         accesses
             .iter()
-            .filter(|a| self.store.arrives(a.tile))
+            .filter(|a| self.store.arrives(task, a.tile))
             .count()
     }
 
@@ -639,6 +640,9 @@ struct Received<T> {
     data: std::cell::UnsafeCell<Option<faer::Mat<T>>>,
     /// Readers that have not run on a CPU cluster yet.
     readers_left: std::sync::atomic::AtomicUsize,
+    /// Whether it ends the run holding its tile's final version, for this rank's own tile
+    /// ([`hetla_factorizations::Receipt::home`]): kept, and copied home by [`TileSet::settle`].
+    home: bool,
 }
 
 #[cfg(feature = "mpi")]
@@ -733,13 +737,16 @@ impl<'s, T: Scalar> TileSet<'s, T> {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                places.insert(r.tile, Place::Received(i));
+                // This rank's own tile keeps its place: a version of it received back (see
+                // `home`) is reached through `by_task` alone.
+                places.entry(r.tile).or_insert(Place::Received(i));
                 by_version.insert((r.tile, r.version), i);
                 by_task.extend(r.readers.iter().map(|&t| ((t, r.tile), i)));
                 Received {
                     state: AtomicU8::new(EMPTY),
                     data: std::cell::UnsafeCell::new(None),
                     readers_left: AtomicUsize::new(r.readers.len()),
+                    home: r.home,
                 }
             })
             .collect();
@@ -768,7 +775,8 @@ impl<'s, T: Scalar> TileSet<'s, T> {
         m: faer::Mat<T>,
     ) -> std::result::Result<(), String> {
         use std::sync::atomic::Ordering;
-        if let Some(back) = self.returning.get(&tile) {
+        let received = self.by_version.get(&(tile, version)).copied();
+        if let (None, Some(back)) = (received, self.returning.get(&tile)) {
             let Some(&Place::Local(ptr, rows, cols, cs, true)) = self.places.get(&tile) else {
                 return Err("which this rank does not hold writable".into());
             };
@@ -788,7 +796,7 @@ impl<'s, T: Scalar> TileSet<'s, T> {
             unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.copy_from(&m);
             return Ok(());
         }
-        let Some(&i) = self.by_version.get(&(tile, version)) else {
+        let Some(i) = received else {
             return Err("in a version this rank does not read".into());
         };
         let slot = &self.received[i];
@@ -809,6 +817,32 @@ impl<'s, T: Scalar> TileSet<'s, T> {
 
 #[cfg(feature = "mpi")]
 impl<T: Scalar> TileSet<'_, T> {
+    /// Copies each slot holding the final version of one of this rank's own tiles into that tile
+    /// ([`hetla_factorizations::Receipt::home`]): once the run has ended, when no task touches
+    /// any tile any more. An error names a tile whose version never came.
+    pub fn settle(&self) -> std::result::Result<(), String> {
+        use std::sync::atomic::Ordering;
+        for (&(tile, _), &i) in &self.by_version {
+            let slot = &self.received[i];
+            if !slot.home {
+                continue;
+            }
+            let (Some(m), Some(&Place::Local(ptr, rows, cols, cs, true))) =
+                (self.slot(i), self.places.get(&tile))
+            else {
+                return Err(format!(
+                    "tile ({}, {}) of matrix {} did not come back to this rank",
+                    tile.row, tile.col, tile.matrix.0
+                ));
+            };
+            debug_assert_eq!(slot.state.load(Ordering::Acquire), FULL);
+            // SAFETY: a tile of a matrix lent writable for the set's lifetime; the run has ended,
+            // so no task holds a view of it or of the slot.
+            unsafe { MatMut::from_raw_parts_mut(ptr, rows, cols, 1, cs) }.copy_from(m);
+        }
+        Ok(())
+    }
+
     /// The tile in received slot `i`, once filled and until freed.
     fn slot(&self, i: usize) -> Option<MatRef<'_, T>> {
         use std::sync::atomic::Ordering;
@@ -884,8 +918,8 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
         }
     }
 
-    fn arrives(&self, tile: TileRef) -> bool {
-        matches!(self.places.get(&tile), Some(Place::Received(_)))
+    fn arrives(&self, task: TaskId, tile: TileRef) -> bool {
+        self.by_task.contains_key(&(task, tile))
     }
 
     fn ran(
@@ -905,6 +939,7 @@ impl<T: Scalar> TileStore<T> for TileSet<'_, T> {
             if let Some(&i) = self.by_task.get(&(id, a.tile)) {
                 let slot = &self.received[i];
                 if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1
+                    && !slot.home
                     && slot
                         .state
                         .compare_exchange(FULL, FREED, Ordering::AcqRel, Ordering::Acquire)

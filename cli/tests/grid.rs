@@ -1,4 +1,4 @@
-//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ` and `hetla qr --grid 1xQ|Px1`: refused with
+//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ|Px1` and `hetla qr --grid 1xQ|Px1`: refused with
 //! what to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and
 //! ScaLAPACK's peers beside it with `scalapack`).
 
@@ -51,11 +51,23 @@ fn under_mpirun_rank_0_reports_the_distributed_lu_and_its_solve() {
         assert_eq!(r["solve_peers"][0]["name"], "scalapack-pdgetrs");
         assert!(r["solve_ratio_to_pdgetrs"].as_f64().unwrap() > 0.0);
     }
-    // A grid of two process rows is refused on every rank before any work.
-    let out = mpirun(&grid_args("lu", "2x1"));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("1 x Q grids"), "{err}");
+    // Two process rows: by tiles, each panel where its diagonal tile lives.
+    let r = report(&grid_args("lu", "2x1"));
+    assert_eq!(r["grid"], "2x1");
+    assert_eq!(r["residual_ok"], true, "{r}");
+    assert_eq!(r["bytes_sent_by_rank"], r["bytes_expected_by_rank"]);
+    assert_eq!(
+        r["solve_bytes_sent_by_rank"],
+        r["solve_bytes_expected_by_rank"]
+    );
+    assert!(r["solve_backward_error"].as_f64().unwrap() < 1e-14, "{r}");
+    // 10 x 10 tiles: a panel, 9 top interchanges and 9 in and out pairs (rows below on the
+    // other process row) a step but the last, a solve and updates right of the panel.
+    let pairs: u64 = (0..10u64).map(|k| if k + 1 < 10 { 2 * 9 } else { 0 }).sum();
+    let updates: u64 = (0..10u64).map(|k| (9 - k) * (1 + (9 - k))).sum();
+    assert_eq!(tasks_of(&r), 10 + 10 * 9 + pairs + updates);
+    let efficiency = r["efficiency"].as_f64().unwrap();
+    assert!(efficiency > 0.0 && efficiency <= 1.0, "{r}");
 }
 
 #[cfg(feature = "mpi")]

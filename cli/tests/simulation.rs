@@ -243,16 +243,24 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
             "latency,bandwidth",
         ),
         (vec!["--grid", "2x0"], "no process"),
-        (
-            vec!["--factorization", "lu", "--grid", "2x2"],
-            "distributed LU runs on grids of one process row",
-        ),
     ] {
         let mut args = base.to_vec();
         args.extend(extra.iter().copied());
         let (ok, _, err) = hetla(&args);
         assert!(!ok && err.contains(says), "{extra:?}: {err}");
     }
+
+    // LU on a 2 x 2 grid: by tiles, the bytes as the split counts them, never below the bound.
+    let mut args = base.to_vec();
+    args.extend(["--factorization", "lu", "--grid", "2x2", "--json"]);
+    let (ok, out, err) = hetla(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["grid"], "2x2");
+    for r in v["ranks"].as_array().unwrap() {
+        assert_eq!(r["bytes_sent"], r["bytes_expected"]);
+    }
+    assert!(v["makespan_ms"].as_f64().unwrap() >= v["bound_ms"].as_f64().unwrap());
 
     // QR on one process column: its tree over the nodes, the bytes as the split counts them.
     let mut args = base.to_vec();

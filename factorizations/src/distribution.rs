@@ -193,9 +193,14 @@ pub fn messages(graph: &TaskGraph, grid: &ProcessGrid) -> Vec<Message> {
             }
         }
     }
-    // The same order on every rank: by writer, then tile.
+    // The same order on every rank: by writer, then tile. A final version that its owner already
+    // receives (a task of the owner reads it) is not sent twice.
     let mut returning: Vec<Message> = away
         .into_iter()
+        .filter(|&(tile, _)| {
+            let owner = grid.owner(tile);
+            !sent.contains(&(tile, version.get(&tile).copied(), owner))
+        })
         .map(|(tile, from)| Message {
             tile,
             version: version.get(&tile).copied(),

@@ -8,7 +8,7 @@
 //! with a ragged last row and column of tiles. The builders give the tiled Cholesky factorisation
 //! ([`cholesky`]), the inverse from its factor ([`cholesky_inverse`]), the forward and backward
 //! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), LU with partial
-//! pivoting over block columns ([`lu`]), Householder QR with a flat or binary reduction tree and
+//! pivoting over block columns ([`lu`]) and over tiles spread on process rows ([`lu_tiles`]), Householder QR with a flat or binary reduction tree and
 //! the application of Q^H to right-hand sides ([`qr`], [`qr_with_rhs`]), Aasen's symmetric
 //! indefinite factorisation ([`ldlt`]), and the tiled general matrix product ([`matmul`]).
 //! [`ProcessGrid`] distributes tiles 2D block-cyclic over MPI ranks.
@@ -20,6 +20,7 @@ mod distribution;
 mod graph;
 mod index;
 mod ldlt;
+mod lu;
 mod matmul;
 mod qr;
 mod split;
@@ -34,6 +35,7 @@ pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messag
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
 pub use ldlt::{ldlt, ldlt_shapes, ldlt_step};
+pub use lu::{EXCHANGE, LuSwapRole, PIVOTS, lu_tiles, lu_tiles_shapes};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use qr::{QrTree, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_t_slot, qr_with_rhs};
 pub use split::{GridSplit, RankShare, Receipt, SplitError};

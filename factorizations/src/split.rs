@@ -20,8 +20,13 @@
 //!   another process column read a tile's reflectors from its tile QR, then from its merge), each
 //!   into a slot of its own ([`Receipt`]), which the rank's tasks that access the tile while that
 //!   version is its copy use (a version written here into a received slot stays in that slot).
-//! - **Refused**: a version written away from its owner, back to it before the run ends (the owner
-//!   holds its tile in place).
+//! - **Versions back at their owner**: a version written away from its owner that a task of the
+//!   owner reads before the run ends (a distributed LU's panel, factored where its diagonal tile
+//!   lives, read by the updates of its rows everywhere) is received by the owner like any other,
+//!   into a slot of its own; the owner's later accesses use that slot, and if it holds the tile's
+//!   final version ([`Receipt::home`]) it is copied into the owner's tile once the run ends (the
+//!   owner's tile stays as it was until then, so that tasks of the owner still reading an earlier
+//!   version never race the arrival).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -63,6 +68,9 @@ pub struct Receipt {
     /// on the rank, is the rank's copy, once per access: each waits for it as an input from outside
     /// its run, and the copy is freed once they all ran.
     pub readers: Vec<TaskId>,
+    /// Whether the slot ends the run holding the tile's final version on its owner (this rank): it
+    /// is copied into the owner's tile once the run ends, and not freed before.
+    pub home: bool,
 }
 
 /// A graph split over every rank of a grid.
@@ -127,11 +135,6 @@ impl GridSplit {
             *expected_from[m.to.0].entry(m.from).or_default() += 1;
             if m.first_reader.is_none() {
                 returning[m.to.0].push(m.tile);
-            } else if m.version.is_some() && m.to == grid.owner(m.tile) {
-                return Err(SplitError {
-                    tile: m.tile,
-                    what: "a version written away from its owner, back to it before the run ends",
-                });
             }
             match m.version {
                 Some(version) => {
@@ -154,6 +157,7 @@ impl GridSplit {
                     tile: m.tile,
                     version: m.version,
                     readers: Vec::new(),
+                    home: false,
                 });
             }
         }
@@ -179,6 +183,15 @@ impl GridSplit {
             }
             for a in task.accesses.iter().filter(|a| a.mode.writes()) {
                 version.insert(a.tile, t);
+            }
+        }
+        // A rank's own tile whose last copy here is a slot, and whose final version does not
+        // return to it by a message of its own: that slot holds the final version.
+        for (r, held) in held.iter().enumerate() {
+            for (&tile, &i) in held {
+                if grid.owner(tile).0 == r && !returning[r].contains(&tile) {
+                    receives[r][i].home = true;
+                }
             }
         }
         let ranks = graphs

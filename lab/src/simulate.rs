@@ -173,6 +173,7 @@ fn order(plan: &Plan) -> usize {
         | hetla::Algorithm::CholeskySolve { n, .. }
         | hetla::Algorithm::DistributedSubstitution { n, .. }
         | hetla::Algorithm::Lu { n }
+        | hetla::Algorithm::LuTiles { n, .. }
         | hetla::Algorithm::Ldlt { n } => n,
         hetla::Algorithm::Gemm { m, .. }
         | hetla::Algorithm::Qr { m, .. }

@@ -18,7 +18,9 @@ use hetla_kernels::Precision;
 use hetla_runtime::{Platform, Trace};
 use mpi::traits::Communicator;
 
-use super::exchange::{Outcome, Panels, Share, agree_within, gather_within, run_share, waiting};
+use super::exchange::{
+    Outcome, Panels, Share, agree_within, gather_within, max_within, run_share, waiting,
+};
 use super::matrix::{DistributedMatrix, DistributedRhs, non_finite};
 use super::wire::Wire;
 use crate::run::RunConfig;
@@ -206,7 +208,10 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
     };
     if let Some(ipiv) = interchanges {
         let start = std::time::Instant::now();
-        interchange_rows(&mut b.0, ipiv);
+        match grid.rows() {
+            1 => interchange_rows(&mut b.0, ipiv),
+            _ => interchange_rows_across(comm, &mut b.0, ipiv, timeout)?,
+        }
         let mine = start.elapsed().as_secs_f64().to_bits();
         let all = gather_within(comm, &[mine], timeout, "the end of the interchanges")?;
         solve.seconds = all.iter().map(|r| f64::from_bits(r[0])).fold(0.0, f64::max);
@@ -252,6 +257,50 @@ fn interchange_rows<T: Wire>(b: &mut DistributedMatrix<T>, ipiv: &[usize]) {
             }
         }
     }
+}
+
+/// [`interchange_rows`] on a grid of several process rows, where an interchange moves a row
+/// between ranks: every rank's tiles of B are combined into all of B on every rank (an element-wise
+/// maximum of the entries' bits, each entry nonzero on its owner alone), interchanged there, and
+/// each rank keeps its tiles. B has few columns: n k entries, each as two 64-bit words (its real
+/// and imaginary parts, exact in every precision).
+fn interchange_rows_across<T: Wire, C: Communicator>(
+    comm: &C,
+    b: &mut DistributedMatrix<T>,
+    ipiv: &[usize],
+    timeout: std::time::Duration,
+) -> Result<()> {
+    let t = b.tiling;
+    let (n, k) = (t.rows(), t.cols());
+    let at = |row: usize, col: usize| 2 * (col * n + row);
+    let mut mine = vec![0u64; 2 * n * k];
+    for (&(i, j), m) in &b.tiles {
+        for c in 0..m.ncols() {
+            for r in 0..m.nrows() {
+                let x = m[(r, c)].to_c64();
+                let w = at(t.offset(i) + r, t.offset(j) + c);
+                (mine[w], mine[w + 1]) = (x.re.to_bits(), x.im.to_bits());
+            }
+        }
+    }
+    let all = max_within(comm, &mine, timeout, "the interchanges of B's rows")?;
+    let entry = |row: usize, col: usize| {
+        let w = at(row, col);
+        T::from_parts(f64::from_bits(all[w]), f64::from_bits(all[w + 1]))
+    };
+    // Where each row of B comes from once interchanged.
+    let mut source: Vec<usize> = (0..n).collect();
+    for (i, &p) in ipiv.iter().enumerate() {
+        source.swap(i, p);
+    }
+    for (&(i, j), m) in b.tiles.iter_mut() {
+        for c in 0..m.ncols() {
+            for r in 0..m.nrows() {
+                m[(r, c)] = entry(source[t.offset(i) + r], t.offset(j) + c);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a distributed solve measured.

@@ -62,7 +62,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalenc
 
 use super::matrix::REFUSED;
 use super::wire::{self, Wire};
-use crate::lu::work::PivotedWork;
+use crate::lu::work::{PivotedWork, TiledPivotedWork};
 use crate::qr::work::ReflectorWork;
 use crate::run::RunConfig;
 use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};
@@ -121,6 +121,9 @@ pub(super) enum Panels<'p, T> {
     None,
     /// LU's interchanges.
     Interchanges(Pivots<'p>),
+    /// The tiled LU's interchanges ([`Plan::lu_tiles`]: tiles travel whole, the interchanges in
+    /// tiles of their own; the list is this rank's panels').
+    TiledInterchanges(Pivots<'p>),
     /// QR's T's.
     Reflectors(Reflectors<'p, T>),
 }
@@ -129,7 +132,7 @@ impl<T> Panels<'_, T> {
     /// The first row and the width of block column `col`'s panel; `None` when tiles travel whole.
     fn panel(&self, col: usize) -> Option<(usize, usize)> {
         let tiling = match self {
-            Panels::None => return None,
+            Panels::None | Panels::TiledInterchanges(_) => return None,
             Panels::Interchanges(p) => p.tiling,
             Panels::Reflectors(r) if r.columns => r.tiling,
             Panels::Reflectors(_) => return None,
@@ -180,9 +183,24 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
         backend: platform.backend(),
     };
     let pivoted;
+    let tiled;
     let reflected;
     let work: &dyn Workload = match panels {
         Panels::None => &work,
+        Panels::TiledInterchanges(p) => {
+            let process_rows = match share.plan.algorithm() {
+                crate::Algorithm::LuTiles { process_rows, .. } => process_rows,
+                _ => 1,
+            };
+            tiled = TiledPivotedWork {
+                tiles: TileWork { ..work },
+                tiling: p.tiling,
+                ipiv: p.ipiv,
+                zero: p.zero,
+                process_rows,
+            };
+            &tiled
+        }
         Panels::Interchanges(p) => {
             pivoted = PivotedWork {
                 tiles: TileWork { ..work },
@@ -223,9 +241,19 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
     )?;
     let initial = initial.unwrap_or_default();
     let start = Instant::now();
-    let (run, exchanged) = execute_beside(platform, work, &options, |inbox| {
+    let (mut run, exchanged) = execute_beside(platform, work, &options, |inbox| {
         Exchange::new(comm, share, &tiles, packed, timeout, panels).run(inbox, initial)
     });
+    // This rank's tiles whose final version came back mid-run, into their places.
+    if let Ok(trace) = &run
+        && let Err(why) = tiles.settle()
+    {
+        run = Err(hetla_runtime::RunError {
+            step: RunStep::Outside,
+            failure: hetla_runtime::TaskFailure::Outside(why),
+            trace: Box::new(trace.clone()),
+        });
+    }
     let mine = start.elapsed().as_secs_f64();
     agree_outcome(comm, share, (run, exchanged?, mine), timeout)
 }
@@ -407,6 +435,8 @@ pub(super) struct Outcome {
 pub(super) struct Share {
     pub plan: Plan,
     pub rank: Rank,
+    /// The grid the plan is split over.
+    plan_grid: hetla_factorizations::ProcessGrid,
     share: RankShare,
     /// Each task's kernel.
     keys: Vec<KernelKey>,
@@ -456,10 +486,29 @@ impl Share {
         Ok(Self {
             plan,
             rank,
+            plan_grid: grid,
             share,
             keys,
             bytes_expected,
         })
+    }
+
+    /// Zero tiles of `matrix` for those of its tiles that this rank owns and its tasks touch (the
+    /// tiled LU's pivots and exchange tiles: work space, written before it is read).
+    pub fn scratch<T: Wire>(&self, matrix: MatrixId) -> Tiles<T> {
+        let grid = self.plan_grid;
+        let mut tiles = Tiles::new();
+        for task in self.graph.tasks() {
+            for a in task.accesses.iter().filter(|a| a.tile.matrix == matrix) {
+                if grid.owner(a.tile) == self.rank {
+                    let (r, c) = self.plan.shape(a.tile);
+                    tiles
+                        .entry((a.tile.row, a.tile.col))
+                        .or_insert_with(|| Mat::zeros(r, c));
+                }
+            }
+        }
+        tiles
     }
 
     /// Zero tiles for the partial sums this rank's tasks write (none outside a distributed
@@ -712,7 +761,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         carried: &[T::Part],
     ) -> std::result::Result<(), String> {
         match self.panels {
-            Panels::None => Ok(()),
+            Panels::None | Panels::TiledInterchanges(_) => Ok(()),
             Panels::Interchanges(pivots) => {
                 for (i, &p) in carried.iter().enumerate() {
                     let row =
@@ -933,7 +982,7 @@ fn pack<T: Wire>(
     };
     let mut message = wire::message(tile, m.subrows(first, m.nrows() - first))?;
     match panels {
-        Panels::None => {}
+        Panels::None | Panels::TiledInterchanges(_) => {}
         // Exact as parts: a distributed LU refuses orders from 2^24 on before any work.
         Panels::Interchanges(pivots) => {
             message.extend((first..first + width).map(|i| T::index(pivots.ipiv[i].load(Relaxed))))

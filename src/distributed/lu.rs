@@ -19,11 +19,18 @@
 //! - **A zero pivot** is not an error, as in LAPACK: the factorisation completes, and every rank
 //!   returns the first column whose pivot was exactly zero ([`DistributedLu::singular`]), found on
 //!   whichever rank factored that panel.
-//! - **Grids**: 1 x Q. A P x Q grid with P > 1 spreads a block column over P ranks; its panel needs
-//!   gathering along the process column and its interchanges sending across process rows, which is
-//!   not built yet: such a grid is refused on every rank before any work.
+//! - **Grids of several process rows** (P x Q, P > 1) run the tiled LU instead ([`Plan::lu_tiles`],
+//!   b x b tiles 2D block-cyclic, no assembly): each panel is one task where its diagonal tile
+//!   lives, to which the tiles of its column below travel and from which they travel on, factored,
+//!   to the ranks that update their rows (their owners among them: the engine's versions back at
+//!   their owner); the step's interchanges are a tile of their own that every rank moving rows
+//!   receives; an interchange between process rows moves two tiles a column and other process row
+//!   (an exchange tile of the rows going up, the old top tile for the rows going down), whatever
+//!   the pivots. The solve then gathers B's few columns on every rank to interchange its rows
+//!   (an element-wise maximum of the entries' bits, B having n k entries), before the same
+//!   substitutions.
 //! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a 1 x
-//!   Q grid a rank holds whole tile columns of B), then the forward substitution with L's unit
+//!   Q grid a rank holds whole tile columns of B; see above for P > 1), then the forward substitution with L's unit
 //!   lower triangle and the backward one with U run as Cholesky's two substitutions do, the
 //!   factor's b x b tiles (in `a` after the factorisation) never travelling: each update runs where
 //!   its tile of L or U is, into a partial sum there, and only B's tiles, the partial sums and the
@@ -34,7 +41,7 @@
 
 use std::sync::atomic::AtomicUsize;
 
-use hetla_factorizations::{FACTOR, Substitution};
+use hetla_factorizations::{EXCHANGE, FACTOR, PIVOTS, Substitution};
 use mpi::traits::Communicator;
 
 use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
@@ -82,8 +89,7 @@ impl Lu {
 
     /// Factors the general, square distributed matrix `a` in place as P A = L U (its tiles become
     /// L's and U's, as ScaLAPACK's p?getrf leaves them), in its precision: collective, every rank
-    /// of `comm` calls it with its part of `a` (see the module documentation). `a`'s grid must be 1
-    /// x Q; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
+    /// of `comm` calls it with its part of `a` (see the module documentation), on any grid; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
     /// builder's platform with its scheduler. On error `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
@@ -104,13 +110,18 @@ impl Lu {
         } else {
             None
         };
-        let mut problem = block_column_problem(a, ("LU", false), shape, self.tile);
+        let mut problem = block_column_problem(a, ("LU", true), shape, self.tile);
         let platform = self.resolve_platform();
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let share = Plan::lu(n, tiling.tile(), T::PRECISION)
-            .and_then(|plan| Share::new(plan, grid, a.rank));
+        // One process row: by block columns; else by tiles (see the module documentation).
+        let tiled = grid.rows() > 1;
+        let plan = match tiled {
+            false => Plan::lu(n, tiling.tile(), T::PRECISION),
+            true => Plan::lu_tiles(n, tiling.tile(), grid.rows(), T::PRECISION),
+        };
+        let share = plan.and_then(|plan| Share::new(plan, grid, a.rank));
         if let (None, Err(e)) = (&problem, &share) {
             problem = Some(e.to_string());
         }
@@ -118,24 +129,33 @@ impl Lu {
         agree_within(comm, problem, timeout, "the check of the inputs")?;
         let (platform, share) = (platform?, share?);
 
-        // This rank's block columns, assembled from its tiles (before the clock).
-        let mut columns = a.block_columns();
+        // This rank's block columns, assembled from its tiles, or a copy of its tiles with its
+        // pivots and exchange tiles (before the clock): `a` changes only once the run succeeded.
+        let mut columns = match tiled {
+            false => a.block_columns(),
+            true => a.tiles.clone(),
+        };
+        let (mut pivot_tiles, mut exchange) =
+            (share.scratch::<T>(PIVOTS), share.scratch::<T>(EXCHANGE));
         let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
         let zero = AtomicUsize::new(usize::MAX);
-        let pivots = Panels::Interchanges(Pivots {
+        let pivots = Pivots {
             tiling,
             ipiv: &ipiv,
             zero: &zero,
-        });
-        let out = run_share(
-            &self.run,
-            comm,
-            &platform,
-            &share,
-            vec![(FACTOR, &mut columns)],
-            vec![],
-            &pivots,
-        )?;
+        };
+        let (written, pivots) = match tiled {
+            false => (vec![(FACTOR, &mut columns)], Panels::Interchanges(pivots)),
+            true => (
+                vec![
+                    (FACTOR, &mut columns),
+                    (PIVOTS, &mut pivot_tiles),
+                    (EXCHANGE, &mut exchange),
+                ],
+                Panels::TiledInterchanges(pivots),
+            ),
+        };
+        let out = run_share(&self.run, comm, &platform, &share, written, vec![], &pivots)?;
 
         // The same interchanges and first zero pivot on every rank, in one element-wise maximum:
         // each rank's list holds its own panels' interchanges and those it received (the others
@@ -151,7 +171,10 @@ impl Lu {
         let mut agreed = max_within(comm, &mine, timeout, "the agreement on the interchanges")?;
         let first_zero = agreed.pop().map_or(u64::MAX, |z| u64::MAX - z);
 
-        a.copy_from_block_columns(&columns);
+        match tiled {
+            false => a.copy_from_block_columns(&columns),
+            true => a.tiles = columns,
+        }
         Ok(DistributedLu {
             run: DistributedRun::of(out, share, (tiling, grid)),
             ipiv: agreed.into_iter().map(|p| p as usize).collect(),
@@ -162,7 +185,7 @@ impl Lu {
     /// Solves A X = B with the distributed LU factor `lu` of A (the matrix
     /// [`Lu::factor_distributed`] factored, with what it returned), overwriting the right-hand
     /// sides `b` with X: collective, every rank calls it with its parts. `b` must be on `lu`'s grid
-    /// (1 x Q) with its tile size and rows; a factor with a zero pivot is refused
+    /// with its tile size and rows; a factor with a zero pivot is refused
     /// ([`crate::Error::Singular`]) on every rank before any work. See the module documentation for
     /// how it runs. On error `b` is partly overwritten.
     pub fn solve_distributed<T: Wire, C: Communicator>(
@@ -180,11 +203,6 @@ impl Lu {
         let mut problem = None;
         if lu.lower || lu.tiling.cols() != n {
             problem = Some("the factor is not a square general matrix (every tile held)".into());
-        } else if lu.grid.rows() != 1 {
-            problem = Some(format!(
-                "the factor is on a {} grid: distributed LU runs on 1 x Q grids",
-                lu.grid
-            ));
         } else if factored.ipiv.len() != n
             || factored
                 .ipiv

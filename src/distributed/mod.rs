@@ -14,7 +14,7 @@
 //! [`crate::Cholesky::factor_distributed`] factors such a matrix in place, each rank running the
 //! tasks of its tiles (see its module, `distributed/cholesky.rs`). A general matrix holds every
 //! tile ([`DistributedMatrix::random`], [`DistributedMatrix::from_local_general_tiles`]);
-//! [`crate::Lu::factor_distributed`] factors it with partial pivoting on a 1 x Q grid and
+//! [`crate::Lu::factor_distributed`] factors it with partial pivoting on any grid and
 //! [`crate::Lu::solve_distributed`] solves with its factor (`distributed/lu.rs`);
 //! [`crate::Qr::factor_distributed`] and [`crate::Qr::least_squares_distributed`] factor a tall one
 //! on any grid (`distributed/qr.rs`). All run on one engine (`distributed/exchange.rs`).

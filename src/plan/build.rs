@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use faer::MatRef;
 use hetla_factorizations::{
-    FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling, backward_substitution,
-    cholesky_inverse, cholesky_inverting_panels, distributed_substitution, forward_substitution,
-    ldlt, ldlt_shapes, lu, lu_shape, lu_step, matmul, qr, qr_apply_rhs, qr_columns,
-    qr_columns_shape, qr_with_rhs, sum_shape,
+    EXCHANGE, FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode,
+    PIVOTS, ProcessGrid, QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling,
+    backward_substitution, cholesky_inverse, cholesky_inverting_panels, distributed_substitution,
+    forward_substitution, ldlt, ldlt_shapes, lu, lu_shape, lu_step, lu_tiles, lu_tiles_shapes,
+    matmul, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_with_rhs, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -160,6 +160,16 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// The LU factorisation with partial pivoting P A = L U of an n x n matrix on b x b tiles whose
+    /// tile rows are spread over `process_rows` process rows, in place (matrix [`FACTOR`]; each
+    /// step's interchanges in a tile of [`PIVOTS`], the rows they move between process rows in
+    /// tiles of [`EXCHANGE`]; see [`lu_tiles`]): what a distributed LU runs on a P x Q grid, P > 1.
+    LuTiles {
+        /// The order.
+        n: usize,
+        /// The process rows its tile rows are spread over.
+        process_rows: usize,
+    },
     /// Aasen's symmetric indefinite factorisation Q A Q^T = L T L^H of an n x n Hermitian matrix
     /// (matrix [`FACTOR`] holds L, T and the workspace H; A is read through the permutation beside
     /// it, see [`ldlt`]).
@@ -227,6 +237,7 @@ impl Algorithm {
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Lu { .. } => "lu",
+            Algorithm::LuTiles { .. } => "lu-tiles",
             Algorithm::Ldlt { .. } => "ldlt",
             Algorithm::Qr { .. } => "qr",
             Algorithm::QrApply { .. } => "qr-apply",
@@ -243,6 +254,9 @@ enum Layout {
     Tiled(Tiling),
     /// In whole block columns of a tiling's width: tile (0, j) is block column j, every row (LU's).
     Columns(Tiling),
+    /// One column per diagonal tile of a tiling: tile (k, k) has as many rows as block column k
+    /// has columns ([`PIVOTS`]).
+    Pivots(Tiling),
     /// The partial sums of a distributed substitution of the right-hand sides tiled by `b` with the
     /// factor tiled by `l` ([`sum_shape`]).
     Sums {
@@ -430,6 +444,50 @@ impl Plan {
                 .collect()
         });
         plan.schedule.restrictions = Self::cpu_only_ops();
+        Ok(plan)
+    }
+
+    /// The LU factorisation with partial pivoting of an `n x n` matrix on tiles of `tile` whose
+    /// tile rows are spread over `process_rows` process rows ([`lu_tiles`]: the panel gathered
+    /// where its diagonal tile lives, the interchanges between process rows through exchange
+    /// tiles), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the shapes of its work
+    /// ([`lu_tiles_shapes`]). LU's kernels run on CPU clusters only.
+    pub fn lu_tiles(
+        n: usize,
+        tile: usize,
+        process_rows: usize,
+        precision: Precision,
+    ) -> Result<Self> {
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
+        // t^3 / 3 updates, and as many accesses of 32 bytes (the interchanges list their rows).
+        let t = n.div_ceil(tile) as u128;
+        let p = process_rows.max(1);
+        crate::limits::check_graph(
+            &format!("the tiled LU graph of n = {n} in tiles of {tile}"),
+            t.saturating_mul(t).saturating_mul(t) / 3 + t.saturating_mul(t) * (2 * p as u128 + 1),
+            t.saturating_mul(t).saturating_mul(t).saturating_mul(32),
+        )?;
+        let tiling = Tiling::square(n, tile)?;
+        let graph = lu_tiles(&tiling, p)?;
+        let nf = n as f64;
+        let flops = 2.0 * nf * nf * nf / 3.0;
+        let layouts = vec![
+            (FACTOR, Layout::Tiled(tiling)),
+            (PIVOTS, Layout::Pivots(tiling)),
+            (EXCHANGE, Layout::Tiled(Tiling::new(p * tile, n, tile)?)),
+        ];
+        let algorithm = Algorithm::LuTiles { n, process_rows: p };
+        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
+        plan.set_keys(|task| lu_tiles_shapes(&tiling, task));
+        plan.schedule.restrictions = Self::cpu_only_ops();
+        // Its solves and products run with the interchanges, on CPU clusters too.
+        for op in [Op::SolveUnitLower, Op::Update] {
+            plan.schedule
+                .restrictions
+                .push((op, vec![ResourceKind::Cpu]));
+        }
         Ok(plan)
     }
 
@@ -812,6 +870,8 @@ impl Plan {
         layout.map_or((0, 0), |(_, layout)| match layout {
             Layout::Tiled(t) => t.tile_shape(tile.row, tile.col),
             Layout::Columns(t) => (t.rows(), t.tile_cols(tile.col)),
+            Layout::Pivots(t) if tile.row == tile.col => (t.tile_cols(tile.col), 1),
+            Layout::Pivots(_) => (0, 0),
             Layout::Sums {
                 l,
                 b,

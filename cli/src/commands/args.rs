@@ -287,6 +287,10 @@ impl Factorization {
                 let blocks = (tile, hetla::lab::DEFAULT_QR_INNER_BLOCK);
                 hetla::Plan::qr_columns((m.unwrap_or(n), n, 0), blocks, precision)
             }
+            // More than one process row: the tiled LU, its interchanges between process rows.
+            (Factorization::Lu, Some(g)) if g.rows() > 1 => {
+                hetla::Plan::lu_tiles(n, tile, g.rows(), precision)
+            }
             _ => self.plan(m, n, tile, precision),
         }
     }
@@ -302,8 +306,8 @@ impl Factorization {
         }
     }
 
-    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky and QR
-    /// run on any grid, LU on grids of one process row (1xQ), the others on one node.
+    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky, LU and
+    /// QR run on any grid, the others on one node.
     pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
         let refuse = |reason: String| {
             Err(crate::Error::InvalidOption {
@@ -312,14 +316,9 @@ impl Factorization {
             })
         };
         match (self, grid) {
-            (_, None) | (Factorization::Cholesky | Factorization::Qr, _) => Ok(()),
-            (Factorization::Lu, Some(g)) if g.rows() == 1 => Ok(()),
-            (Factorization::Lu, Some(g)) => refuse(format!(
-                "distributed {} runs on grids of one process row (a block column on one node): give --grid 1x{} (or --nodes 1x{} to a sweep), not {g}",
-                self.title(),
-                g.size(),
-                g.size()
-            )),
+            (_, None) | (Factorization::Cholesky | Factorization::Lu | Factorization::Qr, _) => {
+                Ok(())
+            }
             (_, Some(_)) => refuse(format!(
                 "distributed {} is not built yet: simulate it on one node (no --nodes or --grid)",
                 self.title()

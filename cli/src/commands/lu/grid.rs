@@ -1,4 +1,4 @@
-//! `hetla lu --grid 1xQ` under `mpirun`: the distributed LU with partial pivoting of a random
+//! `hetla lu --grid PxQ` under `mpirun`: the distributed LU with partial pivoting of a random
 //! general matrix generated where its tiles live, in any precision, timed as the slowest rank's,
 //! with (`--compare`) ScaLAPACK's p?getrf (the precision's letter) on the same grid, block size and
 //! matrix in the same job (feature `scalapack`), then a distributed solve of random right-hand
@@ -176,7 +176,9 @@ pub fn run(_: &LuArgs, _: ProcessGrid) -> crate::Result<Option<LuGridReport>> {
 
 pub fn print(r: &LuGridReport) {
     let run = &r.run;
-    run.print_head(("lu", "block width"), ("2 n^3/3", "8 n^3/3 real"));
+    let tiled = run.grid.parse::<ProcessGrid>().is_ok_and(|g| g.rows() > 1);
+    let width = if tiled { "tile" } else { "block width" };
+    run.print_head(("lu", width), ("2 n^3/3", "8 n^3/3 real"));
     run.print_residual("||PA - LU||_1 / (n ||A||_1 eps) ");
     if let Some(column) = r.singular {
         println!("  singular  the pivot of column {column} is exactly zero");
@@ -193,5 +195,9 @@ pub fn print(r: &LuGridReport) {
     let getrs = format!("p{}getrs", run.precision);
     print_peers(r.solve_peers.as_deref(), r.solve_ratio_to_pdgetrs, &getrs);
     let peers = (r.peers.as_deref(), r.ratio_to_pdgetrf);
-    run.print_tail("the panels' count", peers, "getrf");
+    let count = match tiled {
+        true => "the tiles' count",
+        false => "the panels' count",
+    };
+    run.print_tail(count, peers, "getrf");
 }
