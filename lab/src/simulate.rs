@@ -366,8 +366,6 @@ pub fn simulate_grid(
         .messages
         .iter()
         .map(|m| {
-            // A factorisation sends every tile after its last write, never as it starts.
-            debug_assert!(m.version.is_some());
             let to = &split.ranks[m.to.0].receives;
             let readers = to
                 .binary_search_by_key(&(m.tile, m.version), |r| (r.tile, r.version))
@@ -376,7 +374,7 @@ pub fn simulate_grid(
             SimMessage {
                 tile: m.tile,
                 from: m.from.0,
-                writer: m.version.map_or(TaskId(0), |v| split.local[v.0]),
+                writer: m.version.map(|v| split.local[v.0]),
                 to: m.to.0,
                 readers,
             }

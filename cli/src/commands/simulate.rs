@@ -336,7 +336,7 @@ pub fn print_node(r: &SimReport) {
 /// The title and the flop count of a simulated algorithm ([`hetla::Algorithm::name`]).
 fn title_and_flops(algorithm: &str) -> (&'static str, &'static str) {
     match algorithm {
-        "lu" => ("LU", "2 n^3/3"),
+        "lu" | "lu-tiles" => ("LU", "2 n^3/3"),
         // The order reported is QR's rows, m.
         "qr" | "qr-columns" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
         "ldlt" => ("LDL^T", "n^3/3"),

@@ -89,6 +89,7 @@ pub fn simulate_grid(
     let clock = Loop {
         messages,
         sends: &exchange.sends,
+        initial: &exchange.initial,
         sent: &sent,
         options,
         nodes,
@@ -154,7 +155,7 @@ fn validate(
         if m.from == m.to {
             return Err(format!("rank {} sends to itself", m.from));
         }
-        if m.writer.0 >= from_tasks || m.readers.iter().any(|r| r.0 >= to_tasks) {
+        if m.writer.is_some_and(|w| w.0 >= from_tasks) || m.readers.iter().any(|r| r.0 >= to_tasks) {
             return Err(format!(
                 "a task beyond its rank's {from_tasks} or {to_tasks}"
             ));
@@ -172,10 +173,12 @@ fn validate(
     Ok(network)
 }
 
-/// Per rank and task: the inputs it awaits from other ranks, and the messages it sends.
+/// Per rank and task: the inputs it awaits from other ranks, and the messages it sends; the
+/// messages sent as the run starts.
 struct Exchange {
     outside: Vec<Vec<usize>>,
     sends: Vec<Vec<Vec<usize>>>,
+    initial: Vec<usize>,
 }
 
 impl Exchange {
@@ -186,13 +189,21 @@ impl Exchange {
             .iter()
             .map(|r| vec![Vec::new(); r.work.graph.len()])
             .collect();
+        let mut initial = Vec::new();
         for (i, m) in messages.iter().enumerate() {
             for r in &m.readers {
                 outside[m.to][r.0] += 1;
             }
-            sends[m.from][m.writer.0].push(i);
+            match m.writer {
+                Some(w) => sends[m.from][w.0].push(i),
+                None => initial.push(i),
+            }
         }
-        Self { outside, sends }
+        Self {
+            outside,
+            sends,
+            initial,
+        }
     }
 }
 
@@ -205,7 +216,21 @@ fn sent_handles(
     messages
         .iter()
         .map(|m| {
-            let accesses = &ranks[m.from].work.graph.task(m.writer).accesses;
+            let graph = ranks[m.from].work.graph;
+            let Some(writer) = m.writer else {
+                // The tile as the run found it: its handle from any task of the sender.
+                let found = graph.ids().find_map(|t| {
+                    let at = graph.task(t).accesses.iter().position(|a| a.tile == m.tile);
+                    at.map(|i| tables[m.from].handles[t][i].0)
+                });
+                return found.ok_or_else(|| Error::Plan {
+                    reason: format!(
+                        "no task of rank {} accesses tile ({}, {}), which it sends as the run starts",
+                        m.from, m.tile.row, m.tile.col
+                    ),
+                });
+            };
+            let accesses = &graph.task(writer).accesses;
             let Some(i) = accesses
                 .iter()
                 .position(|a| a.tile == m.tile && a.mode.writes())
@@ -213,11 +238,11 @@ fn sent_handles(
                 return Err(Error::Plan {
                     reason: format!(
                         "task {} of rank {} does not write tile ({}, {}), which it sends",
-                        m.writer, m.from, m.tile.row, m.tile.col
+                        writer, m.from, m.tile.row, m.tile.col
                     ),
                 });
             };
-            Ok(tables[m.from].handles[m.writer][i].0)
+            Ok(tables[m.from].handles[writer][i].0)
         })
         .collect()
 }
@@ -287,6 +312,8 @@ struct Loop<'l> {
     messages: &'l [SimMessage],
     /// Per rank and task, the messages it sends when it ends.
     sends: &'l [Vec<Vec<usize>>],
+    /// The messages sent as the run starts.
+    initial: &'l [usize],
     /// The handle of each message's tile on its sender.
     sent: &'l [Handle],
     options: &'l SimOptions,
@@ -294,6 +321,33 @@ struct Loop<'l> {
 }
 
 impl Loop<'_> {
+    /// Sends message `i` from its rank's `run` at `now`: it leaves from host memory (copied back
+    /// first if only a GPU has it), and its arrival is queued.
+    fn post(
+        &self,
+        i: usize,
+        run: &RankRun<'_>,
+        net: &mut Network,
+        (now, queue, seq): (f64, &mut BinaryHeap<Reverse<Event>>, &mut u64),
+    ) -> Result<()> {
+        let m = &self.messages[i];
+        let handle = self.sent[i];
+        run.engine
+            .with_data(&run.links, now, |d| d.prefetch(handle, HOST))
+            .map_err(|e| self.nodes.error(m.from, Error::Kernel(e)))?;
+        let ready = lock(&run.links.0).arrival[handle][HOST.0].max(now);
+        let bytes = lock(&run.tables.data).bytes(handle);
+        let time = net.send(m.tile, m.from, m.to, bytes, ready);
+        queue.push(Reverse(Event {
+            time,
+            seq: *seq,
+            rank: m.to,
+            what: Happening::Arrival { message: i },
+        }));
+        *seq += 1;
+        Ok(())
+    }
+
     /// On the node of the last event (on every node at first), every idle worker pops and starts;
     /// then time jumps to the next event: a task end, after which its tile leaves for the nodes
     /// that read it, or a message's arrival, which releases its readers.
@@ -303,6 +357,10 @@ impl Loop<'_> {
         let mut seq = 0u64;
         let mut touched: Vec<usize> = (0..runs.len()).collect();
         let mut now = 0.0f64;
+        for &i in self.initial {
+            let from = self.messages[i].from;
+            self.post(i, &runs[from], net, (now, &mut queue, &mut seq))?;
+        }
         loop {
             for r in touched.drain(..) {
                 let run = &mut runs[r];
@@ -331,23 +389,7 @@ impl Loop<'_> {
                     run.last = now;
                     run.engine.finish(&run.links, task, worker, now, Ok(()));
                     for &i in &self.sends[event.rank][task.0] {
-                        let m = &self.messages[i];
-                        let handle = self.sent[i];
-                        // The tile leaves from host memory: copied back first if only a GPU
-                        // has it.
-                        run.engine
-                            .with_data(&run.links, now, |d| d.prefetch(handle, HOST))
-                            .map_err(|e| self.nodes.error(event.rank, Error::Kernel(e)))?;
-                        let ready = lock(&run.links.0).arrival[handle][HOST.0].max(now);
-                        let bytes = lock(&run.tables.data).bytes(handle);
-                        let time = net.send(m.tile, m.from, m.to, bytes, ready);
-                        queue.push(Reverse(Event {
-                            time,
-                            seq,
-                            rank: m.to,
-                            what: Happening::Arrival { message: i },
-                        }));
-                        seq += 1;
+                        self.post(i, run, net, (now, &mut queue, &mut seq))?;
                     }
                 }
                 Happening::Arrival { message } => {
@@ -655,7 +697,7 @@ mod tests {
         let message = SimMessage {
             tile: a,
             from: 0,
-            writer: TaskId(0),
+            writer: Some(TaskId(0)),
             to: 1,
             readers: vec![TaskId(0)],
         };

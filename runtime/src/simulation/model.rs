@@ -146,15 +146,17 @@ pub struct SimRank<'a> {
     pub priorities: Option<&'a Arc<[f64]>>,
 }
 
-/// A tile one node sends another once its writer has ended: one message on the network.
+/// A tile one node sends another once its writer has ended (or as the run starts, for a tile as
+/// the run found it): one message on the network.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimMessage {
     /// The tile.
     pub tile: TileRef,
     /// The sending rank.
     pub from: usize,
-    /// The sender's task after which the tile is sent (it writes the tile).
-    pub writer: TaskId,
+    /// The sender's task after which the tile is sent (it writes the tile); `None`: the tile as the
+    /// run found it, sent as the run starts (a task of the sender accesses it).
+    pub writer: Option<TaskId>,
     /// The receiving rank.
     pub to: usize,
     /// The receiver's tasks that read it, once per access: each waits for it as an input from
