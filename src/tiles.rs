@@ -818,8 +818,8 @@ impl<'s, T: Scalar> TileSet<'s, T> {
 #[cfg(feature = "mpi")]
 impl<T: Scalar> TileSet<'_, T> {
     /// Copies each slot holding the final version of one of this rank's own tiles into that tile
-    /// ([`hetla_factorizations::Receipt::home`]): once the run has ended, when no task touches
-    /// any tile any more. An error names a tile whose version never came.
+    /// ([`hetla_factorizations::Receipt::home`]): once the run has ended, when no task touches any
+    /// tile any more. An error names a tile whose version never came.
     pub fn settle(&self) -> std::result::Result<(), String> {
         use std::sync::atomic::Ordering;
         for (&(tile, _), &i) in &self.by_version {

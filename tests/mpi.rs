@@ -1135,9 +1135,9 @@ fn peer_qr_in_precision<T: TestScalar>(
 /// The tiled LU's bytes on a P x Q grid, P > 1: the split's count (what every rank sends), which on
 /// P x 1 grids is checked against the count by hand: at step k, each tile of the panel on another
 /// process row goes to the panel's rank and back (factored), the pivots (w entries) to every other
-/// process row with rows below k, and for each column j != k and each such process row the
-/// exchange tile (b rows) up and the old top tile (k, j) down (but where the previous panel left
-/// it), and U's tile (k, j), j > k, down.
+/// process row with rows below k, and for each column j != k and each such process row the exchange
+/// tile (b rows) up and the old top tile (k, j) down (but where the previous panel left it), and
+/// U's tile (k, j), j > k, down.
 fn tiled_lu_bytes<T: TestScalar>(grid: ProcessGrid, n: usize, tile: usize) -> usize {
     let plan = hetla::Plan::lu_tiles(n, tile, grid.rows(), T::PRECISION).unwrap();
     let split = plan.split(&grid).unwrap();

@@ -1,5 +1,5 @@
-//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ|Px1` and `hetla qr --grid 1xQ|Px1`: refused with
-//! what to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and
+//! `hetla cholesky --grid PxQ`, `hetla lu --grid 1xQ|Px1` and `hetla qr --grid 1xQ|Px1`: refused
+//! with what to do without MPI; under `mpirun` with feature `mpi`, one report from rank 0 (and
 //! ScaLAPACK's peers beside it with `scalapack`).
 
 use std::process::Command;

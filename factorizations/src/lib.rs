@@ -8,10 +8,11 @@
 //! with a ragged last row and column of tiles. The builders give the tiled Cholesky factorisation
 //! ([`cholesky`]), the inverse from its factor ([`cholesky_inverse`]), the forward and backward
 //! substitutions of a solve ([`forward_substitution`], [`backward_substitution`]), LU with partial
-//! pivoting over block columns ([`lu`]) and over tiles spread on process rows ([`lu_tiles`]), Householder QR with a flat or binary reduction tree and
-//! the application of Q^H to right-hand sides ([`qr`], [`qr_with_rhs`]), Aasen's symmetric
-//! indefinite factorisation ([`ldlt`]), and the tiled general matrix product ([`matmul`]).
-//! [`ProcessGrid`] distributes tiles 2D block-cyclic over MPI ranks.
+//! pivoting over block columns ([`lu`]) and over tiles spread on process rows ([`lu_tiles`]),
+//! Householder QR with a flat or binary reduction tree and the application of Q^H to right-hand
+//! sides ([`qr`], [`qr_with_rhs`]), Aasen's symmetric indefinite factorisation ([`ldlt`]), and the
+//! tiled general matrix product ([`matmul`]). [`ProcessGrid`] distributes tiles 2D block-cyclic
+//! over MPI ranks.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

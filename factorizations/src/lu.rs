@@ -2,18 +2,17 @@
 //! graph a distributed LU runs on a P x Q grid with P > 1 ([`lu_tiles`]). (The one-node LU and the
 //! 1 x Q grids keep the block-column graph, [`crate::lu`].)
 //!
-//! A column's pivot search needs every row of the panel, and an interchange moves rows between
-//! tile rows that may live on different process rows. Both are written as tasks on tiles so that
-//! the distributed engine (owner computes, each version of a tile sent once to each rank that
-//! reads it) carries them with messages of a fixed size, known before the run:
+//! A column's pivot search needs every row of the panel, and an interchange moves rows between tile
+//! rows that may live on different process rows. Both are written as tasks on tiles so that the
+//! distributed engine (owner computes, each version of a tile sent once to each rank that reads it)
+//! carries them with messages of a fixed size, known before the run:
 //!
 //! - **The panel** of step k is one task ([`Op::LuPanel`]) that reads and writes every tile of
-//!   block column k from the diagonal down, with the diagonal tile last, so it runs where that
-//!   tile lives: the other process rows' tiles travel there, are factored with partial pivoting
-//!   as one panel, and travel on as L to the ranks that update their rows (their owners among
-//!   them). It also writes the step's interchanges into a tile of their own ([`PIVOTS`], tile
-//!   (k, k): one column of `w` global row numbers), which every task of the step that moves rows
-//!   reads.
+//!   block column k from the diagonal down, with the diagonal tile last, so it runs where that tile
+//!   lives: the other process rows' tiles travel there, are factored with partial pivoting as one
+//!   panel, and travel on as L to the ranks that update their rows (their owners among them). It
+//!   also writes the step's interchanges into a tile of their own ([`PIVOTS`], tile (k, k): one
+//!   column of `w` global row numbers), which every task of the step that moves rows reads.
 //! - **The interchanges** of step k in another block column j (right of k, and left of it, as
 //!   LAPACK leaves L), all [`Op::LuSwap`] tasks after the pivots:
 //!   1. for each process row p but the top tile's: *out* — p's tiles of column j below row k
@@ -71,8 +70,8 @@ impl LuSwapRole {
 
 /// The tiled LU factorisation with partial pivoting of a square matrix ([`crate::FACTOR`],
 /// overwritten by L and U in LAPACK's layout) whose tile rows are spread over `process_rows`
-/// process rows (tile row i on process row i mod P): see the module documentation. 2 n^3 / 3
-/// flops; with one process row there are no exchange tiles.
+/// process rows (tile row i on process row i mod P): see the module documentation. 2 n^3 / 3 flops;
+/// with one process row there are no exchange tiles.
 pub fn lu_tiles(a: &Tiling, process_rows: usize) -> Result<TaskGraph, TilingError> {
     a.ensure_square()?;
     let (nt, p_rows) = (a.col_tiles(), process_rows.max(1));

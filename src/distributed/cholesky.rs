@@ -259,11 +259,11 @@ fn interchange_rows<T: Wire>(b: &mut DistributedMatrix<T>, ipiv: &[usize]) {
     }
 }
 
-/// [`interchange_rows`] on a grid of several process rows, where an interchange moves a row
-/// between ranks: every rank's tiles of B are combined into all of B on every rank (an element-wise
-/// maximum of the entries' bits, each entry nonzero on its owner alone), interchanged there, and
-/// each rank keeps its tiles. B has few columns: n k entries, each as two 64-bit words (its real
-/// and imaginary parts, exact in every precision).
+/// [`interchange_rows`] on a grid of several process rows, where an interchange moves a row between
+/// ranks: every rank's tiles of B are combined into all of B on every rank (an element-wise maximum
+/// of the entries' bits, each entry nonzero on its owner alone), interchanged there, and each rank
+/// keeps its tiles. B has few columns: n k entries, each as two 64-bit words (its real and
+/// imaginary parts, exact in every precision).
 fn interchange_rows_across<T: Wire, C: Communicator>(
     comm: &C,
     b: &mut DistributedMatrix<T>,

@@ -62,7 +62,8 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalenc
 
 use super::matrix::REFUSED;
 use super::wire::{self, Wire};
-use crate::lu::work::{PivotedWork, TiledPivotedWork};
+use crate::lu::tiled::TiledPivotedWork;
+use crate::lu::work::PivotedWork;
 use crate::qr::work::ReflectorWork;
 use crate::run::RunConfig;
 use crate::tiles::{HeldTiles as Tiles, TileSet, TileWork};

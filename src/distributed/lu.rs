@@ -26,15 +26,15 @@
 //!   their owner); the step's interchanges are a tile of their own that every rank moving rows
 //!   receives; an interchange between process rows moves two tiles a column and other process row
 //!   (an exchange tile of the rows going up, the old top tile for the rows going down), whatever
-//!   the pivots. The solve then gathers B's few columns on every rank to interchange its rows
-//!   (an element-wise maximum of the entries' bits, B having n k entries), before the same
+//!   the pivots. The solve then gathers B's few columns on every rank to interchange its rows (an
+//!   element-wise maximum of the entries' bits, B having n k entries), before the same
 //!   substitutions.
 //! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a 1 x
-//!   Q grid a rank holds whole tile columns of B; see above for P > 1), then the forward substitution with L's unit
-//!   lower triangle and the backward one with U run as Cholesky's two substitutions do, the
-//!   factor's b x b tiles (in `a` after the factorisation) never travelling: each update runs where
-//!   its tile of L or U is, into a partial sum there, and only B's tiles, the partial sums and the
-//!   diagonal tiles move.
+//!   Q grid a rank holds whole tile columns of B; see above for P > 1), then the forward
+//!   substitution with L's unit lower triangle and the backward one with U run as Cholesky's two
+//!   substitutions do, the factor's b x b tiles (in `a` after the factorisation) never travelling:
+//!   each update runs where its tile of L or U is, into a partial sum there, and only B's tiles,
+//!   the partial sums and the diagonal tiles move.
 //! - **Memory**: a rank holds its block columns (n x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel is held until its last
 //!   reader on the rank ran.
@@ -89,8 +89,9 @@ impl Lu {
 
     /// Factors the general, square distributed matrix `a` in place as P A = L U (its tiles become
     /// L's and U's, as ScaLAPACK's p?getrf leaves them), in its precision: collective, every rank
-    /// of `comm` calls it with its part of `a` (see the module documentation), on any grid; the tile size is `a`'s (the block width of the LU), each rank runs its tasks on this
-    /// builder's platform with its scheduler. On error `a` is unchanged.
+    /// of `comm` calls it with its part of `a` (see the module documentation), on any grid; the
+    /// tile size is `a`'s (the block width of the LU), each rank runs its tasks on this builder's
+    /// platform with its scheduler. On error `a` is unchanged.
     pub fn factor_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,

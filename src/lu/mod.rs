@@ -27,6 +27,8 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+#[cfg(feature = "mpi")]
+pub(crate) mod tiled;
 pub(crate) mod work;
 
 /// The block width LU uses for a matrix of order `n` on `backend` when none is given: the whole

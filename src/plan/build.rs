@@ -254,8 +254,8 @@ enum Layout {
     Tiled(Tiling),
     /// In whole block columns of a tiling's width: tile (0, j) is block column j, every row (LU's).
     Columns(Tiling),
-    /// One column per diagonal tile of a tiling: tile (k, k) has as many rows as block column k
-    /// has columns ([`PIVOTS`]).
+    /// One column per diagonal tile of a tiling: tile (k, k) has as many rows as block column k has
+    /// columns ([`PIVOTS`]).
     Pivots(Tiling),
     /// The partial sums of a distributed substitution of the right-hand sides tiled by `b` with the
     /// factor tiled by `l` ([`sum_shape`]).

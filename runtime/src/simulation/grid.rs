@@ -155,7 +155,8 @@ fn validate(
         if m.from == m.to {
             return Err(format!("rank {} sends to itself", m.from));
         }
-        if m.writer.is_some_and(|w| w.0 >= from_tasks) || m.readers.iter().any(|r| r.0 >= to_tasks) {
+        if m.writer.is_some_and(|w| w.0 >= from_tasks) || m.readers.iter().any(|r| r.0 >= to_tasks)
+        {
             return Err(format!(
                 "a task beyond its rank's {from_tasks} or {to_tasks}"
             ));
@@ -739,6 +740,18 @@ mod tests {
             err.to_string().contains("does not write tile (1, 0)"),
             "{err}"
         );
+        // The tile as the run found it leaves at once, before its sender's task ends.
+        let initial = SimMessage {
+            tile: a,
+            from: 0,
+            writer: None,
+            to: 1,
+            readers: vec![TaskId(0)],
+        };
+        let run = simulate_grid(&ranks, &[initial], Some(network), &SimOptions::default()).unwrap();
+        let (sent, reader) = (run.messages[0], &run.ranks[1].tasks[0]);
+        assert_eq!(sent.start, 0.0);
+        assert!((reader.start - 0.5001).abs() < 1e-12);
         // Without the message, nothing holds the reader: it starts at once.
         let alone = simulate_grid(&ranks, &[], None, &SimOptions::default()).unwrap();
         assert_eq!(alone.ranks[1].tasks[0].start, 0.0);

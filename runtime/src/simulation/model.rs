@@ -146,8 +146,8 @@ pub struct SimRank<'a> {
     pub priorities: Option<&'a Arc<[f64]>>,
 }
 
-/// A tile one node sends another once its writer has ended (or as the run starts, for a tile as
-/// the run found it): one message on the network.
+/// A tile one node sends another once its writer has ended (or as the run starts, for a tile as the
+/// run found it): one message on the network.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimMessage {
     /// The tile.

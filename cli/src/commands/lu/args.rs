@@ -53,12 +53,11 @@ pub struct LuArgs {
     #[arg(long)]
     pub json: bool,
     /// Factor across the ranks of an MPI job (start it with `mpirun -np P*Q`; feature `mpi`): on a
-    /// 1xQ grid by block columns 1D block-cyclic, on a PxQ grid with P > 1 by tiles 2D
-    /// block-cyclic (ScaLAPACK's layout; each panel factored where its diagonal tile lives, the
-    /// interchanges between process rows through exchange tiles), every rank running its tasks
-    /// with `--clusters` inside the cores mpirun gives it; rank 0 reports. The block width (tile)
-    /// defaults to 256; `--compare` times ScaLAPACK's p?getrf in the same precision (feature
-    /// `scalapack`).
+    /// 1xQ grid by block columns 1D block-cyclic, on a PxQ grid with P > 1 by tiles 2D block-cyclic
+    /// (ScaLAPACK's layout; each panel factored where its diagonal tile lives, the interchanges
+    /// between process rows through exchange tiles), every rank running its tasks with `--clusters`
+    /// inside the cores mpirun gives it; rank 0 reports. The block width (tile) defaults to 256;
+    /// `--compare` times ScaLAPACK's p?getrf in the same precision (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
 }
