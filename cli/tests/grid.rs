@@ -205,3 +205,20 @@ fn report(args: &[&str]) -> serde_json::Value {
     assert_eq!(lines.len(), 1, "{text}");
     serde_json::from_str(lines[0]).unwrap()
 }
+
+#[test]
+fn what_a_distributed_qr_does_not_run_is_refused_before_mpi_starts() {
+    for (extra, says) in [
+        (["--tree", "flat"], "drop --tree"),
+        (["--cholqr", "--compare"], "drop --cholqr"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hetla"))
+            .args(["qr", "--grid", "2x1", "--m", "128", "--n", "64"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+}

@@ -14,10 +14,10 @@
 use std::time::Instant;
 
 use hetla_runtime::{KernelKey, LinkRate, ResourceClass, count_classes};
-use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
 use super::cholesky::DistributedRun;
+use super::exchange::max_within;
 use crate::plan::kernel_types;
 use crate::{DistributedBounds, Error, Result};
 
@@ -82,11 +82,13 @@ impl DistributedRun {
         let mine = &split.ranks[comm.rank() as usize];
         let classes = count_classes(self.trace.workers.iter().map(|w| w.class.clone()));
         // The same workers on every rank, or no bounds.
+        // Non-blocking reductions, waiting no longer than a run waits for a rank.
+        let timeout = super::exchange::DEFAULT_PROGRESS_TIMEOUT;
         let signature = fnv1a(format!("{classes:?}").as_bytes());
-        let (mut low, mut high) = (0u64, 0u64);
-        comm.all_reduce_into(&signature, &mut low, SystemOperation::min());
-        comm.all_reduce_into(&signature, &mut high, SystemOperation::max());
-        if low != high {
+        let both = [signature, !signature];
+        let most = max_within(comm, &both, timeout, "the comparison of the ranks' workers")?;
+        // The largest signature and the smallest (the complement of the largest complement).
+        if most[0] != !most[1] {
             return Err(Error::InvalidOption {
                 option: "grid",
                 reason: "the ranks have different workers; the bounds of a distributed run need the same clusters and GPUs on every rank".into(),
@@ -103,8 +105,11 @@ impl DistributedRun {
                 *slot = slot.min(event.end - event.start);
             }
         }
-        let mut all = vec![0.0f64; shortest.len()];
-        comm.all_reduce_into(&shortest[..], &mut all[..], SystemOperation::min());
+        // The minimum over the ranks as a maximum of complemented bits: a duration is not
+        // negative, so its bits order as it does.
+        let flipped: Vec<u64> = shortest.iter().map(|d| !d.to_bits()).collect();
+        let most = max_within(comm, &flipped, timeout, "the shortest kernel durations")?;
+        let all: Vec<f64> = most.iter().map(|&b| f64::from_bits(!b)).collect();
         let duration = |key: &KernelKey, class: &ResourceClass| {
             let kind = kinds.iter().position(|k| *k == key)?;
             let d = all[kind * classes.len() + class_of(class)?];
@@ -114,7 +119,7 @@ impl DistributedRun {
     }
 }
 
-/// FNV-1a, to compare the ranks' workers with two reductions.
+/// FNV-1a, to compare the ranks' workers in one reduction.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

@@ -68,6 +68,15 @@ fn check_args(args: &QrArgs) -> crate::Result<()> {
     if args.cholqr {
         return refuse("cholqr", "CholeskyQR2");
     }
+    if args.tree != hetla::QrTree::Auto {
+        return Err(crate::Error::InvalidOption {
+            option: "tree",
+            reason: format!(
+                "--tree {} across ranks (--grid): the grid sets a distributed QR's tree (block columns on 1xQ; on PxQ, P > 1, a flat tree within each process row's tiles and a chain across the process rows): drop --tree",
+                args.tree
+            ),
+        });
+    }
     if args.m < args.n {
         return Err(crate::Error::InvalidOption {
             option: "m",
