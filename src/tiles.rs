@@ -698,7 +698,9 @@ pub(crate) struct TileSet<'s, T: Scalar> {
 // used meanwhile; a received slot is filled once (its state goes EMPTY -> FILLING -> FULL
 // before a task may see it), written by tasks only while FULL (through `tile_mut`, as a local
 // tile), and freed once, after its last task ran (FULL -> FREED); a returning tile is written
-// once, by `fill`, when no task of this rank touches it any more (the split's promise).
+// once, by `fill`, when no task of this rank touches it any more (the split's promise); a slot
+// holding the final version of one of this rank's tiles is never freed, and copied into that
+// tile by `settle` once the run has ended (no task holds a view then).
 #[cfg(feature = "mpi")]
 unsafe impl<T: Scalar> Sync for TileSet<'_, T> {}
 

@@ -14,8 +14,8 @@
 //! - **Tiles written away from their owner** (a distributed QR's merges of two ranks' triangles
 //!   write both): the writer's rank receives the tile's current version like any input, sends its
 //!   write on to later readers elsewhere, and the final version returns to the owner once written
-//!   ([`RankShare::returning`]); the owner holds its tile in place meanwhile and touches it no
-//!   more.
+//!   ([`RankShare::returning`]); the owner's tile in place is not touched meanwhile (a version of
+//!   it the owner reads comes back as below).
 //! - **Versions**: a rank may receive several versions of one tile (a distributed QR's updates on
 //!   another process column read a tile's reflectors from its tile QR, then from its merge), each
 //!   into a slot of its own ([`Receipt`]), which the rank's tasks that access the tile while that

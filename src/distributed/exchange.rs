@@ -20,11 +20,13 @@
 //! - **Tiles written away from their owner, and versions**: a task writing a tile another rank owns
 //!   (the tiled QR's merges) runs on the rank of its last access and receives that tile like any
 //!   input; its write is sent on from there, and the final version returns to the owner, which
-//!   fills its tile in place ([`RankShare::returning`](hetla_factorizations::RankShare)). A rank
-//!   may receive several versions of one tile, each in a slot of its own: every message ends with
-//!   its version (its writer's id in the whole graph, + 1; 0 for the tile as the run found it), and
-//!   each task's access uses the slot the split gives it. A tiled QR's tile whose reflectors a task
-//!   on another rank applies carries their T after its entries ([`travelling_ts`]).
+//!   fills its tile in place ([`RankShare::returning`](hetla_factorizations::RankShare)); a version
+//!   the owner reads before then (the tiled LU's panels) comes back to it into a slot of its own,
+//!   copied into its tile after the run when it is the final one. A rank may receive several
+//!   versions of one tile, each in a slot of its own: every message ends with its version (its
+//!   writer's id in the whole graph, + 1; 0 for the tile as the run found it), and each task's
+//!   access uses the slot the split gives it. A tiled QR's tile whose reflectors a task on another
+//!   rank applies carries their T after its entries ([`travelling_ts`]).
 //! - **Only the calling thread calls MPI** (`MPI_THREAD_FUNNELED` suffices).
 //! - **The end is agreed**: once its run has stopped, each rank tells every other how many tiles it
 //!   sent it and whether it failed, and keeps receiving until every rank has said so and its own

@@ -37,7 +37,9 @@
 //!   the partial sums and the diagonal tiles move.
 //! - **Memory**: a rank holds its block columns (n x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel is held until its last
-//!   reader on the rank ran.
+//!   reader on the rank ran. By tiles, a copy of its tiles (its matrix changes only once the run
+//!   succeeded), its exchange tiles (one a block column it owns) and the received tiles until their
+//!   last reader ran.
 
 use std::sync::atomic::AtomicUsize;
 

@@ -204,8 +204,8 @@ impl<T: Scalar> TiledPivotedWork<'_, T> {
         Ok(())
     }
 
-    /// In (and the top's own process row): the rows of `tiles` that the step sends down take
-    /// their new rows from the old top tile `top`.
+    /// In (and the top's own process row): the rows of `tiles` that the step sends down take their
+    /// new rows from the old top tile `top`.
     fn rows_down(
         &self,
         id: TaskId,
@@ -230,8 +230,8 @@ impl<T: Scalar> TiledPivotedWork<'_, T> {
     }
 
     /// Top: the top tile's new rows, from itself, from its process row's tiles below it (`others`
-    /// that are not exchange tiles, which then take the rows sent down) and from the exchange
-    /// tiles of the other process rows.
+    /// that are not exchange tiles, which then take the rows sent down) and from the exchange tiles
+    /// of the other process rows.
     fn new_top(
         &self,
         id: TaskId,
