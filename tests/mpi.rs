@@ -944,10 +944,11 @@ fn r_ratio<T: TestScalar>(a: &Mat<T>, f: &Mat<T>) -> f64 {
 
 /// A rank's side of a distributed QR in precision `T` on `grid` of an `m x n` matrix in tiles of
 /// `tile`: bytes sent as the count says (on 1 x Q, each panel from its diagonal down with its T, to
-/// every other rank holding a block column right of it; on P x 1, each tile of the diagonal tile
-/// row of a step with a merge, once from each rank of the merges' chain: onward, then home; on P x
-/// Q, the split's count, tiles with the T's applied on other ranks), R against A, and the
-/// reflectors below the diagonal (the factor is not A's upper triangle).
+/// every other rank holding a block column right of it; on P x 1, the rows of the domains' tops
+/// that the pairwise merges of a step move: each surviving top's row to each merge's rank, an
+/// eliminated top's back to it, and home; on P x Q, the split's count, tiles with the T's applied
+/// on other ranks), R against A, and the reflectors below the diagonal (the factor is not A's upper
+/// triangle).
 fn qr_in_precision<T: TestScalar>(
     world: &mpi::topology::SimpleCommunicator,
     grid: ProcessGrid,
@@ -965,13 +966,36 @@ fn qr_in_precision<T: TestScalar>(
     let mut count = vec![0; grid.size()];
     let (mt, nt) = (m.div_ceil(tile), n.div_ceil(tile));
     for k in (0..nt).filter(|_| p > 1 && q == 1) {
-        let chain = p.min(mt - k);
-        let rows = tile.min(m - k * tile);
-        for j in (k..nt).filter(|_| chain > 1) {
-            let cols = tile.min(n - j * tile);
-            for r in k..k + chain {
-                count[r % p] += rows * cols * size_of::<T>();
+        // The domains' tops k, k + 1, ... merged pairwise: a merge runs where the eliminated top
+        // lives, the surviving top's row goes there, the eliminated one's comes back there if it
+        // left, and every row ends at home.
+        let tops: Vec<usize> = (k..mt.min(k + p)).collect();
+        let row_bytes = |t: usize| {
+            let rows = tile.min(m - t * tile);
+            (k..nt)
+                .map(|j| rows * tile.min(n - j * tile))
+                .sum::<usize>()
+                * size_of::<T>()
+        };
+        let mut at: Vec<usize> = tops.iter().map(|t| t % p).collect();
+        let mut s = 1;
+        while s < tops.len() {
+            for i in (0..tops.len())
+                .step_by(2 * s)
+                .filter(|i| i + s < tops.len())
+            {
+                let there = tops[i + s] % p;
+                for x in [i, i + s] {
+                    if at[x] != there {
+                        count[at[x]] += row_bytes(tops[x]);
+                        at[x] = there;
+                    }
+                }
             }
+            s *= 2;
+        }
+        for (x, &t) in tops.iter().enumerate().filter(|&(x, &t)| at[x] != t % p) {
+            count[at[x]] += row_bytes(t);
         }
     }
     for k in (0..nt).filter(|_| p == 1) {

@@ -17,12 +17,13 @@
 //! - [`QrTree::Domains`] (the hierarchical tree of a distributed QR, communication-avoiding): the
 //!   tile rows are cut into p domains by their index mod p (the rows a process row of a p x Q grid
 //!   holds); within each domain a flat tree eliminates the domain's tiles on its top tile (the
-//!   first of the domain at or below the diagonal), then a flat chain of merges `Ttqrt(A_kk, A_tk)`
-//!   eliminates the other domains' top triangles on the diagonal one, in domain order. Every task
-//!   but the merges touches one domain's tiles only; a merge writes the diagonal domain's row and
-//!   the eliminated domain's top, and runs (owner computes by its last access) where the eliminated
-//!   triangle lives, so only the diagonal tile row travels, once to each other domain and back. One
-//!   domain is [`QrTree::Flat`].
+//!   first of the domain at or below the diagonal), then the domains' top triangles are merged
+//!   pairwise as the binary tree merges (`Ttqrt(A_tk, A_uk)`, u = t + s for s = 1, 2, 4, ... over
+//!   the domains' tops in order): log2 p merges on the diagonal's path. Every task but the merges
+//!   touches one domain's tiles only; a merge writes both tops' rows and runs (owner computes by
+//!   its last access) where the eliminated triangle lives, so only the surviving tops' tile rows
+//!   travel, to the merge's rank, and home (mid-run for a survivor eliminated later where it
+//!   lives). Two and three domains merge as a chain would; one domain is [`QrTree::Flat`].
 //!
 //! A stacked elimination writes two tiles (the R it merges into and the tile it eliminates), so its
 //! tasks have two write accesses; the dependencies follow from the accesses as for every graph.
@@ -302,8 +303,18 @@ fn build(
                         eliminate(&mut g, Op::Tsqrt, (top, i), k);
                     }
                 }
-                for top in tops.skip(1) {
-                    eliminate(&mut g, Op::Ttqrt, (k, top), k);
+                // The domains' triangles merged pairwise, as the binary tree's: log2 of the
+                // domains' count merges on the diagonal's path.
+                let tops: Vec<usize> = tops.collect();
+                let mut s = 1;
+                while s < tops.len() {
+                    for i in (0..tops.len())
+                        .step_by(2 * s)
+                        .filter(|i| i + s < tops.len())
+                    {
+                        eliminate(&mut g, Op::Ttqrt, (tops[i], tops[i + s]), k);
+                    }
+                    s *= 2;
                 }
             }
         }

@@ -22,13 +22,14 @@
 //!   block-cyclic, with a communication-avoiding tree ([`QrTree::Domains`]: TSQR over the process
 //!   column, CAQR with the updates): each process row eliminates its own tiles of tile column k on
 //!   its top one (a flat tree of tile kernels, no message down the column), then the process rows'
-//!   triangles are merged on the diagonal one in a chain of P - 1 merges, each run where the
-//!   eliminated triangle lives: the diagonal tile row travels, from rank to rank and home (the
-//!   engine's tiles written away from their owner). Updates run where the tile they write lives and
-//!   read their reflectors from the rank that made them: a tile whose reflectors a task on another
-//!   rank applies carries their T (a rank may receive a domain top's tile QR version and then its
-//!   merge's, each in a slot of its own). The result is the tiled QR's: R on and above the diagonal
-//!   as LAPACK's, the reflectors below in the tree's layout (PLASMA's), the T's with the run.
+//!   triangles are merged pairwise (log2 P merges on the diagonal's path), each run where the
+//!   eliminated triangle lives: the surviving tops' tile rows travel to the merges' ranks and home
+//!   (the engine's tiles written away from their owner, and versions back at their owner). Updates
+//!   run where the tile they write lives and read their reflectors from the rank that made them: a
+//!   tile whose reflectors a task on another rank applies carries their T (a rank may receive a
+//!   domain top's tile QR version and then its merge's, each in a slot of its own). The result is
+//!   the tiled QR's: R on and above the diagonal as LAPACK's, the reflectors below in the tree's
+//!   layout (PLASMA's), the T's with the run.
 //! - **Memory**: a rank holds its block columns (m x b each) while it runs, copied from its tiles
 //!   before the clock starts and back after it stops; a received panel (its rows from the diagonal
 //!   down) is held until its last reader on the rank ran.
