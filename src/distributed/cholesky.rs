@@ -284,21 +284,14 @@ fn interchange_rows_across<T: Wire, C: Communicator>(
         }
     }
     let all = max_within(comm, &mine, timeout, "the interchanges of B's rows")?;
-    let entry = |row: usize, col: usize| {
+    let mut whole = faer::Mat::<T>::from_fn(n, k, |row, col| {
         let w = at(row, col);
         T::from_parts(f64::from_bits(all[w]), f64::from_bits(all[w + 1]))
-    };
-    // Where each row of B comes from once interchanged.
-    let mut source: Vec<usize> = (0..n).collect();
-    for (i, &p) in ipiv.iter().enumerate() {
-        source.swap(i, p);
-    }
+    });
+    hetla_kernels::swap_rows(whole.as_mut(), ipiv);
     for (&(i, j), m) in b.tiles.iter_mut() {
-        for c in 0..m.ncols() {
-            for r in 0..m.nrows() {
-                m[(r, c)] = entry(source[t.offset(i) + r], t.offset(j) + c);
-            }
-        }
+        let (rows, cols) = (m.nrows(), m.ncols());
+        m.copy_from(whole.submatrix(t.offset(i), t.offset(j), rows, cols));
     }
     Ok(())
 }
