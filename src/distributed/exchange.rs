@@ -125,8 +125,9 @@ pub(super) enum Panels<'p, T> {
     /// LU's interchanges.
     Interchanges(Pivots<'p>),
     /// The tiled LU's interchanges ([`Plan::lu_tiles`]: tiles travel whole, the interchanges in
-    /// tiles of their own; the list is this rank's panels').
-    TiledInterchanges(Pivots<'p>),
+    /// tiles of their own; the list is this rank's panels'), with the process rows its tile rows
+    /// are spread over.
+    TiledInterchanges(Pivots<'p>, usize),
     /// QR's T's.
     Reflectors(Reflectors<'p, T>),
 }
@@ -135,7 +136,7 @@ impl<T> Panels<'_, T> {
     /// The first row and the width of block column `col`'s panel; `None` when tiles travel whole.
     fn panel(&self, col: usize) -> Option<(usize, usize)> {
         let tiling = match self {
-            Panels::None | Panels::TiledInterchanges(_) => return None,
+            Panels::None | Panels::TiledInterchanges(..) => return None,
             Panels::Interchanges(p) => p.tiling,
             Panels::Reflectors(r) if r.columns => r.tiling,
             Panels::Reflectors(_) => return None,
@@ -190,11 +191,7 @@ pub(super) fn run_share<T: Wire, C: Communicator>(
     let reflected;
     let work: &dyn Workload = match panels {
         Panels::None => &work,
-        Panels::TiledInterchanges(p) => {
-            let process_rows = match share.plan.algorithm() {
-                crate::Algorithm::LuTiles { process_rows, .. } => process_rows,
-                _ => 1,
-            };
+        &Panels::TiledInterchanges(ref p, process_rows) => {
             tiled = TiledPivotedWork {
                 tiles: TileWork { ..work },
                 tiling: p.tiling,
@@ -764,7 +761,7 @@ impl<'r, T: Wire, C: Communicator> Exchange<'r, T, C> {
         carried: &[T::Part],
     ) -> std::result::Result<(), String> {
         match self.panels {
-            Panels::None | Panels::TiledInterchanges(_) => Ok(()),
+            Panels::None | Panels::TiledInterchanges(..) => Ok(()),
             Panels::Interchanges(pivots) => {
                 for (i, &p) in carried.iter().enumerate() {
                     let row =
@@ -985,7 +982,7 @@ fn pack<T: Wire>(
     };
     let mut message = wire::message(tile, m.subrows(first, m.nrows() - first))?;
     match panels {
-        Panels::None | Panels::TiledInterchanges(_) => {}
+        Panels::None | Panels::TiledInterchanges(..) => {}
         // Exact as parts: a distributed LU refuses orders from 2^24 on before any work.
         Panels::Interchanges(pivots) => {
             message.extend((first..first + width).map(|i| T::index(pivots.ipiv[i].load(Relaxed))))

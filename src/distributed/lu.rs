@@ -138,8 +138,11 @@ impl Lu {
             false => a.block_columns(),
             true => a.tiles.clone(),
         };
-        let (mut pivot_tiles, mut exchange) =
-            (share.scratch::<T>(PIVOTS), share.scratch::<T>(EXCHANGE));
+        // The tiled LU's work space (none by block columns).
+        let (mut pivot_tiles, mut exchange) = match tiled {
+            false => Default::default(),
+            true => (share.scratch::<T>(PIVOTS), share.scratch::<T>(EXCHANGE)),
+        };
         let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
         let zero = AtomicUsize::new(usize::MAX);
         let pivots = Pivots {
@@ -155,7 +158,7 @@ impl Lu {
                     (PIVOTS, &mut pivot_tiles),
                     (EXCHANGE, &mut exchange),
                 ],
-                Panels::TiledInterchanges(pivots),
+                Panels::TiledInterchanges(pivots, grid.rows()),
             ),
         };
         let out = run_share(&self.run, comm, &platform, &share, written, vec![], &pivots)?;
