@@ -24,6 +24,7 @@
 
 mod any;
 mod backend;
+mod compiled;
 mod copy;
 #[cfg(feature = "cuda")]
 pub use cudarc;

@@ -294,7 +294,18 @@ fn expect_shape(
 impl Backend {
     /// A <- its QR factorisation (LAPACK ?geqrt; PLASMA's GEQRT): R on and above the diagonal, the
     /// reflectors below it; `t` (ib x min(m, n)) receives the block reflectors' T's, ib its rows.
+    #[inline]
     pub fn qr_tile<T: Scalar>(
+        self,
+        a: MatMut<'_, T>,
+        t: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        T::compiled_qr_tile(self, a, t, par)
+    }
+
+    /// The body of [`Self::qr_tile`], compiled in this crate for each scalar (see `compiled`).
+    pub(crate) fn qr_tile_impl<T: Scalar>(
         self,
         mut a: MatMut<'_, T>,
         mut t: MatMut<'_, T>,
@@ -334,7 +345,20 @@ impl Backend {
     /// C <- Q^H C (`adjoint`) or Q C, Q the orthogonal factor of a tile factored by
     /// [`Backend::qr_tile`] (`v`: its reflectors below the diagonal, m x k; `t`: its T's, ib x k);
     /// C has m rows (LAPACK ?gemqrt from the left; PLASMA's UNMQR).
+    #[inline]
     pub fn qr_apply<T: Scalar>(
+        self,
+        v: MatRef<'_, T>,
+        t: MatRef<'_, T>,
+        c: MatMut<'_, T>,
+        adjoint: bool,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        T::compiled_qr_apply(self, v, t, c, adjoint, par)
+    }
+
+    /// The body of [`Self::qr_apply`], compiled in this crate for each scalar (see `compiled`).
+    pub(crate) fn qr_apply_impl<T: Scalar>(
         self,
         v: MatRef<'_, T>,
         t: MatRef<'_, T>,
@@ -374,7 +398,20 @@ impl Backend {
     /// TTQRT): the new R overwrites `r`'s upper triangle (its strict lower part is neither read nor
     /// written), the reflectors' bottom parts overwrite `b` (for a triangle, its upper triangle
     /// only), `t` (ib x n) receives the T's.
+    #[inline]
     pub fn qr_stacked<T: Scalar>(
+        self,
+        r: MatMut<'_, T>,
+        b: MatMut<'_, T>,
+        stack: Stack,
+        t: MatMut<'_, T>,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        T::compiled_qr_stacked(self, r, b, stack, t, par)
+    }
+
+    /// The body of [`Self::qr_stacked`], compiled in this crate for each scalar (see `compiled`).
+    pub(crate) fn qr_stacked_impl<T: Scalar>(
         self,
         mut r: MatMut<'_, T>,
         mut b: MatMut<'_, T>,
@@ -422,7 +459,21 @@ impl Backend {
     /// Q the orthogonal factor of a stacked QR ([`Backend::qr_stacked`]: `v` its bottom reflectors,
     /// m x k, `t` its T's, ib x k); `a1` has k rows (those of the triangle's tile), `a2` m (LAPACK
     /// ?tpmqrt from the left; PLASMA's TSMQR and TTMQR).
+    #[inline]
     pub fn qr_stacked_apply<T: Scalar>(
+        self,
+        v: MatRef<'_, T>,
+        stack: Stack,
+        t: MatRef<'_, T>,
+        pair: (MatMut<'_, T>, MatMut<'_, T>),
+        adjoint: bool,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        T::compiled_qr_stacked_apply(self, v, stack, t, pair, adjoint, par)
+    }
+
+    /// The body of [`Self::qr_stacked_apply`], compiled in this crate for each scalar (see `compiled`).
+    pub(crate) fn qr_stacked_apply_impl<T: Scalar>(
         self,
         v: MatRef<'_, T>,
         stack: Stack,

@@ -139,6 +139,7 @@ pub trait Scalar:
     + std::ops::MulAssign
     + 'static
     + sealed::Sealed
+    + crate::compiled::Compiled
 {
     /// The precision of the type.
     const PRECISION: Precision;
