@@ -90,7 +90,8 @@ fn in_place_factor_reads_only_the_lower_triangle() {
 
 #[test]
 fn every_storage_gives_the_same_factor_and_leaves_the_upper_triangle() {
-    for (n, tile) in [(7, 3), (100, 32), (1000, 96), (1000, 384), (2999, 256)] {
+    // 1537 = 6 x 256 + 1: the last tile row and column one scalar wide.
+    for (n, tile) in [(7, 3), (100, 32), (1000, 96), (1000, 384), (1537, 256)] {
         let a = random_spd(n, 2);
         let mut marked = a.clone();
         for j in 0..n {
@@ -253,13 +254,17 @@ fn solve_handles_many_right_hand_sides_and_ragged_tiles() {
 
 #[test]
 fn not_positive_definite_names_the_global_column() {
-    let n = 100;
-    for column in [0, 5, 37, 63, 64, 99] {
+    // Tiles of one scalar on a matrix of 24 (a graph of 2600 tasks; of 171700 on one of 100).
+    let cases = [0, 5, 37, 63, 64, 99]
+        .map(|column| (100, column, &[7, 32, 64, 100, 128][..]))
+        .into_iter()
+        .chain([0, 5, 23].map(|column| (24, column, &[1][..])));
+    for (n, column, tiles) in cases {
         let mut a = random_spd(n, 11);
         // The leading principal minors before `column` stay positive; this pivot is negative.
         a[(column, column)] = -1.0;
         for backend in Backend::available() {
-            for tile in [1, 7, 32, 64, 100, 128] {
+            for &tile in tiles {
                 let builder = Cholesky::new().backend(backend).tile(tile);
                 let context = format!("{backend} tile {tile}");
                 common::assert_not_positive_definite_at(builder, &a, column, &context);

@@ -12,7 +12,7 @@ fn platform() -> Arc<Platform> {
 
 #[test]
 fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
-    let n = 2100;
+    let n = 1600;
     let first = platform();
     let builder = Cholesky::new().platform(first.clone());
     let plan = builder.plan(n, Precision::D).unwrap();
@@ -21,10 +21,10 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .tile_choice()
         .expect("the models chose the tile")
         .clone();
-    // 4 to 32 tiles per side of 2100: 256, 384 and 512; none was in the empty models.
+    // 4 to 32 tiles per side of 1600: 256 and 384; neither was in the empty models.
     let candidates: Vec<usize> = choice.predictions.iter().map(|p| p.0).collect();
-    assert_eq!(candidates, [256, 384, 512]);
-    assert_eq!(choice.calibrated, [256, 384, 512]);
+    assert_eq!(candidates, [256, 384]);
+    assert_eq!(choice.calibrated, [256, 384]);
     assert!(candidates.contains(&choice.tile));
     assert_eq!(plan.tile(), choice.tile);
     assert!(
@@ -70,7 +70,7 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .platform(second)
         .plan(n, Precision::D)
         .unwrap();
-    assert_eq!(other.tile_choice().unwrap().calibrated, [256, 384, 512]);
+    assert_eq!(other.tile_choice().unwrap().calibrated, [256, 384]);
 
     // A given tile is not a choice; small matrices are one tile; another precision is chosen
     // from its own kernels' calibrations.
@@ -87,7 +87,7 @@ fn the_tile_is_chosen_from_the_models_once_per_platform_and_order() {
         .plan(n, Precision::S)
         .unwrap();
     let single = single.tile_choice().unwrap();
-    assert_eq!(single.calibrated, [256, 384, 512]);
+    assert_eq!(single.calibrated, [256, 384]);
     assert_ne!(single.predictions, choice.predictions);
 }
 
@@ -99,14 +99,14 @@ fn a_choice_is_the_same_in_the_next_process_whatever_runs_added_to_the_models() 
         let store = ModelStore::Dir(dir.clone());
         Arc::new(Platform::with_store(&spec, Backend::Faer, store).unwrap())
     };
-    let n = 2100;
+    let n = 1600;
     let first = stored();
     let builder = Cholesky::new().platform(first.clone());
     let plan = builder.plan(n, Precision::D).unwrap();
     let choice = plan.tile_choice().unwrap().clone();
     // Runs add their own samples of the candidates' kernels (here of every candidate).
     let a = matgen::random_spd(n, 3);
-    for tile in [256, 384, 512] {
+    for tile in [256, 384] {
         let mut l = a.clone();
         builder
             .clone()
