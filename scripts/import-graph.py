@@ -252,14 +252,8 @@ class Crate:
                         self.names.setdefault(scope, {})[absolute[-1]] = absolute
         edges = {m: set() for m in self.files}
         for file_module in self.files:
-            for scope, p, _ in self.raw_uses[file_module]:
-                absolute = self.absolute(scope, p)
-                if absolute is None:
-                    continue
-                target = self.resolve(absolute)
-                if target is not None and target != file_module:
-                    edges[file_module].add(target)
-            for scope, p in self.raw_paths[file_module]:
+            named = [(scope, p) for scope, p, _ in self.raw_uses[file_module]]
+            for scope, p in named + list(self.raw_paths[file_module]):
                 absolute = self.absolute(scope, p)
                 if absolute is None:
                     continue

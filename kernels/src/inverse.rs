@@ -38,20 +38,8 @@ impl Backend {
         matches!(self, Backend::OpenBlas)
     }
 
-    /// On a square tile whose lower triangle holds a Cholesky factor L (from [`Backend::potrf`]):
-    /// writes U = L1^-H into its strict upper triangle when cond_1(L1) <= [`MAX_CONDITION`], and
-    /// says whether it did (the lower triangle is left as it is either way). The inversion runs on
-    /// `par`.
-    #[inline]
-    pub fn invert_unit_factor<T: Scalar>(
-        self,
-        a: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<bool, KernelError> {
-        T::compiled_invert_unit_factor(self, a, par)
-    }
-
-    /// The body of [`Self::invert_unit_factor`], compiled in this crate for each scalar (see `compiled`).
+    /// The body of [`Self::invert_unit_factor`], compiled in this crate for each scalar (see
+    /// `compiled`).
     pub(crate) fn invert_unit_factor_impl<T: Scalar>(
         self,
         mut a: MatMut<'_, T>,
@@ -110,20 +98,8 @@ impl Backend {
         Ok(true)
     }
 
-    /// B <- B L^-H from a tile `lu` holding L in its lower triangle and U = L1^-H in its strict
-    /// upper triangle (as [`Backend::invert_unit_factor`] left it): B <- (B U) D^-1, the rows of B
-    /// in bands on `par`.
-    #[inline]
-    pub fn trsm_by_inverse<T: Scalar>(
-        self,
-        lu: MatRef<'_, T>,
-        b: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_trsm_by_inverse(self, lu, b, par)
-    }
-
-    /// The body of [`Self::trsm_by_inverse`], compiled in this crate for each scalar (see `compiled`).
+    /// The body of [`Self::trsm_by_inverse`], compiled in this crate for each scalar (see
+    /// `compiled`).
     pub(crate) fn trsm_by_inverse_impl<T: Scalar>(
         self,
         lu: MatRef<'_, T>,

@@ -26,6 +26,7 @@ mod any;
 mod backend;
 mod compiled;
 mod copy;
+mod entry;
 #[cfg(feature = "cuda")]
 pub use cudarc;
 #[cfg(feature = "cuda")]
@@ -37,6 +38,7 @@ mod erased;
 mod error;
 mod faer_impl;
 mod inverse;
+mod library;
 mod lu;
 mod op;
 #[cfg(feature = "openblas")]
@@ -62,7 +64,6 @@ pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
 pub use lu::swap_rows;
 pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};
-pub use qr::Stack;
 
-pub use op::{Blas, Codelet, CpuCall, GpuCall, MatMul, Op, RateSource, Shape, Solve};
+pub use op::{Blas, Codelet, CpuCall, GpuCall, MatMul, Op, RateSource, Shape, Solve, Stack};
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

@@ -28,21 +28,6 @@ use crate::scalar::Scalar;
 use crate::split::{bands, col_bands, pieces, run_pieces};
 
 impl Backend {
-    /// A <- its LU factorisation with partial pivoting (P A = L U, L unit lower trapezoidal stored
-    /// below the diagonal, U upper triangular), A m x b with m >= b; `ipiv` (b entries) receives
-    /// the interchanges (0-based: row i was swapped with row `ipiv[i]` >= i). Returns the first
-    /// column whose pivot is exactly zero (LAPACK's info - 1), the factorisation completed as
-    /// LAPACK completes it; `None` when every pivot is non-zero.
-    #[inline]
-    pub fn lu_panel<T: Scalar>(
-        self,
-        a: MatMut<'_, T>,
-        ipiv: &mut [usize],
-        par: Par,
-    ) -> Result<Option<usize>, KernelError> {
-        T::compiled_lu_panel(self, a, ipiv, par)
-    }
-
     /// The body of [`Self::lu_panel`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn lu_panel_impl<T: Scalar>(
         self,
@@ -73,19 +58,6 @@ impl Backend {
         Ok(zero)
     }
 
-    /// The update of `c` (m x c) by the factored panel `panel` (m x b) and its interchanges `ipiv`:
-    /// rows interchanged, C_1 <- L_11^-1 C_1, C_2 <- C_2 - L_21 C_1 ([`Op::LuUpdate`]).
-    #[inline]
-    pub fn lu_update<T: Scalar>(
-        self,
-        panel: MatRef<'_, T>,
-        ipiv: &[usize],
-        c: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_lu_update(self, panel, ipiv, c, par)
-    }
-
     /// The body of [`Self::lu_update`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn lu_update_impl<T: Scalar>(
         self,
@@ -110,18 +82,6 @@ impl Backend {
             }
             Ok(())
         })
-    }
-
-    /// `c`'s rows interchanged as the factored panel `panel`'s were ([`Op::LuSwap`]; the panel is
-    /// read for its shape only, the interchanges are `ipiv`).
-    #[inline]
-    pub fn lu_swap<T: Scalar>(
-        self,
-        panel: MatRef<'_, T>,
-        ipiv: &[usize],
-        c: MatMut<'_, T>,
-    ) -> Result<(), KernelError> {
-        T::compiled_lu_swap(self, panel, ipiv, c)
     }
 
     /// The body of [`Self::lu_swap`], compiled in this crate for each scalar (see `compiled`).
@@ -236,15 +196,18 @@ pub fn swap_rows<T: Scalar>(c: MatMut<'_, T>, ipiv: &[usize]) {
     T::compiled_swap_rows(c, ipiv)
 }
 
-/// The body of [`swap_rows`], compiled in this crate for each scalar (see `compiled`).
-pub(crate) fn swap_rows_impl<T: Scalar>(mut c: MatMut<'_, T>, ipiv: &[usize]) {
-    for j in 0..c.ncols() {
-        let mut col = c.as_mut().col_mut(j);
-        for (i, &p) in ipiv.iter().enumerate() {
-            if p != i {
-                let t = col[i];
-                col[i] = col[p];
-                col[p] = t;
+impl Backend {
+    /// The body of [`swap_rows`], compiled in this crate for each scalar (see `compiled`; the same
+    /// for every backend).
+    pub(crate) fn swap_rows_impl<T: Scalar>(mut c: MatMut<'_, T>, ipiv: &[usize]) {
+        for j in 0..c.ncols() {
+            let mut col = c.as_mut().col_mut(j);
+            for (i, &p) in ipiv.iter().enumerate() {
+                if p != i {
+                    let t = col[i];
+                    col[i] = col[p];
+                    col[p] = t;
+                }
             }
         }
     }

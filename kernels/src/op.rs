@@ -841,3 +841,49 @@ mod tests {
         assert_eq!(Op::Add.flops(&[(7, 2), (7, 2)]), 14.0);
     }
 }
+
+/// Which stacked QR: a triangle on a full tile (PLASMA's TSQRT, ?tpqrt with l = 0) or on another
+/// triangle (TTQRT, l = the bottom's columns: only its upper triangle takes part).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stack {
+    /// The bottom tile is full.
+    OnTile,
+    /// The bottom tile is upper triangular (upper trapezoidal when it has fewer rows than columns).
+    OnTriangle,
+}
+
+impl Stack {
+    /// The stack a stacked QR operation works on (`None` for the tile QR and its application).
+    pub fn of(op: Op) -> Option<Stack> {
+        match op {
+            Op::Tsqrt | Op::Tsmqr => Some(Stack::OnTile),
+            Op::Ttqrt | Op::Ttmqr => Some(Stack::OnTriangle),
+            _ => None,
+        }
+    }
+
+    /// The operation that factors this stack (TSQRT or TTQRT).
+    pub fn factor_op(self) -> Op {
+        match self {
+            Stack::OnTile => Op::Tsqrt,
+            Stack::OnTriangle => Op::Ttqrt,
+        }
+    }
+
+    /// The operation that applies this stack's Q (TSMQR or TTMQR).
+    pub fn apply_op(self) -> Op {
+        match self {
+            Stack::OnTile => Op::Tsmqr,
+            Stack::OnTriangle => Op::Ttmqr,
+        }
+    }
+
+    /// Rows of the bottom tile that column `c` of the reflectors (or of the bottom tile) covers,
+    /// for a bottom tile of `rows` rows.
+    pub(crate) fn rows(self, rows: usize, c: usize) -> usize {
+        match self {
+            Stack::OnTile => rows,
+            Stack::OnTriangle => (c + 1).min(rows),
+        }
+    }
+}

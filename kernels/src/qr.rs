@@ -30,55 +30,9 @@ use faer::{ColMut, Mat, MatMut, MatRef, Par};
 
 use crate::backend::Backend;
 use crate::error::KernelError;
-use crate::op::Op;
+use crate::op::{Op, Stack};
 use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
-
-/// Which stacked QR: a triangle on a full tile (PLASMA's TSQRT, ?tpqrt with l = 0) or on another
-/// triangle (TTQRT, l = the bottom's columns: only its upper triangle takes part).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stack {
-    /// The bottom tile is full.
-    OnTile,
-    /// The bottom tile is upper triangular (upper trapezoidal when it has fewer rows than columns).
-    OnTriangle,
-}
-
-impl Stack {
-    /// The stack a stacked QR operation works on (`None` for the tile QR and its application).
-    pub fn of(op: Op) -> Option<Stack> {
-        match op {
-            Op::Tsqrt | Op::Tsmqr => Some(Stack::OnTile),
-            Op::Ttqrt | Op::Ttmqr => Some(Stack::OnTriangle),
-            _ => None,
-        }
-    }
-
-    /// The operation that factors this stack (TSQRT or TTQRT).
-    pub fn factor_op(self) -> Op {
-        match self {
-            Stack::OnTile => Op::Tsqrt,
-            Stack::OnTriangle => Op::Ttqrt,
-        }
-    }
-
-    /// The operation that applies this stack's Q (TSMQR or TTMQR).
-    pub fn apply_op(self) -> Op {
-        match self {
-            Stack::OnTile => Op::Tsmqr,
-            Stack::OnTriangle => Op::Ttmqr,
-        }
-    }
-
-    /// Rows of the bottom tile that column `c` of the reflectors (or of the bottom tile) covers,
-    /// for a bottom tile of `rows` rows.
-    fn rows(self, rows: usize, c: usize) -> usize {
-        match self {
-            Stack::OnTile => rows,
-            Stack::OnTriangle => (c + 1).min(rows),
-        }
-    }
-}
 
 fn conj<T: Scalar>(x: T) -> T {
     faer::traits::ComplexField::conj_impl(&x)
@@ -292,18 +246,6 @@ fn expect_shape(
 }
 
 impl Backend {
-    /// A <- its QR factorisation (LAPACK ?geqrt; PLASMA's GEQRT): R on and above the diagonal, the
-    /// reflectors below it; `t` (ib x min(m, n)) receives the block reflectors' T's, ib its rows.
-    #[inline]
-    pub fn qr_tile<T: Scalar>(
-        self,
-        a: MatMut<'_, T>,
-        t: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_qr_tile(self, a, t, par)
-    }
-
     /// The body of [`Self::qr_tile`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn qr_tile_impl<T: Scalar>(
         self,
@@ -342,21 +284,6 @@ impl Backend {
         Ok(())
     }
 
-    /// C <- Q^H C (`adjoint`) or Q C, Q the orthogonal factor of a tile factored by
-    /// [`Backend::qr_tile`] (`v`: its reflectors below the diagonal, m x k; `t`: its T's, ib x k);
-    /// C has m rows (LAPACK ?gemqrt from the left; PLASMA's UNMQR).
-    #[inline]
-    pub fn qr_apply<T: Scalar>(
-        self,
-        v: MatRef<'_, T>,
-        t: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        adjoint: bool,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_qr_apply(self, v, t, c, adjoint, par)
-    }
-
     /// The body of [`Self::qr_apply`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn qr_apply_impl<T: Scalar>(
         self,
@@ -391,23 +318,6 @@ impl Backend {
             self.apply_block(vb.as_ref(), tb.as_ref(), None, cb, adjoint, par)?;
         }
         Ok(())
-    }
-
-    /// The QR of `r` (n x n upper triangular: PLASMA's A_kk after its own QR) stacked on `b` (m x
-    /// n, or its upper triangle for [`Stack::OnTriangle`]), LAPACK ?tpqrt (PLASMA's TSQRT and
-    /// TTQRT): the new R overwrites `r`'s upper triangle (its strict lower part is neither read nor
-    /// written), the reflectors' bottom parts overwrite `b` (for a triangle, its upper triangle
-    /// only), `t` (ib x n) receives the T's.
-    #[inline]
-    pub fn qr_stacked<T: Scalar>(
-        self,
-        r: MatMut<'_, T>,
-        b: MatMut<'_, T>,
-        stack: Stack,
-        t: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_qr_stacked(self, r, b, stack, t, par)
     }
 
     /// The body of [`Self::qr_stacked`], compiled in this crate for each scalar (see `compiled`).
@@ -455,24 +365,8 @@ impl Backend {
         Ok(())
     }
 
-    /// [a1; a2] <- Q^H [a1; a2] (`adjoint`) or Q [a1; a2] (the pair of tiles given as one operand),
-    /// Q the orthogonal factor of a stacked QR ([`Backend::qr_stacked`]: `v` its bottom reflectors,
-    /// m x k, `t` its T's, ib x k); `a1` has k rows (those of the triangle's tile), `a2` m (LAPACK
-    /// ?tpmqrt from the left; PLASMA's TSMQR and TTMQR).
-    #[inline]
-    pub fn qr_stacked_apply<T: Scalar>(
-        self,
-        v: MatRef<'_, T>,
-        stack: Stack,
-        t: MatRef<'_, T>,
-        pair: (MatMut<'_, T>, MatMut<'_, T>),
-        adjoint: bool,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_qr_stacked_apply(self, v, stack, t, pair, adjoint, par)
-    }
-
-    /// The body of [`Self::qr_stacked_apply`], compiled in this crate for each scalar (see `compiled`).
+    /// The body of [`Self::qr_stacked_apply`], compiled in this crate for each scalar (see
+    /// `compiled`).
     pub(crate) fn qr_stacked_apply_impl<T: Scalar>(
         self,
         v: MatRef<'_, T>,

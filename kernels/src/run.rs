@@ -15,20 +15,6 @@ use crate::scalar::{Scalar, adjoint_conj};
 use crate::split::POTRF_BLOCK;
 
 impl Backend {
-    /// Runs `op` on its operands: `reads` (in the order [`Op`] documents) and the tile it
-    /// overwrites, in any precision (complex: the Hermitian forms, see [`crate::Scalar`]). Checks
-    /// counts and shapes first, so a mistake is an error, not a panic.
-    #[inline]
-    pub fn run<T: Scalar>(
-        self,
-        op: Op,
-        reads: &[MatRef<'_, T>],
-        write: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_run(self, op, reads, write, par)
-    }
-
     /// The body of [`Self::run`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn run_impl<T: Scalar>(
         self,
@@ -131,23 +117,6 @@ impl Backend {
         each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
     }
 
-    /// C <- alpha A B + beta C. A and B may be transposed views (plain transposes, not conjugated).
-    /// With beta = 0 the old C is not read; with an empty inner dimension or alpha = 0 only the
-    /// scaling happens. With `Par::Rayon(p)` the product runs as `p` sequential pieces on the
-    /// current rayon pool (see the `split` module).
-    #[inline]
-    pub fn matmul<T: Scalar>(
-        self,
-        a: MatRef<'_, T>,
-        b: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        alpha: f64,
-        beta: f64,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_matmul(self, a, b, c, alpha, beta, par)
-    }
-
     /// The body of [`Self::matmul`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn matmul_impl<T: Scalar>(
         self,
@@ -180,13 +149,6 @@ impl Backend {
         self.split_matmul(p, c, par)
     }
 
-    /// A <- L, the lower Cholesky factor (A = L L^H) of the square tile A (upper triangle
-    /// untouched).
-    #[inline]
-    pub fn potrf<T: Scalar>(self, a: MatMut<'_, T>, par: Par) -> Result<(), KernelError> {
-        T::compiled_potrf(self, a, par)
-    }
-
     /// The body of [`Self::potrf`], compiled in this crate for each scalar (see `compiled`).
     pub(crate) fn potrf_impl<T: Scalar>(
         self,
@@ -199,39 +161,6 @@ impl Backend {
         } else {
             self.split_potrf(a, par)
         }
-    }
-
-    /// B <- B L^-H with L lower triangular.
-    #[inline]
-    pub fn trsm<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        b: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_trsm(self, l, b, par)
-    }
-
-    /// The body of [`Self::trsm`], compiled in this crate for each scalar (see `compiled`).
-    pub(crate) fn trsm_impl<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        b: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        self.split_trsm(l, b, par)
-    }
-
-    /// C <- C - A A^H on the lower triangle of C (SYRK; HERK for a complex type).
-    #[inline]
-    pub fn syrk<T: Scalar>(
-        self,
-        a: MatRef<'_, T>,
-        c: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_syrk(self, a, c, par)
     }
 
     /// The body of [`Self::syrk`], compiled in this crate for each scalar (see `compiled`).
@@ -259,29 +188,5 @@ impl Backend {
         par: Par,
     ) -> Result<(), KernelError> {
         self.matmul(a, b, c, -1.0, 1.0, par)
-    }
-
-    /// X <- L^-1 X, or X <- L^-H X when `adjoint`, with L lower triangular.
-    #[inline]
-    pub fn solve_lower<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        adjoint: bool,
-        x: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        T::compiled_solve_lower(self, l, adjoint, x, par)
-    }
-
-    /// The body of [`Self::solve_lower`], compiled in this crate for each scalar (see `compiled`).
-    pub(crate) fn solve_lower_impl<T: Scalar>(
-        self,
-        l: MatRef<'_, T>,
-        adjoint: bool,
-        x: MatMut<'_, T>,
-        par: Par,
-    ) -> Result<(), KernelError> {
-        self.ensure_available()?;
-        self.split_solve_lower(l, adjoint, x, par)
     }
 }

@@ -139,7 +139,7 @@ pub trait Scalar:
     + std::ops::MulAssign
     + 'static
     + sealed::Sealed
-    + crate::compiled::Compiled
+    + crate::compiled::Compiled<Self>
 {
     /// The precision of the type.
     const PRECISION: Precision;

@@ -152,6 +152,7 @@ impl Backend {
         b: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
+        self.ensure_available()?;
         let (m, n) = (b.nrows(), b.ncols());
         let sizes = bands(m, pieces(par, (m * n * n) as f64, m));
         run_pieces(row_bands(b, &sizes), |b| self.trsm_seq(l, b))
@@ -165,6 +166,7 @@ impl Backend {
         x: MatMut<'_, T>,
         par: Par,
     ) -> Result<(), KernelError> {
+        self.ensure_available()?;
         let (m, r) = (x.nrows(), x.ncols());
         let sizes = bands(r, pieces(par, (m * m * r) as f64, r));
         run_pieces(col_bands(x, &sizes), |x| {
