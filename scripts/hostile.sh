@@ -3,7 +3,7 @@
 # values that are empty, zero, negative, fractional, huge, malformed or contradictory, bad
 # platform and model files, outputs that cannot be written. Classifies each invocation:
 #   ok           exit 0
-#   clear error  exit 1 or 2 with an "error:" message and no panic
+#   clear error  exit 1, 2 or 3 (a failed residual check) with an "error:" message and no panic
 #   panic        a Rust panic (exit 101 or "panicked" on stderr)
 #   abort        killed by a signal (other than SIGPIPE into a closed pipe)
 #   hang         still running after the time limit
@@ -228,9 +228,19 @@ classify() { # rc, stderr file, label
     count_abort=$((count_abort + 1)); problems+=("unclear($rc) $label")
   fi
 }
-for inv in "${invocations[@]}"; do
-  eval "timeout -k 5 \"\$limit\" \"\$bin\" $inv" >"$work/out" 2>"$work/err" </dev/null
-  classify $? "$work/err" "hetla $inv"
+# The invocations run side by side, one per CPU (HOSTILE_JOBS to change it), each with its own
+# output files; they are classified in order when all have ended.
+jobs=${HOSTILE_JOBS:-$(nproc)}
+for i in "${!invocations[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  (
+    eval "timeout -k 5 \"\$limit\" \"\$bin\" ${invocations[$i]}" >"$work/out.$i" 2>"$work/err.$i" </dev/null
+    echo $? >"$work/rc.$i"
+  ) &
+done
+wait
+for i in "${!invocations[@]}"; do
+  classify "$(cat "$work/rc.$i")" "$work/err.$i" "hetla ${invocations[$i]}"
 done
 for contents in "${damaged_models[@]}"; do
   rm -rf "$work/models"; mkdir -p "$work/models"
