@@ -55,15 +55,13 @@ impl Blocks {
 }
 
 /// out(r, c) = A(rows[r], cols[c]): a block of the Hermitian matrix whose lower triangle is `a`
-/// (its diagonal's imaginary parts taken as zero), rows and columns permuted. Returns the largest
-/// modulus gathered.
+/// (its diagonal's imaginary parts taken as zero), rows and columns permuted.
 pub(crate) fn gather<T: Scalar>(
     a: MatRef<'_, T>,
     rows: &[usize],
     cols: &[usize],
     mut out: MatMut<'_, T>,
-) -> f64 {
-    let mut largest = 0.0_f64;
+) {
     for (c, &j) in cols.iter().enumerate() {
         for (r, &i) in rows.iter().enumerate() {
             let x = match i.cmp(&j) {
@@ -71,11 +69,9 @@ pub(crate) fn gather<T: Scalar>(
                 std::cmp::Ordering::Less => conj(a[(j, i)]),
                 std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
             };
-            largest = largest.max(x.abs_f64());
             out[(r, c)] = x;
         }
     }
-    largest
 }
 
 /// The upper trapezoid of `m` (on and above its diagonal), zeros below.

@@ -197,7 +197,7 @@ pub struct Inertia {
     pub positive: usize,
     /// Negative eigenvalues.
     pub negative: usize,
-    /// Zero eigenvalues (within the factor's rounding: |lambda| <= n eps ||T||).
+    /// Zero eigenvalues (within a rounding of the matrix's scale: |lambda| <= eps ||A||_1).
     pub zero: usize,
 }
 

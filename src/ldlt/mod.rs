@@ -163,7 +163,6 @@ impl Ldlt {
             work::AasenRun {
                 trace: Trace::new(Vec::new(), Vec::new(), 0.0),
                 pivots: Vec::new(),
-                largest: 0.0,
                 band: Vec::new(),
             }
         } else {
@@ -181,7 +180,6 @@ impl Ldlt {
             aasen,
             band: BandLu::from_steps(blocks, run.band),
             norm1,
-            largest: run.largest,
         };
         Ok((run.trace, factor))
     }
@@ -195,8 +193,6 @@ pub struct LdltFactor<T: Scalar> {
     band: BandLu<T>,
     /// ||A||_1, for the condition estimate.
     norm1: f64,
-    /// max |a_ij|, the scale of the eigenvalues counted as zero.
-    largest: f64,
 }
 
 impl<T: Scalar> LdltFactor<T> {
@@ -238,12 +234,14 @@ impl<T: Scalar> LdltFactor<T> {
         Ok(())
     }
 
-    /// A's inertia (its counts of positive, negative and zero eigenvalues, zero meaning at most n
-    /// eps max |a_ij| in modulus): T's, by Sylvester's law, from T's Schur complements block by
-    /// block (Haynsworth), each by its eigenvalues (O(n b^2)); from T's eigenvalues (O(n^3)) when a
-    /// complement is nearly singular. Computed on each call.
+    /// A's inertia (its counts of positive, negative and zero eigenvalues, zero meaning at most eps
+    /// ||A||_1 in modulus: a rounding of A's scale, not the worst-case bound n eps max |a_ij| of a
+    /// factor's error, which in f32 counted A's small eigenvalues as zeros): T's, by Sylvester's
+    /// law, from T's Schur complements block by block (Haynsworth), each by its eigenvalues (O(n
+    /// b^2)); from T's eigenvalues (O(n^3)) when a complement is nearly singular. Computed on each
+    /// call.
     pub fn inertia(&self) -> Result<Inertia> {
-        let tolerance = self.n() as f64 * T::PRECISION.epsilon() * self.largest;
+        let tolerance = T::PRECISION.epsilon() * self.norm1;
         band::inertia(
             self.aasen.blocks,
             &self.aasen.diag,

@@ -8,7 +8,7 @@
 //! interchanges).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
@@ -30,9 +30,6 @@ pub(crate) struct AasenWork<'w, T: Scalar> {
     pub matrix: &'w TiledMatrix<'w, T>,
     /// The lower triangle of the Hermitian input, read only.
     pub input: MatRef<'w, T>,
-    /// The largest modulus of the input's entries gathered so far (an f64's bits: non-negative f64s
-    /// order as their bits do).
-    pub largest: &'w AtomicU64,
     /// The blocks of the order.
     pub blocks: Blocks,
     /// Row i of Q A Q^T is row `perm[i]` of A.
@@ -50,8 +47,6 @@ pub(crate) struct AasenRun<T> {
     pub trace: hetla_runtime::Trace,
     /// Each panel's interchanges (local to the rows below its block; none for the last block).
     pub pivots: Vec<Vec<usize>>,
-    /// The largest modulus of the input's entries.
-    pub largest: f64,
     /// T's LU, block step by block step.
     pub band: Vec<Stepped<T>>,
 }
@@ -107,11 +102,6 @@ impl<T: Scalar> AasenWork<'_, T> {
             .iter()
             .map(|p| p.load(Relaxed))
             .collect()
-    }
-
-    /// Records the largest modulus of a gathered block.
-    fn gathered(&self, largest: f64) {
-        self.largest.fetch_max(largest.to_bits(), Relaxed);
     }
 
     /// L(k, k), explicitly (the identity for k = 0).
@@ -186,7 +176,7 @@ impl<T: Scalar> AasenWork<'_, T> {
         let bk = b.size(k);
         let rows = self.rows(k);
         let mut t = Mat::<T>::zeros(bk, bk);
-        self.gathered(gather(self.input, &rows, &rows, t.as_mut()));
+        gather(self.input, &rows, &rows, t.as_mut());
         let lkk = self.l_diagonal(k);
         if k >= 2 {
             let (row, h) = (
@@ -240,7 +230,7 @@ impl<T: Scalar> AasenWork<'_, T> {
         let b = self.blocks;
         // SAFETY: the task writes block (i, k) (`ldlt`'s graph).
         let mut w = unsafe { self.tile_mut(i, k) };
-        self.gathered(gather(self.input, &self.rows(i), &self.rows(k), w.rb_mut()));
+        gather(self.input, &self.rows(i), &self.rows(k), w.rb_mut());
         if k >= 2 {
             let r = b.start(k - 1);
             let l = self.region((b.start(i), 0), (b.size(i), r));

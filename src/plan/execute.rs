@@ -101,7 +101,7 @@ impl Plan {
         options: &RunOptions,
     ) -> Result<AasenRun<T>> {
         use std::sync::OnceLock;
-        use std::sync::atomic::{AtomicU64, AtomicUsize};
+        use std::sync::atomic::AtomicUsize;
         self.expect_precision(T::PRECISION)?;
         let shapes = [(a.nrows(), a.ncols()), (input.nrows(), input.ncols())];
         let n = match self.algorithm() {
@@ -119,14 +119,12 @@ impl Plan {
             std::iter::repeat_with(OnceLock::new).take(count).collect()
         }
         let pivots: Vec<OnceLock<Vec<usize>>> = slots(blocks.count());
-        let largest = AtomicU64::new(0.0_f64.to_bits());
         let t_columns: Vec<OnceLock<faer::Mat<T>>> = slots(blocks.count());
         let band: Vec<OnceLock<Stepped<T>>> = slots(blocks.count());
         let work = AasenWork {
             tiles: self.tile_work(&shape, &store, platform),
             matrix: &matrix,
             input,
-            largest: &largest,
             blocks,
             perm: &perm,
             pivots: &pivots,
@@ -155,7 +153,6 @@ impl Plan {
         Ok(AasenRun {
             trace,
             pivots,
-            largest: f64::from_bits(largest.into_inner()),
             band,
         })
     }
