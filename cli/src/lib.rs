@@ -126,11 +126,50 @@ fn dispatch(command: &Command, out: &mut dyn Reports) -> Result<()> {
     }
 }
 
-/// Prints each report as the command line asked: JSON with `--json`, else text.
-struct Printed;
+/// Exit status of a run whose results failed their residual check: its reports are printed in full
+/// (they say which check and by how much), but the status says the results are not to be used.
+const CHECK_EXIT: u8 = 3;
+
+/// Prints each report as the command line asked: JSON with `--json`, else text; remembers where a
+/// report's residual check failed.
+#[derive(Default)]
+struct Printed {
+    /// Where a report says `"residual_ok": false` (its field path, `run` or `lstsq[1]`).
+    failed_checks: Vec<String>,
+}
+
+/// The field paths, below `path`, of every object in `value` with `"residual_ok": false`: each
+/// report that checks its results carries that field (the run's, each grid's, each least-squares
+/// solve's).
+fn failed_checks(value: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            if fields.get("residual_ok") == Some(&serde_json::Value::Bool(false)) {
+                found.push(if path.is_empty() { "the report" } else { path }.to_owned());
+            }
+            for (name, field) in fields {
+                let below = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
+                failed_checks(field, &below, found);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                failed_checks(item, &format!("{path}[{i}]"), found);
+            }
+        }
+        _ => {}
+    }
+}
 
 impl Reports for Printed {
     fn report(&mut self, json: bool, text: serde_json::Result<String>, human: &dyn Fn()) {
+        if let Ok(value) = text.as_ref().map(|t| serde_json::from_str(t)) {
+            failed_checks(&value.unwrap_or_default(), "", &mut self.failed_checks);
+        }
         match text {
             Ok(text) if json => println!("{text}"),
             // Reports hold numbers and strings only; should one not serialise, say so on
@@ -164,8 +203,18 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         }
         Err(e) => e.exit(),
     };
-    match dispatch(&cli.command, &mut Printed) {
-        Ok(()) => ExitCode::SUCCESS,
+    let mut printed = Printed::default();
+    match dispatch(&cli.command, &mut printed) {
+        Ok(()) if printed.failed_checks.is_empty() => ExitCode::SUCCESS,
+        Ok(()) => {
+            eprintln!(
+                "error: the residual check failed ({}: ratio at or above {}, printed above as TOO \
+                 LARGE): the results are not accurate to LAPACK's test threshold",
+                printed.failed_checks.join(", "),
+                hetla::check::RESIDUAL_THRESHOLD
+            );
+            ExitCode::from(CHECK_EXIT)
+        }
         Err(e) => {
             report_error(json, e.kind(), &e.to_string());
             ExitCode::FAILURE
@@ -215,4 +264,29 @@ pub fn run_json<S: AsRef<std::ffi::OsStr>>(
             kind: "json",
             message: format!("the report could not be written as JSON: {e}"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed_checks;
+
+    #[test]
+    fn every_failed_residual_check_of_a_report_is_found_with_its_place() {
+        let report = serde_json::json!({
+            "run": { "residual": 76.0, "residual_ok": false },
+            "lstsq": [{ "residual_ok": true }, { "residual_ok": false }],
+            "residual_ok": false,
+        });
+        let mut found = Vec::new();
+        failed_checks(&report, "", &mut found);
+        found.sort();
+        assert_eq!(found, ["lstsq[1]", "run", "the report"]);
+        let mut none = Vec::new();
+        failed_checks(
+            &serde_json::json!({ "run": { "residual_ok": true } }),
+            "",
+            &mut none,
+        );
+        assert!(none.is_empty());
+    }
 }
