@@ -24,6 +24,19 @@ fn conj<T: Scalar>(x: T) -> T {
     T::from_parts(z.re, -z.im)
 }
 
+/// The saddle-point matrix [H B^H; B 0]: H a random HPD matrix of order `nh` (seed `seed`), B a
+/// random `nb x nh` block (seed `seed + 1`): `nh` positive eigenvalues and `nb` negative ones.
+fn kkt<T: Scalar>(nh: usize, nb: usize, seed: u64) -> Mat<T> {
+    let h = hetla::matgen::random_hpd::<T>(nh, seed);
+    let c: Mat<T> = hetla::matgen::random_in(nb, nh, seed + 1);
+    Mat::from_fn(nh + nb, nh + nb, |i, j| match (i < nh, j < nh) {
+        (true, true) => h[(i, j)],
+        (false, true) => c[(i - nh, j)],
+        (true, false) => conj(c[(j - nh, i)]),
+        (false, false) => T::from_f64(0.0),
+    })
+}
+
 fn check<T: Scalar>(a: &Mat<T>, tile: usize, what: &str) {
     let n = a.nrows();
     let f = Ldlt::new().tile(tile).factor(a.as_ref()).unwrap();
@@ -103,16 +116,8 @@ fn inertia_is_exact_on_matrices_of_known_inertia() {
 #[test]
 fn kkt_matrices_have_as_many_negative_eigenvalues_as_constraints() {
     for (nh, na, tile) in [(40, 10, 8), (100, 30, 32), (7, 3, 4)] {
-        let n = nh + na;
         // [H A^T; A 0], H SPD, A of full row rank.
-        let h = hetla::matgen::random_hpd::<f64>(nh, 3);
-        let c: Mat<f64> = hetla::matgen::random_in(na, nh, 4);
-        let a = Mat::from_fn(n, n, |i, j| match (i < nh, j < nh) {
-            (true, true) => h[(i, j)],
-            (false, true) => c[(i - nh, j)],
-            (true, false) => c[(j - nh, i)],
-            (false, false) => 0.0,
-        });
+        let a = kkt::<f64>(nh, na, 3);
         check(&a, tile, "kkt");
         let inertia = Ldlt::new()
             .tile(tile)
@@ -135,15 +140,7 @@ fn kkt_inertia_is_exact_in_every_precision_where_small_eigenvalues_are_not_zeros
     // 2000); eps ||A||_1, the rounding of A's scale, counts none.
     fn case<T: Scalar>() {
         let (nh, nb) = (450, 150);
-        let n = nh + nb;
-        let h = hetla::matgen::random_hpd::<T>(nh, 7);
-        let c: Mat<T> = hetla::matgen::random_in(nb, nh, 8);
-        let a = Mat::from_fn(n, n, |i, j| match (i < nh, j < nh) {
-            (true, true) => h[(i, j)],
-            (false, true) => c[(i - nh, j)],
-            (true, false) => conj(c[(j - nh, i)]),
-            (false, false) => T::from_f64(0.0),
-        });
+        let a = kkt::<T>(nh, nb, 7);
         let inertia = Ldlt::new().factor(a.as_ref()).unwrap().inertia().unwrap();
         assert_eq!(
             (inertia.positive, inertia.negative, inertia.zero),
@@ -308,15 +305,7 @@ fn ill_conditioned_graded_and_scaled_matrices_keep_lapacks_ratios() {
 #[test]
 fn complex_kkt_matrices_and_the_determinant_of_a_known_spectrum() {
     let (nh, na) = (30, 12);
-    let n = nh + na;
-    let h = hetla::matgen::random_hpd::<hetla::c64>(nh, 3);
-    let c: Mat<hetla::c64> = hetla::matgen::random_in(na, nh, 4);
-    let a = Mat::from_fn(n, n, |i, j| match (i < nh, j < nh) {
-        (true, true) => h[(i, j)],
-        (false, true) => c[(i - nh, j)],
-        (true, false) => conj(c[(j - nh, i)]),
-        (false, false) => hetla::c64::new(0.0, 0.0),
-    });
+    let a = kkt::<hetla::c64>(nh, na, 3);
     check(&a, 8, "complex kkt");
     let f = Ldlt::new().tile(8).factor(a.as_ref()).unwrap();
     let inertia = f.inertia().unwrap();
