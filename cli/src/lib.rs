@@ -167,8 +167,12 @@ fn failed_checks(value: &serde_json::Value, path: &str, found: &mut Vec<String>)
 
 impl Reports for Printed {
     fn report(&mut self, json: bool, text: serde_json::Result<String>, human: &dyn Fn()) {
-        if let Ok(value) = text.as_ref().map(|t| serde_json::from_str(t)) {
-            failed_checks(&value.unwrap_or_default(), "", &mut self.failed_checks);
+        if let Some(value) = text
+            .as_ref()
+            .ok()
+            .and_then(|t| serde_json::from_str(t).ok())
+        {
+            failed_checks(&value, "", &mut self.failed_checks);
         }
         match text {
             Ok(text) if json => println!("{text}"),
