@@ -58,12 +58,15 @@ impl Refinable for c64 {
     }
 }
 
-/// Which way a mixed-precision solve went.
+/// Which way a refined solve went.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "path", rename_all = "snake_case")]
 pub enum RefinementPath {
     /// Factored in single precision, refined to double accuracy.
     Mixed,
+    /// Factored in the working precision and refined in it, residuals included (LAPACK's ?syrfs:
+    /// the symmetric indefinite solve, [`crate::LdltFactor::solve_refined`]).
+    Working,
     /// Factored in double after the mixed path failed, for this reason.
     Fallback {
         /// Why single precision was not enough.
@@ -257,6 +260,56 @@ fn refine<T: Refinable>(
         }
         iterations += 1;
     }
+}
+
+/// The most steps of a refinement in the working precision (LAPACK's ?syrfs ITMAX).
+pub(crate) const MAX_WORKING_STEPS: usize = 5;
+
+/// Refines the solution `x` of A X = B in A's own precision, as LAPACK's ?syrfs does but normwise:
+/// R = `residual`(X) = B - A X, D = `solve`(R), X += D, for as long as a step at least halves the
+/// residual and some column's backward error ||r_j||_1 / (||A||_1 ||x_j||_1) (`norm` = ||A||_1, the
+/// measure LAPACK's dget02 scales) is above eps, at most [`MAX_WORKING_STEPS`] steps. `x` is left
+/// with the smallest residual seen; returns the steps that made it.
+pub(crate) fn refine_working<T: Scalar>(
+    mut x: faer::MatMut<'_, T>,
+    norm: f64,
+    solve: impl Fn(faer::MatMut<'_, T>) -> Result<()>,
+    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+) -> Result<usize> {
+    let eps = T::PRECISION.epsilon();
+    let sums = |m: MatRef<'_, T>| -> Vec<f64> {
+        (0..m.ncols())
+            .map(|j| m.col(j).iter().map(|v| v.abs_f64()).sum())
+            .collect()
+    };
+    // The largest of the columns' ||r_j||_1 / ||x_j||_1.
+    let error = |r: MatRef<'_, T>, x: MatRef<'_, T>| -> f64 {
+        let (r, x) = (sums(r), sums(x));
+        r.iter()
+            .zip(&x)
+            .map(|(r, x)| if *x > 0.0 { r / x } else { *r })
+            .fold(0.0, f64::max)
+    };
+    let mut r = residual(x.as_ref())?;
+    let mut largest = error(r.as_ref(), x.as_ref());
+    let mut steps = 0;
+    while steps < MAX_WORKING_STEPS && largest > norm * eps {
+        let mut d = r;
+        solve(d.as_mut())?;
+        let mut next = x.to_owned();
+        faer::zip!(next.as_mut(), d.as_ref()).for_each(|faer::unzip!(x, d)| *x += *d);
+        r = residual(next.as_ref())?;
+        let now = error(r.as_ref(), next.as_ref());
+        if now < largest {
+            x.copy_from(&next);
+            steps += 1;
+        }
+        if now > largest / 2.0 {
+            break;
+        }
+        largest = now;
+    }
+    Ok(steps)
 }
 
 /// Solves the SPD (Hermitian positive definite) system A X = B to double accuracy with default

@@ -154,6 +154,58 @@ fn kkt_inertia_is_exact_in_every_precision_where_small_eigenvalues_are_not_zeros
     }
 }
 
+/// ||A x - b||_1 / (||A||_1 ||x||_1 eps): the backward error in units of eps, unscaled by n (the
+/// issue's and scipy's measure; LAPACK's ?sysv leaves 2-13 on these matrices).
+fn backward_eps<T: Scalar>(a: &Mat<T>, x: &Mat<T>, b: &Mat<T>) -> f64 {
+    let n = a.nrows();
+    hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref()) * n as f64
+}
+
+#[test]
+fn solves_are_refined_to_a_few_eps_of_backward_error_in_every_precision() {
+    // The factor alone leaves 20-1300 eps at order 1000 (T grows with the block); a step or two
+    // of refinement in the working precision brings it to about 1.
+    fn case<T: Scalar>() {
+        for (what, a) in [
+            ("random", random_hermitian::<T>(600, 11)),
+            ("kkt", kkt::<T>(450, 150, 12)),
+        ] {
+            let f = Ldlt::new().factor(a.as_ref()).unwrap();
+            let b: Mat<T> = hetla::matgen::random_in(600, 2, 13);
+            let (x, how) = f.solve_refined(b.as_ref()).unwrap();
+            let backward = backward_eps(&a, &x, &b);
+            assert!(
+                backward <= 10.0,
+                "{what} {}: backward error {backward} eps after {} steps",
+                T::PRECISION,
+                how.iterations
+            );
+            assert_eq!(how.path, hetla::RefinementPath::Working);
+            assert!(how.iterations >= 1 && how.iterations <= 5);
+            // `solve` is the same refined solve.
+            let y = f.solve(b.as_ref()).unwrap();
+            assert!(backward_eps(&a, &y, &b) <= 10.0, "{what} {}", T::PRECISION);
+        }
+    }
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => case::<T>());
+    }
+}
+
+#[test]
+fn zero_eigenvalues_are_judged_on_as_scale_not_on_ts() {
+    // [H B^H; B 0] of order 2000 in c32: A's smallest |eigenvalue| is 0.12, far from eps ||A||_1
+    // = 3e-4, but L's congruence shrinks it to T's 2.5e-4: counted on T, one negative eigenvalue
+    // was a zero (`hetla ldlt --kind kkt --precision c`: 1500/499/1).
+    let a = kkt::<hetla::c32>(1500, 500, 7);
+    let f = Ldlt::new().factor(a.as_ref()).unwrap();
+    let inertia = f.inertia().unwrap();
+    assert_eq!(
+        (inertia.positive, inertia.negative, inertia.zero),
+        (1500, 500, 0)
+    );
+}
+
 #[test]
 fn a_singular_matrix_factors_and_its_solve_is_refused() {
     // Rank n - 1: the last row and column repeat the first.

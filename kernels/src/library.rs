@@ -267,3 +267,20 @@ impl Backend {
         }
     }
 }
+
+/// The eigenvalues of the Hermitian matrix whose lower triangle is `m`'s (faer's, in c64), `None`
+/// when the eigensolver does not converge. A plain function, compiled here (at this crate's
+/// optimisation even in debug builds) for the O(n^3) inertia of a nearly singular matrix.
+pub fn hermitian_eigenvalues(m: MatRef<'_, crate::scalar::c64>) -> Option<Vec<f64>> {
+    m.self_adjoint_eigenvalues(faer::Side::Lower).ok()
+}
+
+/// The eigenvalues and eigenvectors (as columns) of the Hermitian matrix whose lower triangle is
+/// `m`'s, as [`hermitian_eigenvalues`].
+pub fn hermitian_eigen(
+    m: MatRef<'_, crate::scalar::c64>,
+) -> Option<(Vec<f64>, faer::Mat<crate::scalar::c64>)> {
+    let evd = m.self_adjoint_eigen(faer::Side::Lower).ok()?;
+    let values = (0..m.nrows()).map(|i| evd.S()[i].re).collect();
+    Some((values, evd.U().to_owned()))
+}

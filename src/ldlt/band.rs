@@ -226,10 +226,9 @@ pub(crate) fn inertia<T: Scalar>(
     };
     let mut s = widen(first.as_ref());
     for k in 0..diag.len() {
-        let Ok(evd) = s.as_ref().self_adjoint_eigen(faer::Side::Lower) else {
+        let Some((values, v)) = hetla_kernels::hermitian_eigen(s.as_ref()) else {
             return dense_inertia(blocks, diag, sub, tolerance);
         };
-        let values: Vec<f64> = (0..s.nrows()).map(|i| evd.S()[i].re).collect();
         let largest = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
         let smallest = values.iter().fold(f64::INFINITY, |m, v| m.min(v.abs()));
         if k + 1 < diag.len() && smallest <= eps.sqrt() * largest {
@@ -241,8 +240,7 @@ pub(crate) fn inertia<T: Scalar>(
         }
         // S_{k+1} = T(k+1, k+1) - T(k+1, k) V Lambda^-1 V^H T(k+1, k)^H.
         let c = widen(sub[k].as_ref());
-        let v = evd.U();
-        let cv = &c * v;
+        let cv = &c * &v;
         let scaled = Mat::<c64>::from_fn(cv.nrows(), cv.ncols(), |i, j| cv[(i, j)] / values[j]);
         let mut next = widen(diag[k + 1].as_ref());
         matmul(
@@ -285,10 +283,28 @@ fn dense_inertia<T: Scalar>(
             }
         }
     }
-    let values = t
-        .as_ref()
-        .self_adjoint_eigenvalues(faer::Side::Lower)
-        .map_err(|_| crate::Error::NoConvergence { what: "T" })?;
+    eigen_inertia(t, "T", tolerance)
+}
+
+/// The inertia of the Hermitian matrix whose lower triangle is `a`'s, from its eigenvalues (in
+/// double precision, O(n^3)), those of modulus at most `tolerance` counted as zeros.
+pub(crate) fn hermitian_inertia<T: Scalar>(a: MatRef<'_, T>, tolerance: f64) -> Result<Inertia> {
+    let n = a.nrows();
+    let a = Mat::<c64>::from_fn(n, n, |i, j| {
+        if i >= j {
+            a[(i, j)].to_c64()
+        } else {
+            c64::new(0.0, 0.0)
+        }
+    });
+    eigen_inertia(a, "A", tolerance)
+}
+
+/// The inertia of `m` (its lower triangle read) from its eigenvalues; `what` names it in the error
+/// of an eigensolver that does not converge.
+fn eigen_inertia(m: Mat<c64>, what: &'static str, tolerance: f64) -> Result<Inertia> {
+    let values = hetla_kernels::hermitian_eigenvalues(m.as_ref())
+        .ok_or(crate::Error::NoConvergence { what })?;
     let mut counts = Inertia {
         positive: 0,
         negative: 0,

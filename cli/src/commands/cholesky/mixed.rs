@@ -121,6 +121,7 @@ pub fn print(r: &MixedReport) {
     let path = match &r.refinement.path {
         hetla::RefinementPath::Mixed => "f32 factor refined in f64".to_owned(),
         hetla::RefinementPath::Fallback { reason } => format!("fell back to f64: {reason}"),
+        hetla::RefinementPath::Working => "refined in its own precision".to_owned(),
     };
     println!(
         "  mixed     {:.4} s (median {:.4} s, {} runs): {path}, {} refinement steps, backward error {:.2e}",
