@@ -197,13 +197,28 @@ fn zero_eigenvalues_are_judged_on_as_scale_not_on_ts() {
     // [H B^H; B 0] of order 2000 in c32: A's smallest |eigenvalue| is 0.12, far from eps ||A||_1
     // = 3e-4, but L's congruence shrinks it to T's 2.5e-4: counted on T, one negative eigenvalue
     // was a zero (`hetla ldlt --kind kkt --precision c`: 1500/499/1).
-    let a = kkt::<hetla::c32>(1500, 500, 7);
-    let f = Ldlt::new().factor(a.as_ref()).unwrap();
-    let inertia = f.inertia().unwrap();
+    assert_kkt_inertia::<hetla::c32>(1500, 500, 7);
+}
+
+/// The inertia of `kkt(nh, nb, seed)` by the default factorisation is (nh, nb, 0).
+fn assert_kkt_inertia<T: Scalar>(nh: usize, nb: usize, seed: u64) {
+    let a = kkt::<T>(nh, nb, seed);
+    let inertia = Ldlt::new().factor(a.as_ref()).unwrap().inertia().unwrap();
     assert_eq!(
         (inertia.positive, inertia.negative, inertia.zero),
-        (1500, 500, 0)
+        (nh, nb, 0),
+        "{} order {}",
+        T::PRECISION,
+        nh + nb
     );
+}
+
+#[test]
+fn signs_come_from_a_bunch_kaufman_in_double_when_the_factor_is_too_far_from_a() {
+    // [H B^H; B 0] of order 4000 in f32: cond(A) ~ 3e5 and the factor's ratio 31, so ||F^-1 A -
+    // I|| > 1 and T's signs are not A's (they gave 3006 positive, 994 negative: `hetla ldlt --kind
+    // kkt --precision s --n 4000`, seed 42).
+    assert_kkt_inertia::<f32>(3000, 1000, 42);
 }
 
 #[test]

@@ -305,8 +305,9 @@ pub(crate) fn library_lu<T: Scalar>(a: MatMut<'_, T>, par: Par) -> Option<usize>
 }
 
 /// faer's own Bunch-Kaufman factorisation (`lblt`, L B L^H) of the lower triangle of a whole matrix
-/// in place on `par` (the `--compare` peer of the symmetric indefinite family).
-pub(crate) fn library_ldlt<T: Scalar>(a: MatMut<'_, T>, par: Par) {
+/// in place on `par` (the `--compare` peer of the symmetric indefinite family): B's diagonal on
+/// `a`'s, its subdiagonal (nonzero at the first row of each 2 x 2 block) returned.
+pub(crate) fn library_ldlt<T: Scalar>(a: MatMut<'_, T>, par: Par) -> faer::diag::Diag<T> {
     use faer::linalg::cholesky::lblt::factor::{cholesky_in_place, cholesky_in_place_scratch};
     let n = a.nrows();
     let mut subdiag = faer::diag::Diag::<T>::zeros(n);
@@ -325,6 +326,7 @@ pub(crate) fn library_ldlt<T: Scalar>(a: MatMut<'_, T>, par: Par) {
         MemStack::new(&mut buffer),
         Default::default(),
     );
+    subdiag
 }
 
 /// faer's blocked Householder QR of a whole matrix on `par` threads, at its recommended block size

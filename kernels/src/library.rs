@@ -284,3 +284,53 @@ pub fn hermitian_eigen(
     let values = (0..m.nrows()).map(|i| evd.S()[i].re).collect();
     Some((values, evd.U().to_owned()))
 }
+
+/// The inertia (positive, negative, zero) of the Hermitian matrix whose lower triangle is `a`'s,
+/// from faer's Bunch-Kaufman factorisation P A P^T = L B L^H of a copy (B's 1 x 1 and 2 x 2 blocks
+/// have A's signs, Sylvester's law), run on `par`. A plain function for f64 and c64, compiled here
+/// (at this crate's optimisation even in debug builds).
+pub fn bunch_kaufman_inertia_f64(a: MatRef<'_, f64>, par: Par) -> (usize, usize, usize) {
+    bunch_kaufman_inertia(a, par)
+}
+
+/// [`bunch_kaufman_inertia_f64`] for c64.
+pub fn bunch_kaufman_inertia_c64(
+    a: MatRef<'_, crate::scalar::c64>,
+    par: Par,
+) -> (usize, usize, usize) {
+    bunch_kaufman_inertia(a, par)
+}
+
+fn bunch_kaufman_inertia<T: Scalar>(a: MatRef<'_, T>, par: Par) -> (usize, usize, usize) {
+    let n = a.nrows();
+    let mut f = a.to_owned();
+    let subdiag = faer_impl::library_ldlt(f.as_mut(), par);
+    let (mut positive, mut negative, mut zero) = (0, 0, 0);
+    let mut sign = |x: f64| match x.partial_cmp(&0.0) {
+        Some(std::cmp::Ordering::Greater) => positive += 1,
+        Some(std::cmp::Ordering::Less) => negative += 1,
+        _ => zero += 1,
+    };
+    let mut i = 0;
+    while i < n {
+        let d = f[(i, i)].to_c64().re;
+        let s = subdiag[i].to_c64();
+        if i + 1 < n && (s.re != 0.0 || s.im != 0.0) {
+            // A 2 x 2 block [d s^*; s e]: its eigenvalues' product is det, their sum the trace.
+            let e = f[(i + 1, i + 1)].to_c64().re;
+            let det = d * e - (s.re * s.re + s.im * s.im);
+            if det < 0.0 {
+                sign(1.0);
+                sign(-1.0);
+            } else {
+                sign(d + e);
+                sign(if det > 0.0 { d + e } else { 0.0 });
+            }
+            i += 2;
+        } else {
+            sign(d);
+            i += 1;
+        }
+    }
+    (positive, negative, zero)
+}

@@ -54,6 +54,13 @@ pub use band::Inertia;
 /// eigenvalue (the estimate of ||A^-1||_1 is a lower bound, within a factor of about 3).
 pub(crate) const NONSINGULAR: f64 = 10.0;
 
+/// [`LdltFactor::inertia`] takes T's signs when ||F^-1 A - I||_2 is estimated below this (the power
+/// method's estimate is from below: a margin).
+const CERTIFIED: f64 = 0.25;
+
+/// The power method's steps for ||F^-1 A - I||_2.
+const DISTANCE_STEPS: usize = 8;
+
 /// The block order Aasen's factorisation uses for order `n` when none is given: 128, and 192 from
 /// order 6144 on (on 2 cores, AVX-512, f64: 0.099 s at n = 2048 against 0.138 s with 192; at 8192,
 /// two runs each, 1.64/1.62 s against 1.61/1.68 s with 160, 1.75/1.88 s with 224 and 1.69/1.69 s
@@ -305,20 +312,63 @@ impl<T: Scalar> LdltFactor<T> {
     }
 
     /// A's inertia: its counts of positive, negative and zero eigenvalues, zero meaning at most eps
-    /// ||A||_1 in modulus (a rounding of A's scale). Sylvester's law gives it from T (A = Q^T L T
-    /// L^H Q), but T's eigenvalues are A's scaled by L's congruence (on a KKT matrix of order 2000
-    /// in c32, A's smallest |eigenvalue| 0.12 is T's 2.5e-4, below eps ||A||_1 = 3e-4), so the zero
-    /// count is decided on A's scale: when [`LdltFactor::rcond`] exceeds 10 eps, A has no
-    /// eigenvalue within eps ||A||_1 (its smallest is at least rcond ||A||_1), none is zero, and
-    /// the signs are T's, from its Schur complements block by block (Haynsworth), each by its
-    /// eigenvalues (O(n b^2); T's eigenvalues, O(n^3), when a complement is nearly singular); else
-    /// (a singular or nearly singular A) the counts are A's own eigenvalues' (O(n^3)).
+    /// ||A||_1 in modulus (a rounding of A's scale). Sylvester's law gives it from the factor's T,
+    /// when the factor F = Q^T L T L^H Q is near enough to A, and T's eigenvalues are A's scaled by
+    /// L's congruence (a KKT matrix of order 2000 in c32: A's smallest |eigenvalue| 0.12, T's
+    /// 2.5e-4, under eps ||A||_1 = 3e-4), so both are decided on A's side:
+    ///
+    /// - rcond > 10 eps ([`LdltFactor::rcond`]): A has no eigenvalue within eps ||A||_1 (its
+    ///   smallest is at least rcond ||A||_1), so none is zero. The signs are T's (its Schur
+    ///   complements block by block, Haynsworth, O(n b^2)) when ||F^-1 A - I||_2, estimated by a
+    ///   few steps of the power method (O(n^2) each), is below 1/4: no Hermitian matrix between F
+    ///   and A is then singular, so F and A have the same inertia. Otherwise (T grew too much for
+    ///   A's condition: a KKT matrix of order 4000 in f32 had 6 signs wrong) they are those of a
+    ///   Bunch-Kaufman factorisation of A in double precision (faer's, O(n^3 / 3)).
+    /// - Else (A singular or nearly so): A's own eigenvalues, in double precision (O(n^3)).
     pub fn inertia(&self) -> Result<Inertia> {
         let eps = T::PRECISION.epsilon();
-        if self.band.singular.is_none() && self.rcond()? > NONSINGULAR * eps {
+        if self.band.singular.is_some() || self.rcond()? <= NONSINGULAR * eps {
+            return band::hermitian_inertia(self.a.as_ref(), eps * self.norm1);
+        }
+        if self.distance_to_a()? < CERTIFIED {
             return band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub, 0.0);
         }
-        band::hermitian_inertia(self.a.as_ref(), eps * self.norm1)
+        Ok(band::bunch_kaufman_inertia(self.a.as_ref()))
+    }
+
+    /// An estimate (from below) of ||F^-1 A - I||_2, F the factor: the power method on it from a
+    /// fixed start, [`DISTANCE_STEPS`] steps, the largest ||M v|| / ||v|| seen.
+    fn distance_to_a(&self) -> Result<f64> {
+        let n = self.n();
+        let mut v = Mat::<T>::from_fn(n, 1, |i, _| {
+            // A fixed, sign-varying start (no zero entries).
+            T::from_f64(1.0 + ((i * 7919) % 13) as f64 / 13.0 * if i % 2 == 0 { 1.0 } else { -1.0 })
+        });
+        let zero = Mat::<T>::zeros(n, 1);
+        let norm = |m: &Mat<T>| {
+            m.col(0)
+                .iter()
+                .map(|x| x.abs_f64().powi(2))
+                .sum::<f64>()
+                .sqrt()
+        };
+        let mut largest = 0.0_f64;
+        for _ in 0..DISTANCE_STEPS {
+            let length = norm(&v);
+            if length == 0.0 {
+                break;
+            }
+            // -A v, then F^-1 (A v) - v.
+            let mut w =
+                crate::mixed::residual(&self.platform, self.a.as_ref(), v.as_ref(), zero.as_ref())?;
+            self.unrefined_in_place(w.as_mut());
+            faer::zip!(w.as_mut(), v.as_ref())
+                .for_each(|faer::unzip!(w, v)| *w = T::from_f64(0.0) - *w - *v);
+            let next = norm(&w);
+            largest = largest.max(next / length);
+            v = w;
+        }
+        Ok(largest)
     }
 
     /// ||A||_1.
