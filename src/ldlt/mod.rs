@@ -25,7 +25,9 @@
 //! - Inertia (Sylvester's law: A's signs are T's) from T's Schur complements block by block
 //!   (Haynsworth), each by its eigenvalues; dense eigenvalues of T when a complement is nearly
 //!   singular. Zero is decided on A's scale (by the condition estimate; A's eigenvalues when A is
-//!   nearly singular), not on T's, whose eigenvalues L's congruence shrinks.
+//!   nearly singular), not on T's, whose eigenvalues L's congruence shrinks; T's signs are taken
+//!   only where the factor is certified near A, else a Bunch-Kaufman of A in double precision gives
+//!   them (see [`LdltFactor::inertia`]).
 //!
 //! Only the lower triangle of A is read (its diagonal's imaginary parts are taken as zero). Input
 //! is checked for NaN and infinities before any work. A singular A still factors (the factor says
@@ -366,6 +368,11 @@ impl<T: Scalar> LdltFactor<T> {
                 .for_each(|faer::unzip!(w, v)| *w = T::from_f64(0.0) - *w - *v);
             let next = norm(&w);
             largest = largest.max(next / length);
+            // Scaled back to unit length, so that a large M neither overflows nor underflows.
+            if next > 0.0 {
+                let scale = T::from_f64(1.0 / next);
+                faer::zip!(w.as_mut()).for_each(|faer::unzip!(w)| *w *= scale);
+            }
             v = w;
         }
         Ok(largest)
