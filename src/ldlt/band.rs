@@ -201,17 +201,16 @@ pub struct Inertia {
     pub zero: usize,
 }
 
-/// The inertia of the block tridiagonal Hermitian T (diagonal blocks `diag`, subdiagonal blocks
-/// `sub`), as the sum of its Schur complements' (Haynsworth): S_0 = T(0, 0), S_k = T(k, k) - T(k,
-/// k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues; an eigenvalue counts as zero within
-/// `tolerance`. When a complement is nearly singular (its smallest eigenvalue below sqrt(eps) times
-/// its largest), the recursion would lose the signs it counts, and the inertia is T's eigenvalues'
-/// instead (dense: O(n^3)).
+/// The signs of the block tridiagonal Hermitian T's eigenvalues (diagonal blocks `diag`,
+/// subdiagonal blocks `sub`), as the sum of its Schur complements' (Haynsworth): S_0 = T(0, 0), S_k
+/// = T(k, k) - T(k, k-1) S_{k-1}^-1 T(k, k-1)^H, each by its eigenvalues; only an exactly zero one
+/// counts as zero (the caller has decided A has none). When a complement is nearly singular (its
+/// smallest eigenvalue below sqrt(eps) times its largest), the recursion would lose the signs it
+/// counts, and they are T's eigenvalues' instead (dense: O(n^3)).
 pub(crate) fn inertia<T: Scalar>(
     blocks: Blocks,
     diag: &[Mat<T>],
     sub: &[Mat<T>],
-    tolerance: f64,
 ) -> Result<Inertia> {
     let widen =
         |m: MatRef<'_, T>| Mat::<c64>::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64());
@@ -227,14 +226,14 @@ pub(crate) fn inertia<T: Scalar>(
     let mut s = widen(first.as_ref());
     for k in 0..diag.len() {
         let Some((values, v)) = hetla_kernels::hermitian_eigen(s.as_ref()) else {
-            return dense_inertia(blocks, diag, sub, tolerance);
+            return dense_inertia(blocks, diag, sub);
         };
         let largest = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
         let smallest = values.iter().fold(f64::INFINITY, |m, v| m.min(v.abs()));
         if k + 1 < diag.len() && smallest <= eps.sqrt() * largest {
-            return dense_inertia(blocks, diag, sub, tolerance);
+            return dense_inertia(blocks, diag, sub);
         }
-        count(&values, tolerance, &mut counts);
+        count(&values, 0.0, &mut counts);
         if k + 1 == diag.len() {
             break;
         }
@@ -258,12 +257,7 @@ pub(crate) fn inertia<T: Scalar>(
 }
 
 /// T's inertia from the eigenvalues of T assembled dense.
-fn dense_inertia<T: Scalar>(
-    blocks: Blocks,
-    diag: &[Mat<T>],
-    sub: &[Mat<T>],
-    tolerance: f64,
-) -> Result<Inertia> {
+fn dense_inertia<T: Scalar>(blocks: Blocks, diag: &[Mat<T>], sub: &[Mat<T>]) -> Result<Inertia> {
     let mut t = Mat::<c64>::zeros(blocks.n, blocks.n);
     for (k, d) in diag.iter().enumerate() {
         let s = blocks.start(k);
@@ -283,7 +277,7 @@ fn dense_inertia<T: Scalar>(
             }
         }
     }
-    eigen_inertia(t, "T", tolerance)
+    eigen_inertia(t, "T", 0.0)
 }
 
 /// The inertia of the Hermitian matrix whose lower triangle is `a`'s, from its eigenvalues (in

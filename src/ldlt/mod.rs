@@ -333,7 +333,7 @@ impl<T: Scalar> LdltFactor<T> {
             return band::hermitian_inertia(self.a.as_ref(), eps * self.norm1);
         }
         if self.distance_to_a()? < CERTIFIED {
-            return band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub, 0.0);
+            return band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub);
         }
         Ok(band::bunch_kaufman_inertia(self.a.as_ref()))
     }
@@ -347,6 +347,7 @@ impl<T: Scalar> LdltFactor<T> {
             T::from_f64(1.0 + ((i * 7919) % 13) as f64 / 13.0 * if i % 2 == 0 { 1.0 } else { -1.0 })
         });
         let zero = Mat::<T>::zeros(n, 1);
+        // ||v||_2 in f64 (faer's `norm_l2` answers in T's real type).
         let norm = |m: &Mat<T>| {
             m.col(0)
                 .iter()
