@@ -134,7 +134,7 @@ fn reads<T: Scalar>(read: &Mat<T>, b: usize, k: usize, op: Op, s: usize) -> Vec<
 /// Where a member of a class runs its kernels.
 #[derive(Clone, Copy)]
 enum Member<'a> {
-    /// A CPU cluster (the caller runs inside its pool), with its backend and parallelism.
+    /// A CPU cluster (the caller leads its team), with its backend and parallelism.
     Cluster(hetla_kernels::Backend, hetla_kernels::Par),
     /// A device: the operands are its replicas 0 (written) and 1, 2 (read).
     Device(&'a dyn Device),
@@ -265,7 +265,7 @@ fn calibrate_in<T: Scalar>(
                                         let par = hetla_kernels::par_for(cluster.size());
                                         let member = Member::Cluster(backend, par);
                                         scope.spawn(move || {
-                                            cluster.pool().install(|| {
+                                            cluster.run(false, || {
                                                 time_samples(ops, op, samples, barrier, member)
                                             })
                                         })

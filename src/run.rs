@@ -102,11 +102,7 @@ pub(crate) fn direct<R: Send>(
         return Some(f(backend, Par::Seq));
     }
     let _busy = platform.lock_run();
-    Some(
-        cluster
-            .pool()
-            .install(|| f(backend, hetla_kernels::par_for(cluster.size()))),
-    )
+    Some(cluster.run(false, || f(backend, hetla_kernels::par_for(cluster.size()))))
 }
 
 /// Below this many flops a one-tile kernel ([`direct`]) or an O(n^2) step of a solve

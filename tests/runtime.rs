@@ -450,6 +450,52 @@ fn traces_export_to_chrome_json() {
 }
 
 #[test]
+fn a_clusters_pieces_are_in_its_trace_each_on_its_own_thread() {
+    let n = cores();
+    if n < 2 {
+        return;
+    }
+    let a = random_spd(1024, 5);
+    let mut l = a.clone();
+    let trace = Cholesky::new()
+        .platform(platform(&format!("1x{n}")))
+        .tile(512)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+    assert!(!trace.pieces.is_empty());
+    let cpus = &trace.workers[0].cpus;
+    for p in &trace.pieces {
+        // Every kernel of tile 512 splits into one piece per core: piece i on thread i.
+        assert_eq!(p.thread, p.index % n, "{p:?}");
+        assert!(
+            trace
+                .tasks
+                .iter()
+                .any(|t| t.task == p.task && t.start <= p.start + 1e-9 && p.end <= t.end + 1e-9)
+        );
+        if let Some(cpu) = p.cpu {
+            assert_eq!(cpu, cpus[p.thread], "{p:?}");
+        }
+    }
+    let summary = trace.summary();
+    assert_eq!(summary.pieces.len(), 1);
+    let pieces = &summary.pieces[0];
+    assert_eq!(pieces.threads, n);
+    assert_eq!(
+        pieces.pieces_per_thread.iter().sum::<usize>(),
+        trace.pieces.len()
+    );
+    assert!(pieces.pieces_per_thread.iter().all(|&c| c > 0));
+    assert_eq!(pieces.off_core, 0);
+    assert!(pieces.busy_fraction > 0.0 && pieces.busy_fraction <= 1.0 + 1e-9);
+    assert!((0.0..=1.0).contains(&pieces.straggler_share));
+    let json = trace.to_chrome_json();
+    let events = json["traceEvents"].as_array().unwrap();
+    let drawn = events.iter().filter(|e| e["cat"] == "piece").count();
+    assert_eq!(drawn, trace.pieces.len());
+}
+
+#[test]
 fn bad_specs_are_clear_errors() {
     let err = Platform::new(
         &ClusterSpec::Grid {

@@ -1,4 +1,7 @@
-//! Gantt charts of traces: an SVG, one row per worker, a colour per kernel (plotters).
+//! Gantt charts of traces: an SVG, one row per worker, a colour per kernel (plotters). A cluster
+//! whose kernels' pieces the trace holds has one sub-row per team thread inside its row: its tasks
+//! drawn pale behind, each piece solid on its thread's sub-row, so a thread that idles while
+//! another runs two pieces shows.
 
 use std::path::Path;
 
@@ -52,17 +55,46 @@ fn draw_gantt(
             }
         })
         .draw()?;
+    // Team threads per worker that has pieces (0: drawn as one row).
+    let threads: Vec<usize> = (0..trace.workers.len())
+        .map(|w| {
+            trace
+                .pieces
+                .iter()
+                .filter(|p| p.worker.0 == w)
+                .map(|p| p.thread + 1)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let op_of: std::collections::HashMap<_, _> =
+        trace.tasks.iter().map(|e| (e.task, e.op)).collect();
     for (i, op) in Op::KINDS.into_iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         let bars = trace.tasks.iter().filter(|e| e.op.same_kind(op)).map(|e| {
-            // Worker 0 on the top row.
+            // Worker 0 on the top row; a split worker's tasks pale behind its pieces.
             let y = (rows - 1 - e.worker.0) as f64;
-            Rectangle::new(
-                [(e.start * 1e3, y + 0.1), (e.end * 1e3, y + 0.9)],
-                colour.filled(),
-            )
+            let style = if threads[e.worker.0] > 0 {
+                colour.mix(0.3).filled()
+            } else {
+                colour.filled()
+            };
+            Rectangle::new([(e.start * 1e3, y + 0.1), (e.end * 1e3, y + 0.9)], style)
         });
-        let bars: Vec<_> = bars.collect();
+        let pieces = trace
+            .pieces
+            .iter()
+            .filter(|p| op_of.get(&p.task).is_some_and(|o| o.same_kind(op)))
+            .map(|p| {
+                // Thread 0 on the top sub-row of its worker's row.
+                let k = threads[p.worker.0] as f64;
+                let top = (rows - p.worker.0) as f64 - 0.1 - 0.8 * p.thread as f64 / k;
+                Rectangle::new(
+                    [(p.start * 1e3, top - 0.8 / k * 0.9), (p.end * 1e3, top)],
+                    colour.filled(),
+                )
+            });
+        let bars: Vec<_> = bars.chain(pieces).collect();
         if bars.is_empty() {
             continue;
         }
@@ -103,5 +135,30 @@ mod tests {
         std::fs::remove_file(&svg).ok();
         assert!(text.contains("<svg") && text.contains("<rect"));
         assert!(text.contains("gemm"));
+    }
+
+    #[test]
+    fn a_clusters_pieces_are_drawn_on_sub_rows() {
+        let cores = hetla::Topology::detect().unwrap().cores().len();
+        if cores < 2 {
+            return;
+        }
+        let mut l = random_spd(1024, 3);
+        let spec = ClusterSpec::Grid {
+            count: 1,
+            size: cores,
+        };
+        let platform = Platform::with_store(&spec, Backend::Faer, ModelStore::None);
+        let trace = Cholesky::new()
+            .platform(std::sync::Arc::new(platform.unwrap()))
+            .tile(512)
+            .factor_in_place_traced(l.as_mut())
+            .unwrap();
+        assert!(!trace.pieces.is_empty());
+        let mut svg = String::new();
+        draw_gantt(&trace, &mut svg).unwrap();
+        // A bar per task and one per piece (plus the legend's swatches and the frame).
+        let rects = svg.matches("<rect").count();
+        assert!(rects >= trace.tasks.len() + trace.pieces.len(), "{rects}");
     }
 }

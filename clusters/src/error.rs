@@ -69,4 +69,14 @@ pub enum ClusterError {
         /// The pool builder's error.
         reason: String,
     },
+    /// The OS refused to pin a cluster's thread to its CPU.
+    #[error(
+        "the OS refused to pin thread {thread} to CPU {cpu} (sched_setaffinity); give this process that CPU (its cpuset, taskset), choose clusters on the CPUs it has, or pass --allow-unpinned (HETLA_ALLOW_UNPINNED=1) to run unpinned with a warning"
+    )]
+    Pin {
+        /// The CPU.
+        cpu: usize,
+        /// The thread's name.
+        thread: String,
+    },
 }

@@ -1,8 +1,10 @@
 //! Parallel tile kernels as sequential pieces, one per thread of the caller's pool.
 //!
 //! A kernel called with `Par::Rayon(p)` cuts its output into `p` disjoint pieces of about equal
-//! work and runs the backend's *sequential* kernel on each, in parallel on the rayon pool the call
-//! is made from (a cluster's pinned pool in hetla's runtime). Why not let the library parallelise:
+//! work and runs the backend's *sequential* kernel on each, in parallel: on the cluster's team when
+//! the caller leads one (hetla's runtime: piece i on the thread pinned to core i, see
+//! `hetla_clusters::Team`), else on the rayon pool the call is made from. Why not let the library
+//! parallelise:
 //! - a cluster owns its threads. OpenBLAS's thread count is process-wide, so two clusters that call
 //!   it at once could not each get their own; run sequentially, one OpenBLAS call per pool thread,
 //!   every cluster uses exactly its pinned cores;
@@ -18,6 +20,8 @@
 //! diagonal block (a smaller SYRK); the left triangular solves split the right-hand sides by
 //! columns. POTRF is blocked: the diagonal blocks are factored sequentially and the panel solve and
 //! trailing update below each run as split TRSM and SYRK.
+
+use std::sync::Mutex;
 
 use faer::{Conj, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -68,7 +72,10 @@ pub(crate) fn triangle_bands(n: usize, p: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Runs `f` on every piece in parallel on the current rayon pool; the first error wins.
+/// Runs `f` on every piece in parallel: on the team the calling thread leads (a cluster's worker
+/// inside [`hetla_clusters::CpuCluster::run`]: piece i on the thread pinned to the cluster's core
+/// i), else on the current rayon pool. Every piece runs; the error of the lowest-numbered failing
+/// piece is returned.
 pub(crate) fn run_pieces<T: Send>(
     pieces: Vec<T>,
     f: impl Fn(T) -> Result<(), KernelError> + Sync + Send,
@@ -76,7 +83,22 @@ pub(crate) fn run_pieces<T: Send>(
     if pieces.len() == 1 {
         return pieces.into_iter().try_for_each(f);
     }
-    pieces.into_par_iter().with_max_len(1).try_for_each(f)
+    let n = pieces.len();
+    let slots: Vec<Mutex<Option<T>>> = pieces.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let errors: Vec<Mutex<Option<KernelError>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let body = |i: usize| {
+        let piece = slots[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(Err(e)) = piece.map(&f) {
+            *errors[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        }
+    };
+    if !hetla_clusters::run_pieces(n, &body) {
+        (0..n).into_par_iter().with_max_len(1).for_each(body);
+    }
+    errors
+        .into_iter()
+        .find_map(|e| e.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .map_or(Ok(()), Err)
 }
 
 /// Where each band of the given sizes starts.
@@ -251,5 +273,38 @@ mod tests {
         }
         // Equal areas: the first of two bands of a triangle of 1000 rows ends near 707.
         assert_eq!(triangle_bands(1000, 2)[0], 707);
+    }
+
+    #[test]
+    fn a_failing_piece_fails_the_kernel_with_its_error_and_the_team_goes_on() {
+        let cpus = hetla_clusters::available_cpus();
+        let cpus: Vec<usize> = (0..4).map(|i| cpus[i % cpus.len()]).collect();
+        let team = hetla_clusters::Team::new(&cpus, "test-split").unwrap();
+        let fails = |bad: usize| {
+            move |i: usize| {
+                if i == bad {
+                    Err(KernelError::NotPositiveDefinite { index: i })
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        team.lead(true, || {
+            for bad in [0, 3] {
+                let got = run_pieces((0..4).collect(), fails(bad));
+                assert_eq!(got, Err(KernelError::NotPositiveDefinite { index: bad }));
+                // Every piece ran, on its own thread.
+                let mut threads: Vec<usize> = hetla_clusters::take_pieces()
+                    .iter()
+                    .map(|p| p.thread)
+                    .collect();
+                threads.sort_unstable();
+                assert_eq!(threads, vec![0, 1, 2, 3]);
+            }
+            assert_eq!(run_pieces((0..4).collect(), fails(9)), Ok(()));
+        });
+        // Outside a team the pieces run on rayon, with the same error.
+        let got = run_pieces((0..4).collect(), fails(2));
+        assert_eq!(got, Err(KernelError::NotPositiveDefinite { index: 2 }));
     }
 }

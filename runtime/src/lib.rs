@@ -83,6 +83,6 @@ pub use simulation::{
     simulate, simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
-pub use trace::{PageLocked, Trace, TraceSummary};
+pub use trace::{PageLocked, PieceEvent, PieceSummary, Trace, TraceSummary};
 pub use tuned::{Tuned, TunedChoice};
 pub use workers::{ResourceKind, WorkerId, WorkerInfo};

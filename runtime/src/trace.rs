@@ -48,6 +48,30 @@ pub struct TransferEvent {
     pub end: f64,
 }
 
+/// One piece of a cluster kernel: the share of a task one thread of the cluster's team ran (see
+/// `hetla_clusters::Team`). Real runs on clusters of several cores record them; simulations do not.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PieceEvent {
+    /// The task the piece belongs to.
+    pub task: TaskId,
+    /// The cluster's worker.
+    pub worker: WorkerId,
+    /// Which split call of the task's kernel it belongs to (a blocked POTRF splits several times),
+    /// counted per worker.
+    pub call: u64,
+    /// The piece's index in its call.
+    pub index: usize,
+    /// The team thread that ran it (0: the worker itself; i: the thread pinned to the cluster's CPU
+    /// i).
+    pub thread: usize,
+    /// The logical CPU the OS says it ended on.
+    pub cpu: Option<usize>,
+    /// Start, seconds since the run began.
+    pub start: f64,
+    /// End, seconds since the run began.
+    pub end: f64,
+}
+
 /// Everything that happened in one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
@@ -61,6 +85,9 @@ pub struct Trace {
     pub makespan: f64,
     /// The host memory page-locked for the run's copies (nothing for a staged run).
     pub host_memory: PageLocked,
+    /// The pieces of the kernels of clusters of several cores, by start time (none in a
+    /// simulation).
+    pub pieces: Vec<PieceEvent>,
 }
 
 /// The host memory a run page-locked for its copies ([`crate::HostMemory::PageLocked`]).
@@ -119,6 +146,78 @@ pub struct WorkerSummary {
     pub busy_fraction: f64,
 }
 
+/// How a cluster of several cores ran the pieces of its kernels in a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PieceSummary {
+    /// Worker name.
+    pub name: String,
+    /// Threads of the cluster's team.
+    pub threads: usize,
+    /// Pieces each team thread ran (thread 0: the worker).
+    pub pieces_per_thread: Vec<usize>,
+    /// Pieces that ended on another CPU than their thread's (a pin that did not hold).
+    pub off_core: usize,
+    /// The threads' piece seconds over `threads` times the seconds of the tasks that split: how
+    /// busy the cluster's cores were inside its split kernels (1: all of them all the time).
+    pub busy_fraction: f64,
+    /// Over every split call, the time from its first piece's end to its last's, over the calls'
+    /// time: the share of a split kernel in which a thread waits for a straggler.
+    pub straggler_share: f64,
+}
+
+/// The piece summary of worker `w` (None when it recorded no pieces).
+fn piece_summary(trace: &Trace, w: usize, info: &WorkerInfo) -> Option<PieceSummary> {
+    let mine: Vec<&PieceEvent> = trace
+        .pieces
+        .iter()
+        .filter(|p| p.worker == WorkerId(w))
+        .collect();
+    if mine.is_empty() {
+        return None;
+    }
+    let threads = info
+        .cpus
+        .len()
+        .max(mine.iter().map(|p| p.thread + 1).max().unwrap_or(1));
+    let mut pieces_per_thread = vec![0; threads];
+    let mut off_core = 0;
+    let mut calls: std::collections::BTreeMap<u64, (f64, f64, f64)> = Default::default();
+    let mut tasks: Vec<TaskId> = Vec::new();
+    let mut piece_seconds = 0.0;
+    for p in &mine {
+        pieces_per_thread[p.thread] += 1;
+        if p.cpu
+            .is_some_and(|c| info.cpus.get(p.thread).is_some_and(|&own| own != c))
+        {
+            off_core += 1;
+        }
+        piece_seconds += p.end - p.start;
+        let call = calls.entry(p.call).or_insert((p.start, p.end, p.end));
+        *call = (call.0.min(p.start), call.1.min(p.end), call.2.max(p.end));
+        tasks.push(p.task);
+    }
+    tasks.sort_unstable();
+    tasks.dedup();
+    let task_seconds: f64 = trace
+        .tasks
+        .iter()
+        .filter(|e| e.worker == WorkerId(w) && tasks.binary_search(&e.task).is_ok())
+        .fold(0.0, |s, e| s + (e.end - e.start));
+    let (waiting, spanned) = calls
+        .values()
+        .fold((0.0, 0.0), |(w, s), &(start, first, last)| {
+            (w + (last - first), s + (last - start))
+        });
+    Some(PieceSummary {
+        name: info.name.clone(),
+        threads,
+        pieces_per_thread,
+        off_core,
+        busy_fraction: piece_seconds / (threads as f64 * task_seconds).max(f64::MIN_POSITIVE),
+        straggler_share: waiting / spanned.max(f64::MIN_POSITIVE),
+    })
+}
+
 /// Per-kernel figures of a trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KernelSummary {
@@ -171,6 +270,9 @@ pub struct TraceSummary {
     pub kernels: Vec<KernelSummary>,
     /// Bytes per link direction that carried any.
     pub links: Vec<LinkSummary>,
+    /// Per cluster of several cores, how its kernels' pieces ran (real runs only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pieces: Vec<PieceSummary>,
 }
 
 impl TraceSummary {
@@ -196,6 +298,7 @@ impl Trace {
             transfers: Vec::new(),
             makespan,
             host_memory: PageLocked::default(),
+            pieces: Vec::new(),
         }
     }
 
@@ -248,11 +351,18 @@ impl Trace {
                 }),
             }
         }
+        let pieces = self
+            .workers
+            .iter()
+            .enumerate()
+            .filter_map(|(w, info)| piece_summary(self, w, info))
+            .collect();
         TraceSummary {
             makespan: self.makespan,
             workers,
             kernels,
             links,
+            pieces,
         }
     }
 
@@ -279,8 +389,35 @@ impl Trace {
                 "args": { "bytes": t.transfer.bytes, "from": t.transfer.from.0, "to": t.transfer.to.0 },
             })
         });
+        // A cluster's pieces on threads of their own: "pid" 2, "tid" the worker's x 1000 plus the
+        // team thread's.
+        let piece_names = self.workers.iter().enumerate().flat_map(|(w, info)| {
+            let threads = if self.pieces.iter().any(|p| p.worker == WorkerId(w)) {
+                info.cpus.len()
+            } else {
+                0
+            };
+            (0..threads).map(move |t| {
+                serde_json::json!({
+                    "ph": "M", "pid": 2, "tid": w * 1000 + t, "name": "thread_name",
+                    "args": { "name": format!("{} thread {t} (CPU {})", info.name, info.cpus[t]) },
+                })
+            })
+        });
+        let pieces = self.pieces.iter().map(|p| {
+            serde_json::json!({
+                "ph": "X", "pid": 2, "tid": p.worker.0 * 1000 + p.thread, "name": "piece",
+                "cat": "piece", "ts": p.start * 1e6, "dur": (p.end - p.start) * 1e6,
+                "args": { "task": p.task, "call": p.call, "index": p.index, "cpu": p.cpu },
+            })
+        });
         serde_json::json!({
-            "traceEvents": names.chain(tasks).chain(transfers).collect::<Vec<_>>(),
+            "traceEvents": names
+                .chain(tasks)
+                .chain(transfers)
+                .chain(piece_names)
+                .chain(pieces)
+                .collect::<Vec<_>>(),
             "displayTimeUnit": "ms",
         })
     }

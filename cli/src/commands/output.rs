@@ -191,12 +191,29 @@ pub fn print_time(
     }
 }
 
+/// One line per cluster of several cores: how its kernels' pieces ran on its team.
+pub fn print_pieces(pieces: &[hetla_runtime::PieceSummary]) {
+    for p in pieces {
+        let per_thread: Vec<String> = p.pieces_per_thread.iter().map(usize::to_string).collect();
+        println!(
+            "  pieces    {:<6} {} threads ran {} pieces; busy {:5.1}% inside split kernels, straggler share {:4.1}%, {} off their core",
+            p.name,
+            p.threads,
+            per_thread.join("/"),
+            100.0 * p.busy_fraction,
+            100.0 * p.straggler_share,
+            p.off_core
+        );
+    }
+}
+
 /// The bounds table shared by `bound` and `cholesky`. A real run's workers (tasks, busy share),
 /// kernels (count, mean time, rate), its bounds with the efficiency, and the peers timed beside it
 /// with hetla's ratio to each: the lines `hetla lu` and `hetla qr` share.
 pub fn print_run(
     workers: &[hetla_runtime::WorkerSummary],
     kernels: &[hetla_runtime::KernelSummary],
+    pieces: &[hetla_runtime::PieceSummary],
     bounds: Option<&BoundReport>,
     efficiency: Option<f64>,
     peers: Option<&[crate::peers::PeerRate]>,
@@ -210,6 +227,7 @@ pub fn print_run(
             100.0 * w.busy_fraction
         );
     }
+    print_pieces(pieces);
     for k in kernels {
         println!(
             "  kernel    {:<9} {:6} x {:9.3} ms  {:7.2} Gflop/s",

@@ -5,7 +5,7 @@
 //! command has. `gemm` and `batch` share its peers' shape: `peers` and `ratios` ([`ratios`]).
 
 use hetla::{BoundReport, Plan, Precision, Trace};
-use hetla_runtime::{KernelSummary, Platform, WorkerSummary};
+use hetla_runtime::{KernelSummary, PieceSummary, Platform, WorkerSummary};
 use serde::Serialize;
 
 use crate::peers::{PeerRate, Timings};
@@ -39,6 +39,10 @@ pub struct RunReport {
     pub workers: Vec<WorkerSummary>,
     /// Each kernel's executions, mean time and rate in the best run.
     pub kernels: Vec<KernelSummary>,
+    /// Per cluster of several cores, how its kernels' pieces ran in the best run: pieces per team
+    /// thread, pieces off their core, busy fraction inside split kernels, straggler share.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pieces: Vec<PieceSummary>,
     /// The bounds of the graph with the durations the best run's tasks took (absent, with a warning
     /// on stderr, when they could not be computed).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,7 @@ impl RunReport {
             residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
             workers: summary.workers,
             kernels: summary.kernels,
+            pieces: summary.pieces,
             efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
             bounds,
             peers: None,
@@ -116,6 +121,7 @@ impl RunReport {
         super::output::print_run(
             &self.workers,
             &self.kernels,
+            &self.pieces,
             self.bounds.as_ref(),
             self.efficiency,
             self.peers.as_deref(),

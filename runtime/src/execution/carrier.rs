@@ -14,7 +14,7 @@ use crate::engine::Carrier;
 use crate::inflight::{Deferred, InFlight};
 use crate::run::Workload;
 use crate::sync::lock;
-use crate::trace::TransferEvent;
+use crate::trace::{PieceEvent, TransferEvent};
 
 /// The real executor's [`Carrier`]: copies between host memory and devices, registered under the
 /// registry's lock and carried out after it by the thread that caused them (see
@@ -28,6 +28,8 @@ pub(super) struct Devices<'a> {
     /// once the workers are done: write-backs are then carried out at once).
     pub(super) behind: Mutex<Vec<mpsc::Sender<(TaskId, Deferred)>>>,
     pub(super) transfers: Mutex<Vec<TransferEvent>>,
+    /// The pieces of the clusters' kernels, each worker's added after each of its tasks.
+    pub(super) pieces: Mutex<Vec<PieceEvent>>,
     pub(super) start: Instant,
 }
 

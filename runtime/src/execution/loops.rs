@@ -1,6 +1,6 @@
-//! The workers' loops of the real executor: a CPU cluster's (pop, start, run the kernel inside the
-//! cluster's pool, finish), a device's (keep its queue of kernels full, retire the oldest) and a
-//! device's write-back thread.
+//! The workers' loops of the real executor: a CPU cluster's (pop, start, run the kernel on the
+//! cluster's team, keep its pieces, finish), a device's (keep its queue of kernels full, retire the
+//! oldest) and a device's write-back thread.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -15,7 +15,8 @@ use crate::devices::{Device, Launched};
 use crate::engine::{Carrier, Engine, Start};
 use crate::inflight::Deferred;
 use crate::run::{RunStep, TaskFailure};
-use crate::trace::TaskEvent;
+use crate::sync::lock;
+use crate::trace::{PieceEvent, TaskEvent};
 use crate::workers::WorkerId;
 
 /// The trace event of `task` on worker `w`.
@@ -77,6 +78,21 @@ pub(super) fn worker_loop(
         let result = catch_unwind(AssertUnwindSafe(|| carrier.work.run(task, par)));
         let end = carrier.now();
         events.push(event(graph, task, w, start, end));
+        let pieces = hetla_clusters::take_pieces();
+        if !pieces.is_empty() {
+            let at =
+                |t: std::time::Instant| t.saturating_duration_since(carrier.start).as_secs_f64();
+            lock(&carrier.pieces).extend(pieces.into_iter().map(|p| PieceEvent {
+                task,
+                worker: w,
+                call: p.call,
+                index: p.index,
+                thread: p.thread,
+                cpu: p.cpu,
+                start: at(p.start),
+                end: at(p.end),
+            }));
+        }
         let outcome = outcome(result);
         if outcome.is_ok() {
             engine.ctx().record(task, w, end - start);

@@ -1,10 +1,12 @@
 //! The real executor: the [engine](crate::engine) on wall time, one thread per worker, running
 //! tasks as the scheduler hands them out, on the platform's pinned cluster pools.
 //!
-//! Each worker's loop runs *inside* its cluster's pool (one `install` per run, not per task), so
-//! the thread that pops tasks is one of the cluster's pinned threads and a kernel called with
-//! `Par::rayon(cluster size)` spreads over exactly the cluster's cores: no more busy threads than
-//! cores. Idle workers sleep on a condition variable that every release of ready tasks signals.
+//! Each worker's loop runs as its cluster's worker ([`hetla_clusters::CpuCluster::run`], once per
+//! run, not per task): on the cluster's pool thread pinned to its first core, leading the cluster's
+//! team, so a kernel called with `Par::rayon(cluster size)` runs piece i on the thread pinned to
+//! the cluster's core i: no more busy threads than cores, no piece on a thread that happened to be
+//! awake. The pieces are kept in the trace (`Trace::pieces`). Idle workers sleep on a condition
+//! variable that every release of ready tasks signals.
 //!
 //! Device workers (GPUs, emulated devices; [`crate::devices`]) each have a host thread of their
 //! own, pinned to the core the platform reserved for it. It never waits for one kernel before
@@ -184,6 +186,7 @@ fn run_beside(
         inflight: InFlight::default(),
         behind: Mutex::new(Vec::new()),
         transfers: Mutex::new(Vec::new()),
+        pieces: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
     place(&engine, &mut carrier);
@@ -209,7 +212,7 @@ fn run_beside(
             .enumerate()
             .map(|(w, cluster)| {
                 s.spawn(move || {
-                    cluster.pool().install(|| {
+                    cluster.run(true, || {
                         worker_loop(engine, carrier, signal, WorkerId(w), cluster.size())
                     })
                 })
@@ -295,6 +298,11 @@ fn finish(
         .transfers
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
+    trace.pieces = carrier
+        .pieces
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    trace.pieces.sort_by(|a, b| a.start.total_cmp(&b.start));
     if resident {
         trace.transfers.truncate(before_flush.1);
     }

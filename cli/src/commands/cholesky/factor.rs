@@ -617,6 +617,7 @@ fn print_resources(r: &CholeskyReport) {
             100.0 * w.busy_fraction
         );
     }
+    crate::commands::output::print_pieces(&r.run.pieces);
     for g in &r.gpus {
         println!(
             "  gpu       {:<6} {} (budget {:.1} MiB, host thread on CPU {})",
