@@ -29,6 +29,11 @@ use serde::Serialize;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Run a cluster's threads unpinned, with a warning, where the OS refuses to pin them to
+    /// their cores (a container's cpuset): without it a refused pin is an error, since a floating
+    /// thread's rates are not its core's. Also `HETLA_ALLOW_UNPINNED=1`.
+    #[arg(long, global = true)]
+    allow_unpinned: bool,
 }
 
 #[derive(Subcommand)]
@@ -208,6 +213,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         Err(e) => e.exit(),
     };
     let mut printed = Printed::default();
+    if cli.allow_unpinned {
+        hetla_clusters::allow_unpinned(true);
+    }
     match dispatch(&cli.command, &mut printed) {
         Ok(()) if printed.failed_checks.is_empty() => ExitCode::SUCCESS,
         Ok(()) => {
@@ -255,6 +263,9 @@ pub fn run_json<S: AsRef<std::ffi::OsStr>>(
         message: usage_message(&e),
     })?;
     let mut out = Collected(Vec::new());
+    if cli.allow_unpinned {
+        hetla_clusters::allow_unpinned(true);
+    }
     dispatch(&cli.command, &mut out).map_err(|e| Failure {
         kind: e.kind(),
         message: e.to_string(),
