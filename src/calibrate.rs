@@ -208,6 +208,52 @@ fn time_samples<T: Scalar>(
     failure.map_or(Ok(seconds), Err)
 }
 
+/// Times `samples` executions of `op` on each of `members` (workers of `platform`, each with its
+/// operands) at once, every sample started together: each member's seconds, or its error.
+fn time_members<T: Scalar>(
+    platform: &Platform,
+    members: &[usize],
+    operands: &mut [Operands<T>],
+    op: Op,
+    samples: usize,
+) -> Vec<std::result::Result<Vec<f64>, KernelError>> {
+    let backend = platform.backend();
+    let barrier = Barrier::new(members.len());
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = members
+            .iter()
+            .zip(operands.iter_mut())
+            .map(|(&w, ops)| {
+                let barrier = &barrier;
+                let clusters = platform.clusters();
+                match clusters.get(w) {
+                    Some(cluster) => {
+                        let par = hetla_kernels::par_for(cluster.size());
+                        let member = Member::Cluster(backend, par);
+                        scope.spawn(move || {
+                            cluster.run(false, || time_samples(ops, op, samples, barrier, member))
+                        })
+                    }
+                    None => {
+                        let worker = &platform.devices()[w - clusters.len()];
+                        scope.spawn(move || {
+                            hetla_clusters::pin_current_thread(worker.core);
+                            let member = Member::Device(&*worker.device);
+                            let timed = time_samples(ops, op, samples, barrier, member);
+                            worker.device.clear();
+                            timed
+                        })
+                    }
+                }
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+            .collect()
+    })
+}
+
 /// Times each kernel of `ops` (a plan's, [`Plan::ops`](crate::Plan::ops)) `samples` times on b x b
 /// tiles for each b in `tiles`, in `precision`, on all the workers of each class at once, and
 /// records the durations (keyed by precision); `step` is called once per recorded sample.
@@ -229,7 +275,6 @@ fn calibrate_in<T: Scalar>(
     samples: usize,
     mut step: impl FnMut(),
 ) -> Result<()> {
-    let backend = platform.backend();
     let classes = distinct_classes(platform);
     // Each worker of a class times its kernels on at least three tiles of its own.
     let most = classes.iter().map(Vec::len).max().unwrap_or(0) as u128;
@@ -251,44 +296,7 @@ fn calibrate_in<T: Scalar>(
                 .collect();
             for &op in ops {
                 let key = KernelKey::square(op, b).in_precision(T::PRECISION);
-                let barrier = Barrier::new(members.len());
-                let timings: Vec<std::result::Result<Vec<f64>, KernelError>> =
-                    std::thread::scope(|scope| {
-                        let handles: Vec<_> = members
-                            .iter()
-                            .zip(operands.iter_mut())
-                            .map(|(&w, ops)| {
-                                let barrier = &barrier;
-                                let clusters = platform.clusters();
-                                match clusters.get(w) {
-                                    Some(cluster) => {
-                                        let par = hetla_kernels::par_for(cluster.size());
-                                        let member = Member::Cluster(backend, par);
-                                        scope.spawn(move || {
-                                            cluster.run(false, || {
-                                                time_samples(ops, op, samples, barrier, member)
-                                            })
-                                        })
-                                    }
-                                    None => {
-                                        let worker = &platform.devices()[w - clusters.len()];
-                                        scope.spawn(move || {
-                                            hetla_clusters::pin_current_thread(worker.core);
-                                            let member = Member::Device(&*worker.device);
-                                            let timed =
-                                                time_samples(ops, op, samples, barrier, member);
-                                            worker.device.clear();
-                                            timed
-                                        })
-                                    }
-                                }
-                            })
-                            .collect();
-                        handles
-                            .into_iter()
-                            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
-                            .collect()
-                    });
+                let timings = time_members(platform, &members, &mut operands, op, samples);
                 for seconds in timings {
                     let seconds = seconds?;
                     platform.update_models(|m| {
@@ -304,4 +312,141 @@ fn calibrate_in<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// One kernel at one tile on clusters of one size, as the scaling probe timed it.
+#[derive(Debug, Clone)]
+pub struct ScalingSample {
+    /// The kernel.
+    pub op: Op,
+    /// The tile (b x b operands).
+    pub tile: usize,
+    /// Cores of the cluster.
+    pub cores: usize,
+    /// Clusters of that size timed at once for `busy` (as many as fit on the machine).
+    pub clusters: usize,
+    /// The kernel's flops (real flops: 4 per complex multiply-add).
+    pub flops: f64,
+    /// Seconds of each sample with the cluster alone (the rest of the machine idle).
+    pub alone: Vec<f64>,
+    /// Seconds of each sample of every cluster, with all of them running the kernel at once.
+    pub busy: Vec<f64>,
+}
+
+/// The scaling probe (`hetla calibrate --scaling`): for each cluster size of `sizes` (cores of the
+/// machine's topology), each tile of `tiles` and each kernel of `ops`, `samples` executions on one
+/// cluster of that size alone, and as many on each of as many clusters of that size as fit, all
+/// busy at once (each sample started together), in `precision`. The sizes take turns sample by
+/// sample (after one untimed round), so that a machine whose speed drifts over minutes drifts alike
+/// for every size and the ratios between sizes hold. The kernels run as in a run: on the cluster's
+/// team, operands read from a matrix larger than the caches. `step` is called after each kernel and
+/// tile.
+pub fn scaling(
+    backend: hetla_kernels::Backend,
+    sizes: &[usize],
+    ops: &[Op],
+    tiles: &[usize],
+    samples: usize,
+    precision: Precision,
+    step: impl FnMut(),
+) -> Result<Vec<ScalingSample>> {
+    hetla_kernels::with_scalar!(precision, T => scaling_in::<T>(backend, sizes, ops, tiles, samples, step))
+}
+
+/// The platforms of the scaling probe for one cluster size: one cluster alone, and as many as fit
+/// (None when that is one).
+struct Shape {
+    size: usize,
+    count: usize,
+    alone: Platform,
+    busy: Option<Platform>,
+}
+
+fn scaling_in<T: Scalar>(
+    backend: hetla_kernels::Backend,
+    sizes: &[usize],
+    ops: &[Op],
+    tiles: &[usize],
+    samples: usize,
+    mut step: impl FnMut(),
+) -> Result<Vec<ScalingSample>> {
+    use hetla_clusters::ClusterSpec;
+    let cores = hetla_clusters::Topology::detect()?.cores().len();
+    let mut shapes = Vec::new();
+    for &size in sizes {
+        if size == 0 || size > cores {
+            return Err(crate::Error::InvalidOption {
+                option: "scaling",
+                reason: format!("a cluster of {size} cores on a machine of {cores} cores"),
+            });
+        }
+        let count = cores / size;
+        let platform = |count| {
+            let spec = ClusterSpec::Grid { count, size };
+            Platform::with_store(&spec, backend, hetla_runtime::ModelStore::None)
+        };
+        shapes.push(Shape {
+            size,
+            count,
+            alone: platform(1)?,
+            busy: if count > 1 {
+                Some(platform(count)?)
+            } else {
+                None
+            },
+        });
+    }
+    let most = shapes.iter().map(|s| s.count).max().unwrap_or(1);
+    let mut rows = Vec::new();
+    for &b in tiles {
+        if b == 0 {
+            return Err(crate::Error::ZeroTileSize);
+        }
+        crate::limits::check_memory(
+            &format!("the scaling probe's tiles of {b}"),
+            (b as u128 * b as u128).saturating_mul(3 * most as u128 * size_of::<T>() as u128),
+        )?;
+        let k = read_tiles_per_side(b, most, size_of::<T>());
+        let mut operands: Vec<Operands<T>> = (0..most)
+            .map(|i| Operands::new(b, k, (b + i) as u64))
+            .collect();
+        for &op in ops {
+            let mut alone = vec![Vec::new(); shapes.len()];
+            let mut busy = vec![Vec::new(); shapes.len()];
+            // One untimed round, then the timed ones.
+            for round in 0..=samples {
+                for (i, shape) in shapes.iter().enumerate() {
+                    let mut once = |platform: &Platform, count: usize| {
+                        let members: Vec<usize> = (0..count).collect();
+                        time_members(platform, &members, &mut operands[..count], op, 1)
+                            .into_iter()
+                            .collect::<std::result::Result<Vec<Vec<f64>>, KernelError>>()
+                            .map(|s| s.concat())
+                    };
+                    let a = once(&shape.alone, 1)?;
+                    let z = match &shape.busy {
+                        Some(p) => once(p, shape.count)?,
+                        None => a.clone(),
+                    };
+                    if round > 0 {
+                        alone[i].extend(a);
+                        busy[i].extend(z);
+                    }
+                }
+            }
+            for ((shape, alone), busy) in shapes.iter().zip(alone).zip(busy) {
+                rows.push(ScalingSample {
+                    op,
+                    tile: b,
+                    cores: shape.size,
+                    clusters: shape.count,
+                    flops: op.flops(&vec![(b, b); op.operands()]) * T::PRECISION.flop_factor(),
+                    alone,
+                    busy,
+                });
+            }
+            step();
+        }
+    }
+    Ok(rows)
 }

@@ -91,7 +91,7 @@ pub use triangular::{Triangle, solve_triangular};
 /// run. Not the library's API: hidden from its documentation and free to change.
 #[doc(hidden)]
 pub mod lab {
-    pub use crate::calibrate::{calibrate, calibration_steps};
+    pub use crate::calibrate::{ScalingSample, calibrate, calibration_steps, scaling};
     #[cfg(feature = "cuda")]
     pub use crate::check::cholesky_residual_on_gpu;
     pub use crate::check::reference_product;

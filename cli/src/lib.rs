@@ -29,8 +29,8 @@ use serde::Serialize;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Run a cluster's threads unpinned, with a warning, where the OS refuses to pin them to
-    /// their cores (a container's cpuset): without it a refused pin is an error, since a floating
+    /// Run a cluster's threads unpinned, with a warning, where the OS refuses to pin them to their
+    /// cores (a container's cpuset): without it a refused pin is an error, since a floating
     /// thread's rates are not its core's. Also `HETLA_ALLOW_UNPINNED=1`.
     #[arg(long, global = true)]
     allow_unpinned: bool,

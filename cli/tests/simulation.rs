@@ -311,3 +311,40 @@ fn simulate_over_nodes_reports_each_node_and_refuses_a_grid_that_is_not_the_node
     assert!(out_dir.join("scaling_tile960_gpus2.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_scaling_probe_gives_a_row_per_kernel_tile_and_cluster_size() {
+    let r = common::json("calibrate --scaling --tile 64 96 --samples 2");
+    let probe = &r["scaling"];
+    let cores = probe["cores"].as_u64().unwrap() as usize;
+    let sizes = hetla_lab::calibration_sizes(cores);
+    let rows = probe["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 2 * sizes.len(), "{probe}");
+    for row in rows {
+        let size = row["cores"].as_u64().unwrap() as usize;
+        assert!(sizes.contains(&size));
+        assert_eq!(row["clusters"].as_u64().unwrap() as usize, cores / size);
+        assert_eq!(row["alone_seconds"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            row["busy_seconds"].as_array().unwrap().len(),
+            2 * (cores / size)
+        );
+        for key in [
+            "alone_gflops_per_core",
+            "busy_gflops_per_core",
+            "one_core_gflops",
+        ] {
+            assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+        }
+        if size == 1 {
+            assert!((row["alone_share"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+        }
+    }
+    let (ok, out, _) = common::run("calibrate --scaling --tile 64 --samples 1");
+    assert!(
+        ok && out.contains("scaling probe") && out.contains("gemm"),
+        "{out}"
+    );
+    let (ok, _, err) = common::run("calibrate --scaling --output /tmp/x.toml");
+    assert!(!ok && err.contains("--output"), "{err}");
+}

@@ -433,13 +433,20 @@ fn helper(shared: &Shared, i: usize) {
 /// resumed here once all pieces are done.
 pub fn run_pieces(pieces: usize, body: &(dyn Fn(usize) + Sync)) -> bool {
     let shared = LEADING.with(Cell::get);
-    if shared.is_null() || IN_KERNEL.with(Cell::get) {
+    if shared.is_null() || IN_KERNEL.with(Cell::get) || !teams_on() {
         return false;
     }
     // SAFETY: `LEADING` is set only inside `Team::lead`, which holds the team (and so its shared
     // part) borrowed until it resets the pointer.
     Team::run(unsafe { &*shared }, pieces, body);
     true
+}
+
+/// Whether kernels use the teams: yes unless `HETLA_TEAM=off` (then their pieces go to the
+/// cluster's rayon pool, as before the teams: a switch to compare the two, read once).
+fn teams_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("HETLA_TEAM").map_or(true, |v| v.trim() != "off"))
 }
 
 /// The pieces recorded since the last call on the team the calling thread leads with recording on

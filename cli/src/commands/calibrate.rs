@@ -22,9 +22,16 @@ pub const IN_RUN_FACTORISATIONS: usize = 5;
 
 #[derive(Args)]
 pub struct CalibrateArgs {
-    /// Tile sizes to calibrate.
-    #[arg(long, num_args = 1.., default_values_t = [512], value_parser = parse_positive)]
+    /// Tile sizes to calibrate (default 512; with --scaling 256 512 1024 2048).
+    #[arg(long, num_args = 1.., value_parser = parse_positive)]
     pub tile: Vec<usize>,
+    /// The scaling probe instead of a calibration: for Cholesky's kernels (gemm, trsm, syrk,
+    /// potrf), each tile and each cluster size 1, 2, 4, ... up to all cores, the rate per core of
+    /// one cluster alone and of every cluster of that size busy at once, beside one core's rate (k
+    /// x one core is what a cluster of k cores should reach). Stores no model; --json gives every
+    /// sample's seconds too.
+    #[arg(long, conflicts_with_all = ["output", "clusters"])]
+    pub scaling: bool,
     /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
     #[arg(long, num_args = 1.., value_parser = parse_spec)]
     pub clusters: Vec<ClusterSpec>,
@@ -53,6 +60,17 @@ pub struct CalibrateArgs {
     pub json: bool,
 }
 
+impl CalibrateArgs {
+    /// The tiles asked for, or the default: 512 for a calibration, 256 to 2048 for the probe.
+    pub fn tiles(&self) -> Vec<usize> {
+        match (self.tile.is_empty(), self.scaling) {
+            (false, _) => self.tile.clone(),
+            (true, false) => vec![512],
+            (true, true) => vec![256, 512, 1024, 2048],
+        }
+    }
+}
+
 #[derive(Serialize)]
 pub struct CalibrateReport {
     pub file: Option<String>,
@@ -66,6 +84,168 @@ pub struct CalibrateReport {
     /// the staged copies (the platform file's `gpu.staging`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub packing: Vec<hetla_lab::StagingRate>,
+    /// With --scaling: the probe's rows (nothing else is calibrated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<ScalingReport>,
+}
+
+/// What the scaling probe measured.
+#[derive(Serialize)]
+pub struct ScalingReport {
+    /// The kernels' library.
+    pub backend: String,
+    /// The precision.
+    pub precision: hetla::Precision,
+    /// Cores of the machine's topology.
+    pub cores: usize,
+    /// Timed samples per row and way (after one untimed).
+    pub samples: usize,
+    /// One row per kernel, tile and cluster size.
+    pub rows: Vec<ScalingRow>,
+}
+
+/// One kernel at one tile on clusters of one size: its rate per core alone and with every cluster
+/// of that size busy, beside one core's.
+#[derive(Serialize)]
+pub struct ScalingRow {
+    pub op: String,
+    pub tile: usize,
+    /// Cores of the cluster (k).
+    pub cores: usize,
+    /// Clusters of that size busy at once in the `busy` columns.
+    pub clusters: usize,
+    /// Gflop/s per core of one cluster alone, at its median sample and at its best.
+    pub alone_gflops_per_core: f64,
+    pub alone_best_gflops_per_core: f64,
+    /// Gflop/s per core with every cluster of that size busy (the median and best over every
+    /// cluster's samples).
+    pub busy_gflops_per_core: f64,
+    pub busy_best_gflops_per_core: f64,
+    /// One core's rate alone (the size-1 row's median): k x this is what the cluster should reach.
+    pub one_core_gflops: f64,
+    /// `alone_gflops_per_core` over `one_core_gflops` (1: the cluster keeps every core's rate).
+    pub alone_share: f64,
+    /// `busy_gflops_per_core` over `one_core_gflops`.
+    pub busy_share: f64,
+    /// Every sample's seconds.
+    pub alone_seconds: Vec<f64>,
+    pub busy_seconds: Vec<f64>,
+}
+
+/// Cholesky's four kernels: what the probe times.
+const SCALING_OPS: [hetla::Op; 4] = [
+    hetla::Op::GemmNt,
+    hetla::Op::Trsm,
+    hetla::Op::Syrk,
+    hetla::Op::Potrf,
+];
+
+/// `hetla calibrate --scaling`: the probe (see [`CalibrateArgs::scaling`]).
+fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
+    let start = Instant::now();
+    let cores = Topology::detect()?.cores().len();
+    let sizes = hetla_lab::calibration_sizes(cores);
+    let tiles = args.tiles();
+    let steps = tiles.len() * SCALING_OPS.len();
+    let bar = progress_bar(steps);
+    bar.set_message("scaling probe");
+    let samples = hetla::lab::scaling(
+        args.platform.backend,
+        &sizes,
+        &SCALING_OPS,
+        &tiles,
+        args.samples,
+        args.precision,
+        || bar.inc(1),
+    )?;
+    bar.finish_and_clear();
+    let rate = |flops: f64, seconds: f64, k: usize| flops / seconds / 1e9 / k as f64;
+    let one_core = |op: hetla::Op, tile: usize| {
+        samples
+            .iter()
+            .find(|s| s.op == op && s.tile == tile && s.cores == 1)
+            .map(|s| {
+                rate(
+                    s.flops,
+                    crate::peers::timings(&mut s.alone.clone()).median,
+                    1,
+                )
+            })
+    };
+    let rows = samples
+        .iter()
+        .map(|s| {
+            let alone = crate::peers::timings(&mut s.alone.clone());
+            let busy = crate::peers::timings(&mut s.busy.clone());
+            let one = one_core(s.op, s.tile).unwrap_or(f64::NAN);
+            let alone_rate = rate(s.flops, alone.median, s.cores);
+            let busy_rate = rate(s.flops, busy.median, s.cores);
+            ScalingRow {
+                op: s.op.name().to_owned(),
+                tile: s.tile,
+                cores: s.cores,
+                clusters: s.clusters,
+                alone_gflops_per_core: alone_rate,
+                alone_best_gflops_per_core: rate(s.flops, alone.best, s.cores),
+                busy_gflops_per_core: busy_rate,
+                busy_best_gflops_per_core: rate(s.flops, busy.best, s.cores),
+                one_core_gflops: one,
+                alone_share: alone_rate / one,
+                busy_share: busy_rate / one,
+                alone_seconds: s.alone.clone(),
+                busy_seconds: s.busy.clone(),
+            }
+        })
+        .collect();
+    Ok(CalibrateReport {
+        file: None,
+        entries: 0,
+        steps,
+        seconds: start.elapsed().as_secs_f64(),
+        platform_file: None,
+        packing: Vec::new(),
+        scaling: Some(ScalingReport {
+            backend: args.platform.backend.name().to_owned(),
+            precision: args.precision,
+            cores,
+            samples: args.samples,
+            rows,
+        }),
+    })
+}
+
+/// The probe's table: a row per kernel, tile and cluster size.
+fn print_scaling(r: &ScalingReport) {
+    println!(
+        "scaling probe: {} kernels in {}, {} cores; Gflop/s per core, median of {} samples (best), and its share of one core's rate",
+        r.backend, r.precision, r.cores, r.samples
+    );
+    println!(
+        "  {:<6} {:>5} {:>5} {:>8}  {:>22}  {:>22}  {:>8}",
+        "kernel",
+        "tile",
+        "cores",
+        "clusters",
+        "alone: per core (best)",
+        "busy: per core (best)",
+        "one core"
+    );
+    for row in &r.rows {
+        println!(
+            "  {:<6} {:>5} {:>5} {:>8}  {:>6.2} ({:>6.2}) {:>5.0}%  {:>6.2} ({:>6.2}) {:>5.0}%  {:>8.2}",
+            row.op,
+            row.tile,
+            row.cores,
+            row.clusters,
+            row.alone_gflops_per_core,
+            row.alone_best_gflops_per_core,
+            100.0 * row.alone_share,
+            row.busy_gflops_per_core,
+            row.busy_best_gflops_per_core,
+            100.0 * row.busy_share,
+            row.one_core_gflops
+        );
+    }
 }
 
 pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
@@ -74,6 +254,9 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             option: "calibrate",
             reason: "--tile sizes and --samples must be at least 1".into(),
         });
+    }
+    if args.scaling {
+        return scaling_cmd(args);
     }
     check_outputs(&[("--output", args.output.as_deref())], None)?;
     let start = Instant::now();
@@ -105,13 +288,13 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         .iter()
         .map(|p| {
             link_steps(p)
-                + calibration_steps(p, &ops, &args.tile, args.samples)
-                + in_run_steps(&args.tile, in_run(p)) * Family::ALL.len()
+                + calibration_steps(p, &ops, &args.tiles(), args.samples)
+                + in_run_steps(&args.tiles(), in_run(p)) * Family::ALL.len()
         })
         .sum::<usize>()
         + alone
             .iter()
-            .map(|p| calibration_steps(p, &ops, &args.tile, args.samples))
+            .map(|p| calibration_steps(p, &ops, &args.tiles(), args.samples))
             .sum::<usize>();
     let bar = progress_bar(steps);
     let mut file = None;
@@ -132,7 +315,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         calibrate(
             platform,
             &ops,
-            &args.tile,
+            &args.tiles(),
             args.samples,
             args.precision,
             || bar.inc(1),
@@ -143,7 +326,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             let family_gaps = record_in_run(
                 platform,
                 family,
-                &args.tile,
+                &args.tiles(),
                 in_run(platform),
                 args.precision,
                 &mut measured_in_run,
@@ -185,6 +368,7 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         seconds: start.elapsed().as_secs_f64(),
         platform_file,
         packing,
+        scaling: None,
     })
 }
 
@@ -227,7 +411,7 @@ impl PlatformFile<'_> {
             alone: Some(self.alone),
             cluster_sizes: self.sizes,
             ops: &every_family_op(args.precision)?,
-            tiles: &args.tile,
+            tiles: &args.tiles(),
             precision: args.precision,
             task_overhead_us: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64 * 1e6,
         })?;
@@ -327,15 +511,15 @@ fn time_alone(
         calibrate(
             platform,
             ops,
-            &args.tile,
+            &args.tiles(),
             args.samples,
             args.precision,
             &mut step,
         )?;
         let timed = platform.models();
-        for (&size, &tile) in sizes
+        for (&size, tile) in sizes
             .iter()
-            .flat_map(|s| args.tile.iter().map(move |t| (s, t)))
+            .flat_map(|s| args.tiles().into_iter().map(move |t| (s, t)))
         {
             let class = hetla_runtime::ResourceClass::CpuCluster { cores: size };
             for &op in ops {
@@ -365,7 +549,7 @@ fn gpu_section(
                 p.devices().len(),
                 d.device.budget(),
                 models,
-                &args.tile,
+                &args.tiles(),
                 args.precision,
             )
         })
@@ -373,6 +557,11 @@ fn gpu_section(
 }
 
 pub fn print_calibrate(r: &CalibrateReport) {
+    if let Some(scaling) = &r.scaling {
+        print_scaling(scaling);
+        println!("probed in {:.1} s", r.seconds);
+        return;
+    }
     println!(
         "calibrated {} kernel executions in {:.1} s; {} model entries in {}",
         r.steps,
