@@ -9,7 +9,7 @@
 #   (built with `--features openblas`, hetla takes this machine's OpenBLAS along, packed: 5 MB)
 #   echo /carry/ >> .git/info/exclude
 # On the GPU machine, with `carry` carried (e.g. the device tool's `carry: ["carry"]`):
-#   bash scripts/gpu-check.sh carry libs tests rates gemm calibrate cholesky extra
+#   bash scripts/gpu-check.sh carry probe libs tests rates gemm calibrate cholesky extra
 # A lease is short (15 minutes of device time, starts included): every command runs under
 # ROW_TIMEOUT seconds, and once DEADLINE seconds have passed since the script began the rows
 # left are recorded as skipped instead of run, so that what ran always comes back.
@@ -47,6 +47,10 @@
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
 #   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
 #              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
+#   probe      first: the clusters' scaling probe (issue 70): `hetla calibrate --scaling` at
+#              PROBE_TILES (512 1024 2048), PROBE_SAMPLES (3) samples, every cluster size
+#              1, 2, 4, 8, 16 alone and all busy, beside one core (table, JSON and the CPU
+#              platform file), then SWEEP_SHAPES at n = 16384 simulated from that file.
 #   kernels    the CPU kernels' rates per cluster size (calibrate with KERNEL_SHAPES, default
 #              1x16 ... 16x1, no GPU), a table of Gflop/s a core per operation, tile and size.
 #   sweep      the CPU cluster shapes of this machine's cores (SWEEP_SHAPES, default 1x16 2x8 4x4
@@ -91,7 +95,7 @@ fi
 
 bin=${1:?usage: gpu-check.sh BIN_DIR PART...}
 shift
-[ $# -gt 0 ] || set -- libs tests rates gemm calibrate cholesky extra
+[ $# -gt 0 ] || set -- probe libs tests rates gemm calibrate cholesky extra
 hetla="$bin/hetla"
 # The OpenBLAS that --stage packed beside a hetla built with it.
 if [ -f "$bin/lib.tar.xz" ] && [ ! -d "$bin/lib" ]; then
@@ -371,6 +375,35 @@ part_sweep() {
             [ "${SWEEP_COMPARE:-all}" = first ] && compare=
         done
     done
+}
+
+part_probe() {
+    local dir=$1
+    echo "[$SECONDS s] hetla calibrate --scaling --tile ${PROBE_TILES:-512 1024 2048}"
+    # shellcheck disable=SC2086
+    timeout "$row_timeout" "$hetla" calibrate --scaling --tile ${PROBE_TILES:-512 1024 2048} \
+        --samples "${PROBE_SAMPLES:-3}" --output "$dir/probe.toml" --json \
+        > "$dir/probe.json" 2> "$dir/probe.err" || echo "failed: probe" >&2
+    python3 - "$dir/probe.json" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["scaling"]
+except Exception as e:
+    sys.exit(f"no probe JSON: {e}")
+print(f"{r['backend']} {r['precision']}, {r['cores']} cores, median of {r['samples']} samples")
+print("| op | tile | cores | clusters | alone Gflop/s a core (share) | busy (share) | one core |")
+print("|---|---|---|---|---|---|---|")
+for w in r["rows"]:
+    print(f"| {w['op']} | {w['tile']} | {w['cores']} | {w['clusters']} | {w['alone_gflops_per_core']:.1f} ({w['alone_share']:.2f}) "
+          f"| {w['busy_gflops_per_core']:.1f} ({w['busy_share']:.2f}) | {w['one_core_gflops']:.1f} |")
+PY
+    if [ -f "$dir/probe.toml" ]; then
+        shapes=$(echo "${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}" | tr ' ' ',')
+        "$hetla" sweep --platform "$dir/probe.toml" --clusters "$shapes" --n 16384 \
+            --tile "$(echo ${PROBE_TILES:-512 1024 2048} | tr ' ' ,)" --out "$dir/sweep-sim" > "$dir/sweep-sim.txt" 2>&1 \
+            || echo "failed: sweep on the probe's platform file" >&2
+        cat "$dir/sweep-sim.txt"
+    fi
 }
 
 part_kernels() {

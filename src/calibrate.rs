@@ -416,10 +416,13 @@ fn scaling_in<T: Scalar>(
             // One untimed round, then the timed ones.
             for round in 0..=samples {
                 for (i, shape) in shapes.iter().enumerate() {
+                    // Two executions back to back, the second timed: the first wakes the
+                    // cluster's team, as the previous kernel of a busy cluster has in a run.
                     let mut once = |platform: &Platform, count: usize| {
                         let members: Vec<usize> = (0..count).collect();
-                        time_members(platform, &members, &mut operands[..count], op, 1)
+                        time_members(platform, &members, &mut operands[..count], op, 2)
                             .into_iter()
+                            .map(|r| r.map(|s| s[1..].to_vec()))
                             .collect::<std::result::Result<Vec<Vec<f64>>, KernelError>>()
                             .map(|s| s.concat())
                     };

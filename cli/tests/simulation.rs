@@ -345,6 +345,21 @@ fn the_scaling_probe_gives_a_row_per_kernel_tile_and_cluster_size() {
         ok && out.contains("scaling probe") && out.contains("gemm"),
         "{out}"
     );
-    let (ok, _, err) = common::run("calibrate --scaling --output /tmp/x.toml");
-    assert!(!ok && err.contains("--output"), "{err}");
+    let (ok, _, err) = common::run("calibrate --scaling --clusters 1x1");
+    assert!(!ok && err.contains("--clusters"), "{err}");
+    // The probe's platform file simulates.
+    let dir = std::env::temp_dir().join(format!("hetla-scaling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("probe.toml");
+    let r = common::json(&format!(
+        "calibrate --scaling --tile 128 --samples 1 --output {}",
+        file.display()
+    ));
+    assert_eq!(r["platform_file"], file.display().to_string());
+    let sim = common::json(&format!(
+        "simulate --platform {} --n 1024 --tile 128 --clusters 1x1",
+        file.display()
+    ));
+    assert!(sim["makespan_ms"].as_f64().unwrap() > 0.0, "{sim}");
+    std::fs::remove_dir_all(&dir).ok();
 }

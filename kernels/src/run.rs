@@ -12,7 +12,7 @@ use crate::op::{Blas, CpuCall, Op, Solve};
 use crate::par::threads;
 use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
-use crate::split::POTRF_BLOCK;
+use crate::split::POTRF_SPLIT_FROM;
 
 impl Backend {
     /// The body of [`Self::run`], compiled in this crate for each scalar (see `compiled`).
@@ -156,7 +156,7 @@ impl Backend {
         par: Par,
     ) -> Result<(), KernelError> {
         self.ensure_available()?;
-        if threads(par) == 1 || a.nrows() < 2 * POTRF_BLOCK {
+        if threads(par) == 1 || a.nrows() < POTRF_SPLIT_FROM {
             self.potrf_seq(a)
         } else {
             self.split_potrf(a, par)

@@ -14,12 +14,13 @@
 //! - a sequential faer `matmul` is not subject to faer-rs issue #273 (the parallel f64 product can
 //!   return wrong values on inputs with exact-zero blocks).
 //!
-//! The pieces: GEMM-like products split C into column bands (row bands when C has fewer columns
-//! than threads); TRSM (B <- B L^-T) splits B into row bands, which are independent; SYRK splits
-//! the lower triangle of C into row bands of equal area, each a rectangle (a GEMM) left of a
-//! diagonal block (a smaller SYRK); the left triangular solves split the right-hand sides by
-//! columns. POTRF is blocked: the diagonal blocks are factored sequentially and the panel solve and
-//! trailing update below each run as split TRSM and SYRK.
+//! The pieces: GEMM-like products split C into a grid of blocks, column bands unless there are four
+//! pieces or more and C has rows enough (`gemm_grid`: each piece then reads part of A and part of
+//! B), row bands when C has fewer columns than threads; TRSM (B <- B L^-T) splits B into row bands,
+//! which are independent; SYRK splits the lower triangle of C into row bands of equal area, each a
+//! rectangle (a GEMM) left of a diagonal block (a smaller SYRK); the left triangular solves split
+//! the right-hand sides by columns. POTRF is blocked: the diagonal blocks are factored sequentially
+//! and the panel solve and trailing update below each run as split TRSM and SYRK.
 
 use std::sync::Mutex;
 
@@ -38,6 +39,28 @@ const MIN_PIECE_FLOPS: f64 = 2.0e6;
 
 /// Column block of the blocked POTRF.
 pub(crate) const POTRF_BLOCK: usize = 128;
+
+/// Below this order POTRF runs on one thread whatever the cluster: its split steps (a panel solve
+/// and a trailing update per block of 128 columns, each a synchronisation of the team) cost more
+/// than they give. Measured with `hetla calibrate --scaling` on the 2-core Zen 4 machine (faer,
+/// f64, 15 samples, a 2-core cluster over one core): 0.90x at 256, 0.84x at 384, 0.91x at 512,
+/// 1.17x at 768, 1.39x at 1024.
+pub(crate) const POTRF_SPLIT_FROM: usize = 768;
+
+/// Fewest rows of C a GEMM piece gets when C is cut in both directions: faer's product on one core
+/// runs at 75-80% of its rate on a row band of 256 rows of a 512 tile where a column band of the
+/// same size keeps 100% (2-core Zen 4 machine), so rows are cut only where pieces stay tall.
+const MIN_PIECE_ROWS: usize = 512;
+
+/// The grid (row blocks, column blocks) a GEMM of an `m x n` C splits into for `p` pieces: the
+/// squarest factorisation `p = r c` with `r <= c` whose row blocks keep [`MIN_PIECE_ROWS`] rows, so
+/// that each piece reads 1/r of A and 1/c of B rather than all of A (column bands: r = 1).
+pub(crate) fn gemm_grid(m: usize, p: usize) -> (usize, usize) {
+    (1..=p)
+        .filter(|r| p.is_multiple_of(*r) && r * r <= p && (*r == 1 || m / r >= MIN_PIECE_ROWS))
+        .max()
+        .map_or((1, p), |r| (r, p / r))
+}
 
 /// How many pieces a kernel of `flops` over at most `len` independent rows or columns should use on
 /// `par`.
@@ -149,13 +172,27 @@ impl Backend {
         let (m, n, k) = (c.nrows(), c.ncols(), a.0.ncols());
         let flops = 2.0 * (m * n * k) as f64;
         if n >= m || n >= threads(par) {
-            let sizes = bands(n, pieces(par, flops, n));
-            let work: Vec<_> = col_bands(c, &sizes)
+            let pieces = pieces(par, flops, n.max(m));
+            let (r, cols) = gemm_grid(m, pieces);
+            let (r, cols) = if cols > n {
+                (1, n.min(pieces))
+            } else {
+                (r, cols)
+            };
+            let col_sizes = bands(n, cols);
+            let row_sizes = bands(m, r);
+            let work: Vec<_> = col_bands(c, &col_sizes)
                 .into_iter()
-                .zip(starts(&sizes))
-                .map(|(c, start)| ((b.0.subcols(start, c.ncols()), b.1), c))
+                .zip(starts(&col_sizes))
+                .flat_map(|(c, col)| {
+                    let b = (b.0.subcols(col, c.ncols()), b.1);
+                    row_bands(c, &row_sizes)
+                        .into_iter()
+                        .zip(starts(&row_sizes))
+                        .map(move |(c, row)| ((a.0.subrows(row, c.nrows()), a.1), b, c))
+                })
                 .collect();
-            run_pieces(work, |(b, c)| self.matmul_seq(Product { b, ..p }, c))
+            run_pieces(work, |(a, b, c)| self.matmul_seq(Product { a, b, ..p }, c))
         } else {
             let sizes = bands(m, pieces(par, flops, m));
             let work: Vec<_> = row_bands(c, &sizes)
@@ -276,35 +313,67 @@ mod tests {
     }
 
     #[test]
-    fn a_failing_piece_fails_the_kernel_with_its_error_and_the_team_goes_on() {
-        let cpus = hetla_clusters::available_cpus();
-        let cpus: Vec<usize> = (0..4).map(|i| cpus[i % cpus.len()]).collect();
-        let team = hetla_clusters::Team::new(&cpus, "test-split").unwrap();
-        let fails = |bad: usize| {
-            move |i: usize| {
-                if i == bad {
-                    Err(KernelError::NotPositiveDefinite { index: i })
-                } else {
-                    Ok(())
-                }
-            }
+    fn gemm_grids_are_square_where_rows_allow() {
+        assert_eq!(gemm_grid(512, 2), (1, 2));
+        assert_eq!(gemm_grid(512, 4), (1, 4));
+        assert_eq!(gemm_grid(1024, 4), (2, 2));
+        assert_eq!(gemm_grid(2048, 8), (2, 4));
+        assert_eq!(gemm_grid(2048, 16), (4, 4));
+        assert_eq!(gemm_grid(1024, 16), (2, 8));
+        assert_eq!(gemm_grid(2048, 7), (1, 7));
+        assert_eq!(gemm_grid(2048, 1), (1, 1));
+    }
+
+    #[test]
+    fn split_products_and_factors_match_the_sequential_ones() {
+        use crate::test_support::random;
+        use faer::Mat;
+        let max_diff = |x: &Mat<f64>, y: &Mat<f64>| {
+            (0..x.ncols())
+                .flat_map(|j| (0..x.nrows()).map(move |i| (i, j)))
+                .map(|(i, j)| (x[(i, j)] - y[(i, j)]).abs())
+                .fold(0.0, f64::max)
         };
-        team.lead(true, || {
-            for bad in [0, 3] {
-                let got = run_pieces((0..4).collect(), fails(bad));
-                assert_eq!(got, Err(KernelError::NotPositiveDefinite { index: bad }));
-                // Every piece ran, on its own thread.
-                let mut threads: Vec<usize> = hetla_clusters::take_pieces()
-                    .iter()
-                    .map(|p| p.thread)
-                    .collect();
-                threads.sort_unstable();
-                assert_eq!(threads, vec![0, 1, 2, 3]);
+        let backend = Backend::Faer;
+        // 1100 rows: cut in two row blocks for four pieces or more.
+        for (m, n, k) in [(1100, 900, 300), (300, 900, 200), (1100, 3, 50)] {
+            let a = random::<f64>(m, k, 1);
+            let b = random::<f64>(k, n, 2);
+            let c0 = random::<f64>(m, n, 3);
+            let want = &c0 - &a * &b;
+            for threads in [2, 4, 6] {
+                let mut got = c0.clone();
+                let p = Product::subtract(a.as_ref(), b.as_ref());
+                backend
+                    .split_matmul(p, got.as_mut(), Par::rayon(threads))
+                    .unwrap();
+                let diff = max_diff(&got, &want);
+                assert!(diff < 1e-11, "{m}x{n}x{k} on {threads}: {diff}");
             }
-            assert_eq!(run_pieces((0..4).collect(), fails(9)), Ok(()));
-        });
-        // Outside a team the pieces run on rayon, with the same error.
-        let got = run_pieces((0..4).collect(), fails(2));
-        assert_eq!(got, Err(KernelError::NotPositiveDefinite { index: 2 }));
+        }
+        // POTRF above the split order, on a team of 2 and on rayon; a failing column beyond the
+        // first block is reported at its index.
+        let n = POTRF_SPLIT_FROM + 33;
+        let m = random::<f64>(n, n, 4);
+        let spd = &m * m.transpose() + Mat::<f64>::identity(n, n) * faer::Scale(n as f64);
+        let cpus = hetla_clusters::available_cpus();
+        let team = hetla_clusters::Team::new(&cpus, "test-potrf").unwrap();
+        for on_team in [true, false] {
+            let mut f = spd.clone();
+            let mut run = || backend.potrf_impl(f.as_mut(), Par::rayon(2));
+            if on_team {
+                team.lead(false, run)
+            } else {
+                run()
+            }
+            .unwrap();
+            let l = Mat::from_fn(n, n, |i, j| if i >= j { f[(i, j)] } else { 0.0 });
+            let diff = max_diff(&(&l * l.transpose()), &spd);
+            assert!(diff < 1e-9 * n as f64, "{diff}");
+        }
+        let mut bad = spd.clone();
+        bad[(300, 300)] = -1e9;
+        let err = backend.potrf_impl(bad.as_mut(), Par::rayon(2)).unwrap_err();
+        assert_eq!(err, KernelError::NotPositiveDefinite { index: 300 });
     }
 }

@@ -29,8 +29,10 @@ pub struct CalibrateArgs {
     /// potrf), each tile and each cluster size 1, 2, 4, ... up to all cores, the rate per core of
     /// one cluster alone and of every cluster of that size busy at once, beside one core's rate (k
     /// x one core is what a cluster of k cores should reach). Stores no model; --json gives every
-    /// sample's seconds too.
-    #[arg(long, conflicts_with_all = ["output", "clusters"])]
+    /// sample's seconds too; with --output, the CPU platform file of this machine from the probe
+    /// (each size's rates alone, loaded reductions from every cluster busy), which `simulate`,
+    /// `sweep` and `tune` take as --platform.
+    #[arg(long, conflicts_with_all = ["clusters"])]
     pub scaling: bool,
     /// Cluster specs whose classes to calibrate (default: auto, or none with --output).
     #[arg(long, num_args = 1.., value_parser = parse_spec)]
@@ -159,6 +161,13 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         || bar.inc(1),
     )?;
     bar.finish_and_clear();
+    let platform_file = match &args.output {
+        Some(path) => {
+            write_scaling_platform(args, path, &samples, &sizes, &tiles)?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
     let rate = |flops: f64, seconds: f64, k: usize| flops / seconds / 1e9 / k as f64;
     let one_core = |op: hetla::Op, tile: usize| {
         samples
@@ -202,7 +211,7 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         entries: 0,
         steps,
         seconds: start.elapsed().as_secs_f64(),
-        platform_file: None,
+        platform_file,
         packing: Vec::new(),
         scaling: Some(ScalingReport {
             backend: args.platform.backend.name().to_owned(),
@@ -212,6 +221,50 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             rows,
         }),
     })
+}
+
+/// Writes the CPU platform file of this machine from the probe's `samples` (atomically): each
+/// kernel's rate on one core alone, each cluster size's speedup alone, and its loaded reduction
+/// from every cluster of that size busy, all from the samples' medians.
+fn write_scaling_platform(
+    args: &CalibrateArgs,
+    path: &std::path::Path,
+    samples: &[hetla::lab::ScalingSample],
+    sizes: &[usize],
+    tiles: &[usize],
+) -> crate::Result<()> {
+    let mut loaded = hetla_runtime::PerfModels::new();
+    let mut alone = hetla_runtime::PerfModels::new();
+    for s in samples {
+        let key = hetla_runtime::KernelKey::square(s.op, s.tile).in_precision(args.precision);
+        let class = hetla_runtime::ResourceClass::CpuCluster { cores: s.cores };
+        for (models, seconds) in [(&mut alone, &s.alone), (&mut loaded, &s.busy)] {
+            let mut median = hetla_runtime::Stats::default();
+            median.record(crate::peers::timings(&mut seconds.clone()).median);
+            models.merge(key.clone(), class.clone(), &median);
+        }
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "this-machine".into());
+    let description = format!(
+        "the scaling probe (`hetla calibrate --scaling`) on {host}: Cholesky's {} kernels in {}, medians of {} samples each of one cluster of each size alone (rates, speedups) and of every cluster of that size busy at once (loaded reductions); CPU only, no task overhead measured",
+        args.platform.backend, args.precision, args.samples
+    );
+    let model = PlatformModel::from_calibration(&Calibration {
+        name: &host,
+        description: &description,
+        topology: &Topology::detect()?,
+        models: &loaded,
+        alone: Some(&alone),
+        cluster_sizes: sizes,
+        ops: &SCALING_OPS,
+        tiles,
+        precision: args.precision,
+        task_overhead_us: 0.0,
+    })?;
+    hetla_runtime::write_atomic(path, model.to_toml().as_bytes())?;
+    Ok(())
 }
 
 /// The probe's table: a row per kernel, tile and cluster size.
@@ -255,10 +308,10 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             reason: "--tile sizes and --samples must be at least 1".into(),
         });
     }
+    check_outputs(&[("--output", args.output.as_deref())], None)?;
     if args.scaling {
         return scaling_cmd(args);
     }
-    check_outputs(&[("--output", args.output.as_deref())], None)?;
     let start = Instant::now();
     // The kernels of the factorisation the platform file describes (and its in-run
     // factorisations run): a Cholesky plan's.
@@ -560,6 +613,9 @@ pub fn print_calibrate(r: &CalibrateReport) {
     if let Some(scaling) = &r.scaling {
         print_scaling(scaling);
         println!("probed in {:.1} s", r.seconds);
+        if let Some(path) = &r.platform_file {
+            println!("CPU platform file of this machine written to {path}");
+        }
         return;
     }
     println!(

@@ -18,7 +18,7 @@ pub use hetla_runtime::{LinkModel, LinkRate};
 pub const MAX_MODEL_CORES: usize = 4096;
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 4] = ["sirocco", "knl", "a100x8", "h200"];
+pub const PRESETS: [&str; 5] = ["sirocco", "knl", "a100x8", "h200", "xeon16"];
 
 /// A modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ impl PlatformModel {
             "knl" => Some(knl()),
             "a100x8" => Some(a100x8()),
             "h200" => Some(h200()),
+            "xeon16" => Some(xeon16()),
             _ => None,
         }
     }
@@ -513,6 +514,80 @@ pub(super) fn h200() -> PlatformModel {
                     })
                     .collect(),
             }),
+        },
+        2.0,
+        1.0,
+    ))
+}
+
+/// One core of the GPU node's 16 Xeon cores (leases 4 and 5,
+/// docs/gpu-runs/2026-11-27-h100-lease4.md and -lease5.md): DGEMM of order 16384 on all 16 threads
+/// ran at 545 Gflop/s, faer's and OpenBLAS's alike, 34 Gflop/s a core with every core busy. The
+/// other kernels' rates were not timed apart; they are GEMM's times their ratio to it on one Zen 4
+/// core of the development machine (`hetla calibrate --scaling`, faer, f64, tile 1024: TRSM 0.80,
+/// SYRK 0.84, POTRF 0.68), an assumption.
+const XEON16_CORE: [(Op, f64); 4] = [
+    (Op::GemmNt, 34.0),
+    (Op::Trsm, 34.0 * 0.80),
+    (Op::Syrk, 34.0 * 0.84),
+    (Op::Potrf, 34.0 * 0.68),
+];
+
+/// The speedups of clusters on the 16 Xeon cores as leases 4 and 5 measured them, every cluster
+/// busy and each kernel's pieces on the cluster's rayon pool (before the teams): GEMM inside the
+/// 4x4 and 3x5 runs, lease 5's performance models: 4 cores 0.0041 s at tile 512 (65.5 Gflop/s,
+/// 1.93x one core), 0.346 s at 2048 (49.7 Gflop/s, 1.46x); 5 cores 0.232 s at 2048 (74.0 Gflop/s,
+/// 2.18x). (tile, [(cores, speedup)]); 1024 is 512's and 2048's mean, an assumption; the other
+/// kernels are given GEMM's speedups, an assumption.
+const XEON16_SPEEDUPS: [(usize, &[(usize, f64)]); 3] = [
+    (512, &[(4, 1.93)]),
+    (1024, &[(4, 1.70)]),
+    (2048, &[(4, 1.46), (5, 2.18)]),
+];
+
+/// `xeon16`: the 16 Intel Xeon cores (AVX-512, one package, one NUMA node) of the GPU node of
+/// leases 4 and 5, without its GPU, as those leases measured them: one core's GEMM and the
+/// clusters' lost rate ([`XEON16_CORE`], [`XEON16_SPEEDUPS`]). A cluster of several cores ran at
+/// half of each core's rate, so the model's best shape is 16x1.
+/// `hetla calibrate --scaling --output` on the node gives the file that replaces it.
+pub(super) fn xeon16() -> PlatformModel {
+    let kernels = XEON16_SPEEDUPS
+        .iter()
+        .flat_map(|&(tile, speedups)| {
+            XEON16_CORE.iter().map(move |&(op, core)| CpuKernelRate {
+                op: op.name().into(),
+                tile,
+                precision: Precision::D,
+                core_gflops: core,
+                speedups: speedups
+                    .iter()
+                    .map(|&(cores, speedup)| Speedup { cores, speedup })
+                    .collect(),
+                loaded: Vec::new(),
+            })
+        })
+        .collect();
+    with_lu_rates(with_derived_precisions(
+        PlatformModel {
+            name: "xeon16".into(),
+            description: "the 16 Intel Xeon cores (AVX-512) of the GPU node of leases 4 and 5 \
+            (docs/gpu-runs/2026-11-27-h100-lease4.md, -lease5.md), CPU only, as measured there \
+            with each kernel's pieces on rayon: one core's DGEMM at 34 Gflop/s with all cores busy \
+            (its other kernels at GEMM's rate times their ratio on a Zen 4 core, assumed), 4-core \
+            clusters' GEMM at 1.93x one core at tile 512 and 1.46x at 2048, 5-core at 2.18x at \
+            2048 (the other kernels alike, assumed; sizes beyond by Amdahl's law); rates with \
+            every cluster busy, no loaded reduction; s and c (real flops) at 2x d, z as d, \
+            assumed"
+                .into(),
+            cpu: CpuModel {
+                packages: 1,
+                cores_per_package: 16,
+                numa_per_package: 1,
+                task_overhead_us: 0.0,
+                outside_graph: Vec::new(),
+                kernels,
+            },
+            gpu: None,
         },
         2.0,
         1.0,
