@@ -394,8 +394,9 @@ print(f"{r['backend']} {r['precision']}, {r['cores']} cores, median of {r['sampl
 print("| op | tile | cores | clusters | alone Gflop/s a core (share) | busy (share) | one core |")
 print("|---|---|---|---|---|---|---|")
 for w in r["rows"]:
-    print(f"| {w['op']} | {w['tile']} | {w['cores']} | {w['clusters']} | {w['alone_gflops_per_core']:.1f} ({w['alone_share']:.2f}) "
-          f"| {w['busy_gflops_per_core']:.1f} ({w['busy_share']:.2f}) | {w['one_core_gflops']:.1f} |")
+    a, b = w["alone_rate"], w["busy_rate"]
+    print(f"| {w['op']} | {w['tile']} | {w['cores']} | {w['clusters']} | {a['gflops']:.1f} ({a['share']:.2f}) "
+          f"| {b['gflops']:.1f} ({b['share']:.2f}) | {w['one_core_gflops']:.1f} |")
 PY
     if [ -f "$dir/probe.toml" ]; then
         shapes=$(echo "${SWEEP_SHAPES:-1x16 2x8 4x4 8x2 16x1}" | tr ' ' ',')

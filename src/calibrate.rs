@@ -314,23 +314,24 @@ fn calibrate_in<T: Scalar>(
     Ok(())
 }
 
-/// One kernel at one tile on clusters of one size, as the scaling probe timed it.
-#[derive(Debug, Clone)]
+/// One kernel at one tile on clusters of one size, as the scaling probe timed it: b x b tiles
+/// (`tile`) on clusters of `cores` cores, each sample's seconds on one cluster `alone` (the rest of
+/// the machine idle) and on every cluster of that size that fits the machine, all `busy` at once
+/// (the clusters' samples one after another).
+#[derive(Debug, Clone, serde::Serialize)]
+#[allow(missing_docs)]
 pub struct ScalingSample {
-    /// The kernel.
+    #[serde(serialize_with = "op_name")]
     pub op: Op,
-    /// The tile (b x b operands).
     pub tile: usize,
-    /// Cores of the cluster.
     pub cores: usize,
-    /// Clusters of that size timed at once for `busy` (as many as fit on the machine).
-    pub clusters: usize,
-    /// The kernel's flops (real flops: 4 per complex multiply-add).
-    pub flops: f64,
-    /// Seconds of each sample with the cluster alone (the rest of the machine idle).
     pub alone: Vec<f64>,
-    /// Seconds of each sample of every cluster, with all of them running the kernel at once.
     pub busy: Vec<f64>,
+}
+
+/// An operation by its name in JSON.
+fn op_name<S: serde::Serializer>(op: &Op, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(op.name())
 }
 
 /// The scaling probe (`hetla calibrate --scaling`): for each cluster size of `sizes` (cores of the
@@ -442,8 +443,6 @@ fn scaling_in<T: Scalar>(
                     op,
                     tile: b,
                     cores: shape.size,
-                    clusters: shape.count,
-                    flops: op.flops(&vec![(b, b); op.operands()]) * T::PRECISION.flop_factor(),
                     alone,
                     busy,
                 });

@@ -119,16 +119,25 @@ mod tests {
     use hetla::{Backend, Cholesky, ClusterSpec, Platform, matgen::random_spd};
     use hetla_runtime::ModelStore;
 
+    /// The trace of a Cholesky factorisation of order `n` in tiles of `tile` on one cluster of
+    /// `cores` cores.
+    fn traced(n: usize, tile: usize, cores: usize) -> Trace {
+        let mut l = random_spd(n, 2);
+        let spec = ClusterSpec::Grid {
+            count: 1,
+            size: cores,
+        };
+        let platform = Platform::with_store(&spec, Backend::Faer, ModelStore::None);
+        Cholesky::new()
+            .platform(std::sync::Arc::new(platform.unwrap()))
+            .tile(tile)
+            .factor_in_place_traced(l.as_mut())
+            .unwrap()
+    }
+
     #[test]
     fn a_run_draws_one_bar_per_task_in_an_svg() {
-        let mut l = random_spd(300, 2);
-        let spec = ClusterSpec::Grid { count: 1, size: 1 };
-        let platform = Platform::with_store(&spec, Backend::Faer, ModelStore::None);
-        let trace = Cholesky::new()
-            .platform(std::sync::Arc::new(platform.unwrap()))
-            .tile(60)
-            .factor_in_place_traced(l.as_mut())
-            .unwrap();
+        let trace = traced(300, 60, 1);
         let svg = std::env::temp_dir().join(format!("hetla-gantt-{}.svg", std::process::id()));
         trace.write_gantt_svg(&svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
@@ -143,17 +152,7 @@ mod tests {
         if cores < 2 {
             return;
         }
-        let mut l = random_spd(1024, 3);
-        let spec = ClusterSpec::Grid {
-            count: 1,
-            size: cores,
-        };
-        let platform = Platform::with_store(&spec, Backend::Faer, ModelStore::None);
-        let trace = Cholesky::new()
-            .platform(std::sync::Arc::new(platform.unwrap()))
-            .tile(512)
-            .factor_in_place_traced(l.as_mut())
-            .unwrap();
+        let trace = traced(1024, 512, cores);
         assert!(!trace.pieces.is_empty());
         let mut svg = String::new();
         draw_gantt(&trace, &mut svg).unwrap();

@@ -324,20 +324,19 @@ fn the_scaling_probe_gives_a_row_per_kernel_tile_and_cluster_size() {
         let size = row["cores"].as_u64().unwrap() as usize;
         assert!(sizes.contains(&size));
         assert_eq!(row["clusters"].as_u64().unwrap() as usize, cores / size);
-        assert_eq!(row["alone_seconds"].as_array().unwrap().len(), 2);
-        assert_eq!(
-            row["busy_seconds"].as_array().unwrap().len(),
-            2 * (cores / size)
-        );
-        for key in [
-            "alone_gflops_per_core",
-            "busy_gflops_per_core",
-            "one_core_gflops",
-        ] {
-            assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+        assert_eq!(row["alone"].as_array().unwrap().len(), 2);
+        assert_eq!(row["busy"].as_array().unwrap().len(), 2 * (cores / size));
+        assert!(row["one_core_gflops"].as_f64().unwrap() > 0.0, "{row}");
+        for way in ["alone_rate", "busy_rate"] {
+            let rate = &row[way];
+            assert!(rate["gflops"].as_f64().unwrap() > 0.0, "{way}: {row}");
+            assert!(
+                rate["best_gflops"].as_f64() >= rate["gflops"].as_f64(),
+                "{row}"
+            );
         }
         if size == 1 {
-            assert!((row["alone_share"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+            assert!((row["alone_rate"]["share"].as_f64().unwrap() - 1.0).abs() < 1e-12);
         }
     }
     let (ok, out, _) = common::run("calibrate --scaling --tile 64 --samples 1");

@@ -106,32 +106,40 @@ pub struct ScalingReport {
     pub rows: Vec<ScalingRow>,
 }
 
-/// One kernel at one tile on clusters of one size: its rate per core alone and with every cluster
-/// of that size busy, beside one core's.
+/// One kernel at one tile on clusters of one size: its samples, and its rate per core alone and
+/// with every cluster of that size busy, beside one core's rate alone (the size-1 row's median: k x
+/// it is what a cluster of k cores should reach).
 #[derive(Serialize)]
 pub struct ScalingRow {
-    pub op: String,
-    pub tile: usize,
-    /// Cores of the cluster (k).
-    pub cores: usize,
-    /// Clusters of that size busy at once in the `busy` columns.
+    #[serde(flatten)]
+    pub timed: hetla::lab::ScalingSample,
+    /// Clusters of that size busy at once for the busy samples (as many as fit).
     pub clusters: usize,
-    /// Gflop/s per core of one cluster alone, at its median sample and at its best.
-    pub alone_gflops_per_core: f64,
-    pub alone_best_gflops_per_core: f64,
-    /// Gflop/s per core with every cluster of that size busy (the median and best over every
-    /// cluster's samples).
-    pub busy_gflops_per_core: f64,
-    pub busy_best_gflops_per_core: f64,
-    /// One core's rate alone (the size-1 row's median): k x this is what the cluster should reach.
+    pub alone_rate: CoreRate,
+    pub busy_rate: CoreRate,
     pub one_core_gflops: f64,
-    /// `alone_gflops_per_core` over `one_core_gflops` (1: the cluster keeps every core's rate).
-    pub alone_share: f64,
-    /// `busy_gflops_per_core` over `one_core_gflops`.
-    pub busy_share: f64,
-    /// Every sample's seconds.
-    pub alone_seconds: Vec<f64>,
-    pub busy_seconds: Vec<f64>,
+}
+
+/// Gflop/s per core at the median sample and at the best, and the median's share of one core's rate
+/// (1: the cluster keeps every core's rate).
+#[derive(Serialize)]
+pub struct CoreRate {
+    pub gflops: f64,
+    pub best_gflops: f64,
+    pub share: f64,
+}
+
+impl CoreRate {
+    /// The rate per core of `flops` on `cores` cores over `seconds`, against `one_core` Gflop/s.
+    fn of(flops: f64, seconds: &[f64], cores: usize, one_core: f64) -> Self {
+        let t = crate::peers::timings(&mut seconds.to_vec());
+        let per_core = |s: f64| flops / s / 1e9 / cores as f64;
+        Self {
+            gflops: per_core(t.median),
+            best_gflops: per_core(t.best),
+            share: per_core(t.median) / one_core,
+        }
+    }
 }
 
 /// Cholesky's four kernels: what the probe times.
@@ -168,41 +176,27 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         }
         None => None,
     };
-    let rate = |flops: f64, seconds: f64, k: usize| flops / seconds / 1e9 / k as f64;
-    let one_core = |op: hetla::Op, tile: usize| {
+    let flops = |s: &hetla::lab::ScalingSample| {
+        s.op.flops(&vec![(s.tile, s.tile); s.op.operands()]) * args.precision.flop_factor()
+    };
+    let one_core = |s: &hetla::lab::ScalingSample| {
         samples
             .iter()
-            .find(|s| s.op == op && s.tile == tile && s.cores == 1)
-            .map(|s| {
-                rate(
-                    s.flops,
-                    crate::peers::timings(&mut s.alone.clone()).median,
-                    1,
-                )
+            .find(|o| o.op == s.op && o.tile == s.tile && o.cores == 1)
+            .map_or(f64::NAN, |o| {
+                CoreRate::of(flops(o), &o.alone, 1, 1.0).gflops
             })
     };
     let rows = samples
         .iter()
         .map(|s| {
-            let alone = crate::peers::timings(&mut s.alone.clone());
-            let busy = crate::peers::timings(&mut s.busy.clone());
-            let one = one_core(s.op, s.tile).unwrap_or(f64::NAN);
-            let alone_rate = rate(s.flops, alone.median, s.cores);
-            let busy_rate = rate(s.flops, busy.median, s.cores);
+            let one = one_core(s);
             ScalingRow {
-                op: s.op.name().to_owned(),
-                tile: s.tile,
-                cores: s.cores,
-                clusters: s.clusters,
-                alone_gflops_per_core: alone_rate,
-                alone_best_gflops_per_core: rate(s.flops, alone.best, s.cores),
-                busy_gflops_per_core: busy_rate,
-                busy_best_gflops_per_core: rate(s.flops, busy.best, s.cores),
+                alone_rate: CoreRate::of(flops(s), &s.alone, s.cores, one),
+                busy_rate: CoreRate::of(flops(s), &s.busy, s.cores, one),
                 one_core_gflops: one,
-                alone_share: alone_rate / one,
-                busy_share: busy_rate / one,
-                alone_seconds: s.alone.clone(),
-                busy_seconds: s.busy.clone(),
+                clusters: cores / s.cores,
+                timed: s.clone(),
             }
         })
         .collect();
@@ -286,16 +280,16 @@ fn print_scaling(r: &ScalingReport) {
     for row in &r.rows {
         println!(
             "  {:<6} {:>5} {:>5} {:>8}  {:>6.2} ({:>6.2}) {:>5.0}%  {:>6.2} ({:>6.2}) {:>5.0}%  {:>8.2}",
-            row.op,
-            row.tile,
-            row.cores,
+            row.timed.op.name(),
+            row.timed.tile,
+            row.timed.cores,
             row.clusters,
-            row.alone_gflops_per_core,
-            row.alone_best_gflops_per_core,
-            100.0 * row.alone_share,
-            row.busy_gflops_per_core,
-            row.busy_best_gflops_per_core,
-            100.0 * row.busy_share,
+            row.alone_rate.gflops,
+            row.alone_rate.best_gflops,
+            100.0 * row.alone_rate.share,
+            row.busy_rate.gflops,
+            row.busy_rate.best_gflops,
+            100.0 * row.busy_rate.share,
             row.one_core_gflops
         );
     }
@@ -310,8 +304,14 @@ pub fn calibrate_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     }
     check_outputs(&[("--output", args.output.as_deref())], None)?;
     if args.scaling {
-        return scaling_cmd(args);
+        scaling_cmd(args)
+    } else {
+        calibrate_models(args)
     }
+}
+
+/// `hetla calibrate` without `--scaling`: the models (and with `--output` the platform file).
+fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let start = Instant::now();
     // The kernels of the factorisation the platform file describes (and its in-run
     // factorisations run): a Cholesky plan's.

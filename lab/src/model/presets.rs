@@ -331,27 +331,15 @@ pub(super) fn knl() -> PlatformModel {
             });
         }
     }
-    with_lu_rates(with_derived_precisions(
-        PlatformModel {
-            name: "knl".into(),
-            description: "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
+    cpu_preset(
+        "knl",
+        "Intel Xeon Phi 7210 (KNL, 64 cores at 1.3 GHz, SNC-4: 4 NUMA nodes of \
             16 cores); kernel rates of Cojean et al. (2016) (Cojean et al. 2016), Table 1 (f64); \
             s, c and z assumed, not measured: s and c (real flops) at 2x d (AVX-512's \
-            single/double peak), z as d"
-                .into(),
-            cpu: CpuModel {
-                packages: 1,
-                cores_per_package: 64,
-                numa_per_package: 4,
-                task_overhead_us: 0.0,
-                outside_graph: Vec::new(),
-                kernels,
-            },
-            gpu: None,
-        },
-        2.0,
-        1.0,
-    ))
+            single/double peak), z as d",
+        (1, 64, 4),
+        kernels,
+    )
 }
 
 /// One A100 of the Karolina HGX node, Anastasiadis (2024) section 4.3, Table 4.1: 17.2 Tflop/s FP64
@@ -567,22 +555,38 @@ pub(super) fn xeon16() -> PlatformModel {
             })
         })
         .collect();
-    with_lu_rates(with_derived_precisions(
-        PlatformModel {
-            name: "xeon16".into(),
-            description: "the 16 Intel Xeon cores (AVX-512) of the GPU node of leases 4 and 5 \
+    cpu_preset(
+        "xeon16",
+        "the 16 Intel Xeon cores (AVX-512) of the GPU node of leases 4 and 5 \
             (docs/gpu-runs/2026-11-27-h100-lease4.md, -lease5.md), CPU only, as measured there \
             with each kernel's pieces on rayon: one core's DGEMM at 34 Gflop/s with all cores busy \
             (its other kernels at GEMM's rate times their ratio on a Zen 4 core, assumed), 4-core \
             clusters' GEMM at 1.93x one core at tile 512 and 1.46x at 2048, 5-core at 2.18x at \
             2048 (the other kernels alike, assumed; sizes beyond by Amdahl's law); rates with \
             every cluster busy, no loaded reduction; s and c (real flops) at 2x d, z as d, \
-            assumed"
-                .into(),
+            assumed",
+        (1, 16, 1),
+        kernels,
+    )
+}
+
+/// A preset of CPUs only: `name`, `description`, (packages, cores per package, NUMA nodes per
+/// package) and its f64 kernel rates, with the other precisions derived (s and c at 2x d, z as d)
+/// and the rates of LU's, QR's, LDL^T's and the inverse's kernels from Cholesky's.
+fn cpu_preset(
+    name: &str,
+    description: &str,
+    (packages, cores_per_package, numa_per_package): (usize, usize, usize),
+    kernels: Vec<CpuKernelRate>,
+) -> PlatformModel {
+    with_lu_rates(with_derived_precisions(
+        PlatformModel {
+            name: name.into(),
+            description: description.into(),
             cpu: CpuModel {
-                packages: 1,
-                cores_per_package: 16,
-                numa_per_package: 1,
+                packages,
+                cores_per_package,
+                numa_per_package,
                 task_overhead_us: 0.0,
                 outside_graph: Vec::new(),
                 kernels,

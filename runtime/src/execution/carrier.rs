@@ -33,6 +33,22 @@ pub(super) struct Devices<'a> {
     pub(super) start: Instant,
 }
 
+impl<'a> Devices<'a> {
+    /// The carrier of a run of `work` on `devices` (memory nodes 1, 2, ...), nothing in flight, its
+    /// clock started now (restarted once the placed tiles are on their devices).
+    pub(super) fn new(work: &'a dyn Workload, devices: Vec<&'a dyn Device>) -> Self {
+        Self {
+            work,
+            devices,
+            inflight: InFlight::default(),
+            behind: Mutex::new(Vec::new()),
+            transfers: Mutex::new(Vec::new()),
+            pieces: Mutex::new(Vec::new()),
+            start: Instant::now(),
+        }
+    }
+}
+
 impl Carrier for Devices<'_> {
     fn carry_out(
         &self,

@@ -32,7 +32,7 @@ mod loops;
 mod signal;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use hetla_kernels::KernelError;
@@ -43,7 +43,6 @@ use signal::Signal;
 
 use crate::devices::Device;
 use crate::engine::Engine;
-use crate::inflight::InFlight;
 use crate::platform::Platform;
 use crate::run::{HostMemory, RunError, RunOptions, RunStep, TaskFailure, Workload, WriteBack};
 use crate::sync::lock;
@@ -180,15 +179,7 @@ fn run_beside(
     let page_lock = (options.host_memory == HostMemory::PageLocked && !devices.is_empty())
         .then(|| unsafe { platform.page_lock(&work.host_ranges()) });
 
-    let mut carrier = Devices {
-        work,
-        devices,
-        inflight: InFlight::default(),
-        behind: Mutex::new(Vec::new()),
-        transfers: Mutex::new(Vec::new()),
-        pieces: Mutex::new(Vec::new()),
-        start: Instant::now(),
-    };
+    let mut carrier = Devices::new(work, devices);
     place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
