@@ -354,6 +354,10 @@ pub fn scaling(
     hetla_kernels::with_scalar!(precision, T => scaling_in::<T>(backend, sizes, ops, tiles, samples, step))
 }
 
+/// How long the probe's team helpers spin after a piece: longer than the refresh of a 2048 tile
+/// between two samples.
+const PROBE_SPIN: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The platforms of the scaling probe for one cluster size: one cluster alone, and as many as fit
 /// (None when that is one).
 struct Shape {
@@ -386,7 +390,7 @@ fn scaling_in<T: Scalar>(
             let spec = ClusterSpec::Grid { count, size };
             Platform::with_store(&spec, backend, hetla_runtime::ModelStore::None)
         };
-        shapes.push(Shape {
+        let shape = Shape {
             size,
             count,
             alone: platform(1)?,
@@ -395,7 +399,15 @@ fn scaling_in<T: Scalar>(
             } else {
                 None
             },
-        });
+        };
+        // The helpers spin through the refresh of the written tile between two samples, as a
+        // busy cluster's do between its kernels in a run (they yield to any other thread).
+        for p in std::iter::once(&shape.alone).chain(&shape.busy) {
+            for cluster in p.clusters() {
+                cluster.team().set_spin(PROBE_SPIN);
+            }
+        }
+        shapes.push(shape);
     }
     let most = shapes.iter().map(|s| s.count).max().unwrap_or(1);
     let mut rows = Vec::new();
