@@ -68,8 +68,9 @@ pub struct GemmArgs {
     /// model's packing rates, or straight).
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
-    /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200, xeon16; or a TOML
-    /// file) instead of running here; `--gpus` then counts the model's GPUs (all by default).
+    /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200, xeon16,
+    /// xeon16-target; or a TOML file) instead of running here; `--gpus` then counts the model's
+    /// GPUs (all by default).
     #[arg(long)]
     pub platform: Option<String>,
     /// Also time faer's product of the same matrices on all cores (`cpu`; real runs), and with a

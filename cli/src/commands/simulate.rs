@@ -61,7 +61,7 @@ fn parse_beta(s: &str) -> Result<f64, String> {
 /// Arguments of `hetla simulate`.
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// A preset (sirocco, knl, a100x8, h200, xeon16) or a TOML platform file (see
+    /// A preset (sirocco, knl, a100x8, h200, xeon16, xeon16-target) or a TOML platform file (see
     /// `hetla calibrate --output`).
     #[arg(long)]
     pub platform: String,

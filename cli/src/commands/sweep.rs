@@ -28,8 +28,9 @@ pub const THIS_MACHINE: &str = "this";
 /// Arguments of `hetla sweep`.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// A preset (sirocco, knl, a100x8, h200, xeon16), a TOML platform file, or `this` for real runs
-    /// on this machine (a GPU count K uses its first K GPUs; more than it has is a skipped row).
+    /// A preset (sirocco, knl, a100x8, h200, xeon16, xeon16-target), a TOML platform file, or
+    /// `this` for real runs on this machine (a GPU count K uses its first K GPUs; more than it has
+    /// is a skipped row).
     #[arg(long)]
     pub platform: String,
     /// Cluster specs, comma-separated ("20x1,2x10,4x5").

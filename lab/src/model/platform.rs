@@ -18,7 +18,14 @@ pub use hetla_runtime::{LinkModel, LinkRate};
 pub const MAX_MODEL_CORES: usize = 4096;
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 5] = ["sirocco", "knl", "a100x8", "h200", "xeon16"];
+pub const PRESETS: [&str; 6] = [
+    "sirocco",
+    "knl",
+    "a100x8",
+    "h200",
+    "xeon16",
+    "xeon16-target",
+];
 
 /// A modelled machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
