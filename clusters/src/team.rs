@@ -243,7 +243,9 @@ impl Team {
         }
         let _one = self.shared.lead.lock().unwrap_or_else(|e| e.into_inner());
         let affinity = Affinity::of_current_thread();
-        if !pin_current_thread(self.shared.cpus[0]) {
+        // A refused pin was an error or, unpinned threads allowed, a warning when the cluster was
+        // built: not again at every lead.
+        if !pin_current_thread(self.shared.cpus[0]) && !crate::unpinned_allowed() {
             eprintln!(
                 "warning: a cluster's leader could not be pinned to CPU {}: its pieces run unpinned",
                 self.shared.cpus[0]
