@@ -33,5 +33,5 @@ pub use error::ClusterError;
 pub use gpus::{GpuInfo, driver_present, gpus};
 pub use level::Level;
 pub use spec::ClusterSpec;
-pub use team::{DEFAULT_SPIN, Piece, Team, run_pieces, take_pieces, team_size};
+pub use team::{DEFAULT_SPIN, Piece, Team, run_pieces, take_pieces};
 pub use topology::{CpuSet, Topology, TopologySource};

@@ -466,14 +466,3 @@ pub fn take_pieces() -> Vec<Piece> {
     let shared = unsafe { &*shared };
     std::mem::take(&mut *shared.log.lock().unwrap_or_else(|e| e.into_inner()))
 }
-
-/// The number of threads of the team the calling thread leads (1 when it leads none).
-pub fn team_size() -> usize {
-    let shared = LEADING.with(Cell::get);
-    if shared.is_null() {
-        1
-    } else {
-        // SAFETY: as in `run_pieces`.
-        unsafe { &*shared }.cpus.len()
-    }
-}

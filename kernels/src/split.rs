@@ -108,20 +108,24 @@ pub(crate) fn run_pieces<T: Send>(
     }
     let n = pieces.len();
     let slots: Vec<Mutex<Option<T>>> = pieces.into_iter().map(|p| Mutex::new(Some(p))).collect();
-    let errors: Vec<Mutex<Option<KernelError>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    // The lowest-numbered failing piece and its error.
+    let failed: Mutex<Option<(usize, KernelError)>> = Mutex::new(None);
     let body = |i: usize| {
         let piece = slots[i].lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(Err(e)) = piece.map(&f) {
-            *errors[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            let mut failed = failed.lock().unwrap_or_else(|e| e.into_inner());
+            if failed.as_ref().is_none_or(|(j, _)| i < *j) {
+                *failed = Some((i, e));
+            }
         }
     };
     if !hetla_clusters::run_pieces(n, &body) {
         (0..n).into_par_iter().with_max_len(1).for_each(body);
     }
-    errors
-        .into_iter()
-        .find_map(|e| e.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .map_or(Ok(()), Err)
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Where each band of the given sizes starts.

@@ -212,8 +212,6 @@ pub(crate) fn inertia<T: Scalar>(
     diag: &[Mat<T>],
     sub: &[Mat<T>],
 ) -> Result<Inertia> {
-    let widen =
-        |m: MatRef<'_, T>| Mat::<c64>::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64());
     let eps = T::PRECISION.epsilon();
     let mut counts = Inertia {
         positive: 0,
@@ -256,6 +254,11 @@ pub(crate) fn inertia<T: Scalar>(
     Ok(counts)
 }
 
+/// `m` in c64, the precision the inertia's eigensolvers and factorisations run in.
+fn widen<T: Scalar>(m: MatRef<'_, T>) -> Mat<c64> {
+    Mat::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].to_c64())
+}
+
 /// T's inertia from the eigenvalues of T assembled dense.
 fn dense_inertia<T: Scalar>(blocks: Blocks, diag: &[Mat<T>], sub: &[Mat<T>]) -> Result<Inertia> {
     let mut t = Mat::<c64>::zeros(blocks.n, blocks.n);
@@ -283,15 +286,7 @@ fn dense_inertia<T: Scalar>(blocks: Blocks, diag: &[Mat<T>], sub: &[Mat<T>]) -> 
 /// The inertia of the Hermitian matrix whose lower triangle is `a`'s, from its eigenvalues (in
 /// double precision, O(n^3)), those of modulus at most `tolerance` counted as zeros.
 pub(crate) fn hermitian_inertia<T: Scalar>(a: MatRef<'_, T>, tolerance: f64) -> Result<Inertia> {
-    let n = a.nrows();
-    let a = Mat::<c64>::from_fn(n, n, |i, j| {
-        if i >= j {
-            a[(i, j)].to_c64()
-        } else {
-            c64::new(0.0, 0.0)
-        }
-    });
-    eigen_inertia(a, "A", tolerance)
+    eigen_inertia(widen(a), "A", tolerance)
 }
 
 /// The inertia of the Hermitian matrix whose lower triangle is `a`'s from a Bunch-Kaufman
@@ -300,8 +295,7 @@ pub(crate) fn hermitian_inertia<T: Scalar>(a: MatRef<'_, T>, tolerance: f64) -> 
 pub(crate) fn bunch_kaufman_inertia<T: Scalar>(a: MatRef<'_, T>) -> Inertia {
     let (n, par) = (a.nrows(), faer::get_global_parallelism());
     let (positive, negative, zero) = if T::PRECISION.is_complex() {
-        let wide = Mat::<c64>::from_fn(n, n, |i, j| a[(i, j)].to_c64());
-        hetla_kernels::bunch_kaufman_inertia_c64(wide.as_ref(), par)
+        hetla_kernels::bunch_kaufman_inertia_c64(widen(a).as_ref(), par)
     } else {
         let wide = Mat::<f64>::from_fn(n, n, |i, j| a[(i, j)].to_c64().re);
         hetla_kernels::bunch_kaufman_inertia_f64(wide.as_ref(), par)

@@ -78,7 +78,12 @@ pub(super) fn worker_loop(
         let result = catch_unwind(AssertUnwindSafe(|| carrier.work.run(task, par)));
         let end = carrier.now();
         events.push(event(graph, task, w, start, end));
-        let pieces = hetla_clusters::take_pieces();
+        // A one-core cluster never splits: nothing to collect.
+        let pieces = if cores > 1 {
+            hetla_clusters::take_pieces()
+        } else {
+            Vec::new()
+        };
         if !pieces.is_empty() {
             let at =
                 |t: std::time::Instant| t.saturating_duration_since(carrier.start).as_secs_f64();
