@@ -96,7 +96,7 @@ pub mod lab {
     pub use crate::check::cholesky_residual_on_gpu;
     pub use crate::check::reference_product;
     #[cfg(feature = "mpi")]
-    pub use crate::distributed::{PROBES, measure_network};
+    pub use crate::distributed::{PROBES, faster_network, measure_network};
     pub use crate::limits;
     pub use crate::lu::default_lu_tile;
     pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};

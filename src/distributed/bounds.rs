@@ -4,7 +4,11 @@
 //!
 //! - **Network** ([`measure_network`]): ranks 0 and 1 exchange messages of 8 bytes and of one tile;
 //!   half the best round trip of each gives the latency and the bandwidth. Other pairs are assumed
-//!   alike (one rank per node of a homogeneous cluster, or ranks on one machine).
+//!   alike (one rank per node of a homogeneous cluster, or ranks on one machine). A job measures
+//!   before its runs and again after them and keeps the faster figures of the two
+//!   ([`faster_network`]): a bound is only a bound on a network no slower than the run's own, and
+//!   ranks sharing their cores with other processes (several jobs on one machine) can measure a
+//!   round trip at a scheduler's time slice for a while.
 //! - **Durations** ([`DistributedRun::bounds`]): each kernel on each class of worker lasts the
 //!   shortest time any rank measured for it in this run, and a class that never ran a kernel is
 //!   taken not to run it, as the bounds of a run on one node do: these are bounds of this run.
@@ -64,6 +68,18 @@ pub fn measure_network<C: Communicator>(comm: &C, bytes: usize) -> Option<LinkRa
         latency_us: rate[0],
         gb_per_s: rate[1],
     })
+}
+
+/// The network measured as `before` and again now (collective, as [`measure_network`]): the lower
+/// latency and the higher bandwidth of the two measurements.
+pub fn faster_network<C: Communicator>(comm: &C, bytes: usize, before: LinkRate) -> LinkRate {
+    match measure_network(comm, bytes) {
+        Some(now) => LinkRate {
+            latency_us: before.latency_us.min(now.latency_us),
+            gb_per_s: before.gb_per_s.max(now.gb_per_s),
+        },
+        None => before,
+    }
 }
 
 impl DistributedRun {
