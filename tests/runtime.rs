@@ -495,6 +495,65 @@ fn a_clusters_pieces_are_in_its_trace_each_on_its_own_thread() {
     assert_eq!(drawn, trace.pieces.len());
 }
 
+/// Tasks that do no work but count those that ran while their cluster was marked idle.
+struct SeesLender {
+    work: Empty,
+    /// Each cluster's lender and CPUs.
+    clusters: Vec<(hetla_clusters::Lender, Vec<usize>)>,
+    idle_seen: std::sync::atomic::AtomicUsize,
+}
+
+impl Workload for SeesLender {
+    fn graph(&self) -> &TaskGraph {
+        self.work.graph()
+    }
+    fn key(&self, task: TaskId) -> KernelKey {
+        self.work.key(task)
+    }
+    fn tile_bytes(&self, tile: TileRef) -> usize {
+        self.work.tile_bytes(tile)
+    }
+    fn run(&self, task: TaskId, par: Par) -> Result<(), hetla_kernels::KernelError> {
+        // The worker runs the task on its cluster's first core.
+        let cpu = hetla_clusters::current_cpu();
+        let mine = self
+            .clusters
+            .iter()
+            .find(|(_, cpus)| cpu == cpus.first().copied());
+        if mine.is_some_and(|(lender, _)| lender.idle()) {
+            self.idle_seen
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.work.run(task, par)
+    }
+}
+
+#[test]
+fn a_cluster_is_busy_while_it_runs_a_kernel_and_lends_its_cores_again_after_the_run() {
+    for spec in ["1x1", "auto"] {
+        let platform = platform(spec);
+        let work = SeesLender {
+            work: empty(6, None),
+            clusters: platform
+                .clusters()
+                .iter()
+                .map(|c| (c.lender(), c.cpus().to_vec()))
+                .collect(),
+            idle_seen: Default::default(),
+        };
+        let idle = || work.clusters.iter().all(|(l, _)| l.idle());
+        assert!(idle(), "{spec}: idle before the run");
+        let trace = execute(&platform, &work, &RunOptions::default()).unwrap();
+        assert_eq!(trace.tasks.len(), work.graph().len());
+        assert!(idle(), "{spec}: idle after the run");
+        assert_eq!(
+            work.idle_seen.into_inner(),
+            0,
+            "{spec}: a kernel ran while its cluster was marked idle"
+        );
+    }
+}
+
 #[test]
 fn bad_specs_are_clear_errors() {
     let err = Platform::new(

@@ -5,9 +5,11 @@
 //! runtime's worker for the cluster calls [`CpuCluster::run`]: it leads the cluster's [`Team`], so
 //! a kernel called with `Par::rayon(size)` runs piece i on the thread pinned to core i (see the
 //! `team` module), never on whichever thread came first. The rayon pool serves what is not a tile
-//! kernel (a batch of small independent solves, one per thread; packing for the GPUs' copies) and
-//! kernels called outside a team. A pin the OS refuses is an error (see the `affinity` module).
+//! kernel (a batch of small independent solves, one per thread) and kernels called outside a team.
+//! Its [`Lender`] says whether its cores may pack a GPU's copies now (the `copies` module). A pin
+//! the OS refuses is an error (see the `affinity` module).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::affinity::refused;
@@ -18,6 +20,7 @@ pub struct CpuCluster {
     cpus: Vec<usize>,
     pool: rayon::ThreadPool,
     team: Team,
+    lender: Lender,
 }
 
 impl std::fmt::Debug for CpuCluster {
@@ -39,33 +42,19 @@ impl CpuCluster {
                 spec: name.to_owned(),
             });
         }
-        let pinned = cpus.clone();
-        let prefix = name.to_owned();
-        let refusals: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
-        let refusals_seen = Arc::clone(&refusals);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(cpus.len())
-            .thread_name(move |i| format!("{prefix}-{i}"))
-            .start_handler(move |i| {
-                if !crate::pin_current_thread(pinned[i]) {
-                    let name = std::thread::current().name().unwrap_or("?").to_owned();
-                    refusals_seen
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((pinned[i], name));
-                }
-            })
-            .build()
-            .map_err(|e| ClusterError::Pool {
-                reason: e.to_string(),
-            })?;
-        // Every thread has run its start handler once it has run a broadcast.
-        pool.broadcast(|_| ());
-        for (cpu, thread) in refusals.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            refused(*cpu, thread)?;
-        }
+        let pool = pinned_pool(&cpus, name)?;
         let team = Team::new(&cpus, name)?;
-        Ok(Self { cpus, pool, team })
+        Ok(Self {
+            cpus,
+            pool,
+            team,
+            lender: Lender::default(),
+        })
+    }
+
+    /// The cluster's [`Lender`]: whether its cores may pack copies now (its worker says).
+    pub fn lender(&self) -> Lender {
+        self.lender.clone()
     }
 
     /// The logical CPUs of the cluster, one per thread.
@@ -110,4 +99,60 @@ impl CpuCluster {
             .unwrap_or_else(|e| e.into_inner())
             .expect("the pool's thread 0 ran the cluster's work")
     }
+}
+
+/// Whether a cluster's cores may pack copies now: a flag its worker sets (the runtime's: busy from
+/// the moment it takes a task until it finds none, idle between runs; see [`crate::CopyThreads`]).
+/// Clones share the flag.
+#[derive(Debug, Clone)]
+pub struct Lender(Arc<AtomicBool>);
+
+impl Default for Lender {
+    /// An idle cluster's.
+    fn default() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl Lender {
+    /// Whether the cluster has no kernel to run (its cores may be lent).
+    pub fn idle(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Marks the cluster idle (no kernel to run) or busy (a kernel taken or running).
+    pub fn set_idle(&self, idle: bool) {
+        self.0.store(idle, Ordering::Release);
+    }
+}
+
+/// A rayon pool of one thread per CPU of `cpus`, thread i pinned to `cpus[i]` and named
+/// "{name}-{i}". A pin the OS refuses is [`ClusterError::Pin`] unless unpinned threads are allowed.
+pub(crate) fn pinned_pool(cpus: &[usize], name: &str) -> Result<rayon::ThreadPool, ClusterError> {
+    let pinned = cpus.to_vec();
+    let prefix = name.to_owned();
+    let refusals: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
+    let refusals_seen = Arc::clone(&refusals);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cpus.len())
+        .thread_name(move |i| format!("{prefix}-{i}"))
+        .start_handler(move |i| {
+            if !crate::pin_current_thread(pinned[i]) {
+                let name = std::thread::current().name().unwrap_or("?").to_owned();
+                refusals_seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((pinned[i], name));
+            }
+        })
+        .build()
+        .map_err(|e| ClusterError::Pool {
+            reason: e.to_string(),
+        })?;
+    // Every thread has run its start handler once it has run a broadcast.
+    pool.broadcast(|_| ());
+    for (cpu, thread) in refusals.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        refused(*cpu, thread)?;
+    }
+    Ok(pool)
 }

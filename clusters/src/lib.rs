@@ -15,6 +15,7 @@
 
 mod affinity;
 mod cluster;
+mod copies;
 mod cpulist;
 mod detect;
 mod error;
@@ -27,7 +28,8 @@ mod team;
 mod topology;
 
 pub use affinity::{allow_unpinned, current_cpu, pin_current_thread, unpinned_allowed};
-pub use cluster::CpuCluster;
+pub use cluster::{CpuCluster, Lender};
+pub use copies::{CopyCounts, CopyThreads};
 pub use cpulist::{CpuListError, available_cpus, format_cpu_list, online_cpus, parse_cpu_list};
 pub use error::ClusterError;
 pub use gpus::{GpuInfo, driver_present, gpus};

@@ -60,15 +60,15 @@ impl AnyMut<'_> {
         each_precision!(self, AnyMut, m => crate::HostRange::of_matrix(m.as_ptr(), m.nrows(), m.ncols(), m.col_stride()))
     }
 
-    /// Copies `src` (same precision and shape) into it, by columns over `pool`'s threads when given
-    /// ([`crate::copy_by_columns`]).
+    /// Copies `src` (same precision and shape) into it, by columns over the copy threads `threads`
+    /// when given ([`crate::copy_by_columns`]).
     pub fn copy_from(
         self,
         src: AnyRef<'_>,
-        pool: Option<&rayon::ThreadPool>,
+        threads: Option<&hetla_clusters::CopyThreads>,
     ) -> Result<(), KernelError> {
         check_copy(self.precision(), self.shape(), src.precision(), src.shape())?;
-        each_precision!(self, AnyMut, dst => copy_typed(dst, src, pool))
+        each_precision!(self, AnyMut, dst => copy_typed(dst, src, threads))
     }
 }
 
@@ -133,7 +133,7 @@ fn precision_of<S: Scalar>(_: &MatRef<'_, S>) -> Precision {
 fn copy_typed<S: Scalar>(
     dst: MatMut<'_, S>,
     src: AnyRef<'_>,
-    pool: Option<&rayon::ThreadPool>,
+    threads: Option<&hetla_clusters::CopyThreads>,
 ) -> Result<(), KernelError> {
     let from = src.precision();
     let src = S::of_any_ref(src).ok_or_else(|| KernelError::Gpu {
@@ -142,7 +142,7 @@ fn copy_typed<S: Scalar>(
             S::PRECISION
         ),
     })?;
-    crate::copy_by_columns(dst, src, pool);
+    crate::copy_by_columns(dst, src, threads);
     Ok(())
 }
 

@@ -596,13 +596,13 @@ impl GpuContext {
     /// Queues the copy of a host tile into `dst` on the host-to-device stream; returns once the
     /// tile is packed into a staging buffer, before the copy ends (a tile in page-locked memory is
     /// copied straight from it instead, see [`GpuContext::page_lock`]). Kernels that use `dst`
-    /// later wait for the copy. `pool`: threads that pack the tile by columns (see
+    /// later wait for the copy. `threads`: threads that pack the tile by columns (see
     /// [`crate::copy_by_columns`]).
     pub fn upload(
         &self,
         src: AnyRef<'_>,
         dst: &mut GpuTile,
-        pool: Option<&rayon::ThreadPool>,
+        threads: Option<&hetla_clusters::CopyThreads>,
     ) -> Result<(), KernelError> {
         Self::check_same_shape(dst, src.precision(), src.shape())?;
         if each_precision!(src, AnyRef, m => self.upload_direct(m, dst))? {
@@ -613,7 +613,7 @@ impl GpuContext {
         };
         let packed = buffer
             .as_mut_slice()
-            .map(|bytes| each_precision!(src, AnyRef, m => pack(m, bytes, pool)))
+            .map(|bytes| each_precision!(src, AnyRef, m => pack(m, bytes, threads)))
             .map_err(|e| gpu_error("waiting for a staging buffer", e));
         let result = packed.and_then(|()| {
             self.h2d
@@ -631,13 +631,13 @@ impl GpuContext {
             .map_err(|e| gpu_error("waiting for the uploads", e))
     }
 
-    /// Copies `src` into a host tile; returns when the data is there. `pool`: threads that unpack
-    /// it by columns.
+    /// Copies `src` into a host tile; returns when the data is there. `threads`: threads that
+    /// unpack it by columns.
     pub fn download(
         &self,
         src: &GpuTile,
         dst: AnyMut<'_>,
-        pool: Option<&rayon::ThreadPool>,
+        threads: Option<&hetla_clusters::CopyThreads>,
     ) -> Result<(), KernelError> {
         Self::check_same_shape(src, dst.precision(), dst.shape())?;
         let mut dst = dst;
@@ -655,7 +655,7 @@ impl GpuContext {
                 let host = buffer
                     .as_slice()
                     .map_err(|e| gpu_error("waiting for a download", e))?;
-                each_precision!(dst, AnyMut, m => unpack(host, m, pool));
+                each_precision!(dst, AnyMut, m => unpack(host, m, threads));
                 Ok(())
             });
         self.give_back_staging(buffer);
@@ -1696,22 +1696,34 @@ fn copy_2d_descriptor(
 }
 
 /// Packs a host tile into a contiguous column-major byte buffer of its size (a staging buffer), by
-/// columns over `pool`'s threads when given.
-fn pack<T: Scalar>(src: MatRef<'_, T>, bytes: &mut [u8], pool: Option<&rayon::ThreadPool>) {
+/// columns over `threads` when given.
+fn pack<T: Scalar>(
+    src: MatRef<'_, T>,
+    bytes: &mut [u8],
+    threads: Option<&hetla_clusters::CopyThreads>,
+) {
     let (rows, cols) = (src.nrows(), src.ncols());
     let packed = MatMut::from_column_major_slice_mut(typed_mut::<T>(bytes), rows, cols);
-    crate::copy_by_columns(packed, src, pool);
+    crate::copy_by_columns(packed, src, threads);
 }
 
 /// Unpacks a contiguous column-major byte buffer into a host tile of its size.
-fn unpack<T: Scalar>(bytes: &[u8], dst: MatMut<'_, T>, pool: Option<&rayon::ThreadPool>) {
+fn unpack<T: Scalar>(
+    bytes: &[u8],
+    dst: MatMut<'_, T>,
+    threads: Option<&hetla_clusters::CopyThreads>,
+) {
     let (rows, cols) = (dst.nrows(), dst.ncols());
     let len = rows * cols;
     assert!(bytes.len() >= len * size_of::<T>() && bytes.as_ptr().cast::<T>().is_aligned());
     // SAFETY: the buffer holds at least `len` elements of T (asserted, with the alignment);
     // every bit pattern is a valid f32/f64/c32/c64; the slice borrows `bytes`.
     let host = unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), len) };
-    crate::copy_by_columns(dst, MatRef::from_column_major_slice(host, rows, cols), pool);
+    crate::copy_by_columns(
+        dst,
+        MatRef::from_column_major_slice(host, rows, cols),
+        threads,
+    );
 }
 
 /// A byte buffer as the elements of `T` it holds (whole elements only).

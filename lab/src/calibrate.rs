@@ -202,11 +202,11 @@ pub fn calibrate_packing(
     let cores: Vec<usize> = topology.cores().iter().map(|c| c[0]).collect();
     let mut rates = Vec::new();
     for &size in sizes.iter().filter(|&&s| s >= 1 && s <= cores.len()) {
-        let pool = hetla_clusters::CpuCluster::new(cores[..size].to_vec(), "hetla-pack")?;
+        let threads = hetla_clusters::CopyThreads::new(&cores[..size], &[], "hetla-pack")?;
         let mut times = Vec::with_capacity(PACK_SAMPLES);
         for sample in 0..=PACK_SAMPLES {
             let start = Instant::now();
-            hetla_kernels::copy_by_columns(dst.as_mut(), src, Some(pool.pool()));
+            hetla_kernels::copy_by_columns(dst.as_mut(), src, Some(&threads));
             if sample > 0 {
                 times.push(start.elapsed().as_secs_f64());
             }

@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hetla_clusters::{ClusterSpec, CpuCluster, Topology, format_cpu_list};
+use hetla_clusters::{ClusterSpec, CopyThreads, CpuCluster, Topology, format_cpu_list};
 use hetla_kernels::{Backend, HostRange, PinnedRanges};
 
 use crate::data::MemoryNode;
@@ -184,11 +184,25 @@ impl Platform {
         for cluster in &clusters {
             warm_up(cluster);
         }
+        // A core a cluster lends packs only while that cluster is idle (`CopyThreads`).
         for (i, (device, cores)) in devices.iter().zip(copy_cores).enumerate() {
             if cores.len() > 1 {
-                device.set_copy_threads(Arc::new(CpuCluster::new(
-                    cores,
-                    &format!("hetla-g{i}-copy"),
+                let lender_of = |cpu: usize| {
+                    clusters
+                        .iter()
+                        .find(|c| c.cpus().contains(&cpu))
+                        .map(CpuCluster::lender)
+                };
+                let (lent, own): (Vec<usize>, Vec<usize>) =
+                    cores.iter().partition(|&&cpu| lender_of(cpu).is_some());
+                let lent: Vec<_> = lent
+                    .into_iter()
+                    .filter_map(|cpu| Some((cpu, lender_of(cpu)?)))
+                    .collect();
+                device.set_copy_threads(Arc::new(CopyThreads::new(
+                    &own,
+                    &lent,
+                    &format!("hetla-g{i}"),
                 )?));
             }
         }
@@ -487,9 +501,12 @@ pub const MAX_BORROWED_COPY_CORES: usize = 8;
 /// cores that neither a cluster nor a host thread uses (all of them with `--clusters none`). When
 /// that makes fewer than each device's share of the clusters' cores, up to
 /// `MAX_BORROWED_COPY_CORES` (8), cores of the clusters are borrowed (dealt in turn, so devices
-/// borrow different ones): the packing threads share those cores with the clusters' kernels for the
-/// milliseconds a copy takes. `wanted` ([`COPY_CORES_VAR`]) sets the count instead. Real platforms
-/// and modelled ones (a simulation of the staged data path, [`crate::Staging`]) follow this rule.
+/// borrow different ones); a borrowed core packs only while its cluster has no kernel to run
+/// ([`CopyThreads`]: a packing thread on one core of a k-core kernel would stall all k). `wanted`
+/// ([`COPY_CORES_VAR`]) sets the count instead. Real platforms and modelled ones (a simulation of
+/// the staged data path, [`crate::Staging`]) follow this rule, but the model packs at the rate of
+/// all of them at every copy: while a lending cluster is busy, a real GPU packs slower than
+/// modelled.
 pub fn copy_cores(
     topology: &Topology,
     clusters: &[Vec<usize>],

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use hetla_clusters::CpuCluster;
+use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
@@ -28,7 +28,7 @@ pub struct CudaDevice {
     gpu: GpuContext,
     budget: usize,
     replicas: Replicas<GpuTile>,
-    copy_threads: OnceLock<Arc<CpuCluster>>,
+    copy_threads: OnceLock<Arc<CopyThreads>>,
 }
 
 impl CudaDevice {
@@ -78,8 +78,8 @@ impl CudaDevice {
         })
     }
 
-    fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
-        self.copy_threads.get().map(|c| c.pool())
+    fn copy_threads(&self) -> Option<&CopyThreads> {
+        self.copy_threads.get().map(|c| &**c)
     }
 }
 
@@ -95,7 +95,7 @@ impl Device for CudaDevice {
     fn upload(&self, handle: Handle, src: AnyRef<'_>) -> Result<(), KernelError> {
         let ((rows, cols), precision) = (src.shape(), src.precision());
         self.fill(handle, (precision, rows, cols), |tile| {
-            self.gpu.upload(src, tile, self.copy_pool())
+            self.gpu.upload(src, tile, self.copy_threads())
         })
     }
 
@@ -131,10 +131,10 @@ impl Device for CudaDevice {
     fn download(&self, handle: Handle, dst: AnyMut<'_>) -> Result<(), KernelError> {
         let replica = self.replicas.get(handle)?;
         let tile = replica.read().unwrap_or_else(|e| e.into_inner());
-        self.gpu.download(&tile, dst, self.copy_pool())
+        self.gpu.download(&tile, dst, self.copy_threads())
     }
 
-    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+    fn set_copy_threads(&self, threads: Arc<CopyThreads>) {
         let _ = self.copy_threads.set(threads);
     }
 

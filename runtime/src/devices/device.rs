@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hetla_clusters::CpuCluster;
+use hetla_clusters::CopyThreads;
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
 use crate::data::Handle;
@@ -132,9 +132,10 @@ pub trait Device: Send + Sync {
         Ok(())
     }
     /// Gives the device pinned threads to pack and unpack its copies with (the platform gives it
-    /// the cores no cluster uses, its host thread's among them); the first call counts. Without it,
-    /// the device's host thread packs alone.
-    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+    /// its host thread's core, the cores no cluster uses and the cores the clusters lend it while
+    /// they are idle: [`CopyThreads`]); the first call counts. Without it, the calling thread packs
+    /// alone.
+    fn set_copy_threads(&self, threads: Arc<CopyThreads>) {
         let _ = threads;
     }
 }

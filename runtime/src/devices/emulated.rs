@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use hetla_clusters::CpuCluster;
+use hetla_clusters::CopyThreads;
 use hetla_kernels::{
     AnyMat, AnyMut, AnyRef, Backend, DeviceSpan, HostRange, KernelError, Op, Par, PinnedRanges,
     Precision,
@@ -64,7 +64,7 @@ pub struct EmulatedDevice {
     ordered: bool,
     counts: Arc<EmuCounts>,
     last_upload: Mutex<Event>,
-    copy_threads: OnceLock<Arc<CpuCluster>>,
+    copy_threads: OnceLock<Arc<CopyThreads>>,
     h2d: Stream,
     compute: Stream,
 }
@@ -127,7 +127,7 @@ impl EmulatedDevice {
     /// The copy threads of a copy between `host` (`None`: the device's own memory, counted as such)
     /// and a replica: none (the DMA engine's copy, on the calling thread) when `host` lies in
     /// page-locked memory, else the packing threads; counted.
-    fn copy_threads_for(&self, host: Option<HostRange>) -> Option<&rayon::ThreadPool> {
+    fn copy_threads_for(&self, host: Option<HostRange>) -> Option<&CopyThreads> {
         let Some(host) = host else {
             self.counts.device_copies.fetch_add(1, Ordering::SeqCst);
             return None;
@@ -137,7 +137,7 @@ impl EmulatedDevice {
             None
         } else {
             self.counts.staged_copies.fetch_add(1, Ordering::SeqCst);
-            self.copy_pool()
+            self.copy_threads()
         }
     }
 
@@ -158,8 +158,8 @@ impl EmulatedDevice {
         self.counts.early_reads.load(Ordering::SeqCst)
     }
 
-    fn copy_pool(&self) -> Option<&rayon::ThreadPool> {
-        self.copy_threads.get().map(|c| c.pool())
+    fn copy_threads(&self) -> Option<&CopyThreads> {
+        self.copy_threads.get().map(|c| &**c)
     }
 
     fn hold(&self, bytes: usize) {
@@ -310,7 +310,7 @@ impl Device for EmulatedDevice {
         downloaded
     }
 
-    fn set_copy_threads(&self, threads: Arc<CpuCluster>) {
+    fn set_copy_threads(&self, threads: Arc<CopyThreads>) {
         let _ = self.copy_threads.set(threads);
     }
 

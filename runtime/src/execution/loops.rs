@@ -48,25 +48,37 @@ pub(super) fn outcome<T>(
     }
 }
 
-/// Pops and runs tasks on CPU cluster worker `w` until the run ends, on wall time, on the calling
-/// thread's cluster pool with `cores` cores.
+/// Pops and runs tasks on CPU cluster worker `w` until the run ends, on wall time, as `cluster`'s
+/// worker. The cluster is marked busy from the moment the worker takes a task until it finds none
+/// (its cores are lent to the GPUs' copies only while it is idle: [`hetla_clusters::Lender`]).
 pub(super) fn worker_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
     signal: &Signal,
     w: WorkerId,
-    cores: usize,
+    cluster: &hetla_clusters::CpuCluster,
 ) -> Vec<TaskEvent> {
+    let cores = cluster.size();
     let par = hetla_kernels::par_for(cores);
     let graph = carrier.work.graph();
     let mut events = Vec::new();
+    /// Marks the cluster idle when the loop returns or unwinds.
+    struct IdleAfter(hetla_clusters::Lender);
+    impl Drop for IdleAfter {
+        fn drop(&mut self) {
+            self.0.set_idle(true);
+        }
+    }
+    let lender = IdleAfter(cluster.lender());
     while !engine.stopped() {
         let seen = signal.epoch();
         let popped = carrier.now();
         let Some(task) = engine.pop(w, popped) else {
+            lender.0.set_idle(true);
             signal.wait(seen, engine.stop_flag());
             continue;
         };
+        lender.0.set_idle(false);
         if engine.stopped() {
             break;
         }

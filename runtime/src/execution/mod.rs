@@ -204,7 +204,7 @@ fn run_beside(
             .map(|(w, cluster)| {
                 s.spawn(move || {
                     cluster.run(true, || {
-                        worker_loop(engine, carrier, signal, WorkerId(w), cluster.size())
+                        worker_loop(engine, carrier, signal, WorkerId(w), cluster)
                     })
                 })
             })
