@@ -90,6 +90,25 @@ impl DistributedRun {
 }
 
 impl Cholesky {
+    /// The tile of a distributed matrix of order `n` in `precision` for this builder's runs: the
+    /// one given, else the one rank 0 resolves as a run on one node would
+    /// ([`Cholesky::tile_size_in`]: its platform's models, else the default tile), the same on
+    /// every rank (each rank's models may differ). Collective: every rank calls it before building
+    /// the matrix ([`DistributedMatrix::random_spd`] and the others take the tile).
+    pub fn distributed_tile_in<C: Communicator>(
+        &self,
+        comm: &C,
+        n: usize,
+        precision: Precision,
+    ) -> Result<usize> {
+        let mine = match comm.rank() {
+            0 => self.tile_size_in(n, precision) as u64,
+            _ => 0,
+        };
+        let agreed = max_within(comm, &[mine], waiting(&self.run), "the choice of the tile")?;
+        Ok(agreed[0] as usize)
+    }
+
     /// Factors the distributed matrix `a` in place (`a`'s tiles become L's), in its precision:
     /// collective, every rank of `comm` calls it with its part of `a` (see the module
     /// documentation). The tile size is `a`'s; each rank runs its tasks on this builder's platform

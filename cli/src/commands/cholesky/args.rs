@@ -79,8 +79,9 @@ pub struct CholeskyArgs {
     pub json: bool,
     /// Factor across the ranks of an MPI job on a PxQ process grid, tiles 2D block-cyclic (start it
     /// with `mpirun -np P*Q`; feature `mpi`): every rank runs its tasks with `--clusters` inside
-    /// the cores mpirun gives it; rank 0 reports. The tile defaults to 256; `--compare` times
-    /// ScaLAPACK's p?potrf and p?potrs in the same precision (feature `scalapack`).
+    /// the cores mpirun gives it; rank 0 reports. The tile defaults to the one a run on one node
+    /// would take (rank 0's), at most n over the grid's longer side; `--compare` times ScaLAPACK's
+    /// p?potrf and p?potrs in the same precision (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
     /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts), or ds: a

@@ -14,7 +14,7 @@ use crate::commands::grid_job::{GridRun, print_peers};
 use crate::peers::PeerRate;
 
 #[cfg(feature = "mpi")]
-use crate::commands::grid_job::{DEFAULT_GRID_TILE, GridScalar};
+use crate::commands::grid_job::GridScalar;
 
 /// Right-hand sides of the solve after the factorisation.
 const SOLVE_RHS: usize = 1;
@@ -75,11 +75,19 @@ fn run_in<T: GridScalar>(
 
     let universe = crate::commands::grid_job::initialise()?;
     let world = universe.world();
-    let tile = args.tile.unwrap_or(DEFAULT_GRID_TILE).min(args.n);
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     let options = Cholesky::new()
         .platform(platform.clone())
         .scheduler(args.scheduler);
+    // The tile a run on one node would take, rank 0's choice on every rank.
+    let tile = match args.tile {
+        Some(tile) => tile.min(args.n),
+        None => crate::commands::grid_job::grid_tile(
+            options.distributed_tile_in(&world, args.n, T::PRECISION)?,
+            args.n,
+            grid,
+        ),
+    };
     let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);

@@ -56,8 +56,9 @@ pub struct LuArgs {
     /// 1xQ grid by block columns 1D block-cyclic, on a PxQ grid with P > 1 by tiles 2D block-cyclic
     /// (ScaLAPACK's layout; each panel factored where its diagonal tile lives, the interchanges
     /// between process rows through exchange tiles), every rank running its tasks with `--clusters`
-    /// inside the cores mpirun gives it; rank 0 reports. The block width (tile) defaults to 256;
-    /// `--compare` times ScaLAPACK's p?getrf in the same precision (feature `scalapack`).
+    /// inside the cores mpirun gives it; rank 0 reports. The block width (tile) defaults to the one
+    /// a run on one node would take, at most n over the grid's longer side; `--compare` times
+    /// ScaLAPACK's p?getrf in the same precision (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
 }

@@ -10,8 +10,6 @@ use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
 
 use super::args::LuArgs;
-#[cfg(feature = "mpi")]
-use crate::commands::grid_job::DEFAULT_GRID_TILE;
 use crate::commands::grid_job::{GridRun, print_peers};
 use crate::peers::PeerRate;
 
@@ -71,18 +69,23 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     args: &LuArgs,
     grid: ProcessGrid,
 ) -> crate::Result<Option<LuGridReport>> {
-    use crate::commands::grid_job::GridSetup;
+    use crate::commands::grid_job::{GridSetup, grid_tile};
     use hetla::Lu;
     use hetla::distributed::{DistributedMatrix, DistributedRhs};
     use mpi::traits::Communicator;
 
     let universe = crate::commands::grid_job::initialise()?;
     let world = universe.world();
-    let tile = args.tile.unwrap_or(DEFAULT_GRID_TILE).min(args.n);
     let platform = args.platform.cpu_platform(&args.clusters)?;
     let options = Lu::new()
         .platform(platform.clone())
         .scheduler(args.scheduler);
+    // The block width a run on one node would take (from the order and backend alone: the same on
+    // every rank).
+    let tile = args
+        .tile
+        .unwrap_or_else(|| grid_tile(options.tile_size_for(args.n), args.n, grid))
+        .min(args.n);
     let a = DistributedMatrix::<T>::random(&world, (args.n, args.n), tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);

@@ -67,8 +67,9 @@ pub struct QrArgs {
     /// columns, 1D block-cyclic, each panel in blocks of `--inner` columns. On a PxQ grid with P >
     /// 1: the tiled QR, 2D block-cyclic, each process row's tiles eliminated on its top one, then
     /// the process rows' triangles merged on the diagonal one (TSQR/CAQR; `--tree` is the one-node
-    /// QR's and is not used). The block width or tile defaults to 256; `--compare` times
-    /// ScaLAPACK's p?geqrf in the same precision (feature `scalapack`).
+    /// QR's and is not used). The block width or tile defaults to the one a run on one node would
+    /// take, at most n over the grid's longer side; `--compare` times ScaLAPACK's p?geqrf in the
+    /// same precision (feature `scalapack`).
     #[arg(long, value_name = "PxQ", value_parser = crate::commands::args::parse_grid)]
     pub grid: Option<hetla_factorizations::ProcessGrid>,
 }

@@ -12,8 +12,6 @@ use hetla_factorizations::ProcessGrid;
 use serde::Serialize;
 
 use super::args::QrArgs;
-#[cfg(feature = "mpi")]
-use crate::commands::grid_job::DEFAULT_GRID_TILE;
 use crate::commands::grid_job::GridRun;
 use crate::peers::PeerRate;
 
@@ -103,7 +101,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     args: &QrArgs,
     grid: ProcessGrid,
 ) -> crate::Result<Option<QrGridReport>> {
-    use crate::commands::grid_job::{GridSetup, timed};
+    use crate::commands::grid_job::{GridSetup, grid_tile, timed};
     use hetla::Qr;
     use hetla::distributed::DistributedMatrix;
     use mpi::traits::Communicator;
@@ -111,12 +109,16 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     let universe = crate::commands::grid_job::initialise()?;
     let world = universe.world();
     let (m, n) = (args.m, args.n);
-    let tile = args.tile.unwrap_or(DEFAULT_GRID_TILE).min(n);
     let platform = args.platform.cpu_platform(&args.clusters)?;
     let options = Qr::new()
         .platform(platform.clone())
         .scheduler(args.scheduler)
         .inner_block(args.inner);
+    // The tile a run on one node would take (from the shape alone: the same on every rank).
+    let tile = args
+        .tile
+        .unwrap_or_else(|| grid_tile(options.tile_size_for(m, n), n, grid))
+        .min(n);
     let a = DistributedMatrix::<T>::random(&world, (m, n), tile, grid, args.seed)?;
     let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
