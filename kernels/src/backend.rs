@@ -6,8 +6,12 @@ use std::{fmt, str::FromStr};
 use crate::error::KernelError;
 
 /// The library that runs the CPU tile kernels. Chosen at run time; a backend not compiled into this
-/// build reports [`KernelError::BackendUnavailable`] instead of running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// build reports [`KernelError::BackendUnavailable`] instead of running. Serialised by its name
+/// ("faer", "openblas").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// faer, pure Rust, always available (the default).
     #[default]

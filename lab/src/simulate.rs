@@ -56,7 +56,7 @@ pub struct SimReport {
     /// Tile size.
     pub tile: usize,
     /// Scheduler name.
-    pub scheduler: String,
+    pub scheduler: hetla_runtime::SchedulerKind,
     /// Which CPU kernel rates were used: "loaded" (the model's rates lowered by its loaded-machine
     /// reductions) or "alone" (the model gives none).
     pub cpu_rates: &'static str,
@@ -110,7 +110,7 @@ pub fn simulate(
         gpus: machine.gpus,
         n: order(plan),
         tile,
-        scheduler: options.run.scheduler.to_string(),
+        scheduler: options.run.scheduler,
         seed: options.seed,
         noise: options.noise,
         makespan_ms,
@@ -292,7 +292,7 @@ pub struct GridSimReport {
     /// Tile size.
     pub tile: usize,
     /// Scheduler of every node.
-    pub scheduler: String,
+    pub scheduler: hetla_runtime::SchedulerKind,
     /// Which CPU kernel rates were used (see [`SimReport::cpu_rates`]).
     pub cpu_rates: &'static str,
     /// Seed of the duration noise.
@@ -414,7 +414,7 @@ pub fn simulate_grid(
         network_gb_per_s: network.gb_per_s,
         n: order(plan),
         tile,
-        scheduler: options.run.scheduler.to_string(),
+        scheduler: options.run.scheduler,
         cpu_rates: model.cpu_rates(),
         seed: options.seed,
         noise: options.noise,

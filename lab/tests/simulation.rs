@@ -119,7 +119,7 @@ fn dmda_moves_less_data_than_mct_for_the_same_makespan() {
         bytes(&mct)
     );
     assert!(dmda.makespan_ms < 1.02 * mct.makespan_ms);
-    assert_eq!(dmda.scheduler, "dmda");
+    assert_eq!(dmda.scheduler, SchedulerKind::Dmda);
 }
 
 #[test]

@@ -59,7 +59,7 @@ pub struct BatchReport {
     pub n: usize,
     pub nrhs: usize,
     pub precision: Precision,
-    pub backend: String,
+    pub backend: hetla::Backend,
     pub clusters: String,
     /// Cores that solve systems (every core of every cluster).
     pub cores: usize,
@@ -138,7 +138,7 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
         n,
         nrhs,
         precision: T::PRECISION,
-        backend: platform.backend().name().to_owned(),
+        backend: platform.backend(),
         clusters: args.clusters.to_string(),
         cores,
         seconds: timings.best,

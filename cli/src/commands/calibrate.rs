@@ -95,7 +95,7 @@ pub struct CalibrateReport {
 #[derive(Serialize)]
 pub struct ScalingReport {
     /// The kernels' library.
-    pub backend: String,
+    pub backend: hetla::Backend,
     /// The precision.
     pub precision: hetla::Precision,
     /// Cores of the machine's topology.
@@ -208,7 +208,7 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         platform_file,
         packing: Vec::new(),
         scaling: Some(ScalingReport {
-            backend: args.platform.backend.name().to_owned(),
+            backend: args.platform.backend,
             precision: args.precision,
             cores,
             samples: args.samples,

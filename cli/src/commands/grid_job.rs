@@ -149,11 +149,11 @@ pub struct GridRun {
     pub tile: usize,
     pub grid: String,
     pub ranks: usize,
-    pub backend: String,
+    pub backend: hetla::Backend,
     /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores `mpirun`
     /// binds the rank to); every rank builds its clusters alike.
     pub clusters: String,
-    pub scheduler: String,
+    pub scheduler: hetla::SchedulerKind,
     /// Tasks each rank ran.
     pub tasks_by_rank: Vec<usize>,
     /// Seconds each rank's workers spent in kernels (summed over its workers) over the slowest
@@ -242,9 +242,9 @@ impl GridRun {
             tile: setup.tile,
             grid: setup.grid.to_string(),
             ranks: setup.grid.size(),
-            backend: setup.platform.backend().to_string(),
+            backend: setup.platform.backend(),
             clusters: setup.platform.cpu_lists().join(" "),
-            scheduler: setup.scheduler.to_string(),
+            scheduler: setup.scheduler,
             tasks_by_rank,
             busy_by_rank,
             seconds: timings.best,

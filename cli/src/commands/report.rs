@@ -17,7 +17,7 @@ pub struct RunReport {
     /// The tile (LU: the block width).
     pub tile: usize,
     /// The kernels' library: faer or openblas.
-    pub backend: String,
+    pub backend: hetla::Backend,
     /// Cores of every cluster.
     pub cores: usize,
     /// Tasks of the graph.
@@ -78,7 +78,7 @@ impl RunReport {
         Self {
             precision: plan.precision(),
             tile: plan.tile(),
-            backend: platform.backend().name().to_owned(),
+            backend: platform.backend(),
             cores: platform.clusters().iter().map(|c| c.size()).sum(),
             tasks: plan.graph().len(),
             seconds: timings.best,

@@ -9,8 +9,11 @@ use super::mct::Mct;
 use super::scheduler::Scheduler;
 use super::work_stealing::WorkStealing;
 
-/// The policies hetla has, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+/// The policies hetla has, by name (serialised by it: "mct", "dmda", "eager", "ws").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum SchedulerKind {
     /// Minimum completion time with performance models.
     #[default]
@@ -20,6 +23,7 @@ pub enum SchedulerKind {
     /// A central priority queue.
     Eager,
     /// Per-worker deques with stealing.
+    #[serde(rename = "ws")]
     WorkStealing,
 }
 
@@ -85,6 +89,7 @@ mod tests {
         for kind in SchedulerKind::ALL {
             assert_eq!(kind.name().parse::<SchedulerKind>(), Ok(kind));
             assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
         }
         assert_eq!("DMDA".parse::<SchedulerKind>(), Ok(SchedulerKind::Dmda));
         assert_eq!(

@@ -26,7 +26,7 @@ pub struct CholeskyReport {
     #[serde(flatten)]
     pub run: RunReport,
     pub clusters: ClustersReport,
-    pub scheduler: String,
+    pub scheduler: hetla::SchedulerKind,
     /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved), or
     /// device (`--resident`: blocks of the matrix in the GPU's memory).
     pub storage: String,
@@ -173,7 +173,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             spec: args.clusters.to_string(),
             cpusets: platform.cpu_lists(),
         },
-        scheduler: args.scheduler.to_string(),
+        scheduler: args.scheduler,
         storage: storage_name::<T>(args, &platform, tile),
         huge_pages,
         host_memory: args.host_memory.name().into(),

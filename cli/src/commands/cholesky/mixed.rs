@@ -20,7 +20,7 @@ pub struct MixedReport {
     pub cond: f64,
     /// The tile of both factorisations (chosen as for f64 when not given).
     pub tile: usize,
-    pub backend: String,
+    pub backend: hetla::Backend,
     pub clusters: ClustersReport,
     /// The mixed solve (`Cholesky::solve_refined`): best and median seconds.
     pub mixed: Timings,
@@ -98,7 +98,7 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         precision: "ds",
         cond: args.cond,
         tile,
-        backend: platform.backend().to_string(),
+        backend: platform.backend(),
         clusters: ClustersReport {
             spec: args.clusters.to_string(),
             cpusets: platform.cpu_lists(),
