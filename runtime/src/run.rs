@@ -135,8 +135,10 @@ pub struct RunOptions {
     pub priorities: Option<Arc<[f64]>>,
 }
 
-/// How the host tiles of a run on a platform with devices meet their copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How the host tiles of a run on a platform with devices meet their copies (serialised by its
+/// name: "staged", "page-locked").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum HostMemory {
     /// The host tiles stay in pageable memory: each copy is packed by CPU cores into a page-locked

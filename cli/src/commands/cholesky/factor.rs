@@ -33,7 +33,7 @@ pub struct CholeskyReport {
     /// Whether the factored matrix was advised for transparent huge pages (`--huge-pages`).
     pub huge_pages: bool,
     /// How the tiles met the GPUs' copies (`--host-memory`): staged or page-locked.
-    pub host_memory: String,
+    pub host_memory: hetla::HostMemory,
     /// What the best run page-locked, and how long locking took (page-locked runs on GPUs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub page_locked: Option<hetla_runtime::PageLocked>,
@@ -176,7 +176,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         scheduler: args.scheduler,
         storage: storage_name::<T>(args, &platform, tile),
         huge_pages,
-        host_memory: args.host_memory.name().into(),
+        host_memory: args.host_memory,
         page_locked: (args.host_memory == hetla::HostMemory::PageLocked
             && !platform.devices().is_empty())
         .then(|| trace.host_memory.clone()),
