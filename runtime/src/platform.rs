@@ -187,18 +187,13 @@ impl Platform {
         // A core a cluster lends packs only while that cluster is idle (`CopyThreads`).
         for (i, (device, cores)) in devices.iter().zip(copy_cores).enumerate() {
             if cores.len() > 1 {
-                let lender_of = |cpu: usize| {
-                    clusters
-                        .iter()
-                        .find(|c| c.cpus().contains(&cpu))
-                        .map(CpuCluster::lender)
-                };
-                let (lent, own): (Vec<usize>, Vec<usize>) =
-                    cores.iter().partition(|&&cpu| lender_of(cpu).is_some());
-                let lent: Vec<_> = lent
-                    .into_iter()
-                    .filter_map(|cpu| Some((cpu, lender_of(cpu)?)))
-                    .collect();
+                let (mut own, mut lent) = (Vec::new(), Vec::new());
+                for cpu in cores {
+                    match clusters.iter().find(|c| c.cpus().contains(&cpu)) {
+                        Some(cluster) => lent.push((cpu, cluster.lender())),
+                        None => own.push(cpu),
+                    }
+                }
                 device.set_copy_threads(Arc::new(CopyThreads::new(
                     &own,
                     &lent,
