@@ -87,8 +87,8 @@ pub use triangular::{Triangle, solve_triangular};
 /// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
 /// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
 /// LAPACK-style row interchanges, the default tiles of Cholesky and the default block widths of LU
-/// and QR, the reference product and the GPU's residual check, the network probe of a distributed
-/// run. Not the library's API: hidden from its documentation and free to change.
+/// and QR, the reference product and the GPU's residual check, the residual's probes of a
+/// distributed run. Not the library's API: hidden from its documentation and free to change.
 #[doc(hidden)]
 pub mod lab {
     pub use crate::calibrate::{ScalingSample, calibrate, calibration_steps, scaling};
@@ -96,7 +96,7 @@ pub mod lab {
     pub use crate::check::cholesky_residual_on_gpu;
     pub use crate::check::reference_product;
     #[cfg(feature = "mpi")]
-    pub use crate::distributed::{PROBES, faster_network, measure_network};
+    pub use crate::distributed::PROBES;
     pub use crate::limits;
     pub use crate::lu::default_lu_tile;
     pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};

@@ -28,8 +28,12 @@ use crate::{DistributedBounds, Error, Result};
 /// Round trips of each size timed (after as many again to warm up).
 const ROUND_TRIPS: usize = 20;
 
-/// The network between ranks 0 and 1, measured with messages of 8 and `bytes` bytes (see the module
-/// documentation); `None` with one rank. Collective: every rank calls it and gets rank 0's figures.
+/// The network between ranks 0 and 1, for [`DistributedRun::bounds`]: they exchange messages of 8
+/// and of `bytes` bytes (one tile, say), 20 round trips of each after 20 to warm up, and half the
+/// best round trip of each gives the latency and the bandwidth. Other pairs of ranks are taken to
+/// be alike. `None` with one rank. Collective: every rank calls it and gets rank 0's figures.
+/// Measure again after the runs and keep the faster figures ([`faster_network`]): ranks that share
+/// their cores with other processes can measure a scheduler's time slice for a while.
 pub fn measure_network<C: Communicator>(comm: &C, bytes: usize) -> Option<LinkRate> {
     if comm.size() < 2 {
         return None;

@@ -41,7 +41,6 @@ mod qr;
 pub mod scalapack;
 mod wire;
 
-#[doc(hidden)]
 pub use bounds::{faster_network, measure_network};
 #[doc(hidden)]
 pub use check::PROBES;

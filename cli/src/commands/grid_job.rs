@@ -221,7 +221,8 @@ impl GridRun {
     ) -> Self {
         // Measured again after the runs: the faster of the two (see `faster_network`).
         let bytes = setup.tile * setup.tile * run.precision.bytes();
-        let network = network.map(|before| hetla::lab::faster_network(world, bytes, before));
+        let network =
+            network.map(|before| hetla::distributed::faster_network(world, bytes, before));
         let (tasks_by_rank, busy_by_rank) = rank_shares(world, run);
         // A finished run is reported even when its bounds cannot be had.
         let free = hetla_runtime::LinkRate {

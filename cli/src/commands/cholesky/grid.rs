@@ -89,7 +89,7 @@ fn run_in<T: GridScalar>(
         ),
     };
     let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
-    let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
+    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
     let factor = |f: &mut _| options.factor_distributed(&world, f);
     let (run, factor, timings) =

@@ -87,7 +87,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         .unwrap_or_else(|| grid_tile(options.tile_size_for(args.n), args.n, grid))
         .min(args.n);
     let a = DistributedMatrix::<T>::random(&world, (args.n, args.n), tile, grid, args.seed)?;
-    let network = hetla::lab::measure_network(&world, tile * tile * size_of::<T>());
+    let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<T>());
     let repeat = args.repeat.map(|r| r as usize);
     let factor = |f: &mut _| options.factor_distributed(&world, f);
     let (lu, factor, timings) =
