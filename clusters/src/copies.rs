@@ -100,14 +100,21 @@ impl CopyThreads {
         })
     }
 
+    /// The pool a copy starting now runs on and, for each of its threads, the lender whose idleness
+    /// it needs: the pool with the borrowed cores when every lending cluster is idle, else the
+    /// device's own (none: the calling thread).
+    fn pool_now(&self) -> Option<(&rayon::ThreadPool, &[Option<Lender>])> {
+        match (&self.with_lent, &self.own) {
+            (Some((pool, gates)), _) if all_idle(gates) => Some((pool, gates)),
+            (_, own) => own.as_ref().map(|pool| (pool, &[][..])),
+        }
+    }
+
     /// The threads a copy starting now would run on: all of them when every lending cluster is
     /// idle, else the device's own.
     pub fn threads_now(&self) -> usize {
-        match (&self.with_lent, &self.own) {
-            (Some((pool, gates)), _) if all_idle(gates) => pool.current_num_threads(),
-            (_, Some(pool)) => pool.current_num_threads(),
-            _ => 1,
-        }
+        self.pool_now()
+            .map_or(1, |(pool, _)| pool.current_num_threads())
     }
 
     /// Runs `body` once for each chunk index in `0..chunks` on the threads a copy starting now has
@@ -115,41 +122,33 @@ impl CopyThreads {
     /// on the caller.
     pub fn run(&self, chunks: usize, body: &(dyn Fn(usize) + Sync)) {
         let next = AtomicUsize::new(0);
-        let take = || {
-            let c = next.fetch_add(1, Ordering::Relaxed);
-            (c < chunks).then_some(c)
-        };
-        match (&self.with_lent, &self.own) {
-            (Some((pool, gates)), _) if all_idle(gates) => {
-                self.lent_copies.fetch_add(1, Ordering::Relaxed);
-                pool.broadcast(|ctx| {
-                    let gate = gates[ctx.index()].as_ref();
-                    loop {
-                        if gate.is_some_and(|l| !l.idle()) {
-                            // Left to the device's own threads, which never stop early.
-                            if next.load(Ordering::Relaxed) < chunks {
-                                self.given_back.fetch_add(1, Ordering::Relaxed);
-                            }
-                            break;
-                        }
-                        let Some(c) = take() else { break };
-                        body(c);
-                    }
-                });
-            }
-            (_, Some(pool)) => {
-                self.own_copies.fetch_add(1, Ordering::Relaxed);
-                pool.broadcast(|_| {
-                    while let Some(c) = take() {
-                        body(c);
-                    }
-                });
-            }
-            _ => {
-                self.own_copies.fetch_add(1, Ordering::Relaxed);
-                while let Some(c) = take() {
-                    body(c);
+        // A thread's share: chunks in turn, a borrowed core's only while its cluster is idle (what
+        // it leaves, the device's own threads, which never stop early, take).
+        let share = |gate: Option<&Lender>| loop {
+            if gate.is_some_and(|l| !l.idle()) {
+                if next.load(Ordering::Relaxed) < chunks {
+                    self.given_back.fetch_add(1, Ordering::Relaxed);
                 }
+                break;
+            }
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            if c >= chunks {
+                break;
+            }
+            body(c);
+        };
+        match self.pool_now() {
+            Some((pool, gates)) => {
+                let copies = match gates.is_empty() {
+                    true => &self.own_copies,
+                    false => &self.lent_copies,
+                };
+                copies.fetch_add(1, Ordering::Relaxed);
+                pool.broadcast(|ctx| share(gates.get(ctx.index()).and_then(Option::as_ref)));
+            }
+            None => {
+                self.own_copies.fetch_add(1, Ordering::Relaxed);
+                share(None);
             }
         }
     }
@@ -180,21 +179,29 @@ mod tests {
     }
 
     /// Which pool thread (by name) ran each chunk of a copy of `chunks` chunks on `threads`,
-    /// `during` called on the first chunk.
+    /// `during` called on the first chunk; with `until`, the chunks wait (2 s at most) for the
+    /// thread of that name to have run one, so that a thread the scheduler wakes late still finds
+    /// chunks left.
     fn run_recording(
         threads: &CopyThreads,
         chunks: usize,
         during: &(dyn Fn() + Sync),
+        until: Option<&str>,
     ) -> Vec<String> {
         let ran = Mutex::new(vec![String::new(); chunks]);
+        let start = std::time::Instant::now();
         threads.run(chunks, &|c| {
             if c == 0 {
                 during();
             }
-            // Long enough that every thread gets chunks when it may.
-            std::thread::sleep(std::time::Duration::from_millis(2));
             let name = std::thread::current().name().unwrap_or("?").to_owned();
             ran.lock().unwrap()[c] = name;
+            let arrived = || until.is_none_or(|u| ran.lock().unwrap().iter().any(|n| n == u));
+            while !arrived() && start.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // Long enough that every thread gets chunks when it may.
+            std::thread::sleep(std::time::Duration::from_millis(2));
         });
         ran.into_inner().unwrap()
     }
@@ -206,13 +213,13 @@ mod tests {
         let threads = CopyThreads::new(&[c, c], &[(c, lender.clone())], "test").unwrap();
         assert_eq!(threads.threads_now(), 3);
         // Idle: the borrowed thread (the lent pool's thread 2) takes chunks.
-        let ran = run_recording(&threads, 24, &|| ());
+        let ran = run_recording(&threads, 24, &|| (), Some("test-lend-2"));
         assert!(ran.iter().all(|n| n.starts_with("test-lend-")), "{ran:?}");
         assert!(ran.iter().any(|n| n == "test-lend-2"), "{ran:?}");
         // Busy: the own pool alone, the borrowed thread not woken.
         lender.set_idle(false);
         assert_eq!(threads.threads_now(), 2);
-        let ran = run_recording(&threads, 24, &|| ());
+        let ran = run_recording(&threads, 24, &|| (), None);
         assert!(ran.iter().all(|n| n.starts_with("test-copy-")), "{ran:?}");
         assert_eq!(
             threads.counts(),
@@ -225,7 +232,7 @@ mod tests {
         // Turning busy during a copy: the borrowed thread stops after the chunk in hand and the
         // own threads finish the copy.
         lender.set_idle(true);
-        let ran = run_recording(&threads, 24, &|| lender.set_idle(false));
+        let ran = run_recording(&threads, 24, &|| lender.set_idle(false), None);
         assert!(
             ran.iter().all(|n| !n.is_empty()),
             "every chunk ran: {ran:?}"
