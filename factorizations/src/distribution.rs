@@ -95,6 +95,12 @@ impl ProcessGrid {
         self.rows * self.cols
     }
 
+    /// The largest tile of a matrix of order `n` that leaves every process row and column of the
+    /// grid a block: n over the grid's longer side (at least 1).
+    pub fn largest_tile(&self, n: usize) -> usize {
+        n.div_ceil(self.rows.max(self.cols)).max(1)
+    }
+
     /// The rank that owns `tile`: `(row mod P) * Q + (col mod Q)`.
     pub fn owner(&self, tile: TileRef) -> Rank {
         Rank((tile.row % self.rows) * self.cols + tile.col % self.cols)

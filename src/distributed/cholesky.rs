@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use hetla_factorizations::{FACTOR, RHS, SUMS, Substitution, Tiling};
+use hetla_factorizations::{FACTOR, ProcessGrid, RHS, SUMS, Substitution, Tiling};
 use hetla_kernels::Precision;
 use hetla_runtime::{Platform, Trace};
 use mpi::traits::Communicator;
@@ -90,19 +90,21 @@ impl DistributedRun {
 }
 
 impl Cholesky {
-    /// The tile of a distributed matrix of order `n` in `precision` for this builder's runs: the
-    /// one given, else the one rank 0 resolves as a run on one node would
-    /// ([`Cholesky::tile_size_in`]: its platform's models, else the default tile), the same on
-    /// every rank (each rank's models may differ). Collective: every rank calls it before building
-    /// the matrix ([`DistributedMatrix::random_spd`] and the others take the tile).
+    /// The tile of a distributed matrix of order `n` in `precision` on `grid` for this builder's
+    /// runs: the one given, else the one rank 0 resolves as a run on one node would
+    /// ([`Cholesky::tile_size_in`]: its platform's models, else the default tile), at most
+    /// [`ProcessGrid::largest_tile`] (one node takes a matrix of order 512 or less as one tile,
+    /// which would leave every rank but one idle); the same on every rank (each rank's models may
+    /// differ). Collective: every rank calls it before building the matrix
+    /// ([`DistributedMatrix::random_spd`] and the others take the tile).
     pub fn distributed_tile_in<C: Communicator>(
         &self,
         comm: &C,
-        n: usize,
+        (n, grid): (usize, ProcessGrid),
         precision: Precision,
     ) -> Result<usize> {
         let mine = match comm.rank() {
-            0 => self.tile_size_in(n, precision) as u64,
+            0 => self.tile_size_in(n, precision).min(grid.largest_tile(n)) as u64,
             _ => 0,
         };
         let agreed = max_within(comm, &[mine], waiting(&self.run), "the choice of the tile")?;

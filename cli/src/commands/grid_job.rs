@@ -3,14 +3,16 @@
 //! share of a run, and the refusals of a build without MPI or ScaLAPACK.
 
 /// The tile of a distributed run of order `n` on `grid` when `--tile` is not given: `chosen`, the
-/// tile a run on one node would take (the builder's, rank 0's where models choose it), but no
-/// larger than n over the grid's longer side, so that every process row and column holds a block
-/// (one node takes the whole matrix as one tile up to order 512). Before, a fixed 256: Cholesky n =
-/// 8192 on 2 ranks with OpenBLAS ran 1.01x pdpotrf in tiles of 256, 1.29x in 512 and 1.62x in 1024
-/// (the one-node default), each beside pdpotrf with the same block (2-core Zen 4).
+/// tile a run on one node would take (the builder's), at most [`ProcessGrid::largest_tile`]
+/// (`hetla::Cholesky::distributed_tile_in` does the same for Cholesky, whose one-node tile comes
+/// from rank 0's models). Before, a fixed 256: Cholesky n = 8192 on 2 ranks with OpenBLAS ran 1.01x
+/// pdpotrf in tiles of 256, 1.29x in 512 and 1.62x in 1024 (the one-node default), each beside
+/// pdpotrf with the same block (2-core Zen 4).
+///
+/// [`ProcessGrid::largest_tile`]: hetla_factorizations::ProcessGrid::largest_tile
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn grid_tile(chosen: usize, n: usize, grid: hetla_factorizations::ProcessGrid) -> usize {
-    chosen.min(n.div_ceil(grid.rows().max(grid.cols()))).max(1)
+    chosen.min(grid.largest_tile(n))
 }
 
 /// Random columns a distributed residual is probed with (`hetla::distributed::PROBES`, which exists

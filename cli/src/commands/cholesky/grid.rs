@@ -82,11 +82,7 @@ fn run_in<T: GridScalar>(
     // The tile a run on one node would take, rank 0's choice on every rank.
     let tile = match args.tile {
         Some(tile) => tile.min(args.n),
-        None => crate::commands::grid_job::grid_tile(
-            options.distributed_tile_in(&world, args.n, T::PRECISION)?,
-            args.n,
-            grid,
-        ),
+        None => options.distributed_tile_in(&world, (args.n, grid), T::PRECISION)?,
     };
     let a = DistributedMatrix::<T>::random_spd(&world, args.n, tile, grid, args.seed)?;
     let network = hetla::distributed::measure_network(&world, tile * tile * size_of::<T>());
