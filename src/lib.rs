@@ -47,6 +47,7 @@ mod copy;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 mod error;
+mod family;
 pub mod gemm;
 mod interop;
 mod ldlt;
@@ -65,6 +66,7 @@ mod triangular;
 pub use cholesky::batch::solve_spd_batch;
 pub use cholesky::{Cholesky, Factor, cholesky_rcond, solve_spd};
 pub use error::{Error, Result};
+pub use family::{Family, FamilyRun};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, c32, c64};

@@ -83,6 +83,21 @@ pub fn random_in<T: hetla_kernels::Scalar>(rows: usize, cols: usize, seed: u64) 
     random_block_in(rows, seed, 0..rows, 0..cols)
 }
 
+/// A random Hermitian (symmetric when real) indefinite matrix of order `n`: [`random_in`]'s entries
+/// below the diagonal (both parts uniform in [-1, 1)), their conjugates above, the real parts of
+/// its diagonal on the diagonal.
+pub fn random_hermitian<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
+    let r: Mat<T> = random_in(n, n, seed);
+    Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => r[(i, j)],
+        std::cmp::Ordering::Equal => T::from_f64(r[(i, i)].to_c64().re),
+        std::cmp::Ordering::Less => {
+            let z = r[(j, i)].to_c64();
+            T::from_parts(z.re, -z.im)
+        }
+    })
+}
+
 /// The block `rows x cols` of [`random_in`]`(n, _, seed)` (a matrix of `n` rows), computed without
 /// the rest: entry (i, j) is draw `j * n + i` of the stream (two draws for a complex entry). Chunks
 /// of columns are drawn in parallel, each column from its own place in the stream.

@@ -13,7 +13,7 @@ use hetla_runtime::{Platform, SchedulerKind, Tuned};
 
 use crate::plan::SINGLE_TILE_UP_TO;
 
-use crate::{Error, Result};
+use crate::{Error, Family, Result};
 
 /// Where and how a builder's runs go (see the module documentation).
 #[derive(Debug, Clone, Default)]
@@ -46,7 +46,7 @@ impl RunConfig {
     /// the shape measured fastest here. Matrices of one tile (order 512 and less) never look.
     pub fn tuned(
         &self,
-        factorization: &str,
+        factorization: Family,
         n: usize,
         precision: Precision,
         tile_set: bool,
@@ -201,11 +201,11 @@ macro_rules! progress_timeout {
 pub(crate) use progress_timeout;
 
 /// A builder's `tuned_for(n, precision)`: itself with the configuration `hetla tune` saved on this
-/// machine for its factorisation (named `$name`) near order `n` when its user set none
-/// ([`RunConfig::tuned`]), else itself. The builder has fields `run` ([`RunConfig`]) and `tile`
-/// (`Option<usize>`).
+/// machine for its factorisation (the [`Family`](crate::Family) `$family`) near order `n` when its
+/// user set none ([`RunConfig::tuned`]), else itself. The builder has fields `run` ([`RunConfig`])
+/// and `tile` (`Option<usize>`).
 macro_rules! tuned_for {
-    ($name:literal) => {
+    ($family:expr) => {
         /// This builder with the configuration tuned on this machine for order `n` in `precision`
         /// when its user set none (see `RunConfig::tuned`), else itself.
         fn tuned_for(
@@ -213,7 +213,7 @@ macro_rules! tuned_for {
             n: usize,
             precision: hetla_kernels::Precision,
         ) -> std::borrow::Cow<'_, Self> {
-            match self.run.tuned($name, n, precision, self.tile.is_some()) {
+            match self.run.tuned($family, n, precision, self.tile.is_some()) {
                 Some(t) => {
                     let mut tuned = self.clone();
                     tuned.tile = Some(t.tile);
@@ -233,12 +233,12 @@ pub(crate) use tuned_for;
 pub(crate) fn tuned_if(
     untouched: bool,
     backend: Backend,
-    factorization: &str,
+    factorization: Family,
     n: usize,
     precision: Precision,
 ) -> Option<Tuned> {
     if !untouched || n <= SINGLE_TILE_UP_TO {
         return None;
     }
-    Tuned::lookup(backend, factorization, n, precision)
+    Tuned::lookup(backend, &factorization, n, precision)
 }

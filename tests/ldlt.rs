@@ -11,12 +11,7 @@ use hetla::{Error, Ldlt, Precision, Scalar};
 /// A random Hermitian matrix of order n: entries of both parts uniform in [-1, 1) below the
 /// diagonal, a real diagonal.
 fn random_hermitian<T: Scalar>(n: usize, seed: u64) -> Mat<T> {
-    let r: Mat<T> = hetla::matgen::random_in(n, n, seed);
-    Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
-        std::cmp::Ordering::Greater => r[(i, j)],
-        std::cmp::Ordering::Equal => T::from_f64(r[(i, i)].to_c64().re),
-        std::cmp::Ordering::Less => conj(r[(j, i)]),
-    })
+    hetla::matgen::random_hermitian(n, seed)
 }
 
 fn conj<T: Scalar>(x: T) -> T {

@@ -2,12 +2,12 @@
 //! this machine for its factorisation near the order asked for; one whose user set anything keeps
 //! what was set. One test (it points `HETLA_PERFMODEL_DIR`, process-wide, at its own directory).
 
-use hetla::{Cholesky, ClusterSpec, Lu, Precision, matgen};
+use hetla::{Cholesky, ClusterSpec, Family, Lu, Precision, matgen};
 use hetla_runtime::{Tuned, TunedChoice};
 
-fn choice(factorization: &str, n: usize, tile: usize) -> TunedChoice {
+fn choice(factorization: Family, n: usize, tile: usize) -> TunedChoice<Family> {
     TunedChoice {
-        factorization: factorization.into(),
+        factorization,
         precision: Precision::D,
         n,
         clusters: "1x1".into(),
@@ -29,8 +29,8 @@ fn builders_that_set_nothing_take_the_tuned_configuration() {
     assert_ne!(untuned_lu, 96);
     assert_ne!(untuned_cholesky, 160);
 
-    Tuned::save(&path, choice("lu", 1024, 96)).unwrap();
-    Tuned::save(&path, choice("cholesky", 1024, 160)).unwrap();
+    Tuned::save(&path, choice(Family::Lu, 1024, 96)).unwrap();
+    Tuned::save(&path, choice(Family::Cholesky, 1024, 160)).unwrap();
     // 700 is within a factor of two of 1024: the tuned tiles, on the tuned clusters.
     let lu = Lu::new().factor(a.as_ref()).unwrap();
     assert_eq!(lu.tile(), 96);
@@ -38,7 +38,7 @@ fn builders_that_set_nothing_take_the_tuned_configuration() {
     assert_eq!(factor.tile(), 160);
     // The inverse of that factor takes the tile tuned for the inverse: its run has the tasks of the
     // inverse's graph in tiles of 224; a factor whose builder set its tile keeps its own.
-    Tuned::save(&path, choice("inverse", 1024, 224)).unwrap();
+    Tuned::save(&path, choice(Family::Inverse, 1024, 224)).unwrap();
     let tasks = |tile| {
         hetla::Plan::cholesky_inverse(700, tile, Precision::D)
             .unwrap()

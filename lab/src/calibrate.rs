@@ -24,7 +24,7 @@ use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, 
 
 use crate::Result;
 use crate::StagingRate;
-use crate::family::Family;
+use hetla::Family;
 
 /// The operations of the tiled Cholesky, which a platform file gives rates for.
 pub const CHOLESKY_OPS: [Op; 4] = [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt];

@@ -34,7 +34,6 @@
 
 mod calibrate;
 mod error;
-mod family;
 mod gemm;
 mod model;
 mod simulate;
@@ -45,8 +44,8 @@ pub use calibrate::{
     in_run_steps, link_steps, record_in_run,
 };
 pub use error::{Error, Result};
-pub use family::{Family, FamilyRun};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
+pub use hetla::{Family, FamilyRun};
 pub use model::{
     Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
     MAX_MODEL_CORES, Modelled, OutsideGraph, PRESETS, PlatformModel, Speedup, StagingRate,

@@ -42,7 +42,7 @@ pub struct SimReport {
     /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the first
     /// reports had none).
     #[serde(skip_serializing_if = "is_cholesky")]
-    pub algorithm: &'static str,
+    pub algorithm: hetla::Algorithm,
     /// The precision of the simulated kernels.
     pub precision: Precision,
     /// Platform model name.
@@ -102,7 +102,7 @@ pub fn simulate(
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
-        algorithm: plan.algorithm().name(),
+        algorithm: plan.algorithm(),
         precision: plan.precision(),
         cpu_rates: model.cpu_rates(),
         platform: model.name.clone(),
@@ -162,8 +162,8 @@ pub(crate) fn simulate_plan(
 
 /// The order a report gives for `plan`: n for a factorisation or a solve, m for a product. Whether
 /// a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
-fn is_cholesky(algorithm: &&'static str) -> bool {
-    *algorithm == "cholesky"
+fn is_cholesky(algorithm: &hetla::Algorithm) -> bool {
+    matches!(algorithm, hetla::Algorithm::Cholesky { .. })
 }
 
 fn order(plan: &Plan) -> usize {
@@ -269,7 +269,7 @@ pub struct GridSimReport {
     /// What was simulated ([`hetla::Algorithm::name`]; the key is absent for Cholesky, as the first
     /// reports had none).
     #[serde(skip_serializing_if = "is_cholesky")]
-    pub algorithm: &'static str,
+    pub algorithm: hetla::Algorithm,
     /// The precision of the simulated kernels (the key is absent in d).
     #[serde(skip_serializing_if = "is_double")]
     pub precision: Precision,
@@ -403,7 +403,7 @@ pub fn simulate_grid(
     let makespan_ms = run.makespan * 1e3;
     let gflops = plan.flops() / run.makespan.max(f64::MIN_POSITIVE) / 1e9;
     let report = GridSimReport {
-        algorithm: plan.algorithm().name(),
+        algorithm: plan.algorithm(),
         precision: plan.precision(),
         platform: model.name.clone(),
         clusters: machine.clusters.to_string(),

@@ -31,10 +31,10 @@ use hetla_runtime::{PerfModels, Platform, SimOptions};
 use serde::Serialize;
 
 use crate::calibrate::{InRun, record_in_run};
-use crate::family::Family;
 use crate::model::{Calibration, Modelled, OutsideGraph, PlatformModel, calibration_sizes};
 use crate::simulate::simulate_plan;
 use crate::{Error, Result};
+use hetla::Family;
 
 /// Fewest tiles per side a candidate tile cuts the matrix into.
 pub const MIN_TILES_PER_SIDE: usize = 4;
@@ -204,7 +204,7 @@ pub fn predict(
         .cpu
         .outside_graph
         .iter()
-        .find(|o| (o.factorization.as_str(), o.precision) == (q.family.name(), q.precision))
+        .find(|o| (o.factorization, o.precision) == (q.family, q.precision))
         .map_or(0.0, |o| o.ns_per_entry * 1e-9 * (q.m * q.n) as f64);
     let flops: f64 = plans.iter().map(|p| p.flops()).sum();
     Ok(Candidate {
@@ -350,7 +350,7 @@ pub fn this_machine(
     } = measured_runs;
     // The fastest run's, as the kernels' rates.
     let outside = OutsideGraph {
-        factorization: family.name().into(),
+        factorization: family,
         precision,
         ns_per_entry: outside_per_entry
             .iter()
@@ -397,7 +397,7 @@ pub fn this_machine(
     model
         .cpu
         .outside_graph
-        .retain(|o| (o.factorization.as_str(), o.precision) != (family.name(), precision));
+        .retain(|o| (o.factorization, o.precision) != (family, precision));
     model.cpu.outside_graph.push(outside);
     let model = PlatformModel::from_toml(&model.to_toml())?;
     if let Some(dir) = path.parent() {

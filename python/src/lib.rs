@@ -808,28 +808,28 @@ fn solve_spd_mixed<'py>(
 }
 
 /// A kind of factor, generic over the scalar type (`Factor<T>`, `LdltFactor<T>`).
-trait Family {
+trait FactorKind {
     type Of<T: Scalar>: Send;
 }
 
-/// A builder that factors one matrix into a factor of its family.
+/// A builder that factors one matrix into a factor of its kind.
 trait Factorizer: Send + Sync {
-    type Family: Family;
+    type Kind: FactorKind;
     fn factor_view<T: Scalar>(
         &self,
         a: MatRef<'_, T>,
-    ) -> hetla::Result<<Self::Family as Family>::Of<T>>;
+    ) -> hetla::Result<<Self::Kind as FactorKind>::Of<T>>;
 }
 
 impl Factorizer for Cholesky {
-    type Family = PositiveDefinite;
+    type Kind = PositiveDefinite;
     fn factor_view<T: Scalar>(&self, a: MatRef<'_, T>) -> hetla::Result<Factor<T>> {
         self.factor(a)
     }
 }
 
 impl Factorizer for hetla::Ldlt {
-    type Family = Indefinite;
+    type Kind = Indefinite;
     fn factor_view<T: Scalar>(&self, a: MatRef<'_, T>) -> hetla::Result<hetla::LdltFactor<T>> {
         self.factor(a)
     }
@@ -841,37 +841,37 @@ fn factor_array<B: Factorizer>(
     py: Python<'_>,
     a: &Bound<'_, PyAny>,
     builder: B,
-) -> PyResult<AnyFactor<B::Family>> {
+) -> PyResult<AnyFactor<B::Kind>> {
     by_dtype!(a, "a", T => {
         let a = readable::<T, ndarray::Ix2>(a, "a")?;
         let a = a.as_array();
         py.detach(|| builder.factor_view(faer_ref(a)))
-            .map(T::wrap::<B::Family>)
+            .map(T::wrap::<B::Kind>)
             .map_err(py_error)
     })
 }
 
 /// Cholesky's factors.
 struct PositiveDefinite;
-impl Family for PositiveDefinite {
+impl FactorKind for PositiveDefinite {
     type Of<T: Scalar> = Factor<T>;
 }
 
 /// The symmetric indefinite family's factors.
 struct Indefinite;
-impl Family for Indefinite {
+impl FactorKind for Indefinite {
     type Of<T: Scalar> = hetla::LdltFactor<T>;
 }
 
 /// A factor of one matrix of the family `F`, in the precision the matrix came in.
-enum AnyFactor<F: Family> {
+enum AnyFactor<F: FactorKind> {
     F32(F::Of<f32>),
     F64(F::Of<f64>),
     C32(F::Of<c32>),
     C64(F::Of<c64>),
 }
 
-impl<F: Family> AnyFactor<F> {
+impl<F: FactorKind> AnyFactor<F> {
     /// The dtype name ("float64", ...).
     fn dtype(&self) -> &'static str {
         match self {
@@ -914,13 +914,13 @@ fn solve_with<'py, T: Scalar + Element>(
 
 /// The element types a factor can have.
 trait Typed: Scalar + Element {
-    fn wrap<F: Family>(f: F::Of<Self>) -> AnyFactor<F>;
+    fn wrap<F: FactorKind>(f: F::Of<Self>) -> AnyFactor<F>;
 }
 
 macro_rules! typed {
     ($($t:ty => $variant:ident),*) => {$(
         impl Typed for $t {
-            fn wrap<F: Family>(f: F::Of<Self>) -> AnyFactor<F> {
+            fn wrap<F: FactorKind>(f: F::Of<Self>) -> AnyFactor<F> {
                 AnyFactor::$variant(f)
             }
         }

@@ -84,5 +84,5 @@ pub use simulation::{
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 pub use trace::{PageLocked, PieceEvent, PieceSummary, Trace, TraceSummary};
-pub use tuned::{Tuned, TunedChoice};
+pub use tuned::{Tuned, TunedChoice, TunedKey};
 pub use workers::{ResourceKind, WorkerId, WorkerInfo};

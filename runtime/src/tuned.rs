@@ -3,26 +3,27 @@
 //! models (`tuned-<backend>.json` in [`PerfModels::default_dir`]) so that a builder whose user set
 //! none of them takes them ([`Tuned::lookup`]).
 //!
-//! The store knows nothing of factorisations: an entry names its factorisation by the name the
-//! library gives it ("cholesky", "lu", "qr", "ldlt"). A lookup takes the entry of the factorisation
-//! and precision whose order is nearest the one asked for, by ratio, within a factor of two (a
-//! choice made at 4096 serves 2048 to 8192, not 1024); none, and the builder keeps its own
-//! defaults. A file that cannot be read or parsed is no file: defaults are never worse than without
-//! tuning because of a broken cache.
+//! The store knows nothing of factorisations: an entry names its factorisation by the library's own
+//! type for them (`F`, serialised by its name: "cholesky", "lu"). A lookup takes the entry of the
+//! factorisation and precision whose order is nearest the one asked for, by ratio, within a factor
+//! of two (a choice made at 4096 serves 2048 to 8192, not 1024); none, and the builder keeps its
+//! own defaults. A file that cannot be read or parsed is no file: defaults are never worse than
+//! without tuning because of a broken cache.
 
 use std::path::{Path, PathBuf};
 
 use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, Precision};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, PerfModels, Result, SchedulerKind, write_atomic};
 
-/// One tuned configuration.
+/// One tuned configuration of a factorisation named by an `F`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TunedChoice {
-    /// The factorisation ("cholesky", "lu", "qr", "ldlt").
-    pub factorization: String,
+pub struct TunedChoice<F> {
+    /// The factorisation.
+    pub factorization: F,
     /// The precision it was tuned in.
     pub precision: Precision,
     /// The order it was tuned at.
@@ -53,7 +54,7 @@ impl Tuned {
     }
 
     /// The configurations in the file at `path` (none when it is missing or cannot be parsed).
-    pub fn load(path: &Path) -> Vec<TunedChoice> {
+    pub fn load<F: DeserializeOwned>(path: &Path) -> Vec<TunedChoice<F>> {
         std::fs::read_to_string(path)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
@@ -62,7 +63,7 @@ impl Tuned {
 
     /// Adds `choice` to the file at `path`, replacing an entry of the same factorisation, precision
     /// and order (atomically: readers see the old file or the new one).
-    pub fn save(path: &Path, choice: TunedChoice) -> Result<()> {
+    pub fn save<F: TunedKey>(path: &Path, choice: TunedChoice<F>) -> Result<()> {
         choice
             .clusters
             .parse::<ClusterSpec>()
@@ -77,7 +78,7 @@ impl Tuned {
                 option: "scheduler",
                 reason,
             })?;
-        let mut all = Self::load(path);
+        let mut all = Self::load::<F>(path);
         all.retain(|c| {
             (&c.factorization, c.precision, c.n)
                 != (&choice.factorization, choice.precision, choice.n)
@@ -93,16 +94,16 @@ impl Tuned {
 
     /// The configuration of `factorization` in `precision` tuned nearest order `n` (within a factor
     /// of two) among `choices`.
-    pub fn nearest(
-        choices: &[TunedChoice],
-        factorization: &str,
+    pub fn nearest<F: PartialEq>(
+        choices: &[TunedChoice<F>],
+        factorization: &F,
         n: usize,
         precision: Precision,
     ) -> Option<Tuned> {
-        let distance = |c: &TunedChoice| (c.n as f64 / n.max(1) as f64).log2().abs();
+        let distance = |c: &TunedChoice<F>| (c.n as f64 / n.max(1) as f64).log2().abs();
         choices
             .iter()
-            .filter(|c| c.factorization == factorization && c.precision == precision)
+            .filter(|c| &c.factorization == factorization && c.precision == precision)
             .filter(|c| distance(c) <= 1.0)
             .min_by(|a, b| distance(a).total_cmp(&distance(b)))
             .and_then(|c| {
@@ -117,22 +118,27 @@ impl Tuned {
 
     /// The configuration `hetla tune` saved on this machine for `factorization` on `backend` in
     /// `precision` nearest order `n`, from the file in the performance models' default directory.
-    pub fn lookup(
+    pub fn lookup<F: TunedKey>(
         backend: Backend,
-        factorization: &str,
+        factorization: &F,
         n: usize,
         precision: Precision,
     ) -> Option<Tuned> {
         let path = Self::file_in(&PerfModels::default_dir()?, backend);
-        Self::nearest(&Self::load(&path), factorization, n, precision)
+        Self::nearest(&Self::load::<F>(&path), factorization, n, precision)
     }
 }
+
+/// What names a factorisation in the store: serialised by its name, ordered for the file.
+pub trait TunedKey: Serialize + DeserializeOwned + Ord {}
+
+impl<F: Serialize + DeserializeOwned + Ord> TunedKey for F {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn choice(n: usize, clusters: &str) -> TunedChoice {
+    fn choice(n: usize, clusters: &str) -> TunedChoice<String> {
         TunedChoice {
             factorization: "lu".into(),
             precision: Precision::D,
@@ -146,30 +152,31 @@ mod tests {
     #[test]
     fn the_nearest_order_within_a_factor_of_two() {
         let all = [choice(2048, "2x1"), choice(8192, "1x2")];
-        let near = |n| Tuned::nearest(&all, "lu", n, Precision::D).map(|t| t.clusters.to_string());
+        let near =
+            |n| Tuned::nearest(&all, &"lu".into(), n, Precision::D).map(|t| t.clusters.to_string());
         assert_eq!(near(2048).as_deref(), Some("2x1"));
         assert_eq!(near(3000).as_deref(), Some("2x1"));
         assert_eq!(near(6000).as_deref(), Some("1x2"));
         assert_eq!(near(1024).as_deref(), Some("2x1"));
         assert_eq!(near(1000), None);
         assert_eq!(near(20000), None);
-        assert_eq!(Tuned::nearest(&all, "qr", 2048, Precision::D), None);
-        assert_eq!(Tuned::nearest(&all, "lu", 2048, Precision::S), None);
+        assert_eq!(Tuned::nearest(&all, &"qr".into(), 2048, Precision::D), None);
+        assert_eq!(Tuned::nearest(&all, &"lu".into(), 2048, Precision::S), None);
     }
 
     #[test]
     fn saving_replaces_the_same_order_and_a_broken_file_is_none() {
         let dir = tempfile::tempdir().unwrap();
         let path = Tuned::file_in(dir.path(), Backend::Faer);
-        assert!(Tuned::load(&path).is_empty());
+        assert!(Tuned::load::<String>(&path).is_empty());
         Tuned::save(&path, choice(2048, "2x1")).unwrap();
         Tuned::save(&path, choice(4096, "2x1")).unwrap();
         Tuned::save(&path, choice(2048, "1x2")).unwrap();
-        let all = Tuned::load(&path);
+        let all = Tuned::load::<String>(&path);
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].clusters, "1x2");
         assert!(Tuned::save(&path, choice(2048, "2y1")).is_err());
         std::fs::write(&path, "{ not json").unwrap();
-        assert!(Tuned::load(&path).is_empty());
+        assert!(Tuned::load::<String>(&path).is_empty());
     }
 }

@@ -28,6 +28,7 @@ use work::MIN_PANEL_SOLVES;
 
 pub(crate) mod batch;
 mod device;
+pub(crate) mod room;
 mod update;
 pub(crate) mod work;
 
@@ -98,7 +99,7 @@ impl Cholesky {
     }
 
     crate::run::run_options!();
-    crate::run::tuned_for!("cholesky");
+    crate::run::tuned_for!(crate::Family::Cholesky);
 
     crate::run::progress_timeout!();
 
@@ -576,7 +577,13 @@ impl<T: Scalar> Factor<T> {
     fn inverse_configuration(&self) -> (usize, SchedulerKind) {
         let n = self.n();
         let backend = self.platform.backend();
-        match tuned_if(self.untouched, backend, "inverse", n, T::PRECISION) {
+        match tuned_if(
+            self.untouched,
+            backend,
+            crate::Family::Inverse,
+            n,
+            T::PRECISION,
+        ) {
             Some(tuned) => (tuned.tile, tuned.scheduler),
             None => (self.tile, self.scheduler),
         }

@@ -46,6 +46,7 @@ use hetla_runtime::{RunOptions, Trace};
 
 pub(crate) mod aasen;
 pub(crate) mod band;
+pub(crate) mod room;
 pub(crate) mod work;
 
 use aasen::Aasen;
@@ -114,7 +115,7 @@ impl Ldlt {
     }
 
     crate::run::run_options!();
-    crate::run::tuned_for!("ldlt");
+    crate::run::tuned_for!(crate::Family::Ldlt);
 
     /// The block order b (T's band is b wide). 0 is an error at factorisation time.
     pub fn tile(mut self, b: usize) -> Self {

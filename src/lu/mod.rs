@@ -27,6 +27,7 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+pub(crate) mod room;
 #[cfg(feature = "mpi")]
 pub(crate) mod tiled;
 pub(crate) mod work;
@@ -92,7 +93,7 @@ impl Lu {
     }
 
     crate::run::run_options!();
-    crate::run::tuned_for!("lu");
+    crate::run::tuned_for!(crate::Family::Lu);
 
     /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
     /// platform's backend.

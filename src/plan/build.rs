@@ -245,6 +245,41 @@ impl Algorithm {
             Algorithm::Gemm { .. } => "gemm",
         }
     }
+
+    /// The family whose run builds this plan (none for a product or a distributed solve's step).
+    pub fn family(&self) -> Option<crate::Family> {
+        use crate::Family;
+        match self {
+            Algorithm::Cholesky { .. } | Algorithm::CholeskySolve { .. } => Some(Family::Cholesky),
+            Algorithm::CholeskyInverse { .. } => Some(Family::Inverse),
+            Algorithm::Lu { .. } | Algorithm::LuTiles { .. } => Some(Family::Lu),
+            Algorithm::Ldlt { .. } => Some(Family::Ldlt),
+            Algorithm::Qr { .. } | Algorithm::QrApply { .. } | Algorithm::QrColumns { .. } => {
+                Some(Family::Qr)
+            }
+            Algorithm::DistributedSubstitution { .. } | Algorithm::Gemm { .. } => None,
+        }
+    }
+
+    /// Its name in a report's title and the formula of the flops it is reported against: its
+    /// family's, but the inverse's graph alone (which follows Cholesky's) is "Inverse", 2 n^3/3.
+    pub fn title_and_flops(&self) -> (&'static str, &'static str) {
+        match (self, self.family()) {
+            (Algorithm::CholeskyInverse { .. }, _) => ("Inverse", "2 n^3/3"),
+            (Algorithm::CholeskySolve { .. }, _) => ("Cholesky solve", "2 n^2 rhs"),
+            (Algorithm::QrApply { .. }, _) => ("Q^H B", "(4 m n - 2 n^2) rhs"),
+            (_, Some(family)) => (family.title(), family.flops_formula()),
+            (Algorithm::Gemm { .. }, None) => ("GEMM", "2 m n k"),
+            (_, None) => ("Substitution", "n^2 rhs"),
+        }
+    }
+}
+
+impl serde::Serialize for Algorithm {
+    /// By its name ([`Algorithm::name`]).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// How a matrix of a plan is cut into tiles.

@@ -108,7 +108,7 @@ impl Qr {
     }
 
     crate::run::run_options!();
-    crate::run::tuned_for!("qr");
+    crate::run::tuned_for!(crate::Family::Qr);
 
     /// The tile size for an `m x n` matrix: the one given, else [`default_qr_tile`].
     pub fn tile_size_for(&self, m: usize, n: usize) -> usize {

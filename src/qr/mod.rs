@@ -5,6 +5,7 @@
 mod cholesky_qr;
 mod householder;
 mod pivoted;
+pub(crate) mod room;
 pub(crate) mod work;
 
 pub use cholesky_qr::{CholeskyQr, CholeskyQrFactor, CholeskyQrPath};

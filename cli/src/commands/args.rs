@@ -219,112 +219,28 @@ impl PrecisionArg {
     }
 }
 
-/// Which factorisation a modelled command (`simulate`, `bound`, `sweep`) builds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Factorization {
-    /// Tiled Cholesky (n^3/3 flops).
-    #[default]
-    Cholesky,
-    /// LU with partial pivoting in block columns (2 n^3/3 flops; CPU clusters only).
-    Lu,
-    /// Tiled Householder QR of the square matrix, flat tree (4 n^3/3 flops; CPU clusters only).
-    Qr,
-    /// Aasen's symmetric indefinite factorisation in blocks, its first stage (n^3/3 flops; CPU
-    /// clusters only).
-    Ldlt,
-    /// The inverse of an SPD matrix from its Cholesky factor (TRTRI and LAUUM in tiles, 2 n^3/3
-    /// flops; the factorisation is Cholesky's run before it).
-    Inverse,
+/// The parser of a `--factorization` ([`hetla::Family`] by its name; `--help` lists each with its
+/// flop count).
+pub fn family() -> impl clap::builder::TypedValueParser<Value = hetla::Family> {
+    use clap::builder::TypedValueParser;
+    let values = hetla::Family::ALL.map(|f| {
+        clap::builder::PossibleValue::new(f.name()).help(format!(
+            "{} ({} flops)",
+            f.title(),
+            f.flops_formula()
+        ))
+    });
+    clap::builder::PossibleValuesParser::new(values).map(|name| {
+        name.parse::<hetla::Family>()
+            .expect("one of the families' names")
+    })
 }
 
-impl Factorization {
-    /// The plan of this factorisation of order `n` in tiles (block columns) of `tile`; QR's of an
-    /// `m x n` matrix (`m`: n when not given; the other factorisations refuse it).
-    pub fn plan(
-        self,
-        m: Option<usize>,
-        n: usize,
-        tile: usize,
-        precision: hetla::Precision,
-    ) -> hetla::Result<hetla::Plan> {
-        if m.is_some() && self != Factorization::Qr {
-            return Err(hetla::Error::InvalidOption {
-                option: "m",
-                reason: format!(
-                    "rows of a non-square matrix are QR's (--factorization qr); {} factors square matrices of order --n",
-                    self.title()
-                ),
-            });
-        }
-        match self {
-            Factorization::Cholesky => hetla::Plan::cholesky(n, tile, precision),
-            Factorization::Lu => hetla::Plan::lu(n, tile, precision),
-            Factorization::Qr => {
-                hetla::Plan::qr(m.unwrap_or(n), n, tile, hetla::QrTree::Auto, precision)
-            }
-            Factorization::Ldlt => hetla::Plan::ldlt(n, tile, precision),
-            Factorization::Inverse => hetla::Plan::cholesky_inverse(n, tile, precision),
-        }
-    }
-
-    /// [`Factorization::plan`] of a distributed run on `grid` when there is one: QR's is LAPACK's
-    /// blocked QR in block columns (`hetla qr --grid`'s, inner blocks of 32), the others' the same
-    /// plan as on one node.
-    pub fn plan_on(
-        self,
-        grid: Option<hetla_factorizations::ProcessGrid>,
-        (m, n, tile): (Option<usize>, usize, usize),
-        precision: hetla::Precision,
-    ) -> hetla::Result<hetla::Plan> {
-        match (self, grid) {
-            // More than one process row: the tiled QR with its tree over the process column.
-            (Factorization::Qr, Some(g)) if g.rows() > 1 => {
-                let tree = hetla::QrTree::Domains(g.rows());
-                hetla::Plan::qr(m.unwrap_or(n), n, tile, tree, precision)
-            }
-            (Factorization::Qr, Some(_)) => {
-                let blocks = (tile, hetla::lab::DEFAULT_QR_INNER_BLOCK);
-                hetla::Plan::qr_columns((m.unwrap_or(n), n, 0), blocks, precision)
-            }
-            // More than one process row: the tiled LU, its interchanges between process rows.
-            (Factorization::Lu, Some(g)) if g.rows() > 1 => {
-                hetla::Plan::lu_tiles(n, tile, g.rows(), precision)
-            }
-            _ => self.plan(m, n, tile, precision),
-        }
-    }
-
-    /// Its name in reports ("Cholesky", "LU").
-    pub fn title(self) -> &'static str {
-        match self {
-            Factorization::Cholesky => "Cholesky",
-            Factorization::Lu => "LU",
-            Factorization::Qr => "QR",
-            Factorization::Ldlt => "LDL^T",
-            Factorization::Inverse => "Inverse",
-        }
-    }
-
-    /// Refuses a distributed run on `grid` of a factorisation that has none there: Cholesky, LU and
-    /// QR run on any grid, the others on one node.
-    pub fn check_grid(self, grid: Option<hetla_factorizations::ProcessGrid>) -> crate::Result<()> {
-        let refuse = |reason: String| {
-            Err(crate::Error::InvalidOption {
-                option: "factorization",
-                reason,
-            })
-        };
-        match (self, grid) {
-            (_, None) | (Factorization::Cholesky | Factorization::Lu | Factorization::Qr, _) => {
-                Ok(())
-            }
-            (_, Some(_)) => refuse(format!(
-                "distributed {} is not built yet: simulate it on one node (no --nodes or --grid)",
-                self.title()
-            )),
-        }
-    }
+/// The title of the plan a modelled command builds of `family` ("Inverse" for the inverse's graph
+/// alone, which follows Cholesky's).
+pub fn modelled_title(family: hetla::Family) -> &'static str {
+    let plan = family.modelled_plan(None, (None, 1, 1), hetla::Precision::D);
+    plan.map_or(family.title(), |p| p.algorithm().title_and_flops().0)
 }
 
 /// Refuses, before any work, `count` matrices of `rows x cols` entries of `T` that the machine's

@@ -32,9 +32,9 @@ pub struct BoundArgs {
     /// tall matrix of one tile column, else flat.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub m: Option<usize>,
-    /// The factorisation: cholesky, lu or qr.
-    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
-    pub factorization: super::args::Factorization,
+    /// The factorisation (inverse: its own graph, 2 n^3/3 flops, without the Cholesky before it).
+    #[arg(long, default_value_t = hetla::Family::Cholesky, value_parser = super::args::family())]
+    pub factorization: hetla::Family,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -44,7 +44,10 @@ pub struct BoundArgs {
 pub struct BoundCmdReport {
     /// The factorisation (absent for Cholesky, as the first reports had none).
     #[serde(skip_serializing_if = "is_cholesky")]
-    pub factorization: super::args::Factorization,
+    pub factorization: hetla::Family,
+    /// The bounded plan's title ("Inverse" for the inverse's graph alone).
+    #[serde(skip)]
+    pub title: &'static str,
     pub platform: String,
     pub clusters: String,
     pub gpus: usize,
@@ -58,12 +61,12 @@ pub struct BoundCmdReport {
 pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
     let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
-    let plan = args
-        .factorization
-        .plan(args.m, args.n, args.tile, args.precision)?;
+    let shape = (args.m, args.n, args.tile);
+    let plan = (args.factorization).modelled_plan(None, shape, args.precision)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
         factorization: args.factorization,
+        title: plan.algorithm().title_and_flops().0,
         platform: model.name,
         clusters: args.clusters.to_string(),
         gpus: args.gpus,
@@ -77,17 +80,11 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
 pub fn print_bound(r: &BoundCmdReport) {
     println!(
         "hetla bound: {} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s)",
-        r.factorization.title(),
-        r.n,
-        r.tile,
-        r.precision,
-        r.platform,
-        r.clusters,
-        r.gpus
+        r.title, r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus
     );
     print_bounds(&r.bounds);
 }
 
-fn is_cholesky(f: &super::args::Factorization) -> bool {
-    *f == super::args::Factorization::Cholesky
+fn is_cholesky(f: &hetla::Family) -> bool {
+    *f == hetla::Family::Cholesky
 }

@@ -124,14 +124,7 @@ fn generate<T: Scalar>(kind: Kind, n: usize, seed: u64) -> Mat<T> {
         T::from_parts(z.re, -z.im)
     };
     match kind {
-        Kind::Random => {
-            let r: Mat<T> = hetla::matgen::random_in(n, n, seed);
-            Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
-                std::cmp::Ordering::Greater => r[(i, j)],
-                std::cmp::Ordering::Equal => T::from_f64(r[(i, i)].to_c64().re),
-                std::cmp::Ordering::Less => conj(r[(j, i)]),
-            })
-        }
+        Kind::Random => hetla::matgen::random_hermitian(n, seed),
         Kind::Kkt => {
             let m = n / 4;
             let h: Mat<T> = hetla::matgen::random_hpd(n - m, seed);

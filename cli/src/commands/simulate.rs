@@ -96,10 +96,10 @@ pub struct SimulateArgs {
     /// tall matrix of one tile column, else flat.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub m: Option<usize>,
-    /// The factorisation: cholesky, lu (LU with partial pivoting, on CPU clusters only; one node)
-    /// or qr (Householder QR, CPU clusters only; one node).
-    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
-    pub factorization: super::args::Factorization,
+    /// The factorisation (all but Cholesky and the inverse on CPU clusters only; inverse: its own
+    /// graph, 2 n^3/3 flops, without the Cholesky before it).
+    #[arg(long, default_value_t = hetla::Family::Cholesky, value_parser = super::args::family())]
+    pub factorization: hetla::Family,
     /// Simulate a distributed run on this many nodes of the platform (one rank each, as `mpirun`
     /// with `cholesky --grid`), on the most square grid P x Q (P <= Q) unless `--grid` says.
     #[arg(long, value_parser = super::args::parse_positive)]
@@ -169,8 +169,7 @@ pub fn grid_of(
 pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     super::output::check_outputs(&args.traces.outputs(), None)?;
     // LU and QR run on one process row: --nodes N alone is 1 x N for them.
-    use super::args::Factorization;
-    let one_row = matches!(args.factorization, Factorization::Lu | Factorization::Qr);
+    let one_row = args.factorization.on_one_process_row();
     let grid = match (args.nodes, args.grid) {
         (Some(n), None) if one_row => {
             Some(
@@ -188,9 +187,10 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
         .precision(args.precision)
         .host_memory(args.host_memory)
         .copy_cores(args.copy_cores);
-    args.factorization.check_grid(grid)?;
     let shape = (args.m, args.n, args.tile);
-    let plan = args.factorization.plan_on(grid, shape, args.precision)?;
+    let plan = args
+        .factorization
+        .modelled_plan(grid, shape, args.precision)?;
     if args.resident {
         // The matrix on the first GPU for the whole run, as `hetla cholesky --resident` times it.
         if args.gpus == 0 {
@@ -333,13 +333,11 @@ pub fn print_node(r: &SimReport) {
     );
 }
 
-/// The title and the flop count of a simulated algorithm ([`hetla::Algorithm::name`]).
-fn title_and_flops(algorithm: &str) -> (&'static str, &'static str) {
-    match algorithm {
-        "lu" | "lu-tiles" => ("LU", "2 n^3/3"),
-        // The order reported is QR's rows, m.
-        "qr" | "qr-columns" => ("QR (rows)", "2 m n^2 - 2 n^3/3"),
-        "ldlt" => ("LDL^T", "n^3/3"),
-        _ => ("Cholesky", "n^3/3"),
+/// The title and the flop count of a simulated algorithm (QR's order is its rows, m).
+fn title_and_flops(algorithm: hetla::Algorithm) -> (String, &'static str) {
+    let (title, flops) = algorithm.title_and_flops();
+    match algorithm.family() {
+        Some(family) if family.takes_rows() => (format!("{title} (rows)"), flops),
+        _ => (title.to_string(), flops),
     }
 }

@@ -60,9 +60,10 @@ pub struct SweepArgs {
     /// Directory for results.csv, results.json and the plots (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// The factorisation: cholesky or lu (LU: simulated only, on one node).
-    #[arg(long, value_enum, default_value_t = super::args::Factorization::Cholesky)]
-    pub factorization: super::args::Factorization,
+    /// The factorisation (real runs: Cholesky; the others are simulated; inverse: its own graph, 2
+    /// n^3/3 flops, without the Cholesky before it).
+    #[arg(long, default_value_t = hetla::Family::Cholesky, value_parser = super::args::family())]
+    pub factorization: hetla::Family,
     #[command(flatten)]
     pub run: SimRunArgs,
     /// Kernel backend and performance models of real runs (`--platform this`).
@@ -231,7 +232,7 @@ fn check_args(args: &SweepArgs, real: bool) -> crate::Result<()> {
     for &grid in &args.nodes {
         args.factorization.check_grid(Some(grid))?;
     }
-    if real && args.factorization != super::args::Factorization::Cholesky {
+    if real && args.factorization != hetla::Family::Cholesky {
         return Err(Error::InvalidOption {
             option: "factorization",
             reason: "a sweep of real runs factors by Cholesky; LU and QR sweeps are simulated (give --platform with a model), real runs are `hetla lu` and `hetla qr`".into(),
@@ -325,7 +326,10 @@ pub fn run(args: &SweepArgs) -> crate::Result<SweepReport> {
     }
     bar.finish_and_clear();
     let platform = model.map_or_else(|| THIS_MACHINE.to_owned(), |m| m.name);
-    let title = format!("{} on {platform}", args.factorization.title());
+    let title = format!(
+        "{} on {platform}",
+        super::args::modelled_title(args.factorization)
+    );
     let files = write_outputs(&args.out, &title, &rows)?;
     let runs = rows.iter().filter(|r| r.status == "ok").count();
     if runs == 0 {
@@ -367,7 +371,7 @@ fn simulated_row(
 ) -> crate::Result<SweepRow> {
     let plan = args
         .factorization
-        .plan_on(grid, (None, n, tile), Precision::D)?;
+        .modelled_plan(grid, (None, n, tile), Precision::D)?;
     let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
     Ok(match grid {
         Some(grid) => {

@@ -27,9 +27,8 @@ const THIS: &str = "this";
 
 #[derive(Args)]
 pub struct TuneArgs {
-    /// The factorisation: cholesky, inverse (Cholesky then the inverse, timed together), lu, qr or
-    /// ldlt.
-    #[arg(long, default_value = "cholesky")]
+    /// The factorisation (inverse: Cholesky then the inverse, timed together).
+    #[arg(long, default_value_t = Family::Cholesky, value_parser = super::args::family())]
     pub factorization: Family,
     /// Order of the matrix (its columns, for QR).
     #[arg(long, value_parser = parse_positive)]
@@ -325,7 +324,7 @@ fn save_choice(real: &PlatformArgs, q: &Question<'_>, chosen: &Candidate) -> cra
     hetla_runtime::Tuned::save(
         &path,
         hetla_runtime::TunedChoice {
-            factorization: q.family.name().into(),
+            factorization: q.family,
             precision: q.precision,
             n: q.n,
             clusters: chosen.clusters.clone(),

@@ -73,8 +73,8 @@ pub struct CpuModel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutsideGraph {
-    /// The factorisation ("cholesky", "inverse", "lu", "qr", "ldlt").
-    pub factorization: String,
+    /// The factorisation.
+    pub factorization: hetla::Family,
     /// Precision of its runs.
     #[serde(default)]
     pub precision: Precision,
