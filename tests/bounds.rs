@@ -22,7 +22,7 @@ fn a_run_reports_bounds_from_its_own_models() {
         .tile(tile)
         .factor(a.as_ref())
         .unwrap();
-    let b = Plan::cholesky(n, tile, Precision::D)
+    let b = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)
         .unwrap()
         .bounds_from_models(&platform.models(), platform.workers())
         .unwrap();
@@ -48,7 +48,7 @@ fn run_bounds_never_exceed_the_run() {
             .tile(tile)
             .factor_in_place_traced(m.as_mut())
             .unwrap();
-        let b = Plan::cholesky(n, tile, Precision::D)
+        let b = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)
             .unwrap()
             .run_bounds(&trace)
             .unwrap();

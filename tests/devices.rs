@@ -632,7 +632,7 @@ fn real_gpus_invert_in_every_precision_or_the_skip_says_why() {
         let (x, trace) = factor.inverse_traced().unwrap();
         let trace = trace.unwrap();
         assert!(trace.tasks.iter().any(|t| t.op.name() == "lauum"));
-        let residual = hetla::Plan::cholesky_inverse(n, n, T::PRECISION)
+        let residual = hetla::Plan::new(hetla::Algorithm::CholeskyInverse { n }, n, T::PRECISION)
             .unwrap()
             .residual(a.as_ref(), x.as_ref(), Par::rayon(0))
             .unwrap();

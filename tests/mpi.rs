@@ -1163,7 +1163,15 @@ fn peer_qr_in_precision<T: TestScalar>(
 /// tile (b rows) up and the old top tile (k, j) down (but where the previous panel left it), and
 /// U's tile (k, j), j > k, down.
 fn tiled_lu_bytes<T: TestScalar>(grid: ProcessGrid, n: usize, tile: usize) -> usize {
-    let plan = hetla::Plan::lu_tiles(n, tile, grid.rows(), T::PRECISION).unwrap();
+    let plan = hetla::Plan::new(
+        hetla::Algorithm::LuTiles {
+            n,
+            process_rows: grid.rows(),
+        },
+        tile,
+        T::PRECISION,
+    )
+    .unwrap();
     let split = plan.split(&grid).unwrap();
     let bytes: usize = split.messages.iter().map(|m| plan.tile_bytes(m.tile)).sum();
     if grid.cols() == 1 {

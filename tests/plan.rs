@@ -148,7 +148,8 @@ fn an_inverse_plan_checks_an_inverse_by_lapacks_ratio_and_refuses_other_shapes()
             .unwrap()
             .inverse()
             .unwrap();
-        let plan = hetla::Plan::cholesky_inverse(n, 40, T::PRECISION).unwrap();
+        let plan =
+            hetla::Plan::new(hetla::Algorithm::CholeskyInverse { n }, 40, T::PRECISION).unwrap();
         let good = plan
             .residual(a.as_ref(), x.as_ref(), faer::Par::Seq)
             .unwrap();

@@ -40,10 +40,14 @@ fn builders_that_set_nothing_take_the_tuned_configuration() {
     // inverse's graph in tiles of 224; a factor whose builder set its tile keeps its own.
     Tuned::save(&path, choice(Family::Inverse, 1024, 224)).unwrap();
     let tasks = |tile| {
-        hetla::Plan::cholesky_inverse(700, tile, Precision::D)
-            .unwrap()
-            .graph()
-            .len()
+        hetla::Plan::new(
+            hetla::Algorithm::CholeskyInverse { n: 700 },
+            tile,
+            Precision::D,
+        )
+        .unwrap()
+        .graph()
+        .len()
     };
     assert_ne!(tasks(224), tasks(160));
     let (inverse, trace) = factor.inverse_traced().unwrap();

@@ -19,7 +19,13 @@ fn sirocco_bounds(c: &mut Criterion) {
             let name = format!("{count}x{size}+{gpus}gpu/{tiles}x{tiles}");
             group.bench_function(name, |b| {
                 b.iter(|| {
-                    let plan = Plan::cholesky(black_box(tiles * 960), 960, Precision::D);
+                    let plan = Plan::new(
+                        hetla::Algorithm::Cholesky {
+                            n: black_box(tiles * 960),
+                        },
+                        960,
+                        Precision::D,
+                    );
                     hetla_lab::bounds(&plan.expect("plan"), &Modelled::new(&sirocco, &spec, gpus))
                         .expect("sirocco bounds")
                 })

@@ -21,7 +21,7 @@ fn sirocco_simulation(c: &mut Criterion) {
         let spec = ClusterSpec::Grid { count, size };
         let n = tiles * tile;
         let platform = sirocco.sim_platform(&spec, gpus).expect("platform");
-        let plan = Plan::cholesky(n, tile, Precision::D).expect("plan");
+        let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D).expect("plan");
         let tile_bytes = |t| plan.tile_bytes(t);
         let duration = |k: &_, class: &_| sirocco.duration(k, tile, class);
         for scheduler in [SchedulerKind::Mct, SchedulerKind::Eager] {
@@ -47,7 +47,12 @@ fn sirocco_simulation(c: &mut Criterion) {
         let name = format!("simulate_and_bound/mct/{count}x{size}+{gpus}gpu/{tiles}x{tiles}");
         group.bench_function(name, |b| {
             b.iter(|| {
-                let plan = Plan::cholesky(black_box(n), tile, Precision::D).expect("plan");
+                let plan = Plan::new(
+                    hetla::Algorithm::Cholesky { n: black_box(n) },
+                    tile,
+                    Precision::D,
+                )
+                .expect("plan");
                 let machine = Modelled::new(&sirocco, &spec, gpus);
                 hetla_lab::simulate(&plan, &machine, &SimOptions::default()).expect("simulation")
             })

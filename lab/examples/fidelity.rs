@@ -19,7 +19,7 @@ fn simulate_cholesky(
     tile: usize,
     scheduler: SchedulerKind,
 ) -> Result<(SimReport, Trace)> {
-    let plan = Plan::cholesky(n, tile, Precision::D)?;
+    let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)?;
     hetla_lab::simulate(&plan, &machine, &options(scheduler))
 }
 

@@ -136,7 +136,7 @@ fn simulate_row(model: &PlatformModel, row: &Value) -> Result<Option<Line>> {
         "cholesky" => {
             let n = report["n"].as_u64().unwrap_or_default() as usize;
             let tile = report["tile"].as_u64().unwrap_or_default() as usize;
-            let plan = Plan::cholesky(n, tile, Precision::D)?;
+            let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)?;
             let mut options = options.clone();
             options.run.scheduler = SchedulerKind::Mct;
             let run = |path| -> Result<f64> {

@@ -22,7 +22,7 @@
 //! // Cojean et al.'s sirocco: 2 clusters of 10 cores and 4 K40m GPUs.
 //! let sirocco = PlatformModel::preset("sirocco").expect("a built-in preset");
 //! let clusters: ClusterSpec = "2x10".parse()?;
-//! let plan = Plan::cholesky(9600, 960, Precision::D)?;
+//! let plan = Plan::new(hetla::Algorithm::Cholesky { n: 9600 }, 960, Precision::D)?;
 //! let machine = Modelled::new(&sirocco, &clusters, 4);
 //! let (report, _trace) = hetla_lab::simulate(&plan, &machine, &SimOptions::default())?;
 //! assert!(report.makespan_ms >= report.bounds.mixed_ms);

@@ -187,7 +187,7 @@ fn order(plan: &Plan) -> usize {
 /// rates at the plan's tile).
 pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
-    let ops = plan.keyed_ops();
+    let ops = plan.ops();
     model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
     let classes = model.classes(machine.clusters, machine.gpus)?;
     let tile = plan.tile();

@@ -41,7 +41,7 @@ proptest! {
             // are a clear error.
             for gpus in [0, model.gpu_count()] {
                 let machine = Modelled::new(&model, &ClusterSpec::Auto, gpus);
-                let plan = Plan::cholesky(1920, 960, Precision::D).unwrap();
+                let plan = Plan::new(hetla::Algorithm::Cholesky { n: 1920 }, 960, Precision::D).unwrap();
                 no_panic(hetla_lab::bounds(&plan, &machine));
             }
         }

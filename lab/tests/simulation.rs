@@ -329,7 +329,7 @@ fn final_tiles_go_back_to_host_memory_during_the_run_unless_asked_for_at_the_end
 /// A noise-free distributed simulation of sirocco nodes (2x10 clusters, `gpus` GPUs) at tile 960 on
 /// `grid` with `network`.
 fn run_grid(gpus: usize, n: usize, grid_: &str, network: &str) -> Result<(GridSimReport, Trace)> {
-    let plan = Plan::cholesky(n, 960, Precision::D)?;
+    let plan = Plan::new(hetla::Algorithm::Cholesky { n }, 960, Precision::D)?;
     let model = sirocco();
     let spec = grid(2, 10);
     hetla_lab::simulate_grid(
@@ -411,7 +411,7 @@ fn one_row_runs(plan: &Plan) -> (SimReport, Vec<(usize, GridSimReport, Trace)>) 
 #[test]
 fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_its_bounds() {
     let (n, b) = (19200, 960);
-    let plan = Plan::lu(n, b, Precision::D).unwrap();
+    let plan = Plan::new(hetla::Algorithm::Lu { n }, b, Precision::D).unwrap();
     let (one, rows) = one_row_runs(&plan);
     for (q, r, trace) in rows {
         assert_eq!(trace.tasks.len(), r.bounds.tasks);
@@ -430,7 +430,17 @@ fn a_distributed_lu_simulation_sends_each_panel_once_to_each_node_and_respects_i
 #[test]
 fn a_distributed_qr_simulation_sends_each_panel_with_its_t_to_the_nodes_right_of_it() {
     let (m, n, b, inner) = (38400, 9600, 960, 32);
-    let plan = Plan::qr_columns((m, n, 0), (b, inner), Precision::D).unwrap();
+    let plan = Plan::new(
+        hetla::Algorithm::QrColumns {
+            m,
+            n,
+            rhs: 0,
+            inner,
+        },
+        b,
+        Precision::D,
+    )
+    .unwrap();
     let (one, rows) = one_row_runs(&plan);
     for (q, r, trace) in rows {
         assert_eq!(trace.tasks.len(), r.bounds.tasks);
@@ -463,10 +473,30 @@ fn a_distributed_qr_simulation_on_one_process_column_sends_the_tops_rows_to_thei
     let machine = Modelled::new(&model, &spec, 0);
     let network = hetla_lab::parse_network("1.5us,100Gb/s").unwrap();
     let options = SimOptions::default();
-    let one = Plan::qr(m, n, b, hetla::QrTree::Auto, Precision::D).unwrap();
+    let one = Plan::new(
+        hetla::Algorithm::Qr {
+            m,
+            n,
+            rhs: 0,
+            tree: hetla::QrTree::Auto,
+        },
+        b,
+        Precision::D,
+    )
+    .unwrap();
     let (one, _) = hetla_lab::simulate(&one, &machine, &options).unwrap();
     for p in [2, 4] {
-        let plan = Plan::qr(m, n, b, hetla::QrTree::Domains(p), Precision::D).unwrap();
+        let plan = Plan::new(
+            hetla::Algorithm::Qr {
+                m,
+                n,
+                rhs: 0,
+                tree: hetla::QrTree::Domains(p),
+            },
+            b,
+            Precision::D,
+        )
+        .unwrap();
         let g = format!("{p}x1").parse().unwrap();
         let (r, trace) = hetla_lab::simulate_grid(&plan, &machine, g, network, &options).unwrap();
         assert_eq!(trace.tasks.len(), r.bounds.tasks);

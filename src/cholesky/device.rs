@@ -51,7 +51,8 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let n = a.nrows();
         let (tile, choice) = self.tile_and_choice(&platform, n, T::PRECISION)?;
-        let plan = Plan::cholesky(n, tile, T::PRECISION)?.with_choice(choice);
+        let mut plan = Plan::new(crate::Algorithm::Cholesky { n }, tile, T::PRECISION)?;
+        plan.choice = choice;
         self.run_on_device(&platform, &plan, &[("A", a, Mode::ReadWrite)])
     }
 
@@ -67,7 +68,11 @@ impl Cholesky {
         crate::check::check_system("L", (l.nrows(), l.ncols()), b.nrows())?;
         let platform = self.resolve_platform()?;
         let (tile, _) = self.tile_and_choice(&platform, n, T::PRECISION)?;
-        let plan = Plan::cholesky_solve(n, b.ncols(), tile, T::PRECISION)?;
+        let plan = Plan::new(
+            crate::Algorithm::CholeskySolve { n, rhs: b.ncols() },
+            tile,
+            T::PRECISION,
+        )?;
         self.run_on_device(
             &platform,
             &plan,

@@ -28,6 +28,7 @@ use work::MIN_PANEL_SOLVES;
 
 pub(crate) mod batch;
 mod device;
+pub(crate) mod plan;
 pub(crate) mod room;
 mod update;
 pub(crate) mod work;
@@ -133,7 +134,9 @@ impl Cholesky {
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let platform = self.resolve_platform()?;
         let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;
-        Ok(plan_on(&platform)(n, tile, precision)?.with_choice(choice))
+        let mut plan = plan_on(&platform)(n, tile, precision)?;
+        plan.choice = choice;
+        Ok(plan)
     }
 
     /// The tile for order `n` in `precision` on `platform`, and the models' choice when they made
@@ -261,7 +264,8 @@ impl Cholesky {
                 return result.map(|()| (tile, norm)).map_err(factor_error);
             }
         }
-        let plan = plan_on(platform)(n, tile, T::PRECISION)?.with_choice(choice);
+        let mut plan = plan_on(platform)(n, tile, T::PRECISION)?;
+        plan.choice = choice;
         self.factor_on(platform, &plan, a, from)
             .map(|(_, norm)| (tile, norm))
     }
@@ -384,12 +388,12 @@ fn resident_placement(
 
 /// The constructor of Cholesky plans for `platform`: with a panel inverse for each panel of
 /// [`MIN_PANEL_SOLVES`] solves or more where its backend solves faster through the inverse and no
-/// device runs the panels ([`work`](self::work)), else [`Plan::cholesky`].
+/// device runs the panels ([`work`](self::work)), else the plain one.
 fn plan_on(platform: &Platform) -> Build {
     if platform.backend().solves_by_inverse() && platform.devices().is_empty() {
-        |n, tile, precision| Plan::cholesky_inverting_panels(n, tile, precision, MIN_PANEL_SOLVES)
+        |n, tile, precision| plan::inverting_panels(n, tile, precision, MIN_PANEL_SOLVES)
     } else {
-        Plan::cholesky
+        plan::factor
     }
 }
 
@@ -600,7 +604,7 @@ impl<T: Scalar> Factor<T> {
         mut out: MatMut<'_, T>,
     ) -> Result<Trace> {
         let n = self.n();
-        let plan = Plan::cholesky_inverse(n, tile, T::PRECISION)?;
+        let plan = Plan::new(crate::Algorithm::CholeskyInverse { n }, tile, T::PRECISION)?;
         let options = RunOptions {
             scheduler,
             host_memory: self.host_memory,
@@ -724,7 +728,14 @@ impl<T: Scalar> Factor<T> {
     }
 
     fn solve_tiled(&self, b: MatMut<'_, T>) -> Result<()> {
-        let plan = Plan::cholesky_solve(self.n(), b.ncols(), self.tile, T::PRECISION)?;
+        let plan = Plan::new(
+            crate::Algorithm::CholeskySolve {
+                n: self.n(),
+                rhs: b.ncols(),
+            },
+            self.tile,
+            T::PRECISION,
+        )?;
         let l = TiledMatrix::read_only(self.l.as_ref(), self.tile, "L")?;
         let rhs = TiledMatrix::new(b, self.tile, "B")?;
         let options = RunOptions {

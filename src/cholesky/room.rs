@@ -51,11 +51,15 @@ impl Room for CholeskyRoom {
     }
 
     fn plans(&self, s: Shape, precision: Precision, _: usize) -> Result<Vec<Plan>> {
-        Ok(vec![Plan::cholesky(s.n, s.tile, precision)?])
+        Ok(vec![Plan::new(
+            crate::Algorithm::Cholesky { n: s.n },
+            s.tile,
+            precision,
+        )?])
     }
 
     fn modelled_plan(&self, _: Option<ProcessGrid>, s: Shape, p: Precision) -> Result<Plan> {
-        Plan::cholesky(s.n, s.tile, p)
+        Plan::new(crate::Algorithm::Cholesky { n: s.n }, s.tile, p)
     }
 
     fn defaults(&self) -> (ClusterSpec, SchedulerKind) {
@@ -87,13 +91,17 @@ impl Room for InverseRoom {
 
     fn plans(&self, s: Shape, precision: Precision, _: usize) -> Result<Vec<Plan>> {
         Ok(vec![
-            Plan::cholesky(s.n, s.tile, precision)?,
-            Plan::cholesky_inverse(s.n, s.tile, precision)?,
+            Plan::new(crate::Algorithm::Cholesky { n: s.n }, s.tile, precision)?,
+            Plan::new(
+                crate::Algorithm::CholeskyInverse { n: s.n },
+                s.tile,
+                precision,
+            )?,
         ])
     }
 
     fn modelled_plan(&self, _: Option<ProcessGrid>, s: Shape, p: Precision) -> Result<Plan> {
-        Plan::cholesky_inverse(s.n, s.tile, p)
+        Plan::new(crate::Algorithm::CholeskyInverse { n: s.n }, s.tile, p)
     }
 
     fn defaults(&self) -> (ClusterSpec, SchedulerKind) {

@@ -137,8 +137,12 @@ impl Cholesky {
         if let Err(e) = &platform {
             problem.get_or_insert(format!("no platform: {e}"));
         }
-        let share = Plan::cholesky(tiling.rows(), tiling.tile(), T::PRECISION)
-            .and_then(|plan| Share::new(plan, a.grid, a.rank));
+        let share = Plan::new(
+            crate::Algorithm::Cholesky { n: tiling.rows() },
+            tiling.tile(),
+            T::PRECISION,
+        )
+        .and_then(|plan| Share::new(plan, a.grid, a.rank));
         if let Err(e) = &share {
             problem.get_or_insert(e.to_string());
         }
@@ -209,7 +213,13 @@ pub(super) fn substitutions<T: Wire, C: Communicator>(
     let shares: Vec<_> = which
         .iter()
         .map(|&which| {
-            Plan::distributed_substitution(lt, bt, grid, which, T::PRECISION)
+            let algorithm = crate::Algorithm::DistributedSubstitution {
+                n: lt.rows(),
+                rhs: bt.cols(),
+                grid,
+                substitution: which,
+            };
+            Plan::new(algorithm, lt.tile(), T::PRECISION)
                 .and_then(|plan| Share::new(plan, grid, f.rank))
         })
         .collect();

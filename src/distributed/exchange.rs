@@ -270,7 +270,10 @@ fn agree_outcome<C: Communicator>(
     // lowest rank that failed on its own (not stopped by another's failure), in one collective.
     let run = run.map_err(|e| {
         let stopped = e.step == RunStep::Outside;
-        (share.plan.run_error_in(&share.graph, e), stopped)
+        (
+            crate::plan::run_error_in(&share.plan, &share.graph, e),
+            stopped,
+        )
     });
     let pivot = match &run {
         Err((Error::NotPositiveDefinite { column }, _)) => *column as u64,

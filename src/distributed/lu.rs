@@ -121,8 +121,15 @@ impl Lu {
         // One process row: by block columns; else by tiles (see the module documentation).
         let tiled = grid.rows() > 1;
         let plan = match tiled {
-            false => Plan::lu(n, tiling.tile(), T::PRECISION),
-            true => Plan::lu_tiles(n, tiling.tile(), grid.rows(), T::PRECISION),
+            false => Plan::new(crate::Algorithm::Lu { n }, tiling.tile(), T::PRECISION),
+            true => Plan::new(
+                crate::Algorithm::LuTiles {
+                    n,
+                    process_rows: grid.rows(),
+                },
+                tiling.tile(),
+                T::PRECISION,
+            ),
         };
         let share = plan.and_then(|plan| Share::new(plan, grid, a.rank));
         if let (None, Err(e)) = (&problem, &share) {

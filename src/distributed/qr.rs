@@ -155,11 +155,24 @@ impl Qr {
         // One process column: by tiles, the tree over it (see the module documentation).
         let tiled = grid.rows() > 1;
         let plan = match tiled {
-            false => Plan::qr_columns((m, n, rhs), (tiling.tile(), self.inner), T::PRECISION),
+            false => Plan::new(
+                crate::Algorithm::QrColumns {
+                    m,
+                    n,
+                    rhs,
+                    inner: self.inner,
+                },
+                tiling.tile(),
+                T::PRECISION,
+            ),
             // Without right-hand sides (rhs 0), the factorisation alone.
             true => {
                 let tree = QrTree::Domains(grid.rows());
-                Plan::qr_least_squares(m, n, rhs, tiling.tile(), tree, T::PRECISION)
+                Plan::new(
+                    crate::Algorithm::Qr { m, n, rhs, tree },
+                    tiling.tile(),
+                    T::PRECISION,
+                )
             }
         };
         // A tile's message carries the T of the reflectors its version's task made there.

@@ -5,13 +5,13 @@
 //! A family is what a user asks for, not one task graph: the inverse is a Cholesky factorisation
 //! and then the inverse's graph (TRTRI, LAUUM), timed together as `hetla cholesky --inverse` times
 //! them. Each family lives in its own folder (src/cholesky, src/lu, src/qr, src/ldlt) and gives the
-//! rest of the system what it needs through one trait, [`Room`]: its title and flop count, the plans
-//! a run executes (on one node or, simulated, on a process grid), the options a user who sets
-//! nothing gets, and a real run of a random matrix of its kind. The enum is generated from one
-//! list (`families!` in `list.rs`, which knows nothing else, so that every layer can name a
-//! family); adding a family is its folder, its `Room`, one line in that list and its arm in
-//! [`Family::room`] (the compiler asks for it). The commands that take any family (simulate, sweep,
-//! bound, tune, calibrate) then serve it without naming it.
+//! rest of the system what it needs through one trait, [`Room`]: its title and flop count, the
+//! plans a run executes (on one node or, simulated, on a process grid), the options a user who sets
+//! nothing gets, and a real run of a random matrix of its kind. The enum is generated from one list
+//! (`families!` in `list.rs`, which knows nothing else, so that every layer can name a family);
+//! adding a family is its folder, its `Room`, one line in that list and its arm in [`Family::room`]
+//! (the compiler asks for it). The commands that take any family (simulate, sweep, bound, tune,
+//! calibrate) then serve it without naming it.
 
 use std::sync::Arc;
 
@@ -68,14 +68,14 @@ impl Family {
         self.room().takes_rows()
     }
 
-    /// Whether N nodes alone mean a 1 x N process grid for it (LU and QR, whose distributed runs are
-    /// fastest on one process row); else a grid as square as N allows.
+    /// Whether N nodes alone mean a 1 x N process grid for it (LU and QR, whose distributed runs
+    /// are fastest on one process row); else a grid as square as N allows.
     pub fn on_one_process_row(self) -> bool {
         self.room().on_one_process_row()
     }
 
-    /// The rows of its matrix: `m` when given (refused, before any work, for a family that
-    /// factors square matrices only), else `n`.
+    /// The rows of its matrix: `m` when given (refused, before any work, for a family that factors
+    /// square matrices only), else `n`.
     pub fn check_rows(self, m: Option<usize>, n: usize) -> Result<usize> {
         match m {
             None => Ok(n),
@@ -120,11 +120,11 @@ impl Family {
         self.room().plans(Shape { m, n, tile }, precision, workers)
     }
 
-    /// The plan a modelled command (`hetla simulate`, `bound`, `sweep`) builds of an `m x n`
-    /// matrix (`m`: n when not given) in tiles of `tile`: the family's own graph (the inverse's
-    /// alone, the factorisation being Cholesky's run before it), and on `grid` the one its
-    /// distributed run executes (QR's on one process row is LAPACK's blocked QR in block
-    /// columns; LU's on more than one process row the tiled LU).
+    /// The plan a modelled command (`hetla simulate`, `bound`, `sweep`) builds of an `m x n` matrix
+    /// (`m`: n when not given) in tiles of `tile`: the family's own graph (the inverse's alone, the
+    /// factorisation being Cholesky's run before it), and on `grid` the one its distributed run
+    /// executes (QR's on one process row is LAPACK's blocked QR in block columns; LU's on more than
+    /// one process row the tiled LU).
     pub fn modelled_plan(
         self,
         grid: Option<ProcessGrid>,
@@ -150,7 +150,7 @@ impl Family {
         let mut ops: Vec<Op> = self
             .plans(6, 6, 1, precision, 1)?
             .iter()
-            .flat_map(Plan::keyed_ops)
+            .flat_map(Plan::ops)
             .collect();
         ops.sort_by_key(|op| op.name());
         ops.dedup();

@@ -29,8 +29,8 @@ pub(crate) trait Room: Sync {
         false
     }
 
-    /// Whether its distributed run is fastest on one process row (LU's and QR's panels then need
-    /// no exchange between rows), so that N nodes alone mean a 1 x N grid.
+    /// Whether its distributed run is fastest on one process row (LU's and QR's panels then need no
+    /// exchange between rows), so that N nodes alone mean a 1 x N grid.
     fn on_one_process_row(&self) -> bool {
         false
     }

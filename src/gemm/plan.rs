@@ -11,6 +11,7 @@ use super::cost::{Machine, choose_tile, predict};
 use super::options::{Gemm, Placement};
 use super::partition::Discretisation;
 use super::strategy::{self, Processor, Strategy};
+use crate::plan::{Schedule, product_plan};
 use crate::{Error, Plan, Result};
 
 /// A product planned on a machine: its [`Plan`] (tiling, graph, static allocation, placements), and
@@ -37,12 +38,13 @@ impl GemmPlan {
             .filter(|p| p.node == node.0)
             .collect();
         let plan = strategy::grid_plan(&self.tiling, &on_node);
-        let placement = self.plan.placement().to_vec();
-        self.plan = Plan::gemm(&self.tiling, machine.precision).with_schedule(
-            Some(SchedulerKind::default()),
-            Some(Arc::new(plan)),
-            placement,
-        );
+        let schedule = Schedule {
+            scheduler: Some(SchedulerKind::default()),
+            plan: Some(Arc::new(plan)),
+            placement: std::mem::take(&mut self.plan.schedule.placement),
+            restrictions: Vec::new(),
+        };
+        self.plan = product_plan(&self.tiling, machine.precision, schedule);
         self.planned.strategy = Strategy::Grid;
         self.planned.reason = "its matrices live on one GPU, which takes every product".into();
         self.planned.partition_shares =
@@ -124,11 +126,13 @@ impl Gemm {
         if self.resident {
             self.check_resident_fits(machine, &options.placement, &tiling)?;
         }
-        let plan = Plan::gemm(&tiling, machine.precision).with_schedule(
-            Some(options.scheduler),
-            options.plan,
-            options.placement,
-        );
+        let schedule = Schedule {
+            scheduler: Some(options.scheduler),
+            plan: options.plan,
+            placement: options.placement,
+            restrictions: Vec::new(),
+        };
+        let plan = product_plan(&tiling, machine.precision, schedule);
         Ok(GemmPlan {
             plan,
             tiling,

@@ -46,6 +46,7 @@ use hetla_runtime::{RunOptions, Trace};
 
 pub(crate) mod aasen;
 pub(crate) mod band;
+pub(crate) mod plan;
 pub(crate) mod room;
 pub(crate) mod work;
 
@@ -136,7 +137,11 @@ impl Ldlt {
         if self.tile == Some(0) {
             return Err(Error::ZeroTileSize);
         }
-        Plan::ldlt(n, self.tile_size_for(n), precision)
+        Plan::new(
+            crate::Algorithm::Ldlt { n },
+            self.tile_size_for(n),
+            precision,
+        )
     }
 
     /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
@@ -191,7 +196,7 @@ impl Ldlt {
                 n,
                 stride,
             );
-            plan.execute_ldlt(&platform, a, run, &options)?
+            work::execute(plan, &platform, a, run, &options)?
         };
         let blocks = aasen::Blocks { n, b: plan.tile() };
         let aasen = Aasen::from_run(factors, stride, blocks, &run.pivots);

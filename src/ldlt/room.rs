@@ -24,11 +24,15 @@ impl Room for LdltRoom {
     }
 
     fn plans(&self, s: Shape, precision: Precision, _: usize) -> Result<Vec<Plan>> {
-        Ok(vec![Plan::ldlt(s.n, s.tile, precision)?])
+        Ok(vec![Plan::new(
+            crate::Algorithm::Ldlt { n: s.n },
+            s.tile,
+            precision,
+        )?])
     }
 
     fn modelled_plan(&self, _: Option<ProcessGrid>, s: Shape, p: Precision) -> Result<Plan> {
-        Plan::ldlt(s.n, s.tile, p)
+        Plan::new(crate::Algorithm::Ldlt { n: s.n }, s.tile, p)
     }
 
     fn defaults(&self) -> (ClusterSpec, SchedulerKind) {

@@ -21,6 +21,11 @@ use hetla_runtime::Workload;
 use super::aasen::{Blocks, add_product, gather, hermitian_part, lu_any, unit_lower, upper};
 use super::band::{BandLu, StepBlocks, Stepped};
 use crate::tiles::{TileWork, TiledMatrix, delegate_to_tiles};
+use hetla_runtime::{Platform, RunOptions, execute as run_graph};
+
+use crate::plan::{Algorithm, Plan, expect_precision, not_for, run_error, tile_work};
+use crate::tiles::Matrices;
+use crate::{Error, Result};
 
 /// The work of an Aasen run: the graph over the run's matrix, the input and the permutation.
 pub(crate) struct AasenWork<'w, T: Scalar> {
@@ -329,4 +334,72 @@ impl<T: Scalar> AasenWork<'_, T> {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.region_mut((b.start(i), b.start(j)), (b.size(i), b.size(j))) }
     }
+}
+
+/// Runs an LDL^T plan ([`Algorithm::Ldlt`]) on `platform`: `input` is the Hermitian matrix (its
+/// lower triangle, only read), `a` the run's matrix (n x n, overwritten by L, T and the workspace
+/// in the layout of [`ldlt`](hetla_factorizations::ldlt)'s graph); what the run leaves besides
+/// ([`AasenRun`]: the trace, the interchanges, T's LU in block steps).
+pub(crate) fn execute<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    input: faer::MatRef<'_, T>,
+    a: faer::MatMut<'_, T>,
+    options: &RunOptions,
+) -> Result<AasenRun<T>> {
+    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicUsize;
+    expect_precision(plan, T::PRECISION)?;
+    let shapes = [(a.nrows(), a.ncols()), (input.nrows(), input.ncols())];
+    let n = match plan.algorithm() {
+        Algorithm::Ldlt { n } if shapes == [(n, n); 2] => n,
+        other => return Err(not_for(other, &input)),
+    };
+    let blocks = Blocks { n, b: plan.tile() };
+    let matrix = TiledMatrix::new(a, plan.tile(), "A")?;
+    let list = [&matrix];
+    let store = Matrices(&list);
+    let shape = |tile| plan.shape(tile);
+    let perm: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
+    // What each block's tasks leave beside the tiles, set once.
+    fn slots<X>(count: usize) -> Vec<OnceLock<X>> {
+        std::iter::repeat_with(OnceLock::new).take(count).collect()
+    }
+    let pivots: Vec<OnceLock<Vec<usize>>> = slots(blocks.count());
+    let t_columns: Vec<OnceLock<faer::Mat<T>>> = slots(blocks.count());
+    let band: Vec<OnceLock<Stepped<T>>> = slots(blocks.count());
+    let work = AasenWork {
+        tiles: tile_work(plan, &shape, &store, platform),
+        matrix: &matrix,
+        input,
+        blocks,
+        perm: &perm,
+        pivots: &pivots,
+        t_columns: &t_columns,
+        band: &band,
+    };
+    let trace =
+        run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    let pivots = pivots
+        .into_iter()
+        .map(|p| p.into_inner().unwrap_or_default())
+        .collect();
+    // A run that ended (no task failed) ran every step of the chain.
+    let band = band
+        .into_iter()
+        .enumerate()
+        .map(|(k, s)| {
+            s.into_inner().ok_or_else(|| {
+                Error::Kernel(KernelError::Operands {
+                    op: Op::LdltBand,
+                    reason: format!("the run ended without T's block step {k}"),
+                })
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(AasenRun {
+        trace,
+        pivots,
+        band,
+    })
 }

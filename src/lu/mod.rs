@@ -27,6 +27,7 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+pub(crate) mod plan;
 pub(crate) mod room;
 #[cfg(feature = "mpi")]
 pub(crate) mod tiled;
@@ -114,7 +115,7 @@ impl Lu {
 
     /// The plan of the LU factorisation of an `n x n` matrix in `precision` ([`Plan::lu`]).
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        Plan::lu(n, self.tile_size_for(n), precision)
+        Plan::new(crate::Algorithm::Lu { n }, self.tile_size_for(n), precision)
     }
 
     /// Factors a copy of `a` (left unchanged): any precision, any [`Matrix`]. An exactly singular
@@ -214,7 +215,7 @@ impl Lu {
             scheduler: self.run.scheduler,
             ..RunOptions::default()
         };
-        plan.execute_lu(&platform, a, &options)
+        work::execute(plan, &platform, a, &options)
     }
 
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>, norms: Norms) -> Result<LuFactor<T>> {
@@ -238,12 +239,12 @@ impl Lu {
         a: MatMut<'_, T>,
         tile: usize,
     ) -> Result<(Vec<usize>, Option<usize>)> {
-        let plan = Plan::lu(a.nrows(), tile, T::PRECISION)?;
+        let plan = Plan::new(crate::Algorithm::Lu { n: a.nrows() }, tile, T::PRECISION)?;
         let options = RunOptions {
             scheduler: self.run.scheduler,
             ..RunOptions::default()
         };
-        let (_, ipiv, singular) = plan.execute_lu(platform, a, &options)?;
+        let (_, ipiv, singular) = work::execute(&plan, platform, a, &options)?;
         Ok((ipiv, singular))
     }
 

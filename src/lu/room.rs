@@ -32,14 +32,25 @@ impl Room for LuRoom {
     }
 
     fn plans(&self, s: Shape, precision: Precision, _: usize) -> Result<Vec<Plan>> {
-        Ok(vec![Plan::lu(s.n, s.tile, precision)?])
+        Ok(vec![Plan::new(
+            crate::Algorithm::Lu { n: s.n },
+            s.tile,
+            precision,
+        )?])
     }
 
     /// On more than one process row, the tiled LU with its interchanges between process rows.
     fn modelled_plan(&self, grid: Option<ProcessGrid>, s: Shape, p: Precision) -> Result<Plan> {
         match grid {
-            Some(g) if g.rows() > 1 => Plan::lu_tiles(s.n, s.tile, g.rows(), p),
-            _ => Plan::lu(s.n, s.tile, p),
+            Some(g) if g.rows() > 1 => Plan::new(
+                crate::Algorithm::LuTiles {
+                    n: s.n,
+                    process_rows: g.rows(),
+                },
+                s.tile,
+                p,
+            ),
+            _ => Plan::new(crate::Algorithm::Lu { n: s.n }, s.tile, p),
         }
     }
 

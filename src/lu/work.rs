@@ -8,6 +8,11 @@ use hetla_kernels::{KernelError, Scalar};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles, operands};
+use hetla_runtime::{Platform, RunOptions, Trace, execute as run_graph};
+
+use crate::Result;
+use crate::plan::{Algorithm, Plan, expect_precision, not_for, run_error, tile_work};
+use crate::tiles::ColumnBlocks;
 
 /// LU's graph over its block columns ([`ColumnBlocks`]) with the row interchanges its panels write
 /// and its updates read: the runtime's [`Workload`] of an LU factorisation. The interchanges of
@@ -80,4 +85,40 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
         }?;
         store.ran(id, task, &[write.tile])
     }
+}
+
+/// Runs an LU plan on `platform` over `a` (its order, column-major) in place: the trace, the row
+/// interchanges (LAPACK's ipiv, 0-based and global: row i was swapped with `ipiv[i]`) and the first
+/// column whose pivot was exactly zero.
+pub(crate) fn execute<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    a: faer::MatMut<'_, T>,
+    options: &RunOptions,
+) -> Result<(Trace, Vec<usize>, Option<usize>)> {
+    use std::sync::atomic::AtomicUsize;
+    expect_precision(plan, T::PRECISION)?;
+    let n = match plan.algorithm() {
+        Algorithm::Lu { n } if (a.nrows(), a.ncols()) == (n, n) => n,
+        other => return Err(not_for(other, &a.as_ref())),
+    };
+    let tiling = hetla_factorizations::Tiling::square(n, plan.tile())?;
+    let store = ColumnBlocks::new(a, tiling, "A")?;
+    let shape = |tile| plan.shape(tile);
+    let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
+    let zero = AtomicUsize::new(usize::MAX);
+    let work = PivotedWork {
+        tiles: tile_work(plan, &shape, &store, platform),
+        tiling,
+        ipiv: &ipiv,
+        zero: &zero,
+    };
+    let trace =
+        run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    let zero = Some(zero.into_inner()).filter(|&z| z != usize::MAX);
+    Ok((
+        trace,
+        ipiv.into_iter().map(AtomicUsize::into_inner).collect(),
+        zero,
+    ))
 }

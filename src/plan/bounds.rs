@@ -79,17 +79,6 @@ impl Plan {
         )
     }
 
-    /// The critical-path and area bounds (as [`Plan::bounds`]), in milliseconds, without the mixed
-    /// bound: its linear program has a variable per task and class, which takes minutes to solve
-    /// past some 10^5 tasks; these two take one pass over the graph and a program per kernel.
-    pub fn cp_and_area_ms(
-        &self,
-        classes: &[(ResourceClass, usize)],
-        duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
-    ) -> Result<(f64, f64)> {
-        cp_and_area_ms(&self.graph, &self.keys, classes, duration)
-    }
-
     /// Bounds of the plan on `workers` with the mean durations of `models` (for example those
     /// stored before a run, or those a run just recorded).
     pub fn bounds_from_models(
@@ -272,7 +261,9 @@ pub(crate) fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) 
 }
 
 /// The critical-path and area bounds of `graph` whose task `i` has kernel `keys[i]`, in
-/// milliseconds (see [`Plan::cp_and_area_ms`]).
+/// milliseconds: without the mixed bound, whose linear program has a variable per task and class,
+/// which takes minutes to solve past some 10^5 tasks; these two take one pass over the graph and a
+/// program per kernel.
 fn cp_and_area_ms(
     graph: &TaskGraph,
     keys: &[KernelKey],

@@ -5,11 +5,9 @@ use std::sync::Arc;
 
 use faer::MatRef;
 use hetla_factorizations::{
-    EXCHANGE, FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode,
-    PIVOTS, ProcessGrid, QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling,
-    backward_substitution, cholesky_inverse, cholesky_inverting_panels, distributed_substitution,
-    forward_substitution, ldlt, ldlt_shapes, lu, lu_shape, lu_step, lu_tiles, lu_tiles_shapes,
-    matmul, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_with_rhs, sum_shape,
+    FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
+    QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling, distributed_substitution, matmul,
+    sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -284,7 +282,7 @@ impl serde::Serialize for Algorithm {
 
 /// How a matrix of a plan is cut into tiles.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Layout {
+pub(crate) enum Layout {
     /// By a tiling.
     Tiled(Tiling),
     /// In whole block columns of a tiling's width: tile (0, j) is block column j, every row (LU's).
@@ -304,15 +302,15 @@ enum Layout {
 
 /// What an algorithm imposes on the runs of its plan (the product's strategies).
 #[derive(Debug, Clone, Default)]
-struct Schedule {
+pub(crate) struct Schedule {
     /// The policy it needs (dmda for the product's dynamic strategy).
-    scheduler: Option<SchedulerKind>,
+    pub scheduler: Option<SchedulerKind>,
     /// A static allocation.
-    plan: Option<Arc<StaticPlan>>,
+    pub plan: Option<Arc<StaticPlan>>,
     /// Tiles on a memory node before the run.
-    placement: Vec<(TileRef, MemoryNode, Mode)>,
+    pub placement: Vec<(TileRef, MemoryNode, Mode)>,
     /// Operations only some kinds of worker may run (those without a GPU kernel).
-    restrictions: Vec<(Op, Vec<ResourceKind>)>,
+    pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
 }
 
 /// A factorisation (or a product) built once, then run, simulated, bounded and split over a process
@@ -338,19 +336,21 @@ pub struct Plan {
     algorithm: Algorithm,
     precision: Precision,
     tile: usize,
-    choice: Option<TileChoice>,
+    /// How the platform's models chose the tile.
+    pub(crate) choice: Option<TileChoice>,
     layouts: Vec<(MatrixId, Layout)>,
     pub(super) graph: TaskGraph,
     pub(super) keys: Vec<KernelKey>,
     pub(super) flops: f64,
-    schedule: Schedule,
+    /// What the algorithm imposes on runs.
+    pub(crate) schedule: Schedule,
 }
 
 impl Plan {
     /// The plan of `algorithm` in `precision` over the matrices `layouts`, whose graph is `graph`
     /// (its flops in real flops of `precision` once scaled here), reported against `flops` real
-    /// flops of f64 (scaled too).
-    fn new(
+    /// flops of f64 (scaled too): what a family's constructor assembles.
+    pub(crate) fn assemble(
         algorithm: Algorithm,
         precision: Precision,
         tile: usize,
@@ -382,7 +382,10 @@ impl Plan {
     /// Each task's kernel key from the shapes its kernel works on (`shapes`), where they are not
     /// its tiles' (a task of LU's block columns works on the rows below its panel, one of Aasen's
     /// on views that span tiles).
-    fn set_keys(&mut self, shapes: impl Fn(&hetla_factorizations::Task) -> Vec<(usize, usize)>) {
+    pub(crate) fn set_keys(
+        &mut self,
+        shapes: impl Fn(&hetla_factorizations::Task) -> Vec<(usize, usize)>,
+    ) {
         let precision = self.precision;
         self.keys = (self.graph.tasks().iter())
             .map(|task| KernelKey {
@@ -391,442 +394,6 @@ impl Plan {
                 precision,
             })
             .collect();
-    }
-
-    /// The tiled Cholesky factorisation of an `n x n` matrix in tiles of `tile` (the last row and
-    /// column of tiles ragged; a tile larger than the matrix is the whole matrix), in `precision`.
-    /// Refuses, before building it, a graph that this machine cannot hold (see [`crate::limits`]).
-    pub fn cholesky(n: usize, tile: usize, precision: Precision) -> Result<Self> {
-        Self::cholesky_inverting_panels(n, tile, precision, usize::MAX)
-    }
-
-    /// [`Plan::cholesky`] with a [`Op::PanelInverse`] task for each panel of at least `min_solves`
-    /// solves ([`cholesky_inverting_panels`]): the graph of a backend whose solves run faster
-    /// through the inverse ([`Backend::solves_by_inverse`](crate::Backend::solves_by_inverse)).
-    pub(crate) fn cholesky_inverting_panels(
-        n: usize,
-        tile: usize,
-        precision: Precision,
-        min_solves: usize,
-    ) -> Result<Self> {
-        crate::limits::check_cholesky(n, tile, 0)?;
-        let tiling = Tiling::square(n, tile)?;
-        let graph = cholesky_inverting_panels(&tiling, min_solves)?;
-        let flops = (n as f64).powi(3) / 3.0;
-        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-        Ok(Self::new(
-            Algorithm::Cholesky { n },
-            precision,
-            tile,
-            layouts,
-            graph,
-            flops,
-        ))
-    }
-
-    /// The inverse from a Cholesky factor of order `n` in tiles of `tile` (a tiled TRTRI, then a
-    /// tiled LAUUM: [`cholesky_inverse`]), in `precision`; 2 n^3 / 3 flops. Its TRTRI and LAUUM
-    /// steps have no GPU kernels yet: runs keep them on CPU clusters.
-    pub fn cholesky_inverse(n: usize, tile: usize, precision: Precision) -> Result<Self> {
-        // Two Cholesky graphs' worth of tasks, about.
-        crate::limits::check_cholesky(n, tile, 0)?;
-        crate::limits::check_graph(
-            "the inverse's task graph",
-            2 * crate::limits::cholesky_tasks(n, tile),
-            0,
-        )?;
-        let tiling = Tiling::square(n, tile)?;
-        let graph = cholesky_inverse(&tiling)?;
-        let flops = 2.0 * (n as f64).powi(3) / 3.0;
-        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-        let mut plan = Self::new(
-            Algorithm::CholeskyInverse { n },
-            precision,
-            tile,
-            layouts,
-            graph,
-            flops,
-        );
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        Ok(plan)
-    }
-
-    /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
-    /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it
-    /// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no
-    /// GPU kernels yet: runs keep them on CPU clusters.
-    pub fn lu(n: usize, tile: usize, precision: Precision) -> Result<Self> {
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        // A panel, then an update or an interchange task per other block column: t^2 tasks.
-        let t = n.div_ceil(tile) as u128;
-        crate::limits::check_graph(
-            &format!("the LU graph of n = {n} in block columns of {tile}"),
-            t.saturating_mul(t),
-            0,
-        )?;
-        let tiling = Tiling::square(n, tile)?;
-        let graph = lu(&tiling)?;
-        let nf = n as f64;
-        let flops = 2.0 * nf * nf * nf / 3.0;
-        let layouts = vec![(FACTOR, Layout::Columns(tiling))];
-        let mut plan = Self::new(Algorithm::Lu { n }, precision, tile, layouts, graph, flops);
-        plan.set_keys(|task| {
-            task.accesses
-                .iter()
-                .map(|a| lu_shape(&tiling, lu_step(task), a.tile.col))
-                .collect()
-        });
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        Ok(plan)
-    }
-
-    /// The LU factorisation with partial pivoting of an `n x n` matrix on tiles of `tile` whose
-    /// tile rows are spread over `process_rows` process rows ([`lu_tiles`]: the panel gathered
-    /// where its diagonal tile lives, the interchanges between process rows through exchange
-    /// tiles), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the shapes of its work
-    /// ([`lu_tiles_shapes`]). LU's kernels run on CPU clusters only.
-    pub fn lu_tiles(
-        n: usize,
-        tile: usize,
-        process_rows: usize,
-        precision: Precision,
-    ) -> Result<Self> {
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        // t^3 / 3 updates, and as many accesses of 32 bytes (the interchanges list their rows).
-        let t = n.div_ceil(tile) as u128;
-        let p = process_rows.max(1);
-        crate::limits::check_graph(
-            &format!("the tiled LU graph of n = {n} in tiles of {tile}"),
-            t.saturating_mul(t).saturating_mul(t) / 3 + t.saturating_mul(t) * (2 * p as u128 + 1),
-            t.saturating_mul(t).saturating_mul(t).saturating_mul(32),
-        )?;
-        let tiling = Tiling::square(n, tile)?;
-        let graph = lu_tiles(&tiling, p)?;
-        let nf = n as f64;
-        let flops = 2.0 * nf * nf * nf / 3.0;
-        let layouts = vec![
-            (FACTOR, Layout::Tiled(tiling)),
-            (PIVOTS, Layout::Pivots(tiling)),
-            (EXCHANGE, Layout::Tiled(Tiling::new(p * tile, n, tile)?)),
-        ];
-        let algorithm = Algorithm::LuTiles { n, process_rows: p };
-        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
-        plan.set_keys(|task| lu_tiles_shapes(&tiling, task));
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        // Its solves and products run with the interchanges, on CPU clusters too.
-        for op in [Op::SolveUnitLower, Op::Update] {
-            plan.schedule
-                .restrictions
-                .push((op, vec![ResourceKind::Cpu]));
-        }
-        Ok(plan)
-    }
-
-    /// LAPACK's blocked QR of an `m x n` matrix (m >= n) in block columns of `tile` columns
-    /// ([`qr_columns`]), each panel factored in inner blocks of `inner` columns (its T has `inner`
-    /// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides
-    /// B (m rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n -
-    /// 2 n^2) rhs). Each task's kernel key has the rows it works on (the panel's rows down,
-    /// [`qr_columns_shape`]). On CPU clusters only, as the tiled QR.
-    pub fn qr_columns(
-        (m, n, rhs): (usize, usize, usize),
-        (tile, inner): (usize, usize),
-        precision: Precision,
-    ) -> Result<Self> {
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        if inner == 0 {
-            return Err(Error::InvalidOption {
-                option: "inner block",
-                reason: "0 columns: the block reflectors need at least one".into(),
-            });
-        }
-        let (t, bt) = (n.div_ceil(tile) as u128, rhs.div_ceil(tile) as u128);
-        crate::limits::check_graph(
-            &format!("the QR graph of {m} x {n} in block columns of {tile}"),
-            t.saturating_mul(t + bt),
-            0,
-        )?;
-        let tiling = Tiling::new(m, n, tile)?;
-        let b = match rhs {
-            0 => None,
-            _ => Some(Tiling::new(m, rhs, tile)?),
-        };
-        let graph = qr_columns(&tiling, b.as_ref())?;
-        let (mf, nf, kf) = (m as f64, n as f64, rhs as f64);
-        let flops =
-            2.0 * mf * nf * nf - 2.0 * nf * nf * nf / 3.0 + (4.0 * mf * nf - 2.0 * nf * nf) * kf;
-        let mut layouts = vec![(FACTOR, Layout::Columns(tiling))];
-        layouts.extend(b.map(|b| (RHS, Layout::Columns(b))));
-        let algorithm = Algorithm::QrColumns { m, n, rhs, inner };
-        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
-        plan.set_keys(|task| {
-            let step = task.accesses[0].tile.col;
-            let width = |a: &hetla_factorizations::Access| match (a.tile.matrix, &b) {
-                (RHS, Some(b)) => b.tile_cols(a.tile.col),
-                _ => tiling.tile_cols(a.tile.col),
-            };
-            task.accesses
-                .iter()
-                .map(|a| qr_columns_shape(&tiling, step, width(a)))
-                .collect()
-        });
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        Ok(plan)
-    }
-
-    /// Aasen's symmetric indefinite factorisation of an `n x n` Hermitian matrix in blocks of
-    /// `tile` ([`ldlt`]), in `precision`; reported against n^3 / 3 flops (its products' count, as
-    /// Cholesky's). Each task's kernel key has the shapes its kernel works on ([`ldlt_shapes`]).
-    /// Its kernels have no GPU version: runs keep them on CPU clusters.
-    pub fn ldlt(n: usize, tile: usize, precision: Precision) -> Result<Self> {
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        // About 3 t^2 / 2 tasks, and t^3 / 3 accesses of 32 bytes beside them (an update lists the
-        // row and the column of tiles it reads).
-        let t = n.div_ceil(tile) as u128;
-        crate::limits::check_graph(
-            &format!("the LDL^T graph of n = {n} in blocks of {tile}"),
-            t.saturating_mul(t).saturating_mul(3) / 2,
-            t.saturating_mul(t).saturating_mul(t).saturating_mul(32) / 3,
-        )?;
-        let tiling = Tiling::square(n, tile)?;
-        let graph = ldlt(&tiling)?;
-        let nf = n as f64;
-        let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-        let flops = nf * nf * nf / 3.0;
-        let mut plan = Self::new(
-            Algorithm::Ldlt { n },
-            precision,
-            tile,
-            layouts,
-            graph,
-            flops,
-        );
-        plan.set_keys(|task| ldlt_shapes(&tiling, task));
-        // Its products of two tiles (the end of each update, `Op::GemmNt`) run beside the family's
-        // other tasks, on CPU clusters too: their tiles live where the run's work reads them.
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        plan.schedule
-            .restrictions
-            .push((Op::GemmNt, vec![ResourceKind::Cpu]));
-        Ok(plan)
-    }
-
-    /// The tiled Householder QR of an `m x n` matrix in tiles of `tile`, in `precision`, each tile
-    /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: binary only for a tall matrix of one
-    /// tile column, see [`QrTree::for_shape`]; [`crate::Qr::plan`] resolves it for its platform's
-    /// workers). On CPU clusters only (its kernels have no GPU version yet).
-    pub fn qr(m: usize, n: usize, tile: usize, tree: QrTree, precision: Precision) -> Result<Self> {
-        Self::qr_graph(m, n, 0, tile, tree, precision, true)
-    }
-
-    /// [`Plan::qr`] that also overwrites `rhs` columns of right-hand sides B (m rows, matrix
-    /// [`RHS`]) by Q^H B in the same graph: the factorisation of least squares.
-    pub fn qr_least_squares(
-        m: usize,
-        n: usize,
-        rhs: usize,
-        tile: usize,
-        tree: QrTree,
-        precision: Precision,
-    ) -> Result<Self> {
-        Self::qr_graph(m, n, rhs, tile, tree, precision, true)
-    }
-
-    /// Q^H B for `rhs` columns of B with an `m x n` matrix factored by [`Plan::qr`] (same tile and
-    /// tree).
-    pub fn qr_apply(
-        m: usize,
-        n: usize,
-        rhs: usize,
-        tile: usize,
-        tree: QrTree,
-        precision: Precision,
-    ) -> Result<Self> {
-        Self::qr_graph(m, n, rhs, tile, tree, precision, false)
-    }
-
-    fn qr_graph(
-        m: usize,
-        n: usize,
-        rhs: usize,
-        tile: usize,
-        tree: QrTree,
-        precision: Precision,
-        factor: bool,
-    ) -> Result<Self> {
-        if tile == 0 {
-            return Err(Error::ZeroTileSize);
-        }
-        let (mt, nt, bt) = (
-            m.div_ceil(tile) as u128,
-            n.div_ceil(tile) as u128,
-            rhs.div_ceil(tile) as u128,
-        );
-        // Step k has about 2 (mt - k)(nt - k + bt) tasks.
-        crate::limits::check_graph(
-            &format!("the QR graph of {m} x {n} in tiles of {tile}"),
-            (2 * mt).saturating_mul(nt + bt).saturating_mul(mt.min(nt)),
-            0,
-        )?;
-        let tiling = Tiling::new(m, n, tile)?;
-        let tree = tree.for_shape(tiling.row_tiles(), tiling.col_tiles(), 2);
-        let b = match rhs {
-            0 => None,
-            _ => Some(Tiling::new(m, rhs, tile)?),
-        };
-        let graph = match (&b, factor) {
-            (None, _) => qr(&tiling, tree)?,
-            (Some(b), true) => qr_with_rhs(&tiling, b, tree)?,
-            (Some(b), false) => qr_apply_rhs(&tiling, b, tree)?,
-        };
-        let (mf, nf, kf) = (m as f64, n as f64, rhs as f64);
-        let (long, short) = if m >= n { (mf, nf) } else { (nf, mf) };
-        let factorisation = 2.0 * long * short * short - 2.0 * short * short * short / 3.0;
-        let application = (4.0 * mf * short - 2.0 * short * short) * kf;
-        let (algorithm, flops) = if factor {
-            (
-                Algorithm::Qr { m, n, rhs, tree },
-                factorisation + application,
-            )
-        } else {
-            (Algorithm::QrApply { m, n, rhs, tree }, application)
-        };
-        let mut layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-        if let Some(b) = b {
-            layouts.push((RHS, Layout::Tiled(b)));
-        }
-        let mut plan = Self::new(algorithm, precision, tile, layouts, graph, flops);
-        plan.schedule.restrictions = Self::cpu_only_ops();
-        Ok(plan)
-    }
-
-    /// The solve with a Cholesky factor of order `n` in tiles of `tile` of `rhs` right-hand sides
-    /// (tiled alike), in `precision`: forward then backward substitution.
-    pub fn cholesky_solve(n: usize, rhs: usize, tile: usize, precision: Precision) -> Result<Self> {
-        crate::limits::check_solve(n, rhs, tile)?;
-        let l = Tiling::square(n, tile)?;
-        let b = Tiling::new(n, rhs, tile)?;
-        let mut graph = TaskGraph::new();
-        forward_substitution(&mut graph, &l, &b)?;
-        backward_substitution(&mut graph, &l, &b)?;
-        let flops = 2.0 * (n as f64).powi(2) * rhs as f64;
-        let layouts = vec![(FACTOR, Layout::Tiled(l)), (RHS, Layout::Tiled(b))];
-        Ok(Self::new(
-            Algorithm::CholeskySolve { n, rhs },
-            precision,
-            tile,
-            layouts,
-            graph,
-            flops,
-        ))
-    }
-
-    /// One substitution of a distributed solve (see [`Algorithm::DistributedSubstitution`]) with
-    /// the factor tiled by `l` and the right-hand sides by `b`.
-    pub fn distributed_substitution(
-        l: Tiling,
-        b: Tiling,
-        grid: ProcessGrid,
-        substitution: Substitution,
-        precision: Precision,
-    ) -> Result<Self> {
-        crate::limits::check_solve(l.rows(), b.cols(), l.tile())?;
-        let mut graph = TaskGraph::new();
-        distributed_substitution(&mut graph, &l, &b, &grid, substitution)?;
-        let sums = Layout::Sums {
-            l,
-            b,
-            grid,
-            substitution,
-        };
-        let layouts = vec![
-            (FACTOR, Layout::Tiled(l)),
-            (RHS, Layout::Tiled(b)),
-            (SUMS, sums),
-        ];
-        let (n, rhs) = (l.rows(), b.cols());
-        let flops = (n as f64).powi(2) * rhs as f64;
-        let algorithm = Algorithm::DistributedSubstitution {
-            n,
-            rhs,
-            grid,
-            substitution,
-        };
-        Ok(Self::new(
-            algorithm,
-            precision,
-            l.tile(),
-            layouts,
-            graph,
-            flops,
-        ))
-    }
-
-    /// The product of `tiling`'s shape (and parameters), in `precision`.
-    pub(crate) fn gemm(tiling: &MatMulTiling, precision: Precision) -> Self {
-        let (m, n) = (tiling.c.rows(), tiling.c.cols());
-        let k = if tiling.params.trans_a {
-            tiling.a.rows()
-        } else {
-            tiling.a.cols()
-        };
-        let layouts = [MATMUL_A, MATMUL_B, MATMUL_C]
-            .into_iter()
-            .filter_map(|id| tiling.tiling(id).map(|t| (id, Layout::Tiled(*t))))
-            .collect();
-        let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        Self::new(
-            Algorithm::Gemm { m, n, k },
-            precision,
-            tiling.c.tile(),
-            layouts,
-            matmul(tiling),
-            flops,
-        )
-    }
-
-    /// The operations without GPU kernels, restricted to CPU clusters.
-    fn cpu_only_ops() -> Vec<(Op, Vec<ResourceKind>)> {
-        Op::ALL
-            .into_iter()
-            .filter(|op| !op.runs_on_gpus())
-            .map(|op| (op, vec![ResourceKind::Cpu]))
-            .collect()
-    }
-
-    /// The tiles its runs place on memory nodes before their clocks start.
-    pub(crate) fn placement(&self) -> &[(TileRef, MemoryNode, Mode)] {
-        &self.schedule.placement
-    }
-
-    /// The plan with the policy, static allocation and placement its algorithm imposes on runs.
-    pub(crate) fn with_schedule(
-        mut self,
-        scheduler: Option<SchedulerKind>,
-        plan: Option<Arc<StaticPlan>>,
-        placement: Vec<(TileRef, MemoryNode, Mode)>,
-    ) -> Self {
-        self.schedule = Schedule {
-            scheduler,
-            plan,
-            placement,
-            restrictions: Vec::new(),
-        };
-        self
-    }
-
-    /// The plan with the tile choice that picked its tile.
-    pub(crate) fn with_choice(mut self, choice: Option<TileChoice>) -> Self {
-        self.choice = choice;
-        self
     }
 
     /// What it computes.
@@ -866,22 +433,10 @@ impl Plan {
         self.flops
     }
 
-    /// The distinct operations of its tasks, in the order they first appear: what a calibration for
-    /// this plan times.
-    pub fn ops(&self) -> Vec<Op> {
-        let mut ops: Vec<Op> = Vec::new();
-        for task in self.graph.tasks() {
-            if !ops.contains(&task.op) {
-                ops.push(task.op);
-            }
-        }
-        ops
-    }
-
     /// The distinct operations of its tasks' kernel keys, in the order they first appear: what a
-    /// model needs rates of to time the plan (a general product's tasks are keyed as GEMM's,
-    /// [`KernelKey::of_task`], so this can differ from [`Plan::ops`]).
-    pub fn keyed_ops(&self) -> Vec<Op> {
+    /// calibration for this plan times and a model needs rates of to time it (a general product's
+    /// tasks are keyed as GEMM's, [`KernelKey::of_task`]).
+    pub fn ops(&self) -> Vec<Op> {
         let mut ops: Vec<Op> = Vec::new();
         for key in &self.keys {
             if !ops.contains(&key.op) {
@@ -1016,7 +571,7 @@ impl Plan {
         result: impl Into<Outcome<'r, T>>,
         par: Par,
     ) -> Result<f64> {
-        self.expect_precision(T::PRECISION)?;
+        expect_precision(self, T::PRECISION)?;
         let refuse = |reason: String| Error::InvalidOption {
             option: "residual",
             reason,
@@ -1092,20 +647,100 @@ impl Plan {
             ))),
         }
     }
+}
 
-    /// An error unless the plan computes in `precision`.
-    pub(crate) fn expect_precision(&self, precision: Precision) -> Result<()> {
-        if precision == self.precision {
-            Ok(())
-        } else {
-            Err(Error::InvalidOption {
-                option: "precision",
-                reason: format!(
-                    "the plan computes in {}, its matrices are in {precision}",
-                    self.precision
-                ),
-            })
-        }
+/// One substitution of a distributed solve (see [`Algorithm::DistributedSubstitution`]) with the
+/// factor tiled by `l` and the right-hand sides by `b`.
+pub(super) fn substitution_plan(
+    l: Tiling,
+    b: Tiling,
+    grid: ProcessGrid,
+    substitution: Substitution,
+    precision: Precision,
+) -> Result<Plan> {
+    crate::limits::check_solve(l.rows(), b.cols(), l.tile())?;
+    let mut graph = TaskGraph::new();
+    distributed_substitution(&mut graph, &l, &b, &grid, substitution)?;
+    let sums = Layout::Sums {
+        l,
+        b,
+        grid,
+        substitution,
+    };
+    let layouts = vec![
+        (FACTOR, Layout::Tiled(l)),
+        (RHS, Layout::Tiled(b)),
+        (SUMS, sums),
+    ];
+    let (n, rhs) = (l.rows(), b.cols());
+    let flops = (n as f64).powi(2) * rhs as f64;
+    let algorithm = Algorithm::DistributedSubstitution {
+        n,
+        rhs,
+        grid,
+        substitution,
+    };
+    Ok(Plan::assemble(
+        algorithm,
+        precision,
+        l.tile(),
+        layouts,
+        graph,
+        flops,
+    ))
+}
+
+/// The product of `tiling`'s shape (and parameters), in `precision`, its runs with `schedule` (the
+/// policy, static allocation and placement of the product's strategy).
+pub(crate) fn product_plan(
+    tiling: &MatMulTiling,
+    precision: Precision,
+    schedule: Schedule,
+) -> Plan {
+    let (m, n) = (tiling.c.rows(), tiling.c.cols());
+    let k = if tiling.params.trans_a {
+        tiling.a.rows()
+    } else {
+        tiling.a.cols()
+    };
+    let layouts = [MATMUL_A, MATMUL_B, MATMUL_C]
+        .into_iter()
+        .filter_map(|id| tiling.tiling(id).map(|t| (id, Layout::Tiled(*t))))
+        .collect();
+    let flops = 2.0 * m as f64 * n as f64 * k as f64;
+    let mut plan = Plan::assemble(
+        Algorithm::Gemm { m, n, k },
+        precision,
+        tiling.c.tile(),
+        layouts,
+        matmul(tiling),
+        flops,
+    );
+    plan.schedule = schedule;
+    plan
+}
+
+/// The operations without GPU kernels, restricted to CPU clusters.
+pub(crate) fn cpu_only_ops() -> Vec<(Op, Vec<ResourceKind>)> {
+    Op::ALL
+        .into_iter()
+        .filter(|op| !op.runs_on_gpus())
+        .map(|op| (op, vec![ResourceKind::Cpu]))
+        .collect()
+}
+
+/// An error unless the plan computes in `precision`.
+pub(crate) fn expect_precision(plan: &Plan, precision: Precision) -> Result<()> {
+    if precision == plan.precision() {
+        Ok(())
+    } else {
+        Err(Error::InvalidOption {
+            option: "precision",
+            reason: format!(
+                "the plan computes in {}, its matrices are in {precision}",
+                plan.precision()
+            ),
+        })
     }
 }
 
@@ -1115,7 +750,7 @@ mod tests {
 
     #[test]
     fn a_cholesky_plan_knows_its_graph_keys_bytes_and_flops_in_its_precision() {
-        let plan = Plan::cholesky(1000, 300, Precision::Z).unwrap();
+        let plan = Plan::new(crate::Algorithm::Cholesky { n: 1000 }, 300, Precision::Z).unwrap();
         assert_eq!(plan.graph().len(), 20);
         assert_eq!(plan.keys().len(), 20);
         assert!(plan.keys().iter().all(|k| k.precision == Precision::Z));
@@ -1125,14 +760,14 @@ mod tests {
         assert_eq!(plan.flops(), 4.0 * 1e9 / 3.0);
         assert_eq!(plan.ops(), [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt]);
         // The graph counts the real flops of its precision too.
-        let real = Plan::cholesky(1000, 300, Precision::D).unwrap();
+        let real = Plan::new(crate::Algorithm::Cholesky { n: 1000 }, 300, Precision::D).unwrap();
         let ratio = plan.graph().total_flops() / real.graph().total_flops();
         assert!((ratio - 4.0).abs() < 1e-12);
     }
 
     #[test]
     fn the_check_refuses_another_precision_or_shape() {
-        let plan = Plan::cholesky(4, 2, Precision::D).unwrap();
+        let plan = Plan::new(crate::Algorithm::Cholesky { n: 4 }, 2, Precision::D).unwrap();
         let a = faer::Mat::<f64>::identity(4, 4);
         assert_eq!(
             plan.residual(a.as_ref(), a.as_ref(), Par::Seq).unwrap(),

@@ -119,7 +119,16 @@ impl Qr {
     /// tree resolved for the platform's workers.
     pub fn plan(&self, m: usize, n: usize, precision: Precision) -> Result<Plan> {
         let tile = self.tile_size_for(m, n);
-        Plan::qr(m, n, tile, self.tree_for(m, n, tile), precision)
+        Plan::new(
+            crate::Algorithm::Qr {
+                m,
+                n,
+                rhs: 0,
+                tree: self.tree_for(m, n, tile),
+            },
+            tile,
+            precision,
+        )
     }
 
     /// The tree for an `m x n` matrix in tiles of `tile` on this builder's platform
@@ -160,7 +169,7 @@ impl Qr {
         plan: &Plan,
         a: MatMut<'_, T>,
     ) -> Result<(Trace, Vec<Option<Mat<T>>>)> {
-        plan.execute_qr(platform, a, None, self.inner, &self.options())
+        super::work::execute(plan, platform, a, None, self.inner, &self.options())
     }
 
     fn options(&self) -> RunOptions {
@@ -204,9 +213,18 @@ impl Qr {
         let (mut f, mut c) = (a.to_owned(), b.to_owned());
         if b.ncols() > 0 {
             let tile = self.tile_size_for(m, n);
-            let plan =
-                Plan::qr_least_squares(m, n, b.ncols(), tile, self.tree, A::Elem::PRECISION)?;
-            plan.execute_qr(
+            let plan = Plan::new(
+                crate::Algorithm::Qr {
+                    m,
+                    n,
+                    rhs: b.ncols(),
+                    tree: self.tree,
+                },
+                tile,
+                A::Elem::PRECISION,
+            )?;
+            super::work::execute(
+                &plan,
                 &platform,
                 f.as_mut(),
                 Some(c.as_mut()),
@@ -425,13 +443,23 @@ impl<T: Scalar> QrFactor<T> {
         if adjoint {
             // Q^H B as a graph of the applications, B's tile columns in parallel.
             let (m, n) = (self.nrows(), self.ncols());
-            let plan = Plan::qr_apply(m, n, b.ncols(), self.tile, self.tree, T::PRECISION)?;
+            let plan = Plan::new(
+                crate::Algorithm::QrApply {
+                    m,
+                    n,
+                    rhs: b.ncols(),
+                    tree: self.tree,
+                },
+                self.tile,
+                T::PRECISION,
+            )?;
             let options = RunOptions {
                 scheduler: self.scheduler,
                 ..RunOptions::default()
             };
             return crate::interop::column_major(b, |b| {
-                plan.execute_qr_apply(
+                super::work::execute_apply(
+                    &plan,
                     &self.platform,
                     self.qr.as_ref(),
                     &self.ts,

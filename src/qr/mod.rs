@@ -5,6 +5,7 @@
 mod cholesky_qr;
 mod householder;
 mod pivoted;
+pub(crate) mod plan;
 pub(crate) mod room;
 pub(crate) mod work;
 

@@ -39,7 +39,16 @@ impl Room for QrRoom {
     fn plans(&self, s: Shape, precision: Precision, workers: usize) -> Result<Vec<Plan>> {
         let tiles = |x: usize| x.div_ceil(s.tile.max(1));
         let tree = QrTree::Auto.for_shape(tiles(s.m), tiles(s.n), workers);
-        Ok(vec![Plan::qr(s.m, s.n, s.tile, tree, precision)?])
+        Ok(vec![Plan::new(
+            crate::Algorithm::Qr {
+                m: s.m,
+                n: s.n,
+                rhs: 0,
+                tree,
+            },
+            s.tile,
+            precision,
+        )?])
     }
 
     /// On one process row, LAPACK's blocked QR in block columns (`hetla qr --grid`'s, inner blocks
@@ -47,9 +56,36 @@ impl Room for QrRoom {
     fn modelled_plan(&self, grid: Option<ProcessGrid>, s: Shape, p: Precision) -> Result<Plan> {
         let Shape { m, n, tile } = s;
         match grid {
-            Some(g) if g.rows() > 1 => Plan::qr(m, n, tile, QrTree::Domains(g.rows()), p),
-            Some(_) => Plan::qr_columns((m, n, 0), (tile, DEFAULT_QR_INNER_BLOCK), p),
-            None => Plan::qr(m, n, tile, QrTree::Auto, p),
+            Some(g) if g.rows() > 1 => Plan::new(
+                crate::Algorithm::Qr {
+                    m,
+                    n,
+                    rhs: 0,
+                    tree: QrTree::Domains(g.rows()),
+                },
+                tile,
+                p,
+            ),
+            Some(_) => Plan::new(
+                crate::Algorithm::QrColumns {
+                    m,
+                    n,
+                    rhs: 0,
+                    inner: DEFAULT_QR_INNER_BLOCK,
+                },
+                tile,
+                p,
+            ),
+            None => Plan::new(
+                crate::Algorithm::Qr {
+                    m,
+                    n,
+                    rhs: 0,
+                    tree: QrTree::Auto,
+                },
+                tile,
+                p,
+            ),
         }
     }
 

@@ -7,6 +7,12 @@ use hetla_kernels::{KernelError, Scalar, Stack};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles};
+use hetla_factorizations::FACTOR;
+use hetla_runtime::{Platform, RunOptions, Trace, execute as run_graph};
+
+use crate::plan::{Algorithm, Plan, expect_precision, not_for, run_error, tile_work};
+use crate::tiles::{Matrices, TileStore, TiledMatrix};
+use crate::{Error, Result};
 
 /// QR's tasks over a store: the tiles as [`TileWork`]'s, and the T's of the block reflectors beside
 /// them, a slot per tile and kind ([`ReflectorWork::slot`]). A slot is set once, by the task that
@@ -151,4 +157,120 @@ fn rows_below<T: Scalar>(m: faer::MatMut<'_, T>, first: Option<usize>) -> faer::
         }
         None => m,
     }
+}
+
+/// Runs a QR plan ([`Algorithm::Qr`]) on `platform` over `a` (m x n) in place, and over `b` (its
+/// right-hand sides, overwritten by Q^H B) when the plan has some, with block reflectors of `inner`
+/// columns: the trace and the T's of every tile's block reflectors, by slot
+/// ([`ReflectorWork::slot`]; `None` where the graph factors nothing).
+pub(crate) fn execute<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    a: faer::MatMut<'_, T>,
+    b: Option<faer::MatMut<'_, T>>,
+    inner: usize,
+    options: &RunOptions,
+) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
+    let rhs = match plan.algorithm() {
+        Algorithm::Qr { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
+        other => return Err(not_for(other, &a.as_ref())),
+    };
+    check_rhs(plan, rhs, b.as_ref().map(|b| b.as_ref()))?;
+    let a = TiledMatrix::new(a, plan.tile(), "A")?;
+    let b = b
+        .map(|b| TiledMatrix::new(b, plan.tile(), "B"))
+        .transpose()?;
+    let matrices: Vec<&TiledMatrix<'_, T>> = std::iter::once(&a).chain(b.as_ref()).collect();
+    let ts = t_slots::<T>(plan, None);
+    let trace = run_reflectors(plan, platform, &Matrices(&matrices), inner, &ts, options)?;
+    Ok((
+        trace,
+        ts.into_iter()
+            .map(std::sync::OnceLock::into_inner)
+            .collect(),
+    ))
+}
+
+/// Runs a [`Algorithm::QrApply`] plan: B <- Q^H B, Q from `a` factored by the QR plan of the same
+/// tile and tree, whose T's are `ts` (by slot, as [`execute`] returned them).
+pub(crate) fn execute_apply<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    a: faer::MatRef<'_, T>,
+    ts: &[Option<faer::Mat<T>>],
+    b: faer::MatMut<'_, T>,
+    inner: usize,
+    options: &RunOptions,
+) -> Result<Trace> {
+    let rhs = match plan.algorithm() {
+        Algorithm::QrApply { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
+        other => return Err(not_for(other, &a)),
+    };
+    check_rhs(plan, rhs, Some(b.as_ref()))?;
+    let a = TiledMatrix::read_only(a, plan.tile(), "A")?;
+    let b = TiledMatrix::new(b, plan.tile(), "B")?;
+    let slots = t_slots(plan, Some(ts));
+    run_reflectors(plan, platform, &Matrices(&[&a, &b]), inner, &slots, options)
+}
+
+fn check_rhs<T: Scalar>(plan: &Plan, rhs: usize, b: Option<faer::MatRef<'_, T>>) -> Result<()> {
+    let m = plan.tiling(FACTOR).map_or(0, |t| t.rows());
+    match b {
+        None if rhs == 0 => Ok(()),
+        Some(b) if rhs > 0 && (b.nrows(), b.ncols()) == (m, rhs) => Ok(()),
+        b => Err(Error::InvalidOption {
+            option: "plan",
+            reason: format!(
+                "the plan has {rhs} right-hand sides of {m} rows, given {}",
+                b.map_or("none".to_owned(), |b| format!(
+                    "{}x{}",
+                    b.nrows(),
+                    b.ncols()
+                ))
+            ),
+        }),
+    }
+}
+
+/// The T slots of a QR plan's matrix, set from `ts` where given.
+fn t_slots<T: Scalar>(
+    plan: &Plan,
+    ts: Option<&[Option<faer::Mat<T>>]>,
+) -> Vec<std::sync::OnceLock<faer::Mat<T>>> {
+    let tiling = plan.tiling(FACTOR).expect("a QR plan tiles its matrix");
+    (0..ReflectorWork::<T>::slots(tiling))
+        .map(
+            |i| match ts.and_then(|ts| ts.get(i)).and_then(Option::as_ref) {
+                Some(t) => std::sync::OnceLock::from(t.clone()),
+                None => std::sync::OnceLock::new(),
+            },
+        )
+        .collect()
+}
+
+fn run_reflectors<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    inner: usize,
+    ts: &[std::sync::OnceLock<faer::Mat<T>>],
+    options: &RunOptions,
+) -> Result<Trace> {
+    expect_precision(plan, T::PRECISION)?;
+    if inner == 0 {
+        return Err(Error::InvalidOption {
+            option: "inner block",
+            reason: "0 columns: the block reflectors need at least one".into(),
+        });
+    }
+    let tiling = *plan.tiling(FACTOR).expect("a QR plan tiles its matrix");
+    let shape = |tile| plan.shape(tile);
+    let work = ReflectorWork {
+        tiles: tile_work(plan, &shape, store, platform),
+        tiling,
+        inner,
+        ts,
+        columns: false,
+    };
+    run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
 }

@@ -315,7 +315,12 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let start = Instant::now();
     // The kernels of the factorisation the platform file describes (and its in-run
     // factorisations run): a Cholesky plan's.
-    let ops = Plan::cholesky(IN_RUN_TILES, 1, args.precision)?.ops();
+    let ops = Plan::new(
+        hetla::Algorithm::Cholesky { n: IN_RUN_TILES },
+        1,
+        args.precision,
+    )?
+    .ops();
     let topology = Topology::detect()?;
     let devices = args.gpu.gpus.open(args.gpu.gpu_memory)?;
     let cores = topology.cores().len();

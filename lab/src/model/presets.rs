@@ -742,7 +742,8 @@ mod tests {
                 .host_memory(path)
                 .copy_cores(cores);
             let staged = machine.sim_platform().unwrap().staging.is_some();
-            let work = hetla::Plan::cholesky(8192, 2048, Precision::D).unwrap();
+            let work = hetla::Plan::new(hetla::Algorithm::Cholesky { n: 8192 }, 2048, Precision::D)
+                .unwrap();
             let ms = crate::simulate(&work, &machine, &hetla_runtime::SimOptions::default())
                 .unwrap()
                 .0

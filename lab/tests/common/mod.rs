@@ -18,7 +18,7 @@ fn cholesky_on<'a>(
     gpus: usize,
     (n, tile, precision): (usize, usize, Precision),
 ) -> Result<(Plan, Modelled<'a>)> {
-    let plan = Plan::cholesky(n, tile, precision)?;
+    let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, precision)?;
     Ok((plan, Modelled::new(model, spec, gpus).precision(precision)))
 }
 

@@ -436,11 +436,12 @@ fn inverse<T: Scalar>(
         Ok(((), start.elapsed().as_secs_f64()))
     })?;
     // The plan of one tile: its check is the same at any tile, and its graph is one task.
-    let residual = hetla::Plan::cholesky_inverse(n, n.max(1), T::PRECISION)?.residual(
-        a,
-        x.as_ref(),
-        Par::rayon(threads),
-    )?;
+    let residual = hetla::Plan::new(
+        hetla::Algorithm::CholeskyInverse { n },
+        n.max(1),
+        T::PRECISION,
+    )?
+    .residual(a, x.as_ref(), Par::rayon(threads))?;
     drop(x);
     let mut report = InverseReport {
         seconds: timings.best,

@@ -1,0 +1,68 @@
+//! The one public constructor of a plan, [`Plan::new`]: each family's folder builds its own
+//! (`src/cholesky/plan.rs`...), above the plan itself in the module layers.
+
+use hetla_factorizations::{MatMulTiling, Tiling};
+use hetla_kernels::{MatMul, Precision};
+
+use super::build::{Algorithm, Plan, Schedule, product_plan, substitution_plan};
+use crate::{Result, cholesky, ldlt, lu, qr};
+
+impl Plan {
+    /// The plan of `algorithm` (with its dimensions) in tiles of `tile`, in `precision`: its graph,
+    /// built by its family (`src/cholesky/plan.rs`...), its kernels, layouts and flops. Refuses,
+    /// before building it, a graph that this machine cannot hold (see [`crate::limits`]) and a tile
+    /// of 0.
+    ///
+    /// - [`Algorithm::Cholesky`]: the tiled factorisation (the last row and column of tiles ragged;
+    ///   a tile larger than the matrix is the whole matrix), n^3/3 flops;
+    /// - [`Algorithm::CholeskyInverse`]: a tiled TRTRI then a tiled LAUUM from a factor, 2 n^3/3;
+    /// - [`Algorithm::CholeskySolve`]: forward then backward substitution, the right-hand sides
+    ///   tiled alike;
+    /// - [`Algorithm::Lu`] in block columns of `tile` columns; [`Algorithm::LuTiles`] on tiles
+    ///   whose tile rows are spread over process rows; 2 n^3/3 flops;
+    /// - [`Algorithm::Qr`] (and its Q^H B, [`Algorithm::QrApply`]) with its reduction tree
+    ///   ([`QrTree::Auto`] resolved for two workers: binary only for a tall matrix of one tile
+    ///   column; [`crate::Qr::plan`] resolves it for its platform's workers);
+    ///   [`Algorithm::QrColumns`]: LAPACK's blocked QR in block columns of `tile`;
+    /// - [`Algorithm::Ldlt`]: Aasen's factorisation in blocks of `tile`, reported against n^3/3;
+    /// - [`Algorithm::DistributedSubstitution`]: the factor and the right-hand sides in tiles of
+    ///   `tile`;
+    /// - [`Algorithm::Gemm`]: C <- A B (no transposes) in square tiles of `tile`.
+    ///
+    /// The factorisations' kernels but Cholesky's have no GPU version yet: their runs keep them on
+    /// CPU clusters.
+    pub fn new(algorithm: Algorithm, tile: usize, precision: Precision) -> Result<Self> {
+        match algorithm {
+            Algorithm::Cholesky { n } => cholesky::plan::factor(n, tile, precision),
+            Algorithm::CholeskyInverse { n } => cholesky::plan::inverse(n, tile, precision),
+            Algorithm::CholeskySolve { n, rhs } => cholesky::plan::solve(n, rhs, tile, precision),
+            Algorithm::Lu { n } => lu::plan::factor(n, tile, precision),
+            Algorithm::LuTiles { n, process_rows } => {
+                lu::plan::tiles(n, tile, process_rows, precision)
+            }
+            Algorithm::Ldlt { n } => ldlt::plan::factor(n, tile, precision),
+            Algorithm::Qr { m, n, rhs, tree } => {
+                qr::plan::tiled(m, n, rhs, tile, tree, precision, true)
+            }
+            Algorithm::QrApply { m, n, rhs, tree } => {
+                qr::plan::tiled(m, n, rhs, tile, tree, precision, false)
+            }
+            Algorithm::QrColumns { m, n, rhs, inner } => {
+                qr::plan::columns((m, n, rhs), (tile, inner), precision)
+            }
+            Algorithm::DistributedSubstitution {
+                n,
+                rhs,
+                grid,
+                substitution,
+            } => {
+                let (l, b) = (Tiling::square(n, tile)?, Tiling::new(n, rhs, tile)?);
+                substitution_plan(l, b, grid, substitution, precision)
+            }
+            Algorithm::Gemm { m, n, k } => {
+                let tiling = MatMulTiling::new(m, n, k, tile, MatMul::new(false, false, 1.0, 0.0))?;
+                Ok(product_plan(&tiling, precision, Schedule::default()))
+            }
+        }
+    }
+}
