@@ -108,7 +108,7 @@ pub fn simulate(
         platform: model.name.clone(),
         clusters: machine.clusters.to_string(),
         gpus: machine.gpus,
-        n: order(plan),
+        n: plan.algorithm().order(),
         tile,
         scheduler: options.run.scheduler,
         seed: options.seed,
@@ -160,27 +160,9 @@ pub(crate) fn simulate_plan(
     Ok(simulate_work(platform, &work, &options)?)
 }
 
-/// The order a report gives for `plan`: n for a factorisation or a solve, m for a product. Whether
-/// a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
+/// Whether a report is of a Cholesky factorisation (whose reports carry no `algorithm` key).
 fn is_cholesky(algorithm: &hetla::Algorithm) -> bool {
     matches!(algorithm, hetla::Algorithm::Cholesky { .. })
-}
-
-fn order(plan: &Plan) -> usize {
-    match plan.algorithm() {
-        hetla::Algorithm::Cholesky { n }
-        | hetla::Algorithm::CholeskyInverse { n }
-        | hetla::Algorithm::CholeskySolve { n, .. }
-        | hetla::Algorithm::DistributedSubstitution { n, .. }
-        | hetla::Algorithm::Lu { n }
-        | hetla::Algorithm::LuTiles { n, .. }
-        | hetla::Algorithm::Ldlt { n } => n,
-        hetla::Algorithm::Gemm { m, .. }
-        | hetla::Algorithm::Qr { m, .. }
-        | hetla::Algorithm::QrApply { m, .. }
-        | hetla::Algorithm::QrColumns { m, .. } => m,
-        _ => 0,
-    }
 }
 
 /// Bounds of `plan` on `machine`, computed without running anything (the durations of the model's
@@ -412,7 +394,7 @@ pub fn simulate_grid(
         grid: grid.to_string(),
         network_latency_us: network.latency_us,
         network_gb_per_s: network.gb_per_s,
-        n: order(plan),
+        n: plan.algorithm().order(),
         tile,
         scheduler: options.run.scheduler,
         cpu_rates: model.cpu_rates(),

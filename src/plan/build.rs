@@ -244,6 +244,23 @@ impl Algorithm {
         }
     }
 
+    /// The order a report gives: n for a factorisation or a solve, the rows m for QR and a product.
+    pub fn order(&self) -> usize {
+        match *self {
+            Algorithm::Cholesky { n }
+            | Algorithm::CholeskyInverse { n }
+            | Algorithm::CholeskySolve { n, .. }
+            | Algorithm::DistributedSubstitution { n, .. }
+            | Algorithm::Lu { n }
+            | Algorithm::LuTiles { n, .. }
+            | Algorithm::Ldlt { n } => n,
+            Algorithm::Gemm { m, .. }
+            | Algorithm::Qr { m, .. }
+            | Algorithm::QrApply { m, .. }
+            | Algorithm::QrColumns { m, .. } => m,
+        }
+    }
+
     /// The family whose run builds this plan (none for a product or a distributed solve's step).
     pub fn family(&self) -> Option<crate::Family> {
         use crate::Family;
