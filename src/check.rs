@@ -305,9 +305,6 @@ pub fn reference_product<T: Scalar>(
 /// given by their lower triangles (X = A^-1 as ?potri writes it), the product on `par`'s threads.
 pub(crate) fn inverse_residual<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, par: Par) -> f64 {
     let n = a.nrows();
-    if n == 0 {
-        return 0.0;
-    }
     let full = |m: MatRef<'_, T>| {
         Mat::from_fn(n, n, |i, j| {
             if i >= j {
@@ -317,12 +314,21 @@ pub(crate) fn inverse_residual<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, pa
             }
         })
     };
-    let (a, x) = (full(a), full(x));
+    identity_ratio(full(a).as_ref(), full(x).as_ref(), par)
+}
+
+/// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps) of square `a` and `x`, the product on `par`'s threads (0
+/// for n = 0).
+fn identity_ratio<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, par: Par) -> f64 {
+    let n = a.nrows();
+    if n == 0 {
+        return 0.0;
+    }
     let mut r = Mat::<T>::identity(n, n);
-    subtract_product(r.as_mut(), a.as_ref(), x.as_ref(), par);
+    subtract_product(r.as_mut(), a, x, par);
     ratio(
         norm1(r.as_ref()),
-        n as f64 * norm1(a.as_ref()) * norm1(x.as_ref()) * T::PRECISION.epsilon(),
+        n as f64 * norm1(a) * norm1(x) * T::PRECISION.epsilon(),
     )
 }
 

@@ -224,6 +224,24 @@ macro_rules! tuned_for {
                 None => std::borrow::Cow::Borrowed(self),
             }
         }
+
+        /// This builder as a family's run of `job` configures it: on its platform, in its tile, with
+        /// its scheduler (as the setters would).
+        pub(crate) fn for_job(job: &$crate::family::Job<'_>) -> Self {
+            let mut builder = Self::default();
+            builder.run.platform = Some(job.platform.clone());
+            builder.run.scheduler = job.scheduler;
+            builder.run.scheduler_set = true;
+            builder.tile = Some(job.shape.tile);
+            builder
+        }
+
+        /// The clusters and the scheduler a user who sets none gets.
+        pub(crate) fn family_defaults()
+        -> (hetla_clusters::ClusterSpec, hetla_runtime::SchedulerKind) {
+            let builder = Self::default();
+            (builder.run.clusters, builder.run.scheduler)
+        }
     };
 }
 pub(crate) use tuned_for;

@@ -18,9 +18,10 @@ pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan
     inverting_panels(n, tile, precision, usize::MAX)
 }
 
-/// [`Plan::cholesky`] with a [`Op::PanelInverse`] task for each panel of at least `min_solves`
-/// solves ([`cholesky_inverting_panels`]): the graph of a backend whose solves run faster
-/// through the inverse ([`Backend::solves_by_inverse`](crate::Backend::solves_by_inverse)).
+/// [`Algorithm::Cholesky`](crate::Algorithm::Cholesky) with a [`Op::PanelInverse`] task for each
+/// panel of at least `min_solves` solves ([`cholesky_inverting_panels`]): the graph of a backend
+/// whose solves run faster through the inverse
+/// ([`Backend::solves_by_inverse`](crate::Backend::solves_by_inverse)).
 pub(crate) fn inverting_panels(
     n: usize,
     tile: usize,
@@ -32,19 +33,15 @@ pub(crate) fn inverting_panels(
     let graph = cholesky_inverting_panels(&tiling, min_solves)?;
     let flops = (n as f64).powi(3) / 3.0;
     let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
+    let algorithm = Algorithm::Cholesky { n };
     Ok(Plan::assemble(
-        Algorithm::Cholesky { n },
-        precision,
-        tile,
-        layouts,
-        graph,
-        flops,
+        algorithm, precision, tile, layouts, graph, flops,
     ))
 }
 
-/// The inverse from a Cholesky factor of order `n` in tiles of `tile` (a tiled TRTRI, then a
-/// tiled LAUUM: [`cholesky_inverse`]), in `precision`; 2 n^3 / 3 flops. Its TRTRI and LAUUM
-/// steps have no GPU kernels yet: runs keep them on CPU clusters.
+/// The inverse from a Cholesky factor of order `n` in tiles of `tile` (a tiled TRTRI, then a tiled
+/// LAUUM: [`cholesky_inverse`]), in `precision`; 2 n^3 / 3 flops. Its TRTRI and LAUUM steps have no
+/// GPU kernels yet: runs keep them on CPU clusters.
 pub(crate) fn inverse(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     // Two Cholesky graphs' worth of tasks, about.
     crate::limits::check_cholesky(n, tile, 0)?;
@@ -57,14 +54,8 @@ pub(crate) fn inverse(n: usize, tile: usize, precision: Precision) -> Result<Pla
     let graph = cholesky_inverse(&tiling)?;
     let flops = 2.0 * (n as f64).powi(3) / 3.0;
     let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
-    let mut plan = Plan::assemble(
-        Algorithm::CholeskyInverse { n },
-        precision,
-        tile,
-        layouts,
-        graph,
-        flops,
-    );
+    let algorithm = Algorithm::CholeskyInverse { n };
+    let mut plan = Plan::assemble(algorithm, precision, tile, layouts, graph, flops);
     plan.schedule.restrictions = cpu_only_ops();
     Ok(plan)
 }
@@ -80,12 +71,8 @@ pub(crate) fn solve(n: usize, rhs: usize, tile: usize, precision: Precision) -> 
     backward_substitution(&mut graph, &l, &b)?;
     let flops = 2.0 * (n as f64).powi(2) * rhs as f64;
     let layouts = vec![(FACTOR, Layout::Tiled(l)), (RHS, Layout::Tiled(b))];
+    let algorithm = Algorithm::CholeskySolve { n, rhs };
     Ok(Plan::assemble(
-        Algorithm::CholeskySolve { n, rhs },
-        precision,
-        tile,
-        layouts,
-        graph,
-        flops,
+        algorithm, precision, tile, layouts, graph, flops,
     ))
 }

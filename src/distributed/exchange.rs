@@ -124,9 +124,9 @@ pub(super) enum Panels<'p, T> {
     None,
     /// LU's interchanges.
     Interchanges(Pivots<'p>),
-    /// The tiled LU's interchanges ([`Plan::lu_tiles`]: tiles travel whole, the interchanges in
-    /// tiles of their own; the list is this rank's panels'), with the process rows its tile rows
-    /// are spread over.
+    /// The tiled LU's interchanges ([`Algorithm::LuTiles`](crate::Algorithm::LuTiles): tiles travel
+    /// whole, the interchanges in tiles of their own; the list is this rank's panels'), with the
+    /// process rows its tile rows are spread over.
     TiledInterchanges(Pivots<'p>, usize),
     /// QR's T's.
     Reflectors(Reflectors<'p, T>),

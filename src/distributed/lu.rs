@@ -1,16 +1,17 @@
 //! The distributed LU factorisation with partial pivoting of a general [`DistributedMatrix`], in
 //! place: [`Lu::factor_distributed`].
 //!
-//! It runs LU's own task graph ([`Plan::lu`]: block columns of the tile's width, a panel per block
-//! column, an update per block column right of it, an interchange task per block column left of it)
-//! on the distributed engine of `exchange.rs`, owner computes: on a 1 x Q grid every tile of block
-//! column j lives on rank j mod Q, which assembles its block columns, runs their tasks on its own
-//! runtime (its clusters, its scheduler) and sends each panel, once factored, to every rank with a
-//! column to update or to swap: the panel's rows from its diagonal down and its interchanges, one
-//! message per rank (ScaLAPACK's pdgetrf broadcasts the same panel along its process row). The
-//! look-ahead is the graph's own: the update of block column k + 1 and its panel are on the
-//! critical path, and the bottom levels of the whole graph (the priorities every rank schedules by)
-//! put them first, so the owner of the next panel factors it while the other ranks still update.
+//! It runs LU's own task graph ([`Algorithm::Lu`](crate::Algorithm::Lu): block columns of the
+//! tile's width, a panel per block column, an update per block column right of it, an interchange
+//! task per block column left of it) on the distributed engine of `exchange.rs`, owner computes: on
+//! a 1 x Q grid every tile of block column j lives on rank j mod Q, which assembles its block
+//! columns, runs their tasks on its own runtime (its clusters, its scheduler) and sends each panel,
+//! once factored, to every rank with a column to update or to swap: the panel's rows from its
+//! diagonal down and its interchanges, one message per rank (ScaLAPACK's pdgetrf broadcasts the
+//! same panel along its process row). The look-ahead is the graph's own: the update of block column
+//! k + 1 and its panel are on the critical path, and the bottom levels of the whole graph (the
+//! priorities every rank schedules by) put them first, so the owner of the next panel factors it
+//! while the other ranks still update.
 //!
 //! - **Interchanges**: each rank keeps the list of all of them, filled by its own panels and by the
 //!   panels it receives (each message carries its own); at the end the ranks agree on it (an
@@ -19,16 +20,16 @@
 //! - **A zero pivot** is not an error, as in LAPACK: the factorisation completes, and every rank
 //!   returns the first column whose pivot was exactly zero ([`DistributedLu::singular`]), found on
 //!   whichever rank factored that panel.
-//! - **Grids of several process rows** (P x Q, P > 1) run the tiled LU instead ([`Plan::lu_tiles`],
-//!   b x b tiles 2D block-cyclic, no assembly): each panel is one task where its diagonal tile
-//!   lives, to which the tiles of its column below travel and from which they travel on, factored,
-//!   to the ranks that update their rows (their owners among them: the engine's versions back at
-//!   their owner); the step's interchanges are a tile of their own that every rank moving rows
-//!   receives; an interchange between process rows moves two tiles a column and other process row
-//!   (an exchange tile of the rows going up, the old top tile for the rows going down), whatever
-//!   the pivots. The solve then gathers B's few columns on every rank to interchange its rows (an
-//!   element-wise maximum of the entries' bits, B having n k entries), before the same
-//!   substitutions.
+//! - **Grids of several process rows** (P x Q, P > 1) run the tiled LU instead
+//!   ([`Algorithm::LuTiles`](crate::Algorithm::LuTiles), b x b tiles 2D block-cyclic, no assembly):
+//!   each panel is one task where its diagonal tile lives, to which the tiles of its column below
+//!   travel and from which they travel on, factored, to the ranks that update their rows (their
+//!   owners among them: the engine's versions back at their owner); the step's interchanges are a
+//!   tile of their own that every rank moving rows receives; an interchange between process rows
+//!   moves two tiles a column and other process row (an exchange tile of the rows going up, the old
+//!   top tile for the rows going down), whatever the pivots. The solve then gathers B's few columns
+//!   on every rank to interchange its rows (an element-wise maximum of the entries' bits, B having
+//!   n k entries), before the same substitutions.
 //! - **The solve** ([`Lu::solve_distributed`]): B's rows are interchanged where they live (on a 1 x
 //!   Q grid a rank holds whole tile columns of B; see above for P > 1), then the forward
 //!   substitution with L's unit lower triangle and the backward one with U run as Cholesky's two

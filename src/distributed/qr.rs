@@ -1,12 +1,13 @@
 //! The distributed Householder QR of a tall general [`DistributedMatrix`] (m >= n), in place:
 //! [`Qr::factor_distributed`].
 //!
-//! It runs LAPACK's blocked QR as a task graph ([`Plan::qr_columns`]: block columns of the tile's
-//! width, a panel per block column factored into its reflectors, R block and T, an update per block
-//! column right of it) on the distributed engine of `exchange.rs`, owner computes, as distributed
-//! LU does: on a 1 x Q grid every tile of block column j lives on rank j mod Q, which assembles its
-//! block columns, runs their tasks on its own runtime and sends each panel, once factored, to every
-//! rank with a column right of it to update: the panel's rows from its diagonal down and its T, one
+//! It runs LAPACK's blocked QR as a task graph
+//! ([`Algorithm::QrColumns`](crate::Algorithm::QrColumns): block columns of the tile's width, a
+//! panel per block column factored into its reflectors, R block and T, an update per block column
+//! right of it) on the distributed engine of `exchange.rs`, owner computes, as distributed LU does:
+//! on a 1 x Q grid every tile of block column j lives on rank j mod Q, which assembles its block
+//! columns, runs their tasks on its own runtime and sends each panel, once factored, to every rank
+//! with a column right of it to update: the panel's rows from its diagonal down and its T, one
 //! message per rank (ScaLAPACK's pdgeqrf broadcasts the panel's reflectors and T along its process
 //! row). A panel is factored in inner blocks (the builder's, 32 columns by default: its T has that
 //! many rows), each block's reflectors applied to the rest of the panel at once, as LAPACK's ?geqrt

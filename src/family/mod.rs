@@ -26,17 +26,17 @@ mod list;
 mod room;
 
 pub use list::Family;
-pub(crate) use room::{Job, Room, Shape};
+pub(crate) use room::{About, Grid, Job, Room, Shape};
 
 impl Family {
     /// The family's [`Room`] (the compiler asks for a new family's arm).
-    fn room(self) -> &'static dyn Room {
+    fn room(self) -> &'static Room {
         match self {
-            Family::Cholesky => &crate::cholesky::room::CholeskyRoom,
-            Family::Inverse => &crate::cholesky::room::InverseRoom,
-            Family::Lu => &crate::lu::room::LuRoom,
-            Family::Qr => &crate::qr::room::QrRoom,
-            Family::Ldlt => &crate::ldlt::room::LdltRoom,
+            Family::Cholesky => &crate::cholesky::room::CHOLESKY,
+            Family::Inverse => &crate::cholesky::room::INVERSE,
+            Family::Lu => &crate::lu::room::ROOM,
+            Family::Qr => &crate::qr::room::ROOM,
+            Family::Ldlt => &crate::ldlt::room::ROOM,
         }
     }
 }
@@ -55,23 +55,23 @@ pub struct FamilyRun {
 impl Family {
     /// Its name in reports ("Cholesky", "LU").
     pub fn title(self) -> &'static str {
-        self.room().title()
+        self.room().about.title
     }
 
     /// Its flop count as a formula ("n^3/3"; QR's of its rows m and columns n).
     pub fn flops_formula(self) -> &'static str {
-        self.room().flops_formula()
+        self.room().about.flops
     }
 
     /// Whether it factors non-square matrices (QR alone).
     pub fn takes_rows(self) -> bool {
-        self.room().takes_rows()
+        self.room().about.takes_rows
     }
 
     /// Whether N nodes alone mean a 1 x N process grid for it (LU and QR, whose distributed runs
     /// are fastest on one process row); else a grid as square as N allows.
     pub fn on_one_process_row(self) -> bool {
-        self.room().on_one_process_row()
+        self.room().about.grid == Grid::OneRow
     }
 
     /// The rows of its matrix: `m` when given (refused, before any work, for a family that factors
@@ -94,7 +94,7 @@ impl Family {
     /// LU and QR run on any grid; the others on one node).
     pub fn check_grid(self, grid: Option<ProcessGrid>) -> Result<()> {
         match grid {
-            Some(_) if !self.room().distributed() => Err(Error::InvalidOption {
+            Some(_) if self.room().about.grid == Grid::None => Err(Error::InvalidOption {
                 option: "factorization",
                 reason: format!(
                     "distributed {} is not built yet: run it on one node (no --nodes or --grid)",
@@ -117,7 +117,14 @@ impl Family {
         workers: usize,
     ) -> Result<Vec<Plan>> {
         let m = self.check_rows(Some(m).filter(|&m| m != n), n)?;
-        self.room().plans(Shape { m, n, tile }, precision, workers)
+        let (shape, room) = (Shape { m, n, tile }, self.room());
+        let algorithms = match room.run_algorithms {
+            Some(algorithms) => algorithms(shape, workers),
+            None => vec![(room.algorithm)(None, shape)],
+        };
+        (algorithms.into_iter())
+            .map(|algorithm| Plan::new(algorithm, tile, precision))
+            .collect()
     }
 
     /// The plan a modelled command (`hetla simulate`, `bound`, `sweep`) builds of an `m x n` matrix
@@ -133,8 +140,8 @@ impl Family {
     ) -> Result<Plan> {
         let m = self.check_rows(m, n)?;
         self.check_grid(grid)?;
-        self.room()
-            .modelled_plan(grid, Shape { m, n, tile }, precision)
+        let algorithm = (self.room().algorithm)(grid, Shape { m, n, tile });
+        Plan::new(algorithm, tile, precision)
     }
 
     /// The flops of an `m x n` matrix's run in `precision` (its plans' together).
@@ -160,12 +167,12 @@ impl Family {
     /// The cluster spec a user who gives none gets (Cholesky's `auto`; a cluster per core for the
     /// families whose panels are narrow steps on the critical path).
     pub fn default_clusters(self) -> ClusterSpec {
-        self.room().defaults().0
+        (self.room().defaults)().0
     }
 
     /// The scheduler a user who gives none gets.
     pub fn default_scheduler(self) -> SchedulerKind {
-        self.room().defaults().1
+        (self.room().defaults)().1
     }
 
     /// The tile a user who gives none gets for an `m x n` matrix on `platform` (Cholesky's is
@@ -177,7 +184,7 @@ impl Family {
         n: usize,
         precision: Precision,
     ) -> usize {
-        self.room().default_tile(platform, m, n, precision)
+        (self.room().default_tile)(platform, Shape { m, n, tile: 0 }, precision)
     }
 
     /// Factors a random `m x n` matrix of the family's kind (SPD for Cholesky and the inverse,
@@ -202,7 +209,7 @@ impl Family {
             precision,
             seed,
         };
-        let (seconds, traces) = self.room().run(&job, &plans)?;
+        let (seconds, traces) = (self.room().run)(&job, &plans)?;
         Ok(FamilyRun {
             seconds,
             traces: plans.into_iter().zip(traces).collect(),

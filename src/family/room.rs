@@ -1,5 +1,5 @@
-//! What a family gives the rest of the system ([`Room`]), implemented once in each family's folder
-//! (`src/cholesky/room.rs`...), and what its methods take.
+//! What a family gives the rest of the system ([`Room`]), one constant in each family's folder
+//! (`src/cholesky/room.rs`...), and what its functions take.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,60 +9,74 @@ use hetla_factorizations::ProcessGrid;
 use hetla_kernels::Precision;
 use hetla_runtime::{Platform, SchedulerKind, Trace};
 
-use crate::{Plan, Result};
+use crate::{Algorithm, Plan, Result};
 
-/// What a family gives the rest of the system (implemented once in each family's folder).
-pub(crate) trait Room: Sync {
-    /// Its name in reports ("Cholesky", "LU").
-    fn title(&self) -> &'static str;
-
-    /// Its flop count as a formula of the order ("n^3/3"; QR's of m and n).
-    fn flops_formula(&self) -> &'static str;
-
-    /// Whether it factors `m x n` matrices (QR), not only square ones.
-    fn takes_rows(&self) -> bool {
-        false
-    }
-
-    /// Whether it runs over a process grid.
-    fn distributed(&self) -> bool {
-        false
-    }
-
-    /// Whether its distributed run is fastest on one process row (LU's and QR's panels then need no
-    /// exchange between rows), so that N nodes alone mean a 1 x N grid.
-    fn on_one_process_row(&self) -> bool {
-        false
-    }
-
-    /// The plans a run of an `m x n` matrix (m = n but for QR) in tiles of `tile` executes, in
-    /// order, on a platform of `workers` workers.
-    fn plans(&self, shape: Shape, precision: Precision, workers: usize) -> Result<Vec<Plan>>;
-
-    /// The plan a modelled command simulates and bounds: the family's own graph (the inverse's
-    /// without the factorisation before it), on `grid` the one a distributed run executes.
-    fn modelled_plan(
-        &self,
-        grid: Option<ProcessGrid>,
-        shape: Shape,
-        precision: Precision,
-    ) -> Result<Plan>;
-
+/// What a family gives the rest of the system: one constant in each family's folder (its
+/// `room.rs`), reached through [`Family::room`](crate::Family).
+pub(crate) struct Room {
+    /// What it is: its title, flop count, shapes and grids.
+    pub about: About,
+    /// The algorithm a modelled command simulates and bounds: the family's own graph (the
+    /// inverse's without the factorisation before it), on a grid the one its distributed run
+    /// executes.
+    pub algorithm: fn(Option<ProcessGrid>, Shape) -> Algorithm,
+    /// The algorithms a run executes in order on a platform of so many workers, where they are not
+    /// the modelled one alone (the inverse's: Cholesky's first; QR's tree resolved for the
+    /// workers).
+    pub run_algorithms: Option<fn(Shape, usize) -> Vec<Algorithm>>,
     /// The cluster spec and scheduler a user who gives none gets.
-    fn defaults(&self) -> (ClusterSpec, SchedulerKind);
+    pub defaults: fn() -> (ClusterSpec, SchedulerKind),
+    /// The tile a user who gives none gets for a matrix of the shape on the platform.
+    pub default_tile: fn(&Arc<Platform>, Shape, Precision) -> usize,
+    /// Factors a random matrix of the family's kind as the job says: the seconds of the library's
+    /// calls and each graph's trace, beside the plans of its run algorithms.
+    pub run: fn(&Job<'_>, &[Plan]) -> Timed,
+}
 
-    /// The tile a user who gives none gets for an `m x n` matrix on `platform`.
-    fn default_tile(
-        &self,
-        platform: &Arc<Platform>,
-        m: usize,
-        n: usize,
-        precision: Precision,
-    ) -> usize;
+/// The seconds of a family's run and each graph's trace.
+pub(crate) type Timed = Result<(f64, Vec<Trace>)>;
 
-    /// Factors a random matrix of the family's kind as `job` says: the seconds of the library's
-    /// calls and each graph's trace, beside `plans` (made by [`Room::plans`] for the job).
-    fn run(&self, job: &Job<'_>, plans: &[Plan]) -> Result<(f64, Vec<Trace>)>;
+/// What a family is ([`Room::about`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct About {
+    /// Its name in reports ("Cholesky", "LU").
+    pub title: &'static str,
+    /// Its flop count as a formula of the order ("n^3/3"; QR's of m and n).
+    pub flops: &'static str,
+    /// Whether it factors `m x n` matrices (QR), not only square ones.
+    pub takes_rows: bool,
+    /// Where it runs over process grids: nowhere, any grid, or fastest on one process row (LU's
+    /// and QR's panels then need no exchange between rows, so N nodes alone mean a 1 x N grid).
+    pub grid: Grid,
+}
+
+impl About {
+    /// A family's title, flop formula, whether it takes rows and where it runs over grids.
+    pub(crate) const fn new(
+        title: &'static str,
+        flops: &'static str,
+        rows: bool,
+        grid: Grid,
+    ) -> Self {
+        let takes_rows = rows;
+        Self {
+            title,
+            flops,
+            takes_rows,
+            grid,
+        }
+    }
+}
+
+/// Where a family runs over process grids ([`About::grid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grid {
+    /// On one node only.
+    None,
+    /// On any grid, N nodes alone being as square a grid as N allows.
+    Any,
+    /// On any grid, N nodes alone being 1 x N.
+    OneRow,
 }
 
 /// The shape of a family's matrix and its tile.

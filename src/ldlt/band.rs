@@ -61,7 +61,8 @@ pub(crate) struct Stepped<T> {
 impl<T: Scalar> BandLu<T> {
     /// Block step k of T's LU (see the module documentation): `carry` is what step k - 1 left
     /// (`None` for step 0), `t` the blocks of T it reads. The steps run in order; the graph of
-    /// [`Plan::ldlt`](crate::Plan::ldlt) runs each as a task as soon as its blocks of T are made.
+    /// [`Algorithm::Ldlt`](crate::Algorithm::Ldlt) runs each as a task as soon as its blocks of T
+    /// are made.
     pub fn step(
         blocks: Blocks,
         k: usize,

@@ -8,11 +8,11 @@
 //! - Stage 1: the communication-avoiding Aasen of Ballard et al. (2014) in blocks of the tile's
 //!   order, left-looking: n^3/3 flops (Cholesky's), in products; each block column's panel is an LU
 //!   with partial pivoting (the LU family's panel kernel), and A is read through the permutation
-//!   the panels build instead of being swapped. It runs as the task graph of [`Plan::ldlt`]
-//!   (`hetla_factorizations::ldlt`: H's blocks, T's diagonal block, the next panel's blocks in
-//!   parallel, the panel, the interchanges on L's earlier columns in parallel) on the platform's
-//!   clusters, a cluster per core by default, through the family's work (`work.rs`); `aasen.rs`
-//!   holds what it leaves and the solves.
+//!   the panels build instead of being swapped. It runs as the task graph of
+//!   [`Algorithm::Ldlt`](crate::Algorithm::Ldlt) (`hetla_factorizations::ldlt`: H's blocks, T's
+//!   diagonal block, the next panel's blocks in parallel, the panel, the interchanges on L's
+//!   earlier columns in parallel) on the platform's clusters, a cluster per core by default,
+//!   through the family's work (`work.rs`); `aasen.rs` holds what it leaves and the solves.
 //! - Stage 2 (`band`): T factored by LU with partial pivoting in block steps (?gbtrf on the band:
 //!   O(n b^2) flops, a chain of n/b steps), which gives the solves and det A = det T (Q and L have
 //!   determinant +-1 and 1). Its steps are tasks of the same graph, each as soon as the blocks of T
@@ -131,8 +131,9 @@ impl Ldlt {
             .min(n.max(1))
     }
 
-    /// The plan of the factorisation of a matrix of order `n` in `precision` ([`Plan::ldlt`]): what
-    /// `simulate` and `bound` take, and [`Ldlt::factor_planned`] runs.
+    /// The plan of the factorisation of a matrix of order `n` in `precision`
+    /// ([`Algorithm::Ldlt`](crate::Algorithm::Ldlt)): what `simulate` and `bound` take, and
+    /// [`Ldlt::factor_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         if self.tile == Some(0) {
             return Err(Error::ZeroTileSize);

@@ -7,10 +7,10 @@ use hetla_runtime::ResourceKind;
 use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 use crate::{Error, Result};
 
-/// Aasen's symmetric indefinite factorisation of an `n x n` Hermitian matrix in blocks of
-/// `tile` ([`ldlt`]), in `precision`; reported against n^3 / 3 flops (its products' count, as
-/// Cholesky's). Each task's kernel key has the shapes its kernel works on ([`ldlt_shapes`]).
-/// Its kernels have no GPU version: runs keep them on CPU clusters.
+/// Aasen's symmetric indefinite factorisation of an `n x n` Hermitian matrix in blocks of `tile`
+/// ([`ldlt`]), in `precision`; reported against n^3 / 3 flops (its products' count, as Cholesky's).
+/// Each task's kernel key has the shapes its kernel works on ([`ldlt_shapes`]). Its kernels have no
+/// GPU version: runs keep them on CPU clusters.
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     if tile == 0 {
         return Err(Error::ZeroTileSize);
@@ -28,14 +28,8 @@ pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan
     let nf = n as f64;
     let layouts = vec![(FACTOR, Layout::Tiled(tiling))];
     let flops = nf * nf * nf / 3.0;
-    let mut plan = Plan::assemble(
-        Algorithm::Ldlt { n },
-        precision,
-        tile,
-        layouts,
-        graph,
-        flops,
-    );
+    let algorithm = Algorithm::Ldlt { n };
+    let mut plan = Plan::assemble(algorithm, precision, tile, layouts, graph, flops);
     plan.set_keys(|task| ldlt_shapes(&tiling, task));
     // Its products of two tiles (the end of each update, `Op::GemmNt`) run beside the family's
     // other tasks, on CPU clusters too: their tiles live where the run's work reads them.

@@ -2,12 +2,12 @@
 //! built on it: [`Lu`] (the builder, with the run options of [`Cholesky`]), [`LuFactor`], [`solve`]
 //! (LAPACK's ?gesv) and [`solve_mixed`] (dsgesv: f32 LU refined in f64).
 //!
-//! The factorisation is a task graph as Cholesky's ([`Plan::lu`]: block columns of the tile's
-//! width; a panel task per block column, an update task per block column right of it, the panel's
-//! interchanges applied to the columns left of it as tasks of their own) run by the runtime on the
-//! platform's clusters; a matrix of one block is factored by one panel call. An exactly zero pivot
-//! is not an error of the factorisation (LAPACK's info > 0): the factor is complete and says where
-//! ([`LuFactor::singular`]); its solves refuse with [`Error::Singular`].
+//! The factorisation is a task graph as Cholesky's ([`Algorithm::Lu`](crate::Algorithm::Lu): block
+//! columns of the tile's width; a panel task per block column, an update task per block column
+//! right of it, the panel's interchanges applied to the columns left of it as tasks of their own)
+//! run by the runtime on the platform's clusters; a matrix of one block is factored by one panel
+//! call. An exactly zero pivot is not an error of the factorisation (LAPACK's info > 0): the factor
+//! is complete and says where ([`LuFactor::singular`]); its solves refuse with [`Error::Singular`].
 //!
 //! Input: the matrix is checked for NaN and infinities before any work ([`Error::NonFinite`]), in
 //! the same pass that takes ||A||_1 (for [`LuFactor::rcond`]) and ||A||_inf (for the refinement's
@@ -113,7 +113,8 @@ impl Lu {
             .unwrap_or_else(|| default_lu_tile(n, platform.backend()))
     }
 
-    /// The plan of the LU factorisation of an `n x n` matrix in `precision` ([`Plan::lu`]).
+    /// The plan of the LU factorisation of an `n x n` matrix in `precision`
+    /// ([`Algorithm::Lu`](crate::Algorithm::Lu)).
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         Plan::new(crate::Algorithm::Lu { n }, self.tile_size_for(n), precision)
     }

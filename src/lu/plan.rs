@@ -11,9 +11,9 @@ use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 use crate::{Error, Result};
 
 /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
-/// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it
-/// works on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no
-/// GPU kernels yet: runs keep them on CPU clusters.
+/// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it works
+/// on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no GPU
+/// kernels yet: runs keep them on CPU clusters.
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     if tile == 0 {
         return Err(Error::ZeroTileSize);
@@ -41,10 +41,10 @@ pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan
     Ok(plan)
 }
 
-/// The LU factorisation with partial pivoting of an `n x n` matrix on tiles of `tile` whose
-/// tile rows are spread over `process_rows` process rows ([`lu_tiles`]: the panel gathered
-/// where its diagonal tile lives, the interchanges between process rows through exchange
-/// tiles), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the shapes of its work
+/// The LU factorisation with partial pivoting of an `n x n` matrix on tiles of `tile` whose tile
+/// rows are spread over `process_rows` process rows ([`lu_tiles`]: the panel gathered where its
+/// diagonal tile lives, the interchanges between process rows through exchange tiles), in
+/// `precision`; 2 n^3 / 3 flops. Each task's kernel key has the shapes of its work
 /// ([`lu_tiles_shapes`]). LU's kernels run on CPU clusters only.
 pub(crate) fn tiles(
     n: usize,

@@ -160,8 +160,10 @@ pub enum Algorithm {
     },
     /// The LU factorisation with partial pivoting P A = L U of an n x n matrix on b x b tiles whose
     /// tile rows are spread over `process_rows` process rows, in place (matrix [`FACTOR`]; each
-    /// step's interchanges in a tile of [`PIVOTS`], the rows they move between process rows in
-    /// tiles of [`EXCHANGE`]; see [`lu_tiles`]): what a distributed LU runs on a P x Q grid, P > 1.
+    /// step's interchanges in a tile of [`PIVOTS`](hetla_factorizations::PIVOTS), the rows they
+    /// move between process rows in tiles of [`EXCHANGE`](hetla_factorizations::EXCHANGE); see
+    /// [`lu_tiles`](hetla_factorizations::lu_tiles)): what a distributed LU runs on a P x Q grid,
+    /// P > 1.
     LuTiles {
         /// The order.
         n: usize,
@@ -170,7 +172,7 @@ pub enum Algorithm {
     },
     /// Aasen's symmetric indefinite factorisation Q A Q^T = L T L^H of an n x n Hermitian matrix
     /// (matrix [`FACTOR`] holds L, T and the workspace H; A is read through the permutation beside
-    /// it, see [`ldlt`]).
+    /// it, see [`ldlt`](hetla_factorizations::ldlt)).
     Ldlt {
         /// The order.
         n: usize,
@@ -202,8 +204,9 @@ pub enum Algorithm {
         tree: QrTree,
     },
     /// LAPACK's blocked Householder QR A = Q R of an m x n matrix (m >= n) in block columns
-    /// ([`qr_columns`]; matrix [`FACTOR`]: R on and above the diagonal, the reflectors below, each
-    /// panel's T beside it): what a distributed QR on a grid of one process row runs.
+    /// ([`qr_columns`](hetla_factorizations::qr_columns); matrix [`FACTOR`]: R on and above the
+    /// diagonal, the reflectors below, each panel's T beside it): what a distributed QR on a grid
+    /// of one process row runs.
     QrColumns {
         /// Rows.
         m: usize,
@@ -305,7 +308,7 @@ pub(crate) enum Layout {
     /// In whole block columns of a tiling's width: tile (0, j) is block column j, every row (LU's).
     Columns(Tiling),
     /// One column per diagonal tile of a tiling: tile (k, k) has as many rows as block column k has
-    /// columns ([`PIVOTS`]).
+    /// columns ([`PIVOTS`](hetla_factorizations::PIVOTS)).
     Pivots(Tiling),
     /// The partial sums of a distributed substitution of the right-hand sides tiled by `b` with the
     /// factor tiled by `l` ([`sum_shape`]).

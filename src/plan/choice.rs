@@ -1,7 +1,7 @@
 //! The tile size of a factorisation, chosen from the platform's performance models instead of a
 //! constant, and why ([`TileChoice`]). The factorisation is any plan constructor of the shape
-//! `fn(n, tile, precision) -> Result<Plan>` ([`Plan::cholesky`] today), in any precision (on a
-//! platform with devices, f64 only: the devices' kernels are f64).
+//! `fn(n, tile, precision) -> Result<Plan>` ([`Algorithm::Cholesky`](crate::Algorithm::Cholesky)
+//! today), in any precision (on a platform with devices, f64 only: the devices' kernels are f64).
 //!
 //! A matrix of order n <= 512 is one tile (direct kernel calls, no runtime). Otherwise the
 //! candidates are the sizes of [`CANDIDATES`] (and [`DEVICE_CANDIDATES`] on a platform with

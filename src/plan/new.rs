@@ -21,8 +21,8 @@ impl Plan {
     /// - [`Algorithm::Lu`] in block columns of `tile` columns; [`Algorithm::LuTiles`] on tiles
     ///   whose tile rows are spread over process rows; 2 n^3/3 flops;
     /// - [`Algorithm::Qr`] (and its Q^H B, [`Algorithm::QrApply`]) with its reduction tree
-    ///   ([`QrTree::Auto`] resolved for two workers: binary only for a tall matrix of one tile
-    ///   column; [`crate::Qr::plan`] resolves it for its platform's workers);
+    ///   ([`QrTree::Auto`](crate::QrTree::Auto) resolved for two workers: binary only for a tall
+    ///   matrix of one tile column; [`crate::Qr::plan`] resolves it for its platform's workers);
     ///   [`Algorithm::QrColumns`]: LAPACK's blocked QR in block columns of `tile`;
     /// - [`Algorithm::Ldlt`]: Aasen's factorisation in blocks of `tile`, reported against n^3/3;
     /// - [`Algorithm::DistributedSubstitution`]: the factor and the right-hand sides in tiles of

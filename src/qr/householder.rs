@@ -2,14 +2,15 @@
 //! with the run options of [`Cholesky`]), [`QrFactor`] (R, Q applied from the left, the thin Q,
 //! least-squares solutions) and [`lstsq`] (LAPACK's ?gels for m >= n).
 //!
-//! The factorisation is a task graph ([`Plan::qr`]: PLASMA's tile QR, each tile column's tiles
-//! eliminated by a flat tree for square matrices or a binary tree for tall ones, see [`QrTree`])
-//! run by the runtime on the platform's CPU clusters over the caller's column-major storage (a copy
-//! of it for [`Qr::factor`]). The factored matrix holds R on and above its diagonal and the
-//! reflectors below; the T's of the block reflectors are kept beside it, one per tile
-//! factorisation. Q is never formed: [`QrFactor::apply_qh`] and [`QrFactor::apply_q`] replay the
-//! graph's factorisations (in order, or in reverse) on the operand's row blocks, each application
-//! on every core (O(m n k) flops for k columns, like the solves of [`crate::LuFactor`]).
+//! The factorisation is a task graph ([`Algorithm::Qr`](crate::Algorithm::Qr): PLASMA's tile QR,
+//! each tile column's tiles eliminated by a flat tree for square matrices or a binary tree for tall
+//! ones, see [`QrTree`]) run by the runtime on the platform's CPU clusters over the caller's
+//! column-major storage (a copy of it for [`Qr::factor`]). The factored matrix holds R on and above
+//! its diagonal and the reflectors below; the T's of the block reflectors are kept beside it, one
+//! per tile factorisation. Q is never formed: [`QrFactor::apply_qh`] and [`QrFactor::apply_q`]
+//! replay the graph's factorisations (in order, or in reverse) on the operand's row blocks, each
+//! application on every core (O(m n k) flops for k columns, like the solves of
+//! [`crate::LuFactor`]).
 //!
 //! Input: A and B are checked for NaN and infinities before any work ([`Error::NonFinite`]).
 
@@ -115,8 +116,8 @@ impl Qr {
         self.tile.unwrap_or_else(|| default_qr_tile(m, n))
     }
 
-    /// The plan of the QR factorisation of an `m x n` matrix in `precision` ([`Plan::qr`]), its
-    /// tree resolved for the platform's workers.
+    /// The plan of the QR factorisation of an `m x n` matrix in `precision`
+    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), its tree resolved for the platform's workers.
     pub fn plan(&self, m: usize, n: usize, precision: Precision) -> Result<Plan> {
         let tile = self.tile_size_for(m, n);
         Plan::new(
@@ -194,8 +195,8 @@ impl Qr {
 
     /// The least-squares solution of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK
     /// ?gels) in one graph: A factored and Q^H applied to B by the same tasks' steps
-    /// ([`Plan::qr_least_squares`]), then R X = (Q^H B)'s first n rows. A and B are read, not
-    /// changed; any [`Matrix`], the result in B's kind.
+    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), then R X = (Q^H B)'s first n rows. A and B are
+    /// read, not changed; any [`Matrix`], the result in B's kind.
     pub fn solve_least_squares<A, B>(&self, a: A, b: B) -> Result<B::Owned>
     where
         A: Matrix,

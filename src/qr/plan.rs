@@ -71,9 +71,9 @@ pub(crate) fn tiled(
 
 /// LAPACK's blocked QR of an `m x n` matrix (m >= n) in block columns of `tile` columns
 /// ([`qr_columns`]), each panel factored in inner blocks of `inner` columns (its T has `inner`
-/// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides
-/// B (m rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n -
-/// 2 n^2) rhs). Each task's kernel key has the rows it works on (the panel's rows down,
+/// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides B (m
+/// rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n - 2 n^2)
+/// rhs). Each task's kernel key has the rows it works on (the panel's rows down,
 /// [`qr_columns_shape`]). On CPU clusters only, as the tiled QR.
 pub(crate) fn columns(
     (m, n, rhs): (usize, usize, usize),
