@@ -332,6 +332,24 @@ fn identity_ratio<T: Scalar>(a: MatRef<'_, T>, x: MatRef<'_, T>, par: Par) -> f6
     )
 }
 
+/// LAPACK's dtrt01 ratio of a triangular inverse: ||L X - I||_1 / (n ||L||_1 ||X||_1 eps), L and X
+/// given by their lower triangles (what is above them is not read), the product on `par`'s threads.
+pub(crate) fn triangular_inverse_residual<T: Scalar>(
+    l: MatRef<'_, T>,
+    x: MatRef<'_, T>,
+    par: Par,
+) -> f64 {
+    let n = l.nrows();
+    let lower = |m: MatRef<'_, T>| {
+        Mat::from_fn(
+            n,
+            n,
+            |i, j| if i >= j { m[(i, j)] } else { T::from_f64(0.0) },
+        )
+    };
+    identity_ratio(lower(l).as_ref(), lower(x).as_ref(), par)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

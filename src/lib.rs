@@ -62,6 +62,7 @@ mod qr;
 mod run;
 mod tiles;
 mod triangular;
+mod trtri;
 
 pub use cholesky::batch::solve_spd_batch;
 pub use cholesky::{Cholesky, Factor, cholesky_rcond, solve_spd};
@@ -85,6 +86,7 @@ pub use qr::{
 pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;
 pub use triangular::{Triangle, solve_triangular};
+pub use trtri::TriangularInverse;
 
 /// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
 /// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,

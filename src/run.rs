@@ -225,9 +225,9 @@ macro_rules! tuned_for {
             }
         }
 
-        /// This builder as a family's run of `job` configures it: on its platform, in its tile, with
-        /// its scheduler (as the setters would).
-        pub(crate) fn for_job(job: &$crate::family::Job<'_>) -> Self {
+        /// This builder as a family's run of `job` configures it: on its platform, in its tile,
+        /// with its scheduler (as the setters would).
+        pub(crate) fn for_job(job: &$crate::family::room::Job<'_>) -> Self {
             let mut builder = Self::default();
             builder.run.platform = Some(job.platform.clone());
             builder.run.scheduler = job.scheduler;

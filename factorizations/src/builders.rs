@@ -73,24 +73,16 @@ pub fn cholesky_inverting_panels(a: &Tiling, min_solves: usize) -> Result<TaskGr
     Ok(g)
 }
 
-/// The inverse A^-1 = L^-H L^-1 of a Hermitian positive definite matrix from its Cholesky factor L
-/// (lower tiles of [`FACTOR`], overwritten by the lower triangle of A^-1), as LAPACK's ?potri tiled
-/// as Chameleon's: first L <- L^-1 (TRTRI), for each k
+/// The inverse of a lower triangular matrix L of `a`'s tiling, in place (LAPACK's ?trtri with uplo
+/// = 'L', diag = 'N'; the first half of [`cholesky_inverse`]): for each k
 ///
 /// - `SolveRight(L_kk, L_mk)`: L_mk <- -L_mk L_kk^-1 for m > k;
 /// - `MatMul(L_mk, L_kn, L_mn)`: L_mn <- L_mn + L_mk L_kn for m > k > n;
 /// - `SolveLower(L_kk, L_kn)`: L_kn <- L_kk^-1 L_kn for n < k;
-/// - `Trtri(L_kk)`;
+/// - `Trtri(L_kk)`.
 ///
-/// then L <- L^H L (LAUUM), for each k
-///
-/// - `SyrkAdjoint(L_kn, L_nn)`: L_nn <- L_nn + L_kn^H L_kn, and `MatMul^H(L_km, L_kn, L_mn)`: L_mn
-///   <- L_mn + L_km^H L_kn for n < m < k;
-/// - `TrmmAdjoint(L_kk, L_kn)`: L_kn <- L_kk^H L_kn for n < k;
-/// - `Lauum(L_kk)`.
-///
-/// 2 n^3 / 3 flops (n^3/3 each); only lower tiles are touched.
-pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
+/// n^3 / 3 flops; only lower tiles are touched.
+pub fn triangular_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
     a.ensure_square()?;
     let nt = a.row_tiles();
     let tile = |i, j| (TileRef::new(FACTOR, i, j), a);
@@ -110,6 +102,30 @@ pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
         }
         push(&mut g, Op::Trtri, &[], tile(k, k));
     }
+    Ok(g)
+}
+
+/// The inverse A^-1 = L^-H L^-1 of a Hermitian positive definite matrix from its Cholesky factor L
+/// (lower tiles of [`FACTOR`], overwritten by the lower triangle of A^-1), as LAPACK's ?potri tiled
+/// as Chameleon's: first L <- L^-1 (TRTRI), for each k
+///
+/// - `SolveRight(L_kk, L_mk)`: L_mk <- -L_mk L_kk^-1 for m > k;
+/// - `MatMul(L_mk, L_kn, L_mn)`: L_mn <- L_mn + L_mk L_kn for m > k > n;
+/// - `SolveLower(L_kk, L_kn)`: L_kn <- L_kk^-1 L_kn for n < k;
+/// - `Trtri(L_kk)`;
+///
+/// then L <- L^H L (LAUUM), for each k
+///
+/// - `SyrkAdjoint(L_kn, L_nn)`: L_nn <- L_nn + L_kn^H L_kn, and `MatMul^H(L_km, L_kn, L_mn)`: L_mn
+///   <- L_mn + L_km^H L_kn for n < m < k;
+/// - `TrmmAdjoint(L_kk, L_kn)`: L_kn <- L_kk^H L_kn for n < k;
+/// - `Lauum(L_kk)`.
+///
+/// 2 n^3 / 3 flops (n^3/3 each); only lower tiles are touched.
+pub fn cholesky_inverse(a: &Tiling) -> Result<TaskGraph, TilingError> {
+    let mut g = triangular_inverse(a)?;
+    let nt = a.row_tiles();
+    let tile = |i, j| (TileRef::new(FACTOR, i, j), a);
     let adjoint_product = Op::MatMul(hetla_kernels::MatMul::new(true, false, 1.0, 1.0));
     for k in 0..nt {
         for n in 0..k {

@@ -30,7 +30,7 @@ mod tiling;
 pub use builders::{
     FACTOR, RHS, SUMS, Substitution, backward_substitution, cholesky, cholesky_inverse,
     cholesky_inverting_panels, distributed_substitution, forward_substitution, lu, lu_shape,
-    lu_step, sum_shape,
+    lu_step, sum_shape, triangular_inverse,
 };
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};

@@ -1,7 +1,7 @@
 //! Cholesky's and the inverse's places in the list of families ([`crate::Family`]).
 
 use super::Cholesky;
-use crate::family::{About, Grid, Job, Room};
+use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
 /// Tiled Cholesky.

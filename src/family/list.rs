@@ -41,6 +41,8 @@ families! {
     Qr "qr",
     /// Aasen's symmetric indefinite factorisation in blocks (n^3/3 flops).
     Ldlt "ldlt",
+    /// The inverse of a lower triangular matrix (LAPACK's ?trtri; n^3/3 flops).
+    Trtri "trtri",
 }
 
 impl std::fmt::Display for Family {

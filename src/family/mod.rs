@@ -23,10 +23,10 @@ use hetla_runtime::{Platform, SchedulerKind, Trace};
 use crate::{Error, Plan, Result};
 
 mod list;
-mod room;
+pub(crate) mod room;
 
 pub use list::Family;
-pub(crate) use room::{About, Grid, Job, Room, Shape};
+use room::{Grid, Job, Room, Shape};
 
 impl Family {
     /// The family's [`Room`] (the compiler asks for a new family's arm).
@@ -37,6 +37,7 @@ impl Family {
             Family::Lu => &crate::lu::room::ROOM,
             Family::Qr => &crate::qr::room::ROOM,
             Family::Ldlt => &crate::ldlt::room::ROOM,
+            Family::Trtri => &crate::trtri::room::ROOM,
         }
     }
 }

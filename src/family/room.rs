@@ -16,9 +16,8 @@ use crate::{Algorithm, Plan, Result};
 pub(crate) struct Room {
     /// What it is: its title, flop count, shapes and grids.
     pub about: About,
-    /// The algorithm a modelled command simulates and bounds: the family's own graph (the
-    /// inverse's without the factorisation before it), on a grid the one its distributed run
-    /// executes.
+    /// The algorithm a modelled command simulates and bounds: the family's own graph (the inverse's
+    /// without the factorisation before it), on a grid the one its distributed run executes.
     pub algorithm: fn(Option<ProcessGrid>, Shape) -> Algorithm,
     /// The algorithms a run executes in order on a platform of so many workers, where they are not
     /// the modelled one alone (the inverse's: Cholesky's first; QR's tree resolved for the
@@ -45,8 +44,8 @@ pub(crate) struct About {
     pub flops: &'static str,
     /// Whether it factors `m x n` matrices (QR), not only square ones.
     pub takes_rows: bool,
-    /// Where it runs over process grids: nowhere, any grid, or fastest on one process row (LU's
-    /// and QR's panels then need no exchange between rows, so N nodes alone mean a 1 x N grid).
+    /// Where it runs over process grids: nowhere, any grid, or fastest on one process row (LU's and
+    /// QR's panels then need no exchange between rows, so N nodes alone mean a 1 x N grid).
     pub grid: Grid,
 }
 

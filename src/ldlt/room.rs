@@ -1,7 +1,7 @@
 //! LDL^T's place in the list of families ([`crate::Family`]).
 
 use super::Ldlt;
-use crate::family::{About, Grid, Job, Room};
+use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
 /// Aasen's symmetric indefinite factorisation in blocks.

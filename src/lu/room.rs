@@ -1,7 +1,7 @@
 //! LU's place in the list of families ([`crate::Family`]).
 
 use super::Lu;
-use crate::family::{About, Grid, Job, Room};
+use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
 /// LU with partial pivoting in block columns; on more than one process row, the tiled LU with its

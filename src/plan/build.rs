@@ -131,6 +131,12 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// The inverse of a lower triangular n x n matrix L, in place (matrix [`FACTOR`]: L's lower
+    /// triangle in, L^-1's out; LAPACK's ?trtri with uplo = 'L', diag = 'N').
+    TriangularInverse {
+        /// The order.
+        n: usize,
+    },
     /// The forward and backward substitutions with a Cholesky factor (matrix [`FACTOR`], read) of
     /// `rhs` right-hand sides (matrix [`RHS`], overwritten by the solution).
     CholeskySolve {
@@ -236,6 +242,7 @@ impl Algorithm {
             Algorithm::Cholesky { .. } => "cholesky",
             Algorithm::CholeskyInverse { .. } => "cholesky-inverse",
             Algorithm::CholeskySolve { .. } => "cholesky-solve",
+            Algorithm::TriangularInverse { .. } => "triangular-inverse",
             Algorithm::DistributedSubstitution { .. } => "distributed-substitution",
             Algorithm::Lu { .. } => "lu",
             Algorithm::LuTiles { .. } => "lu-tiles",
@@ -252,6 +259,7 @@ impl Algorithm {
         match *self {
             Algorithm::Cholesky { n }
             | Algorithm::CholeskyInverse { n }
+            | Algorithm::TriangularInverse { n }
             | Algorithm::CholeskySolve { n, .. }
             | Algorithm::DistributedSubstitution { n, .. }
             | Algorithm::Lu { n }
@@ -272,6 +280,7 @@ impl Algorithm {
             Algorithm::CholeskyInverse { .. } => Some(Family::Inverse),
             Algorithm::Lu { .. } | Algorithm::LuTiles { .. } => Some(Family::Lu),
             Algorithm::Ldlt { .. } => Some(Family::Ldlt),
+            Algorithm::TriangularInverse { .. } => Some(Family::Trtri),
             Algorithm::Qr { .. } | Algorithm::QrApply { .. } | Algorithm::QrColumns { .. } => {
                 Some(Family::Qr)
             }
@@ -578,6 +587,8 @@ impl Plan {
     ///   lower triangles (dpot01);
     /// - the inverse, a matrix (A^-1 from A): ||A X - I||_1 / (n ||A||_1 ||X||_1 eps), reading both
     ///   lower triangles (dpot03);
+    /// - the triangular inverse, a matrix (L^-1 from L): ||L X - I||_1 / (n ||L||_1 ||X||_1 eps),
+    ///   reading both lower triangles (dtrt01);
     /// - LU, [`Outcome::Pivoted`] or an [`LuFactor`](crate::LuFactor): ||P A - L U||_1 / (n ||A||_1
     ///   eps) (dget01);
     /// - QR, [`Outcome::Orthogonal`] (a thin Q and its R): ||A - Q R||_1 / (m ||A||_1 eps) (dqrt01;
@@ -619,6 +630,10 @@ impl Plan {
             (Algorithm::CholeskyInverse { n }, Outcome::Matrix(x)) => {
                 shaped((n, n), "inverts", Some(x))?;
                 Ok(crate::check::inverse_residual(input, x, par))
+            }
+            (Algorithm::TriangularInverse { n }, Outcome::Matrix(x)) => {
+                shaped((n, n), "inverts", Some(x))?;
+                Ok(crate::check::triangular_inverse_residual(input, x, par))
             }
             (Algorithm::Lu { n }, Outcome::Pivoted { lu, ipiv }) => {
                 shaped((n, n), "factors", Some(lu))?;

@@ -5,7 +5,7 @@ use hetla_factorizations::{MatMulTiling, Tiling};
 use hetla_kernels::{MatMul, Precision};
 
 use super::build::{Algorithm, Plan, Schedule, product_plan, substitution_plan};
-use crate::{Result, cholesky, ldlt, lu, qr};
+use crate::{Result, cholesky, ldlt, lu, qr, trtri};
 
 impl Plan {
     /// The plan of `algorithm` (with its dimensions) in tiles of `tile`, in `precision`: its graph,
@@ -18,6 +18,7 @@ impl Plan {
     /// - [`Algorithm::CholeskyInverse`]: a tiled TRTRI then a tiled LAUUM from a factor, 2 n^3/3;
     /// - [`Algorithm::CholeskySolve`]: forward then backward substitution, the right-hand sides
     ///   tiled alike;
+    /// - [`Algorithm::TriangularInverse`]: a tiled TRTRI of a lower triangle, n^3/3;
     /// - [`Algorithm::Lu`] in block columns of `tile` columns; [`Algorithm::LuTiles`] on tiles
     ///   whose tile rows are spread over process rows; 2 n^3/3 flops;
     /// - [`Algorithm::Qr`] (and its Q^H B, [`Algorithm::QrApply`]) with its reduction tree
@@ -36,6 +37,7 @@ impl Plan {
             Algorithm::Cholesky { n } => cholesky::plan::factor(n, tile, precision),
             Algorithm::CholeskyInverse { n } => cholesky::plan::inverse(n, tile, precision),
             Algorithm::CholeskySolve { n, rhs } => cholesky::plan::solve(n, rhs, tile, precision),
+            Algorithm::TriangularInverse { n } => trtri::plan::inverse(n, tile, precision),
             Algorithm::Lu { n } => lu::plan::factor(n, tile, precision),
             Algorithm::LuTiles { n, process_rows } => {
                 lu::plan::tiles(n, tile, process_rows, precision)

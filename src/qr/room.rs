@@ -1,7 +1,7 @@
 //! QR's place in the list of families ([`crate::Family`]).
 
 use super::{DEFAULT_QR_INNER_BLOCK, Qr, QrTree};
-use crate::family::{About, Grid, Job, Room};
+use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
 /// Tiled Householder QR of an m x n matrix; on one process row, LAPACK's blocked QR in block
