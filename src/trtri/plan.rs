@@ -6,8 +6,9 @@ use hetla_kernels::Precision;
 use crate::Result;
 use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 
-/// The inverse of a lower triangular matrix of order `n` in tiles of `tile` ([`triangular_inverse`]),
-/// in `precision`; n^3 / 3 flops. Its operations without a GPU kernel stay on CPU clusters.
+/// The inverse of a lower triangular matrix of order `n` in tiles of `tile`
+/// ([`triangular_inverse`]), in `precision`; n^3 / 3 flops. Its operations without a GPU kernel
+/// stay on CPU clusters.
 pub(crate) fn inverse(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     // As many tasks as Cholesky's graph, about.
     crate::limits::check_cholesky(n, tile, 0)?;
