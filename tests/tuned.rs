@@ -36,6 +36,13 @@ fn builders_that_set_nothing_take_the_tuned_configuration() {
     assert_eq!(lu.tile(), 96);
     let factor = Cholesky::new().factor(spd.as_ref()).unwrap();
     assert_eq!(factor.tile(), 160);
+    // Every path takes them: the plans of builders that set nothing, what `factor_planned` runs.
+    assert_eq!(Lu::new().plan(700, Precision::D).unwrap().tile(), 96);
+    assert_eq!(Cholesky::new().plan(700, Precision::D).unwrap().tile(), 160);
+    assert_eq!(
+        Lu::new().tile(64).plan(700, Precision::D).unwrap().tile(),
+        64
+    );
     // The inverse of that factor takes the tile tuned for the inverse: its run has the tasks of the
     // inverse's graph in tiles of 224; a factor whose builder set its tile keeps its own.
     Tuned::save(&path, choice(Family::Inverse, 1024, 224)).unwrap();

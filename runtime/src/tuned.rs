@@ -11,6 +11,8 @@
 //! without tuning because of a broken cache.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use hetla_clusters::ClusterSpec;
 use hetla_kernels::{Backend, Precision};
@@ -53,10 +55,11 @@ impl Tuned {
         dir.join(format!("tuned-{backend}.json"))
     }
 
-    /// The configurations in the file at `path` (none when it is missing or cannot be parsed).
+    /// The configurations in the file at `path` (none when it is missing or cannot be parsed). The
+    /// file is read again only when its modification time or size changed since the last read (a
+    /// builder looks it up at every call: that costs a `stat`).
     pub fn load<F: DeserializeOwned>(path: &Path) -> Vec<TunedChoice<F>> {
-        std::fs::read_to_string(path)
-            .ok()
+        cached_text(path)
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()
     }
@@ -127,6 +130,30 @@ impl Tuned {
         let path = Self::file_in(&PerfModels::default_dir()?, backend);
         Self::nearest(&Self::load::<F>(&path), factorization, n, precision)
     }
+}
+
+/// The text of the file at `path`, kept with its modification time, size and (on Unix) inode: read
+/// again when any changed. [`Tuned::save`] replaces the file by a new one (a new inode), so a save
+/// is seen even within the clock's granularity (a jiffy); only a file rewritten in place to the
+/// same size within one tick is read stale, until it changes again (a tuned choice is a matter of
+/// speed, never of results).
+fn cached_text(path: &Path) -> Option<Arc<str>> {
+    type Stamp = (SystemTime, u64, u64);
+    static READ: Mutex<Vec<(PathBuf, Stamp, Arc<str>)>> = Mutex::new(Vec::new());
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    let stamp = (meta.modified().ok()?, meta.len(), inode);
+    let mut read = READ.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, _, text)) = read.iter().find(|(p, s, _)| p == path && *s == stamp) {
+        return Some(text.clone());
+    }
+    let text: Arc<str> = std::fs::read_to_string(path).ok()?.into();
+    read.retain(|(p, _, _)| p != path);
+    read.push((path.to_path_buf(), stamp, text.clone()));
+    Some(text)
 }
 
 /// What names a factorisation in the store: serialised by its name, ordered for the file.

@@ -126,14 +126,16 @@ impl Cholesky {
     }
 
     /// The plan of the factorisation of an `n x n` matrix in `precision` on this builder's
-    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else the one the
-    /// platform's performance models predict fastest in `precision` (timing first the candidates
-    /// they lack, see [`TileChoice`]; on a platform with devices only in f64), else
-    /// [`default_tile_size`]. Matrices up to 512 are one tile. [`Cholesky::factor_planned`] runs
-    /// it.
+    /// platform: its graph, kernels, bytes and flops, and its tile: the one given, else the one
+    /// `hetla tune` saved on this machine near order `n` (with its clusters, as every call of a
+    /// builder whose user set nothing takes), else the one the platform's performance models
+    /// predict fastest in `precision` (timing first the candidates they lack, see [`TileChoice`];
+    /// on a platform with devices only in f64), else [`default_tile_size`]. Matrices up to 512 are
+    /// one tile. [`Cholesky::factor_planned`] runs it.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        let platform = self.resolve_platform()?;
-        let (tile, choice) = self.tile_and_choice(&platform, n, precision)?;
+        let this = self.tuned_for(n, precision);
+        let platform = this.resolve_platform()?;
+        let (tile, choice) = this.tile_and_choice(&platform, n, precision)?;
         let mut plan = plan_on(&platform)(n, tile, precision)?;
         plan.choice = choice;
         Ok(plan)
@@ -293,8 +295,9 @@ impl Cholesky {
     /// order in `a`'s precision) on this builder's platform, always through the runtime; returns
     /// the trace of the run.
     pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
-        let platform = self.resolve_platform()?;
-        self.factor_on(&platform, plan, a, None)
+        let this = self.tuned_for(a.nrows(), T::PRECISION);
+        let platform = this.resolve_platform()?;
+        this.factor_on(&platform, plan, a, None)
             .map(|(trace, _)| trace)
     }
 

@@ -132,17 +132,15 @@ impl Ldlt {
     }
 
     /// The plan of the factorisation of a matrix of order `n` in `precision`
-    /// ([`Algorithm::Ldlt`](crate::Algorithm::Ldlt)): what `simulate` and `bound` take, and
+    /// ([`Algorithm::Ldlt`](crate::Algorithm::Ldlt); in the block tuned on this machine when this
+    /// builder's user set nothing, as every call takes): what `simulate` and `bound` take, and
     /// [`Ldlt::factor_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         if self.tile == Some(0) {
             return Err(Error::ZeroTileSize);
         }
-        Plan::new(
-            crate::Algorithm::Ldlt { n },
-            self.tile_size_for(n),
-            precision,
-        )
+        let tile = self.tuned_for(n, precision).tile_size_for(n);
+        Plan::new(crate::Algorithm::Ldlt { n }, tile, precision)
     }
 
     /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
@@ -177,11 +175,12 @@ impl Ldlt {
             });
         }
         let norm1 = crate::check::check_hermitian_lower("A", a)?;
-        let platform = self.resolve_platform()?;
+        let this = self.tuned_for(n, A::Elem::PRECISION);
+        let platform = this.resolve_platform()?;
         let stride = crate::pages::padded_stride::<A::Elem>(n);
         let mut factors = crate::pages::PageBuffer::zeroed(stride * n, "the factors")?;
         let options = RunOptions {
-            scheduler: self.run.scheduler,
+            scheduler: this.run.scheduler,
             ..RunOptions::default()
         };
         let run = if n == 0 {

@@ -114,9 +114,11 @@ impl Lu {
     }
 
     /// The plan of the LU factorisation of an `n x n` matrix in `precision`
-    /// ([`Algorithm::Lu`](crate::Algorithm::Lu)).
+    /// ([`Algorithm::Lu`](crate::Algorithm::Lu)), in the tile `hetla tune` saved on this machine
+    /// near order `n` when this builder's user set nothing, as every call of the builder takes.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        Plan::new(crate::Algorithm::Lu { n }, self.tile_size_for(n), precision)
+        let tile = self.tuned_for(n, precision).tile_size_for(n);
+        Plan::new(crate::Algorithm::Lu { n }, tile, precision)
     }
 
     /// Factors a copy of `a` (left unchanged): any precision, any [`Matrix`]. An exactly singular
@@ -211,9 +213,10 @@ impl Lu {
     ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
         check_square("A", a.as_ref().nrows(), a.as_ref().ncols())?;
         norms(a.as_ref())?;
-        let platform = self.resolve_platform()?;
+        let this = self.tuned_for(a.nrows(), T::PRECISION);
+        let platform = this.resolve_platform()?;
         let options = RunOptions {
-            scheduler: self.run.scheduler,
+            scheduler: this.run.scheduler,
             ..RunOptions::default()
         };
         work::execute(plan, &platform, a, &options)

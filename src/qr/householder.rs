@@ -117,9 +117,11 @@ impl Qr {
     }
 
     /// The plan of the QR factorisation of an `m x n` matrix in `precision`
-    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), its tree resolved for the platform's workers.
+    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), its tree resolved for the platform's workers; a
+    /// square matrix's in the tile `hetla tune` saved on this machine near order `n` when this
+    /// builder's user set nothing, as every call of the builder takes.
     pub fn plan(&self, m: usize, n: usize, precision: Precision) -> Result<Plan> {
-        let tile = self.tile_size_for(m, n);
+        let tile = self.square_tuned(m, n, precision).tile_size_for(m, n);
         Plan::new(
             crate::Algorithm::Qr {
                 m,
@@ -160,8 +162,17 @@ impl Qr {
     /// [`Qr::factor`].
     pub fn factor_planned<T: Scalar>(&self, plan: &Plan, a: MatMut<'_, T>) -> Result<Trace> {
         check_finite("A", a.as_ref())?;
-        let platform = self.resolve_platform()?;
-        Ok(self.run_plan(&platform, plan, a)?.0)
+        let this = self.square_tuned(a.nrows(), a.ncols(), T::PRECISION);
+        let platform = this.resolve_platform()?;
+        Ok(this.run_plan(&platform, plan, a)?.0)
+    }
+
+    /// [`Qr::tuned_for`] an `m x n` matrix: tuned configurations are of square ones.
+    fn square_tuned(&self, m: usize, n: usize, precision: Precision) -> std::borrow::Cow<'_, Self> {
+        match m == n {
+            true => self.tuned_for(n, precision),
+            false => std::borrow::Cow::Borrowed(self),
+        }
     }
 
     fn run_plan<T: Scalar>(
@@ -182,11 +193,7 @@ impl Qr {
 
     fn factor_checked<T: Scalar>(&self, mut a: Mat<T>) -> Result<QrFactor<T>> {
         let (m, n) = (a.nrows(), a.ncols());
-        // Tuned configurations are of square matrices.
-        let this = match m == n {
-            true => self.tuned_for(n, T::PRECISION),
-            false => std::borrow::Cow::Borrowed(self),
-        };
+        let this = self.square_tuned(m, n, T::PRECISION);
         let platform = this.resolve_platform()?;
         let plan = this.plan(m, n, T::PRECISION)?;
         let (_, ts) = this.run_plan(&platform, &plan, a.as_mut())?;

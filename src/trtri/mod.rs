@@ -61,14 +61,15 @@ impl TriangularInverse {
         self.tile.unwrap_or_else(default).min(n.max(1))
     }
 
-    /// The plan of the inverse of a lower triangle of order `n` in `precision`: what `simulate` and
-    /// `bound` take, and [`TriangularInverse::invert_planned`] runs.
+    /// The plan of the inverse of a lower triangle of order `n` in `precision` (in the tile tuned
+    /// on this machine when this builder's user set nothing, as every call takes): what `simulate`
+    /// and `bound` take, and [`TriangularInverse::invert_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         if self.tile == Some(0) {
             return Err(Error::ZeroTileSize);
         }
-        let algorithm = Algorithm::TriangularInverse { n };
-        Plan::new(algorithm, self.tile_size_for(n, precision), precision)
+        let tile = self.tuned_for(n, precision).tile_size_for(n, precision);
+        Plan::new(Algorithm::TriangularInverse { n }, tile, precision)
     }
 
     /// L^-1 of the lower triangle of `l` (what is above its diagonal is not read; L^-1's upper
@@ -117,10 +118,11 @@ impl TriangularInverse {
                 ),
             });
         }
-        let platform = self.run.resolve_platform()?;
+        let this = self.tuned_for(n, T::PRECISION);
+        let platform = this.run.resolve_platform()?;
         let matrix = TiledMatrix::new(l, plan.tile(), "L")?;
         let options = RunOptions {
-            scheduler: self.run.scheduler,
+            scheduler: this.run.scheduler,
             ..RunOptions::default()
         };
         plan.execute(&platform, &Matrices(&[&matrix]), &options)
