@@ -4,14 +4,14 @@
 //!
 //! A family is what a user asks for, not one task graph: the inverse is a Cholesky factorisation
 //! and then the inverse's graph (TRTRI, LAUUM), timed together as `hetla cholesky --inverse` times
-//! them. Each family lives in its own folder (src/cholesky, src/lu, src/qr, src/ldlt) and gives the
-//! rest of the system what it needs through one trait, [`Room`]: its title and flop count, the
-//! plans a run executes (on one node or, simulated, on a process grid), the options a user who sets
-//! nothing gets, and a real run of a random matrix of its kind. The enum is generated from one list
-//! (`families!` in `list.rs`, which knows nothing else, so that every layer can name a family);
-//! adding a family is its folder, its `Room`, one line in that list and its arm in [`Family::room`]
-//! (the compiler asks for it). The commands that take any family (simulate, sweep, bound, tune,
-//! calibrate) then serve it without naming it.
+//! them. Each family lives in its own folder (src/cholesky, src/lu, src/qr, src/ldlt, src/trtri)
+//! and gives the rest of the system what it needs as one constant of type [`Room`] there (its
+//! `room.rs`): its title and flop count, the algorithms a run executes (on one node or, simulated,
+//! on a process grid), the options a user who sets nothing gets, and a real run of a random matrix
+//! of its kind. The enum is generated from one list (`families!` in `list.rs`, which knows nothing
+//! else, so that every layer can name a family); adding a family is its folder, its room, one line
+//! in that list and its arm in [`Family::room`] (the compiler asks for it). The commands that take
+//! any family (simulate, sweep, bound, tune, calibrate) then serve it without naming it.
 
 use std::sync::Arc;
 
@@ -28,20 +28,6 @@ pub(crate) mod room;
 pub use list::Family;
 use room::{Grid, Job, Room, Shape};
 
-impl Family {
-    /// The family's [`Room`] (the compiler asks for a new family's arm).
-    fn room(self) -> &'static Room {
-        match self {
-            Family::Cholesky => &crate::cholesky::room::CHOLESKY,
-            Family::Inverse => &crate::cholesky::room::INVERSE,
-            Family::Lu => &crate::lu::room::ROOM,
-            Family::Qr => &crate::qr::room::ROOM,
-            Family::Ldlt => &crate::ldlt::room::ROOM,
-            Family::Trtri => &crate::trtri::room::ROOM,
-        }
-    }
-}
-
 /// One real run of a family ([`Family::run`]).
 #[derive(Debug, Clone)]
 pub struct FamilyRun {
@@ -54,6 +40,18 @@ pub struct FamilyRun {
 }
 
 impl Family {
+    /// The family's [`Room`] (the compiler asks for a new family's arm).
+    fn room(self) -> &'static Room {
+        match self {
+            Family::Cholesky => &crate::cholesky::room::CHOLESKY,
+            Family::Inverse => &crate::cholesky::room::INVERSE,
+            Family::Lu => &crate::lu::room::ROOM,
+            Family::Qr => &crate::qr::room::ROOM,
+            Family::Ldlt => &crate::ldlt::room::ROOM,
+            Family::Trtri => &crate::trtri::room::ROOM,
+        }
+    }
+
     /// Its name in reports ("Cholesky", "LU").
     pub fn title(self) -> &'static str {
         self.room().about.title
