@@ -136,9 +136,6 @@ impl Ldlt {
     /// builder's user set nothing, as every call takes): what `simulate` and `bound` take, and
     /// [`Ldlt::factor_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        if self.tile == Some(0) {
-            return Err(Error::ZeroTileSize);
-        }
         let tile = self.tuned_for(n, precision).tile_size_for(n);
         Plan::new(crate::Algorithm::Ldlt { n }, tile, precision)
     }

@@ -4,17 +4,14 @@ use hetla_factorizations::{FACTOR, Tiling, ldlt, ldlt_shapes};
 use hetla_kernels::{Op, Precision};
 use hetla_runtime::ResourceKind;
 
+use crate::Result;
 use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
-use crate::{Error, Result};
 
 /// Aasen's symmetric indefinite factorisation of an `n x n` Hermitian matrix in blocks of `tile`
 /// ([`ldlt`]), in `precision`; reported against n^3 / 3 flops (its products' count, as Cholesky's).
 /// Each task's kernel key has the shapes its kernel works on ([`ldlt_shapes`]). Its kernels have no
 /// GPU version: runs keep them on CPU clusters.
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
-    if tile == 0 {
-        return Err(Error::ZeroTileSize);
-    }
     // About 3 t^2 / 2 tasks, and t^3 / 3 accesses of 32 bytes beside them (an update lists the
     // row and the column of tiles it reads).
     let t = n.div_ceil(tile) as u128;

@@ -7,17 +7,14 @@ use hetla_factorizations::{
 use hetla_kernels::{Op, Precision};
 use hetla_runtime::ResourceKind;
 
+use crate::Result;
 use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
-use crate::{Error, Result};
 
 /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
 /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it works
 /// on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no GPU
 /// kernels yet: runs keep them on CPU clusters.
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
-    if tile == 0 {
-        return Err(Error::ZeroTileSize);
-    }
     // A panel, then an update or an interchange task per other block column: t^2 tasks.
     let t = n.div_ceil(tile) as u128;
     crate::limits::check_graph(
@@ -52,9 +49,6 @@ pub(crate) fn tiles(
     process_rows: usize,
     precision: Precision,
 ) -> Result<Plan> {
-    if tile == 0 {
-        return Err(Error::ZeroTileSize);
-    }
     // t^3 / 3 updates, and as many accesses of 32 bytes (the interchanges list their rows).
     let t = n.div_ceil(tile) as u128;
     let p = process_rows.max(1);

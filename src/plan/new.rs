@@ -5,7 +5,7 @@ use hetla_factorizations::{MatMulTiling, Tiling};
 use hetla_kernels::{MatMul, Precision};
 
 use super::build::{Algorithm, Plan, Schedule, product_plan, substitution_plan};
-use crate::{Result, cholesky, ldlt, lu, qr, trtri};
+use crate::{Error, Result, cholesky, ldlt, lu, qr, trtri};
 
 impl Plan {
     /// The plan of `algorithm` (with its dimensions) in tiles of `tile`, in `precision`: its graph,
@@ -33,6 +33,10 @@ impl Plan {
     /// The factorisations' kernels but Cholesky's have no GPU version yet: their runs keep them on
     /// CPU clusters.
     pub fn new(algorithm: Algorithm, tile: usize, precision: Precision) -> Result<Self> {
+        // Once for every family's builder, which may divide by it.
+        if tile == 0 {
+            return Err(Error::ZeroTileSize);
+        }
         match algorithm {
             Algorithm::Cholesky { n } => cholesky::plan::factor(n, tile, precision),
             Algorithm::CholeskyInverse { n } => cholesky::plan::inverse(n, tile, precision),

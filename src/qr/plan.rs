@@ -23,9 +23,6 @@ pub(crate) fn tiled(
     precision: Precision,
     factor: bool,
 ) -> Result<Plan> {
-    if tile == 0 {
-        return Err(Error::ZeroTileSize);
-    }
     let (mt, nt, bt) = (
         m.div_ceil(tile) as u128,
         n.div_ceil(tile) as u128,
@@ -80,9 +77,6 @@ pub(crate) fn columns(
     (tile, inner): (usize, usize),
     precision: Precision,
 ) -> Result<Plan> {
-    if tile == 0 {
-        return Err(Error::ZeroTileSize);
-    }
     if inner == 0 {
         return Err(Error::InvalidOption {
             option: "inner block",

@@ -65,9 +65,6 @@ impl TriangularInverse {
     /// on this machine when this builder's user set nothing, as every call takes): what `simulate`
     /// and `bound` take, and [`TriangularInverse::invert_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        if self.tile == Some(0) {
-            return Err(Error::ZeroTileSize);
-        }
         let tile = self.tuned_for(n, precision).tile_size_for(n, precision);
         Plan::new(Algorithm::TriangularInverse { n }, tile, precision)
     }
