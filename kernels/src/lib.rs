@@ -68,5 +68,8 @@ pub use lu::swap_rows;
 pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};
 
-pub use op::{Blas, Codelet, CpuCall, GpuCall, MatMul, Op, RateSource, Shape, Solve, Stack};
+pub use op::{
+    Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, MatMul, Op, RateSource, Shape,
+    Shapes, Solve, Stack,
+};
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

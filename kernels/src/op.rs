@@ -8,30 +8,44 @@
 //!
 //! What the project knows of an operation is declared once, in its [`Codelet`] (StarPU's word): its
 //! name, its accesses, the call its CPU kernel makes, the call its GPU kernel makes or why it has
-//! none, and where a platform model without a measured rate for it takes one. The CPU kernels
-//! (`run.rs`), the GPU kernels (`cuda.rs`) and the laboratory's presets match on these calls, not
-//! on the operations, so a new operation is one entry in [`Op::codelet`] (plus its flop count and
-//! shape check below, and its kernels where they are new calls), and the compiler points at every
-//! place a new call needs a kernel. A missing GPU version is the declared [`GpuCall::Absent`],
-//! which a GPU refuses with its reason.
+//! none, where a platform model without a measured rate for it takes one, its shape check, its
+//! exact flop count and the count modelled rates are quoted in. The CPU kernels (`run.rs`), the GPU
+//! kernels (`cuda.rs`), the runtime's models and the laboratory's presets read these, not the
+//! operations, so a new operation is its variant in the list below ([`Op::ALL`] is made from it)
+//! and one entry in [`Op::codelet`] (and its kernels where they are new calls); the compiler points
+//! at every place a new call needs a kernel. A missing GPU version is the declared
+//! [`GpuCall::Absent`], which a GPU refuses with its reason.
 
 use std::fmt;
 
-/// One tile operation. The doc of each variant gives its operands in order, with their shapes (rows
-/// x cols), and what it computes. `L` is a lower triangular tile whose strict upper part is never
-/// read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
+/// Declares [`Op`] with its unit variants listed once, and [`Op::ALL`] from the same list.
+macro_rules! tile_ops {
+    ($($(#[$doc:meta])* $op:ident,)*) => {
+        /// One tile operation. The doc of each variant gives its operands in order, with their
+        /// shapes (rows x cols), and what it computes. `L` is a lower triangular tile whose strict
+        /// upper part is never read.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Op {
+            $($(#[$doc])* $op,)*
+            /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x
+            /// k, or k x m when transposed) and op(B) is k x n: one tile of a general matrix
+            /// product. With beta = 0, C is overwritten and never read (BLAS semantics).
+            MatMul(MatMul),
+        }
+
+        impl Op {
+            /// Every operation but the general product (whose parameters make it many), in
+            /// declaration order (useful for benchmarks and reports).
+            pub const ALL: [Op; [$(stringify!($op)),*].len()] = [$(Op::$op),*];
+        }
+    };
+}
+
+tile_ops! {
     /// `[A (n x n)]`: A <- L with L L^T = A, lower triangle only (LAPACK dpotrf, 'L').
     Potrf,
     /// `[L (n x n), B (m x n)]`: B <- B L^-T (the panel solve of Cholesky).
     Trsm,
-    /// `[A (n x n)]`, A's lower triangle a Cholesky factor L = L1 D: its strict upper triangle <- U
-    /// = L1^-H when cond_1(L1) is at most [`crate::INVERSE_MAX_CONDITION`], else untouched
-    /// ([`crate::Backend::invert_unit_factor`]; L is read, never changed). The TRTRI of a panel
-    /// (MAGMA's shape): the panel's solves then run as products with U
-    /// ([`crate::Backend::trsm_by_inverse`]).
-    PanelInverse,
     /// `[A (n x k), C (n x n)]`: C <- C - A A^T, lower triangle of C only.
     Syrk,
     /// `[A (m x k), B (n x k), C (m x n)]`: C <- C - A B^T, the trailing update of Cholesky (B
@@ -46,12 +60,6 @@ pub enum Op {
     Update,
     /// `[L (k x m), X (k x r), Y (m x r)]`: Y <- Y - L^T X (backward substitution update).
     UpdateTrans,
-    /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with an
-    /// LU's diagonal tile: its diagonal and upper triangle are not read).
-    SolveUnitLower,
-    /// `[U (m x m), X (m x r)]`: X <- U^-1 X, U upper triangular (backward substitution with an
-    /// LU's diagonal tile: its strict lower triangle is not read).
-    SolveUpper,
     /// `[X (m x r), Y (m x r)]`: Y <- Y + X (a partial result added where its tile lives, as in a
     /// distributed substitution).
     Add,
@@ -101,6 +109,12 @@ pub enum Op {
     /// `[V (m x k), A1 (k x c), A2 (m x c)]`: [A1; A2] <- Q^H [A1; A2], Q from [`Op::Ttqrt`]
     /// (LAPACK ?tpmqrt, l = k; PLASMA's TTMQR).
     Ttmqr,
+    /// `[A (n x n)]`, A's lower triangle a Cholesky factor L = L1 D: its strict upper triangle <- U
+    /// = L1^-H when cond_1(L1) is at most [`crate::INVERSE_MAX_CONDITION`], else untouched
+    /// ([`crate::Backend::invert_unit_factor`]; L is read, never changed). The TRTRI of a panel
+    /// (MAGMA's shape): the panel's solves then run as products with U
+    /// ([`crate::Backend::trsm_by_inverse`]).
+    PanelInverse,
     /// `[T (m x w), L (k x w), H (m x k)]`: H <- T L^H, one block of Aasen's H = T L^H (block upper
     /// Hessenberg): T a block row of the block tridiagonal T (up to three blocks side by side), L
     /// the matching blocks of one block row of L. Its tiles are the symmetric indefinite family's
@@ -125,10 +139,12 @@ pub enum Op {
     /// column k, factored; U, block row k right of the diagonal block (c = b_{k+1} + b_{k+2}, the
     /// fill of the interchanges), solved; the rows below updated for the next step.
     LdltBand,
-    /// `[A, B, C (m x n)]`: C <- alpha op(A) op(B) + beta C, where op(A) is m x k (A is m x k, or k
-    /// x m when transposed) and op(B) is k x n: one tile of a general matrix product. With beta =
-    /// 0, C is overwritten and never read (BLAS semantics).
-    MatMul(MatMul),
+    /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with an
+    /// LU's diagonal tile: its diagonal and upper triangle are not read).
+    SolveUnitLower,
+    /// `[U (m x m), X (m x r)]`: X <- U^-1 X, U upper triangular (backward substitution with an
+    /// LU's diagonal tile: its strict lower triangle is not read).
+    SolveUpper,
 }
 
 /// The parameters of an [`Op::MatMul`]: transposes and scalars. The scalars are kept as bit
@@ -199,7 +215,7 @@ pub type Shape = (usize, usize);
 
 /// Everything declared about one tile operation ([`Op::codelet`]; the module documentation says who
 /// reads it).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Codelet {
     /// Short lower-case name, as used in traces, performance models and platform files.
     pub name: &'static str,
@@ -213,6 +229,16 @@ pub struct Codelet {
     pub gpu: GpuCall,
     /// Where a platform model takes its rate from.
     pub rate: RateSource,
+    /// Checks the operands' shapes ([`Op::check_shapes`]).
+    pub check: CheckShapes,
+    /// The exact floating-point operation count (additions plus multiplications, LAPACK Working
+    /// Note 41's conventions; [`Op::flops`]).
+    pub flops: CountFlops,
+    /// The count modelled rates (Gflop/s per kernel) are quoted in ([`Op::leading_flops`]): the
+    /// leading terms Cojean et al. (2016) count POTRF and SYRK with, the entries moved for the row
+    /// interchanges (which have no flops: a rate of zero flops would model them free), else the
+    /// exact count.
+    pub leading: CountFlops,
 }
 
 /// The BLAS calls of the tile operations, on either kind of processor (L is lower triangular; `^H`
@@ -296,42 +322,6 @@ pub enum RateSource {
 }
 
 impl Op {
-    /// Every operation, in a fixed order (useful for benchmarks and reports).
-    pub const ALL: [Op; 32] = [
-        Op::Potrf,
-        Op::Trsm,
-        Op::Syrk,
-        Op::GemmNt,
-        Op::SolveLower,
-        Op::SolveLowerTrans,
-        Op::Update,
-        Op::UpdateTrans,
-        Op::Add,
-        Op::Trtri,
-        Op::Lauum,
-        Op::SolveRight,
-        Op::SyrkAdjoint,
-        Op::TrmmAdjoint,
-        Op::LuPanel,
-        Op::LuUpdate,
-        Op::LuSwap,
-        Op::Geqrt,
-        Op::Unmqr,
-        Op::Tsqrt,
-        Op::Tsmqr,
-        Op::Ttqrt,
-        Op::Ttmqr,
-        Op::PanelInverse,
-        Op::LdltHessenberg,
-        Op::LdltDiagonal,
-        Op::LdltUpdate,
-        Op::LdltPanel,
-        Op::LdltSwap,
-        Op::LdltBand,
-        Op::SolveUnitLower,
-        Op::SolveUpper,
-    ];
-
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
     pub const KINDS: [Op; 33] = {
@@ -350,7 +340,8 @@ impl Op {
         self.name() == other.name()
     }
 
-    /// Everything declared about the operation, in one entry per operation.
+    /// Everything declared about the operation, in one entry per operation: its name, accesses,
+    /// calls, rate source, shape check and flop counts.
     pub fn codelet(self) -> Codelet {
         use Blas::{Add, Product, RankK, Solve as Trsm};
         const NO_LU_GPU: &str =
@@ -358,14 +349,7 @@ impl Op {
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
         const NO_LDLT_GPU: &str =
             "the symmetric indefinite family's kernels run on CPU clusters only";
-        let entry = |name, reads, writes, cpu, gpu, rate| Codelet {
-            name,
-            reads,
-            writes,
-            cpu,
-            gpu,
-            rate,
-        };
+        let entry = Declared;
         let blas = |name, reads, call, rate| {
             entry(
                 name,
@@ -412,16 +396,120 @@ impl Op {
         let lu = cpu_only(CpuCall::Pivoted, NO_LU_GPU);
         let qr = cpu_only(CpuCall::Reflectors, NO_QR_GPU);
         let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
+        // The counts are LAPACK Working Note 41's (additions plus multiplications) unless said
+        // otherwise, (m, n) the last operand's shape; a count with a division is written over one
+        // so that it is exact in f64.
         match self {
-            Op::Potrf => entry(
-                "potrf",
-                0,
-                1,
-                CpuCall::Potrf,
-                GpuCall::Potrf,
-                RateSource::Measured,
+            // n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions; modelled rates quote
+            // Cojean et al.'s m^3/3.
+            Op::Potrf => entry("potrf", 0, 1, CpuCall::Potrf, GpuCall::Potrf, measured)
+                .work(|s| square("A", s.written()), |s| potrf_flops(s.mn().0))
+                .leading(|s| s.mn().0 * s.mn().0 * s.mn().0 / 3.0),
+            // m n (n+1)/2 multiplications and m n (n-1)/2 additions.
+            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured).work(
+                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                |s| s.mn().0 * s.mn().1 * s.mn().1,
             ),
-            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured),
+            // k n (n+1)/2 multiplications and as many additions; modelled rates quote k m^2.
+            Op::Syrk => blas("syrk", 1, RankK, measured)
+                .work(
+                    |s| {
+                        let w = s.written();
+                        square("C", w)?;
+                        expect("A", s.get(0), (w.0, s.get(0).1))
+                    },
+                    |s| s.cols(0) * s.mn().0 * (s.mn().0 + 1.0),
+                )
+                .leading(|s| s.cols(0) * s.mn().0 * s.mn().0),
+            Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT), measured).work(
+                |s| {
+                    let (w, k) = (s.written(), s.get(0).1);
+                    expect("A", s.get(0), (w.0, k))?;
+                    expect("B", s.get(1), (w.1, k))
+                },
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.cols(0),
+            ),
+            Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left), like_trsm)
+                .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
+            Op::SolveLowerTrans => {
+                blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint), like_trsm)
+                    .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0)
+            }
+            Op::Update => blas("update", 2, update, like_gemm).work(
+                |s| {
+                    let (w, k) = (s.written(), s.get(0).1);
+                    expect("L", s.get(0), (w.0, k))?;
+                    expect("X", s.get(1), (k, w.1))
+                },
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.cols(0),
+            ),
+            Op::UpdateTrans => blas("update_trans", 2, update_trans, like_gemm).work(
+                |s| {
+                    let (w, k) = (s.written(), s.get(0).0);
+                    expect("L", s.get(0), (k, w.0))?;
+                    expect("X", s.get(1), (k, w.1))
+                },
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.rows(0),
+            ),
+            Op::Add => blas("add", 1, Add, like_gemm).work(
+                |s| expect("X", s.get(0), s.written()),
+                |s| s.mn().0 * s.mn().1,
+            ),
+            // n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3 additions.
+            Op::Trtri => inverse("trtri", 0, Op::Potrf)
+                .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
+            // As POTRF's.
+            Op::Lauum => inverse("lauum", 0, Op::Potrf)
+                .work(|s| square("A", s.written()), |s| potrf_flops(s.mn().0)),
+            Op::SolveRight => inverse("solve_right", 1, Op::Trsm).work(
+                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                |s| s.mn().0 * s.mn().1 * s.mn().1,
+            ),
+            Op::SyrkAdjoint => inverse("syrk_adjoint", 1, Op::Syrk).work(
+                |s| {
+                    let w = s.written();
+                    square("C", w)?;
+                    expect("A", s.get(0), (s.get(0).0, w.0))
+                },
+                |s| s.rows(0) * s.mn().0 * (s.mn().0 + 1.0),
+            ),
+            Op::TrmmAdjoint => inverse("trmm_adjoint", 1, Op::Trsm)
+                .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
+            // ?getrf of an m x n matrix, m >= n.
+            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf).work(
+                |s| tall("A", s.written(), "a panel"),
+                |s| getrf_flops(s.mn()),
+            ),
+            // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
+            Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt).work(panel_rows, |s| {
+                let ((m, n), b) = (s.mn(), s.cols(0));
+                n * b * (b - 1.0) + 2.0 * (m - b) * b * n
+            }),
+            // Memory traffic alone: modelled by the entries it moves (a rate of zero flops would
+            // model it free).
+            Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt)
+                .work(panel_rows, |_| 0.0)
+                .leading(|s| s.mn().0 * s.mn().1),
+            // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
+            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf).work(|_| Ok(()), |s| geqrf_flops(s.mn())),
+            // ?ormqr from the left: k reflectors of m rows on n columns, 4 n m k - 2 n k^2 + 3 n k.
+            Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt).work(
+                |s| expect("V", s.get(0), (s.written().0, s.get(0).1)),
+                |s| {
+                    let ((m, n), k) = (s.mn(), s.cols(0));
+                    4.0 * n * m * k - 2.0 * n * k * k + 3.0 * n * k
+                },
+            ),
+            // The leading terms PLASMA counts: a triangle of order n on m x n rows, 2 m n^2; on a
+            // triangle, 2 n^3 / 3; their applications to c columns, 4 m k c and 2 k^2 c.
+            Op::Tsqrt => qr("tsqrt", 0, 2, Op::Potrf)
+                .work(stacked, |s| 2.0 * s.rows(1) * s.mn().1 * s.mn().1),
+            Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt)
+                .work(stacked_apply, |s| 4.0 * s.rows(0) * s.cols(0) * s.mn().1),
+            Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf)
+                .work(stacked, |s| 2.0 * s.mn().1 * s.mn().1 * s.mn().1 / 3.0),
+            Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt)
+                .work(stacked_apply, |s| 2.0 * (s.cols(0) * s.cols(0)) * s.mn().1),
             Op::PanelInverse => entry(
                 "panel_inverse",
                 0,
@@ -429,41 +517,76 @@ impl Op {
                 CpuCall::UnitInverse,
                 GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
                 RateSource::Like(Op::Potrf),
+            )
+            .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
+            // H's block as one dense product of T's block row and L's.
+            Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, 1, Op::GemmNt).work(
+                |s| aasen_product(s, s.get(1).1, (s.written().1, s.get(1).1)),
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.cols(0),
             ),
-            Op::Syrk => blas("syrk", 1, RankK, measured),
-            Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT), measured),
-            Op::SolveLower => blas("solve_lower", 1, Trsm(Solve::Left), like_trsm),
-            Op::SolveLowerTrans => {
-                blas("solve_lower_trans", 1, Trsm(Solve::LeftAdjoint), like_trsm)
-            }
+            // The product, its five b x b x b products and two unit triangular solves (b^2 (b - 1)
+            // each).
+            Op::LdltDiagonal => aasen("ldlt_diagonal", 2, 1, Op::GemmNt).work(
+                |s| {
+                    square("T", s.written())?;
+                    aasen_product(s, s.get(1).0, (s.get(1).0, s.written().1))
+                },
+                |s| {
+                    let m = s.mn().0;
+                    2.0 * m * m * s.cols(0) + 12.0 * m * m * m - 2.0 * m * m
+                },
+            ),
+            Op::LdltUpdate => aasen("ldlt_update", 2, 1, Op::GemmNt).work(
+                |s| aasen_product(s, s.get(1).0, (s.get(1).0, s.written().1)),
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.cols(0),
+            ),
+            // The panel's LU and a unit triangular solve for T's subdiagonal block.
+            Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf).work(
+                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                |s| {
+                    let (m, n) = s.mn();
+                    let lu = if m >= n {
+                        getrf_flops((m, n))
+                    } else {
+                        getrf_flops((m, m)) + m * m * (n - m)
+                    };
+                    lu + n * n * (n - 1.0)
+                },
+            ),
+            // Memory traffic alone, as LU's.
+            Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt)
+                .work(
+                    |s| expect("P", s.get(0), (s.written().0, s.get(0).1)),
+                    |_| 0.0,
+                )
+                .leading(|s| s.mn().0 * s.mn().1),
+            // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
+            Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf).work(
+                |s| {
+                    tall("P", s.get(0), "a panel")?;
+                    expect("P", s.get(0), (s.get(0).0, s.written().0))
+                },
+                |s| {
+                    let (rows, b, n) = (s.rows(0), s.cols(0), s.mn().1);
+                    getrf_flops((rows, b)) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
+                },
+            ),
+            // No division by the unit diagonal: m (m - 1) / 2 multiply-adds a column.
             Op::SolveUnitLower => {
                 blas("solve_unit_lower", 1, Trsm(Solve::LeftUnitLower), like_trsm)
+                    .work(left_triangle, |s| s.mn().1 * s.mn().0 * (s.mn().0 - 1.0))
             }
-            Op::SolveUpper => blas("solve_upper", 1, Trsm(Solve::LeftUpper), like_trsm),
-            Op::Update => blas("update", 2, update, like_gemm),
-            Op::UpdateTrans => blas("update_trans", 2, update_trans, like_gemm),
-            Op::Add => blas("add", 1, Add, like_gemm),
-            Op::Trtri => inverse("trtri", 0, Op::Potrf),
-            Op::Lauum => inverse("lauum", 0, Op::Potrf),
-            Op::SolveRight => inverse("solve_right", 1, Op::Trsm),
-            Op::SyrkAdjoint => inverse("syrk_adjoint", 1, Op::Syrk),
-            Op::TrmmAdjoint => inverse("trmm_adjoint", 1, Op::Trsm),
-            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf),
-            Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt),
-            Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt),
-            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf),
-            Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt),
-            Op::Tsqrt => qr("tsqrt", 0, 2, Op::Potrf),
-            Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt),
-            Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf),
-            Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt),
-            Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, 1, Op::GemmNt),
-            Op::LdltDiagonal => aasen("ldlt_diagonal", 2, 1, Op::GemmNt),
-            Op::LdltUpdate => aasen("ldlt_update", 2, 1, Op::GemmNt),
-            Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf),
-            Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt),
-            Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf),
-            Op::MatMul(p) => blas("matmul", 2, Product(p), measured),
+            Op::SolveUpper => blas("solve_upper", 1, Trsm(Solve::LeftUpper), like_trsm)
+                .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
+            Op::MatMul(p) => blas("matmul", 2, Product(p), measured).work(
+                |s| {
+                    let (p, w) = (s.product(), s.written());
+                    let k = p.op_a(s.get(0)).1;
+                    expect("op(A)", p.op_a(s.get(0)), (w.0, k))?;
+                    expect("op(B)", p.op_b(s.get(1)), (k, w.1))
+                },
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.product().op_a(s.get(0)).1 as f64,
+            ),
         }
     }
 
@@ -520,184 +643,20 @@ impl Op {
                 shapes.len()
             ));
         }
-        let expect = |what: &str, got: Shape, want: Shape| {
-            if got == want {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{what} is {}x{}, expected {}x{}",
-                    got.0, got.1, want.0, want.1
-                ))
-            }
-        };
-        let w = shapes[self.reads()];
-        match self {
-            Op::Potrf | Op::PanelInverse | Op::Trtri | Op::Lauum => expect("A", w, (w.0, w.0)),
-            Op::Trsm | Op::SolveRight => expect("L", shapes[0], (w.1, w.1)),
-            Op::SyrkAdjoint => {
-                expect("C", w, (w.0, w.0))?;
-                expect("A", shapes[0], (shapes[0].0, w.0))
-            }
-            Op::TrmmAdjoint => expect("L", shapes[0], (w.0, w.0)),
-            Op::LuPanel => tall("A", w, "a panel"),
-            Op::LuUpdate | Op::LuSwap => {
-                tall("P", shapes[0], "a panel")?;
-                expect("P", shapes[0], (w.0, shapes[0].1))
-            }
-            Op::Syrk => {
-                expect("C", w, (w.0, w.0))?;
-                expect("A", shapes[0], (w.0, shapes[0].1))
-            }
-            Op::GemmNt => {
-                let k = shapes[0].1;
-                expect("A", shapes[0], (w.0, k))?;
-                expect("B", shapes[1], (w.1, k))
-            }
-            Op::SolveLower | Op::SolveLowerTrans | Op::SolveUnitLower | Op::SolveUpper => {
-                expect("L", shapes[0], (w.0, w.0))
-            }
-            Op::Update => {
-                let k = shapes[0].1;
-                expect("L", shapes[0], (w.0, k))?;
-                expect("X", shapes[1], (k, w.1))
-            }
-            Op::UpdateTrans => {
-                let k = shapes[0].0;
-                expect("L", shapes[0], (k, w.0))?;
-                expect("X", shapes[1], (k, w.1))
-            }
-            Op::Add => expect("X", shapes[0], w),
-            Op::LdltHessenberg | Op::LdltUpdate | Op::LdltDiagonal => {
-                let (l, r) = (shapes[0], shapes[1]);
-                let inner = if self == Op::LdltHessenberg { r.1 } else { r.0 };
-                if self == Op::LdltDiagonal {
-                    expect("T", w, (w.0, w.0))?;
-                }
-                expect("the left operand", l, (w.0, inner))?;
-                let right = if self == Op::LdltHessenberg {
-                    (w.1, inner)
-                } else {
-                    (inner, w.1)
-                };
-                expect("the right operand", r, right)
-            }
-            Op::LdltPanel => expect("L", shapes[0], (w.1, w.1)),
-            Op::LdltSwap => expect("P", shapes[0], (w.0, shapes[0].1)),
-            Op::LdltBand => {
-                tall("P", shapes[0], "a panel")?;
-                expect("P", shapes[0], (shapes[0].0, w.0))
-            }
-            Op::Geqrt => Ok(()),
-            Op::Unmqr => {
-                let v = shapes[0];
-                expect("V", v, (w.0, v.1))
-            }
-            // The triangle is the top of its tile (a ragged last tile column leaves rows below it).
-            Op::Tsqrt | Op::Ttqrt => {
-                let (r, b) = (shapes[0], shapes[1]);
-                tall("R", r, "a triangle")?;
-                expect("B", b, (b.0, r.1))
-            }
-            Op::Tsmqr | Op::Ttmqr => {
-                let (v, a1, a2) = (shapes[0], shapes[1], shapes[2]);
-                if a1.0 < v.1 {
-                    return Err(format!(
-                        "A1 is {}x{}, it needs a row for each of the {} reflectors",
-                        a1.0, a1.1, v.1
-                    ));
-                }
-                expect("A2", a2, (v.0, a1.1))
-            }
-            Op::MatMul(p) => {
-                let k = p.op_a(shapes[0]).1;
-                expect("op(A)", p.op_a(shapes[0]), (w.0, k))?;
-                expect("op(B)", p.op_b(shapes[1]), (k, w.1))
-            }
-        }
+        (self.codelet().check)(Shapes { op: self, shapes })
     }
 
     /// Exact floating-point operation count (additions plus multiplications, LAPACK Working Note 41
     /// conventions) for operands of these shapes, reads first. Shapes are assumed valid (see
     /// [`Op::check_shapes`]).
     pub fn flops(self, shapes: &[Shape]) -> f64 {
-        let w = shapes[shapes.len() - 1];
-        let (m, n) = (w.0 as f64, w.1 as f64);
-        match self {
-            // n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions: n^3/3 + n^2/2 + n/6,
-            // written over one division so that it is exact in f64.
-            Op::Potrf => (2.0 * m * m * m + 3.0 * m * m + m) / 6.0,
-            // m n (n+1)/2 multiplications and m n (n-1)/2 additions.
-            Op::Trsm => m * n * n,
-            // k n (n+1)/2 multiplications and as many additions.
-            Op::Syrk => shapes[0].1 as f64 * m * (m + 1.0),
-            Op::GemmNt => 2.0 * m * n * shapes[0].1 as f64,
-            Op::SolveLower | Op::SolveLowerTrans | Op::SolveUpper => n * m * m,
-            // No division by the unit diagonal: m (m - 1) / 2 multiply-adds a column.
-            Op::SolveUnitLower => n * m * (m - 1.0),
-            Op::Update => 2.0 * m * n * shapes[0].1 as f64,
-            Op::UpdateTrans => 2.0 * m * n * shapes[0].0 as f64,
-            Op::Add => m * n,
-            // LAPACK Working Note 41: n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3
-            // additions.
-            Op::Trtri | Op::PanelInverse => (m * m * m + 2.0 * m) / 3.0,
-            // As POTRF's: n^3/6 + n^2/2 + n/3 multiplications, n^3/6 - n/6 additions.
-            Op::Lauum => (2.0 * m * m * m + 3.0 * m * m + m) / 6.0,
-            Op::SolveRight => m * n * n,
-            Op::SyrkAdjoint => shapes[0].0 as f64 * m * (m + 1.0),
-            Op::TrmmAdjoint => n * m * m,
-            // LAPACK Working Note 41's ?getrf of an m x n matrix, m >= n: m n^2 - n^3/3 - n^2/2
-            // + 5n/6, over one division so that it is exact in f64.
-            Op::LuPanel => (6.0 * m * n * n - 2.0 * n * n * n - 3.0 * n * n + 5.0 * n) / 6.0,
-            // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
-            Op::LuUpdate => {
-                let b = shapes[0].1 as f64;
-                n * b * (b - 1.0) + 2.0 * (m - b) * b * n
-            }
-            Op::LuSwap => 0.0,
-            // LAPACK Working Note 41's ?geqrf of an m x n matrix, k = min(m, n) reflectors: m >= n:
-            // 2 m n^2 - 2 n^3/3 + m n + n^2 + 14 n/3; m < n: 2 n m^2 - 2 m^3/3 + 3 n m - m^2
-            // + 14 m/3 (over one division so that it is exact in f64).
-            Op::Geqrt if m >= n => {
-                (6.0 * m * n * n - 2.0 * n * n * n + 3.0 * m * n + 3.0 * n * n + 14.0 * n) / 3.0
-            }
-            Op::Geqrt => {
-                (6.0 * n * m * m - 2.0 * m * m * m + 9.0 * n * m - 3.0 * m * m + 14.0 * m) / 3.0
-            }
-            // LAPACK Working Note 41's ?ormqr from the left: k reflectors of m rows on n columns,
-            // 4 n m k - 2 n k^2 + 3 n k.
-            Op::Unmqr => {
-                let k = shapes[0].1 as f64;
-                4.0 * n * m * k - 2.0 * n * k * k + 3.0 * n * k
-            }
-            // The leading terms PLASMA counts: a triangle of order n on m x n rows, 2 m n^2; on
-            // a triangle, 2 n^3 / 3; their applications to c columns, 4 m k c and 2 k^2 c.
-            Op::Tsqrt => 2.0 * shapes[1].0 as f64 * n * n,
-            Op::Ttqrt => 2.0 * n * n * n / 3.0,
-            Op::Tsmqr => 4.0 * shapes[0].0 as f64 * shapes[0].1 as f64 * n,
-            Op::Ttmqr => 2.0 * (shapes[0].1 * shapes[0].1) as f64 * n,
-            // The products' counts (H's block as one dense product of T's block row and L's); the
-            // diagonal block adds
-            // its five b x b x b products and two unit triangular solves (b^2 (b - 1) each), the
-            // panel a unit triangular solve for T's subdiagonal block.
-            Op::LdltHessenberg => 2.0 * m * n * shapes[0].1 as f64,
-            Op::LdltUpdate => 2.0 * m * n * shapes[0].1 as f64,
-            Op::LdltDiagonal => 2.0 * m * m * shapes[0].1 as f64 + 12.0 * m * m * m - 2.0 * m * m,
-            Op::LdltPanel => {
-                let lu = if m >= n {
-                    Op::LuPanel.flops(&[w])
-                } else {
-                    Op::LuPanel.flops(&[(w.0, w.0)]) + m * m * (n - m)
-                };
-                lu + n * n * (n - 1.0)
-            }
-            Op::LdltSwap => 0.0,
-            // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
-            Op::LdltBand => {
-                let (rows, b) = (shapes[0].0 as f64, shapes[0].1 as f64);
-                Op::LuPanel.flops(&[shapes[0]]) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
-            }
-            Op::MatMul(p) => 2.0 * m * n * p.op_a(shapes[0]).1 as f64,
-        }
+        (self.codelet().flops)(Shapes { op: self, shapes })
+    }
+
+    /// The count modelled rates are quoted in for operands of these shapes ([`Codelet::leading`]),
+    /// in a real precision. Shapes are assumed valid.
+    pub fn leading_flops(self, shapes: &[Shape]) -> f64 {
+        (self.codelet().leading)(Shapes { op: self, shapes })
     }
 }
 
@@ -705,6 +664,144 @@ impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// An operation's name, reads, writes, calls and rate source (as [`Codelet`]'s fields), before its
+/// shape check and flop counts complete it into a [`Codelet`] ([`Declared::work`]: no entry can
+/// leave them out).
+struct Declared(&'static str, usize, usize, CpuCall, GpuCall, RateSource);
+
+impl Declared {
+    /// The codelet, with its shape check and exact flop count (modelled rates quote the same count
+    /// unless [`Codelet::leading`] says otherwise).
+    fn work(self, check: CheckShapes, flops: CountFlops) -> Codelet {
+        let Declared(name, reads, writes, cpu, gpu, rate) = self;
+        Codelet {
+            name,
+            reads,
+            writes,
+            cpu,
+            gpu,
+            rate,
+            check,
+            flops,
+            leading: flops,
+        }
+    }
+}
+
+impl Codelet {
+    /// The same codelet with modelled rates quoted in `leading`'s count.
+    fn leading(self, leading: CountFlops) -> Self {
+        Self { leading, ..self }
+    }
+}
+
+/// A codelet's shape check: ok, or which operand is wrong.
+pub type CheckShapes = fn(Shapes<'_>) -> Result<(), String>;
+
+/// A codelet's flop count.
+pub type CountFlops = fn(Shapes<'_>) -> f64;
+
+/// The shapes of one task's operands (reads first, the written tiles last) with its operation: what
+/// a codelet's shape check and flop counts read. Made by [`Op::check_shapes`], [`Op::flops`] and
+/// [`Op::leading_flops`], which check the operand count first.
+#[derive(Debug, Clone, Copy)]
+pub struct Shapes<'a> {
+    op: Op,
+    shapes: &'a [Shape],
+}
+
+impl Shapes<'_> {
+    /// Operand `i`'s shape.
+    pub fn get(&self, i: usize) -> Shape {
+        self.shapes[i]
+    }
+
+    /// The first written tile's shape.
+    pub fn written(&self) -> Shape {
+        self.shapes[self.op.reads()]
+    }
+
+    /// The last operand's rows and columns: the (m, n) the counts are written in.
+    pub fn mn(&self) -> (f64, f64) {
+        let w = self.shapes[self.shapes.len() - 1];
+        (w.0 as f64, w.1 as f64)
+    }
+
+    /// Operand `i`'s rows.
+    pub fn rows(&self, i: usize) -> f64 {
+        self.shapes[i].0 as f64
+    }
+
+    /// Operand `i`'s columns.
+    pub fn cols(&self, i: usize) -> f64 {
+        self.shapes[i].1 as f64
+    }
+
+    /// The parameters of a general product (a plain accumulation for any other operation).
+    pub fn product(&self) -> MatMul {
+        match self.op {
+            Op::MatMul(p) => p,
+            _ => MatMul::ACCUMULATE,
+        }
+    }
+}
+
+/// Ok when the operand `what` is `want`, else the error that says what it is.
+fn expect(what: &str, got: Shape, want: Shape) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} is {}x{}, expected {}x{}",
+            got.0, got.1, want.0, want.1
+        ))
+    }
+}
+
+/// Ok when the operand `what` is square.
+fn square(what: &str, shape: Shape) -> Result<(), String> {
+    expect(what, shape, (shape.0, shape.0))
+}
+
+/// The check of a solve or product from the left by a triangle: L (m x m) on the written m x r.
+fn left_triangle(s: Shapes<'_>) -> Result<(), String> {
+    expect("L", s.get(0), (s.written().0, s.written().0))
+}
+
+/// The check of LU's panel applied to a block column: P at least as tall as wide, as tall as it.
+fn panel_rows(s: Shapes<'_>) -> Result<(), String> {
+    tall("P", s.get(0), "a panel")?;
+    expect("P", s.get(0), (s.written().0, s.get(0).1))
+}
+
+/// The check of QR's stacked factorisations: R a triangle at the top of its tile (a ragged last
+/// tile column leaves rows below it), B as wide as R.
+fn stacked(s: Shapes<'_>) -> Result<(), String> {
+    let (r, b) = (s.get(0), s.get(1));
+    tall("R", r, "a triangle")?;
+    expect("B", b, (b.0, r.1))
+}
+
+/// The check of the stacked factorisations' applications: A1 has a row for each reflector of V, A2
+/// V's rows and A1's columns.
+fn stacked_apply(s: Shapes<'_>) -> Result<(), String> {
+    let (v, a1, a2) = (s.get(0), s.get(1), s.get(2));
+    if a1.0 < v.1 {
+        return Err(format!(
+            "A1 is {}x{}, it needs a row for each of the {} reflectors",
+            a1.0, a1.1, v.1
+        ));
+    }
+    expect("A2", a2, (v.0, a1.1))
+}
+
+/// The check of Aasen's products: the left operand as tall as the written block and `inner` wide,
+/// the right one `right`.
+fn aasen_product(s: Shapes<'_>, inner: usize, right: Shape) -> Result<(), String> {
+    expect("the left operand", s.get(0), (s.written().0, inner))?;
+    expect("the right operand", s.get(1), right)
 }
 
 /// Ok when the operand `what` (`shape`) has at least as many rows as columns, as `needs` (a panel,
@@ -717,6 +814,31 @@ fn tall(what: &str, shape: Shape, needs: &str) -> Result<(), String> {
         ))
     } else {
         Ok(())
+    }
+}
+
+/// ?potrf of order n: n^3/3 + n^2/2 + n/6 (also ?lauum's).
+fn potrf_flops(n: f64) -> f64 {
+    (2.0 * n * n * n + 3.0 * n * n + n) / 6.0
+}
+
+/// ?trtri of order n: n^3/3 + 2n/3.
+fn trtri_flops(n: f64) -> f64 {
+    (n * n * n + 2.0 * n) / 3.0
+}
+
+/// ?getrf of an m x n matrix, m >= n: m n^2 - n^3/3 - n^2/2 + 5n/6.
+fn getrf_flops((m, n): (f64, f64)) -> f64 {
+    (6.0 * m * n * n - 2.0 * n * n * n - 3.0 * n * n + 5.0 * n) / 6.0
+}
+
+/// ?geqrf of an m x n matrix: m >= n: 2 m n^2 - 2 n^3/3 + m n + n^2 + 14 n/3; m < n: 2 n m^2 - 2
+/// m^3/3 + 3 n m - m^2 + 14 m/3.
+fn geqrf_flops((m, n): (f64, f64)) -> f64 {
+    if m >= n {
+        (6.0 * m * n * n - 2.0 * n * n * n + 3.0 * m * n + 3.0 * n * n + 14.0 * n) / 3.0
+    } else {
+        (6.0 * n * m * m - 2.0 * m * m * m + 9.0 * n * m - 3.0 * m * m + 14.0 * m) / 3.0
     }
 }
 
@@ -734,6 +856,32 @@ mod tests {
         assert!(close(Op::Trsm.flops(&[s, s]), b * b * b));
         assert!(close(Op::Syrk.flops(&[s, s]), b * b * b));
         assert_eq!(Op::GemmNt.flops(&[s, s, s]), 2.0 * b * b * b);
+    }
+
+    #[test]
+    fn every_operation_is_listed_once_with_a_check_and_counts() {
+        assert_eq!(Op::ALL.len(), 32);
+        let names: std::collections::HashSet<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+        assert_eq!(names.len(), Op::ALL.len());
+        for op in Op::ALL {
+            assert_eq!(Op::from_name(op.name()), Some(op));
+            let shapes = vec![(8, 8); op.operands()];
+            assert!(op.check_shapes(&shapes).is_ok(), "{op}");
+            assert!(op.check_shapes(&shapes[1..]).is_err(), "{op}");
+            assert!(
+                op.flops(&shapes) >= 0.0 && op.leading_flops(&shapes) > 0.0,
+                "{op}"
+            );
+        }
+        // Modelled rates quote Cojean et al.'s leading terms, and the entries a swap moves.
+        let s = (10, 10);
+        assert_eq!(Op::Potrf.leading_flops(&[s]), 1000.0 / 3.0);
+        assert_eq!(Op::Potrf.flops(&[s]), 385.0);
+        assert_eq!(Op::Syrk.leading_flops(&[s, s]), 1000.0);
+        assert_eq!(Op::Syrk.flops(&[s, s]), 1100.0);
+        assert_eq!(Op::LuSwap.leading_flops(&[(30, 10), (30, 10)]), 300.0);
+        assert_eq!(Op::LuSwap.flops(&[(30, 10), (30, 10)]), 0.0);
+        assert_eq!(Op::GemmNt.leading_flops(&[s, s, s]), 2000.0);
     }
 
     #[test]

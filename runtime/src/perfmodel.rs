@@ -112,24 +112,11 @@ impl KernelKey {
         self.op.flops(&self.shapes) * self.precision.flop_factor()
     }
 
-    /// The flops of the kernel by the leading terms Cojean et al. (2016) counts a task with (POTRF
-    /// m^3/3, TRSM m n^2, SYRK k m^2, the others their exact count), times 4 in a complex
-    /// precision: what modelled rates (Gflop/s per kernel) are quoted in. An operation without
-    /// flops (row interchanges: memory traffic alone) counts the entries of the tile it writes, so
-    /// that its rate is entries per second and its duration grows with its tile as it does in a run
-    /// (a rate of zero flops would model it free).
+    /// The flops modelled rates (Gflop/s per kernel) are quoted in: the operation's
+    /// [`Op::leading_flops`] (Cojean et al.'s leading terms for POTRF and SYRK, the entries moved
+    /// for row interchanges, else the exact count), times 4 in a complex precision.
     pub fn leading_flops(&self) -> f64 {
-        let w = self.shapes[self.shapes.len() - 1];
-        let (m, n) = (w.0 as f64, w.1 as f64);
-        let k = self.shapes[0].1 as f64;
-        let real = match self.op {
-            Op::Potrf => m * m * m / 3.0,
-            Op::Trsm => m * n * n,
-            Op::Syrk => k * m * m,
-            Op::LuSwap | Op::LdltSwap => m * n,
-            _ => self.op.flops(&self.shapes),
-        };
-        real * self.precision.flop_factor()
+        self.op.leading_flops(&self.shapes) * self.precision.flop_factor()
     }
 
     /// The key of `op` on square b x b tiles.
