@@ -35,16 +35,6 @@ const READ_MATRIX_BYTES: usize = 64 << 20;
 /// At most this many bytes of read matrices for all the workers of a class together.
 const READ_MATRICES_BUDGET: usize = 2 << 30;
 
-/// Number of kernel executions [`calibrate`] records for `ops`.
-pub fn calibration_steps(
-    platform: &Platform,
-    ops: &[Op],
-    tiles: &[usize],
-    samples: usize,
-) -> usize {
-    distinct_classes(platform).len() * tiles.len() * ops.len() * samples
-}
-
 /// The workers of each class, class by class.
 fn distinct_classes(platform: &Platform) -> Vec<Vec<usize>> {
     let workers = platform.workers();
@@ -254,18 +244,73 @@ fn time_members<T: Scalar>(
     })
 }
 
-/// Times each kernel of `ops` (a plan's, [`Plan::ops`](crate::Plan::ops)) `samples` times on b x b
-/// tiles for each b in `tiles`, in `precision`, on all the workers of each class at once, and
-/// records the durations (keyed by precision); `step` is called once per recorded sample.
-pub fn calibrate(
-    platform: &Platform,
-    ops: &[Op],
-    tiles: &[usize],
-    samples: usize,
-    precision: Precision,
-    step: impl FnMut(),
-) -> Result<()> {
-    hetla_kernels::with_scalar!(precision, T => calibrate_in::<T>(platform, ops, tiles, samples, step))
+/// A calibration of tile kernels ahead of runs (the module documentation says how they are timed):
+/// which operations, on which tile sizes, how many samples of each, in which precision.
+/// `hetla calibrate` fills a platform's models with [`KernelCalibration::run`] and measures how
+/// clusters of several cores scale with [`KernelCalibration::scaling`]; a plan that lacks the rates
+/// it chooses its tile from runs one first.
+///
+/// ```
+/// # fn main() -> hetla::Result<()> {
+/// use hetla::{Backend, ClusterSpec, KernelCalibration, Op, Platform, Precision};
+/// let platform = Platform::new(&ClusterSpec::Grid { count: 1, size: 1 }, Backend::Faer)?;
+/// let calibration = KernelCalibration {
+///     ops: vec![Op::GemmNt],
+///     tiles: vec![32],
+///     samples: 3,
+///     precision: Precision::D,
+/// };
+/// assert_eq!(calibration.steps(&platform), 3);
+/// calibration.run(&platform, || {})?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelCalibration {
+    /// The operations timed (a plan's: [`Plan::ops`](crate::Plan::ops)), each on square b x b
+    /// tiles.
+    pub ops: Vec<Op>,
+    /// The tile sizes b.
+    pub tiles: Vec<usize>,
+    /// Samples of each operation at each tile size, on each class of worker.
+    pub samples: usize,
+    /// The precision the kernels compute in (models are kept per precision).
+    pub precision: Precision,
+}
+
+impl KernelCalibration {
+    /// Number of kernel executions [`KernelCalibration::run`] records on `platform` (a progress
+    /// bar's length: `run` calls its `step` as often).
+    pub fn steps(&self, platform: &Platform) -> usize {
+        distinct_classes(platform).len() * self.tiles.len() * self.ops.len() * self.samples
+    }
+
+    /// Times each operation `samples` times on each tile size, on all the workers of each class of
+    /// `platform` at once, and records the durations in the platform's models (keyed by precision);
+    /// `step` is called once per recorded sample. Errors before any work on a tile of 0 or on tiles
+    /// the memory cannot hold.
+    pub fn run(&self, platform: &Platform, step: impl FnMut()) -> Result<()> {
+        let (ops, tiles, samples) = (&self.ops, &self.tiles, self.samples);
+        hetla_kernels::with_scalar!(self.precision, T => calibrate_in::<T>(platform, ops, tiles, samples, step))
+    }
+
+    /// The scaling probe (`hetla calibrate --scaling`): for each cluster size of `sizes` (cores of
+    /// the machine's topology), each tile and each operation, `samples` executions on one cluster
+    /// of that size alone, and as many on each of as many clusters of that size as fit, all busy at
+    /// once (each sample started together), with `backend`'s kernels. The sizes take turns sample
+    /// by sample (after one untimed round), so that a machine whose speed drifts over minutes
+    /// drifts alike for every size and the ratios between sizes hold. The kernels run as in a run:
+    /// on the cluster's team, operands read from a matrix larger than the caches. `step` is called
+    /// after each operation and tile. Errors before any work on a size of 0 or above the machine's
+    /// cores, a tile of 0, or tiles the memory cannot hold.
+    pub fn scaling(
+        &self,
+        backend: hetla_kernels::Backend,
+        sizes: &[usize],
+        step: impl FnMut(),
+    ) -> Result<Vec<ScalingSample>> {
+        let (ops, tiles, samples) = (&self.ops, &self.tiles, self.samples);
+        hetla_kernels::with_scalar!(self.precision, T => scaling_in::<T>(backend, sizes, ops, tiles, samples, step))
+    }
 }
 
 fn calibrate_in<T: Scalar>(
@@ -314,44 +359,27 @@ fn calibrate_in<T: Scalar>(
     Ok(())
 }
 
-/// One kernel at one tile on clusters of one size, as the scaling probe timed it: b x b tiles
-/// (`tile`) on clusters of `cores` cores, each sample's seconds on one cluster `alone` (the rest of
-/// the machine idle) and on every cluster of that size that fits the machine, all `busy` at once
-/// (the clusters' samples one after another).
+/// One kernel at one tile on clusters of one size, as the scaling probe
+/// ([`KernelCalibration::scaling`]) timed it.
 #[derive(Debug, Clone, serde::Serialize)]
-#[allow(missing_docs)]
 pub struct ScalingSample {
+    /// The operation (its name in JSON).
     #[serde(serialize_with = "op_name")]
     pub op: Op,
+    /// The tile size b (b x b tiles).
     pub tile: usize,
+    /// The cores of each cluster.
     pub cores: usize,
+    /// Each sample's seconds on one cluster, the rest of the machine idle.
     pub alone: Vec<f64>,
+    /// Each sample's seconds on every cluster of this size that fits the machine, all busy at once
+    /// (the clusters' samples one after another).
     pub busy: Vec<f64>,
 }
 
 /// An operation by its name in JSON.
 fn op_name<S: serde::Serializer>(op: &Op, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(op.name())
-}
-
-/// The scaling probe (`hetla calibrate --scaling`): for each cluster size of `sizes` (cores of the
-/// machine's topology), each tile of `tiles` and each kernel of `ops`, `samples` executions on one
-/// cluster of that size alone, and as many on each of as many clusters of that size as fit, all
-/// busy at once (each sample started together), in `precision`. The sizes take turns sample by
-/// sample (after one untimed round), so that a machine whose speed drifts over minutes drifts alike
-/// for every size and the ratios between sizes hold. The kernels run as in a run: on the cluster's
-/// team, operands read from a matrix larger than the caches. `step` is called after each kernel and
-/// tile.
-pub fn scaling(
-    backend: hetla_kernels::Backend,
-    sizes: &[usize],
-    ops: &[Op],
-    tiles: &[usize],
-    samples: usize,
-    precision: Precision,
-    step: impl FnMut(),
-) -> Result<Vec<ScalingSample>> {
-    hetla_kernels::with_scalar!(precision, T => scaling_in::<T>(backend, sizes, ops, tiles, samples, step))
 }
 
 /// How long the probe's team helpers spin after a piece: longer than the refresh of a 2048 tile

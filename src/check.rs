@@ -190,8 +190,9 @@ pub fn cholesky_residual<T: Scalar>(a: MatRef<'_, T>, l: MatRef<'_, T>, par: Par
 /// [`cholesky_residual`] with the product on GPU `gpu` (cuBLAS ?syrk/?herk on the whole matrix:
 /// `hetla_kernels::cuda::GpuContext::cholesky_gram_residual`), the norms on the host: the same
 /// ratio, up to rounding, in seconds at n = 32768 where the host's cores take tens of seconds.
+/// Errors when the GPU cannot be reached or cannot hold a and l (the caller then checks on the
+/// host).
 #[cfg(feature = "cuda")]
-#[doc(hidden)]
 pub fn cholesky_residual_on_gpu<T: Scalar>(
     a: MatRef<'_, T>,
     l: MatRef<'_, T>,
@@ -267,9 +268,8 @@ pub fn relative_error<T: Scalar>(c: MatRef<'_, T>, reference: MatRef<'_, T>) -> 
 }
 
 /// C0 <- alpha op(A) op(B) + beta C0 computed by one faer call on all `par`'s threads: the
-/// reference of a tiled product (op is the transpose, the adjoint for a complex type, as in
-/// [`crate::Gemm`]).
-#[doc(hidden)]
+/// reference a tiled product is checked against (op is the transpose, the adjoint for a complex
+/// type, as in [`crate::Gemm`]); [`relative_error`] compares the two.
 pub fn reference_product<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,

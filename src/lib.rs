@@ -16,6 +16,9 @@
 //!   least squares; [`CholeskyQr`] for tall-skinny matrices, [`PivotedQr`] and [`lstsq_rank`] for
 //!   rank-deficient ones; [`solve_triangular`]: LAPACK's ?trtrs;
 //! - [`check`]: LAPACK's test ratios of every factorisation and solve;
+//! - [`limits`]: what a run needs against what the machine has, refused before any work;
+//!   [`huge_page_matrix`]: a matrix in transparent huge pages; [`KernelCalibration`]: the tile
+//!   kernels timed into a platform's models, and how clusters of several cores scale;
 //! - [`Gemm`]: the multi-GPU product with its allocation strategies and the bytes it moved against
 //!   their lower bounds;
 //! - [`Plan`]: a factorisation or product planned once (its task graph, tile and why, kernels,
@@ -51,7 +54,6 @@ mod family;
 pub mod gemm;
 mod interop;
 mod ldlt;
-#[doc(hidden)]
 pub mod limits;
 mod lu;
 pub mod matgen;
@@ -64,6 +66,7 @@ mod tiles;
 mod triangular;
 mod trtri;
 
+pub use calibrate::{KernelCalibration, ScalingSample};
 pub use cholesky::batch::solve_spd_batch;
 pub use cholesky::{Cholesky, Factor, cholesky_rcond, solve_spd};
 pub use error::{Error, Result};
@@ -78,6 +81,7 @@ pub use interop::{Matrix, MatrixMut};
 pub use ldlt::{Inertia, Ldlt, LdltFactor, solve_symmetric};
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
+pub use pages::{PagedMat, huge_page_matrix};
 pub use plan::{Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice};
 pub use qr::{
     CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, lstsq,
@@ -87,27 +91,6 @@ pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;
 pub use triangular::{Triangle, solve_triangular};
 pub use trtri::TriangularInverse;
-
-/// The laboratory's helpers, for the `hetla` command, the benchmarks and the tests: the memory
-/// limits a run is checked against, kernel calibration, huge-page matrices and their mapped bytes,
-/// LAPACK-style row interchanges, the default tiles of Cholesky and the default block widths of LU
-/// and QR, the reference product and the GPU's residual check, the residual's probes of a
-/// distributed run. Not the library's API: hidden from its documentation and free to change.
-#[doc(hidden)]
-pub mod lab {
-    pub use crate::calibrate::{ScalingSample, calibrate, calibration_steps, scaling};
-    #[cfg(feature = "cuda")]
-    pub use crate::check::cholesky_residual_on_gpu;
-    pub use crate::check::reference_product;
-    #[cfg(feature = "mpi")]
-    pub use crate::distributed::PROBES;
-    pub use crate::limits;
-    pub use crate::lu::default_lu_tile;
-    pub use crate::pages::{PagedMat, huge_page_matrix, mapped_bytes};
-    pub use crate::plan::default_tile_size;
-    pub use crate::qr::{DEFAULT_QR_INNER_BLOCK, default_qr_tile};
-    pub use hetla_kernels::swap_rows;
-}
 
 /// The cudarc hetla's GPU kernels are built on (feature `cuda`): a [`DeviceMatrix`] is made from
 /// its buffers.

@@ -91,7 +91,7 @@ fn lu_of_any_shape_in_place_is_p_a_equals_l_u() {
             |i, j| if i <= j { lu[(i, j)] } else { T::from_f64(0.0) },
         );
         let mut pa = a.clone();
-        hetla::lab::swap_rows(pa.as_mut(), &ipiv);
+        hetla_kernels::swap_rows(pa.as_mut(), &ipiv);
         let error = hetla::check::relative_error((&l * &u).as_ref(), pa.as_ref());
         assert!(
             error < 1e3 * T::PRECISION.epsilon(),

@@ -44,7 +44,7 @@ fn check(platform: &Platform, gemm: Gemm, (m, n, k): (usize, usize, usize), seed
     let report = gemm
         .run(platform, a.as_ref(), b.as_ref(), c.as_mut())
         .unwrap_or_else(|e| panic!("{gemm:?}: {e}"));
-    let reference = hetla::lab::reference_product(
+    let reference = hetla::check::reference_product(
         a.as_ref(),
         b.as_ref(),
         c0.as_ref(),
@@ -153,7 +153,7 @@ fn with_beta_zero_c_is_never_uploaded_and_its_old_contents_never_matter() {
         .tile(32)
         .run_traced(&platform, a.as_ref(), b.as_ref(), c.as_mut())
         .unwrap();
-    let reference = hetla::lab::reference_product(
+    let reference = hetla::check::reference_product(
         a.as_ref(),
         b.as_ref(),
         Mat::<f64>::zeros(m, n).as_ref(),

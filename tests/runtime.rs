@@ -397,7 +397,13 @@ fn calibration_samples_are_kept_apart_from_run_samples_and_saved_so() {
     let spec: ClusterSpec = "1x1".parse().unwrap();
     let p =
         Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap());
-    hetla::lab::calibrate(&p, &[Op::GemmNt], &[64], 3, hetla::Precision::D, || {}).unwrap();
+    let calibration = hetla::KernelCalibration {
+        ops: vec![Op::GemmNt],
+        tiles: vec![64],
+        samples: 3,
+        precision: hetla::Precision::D,
+    };
+    calibration.run(&p, || {}).unwrap();
     Cholesky::new()
         .platform(p.clone())
         .tile(64)

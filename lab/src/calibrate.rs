@@ -1,8 +1,8 @@
 //! Calibration into platform files: the devices' links, and the kernels timed inside
 //! factorisations.
 //!
-//! The kernels alone are timed by the library (`hetla::lab::calibrate`): every worker of a class at
-//! once, on tiles read from a matrix larger than the caches. For a platform file two more
+//! The kernels alone are timed by the library (`hetla::KernelCalibration`): every worker of a class
+//! at once, on tiles read from a matrix larger than the caches. For a platform file two more
 //! measurements are needed:
 //!
 //! - [`calibrate_links`] measures each device's link: copies of 64 KiB to 64 MiB each way (from and

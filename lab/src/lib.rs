@@ -7,7 +7,7 @@
 //!   built in ([`PRESETS`]: sirocco, knl, a100x8, h200, xeon16, xeon16-target) or read from a TOML
 //!   platform file; [`Modelled`] is one with its CPU clusters and GPUs chosen.
 //! - **Calibration into platform files** ([`calibrate_links`], [`calibrate_packing`],
-//!   [`record_in_run`]; the kernels alone are timed by `hetla::lab::calibrate`).
+//!   [`record_in_run`]; the kernels alone are timed by `hetla::KernelCalibration`).
 //! - **Simulated runs** of a [`Plan`](hetla::Plan) on a modelled machine, one node ([`simulate`])
 //!   or several ([`simulate_grid`]), each reported beside the bounds of the same graph and
 //!   durations; [`bounds`] alone; the product ([`simulate_gemm`]).

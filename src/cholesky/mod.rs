@@ -106,13 +106,15 @@ impl Cholesky {
 
     /// The tile size used for a matrix of order `n`: the one given, else the one the platform's
     /// performance models predict fastest (see [`Cholesky::plan`]; the first call for a new size
-    /// may time the kernels on the candidate tiles), else [`default_tile_size`].
+    /// may time the kernels on the candidate tiles), else the default: the whole matrix up to order
+    /// 512, beyond it 512 for faer and 1024 for OpenBLAS in a real precision, 384 and 768 in a
+    /// complex one (capped at n).
     pub fn tile_size_for(&self, n: usize) -> usize {
         self.tile_size_in(n, Precision::D)
     }
 
     /// [`Cholesky::tile_size_for`] a matrix in `precision` (on a platform with devices, other
-    /// precisions than f64 take the given tile or [`default_tile_size`]).
+    /// precisions than f64 take the given tile or the default).
     pub fn tile_size_in(&self, n: usize, precision: Precision) -> usize {
         match self.resolve_platform() {
             Ok(platform) => self.tile_and_choice(&platform, n, precision).map_or_else(
@@ -130,8 +132,8 @@ impl Cholesky {
     /// `hetla tune` saved on this machine near order `n` (with its clusters, as every call of a
     /// builder whose user set nothing takes), else the one the platform's performance models
     /// predict fastest in `precision` (timing first the candidates they lack, see [`TileChoice`];
-    /// on a platform with devices only in f64), else [`default_tile_size`]. Matrices up to 512 are
-    /// one tile. [`Cholesky::factor_planned`] runs it.
+    /// on a platform with devices only in f64), else the default of [`Cholesky::tile_size_for`].
+    /// Matrices up to 512 are one tile. [`Cholesky::factor_planned`] runs it.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let this = self.tuned_for(n, precision);
         let platform = this.resolve_platform()?;

@@ -29,7 +29,8 @@ use super::matrix::{DistributedMatrix, DistributedRhs};
 use super::wire::{self, Wire};
 use crate::{Error, Result};
 
-/// Random columns the residual is probed with.
+/// Random columns a distributed run's residual is probed with ([`probed_residual`]): the columns of
+/// X whose ratios a report gives.
 pub const PROBES: usize = 4;
 
 /// The probed scaled residual of the distributed factor `l` of `a` (see the module documentation):

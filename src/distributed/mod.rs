@@ -42,7 +42,6 @@ pub mod scalapack;
 mod wire;
 
 pub use bounds::{faster_network, measure_network};
-#[doc(hidden)]
 pub use check::PROBES;
 pub use check::{least_squares_ratio, probed_qr_residual, probed_residual, solve_backward_error};
 pub use cholesky::{DistributedRun, DistributedSolve};

@@ -37,7 +37,7 @@ pub(crate) mod work;
 /// matrix up to order 512 (one panel call), else 256 columns, and 384 from order 4096 on with faer
 /// (whose product gains more from the wider inner dimension: 4.08 s against 4.27-4.36 s at n = 8192
 /// on 2 cores, AVX-512; OpenBLAS's was as fast at 256; see the LU issue's note).
-pub fn default_lu_tile(n: usize, backend: Backend) -> usize {
+pub(crate) fn default_lu_tile(n: usize, backend: Backend) -> usize {
     if n <= SINGLE_TILE_UP_TO {
         n.max(1)
     } else if backend == Backend::Faer && n >= 4096 {
@@ -80,7 +80,7 @@ impl Default for Lu {
 }
 
 impl Lu {
-    /// Default options: faer, the default block width ([`default_lu_tile`]), a cluster per core,
+    /// Default options: faer, the default block width ([`Lu::tile_size_for`]), a cluster per core,
     /// MCT.
     pub fn new() -> Self {
         Self::default()
@@ -96,8 +96,9 @@ impl Lu {
     crate::run::run_options!();
     crate::run::tuned_for!(crate::Family::Lu);
 
-    /// The block width for a matrix of order `n`: the one given, else [`default_lu_tile`] for the
-    /// platform's backend.
+    /// The block width for a matrix of order `n`: the one given, else the default for the
+    /// platform's backend: the whole matrix up to order 512 (one panel call), else 256 columns, and
+    /// 384 from order 4096 on with faer (whose product gains more from the wider inner dimension).
     pub fn tile_size_for(&self, n: usize) -> usize {
         match self.resolve_platform() {
             Ok(platform) => self.tile_on(&platform, n),

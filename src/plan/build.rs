@@ -441,7 +441,7 @@ impl Plan {
     }
 
     /// How the platform's models chose the tile (`None`: given, or the default of
-    /// [`default_tile_size`](crate::lab::default_tile_size)).
+    /// [`Cholesky::tile_size_for`](crate::Cholesky::tile_size_for)).
     pub fn tile_choice(&self) -> Option<&TileChoice> {
         self.choice.as_ref()
     }
@@ -571,7 +571,8 @@ impl Plan {
 
     /// The plan split over the ranks of `grid` (owner computes; see
     /// [`GridSplit`](hetla_factorizations::GridSplit)); refuses, before anything is allocated, a
-    /// grid whose ranks this machine cannot hold ([`crate::limits::check_split`]).
+    /// grid whose ranks this machine cannot hold (16 KiB a rank beside its tasks,
+    /// [`crate::limits`]).
     pub fn split(&self, grid: &ProcessGrid) -> Result<GridSplit> {
         crate::limits::check_split(grid.size(), self.graph.len())?;
         GridSplit::new(&self.graph, grid).map_err(|e| Error::InvalidOption {

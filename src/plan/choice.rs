@@ -8,22 +8,22 @@
 //! devices: one tile size for CPU clusters and GPUs, chosen from both's models) that cut n into 4
 //! to 32 tiles per side. For each candidate b, every worker class needs the mean duration of the
 //! factorisation's kernels (the four of Cholesky) on b x b tiles; the classes that lack one are
-//! measured first with [`calibrate`] ([`FIRST_USE_SAMPLES`] samples per kernel, every worker of a
-//! class at once, as in a run), and the samples join the models (the CLI stores them with the
-//! models after the run). Only calibration samples are compared ([`PerfModels::calibration`]): the
-//! samples of runs depend on what ran beside them and would make one candidate's model drift away
-//! from the others'. The prediction for b is the makespan of the factorisation's graph of n in
-//! tiles of b simulated on this platform's workers with the same scheduler as a run
-//! (`runtime::sim`, MCT), each task's duration its flops at its kernel's measured rate on b x b
-//! tiles (a ragged edge tile at the same rate); on a platform with devices, whose links and
-//! memories the simulation would need modelled, the mixed makespan bound instead. Large tiles run
-//! the kernels near their peak, small ones give the scheduler parallel work and a short critical
-//! path, and the simulation weighs both for this backend, this cluster shape and this n (the bound
-//! alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two
-//! single-core clusters, which ran at 0.84 of their bound). The chosen tile is the largest whose
-//! prediction is within [`TOLERANCE`] of the smallest ([`TileChoice::tolerance`]): two predictions
-//! closer than the models can tell apart would otherwise flip the choice from one calibration to
-//! the next, and of two equals the larger tile has fewer tasks to schedule.
+//! measured first with [`KernelCalibration`] ([`FIRST_USE_SAMPLES`] samples per kernel, every
+//! worker of a class at once, as in a run), and the samples join the models (the CLI stores them
+//! with the models after the run). Only calibration samples are compared
+//! ([`PerfModels::calibration`]): the samples of runs depend on what ran beside them and would make
+//! one candidate's model drift away from the others'. The prediction for b is the makespan of the
+//! factorisation's graph of n in tiles of b simulated on this platform's workers with the same
+//! scheduler as a run (`runtime::sim`, MCT), each task's duration its flops at its kernel's
+//! measured rate on b x b tiles (a ragged edge tile at the same rate); on a platform with devices,
+//! whose links and memories the simulation would need modelled, the mixed makespan bound instead.
+//! Large tiles run the kernels near their peak, small ones give the scheduler parallel work and a
+//! short critical path, and the simulation weighs both for this backend, this cluster shape and
+//! this n (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n =
+//! 8192 on two single-core clusters, which ran at 0.84 of their bound). The chosen tile is the
+//! largest whose prediction is within [`TOLERANCE`] of the smallest ([`TileChoice::tolerance`]):
+//! two predictions closer than the models can tell apart would otherwise flip the choice from one
+//! calibration to the next, and of two equals the larger tile has fewer tasks to schedule.
 //!
 //! The choice is remembered per platform, factorisation and n for as long as the platform lives,
 //! here and not in the platform (the runtime knows nothing of factorisations): a table of the
@@ -37,7 +37,7 @@ use hetla_runtime::{KernelKey, PerfModels, Platform, ResourceClass, count_classe
 use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
 
 use super::build::{Plan, TileChoice};
-use crate::calibrate::calibrate;
+use crate::calibrate::KernelCalibration;
 use hetla_kernels::Backend;
 
 use crate::Result;
@@ -50,7 +50,7 @@ use crate::Result;
 /// over b in {256, 384, 512, 768, 1024, n} at n = 2048 and 4096 on a 2-core machine. A complex tile
 /// holds 4 times the flops of a real one of its side, so complex tiles are smaller: 384 and 768 (z
 /// at n = 4096 on OpenBLAS: 70 Gflop/s at 768, 66 at 512, 55 at 1024).
-pub fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
+pub(crate) fn default_tile_size(n: usize, backend: Backend, precision: Precision) -> usize {
     if n <= SINGLE_TILE_UP_TO {
         return n.max(1);
     }
@@ -184,14 +184,13 @@ pub(crate) fn choose_tile(
     if !missing.is_empty() {
         // The platform's pools time the kernels: no run may share them meanwhile.
         let _busy = platform.lock_run();
-        calibrate(
-            platform,
-            &ops,
-            &missing,
-            FIRST_USE_SAMPLES,
+        let calibration = KernelCalibration {
+            ops,
+            tiles: missing.clone(),
+            samples: FIRST_USE_SAMPLES,
             precision,
-            || {},
-        )?;
+        };
+        calibration.run(platform, || {})?;
     }
     let models = platform.models();
     let mut predictions = Vec::with_capacity(candidates.len());

@@ -15,7 +15,7 @@ pub use bounds::{BoundReport, ClassCount, DistributedBounds};
 pub(crate) use build::expect_precision;
 pub use build::{Algorithm, Outcome, Plan, TileChoice};
 pub(crate) use build::{Layout, Schedule, cpu_only_ops, product_plan};
-pub use choice::default_tile_size;
+pub(crate) use choice::default_tile_size;
 pub(crate) use choice::{Build, SINGLE_TILE_UP_TO, choose_tile};
 #[cfg(feature = "mpi")]
 pub(crate) use execute::run_error_in;

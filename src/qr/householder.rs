@@ -36,7 +36,7 @@ use hetla_factorizations::QrTree;
 /// most 256 rows and columns (one tile QR); 512 for a tall-skinny matrix of at most 512 columns
 /// (tiles of 512 rows: 200000 x 256 on 2 cores took 0.73 s against 0.85 s in tiles of 256); else
 /// 384 (the updates' products gain from the wider tiles: 20000 x 1000, 0.57 s against 0.64 s).
-pub fn default_qr_tile(m: usize, n: usize) -> usize {
+pub(crate) fn default_qr_tile(m: usize, n: usize) -> usize {
     if m.max(n) <= 256 {
         m.max(n).max(1)
     } else if n <= 512 && m >= 4 * n {
@@ -45,9 +45,6 @@ pub fn default_qr_tile(m: usize, n: usize) -> usize {
         384
     }
 }
-
-/// The inner block size (columns of each block reflector) when none is given: PLASMA's default.
-pub const DEFAULT_QR_INNER_BLOCK: usize = 32;
 
 /// Configures and runs Householder QR factorisations on the runtime; the run options are every
 /// builder's (backend, clusters, threads, scheduler, platform, as [`crate::Cholesky`]'s), with a
@@ -77,15 +74,18 @@ impl Default for Qr {
         Self {
             run: RunConfig::on(ClusterSpec::Level(hetla_clusters::Level::Core)),
             tile: None,
-            inner: DEFAULT_QR_INNER_BLOCK,
+            inner: Qr::DEFAULT_INNER_BLOCK,
             tree: QrTree::Auto,
         }
     }
 }
 
 impl Qr {
-    /// Default options: faer, [`default_qr_tile`], inner blocks of [`DEFAULT_QR_INNER_BLOCK`], the
-    /// tree by shape, a cluster per core, MCT.
+    /// The inner block size (columns of each block reflector) when none is given: PLASMA's default.
+    pub const DEFAULT_INNER_BLOCK: usize = 32;
+
+    /// Default options: faer, the tile of [`Qr::tile_size_for`], inner blocks of
+    /// [`Qr::DEFAULT_INNER_BLOCK`], the tree by shape, a cluster per core, MCT.
     pub fn new() -> Self {
         Self::default()
     }
@@ -111,7 +111,11 @@ impl Qr {
     crate::run::run_options!();
     crate::run::tuned_for!(crate::Family::Qr);
 
-    /// The tile size for an `m x n` matrix: the one given, else [`default_qr_tile`].
+    /// The tile size for an `m x n` matrix: the one given, else the whole matrix when it has at
+    /// most 256 rows and columns (one tile QR); 512 for a tall-skinny matrix of at most 512 columns
+    /// (tiles of 512 rows: 200000 x 256 on 2 cores took 0.73 s against 0.85 s in tiles of 256);
+    /// else 384 (the updates' products gain from the wider tiles: 20000 x 1000, 0.57 s against 0.64
+    /// s).
     pub fn tile_size_for(&self, m: usize, n: usize) -> usize {
         self.tile.unwrap_or_else(|| default_qr_tile(m, n))
     }

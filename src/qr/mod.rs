@@ -11,5 +11,5 @@ pub(crate) mod work;
 
 pub use cholesky_qr::{CholeskyQr, CholeskyQrFactor, CholeskyQrPath};
 pub use hetla_factorizations::QrTree;
-pub use householder::{DEFAULT_QR_INNER_BLOCK, Qr, QrFactor, default_qr_tile, lstsq};
+pub use householder::{Qr, QrFactor, lstsq};
 pub use pivoted::{PivotedQr, lstsq_rank};

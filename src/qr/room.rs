@@ -1,11 +1,11 @@
 //! QR's place in the list of families ([`crate::Family`]).
 
-use super::{DEFAULT_QR_INNER_BLOCK, Qr, QrTree};
+use super::{Qr, QrTree};
 use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
 /// Tiled Householder QR of an m x n matrix; on one process row, LAPACK's blocked QR in block
-/// columns (`hetla qr --grid`'s, inner blocks of [`DEFAULT_QR_INNER_BLOCK`]), on more the tiled QR
+/// columns (`hetla qr --grid`'s, inner blocks of [`Qr::DEFAULT_INNER_BLOCK`]), on more the tiled QR
 /// with its tree over the process column. A run resolves its tree for its platform's workers.
 pub(crate) const ROOM: Room = Room {
     about: About::new("QR", "2 m n^2 - 2 n^3/3", true, Grid::OneRow),
@@ -15,7 +15,7 @@ pub(crate) const ROOM: Room = Room {
         match grid {
             Some(g) if g.rows() > 1 => tiled(QrTree::Domains(g.rows())),
             Some(_) => {
-                let inner = DEFAULT_QR_INNER_BLOCK;
+                let inner = Qr::DEFAULT_INNER_BLOCK;
                 Algorithm::QrColumns {
                     m,
                     n,

@@ -186,37 +186,71 @@ pub fn parse_grid(s: &str) -> Result<hetla_factorizations::ProcessGrid, String> 
         .map_err(|e: hetla_factorizations::GridError| e.to_string())
 }
 
-/// The precision of a run (`--precision`): LAPACK's letters, and `ds` (`zc` for complex) for a
-/// solve factored in single precision and refined in double: the one spelling of mixed precision on
-/// every command that offers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum PrecisionArg {
-    /// f32.
-    S,
-    /// f64.
-    #[default]
-    D,
-    /// Complex f32, Hermitian.
-    C,
-    /// Complex f64, Hermitian.
-    Z,
-    /// Mixed: factor in f32, refine to f64 accuracy (falls back to f64 when needed).
-    Ds,
-    /// Mixed complex: factor in c32, refine to c64 accuracy (falls back to c64 when needed).
-    Zc,
+/// The precision of a run (`--precision`): one of hetla's four, or a working precision reached from
+/// a factor in the lower one, `ds` (`zc` for complex): a solve factored in single precision and
+/// refined in double, the one spelling of mixed precision on every command that offers it. The
+/// default is `d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunPrecision {
+    /// The precision of the matrix, the solution and the checks.
+    pub working: hetla::Precision,
+    /// The precision the factor is computed in: `working`, or the single precision of its kind.
+    pub factor: hetla::Precision,
 }
 
-impl PrecisionArg {
+impl RunPrecision {
     /// The one precision of a run that factors in one (`s`, `d`, `c`, `z`); `None` for a mixed one.
     pub fn single(self) -> Option<hetla::Precision> {
-        match self {
-            PrecisionArg::S => Some(hetla::Precision::S),
-            PrecisionArg::D => Some(hetla::Precision::D),
-            PrecisionArg::C => Some(hetla::Precision::C),
-            PrecisionArg::Z => Some(hetla::Precision::Z),
-            PrecisionArg::Ds | PrecisionArg::Zc => None,
+        (self.working == self.factor).then_some(self.working)
+    }
+
+    /// Whether the run factors in single precision and refines in double (`ds`, `zc`).
+    pub fn is_mixed(self) -> bool {
+        self.working != self.factor
+    }
+}
+
+impl std::fmt::Display for RunPrecision {
+    /// LAPACK's letters: one for a single precision, the working one then the factor's for a mixed
+    /// one (as in dsgesv).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.single() {
+            Some(p) => write!(f, "{p}"),
+            None => write!(f, "{}{}", self.working, self.factor),
         }
     }
+}
+
+/// The parser of a `--precision` that may be mixed ([`RunPrecision`]; `--help` lists each).
+pub fn run_precision() -> impl clap::builder::TypedValueParser<Value = RunPrecision> {
+    use clap::builder::TypedValueParser;
+    use hetla::Precision::{C, D, S, Z};
+    const VALUES: [(&str, &str, hetla::Precision, hetla::Precision); 6] = [
+        ("s", "f32", S, S),
+        ("d", "f64", D, D),
+        ("c", "Complex f32, Hermitian", C, C),
+        ("z", "Complex f64, Hermitian", Z, Z),
+        (
+            "ds",
+            "Mixed: factor in f32, refine to f64 accuracy (falls back to f64 when needed)",
+            D,
+            S,
+        ),
+        (
+            "zc",
+            "Mixed complex: factor in c32, refine to c64 accuracy (falls back to c64 when needed)",
+            Z,
+            C,
+        ),
+    ];
+    let values = VALUES.map(|(name, help, ..)| clap::builder::PossibleValue::new(name).help(help));
+    clap::builder::PossibleValuesParser::new(values).map(|name| {
+        let (.., working, factor) = VALUES
+            .into_iter()
+            .find(|v| v.0 == name)
+            .expect("one of the precisions' names");
+        RunPrecision { working, factor }
+    })
 }
 
 /// The parser of a `--factorization` ([`hetla::Family`] by its name; `--help` lists each with its
@@ -250,6 +284,6 @@ pub fn check_matrices<T: hetla::Scalar>(
     count: u128,
     (rows, cols): (usize, usize),
 ) -> crate::Result<()> {
-    let bytes = count * hetla::lab::limits::matrix_bytes(rows, cols) * T::PRECISION.bytes() as u128;
-    Ok(hetla::lab::limits::check_memory(what, bytes / 8)?)
+    let bytes = count * hetla::limits::matrix_bytes(rows, cols) * T::PRECISION.bytes() as u128;
+    Ok(hetla::limits::check_memory(what, bytes / 8)?)
 }

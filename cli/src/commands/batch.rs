@@ -95,10 +95,10 @@ fn batch<T: Scalar>(args: &BatchArgs) -> Result<BatchReport> {
     let (count, n, nrhs) = (args.count, args.n, args.nrhs);
     // The systems, their right-hand sides and solutions are held at once.
     let bytes = (count as u128)
-        * (hetla::lab::limits::matrix_bytes(n, n) + 2 * hetla::lab::limits::matrix_bytes(n, nrhs))
+        * (hetla::limits::matrix_bytes(n, n) + 2 * hetla::limits::matrix_bytes(n, nrhs))
         * T::PRECISION.bytes() as u128
         / 8;
-    hetla::lab::limits::check_memory(
+    hetla::limits::check_memory(
         &format!("{count} systems of order {n} with {nrhs} right-hand side(s)"),
         bytes,
     )?;

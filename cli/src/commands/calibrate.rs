@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use hetla::lab::{calibrate, calibration_steps};
 use hetla::{ClusterSpec, Plan, Topology};
 use hetla_lab::{
     Calibration, Family, IN_RUN_TILES, PlatformModel, calibrate_links, in_run_steps, link_steps,
@@ -71,6 +70,16 @@ impl CalibrateArgs {
             (true, true) => vec![256, 512, 1024, 2048],
         }
     }
+
+    /// The calibration of `ops` these options ask for (tiles, samples, precision).
+    pub fn kernels(&self, ops: &[hetla::Op]) -> hetla::KernelCalibration {
+        hetla::KernelCalibration {
+            ops: ops.to_vec(),
+            tiles: self.tiles(),
+            samples: self.samples,
+            precision: self.precision,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -112,7 +121,7 @@ pub struct ScalingReport {
 #[derive(Serialize)]
 pub struct ScalingRow {
     #[serde(flatten)]
-    pub timed: hetla::lab::ScalingSample,
+    pub timed: hetla::ScalingSample,
     /// Clusters of that size busy at once for the busy samples (as many as fit).
     pub clusters: usize,
     pub alone_rate: CoreRate,
@@ -159,15 +168,9 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let steps = tiles.len() * SCALING_OPS.len();
     let bar = progress_bar(steps);
     bar.set_message("scaling probe");
-    let samples = hetla::lab::scaling(
-        args.platform.backend,
-        &sizes,
-        &SCALING_OPS,
-        &tiles,
-        args.samples,
-        args.precision,
-        || bar.inc(1),
-    )?;
+    let samples = args
+        .kernels(&SCALING_OPS)
+        .scaling(args.platform.backend, &sizes, || bar.inc(1))?;
     bar.finish_and_clear();
     let platform_file = match &args.output {
         Some(path) => {
@@ -176,10 +179,10 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         }
         None => None,
     };
-    let flops = |s: &hetla::lab::ScalingSample| {
+    let flops = |s: &hetla::ScalingSample| {
         s.op.flops(&vec![(s.tile, s.tile); s.op.operands()]) * args.precision.flop_factor()
     };
-    let one_core = |s: &hetla::lab::ScalingSample| {
+    let one_core = |s: &hetla::ScalingSample| {
         samples
             .iter()
             .find(|o| o.op == s.op && o.tile == s.tile && o.cores == 1)
@@ -223,7 +226,7 @@ fn scaling_cmd(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
 fn write_scaling_platform(
     args: &CalibrateArgs,
     path: &std::path::Path,
-    samples: &[hetla::lab::ScalingSample],
+    samples: &[hetla::ScalingSample],
     sizes: &[usize],
     tiles: &[usize],
 ) -> crate::Result<()> {
@@ -346,13 +349,13 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         .iter()
         .map(|p| {
             link_steps(p)
-                + calibration_steps(p, &ops, &args.tiles(), args.samples)
+                + args.kernels(&ops).steps(p)
                 + in_run_steps(&args.tiles(), in_run(p)) * Family::ALL.len()
         })
         .sum::<usize>()
         + alone
             .iter()
-            .map(|p| calibration_steps(p, &ops, &args.tiles(), args.samples))
+            .map(|p| args.kernels(&ops).steps(p))
             .sum::<usize>();
     let bar = progress_bar(steps);
     let mut file = None;
@@ -370,14 +373,7 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
             platform.update_models(|m| *m = previous);
         }
         calibrate_links(platform, || bar.inc(1))?;
-        calibrate(
-            platform,
-            &ops,
-            &args.tiles(),
-            args.samples,
-            args.precision,
-            || bar.inc(1),
-        )?;
+        args.kernels(&ops).run(platform, || bar.inc(1))?;
         // Every family's kernels inside its own factorisations; the runtime's gaps between tasks
         // from Cholesky's, as the platform files before the other families had them.
         for family in Family::ALL {
@@ -566,14 +562,7 @@ fn time_alone(
 ) -> crate::Result<hetla_runtime::PerfModels> {
     let mut measured_alone = hetla_runtime::PerfModels::new();
     for platform in alone {
-        calibrate(
-            platform,
-            ops,
-            &args.tiles(),
-            args.samples,
-            args.precision,
-            &mut step,
-        )?;
+        args.kernels(ops).run(platform, &mut step)?;
         let timed = platform.models();
         for (&size, tile) in sizes
             .iter()

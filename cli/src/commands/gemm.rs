@@ -297,7 +297,7 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
     };
     let reference = || {
         let start = Instant::now();
-        let r = hetla::lab::reference_product(
+        let r = hetla::check::reference_product(
             a.as_ref(),
             b.as_ref(),
             c0.as_ref(),
@@ -361,10 +361,10 @@ fn run_real<T: Scalar>(args: &GemmArgs, gemm: &Gemm) -> crate::Result<GemmOutput
 fn check_memory<T: Scalar>(args: &GemmArgs) -> crate::Result<()> {
     let (m, n, k) = (args.m, args.n, args.k);
     let scale = |b: u128| b / 8 * size_of::<T>() as u128;
-    let bytes = scale(hetla::lab::limits::matrix_bytes(m, k))
-        .saturating_add(scale(hetla::lab::limits::matrix_bytes(k, n)))
-        .saturating_add(scale(hetla::lab::limits::matrix_bytes(m, n)).saturating_mul(3));
-    hetla::lab::limits::check_memory(
+    let bytes = scale(hetla::limits::matrix_bytes(m, k))
+        .saturating_add(scale(hetla::limits::matrix_bytes(k, n)))
+        .saturating_add(scale(hetla::limits::matrix_bytes(m, n)).saturating_mul(3));
+    hetla::limits::check_memory(
         &format!("gemm --m {m} --n {n} --k {k}: A, B, C, its copy and the reference product"),
         bytes,
     )?;

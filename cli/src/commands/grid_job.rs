@@ -28,7 +28,7 @@ pub use hetla::distributed::scalapack::Scalapack as GridScalar;
 /// Starts MPI (the calling thread alone calls it).
 #[cfg(feature = "mpi")]
 pub fn initialise() -> crate::Result<mpi::environment::Universe> {
-    const _: () = assert!(PROBES == hetla::lab::PROBES);
+    const _: () = assert!(PROBES == hetla::distributed::PROBES);
     mpi::initialize_with_threading(mpi::Threading::Funneled)
         .map(|(universe, _)| universe)
         .ok_or_else(|| crate::Error::InvalidOption {
@@ -163,16 +163,11 @@ pub struct GridRun {
     /// rank's cores.
     pub busy_by_rank: Vec<f64>,
     /// Seconds of the slowest rank, from a barrier to its end (the best of the timed runs with
-    /// `--repeat`).
-    pub seconds: f64,
-    pub median_seconds: f64,
-    pub runs: usize,
-    pub gflops: f64,
-    /// The scaled residual of the factor, probed with random columns where the tiles live
-    /// (`hetla::distributed::probed_residual`, `DistributedLu::probed_residual` or
+    /// `--repeat`), and the scaled residual of the factor, probed with random columns where the
+    /// tiles live (`hetla::distributed::probed_residual`, `DistributedLu::probed_residual` or
     /// `hetla::distributed::probed_qr_residual`).
-    pub residual: f64,
-    pub residual_ok: bool,
+    #[serde(flatten)]
+    pub measured: crate::commands::report::Measured,
     /// Bytes of tiles each rank sent, as counted by the ranks.
     pub bytes_sent_by_rank: Vec<usize>,
     /// Bytes each rank sends by the count of the run's messages (Cholesky: the 2D block-cyclic
@@ -250,12 +245,7 @@ impl GridRun {
             scheduler: setup.scheduler,
             tasks_by_rank,
             busy_by_rank,
-            seconds: timings.best,
-            median_seconds: timings.median,
-            runs: timings.runs,
-            gflops: run.flops / timings.best / 1e9,
-            residual,
-            residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+            measured: crate::commands::report::Measured::new(&timings, run.flops, residual),
             bytes_sent_by_rank: run.bytes_sent_by_rank.clone(),
             bytes_expected_by_rank: run.bytes_expected_by_rank.clone(),
             bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
@@ -289,7 +279,7 @@ impl GridRun {
         };
         println!(
             "  time      {:.4} s (the slowest rank's), {:.2} Gflop/s ({flops} flops)",
-            self.seconds, self.gflops
+            self.measured.seconds, self.measured.gflops
         );
         let busy: Vec<String> = self
             .busy_by_rank
@@ -300,10 +290,10 @@ impl GridRun {
             "  busy      kernels' share of each rank's cores: {}",
             busy.join(", ")
         );
-        if self.runs > 1 {
+        if self.measured.runs > 1 {
             println!(
                 "  repeat    best of {} runs after a warm-up; median {:.4} s",
-                self.runs, self.median_seconds
+                self.measured.runs, self.measured.median_seconds
             );
         }
     }
@@ -312,8 +302,12 @@ impl GridRun {
     pub fn print_residual(&self, ratio: &str) {
         println!(
             "  residual  {:.3e} ({ratio}probed with {PROBES} random columns where the tiles live), {}",
-            self.residual,
-            if self.residual_ok { "ok" } else { "TOO LARGE" }
+            self.measured.residual,
+            if self.measured.residual_ok {
+                "ok"
+            } else {
+                "TOO LARGE"
+            }
         );
     }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use hetla::{Backend, ClusterSpec, Ldlt, Scalar, SchedulerKind, c32, c64};
+use hetla::{Backend, ClusterSpec, Ldlt, Scalar, SchedulerKind};
 use serde::Serialize;
 
 use super::args::{PlatformArgs, parse_positive, parse_spec};
@@ -50,8 +50,8 @@ pub struct LdltArgs {
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts).
-    #[arg(long, default_value = "d", value_enum)]
-    pub precision: super::args::PrecisionArg,
+    #[arg(long, default_value = "d", value_parser = super::args::run_precision())]
+    pub precision: super::args::RunPrecision,
     /// Scheduler: mct, dmda, eager or ws. The default is `hetla::Ldlt`'s, eager.
     #[arg(long, default_value = "eager")]
     pub scheduler: SchedulerKind,
@@ -104,13 +104,9 @@ pub struct LdltReport {
 }
 
 pub fn run(args: &LdltArgs) -> Result<LdltReport> {
-    use super::args::PrecisionArg as P;
-    match args.precision {
-        P::S => ldlt::<f32>(args),
-        P::D => ldlt::<f64>(args),
-        P::C => ldlt::<c32>(args),
-        P::Z => ldlt::<c64>(args),
-        P::Ds | P::Zc => Err(Error::InvalidOption {
+    match args.precision.single() {
+        Some(p) => hetla_kernels::with_scalar!(p, T => ldlt::<T>(args)),
+        None => Err(Error::InvalidOption {
             option: "precision",
             reason: "the symmetric indefinite factorisation has no mixed-precision solve yet: give s, d, c or z".into(),
         }),
@@ -173,7 +169,7 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     };
     let inertia = factor.inertia()?;
     let mut run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
-    run.residual_ok &= backward_error < hetla::check::RESIDUAL_THRESHOLD;
+    run.measured.residual_ok &= backward_error < hetla::check::RESIDUAL_THRESHOLD;
     let mut report = LdltReport {
         n,
         kind: args.kind,
@@ -246,10 +242,14 @@ pub fn print(r: &LdltReport) {
     run.print_time("n^3/3");
     println!(
         "  check     ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) = {:.3e}; solve backward error {:.3e} after {} refinement steps ({})",
-        run.residual,
+        run.measured.residual,
         r.backward_error,
         r.refinement_steps,
-        if run.residual_ok { "ok" } else { "TOO LARGE" }
+        if run.measured.residual_ok {
+            "ok"
+        } else {
+            "TOO LARGE"
+        }
     );
     println!(
         "  inertia   {} positive, {} negative, {} zero; ln |det A| = {:.6e}",

@@ -10,6 +10,39 @@ use serde::Serialize;
 
 use crate::peers::{PeerRate, Timings};
 
+/// What a timed and checked run measured: its best time, median and rate, and its check. Each run's
+/// report holds it flattened (a run on one node's [`RunReport`], a distributed run's `GridRun`, the
+/// inverse's section of `hetla cholesky`), so the keys are the report's own.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The best timed run, seconds.
+    pub seconds: f64,
+    /// The median of the timed runs' seconds (`seconds` for one run).
+    pub median_seconds: f64,
+    /// Timed runs (1 without `--repeat`; a warm-up before them is not counted).
+    pub runs: usize,
+    /// The run's flops over `seconds`, in Gflop/s.
+    pub gflops: f64,
+    /// The check's LAPACK ratio.
+    pub residual: f64,
+    /// Whether every check of the run is below LAPACK's threshold, 30.
+    pub residual_ok: bool,
+}
+
+impl Measured {
+    /// A run of `flops` (real flops) timed as `timings` say, its check's ratio `residual`.
+    pub fn new(timings: &Timings, flops: f64, residual: f64) -> Self {
+        Self {
+            seconds: timings.best,
+            median_seconds: timings.median,
+            runs: timings.runs,
+            gflops: flops / timings.best / 1e9,
+            residual,
+            residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+        }
+    }
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct RunReport {
     /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
@@ -22,19 +55,11 @@ pub struct RunReport {
     pub cores: usize,
     /// Tasks of the graph.
     pub tasks: usize,
-    /// The best timed run, seconds.
-    pub seconds: f64,
-    /// The median of the timed runs' seconds (`seconds` for one run).
-    pub median_seconds: f64,
-    /// Timed runs (1 without `--repeat`; a warm-up before them is not counted).
-    pub runs: usize,
-    /// The factorisation's flops (LAPACK Working Note 41's leading terms; 4 times as many real ones
-    /// for complex) over `seconds`.
-    pub gflops: f64,
-    /// The plan's LAPACK ratio ([`hetla::Plan::residual`]).
-    pub residual: f64,
-    /// Whether every check of the run is below LAPACK's threshold, 30.
-    pub residual_ok: bool,
+    /// Its time and rate (the factorisation's flops: LAPACK Working Note 41's leading terms, 4
+    /// times as many real ones for complex) and the plan's LAPACK ratio
+    /// ([`hetla::Plan::residual`]).
+    #[serde(flatten)]
+    pub measured: Measured,
     /// Each worker's tasks and busy time in the best run.
     pub workers: Vec<WorkerSummary>,
     /// Each kernel's executions, mean time and rate in the best run.
@@ -81,12 +106,7 @@ impl RunReport {
             backend: platform.backend(),
             cores: platform.clusters().iter().map(|c| c.size()).sum(),
             tasks: plan.graph().len(),
-            seconds: timings.best,
-            median_seconds: timings.median,
-            runs: timings.runs,
-            gflops: flops / timings.best / 1e9,
-            residual,
-            residual_ok: residual < hetla::check::RESIDUAL_THRESHOLD,
+            measured: Measured::new(timings, flops, residual),
             workers: summary.workers,
             kernels: summary.kernels,
             pieces: summary.pieces,
@@ -99,7 +119,7 @@ impl RunReport {
 
     /// Records the peers timed beside the run, and hetla's ratio to each.
     pub fn add_peers(&mut self, peers: Vec<PeerRate>) {
-        self.ratios = ratios(self.gflops, &peers);
+        self.ratios = ratios(self.measured.gflops, &peers);
         self.peers = Some(peers);
     }
 
@@ -107,12 +127,12 @@ impl RunReport {
     /// with `--repeat` the runs and their median.
     pub fn print_time(&self, flops: &str) {
         super::output::print_time(
-            self.seconds,
-            self.gflops,
+            self.measured.seconds,
+            self.measured.gflops,
             flops,
             self.precision,
-            self.runs,
-            self.median_seconds,
+            self.measured.runs,
+            self.measured.median_seconds,
         );
     }
 

@@ -482,8 +482,8 @@ fn real_run(
     let bounds = report.run.bounds.as_ref();
     Ok(SweepRow {
         makespan_ms: Some(report.makespan_ms),
-        seconds: Some(report.run.seconds),
-        gflops: Some(report.run.gflops),
+        seconds: Some(report.run.measured.seconds),
+        gflops: Some(report.run.measured.gflops),
         cp_gflops: bounds.map(|b| b.cp_gflops),
         area_gflops: bounds.map(|b| b.area_gflops),
         mixed_gflops: bounds.map(|b| b.mixed_gflops),

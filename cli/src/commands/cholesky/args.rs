@@ -3,7 +3,6 @@
 use clap::Args;
 use hetla::{ClusterSpec, SchedulerKind, Storage};
 
-pub use crate::commands::args::PrecisionArg;
 use crate::commands::args::{GpuArgs, PlatformArgs, TraceArgs, parse_positive, parse_spec};
 
 #[derive(Args)]
@@ -11,7 +10,7 @@ pub struct CholeskyArgs {
     /// Order of the matrix.
     #[arg(long, default_value_t = 4096, value_parser = parse_positive)]
     pub n: usize,
-    /// Tile size (default: chosen from n and the backend, see `hetla::lab::default_tile_size`).
+    /// Tile size (default: chosen from n and the backend, see `hetla::Cholesky::tile_size_for`).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Seed of the matrix generator (`hetla::matgen::random_spd`).
@@ -88,8 +87,8 @@ pub struct CholeskyArgs {
     /// solve of one right-hand side factored in f32 and refined to f64 accuracy
     /// (`hetla::solve_spd_mixed`), timed beside the f64 factorisation and solve. Other than d runs
     /// on CPU clusters only.
-    #[arg(long, value_enum, default_value = "d")]
-    pub precision: crate::commands::args::PrecisionArg,
+    #[arg(long, default_value = "d", value_parser = crate::commands::args::run_precision())]
+    pub precision: crate::commands::args::RunPrecision,
     /// With `--precision ds`: the condition number of the generated matrix
     /// (`hetla::matgen::random_hpd_conditioned`).
     #[arg(long, default_value_t = 1e6, value_parser = parse_condition)]

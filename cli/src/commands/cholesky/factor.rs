@@ -13,7 +13,7 @@ use faer::MatMut;
 use hetla::{Backend, BoundReport, Cholesky, Par, Scalar, check, matgen};
 use hetla_runtime::LinkBytes;
 
-use crate::commands::report::RunReport;
+use crate::commands::report::{Measured, RunReport};
 use crate::peers;
 use serde::Serialize;
 
@@ -29,7 +29,7 @@ pub struct CholeskyReport {
     pub scheduler: hetla::SchedulerKind,
     /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved), or
     /// device (`--resident`: blocks of the matrix in the GPU's memory).
-    pub storage: String,
+    pub storage: TilesIn,
     /// Whether the factored matrix was advised for transparent huge pages (`--huge-pages`).
     pub huge_pages: bool,
     /// How the tiles met the GPUs' copies (`--host-memory`): staged or page-locked.
@@ -97,16 +97,10 @@ pub struct CholeskyReport {
 /// (`Factor::inverse_into`), timed and checked, beside the libraries' own.
 #[derive(Serialize)]
 pub struct InverseReport {
-    /// The best factorisation + inverse, seconds.
-    pub seconds: f64,
-    pub median_seconds: f64,
-    pub runs: usize,
-    /// n^3 flops (n^3/3 for the factor, 2 n^3/3 for the inverse; 4x real for complex) over
-    /// `seconds`.
-    pub gflops: f64,
-    /// ||A X - I||_1 / (n ||A||_1 ||X||_1 eps).
-    pub residual: f64,
-    pub residual_ok: bool,
+    /// The best factorisation + inverse, its n^3 flops (n^3/3 for the factor, 2 n^3/3 for the
+    /// inverse; 4x real for complex) and ||A X - I||_1 / (n ||A||_1 ||X||_1 eps).
+    #[serde(flatten)]
+    pub measured: Measured,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<peers::PeerRate>>,
     /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
@@ -137,7 +131,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let a = matgen::random_hpd::<T>(args.n, args.seed);
     // The buffer every timed factorisation (hetla's and the peers') works in.
     let mut factor = if args.huge_pages {
-        Buffer::Paged(hetla::lab::huge_page_matrix::<T>(args.n, args.n)?)
+        Buffer::Paged(hetla::huge_page_matrix::<T>(args.n, args.n)?)
     } else {
         Buffer::Heap(a.clone())
     };
@@ -174,7 +168,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler,
-        storage: storage_name::<T>(args, &platform, tile),
+        storage: tiles_in::<T>(args, &platform, tile),
         huge_pages,
         host_memory: args.host_memory,
         page_locked: (args.host_memory == hetla::HostMemory::PageLocked
@@ -237,7 +231,7 @@ fn planned<T: Scalar>(
         .bounds_from_models(&platform.models(), platform.workers())
         .ok();
     let elements = (args.n as u128).pow(2);
-    hetla::lab::limits::check_cholesky(
+    hetla::limits::check_cholesky(
         args.n,
         tile,
         elements.saturating_mul(3 * size_of::<T>() as u128),
@@ -245,15 +239,37 @@ fn planned<T: Scalar>(
     Ok((plan, tile, predicted))
 }
 
-/// The storage the run used, by name; a resident matrix's tiles are blocks of its buffer on the GPU
-/// ("device").
-fn storage_name<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> String {
+/// Where a run's kernels found the tiles: the host storage it resolved to, or blocks of a resident
+/// matrix's buffer on the GPU. Serialised by name: "in-place", "tile-major" or "device".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TilesIn {
+    /// `--storage` on the host, resolved ([`hetla::Storage::resolve_on`]).
+    Host(hetla::Storage),
+    /// `--resident`: the matrix in the GPU's memory.
+    Device,
+}
+
+impl TilesIn {
+    /// The name reports give.
+    pub fn name(self) -> &'static str {
+        match self {
+            TilesIn::Host(storage) => storage.name(),
+            TilesIn::Device => "device",
+        }
+    }
+}
+
+impl Serialize for TilesIn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// Where the run's kernels find the tiles.
+fn tiles_in<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> TilesIn {
     match args.resident {
-        true => "device".into(),
-        false => args
-            .storage
-            .resolve_on::<T>(platform, args.n, tile)
-            .to_string(),
+        true => TilesIn::Device,
+        false => TilesIn::Host(args.storage.resolve_on::<T>(platform, args.n, tile)),
     }
 }
 
@@ -288,7 +304,7 @@ fn timed_runs<T: Scalar>(
     tile: usize,
 ) -> crate::Result<(hetla::Trace, peers::Timings, usize)> {
     let baseline = crate::memory::reset_peak();
-    let mapped_before = hetla::lab::mapped_bytes();
+    let mapped_before = hetla::limits::mapped_bytes();
     let repeat = args.repeat.map(|r| r as usize);
     let (trace, timings) = peers::repeat(repeat, || {
         factor.as_mut().copy_from(a);
@@ -308,7 +324,7 @@ fn timed_runs<T: Scalar>(
         Ok((trace, seconds))
     })?;
     let peak_extra_bytes = crate::memory::peak().saturating_sub(baseline)
-        + hetla::lab::mapped_bytes().saturating_sub(mapped_before);
+        + hetla::limits::mapped_bytes().saturating_sub(mapped_before);
     Ok((trace, timings, peak_extra_bytes))
 }
 
@@ -316,7 +332,7 @@ fn timed_runs<T: Scalar>(
 /// copy; the task graph when the tile is given.
 fn check_memory<T: Scalar>(args: &CholeskyArgs) -> crate::Result<()> {
     let elements = (args.n as u128).pow(2);
-    hetla::lab::limits::check_memory(
+    hetla::limits::check_memory(
         &format!(
             "cholesky --n {}: the matrix, its factor and the residual check",
             args.n
@@ -324,7 +340,7 @@ fn check_memory<T: Scalar>(args: &CholeskyArgs) -> crate::Result<()> {
         elements.saturating_mul(3 * size_of::<T>() as u128),
     )?;
     if let Some(tile) = args.tile {
-        hetla::lab::limits::check_cholesky(args.n, tile, 0)?;
+        hetla::limits::check_cholesky(args.n, tile, 0)?;
     }
     Ok(())
 }
@@ -389,8 +405,8 @@ fn compare_peers<T: Scalar>(
     if compare.gpu() && peers::real_gpu(platform) {
         let [resident, from_host] =
             peers::cusolver(peers::Cusolver::Potrf, a, 0, repeat.unwrap_or(1), flops)?;
-        report.ratio_to_cusolver = Some(report.run.gflops / resident.gflops);
-        report.ratio_to_cusolver_from_host = Some(report.run.gflops / from_host.gflops);
+        report.ratio_to_cusolver = Some(report.run.measured.gflops / resident.gflops);
+        report.ratio_to_cusolver_from_host = Some(report.run.measured.gflops / from_host.gflops);
         rates.extend([resident, from_host]);
     }
     if compare.cpu() {
@@ -401,8 +417,8 @@ fn compare_peers<T: Scalar>(
             dgemm = dgemm.max(r.gflops);
             rates.push(r);
         }
-        report.ratio_to_best_peer = Some(report.run.gflops / best_peer);
-        report.ratio_to_dgemm = Some(report.run.gflops / dgemm);
+        report.ratio_to_best_peer = Some(report.run.measured.gflops / best_peer);
+        report.ratio_to_dgemm = Some(report.run.measured.gflops / dgemm);
         report.dgemm_gflops = Some(dgemm);
     }
     report.run.add_peers(rates);
@@ -444,12 +460,7 @@ fn inverse<T: Scalar>(
     .residual(a, x.as_ref(), Par::rayon(threads))?;
     drop(x);
     let mut report = InverseReport {
-        seconds: timings.best,
-        median_seconds: timings.median,
-        runs: timings.runs,
-        gflops: flops / timings.best / 1e9,
-        residual,
-        residual_ok: residual < check::RESIDUAL_THRESHOLD,
+        measured: Measured::new(&timings, flops, residual),
         peers: None,
         ratio_to_best_peer: None,
         ratio_to_cusolver: None,
@@ -473,14 +484,14 @@ fn inverse<T: Scalar>(
             rates.push(peers::PeerRate::from_timings(&name, timings, flops));
         }
         let best = rates.iter().map(|p| p.gflops).fold(0.0, f64::max);
-        report.ratio_to_best_peer = Some(report.gflops / best);
+        report.ratio_to_best_peer = Some(report.measured.gflops / best);
     }
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(|c| c.gpu()) && peers::real_gpu(platform) {
         let [resident, from_host] =
             peers::cusolver(peers::Cusolver::Inverse, a, 0, repeat.unwrap_or(1), flops)?;
-        report.ratio_to_cusolver = Some(report.gflops / resident.gflops);
-        report.ratio_to_cusolver_from_host = Some(report.gflops / from_host.gflops);
+        report.ratio_to_cusolver = Some(report.measured.gflops / resident.gflops);
+        report.ratio_to_cusolver_from_host = Some(report.measured.gflops / from_host.gflops);
         rates.extend([resident, from_host]);
     }
     #[cfg(not(feature = "cuda"))]
@@ -494,7 +505,7 @@ fn inverse<T: Scalar>(
 /// The matrix the timed factorisations work in: in huge pages (`--huge-pages true`) or an ordinary
 /// allocation.
 enum Buffer<T: Scalar> {
-    Paged(hetla::lab::PagedMat<T>),
+    Paged(hetla::PagedMat<T>),
     Heap(faer::Mat<T>),
 }
 
@@ -529,7 +540,7 @@ pub fn print(r: &CholeskyReport) {
     );
     println!(
         "  storage   {}{}",
-        r.storage,
+        r.storage.name(),
         if r.huge_pages {
             ", matrix in huge pages"
         } else {
@@ -542,36 +553,40 @@ pub fn print(r: &CholeskyReport) {
     if r.resident {
         println!(
             "  time      {:.4} s on the GPU, the matrix resident there (copies in and out not timed)",
-            r.run.seconds
+            r.run.measured.seconds
         );
     } else {
         println!(
             "  time      {:.4} s (the runtime's makespan: {:.4} s)",
-            r.run.seconds,
+            r.run.measured.seconds,
             r.makespan_ms * 1e-3
         );
     }
     println!(
         "  rate      {:.2} Gflop/s ({} flops)",
-        r.run.gflops,
+        r.run.measured.gflops,
         if r.run.precision.is_complex() {
             "4 n^3/3 real"
         } else {
             "n^3/3"
         }
     );
-    if r.run.runs > 1 {
+    if r.run.measured.runs > 1 {
         println!(
             "  repeat    best of {} runs after a warm-up; median {:.4} s ({:.2} Gflop/s)",
-            r.run.runs,
-            r.run.median_seconds,
-            r.run.gflops * r.run.seconds / r.run.median_seconds
+            r.run.measured.runs,
+            r.run.measured.median_seconds,
+            r.run.measured.gflops * r.run.measured.seconds / r.run.measured.median_seconds
         );
     }
     println!(
         "  residual  {:.3e}  ||A - L L^H||_1 / (n ||A||_1 eps), {} (threshold {})",
-        r.run.residual,
-        if r.run.residual_ok { "ok" } else { "TOO LARGE" },
+        r.run.measured.residual,
+        if r.run.measured.residual_ok {
+            "ok"
+        } else {
+            "TOO LARGE"
+        },
         check::RESIDUAL_THRESHOLD
     );
     if let Some(memory) = &r.memory {
@@ -650,15 +665,19 @@ fn print_resources(r: &CholeskyReport) {
 fn print_inverse(inv: &InverseReport, precision: hetla::Precision) {
     println!(
         "  inverse   {:.4} s, {:.2} Gflop/s (factor + inverse: n^3 flops{}); residual {:.3e} ||AX - I||_1 / (n ||A||_1 ||X||_1 eps), {}",
-        inv.seconds,
-        inv.gflops,
+        inv.measured.seconds,
+        inv.measured.gflops,
         if precision.is_complex() {
             ", 4x real"
         } else {
             ""
         },
-        inv.residual,
-        if inv.residual_ok { "ok" } else { "TOO LARGE" }
+        inv.measured.residual,
+        if inv.measured.residual_ok {
+            "ok"
+        } else {
+            "TOO LARGE"
+        }
     );
     for p in inv.peers.iter().flatten() {
         println!(
@@ -737,7 +756,7 @@ fn residual_on_gpu<T: Scalar>(
     let real = peers::real_gpu(platform);
     #[cfg(feature = "cuda")]
     if real {
-        return Some(hetla::lab::cholesky_residual_on_gpu(a, l, 0));
+        return Some(hetla::check::cholesky_residual_on_gpu(a, l, 0));
     }
     let _ = (real, a, l);
     None

@@ -40,12 +40,12 @@ pub struct MixedReport {
 
 pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
     // The matrix, its f32 copy and factor, and the f64 factor.
-    hetla::lab::limits::check_memory(
+    hetla::limits::check_memory(
         &format!(
             "cholesky --precision ds --n {}: the matrix and both factors",
             args.n
         ),
-        hetla::lab::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
+        hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
     )?;
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
     let mut options = Cholesky::new()

@@ -12,8 +12,6 @@ pub use args::CholeskyArgs;
 
 use serde::Serialize;
 
-use args::PrecisionArg;
-
 /// What `hetla cholesky` reports: a factorisation, a mixed solve, or a distributed run.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -28,14 +26,14 @@ pub enum CholeskyOutput {
 
 /// Runs `hetla cholesky`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
-    use PrecisionArg as P;
-    if args.precision == P::Zc {
+    let mixed = args.precision.is_mixed();
+    if mixed && args.precision.working.is_complex() {
         return Err(crate::Error::InvalidOption {
             option: "precision",
             reason: "hetla cholesky times the real mixed solve (ds); the complex one is hetla::solve_spd_mixed on c64 from Rust, or hetla lu --precision zc".into(),
         });
     }
-    if args.inverse && (args.grid.is_some() || args.precision == P::Ds) {
+    if args.inverse && (args.grid.is_some() || mixed) {
         return Err(crate::Error::InvalidOption {
             option: "inverse",
             reason: "the inverse is timed on one node in one precision: drop --grid or give --precision s, d, c or z".into(),

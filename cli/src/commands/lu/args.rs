@@ -23,8 +23,8 @@ pub struct LuArgs {
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
     /// A x = b to double accuracy from an f32 (c32) LU refined in double (`hetla::solve_mixed`,
     /// LAPACK dsgesv), timed beside the factorisation and solve in f64 (c64).
-    #[arg(long, default_value = "d", value_enum)]
-    pub precision: crate::commands::args::PrecisionArg,
+    #[arg(long, default_value = "d", value_parser = crate::commands::args::run_precision())]
+    pub precision: crate::commands::args::RunPrecision,
     /// Scheduler: mct, dmda, eager or ws.
     #[arg(long, default_value = "mct")]
     pub scheduler: SchedulerKind,

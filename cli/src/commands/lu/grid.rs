@@ -119,7 +119,9 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         return Ok(None);
     }
     Ok(Some(LuGridReport {
-        ratio_to_pdgetrf: peers.as_ref().map(|(f, _)| f.seconds / run.seconds),
+        ratio_to_pdgetrf: peers
+            .as_ref()
+            .map(|(f, _)| f.seconds / run.measured.seconds),
         run,
         singular: lu.singular,
         solve_seconds: solve_timings.best,

@@ -14,7 +14,7 @@ pub use args::LuArgs;
 use std::time::Instant;
 
 use faer::{Mat, MatRef};
-use hetla::{Backend, Lu, Refinable, Scalar, c32, c64};
+use hetla::{Backend, Lu, Refinable, Scalar, c64};
 use serde::Serialize;
 
 use super::grid_job::NodeOrGrid;
@@ -75,19 +75,16 @@ pub fn print(output: &LuOutput) {
 }
 
 fn factor(args: &LuArgs) -> Result<LuReport> {
-    use super::args::PrecisionArg as P;
-    match (args.precision, args.mixed) {
-        (P::S, false) => lu::<f32>(args, None),
-        (P::D, false) => lu::<f64>(args, None),
-        (P::C, false) => lu::<c32>(args, None),
-        (P::Z, false) => lu::<c64>(args, None),
-        (P::D | P::Ds, _) => lu::<f64>(args, Some(mixed::<f64>)),
-        (P::Z | P::Zc, _) => lu::<c64>(args, Some(mixed::<c64>)),
+    use hetla::Precision as P;
+    let precision = args.precision;
+    match (precision.working, precision.is_mixed() || args.mixed) {
+        (working, false) => hetla_kernels::with_scalar!(working, T => lu::<T>(args, None)),
+        (P::D, true) => lu::<f64>(args, Some(mixed::<f64>)),
+        (P::Z, true) => lu::<c64>(args, Some(mixed::<c64>)),
         (P::S | P::C, true) => Err(Error::Library(hetla::Error::InvalidOption {
             option: "mixed",
             reason: format!(
-                "refines to double accuracy: give --precision ds or zc, not {} with --mixed",
-                format!("{:?}", args.precision).to_lowercase()
+                "refines to double accuracy: give --precision ds or zc, not {precision} with --mixed"
             ),
         })),
     }
@@ -199,8 +196,12 @@ fn print_factor(r: &LuReport) {
     run.print_time("2 n^3/3");
     println!(
         "  check     ||PA - LU||_1 / (n ||A||_1 eps) = {:.3e} ({}); solve backward error {:.3e}; growth {:.3e}",
-        run.residual,
-        if run.residual_ok { "ok" } else { "TOO LARGE" },
+        run.measured.residual,
+        if run.measured.residual_ok {
+            "ok"
+        } else {
+            "TOO LARGE"
+        },
         r.backward_error,
         r.growth
     );

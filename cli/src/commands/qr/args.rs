@@ -17,7 +17,7 @@ pub struct QrArgs {
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
-    #[arg(long, default_value_t = hetla::lab::DEFAULT_QR_INNER_BLOCK, value_parser = parse_positive)]
+    #[arg(long, default_value_t = hetla::Qr::DEFAULT_INNER_BLOCK, value_parser = parse_positive)]
     pub inner: usize,
     /// The reduction tree of each tile column: flat, binary, or auto (binary when the matrix has at
     /// least 4 times as many tile rows as tile columns).

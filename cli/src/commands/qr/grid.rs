@@ -151,7 +151,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         return Ok(None);
     }
     Ok(Some(QrGridReport {
-        ratio_to_pdgeqrf: peer.as_ref().map(|p| p.seconds / report.seconds),
+        ratio_to_pdgeqrf: peer.as_ref().map(|p| p.seconds / report.measured.seconds),
         run: report,
         peers: peer.map(|p| vec![p]),
         lstsq,

@@ -160,7 +160,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     let residual = plan.residual(a.as_ref(), thin, faer::Par::Seq)?;
     let orthogonality = hetla::check::orthogonality(q.as_ref());
     let mut run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
-    run.residual_ok &= orthogonality < hetla::check::RESIDUAL_THRESHOLD;
+    run.measured.residual_ok &= orthogonality < hetla::check::RESIDUAL_THRESHOLD;
     let mut report = QrReport {
         m,
         n,
@@ -315,9 +315,13 @@ fn print_factor(r: &QrReport) {
     run.print_time("2 m n^2 - 2 n^3/3");
     println!(
         "  check     ||A - QR||_1 / (m ||A||_1 eps) = {:.3e}, ||I - Q^H Q||_1 / (m eps) = {:.3e} ({})",
-        run.residual,
+        run.measured.residual,
         r.orthogonality,
-        if run.residual_ok { "ok" } else { "TOO LARGE" }
+        if run.measured.residual_ok {
+            "ok"
+        } else {
+            "TOO LARGE"
+        }
     );
     run.print_run();
     if let Some(c) = &r.cholqr {
