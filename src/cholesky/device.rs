@@ -125,6 +125,6 @@ impl Cholesky {
                 .collect(),
             ..RunOptions::default()
         };
-        plan.execute(platform, &store, &options)
+        super::work::execute(plan, platform, &store, &options)
     }
 }

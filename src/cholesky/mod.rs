@@ -423,7 +423,7 @@ fn run_on_lower<T: Scalar>(
             if from.is_some() {
                 tiles.real_diagonal();
             }
-            let mut run = plan.execute(platform, &tiles, options);
+            let mut run = work::execute(plan, platform, &tiles, options);
             if let (Ok(trace), Some(lock), true) = (&mut run, &lock, fresh) {
                 TileMajor::<T>::count_lock(trace, lock);
             }
@@ -442,7 +442,7 @@ fn run_on_lower<T: Scalar>(
             }
             column_major(a, |a| {
                 let a = TiledMatrix::new(a, plan.tile(), "A")?;
-                plan.execute(platform, &Matrices(&[&a]), options)
+                work::execute(plan, platform, &Matrices(&[&a]), options)
             })
         }
     }

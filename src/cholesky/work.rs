@@ -12,9 +12,29 @@ use std::sync::OnceLock;
 use faer::{Mat, Par};
 use hetla_factorizations::{Op, TaskId, TileRef};
 use hetla_kernels::{KernelError, Scalar};
-use hetla_runtime::Workload;
+use hetla_runtime::{Platform, RunOptions, Trace, Workload, execute as run_graph};
 
-use crate::tiles::{TileWork, delegate_to_tiles, operands};
+use crate::Result;
+use crate::plan::{Algorithm, Plan, expect_precision, run_error, tile_work};
+use crate::tiles::{TileStore, TileWork, delegate_to_tiles, operands};
+
+/// Runs a plan of Cholesky's on `platform` over the tiles `store` holds: a factor's tasks through
+/// [`InvertingWork`] (its panel inverses' copies), any other plan as [`Plan::execute`] runs it.
+pub(crate) fn execute<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    options: &RunOptions,
+) -> Result<Trace> {
+    let Algorithm::Cholesky { n } = plan.algorithm() else {
+        return plan.execute(platform, store, options);
+    };
+    expect_precision(plan, T::PRECISION)?;
+    let shape = |tile| plan.shape(tile);
+    let tiles = tile_work(plan, &shape, store, platform);
+    let work = InvertingWork::new(tiles, n.div_ceil(plan.tile().max(1)));
+    run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
+}
 
 /// The fewest solves a panel must have for its diagonal tile to be inverted: the inversion (b^3/3
 /// flops at about 20-40 Gflop/s in a run) lengthens the critical path, and each solve through the

@@ -5,13 +5,14 @@ use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
 use super::build::{Algorithm, Plan, expect_precision};
-use crate::cholesky::work::InvertingWork;
 use crate::tiles::{TileStore, TileWork};
 use crate::{Error, Result};
 
 impl Plan {
     /// Runs the plan on `platform` over the tiles `store` holds, with `options` and what the plan
-    /// imposes on its runs ([`Plan::run_options`]); the trace of the run.
+    /// imposes on its runs ([`Plan::run_options`]); the trace of the run. Every task runs on the
+    /// tiles alone: a family whose tasks keep side data runs its plans through its own work
+    /// (Cholesky's panel inverses, LU's interchanges, QR's T's, Aasen's permutation).
     pub(crate) fn execute<T: Scalar>(
         &self,
         platform: &Platform,
@@ -21,15 +22,7 @@ impl Plan {
         expect_precision(self, T::PRECISION)?;
         let shape = |tile| self.shape(tile);
         let work = tile_work(self, &shape, store, platform);
-        let options = self.run_options(options);
-        match self.algorithm() {
-            Algorithm::Cholesky { n } => {
-                let work = InvertingWork::new(work, n.div_ceil(self.tile().max(1)));
-                execute(platform, &work, &options)
-            }
-            _ => execute(platform, &work, &options),
-        }
-        .map_err(|e| run_error(self, e))
+        execute(platform, &work, &self.run_options(options)).map_err(|e| run_error(self, e))
     }
 }
 
