@@ -28,6 +28,8 @@ use work::MIN_PANEL_SOLVES;
 
 pub(crate) mod batch;
 mod device;
+#[cfg(feature = "mpi")]
+mod distributed;
 pub(crate) mod plan;
 pub(crate) mod room;
 mod update;

@@ -20,8 +20,8 @@ use std::time::Instant;
 use hetla_runtime::{KernelKey, LinkRate, ResourceClass, count_classes};
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
-use super::cholesky::DistributedRun;
 use super::exchange::max_within;
+use super::run::DistributedRun;
 use crate::plan::kernel_types;
 use crate::{DistributedBounds, Error, Result};
 

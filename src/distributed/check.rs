@@ -60,7 +60,7 @@ pub fn probed_residual<T: Wire, C: Communicator>(
 /// The probed scaled residual of the distributed LU factor `lu` of the general matrix `a`, with the
 /// interchanges `ipiv` (0-based and global, as [`crate::Lu::factor_distributed`] returns them; see
 /// the module documentation): collective, the same value on every rank. 0 for n = 0.
-pub(super) fn probed_lu_residual<T: Wire, C: Communicator>(
+pub(crate) fn probed_lu_residual<T: Wire, C: Communicator>(
     comm: &C,
     a: &DistributedMatrix<T>,
     lu: &DistributedMatrix<T>,

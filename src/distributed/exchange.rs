@@ -84,7 +84,7 @@ const END: i32 = 2;
 /// The row interchanges of a distributed LU, written by its panels and read by its updates: each
 /// rank's list, filled by its own panels and by the messages of the others' (see the module
 /// documentation).
-pub(super) struct Pivots<'p> {
+pub(crate) struct Pivots<'p> {
     /// The block columns of the factored matrix.
     pub tiling: Tiling,
     /// `ipiv[i]`: the row (global, 0-based) swapped with row i at step i.
@@ -96,7 +96,7 @@ pub(super) struct Pivots<'p> {
 /// The T's of a distributed QR in block columns, written by its panels and read by its updates:
 /// each rank's slots ([`ReflectorWork::slot`]), filled by its own panels and by the messages of the
 /// others'.
-pub(super) struct Reflectors<'p, T> {
+pub(crate) struct Reflectors<'p, T> {
     /// The block columns of the factored matrix.
     pub tiling: Tiling,
     /// The inner block: the rows of a panel's T (at most the panel's width).
@@ -120,7 +120,7 @@ impl<T> Reflectors<'_, T> {
 
 /// What a block-column factorisation's panels carry beside their rows from the diagonal down
 /// (`None`: tiles travel whole, as Cholesky's and the substitutions' do).
-pub(super) enum Panels<'p, T> {
+pub(crate) enum Panels<'p, T> {
     None,
     /// LU's interchanges.
     Interchanges(Pivots<'p>),
@@ -149,7 +149,7 @@ impl<T> Panels<'_, T> {
 /// `written` and `read` (and what the panels of a block-column factorisation carry, `panels`), with
 /// the scheduler and the progress timeout of `run`, and agrees on the outcome with every rank (see
 /// the module documentation).
-pub(super) fn run_share<T: Wire, C: Communicator>(
+pub(crate) fn run_share<T: Wire, C: Communicator>(
     run: &RunConfig,
     comm: &C,
     platform: &Platform,
@@ -319,7 +319,7 @@ fn agree_outcome<C: Communicator>(
 }
 
 /// How long a distributed call of `run`'s builder waits for another rank before presuming it dead.
-pub(super) fn waiting(run: &RunConfig) -> Duration {
+pub(crate) fn waiting(run: &RunConfig) -> Duration {
     run.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT)
 }
 
@@ -328,7 +328,7 @@ pub(super) fn waiting(run: &RunConfig) -> Duration {
 /// (`step`, named in the error) that cannot hang on a rank that stopped. On timeout the collective
 /// is left unfinished (its buffers to the process's end: without its peer, MPI cannot end cleanly,
 /// and the caller's error ends the job).
-pub(super) fn gather_within<C: Communicator>(
+pub(crate) fn gather_within<C: Communicator>(
     comm: &C,
     mine: &[u64],
     timeout: Duration,
@@ -348,7 +348,7 @@ pub(super) fn gather_within<C: Communicator>(
 /// The element-wise maximum of every rank's `mine` (each as long as this rank's), on every rank,
 /// from a non-blocking all-reduce waiting at most `timeout` ([`gather_within`]'s): O(mine) words a
 /// rank however many ranks there are.
-pub(super) fn max_within<C: Communicator>(
+pub(crate) fn max_within<C: Communicator>(
     comm: &C,
     mine: &[u64],
     timeout: Duration,
@@ -403,7 +403,7 @@ fn collective_within<C: Communicator>(
 
 /// [`agree`](super::matrix::agree) within `timeout` ([`gather_within`]): when any rank found a
 /// problem, every rank returns an error.
-pub(super) fn agree_within<C: Communicator>(
+pub(crate) fn agree_within<C: Communicator>(
     comm: &C,
     problem: Option<String>,
     timeout: Duration,
@@ -426,7 +426,7 @@ pub(super) fn agree_within<C: Communicator>(
 }
 
 /// One distributed run, as every rank agreed it ended.
-pub(super) struct Outcome {
+pub(crate) struct Outcome {
     pub seconds: f64,
     pub trace: Trace,
     pub exchanged: Exchanged,
@@ -435,7 +435,7 @@ pub(super) struct Outcome {
 
 /// This rank's share of a plan split over the grid ([`RankShare`]), with what the run and the
 /// exchange need.
-pub(super) struct Share {
+pub(crate) struct Share {
     pub plan: Plan,
     pub rank: Rank,
     /// The grid the plan is split over.
@@ -575,7 +575,7 @@ struct Arriving<P: Equivalence + 'static> {
 }
 
 /// What the communication loop did.
-pub(super) struct Exchanged {
+pub(crate) struct Exchanged {
     pub tiles_sent: usize,
     pub bytes_sent: usize,
 }
@@ -1004,7 +1004,7 @@ fn pack<T: Wire>(
 /// tiled QR: the T of the reflectors that version's task made in `tile` (a tile QR's in its tile,
 /// an elimination's in the tile it eliminated) when that task is one of `travel`, `None` for any
 /// other version.
-pub(super) fn carried_t<T: Wire>(
+pub(crate) fn carried_t<T: Wire>(
     plan: &Plan,
     (tiling, inner, travel): (Tiling, usize, &std::collections::HashSet<TaskId>),
     tile: TileRef,
@@ -1036,7 +1036,7 @@ pub(super) fn carried_t<T: Wire>(
 
 /// The tasks of a tiled QR's `plan` on `grid` whose T a task on another rank applies (the producer
 /// of each T is the only task writing its slot, and its appliers read the version it wrote).
-pub(super) fn travelling_ts(
+pub(crate) fn travelling_ts(
     plan: &Plan,
     grid: &hetla_factorizations::ProcessGrid,
 ) -> std::collections::HashSet<TaskId> {

@@ -15,12 +15,12 @@ use crate::{Error, Result};
 /// [`ProcessGrid`] owns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DistributedMatrix<T: Wire = f64> {
-    pub(super) tiling: Tiling,
-    pub(super) grid: ProcessGrid,
-    pub(super) rank: Rank,
+    pub(crate) tiling: Tiling,
+    pub(crate) grid: ProcessGrid,
+    pub(crate) rank: Rank,
     /// Only the tiles on and below the diagonal (a symmetric matrix), else every tile.
-    pub(super) lower: bool,
-    pub(super) tiles: BTreeMap<(usize, usize), Mat<T>>,
+    pub(crate) lower: bool,
+    pub(crate) tiles: BTreeMap<(usize, usize), Mat<T>>,
 }
 
 /// The right-hand sides of a distributed solve: an `n x nrhs` matrix, every tile held by the rank
@@ -271,7 +271,7 @@ impl<T: Wire> DistributedMatrix<T> {
 
     /// This rank's tiles as whole block columns (tile (0, j): block column j, every row), the unit
     /// a block-column factorisation (LU, QR) runs on: assembled before its clock starts.
-    pub(super) fn block_columns(&self) -> crate::tiles::HeldTiles<T> {
+    pub(crate) fn block_columns(&self) -> crate::tiles::HeldTiles<T> {
         let t = self.tiling;
         let mut columns = crate::tiles::HeldTiles::new();
         for (&(i, j), tile) in &self.tiles {
@@ -288,7 +288,7 @@ impl<T: Wire> DistributedMatrix<T> {
 
     /// Copies this rank's tiles back from the block columns [`DistributedMatrix::block_columns`]
     /// made (after the run).
-    pub(super) fn copy_from_block_columns(&mut self, columns: &crate::tiles::HeldTiles<T>) {
+    pub(crate) fn copy_from_block_columns(&mut self, columns: &crate::tiles::HeldTiles<T>) {
         let t = self.tiling;
         for (&(i, j), tile) in self.tiles.iter_mut() {
             if let Some(column) = columns.get(&(0, j)) {
@@ -456,7 +456,7 @@ fn tile_from<T: Wire>(
 /// lower-only matrix (`shape` is the family's own check of the shape, after it), a grid of more
 /// than one process row (unless `tiles_too`: the family runs by tiles on such grids), another tile
 /// size, a NaN or an infinity in this rank's tiles.
-pub(super) fn block_column_problem<T: Wire>(
+pub(crate) fn block_column_problem<T: Wire>(
     a: &DistributedMatrix<T>,
     (family, tiles_too): (&str, bool),
     shape: Option<String>,
@@ -488,7 +488,7 @@ pub(super) fn block_column_problem<T: Wire>(
 /// Where this rank's tiles of `m` (named `what`) first hold a NaN or an infinity, as a problem to
 /// agree on before any work (each rank checks its own tiles, as one node checks its matrix); of a
 /// lower-only matrix's diagonal tiles, the lower triangle that is read.
-pub(super) fn non_finite<T: Wire>(what: &'static str, m: &DistributedMatrix<T>) -> Option<String> {
+pub(crate) fn non_finite<T: Wire>(what: &'static str, m: &DistributedMatrix<T>) -> Option<String> {
     m.tiles.iter().find_map(|(&(i, j), tile)| {
         let checked = match m.lower && i == j {
             true => crate::check::check_finite_triangle(what, tile.as_ref(), true),
@@ -501,11 +501,11 @@ pub(super) fn non_finite<T: Wire>(what: &'static str, m: &DistributedMatrix<T>) 
 }
 
 /// What the ranks that found no problem say of the lowest rank that did (it says why itself).
-pub(super) const REFUSED: &str = "refused its part of a collective call (it says why)";
+pub(crate) const REFUSED: &str = "refused its part of a collective call (it says why)";
 
 /// Ends a collective check: when any rank found a problem, every rank returns an error (the ranks
 /// that found one say what; the others name the lowest rank that did).
-pub(super) fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Result<()> {
+pub(crate) fn agree<C: Communicator>(comm: &C, problem: Option<String>) -> Result<()> {
     let mine = if problem.is_some() {
         comm.rank()
     } else {

@@ -12,12 +12,14 @@
 //! one rank only are agreed on first).
 //!
 //! [`crate::Cholesky::factor_distributed`] factors such a matrix in place, each rank running the
-//! tasks of its tiles (see its module, `distributed/cholesky.rs`). A general matrix holds every
-//! tile ([`DistributedMatrix::random`], [`DistributedMatrix::from_local_general_tiles`]);
-//! [`crate::Lu::factor_distributed`] factors it with partial pivoting on any grid and
-//! [`crate::Lu::solve_distributed`] solves with its factor (`distributed/lu.rs`);
-//! [`crate::Qr::factor_distributed`] and [`crate::Qr::least_squares_distributed`] factor a tall one
-//! on any grid (`distributed/qr.rs`). All run on one engine (`distributed/exchange.rs`).
+//! tasks of its tiles (see its module, `cholesky/distributed.rs`: each family's distributed driver
+//! lives in its folder). A general matrix holds every tile ([`DistributedMatrix::random`],
+//! [`DistributedMatrix::from_local_general_tiles`]); [`crate::Lu::factor_distributed`] factors it
+//! with partial pivoting on any grid and [`crate::Lu::solve_distributed`] solves with its factor
+//! (`lu/distributed.rs`); [`crate::Qr::factor_distributed`] and
+//! [`crate::Qr::least_squares_distributed`] factor a tall one on any grid (`qr/distributed.rs`).
+//! All run on one engine (`distributed/exchange.rs`); what a run gives back, and the solve's
+//! substitutions, are common (`distributed/run.rs`).
 //!
 //! The right-hand sides of a solve are a [`DistributedRhs`]: an `n x nrhs` matrix on the same grid,
 //! every tile held (tile (i, c) on rank `(i mod P) * Q + c mod Q`, ScaLAPACK's layout of B in
@@ -31,23 +33,21 @@
 //! (MPI keeps the order of messages between a pair).
 
 mod bounds;
-mod check;
-mod cholesky;
-mod exchange;
-mod lu;
-mod matrix;
-mod qr;
+pub(crate) mod check;
+pub(crate) mod exchange;
+pub(crate) mod matrix;
+pub(crate) mod run;
 #[cfg(feature = "scalapack")]
 pub mod scalapack;
-mod wire;
+pub(crate) mod wire;
 
+pub use crate::lu::distributed::DistributedLu;
+pub use crate::qr::distributed::DistributedLeastSquares;
 pub use bounds::{faster_network, measure_network};
 pub use check::PROBES;
 pub use check::{least_squares_ratio, probed_qr_residual, probed_residual, solve_backward_error};
-pub use cholesky::{DistributedRun, DistributedSolve};
 pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
-pub use lu::DistributedLu;
 pub use matrix::{DistributedMatrix, DistributedRhs};
-pub use qr::DistributedLeastSquares;
+pub use run::{DistributedRun, DistributedSolve};
 pub use wire::Wire;

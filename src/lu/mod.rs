@@ -27,6 +27,8 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+#[cfg(feature = "mpi")]
+pub(crate) mod distributed;
 pub(crate) mod plan;
 pub(crate) mod room;
 #[cfg(feature = "mpi")]

@@ -3,6 +3,8 @@
 //! module `cholesky_qr`, which falls back to the former).
 
 mod cholesky_qr;
+#[cfg(feature = "mpi")]
+pub(crate) mod distributed;
 mod householder;
 mod pivoted;
 pub(crate) mod plan;

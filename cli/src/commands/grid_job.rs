@@ -245,7 +245,7 @@ impl GridRun {
             scheduler: setup.scheduler,
             tasks_by_rank,
             busy_by_rank,
-            measured: crate::commands::report::Measured::new(&timings, run.flops, residual),
+            measured: crate::commands::report::Measured::new(timings, run.flops, residual),
             bytes_sent_by_rank: run.bytes_sent_by_rank.clone(),
             bytes_expected_by_rank: run.bytes_expected_by_rank.clone(),
             bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),

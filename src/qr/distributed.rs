@@ -40,13 +40,15 @@ use std::sync::OnceLock;
 use hetla_factorizations::{FACTOR, QrTree, RHS, Substitution};
 use mpi::traits::Communicator;
 
-use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{
+use crate::distributed::exchange::{
     Panels, Reflectors, Share, agree_within, carried_t, gather_within, run_share, travelling_ts,
     waiting,
 };
-use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem, non_finite};
-use super::wire::Wire;
+use crate::distributed::matrix::{
+    DistributedMatrix, DistributedRhs, block_column_problem, non_finite,
+};
+use crate::distributed::run::{DistributedRun, DistributedSolve, substitutions};
+use crate::distributed::wire::Wire;
 use crate::qr::work::ReflectorWork;
 use crate::{Plan, Qr, Result};
 

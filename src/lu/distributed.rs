@@ -47,10 +47,12 @@ use std::sync::atomic::AtomicUsize;
 use hetla_factorizations::{EXCHANGE, FACTOR, PIVOTS, Substitution};
 use mpi::traits::Communicator;
 
-use super::cholesky::{DistributedRun, DistributedSolve, substitutions};
-use super::exchange::{Panels, Pivots, Share, agree_within, max_within, run_share, waiting};
-use super::matrix::{DistributedMatrix, DistributedRhs, block_column_problem};
-use super::wire::Wire;
+use crate::distributed::exchange::{
+    Panels, Pivots, Share, agree_within, max_within, run_share, waiting,
+};
+use crate::distributed::matrix::{DistributedMatrix, DistributedRhs, block_column_problem};
+use crate::distributed::run::{DistributedRun, DistributedSolve, substitutions};
+use crate::distributed::wire::Wire;
 use crate::{Lu, Plan, Result};
 
 /// The largest order a distributed LU factors: its interchanges travel as whole numbers in the
@@ -75,7 +77,7 @@ pub struct DistributedLu {
 impl DistributedLu {
     /// The probed scaled residual of this factorisation's factor `lu` of `a` (LAPACK's dget01
     /// ratio ||P A - L U||_1 / (n ||A||_1 eps) probed with random columns where the tiles live, see
-    /// [`probed_residual`](super::probed_residual)): collective, the same value on every rank.
+    /// [`probed_residual`](crate::distributed::probed_residual)): collective, the same value on every rank.
     pub fn probed_residual<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -83,7 +85,7 @@ impl DistributedLu {
         lu: &DistributedMatrix<T>,
         seed: u64,
     ) -> Result<f64> {
-        super::check::probed_lu_residual(comm, a, lu, &self.ipiv, seed)
+        crate::distributed::check::probed_lu_residual(comm, a, lu, &self.ipiv, seed)
     }
 }
 
