@@ -344,11 +344,12 @@ impl Op {
     /// calls, rate source, shape check and flop counts.
     pub fn codelet(self) -> Codelet {
         use Blas::{Add, Product, RankK, Solve as Trsm};
-        const NO_LU_GPU: &str =
-            "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
-        const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
-        const NO_LDLT_GPU: &str =
-            "the symmetric indefinite family's kernels run on CPU clusters only";
+        if let Some(codelet) = self
+            .family_work_codelet()
+            .or_else(|| self.inverse_codelet())
+        {
+            return codelet;
+        }
         let entry = Declared;
         let blas = |name, reads, call, rate| {
             entry(
@@ -368,34 +369,6 @@ impl Op {
             Product(MatMul::new(false, false, -1.0, 1.0)),
             Product(MatMul::new(true, false, -1.0, 1.0)),
         );
-        // The inverse's kernels, rated as the Cholesky kernel of the same shape of work where a
-        // model has no measurement of their own (a triangular product as a triangular solve).
-        let inverse = |name, reads, like| {
-            entry(
-                name,
-                reads,
-                1,
-                CpuCall::Inverse,
-                GpuCall::Inverse,
-                RateSource::Like(like),
-            )
-        };
-        // A family's kernels that run through its own work, on CPU clusters only, rated as `like`.
-        let cpu_only = |cpu, why| {
-            move |name, reads, writes, like| {
-                entry(
-                    name,
-                    reads,
-                    writes,
-                    cpu,
-                    GpuCall::Absent(why),
-                    RateSource::Like(like),
-                )
-            }
-        };
-        let lu = cpu_only(CpuCall::Pivoted, NO_LU_GPU);
-        let qr = cpu_only(CpuCall::Reflectors, NO_QR_GPU);
-        let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
         // The counts are LAPACK Working Note 41's (additions plus multiplications) unless said
         // otherwise, (m, n) the last operand's shape; a count with a division is written over one
         // so that it is exact in f64.
@@ -404,7 +377,7 @@ impl Op {
             // Cojean et al.'s m^3/3.
             Op::Potrf => entry("potrf", 0, 1, CpuCall::Potrf, GpuCall::Potrf, measured)
                 .work(|s| square("A", s.written()), |s| potrf_flops(s.mn().0))
-                .leading(|s| s.mn().0 * s.mn().0 * s.mn().0 / 3.0),
+                .modelled_as(|s| s.mn().0 * s.mn().0 * s.mn().0 / 3.0),
             // m n (n+1)/2 multiplications and m n (n-1)/2 additions.
             Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured).work(
                 |s| expect("L", s.get(0), (s.written().1, s.written().1)),
@@ -420,7 +393,7 @@ impl Op {
                     },
                     |s| s.cols(0) * s.mn().0 * (s.mn().0 + 1.0),
                 )
-                .leading(|s| s.cols(0) * s.mn().0 * s.mn().0),
+                .modelled_as(|s| s.cols(0) * s.mn().0 * s.mn().0),
             Op::GemmNt => blas("gemm", 2, Product(MatMul::SUBTRACT_NT), measured).work(
                 |s| {
                     let (w, k) = (s.written(), s.get(0).1);
@@ -455,6 +428,45 @@ impl Op {
                 |s| expect("X", s.get(0), s.written()),
                 |s| s.mn().0 * s.mn().1,
             ),
+            // No division by the unit diagonal: m (m - 1) / 2 multiply-adds a column.
+            Op::SolveUnitLower => {
+                blas("solve_unit_lower", 1, Trsm(Solve::LeftUnitLower), like_trsm)
+                    .work(left_triangle, |s| s.mn().1 * s.mn().0 * (s.mn().0 - 1.0))
+            }
+            Op::SolveUpper => blas("solve_upper", 1, Trsm(Solve::LeftUpper), like_trsm)
+                .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
+            Op::MatMul(p) => blas("matmul", 2, Product(p), measured).work(
+                |s| {
+                    let (p, w) = (s.product(), s.written());
+                    let k = p.op_a(s.get(0)).1;
+                    expect("op(A)", p.op_a(s.get(0)), (w.0, k))?;
+                    expect("op(B)", p.op_b(s.get(1)), (k, w.1))
+                },
+                |s| 2.0 * s.mn().0 * s.mn().1 * s.product().op_a(s.get(0)).1 as f64,
+            ),
+
+            _ => unreachable!(
+                "{self:?} is declared by Op::family_work_codelet or Op::inverse_codelet"
+            ),
+        }
+    }
+
+    /// The codelets of the inverse's kernels (TRTRI, LAUUM and their panel steps, and the inverse
+    /// of a diagonal tile's unit factor that Cholesky's panel solves may use), each rated as the
+    /// Cholesky kernel of the same shape of work where a model has no measurement of its own (a
+    /// triangular product as a triangular solve); `None` for any other operation.
+    fn inverse_codelet(self) -> Option<Codelet> {
+        let inverse = |name, reads, like| {
+            Declared(
+                name,
+                reads,
+                1,
+                CpuCall::Inverse,
+                GpuCall::Inverse,
+                RateSource::Like(like),
+            )
+        };
+        let codelet = match self {
             // n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3 additions.
             Op::Trtri => inverse("trtri", 0, Op::Potrf)
                 .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
@@ -475,6 +487,46 @@ impl Op {
             ),
             Op::TrmmAdjoint => inverse("trmm_adjoint", 1, Op::Trsm)
                 .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
+            Op::PanelInverse => Declared(
+                "panel_inverse",
+                0,
+                1,
+                CpuCall::UnitInverse,
+                GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
+                RateSource::Like(Op::Potrf),
+            )
+            .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
+            _ => return None,
+        };
+        Some(codelet)
+    }
+
+    /// The codelets of the kernels that run through their family's own work (LU's interchanges,
+    /// QR's T's, Aasen's permutation beside the tiles), on CPU clusters only, each rated as the
+    /// Cholesky kernel of the same shape of work where a model has no measurement of its own;
+    /// `None` for any other operation.
+    fn family_work_codelet(self) -> Option<Codelet> {
+        const NO_LU_GPU: &str =
+            "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
+        const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
+        const NO_LDLT_GPU: &str =
+            "the symmetric indefinite family's kernels run on CPU clusters only";
+        let cpu_only = |cpu, why| {
+            move |name, reads, writes, like| {
+                Declared(
+                    name,
+                    reads,
+                    writes,
+                    cpu,
+                    GpuCall::Absent(why),
+                    RateSource::Like(like),
+                )
+            }
+        };
+        let lu = cpu_only(CpuCall::Pivoted, NO_LU_GPU);
+        let qr = cpu_only(CpuCall::Reflectors, NO_QR_GPU);
+        let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
+        let codelet = match self {
             // ?getrf of an m x n matrix, m >= n.
             Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf).work(
                 |s| tall("A", s.written(), "a panel"),
@@ -489,7 +541,7 @@ impl Op {
             // model it free).
             Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt)
                 .work(panel_rows, |_| 0.0)
-                .leading(|s| s.mn().0 * s.mn().1),
+                .modelled_as(|s| s.mn().0 * s.mn().1),
             // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
             Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf).work(|_| Ok(()), |s| geqrf_flops(s.mn())),
             // ?ormqr from the left: k reflectors of m rows on n columns, 4 n m k - 2 n k^2 + 3 n k.
@@ -510,15 +562,6 @@ impl Op {
                 .work(stacked, |s| 2.0 * s.mn().1 * s.mn().1 * s.mn().1 / 3.0),
             Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt)
                 .work(stacked_apply, |s| 2.0 * (s.cols(0) * s.cols(0)) * s.mn().1),
-            Op::PanelInverse => entry(
-                "panel_inverse",
-                0,
-                1,
-                CpuCall::UnitInverse,
-                GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
-                RateSource::Like(Op::Potrf),
-            )
-            .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
             // H's block as one dense product of T's block row and L's.
             Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, 1, Op::GemmNt).work(
                 |s| aasen_product(s, s.get(1).1, (s.written().1, s.get(1).1)),
@@ -559,7 +602,7 @@ impl Op {
                     |s| expect("P", s.get(0), (s.written().0, s.get(0).1)),
                     |_| 0.0,
                 )
-                .leading(|s| s.mn().0 * s.mn().1),
+                .modelled_as(|s| s.mn().0 * s.mn().1),
             // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
             Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf).work(
                 |s| {
@@ -571,23 +614,9 @@ impl Op {
                     getrf_flops((rows, b)) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
                 },
             ),
-            // No division by the unit diagonal: m (m - 1) / 2 multiply-adds a column.
-            Op::SolveUnitLower => {
-                blas("solve_unit_lower", 1, Trsm(Solve::LeftUnitLower), like_trsm)
-                    .work(left_triangle, |s| s.mn().1 * s.mn().0 * (s.mn().0 - 1.0))
-            }
-            Op::SolveUpper => blas("solve_upper", 1, Trsm(Solve::LeftUpper), like_trsm)
-                .work(left_triangle, |s| s.mn().1 * s.mn().0 * s.mn().0),
-            Op::MatMul(p) => blas("matmul", 2, Product(p), measured).work(
-                |s| {
-                    let (p, w) = (s.product(), s.written());
-                    let k = p.op_a(s.get(0)).1;
-                    expect("op(A)", p.op_a(s.get(0)), (w.0, k))?;
-                    expect("op(B)", p.op_b(s.get(1)), (k, w.1))
-                },
-                |s| 2.0 * s.mn().0 * s.mn().1 * s.product().op_a(s.get(0)).1 as f64,
-            ),
-        }
+            _ => return None,
+        };
+        Some(codelet)
     }
 
     /// Short lower-case name, as used in traces and reports.
@@ -653,8 +682,8 @@ impl Op {
         (self.codelet().flops)(Shapes { op: self, shapes })
     }
 
-    /// The count modelled rates are quoted in for operands of these shapes ([`Codelet::leading`]),
-    /// in a real precision. Shapes are assumed valid.
+    /// The count modelled rates are quoted in for operands of these shapes ([`Codelet`]'s
+    /// `leading`), in a real precision. Shapes are assumed valid.
     pub fn leading_flops(self, shapes: &[Shape]) -> f64 {
         (self.codelet().leading)(Shapes { op: self, shapes })
     }
@@ -673,7 +702,7 @@ struct Declared(&'static str, usize, usize, CpuCall, GpuCall, RateSource);
 
 impl Declared {
     /// The codelet, with its shape check and exact flop count (modelled rates quote the same count
-    /// unless [`Codelet::leading`] says otherwise).
+    /// unless [`Codelet::modelled_as`] sets another).
     fn work(self, check: CheckShapes, flops: CountFlops) -> Codelet {
         let Declared(name, reads, writes, cpu, gpu, rate) = self;
         Codelet {
@@ -692,7 +721,7 @@ impl Declared {
 
 impl Codelet {
     /// The same codelet with modelled rates quoted in `leading`'s count.
-    fn leading(self, leading: CountFlops) -> Self {
+    fn modelled_as(self, leading: CountFlops) -> Self {
         Self { leading, ..self }
     }
 }

@@ -77,7 +77,8 @@ pub struct DistributedLu {
 impl DistributedLu {
     /// The probed scaled residual of this factorisation's factor `lu` of `a` (LAPACK's dget01
     /// ratio ||P A - L U||_1 / (n ||A||_1 eps) probed with random columns where the tiles live, see
-    /// [`probed_residual`](crate::distributed::probed_residual)): collective, the same value on every rank.
+    /// [`probed_residual`](crate::distributed::probed_residual)): collective, the same value on
+    /// every rank.
     pub fn probed_residual<T: Wire, C: Communicator>(
         &self,
         comm: &C,
