@@ -167,6 +167,76 @@ fn emulated_devices_move_and_factor_tiles_in_every_precision() {
     check::<c64>();
 }
 
+/// A device with a pool of compute streams runs independent kernels at once and stays right: the
+/// Cholesky factor of every precision on one emulated device of 3 streams (tiles of 256, whose
+/// products outlast a launch; a step's trailing updates are independent), its residual LAPACK's,
+/// its kernels spread over the streams with every panel kernel (POTRF, TRSM) on the first; a matrix
+/// that is not positive definite is the same clear error as with one stream, and the run does not
+/// hang.
+#[test]
+fn a_device_with_several_streams_runs_kernels_at_once_in_every_precision() {
+    fn check<T: Scalar>() {
+        let (n, b) = (1024, 256);
+        let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
+        let p = platform("none", std::slice::from_ref(&device));
+        let a = random_hpd::<T>(n, 5);
+        let mut l = a.clone();
+        let trace = Cholesky::new()
+            .platform(p.clone())
+            .tile(b)
+            .factor_in_place_traced(l.as_mut())
+            .unwrap();
+        let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+        let what = T::PRECISION;
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        assert_eq!(device.early_reads(), 0, "{what}");
+        // 4 tile rows: 4 POTRFs and 6 TRSMs on the priority stream, the 10 updates on the others.
+        let by_stream = device.kernels_by_stream();
+        assert_eq!(by_stream[0], 4 + 6, "{what}: {by_stream:?}");
+        assert_eq!(by_stream[1] + by_stream[2], 10, "{what}: {by_stream:?}");
+        assert!(
+            by_stream[1] > 0 && by_stream[2] > 0,
+            "{what}: {by_stream:?}"
+        );
+        // Whether two kernels ran at once is the device's unit test's to show: here the kernels
+        // run on the host's cores beside the runtime's threads, and 2 cores leave no room.
+        assert_eq!(trace.tasks.len(), 20, "{what}");
+        // Not positive definite: the error names the column, with the streams still running.
+        let mut bad = a.clone();
+        bad[(n / 2, n / 2)] = T::from_parts(-1.0, 0.0);
+        let err = Cholesky::new()
+            .platform(p)
+            .tile(b)
+            .factor_in_place_traced(bad.as_mut())
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::NotPositiveDefinite { .. }),
+            "{what}: {err}"
+        );
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+}
+
+/// With one compute stream (the default) the device runs one kernel at a time, all on it.
+#[test]
+fn a_device_with_one_stream_runs_one_kernel_at_a_time() {
+    let device = Arc::new(EmulatedDevice::new(usize::MAX));
+    let p = platform("none", std::slice::from_ref(&device));
+    let a = random_spd(480, 3);
+    let mut l = a.clone();
+    Cholesky::new()
+        .platform(p)
+        .tile(96)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+    assert!(cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq) < RESIDUAL_THRESHOLD);
+    assert_eq!(device.peak_running(), 1);
+    assert_eq!(device.kernels_by_stream(), vec![35]);
+}
+
 /// Factors in `T` on one emulated device with host memory `host` and `storage`: the residual, the
 /// trace and the device's (direct, staged) copies.
 fn factor_with_host_memory<T: Scalar>(

@@ -234,6 +234,9 @@ pub struct Codelet {
     /// The exact floating-point operation count (additions plus multiplications, LAPACK Working
     /// Note 41's conventions; [`Op::flops`]).
     pub flops: CountFlops,
+    /// Whether the operation is a step's panel work, on its graph's critical path: a GPU with
+    /// several streams queues it on its priority stream ([`Op::on_critical_path`]).
+    pub panel: bool,
     /// The count modelled rates (Gflop/s per kernel) are quoted in ([`Op::leading_flops`]): the
     /// leading terms Cojean et al. (2016) count POTRF and SYRK with, the entries moved for the row
     /// interchanges (which have no flops: a rate of zero flops would model them free), else the
@@ -377,12 +380,15 @@ impl Op {
             // Cojean et al.'s m^3/3.
             Op::Potrf => entry("potrf", 0, 1, CpuCall::Potrf, GpuCall::Potrf, measured)
                 .work(|s| square("A", s.written()), |s| potrf_flops(s.mn().0))
-                .modelled_as(|s| s.mn().0 * s.mn().0 * s.mn().0 / 3.0),
+                .modelled_as(|s| s.mn().0 * s.mn().0 * s.mn().0 / 3.0)
+                .on_critical_path(),
             // m n (n+1)/2 multiplications and m n (n-1)/2 additions.
-            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured).work(
-                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
-                |s| s.mn().0 * s.mn().1 * s.mn().1,
-            ),
+            Op::Trsm => blas("trsm", 1, Trsm(Solve::RightAdjoint), measured)
+                .work(
+                    |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                    |s| s.mn().0 * s.mn().1 * s.mn().1,
+                )
+                .on_critical_path(),
             // k n (n+1)/2 multiplications and as many additions; modelled rates quote k m^2.
             Op::Syrk => blas("syrk", 1, RankK, measured)
                 .work(
@@ -469,14 +475,17 @@ impl Op {
         let codelet = match self {
             // n^3/6 + n^2/2 + n/3 multiplications and n^3/6 - n^2/2 + n/3 additions.
             Op::Trtri => inverse("trtri", 0, Op::Potrf)
-                .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
+                .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0))
+                .on_critical_path(),
             // As POTRF's.
             Op::Lauum => inverse("lauum", 0, Op::Potrf)
                 .work(|s| square("A", s.written()), |s| potrf_flops(s.mn().0)),
-            Op::SolveRight => inverse("solve_right", 1, Op::Trsm).work(
-                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
-                |s| s.mn().0 * s.mn().1 * s.mn().1,
-            ),
+            Op::SolveRight => inverse("solve_right", 1, Op::Trsm)
+                .work(
+                    |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                    |s| s.mn().0 * s.mn().1 * s.mn().1,
+                )
+                .on_critical_path(),
             Op::SyrkAdjoint => inverse("syrk_adjoint", 1, Op::Syrk).work(
                 |s| {
                     let w = s.written();
@@ -495,7 +504,8 @@ impl Op {
                 GpuCall::Absent("a GPU's panel solves are cuBLAS's TRSM, fast as they are"),
                 RateSource::Like(Op::Potrf),
             )
-            .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0)),
+            .work(|s| square("A", s.written()), |s| trtri_flops(s.mn().0))
+            .on_critical_path(),
             _ => return None,
         };
         Some(codelet)
@@ -528,10 +538,12 @@ impl Op {
         let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
         let codelet = match self {
             // ?getrf of an m x n matrix, m >= n.
-            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf).work(
-                |s| tall("A", s.written(), "a panel"),
-                |s| getrf_flops(s.mn()),
-            ),
+            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf)
+                .work(
+                    |s| tall("A", s.written(), "a panel"),
+                    |s| getrf_flops(s.mn()),
+                )
+                .on_critical_path(),
             // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
             Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt).work(panel_rows, |s| {
                 let ((m, n), b) = (s.mn(), s.cols(0));
@@ -543,7 +555,9 @@ impl Op {
                 .work(panel_rows, |_| 0.0)
                 .modelled_as(|s| s.mn().0 * s.mn().1),
             // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
-            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf).work(|_| Ok(()), |s| geqrf_flops(s.mn())),
+            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf)
+                .work(|_| Ok(()), |s| geqrf_flops(s.mn()))
+                .on_critical_path(),
             // ?ormqr from the left: k reflectors of m rows on n columns, 4 n m k - 2 n k^2 + 3 n k.
             Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt).work(
                 |s| expect("V", s.get(0), (s.written().0, s.get(0).1)),
@@ -555,11 +569,13 @@ impl Op {
             // The leading terms PLASMA counts: a triangle of order n on m x n rows, 2 m n^2; on a
             // triangle, 2 n^3 / 3; their applications to c columns, 4 m k c and 2 k^2 c.
             Op::Tsqrt => qr("tsqrt", 0, 2, Op::Potrf)
-                .work(stacked, |s| 2.0 * s.rows(1) * s.mn().1 * s.mn().1),
+                .work(stacked, |s| 2.0 * s.rows(1) * s.mn().1 * s.mn().1)
+                .on_critical_path(),
             Op::Tsmqr => qr("tsmqr", 1, 2, Op::GemmNt)
                 .work(stacked_apply, |s| 4.0 * s.rows(0) * s.cols(0) * s.mn().1),
             Op::Ttqrt => qr("ttqrt", 0, 2, Op::Potrf)
-                .work(stacked, |s| 2.0 * s.mn().1 * s.mn().1 * s.mn().1 / 3.0),
+                .work(stacked, |s| 2.0 * s.mn().1 * s.mn().1 * s.mn().1 / 3.0)
+                .on_critical_path(),
             Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt)
                 .work(stacked_apply, |s| 2.0 * (s.cols(0) * s.cols(0)) * s.mn().1),
             // H's block as one dense product of T's block row and L's.
@@ -584,18 +600,20 @@ impl Op {
                 |s| 2.0 * s.mn().0 * s.mn().1 * s.cols(0),
             ),
             // The panel's LU and a unit triangular solve for T's subdiagonal block.
-            Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf).work(
-                |s| expect("L", s.get(0), (s.written().1, s.written().1)),
-                |s| {
-                    let (m, n) = s.mn();
-                    let lu = if m >= n {
-                        getrf_flops((m, n))
-                    } else {
-                        getrf_flops((m, m)) + m * m * (n - m)
-                    };
-                    lu + n * n * (n - 1.0)
-                },
-            ),
+            Op::LdltPanel => aasen("ldlt_panel", 1, 1, Op::Potrf)
+                .work(
+                    |s| expect("L", s.get(0), (s.written().1, s.written().1)),
+                    |s| {
+                        let (m, n) = s.mn();
+                        let lu = if m >= n {
+                            getrf_flops((m, n))
+                        } else {
+                            getrf_flops((m, m)) + m * m * (n - m)
+                        };
+                        lu + n * n * (n - 1.0)
+                    },
+                )
+                .on_critical_path(),
             // Memory traffic alone, as LU's.
             Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt)
                 .work(
@@ -604,16 +622,18 @@ impl Op {
                 )
                 .modelled_as(|s| s.mn().0 * s.mn().1),
             // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
-            Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf).work(
-                |s| {
-                    tall("P", s.get(0), "a panel")?;
-                    expect("P", s.get(0), (s.get(0).0, s.written().0))
-                },
-                |s| {
-                    let (rows, b, n) = (s.rows(0), s.cols(0), s.mn().1);
-                    getrf_flops((rows, b)) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
-                },
-            ),
+            Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf)
+                .work(
+                    |s| {
+                        tall("P", s.get(0), "a panel")?;
+                        expect("P", s.get(0), (s.get(0).0, s.written().0))
+                    },
+                    |s| {
+                        let (rows, b, n) = (s.rows(0), s.cols(0), s.mn().1);
+                        getrf_flops((rows, b)) + b * (b - 1.0) * n + 2.0 * (rows - b) * b * n
+                    },
+                )
+                .on_critical_path(),
             _ => return None,
         };
         Some(codelet)
@@ -627,6 +647,13 @@ impl Op {
     /// The operation whose [`Op::name`] is `name`, if any.
     pub fn from_name(name: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// Whether the operation is a step's panel work, on its graph's critical path
+    /// ([`Codelet::panel`]: POTRF, TRSM, the inverse's TRTRI and panel solve, the panels of LU, QR
+    /// and Aasen).
+    pub fn on_critical_path(self) -> bool {
+        self.codelet().panel
     }
 
     /// Whether GPUs have a kernel for the operation (its codelet's [`GpuCall`] is not
@@ -715,6 +742,7 @@ impl Declared {
             check,
             flops,
             leading: flops,
+            panel: false,
         }
     }
 }
@@ -723,6 +751,14 @@ impl Codelet {
     /// The same codelet with modelled rates quoted in `leading`'s count.
     fn modelled_as(self, leading: CountFlops) -> Self {
         Self { leading, ..self }
+    }
+
+    /// The same codelet marked as a step's panel work ([`Codelet::panel`]).
+    fn on_critical_path(self) -> Self {
+        Self {
+            panel: true,
+            ..self
+        }
     }
 }
 

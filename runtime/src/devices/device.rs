@@ -12,6 +12,19 @@ use crate::data::Handle;
 /// overlap the running kernel, and the tiles they pin leave room to cache others.
 pub const QUEUE_DEPTH: usize = 4;
 
+/// The stream, of a device's `streams` compute streams, a kernel of `op` is queued on: with one,
+/// it; with more, the first (the priority stream) for a step's panel work, which lies on its
+/// graph's critical path ([`Op::on_critical_path`]: POTRF, TRSM, the inverse's diagonal and panel
+/// steps), and the others in turn for the rest, `turn` counting the kernels queued, so that the
+/// trailing updates of a step run beside each other and beside the next panel.
+pub(crate) fn stream_for(op: Op, streams: usize, turn: &std::sync::atomic::AtomicUsize) -> usize {
+    use std::sync::atomic::Ordering;
+    if streams <= 1 || op.on_critical_path() {
+        return 0;
+    }
+    1 + turn.fetch_add(1, Ordering::Relaxed) % (streams - 1)
+}
+
 /// A kernel queued on a device by [`Device::launch`]: wait for it to learn whether it succeeded and
 /// how long it ran on the device.
 #[must_use = "a launched kernel must be waited for to learn whether it succeeded"]

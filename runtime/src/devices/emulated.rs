@@ -1,7 +1,7 @@
 //! A device emulated in host memory (see the [module](super) documentation).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use hetla_clusters::CopyThreads;
@@ -10,7 +10,7 @@ use hetla_kernels::{
     Precision,
 };
 
-use super::device::{Device, Launched};
+use super::device::{Device, Launched, QUEUE_DEPTH, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
 use crate::data::Handle;
@@ -20,7 +20,7 @@ use crate::sync::lock;
 /// its shape once the queued work is done, the last queued write, the copies into it not yet
 /// arrived, and whether a copy or a kernel was queued to fill it since it was allocated.
 struct EmuTile {
-    data: Arc<Mutex<AnyMat>>,
+    data: Arc<RwLock<AnyMat>>,
     precision: Precision,
     rows: usize,
     cols: usize,
@@ -40,6 +40,11 @@ impl EmuTile {
 struct EmuCounts {
     in_flight: AtomicUsize,
     peak_in_flight: AtomicUsize,
+    /// Kernels running now (past the wait for their operands), and the most at once.
+    running: AtomicUsize,
+    peak_running: AtomicUsize,
+    /// Kernels queued on each compute stream.
+    by_stream: Vec<AtomicUsize>,
     early_reads: AtomicUsize,
     downloading: AtomicUsize,
     launched_beside_downloads: AtomicUsize,
@@ -49,8 +54,12 @@ struct EmuCounts {
 }
 
 /// A device emulated in host memory: its own copies of the tiles, the faer kernels on one core, and
-/// real copies as transfers, asynchronous like a GPU's: a copy stream and a compute stream
-/// (threads), with events between them.
+/// real copies as transfers, asynchronous like a GPU's: a copy stream and one or more compute
+/// streams (threads), with events between them. With several compute streams
+/// ([`EmulatedDevice::with_compute_streams`]) independent kernels run at once, as on a GPU with a
+/// pool of streams: a step's panel work on the first (the priority stream), the rest in turn on the
+/// others ([`stream_for`]); a kernel waits for the last writes of its operands, whatever stream
+/// made them.
 pub struct EmulatedDevice {
     budget: usize,
     replicas: Replicas<EmuTile>,
@@ -66,7 +75,9 @@ pub struct EmulatedDevice {
     last_upload: Mutex<Event>,
     copy_threads: OnceLock<Arc<CopyThreads>>,
     h2d: Stream,
-    compute: Stream,
+    compute: Vec<Stream>,
+    /// Kernels queued so far (whose turn the next one's stream is).
+    turn: AtomicUsize,
 }
 
 impl EmulatedDevice {
@@ -80,12 +91,37 @@ impl EmulatedDevice {
             upload_delay: Duration::ZERO,
             download_delay: Duration::ZERO,
             ordered: true,
-            counts: Arc::default(),
+            counts: Arc::new(EmuCounts::with_streams(1)),
             last_upload: Mutex::new(Event::happened()),
             copy_threads: OnceLock::new(),
             h2d: Stream::new("copy"),
-            compute: Stream::new("compute"),
+            compute: vec![Stream::new("compute")],
+            turn: AtomicUsize::new(0),
         }
+    }
+
+    /// The same device with `streams` compute streams (at least one; one by default), each a thread
+    /// of its own: independent kernels queued on different streams run at once.
+    pub fn with_compute_streams(mut self, streams: usize) -> Self {
+        let streams = streams.max(1);
+        const NAMES: [&str; 4] = ["compute", "compute-1", "compute-2", "compute-3"];
+        self.compute = (0..streams)
+            .map(|i| Stream::new(NAMES.get(i).copied().unwrap_or("compute-n")))
+            .collect();
+        self.counts = Arc::new(EmuCounts::with_streams(streams));
+        self
+    }
+
+    /// The most kernels that ran at once (past the wait for their operands): 1 with one compute
+    /// stream.
+    pub fn peak_running(&self) -> usize {
+        self.counts.peak_running.load(Ordering::SeqCst)
+    }
+
+    /// Kernels queued on each compute stream, the priority stream first.
+    pub fn kernels_by_stream(&self) -> Vec<usize> {
+        let counts = &self.counts.by_stream;
+        counts.iter().map(|c| c.load(Ordering::SeqCst)).collect()
     }
 
     /// The same device whose uploads each take at least `delay` to arrive: kernels queued meanwhile
@@ -176,7 +212,7 @@ impl EmulatedDevice {
     ) -> EmuTile {
         self.hold(rows * cols * precision.bytes());
         EmuTile {
-            data: Arc::new(Mutex::new(data)),
+            data: Arc::new(RwLock::new(data)),
             precision,
             rows,
             cols,
@@ -232,7 +268,7 @@ impl EmulatedDevice {
             std::thread::sleep(delay);
             // After the previous write of the replica, whatever its outcome.
             let _ = before.wait();
-            *lock(&data) = staged;
+            *write(&data) = staged;
             arriving.fetch_sub(1, Ordering::SeqCst);
             Ok(0.0)
         })
@@ -246,9 +282,24 @@ impl EmulatedDevice {
     }
 }
 
+impl EmuCounts {
+    /// Zero counts for a device of `streams` compute streams.
+    fn with_streams(streams: usize) -> Self {
+        Self {
+            by_stream: (0..streams).map(|_| AtomicUsize::new(0)).collect(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Device for EmulatedDevice {
     fn name(&self) -> &str {
         "emulated"
+    }
+
+    /// Enough kernels for every compute stream to hold one running and one waiting.
+    fn queue_depth(&self) -> usize {
+        QUEUE_DEPTH.max(2 * self.compute.len())
     }
 
     fn budget(&self) -> usize {
@@ -281,7 +332,7 @@ impl Device for EmulatedDevice {
             Some(tile) if (tile.precision, tile.rows, tile.cols) == kind => Ok(None),
             Some(tile) => {
                 self.reshape(tile, kind);
-                tile.data = Arc::new(Mutex::new(AnyMat::zeros(precision, rows, cols)));
+                tile.data = Arc::new(RwLock::new(AnyMat::zeros(precision, rows, cols)));
                 tile.written = Event::happened();
                 tile.arriving = Arc::default();
                 tile.filled = false;
@@ -374,7 +425,7 @@ impl EmulatedDevice {
         // After the last write, whatever its outcome (a failed kernel's tile is written
         // back as it is).
         let _ = written.wait();
-        let tile = lock(&data);
+        let tile = read(&data);
         let (ours, theirs) = (
             (tile.precision(), tile.shape()),
             (dst.precision(), dst.shape()),
@@ -416,7 +467,9 @@ impl EmulatedDevice {
         let now = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         counts.peak_in_flight.fetch_max(now, Ordering::SeqCst);
         let ordered = self.ordered;
-        self.compute.submit(done.clone(), move || {
+        let stream = stream_for(op, self.compute.len(), &self.turn);
+        counts.by_stream[stream].fetch_add(1, Ordering::SeqCst);
+        self.compute[stream].submit(done.clone(), move || {
             let result = run_emulated(op, &inputs, &output, ordered, &counts);
             counts.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
@@ -428,7 +481,7 @@ impl EmulatedDevice {
 /// An operand of an emulated kernel, as its replica was when the kernel was queued.
 struct Operand {
     handle: Handle,
-    data: Arc<Mutex<AnyMat>>,
+    data: Arc<RwLock<AnyMat>>,
     /// The replica's last write queued before the kernel.
     written: Event,
     arriving: Arc<AtomicUsize>,
@@ -466,12 +519,28 @@ fn run_emulated(
             ),
         });
     }
-    let guards: Vec<_> = inputs.iter().map(|o| lock(&o.data)).collect();
+    // Read locks: kernels on other streams may read the same tiles at once.
+    let guards: Vec<_> = inputs.iter().map(|o| read(&o.data)).collect();
     let views: Vec<AnyRef<'_>> = guards.iter().map(|m| m.as_ref()).collect();
-    let mut out = lock(&output.data);
+    let mut out = write(&output.data);
+    let running = counts.running.fetch_add(1, Ordering::SeqCst) + 1;
+    counts.peak_running.fetch_max(running, Ordering::SeqCst);
     let start = Instant::now();
-    Backend::Faer.run_any(op, &views, out.as_mut(), Par::Seq)?;
-    Ok(start.elapsed().as_secs_f64())
+    let result = Backend::Faer.run_any(op, &views, out.as_mut(), Par::Seq);
+    let seconds = start.elapsed().as_secs_f64();
+    counts.running.fetch_sub(1, Ordering::SeqCst);
+    result.map(|()| seconds)
+}
+
+/// A replica's data to read (the guarded value is replaced whole or not at all: a panic cannot
+/// corrupt it).
+fn read(data: &RwLock<AnyMat>) -> RwLockReadGuard<'_, AnyMat> {
+    data.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A replica's data to write.
+fn write(data: &RwLock<AnyMat>) -> RwLockWriteGuard<'_, AnyMat> {
+    data.write().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -542,6 +611,39 @@ mod tests {
             "{error}"
         );
         assert_eq!(device.early_reads(), 1);
+    }
+
+    #[test]
+    fn kernels_on_different_streams_run_at_once_and_panels_take_the_first() {
+        // Six GEMM NT updates of different tiles reading the same two: independent, on the
+        // two streams after the priority one, so that two run at once; a POTRF goes first.
+        let n = 512;
+        let device = EmulatedDevice::new(usize::MAX).with_compute_streams(3);
+        let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
+        let (spd_tile, _) = spd(n);
+        for h in 0..2 {
+            device.upload(Handle(h), a.as_ref().into()).unwrap();
+        }
+        device.upload(Handle(9), spd_tile.as_ref().into()).unwrap();
+        let mut kernels = vec![device.launch(Op::Potrf, &[], Handle(9)).unwrap()];
+        for h in 2..8 {
+            device.upload(Handle(h), a.as_ref().into()).unwrap();
+            let gemm = device.launch(Op::GemmNt, &[Handle(0), Handle(1)], Handle(h));
+            kernels.push(gemm.unwrap());
+        }
+        for k in kernels {
+            k.wait().unwrap();
+        }
+        assert_eq!(device.kernels_by_stream(), vec![1, 3, 3]);
+        assert!(device.peak_running() >= 2, "peak {}", device.peak_running());
+        assert_eq!(device.early_reads(), 0);
+        // Each update is a's own: x - a a^T.
+        let expected = &a - &a * a.transpose();
+        for h in 2..8 {
+            let mut back = Mat::<f64>::zeros(n, n);
+            device.download(Handle(h), back.as_mut().into()).unwrap();
+            assert!((&back - &expected).norm_max() < 1e-9);
+        }
     }
 
     #[test]

@@ -144,9 +144,9 @@ pub(super) struct DeviceWorker<'r, 'a> {
 
 /// Runs tasks on device worker `w` until the run ends: keeps up to the device's queue depth of
 /// kernels in flight (popping, starting, which queues the uploads, and launching the next tasks
-/// while the device works) and waits only for the oldest, then finishes it. A task that does not
-/// fit in the device's memory beside the queued ones waits for them to end. Kernel durations come
-/// from the device (the kernel alone).
+/// while the device works) and finishes a kernel that has ended, else waits for the oldest. A task
+/// that does not fit in the device's memory beside the queued ones waits for them to end. Kernel
+/// durations come from the device (the kernel alone).
 pub(super) fn device_loop(
     engine: &Engine<'_>,
     carrier: &Devices<'_>,
@@ -182,8 +182,8 @@ pub(super) fn device_loop(
             }
         }
         // The queue is full, or holds kernels and nothing can be added now, or the run
-        // stops: wait for the oldest kernel.
-        if !worker.retire_oldest() {
+        // stops: finish a kernel that has ended, or wait for the oldest.
+        if !worker.retire_next() {
             return worker.events;
         }
         // A task waiting for room tries again now that one has ended.
@@ -254,13 +254,15 @@ impl DeviceWorker<'_, '_> {
         }
     }
 
-    /// Waits for the oldest queued kernel and finishes its task; false when none is queued.
-    pub(super) fn retire_oldest(&mut self) -> bool {
+    /// Finishes the task of the first queued kernel that has ended, else waits for the oldest (a
+    /// device with several streams may end a younger kernel first); false when none is queued.
+    pub(super) fn retire_next(&mut self) -> bool {
+        let next = self.queue.iter().position(|q| q.ticket.is_done());
         let Some(Queued {
             task,
             ticket,
             launched,
-        }) = self.queue.pop_front()
+        }) = self.queue.remove(next.unwrap_or(0))
         else {
             return false;
         };
