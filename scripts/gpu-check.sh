@@ -45,6 +45,9 @@
 #              from the host and resident against both cuBLAS peers; Cholesky and GEMM with
 #              their matrices resident on the GPU (--resident). Fits one call of 8 minutes
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
+#   streams    resident Cholesky on the GPU alone at STREAMS_NS (8192 16384) with 1, 2 and 4
+#              compute streams (HETLA_GPU_STREAMS) in tiles of 1024 and the path's, each
+#              against cuSOLVER's resident dpotrf.
 #   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
 #              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
 #   probe      first: the clusters' scaling probe (issue 70): `hetla calibrate --scaling` at
@@ -350,6 +353,23 @@ part_resident() {
         --gpus "$gpus" --no-check --resident --compare gpu --repeat "$repeat"
     row "$dir" "sim-gemm-$n-resident" gemm --platform h200 --m "$n" --n "$n" --k "$n" --tile 4096 \
         --clusters none --resident
+}
+
+part_streams() {
+    local dir=$1 n t streams
+    # A pool of compute streams (issue 72 item 1; runtime::STREAMS_VAR): resident Cholesky on
+    # the GPU alone with 1, 2 and 4 streams, in tiles of 1024 and the path's tile, each
+    # against cuSOLVER's resident dpotrf (--compare gpu). Target: >= 0.8x at 8192, >= 0.95x at
+    # 16384 with the best count; 1 stream is the run before the pool.
+    for n in ${STREAMS_NS:-8192 16384}; do
+        for t in 1024 $(path_tile "$n"); do
+            for streams in ${STREAM_COUNTS:-1 2 4}; do
+                HETLA_GPU_STREAMS=$streams row "$dir" "streams-$streams-$n-$t" cholesky --n "$n" \
+                    --tile "$t" --clusters none --gpus "$gpus" --resident --repeat "$repeat" \
+                    --compare gpu
+            done
+        done
+    done
 }
 
 part_sweep() {

@@ -244,3 +244,33 @@ fn a_resident_product_leaves_c_on_the_gpu_until_its_clock_stops() {
     let (ok, _, err) = gemm("--resident --placement host,host,gpu0");
     assert!(!ok && err.contains("cannot be used with"), "{err}");
 }
+
+/// `HETLA_GPU_STREAMS` gives each device its compute streams: 3 on an emulated device factor right
+/// (a step's panel on the first, its updates on the others); 0 or a word is a clear error before
+/// any work, and without a device to open the variable is not read.
+#[test]
+fn the_environment_sets_a_devices_compute_streams() {
+    let with_streams = |streams: &str, line: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hetla"))
+            .args(line.split_whitespace())
+            .env("HETLA_GPU_STREAMS", streams)
+            .output()
+            .expect("the hetla binary runs");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let line = "cholesky --n 512 --tile 128 --clusters none --gpus emulated:1 --json";
+    let (ok, out, err) = with_streams("3", line);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["residual_ok"], true, "{r}");
+    for bad in ["0", "17", "four"] {
+        let (ok, _, err) = with_streams(bad, line);
+        assert!(
+            !ok && err.contains("HETLA_GPU_STREAMS") && err.contains("from 1 to 16"),
+            "{bad}: {err}"
+        );
+    }
+    let (ok, _, err) = with_streams("0", "cholesky --n 200 --clusters 1x1 --gpus none");
+    assert!(ok, "{err}");
+}

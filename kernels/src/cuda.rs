@@ -105,10 +105,10 @@ impl GpuTile {
     }
 }
 
-/// The solvers' workspaces, shared by the kernels queued on the compute stream (they run one after
-/// the other; a larger one replaces a buffer, and the old one is freed in stream order): POTRF's
-/// and TRTRI's device workspace, TRTRI's host workspace, and LAUUM's copy of its tile's lower
-/// triangle with the packed triangle it goes through.
+/// The solvers' workspaces of a lane, shared by the kernels queued on its stream (they run one
+/// after the other; a larger one replaces a buffer, and the old one is freed in stream order):
+/// POTRF's and TRTRI's device workspace, TRTRI's host workspace, and LAUUM's copy of its tile's
+/// lower triangle with the packed triangle it goes through.
 struct PotrfScratch {
     work: CudaSlice<u8>,
     host: Vec<u8>,
@@ -132,7 +132,7 @@ impl PotrfScratch {
     }
 }
 
-/// A cuBLAS handle bound to the compute stream. Its own type, not cudarc's `CudaBlas`, whose `Drop`
+/// A cuBLAS handle bound to a lane's stream. Its own type, not cudarc's `CudaBlas`, whose `Drop`
 /// panics when the destroy call fails (after a device error, say): here a failed destroy is
 /// ignored, as nothing can be done about it at that point.
 struct BlasHandle(blas::cublasHandle_t);
@@ -230,16 +230,61 @@ pub struct GpuContext {
     index: usize,
     name: String,
     ctx: Arc<CudaContext>,
-    compute: Arc<CudaStream>,
+    /// The compute streams, each with its handles and workspaces; the first is the priority stream,
+    /// and the one the peers and the copies within the device use.
+    lanes: Vec<Lane>,
     h2d: Arc<CudaStream>,
     d2h: Arc<CudaStream>,
-    blas: BlasHandle,
-    solver: SolverHandle,
-    /// Held while a kernel is queued: the handles and POTRF's workspace are used by one call at a
-    /// time.
-    queue: Mutex<PotrfScratch>,
     /// Staging buffers by length in bytes, least recently used first.
     staging: Mutex<HashMap<usize, VecDeque<PinnedHostSlice<u8>>>>,
+}
+
+/// One compute stream of a device with its own cuBLAS and cuSOLVER handles (bound to it) and
+/// solvers' workspaces: kernels queued on different lanes run at once on the GPU; each waits for
+/// the copies and kernels that wrote its operands, whatever stream they ran on (cudarc's events on
+/// every buffer).
+struct Lane {
+    stream: Arc<CudaStream>,
+    blas: BlasHandle,
+    solver: SolverHandle,
+    /// Held while a kernel is queued on the lane: its handles and workspaces serve one call at a
+    /// time.
+    scratch: Mutex<PotrfScratch>,
+}
+
+impl Lane {
+    /// A new stream of `ctx` with its handles and empty workspaces.
+    fn new(ctx: &Arc<CudaContext>) -> Result<Self, KernelError> {
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| gpu_error("creating a stream", e))?;
+        // SAFETY: creating handles and binding them to a live stream of this context (bound
+        // to the thread by `new_stream`).
+        let blas =
+            BlasHandle(blas_result::create_handle().map_err(|e| gpu_error("cublasCreate", e))?);
+        unsafe { blas_result::set_stream(blas.0, stream.cu_stream() as _) }
+            .map_err(|e| gpu_error("cublasSetStream", e))?;
+        let solver =
+            SolverHandle(solver_result::dn_create().map_err(|e| gpu_error("cusolverDnCreate", e))?);
+        unsafe { solver_result::dn_set_stream(solver.0, stream.cu_stream() as _) }
+            .map_err(|e| gpu_error("cusolverDnSetStream", e))?;
+        let one_byte = || {
+            stream
+                .alloc_zeros(1)
+                .map_err(|e| gpu_error("allocating the solvers' workspace", e))
+        };
+        let scratch = PotrfScratch {
+            work: one_byte()?,
+            host: Vec::new(),
+            lauum: one_byte()?,
+        };
+        Ok(Self {
+            stream,
+            blas,
+            solver,
+            scratch: Mutex::new(scratch),
+        })
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -252,9 +297,16 @@ fn int(value: usize) -> Result<i32, KernelError> {
 }
 
 impl GpuContext {
-    /// Opens device `index`: a context, three streams, and the cuBLAS and cuSOLVER handles. Errors
-    /// name the library that cannot be loaded or the device that does not exist.
+    /// Opens device `index`: a context, a compute stream with its cuBLAS and cuSOLVER handles, and
+    /// two copy streams. Errors name the library that cannot be loaded or the device that does not
+    /// exist.
     pub fn new(index: usize) -> Result<Self, KernelError> {
+        Self::with_streams(index, 1)
+    }
+
+    /// Opens device `index` with `streams` compute streams (at least one), each with its own
+    /// handles and workspaces ([`GpuContext::launch_on`]).
+    pub fn with_streams(index: usize, streams: usize) -> Result<Self, KernelError> {
         if !driver_present() {
             return Err(KernelError::Gpu {
                 message: format!(
@@ -294,27 +346,10 @@ impl GpuContext {
             ctx.new_stream()
                 .map_err(|e| gpu_error("creating a stream", e))
         };
-        let (compute, h2d, d2h) = (stream()?, stream()?, stream()?);
-        // SAFETY: creating handles and binding them to a live stream of this context (bound
-        // to the thread above by `new_stream`).
-        let blas =
-            BlasHandle(blas_result::create_handle().map_err(|e| gpu_error("cublasCreate", e))?);
-        unsafe { blas_result::set_stream(blas.0, compute.cu_stream() as _) }
-            .map_err(|e| gpu_error("cublasSetStream", e))?;
-        let solver =
-            SolverHandle(solver_result::dn_create().map_err(|e| gpu_error("cusolverDnCreate", e))?);
-        unsafe { solver_result::dn_set_stream(solver.0, compute.cu_stream() as _) }
-            .map_err(|e| gpu_error("cusolverDnSetStream", e))?;
-        let one_byte = || {
-            compute
-                .alloc_zeros(1)
-                .map_err(|e| gpu_error("allocating the solvers' workspace", e))
-        };
-        let potrf = PotrfScratch {
-            work: one_byte()?,
-            host: Vec::new(),
-            lauum: one_byte()?,
-        };
+        let lanes = (0..streams.max(1))
+            .map(|_| Lane::new(&ctx))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (h2d, d2h) = (stream()?, stream()?);
         if ctx.has_async_alloc() {
             keep_pool_memory(&ctx)?;
         }
@@ -322,14 +357,22 @@ impl GpuContext {
             index,
             name,
             ctx,
-            compute,
+            lanes,
             h2d,
             d2h,
-            blas,
-            solver,
-            queue: Mutex::new(potrf),
             staging: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Its compute streams.
+    pub fn streams(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// The first compute stream: the priority one, which the peers and the copies within the device
+    /// use.
+    fn compute(&self) -> &Arc<CudaStream> {
+        &self.lanes[0].stream
     }
 
     /// The device's index (CUDA ordinal).
@@ -784,15 +827,37 @@ impl GpuContext {
         self.launch(op, reads, write)?.wait()
     }
 
-    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the compute
-    /// stream, after the copies into them, and returns at once: the host never waits for one kernel
-    /// before queueing the next. Shapes are checked first.
+    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on the first
+    /// compute stream ([`GpuContext::launch_on`]).
     pub fn launch(
         &self,
         op: Op,
         reads: &[&GpuTile],
         write: &mut GpuTile,
     ) -> Result<GpuKernel, KernelError> {
+        self.launch_on(0, op, reads, write)
+    }
+
+    /// Queues `op` on device tiles (reads in [`Op`]'s order, then the written tile) on compute
+    /// stream `stream`, after the copies and kernels that wrote them, and returns at once: the host
+    /// never waits for one kernel before queueing the next. Shapes and the stream are checked
+    /// first.
+    pub fn launch_on(
+        &self,
+        stream: usize,
+        op: Op,
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+    ) -> Result<GpuKernel, KernelError> {
+        let Some(lane) = self.lanes.get(stream) else {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "there is no compute stream {stream}: {} has {}",
+                    self.name,
+                    self.lanes.len()
+                ),
+            });
+        };
         let mut shapes: Vec<_> = reads.iter().map(|t| (t.rows, t.cols)).collect();
         shapes.push((write.rows, write.cols));
         op.check_shapes(&shapes)
@@ -817,8 +882,8 @@ impl GpuContext {
             });
         }
         self.bind()?;
-        let s = &self.compute;
-        let mut scratch = lock(&self.queue);
+        let s = &lane.stream;
+        let mut scratch = lock(&lane.scratch);
         let timing = Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT);
         let event = || {
             self.ctx
@@ -831,15 +896,15 @@ impl GpuContext {
             match call {
                 GpuCall::Potrf => {
                     info = Some(with_scalar!(write.precision, T => {
-                        self.queue_potrf::<T>(write, &mut scratch, &start)
+                        self.queue_potrf::<T>(lane, write, &mut scratch, &start)
                     })?);
                 }
                 GpuCall::Blas(call) => with_scalar!(write.precision, T => {
-                    self.queue_blas::<T>((op, call), reads, write, &start)
+                    self.queue_blas::<T>(lane, (op, call), reads, write, &start)
                 })?,
                 GpuCall::Inverse => {
                     info = with_scalar!(write.precision, T => {
-                        self.queue_inverse::<T>(op, reads, write, &mut scratch, &start)
+                        self.queue_inverse::<T>(lane, op, reads, write, &mut scratch, &start)
                     })?;
                 }
                 GpuCall::Absent(_) => unreachable!("refused above"),
@@ -863,6 +928,7 @@ impl GpuContext {
     /// `start` recorded just before it, once the stream waits for the operands' copies.
     fn queue_blas<T: CudaScalar>(
         &self,
+        lane: &Lane,
         (op, call): (Op, Blas),
         reads: &[&GpuTile],
         write: &mut GpuTile,
@@ -877,8 +943,8 @@ impl GpuContext {
         use blas::cublasOperation_t::CUBLAS_OP_N as N;
         use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
         let adj = T::ADJOINT;
-        let s = &self.compute;
-        let h = self.blas.0;
+        let s = &lane.stream;
+        let h = lane.blas.0;
         let one = T::from_f64(1.0);
         let ld = |t: &GpuTile| int(t.rows.max(1));
         let (m, n) = (int(write.rows)?, int(write.cols)?);
@@ -995,7 +1061,7 @@ impl GpuContext {
         let mut work = self.alloc(T::PRECISION, n, n)?;
         warm_then_time(runs, || {
             if n > 0 {
-                self.compute
+                self.compute()
                     .memcpy_dtod(&pristine.data, &mut work.data)
                     .map_err(|e| gpu_error("copying the matrix on the device", e))?;
             }
@@ -1085,7 +1151,7 @@ impl GpuContext {
         let mut work = self.alloc(T::PRECISION, n, n)?;
         warm_then_time(runs, || {
             if n > 0 {
-                self.compute
+                self.compute()
                     .memcpy_dtod(&pristine.data, &mut work.data)
                     .map_err(|e| gpu_error("copying the matrix on the device", e))?;
             }
@@ -1128,15 +1194,16 @@ impl GpuContext {
         }
         let (n, lda) = (int(a.rows)?, int(a.rows)?);
         self.bind()?;
-        let s = &self.compute;
-        let h = self.solver.0;
+        let lane = &self.lanes[0];
+        let s = &lane.stream;
+        let h = lane.solver.0;
         let event = || {
             self.ctx
                 .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(|e| gpu_error("creating an event", e))
         };
         let (start, end) = (event()?, event()?);
-        let mut scratch = lock(&self.queue);
+        let mut scratch = lock(&lane.scratch);
         let mut info = s
             .alloc_zeros::<i32>(1)
             .map_err(|e| gpu_error("allocating POTRI's devInfo", e))?;
@@ -1163,7 +1230,7 @@ impl GpuContext {
         })?;
         end.record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
-        let host = self.info_to_host(&info)?;
+        let host = self.info_to_host(lane, &info)?;
         drop(scratch);
         let potri = GpuKernel {
             op: Op::Trtri,
@@ -1269,12 +1336,13 @@ impl GpuContext {
     /// (read by [`GpuKernel::wait`]).
     fn queue_potrf<T: CudaScalar>(
         &self,
+        lane: &Lane,
         a: &mut GpuTile,
         scratch: &mut PotrfScratch,
         start: &CudaEvent,
     ) -> Result<PinnedHostSlice<i32>, KernelError> {
-        let s = &self.compute;
-        let h = self.solver.0;
+        let s = &lane.stream;
+        let h = lane.solver.0;
         let (n, lda) = (int(a.rows)?, int(a.rows.max(1))?);
         let mut lwork = 0i32;
         {
@@ -1313,16 +1381,20 @@ impl GpuContext {
                 .result()
                 .map_err(|e| gpu_error(&format!("cusolverDn{}potrf", T::PRECISION), e))?;
         }
-        self.info_to_host(&info)
+        self.info_to_host(lane, &info)
     }
 
     /// Queues the copy of a solver's `devInfo` into page-locked host memory on the compute stream
     /// (read by [`GpuKernel::wait`] once the kernel's end event has completed).
-    fn info_to_host(&self, info: &CudaSlice<i32>) -> Result<PinnedHostSlice<i32>, KernelError> {
+    fn info_to_host(
+        &self,
+        lane: &Lane,
+        info: &CudaSlice<i32>,
+    ) -> Result<PinnedHostSlice<i32>, KernelError> {
         // SAFETY: one i32, written by the copy below before it is read.
         let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(1, 0) }
             .map_err(|e| gpu_error("allocating page-locked memory for devInfo", e))?;
-        self.compute
+        lane.stream
             .memcpy_dtoh(info, &mut host)
             .map_err(|e| gpu_error("copying a solver's devInfo", e))?;
         Ok(host)
@@ -1335,6 +1407,7 @@ impl GpuContext {
     /// in place, which cuBLAS allows with C = B).
     fn queue_inverse<T: CudaScalar>(
         &self,
+        lane: &Lane,
         op: Op,
         reads: &[&GpuTile],
         write: &mut GpuTile,
@@ -1344,8 +1417,12 @@ impl GpuContext {
         use blas::cublasOperation_t::CUBLAS_OP_N as N;
         use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT as LEFT, CUBLAS_SIDE_RIGHT as RIGHT};
         match op {
-            Op::Trtri => return self.queue_trtri::<T>(write, scratch, start).map(Some),
-            Op::Lauum => return self.queue_lauum::<T>(write, scratch, start).map(|()| None),
+            Op::Trtri => return self.queue_trtri::<T>(lane, write, scratch, start).map(Some),
+            Op::Lauum => {
+                return self
+                    .queue_lauum::<T>(lane, write, scratch, start)
+                    .map(|()| None);
+            }
             Op::SolveRight | Op::SyrkAdjoint | Op::TrmmAdjoint => {}
             other => {
                 return Err(KernelError::Gpu {
@@ -1353,8 +1430,8 @@ impl GpuContext {
                 });
             }
         }
-        let s = &self.compute;
-        let h = self.blas.0;
+        let s = &lane.stream;
+        let h = lane.blas.0;
         let a = reads[0];
         let (m, n) = (int(write.rows)?, int(write.cols)?);
         let (lda, ldc) = (int(a.rows.max(1))?, int(write.rows.max(1))?);
@@ -1396,14 +1473,15 @@ impl GpuContext {
     /// just before it, and the copy of its `devInfo` after it.
     fn queue_trtri<T: CudaScalar>(
         &self,
+        lane: &Lane,
         a: &mut GpuTile,
         scratch: &mut PotrfScratch,
         start: &CudaEvent,
     ) -> Result<PinnedHostSlice<i32>, KernelError> {
         use solver::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
         use solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
-        let s = &self.compute;
-        let h = self.solver.0;
+        let s = &lane.stream;
+        let h = lane.solver.0;
         let (n, lda) = (a.rows as i64, a.rows.max(1) as i64);
         let (mut device_bytes, mut host_bytes) = (0usize, 0usize);
         {
@@ -1467,7 +1545,7 @@ impl GpuContext {
             .result()
             .map_err(|e| gpu_error(&format!("cusolverDnXtrtri ({})", T::PRECISION), e))?;
         }
-        self.info_to_host(&info)
+        self.info_to_host(lane, &info)
     }
 
     /// Queues LAUUM, L <- L^H L on the lower triangle of `a` (its strict upper triangle untouched),
@@ -1477,13 +1555,14 @@ impl GpuContext {
     /// product does n^3 flops where LAUUM needs n^3/3, on a diagonal tile (one in N of a row's).
     fn queue_lauum<T: CudaScalar>(
         &self,
+        lane: &Lane,
         a: &mut GpuTile,
         scratch: &mut PotrfScratch,
         start: &CudaEvent,
     ) -> Result<(), KernelError> {
         use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
-        let s = &self.compute;
-        let h = self.blas.0;
+        let s = &lane.stream;
+        let h = lane.blas.0;
         let order = a.rows;
         let (n, lda) = (int(order)?, int(order.max(1))?);
         let square = order * order * size_of::<T>();

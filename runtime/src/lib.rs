@@ -61,7 +61,10 @@ mod tuned;
 mod workers;
 
 pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
-pub use devices::{Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, Pending, QUEUE_DEPTH};
+pub use devices::{
+    Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, MAX_STREAMS, Pending, QUEUE_DEPTH,
+    STREAMS_VAR,
+};
 pub use error::{Error, IoError, Result};
 pub use execution::{Inbox, execute, execute_beside};
 pub use files::{check_distinct, check_writable, write_atomic};

@@ -1,16 +1,17 @@
 //! A CUDA GPU as a device: replicas in device memory, kernels through cuBLAS/cuSOLVER.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
 
 use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
-use super::device::{Device, Launched, Pending};
+use super::device::{Device, Launched, Pending, QUEUE_DEPTH, stream_for};
 use super::replicas::Replicas;
 use crate::data::Handle;
 
-/// A kernel queued on a GPU's compute stream.
+/// A kernel queued on one of a GPU's compute streams.
 struct GpuPending(GpuKernel);
 
 impl Pending for GpuPending {
@@ -29,13 +30,16 @@ pub struct CudaDevice {
     budget: usize,
     replicas: Replicas<GpuTile>,
     copy_threads: OnceLock<Arc<CopyThreads>>,
+    /// Kernels queued so far (whose turn the next one's stream is, [`stream_for`]).
+    turn: AtomicUsize,
 }
 
 impl CudaDevice {
-    /// Opens GPU `index` with a memory budget for tiles: `budget` bytes, or 90% of the memory free
-    /// now when `None`. A budget above the free memory is an error.
-    pub fn open(index: usize, budget: Option<usize>) -> Result<Self, KernelError> {
-        let gpu = GpuContext::new(index)?;
+    /// Opens GPU `index` with `streams` compute streams (at least one: a step's panel work on the
+    /// first, the rest in turn on the others) and a memory budget for tiles: `budget` bytes, or 90%
+    /// of the memory free now when `None`. A budget above the free memory is an error.
+    pub fn open(index: usize, budget: Option<usize>, streams: usize) -> Result<Self, KernelError> {
+        let gpu = GpuContext::with_streams(index, streams)?;
         let (free, _total) = gpu.memory()?;
         let budget = match budget {
             None => free / 10 * 9,
@@ -53,6 +57,7 @@ impl CudaDevice {
             budget,
             replicas: Replicas::new(),
             copy_threads: OnceLock::new(),
+            turn: AtomicUsize::new(0),
         })
     }
 
@@ -156,9 +161,15 @@ impl Device for CudaDevice {
         self.replicas.clear();
     }
 
+    /// Enough kernels for every compute stream to hold one running and one waiting.
+    fn queue_depth(&self) -> usize {
+        QUEUE_DEPTH.max(2 * self.gpu.streams())
+    }
+
     fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+        let stream = stream_for(op, self.gpu.streams(), &self.turn);
         let kernel = self.replicas.with_operands(reads, write, |reads, write| {
-            self.gpu.launch(op, reads, write)
+            self.gpu.launch_on(stream, op, reads, write)
         })??;
         Ok(Launched::new(GpuPending(kernel)))
     }

@@ -58,8 +58,7 @@ struct EmuCounts {
 /// streams (threads), with events between them. With several compute streams
 /// ([`EmulatedDevice::with_compute_streams`]) independent kernels run at once, as on a GPU with a
 /// pool of streams: a step's panel work on the first (the priority stream), the rest in turn on the
-/// others ([`stream_for`]); a kernel waits for the last writes of its operands, whatever stream
-/// made them.
+/// others; a kernel waits for the last writes of its operands, whatever stream made them.
 pub struct EmulatedDevice {
     budget: usize,
     replicas: Replicas<EmuTile>,

@@ -12,16 +12,16 @@
 //! copy stream; [`Device::launch`] queues a kernel on a compute stream and returns a [`Launched`]
 //! ticket at once; the kernel waits, on the device, for the copies into its operands (CUDA events;
 //! the emulated device's events and stream threads do the same), and its ticket gives its duration
-//! on the device. A device with several compute streams (the emulated one's
-//! [`EmulatedDevice::with_compute_streams`]) runs independent kernels at once: a step's panel work
-//! on its first stream, the priority one, the rest in turn on the others; the kernels a worker
-//! keeps in flight are ready tasks, independent of each other (the graph's edges, read-after-write
-//! and write-after-read alike, hold a task back until its predecessors ended), so only the copies
-//! into their operands order them. A device worker keeps up to [`Device::queue_depth`] kernels in
-//! flight, finishes those that have ended, and otherwise waits for the oldest. The emulated device
-//! checks, in each kernel, that no copy into an operand is still on its way (a kernel that would
-//! read a tile before its upload arrived fails and is counted), can delay its uploads to make such
-//! a race likely, and counts the kernels in flight.
+//! on the device. A device with several compute streams ([`STREAMS_VAR`] sets the count for every
+//! device a platform opens; [`EmulatedDevice::with_compute_streams`]) runs independent kernels at
+//! once: a step's panel work on its first stream, the priority one, the rest in turn on the others;
+//! the kernels a worker keeps in flight are ready tasks, independent of each other (the graph's
+//! edges, read-after-write and write-after-read alike, hold a task back until its predecessors
+//! ended), so only the copies into their operands order them. A device worker keeps up to
+//! [`Device::queue_depth`] kernels in flight, finishes those that have ended, and otherwise waits
+//! for the oldest. The emulated device checks, in each kernel, that no copy into an operand is
+//! still on its way (a kernel that would read a tile before its upload arrived fails and is
+//! counted), can delay its uploads to make such a race likely, and counts the kernels in flight.
 //!
 //! The runtime's data layer decides what moves ([`crate::data::DataRegistry`]); the executor
 //! carries the copies out through this interface, by data handle: `upload` makes (or refreshes) the
@@ -43,4 +43,4 @@ mod streams;
 
 pub use device::{Device, Launched, Pending, QUEUE_DEPTH};
 pub use emulated::EmulatedDevice;
-pub use selection::{GpuSelection, MAX_GPUS};
+pub use selection::{GpuSelection, MAX_GPUS, MAX_STREAMS, STREAMS_VAR};

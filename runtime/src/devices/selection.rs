@@ -117,30 +117,61 @@ impl GpuSelection {
     /// GPU's free memory; an emulated device then has no limit). Errors name a GPU that does not
     /// exist or cannot be opened.
     pub fn open(&self, budget: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
+        // The streams are asked for only where a device opens (a machine without GPUs ignores
+        // them under `--gpus all`, as it ignores the option).
         match self {
-            Self::None => Ok(Vec::new()),
+            Self::None | Self::Emulated(0) => Ok(Vec::new()),
             Self::Emulated(k) => {
-                let budget = budget.unwrap_or(usize::MAX);
+                let (budget, streams) = (budget.unwrap_or(usize::MAX), compute_streams()?);
+                let device = || EmulatedDevice::new(budget).with_compute_streams(streams);
                 Ok((0..*k)
-                    .map(|_| Arc::new(EmulatedDevice::new(budget)) as Arc<dyn Device>)
+                    .map(|_| Arc::new(device()) as Arc<dyn Device>)
                     .collect())
             }
-            Self::All | Self::List(_) => self
-                .select(hetla_clusters::gpus())?
-                .iter()
-                .map(|g| open_gpu(g.index, budget))
-                .collect(),
+            Self::All | Self::List(_) => {
+                let gpus = self.select(hetla_clusters::gpus())?;
+                if gpus.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let streams = compute_streams()?;
+                gpus.iter()
+                    .map(|g| open_gpu(g.index, budget, streams))
+                    .collect()
+            }
         }
     }
 }
 
+/// The environment variable that sets how many compute streams each device runs its kernels on (its
+/// `--gpus` devices, real or emulated): 1 by default, until a lease measures what more streams give
+/// (`scripts/gpu-check.sh`).
+pub const STREAMS_VAR: &str = "HETLA_GPU_STREAMS";
+
+/// The most compute streams a device may be given.
+pub const MAX_STREAMS: usize = 16;
+
+/// The compute streams [`STREAMS_VAR`] asks for (1 when unset); an error for anything but a number
+/// from 1 to [`MAX_STREAMS`].
+fn compute_streams() -> Result<usize> {
+    let Ok(value) = std::env::var(STREAMS_VAR) else {
+        return Ok(1);
+    };
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_STREAMS).contains(&n) => Ok(n),
+        _ => Err(Error::InvalidOption {
+            option: STREAMS_VAR,
+            reason: format!("{value:?} is not a number of compute streams from 1 to {MAX_STREAMS}"),
+        }),
+    }
+}
+
 #[cfg(feature = "cuda")]
-fn open_gpu(index: usize, budget: Option<usize>) -> Result<Arc<dyn Device>> {
-    Ok(Arc::new(CudaDevice::open(index, budget)?))
+fn open_gpu(index: usize, budget: Option<usize>, streams: usize) -> Result<Arc<dyn Device>> {
+    Ok(Arc::new(CudaDevice::open(index, budget, streams)?))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn open_gpu(index: usize, _budget: Option<usize>) -> Result<Arc<dyn Device>> {
+fn open_gpu(index: usize, _budget: Option<usize>, _streams: usize) -> Result<Arc<dyn Device>> {
     Err(Error::InvalidOption {
         option: "gpus",
         reason: format!("GPU {index} needs a build with the `cuda` feature"),
