@@ -1,7 +1,7 @@
 //! A device emulated in host memory (see the [module](super) documentation).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use hetla_clusters::CopyThreads;
@@ -14,7 +14,7 @@ use super::device::{Device, Launched, QUEUE_DEPTH, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
 use crate::data::Handle;
-use crate::sync::lock;
+use crate::sync::{lock, read, write};
 
 /// An emulated replica: its data (replaced by copies and written by kernels on the stream threads),
 /// its shape once the queued work is done, the last queued write, the copies into it not yet
@@ -529,17 +529,6 @@ fn run_emulated(
     let seconds = start.elapsed().as_secs_f64();
     counts.running.fetch_sub(1, Ordering::SeqCst);
     result.map(|()| seconds)
-}
-
-/// A replica's data to read (the guarded value is replaced whole or not at all: a panic cannot
-/// corrupt it).
-fn read(data: &RwLock<AnyMat>) -> RwLockReadGuard<'_, AnyMat> {
-    data.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A replica's data to write.
-fn write(data: &RwLock<AnyMat>) -> RwLockWriteGuard<'_, AnyMat> {
-    data.write().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
