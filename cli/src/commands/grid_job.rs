@@ -139,19 +139,18 @@ impl<F, G> NodeOrGrid<F, G> {
     }
 }
 
-/// What every distributed run's report has, flattened into it (its keys are the report's own).
-#[derive(serde::Serialize)]
+/// Where a distributed run went: the section of its [`RunReport`] (flattened into it, its keys the
+/// report's own; the run's seconds are the slowest rank's, from a barrier to its end, and its
+/// residual is probed with random columns where the tiles live:
+/// `hetla::distributed::probed_residual`, `DistributedLu::probed_residual` or
+/// `hetla::distributed::probed_qr_residual`).
+#[derive(serde::Serialize, Debug, Clone)]
 pub struct GridRun {
     /// The matrix's rows (QR's may be more than its columns) and columns.
     pub m: usize,
     pub n: usize,
-    /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
-    pub precision: hetla::Precision,
-    /// The tile (ScaLAPACK's block size; LU's block width).
-    pub tile: usize,
     pub grid: String,
     pub ranks: usize,
-    pub backend: hetla::Backend,
     /// Rank 0's clusters, each as its cores (space-separated CPU lists, within the cores `mpirun`
     /// binds the rank to); every rank builds its clusters alike.
     pub clusters: String,
@@ -162,12 +161,6 @@ pub struct GridRun {
     /// rank's seconds times its workers: what the wait for tiles and the communication left of each
     /// rank's cores.
     pub busy_by_rank: Vec<f64>,
-    /// Seconds of the slowest rank, from a barrier to its end (the best of the timed runs with
-    /// `--repeat`), and the scaled residual of the factor, probed with random columns where the
-    /// tiles live (`hetla::distributed::probed_residual`, `DistributedLu::probed_residual` or
-    /// `hetla::distributed::probed_qr_residual`).
-    #[serde(flatten)]
-    pub measured: crate::commands::report::Measured,
     /// Bytes of tiles each rank sent, as counted by the ranks.
     pub bytes_sent_by_rank: Vec<usize>,
     /// Bytes each rank sends by the count of the run's messages (Cholesky: the 2D block-cyclic
@@ -205,11 +198,11 @@ pub struct GridSetup<'s> {
 }
 
 #[cfg(feature = "mpi")]
-impl GridRun {
-    /// The run `run` (the best of `timings`) with its probed `residual` and the `network` measured
-    /// before the runs (measured again here, the faster figures kept). Collective: every rank calls
-    /// it (it gathers each rank's share).
-    pub fn new<C: mpi::traits::Communicator>(
+impl RunReport<GridRun> {
+    /// The report of `run` (the best of `timings`) with its probed `residual` and the `network`
+    /// measured before the runs (measured again here, the faster figures kept). Collective: every
+    /// rank calls it (it gathers each rank's share).
+    pub fn of_grid<C: mpi::traits::Communicator>(
         world: &C,
         setup: GridSetup<'_>,
         run: &hetla::distributed::DistributedRun,
@@ -230,47 +223,48 @@ impl GridRun {
             Ok(b) => (Some(b), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        Self {
+        let on = GridRun {
             efficiency: bounds.as_ref().map(|b| b.bound_ms / (timings.best * 1e3)),
             bounds,
             bounds_error,
             m: setup.shape.0,
             n: setup.shape.1,
-            precision: run.precision,
-            tile: setup.tile,
             grid: setup.grid.to_string(),
             ranks: setup.grid.size(),
-            backend: setup.platform.backend(),
             clusters: setup.platform.cpu_lists().join(" "),
             scheduler: setup.scheduler,
             tasks_by_rank,
             busy_by_rank,
-            measured: crate::commands::report::Measured::new(timings, run.flops, residual),
             bytes_sent_by_rank: run.bytes_sent_by_rank.clone(),
             bytes_expected_by_rank: run.bytes_expected_by_rank.clone(),
             bytes_sent_total: run.bytes_sent_by_rank.iter().sum(),
             network_latency_us: network.map(|n| n.latency_us),
             network_gb_per_s: network.map(|n| n.gb_per_s),
-        }
+        };
+        RunReport::of(
+            (run.precision, setup.tile, setup.platform.backend()),
+            on,
+            crate::commands::report::Measured::new(timings, run.flops, residual),
+        )
     }
 }
 
-impl GridRun {
+impl RunReport<GridRun> {
     /// The report's first lines: `command` (its tile called `tile`), its ranks, its time (of
     /// `flops`, or `complex_flops` in a complex precision), how busy each rank was, the repeats;
-    /// [`GridRun::print_residual`] follows.
+    /// [`RunReport::print_residual`] follows.
     pub fn print_head(&self, (command, tile): (&str, &str), (flops, complex_flops): (&str, &str)) {
-        let shape = match self.m == self.n {
-            true => format!("n = {}", self.n),
-            false => format!("{} x {}", self.m, self.n),
+        let shape = match self.on.m == self.on.n {
+            true => format!("n = {}", self.on.n),
+            false => format!("{} x {}", self.on.m, self.on.n),
         };
         println!(
             "hetla {command}: {shape}, precision {}, {tile} {}, grid {} ({} ranks), tasks by rank {:?}",
-            self.precision, self.tile, self.grid, self.ranks, self.tasks_by_rank
+            self.precision, self.tile, self.on.grid, self.on.ranks, self.on.tasks_by_rank
         );
         println!(
             "  each rank {} kernels, clusters on rank 0's cores [{}], scheduler {}",
-            self.backend, self.clusters, self.scheduler
+            self.backend, self.on.clusters, self.on.scheduler
         );
         let flops = if self.precision.is_complex() {
             complex_flops
@@ -282,6 +276,7 @@ impl GridRun {
             self.measured.seconds, self.measured.gflops
         );
         let busy: Vec<String> = self
+            .on
             .busy_by_rank
             .iter()
             .map(|b| format!("{b:.3}"))
@@ -321,15 +316,15 @@ impl GridRun {
     ) {
         println!(
             "  sent      {:.1} MiB in all; by rank {:?} bytes, {count} {:?}",
-            self.bytes_sent_total as f64 / 1048576.0,
-            self.bytes_sent_by_rank,
-            self.bytes_expected_by_rank
+            self.on.bytes_sent_total as f64 / 1048576.0,
+            self.on.bytes_sent_by_rank,
+            self.on.bytes_expected_by_rank
         );
         print_peers(peers, ratio, &format!("p{}{routine}", self.precision));
-        if let (Some(lat), Some(bw)) = (self.network_latency_us, self.network_gb_per_s) {
+        if let (Some(lat), Some(bw)) = (self.on.network_latency_us, self.on.network_gb_per_s) {
             println!("  network   ranks 0 and 1: {lat:.2} us + bytes / {bw:.2} GB/s (measured)");
         }
-        match (&self.bounds, &self.bounds_error) {
+        match (&self.on.bounds, &self.on.bounds_error) {
             (Some(b), _) => {
                 let mixed = b
                     .mixed_ms
@@ -340,7 +335,7 @@ impl GridRun {
                 );
                 println!(
                     "  efficiency {:.3} ({} bound {:.3} ms = {:.2} Gflop/s, over the best run)",
-                    self.efficiency.unwrap_or(f64::NAN),
+                    self.on.efficiency.unwrap_or(f64::NAN),
                     b.bound_by,
                     b.bound_ms,
                     b.bound_gflops
@@ -365,6 +360,7 @@ pub fn print_peers(peers: Option<&[PeerRate]>, ratio: Option<f64>, routine: &str
     }
 }
 
+use crate::commands::report::RunReport;
 use crate::peers::PeerRate;
 
 #[cfg(test)]

@@ -237,7 +237,7 @@ pub fn print(r: &LdltReport) {
         run.precision,
         run.backend,
         r.clusters,
-        run.cores
+        run.on.cores
     );
     run.print_time("n^3/3");
     println!(

@@ -1,8 +1,10 @@
-//! The core every factorisation's run report shares (`cholesky`, `lu`, `qr`): what ran, its time
-//! and rate, its check, where the work went (workers, kernels), its bounds and efficiency, and the
-//! peers timed beside it with hetla's ratio to each, in one shape. A command's report holds it
-//! flattened (`#[serde(flatten)]`: the JSON keys stay at the top level) beside what only that
-//! command has. `gemm` and `batch` share its peers' shape: `peers` and `ratios` ([`ratios`]).
+//! The one run report every factorisation command shares (`cholesky`, `lu`, `qr`, `ldlt`, on one
+//! node or on a grid of ranks): what ran, its time and rate, its check, where the work went (one
+//! node's workers and kernels, or a grid's ranks: the section `S` of [`RunReport`]), its bounds and
+//! efficiency, the inverse when it was timed, and the peers timed beside it with hetla's ratio to
+//! each. A command's report holds it flattened (`#[serde(flatten)]`: the JSON keys stay at the top
+//! level) beside what only that command has. `gemm` and `batch` share its peers' shape: `peers` and
+//! `ratios` ([`ratios`]).
 
 use hetla::{BoundReport, Plan, Precision, Trace};
 use hetla_runtime::{KernelSummary, PieceSummary, Platform, WorkerSummary};
@@ -10,9 +12,9 @@ use serde::Serialize;
 
 use crate::peers::{PeerRate, Timings};
 
-/// What a timed and checked run measured: its best time, median and rate, and its check. Each run's
-/// report holds it flattened (a run on one node's [`RunReport`], a distributed run's `GridRun`, the
-/// inverse's section of `hetla cholesky`), so the keys are the report's own.
+/// What a timed and checked run measured: its best time, median and rate, and its check. A
+/// [`RunReport`] holds it flattened, and so does its inverse's section, so the keys are the
+/// report's own.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
     /// The best timed run, seconds.
@@ -43,23 +45,44 @@ impl Measured {
     }
 }
 
+/// A factorisation's run, on one node or on a grid of ranks (`S`: where it ran, [`NodeRun`] or a
+/// distributed run's `GridRun`): what ran, what it measured, the inverse when it was timed too, and
+/// the peers timed beside it. Every section's keys are the report's own (flattened).
 #[derive(Serialize, Debug, Clone)]
-pub struct RunReport {
+pub struct RunReport<S = NodeRun> {
     /// The precision: s, d, c or z (complex rates count 4 real flops per complex one).
     pub precision: Precision,
-    /// The tile (LU: the block width).
+    /// The tile (LU: the block width; a grid's: ScaLAPACK's block size).
     pub tile: usize,
-    /// The kernels' library: faer or openblas.
+    /// The kernels' library: faer or openblas (each rank's, on a grid).
     pub backend: hetla::Backend,
+    /// Where it ran: its workers and kernels on one node, its ranks on a grid.
+    #[serde(flatten)]
+    pub on: S,
+    /// Its time and rate (the factorisation's flops: LAPACK Working Note 41's leading terms, 4
+    /// times as many real ones for complex) and its check: the plan's LAPACK ratio
+    /// ([`hetla::Plan::residual`]) on one node, the ratio probed with random columns where the
+    /// tiles live on a grid.
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// With `hetla cholesky --inverse`: the factorisation and the inverse timed together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inverse: Option<InverseReport>,
+    /// The libraries timed beside hetla on the same matrix in the same process (`--compare`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerRate>>,
+    /// hetla's rate over each peer's, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
+}
+
+/// Where a run on one node went: its cores, tasks, workers and kernels, its bounds.
+#[derive(Serialize, Debug, Clone)]
+pub struct NodeRun {
     /// Cores of every cluster.
     pub cores: usize,
     /// Tasks of the graph.
     pub tasks: usize,
-    /// Its time and rate (the factorisation's flops: LAPACK Working Note 41's leading terms, 4
-    /// times as many real ones for complex) and the plan's LAPACK ratio
-    /// ([`hetla::Plan::residual`]).
-    #[serde(flatten)]
-    pub measured: Measured,
     /// Each worker's tasks and busy time in the best run.
     pub workers: Vec<WorkerSummary>,
     /// Each kernel's executions, mean time and rate in the best run.
@@ -75,12 +98,28 @@ pub struct RunReport {
     /// The mixed bound over the time, at most 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub efficiency: Option<f64>,
-    /// The libraries timed beside hetla on the same matrix in the same process (`--compare`).
+}
+
+/// `hetla cholesky --inverse`: A^-1 from a fresh factorisation into a matrix allocated before the
+/// clock (`Factor::inverse_into`), timed and checked, beside the libraries' own.
+#[derive(Serialize, Debug, Clone)]
+pub struct InverseReport {
+    /// The best factorisation + inverse, its n^3 flops (n^3/3 for the factor, 2 n^3/3 for the
+    /// inverse; 4x real for complex) and ||A X - I||_1 / (n ||A||_1 ||X||_1 eps).
+    #[serde(flatten)]
+    pub measured: Measured,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<PeerRate>>,
-    /// hetla's rate over each peer's, by name.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<(String, f64)>,
+    /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_best_peer: Option<f64>,
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory
+    /// (`--compare gpu` with a CUDA GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_cusolver: Option<f64>,
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_cusolver_from_host: Option<f64>,
 }
 
 impl RunReport {
@@ -100,18 +139,51 @@ impl RunReport {
             .inspect_err(|e| eprintln!("warning: no makespan bounds for this run: {e}"))
             .ok();
         let summary = trace.summary();
-        Self {
-            precision: plan.precision(),
-            tile: plan.tile(),
-            backend: platform.backend(),
+        let on = NodeRun {
             cores: platform.clusters().iter().map(|c| c.size()).sum(),
             tasks: plan.graph().len(),
-            measured: Measured::new(timings, flops, residual),
             workers: summary.workers,
             kernels: summary.kernels,
             pieces: summary.pieces,
             efficiency: bounds.as_ref().map(|b| b.mixed_ms * 1e-3 / timings.best),
             bounds,
+        };
+        RunReport::of(
+            (plan.precision(), plan.tile(), platform.backend()),
+            on,
+            Measured::new(timings, flops, residual),
+        )
+    }
+
+    /// The workers, kernels, bounds, efficiency, peers and ratios of the text report.
+    pub fn print_run(&self) {
+        super::output::print_run(
+            &self.on.workers,
+            &self.on.kernels,
+            &self.on.pieces,
+            self.on.bounds.as_ref(),
+            self.on.efficiency,
+            self.peers.as_deref(),
+            &self.ratios,
+        );
+    }
+}
+
+impl<S> RunReport<S> {
+    /// The report of a run in (precision, tile, backend) that ran `on` and `measured`, with no
+    /// inverse and no peers yet.
+    pub fn of(
+        (precision, tile, backend): (Precision, usize, hetla::Backend),
+        on: S,
+        measured: Measured,
+    ) -> Self {
+        Self {
+            precision,
+            tile,
+            backend,
+            on,
+            measured,
+            inverse: None,
             peers: None,
             ratios: Vec::new(),
         }
@@ -133,19 +205,6 @@ impl RunReport {
             self.precision,
             self.measured.runs,
             self.measured.median_seconds,
-        );
-    }
-
-    /// The workers, kernels, bounds, efficiency, peers and ratios of the text report.
-    pub fn print_run(&self) {
-        super::output::print_run(
-            &self.workers,
-            &self.kernels,
-            &self.pieces,
-            self.bounds.as_ref(),
-            self.efficiency,
-            self.peers.as_deref(),
-            &self.ratios,
         );
     }
 }

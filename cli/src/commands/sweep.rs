@@ -479,7 +479,7 @@ fn real_run(
             reason: "a real run of the sweep did not factor".into(),
         });
     };
-    let bounds = report.run.bounds.as_ref();
+    let bounds = report.run.on.bounds.as_ref();
     Ok(SweepRow {
         makespan_ms: Some(report.makespan_ms),
         seconds: Some(report.run.measured.seconds),
@@ -487,7 +487,7 @@ fn real_run(
         cp_gflops: bounds.map(|b| b.cp_gflops),
         area_gflops: bounds.map(|b| b.area_gflops),
         mixed_gflops: bounds.map(|b| b.mixed_gflops),
-        efficiency: report.run.efficiency,
+        efficiency: report.run.on.efficiency,
         bytes_moved: Some(report.bytes.iter().map(|b| b.bytes).sum()),
         ..empty_row(false, spec, gpus, tile, n)
     })

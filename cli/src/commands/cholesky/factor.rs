@@ -13,7 +13,7 @@ use faer::MatMut;
 use hetla::{Backend, BoundReport, Cholesky, Par, Scalar, check, matgen};
 use hetla_runtime::LinkBytes;
 
-use crate::commands::report::{Measured, RunReport};
+use crate::commands::report::{InverseReport, Measured, RunReport};
 use crate::peers;
 use serde::Serialize;
 
@@ -81,9 +81,6 @@ pub struct CholeskyReport {
     pub ratio_to_cusolver_from_host: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perfmodel_file: Option<String>,
-    /// With `--inverse`: the factorisation and the inverse timed together.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub inverse: Option<InverseReport>,
     /// Where the command's wall-clock time went, in the order of its phases: `platform` (built,
     /// devices opened), `plan` (the tile chosen, timing candidates the models lack, and the
     /// predicted bounds), `generate` (the matrix and the buffer the runs work in), `runs` (the
@@ -91,28 +88,6 @@ pub struct CholeskyReport {
     /// residual), `bounds` (the models saved, this run's bounds, trace files), then `inverse` and
     /// `peers` where asked for.
     pub phases: Vec<Phase>,
-}
-
-/// `--inverse`: A^-1 from a fresh factorisation into a matrix allocated before the clock
-/// (`Factor::inverse_into`), timed and checked, beside the libraries' own.
-#[derive(Serialize)]
-pub struct InverseReport {
-    /// The best factorisation + inverse, its n^3 flops (n^3/3 for the factor, 2 n^3/3 for the
-    /// inverse; 4x real for complex) and ||A X - I||_1 / (n ||A||_1 ||X||_1 eps).
-    #[serde(flatten)]
-    pub measured: Measured,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<peers::PeerRate>>,
-    /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_best_peer: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory
-    /// (`--compare gpu` with a CUDA GPU).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver_from_host: Option<f64>,
 }
 
 /// A factorisation in precision `T` (`--precision s`, `d`, `c`, `z`).
@@ -193,11 +168,10 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         ratio_to_cusolver: None,
         ratio_to_cusolver_from_host: None,
         perfmodel_file: model_file.map(|p| p.display().to_string()),
-        inverse: None,
         phases: Vec::new(),
     };
     if args.inverse {
-        report.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus, &platform)?);
+        report.run.inverse = Some(inverse(args, &options, a.as_ref(), all_cpus, &platform)?);
         clock.lap("inverse");
     }
     if let Some(compare) = args.compare {
@@ -529,7 +503,7 @@ impl<T: Scalar> Buffer<T> {
 pub fn print(r: &CholeskyReport) {
     println!(
         "hetla cholesky: n = {}, precision {}, tile = {}, {} tasks",
-        r.n, r.run.precision, r.run.tile, r.run.tasks
+        r.n, r.run.precision, r.run.tile, r.run.on.tasks
     );
     println!(
         "  platform  {} kernels, clusters {} = [{}], scheduler {}",
@@ -599,10 +573,10 @@ pub fn print(r: &CholeskyReport) {
         );
     }
     print_resources(r);
-    if let Some(inv) = &r.inverse {
+    if let Some(inv) = &r.run.inverse {
         print_inverse(inv, r.run.precision);
     }
-    if let (Some(bounds), Some(efficiency)) = (&r.run.bounds, r.run.efficiency) {
+    if let (Some(bounds), Some(efficiency)) = (&r.run.on.bounds, r.run.on.efficiency) {
         print_bounds(bounds);
         println!(
             "  efficiency {efficiency:.3} (mixed bound / time; bounds from the durations this run's tasks took)"
@@ -625,7 +599,7 @@ pub fn print(r: &CholeskyReport) {
 
 /// What the run used: its workers, GPUs, the bytes each link moved and the kernels' rates.
 fn print_resources(r: &CholeskyReport) {
-    for w in &r.run.workers {
+    for w in &r.run.on.workers {
         println!(
             "  worker    {:<6} {:4} tasks, busy {:5.1}%",
             w.name,
@@ -633,7 +607,7 @@ fn print_resources(r: &CholeskyReport) {
             100.0 * w.busy_fraction
         );
     }
-    crate::commands::output::print_pieces(&r.run.pieces);
+    crate::commands::output::print_pieces(&r.run.on.pieces);
     for g in &r.gpus {
         println!(
             "  gpu       {:<6} {} (budget {:.1} MiB, host thread on CPU {})",
@@ -650,7 +624,7 @@ fn print_resources(r: &CholeskyReport) {
             b.bytes as f64 / 1048576.0
         );
     }
-    for k in &r.run.kernels {
+    for k in &r.run.on.kernels {
         println!(
             "  kernel    {:<6} {:5} x {:9.3} ms  {:7.2} Gflop/s",
             k.op,

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::args::CholeskyArgs;
 use crate::commands::grid_job::{GridRun, print_peers};
+use crate::commands::report::RunReport;
 use crate::peers::PeerRate;
 
 #[cfg(feature = "mpi")]
@@ -24,7 +25,7 @@ pub struct GridReport {
     /// What every distributed run reports (its residual: the factor's, probed where the tiles live;
     /// its flops n^3 / 3, times 4 in a complex precision).
     #[serde(flatten)]
-    pub run: GridRun,
+    pub run: RunReport<GridRun>,
     /// Seconds of the distributed solve of one random right-hand side (forward and backward
     /// substitutions, each the slowest rank's; the best with `--repeat`).
     pub solve_seconds: f64,
@@ -112,7 +113,7 @@ fn run_in<T: GridScalar>(
         platform: &platform,
         scheduler: args.scheduler,
     };
-    let grid_run = GridRun::new(&world, setup, &run, (&timings, residual), network);
+    let grid_run = RunReport::of_grid(&world, setup, &run, (&timings, residual), network);
     if world.rank() != 0 {
         return Ok(None);
     }

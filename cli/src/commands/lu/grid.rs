@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::args::LuArgs;
 use crate::commands::grid_job::{GridRun, print_peers};
+use crate::commands::report::RunReport;
 use crate::peers::PeerRate;
 
 /// Right-hand sides of the solve after the factorisation (ScaLAPACK's p?getrs timed with as many).
@@ -22,7 +23,7 @@ pub struct LuGridReport {
     /// What every distributed run reports (its residual: LAPACK's dget01 ratio probed where the
     /// tiles live; its flops 2 n^3 / 3, times 4 in a complex precision).
     #[serde(flatten)]
-    pub run: GridRun,
+    pub run: RunReport<GridRun>,
     /// The first column whose pivot was exactly zero, if any (the factor is complete).
     pub singular: Option<usize>,
     /// Seconds of the distributed solve of `solve_rhs` random right-hand sides (the interchanges,
@@ -105,7 +106,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         platform: &platform,
         scheduler: args.scheduler,
     };
-    let run = GridRun::new(&world, setup, &lu.run, (&timings, residual), network);
+    let run = RunReport::of_grid(&world, setup, &lu.run, (&timings, residual), network);
     let peers = match args.compare {
         true => Some(scalapack_peers(
             &world,
@@ -181,7 +182,11 @@ pub fn run(_: &LuArgs, _: ProcessGrid) -> crate::Result<Option<LuGridReport>> {
 
 pub fn print(r: &LuGridReport) {
     let run = &r.run;
-    let tiled = run.grid.parse::<ProcessGrid>().is_ok_and(|g| g.rows() > 1);
+    let tiled = run
+        .on
+        .grid
+        .parse::<ProcessGrid>()
+        .is_ok_and(|g| g.rows() > 1);
     let width = if tiled { "tile" } else { "block width" };
     run.print_head(("lu", width), ("2 n^3/3", "8 n^3/3 real"));
     run.print_residual("||PA - LU||_1 / (n ||A||_1 eps) ");

@@ -191,7 +191,7 @@ fn print_factor(r: &LuReport) {
     let run = &r.run;
     println!(
         "hetla lu: order {}, block width {}, precision {}, backend {}, clusters {} ({} cores)",
-        r.n, run.tile, run.precision, run.backend, r.clusters, run.cores
+        r.n, run.tile, run.precision, run.backend, r.clusters, run.on.cores
     );
     run.print_time("2 n^3/3");
     println!(

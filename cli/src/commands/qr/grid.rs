@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::args::QrArgs;
 use crate::commands::grid_job::GridRun;
+use crate::commands::report::RunReport;
 use crate::peers::PeerRate;
 
 #[derive(Serialize)]
@@ -20,7 +21,7 @@ pub struct QrGridReport {
     /// What every distributed run reports (its residual: ||A^H A - R^H R||_1 / (m ||A||_1^2 eps)
     /// probed where the tiles live; its flops 2 m n^2 - 2 n^3 / 3, times 4 in a complex precision).
     #[serde(flatten)]
-    pub run: GridRun,
+    pub run: RunReport<GridRun>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<PeerRate>>,
     /// hetla's best over p?geqrf's best (with `--compare`; the key keeps its name in every
@@ -132,7 +133,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         platform: &platform,
         scheduler: args.scheduler,
     };
-    let report = GridRun::new(&world, setup, &run, (&timings, residual), network);
+    let report = RunReport::of_grid(&world, setup, &run, (&timings, residual), network);
     let peer = match args.compare {
         true => Some(scalapack_peer(&world, &a, repeat, run.flops)?),
         false => None,
@@ -262,7 +263,11 @@ pub fn run(args: &QrArgs, _: ProcessGrid) -> crate::Result<Option<QrGridReport>>
 pub fn print(r: &QrGridReport) {
     let run = &r.run;
     // One process column: by tiles, the tree over it (see hetla::distributed's QR).
-    let tiled = run.grid.parse::<ProcessGrid>().is_ok_and(|g| g.rows() > 1);
+    let tiled = run
+        .on
+        .grid
+        .parse::<ProcessGrid>()
+        .is_ok_and(|g| g.rows() > 1);
     run.print_head(
         ("qr", if tiled { "tile" } else { "block width" }),
         ("2 m n^2 - 2 n^3/3", "8 m n^2 - 8 n^3/3 real"),

@@ -309,8 +309,8 @@ fn print_factor(r: &QrReport) {
         run.precision,
         run.backend,
         r.clusters,
-        run.cores,
-        run.tasks
+        run.on.cores,
+        run.on.tasks
     );
     run.print_time("2 m n^2 - 2 n^3/3");
     println!(
