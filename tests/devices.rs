@@ -31,7 +31,12 @@ fn platform(spec: &str, devices: &[Arc<EmulatedDevice>]) -> Arc<Platform> {
 
 /// Factors a random SPD matrix of order n in tiles of b; returns the residual and trace.
 fn factor(platform: &Arc<Platform>, n: usize, b: usize) -> (f64, Trace) {
-    let a = random_spd(n, 7);
+    factor_in::<f64>(platform, n, b)
+}
+
+/// [`factor`] of a random Hermitian positive definite matrix in `T`.
+fn factor_in<T: Scalar>(platform: &Arc<Platform>, n: usize, b: usize) -> (f64, Trace) {
+    let a = random_hpd::<T>(n, 7);
     let mut l = a.clone();
     let trace = Cholesky::new()
         .platform(platform.clone())
@@ -179,14 +184,7 @@ fn a_device_with_several_streams_runs_kernels_at_once_in_every_precision() {
         let (n, b) = (1024, 256);
         let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
         let p = platform("none", std::slice::from_ref(&device));
-        let a = random_hpd::<T>(n, 5);
-        let mut l = a.clone();
-        let trace = Cholesky::new()
-            .platform(p.clone())
-            .tile(b)
-            .factor_in_place_traced(l.as_mut())
-            .unwrap();
-        let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+        let (residual, trace) = factor_in::<T>(&p, n, b);
         let what = T::PRECISION;
         assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
         assert_eq!(device.early_reads(), 0, "{what}");
@@ -202,7 +200,7 @@ fn a_device_with_several_streams_runs_kernels_at_once_in_every_precision() {
         // run on the host's cores beside the runtime's threads, and 2 cores leave no room.
         assert_eq!(trace.tasks.len(), 20, "{what}");
         // Not positive definite: the error names the column, with the streams still running.
-        let mut bad = a.clone();
+        let mut bad = random_hpd::<T>(n, 7);
         bad[(n / 2, n / 2)] = T::from_parts(-1.0, 0.0);
         let err = Cholesky::new()
             .platform(p)
@@ -225,14 +223,8 @@ fn a_device_with_several_streams_runs_kernels_at_once_in_every_precision() {
 fn a_device_with_one_stream_runs_one_kernel_at_a_time() {
     let device = Arc::new(EmulatedDevice::new(usize::MAX));
     let p = platform("none", std::slice::from_ref(&device));
-    let a = random_spd(480, 3);
-    let mut l = a.clone();
-    Cholesky::new()
-        .platform(p)
-        .tile(96)
-        .factor_in_place_traced(l.as_mut())
-        .unwrap();
-    assert!(cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq) < RESIDUAL_THRESHOLD);
+    let (residual, _) = factor(&p, 480, 96);
+    assert!(residual < RESIDUAL_THRESHOLD);
     assert_eq!(device.peak_running(), 1);
     assert_eq!(device.kernels_by_stream(), vec![35]);
 }

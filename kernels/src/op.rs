@@ -349,6 +349,7 @@ impl Op {
         use Blas::{Add, Product, RankK, Solve as Trsm};
         if let Some(codelet) = self
             .family_work_codelet()
+            .or_else(|| self.aasen_codelet())
             .or_else(|| self.inverse_codelet())
         {
             return codelet;
@@ -512,30 +513,19 @@ impl Op {
     }
 
     /// The codelets of the kernels that run through their family's own work (LU's interchanges,
-    /// QR's T's, Aasen's permutation beside the tiles), on CPU clusters only, each rated as the
-    /// Cholesky kernel of the same shape of work where a model has no measurement of its own;
-    /// `None` for any other operation.
+    /// QR's T's beside the tiles), on CPU clusters only, each rated as the Cholesky kernel of the
+    /// same shape of work where a model has no measurement of its own; `None` for any other
+    /// operation.
     fn family_work_codelet(self) -> Option<Codelet> {
         const NO_LU_GPU: &str =
             "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
-        const NO_LDLT_GPU: &str =
-            "the symmetric indefinite family's kernels run on CPU clusters only";
-        let cpu_only = |cpu, why| {
-            move |name, reads, writes, like| {
-                Declared(
-                    name,
-                    reads,
-                    writes,
-                    cpu,
-                    GpuCall::Absent(why),
-                    RateSource::Like(like),
-                )
-            }
+        let lu = |name, reads, writes, like| {
+            cpu_only(CpuCall::Pivoted, NO_LU_GPU, (name, reads, writes), like)
         };
-        let lu = cpu_only(CpuCall::Pivoted, NO_LU_GPU);
-        let qr = cpu_only(CpuCall::Reflectors, NO_QR_GPU);
-        let aasen = cpu_only(CpuCall::Aasen, NO_LDLT_GPU);
+        let qr = |name, reads, writes, like| {
+            cpu_only(CpuCall::Reflectors, NO_QR_GPU, (name, reads, writes), like)
+        };
         let codelet = match self {
             // ?getrf of an m x n matrix, m >= n.
             Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf)
@@ -578,6 +568,21 @@ impl Op {
                 .on_critical_path(),
             Op::Ttmqr => qr("ttmqr", 1, 2, Op::GemmNt)
                 .work(stacked_apply, |s| 2.0 * (s.cols(0) * s.cols(0)) * s.mn().1),
+            _ => return None,
+        };
+        Some(codelet)
+    }
+
+    /// The codelets of the symmetric indefinite family's kernels (Aasen's), which read the matrix
+    /// through the permutation beside the tiles: on CPU clusters only, rated as the Cholesky kernel
+    /// of the same shape of work; `None` for any other operation.
+    fn aasen_codelet(self) -> Option<Codelet> {
+        const NO_LDLT_GPU: &str =
+            "the symmetric indefinite family's kernels run on CPU clusters only";
+        let aasen = |name, reads, writes, like| {
+            cpu_only(CpuCall::Aasen, NO_LDLT_GPU, (name, reads, writes), like)
+        };
+        let codelet = match self {
             // H's block as one dense product of T's block row and L's.
             Op::LdltHessenberg => aasen("ldlt_hessenberg", 2, 1, Op::GemmNt).work(
                 |s| aasen_product(s, s.get(1).1, (s.written().1, s.get(1).1)),
@@ -811,6 +816,25 @@ impl Shapes<'_> {
             _ => MatMul::ACCUMULATE,
         }
     }
+}
+
+/// The declaration of a family's kernel that runs through the family's own work: `cpu`'s call on
+/// CPU clusters only (`why` there is no GPU kernel), rated as `like` where a model has no
+/// measurement of its own.
+fn cpu_only(
+    cpu: CpuCall,
+    why: &'static str,
+    (name, reads, writes): (&'static str, usize, usize),
+    like: Op,
+) -> Declared {
+    Declared(
+        name,
+        reads,
+        writes,
+        cpu,
+        GpuCall::Absent(why),
+        RateSource::Like(like),
+    )
 }
 
 /// Ok when the operand `what` is `want`, else the error that says what it is.

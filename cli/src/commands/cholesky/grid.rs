@@ -40,8 +40,6 @@ pub struct GridReport {
     pub solve_backward_error: f64,
     /// Bytes of tiles each rank sent in the solve.
     pub solve_bytes_sent_by_rank: Vec<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
     /// hetla's best over p?potrf's best (with `--compare`; the key keeps its name in every
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,11 +111,12 @@ fn run_in<T: GridScalar>(
         platform: &platform,
         scheduler: args.scheduler,
     };
-    let grid_run = RunReport::of_grid(&world, setup, &run, (&timings, residual), network);
+    let mut grid_run = RunReport::of_grid(&world, setup, &run, (&timings, residual), network);
     if world.rank() != 0 {
         return Ok(None);
     }
     let best = timings.best;
+    grid_run.peers = peers.clone();
     Ok(Some(GridReport {
         run: grid_run,
         solve_seconds: solve_timings.best,
@@ -129,7 +128,6 @@ fn run_in<T: GridScalar>(
         solve_backward_error,
         solve_bytes_sent_by_rank: solve.bytes_sent_by_rank,
         ratio_to_pdpotrf: peers.as_ref().map(|p| p[0].seconds / best),
-        peers,
     }))
 }
 
@@ -200,6 +198,6 @@ pub fn print(r: &GridReport) {
     );
     let potrs = format!("p{}potrs", run.precision);
     print_peers(r.solve_peers.as_deref(), r.solve_ratio_to_pdpotrs, &potrs);
-    let peers = (r.peers.as_deref(), r.ratio_to_pdpotrf);
+    let peers = (r.run.peers.as_deref(), r.ratio_to_pdpotrf);
     run.print_tail("the 2D block-cyclic count", peers, "potrf");
 }

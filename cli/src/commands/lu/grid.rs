@@ -43,8 +43,6 @@ pub struct LuGridReport {
     /// hetla's best solve over p?getrs's best (with `--compare`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solve_ratio_to_pdgetrs: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
     /// hetla's best over p?getrf's best (with `--compare`; the key keeps its name in every
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,7 +104,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         platform: &platform,
         scheduler: args.scheduler,
     };
-    let run = RunReport::of_grid(&world, setup, &lu.run, (&timings, residual), network);
+    let mut run = RunReport::of_grid(&world, setup, &lu.run, (&timings, residual), network);
     let peers = match args.compare {
         true => Some(scalapack_peers(
             &world,
@@ -119,6 +117,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     if world.rank() != 0 {
         return Ok(None);
     }
+    run.peers = peers.as_ref().map(|(f, _)| vec![f.clone()]);
     Ok(Some(LuGridReport {
         ratio_to_pdgetrf: peers
             .as_ref()
@@ -133,7 +132,6 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         solve_bytes_expected_by_rank: solve.bytes_expected_by_rank,
         solve_ratio_to_pdgetrs: peers.as_ref().map(|(_, s)| s.seconds / solve_timings.best),
         solve_peers: peers.as_ref().map(|(_, s)| vec![s.clone()]),
-        peers: peers.map(|(f, _)| vec![f]),
     }))
 }
 
@@ -204,7 +202,7 @@ pub fn print(r: &LuGridReport) {
     );
     let getrs = format!("p{}getrs", run.precision);
     print_peers(r.solve_peers.as_deref(), r.solve_ratio_to_pdgetrs, &getrs);
-    let peers = (r.peers.as_deref(), r.ratio_to_pdgetrf);
+    let peers = (r.run.peers.as_deref(), r.ratio_to_pdgetrf);
     let count = match tiled {
         true => "the tiles' count",
         false => "the panels' count",

@@ -22,8 +22,6 @@ pub struct QrGridReport {
     /// probed where the tiles live; its flops 2 m n^2 - 2 n^3 / 3, times 4 in a complex precision).
     #[serde(flatten)]
     pub run: RunReport<GridRun>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerRate>>,
     /// hetla's best over p?geqrf's best (with `--compare`; the key keeps its name in every
     /// precision).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -151,10 +149,14 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
     if world.rank() != 0 {
         return Ok(None);
     }
+    let mut run = report;
+    run.peers = peer.map(|p| vec![p]);
     Ok(Some(QrGridReport {
-        ratio_to_pdgeqrf: peer.as_ref().map(|p| p.seconds / report.measured.seconds),
-        run: report,
-        peers: peer.map(|p| vec![p]),
+        ratio_to_pdgeqrf: run
+            .peers
+            .as_ref()
+            .map(|p| p[0].seconds / run.measured.seconds),
+        run,
         lstsq,
     }))
 }
@@ -273,7 +275,7 @@ pub fn print(r: &QrGridReport) {
         ("2 m n^2 - 2 n^3/3", "8 m n^2 - 8 n^3/3 real"),
     );
     run.print_residual("||A^H A - R^H R||_1 / (m ||A||_1^2 eps) ");
-    let peers = (r.peers.as_deref(), r.ratio_to_pdgeqrf);
+    let peers = (r.run.peers.as_deref(), r.ratio_to_pdgeqrf);
     let count = match tiled {
         true => "the tree's count",
         false => "the panels' count",
