@@ -697,27 +697,30 @@ impl Op {
     /// Checks that `shapes` (reads first, the written tiles last) fit the operation, and says which
     /// operand is wrong otherwise.
     pub fn check_shapes(self, shapes: &[Shape]) -> Result<(), String> {
-        if shapes.len() != self.operands() {
+        let codelet = self.codelet();
+        let operands = codelet.reads + codelet.writes;
+        if shapes.len() != operands {
             return Err(format!(
-                "expected {} operands, got {}",
-                self.operands(),
+                "expected {operands} operands, got {}",
                 shapes.len()
             ));
         }
-        (self.codelet().check)(Shapes { op: self, shapes })
+        (codelet.check)(Shapes::of(self, &codelet, shapes))
     }
 
     /// Exact floating-point operation count (additions plus multiplications, LAPACK Working Note 41
     /// conventions) for operands of these shapes, reads first. Shapes are assumed valid (see
     /// [`Op::check_shapes`]).
     pub fn flops(self, shapes: &[Shape]) -> f64 {
-        (self.codelet().flops)(Shapes { op: self, shapes })
+        let codelet = self.codelet();
+        (codelet.flops)(Shapes::of(self, &codelet, shapes))
     }
 
     /// The count modelled rates are quoted in for operands of these shapes ([`Codelet`]'s
     /// `leading`), in a real precision. Shapes are assumed valid.
     pub fn leading_flops(self, shapes: &[Shape]) -> f64 {
-        (self.codelet().leading)(Shapes { op: self, shapes })
+        let codelet = self.codelet();
+        (codelet.leading)(Shapes::of(self, &codelet, shapes))
     }
 }
 
@@ -780,6 +783,19 @@ pub type CountFlops = fn(Shapes<'_>) -> f64;
 pub struct Shapes<'a> {
     op: Op,
     shapes: &'a [Shape],
+    /// The operands `op` only reads (the first written one follows them).
+    reads: usize,
+}
+
+impl<'a> Shapes<'a> {
+    /// The operands `shapes` of `op`, whose codelet is `codelet` (read once by the caller).
+    fn of(op: Op, codelet: &Codelet, shapes: &'a [Shape]) -> Self {
+        Self {
+            op,
+            shapes,
+            reads: codelet.reads,
+        }
+    }
 }
 
 impl Shapes<'_> {
@@ -790,7 +806,7 @@ impl Shapes<'_> {
 
     /// The first written tile's shape.
     pub fn written(&self) -> Shape {
-        self.shapes[self.op.reads()]
+        self.shapes[self.reads]
     }
 
     /// The last operand's rows and columns: the (m, n) the counts are written in.
