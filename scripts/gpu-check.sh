@@ -47,7 +47,8 @@
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
 #   streams    resident Cholesky on the GPU alone at STREAMS_NS (8192 16384) with 1, 2 and 4
 #              compute streams (HETLA_GPU_STREAMS) in tiles of 1024 and the path's, each
-#              against cuSOLVER's resident dpotrf.
+#              against cuSOLVER's resident dpotrf, and beside it (the path's tile) the same
+#              run simulated on the h200 model with as many streams ("sim-streams-" rows).
 #   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
 #              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
 #   probe      first: the clusters' scaling probe (issue 70): `hetla calibrate --scaling` at
@@ -367,6 +368,12 @@ part_streams() {
                 HETLA_GPU_STREAMS=$streams row "$dir" "streams-$streams-$n-$t" cholesky --n "$n" \
                     --tile "$t" --clusters none --gpus "$gpus" --resident --repeat "$repeat" \
                     --compare gpu
+                # The prediction: the h200 model's GPU sharing its rate among the streams'
+                # kernels (it has rates at 2048 and 4096 only).
+                if [ "$t" != 1024 ]; then
+                    row "$dir" "sim-streams-$streams-$n-$t" simulate --platform h200 --n "$n" \
+                        --tile "$t" --clusters none --gpus 1 --resident --streams "$streams"
+                fi
             done
         done
     done

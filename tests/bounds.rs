@@ -24,7 +24,11 @@ fn a_run_reports_bounds_from_its_own_models() {
         .unwrap();
     let b = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)
         .unwrap()
-        .bounds_from_models(&platform.models(), platform.workers())
+        .bounds_from_models(
+            &platform.models(),
+            platform.workers(),
+            platform.compute_streams(),
+        )
         .unwrap();
     assert_eq!(b.tasks, 56);
     assert_eq!(b.classes.len(), 1);

@@ -3,8 +3,10 @@
 //! no class busy longer than T per resource.
 //!
 //! LP over n(k, r) >= 0, the number of tasks of type k given to class r: sum_r n(k, r) = N_k for
-//! every type, sum_k n(k, r) p(k, r) <= M_r T for every class; minimise T. The counts are
-//! fractional: they are a relaxation, not a schedule.
+//! every type, sum_k n(k, r) p(k, r) u(k, r) <= M_r T for every class; minimise T, where u is a
+//! task's occupancy of its resource (1 unless the class shares its resources among tasks running at
+//! once, [`crate::Class::occupancy`]). The counts are fractional: they are a relaxation, not a
+//! schedule.
 
 use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, Problem};
 
@@ -52,7 +54,7 @@ impl Instance {
         for r in 0..classes {
             let mut work = LinearExpr::empty();
             for (k, row) in vars.iter().enumerate() {
-                if let (Some(v), Some(d)) = (row[r], self.duration(k, r)) {
+                if let (Some(v), Some(d)) = (row[r], self.occupied(k, r)) {
                     work.add(v, d);
                 }
             }

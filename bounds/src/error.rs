@@ -50,6 +50,18 @@ pub enum BoundsError {
         /// The duration.
         value: f64,
     },
+    /// An occupancy outside (0, 1].
+    #[error(
+        "class {class} runs task type {task_type} at occupancy {value}; occupancies must be above 0 and at most 1"
+    )]
+    InvalidOccupancy {
+        /// The class.
+        class: usize,
+        /// The task type.
+        task_type: usize,
+        /// The occupancy.
+        value: f64,
+    },
     /// No class with resources can run this task.
     #[error(
         "task {task} (type {task_type}) cannot run on any class with resources; give it a duration on one"

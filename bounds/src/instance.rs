@@ -15,16 +15,30 @@ pub struct Class {
     /// Duration of one task of each type on one resource of this class, `None` when the class
     /// cannot run that type.
     pub durations: Vec<Option<f64>>,
+    /// The part of its resource a task of each type keeps busy, in (0, 1], for resources that run
+    /// several tasks at once sharing one rate (a GPU of several compute streams): such a task takes
+    /// `occupancy * duration` of its resource's time in the area bound and its whole duration on a
+    /// path. Empty: every task has its resource to itself (occupancy 1).
+    pub occupancy: Vec<f64>,
 }
 
 impl Class {
-    /// A class of `count` resources with the given duration per task type.
+    /// A class of `count` resources with the given duration per task type, each task holding its
+    /// resource alone.
     pub fn new(name: impl Into<String>, count: usize, durations: Vec<Option<f64>>) -> Self {
         Self {
             name: name.into(),
             count,
             durations,
+            occupancy: Vec::new(),
         }
+    }
+
+    /// The class whose tasks of type `k` keep `occupancy[k]` of their resource busy
+    /// ([`Class::occupancy`]).
+    pub fn with_occupancy(mut self, occupancy: Vec<f64>) -> Self {
+        self.occupancy = occupancy;
+        self
     }
 }
 
@@ -72,6 +86,23 @@ impl Instance {
                         value: d,
                     });
                 }
+            }
+            let occupancies = class.occupancy.len();
+            if occupancies != 0 && occupancies < type_count {
+                return Err(BoundsError::MissingDurations {
+                    class: r,
+                    given: occupancies,
+                    types: type_count,
+                });
+            }
+            if let Some((k, &u)) =
+                (class.occupancy.iter().enumerate()).find(|&(_, &u)| !(u > 0.0 && u <= 1.0))
+            {
+                return Err(BoundsError::InvalidOccupancy {
+                    class: r,
+                    task_type: k,
+                    value: u,
+                });
             }
         }
         for (task, preds) in predecessors.iter().enumerate() {
@@ -139,6 +170,13 @@ impl Instance {
             return None;
         }
         class.durations[k]
+    }
+
+    /// The time a task of type `k` takes from a resource of class `r` in the area bound: its
+    /// duration times its occupancy, or `None` as [`Instance::duration`].
+    pub fn occupied(&self, k: usize, r: usize) -> Option<f64> {
+        let occupancy = self.classes[r].occupancy.get(k).copied().unwrap_or(1.0);
+        self.duration(k, r).map(|d| d * occupancy)
     }
 
     /// The classes that can run type `k`, with their durations.

@@ -1,15 +1,16 @@
 //! The mixed (iterative) bound: the area bound made aware of the graph's paths.
 //!
 //! LP over per-task fractions x(i, r) >= 0 with sum_r x(i, r) = 1: the area constraints sum_i x(i,
-//! r) p(i, r) <= M_r T, and for some paths P the path constraint sum_{i in P} d_i <= T with d_i =
-//! sum_r x(i, r) p(i, r). Every path constraint holds in any schedule, so the optimum is a lower
-//! bound whatever set of paths is used; using all of them would give the strongest. Constraint
-//! generation gets there without listing them: start with the critical path, solve, find the
-//! longest path under the current durations d_i, and if it is longer than T (relative tolerance
-//! 1e-9) add it and re-solve from the previous optimum (microlp's dual simplex keeps the basis).
-//! When no path is longer than T the fractions satisfy every path constraint, so T is the optimum
-//! of the LP with all paths. T never decreases, and it is at least the area bound and the critical
-//! path.
+//! r) p(i, r) u(i, r) <= M_r T (u: the task's occupancy of its resource, 1 unless the class shares
+//! its resources, [`crate::Class::occupancy`]), and for some paths P the path constraint sum_{i in
+//! P} d_i <= T with d_i = sum_r x(i, r) p(i, r). Every path constraint holds in any schedule, so
+//! the optimum is a lower bound whatever set of paths is used; using all of them would give the
+//! strongest. Constraint generation gets there without listing them: start with the critical path,
+//! solve, find the longest path under the current durations d_i, and if it is longer than T
+//! (relative tolerance 1e-9) add it and re-solve from the previous optimum (microlp's dual simplex
+//! keeps the basis). When no path is longer than T the fractions satisfy every path constraint, so
+//! T is the optimum of the LP with all paths. T never decreases, and it is at least the area bound
+//! and the critical path.
 //!
 //! Formulation. For a task the classes can run, one of them (the one with the most throughput,
 //! count / duration, which takes most tasks at the optimum) is its reference class; the LP
@@ -60,11 +61,15 @@ struct Share {
     var: Variable,
     /// Duration on that class minus duration on the reference class.
     delta: f64,
+    /// The task's time on that class in the area rows (its duration times its occupancy).
+    area: f64,
 }
 
 /// Each task's reference class and duration there, and its variables.
 struct Layout {
     reference: Vec<(usize, f64)>,
+    /// Each task's time on its reference class in the area rows.
+    reference_area: Vec<f64>,
     /// Shares of task i: `shares[first[i]..first[i + 1]]`.
     first: Vec<usize>,
     shares: Vec<Share>,
@@ -161,6 +166,7 @@ impl Instance {
     /// Chooses each task's reference class and creates the variables of the others.
     fn layout(&self, lp: &mut Problem) -> Layout {
         let mut reference = Vec::with_capacity(self.len());
+        let mut reference_area = Vec::with_capacity(self.len());
         let mut first = Vec::with_capacity(self.len() + 1);
         let mut shares = Vec::new();
         first.push(0);
@@ -171,23 +177,30 @@ impl Instance {
                 .max_by(|a, b| throughput(a).total_cmp(&throughput(b)))
                 .expect("an Instance has a class for every task");
             reference.push((ref_class, ref_duration));
+            let area = |r| {
+                self.occupied(k, r)
+                    .expect("an allowed class has a duration")
+            };
+            reference_area.push(area(ref_class));
             for (r, d) in self.allowed(k).filter(|&(r, _)| r != ref_class) {
                 shares.push(Share {
                     class: r,
                     var: lp.add_var(0.0, (0.0, 1.0)),
                     delta: d - ref_duration,
+                    area: area(r),
                 });
             }
             first.push(shares.len());
         }
         Layout {
             reference,
+            reference_area,
             first,
             shares,
         }
     }
 
-    /// sum_i x(i, r) p(i, r) <= M_r T for every class with resources.
+    /// sum_i x(i, r) p(i, r) u(i, r) <= M_r T for every class with resources (u: the occupancy).
     fn add_area_rows(&self, lp: &mut Problem, layout: &Layout, t: Variable) {
         for (r, class) in self.classes().iter().enumerate() {
             if class.count == 0 {
@@ -195,17 +208,18 @@ impl Instance {
             }
             let mut work = LinearExpr::empty();
             let mut fixed = 0.0;
-            for (i, &(ref_class, ref_duration)) in layout.reference.iter().enumerate() {
+            for (i, &(ref_class, _)) in layout.reference.iter().enumerate() {
+                let ref_area = layout.reference_area[i];
                 for s in layout.shares(i) {
                     if ref_class == r {
                         // x(i, r) = 1 - sum y: every share moves work away from r.
-                        work.add(s.var, -ref_duration);
+                        work.add(s.var, -ref_area);
                     } else if s.class == r {
-                        work.add(s.var, s.delta + ref_duration);
+                        work.add(s.var, s.area);
                     }
                 }
                 if ref_class == r {
-                    fixed += ref_duration;
+                    fixed += ref_area;
                 }
             }
             work.add(t, -(class.count as f64));

@@ -308,3 +308,63 @@ fn paper_002_split_of_28_gemms() {
     assert!((area.counts[0][1] - 22.0).abs() < 0.1);
     assert!(close(inst.mixed().unwrap().makespan, area.makespan, 1e-9));
 }
+
+#[test]
+fn tasks_that_share_their_resource_take_their_occupancy_in_the_area_and_their_duration_on_paths() {
+    // Four independent tasks of 1 s at a quarter of a shared GPU, then one of 2 s after the first:
+    // the area is 4 x 0.25 + 2 x 1 = 3 s, the longest path 1 + 2 = 3 s; without sharing 6 s.
+    let classes = |occupancy: Vec<f64>| {
+        vec![Class::new("gpu", 1, vec![Some(1.0), Some(2.0)]).with_occupancy(occupancy)]
+    };
+    let shared = Instance::new(
+        vec![0, 0, 0, 0, 1],
+        vec![vec![], vec![], vec![], vec![], vec![0]],
+        classes(vec![0.25, 1.0]),
+    )
+    .unwrap();
+    let b = shared.bounds().unwrap();
+    assert!((b.area.makespan - 3.0).abs() < 1e-9, "{}", b.area.makespan);
+    assert!((b.critical_path.length - 3.0).abs() < 1e-9);
+    assert!(
+        (b.mixed.makespan - 3.0).abs() < 1e-9,
+        "{}",
+        b.mixed.makespan
+    );
+    let alone = Instance::new(
+        vec![0, 0, 0, 0, 1],
+        vec![vec![], vec![], vec![], vec![], vec![0]],
+        classes(Vec::new()),
+    )
+    .unwrap();
+    assert!((alone.bounds().unwrap().mixed.makespan - 6.0).abs() < 1e-9);
+    // Beside a CPU class that runs the quarter tasks in 2 s alone, the mixed bound's area rows
+    // weigh each share by its own class's occupancy: the GPU alone is still fastest.
+    let mixed = Instance::new(
+        vec![0, 0, 0, 0, 1],
+        vec![vec![], vec![], vec![], vec![], vec![0]],
+        vec![
+            Class::new("gpu", 1, vec![Some(1.0), Some(2.0)]).with_occupancy(vec![0.25, 1.0]),
+            Class::new("cpu", 1, vec![Some(2.0), None]),
+        ],
+    )
+    .unwrap();
+    let m = mixed.bounds().unwrap();
+    assert!(m.mixed.makespan <= 3.0 + 1e-9 && m.mixed.makespan >= 3.0 - 1e-9);
+    // An occupancy outside (0, 1], or missing for a type, is refused.
+    for bad in [
+        vec![0.0, 1.0],
+        vec![1.5, 1.0],
+        vec![f64::NAN, 1.0],
+        vec![0.5],
+    ] {
+        let refused = Instance::new(vec![0, 1], vec![vec![], vec![]], classes(bad.clone()));
+        assert!(
+            matches!(
+                refused,
+                Err(hetla_bounds::BoundsError::InvalidOccupancy { .. }
+                    | hetla_bounds::BoundsError::MissingDurations { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+}

@@ -253,11 +253,20 @@ struct Lane {
 }
 
 impl Lane {
-    /// A new stream of `ctx` with its handles and empty workspaces.
-    fn new(ctx: &Arc<CudaContext>) -> Result<Self, KernelError> {
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| gpu_error("creating a stream", e))?;
+    /// A new stream of `ctx` with its handles and empty workspaces; `urgent`: at the device's
+    /// greatest stream priority (the lane of a step's panel work, whose kernels the GPU then starts
+    /// before queued trailing updates), else at the default one.
+    fn new(ctx: &Arc<CudaContext>, urgent: bool) -> Result<Self, KernelError> {
+        let stream = if urgent {
+            ctx.bind_to_thread()
+                .map_err(|e| gpu_error("binding the context", e))?;
+            let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+                .map_err(|e| gpu_error("cuCtxGetStreamPriorityRange", e))?;
+            ctx.new_stream_with_priority(greatest)
+        } else {
+            ctx.new_stream()
+        }
+        .map_err(|e| gpu_error("creating a stream", e))?;
         // SAFETY: creating handles and binding them to a live stream of this context (bound
         // to the thread by `new_stream`).
         let blas =
@@ -346,8 +355,9 @@ impl GpuContext {
             ctx.new_stream()
                 .map_err(|e| gpu_error("creating a stream", e))
         };
+        // The panel lane is urgent only beside others: alone, priorities change nothing.
         let lanes = (0..streams.max(1))
-            .map(|_| Lane::new(&ctx))
+            .map(|lane| Lane::new(&ctx, lane == 0 && streams > 1))
             .collect::<Result<Vec<_>, _>>()?;
         let (h2d, d2h) = (stream()?, stream()?);
         if ctx.has_async_alloc() {

@@ -14,9 +14,9 @@ use std::time::Instant;
 use hetla::{BoundReport, DistributedBounds, Plan, Precision};
 use hetla_factorizations::{ProcessGrid, TaskId, bytes_sent};
 use hetla_runtime::{
-    KernelKey, LinkBytes, LinkRate, ResourceClass, ResourceKind, SimMessage, SimOptions,
-    SimPlatform, SimRank, SimWork, Trace, WorkerId, count_classes, simulate as simulate_work,
-    simulate_grid as simulate_work_grid,
+    GpuSharing, KernelKey, LinkBytes, LinkRate, ResourceClass, ResourceKind, SimMessage,
+    SimOptions, SimPlatform, SimRank, SimWork, Trace, WorkerId, count_classes,
+    simulate as simulate_work, simulate_grid as simulate_work_grid,
 };
 use serde::Serialize;
 
@@ -51,6 +51,10 @@ pub struct SimReport {
     pub clusters: String,
     /// GPUs used.
     pub gpus: usize,
+    /// Each GPU's compute streams: kernels it runs at once, sharing its rate (the key is absent for
+    /// one, as reports had none before).
+    #[serde(skip_serializing_if = "is_one")]
+    pub compute_streams: usize,
     /// Matrix order.
     pub n: usize,
     /// Tile size.
@@ -97,8 +101,7 @@ pub fn simulate(
     let trace = simulate_plan(plan, machine, &platform, options)?;
     let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
     let simulation_seconds = start.elapsed().as_secs_f64();
-    let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let bounds = plan.bounds(&classes, duration)?;
+    let bounds = shared_bounds(plan, &platform, duration)?;
     let summary = trace.summary();
     let makespan_ms = trace.makespan * 1e3;
     let report = SimReport {
@@ -108,6 +111,7 @@ pub fn simulate(
         platform: model.name.clone(),
         clusters: machine.clusters.to_string(),
         gpus: machine.gpus,
+        compute_streams: platform.compute_streams,
         n: plan.algorithm().order(),
         tile,
         scheduler: options.run.scheduler,
@@ -171,9 +175,33 @@ pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
     let ops = plan.ops();
     model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
-    let classes = model.classes(machine.clusters, machine.gpus)?;
     let tile = plan.tile();
-    Ok(plan.bounds(&classes, |key, class| model.duration(key, tile, class))?)
+    let platform = machine.sim_platform()?;
+    shared_bounds(plan, &platform, |key, class| {
+        model.duration(key, tile, class)
+    })
+}
+
+/// How the GPUs of `platform` share their rate among `plan`'s kernels of durations `duration`.
+fn sharing(
+    plan: &Plan,
+    platform: &SimPlatform,
+    duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64>,
+) -> GpuSharing {
+    let classes: Vec<ResourceClass> = platform.workers.iter().map(|w| w.class.clone()).collect();
+    GpuSharing::new(platform.compute_streams, plan.keys(), &classes, duration)
+}
+
+/// The bounds of `plan` on `platform`'s workers with durations `duration`, each GPU running as many
+/// kernels at once as the platform's compute streams, sharing its rate as the simulator does.
+fn shared_bounds(
+    plan: &Plan,
+    platform: &SimPlatform,
+    duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
+) -> Result<BoundReport> {
+    let classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
+    let sharing = sharing(plan, platform, duration);
+    Ok(plan.shared_bounds(&classes, duration, &sharing)?)
 }
 
 /// The network of a simulated distributed run, from `"latency,bandwidth"`: a latency with a unit
@@ -376,7 +404,9 @@ pub fn simulate_grid(
 
     let nodes = grid.size();
     let node_classes = count_classes(platform.workers.iter().map(|w| w.class.clone()));
-    let bounds = plan.distributed_bounds(&split, &grid, &node_classes, duration, network)?;
+    let sharing = sharing(plan, &platform, duration);
+    let bounds =
+        plan.distributed_bounds(&split, &grid, &node_classes, duration, network, &sharing)?;
     let mut sent_by_rank = vec![0usize; nodes];
     for m in &run.messages {
         sent_by_rank[m.from] += m.bytes;
@@ -461,6 +491,10 @@ fn one_trace(ranks: Vec<Trace>, whole: &[&[TaskId]], makespan: f64) -> Trace {
         }));
     }
     Trace::new(workers, tasks, makespan)
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 fn is_double(p: &Precision) -> bool {

@@ -542,3 +542,72 @@ fn a_network_is_read_with_its_units_and_refused_without_a_rate() {
         assert!(e.contains("latency,bandwidth"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_gpu_of_several_streams_overlaps_its_kernels_and_stays_above_its_bounds_in_every_precision() {
+    // The h200 model's GPU alone, Cholesky 16384 in tiles of 2048 resident in its memory: with
+    // one stream the GPU runs every kernel back to back; with more, a step's POTRF and TRSMs (a
+    // sixth and a fifth of the GPU's full rate) run beside the GEMMs, up to the streams at once.
+    let h200 = PlatformModel::preset("h200").unwrap();
+    let none = hetla::ClusterSpec::None;
+    for precision in [Precision::S, Precision::D, Precision::C, Precision::Z] {
+        let plan = Plan::new(hetla::Algorithm::Cholesky { n: 16384 }, 2048, precision).unwrap();
+        let run = |streams: usize, noise: f64| {
+            let machine = Modelled {
+                compute_streams: streams,
+                ..Modelled::new(&h200, &none, 1).precision(precision)
+            };
+            let mut options = options(SchedulerKind::Mct, 3, noise);
+            options.run.placement = plan.placed_on(hetla_runtime::MemoryNode(1));
+            options.run.write_back = WriteBack::Resident;
+            hetla_lab::simulate(&plan, &machine, &options).unwrap()
+        };
+        let (one, one_trace) = run(1, 0.0);
+        let most_at_once = |trace: &Trace| {
+            let mut edges: Vec<(f64, i32)> = (trace.tasks.iter())
+                .flat_map(|e| [(e.start, 1), (e.end, -1)])
+                .collect();
+            edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let mut now = 0;
+            edges
+                .iter()
+                .map(|&(_, d)| {
+                    now += d;
+                    now
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        assert_eq!(most_at_once(&one_trace), 1, "{precision}");
+        for streams in [2, 4] {
+            for noise in [0.0, 0.2] {
+                let (shared, trace) = run(streams, noise);
+                assert_eq!(shared.compute_streams, streams);
+                let at_once = most_at_once(&trace);
+                assert!(
+                    (2..=streams as i32).contains(&at_once),
+                    "{precision} {streams}: {at_once}"
+                );
+                // Honest bounds: a kernel's share of the GPU in the area, never above the run.
+                assert!(shared.bounds.area_ms < one.bounds.area_ms, "{precision}");
+                // The bounds of the run from its own durations count the GPU as many times as
+                // it ran kernels at once: still below the run.
+                let own = plan.run_bounds(&trace).unwrap();
+                assert_eq!(own.classes[0].count, at_once as usize, "{precision}");
+                assert!(
+                    own.mixed_ms * 1e-3 <= trace.makespan * (1.0 + 1e-9),
+                    "{precision}"
+                );
+                if noise == 0.0 {
+                    assert!(shared.efficiency <= 1.0 + 1e-9, "{precision} {streams}");
+                    assert!(
+                        shared.makespan_ms < 0.9 * one.makespan_ms,
+                        "{precision} {streams}: {} vs {}",
+                        shared.makespan_ms,
+                        one.makespan_ms
+                    );
+                }
+            }
+        }
+    }
+}

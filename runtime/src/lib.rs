@@ -63,7 +63,7 @@ mod workers;
 pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
 pub use devices::{
     Device, EmulatedDevice, GpuSelection, Launched, MAX_GPUS, MAX_STREAMS, Pending, QUEUE_DEPTH,
-    STREAMS_VAR,
+    STREAMS_VAR, parse_streams,
 };
 pub use error::{Error, IoError, Result};
 pub use execution::{Inbox, execute, execute_beside};
@@ -82,8 +82,8 @@ pub use schedulers::{
     SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,
 };
 pub use simulation::{
-    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, Staging,
-    simulate, simulate_grid,
+    GpuSharing, GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork,
+    Staging, simulate, simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 pub use trace::{PageLocked, PieceEvent, PieceSummary, Trace, TraceSummary};

@@ -278,6 +278,14 @@ impl Platform {
         &self.devices
     }
 
+    /// The most kernels one of its devices runs at once (1 without devices).
+    pub fn compute_streams(&self) -> usize {
+        (self.devices.iter())
+            .map(|d| d.device.compute_streams())
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Page-locks host memory `ranges` for the platform's devices (through its first device:
     /// page-locking is process-wide), so that their copies of the tiles in it go straight from and
     /// into it with no staging pass, until the returned guard is dropped. Without a device nothing

@@ -114,6 +114,25 @@ impl DistributedRun {
                 reason: "the ranks have different workers; the bounds of a distributed run need the same clusters and GPUs on every rank".into(),
             });
         }
+        // A GPU of several streams ran kernels at once: each class counts as many resources as
+        // its workers ran tasks at once on any rank (the run respects that; 1 on one stream).
+        let local: Vec<u64> = (classes.iter())
+            .map(|(class, _)| {
+                let workers = self.trace.workers.iter().enumerate();
+                let of_class = workers.filter(|(_, w)| w.class == *class);
+                of_class
+                    .map(|(w, _)| {
+                        let events = self.trace.tasks.iter().filter(|e| e.worker.0 == w);
+                        crate::plan::most_at_once(events).max(1) as u64
+                    })
+                    .max()
+                    .unwrap_or(1)
+            })
+            .collect();
+        let at_once = max_within(comm, &local, timeout, "the tasks the workers ran at once")?;
+        let classes: Vec<(ResourceClass, usize)> = (classes.iter().zip(&at_once))
+            .map(|((class, count), &k)| (class.clone(), count * k as usize))
+            .collect();
         // The same kernels in the same order on every rank: one table to reduce.
         let (types, kinds) = kernel_types(plan.keys());
         let class_of = |class: &ResourceClass| classes.iter().position(|(c, _)| c == class);
@@ -135,7 +154,8 @@ impl DistributedRun {
             let d = all[kind * classes.len() + class_of(class)?];
             d.is_finite().then_some(d)
         };
-        plan.distributed_bounds(&split, &self.grid, &classes, duration, network)
+        let sharing = hetla_runtime::GpuSharing::alone();
+        plan.distributed_bounds(&split, &self.grid, &classes, duration, network, &sharing)
     }
 }
 

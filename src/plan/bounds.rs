@@ -13,7 +13,7 @@ use std::time::Instant;
 use hetla_bounds::{Class, Instance};
 use hetla_factorizations::{GridSplit, ProcessGrid, TaskGraph, TaskId, TileRef, task_rank};
 use hetla_runtime::{
-    KernelKey, LinkRate, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes,
+    GpuSharing, KernelKey, LinkRate, PerfModels, ResourceClass, Trace, WorkerInfo, count_classes,
 };
 use serde::Serialize;
 
@@ -66,35 +66,48 @@ impl Plan {
     pub fn bounds(
         &self,
         classes: &[(ResourceClass, usize)],
+        duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+    ) -> Result<BoundReport> {
+        self.shared_bounds(classes, duration, &GpuSharing::alone())
+    }
+
+    /// [`Plan::bounds`] on GPUs that run several kernels at once as `sharing` says: a kernel takes
+    /// its occupancy of its GPU's time in the area bound ([`GpuSharing`]).
+    pub fn shared_bounds(
+        &self,
+        classes: &[(ResourceClass, usize)],
         mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+        sharing: &GpuSharing,
     ) -> Result<BoundReport> {
         let (types, type_keys) = kernel_types(&self.keys);
         typed_bounds(
             &self.graph,
-            types,
-            type_keys.len(),
+            (types, type_keys.len()),
             classes,
             |t, class| duration(type_keys[t], class),
+            |t, class, seconds| sharing.occupancy(type_keys[t], class, seconds),
             self.flops,
         )
     }
 
     /// Bounds of the plan on `workers` with the mean durations of `models` (for example those
-    /// stored before a run, or those a run just recorded).
+    /// stored before a run, or those a run just recorded), each GPU running up to `streams` kernels
+    /// at once ([`GpuSharing`]; 1: one at a time).
     pub fn bounds_from_models(
         &self,
         models: &PerfModels,
         workers: &[WorkerInfo],
+        streams: usize,
     ) -> Result<BoundReport> {
-        self.bounds(
-            &count_classes(workers.iter().map(|w| w.class.clone())),
-            |key, class| {
-                models
-                    .get(key, class)
-                    .filter(|s| s.samples > 0)
-                    .map(|s| s.mean)
-            },
-        )
+        let duration = |key: &KernelKey, class: &ResourceClass| {
+            models
+                .get(key, class)
+                .filter(|s| s.samples > 0)
+                .map(|s| s.mean)
+        };
+        let classes: Vec<ResourceClass> = workers.iter().map(|w| w.class.clone()).collect();
+        let sharing = GpuSharing::new(streams, &self.keys, &classes, duration);
+        self.shared_bounds(&count_classes(classes), duration, &sharing)
     }
 
     /// Bounds of the run of this plan that `trace` recorded, from the durations its tasks took
@@ -105,7 +118,16 @@ impl Plan {
     /// least the mixed bound (efficiency <= 1), whatever the noise.
     pub fn run_bounds(&self, trace: &Trace) -> Result<BoundReport> {
         let graph = &self.graph;
-        let classes = count_classes(trace.workers.iter().map(|w| w.class.clone()));
+        // A GPU of several streams ran tasks at once (each lasting longer beside the others):
+        // it counts as that many resources, which the run's schedule respects.
+        let mut classes: Vec<(ResourceClass, usize)> = Vec::new();
+        for (w, worker) in trace.workers.iter().enumerate() {
+            let at_once = most_at_once(trace.tasks.iter().filter(|e| e.worker.0 == w));
+            match classes.iter_mut().find(|(c, _)| *c == worker.class) {
+                Some((_, count)) => *count += at_once,
+                None => classes.push((worker.class.clone(), at_once)),
+            }
+        }
         let mut ran = vec![None; graph.len()];
         for event in &trace.tasks {
             if let Some(slot) = ran.get_mut(event.task.0) {
@@ -143,19 +165,19 @@ impl Plan {
                 .collect();
             return typed_bounds(
                 graph,
-                types,
-                type_of.len(),
+                (types, type_of.len()),
                 &classes,
                 |t, class| (type_of[t].1 == class).then_some(shortest[t]),
+                |_, _, _| 1.0,
                 self.flops,
             );
         }
         typed_bounds(
             graph,
-            (0..graph.len()).collect(),
-            graph.len(),
+            ((0..graph.len()).collect(), graph.len()),
             &classes,
             |t, class| ran[t].and_then(|(c, d)| (c == class).then_some(d)),
+            |_, _, _| 1.0,
             self.flops,
         )
     }
@@ -169,6 +191,7 @@ impl Plan {
         node_classes: &[(ResourceClass, usize)],
         duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy,
         network: LinkRate,
+        sharing: &GpuSharing,
     ) -> Result<DistributedBounds> {
         let (graph, keys, flops) = (&self.graph, &self.keys[..], self.flops);
         let message_bytes = |tile: TileRef| self.message_bytes(tile);
@@ -178,10 +201,10 @@ impl Plan {
             .map(|(class, count)| (class.clone(), count * nodes))
             .collect();
         let (cp_ms, area_ms, mixed_ms) = if graph.len() <= GRID_MIXED_BOUND_UP_TO {
-            let b = self.bounds(&classes, duration)?;
+            let b = self.shared_bounds(&classes, duration, sharing)?;
             (b.cp_ms, b.area_ms, Some(b.mixed_ms))
         } else {
-            let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration)?;
+            let (cp, area) = cp_and_area_ms(graph, keys, &classes, duration, sharing)?;
             (cp, area, None)
         };
         let mut nic = vec![0.0f64; 2 * nodes];
@@ -194,7 +217,7 @@ impl Plan {
         let mut node_area_ms = 0.0f64;
         for share in &split.ranks {
             let keys: Vec<KernelKey> = share.whole.iter().map(|&t| keys[t.0].clone()).collect();
-            let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration)?;
+            let (_, area) = cp_and_area_ms(&share.graph, &keys, node_classes, duration, sharing)?;
             node_area_ms = node_area_ms.max(area);
         }
         let fastest = |t: TaskId| {
@@ -261,30 +284,36 @@ pub(crate) fn kernel_types(keys: &[KernelKey]) -> (Vec<usize>, Vec<&KernelKey>) 
 }
 
 /// The critical-path and area bounds of `graph` whose task `i` has kernel `keys[i]`, in
-/// milliseconds: without the mixed bound, whose linear program has a variable per task and class,
-/// which takes minutes to solve past some 10^5 tasks; these two take one pass over the graph and a
-/// program per kernel.
+/// milliseconds, on GPUs shared as `sharing` says: without the mixed bound, whose linear program
+/// has a variable per task and class, which takes minutes to solve past some 10^5 tasks; these two
+/// take one pass over the graph and a program per kernel.
 fn cp_and_area_ms(
     graph: &TaskGraph,
     keys: &[KernelKey],
     classes: &[(ResourceClass, usize)],
     mut duration: impl FnMut(&KernelKey, &ResourceClass) -> Option<f64>,
+    sharing: &GpuSharing,
 ) -> Result<(f64, f64)> {
     let (types, type_keys) = kernel_types(keys);
-    let instance = typed_instance(graph, types, type_keys.len(), classes, |t, class| {
-        duration(type_keys[t], class)
-    })?;
+    let instance = typed_instance(
+        graph,
+        (types, type_keys.len()),
+        classes,
+        |t, class| duration(type_keys[t], class),
+        |t, class, seconds| sharing.occupancy(type_keys[t], class, seconds),
+    )?;
     Ok((instance.critical_path().length, instance.area()?.makespan))
 }
 
-/// The bounds' instance of `graph` whose task `i` has type `types[i]` (< `type_count`), with
-/// `duration(type, class)` in seconds.
+/// The bounds' instance of `graph` whose task `i` has type `types.0[i]` (< `types.1`), with
+/// `duration(type, class)` in seconds and a task's occupancy of its resource
+/// `occupancy(type, class, seconds)`.
 fn typed_instance(
     graph: &TaskGraph,
-    types: Vec<usize>,
-    type_count: usize,
+    (types, type_count): (Vec<usize>, usize),
     classes: &[(ResourceClass, usize)],
     mut duration: impl FnMut(usize, &ResourceClass) -> Option<f64>,
+    mut occupancy: impl FnMut(usize, &ResourceClass, f64) -> f64,
 ) -> Result<Instance> {
     let predecessors: Vec<Vec<usize>> = graph
         .ids()
@@ -293,27 +322,49 @@ fn typed_instance(
     let bound_classes: Vec<Class> = classes
         .iter()
         .map(|(class, count)| {
-            let durations = (0..type_count)
-                .map(|t| duration(t, class).map(|s| s * 1e3))
+            let seconds: Vec<Option<f64>> = (0..type_count).map(|t| duration(t, class)).collect();
+            let occupied = (seconds.iter().enumerate())
+                .map(|(t, s)| s.map_or(1.0, |s| occupancy(t, class, s)))
                 .collect();
-            Class::new(class.to_string(), *count, durations)
+            let ms = seconds.iter().map(|s| s.map(|s| s * 1e3)).collect();
+            Class::new(class.to_string(), *count, ms).with_occupancy(occupied)
         })
         .collect();
     Ok(Instance::new(types, predecessors, bound_classes)?)
 }
 
-/// Bounds of `graph` whose task `i` has type `types[i]` (< `type_count`), with
-/// `duration(type, class)` in seconds.
+/// The most of `events` running at the same moment (0 for none; an event ending as another starts
+/// does not overlap it).
+pub(crate) fn most_at_once<'e>(
+    events: impl Iterator<Item = &'e hetla_runtime::TaskEvent>,
+) -> usize {
+    let mut edges: Vec<(f64, i32)> = Vec::new();
+    for e in events {
+        edges.push((e.start, 1));
+        edges.push((e.end, -1));
+    }
+    // Ends before starts at the same time.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+/// Bounds of `graph` whose task `i` has type `types.0[i]` (< `types.1`), with
+/// `duration(type, class)` in seconds and `occupancy` as [`typed_instance`]'s.
 fn typed_bounds(
     graph: &TaskGraph,
-    types: Vec<usize>,
-    type_count: usize,
+    types: (Vec<usize>, usize),
     classes: &[(ResourceClass, usize)],
     duration: impl FnMut(usize, &ResourceClass) -> Option<f64>,
+    occupancy: impl FnMut(usize, &ResourceClass, f64) -> f64,
     flops: f64,
 ) -> Result<BoundReport> {
     let start = Instant::now();
-    let instance = typed_instance(graph, types, type_count, classes, duration)?;
+    let instance = typed_instance(graph, types, classes, duration, occupancy)?;
     let bounds = instance.bounds()?;
     // An empty graph has no flops and bounds of 0 ms: report 0 Gflop/s, not NaN.
     let gflops = |ms: f64| {

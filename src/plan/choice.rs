@@ -209,6 +209,7 @@ pub(crate) fn choose_tile(
                 link: None,
                 cpu_task_overhead: 0.0,
                 staging: None,
+                compute_streams: 1,
             };
             let tile_bytes = |t| plan.tile_bytes(t);
             let work = SimWork {

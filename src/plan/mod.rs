@@ -9,9 +9,9 @@ mod choice;
 mod execute;
 mod new;
 
-#[cfg(feature = "mpi")]
-pub(crate) use bounds::kernel_types;
 pub use bounds::{BoundReport, ClassCount, DistributedBounds};
+#[cfg(feature = "mpi")]
+pub(crate) use bounds::{kernel_types, most_at_once};
 pub(crate) use build::expect_precision;
 pub use build::{Algorithm, Outcome, Plan, TileChoice};
 pub(crate) use build::{Layout, Schedule, cpu_only_ops, product_plan};

@@ -35,6 +35,11 @@ pub struct BoundArgs {
     /// The factorisation (inverse: its own graph, 2 n^3/3 flops, without the Cholesky before it).
     #[arg(long, default_value_t = hetla::Family::Cholesky, value_parser = super::args::family())]
     pub factorization: hetla::Family,
+    /// Compute streams of each GPU: how many kernels it runs at once, sharing its rate (as
+    /// `hetla simulate --streams`; a kernel then takes its share of the GPU in the area bound). 1
+    /// to 16.
+    #[arg(long, default_value_t = 1, value_parser = hetla_runtime::parse_streams)]
+    pub streams: usize,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -60,7 +65,10 @@ pub struct BoundCmdReport {
 
 pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     let model = PlatformModel::resolve(&args.platform)?;
-    let machine = Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision);
+    let machine = Modelled {
+        compute_streams: args.streams,
+        ..Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision)
+    };
     let shape = (args.m, args.n, args.tile);
     let plan = (args.factorization).modelled_plan(None, shape, args.precision)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;

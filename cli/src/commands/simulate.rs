@@ -81,6 +81,11 @@ pub struct SimulateArgs {
     /// included; default: the rule of real runs, HETLA_GPU_COPY_CORES there).
     #[arg(long, value_parser = super::args::parse_positive)]
     pub copy_cores: Option<usize>,
+    /// Compute streams of each GPU: how many kernels it runs at once, sharing its rate (a kernel
+    /// filling part of the GPU runs at its own rate beside others until together they fill it;
+    /// HETLA_GPU_STREAMS on a real run). 1 to 16.
+    #[arg(long, default_value_t = 1, value_parser = hetla_runtime::parse_streams)]
+    pub streams: usize,
     /// The matrix resident on the first GPU, as `hetla cholesky --resident` times it: every tile
     /// there before the clock starts and left there when it stops (the copies in and out not
     /// simulated). Needs --gpus 1 or more.
@@ -183,10 +188,13 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     };
     let model = PlatformModel::resolve(&args.platform)?;
     let mut options = args.run.options();
-    let machine = Modelled::new(&model, &args.clusters, args.gpus)
-        .precision(args.precision)
-        .host_memory(args.host_memory)
-        .copy_cores(args.copy_cores);
+    let machine = Modelled {
+        compute_streams: args.streams,
+        ..Modelled::new(&model, &args.clusters, args.gpus)
+            .precision(args.precision)
+            .host_memory(args.host_memory)
+            .copy_cores(args.copy_cores)
+    };
     let shape = (args.m, args.n, args.tile);
     let plan = args
         .factorization

@@ -296,6 +296,9 @@ pub struct Modelled<'a> {
     /// How many cores each GPU packs its copies on, when staged (`None`: the real platforms' rule,
     /// [`hetla_runtime::copy_cores`]; `HETLA_GPU_COPY_CORES` on a real run).
     pub copy_cores: Option<usize>,
+    /// The compute streams of each GPU: the kernels it runs at once, sharing its rate
+    /// ([`hetla_runtime::GpuSharing`]; `HETLA_GPU_STREAMS` on a real run). Default 1.
+    pub compute_streams: usize,
 }
 
 impl<'a> Modelled<'a> {
@@ -309,6 +312,7 @@ impl<'a> Modelled<'a> {
             precision: Precision::D,
             host_memory: HostMemory::Staged,
             copy_cores: None,
+            compute_streams: 1,
         }
     }
 
@@ -345,6 +349,7 @@ impl<'a> Modelled<'a> {
         if self.host_memory == HostMemory::PageLocked {
             platform.staging = None;
         }
+        platform.compute_streams = self.compute_streams;
         if let Some(bytes) = self.gpu_memory {
             for c in platform.capacities.iter_mut().skip(1) {
                 *c = Some(bytes);
@@ -683,6 +688,7 @@ impl PlatformModel {
             link: self.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
             cpu_task_overhead: self.cpu.task_overhead_us * 1e-6,
             staging,
+            compute_streams: 1,
         })
     }
 

@@ -166,6 +166,10 @@ impl Device for CudaDevice {
         QUEUE_DEPTH.max(2 * self.gpu.streams())
     }
 
+    fn compute_streams(&self) -> usize {
+        self.gpu.streams()
+    }
+
     fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
         let stream = stream_for(op, self.gpu.streams(), &self.turn);
         let kernel = self.replicas.with_operands(reads, write, |reads, write| {

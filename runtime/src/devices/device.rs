@@ -125,6 +125,10 @@ pub trait Device: Send + Sync {
     fn queue_depth(&self) -> usize {
         QUEUE_DEPTH
     }
+    /// How many kernels it runs at once at most (its compute streams).
+    fn compute_streams(&self) -> usize {
+        1
+    }
     /// Page-locks the host memory `range` for every device of the process and enters it in
     /// [`hetla_kernels::PinnedRanges::global`]: copies of the host tiles in it then go straight
     /// from and into it, with no staging pass. Devices with no such thing refuse.

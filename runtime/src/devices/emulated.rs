@@ -301,6 +301,10 @@ impl Device for EmulatedDevice {
         QUEUE_DEPTH.max(2 * self.compute.len())
     }
 
+    fn compute_streams(&self) -> usize {
+        self.compute.len()
+    }
+
     fn budget(&self) -> usize {
         self.budget
     }

@@ -43,4 +43,4 @@ mod streams;
 
 pub use device::{Device, Launched, Pending, QUEUE_DEPTH};
 pub use emulated::EmulatedDevice;
-pub use selection::{GpuSelection, MAX_GPUS, MAX_STREAMS, STREAMS_VAR};
+pub use selection::{GpuSelection, MAX_GPUS, MAX_STREAMS, STREAMS_VAR, parse_streams};

@@ -156,12 +156,20 @@ fn compute_streams() -> Result<usize> {
     let Ok(value) = std::env::var(STREAMS_VAR) else {
         return Ok(1);
     };
+    parse_streams(&value).map_err(|reason| Error::InvalidOption {
+        option: STREAMS_VAR,
+        reason,
+    })
+}
+
+/// A count of compute streams per GPU written `value`: a number from 1 to [`MAX_STREAMS`], else why
+/// not (as `HETLA_GPU_STREAMS` and `hetla simulate --streams` read it).
+pub fn parse_streams(value: &str) -> std::result::Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(n) if (1..=MAX_STREAMS).contains(&n) => Ok(n),
-        _ => Err(Error::InvalidOption {
-            option: STREAMS_VAR,
-            reason: format!("{value:?} is not a number of compute streams from 1 to {MAX_STREAMS}"),
-        }),
+        _ => Err(format!(
+            "{value:?} is not a number of compute streams from 1 to {MAX_STREAMS}"
+        )),
     }
 }
 

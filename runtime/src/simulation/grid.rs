@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::links::{Copies, Links, Placed};
 use super::model::{GridTrace, SimMessage, SimOptions, SimPlatform, SimRank};
 use super::network::Network;
+use super::sharing::{GpuSharing, Kernel, Shared};
 use crate::data::{HOST, Handle};
 use crate::engine::{Engine, Start};
 use crate::link::LinkRate;
@@ -125,6 +126,15 @@ fn validate(
     options: &SimOptions,
 ) -> Result<LinkRate> {
     options.check()?;
+    for rank in ranks {
+        let streams = rank.platform.compute_streams;
+        crate::devices::parse_streams(&streams.to_string()).map_err(|reason| {
+            Error::InvalidOption {
+                option: "compute_streams",
+                reason,
+            }
+        })?;
+    }
     let network = match (network, messages.is_empty()) {
         (Some(rate), _) => rate,
         (None, true) => LinkRate {
@@ -293,13 +303,38 @@ impl<'b> Build<'b, '_> {
                 return Err(self.nodes.error(i, error));
             }
             engine.push_roots(&links);
+            let streams = platform.compute_streams;
+            let shared: Vec<Option<Shared>> = platform
+                .workers
+                .iter()
+                .map(|w| (w.kind == ResourceKind::Gpu && streams > 1).then(Shared::default))
+                .collect();
+            let free = shared
+                .iter()
+                .map(|s| if s.is_some() { streams } else { 1 })
+                .collect();
+            let classes: Vec<_> = platform.workers.iter().map(|w| w.class.clone()).collect();
+            let sharing = GpuSharing::new(streams, rank.work.keys, &classes, rank.work.duration);
             runs.push(RankRun {
                 platform,
                 graph,
+                keys: rank.work.keys,
                 tables: table,
                 engine,
                 links,
-                idle: vec![true; platform.workers.len()],
+                free,
+                held: vec![None; platform.workers.len()],
+                shared,
+                sharing,
+                kernels: vec![
+                    Kernel {
+                        seconds: 0.0,
+                        occupancy: 1.0,
+                        urgent: false,
+                    };
+                    graph.len()
+                ],
+                versions: vec![0; graph.len()],
                 events: Vec::with_capacity(graph.len()),
                 last: 0.0,
             });
@@ -385,13 +420,42 @@ impl Loop<'_> {
             now = event.time;
             let run = &mut runs[event.rank];
             match event.what {
-                Happening::End { task, worker } => {
-                    run.idle[worker] = true;
+                Happening::End {
+                    task,
+                    worker,
+                    version,
+                } => {
+                    if version != run.versions[task.0] {
+                        // Moved since by a kernel that began or ended beside it.
+                        continue;
+                    }
+                    if let Some(gpu) = run.shared[worker].as_mut() {
+                        let (began, ends) = gpu.end(task, now);
+                        run.events.push(TaskEvent {
+                            task,
+                            op: run.graph.task(task).op,
+                            worker,
+                            start: began,
+                            end: now,
+                            flops: run.graph.task(task).flops,
+                        });
+                        run.reschedule(event.rank, worker, ends, (&mut queue, &mut seq));
+                    }
+                    run.free[worker] += 1;
                     run.last = now;
                     run.engine.finish(&run.links, task, worker, now, Ok(()));
                     for &i in &self.sends[event.rank][task.0] {
                         self.post(i, run, net, (now, &mut queue, &mut seq))?;
                     }
+                }
+                Happening::Begin { task, worker } => {
+                    let kernel = run.kernels[task.0];
+                    let gpu = run.shared[worker]
+                        .as_mut()
+                        .expect("a begin is a shared GPU's");
+                    let ends = gpu.begin(task, now, kernel);
+                    run.reschedule(event.rank, worker, ends, (&mut queue, &mut seq));
+                    continue;
                 }
                 Happening::Arrival { message } => {
                     for &reader in &self.messages[message].readers {
@@ -463,8 +527,14 @@ fn collect(
 /// What happens at an event of the virtual clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Happening {
-    /// A task ends on a worker.
-    End { task: TaskId, worker: WorkerId },
+    /// A task ends on a worker, unless its end has moved since (a later `version`).
+    End {
+        task: TaskId,
+        worker: WorkerId,
+        version: u64,
+    },
+    /// A task's kernel begins on a GPU of several streams (its inputs have arrived).
+    Begin { task: TaskId, worker: WorkerId },
     /// A message arrives.
     Arrival { message: usize },
 }
@@ -496,10 +566,21 @@ impl Ord for Event {
 struct RankRun<'a> {
     platform: &'a SimPlatform,
     graph: &'a TaskGraph,
+    keys: &'a [KernelKey],
     tables: &'a Tables,
     engine: Engine<'a>,
     links: Links<'a>,
-    idle: Vec<bool>,
+    /// Per worker, how many more tasks it may start now.
+    free: Vec<usize>,
+    /// Per worker, a task it popped that waits for room beside its running kernels.
+    held: Vec<Option<TaskId>>,
+    /// Per worker, its running kernels when it is a GPU of several streams.
+    shared: Vec<Option<Shared>>,
+    sharing: GpuSharing,
+    /// Per task on a shared GPU: its kernel as it begins.
+    kernels: Vec<Kernel>,
+    /// Per task, the version of its latest end event (older ones are stale).
+    versions: Vec<u64>,
     events: Vec<TaskEvent>,
     /// The end of its last task.
     last: f64,
@@ -515,56 +596,120 @@ struct Clock<'c> {
 }
 
 impl RankRun<'_> {
-    /// Every idle worker of rank `rank`, in index order, pops a task and starts it now: it ends
-    /// once the worker's overhead and the task's copies are done, plus its duration (with noise).
+    /// Every worker of rank `rank` with a free slot (a CPU cluster has one, a GPU one per compute
+    /// stream), in index order, pops tasks and starts them now: a task begins once the worker's
+    /// overhead and its copies are done, and lasts its duration (with noise); on a GPU of several
+    /// streams its end depends on the kernels beside it (see [`Shared`]), so its begin is an event.
     fn start_idle(&mut self, rank: usize, clock: Clock<'_>) {
         let now = clock.now;
         let workers = &self.platform.workers;
         for w in self.engine.ctx().worker_ids() {
-            if !self.idle[w] {
-                continue;
+            while self.free[w] > 0 {
+                let busy = self.free[w] < self.slots(w);
+                let Some(task) = self.held[w].take().or_else(|| self.engine.pop(w, now)) else {
+                    break;
+                };
+                match self.engine.start(&self.links, task, w, now, busy) {
+                    Start::Running => {}
+                    // It does not fit beside the GPU's running kernels: it waits for one to end.
+                    Start::Later => {
+                        self.held[w] = Some(task);
+                        break;
+                    }
+                    Start::Stopped => return,
+                }
+                let overhead = match workers[w].kind {
+                    ResourceKind::Cpu => self.platform.cpu_task_overhead,
+                    ResourceKind::Gpu => 0.0,
+                };
+                let node = workers[w].node;
+                let inputs = {
+                    let copies = lock(&self.links.0);
+                    self.tables.handles[task]
+                        .iter()
+                        .map(|&(h, _)| copies.arrival[h][node.0])
+                        .fold(now + overhead, f64::max)
+                };
+                let mean = self.engine.ctx().estimate(task, w).seconds();
+                let factor = if clock.noise > 0.0 {
+                    1.0 + clock.noise * (2.0 * clock.rng.random::<f64>() - 1.0)
+                } else {
+                    1.0
+                };
+                self.free[w] -= 1;
+                let what = if self.shared[w].is_some() {
+                    let key = &self.keys[task.0];
+                    self.kernels[task.0] = Kernel {
+                        seconds: mean * factor,
+                        occupancy: self.sharing.occupancy(key, &workers[w].class, mean),
+                        urgent: key.op.on_critical_path(),
+                    };
+                    Happening::Begin { task, worker: w }
+                } else {
+                    self.events.push(TaskEvent {
+                        task,
+                        op: self.graph.task(task).op,
+                        worker: w,
+                        start: inputs,
+                        end: inputs + mean * factor,
+                        flops: self.graph.task(task).flops,
+                    });
+                    Happening::End {
+                        task,
+                        worker: w,
+                        version: 0,
+                    }
+                };
+                let time = match what {
+                    Happening::Begin { .. } => inputs,
+                    _ => inputs + mean * factor,
+                };
+                clock.queue.push(Reverse(Event {
+                    time,
+                    seq: *clock.seq,
+                    rank,
+                    what,
+                }));
+                *clock.seq += 1;
             }
-            let Some(task) = self.engine.pop(w, now) else {
+        }
+    }
+
+    /// The tasks worker `w` runs at once at most.
+    fn slots(&self, w: WorkerId) -> usize {
+        if self.shared[w].is_some() {
+            self.sharing.streams()
+        } else {
+            1
+        }
+    }
+
+    /// Queues the ends `ends` of the kernels running on shared GPU `worker`, each superseding the
+    /// kernel's earlier end (a stalled kernel's, `None`, waits for the next change).
+    fn reschedule(
+        &mut self,
+        rank: usize,
+        worker: WorkerId,
+        ends: Vec<(TaskId, Option<f64>)>,
+        (queue, seq): (&mut BinaryHeap<Reverse<Event>>, &mut u64),
+    ) {
+        for (task, time) in ends {
+            self.versions[task.0] += 1;
+            // Stalled behind urgent kernels: its end comes with the next change.
+            let Some(time) = time else {
                 continue;
             };
-            if self.engine.start(&self.links, task, w, now, false) != Start::Running {
-                break;
-            }
-            let overhead = match workers[w].kind {
-                ResourceKind::Cpu => self.platform.cpu_task_overhead,
-                ResourceKind::Gpu => 0.0,
-            };
-            let node = workers[w].node;
-            let inputs = {
-                let copies = lock(&self.links.0);
-                self.tables.handles[task]
-                    .iter()
-                    .map(|&(h, _)| copies.arrival[h][node.0])
-                    .fold(now + overhead, f64::max)
-            };
-            let mean = self.engine.ctx().estimate(task, w).seconds();
-            let factor = if clock.noise > 0.0 {
-                1.0 + clock.noise * (2.0 * clock.rng.random::<f64>() - 1.0)
-            } else {
-                1.0
-            };
-            let end = inputs + mean * factor;
-            self.events.push(TaskEvent {
-                task,
-                op: self.graph.task(task).op,
-                worker: w,
-                start: inputs,
-                end,
-                flops: self.graph.task(task).flops,
-            });
-            self.idle[w] = false;
-            clock.queue.push(Reverse(Event {
-                time: end,
-                seq: *clock.seq,
+            queue.push(Reverse(Event {
+                time,
+                seq: *seq,
                 rank,
-                what: Happening::End { task, worker: w },
+                what: Happening::End {
+                    task,
+                    worker,
+                    version: self.versions[task.0],
+                },
             }));
-            *clock.seq += 1;
+            *seq += 1;
         }
     }
 }
@@ -661,6 +806,7 @@ mod tests {
             link: None,
             cpu_task_overhead: 0.0,
             staging: None,
+            compute_streams: 1,
         }
     }
 
@@ -755,5 +901,124 @@ mod tests {
         // Without the message, nothing holds the reader: it starts at once.
         let alone = simulate_grid(&ranks, &[], None, &SimOptions::default()).unwrap();
         assert_eq!(alone.ranks[1].tasks[0].start, 0.0);
+    }
+
+    /// One GPU of `streams` compute streams beside no CPU, with instant copies.
+    fn one_gpu(streams: usize) -> SimPlatform {
+        let instant = LinkRate {
+            latency_us: 0.0,
+            gb_per_s: 1.0,
+        };
+        SimPlatform {
+            workers: vec![WorkerInfo {
+                name: "gpu0".into(),
+                kind: ResourceKind::Gpu,
+                class: ResourceClass::Gpu { name: "g".into() },
+                node: crate::data::MemoryNode(1),
+                cpus: vec![0],
+            }],
+            capacities: vec![None, None],
+            link: Some(crate::link::LinkModel {
+                h2d: instant,
+                d2h: instant,
+                p2p: None,
+                host_shared_by: 1,
+            }),
+            cpu_task_overhead: 0.0,
+            staging: None,
+            compute_streams: streams,
+        }
+    }
+
+    #[test]
+    fn a_gpu_of_several_streams_runs_kernels_at_once_sharing_its_rate() {
+        use hetla_factorizations::{Access, Mode, Op};
+        // Four independent tasks on four tiles: two POTRFs at a quarter of the GPU's full rate
+        // (the GEMM's), then two GEMMs that fill it, lasting 1 s alone.
+        let mut graph = TaskGraph::new();
+        let ops = [Op::Potrf, Op::Potrf, Op::GemmNt, Op::GemmNt];
+        for (i, &op) in ops.iter().enumerate() {
+            let tile = TileRef::new(MatrixId(0), i, 0);
+            graph.add_task(
+                op,
+                vec![Access {
+                    tile,
+                    mode: Mode::ReadWrite,
+                }],
+                1.0,
+            );
+        }
+        let keys: Vec<KernelKey> = ops.iter().map(|&op| KernelKey::square(op, 64)).collect();
+        let gemm_rate = keys[2].flops();
+        let duration = move |key: &KernelKey, _: &ResourceClass| {
+            Some(if key.op == Op::Potrf {
+                // Lasts 1 s at a quarter of the GEMM's rate.
+                key.flops() / (gemm_rate / 4.0)
+            } else {
+                1.0
+            })
+        };
+        let bytes = |_: TileRef| 0;
+        let work = || SimWork {
+            graph: &graph,
+            keys: &keys,
+            tile_bytes: &bytes,
+            duration: &duration,
+        };
+        let run = |streams: usize| {
+            let platform = one_gpu(streams);
+            let options = SimOptions {
+                run: RunOptions {
+                    scheduler: crate::schedulers::SchedulerKind::Eager,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let rank = SimRank {
+                platform: &platform,
+                work: work(),
+                priorities: None,
+            };
+            let mut run = simulate_grid(&[rank], &[], None, &options).unwrap();
+            run.ranks.remove(0)
+        };
+        let potrf = duration(&keys[0], &ResourceClass::Gpu { name: "g".into() }).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
+        // One stream: back to back.
+        let one = run(1);
+        assert!(close(one.makespan, 2.0 * potrf + 2.0), "{}", one.makespan);
+        // Two streams: the POTRFs (a quarter each) together in one POTRF's time; the GEMMs
+        // together at half speed, in two GEMMs' time.
+        let two = run(2);
+        assert!(
+            close(two.makespan, potrf + 2.0),
+            "{} vs {}",
+            two.makespan,
+            potrf + 2.0
+        );
+        let mut ends: Vec<f64> = two.tasks.iter().map(|e| e.end).collect();
+        ends.sort_by(f64::total_cmp);
+        assert!(close(ends[0], potrf) && close(ends[1], potrf), "{ends:?}");
+        assert!(
+            close(ends[2], potrf + 2.0) && close(ends[3], potrf + 2.0),
+            "{ends:?}"
+        );
+        // Four streams run all four at once: the POTRFs (panel work, served first) at their own
+        // rate, the GEMMs sharing the half they leave, then the whole GPU.
+        let four = run(4);
+        assert!(four.makespan <= two.makespan + 1e-9, "{}", four.makespan);
+        assert!(four.tasks.iter().all(|e| e.start == 0.0));
+        // Zero streams is refused.
+        let platform = one_gpu(0);
+        let rank = SimRank {
+            platform: &platform,
+            work: work(),
+            priorities: None,
+        };
+        let err = simulate_grid(&[rank], &[], None, &SimOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("compute streams from 1 to 16"),
+            "{err}"
+        );
     }
 }

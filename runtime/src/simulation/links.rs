@@ -303,6 +303,7 @@ mod tests {
             }),
             cpu_task_overhead: 0.0,
             staging: None,
+            compute_streams: 1,
         }
     }
 
@@ -363,6 +364,7 @@ mod tests {
             staging: Some(crate::Staging {
                 gb_per_s: vec![2.0],
             }),
+            compute_streams: 1,
         }
     }
 

@@ -16,6 +16,11 @@
 //!   `hetla calibrate --output`) and every copy it needs has arrived, and lasts the model's
 //!   duration for its (kernel, class), times `1 + noise * u` with `u` uniform in [-1, 1) from a
 //!   ChaCha8 stream seeded by [`SimOptions::seed`] (mean-preserving; 0 noise by default).
+//! - **GPUs of several compute streams** ([`SimPlatform::compute_streams`], `HETLA_GPU_STREAMS` on
+//!   a real run): a GPU worker holds up to that many tasks at once, whose kernels share the GPU's
+//!   rate by the rule of [`GpuSharing`] (each at its own rate until their occupancies fill the GPU,
+//!   then all slower); a kernel's begin is then an event, and each begin or end beside it moves its
+//!   end. With one stream (the default) a GPU runs one kernel at a time, as a CPU cluster does.
 //! - **Schedulers' knowledge.** The scheduler's table holds the model's duration of every (kernel,
 //!   class) as a calibrated mean: a simulated run schedules like a real run whose performance
 //!   models are calibrated and exact. Durations are not recorded back.
@@ -57,18 +62,20 @@
 //!
 //! Files: `model.rs` (what a caller gives and gets: the modelled machine, the work, the options,
 //! the traces), `links.rs` (copies booked on a node's links), `network.rs` (messages booked on the
-//! NICs), `grid.rs` (the event loop of one or several nodes) and here [`simulate`], the case of one
-//! node.
+//! NICs), `sharing.rs` (a GPU's kernels running at once), `grid.rs` (the event loop of one or
+//! several nodes) and here [`simulate`], the case of one node.
 
 mod grid;
 mod links;
 mod model;
 mod network;
+mod sharing;
 
 pub use grid::simulate_grid;
 pub use model::{
     GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, Staging,
 };
+pub use sharing::GpuSharing;
 
 use crate::Result;
 use crate::trace::Trace;

@@ -27,6 +27,9 @@ pub struct SimPlatform {
     /// How host tiles meet the GPUs' links: packed by CPU cores into page-locked staging buffers
     /// (`Some`), or copied by the GPU's DMA engines straight from page-locked host tiles (`None`).
     pub staging: Option<Staging>,
+    /// The compute streams of each GPU: the kernels it runs at once at most, sharing its rate
+    /// ([`GpuSharing`](super::GpuSharing)); 1 runs one kernel at a time.
+    pub compute_streams: usize,
 }
 
 /// The staged data path of a GPU: an upload is first packed by CPU cores into a page-locked staging

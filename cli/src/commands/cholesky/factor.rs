@@ -202,7 +202,11 @@ fn planned<T: Scalar>(
     let plan = options.plan(args.n, T::PRECISION)?;
     let tile = plan.tile().min(args.n);
     let predicted = plan
-        .bounds_from_models(&platform.models(), platform.workers())
+        .bounds_from_models(
+            &platform.models(),
+            platform.workers(),
+            platform.compute_streams(),
+        )
         .ok();
     let elements = (args.n as u128).pow(2);
     hetla::limits::check_cholesky(
