@@ -30,7 +30,7 @@
 #              this machine's cores, beside their library peers.
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
-#              potri (resident and from host), staged beside 3x5 clusters, each with the h200
+#              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
 #              model's simulation of the inverse's graph.
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
@@ -40,9 +40,10 @@
 #   path       the data path issue's targets, each row beside the h200 model's prediction of
 #              it (`simulate --platform h200`, "sim-" rows; docs/gpu-model.md): Cholesky at
 #              PATH_NS (8192 16384 32768) on the GPU alone staged and page-locked (tile-major
-#              and in place), page-locked beside 1x15 and 3x5, the largest against both
-#              cuSOLVER peers (resident and from host memory); GEMM at GEMM_N page-locked
-#              from the host and resident against both cuBLAS peers; Cholesky and GEMM with
+#              and in place), page-locked beside 1x15 and 3x5, the largest against the three
+#              cuSOLVER peers (resident, from pageable and from page-locked host memory);
+#              GEMM at GEMM_N page-locked from the host and resident against the three cuBLAS
+#              peers; Cholesky and GEMM with
 #              their matrices resident on the GPU (--resident). Fits one call of 8 minutes
 #              (DEADLINE=450) without the resident rows (lease 3: 380 s); about 9 with them.
 #   streams    resident Cholesky on the GPU alone at STREAMS_NS (8192 16384) with 1, 2 and 4
@@ -365,7 +366,7 @@ part_streams() {
     for n in ${STREAMS_NS:-8192 16384}; do
         for t in 1024 $(path_tile "$n"); do
             for streams in ${STREAM_COUNTS:-1 2 4}; do
-                HETLA_GPU_STREAMS=$streams row "$dir" "streams-$streams-$n-$t" cholesky --n "$n" \
+                HETLA_GPU_STREAMS=$streams row "$dir" "real-streams-$streams-$n-$t" cholesky --n "$n" \
                     --tile "$t" --clusters none --gpus "$gpus" --resident --repeat "$repeat" \
                     --compare gpu
                 # The prediction: the h200 model's GPU sharing its rate among the streams'

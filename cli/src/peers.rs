@@ -3,6 +3,8 @@
 //! the same order as the practical peak of the machine. Each uses all the given threads its own way
 //! (a rayon pool for faer, OpenBLAS's threads), as a user calling the library directly would.
 
+#[cfg(feature = "cuda")]
+use faer::prelude::ReborrowMut;
 use std::time::Instant;
 
 use faer::{Mat, MatMut};
@@ -255,12 +257,16 @@ pub enum Cusolver {
     Inverse,
 }
 
-/// cuSOLVER's `call` (the matrix's precision) on GPU `index`, timed two ways after one warm-up call
-/// each, best and median of `runs`: on the matrix already in device memory (its copy there not
-/// timed: the reference of the GPU issue's targets; the kernels by their events), and as a program
+/// cuSOLVER's `call` (the matrix's precision) on GPU `index`, timed three ways after one warm-up
+/// call each, best and median of `runs`: on the matrix already in device memory (its copy there not
+/// timed: the reference of the GPU issue's targets; the kernels by their events); as a program
 /// calls it on a matrix in host memory (`a` copied in from pageable memory as it lies, the calls,
-/// the result copied back out, each call timed whole by the wall clock). `flops`: the count hetla's
-/// rate of the same work uses.
+/// the result copied back out, each call timed whole by the wall clock); and the same from
+/// page-locked host memory, as a program that allocates its matrices page-locked does (the copies
+/// by DMA at the link's rate; the locking not timed). No cuSOLVER call starts before its whole
+/// matrix is on the device, so the copies cannot overlap the factorisation: page-locked copies
+/// are the best a cuSOLVER user can do on one GPU. `flops`: the count hetla's rate of the same
+/// work uses.
 #[cfg(feature = "cuda")]
 pub fn cusolver<T: Scalar>(
     call: Cusolver,
@@ -268,49 +274,58 @@ pub fn cusolver<T: Scalar>(
     index: usize,
     runs: usize,
     flops: f64,
-) -> Result<[PeerRate; 2]> {
+) -> Result<[PeerRate; 3]> {
     let name = match call {
         Cusolver::Potrf => format!("cusolver-{}potrf", T::PRECISION),
         Cusolver::Inverse => format!("cusolver-{0}potrf+{0}potri", T::PRECISION),
     };
-    device_peer::<T>(index, (&name, flops), a.shape(), |gpu, out| {
+    device_peer::<T>(index, (&name, flops), a.shape(), |gpu, mut out| {
         Ok(match call {
             Cusolver::Potrf => [
                 gpu.time_resident_potrf(a, runs)?,
-                gpu.time_host_potrf(a, out, runs)?,
+                gpu.time_host_potrf(a, out.rb_mut(), runs)?,
+                gpu.page_locked(&[a], out, |m, o| gpu.time_host_potrf(m[0], o, runs))?,
             ],
             Cusolver::Inverse => [
                 gpu.time_resident_potri(a, runs)?,
-                gpu.time_host_potri(a, out, runs)?,
+                gpu.time_host_potri(a, out.rb_mut(), runs)?,
+                gpu.page_locked(&[a], out, |m, o| gpu.time_host_potri(m[0], o, runs))?,
             ],
         })
     })
 }
 
 /// cuBLAS's ?gemm C = A B (the matrices' precision) on GPU `index`, timed as [`cusolver`]: with A,
-/// B and C in device memory, and from host memory (A and B copied in, the product, C copied out,
-/// each call timed whole).
+/// B and C in device memory, from pageable host memory (A and B copied in, the product, C copied
+/// out, each call timed whole), and the same from page-locked host memory.
 #[cfg(feature = "cuda")]
 pub fn cublas_gemm<T: Scalar>(
     a: faer::MatRef<'_, T>,
     b: faer::MatRef<'_, T>,
     index: usize,
     runs: usize,
-) -> Result<[PeerRate; 2]> {
+) -> Result<[PeerRate; 3]> {
     let name = format!("cublas-{}gemm", T::PRECISION);
     let flops = 2.0 * a.nrows() as f64 * a.ncols() as f64 * b.ncols() as f64;
     let flops = flops * T::PRECISION.flop_factor();
-    device_peer::<T>(index, (&name, flops), (a.nrows(), b.ncols()), |gpu, c| {
-        Ok([
-            gpu.time_resident_gemm(a, b, runs)?,
-            gpu.time_host_gemm(a, b, c, runs)?,
-        ])
-    })
+    device_peer::<T>(
+        index,
+        (&name, flops),
+        (a.nrows(), b.ncols()),
+        |gpu, mut c| {
+            Ok([
+                gpu.time_resident_gemm(a, b, runs)?,
+                gpu.time_host_gemm(a, b, c.rb_mut(), runs)?,
+                gpu.page_locked(&[a, b], c, |m, c| gpu.time_host_gemm(m[0], m[1], c, runs))?,
+            ])
+        },
+    )
 }
 
 /// A GPU peer on GPU `index`: `time` gets the device and a host output of `shape` and returns the
-/// seconds of the resident calls and of the calls from host memory, which become the rates
-/// "`name`-resident" and "`name`-from-host" of `flops`.
+/// seconds of the resident calls, of the calls from pageable host memory and of those from
+/// page-locked host memory, which become the rates "`name`-resident", "`name`-from-host" and
+/// "`name`-page-locked" of `flops`.
 #[cfg(feature = "cuda")]
 fn device_peer<T: Scalar>(
     index: usize,
@@ -319,12 +334,16 @@ fn device_peer<T: Scalar>(
     time: impl FnOnce(
         &hetla_kernels::cuda::GpuContext,
         faer::MatMut<'_, T>,
-    ) -> std::result::Result<[Vec<f64>; 2], hetla_kernels::KernelError>,
-) -> Result<[PeerRate; 2]> {
+    ) -> std::result::Result<[Vec<f64>; 3], hetla_kernels::KernelError>,
+) -> Result<[PeerRate; 3]> {
     let gpu = hetla_kernels::cuda::GpuContext::new(index)?;
     let mut out = faer::Mat::<T>::zeros(shape.0, shape.1);
-    let [resident, from_host] = time(&gpu, out.as_mut())?;
+    let [resident, from_host, locked] = time(&gpu, out.as_mut())?;
     let rate =
         |how, times| PeerRate::from_timings(&format!("{name}-{how}"), device_timings(times), flops);
-    Ok([rate("resident", resident), rate("from-host", from_host)])
+    Ok([
+        rate("resident", resident),
+        rate("from-host", from_host),
+        rate("page-locked", locked),
+    ])
 }

@@ -560,6 +560,50 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Runs `call` on copies of `inputs` and of `out` in page-locked host memory, as a program that
+    /// allocates its matrices page-locked (`cudaMallocHost`) holds them, so that its copies to and
+    /// from the device go straight by the DMA engines: the peers' "page-locked" timings. The copies
+    /// and the locking are outside `call`; `out` receives the locked output after it, and all is
+    /// unlocked before returning, whatever `call` returned.
+    pub fn page_locked<T: Scalar, R>(
+        &self,
+        inputs: &[MatRef<'_, T>],
+        mut out: MatMut<'_, T>,
+        call: impl FnOnce(&[MatRef<'_, T>], MatMut<'_, T>) -> Result<R, KernelError>,
+    ) -> Result<R, KernelError> {
+        let mut held: Vec<faer::Mat<T>> = inputs.iter().map(|m| m.to_owned()).collect();
+        held.push(faer::Mat::zeros(out.nrows(), out.ncols()));
+        let ranges: Vec<HostRange> = (held.iter())
+            .map(|m| HostRange::of_matrix(m.as_ptr(), m.nrows(), m.ncols(), m.col_stride()))
+            .collect();
+        let mut locked = Vec::with_capacity(ranges.len());
+        let mut result = Ok(());
+        for &range in &ranges {
+            // SAFETY: each range is a buffer of `held`, which stays allocated (and unmoved: the
+            // matrices' elements live on the heap) until every range is unlocked below.
+            result = unsafe { self.page_lock(range) };
+            if result.is_err() {
+                break;
+            }
+            locked.push(range);
+        }
+        let result = result.and_then(|()| {
+            let (output, rest) = held.split_last_mut().expect("the output is held");
+            let views: Vec<MatRef<'_, T>> = rest.iter().map(|m| m.as_ref()).collect();
+            let done = call(&views, output.as_mut())?;
+            out.copy_from(output.as_ref());
+            Ok(done)
+        });
+        // Every range unlocked, the first failure kept.
+        let mut unlocked = Ok(());
+        for range in locked {
+            let this = self.page_unlock(range);
+            unlocked = unlocked.and(this);
+        }
+        let done = result?;
+        unlocked.map(|()| done)
+    }
+
     /// Takes `range` out of [`crate::PinnedRanges::global`] and unlocks it; nothing for a range not
     /// locked by [`GpuContext::page_lock`]. No copy into or out of it may be under way.
     pub fn page_unlock(&self, range: HostRange) -> Result<(), KernelError> {

@@ -380,7 +380,7 @@ fn gpu_peers<T: Scalar>(
     a: &faer::Mat<T>,
     b: &faer::Mat<T>,
     repeat: Option<usize>,
-) -> crate::Result<[crate::peers::PeerRate; 2]> {
+) -> crate::Result<[crate::peers::PeerRate; 3]> {
     let (fresh_a, fresh_b);
     let a = if args.transa {
         fresh_a = hetla::matgen::random_in::<T>(args.m, args.k, args.seed);
