@@ -264,9 +264,9 @@ pub enum Cusolver {
 /// the result copied back out, each call timed whole by the wall clock); and the same from
 /// page-locked host memory, as a program that allocates its matrices page-locked does (the copies
 /// by DMA at the link's rate; the locking not timed). No cuSOLVER call starts before its whole
-/// matrix is on the device, so the copies cannot overlap the factorisation: page-locked copies
-/// are the best a cuSOLVER user can do on one GPU. `flops`: the count hetla's rate of the same
-/// work uses.
+/// matrix is on the device, so the copies cannot overlap the factorisation: page-locked copies are
+/// the best a cuSOLVER user can do on one GPU. `flops`: the count hetla's rate of the same work
+/// uses.
 #[cfg(feature = "cuda")]
 pub fn cusolver<T: Scalar>(
     call: Cusolver,

@@ -120,8 +120,7 @@ pub struct InverseReport {
     /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_cusolver_from_host: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's from page-locked host memory, copies
-    /// included.
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's from page-locked host memory, copies included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_cusolver_page_locked: Option<f64>,
 }

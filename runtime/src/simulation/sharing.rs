@@ -227,8 +227,8 @@ mod tests {
 
     type Ends = Vec<(TaskId, Option<f64>)>;
 
-    /// Kernels 0 and 1 begun at `a.0` and `b.0` on an idle GPU: every end once both run, then
-    /// the other's once the first of them has ended.
+    /// Kernels 0 and 1 begun at `a.0` and `b.0` on an idle GPU: every end once both run, then the
+    /// other's once the first of them has ended.
     fn two(a: (f64, Kernel), b: (f64, Kernel)) -> (Ends, Ends) {
         let mut gpu = Shared::default();
         gpu.begin(TaskId(0), a.0, a.1);
