@@ -267,18 +267,31 @@ fn page_locked_tiles_are_copied_straight_in_every_precision_and_storage_and_stag
                 factor_with_host_memory::<T>(HostMemory::PageLocked, storage, "none");
             assert!(residual < RESIDUAL_THRESHOLD, "{p} {storage:?}: {residual}");
             // Every copy, up (with re-fetches under the budget of 8 tiles) and down, went
-            // straight from or into the page-locked tiles.
-            assert_eq!(staged, 0, "{p} {storage:?}");
-            assert_eq!(direct, trace.transfers.len(), "{p} {storage:?}");
-            assert!(direct > 2 * 28, "{p} {storage:?}: {direct} copies");
+            // straight from or into the page-locked tiles. The tile-major store is locked before
+            // the run (and kept locked); the caller's matrix in place is locked by tile columns,
+            // the first before the run and the others beside it, so a copy of a tile whose
+            // column was not locked yet is staged (rarely on these small runs, but a slow machine
+            // may): the first column's 7 tiles always go straight.
             let locked = &trace.host_memory;
             assert!(locked.failed.is_none(), "{p}: {:?}", locked.failed);
+            assert_eq!(direct + staged, trace.transfers.len(), "{p} {storage:?}");
             let tile_bytes = 100 * 100 * size_of::<T>();
-            assert!(
-                locked.bytes >= 28 * tile_bytes,
-                "{p}: {} bytes",
-                locked.bytes
-            );
+            if storage == Storage::TileMajor {
+                assert_eq!(staged, 0, "{p} {storage:?}");
+                assert!(direct > 2 * 28, "{p} {storage:?}: {direct} copies");
+                assert!(
+                    locked.bytes >= 28 * tile_bytes,
+                    "{p}: {} bytes",
+                    locked.bytes
+                );
+            } else {
+                assert!(direct >= 7, "{p} {storage:?}: {direct} copies");
+                assert!(
+                    locked.bytes >= 7 * tile_bytes,
+                    "{p}: {} bytes",
+                    locked.bytes
+                );
+            }
             // The same run staged packs every copy and locks nothing.
             let (residual, trace, (direct, staged)) =
                 factor_with_host_memory::<T>(HostMemory::Staged, storage, "none");
@@ -344,15 +357,16 @@ fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_st
         factor_with_host_memory::<f64>(HostMemory::PageLocked, Storage::TileMajor, "1x1");
     assert!(residual < RESIDUAL_THRESHOLD, "{residual}");
     assert_eq!((direct, staged), (trace.transfers.len(), 0));
-    // Half of the matrix page-locked by someone else: the run's lock of the whole fails, says
-    // why, and the run is staged and right.
+    // A part of the matrix's first tile column page-locked by someone else: the run's lock of
+    // that column (its first piece, locked before the run) fails, says why, no other piece is
+    // locked, and the run is staged and right.
     let n = 700;
     let a = random_spd(n, 3);
     let mut l = a.clone();
     let whole = hetla_kernels::HostRange::of_matrix(l.as_ptr(), n, n, l.col_stride());
     let half = hetla_kernels::HostRange {
-        len: whole.len / 2,
-        ..whole
+        start: whole.start + 80,
+        len: 800,
     };
     assert!(hetla_kernels::PinnedRanges::global().insert(half));
     let device = Arc::new(EmulatedDevice::new(8 * 100 * 100 * 8));
@@ -370,8 +384,8 @@ fn page_locked_tiles_beside_a_cluster_keep_every_tile_right_and_a_failed_lock_st
         "{failed}"
     );
     assert_eq!(trace.host_memory.bytes, 0);
-    // The tiles outside the half someone else locked were packed (those inside went straight:
-    // that memory is page-locked).
+    // Every tile was packed (none lies inside the part someone else locked).
+    assert_eq!(device.copies().0, 0, "{:?}", device.copies());
     assert!(device.copies().1 > 0, "{:?}", device.copies());
     let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
     assert!(residual < RESIDUAL_THRESHOLD, "{residual}");

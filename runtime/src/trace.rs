@@ -98,9 +98,10 @@ pub struct PageLocked {
     /// Bytes of the run's host memory that were page-locked already (a tile-major buffer kept
     /// locked from an earlier run): copied straight at no locking cost.
     pub already: usize,
-    /// Seconds locking took, before the run's clock started.
+    /// Seconds locking took: the first piece before the run's clock started, the others beside the
+    /// run (see `execution/locking.rs`).
     pub seconds: f64,
-    /// Why locking failed (the run's copies were then staged).
+    /// Why locking failed (the copies of the tiles not locked by then were staged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
 }

@@ -63,9 +63,10 @@ pub struct GemmArgs {
     #[arg(long, conflicts_with = "placement")]
     pub resident: bool,
     /// How the host matrices meet a GPU's copies: staged (packed by CPU cores into page-locked
-    /// buffers) or page-locked (A, B and C page-locked for the run, copied straight by the GPU's
-    /// DMA engines; the locking is timed). With `--platform`: the modelled copies (staged at the
-    /// model's packing rates, or straight).
+    /// buffers) or page-locked (A, B and C page-locked for the run by tile columns, the first
+    /// before it and the others beside it, a tile staged until its column is locked, the others
+    /// copied straight by the GPU's DMA engines; the locking is timed). With `--platform`: the
+    /// modelled copies (staged at the model's packing rates, or straight).
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
     /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200, xeon16,

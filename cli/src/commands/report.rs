@@ -113,16 +113,41 @@ pub struct InverseReport {
     /// hetla's rate over the fastest CPU peer's (`--compare cpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_best_peer: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's on the matrix already in GPU memory
-    /// (`--compare gpu` with a CUDA GPU).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's from host memory, copies included.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver_from_host: Option<f64>,
-    /// hetla's rate over cuSOLVER ?potrf + ?potri's from page-locked host memory, copies included.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver_page_locked: Option<f64>,
+    /// hetla's rate over cuSOLVER ?potrf + ?potri's.
+    #[serde(flatten)]
+    pub cusolver: CusolverRatios,
+}
+
+/// hetla's rate over a cuSOLVER peer's three timings (`--compare gpu` with a CUDA GPU; each key
+/// absent without): on the matrix already in GPU memory, as a program calls it on a matrix in
+/// pageable host memory (copy in, the call, copy out), and the same from page-locked host memory
+/// (its copies by DMA: the best a cuSOLVER user does on one GPU).
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct CusolverRatios {
+    #[serde(rename = "ratio_to_cusolver", skip_serializing_if = "Option::is_none")]
+    pub resident: Option<f64>,
+    #[serde(
+        rename = "ratio_to_cusolver_from_host",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub from_host: Option<f64>,
+    #[serde(
+        rename = "ratio_to_cusolver_page_locked",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub page_locked: Option<f64>,
+}
+
+impl CusolverRatios {
+    /// hetla's `gflops` over the peer's `[resident, from host, page-locked]` rates.
+    #[cfg(feature = "cuda")]
+    pub fn of(gflops: f64, [resident, from_host, locked]: &[PeerRate; 3]) -> Self {
+        Self {
+            resident: Some(gflops / resident.gflops),
+            from_host: Some(gflops / from_host.gflops),
+            page_locked: Some(gflops / locked.gflops),
+        }
+    }
 }
 
 impl RunReport {

@@ -24,10 +24,12 @@
 //! reported. The pools are untouched and serve the next run. Tiles are still written back from the
 //! devices, so the matrix holds the state the run reached.
 //!
-//! Files: `carrier.rs` (the copies on devices), `loops.rs` (the workers' loops), `signal.rs` (idle
-//! workers' sleep), and here the run itself ([`execute`], [`execute_beside`]).
+//! Files: `carrier.rs` (the copies on devices), `locking.rs` (page-locking host memory beside the
+//! run), `loops.rs` (the workers' loops), `signal.rs` (idle workers' sleep), and here the run
+//! itself ([`execute`], [`execute_beside`]).
 
 mod carrier;
+mod locking;
 mod loops;
 mod signal;
 
@@ -174,18 +176,29 @@ fn run_beside(
     .map_err(setup_error)?;
     // One run at a time per platform: its pools and device memory serve one run.
     let _busy = platform.lock_run();
-    // SAFETY: the workload's host memory outlives the run, and the lock is dropped at its end, once
-    // every copy is done (after the flush).
-    let page_lock = (options.host_memory == HostMemory::PageLocked && !devices.is_empty())
-        .then(|| unsafe { platform.page_lock(&work.host_ranges()) });
+    // Page-locked host memory: its first piece locked now, the others beside the run.
+    let pieces = if options.host_memory == HostMemory::PageLocked && !devices.is_empty() {
+        locking::pieces(work)
+    } else {
+        Vec::new()
+    };
+    let (first, rest) = pieces.split_at(pieces.len().min(1));
+    // SAFETY: the workload's host memory outlives the run, and the locks are dropped at its end,
+    // once every copy is done (after the flush).
+    let mut locks = unsafe { locking::lock_pieces(platform, first, None) };
+    let lock_rest = locks.iter().all(|l| l.failed().is_none()) && !rest.is_empty();
 
     let mut carrier = Devices::new(work, devices);
     place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
     let clusters = platform.clusters();
-    let (per_worker, panicked): (Vec<Vec<TaskEvent>>, _) = std::thread::scope(|s| {
+    let (per_worker, panicked, locked): (Vec<Vec<TaskEvent>>, _, _) = std::thread::scope(|s| {
         let (engine, carrier, signal) = (&engine, &carrier, &signal);
+        // SAFETY: as the first piece's.
+        let locker = lock_rest.then(|| {
+            s.spawn(move || unsafe { locking::lock_pieces(platform, rest, Some(engine)) })
+        });
         let copiers: Vec<_> = platform
             .devices()
             .iter()
@@ -226,16 +239,11 @@ fn run_beside(
         for copier in copiers {
             let _ = copier.join();
         }
-        (events, besides)
+        let locked = locker.and_then(|l| l.join().ok()).unwrap_or_default();
+        (events, besides, locked)
     });
-    let trace = finish(
-        &engine,
-        carrier,
-        options,
-        workers,
-        per_worker,
-        page_lock.as_ref(),
-    );
+    locks.extend(locked);
+    let trace = finish(&engine, carrier, options, workers, per_worker, &locks);
 
     let failure = learn(platform, engine, &tables);
     if let Some(panic) = panicked {
@@ -253,14 +261,15 @@ fn run_beside(
 
 /// After the workers: the flush of the tiles still on devices (a resident run's clock stops before
 /// it, which it neither times nor traces), the devices cleared once their uploads from page-locked
-/// memory are done (before that memory is unlocked or written again), and the run's trace.
+/// memory are done (before that memory is unlocked or written again), and the run's trace with what
+/// `locks` locked.
 fn finish(
     engine: &Engine<'_>,
     carrier: Devices<'_>,
     options: &RunOptions,
     workers: &[crate::workers::WorkerInfo],
     per_worker: Vec<Vec<TaskEvent>>,
-    page_lock: Option<&crate::platform::PageLock>,
+    locks: &[crate::platform::PageLock],
 ) -> Trace {
     let resident = options.write_back == WriteBack::Resident;
     let before_flush = (carrier.now(), lock(&carrier.transfers).len());
@@ -277,12 +286,12 @@ fn finish(
     };
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
-    if let Some(lock) = page_lock {
+    if !locks.is_empty() {
         trace.host_memory = PageLocked {
-            bytes: lock.bytes(),
-            already: lock.already(),
-            seconds: lock.seconds(),
-            failed: lock.failed().map(str::to_owned),
+            bytes: locks.iter().map(|l| l.bytes()).sum(),
+            already: locks.iter().map(|l| l.already()).sum(),
+            seconds: locks.iter().map(|l| l.seconds()).sum(),
+            failed: locks.iter().find_map(|l| l.failed().map(str::to_owned)),
         };
     }
     trace.transfers = carrier

@@ -30,8 +30,9 @@ pub struct CholeskyArgs {
     pub storage: Storage,
     /// How the tiles meet a GPU's copies: staged (packed by CPU cores into page-locked buffers
     /// beside the DMA) or page-locked (the tiles' memory, the tile-major copy or the matrix in
-    /// place, page-locked for the run and copied straight by the GPU's DMA engines; the locking is
-    /// timed inside the call). Ignored without a GPU.
+    /// place, page-locked for the run and copied straight by the GPU's DMA engines; the matrix in
+    /// place is locked by tile columns beside the run, a tile staged until its column is; the
+    /// locking is timed inside the call). Ignored without a GPU.
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
     /// Factor a matrix that lives in the first GPU's memory where it lies, as cuSOLVER's resident

@@ -13,7 +13,7 @@ use faer::MatMut;
 use hetla::{Backend, BoundReport, Cholesky, Par, Scalar, check, matgen};
 use hetla_runtime::LinkBytes;
 
-use crate::commands::report::{InverseReport, Measured, RunReport};
+use crate::commands::report::{CusolverRatios, InverseReport, Measured, RunReport};
 use crate::peers;
 use serde::Serialize;
 
@@ -71,18 +71,9 @@ pub struct CholeskyReport {
     /// hetla's rate over `dgemm_gflops`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_dgemm: Option<f64>,
-    /// hetla (matrix in host memory, end to end) over cuSOLVER ?potrf on a device-resident matrix
-    /// (with --compare on a platform with a CUDA GPU).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver: Option<f64>,
-    /// hetla over cuSOLVER ?potrf called as a program calls it on a matrix in host memory (copy in,
-    /// factor, copy out), with --compare on a platform with a CUDA GPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver_from_host: Option<f64>,
-    /// hetla over the same cuSOLVER call on a matrix in page-locked host memory (its copies by
-    /// DMA), the best a cuSOLVER user does on one GPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_cusolver_page_locked: Option<f64>,
+    /// hetla (end to end) over cuSOLVER ?potrf's three timings.
+    #[serde(flatten)]
+    pub cusolver: CusolverRatios,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perfmodel_file: Option<String>,
     /// Where the command's wall-clock time went, in the order of its phases: `platform` (built,
@@ -169,9 +160,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         dgemm_gflops: None,
         ratio_to_best_peer: None,
         ratio_to_dgemm: None,
-        ratio_to_cusolver: None,
-        ratio_to_cusolver_from_host: None,
-        ratio_to_cusolver_page_locked: None,
+        cusolver: CusolverRatios::default(),
         perfmodel_file: model_file.map(|p| p.display().to_string()),
         phases: Vec::new(),
     };
@@ -386,13 +375,9 @@ fn compare_peers<T: Scalar>(
     // memory, GPU 0.
     #[cfg(feature = "cuda")]
     if compare.gpu() && peers::real_gpu(platform) {
-        let [resident, from_host, locked] =
-            peers::cusolver(peers::Cusolver::Potrf, a, 0, repeat.unwrap_or(1), flops)?;
-        let gflops = report.run.measured.gflops;
-        report.ratio_to_cusolver = Some(gflops / resident.gflops);
-        report.ratio_to_cusolver_from_host = Some(gflops / from_host.gflops);
-        report.ratio_to_cusolver_page_locked = Some(gflops / locked.gflops);
-        rates.extend([resident, from_host, locked]);
+        let cusolver = peers::cusolver(peers::Cusolver::Potrf, a, 0, repeat.unwrap_or(1), flops)?;
+        report.cusolver = CusolverRatios::of(report.run.measured.gflops, &cusolver);
+        rates.extend(cusolver);
     }
     if compare.cpu() {
         let mut dgemm = 0.0f64;
@@ -448,9 +433,7 @@ fn inverse<T: Scalar>(
         measured: Measured::new(&timings, flops, residual),
         peers: None,
         ratio_to_best_peer: None,
-        ratio_to_cusolver: None,
-        ratio_to_cusolver_from_host: None,
-        ratio_to_cusolver_page_locked: None,
+        cusolver: CusolverRatios::default(),
     };
     let mut rates = Vec::new();
     if args.compare.is_some_and(|c| c.cpu()) {
@@ -474,13 +457,9 @@ fn inverse<T: Scalar>(
     }
     #[cfg(feature = "cuda")]
     if args.compare.is_some_and(|c| c.gpu()) && peers::real_gpu(platform) {
-        let [resident, from_host, locked] =
-            peers::cusolver(peers::Cusolver::Inverse, a, 0, repeat.unwrap_or(1), flops)?;
-        let gflops = report.measured.gflops;
-        report.ratio_to_cusolver = Some(gflops / resident.gflops);
-        report.ratio_to_cusolver_from_host = Some(gflops / from_host.gflops);
-        report.ratio_to_cusolver_page_locked = Some(gflops / locked.gflops);
-        rates.extend([resident, from_host, locked]);
+        let cusolver = peers::cusolver(peers::Cusolver::Inverse, a, 0, repeat.unwrap_or(1), flops)?;
+        report.cusolver = CusolverRatios::of(report.measured.gflops, &cusolver);
+        rates.extend(cusolver);
     }
     #[cfg(not(feature = "cuda"))]
     let _ = platform;
@@ -676,12 +655,12 @@ fn print_inverse(inv: &InverseReport, precision: hetla::Precision) {
     if let Some(ratio) = inv.ratio_to_best_peer {
         println!("  inv ratio hetla / best inverse peer {ratio:.3}");
     }
-    if let (Some(resident), Some(host)) = (inv.ratio_to_cusolver, inv.ratio_to_cusolver_from_host) {
+    if let (Some(resident), Some(host)) = (inv.cusolver.resident, inv.cusolver.from_host) {
         println!(
             "  inv ratio hetla / cuSOLVER potrf+potri resident {resident:.3}, from host {host:.3}"
         );
     }
-    if let Some(locked) = inv.ratio_to_cusolver_page_locked {
+    if let Some(locked) = inv.cusolver.page_locked {
         println!(
             "  inv ratio hetla / cuSOLVER potrf+potri from page-locked host memory {locked:.3}"
         );
@@ -729,15 +708,15 @@ fn print_peers(r: &CholeskyReport, peers: &[peers::PeerRate]) {
     if let (Some(peer), Some(dgemm)) = (r.ratio_to_best_peer, r.ratio_to_dgemm) {
         println!("  ratios    hetla / best Cholesky peer {peer:.3}, hetla / GEMM {dgemm:.3}");
     }
-    if let Some(ratio) = r.ratio_to_cusolver {
+    if let Some(ratio) = r.cusolver.resident {
         println!("  ratio     hetla / cuSOLVER ?potrf on the device-resident matrix {ratio:.3}");
     }
-    if let Some(ratio) = r.ratio_to_cusolver_from_host {
+    if let Some(ratio) = r.cusolver.from_host {
         println!(
             "  ratio     hetla / cuSOLVER ?potrf from host memory (copy in, factor, copy out) {ratio:.3}"
         );
     }
-    if let Some(ratio) = r.ratio_to_cusolver_page_locked {
+    if let Some(ratio) = r.cusolver.page_locked {
         println!("  ratio     hetla / cuSOLVER ?potrf from page-locked host memory {ratio:.3}");
     }
 }
