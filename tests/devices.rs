@@ -878,6 +878,43 @@ fn the_inverse_runs_beside_a_device_and_on_the_device_alone() {
     }
 }
 
+/// The inverse on a device of three compute streams, into the caller's matrix: its panel steps
+/// (TRTRI, the panel solves) on the first stream, its updates on the others, LAPACK's residual.
+#[test]
+fn the_inverse_on_a_device_of_several_streams_keeps_its_panel_on_the_first_in_every_precision() {
+    fn check<T: Scalar>() {
+        let (n, b) = (400, 100);
+        let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
+        let p = platform("none", std::slice::from_ref(&device));
+        let a = random_hpd::<T>(n, 5);
+        let factor = Cholesky::new()
+            .platform(p)
+            .tile(b)
+            .factor(a.as_ref())
+            .unwrap();
+        let before = device.kernels_by_stream();
+        let mut x = faer::Mat::<T>::zeros(n, n);
+        let trace = factor.inverse_into(x.as_mut()).unwrap().expect("traced");
+        let after = device.kernels_by_stream();
+        let what = T::PRECISION;
+        let panel = (trace.tasks.iter())
+            .filter(|t| t.op.on_critical_path())
+            .count();
+        assert!(panel > 0 && panel < trace.tasks.len(), "{what}: {panel}");
+        assert_eq!(after[0] - before[0], panel, "{what}: {after:?}");
+        let others = after[1] + after[2] - before[1] - before[2];
+        assert_eq!(others, trace.tasks.len() - panel, "{what}: {after:?}");
+        let residual = hetla::Plan::new(hetla::Algorithm::CholeskyInverse { n }, b, what)
+            .unwrap()
+            .residual(a.as_ref(), x.as_ref(), Par::Seq)
+            .unwrap();
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
 #[test]
 fn automatic_storage_is_in_place_on_gpus_alone_and_the_tile_major_copy_beside_clusters() {
     use hetla::Storage;
