@@ -4,8 +4,8 @@
 //! machines that are not at hand, beside the library that runs them on this one.
 //!
 //! - **Modelled platforms** ([`PlatformModel`]): kernel rates, memories and links of a machine,
-//!   built in ([`PRESETS`]: sirocco, knl, a100x8, h200, xeon16, xeon16-target) or read from a TOML
-//!   platform file; [`Modelled`] is one with its CPU clusters and GPUs chosen.
+//!   built in ([`PRESETS`]: sirocco, knl, a100x8, h200, h100, xeon16, xeon16-target) or read from a
+//!   TOML platform file; [`Modelled`] is one with its CPU clusters and GPUs chosen.
 //! - **Calibration into platform files** ([`calibrate_links`], [`calibrate_packing`],
 //!   [`record_in_run`]; the kernels alone are timed by `hetla::KernelCalibration`).
 //! - **Simulated runs** of a [`Plan`](hetla::Plan) on a modelled machine, one node ([`simulate`])

@@ -69,7 +69,7 @@ pub struct GemmArgs {
     /// modelled copies (staged at the model's packing rates, or straight).
     #[arg(long, default_value = "staged")]
     pub host_memory: hetla::HostMemory,
-    /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200, xeon16,
+    /// Simulate on this platform model (a preset: sirocco, knl, a100x8, h200, h100, xeon16,
     /// xeon16-target; or a TOML file) instead of running here; `--gpus` then counts the model's
     /// GPUs (all by default).
     #[arg(long)]

@@ -61,8 +61,8 @@ fn parse_beta(s: &str) -> Result<f64, String> {
 /// Arguments of `hetla simulate`.
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// A preset (sirocco, knl, a100x8, h200, xeon16, xeon16-target) or a TOML platform file (see
-    /// `hetla calibrate --output`).
+    /// A preset (sirocco, knl, a100x8, h200, h100, xeon16, xeon16-target) or a TOML platform file
+    /// (see `hetla calibrate --output`).
     #[arg(long)]
     pub platform: String,
     /// CPU clusters, resolved on the platform's cores minus one per GPU.

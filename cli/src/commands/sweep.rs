@@ -28,7 +28,7 @@ pub const THIS_MACHINE: &str = "this";
 /// Arguments of `hetla sweep`.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// A preset (sirocco, knl, a100x8, h200, xeon16, xeon16-target), a TOML platform file, or
+    /// A preset (sirocco, knl, a100x8, h200, h100, xeon16, xeon16-target), a TOML platform file, or
     /// `this` for real runs on this machine (a GPU count K uses its first K GPUs; more than it has
     /// is a skipped row).
     #[arg(long)]

@@ -40,8 +40,8 @@ pub struct TuneArgs {
     #[arg(long, default_value = "d")]
     pub precision: Precision,
     /// `this` (this machine: its kernels calibrated inside runs on first use and kept beside the
-    /// performance models), a preset (sirocco, knl, a100x8, h200, xeon16, xeon16-target) or a TOML
-    /// platform file.
+    /// performance models), a preset (sirocco, knl, a100x8, h200, h100, xeon16, xeon16-target) or a
+    /// TOML platform file.
     #[arg(long, default_value = THIS)]
     pub platform: String,
     /// GPUs taking part (a modelled platform's; this machine's families are tuned on its CPU

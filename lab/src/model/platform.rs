@@ -18,11 +18,12 @@ pub use hetla_runtime::{LinkModel, LinkRate};
 pub const MAX_MODEL_CORES: usize = 4096;
 
 /// Names of the built-in platform models.
-pub const PRESETS: [&str; 6] = [
+pub const PRESETS: [&str; 7] = [
     "sirocco",
     "knl",
     "a100x8",
     "h200",
+    "h100",
     "xeon16",
     "xeon16-target",
 ];

@@ -18,6 +18,7 @@ impl PlatformModel {
             "knl" => Some(knl()),
             "a100x8" => Some(a100x8()),
             "h200" => Some(h200()),
+            "h100" => Some(h100()),
             "xeon16" => Some(xeon16()),
             "xeon16-target" => Some(xeon16_target()),
             _ => None,
@@ -399,6 +400,42 @@ pub(super) fn a100x8() -> PlatformModel {
     }, 2.0, 1.0)
 }
 
+/// One GPU of `memory_gb` on a host link of `link` each way, with the f64 `kernels` (operation,
+/// tile, Gflop/s), and no packing rate.
+fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f64)]) -> GpuModel {
+    GpuModel {
+        name: name.into(),
+        count: 1,
+        memory_gb,
+        link: LinkModel {
+            h2d: link,
+            d2h: link,
+            p2p: None,
+            host_shared_by: 1,
+        },
+        staging: Vec::new(),
+        kernels: kernels
+            .iter()
+            .map(|&(op, tile, gflops)| GpuKernelRate {
+                op: op.name().into(),
+                tile,
+                precision: Precision::D,
+                gflops,
+            })
+            .collect(),
+    }
+}
+
+impl GpuModel {
+    /// The same GPU packing its staged copies at `rates`.
+    fn staging(self, rates: Vec<StagingRate>) -> Self {
+        Self {
+            staging: rates,
+            ..self
+        }
+    }
+}
+
 /// The H200's f64 kernels as the two leases of 2026-11-26 timed them (docs/gpu-runs: every row run
 /// on the GPU alone, the mean of each row's kernel rate, cuBLAS 13.1 and cuSOLVER 12.0):
 /// (operation, tile, Gflop/s). Tile 2048: four rows (n = 8192 three times, 16384 once); tile 4096:
@@ -478,31 +515,74 @@ pub(super) fn h200() -> PlatformModel {
                 outside_graph: Vec::new(),
                 kernels: cpu_kernels,
             },
-            gpu: Some(GpuModel {
-                name: "NVIDIA H200".into(),
-                count: 1,
-                // 141 GB of HBM3e (NVIDIA's data sheet); the lease's budget was 134.4 GB.
-                memory_gb: 141.0,
-                link: LinkModel {
-                    h2d: H200_PCIE,
-                    d2h: H200_PCIE,
-                    p2p: None,
-                    host_shared_by: 1,
-                },
-                staging: H200_STAGING
+            // 141 GB of HBM3e (NVIDIA's data sheet); the lease's budget was 134.4 GB.
+            gpu: Some(one_gpu("NVIDIA H200", 141.0, H200_PCIE, &H200_GPU).staging(
+                H200_STAGING
                     .iter()
                     .map(|&(cores, gb_per_s)| StagingRate { cores, gb_per_s })
                     .collect(),
-                kernels: H200_GPU
-                    .iter()
-                    .map(|&(op, tile, gflops)| GpuKernelRate {
-                        op: op.name().into(),
-                        tile,
-                        precision: Precision::D,
-                        gflops,
-                    })
-                    .collect(),
-            }),
+            )),
+        },
+        2.0,
+        1.0,
+    ))
+}
+
+/// The H100's f64 kernels as leases 3 and 4 timed them on the GPU alone (every row of
+/// docs/gpu-runs/2026-11-26-h100-rows.jsonl and 2026-11-27-h100-rows.jsonl run with
+/// `--clusters none`: the mean of the rows' kernel rates, 4 rows at tile 2048 and 8 at 4096; cuBLAS
+/// 13.1, cuSOLVER 12.0): (operation, tile, Gflop/s). Measured, nothing fitted.
+const H100_GPU: [(Op, usize, f64); 8] = [
+    (Op::Potrf, 2048, 3095.0),
+    (Op::Trsm, 2048, 9272.0),
+    (Op::Syrk, 2048, 48758.0),
+    (Op::GemmNt, 2048, 54537.0),
+    (Op::Potrf, 4096, 11480.0),
+    (Op::Trsm, 4096, 22888.0),
+    (Op::Syrk, 4096, 54605.0),
+    (Op::GemmNt, 4096, 55864.0),
+];
+
+/// The H100 node's host link per direction. Device-to-host copies of 32 and 128 MiB tiles in lease
+/// 3's traces of its page-locked rows (docs/gpu-runs/2026-11-26-h100-lease3/trace-*-locked.json)
+/// ran at medians of 53.1, 53.6 and 54.8 GB/s (n = 8192, 16384, 32768): 54 GB/s, measured. The
+/// traces show host-to-device copies at their queueing only, so that direction is not measured and
+/// taken as the same; 10 us a copy's latency, typical, not measured.
+const H100_PCIE: LinkRate = LinkRate {
+    latency_us: 10.0,
+    gb_per_s: 54.0,
+};
+
+/// `h100`: the GPU node of leases 3 to 5 (docs/gpu-runs/2026-11-26-h100-lease3.md to
+/// 2026-11-27-h100-lease5.md): one NVIDIA H100 80GB HBM3 and the 16 Xeon cores [`xeon16`] models,
+/// each rate measured there and named: the GPU's kernels ([`H100_GPU`]), the link's device-to-host
+/// rate ([`H100_PCIE`]), the cores' kernels ([`XEON16_CORE`], [`XEON16_SPEEDUPS`], at tiles of 512
+/// to 2048). No packing rate was measured: the model has none, so it copies staged tiles at the
+/// link's rate (its staged rows are not predictions; `hetla calibrate --gpus all --output` on the
+/// node measures them).
+pub(super) fn h100() -> PlatformModel {
+    with_lu_rates(with_derived_precisions(
+        PlatformModel {
+            name: "h100".into(),
+            description: "the GPU node of leases 3 to 5 (docs/gpu-runs): 1 NVIDIA H100 80GB HBM3 \
+            and 16 Intel Xeon cores (AVX-512); measured in its rows and traces, nothing fitted: \
+            f64 GPU kernel rates at tiles 2048 and 4096 (the mean of the GPU-alone rows), the \
+            link at 54 GB/s (device-to-host copies in lease 3's traces; host-to-device taken as \
+            the same, not measured; 10 us latency, typical), the cores' kernels as xeon16's; no \
+            packing rate (not measured: staged copies go at the link's rate); s and c at the d \
+            rate on the H100 (its FP32 peak equals its FP64 tensor-core peak) and 2x d on the \
+            cores, z as d, assumed"
+                .into(),
+            cpu: CpuModel {
+                packages: 1,
+                cores_per_package: 16,
+                numa_per_package: 1,
+                task_overhead_us: 0.0,
+                outside_graph: Vec::new(),
+                kernels: xeon16_kernels(),
+            },
+            // 80 GB of HBM3 (NVIDIA's data sheet); lease 4's budget was 75.8 GB.
+            gpu: Some(one_gpu("NVIDIA H100 80GB HBM3", 80.0, H100_PCIE, &H100_GPU)),
         },
         2.0,
         1.0,
@@ -534,13 +614,10 @@ const XEON16_SPEEDUPS: [(usize, &[(usize, f64)]); 3] = [
     (2048, &[(4, 1.46), (5, 2.18)]),
 ];
 
-/// `xeon16`: the 16 Intel Xeon cores (AVX-512, one package, one NUMA node) of the GPU node of
-/// leases 4 and 5, without its GPU, as those leases measured them: one core's GEMM and the
-/// clusters' lost rate ([`XEON16_CORE`], [`XEON16_SPEEDUPS`]). A cluster of several cores ran at
-/// half of each core's rate, so the model's best shape is 16x1.
-/// `hetla calibrate --scaling --output` on the node gives the file that replaces it.
-pub(super) fn xeon16() -> PlatformModel {
-    let kernels = XEON16_SPEEDUPS
+/// The f64 kernels of the 16 Xeon cores as leases 4 and 5 measured them ([`XEON16_CORE`],
+/// [`XEON16_SPEEDUPS`]).
+fn xeon16_kernels() -> Vec<CpuKernelRate> {
+    XEON16_SPEEDUPS
         .iter()
         .flat_map(|&(tile, speedups)| {
             XEON16_CORE.iter().map(move |&(op, core)| CpuKernelRate {
@@ -555,7 +632,16 @@ pub(super) fn xeon16() -> PlatformModel {
                 loaded: Vec::new(),
             })
         })
-        .collect();
+        .collect()
+}
+
+/// `xeon16`: the 16 Intel Xeon cores (AVX-512, one package, one NUMA node) of the GPU node of
+/// leases 4 and 5, without its GPU, as those leases measured them: one core's GEMM and the
+/// clusters' lost rate ([`XEON16_CORE`], [`XEON16_SPEEDUPS`]). A cluster of several cores ran at
+/// half of each core's rate, so the model's best shape is 16x1.
+/// `hetla calibrate --scaling --output` on the node gives the file that replaces it.
+pub(super) fn xeon16() -> PlatformModel {
+    let kernels = xeon16_kernels();
     cpu_preset(
         "xeon16",
         "the 16 Intel Xeon cores (AVX-512) of the GPU node of leases 4 and 5 \
@@ -712,6 +798,39 @@ mod tests {
                 .is_err()
         );
         assert_eq!(m.tiles(), [480, 960, 1440, 1920, 2880]);
+    }
+
+    #[test]
+    fn h100_carries_its_leases_measured_rates_and_its_resident_32768_row_within_ten_percent() {
+        let m = PlatformModel::preset("h100").unwrap();
+        let gpu = m.gpu.as_ref().unwrap();
+        assert_eq!(gpu.name, "NVIDIA H100 80GB HBM3");
+        // No packing rate was measured: none is made up.
+        assert!(gpu.staging.is_empty());
+        assert_eq!(gpu.link.d2h.gb_per_s, 54.0);
+        let class = ResourceClass::Gpu {
+            name: gpu.name.clone(),
+        };
+        assert_eq!(m.rate(Op::Potrf, 4096, Precision::D, &class), Some(11480.0));
+        // The cores are xeon16's.
+        let core = ResourceClass::CpuCluster { cores: 1 };
+        let xeon = PlatformModel::preset("xeon16").unwrap();
+        assert_eq!(
+            m.rate(Op::GemmNt, 2048, Precision::D, &core),
+            xeon.rate(Op::GemmNt, 2048, Precision::D, &core)
+        );
+        // Lease 4's resident Cholesky 32768 in tiles of 4096: 279.7 ms measured.
+        let plan =
+            hetla::Plan::new(hetla::Algorithm::Cholesky { n: 32768 }, 4096, Precision::D).unwrap();
+        let mut options = hetla_runtime::SimOptions::default();
+        options.run.placement = plan.placed_on(hetla_runtime::MemoryNode(1));
+        options.run.write_back = hetla_runtime::WriteBack::Resident;
+        let machine = crate::Modelled::new(&m, &ClusterSpec::None, 1);
+        let ms = crate::simulate(&plan, &machine, &options)
+            .unwrap()
+            .0
+            .makespan_ms;
+        assert!((ms / 279.7 - 1.0).abs() < 0.10, "{ms} ms");
     }
 
     #[test]
