@@ -93,7 +93,15 @@ fn calibration_measures_device_kernels_and_links() {
             .all(|p| p["gb_per_s"].as_f64().unwrap() > 0.0)
     );
     let model = hetla_lab::PlatformModel::load(&file).unwrap();
-    assert_eq!(model.gpu.as_ref().unwrap().staging.len(), packing.len());
+    let gpu = model.gpu.as_ref().unwrap();
+    assert_eq!(gpu.staging.len(), packing.len());
+    // The launch of a kernel, timed beyond the kernel (a handoff to the stream's thread on the
+    // emulated device: microseconds).
+    assert!(
+        gpu.launch_us > 0.0 && gpu.launch_us < 1e5,
+        "{}",
+        gpu.launch_us
+    );
     let makespan = |path: &str| {
         let r = common::json(&format!(
             "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \

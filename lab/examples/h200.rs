@@ -305,9 +305,11 @@ fn h100_section(root: &Path) -> Result<String> {
             back. The resident rows (no copy in the timed run) miss by 3.3, 2.1 and 6.7 ms for \
             20, 20 and 120 tasks. None of it is a rate: the first call's set-up, a per-launch \
             latency of the device's worker and whatever orders a kernel after a download are \
-            what the next lease must time apart, with the probes `hetla calibrate --gpus all` \
-            lacks (launch latency, a copy's latency by size, pageable and device-to-device \
-            bandwidths, the packing rate of a core on the node).\n";
+            what the next lease must time apart: `hetla calibrate --gpus all --output` now times \
+            a kernel's launch beyond the kernel (`launch_us`, which the simulator adds before \
+            each GPU task), and still lacks a copy's latency by size apart from its bandwidth, \
+            pageable and device-to-device bandwidths and the packing rate of a core on the \
+            node.\n";
     Ok(out)
 }
 

@@ -180,6 +180,36 @@ pub fn calibrate_links(
     Ok(links)
 }
 
+/// Kernels [`measure_launch`] times (after one warm-up).
+const LAUNCHES: usize = 50;
+
+/// Order of the tile [`measure_launch`]'s kernels factor: small enough that the kernel is a few
+/// microseconds, so that the launch is what is timed.
+const LAUNCH_ORDER: usize = 64;
+
+/// Microseconds from the host's launch of a kernel on an idle `device` to its end, beyond the
+/// kernel itself: the median over [`LAUNCHES`] calls, after a warm-up, of a POTRF of the identity
+/// of order 64 (which it leaves as it is) launched and waited for, less the kernel's own seconds
+/// (its events). What a device's worker adds to each task when nothing is queued behind it (the
+/// platform file's `launch_us`, the simulator's `gpu_launch`).
+pub fn measure_launch(device: &dyn Device) -> std::result::Result<f64, KernelError> {
+    let identity = Mat::<f64>::identity(LAUNCH_ORDER, LAUNCH_ORDER);
+    device.upload(Handle(0), identity.as_ref().into())?;
+    device.wait_uploads()?;
+    let mut beyond = Vec::with_capacity(LAUNCHES);
+    for call in 0..=LAUNCHES {
+        let start = Instant::now();
+        let kernel = device.launch(Op::Potrf, &[], Handle(0))?.wait()?;
+        let wall = start.elapsed().as_secs_f64();
+        if call > 0 {
+            beyond.push((wall - kernel).max(0.0));
+        }
+    }
+    device.clear();
+    beyond.sort_by(f64::total_cmp);
+    Ok(beyond[beyond.len() / 2] * 1e6)
+}
+
 /// Rows and columns of the tile [`calibrate_packing`] packs (64 MiB of f64), and the leading
 /// dimension of the matrix it is read from (a tile of a larger matrix, as in place).
 const PACK_TILE: (usize, usize, usize) = (4096, 2048, 8192);

@@ -208,6 +208,7 @@ pub(crate) fn choose_tile(
                 capacities: vec![None],
                 link: None,
                 cpu_task_overhead: 0.0,
+                gpu_launch: 0.0,
                 staging: None,
                 compute_streams: 1,
             };

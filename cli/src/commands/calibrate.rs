@@ -591,14 +591,16 @@ fn gpu_section(
         .first()
         .and_then(|p| Some(p).zip(p.devices().first()))
         .map(|(p, d)| {
-            hetla_lab::GpuModel::from_calibration(
+            let mut gpu = hetla_lab::GpuModel::from_calibration(
                 d.device.name(),
                 p.devices().len(),
                 d.device.budget(),
                 models,
                 &args.tiles(),
                 args.precision,
-            )
+            )?;
+            gpu.launch_us = hetla_lab::measure_launch(&*d.device)?;
+            Ok::<_, crate::Error>(gpu)
         })
         .transpose()?)
 }

@@ -194,6 +194,8 @@ impl GpuModel {
             // The executor packs uploads into page-locked staging; calibration does not time the
             // packing yet, so a calibrated model simulates copies at the link's rate alone.
             staging: Vec::new(),
+            // Timed apart by the caller ([`crate::measure_launch`]).
+            launch_us: 0.0,
             kernels,
         })
     }

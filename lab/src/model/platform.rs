@@ -146,8 +146,18 @@ pub struct GpuModel {
     /// engines copy straight from page-locked host tiles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging: Vec<StagingRate>,
+    /// Microseconds from the host's launch of a kernel to its start when the GPU is idle, beyond
+    /// the kernel itself: what a GPU worker spends on each task
+    /// (`hetla calibrate --gpus all --output` times it, [`crate::measure_launch`]). 0 (the
+    /// default): not measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub launch_us: f64,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The rate at which `cores` CPU cores together pack tiles into page-locked staging buffers.
@@ -688,6 +698,7 @@ impl PlatformModel {
             capacities,
             link: self.gpu.as_ref().filter(|_| gpus > 0).map(|g| g.link),
             cpu_task_overhead: self.cpu.task_overhead_us * 1e-6,
+            gpu_launch: self.gpu.as_ref().map_or(0.0, |g| g.launch_us * 1e-6),
             staging,
             compute_streams: 1,
         })

@@ -241,6 +241,7 @@ pub(super) fn sirocco() -> PlatformModel {
                 host_shared_by: 1,
             },
             staging: Vec::new(),
+            launch_us: 0.0,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -387,6 +388,7 @@ pub(super) fn a100x8() -> PlatformModel {
                 host_shared_by: 2,
             },
             staging: Vec::new(),
+            launch_us: 0.0,
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -414,6 +416,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
             host_shared_by: 1,
         },
         staging: Vec::new(),
+        launch_us: 0.0,
         kernels: kernels
             .iter()
             .map(|&(op, tile, gflops)| GpuKernelRate {

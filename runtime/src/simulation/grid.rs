@@ -620,7 +620,7 @@ impl RankRun<'_> {
                 }
                 let overhead = match workers[w].kind {
                     ResourceKind::Cpu => self.platform.cpu_task_overhead,
-                    ResourceKind::Gpu => 0.0,
+                    ResourceKind::Gpu => self.platform.gpu_launch,
                 };
                 let node = workers[w].node;
                 let inputs = {
@@ -805,6 +805,7 @@ mod tests {
             capacities: vec![None],
             link: None,
             cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
             staging: None,
             compute_streams: 1,
         }
@@ -925,6 +926,7 @@ mod tests {
                 host_shared_by: 1,
             }),
             cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
             staging: None,
             compute_streams: streams,
         }
@@ -1008,6 +1010,23 @@ mod tests {
         let four = run(4);
         assert!(four.makespan <= two.makespan + 1e-9, "{}", four.makespan);
         assert!(four.tasks.iter().all(|e| e.start == 0.0));
+        // A launch latency delays every kernel: back to back on one stream, each 0.25 s later.
+        let launched = {
+            let platform = SimPlatform {
+                gpu_launch: 0.25,
+                ..one_gpu(1)
+            };
+            let rank = SimRank {
+                platform: &platform,
+                work: work(),
+                priorities: None,
+            };
+            let options = SimOptions::default();
+            simulate_grid(&[rank], &[], None, &options)
+                .unwrap()
+                .makespan
+        };
+        assert!(close(launched, one.makespan + 4.0 * 0.25), "{launched}");
         // Zero streams is refused.
         let platform = one_gpu(0);
         let rank = SimRank {

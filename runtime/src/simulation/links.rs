@@ -302,6 +302,7 @@ mod tests {
                 host_shared_by: if shared { 2 } else { 1 },
             }),
             cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
             staging: None,
             compute_streams: 1,
         }
@@ -361,6 +362,7 @@ mod tests {
                 host_shared_by: 1,
             }),
             cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
             staging: Some(crate::Staging {
                 gb_per_s: vec![2.0],
             }),

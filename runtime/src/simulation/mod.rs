@@ -13,9 +13,10 @@
 //!   order, pops.
 //! - **Tasks.** A popped task pins its tiles on the worker's memory node; it starts when the worker
 //!   is free (plus the model's per-task runtime overhead on CPU workers, as measured by
-//!   `hetla calibrate --output`) and every copy it needs has arrived, and lasts the model's
-//!   duration for its (kernel, class), times `1 + noise * u` with `u` uniform in [-1, 1) from a
-//!   ChaCha8 stream seeded by [`SimOptions::seed`] (mean-preserving; 0 noise by default).
+//!   `hetla calibrate --output`, and its launch latency on GPU workers) and every copy it needs has
+//!   arrived, and lasts the model's duration for its (kernel, class), times `1 + noise * u` with
+//!   `u` uniform in [-1, 1) from a ChaCha8 stream seeded by [`SimOptions::seed`] (mean-preserving;
+//!   0 noise by default).
 //! - **GPUs of several compute streams** ([`SimPlatform::compute_streams`], `HETLA_GPU_STREAMS` on
 //!   a real run): a GPU worker holds up to that many tasks at once, whose kernels share the GPU's
 //!   rate by the rule of [`GpuSharing`] (each at its own rate until their occupancies fill the GPU,

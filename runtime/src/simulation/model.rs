@@ -24,6 +24,10 @@ pub struct SimPlatform {
     pub link: Option<LinkModel>,
     /// Seconds a CPU worker spends between two tasks (the runtime's own work).
     pub cpu_task_overhead: f64,
+    /// Seconds from a GPU worker taking a task to its kernel's start at the earliest: the host's
+    /// launch of it and its wait on the previous one (`GpuModel::launch_us`, measured by
+    /// `hetla calibrate --gpus all --output`; 0: none).
+    pub gpu_launch: f64,
     /// How host tiles meet the GPUs' links: packed by CPU cores into page-locked staging buffers
     /// (`Some`), or copied by the GPU's DMA engines straight from page-locked host tiles (`None`).
     pub staging: Option<Staging>,
