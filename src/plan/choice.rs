@@ -203,15 +203,7 @@ pub(crate) fn choose_tile(
             Some(stats.mean / square.leading_flops() * key.leading_flops())
         };
         let predicted_ms = if platform.devices().is_empty() {
-            let sim = SimPlatform {
-                workers: platform.workers().to_vec(),
-                capacities: vec![None],
-                link: None,
-                cpu_task_overhead: 0.0,
-                gpu_launch: 0.0,
-                staging: None,
-                compute_streams: 1,
-            };
+            let sim = SimPlatform::cpus(platform.workers().to_vec());
             let tile_bytes = |t| plan.tile_bytes(t);
             let work = SimWork {
                 graph: plan.graph(),

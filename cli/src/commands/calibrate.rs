@@ -587,7 +587,7 @@ fn gpu_section(
     models: &hetla_runtime::PerfModels,
     args: &CalibrateArgs,
 ) -> crate::Result<Option<hetla_lab::GpuModel>> {
-    Ok(platforms
+    platforms
         .first()
         .and_then(|p| Some(p).zip(p.devices().first()))
         .map(|(p, d)| {
@@ -602,7 +602,7 @@ fn gpu_section(
             gpu.launch_us = hetla_lab::measure_launch(&*d.device)?;
             Ok::<_, crate::Error>(gpu)
         })
-        .transpose()?)
+        .transpose()
 }
 
 pub fn print_calibrate(r: &CalibrateReport) {

@@ -800,15 +800,7 @@ mod tests {
 
     /// A node with one single-core CPU cluster.
     fn one_core() -> SimPlatform {
-        SimPlatform {
-            workers: vec![WorkerInfo::cpu_cluster(0, vec![0])],
-            capacities: vec![None],
-            link: None,
-            cpu_task_overhead: 0.0,
-            gpu_launch: 0.0,
-            staging: None,
-            compute_streams: 1,
-        }
+        SimPlatform::cpus(vec![WorkerInfo::cpu_cluster(0, vec![0])])
     }
 
     #[test]

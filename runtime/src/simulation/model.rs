@@ -59,6 +59,19 @@ impl Staging {
 }
 
 impl SimPlatform {
+    /// A node of CPU `workers` alone, with no runtime overhead: host memory only, no link.
+    pub fn cpus(workers: Vec<WorkerInfo>) -> Self {
+        Self {
+            workers,
+            capacities: vec![None],
+            link: None,
+            cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
+            staging: None,
+            compute_streams: 1,
+        }
+    }
+
     /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged GPU-to-GPU
     /// copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
