@@ -188,10 +188,10 @@ const LAUNCHES: usize = 50;
 const LAUNCH_ORDER: usize = 64;
 
 /// Microseconds from the host's launch of a kernel on an idle `device` to its end, beyond the
-/// kernel itself: the median over [`LAUNCHES`] calls, after a warm-up, of a POTRF of the identity
-/// of order 64 (which it leaves as it is) launched and waited for, less the kernel's own seconds
-/// (its events). What a device's worker adds to each task when nothing is queued behind it (the
-/// platform file's `launch_us`, the simulator's `gpu_launch`).
+/// kernel itself: the median over 50 calls (`LAUNCHES`), after a warm-up, of a POTRF of the
+/// identity of order 64 (which it leaves as it is) launched and waited for, less the kernel's own
+/// seconds (its events). What a device's worker adds to each task when nothing is queued behind it
+/// (the platform file's `launch_us`, the simulator's `gpu_launch`).
 pub fn measure_launch(device: &dyn Device) -> std::result::Result<f64, KernelError> {
     let identity = Mat::<f64>::identity(LAUNCH_ORDER, LAUNCH_ORDER);
     device.upload(Handle(0), identity.as_ref().into())?;

@@ -431,7 +431,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
 
 impl GpuModel {
     /// The same GPU packing its staged copies at `rates`.
-    fn staging(self, rates: Vec<StagingRate>) -> Self {
+    fn packing_at(self, rates: Vec<StagingRate>) -> Self {
         Self {
             staging: rates,
             ..self
@@ -519,7 +519,7 @@ pub(super) fn h200() -> PlatformModel {
                 kernels: cpu_kernels,
             },
             // 141 GB of HBM3e (NVIDIA's data sheet); the lease's budget was 134.4 GB.
-            gpu: Some(one_gpu("NVIDIA H200", 141.0, H200_PCIE, &H200_GPU).staging(
+            gpu: Some(one_gpu("NVIDIA H200", 141.0, H200_PCIE, &H200_GPU).packing_at(
                 H200_STAGING
                     .iter()
                     .map(|&(cores, gb_per_s)| StagingRate { cores, gb_per_s })
