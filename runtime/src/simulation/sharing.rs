@@ -28,7 +28,13 @@ use hetla_kernels::Precision;
 
 use crate::perfmodel::{KernelKey, ResourceClass};
 
-/// How kernels share the GPUs of a run (see the [module](self) documentation).
+/// How kernels share the GPUs of a run. A GPU of `S` compute streams runs up to `S` kernels at
+/// once; a kernel's *occupancy* is its modelled rate over the GPU's full rate in its precision (the
+/// highest rate of the run's kernels on it), at most 1, and 1 for a kernel without flops. Kernels
+/// at once each run at their own rate while their occupancies fit in 1, else share what is left, a
+/// step's panel work first: the GPU never does more than its full rate together, no kernel runs
+/// faster than alone. In the bounds a kernel takes its occupancy times its duration of its GPU's
+/// time (area) and its whole duration on a path. One stream: every occupancy is 1.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuSharing {
     streams: usize,
