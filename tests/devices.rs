@@ -173,6 +173,13 @@ fn emulated_devices_move_and_factor_tiles_in_every_precision() {
 }
 
 /// A device with a pool of compute streams runs independent kernels at once and stays right: the
+/// One emulated device of 3 compute streams and no memory limit, alone on a platform.
+fn three_streams() -> (Arc<EmulatedDevice>, Arc<Platform>) {
+    let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
+    let p = platform("none", std::slice::from_ref(&device));
+    (device, p)
+}
+
 /// Cholesky factor of every precision on one emulated device of 3 streams (tiles of 256, whose
 /// products outlast a launch; a step's trailing updates are independent), its residual LAPACK's,
 /// its kernels spread over the streams with every panel kernel (POTRF, TRSM) on the first; a matrix
@@ -182,8 +189,7 @@ fn emulated_devices_move_and_factor_tiles_in_every_precision() {
 fn a_device_with_several_streams_runs_kernels_at_once_in_every_precision() {
     fn check<T: Scalar>() {
         let (n, b) = (1024, 256);
-        let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
-        let p = platform("none", std::slice::from_ref(&device));
+        let (device, p) = three_streams();
         let (residual, trace) = factor_in::<T>(&p, n, b);
         let what = T::PRECISION;
         assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
@@ -884,8 +890,7 @@ fn the_inverse_runs_beside_a_device_and_on_the_device_alone() {
 fn the_inverse_on_a_device_of_several_streams_keeps_its_panel_on_the_first_in_every_precision() {
     fn check<T: Scalar>() {
         let (n, b) = (400, 100);
-        let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
-        let p = platform("none", std::slice::from_ref(&device));
+        let (device, p) = three_streams();
         let a = random_hpd::<T>(n, 5);
         let factor = Cholesky::new()
             .platform(p)

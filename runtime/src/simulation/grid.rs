@@ -637,14 +637,14 @@ impl RankRun<'_> {
                     1.0
                 };
                 self.free[w] -= 1;
-                let what = if self.shared[w].is_some() {
+                let (what, time) = if self.shared[w].is_some() {
                     let key = &self.keys[task.0];
                     self.kernels[task.0] = Kernel {
                         seconds: mean * factor,
                         occupancy: self.sharing.occupancy(key, &workers[w].class, mean),
                         urgent: key.op.on_critical_path(),
                     };
-                    Happening::Begin { task, worker: w }
+                    (Happening::Begin { task, worker: w }, inputs)
                 } else {
                     self.events.push(TaskEvent {
                         task,
@@ -654,15 +654,12 @@ impl RankRun<'_> {
                         end: inputs + mean * factor,
                         flops: self.graph.task(task).flops,
                     });
-                    Happening::End {
+                    let end = Happening::End {
                         task,
                         worker: w,
                         version: 0,
-                    }
-                };
-                let time = match what {
-                    Happening::Begin { .. } => inputs,
-                    _ => inputs + mean * factor,
+                    };
+                    (end, inputs + mean * factor)
                 };
                 clock.queue.push(Reverse(Event {
                     time,

@@ -39,7 +39,7 @@ use crate::perfmodel::{KernelKey, ResourceClass};
 pub struct GpuSharing {
     streams: usize,
     /// The full rate, in flop/s, of each GPU class in each precision.
-    full: HashMap<(ResourceClass, Precision), f64>,
+    full: HashMap<ResourceClass, Vec<(Precision, f64)>>,
 }
 
 impl GpuSharing {
@@ -52,7 +52,7 @@ impl GpuSharing {
         classes: &[ResourceClass],
         duration: impl Fn(&KernelKey, &ResourceClass) -> Option<f64>,
     ) -> Self {
-        let mut full: HashMap<(ResourceClass, Precision), f64> = HashMap::new();
+        let mut full: HashMap<ResourceClass, Vec<(Precision, f64)>> = HashMap::new();
         let gpus: Vec<&ResourceClass> = classes
             .iter()
             .filter(|c| matches!(c, ResourceClass::Gpu { .. }))
@@ -62,8 +62,11 @@ impl GpuSharing {
             for key in keys.into_iter().filter(|k| seen.insert(*k)) {
                 for &class in &gpus {
                     if let Some(rate) = rate(key, duration(key, class)) {
-                        let best = full.entry((class.clone(), key.precision)).or_insert(0.0);
-                        *best = best.max(rate);
+                        let rates = full.entry(class.clone()).or_default();
+                        match rates.iter_mut().find(|(p, _)| *p == key.precision) {
+                            Some((_, best)) => *best = best.max(rate),
+                            None => rates.push((key.precision, rate)),
+                        }
                     }
                 }
             }
@@ -91,9 +94,11 @@ impl GpuSharing {
         if self.streams <= 1 {
             return 1.0;
         }
-        let full = self.full.get(&(class.clone(), key.precision));
+        let full = (self.full.get(class).into_iter().flatten())
+            .find(|(p, _)| *p == key.precision)
+            .map(|&(_, full)| full);
         match (rate(key, Some(seconds)), full) {
-            (Some(rate), Some(&full)) if full > 0.0 => (rate / full).min(1.0),
+            (Some(rate), Some(full)) if full > 0.0 => (rate / full).min(1.0),
             _ => 1.0,
         }
     }
