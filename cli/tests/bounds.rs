@@ -80,3 +80,31 @@ fn cholesky_command_reports_bounds_and_efficiency() {
     assert!(bounds["mixed_gflops"].as_f64().unwrap() > 0.0);
     assert!(v["efficiency"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_bound_on_gpus_of_several_streams_says_so_and_a_tunes_unpredicted_default_has_no_figure() {
+    // One stream: no key (as before); four: the key, and an area bound in which the panel kernels
+    // take only their share of the GPU.
+    let line = "bound --platform h200 --clusters none --gpus 1 --n 16384 --tile 4096";
+    let one = common::json(line);
+    assert!(one.get("compute_streams").is_none(), "{one}");
+    let four = common::json(&format!("{line} --streams 4"));
+    assert_eq!(four["compute_streams"], 4);
+    assert!(four["area_ms"].as_f64().unwrap() < one["area_ms"].as_f64().unwrap());
+    assert_eq!(four["cp_ms"], one["cp_ms"]);
+    let (ok, _, err) = common::run(&format!("{line} --streams 17"));
+    assert!(!ok && err.contains("from 1 to 16"), "{err}");
+    // `hetla tune`'s default candidate: a prediction, or none at all (never 0 ms).
+    let dir = std::env::temp_dir().join(format!("hetla-tune-default-{}", std::process::id()));
+    let r = common::json(&format!(
+        "tune --factorization cholesky --n 512 --perfmodel-dir {}",
+        dir.display()
+    ));
+    let default = &r["default"];
+    assert!(default.is_object(), "{r}");
+    match default.get("predicted_ms") {
+        Some(ms) => assert!(ms.as_f64().unwrap() > 0.0, "{default}"),
+        None => assert!(default.get("gflops").is_none(), "{default}"),
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -91,14 +91,22 @@ pub struct Candidate {
     #[serde(serialize_with = "scheduler_name")]
     pub scheduler: SchedulerKind,
     /// Simulated makespan of every plan of the family, one after the other, plus the time a run
-    /// spends outside its graphs where the model measured it ([`OutsideGraph`]), milliseconds.
+    /// spends outside its graphs where the model measured it ([`OutsideGraph`]), milliseconds; 0
+    /// when the model has no rate at the candidate's tile (then absent from JSON).
+    #[serde(skip_serializing_if = "not_predicted")]
     pub predicted_ms: f64,
-    /// The family's flops over the predicted makespan, Gflop/s.
+    /// The family's flops over the predicted makespan, Gflop/s (absent as `predicted_ms`).
+    #[serde(skip_serializing_if = "not_predicted")]
     pub gflops: f64,
     /// The bounds of the same graphs with the same durations, summed over the family's plans (each
     /// runs after the previous one ends): computed for the candidates a report shows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds: Option<CandidateBounds>,
+}
+
+/// Whether a candidate's figure is no prediction (the model has no rate at its tile).
+fn not_predicted(x: &f64) -> bool {
+    x.is_nan() || *x <= 0.0
 }
 
 /// A candidate's bounds ([`with_bounds`]).

@@ -59,6 +59,9 @@ pub struct BoundCmdReport {
     pub n: usize,
     pub tile: usize,
     pub precision: hetla::Precision,
+    /// Each GPU's compute streams (the key is absent for one, as reports had none before).
+    #[serde(skip_serializing_if = "is_one")]
+    pub compute_streams: usize,
     #[serde(flatten)]
     pub bounds: BoundReport,
 }
@@ -81,16 +84,25 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
         n: args.n,
         tile: args.tile,
         precision: args.precision,
+        compute_streams: args.streams,
         bounds,
     })
 }
 
 pub fn print_bound(r: &BoundCmdReport) {
+    let streams = match r.compute_streams {
+        1 => String::new(),
+        s => format!(" of {s} compute streams"),
+    };
     println!(
-        "hetla bound: {} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s)",
+        "hetla bound: {} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s){streams}",
         r.title, r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus
     );
     print_bounds(&r.bounds);
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 fn is_cholesky(f: &hetla::Family) -> bool {

@@ -349,7 +349,8 @@ fn this_machine_file(real: &PlatformArgs) -> crate::Result<std::path::PathBuf> {
 }
 
 /// What a user who sets nothing gets on this machine (the family's default clusters, tile and
-/// scheduler), predicted when the model has rates at its tile (else a prediction of 0 ms).
+/// scheduler), predicted when the model has rates at its tile (else no prediction: 0 ms, which
+/// reports leave out).
 fn default_candidate(q: &Question<'_>, real: &PlatformArgs) -> crate::Result<Candidate> {
     let spec = q.family.default_clusters();
     let scheduler = q.family.default_scheduler();
@@ -473,10 +474,7 @@ pub fn print(r: &TuneReport) {
         let (mixed, eff) = c.bounds.map_or((String::new(), String::new()), |b| {
             (format!("{:.1}", b.mixed_ms), format!("{:.3}", b.efficiency))
         });
-        let predicted = match c.predicted_ms {
-            p if p > 0.0 => format!("{p:.1}"),
-            _ => "(no rate)".into(),
-        };
+        let predicted = predicted_text(c.predicted_ms);
         println!(
             "  {label:<10} {:>9} {:>6} {:>9} {predicted:>12} {:>9.1} {mixed:>10} {eff:>6}",
             c.clusters,
@@ -506,13 +504,13 @@ pub fn print(r: &TuneReport) {
         );
         for v in &r.verified {
             let c = &v.candidate;
+            let predicted = predicted_text(c.predicted_ms);
             println!(
-                "            {:<10} {:>9} {:>6} {:>9} {:>12.1} {:>10.1} {:>10.1} {:>9}",
+                "            {:<10} {:>9} {:>6} {:>9} {predicted:>12} {:>10.1} {:>10.1} {:>9}",
                 v.role,
                 c.clusters,
                 c.tile,
                 c.scheduler.name(),
-                c.predicted_ms,
                 v.best_ms,
                 v.median_ms,
                 v.predicted_over_best
@@ -534,5 +532,15 @@ pub fn print(r: &TuneReport) {
             f.tile,
             f.scheduler.name()
         );
+    }
+}
+
+/// A candidate's predicted milliseconds as a table shows them, or "(no rate)" when the model has
+/// none at its tile.
+fn predicted_text(ms: f64) -> String {
+    if ms > 0.0 {
+        format!("{ms:.1}")
+    } else {
+        "(no rate)".into()
     }
 }
