@@ -43,8 +43,10 @@ def main(paths):
             c = v["candidate"]
             ratio = v["predicted_over_best"]
             ratio = f"{ratio:.3f}" if ratio else "-"
+            # A candidate the model has no rate for carries no prediction.
+            predicted = f"{c['predicted_ms']:.0f}" if "predicted_ms" in c else "(no rate)"
             print(f"| {r['factorization']} | {r['n']} | {v['role']} | {config(c)} "
-                  f"| {c['predicted_ms']:.0f} | {v['best_ms']:.0f} | {v['median_ms']:.0f} "
+                  f"| {predicted} | {v['best_ms']:.0f} | {v['median_ms']:.0f} "
                   f"| {ratio} |")
 
 
