@@ -7,7 +7,7 @@ use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
 
-use super::device::{Device, Launched, Pending, QUEUE_DEPTH, stream_for};
+use super::device::{Device, Launched, Pending, stream_for};
 use super::replicas::Replicas;
 use crate::data::Handle;
 
@@ -159,11 +159,6 @@ impl Device for CudaDevice {
 
     fn clear(&self) {
         self.replicas.clear();
-    }
-
-    /// Enough kernels for every compute stream to hold one running and one waiting.
-    fn queue_depth(&self) -> usize {
-        QUEUE_DEPTH.max(2 * self.gpu.streams())
     }
 
     fn compute_streams(&self) -> usize {

@@ -121,9 +121,10 @@ pub trait Device: Send + Sync {
     fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<f64, KernelError> {
         self.launch(op, reads, write)?.wait()
     }
-    /// How many kernels its worker keeps in flight.
+    /// How many kernels its worker keeps in flight: [`QUEUE_DEPTH`], or enough for every compute
+    /// stream to hold one running and one waiting.
     fn queue_depth(&self) -> usize {
-        QUEUE_DEPTH
+        QUEUE_DEPTH.max(2 * self.compute_streams())
     }
     /// How many kernels it runs at once at most (its compute streams).
     fn compute_streams(&self) -> usize {

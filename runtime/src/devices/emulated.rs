@@ -10,7 +10,7 @@ use hetla_kernels::{
     Precision,
 };
 
-use super::device::{Device, Launched, QUEUE_DEPTH, stream_for};
+use super::device::{Device, Launched, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
 use crate::data::Handle;
@@ -294,11 +294,6 @@ impl EmuCounts {
 impl Device for EmulatedDevice {
     fn name(&self) -> &str {
         "emulated"
-    }
-
-    /// Enough kernels for every compute stream to hold one running and one waiting.
-    fn queue_depth(&self) -> usize {
-        QUEUE_DEPTH.max(2 * self.compute.len())
     }
 
     fn compute_streams(&self) -> usize {
