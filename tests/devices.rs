@@ -1279,3 +1279,56 @@ fn a_real_gpu_factors_and_solves_its_own_buffer_and_refuses_host_memory_or_the_s
     assert!(error.to_string().contains("not device memory"), "{error}");
     assert!(DeviceMatrix::<f64>::cuda(&mut b, n, k + 1, n).is_err());
 }
+
+/// A matrix with a non-finite entry factored in place on `platform` in tiles of `b`, the entry in
+/// the last tile row (so that the run has factored columns before the check reaches it): the error
+/// names the entry, and the matrix is as it was (the check beside the run holds every write).
+fn refused_beside_the_run<T: Scalar>(platform: &Arc<Platform>, n: usize, b: usize) {
+    let (row, col) = (n - 2, n - 3);
+    let mut a = random_hpd::<T>(n, 11);
+    a[(row, col)] = T::from_f64(f64::NAN);
+    let mut l = a.clone();
+    let err = Cholesky::new()
+        .platform(platform.clone())
+        .tile(b)
+        .factor_in_place_traced(l.as_mut())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NonFinite { what: "A", row: r, col: c, .. } if (r, c) == (row, col)),
+        "{} {err}",
+        T::PRECISION.letter()
+    );
+    for j in 0..n {
+        for i in 0..n {
+            let (x, y) = (l[(i, j)], a[(i, j)]);
+            assert!(
+                x == y || (i, j) == (row, col),
+                "{}: entry ({i}, {j}) written ({} for {})",
+                T::PRECISION.letter(),
+                x.to_c64(),
+                y.to_c64()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_input_check_beside_the_run_refuses_a_nan_before_any_host_memory_is_written() {
+    // A device alone, one with room for 4 tiles (evictions write tiles back during the run), and
+    // a device beside a cluster (its tasks write the matrix in place).
+    let (n, b) = (600, 100);
+    for (spec, budget) in [("none", 64), ("none", 4), ("1x1", 64)] {
+        if spec != "none" && !room_for_a_cluster_beside_a_device() {
+            continue;
+        }
+        let p = platform(spec, &emulated(1, budget, b));
+        refused_beside_the_run::<f32>(&p, n, b);
+        refused_beside_the_run::<f64>(&p, n, b);
+        refused_beside_the_run::<c32>(&p, n, b);
+        refused_beside_the_run::<c64>(&p, n, b);
+        // The same platform then factors a good matrix as before.
+        let (residual, trace) = factor(&p, n, b);
+        assert!(residual < RESIDUAL_THRESHOLD, "{spec}: residual {residual}");
+        assert_eq!(trace.tasks.len(), 56, "{spec}");
+    }
+}

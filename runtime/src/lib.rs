@@ -66,7 +66,7 @@ pub use devices::{
     STREAMS_VAR, parse_streams,
 };
 pub use error::{Error, IoError, Result};
-pub use execution::{Inbox, execute, execute_beside};
+pub use execution::{Inbox, execute, execute_beside, execute_checked};
 pub use files::{check_distinct, check_writable, write_atomic};
 pub use link::{LinkModel, LinkRate};
 pub use perfmodel::{KernelKey, MIN_SAMPLES, PerfModels, ResourceClass, Stats, count_classes};

@@ -97,6 +97,9 @@ impl DeviceHome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum RunStep {
+    /// The input check beside the run ([`execute_checked`](crate::execute_checked)) refused its
+    /// input.
+    Input,
     /// Before any task: the plan, the scheduler, placing the operands.
     Setup,
     /// A task, by its index in the graph.

@@ -88,6 +88,9 @@ pub struct Trace {
     /// The pieces of the kernels of clusters of several cores, by start time (none in a
     /// simulation).
     pub pieces: Vec<PieceEvent>,
+    /// Seconds from the start of the run to the end of the input check beside it
+    /// ([`crate::execute_checked`]; `None` without one): until then no host memory was written.
+    pub input_checked: Option<f64>,
 }
 
 /// The host memory a run page-locked for its copies ([`crate::HostMemory::PageLocked`]).
@@ -300,6 +303,7 @@ impl Trace {
             makespan,
             host_memory: PageLocked::default(),
             pieces: Vec::new(),
+            input_checked: None,
         }
     }
 

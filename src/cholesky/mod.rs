@@ -22,7 +22,7 @@ use crate::plan::{
     Algorithm, Build, Plan, SINGLE_TILE_UP_TO, TileChoice, choose_tile, default_tile_size,
 };
 use crate::run::{RunConfig, direct, tuned_if};
-use crate::tiles::{Matrices, Storage, TileMajor, TiledMatrix, mat_from_slice};
+use crate::tiles::{Matrices, Storage, TileMajor, TileStore, TiledMatrix, mat_from_slice};
 use crate::{Error, Result};
 use work::MIN_PANEL_SOLVES;
 
@@ -336,7 +336,26 @@ impl Cholesky {
             Some(gpu) => resident_placement(platform, plan, gpu)?,
             None => Vec::new(),
         };
-        let norm = check_hermitian_lower("A", from.unwrap_or(a.as_ref()))?;
+        // With a device the check runs beside the run, from its first uploads (nothing writes
+        // host memory before it ends); on the cores alone it would only take them from the run.
+        let beside = !platform.devices().is_empty();
+        let norm = match beside {
+            true => None,
+            false => Some(check_hermitian_lower("A", from.unwrap_or(a.as_ref()))?),
+        };
+        // SAFETY: a view of `a`'s lower triangle read by the check beside the run, which nothing
+        // writes until the check has returned (`execute_checked`'s gate) and which the check drops
+        // when it returns; `real_diagonal` below writes only imaginary parts of the diagonal, which
+        // the check does not read, before the run and the check start.
+        let input = from.unwrap_or_else(|| unsafe {
+            MatRef::from_raw_parts(
+                a.as_ptr(),
+                a.nrows(),
+                a.ncols(),
+                a.row_stride(),
+                a.col_stride(),
+            )
+        });
         if from.is_none() {
             real_diagonal(a.as_mut());
         }
@@ -350,7 +369,20 @@ impl Cholesky {
             placement,
             ..RunOptions::default()
         };
-        run_on_lower(platform, plan, a, from, self.storage, &options).map(|trace| (trace, norm))
+        run_on_lower(
+            platform,
+            plan,
+            a,
+            from,
+            self.storage,
+            &options,
+            |store| match norm {
+                Some(norm) => work::execute(plan, platform, store, &options).map(|t| (t, norm)),
+                None => work::execute_checked(plan, platform, store, &options, || {
+                    check_hermitian_lower("A", input)
+                }),
+            },
+        )
     }
 }
 
@@ -409,14 +441,16 @@ fn plan_on(platform: &Platform) -> Build {
 /// the caller sees what the run left, as in place), or `a` itself in column-major storage. With
 /// `from`, the matrix is read from there (its diagonal made real in the copy) and `a` receives it
 /// whole, then what the run wrote: into the tiles straight from `from` when they are tile-major.
-fn run_on_lower<T: Scalar>(
+/// `execute` runs the plan over the store (with its options) and returns what it gives.
+fn run_on_lower<T: Scalar, R>(
     platform: &Platform,
     plan: &Plan,
     mut a: MatMut<'_, T>,
     from: Option<MatRef<'_, T>>,
     storage: Storage,
     options: &RunOptions,
-) -> Result<Trace> {
+    execute: impl FnOnce(&dyn TileStore<T>) -> Result<(Trace, R)>,
+) -> Result<(Trace, R)> {
     match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
         Storage::TileMajor => {
             let source = from.unwrap_or(a.as_ref());
@@ -425,8 +459,8 @@ fn run_on_lower<T: Scalar>(
             if from.is_some() {
                 tiles.real_diagonal();
             }
-            let mut run = work::execute(plan, platform, &tiles, options);
-            if let (Ok(trace), Some(lock), true) = (&mut run, &lock, fresh) {
+            let mut run = execute(&tiles);
+            if let (Ok((trace, _)), Some(lock), true) = (&mut run, &lock, fresh) {
                 TileMajor::<T>::count_lock(trace, lock);
             }
             if let Some(from) = from {
@@ -444,7 +478,7 @@ fn run_on_lower<T: Scalar>(
             }
             column_major(a, |a| {
                 let a = TiledMatrix::new(a, plan.tile(), "A")?;
-                work::execute(plan, platform, &Matrices(&[&a]), options)
+                execute(&Matrices(&[&a]))
             })
         }
     }
@@ -637,8 +671,18 @@ impl<T: Scalar> Factor<T> {
             }
             storage => {
                 copy_par(self.l.as_ref(), out.as_mut(), |j| j);
-                let trace =
-                    run_on_lower(&self.platform, &plan, out.as_mut(), None, storage, &options)?;
+                let execute = |store: &dyn TileStore<T>| {
+                    work::execute(&plan, &self.platform, store, &options).map(|t| (t, ()))
+                };
+                let (trace, ()) = run_on_lower(
+                    &self.platform,
+                    &plan,
+                    out.as_mut(),
+                    None,
+                    storage,
+                    &options,
+                    execute,
+                )?;
                 mirror_lower(out);
                 Ok(trace)
             }

@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 use faer::{Mat, Par};
 use hetla_factorizations::{Op, TaskId, TileRef};
 use hetla_kernels::{KernelError, Scalar};
-use hetla_runtime::{Platform, RunOptions, Trace, Workload, execute as run_graph};
+use hetla_runtime::{
+    Platform, RunOptions, Trace, Workload, execute as run_graph, execute_checked as run_checked,
+};
 
 use crate::Result;
 use crate::plan::{Algorithm, Plan, expect_precision, run_error, tile_work};
@@ -34,6 +36,30 @@ pub(crate) fn execute<T: Scalar>(
     let tiles = tile_work(plan, &shape, store, platform);
     let work = InvertingWork::new(tiles, n.div_ceil(plan.tile().max(1)));
     run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
+}
+
+/// Runs a Cholesky factor's plan as [`execute`] does, with `check` reading the store's input beside
+/// the run ([`hetla_runtime::execute_checked`]: nothing writes host memory until it has returned);
+/// the run's result and the check's (its error first when both fail).
+pub(crate) fn execute_checked<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    options: &RunOptions,
+    check: impl FnOnce() -> Result<f64>,
+) -> Result<(Trace, f64)> {
+    let Algorithm::Cholesky { n } = plan.algorithm() else {
+        let norm = check()?;
+        return plan.execute(platform, store, options).map(|t| (t, norm));
+    };
+    expect_precision(plan, T::PRECISION)?;
+    let shape = |tile| plan.shape(tile);
+    let tiles = tile_work(plan, &shape, store, platform);
+    let work = InvertingWork::new(tiles, n.div_ceil(plan.tile().max(1)));
+    let (run, norm) = run_checked(platform, &work, &plan.run_options(options), check);
+    let norm = norm?;
+    run.map(|trace| (trace, norm))
+        .map_err(|e| run_error(plan, e))
 }
 
 /// The fewest solves a panel must have for its diagonal tile to be inverted: the inversion (b^3/3

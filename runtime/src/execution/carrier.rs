@@ -8,6 +8,7 @@ use std::time::Instant;
 use hetla_factorizations::{Mode, TaskId, TileRef};
 use hetla_kernels::{AnyMat, DeviceSpan, KernelError, Precision};
 
+use super::gate::HostWriteGate;
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step, Transfer};
 use crate::devices::{Device, Launched};
 use crate::engine::Carrier;
@@ -31,12 +32,20 @@ pub(super) struct Devices<'a> {
     /// The pieces of the clusters' kernels, each worker's added after each of its tasks.
     pub(super) pieces: Mutex<Vec<PieceEvent>>,
     pub(super) start: Instant,
+    /// The gate every write into host memory waits for, while an input check reads it beside the
+    /// run ([`super::execute_checked`]).
+    pub(super) gate: Option<&'a HostWriteGate>,
 }
 
 impl<'a> Devices<'a> {
     /// The carrier of a run of `work` on `devices` (memory nodes 1, 2, ...), nothing in flight, its
-    /// clock started now (restarted once the placed tiles are on their devices).
-    pub(super) fn new(work: &'a dyn Workload, devices: Vec<&'a dyn Device>) -> Self {
+    /// clock started now (restarted once the placed tiles are on their devices); with `gate`, its
+    /// copies into host memory wait for it.
+    pub(super) fn new(
+        work: &'a dyn Workload,
+        devices: Vec<&'a dyn Device>,
+        gate: Option<&'a HostWriteGate>,
+    ) -> Self {
         Self {
             work,
             devices,
@@ -45,6 +54,7 @@ impl<'a> Devices<'a> {
             transfers: Mutex::new(Vec::new()),
             pieces: Mutex::new(Vec::new()),
             start: Instant::now(),
+            gate,
         }
     }
 }
@@ -179,6 +189,7 @@ impl Devices<'_> {
                     // no task and no other copy uses it meanwhile.
                     return unsafe { self.device(copy.from).export(copy.handle, &span) };
                 }
+                self.host_writes_allowed()?;
                 // SAFETY: the copy goes to host memory, so the host replica is invalid: no
                 // task uses it (a task reads or writes a tile only where it is valid, and
                 // this copy is made under the registry lock before anyone sees it valid).
@@ -199,6 +210,17 @@ impl Devices<'_> {
                 message: format!("a copy panicked: {}", panic_message(&*panic)),
             })
         })
+    }
+
+    /// Waits until host memory may be written (the gate of an input check beside the run, if any):
+    /// an error when the check refused the input.
+    pub(super) fn host_writes_allowed(&self) -> Result<(), KernelError> {
+        match self.gate.map(HostWriteGate::wait) {
+            Some(Err(why)) => Err(KernelError::Gpu {
+                message: format!("host memory is not written: the input check refused it ({why})"),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The block of `node`'s memory that is the home of `tile` (`None`: its home is host memory);

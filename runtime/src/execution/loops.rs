@@ -70,6 +70,10 @@ pub(super) fn worker_loop(
         }
     }
     let lender = IdleAfter(cluster.lender());
+    // A CPU task writes host memory: none starts before an input check beside the run is done.
+    if carrier.host_writes_allowed().is_err() {
+        return events;
+    }
     while !engine.stopped() {
         let seen = signal.epoch();
         let popped = carrier.now();

@@ -24,11 +24,19 @@
 //! reported. The pools are untouched and serve the next run. Tiles are still written back from the
 //! devices, so the matrix holds the state the run reached.
 //!
-//! Files: `carrier.rs` (the copies on devices), `locking.rs` (page-locking host memory beside the
-//! run), `loops.rs` (the workers' loops), `signal.rs` (idle workers' sleep), and here the run
-//! itself ([`execute`], [`execute_beside`]).
+//! Input check beside the run ([`execute_checked`]): a check that reads the workload's host memory
+//! (a factorisation's test for NaN and its norm, one pass over the matrix) runs on the calling
+//! thread while the first copies and kernels go on, instead of before the clock: every write into
+//! host memory (a CPU worker's first task, a copy from a device into a host tile) waits at a gate
+//! until the check returns, so it reads the input as given, and a refused input stops the run with
+//! host memory as it was.
+//!
+//! Files: `carrier.rs` (the copies on devices), `gate.rs` (the gate on host writes), `locking.rs`
+//! (page-locking host memory beside the run), `loops.rs` (the workers' loops), `signal.rs` (idle
+//! workers' sleep), and here the run itself ([`execute`], [`execute_beside`], [`execute_checked`]).
 
 mod carrier;
+mod gate;
 mod locking;
 mod loops;
 mod signal;
@@ -40,6 +48,7 @@ use std::time::Instant;
 use hetla_kernels::KernelError;
 
 use carrier::{Devices, panic_message};
+use gate::HostWriteGate;
 use loops::{device_loop, worker_loop, write_back_loop};
 use signal::Signal;
 
@@ -92,6 +101,15 @@ impl Inbox<'_, '_> {
         }
     }
 
+    /// Ends the run as refused by the input check beside it ([`execute_checked`]): a failure at
+    /// [`RunStep::Input`], reported before any other.
+    fn refuse_input(&self, why: String) {
+        if let Some((engine, _, signal)) = self.run {
+            engine.fail(RunStep::Input, TaskFailure::Outside(why));
+            signal.bump();
+        }
+    }
+
     /// Whether the run has ended: every task finished, or a failure.
     pub fn stopped(&self) -> bool {
         self.run.is_none_or(|(engine, _, _)| engine.stopped())
@@ -124,7 +142,7 @@ pub fn execute_beside<R>(
 ) -> (Result<Trace, RunError>, R) {
     let mut beside = Some(beside);
     let mut result = None;
-    let trace = run_beside(platform, work, options, &mut |inbox| {
+    let trace = run_beside(platform, work, options, None, &mut |inbox| {
         if let Some(f) = beside.take() {
             result = Some(f(inbox));
         }
@@ -137,12 +155,58 @@ pub fn execute_beside<R>(
     (trace, result)
 }
 
+/// Runs `work` as [`execute`] does while `check` reads the workload's host memory on the calling
+/// thread: an input check overlapped with the run's first copies and kernels (see the module
+/// documentation). Nothing writes that memory until `check` has returned `Ok`: no CPU worker starts
+/// a task, no copy from a device writes a host tile (devices compute meanwhile, on what they have
+/// uploaded). When it returns `Err(why)`, the run stops as a failure at [`RunStep::Input`]
+/// ([`TaskFailure::Outside`] with `why`'s text) and host memory is left as it was; a panic in it
+/// stops the run the same way and is resumed once the workers are done. `check` is called exactly
+/// once, also when the run fails before it starts. Returns the run's result and `check`'s.
+pub fn execute_checked<R, E: std::fmt::Display>(
+    platform: &Platform,
+    work: &dyn Workload,
+    options: &RunOptions,
+    check: impl FnOnce() -> Result<R, E>,
+) -> (Result<Trace, RunError>, Result<R, E>) {
+    let gate = HostWriteGate::new();
+    let mut check = Some(check);
+    let mut outcome = None;
+    let trace = run_beside(platform, work, options, Some(&gate), &mut |inbox| {
+        let Some(f) = check.take() else { return };
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(result) => {
+                let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+                if let Err(why) = &verdict {
+                    inbox.refuse_input(why.clone());
+                }
+                gate.decide(verdict);
+                outcome = Some(result);
+            }
+            Err(panic) => {
+                let why = format!("the input check panicked: {}", panic_message(&*panic));
+                inbox.refuse_input(why.clone());
+                gate.decide(Err(why));
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    let outcome = match (outcome, check.take()) {
+        (Some(outcome), _) => outcome,
+        // Not called yet: the run failed before it started.
+        (None, Some(f)) => f(),
+        (None, None) => unreachable!("a check that panicked was resumed by the run"),
+    };
+    (trace, outcome)
+}
+
 /// [`execute_beside`]'s run, with `beside` called once the workers run (not at all if the run fails
-/// before).
+/// before); with `gate`, every write into host memory waits for it.
 fn run_beside(
     platform: &Platform,
     work: &dyn Workload,
     options: &RunOptions,
+    gate: Option<&HostWriteGate>,
     beside: &mut dyn FnMut(&Inbox<'_, '_>),
 ) -> Result<Trace, RunError> {
     let graph = work.graph();
@@ -188,7 +252,7 @@ fn run_beside(
     let mut locks = unsafe { locking::lock_pieces(platform, first, None) };
     let lock_rest = locks.iter().all(|l| l.failed().is_none()) && !rest.is_empty();
 
-    let mut carrier = Devices::new(work, devices);
+    let mut carrier = Devices::new(work, devices, gate);
     place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
@@ -286,6 +350,10 @@ fn finish(
     };
     let events = per_worker.into_iter().flatten().collect();
     let mut trace = Trace::new(workers.to_vec(), events, makespan);
+    trace.input_checked = carrier
+        .gate
+        .and_then(HostWriteGate::decided_at)
+        .map(|at| at.saturating_duration_since(carrier.start).as_secs_f64());
     if !locks.is_empty() {
         trace.host_memory = PageLocked {
             bytes: locks.iter().map(|l| l.bytes()).sum(),

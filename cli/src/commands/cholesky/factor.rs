@@ -39,6 +39,11 @@ pub struct CholeskyReport {
     pub page_locked: Option<hetla_runtime::PageLocked>,
     /// Whether the matrix was timed as resident on the GPU (`--resident`).
     pub resident: bool,
+    /// Milliseconds from the run's start to the end of the input check beside it (runs with a
+    /// GPU: the check of NaN and the norm read the matrix while the first copies and kernels go
+    /// on, and nothing is written to it before it ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_check_ms: Option<f64>,
     /// The runtime's part of it, from the first task's release to the last task's end (what
     /// `hetla simulate` models), in milliseconds.
     pub makespan_ms: f64,
@@ -145,6 +150,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             && !platform.devices().is_empty())
         .then(|| trace.host_memory.clone()),
         resident: args.resident,
+        input_check_ms: trace.input_checked.map(|s| s * 1e3),
         makespan_ms: trace.makespan * 1e3,
         residual_on: residual_on.into(),
         bytes,
@@ -516,6 +522,12 @@ pub fn print(r: &CholeskyReport) {
     );
     if let Some(locked) = &r.page_locked {
         println!("  host      {locked}");
+    }
+    if let Some(ms) = r.input_check_ms {
+        println!(
+            "  input     checked beside the run, done {:.4} s after its start",
+            ms * 1e-3
+        );
     }
     if r.resident {
         println!(
