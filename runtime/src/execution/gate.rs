@@ -15,8 +15,8 @@ enum Verdict {
 }
 
 /// Closed until the check beside the run returns: then open (its input is fine) or refused (why).
-/// Every write into the workload's host memory waits for it: a CPU worker before its first task,
-/// a copy from a device before it writes.
+/// Every write into the workload's host memory waits for it: a CPU worker before its first task, a
+/// copy from a device before it writes.
 pub(super) struct HostWriteGate {
     verdict: Mutex<(Verdict, Option<Instant>)>,
     decided: Condvar,

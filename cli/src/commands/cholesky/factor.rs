@@ -39,9 +39,9 @@ pub struct CholeskyReport {
     pub page_locked: Option<hetla_runtime::PageLocked>,
     /// Whether the matrix was timed as resident on the GPU (`--resident`).
     pub resident: bool,
-    /// Milliseconds from the run's start to the end of the input check beside it (runs with a
-    /// GPU: the check of NaN and the norm read the matrix while the first copies and kernels go
-    /// on, and nothing is written to it before it ends).
+    /// Milliseconds from the run's start to the end of the input check beside it (runs with a GPU:
+    /// the check of NaN and the norm read the matrix while the first copies and kernels go on, and
+    /// nothing is written to it before it ends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_check_ms: Option<f64>,
     /// The runtime's part of it, from the first task's release to the last task's end (what
