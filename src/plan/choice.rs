@@ -15,11 +15,14 @@
 //! one candidate's model drift away from the others'. The prediction for b is the makespan of the
 //! factorisation's graph of n in tiles of b simulated on this platform's workers with the same
 //! scheduler as a run (`runtime::sim`, MCT), each task's duration its flops at its kernel's
-//! measured rate on b x b tiles (a ragged edge tile at the same rate); on a platform with devices,
-//! whose links and memories the simulation would need modelled, the mixed makespan bound instead.
-//! Large tiles run the kernels near their peak, small ones give the scheduler parallel work and a
-//! short critical path, and the simulation weighs both for this backend, this cluster shape and
-//! this n (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n =
+//! measured rate on b x b tiles (a ragged edge tile at the same rate); on a platform with devices
+//! the simulation has their memories, their links' models and their compute streams
+//! ([`SimPlatform::of`]), so a GPU that runs several kernels at once shares its rate among them as
+//! in `hetla simulate --streams`: where a step of large tiles leaves it idle (few tasks, a POTRF
+//! and a TRSM that fill a fraction of it on the critical path) a smaller tile wins, where the
+//! trailing updates fill it the larger one. Large tiles run the kernels near their peak, small
+//! ones give the scheduler parallel work and a short critical path, and the simulation weighs
+//! both for this backend, this cluster shape, these devices and this n (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n =
 //! 8192 on two single-core clusters, which ran at 0.84 of their bound). The chosen tile is the
 //! largest whose prediction is within [`TOLERANCE`] of the smallest ([`TileChoice::tolerance`]):
 //! two predictions closer than the models can tell apart would otherwise flip the choice from one
@@ -202,19 +205,7 @@ pub(crate) fn choose_tile(
             let stats = calibrated(&models, key.op, b, precision, class)?;
             Some(stats.mean / square.leading_flops() * key.leading_flops())
         };
-        let predicted_ms = if platform.devices().is_empty() {
-            let sim = SimPlatform::cpus(platform.workers().to_vec());
-            let tile_bytes = |t| plan.tile_bytes(t);
-            let work = SimWork {
-                graph: plan.graph(),
-                keys: plan.keys(),
-                tile_bytes: &tile_bytes,
-                duration: &duration,
-            };
-            simulate(&sim, &work, &SimOptions::default())?.makespan * 1e3
-        } else {
-            plan.bounds(&classes, duration)?.mixed_ms
-        };
+        let predicted_ms = predicted_ms(platform, &plan, &duration)?;
         predictions.push((b, predicted_ms));
     }
     drop(models);
@@ -243,6 +234,25 @@ pub(crate) fn choose_tile(
     Ok(choice)
 }
 
+/// The makespan of `plan` simulated on `platform` as the simulator models it
+/// ([`SimPlatform::of`]: its workers, devices, links and compute streams), each task lasting
+/// `duration`, in milliseconds.
+fn predicted_ms(
+    platform: &Platform,
+    plan: &Plan,
+    duration: &dyn Fn(&KernelKey, &ResourceClass) -> Option<f64>,
+) -> Result<f64> {
+    let sim = SimPlatform::of(platform);
+    let tile_bytes = |t| plan.tile_bytes(t);
+    let work = SimWork {
+        graph: plan.graph(),
+        keys: plan.keys(),
+        tile_bytes: &tile_bytes,
+        duration,
+    };
+    Ok(simulate(&sim, &work, &SimOptions::default())?.makespan * 1e3)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +264,81 @@ mod tests {
         assert_eq!(candidates(7000, true), vec![256, 384, 512, 768, 1024, 1536]);
         assert!(candidates(1000, true).is_empty());
         assert_eq!(candidates(2100, false), vec![256, 384, 512]);
+    }
+
+    /// A platform of one emulated device of `streams` compute streams, no clusters, its link
+    /// modelled at `gb_per_s` each way.
+    fn device_platform(streams: usize, gb_per_s: f64) -> Platform {
+        use hetla_runtime::{LinkModel, LinkRate};
+        let device = hetla_runtime::EmulatedDevice::new(usize::MAX).with_compute_streams(streams);
+        let name = hetla_runtime::Device::name(&device).to_owned();
+        let spec = hetla_clusters::ClusterSpec::None;
+        let devices: Vec<Arc<dyn hetla_runtime::Device>> = vec![Arc::new(device)];
+        let platform = Platform::with_devices(
+            &spec,
+            Backend::Faer,
+            hetla_runtime::ModelStore::None,
+            devices,
+        )
+        .unwrap();
+        let rate = LinkRate {
+            latency_us: 10.0,
+            gb_per_s,
+        };
+        platform.update_models(|m| {
+            m.set_link(
+                &name,
+                LinkModel {
+                    h2d: rate,
+                    d2h: rate,
+                    p2p: None,
+                    host_shared_by: 1,
+                },
+            )
+        });
+        platform
+    }
+
+    #[test]
+    fn a_device_platform_predicts_by_simulating_its_streams_and_a_smaller_tile_fills_them() {
+        use hetla_kernels::Op;
+        // A GPU as the leases timed an H100's kernels at tile 2048 (Gflop/s): the panel's
+        // kernels fill a fraction of it.
+        let rate = |op: Op| match op {
+            Op::Potrf => 3095.0,
+            Op::Trsm => 9272.0,
+            Op::Syrk => 48758.0,
+            _ => 54537.0,
+        };
+        let duration =
+            |key: &KernelKey, _: &ResourceClass| Some(key.leading_flops() / (rate(key.op) * 1e9));
+        let n = 8192;
+        let predict = |streams: usize, b: usize| {
+            let plan = crate::cholesky::plan::factor(n, b, Precision::D).unwrap();
+            let platform = device_platform(streams, 54.0);
+            let ms = predicted_ms(&platform, &plan, &duration).unwrap();
+            let classes = count_classes(platform.workers().iter().map(|w| w.class.clone()));
+            let path = plan.bounds(&classes, duration).unwrap().cp_ms;
+            (ms, path)
+        };
+        let mut on_three = Vec::new();
+        for b in [1024, 2048] {
+            let (one, path) = predict(1, b);
+            let (three, _) = predict(3, b);
+            on_three.push(three);
+            // Never faster than the critical path; kernels at once on three streams shorten the
+            // run (the uploads from host memory are in both).
+            assert!(
+                three >= path * (1.0 - 1e-9),
+                "tile {b}: {three} ms, path {path} ms"
+            );
+            assert!(
+                three < one * 0.95,
+                "tile {b}: 3 streams {three} ms, 1 stream {one} ms"
+            );
+        }
+        // At the same rates, tiles of 1024 keep the GPU busier than 4 x 4 tiles of 2048, whose
+        // critical path (7.0 ms) is most of the run: the simulation prefers them.
+        assert!(on_three[0] < on_three[1], "{on_three:?}");
     }
 }

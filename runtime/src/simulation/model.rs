@@ -72,6 +72,26 @@ impl SimPlatform {
         }
     }
 
+    /// A real platform as the simulator models it: its workers, its devices' memory budgets and
+    /// compute streams, the link model of its first device (the platform's calibrated one, or the
+    /// default), copies straight over the link (no staging: its packing rate is not in the
+    /// platform's models) and no runtime overhead. What a choice made before a run simulates
+    /// (the tile of a factorisation, `hetla::Plan`).
+    pub fn of(platform: &crate::Platform) -> Self {
+        let devices = platform.devices();
+        Self {
+            workers: platform.workers().to_vec(),
+            capacities: std::iter::once(None)
+                .chain(devices.iter().map(|d| Some(d.device.budget())))
+                .collect(),
+            link: platform.links().first().copied(),
+            cpu_task_overhead: 0.0,
+            gpu_launch: 0.0,
+            staging: None,
+            compute_streams: platform.compute_streams(),
+        }
+    }
+
     /// Seconds one copy of `bytes` from `from` to `to` takes on an idle link (a staged GPU-to-GPU
     /// copy counts both hops).
     pub fn copy_seconds(&self, from: MemoryNode, to: MemoryNode, bytes: usize) -> f64 {
