@@ -20,13 +20,14 @@
 //! ([`SimPlatform::of`]), so a GPU that runs several kernels at once shares its rate among them as
 //! in `hetla simulate --streams`: where a step of large tiles leaves it idle (few tasks, a POTRF
 //! and a TRSM that fill a fraction of it on the critical path) a smaller tile wins, where the
-//! trailing updates fill it the larger one. Large tiles run the kernels near their peak, small
-//! ones give the scheduler parallel work and a short critical path, and the simulation weighs
-//! both for this backend, this cluster shape, these devices and this n (the bound alone is optimistic about parallelism: it picked 4 x 4 tiles of 2048 at n =
-//! 8192 on two single-core clusters, which ran at 0.84 of their bound). The chosen tile is the
-//! largest whose prediction is within [`TOLERANCE`] of the smallest ([`TileChoice::tolerance`]):
-//! two predictions closer than the models can tell apart would otherwise flip the choice from one
-//! calibration to the next, and of two equals the larger tile has fewer tasks to schedule.
+//! trailing updates fill it the larger one. Large tiles run the kernels near their peak, small ones
+//! give the scheduler parallel work and a short critical path, and the simulation weighs both for
+//! this backend, this cluster shape, these devices and this n (the bound alone is optimistic about
+//! parallelism: it picked 4 x 4 tiles of 2048 at n = 8192 on two single-core clusters, which ran at
+//! 0.84 of their bound). The chosen tile is the largest whose prediction is within [`TOLERANCE`] of
+//! the smallest ([`TileChoice::tolerance`]): two predictions closer than the models can tell apart
+//! would otherwise flip the choice from one calibration to the next, and of two equals the larger
+//! tile has fewer tasks to schedule.
 //!
 //! The choice is remembered per platform, factorisation and n for as long as the platform lives,
 //! here and not in the platform (the runtime knows nothing of factorisations): a table of the
@@ -234,9 +235,8 @@ pub(crate) fn choose_tile(
     Ok(choice)
 }
 
-/// The makespan of `plan` simulated on `platform` as the simulator models it
-/// ([`SimPlatform::of`]: its workers, devices, links and compute streams), each task lasting
-/// `duration`, in milliseconds.
+/// The makespan of `plan` simulated on `platform` as the simulator models it ([`SimPlatform::of`]:
+/// its workers, devices, links and compute streams), each task lasting `duration`, in milliseconds.
 fn predicted_ms(
     platform: &Platform,
     plan: &Plan,

@@ -75,8 +75,8 @@ impl SimPlatform {
     /// A real platform as the simulator models it: its workers, its devices' memory budgets and
     /// compute streams, the link model of its first device (the platform's calibrated one, or the
     /// default), copies straight over the link (no staging: its packing rate is not in the
-    /// platform's models) and no runtime overhead. What a choice made before a run simulates
-    /// (the tile of a factorisation, `hetla::Plan`).
+    /// platform's models) and no runtime overhead. What a choice made before a run simulates (the
+    /// tile of a factorisation, `hetla::Plan`).
     pub fn of(platform: &crate::Platform) -> Self {
         let devices = platform.devices();
         Self {
