@@ -102,6 +102,12 @@ fn calibration_measures_device_kernels_and_links() {
         "{}",
         gpu.launch_us
     );
+    // The copies from and into pageable memory, measured whole: a rate and a latency each way.
+    let pageable = gpu.pageable.expect("the pageable copies were measured");
+    for rate in [pageable.h2d, pageable.d2h] {
+        assert!(rate.gb_per_s > 0.0 && rate.gb_per_s.is_finite(), "{rate:?}");
+        assert!(rate.latency_us >= 0.0, "{rate:?}");
+    }
     let makespan = |path: &str| {
         let r = common::json(&format!(
             "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \

@@ -9,6 +9,8 @@
 //!   into page-locked host memory where the device can lock it: the DMA alone), a least-squares fit
 //!   of latency plus bytes over bandwidth to their medians, stored per GPU model with the kernel
 //!   models;
+//! - [`measure_pageable`] times the same copies from and into pageable host memory (a caller's
+//!   matrix that is not locked), and [`measure_launch`] a kernel's launch;
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
@@ -68,10 +70,13 @@ fn fit_link(points: &[(f64, f64)]) -> Option<LinkRate> {
     })
 }
 
-/// Times copies of [`LINK_BYTES`] to and from `device` and fits its link model.
+/// Times copies of [`LINK_BYTES`] to and from `device` and fits its link model: from and into
+/// page-locked host memory where the device can lock it and `lock` asks for it, else from and into
+/// pageable memory (the device's own way with it: hetla's devices stage such copies).
 fn measure_link(
     device: &dyn Device,
     step: &mut (impl FnMut() + Send),
+    lock: bool,
 ) -> std::result::Result<LinkModel, KernelError> {
     let (mut up, mut down) = (Vec::new(), Vec::new());
     for bytes in LINK_BYTES {
@@ -88,7 +93,7 @@ fn measure_link(
             host.col_stride(),
         );
         // SAFETY: `host` outlives the lock, which is undone below before it is dropped.
-        let locked = unsafe { device.page_lock(range) }.is_ok();
+        let locked = lock && unsafe { device.page_lock(range) }.is_ok();
         let (mut t_up, mut t_down) = (Vec::new(), Vec::new());
         for _ in 0..LINK_SAMPLES {
             let start = Instant::now();
@@ -139,7 +144,7 @@ pub fn calibrate_links(
             scope
                 .spawn(|| {
                     hetla_clusters::pin_current_thread(worker.core);
-                    measure_link(&*worker.device, &mut step)
+                    measure_link(&*worker.device, &mut step, true)
                 })
                 .join()
                 .unwrap_or_else(|_| {
@@ -178,6 +183,16 @@ pub fn calibrate_links(
         }
     });
     Ok(links)
+}
+
+/// The copies between `device` and pageable host memory, timed and fitted as [`calibrate_links`]
+/// does the page-locked ones (copies of 64 KiB to 64 MiB each way, the medians of 5, latency plus
+/// bytes over bandwidth): what a copy costs a caller whose matrix is not page-locked, on hetla's
+/// devices the staged path whole (the packing into page-locked staging and the DMA; the platform
+/// file's `gpu.pageable`, beside `gpu.link` and `gpu.staging`, which model the two apart). Run on
+/// the calling thread (pin it to the device's host core first, as a run does).
+pub fn measure_pageable(device: &dyn Device) -> std::result::Result<LinkModel, KernelError> {
+    measure_link(device, &mut || (), false)
 }
 
 /// Kernels [`measure_launch`] times (after one warm-up).

@@ -41,15 +41,15 @@ mod tune;
 
 pub use calibrate::{
     CHOLESKY_OPS, IN_RUN_TILES, InRun, calibrate_links, calibrate_packing, in_run_order,
-    in_run_steps, link_steps, measure_launch, record_in_run,
+    in_run_steps, link_steps, measure_launch, measure_pageable, record_in_run,
 };
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};
 pub use hetla::{Family, FamilyRun};
 pub use model::{
     Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
-    MAX_MODEL_CORES, Modelled, OutsideGraph, PRESETS, PlatformModel, Speedup, StagingRate,
-    calibration_sizes,
+    MAX_MODEL_CORES, Modelled, OutsideGraph, PRESETS, PageableCopies, PlatformModel, Speedup,
+    StagingRate, calibration_sizes,
 };
 // What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
 // a network's rate and a process grid.

@@ -599,7 +599,25 @@ fn gpu_section(
                 &args.tiles(),
                 args.precision,
             )?;
-            gpu.launch_us = hetla_lab::measure_launch(&*d.device)?;
+            // On the device's host core, as in a run (and without pinning the caller).
+            let (launch, pageable) = std::thread::scope(|s| {
+                s.spawn(|| {
+                    hetla_clusters::pin_current_thread(d.core);
+                    let launch = hetla_lab::measure_launch(&*d.device)?;
+                    hetla_lab::measure_pageable(&*d.device).map(|link| (launch, link))
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(hetla_kernels::KernelError::Gpu {
+                        message: "the launch and pageable copies' probe panicked".into(),
+                    })
+                })
+            })?;
+            gpu.launch_us = launch;
+            gpu.pageable = Some(hetla_lab::PageableCopies {
+                h2d: pageable.h2d,
+                d2h: pageable.d2h,
+            });
             Ok::<_, crate::Error>(gpu)
         })
         .transpose()

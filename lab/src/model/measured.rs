@@ -191,11 +191,12 @@ impl GpuModel {
                 .link(name)
                 .copied()
                 .unwrap_or(hetla_runtime::DEFAULT_LINK),
-            // The executor packs uploads into page-locked staging; calibration does not time the
-            // packing yet, so a calibrated model simulates copies at the link's rate alone.
+            // Timed apart by the caller: the packing for staged copies
+            // ([`crate::calibrate_packing`]), the launch ([`crate::measure_launch`]) and the
+            // copies from pageable memory ([`crate::measure_pageable`]).
             staging: Vec::new(),
-            // Timed apart by the caller ([`crate::measure_launch`]).
             launch_us: 0.0,
+            pageable: None,
             kernels,
         })
     }

@@ -152,8 +152,25 @@ pub struct GpuModel {
     /// default): not measured.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub launch_us: f64,
+    /// Copies between pageable host memory and one GPU, both ways, as
+    /// `hetla calibrate --gpus all --output` times them ([`crate::measure_pageable`]; on hetla's
+    /// devices the staged path whole: packing into page-locked staging, then the DMA): what the
+    /// model's `link` and `staging` compose for a staged copy, measured as one. `None`: not
+    /// measured. The simulator does not use it: it checks the staged copies the model composes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pageable: Option<PageableCopies>,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
+}
+
+/// Copies between pageable host memory and a GPU ([`GpuModel::pageable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageableCopies {
+    /// Host to device.
+    pub h2d: LinkRate,
+    /// Device to host.
+    pub d2h: LinkRate,
 }
 
 fn is_zero(x: &f64) -> bool {

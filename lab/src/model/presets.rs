@@ -242,6 +242,7 @@ pub(super) fn sirocco() -> PlatformModel {
             },
             staging: Vec::new(),
             launch_us: 0.0,
+            pageable: None,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -389,6 +390,7 @@ pub(super) fn a100x8() -> PlatformModel {
             },
             staging: Vec::new(),
             launch_us: 0.0,
+            pageable: None,
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -417,6 +419,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
         },
         staging: Vec::new(),
         launch_us: 0.0,
+        pageable: None,
         kernels: kernels
             .iter()
             .map(|&(op, tile, gflops)| GpuKernelRate {
