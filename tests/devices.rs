@@ -921,7 +921,7 @@ fn the_inverse_on_a_device_of_several_streams_keeps_its_panel_on_the_first_in_ev
 }
 
 #[test]
-fn automatic_storage_is_in_place_on_gpus_alone_and_the_tile_major_copy_beside_clusters() {
+fn automatic_storage_is_in_place_on_every_platform_with_a_device() {
     use hetla::Storage;
     let devices = emulated(1, 64, 64);
     let alone = platform("none", &devices);
@@ -934,9 +934,17 @@ fn automatic_storage_is_in_place_on_gpus_alone_and_the_tile_major_copy_beside_cl
         Storage::TileMajor.resolve_on::<f64>(&alone, 512, 64),
         Storage::TileMajor
     );
+    // Beside a cluster too: the GPU runs nearly every flop, and the copy is a pass each way.
     let beside = platform("1x1", &devices);
     assert_eq!(
         Storage::Auto.resolve_on::<f64>(&beside, 512, 64),
+        Storage::InPlace
+    );
+    // Without a device the copy where it fits.
+    let cores: ClusterSpec = "1x1".parse().unwrap();
+    let cpus = Platform::with_store(&cores, Backend::Faer, ModelStore::None).unwrap();
+    assert_eq!(
+        Storage::Auto.resolve_on::<f64>(&cpus, 512, 64),
         Storage::TileMajor
     );
     // Both factor correctly.

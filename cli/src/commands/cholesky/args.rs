@@ -25,7 +25,8 @@ pub struct CholeskyArgs {
     pub scheduler: SchedulerKind,
     /// Where the kernels find the tiles: in-place (the matrix's own column-major storage),
     /// tile-major (a copy with every tile contiguous, made and written back in the timed call) or
-    /// auto (tile-major where the copy fits in memory, `hetla::Storage`).
+    /// auto (in place on a platform with a GPU, else tile-major where the copy fits in memory,
+    /// `hetla::Storage`).
     #[arg(long, default_value = "auto")]
     pub storage: Storage,
     /// How the tiles meet a GPU's copies: staged (packed by CPU cores into page-locked buffers
