@@ -43,11 +43,12 @@ pub enum Storage {
     /// Tile-major when the copy fits in the memory available, else in place: the copy won most
     /// pairs measured on a 2-core AVX-512 machine (2x on one 2-core cluster with faer, 8-11% at n =
     /// 8192) and lost 1-5% in two (docs/cpu-performance.md). On a platform with a device
-    /// ([`Storage::resolve_on`]) in place, with or without CPU clusters beside it: the GPU's
-    /// uploads pack or DMA tiles of any stride, and it runs nearly every flop (an H100 runs 50
-    /// Tflop/s beside 16 cores' 0.5), so the copy's gain on the clusters' few kernels is lost many
-    /// times over by its pass each way before and after the run (on an H200, n = 16384 GPU-only:
-    /// 0.289 s in place, 0.348 s through the copy; about 0.4 s of copies at 32768).
+    ///       ([`Storage::resolve_on`]) in place, with or without CPU clusters beside it: the GPU's
+    ///       uploads pack or DMA tiles of any stride, and it runs nearly every flop (an H100 runs
+    ///       50 Tflop/s beside 16 cores' 0.5), so the copy's gain on the clusters' few kernels is
+    ///       lost many times over by its pass each way before and after the run (on an H200, n =
+    ///       16384 GPU-only: 0.289 s in place, 0.348 s through the copy; about 0.4 s of copies at
+    ///       32768).
     #[default]
     Auto,
     /// The caller's column-major storage, tiles as views into it (no copy).
