@@ -108,6 +108,8 @@ fn calibration_measures_device_kernels_and_links() {
         assert!(rate.gb_per_s > 0.0 && rate.gb_per_s.is_finite(), "{rate:?}");
         assert!(rate.latency_us >= 0.0, "{rate:?}");
     }
+    // Page-locking, timed (the emulated device registers ranges in a table: fast).
+    assert!(gpu.lock_gb_per_s > 0.0, "{}", gpu.lock_gb_per_s);
     let makespan = |path: &str| {
         let r = common::json(&format!(
             "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \

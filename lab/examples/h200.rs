@@ -245,7 +245,10 @@ fn h100_row(model: &PlatformModel, row: &Value, lease: u64) -> Option<(String, f
     let tile = report["tile"].as_u64()? as usize;
     let modelled = (|| -> Result<f64> {
         let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D)?;
-        let machine = Modelled::new(model, &spec, 1).host_memory(HostMemory::PageLocked);
+        // The leases' runs locked their memory before the clock.
+        let machine = Modelled::new(model, &spec, 1)
+            .host_memory(HostMemory::PageLocked)
+            .locked_before_the_run();
         let mut options = SimOptions::default();
         options.run.scheduler = SchedulerKind::Mct;
         if resident {
@@ -307,9 +310,10 @@ fn h100_section(root: &Path) -> Result<String> {
             latency of the device's worker and whatever orders a kernel after a download are \
             what the next lease must time apart: `hetla calibrate --gpus all --output` now times \
             a kernel's launch beyond the kernel (`launch_us`, which the simulator adds before \
-            each GPU task), and still lacks a copy's latency by size apart from its bandwidth, \
-            pageable and device-to-device bandwidths and the packing rate of a core on the \
-            node.\n";
+            each GPU task), the copies from pageable memory (`pageable`), the page-locking rate \
+            (`lock_gb_per_s`, with which a page-locked run is simulated locking its matrix \
+            beside the workers) beside the link's latency and rate and the cores' packing rates \
+            it fitted already; it lacks device-to-device copies.\n";
     Ok(out)
 }
 

@@ -10,7 +10,8 @@
 //!   of latency plus bytes over bandwidth to their medians, stored per GPU model with the kernel
 //!   models;
 //! - [`measure_pageable`] times the same copies from and into pageable host memory (a caller's
-//!   matrix that is not locked), and [`measure_launch`] a kernel's launch;
+//!   matrix that is not locked), [`measure_launch`] a kernel's launch and [`measure_locking`] the
+//!   page-locking of host memory;
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
@@ -193,6 +194,34 @@ pub fn calibrate_links(
 /// the calling thread (pin it to the device's host core first, as a run does).
 pub fn measure_pageable(device: &dyn Device) -> std::result::Result<LinkModel, KernelError> {
     measure_link(device, &mut || (), false)
+}
+
+/// Bytes of host memory [`measure_locking`] page-locks each time.
+const LOCK_BYTES: usize = 256 << 20;
+
+/// Times [`measure_locking`] locks its buffer (the median is kept).
+const LOCK_SAMPLES: usize = 3;
+
+/// GB/s at which `device` page-locks host memory (`cuMemHostRegister` on a GPU): the median of 3
+/// locks of a 256 MiB buffer whose pages are touched first, each undone before the next (the
+/// platform file's `gpu.lock_gb_per_s`, with which a page-locked run is simulated locking its
+/// matrix beside the workers). An error when the device cannot lock host memory.
+pub fn measure_locking(device: &dyn Device) -> std::result::Result<f64, KernelError> {
+    let buffer = vec![1.0_f64; LOCK_BYTES / size_of::<f64>()];
+    let range = hetla_kernels::HostRange {
+        start: buffer.as_ptr() as usize,
+        len: buffer.len() * size_of::<f64>(),
+    };
+    let mut seconds = Vec::with_capacity(LOCK_SAMPLES);
+    for _ in 0..LOCK_SAMPLES {
+        let start = Instant::now();
+        // SAFETY: `buffer` outlives the lock, which is undone at once.
+        unsafe { device.page_lock(range) }?;
+        seconds.push(start.elapsed().as_secs_f64());
+        device.page_unlock(range)?;
+    }
+    seconds.sort_by(f64::total_cmp);
+    Ok(range.len as f64 / seconds[seconds.len() / 2].max(1e-9) / 1e9)
 }
 
 /// Kernels [`measure_launch`] times (after one warm-up).

@@ -95,7 +95,7 @@ pub fn simulate(
 ) -> Result<(SimReport, Trace)> {
     let model = machine.model;
     model.check_precision(plan.precision())?;
-    let platform = machine.sim_platform()?;
+    let platform = machine.sim_platform_for(plan)?;
     let tile = plan.tile();
     let start = Instant::now();
     let trace = simulate_plan(plan, machine, &platform, options)?;

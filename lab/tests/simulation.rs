@@ -611,3 +611,58 @@ fn a_gpu_of_several_streams_overlaps_its_kernels_and_stays_above_its_bounds_in_e
         }
     }
 }
+
+#[test]
+fn a_page_locked_run_that_locks_beside_the_workers_stages_the_tiles_it_reaches_first() {
+    use hetla::ClusterSpec;
+    use hetla_runtime::HostMemory;
+    // The h200 model (its packing rates) with the H100 node's locking rate (lease 3).
+    let mut model = PlatformModel::preset("h200").unwrap();
+    model.gpu.as_mut().unwrap().lock_gb_per_s = 8.59 / 0.427;
+    let spec = ClusterSpec::None;
+    let (n, tile) = (16384, 2048);
+    let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D).unwrap();
+    let run = |machine: Modelled<'_>| {
+        let (report, trace) =
+            hetla_lab::simulate(&plan, &machine, &options(SchedulerKind::Mct, 0, 0.0)).unwrap();
+        (report.makespan_ms, trace)
+    };
+    let locked = Modelled::new(&model, &spec, 1).host_memory(HostMemory::PageLocked);
+    let (beside, trace) = run(locked);
+    let (before, _) = run(locked.locked_before_the_run());
+    let (staged, _) = run(Modelled::new(&model, &spec, 1));
+    if std::env::var_os("HETLA_PRINT_LOCKING").is_some() {
+        for (n, tile, streams) in [(16384, 4096, 4), (32768, 4096, 1), (32768, 4096, 4)] {
+            let plan = Plan::new(hetla::Algorithm::Cholesky { n }, tile, Precision::D).unwrap();
+            let ms = |mut machine: Modelled<'_>| {
+                machine.compute_streams = streams;
+                let o = options(SchedulerKind::Mct, 0, 0.0);
+                hetla_lab::simulate(&plan, &machine, &o)
+                    .unwrap()
+                    .0
+                    .makespan_ms
+            };
+            eprintln!(
+                "n {n} tile {tile} streams {streams}: beside {:.1} ms, before {:.1}, staged {:.1}",
+                ms(locked),
+                ms(locked.locked_before_the_run()),
+                ms(Modelled::new(&model, &spec, 1))
+            );
+        }
+    }
+    // Locking 2.1 GB at 20 GB/s takes longer than the run: the first step's tiles beyond the
+    // first column are packed as on a staged run, so the run sits between the two.
+    assert!(
+        beside > before * 1.01,
+        "beside {beside} ms, before {before} ms"
+    );
+    assert!(
+        beside <= staged * 1.0001,
+        "beside {beside} ms, staged {staged} ms"
+    );
+    assert!((trace.makespan * 1e3 - beside).abs() < 1e-9);
+    // A model without a locking rate locks before the run, as before.
+    let plain = PlatformModel::preset("h200").unwrap();
+    let (old, _) = run(Modelled::new(&plain, &spec, 1).host_memory(HostMemory::PageLocked));
+    assert!((old - before).abs() < 1e-9, "{old} against {before}");
+}

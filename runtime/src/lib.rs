@@ -82,8 +82,8 @@ pub use schedulers::{
     SchedulerKind, StaticPlan, TaskInfo, TransferEstimate, WorkStealing,
 };
 pub use simulation::{
-    GpuSharing, GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork,
-    Staging, simulate, simulate_grid,
+    GpuSharing, GridTrace, Locking, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank,
+    SimWork, Staging, simulate, simulate_grid,
 };
 pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
 pub use trace::{PageLocked, PieceEvent, PieceSummary, Trace, TraceSummary};

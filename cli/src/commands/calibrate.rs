@@ -600,16 +600,19 @@ fn gpu_section(
                 args.precision,
             )?;
             // On the device's host core, as in a run (and without pinning the caller).
-            let (launch, pageable) = std::thread::scope(|s| {
+            let (launch, pageable, lock) = std::thread::scope(|s| {
                 s.spawn(|| {
                     hetla_clusters::pin_current_thread(d.core);
                     let launch = hetla_lab::measure_launch(&*d.device)?;
-                    hetla_lab::measure_pageable(&*d.device).map(|link| (launch, link))
+                    let pageable = hetla_lab::measure_pageable(&*d.device)?;
+                    // A device that cannot lock host memory has no rate for it (0).
+                    let lock = hetla_lab::measure_locking(&*d.device).unwrap_or(0.0);
+                    Ok((launch, pageable, lock))
                 })
                 .join()
                 .unwrap_or_else(|_| {
                     Err(hetla_kernels::KernelError::Gpu {
-                        message: "the launch and pageable copies' probe panicked".into(),
+                        message: "the launch, copy and locking probes panicked".into(),
                     })
                 })
             })?;
@@ -618,6 +621,7 @@ fn gpu_section(
                 h2d: pageable.h2d,
                 d2h: pageable.d2h,
             });
+            gpu.lock_gb_per_s = lock;
             Ok::<_, crate::Error>(gpu)
         })
         .transpose()

@@ -192,11 +192,13 @@ impl GpuModel {
                 .copied()
                 .unwrap_or(hetla_runtime::DEFAULT_LINK),
             // Timed apart by the caller: the packing for staged copies
-            // ([`crate::calibrate_packing`]), the launch ([`crate::measure_launch`]) and the
-            // copies from pageable memory ([`crate::measure_pageable`]).
+            // ([`crate::calibrate_packing`]), the launch ([`crate::measure_launch`]), the copies
+            // from pageable memory ([`crate::measure_pageable`]) and the page-locking
+            // ([`crate::measure_locking`]).
             staging: Vec::new(),
             launch_us: 0.0,
             pageable: None,
+            lock_gb_per_s: 0.0,
             kernels,
         })
     }

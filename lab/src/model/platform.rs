@@ -159,6 +159,14 @@ pub struct GpuModel {
     /// measured. The simulator does not use it: it checks the staged copies the model composes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pageable: Option<PageableCopies>,
+    /// GB/s at which host memory is page-locked for a GPU's copies (`cuMemHostRegister`; lease 3:
+    /// 8.6 GB in 0.427 s), as `hetla calibrate --gpus all --output` times it
+    /// ([`crate::measure_locking`]). With it a page-locked run is simulated as a real one runs: its
+    /// matrix locked by tile columns beside the workers, the first before the clock, and a tile
+    /// whose column is not locked yet when it is copied staged ([`hetla_runtime::Locking`]). 0 (the
+    /// default): not measured, and every page-locked tile is copied straight from the start.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lock_gb_per_s: f64,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
 }
@@ -327,6 +335,10 @@ pub struct Modelled<'a> {
     /// The compute streams of each GPU: the kernels it runs at once, sharing its rate
     /// ([`hetla_runtime::GpuSharing`]; `HETLA_GPU_STREAMS` on a real run). Default 1.
     pub compute_streams: usize,
+    /// Whether page-locked host memory is locked beside the run, by tile columns, as real runs lock
+    /// a matrix in place (the default), or before the run's clock (a tile-major store kept locked,
+    /// and every run before 2026-12-02): see [`Modelled::sim_platform_for`].
+    pub locks_beside: bool,
 }
 
 impl<'a> Modelled<'a> {
@@ -341,7 +353,14 @@ impl<'a> Modelled<'a> {
             host_memory: HostMemory::Staged,
             copy_cores: None,
             compute_streams: 1,
+            locks_beside: true,
         }
+    }
+
+    /// Page-locked host memory locked before the run's clock (see [`Modelled::locks_beside`]).
+    pub fn locked_before_the_run(mut self) -> Self {
+        self.locks_beside = false;
+        self
     }
 
     /// How host tiles meet the GPUs' links ([`Modelled::host_memory`]).
@@ -368,8 +387,38 @@ impl<'a> Modelled<'a> {
         self
     }
 
+    /// [`Modelled::sim_platform`] for a run of `plan`: on a page-locked run of a model that knows
+    /// its locking rate ([`GpuModel::lock_gb_per_s`]) the plan's matrices are locked beside the
+    /// run as a real run locks them in place (each matrix column-major, by tile columns, one after
+    /// another, the first before the clock), and a tile whose column is not locked yet when it is
+    /// copied is staged ([`hetla_runtime::Locking`]); otherwise as `sim_platform`.
+    pub fn sim_platform_for(&self, plan: &hetla::Plan) -> Result<SimPlatform> {
+        let rate = self.model.gpu.as_ref().map_or(0.0, |g| g.lock_gb_per_s);
+        let beside = self.host_memory == HostMemory::PageLocked && self.locks_beside;
+        if !beside || self.gpus == 0 || rate <= 0.0 {
+            return self.sim_platform();
+        }
+        let mut platform = Self {
+            host_memory: HostMemory::Staged,
+            ..*self
+        }
+        .sim_platform()?;
+        let scalar = self.precision.bytes();
+        let bytes: Vec<Vec<usize>> = (0..=u8::MAX)
+            .map_while(|m| plan.tiling(hetla_factorizations::MatrixId(m)))
+            .map(|t| {
+                (0..t.col_tiles())
+                    .map(|j| t.rows() * t.tile_cols(j) * scalar)
+                    .collect()
+            })
+            .collect();
+        platform.locking = Some(hetla_runtime::Locking::in_order(&bytes, rate));
+        Ok(platform)
+    }
+
     /// The workers, memory nodes and links of the simulation (see [`PlatformModel::sim_platform`]),
-    /// with the GPU budget applied.
+    /// with the GPU budget applied; page-locked host memory is locked from the start (see
+    /// [`Modelled::sim_platform_for`]).
     pub fn sim_platform(&self) -> Result<SimPlatform> {
         let mut platform =
             self.model
@@ -565,6 +614,28 @@ impl PlatformModel {
                 ));
             }
         }
+        let pageable = gpu
+            .pageable
+            .iter()
+            .flat_map(|p| [("h2d", p.h2d), ("d2h", p.d2h)]);
+        for (name, r) in pageable {
+            if !(r.latency_us.is_finite()
+                && r.latency_us >= 0.0
+                && r.gb_per_s.is_finite()
+                && r.gb_per_s > 0.0)
+            {
+                return bad(format!(
+                    "gpu.pageable.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
+                    r.latency_us, r.gb_per_s
+                ));
+            }
+        }
+        if !(gpu.lock_gb_per_s.is_finite() && gpu.lock_gb_per_s >= 0.0) {
+            return bad(format!(
+                "gpu.lock_gb_per_s is {}; give the rate of page-locking in GB/s (> 0), or 0 when not measured",
+                gpu.lock_gb_per_s
+            ));
+        }
         for (i, p) in gpu.staging.iter().enumerate() {
             let increasing = i == 0 || gpu.staging[i - 1].cores < p.cores;
             if p.cores == 0 || !increasing || !(p.gb_per_s.is_finite() && p.gb_per_s > 0.0) {
@@ -718,6 +789,7 @@ impl PlatformModel {
             gpu_launch: self.gpu.as_ref().map_or(0.0, |g| g.launch_us * 1e-6),
             staging,
             compute_streams: 1,
+            locking: None,
         })
     }
 

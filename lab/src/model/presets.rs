@@ -243,6 +243,7 @@ pub(super) fn sirocco() -> PlatformModel {
             staging: Vec::new(),
             launch_us: 0.0,
             pageable: None,
+            lock_gb_per_s: 0.0,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -391,6 +392,7 @@ pub(super) fn a100x8() -> PlatformModel {
             staging: Vec::new(),
             launch_us: 0.0,
             pageable: None,
+            lock_gb_per_s: 0.0,
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -420,6 +422,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
         staging: Vec::new(),
         launch_us: 0.0,
         pageable: None,
+        lock_gb_per_s: 0.0,
         kernels: kernels
             .iter()
             .map(|&(op, tile, gflops)| GpuKernelRate {
@@ -559,6 +562,11 @@ const H100_PCIE: LinkRate = LinkRate {
     gb_per_s: 54.0,
 };
 
+/// The H100 node's page-locking rate: lease 3 locked the 8.59 GB of an f64 matrix of order 32768
+/// in 0.427 s (`cuMemHostRegister`, its page-locked row's `page_locked.seconds`): 20.1 GB/s,
+/// measured.
+const H100_LOCK_GB_PER_S: f64 = 8.59 / 0.427;
+
 /// `h100`: the GPU node of leases 3 to 5 (docs/gpu-runs/2026-11-26-h100-lease3.md to
 /// 2026-11-27-h100-lease5.md): one NVIDIA H100 80GB HBM3 and the 16 Xeon cores [`xeon16`] models,
 /// each rate measured there and named: the GPU's kernels ([`H100_GPU`]), the link's device-to-host
@@ -574,7 +582,8 @@ pub(super) fn h100() -> PlatformModel {
             and 16 Intel Xeon cores (AVX-512); measured in its rows and traces, nothing fitted: \
             f64 GPU kernel rates at tiles 2048 and 4096 (the mean of the GPU-alone rows), the \
             link at 54 GB/s (device-to-host copies in lease 3's traces; host-to-device taken as \
-            the same, not measured; 10 us latency, typical), the cores' kernels as xeon16's; no \
+            the same, not measured; 10 us latency, typical), page-locking at 20.1 GB/s (lease \
+            3's row of order 32768), the cores' kernels as xeon16's; no \
             packing rate (not measured: staged copies go at the link's rate); s and c at the d \
             rate on the H100 (its FP32 peak equals its FP64 tensor-core peak) and 2x d on the \
             cores, z as d, assumed"
@@ -588,7 +597,10 @@ pub(super) fn h100() -> PlatformModel {
                 kernels: xeon16_kernels(),
             },
             // 80 GB of HBM3 (NVIDIA's data sheet); lease 4's budget was 75.8 GB.
-            gpu: Some(one_gpu("NVIDIA H100 80GB HBM3", 80.0, H100_PCIE, &H100_GPU)),
+            gpu: Some(GpuModel {
+                lock_gb_per_s: H100_LOCK_GB_PER_S,
+                ..one_gpu("NVIDIA H100 80GB HBM3", 80.0, H100_PCIE, &H100_GPU)
+            }),
         },
         2.0,
         1.0,

@@ -918,6 +918,7 @@ mod tests {
             gpu_launch: 0.0,
             staging: None,
             compute_streams: streams,
+            locking: None,
         }
     }
 

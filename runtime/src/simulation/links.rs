@@ -92,10 +92,9 @@ impl<'a> Copies<'a> {
         }
     }
 
-    /// The legs of a copy over `hops`: on a staged data path, each hop to a GPU follows the packing
-    /// of the tile by that GPU's copy cores, and each hop from a GPU is followed by its unpacking.
-    fn legs(&self, hops: impl IntoIterator<Item = Hop>) -> Vec<Leg> {
-        let staged = self.platform.staging.is_some();
+    /// The legs of a copy over `hops`: when `staged`, each hop to a GPU follows the packing of the
+    /// tile by that GPU's copy cores, and each hop from a GPU is followed by its unpacking.
+    fn legs(hops: impl IntoIterator<Item = Hop>, staged: bool) -> Vec<Leg> {
         let mut legs = Vec::with_capacity(4);
         for hop in hops {
             let (from, to, _) = hop;
@@ -120,13 +119,19 @@ impl<'a> Copies<'a> {
     }
 
     /// When a copy of `bytes` whose source replica is usable at `ready` would start and end on each
-    /// leg over `hops`, in order.
-    fn plan(&self, hops: impl IntoIterator<Item = Hop>, bytes: usize, mut ready: f64) -> Route {
-        let legs = self.legs(hops);
+    /// leg over `hops`, in order (`staged`: packed or unpacked on the host side).
+    fn plan(
+        &self,
+        hops: impl IntoIterator<Item = Hop>,
+        bytes: usize,
+        mut ready: f64,
+        staged: bool,
+    ) -> Route {
+        let legs = Self::legs(hops, staged);
         let mut route = Vec::with_capacity(legs.len());
         for leg in legs {
             let seconds = self.seconds(leg, bytes);
-            let start = self.earliest(leg, ready, seconds);
+            let start = self.earliest(leg, ready, seconds, staged);
             let end = start + seconds;
             route.push((leg, start, end));
             ready = end;
@@ -138,8 +143,7 @@ impl<'a> Copies<'a> {
     /// or a host link direction (shared by a group of GPUs when the model says so); on a staged
     /// path, a download's hop and unpacking also hold the GPU's write-back thread, and packing and
     /// unpacking its copy cores.
-    fn resources(&self, leg: Leg) -> Vec<Resource> {
-        let staged = self.platform.staging.is_some();
+    fn resources(&self, leg: Leg, staged: bool) -> Vec<Resource> {
         match leg {
             Leg::Pack(gpu) => vec![Resource::Stage(gpu)],
             Leg::Unpack(gpu) => vec![Resource::Stage(gpu), Resource::Behind(gpu)],
@@ -161,9 +165,9 @@ impl<'a> Copies<'a> {
     }
 
     /// The earliest start from `ready` on at which a leg's resources are all free for `seconds`.
-    fn earliest(&self, leg: Leg, ready: f64, seconds: f64) -> f64 {
+    fn earliest(&self, leg: Leg, ready: f64, seconds: f64, staged: bool) -> f64 {
         let busy: Vec<&Busy> = self
-            .resources(leg)
+            .resources(leg, staged)
             .iter()
             .filter_map(|r| self.busy.get(r))
             .collect();
@@ -186,9 +190,11 @@ impl<'a> Copies<'a> {
     fn schedule(&mut self, copy: Transfer, at: f64, holders: &[MemoryNode]) {
         let arrives = |route: &Route| route.last().map_or(at, |h| h.2);
         let ready = |from: MemoryNode| at.max(self.arrival[copy.handle][from.0]);
+        // Staged unless the tile's host memory is page-locked when the copy is asked for.
+        let staged = self.platform.staged(copy.tile, at);
         let direct = |this: &Self, from: MemoryNode| {
             let hops = this.platform.hops(from, copy.to).into_iter().flatten();
-            this.plan(hops, copy.bytes, ready(from))
+            this.plan(hops, copy.bytes, ready(from), staged)
         };
         let mut best = direct(self, copy.from);
         if copy.to != HOST
@@ -204,7 +210,7 @@ impl<'a> Copies<'a> {
             if candidates.is_empty() && copy.from == HOST {
                 candidates.extend(self.platform.gpu_nodes().filter(|&m| m != to).map(|mid| {
                     let hops = [(HOST, mid, link.h2d), (mid, to, p2p)];
-                    self.plan(hops, copy.bytes, ready(HOST))
+                    self.plan(hops, copy.bytes, ready(HOST), staged)
                 }));
                 candidates.push(best.clone());
             }
@@ -217,7 +223,7 @@ impl<'a> Copies<'a> {
         }
         let route = best;
         for (i, &(leg, start, end)) in route.iter().enumerate() {
-            for resource in self.resources(leg) {
+            for resource in self.resources(leg, staged) {
                 self.busy.entry(resource).or_default().insert(start, end);
             }
             // A hop's event spans its packing before it and its unpacking after it, as a real
@@ -305,6 +311,7 @@ mod tests {
             gpu_launch: 0.0,
             staging: None,
             compute_streams: 1,
+            locking: None,
         }
     }
 
@@ -367,6 +374,7 @@ mod tests {
                 gb_per_s: vec![2.0],
             }),
             compute_streams: 1,
+            locking: None,
         }
     }
 
@@ -378,6 +386,45 @@ mod tests {
             to,
             bytes: 1_000_000_000,
         }
+    }
+
+    #[test]
+    fn a_tile_whose_column_is_not_locked_yet_is_staged_and_once_it_is_copied_straight() {
+        // Pieces of 1 GB locked at 1 GB/s: column 0 before the run, column 1 at 1 s.
+        let locking = crate::Locking::in_order(&[vec![1_000_000_000, 1_000_000_000]], 1.0);
+        assert_eq!(locking.locked_at, vec![vec![0.0, 1.0]]);
+        let platform = SimPlatform {
+            locking: Some(locking),
+            ..staged_gpu()
+        };
+        let gpu = MemoryNode(1);
+        let in_column = |handle: usize, col: usize| Transfer {
+            tile: TileRef::new(MatrixId(0), 0, col),
+            ..copy(handle, HOST, gpu)
+        };
+        let mut copies = Copies::new(&platform, 3);
+        // Column 0 is locked: straight over the link (0.1 s).
+        copies.schedule(in_column(0, 0), 0.0, &[HOST]);
+        assert!((copies.arrival[0][1] - 0.1).abs() < 1e-12);
+        // Column 1 asked for at 0.2 s, before its lock: packed (0.5 s), then the link.
+        copies.schedule(in_column(1, 1), 0.2, &[HOST]);
+        assert!((copies.arrival[1][1] - 0.8).abs() < 1e-12);
+        // Asked for at 1.5 s, once locked: straight.
+        copies.schedule(in_column(2, 1), 1.5, &[HOST]);
+        assert!((copies.arrival[2][1] - 1.6).abs() < 1e-12);
+        // A download into a column not locked yet is unpacked after its link.
+        let late = crate::Locking::in_order(&[vec![1, 1_000_000_000]], 0.1);
+        let platform = SimPlatform {
+            locking: Some(late),
+            ..staged_gpu()
+        };
+        let mut copies = Copies::new(&platform, 1);
+        let back = Transfer {
+            tile: TileRef::new(MatrixId(0), 0, 1),
+            ..copy(0, gpu, HOST)
+        };
+        copies.schedule(back, 0.0, &[gpu]);
+        assert!((copies.arrival[0][0] - 0.6).abs() < 1e-12);
     }
 
     #[test]

@@ -74,7 +74,8 @@ mod sharing;
 
 pub use grid::simulate_grid;
 pub use model::{
-    GridTrace, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork, Staging,
+    GridTrace, Locking, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank, SimWork,
+    Staging,
 };
 pub use sharing::GpuSharing;
 

@@ -34,6 +34,53 @@ pub struct SimPlatform {
     /// The compute streams of each GPU: the kernels it runs at once at most, sharing its rate
     /// ([`GpuSharing`](super::GpuSharing)); 1 runs one kernel at a time.
     pub compute_streams: usize,
+    /// Host memory page-locked beside the run, piece by piece (a real run's
+    /// `HostMemory::PageLocked`): a copy of a tile whose piece is not locked yet when it is asked
+    /// for goes through [`SimPlatform::staging`] as on a staged run, the others straight. `None`:
+    /// every tile is as `staging` says from the start.
+    pub locking: Option<Locking>,
+}
+
+/// When each tile column of a run's host memory is page-locked, on a run that locks it beside the
+/// workers ([`SimPlatform::locking`]): the first piece before the run's clock starts, the others
+/// one after another at the rate locking runs at (about 20 GB/s, lease 3).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Locking {
+    /// `locked_at[m][j]`: seconds from the run's start at which tile column `j` of matrix `m` is
+    /// locked; a matrix or column not listed is locked from the start.
+    pub locked_at: Vec<Vec<f64>>,
+}
+
+impl Locking {
+    /// Locking pieces of `bytes[m][j]` (tile column `j` of matrix `m`), matrix by matrix and
+    /// column by column, at `gb_per_s`: the first piece before the clock, each other when those
+    /// before it and itself are done.
+    pub fn in_order(bytes: &[Vec<usize>], gb_per_s: f64) -> Self {
+        let mut done = 0.0;
+        let mut first = true;
+        let locked_at = bytes
+            .iter()
+            .map(|columns| {
+                columns
+                    .iter()
+                    .map(|&b| {
+                        if !std::mem::take(&mut first) {
+                            done += b as f64 / (gb_per_s * 1e9);
+                        }
+                        done
+                    })
+                    .collect()
+            })
+            .collect();
+        Self { locked_at }
+    }
+
+    /// Whether `tile`'s column is locked at `at`.
+    pub fn locked(&self, tile: TileRef, at: f64) -> bool {
+        (self.locked_at.get(tile.matrix.0 as usize))
+            .and_then(|columns| columns.get(tile.col))
+            .is_none_or(|&t| t <= at)
+    }
 }
 
 /// The staged data path of a GPU: an upload is first packed by CPU cores into a page-locked staging
@@ -69,6 +116,7 @@ impl SimPlatform {
             gpu_launch: 0.0,
             staging: None,
             compute_streams: 1,
+            locking: None,
         }
     }
 
@@ -89,6 +137,7 @@ impl SimPlatform {
             gpu_launch: 0.0,
             staging: None,
             compute_streams: platform.compute_streams(),
+            locking: None,
         }
     }
 
@@ -99,6 +148,12 @@ impl SimPlatform {
             Some(link) => crate::link::copy_seconds(|_| link, from, to, bytes),
             None => 0.0,
         }
+    }
+
+    /// Whether a copy of `tile` asked for at `at` is staged: on a staged data path unless the
+    /// tile's host memory is locked by then ([`SimPlatform::locking`]).
+    pub(super) fn staged(&self, tile: TileRef, at: f64) -> bool {
+        self.staging.is_some() && self.locking.as_ref().is_none_or(|l| !l.locked(tile, at))
     }
 
     /// Whether GPUs copy to each other directly (through a switch).
