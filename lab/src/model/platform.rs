@@ -388,8 +388,8 @@ impl<'a> Modelled<'a> {
     }
 
     /// [`Modelled::sim_platform`] for a run of `plan`: on a page-locked run of a model that knows
-    /// its locking rate ([`GpuModel::lock_gb_per_s`]) the plan's matrices are locked beside the
-    /// run as a real run locks them in place (each matrix column-major, by tile columns, one after
+    /// its locking rate ([`GpuModel::lock_gb_per_s`]) the plan's matrices are locked beside the run
+    /// as a real run locks them in place (each matrix column-major, by tile columns, one after
     /// another, the first before the clock), and a tile whose column is not locked yet when it is
     /// copied is staged ([`hetla_runtime::Locking`]); otherwise as `sim_platform`.
     pub fn sim_platform_for(&self, plan: &hetla::Plan) -> Result<SimPlatform> {

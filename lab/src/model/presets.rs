@@ -562,9 +562,8 @@ const H100_PCIE: LinkRate = LinkRate {
     gb_per_s: 54.0,
 };
 
-/// The H100 node's page-locking rate: lease 3 locked the 8.59 GB of an f64 matrix of order 32768
-/// in 0.427 s (`cuMemHostRegister`, its page-locked row's `page_locked.seconds`): 20.1 GB/s,
-/// measured.
+/// The H100 node's page-locking rate: lease 3 locked the 8.59 GB of an f64 matrix of order 32768 in
+/// 0.427 s (`cuMemHostRegister`, its page-locked row's `page_locked.seconds`): 20.1 GB/s, measured.
 const H100_LOCK_GB_PER_S: f64 = 8.59 / 0.427;
 
 /// `h100`: the GPU node of leases 3 to 5 (docs/gpu-runs/2026-11-26-h100-lease3.md to

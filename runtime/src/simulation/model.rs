@@ -52,9 +52,9 @@ pub struct Locking {
 }
 
 impl Locking {
-    /// Locking pieces of `bytes[m][j]` (tile column `j` of matrix `m`), matrix by matrix and
-    /// column by column, at `gb_per_s`: the first piece before the clock, each other when those
-    /// before it and itself are done.
+    /// Locking pieces of `bytes[m][j]` (tile column `j` of matrix `m`), matrix by matrix and column
+    /// by column, at `gb_per_s`: the first piece before the clock, each other when those before it
+    /// and itself are done.
     pub fn in_order(bytes: &[Vec<usize>], gb_per_s: f64) -> Self {
         let mut done = 0.0;
         let mut first = true;
