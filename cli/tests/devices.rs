@@ -108,6 +108,14 @@ fn calibration_measures_device_kernels_and_links() {
         assert!(rate.gb_per_s > 0.0 && rate.gb_per_s.is_finite(), "{rate:?}");
         assert!(rate.latency_us >= 0.0, "{rate:?}");
     }
+    // Copies within the device's memory (host memory on an emulated device), fitted.
+    let within = gpu
+        .device_copies
+        .expect("the copies within the device were measured");
+    assert!(
+        within.gb_per_s > 0.0 && within.gb_per_s.is_finite(),
+        "{within:?}"
+    );
     // Page-locking, timed (the emulated device registers ranges in a table: fast).
     assert!(gpu.lock_gb_per_s > 0.0, "{}", gpu.lock_gb_per_s);
     let makespan = |path: &str| {

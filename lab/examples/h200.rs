@@ -313,7 +313,7 @@ fn h100_section(root: &Path) -> Result<String> {
             each GPU task), the copies from pageable memory (`pageable`), the page-locking rate \
             (`lock_gb_per_s`, with which a page-locked run is simulated locking its matrix \
             beside the workers) beside the link's latency and rate and the cores' packing rates \
-            it fitted already; it lacks device-to-device copies.\n";
+            it fitted already, and the copies within the GPU (`device_copies`).\n";
     Ok(out)
 }
 

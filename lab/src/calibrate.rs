@@ -10,8 +10,8 @@
 //!   of latency plus bytes over bandwidth to their medians, stored per GPU model with the kernel
 //!   models;
 //! - [`measure_pageable`] times the same copies from and into pageable host memory (a caller's
-//!   matrix that is not locked), [`measure_launch`] a kernel's launch and [`measure_locking`] the
-//!   page-locking of host memory;
+//!   matrix that is not locked), [`measure_device_copies`] the copies within a device's memory,
+//!   [`measure_launch`] a kernel's launch and [`measure_locking`] the page-locking of host memory;
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use faer::Mat;
-use hetla_kernels::{KernelError, Op, Precision};
+use hetla_kernels::{DeviceSpan, KernelError, Op, Precision};
 use hetla_runtime::{Device, Handle, KernelKey, LinkModel, LinkRate, PerfModels, Platform};
 
 use crate::Result;
@@ -194,6 +194,68 @@ pub fn calibrate_links(
 /// the calling thread (pin it to the device's host core first, as a run does).
 pub fn measure_pageable(device: &dyn Device) -> std::result::Result<LinkModel, KernelError> {
     measure_link(device, &mut || (), false)
+}
+
+/// Columns of the blocks [`measure_device_copies`] copies: 1 to 64 MiB of f64 in 4096 rows.
+const DEVICE_COPY_COLS: [usize; 7] = [32, 64, 128, 256, 512, 1024, 2048];
+
+/// Copies within `device`'s own memory between the block `span` (a caller's matrix there, f64, at
+/// least 4096 x 2048) and a run's replica, both ways (what a run on a caller's device matrix does
+/// for each tile it reads and writes, `Device::import` and `Device::export`): blocks of 4096 rows
+/// and 32 to 2048 columns (1 to 64 MiB), the median of 5 each way after a warm-up, fitted to a
+/// latency and a rate (the platform file's `gpu.device_copies`). An error when the device has no
+/// such memory or `span` is too small.
+pub fn measure_device_copies(
+    device: &dyn Device,
+    span: &DeviceSpan,
+) -> std::result::Result<LinkRate, KernelError> {
+    let rows = 4096;
+    let cols = DEVICE_COPY_COLS[DEVICE_COPY_COLS.len() - 1];
+    if span.precision != Precision::D || span.rows < rows || span.cols < cols {
+        return Err(KernelError::Gpu {
+            message: format!(
+                "the device copies' probe needs an f64 block of at least {rows} x {cols}, got {} x {} in {}",
+                span.rows, span.cols, span.precision
+            ),
+        });
+    }
+    device.check_span(span)?;
+    let mut points = Vec::with_capacity(2 * DEVICE_COPY_COLS.len());
+    for cols in DEVICE_COPY_COLS {
+        let block = DeviceSpan {
+            rows,
+            cols,
+            ..*span
+        };
+        let (mut import, mut export) = (Vec::new(), Vec::new());
+        for sample in 0..=LINK_SAMPLES {
+            let start = Instant::now();
+            // SAFETY: `block` lies in `span`, the device's memory (checked), which nothing else
+            // uses during the probe; the import is waited for before the export writes it.
+            unsafe { device.import(Handle(0), &block) }?;
+            device.wait_uploads()?;
+            let imported = start.elapsed().as_secs_f64();
+            let start = Instant::now();
+            // SAFETY: as above.
+            unsafe { device.export(Handle(0), &block) }?;
+            if sample > 0 {
+                import.push(imported);
+                export.push(start.elapsed().as_secs_f64());
+            }
+        }
+        device.clear();
+        let bytes = (rows * cols * size_of::<f64>()) as f64;
+        for times in [&mut import, &mut export] {
+            times.sort_by(f64::total_cmp);
+            points.push((bytes, times[times.len() / 2]));
+        }
+    }
+    fit_link(&points).ok_or_else(|| KernelError::Gpu {
+        message: format!(
+            "the copies within {} did not get slower with size: no rate can be fitted",
+            device.name()
+        ),
+    })
 }
 
 /// Bytes of host memory [`measure_locking`] page-locks each time.

@@ -132,8 +132,9 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
         self.span.ld
     }
 
-    /// The memory it spans.
-    pub(crate) fn span(&self) -> &DeviceSpan {
+    /// The memory it spans, as a device addresses it ([`Device::import`] and [`Device::export`]
+    /// copy tiles between it and a run's replicas).
+    pub fn span(&self) -> &DeviceSpan {
         &self.span
     }
 

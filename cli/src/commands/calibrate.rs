@@ -622,6 +622,17 @@ fn gpu_section(
                 d2h: pageable.d2h,
             });
             gpu.lock_gb_per_s = lock;
+            // Copies within the GPU's memory, from a block of it as a caller's matrix there; a
+            // failure leaves them unmeasured (said) rather than the file unwritten.
+            let mut block = faer::Mat::<f64>::zeros(4096, 2048);
+            let copies =
+                crate::device_buffers::in_gpu_memory(p, &mut [(block.as_mut(), false)], |on| {
+                    hetla_lab::measure_device_copies(&*d.device, on[0].span())
+                        .map_err(hetla::Error::Kernel)
+                });
+            gpu.device_copies = copies
+                .inspect_err(|e| eprintln!("warning: copies within the GPU not measured: {e}"))
+                .ok();
             Ok::<_, crate::Error>(gpu)
         })
         .transpose()

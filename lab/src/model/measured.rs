@@ -199,6 +199,7 @@ impl GpuModel {
             launch_us: 0.0,
             pageable: None,
             lock_gb_per_s: 0.0,
+            device_copies: None,
             kernels,
         })
     }

@@ -167,6 +167,13 @@ pub struct GpuModel {
     /// default): not measured, and every page-locked tile is copied straight from the start.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lock_gb_per_s: f64,
+    /// Copies within one GPU's memory, between a caller's matrix there and a run's tiles (a run on
+    /// `hetla::DeviceMatrix` operands imports each tile it reads and exports each it writes), as
+    /// `hetla calibrate --gpus all --output` times them ([`crate::measure_device_copies`]). `None`:
+    /// not measured. The simulator does not use it (resident runs are simulated with their tiles
+    /// placed on the GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_copies: Option<LinkRate>,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
 }
@@ -629,6 +636,17 @@ impl PlatformModel {
                     r.latency_us, r.gb_per_s
                 ));
             }
+        }
+        if let Some(r) = gpu.device_copies
+            && !(r.latency_us.is_finite()
+                && r.latency_us >= 0.0
+                && r.gb_per_s.is_finite()
+                && r.gb_per_s > 0.0)
+        {
+            return bad(format!(
+                "gpu.device_copies: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
+                r.latency_us, r.gb_per_s
+            ));
         }
         if !(gpu.lock_gb_per_s.is_finite() && gpu.lock_gb_per_s >= 0.0) {
             return bad(format!(

@@ -244,6 +244,7 @@ pub(super) fn sirocco() -> PlatformModel {
             launch_us: 0.0,
             pageable: None,
             lock_gb_per_s: 0.0,
+            device_copies: None,
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -393,6 +394,7 @@ pub(super) fn a100x8() -> PlatformModel {
             launch_us: 0.0,
             pageable: None,
             lock_gb_per_s: 0.0,
+            device_copies: None,
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -423,6 +425,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
         launch_us: 0.0,
         pageable: None,
         lock_gb_per_s: 0.0,
+        device_copies: None,
         kernels: kernels
             .iter()
             .map(|&(op, tile, gflops)| GpuKernelRate {
