@@ -310,10 +310,10 @@ fn h100_section(root: &Path) -> Result<String> {
             latency of the device's worker and whatever orders a kernel after a download are \
             what the next lease must time apart: `hetla calibrate --gpus all --output` now times \
             a kernel's launch beyond the kernel (`launch_us`, which the simulator adds before \
-            each GPU task), the copies from pageable memory (`pageable`), the page-locking rate \
-            (`lock_gb_per_s`, with which a page-locked run is simulated locking its matrix \
-            beside the workers) beside the link's latency and rate and the cores' packing rates \
-            it fitted already, and the copies within the GPU (`device_copies`).\n";
+            each GPU task), the copies from pageable memory (`pageable`) and within the GPU \
+            (`device_copies`) and the page-locking rate (`lock_gb_per_s`, with which a \
+            page-locked run is simulated locking its matrix beside the workers), beside the \
+            link's latency and rate and the cores' packing rates it measured already.\n";
     Ok(out)
 }
 
