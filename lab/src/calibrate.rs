@@ -416,7 +416,17 @@ pub fn record_in_run(
                 let keys = plan.keys();
                 for event in &trace.tasks {
                     let class = trace.workers[event.worker].class.clone();
-                    let key = &keys[event.task.0];
+                    // A trace of another graph than its plan's would pair kernels wrongly.
+                    let key = keys
+                        .get(event.task.0)
+                        .ok_or_else(|| hetla_runtime::Error::Plan {
+                            reason: format!(
+                                "{family}'s run traced task {} of a plan of {} tasks: its trace is \
+                                 not of its plan",
+                                event.task.0,
+                                keys.len()
+                            ),
+                        })?;
                     let square = KernelKey::square(key.op, b).in_precision(precision);
                     let work = key.leading_flops();
                     if work <= 0.0 {

@@ -278,11 +278,21 @@ impl Cholesky {
 
     /// As [`Cholesky::factor_owned`], always through the runtime (also for a matrix of one tile),
     /// and the trace of the run beside the factor.
-    pub fn factor_owned_traced<T: Scalar>(&self, mut a: Mat<T>) -> Result<(Factor<T>, Trace)> {
+    pub fn factor_owned_traced<T: Scalar>(&self, a: Mat<T>) -> Result<(Factor<T>, Trace)> {
         check_square("A", a.nrows(), a.ncols())?;
-        let platform = self.resolve_platform()?;
         let plan = self.plan(a.nrows(), T::PRECISION)?;
-        let (trace, norm) = self.factor_on(&platform, &plan, a.as_mut(), None)?;
+        self.factor_owned_planned(&plan, a)
+    }
+
+    /// As [`Cholesky::factor_owned_traced`], by `plan` (a Cholesky factorisation of `a`'s order in
+    /// `a`'s precision), so that the trace is the plan's tasks (`hetla calibrate` pairs them).
+    pub(crate) fn factor_owned_planned<T: Scalar>(
+        &self,
+        plan: &Plan,
+        mut a: Mat<T>,
+    ) -> Result<(Factor<T>, Trace)> {
+        let platform = self.resolve_platform()?;
+        let (trace, norm) = self.factor_on(&platform, plan, a.as_mut(), None)?;
         let factor = self.made(a, plan.tile(), norm, platform, self.run.scheduler);
         Ok((factor, trace))
     }
