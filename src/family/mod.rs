@@ -255,11 +255,11 @@ mod tests {
         assert!(!cholesky.contains(&Op::Trtri));
     }
 
-    /// A real run of each family on a small matrix (8 x 8 tiles: Cholesky's panels long enough
-    /// for OpenBLAS's panel inverses), on each backend this build has: traced, each
-    /// trace the tasks of the plan it is paired with (with OpenBLAS, whose platforms factor by
-    /// default with panel inverses, the inverse's factorisation once ran another graph than its
-    /// plan's, and `hetla calibrate --backend openblas` indexed past the plan's keys).
+    /// A real run of each family on a small matrix (8 x 8 tiles: Cholesky's panels long enough for
+    /// OpenBLAS's panel inverses), on each backend this build has: traced, each trace the tasks of
+    /// the plan it is paired with (with OpenBLAS, whose platforms factor by default with panel
+    /// inverses, the inverse's factorisation once ran another graph than its plan's, and
+    /// `hetla calibrate --backend openblas` indexed past the plan's keys).
     #[test]
     fn every_family_runs_and_is_traced() {
         let spec = ClusterSpec::Grid { count: 2, size: 1 };
