@@ -1,12 +1,13 @@
 """The scipy drop-in's speed targets (issue 49), each beside scipy in this process: best and median
 of REPEAT runs after a warm-up, as ratios scipy time / hetla time (> 1: hetla faster).
 
-    python python/benchmarks/scipy_targets.py [--repeat 3]
+    python python/benchmarks/scipy_targets.py [--repeat 3] [--quick]
 
 lu_factor n = 3000; qr(mode="economic") 4000 x 1000; solve n = 3000 with 10 right-hand sides;
 lstsq of a rank-deficient 4000 x 1000 (rank 900) against scipy's gelsy; cho_factor n = 3000 in
 C order. scipy runs on the OpenBLAS its wheel bundles, with its default thread count (every
 core); hetla on its default platform. Prints one line per target and a JSON object at the end.
+``--quick`` runs every case at a tenth of each size (a check that the script runs, as CI does).
 """
 
 import argparse
@@ -19,20 +20,24 @@ import scipy
 import scipy.linalg as sl
 
 import hetla
-from targets import timed  # the same warm-up-then-repeat timing as the package's targets
+# The same timing as the package's targets: warm-up, then hetla and scipy in turn each round.
+from targets import alternated
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="every size a tenth (a check that it runs)")
     args = p.parse_args()
+    scale = 10 if args.quick else 1
+    n, m, k, r = 3000 // scale, 4000 // scale, 1000 // scale, 900 // scale
     rng = np.random.default_rng(49)
-    a3000 = rng.standard_normal((3000, 3000))
-    tall = rng.standard_normal((4000, 1000))
-    deficient = rng.standard_normal((4000, 900)) @ rng.standard_normal((900, 1000))
-    spd = a3000 @ a3000.T + 3000 * np.eye(3000)
-    b10 = rng.standard_normal((3000, 10))
-    b_tall = rng.standard_normal((4000, 1))
+    a3000 = rng.standard_normal((n, n))
+    tall = rng.standard_normal((m, k))
+    deficient = rng.standard_normal((m, r)) @ rng.standard_normal((r, k))
+    spd = a3000 @ a3000.T + n * np.eye(n)
+    b10 = rng.standard_normal((n, 10))
+    b_tall = rng.standard_normal((m, 1))
     cases = [
         ("lu_factor n=3000", lambda: hetla.lu_factor(a3000), lambda: sl.lu_factor(a3000)),
         (
@@ -50,8 +55,10 @@ def main():
     ]
     rows = []
     for name, ours, theirs in cases:
-        h = timed(ours, args.repeat)
-        s = timed(theirs, args.repeat)
+        if args.quick:
+            name += " (quick: a tenth)"
+        times = alternated({"hetla": ours, "scipy": theirs}, args.repeat)
+        h, s = times["hetla"], times["scipy"]
         rows.append({"case": name, "hetla_s": h, "scipy_s": s, "ratio_best": s[0] / h[0],
                      "ratio_median": s[1] / h[1]})
         print(f"{name:40s} hetla {h[0]:.4f} s (median {h[1]:.4f}), scipy {s[0]:.4f} s "
