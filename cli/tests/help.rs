@@ -132,3 +132,18 @@ fn every_option_of_every_subcommand_is_on_its_page_in_docs_cli() {
         }
     }
 }
+
+#[test]
+fn on_off_flags_turn_on_alone_as_every_other_does() {
+    // `--huge-pages` once needed a value where `--resident` and `--compare` take none.
+    // The report says whether the matrix is in huge pages: where the kernel offers them.
+    let offered = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"));
+    let on = common::json("cholesky --n 1024 --tile 256 --huge-pages");
+    assert_eq!(on["huge_pages"], offered);
+    let off = common::json("cholesky --n 1024 --tile 256 --huge-pages false");
+    assert_eq!(off["huge_pages"], false);
+    let help = common::run("cholesky --help").1;
+    let line = help.lines().find(|l| l.contains("--huge-pages")).unwrap();
+    assert!(line.contains("[<BOOL>]"), "{line}");
+}

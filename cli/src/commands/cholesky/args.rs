@@ -48,8 +48,16 @@ pub struct CholeskyArgs {
     /// transparent huge pages (`madvise(MADV_HUGEPAGE)`, where the kernel offers them). Off by
     /// default: physically contiguous 2 MiB pages put the columns of a matrix whose leading
     /// dimension is a power of two into the same cache sets, and faer's kernels (hetla's in place
-    /// and faer's own Cholesky) ran 40-45% slower at n = 4096; OpenBLAS was unchanged.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// and faer's own Cholesky) ran 40-45% slower at n = 4096; OpenBLAS was unchanged. An on/off
+    /// flag like the others (`--huge-pages` alone turns it on; `--huge-pages false` is accepted).
+    #[arg(
+        long,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
     pub huge_pages: bool,
     #[command(flatten)]
     pub platform: PlatformArgs,
