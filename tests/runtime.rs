@@ -679,3 +679,36 @@ fn inputs_from_outside_that_never_come_end_the_run_instead_of_hanging() {
         TaskFailure::Outside("rank 1 failed".into())
     );
 }
+
+#[test]
+fn an_ldlt_run_saves_only_models_a_file_can_hold() {
+    // LDL^T's band chain ends on tasks with an empty operand; their samples once went into the
+    // saved file, which every later load warned it left out.
+    let dir = std::env::temp_dir().join(format!("hetla-empty-keys-{}", std::process::id()));
+    let spec: ClusterSpec = "1x1".parse().unwrap();
+    let p =
+        Arc::new(Platform::with_store(&spec, Backend::Faer, ModelStore::Dir(dir.clone())).unwrap());
+    let a = hetla::matgen::random_hermitian::<f64>(512, 3);
+    hetla::Ldlt::new()
+        .platform(p.clone())
+        .tile(64)
+        .factor(a.as_ref())
+        .unwrap();
+    let mut models = PerfModels::new();
+    let empty = KernelKey {
+        op: Op::LdltBand,
+        shapes: vec![(64, 64), (64, 0)],
+        precision: hetla::Precision::D,
+    };
+    assert!(empty.has_empty_operand());
+    let class = ResourceClass::CpuCluster { cores: 1 };
+    models.record(&empty, &class, 1e-3);
+    models.record_calibration(&empty, &class, 1e-3);
+    assert!(models.is_empty());
+    let file = p.save_models().unwrap().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let loaded = PerfModels::load(&file).unwrap();
+    assert_eq!(loaded.len(), p.models().len(), "{text}");
+    assert!(!p.models().is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -75,6 +75,15 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
+    /// Whether an operand has no rows or no columns (a task on an empty tile, as LDL^T's band chain
+    /// has at its end): such a kernel does no work worth a model, and model files refuse its key,
+    /// so [`PerfModels`] keeps none of its samples.
+    pub fn has_empty_operand(&self) -> bool {
+        self.shapes
+            .iter()
+            .any(|&(rows, cols)| rows == 0 || cols == 0)
+    }
+
     /// The key of a graph task whose tiles have the shapes `shape` gives. A matrix product tile
     /// ([`Op::MatMul`]) shares the model of the Cholesky GEMM tile of the same sizes (m x k, n x k
     /// -> m x n): the same flops on the same BLAS call, whatever the transposes and scalars, so
@@ -249,6 +258,9 @@ impl PerfModels {
 
     /// Records one observed duration.
     pub fn record(&mut self, key: &KernelKey, class: &ResourceClass, seconds: f64) {
+        if key.has_empty_operand() {
+            return;
+        }
         let k = (key.clone(), class.clone());
         self.fresh.entry(k.clone()).or_default().record(seconds);
         self.entries.entry(k).or_default().record(seconds);
@@ -262,6 +274,9 @@ impl PerfModels {
     /// Records one duration timed by a calibration: it joins the key's statistics and, kept apart,
     /// its calibrations' ([`PerfModels::calibration`]).
     pub fn record_calibration(&mut self, key: &KernelKey, class: &ResourceClass, seconds: f64) {
+        if key.has_empty_operand() {
+            return;
+        }
         self.record(key, class, seconds);
         let k = (key.clone(), class.clone());
         self.fresh_calibrations
@@ -273,6 +288,9 @@ impl PerfModels {
 
     /// Adds the samples of `stats` to a key.
     pub fn merge(&mut self, key: KernelKey, class: ResourceClass, stats: &Stats) {
+        if key.has_empty_operand() {
+            return;
+        }
         let k = (key, class);
         self.fresh.entry(k.clone()).or_default().merge(stats);
         self.entries.entry(k).or_default().merge(stats);
