@@ -47,6 +47,16 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     );
     let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
+    // GPUs a factorisation gives no task (LU has no GPU kernels) are refused, not left idle; in
+    // the bound alike.
+    for command in ["simulate", "bound"] {
+        let line = format!(
+            "{command} --factorization lu --platform sirocco --clusters 2x10 --gpus 4 --n 4800 \
+             --tile 960"
+        );
+        let (ok, _, err) = common::run(&line);
+        assert!(!ok && err.contains("would run no task"), "{command}: {err}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -952,6 +952,41 @@ impl PlatformModel {
         }
         Ok(())
     }
+
+    /// Errors when `gpus` > 0 but the model's GPU has a rate for none of `ops` at `tile` in
+    /// `precision`: its GPUs would sit in the run with no task (LU, QR and LDL^T have no GPU
+    /// kernels yet), which a user asking for them would not expect.
+    pub fn check_gpus_work(
+        &self,
+        ops: &[Op],
+        tile: usize,
+        precision: Precision,
+        gpus: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu.as_ref().filter(|_| gpus > 0) else {
+            return Ok(());
+        };
+        let class = ResourceClass::Gpu {
+            name: gpu.name.clone(),
+        };
+        if ops
+            .iter()
+            .any(|&op| self.rate(op, tile, precision, &class).is_some())
+        {
+            return Ok(());
+        }
+        let names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
+        Err(Error::InvalidOption {
+            option: "gpus",
+            reason: format!(
+                "the {gpus} GPU(s) asked for would run no task: platform {}'s GPU has no rate for \
+                 any of this graph's kernels ({}) at tile {tile} in {precision}; give --gpus 0 \
+                 (this factorisation runs on CPU clusters only)",
+                self.name,
+                names.join(", ")
+            ),
+        })
+    }
 }
 
 /// A per-width list of a CPU kernel to check: its name, the valid range in words, the (cores,
