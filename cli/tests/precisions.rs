@@ -93,6 +93,18 @@ fn cholesky_ds_refines_an_f32_factor_to_f64_accuracy() {
     assert!(v["refinement"]["reason"].as_str().unwrap().len() > 10);
     let (ok, _, stderr) = common::run("cholesky --precision ds --cond 0.5");
     assert!(!ok && stderr.contains("condition number"), "{stderr}");
+    // What the mixed solve cannot honour is refused, naming it, before any file is written.
+    let trace = std::env::temp_dir().join(format!("hetla-ds-trace-{}.json", std::process::id()));
+    let line = format!(
+        "cholesky --n 300 --precision ds --trace {} --compare",
+        trace.display()
+    );
+    let (ok, _, stderr) = common::run(&line);
+    assert!(
+        !ok && stderr.contains("drop --trace, --compare"),
+        "{stderr}"
+    );
+    assert!(!trace.exists());
 }
 
 #[test]

@@ -39,6 +39,9 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
             reason: "the inverse is timed on one node in one precision: drop --grid or give --precision s, d, c or z".into(),
         });
     }
+    if mixed {
+        refuse_what_mixed_ignores(args)?;
+    }
     if let Some(grid) = args.grid {
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| CholeskyOutput::Grid(Box::new(r))));
@@ -49,6 +52,40 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
         None => return mixed::run(args).map(|r| Some(CholeskyOutput::Mixed(Box::new(r)))),
     };
     Ok(Some(CholeskyOutput::Factor(Box::new(report))))
+}
+
+/// The mixed solve (`--precision ds`) is the library's `solve_refined` beside a plain f64 factor
+/// and solve: it writes no trace, times no peer, and takes the library's storage and host memory.
+/// An option it would not honour is refused before any work, naming it.
+fn refuse_what_mixed_ignores(args: &CholeskyArgs) -> crate::Result<()> {
+    let given = [
+        ("--trace", args.traces.trace.is_some()),
+        ("--gantt", args.traces.gantt.is_some()),
+        ("--compare", args.compare.is_some()),
+        ("--resident", args.resident),
+        ("--huge-pages", args.huge_pages),
+        ("--storage", args.storage != hetla::Storage::Auto),
+        (
+            "--host-memory",
+            args.host_memory != hetla::HostMemory::default(),
+        ),
+    ];
+    let ignored: Vec<&str> = (given.iter())
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| *name)
+        .collect();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidOption {
+        option: "precision",
+        reason: format!(
+            "--precision ds times the mixed solve (Cholesky::solve_refined) beside the f64 one, \
+             which write no trace, time no peer and use the library's storage and host memory: \
+             drop {}, or give --precision s, d, c or z",
+            ignored.join(", ")
+        ),
+    })
 }
 
 /// Prints a report as a table.
