@@ -147,3 +147,21 @@ fn on_off_flags_turn_on_alone_as_every_other_does() {
     let line = help.lines().find(|l| l.contains("--huge-pages")).unwrap();
     assert!(line.contains("[<BOOL>]"), "{line}");
 }
+
+#[test]
+fn qr_s_default_tile_is_the_one_its_help_gives() {
+    let help = common::run("qr --help").1;
+    let line = help.lines().find(|l| l.contains("--tile")).unwrap();
+    assert!(
+        line.contains("else 384") && line.contains("512 for"),
+        "{line}"
+    );
+    for (shape, tile) in [
+        ("--m 200 --n 150", 200),
+        ("--m 3000 --n 300", 512),
+        ("--m 1200 --n 1000", 384),
+    ] {
+        let r = common::json(&format!("qr {shape} --clusters 1x1"));
+        assert_eq!(r["tile"], tile, "{shape}");
+    }
+}

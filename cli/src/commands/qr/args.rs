@@ -13,7 +13,9 @@ pub struct QrArgs {
     /// Columns of the matrix.
     #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
     pub n: usize,
-    /// Tile size (default: 256, or the whole matrix up to 256).
+    /// Tile size (default: the library's, `hetla::Qr::tile_size_for`: the whole matrix up to 256
+    /// rows and columns, 512 for at most 512 columns and 4 times as many rows, else 384; a square
+    /// matrix takes the tile `hetla tune` saved on this machine, when it saved one).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// Columns of each block reflector inside a tile (LAPACK's nb of ?geqrt).
