@@ -4,6 +4,11 @@
 //! ```text
 //! cargo run --release --example fidelity
 //! ```
+//!
+//! Run from the repository's root, whose docs/ it rewrites; `-- --out FILE` writes the page
+//! elsewhere (`common::root_and_output`).
+
+mod common;
 
 use hetla::gemm::{Discretisation, Placement, Strategy};
 use hetla::{ClusterSpec, Gemm, Plan, Precision, Trace};
@@ -90,6 +95,7 @@ fn against_bound(target: String, seconds: f64, flops: f64, bound: f64) -> Row {
 }
 
 fn main() -> Result<()> {
+    let (_, path) = common::root_and_output("docs/fidelity.md", false)?;
     let mut rows = Vec::new();
     // Measurements that explain the misses, in the words of the doc.
     let mut causes: Vec<String> = Vec::new();
@@ -488,9 +494,6 @@ fn main() -> Result<()> {
         text += &format!("- {c}\n");
     }
     print!("{text}");
-    // The workspace's docs, beside this crate's folder.
-    let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = lab.parent().unwrap_or(lab).join("docs/fidelity.md");
     hetla_runtime::write_atomic(&path, text.as_bytes())?;
     eprintln!("written to {}", path.display());
     Ok(())

@@ -8,11 +8,16 @@
 //! cargo run --release -p hetla-lab --example h200
 //! ```
 //!
+//! Run from the repository's root, whose docs/ it rewrites; `-- --out FILE` writes the page
+//! elsewhere (`common::root_and_output`).
+//!
 //! The rows come from docs/gpu-runs/2026-11-26-h200-rows.jsonl as the leases wrote them (nothing is
 //! copied by hand): every row with a report, its command's options read back from its `args`. A
 //! Cholesky row is compared by the runtime's makespan (the time from its first task to its last
 //! write-back; the row's `seconds` also count the checks and layout copies outside the runtime), a
 //! GEMM row by its `seconds` (its report has no makespan).
+
+mod common;
 
 use std::path::Path;
 
@@ -318,8 +323,8 @@ fn h100_section(root: &Path) -> Result<String> {
 }
 
 fn main() -> Result<()> {
-    let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = lab.parent().unwrap_or(lab);
+    let (root, path) = common::root_and_output("docs/gpu-model.md", true)?;
+    let root = root.as_path();
     let model = PlatformModel::preset("h200").expect("preset");
     let rows = read_rows(root, ROWS)?;
     // Each packing rate, found again from its reference row: the preset's must be it.
@@ -405,7 +410,6 @@ fn main() -> Result<()> {
             "the preset's rate on {cores} cores is {preset}, its reference row gives {found}"
         );
     }
-    let path = root.join("docs/gpu-model.md");
     hetla_runtime::write_atomic(&path, out.as_bytes())?;
     eprintln!("written to {}", path.display());
     Ok(())
