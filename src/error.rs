@@ -27,10 +27,11 @@ pub enum Error {
         /// The first column (0-based) whose pivot is zero.
         column: usize,
     },
-    /// A least-squares problem whose R has an exactly zero diagonal entry: A does not have full
-    /// column rank, and the solution through R is not defined (LAPACK ?gels's info > 0).
+    /// A least-squares problem whose R is numerically singular: an exactly zero diagonal entry
+    /// (LAPACK ?gels's info > 0), or a condition estimate beyond 1 / (max(m, n) eps), where a
+    /// solution through R would be rounding error. A does not have full column rank.
     #[error(
-        "A is rank deficient: R's diagonal entry at column {column} (0-based) is exactly zero; least squares through QR needs full column rank (LAPACK ?gels's info = {})",
+        "A is rank deficient: R's diagonal entry at column {column} (0-based) is zero or negligible beside the others (R's condition number beyond 1 / (max(m, n) eps); LAPACK ?gels's info = {} when it is exactly zero); least squares through QR needs full column rank: lstsq_rank (QR with column pivoting) gives the minimum-norm solution and the rank",
         column + 1
     )]
     RankDeficient {

@@ -665,3 +665,53 @@ fn the_thin_q_formed_from_the_identity_is_q_applied_to_it_for_every_shape_and_tr
         }
     }
 }
+
+/// `hetla::lstsq` on A with two equal columns (n = 12, m = 200) in `T`: refused naming the later
+/// column (R's entry there is rounding, |r_kk| / |r_11| ~ eps), where the plain solve gave a
+/// solution of norm 1e13; `lstsq_rank` solves it with rank n - 1; a graded A (condition ~1e5, ~1e2
+/// in single precision) beside it still solves.
+fn rank_deficiency_is_refused_in<T: Scalar>() {
+    use hetla::Error;
+    let (m, n) = (200, 12);
+    let mut a = random::<T>(m, n, 21);
+    for i in 0..m {
+        a[(i, 7)] = a[(i, 3)];
+    }
+    let b = random::<T>(m, 1, 22);
+    let err = hetla::lstsq(a.as_ref(), b.as_ref()).unwrap_err();
+    assert!(
+        matches!(err, Error::RankDeficient { column: 7 }),
+        "{}: {err}",
+        T::PRECISION.letter()
+    );
+    // At the same cutoff, max(m, n) eps (at eps alone a rounding residue may count as rank).
+    let cutoff = Some(m as f64 * T::PRECISION.epsilon());
+    let (x, rank) = hetla::lstsq_rank(a.as_ref(), b.as_ref(), cutoff).unwrap();
+    assert_eq!(rank, n - 1, "{}", T::PRECISION.letter());
+    let largest = (0..n).map(|i| x[(i, 0)].abs_f64()).fold(0.0, f64::max);
+    assert!(largest < 1e3, "{}: |x| {largest}", T::PRECISION.letter());
+    // Graded columns (scales 1 to 1e-5, 1e-2 in single precision): within the cutoff, solved.
+    let decades = if T::PRECISION.epsilon() > 1e-10 {
+        2.0
+    } else {
+        5.0
+    };
+    let other = random::<T>(m, 1, 23);
+    let graded = Mat::from_fn(m, n, |i, j| {
+        let column = if j == 7 { other[(i, 0)] } else { a[(i, j)] };
+        column * T::from_f64(10f64.powf(-decades * j as f64 / (n - 1) as f64))
+    });
+    assert!(
+        hetla::lstsq(graded.as_ref(), b.as_ref()).is_ok(),
+        "{}",
+        T::PRECISION.letter()
+    );
+}
+
+#[test]
+fn least_squares_refuse_a_numerically_rank_deficient_a_in_every_precision() {
+    rank_deficiency_is_refused_in::<f32>();
+    rank_deficiency_is_refused_in::<f64>();
+    rank_deficiency_is_refused_in::<c32>();
+    rank_deficiency_is_refused_in::<c64>();
+}

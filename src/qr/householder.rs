@@ -249,15 +249,66 @@ impl Qr {
     }
 }
 
-/// R X = C's first n rows, R the upper triangle of the factored `f`'s first n rows (m >= n): an
-/// exactly zero diagonal entry is [`Error::RankDeficient`].
+/// The column at which the upper triangular `r` (n x n, from the QR of an `m x n` matrix) is
+/// numerically singular, if it is: an exactly zero diagonal entry (LAPACK ?gels's info), or a
+/// reciprocal 1-norm condition number, estimated as LAPACK's ?trcon does (Higham's estimate of
+/// ||R^-1||_1, [`condition::estimate_norm1`]), below max(m, n) eps (numpy's and scipy's default
+/// cutoff for the rank): then the first diagonal entry at most that cutoff times the largest one,
+/// else the smallest. A solution through such an R is rounding error magnified past 1 / eps.
+pub(crate) fn rank_deficient_column<T: Scalar>(
+    r: MatRef<'_, T>,
+    m: usize,
+) -> Result<Option<usize>> {
+    let n = r.ncols();
+    let diagonal: Vec<f64> = (0..n).map(|j| r[(j, j)].abs_f64()).collect();
+    if let Some(column) = diagonal.iter().position(|&d| d == 0.0) {
+        return Ok(Some(column));
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    let cutoff = m.max(n) as f64 * T::PRECISION.epsilon();
+    let r_norm = (0..n)
+        .map(|j| (0..=j).map(|i| r[(i, j)].abs_f64()).sum::<f64>())
+        .fold(0.0, f64::max);
+    let inverse_norm = crate::condition::estimate_norm1(n, |mut x: MatMut<'_, T>, adjoint| {
+        let par = faer::Par::Seq;
+        match adjoint {
+            false => {
+                faer::linalg::triangular_solve::solve_upper_triangular_in_place(r, x.as_mut(), par)
+            }
+            true => faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+                r.adjoint(),
+                x.as_mut(),
+                par,
+            ),
+        }
+        Ok(())
+    })?;
+    let rcond = 1.0 / (r_norm * inverse_norm);
+    if rcond.is_nan() || rcond >= cutoff {
+        return Ok(None);
+    }
+    let largest = diagonal.iter().copied().fold(0.0, f64::max);
+    let column = (diagonal.iter())
+        .position(|&d| d <= cutoff * largest)
+        .unwrap_or_else(|| {
+            (0..n)
+                .min_by(|&i, &j| diagonal[i].total_cmp(&diagonal[j]))
+                .unwrap_or(0)
+        });
+    Ok(Some(column))
+}
+
+/// R X = C's first n rows, R the upper triangle of the factored `f`'s first n rows (m >= n): R
+/// numerically singular ([`rank_deficient_column`]) is [`Error::RankDeficient`].
 fn upper_solve<T: Scalar>(
     platform: &Platform,
     f: MatRef<'_, T>,
     c: MatRef<'_, T>,
 ) -> Result<Mat<T>> {
     let n = f.ncols();
-    if let Some(column) = (0..n).find(|&j| f[(j, j)] == T::from_f64(0.0)) {
+    if let Some(column) = rank_deficient_column(f.submatrix(0, 0, n, n), f.nrows())? {
         return Err(Error::RankDeficient { column });
     }
     let mut x = c.subrows(0, n).to_owned();
@@ -404,14 +455,17 @@ impl<T: Scalar> QrFactor<T> {
     }
 
     /// The least-squares solution X of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK
-    /// ?gels): X = R^-1 (Q^H B)[..n]. An exactly zero diagonal entry of R is
-    /// [`Error::RankDeficient`]; m < n is [`Error::Underdetermined`].
+    /// ?gels): X = R^-1 (Q^H B)[..n]. An R that is numerically singular (an exactly zero diagonal
+    /// entry, or a condition estimate beyond 1 / (max(m, n) eps), [`rank_deficient_column`]) is
+    /// [`Error::RankDeficient`] with the column, never a solution of rounding error; for A of any
+    /// rank, [`crate::lstsq_rank`] gives the minimum-norm solution and the rank. m < n is
+    /// [`Error::Underdetermined`].
     pub fn solve_least_squares<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
         let (m, n) = (self.nrows(), self.ncols());
         if m < n {
             return Err(Error::Underdetermined { rows: m, cols: n });
         }
-        if let Some(column) = (0..n).find(|&j| self.qr[(j, j)] == T::from_f64(0.0)) {
+        if let Some(column) = rank_deficient_column(self.qr.as_ref().submatrix(0, 0, n, n), m)? {
             return Err(Error::RankDeficient { column });
         }
         let b = b.view();
@@ -549,7 +603,9 @@ impl<T: Scalar> QrFactor<T> {
 
 /// The least-squares solution of min ||A X - B||_2 for A m x n, m >= n, of full column rank
 /// (LAPACK's ?gels): a tiled QR of a copy of A with the default options, then
-/// [`QrFactor::solve_least_squares`]. Any [`Matrix`]; the result in B's kind.
+/// [`QrFactor::solve_least_squares`]. Any [`Matrix`]; the result in B's kind. A numerically rank
+/// deficient A (two equal columns) is [`Error::RankDeficient`] naming the column, not a solution
+/// of norm 1e13: [`crate::lstsq_rank`] solves it.
 pub fn lstsq<A, B>(a: A, b: B) -> Result<B::Owned>
 where
     A: Matrix,
