@@ -604,8 +604,8 @@ impl<T: Scalar> QrFactor<T> {
 /// The least-squares solution of min ||A X - B||_2 for A m x n, m >= n, of full column rank
 /// (LAPACK's ?gels): a tiled QR of a copy of A with the default options, then
 /// [`QrFactor::solve_least_squares`]. Any [`Matrix`]; the result in B's kind. A numerically rank
-/// deficient A (two equal columns) is [`Error::RankDeficient`] naming the column, not a solution
-/// of norm 1e13: [`crate::lstsq_rank`] solves it.
+/// deficient A (two equal columns) is [`Error::RankDeficient`] naming the column, not a solution of
+/// norm 1e13: [`crate::lstsq_rank`] solves it.
 pub fn lstsq<A, B>(a: A, b: B) -> Result<B::Owned>
 where
     A: Matrix,
