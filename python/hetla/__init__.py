@@ -15,7 +15,8 @@ hetla's tiled task graphs (the GIL released):
 float32, float64, complex64 and complex128 (other numeric dtypes are promoted to float64, as
 scipy does); matrices stacked as (..., M, M) are batches (one matrix per core at a time). A matrix
 that is not positive definite or is singular raises ``numpy.linalg.LinAlgError``; a wrong shape or
-a non-finite entry ``ValueError``; an unsupported dtype ``TypeError``.
+a non-finite entry ``ValueError``; a non-numeric dtype (object, str, bytes, void) ``ValueError``,
+as scipy raises it.
 
 The laboratory: ``Platform`` (a ``with`` block that sets the clusters, backend and scheduler of
 every call inside it), ``info``, ``simulate``, ``bound``, ``sweep``, ``tune`` and ``cli``, returning the
@@ -51,6 +52,7 @@ __all__ = [
     "lu_factor",
     "lu_solve",
     "solve",
+    "solve_triangular",
     "qr",
     "lstsq",
     "info",
@@ -75,8 +77,15 @@ _KINDS = (_np.float32, _np.float64, _np.complex64, _np.complex128)
 def _dtype(*arrays, small=_np.float32):
     """The dtype hetla computes in for these arrays, scipy's choice: their common type, with bools
     and 8- and 16-bit integers computed in ``small`` (float32; scipy's ``solve`` takes float64),
-    larger integers in float64, float16 in float32 and long doubles in double; a type hetla has no
-    kernels for is a TypeError."""
+    larger integers in float64, float16 in float32 and long doubles in double; a non-numeric type
+    (object, str, bytes, void, datetime) is a ValueError, as scipy's."""
+    for x in arrays:
+        kind = _np.asarray(x).dtype
+        if kind.kind not in "biufc":
+            raise ValueError(
+                "hetla computes in float32, float64, complex64 and complex128, got the "
+                f"non-numeric dtype {kind}"
+            )
     dtype = _np.result_type(*arrays)
     if dtype.kind in "biu":
         return _np.dtype(small if dtype.itemsize <= 2 else _np.float64)
@@ -84,8 +93,8 @@ def _dtype(*arrays, small=_np.float32):
         return _np.dtype(_np.float32 if dtype.itemsize <= 4 else _np.float64)
     if dtype.kind == "c":
         return _np.dtype(_np.complex64 if dtype.itemsize <= 8 else _np.complex128)
-    raise TypeError(
-        f"hetla computes in float32, float64, complex64 and complex128, got dtype {dtype}"
+    raise ValueError(
+        f"hetla computes in float32, float64, complex64 and complex128, got the non-numeric dtype {dtype}"
     )
 
 
@@ -93,7 +102,7 @@ def _square(a, name="a"):
     """``a`` as an array of square matrices (..., M, M), or the ValueError saying why not."""
     a = _np.asarray(a)
     if a.dtype == object:
-        raise TypeError(f"{name} must be numeric, got an array of Python objects")
+        raise ValueError(f"{name} must be numeric, got an array of Python objects")
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"{name} must be a square matrix or a stack of them (..., M, M), got shape {a.shape}")
     return a
@@ -213,7 +222,7 @@ def _rhs(b, n, batch, dtype, name="b"):
     broadcast stack shape, and whether ``b`` was a vector (see ``_solution``)."""
     b = _np.asarray(b)
     if b.dtype == object:
-        raise TypeError(f"{name} must be numeric, got an array of Python objects")
+        raise ValueError(f"{name} must be numeric, got an array of Python objects")
     if b.ndim == 0:
         b = b.reshape(1)
     vector = b.ndim == 1
@@ -340,7 +349,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     del check_finite  # a is always checked
     a = _np.asarray(a)
     if a.dtype == object:
-        raise TypeError("a must be numeric, got an array of Python objects")
+        raise ValueError("a must be numeric, got an array of Python objects")
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
     dtype = _dtype(a)
@@ -547,6 +556,44 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
     _each_of_batch(x.shape[0], one)
     return b_array if in_b else _solution(x, stack, vector)
+
+
+_TRANS = {0: 0, "N": 0, "n": 0, 1: 1, "T": 1, "t": 1, 2: 2, "C": 2, "c": 2}
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """Solves a triangular system: scipy.linalg.solve_triangular. ``a`` is (..., N, N), of which
+    only the triangle ``lower`` names is read (its diagonal taken as ones with
+    ``unit_diagonal=True``); ``b`` (N,) or (..., N, K), their stacks broadcast as scipy's.
+    ``trans``: 0 or "N" solves A x = b, 1 or "T" A^T x = b, 2 or "C" A^H x = b. One substitution
+    per matrix (LAPACK ?trtrs's, on hetla's triangular solve). An exactly zero diagonal entry
+    raises LinAlgError naming it; NaN or infinity in what is read, a ValueError. Integers and bools
+    are computed in float64, as scipy's. ``overwrite_b`` is accepted (x is a new array)."""
+    _flags(lower=lower, unit_diagonal=unit_diagonal, overwrite_b=overwrite_b,
+           check_finite=check_finite)
+    del check_finite, overwrite_b  # always checked; the solution is a new array
+    try:
+        op = _TRANS[trans]
+    except (KeyError, TypeError):
+        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}") from None
+    a = _square(_np.asarray(a))
+    dtype = _dtype(a, _np.asarray(b), small=_np.float64)
+    n = a.shape[-1]
+    x, stack, vector = _rhs(b, n, a.shape[:-2], dtype)
+    if x.size == 0 or n == 0:
+        return _solution(x, stack, vector)
+    mats = _matrices(a, stack, dtype)
+
+    def one(i):
+        m = mats[i]
+        if unit_diagonal:
+            m = _np.array(m, order="F")
+            m[_np.diag_indices(n)] = 1
+        _hetla.solve_triangular(m, x[i], bool(lower), op)
+
+    _each_of_batch(x.shape[0], one)
+    return _solution(x, stack, vector)
 
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):

@@ -46,13 +46,14 @@ macro_rules! by_dtype {
     }};
 }
 
-/// The `TypeError` of an array whose dtype hetla has no kernels for.
+/// The `ValueError` of an array whose dtype hetla has no kernels for (scipy's error for a
+/// non-numeric array).
 fn dtype_error(what: &str, a: &Bound<'_, PyAny>) -> PyErr {
     let dtype = a
         .getattr("dtype")
         .map(|d| d.to_string())
         .unwrap_or_else(|_| a.get_type().to_string());
-    PyTypeError::new_err(format!(
+    PyValueError::new_err(format!(
         "{what} has dtype {dtype}; hetla computes in float32, float64, complex64 and complex128"
     ))
 }
@@ -906,10 +907,37 @@ fn solve_with<'py, T: Scalar + Element>(
     f: &impl Solver<T>,
     b: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let b = readable::<T, ndarray::Ix2>(b, "b")?;
+    // b as numpy reads it: (n,) or (n, k) of any numeric dtype the factor's holds (a real factor
+    // refuses a complex b, whose imaginary part a conversion would drop).
+    let np = py.import("numpy")?;
+    let given = np.call_method1("asarray", (b,))?;
+    let kind: String = given.getattr("dtype")?.getattr("kind")?.extract()?;
+    let ndim: usize = given.getattr("ndim")?.extract()?;
+    let dtype = given.getattr("dtype")?.to_string();
+    if !"biufc".contains(kind.as_str()) || (kind == "c" && !T::PRECISION.is_complex()) {
+        return Err(PyValueError::new_err(format!(
+            "b has dtype {dtype}; this factor solves in {}: give b of a real or, for a complex \
+             factor, complex numeric dtype",
+            numpy::dtype::<T>(py)
+        )));
+    }
+    if ndim != 1 && ndim != 2 {
+        return Err(PyValueError::new_err(format!(
+            "b must be of shape (n,) or (n, k), got {ndim} dimensions"
+        )));
+    }
+    let mut converted = np.call_method1("asarray", (given, numpy::dtype::<T>(py)))?;
+    if ndim == 1 {
+        let rows: usize = converted.len()?;
+        converted = converted.call_method1("reshape", ((rows, 1),))?;
+    }
+    let b = readable::<T, ndarray::Ix2>(&converted, "b")?;
     let b = b.as_array();
     let x = py.detach(|| f.solve_array(b)).map_err(py_error)?;
-    Ok(x.into_pyarray(py).into_any())
+    Ok(match ndim {
+        1 => x.column(0).to_owned().into_pyarray(py).into_any(),
+        _ => x.into_pyarray(py).into_any(),
+    })
 }
 
 /// The element types a factor can have.
@@ -972,7 +1000,8 @@ impl PyFactor {
         on_factor!(&self.0, f => to_numpy(py, f.l().as_ref()))
     }
 
-    /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype).
+    /// Solves A X = B: B of shape (n,) (X then (n,)) or (n, k), of any numeric dtype the factor's
+    /// holds (converted to it).
     fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         on_factor!(&self.0, f => solve_with(py, f, b))
     }
@@ -1066,8 +1095,8 @@ impl PyLdlt {
         self.0.dtype()
     }
 
-    /// Solves A X = B (B of shape (n,) or (n, k), the factor's dtype); LinAlgError for a singular
-    /// A.
+    /// Solves A X = B: B of shape (n,) (X then (n,)) or (n, k), of any numeric dtype the factor's
+    /// holds (converted to it); LinAlgError for a singular A.
     fn solve<'py>(&self, py: Python<'py>, b: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         on_factor!(&self.0, f => solve_with(py, f, b))
     }

@@ -378,7 +378,7 @@ def test_wrong_shapes_are_valueerror(a):
         assert lu.shape == np.shape(a) and piv.shape == np.shape(a)[:-2] + (min(np.shape(a)[-2:]),)
 
 
-def test_wrong_dtypes_are_typeerror():
+def test_numeric_dtypes_are_promoted_and_others_are_valueerror():
     # scipy's choices of the computed dtype: long double in double, small integers and bools in
     # float32 (float64 for solve), larger integers in float64.
     assert hetla.cho_factor(np.eye(3, dtype=np.longdouble))[0].dtype == np.float64
@@ -387,10 +387,16 @@ def test_wrong_dtypes_are_typeerror():
         assert hetla.lu_factor(np.eye(3, dtype=small))[0].dtype == np.float32
         assert hetla.solve(np.eye(3, dtype=small), np.ones(3, dtype=small)).dtype == np.float64
     assert hetla.qr(np.eye(3, dtype=np.int32))[1].dtype == np.float64
-    with pytest.raises(TypeError):
+    # Non-numeric arrays are scipy's ValueError (object, str, bytes, void).
+    with pytest.raises(ValueError):
         hetla.cho_factor(np.array([["a", "b"], ["c", "d"]], dtype=object))
-    with pytest.raises(TypeError):
-        hetla.cholesky(np.eye(3, dtype="U1"))
+    for kind in ("U1", "S1", "V8"):
+        with pytest.raises(ValueError):
+            hetla.cholesky(np.zeros((3, 3), dtype=kind))
+        with pytest.raises(ValueError):
+            hetla.lu_factor(np.zeros((3, 3), dtype=kind))
+        with pytest.raises(ValueError):
+            hetla.solve(np.zeros((3, 3), dtype=kind), np.ones(3))
 
 
 def test_rhs_mismatches_are_valueerror():
@@ -498,3 +504,23 @@ def test_solve_assume_sym_matches_scipy_on_indefinite_matrices():
     c = a + 1j * np.triu(rng.uniform(-1, 1, (200, 200)), 1)
     c = np.tril(c) + np.tril(c, -1).conj().T
     np.testing.assert_allclose(hetla.solve(c, b, assume_a="her", lower=True), sl.solve(c, b, assume_a="her", lower=True), rtol=1e-8, atol=1e-10)
+
+
+def test_factors_solve_a_vector_and_any_numeric_b_of_their_kind():
+    n = 40
+    a = spd(n, np.float64, seed=41)
+    b = random((n,), np.float64, 42)
+    for f in (hetla.CholeskyFactor(a), hetla.LdltFactor(np.tril(a))):
+        x = f.solve(b)
+        assert x.shape == (n,)
+        np.testing.assert_allclose(a @ x, b, rtol=0, atol=1e-10 * np.abs(b).max())
+        # Integers are converted to the factor's dtype; the result is the same as in float64.
+        ints = np.arange(n)
+        np.testing.assert_allclose(f.solve(ints), f.solve(ints.astype(np.float64)), rtol=1e-14)
+        assert f.solve(ints[:, None]).shape == (n, 1)
+        # A real factor refuses a complex b (a conversion would drop its imaginary part), and a
+        # 3-D b, each with what it got.
+        with pytest.raises(ValueError, match="complex128"):
+            f.solve(b.astype(np.complex128))
+        with pytest.raises(ValueError, match="3 dimensions"):
+            f.solve(np.ones((n, 1, 1)))

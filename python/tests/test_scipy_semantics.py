@@ -266,3 +266,41 @@ def test_an_ill_conditioned_matrix_of_a_stack_warns_with_its_index(assume_a, low
         warnings.simplefilter("error")
         hetla.solve(np.stack([spd(4, np.complex128, seed=18)] * 3), np.ones(4),
                     assume_a=assume_a, lower=lower)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_solve_triangular_is_scipys(dtype):
+    n = 9
+    rtol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    a = rand((n, n), dtype, 31) + 4 * np.eye(n, dtype=dtype)
+    b = rand((n, 3), dtype, 32)
+    for lower in (False, True):
+        for trans in (0, 1, 2, "N", "T", "C"):
+            for unit in (False, True):
+                ours = hetla.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
+                theirs = sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
+                same(ours, theirs, rtol)
+    # A vector b stays a vector; a stack of matrices broadcasts against one b, as scipy's.
+    same(hetla.solve_triangular(a, b[:, 0]), sl.solve_triangular(a, b[:, 0]), rtol)
+    stack = np.stack([a, a.T.copy(), 2 * a])
+    same(hetla.solve_triangular(stack, b, lower=True), sl.solve_triangular(stack, b, lower=True), rtol)
+    # Integers are computed in float64.
+    assert hetla.solve_triangular(np.eye(3, dtype=np.int32), np.ones(3, dtype=np.int32)).dtype == np.float64
+
+
+def test_solve_triangular_refuses_what_scipy_refuses():
+    a = np.triu(rand((4, 4), np.float64, 33)) + 4 * np.eye(4)
+    singular = a.copy()
+    singular[2, 2] = 0
+    with pytest.raises(np.linalg.LinAlgError):
+        hetla.solve_triangular(singular, np.ones(4))
+    nan = a.copy()
+    nan[0, 3] = np.nan
+    with pytest.raises(ValueError):
+        hetla.solve_triangular(nan, np.ones(4))
+    with pytest.raises(ValueError):
+        hetla.solve_triangular(a, np.ones(5))
+    with pytest.raises(ValueError):
+        hetla.solve_triangular(a, np.ones(4), trans="X")
+    with pytest.raises(ValueError):
+        hetla.solve_triangular(np.zeros((3, 3), dtype="U1"), np.ones(3))
