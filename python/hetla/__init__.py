@@ -199,14 +199,17 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
     Returns ``(c, lower)``: ``c`` holds the factor in the triangle ``lower`` says (L with A = L L^H,
     or U = L^H with A = U^H U); the other triangle keeps what ``a`` had there. Only that triangle
-    of ``a`` is read. A stack (..., M, M) factors as a batch, one matrix per core at a time.
+    of ``a`` is read. A stack (..., M, M) factors as a batch, one matrix per core at a time, and
+    its ``lower`` is an array of the stack's shape, as scipy's.
     ``check_finite``: the triangle read is always checked (a NaN or infinity there is a
     ValueError; the check is part of hetla's pass over the matrix). Raises LinAlgError with the
     column when the matrix is not positive definite.
     """
     _flags(lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
     del check_finite  # always checked
-    return _cho(a, lower, overwrite_a, False), lower
+    c = _cho(a, lower, overwrite_a, False)
+    # A stack's ``lower`` is scipy's: an array of the stack's shape (each matrix's flag).
+    return c, (_np.full(c.shape[:-2], bool(lower)) if c.ndim > 2 else lower)
 
 
 def cholesky(a, upper=False):
@@ -282,6 +285,11 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     _flags(overwrite_b=overwrite_b, check_finite=check_finite)
     del overwrite_b, check_finite  # b is never overwritten; c and b are always checked
     c, lower = c_and_lower
+    # A stack's ``lower`` may be an array (cho_factor's, scipy's): one flag for every matrix.
+    flags = _np.unique(_np.asarray(lower, dtype=bool))
+    if flags.size > 1:
+        raise ValueError("lower must be the same for every matrix of the stack")
+    lower = bool(flags[0]) if flags.size else False
     c = _square(c, "c")
     dtype = _dtype(c, _np.asarray(b))
     n = c.shape[-1]

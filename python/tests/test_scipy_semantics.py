@@ -304,3 +304,16 @@ def test_solve_triangular_refuses_what_scipy_refuses():
         hetla.solve_triangular(a, np.ones(4), trans="X")
     with pytest.raises(ValueError):
         hetla.solve_triangular(np.zeros((3, 3), dtype="U1"), np.ones(3))
+
+
+def test_a_batched_cho_factor_returns_lower_as_scipys_array_and_cho_solve_takes_it():
+    a = spd(5, np.float64, seed=51, batch=(3,))
+    b = rand((3, 5, 2), np.float64, 52)
+    for lower in (False, True):
+        c, flags = hetla.cho_factor(a, lower=lower)
+        theirs = sl.cho_factor(a, lower=lower)[1]
+        assert isinstance(flags, np.ndarray) and flags.shape == theirs.shape == (3,)
+        assert (flags == theirs).all()
+        same(hetla.cho_solve((c, flags), b), sl.cho_solve(sl.cho_factor(a, lower=lower), b))
+    # One matrix: a bool, as scipy's.
+    assert hetla.cho_factor(a[0])[1] is False
