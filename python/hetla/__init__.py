@@ -608,17 +608,15 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     """QR decomposition: scipy.linalg.qr. By tiled Householder reflections, or with
     ``pivoting=True`` by column pivoting (A P = Q R with |R_ii| non-increasing; faer's kernel, not
     tiled), which returns P (int32 column indices of A) last, as scipy's. ``mode``: "full" (Q M x
-    M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``, or ``(R, P)``);
-    "raw" (LAPACK's packed reflectors) is not offered: hetla's tiled QR keeps its reflectors by
-    tile. ``lwork`` is accepted for scipy's signature (a value below scipy's minimum, max(1, N),
+    M, R M x N), "economic" (Q M x K, R K x N, K = min(M, N)), "r" (returns ``(R,)``, or ``(R, P)``),
+    "raw" (returns ``((h, tau), R)``, LAPACK ?geqrf's packed reflectors and R K x N, by one QR of
+    the whole matrix on the tile kernel; with pivoting ?geqp3's, the columns in hetla's pivoted
+    order, and P last). ``lwork`` is accepted for scipy's signature (a value below scipy's minimum, max(1, N),
     is a ValueError as there). A stack (..., M, N) is factored matrix by matrix."""
     _flags(overwrite_a=overwrite_a, pivoting=pivoting, check_finite=check_finite)
     del overwrite_a, check_finite
-    if mode not in ("full", "economic", "r"):
-        raise ValueError(
-            f"mode must be 'full', 'economic' or 'r', got {mode!r} (hetla offers no 'raw' mode: "
-            "its tiled QR keeps its reflectors by tile)"
-        )
+    if mode not in ("full", "economic", "r", "raw"):
+        raise ValueError(f"mode must be 'full', 'economic', 'r' or 'raw', got {mode!r}")
     a = _np.asarray(a)
     if a.ndim < 2:
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
@@ -630,6 +628,14 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         stacked = tuple(_np.stack(p).reshape(a.shape[:-2] + p[0].shape) for p in zip(*parts))
         return stacked
     dtype = _dtype(a)
+    if mode == "raw":
+        # LAPACK's packed form, ?geqrf's (?geqp3's with pivoting: the same reflectors on the
+        # columns in their pivoted order), and R as the economic one.
+        m = _np.asarray(a, dtype=dtype)
+        p = _hetla.qr_pivoted(m, False, False)[2] if pivoting else None
+        h, tau = _hetla.qr_raw(m if p is None else m[:, p])
+        r = _np.triu(h[: min(h.shape)])
+        return ((h, tau), r) if p is None else ((h, tau), r, p)
     if pivoting:
         q, r, p = _hetla.qr_pivoted(_np.asarray(a, dtype=dtype), mode != "economic", mode != "r")
         return (r, p) if mode == "r" else (q, r, p)

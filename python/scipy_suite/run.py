@@ -49,12 +49,6 @@ DIFFERENCES = [
         "DID NOT RAISE NotImplementedError",
         "more: hetla solves A^T x = b for a complex A (transposed=True), which scipy refuses",
     ),
-    (
-        "TestQR::",
-        "hetla offers no 'raw' mode",
-        "not offered: qr(mode='raw'), LAPACK's packed reflectors (hetla's tiled QR keeps its "
-        "reflectors by tile), a ValueError that says so",
-    ),
 ]
 
 

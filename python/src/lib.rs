@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 pyo3::import_exception!(numpy.linalg, LinAlgError);
 
 /// Runs `$body` with `$T` the element type of the array `$a` (a `&Bound<PyAny>`): f32, f64, c32 or
-/// c64; any other dtype is a `TypeError` naming `$what`.
+/// c64; any other dtype is a `ValueError` naming `$what` (scipy's error for a non-numeric array).
 macro_rules! by_dtype {
     ($a:expr, $what:expr, $T:ident => $body:expr) => {{
         let a: &Bound<'_, PyAny> = $a;
@@ -725,6 +725,38 @@ fn lstsq<'py>(
     })
 }
 
+/// LAPACK ?geqrf's factorisation of `a` (m x n, left unchanged), scipy's `qr(mode="raw")`: `h`
+/// (m x n, Fortran-ordered) holds R on and above its diagonal and the Householder vectors below
+/// it (unit first entries implied), `tau` (min(m, n)) the reflectors' scalars, H_i = I - tau_i v_i
+/// v_i^H. One QR of the whole matrix by the tile kernel (?geqrt, whose reflectors are ?geqrf's;
+/// each tau is the diagonal entry of its block's T).
+#[pyfunction]
+fn qr_raw<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let a = a.as_array();
+        let (m, n) = a.dim();
+        let k = m.min(n);
+        let mut h = ndarray::Array2::<T>::zeros((m, n).f());
+        h.assign(&a);
+        // LAPACK's usual inner block, at most the reflectors' count.
+        let ib = k.clamp(1, 32);
+        let mut t = ndarray::Array2::<T>::zeros((ib, k).f());
+        if k > 0 {
+            let (hv, tv) = (h.view_mut(), t.view_mut());
+            py.detach(move || {
+                Backend::default().qr_tile(faer_mut(hv), faer_mut(tv), Par::rayon(0))
+            })
+            .map_err(|e| py_error(Error::Kernel(e)))?;
+        }
+        let tau: ndarray::Array1<T> = (0..k).map(|c| t[(c % ib, c)]).collect();
+        Ok((h.into_pyarray(py).into_any(), tau.into_pyarray(py).into_any()))
+    })
+}
+
 /// What `qr_pivoted` returns: Q (None when not asked for), R and the column permutation.
 type PivotedParts<'py> = (
     Option<Bound<'py, PyAny>>,
@@ -1262,6 +1294,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
     m.add_function(wrap_pyfunction!(qr_pivoted, m)?)?;
+    m.add_function(wrap_pyfunction!(qr_raw, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq_rank, m)?)?;
     m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;

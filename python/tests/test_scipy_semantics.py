@@ -317,3 +317,22 @@ def test_a_batched_cho_factor_returns_lower_as_scipys_array_and_cho_solve_takes_
         same(hetla.cho_solve((c, flags), b), sl.cho_solve(sl.cho_factor(a, lower=lower), b))
     # One matrix: a bool, as scipy's.
     assert hetla.cho_factor(a[0])[1] is False
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(7, 4), (4, 7), (5, 5)])
+def test_qr_raw_is_lapacks_packed_form(dtype, shape):
+    rtol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    a = rand(shape, dtype, 61)
+    (h, tau), r = hetla.qr(a, mode="raw")
+    (h0, tau0), r0 = sl.qr(a, mode="raw")
+    assert h.flags.f_contiguous
+    same(h, h0, rtol)
+    same(tau, tau0, rtol)
+    same(r, r0, rtol)
+    # With pivoting: ?geqp3's reflectors, the columns in the pivoted order returned.
+    (h, tau), r, p = hetla.qr(a, mode="raw", pivoting=True)
+    (h1, tau1), r1 = sl.qr(a[:, p], mode="raw")
+    same(h, h1, rtol)
+    same(tau, tau1, rtol)
+    same(r, r1, rtol)
