@@ -725,11 +725,11 @@ fn lstsq<'py>(
     })
 }
 
-/// LAPACK ?geqrf's factorisation of `a` (m x n, left unchanged), scipy's `qr(mode="raw")`: `h`
-/// (m x n, Fortran-ordered) holds R on and above its diagonal and the Householder vectors below
-/// it (unit first entries implied), `tau` (min(m, n)) the reflectors' scalars, H_i = I - tau_i v_i
-/// v_i^H. One QR of the whole matrix by the tile kernel (?geqrt, whose reflectors are ?geqrf's;
-/// each tau is the diagonal entry of its block's T).
+/// LAPACK ?geqrf's factorisation of `a` (m x n, left unchanged), scipy's `qr(mode="raw")`: `h` (m x
+/// n, Fortran-ordered) holds R on and above its diagonal and the Householder vectors below it (unit
+/// first entries implied), `tau` (min(m, n)) the reflectors' scalars, H_i = I - tau_i v_i v_i^H.
+/// One QR of the whole matrix by the tile kernel (?geqrt, whose reflectors are ?geqrf's; each tau
+/// is the diagonal entry of its block's T).
 #[pyfunction]
 fn qr_raw<'py>(
     py: Python<'py>,
