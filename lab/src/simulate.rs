@@ -95,8 +95,7 @@ pub fn simulate(
 ) -> Result<(SimReport, Trace)> {
     let model = machine.model;
     model.check_precision(plan.precision())?;
-    let ops = plan.ops();
-    model.check_gpus_work(&ops, plan.tile(), plan.precision(), machine.gpus)?;
+    model.check_tile(&plan.ops(), plan.tile(), plan.precision(), machine.gpus)?;
     let platform = machine.sim_platform_for(plan)?;
     let tile = plan.tile();
     let start = Instant::now();
@@ -177,7 +176,6 @@ pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
     let ops = plan.ops();
     model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
-    model.check_gpus_work(&ops, plan.tile(), plan.precision(), machine.gpus)?;
     let tile = plan.tile();
     let platform = machine.sim_platform()?;
     shared_bounds(plan, &platform, |key, class| {

@@ -603,10 +603,14 @@ impl PlatformModel {
                 gpu.link.host_shared_by, gpu.count
             ));
         }
+        // Every copy rate the file gives: the link's, the pageable copies', the copies within.
         let links = [
-            ("h2d", Some(gpu.link.h2d)),
-            ("d2h", Some(gpu.link.d2h)),
-            ("p2p", gpu.link.p2p),
+            ("link.h2d", Some(gpu.link.h2d)),
+            ("link.d2h", Some(gpu.link.d2h)),
+            ("link.p2p", gpu.link.p2p),
+            ("pageable.h2d", gpu.pageable.map(|p| p.h2d)),
+            ("pageable.d2h", gpu.pageable.map(|p| p.d2h)),
+            ("device_copies", gpu.device_copies),
         ];
         for (name, rate) in links {
             if let Some(r) = rate
@@ -616,37 +620,10 @@ impl PlatformModel {
                     && r.gb_per_s > 0.0)
             {
                 return bad(format!(
-                    "gpu.link.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
+                    "gpu.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
                     r.latency_us, r.gb_per_s
                 ));
             }
-        }
-        let pageable = gpu
-            .pageable
-            .iter()
-            .flat_map(|p| [("h2d", p.h2d), ("d2h", p.d2h)]);
-        for (name, r) in pageable {
-            if !(r.latency_us.is_finite()
-                && r.latency_us >= 0.0
-                && r.gb_per_s.is_finite()
-                && r.gb_per_s > 0.0)
-            {
-                return bad(format!(
-                    "gpu.pageable.{name}: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
-                    r.latency_us, r.gb_per_s
-                ));
-            }
-        }
-        if let Some(r) = gpu.device_copies
-            && !(r.latency_us.is_finite()
-                && r.latency_us >= 0.0
-                && r.gb_per_s.is_finite()
-                && r.gb_per_s > 0.0)
-        {
-            return bad(format!(
-                "gpu.device_copies: latency {} us, bandwidth {} GB/s; latency must be >= 0 and bandwidth > 0",
-                r.latency_us, r.gb_per_s
-            ));
         }
         if !(gpu.lock_gb_per_s.is_finite() && gpu.lock_gb_per_s >= 0.0) {
             return bad(format!(
@@ -920,7 +897,8 @@ impl PlatformModel {
     }
 
     /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at `tile`, and
-    /// says which tile sizes do otherwise.
+    /// says which tile sizes do otherwise; and that GPUs asked for have work (a rate for one of
+    /// `ops`).
     pub fn check_tile(
         &self,
         ops: &[Op],
@@ -930,15 +908,15 @@ impl PlatformModel {
     ) -> Result<()> {
         self.check_precision(precision)?;
         let cpu = ResourceClass::CpuCluster { cores: 1 };
-        let gpu = self.gpu.as_ref().map(|g| ResourceClass::Gpu {
-            name: g.name.clone(),
-        });
+        let gpu = (self.gpu.as_ref())
+            .filter(|_| gpus > 0)
+            .map(|g| ResourceClass::Gpu {
+                name: g.name.clone(),
+            });
         for &op in ops {
             let on_cpu = self.rate(op, tile, precision, &cpu).is_some();
-            let on_gpu = gpus > 0
-                && gpu
-                    .as_ref()
-                    .is_some_and(|g| self.rate(op, tile, precision, g).is_some());
+            let on_gpu =
+                (gpu.as_ref()).is_some_and(|g| self.rate(op, tile, precision, g).is_some());
             if !on_cpu && !on_gpu {
                 return Err(Error::InvalidOption {
                     option: "tile",
@@ -950,29 +928,13 @@ impl PlatformModel {
                 });
             }
         }
-        Ok(())
-    }
-
-    /// Errors when `gpus` > 0 but the model's GPU has a rate for none of `ops` at `tile` in
-    /// `precision`: its GPUs would sit in the run with no task (LU, QR and LDL^T have no GPU
-    /// kernels yet), which a user asking for them would not expect.
-    pub fn check_gpus_work(
-        &self,
-        ops: &[Op],
-        tile: usize,
-        precision: Precision,
-        gpus: usize,
-    ) -> Result<()> {
-        let Some(gpu) = self.gpu.as_ref().filter(|_| gpus > 0) else {
-            return Ok(());
-        };
-        let class = ResourceClass::Gpu {
-            name: gpu.name.clone(),
-        };
-        if ops
-            .iter()
-            .any(|&op| self.rate(op, tile, precision, &class).is_some())
-        {
+        // GPUs asked for must have work: LU, QR and LDL^T have no GPU kernels yet, and a run would
+        // leave them idle.
+        let idle = gpu.is_some_and(|g| {
+            ops.iter()
+                .all(|&op| self.rate(op, tile, precision, &g).is_none())
+        });
+        if !idle {
             return Ok(());
         }
         let names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
