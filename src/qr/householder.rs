@@ -456,10 +456,10 @@ impl<T: Scalar> QrFactor<T> {
 
     /// The least-squares solution X of min ||A X - B||_2 (m >= n, A of full column rank; LAPACK
     /// ?gels): X = R^-1 (Q^H B)[..n]. An R that is numerically singular (an exactly zero diagonal
-    /// entry, or a condition estimate beyond 1 / (max(m, n) eps), [`rank_deficient_column`]) is
-    /// [`Error::RankDeficient`] with the column, never a solution of rounding error; for A of any
-    /// rank, [`crate::lstsq_rank`] gives the minimum-norm solution and the rank. m < n is
-    /// [`Error::Underdetermined`].
+    /// entry, or a condition estimate beyond 1 / (max(m, n) eps), the cutoff numpy and scipy use
+    /// for the rank) is [`Error::RankDeficient`] with the column, never a solution of rounding
+    /// error; for A of any rank, [`crate::lstsq_rank`] gives the minimum-norm solution and the
+    /// rank. m < n is [`Error::Underdetermined`].
     pub fn solve_least_squares<B: Matrix<Elem = T>>(&self, b: B) -> Result<B::Owned> {
         let (m, n) = (self.nrows(), self.ncols());
         if m < n {
