@@ -348,24 +348,25 @@ impl Cholesky {
         };
         // With a device the check runs beside the run, from its first uploads (nothing writes
         // host memory before it ends); on the cores alone it would only take them from the run.
-        let beside = !platform.devices().is_empty();
-        let norm = match beside {
-            true => None,
-            false => Some(check_hermitian_lower("A", from.unwrap_or(a.as_ref()))?),
-        };
         // SAFETY: a view of `a`'s lower triangle read by the check beside the run, which nothing
         // writes until the check has returned (`execute_checked`'s gate) and which the check drops
         // when it returns; `real_diagonal` below writes only imaginary parts of the diagonal, which
         // the check does not read, before the run and the check start.
-        let input = from.unwrap_or_else(|| unsafe {
-            MatRef::from_raw_parts(
-                a.as_ptr(),
-                a.nrows(),
-                a.ncols(),
-                a.row_stride(),
-                a.col_stride(),
-            )
+        let beside = (!platform.devices().is_empty()).then(|| {
+            from.unwrap_or_else(|| unsafe {
+                MatRef::from_raw_parts(
+                    a.as_ptr(),
+                    a.nrows(),
+                    a.ncols(),
+                    a.row_stride(),
+                    a.col_stride(),
+                )
+            })
         });
+        let norm = match beside {
+            Some(_) => None,
+            None => Some(check_hermitian_lower("A", from.unwrap_or(a.as_ref()))?),
+        };
         if from.is_none() {
             real_diagonal(a.as_mut());
         }
@@ -386,11 +387,12 @@ impl Cholesky {
             from,
             self.storage,
             &options,
-            |store| match norm {
-                Some(norm) => work::execute(plan, platform, store, &options).map(|t| (t, norm)),
-                None => work::execute_checked(plan, platform, store, &options, || {
+            |store| match (beside, norm) {
+                (Some(input), _) => work::execute_checked(plan, platform, store, &options, || {
                     check_hermitian_lower("A", input)
                 }),
+                (None, norm) => work::execute(plan, platform, store, &options)
+                    .map(|t| (t, norm.unwrap_or_default())),
             },
         )
     }

@@ -16,9 +16,9 @@ use hetla_runtime::{
     Platform, RunOptions, Trace, Workload, execute as run_graph, execute_checked as run_checked,
 };
 
-use crate::Result;
 use crate::plan::{Algorithm, Plan, expect_precision, run_error, tile_work};
 use crate::tiles::{TileStore, TileWork, delegate_to_tiles, operands};
+use crate::{Error, Result};
 
 /// Runs a plan of Cholesky's on `platform` over the tiles `store` holds: a factor's tasks through
 /// [`InvertingWork`] (its panel inverses' copies), any other plan as [`Plan::execute`] runs it.
@@ -28,19 +28,16 @@ pub(crate) fn execute<T: Scalar>(
     store: &dyn TileStore<T>,
     options: &RunOptions,
 ) -> Result<Trace> {
-    let Algorithm::Cholesky { n } = plan.algorithm() else {
-        return plan.execute(platform, store, options);
+    let run_options = plan.run_options(options);
+    let run = |work: &InvertingWork<'_, T>| {
+        run_graph(platform, work, &run_options).map_err(|e| run_error(plan, e))
     };
-    expect_precision(plan, T::PRECISION)?;
-    let shape = |tile| plan.shape(tile);
-    let tiles = tile_work(plan, &shape, store, platform);
-    let work = InvertingWork::new(tiles, n.div_ceil(plan.tile().max(1)));
-    run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
+    on_work(plan, platform, store, run)?.unwrap_or_else(|| plan.execute(platform, store, options))
 }
 
-/// Runs a Cholesky factor's plan as [`execute`] does, with `check` reading the store's input beside
-/// the run ([`hetla_runtime::execute_checked`]: nothing writes host memory until it has returned);
-/// the run's result and the check's (its error first when both fail).
+/// Runs a Cholesky factorisation's plan as [`execute`] does, with `check` reading the store's input
+/// beside the run ([`hetla_runtime::execute_checked`]: nothing writes host memory until it has
+/// returned); the run's result and the check's (its error first when both fail).
 pub(crate) fn execute_checked<T: Scalar>(
     plan: &Plan,
     platform: &Platform,
@@ -48,18 +45,38 @@ pub(crate) fn execute_checked<T: Scalar>(
     options: &RunOptions,
     check: impl FnOnce() -> Result<f64>,
 ) -> Result<(Trace, f64)> {
+    let run_options = plan.run_options(options);
+    let run = |work: &InvertingWork<'_, T>| run_checked(platform, work, &run_options, check);
+    let (run, norm) = on_work(plan, platform, store, run)?.ok_or_else(|| Error::InvalidOption {
+        option: "plan",
+        reason: format!(
+            "an input check runs beside a Cholesky factorisation, not a {}",
+            plan.algorithm().name()
+        ),
+    })?;
+    let norm = norm?;
+    run.map(|trace| (trace, norm))
+        .map_err(|e| run_error(plan, e))
+}
+
+/// `run` on a Cholesky factor's tasks over `store` ([`InvertingWork`]), its runtime error as the
+/// plan's; `None` for a plan of another algorithm.
+fn on_work<T: Scalar, R>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    run: impl FnOnce(&InvertingWork<'_, T>) -> R,
+) -> Result<Option<R>> {
     let Algorithm::Cholesky { n } = plan.algorithm() else {
-        let norm = check()?;
-        return plan.execute(platform, store, options).map(|t| (t, norm));
+        return Ok(None);
     };
     expect_precision(plan, T::PRECISION)?;
     let shape = |tile| plan.shape(tile);
     let tiles = tile_work(plan, &shape, store, platform);
-    let work = InvertingWork::new(tiles, n.div_ceil(plan.tile().max(1)));
-    let (run, norm) = run_checked(platform, &work, &plan.run_options(options), check);
-    let norm = norm?;
-    run.map(|trace| (trace, norm))
-        .map_err(|e| run_error(plan, e))
+    Ok(Some(run(&InvertingWork::new(
+        tiles,
+        n.div_ceil(plan.tile().max(1)),
+    ))))
 }
 
 /// The fewest solves a panel must have for its diagonal tile to be inverted: the inversion (b^3/3
