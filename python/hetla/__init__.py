@@ -646,8 +646,9 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     """Least-squares solution of A x = b: scipy.linalg.lstsq's return values ``(x, residues, rank,
-    s)`` as its "gelsy" driver gives them (``s`` None; an empty array for an empty A), whichever of
-    scipy's drivers ``lapack_driver`` names (another name is a ValueError). Any shape
+    s)``: ``s`` A's singular values in non-increasing order (faer's SVD, values only) for scipy's
+    SVD drivers, "gelsd" (the default) and "gelss", None for "gelsy" (an empty array for an empty
+    A); another driver name is a ValueError. Any shape
     and rank: the minimum-norm solution and A's effective rank, the diagonal entries of a
     column-pivoted R above ``cond`` times the largest counting (``cond`` None: the precision's
     eps); a matrix clearly of full column rank with M >= N is solved by the tiled Householder QR.
@@ -657,7 +658,9 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     _flags(overwrite_a=overwrite_a, overwrite_b=overwrite_b, check_finite=check_finite)
     if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
         raise ValueError(f"lapack_driver must be None, 'gelsd', 'gelsy' or 'gelss', got {lapack_driver!r}")
-    del overwrite_a, overwrite_b, check_finite, lapack_driver
+    # scipy's SVD drivers (gelsd, its default, and gelss) also return A's singular values.
+    singular = lapack_driver != "gelsy"
+    del overwrite_a, overwrite_b, check_finite
     a = _np.asarray(a)
     b = _np.asarray(b)
     if a.ndim < 2:
@@ -670,10 +673,13 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         a = _np.broadcast_to(a, stack + a.shape[-2:])
         b = _np.broadcast_to(b, stack + b.shape[-core:])
         where = list(_np.ndindex(stack))
-        parts = _each_of_batch(len(where), lambda i: lstsq(a[where[i]], b[where[i]], cond))
-        x, residues, rank = (_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
-                             for k in range(3))
-        return x, residues, rank, None
+        parts = _each_of_batch(
+            len(where), lambda i: lstsq(a[where[i]], b[where[i]], cond, lapack_driver=lapack_driver)
+        )
+        kept = 4 if singular else 3
+        out = [_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
+               for k in range(kept)]
+        return tuple(out) if singular else (*out, None)
     m, n = a.shape
     dtype = _dtype(a, b)
     real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
@@ -699,7 +705,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         x = x[:, 0]
         if residues.size:
             residues = residues[0]
-    return x, residues, rank, None
+    s = _hetla.singular_values(_np.asarray(a, dtype=dtype)) if singular else None
+    return x, residues, rank, s
 
 
 # ---- the laboratory --------------------------------------------------------------------------

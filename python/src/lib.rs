@@ -757,6 +757,22 @@ fn qr_raw<'py>(
     })
 }
 
+/// The singular values of `a` (m x n) in non-increasing order, in its real precision: faer's SVD
+/// without vectors (scipy's `s` of `lstsq` with its SVD drivers).
+#[pyfunction]
+fn singular_values<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let a = a.as_array();
+        let s = py
+            .detach(move || faer_ref(a).singular_values())
+            .map_err(|e| {
+                LinAlgError::new_err(format!("the singular values did not converge: {e:?}"))
+            })?;
+        Ok(PyArray1::from_vec(py, s).into_any())
+    })
+}
+
 /// What `qr_pivoted` returns: Q (None when not asked for), R and the column permutation.
 type PivotedParts<'py> = (
     Option<Bound<'py, PyAny>>,
@@ -1295,6 +1311,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
     m.add_function(wrap_pyfunction!(qr_pivoted, m)?)?;
     m.add_function(wrap_pyfunction!(qr_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(singular_values, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq_rank, m)?)?;
     m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;

@@ -336,3 +336,18 @@ def test_qr_raw_is_lapacks_packed_form(dtype, shape):
     same(h, h1, rtol)
     same(tau, tau1, rtol)
     same(r, r1, rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_lstsq_returns_the_singular_values_for_scipys_svd_drivers(dtype):
+    rtol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    a = rand((9, 4), dtype, 71)
+    b = rand((9,), dtype, 72)
+    for driver in (None, "gelsd", "gelss"):
+        s = hetla.lstsq(a, b, lapack_driver=driver)[3]
+        same(s, sl.lstsq(a, b, lapack_driver=driver)[3], rtol)
+    assert hetla.lstsq(a, b, lapack_driver="gelsy")[3] is None
+    # A stack gives a stack of them, as scipy's.
+    stack = np.stack([a, 2 * a])
+    bs = np.stack([b, b])[..., None]
+    same(hetla.lstsq(stack, bs)[3], sl.lstsq(stack, bs)[3], rtol)
