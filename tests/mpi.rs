@@ -266,6 +266,8 @@ fn distributed_qr_factors_every_precision_and_sends_each_panel_once_to_each_rank
     }
     let singular = "refused: A is rank deficient: R's diagonal entry at column 6 (0-based)";
     assert_eq!(out.matches(singular).count(), 2, "{out}");
+    let doubled = "refused: A is rank deficient: R's diagonal entry at column 7 (0-based)";
+    assert_eq!(out.matches(doubled).count(), 2, "{out}");
     let inf = "rank 1: in its tile (0, 1): A has a non-finite entry inf at row 1, column 0";
     assert_eq!(out.matches(inf).count(), 1, "{out}");
     assert_eq!(out.matches("rank 1: refused its part").count(), 1, "{out}");
@@ -592,6 +594,27 @@ fn rank_side() {
                 .collect();
             a = DistributedMatrix::from_local_general_tiles(&world, (n, 9), tile, grid, zeroed)
                 .unwrap();
+            let err = qr
+                .least_squares_distributed(&world, &mut a, &b)
+                .unwrap_err();
+            println!("refused: {err}");
+            // Two equal columns (6 and 7): R's entry at 7 is rounding, refused on both ranks.
+            let a = DistributedMatrix::<f64>::random(&world, (n, 9), tile, grid, seed).unwrap();
+            let doubled: Vec<_> = a
+                .tiles()
+                .iter()
+                .map(|(&(i, j), t)| {
+                    let mut t = t.clone();
+                    if j == 1 {
+                        let six = t.col(2).to_owned();
+                        t.col_mut(3).copy_from(&six);
+                    }
+                    ((i, j), t)
+                })
+                .collect();
+            let mut a =
+                DistributedMatrix::from_local_general_tiles(&world, (n, 9), tile, grid, doubled)
+                    .unwrap();
             let err = qr
                 .least_squares_distributed(&world, &mut a, &b)
                 .unwrap_err();

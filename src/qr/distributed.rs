@@ -80,8 +80,9 @@ impl Qr {
     /// distributed upper substitution (as LU's solve runs it). `a` is overwritten by its QR factor;
     /// `b` is read. Refused on every rank before any work as the factorisation is, and for
     /// right-hand sides on another grid, with another tile or other rows, or holding a NaN or an
-    /// infinity; an R with an exactly zero diagonal entry (A not of full rank) is
-    /// [`crate::Error::RankDeficient`] with its column on every rank, as LAPACK's ?gels reports it.
+    /// infinity; an R with a diagonal entry exactly zero (LAPACK ?gels's refusal) or at most max(m,
+    /// n) eps times the largest (A not numerically of full rank) is [`crate::Error::RankDeficient`]
+    /// with its column on every rank.
     pub fn least_squares_distributed<T: Wire, C: Communicator>(
         &self,
         comm: &C,
@@ -92,26 +93,40 @@ impl Qr {
         let run = self.factor_in_place(comm, a, Some(&mut qb))?;
         let n = a.tiling.cols();
         let r = a.top_rows(n)?;
-        // As LAPACK's ?gels: an exactly zero diagonal entry of R (A not of full rank) is refused,
-        // the same column on every rank, before the substitution would divide by it.
-        let zero = r
-            .tiles
-            .iter()
+        // An exactly zero diagonal entry of R (LAPACK ?gels's refusal), or one at most max(m, n)
+        // eps times the largest (the one-node check's cutoff, read here on R's diagonal: the
+        // condition estimate would need R's columns across ranks): A is not numerically of full
+        // rank, refused with the same column on every rank before the substitution divides by it.
+        let diagonal: Vec<(usize, f64)> = (r.tiles.iter())
             .filter(|&(&(i, j), _)| i == j)
             .flat_map(|(&(i, _), t)| {
                 let k = t.nrows().min(t.ncols());
-                (0..k)
-                    .filter(|&d| t[(d, d)] == T::from_f64(0.0))
-                    .map(move |d| r.tiling.offset(i) + d)
+                (0..k).map(move |d| (r.tiling.offset(i) + d, t[(d, d)].abs_f64()))
             })
-            .min()
-            .map_or(u64::MAX, |c| c as u64);
-        let all = gather_within(comm, &[zero], waiting(&self.run), "the check of R")?;
-        if let Some(column) = all.iter().map(|z| z[0]).min().filter(|&z| z != u64::MAX) {
-            return Err(crate::Error::RankDeficient {
+            .collect();
+        let first = |cutoff: f64| {
+            (diagonal.iter())
+                .filter(|&&(_, v)| v <= cutoff)
+                .map(|&(c, _)| c as u64)
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        let largest = diagonal.iter().map(|&(_, v)| v).fold(0.0, f64::max);
+        let mine = [first(0.0), largest.to_bits()];
+        let all = gather_within(comm, &mine, waiting(&self.run), "the check of R")?;
+        let refuse = |column: Option<u64>| match column.filter(|&c| c != u64::MAX) {
+            Some(column) => Err(crate::Error::RankDeficient {
                 column: column as usize,
-            });
-        }
+            }),
+            None => Ok(()),
+        };
+        refuse(all.iter().map(|z| z[0]).min())?;
+        let largest = all.iter().map(|z| f64::from_bits(z[1])).fold(0.0, f64::max);
+        let m = a.tiling.rows();
+        let cutoff = m.max(n) as f64 * T::PRECISION.epsilon() * largest;
+        let negligible =
+            gather_within(comm, &[first(cutoff)], waiting(&self.run), "the check of R")?;
+        refuse(negligible.iter().map(|z| z[0]).min())?;
         let mut x = DistributedRhs(qb.0.top_rows(n)?);
         let which = [Substitution::Upper];
         let platform = self.resolve_platform();
