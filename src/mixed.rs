@@ -67,6 +67,14 @@ pub enum RefinementPath {
     /// Factored in the working precision and refined in it, residuals included (LAPACK's ?syrfs:
     /// the symmetric indefinite solve, [`crate::LdltFactor::solve_refined`]).
     Working,
+    /// Refined in the working precision with the symmetric indefinite factor until its steps
+    /// stalled above LAPACK's backward error, then solved by a Bunch-Kaufman factorisation of A in
+    /// double precision and refined with it ([`crate::LdltFactor::solve_refined`]).
+    BunchKaufman {
+        /// The backward error ||A x - b||_1 / (||A||_1 ||x||_1), in units of the working
+        /// precision's eps, at which the first factor's refinement stalled.
+        stalled_at: f64,
+    },
     /// Factored in double after the mixed path failed, for this reason.
     Fallback {
         /// Why single precision was not enough.
@@ -80,7 +88,8 @@ pub struct Refinement {
     /// The path taken.
     #[serde(flatten)]
     pub path: RefinementPath,
-    /// Refinement steps done in the mixed path (before a fallback, when there was one).
+    /// Refinement steps done in the mixed path (before a fallback, when there was one), or in the
+    /// working precision.
     pub iterations: usize,
     /// The precision the matrix was factored in last.
     pub factored_in: Precision,
@@ -265,17 +274,28 @@ fn refine<T: Refinable>(
 /// The most steps of a refinement in the working precision (LAPACK's ?syrfs ITMAX).
 pub(crate) const MAX_WORKING_STEPS: usize = 5;
 
-/// Refines the solution `x` of A X = B in A's own precision, as LAPACK's ?syrfs does but normwise:
-/// R = `residual`(X) = B - A X, D = `solve`(R), X += D, for as long as a step at least halves the
-/// residual and some column's backward error ||r_j||_1 / (||A||_1 ||x_j||_1) (`norm` = ||A||_1, the
-/// measure LAPACK's dget02 scales) is above eps, at most [`MAX_WORKING_STEPS`] steps. `x` is left
-/// with the smallest residual seen; returns the steps that made it.
+/// What a refinement in the working precision did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Refined {
+    /// The steps that improved X.
+    pub steps: usize,
+    /// The largest of the columns' backward errors ||r_j||_1 / (||A||_1 ||x_j||_1) it left, in
+    /// units of eps.
+    pub backward_error: f64,
+}
+
+/// Refines the solution `x` of A X = `b` in A's own precision, as LAPACK's ?syrfs does but
+/// normwise: R = B - A X (`product` gives A X), D = `solve`(R), X += D, for as long as a step at
+/// least halves the residual and some column's backward error ||r_j||_1 / (||A||_1 ||x_j||_1)
+/// (`norm` = ||A||_1, the measure LAPACK's dget02 scales) is above eps, at most
+/// [`MAX_WORKING_STEPS`] steps. `x` is left with the smallest residual seen.
 pub(crate) fn refine_working<T: Scalar>(
     mut x: faer::MatMut<'_, T>,
+    b: MatRef<'_, T>,
     norm: f64,
     solve: impl Fn(faer::MatMut<'_, T>) -> Result<()>,
-    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
-) -> Result<usize> {
+    product: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+) -> Result<Refined> {
     let eps = T::PRECISION.epsilon();
     let sums = |m: MatRef<'_, T>| -> Vec<f64> {
         (0..m.ncols())
@@ -290,14 +310,14 @@ pub(crate) fn refine_working<T: Scalar>(
             .map(|(r, x)| if *x > 0.0 { r / x } else { *r })
             .fold(0.0, f64::max)
     };
+    let residual = |x: MatRef<'_, T>| -> Result<Mat<T>> { Ok(b - product(x)?) };
     let mut r = residual(x.as_ref())?;
     let mut largest = error(r.as_ref(), x.as_ref());
     let mut steps = 0;
     while steps < MAX_WORKING_STEPS && largest > norm * eps {
         let mut d = r;
         solve(d.as_mut())?;
-        let mut next = x.to_owned();
-        faer::zip!(next.as_mut(), d.as_ref()).for_each(|faer::unzip!(x, d)| *x += *d);
+        let next = x.to_owned() + d;
         r = residual(next.as_ref())?;
         let now = error(r.as_ref(), next.as_ref());
         if now < largest {
@@ -305,11 +325,20 @@ pub(crate) fn refine_working<T: Scalar>(
             steps += 1;
         }
         if now > largest / 2.0 {
+            largest = largest.min(now);
             break;
         }
         largest = now;
     }
-    Ok(steps)
+    let backward_error = if norm > 0.0 {
+        largest / (norm * eps)
+    } else {
+        0.0
+    };
+    Ok(Refined {
+        steps,
+        backward_error,
+    })
 }
 
 /// Solves the SPD (Hermitian positive definite) system A X = B to double accuracy with default

@@ -188,6 +188,53 @@ fn solves_are_refined_to_a_few_eps_of_backward_error_in_every_precision() {
 }
 
 #[test]
+fn a_solve_whose_refinement_stalls_is_made_by_bunch_kaufman_in_double() {
+    // [H B^H; B 0] of order 2000 in c32 (cond ~1e4): refinement with the block Aasen factor (ratio
+    // 18) stalls near 180 eps; the solve is made again by A's Bunch-Kaufman factor in double and
+    // refined, to about 1 eps. A second solve reuses that factor.
+    let a = kkt::<hetla::c32>(1500, 500, 7);
+    let f = Ldlt::new().factor(a.as_ref()).unwrap();
+    let ratio = f.residual(a.as_ref()).unwrap();
+    assert!(ratio < 30.0, "factor ratio {ratio} at the default block");
+    for seed in [13, 14] {
+        let b: Mat<hetla::c32> = hetla::matgen::random_in(2000, 2, seed);
+        let (x, how) = f.solve_refined(b.as_ref()).unwrap();
+        let backward = backward_eps(&a, &x, &b);
+        assert!(backward <= 10.0, "backward error {backward} eps ({how:?})");
+        match how.path {
+            hetla::RefinementPath::BunchKaufman { stalled_at } => {
+                assert!(stalled_at > 10.0 && stalled_at > backward, "{how:?}")
+            }
+            ref path => panic!("{path:?}: the Aasen factor's refinement sufficed"),
+        }
+        assert_eq!(how.factored_in, Precision::Z);
+    }
+}
+
+#[test]
+fn the_default_block_keeps_lapacks_ratio_on_kkt_matrices_in_every_precision() {
+    // The factor's error grows with the block (complex types 3-4 times faster than real ones): the
+    // default (96 real, 32 complex) keeps KKT matrices under 30 to order 4000; order 1600 here,
+    // where 128 gives 25 in f64 and 73 in c64 (`hetla ldlt --kind kkt --n 1600 --tile 128`).
+    fn case<T: Scalar>() {
+        let a = kkt::<T>(1200, 400, 21);
+        let f = Ldlt::new().factor(a.as_ref()).unwrap();
+        let ratio = f.residual(a.as_ref()).unwrap();
+        assert!(ratio < 30.0, "{}: factor ratio {ratio}", T::PRECISION);
+        let inertia = f.inertia().unwrap();
+        assert_eq!(
+            (inertia.positive, inertia.negative, inertia.zero),
+            (1200, 400, 0),
+            "{}",
+            T::PRECISION
+        );
+    }
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => case::<T>());
+    }
+}
+
+#[test]
 fn zero_eigenvalues_are_judged_on_as_scale_not_on_ts() {
     // [H B^H; B 0] of order 2000 in c32: A's smallest |eigenvalue| is 0.12, far from eps ||A||_1
     // = 3e-4, but L's congruence shrinks it to T's 2.5e-4: counted on T, one negative eigenvalue

@@ -290,24 +290,6 @@ pub(crate) fn hermitian_inertia<T: Scalar>(a: MatRef<'_, T>, tolerance: f64) -> 
     eigen_inertia(widen(a), "A", tolerance)
 }
 
-/// The inertia of the Hermitian matrix whose lower triangle is `a`'s from a Bunch-Kaufman
-/// factorisation of it in double precision (f64 for a real type, c64 for a complex one), on the
-/// global parallelism.
-pub(crate) fn bunch_kaufman_inertia<T: Scalar>(a: MatRef<'_, T>) -> Inertia {
-    let (n, par) = (a.nrows(), faer::get_global_parallelism());
-    let (positive, negative, zero) = if T::PRECISION.is_complex() {
-        hetla_kernels::bunch_kaufman_inertia_c64(widen(a).as_ref(), par)
-    } else {
-        let wide = Mat::<f64>::from_fn(n, n, |i, j| a[(i, j)].to_c64().re);
-        hetla_kernels::bunch_kaufman_inertia_f64(wide.as_ref(), par)
-    };
-    Inertia {
-        positive,
-        negative,
-        zero,
-    }
-}
-
 /// The inertia of `m` (its lower triangle read) from its eigenvalues; `what` names it in the error
 /// of an eigensolver that does not converge.
 fn eigen_inertia(m: Mat<c64>, what: &'static str, tolerance: f64) -> Result<Inertia> {
@@ -331,43 +313,6 @@ fn count(values: &[f64], tolerance: f64, counts: &mut Inertia) {
             counts.positive += 1;
         } else {
             counts.negative += 1;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bunch_kaufman_gives_the_inertia_of_a_known_spectrum_in_every_precision() {
-        // Q diag(d) Q^H of order 40: 14 negative eigenvalues, 26 positive.
-        fn case<T: Scalar>() {
-            let n = 40;
-            let d: Vec<f64> = (0..n)
-                .map(|i| {
-                    if i % 3 == 0 {
-                        -1.0 - i as f64
-                    } else {
-                        0.5 + i as f64
-                    }
-                })
-                .collect();
-            let g: Mat<T> = crate::matgen::random_in(n, n, 3);
-            let q = g.qr().compute_Q();
-            let scaled = Mat::from_fn(n, n, |i, j| q[(i, j)] * T::from_f64(d[j]));
-            let a = &scaled * q.adjoint();
-            let inertia = bunch_kaufman_inertia(a.as_ref());
-            let negative = d.iter().filter(|x| **x < 0.0).count();
-            assert_eq!(
-                (inertia.positive, inertia.negative, inertia.zero),
-                (n - negative, negative, 0),
-                "{}",
-                T::PRECISION
-            );
-        }
-        for precision in hetla_kernels::Precision::ALL {
-            hetla_kernels::with_scalar!(precision, T => case::<T>());
         }
     }
 }

@@ -19,22 +19,29 @@
 //!   it reads are made (step k after stage 1's panel k + 1), so that they overlap stage 1's updates
 //!   and the factorisation ends a step after stage 1 (at n = 2048 on 2 cores, 6-12 ms after the
 //!   graph on all cores before: ~0.06 s in all).
-//! - Solves refined in the working precision (LAPACK's ?syrfs): T grows with the block, and a solve
-//!   by the factor alone is 20-2000 eps backward (see [`LdltFactor::solve_refined`]); the factor
-//!   keeps a copy of A for the residuals.
+//! - The block order keeps LAPACK's ratio of the factor under 30: T grows with it through L(k,
+//!   k)^-1, a unit lower triangle from the panel's partial pivoting scaling T's diagonal blocks on
+//!   both sides, 3-4 times faster in a complex type (96 real, 32 complex below order 6144; see
+//!   [`Ldlt::tile_size_for`]).
+//! - Solves refined in the working precision (LAPACK's ?syrfs): a solve by the factor alone is
+//!   20-2000 eps backward (see [`LdltFactor::solve_refined`]); the factor keeps a copy of A for the
+//!   residuals. Where cond(A) times the factor's error is beyond 1 (KKT matrices of order 2000 and
+//!   more in f32 and c32) the refinement stalls, and the solve is made again by a Bunch-Kaufman
+//!   factorisation of A in double precision (`pivoted.rs`), kept for the next solves and the
+//!   inertia.
 //! - Inertia (Sylvester's law: A's signs are T's) from T's Schur complements block by block
 //!   (Haynsworth), each by its eigenvalues; dense eigenvalues of T when a complement is nearly
 //!   singular. Zero is decided on A's scale (by the condition estimate; A's eigenvalues when A is
 //!   nearly singular), not on T's, whose eigenvalues L's congruence shrinks; T's signs are taken
-//!   only where the factor is certified near A, else a Bunch-Kaufman of A in double precision gives
-//!   them (see [`LdltFactor::inertia`]).
+//!   only where the factor is certified near A, else that Bunch-Kaufman factor's B gives them (see
+//!   [`LdltFactor::inertia`]).
 //!
 //! Only the lower triangle of A is read (its diagonal's imaginary parts are taken as zero). Input
 //! is checked for NaN and infinities before any work. A singular A still factors (the factor says
 //! where T's first zero pivot is, LAPACK's info); its solves refuse with [`Error::Singular`].
 
 use faer::reborrow::*;
-use faer::{Mat, MatMut};
+use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Precision, Scalar};
 
 use crate::Plan;
@@ -46,6 +53,7 @@ use hetla_runtime::{RunOptions, Trace};
 
 pub(crate) mod aasen;
 pub(crate) mod band;
+pub(crate) mod pivoted;
 pub(crate) mod plan;
 pub(crate) mod room;
 pub(crate) mod work;
@@ -53,6 +61,7 @@ pub(crate) mod work;
 use aasen::Aasen;
 use band::BandLu;
 pub use band::Inertia;
+use pivoted::Pivoted;
 
 /// How far above eps [`LdltFactor::rcond`] must be for [`LdltFactor::inertia`] to count no zero
 /// eigenvalue (the estimate of ||A^-1||_1 is a lower bound, within a factor of about 3).
@@ -62,16 +71,35 @@ pub(crate) const NONSINGULAR: f64 = 10.0;
 /// method's estimate is from below: a margin).
 const CERTIFIED: f64 = 0.25;
 
+/// A refined solve whose backward error ||A x - b||_1 / (||A||_1 ||x||_1) is still above this many
+/// eps is made again by A's Bunch-Kaufman factor (see [`LdltFactor::solve_refined`]).
+const FALLBACK_BACKWARD_ERROR: f64 = 10.0;
+
 /// The power method's steps for ||F^-1 A - I||_2.
 const DISTANCE_STEPS: usize = 8;
 
-/// The block order Aasen's factorisation uses for order `n` when none is given: 128, and 192 from
-/// order 6144 on (on 2 cores, AVX-512, f64: 0.099 s at n = 2048 against 0.138 s with 192; at 8192,
-/// two runs each, 1.64/1.62 s against 1.61/1.68 s with 160, 1.75/1.88 s with 224 and 1.69/1.69 s
-/// with 256). T's band and the products that form it (O(n^2 b) flops) grow with the block; the
-/// products of the updates gain from it.
-pub fn default_ldlt_tile(n: usize) -> usize {
-    if n >= 6144 { 192 } else { 128 }
+/// The block order Aasen's factorisation uses for order `n` in `precision` when none is given: 96
+/// in a real type and 32 in a complex one below order 6144, 192 from 6144 on.
+///
+/// The factor's error grows with the block: L(k, k)^-1, a unit lower triangle from the panel's
+/// partial pivoting whose inverse grows with its order, scales T's diagonal blocks on both sides
+/// (on a KKT matrix of order 4000, max |T| / max |A| reaches 100-300 at 128). LAPACK's ratio
+/// ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) on KKT matrices (`hetla ldlt --kind kkt`, order 4000,
+/// AMD Zen 4): f64 23.2 at 96, 28.9 at 112, 31.8 at 128; c64 22.1 at 32, 30.5 at 40, 48.9 at 64,
+/// 110 at 128 (complex types are 3-4 times real ones at the same block), so below 6144 the block
+/// keeps it under LAPACK's 30. Speed (random, best of 3, 2 cores): f64 at 4000 0.563 s at 96
+/// against 0.531 s at 128 (0.081/0.088 s at 2000); c64 at 4000 1.82 s at 32 against 1.53-1.55 s at
+/// 64-128, c32 1.32 s against 0.83 s (at 2000: 0.32 s against 0.32 s in c64, 0.18 s against 0.15 s
+/// in c32). From 6144 on the block is the speed's (f64 at 8192, two runs each: 1.64/1.62 s at 192,
+/// 1.61/1.68 s at 160, 1.75/1.88 s at 224, 1.69/1.69 s at 256), and the ratio on KKT matrices is
+/// above 30 (66 in f64 at 8192): the solves' refinement ([`LdltFactor::solve_refined`]) still
+/// reaches LAPACK's backward error.
+pub(crate) fn default_ldlt_tile(n: usize, precision: Precision) -> usize {
+    match (n >= 6144, precision.is_complex()) {
+        (true, _) => 192,
+        (false, false) => 96,
+        (false, true) => 32,
+    }
 }
 
 /// Configures and runs symmetric indefinite factorisations: the run options every builder has
@@ -105,12 +133,12 @@ impl Default for Ldlt {
 }
 
 impl Ldlt {
-    /// Default options: faer, the default block order (128, and 192 from order 6144 on), a cluster
-    /// per core (its steps' products and panels are a core's size: on 2 cores, AVX-512, f64, n =
-    /// 2048, 0.069 s against 0.130 s on one cluster of both), the eager scheduler (one queue by
-    /// priority: on clusters alike, the most urgent ready task to whichever core is idle; on 2
-    /// cores at n = 8192, efficiency 0.93 against MCT's 0.87-0.90, 1.61-1.73 s against 1.65-1.90 s;
-    /// alike at 2048 and 4096).
+    /// Default options: faer, the default block order ([`Ldlt::tile_size_for`]), a cluster per core
+    /// (its steps' products and panels are a core's size: on 2 cores, AVX-512, f64, n = 2048, 0.069
+    /// s against 0.130 s on one cluster of both), the eager scheduler (one queue by priority: on
+    /// clusters alike, the most urgent ready task to whichever core is idle; on 2 cores at n =
+    /// 8192, efficiency 0.93 against MCT's 0.87-0.90, 1.61-1.73 s against 1.65-1.90 s; alike at
+    /// 2048 and 4096).
     pub fn new() -> Self {
         Self::default()
     }
@@ -124,10 +152,13 @@ impl Ldlt {
         self
     }
 
-    /// The block order for a matrix of order `n`: the one given (at most n), else the default.
-    pub fn tile_size_for(&self, n: usize) -> usize {
+    /// The block order for a matrix of order `n` in `precision`: the one given (at most n), else 96
+    /// in a real type and 32 in a complex one below order 6144, 192 from 6144 on: the largest that
+    /// keeps LAPACK's ratio of the factor under 30 on KKT matrices to order 4000, and above it the
+    /// fastest (see the measurements at `default_ldlt_tile` in the source).
+    pub fn tile_size_for(&self, n: usize, precision: Precision) -> usize {
         self.tile
-            .unwrap_or_else(|| default_ldlt_tile(n))
+            .unwrap_or_else(|| default_ldlt_tile(n, precision))
             .min(n.max(1))
     }
 
@@ -136,7 +167,7 @@ impl Ldlt {
     /// builder's user set nothing, as every call takes): what `simulate` and `bound` take, and
     /// [`Ldlt::factor_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
-        let tile = self.tuned_for(n, precision).tile_size_for(n);
+        let tile = self.tuned_for(n, precision).tile_size_for(n, precision);
         Plan::new(crate::Algorithm::Ldlt { n }, tile, precision)
     }
 
@@ -204,6 +235,7 @@ impl Ldlt {
             a: a.to_owned(),
             platform,
             rcond: std::sync::OnceLock::new(),
+            pivoted: std::sync::OnceLock::new(),
         };
         Ok((run.trace, factor))
     }
@@ -223,6 +255,8 @@ pub struct LdltFactor<T: Scalar> {
     platform: std::sync::Arc<hetla_runtime::Platform>,
     /// [`LdltFactor::rcond`], once asked for.
     rcond: std::sync::OnceLock<f64>,
+    /// A's Bunch-Kaufman factor in double precision, once a solve or the inertia needed it.
+    pivoted: std::sync::OnceLock<Pivoted>,
 }
 
 impl<T: Scalar> LdltFactor<T> {
@@ -255,55 +289,109 @@ impl<T: Scalar> LdltFactor<T> {
     }
 
     /// X with A X = B and what its refinement did. The block Aasen factor's T grows with the block
-    /// (max |T| reaches 100-250 max |A| at blocks of 128, on random and KKT matrices alike), and a
-    /// solve with the factor alone leaves a backward error ||A x - b|| / (||A|| ||x||) of 20-2000
-    /// eps (LAPACK's own ?sysv_aa_2stage: 50-45000 eps on the same matrices) where ?sysv's
-    /// Bunch-Kaufman leaves a few. Each solve is therefore refined in the working precision
-    /// (LAPACK's ?syrfs, normwise): R = B - A X from A itself, D = A^-1 R by the factor, X += D,
-    /// while a step at least halves the largest residual and the backward error is above eps, at
-    /// most 5 steps, each O(n^2 k). The [`Refinement`](crate::Refinement)'s path is
-    /// [`Working`](crate::RefinementPath::Working), its iterations the steps that improved X.
-    /// Refinement converges while cond(A) times the factor's backward error stays below 1: a KKT
-    /// matrix of order 2000 (cond 1.3e4, factor ratio 77) in c32 is beyond it, and its solve stays
-    /// at about 4000 eps (dget02's ratio 2.1).
+    /// (max |T| reaches 100-300 max |A| at blocks of 128 on KKT matrices), and a solve with the
+    /// factor alone leaves a backward error ||A x - b|| / (||A|| ||x||) of 20-2000 eps (LAPACK's
+    /// own ?sysv_aa_2stage: 50-45000 eps on the same matrices) where ?sysv's Bunch-Kaufman leaves a
+    /// few. Each solve is therefore refined in the working precision (LAPACK's ?syrfs, normwise): R
+    /// = B - A X from A itself, D = A^-1 R by the factor, X += D, while a step at least halves the
+    /// largest residual and the backward error is above eps, at most 5 steps, each O(n^2 k); the
+    /// path is [`Working`](crate::RefinementPath::Working).
+    ///
+    /// Refinement converges while cond(A) times the factor's backward error stays below 1. Beyond
+    /// it (KKT matrices of order 4000 in f32 and c32, cond ~1e4: the refinement stalled at 800-1600
+    /// eps; GMRES preconditioned by the factor, tried in its place, needed more than 100 iterations
+    /// and still left hundreds of eps in f32) a solve whose backward error is still above 10 eps is
+    /// made again by a Bunch-Kaufman factorisation of A in double precision (faer's, n^3/3 flops in
+    /// double, made once and kept by this factor), refined with it in the working precision; the
+    /// path is [`BunchKaufman`](crate::RefinementPath::BunchKaufman), with the backward error at
+    /// which the first refinement stalled. The iterations are the steps that improved X.
     pub fn solve_refined<B: Matrix<Elem = T>>(
         &self,
         b: B,
     ) -> Result<(B::Owned, crate::Refinement)> {
-        let mut steps = 0;
+        let mut how = None;
         let x = crate::interop::solved(b, self.n(), |x| {
-            steps = self.refined_in_place(x)?;
+            how = Some(self.refined_in_place(x)?);
             Ok(())
         })?;
-        let how = crate::Refinement {
-            path: crate::RefinementPath::Working,
-            iterations: steps,
-            factored_in: T::PRECISION,
-        };
-        Ok((x, how))
+        Ok((x, how.expect("set by the solve")))
     }
 
-    /// B <- A^-1 B refined; the steps that improved it.
-    fn refined_in_place(&self, mut b: MatMut<'_, T>) -> Result<usize> {
+    /// B <- A^-1 B refined (see [`LdltFactor::solve_refined`]); what the refinement did.
+    fn refined_in_place(&self, mut b: MatMut<'_, T>) -> Result<crate::Refinement> {
         crate::check::check_rows(self.n(), b.nrows())?;
         crate::check::check_finite("B", b.rb())?;
         if let Some(column) = self.band.singular {
             return Err(Error::Singular { column });
         }
+        let mut how = crate::Refinement {
+            path: crate::RefinementPath::Working,
+            iterations: 0,
+            factored_in: T::PRECISION,
+        };
         if b.ncols() == 0 || self.n() == 0 {
-            return Ok(0);
+            return Ok(how);
         }
         let rhs = b.to_owned();
         self.unrefined_in_place(b.rb_mut());
-        crate::mixed::refine_working(
-            b,
+        let product = |x: MatRef<'_, T>| self.product(x);
+        let refined = crate::mixed::refine_working(
+            b.rb_mut(),
+            rhs.as_ref(),
             self.norm1,
             |d| {
                 self.unrefined_in_place(d);
                 Ok(())
             },
-            |x| crate::mixed::residual(&self.platform, self.a.as_ref(), x, rhs.as_ref()),
-        )
+            product,
+        )?;
+        how.iterations = refined.steps;
+        if refined.backward_error <= FALLBACK_BACKWARD_ERROR {
+            return Ok(how);
+        }
+        let pivoted = self.pivoted();
+        let mut x = rhs.clone();
+        pivoted.solve(x.as_mut());
+        let again = crate::mixed::refine_working(
+            x.as_mut(),
+            rhs.as_ref(),
+            self.norm1,
+            |d| {
+                pivoted.solve(d);
+                Ok(())
+            },
+            product,
+        )?;
+        // The better of the two (a matrix beyond even the second factor keeps the first's X).
+        if again.backward_error < refined.backward_error {
+            b.copy_from(&x);
+            how.iterations += again.steps;
+            how.path = crate::RefinementPath::BunchKaufman {
+                stalled_at: refined.backward_error,
+            };
+            how.factored_in = if T::PRECISION.is_complex() {
+                Precision::Z
+            } else {
+                Precision::D
+            };
+        }
+        Ok(how)
+    }
+
+    /// A X, from A's lower triangle (the residual's blocked product, on the platform's backend).
+    fn product(&self, x: MatRef<'_, T>) -> Result<Mat<T>> {
+        let zero = Mat::<T>::zeros(x.nrows(), x.ncols());
+        Ok(-crate::mixed::residual(
+            &self.platform,
+            self.a.as_ref(),
+            x,
+            zero.as_ref(),
+        )?)
+    }
+
+    /// A's Bunch-Kaufman factor in double precision, made on first use.
+    fn pivoted(&self) -> &Pivoted {
+        self.pivoted.get_or_init(|| Pivoted::of(self.a.as_ref()))
     }
 
     /// B <- A^-1 B by the factor alone (no checks: the caller's).
@@ -338,7 +426,7 @@ impl<T: Scalar> LdltFactor<T> {
         if self.distance_to_a()? < CERTIFIED {
             return band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub);
         }
-        Ok(band::bunch_kaufman_inertia(self.a.as_ref()))
+        Ok(self.pivoted().inertia())
     }
 
     /// An estimate (from below) of ||F^-1 A - I||_2, F the factor: the power method on it from a
@@ -349,7 +437,6 @@ impl<T: Scalar> LdltFactor<T> {
             // A fixed, sign-varying start (no zero entries).
             T::from_f64(1.0 + ((i * 7919) % 13) as f64 / 13.0 * if i % 2 == 0 { 1.0 } else { -1.0 })
         });
-        let zero = Mat::<T>::zeros(n, 1);
         // ||v||_2 in f64 (faer's `norm_l2` answers in T's real type).
         let norm = |m: &Mat<T>| {
             m.col(0)
@@ -364,12 +451,10 @@ impl<T: Scalar> LdltFactor<T> {
             if length == 0.0 {
                 break;
             }
-            // -A v, then F^-1 (A v) - v.
-            let mut w =
-                crate::mixed::residual(&self.platform, self.a.as_ref(), v.as_ref(), zero.as_ref())?;
+            // F^-1 (A v) - v.
+            let mut w = self.product(v.as_ref())?;
             self.unrefined_in_place(w.as_mut());
-            faer::zip!(w.as_mut(), v.as_ref())
-                .for_each(|faer::unzip!(w, v)| *w = T::from_f64(0.0) - *w - *v);
+            faer::zip!(w.as_mut(), v.as_ref()).for_each(|faer::unzip!(w, v)| *w -= *v);
             let next = norm(&w);
             largest = largest.max(next / length);
             // Scaled back to unit length, so that a large M neither overflows nor underflows.

@@ -10,7 +10,7 @@ pub(crate) const ROOM: Room = Room {
     algorithm: |_, s| Algorithm::Ldlt { n: s.n },
     run_algorithms: None,
     defaults: Ldlt::family_defaults,
-    default_tile: |on, s, _| Ldlt::new().platform(on.clone()).tile_size_for(s.n),
+    default_tile: |on, s, p| Ldlt::new().platform(on.clone()).tile_size_for(s.n, p),
     run: |job, plans| {
         hetla_kernels::with_scalar!(job.precision, T => {
             let a = matgen::random_hermitian::<T>(job.shape.n, job.seed);

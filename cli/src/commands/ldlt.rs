@@ -37,7 +37,8 @@ pub struct LdltArgs {
     /// Order of the matrix.
     #[arg(long, default_value_t = 2000, value_parser = parse_positive)]
     pub n: usize,
-    /// Block order b (T's band is b wide; default 128, 192 from order 6144 on).
+    /// Block order b (T's band is b wide; default 96 in s and d, 32 in c and z, 192 from order 6144
+    /// on: `hetla::Ldlt::tile_size_for`).
     #[arg(long, value_parser = parse_positive)]
     pub tile: Option<usize>,
     /// The matrix: random (indefinite) or kkt (a saddle-point matrix of known inertia).
@@ -93,8 +94,17 @@ pub struct LdltReport {
     pub run: RunReport,
     /// A solve's ||A x - b||_1 / (||A||_1 ||x||_1 n eps), after its refinement.
     pub backward_error: f64,
+    /// The same backward error in units of eps (not divided by n): ||A x - b||_1 / (||A||_1
+    /// ||x||_1 eps).
+    pub backward_error_eps: f64,
     /// The refinement steps that improved the solve (LAPACK's ?syrfs, in the working precision).
     pub refinement_steps: usize,
+    /// The backward error, in eps, at which refinement with the block Aasen factor stalled when the
+    /// solve was made again by A's Bunch-Kaufman factor in double
+    /// (`hetla::RefinementPath:: BunchKaufman`); absent when the Aasen factor's refinement
+    /// sufficed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aasen_stalled_at: Option<f64>,
     pub inertia: InertiaReport,
     /// ln |det A| (minus infinity, written as null, for a singular A).
     pub log_abs_det: f64,
@@ -160,13 +170,18 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     let flops = (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let residual = factor.residual(a.as_ref())?;
     let rhs = Mat::<T>::from_fn(n, 1, |i, _| T::from_f64(((i % 7) as f64) - 3.0));
-    let (backward_error, refinement_steps) = match factor.solve_refined(rhs.as_ref()) {
-        Ok((x, how)) => (
-            hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
-            how.iterations,
-        ),
-        Err(_) => (f64::NAN, 0),
-    };
+    let (backward_error, refinement_steps, aasen_stalled_at) =
+        match factor.solve_refined(rhs.as_ref()) {
+            Ok((x, how)) => (
+                hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref()),
+                how.iterations,
+                match how.path {
+                    hetla::RefinementPath::BunchKaufman { stalled_at } => Some(stalled_at),
+                    _ => None,
+                },
+            ),
+            Err(_) => (f64::NAN, 0, None),
+        };
     let inertia = factor.inertia()?;
     let mut run = RunReport::new((&plan, &platform), &timings, flops, &trace, residual);
     run.measured.residual_ok &= backward_error < hetla::check::RESIDUAL_THRESHOLD;
@@ -176,7 +191,9 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
         clusters: args.clusters.to_string(),
         run,
         backward_error,
+        backward_error_eps: backward_error * n as f64,
         refinement_steps,
+        aasen_stalled_at,
         inertia: InertiaReport {
             positive: inertia.positive,
             negative: inertia.negative,
@@ -241,10 +258,17 @@ pub fn print(r: &LdltReport) {
     );
     run.print_time("n^3/3");
     println!(
-        "  check     ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) = {:.3e}; solve backward error {:.3e} after {} refinement steps ({})",
+        "  check     ||A - Q^T L T L^H Q||_1 / (n ||A||_1 eps) = {:.3e}; solve backward error {:.3e} ({:.2} eps) after {} refinement steps{} ({})",
         run.measured.residual,
         r.backward_error,
+        r.backward_error_eps,
         r.refinement_steps,
+        match r.aasen_stalled_at {
+            None => String::new(),
+            Some(e) => format!(
+                " (Aasen's stalled at {e:.0} eps: solved by Bunch-Kaufman in double precision)"
+            ),
+        },
         if run.measured.residual_ok {
             "ok"
         } else {

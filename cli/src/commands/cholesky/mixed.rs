@@ -122,6 +122,9 @@ pub fn print(r: &MixedReport) {
         hetla::RefinementPath::Mixed => "f32 factor refined in f64".to_owned(),
         hetla::RefinementPath::Fallback { reason } => format!("fell back to f64: {reason}"),
         hetla::RefinementPath::Working => "refined in its own precision".to_owned(),
+        hetla::RefinementPath::BunchKaufman { stalled_at } => {
+            format!("refined in its own precision, then by Bunch-Kaufman from {stalled_at:.0} eps")
+        }
     };
     println!(
         "  mixed     {:.4} s (median {:.4} s, {} runs): {path}, {} refinement steps, backward error {:.2e}",
