@@ -145,6 +145,17 @@ pub(crate) fn apply_product<T: Scalar>(l: MatRef<'_, T>, mut x: MatMut<'_, T>) {
     );
 }
 
+/// The reciprocal condition number 1 / (||A||_1 ||A^-1||_1) from `norm` = ||A||_1 and `inverse`, an
+/// estimate of ||A^-1||_1 ([`estimate_norm1`]); 0 when the estimate is 0 (LAPACK's ?gecon and
+/// ?pocon).
+pub(crate) fn reciprocal(inverse: f64, norm: f64) -> f64 {
+    if inverse == 0.0 {
+        0.0
+    } else {
+        (1.0 / inverse) / norm
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod batch;
 mod calibrate;
 pub mod check;
 mod cholesky;
@@ -79,6 +80,7 @@ pub use hetla_runtime::{
 };
 pub use interop::{Matrix, MatrixMut};
 pub use ldlt::{Inertia, Ldlt, LdltFactor, solve_symmetric};
+pub use lu::batch::LuPivots;
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use pages::{PagedMat, huge_page_matrix};

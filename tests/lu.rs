@@ -397,3 +397,204 @@ fn the_sign_of_a_determinant_beyond_f64_and_the_inverse_come_from_the_factor() {
     assert!(f.inverse().is_err());
     assert_eq!(f.slogdet(), (0.0, f64::NEG_INFINITY));
 }
+
+/// A batch of mixed shapes (square, tall, wide, empty) factored in place, one matrix per core,
+/// gives what one factorisation in place gives for each (interchanges, factors, zero pivot), and
+/// its solves LAPACK's ratios, in every precision; a non-finite member and a singular one are
+/// reported at their place while the others are done.
+fn batch_case<T: Scalar>() {
+    let shapes = [(24, 24), (40, 17), (9, 30), (0, 0), (64, 64), (1, 1)];
+    let mut originals: Vec<Mat<T>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, n))| Mat::from_fn(m, n, |r, c| random::<T>(m.max(n), 70 + i as u64)[(r, c)]))
+        .collect();
+    // An exactly singular square member (a zero column), and one with a NaN.
+    let singular = {
+        let mut a = random::<T>(12, 90);
+        for i in 0..12 {
+            a[(i, 5)] = T::from_f64(0.0);
+        }
+        a
+    };
+    originals.push(singular);
+    let mut nan = random::<T>(10, 91);
+    nan[(3, 4)] = T::from_f64(f64::NAN);
+    originals.push(nan);
+    let mut factored = originals.clone();
+    let mut views: Vec<_> = factored.iter_mut().map(|a| a.as_mut()).collect();
+    let results = Lu::new().factor_batch_in_place(&mut views).unwrap();
+    assert_eq!(results.len(), originals.len());
+    for (i, result) in results.iter().enumerate().take(shapes.len()) {
+        let (pivots, zero) = result.as_ref().unwrap();
+        let mut alone = originals[i].clone();
+        let (expected, expected_zero) = Lu::new().factor_in_place(alone.as_mut()).unwrap();
+        assert_eq!(
+            (pivots, zero),
+            (&expected, &expected_zero),
+            "{} member {i}",
+            T::PRECISION
+        );
+        let largest = |m: &Mat<T>| {
+            (0..m.ncols())
+                .flat_map(|j| (0..m.nrows()).map(move |i| (i, j)))
+                .map(|(i, j)| m[(i, j)].abs_f64())
+                .fold(0.0, f64::max)
+        };
+        let difference = largest(&(&alone - &factored[i]));
+        let scale = largest(&alone).max(1.0);
+        assert!(
+            difference <= 1e3 * T::PRECISION.epsilon() * scale,
+            "{} member {i}: {difference}",
+            T::PRECISION
+        );
+    }
+    assert!(
+        matches!(results[shapes.len()], Ok((_, Some(_)))),
+        "{:?}",
+        results[shapes.len()]
+    );
+    assert!(
+        matches!(results[shapes.len() + 1], Err(Error::NonFinite { .. })),
+        "{:?}",
+        results[shapes.len() + 1]
+    );
+
+    // Solves of the square members (and the singular one, refused), every trans.
+    let square: Vec<usize> = (0..shapes.len())
+        .filter(|&i| shapes[i].0 == shapes[i].1)
+        .collect();
+    for trans in [
+        hetla::Trans::No,
+        hetla::Trans::Transpose,
+        hetla::Trans::Adjoint,
+    ] {
+        let mut picked: Vec<usize> = square.clone();
+        picked.push(shapes.len());
+        let lu: Vec<_> = picked.iter().map(|&i| factored[i].as_ref()).collect();
+        let pivots: Vec<&[usize]> = picked
+            .iter()
+            .map(|&i| results[i].as_ref().unwrap().0.as_slice())
+            .collect();
+        let b: Vec<Mat<T>> = picked
+            .iter()
+            .map(|&i| {
+                random::<T>(factored[i].nrows().max(2), 200 + i as u64)
+                    .subcols(0, 2)
+                    .subrows(0, factored[i].nrows())
+                    .to_owned()
+            })
+            .collect();
+        let mut x = b.clone();
+        let mut views: Vec<_> = x.iter_mut().map(|x| x.as_mut()).collect();
+        let solved = Lu::new()
+            .solve_factored_batch(&lu, &pivots, &mut views, trans)
+            .unwrap();
+        for (slot, &i) in picked.iter().enumerate() {
+            if i == shapes.len() {
+                assert!(
+                    matches!(solved[slot], Err(Error::Singular { .. })),
+                    "{:?}",
+                    solved[slot]
+                );
+                assert_eq!(x[slot], b[slot], "a refused system's B is untouched");
+                continue;
+            }
+            solved[slot].as_ref().unwrap();
+            let a = &originals[i];
+            if a.nrows() == 0 {
+                continue;
+            }
+            let op = match trans {
+                hetla::Trans::No => a.clone(),
+                hetla::Trans::Transpose => a.transpose().to_owned(),
+                hetla::Trans::Adjoint => a.adjoint().to_owned(),
+            };
+            let ratio = solve_ratio(&op, &x[slot], &b[slot]);
+            assert!(
+                ratio < THRESHOLD,
+                "{} member {i} {trans:?}: {ratio}",
+                T::PRECISION
+            );
+        }
+    }
+    // Lengths that do not match are the call's error.
+    let mut one = [Mat::<T>::zeros(2, 1)];
+    let mut views: Vec<_> = one.iter_mut().map(|x| x.as_mut()).collect();
+    assert!(
+        Lu::new()
+            .solve_factored_batch::<T>(&[], &[], &mut views, hetla::Trans::No)
+            .is_err()
+    );
+}
+
+/// `solve_batch` solves each system as a factorisation of its own would, with ?gecon's estimate,
+/// leaves the A_i unchanged, and reports a singular member (its B untouched) and a wrong shape at
+/// their place, in every precision.
+fn solve_batch_case<T: Scalar>() {
+    let sizes = [8usize, 33, 1, 64];
+    let mut a: Vec<Mat<T>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| random::<T>(n, 300 + i as u64))
+        .collect();
+    let mut singular = random::<T>(6, 310);
+    for i in 0..6 {
+        singular[(i, 4)] = T::from_f64(0.0);
+    }
+    a.push(singular);
+    a.push(random::<T>(5, 311));
+    let b: Vec<Mat<T>> = a
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            // The last system's B has a row too many.
+            let rows = m.nrows() + usize::from(i == 5);
+            random::<T>(rows.max(3), 320 + i as u64)
+                .subrows(0, rows)
+                .subcols(0, 3)
+                .to_owned()
+        })
+        .collect();
+    let before = a.clone();
+    let mut x = b.clone();
+    let views: Vec<_> = a.iter().map(|m| m.as_ref()).collect();
+    let mut xs: Vec<_> = x.iter_mut().map(|m| m.as_mut()).collect();
+    let results = Lu::new()
+        .solve_batch(&views, &mut xs, hetla::Trans::No)
+        .unwrap();
+    assert_eq!(a, before, "the matrices are left unchanged");
+    for (i, &n) in sizes.iter().enumerate() {
+        let rcond = *results[i].as_ref().unwrap();
+        let alone = Lu::new().factor(a[i].as_ref()).unwrap().rcond().unwrap();
+        assert!(
+            (rcond - alone).abs() <= 1e-3 * alone,
+            "{} member {i}: rcond {rcond} against {alone}",
+            T::PRECISION
+        );
+        let ratio = solve_ratio(&a[i], &x[i], &b[i]);
+        assert!(ratio < THRESHOLD, "{} order {n}: {ratio}", T::PRECISION);
+    }
+    assert!(
+        matches!(results[4], Err(Error::Singular { column: 4 })),
+        "{:?}",
+        results[4]
+    );
+    assert_eq!(x[4], b[4], "a singular system's B is untouched");
+    assert!(results[5].is_err(), "{:?}", results[5]);
+    assert!(
+        Lu::new()
+            .solve_batch::<T>(&views, &mut [], hetla::Trans::No)
+            .is_err()
+    );
+}
+
+#[test]
+fn batches_factor_and_solve_each_matrix_as_alone_in_every_precision() {
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => {
+            batch_case::<T>();
+            solve_batch_case::<T>();
+        });
+    }
+}

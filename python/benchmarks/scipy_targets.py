@@ -5,7 +5,8 @@ of REPEAT runs after a warm-up, as ratios scipy time / hetla time (> 1: hetla fa
 
 lu_factor n = 3000; qr(mode="economic") 4000 x 1000; solve n = 3000 with 10 right-hand sides;
 lstsq of a rank-deficient 4000 x 1000 (rank 900) against scipy's gelsy; cho_factor n = 3000 in
-C order. scipy runs on the OpenBLAS its wheel bundles, with its default thread count (every
+C order; stacks of 200 matrices 64 x 64 (issue 73: lu_factor, lu_solve, solve, qr, lstsq, each
+one call on the whole stack). scipy runs on the OpenBLAS its wheel bundles, with its default thread count (every
 core); hetla on its default platform. Prints one line per target and a JSON object at the end.
 ``--quick`` runs every case at a tenth of each size (a check that the script runs, as CI does).
 """
@@ -52,6 +53,25 @@ def main():
             lambda: sl.lstsq(deficient, b_tall, lapack_driver="gelsy"),
         ),
         ("cho_factor n=3000 C order", lambda: hetla.cho_factor(spd), lambda: sl.cho_factor(spd)),
+    ]
+    count = 200 // scale
+    stack = rng.standard_normal((count, 64, 64))
+    stack_b = rng.standard_normal((count, 64, 1))
+    lu_stack, piv_stack = sl.lu_factor(stack)
+    cases += [
+        (f"stack {count}x64x64 lu_factor", lambda: hetla.lu_factor(stack), lambda: sl.lu_factor(stack)),
+        (
+            f"stack {count}x64x64 lu_solve",
+            lambda: hetla.lu_solve((lu_stack, piv_stack), stack_b),
+            lambda: sl.lu_solve((lu_stack, piv_stack), stack_b),
+        ),
+        (f"stack {count}x64x64 solve", lambda: hetla.solve(stack, stack_b), lambda: sl.solve(stack, stack_b)),
+        (f"stack {count}x64x64 qr", lambda: hetla.qr(stack), lambda: sl.qr(stack)),
+        (
+            f"stack {count}x64x64 lstsq (gelsy)",
+            lambda: hetla.lstsq(stack, stack_b, lapack_driver="gelsy"),
+            lambda: sl.lstsq(stack, stack_b, lapack_driver="gelsy"),
+        ),
     ]
     rows = []
     for name, ours, theirs in cases:

@@ -362,14 +362,21 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
     dtype = _dtype(a)
     if a.ndim > 2:
-        flat = a.reshape((-1,) + a.shape[-2:])
-        parts = _each_of_batch(flat.shape[0], lambda i: lu_factor(flat[i])) if a.size else []
         k = min(a.shape[-2:])
-        if not parts:
+        if not a.size:
             return _np.empty(a.shape, dtype=dtype), _np.empty(a.shape[:-2] + (k,), dtype=_np.int32)
-        lu = _np.stack([p[0] for p in parts]).reshape(a.shape)
-        piv = _np.stack([p[1] for p in parts]).reshape(a.shape[:-2] + (k,))
-        return lu, piv
+        # One copy of the stack, factored in place one matrix per core (no Python loop).
+        lu = _np.array(a, dtype=dtype, order="C", copy=True)
+        piv, singular = _hetla.lu_factor_batch(lu.reshape((-1,) + a.shape[-2:]))
+        for i, column in enumerate(singular):
+            if column is not None:
+                _warnings.warn(
+                    f"matrix {i} of the batch: Diagonal number {column + 1} is exactly zero. "
+                    "Singular matrix.",
+                    LinAlgWarning,
+                    stacklevel=2,
+                )
+        return lu, piv.reshape(a.shape[:-2] + (k,))
     if a.size == 0:
         return _np.empty(a.shape, dtype=dtype, order="F"), _np.empty(min(a.shape), dtype=_np.int32)
     # Factored where it lies: in a itself when scipy would (a writable Fortran-ordered array of the
@@ -406,9 +413,12 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if x.size:
         lus = _matrices(lu, stack, dtype)
         pivs = _np.broadcast_to(piv, tuple(stack) + (n,)).reshape((-1, n))
-        _each_of_batch(
-            x.shape[0], lambda i: _hetla.lu_solve(lus[i], [int(p) for p in pivs[i]], x[i], int(trans))
-        )
+        if x.shape[0] == 1:
+            # One system: its solve runs on the whole platform.
+            _hetla.lu_solve(lus[0], [int(p) for p in pivs[0]], x[0], int(trans))
+        else:
+            # A stack: one system per core (no Python loop).
+            _hetla.lu_solve_batch(lus, _np.ascontiguousarray(pivs, dtype=_np.int64), x, int(trans))
     return _solution(x, stack, vector)
 
 
@@ -536,6 +546,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         for i, rcond in enumerate(rconds):
             _warn_ill_conditioned(rcond, dtype, i if len(rconds) > 1 else None)
         return b_array if in_b else _solution(x, stack, vector)
+    if structure == "general" and not in_a and x.shape[0] > 1:
+        # A stack: one system per core, the factors never leaving Rust (no Python loop).
+        for i, rcond in enumerate(_hetla.lu_solve_systems(mats, x, trans)):
+            _warn_ill_conditioned(rcond, dtype, i)
+        return b_array if in_b else _solution(x, stack, vector)
+
     def one(i):
         if structure in ("upper", "lower"):
             # One substitution on the triangle scipy reads (?trtrs), warned by ?trcon's estimate.

@@ -436,6 +436,119 @@ fn lu_factor_in_place<'py>(
     })
 }
 
+/// What `lu_factor_batch` returns: the interchanges of every matrix, and each one's first zero
+/// pivot's column.
+type BatchPivots<'py> = (Bound<'py, PyArray2<i32>>, Vec<Option<usize>>);
+
+/// LU with partial pivoting of every matrix of the stack `a` (count x m x n, writable) in place,
+/// one matrix per core (`hetla::Lu::factor_batch_in_place`, no Python loop): the interchanges
+/// (count x min(m, n), 0-based, int32, scipy's `piv`) and each matrix's first column with an
+/// exactly zero pivot (None where there is none). A failing matrix is an error naming it.
+#[pyfunction]
+fn lu_factor_batch<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<BatchPivots<'py>> {
+    by_dtype!(a, "a", T => {
+        let mut a = writable::<T>(a, "a")?;
+        let mut a = a.as_array_mut();
+        let (count, k) = (a.shape()[0], a.shape()[1].min(a.shape()[2]));
+        let lu = lu_options();
+        let results = py
+            .detach(move || {
+                let mut mats: Vec<MatMut<'_, T>> = a.outer_iter_mut().map(faer_mut).collect();
+                lu.factor_batch_in_place(&mut mats)
+            })
+            .map_err(py_error)?;
+        let mut piv = Vec::with_capacity(count * k);
+        let mut singular = Vec::with_capacity(count);
+        for (i, result) in results.into_iter().enumerate() {
+            let (pivots, zero) = result.map_err(|e| batch_error(e, i, count))?;
+            piv.extend(pivots.iter().map(|&p| p as i32));
+            singular.push(zero);
+        }
+        let piv = ndarray::Array2::from_shape_vec((count, k), piv)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok((piv.into_pyarray(py), singular))
+    })
+}
+
+/// Solves in place op(A_i) X_i = B_i for every i from the stack of `lu_factor`'s factors `lu`
+/// (count x n x n) and interchanges `piv` (count x n, 0-based); `x` (count x n x k, writable) holds
+/// the B_i and receives the X_i; one system per core (`hetla::Lu::solve_factored_batch`). `trans`:
+/// 0 A, 1 A^T, 2 A^H (scipy's). A failing system is an error naming it.
+#[pyfunction]
+fn lu_solve_batch(
+    py: Python<'_>,
+    lu: &Bound<'_, PyAny>,
+    piv: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<()> {
+    let trans = trans_of(trans)?;
+    let piv = piv
+        .cast::<PyArray2<i64>>()
+        .map_err(|_| PyValueError::new_err("piv must be a 2-D int64 array"))?
+        .try_readonly()
+        .map_err(|e| PyValueError::new_err(format!("piv cannot be read: {e}")))?;
+    let pivots: Vec<Vec<usize>> = piv
+        .as_array()
+        .outer_iter()
+        .map(|row| row.iter().map(|&p| usize::try_from(p)).collect())
+        .collect::<Result<_, _>>()
+        .map_err(|_| PyValueError::new_err("piv must hold row indices >= 0"))?;
+    by_dtype!(lu, "lu", T => {
+        let factors = readable::<T, ndarray::Ix3>(lu, "lu")?;
+        let mut x = writable::<T>(x, "x")?;
+        let (factors, mut x) = (factors.as_array(), x.as_array_mut());
+        let count = x.shape()[0];
+        let options = lu_options();
+        let results = py
+            .detach(move || {
+                let lus: Vec<MatRef<'_, T>> = factors.outer_iter().map(faer_ref).collect();
+                let pivots: Vec<&[usize]> = pivots.iter().map(Vec::as_slice).collect();
+                let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
+                options.solve_factored_batch(&lus, &pivots, &mut xs, trans)
+            })
+            .map_err(py_error)?;
+        for (i, result) in results.into_iter().enumerate() {
+            result.map_err(|e| batch_error(e, i, count))?;
+        }
+        Ok(())
+    })
+}
+
+/// Solves in place op(A_i) X_i = B_i for every i of the stack `a` (count x n x n, left unchanged)
+/// by LU with partial pivoting, one system per core (`hetla::Lu::solve_batch`, the factors never
+/// leaving Rust); `x` (count x n x k, writable) holds the B_i and receives the X_i. Returns each
+/// A_i's reciprocal condition estimate (?gecon's, for scipy's warning); a singular or failing
+/// system is an error naming it.
+#[pyfunction]
+fn lu_solve_systems(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    trans: u8,
+) -> PyResult<Vec<f64>> {
+    let trans = trans_of(trans)?;
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix3>(a, "a")?;
+        let mut x = writable::<T>(x, "x")?;
+        let (a, mut x) = (a.as_array(), x.as_array_mut());
+        let count = x.shape()[0];
+        let options = lu_options();
+        let results = py
+            .detach(move || {
+                let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+                let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
+                options.solve_batch(&mats, &mut xs, trans)
+            })
+            .map_err(py_error)?;
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.map_err(|e| batch_error(e, i, count)))
+            .collect()
+    })
+}
+
 /// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B and
 /// receives X. `trans`: 0 A, 1 A^T, 2 A^H (scipy's).
 #[pyfunction]
@@ -1302,6 +1415,9 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cho_solve, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor, m)?)?;
     m.add_function(wrap_pyfunction!(lu_factor_in_place, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_factor_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_solve_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(lu_solve_systems, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve, m)?)?;
     m.add_function(wrap_pyfunction!(cho_rcond, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;

@@ -351,3 +351,28 @@ def test_lstsq_returns_the_singular_values_for_scipys_svd_drivers(dtype):
     stack = np.stack([a, 2 * a])
     bs = np.stack([b, b])[..., None]
     same(hetla.lstsq(stack, bs)[3], sl.lstsq(stack, bs)[3], rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(7, 5, 5), (2, 3, 9, 6), (4, 5, 8)])
+def test_stacked_lu_is_scipys_matrix_by_matrix_and_solves_every_trans(dtype, shape):
+    # A stack is factored in one call, one matrix per core (hetla::Lu::factor_batch_in_place).
+    a = rand(shape, dtype, seed=20)
+    lu, piv = hetla.lu_factor(a)
+    theirs_lu, theirs_piv = sl.lu_factor(a)
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    np.testing.assert_array_equal(piv, theirs_piv)
+    same(lu, theirs_lu, rtol=tolerance)
+    assert lu.dtype == theirs_lu.dtype and piv.dtype == theirs_piv.dtype
+    if shape[-1] == shape[-2]:
+        b = rand(shape[:-1] + (2,), dtype, seed=21)
+        for trans in (0, 1, 2):
+            same(hetla.lu_solve((lu, piv), b, trans=trans), sl.lu_solve((theirs_lu, theirs_piv), b, trans=trans), rtol=tolerance)
+
+
+def test_a_singular_member_of_a_stacked_lu_warns_naming_it():
+    a = rand((3, 4, 4), seed=22)
+    a[1, :, 2] = 0.0
+    with pytest.warns(hetla.LinAlgWarning, match="matrix 1 of the batch"):
+        lu, _ = hetla.lu_factor(a)
+    assert lu[1, 2, 2] == 0.0

@@ -6,22 +6,19 @@
 //! Each matrix has its own result: a matrix that fails (not positive definite, wrong shape,
 //! non-finite) is reported where it is, and the others are solved.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
-
 use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Backend, Par, Scalar};
-use hetla_runtime::Platform;
 
 use hetla_kernels::real_diagonal;
 
 use super::{Cholesky, Factor, factor_error};
+use crate::Result;
+use crate::batch::{on_every_core, on_every_core_mut, one_per_matrix};
 use crate::check::{
     check_finite, check_hermitian_lower, check_hermitian_lower_entries, check_output_shape,
     check_square,
 };
 use crate::interop::{Matrix, column_major};
-use crate::{Error, Result};
 
 /// Solves the SPD (complex: Hermitian positive definite) systems A_i X_i = B_i, of equal or mixed
 /// sizes, with default options: [`Cholesky::solve_batch`].
@@ -50,7 +47,8 @@ impl Cholesky {
     ///
     /// The outer error is for the call as a whole (`a` and `b` of different lengths, a platform
     /// that cannot be built); the i-th inner result is system i's: its X_i, or why it has none
-    /// ([`Error::NotPositiveDefinite`] with the column, a shape or non-finite entry). Any
+    /// ([`Error::NotPositiveDefinite`](crate::Error::NotPositiveDefinite) with the column, a shape
+    /// or non-finite entry). Any
     /// [`Matrix`]: each X_i comes back in B_i's kind of matrix.
     pub fn solve_batch<A, B>(&self, a: &[A], b: &[B]) -> Result<Vec<Result<B::Owned>>>
     where
@@ -58,15 +56,8 @@ impl Cholesky {
         B: Matrix<Elem = A::Elem> + Sync,
         B::Owned: Send,
     {
-        if a.len() != b.len() {
-            return Err(Error::InvalidOption {
-                option: "b",
-                reason: format!(
-                    "{} right-hand sides for {} matrices: give one B per A",
-                    b.len(),
-                    a.len()
-                ),
-            });
+        if b.len() != a.len() {
+            return Err(one_per_matrix("b", "right-hand sides", b.len(), a.len()));
         }
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
@@ -129,12 +120,8 @@ impl Cholesky {
     ) -> Result<Vec<Result<()>>> {
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
-        // Each matrix is taken by exactly one core (the index is handed out once); the lock is
-        // there to give that core a unique borrow, never contended.
-        let cells: Vec<Mutex<&mut MatMut<'_, T>>> = a.iter_mut().map(Mutex::new).collect();
-        Ok(on_every_core(&platform, cells.len(), |i| {
-            let mut a = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
-            factor_checked_in_place(backend, a.as_mut())
+        Ok(on_every_core_mut(&platform, a, |_, a| {
+            factor_checked_in_place(backend, a)
         }))
     }
 
@@ -149,22 +136,12 @@ impl Cholesky {
         a: &[MatRef<'_, T>],
         out: &mut [MatMut<'_, T>],
     ) -> Result<Vec<Result<()>>> {
-        if a.len() != out.len() {
-            return Err(Error::InvalidOption {
-                option: "out",
-                reason: format!(
-                    "{} outputs for {} matrices: give one output per matrix",
-                    out.len(),
-                    a.len()
-                ),
-            });
+        if out.len() != a.len() {
+            return Err(one_per_matrix("out", "outputs", out.len(), a.len()));
         }
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
-        // As in `factor_batch_in_place`: one core per index, the lock never contended.
-        let cells: Vec<Mutex<&mut MatMut<'_, T>>> = out.iter_mut().map(Mutex::new).collect();
-        Ok(on_every_core(&platform, cells.len(), |i| {
-            let mut out = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(on_every_core_mut(&platform, out, |i, mut out| {
             let a = a[i];
             check_output_shape(&format!("output {i}"), out.shape(), a.shape())?;
             check_square("A", a.nrows(), a.ncols())?;
@@ -220,47 +197,4 @@ fn factor_copy<T: Scalar>(backend: Backend, a: MatRef<'_, T>) -> Result<Mat<T>> 
     };
     kernel.map_err(factor_error)?;
     Ok(l)
-}
-
-/// `work(i)` for i in 0..count, on every core of every CPU cluster of `platform` (holding its run
-/// lock), each core taking the next i when it is done; the results in the order of i. On the
-/// calling thread when the platform has no CPU cluster.
-fn on_every_core<R: Send>(
-    platform: &Platform,
-    count: usize,
-    work: impl Fn(usize) -> R + Sync,
-) -> Vec<R> {
-    if platform.clusters().is_empty() {
-        return (0..count).map(work).collect();
-    }
-    let _busy = platform.lock_run();
-    let next = AtomicUsize::new(0);
-    let (next, work) = (&next, &work);
-    let take = move || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= count {
-                return done;
-            }
-            done.push((i, work(i)));
-        }
-    };
-    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
-        let clusters: Vec<_> = platform
-            .clusters()
-            .iter()
-            .map(|cluster| scope.spawn(move || cluster.pool().broadcast(|_| take())))
-            .collect();
-        clusters
-            .into_iter()
-            .flat_map(|joined| match joined.join() {
-                Ok(per_core) => per_core.into_iter().flatten(),
-                // A kernel panicked on a core: the caller sees the panic, as if it ran it.
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
-    results.sort_unstable_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
 }

@@ -750,11 +750,7 @@ impl<T: Scalar> Factor<T> {
             return Ok(0.0);
         }
         let inverse = condition::estimate_norm1(n, |x, _| self.solve_in_place(x))?;
-        Ok(if inverse == 0.0 {
-            0.0
-        } else {
-            (1.0 / inverse) / norm
-        })
+        Ok(condition::reciprocal(inverse, norm))
     }
 
     /// Solves A X = B for one or many right-hand sides (the columns of `b`, any [`Matrix`]): X is a
@@ -856,9 +852,5 @@ pub fn cholesky_rcond<T: Scalar>(l: MatRef<'_, T>, norm1: f64) -> Result<f64> {
         solve_upper_triangular_in_place(l.adjoint(), x, Par::Seq);
         Ok(())
     })?;
-    Ok(if inverse == 0.0 {
-        0.0
-    } else {
-        (1.0 / inverse) / norm1
-    })
+    Ok(condition::reciprocal(inverse, norm1))
 }

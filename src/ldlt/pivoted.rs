@@ -3,8 +3,8 @@
 //! where its block Aasen factor is too far from A: A's inertia when the factor is not certified
 //! near A, and the solves whose refinement with it stalls above LAPACK's backward error (a KKT
 //! matrix of order 4000 in f32 or c32: cond(A) times the factor's backward error is beyond 1, so
-//! refinement with it cannot converge). Bunch-Kaufman's B does not grow as the block Aasen's T does,
-//! and a double-precision factor solves a single-precision A to single precision's rounding.
+//! refinement with it cannot converge). Bunch-Kaufman's B does not grow as the block Aasen's T
+//! does, and a double-precision factor solves a single-precision A to single precision's rounding.
 //!
 //! Made once per factor, when first needed: n^3/3 flops in double and a copy of A in double.
 
@@ -114,53 +114,44 @@ mod tests {
     use super::*;
     use hetla_kernels::Precision;
 
-    #[test]
-    fn bunch_kaufman_gives_the_inertia_of_a_known_spectrum_in_every_precision() {
-        // Q diag(d) Q^H of order 40: 14 negative eigenvalues, 26 positive.
-        fn case<T: Scalar>() {
-            let n = 40;
-            let d: Vec<f64> = (0..n)
-                .map(|i| {
-                    if i % 3 == 0 {
-                        -1.0 - i as f64
-                    } else {
-                        0.5 + i as f64
-                    }
-                })
-                .collect();
-            let g: Mat<T> = crate::matgen::random_in(n, n, 3);
-            let q = g.qr().compute_Q();
-            let scaled = Mat::from_fn(n, n, |i, j| q[(i, j)] * T::from_f64(d[j]));
-            let a = &scaled * q.adjoint();
-            let inertia = Pivoted::of(a.as_ref()).inertia();
-            let negative = d.iter().filter(|x| **x < 0.0).count();
-            assert_eq!(
-                (inertia.positive, inertia.negative, inertia.zero),
-                (n - negative, negative, 0),
-                "{}",
-                T::PRECISION
-            );
-        }
-        for precision in Precision::ALL {
-            hetla_kernels::with_scalar!(precision, T => case::<T>());
-        }
+    /// On Q diag(d) Q^H of order 40 (14 negative eigenvalues, 26 positive): the inertia exact, and
+    /// a solve through the double-precision factor at the working precision's rounding (a single
+    /// precision A solved to single precision), in every precision.
+    fn known_spectrum<T: Scalar>() {
+        let n = 40;
+        let d: Vec<f64> = (0..n)
+            .map(|i| {
+                if i % 3 == 0 {
+                    -1.0 - i as f64
+                } else {
+                    0.5 + i as f64
+                }
+            })
+            .collect();
+        let g: Mat<T> = crate::matgen::random_in(n, n, 3);
+        let q = g.qr().compute_Q();
+        let scaled = Mat::from_fn(n, n, |i, j| q[(i, j)] * T::from_f64(d[j]));
+        let a = &scaled * q.adjoint();
+        let factor = Pivoted::of(a.as_ref());
+        let inertia = factor.inertia();
+        let negative = d.iter().filter(|x| **x < 0.0).count();
+        assert_eq!(
+            (inertia.positive, inertia.negative, inertia.zero),
+            (n - negative, negative, 0),
+            "{}",
+            T::PRECISION
+        );
+        let b: Mat<T> = crate::matgen::random_in(n, 2, 6);
+        let mut x = b.clone();
+        factor.solve(x.as_mut());
+        let error = crate::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+        assert!(error < 1.0, "{}: {error}", T::PRECISION);
     }
 
-    /// A solve through the double-precision factor: a residual at single precision's rounding for
-    /// a single-precision A, in every precision.
     #[test]
-    fn solves_to_the_working_precision() {
-        fn case<T: Scalar>() {
-            let n = 60;
-            let a: Mat<T> = crate::matgen::random_hermitian(n, 5);
-            let b: Mat<T> = crate::matgen::random_in(n, 2, 6);
-            let mut x = b.clone();
-            Pivoted::of(a.as_ref()).solve(x.as_mut());
-            let error = crate::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
-            assert!(error < 1.0, "{}: {error}", T::PRECISION);
-        }
+    fn bunch_kaufman_gives_the_inertia_and_solves_in_every_precision() {
         for precision in Precision::ALL {
-            hetla_kernels::with_scalar!(precision, T => case::<T>());
+            hetla_kernels::with_scalar!(precision, T => known_spectrum::<T>());
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::plan::{Plan, SINGLE_TILE_UP_TO};
 use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
+pub(crate) mod batch;
 #[cfg(feature = "mpi")]
 pub(crate) mod distributed;
 pub(crate) mod plan;
@@ -478,11 +479,7 @@ impl<T: Scalar> LuFactor<T> {
             let trans = if adjoint { Trans::Adjoint } else { Trans::No };
             self.triangular_solves(x, trans, false)
         })?;
-        Ok(if inverse == 0.0 {
-            0.0
-        } else {
-            (1.0 / inverse) / self.norms.one
-        })
+        Ok(condition::reciprocal(inverse, self.norms.one))
     }
 
     /// Solves A X = B (the columns of `b`, any [`Matrix`]); X comes back in `b`'s kind.
@@ -562,32 +559,9 @@ impl Lu {
         trans: Trans,
     ) -> Result<()> {
         let lu = lu.view();
-        check_square("LU", lu.nrows(), lu.ncols())?;
-        let n = lu.nrows();
-        check_finite("LU", lu)?;
-        if pivots.len() != n {
-            return Err(Error::InvalidOption {
-                option: "pivots",
-                reason: format!(
-                    "{} interchanges for a matrix of order {n}: give one per row",
-                    pivots.len()
-                ),
-            });
-        }
-        if let Some((i, &p)) = pivots.iter().enumerate().find(|&(i, &p)| p < i || p >= n) {
-            return Err(Error::InvalidOption {
-                option: "pivots",
-                reason: format!(
-                    "interchange {i} names row {p}; at step {i} it must be in {i}..{n} (0-based)"
-                ),
-            });
-        }
-        if let Some(column) = (0..n).find(|&k| lu[(k, k)] == L::Elem::from_f64(0.0)) {
-            return Err(Error::Singular { column });
-        }
         let mut b = b.view_mut();
-        crate::check::check_rows(n, b.nrows())?;
-        check_finite("B", b.as_ref())?;
+        check_factored(lu, pivots, b.as_ref())?;
+        let n = lu.nrows();
         let platform = self.resolve_platform()?;
         let flops = 2.0 * (n * n * b.ncols()) as f64 * L::Elem::PRECISION.flop_factor();
         column_major(b.as_mut(), |b| {
@@ -597,6 +571,37 @@ impl Lu {
             Ok(())
         })
     }
+}
+
+/// The checks of a solve from LU factors: `lu` square and finite, one interchange per row, each in
+/// range (LAPACK's: at step i in i..n), no zero on U's diagonal ([`Error::Singular`]), `b`'s rows
+/// and entries.
+fn check_factored<T: Scalar>(lu: MatRef<'_, T>, pivots: &[usize], b: MatRef<'_, T>) -> Result<()> {
+    check_square("LU", lu.nrows(), lu.ncols())?;
+    let n = lu.nrows();
+    check_finite("LU", lu)?;
+    if pivots.len() != n {
+        return Err(Error::InvalidOption {
+            option: "pivots",
+            reason: format!(
+                "{} interchanges for a matrix of order {n}: give one per row",
+                pivots.len()
+            ),
+        });
+    }
+    if let Some((i, &p)) = pivots.iter().enumerate().find(|&(i, &p)| p < i || p >= n) {
+        return Err(Error::InvalidOption {
+            option: "pivots",
+            reason: format!(
+                "interchange {i} names row {p}; at step {i} it must be in {i}..{n} (0-based)"
+            ),
+        });
+    }
+    if let Some(column) = (0..n).find(|&k| lu[(k, k)] == T::from_f64(0.0)) {
+        return Err(Error::Singular { column });
+    }
+    crate::check::check_rows(n, b.nrows())?;
+    check_finite("B", b)
 }
 
 /// X <- op(A)^-1 X from A's LU factors (LAPACK ?getrs, inputs checked): for A, the interchanges

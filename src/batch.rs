@@ -1,0 +1,81 @@
+//! Many small problems at once (the families' `*_batch` calls): each problem is one task run by one
+//! core with the sequential kernels, the platform's CPU clusters sharing the batch, every core of
+//! each taking the next problem as it finishes one (dynamic, so mixed sizes balance). GPUs take no
+//! part: a small problem is not worth a transfer.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use faer::MatMut;
+use hetla_kernels::Scalar;
+
+use hetla_runtime::Platform;
+
+use crate::Error;
+
+/// `work(i)` for i in 0..count, on every core of every CPU cluster of `platform` (holding its run
+/// lock), each core taking the next i when it is done; the results in the order of i. On the
+/// calling thread when the platform has no CPU cluster.
+pub(crate) fn on_every_core<R: Send>(
+    platform: &Platform,
+    count: usize,
+    work: impl Fn(usize) -> R + Sync,
+) -> Vec<R> {
+    if platform.clusters().is_empty() {
+        return (0..count).map(work).collect();
+    }
+    let _busy = platform.lock_run();
+    let next = AtomicUsize::new(0);
+    let (next, work) = (&next, &work);
+    let take = move || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count {
+                return done;
+            }
+            done.push((i, work(i)));
+        }
+    };
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let clusters: Vec<_> = platform
+            .clusters()
+            .iter()
+            .map(|cluster| scope.spawn(move || cluster.pool().broadcast(|_| take())))
+            .collect();
+        clusters
+            .into_iter()
+            .flat_map(|joined| match joined.join() {
+                Ok(per_core) => per_core.into_iter().flatten(),
+                // A kernel panicked on a core: the caller sees the panic, as if it ran it.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// `work(i, m)` for each of the caller's matrices `items` (m: a unique borrow of `items[i]`), on
+/// every core as [`on_every_core`]; the results in the order of i.
+pub(crate) fn on_every_core_mut<T: Scalar, R: Send>(
+    platform: &Platform,
+    items: &mut [MatMut<'_, T>],
+    work: impl Fn(usize, MatMut<'_, T>) -> R + Sync,
+) -> Vec<R> {
+    // Each matrix is taken by exactly one core (the index is handed out once); the lock is there
+    // to give that core a unique borrow, never contended.
+    let cells: Vec<Mutex<&mut MatMut<'_, T>>> = items.iter_mut().map(Mutex::new).collect();
+    on_every_core(platform, cells.len(), |i| {
+        let mut item = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+        work(i, item.as_mut())
+    })
+}
+
+/// The call's error when its `option` gives `got` entries (`what`) for `count` matrices.
+pub(crate) fn one_per_matrix(option: &'static str, what: &str, got: usize, count: usize) -> Error {
+    Error::InvalidOption {
+        option,
+        reason: format!("{got} {what} for {count} matrices: give one per matrix"),
+    }
+}
