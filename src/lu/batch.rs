@@ -117,9 +117,7 @@ impl Lu {
             check_finite("A", a)?;
             check_finite("B", b.as_ref())?;
             let n = a.nrows();
-            let norm = (0..n)
-                .map(|j| a.col(j).iter().map(|x| x.abs_f64()).sum::<f64>())
-                .fold(0.0, f64::max);
+            let norm = crate::check::norm1(a);
             let mut lu = a.to_owned();
             let mut pivots = vec![0; n];
             if let Some(column) = backend.lu_panel(lu.as_mut(), &mut pivots, Par::Seq)? {
