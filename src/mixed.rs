@@ -284,17 +284,16 @@ pub(crate) struct Refined {
     pub backward_error: f64,
 }
 
-/// Refines the solution `x` of A X = `b` in A's own precision, as LAPACK's ?syrfs does but
-/// normwise: R = B - A X (`product` gives A X), D = `solve`(R), X += D, for as long as a step at
-/// least halves the residual and some column's backward error ||r_j||_1 / (||A||_1 ||x_j||_1)
-/// (`norm` = ||A||_1, the measure LAPACK's dget02 scales) is above eps, at most
-/// [`MAX_WORKING_STEPS`] steps. `x` is left with the smallest residual seen.
+/// Refines the solution `x` of A X = B in A's own precision, as LAPACK's ?syrfs does but normwise:
+/// R = `residual`(X) = B - A X, D = `solve`(R), X += D, for as long as a step at least halves the
+/// residual and some column's backward error ||r_j||_1 / (||A||_1 ||x_j||_1) (`norm` = ||A||_1, the
+/// measure LAPACK's dget02 scales) is above eps, at most [`MAX_WORKING_STEPS`] steps. `x` is left
+/// with the smallest residual seen.
 pub(crate) fn refine_working<T: Scalar>(
     mut x: faer::MatMut<'_, T>,
-    b: MatRef<'_, T>,
     norm: f64,
     solve: impl Fn(faer::MatMut<'_, T>) -> Result<()>,
-    product: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
 ) -> Result<Refined> {
     let eps = T::PRECISION.epsilon();
     let sums = |m: MatRef<'_, T>| -> Vec<f64> {
@@ -310,7 +309,6 @@ pub(crate) fn refine_working<T: Scalar>(
             .map(|(r, x)| if *x > 0.0 { r / x } else { *r })
             .fold(0.0, f64::max)
     };
-    let residual = |x: MatRef<'_, T>| -> Result<Mat<T>> { Ok(b - product(x)?) };
     let mut r = residual(x.as_ref())?;
     let mut largest = error(r.as_ref(), x.as_ref());
     let mut steps = 0;

@@ -334,16 +334,18 @@ impl<T: Scalar> LdltFactor<T> {
         }
         let rhs = b.to_owned();
         self.unrefined_in_place(b.rb_mut());
-        let product = |x: MatRef<'_, T>| self.product(x);
+        // R = B - A X in one blocked pass (the residual of both refinements below).
+        let residual = |x: MatRef<'_, T>| {
+            crate::mixed::residual(&self.platform, self.a.as_ref(), x, rhs.as_ref())
+        };
         let refined = crate::mixed::refine_working(
             b.rb_mut(),
-            rhs.as_ref(),
             self.norm1,
             |d| {
                 self.unrefined_in_place(d);
                 Ok(())
             },
-            product,
+            residual,
         )?;
         how.iterations = refined.steps;
         if refined.backward_error <= FALLBACK_BACKWARD_ERROR {
@@ -354,13 +356,12 @@ impl<T: Scalar> LdltFactor<T> {
         pivoted.solve(x.as_mut());
         let again = crate::mixed::refine_working(
             x.as_mut(),
-            rhs.as_ref(),
             self.norm1,
             |d| {
                 pivoted.solve(d);
                 Ok(())
             },
-            product,
+            residual,
         )?;
         // The better of the two (a matrix beyond even the second factor keeps the first's X).
         if again.backward_error < refined.backward_error {
@@ -369,16 +370,13 @@ impl<T: Scalar> LdltFactor<T> {
             how.path = crate::RefinementPath::BunchKaufman {
                 stalled_at: refined.backward_error,
             };
-            how.factored_in = if T::PRECISION.is_complex() {
-                Precision::Z
-            } else {
-                Precision::D
-            };
+            how.factored_in = pivoted.precision();
         }
         Ok(how)
     }
 
-    /// A X, from A's lower triangle (the residual's blocked product, on the platform's backend).
+    /// A X, from A's lower triangle (the residual's blocked product, on the platform's backend; for
+    /// the power method of [`LdltFactor::inertia`]'s certificate).
     fn product(&self, x: MatRef<'_, T>) -> Result<Mat<T>> {
         let zero = Mat::<T>::zeros(x.nrows(), x.ncols());
         Ok(-crate::mixed::residual(

@@ -11,7 +11,7 @@
 use faer::linalg::solvers::{Lblt, Solve};
 use faer::reborrow::*;
 use faer::{Mat, MatMut, MatRef, Side};
-use hetla_kernels::{Scalar, c64};
+use hetla_kernels::{Precision, Scalar, c64};
 
 use super::band::Inertia;
 
@@ -35,6 +35,14 @@ impl Pivoted {
             Pivoted::Complex(Mat::from_fn(n, n, entry).lblt(Side::Lower))
         } else {
             Pivoted::Real(Mat::from_fn(n, n, |i, j| entry(i, j).re).lblt(Side::Lower))
+        }
+    }
+
+    /// The precision the factor is in: f64 or c64.
+    pub fn precision(&self) -> Precision {
+        match self {
+            Pivoted::Real(_) => Precision::D,
+            Pivoted::Complex(_) => Precision::Z,
         }
     }
 
@@ -112,7 +120,6 @@ impl Pivoted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetla_kernels::Precision;
 
     /// On Q diag(d) Q^H of order 40 (14 negative eigenvalues, 26 positive): the inertia exact, and
     /// a solve through the double-precision factor at the working precision's rounding (a single
