@@ -820,11 +820,13 @@ fn a_queued_task_that_does_not_fit_waits_for_the_queue_instead_of_failing() {
 
 #[test]
 fn a_device_goes_on_queueing_kernels_while_final_tiles_go_back_to_host_memory() {
-    // Downloads that take 3 ms each: the tiles each task makes final are written back by
-    // the device's write-back thread, so its worker keeps launching kernels meanwhile.
+    // Downloads that take 20 ms each: the tiles each task makes final are written back by
+    // the device's write-back thread, so its worker keeps launching kernels meanwhile. (At 3 ms
+    // the 36 write-backs could all end between two launches when the test ran beside the file's
+    // others on 2 busy cores: CI failed once so, 2026-12-02.)
     let (n, b) = (800, 100);
     let devices = vec![Arc::new(
-        EmulatedDevice::new(usize::MAX).with_download_delay(std::time::Duration::from_millis(3)),
+        EmulatedDevice::new(usize::MAX).with_download_delay(std::time::Duration::from_millis(20)),
     )];
     let p = platform("none", &devices);
     let (residual, trace) = factor(&p, n, b);
