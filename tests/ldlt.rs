@@ -464,3 +464,84 @@ fn rcond_estimates_the_condition_of_a_known_spectrum() {
         1.0
     );
 }
+
+/// `solve_batch` solves each symmetric (Hermitian) indefinite system to dget02's ratio, with a
+/// condition estimate near the factor's own, reads only the lower triangles, and reports a singular
+/// member (its B untouched) and a wrong shape at their place, in every precision.
+fn solve_batch_case<T: Scalar>() {
+    let mut a: Vec<Mat<T>> = [8usize, 33, 1, 64, 0]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| random_hermitian::<T>(n, 400 + i as u64))
+        .collect();
+    a.push(kkt::<T>(30, 10, 410));
+    // The strictly upper triangle is not read.
+    a[1][(2, 20)] = T::from_f64(f64::NAN);
+    let mut singular = random_hermitian::<T>(6, 420);
+    for i in 0..6 {
+        singular[(i, 3)] = T::from_f64(0.0);
+        singular[(3, i)] = T::from_f64(0.0);
+    }
+    a.push(singular);
+    a.push(random_hermitian::<T>(5, 421));
+    let b: Vec<Mat<T>> = a
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            // The last system's B has a row too many.
+            let rows = m.nrows() + usize::from(i == a.len() - 1);
+            hetla::matgen::random_in(rows, 3, 430 + i as u64)
+        })
+        .collect();
+    let before = a.clone();
+    let mut x = b.clone();
+    let views: Vec<_> = a.iter().map(|m| m.as_ref()).collect();
+    let mut xs: Vec<_> = x.iter_mut().map(|m| m.as_mut()).collect();
+    let results = Ldlt::new().solve_batch(&views, &mut xs).unwrap();
+    assert_eq!(
+        format!("{a:?}"),
+        format!("{before:?}"),
+        "the matrices are left unchanged"
+    );
+    for i in 0..6 {
+        let rcond = *results[i].as_ref().unwrap();
+        let n = a[i].nrows();
+        if n == 0 {
+            assert_eq!(rcond, 1.0);
+            continue;
+        }
+        let mut full = a[i].clone();
+        for r in 0..n {
+            for c in r + 1..n {
+                full[(r, c)] = conj(full[(c, r)]);
+            }
+        }
+        let alone = Ldlt::new().factor(full.as_ref()).unwrap().rcond().unwrap();
+        assert!(
+            (rcond - alone).abs() <= 0.1 * alone,
+            "{} member {i}: rcond {rcond} against {alone}",
+            T::PRECISION
+        );
+        let ratio = hetla::check::backward_error(full.as_ref(), x[i].as_ref(), b[i].as_ref());
+        assert!(
+            ratio < 30.0,
+            "{} member {i} order {n}: {ratio}",
+            T::PRECISION
+        );
+    }
+    assert!(
+        matches!(results[6], Err(Error::Singular { .. })),
+        "{:?}",
+        results[6]
+    );
+    assert_eq!(x[6], b[6], "a singular system's B is untouched");
+    assert!(results[7].is_err(), "{:?}", results[7]);
+    assert!(Ldlt::new().solve_batch::<T>(&views, &mut []).is_err());
+}
+
+#[test]
+fn batches_of_indefinite_systems_solve_each_as_lapack_would_in_every_precision() {
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => solve_batch_case::<T>());
+    }
+}

@@ -715,3 +715,151 @@ fn least_squares_refuse_a_numerically_rank_deficient_a_in_every_precision() {
     rank_deficiency_is_refused_in::<c32>();
     rank_deficiency_is_refused_in::<c64>();
 }
+
+/// dqrt01's ratios of a QR given as Q (m x c, c = m or min(m, n)) and the factored matrix (R on and
+/// above its diagonal): ||A - Q R||_1 / (m ||A||_1 eps) and ||I - Q^H Q||_1 / (m eps).
+fn qr_ratios<T: Scalar>(a: &Mat<T>, q: &Mat<T>, factored: &Mat<T>) -> (f64, f64) {
+    let (m, n) = (a.nrows(), a.ncols());
+    let eps = T::PRECISION.epsilon();
+    let r = Mat::from_fn(q.ncols(), n, |i, j| {
+        if i <= j && i < factored.nrows() {
+            factored[(i, j)]
+        } else {
+            T::from_f64(0.0)
+        }
+    });
+    let scale = norm1(a.as_ref()).max(f64::MIN_POSITIVE);
+    let factor = norm1((a - q * &r).as_ref()) / (m.max(1) as f64 * scale * eps);
+    let orthogonality =
+        norm1((Mat::<T>::identity(q.ncols(), q.ncols()) - q.adjoint() * q).as_ref())
+            / (m.max(1) as f64 * eps);
+    (factor, orthogonality)
+}
+
+/// A batch of mixed shapes factored in place one matrix per core gives the R of a QR of its own
+/// (the whole matrix one tile there too), its Q full and thin passes dqrt01, and a NaN member is
+/// refused at its place while the others are done; the least-squares batch gives each problem's
+/// `lstsq_rank` solution and rank, of any shape and rank.
+fn qr_batch_case<T: Scalar>(tolerance: f64) {
+    let shapes = [
+        (24, 24),
+        (40, 17),
+        (9, 30),
+        (0, 0),
+        (64, 64),
+        (1, 1),
+        (5, 0),
+        (70, 33),
+    ];
+    let mut originals: Vec<Mat<T>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, n))| random::<T>(m, n, 40 + i as u64))
+        .collect();
+    let mut nan = random::<T>(10, 6, 60);
+    nan[(3, 4)] = T::from_f64(f64::NAN);
+    originals.push(nan);
+    let mut factored = originals.clone();
+    let mut views: Vec<_> = factored.iter_mut().map(|a| a.as_mut()).collect();
+    let qr = hetla::Qr::new();
+    let t = qr.factor_batch_in_place(&mut views).unwrap();
+    assert!(
+        matches!(t[shapes.len()], Err(hetla::Error::NonFinite { .. })),
+        "{:?}",
+        t[shapes.len()]
+    );
+    let what = |i: usize| format!("{} {:?}", T::PRECISION, shapes[i]);
+    let kept: Vec<usize> = (0..shapes.len()).collect();
+    for full in [false, true] {
+        let mut q: Vec<Mat<T>> = kept
+            .iter()
+            .map(|&i| {
+                let (m, n) = shapes[i];
+                Mat::from_fn(m, if full { m } else { m.min(n) }, |_, _| T::from_f64(7.0))
+            })
+            .collect();
+        let h: Vec<_> = kept.iter().map(|&i| factored[i].as_ref()).collect();
+        let ts: Vec<_> = kept
+            .iter()
+            .map(|&i| t[i].as_ref().unwrap().as_ref())
+            .collect();
+        let mut qs: Vec<_> = q.iter_mut().map(|q| q.as_mut()).collect();
+        let done = qr.q_batch(&h, &ts, &mut qs).unwrap();
+        assert!(qr.q_batch(&h, &ts[..1], &mut qs).is_err());
+        for (slot, &i) in kept.iter().enumerate() {
+            done[slot].as_ref().unwrap();
+            let (factor, orthogonality) = qr_ratios(&originals[i], &q[slot], &factored[i]);
+            assert!(factor < 30.0, "{} full {full}: A - Q R {factor}", what(i));
+            assert!(
+                orthogonality < 30.0,
+                "{} full {full}: I - Q^H Q {orthogonality}",
+                what(i)
+            );
+        }
+        // A Q with more columns than rows is matrix 0's error; lengths that differ, the call's.
+        let mut wide = [Mat::<T>::zeros(24, 25)];
+        let mut views: Vec<_> = wide.iter_mut().map(|q| q.as_mut()).collect();
+        assert!(qr.q_batch(&h[..1], &ts[..1], &mut views).unwrap()[0].is_err());
+    }
+    for &i in &kept {
+        let (m, n) = shapes[i];
+        if m.min(n) == 0 {
+            continue;
+        }
+        let alone = hetla::Qr::new().factor(originals[i].as_ref()).unwrap().r();
+        let r = Mat::from_fn(m.min(n), n, |r, c| {
+            if r <= c {
+                factored[i][(r, c)]
+            } else {
+                T::from_f64(0.0)
+            }
+        });
+        let error = hetla::check::relative_error(r.as_ref(), alone.as_ref());
+        assert!(error < tolerance, "{}: R against Qr's {error}", what(i));
+    }
+
+    // Least squares: the rank-revealing problems of `rank_revealing_case`, and a NaN.
+    let rcond = T::PRECISION.epsilon().sqrt() * 1e-2;
+    let mut problems = vec![
+        (low_rank::<T>(40, 10, 3, 1), 3),
+        (random::<T>(6, 15, 3), 6),
+        (low_rank::<T>(6, 15, 2, 4), 2),
+        (random::<T>(30, 8, 6), 8),
+        (low_rank::<T>(60, 30, 20, 8), 20),
+        (random::<T>(64, 64, 10), 64),
+        (Mat::zeros(0, 4), 0),
+    ];
+    let mut bad = random::<T>(8, 3, 11);
+    bad[(2, 1)] = T::from_f64(f64::INFINITY);
+    problems.push((bad, 0));
+    let b: Vec<Mat<T>> = problems
+        .iter()
+        .enumerate()
+        .map(|(i, (a, _))| random::<T>(a.nrows(), 2, 20 + i as u64))
+        .collect();
+    let a: Vec<_> = problems.iter().map(|(a, _)| a.as_ref()).collect();
+    let bs: Vec<_> = b.iter().map(|b| b.as_ref()).collect();
+    let solved = qr.lstsq_rank_batch(&a, &bs, Some(rcond)).unwrap();
+    for (i, (a, rank)) in problems.iter().enumerate().take(problems.len() - 1) {
+        let what = format!("{} {} x {} rank {rank}", T::PRECISION, a.nrows(), a.ncols());
+        let (x, r) = solved[i].as_ref().unwrap();
+        assert_eq!(*r, *rank, "{what}");
+        let (alone, _) = hetla::lstsq_rank(a.as_ref(), b[i].as_ref(), Some(rcond)).unwrap();
+        let error = hetla::check::relative_error(x.as_ref(), alone.as_ref());
+        assert!(error < tolerance, "{what}: against lstsq_rank {error}");
+    }
+    assert!(
+        matches!(solved.last(), Some(Err(hetla::Error::NonFinite { .. }))),
+        "{:?}",
+        solved.last()
+    );
+    assert!(qr.lstsq_rank_batch(&a, &bs[..1], None).is_err());
+}
+
+#[test]
+fn qr_and_least_squares_batches_solve_each_problem_as_alone_in_every_precision() {
+    qr_batch_case::<f64>(1e-9);
+    qr_batch_case::<c64>(1e-9);
+    qr_batch_case::<f32>(2e-2);
+    qr_batch_case::<c32>(2e-2);
+}

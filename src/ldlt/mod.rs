@@ -36,6 +36,9 @@
 //!   only where the factor is certified near A, else that Bunch-Kaufman factor's B gives them (see
 //!   [`LdltFactor::inertia`]).
 //!
+//! - Stacks of small systems (`batch.rs`, [`Ldlt::solve_batch`]): one per core, each by
+//!   Bunch-Kaufman in the working precision (LAPACK's ?sysv, a matrix of a batch being one block).
+//!
 //! Only the lower triangle of A is read (its diagonal's imaginary parts are taken as zero). Input
 //! is checked for NaN and infinities before any work. A singular A still factors (the factor says
 //! where T's first zero pivot is, LAPACK's info); its solves refuse with [`Error::Singular`].
@@ -53,6 +56,7 @@ use hetla_runtime::{RunOptions, Trace};
 
 pub(crate) mod aasen;
 pub(crate) mod band;
+mod batch;
 pub(crate) mod pivoted;
 pub(crate) mod plan;
 pub(crate) mod room;

@@ -1,7 +1,9 @@
 //! QR factorisations and least squares: tiled Householder QR on the runtime ([`Qr`], [`QrFactor`],
 //! [`lstsq`]; module `householder`) and CholeskyQR2 for tall-skinny matrices ([`CholeskyQr`];
-//! module `cholesky_qr`, which falls back to the former).
+//! module `cholesky_qr`, which falls back to the former); stacks of small QR and least-squares
+//! problems one per core (module `batch`).
 
+mod batch;
 mod cholesky_qr;
 #[cfg(feature = "mpi")]
 pub(crate) mod distributed;

@@ -107,7 +107,8 @@ fn upper_part<T: Scalar>(upper: MatRef<'_, T>, rows: usize) -> Mat<T> {
 /// rank (LAPACK's ?gelsy), and A's effective rank: the number of diagonal entries of the pivoted R
 /// above `rcond` times the largest (`None`: the precision's eps). With m >= n the tiled QR comes
 /// first: a matrix clearly of full column rank (every |R_ii| above sqrt(rcond) times the largest)
-/// is solved by it as [`crate::lstsq`] does; any other case by the complete orthogonal
+/// is solved by it, x = R^-1 (Q^H B)_1 (as [`crate::lstsq`], which also refuses an R whose
+/// condition estimate says it is numerically singular); any other case by the complete orthogonal
 /// factorisation: the first r rows of R, [R_11 R_12], factored as [R_11 R_12]^H = Z S, and x = P Z
 /// S^-H (Q^H B)_1.
 pub fn lstsq_rank<T: Scalar>(
@@ -115,8 +116,21 @@ pub fn lstsq_rank<T: Scalar>(
     b: MatRef<'_, T>,
     rcond: Option<f64>,
 ) -> Result<(Mat<T>, usize)> {
-    let (m, n) = (a.nrows(), a.ncols());
-    check_rhs_rows(b, m)?;
+    let rcond = checked_rcond(a, b, rcond)?;
+    least_squares_by(a, b, rcond, faer::get_global_parallelism(), |a, b| {
+        let f = super::Qr::new().factor(a)?;
+        Ok((f.r(), f.apply_qh(b)?))
+    })
+}
+
+/// `rcond` (`None`: the precision's eps) once A (m x n) and B (m x k) are checked: B's rows,
+/// neither with a non-finite entry, `rcond` finite.
+pub(super) fn checked_rcond<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    rcond: Option<f64>,
+) -> Result<f64> {
+    check_rhs_rows(b, a.nrows())?;
     crate::check::check_finite("A", a)?;
     crate::check::check_finite("B", b)?;
     let rcond = rcond.unwrap_or(T::PRECISION.epsilon());
@@ -126,27 +140,44 @@ pub fn lstsq_rank<T: Scalar>(
             reason: format!("must be a finite number, got {rcond}"),
         });
     }
-    let k = b.ncols();
+    Ok(rcond)
+}
+
+/// [`lstsq_rank`]'s solution of checked operands, its triangular solves and pivoted QRs on `par`;
+/// with m >= n A's QR comes from `qr(a, b)`: R (n x n, upper) and Q^H B (m x k).
+pub(super) fn least_squares_by<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    rcond: f64,
+    par: Par,
+    qr: impl FnOnce(MatRef<'_, T>, MatRef<'_, T>) -> Result<(Mat<T>, Mat<T>)>,
+) -> Result<(Mat<T>, usize)> {
+    let (m, n) = (a.nrows(), a.ncols());
     if m == 0 || n == 0 {
-        return Ok((Mat::zeros(n, k), 0));
+        return Ok((Mat::zeros(n, b.ncols()), 0));
     }
     if m >= n {
-        // The tiled QR first: a matrix clearly of full column rank (no diagonal entry of R below
+        // The QR first: a matrix clearly of full column rank (no diagonal entry of R below
         // sqrt(rcond) times the largest) is solved by it. A doubtful one is pivoted through its R:
         // A = Q_1 R, so min ||A x - B|| is min ||R x - (Q_1^H B)_1|| (the rest of Q^H B is the
         // residual), and R P = Q_2 R_2 pivots as A P would, on n x n instead of m x n.
-        let f = super::Qr::new().factor(a)?;
-        let d: Vec<f64> = (0..n).map(|i| f.storage()[(i, i)].abs_f64()).collect();
+        let (r, mut c) = qr(a, b)?;
+        let d: Vec<f64> = (0..n).map(|i| r[(i, i)].abs_f64()).collect();
         let (low, high) = d
             .iter()
             .fold((f64::INFINITY, 0.0_f64), |(l, h), &v| (l.min(v), h.max(v)));
         if high > 0.0 && low > rcond.max(0.0).sqrt() * high {
-            return Ok((f.solve_least_squares(b)?, n));
+            let mut x = c.subrows(0, n).to_owned();
+            faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+                r.as_ref(),
+                x.as_mut(),
+                par,
+            );
+            return Ok((x, n));
         }
-        let mut c = f.apply_qh(b)?;
-        return minimum_norm(f.r(), c.as_mut().subrows_mut(0, n), rcond);
+        return minimum_norm(r, c.as_mut().subrows_mut(0, n), rcond, par);
     }
-    minimum_norm(a.to_owned(), b.to_owned().as_mut(), rcond)
+    minimum_norm(a.to_owned(), b.to_owned().as_mut(), rcond, par)
 }
 
 /// faer's blocked Householder QR `f` (m x n, factored in place) with its block factors: Q^H `b`
@@ -190,15 +221,15 @@ fn apply_reflectors<T: Scalar>(
 
 /// The minimum-norm least-squares solution and the effective rank by the complete orthogonal
 /// factorisation of the [module](self) documentation (`a` m x n non-empty, `b` m x k, checked; both
-/// overwritten).
+/// overwritten), on `par`.
 fn minimum_norm<T: Scalar>(
     mut a: Mat<T>,
     mut b: MatMut<'_, T>,
     rcond: f64,
+    par: Par,
 ) -> Result<(Mat<T>, usize)> {
     let (m, n, k) = (a.nrows(), a.ncols(), b.ncols());
     let size = m.min(n);
-    let par = faer::get_global_parallelism();
     // A P = Q R in place; then b <- Q^H b.
     let block = no_pivoting::factor::recommended_block_size::<T>(m, n);
     let mut factors = Mat::<T>::zeros(block, size);
