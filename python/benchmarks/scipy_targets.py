@@ -1,12 +1,12 @@
 """The scipy drop-in's speed targets (issue 49), each beside scipy in this process: best and median
 of REPEAT runs after a warm-up, as ratios scipy time / hetla time (> 1: hetla faster).
 
-    python python/benchmarks/scipy_targets.py [--repeat 3] [--quick]
+    python python/benchmarks/scipy_targets.py [--repeat 3] [--quick] [--match stack]
 
 lu_factor n = 3000; qr(mode="economic") 4000 x 1000; solve n = 3000 with 10 right-hand sides;
 lstsq of a rank-deficient 4000 x 1000 (rank 900) against scipy's gelsy; cho_factor n = 3000 in
 C order; stacks of 200 matrices 64 x 64 (issue 73: lu_factor, lu_solve, solve, qr, lstsq, each
-one call on the whole stack). scipy runs on the OpenBLAS its wheel bundles, with its default thread count (every
+one call on the whole stack; and solve(assume_a="sym"), untargeted). scipy runs on the OpenBLAS its wheel bundles, with its default thread count (every
 core); hetla on its default platform. Prints one line per target and a JSON object at the end.
 ``--quick`` runs every case at a tenth of each size (a check that the script runs, as CI does).
 """
@@ -28,6 +28,7 @@ from targets import alternated
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--match", default="", help="run only the cases whose name contains this")
     p.add_argument("--quick", action="store_true", help="every size a tenth (a check that it runs)")
     args = p.parse_args()
     scale = 10 if args.quick else 1
@@ -57,6 +58,7 @@ def main():
     count = 200 // scale
     stack = rng.standard_normal((count, 64, 64))
     stack_b = rng.standard_normal((count, 64, 1))
+    sym_stack = stack + np.swapaxes(stack, -1, -2)
     lu_stack, piv_stack = sl.lu_factor(stack)
     cases += [
         (f"stack {count}x64x64 lu_factor", lambda: hetla.lu_factor(stack), lambda: sl.lu_factor(stack)),
@@ -66,6 +68,11 @@ def main():
             lambda: sl.lu_solve((lu_stack, piv_stack), stack_b),
         ),
         (f"stack {count}x64x64 solve", lambda: hetla.solve(stack, stack_b), lambda: sl.solve(stack, stack_b)),
+        (
+            f"stack {count}x64x64 solve sym",
+            lambda: hetla.solve(sym_stack, stack_b, assume_a="sym"),
+            lambda: sl.solve(sym_stack, stack_b, assume_a="sym"),
+        ),
         (f"stack {count}x64x64 qr", lambda: hetla.qr(stack), lambda: sl.qr(stack)),
         (
             f"stack {count}x64x64 lstsq (gelsy)",
@@ -75,6 +82,8 @@ def main():
     ]
     rows = []
     for name, ours, theirs in cases:
+        if args.match not in name:
+            continue
         if args.quick:
             name += " (quick: a tenth)"
         times = alternated({"hetla": ours, "scipy": theirs}, args.repeat)

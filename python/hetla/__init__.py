@@ -480,7 +480,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     scipy's ``solve``). ``assume_a`` takes scipy's structures and reads what scipy reads:
     "pos" (or "positive definite") by Cholesky from the triangle ``lower`` names; "sym"/"her"
     (or "symmetric"/"hermitian") from that triangle by Aasen's symmetric indefinite
-    factorisation (``hetla.Ldlt``'s; a complex "sym" matrix, complex symmetric, by LU),
+    factorisation (``hetla.Ldlt``'s; a stack one system per core by Bunch-Kaufman, LAPACK's ?sysv;
+    a complex "sym" matrix, complex symmetric, by LU),
     "diagonal" and "tridiagonal" from those diagonals by LU with partial pivoting; "upper triangular"/"lower triangular" by one substitution on their triangle (LAPACK's
     ?trtrs, warned by ?trcon's estimate); None, "general" and "banded"
     by LU on the whole matrix. ``transposed=True`` solves A^T x = b, also for a complex A (which
@@ -545,6 +546,16 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         rconds = _hetla.cho_rcond(_source(c), bool(lower), [float(v) for v in norms.reshape(-1)])
         for i, rcond in enumerate(rconds):
             _warn_ill_conditioned(rcond, dtype, i if len(rconds) > 1 else None)
+        return b_array if in_b else _solution(x, stack, vector)
+    hermitian = structure == "her" or (structure == "sym" and not _np.iscomplexobj(mats))
+    if hermitian and x.shape[0] > 1:
+        # A stack: one system per core by Bunch-Kaufman (?sysv's), on the lower triangle of A, or
+        # of A^T = conj(A) for a transposed solve; scipy's upper triangle read as its adjoint's.
+        m = mats if lower else _np.swapaxes(mats, -1, -2)
+        if lower == transposed:
+            m = _np.conj(m)
+        for i, rcond in enumerate(_hetla.ldlt_solve_systems(_np.ascontiguousarray(m), x)):
+            _warn_ill_conditioned(rcond, dtype, i)
         return b_array if in_b else _solution(x, stack, vector)
     if structure == "general" and not in_a and x.shape[0] > 1:
         # A stack: one system per core, the factors never leaving Rust (no Python loop).
@@ -628,7 +639,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     "raw" (returns ``((h, tau), R)``, LAPACK ?geqrf's packed reflectors and R K x N, by one QR of
     the whole matrix on the tile kernel; with pivoting ?geqp3's, the columns in hetla's pivoted
     order, and P last). ``lwork`` is accepted for scipy's signature (a value below scipy's minimum, max(1, N),
-    is a ValueError as there). A stack (..., M, N) is factored matrix by matrix."""
+    is a ValueError as there). A stack (..., M, N) is factored one matrix per core, each by one
+    ?geqrt of the whole matrix (``hetla.Qr``'s batch); with pivoting or mode "raw" matrix by matrix."""
     _flags(overwrite_a=overwrite_a, pivoting=pivoting, check_finite=check_finite)
     del overwrite_a, check_finite
     if mode not in ("full", "economic", "r", "raw"):
@@ -638,12 +650,28 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         raise ValueError(f"a must be a matrix or a stack of them (..., M, N), got shape {a.shape}")
     if lwork is not None and lwork != -1 and lwork < max(1, a.shape[-1]):
         raise ValueError(f"lwork must be at least max(1, N) = {max(1, a.shape[-1])}, got {lwork}")
+    dtype = _dtype(a)
+    if a.ndim > 2 and not pivoting and mode != "raw":
+        # One QR per core, each matrix one ?geqrt (and ?orgqr for Q), no Python loop.
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        flat = a.reshape((_math.prod(a.shape[:-2]), m, n))
+        h = _copy(flat, dtype, True)
+        q = None if mode == "r" else _empty((flat.shape[0], m, m if mode == "full" else k), dtype, True)
+        if h.size:
+            _hetla.qr_batch(h, q)
+        elif q is not None:
+            q[...] = _np.eye(m, q.shape[-1], dtype=dtype)
+        r = _np.triu(h if mode != "economic" else h[:, :k, :])
+        r = r.reshape(a.shape[:-2] + r.shape[-2:])
+        if mode == "r":
+            return r  # scipy's stacked mode "r": R itself, not the 1-tuple of one matrix
+        return q.reshape(a.shape[:-2] + q.shape[-2:]), r
     if a.ndim > 2:
         flat = a.reshape((-1,) + a.shape[-2:])
         parts = _each_of_batch(flat.shape[0], lambda i: qr(flat[i], mode=mode, pivoting=pivoting))
         stacked = tuple(_np.stack(p).reshape(a.shape[:-2] + p[0].shape) for p in zip(*parts))
         return stacked
-    dtype = _dtype(a)
     if mode == "raw":
         # LAPACK's packed form, ?geqrf's (?geqp3's with pivoting: the same reflectors on the
         # columns in their pivoted order), and R as the economic one.
@@ -686,16 +714,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         raise ValueError(f"b must have {a.shape[-2]} rows (as a), got shape {b.shape}")
     stack = _np.broadcast_shapes(a.shape[:-2], b.shape[:-core] if core == 2 else ())
     if stack:
-        a = _np.broadcast_to(a, stack + a.shape[-2:])
-        b = _np.broadcast_to(b, stack + b.shape[-core:])
-        where = list(_np.ndindex(stack))
-        parts = _each_of_batch(
-            len(where), lambda i: lstsq(a[where[i]], b[where[i]], cond, lapack_driver=lapack_driver)
-        )
-        kept = 4 if singular else 3
-        out = [_np.stack([p[k] for p in parts]).reshape(stack + _np.shape(parts[0][k]))
-               for k in range(kept)]
-        return tuple(out) if singular else (*out, None)
+        return _lstsq_stack(a, b, cond, stack, core, singular)
     m, n = a.shape
     dtype = _dtype(a, b)
     real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
@@ -716,13 +735,50 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         resid = b2 - a.astype(dtype, copy=False) @ x
         residues = (_np.abs(resid) ** 2).sum(axis=0).astype(real)
     else:
-        residues = _np.empty(0, dtype=real)
+        residues = _np.empty(0, dtype=dtype)  # scipy: of the computed dtype
     if b.ndim == 1:
         x = x[:, 0]
         if residues.size:
             residues = residues[0]
     s = _hetla.singular_values(_np.asarray(a, dtype=dtype)) if singular else None
     return x, residues, rank, s
+
+
+def _lstsq_stack(a, b, cond, stack, core, singular):
+    """``lstsq`` of the stacks ``a`` (..., M, N) and ``b`` (..., M[, K]) broadcast to ``stack``:
+    one problem per core (``hetla.Qr``'s least-squares batch, ?gelsy's), no Python loop. Returns
+    scipy's stacked ``(x, residues, rank, s)``: residues where every problem has M > N and full
+    rank (scipy's stacks are rectangular), else an empty array per problem."""
+    m, n = a.shape[-2:]
+    dtype = _dtype(a, b)
+    real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
+    count = _math.prod(stack)
+    a3 = _np.ascontiguousarray(_np.broadcast_to(a, stack + (m, n)), dtype=dtype).reshape(count, m, n)
+    b3 = _np.ascontiguousarray(_np.broadcast_to(b, stack + b.shape[-core:]), dtype=dtype)
+    b3 = b3.reshape(count, m, -1) if core == 2 else b3.reshape(count, m, 1)
+    k = b3.shape[-1]
+    if m == 0 or n == 0 or count == 0 or k == 0:
+        x3 = _np.zeros((count, n, k), dtype=dtype)
+        ranks = _np.zeros(count, dtype=int) if m == 0 or n == 0 else _np.full(count, min(m, n))
+        s3 = _np.empty((count, 0 if m == 0 or n == 0 else min(m, n)), dtype=real)
+        if singular and s3.shape[-1]:
+            s3 = _np.linalg.svd(a3, compute_uv=False).astype(real)
+    else:
+        x3, ranks, s3 = _hetla.lstsq_batch(a3, b3, None if cond is None else float(cond), singular)
+        ranks = _np.asarray(ranks)
+    if m > n and n > 0 and (ranks == n).all():
+        residues = (_np.abs(b3 - a3 @ x3) ** 2).sum(axis=-2).astype(real)
+    elif m == 0 or n == 0:
+        residues = (_np.abs(b3) ** 2).sum(axis=-2).astype(real) if n == 0 else _np.empty((count, 0), dtype=real)
+    else:
+        residues = _np.empty((count, 0), dtype=dtype)
+    x = x3.reshape(stack + (n, k))
+    if core == 1:
+        x = x[..., 0]
+        residues = residues[..., 0] if residues.shape[-1] else residues
+    residues = residues.reshape(stack + residues.shape[1:])
+    s = s3.reshape(stack + s3.shape[1:]) if singular else None
+    return x, residues, ranks.reshape(stack), s
 
 
 # ---- the laboratory --------------------------------------------------------------------------

@@ -549,6 +549,38 @@ fn lu_solve_systems(
     })
 }
 
+/// Solves in place A_i X_i = B_i for every i of the stack `a` (count x n x n, left unchanged), each
+/// A_i Hermitian (real: symmetric) indefinite given by its lower triangle, by Bunch-Kaufman, one
+/// system per core (`hetla::Ldlt::solve_batch`, the factors never leaving Rust); `x` (count x n x
+/// k, writable) holds the B_i and receives the X_i. Returns each A_i's reciprocal condition
+/// estimate (?sycon's, for scipy's warning); a singular or failing system is an error naming it.
+#[pyfunction]
+fn ldlt_solve_systems(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+) -> PyResult<Vec<f64>> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix3>(a, "a")?;
+        let mut x = writable::<T>(x, "x")?;
+        let (a, mut x) = (a.as_array(), x.as_array_mut());
+        let count = x.shape()[0];
+        let options = with_options!(hetla::Ldlt::new());
+        let results = py
+            .detach(move || {
+                let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+                let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
+                options.solve_batch(&mats, &mut xs)
+            })
+            .map_err(py_error)?;
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.map_err(|e| batch_error(e, i, count)))
+            .collect()
+    })
+}
+
 /// Solves in place op(A) X = B from `lu_factor`'s factors and interchanges; `x` (n x k) holds B and
 /// receives X. `trans`: 0 A, 1 A^T, 2 A^H (scipy's).
 #[pyfunction]
@@ -867,6 +899,101 @@ fn qr_raw<'py>(
         }
         let tau: ndarray::Array1<T> = (0..k).map(|c| t[(c % ib, c)]).collect();
         Ok((h.into_pyarray(py).into_any(), tau.into_pyarray(py).into_any()))
+    })
+}
+
+/// Householder QR of every matrix of the stack `h` (count x m x n, writable) in place, one matrix
+/// per core (`hetla::Qr::factor_batch_in_place`, LAPACK's ?geqrt): R on and above each diagonal,
+/// the reflectors below; with `q` (count x m x c, writable, c <= m) Q's first c columns of each
+/// (`hetla::Qr::q_batch`). A failing matrix is an error naming it.
+#[pyfunction]
+fn qr_batch(py: Python<'_>, h: &Bound<'_, PyAny>, q: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    by_dtype!(h, "h", T => {
+        let mut h = writable::<T>(h, "h")?;
+        let mut q = q.map(|q| writable::<T>(q, "q")).transpose()?;
+        let mut h = h.as_array_mut();
+        let count = h.shape()[0];
+        let options = qr_options();
+        let mut q = q.as_mut().map(|q| q.as_array_mut());
+        py.detach(move || -> Result<(), (Error, usize)> {
+            let mut mats: Vec<MatMut<'_, T>> = h.outer_iter_mut().map(faer_mut).collect();
+            let t = every(options.factor_batch_in_place(&mut mats).map_err(|e| (e, 0))?)?;
+            if let Some(q) = q.as_mut() {
+                let mats: Vec<MatRef<'_, T>> = mats.iter().map(|m| m.as_ref()).collect();
+                let t: Vec<MatRef<'_, T>> = t.iter().map(|t| t.as_ref()).collect();
+                let mut qs: Vec<MatMut<'_, T>> = q.outer_iter_mut().map(faer_mut).collect();
+                every(options.q_batch(&mats, &t, &mut qs).map_err(|e| (e, 0))?)?;
+            }
+            Ok(())
+        })
+        .map_err(|(e, i)| batch_error(e, i, count))
+    })
+}
+
+/// Each result of a batch, or the first failure with its matrix's index.
+fn every<R>(results: Vec<hetla::Result<R>>) -> Result<Vec<R>, (Error, usize)> {
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.map_err(|e| (e, i)))
+        .collect()
+}
+
+/// The minimum-norm least-squares solutions of every problem of the stacks `a` (count x m x n) and
+/// `b` (count x m x k), one per core (`hetla::Qr::lstsq_rank_batch`, ?gelsy's), and each A's
+/// effective rank; with `singular` also each A's singular values (count x min(m, n), faer's SVD,
+/// values only). A failing problem is an error naming it.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn lstsq_batch<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    rcond: Option<f64>,
+    singular: bool,
+) -> PyResult<(Bound<'py, PyAny>, Vec<usize>, Option<Bound<'py, PyAny>>)> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix3>(a, "a")?;
+        let b = readable::<T, ndarray::Ix3>(b, "b")?;
+        let (a, b) = (a.as_array(), b.as_array());
+        let (count, n, k) = (a.shape()[0], a.shape()[2], b.shape()[2]);
+        let options = qr_options();
+        let (solved, values) = py.detach(move || {
+            let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+            let rhs: Vec<MatRef<'_, T>> = b.outer_iter().map(faer_ref).collect();
+            let solved = options.lstsq_rank_batch(&mats, &rhs, rcond);
+            let values = singular.then(|| {
+                use rayon::prelude::*;
+                mats.par_iter().map(|m| m.singular_values()).collect::<Vec<_>>()
+            });
+            (solved, values)
+        });
+        let solved = solved.map_err(py_error)?;
+        let mut x = ndarray::Array3::<T>::zeros((count, n, k));
+        let mut ranks = Vec::with_capacity(count);
+        for (i, result) in solved.into_iter().enumerate() {
+            let (xi, rank) = result.map_err(|e| batch_error(e, i, count))?;
+            x.index_axis_mut(ndarray::Axis(0), i)
+                .assign(&ndarray::Array2::from_shape_fn((n, k), |(r, c)| xi[(r, c)]));
+            ranks.push(rank);
+        }
+        let s = match values {
+            None => None,
+            Some(values) => {
+                let size = a.shape()[1].min(n);
+                let mut flat = Vec::with_capacity(count * size);
+                for (i, v) in values.into_iter().enumerate() {
+                    flat.extend(v.map_err(|e| {
+                        LinAlgError::new_err(format!(
+                            "matrix {i} of the batch: the singular values did not converge: {e:?}"
+                        ))
+                    })?);
+                }
+                let s = PyArray1::from_vec(py, flat).reshape([count, size])?;
+                Some(s.into_any())
+            }
+        };
+        Ok((x.into_pyarray(py).into_any(), ranks, s))
     })
 }
 
@@ -1422,6 +1549,9 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cho_rcond, m)?)?;
     m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(ldlt_solve_system, m)?)?;
+    m.add_function(wrap_pyfunction!(ldlt_solve_systems, m)?)?;
+    m.add_function(wrap_pyfunction!(qr_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(lstsq_batch, m)?)?;
     m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(qr, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;

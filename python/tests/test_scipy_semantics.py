@@ -376,3 +376,92 @@ def test_a_singular_member_of_a_stacked_lu_warns_naming_it():
     with pytest.warns(hetla.LinAlgWarning, match="matrix 1 of the batch"):
         lu, _ = hetla.lu_factor(a)
     assert lu[1, 2, 2] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(7, 5, 5), (2, 3, 9, 6), (4, 5, 8), (3, 1, 1)])
+def test_stacked_qr_is_scipys_matrix_by_matrix_in_every_mode(dtype, shape):
+    # A stack is factored in one call, one matrix per core (hetla::Qr::factor_batch_in_place).
+    a = rand(shape, dtype, seed=40)
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    for mode in ("full", "economic", "r"):
+        ours, theirs = hetla.qr(a, mode=mode), sl.qr(a, mode=mode)
+        if mode == "r":  # scipy's stacked mode "r" gives R itself
+            ours, theirs = (ours,), (theirs,)
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            same(o, t, rtol=tolerance)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 3), (2, 3, 0)])
+def test_stacked_qr_of_empty_matrices_or_none_gives_the_shapes_of_a_qr(shape):
+    # scipy 1.17 refuses an empty stack and fails on empty matrices in one.
+    a = np.ones(shape)
+    m, n = shape[-2:]
+    k = min(m, n)
+    q, r = hetla.qr(a)
+    assert q.shape == shape[:-2] + (m, m) and r.shape == shape
+    np.testing.assert_array_equal(q, np.broadcast_to(np.eye(m), q.shape))
+    q, r = hetla.qr(a, mode="economic")
+    assert q.shape == shape[:-2] + (m, k) and r.shape == shape[:-2] + (k, n)
+    assert hetla.qr(a, mode="r").shape == shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd"])
+@pytest.mark.parametrize("shapes", [((5, 9, 4), (5, 9, 2)), ((3, 8, 8), (8,)), ((2, 4, 7), (2, 4, 3)),
+                                    ((2, 1, 6, 3), (3, 6, 2))])
+def test_stacked_lstsq_is_scipys_problem_by_problem(dtype, driver, shapes):
+    # One problem per core (hetla::Qr::lstsq_rank_batch); the singular values for scipy's SVD drivers.
+    a, b = rand(shapes[0], dtype, seed=41), rand(shapes[1], dtype, seed=42)
+    tolerance = 1e-3 if dtype in (np.float32, np.complex64) else 1e-9
+    ours, theirs = hetla.lstsq(a, b, lapack_driver=driver), sl.lstsq(a, b, lapack_driver=driver)
+    same(ours[0], theirs[0], rtol=tolerance)
+    same(ours[2], theirs[2])
+    if driver == "gelsy":
+        # scipy's gelsy gives no residues (an empty array) and, for a stack, an array of None as
+        # s; hetla gives the residues where M > N and the rank is N (as gelsd's), and None.
+        assert ours[3] is None
+        if a.shape[-2] > a.shape[-1]:
+            same(ours[1], sl.lstsq(a, b, lapack_driver="gelsd")[1], rtol=tolerance)
+    else:
+        same(ours[1], theirs[1], rtol=tolerance)
+        same(ours[3], theirs[3], rtol=tolerance)
+
+
+def test_a_stacked_lstsq_of_mixed_rank_solves_each_problem():
+    # scipy 1.17 fails here inside numpy's stack (the residues' shapes differ); hetla returns each
+    # problem's minimum-norm solution and rank, with no residues.
+    a = rand((3, 8, 4), seed=43)
+    a[1, :, 3] = a[1, :, 0]
+    b = rand((3, 8, 1), seed=44)
+    x, residues, rank, s = hetla.lstsq(a, b)
+    np.testing.assert_array_equal(rank, [4, 3, 4])
+    assert residues.shape == (3, 0) and s.shape == (3, 4)
+    for i in range(3):
+        same(x[i], sl.lstsq(a[i], b[i])[0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_stacked_symmetric_indefinite_solves_are_scipys(dtype, lower, transposed):
+    # One system per core by Bunch-Kaufman (hetla::Ldlt::solve_batch); the other triangle unread.
+    n = 12
+    g = rand((4, n, n), dtype, seed=45)
+    a = g + np.conj(np.swapaxes(g, -1, -2))
+    a[:, np.arange(n), np.arange(n)] = np.where(np.arange(n) % 2, -3.0, 3.0)
+    b = rand((4, n, 2), dtype, seed=46)
+    assume = "her" if np.iscomplexobj(a) else "sym"
+    if transposed and np.iscomplexobj(a):
+        theirs = np.linalg.solve(np.swapaxes(a, -1, -2), b)  # scipy refuses complex transposed
+    else:
+        theirs = sl.solve(a, b, assume_a=assume, lower=lower, transposed=transposed)
+    unread = np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)
+    a[(slice(None),) + unread] = np.nan
+    ours = hetla.solve(a, b, assume_a=assume, lower=lower, transposed=transposed)
+    same(ours, theirs, rtol=1e-3 if dtype in (np.float32, np.complex64) else 1e-9)
+    singular = a.copy()
+    singular[2, 3, :] = singular[2, :, 3] = 0
+    with pytest.raises(np.linalg.LinAlgError, match="matrix 2 of the batch"):
+        hetla.solve(singular, b, assume_a=assume, lower=lower)
