@@ -79,7 +79,7 @@ pub use hetla_runtime::{
     GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,
 };
 pub use interop::{Matrix, MatrixMut};
-pub use ldlt::{Inertia, Ldlt, LdltFactor, solve_symmetric};
+pub use ldlt::{Inertia, Ldl, Ldlt, LdltFactor, solve_symmetric};
 pub use lu::batch::LuPivots;
 pub use lu::{Lu, LuFactor, Trans, solve, solve_mixed};
 pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};

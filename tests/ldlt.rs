@@ -545,3 +545,110 @@ fn batches_of_indefinite_systems_solve_each_as_lapack_would_in_every_precision()
         hetla_kernels::with_scalar!(precision, T => solve_batch_case::<T>());
     }
 }
+
+/// `Ldl` (scipy's `ldl`): P A P^T = L D L^* to LAPACK's ratio on random, KKT, zero-diagonal and
+/// singular matrices, Hermitian and complex symmetric, with L unit lower triangular and D block
+/// diagonal (1 x 1 and 2 x 2 blocks, 2 x 2 ones where the diagonal is zero).
+fn ldl_case<T: Scalar>(hermitian: bool) {
+    let symmetric = |n: usize, seed: u64| {
+        let g: Mat<T> = hetla::matgen::random_in(n, n, seed);
+        Mat::from_fn(n, n, |i, j| {
+            let (x, y) = (g[(i, j)], g[(j, i)]);
+            if hermitian { x + conj(y) } else { x + y }
+        })
+    };
+    let mut zero_diagonal = symmetric(12, 500);
+    for i in 0..12 {
+        zero_diagonal[(i, i)] = T::from_f64(0.0);
+    }
+    let mut singular = symmetric(9, 501);
+    for i in 0..9 {
+        singular[(i, 4)] = T::from_f64(0.0);
+        singular[(4, i)] = T::from_f64(0.0);
+    }
+    let mut cases = vec![
+        ("1 x 1", symmetric(1, 502)),
+        ("random 2", symmetric(2, 503)),
+        ("random 30", symmetric(30, 504)),
+        ("random 90", symmetric(90, 505)),
+        ("zero diagonal", zero_diagonal),
+        ("singular", singular),
+    ];
+    if hermitian {
+        cases.push(("kkt", kkt::<T>(30, 12, 506)));
+    }
+    for (what, a) in cases {
+        let n = a.nrows();
+        let f = hetla::Ldl::factor(a.as_ref(), hermitian).unwrap();
+        let (l, d, p) = (f.l(), f.d(), f.perm());
+        let star = |m: faer::MatRef<'_, T>| -> Mat<T> {
+            if hermitian {
+                m.adjoint().to_owned()
+            } else {
+                m.transpose().to_owned()
+            }
+        };
+        let pap = Mat::from_fn(n, n, |i, j| a[(p[i], p[j])]);
+        let error = hetla::check::norm1((&pap - l * d * star(l)).as_ref());
+        let ratio = error / (n as f64 * hetla::check::norm1(a.as_ref()) * T::PRECISION.epsilon());
+        let label = format!("{} hermitian {hermitian} {what}", T::PRECISION);
+        assert!(ratio < 30.0, "{label}: ratio {ratio}");
+        let mut sorted = p.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{label}: a permutation");
+        let mut blocks_2x2 = 0;
+        for j in 0..n {
+            assert_eq!(l[(j, j)], T::from_f64(1.0), "{label}");
+            for i in 0..n {
+                if i < j {
+                    assert_eq!(
+                        l[(i, j)],
+                        T::from_f64(0.0),
+                        "{label}: L upper at ({i}, {j})"
+                    );
+                }
+                if i > j + 1 || j > i + 1 {
+                    assert_eq!(
+                        d[(i, j)],
+                        T::from_f64(0.0),
+                        "{label}: D({i}, {j}) off its blocks"
+                    );
+                }
+            }
+            if j + 1 < n && d[(j + 1, j)] != T::from_f64(0.0) {
+                blocks_2x2 += 1;
+                // 2 x 2 blocks do not overlap.
+                assert!(
+                    j + 2 >= n || d[(j + 2, j + 1)] == T::from_f64(0.0),
+                    "{label}: D at {j}"
+                );
+                assert!(
+                    j == 0 || d[(j, j - 1)] == T::from_f64(0.0),
+                    "{label}: D at {j}"
+                );
+            }
+        }
+        if what == "zero diagonal" {
+            assert!(blocks_2x2 > 0, "{label}: no 2 x 2 block");
+        }
+    }
+    let mut nan = symmetric(4, 507);
+    nan[(3, 1)] = T::from_f64(f64::NAN);
+    assert!(matches!(
+        hetla::Ldl::factor(nan.as_ref(), hermitian),
+        Err(Error::NonFinite { .. })
+    ));
+    assert!(hetla::Ldl::factor(Mat::<T>::zeros(3, 4).as_ref(), hermitian).is_err());
+}
+
+#[test]
+fn explicit_bunch_kaufman_factors_reconstruct_every_kind_of_symmetric_matrix() {
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => {
+            ldl_case::<T>(true);
+            if precision.is_complex() {
+                ldl_case::<T>(false);
+            }
+        });
+    }
+}

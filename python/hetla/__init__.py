@@ -55,6 +55,7 @@ __all__ = [
     "solve_triangular",
     "qr",
     "lstsq",
+    "ldl",
     "info",
     "simulate",
     "bound",
@@ -365,9 +366,12 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         k = min(a.shape[-2:])
         if not a.size:
             return _np.empty(a.shape, dtype=dtype), _np.empty(a.shape[:-2] + (k,), dtype=_np.int32)
-        # One copy of the stack, factored in place one matrix per core (no Python loop).
-        lu = _np.array(a, dtype=dtype, order="C", copy=True)
-        piv, singular = _hetla.lu_factor_batch(lu.reshape((-1,) + a.shape[-2:]))
+        # One copy of the stack, each matrix Fortran-ordered (the kernel's order: no copy of
+        # its own), factored in place one matrix per core (no Python loop).
+        lu = _copy(a, dtype, True)
+        found = []
+        _in_place(lu, lambda s: found.append(_hetla.lu_factor_batch(s)))
+        piv, singular = found[0]
         for i, column in enumerate(singular):
             if column is not None:
                 _warnings.warn(
@@ -687,6 +691,44 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     return (r,) if mode == "r" else (q, r)
 
 
+def ldl(A, lower=True, hermitian=True, overwrite_a=False, check_finite=True):
+    """The Bunch-Kaufman factorisation of a symmetric or Hermitian matrix: scipy.linalg.ldl.
+    Returns ``(lu, d, perm)`` with A = lu @ d @ lu^H (``hermitian``; lu^T for a complex symmetric
+    A with ``hermitian=False``), d block diagonal (1 x 1 and 2 x 2 blocks) and ``lu[perm]``
+    triangular (lower, or upper with ``lower=False``). Only the triangle ``lower`` names is read;
+    a Hermitian A's diagonal imaginary parts are dropped with a ComplexWarning, as scipy's.
+    ``hetla.Ldl`` (LAPACK's ?sytf2/?hetf2 pivoting, unblocked: for small and moderate matrices);
+    the upper form is the lower one of A with rows and columns reversed. A stack (..., N, N) is
+    factored matrix by matrix."""
+    _flags(lower=lower, hermitian=hermitian, overwrite_a=overwrite_a, check_finite=check_finite)
+    del overwrite_a, check_finite  # A is never overwritten, always checked
+    a = _np.asarray(A)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"The input array \"a\" should be square, got shape {a.shape}")
+    dtype = _dtype(a, small=_np.float64)
+    if a.ndim > 2:
+        flat = a.reshape((_math.prod(a.shape[:-2]),) + a.shape[-2:])
+        parts = _each_of_batch(flat.shape[0], lambda i: ldl(flat[i], lower, hermitian))
+        return tuple(_np.stack(p).reshape(a.shape[:-2] + _np.shape(p[0])) for p in zip(*parts))
+    n = a.shape[0]
+    if n == 0:
+        return _np.empty((0, 0), dtype=dtype), _np.empty((0, 0), dtype=dtype), _np.arange(0)
+    a = _np.asarray(a, dtype=dtype)
+    complex_hermitian = hermitian and _np.iscomplexobj(a)
+    if complex_hermitian and _np.any(_np.diagonal(a).imag != 0):
+        _warnings.warn("scipy.linalg.ldl: the diagonal of a Hermitian matrix has imaginary parts; "
+                       "they are taken as zero", _np.exceptions.ComplexWarning, stacklevel=2)
+    # The upper form: the lower one of A with its rows and columns reversed.
+    m = a if lower else a[::-1, ::-1]
+    l, d, p = _hetla.ldl(_np.ascontiguousarray(m), bool(hermitian))
+    p = _np.asarray(p, dtype=_np.int64)
+    lu = _np.empty_like(l)
+    lu[p] = l  # row perm[i] of lu is row i of L: lu[perm] is L
+    if lower:
+        return lu, d, p
+    return lu[::-1, ::-1].copy(), d[::-1, ::-1].copy(), (n - 1 - p)[::-1].copy()
+
+
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     """Least-squares solution of A x = b: scipy.linalg.lstsq's return values ``(x, residues, rank,
@@ -753,7 +795,8 @@ def _lstsq_stack(a, b, cond, stack, core, singular):
     dtype = _dtype(a, b)
     real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
     count = _math.prod(stack)
-    a3 = _np.ascontiguousarray(_np.broadcast_to(a, stack + (m, n)), dtype=dtype).reshape(count, m, n)
+    # Each matrix Fortran-ordered, the kernels' order.
+    a3 = _copy(_np.broadcast_to(a, stack + (m, n)), dtype, True).reshape(count, m, n)
     b3 = _np.ascontiguousarray(_np.broadcast_to(b, stack + b.shape[-core:]), dtype=dtype)
     b3 = b3.reshape(count, m, -1) if core == 2 else b3.reshape(count, m, 1)
     k = b3.shape[-1]

@@ -1,8 +1,9 @@
 """A pytest plugin that puts hetla's functions in scipy's and numpy's places before the test
 modules import them (``pytest -p substitute``, with this folder on ``sys.path``).
 
-scipy.linalg: ``cho_factor``, ``cho_solve``, ``lu_factor``, ``lu_solve``, ``solve``, ``qr`` and
-``lstsq`` (scipy's own ``cholesky`` has another signature and stays); numpy.linalg: ``cholesky``.
+scipy.linalg: ``cho_factor``, ``cho_solve``, ``lu_factor``, ``lu_solve``, ``solve``,
+``solve_triangular``, ``qr``, ``lstsq`` and ``ldl`` (scipy's own ``cholesky`` has another signature
+and stays); numpy.linalg: ``cholesky``.
 scipy's internals import their functions from their private modules, so only the tests see the
 substitutes.
 """
@@ -12,7 +13,8 @@ import scipy.linalg
 
 import hetla
 
-SCIPY = ("cho_factor", "cho_solve", "lu_factor", "lu_solve", "solve", "qr", "lstsq")
+SCIPY = ("cho_factor", "cho_solve", "lu_factor", "lu_solve", "solve", "solve_triangular", "qr",
+         "lstsq", "ldl")
 NUMPY = ("cholesky",)
 
 

@@ -997,6 +997,29 @@ fn lstsq_batch<'py>(
     })
 }
 
+/// Bunch-Kaufman's P A P^T = L D L^* of the Hermitian (`hermitian`, L^* = L^H) or complex symmetric
+/// (L^T) matrix whose lower triangle is `a`'s (`hetla::Ldl`): L (unit lower), D (block diagonal)
+/// and P as indices (row i of P A P^T is row `perm[i]` of A).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn ldl<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    hermitian: bool,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Vec<usize>)> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix2>(a, "a")?;
+        let a = a.as_array();
+        let f = py
+            .detach(move || hetla::Ldl::factor(faer_ref(a), hermitian))
+            .map_err(py_error)?;
+        let n = f.l().nrows();
+        let l = ndarray::Array2::from_shape_fn((n, n), |(i, j)| f.l()[(i, j)]);
+        let d = ndarray::Array2::from_shape_fn((n, n), |(i, j)| f.d()[(i, j)]);
+        Ok((l.into_pyarray(py).into_any(), d.into_pyarray(py).into_any(), f.perm().to_vec()))
+    })
+}
+
 /// The singular values of `a` (m x n) in non-increasing order, in its real precision: faer's SVD
 /// without vectors (scipy's `s` of `lstsq` with its SVD drivers).
 #[pyfunction]
@@ -1550,6 +1573,7 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lu_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(ldlt_solve_system, m)?)?;
     m.add_function(wrap_pyfunction!(ldlt_solve_systems, m)?)?;
+    m.add_function(wrap_pyfunction!(ldl, m)?)?;
     m.add_function(wrap_pyfunction!(qr_batch, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq_batch, m)?)?;
     m.add_function(wrap_pyfunction!(solve_triangular, m)?)?;

@@ -465,3 +465,45 @@ def test_stacked_symmetric_indefinite_solves_are_scipys(dtype, lower, transposed
     singular[2, 3, :] = singular[2, :, 3] = 0
     with pytest.raises(np.linalg.LinAlgError, match="matrix 2 of the batch"):
         hetla.solve(singular, b, assume_a=assume, lower=lower)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_factors_as_scipys_and_reads_one_triangle(dtype, lower, hermitian):
+    # hetla.Ldl: Bunch-Kaufman's pivoting; the same reconstruction, triangle and blocks as scipy's.
+    n = 40
+    g = rand((n, n), dtype, seed=50)
+    a = g + (np.conj(g.T) if hermitian else g.T)
+    a[np.arange(0, n, 3), np.arange(0, n, 3)] = 0  # zero diagonal entries: 2 x 2 blocks
+    star = (lambda m: np.conj(m.T)) if hermitian or not np.iscomplexobj(a) else (lambda m: m.T)
+    unread = np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)
+    given = a.copy()
+    given[unread] = np.nan
+    lu, d, perm = hetla.ldl(given, lower=lower, hermitian=hermitian)
+    theirs = sl.ldl(a, lower=lower, hermitian=hermitian)
+    assert lu.dtype == theirs[0].dtype and d.dtype == theirs[1].dtype and perm.dtype == theirs[2].dtype
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-11
+    np.testing.assert_allclose(lu @ d @ star(lu), a, atol=tolerance * np.abs(a).max() * n)
+    inside = np.tril_indices(n, -1) if not lower else np.triu_indices(n, 1)
+    assert not np.any(lu[perm][inside])
+    assert np.count_nonzero(np.diagonal(d, 1)) > 0  # a 2 x 2 block at least
+    off = np.abs(d) * (np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 1)
+    assert not off.any()
+
+
+def test_ldl_refuses_and_warns_as_scipy():
+    with pytest.raises(ValueError):
+        hetla.ldl(np.eye(3)[:, :2])
+    with pytest.warns(np.exceptions.ComplexWarning):
+        hetla.ldl(np.eye(3) * 1j)
+    lu, d, perm = hetla.ldl(np.empty((0, 0)))
+    assert lu.shape == d.shape == (0, 0) and perm.shape == (0,)
+    with pytest.raises(ValueError):
+        hetla.ldl(np.array([[1.0, np.nan], [np.nan, 1.0]]))
+    # A stack, matrix by matrix.
+    a = rand((3, 5, 5), seed=51)
+    a = a + np.swapaxes(a, -1, -2)
+    lu, d, perm = hetla.ldl(a)
+    assert lu.shape == d.shape == (3, 5, 5) and perm.shape == (3, 5)
+    np.testing.assert_allclose(lu @ d @ np.swapaxes(lu, -1, -2), a, atol=1e-12)

@@ -38,6 +38,8 @@
 //!
 //! - Stacks of small systems (`batch.rs`, [`Ldlt::solve_batch`]): one per core, each by
 //!   Bunch-Kaufman in the working precision (LAPACK's ?sysv, a matrix of a batch being one block).
+//! - [`Ldl`] (`ldl.rs`): Bunch-Kaufman with its factors explicit, Hermitian or complex symmetric
+//!   (scipy's `ldl`).
 //!
 //! Only the lower triangle of A is read (its diagonal's imaginary parts are taken as zero). Input
 //! is checked for NaN and infinities before any work. A singular A still factors (the factor says
@@ -57,6 +59,7 @@ use hetla_runtime::{RunOptions, Trace};
 pub(crate) mod aasen;
 pub(crate) mod band;
 mod batch;
+mod ldl;
 pub(crate) mod pivoted;
 pub(crate) mod plan;
 pub(crate) mod room;
@@ -65,6 +68,7 @@ pub(crate) mod work;
 use aasen::Aasen;
 use band::BandLu;
 pub use band::Inertia;
+pub use ldl::Ldl;
 use pivoted::Pivoted;
 
 /// How far above eps [`LdltFactor::rcond`] must be for [`LdltFactor::inertia`] to count no zero

@@ -20,10 +20,10 @@ use crate::interop::column_major;
 impl Qr {
     /// Factors every A_i (any shape) in place by Householder QR as LAPACK's ?geqrt leaves one: R on
     /// and above the diagonal, the reflectors below, in block reflectors of the builder's inner
-    /// block ([`Qr::inner_block`], 32 by default); the i-th result is A_i's T's (ib x min(m, n), block
-    /// j's ib x ib upper triangle in columns j ib..; ib the inner block, at most min(m, n)), which
-    /// [`Qr::q_batch`] takes. Each matrix a single task on one core, the batch spread over all the
-    /// platform's CPU clusters; a matrix whose columns are not contiguous goes through a
+    /// block ([`Qr::inner_block`], 32 by default); the i-th result is A_i's T's (ib x min(m, n),
+    /// block j's ib x ib upper triangle in columns j ib..; ib the inner block, at most min(m, n)),
+    /// which [`Qr::q_batch`] takes. Each matrix a single task on one core, the batch spread over
+    /// all the platform's CPU clusters; a matrix whose columns are not contiguous goes through a
     /// column-major copy written back. The outer error is for the call (a platform that cannot be
     /// built); a non-finite entry is matrix i's error, found before it is touched.
     ///
@@ -108,9 +108,9 @@ impl Qr {
     /// shape and rank, and each A_i's effective rank, as [`crate::lstsq_rank`] gives one (LAPACK's
     /// ?gelsy; `rcond` as there), each problem a single task on one core with the sequential
     /// kernels (the QR of [`Qr::factor_batch_in_place`], then the pivoted one only for a matrix not
-    /// clearly of full column rank), the batch spread as the factorisation's. The outer error is for
-    /// the call (`a` and `b` of different lengths, a platform that cannot be built); the i-th result
-    /// is problem i's (B_i's rows, a non-finite entry, an `rcond` that is not finite).
+    /// clearly of full column rank), the batch spread as the factorisation's. The outer error is
+    /// for the call (`a` and `b` of different lengths, a platform that cannot be built); the i-th
+    /// result is problem i's (B_i's rows, a non-finite entry, an `rcond` that is not finite).
     ///
     /// ```
     /// use faer::Mat;
