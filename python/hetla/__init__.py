@@ -78,16 +78,20 @@ _KINDS = (_np.float32, _np.float64, _np.complex64, _np.complex128)
 def _dtype(*arrays, small=_np.float32):
     """The dtype hetla computes in for these arrays, scipy's choice: their common type, with bools
     and 8- and 16-bit integers computed in ``small`` (float32; scipy's ``solve`` takes float64),
-    larger integers in float64, float16 in float32 and long doubles in double; a non-numeric type
-    (object, str, bytes, void, datetime) is a ValueError, as scipy's."""
+    larger integers, datetimes and timedeltas in float64 (as scipy 1.16 and 1.17 solve them),
+    float16 in float32 and long doubles in double. Types numpy cannot combine are numpy's
+    TypeError (scipy's); a non-numeric type (object, str, bytes, void) a ValueError, as scipy's."""
+    # Promoted by their type codes (no sizes, no values), as scipy promotes them.
+    dtype = _np.result_type(*(_np.asarray(x).dtype.char for x in arrays))
     for x in arrays:
         kind = _np.asarray(x).dtype
-        if kind.kind not in "biufc":
+        if kind.kind not in "biufcmM":
             raise ValueError(
                 "hetla computes in float32, float64, complex64 and complex128, got the "
                 f"non-numeric dtype {kind}"
             )
-    dtype = _np.result_type(*arrays)
+    if dtype.kind in "mM":
+        return _np.dtype(_np.float64)
     if dtype.kind in "biu":
         return _np.dtype(small if dtype.itemsize <= 2 else _np.float64)
     if dtype.kind == "f":
@@ -504,6 +508,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if a.ndim < 2:
         a = _np.atleast_2d(a)
     a = _square(a)
+    if _np.asarray(b).dtype.kind in "SU" and a.dtype.kind in "biufcmM":
+        # scipy reads a b of numeric strings as numbers of A's type ("1" is 1.0).
+        b = _np.asarray(b).astype(_dtype(a, small=_np.float64))
     dtype = _dtype(a, _np.asarray(b), small=_np.float64)
     if a.ndim == 2 and a.size == 1:
         # A scalar a (1 x 1): b / a for any b, as scipy's.

@@ -6,7 +6,7 @@
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting;
 use faer::{MatMut, MatRef, Par};
-use hetla_kernels::{Backend, Scalar};
+use hetla_kernels::{Backend, KernelError, Scalar};
 
 use super::{Lu, Trans, check_factored, getrs};
 use crate::batch::{on_every_core_mut, one_per_matrix};
@@ -146,20 +146,24 @@ impl Lu {
     }
 }
 
-/// LU with partial pivoting of the column-major m x k `a` (k <= m) on the calling core: its
-/// interchanges in `ipiv` (LAPACK's) and the first column with an exactly zero pivot. With the faer
-/// backend, faer's recursive LU (blocks of 16 columns, 2.2x the panel kernel's rate on 64 x 64: 31
-/// against 70 us) chooses LAPACK's pivots (the first largest |re| + |im| of the column); it divides
-/// by a zero pivot where LAPACK leaves the column as it is, so a matrix with one is factored again
-/// from a copy by the backend's panel kernel, which follows LAPACK there. Another backend keeps the
-/// panel kernel (its products on that backend's GEMM).
-fn small_lu<T: Scalar>(
+/// The largest min(m, n) [`Lu::factor_in_place`] factors on the calling core by [`small_lu`], as a
+/// batch factors each matrix (above it, the panel kernel on every core).
+pub(crate) const SMALL_LU: usize = 64;
+
+/// LU with partial pivoting of the m x k `a` (k <= m; column-major is fastest) on the calling core:
+/// its interchanges in `ipiv` (LAPACK's) and the first column with an exactly zero pivot. With the
+/// faer backend, faer's recursive LU (blocks of 16 columns, 2.2x the panel kernel's rate on 64 x
+/// 64: 31 against 70 us) chooses LAPACK's pivots (the first largest |re| + |im| of the column); it
+/// divides by a zero pivot where LAPACK leaves the column as it is, so a matrix with one is
+/// factored again from a copy by the backend's panel kernel, which follows LAPACK there. Another
+/// backend keeps the panel kernel (its products on that backend's GEMM).
+pub(crate) fn small_lu<T: Scalar>(
     backend: Backend,
     mut a: MatMut<'_, T>,
     ipiv: &mut [usize],
-) -> Result<Option<usize>> {
+) -> Result<Option<usize>, KernelError> {
     if backend != Backend::Faer {
-        return Ok(backend.lu_panel(a, ipiv, Par::Seq)?);
+        return backend.lu_panel(a, ipiv, Par::Seq);
     }
     let (m, k) = (a.nrows(), a.ncols());
     let copy = a.to_owned();
@@ -181,7 +185,7 @@ fn small_lu<T: Scalar>(
     let zero = T::from_f64(0.0);
     if (0..k).any(|j| a[(j, j)] == zero) {
         a.copy_from(copy.as_ref());
-        return Ok(backend.lu_panel(a, ipiv, Par::Seq)?);
+        return backend.lu_panel(a, ipiv, Par::Seq);
     }
     // The interchanges that make faer's permutation (row i of P A is row perm[i] of A): step j
     // brings row perm[j] from where the earlier steps left it.

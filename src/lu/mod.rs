@@ -176,7 +176,8 @@ impl Lu {
 
     /// The factorisation of the checked `a` in place on `platform` (see [`Lu::factor_in_place`]): a
     /// square matrix of more than one block of `tile` through the task graph, any other through the
-    /// panel kernels on every core.
+    /// panel kernels on every core, or with min(m, n) at most `batch::SMALL_LU` on the calling core
+    /// by a batch's kernel.
     fn factor_on<T: Scalar>(
         &self,
         platform: &Platform,
@@ -196,7 +197,13 @@ impl Lu {
         let mut ipiv = vec![0; k];
         let singular = on_all_cores(platform, flops, |backend, par| {
             let (mut left, right) = a.as_mut().split_at_col_mut(k);
-            let zero = backend.lu_panel(left.as_mut(), &mut ipiv, par)?;
+            // A small matrix on the calling core, as a batch factors each of its matrices (the
+            // same factors for a matrix alone and in a stack).
+            let zero = if k <= batch::SMALL_LU {
+                batch::small_lu(backend, left.as_mut(), &mut ipiv)?
+            } else {
+                backend.lu_panel(left.as_mut(), &mut ipiv, par)?
+            };
             if n > k {
                 // A wide matrix: its left k x k block is factored, the rest gets its
                 // interchanges and U_12 = L_11^-1 A_12.
