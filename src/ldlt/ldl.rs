@@ -1,6 +1,6 @@
-//! The Bunch-Kaufman factorisation with its factors made explicit (scipy's `ldl`): P A P^T = L D L^*
-//! for a Hermitian (L^* = L^H) or complex symmetric (L^* = L^T) A given by its lower triangle, D
-//! block diagonal with 1 x 1 and 2 x 2 blocks, L unit lower triangular with every interchange
+//! The Bunch-Kaufman factorisation with its factors made explicit (scipy's `ldl`): P A P^T = L D
+//! L^* for a Hermitian (L^* = L^H) or complex symmetric (L^* = L^T) A given by its lower triangle,
+//! D block diagonal with 1 x 1 and 2 x 2 blocks, L unit lower triangular with every interchange
 //! applied to it (as an LU's L), P a permutation.
 //!
 //! LAPACK's unblocked ?sytf2/?hetf2 in lower form, in its own words: at column k, with alpha = (1 +
@@ -197,9 +197,9 @@ impl<T: Scalar> Ldl<T> {
     }
 }
 
-/// Swaps rows and columns `kk` and `p` (`kk` < `p`) of the symmetric matrix in `w`'s lower
-/// triangle from column `kk` on, and rows `kk` and `p` of the columns before `kk` (L's, and for a 2
-/// x 2 step, `kk` = k + 1, column k's).
+/// Swaps rows and columns `kk` and `p` (`kk` < `p`) of the symmetric matrix in `w`'s lower triangle
+/// from column `kk` on, and rows `kk` and `p` of the columns before `kk` (L's, and for a 2 x 2
+/// step, `kk` = k + 1, column k's).
 fn swap_symmetric<T: Scalar>(w: &mut Mat<T>, kk: usize, p: usize, hermitian: bool) {
     let n = w.nrows();
     let conj = |x: T| {
