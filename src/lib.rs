@@ -86,8 +86,8 @@ pub use mixed::{Refinable, Refinement, RefinementPath, solve_spd_mixed};
 pub use pages::{PagedMat, huge_page_matrix};
 pub use plan::{Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice};
 pub use qr::{
-    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, lstsq,
-    lstsq_rank,
+    CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, RankedSolution,
+    lstsq, lstsq_rank,
 };
 pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;

@@ -88,9 +88,8 @@ impl<T: Scalar> Ldl<T> {
             let (r, colmax) = ((k + 1)..n)
                 .map(|i| (i, abs1(w[(i, k)])))
                 .fold((k, 0.0), |best, c| if c.1 > best.1 { c } else { best });
-            let (pivot, step) = if absakk.max(colmax) == 0.0 {
-                (k, 1) // a zero column: a zero 1 x 1 block, nothing to eliminate
-            } else if absakk >= alpha * colmax {
+            // A zero column is a zero 1 x 1 block, nothing to eliminate.
+            let (pivot, step) = if absakk.max(colmax) == 0.0 || absakk >= alpha * colmax {
                 (k, 1)
             } else {
                 let rowmax = (k..n)

@@ -11,7 +11,7 @@ use hetla_kernels::{Backend, Scalar};
 
 use super::Qr;
 use super::householder::check_rhs_rows;
-use super::pivoted::{checked_rcond, least_squares_by};
+use super::pivoted::{RankedSolution, checked_rcond, least_squares_by};
 use crate::Result;
 use crate::batch::{on_every_core, on_every_core_mut, one_per_matrix};
 use crate::check::check_finite;
@@ -130,7 +130,7 @@ impl Qr {
         a: &[MatRef<'_, T>],
         b: &[MatRef<'_, T>],
         rcond: Option<f64>,
-    ) -> Result<Vec<Result<(Mat<T>, usize)>>> {
+    ) -> Result<Vec<Result<RankedSolution<T>>>> {
         if b.len() != a.len() {
             return Err(one_per_matrix("b", "right-hand sides", b.len(), a.len()));
         }

@@ -103,6 +103,9 @@ fn upper_part<T: Scalar>(upper: MatRef<'_, T>, rows: usize) -> Mat<T> {
     })
 }
 
+/// A minimum-norm least-squares solution X and A's effective rank ([`lstsq_rank`]'s result).
+pub type RankedSolution<T> = (Mat<T>, usize);
+
 /// The minimum-norm least-squares solution of min ||A X - B||_2 for an m x n A of any shape and
 /// rank (LAPACK's ?gelsy), and A's effective rank: the number of diagonal entries of the pivoted R
 /// above `rcond` times the largest (`None`: the precision's eps). With m >= n the tiled QR comes
@@ -115,7 +118,7 @@ pub fn lstsq_rank<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     rcond: Option<f64>,
-) -> Result<(Mat<T>, usize)> {
+) -> Result<RankedSolution<T>> {
     let rcond = checked_rcond(a, b, rcond)?;
     least_squares_by(a, b, rcond, faer::get_global_parallelism(), |a, b| {
         let f = super::Qr::new().factor(a)?;
@@ -151,7 +154,7 @@ pub(super) fn least_squares_by<T: Scalar>(
     rcond: f64,
     par: Par,
     qr: impl FnOnce(MatRef<'_, T>, MatRef<'_, T>) -> Result<(Mat<T>, Mat<T>)>,
-) -> Result<(Mat<T>, usize)> {
+) -> Result<RankedSolution<T>> {
     let (m, n) = (a.nrows(), a.ncols());
     if m == 0 || n == 0 {
         return Ok((Mat::zeros(n, b.ncols()), 0));
@@ -227,7 +230,7 @@ fn minimum_norm<T: Scalar>(
     mut b: MatMut<'_, T>,
     rcond: f64,
     par: Par,
-) -> Result<(Mat<T>, usize)> {
+) -> Result<RankedSolution<T>> {
     let (m, n, k) = (a.nrows(), a.ncols(), b.ncols());
     let size = m.min(n);
     // A P = Q R in place; then b <- Q^H b.
