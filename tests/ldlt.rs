@@ -477,21 +477,23 @@ fn solve_batch_case<T: Scalar>() {
     a.push(kkt::<T>(30, 10, 410));
     // The strictly upper triangle is not read.
     a[1][(2, 20)] = T::from_f64(f64::NAN);
-    let mut singular = random_hermitian::<T>(6, 420);
-    for i in 0..6 {
-        singular[(i, 3)] = T::from_f64(0.0);
-        singular[(3, i)] = T::from_f64(0.0);
-    }
-    a.push(singular);
+    // Row and column 3 zero: singular.
+    let hermitian = random_hermitian::<T>(6, 420);
+    let zero_at_3 = |i: usize, j: usize| i != 3 && j != 3;
+    a.push(Mat::from_fn(6, 6, |i, j| {
+        if zero_at_3(i, j) {
+            hermitian[(i, j)]
+        } else {
+            T::from_f64(0.0)
+        }
+    }));
     a.push(random_hermitian::<T>(5, 421));
-    let b: Vec<Mat<T>> = a
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            // The last system's B has a row too many.
-            let rows = m.nrows() + usize::from(i == a.len() - 1);
-            hetla::matgen::random_in(rows, 3, 430 + i as u64)
-        })
+    // The last system's B has a row too many.
+    let rows: Vec<usize> = (0..a.len())
+        .map(|i| a[i].nrows() + usize::from(i + 1 == a.len()))
+        .collect();
+    let b: Vec<Mat<T>> = (0..a.len())
+        .map(|i| hetla::matgen::random_in(rows[i], 3, 430 + i as u64))
         .collect();
     let before = a.clone();
     let mut x = b.clone();

@@ -858,8 +858,12 @@ fn qr_batch_case<T: Scalar>(tolerance: f64) {
 
 #[test]
 fn qr_and_least_squares_batches_solve_each_problem_as_alone_in_every_precision() {
-    qr_batch_case::<f64>(1e-9);
-    qr_batch_case::<c64>(1e-9);
-    qr_batch_case::<f32>(2e-2);
-    qr_batch_case::<c32>(2e-2);
+    for precision in hetla::Precision::ALL {
+        let tolerance = if precision.epsilon() > 1e-10 {
+            2e-2
+        } else {
+            1e-9
+        };
+        hetla_kernels::with_scalar!(precision, T => qr_batch_case::<T>(tolerance));
+    }
 }

@@ -529,24 +529,36 @@ fn lu_solve_systems(
 ) -> PyResult<Vec<f64>> {
     let trans = trans_of(trans)?;
     by_dtype!(a, "a", T => {
-        let a = readable::<T, ndarray::Ix3>(a, "a")?;
-        let mut x = writable::<T>(x, "x")?;
-        let (a, mut x) = (a.as_array(), x.as_array_mut());
-        let count = x.shape()[0];
         let options = lu_options();
-        let results = py
-            .detach(move || {
-                let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
-                let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
-                options.solve_batch(&mats, &mut xs, trans)
-            })
-            .map_err(py_error)?;
-        results
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.map_err(|e| batch_error(e, i, count)))
-            .collect()
+        solve_systems::<T>(py, a, x, move |mats, xs| options.solve_batch(mats, xs, trans))
     })
+}
+
+/// The systems of the stacks `a` (count x n x n) and `x` (count x n x k, writable) solved in place
+/// by the batch call `solve`: each system's reciprocal condition estimate, a failing system an
+/// error naming it.
+fn solve_systems<T: Scalar + Element>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    solve: impl for<'m> FnOnce(
+        &[MatRef<'m, T>],
+        &mut [MatMut<'m, T>],
+    ) -> hetla::Result<Vec<hetla::Result<f64>>>
+    + Send,
+) -> PyResult<Vec<f64>> {
+    let a = readable::<T, ndarray::Ix3>(a, "a")?;
+    let mut x = writable::<T>(x, "x")?;
+    let (a, mut x) = (a.as_array(), x.as_array_mut());
+    let count = x.shape()[0];
+    let results = py
+        .detach(move || {
+            let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+            let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
+            solve(&mats, &mut xs)
+        })
+        .map_err(py_error)?;
+    every(results).map_err(|(e, i)| batch_error(e, i, count))
 }
 
 /// Solves in place A_i X_i = B_i for every i of the stack `a` (count x n x n, left unchanged), each
@@ -561,23 +573,8 @@ fn ldlt_solve_systems(
     x: &Bound<'_, PyAny>,
 ) -> PyResult<Vec<f64>> {
     by_dtype!(a, "a", T => {
-        let a = readable::<T, ndarray::Ix3>(a, "a")?;
-        let mut x = writable::<T>(x, "x")?;
-        let (a, mut x) = (a.as_array(), x.as_array_mut());
-        let count = x.shape()[0];
         let options = with_options!(hetla::Ldlt::new());
-        let results = py
-            .detach(move || {
-                let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
-                let mut xs: Vec<MatMut<'_, T>> = x.outer_iter_mut().map(faer_mut).collect();
-                options.solve_batch(&mats, &mut xs)
-            })
-            .map_err(py_error)?;
-        results
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.map_err(|e| batch_error(e, i, count)))
-            .collect()
+        solve_systems::<T>(py, a, x, move |mats, xs| options.solve_batch(mats, xs))
     })
 }
 

@@ -50,114 +50,32 @@ impl<T: Scalar> Ldl<T> {
         check_square("A", a.nrows(), a.ncols())?;
         check_finite_triangle("A", a, true)?;
         let n = a.nrows();
-        let real = |x: T| T::from_f64(x.to_c64().re);
+        let form = Form { hermitian };
         // The trailing matrix, lower triangle; L's columns are written into it as they are made.
         let mut w = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
             std::cmp::Ordering::Greater => a[(i, j)],
-            std::cmp::Ordering::Equal if hermitian => real(a[(i, i)]),
-            std::cmp::Ordering::Equal => a[(i, i)],
+            std::cmp::Ordering::Equal => form.diagonal_entry(a[(i, i)]),
             std::cmp::Ordering::Less => T::from_f64(0.0),
         });
         let mut d = Mat::<T>::zeros(n, n);
         let mut perm: Vec<usize> = (0..n).collect();
-        let conj = |x: T| {
-            let z = x.to_c64();
-            if hermitian {
-                T::from_parts(z.re, -z.im)
-            } else {
-                x
-            }
-        };
-        let abs1 = |x: T| {
-            let z = x.to_c64();
-            z.re.abs() + z.im.abs()
-        };
-        let diagonal = |x: T| {
-            if hermitian {
-                x.to_c64().re.abs()
-            } else {
-                abs1(x)
-            }
-        };
-        // Entry (i, j) of the symmetric trailing matrix from its lower triangle.
-        let at = |w: &Mat<T>, i: usize, j: usize| if i >= j { w[(i, j)] } else { conj(w[(j, i)]) };
-        let alpha = (1.0 + 17f64.sqrt()) / 8.0;
         let mut k = 0;
         while k < n {
-            let absakk = diagonal(w[(k, k)]);
-            let (r, colmax) = ((k + 1)..n)
-                .map(|i| (i, abs1(w[(i, k)])))
-                .fold((k, 0.0), |best, c| if c.1 > best.1 { c } else { best });
-            // A zero column is a zero 1 x 1 block, nothing to eliminate.
-            let (pivot, step) = if absakk.max(colmax) == 0.0 || absakk >= alpha * colmax {
-                (k, 1)
-            } else {
-                let rowmax = (k..n)
-                    .filter(|&j| j != r)
-                    .map(|j| abs1(at(&w, r, j)))
-                    .fold(0.0, f64::max);
-                if absakk >= alpha * colmax * (colmax / rowmax) {
-                    (k, 1)
-                } else if diagonal(w[(r, r)]) >= alpha * rowmax {
-                    (r, 1)
-                } else {
-                    (r, 2)
-                }
-            };
+            let (pivot, step) = form.pivot(&w, k);
             let kk = k + step - 1;
             if pivot != kk {
-                swap_symmetric(&mut w, kk, pivot, hermitian);
+                form.swap(&mut w, kk, pivot);
                 perm.swap(kk, pivot);
             }
             if step == 1 {
-                let pivot = w[(k, k)];
-                d[(k, k)] = pivot;
-                if pivot != T::from_f64(0.0) {
-                    let inverse = T::from_f64(1.0) / pivot;
-                    for i in k + 1..n {
-                        w[(i, k)] *= inverse;
-                    }
-                    // A_22 -= l d l^*, on the lower triangle.
-                    for j in k + 1..n {
-                        let s = pivot * conj(w[(j, k)]);
-                        for i in j..n {
-                            let l = w[(i, k)];
-                            w[(i, j)] -= l * s;
-                        }
-                    }
-                }
+                form.eliminate_one(&mut w, &mut d, k);
             } else {
-                let (d11, d21, d22) = (w[(k, k)], w[(k + 1, k)], w[(k + 1, k + 1)]);
-                let d12 = conj(d21);
-                d[(k, k)] = d11;
-                d[(k + 1, k)] = d21;
-                d[(k, k + 1)] = d12;
-                d[(k + 1, k + 1)] = d22;
-                let det = d11 * d22 - d21 * d12;
-                // Each row i below: [l_ik, l_ik1] = [w_ik, w_ik1] D^-1; then A_22 -= W D^-1 W^*.
-                let mut rows = Vec::with_capacity(n - k - 2);
-                for i in k + 2..n {
-                    let (x, y) = (w[(i, k)], w[(i, k + 1)]);
-                    rows.push((x, y));
-                    w[(i, k)] = (x * d22 - y * d21) / det;
-                    w[(i, k + 1)] = (y * d11 - x * d12) / det;
-                }
-                for j in k + 2..n {
-                    let (xj, yj) = rows[j - k - 2];
-                    let (xj, yj) = (conj(xj), conj(yj));
-                    for i in j..n {
-                        let (li, li1) = (w[(i, k)], w[(i, k + 1)]);
-                        w[(i, j)] -= li * xj + li1 * yj;
-                    }
-                }
-                w[(k + 1, k)] = T::from_f64(0.0);
+                form.eliminate_two(&mut w, &mut d, k);
             }
-            if hermitian {
-                // A Hermitian trailing matrix's diagonal is real: the updates' round-off is not
-                // (LAPACK's ?hetf2 drops it too).
-                for j in k + step..n {
-                    w[(j, j)] = real(w[(j, j)]);
-                }
+            // A Hermitian trailing matrix's diagonal is real: the updates' round-off is not
+            // (LAPACK's ?hetf2 drops it too).
+            for j in k + step..n {
+                w[(j, j)] = form.diagonal_entry(w[(j, j)]);
             }
             k += step;
         }
@@ -196,39 +114,161 @@ impl<T: Scalar> Ldl<T> {
     }
 }
 
-/// Swaps rows and columns `kk` and `p` (`kk` < `p`) of the symmetric matrix in `w`'s lower triangle
-/// from column `kk` on, and rows `kk` and `p` of the columns before `kk` (L's, and for a 2 x 2
-/// step, `kk` = k + 1, column k's).
-fn swap_symmetric<T: Scalar>(w: &mut Mat<T>, kk: usize, p: usize, hermitian: bool) {
-    let n = w.nrows();
-    let conj = |x: T| {
+/// Hermitian (L^* = L^H) or complex symmetric (L^T): what conjugation and magnitudes mean.
+#[derive(Clone, Copy)]
+struct Form {
+    hermitian: bool,
+}
+
+/// Bunch-Kaufman's growth-minimising constant, (1 + sqrt 17) / 8.
+fn alpha() -> f64 {
+    (1.0 + 17f64.sqrt()) / 8.0
+}
+
+/// LAPACK's magnitude of an entry for pivoting: |re| + |im|.
+fn abs1<T: Scalar>(x: T) -> f64 {
+    let z = x.to_c64();
+    z.re.abs() + z.im.abs()
+}
+
+impl Form {
+    /// x^* (conjugate when Hermitian).
+    fn star<T: Scalar>(self, x: T) -> T {
         let z = x.to_c64();
-        if hermitian {
+        if self.hermitian {
             T::from_parts(z.re, -z.im)
         } else {
             x
         }
-    };
-    // L's finished columns and, for a 2 x 2 step, column k (rows kk and p).
-    for j in 0..kk {
-        let (x, y) = (w[(kk, j)], w[(p, j)]);
-        w[(kk, j)] = y;
-        w[(p, j)] = x;
     }
-    // Below p: columns kk and p.
-    for i in p + 1..n {
-        let (x, y) = (w[(i, kk)], w[(i, p)]);
-        w[(i, kk)] = y;
-        w[(i, p)] = x;
+
+    /// A diagonal entry as the form keeps it: real when Hermitian.
+    fn diagonal_entry<T: Scalar>(self, x: T) -> T {
+        if self.hermitian {
+            T::from_f64(x.to_c64().re)
+        } else {
+            x
+        }
     }
-    // Between: (i, kk) for kk < i < p with (p, i), conjugated.
-    for i in kk + 1..p {
-        let (x, y) = (w[(i, kk)], w[(p, i)]);
-        w[(i, kk)] = conj(y);
-        w[(p, i)] = conj(x);
+
+    /// A diagonal entry's magnitude for pivoting.
+    fn diagonal_size<T: Scalar>(self, x: T) -> f64 {
+        if self.hermitian {
+            x.to_c64().re.abs()
+        } else {
+            abs1(x)
+        }
     }
-    w[(p, kk)] = conj(w[(p, kk)]);
-    let (x, y) = (w[(kk, kk)], w[(p, p)]);
-    w[(kk, kk)] = y;
-    w[(p, p)] = x;
+
+    /// Entry (i, j) of the trailing matrix from its lower triangle.
+    fn at<T: Scalar>(self, w: &Mat<T>, i: usize, j: usize) -> T {
+        if i >= j {
+            w[(i, j)]
+        } else {
+            self.star(w[(j, i)])
+        }
+    }
+
+    /// Column k's pivot (its row) and step (1 or 2), Bunch-Kaufman's partial pivoting; a zero
+    /// column is a zero 1 x 1 block, nothing to eliminate.
+    fn pivot<T: Scalar>(self, w: &Mat<T>, k: usize) -> (usize, usize) {
+        let n = w.nrows();
+        let absakk = self.diagonal_size(w[(k, k)]);
+        let (r, colmax) = ((k + 1)..n)
+            .map(|i| (i, abs1(w[(i, k)])))
+            .fold((k, 0.0), |best, c| if c.1 > best.1 { c } else { best });
+        if absakk.max(colmax) == 0.0 || absakk >= alpha() * colmax {
+            return (k, 1);
+        }
+        let rowmax = (k..n)
+            .filter(|&j| j != r)
+            .map(|j| abs1(self.at(w, r, j)))
+            .fold(0.0, f64::max);
+        if absakk >= alpha() * colmax * (colmax / rowmax) {
+            (k, 1)
+        } else if self.diagonal_size(w[(r, r)]) >= alpha() * rowmax {
+            (r, 1)
+        } else {
+            (r, 2)
+        }
+    }
+
+    /// A 1 x 1 pivot at k: D(k, k), L's column k, A_22 -= l d l^* on the lower triangle.
+    fn eliminate_one<T: Scalar>(self, w: &mut Mat<T>, d: &mut Mat<T>, k: usize) {
+        let n = w.nrows();
+        let pivot = w[(k, k)];
+        d[(k, k)] = pivot;
+        if pivot == T::from_f64(0.0) {
+            return;
+        }
+        let inverse = T::from_f64(1.0) / pivot;
+        for i in k + 1..n {
+            w[(i, k)] *= inverse;
+        }
+        for j in k + 1..n {
+            let s = pivot * self.star(w[(j, k)]);
+            for i in j..n {
+                let l = w[(i, k)];
+                w[(i, j)] -= l * s;
+            }
+        }
+    }
+
+    /// A 2 x 2 pivot at k, k + 1: D's block, each row i below [l_ik, l_ik1] = [w_ik, w_ik1] D^-1,
+    /// then A_22 -= W D^-1 W^*.
+    fn eliminate_two<T: Scalar>(self, w: &mut Mat<T>, d: &mut Mat<T>, k: usize) {
+        let n = w.nrows();
+        let (d11, d21, d22) = (w[(k, k)], w[(k + 1, k)], w[(k + 1, k + 1)]);
+        let d12 = self.star(d21);
+        d[(k, k)] = d11;
+        d[(k + 1, k)] = d21;
+        d[(k, k + 1)] = d12;
+        d[(k + 1, k + 1)] = d22;
+        let det = d11 * d22 - d21 * d12;
+        let mut rows = Vec::with_capacity(n - k - 2);
+        for i in k + 2..n {
+            let (x, y) = (w[(i, k)], w[(i, k + 1)]);
+            rows.push((self.star(x), self.star(y)));
+            w[(i, k)] = (x * d22 - y * d21) / det;
+            w[(i, k + 1)] = (y * d11 - x * d12) / det;
+        }
+        for j in k + 2..n {
+            let (xj, yj) = rows[j - k - 2];
+            for i in j..n {
+                let (li, li1) = (w[(i, k)], w[(i, k + 1)]);
+                w[(i, j)] -= li * xj + li1 * yj;
+            }
+        }
+        w[(k + 1, k)] = T::from_f64(0.0);
+    }
+
+    /// Swaps rows and columns `kk` and `p` (`kk` < `p`) of the symmetric matrix in `w`'s lower
+    /// triangle from column `kk` on, and rows `kk` and `p` of the columns before `kk` (L's, and for
+    /// a 2 x 2 step, `kk` = k + 1, column k's).
+    fn swap<T: Scalar>(self, w: &mut Mat<T>, kk: usize, p: usize) {
+        let n = w.nrows();
+        let conj = |x: T| self.star(x);
+        // L's finished columns and, for a 2 x 2 step, column k (rows kk and p).
+        for j in 0..kk {
+            let (x, y) = (w[(kk, j)], w[(p, j)]);
+            w[(kk, j)] = y;
+            w[(p, j)] = x;
+        }
+        // Below p: columns kk and p.
+        for i in p + 1..n {
+            let (x, y) = (w[(i, kk)], w[(i, p)]);
+            w[(i, kk)] = y;
+            w[(i, p)] = x;
+        }
+        // Between: (i, kk) for kk < i < p with (p, i), conjugated.
+        for i in kk + 1..p {
+            let (x, y) = (w[(i, kk)], w[(p, i)]);
+            w[(i, kk)] = conj(y);
+            w[(p, i)] = conj(x);
+        }
+        w[(p, kk)] = conj(w[(p, kk)]);
+        let (x, y) = (w[(kk, kk)], w[(p, p)]);
+        w[(kk, kk)] = y;
+        w[(p, p)] = x;
+    }
 }

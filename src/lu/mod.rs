@@ -32,6 +32,7 @@ pub(crate) mod batch;
 pub(crate) mod distributed;
 pub(crate) mod plan;
 pub(crate) mod room;
+mod small;
 #[cfg(feature = "mpi")]
 pub(crate) mod tiled;
 pub(crate) mod work;
@@ -176,8 +177,8 @@ impl Lu {
 
     /// The factorisation of the checked `a` in place on `platform` (see [`Lu::factor_in_place`]): a
     /// square matrix of more than one block of `tile` through the task graph, any other through the
-    /// panel kernels on every core, or with min(m, n) at most `batch::SMALL_LU` on the calling core
-    /// by a batch's kernel.
+    /// panel kernels on every core, or with min(m, n) at most `small::SMALL_LU` on the calling core
+    /// by a batch's kernel (`small.rs`).
     fn factor_on<T: Scalar>(
         &self,
         platform: &Platform,
@@ -199,8 +200,8 @@ impl Lu {
             let (mut left, right) = a.as_mut().split_at_col_mut(k);
             // A small matrix on the calling core, as a batch factors each of its matrices (the
             // same factors for a matrix alone and in a stack).
-            let zero = if k <= batch::SMALL_LU {
-                batch::small_lu(backend, left.as_mut(), &mut ipiv)?
+            let zero = if k <= small::SMALL_LU {
+                small::small_lu(backend, left.as_mut(), &mut ipiv)?
             } else {
                 backend.lu_panel(left.as_mut(), &mut ipiv, par)?
             };
