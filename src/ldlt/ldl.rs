@@ -22,8 +22,10 @@ use hetla_kernels::Scalar;
 use crate::Result;
 use crate::check::{check_finite_triangle, check_square};
 
-/// A = P^T L D L^* P by Bunch-Kaufman's diagonal pivoting (see the [module](self) documentation):
-/// scipy's `ldl` in lower form.
+/// A = P^T L D L^* P by Bunch-Kaufman's diagonal pivoting (LAPACK's ?sytf2/?hetf2 in lower form,
+/// unblocked: for small and moderate matrices; the upper form is the lower one of A with its rows
+/// and columns reversed): scipy's `ldl`. D is block diagonal with 1 x 1 and 2 x 2 blocks, L unit
+/// lower triangular with every interchange applied to it.
 ///
 /// ```
 /// use faer::Mat;

@@ -6,8 +6,8 @@ use faer::linalg::lu::partial_pivoting;
 use faer::{MatMut, Par};
 use hetla_kernels::{Backend, KernelError, Scalar};
 
-/// The largest min(m, n) [`crate::Lu::factor_in_place`] factors on the calling core by [`small_lu`], as a
-/// batch factors each matrix (above it, the panel kernel on every core).
+/// The largest min(m, n) [`crate::Lu::factor_in_place`] factors on the calling core by
+/// [`small_lu`], as a batch factors each matrix (above it, the panel kernel on every core).
 pub(crate) const SMALL_LU: usize = 64;
 
 /// LU with partial pivoting of the m x k `a` (k <= m; column-major is fastest) on the calling core:
