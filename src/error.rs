@@ -98,11 +98,11 @@ pub enum Error {
         /// ln det A.
         log_det: f64,
     },
-    /// An iterative eigenvalue solver that did not converge (a fallback of the symmetric indefinite
-    /// factor's inertia).
-    #[error("the eigenvalues of {what} did not converge")]
+    /// An iterative solver that did not converge: eigenvalues (a fallback of the symmetric
+    /// indefinite factor's inertia) or singular values.
+    #[error("the {what} did not converge")]
     NoConvergence {
-        /// The matrix whose eigenvalues were sought.
+        /// What was sought, and of which matrix ("eigenvalues of T").
         what: &'static str,
     },
     /// A downdate A - W W^H that would not be positive definite; the factor was left unchanged.

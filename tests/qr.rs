@@ -854,6 +854,26 @@ fn qr_batch_case<T: Scalar>(tolerance: f64) {
         solved.last()
     );
     assert!(qr.lstsq_rank_batch(&a, &bs[..1], None).is_err());
+    // The singular values of each (scipy's `s`), the NaN member refused at its place.
+    let values = qr.singular_values_batch(&a).unwrap();
+    for (i, (m, _)) in problems.iter().enumerate().take(problems.len() - 1) {
+        let alone = m.singular_values().unwrap();
+        let got = values[i].as_ref().unwrap();
+        assert_eq!(got.len(), alone.len());
+        for (x, y) in got.iter().zip(&alone) {
+            let real = |v| <T as faer::traits::ComplexField>::from_real_impl(v).abs_f64();
+            let (x, y) = (real(x), real(y));
+            assert!(
+                (x - y).abs() <= tolerance * y.abs().max(1.0),
+                "{} matrix {i}: {x} against {y}",
+                T::PRECISION
+            );
+        }
+    }
+    assert!(matches!(
+        values.last(),
+        Some(Err(hetla::Error::NonFinite { .. }))
+    ));
 }
 
 #[test]

@@ -70,6 +70,7 @@ fn py_error(e: Error) -> PyErr {
         )),
         Error::Singular { .. }
         | Error::RankDeficient { .. }
+        | Error::NoConvergence { .. }
         | Error::DowndateNotPositiveDefinite { .. } => LinAlgError::new_err(e.to_string()),
         Error::NotSquare { .. }
         | Error::DimensionMismatch { .. }
@@ -938,8 +939,8 @@ fn every<R>(results: Vec<hetla::Result<R>>) -> Result<Vec<R>, (Error, usize)> {
 
 /// The minimum-norm least-squares solutions of every problem of the stacks `a` (count x m x n) and
 /// `b` (count x m x k), one per core (`hetla::Qr::lstsq_rank_batch`, ?gelsy's), and each A's
-/// effective rank; with `singular` also each A's singular values (count x min(m, n), faer's SVD,
-/// values only). A failing problem is an error naming it.
+/// effective rank; with `singular` also each A's singular values (count x min(m, n),
+/// `hetla::Qr::singular_values_batch`). A failing problem is an error naming it.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 fn lstsq_batch<'py>(
@@ -959,10 +960,7 @@ fn lstsq_batch<'py>(
             let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
             let rhs: Vec<MatRef<'_, T>> = b.outer_iter().map(faer_ref).collect();
             let solved = options.lstsq_rank_batch(&mats, &rhs, rcond);
-            let values = singular.then(|| {
-                use rayon::prelude::*;
-                mats.par_iter().map(|m| m.singular_values()).collect::<Vec<_>>()
-            });
+            let values = singular.then(|| options.singular_values_batch(&mats));
             (solved, values)
         });
         let solved = solved.map_err(py_error)?;
@@ -979,12 +977,8 @@ fn lstsq_batch<'py>(
             Some(values) => {
                 let size = a.shape()[1].min(n);
                 let mut flat = Vec::with_capacity(count * size);
-                for (i, v) in values.into_iter().enumerate() {
-                    flat.extend(v.map_err(|e| {
-                        LinAlgError::new_err(format!(
-                            "matrix {i} of the batch: the singular values did not converge: {e:?}"
-                        ))
-                    })?);
+                for v in every(values.map_err(py_error)?).map_err(|(e, i)| batch_error(e, i, count))? {
+                    flat.extend(v);
                 }
                 let s = PyArray1::from_vec(py, flat).reshape([count, size])?;
                 Some(s.into_any())

@@ -281,17 +281,17 @@ fn dense_inertia<T: Scalar>(blocks: Blocks, diag: &[Mat<T>], sub: &[Mat<T>]) -> 
             }
         }
     }
-    eigen_inertia(t, "T", 0.0)
+    eigen_inertia(t, "eigenvalues of T", 0.0)
 }
 
 /// The inertia of the Hermitian matrix whose lower triangle is `a`'s, from its eigenvalues (in
 /// double precision, O(n^3)), those of modulus at most `tolerance` counted as zeros.
 pub(crate) fn hermitian_inertia<T: Scalar>(a: MatRef<'_, T>, tolerance: f64) -> Result<Inertia> {
-    eigen_inertia(widen(a), "A", tolerance)
+    eigen_inertia(widen(a), "eigenvalues of A", tolerance)
 }
 
-/// The inertia of `m` (its lower triangle read) from its eigenvalues; `what` names it in the error
-/// of an eigensolver that does not converge.
+/// The inertia of `m` (its lower triangle read) from its eigenvalues; `what` names them in the
+/// error of an eigensolver that does not converge.
 fn eigen_inertia(m: Mat<c64>, what: &'static str, tolerance: f64) -> Result<Inertia> {
     let values = hetla_kernels::hermitian_eigenvalues(m.as_ref())
         .ok_or(crate::Error::NoConvergence { what })?;

@@ -157,6 +157,26 @@ impl Qr {
     }
 }
 
+impl Qr {
+    /// The singular values of every A_i (any shape) in non-increasing order, in its real precision
+    /// (faer's SVD, values only: scipy's `s` of a stacked `lstsq` with its SVD drivers), each
+    /// matrix a single task on one core, the batch spread as [`Qr::factor_batch_in_place`]'s. The
+    /// i-th result is A_i's, or why it has none (a non-finite entry, an SVD that did not converge).
+    pub fn singular_values_batch<T: Scalar>(
+        &self,
+        a: &[MatRef<'_, T>],
+    ) -> Result<Vec<Result<Vec<T::Real>>>> {
+        let platform = self.resolve_platform()?;
+        Ok(on_every_core(&platform, a.len(), |i| {
+            check_finite("A", a[i])?;
+            a[i].singular_values()
+                .map_err(|_| crate::Error::NoConvergence {
+                    what: "singular values of A",
+                })
+        }))
+    }
+}
+
 /// ?geqrt of the column-major `a` on the calling core, in block reflectors of `inner` columns (at
 /// most min(m, n)): its T's.
 fn factor_one<T: Scalar>(backend: Backend, inner: usize, a: MatMut<'_, T>) -> Result<Mat<T>> {
