@@ -811,8 +811,9 @@ def _lstsq_stack(a, b, cond, stack, core, singular):
         x3 = _np.zeros((count, n, k), dtype=dtype)
         ranks = _np.zeros(count, dtype=int) if m == 0 or n == 0 else _np.full(count, min(m, n))
         s3 = _np.empty((count, 0 if m == 0 or n == 0 else min(m, n)), dtype=real)
-        if singular and s3.shape[-1]:
-            s3 = _np.linalg.svd(a3, compute_uv=False).astype(real)
+        if singular and s3.shape[-1] and count:
+            # An empty B: the singular values still, from the library's batch (not numpy's SVD).
+            s3 = _hetla.lstsq_batch(a3, b3, None, True)[2]
     else:
         x3, ranks, s3 = _hetla.lstsq_batch(a3, b3, None if cond is None else float(cond), singular)
         ranks = _np.asarray(ranks)
