@@ -8,8 +8,14 @@ on hetla than its baseline allows (a regression), and says which files now fail 
 baseline). ``--details FILE`` writes every failing test's id and its first error line.
 
     python python/scipy_suite/run.py [--baseline python/scipy_suite/baseline.json] [--details F]
+                                     [--fresh] [--record]
 
-The pytest runs go side by side, ``--jobs`` at a time (default: one per CPU). A baseline is the
+The pytest runs go side by side, ``--jobs`` at a time (default: one per CPU). scipy's side is the
+same on every run for one scipy, numpy, Python and CPU vendor: ``scipy_outcomes.json`` keeps, per
+such key, each file's test count and the tests that do not pass on scipy, and a run whose key is
+there runs hetla's side only (``--fresh`` runs both; ``--record`` writes the key's entry from a run
+of both). A file whose hetla run collects another number of tests than recorded runs on scipy too.
+A baseline is the
 most failures a file may have on either machine kind the project runs on (AMD Zen 4 and Intel
 Emerald Rapids): round-off at a test's tolerance edge differs between them (docs/python.md).
 """
@@ -25,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RECORDED = HERE / "scipy_outcomes.json"
 
 # (label, module whose tests run, pytest -k expression or None for all).
 SUITES = [
@@ -88,15 +95,48 @@ def outcomes(module, select, substitute, timeout):
         return result
 
 
+def recorded_key():
+    """The versions and CPU vendor scipy's outcomes depend on, as one string."""
+    import numpy
+    import scipy
+
+    vendor = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    python = ".".join(map(str, sys.version_info[:2]))
+    return f"scipy {scipy.__version__} numpy {numpy.__version__} python {python} {vendor}"
+
+
+def from_record(entry, on_hetla):
+    """scipy's outcomes rebuilt from a recorded entry and hetla's run of the same file: every test
+    hetla's run collected passes on scipy except the recorded ones; None when the counts differ."""
+    if entry is None or len(on_hetla) != entry["tests"]:
+        return None
+    not_passing = entry["not_passing"]
+    return {t: (not_passing.get(t, "passed"), "") for t in on_hetla}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="JSON file: suite label -> failures allowed on hetla")
     parser.add_argument("--details", help="write each failing test and its first error line here")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per pytest run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="pytest runs at once")
+    parser.add_argument("--fresh", action="store_true", help="run scipy's side even if recorded")
+    parser.add_argument("--record", action="store_true",
+                        help=f"run both sides and write scipy's outcomes for this key to {RECORDED.name}")
     args = parser.parse_args()
     baseline = json.load(open(args.baseline)) if args.baseline else None
     details, counts, worse, better = [], {}, [], []
+    key = recorded_key()
+    record = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
+    entries = {} if args.fresh or args.record else record.get(key, {})
+    print(f"scipy's side: {'recorded' if entries else 'run'} ({key})")
     print("| suite | pass on scipy | pass on hetla | fail on hetla | documented differences |")
     print("|---|---|---|---|---|")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -104,10 +144,30 @@ def main():
             (label, substitute): pool.submit(outcomes, module, select, substitute, args.timeout)
             for label, module, select in SUITES
             for substitute in (False, True)
+            if substitute or label not in entries
         }
+        on_hetla_of = {label: runs[(label, True)].result() for label, _, _ in SUITES}
+        on_scipy_of = {}
+        for label, module, select in SUITES:
+            on_scipy_of[label] = from_record(entries.get(label), on_hetla_of[label])
+            if on_scipy_of[label] is None:
+                if label in entries:
+                    print(f"{label}: hetla's run collected {len(on_hetla_of[label])} tests, "
+                          f"{entries[label]['tests']} recorded: scipy's side runs")
+                on_scipy_of[label] = (runs.get((label, False)) or pool.submit(
+                    outcomes, module, select, False, args.timeout)).result()
+    if args.record:
+        record[key] = {
+            label: {
+                "tests": len(on_scipy),
+                "not_passing": {t: o for t, (o, _) in sorted(on_scipy.items()) if o != "passed"},
+            }
+            for label, on_scipy in on_scipy_of.items()
+        }
+        RECORDED.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     for label, _, _ in SUITES:
-        on_scipy = runs[(label, False)].result()
-        on_hetla = runs[(label, True)].result()
+        on_scipy = on_scipy_of[label]
+        on_hetla = on_hetla_of[label]
         passing = [t for t, (o, _) in on_scipy.items() if o == "passed"]
         not_passing = [t for t in passing if on_hetla.get(t, ("missing", ""))[0] != "passed"]
         why = {t: on_hetla.get(t, ("missing", "not run"))[1] for t in not_passing}
