@@ -61,7 +61,9 @@ pub use erased::{AnyMat, AnyMut, AnyRef};
 pub use error::KernelError;
 pub use faer::Par;
 pub use inverse::MAX_CONDITION as INVERSE_MAX_CONDITION;
-pub use library::{hermitian_eigen, hermitian_eigenvalues};
+pub use library::{
+    bunch_kaufman_complex, bunch_kaufman_real, hermitian_eigen, hermitian_eigenvalues,
+};
 pub use lu::swap_rows;
 pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};

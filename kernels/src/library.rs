@@ -275,6 +275,20 @@ pub fn hermitian_eigenvalues(m: MatRef<'_, crate::scalar::c64>) -> Option<Vec<f6
     m.self_adjoint_eigenvalues(faer::Side::Lower).ok()
 }
 
+/// The Bunch-Kaufman factor (faer's L B L^T, LAPACK's ?sytrf) of the symmetric matrix whose lower
+/// triangle is `a`'s, as [`hermitian_eigenvalues`] compiled here: O(n^3) in double.
+pub fn bunch_kaufman_real(a: faer::Mat<f64>) -> faer::linalg::solvers::Lblt<f64> {
+    a.lblt(faer::Side::Lower)
+}
+
+/// The Bunch-Kaufman factor L B L^H of the Hermitian matrix whose lower triangle is `a`'s, as
+/// [`bunch_kaufman_real`].
+pub fn bunch_kaufman_complex(
+    a: faer::Mat<crate::scalar::c64>,
+) -> faer::linalg::solvers::Lblt<crate::scalar::c64> {
+    a.lblt(faer::Side::Lower)
+}
+
 /// The eigenvalues and eigenvectors (as columns) of the Hermitian matrix whose lower triangle is
 /// `m`'s, as [`hermitian_eigenvalues`].
 pub fn hermitian_eigen(

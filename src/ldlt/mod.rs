@@ -541,14 +541,31 @@ impl<T: Scalar> LdltFactor<T> {
             return Ok(0.0);
         }
         let (l, t) = (self.l(), self.t());
-        let mut m = &l * &t * l.adjoint();
-        self.aasen.unpermute(m.as_mut());
-        self.aasen.unpermute(m.as_mut().transpose_mut());
-        let full = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
-            std::cmp::Ordering::Less => aasen::conj(a[(j, i)]),
-            _ => a[(i, j)],
-        });
-        let d = &full - &m;
+        let m = &l * &t * l.adjoint();
+        // Q^T M Q entry (i, j) is M's (order[i], order[j]): the interchanges undone on an index
+        // vector, then A - Q^T M Q gathered column by column from slices (no row swap of M).
+        let mut order: Vec<usize> = (0..n).collect();
+        for (i, &p) in self.aasen.swaps.iter().enumerate().rev() {
+            order.swap(i, p);
+        }
+        let mut full = a.to_owned();
+        crate::copy::mirror_lower(full.as_mut());
+        let mut d = full.clone();
+        for (j, &oj) in order.iter().enumerate() {
+            let m_col = m
+                .col(oj)
+                .try_as_col_major()
+                .expect("an owned matrix's column")
+                .as_slice();
+            let d_col = d
+                .as_mut()
+                .col_mut(j)
+                .try_as_col_major_mut()
+                .expect("an owned matrix's column");
+            for (x, &oi) in d_col.as_slice_mut().iter_mut().zip(&order) {
+                *x -= m_col[oi];
+            }
+        }
         let eps = T::PRECISION.epsilon();
         Ok(crate::check::norm1(d.as_ref()) / (n as f64 * crate::check::norm1(full.as_ref()) * eps))
     }

@@ -10,7 +10,7 @@
 
 use faer::linalg::solvers::{Lblt, Solve};
 use faer::reborrow::*;
-use faer::{Mat, MatMut, MatRef, Side};
+use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::{Precision, Scalar, c64};
 
 use super::band::Inertia;
@@ -32,9 +32,15 @@ impl Pivoted {
             if i == j { c64::new(z.re, 0.0) } else { z }
         };
         if T::PRECISION.is_complex() {
-            Pivoted::Complex(Mat::from_fn(n, n, entry).lblt(Side::Lower))
+            Pivoted::Complex(hetla_kernels::bunch_kaufman_complex(Mat::from_fn(
+                n, n, entry,
+            )))
         } else {
-            Pivoted::Real(Mat::from_fn(n, n, |i, j| entry(i, j).re).lblt(Side::Lower))
+            Pivoted::Real(hetla_kernels::bunch_kaufman_real(Mat::from_fn(
+                n,
+                n,
+                |i, j| entry(i, j).re,
+            )))
         }
     }
 
