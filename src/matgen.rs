@@ -1,6 +1,7 @@
 //! Test matrices.
 
-use faer::Mat;
+use faer::reborrow::*;
+use faer::{Mat, MatMut};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -120,14 +121,14 @@ pub fn random_block_in<T: hetla_kernels::Scalar>(
                 let j = cols.start + chunk * GENERATE_COLUMNS + c;
                 // One f64 is two 32-bit words of the stream.
                 rng.set_word_pos(2 * (parts * (j as u128 * n as u128 + rows.start as u128)));
-                for r in 0..rows.len() {
+                for x in column_slice(columns.rb_mut(), c) {
                     let re = 2.0 * rng.random::<f64>() - 1.0;
                     let im = if parts == 2 {
                         2.0 * rng.random::<f64>() - 1.0
                     } else {
                         0.0
                     };
-                    columns[(r, c)] = T::from_parts(re, im);
+                    *x = T::from_parts(re, im);
                 }
             }
         });
@@ -162,8 +163,12 @@ pub fn random_hpd<T: hetla_kernels::Scalar>(n: usize, seed: u64) -> Mat<T> {
             rng.set_word_pos(2 * draws_before(first));
             for c in 0..columns.ncols() {
                 let j = first + c;
-                for i in j..n {
-                    columns[(i, c)] = hpd_entry(&mut rng, n, i, j);
+                for (i, x) in column_slice(columns.rb_mut(), c)
+                    .iter_mut()
+                    .enumerate()
+                    .skip(j)
+                {
+                    *x = hpd_entry(&mut rng, n, i, j);
                 }
             }
         });
@@ -182,6 +187,15 @@ fn hpd_entry<T: hetla_kernels::Scalar>(rng: &mut ChaCha8Rng, n: usize, i: usize,
         0.0
     };
     T::from_parts(if i == j { re + n as f64 } else { re }, im)
+}
+
+/// Column `c` of a matrix this module allocated (contiguous columns), as a slice: the fills write
+/// through it, faer's checked `m[(i, j)]` costing tens of instructions an entry in debug builds.
+fn column_slice<T: hetla_kernels::Scalar>(m: MatMut<'_, T>, c: usize) -> &'_ mut [T] {
+    m.col_mut(c)
+        .try_as_col_major_mut()
+        .expect("a column of a matrix allocated here")
+        .as_slice_mut()
 }
 
 /// Columns per chunk of [`random_hpd`]'s parallel draws.
