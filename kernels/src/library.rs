@@ -26,6 +26,17 @@ macro_rules! openblas {
 }
 
 impl Backend {
+    /// [`Backend::singular_values`]: faer's SVD without vectors, in `T`'s real type.
+    pub(crate) fn singular_values_impl<T: Scalar>(self, a: MatRef<'_, T>) -> Option<Vec<f64>> {
+        let values = a.singular_values().ok()?;
+        Some(
+            values
+                .into_iter()
+                .map(|s| T::from_real_impl(&s).re_f64())
+                .collect(),
+        )
+    }
+
     /// The number of threads the library itself would use for its next call: OpenBLAS's
     /// process-wide count (1 whenever hetla's kernels run), `None` for faer (which uses the pool it
     /// is called from).

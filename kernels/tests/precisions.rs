@@ -266,3 +266,48 @@ fn the_library_peers_run_every_precision() {
     peers::<c64>();
     assert_eq!(<c32 as Scalar>::PRECISION, Precision::C);
 }
+
+#[test]
+fn singular_values_are_known_ones_in_every_precision_and_shape() {
+    // A = Q1 diag(s) Q2^H with Householder reflectors Q1, Q2 (unit-modulus phases in complex): its
+    // singular values are s, largest first, to a few eps of s_max.
+    fn case<T: Scalar>(m: usize, n: usize) {
+        let k = m.min(n);
+        let s: Vec<f64> = (0..k).map(|i| 10.0 / (1.0 + i as f64)).collect();
+        let reflector = |len: usize, seed: usize| {
+            let v: Vec<T> = (0..len)
+                .map(|i| T::from_parts(1.0 + ((i * 7 + seed) % 5) as f64, ((i + seed) % 3) as f64))
+                .collect();
+            let norm2: f64 = v.iter().map(|x| x.abs_f64().powi(2)).sum();
+            Mat::<T>::from_fn(len, len, |i, j| {
+                let delta = if i == j { 1.0 } else { 0.0 };
+                let vv = v[i].to_c64() * v[j].to_c64().conj() * (2.0 / norm2);
+                T::from_parts(delta - vv.re, -vv.im)
+            })
+        };
+        let d = Mat::<T>::from_fn(m, n, |i, j| {
+            if i == j {
+                T::from_f64(s[i])
+            } else {
+                T::from_f64(0.0)
+            }
+        });
+        let a = &reflector(m, 1) * &d * reflector(n, 2).adjoint();
+        let got = Backend::Faer
+            .singular_values(a.as_ref())
+            .expect("the SVD converges");
+        assert_eq!(got.len(), k, "{} {m} x {n}", T::PRECISION);
+        for (g, want) in got.iter().zip(&s) {
+            assert!(
+                (g - want).abs() <= 50.0 * T::PRECISION.epsilon() * s[0],
+                "{} {m} x {n}: {got:?} against {s:?}",
+                T::PRECISION
+            );
+        }
+    }
+    for precision in Precision::ALL {
+        for (m, n) in [(6, 6), (9, 4), (4, 9), (1, 1)] {
+            hetla_kernels::with_scalar!(precision, T => case::<T>(m, n));
+        }
+    }
+}

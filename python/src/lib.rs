@@ -1012,17 +1012,20 @@ fn ldl<'py>(
 }
 
 /// The singular values of `a` (m x n) in non-increasing order, in its real precision: faer's SVD
-/// without vectors (scipy's `s` of `lstsq` with its SVD drivers).
+/// without vectors, compiled in the kernels' crate (`Backend::singular_values`; scipy's `s` of
+/// `lstsq` with its SVD drivers).
 #[pyfunction]
 fn singular_values<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(a, "a", T => {
         let a = readable::<T, ndarray::Ix2>(a, "a")?;
         let a = a.as_array();
         let s = py
-            .detach(move || faer_ref(a).singular_values())
-            .map_err(|e| {
-                LinAlgError::new_err(format!("the singular values did not converge: {e:?}"))
-            })?;
+            .detach(move || hetla::Backend::Faer.singular_values(faer_ref(a)))
+            .ok_or_else(|| LinAlgError::new_err("the singular values did not converge"))?;
+        let s: Vec<<T as faer::traits::ComplexField>::Real> = s
+            .into_iter()
+            .map(faer::traits::ComplexField::from_f64_impl)
+            .collect();
         Ok(PyArray1::from_vec(py, s).into_any())
     })
 }

@@ -6,6 +6,7 @@
 //! has its own result: one that fails (a non-finite entry, a wrong shape) is reported where it is,
 //! and the others are done.
 
+use faer::traits::ComplexField;
 use faer::{Mat, MatMut, MatRef, Par};
 use hetla_kernels::{Backend, Scalar};
 
@@ -159,7 +160,8 @@ impl Qr {
 
 impl Qr {
     /// The singular values of every A_i (any shape) in non-increasing order, in its real precision
-    /// (faer's SVD, values only: scipy's `s` of a stacked `lstsq` with its SVD drivers), each
+    /// ([`Backend::singular_values`], faer's SVD without vectors compiled in the kernels' crate:
+    /// scipy's `s` of a stacked `lstsq` with its SVD drivers), each
     /// matrix a single task on one core, the batch spread as [`Qr::factor_batch_in_place`]'s. The
     /// i-th result is A_i's, or why it has none (a non-finite entry, an SVD that did not converge).
     pub fn singular_values_batch<T: Scalar>(
@@ -169,10 +171,16 @@ impl Qr {
         let platform = self.resolve_platform()?;
         Ok(on_every_core(&platform, a.len(), |i| {
             check_finite("A", a[i])?;
-            a[i].singular_values()
-                .map_err(|_| crate::Error::NoConvergence {
-                    what: "singular values of A",
-                })
+            let values =
+                Backend::Faer
+                    .singular_values(a[i])
+                    .ok_or(crate::Error::NoConvergence {
+                        what: "singular values of A",
+                    })?;
+            Ok(values
+                .into_iter()
+                .map(<T::Real as ComplexField>::from_f64_impl)
+                .collect())
         }))
     }
 }
