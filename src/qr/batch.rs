@@ -161,9 +161,9 @@ impl Qr {
 impl Qr {
     /// The singular values of every A_i (any shape) in non-increasing order, in its real precision
     /// ([`Backend::singular_values`], faer's SVD without vectors compiled in the kernels' crate:
-    /// scipy's `s` of a stacked `lstsq` with its SVD drivers), each
-    /// matrix a single task on one core, the batch spread as [`Qr::factor_batch_in_place`]'s. The
-    /// i-th result is A_i's, or why it has none (a non-finite entry, an SVD that did not converge).
+    /// scipy's `s` of a stacked `lstsq` with its SVD drivers), each matrix a single task on one
+    /// core, the batch spread as [`Qr::factor_batch_in_place`]'s. The i-th result is A_i's, or why
+    /// it has none (a non-finite entry, an SVD that did not converge).
     pub fn singular_values_batch<T: Scalar>(
         &self,
         a: &[MatRef<'_, T>],
