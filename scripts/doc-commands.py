@@ -317,7 +317,7 @@ def execute(argv, shown, binary, python):
         env = dict(os.environ, HETLA_PERFMODEL_DIR=os.path.join(scratch, "models"),
                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    HETLA=binary, EXAMPLES=os.path.join(os.path.dirname(binary), "examples"),
-                   PY=python or "python3", ROOT=ROOT)
+                   PY=os.path.abspath(python) if python else "python3", ROOT=ROOT)
         start = time.time()
         try:
             r = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True,
