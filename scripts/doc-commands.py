@@ -8,12 +8,17 @@ README.md and docs/**/*.md (code blocks and inline code) and decides what it is:
              `target/release/hetla` or under `mpirun -np P`): run on the given binary with
              its sizes made small (orders, tiles, repeats, samples, counts; the options and
              flags as written), from a scratch directory; it must exit 0 with no panic.
+             Inline in prose, a command that lacks options the subcommand requires
+             (`hetla simulate --platform h200`) names those it shows: checked as a synopsis.
+  option     one option named inline (`hetla lu --grid`): it must be in the subcommand's
+             --help, and one that takes no value is run as a command.
   name       a bare subcommand named in prose (`hetla tune`): `hetla tune --help` must work.
   synopsis   a usage line with placeholders (N, SPEC, FILE, a|b, [--flag]): each option it
              names must appear in that subcommand's --help.
   ci         a script or example (`bash scripts/...`, `python python/...`, `cargo run
              --example ...`, `pip install ./python`): .ci/run runs it (its path appears
              there), else this script does, small (RECIPES below), else it fails the check.
+  packages   `pip install` of registry packages: .ci/run must install each.
   needs      a command this machine cannot run, with the reason: real GPUs (`--gpus all`,
              `--compare gpu`, `scripts/gpu-check.sh`), more cores than it has, a hostfile.
 
@@ -155,7 +160,7 @@ def classify(command, inline=False):
             wanted = [w for w in command.split()[2:] if not w.startswith("-")]
             if any(w.startswith("nvidia") for w in wanted):
                 return ("needs", "a GPU (NVIDIA's libraries from the registry)")
-            return ("ci", " ".join(wanted))
+            return ("packages", wanted)
         for pattern in (r"scripts/[\w.-]+", r"python/[\w/.-]+\.py", r"--example \w+", r"\./python"):
             m = re.search(pattern, command)
             if m:
@@ -247,21 +252,28 @@ def small(args):
         set_value("--n", lambda v: ",".join(shrink(p) for p in v.split(",")))
         set_value("--nodes", lambda v: ",".join(p for p in v.split(",") if p in ("1", "2", "4", "1x1", "1x2")) or v)
     set_value("--repeat", lambda v: "1")
-    set_value("--sweep", lambda v: v)
     return out
 
 
-def help_options(binary, sub, cache={}):  # noqa: B006
-    if sub not in cache:
+HELP = {}
+
+
+def help_options(binary, sub):
+    """(exit status, text) of `hetla SUB --help`, run once per subcommand."""
+    if sub not in HELP:
         r = subprocess.run([binary, sub, "--help"], capture_output=True, text=True, timeout=60)
-        cache[sub] = (r.returncode, r.stdout + r.stderr)
-    return cache[sub]
+        HELP[sub] = (r.returncode, r.stdout + r.stderr)
+    return HELP[sub]
 
 
 def check(binary, kind, detail, ci_text, python):
     """(ok, what was done) for one command."""
+    if kind == "packages":
+        missing = [p for p in detail if not re.search(r"\b%s\b" % re.escape(p), ci_text)]
+        return (not missing, f"installed by .ci/run: {' '.join(detail)}" if not missing
+                else f"not installed by .ci/run: {' '.join(missing)}")
     if kind == "ci":
-        if all(word in ci_text for word in detail.split()):
+        if detail in ci_text:
             return (True, f"run by .ci/run ({detail})")
         if detail not in RECIPES:
             return (False, f"neither .ci/run nor this script runs {detail}")
