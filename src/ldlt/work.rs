@@ -160,17 +160,20 @@ impl<T: Scalar> AasenWork<'_, T> {
         } else {
             row
         };
-        // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
-        let h = unsafe { self.tile_mut(m - 1, k) };
-        // H(m, k) = conj(row C(m))^T.
+        // H(m, k) = (row C(m))^H: the product with both operands and the result column-major (at
+        // order 8192 in f64 on 2 Zen 4 cores 1.2 ms a block of 192 where a transposed result took
+        // 1.4-1.5 ms), then its adjoint copied into block (m - 1, k).
+        let mut p = Mat::<T>::zeros(b.size(k), b.size(m));
         matmul(
-            h.transpose_mut(),
+            p.as_mut(),
             Accum::Replace,
-            row.conjugate(),
-            column.as_ref().conjugate(),
+            row,
+            column.as_ref(),
             T::from_f64(1.0),
             par,
         );
+        // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
+        unsafe { self.tile_mut(m - 1, k) }.copy_from(p.adjoint());
     }
 
     /// T(k, k) = L(k, k)^-1 [A(k, k) - sum_{m < k} L(k, m) H(m, k) - L(k, k) T(k, k-1) L(k, k-1)^H]
