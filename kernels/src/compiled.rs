@@ -93,10 +93,10 @@ macro_rules! entry_points {
             /// strict upper triangle (as [`Backend::invert_unit_factor`] left it): B <- (B U) D^-1,
             /// the rows of B in bands on `par`.
             fn trsm_by_inverse(lu: MatRef<'_, T>, b: MatMut<'_, T>, par: Par) -> Result<(), KernelError> => compiled_trsm_by_inverse, trsm_by_inverse_impl;
-            /// The singular values of `a` (any shape) in non-increasing order, in double precision
-            /// (faer's SVD without vectors, whichever the backend); `None` when the SVD does not
-            /// converge.
-            fn singular_values(a: MatRef<'_, T>) -> Option<Vec<f64>> => compiled_singular_values, singular_values_impl;
+            /// The singular values of `a` (any shape) in non-increasing order, in `a`'s real
+            /// precision (faer's SVD without vectors, whichever the backend); `None` when the SVD
+            /// does not converge.
+            fn singular_values(a: MatRef<'_, T>) -> Option<Vec<<T as faer::traits::ComplexField>::Real>> => compiled_singular_values, singular_values_impl;
         }
     };
 }
@@ -107,7 +107,7 @@ macro_rules! declare {
     ($( $(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $compiled:ident, $body:ident; )*) => {
         /// The kernels' entry points for one scalar type `T` (implemented for `T` itself only),
         /// compiled in this crate (see the module).
-        pub trait Compiled<T> {
+        pub trait Compiled<T: faer::traits::ComplexField> {
             $(
                 #[doc = concat!("[`Backend::", stringify!($name), "`] for this scalar.")]
                 fn $compiled(backend: Backend, $($arg: $ty),*) -> $ret;

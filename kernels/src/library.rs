@@ -27,14 +27,8 @@ macro_rules! openblas {
 
 impl Backend {
     /// [`Backend::singular_values`]: faer's SVD without vectors, in `T`'s real type.
-    pub(crate) fn singular_values_impl<T: Scalar>(self, a: MatRef<'_, T>) -> Option<Vec<f64>> {
-        let values = a.singular_values().ok()?;
-        Some(
-            values
-                .into_iter()
-                .map(|s| T::from_real_impl(&s).re_f64())
-                .collect(),
-        )
+    pub(crate) fn singular_values_impl<T: Scalar>(self, a: MatRef<'_, T>) -> Option<Vec<T::Real>> {
+        a.singular_values().ok()
     }
 
     /// The number of threads the library itself would use for its next call: OpenBLAS's

@@ -1022,10 +1022,6 @@ fn singular_values<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<Boun
         let s = py
             .detach(move || hetla::Backend::Faer.singular_values(faer_ref(a)))
             .ok_or_else(|| LinAlgError::new_err("the singular values did not converge"))?;
-        let s: Vec<<T as faer::traits::ComplexField>::Real> = s
-            .into_iter()
-            .map(faer::traits::ComplexField::from_f64_impl)
-            .collect();
         Ok(PyArray1::from_vec(py, s).into_any())
     })
 }

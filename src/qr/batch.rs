@@ -6,7 +6,6 @@
 //! has its own result: one that fails (a non-finite entry, a wrong shape) is reported where it is,
 //! and the others are done.
 
-use faer::traits::ComplexField;
 use faer::{Mat, MatMut, MatRef, Par};
 use hetla_kernels::{Backend, Scalar};
 
@@ -171,16 +170,11 @@ impl Qr {
         let platform = self.resolve_platform()?;
         Ok(on_every_core(&platform, a.len(), |i| {
             check_finite("A", a[i])?;
-            let values =
-                Backend::Faer
-                    .singular_values(a[i])
-                    .ok_or(crate::Error::NoConvergence {
-                        what: "singular values of A",
-                    })?;
-            Ok(values
-                .into_iter()
-                .map(<T::Real as ComplexField>::from_f64_impl)
-                .collect())
+            Backend::Faer
+                .singular_values(a[i])
+                .ok_or(crate::Error::NoConvergence {
+                    what: "singular values of A",
+                })
         }))
     }
 }
