@@ -25,8 +25,9 @@
 //! split kernels (the cluster's threads, see `split`); applications are level 3 throughout. One
 //! code for faer and OpenBLAS, over their matrix products.
 
+use faer::linalg::matmul::dot::inner_prod;
 use faer::reborrow::{Reborrow, ReborrowMut};
-use faer::{ColMut, Mat, MatMut, MatRef, Par};
+use faer::{ColMut, ColRef, Conj, Mat, MatMut, MatRef, Par, RowMut};
 
 use crate::backend::Backend;
 use crate::error::KernelError;
@@ -59,11 +60,16 @@ fn norm2(values: &[f64]) -> f64 {
             .sqrt()
 }
 
+/// ||x||_2 without overflow or underflow on the way (faer's scaled sum of squares, LAPACK ?nrm2's
+/// method), as f64.
+fn column_norm<T: Scalar>(x: ColRef<'_, T>) -> f64 {
+    T::from_real_impl(&x.norm_l2()).re_f64()
+}
+
 /// The reflector of `alpha` over `x` (LAPACK ?larfg): on return `alpha` is beta and `x` is v's tail
 /// (v = [1; x]); returns tau (0 when there is nothing to annihilate: H = I).
 fn reflector<T: Scalar>(alpha: &mut T, mut x: ColMut<'_, T>) -> T {
-    let sizes: Vec<f64> = x.rb().iter().map(|v| v.abs_f64()).collect();
-    let xnorm = norm2(&sizes);
+    let xnorm = column_norm(x.rb());
     let a = alpha.to_c64();
     if xnorm == 0.0 && a.im == 0.0 {
         return zero();
@@ -112,56 +118,53 @@ fn block_t<T: Scalar>(
         );
         backend.matmul_seq(vhv, z.as_mut())?;
     }
+    // Column c: T[..c, c] = -tau_c T[..c, ..c] Z[..c, c], the triangular product one column of T
+    // at a time (each an axpy on a contiguous column).
     let mut t = Mat::<T>::zeros(jb, jb);
     for c in 0..jb {
-        t[(c, c)] = taus[c];
-        for i in 0..c {
-            let mut s = zero::<T>();
-            for p in i..c {
-                s += t[(i, p)] * z[(p, c)];
-            }
-            t[(i, c)] = -(taus[c] * s);
+        let (done, mut rest) = t.as_mut().split_at_col_mut(c);
+        let mut column = rest.rb_mut().col_mut(0);
+        for p in 0..c {
+            let scale = -(taus[c] * z[(p, c)]);
+            let source = done.rb().col(p).subrows(0, p + 1);
+            faer::zip!(column.rb_mut().subrows_mut(0, p + 1), source)
+                .for_each(|faer::unzip!(x, y)| *x += *y * scale);
         }
+        column[c] = taus[c];
     }
     Ok(t)
 }
 
 /// Applies H^H = I - conj(tau) v v^H, v = [1; `below_v`] (the 1 at row `top`'s), to the columns
-/// `top` (1 x w, the row of v's 1) and `below` (r x w, the rows of `below_v`): w^T = top +
-/// below_v^H below, top -= conj(tau) w^T, below -= below_v conj(tau) w^T.
+/// `top` (their entries in the row of v's 1) and `below` (their rows of `below_v`), one column at a
+/// time (level 2, on the calling thread, no allocation: a panel's columns are short and many):
+/// w_j = top_j + below_v^H below_j, x_j = conj(tau) w_j, top_j -= x_j, below_j -= below_v x_j.
 fn reflect<T: Scalar>(
-    backend: Backend,
     tau: T,
-    below_v: MatRef<'_, T>,
-    mut top: MatMut<'_, T>,
+    below_v: ColRef<'_, T>,
+    mut top: RowMut<'_, T>,
     mut below: MatMut<'_, T>,
-) -> Result<(), KernelError> {
-    if top.ncols() == 0 || tau == zero::<T>() {
-        return Ok(());
-    }
-    let mut w = top.rb().to_owned();
-    if below_v.nrows() > 0 {
-        let vh = (below_v.transpose(), adjoint_conj::<T>());
-        backend.matmul_seq(
-            Product::new(vh, (below.rb(), faer::Conj::No), 1.0, 1.0),
-            w.as_mut(),
-        )?;
+) {
+    if tau == zero::<T>() {
+        return;
     }
     let scale = conj(tau);
-    for j in 0..w.ncols() {
-        let x = scale * w[(0, j)];
-        w[(0, j)] = x;
-        top[(0, j)] -= x;
+    for j in 0..top.ncols() {
+        let mut column = below.rb_mut().col_mut(j);
+        let w = top[j] + inner_prod(below_v.transpose(), Conj::Yes, column.rb(), Conj::No);
+        let x = scale * w;
+        top[j] -= x;
+        faer::zip!(column.rb_mut(), below_v).for_each(|faer::unzip!(c, v)| *c -= *v * x);
     }
-    if below_v.nrows() > 0 {
-        backend.matmul_seq(Product::subtract(below_v, w.as_ref()), below.rb_mut())?;
-    }
-    Ok(())
 }
 
 /// Block `j0 .. j0 + jb` of a tile's T matrix, as a dense upper triangular jb x jb matrix.
 fn read_t<T: Scalar>(t: MatRef<'_, T>, j0: usize, jb: usize) -> Mat<T> {
-    Mat::from_fn(jb, jb, |i, j| if i <= j { t[(i, j0 + j)] } else { zero() })
+    let mut block = Mat::zeros(jb, jb);
+    block
+        .as_mut()
+        .copy_from_triangular_upper(t.submatrix(0, j0, jb, jb));
+    block
 }
 
 /// Stores `block` (jb x jb, upper triangular) as block `j0` of `t`, zeros below it.
@@ -181,11 +184,17 @@ fn write_t<T: Scalar>(mut t: MatMut<'_, T>, j0: usize, block: MatRef<'_, T>) {
 /// Columns `j0 .. j0 + jb` of a factored tile's reflectors from row j0 down, dense: the unit
 /// diagonal and the zeros above it written out.
 fn unit_lower<T: Scalar>(v: MatRef<'_, T>, j0: usize, jb: usize) -> Mat<T> {
-    Mat::from_fn(v.nrows() - j0, jb, |r, c| match r.cmp(&c) {
-        std::cmp::Ordering::Less => zero(),
-        std::cmp::Ordering::Equal => T::from_f64(1.0),
-        std::cmp::Ordering::Greater => v[(j0 + r, j0 + c)],
-    })
+    let rows = v.nrows() - j0;
+    let mut dense = Mat::zeros(rows, jb);
+    dense
+        .as_mut()
+        .copy_from_strict_triangular_lower(v.submatrix(j0, j0, rows, jb));
+    dense
+        .as_mut()
+        .diagonal_mut()
+        .column_vector_mut()
+        .fill(T::from_f64(1.0));
+    dense
 }
 
 /// Columns `j0 .. j0 + jb` of a stacked QR's bottom reflectors, dense over the rows the last of
@@ -268,9 +277,8 @@ impl Backend {
                 // H^H on the block's columns right of c: rows c.. (v = [1; below[:, c]]).
                 let w = j0 + jb - c - 1;
                 let (left, right) = below.split_at_col_mut(c + 1);
-                let top = head.submatrix_mut(c, c + 1, 1, w);
-                let v = left.rb().subcols(c, 1);
-                reflect(self, tau, v, top, right.subcols_mut(0, w))?;
+                let top = head.submatrix_mut(c, c + 1, 1, w).row_mut(0);
+                reflect(tau, left.rb().col(c), top, right.subcols_mut(0, w));
                 taus.push(tau);
             }
             let v = unit_lower(a.rb(), j0, jb);
@@ -347,9 +355,8 @@ impl Backend {
                 // (a triangle's later columns are longer).
                 let w = j0 + jb - c - 1;
                 let (left, right) = b.rb_mut().subrows_mut(0, rows).split_at_col_mut(c + 1);
-                let top = r.rb_mut().submatrix_mut(c, c + 1, 1, w);
-                let v = left.rb().subcols(c, 1);
-                reflect(self, tau, v, top, right.subcols_mut(0, w))?;
+                let top = r.rb_mut().submatrix_mut(c, c + 1, 1, w).row_mut(0);
+                reflect(tau, left.rb().col(c), top, right.subcols_mut(0, w));
                 taus.push(tau);
             }
             let v = stacked_lower(b.rb(), stack, j0, jb);
