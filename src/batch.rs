@@ -56,20 +56,30 @@ pub(crate) fn on_every_core<R: Send>(
     results.into_iter().map(|(_, r)| r).collect()
 }
 
-/// `work(i, m)` for each of the caller's matrices `items` (m: a unique borrow of `items[i]`), on
-/// every core as [`on_every_core`]; the results in the order of i.
+/// `work(i, item)` for each of the caller's `items` (a unique borrow of `items[i]`: a matrix, or
+/// the outputs of one problem together), on every core as [`on_every_core`]; the results in the
+/// order of i.
+pub(crate) fn on_every_core_each<I: Send, R: Send>(
+    platform: &Platform,
+    items: &mut [I],
+    work: impl Fn(usize, &mut I) -> R + Sync,
+) -> Vec<R> {
+    // Each item is taken by exactly one core (the index is handed out once); the lock is there to
+    // give that core a unique borrow, never contended.
+    let cells: Vec<Mutex<&mut I>> = items.iter_mut().map(Mutex::new).collect();
+    on_every_core(platform, cells.len(), |i| {
+        let mut item = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
+        work(i, &mut item)
+    })
+}
+
+/// [`on_every_core_each`] over the caller's matrices, each handed to `work` as a writable view.
 pub(crate) fn on_every_core_mut<T: Scalar, R: Send>(
     platform: &Platform,
     items: &mut [MatMut<'_, T>],
     work: impl Fn(usize, MatMut<'_, T>) -> R + Sync,
 ) -> Vec<R> {
-    // Each matrix is taken by exactly one core (the index is handed out once); the lock is there
-    // to give that core a unique borrow, never contended.
-    let cells: Vec<Mutex<&mut MatMut<'_, T>>> = items.iter_mut().map(Mutex::new).collect();
-    on_every_core(platform, cells.len(), |i| {
-        let mut item = cells[i].lock().unwrap_or_else(PoisonError::into_inner);
-        work(i, item.as_mut())
-    })
+    on_every_core_each(platform, items, |i, item| work(i, item.as_mut()))
 }
 
 /// The call's error when its `option` gives `got` entries (`what`) for `count` matrices.

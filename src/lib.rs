@@ -13,8 +13,9 @@
 //! - [`solve`], [`Lu`] and [`LuFactor`]: LAPACK's ?gesv and ?getrf as a task graph, with the solves
 //!   of A, A^T and A^H, determinant and `rcond`; [`solve_mixed`] refines an f32 factor;
 //! - [`lstsq`], [`Qr`] and [`QrFactor`]: tiled Householder QR (flat or binary reduction trees) and
-//!   least squares; [`CholeskyQr`] for tall-skinny matrices, [`PivotedQr`] and [`lstsq_rank`] for
-//!   rank-deficient ones; [`solve_triangular`]: LAPACK's ?trtrs;
+//!   least squares; [`CholeskyQr`] for tall-skinny matrices, [`PivotedQr`], [`lstsq_rank`] (?gelsy)
+//!   and [`lstsq_svd`] (?gelsd's rank and singular values) for rank-deficient ones;
+//!   [`solve_triangular`]: LAPACK's ?trtrs;
 //! - [`check`]: LAPACK's test ratios of every factorisation and solve;
 //! - [`limits`]: what a run needs against what the machine has, refused before any work;
 //!   [`huge_page_matrix`]: a matrix in transparent huge pages; [`KernelCalibration`]: the tile
@@ -87,7 +88,7 @@ pub use pages::{PagedMat, huge_page_matrix};
 pub use plan::{Algorithm, BoundReport, ClassCount, DistributedBounds, Outcome, Plan, TileChoice};
 pub use qr::{
     CholeskyQr, CholeskyQrFactor, CholeskyQrPath, PivotedQr, Qr, QrFactor, QrTree, RankedSolution,
-    lstsq, lstsq_rank,
+    SvdSolution, lstsq, lstsq_rank, lstsq_svd,
 };
 pub use tiles::Storage;
 pub use tiles::device::DeviceMatrix;

@@ -736,6 +736,16 @@ fn qr_ratios<T: Scalar>(a: &Mat<T>, q: &Mat<T>, factored: &Mat<T>) -> (f64, f64)
     (factor, orthogonality)
 }
 
+/// dqrt01's two ratios of A's QR (Q and the factored matrix or R), each below 30.
+fn assert_qr<T: Scalar>(what: &str, full: bool, a: &Mat<T>, q: &Mat<T>, factored: &Mat<T>) {
+    let (factor, orthogonality) = qr_ratios(a, q, factored);
+    assert!(factor < 30.0, "{what} full {full}: A - Q R {factor}");
+    assert!(
+        orthogonality < 30.0,
+        "{what} full {full}: I - Q^H Q {orthogonality}"
+    );
+}
+
 /// A batch of mixed shapes factored in place one matrix per core gives the R of a QR of its own
 /// (the whole matrix one tile there too), its Q full and thin passes dqrt01, and a NaN member is
 /// refused at its place while the others are done; the least-squares batch gives each problem's
@@ -788,13 +798,7 @@ fn qr_batch_case<T: Scalar>(tolerance: f64) {
         assert!(qr.q_batch(&h, &ts[..1], &mut qs).is_err());
         for (slot, &i) in kept.iter().enumerate() {
             done[slot].as_ref().unwrap();
-            let (factor, orthogonality) = qr_ratios(&originals[i], &q[slot], &factored[i]);
-            assert!(factor < 30.0, "{} full {full}: A - Q R {factor}", what(i));
-            assert!(
-                orthogonality < 30.0,
-                "{} full {full}: I - Q^H Q {orthogonality}",
-                what(i)
-            );
+            assert_qr(&what(i), full, &originals[i], &q[slot], &factored[i]);
         }
         // A Q with more columns than rows is matrix 0's error; lengths that differ, the call's.
         let mut wide = [Mat::<T>::zeros(24, 25)];
@@ -817,6 +821,53 @@ fn qr_batch_case<T: Scalar>(tolerance: f64) {
         let error = hetla::check::relative_error(r.as_ref(), alone.as_ref());
         assert!(error < tolerance, "{}: R against Qr's {error}", what(i));
     }
+
+    // Q and R written out in one pass, from row-major inputs (as numpy's C order lies): R with
+    // min(m, n) or m rows (zeros below), Q thin or full, the NaN member refused at its place.
+    let transposed: Vec<Mat<T>> = originals.iter().map(|a| a.transpose().to_owned()).collect();
+    let inputs: Vec<_> = transposed.iter().map(|a| a.transpose()).collect();
+    for full in [false, true] {
+        let sizes: Vec<(usize, usize, usize)> = originals
+            .iter()
+            .map(|a| {
+                let (m, n) = (a.nrows(), a.ncols());
+                (m, n, if full { m } else { m.min(n) })
+            })
+            .collect();
+        let mut q: Vec<Mat<T>> = sizes
+            .iter()
+            .map(|&(m, _, c)| Mat::from_fn(m, c, |_, _| T::from_f64(7.0)))
+            .collect();
+        let mut r: Vec<Mat<T>> = sizes
+            .iter()
+            .map(|&(_, n, c)| Mat::from_fn(c, n, |_, _| T::from_f64(7.0)))
+            .collect();
+        let mut qs: Vec<_> = q.iter_mut().map(|q| q.as_mut()).collect();
+        let mut rs: Vec<_> = r.iter_mut().map(|r| r.as_mut()).collect();
+        let done = qr
+            .factor_batch_into(&inputs, &mut rs, Some(&mut qs))
+            .unwrap();
+        assert!(matches!(
+            done[shapes.len()],
+            Err(hetla::Error::NonFinite { .. })
+        ));
+        for &i in &kept {
+            done[i].as_ref().unwrap();
+            assert_qr(&what(i), full, &originals[i], &q[i], &r[i]);
+            for row in 0..r[i].nrows() {
+                for col in 0..row.min(r[i].ncols()) {
+                    assert!(r[i][(row, col)] == T::from_f64(0.0), "{}: R below", what(i));
+                }
+            }
+        }
+    }
+    let mut short = [Mat::<T>::zeros(23, 24)];
+    let mut views: Vec<_> = short.iter_mut().map(|r| r.as_mut()).collect();
+    assert!(
+        qr.factor_batch_into(&inputs[..1], &mut views, None)
+            .unwrap()[0]
+            .is_err()
+    );
 
     // Least squares: the rank-revealing problems of `rank_revealing_case`, and a NaN.
     let rcond = T::PRECISION.epsilon().sqrt() * 1e-2;
@@ -854,11 +905,27 @@ fn qr_batch_case<T: Scalar>(tolerance: f64) {
         solved.last()
     );
     assert!(qr.lstsq_rank_batch(&a, &bs[..1], None).is_err());
-    // The singular values of each (scipy's `s`), the NaN member refused at its place.
-    let values = qr.singular_values_batch(&a).unwrap();
-    for (i, (m, _)) in problems.iter().enumerate().take(problems.len() - 1) {
+    // ?gelsd's: the ranks by the singular values (scipy's `s`, each against faer's SVD of the
+    // matrix), each solution as `lstsq_svd` gives it alone, the NaN member refused at its place.
+    let values = qr.lstsq_svd_batch(&a, &bs, Some(rcond)).unwrap();
+    for (i, (m, rank)) in problems.iter().enumerate().take(problems.len() - 1) {
+        let (x, r, got) = values[i].as_ref().unwrap();
+        assert_eq!(
+            *r,
+            *rank,
+            "{} matrix {i}: rank by singular values",
+            T::PRECISION
+        );
+        let (alone, alone_rank, _) =
+            hetla::lstsq_svd(m.as_ref(), b[i].as_ref(), Some(rcond)).unwrap();
+        assert_eq!(alone_rank, *rank);
+        let error = hetla::check::relative_error(x.as_ref(), alone.as_ref());
+        assert!(
+            error < tolerance,
+            "{} matrix {i}: against lstsq_svd {error}",
+            T::PRECISION
+        );
         let alone = m.singular_values().unwrap();
-        let got = values[i].as_ref().unwrap();
         assert_eq!(got.len(), alone.len());
         for (x, y) in got.iter().zip(&alone) {
             let real = |v| <T as faer::traits::ComplexField>::from_real_impl(v).abs_f64();

@@ -137,8 +137,8 @@ fn block_t<T: Scalar>(
 
 /// Applies H^H = I - conj(tau) v v^H, v = [1; `below_v`] (the 1 at row `top`'s), to the columns
 /// `top` (their entries in the row of v's 1) and `below` (their rows of `below_v`), one column at a
-/// time (level 2, on the calling thread, no allocation: a panel's columns are short and many):
-/// w_j = top_j + below_v^H below_j, x_j = conj(tau) w_j, top_j -= x_j, below_j -= below_v x_j.
+/// time (level 2, on the calling thread, no allocation: a panel's columns are short and many): w_j
+/// = top_j + below_v^H below_j, x_j = conj(tau) w_j, top_j -= x_j, below_j -= below_v x_j.
 fn reflect<T: Scalar>(
     tau: T,
     below_v: ColRef<'_, T>,

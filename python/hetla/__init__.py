@@ -666,14 +666,14 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         # One QR per core, each matrix one ?geqrt (and ?orgqr for Q), no Python loop.
         m, n = a.shape[-2:]
         k = min(m, n)
-        flat = a.reshape((_math.prod(a.shape[:-2]), m, n))
-        h = _copy(flat, dtype, True)
+        flat = _np.asarray(a.reshape((_math.prod(a.shape[:-2]), m, n)), dtype=dtype)
+        r = _np.zeros((flat.shape[0], k if mode == "economic" else m, n), dtype=dtype)
         q = None if mode == "r" else _empty((flat.shape[0], m, m if mode == "full" else k), dtype, True)
-        if h.size:
-            _hetla.qr_batch(h, q)
+        if flat.size:
+            # Each matrix read where it lies, factored, R and Q written on one core.
+            _hetla.qr_batch(flat, r, q)
         elif q is not None:
             q[...] = _np.eye(m, q.shape[-1], dtype=dtype)
-        r = _np.triu(h if mode != "economic" else h[:, :k, :])
         r = r.reshape(a.shape[:-2] + r.shape[-2:])
         if mode == "r":
             return r  # scipy's stacked mode "r": R itself, not the 1-tuple of one matrix
@@ -741,10 +741,12 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     """Least-squares solution of A x = b: scipy.linalg.lstsq's return values ``(x, residues, rank,
     s)``: ``s`` A's singular values in non-increasing order (faer's SVD, values only) for scipy's
     SVD drivers, "gelsd" (the default) and "gelss", None for "gelsy" (an empty array for an empty
-    A); another driver name is a ValueError. Any shape
-    and rank: the minimum-norm solution and A's effective rank, the diagonal entries of a
-    column-pivoted R above ``cond`` times the largest counting (``cond`` None: the precision's
-    eps); a matrix clearly of full column rank with M >= N is solved by the tiled Householder QR.
+    A); another driver name is a ValueError. Any shape and rank: the minimum-norm solution and A's
+    effective rank at ``cond`` (None: the precision's eps), as the driver defines it: the singular
+    values above ``cond`` times the largest for the SVD drivers (``hetla::lstsq_svd``), the
+    diagonal entries of a column-pivoted R for "gelsy" (``hetla::lstsq_rank``); a matrix of full
+    column rank with M >= N is solved by the tiled Householder QR, any other by a complete
+    orthogonal factorisation at that rank.
     ``residues`` are the squared residual norms when M > N and the rank is N, else empty. ``a``
     is (..., M, N), ``b`` (M,) or (..., M, K), their stacks broadcast as scipy's. An A with no
     rows or no columns gives the zero solution of rank 0."""
@@ -776,8 +778,11 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
             x = x[:, 0]
             residues = residues[0] if n == 0 else residues
         return x, residues, 0, _np.empty(0, dtype=real)
-    if b2.size:
-        x, rank = _hetla.lstsq_rank(_np.asarray(a, dtype=dtype), b2, None if cond is None else float(cond))
+    rcond = None if cond is None else float(cond)
+    s = None
+    if singular or b2.size:
+        # The SVD drivers' rank: A's singular values above cond times the largest.
+        x, rank, s = _hetla.lstsq_rank(_np.asarray(a, dtype=dtype), b2, rcond, singular)
     else:
         x, rank = _np.zeros((n, 0), dtype=dtype), min(m, n)
     if m > n and rank == n:
@@ -789,21 +794,21 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         x = x[:, 0]
         if residues.size:
             residues = residues[0]
-    s = _hetla.singular_values(_np.asarray(a, dtype=dtype)) if singular else None
     return x, residues, rank, s
 
 
 def _lstsq_stack(a, b, cond, stack, core, singular):
     """``lstsq`` of the stacks ``a`` (..., M, N) and ``b`` (..., M[, K]) broadcast to ``stack``:
-    one problem per core (``hetla.Qr``'s least-squares batch, ?gelsy's), no Python loop. Returns
+    one problem per core (``hetla.Qr``'s least-squares batches, ?gelsd's rank with ``singular``,
+    else ?gelsy's), no Python loop. Returns
     scipy's stacked ``(x, residues, rank, s)``: residues where every problem has M > N and full
     rank (scipy's stacks are rectangular), else an empty array per problem."""
     m, n = a.shape[-2:]
     dtype = _dtype(a, b)
     real = _np.float32 if dtype in (_np.float32, _np.complex64) else _np.float64
     count = _math.prod(stack)
-    # Each matrix Fortran-ordered, the kernels' order.
-    a3 = _copy(_np.broadcast_to(a, stack + (m, n)), dtype, True).reshape(count, m, n)
+    # Read where they lie: each core copies its matrix into the kernels' order.
+    a3 = _np.ascontiguousarray(_np.broadcast_to(a, stack + (m, n)), dtype=dtype).reshape(count, m, n)
     b3 = _np.ascontiguousarray(_np.broadcast_to(b, stack + b.shape[-core:]), dtype=dtype)
     b3 = b3.reshape(count, m, -1) if core == 2 else b3.reshape(count, m, 1)
     k = b3.shape[-1]

@@ -900,29 +900,34 @@ fn qr_raw<'py>(
     })
 }
 
-/// Householder QR of every matrix of the stack `h` (count x m x n, writable) in place, one matrix
-/// per core (`hetla::Qr::factor_batch_in_place`, LAPACK's ?geqrt): R on and above each diagonal,
-/// the reflectors below; with `q` (count x m x c, writable, c <= m) Q's first c columns of each
-/// (`hetla::Qr::q_batch`). A failing matrix is an error naming it.
+/// A = Q R for every matrix of the stack `a` (count x m x n, any strides, read only), one matrix
+/// per core (`hetla::Qr::factor_batch_into`, LAPACK's ?geqrt and ?orgqr): R into `r` (count x rows
+/// x n, writable, min(m, n) <= rows <= m; zeros below each triangle) and with `q` (count x m x c,
+/// writable, c <= m) Q's first c columns of each. A failing matrix is an error naming it.
 #[pyfunction]
-fn qr_batch(py: Python<'_>, h: &Bound<'_, PyAny>, q: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    by_dtype!(h, "h", T => {
-        let mut h = writable::<T>(h, "h")?;
+fn qr_batch(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    r: &Bound<'_, PyAny>,
+    q: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    by_dtype!(a, "a", T => {
+        let a = readable::<T, ndarray::Ix3>(a, "a")?;
+        let mut r = writable::<T>(r, "r")?;
         let mut q = q.map(|q| writable::<T>(q, "q")).transpose()?;
-        let mut h = h.as_array_mut();
-        let count = h.shape()[0];
+        let (a, mut r) = (a.as_array(), r.as_array_mut());
+        let count = a.shape()[0];
         let options = qr_options();
         let mut q = q.as_mut().map(|q| q.as_array_mut());
         py.detach(move || -> Result<(), (Error, usize)> {
-            let mut mats: Vec<MatMut<'_, T>> = h.outer_iter_mut().map(faer_mut).collect();
-            let t = every(options.factor_batch_in_place(&mut mats).map_err(|e| (e, 0))?)?;
-            if let Some(q) = q.as_mut() {
-                let mats: Vec<MatRef<'_, T>> = mats.iter().map(|m| m.as_ref()).collect();
-                let t: Vec<MatRef<'_, T>> = t.iter().map(|t| t.as_ref()).collect();
-                let mut qs: Vec<MatMut<'_, T>> = q.outer_iter_mut().map(faer_mut).collect();
-                every(options.q_batch(&mats, &t, &mut qs).map_err(|e| (e, 0))?)?;
-            }
-            Ok(())
+            let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+            let mut rs: Vec<MatMut<'_, T>> = r.outer_iter_mut().map(faer_mut).collect();
+            let mut qs: Option<Vec<MatMut<'_, T>>> =
+                q.as_mut().map(|q| q.outer_iter_mut().map(faer_mut).collect());
+            let done = options
+                .factor_batch_into(&mats, &mut rs, qs.as_deref_mut())
+                .map_err(|e| (e, 0))?;
+            every(done).map(|_| ())
         })
         .map_err(|(e, i)| batch_error(e, i, count))
     })
@@ -938,9 +943,10 @@ fn every<R>(results: Vec<hetla::Result<R>>) -> Result<Vec<R>, (Error, usize)> {
 }
 
 /// The minimum-norm least-squares solutions of every problem of the stacks `a` (count x m x n) and
-/// `b` (count x m x k), one per core (`hetla::Qr::lstsq_rank_batch`, ?gelsy's), and each A's
-/// effective rank; with `singular` also each A's singular values (count x min(m, n),
-/// `hetla::Qr::singular_values_batch`). A failing problem is an error naming it.
+/// `b` (count x m x k), one per core, and each A's effective rank: ?gelsy's
+/// (`hetla::Qr:: lstsq_rank_batch`), or with `singular` ?gelsd's, by each A's singular values,
+/// returned too (count x min(m, n), `hetla::Qr::lstsq_svd_batch`). A failing problem is an error
+/// naming it.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 fn lstsq_batch<'py>(
@@ -955,34 +961,32 @@ fn lstsq_batch<'py>(
         let b = readable::<T, ndarray::Ix3>(b, "b")?;
         let (a, b) = (a.as_array(), b.as_array());
         let (count, n, k) = (a.shape()[0], a.shape()[2], b.shape()[2]);
+        let size = a.shape()[1].min(n);
         let options = qr_options();
-        let (solved, values) = py.detach(move || {
+        let solved = py.detach(move || -> hetla::Result<Vec<hetla::Result<_>>> {
             let mats: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
             let rhs: Vec<MatRef<'_, T>> = b.outer_iter().map(faer_ref).collect();
-            let solved = options.lstsq_rank_batch(&mats, &rhs, rcond);
-            let values = singular.then(|| options.singular_values_batch(&mats));
-            (solved, values)
+            if singular {
+                options.lstsq_svd_batch(&mats, &rhs, rcond)
+            } else {
+                let solved = options.lstsq_rank_batch(&mats, &rhs, rcond)?;
+                Ok(solved.into_iter().map(|r| r.map(|(x, rank)| (x, rank, Vec::new()))).collect())
+            }
         });
-        let solved = solved.map_err(py_error)?;
+        let solved = every(solved.map_err(py_error)?).map_err(|(e, i)| batch_error(e, i, count))?;
         let mut x = ndarray::Array3::<T>::zeros((count, n, k));
         let mut ranks = Vec::with_capacity(count);
-        for (i, result) in solved.into_iter().enumerate() {
-            let (xi, rank) = result.map_err(|e| batch_error(e, i, count))?;
+        let mut flat = Vec::with_capacity(if singular { count * size } else { 0 });
+        for (i, (xi, rank, values)) in solved.into_iter().enumerate() {
             x.index_axis_mut(ndarray::Axis(0), i)
                 .assign(&ndarray::Array2::from_shape_fn((n, k), |(r, c)| xi[(r, c)]));
             ranks.push(rank);
+            flat.extend(values);
         }
-        let s = match values {
-            None => None,
-            Some(values) => {
-                let size = a.shape()[1].min(n);
-                let mut flat = Vec::with_capacity(count * size);
-                for v in every(values.map_err(py_error)?).map_err(|(e, i)| batch_error(e, i, count))? {
-                    flat.extend(v);
-                }
-                let s = PyArray1::from_vec(py, flat).reshape([count, size])?;
-                Some(s.into_any())
-            }
+        let s = if singular {
+            Some(PyArray1::from_vec(py, flat).reshape([count, size])?.into_any())
+        } else {
+            None
         };
         Ok((x.into_pyarray(py).into_any(), ranks, s))
     })
@@ -1008,21 +1012,6 @@ fn ldl<'py>(
         let l = ndarray::Array2::from_shape_fn((n, n), |(i, j)| f.l()[(i, j)]);
         let d = ndarray::Array2::from_shape_fn((n, n), |(i, j)| f.d()[(i, j)]);
         Ok((l.into_pyarray(py).into_any(), d.into_pyarray(py).into_any(), f.perm().to_vec()))
-    })
-}
-
-/// The singular values of `a` (m x n) in non-increasing order, in its real precision: faer's SVD
-/// without vectors, compiled in the kernels' crate (`Backend::singular_values`; scipy's `s` of
-/// `lstsq` with its SVD drivers).
-#[pyfunction]
-fn singular_values<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    by_dtype!(a, "a", T => {
-        let a = readable::<T, ndarray::Ix2>(a, "a")?;
-        let a = a.as_array();
-        let s = py
-            .detach(move || hetla::Backend::Faer.singular_values(faer_ref(a)))
-            .ok_or_else(|| LinAlgError::new_err("the singular values did not converge"))?;
-        Ok(PyArray1::from_vec(py, s).into_any())
     })
 }
 
@@ -1058,23 +1047,31 @@ fn qr_pivoted<'py>(
     })
 }
 
-/// The minimum-norm least-squares solution of min ||A X - B|| for A m x n of any shape and rank
-/// (LAPACK's ?gelsy), with A's effective rank at `rcond` (None: eps).
+/// The minimum-norm least-squares solution of min ||A X - B|| for A m x n of any shape and rank,
+/// with A's effective rank at `rcond` (None: eps): ?gelsy's (`hetla::lstsq_rank`), or with
+/// `singular` ?gelsd's, by A's singular values, returned too in `a`'s real precision
+/// (`hetla::lstsq_svd`; scipy's `lstsq` with its SVD drivers).
 #[pyfunction]
+#[allow(clippy::type_complexity)]
 fn lstsq_rank<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
     rcond: Option<f64>,
-) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    singular: bool,
+) -> PyResult<(Bound<'py, PyAny>, usize, Option<Bound<'py, PyAny>>)> {
     by_dtype!(a, "a", T => {
         let a = readable::<T, ndarray::Ix2>(a, "a")?;
         let b = readable::<T, ndarray::Ix2>(b, "b")?;
-        let (a, b) = (a.as_array(), b.as_array());
-        let (x, rank) = py
-            .detach(move || hetla::lstsq_rank(faer_ref(a), faer_ref(b), rcond))
+        let (a, b) = (faer_ref(a.as_array()), faer_ref(b.as_array()));
+        let (x, rank, s) = py
+            .detach(move || match singular {
+                true => hetla::lstsq_svd(a, b, rcond).map(|(x, rank, s)| (x, rank, Some(s))),
+                false => hetla::lstsq_rank(a, b, rcond).map(|(x, rank)| (x, rank, None)),
+            })
             .map_err(py_error)?;
-        Ok((to_numpy(py, x.as_ref()), rank))
+        let s = s.map(|s| PyArray1::from_vec(py, s).into_any());
+        Ok((to_numpy(py, x.as_ref()), rank, s))
     })
 }
 
@@ -1571,7 +1568,6 @@ fn _hetla(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lstsq, m)?)?;
     m.add_function(wrap_pyfunction!(qr_pivoted, m)?)?;
     m.add_function(wrap_pyfunction!(qr_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(singular_values, m)?)?;
     m.add_function(wrap_pyfunction!(lstsq_rank, m)?)?;
     m.add_function(wrap_pyfunction!(solve_spd_mixed, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;

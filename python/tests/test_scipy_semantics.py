@@ -354,6 +354,25 @@ def test_lstsq_returns_the_singular_values_for_scipys_svd_drivers(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_lstsq_ranks_an_exactly_singular_matrix_by_its_singular_values_as_gelsd(dtype):
+    # A singular circulant (scipy's TestSolveCirculant::test_singular): its pivoted R's last
+    # diagonal entry is rounding at eps's level, its smallest singular value far below, so
+    # gelsd's rank (3) and minimum-norm solution come from the singular values, alone and in a stack.
+    a = sl.circulant(np.array([1, 1, 0, 0])).astype(dtype)
+    b = np.array([1, 2, 3, 4], dtype=dtype)
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-12
+    for driver in (None, "gelsd", "gelss"):
+        x, _, rank, s = hetla.lstsq(a, b, lapack_driver=driver)
+        y, _, their_rank, their_s = sl.lstsq(a, b, lapack_driver=driver)
+        assert rank == their_rank == 3
+        same(x, y, tolerance)
+        same(s, their_s, tolerance)
+    xs, _, ranks, _ = hetla.lstsq(np.stack([a, a]), np.stack([b, b])[..., None])
+    assert list(ranks) == [3, 3]
+    same(xs[1, :, 0], sl.lstsq(a, b)[0], tolerance)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("shape", [(7, 5, 5), (2, 3, 9, 6), (4, 5, 8)])
 def test_stacked_lu_is_scipys_matrix_by_matrix_and_solves_every_trans(dtype, shape):
     # A stack is factored in one call, one matrix per core (hetla::Lu::factor_batch_in_place).

@@ -16,4 +16,4 @@ pub(crate) mod work;
 pub use cholesky_qr::{CholeskyQr, CholeskyQrFactor, CholeskyQrPath};
 pub use hetla_factorizations::QrTree;
 pub use householder::{Qr, QrFactor, lstsq};
-pub use pivoted::{PivotedQr, RankedSolution, lstsq_rank};
+pub use pivoted::{PivotedQr, RankedSolution, SvdSolution, lstsq_rank, lstsq_svd};

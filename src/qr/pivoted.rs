@@ -119,11 +119,71 @@ pub fn lstsq_rank<T: Scalar>(
     b: MatRef<'_, T>,
     rcond: Option<f64>,
 ) -> Result<RankedSolution<T>> {
+    solve_tiled(a, b, Cutoff::Pivoted(checked_rcond(a, b, rcond)?))
+}
+
+/// The minimum-norm least-squares solution of min ||A X - B||_2 for an m x n A of any shape and
+/// rank, A's effective rank and its singular values, as LAPACK's ?gelsd and ?gelss define them (and
+/// scipy's `lstsq` returns them): the rank is the number of singular values above `rcond` (`None`:
+/// the precision's eps) times the largest, a decision that does not hang on the rounding of a
+/// pivoted R's diagonal at the level of `rcond` (where [`lstsq_rank`]'s can, for a matrix exactly
+/// rank-deficient and `rcond` near eps). The values are faer's SVD without vectors (an O(m n min(m,
+/// n)) pass); the solution is [`lstsq_rank`]'s at that rank: the tiled QR's when it is n, else the
+/// complete orthogonal factorisation truncated to r rows.
+///
+/// ```
+/// use faer::mat;
+/// // Rank 3: the columns' alternating sum is zero.
+/// let a = mat![[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0_f64]];
+/// let b = mat![[1.0], [2.0], [3.0], [4.0_f64]];
+/// let (x, rank, s) = hetla::lstsq_svd(a.as_ref(), b.as_ref(), None)?;
+/// assert_eq!(rank, 3);
+/// assert!(s[3] < 1e-15 && (s[0] - 2.0).abs() < 1e-15);
+/// assert!((x - mat![[0.25], [1.25], [2.25], [1.25]]).norm_max() < 1e-14);
+/// # Ok::<(), hetla::Error>(())
+/// ```
+pub fn lstsq_svd<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    rcond: Option<f64>,
+) -> Result<SvdSolution<T>> {
     let rcond = checked_rcond(a, b, rcond)?;
-    least_squares_by(a, b, rcond, faer::get_global_parallelism(), |a, b| {
-        let f = super::Qr::new().factor(a)?;
-        Ok((f.r(), f.apply_qh(b)?))
-    })
+    let singular = singular_values_of(a)?;
+    let cutoff = Cutoff::Given(rank_of_singular_values::<T>(&singular, rcond));
+    let (x, rank) = solve_tiled(a, b, cutoff)?;
+    Ok((x, rank, singular))
+}
+
+/// The solution of checked operands at `cutoff`, the tiled QR first where m >= n, on faer's global
+/// parallelism.
+fn solve_tiled<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    cutoff: Cutoff,
+) -> Result<RankedSolution<T>> {
+    least_squares_by(a, b, cutoff, faer::get_global_parallelism(), tiled_qr)
+}
+
+/// A minimum-norm least-squares solution X, A's effective rank and its singular values
+/// ([`lstsq_svd`]'s result).
+pub type SvdSolution<T> = (Mat<T>, usize, Vec<<T as faer::traits::ComplexField>::Real>);
+
+/// A's singular values in non-increasing order (faer's SVD without vectors), A checked finite.
+pub(super) fn singular_values_of<T: Scalar>(
+    a: MatRef<'_, T>,
+) -> Result<Vec<<T as faer::traits::ComplexField>::Real>> {
+    crate::check::check_finite("A", a)?;
+    hetla_kernels::Backend::Faer
+        .singular_values(a)
+        .ok_or(Error::NoConvergence {
+            what: "singular values of A",
+        })
+}
+
+/// The tiled QR of `a` (m >= n): R and Q^H `b`.
+fn tiled_qr<T: Scalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<(Mat<T>, Mat<T>)> {
+    let f = super::Qr::new().factor(a)?;
+    Ok((f.r(), f.apply_qh(b)?))
 }
 
 /// `rcond` (`None`: the precision's eps) once A (m x n) and B (m x k) are checked: B's rows,
@@ -146,30 +206,62 @@ pub(super) fn checked_rcond<T: Scalar>(
     Ok(rcond)
 }
 
+/// How a least-squares solve decides A's effective rank r.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Cutoff {
+    /// ?gelsy's: the leading diagonal entries of the pivoted R above `rcond` times the largest.
+    Pivoted(f64),
+    /// Given by the caller (?gelsd's: from A's singular values), at most min(m, n).
+    Given(usize),
+}
+
+/// The effective rank ?gelsd and ?gelss give A from its `singular` values (non-increasing): those
+/// above `rcond` times the largest (`rcond` checked finite).
+pub(super) fn rank_of_singular_values<T: Scalar>(
+    singular: &[<T as faer::traits::ComplexField>::Real],
+    rcond: f64,
+) -> usize {
+    let values: Vec<f64> = singular
+        .iter()
+        .map(|v| T::from_real_impl(v).re_f64())
+        .collect();
+    let largest = values.first().copied().unwrap_or(0.0);
+    values
+        .iter()
+        .take_while(|&&v| largest > 0.0 && v > rcond.max(0.0) * largest)
+        .count()
+}
+
 /// [`lstsq_rank`]'s solution of checked operands, its triangular solves and pivoted QRs on `par`;
 /// with m >= n A's QR comes from `qr(a, b)`: R (n x n, upper) and Q^H B (m x k).
 pub(super) fn least_squares_by<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
-    rcond: f64,
+    cutoff: Cutoff,
     par: Par,
     qr: impl FnOnce(MatRef<'_, T>, MatRef<'_, T>) -> Result<(Mat<T>, Mat<T>)>,
 ) -> Result<RankedSolution<T>> {
     let (m, n) = (a.nrows(), a.ncols());
-    if m == 0 || n == 0 {
+    if m == 0 || n == 0 || matches!(cutoff, Cutoff::Given(0)) {
         return Ok((Mat::zeros(n, b.ncols()), 0));
     }
     if m >= n {
         // The QR first: a matrix clearly of full column rank (no diagonal entry of R below
-        // sqrt(rcond) times the largest) is solved by it. A doubtful one is pivoted through its R:
-        // A = Q_1 R, so min ||A x - B|| is min ||R x - (Q_1^H B)_1|| (the rest of Q^H B is the
-        // residual), and R P = Q_2 R_2 pivots as A P would, on n x n instead of m x n.
+        // sqrt(rcond) times the largest; or of rank n by its singular values) is solved by it. A
+        // doubtful one is pivoted through its R: A = Q_1 R, so min ||A x - B|| is min ||R x -
+        // (Q_1^H B)_1|| (the rest of Q^H B is the residual), and R P = Q_2 R_2 pivots as A P
+        // would, on n x n instead of m x n.
         let (r, mut c) = qr(a, b)?;
-        let d: Vec<f64> = (0..n).map(|i| r[(i, i)].abs_f64()).collect();
-        let (low, high) = d
-            .iter()
-            .fold((f64::INFINITY, 0.0_f64), |(l, h), &v| (l.min(v), h.max(v)));
-        if high > 0.0 && low > rcond.max(0.0).sqrt() * high {
+        let full = match cutoff {
+            Cutoff::Pivoted(rcond) => {
+                let (low, high) = (0..n)
+                    .map(|i| r[(i, i)].abs_f64())
+                    .fold((f64::INFINITY, 0.0_f64), |(l, h), v| (l.min(v), h.max(v)));
+                high > 0.0 && low > rcond.max(0.0).sqrt() * high
+            }
+            Cutoff::Given(rank) => rank >= n,
+        };
+        if full {
             let mut x = c.subrows(0, n).to_owned();
             faer::linalg::triangular_solve::solve_upper_triangular_in_place(
                 r.as_ref(),
@@ -178,9 +270,9 @@ pub(super) fn least_squares_by<T: Scalar>(
             );
             return Ok((x, n));
         }
-        return minimum_norm(r, c.as_mut().subrows_mut(0, n), rcond, par);
+        return minimum_norm(r, c.as_mut().subrows_mut(0, n), cutoff, par);
     }
-    minimum_norm(a.to_owned(), b.to_owned().as_mut(), rcond, par)
+    minimum_norm(a.to_owned(), b.to_owned().as_mut(), cutoff, par)
 }
 
 /// faer's blocked Householder QR `f` (m x n, factored in place) with its block factors: Q^H `b`
@@ -228,7 +320,7 @@ fn apply_reflectors<T: Scalar>(
 fn minimum_norm<T: Scalar>(
     mut a: Mat<T>,
     mut b: MatMut<'_, T>,
-    rcond: f64,
+    cutoff: Cutoff,
     par: Par,
 ) -> Result<RankedSolution<T>> {
     let (m, n, k) = (a.nrows(), a.ncols(), b.ncols());
@@ -253,10 +345,15 @@ fn minimum_norm<T: Scalar>(
         MemStack::new(&mut buffer),
         Default::default(),
     );
-    let largest = a[(0, 0)].abs_f64();
-    let rank = (0..size)
-        .take_while(|&i| largest > 0.0 && a[(i, i)].abs_f64() > rcond.max(0.0) * largest)
-        .count();
+    let rank = match cutoff {
+        Cutoff::Pivoted(rcond) => {
+            let largest = a[(0, 0)].abs_f64();
+            (0..size)
+                .take_while(|&i| largest > 0.0 && a[(i, i)].abs_f64() > rcond.max(0.0) * largest)
+                .count()
+        }
+        Cutoff::Given(rank) => rank.min(size),
+    };
     let mut x = Mat::<T>::zeros(n, k);
     if rank == 0 {
         return Ok((x, 0));
