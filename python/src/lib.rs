@@ -944,7 +944,7 @@ fn every<R>(results: Vec<hetla::Result<R>>) -> Result<Vec<R>, (Error, usize)> {
 
 /// The minimum-norm least-squares solutions of every problem of the stacks `a` (count x m x n) and
 /// `b` (count x m x k), one per core, and each A's effective rank: ?gelsy's
-/// (`hetla::Qr:: lstsq_rank_batch`), or with `singular` ?gelsd's, by each A's singular values,
+/// (`hetla::Qr::lstsq_rank_batch`), or with `singular` ?gelsd's, by each A's singular values,
 /// returned too (count x min(m, n), `hetla::Qr::lstsq_svd_batch`). A failing problem is an error
 /// naming it.
 #[pyfunction]

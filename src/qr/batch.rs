@@ -81,7 +81,8 @@ impl Qr {
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
         Ok(on_every_core_mut(&platform, q, |i, q| {
-            form_q(backend, i, factored[i], t[i], q)
+            check_q_shape(i, q.as_ref(), factored[i].nrows())?;
+            form_q(backend, factored[i], t[i], q)
         }))
     }
 
@@ -160,7 +161,7 @@ impl Qr {
                     .copy_from(h.col(j).subrows(0, rows));
             }
             match q {
-                Some(q) => form_q(backend, i, h.as_ref(), t.as_ref(), q.as_mut()),
+                Some(q) => form_q(backend, h.as_ref(), t.as_ref(), q.as_mut()),
                 None => Ok(()),
             }
         }))
@@ -289,16 +290,14 @@ fn check_q_shape<T: Scalar>(i: usize, q: MatRef<'_, T>, m: usize) -> Result<()> 
     Ok(())
 }
 
-/// Writes the first `q.ncols()` columns of Q into `q` (matrix i's, checked here) from the factored
-/// `h` and its T's (LAPACK's ?orgqr), on the calling core.
+/// Writes the first `q.ncols()` columns of Q into `q` (shape checked by [`check_q_shape`]) from the
+/// factored `h` and its T's (LAPACK's ?orgqr), on the calling core.
 fn form_q<T: Scalar>(
     backend: Backend,
-    i: usize,
     h: MatRef<'_, T>,
     t: MatRef<'_, T>,
     q: MatMut<'_, T>,
 ) -> Result<()> {
-    check_q_shape(i, q.as_ref(), h.nrows())?;
     column_major(q, |mut q| {
         q.fill(T::from_f64(0.0));
         q.as_mut()

@@ -168,11 +168,11 @@ fn solve_tiled<T: Scalar>(
 /// ([`lstsq_svd`]'s result).
 pub type SvdSolution<T> = (Mat<T>, usize, Vec<<T as faer::traits::ComplexField>::Real>);
 
-/// A's singular values in non-increasing order (faer's SVD without vectors), A checked finite.
+/// A's singular values in non-increasing order (faer's SVD without vectors; A checked by
+/// [`checked_rcond`]).
 pub(super) fn singular_values_of<T: Scalar>(
     a: MatRef<'_, T>,
 ) -> Result<Vec<<T as faer::traits::ComplexField>::Real>> {
-    crate::check::check_finite("A", a)?;
     hetla_kernels::Backend::Faer
         .singular_values(a)
         .ok_or(Error::NoConvergence {
@@ -221,14 +221,11 @@ pub(super) fn rank_of_singular_values<T: Scalar>(
     singular: &[<T as faer::traits::ComplexField>::Real],
     rcond: f64,
 ) -> usize {
-    let values: Vec<f64> = singular
+    let size = |v| T::from_real_impl(v).re_f64();
+    let largest = singular.first().map_or(0.0, size);
+    singular
         .iter()
-        .map(|v| T::from_real_impl(v).re_f64())
-        .collect();
-    let largest = values.first().copied().unwrap_or(0.0);
-    values
-        .iter()
-        .take_while(|&&v| largest > 0.0 && v > rcond.max(0.0) * largest)
+        .take_while(|&v| largest > 0.0 && size(v) > rcond.max(0.0) * largest)
         .count()
 }
 
