@@ -6,9 +6,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use faer::MatMut;
+use faer::{MatMut, MatRef};
 use hetla_kernels::Scalar;
 
+use hetla_clusters::CpuCluster;
 use hetla_runtime::Platform;
 
 use crate::Error;
@@ -21,9 +22,9 @@ pub(crate) fn on_every_core<R: Send>(
     count: usize,
     work: impl Fn(usize) -> R + Sync,
 ) -> Vec<R> {
-    if platform.clusters().is_empty() {
+    let Some((first, others)) = platform.clusters().split_first() else {
         return (0..count).map(work).collect();
-    }
+    };
     let _busy = platform.lock_run();
     let next = AtomicUsize::new(0);
     let (next, work) = (&next, &work);
@@ -37,23 +38,42 @@ pub(crate) fn on_every_core<R: Send>(
             done.push((i, work(i)));
         }
     };
-    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
-        let clusters: Vec<_> = platform
-            .clusters()
-            .iter()
-            .map(|cluster| scope.spawn(move || cluster.pool().broadcast(|_| take())))
-            .collect();
-        clusters
-            .into_iter()
-            .flat_map(|joined| match joined.join() {
-                Ok(per_core) => per_core.into_iter().flatten(),
-                // A kernel panicked on a core: the caller sees the panic, as if it ran it.
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
+    // No thread is started per call (one cost tens of microseconds, zeroed stack pages included:
+    // a stack of 200 LU solves of order 64 takes about half a millisecond): the other clusters'
+    // shares are spawned into their pools from scopes on the calling thread, which waits in the
+    // first cluster's broadcast.
+    let done = Mutex::new(Vec::with_capacity(count));
+    spread(first, others, &take, &done);
+    let mut results = done.into_inner().unwrap_or_else(PoisonError::into_inner);
     results.sort_unstable_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Runs `take` on every core of `first` and of each of `others` (one scope per other cluster,
+/// nested on the calling thread), each core's results into `done`.
+fn spread<R: Send>(
+    first: &CpuCluster,
+    others: &[CpuCluster],
+    take: &(impl Fn() -> Vec<(usize, R)> + Sync),
+    done: &Mutex<Vec<(usize, R)>>,
+) {
+    let keep = |got: Vec<(usize, R)>| {
+        done.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(got)
+    };
+    match others.split_first() {
+        None => first
+            .pool()
+            .broadcast(|_| take())
+            .into_iter()
+            .for_each(keep),
+        // A kernel that panics on a core: the scope hands the panic to the caller, as if it ran it.
+        Some((cluster, rest)) => cluster.pool().in_place_scope(|scope| {
+            scope.spawn_broadcast(|_, _| keep(take()));
+            spread(first, rest, take, done);
+        }),
+    }
 }
 
 /// `work(i, item)` for each of the caller's `items` (a unique borrow of `items[i]`: a matrix, or
@@ -80,6 +100,22 @@ pub(crate) fn on_every_core_mut<T: Scalar, R: Send>(
     work: impl Fn(usize, MatMut<'_, T>) -> R + Sync,
 ) -> Vec<R> {
     on_every_core_each(platform, items, |i, item| work(i, item.as_mut()))
+}
+
+/// `work(i, a[i], out[i])` for every i, on every core as [`on_every_core`], once `out` (the call's
+/// `option`, holding `what`) has one matrix per A; else the call's error, before any work.
+pub(crate) fn on_every_core_beside<T: Scalar, R: Send>(
+    platform: &Platform,
+    a: &[MatRef<'_, T>],
+    (option, what, out): (&'static str, &str, &mut [MatMut<'_, T>]),
+    work: impl Fn(usize, MatRef<'_, T>, MatMut<'_, T>) -> R + Sync,
+) -> Result<Vec<R>, Error> {
+    if out.len() != a.len() {
+        return Err(one_per_matrix(option, what, out.len(), a.len()));
+    }
+    Ok(on_every_core_mut(platform, out, |i, out| {
+        work(i, a[i], out)
+    }))
 }
 
 /// The call's error when its `option` gives `got` entries (`what`) for `count` matrices.

@@ -460,6 +460,42 @@ fn batch_case<T: Scalar>() {
         results[shapes.len() + 1]
     );
 
+    // Into outputs, each A read where it lies in the other order (a C-ordered stack, as numpy
+    // hands it): the same factors and interchanges bit for bit, the singular member's fallback
+    // reading the original, the NaN one refused; outputs of the wrong shape or count are errors.
+    let c_ordered: Vec<Mat<T>> = originals.iter().map(|a| a.transpose().to_owned()).collect();
+    let sources: Vec<_> = c_ordered.iter().map(|a| a.transpose()).collect();
+    let mut into: Vec<Mat<T>> = originals
+        .iter()
+        .map(|a| Mat::zeros(a.nrows(), a.ncols()))
+        .collect();
+    let mut outputs: Vec<_> = into.iter_mut().map(|a| a.as_mut()).collect();
+    let done = Lu::new().factor_batch_into(&sources, &mut outputs).unwrap();
+    for (i, (got, want)) in done.iter().zip(&results).enumerate() {
+        match (got, want) {
+            (Ok(got), Ok(want)) => {
+                assert_eq!(got, want, "{} member {i}", T::PRECISION);
+                assert!(into[i] == factored[i], "{} member {i}", T::PRECISION);
+            }
+            (Err(Error::NonFinite { .. }), Err(Error::NonFinite { .. })) => {}
+            other => panic!("{} member {i}: {other:?}", T::PRECISION),
+        }
+    }
+    let mut wrong = [Mat::<T>::zeros(3, 4)];
+    let mut wrong_views: Vec<_> = wrong.iter_mut().map(|a| a.as_mut()).collect();
+    let refused = Lu::new()
+        .factor_batch_into(&sources[..1], &mut wrong_views)
+        .unwrap();
+    assert!(
+        matches!(&refused[0], Err(Error::InvalidOption { option: "out", .. })),
+        "{refused:?}"
+    );
+    assert!(
+        Lu::new()
+            .factor_batch_into(&sources, &mut wrong_views)
+            .is_err()
+    );
+
     // Solves of the square members (and the singular one, refused), every trans.
     let square: Vec<usize> = (0..shapes.len())
         .filter(|&i| shapes[i].0 == shapes[i].1)

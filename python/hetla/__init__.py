@@ -370,12 +370,13 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         k = min(a.shape[-2:])
         if not a.size:
             return _np.empty(a.shape, dtype=dtype), _np.empty(a.shape[:-2] + (k,), dtype=_np.int32)
-        # One copy of the stack, each matrix Fortran-ordered (the kernel's order: no copy of
-        # its own), factored in place one matrix per core (no Python loop).
-        lu = _copy(a, dtype, True)
-        found = []
-        _in_place(lu, lambda s: found.append(_hetla.lu_factor_batch(s)))
-        piv, singular = found[0]
+        # Each matrix read where it lies, copied into its Fortran-ordered output and factored
+        # there by one core (no Python loop, no pass of its own for the copy).
+        m, n = a.shape[-2:]
+        source = _np.asarray(a.reshape((_math.prod(a.shape[:-2]), m, n)), dtype=dtype)
+        lu = _empty(source.shape, dtype, True)
+        piv, singular = _hetla.lu_factor_batch(source, lu)
+        lu = lu.reshape(a.shape)
         for i, column in enumerate(singular):
             if column is not None:
                 _warnings.warn(

@@ -441,21 +441,29 @@ fn lu_factor_in_place<'py>(
 /// pivot's column.
 type BatchPivots<'py> = (Bound<'py, PyArray2<i32>>, Vec<Option<usize>>);
 
-/// LU with partial pivoting of every matrix of the stack `a` (count x m x n, writable) in place,
-/// one matrix per core (`hetla::Lu::factor_batch_in_place`, no Python loop): the interchanges
-/// (count x min(m, n), 0-based, int32, scipy's `piv`) and each matrix's first column with an
-/// exactly zero pivot (None where there is none). A failing matrix is an error naming it.
+/// LU with partial pivoting of every matrix of the stack `a` (count x m x n, any strides, read
+/// only) into `lu` (count x m x n, writable; Fortran-ordered matrices are factored where they lie),
+/// one matrix per core, each copied and factored while in cache (`hetla::Lu::factor_batch_into`, no
+/// Python loop): the interchanges (count x min(m, n), 0-based, int32, scipy's `piv`) and each
+/// matrix's first column with an exactly zero pivot (None where there is none). A failing matrix is
+/// an error naming it.
 #[pyfunction]
-fn lu_factor_batch<'py>(py: Python<'py>, a: &Bound<'py, PyAny>) -> PyResult<BatchPivots<'py>> {
+fn lu_factor_batch<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    lu: &Bound<'py, PyAny>,
+) -> PyResult<BatchPivots<'py>> {
     by_dtype!(a, "a", T => {
-        let mut a = writable::<T>(a, "a")?;
-        let mut a = a.as_array_mut();
+        let a = readable::<T, ndarray::Ix3>(a, "a")?;
+        let mut lu = writable::<T>(lu, "lu")?;
+        let (a, mut lu) = (a.as_array(), lu.as_array_mut());
         let (count, k) = (a.shape()[0], a.shape()[1].min(a.shape()[2]));
-        let lu = lu_options();
+        let options = lu_options();
         let results = py
             .detach(move || {
-                let mut mats: Vec<MatMut<'_, T>> = a.outer_iter_mut().map(faer_mut).collect();
-                lu.factor_batch_in_place(&mut mats)
+                let sources: Vec<MatRef<'_, T>> = a.outer_iter().map(faer_ref).collect();
+                let mut mats: Vec<MatMut<'_, T>> = lu.outer_iter_mut().map(faer_mut).collect();
+                options.factor_batch_into(&sources, &mut mats)
             })
             .map_err(py_error)?;
         let mut piv = Vec::with_capacity(count * k);

@@ -375,7 +375,8 @@ def test_lstsq_ranks_an_exactly_singular_matrix_by_its_singular_values_as_gelsd(
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("shape", [(7, 5, 5), (2, 3, 9, 6), (4, 5, 8)])
 def test_stacked_lu_is_scipys_matrix_by_matrix_and_solves_every_trans(dtype, shape):
-    # A stack is factored in one call, one matrix per core (hetla::Lu::factor_batch_in_place).
+    # A stack is factored in one call, one matrix per core, each read where it lies
+    # (hetla::Lu::factor_batch_into).
     a = rand(shape, dtype, seed=20)
     lu, piv = hetla.lu_factor(a)
     theirs_lu, theirs_piv = sl.lu_factor(a)
@@ -387,6 +388,17 @@ def test_stacked_lu_is_scipys_matrix_by_matrix_and_solves_every_trans(dtype, sha
         b = rand(shape[:-1] + (2,), dtype, seed=21)
         for trans in (0, 1, 2):
             same(hetla.lu_solve((lu, piv), b, trans=trans), sl.lu_solve((theirs_lu, theirs_piv), b, trans=trans), rtol=tolerance)
+
+
+def test_a_stacked_lu_reads_any_layout_and_dtype_as_scipy():
+    # Fortran-ordered, strided and integer stacks: each matrix read where it lies (or converted),
+    # the factors scipy's.
+    a = rand((6, 7, 7), seed=23)
+    for view in (np.swapaxes(a, -1, -2), a[::2], a[:, ::2, ::2], (a * 10).astype(np.int64)):
+        lu, piv = hetla.lu_factor(view)
+        theirs_lu, theirs_piv = sl.lu_factor(view)
+        np.testing.assert_array_equal(piv, theirs_piv)
+        same(lu, theirs_lu, rtol=1e-10)
 
 
 def test_a_singular_member_of_a_stacked_lu_warns_naming_it():

@@ -13,7 +13,7 @@ use hetla_kernels::real_diagonal;
 
 use super::{Cholesky, Factor, factor_error};
 use crate::Result;
-use crate::batch::{on_every_core, on_every_core_mut, one_per_matrix};
+use crate::batch::{on_every_core, on_every_core_beside, on_every_core_mut, one_per_matrix};
 use crate::check::{
     check_finite, check_hermitian_lower, check_hermitian_lower_entries, check_output_shape,
     check_square,
@@ -136,13 +136,9 @@ impl Cholesky {
         a: &[MatRef<'_, T>],
         out: &mut [MatMut<'_, T>],
     ) -> Result<Vec<Result<()>>> {
-        if out.len() != a.len() {
-            return Err(one_per_matrix("out", "outputs", out.len(), a.len()));
-        }
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
-        Ok(on_every_core_mut(&platform, out, |i, mut out| {
-            let a = a[i];
+        on_every_core_beside(&platform, a, ("out", "outputs", out), |i, a, mut out| {
             check_output_shape(&format!("output {i}"), out.shape(), a.shape())?;
             check_square("A", a.nrows(), a.ncols())?;
             check_hermitian_lower("A", a)?;
@@ -163,7 +159,7 @@ impl Cholesky {
                 }
                 Backend::OpenBlas => backend.potrf(out, Par::Seq).map_err(factor_error),
             })
-        }))
+        })
     }
 }
 

@@ -15,7 +15,7 @@ use faer::{Col, Conj, Mat, MatMut, MatRef, Par};
 use hetla_kernels::Scalar;
 
 use super::Ldlt;
-use crate::batch::{on_every_core_mut, one_per_matrix};
+use crate::batch::on_every_core_beside;
 use crate::check::{check_finite, check_hermitian_lower, check_system};
 use crate::interop::column_major;
 use crate::{Error, Result, condition};
@@ -50,12 +50,8 @@ impl Ldlt {
         a: &[MatRef<'_, T>],
         b: &mut [MatMut<'_, T>],
     ) -> Result<Vec<Result<f64>>> {
-        if b.len() != a.len() {
-            return Err(one_per_matrix("b", "right-hand sides", b.len(), a.len()));
-        }
         let platform = self.run.resolve_platform()?;
-        Ok(on_every_core_mut(&platform, b, |i, mut b| {
-            let a = a[i];
+        on_every_core_beside(&platform, a, ("b", "right-hand sides", b), |_, a, mut b| {
             check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
             let norm = check_hermitian_lower("A", a)?;
             check_finite("B", b.as_ref())?;
@@ -74,7 +70,7 @@ impl Ldlt {
                 Ok(())
             })?;
             Ok(condition::reciprocal(inverse, norm))
-        }))
+        })
     }
 }
 

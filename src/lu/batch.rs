@@ -8,8 +8,8 @@ use hetla_kernels::Scalar;
 
 use super::small::small_lu;
 use super::{Lu, Trans, check_factored, getrs};
-use crate::batch::{on_every_core_mut, one_per_matrix};
-use crate::check::check_finite;
+use crate::batch::{on_every_core_beside, on_every_core_mut, one_per_matrix};
+use crate::check::{check_finite, check_output_shape};
 use crate::condition;
 use crate::interop::column_major;
 use crate::{Error, Result};
@@ -42,23 +42,43 @@ impl Lu {
     ) -> Result<Vec<Result<LuPivots>>> {
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
-        Ok(on_every_core_mut(&platform, a, |_, mut a| {
-            let (n, k) = (a.ncols(), a.nrows().min(a.ncols()));
-            let mut pivots = vec![0; k];
-            let zero = column_major(a.as_mut(), |mut a| {
-                // Checked where its columns are contiguous (a refused matrix is written back as
-                // it was).
-                check_finite("A", a.as_ref())?;
-                let (mut left, right) = a.as_mut().split_at_col_mut(k);
-                let zero = small_lu(backend, left.as_mut(), &mut pivots)?;
-                if n > k {
-                    // A wide matrix: the rest gets the interchanges and U_12 = L_11^-1 A_12.
-                    backend.lu_update(left.as_ref(), &pivots, right, Par::Seq)?;
-                }
-                Ok(zero)
-            })?;
-            Ok((pivots, zero))
+        Ok(on_every_core_mut(&platform, a, |_, a| {
+            // Checked where its columns are contiguous (a refused matrix is written back as it
+            // was).
+            column_major(a, |a| factor_one(backend, a, None))
         }))
+    }
+
+    /// Factors every A_i (any shape and strides, left unchanged) by LU with partial pivoting into
+    /// `lu[i]` (A_i's shape), as [`Lu::factor_batch_in_place`] leaves them in place, but each
+    /// matrix a single task on one core that copies A_i into `lu[i]` and factors it there while it
+    /// is in cache (scipy's `lu_factor` of a C-ordered stack: no pass of its own for the copy).
+    /// Whatever `lu[i]` held is overwritten. The outer error is for the call (`lu` of another
+    /// length than `a`, a platform that cannot be built); the i-th result is A_i's, as
+    /// [`Lu::factor_batch_in_place`]'s, or `lu[i]` of another shape than A_i.
+    ///
+    /// ```
+    /// use faer::Mat;
+    /// let a: Vec<Mat<f64>> = (0..20).map(|i| hetla::matgen::random_in(16, 16, i)).collect();
+    /// let views: Vec<_> = a.iter().map(|a| a.transpose()).collect();
+    /// let mut lu: Vec<Mat<f64>> = (0..20).map(|_| Mat::zeros(16, 16)).collect();
+    /// let mut outputs: Vec<_> = lu.iter_mut().map(|m| m.as_mut()).collect();
+    /// let done = hetla::Lu::new().factor_batch_into(&views, &mut outputs)?;
+    /// assert!(done.iter().all(|r| matches!(r, Ok((pivots, None)) if pivots.len() == 16)));
+    /// # Ok::<(), hetla::Error>(())
+    /// ```
+    pub fn factor_batch_into<T: Scalar>(
+        &self,
+        a: &[MatRef<'_, T>],
+        out: &mut [MatMut<'_, T>],
+    ) -> Result<Vec<Result<LuPivots>>> {
+        let platform = self.resolve_platform()?;
+        let backend = platform.backend();
+        on_every_core_beside(&platform, a, ("out", "outputs", out), |i, a, mut out| {
+            check_output_shape(&format!("output {i}"), out.shape(), a.shape())?;
+            crate::copy::copy(a, out.as_mut());
+            column_major(out, |out| factor_one(backend, out, Some(a)))
+        })
     }
 
     /// Solves op(A_i) X_i = B_i in place in `b[i]` for every i from the factors and interchanges
@@ -109,22 +129,20 @@ impl Lu {
         b: &mut [MatMut<'_, T>],
         trans: Trans,
     ) -> Result<Vec<Result<f64>>> {
-        if b.len() != a.len() {
-            return Err(one_per_matrix("b", "right-hand sides", b.len(), a.len()));
-        }
         let platform = self.resolve_platform()?;
         let backend = platform.backend();
-        Ok(on_every_core_mut(&platform, b, |i, mut b| {
-            let a = a[i];
+        on_every_core_beside(&platform, a, ("b", "right-hand sides", b), |_, a, mut b| {
             crate::check::check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
-            // Checked on the column-major copy the factorisation works on.
-            let mut lu = a.to_owned();
+            // Checked on the column-major copy the factorisation works on (a blocked copy: faer's
+            // `to_owned` of a C-ordered A went entry by entry).
+            let mut lu = faer::Mat::zeros(a.nrows(), a.ncols());
+            crate::copy::copy(a, lu.as_mut());
             check_finite("A", lu.as_ref())?;
             check_finite("B", b.as_ref())?;
             let n = a.nrows();
             let norm = crate::check::norm1(lu.as_ref());
             let mut pivots = vec![0; n];
-            if let Some(column) = small_lu(backend, lu.as_mut(), &mut pivots)? {
+            if let Some(column) = small_lu(backend, lu.as_mut(), Some(a), &mut pivots)? {
                 return Err(Error::Singular { column });
             }
             column_major(b.as_mut(), |b| {
@@ -141,6 +159,30 @@ impl Lu {
                 Ok(())
             })?;
             Ok(condition::reciprocal(inverse, norm))
-        }))
+        })
     }
+}
+
+/// LU with partial pivoting of one matrix of a batch in place (column-major), A's entries checked
+/// first; `original`: A where the caller still has it (see [`small_lu`]).
+fn factor_one<T: Scalar>(
+    backend: hetla_kernels::Backend,
+    mut a: MatMut<'_, T>,
+    original: Option<MatRef<'_, T>>,
+) -> Result<LuPivots> {
+    check_finite("A", a.as_ref())?;
+    let (n, k) = (a.ncols(), a.nrows().min(a.ncols()));
+    let mut pivots = vec![0; k];
+    let (mut left, right) = a.as_mut().split_at_col_mut(k);
+    let zero = small_lu(
+        backend,
+        left.as_mut(),
+        original.map(|a| a.subcols(0, k)),
+        &mut pivots,
+    )?;
+    if n > k {
+        // A wide matrix: the rest gets the interchanges and U_12 = L_11^-1 A_12.
+        backend.lu_update(left.as_ref(), &pivots, right, Par::Seq)?;
+    }
+    Ok((pivots, zero))
 }

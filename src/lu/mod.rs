@@ -201,7 +201,7 @@ impl Lu {
             // A small matrix on the calling core, as a batch factors each of its matrices (the
             // same factors for a matrix alone and in a stack).
             let zero = if k <= small::SMALL_LU {
-                small::small_lu(backend, left.as_mut(), &mut ipiv)?
+                small::small_lu(backend, left.as_mut(), None, &mut ipiv)?
             } else {
                 backend.lu_panel(left.as_mut(), &mut ipiv, par)?
             };
@@ -628,6 +628,15 @@ fn getrs<T: Scalar>(
         Trans::Adjoint if T::PRECISION.is_complex() => faer::Conj::Yes,
         _ => faer::Conj::No,
     };
+    if n <= small::SMALL_SOLVE
+        && b.ncols() == 1
+        && lu.row_stride() == 1
+        && let Some(x) = b.as_mut().col_mut(0).try_as_col_major_mut()
+    {
+        let transposed = (trans != Trans::No).then_some(conj);
+        small::small_getrs(lu, ipiv, x.as_slice_mut(), transposed);
+        return;
+    }
     match trans {
         Trans::No => {
             if let Some(ipiv) = ipiv {
