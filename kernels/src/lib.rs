@@ -70,6 +70,6 @@ pub use pinned::{HostRange, PinnedRanges};
 
 pub use op::{
     Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, MatMul, Op, RateSource, Shape,
-    Shapes, Solve, Stack,
+    Shapes, Solve, Stack, hessenberg_groups,
 };
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

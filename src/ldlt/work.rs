@@ -123,9 +123,10 @@ impl<T: Scalar> AasenWork<'_, T> {
     }
 
     /// H(m, k) = T(m, m-1) L(k, m-1)^H + T(m, m) L(k, m)^H + T(m+1, m)^H L(k, m+1)^H, 1 <= m < k,
-    /// into block (m - 1, k), as one product: H(m, k)^H = [L(k, m-1) L(k, m) L(k, m+1)] C(m), C(m)
-    /// = [T(m, m-1)^H; T(m, m); T(m+1, m)] (T's block column m, the same for every k: made once, by
-    /// the first task that needs it). L's three blocks are side by side in the run's matrix.
+    /// into block (m - 1, k), as one product (in groups of columns): H(m, k)^H = [L(k, m-1) L(k, m)
+    /// L(k, m+1)] C(m), C(m) = [T(m, m-1)^H; T(m, m); T(m+1, m)] (T's block column m, the same for
+    /// every k: made once, by the first task that needs it). L's three blocks are side by side in
+    /// the run's matrix.
     fn hessenberg(&self, m: usize, k: usize, par: Par) {
         let b = self.blocks;
         let column = self.t_columns[m].get_or_init(|| {
@@ -160,18 +161,23 @@ impl<T: Scalar> AasenWork<'_, T> {
         } else {
             row
         };
-        // H(m, k) = (row C(m))^H: the product with both operands and the result column-major (at
+        // H(m, k) = (row C(m))^H: the products with both operands and the result column-major (at
         // order 8192 in f64 on 2 Zen 4 cores 1.2 ms a block of 192 where a transposed result took
-        // 1.4-1.5 ms), then its adjoint copied into block (m - 1, k).
+        // 1.4-1.5 ms), by groups of C(m)'s columns that skip most of the zeros of its triangular
+        // blocks (`hessenberg_groups`), then its adjoint copied into block (m - 1, k).
         let mut p = Mat::<T>::zeros(b.size(k), b.size(m));
-        matmul(
-            p.as_mut(),
-            Accum::Replace,
-            row,
-            column.as_ref(),
-            T::from_f64(1.0),
-            par,
-        );
+        for (cols, rows) in hetla_kernels::hessenberg_groups(b.size(m), column.nrows()) {
+            matmul(
+                p.as_mut().subcols_mut(cols.start, cols.len()),
+                Accum::Replace,
+                row.subcols(rows.start, rows.len()),
+                column
+                    .as_ref()
+                    .submatrix(rows.start, cols.start, rows.len(), cols.len()),
+                T::from_f64(1.0),
+                par,
+            );
+        }
         // SAFETY: the task writes block (m - 1, k) (`ldlt`'s graph).
         unsafe { self.tile_mut(m - 1, k) }.copy_from(p.adjoint());
     }
