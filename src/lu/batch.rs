@@ -50,12 +50,12 @@ impl Lu {
     }
 
     /// Factors every A_i (any shape and strides, left unchanged) by LU with partial pivoting into
-    /// `lu[i]` (A_i's shape), as [`Lu::factor_batch_in_place`] leaves them in place, but each
-    /// matrix a single task on one core that copies A_i into `lu[i]` and factors it there while it
+    /// `out[i]` (A_i's shape), as [`Lu::factor_batch_in_place`] leaves them in place, but each
+    /// matrix a single task on one core that copies A_i into `out[i]` and factors it there while it
     /// is in cache (scipy's `lu_factor` of a C-ordered stack: no pass of its own for the copy).
-    /// Whatever `lu[i]` held is overwritten. The outer error is for the call (`lu` of another
+    /// Whatever `out[i]` held is overwritten. The outer error is for the call (`out` of another
     /// length than `a`, a platform that cannot be built); the i-th result is A_i's, as
-    /// [`Lu::factor_batch_in_place`]'s, or `lu[i]` of another shape than A_i.
+    /// [`Lu::factor_batch_in_place`]'s, or `out[i]` of another shape than A_i.
     ///
     /// ```
     /// use faer::Mat;
