@@ -56,20 +56,46 @@ impl Blocks {
 
 /// out(r, c) = A(rows[r], cols[c]): a block of the Hermitian matrix whose lower triangle is `a`
 /// (its diagonal's imaginary parts taken as zero), rows and columns permuted.
+///
+/// Once the panels have interchanged rows, `rows` and `cols` are scattered over A and a read in the
+/// block's order is a cache miss and often a TLB miss. So the indices are sorted first, and A is
+/// read column by column in ascending rows: the entries on and below the diagonal, A(i, j) with
+/// i >= j, down column j of A (the sorted rows from the first i >= j); the ones above it, conj(A(j,
+/// i)) with i < j, down column i of A (the sorted columns from the first j > i).
 pub(crate) fn gather<T: Scalar>(
     a: MatRef<'_, T>,
     rows: &[usize],
     cols: &[usize],
     mut out: MatMut<'_, T>,
 ) {
-    for (c, &j) in cols.iter().enumerate() {
-        for (r, &i) in rows.iter().enumerate() {
-            let x = match i.cmp(&j) {
-                std::cmp::Ordering::Greater => a[(i, j)],
-                std::cmp::Ordering::Less => conj(a[(j, i)]),
-                std::cmp::Ordering::Equal => T::from_f64(a[(i, i)].to_c64().re),
-            };
-            out[(r, c)] = x;
+    let n = a.nrows().min(a.ncols());
+    assert!(
+        rows.iter().chain(cols).all(|&i| i < n)
+            && (out.nrows(), out.ncols()) == (rows.len(), cols.len()),
+        "gather: indices within A (order {n}) and an output of their shape"
+    );
+    let sorted = |indices: &[usize]| {
+        let mut s: Vec<(usize, usize)> = indices.iter().copied().zip(0..).collect();
+        s.sort_unstable();
+        s
+    };
+    let (rows, cols) = (sorted(rows), sorted(cols));
+    let (base, rs, cs) = (a.as_ptr(), a.row_stride(), a.col_stride());
+    // SAFETY: every index is below A's order (asserted above): the entry lies within `a`.
+    let at = |i: usize, j: usize| unsafe { *base.offset(i as isize * rs + j as isize * cs) };
+    for &(j, c) in &cols {
+        let from = rows.partition_point(|&(i, _)| i < j);
+        for &(i, r) in &rows[from..] {
+            out[(r, c)] = at(i, j);
+        }
+        if let Some(&(i, r)) = rows.get(from).filter(|&&(i, _)| i == j) {
+            out[(r, c)] = T::from_f64(at(i, i).to_c64().re);
+        }
+    }
+    for &(i, r) in &rows {
+        let from = cols.partition_point(|&(j, _)| j <= i);
+        for &(j, c) in &cols[from..] {
+            out[(r, c)] = conj(at(j, i));
         }
     }
 }
@@ -272,4 +298,32 @@ pub(crate) fn lu_any<T: Scalar>(
         solve_unit_lower_triangular_in_place(left.rb().submatrix(0, 0, k, k), right, par);
     }
     Ok(piv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetla_kernels::c64;
+
+    /// The gather is the entry-by-entry definition: rows and columns scattered, repeated between
+    /// them, on both sides of the diagonal and on it, conjugated above it, the diagonal made real.
+    #[test]
+    fn a_gather_is_the_permuted_hermitian_block() {
+        let n = 37;
+        let a = Mat::from_fn(n, n, |i, j| c64::new((i * n + j) as f64, 1.0 + i as f64));
+        let rows = [36, 0, 5, 17, 4, 30, 12, 8, 9];
+        let cols = [5, 33, 0, 17, 2, 36];
+        let mut out = Mat::<c64>::zeros(rows.len(), cols.len());
+        gather(a.as_ref(), &rows, &cols, out.as_mut());
+        for (r, &i) in rows.iter().enumerate() {
+            for (c, &j) in cols.iter().enumerate() {
+                let expected = match i.cmp(&j) {
+                    std::cmp::Ordering::Greater => a[(i, j)],
+                    std::cmp::Ordering::Less => a[(j, i)].conj(),
+                    std::cmp::Ordering::Equal => c64::new(a[(i, i)].re, 0.0),
+                };
+                assert_eq!(out[(r, c)], expected, "entry ({r}, {c}): A({i}, {j})");
+            }
+        }
+    }
 }

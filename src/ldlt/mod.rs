@@ -240,7 +240,7 @@ impl Ldlt {
             aasen,
             band: BandLu::from_steps(blocks, run.band),
             norm1,
-            a: a.to_owned(),
+            a: crate::pages::PagedMat::lower_of(a, "the factor's copy of A")?,
             platform,
             rcond: std::sync::OnceLock::new(),
             pivoted: std::sync::OnceLock::new(),
@@ -257,8 +257,9 @@ pub struct LdltFactor<T: Scalar> {
     band: BandLu<T>,
     /// ||A||_1, for the condition estimate.
     norm1: f64,
-    /// A (its lower triangle is read), for the solves' residuals and a nearly singular A's inertia.
-    a: Mat<T>,
+    /// A's lower triangle (zeros above), for the solves' residuals and a nearly singular A's
+    /// inertia.
+    a: crate::pages::PagedMat<T>,
     /// Where the factorisation ran: the residuals run on its first CPU cluster.
     platform: std::sync::Arc<hetla_runtime::Platform>,
     /// [`LdltFactor::rcond`], once asked for.
