@@ -233,13 +233,10 @@ pub(crate) fn padded_stride<T: Scalar>(rows: usize) -> usize {
 
 /// A column-major matrix in memory hetla allocated for it, in transparent huge pages where the
 /// system offers them (see [`huge_page_matrix`]).
-#[derive(Clone)]
 pub struct PagedMat<T: Scalar = f64> {
     buffer: PageBuffer<T>,
     rows: usize,
     cols: usize,
-    /// The column stride: `rows` for [`huge_page_matrix`]'s, [`padded_stride`] for hetla's own.
-    stride: usize,
 }
 
 impl<T: Scalar> std::fmt::Debug for PagedMat<T> {
@@ -267,46 +264,19 @@ pub fn huge_page_matrix<T: Scalar>(rows: usize, cols: usize) -> Result<PagedMat<
         buffer: PageBuffer::zeroed(len, "the matrix")?,
         rows,
         cols,
-        stride: rows,
     })
 }
 
 impl<T: Scalar> PagedMat<T> {
-    /// A copy of the lower triangle of `a` (zeros above its diagonal), at a [`padded_stride`],
-    /// copied on rayon's threads: the copy a factor keeps of its matrix. At order 8192 in f64 on 2
-    /// Zen 4 cores a plain `to_owned` took 0.30-0.35 s, 8% of an LDL^T, most of it in faults on
-    /// fresh small pages.
-    pub(crate) fn lower_of(a: MatRef<'_, T>, what: &str) -> Result<Self> {
-        let (rows, cols) = (a.nrows(), a.ncols());
-        let stride = padded_stride::<T>(rows);
-        let len = stride
-            .checked_mul(cols)
-            .ok_or_else(|| too_large(what, cols))?;
-        let mut m = PagedMat {
-            buffer: PageBuffer::zeroed(len, what)?,
-            rows,
-            cols,
-            stride,
-        };
-        crate::copy::copy_par(a, m.as_mut(), |j| j);
-        Ok(m)
-    }
-
     /// A read-only view.
     pub fn as_ref(&self) -> MatRef<'_, T> {
-        let (rows, cols, stride) = (self.rows, self.cols, self.stride);
-        MatRef::from_column_major_slice_with_stride(self.buffer.as_slice(), rows, cols, stride)
+        MatRef::from_column_major_slice(self.buffer.as_slice(), self.rows, self.cols)
     }
 
     /// A writable view.
     pub fn as_mut(&mut self) -> MatMut<'_, T> {
-        let (rows, cols, stride) = (self.rows, self.cols, self.stride);
-        MatMut::from_column_major_slice_with_stride_mut(
-            self.buffer.as_mut_slice(),
-            rows,
-            cols,
-            stride,
-        )
+        let (rows, cols) = (self.rows, self.cols);
+        MatMut::from_column_major_slice_mut(self.buffer.as_mut_slice(), rows, cols)
     }
 
     /// Whether the matrix was advised for huge pages.

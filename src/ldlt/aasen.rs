@@ -134,10 +134,11 @@ pub(crate) struct Aasen<T: Scalar> {
     /// The run's matrix (column-major, n x n) in the layout of
     /// [`ldlt`](hetla_factorizations::ldlt)'s graph: L(i, j + 1) in block (i, j) below the diagonal
     /// (L(k + 1, k + 1) below the diagonal of block (k + 1, k)); T's blocks and the workspace
-    /// elsewhere, which only the factorisation reads (T's blocks are copied into `diag` and `sub`).
-    /// A buffer of fresh zeroed pages, huge ones where the system offers them (the tasks touch them
-    /// first, in parallel; on 2 cores at order 2048 in f64, H's blocks ran 1.4x faster than on 4
-    /// KiB pages, whose TLB entries their rows of L, n apart, exhaust).
+    /// elsewhere, which only the factorisation reads. Once T's blocks are copied into `diag` and
+    /// `sub`, the diagonal blocks and the blocks above them hold A's lower triangle, transposed
+    /// ([`Aasen::input`]). A buffer of fresh zeroed pages, huge ones where the system offers them
+    /// (the tasks touch them first, in parallel; on 2 cores at order 2048 in f64, H's blocks ran
+    /// 1.4x faster than on 4 KiB pages, whose TLB entries their rows of L, n apart, exhaust).
     pub a: crate::pages::PageBuffer<T>,
     /// The column stride of `a` ([`padded_stride`](crate::pages::padded_stride)).
     pub stride: usize,
@@ -152,12 +153,14 @@ pub(crate) struct Aasen<T: Scalar> {
 
 impl<T: Scalar> Aasen<T> {
     /// The factorisation a run of the plan left in `a` (see `Aasen::a`), with each panel's
-    /// interchanges (local to the rows below its block, as the panel's ipiv).
+    /// interchanges (local to the rows below its block, as the panel's ipiv); `input` is the
+    /// factored matrix (its lower triangle), kept in `a`'s dead workspace for [`Aasen::input`].
     pub fn from_run(
-        a: crate::pages::PageBuffer<T>,
+        mut a: crate::pages::PageBuffer<T>,
         stride: usize,
         blocks: Blocks,
         pivots: &[Vec<usize>],
+        input: MatRef<'_, T>,
     ) -> Self {
         let count = blocks.count();
         let whole =
@@ -174,6 +177,18 @@ impl<T: Scalar> Aasen<T> {
         let sub = (0..count.saturating_sub(1))
             .map(|k| upper(block(k + 1, k)))
             .collect();
+        // A(i, j), i >= j, into entry (j, i): the diagonal blocks (T(k, k) copied out above) and
+        // the blocks above them (H's, dead since the run ended), the pages of which the run has
+        // touched. A copy into fresh memory cost more than the copy itself (at order 8192 in f64 on
+        // 2 Zen 4 cores, 0.30-0.35 s into small pages and 0.6-0.85 s into huge ones, where the run
+        // took 3.5 s): the guest's first touch of memory is slow.
+        let held = MatMut::from_column_major_slice_with_stride_mut(
+            a.as_mut_slice(),
+            blocks.n,
+            blocks.n,
+            stride,
+        );
+        crate::copy::copy_par(input, held.transpose_mut(), |j| j);
         let mut swaps: Vec<usize> = (0..blocks.n).collect();
         for (k, piv) in pivots.iter().enumerate() {
             let below = blocks.start(k + 1);
@@ -189,6 +204,14 @@ impl<T: Scalar> Aasen<T> {
             sub,
             swaps,
         }
+    }
+
+    /// The factored matrix A: its lower triangle (a row-major view of the transposed copy
+    /// [`Aasen::from_run`] kept; the upper triangle is L's, not A's).
+    pub fn input(&self) -> MatRef<'_, T> {
+        let n = self.blocks.n;
+        MatRef::from_column_major_slice_with_stride(self.a.as_slice(), n, n, self.stride)
+            .transpose()
     }
 
     /// L(j:, j) for j >= 1: L's block column j from its diagonal block down (stored in column j -

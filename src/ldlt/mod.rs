@@ -235,12 +235,11 @@ impl Ldlt {
             work::execute(plan, &platform, a, run, &options)?
         };
         let blocks = aasen::Blocks { n, b: plan.tile() };
-        let aasen = Aasen::from_run(factors, stride, blocks, &run.pivots);
+        let aasen = Aasen::from_run(factors, stride, blocks, &run.pivots, a);
         let factor = LdltFactor {
             aasen,
             band: BandLu::from_steps(blocks, run.band),
             norm1,
-            a: crate::pages::PagedMat::lower_of(a, "the factor's copy of A")?,
             platform,
             rcond: std::sync::OnceLock::new(),
             pivoted: std::sync::OnceLock::new(),
@@ -257,9 +256,6 @@ pub struct LdltFactor<T: Scalar> {
     band: BandLu<T>,
     /// ||A||_1, for the condition estimate.
     norm1: f64,
-    /// A's lower triangle (zeros above), for the solves' residuals and a nearly singular A's
-    /// inertia.
-    a: crate::pages::PagedMat<T>,
     /// Where the factorisation ran: the residuals run on its first CPU cluster.
     platform: std::sync::Arc<hetla_runtime::Platform>,
     /// [`LdltFactor::rcond`], once asked for.
@@ -345,7 +341,7 @@ impl<T: Scalar> LdltFactor<T> {
         self.unrefined_in_place(b.rb_mut());
         // R = B - A X in one blocked pass (the residual of both refinements below).
         let residual = |x: MatRef<'_, T>| {
-            crate::mixed::residual(&self.platform, self.a.as_ref(), x, rhs.as_ref())
+            crate::mixed::residual(&self.platform, self.aasen.input(), x, rhs.as_ref())
         };
         let refined = crate::mixed::refine_working(
             b.rb_mut(),
@@ -390,7 +386,7 @@ impl<T: Scalar> LdltFactor<T> {
         let zero = Mat::<T>::zeros(x.nrows(), x.ncols());
         Ok(-crate::mixed::residual(
             &self.platform,
-            self.a.as_ref(),
+            self.aasen.input(),
             x,
             zero.as_ref(),
         )?)
@@ -398,7 +394,7 @@ impl<T: Scalar> LdltFactor<T> {
 
     /// A's Bunch-Kaufman factor in double precision, made on first use.
     fn pivoted(&self) -> &Pivoted {
-        self.pivoted.get_or_init(|| Pivoted::of(self.a.as_ref()))
+        self.pivoted.get_or_init(|| Pivoted::of(self.aasen.input()))
     }
 
     /// B <- A^-1 B by the factor alone (no checks: the caller's).
@@ -428,7 +424,7 @@ impl<T: Scalar> LdltFactor<T> {
     pub fn inertia(&self) -> Result<Inertia> {
         let eps = T::PRECISION.epsilon();
         if self.band.singular.is_some() || self.rcond()? <= NONSINGULAR * eps {
-            return band::hermitian_inertia(self.a.as_ref(), eps * self.norm1);
+            return band::hermitian_inertia(self.aasen.input(), eps * self.norm1);
         }
         if self.distance_to_a()? < CERTIFIED {
             return band::inertia(self.aasen.blocks, &self.aasen.diag, &self.aasen.sub);
