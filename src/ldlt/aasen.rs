@@ -207,7 +207,7 @@ impl<T: Scalar> Aasen<T> {
     }
 
     /// The factored matrix A: its lower triangle (a row-major view of the transposed copy
-    /// [`Aasen::from_run`] kept; the upper triangle is L's, not A's).
+    /// [`Aasen::from_run`] kept; the view's upper triangle is the factor's L and T, not A's).
     pub fn input(&self) -> MatRef<'_, T> {
         let n = self.blocks.n;
         MatRef::from_column_major_slice_with_stride(self.a.as_slice(), n, n, self.stride)
