@@ -909,16 +909,15 @@ fn stacked_apply(s: Shapes<'_>) -> Result<(), String> {
     expect("A2", a2, (v.0, a1.1))
 }
 
-/// The check of Aasen's products: the left operand as tall as the written block and `inner` wide,
-/// the right one `right`. The groups of rows of H(m, k) = T L^H ([`Op::LdltHessenberg`], H m x k,
-/// T's block row m x w) and the columns of T's block row each group reads: T's block row is [T(m,
-/// m-1) T(m, m) T(m, m+1)], where T(m, m-1) (m x m, upper triangular: row j is zero left of column
-/// j) is absent for the second block row (w <= 2m) and T(m, m+1) = T(m+1, m)^H (m x r, r = w - 2m
-/// or w - m, lower trapezoidal: row j is zero right of column j). Rows c0..c1 read T's columns from
-/// c0 of the first block to c1 of the last, so that each group is one dense product and skips only
-/// exact zeros (rounding as the whole product's: the same terms in the same order); four groups do
-/// 3/4 of the whole product's flops (2 m k (2m + m/4) of 2 m k 3m), where a triangular product that
-/// does 2/3 made Aasen's factor ratio on KKT matrices 35-45% worse (2026-12-02).
+/// The groups of rows of H(m, k) = T L^H ([`Op::LdltHessenberg`], H m x k, T's block row m x w) and
+/// the columns of T's block row each group reads: T's block row is [T(m, m-1) T(m, m) T(m, m+1)],
+/// where T(m, m-1) (m x m, upper triangular: row j is zero left of column j) is absent for the
+/// second block row (w <= 2m) and T(m, m+1) = T(m+1, m)^H (m x r, r = w - 2m or w - m, lower
+/// trapezoidal: row j is zero right of column j). Rows c0..c1 read T's columns from c0 of the first
+/// block to c1 of the last, so that each group is one dense product and skips only exact zeros
+/// (rounding as the whole product's: the same terms in the same order); four groups do 3/4 of the
+/// whole product's flops (2 m k (2m + m/4) of 2 m k 3m), where a triangular product that does 2/3
+/// made Aasen's factor ratio on KKT matrices 35-45% worse (2026-12-02).
 pub fn hessenberg_groups(m: usize, w: usize) -> impl Iterator<Item = (Range<usize>, Range<usize>)> {
     let (first, last) = if w > 2 * m {
         (m, w - 2 * m)
@@ -926,13 +925,15 @@ pub fn hessenberg_groups(m: usize, w: usize) -> impl Iterator<Item = (Range<usiz
         (0, w.saturating_sub(m))
     };
     let size = (m / 4).max(16);
-    (0..m).step_by(size.max(1)).map(move |c0| {
+    (0..m).step_by(size).map(move |c0| {
         let c1 = (c0 + size).min(m);
         let from = if first > 0 { c0 } else { 0 };
         (c0..c1, from..first + m + last.min(c1))
     })
 }
 
+/// The check of Aasen's products: the left operand as tall as the written block and `inner` wide,
+/// the right one `right`.
 fn aasen_product(s: Shapes<'_>, inner: usize, right: Shape) -> Result<(), String> {
     expect("the left operand", s.get(0), (s.written().0, inner))?;
     expect("the right operand", s.get(1), right)
