@@ -64,11 +64,7 @@ impl<T: Scalar> PageBuffer<T> {
             .checked_mul(size_of::<T>())
             .ok_or_else(|| too_large(what, len))?;
         if bytes == 0 {
-            return Ok(Self {
-                ptr: NonNull::dangling(),
-                len: 0,
-                backing: Backing::Empty,
-            });
+            return Ok(Self::empty());
         }
         #[cfg(target_os = "linux")]
         if bytes >= HUGE_PAGE
@@ -103,6 +99,20 @@ impl<T: Scalar> PageBuffer<T> {
                 Self::zeroed(len, what)
             }
         }
+    }
+
+    /// A buffer of no scalars (nothing allocated).
+    fn empty() -> Self {
+        Self {
+            ptr: NonNull::dangling(),
+            len: 0,
+            backing: Backing::Empty,
+        }
+    }
+
+    /// The buffer, leaving an empty one in its place.
+    pub fn take(&mut self) -> Self {
+        std::mem::replace(self, Self::empty())
     }
 
     /// Whether the buffer was advised for huge pages (the kernel may still back it with small ones,

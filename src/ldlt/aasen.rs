@@ -136,9 +136,10 @@ pub(crate) struct Aasen<T: Scalar> {
     /// (L(k + 1, k + 1) below the diagonal of block (k + 1, k)); T's blocks and the workspace
     /// elsewhere, which only the factorisation reads. Once T's blocks are copied into `diag` and
     /// `sub`, the diagonal blocks and the blocks above them hold A's lower triangle, transposed
-    /// ([`Aasen::input`]). A buffer of fresh zeroed pages, huge ones where the system offers them
-    /// (the tasks touch them first, in parallel; on 2 cores at order 2048 in f64, H's blocks ran
-    /// 1.4x faster than on 4 KiB pages, whose TLB entries their rows of L, n apart, exhaust).
+    /// ([`Aasen::input`]). A buffer in huge pages where the system offers them (on 2 cores at order
+    /// 2048 in f64, H's blocks ran 1.4x faster than on 4 KiB pages, whose TLB entries their rows of
+    /// L, n apart, exhaust): fresh zeroed pages the tasks touch first, or the buffer of a factor
+    /// dropped earlier on the same platform (`KeptFactors`).
     pub a: crate::pages::PageBuffer<T>,
     /// The column stride of `a` ([`padded_stride`](crate::pages::padded_stride)).
     pub stride: usize,
