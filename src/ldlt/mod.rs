@@ -677,9 +677,12 @@ mod tests {
 
     #[test]
     fn a_reused_buffer_gives_the_same_factor_in_every_precision() {
-        a_reused_buffer_gives_the_same_factor::<f32>();
-        a_reused_buffer_gives_the_same_factor::<f64>();
-        a_reused_buffer_gives_the_same_factor::<c32>();
-        a_reused_buffer_gives_the_same_factor::<c64>();
+        let each: [fn(); 4] = [
+            a_reused_buffer_gives_the_same_factor::<f32>,
+            a_reused_buffer_gives_the_same_factor::<f64>,
+            a_reused_buffer_gives_the_same_factor::<c32>,
+            a_reused_buffer_gives_the_same_factor::<c64>,
+        ];
+        each.iter().for_each(|check| check());
     }
 }
