@@ -2,15 +2,15 @@
 
 Prints: the functions longer than LONG_FUNCTION lines outside tests, examples and benches (their
 place and length), the `too_many_arguments` allowances, the items of the root crate's API docs
-(from target/doc/hetla/all.html, so after `cargo doc`; CI documents the optional features' items
-too), and the pairs of places that share six or
+(from target/doc/hetla/all.html, so after `cargo doc`, or from `--doc-dir`: CI's docs, the optional
+features' items included), and the pairs of places that share six or
 more lines when the `duplicates` tool is on PATH (the workplace's; "not measured" elsewhere).
 
 With ``--baseline FILE`` (JSON: metric -> the most allowed) it exits 1 when a metric is above its
 baseline (a regression) and says which are below theirs (lower the baseline); the issue's
 targets are printed beside: no long function, no allowance, at most 100 items, at most 60 pairs.
 
-    python3 scripts/architecture.py [--baseline scripts/architecture-baseline.json]
+    python3 scripts/architecture.py [--baseline scripts/architecture-baseline.json] [--doc-dir DIR]
 """
 
 import argparse
@@ -83,10 +83,17 @@ def allowances():
     return hits
 
 
-def root_doc_items():
-    """The items listed by the root crate's API docs, or None before `cargo doc`."""
-    page = ROOT / "target" / "doc" / "hetla" / "all.html"
-    if not page.exists():
+def root_doc_items(doc_dir):
+    """The items listed by the root crate's API docs under `doc_dir` (`cargo doc`'s target/doc, or
+    CI's per-library tree, where the page is hetla/hetla/all.html), or None with no page or one
+    older than the newest source file of the crate (a stale page counts what is no longer there)."""
+    pages = [doc_dir / "hetla" / "all.html", doc_dir / "hetla" / "hetla" / "all.html"]
+    page = next((p for p in pages if p.exists()), None)
+    if page is None:
+        return None
+    newest = max(f.stat().st_mtime for f in (ROOT / "src").rglob("*.rs"))
+    if page.stat().st_mtime < newest:
+        print(f"root_doc_items: {page} is older than the crate's sources (run `cargo doc`)")
         return None
     return len(re.findall(r'<li><a href="[^"]+">[^<]+</a></li>', page.read_text()))
 
@@ -103,13 +110,15 @@ def duplicate_pairs():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="JSON: metric -> the most allowed")
+    parser.add_argument("--doc-dir", default=str(ROOT / "target" / "doc"),
+                        help="where the API docs were written (default: target/doc)")
     args = parser.parse_args()
     long = long_functions()
     allowed = allowances()
     metrics = {
         "long_functions": len(long),
         "too_many_arguments": len(allowed),
-        "root_doc_items": root_doc_items(),
+        "root_doc_items": root_doc_items(Path(args.doc_dir)),
         "duplicate_pairs": duplicate_pairs(),
     }
     print(f"functions over {LONG_FUNCTION} lines outside tests: {len(long)}")
