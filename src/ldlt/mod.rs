@@ -277,8 +277,8 @@ pub struct LdltFactor<T: Scalar> {
 struct KeptFactors<T: Scalar>(crate::pages::PageBuffer<T>);
 
 impl<T: Scalar> Drop for LdltFactor<T> {
-    /// Gives the factor's buffer to its platform when it is a large mapping (`KeptFactors`; a
-    /// small one costs little to allocate, and the many of a batch would only take turns there).
+    /// Gives the factor's buffer to its platform when it is a large mapping (`KeptFactors`; a small
+    /// one costs little to allocate, and the many of a batch would only take turns there).
     fn drop(&mut self) {
         if self.aasen.a.huge() {
             self.platform.keep(KeptFactors(self.aasen.a.take()));
