@@ -26,8 +26,9 @@
 #   cholesky   residuals for n = 4096, 16000 (ragged), 16384, 32768 on the GPU only and
 #              GPU + clusters 1x15 and 3x5, a forced-eviction budget; s, c and z against
 #              cuSOLVER ?potrf, and the ds mixed solve.
-#   extra      the inverse (GPU factor, CPU inverse kernels) and LU (CPU kernels only) on
-#              this machine's cores, beside their library peers.
+#   extra      the inverse (GPU factor, CPU inverse kernels) and LU on this machine's cores,
+#              beside their library peers, then LU with its updates and interchanges on the
+#              GPU beside the last cluster shape (its panels there).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
 #              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
@@ -251,6 +252,9 @@ part_extra() {
     local clusters=${clusters_list##* }
     row "$dir" inverse cholesky --n "$small_n" --clusters "$clusters" --gpus "$gpus" --inverse --compare cpu
     row "$dir" lu lu --n "$small_n" --compare --repeat "$repeat"
+    # LU's updates and interchanges on the GPU, its panels on the clusters (issue 74 item 1),
+    # beside the cores alone above.
+    row "$dir" lu-gpu lu --n "$small_n" --clusters "$clusters" --gpus "$gpus" --repeat "$repeat"
 }
 
 part_inverse() {

@@ -446,6 +446,83 @@ fn a_cluster_and_an_emulated_device_share_the_graph() {
     assert!(!p.workers()[0].cpus.contains(&p.devices()[0].core));
 }
 
+/// LU of a random matrix of order n in block columns of b on a 1-core cluster beside `devices`: its
+/// residual (LAPACK's ratio), the kernels each device ran, the factors and the interchanges.
+fn lu_beside<T: Scalar>(
+    devices: Vec<Arc<dyn Device>>,
+    (n, b): (usize, usize),
+) -> (f64, Vec<hetla::Op>, faer::Mat<T>, Vec<usize>) {
+    let spec: ClusterSpec = "1x1".parse().unwrap();
+    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap();
+    let clusters = p.clusters().len();
+    let a = hetla::matgen::random_in::<T>(n, n, 3);
+    let mut lu = a.clone();
+    let builder = hetla::Lu::new().platform(Arc::new(p)).tile(b);
+    let plan = builder.plan(n, T::PRECISION).unwrap();
+    let (trace, ipiv, zero) = builder.factor_planned(&plan, lu.as_mut()).unwrap();
+    assert_eq!(zero, None, "{}", T::PRECISION);
+    let residual = hetla::check::lu_residual(a.as_ref(), lu.as_ref(), &ipiv);
+    let on_devices = (trace.tasks.iter())
+        .filter(|t| t.worker.0 >= clusters)
+        .map(|t| t.op)
+        .collect();
+    (residual, on_devices, lu, ipiv)
+}
+
+/// Whether a device ran LU's kernels, and only those that have GPU kernels (the updates and
+/// interchanges, with the panel's interchanges as their arguments; the panels stay on the cluster).
+fn ran_lu_updates(on_devices: &[hetla::Op]) -> bool {
+    let gpu_kernels = |op: &hetla::Op| matches!(op, hetla::Op::LuUpdate | hetla::Op::LuSwap);
+    !on_devices.is_empty() && on_devices.iter().all(gpu_kernels)
+}
+
+/// LU beside an emulated device, in every precision: LAPACK's residual, the device ran updates and
+/// interchanges, and the factors are the cluster's alone (the same kernels per block column).
+#[test]
+fn lu_updates_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precision() {
+    if !room_for_a_cluster_beside_a_device() {
+        return;
+    }
+    fn check<T: Scalar>() {
+        let what = T::PRECISION;
+        let device: Arc<dyn Device> = Arc::new(EmulatedDevice::new(usize::MAX));
+        let (residual, on_device, lu, ipiv) = lu_beside::<T>(vec![device], (450, 50));
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        assert!(ran_lu_updates(&on_device), "{what}: {on_device:?}");
+        let (_, _, alone, ipiv_alone) = lu_beside::<T>(Vec::new(), (450, 50));
+        assert_eq!(ipiv, ipiv_alone, "{what}");
+        let abs = |x: T| x.to_c64().re.hypot(x.to_c64().im);
+        let entries = || (0..450).flat_map(|j| (0..450).map(move |i| (i, j)));
+        let diff = entries().fold(0.0, |m, (i, j)| {
+            f64::max(m, abs(lu[(i, j)] - alone[(i, j)]))
+        });
+        let largest = entries().fold(0.0, |m, (i, j)| f64::max(m, abs(alone[(i, j)])));
+        assert!(diff <= 1e3 * what.epsilon() * largest, "{what}: {diff}");
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
+/// LU beside real GPUs in every precision (cuSOLVER's ?laswp, cuBLAS's ?trsm and ?gemm on the block
+/// columns from each step's first row, ragged last block included).
+#[test]
+fn real_gpus_run_lu_updates_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() || !room_for_a_cluster_beside_a_device() {
+        return;
+    }
+    fn check<T: Scalar>() {
+        let devices = GpuSelection::All.open(None).unwrap();
+        let (residual, on_devices, _, _) = lu_beside::<T>(devices, (3000, 384));
+        let what = T::PRECISION;
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        assert!(ran_lu_updates(&on_devices), "{what}: {on_devices:?}");
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
 #[test]
 fn a_budget_below_one_task_is_a_memory_error() {
     // GEMM pins three tiles; two do not fit.

@@ -65,6 +65,21 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
     assert!(!ok && err.contains("unknown unit"), "{err}");
 }
 
+/// `hetla lu --gpus`: the updates and interchanges on an emulated device beside a cluster, LAPACK's
+/// residual; refused with `--grid` (a run across ranks has no GPUs).
+#[test]
+fn lu_runs_its_updates_on_a_gpu_from_the_command_line() {
+    if cores() >= 2 {
+        let r = common::json("lu --n 600 --tile 100 --clusters 1x1 --gpus emulated:1");
+        assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+        let gpu = &r["workers"][1];
+        assert_eq!(gpu["name"], "gpu0", "{r}");
+        assert!(gpu["tasks"].as_u64().unwrap() > 0, "{r}");
+    }
+    let (ok, _, err) = common::run("lu --n 600 --grid 1x1 --gpus emulated:1");
+    assert!(!ok && err.contains("--gpus none"), "{err}");
+}
+
 #[test]
 fn calibration_measures_device_kernels_and_links() {
     let dir = std::env::temp_dir().join(format!("hetla-devcal-{}", std::process::id()));

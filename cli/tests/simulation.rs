@@ -47,11 +47,11 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     );
     let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
-    // GPUs a factorisation gives no task (LU has no GPU kernels) are refused, not left idle; in
+    // GPUs a factorisation gives no task (QR has no GPU kernels) are refused, not left idle; in
     // the bound alike.
     for command in ["simulate", "bound"] {
         let line = format!(
-            "{command} --factorization lu --platform sirocco --clusters 2x10 --gpus 4 --n 4800 \
+            "{command} --factorization qr --platform sirocco --clusters 2x10 --gpus 4 --n 4800 \
              --tile 960"
         );
         let (ok, _, err) = common::run(&line);

@@ -45,7 +45,7 @@ use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
 use crate::any::each_precision;
-use crate::op::{Blas, GpuCall, Solve};
+use crate::op::{Blas, GpuCall, KernelArgs, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
@@ -903,6 +903,18 @@ impl GpuContext {
         reads: &[&GpuTile],
         write: &mut GpuTile,
     ) -> Result<GpuKernel, KernelError> {
+        self.launch_with(stream, (op, &KernelArgs::None), reads, write)
+    }
+
+    /// [`GpuContext::launch_on`] with what the kernel takes besides its tiles (LU's interchanges,
+    /// [`KernelArgs::Pivots`], for [`GpuCall::Pivoted`]).
+    pub fn launch_with(
+        &self,
+        stream: usize,
+        (op, args): (Op, &KernelArgs),
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+    ) -> Result<GpuKernel, KernelError> {
         let Some(lane) = self.lanes.get(stream) else {
             return Err(KernelError::Gpu {
                 message: format!(
@@ -961,6 +973,9 @@ impl GpuContext {
                         self.queue_inverse::<T>(lane, op, reads, write, &mut scratch, &start)
                     })?;
                 }
+                GpuCall::Pivoted => with_scalar!(write.precision, T => {
+                    self.queue_pivoted::<T>(lane, (op, args), reads, write, &start)
+                })?,
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
@@ -1072,6 +1087,113 @@ impl GpuContext {
         status
             .result()
             .map_err(|e| gpu_error(&format!("cuBLAS {}{op}", T::PRECISION), e))
+    }
+
+    /// Queues LU's update or interchanges ([`GpuCall::Pivoted`]) in `T`'s precision (the tiles',
+    /// checked by `launch_with`): on the rows of the block column `write` from the step's first,
+    /// the panel's interchanges by cuSOLVER's ?laswp (uploaded first, 1-based), then for the update
+    /// the unit lower solve with the panel's first b rows (cuBLAS's ?trsm) and the product of the
+    /// panel's rows below them (?gemm), `start` recorded once the stream waits for the operands.
+    fn queue_pivoted<T: CudaScalar>(
+        &self,
+        lane: &Lane,
+        (op, args): (Op, &KernelArgs),
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+        start: &CudaEvent,
+    ) -> Result<(), KernelError> {
+        use blas::cublasDiagType_t::CUBLAS_DIAG_UNIT as DIAG_UNIT;
+        use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as FILL_LOWER;
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+        let bad = |reason: String| KernelError::Operands { op, reason };
+        let KernelArgs::Pivots { first, ipiv } = args else {
+            return Err(bad(format!(
+                "{op} takes the panel's interchanges, given {args:?}"
+            )));
+        };
+        let (first, b) = (*first, ipiv.len());
+        let panel = reads[0];
+        let rows = write.rows.saturating_sub(first);
+        if panel.rows != write.rows || panel.cols != b || first + b > write.rows {
+            return Err(bad(format!(
+                "a panel {}x{} with {b} interchanges from row {first} on a block column {}x{}",
+                panel.rows, panel.cols, write.rows, write.cols
+            )));
+        }
+        if let Some((i, p)) = ipiv.iter().enumerate().find(|&(i, &p)| p < i || p >= rows) {
+            return Err(bad(format!(
+                "interchange {i} names row {p}: rows {i}..{rows} are the ones it may swap"
+            )));
+        }
+        let pivots = ipiv
+            .iter()
+            .map(|&p| int(p + 1))
+            .collect::<Result<Vec<i32>, _>>()?;
+        let s = &lane.stream;
+        // Freed on the stream once the interchanges have read it (cudarc's stream-ordered free).
+        let pivots = s
+            .clone_htod(&pivots)
+            .map_err(|e| gpu_error("copying the interchanges to the device", e))?;
+        let (pp, _read_pivots) = pivots.device_ptr(s);
+        let (ld, cols) = (int(write.rows.max(1))?, int(write.cols)?);
+        let (pa, _read_a) = panel.data.device_ptr(s);
+        let (pc, _write_c) = write.data.device_ptr_mut(s);
+        // The rows from the step's first: column-major, so `first` elements into each matrix.
+        let at = |ptr: u64, row: usize| (ptr as *mut T).wrapping_add(row);
+        let (l11, l21) = (
+            In {
+                ptr: at(pa, first).cast_const(),
+                ld,
+            },
+            In {
+                ptr: at(pa, first + b).cast_const(),
+                ld,
+            },
+        );
+        let (c1, c2) = (
+            Out {
+                ptr: at(pc, first),
+                ld,
+            },
+            Out {
+                ptr: at(pc, first + b),
+                ld,
+            },
+        );
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        let (bi, below) = (int(b)?, int(rows - b)?);
+        // SAFETY: the pointers are live device buffers of the shapes checked above and by
+        // `launch_with` (the panel's and the block column's rows from `first`, their leading
+        // dimension their rows), in T's precision; the interchanges are b 1-based rows of those
+        // (checked above), in device memory kept until the stream has run the call; cudarc's guards
+        // order the stream after earlier copies and record this use; scalars are host values.
+        unsafe {
+            T::laswp(lane.solver.0, cols, c1, (bi, pp as *const i32))
+                .result()
+                .map_err(|e| gpu_error(&format!("cuSOLVER {}laswp", T::PRECISION), e))?;
+            if op == Op::LuSwap {
+                return Ok(());
+            }
+            let (h, one) = (lane.blas.0, T::from_f64(1.0));
+            let unit = Some((FILL_LOWER, DIAG_UNIT));
+            T::trsm(h, (LEFT, N), unit, (bi, cols), one, l11, c1)
+                .result()
+                .map_err(|e| gpu_error(&format!("cuBLAS {}trsm ({op})", T::PRECISION), e))?;
+            if below > 0 {
+                let c1 = In {
+                    ptr: c1.ptr.cast_const(),
+                    ld,
+                };
+                let minus = (T::from_f64(-1.0), one);
+                T::gemm(h, (N, N), (below, cols, bi), minus, (l21, c1), c2)
+                    .result()
+                    .map_err(|e| gpu_error(&format!("cuBLAS {}gemm ({op})", T::PRECISION), e))?;
+            }
+        }
+        Ok(())
     }
 
     /// A whole host matrix copied to device memory (pageable memory, synchronous: the peers'
@@ -1969,6 +2091,14 @@ trait CudaScalar: Scalar {
         reads: (In<Self>, In<Self>),
         c: Out<Self>,
     ) -> BlasStatus;
+    /// LAPACK's ?laswp on the n columns of `a`: rows 1..=k swapped, in order, with the 1-based rows
+    /// `ipiv` names (k device integers).
+    unsafe fn laswp(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: Out<Self>,
+        ipiv: (i32, *const i32),
+    ) -> SolverStatus;
     /// POTRF's workspace, in elements, for an `n x n` lower triangle.
     unsafe fn potrf_buffer_size(
         h: solver::cusolverDnHandle_t,
@@ -1990,8 +2120,17 @@ trait CudaScalar: Scalar {
 macro_rules! cuda_scalar {
     ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
      $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
-     $potri_bufsize:ident, $potri:ident) => {
+     $potri_bufsize:ident, $potri:ident, $laswp:ident) => {
         impl CudaScalar for $ty {
+            unsafe fn laswp(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: Out<Self>,
+                (k, ipiv): (i32, *const i32),
+            ) -> SolverStatus {
+                // SAFETY: the caller's.
+                unsafe { solver::$laswp(h, n, a.ptr.cast(), a.ld, 1, k, ipiv, 1) }
+            }
             const ADJOINT: blas::cublasOperation_t = blas::cublasOperation_t::$adj;
             const DATA_TYPE: solver::cudaDataType = solver::cudaDataType::$dtype;
             unsafe fn trmm(
@@ -2221,7 +2360,8 @@ cuda_scalar!(
     cublasStrttp,
     cublasStpttr,
     cusolverDnSpotri_bufferSize,
-    cusolverDnSpotri
+    cusolverDnSpotri,
+    cusolverDnSlaswp
 );
 cuda_scalar!(
     f64,
@@ -2238,7 +2378,8 @@ cuda_scalar!(
     cublasDtrttp,
     cublasDtpttr,
     cusolverDnDpotri_bufferSize,
-    cusolverDnDpotri
+    cusolverDnDpotri,
+    cusolverDnDlaswp
 );
 cuda_scalar!(
     c32,
@@ -2255,7 +2396,8 @@ cuda_scalar!(
     cublasCtrttp,
     cublasCtpttr,
     cusolverDnCpotri_bufferSize,
-    cusolverDnCpotri
+    cusolverDnCpotri,
+    cusolverDnClaswp
 );
 cuda_scalar!(
     c64,
@@ -2272,7 +2414,8 @@ cuda_scalar!(
     cublasZtrttp,
     cublasZtpttr,
     cusolverDnZpotri_bufferSize,
-    cusolverDnZpotri
+    cusolverDnZpotri,
+    cusolverDnZlaswp
 );
 
 #[cfg(test)]

@@ -257,6 +257,59 @@ mod tests {
     use crate::{c32, c64};
     use faer::Mat;
 
+    /// A device's path to the update: the interchanges and the step's first row as arguments give
+    /// the update of the rows from it, the rows above untouched; wrong arguments are refused.
+    #[test]
+    fn the_update_with_its_arguments_is_the_update_of_the_rows_from_the_steps_first() {
+        use crate::{AnyMat, KernelArgs, Scalar};
+        let (n, b, first) = (40, 8, 16);
+        let mut panel = random::<f64>(n, b, 5);
+        let mut ipiv = vec![0; b];
+        Backend::Faer
+            .lu_panel(
+                panel.as_mut().subrows_mut(first, n - first),
+                &mut ipiv,
+                Par::Seq,
+            )
+            .unwrap();
+        let c = random::<f64>(n, 6, 6);
+        let mut expected = c.clone();
+        let rows = n - first;
+        Backend::Faer
+            .lu_update(
+                panel.as_ref().subrows(first, rows),
+                &ipiv,
+                expected.as_mut().subrows_mut(first, rows),
+                Par::Seq,
+            )
+            .unwrap();
+        let mut out = AnyMat::zeros(crate::Precision::D, n, 6);
+        out.as_mut()
+            .copy_from(f64::any_ref(c.as_ref()), None)
+            .unwrap();
+        let args = KernelArgs::Pivots { first, ipiv };
+        let reads = [f64::any_ref(panel.as_ref())];
+        Backend::Faer
+            .run_any_with(Op::LuUpdate, &reads, out.as_mut(), &args, Par::Seq)
+            .unwrap();
+        let got = f64::of_any_ref(out.as_ref()).unwrap();
+        assert!(got == expected.as_ref(), "the update differs");
+        let refused = |op, args: &KernelArgs| {
+            let mut out = AnyMat::zeros(crate::Precision::D, n, 6);
+            (Backend::Faer.run_any_with(op, &reads, out.as_mut(), args, Par::Seq)).unwrap_err()
+        };
+        let err = refused(Op::LuUpdate, &KernelArgs::None).to_string();
+        assert!(err.contains("interchanges"), "{err}");
+        let err = refused(Op::Potrf, &args).to_string();
+        assert!(err.contains("no arguments"), "{err}");
+        let below = KernelArgs::Pivots {
+            first: n + 1,
+            ipiv: vec![0; b],
+        };
+        let err = refused(Op::LuSwap, &below).to_string();
+        assert!(err.contains("first row"), "{err}");
+    }
+
     #[test]
     fn an_empty_panel_factors_into_nothing() {
         for rows in [0, 5] {

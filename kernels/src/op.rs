@@ -310,8 +310,29 @@ pub enum GpuCall {
     /// cuBLAS's triangular product on a copy of the tile's lower triangle, the panel steps as
     /// cuBLAS's ?trsm, ?syrk/?herk and ?trmm.
     Inverse,
+    /// LU's update and interchanges on the rows from the step's first ([`KernelArgs::Pivots`]):
+    /// cuSOLVER's ?laswp, then for the update cuBLAS's unit lower ?trsm on the step's rows and
+    /// ?gemm below them.
+    Pivoted,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
+}
+
+/// What a kernel takes besides its tiles, given by the work that holds it (the runtime's
+/// `Workload::kernel_args`) to a device's kernel, which has no other way to reach it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelArgs {
+    /// Nothing: the tiles are the whole of the kernel's input.
+    #[default]
+    None,
+    /// LU's update or interchanges of step k ([`Op::LuUpdate`], [`Op::LuSwap`]).
+    Pivots {
+        /// The step's first row in the block columns: the kernel works on the rows from it down.
+        first: usize,
+        /// The panel's interchanges, local to those rows: row i swapped with `ipiv[i] >= i`, in
+        /// order.
+        ipiv: Vec<usize>,
+    },
 }
 
 /// Where a platform model takes an operation's rate from.
@@ -518,11 +539,16 @@ impl Op {
     /// same shape of work where a model has no measurement of its own; `None` for any other
     /// operation.
     fn family_work_codelet(self) -> Option<Codelet> {
-        const NO_LU_GPU: &str =
-            "LU's kernels run on CPU clusters only (MAGMA's hybrid is not built)";
+        const NO_LU_GPU: &str = "LU's panel runs on CPU clusters (MAGMA's hybrid: the update on GPUs, the panel on CPUs)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
         let lu = |name, reads, writes, like| {
             cpu_only(CpuCall::Pivoted, NO_LU_GPU, (name, reads, writes), like)
+        };
+        // The update and the interchanges: on GPUs too, with the interchanges as their arguments.
+        let lu_gpu = |name, reads, writes, like| {
+            let Declared(name, reads, writes, cpu, _, rate) =
+                cpu_only(CpuCall::Pivoted, "", (name, reads, writes), like);
+            Declared(name, reads, writes, cpu, GpuCall::Pivoted, rate)
         };
         let qr = |name, reads, writes, like| {
             cpu_only(CpuCall::Reflectors, NO_QR_GPU, (name, reads, writes), like)
@@ -536,13 +562,13 @@ impl Op {
                 )
                 .on_critical_path(),
             // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
-            Op::LuUpdate => lu("lu_update", 1, 1, Op::GemmNt).work(panel_rows, |s| {
+            Op::LuUpdate => lu_gpu("lu_update", 1, 1, Op::GemmNt).work(panel_rows, |s| {
                 let ((m, n), b) = (s.mn(), s.cols(0));
                 n * b * (b - 1.0) + 2.0 * (m - b) * b * n
             }),
             // Memory traffic alone: modelled by the entries it moves (a rate of zero flops would
             // model it free).
-            Op::LuSwap => lu("lu_swap", 1, 1, Op::GemmNt)
+            Op::LuSwap => lu_gpu("lu_swap", 1, 1, Op::GemmNt)
                 .work(panel_rows, |_| 0.0)
                 .modelled_as(|s| s.mn().0 * s.mn().1),
             // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
@@ -1072,6 +1098,8 @@ mod tests {
                 "solve_right",
                 "syrk_adjoint",
                 "trmm_adjoint",
+                "lu_update",
+                "lu_swap",
                 "solve_unit_lower",
                 "solve_upper",
                 "matmul"
@@ -1084,6 +1112,7 @@ mod tests {
                 GpuCall::Potrf => assert_eq!(c.cpu, CpuCall::Potrf, "{op}"),
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
                 GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
+                GpuCall::Pivoted => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
                 GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
             }
             // A borrowed rate comes from an operation that has its own.

@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::erased::{AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
-use crate::op::{Blas, CpuCall, Op, Solve};
+use crate::op::{Blas, CpuCall, KernelArgs, Op, Solve};
 use crate::par::threads;
 use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
@@ -115,6 +115,76 @@ impl Backend {
             backend.run(op, &reads, write, par)
         }
         each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
+    }
+
+    /// [`Backend::run_any`] with what the kernel takes besides its tiles: LU's update and
+    /// interchanges ([`KernelArgs::Pivots`]) on the rows of the panel and the block column from the
+    /// step's first; any other operation with [`KernelArgs::None`] as `run_any` runs it.
+    pub fn run_any_with(
+        self,
+        op: Op,
+        reads: &[AnyRef<'_>],
+        write: AnyMut<'_>,
+        args: &KernelArgs,
+        par: Par,
+    ) -> Result<(), KernelError> {
+        let (first, ipiv) = match (op.codelet().cpu, args) {
+            (_, KernelArgs::None) => return self.run_any(op, reads, write, par),
+            (CpuCall::Pivoted, KernelArgs::Pivots { first, ipiv }) if op != Op::LuPanel => {
+                (*first, ipiv)
+            }
+            (_, args) => {
+                return Err(KernelError::Operands {
+                    op,
+                    reason: format!("{op} takes no arguments besides its tiles, given {args:?}"),
+                });
+            }
+        };
+        fn typed<T: Scalar>(
+            backend: Backend,
+            (op, panel): (Op, AnyRef<'_>),
+            (first, ipiv): (usize, &[usize]),
+            c: MatMut<'_, T>,
+            par: Par,
+        ) -> Result<(), KernelError> {
+            let panel = T::of_any_ref(panel).ok_or_else(|| KernelError::Operands {
+                op,
+                reason: format!(
+                    "the panel is in precision {} but the block column in {}",
+                    panel.precision(),
+                    T::PRECISION
+                ),
+            })?;
+            if first > panel.nrows().min(c.nrows()) {
+                return Err(KernelError::Operands {
+                    op,
+                    reason: format!(
+                        "the step's first row {first} lies below the panel ({} rows) or the block column ({})",
+                        panel.nrows(),
+                        c.nrows()
+                    ),
+                });
+            }
+            let rows = c.nrows() - first;
+            let (panel, c) = (
+                panel.subrows(first, panel.nrows() - first),
+                c.subrows_mut(first, rows),
+            );
+            match op {
+                Op::LuUpdate => backend.lu_update(panel, ipiv, c, par),
+                _ => backend.lu_swap(panel, ipiv, c),
+            }
+        }
+        let [panel] = reads else {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!(
+                    "expected the panel alone as a read, got {} reads",
+                    reads.len()
+                ),
+            });
+        };
+        each_precision!(write, AnyMut, w => typed(self, (op, *panel), (first, ipiv), w, par))
     }
 
     /// The body of [`Self::matmul`], compiled in this crate for each scalar (see `compiled`).

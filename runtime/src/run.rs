@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Par};
+use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Par};
 
 use crate::data::{MemoryNode, NoRoom};
 use crate::perfmodel::KernelKey;
@@ -51,6 +51,12 @@ pub trait Workload: Sync {
     fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
         let _ = tile;
         None
+    }
+    /// What `task`'s kernel takes besides its tiles, for a device to run it (LU's interchanges: the
+    /// work holds them, a device's kernel has no other way to them). Nothing by default.
+    fn kernel_args(&self, task: TaskId) -> KernelArgs {
+        let _ = task;
+        KernelArgs::None
     }
     /// How many inputs of `task` come from outside the run (tiles another process sends): the task
     /// is ready once its predecessors have ended and [`Inbox::arrived`](crate::Inbox::arrived) was

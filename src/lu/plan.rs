@@ -12,8 +12,9 @@ use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 
 /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
 /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it works
-/// on (the panel's rows down, [`lu_shape`]), not its block column's. LU's kernels have no GPU
-/// kernels yet: runs keep them on CPU clusters.
+/// on (the panel's rows down, [`lu_shape`]), not its block column's. The panels run on CPU
+/// clusters; the updates and interchanges on GPUs too, with the panel's interchanges as their
+/// kernels' arguments (MAGMA's hybrid).
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     // A panel, then an update or an interchange task per other block column: t^2 tasks.
     let t = n.div_ceil(tile) as u128;
@@ -42,7 +43,7 @@ pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan
 /// rows are spread over `process_rows` process rows ([`lu_tiles`]: the panel gathered where its
 /// diagonal tile lives, the interchanges between process rows through exchange tiles), in
 /// `precision`; 2 n^3 / 3 flops. Each task's kernel key has the shapes of its work
-/// ([`lu_tiles_shapes`]). LU's kernels run on CPU clusters only.
+/// ([`lu_tiles_shapes`]). Its kernels run on CPU clusters only.
 pub(crate) fn tiles(
     n: usize,
     tile: usize,
@@ -70,8 +71,9 @@ pub(crate) fn tiles(
     let mut plan = Plan::assemble(algorithm, precision, tile, layouts, graph, flops);
     plan.set_keys(|task| lu_tiles_shapes(&tiling, task));
     plan.schedule.restrictions = cpu_only_ops();
-    // Its solves and products run with the interchanges, on CPU clusters too.
-    for op in [Op::SolveUnitLower, Op::Update] {
+    // Its solves and products run with the interchanges, on CPU clusters too, and so do its
+    // interchange tasks (its work gives a device's kernels no interchanges).
+    for op in [Op::SolveUnitLower, Op::Update, Op::LuUpdate, Op::LuSwap] {
         plan.schedule
             .restrictions
             .push((op, vec![ResourceKind::Cpu]));

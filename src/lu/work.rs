@@ -4,7 +4,7 @@
 
 use faer::Par;
 use hetla_factorizations::{Op, TaskId, TileRef, Tiling};
-use hetla_kernels::{KernelError, Scalar};
+use hetla_kernels::{KernelArgs, KernelError, Scalar};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles, operands};
@@ -32,6 +32,21 @@ pub(crate) struct PivotedWork<'w, T: Scalar> {
 
 impl<T: Scalar> Workload for PivotedWork<'_, T> {
     delegate_to_tiles!();
+
+    /// A device's update or interchanges of step k take the step's first row and the panel's
+    /// interchanges, local to the rows from it (set by the panel, which the graph orders first).
+    fn kernel_args(&self, id: TaskId) -> KernelArgs {
+        let task = self.tiles.graph.task(id);
+        if !matches!(task.op, Op::LuUpdate | Op::LuSwap) {
+            return KernelArgs::None;
+        }
+        let step = hetla_factorizations::lu_step(task);
+        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
+        KernelArgs::Pivots {
+            first,
+            ipiv: self.local_pivots(first, width),
+        }
+    }
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -73,9 +88,7 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
         } else {
             panel.subrows(first, rows)
         };
-        let ipiv: Vec<usize> = (0..width)
-            .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
-            .collect();
+        let ipiv = self.local_pivots(first, width);
         // SAFETY: as above; the block written is not the panel read (checked by `operands`).
         let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
         let block = block.subrows_mut(first, rows);
@@ -84,6 +97,17 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
             _ => backend.lu_swap(panel, &ipiv, block),
         }?;
         store.ran(id, task, &[write.tile])
+    }
+}
+
+impl<T: Scalar> PivotedWork<'_, T> {
+    /// The interchanges of the panel whose first row is `first` (`width` of them), local to the
+    /// rows from it.
+    fn local_pivots(&self, first: usize, width: usize) -> Vec<usize> {
+        use std::sync::atomic::Ordering::Relaxed;
+        (0..width)
+            .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
+            .collect()
     }
 }
 

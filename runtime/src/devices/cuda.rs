@@ -5,9 +5,9 @@ use std::sync::{Arc, OnceLock};
 
 use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
-use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
+use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Precision};
 
-use super::device::{Device, Launched, Pending, stream_for};
+use super::device::{Device, KernelCall, Launched, Pending, stream_for};
 use super::replicas::Replicas;
 use crate::data::Handle;
 
@@ -165,11 +165,14 @@ impl Device for CudaDevice {
         self.gpu.streams()
     }
 
-    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
-        let stream = stream_for(op, self.gpu.streams(), &self.turn);
-        let kernel = self.replicas.with_operands(reads, write, |reads, write| {
-            self.gpu.launch_on(stream, op, reads, write)
-        })??;
+    fn launch_with(&self, call: &KernelCall<'_>) -> Result<Launched, KernelError> {
+        let stream = stream_for(call.op, self.gpu.streams(), &self.turn);
+        let kernel = self
+            .replicas
+            .with_operands(call.reads, call.write, |reads, write| {
+                self.gpu
+                    .launch_with(stream, (call.op, call.args), reads, write)
+            })??;
         Ok(Launched::new(GpuPending(kernel)))
     }
 }

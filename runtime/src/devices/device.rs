@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use hetla_clusters::CopyThreads;
-use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Op, Precision};
+use hetla_kernels::{
+    AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Precision,
+};
 
 use crate::data::Handle;
 
@@ -54,6 +56,20 @@ impl Launched {
     pub fn wait(self) -> Result<f64, KernelError> {
         self.0.wait()
     }
+}
+
+/// A kernel for a device to queue ([`Device::launch_with`]): its operation, the replicas it reads
+/// (in [`Op`]'s operand order) and the one it writes, and what it takes besides its tiles (LU's
+/// interchanges).
+pub struct KernelCall<'a> {
+    /// The operation.
+    pub op: Op,
+    /// The replicas it only reads.
+    pub reads: &'a [Handle],
+    /// The replica it writes.
+    pub write: Handle,
+    /// What it takes besides its tiles.
+    pub args: &'a KernelArgs,
 }
 
 /// A device worker's memory and kernels, addressed by data handle.
@@ -114,9 +130,19 @@ pub trait Device: Send + Sync {
     fn release(&self, handle: Handle);
     /// Frees every replica.
     fn clear(&self);
-    /// Queues `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`, after the
-    /// copies into them, and returns without waiting for it.
-    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError>;
+    /// Queues `call` after the copies into its replicas and returns without waiting for it.
+    fn launch_with(&self, call: &KernelCall<'_>) -> Result<Launched, KernelError>;
+    /// Queues `op` on the replicas `reads` (in [`Op`]'s operand order) and `write`, an operation
+    /// that takes nothing besides its tiles ([`Device::launch_with`]).
+    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+        let args = &KernelArgs::None;
+        self.launch_with(&KernelCall {
+            op,
+            reads,
+            write,
+            args,
+        })
+    }
     /// Runs `op` and waits for it; its seconds on the device.
     fn run(&self, op: Op, reads: &[Handle], write: Handle) -> Result<f64, KernelError> {
         self.launch(op, reads, write)?.wait()

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use hetla_clusters::CopyThreads;
 use hetla_kernels::{
-    AnyMat, AnyMut, AnyRef, Backend, DeviceSpan, HostRange, KernelError, Op, Par, PinnedRanges,
-    Precision,
+    AnyMat, AnyMut, AnyRef, Backend, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Par,
+    PinnedRanges, Precision,
 };
 
-use super::device::{Device, Launched, stream_for};
+use super::device::{Device, KernelCall, Launched, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
 use crate::data::Handle;
@@ -395,13 +395,19 @@ impl Device for EmulatedDevice {
         self.held.store(0, Ordering::SeqCst);
     }
 
-    fn launch(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+    fn launch_with(&self, call: &KernelCall<'_>) -> Result<Launched, KernelError> {
+        let &KernelCall {
+            op,
+            reads,
+            write,
+            args,
+        } = call;
         if self.counts.downloading.load(Ordering::SeqCst) > 0 {
             self.counts
                 .launched_beside_downloads
                 .fetch_add(1, Ordering::SeqCst);
         }
-        self.launch_now(op, reads, write)
+        self.launch_now(op, (reads, write), args.clone())
     }
 }
 
@@ -441,7 +447,12 @@ impl EmulatedDevice {
     }
 
     /// Queues `op` on the compute stream after the last writes of its operands.
-    fn launch_now(&self, op: Op, reads: &[Handle], write: Handle) -> Result<Launched, KernelError> {
+    fn launch_now(
+        &self,
+        op: Op,
+        (reads, write): (&[Handle], Handle),
+        args: KernelArgs,
+    ) -> Result<Launched, KernelError> {
         let done = Event::new();
         let operand = |handle: Handle, t: &EmuTile| Operand {
             handle,
@@ -468,7 +479,7 @@ impl EmulatedDevice {
         let stream = stream_for(op, self.compute.len(), &self.turn);
         counts.by_stream[stream].fetch_add(1, Ordering::SeqCst);
         self.compute[stream].submit(done.clone(), move || {
-            let result = run_emulated(op, &inputs, &output, ordered, &counts);
+            let result = run_emulated((op, &args), &inputs, &output, ordered, &counts);
             counts.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
         })?;
@@ -488,10 +499,10 @@ struct Operand {
 }
 
 /// An emulated kernel on the compute stream: waits for the last writes of its operands (when
-/// `ordered`), checks that no copy into them is still on its way, and runs `op` with faer on one
-/// core; returns its seconds.
+/// `ordered`), checks that no copy into them is still on its way, and runs `op` with its `args`
+/// with faer on one core; returns its seconds.
 fn run_emulated(
-    op: Op,
+    (op, args): (Op, &KernelArgs),
     inputs: &[Operand],
     output: &Operand,
     ordered: bool,
@@ -524,7 +535,7 @@ fn run_emulated(
     let running = counts.running.fetch_add(1, Ordering::SeqCst) + 1;
     counts.peak_running.fetch_max(running, Ordering::SeqCst);
     let start = Instant::now();
-    let result = Backend::Faer.run_any(op, &views, out.as_mut(), Par::Seq);
+    let result = Backend::Faer.run_any_with(op, &views, out.as_mut(), args, Par::Seq);
     let seconds = start.elapsed().as_secs_f64();
     counts.running.fetch_sub(1, Ordering::SeqCst);
     result.map(|()| seconds)

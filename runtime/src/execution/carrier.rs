@@ -258,7 +258,13 @@ impl Devices<'_> {
             });
         };
         let reads: Vec<Handle> = reads.iter().map(|&(h, _)| h).collect();
-        device.launch(op, &reads, write)
+        let args = &self.work.kernel_args(task);
+        device.launch_with(&crate::KernelCall {
+            op,
+            reads: &reads,
+            write,
+            args,
+        })
     }
 }
 
