@@ -28,7 +28,8 @@
 #              cuSOLVER ?potrf, and the ds mixed solve.
 #   extra      the inverse (GPU factor, CPU inverse kernels) and LU on this machine's cores,
 #              beside their library peers, then LU with its updates and interchanges on the
-#              GPU beside the last cluster shape (its panels there).
+#              GPU beside the last cluster shape (its panels there) against cuSOLVER's ?getrf
+#              (resident, from pageable and from page-locked host memory).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
 #              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
@@ -254,7 +255,7 @@ part_extra() {
     row "$dir" lu lu --n "$small_n" --compare --repeat "$repeat"
     # LU's updates and interchanges on the GPU, its panels on the clusters (issue 74 item 1),
     # beside the cores alone above.
-    row "$dir" lu-gpu lu --n "$small_n" --clusters "$clusters" --gpus "$gpus" --repeat "$repeat"
+    row "$dir" lu-gpu lu --n "$small_n" --clusters "$clusters" --gpus "$gpus" --compare gpu --repeat "$repeat"
 }
 
 part_inverse() {

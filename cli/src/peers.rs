@@ -249,13 +249,7 @@ pub fn real_gpu(platform: &hetla::Platform) -> bool {
 
 /// What a cuSOLVER peer computes.
 #[cfg(feature = "cuda")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cusolver {
-    /// The Cholesky factor, ?potrf.
-    Potrf,
-    /// The inverse of the SPD matrix, ?potrf then ?potri (its lower triangle).
-    Inverse,
-}
+pub use hetla_kernels::cuda::SolverPeer as Cusolver;
 
 /// cuSOLVER's `call` (the matrix's precision) on GPU `index`, timed three ways after one warm-up
 /// call each, best and median of `runs`: on the matrix already in device memory (its copy there not
@@ -278,20 +272,14 @@ pub fn cusolver<T: Scalar>(
     let name = match call {
         Cusolver::Potrf => format!("cusolver-{}potrf", T::PRECISION),
         Cusolver::Inverse => format!("cusolver-{0}potrf+{0}potri", T::PRECISION),
+        Cusolver::Getrf => format!("cusolver-{}getrf", T::PRECISION),
     };
     device_peer::<T>(index, (&name, flops), a.shape(), |gpu, mut out| {
-        Ok(match call {
-            Cusolver::Potrf => [
-                gpu.time_resident_potrf(a, runs)?,
-                gpu.time_host_potrf(a, out.rb_mut(), runs)?,
-                gpu.page_locked(&[a], out, |m, o| gpu.time_host_potrf(m[0], o, runs))?,
-            ],
-            Cusolver::Inverse => [
-                gpu.time_resident_potri(a, runs)?,
-                gpu.time_host_potri(a, out.rb_mut(), runs)?,
-                gpu.page_locked(&[a], out, |m, o| gpu.time_host_potri(m[0], o, runs))?,
-            ],
-        })
+        Ok([
+            gpu.time_resident_solver(call, a, runs)?,
+            gpu.time_host_solver(call, a, out.rb_mut(), runs)?,
+            gpu.page_locked(&[a], out, |m, o| gpu.time_host_solver(call, m[0], o, runs))?,
+        ])
     })
 }
 

@@ -172,6 +172,29 @@ pub struct GpuKernel {
     info: Option<PinnedHostSlice<i32>>,
 }
 
+/// What a cuSOLVER peer computes ([`GpuContext::time_resident_solver`],
+/// [`GpuContext::time_host_solver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolverPeer {
+    /// The Cholesky factor, ?potrf.
+    Potrf,
+    /// The inverse of the SPD matrix, ?potrf then ?potri (its lower triangle).
+    Inverse,
+    /// The LU factorisation with partial pivoting, ?getrf (its interchanges left on the device).
+    Getrf,
+}
+
+impl SolverPeer {
+    /// The operation that names its work in errors.
+    fn op(self) -> Op {
+        match self {
+            SolverPeer::Potrf => Op::Potrf,
+            SolverPeer::Inverse => Op::Trtri,
+            SolverPeer::Getrf => Op::LuPanel,
+        }
+    }
+}
+
 impl GpuKernel {
     /// Whether the kernel (and its `devInfo` copy) has finished; errors of the stream are reported
     /// by [`GpuKernel::wait`].
@@ -202,8 +225,8 @@ impl GpuKernel {
                 .unwrap_or(0);
             match word {
                 0 => {}
-                // TRTRI's info > 0: a zero on the diagonal (LAPACK's convention).
-                i if i > 0 && op == Op::Trtri => {
+                // TRTRI's and GETRF's info > 0: a zero on the diagonal (LAPACK's convention).
+                i if i > 0 && matches!(op, Op::Trtri | Op::LuPanel) => {
                     return Err(KernelError::Singular {
                         index: (i - 1) as usize,
                     });
@@ -1217,22 +1240,53 @@ impl GpuContext {
         Ok(tile)
     }
 
-    /// The cuSOLVER peer: copies `a` to device memory once (untimed), then factors a fresh device
-    /// copy of it with one cusolverDn?potrf call (the precision of `T`) `1 + runs` times (the first
-    /// a warm-up: library loading, workspace, clocks) and returns the `runs` timed calls' seconds,
-    /// each timed by events around the call alone.
-    pub fn time_resident_potrf<T: Scalar>(
+    /// cuSOLVER's `peer` call (the matrix's precision) on the square `a` already in device memory:
+    /// copied there once (untimed), then on a fresh device copy of it each time, `1 + runs` calls
+    /// (the first a warm-up), each the kernels' seconds by their events.
+    pub fn time_resident_solver<T: Scalar>(
         &self,
+        peer: SolverPeer,
         a: MatRef<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
-        let n = a.nrows();
-        if a.ncols() != n {
-            return Err(KernelError::Operands {
-                op: Op::Potrf,
-                reason: format!("the matrix is {}x{}, not square", n, a.ncols()),
-            });
+        self.time_resident(a, (peer.op(), runs), |work| self.solver_peer(peer, work))
+    }
+
+    /// cuSOLVER's `peer` call as a program makes it on `a` in host memory: `a` copied in (from
+    /// pageable memory as it lies: the driver stages it; from page-locked memory by DMA), the call,
+    /// the result copied out into `out` (`a` stays as it is for the next call), `1 + runs` times
+    /// (the first a warm-up), each call timed whole by the wall clock.
+    pub fn time_host_solver<T: Scalar>(
+        &self,
+        peer: SolverPeer,
+        a: MatRef<'_, T>,
+        out: MatMut<'_, T>,
+        runs: usize,
+    ) -> Result<Vec<f64>, KernelError> {
+        self.time_host((a, out), (peer.op(), runs), |work| {
+            self.solver_peer(peer, work)
+        })
+    }
+
+    /// The kernels of `peer` on the device matrix `a`, waited for; their seconds by their events.
+    fn solver_peer(&self, peer: SolverPeer, a: &mut GpuTile) -> Result<f64, KernelError> {
+        match peer {
+            SolverPeer::Potrf => self.run(Op::Potrf, &[], a),
+            SolverPeer::Inverse => self.potrf_potri(a),
+            SolverPeer::Getrf => self.getrf(a),
         }
+    }
+
+    /// `call` on a fresh device copy of the square `a` (copied to device memory once, untimed; each
+    /// copy within the device is not timed either), `1 + runs` times (the first a warm-up): the
+    /// seconds `call` returns (its kernels' by their events). `op` names the work in errors.
+    fn time_resident<T: Scalar>(
+        &self,
+        a: MatRef<'_, T>,
+        (op, runs): (Op, usize),
+        call: impl Fn(&mut GpuTile) -> Result<f64, KernelError>,
+    ) -> Result<Vec<f64>, KernelError> {
+        let n = square_order(a, op)?;
         let pristine = self.resident(a)?;
         let mut work = self.alloc(T::PRECISION, n, n)?;
         warm_then_time(runs, || {
@@ -1241,7 +1295,34 @@ impl GpuContext {
                     .memcpy_dtod(&pristine.data, &mut work.data)
                     .map_err(|e| gpu_error("copying the matrix on the device", e))?;
             }
-            self.run(Op::Potrf, &[], &mut work)
+            call(&mut work)
+        })
+    }
+
+    /// `call` as a program makes it on the square matrix `a` in host memory: `a` copied in, the
+    /// call, the result copied out into `out` (of `a`'s shape; `a` stays as it is for the next
+    /// call), `1 + runs` times (the first a warm-up); the wall-clock seconds of the `runs` timed
+    /// calls, copies included. `op` names the work in errors.
+    fn time_host<T: Scalar>(
+        &self,
+        (a, mut out): (MatRef<'_, T>, MatMut<'_, T>),
+        (op, runs): (Op, usize),
+        call: impl Fn(&mut GpuTile) -> Result<f64, KernelError>,
+    ) -> Result<Vec<f64>, KernelError> {
+        let n = square_order(a, op)?;
+        if (out.nrows(), out.ncols()) != (n, n) {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!("the output is {}x{}, not {n}x{n}", out.nrows(), out.ncols()),
+            });
+        }
+        let mut work = self.alloc(T::PRECISION, n, n)?;
+        warm_then_time(runs, || {
+            let start = std::time::Instant::now();
+            self.copy_in(a, &mut work)?;
+            call(&mut work)?;
+            self.copy_out(&work, out.rb_mut())?;
+            Ok(start.elapsed().as_secs_f64())
         })
     }
 
@@ -1281,86 +1362,6 @@ impl GpuContext {
         done
     }
 
-    /// The cuSOLVER peer as a program calls it on a matrix in host memory: copy `a` in, one
-    /// cusolverDn?potrf call, copy the factor out into `out` (same shape; `a` stays as it is for
-    /// the next call), `1 + runs` times (the first a warm-up); the wall-clock seconds of the `runs`
-    /// timed calls, copies included.
-    pub fn time_host_potrf<T: Scalar>(
-        &self,
-        a: MatRef<'_, T>,
-        mut out: MatMut<'_, T>,
-        runs: usize,
-    ) -> Result<Vec<f64>, KernelError> {
-        let n = a.nrows();
-        if a.ncols() != n || (out.nrows(), out.ncols()) != (n, n) {
-            return Err(KernelError::Operands {
-                op: Op::Potrf,
-                reason: format!(
-                    "the matrix is {}x{} and its output {}x{}: both must be square of one order",
-                    n,
-                    a.ncols(),
-                    out.nrows(),
-                    out.ncols()
-                ),
-            });
-        }
-        let mut work = self.alloc(T::PRECISION, n, n)?;
-        warm_then_time(runs, || {
-            let start = std::time::Instant::now();
-            self.copy_in(a, &mut work)?;
-            self.run(Op::Potrf, &[], &mut work)?;
-            self.copy_out(&work, out.rb_mut())?;
-            Ok(start.elapsed().as_secs_f64())
-        })
-    }
-
-    /// cuSOLVER's inverse of an SPD matrix, ?potrf then ?potri (the lower triangle of A^-1), timed
-    /// as [`GpuContext::time_resident_potrf`] on the matrix already in device memory: each timed
-    /// call is the two kernels' seconds by their events.
-    pub fn time_resident_potri<T: Scalar>(
-        &self,
-        a: MatRef<'_, T>,
-        runs: usize,
-    ) -> Result<Vec<f64>, KernelError> {
-        let n = square_order(a, Op::Trtri)?;
-        let pristine = self.resident(a)?;
-        let mut work = self.alloc(T::PRECISION, n, n)?;
-        warm_then_time(runs, || {
-            if n > 0 {
-                self.compute()
-                    .memcpy_dtod(&pristine.data, &mut work.data)
-                    .map_err(|e| gpu_error("copying the matrix on the device", e))?;
-            }
-            self.potrf_potri(&mut work)
-        })
-    }
-
-    /// cuSOLVER's inverse as a program calls it on a matrix in host memory: copy `a` in, ?potrf and
-    /// ?potri, copy the lower triangle of A^-1 (the upper one as `a`'s) out into `out`, each call
-    /// timed whole by the wall clock, as [`GpuContext::time_host_potrf`].
-    pub fn time_host_potri<T: Scalar>(
-        &self,
-        a: MatRef<'_, T>,
-        mut out: MatMut<'_, T>,
-        runs: usize,
-    ) -> Result<Vec<f64>, KernelError> {
-        let n = square_order(a, Op::Trtri)?;
-        if (out.nrows(), out.ncols()) != (n, n) {
-            return Err(KernelError::Operands {
-                op: Op::Trtri,
-                reason: format!("the output is {}x{}, not {n}x{n}", out.nrows(), out.ncols()),
-            });
-        }
-        let mut work = self.alloc(T::PRECISION, n, n)?;
-        warm_then_time(runs, || {
-            let start = std::time::Instant::now();
-            self.copy_in(a, &mut work)?;
-            self.potrf_potri(&mut work)?;
-            self.copy_out(&work, out.rb_mut())?;
-            Ok(start.elapsed().as_secs_f64())
-        })
-    }
-
     /// ?potrf then ?potri on the device matrix `a` (lower triangles), waited for; the seconds of
     /// the two by their events.
     fn potrf_potri(&self, a: &mut GpuTile) -> Result<f64, KernelError> {
@@ -1368,7 +1369,29 @@ impl GpuContext {
         if a.rows == 0 {
             return Ok(factor);
         }
-        let (n, lda) = (int(a.rows)?, int(a.rows)?);
+        let n = int(a.rows)?;
+        let potri = with_scalar!(a.precision, T => self.solver_call::<T>(
+            a,
+            (Op::Trtri, "?potri"),
+            // SAFETY (both): `out` is the live n x n device matrix, lwork a host integer, the
+            // workspace of at least lwork elements and devInfo live device buffers.
+            |h, out, lwork| unsafe { T::potri_buffer_size(h, n, out, lwork) },
+            |h, out, work, info| unsafe { T::potri(h, n, out, work, info) },
+        ))?;
+        Ok(factor + potri.wait()?)
+    }
+
+    /// Queues the cuSOLVER routine `call` (`name` in errors, `op`'s rules for its devInfo) on the
+    /// device matrix `a` in `T`'s precision on the first compute stream, between two events, with a
+    /// workspace of the elements `size` asks for (the lane's, grown as needed) and a devInfo; the
+    /// kernel, to wait for.
+    fn solver_call<T: CudaScalar>(
+        &self,
+        a: &mut GpuTile,
+        (op, name): (Op, &str),
+        size: impl FnOnce(solver::cusolverDnHandle_t, Out<T>, *mut i32) -> SolverStatus,
+        call: impl FnOnce(solver::cusolverDnHandle_t, Out<T>, (*mut T, i32), *mut i32) -> SolverStatus,
+    ) -> Result<GpuKernel, KernelError> {
         self.bind()?;
         let lane = &self.lanes[0];
         let s = &lane.stream;
@@ -1382,39 +1405,62 @@ impl GpuContext {
         let mut scratch = lock(&lane.scratch);
         let mut info = s
             .alloc_zeros::<i32>(1)
-            .map_err(|e| gpu_error("allocating POTRI's devInfo", e))?;
-        let precision = a.precision;
-        with_scalar!(precision, T => {
-            let mut lwork = 0i32;
-            let (pa, _use_a) = a.data.device_ptr_mut(s);
-            let out = Out { ptr: pa as *mut T, ld: lda };
-            // SAFETY: pa is a live n x n device buffer with leading dimension lda.
-            unsafe { T::potri_buffer_size(h, n, out, &mut lwork) }
-                .result()
-                .map_err(|e| gpu_error("cusolverDn?potri_bufferSize", e))?;
-            let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
-            PotrfScratch::grow(s, &mut scratch.work, needed, "POTRI's workspace")?;
-            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
-            let (pi, _use_i) = info.device_ptr_mut(s);
-            start.record(s).map_err(|e| gpu_error("recording an event", e))?;
-            // SAFETY: live device buffers: A (n x n, lda), a workspace of at least lwork
-            // elements, one int for devInfo.
-            unsafe { T::potri(h, n, out, (pw as *mut T, lwork), pi as *mut i32) }
-                .result()
-                .map_err(|e| gpu_error("cusolverDn?potri", e))?;
-            Ok::<(), KernelError>(())
-        })?;
+            .map_err(|e| gpu_error(&format!("allocating {name}'s devInfo"), e))?;
+        let mut lwork = 0i32;
+        let (pa, use_a) = a.data.device_ptr_mut(s);
+        let out = Out {
+            ptr: pa as *mut T,
+            ld: int(a.rows.max(1))?,
+        };
+        size(h, out, &mut lwork)
+            .result()
+            .map_err(|e| gpu_error(&format!("cusolverDn{name}_bufferSize"), e))?;
+        let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
+        PotrfScratch::grow(s, &mut scratch.work, needed, &format!("{name}'s workspace"))?;
+        let (pw, use_w) = scratch.work.device_ptr_mut(s);
+        let (pi, use_i) = info.device_ptr_mut(s);
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        call(h, out, (pw as *mut T, lwork), pi as *mut i32)
+            .result()
+            .map_err(|e| gpu_error(&format!("cusolverDn{name}"), e))?;
         end.record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
+        // Their uses recorded on the stream, for later copies and kernels.
+        drop((use_a, use_w, use_i));
         let host = self.info_to_host(lane, &info)?;
         drop(scratch);
-        let potri = GpuKernel {
-            op: Op::Trtri,
+        Ok(GpuKernel {
+            op,
             start,
             end,
             info: Some(host),
-        };
-        Ok(factor + potri.wait()?)
+        })
+    }
+
+    /// ?getrf on the device matrix `a` (square), waited for; its seconds by its events. A zero
+    /// pivot is [`KernelError::Singular`] at its column.
+    fn getrf(&self, a: &mut GpuTile) -> Result<f64, KernelError> {
+        if a.rows == 0 {
+            return Ok(0.0);
+        }
+        let n = int(a.rows)?;
+        let s = &self.lanes[0].stream;
+        let mut ipiv = s
+            .alloc_zeros::<i32>(a.rows)
+            .map_err(|e| gpu_error("allocating ?getrf's interchanges", e))?;
+        let (pp, use_p) = ipiv.device_ptr_mut(s);
+        let kernel = with_scalar!(a.precision, T => self.solver_call::<T>(
+            a,
+            (Op::LuPanel, "?getrf"),
+            // SAFETY (both): `out` is the live n x n device matrix, lwork a host integer, the
+            // workspace, the n interchanges and devInfo live device buffers of their sizes.
+            |h, out, lwork| unsafe { T::getrf_buffer_size(h, (n, n), out, lwork) },
+            |h, out, (work, _), info| unsafe { T::getrf(h, (n, n), out, work, (pp as *mut i32, info)) },
+        ))?;
+        drop(use_p);
+        kernel.wait()
     }
 
     /// The cuBLAS peer as a program calls it on matrices in host memory: copy A and B in, C = A B
@@ -2099,6 +2145,22 @@ trait CudaScalar: Scalar {
         a: Out<Self>,
         ipiv: (i32, *const i32),
     ) -> SolverStatus;
+    /// GETRF's workspace, in elements, for an `m x n` matrix.
+    unsafe fn getrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32),
+        a: Out<Self>,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// P A = L U with partial pivoting of the m x n A in place; min(m, n) 1-based interchanges into
+    /// `ipiv`, `info` receives devInfo.
+    unsafe fn getrf(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32),
+        a: Out<Self>,
+        work: *mut Self,
+        ipiv_info: (*mut i32, *mut i32),
+    ) -> SolverStatus;
     /// POTRF's workspace, in elements, for an `n x n` lower triangle.
     unsafe fn potrf_buffer_size(
         h: solver::cusolverDnHandle_t,
@@ -2120,8 +2182,27 @@ trait CudaScalar: Scalar {
 macro_rules! cuda_scalar {
     ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
      $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
-     $potri_bufsize:ident, $potri:ident, $laswp:ident) => {
+     $potri_bufsize:ident, $potri:ident, $laswp:ident, $getrf_bufsize:ident, $getrf:ident) => {
         impl CudaScalar for $ty {
+            unsafe fn getrf_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                (m, n): (i32, i32),
+                a: Out<Self>,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe { solver::$getrf_bufsize(h, m, n, a.ptr.cast(), a.ld, lwork) }
+            }
+            unsafe fn getrf(
+                h: solver::cusolverDnHandle_t,
+                (m, n): (i32, i32),
+                a: Out<Self>,
+                work: *mut Self,
+                (ipiv, info): (*mut i32, *mut i32),
+            ) -> SolverStatus {
+                // SAFETY: the caller's.
+                unsafe { solver::$getrf(h, m, n, a.ptr.cast(), a.ld, work.cast(), ipiv, info) }
+            }
             unsafe fn laswp(
                 h: solver::cusolverDnHandle_t,
                 n: i32,
@@ -2361,7 +2442,9 @@ cuda_scalar!(
     cublasStpttr,
     cusolverDnSpotri_bufferSize,
     cusolverDnSpotri,
-    cusolverDnSlaswp
+    cusolverDnSlaswp,
+    cusolverDnSgetrf_bufferSize,
+    cusolverDnSgetrf
 );
 cuda_scalar!(
     f64,
@@ -2379,7 +2462,9 @@ cuda_scalar!(
     cublasDtpttr,
     cusolverDnDpotri_bufferSize,
     cusolverDnDpotri,
-    cusolverDnDlaswp
+    cusolverDnDlaswp,
+    cusolverDnDgetrf_bufferSize,
+    cusolverDnDgetrf
 );
 cuda_scalar!(
     c32,
@@ -2397,7 +2482,9 @@ cuda_scalar!(
     cublasCtpttr,
     cusolverDnCpotri_bufferSize,
     cusolverDnCpotri,
-    cusolverDnClaswp
+    cusolverDnClaswp,
+    cusolverDnCgetrf_bufferSize,
+    cusolverDnCgetrf
 );
 cuda_scalar!(
     c64,
@@ -2415,7 +2502,9 @@ cuda_scalar!(
     cublasZtpttr,
     cusolverDnZpotri_bufferSize,
     cusolverDnZpotri,
-    cusolverDnZlaswp
+    cusolverDnZlaswp,
+    cusolverDnZgetrf_bufferSize,
+    cusolverDnZgetrf
 );
 
 #[cfg(test)]

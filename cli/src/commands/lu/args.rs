@@ -45,9 +45,11 @@ pub struct LuArgs {
     pub cond: Option<f64>,
     /// Also time, in this process and on the same matrix, faer's partial-pivoting LU (`faer-lu`)
     /// and, when built with the `openblas` feature, LAPACK ?getrf on OpenBLAS's threads
-    /// (`openblas-dgetrf`).
-    #[arg(long)]
-    pub compare: bool,
+    /// (`openblas-dgetrf`) (`cpu`), and with a CUDA GPU among `--gpus` cuSOLVER ?getrf on the
+    /// device-resident matrix, from pageable and from page-locked host memory, copies included
+    /// (`gpu`); `--compare` alone: all.
+    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
+    pub compare: Option<crate::commands::args::Compare>,
     /// The earlier spelling of `--precision ds` (with d) or `zc` (with z), kept for scripts.
     #[arg(long, hide = true)]
     pub mixed: bool,

@@ -105,7 +105,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         scheduler: args.scheduler,
     };
     let mut run = RunReport::of_grid(&world, setup, &lu.run, (&timings, residual), network);
-    let peers = match args.compare {
+    let peers = match args.compare.is_some() {
         true => Some(scalapack_peers(
             &world,
             (&a, &b),

@@ -161,8 +161,10 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         singular,
         mixed: None,
     };
-    if args.compare {
-        let rates = peers::library_peers(
+    let compare = args.compare;
+    let mut rates = Vec::new();
+    if compare.is_some_and(|c| c.cpu()) {
+        rates = peers::library_peers(
             || a.clone(),
             cores,
             runs,
@@ -173,6 +175,21 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
             },
             |backend, mut m, par| backend.library_lu(m.as_mut(), par).map(|_| ()),
         )?;
+    }
+    // With a CUDA GPU in the platform: cuSOLVER's ?getrf on the device-resident matrix and from
+    // host memory, GPU 0.
+    #[cfg(feature = "cuda")]
+    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
+        let repeat = runs.unwrap_or(1);
+        rates.extend(peers::cusolver(
+            peers::Cusolver::Getrf,
+            a.as_ref(),
+            0,
+            repeat,
+            flops,
+        )?);
+    }
+    if compare.is_some() {
         report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
