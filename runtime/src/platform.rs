@@ -90,8 +90,9 @@ pub struct Platform {
     /// run's workers and replicas; the shared default platform may be called from several user
     /// threads).
     run_lock: Mutex<()>,
-    /// A buffer a caller keeps between its runs on this platform ([`Platform::keep`]).
-    kept: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// The buffers callers keep between their runs on this platform, one of each type
+    /// ([`Platform::keep`]).
+    kept: Mutex<Vec<Box<dyn std::any::Any + Send>>>,
     workers: Vec<WorkerInfo>,
     models: Mutex<PerfModels>,
     model_file: Option<PathBuf>,
@@ -241,7 +242,7 @@ impl Platform {
             clusters,
             devices,
             run_lock: Mutex::new(()),
-            kept: Mutex::new(None),
+            kept: Mutex::new(Vec::new()),
             workers,
             models: Mutex::new(models),
             model_file,
@@ -327,17 +328,22 @@ impl Platform {
         lock
     }
 
-    /// Keeps `buffer` for a later run on this platform (replacing what was kept); it is freed with
-    /// the platform. A factorisation keeps its work buffer so that the next one on the same
-    /// platform need not map and fault in fresh memory.
+    /// Keeps `buffer` for a later run on this platform, replacing the buffer of its type kept
+    /// before (buffers of other types stay: a Cholesky's tile-major copy and an LDL^T factor's
+    /// workspace are kept side by side); they are freed with the platform. A factorisation keeps
+    /// its work buffer so that the next one on the same platform need not map and fault in fresh
+    /// memory.
     pub fn keep<B: std::any::Any + Send>(&self, buffer: B) {
-        *lock(&self.kept) = Some(Box::new(buffer));
+        let mut kept = lock(&self.kept);
+        kept.retain(|b| !b.is::<B>());
+        kept.push(Box::new(buffer));
     }
 
-    /// Takes back what [`Platform::keep`] kept, if it is a `B`.
+    /// Takes back the `B` that [`Platform::keep`] kept, if any (leaving those of other types).
     pub fn reclaim<B: std::any::Any + Send>(&self) -> Option<B> {
-        let kept = lock(&self.kept).take()?;
-        kept.downcast::<B>().ok().map(|b| *b)
+        let mut kept = lock(&self.kept);
+        let at = kept.iter().position(|b| b.is::<B>())?;
+        kept.swap_remove(at).downcast::<B>().ok().map(|b| *b)
     }
 
     /// Waits until no other run uses the devices, and keeps them for the caller.
@@ -576,6 +582,22 @@ pub fn wanted_copy_cores() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kept buffers: one of each type, a later one replacing its type's only, each taken back by
+    /// its own type and then gone.
+    #[test]
+    fn a_platform_keeps_one_buffer_of_each_type() {
+        let platform =
+            Platform::new(&ClusterSpec::Grid { count: 1, size: 1 }, Backend::Faer).unwrap();
+        platform.keep(vec![1.0f64; 3]);
+        platform.keep(String::from("first"));
+        platform.keep(String::from("second"));
+        assert_eq!(platform.reclaim::<u32>(), None);
+        assert_eq!(platform.reclaim::<String>().as_deref(), Some("second"));
+        assert_eq!(platform.reclaim::<String>(), None);
+        assert_eq!(platform.reclaim::<Vec<f64>>(), Some(vec![1.0; 3]));
+        assert_eq!(platform.reclaim::<Vec<f64>>(), None);
+    }
 
     #[test]
     fn devices_pack_on_their_host_core_and_a_share_of_the_idle_ones() {
