@@ -29,7 +29,8 @@
 #   extra      the inverse (GPU factor, CPU inverse kernels) and LU on this machine's cores,
 #              beside their library peers, then LU with its updates and interchanges on the
 #              GPU beside the last cluster shape (its panels there) against cuSOLVER's ?getrf
-#              (resident, from pageable and from page-locked host memory).
+#              (resident, from pageable and from page-locked host memory), and on the GPU
+#              alone (its panels by cuSOLVER's ?getrf).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
 #              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
@@ -37,8 +38,8 @@
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
-#              directions), then the same Cholesky rows simulated from it beside the real
-#              makespans.
+#              directions, LU's kernels inside LU runs on the GPU), then the same Cholesky
+#              rows and LU on the GPU alone simulated from it beside the real makespans.
 #   path       the data path issue's targets, each row beside the h200 model's prediction of
 #              it (`simulate --platform h200`, "sim-" rows; docs/gpu-model.md): Cholesky at
 #              PATH_NS (8192 16384 32768) on the GPU alone staged and page-locked (tile-major
@@ -256,6 +257,9 @@ part_extra() {
     # LU's updates and interchanges on the GPU, its panels on the clusters (issue 74 item 1),
     # beside the cores alone above.
     row "$dir" lu-gpu lu --n "$small_n" --clusters "$clusters" --gpus "$gpus" --compare gpu --repeat "$repeat"
+    # Every task on the GPU, the panels by cuSOLVER's ?getrf on the panel (no cluster beside it),
+    # resident peers timed in the row above.
+    row "$dir" lu-gpu-alone lu --n "$small_n" --clusters none --gpus "$gpus" --repeat "$repeat"
 }
 
 part_inverse() {
@@ -484,6 +488,10 @@ part_calibrate() {
             row "$dir" "sim-$1-$tile-$2" simulate --platform "$dir/platform.toml" --n "$1" --tile "$tile" \
                 --clusters "$2" --gpus 1
         done
+        # LU on the GPU alone, its kernels' rates timed inside LU runs by the calibration.
+        row "$dir" "real-lu-$small_n-$tile-none" lu --n "$small_n" --tile "$tile" --clusters none --gpus "$gpus" --repeat "$repeat"
+        row "$dir" "sim-lu-$small_n-$tile-none" simulate --factorization lu --platform "$dir/platform.toml" \
+            --n "$small_n" --tile "$tile" --clusters none --gpus 1
     done
 }
 

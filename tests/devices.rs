@@ -452,21 +452,80 @@ fn lu_beside<T: Scalar>(
     devices: Vec<Arc<dyn Device>>,
     (n, b): (usize, usize),
 ) -> (f64, Vec<hetla::Op>, faer::Mat<T>, Vec<usize>) {
-    let spec: ClusterSpec = "1x1".parse().unwrap();
-    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap();
-    let clusters = p.clusters().len();
     let a = hetla::matgen::random_in::<T>(n, n, 3);
-    let mut lu = a.clone();
-    let builder = hetla::Lu::new().platform(Arc::new(p)).tile(b);
-    let plan = builder.plan(n, T::PRECISION).unwrap();
-    let (trace, ipiv, zero) = builder.factor_planned(&plan, lu.as_mut()).unwrap();
+    let (on_devices, lu, ipiv, zero) = lu_on("1x1", devices, &a, b);
     assert_eq!(zero, None, "{}", T::PRECISION);
     let residual = hetla::check::lu_residual(a.as_ref(), lu.as_ref(), &ipiv);
+    (residual, on_devices, lu, ipiv)
+}
+
+/// LU of `a` in block columns of b on the clusters of `spec` and `devices`: the kernels each device
+/// ran, the factors, the interchanges and the first zero pivot.
+fn lu_on<T: Scalar>(
+    spec: &str,
+    devices: Vec<Arc<dyn Device>>,
+    a: &faer::Mat<T>,
+    b: usize,
+) -> (Vec<hetla::Op>, faer::Mat<T>, Vec<usize>, Option<usize>) {
+    let spec: ClusterSpec = spec.parse().unwrap();
+    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap();
+    let clusters = p.clusters().len();
+    let mut lu = a.clone();
+    let builder = hetla::Lu::new().platform(Arc::new(p)).tile(b);
+    let plan = builder.plan(a.nrows(), T::PRECISION).unwrap();
+    let (trace, ipiv, zero) = builder.factor_planned(&plan, lu.as_mut()).unwrap();
     let on_devices = (trace.tasks.iter())
         .filter(|t| t.worker.0 >= clusters)
         .map(|t| t.op)
         .collect();
-    (residual, on_devices, lu, ipiv)
+    (on_devices, lu, ipiv, zero)
+}
+
+/// The largest |x - y| over the entries of two matrices of one shape, and the largest |y|.
+fn largest_difference<T: Scalar>(x: &faer::Mat<T>, y: &faer::Mat<T>) -> (f64, f64) {
+    let abs = |x: T| x.to_c64().re.hypot(x.to_c64().im);
+    let entries = || (0..y.ncols()).flat_map(|j| (0..y.nrows()).map(move |i| (i, j)));
+    let diff = entries().fold(0.0, |m, (i, j)| f64::max(m, abs(x[(i, j)] - y[(i, j)])));
+    let largest = entries().fold(0.0, |m, (i, j)| f64::max(m, abs(y[(i, j)])));
+    (diff, largest)
+}
+
+/// LU on emulated devices with no cluster beside them, in every precision: the devices factor the
+/// panels too (their interchanges and zero pivots back through the panel's slot), with LAPACK's
+/// residual, the interchanges and factors of a cluster alone, and a zero pivot at its global column
+/// (a zero column inside the second block column, and in the last, ragged one).
+#[test]
+fn lu_panels_run_on_devices_where_no_cluster_is_beside_them_in_every_precision() {
+    fn check<T: Scalar>() {
+        let what = T::PRECISION;
+        let (n, b) = (230, 40);
+        let devices = || -> Vec<Arc<dyn Device>> {
+            (0..2)
+                .map(|_| Arc::new(EmulatedDevice::new(usize::MAX)) as Arc<dyn Device>)
+                .collect()
+        };
+        let a = hetla::matgen::random_in::<T>(n, n, 3);
+        let (on_devices, lu, ipiv, zero) = lu_on("none", devices(), &a, b);
+        assert_eq!(zero, None, "{what}");
+        let panels = n.div_ceil(b);
+        let count = |op| on_devices.iter().filter(|&&o| o == op).count();
+        assert_eq!(count(hetla::Op::LuPanel), panels, "{what}: {on_devices:?}");
+        let residual = hetla::check::lu_residual(a.as_ref(), lu.as_ref(), &ipiv);
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        let (_, alone, ipiv_alone, _) = lu_on("1x1", Vec::new(), &a, b);
+        assert_eq!(ipiv, ipiv_alone, "{what}");
+        let (diff, largest) = largest_difference(&lu, &alone);
+        assert!(diff <= 1e3 * what.epsilon() * largest, "{what}: {diff}");
+        for column in [55, n - 3] {
+            let mut singular = a.clone();
+            singular.col_mut(column).fill(T::from_f64(0.0));
+            let (_, _, _, zero) = lu_on("none", devices(), &singular, b);
+            assert_eq!(zero, Some(column), "{what}");
+        }
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
 }
 
 /// Whether a device ran LU's kernels, and only those that have GPU kernels (the updates and
@@ -491,12 +550,7 @@ fn lu_updates_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precisi
         assert!(ran_lu_updates(&on_device), "{what}: {on_device:?}");
         let (_, _, alone, ipiv_alone) = lu_beside::<T>(Vec::new(), (450, 50));
         assert_eq!(ipiv, ipiv_alone, "{what}");
-        let abs = |x: T| x.to_c64().re.hypot(x.to_c64().im);
-        let entries = || (0..450).flat_map(|j| (0..450).map(move |i| (i, j)));
-        let diff = entries().fold(0.0, |m, (i, j)| {
-            f64::max(m, abs(lu[(i, j)] - alone[(i, j)]))
-        });
-        let largest = entries().fold(0.0, |m, (i, j)| f64::max(m, abs(alone[(i, j)])));
+        let (diff, largest) = largest_difference(&lu, &alone);
         assert!(diff <= 1e3 * what.epsilon() * largest, "{what}: {diff}");
     }
     for precision in hetla::Precision::ALL {

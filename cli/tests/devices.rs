@@ -76,6 +76,11 @@ fn lu_runs_its_updates_on_a_gpu_from_the_command_line() {
         assert_eq!(gpu["name"], "gpu0", "{r}");
         assert!(gpu["tasks"].as_u64().unwrap() > 0, "{r}");
     }
+    // With no cluster beside it the GPU factors the panels too: every task is the GPU's.
+    let r = common::json("lu --n 600 --tile 100 --clusters none --gpus emulated:1");
+    assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+    assert_eq!(r["workers"][0]["name"], "gpu0", "{r}");
+    assert_eq!(r["workers"][0]["tasks"], 36, "{r}");
     let (ok, _, err) = common::run("lu --n 600 --grid 1x1 --gpus emulated:1");
     assert!(!ok && err.contains("--gpus none"), "{err}");
 }
@@ -142,6 +147,21 @@ fn calibration_measures_device_kernels_and_links() {
         r["makespan_ms"].as_f64().unwrap()
     };
     assert!(makespan("staged") > makespan("page-locked"));
+    // LU's kernels, timed on the GPU inside LU runs (its panels there too): a rate each, and LU
+    // simulated on the GPU from the file alone.
+    for op in ["lu_panel", "lu_update", "lu_swap"] {
+        let rate = (gpu.kernels.iter()).find(|k| k.op == op && k.tile == 64);
+        assert!(
+            rate.is_some_and(|k| k.gflops > 0.0),
+            "{op}: {:?}",
+            gpu.kernels
+        );
+    }
+    let r = common::json(&format!(
+        "simulate --factorization lu --platform {} --gpus 1 --clusters none --n 640 --tile 64",
+        file.display()
+    ));
+    assert_eq!(r["workers"][0]["tasks"], 100, "{r}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

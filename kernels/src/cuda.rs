@@ -45,7 +45,7 @@ use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
 use crate::any::each_precision;
-use crate::op::{Blas, GpuCall, KernelArgs, Solve};
+use crate::op::{Blas, GpuCall, KernelArgs, PanelFound, PanelSlot, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
@@ -170,6 +170,9 @@ pub struct GpuKernel {
     start: CudaEvent,
     end: CudaEvent,
     info: Option<PinnedHostSlice<i32>>,
+    /// An LU panel's devInfo and interchanges, copied back (devInfo first), and the slot that
+    /// [`GpuKernel::wait`] fills with them.
+    found: Option<(PinnedHostSlice<i32>, PanelSlot)>,
 }
 
 /// What a cuSOLVER peer computes ([`GpuContext::time_resident_solver`],
@@ -205,7 +208,8 @@ impl GpuKernel {
     /// Waits for the kernel and returns its duration on the device in seconds (between events
     /// recorded just before and after it: the wait for its operands' uploads is not in it). A POTRF
     /// whose `devInfo` is positive is [`KernelError::NotPositiveDefinite`] at that column of the
-    /// tile, a TRTRI's [`KernelError::Singular`].
+    /// tile, a TRTRI's [`KernelError::Singular`]; an LU panel's interchanges and first zero pivot
+    /// (no error: the factorisation goes on) are left in its slot ([`KernelArgs::Panel`]).
     pub fn wait(self) -> Result<f64, KernelError> {
         let op = self.op;
         self.end
@@ -243,8 +247,42 @@ impl GpuKernel {
                 }
             }
         }
+        if let Some((words, slot)) = &self.found {
+            // Copied before the end event, which has completed.
+            let words = words
+                .as_slice()
+                .map_err(|e| gpu_error("reading the panel's interchanges", e))?;
+            slot.fill(panel_found(op, words)?);
+        }
         Ok(f64::from(ms) / 1e3)
     }
+}
+
+/// What an LU panel found from cuSOLVER's ?getrf: its devInfo then its 1-based interchanges.
+fn panel_found(op: Op, words: &[i32]) -> Result<PanelFound, KernelError> {
+    let Some((&info, ipiv)) = words.split_first() else {
+        return Err(KernelError::Gpu {
+            message: format!("{op} copied back no devInfo"),
+        });
+    };
+    if info < 0 {
+        return Err(KernelError::Gpu {
+            message: format!("cuSOLVER's {op} rejected its argument {}", -info),
+        });
+    }
+    let ipiv = ipiv
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| match usize::try_from(p - 1) {
+            Ok(row) if row >= i => Ok(row),
+            _ => Err(KernelError::Gpu {
+                message: format!("cuSOLVER's {op} gave interchange {i} the 1-based row {p}"),
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    // A zero pivot (info > 0, 1-based) leaves the factorisation going on, as LAPACK's.
+    let zero = usize::try_from(info - 1).ok();
+    Ok(PanelFound { ipiv, zero })
 }
 
 /// One device: its context, compute and copy streams, cuBLAS and cuSOLVER handles, and page-locked
@@ -980,7 +1018,7 @@ impl GpuContext {
                 .map_err(|e| gpu_error("creating an event", e))
         };
         let (start, end) = (event()?, event()?);
-        let mut info = None;
+        let (mut info, mut found) = (None, None);
         if write.rows > 0 && write.cols > 0 {
             match call {
                 GpuCall::Potrf => {
@@ -999,12 +1037,21 @@ impl GpuContext {
                 GpuCall::Pivoted => with_scalar!(write.precision, T => {
                     self.queue_pivoted::<T>(lane, (op, args), reads, write, &start)
                 })?,
+                GpuCall::Panel => {
+                    found = Some(with_scalar!(write.precision, T => {
+                        self.queue_panel::<T>(lane, (op, args), write, &mut scratch, &start)
+                    })?);
+                }
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
             start
                 .record(s)
                 .map_err(|e| gpu_error("recording an event", e))?;
+            // An empty panel found nothing.
+            if let KernelArgs::Panel { found, .. } = args {
+                found.fill(PanelFound::default());
+            }
         }
         end.record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
@@ -1013,6 +1060,7 @@ impl GpuContext {
             start,
             end,
             info,
+            found,
         })
     }
 
@@ -1110,6 +1158,78 @@ impl GpuContext {
         status
             .result()
             .map_err(|e| gpu_error(&format!("cuBLAS {}{op}", T::PRECISION), e))
+    }
+
+    /// Queues LU's panel ([`GpuCall::Panel`]) in `T`'s precision (the tile's, checked by
+    /// `launch_with`): cuSOLVER's ?getrf on the block column's rows from the step's first (the
+    /// lane's workspace, grown as needed), `start` recorded just before it, then the copy of its
+    /// devInfo and interchanges into page-locked memory, read by [`GpuKernel::wait`] into the slot
+    /// returned with them.
+    fn queue_panel<T: CudaScalar>(
+        &self,
+        lane: &Lane,
+        (op, args): (Op, &KernelArgs),
+        write: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<(PinnedHostSlice<i32>, PanelSlot), KernelError> {
+        let KernelArgs::Panel { first, found } = args else {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!("{op} takes the step's first row and a slot, given {args:?}"),
+            });
+        };
+        let (first, b) = (*first, write.cols);
+        if first + b > write.rows {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!(
+                    "a panel of {b} columns from row {first} on a block column of {} rows",
+                    write.rows
+                ),
+            });
+        }
+        let s = &lane.stream;
+        let h = lane.solver.0;
+        let (m, n, ld) = (int(write.rows - first)?, int(b)?, int(write.rows)?);
+        // devInfo, then the b interchanges: one copy back.
+        let mut words = s
+            .alloc_zeros::<i32>(b + 1)
+            .map_err(|e| gpu_error("allocating the panel's interchanges", e))?;
+        let (pa, _use_a) = write.data.device_ptr_mut(s);
+        // The rows from the step's first: column-major, so `first` elements in.
+        let a = Out {
+            ptr: (pa as *mut T).wrapping_add(first),
+            ld,
+        };
+        let mut lwork = 0i32;
+        // SAFETY: `a` is the live (rows - first) x b block of the tile, leading dimension its
+        // rows; lwork is a host integer that outlives the call.
+        unsafe { T::getrf_buffer_size(h, (m, n), a, &mut lwork) }
+            .result()
+            .map_err(|e| gpu_error(&format!("cusolverDn{}getrf_bufferSize", T::PRECISION), e))?;
+        let needed = usize::try_from(lwork).unwrap_or(0).max(1) * size_of::<T>();
+        PotrfScratch::grow(s, &mut scratch.work, needed, "GETRF's workspace")?;
+        {
+            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
+            let (pi, _use_i) = words.device_ptr_mut(s);
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
+            let (info, ipiv) = (pi as *mut i32, (pi as *mut i32).wrapping_add(1));
+            // SAFETY: live device buffers: the block above, a workspace of at least lwork
+            // elements, b + 1 integers (devInfo, then the interchanges); the call only queues
+            // work on the stream, and cudarc's guards order it after earlier copies.
+            unsafe { T::getrf(h, (m, n), a, pw as *mut T, (ipiv, info)) }
+                .result()
+                .map_err(|e| gpu_error(&format!("cusolverDn{}getrf", T::PRECISION), e))?;
+        }
+        // SAFETY: b + 1 integers, written by the copy below before `GpuKernel::wait` reads them.
+        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(b + 1, 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for the interchanges", e))?;
+        s.memcpy_dtoh(&words, &mut host)
+            .map_err(|e| gpu_error("copying the panel's interchanges", e))?;
+        Ok((host, found.clone()))
     }
 
     /// Queues LU's update or interchanges ([`GpuCall::Pivoted`]) in `T`'s precision (the tiles',
@@ -1436,6 +1556,7 @@ impl GpuContext {
             start,
             end,
             info: Some(host),
+            found: None,
         })
     }
 
@@ -2567,5 +2688,19 @@ mod tests {
             (up.WidthInBytes, up.Height, down.WidthInBytes, down.Height),
             (160, 7, 160, 7)
         );
+    }
+
+    /// An LU panel's devInfo and 1-based interchanges, as ?getrf leaves them, read on the host:
+    /// 0-based interchanges, a zero pivot at its 0-based column without an error (the factorisation
+    /// goes on), and what no ?getrf gives refused.
+    #[test]
+    fn a_panels_devinfo_and_interchanges_become_its_zero_pivot_and_0_based_rows() {
+        let found = panel_found(Op::LuPanel, &[0, 3, 2, 3]).unwrap();
+        assert_eq!(found.ipiv, vec![2, 1, 2]);
+        assert_eq!(found.zero, None);
+        assert_eq!(panel_found(Op::LuPanel, &[2, 1, 2]).unwrap().zero, Some(1));
+        for words in [&[][..], &[-4, 1], &[0, 0], &[0, 2, 1]] {
+            assert!(panel_found(Op::LuPanel, words).is_err(), "{words:?}");
+        }
     }
 }

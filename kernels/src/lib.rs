@@ -69,7 +69,7 @@ pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};
 
 pub use op::{
-    Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, KernelArgs, MatMul, Op, RateSource,
-    Shape, Shapes, Solve, Stack, hessenberg_groups,
+    Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, KernelArgs, MatMul, Op, PanelFound,
+    PanelSlot, RateSource, Shape, Shapes, Solve, Stack, hessenberg_groups,
 };
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};

@@ -310,6 +310,52 @@ mod tests {
         assert!(err.contains("first row"), "{err}");
     }
 
+    /// A device's path to the panel: the step's first row as its argument factors the rows from it
+    /// (the rows above untouched) as the backend's panel does, and leaves the interchanges and the
+    /// zero pivot in the slot; reads are refused.
+    #[test]
+    fn the_panel_with_its_arguments_factors_the_rows_from_the_steps_first_into_its_slot() {
+        use crate::{AnyMat, KernelArgs, PanelFound, PanelSlot, Scalar};
+        let (n, b, first) = (40, 8, 16);
+        let mut a = random::<f64>(n, b, 7);
+        a.col_mut(3).fill(0.0);
+        let mut expected = a.clone();
+        let mut ipiv = vec![0; b];
+        let zero = Backend::Faer
+            .lu_panel(
+                expected.as_mut().subrows_mut(first, n - first),
+                &mut ipiv,
+                Par::Seq,
+            )
+            .unwrap();
+        assert_eq!(zero, Some(3));
+        let mut out = AnyMat::zeros(crate::Precision::D, n, b);
+        out.as_mut()
+            .copy_from(f64::any_ref(a.as_ref()), None)
+            .unwrap();
+        let found = PanelSlot::new();
+        let args = KernelArgs::Panel {
+            first,
+            found: found.clone(),
+        };
+        Backend::Faer
+            .run_any_with(Op::LuPanel, &[], out.as_mut(), &args, Par::Seq)
+            .unwrap();
+        assert!(f64::of_any_ref(out.as_ref()).unwrap() == expected.as_ref());
+        assert_eq!(found.found(), Some(PanelFound { ipiv, zero }));
+        let reads = [f64::any_ref(a.as_ref())];
+        let err = (Backend::Faer.run_any_with(Op::LuPanel, &reads, out.as_mut(), &args, Par::Seq))
+            .unwrap_err();
+        assert!(err.to_string().contains("reads no tile"), "{err}");
+        let below = KernelArgs::Panel {
+            first: n + 1,
+            found,
+        };
+        let err = (Backend::Faer.run_any_with(Op::LuPanel, &[], out.as_mut(), &below, Par::Seq))
+            .unwrap_err();
+        assert!(err.to_string().contains("first row"), "{err}");
+    }
+
     #[test]
     fn an_empty_panel_factors_into_nothing() {
         for rows in [0, 5] {

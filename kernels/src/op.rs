@@ -314,6 +314,9 @@ pub enum GpuCall {
     /// cuSOLVER's ?laswp, then for the update cuBLAS's unit lower ?trsm on the step's rows and
     /// ?gemm below them.
     Pivoted,
+    /// LU's panel on the rows from the step's first ([`KernelArgs::Panel`]): cuSOLVER's ?getrf, its
+    /// interchanges and first zero pivot copied back to the host for the work that gave the slot.
+    Panel,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
 }
@@ -333,6 +336,68 @@ pub enum KernelArgs {
         /// order.
         ipiv: Vec<usize>,
     },
+    /// LU's panel of step k ([`Op::LuPanel`]): the kernel factors the block column's rows from
+    /// `first` and leaves its interchanges and first zero pivot in `found` before its wait returns.
+    Panel {
+        /// The step's first row in the block column.
+        first: usize,
+        /// Where the kernel leaves what the panel found, for the work that gave it.
+        found: PanelSlot,
+    },
+}
+
+/// What a factored LU panel found besides its block column: the interchanges, local to the rows
+/// from the step's first (row i swapped with `ipiv[i] >= i`, in order), and the first column whose
+/// pivot was exactly zero, local to the panel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PanelFound {
+    /// The interchanges, one per column of the panel.
+    pub ipiv: Vec<usize>,
+    /// The first column with an exactly zero pivot, if any.
+    pub zero: Option<usize>,
+}
+
+/// Where a device's LU panel kernel leaves what it found ([`KernelArgs::Panel`]): shared between
+/// the work that made it and the kernel, filled once by the kernel before the kernel's wait
+/// returns, so that the tasks the graph orders after the panel read it. Two slots are equal when
+/// they are the same slot.
+#[derive(Clone, Default)]
+pub struct PanelSlot(std::sync::Arc<std::sync::Mutex<Option<PanelFound>>>);
+
+impl PanelSlot {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Leaves what the panel found (a second call replaces it).
+    pub fn fill(&self, found: PanelFound) {
+        *self.lock() = Some(found);
+    }
+
+    /// What the panel found, once its kernel has ended; `None` before (or when it ran elsewhere).
+    pub fn found(&self) -> Option<PanelFound> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<PanelFound>> {
+        // A panicked filler leaves either nothing or a whole value: the data stays usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PartialEq for PanelSlot {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PanelSlot {}
+
+impl std::fmt::Debug for PanelSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PanelSlot").field(&self.found()).finish()
+    }
 }
 
 /// Where a platform model takes an operation's rate from.
@@ -535,40 +600,45 @@ impl Op {
     }
 
     /// The codelets of the kernels that run through their family's own work (LU's interchanges,
-    /// QR's T's beside the tiles), on CPU clusters only, each rated as the Cholesky kernel of the
-    /// same shape of work where a model has no measurement of its own; `None` for any other
-    /// operation.
+    /// QR's T's beside the tiles), each rated as the Cholesky kernel of the same shape of work
+    /// where a model has no measurement of its own: LU's on GPUs too, with what they take or give
+    /// besides their tiles as their kernels' arguments ([`KernelArgs`]), QR's on CPU clusters only;
+    /// `None` for any other operation.
     fn family_work_codelet(self) -> Option<Codelet> {
-        const NO_LU_GPU: &str = "LU's panel runs on CPU clusters (MAGMA's hybrid: the update on GPUs, the panel on CPUs)";
         const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
-        let lu = |name, reads, writes, like| {
-            cpu_only(CpuCall::Pivoted, NO_LU_GPU, (name, reads, writes), like)
-        };
-        // The update and the interchanges: on GPUs too, with the interchanges as their arguments.
-        let lu_gpu = |name, reads, writes, like| {
-            let Declared(name, reads, writes, cpu, _, rate) =
-                cpu_only(CpuCall::Pivoted, "", (name, reads, writes), like);
-            Declared(name, reads, writes, cpu, GpuCall::Pivoted, rate)
+        // On GPUs too: the panel with a slot for what it finds, the update and the interchanges
+        // with the panel's interchanges as their arguments.
+        let lu_gpu = |gpu, (name, reads, writes), like| {
+            Declared(
+                name,
+                reads,
+                writes,
+                CpuCall::Pivoted,
+                gpu,
+                RateSource::Like(like),
+            )
         };
         let qr = |name, reads, writes, like| {
             cpu_only(CpuCall::Reflectors, NO_QR_GPU, (name, reads, writes), like)
         };
         let codelet = match self {
             // ?getrf of an m x n matrix, m >= n.
-            Op::LuPanel => lu("lu_panel", 0, 1, Op::Potrf)
+            Op::LuPanel => lu_gpu(GpuCall::Panel, ("lu_panel", 0, 1), Op::Potrf)
                 .work(
                     |s| tall("A", s.written(), "a panel"),
                     |s| getrf_flops(s.mn()),
                 )
                 .on_critical_path(),
             // The unit triangular solve of the first b rows (c b (b - 1)) and the product below.
-            Op::LuUpdate => lu_gpu("lu_update", 1, 1, Op::GemmNt).work(panel_rows, |s| {
-                let ((m, n), b) = (s.mn(), s.cols(0));
-                n * b * (b - 1.0) + 2.0 * (m - b) * b * n
-            }),
+            Op::LuUpdate => {
+                lu_gpu(GpuCall::Pivoted, ("lu_update", 1, 1), Op::GemmNt).work(panel_rows, |s| {
+                    let ((m, n), b) = (s.mn(), s.cols(0));
+                    n * b * (b - 1.0) + 2.0 * (m - b) * b * n
+                })
+            }
             // Memory traffic alone: modelled by the entries it moves (a rate of zero flops would
             // model it free).
-            Op::LuSwap => lu_gpu("lu_swap", 1, 1, Op::GemmNt)
+            Op::LuSwap => lu_gpu(GpuCall::Pivoted, ("lu_swap", 1, 1), Op::GemmNt)
                 .work(panel_rows, |_| 0.0)
                 .modelled_as(|s| s.mn().0 * s.mn().1),
             // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
@@ -1098,6 +1168,7 @@ mod tests {
                 "solve_right",
                 "syrk_adjoint",
                 "trmm_adjoint",
+                "lu_panel",
                 "lu_update",
                 "lu_swap",
                 "solve_unit_lower",
@@ -1112,7 +1183,7 @@ mod tests {
                 GpuCall::Potrf => assert_eq!(c.cpu, CpuCall::Potrf, "{op}"),
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
                 GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
-                GpuCall::Pivoted => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
+                GpuCall::Pivoted | GpuCall::Panel => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
                 GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
             }
             // A borrowed rate comes from an operation that has its own.

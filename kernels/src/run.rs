@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::erased::{AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
-use crate::op::{Blas, CpuCall, KernelArgs, Op, Solve};
+use crate::op::{Blas, CpuCall, KernelArgs, Op, PanelFound, PanelSlot, Solve};
 use crate::par::threads;
 use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
@@ -119,7 +119,9 @@ impl Backend {
 
     /// [`Backend::run_any`] with what the kernel takes besides its tiles: LU's update and
     /// interchanges ([`KernelArgs::Pivots`]) on the rows of the panel and the block column from the
-    /// step's first; any other operation with [`KernelArgs::None`] as `run_any` runs it.
+    /// step's first, LU's panel ([`KernelArgs::Panel`]) on the block column's rows from the step's
+    /// first, what it found left in its slot; any other operation with [`KernelArgs::None`] as
+    /// `run_any` runs it.
     pub fn run_any_with(
         self,
         op: Op,
@@ -132,6 +134,27 @@ impl Backend {
             (_, KernelArgs::None) => return self.run_any(op, reads, write, par),
             (CpuCall::Pivoted, KernelArgs::Pivots { first, ipiv }) if op != Op::LuPanel => {
                 (*first, ipiv)
+            }
+            (CpuCall::Pivoted, KernelArgs::Panel { first, found }) if op == Op::LuPanel => {
+                fn typed<T: Scalar>(
+                    backend: Backend,
+                    (first, found): (usize, &PanelSlot),
+                    c: MatMut<'_, T>,
+                    par: Par,
+                ) -> Result<(), KernelError> {
+                    let rows = first_row(Op::LuPanel, first, c.nrows())?;
+                    let mut ipiv = vec![0; c.ncols()];
+                    let zero = backend.lu_panel(c.subrows_mut(first, rows), &mut ipiv, par)?;
+                    found.fill(PanelFound { ipiv, zero });
+                    Ok(())
+                }
+                if !reads.is_empty() {
+                    return Err(KernelError::Operands {
+                        op,
+                        reason: format!("the panel reads no tile, given {}", reads.len()),
+                    });
+                }
+                return each_precision!(write, AnyMut, w => typed(self, (*first, found), w, par));
             }
             (_, args) => {
                 return Err(KernelError::Operands {
@@ -155,17 +178,16 @@ impl Backend {
                     T::PRECISION
                 ),
             })?;
-            if first > panel.nrows().min(c.nrows()) {
+            if first > panel.nrows() {
                 return Err(KernelError::Operands {
                     op,
                     reason: format!(
-                        "the step's first row {first} lies below the panel ({} rows) or the block column ({})",
+                        "the step's first row {first} lies below the panel ({} rows)",
                         panel.nrows(),
-                        c.nrows()
                     ),
                 });
             }
-            let rows = c.nrows() - first;
+            let rows = first_row(op, first, c.nrows())?;
             let (panel, c) = (
                 panel.subrows(first, panel.nrows() - first),
                 c.subrows_mut(first, rows),
@@ -259,4 +281,16 @@ impl Backend {
     ) -> Result<(), KernelError> {
         self.matmul(a, b, c, -1.0, 1.0, par)
     }
+}
+
+/// The rows of a block column of `rows` from the step's `first` on (a device's LU kernels' view);
+/// an error when `first` lies below the block column.
+fn first_row(op: Op, first: usize, rows: usize) -> Result<usize, KernelError> {
+    rows.checked_sub(first)
+        .ok_or_else(|| KernelError::Operands {
+            op,
+            reason: format!(
+                "the step's first row {first} lies below the block column ({rows} rows)"
+            ),
+        })
 }

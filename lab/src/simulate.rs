@@ -391,10 +391,13 @@ pub fn simulate_grid(
             }
         })
         .collect();
-    // The plan's restrictions (QR's kernels on CPU clusters only) hold on every node.
+    // The plan's restrictions (QR's kernels on CPU clusters only) and preferences hold on every
+    // node.
+    let own = plan.run_options(&options.run);
     let options = SimOptions {
         run: hetla_runtime::RunOptions {
-            restrictions: plan.run_options(&options.run).restrictions,
+            restrictions: own.restrictions,
+            preferences: own.preferences,
             ..options.run.clone()
         },
         ..options.clone()

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::Op;
 
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
@@ -197,16 +196,17 @@ fn resident_check(
 
 /// The scheduler's context for `graph`, whose task `t` has model key `task_keys[t]`, on `workers`;
 /// `stats` gives the known statistics of a (key, class), `priorities` each task's priority. Errors
-/// with the first task no worker may run under `restrictions`.
+/// with the first task no worker may run under the run's restrictions and preferences.
 fn context<'a>(
     workers: &'a [WorkerInfo],
     graph: &TaskGraph,
     task_keys: impl IntoIterator<Item = KernelKey>,
     tile_bytes: &dyn Fn(TileRef) -> usize,
-    restrictions: &'a [(Op, Vec<ResourceKind>)],
+    options: &'a RunOptions,
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
     priorities: Vec<f64>,
 ) -> Result<Context<'a>, TaskId> {
+    let kinds: Vec<ResourceKind> = workers.iter().map(|w| w.kind).collect();
     let mut keys: Vec<KernelKey> = Vec::new();
     let mut key_index: HashMap<KernelKey, usize> = HashMap::new();
     let key_of_task: Vec<usize> = task_keys
@@ -247,10 +247,7 @@ fn context<'a>(
         .map(|((task, priority), key)| TaskInfo {
             priority,
             flops: task.flops,
-            allowed: restrictions
-                .iter()
-                .find(|(op, _)| *op == task.op)
-                .map(|(_, kinds)| kinds.as_slice()),
+            allowed: options.allowed_kinds(task.op, &kinds),
             key,
         })
         .collect();
@@ -358,13 +355,7 @@ pub(crate) fn prepare<'a>(
         None => graph.bottom_levels(),
     };
     let plan = context(
-        workers,
-        graph,
-        task_keys,
-        tile_bytes,
-        &options.restrictions,
-        stats,
-        priorities,
+        workers, graph, task_keys, tile_bytes, options, stats, priorities,
     )
     .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
     if options.write_back == WriteBack::Resident {
@@ -398,6 +389,7 @@ pub(crate) fn prepare<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hetla_kernels::Op;
 
     #[test]
     fn a_tile_is_written_back_after_its_last_write_only_when_a_later_task_reads_it() {
@@ -414,5 +406,27 @@ mod tests {
         let released = releases(&RunOptions::default(), &handles);
         assert_eq!(released[2], vec![Handle(1)]);
         assert_eq!(released[3], vec![Handle(2)]);
+    }
+
+    /// A preference holds where the platform has a worker of its kinds and lapses where it has
+    /// none; a restriction of the same operation comes first.
+    #[test]
+    fn a_preference_holds_only_where_the_platform_has_its_kinds_and_yields_to_a_restriction() {
+        use ResourceKind::{Cpu, Gpu};
+        let options = RunOptions {
+            restrictions: vec![(Op::Syrk, vec![Gpu])],
+            preferences: vec![(Op::Syrk, vec![Cpu]), (Op::LuPanel, vec![Cpu])],
+            ..RunOptions::default()
+        };
+        assert_eq!(
+            options.allowed_kinds(Op::LuPanel, &[Cpu, Gpu]),
+            Some(&[Cpu][..])
+        );
+        assert_eq!(options.allowed_kinds(Op::LuPanel, &[Gpu, Gpu]), None);
+        assert_eq!(
+            options.allowed_kinds(Op::Syrk, &[Cpu, Gpu]),
+            Some(&[Gpu][..])
+        );
+        assert_eq!(options.allowed_kinds(Op::Trsm, &[Cpu, Gpu]), None);
     }
 }

@@ -124,6 +124,10 @@ pub struct RunOptions {
     pub scheduler: SchedulerKind,
     /// Operations restricted to some resource kinds (others run anywhere).
     pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
+    /// Operations that run on some resource kinds where the platform has a worker of one of them,
+    /// and on any worker the restrictions allow otherwise (LU's panel: on the CPU clusters beside
+    /// GPUs, on the GPUs where no cluster is beside them).
+    pub preferences: Vec<(Op, Vec<ResourceKind>)>,
     /// A static allocation to follow instead of `scheduler` (see
     /// [`StaticPlan`](crate::StaticPlan)).
     pub plan: Option<Arc<StaticPlan>>,
@@ -241,6 +245,21 @@ impl RunOptions {
                 .scheduler
                 .build_with_beta(workers, self.dmda_beta.unwrap_or(DMDA_BETA))),
         }
+    }
+
+    /// The kinds of worker that may run `op` on a platform whose workers are of `kinds`: its
+    /// restriction, else its preference where the platform has a worker of one of its kinds;
+    /// `None`: any worker.
+    pub fn allowed_kinds(&self, op: Op, kinds: &[ResourceKind]) -> Option<&[ResourceKind]> {
+        fn find(list: &[(Op, Vec<ResourceKind>)], op: Op) -> Option<&[ResourceKind]> {
+            (list.iter())
+                .find(|(o, _)| *o == op)
+                .map(|(_, k)| k.as_slice())
+        }
+        find(&self.restrictions, op).or_else(|| {
+            find(&self.preferences, op)
+                .filter(|preferred| preferred.iter().any(|k| kinds.contains(k)))
+        })
     }
 
     /// The name of the policy the run follows ("static" with a plan).

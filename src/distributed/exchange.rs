@@ -207,6 +207,8 @@ pub(crate) fn run_share<T: Wire, C: Communicator>(
                 tiling: p.tiling,
                 ipiv: p.ipiv,
                 zero: p.zero,
+                // A rank's panels run on its CPU clusters.
+                found: &[],
             };
             &pivoted
         }
@@ -221,11 +223,13 @@ pub(crate) fn run_share<T: Wire, C: Communicator>(
             &reflected
         }
     };
+    // The plan's own restrictions and preferences (QR's kernels on CPU clusters only).
+    let own = share.plan.run_options(&RunOptions::default());
     let options = RunOptions {
         scheduler: run.scheduler,
         priorities: Some(share.priorities.clone()),
-        // The plan's own (QR's kernels on CPU clusters only).
-        restrictions: share.plan.run_options(&RunOptions::default()).restrictions,
+        restrictions: own.restrictions,
+        preferences: own.preferences,
         ..RunOptions::default()
     };
     let timeout = waiting(run);

@@ -42,7 +42,7 @@ impl GemmPlan {
             scheduler: Some(SchedulerKind::default()),
             plan: Some(Arc::new(plan)),
             placement: std::mem::take(&mut self.plan.schedule.placement),
-            restrictions: Vec::new(),
+            ..Schedule::default()
         };
         self.plan = product_plan(&self.tiling, machine.precision, schedule);
         self.planned.strategy = Strategy::Grid;
@@ -130,7 +130,7 @@ impl Gemm {
             scheduler: Some(options.scheduler),
             plan: options.plan,
             placement: options.placement,
-            restrictions: Vec::new(),
+            ..Schedule::default()
         };
         let plan = product_plan(&tiling, machine.precision, schedule);
         Ok(GemmPlan {

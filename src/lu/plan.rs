@@ -12,9 +12,10 @@ use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 
 /// The LU factorisation with partial pivoting of an `n x n` matrix in block columns of `tile`
 /// columns ([`lu`]), in `precision`; 2 n^3 / 3 flops. Each task's kernel key has the rows it works
-/// on (the panel's rows down, [`lu_shape`]), not its block column's. The panels run on CPU
-/// clusters; the updates and interchanges on GPUs too, with the panel's interchanges as their
-/// kernels' arguments (MAGMA's hybrid).
+/// on (the panel's rows down, [`lu_shape`]), not its block column's. Every kernel runs on GPUs too,
+/// with the panel's interchanges as the arguments of the updates and interchanges; the panels run
+/// on the CPU clusters where the platform has them (MAGMA's hybrid), on the GPUs where it has none
+/// (cuSOLVER's ?getrf on the panel, its interchanges copied back to the host).
 pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan> {
     // A panel, then an update or an interchange task per other block column: t^2 tasks.
     let t = n.div_ceil(tile) as u128;
@@ -36,6 +37,7 @@ pub(crate) fn factor(n: usize, tile: usize, precision: Precision) -> Result<Plan
             .collect()
     });
     plan.schedule.restrictions = cpu_only_ops();
+    plan.schedule.preferences = vec![(Op::LuPanel, vec![ResourceKind::Cpu])];
     Ok(plan)
 }
 
@@ -73,7 +75,13 @@ pub(crate) fn tiles(
     plan.schedule.restrictions = cpu_only_ops();
     // Its solves and products run with the interchanges, on CPU clusters too, and so do its
     // interchange tasks (its work gives a device's kernels no interchanges).
-    for op in [Op::SolveUnitLower, Op::Update, Op::LuUpdate, Op::LuSwap] {
+    for op in [
+        Op::SolveUnitLower,
+        Op::Update,
+        Op::LuPanel,
+        Op::LuUpdate,
+        Op::LuSwap,
+    ] {
         plan.schedule
             .restrictions
             .push((op, vec![ResourceKind::Cpu]));

@@ -4,7 +4,7 @@
 
 use faer::Par;
 use hetla_factorizations::{Op, TaskId, TileRef, Tiling};
-use hetla_kernels::{KernelArgs, KernelError, Scalar};
+use hetla_kernels::{KernelArgs, KernelError, PanelSlot, Scalar};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles, operands};
@@ -28,23 +28,35 @@ pub(crate) struct PivotedWork<'w, T: Scalar> {
     pub ipiv: &'w [std::sync::atomic::AtomicUsize],
     /// The first column whose pivot was exactly zero (`usize::MAX`: none).
     pub zero: &'w std::sync::atomic::AtomicUsize,
+    /// Where a device's panel of step k leaves what it found (`found[k]`), read instead of `ipiv`
+    /// and `zero` for that step once filled; empty where no panel runs on a device (a distributed
+    /// run's ranks).
+    pub found: &'w [PanelSlot],
 }
 
 impl<T: Scalar> Workload for PivotedWork<'_, T> {
     delegate_to_tiles!();
 
-    /// A device's update or interchanges of step k take the step's first row and the panel's
-    /// interchanges, local to the rows from it (set by the panel, which the graph orders first).
+    /// A device's panel of step k takes the step's first row and the step's slot for what it finds;
+    /// its update or interchanges take the step's first row and the panel's interchanges, local to
+    /// the rows from it (set by the panel, which the graph orders first).
     fn kernel_args(&self, id: TaskId) -> KernelArgs {
         let task = self.tiles.graph.task(id);
-        if !matches!(task.op, Op::LuUpdate | Op::LuSwap) {
-            return KernelArgs::None;
-        }
         let step = hetla_factorizations::lu_step(task);
-        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
-        KernelArgs::Pivots {
-            first,
-            ipiv: self.local_pivots(first, width),
+        let first = self.tiling.offset(step);
+        match task.op {
+            Op::LuPanel => match self.found.get(step) {
+                Some(found) => KernelArgs::Panel {
+                    first,
+                    found: found.clone(),
+                },
+                None => KernelArgs::None,
+            },
+            Op::LuUpdate | Op::LuSwap => KernelArgs::Pivots {
+                first,
+                ipiv: self.local_pivots(step),
+            },
+            _ => KernelArgs::None,
         }
     }
 
@@ -88,7 +100,7 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
         } else {
             panel.subrows(first, rows)
         };
-        let ipiv = self.local_pivots(first, width);
+        let ipiv = self.local_pivots(step);
         // SAFETY: as above; the block written is not the panel read (checked by `operands`).
         let block = unsafe { store.tile_mut(write.tile) }.ok_or_else(|| missing(write.tile))?;
         let block = block.subrows_mut(first, rows);
@@ -101,10 +113,14 @@ impl<T: Scalar> Workload for PivotedWork<'_, T> {
 }
 
 impl<T: Scalar> PivotedWork<'_, T> {
-    /// The interchanges of the panel whose first row is `first` (`width` of them), local to the
-    /// rows from it.
-    fn local_pivots(&self, first: usize, width: usize) -> Vec<usize> {
+    /// The interchanges of step `step`'s panel, local to the rows from the step's first: what its
+    /// slot holds when a device factored it, else what the panel's task stored.
+    fn local_pivots(&self, step: usize) -> Vec<usize> {
         use std::sync::atomic::Ordering::Relaxed;
+        if let Some(found) = self.found.get(step).and_then(PanelSlot::found) {
+            return found.ipiv;
+        }
+        let (first, width) = (self.tiling.offset(step), self.tiling.tile_cols(step));
         (0..width)
             .map(|i| self.ipiv[first + i].load(Relaxed).saturating_sub(first))
             .collect()
@@ -131,18 +147,26 @@ pub(crate) fn execute<T: Scalar>(
     let shape = |tile| plan.shape(tile);
     let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
     let zero = AtomicUsize::new(usize::MAX);
+    let found: Vec<PanelSlot> = (0..tiling.col_tiles()).map(|_| PanelSlot::new()).collect();
     let work = PivotedWork {
         tiles: tile_work(plan, &shape, &store, platform),
         tiling,
         ipiv: &ipiv,
         zero: &zero,
+        found: &found,
     };
     let trace =
         run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
-    let zero = Some(zero.into_inner()).filter(|&z| z != usize::MAX);
-    Ok((
-        trace,
-        ipiv.into_iter().map(AtomicUsize::into_inner).collect(),
-        zero,
-    ))
+    let mut ipiv: Vec<usize> = ipiv.into_iter().map(AtomicUsize::into_inner).collect();
+    let mut zero = Some(zero.into_inner()).filter(|&z| z != usize::MAX);
+    // The panels the devices factored: their interchanges and zero pivots, made global.
+    for (step, slot) in found.iter().enumerate() {
+        let Some(panel) = slot.found() else { continue };
+        let first = tiling.offset(step);
+        for (i, p) in panel.ipiv.iter().enumerate() {
+            ipiv[first + i] = first + p;
+        }
+        zero = zero.into_iter().chain(panel.zero.map(|z| first + z)).min();
+    }
+    Ok((trace, ipiv, zero))
 }

@@ -340,6 +340,9 @@ pub(crate) struct Schedule {
     pub placement: Vec<(TileRef, MemoryNode, Mode)>,
     /// Operations only some kinds of worker may run (those without a GPU kernel).
     pub restrictions: Vec<(Op, Vec<ResourceKind>)>,
+    /// Operations that run on some kinds of worker where the platform has them
+    /// ([`RunOptions::preferences`]).
+    pub preferences: Vec<(Op, Vec<ResourceKind>)>,
 }
 
 /// A factorisation (or a product) built once, then run, simulated, bounded and split over a process
@@ -563,6 +566,10 @@ impl Plan {
                 .restrictions
                 .iter()
                 .chain(&s.restrictions)
+                .cloned()
+                .collect(),
+            preferences: (base.preferences.iter())
+                .chain(&s.preferences)
                 .cloned()
                 .collect(),
             ..base.clone()

@@ -337,22 +337,33 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         });
     }
     let alone = platforms_alone(args, &sizes)?;
-    // Factorisations timed per CPU platform for the platform file.
-    let in_run = |p: &Platform| {
-        if args.output.is_some() && p.devices().is_empty() {
-            IN_RUN_FACTORISATIONS
-        } else {
-            0
-        }
+    // Factorisations timed per platform for the platform file: every family on the CPU
+    // platforms, on the GPUs alone those whose every kernel runs there besides Cholesky's (whose
+    // kernels are timed alone): their GPU rates come from those runs.
+    let in_run = match args.output {
+        Some(_) => IN_RUN_FACTORISATIONS,
+        None => 0,
     };
-    let steps: usize = platforms
-        .iter()
-        .map(|p| {
-            link_steps(p)
-                + args.kernels(&ops).steps(p)
-                + in_run_steps(&args.tiles(), in_run(p)) * Family::ALL.len()
-        })
-        .sum::<usize>()
+    let families = |p: &Platform| -> crate::Result<Vec<Family>> {
+        if p.devices().is_empty() {
+            return Ok(Family::ALL.to_vec());
+        }
+        let mut on_gpus = Vec::new();
+        for family in Family::ALL {
+            let ops = family.ops(args.precision)?;
+            if family != Family::Cholesky && ops.iter().all(|op| op.runs_on_gpus()) {
+                on_gpus.push(family);
+            }
+        }
+        Ok(on_gpus)
+    };
+    let mut steps = 0;
+    for p in &platforms {
+        steps += link_steps(p)
+            + args.kernels(&ops).steps(p)
+            + in_run_steps(&args.tiles(), in_run) * families(p)?.len();
+    }
+    let steps = steps
         + alone
             .iter()
             .map(|p| args.kernels(&ops).steps(p))
@@ -376,12 +387,12 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         args.kernels(&ops).run(platform, || bar.inc(1))?;
         // Every family's kernels inside its own factorisations; the runtime's gaps between tasks
         // from Cholesky's, as the platform files before the other families had them.
-        for family in Family::ALL {
+        for family in families(platform)? {
             let family_gaps = record_in_run(
                 platform,
                 family,
                 &args.tiles(),
-                in_run(platform),
+                in_run,
                 args.precision,
                 &mut measured_in_run,
                 || bar.inc(1),
@@ -451,7 +462,7 @@ impl PlatformFile<'_> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_else(|_| "this-machine".into());
-        let gpu = gpu_section(self.platforms, self.models, args)?;
+        let gpu = gpu_section(self.platforms, (self.models, self.in_run), args)?;
         let description = format!(
             "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions (and the rates of the kernels of LU, QR, LDL^T and the inverse) from the tasks' rates inside {IN_RUN_FACTORISATIONS} factorisations of each kind in 4 to {IN_RUN_TILES} tiles per side with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
             args.platform.backend
@@ -584,7 +595,7 @@ fn time_alone(
 /// has devices.
 fn gpu_section(
     platforms: &[Arc<Platform>],
-    models: &hetla_runtime::PerfModels,
+    (models, in_run): (&hetla_runtime::PerfModels, &hetla_runtime::PerfModels),
     args: &CalibrateArgs,
 ) -> crate::Result<Option<hetla_lab::GpuModel>> {
     platforms
@@ -595,7 +606,7 @@ fn gpu_section(
                 d.device.name(),
                 p.devices().len(),
                 d.device.budget(),
-                models,
+                (models, in_run),
                 &args.tiles(),
                 args.precision,
             )?;

@@ -153,18 +153,33 @@ impl PlatformModel {
 impl GpuModel {
     /// The GPU section of a platform file from what `hetla calibrate` measured on `count` GPUs
     /// named `name` (their class in `models`): each Cholesky kernel's rate at each of `tiles` from
-    /// its mean duration, the link both ways as measured (the default link when it was not), and
-    /// each GPU's memory budget in bytes.
+    /// its mean duration alone, the other kernels' that ran on the GPUs inside factorisations
+    /// (LU's: `in_run`, [`crate::record_in_run`]) where they were measured, the link both ways as
+    /// measured (the default link when it was not), and each GPU's memory budget in bytes.
     pub fn from_calibration(
         name: &str,
         count: usize,
         memory_bytes: usize,
-        models: &PerfModels,
+        (models, in_run): (&PerfModels, &PerfModels),
         tiles: &[usize],
         precision: Precision,
     ) -> Result<Self> {
         let class = ResourceClass::Gpu { name: name.into() };
         let mut kernels = Vec::new();
+        let others = (Op::ALL.into_iter()).filter(|op| !crate::CHOLESKY_OPS.contains(op));
+        for (op, &tile) in others.flat_map(|op| tiles.iter().map(move |t| (op, t))) {
+            let key = KernelKey::square(op, tile).in_precision(precision);
+            if let Some(stats) =
+                (in_run.get(&key, &class)).filter(|s| s.samples > 0 && s.mean > 0.0)
+            {
+                kernels.push(GpuKernelRate {
+                    op: op.name().into(),
+                    tile,
+                    precision,
+                    gflops: key.leading_flops() / stats.mean / 1e9,
+                });
+            }
+        }
         for &tile in tiles {
             for op in crate::CHOLESKY_OPS {
                 let key = KernelKey::square(op, tile).in_precision(precision);

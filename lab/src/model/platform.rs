@@ -928,8 +928,8 @@ impl PlatformModel {
                 });
             }
         }
-        // GPUs asked for must have work: QR and LDL^T have no GPU kernels yet (LU has, but for its
-        // panel), and a run would leave them idle.
+        // GPUs asked for must have work: QR and LDL^T have no GPU kernels yet, and a run would
+        // leave them idle.
         let idle = gpu.is_some_and(|g| {
             ops.iter()
                 .all(|&op| self.rate(op, tile, precision, &g).is_none())

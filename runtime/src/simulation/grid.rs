@@ -23,7 +23,7 @@ use crate::run::{RunOptions, RunStep, TaskFailure, WriteBack};
 use crate::schedulers::SchedContext;
 use crate::sync::lock;
 use crate::trace::{TaskEvent, Trace};
-use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
+use crate::workers::{ResourceKind, WorkerId};
 use crate::{Error, Result};
 
 /// Simulates a distributed run: each of `ranks` runs its tasks on its own platform with its own
@@ -740,8 +740,10 @@ fn prepare_rank<'a>(rank: &SimRank<'a>, run: &'a RunOptions) -> Result<(SchedCon
         rank.platform.capacities.clone(),
     )
     .map_err(|e| run_error(graph, e))?;
+    let kinds: Vec<_> = workers.iter().map(|w| w.kind).collect();
     for key in &tables.keys {
-        for worker in workers.iter().filter(|w| allowed(run, key, w)) {
+        let allowed = run.allowed_kinds(key.op, &kinds);
+        for worker in (workers.iter()).filter(|w| allowed.is_none_or(|k| k.contains(&w.kind))) {
             if (work.duration)(key, &worker.class).is_none() {
                 return Err(Error::InvalidOption {
                     option: "platform",
@@ -754,14 +756,6 @@ fn prepare_rank<'a>(rank: &SimRank<'a>, run: &'a RunOptions) -> Result<(SchedCon
         }
     }
     Ok((ctx, tables))
-}
-
-fn allowed(options: &RunOptions, key: &KernelKey, worker: &WorkerInfo) -> bool {
-    options
-        .restrictions
-        .iter()
-        .find(|(op, _)| *op == key.op)
-        .is_none_or(|(_, kinds)| kinds.contains(&worker.kind))
 }
 
 /// A run's failure as the runtime's error.
@@ -794,6 +788,7 @@ mod tests {
     use super::*;
     use crate::perfmodel::ResourceClass;
     use crate::simulation::SimWork;
+    use crate::workers::WorkerInfo;
 
     /// A node with one single-core CPU cluster.
     fn one_core() -> SimPlatform {

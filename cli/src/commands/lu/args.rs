@@ -20,10 +20,10 @@ pub struct LuArgs {
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
-    /// GPUs for the updates and interchanges, the panels staying on the clusters (MAGMA's hybrid):
-    /// none (the default until a GPU lease has timed it), all, indices ("0,1"), or emulated:K (K
-    /// devices emulated in host memory). Each GPU keeps a core for its host thread. Not with
-    /// `--grid`.
+    /// GPUs for the updates and interchanges, the panels staying on the clusters (MAGMA's hybrid),
+    /// or for every task with `--clusters none` (the panels by cuSOLVER's ?getrf): none (the
+    /// default until a GPU lease has timed it), all, indices ("0,1"), or emulated:K (K devices
+    /// emulated in host memory). Each GPU keeps a core for its host thread. Not with `--grid`.
     #[arg(long, default_value = "none", value_parser = crate::commands::args::parse_gpus)]
     pub gpus: hetla_runtime::GpuSelection,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
