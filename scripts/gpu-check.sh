@@ -30,7 +30,9 @@
 #              beside their library peers, then LU with its updates and interchanges on the
 #              GPU beside the last cluster shape (its panels there) against cuSOLVER's ?getrf
 #              (resident, from pageable and from page-locked host memory), and on the GPU
-#              alone (its panels by cuSOLVER's ?getrf).
+#              alone (its panels by cuSOLVER's ?getrf); QR 32768 x 8192 in block columns with
+#              its reflectors applied on the GPU against cuSOLVER's ?geqrf, and its least
+#              squares.
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
 #              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
@@ -260,6 +262,9 @@ part_extra() {
     # Every task on the GPU, the panels by cuSOLVER's ?getrf on the panel (no cluster beside it),
     # resident peers timed in the row above.
     row "$dir" lu-gpu-alone lu --n "$small_n" --clusters none --gpus "$gpus" --repeat "$repeat"
+    # QR in block columns, the applications of the panels' reflectors on the GPU (issue 74 item
+    # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
+    row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
 }
 
 part_inverse() {

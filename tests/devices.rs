@@ -558,6 +558,128 @@ fn lu_updates_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precisi
     }
 }
 
+/// QR of `a` in tiles of b beside `devices` on a 1-core cluster: the factor and the kernels each
+/// device ran.
+fn qr_beside<T: Scalar>(
+    spec: &str,
+    devices: Vec<Arc<dyn Device>>,
+    a: &faer::Mat<T>,
+    b: usize,
+) -> hetla::Result<(hetla::QrFactor<T>, Vec<hetla::Op>)> {
+    let spec: ClusterSpec = spec.parse().unwrap();
+    let p = Arc::new(Platform::with_devices(
+        &spec,
+        Backend::Faer,
+        ModelStore::None,
+        devices,
+    )?);
+    let clusters = p.clusters().len();
+    let builder = hetla::Qr::new().platform(p).tile(b).inner_block(8);
+    let plan = builder.plan(a.nrows(), a.ncols(), T::PRECISION)?;
+    let mut factored = a.clone();
+    let trace = builder.factor_planned(&plan, factored.as_mut())?;
+    let on_devices = (trace.tasks.iter())
+        .filter(|t| t.worker.0 >= clusters)
+        .map(|t| t.op)
+        .collect();
+    Ok((builder.factor(a.as_ref())?, on_devices))
+}
+
+/// QR beside an emulated device, in every precision: MAGMA's hybrid in block columns (the panels on
+/// the cluster, the applications of their reflectors on the device too, their T's as the kernels'
+/// arguments), with LAPACK's dqrt01 ratios for Q R = A and Q's orthogonality, and least squares as
+/// faer's; a platform with the device alone says that QR's panels need a cluster.
+#[test]
+fn qr_applies_its_reflectors_on_a_device_beside_a_cluster_in_every_precision() {
+    fn hybrid<T: Scalar>() {
+        let what = T::PRECISION;
+        let device = || -> Vec<Arc<dyn Device>> { vec![Arc::new(EmulatedDevice::new(usize::MAX))] };
+        let (m, n, b) = (260, 150, 40);
+        let a = hetla::matgen::random_in::<T>(m, n, 5);
+        let (qr, on_device) = qr_beside("1x1", device(), &a, b).unwrap();
+        assert!(
+            !on_device.is_empty() && on_device.iter().all(|&op| op == hetla::Op::Unmqr),
+            "{what}: {on_device:?}"
+        );
+        let q = qr.thin_q().unwrap();
+        let residual = hetla::check::qr_residual(a.as_ref(), q.as_ref(), qr.r().as_ref());
+        let orthogonality = hetla::check::orthogonality(q.as_ref());
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        assert!(
+            orthogonality < RESIDUAL_THRESHOLD,
+            "{what}: {orthogonality}"
+        );
+        // Q^H A = R: the block columns' reflectors applied in order.
+        let back = qr.apply_qh(a.as_ref()).unwrap();
+        let (diff, largest) = largest_difference(&back.subrows(0, n).to_owned(), &qr.r());
+        assert!(diff <= 1e3 * what.epsilon() * largest, "{what}: {diff}");
+        let rhs = hetla::matgen::random_in::<T>(m, 2, 6);
+        let x = qr.solve_least_squares(rhs.as_ref()).unwrap();
+        let spec: ClusterSpec = "1x1".parse().unwrap();
+        let p = Arc::new(
+            Platform::with_devices(&spec, Backend::Faer, ModelStore::None, device()).unwrap(),
+        );
+        let y = hetla::Qr::new()
+            .platform(p)
+            .tile(b)
+            .solve_least_squares(a.as_ref(), rhs.as_ref())
+            .unwrap();
+        let (diff, largest) = largest_difference(&x, &y);
+        assert!(
+            diff <= 1e4 * what.epsilon() * largest.max(1.0),
+            "{what}: {diff}"
+        );
+        let alone = hetla::Qr::new().factor(a.as_ref()).unwrap();
+        let z = alone.solve_least_squares(rhs.as_ref()).unwrap();
+        let (diff, largest) = largest_difference(&x, &z);
+        assert!(
+            diff <= 1e4 * what.epsilon() * largest.max(1.0),
+            "{what}: {diff}"
+        );
+    }
+    if room_for_a_cluster_beside_a_device() {
+        for precision in hetla::Precision::ALL {
+            hetla_kernels::with_scalar!(precision, T => hybrid::<T>());
+        }
+    }
+    let a = hetla::matgen::random_in::<f64>(100, 60, 5);
+    let device: Vec<Arc<dyn Device>> = vec![Arc::new(EmulatedDevice::new(usize::MAX))];
+    let err = qr_beside("none", device, &a, 20).unwrap_err().to_string();
+    assert!(err.contains("geqrt"), "{err}");
+}
+
+/// QR beside real GPUs in every precision (LAPACK's ?larfb as cuBLAS ?trmm, ?gemm and ?geam on the
+/// block columns from each step's first row, ragged last block and inner blocks included), with
+/// dqrt01's ratios and least squares as faer's.
+#[test]
+fn real_gpus_apply_qr_reflectors_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() || !room_for_a_cluster_beside_a_device() {
+        return;
+    }
+    fn check<T: Scalar>() {
+        let what = T::PRECISION;
+        let (m, n, b) = (2500, 1100, 256);
+        let a = hetla::matgen::random_in::<T>(m, n, 5);
+        let devices = GpuSelection::All.open(None).unwrap();
+        let (qr, on_devices) = qr_beside("1x1", devices, &a, b).unwrap();
+        assert!(
+            on_devices.contains(&hetla::Op::Unmqr),
+            "{what}: {on_devices:?}"
+        );
+        let q = qr.thin_q().unwrap();
+        let residual = hetla::check::qr_residual(a.as_ref(), q.as_ref(), qr.r().as_ref());
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        let orthogonality = hetla::check::orthogonality(q.as_ref());
+        assert!(
+            orthogonality < RESIDUAL_THRESHOLD,
+            "{what}: {orthogonality}"
+        );
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
 /// LU beside real GPUs in every precision (cuSOLVER's ?laswp, cuBLAS's ?trsm and ?gemm on the block
 /// columns from each step's first row, ragged last block included).
 #[test]

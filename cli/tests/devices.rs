@@ -65,24 +65,37 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
     assert!(!ok && err.contains("unknown unit"), "{err}");
 }
 
-/// `hetla lu --gpus`: the updates and interchanges on an emulated device beside a cluster, LAPACK's
-/// residual; refused with `--grid` (a run across ranks has no GPUs).
+/// `hetla lu --gpus` and `hetla qr --gpus`: LU's updates and interchanges, QR's applications of its
+/// panels' reflectors (in block columns) on an emulated device beside a cluster, with their
+/// residuals; LU on the device alone (its panels there too), QR refused there (its panels need a
+/// cluster); both refused with `--grid` (a run across ranks has no GPUs).
 #[test]
-fn lu_runs_its_updates_on_a_gpu_from_the_command_line() {
-    if cores() >= 2 {
-        let r = common::json("lu --n 600 --tile 100 --clusters 1x1 --gpus emulated:1");
+fn lu_and_qr_run_their_updates_on_a_gpu_from_the_command_line() {
+    let beside_a_cluster = |line: &str| {
+        let r = common::json(line);
         assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
-        let gpu = &r["workers"][1];
-        assert_eq!(gpu["name"], "gpu0", "{r}");
-        assert!(gpu["tasks"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["workers"][1]["name"], "gpu0", "{r}");
+        assert!(r["workers"][1]["tasks"].as_u64().unwrap() > 0, "{r}");
+        r
+    };
+    if cores() >= 2 {
+        beside_a_cluster("lu --n 600 --tile 100 --clusters 1x1 --gpus emulated:1");
+        let r = beside_a_cluster(
+            "qr --m 500 --n 300 --tile 100 --clusters 1x1 --gpus emulated:1 --lstsq 2",
+        );
+        assert_eq!(r["tree"], "none (block columns)", "{r}");
     }
-    // With no cluster beside it the GPU factors the panels too: every task is the GPU's.
+    // With no cluster beside it the GPU factors LU's panels too: every task is the GPU's.
     let r = common::json("lu --n 600 --tile 100 --clusters none --gpus emulated:1");
     assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
     assert_eq!(r["workers"][0]["name"], "gpu0", "{r}");
     assert_eq!(r["workers"][0]["tasks"], 36, "{r}");
-    let (ok, _, err) = common::run("lu --n 600 --grid 1x1 --gpus emulated:1");
-    assert!(!ok && err.contains("--gpus none"), "{err}");
+    let (ok, _, err) = common::run("qr --m 500 --n 300 --clusters none --gpus emulated:1");
+    assert!(!ok && err.contains("geqrt"), "{err}");
+    for family in ["lu --n 600", "qr --m 500 --n 300"] {
+        let (ok, _, err) = common::run(&format!("{family} --grid 1x1 --gpus emulated:1"));
+        assert!(!ok && err.contains("--gpus none"), "{family}: {err}");
+    }
 }
 
 #[test]

@@ -151,7 +151,9 @@ fn on_off_flags_turn_on_alone_as_every_other_does() {
 #[test]
 fn qr_s_default_tile_is_the_one_its_help_gives() {
     let help = common::run("qr --help").1;
-    let line = help.lines().find(|l| l.contains("--tile")).unwrap();
+    // The option's paragraph: on its line, or below it when the help lists values.
+    let from = help.find("--tile").unwrap();
+    let line = help[from..].split("\n\n").next().unwrap();
     assert!(
         line.contains("else 384") && line.contains("512 for"),
         "{line}"

@@ -47,7 +47,8 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     );
     let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
-    // GPUs a factorisation gives no task (QR has no GPU kernels) are refused, not left idle; in
+    // GPUs a factorisation gives no task (the tiled QR keeps its kernels on CPU clusters) are
+    // refused, not left idle; in
     // the bound alike.
     for command in ["simulate", "bound"] {
         let line = format!(

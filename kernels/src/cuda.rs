@@ -185,6 +185,9 @@ pub enum SolverPeer {
     Inverse,
     /// The LU factorisation with partial pivoting, ?getrf (its interchanges left on the device).
     Getrf,
+    /// The Householder QR factorisation of an m x n matrix, ?geqrf (its scalars tau left on the
+    /// device).
+    Geqrf,
 }
 
 impl SolverPeer {
@@ -194,7 +197,13 @@ impl SolverPeer {
             SolverPeer::Potrf => Op::Potrf,
             SolverPeer::Inverse => Op::Trtri,
             SolverPeer::Getrf => Op::LuPanel,
+            SolverPeer::Geqrf => Op::Geqrt,
         }
+    }
+
+    /// Whether it takes square matrices only (all but ?geqrf).
+    fn square(self) -> bool {
+        self != SolverPeer::Geqrf
     }
 }
 
@@ -1042,6 +1051,9 @@ impl GpuContext {
                         self.queue_panel::<T>(lane, (op, args), write, &mut scratch, &start)
                     })?);
                 }
+                GpuCall::Reflected => with_scalar!(write.precision, T => {
+                    self.queue_reflected::<T>(lane, (op, args), reads, write, &mut scratch, &start)
+                })?,
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
@@ -1116,10 +1128,7 @@ impl GpuContext {
             ptr: pc as *mut T,
             ld: ldc,
         };
-        let c_in = In {
-            ptr: c.ptr.cast_const(),
-            ld: ldc,
-        };
+        let c_in = c.read();
         start
             .record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
@@ -1230,6 +1239,92 @@ impl GpuContext {
         s.memcpy_dtoh(&words, &mut host)
             .map_err(|e| gpu_error("copying the panel's interchanges", e))?;
         Ok((host, found.clone()))
+    }
+
+    /// Queues QR's application of a panel's block reflectors ([`GpuCall::Reflected`]) in `T`'s
+    /// precision (the tiles', checked by `launch_with`): C <- Q^H C on the block column's rows from
+    /// the step's first, Q = I - V T V^H from the panel's rows from there (all of a panel that
+    /// holds only those rows) and the T's uploaded first, one inner block of reflectors after
+    /// another as LAPACK's ?larfb (left, adjoint, forward, by columns) computes it: W = V1^H C1 +
+    /// V2^H C2 (in the lane's workspace), W = T^H W, C2 -= V2 W, C1 -= V1 W; `start` recorded once
+    /// the stream waits for the operands.
+    fn queue_reflected<T: CudaScalar>(
+        &self,
+        lane: &Lane,
+        (op, args): (Op, &KernelArgs),
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<(), KernelError> {
+        let v = reads[0];
+        let (first, v_first, rows, t) = reflected_operands::<T>(op, args, v, write)?;
+        let (ib, k) = (t.nrows(), t.ncols());
+        let s = &lane.stream;
+        if k == 0 || write.cols == 0 {
+            return start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e));
+        }
+        let mut elements = vec![T::from_f64(0.0); ib * k];
+        MatMut::from_column_major_slice_mut(&mut elements, ib, k).copy_from(t);
+        // SAFETY: the bytes of initialised elements, borrowed from them (u8 needs no alignment).
+        let packed = unsafe {
+            std::slice::from_raw_parts(elements.as_ptr().cast::<u8>(), size_of_val(&*elements))
+        };
+        // Freed on the stream once the calls below have read it (cudarc's stream-ordered free).
+        let ts = s
+            .clone_htod(packed)
+            .map_err(|e| gpu_error("copying the reflectors' T's to the device", e))?;
+        let n = write.cols;
+        let bytes = ib * n * size_of::<T>();
+        PotrfScratch::grow(s, &mut scratch.work, bytes, "larfb's workspace")?;
+        // The workspace and the T's both have the inner block's rows.
+        let (ldv, ldc, ldw) = (int(v.rows)?, int(write.rows)?, int(ib)?);
+        let (pv, _read_v) = v.data.device_ptr(s);
+        let (pt, _read_t) = ts.device_ptr(s);
+        let (pc, _write_c) = write.data.device_ptr_mut(s);
+        let (pw, _write_w) = scratch.work.device_ptr_mut(s);
+        // Column-major: element (i, j) of a matrix with leading dimension ld.
+        let at = |ptr: u64, (i, j): (usize, usize), ld: i32| {
+            (ptr as *mut T).wrapping_add(i + j * ld as usize)
+        };
+        let w = Out {
+            ptr: pw as *mut T,
+            ld: ldw,
+        };
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        for i in (0..k).step_by(ib) {
+            let kb = ib.min(k - i);
+            let v = |row| Out {
+                ptr: at(pv, (v_first + row, i), ldv),
+                ld: ldv,
+            };
+            let c = |row| Out {
+                ptr: at(pc, (first + row, 0), ldc),
+                ld: ldc,
+            };
+            let t_i = Out {
+                ptr: at(pt, (0, i), ldw),
+                ld: ldw,
+            };
+            let block = Larfb {
+                v: (v(i).read(), v(i + kb).read()),
+                t: t_i.read(),
+                c: (c(i), c(i + kb)),
+                w,
+                shape: (int(kb)?, int(n)?, int(rows - i - kb)?),
+            };
+            // SAFETY: every pointer lies in a live device buffer of the shapes checked by
+            // `reflected_operands` (the panel's and the block column's rows from the step's first,
+            // the k reflectors, the ib x k T's) or grown above (the ib x n workspace), with its
+            // leading dimension, in T's precision; cudarc's guards order the stream after earlier
+            // copies into them and record these uses.
+            unsafe { block.queue(lane.blas.0, op) }?;
+        }
+        Ok(())
     }
 
     /// Queues LU's update or interchanges ([`GpuCall::Pivoted`]) in `T`'s precision (the tiles',
@@ -1369,7 +1464,10 @@ impl GpuContext {
         a: MatRef<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
-        self.time_resident(a, (peer.op(), runs), |work| self.solver_peer(peer, work))
+        if peer.square() {
+            square_order(a, peer.op())?;
+        }
+        self.time_resident(a, runs, |work| self.solver_peer(peer, work))
     }
 
     /// cuSOLVER's `peer` call as a program makes it on `a` in host memory: `a` copied in (from
@@ -1383,6 +1481,9 @@ impl GpuContext {
         out: MatMut<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
+        if peer.square() {
+            square_order(a, peer.op())?;
+        }
         self.time_host((a, out), (peer.op(), runs), |work| {
             self.solver_peer(peer, work)
         })
@@ -1394,6 +1495,7 @@ impl GpuContext {
             SolverPeer::Potrf => self.run(Op::Potrf, &[], a),
             SolverPeer::Inverse => self.potrf_potri(a),
             SolverPeer::Getrf => self.getrf(a),
+            SolverPeer::Geqrf => self.geqrf(a),
         }
     }
 
@@ -1403,14 +1505,13 @@ impl GpuContext {
     fn time_resident<T: Scalar>(
         &self,
         a: MatRef<'_, T>,
-        (op, runs): (Op, usize),
+        runs: usize,
         call: impl Fn(&mut GpuTile) -> Result<f64, KernelError>,
     ) -> Result<Vec<f64>, KernelError> {
-        let n = square_order(a, op)?;
         let pristine = self.resident(a)?;
-        let mut work = self.alloc(T::PRECISION, n, n)?;
+        let mut work = self.alloc(T::PRECISION, a.nrows(), a.ncols())?;
         warm_then_time(runs, || {
-            if n > 0 {
+            if a.nrows() * a.ncols() > 0 {
                 self.compute()
                     .memcpy_dtod(&pristine.data, &mut work.data)
                     .map_err(|e| gpu_error("copying the matrix on the device", e))?;
@@ -1429,14 +1530,14 @@ impl GpuContext {
         (op, runs): (Op, usize),
         call: impl Fn(&mut GpuTile) -> Result<f64, KernelError>,
     ) -> Result<Vec<f64>, KernelError> {
-        let n = square_order(a, op)?;
-        if (out.nrows(), out.ncols()) != (n, n) {
+        let (m, n) = a.shape();
+        if (out.nrows(), out.ncols()) != (m, n) {
             return Err(KernelError::Operands {
                 op,
-                reason: format!("the output is {}x{}, not {n}x{n}", out.nrows(), out.ncols()),
+                reason: format!("the output is {}x{}, not {m}x{n}", out.nrows(), out.ncols()),
             });
         }
-        let mut work = self.alloc(T::PRECISION, n, n)?;
+        let mut work = self.alloc(T::PRECISION, m, n)?;
         warm_then_time(runs, || {
             let start = std::time::Instant::now();
             self.copy_in(a, &mut work)?;
@@ -1581,6 +1682,30 @@ impl GpuContext {
             |h, out, (work, _), info| unsafe { T::getrf(h, (n, n), out, work, (pp as *mut i32, info)) },
         ))?;
         drop(use_p);
+        kernel.wait()
+    }
+
+    /// ?geqrf on the device matrix `a` (m x n), waited for; its seconds by its events.
+    fn geqrf(&self, a: &mut GpuTile) -> Result<f64, KernelError> {
+        let k = a.rows.min(a.cols);
+        if k == 0 {
+            return Ok(0.0);
+        }
+        let (m, n) = (int(a.rows)?, int(a.cols)?);
+        let s = &self.lanes[0].stream;
+        let mut tau = s
+            .alloc_zeros::<u8>(k * a.precision.bytes())
+            .map_err(|e| gpu_error("allocating ?geqrf's scalars", e))?;
+        let (pt, use_t) = tau.device_ptr_mut(s);
+        let kernel = with_scalar!(a.precision, T => self.solver_call::<T>(
+            a,
+            (Op::Geqrt, "?geqrf"),
+            // SAFETY (both): `out` is the live m x n device matrix, lwork a host integer, the
+            // workspace, the k scalars tau and devInfo live device buffers of their sizes.
+            |h, out, lwork| unsafe { T::geqrf_buffer_size(h, (m, n), out, lwork) },
+            |h, out, work, info| unsafe { T::geqrf(h, (m, n), out, pt as *mut T, work, info) },
+        ))?;
+        drop(use_t);
         kernel.wait()
     }
 
@@ -1803,7 +1928,7 @@ impl GpuContext {
             match op {
                 Op::SolveRight => T::trsm(h, (RIGHT, N), None, (m, n), T::from_f64(-1.0), a_in, c),
                 Op::SyrkAdjoint => T::rank_k(h, T::ADJOINT, (n, int(a.rows)?), (1.0, 1.0), a_in, c),
-                _ => T::trmm(h, (LEFT, T::ADJOINT), (m, n), one, a_in, c_in, c),
+                _ => T::trmm(h, (LEFT, T::ADJOINT, None), (m, n), one, a_in, c_in, c),
             }
         };
         status
@@ -1945,7 +2070,15 @@ impl GpuContext {
             blas_step(T::tpttr(h, n, p.cast_const(), w), "tpttr")?;
             let one = T::from_f64(1.0);
             blas_step(
-                T::trmm(h, (LEFT, T::ADJOINT), (n, n), one, read(l), read(w), w),
+                T::trmm(
+                    h,
+                    (LEFT, T::ADJOINT, None),
+                    (n, n),
+                    one,
+                    read(l),
+                    read(w),
+                    w,
+                ),
                 "trmm",
             )?;
             blas_step(T::trttp(h, n, read(w), p), "trttp")?;
@@ -2161,6 +2294,9 @@ fn typed_mut<T: Scalar>(bytes: &mut [u8]) -> &mut [T] {
 }
 
 type BlasStatus = blas::cublasStatus_t;
+/// A triangle other than the lower one with its diagonal (its fill, or a unit diagonal); `None`:
+/// the lower triangle, non-unit.
+type Triangle = Option<(blas::cublasFillMode_t, blas::cublasDiagType_t)>;
 type SolverStatus = solver::cusolverStatus_t;
 
 /// A device matrix a routine reads: its pointer and leading dimension.
@@ -2175,6 +2311,140 @@ struct In<T> {
 struct Out<T> {
     ptr: *mut T,
     ld: i32,
+}
+
+/// QR's operands of an application of block reflectors ([`GpuCall::Reflected`]) checked: the step's
+/// first row, where the panel's reflectors start in it (the first row too, or 0 for a panel that
+/// holds only the rows from there), the rows from the step's first, and the T's in `T` (ib x k for
+/// k = min(rows, the panel's columns) reflectors, ib >= 1 when k > 0).
+fn reflected_operands<'a, T: CudaScalar>(
+    op: Op,
+    args: &'a KernelArgs,
+    v: &GpuTile,
+    write: &GpuTile,
+) -> Result<(usize, usize, usize, MatRef<'a, T>), KernelError> {
+    let bad = |reason: String| KernelError::Operands { op, reason };
+    let KernelArgs::Reflectors { first, t } = args else {
+        return Err(bad(format!(
+            "{op} takes the step's first row and the reflectors' T's, given {args:?}"
+        )));
+    };
+    let first = *first;
+    let rows = write.rows.checked_sub(first).ok_or_else(|| {
+        bad(format!(
+            "the step's first row {first} lies below the block column ({} rows)",
+            write.rows
+        ))
+    })?;
+    let v_first = if v.rows == write.rows { first } else { 0 };
+    if v.rows - v_first != rows {
+        return Err(bad(format!(
+            "a panel of {} rows for the {rows} rows of a block column from row {first}",
+            v.rows
+        )));
+    }
+    let k = rows.min(v.cols);
+    let t = T::of_any_ref(t.as_ref().as_ref()).ok_or_else(|| {
+        bad(format!(
+            "the T's are in precision {}, the tiles in {}",
+            t.precision(),
+            T::PRECISION
+        ))
+    })?;
+    if t.ncols() != k || (t.nrows() == 0 && k > 0) {
+        return Err(bad(format!(
+            "T's are {}x{} for {k} reflectors: an inner block of at least one row by {k}",
+            t.nrows(),
+            t.ncols()
+        )));
+    }
+    Ok((first, v_first, rows, t))
+}
+
+/// One inner block of LAPACK's ?larfb (left, adjoint, forward, by columns) on device matrices: C
+/// <- (I - V T^H V^H) C with V = [V1; V2] (V1 kb x kb unit lower, V2 below x kb), T kb x kb upper,
+/// C = [C1; C2] (kb and below rows, n columns), W a kb x n workspace.
+struct Larfb<T> {
+    v: (In<T>, In<T>),
+    t: In<T>,
+    c: (Out<T>, Out<T>),
+    w: Out<T>,
+    /// (kb, n, below).
+    shape: (i32, i32, i32),
+}
+
+impl<T: CudaScalar> Larfb<T> {
+    /// Queues W = V1^H C1 + V2^H C2, W = T^H W, C2 -= V2 W, C1 -= V1 W on the handle's stream.
+    ///
+    /// # Safety
+    /// Every pointer must lie in a live device buffer of its shape and leading dimension, in T's
+    /// precision, on the handle's stream.
+    unsafe fn queue(&self, h: blas::cublasHandle_t, op: Op) -> Result<(), KernelError> {
+        use blas::cublasDiagType_t::{CUBLAS_DIAG_NON_UNIT as NON_UNIT, CUBLAS_DIAG_UNIT as UNIT};
+        use blas::cublasFillMode_t::{
+            CUBLAS_FILL_MODE_LOWER as LOWER, CUBLAS_FILL_MODE_UPPER as UPPER,
+        };
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+        let Self {
+            v: (v1, v2),
+            t,
+            c: (c1, c2),
+            w,
+            shape: (kb, n, below),
+        } = *self;
+        let call = |status: BlasStatus, what: &str| {
+            status
+                .result()
+                .map_err(|e| gpu_error(&format!("cuBLAS {}{what} ({op})", T::PRECISION), e))
+        };
+        let (one, zero, minus) = (T::from_f64(1.0), T::from_f64(0.0), T::from_f64(-1.0));
+        let (adj, unit_lower, upper) = (T::ADJOINT, Some((LOWER, UNIT)), Some((UPPER, NON_UNIT)));
+        let (c1_in, c2_in, w_in) = (c1.read(), c2.read(), w.read());
+        // SAFETY: the caller's; scalars are host values read before each call returns; in-place
+        // calls are the forms cuBLAS allows (?trmm with C = B, ?geam with C = B and equal leading
+        // dimensions).
+        unsafe {
+            call(T::geam(h, (kb, n), (one, zero), (c1_in, c1_in), w), "geam")?;
+            call(
+                T::trmm(h, (LEFT, adj, unit_lower), (kb, n), one, v1, w_in, w),
+                "trmm",
+            )?;
+            if below > 0 {
+                let shape = (kb, n, below);
+                call(
+                    T::gemm(h, (adj, N), shape, (one, one), (v2, c2_in), w),
+                    "gemm",
+                )?;
+            }
+            call(
+                T::trmm(h, (LEFT, adj, upper), (kb, n), one, t, w_in, w),
+                "trmm",
+            )?;
+            if below > 0 {
+                let shape = (below, n, kb);
+                call(
+                    T::gemm(h, (N, N), shape, (minus, one), (v2, w_in), c2),
+                    "gemm",
+                )?;
+            }
+            call(
+                T::trmm(h, (LEFT, N, unit_lower), (kb, n), one, v1, w_in, w),
+                "trmm",
+            )?;
+            call(T::geam(h, (kb, n), (minus, one), (w_in, c1_in), c1), "geam")
+        }
+    }
+}
+
+impl<T> Out<T> {
+    /// The same matrix, for a routine that reads it.
+    fn read(self) -> In<T> {
+        In {
+            ptr: self.ptr.cast_const(),
+            ld: self.ld,
+        }
+    }
 }
 
 /// The cuBLAS and cuSOLVER routines of one precision (S, D, C or Z) on raw device pointers, for the
@@ -2220,10 +2490,11 @@ trait CudaScalar: Scalar {
         c: Out<Self>,
     ) -> BlasStatus;
     /// C <- alpha op(L) B (left) or alpha B op(L) (right), L lower, non-unit; B and C are m x n (C
-    /// may be B: cuBLAS's in-place form).
+    /// may be B: cuBLAS's in-place form). `triangle` reads another triangle of L (its fill) or
+    /// takes its diagonal as unit.
     unsafe fn trmm(
         h: blas::cublasHandle_t,
-        ops: (blas::cublasSideMode_t, blas::cublasOperation_t),
+        ops: (blas::cublasSideMode_t, blas::cublasOperation_t, Triangle),
         shape: (i32, i32),
         alpha: Self,
         l: In<Self>,
@@ -2282,6 +2553,23 @@ trait CudaScalar: Scalar {
         work: *mut Self,
         ipiv_info: (*mut i32, *mut i32),
     ) -> SolverStatus;
+    /// GEQRF's workspace, in elements, for an `m x n` matrix.
+    unsafe fn geqrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32),
+        a: Out<Self>,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// A = Q R (Householder) of the m x n A in place: R above the diagonal, the reflectors below,
+    /// their min(m, n) scalars into `tau`; `info` receives devInfo.
+    unsafe fn geqrf(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32),
+        a: Out<Self>,
+        tau: *mut Self,
+        work: (*mut Self, i32),
+        info: *mut i32,
+    ) -> SolverStatus;
     /// POTRF's workspace, in elements, for an `n x n` lower triangle.
     unsafe fn potrf_buffer_size(
         h: solver::cusolverDnHandle_t,
@@ -2303,8 +2591,41 @@ trait CudaScalar: Scalar {
 macro_rules! cuda_scalar {
     ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
      $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
-     $potri_bufsize:ident, $potri:ident, $laswp:ident, $getrf_bufsize:ident, $getrf:ident) => {
+     $potri_bufsize:ident, $potri:ident, $laswp:ident, $getrf_bufsize:ident, $getrf:ident,
+     $geqrf_bufsize:ident, $geqrf:ident) => {
         impl CudaScalar for $ty {
+            unsafe fn geqrf_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                (m, n): (i32, i32),
+                a: Out<Self>,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe { solver::$geqrf_bufsize(h, m, n, a.ptr.cast(), a.ld, lwork) }
+            }
+            unsafe fn geqrf(
+                h: solver::cusolverDnHandle_t,
+                (m, n): (i32, i32),
+                a: Out<Self>,
+                tau: *mut Self,
+                (work, lwork): (*mut Self, i32),
+                info: *mut i32,
+            ) -> SolverStatus {
+                // SAFETY: the caller's.
+                unsafe {
+                    solver::$geqrf(
+                        h,
+                        m,
+                        n,
+                        a.ptr.cast(),
+                        a.ld,
+                        tau.cast(),
+                        work.cast(),
+                        lwork,
+                        info,
+                    )
+                }
+            }
             unsafe fn getrf_buffer_size(
                 h: solver::cusolverDnHandle_t,
                 (m, n): (i32, i32),
@@ -2337,7 +2658,11 @@ macro_rules! cuda_scalar {
             const DATA_TYPE: solver::cudaDataType = solver::cudaDataType::$dtype;
             unsafe fn trmm(
                 h: blas::cublasHandle_t,
-                (side, trans): (blas::cublasSideMode_t, blas::cublasOperation_t),
+                (side, trans, triangle): (
+                    blas::cublasSideMode_t,
+                    blas::cublasOperation_t,
+                    Triangle,
+                ),
                 (m, n): (i32, i32),
                 alpha: Self,
                 l: In<Self>,
@@ -2346,15 +2671,16 @@ macro_rules! cuda_scalar {
             ) -> BlasStatus {
                 use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
                 use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER as LOWER;
+                let (fill, diag) = triangle.unwrap_or((LOWER, NON_UNIT));
                 // SAFETY: the caller's (see the trait); alpha is a host value that
                 // outlives the call.
                 unsafe {
                     blas::$trmm(
                         h,
                         side,
-                        LOWER,
+                        fill,
                         trans,
-                        NON_UNIT,
+                        diag,
                         m,
                         n,
                         (&raw const alpha).cast(),
@@ -2565,7 +2891,9 @@ cuda_scalar!(
     cusolverDnSpotri,
     cusolverDnSlaswp,
     cusolverDnSgetrf_bufferSize,
-    cusolverDnSgetrf
+    cusolverDnSgetrf,
+    cusolverDnSgeqrf_bufferSize,
+    cusolverDnSgeqrf
 );
 cuda_scalar!(
     f64,
@@ -2585,7 +2913,9 @@ cuda_scalar!(
     cusolverDnDpotri,
     cusolverDnDlaswp,
     cusolverDnDgetrf_bufferSize,
-    cusolverDnDgetrf
+    cusolverDnDgetrf,
+    cusolverDnDgeqrf_bufferSize,
+    cusolverDnDgeqrf
 );
 cuda_scalar!(
     c32,
@@ -2605,7 +2935,9 @@ cuda_scalar!(
     cusolverDnCpotri,
     cusolverDnClaswp,
     cusolverDnCgetrf_bufferSize,
-    cusolverDnCgetrf
+    cusolverDnCgetrf,
+    cusolverDnCgeqrf_bufferSize,
+    cusolverDnCgeqrf
 );
 cuda_scalar!(
     c64,
@@ -2625,7 +2957,9 @@ cuda_scalar!(
     cusolverDnZpotri,
     cusolverDnZlaswp,
     cusolverDnZgetrf_bufferSize,
-    cusolverDnZgetrf
+    cusolverDnZgetrf,
+    cusolverDnZgeqrf_bufferSize,
+    cusolverDnZgeqrf
 );
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub enum AnyMut<'a> {
 }
 
 /// An owned matrix of any precision.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AnyMat {
     /// `f32`.
     S(Mat<f32>),

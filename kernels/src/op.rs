@@ -317,13 +317,17 @@ pub enum GpuCall {
     /// LU's panel on the rows from the step's first ([`KernelArgs::Panel`]): cuSOLVER's ?getrf, its
     /// interchanges and first zero pivot copied back to the host for the work that gave the slot.
     Panel,
+    /// QR's application of a panel's block reflectors to a block column's rows from the step's
+    /// first ([`KernelArgs::Reflectors`]): LAPACK's ?larfb for each inner block, as cuBLAS's ?trmm,
+    /// ?gemm and ?geam calls.
+    Reflected,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
 }
 
 /// What a kernel takes besides its tiles, given by the work that holds it (the runtime's
 /// `Workload::kernel_args`) to a device's kernel, which has no other way to reach it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub enum KernelArgs {
     /// Nothing: the tiles are the whole of the kernel's input.
     #[default]
@@ -343,6 +347,16 @@ pub enum KernelArgs {
         first: usize,
         /// Where the kernel leaves what the panel found, for the work that gave it.
         found: PanelSlot,
+    },
+    /// QR's application of step k's block reflectors to a block column ([`Op::Unmqr`] on block
+    /// columns): C <- Q^H C on the block column's rows from `first`, the reflectors those of the
+    /// panel's rows from `first` (all of a panel that holds only those rows).
+    Reflectors {
+        /// The step's first row in the block columns.
+        first: usize,
+        /// The T's of the panel's block reflectors (inner block x the panel's columns), in the
+        /// tiles' precision.
+        t: std::sync::Arc<crate::AnyMat>,
     },
 }
 
@@ -605,7 +619,7 @@ impl Op {
     /// besides their tiles as their kernels' arguments ([`KernelArgs`]), QR's on CPU clusters only;
     /// `None` for any other operation.
     fn family_work_codelet(self) -> Option<Codelet> {
-        const NO_QR_GPU: &str = "QR's kernels run on CPU clusters only";
+        const NO_QR_GPU: &str = "QR's factorisations run on CPU clusters only";
         // On GPUs too: the panel with a slot for what it finds, the update and the interchanges
         // with the panel's interchanges as their arguments.
         let lu_gpu = |gpu, (name, reads, writes), like| {
@@ -646,7 +660,15 @@ impl Op {
                 .work(|_| Ok(()), |s| geqrf_flops(s.mn()))
                 .on_critical_path(),
             // ?ormqr from the left: k reflectors of m rows on n columns, 4 n m k - 2 n k^2 + 3 n k.
-            Op::Unmqr => qr("unmqr", 1, 1, Op::GemmNt).work(
+            Op::Unmqr => Declared(
+                "unmqr",
+                1,
+                1,
+                CpuCall::Reflectors,
+                GpuCall::Reflected,
+                RateSource::Like(Op::GemmNt),
+            )
+            .work(
                 |s| expect("V", s.get(0), (s.written().0, s.get(0).1)),
                 |s| {
                     let ((m, n), k) = (s.mn(), s.cols(0));
@@ -1171,6 +1193,7 @@ mod tests {
                 "lu_panel",
                 "lu_update",
                 "lu_swap",
+                "unmqr",
                 "solve_unit_lower",
                 "solve_upper",
                 "matmul"
@@ -1184,6 +1207,7 @@ mod tests {
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
                 GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
                 GpuCall::Pivoted | GpuCall::Panel => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
+                GpuCall::Reflected => assert_eq!(c.cpu, CpuCall::Reflectors, "{op}"),
                 GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
             }
             // A borrowed rate comes from an operation that has its own.

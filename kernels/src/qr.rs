@@ -700,6 +700,50 @@ mod tests {
     }
 
     #[test]
+    fn the_application_with_its_arguments_is_the_one_of_the_rows_from_the_steps_first() {
+        use crate::{AnyMat, KernelArgs};
+        let (m, b, ib, first) = (40, 8, 3, 12);
+        let mut panel = random::<f64>(m, b, 3);
+        let rows = m - first;
+        let mut t = Mat::<f64>::zeros(ib, b);
+        Backend::Faer
+            .qr_tile(
+                panel.as_mut().subrows_mut(first, rows),
+                t.as_mut(),
+                Par::Seq,
+            )
+            .unwrap();
+        let c = random::<f64>(m, 5, 4);
+        let mut expected = c.clone();
+        let v = panel.as_ref().subrows(first, rows);
+        let below = expected.as_mut().subrows_mut(first, rows);
+        Backend::Faer
+            .qr_apply(v, t.as_ref(), below, true, Par::Seq)
+            .unwrap();
+        let args = KernelArgs::Reflectors {
+            first,
+            t: std::sync::Arc::new(AnyMat::D(t.clone())),
+        };
+        // The whole block column, and a panel that holds only the rows from the step's first.
+        for v in [panel.as_ref(), panel.as_ref().subrows(first, rows)] {
+            let mut out = AnyMat::D(c.clone());
+            Backend::Faer
+                .run_any_with(Op::Unmqr, &[f64::any_ref(v)], out.as_mut(), &args, Par::Seq)
+                .unwrap();
+            assert!(f64::of_any_ref(out.as_ref()).unwrap() == expected.as_ref());
+        }
+        let mut out = AnyMat::D(c.clone());
+        let single = KernelArgs::Reflectors {
+            first,
+            t: std::sync::Arc::new(AnyMat::S(Mat::zeros(ib, b))),
+        };
+        let reads = [f64::any_ref(panel.as_ref())];
+        let err = (Backend::Faer.run_any_with(Op::Unmqr, &reads, out.as_mut(), &single, Par::Seq))
+            .unwrap_err();
+        assert!(err.to_string().contains("precision s"), "{err}");
+    }
+
+    #[test]
     fn zero_columns_nan_and_bad_shapes() {
         // A zero column gives tau = 0 (H = I) and a zero in R.
         let mut a = Mat::<f64>::zeros(6, 3);

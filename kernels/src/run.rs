@@ -5,7 +5,7 @@ use faer::{Conj, MatMut, MatRef, Par};
 
 use crate::any::each_precision;
 use crate::backend::Backend;
-use crate::erased::{AnyMut, AnyRef};
+use crate::erased::{AnyMat, AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
 use crate::op::{Blas, CpuCall, KernelArgs, Op, PanelFound, PanelSlot, Solve};
@@ -156,6 +156,32 @@ impl Backend {
                 }
                 return each_precision!(write, AnyMut, w => typed(self, (*first, found), w, par));
             }
+            (CpuCall::Reflectors, KernelArgs::Reflectors { first, t }) if op == Op::Unmqr => {
+                fn typed<T: Scalar>(
+                    backend: Backend,
+                    (first, t, v): (usize, &AnyMat, AnyRef<'_>),
+                    c: MatMut<'_, T>,
+                    par: Par,
+                ) -> Result<(), KernelError> {
+                    let t = operand::<T>(Op::Unmqr, "the T's", t.as_ref())?;
+                    let v = operand::<T>(Op::Unmqr, "the panel", v)?;
+                    let rows = first_row(Op::Unmqr, first, c.nrows())?;
+                    // A panel that holds only the rows from the step's first starts there.
+                    let v = match v.nrows() == c.nrows() {
+                        true => v.subrows(first, rows),
+                        false => v,
+                    };
+                    backend.qr_apply(v, t, c.subrows_mut(first, rows), true, par)
+                }
+                let [v] = reads else {
+                    return Err(KernelError::Operands {
+                        op,
+                        reason: format!("expected the panel alone as a read, got {}", reads.len()),
+                    });
+                };
+                let args = (*first, &**t, *v);
+                return each_precision!(write, AnyMut, w => typed(self, args, w, par));
+            }
             (_, args) => {
                 return Err(KernelError::Operands {
                     op,
@@ -170,14 +196,7 @@ impl Backend {
             c: MatMut<'_, T>,
             par: Par,
         ) -> Result<(), KernelError> {
-            let panel = T::of_any_ref(panel).ok_or_else(|| KernelError::Operands {
-                op,
-                reason: format!(
-                    "the panel is in precision {} but the block column in {}",
-                    panel.precision(),
-                    T::PRECISION
-                ),
-            })?;
+            let panel = operand::<T>(op, "the panel", panel)?;
             if first > panel.nrows() {
                 return Err(KernelError::Operands {
                     op,
@@ -293,4 +312,17 @@ fn first_row(op: Op, first: usize, rows: usize) -> Result<usize, KernelError> {
                 "the step's first row {first} lies below the block column ({rows} rows)"
             ),
         })
+}
+
+/// `x` (`what`, read by `op`) in the written block column's precision `T`; an error naming both
+/// precisions otherwise.
+fn operand<'a, T: Scalar>(op: Op, what: &str, x: AnyRef<'a>) -> Result<MatRef<'a, T>, KernelError> {
+    T::of_any_ref(x).ok_or_else(|| KernelError::Operands {
+        op,
+        reason: format!(
+            "{what} is in precision {} but the block column in {}",
+            x.precision(),
+            T::PRECISION
+        ),
+    })
 }

@@ -95,7 +95,8 @@ pub fn simulate(
 ) -> Result<(SimReport, Trace)> {
     let model = machine.model;
     model.check_precision(plan.precision())?;
-    model.check_tile(&plan.ops(), plan.tile(), plan.precision(), machine.gpus)?;
+    let ops = (&plan.ops()[..], &plan.gpu_ops()[..]);
+    model.check_tile(ops, plan.tile(), plan.precision(), machine.gpus)?;
     let platform = machine.sim_platform_for(plan)?;
     let tile = plan.tile();
     let start = Instant::now();
@@ -174,8 +175,8 @@ fn is_cholesky(algorithm: &hetla::Algorithm) -> bool {
 /// rates at the plan's tile).
 pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
     let model = machine.model;
-    let ops = plan.ops();
-    model.check_tile(&ops, plan.tile(), plan.precision(), machine.gpus)?;
+    let ops = (&plan.ops()[..], &plan.gpu_ops()[..]);
+    model.check_tile(ops, plan.tile(), plan.precision(), machine.gpus)?;
     let tile = plan.tile();
     let platform = machine.sim_platform()?;
     shared_bounds(plan, &platform, |key, class| {
@@ -393,13 +394,8 @@ pub fn simulate_grid(
         .collect();
     // The plan's restrictions (QR's kernels on CPU clusters only) and preferences hold on every
     // node.
-    let own = plan.run_options(&options.run);
     let options = SimOptions {
-        run: hetla_runtime::RunOptions {
-            restrictions: own.restrictions,
-            preferences: own.preferences,
-            ..options.run.clone()
-        },
+        run: plan.run_options(&options.run),
         ..options.clone()
     };
     let start = Instant::now();

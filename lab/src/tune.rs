@@ -154,7 +154,7 @@ impl TuneSpace {
     /// on either), that cut the matrix into [`MIN_TILES_PER_SIDE`] to [`MAX_TILES_PER_SIDE`] tiles
     /// per side; an error that says which tiles the model has when none does.
     pub fn tiles_for(q: &Question<'_>) -> Result<Vec<usize>> {
-        let ops = q.family.ops(q.precision)?;
+        let (ops, gpu_ops) = (q.family.ops(q.precision)?, q.family.gpu_ops(q.precision)?);
         let side = q.m.min(q.n);
         let all = q.model.tiles();
         let tiles: Vec<usize> = all
@@ -163,7 +163,7 @@ impl TuneSpace {
             .filter(|&b| {
                 side >= MIN_TILES_PER_SIDE * b && q.m.max(q.n).div_ceil(b) <= MAX_TILES_PER_SIDE
             })
-            .filter(|&b| q.model.check_tile(&ops, b, q.precision, q.gpus).is_ok())
+            .filter(|&b| (q.model.check_tile((&ops, &gpu_ops), b, q.precision, q.gpus)).is_ok())
             .collect();
         if tiles.is_empty() {
             return Err(Error::InvalidOption {
@@ -201,8 +201,9 @@ pub fn predict(
         ..SimOptions::default()
     };
     let mut seconds = 0.0;
-    let ops = q.family.ops(q.precision)?;
-    q.model.check_tile(&ops, tile, q.precision, q.gpus)?;
+    let (ops, gpu_ops) = (q.family.ops(q.precision)?, q.family.gpu_ops(q.precision)?);
+    q.model
+        .check_tile((&ops, &gpu_ops), tile, q.precision, q.gpus)?;
     for plan in &plans {
         seconds += simulate_plan(plan, &machine, &platform, &options)?.makespan;
     }
@@ -315,7 +316,7 @@ pub fn this_machine(
         .copied()
         .filter(|&b| {
             old.as_ref()
-                .is_none_or(|m| m.check_tile(&ops, b, precision, 0).is_err())
+                .is_none_or(|m| m.check_tile((&ops, &ops), b, precision, 0).is_err())
         })
         .collect();
     let sizes = calibration_sizes(cores);
@@ -528,7 +529,9 @@ mod tests {
         let model = ask(&mut planned, &mut runs);
         assert!(planned > 0 && runs == planned, "{planned} {runs}");
         let ops = Family::Lu.ops(Precision::D).unwrap();
-        model.check_tile(&ops, 128, Precision::D, 0).unwrap();
+        model
+            .check_tile((&ops, &ops), 128, Precision::D, 0)
+            .unwrap();
         runs = 0;
         let again = ask(&mut planned, &mut runs);
         assert_eq!((planned, runs), (0, 0));

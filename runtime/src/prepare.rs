@@ -202,9 +202,8 @@ fn context<'a>(
     graph: &TaskGraph,
     task_keys: impl IntoIterator<Item = KernelKey>,
     tile_bytes: &dyn Fn(TileRef) -> usize,
-    options: &'a RunOptions,
     stats: impl Fn(&KernelKey, &ResourceClass) -> Stats,
-    priorities: Vec<f64>,
+    (options, priorities): (&'a RunOptions, Vec<f64>),
 ) -> Result<Context<'a>, TaskId> {
     let kinds: Vec<ResourceKind> = workers.iter().map(|w| w.kind).collect();
     let mut keys: Vec<KernelKey> = Vec::new();
@@ -355,7 +354,12 @@ pub(crate) fn prepare<'a>(
         None => graph.bottom_levels(),
     };
     let plan = context(
-        workers, graph, task_keys, tile_bytes, options, stats, priorities,
+        workers,
+        graph,
+        task_keys,
+        tile_bytes,
+        stats,
+        (options, priorities),
     )
     .map_err(|t| (RunStep::Task(t), TaskFailure::NoWorker))?;
     if options.write_back == WriteBack::Resident {

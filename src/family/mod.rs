@@ -163,6 +163,17 @@ impl Family {
         Ok(ops)
     }
 
+    /// Its operations a GPU may run in its plans ([`Plan::gpu_ops`]: QR's tiled applications, say,
+    /// stay on CPU clusters).
+    pub fn gpu_ops(self, precision: Precision) -> Result<Vec<Op>> {
+        let mut ops: Vec<Op> = (self.plans(6, 6, 1, precision, 1)?.iter())
+            .flat_map(Plan::gpu_ops)
+            .collect();
+        ops.sort_by_key(|op| op.name());
+        ops.dedup();
+        Ok(ops)
+    }
+
     /// The cluster spec a user who gives none gets (Cholesky's `auto`; a cluster per core for the
     /// families whose panels are narrow steps on the critical path).
     pub fn default_clusters(self) -> ClusterSpec {

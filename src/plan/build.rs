@@ -478,10 +478,33 @@ impl Plan {
         ops
     }
 
+    /// Its operations a GPU may run: those with a GPU kernel that the plan does not keep on CPU
+    /// clusters (the tiled QR's applications, say, whose work gives a device no T's).
+    pub fn gpu_ops(&self) -> Vec<Op> {
+        let kinds = [ResourceKind::Cpu, ResourceKind::Gpu];
+        let options = self.run_options(&RunOptions::default());
+        (self.ops().into_iter())
+            .filter(|&op| {
+                op.runs_on_gpus()
+                    && (options.allowed_kinds(op, &kinds))
+                        .is_none_or(|k| k.contains(&ResourceKind::Gpu))
+            })
+            .collect()
+    }
+
     /// The tiling of `matrix`, if the plan cuts it by one.
     pub fn tiling(&self, matrix: MatrixId) -> Option<&Tiling> {
         self.layouts.iter().find_map(|(m, layout)| match layout {
             Layout::Tiled(t) if *m == matrix => Some(t),
+            _ => None,
+        })
+    }
+
+    /// The tiling of `matrix` whether it is in tiles or in block columns (whose tile (0, j) is
+    /// block column j of this tiling).
+    pub(crate) fn blocks(&self, matrix: MatrixId) -> Option<&Tiling> {
+        self.layouts.iter().find_map(|(m, layout)| match layout {
+            Layout::Tiled(t) | Layout::Columns(t) if *m == matrix => Some(t),
             _ => None,
         })
     }
@@ -653,7 +676,10 @@ impl Plan {
                 }
                 Ok(crate::check::lu_residual(input, lu, ipiv))
             }
-            (Algorithm::Qr { m, n, .. }, Outcome::Orthogonal { q, r }) => {
+            (
+                Algorithm::Qr { m, n, .. } | Algorithm::QrColumns { m, n, .. },
+                Outcome::Orthogonal { q, r },
+            ) => {
                 let k = m.min(n);
                 let (q_shape, r_shape) = ((q.nrows(), q.ncols()), (r.nrows(), r.ncols()));
                 if q_shape != (m, k) || r_shape != (k, n) {
@@ -669,14 +695,17 @@ impl Plan {
                 algorithm @ (Algorithm::Cholesky { .. }
                 | Algorithm::CholeskyInverse { .. }
                 | Algorithm::Lu { .. }
-                | Algorithm::Qr { .. }),
+                | Algorithm::Qr { .. }
+                | Algorithm::QrColumns { .. }),
                 outcome,
             ) => Err(refuse(format!(
                 "a {} plan's result is {}, not {}",
                 algorithm.name(),
                 match algorithm {
                     Algorithm::Lu { .. } => "the factor with its interchanges (Outcome::Pivoted)",
-                    Algorithm::Qr { .. } => "a thin Q and its R (Outcome::Orthogonal)",
+                    Algorithm::Qr { .. } | Algorithm::QrColumns { .. } => {
+                        "a thin Q and its R (Outcome::Orthogonal)"
+                    }
                     _ => "one matrix (Outcome::Matrix)",
                 },
                 outcome.describe()

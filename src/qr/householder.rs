@@ -120,22 +120,41 @@ impl Qr {
         self.tile.unwrap_or_else(|| default_qr_tile(m, n))
     }
 
-    /// The plan of the QR factorisation of an `m x n` matrix in `precision`
-    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), its tree resolved for the platform's workers; a
-    /// square matrix's in the tile `hetla tune` saved on this machine near order `n` when this
-    /// builder's user set nothing, as every call of the builder takes.
+    /// The plan of the QR factorisation of an `m x n` matrix in `precision`: the tiled QR
+    /// ([`Algorithm::Qr`](crate::Algorithm::Qr)), its tree resolved for the platform's workers, or
+    /// on a platform with GPUs and m >= n LAPACK's blocked QR in block columns
+    /// ([`Algorithm::QrColumns`](crate::Algorithm::QrColumns): the panels on the CPU clusters, the
+    /// applications of their reflectors on the GPUs too, MAGMA's hybrid); a square matrix's in the
+    /// tile `hetla tune` saved on this machine near order `n` when this builder's user set nothing,
+    /// as every call of the builder takes.
     pub fn plan(&self, m: usize, n: usize, precision: Precision) -> Result<Plan> {
+        self.plan_with(m, n, 0, precision)
+    }
+
+    /// [`Qr::plan`] with `rhs` right-hand sides whose Q^H B the same graph computes.
+    fn plan_with(&self, m: usize, n: usize, rhs: usize, precision: Precision) -> Result<Plan> {
         let tile = self.square_tuned(m, n, precision).tile_size_for(m, n);
-        Plan::new(
-            crate::Algorithm::Qr {
+        let algorithm = match self.on_devices() && m >= n {
+            true => crate::Algorithm::QrColumns {
                 m,
                 n,
-                rhs: 0,
+                rhs,
+                inner: self.inner,
+            },
+            false => crate::Algorithm::Qr {
+                m,
+                n,
+                rhs,
                 tree: self.tree_for(m, n, tile),
             },
-            tile,
-            precision,
-        )
+        };
+        Plan::new(algorithm, tile, precision)
+    }
+
+    /// Whether this builder's platform has devices (its QR then runs in block columns).
+    fn on_devices(&self) -> bool {
+        self.resolve_platform()
+            .is_ok_and(|p| !p.devices().is_empty())
     }
 
     /// The tree for an `m x n` matrix in tiles of `tile` on this builder's platform
@@ -168,7 +187,7 @@ impl Qr {
         check_finite("A", a.as_ref())?;
         let this = self.square_tuned(a.nrows(), a.ncols(), T::PRECISION);
         let platform = this.resolve_platform()?;
-        Ok(this.run_plan(&platform, plan, a)?.0)
+        Ok(this.run_plan(&platform, plan, a, None)?.0)
     }
 
     /// [`Qr::tuned_for`] an `m x n` matrix: tuned configurations are of square ones.
@@ -179,13 +198,21 @@ impl Qr {
         }
     }
 
+    /// Runs `plan` over `a`, and over `b` (overwritten by Q^H B) when the plan has right-hand
+    /// sides: tiled or in block columns, as the plan says.
     fn run_plan<T: Scalar>(
         &self,
         platform: &Platform,
         plan: &Plan,
         a: MatMut<'_, T>,
+        b: Option<MatMut<'_, T>>,
     ) -> Result<(Trace, Vec<Option<Mat<T>>>)> {
-        super::work::execute(plan, platform, a, None, self.inner, &self.options())
+        match plan.algorithm() {
+            crate::Algorithm::QrColumns { .. } => {
+                super::work::execute_columns(plan, platform, a, b, &self.options())
+            }
+            _ => super::work::execute(plan, platform, a, b, self.inner, &self.options()),
+        }
     }
 
     fn options(&self) -> RunOptions {
@@ -200,7 +227,7 @@ impl Qr {
         let this = self.square_tuned(m, n, T::PRECISION);
         let platform = this.resolve_platform()?;
         let plan = this.plan(m, n, T::PRECISION)?;
-        let (_, ts) = this.run_plan(&platform, &plan, a.as_mut())?;
+        let (_, ts) = this.run_plan(&platform, &plan, a.as_mut(), None)?;
         Ok(QrFactor::new(&this, a, ts, &plan, platform))
     }
 
@@ -224,25 +251,8 @@ impl Qr {
         let platform = self.resolve_platform()?;
         let (mut f, mut c) = (a.to_owned(), b.to_owned());
         if b.ncols() > 0 {
-            let tile = self.tile_size_for(m, n);
-            let plan = Plan::new(
-                crate::Algorithm::Qr {
-                    m,
-                    n,
-                    rhs: b.ncols(),
-                    tree: self.tree,
-                },
-                tile,
-                A::Elem::PRECISION,
-            )?;
-            super::work::execute(
-                &plan,
-                &platform,
-                f.as_mut(),
-                Some(c.as_mut()),
-                self.inner,
-                &self.options(),
-            )?;
+            let plan = self.plan_with(m, n, b.ncols(), A::Elem::PRECISION)?;
+            self.run_plan(&platform, &plan, f.as_mut(), Some(c.as_mut()))?;
         }
         let x = upper_solve(&platform, f.as_ref(), c.as_ref())?;
         B::owned_copy(x.as_ref())
@@ -330,6 +340,9 @@ pub struct QrFactor<T: Scalar> {
     tile: usize,
     inner: usize,
     tree: QrTree,
+    /// Whether it was factored in block columns ([`Algorithm::QrColumns`](crate::Algorithm)): each
+    /// panel's reflectors are then its block column's rows from its diagonal down.
+    columns: bool,
     scheduler: SchedulerKind,
     platform: Arc<Platform>,
 }
@@ -351,11 +364,12 @@ impl<T: Scalar> QrFactor<T> {
             ts,
             graph: plan.graph().clone(),
             tiling: *plan
-                .tiling(hetla_factorizations::FACTOR)
+                .blocks(hetla_factorizations::FACTOR)
                 .expect("a QR plan tiles its matrix"),
             tile: plan.tile(),
             inner: qr.inner,
             tree,
+            columns: matches!(plan.algorithm(), crate::Algorithm::QrColumns { .. }),
             scheduler: qr.run.scheduler,
             platform,
         }
@@ -506,7 +520,7 @@ impl<T: Scalar> QrFactor<T> {
         if b.ncols() == 0 {
             return Ok(());
         }
-        if adjoint {
+        if adjoint && !self.columns {
             // Q^H B as a graph of the applications, B's tile columns in parallel.
             let (m, n) = (self.nrows(), self.ncols());
             let plan = Plan::new(
@@ -546,7 +560,14 @@ impl<T: Scalar> QrFactor<T> {
         if !adjoint {
             order.reverse();
         }
-        let rows = |i: usize| (self.tiling.offset(i), self.tiling.tile_shape(i, 0).0);
+        // The rows a factorisation's tile row spans; in block columns, a panel's from its diagonal.
+        let rows = |t: TileRef| match self.columns {
+            true => (self.tiling.offset(t.col), m - self.tiling.offset(t.col)),
+            false => (
+                self.tiling.offset(t.row),
+                self.tiling.tile_shape(t.row, 0).0,
+            ),
+        };
         on_all_cores(&self.platform, flops, |backend, par| {
             for t in order {
                 let task = &self.graph.tasks()[t];
@@ -564,22 +585,17 @@ impl<T: Scalar> QrFactor<T> {
                 let width = b.ncols() - from;
                 let mut b = b.rb_mut().subcols_mut(from, width);
                 let view = |t: TileRef| {
-                    let (r, c) = self.tiling.tile_shape(t.row, t.col);
-                    self.qr.as_ref().submatrix(
-                        self.tiling.offset(t.row),
-                        self.tiling.offset(t.col),
-                        r,
-                        c,
-                    )
+                    let ((start, r), c) = (rows(t), self.tiling.tile_cols(t.col));
+                    (self.qr.as_ref()).submatrix(start, self.tiling.offset(t.col), r, c)
                 };
                 match Stack::of(task.op) {
                     None => {
-                        let (start, len) = rows(tile(0).row);
+                        let (start, len) = rows(tile(0));
                         let bi = b.rb_mut().subrows_mut(start, len);
                         backend.qr_apply(view(tile(0)), ts.as_ref(), bi, adjoint, par)?;
                     }
                     Some(stack) => {
-                        let ((p0, _), (q0, ql)) = (rows(tile(0).row), rows(tile(1).row));
+                        let ((p0, _), (q0, ql)) = (rows(tile(0)), rows(tile(1)));
                         // Rows p0 .. p0 + k of the top block and the bottom block's: disjoint.
                         let (top, bottom) = b.rb_mut().split_at_row_mut(q0);
                         let top = top.subrows_mut(p0, ts.ncols());

@@ -13,7 +13,8 @@ use crate::{Error, Result};
 /// rows, matrix [`RHS`]) overwritten by Q^H B in the same graph (`factor`: [`Algorithm::Qr`]), or
 /// Q^H B alone with a matrix already factored (not `factor`: [`Algorithm::QrApply`]); each tile
 /// column's tiles eliminated by `tree` ([`QrTree::Auto`]: binary only for a tall matrix of one tile
-/// column, see [`QrTree::for_shape`]). On CPU clusters only (its kernels have no GPU version yet).
+/// column, see [`QrTree::for_shape`]). On CPU clusters only (its work gives a device's kernels no
+/// T's; [`columns`] is QR on GPUs).
 pub(crate) fn tiled(
     m: usize,
     n: usize,
@@ -63,6 +64,12 @@ pub(crate) fn tiled(
     }
     let mut plan = Plan::assemble(algorithm, precision, tile, layouts, graph, flops);
     plan.schedule.restrictions = cpu_only_ops();
+    // Its applications too: its work gives a device's kernels no T's (only the block columns'
+    // does).
+    plan.schedule.restrictions.push((
+        hetla_kernels::Op::Unmqr,
+        vec![hetla_runtime::ResourceKind::Cpu],
+    ));
     Ok(plan)
 }
 
@@ -71,7 +78,8 @@ pub(crate) fn tiled(
 /// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides B (m
 /// rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n - 2 n^2)
 /// rhs). Each task's kernel key has the rows it works on (the panel's rows down,
-/// [`qr_columns_shape`]). On CPU clusters only, as the tiled QR.
+/// [`qr_columns_shape`]). The panels on CPU clusters, the applications of their reflectors on GPUs
+/// too (MAGMA's hybrid, with the panel's T's as their kernels' arguments).
 pub(crate) fn columns(
     (m, n, rhs): (usize, usize, usize),
     (tile, inner): (usize, usize),

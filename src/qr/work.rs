@@ -3,7 +3,7 @@
 
 use faer::Par;
 use hetla_factorizations::{Mode, Op, TaskId, TileRef, Tiling, qr_t_slot};
-use hetla_kernels::{KernelError, Scalar, Stack};
+use hetla_kernels::{KernelArgs, KernelError, Scalar, Stack};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles};
@@ -11,7 +11,7 @@ use hetla_factorizations::FACTOR;
 use hetla_runtime::{Platform, RunOptions, Trace, execute as run_graph};
 
 use crate::plan::{Algorithm, Plan, expect_precision, not_for, run_error, tile_work};
-use crate::tiles::{Matrices, TileStore, TiledMatrix};
+use crate::tiles::{ColumnBlocks, Matrices, TileStore, TiledMatrix};
 use crate::{Error, Result};
 
 /// QR's tasks over a store: the tiles as [`TileWork`]'s, and the T's of the block reflectors beside
@@ -50,6 +50,24 @@ impl<T: Scalar> ReflectorWork<'_, T> {
 
 impl<T: Scalar> Workload for ReflectorWork<'_, T> {
     delegate_to_tiles!();
+
+    /// A device's application of step k's reflectors to a block column (block columns only: the
+    /// tiled QR's run on CPU clusters) takes the step's first row and the panel's T's, set by the
+    /// panel, which the graph orders first.
+    fn kernel_args(&self, id: TaskId) -> KernelArgs {
+        let task = self.tiles.graph.task(id);
+        let (Op::Unmqr, true) = (task.op, self.columns) else {
+            return KernelArgs::None;
+        };
+        let (slot_tile, pair) = qr_t_slot(task);
+        match self.ts[Self::slot(&self.tiling, slot_tile, pair)].get() {
+            Some(t) => KernelArgs::Reflectors {
+                first: self.tiling.offset(slot_tile.col),
+                t: std::sync::Arc::new(T::any_mat(t.clone())),
+            },
+            None => KernelArgs::None,
+        }
+    }
 
     fn run(&self, id: TaskId, par: Par) -> std::result::Result<(), KernelError> {
         let task = self.tiles.graph.task(id);
@@ -175,7 +193,7 @@ pub(crate) fn execute<T: Scalar>(
         Algorithm::Qr { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
         other => return Err(not_for(other, &a.as_ref())),
     };
-    check_rhs(plan, rhs, b.as_ref().map(|b| b.as_ref()))?;
+    check_rhs(a.nrows(), rhs, b.as_ref().map(|b| b.as_ref()))?;
     let a = TiledMatrix::new(a, plan.tile(), "A")?;
     let b = b
         .map(|b| TiledMatrix::new(b, plan.tile(), "B"))
@@ -189,6 +207,78 @@ pub(crate) fn execute<T: Scalar>(
             .map(std::sync::OnceLock::into_inner)
             .collect(),
     ))
+}
+
+/// Runs a [`Algorithm::QrColumns`] plan (LAPACK's blocked QR in block columns, what a platform with
+/// GPUs runs: its panels on the CPU clusters, the applications of their reflectors on the GPUs too)
+/// on `platform` over `a` (m x n, m >= n) in place, and over `b` (its right-hand sides, overwritten
+/// by Q^H B) when the plan has some: the trace and the T's of each block column's reflectors, by
+/// slot ([`ReflectorWork::slot`] of tile (0, k)).
+pub(crate) fn execute_columns<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    a: faer::MatMut<'_, T>,
+    b: Option<faer::MatMut<'_, T>>,
+    options: &RunOptions,
+) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
+    expect_precision(plan, T::PRECISION)?;
+    let (rhs, inner) = match plan.algorithm() {
+        Algorithm::QrColumns { m, n, rhs, inner } if (a.nrows(), a.ncols()) == (m, n) => {
+            (rhs, inner)
+        }
+        other => return Err(not_for(other, &a.as_ref())),
+    };
+    check_rhs(a.nrows(), rhs, b.as_ref().map(|b| b.as_ref()))?;
+    let tiling = *plan.blocks(FACTOR).expect("a QR plan tiles its matrix");
+    let b = match (b, plan.blocks(hetla_factorizations::RHS)) {
+        (Some(b), Some(bt)) => Some(ColumnBlocks::new(b, *bt, "B")?),
+        _ => None,
+    };
+    let a = ColumnBlocks::new(a, tiling, "A")?;
+    let ts = slots_of::<T>(&tiling, None);
+    let store = ColumnMatrices(&a, b.as_ref());
+    let shape = |tile| plan.shape(tile);
+    let work = ReflectorWork {
+        tiles: tile_work(plan, &shape, &store, platform),
+        tiling,
+        inner,
+        ts: &ts,
+        columns: true,
+    };
+    let trace =
+        run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    Ok((
+        trace,
+        ts.into_iter()
+            .map(std::sync::OnceLock::into_inner)
+            .collect(),
+    ))
+}
+
+/// A and, for least squares, B in block columns, by matrix ([`FACTOR`], [`RHS`]).
+///
+/// [`RHS`]: hetla_factorizations::RHS
+struct ColumnMatrices<'s, 'a, T: Scalar>(&'s ColumnBlocks<'a, T>, Option<&'s ColumnBlocks<'a, T>>);
+
+impl<T: Scalar> ColumnMatrices<'_, '_, T> {
+    fn of(&self, tile: TileRef) -> Option<&ColumnBlocks<'_, T>> {
+        match tile.matrix {
+            FACTOR => Some(self.0),
+            hetla_factorizations::RHS => self.1,
+            _ => None,
+        }
+    }
+}
+
+impl<T: Scalar> TileStore<T> for ColumnMatrices<'_, '_, T> {
+    fn tile(&self, tile: TileRef) -> Option<faer::MatRef<'_, T>> {
+        self.of(tile)?.tile(tile)
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<faer::MatMut<'_, T>> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.of(tile)?.tile_mut(tile) }
+    }
 }
 
 /// Runs a [`Algorithm::QrApply`] plan: B <- Q^H B, Q from `a` factored by the QR plan of the same
@@ -206,15 +296,15 @@ pub(crate) fn execute_apply<T: Scalar>(
         Algorithm::QrApply { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
         other => return Err(not_for(other, &a)),
     };
-    check_rhs(plan, rhs, Some(b.as_ref()))?;
+    check_rhs(a.nrows(), rhs, Some(b.as_ref()))?;
     let a = TiledMatrix::read_only(a, plan.tile(), "A")?;
     let b = TiledMatrix::new(b, plan.tile(), "B")?;
     let slots = t_slots(plan, Some(ts));
     run_reflectors(plan, platform, &Matrices(&[&a, &b]), inner, &slots, options)
 }
 
-fn check_rhs<T: Scalar>(plan: &Plan, rhs: usize, b: Option<faer::MatRef<'_, T>>) -> Result<()> {
-    let m = plan.tiling(FACTOR).map_or(0, |t| t.rows());
+/// An error unless `b` is the plan's `rhs` right-hand sides of A's `m` rows (none when 0).
+fn check_rhs<T: Scalar>(m: usize, rhs: usize, b: Option<faer::MatRef<'_, T>>) -> Result<()> {
     match b {
         None if rhs == 0 => Ok(()),
         Some(b) if rhs > 0 && (b.nrows(), b.ncols()) == (m, rhs) => Ok(()),
@@ -237,7 +327,14 @@ fn t_slots<T: Scalar>(
     plan: &Plan,
     ts: Option<&[Option<faer::Mat<T>>]>,
 ) -> Vec<std::sync::OnceLock<faer::Mat<T>>> {
-    let tiling = plan.tiling(FACTOR).expect("a QR plan tiles its matrix");
+    slots_of(plan.tiling(FACTOR).expect("a QR plan tiles its matrix"), ts)
+}
+
+/// The T slots of a matrix of `tiling`, set from `ts` where given.
+fn slots_of<T: Scalar>(
+    tiling: &Tiling,
+    ts: Option<&[Option<faer::Mat<T>>]>,
+) -> Vec<std::sync::OnceLock<faer::Mat<T>>> {
     (0..ReflectorWork::<T>::slots(tiling))
         .map(
             |i| match ts.and_then(|ts| ts.get(i)).and_then(Option::as_ref) {

@@ -48,7 +48,41 @@ pub struct GpuArgs {
     pub gpu_memory: Option<usize>,
 }
 
+/// An error when a run across MPI ranks (`--grid`) is given GPUs: its ranks run on their cores
+/// only.
+pub fn no_gpus_on_a_grid(gpus: &GpuSelection, grid: impl std::fmt::Display) -> crate::Result<()> {
+    if *gpus == GpuSelection::None {
+        return Ok(());
+    }
+    Err(crate::Error::Library(hetla::Error::InvalidOption {
+        option: "gpus",
+        reason: format!(
+            "a run across MPI ranks (--grid {grid}) runs on the ranks' cores only: give --gpus \
+             none (the default), not {gpus}"
+        ),
+    }))
+}
+
 impl GpuArgs {
+    /// The platform of `spec` with `gpus` (no memory budget: 90% of the free memory), the CPU
+    /// platform of `spec` alone when `gpus` selects none (the families whose GPUs are opt-in).
+    pub fn platform_or_cpus(
+        gpus: &GpuSelection,
+        spec: &ClusterSpec,
+        cpu: &PlatformArgs,
+    ) -> crate::Result<std::sync::Arc<Platform>> {
+        match gpus {
+            GpuSelection::None => Ok(cpu.cpu_platform(spec)?),
+            gpus => {
+                let gpu = GpuArgs {
+                    gpus: gpus.clone(),
+                    gpu_memory: None,
+                };
+                Ok(std::sync::Arc::new(gpu.platform(spec, cpu)?))
+            }
+        }
+    }
+
     /// The platform of `spec` with the selected GPUs.
     pub fn platform(&self, spec: &ClusterSpec, cpu: &PlatformArgs) -> crate::Result<Platform> {
         let devices = self.gpus.open(self.gpu_memory)?;

@@ -337,26 +337,12 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         });
     }
     let alone = platforms_alone(args, &sizes)?;
-    // Factorisations timed per platform for the platform file: every family on the CPU
-    // platforms, on the GPUs alone those whose every kernel runs there besides Cholesky's (whose
-    // kernels are timed alone): their GPU rates come from those runs.
+    // Factorisations timed per platform for the platform file.
     let in_run = match args.output {
         Some(_) => IN_RUN_FACTORISATIONS,
         None => 0,
     };
-    let families = |p: &Platform| -> crate::Result<Vec<Family>> {
-        if p.devices().is_empty() {
-            return Ok(Family::ALL.to_vec());
-        }
-        let mut on_gpus = Vec::new();
-        for family in Family::ALL {
-            let ops = family.ops(args.precision)?;
-            if family != Family::Cholesky && ops.iter().all(|op| op.runs_on_gpus()) {
-                on_gpus.push(family);
-            }
-        }
-        Ok(on_gpus)
-    };
+    let families = |p: &Platform| in_run_families(p, args.precision);
     let mut steps = 0;
     for p in &platforms {
         steps += link_steps(p)
@@ -435,6 +421,23 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
         packing,
         scaling: None,
     })
+}
+
+/// The families a calibration for a platform file times inside their runs on `platform`: every
+/// family on a CPU platform; on the GPUs alone those whose every kernel runs there, besides
+/// Cholesky's (whose kernels are timed alone): their GPU rates come from those runs.
+fn in_run_families(platform: &Platform, precision: hetla::Precision) -> crate::Result<Vec<Family>> {
+    if platform.devices().is_empty() {
+        return Ok(Family::ALL.to_vec());
+    }
+    let mut on_gpus = Vec::new();
+    for family in Family::ALL {
+        let ops = family.ops(precision)?;
+        if family != Family::Cholesky && ops.iter().all(|op| op.runs_on_gpus()) {
+            on_gpus.push(family);
+        }
+    }
+    Ok(on_gpus)
 }
 
 /// What `hetla calibrate --output` measured, for the platform file.

@@ -898,10 +898,10 @@ impl PlatformModel {
 
     /// Checks that the CPU, or the GPU when `gpus > 0`, has a rate for each of `ops` at `tile`, and
     /// says which tile sizes do otherwise; and that GPUs asked for have work (a rate for one of
-    /// `ops`).
+    /// `gpu_ops`, those of `ops` a GPU may run in this graph).
     pub fn check_tile(
         &self,
-        ops: &[Op],
+        (ops, gpu_ops): (&[Op], &[Op]),
         tile: usize,
         precision: Precision,
         gpus: usize,
@@ -931,21 +931,26 @@ impl PlatformModel {
         // GPUs asked for must have work: QR and LDL^T have no GPU kernels yet, and a run would
         // leave them idle.
         let idle = gpu.is_some_and(|g| {
-            ops.iter()
-                .all(|&op| self.rate(op, tile, precision, &g).is_none())
+            (gpu_ops.iter()).all(|&op| self.rate(op, tile, precision, &g).is_none())
         });
         if !idle {
             return Ok(());
         }
-        let names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
+        let names: Vec<&str> = gpu_ops.iter().map(|op| op.name()).collect();
+        let reason = match names.is_empty() {
+            true => "this graph keeps every kernel on CPU clusters".to_owned(),
+            false => format!(
+                "platform {}'s GPU has no rate for any of the kernels this graph lets GPUs run \
+                 ({}) at tile {tile} in {precision}",
+                self.name,
+                names.join(", ")
+            ),
+        };
         Err(Error::InvalidOption {
             option: "gpus",
             reason: format!(
-                "the {gpus} GPU(s) asked for would run no task: platform {}'s GPU has no rate for \
-                 any of this graph's kernels ({}) at tile {tile} in {precision}; give --gpus 0 \
-                 (this factorisation runs on CPU clusters only)",
-                self.name,
-                names.join(", ")
+                "the {gpus} GPU(s) asked for would run no task: {reason}; give --gpus 0 (this \
+                 factorisation runs on CPU clusters only)"
             ),
         })
     }

@@ -63,16 +63,7 @@ pub struct MixedReport {
 /// Runs `hetla lu`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &LuArgs) -> Result<Option<LuOutput>> {
     if let Some(grid) = args.grid {
-        if args.gpus != hetla_runtime::GpuSelection::None {
-            return Err(Error::Library(hetla::Error::InvalidOption {
-                option: "gpus",
-                reason: format!(
-                    "a run across MPI ranks (--grid {grid}) runs on the ranks' cores only: give \
-                     --gpus none (the default), not {}",
-                    args.gpus
-                ),
-            }));
-        }
+        super::args::no_gpus_on_a_grid(&args.gpus, grid)?;
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| NodeOrGrid::Grid(Box::new(r))));
     }
@@ -105,16 +96,8 @@ type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
     super::args::check_matrices::<T>(&format!("two matrices of order {n}"), 2, (n, n))?;
-    let platform = match args.gpus {
-        hetla_runtime::GpuSelection::None => args.platform.cpu_platform(&args.clusters)?,
-        ref gpus => {
-            let gpu = super::args::GpuArgs {
-                gpus: gpus.clone(),
-                gpu_memory: None,
-            };
-            std::sync::Arc::new(gpu.platform(&args.clusters, &args.platform)?)
-        }
-    };
+    let platform =
+        super::args::GpuArgs::platform_or_cpus(&args.gpus, &args.clusters, &args.platform)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()

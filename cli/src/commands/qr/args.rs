@@ -31,6 +31,13 @@ pub struct QrArgs {
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
+    /// GPUs for the applications of the panels' reflectors (MAGMA's hybrid: LAPACK's blocked QR in
+    /// block columns, the panels on the clusters, their T's the GPU kernels' arguments; m >= n):
+    /// none (the default until a GPU lease has timed it), all, indices ("0,1"), or emulated:K (K
+    /// devices emulated in host memory). Each GPU keeps a core for its host thread. Not with
+    /// `--grid`.
+    #[arg(long, default_value = "none", value_parser = crate::commands::args::parse_gpus)]
+    pub gpus: hetla_runtime::GpuSelection,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
     #[arg(long, default_value = "d")]
     pub precision: Precision,
@@ -44,9 +51,11 @@ pub struct QrArgs {
     pub seed: u64,
     /// Also time, in this process and on the same matrix, faer's blocked QR (`faer-qr`) and, when
     /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads (`openblas-dgeqrf`);
-    /// with `--lstsq`, also their least squares (faer's `solve_lstsq`, LAPACK ?gels).
-    #[arg(long)]
-    pub compare: bool,
+    /// with `--lstsq`, also their least squares (faer's `solve_lstsq`, LAPACK ?gels) (`cpu`); and
+    /// with a CUDA GPU among `--gpus` cuSOLVER ?geqrf on the device-resident matrix, from pageable
+    /// and from page-locked host memory, copies included (`gpu`); `--compare` alone: all.
+    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
+    pub compare: Option<crate::commands::args::Compare>,
     /// Also time least squares with this many right-hand sides (m >= n): A factored and Q^H applied
     /// to B in one graph (`Qr::solve_least_squares`), then the triangular solve.
     #[arg(long, value_name = "K", value_parser = parse_positive)]

@@ -132,7 +132,8 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
         scheduler: args.scheduler,
     };
     let report = RunReport::of_grid(&world, setup, &run, (&timings, residual), network);
-    let peer = match args.compare {
+    let compare = args.compare.is_some_and(|c| c.cpu());
+    let peer = match compare {
         true => Some(scalapack_peer(&world, &a, repeat, run.flops)?),
         false => None,
     };
@@ -142,7 +143,7 @@ fn run_in<T: crate::commands::grid_job::GridScalar>(
             (&options, &a),
             (k, args.seed),
             repeat,
-            args.compare,
+            compare,
         )?),
         None => None,
     };

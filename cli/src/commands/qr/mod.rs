@@ -83,6 +83,7 @@ pub type QrOutput = NodeOrGrid<QrReport, grid::QrGridReport>;
 /// Runs `hetla qr`: the report, or none on the ranks of a distributed run other than rank 0.
 pub fn run(args: &QrArgs) -> Result<Option<QrOutput>> {
     if let Some(grid) = args.grid {
+        super::args::no_gpus_on_a_grid(&args.gpus, grid)?;
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| NodeOrGrid::Grid(Box::new(r))));
     }
@@ -123,7 +124,8 @@ fn check_args<T: Scalar>(args: &QrArgs) -> Result<()> {
 fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     check_args::<T>(args)?;
     let (m, n) = (args.m, args.n);
-    let platform = args.platform.cpu_platform(&args.clusters)?;
+    let platform =
+        super::args::GpuArgs::platform_or_cpus(&args.gpus, &args.clusters, &args.platform)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut qr = Qr::new()
@@ -137,8 +139,9 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     let a: Mat<T> = hetla::matgen::random_block_in(m.max(n), args.seed, 0..m, 0..n);
     let plan = qr.plan(m, n, T::PRECISION)?;
     let tree = match plan.algorithm() {
-        hetla::Algorithm::Qr { tree, .. } => tree,
-        _ => QrTree::Auto,
+        hetla::Algorithm::Qr { tree, .. } => tree.to_string(),
+        hetla::Algorithm::QrColumns { .. } => "none (block columns)".into(),
+        _ => QrTree::Auto.to_string(),
     };
     let runs = args.repeat.map(|r| r as usize);
     let (trace, timings) = peers::repeat(runs, || {
@@ -165,15 +168,17 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         m,
         n,
         inner: args.inner,
-        tree: tree.to_string(),
+        tree,
         clusters: args.clusters.to_string(),
         run,
         orthogonality,
         lstsq: None,
         cholqr: None,
     };
-    if args.compare {
-        let rates = peers::library_peers(
+    let compare = args.compare;
+    let mut rates = Vec::new();
+    if compare.is_some_and(|c| c.cpu()) {
+        rates = peers::library_peers(
             || a.clone(),
             cores,
             runs,
@@ -184,6 +189,16 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
             },
             |backend, mut m, par| backend.library_qr(m.as_mut(), par),
         )?;
+    }
+    // With a CUDA GPU in the platform: cuSOLVER's ?geqrf on the device-resident matrix and from
+    // host memory, GPU 0.
+    #[cfg(feature = "cuda")]
+    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
+        let repeat = runs.unwrap_or(1);
+        let geqrf = peers::Cusolver::Geqrf;
+        rates.extend(peers::cusolver(geqrf, a.as_ref(), 0, repeat, flops)?);
+    }
+    if compare.is_some() {
         report.run.add_peers(rates);
     }
     if args.cholqr {
@@ -191,7 +206,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         report.cholqr = Some(cholqr(&qr, a.as_ref(), runs, flops, peers)?);
     }
     if let Some(k) = args.lstsq {
-        let peers_on = args.compare.then_some(cores);
+        let peers_on = compare.is_some_and(|c| c.cpu()).then_some(cores);
         report.lstsq = Some(lstsq(&qr, a.as_ref(), (k, args.seed), runs, peers_on)?);
     }
     Ok(report)
