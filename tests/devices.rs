@@ -700,22 +700,59 @@ fn real_gpus_run_lu_updates_in_every_precision_or_the_skip_says_why() {
 }
 
 #[test]
-fn a_budget_below_one_task_is_a_memory_error() {
-    // GEMM pins three tiles; two do not fit.
-    let devices = emulated(2, 2, 100);
-    let p = platform("none", &devices);
-    let mut a = random_spd(400, 1);
-    let err = Cholesky::new()
-        .platform(p)
-        .tile(100)
-        .factor_in_place(a.as_mut())
-        .unwrap_err();
-    match err {
-        Error::Runtime(hetla_runtime::Error::Memory(no_room)) => {
-            assert_eq!(no_room.capacity, 2 * 100 * 100 * 8);
-            assert!(no_room.to_string().contains("--gpu-memory"), "{no_room}");
+fn a_budget_below_one_task_is_a_memory_error_before_any_work() {
+    // GEMM pins three tiles; two do not fit: refused before any copy or kernel, beside a cluster
+    // too (which would have factored the first tiles).
+    for spec in ["none", "1x1"] {
+        let devices = emulated(2, 2, 100);
+        let p = platform(spec, &devices);
+        let mut a = random_spd(400, 1);
+        let before = a.clone();
+        let err = Cholesky::new()
+            .platform(p)
+            .tile(100)
+            .factor_in_place(a.as_mut())
+            .unwrap_err();
+        match err {
+            Error::Runtime(hetla_runtime::Error::Memory(no_room)) => {
+                assert_eq!(no_room.capacity, 2 * 100 * 100 * 8);
+                assert_eq!(no_room.needed, 3 * 100 * 100 * 8);
+                assert!(no_room.to_string().contains("--gpu-memory"), "{no_room}");
+            }
+            other => panic!("expected a memory error, got {other}"),
         }
-        other => panic!("expected a memory error, got {other}"),
+        for d in &devices {
+            assert_eq!(d.copies(), (0, 0), "{spec}");
+            assert_eq!(d.kernels_by_stream().iter().sum::<usize>(), 0, "{spec}");
+        }
+        assert!(a == before, "{spec}: the matrix was changed");
+    }
+}
+
+/// Out of core: a matrix of 55 lower tiles on one emulated device that holds 8, in every precision:
+/// LAPACK's residual, the budget kept, and no fewer tile copies than the bound of its updates in
+/// that budget (`check::device_traffic`), which is not trivial here.
+#[test]
+fn a_matrix_larger_than_the_budget_factors_in_every_precision_above_the_copies_bound() {
+    fn out_of_core<T: Scalar>() {
+        let (n, b, tiles) = (600, 60, 8);
+        let what = T::PRECISION;
+        let tile_bytes = b * b * size_of::<T>();
+        let devices = vec![Arc::new(EmulatedDevice::new(tiles * tile_bytes))];
+        let p = platform("none", &devices);
+        let (residual, trace) = factor_in::<T>(&p, n, b);
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        assert!(devices[0].peak_bytes() <= devices[0].budget(), "{what}");
+        let traffic = hetla::check::device_traffic(&trace, &[devices[0].budget()], tile_bytes);
+        let [gpu] = &traffic[..] else {
+            panic!("{what}: {traffic:?}")
+        };
+        assert_eq!((gpu.buffers, gpu.updates), (tiles, 165), "{what}");
+        assert!(gpu.lower_bound > 55.0, "{what}: {gpu:?}");
+        assert!(gpu.copies as f64 >= gpu.lower_bound, "{what}: {gpu:?}");
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => out_of_core::<T>());
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
 
-use crate::data::{DataRegistry, HOST, Handle, MemoryNode};
+use crate::data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom};
 use crate::perfmodel::{KernelKey, ResourceClass, Stats};
 use crate::run::{RunOptions, RunStep, TaskFailure, WriteBack};
 use crate::schedulers::{ModelTable, SchedContext, TaskInfo, TransferEstimate};
@@ -160,6 +160,48 @@ pub(crate) fn placements(
         .iter()
         .filter_map(|&(tile, node, mode)| index.get(&tile).map(|&h| (h, node, mode)))
         .collect()
+}
+
+/// Refuses, before any work, a memory node too small for the tiles of a task a worker there may run
+/// (a GPU whose budget holds fewer than the three tiles of a GEMM): the run would otherwise stop at
+/// the first such task, after the work before it.
+fn budget_check(
+    plan: &Context<'_>,
+    workers: &[WorkerInfo],
+    capacities: &[Option<usize>],
+) -> Result<(), (RunStep, TaskFailure)> {
+    if capacities.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    // Bytes of each task's distinct tiles.
+    let needs: Vec<usize> = (plan.handles.iter())
+        .map(|handles| {
+            let mut distinct: Vec<Handle> = handles.iter().map(|&(h, _)| h).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.iter().map(|h| plan.tiles[h.0].1).sum()
+        })
+        .collect();
+    for (w, worker) in workers.iter().enumerate() {
+        let Some(&Some(capacity)) = capacities.get(worker.node.0) else {
+            continue;
+        };
+        let runs = |t: &usize| plan.ctx.can_run(TaskId(*t), WorkerId(w));
+        let largest = (needs.iter().enumerate())
+            .filter(|(t, _)| runs(t))
+            .map(|(_, &bytes)| bytes)
+            .max();
+        if let Some(needed) = largest.filter(|&needed| needed > capacity) {
+            let node = worker.node.0;
+            let no_room = NoRoom {
+                node,
+                capacity,
+                needed,
+            };
+            return Err((RunStep::Setup, TaskFailure::Memory(no_room)));
+        }
+    }
+    Ok(())
 }
 
 /// A resident run ([`WriteBack::Resident`]) leaves its flush out of its time: every tile it writes
@@ -365,6 +407,7 @@ pub(crate) fn prepare<'a>(
     if options.write_back == WriteBack::Resident {
         resident_check(options, &plan.tiles, &plan.written)?;
     }
+    budget_check(&plan, workers, &capacities)?;
     let several_nodes = capacities.len() > 1;
     let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
     // Only copies between nodes need carrying out.

@@ -53,6 +53,10 @@ pub struct CholeskyReport {
     pub gpus: Vec<GpuReport>,
     /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
     pub bytes: Vec<LinkBytes>,
+    /// Each GPU's tile copies against the fewest its updates needed in its budget (a run from host
+    /// memory; `hetla::check::device_traffic`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub traffic: Vec<hetla::check::DeviceTraffic>,
     /// The bounds predicted before the run from the stored performance models (absent when the
     /// models did not yet know every kernel of the run).
     pub predicted_bounds: Option<BoundReport>,
@@ -154,6 +158,15 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
         makespan_ms: trace.makespan * 1e3,
         residual_on: residual_on.into(),
         bytes,
+        traffic: match args.resident {
+            true => Vec::new(),
+            false => {
+                let budgets: Vec<usize> = (platform.devices().iter())
+                    .map(|d| d.device.budget())
+                    .collect();
+                hetla::check::device_traffic(&trace, &budgets, tile * tile * size_of::<T>())
+            }
+        },
         gpus: gpu_reports(&platform),
         predicted_bounds,
         tile_choice: plan.tile_choice().cloned(),
@@ -627,6 +640,18 @@ fn print_resources(r: &CholeskyReport) {
             "  moved     {:<12} {:10.1} MiB",
             b.link,
             b.bytes as f64 / 1048576.0
+        );
+    }
+    for t in &r.traffic {
+        println!(
+            "  traffic   {:<6} {} tile copies, at least {:.0} for its {} updates in {} tiles \
+             ({:.2}x)",
+            t.gpu,
+            t.copies,
+            t.lower_bound,
+            t.updates,
+            t.buffers,
+            t.copies as f64 / t.lower_bound.max(1.0)
         );
     }
     for k in &r.run.on.kernels {
