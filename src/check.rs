@@ -3,9 +3,7 @@
 //! triangle of A), an LU factor with its interchanges (and its growth) and a QR factorisation (with
 //! the orthogonality of Q), the backward error of a solve, the orthogonality of a least-squares
 //! residual to A's range, and the relative error of a matrix product against a reference. Every
-//! ratio below [`RESIDUAL_THRESHOLD`] passes. And what a GPU moved in a Cholesky run against the
-//! fewest tile copies its updates needed in its memory ([`device_traffic`]): the measure of a run
-//! out of core.
+//! ratio below [`RESIDUAL_THRESHOLD`] passes.
 
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
@@ -416,60 +414,4 @@ mod tests {
         let nan: Vec<usize> = (0..n).filter(|&j| sums[j].is_nan()).collect();
         assert_eq!(nan, [700, 1500]);
     }
-}
-
-/// What a GPU moved in a Cholesky run against the fewest tile copies it could have moved.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct DeviceTraffic {
-    /// Its worker's name ("gpu0").
-    pub gpu: String,
-    /// Tile copies to and from its memory.
-    pub copies: usize,
-    /// Its symmetric tile updates (SYRK and GEMM tasks).
-    pub updates: usize,
-    /// Tiles of the run's size its memory budget holds.
-    pub buffers: usize,
-    /// The fewest tile copies those updates need in that budget, from a matrix in host memory
-    /// (Loomis-Whitney, as paper 004's bounds: `hetla_bounds::communication::
-    /// symmetric_device_transfers_lower_bound`).
-    pub lower_bound: f64,
-}
-
-/// [`DeviceTraffic`] of each GPU worker of a Cholesky run whose matrix started in host memory, from
-/// its trace: the copies to and from each device's memory node, its SYRK and GEMM tasks, and its
-/// budget in tiles of `tile_bytes` (`budgets[i]`: device i's). Tasks other than those updates move
-/// tiles too and only add to the copies, so the ratio copies / bound says how far the run was from
-/// the least it had to move.
-pub fn device_traffic(
-    trace: &hetla_runtime::Trace,
-    budgets: &[usize],
-    tile_bytes: usize,
-) -> Vec<DeviceTraffic> {
-    use hetla_runtime::ResourceKind;
-    let gpus = (trace.workers.iter().enumerate()).filter(|(_, w)| w.kind == ResourceKind::Gpu);
-    gpus.filter_map(|(index, worker)| {
-        let node = worker.node;
-        let budget = *budgets.get(node.0.checked_sub(1)?)?;
-        let copies = (trace.transfers.iter())
-            .filter(|t| t.transfer.to == node || t.transfer.from == node)
-            .count();
-        let updates = (trace.tasks.iter())
-            .filter(|t| t.worker.0 == index)
-            .filter(|t| matches!(t.op, hetla_kernels::Op::Syrk | hetla_kernels::Op::GemmNt))
-            .count();
-        let buffers = budget / tile_bytes.max(1);
-        let lower_bound = hetla_bounds::communication::symmetric_device_transfers_lower_bound(
-            updates as f64,
-            buffers.max(2),
-        )
-        .unwrap_or(0.0);
-        Some(DeviceTraffic {
-            gpu: worker.name.clone(),
-            copies,
-            updates,
-            buffers,
-            lower_bound,
-        })
-    })
-    .collect()
 }

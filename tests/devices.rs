@@ -731,7 +731,7 @@ fn a_budget_below_one_task_is_a_memory_error_before_any_work() {
 
 /// Out of core: a matrix of 55 lower tiles on one emulated device that holds 8, in every precision:
 /// LAPACK's residual, the budget kept, and no fewer tile copies than the bound of its updates in
-/// that budget (`check::device_traffic`), which is not trivial here.
+/// that budget (`Plan::device_traffic`), which is not trivial here.
 #[test]
 fn a_matrix_larger_than_the_budget_factors_in_every_precision_above_the_copies_bound() {
     fn out_of_core<T: Scalar>() {
@@ -740,10 +740,11 @@ fn a_matrix_larger_than_the_budget_factors_in_every_precision_above_the_copies_b
         let tile_bytes = b * b * size_of::<T>();
         let devices = vec![Arc::new(EmulatedDevice::new(tiles * tile_bytes))];
         let p = platform("none", &devices);
+        let plan = Cholesky::new().tile(b).plan(n, T::PRECISION).unwrap();
         let (residual, trace) = factor_in::<T>(&p, n, b);
         assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
         assert!(devices[0].peak_bytes() <= devices[0].budget(), "{what}");
-        let traffic = hetla::check::device_traffic(&trace, &[devices[0].budget()], tile_bytes);
+        let traffic = plan.device_traffic(&trace, &[devices[0].budget()]);
         let [gpu] = &traffic[..] else {
             panic!("{what}: {traffic:?}")
         };

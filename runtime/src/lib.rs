@@ -85,7 +85,9 @@ pub use simulation::{
     GpuSharing, GridTrace, Locking, MessageEvent, SimMessage, SimOptions, SimPlatform, SimRank,
     SimWork, Staging, simulate, simulate_grid,
 };
-pub use trace::{KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name};
+pub use trace::{
+    DeviceTraffic, KernelSummary, LinkBytes, TaskEvent, TransferEvent, WorkerSummary, node_name,
+};
 pub use trace::{PageLocked, PieceEvent, PieceSummary, Trace, TraceSummary};
 pub use tuned::{Tuned, TunedChoice, TunedKey};
 pub use workers::{ResourceKind, WorkerId, WorkerInfo};

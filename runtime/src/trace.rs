@@ -12,7 +12,7 @@ use serde::Serialize;
 use hetla_factorizations::TaskId;
 
 use crate::data::{MemoryNode, Transfer};
-use crate::workers::{WorkerId, WorkerInfo};
+use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
 use crate::{Error, Result};
 
 /// One task's execution.
@@ -255,6 +255,22 @@ pub struct LinkBytes {
     pub bytes: usize,
 }
 
+/// What a GPU moved in a run against the fewest tile copies its updates needed in its memory
+/// ([`Trace::device_traffic`]): the measure of a run out of core.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceTraffic {
+    /// Its worker's name ("gpu0").
+    pub gpu: String,
+    /// Tile copies to and from its memory.
+    pub copies: usize,
+    /// Its tile updates (the tasks the bound counts).
+    pub updates: usize,
+    /// Tiles of the run's size its memory budget holds.
+    pub buffers: usize,
+    /// The fewest tile copies those updates need in that budget.
+    pub lower_bound: f64,
+}
+
 /// A memory node's name in reports: "host" or "gpu`i`".
 pub fn node_name(node: MemoryNode) -> String {
     match node.0 {
@@ -305,6 +321,37 @@ impl Trace {
             pieces: Vec::new(),
             input_checked: None,
         }
+    }
+
+    /// Each GPU worker's [`DeviceTraffic`]: the copies to and from its memory node, its tasks whose
+    /// operation `is_update`, and its budget in tiles of `tile_bytes` (`budgets[i]`: device i's,
+    /// the device of memory node i + 1), with `bound(updates, buffers)` as the fewest copies.
+    pub fn device_traffic(
+        &self,
+        (budgets, tile_bytes): (&[usize], usize),
+        is_update: impl Fn(Op) -> bool,
+        bound: impl Fn(f64, usize) -> f64,
+    ) -> Vec<DeviceTraffic> {
+        let gpus = (self.workers.iter().enumerate()).filter(|(_, w)| w.kind == ResourceKind::Gpu);
+        gpus.filter_map(|(index, worker)| {
+            let node = worker.node;
+            let budget = *budgets.get(node.0.checked_sub(1)?)?;
+            let copies = (self.transfers.iter())
+                .filter(|t| t.transfer.to == node || t.transfer.from == node)
+                .count();
+            let updates = (self.tasks.iter())
+                .filter(|t| t.worker.0 == index && is_update(t.op))
+                .count();
+            let buffers = budget / tile_bytes.max(1);
+            Some(DeviceTraffic {
+                gpu: worker.name.clone(),
+                copies,
+                updates,
+                buffers,
+                lower_bound: bound(updates as f64, buffers),
+            })
+        })
+        .collect()
     }
 
     /// Busy fraction per worker and rate per kernel.

@@ -478,6 +478,34 @@ impl Plan {
         ops
     }
 
+    /// What each GPU of a run of this plan moved ([`Trace::device_traffic`]) against the fewest
+    /// tile copies its tile updates needed in its budget (`budgets[i]`: device i's bytes), from a
+    /// matrix in host memory: for Cholesky, the symmetric updates of its SYRK and GEMM tasks
+    /// (`hetla_bounds::communication::symmetric_device_transfers_lower_bound`); nothing for the
+    /// other plans, whose bounds of this kind are not built.
+    ///
+    /// [`Trace::device_traffic`]: hetla_runtime::Trace::device_traffic
+    pub fn device_traffic(
+        &self,
+        trace: &hetla_runtime::Trace,
+        budgets: &[usize],
+    ) -> Vec<hetla_runtime::DeviceTraffic> {
+        use hetla_bounds::communication as bounds;
+        let tile_bytes = self.tile * self.tile * self.precision.bytes();
+        let on = (budgets, tile_bytes);
+        match self.algorithm {
+            Algorithm::Cholesky { .. } => trace.device_traffic(
+                on,
+                |op| matches!(op, Op::Syrk | Op::GemmNt),
+                |updates, buffers| {
+                    bounds::symmetric_device_transfers_lower_bound(updates, buffers.max(2))
+                        .unwrap_or(0.0)
+                },
+            ),
+            _ => Vec::new(),
+        }
+    }
+
     /// Its operations a GPU may run: those with a GPU kernel that the plan does not keep on CPU
     /// clusters (the tiled QR's applications, say, whose work gives a device no T's).
     pub fn gpu_ops(&self) -> Vec<Op> {

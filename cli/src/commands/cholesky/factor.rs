@@ -54,9 +54,9 @@ pub struct CholeskyReport {
     /// Bytes moved per GPU and direction ("host->gpu0", "gpu0->host").
     pub bytes: Vec<LinkBytes>,
     /// Each GPU's tile copies against the fewest its updates needed in its budget (a run from host
-    /// memory; `hetla::check::device_traffic`).
+    /// memory; `hetla::Plan::device_traffic`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub traffic: Vec<hetla::check::DeviceTraffic>,
+    pub traffic: Vec<hetla_runtime::DeviceTraffic>,
     /// The bounds predicted before the run from the stored performance models (absent when the
     /// models did not yet know every kernel of the run).
     pub predicted_bounds: Option<BoundReport>,
@@ -164,7 +164,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
                 let budgets: Vec<usize> = (platform.devices().iter())
                     .map(|d| d.device.budget())
                     .collect();
-                hetla::check::device_traffic(&trace, &budgets, tile * tile * size_of::<T>())
+                plan.device_traffic(&trace, &budgets)
             }
         },
         gpus: gpu_reports(&platform),
