@@ -491,7 +491,11 @@ impl Plan {
         budgets: &[usize],
     ) -> Vec<hetla_runtime::DeviceTraffic> {
         use hetla_bounds::communication as bounds;
-        let tile_bytes = self.tile * self.tile * self.precision.bytes();
+        // The first tile, the largest: a tile wider than the matrix is the whole matrix.
+        let (rows, cols) = (self.blocks(FACTOR)).map_or((0, 0), |t| t.tile_shape(0, 0));
+        let tile_bytes = rows
+            .saturating_mul(cols)
+            .saturating_mul(self.precision.bytes());
         let on = (budgets, tile_bytes);
         match self.algorithm {
             Algorithm::Cholesky { .. } => trace.device_traffic(
