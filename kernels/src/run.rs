@@ -302,8 +302,8 @@ impl Backend {
     }
 }
 
-/// The rows of a block column of `rows` from the step's `first` on (a device's LU kernels' view);
-/// an error when `first` lies below the block column.
+/// The rows of a block column of `rows` from the step's `first` on (what a device's LU and QR
+/// kernels work on); an error when `first` lies below the block column.
 fn first_row(op: Op, first: usize, rows: usize) -> Result<usize, KernelError> {
     rows.checked_sub(first)
         .ok_or_else(|| KernelError::Operands {
