@@ -24,7 +24,8 @@
 #   copies     GPU + the first cluster shape with the GPU packing its copies on 1 and 8
 #              cores (HETLA_GPU_COPY_CORES), beside the rates part's default rule.
 #   cholesky   residuals for n = 4096, 16000 (ragged), 16384, 32768 on the GPU only and
-#              GPU + clusters 1x15 and 3x5, a forced-eviction budget; s, c and z against
+#              GPU + clusters 1x15 and 3x5, a forced-eviction budget, out of core (a factor
+#              1.31x an 8 GiB budget beside the largest that fits); s, c and z against
 #              cuSOLVER ?potrf, and the ds mixed solve.
 #   extra      the inverse (GPU factor, CPU inverse kernels) and LU on this machine's cores,
 #              beside their library peers, then LU with its updates and interchanges on the
@@ -240,6 +241,12 @@ part_cholesky() {
     done
     # Room for 48 tiles of 1024 (a 16384 matrix has 136): eviction and write-back.
     row "$dir" eviction cholesky --n "$small_n" --tile 1024 --clusters none --gpus "$gpus" --gpu-memory 384MiB
+    # Out of core (issue 74 item 4): on a budget of 8 GiB (256 tiles of 2048), the largest n
+    # that fits (231 tiles) and a factor 1.31x the budget (left-looking, evicting by next use):
+    # rate >= 70% of the first's, copies within 1.5x the bound (the `traffic` line). Predicted
+    # on h200: 28.5 and 27.4 Tflop/s (0.96x).
+    row "$dir" out-of-core-fits cholesky --n 43008 --tile 2048 --clusters none --gpus "$gpus" --gpu-memory 8GiB
+    row "$dir" out-of-core cholesky --n 52000 --tile 2048 --clusters none --gpus "$gpus" --gpu-memory 8GiB
     # Every precision on the GPU alone against cuSOLVER ?potrf in that precision, and the
     # mixed solve (an f32 factor on the GPU, refined in f64).
     for p in s c z; do

@@ -36,14 +36,22 @@ pub fn device_transfers_lower_bound(updates: f64, buffers: usize) -> Result<f64,
 /// Fewest tile transfers (sent to or received from a device) with which a device holding at most
 /// `buffers` tiles performs `updates` symmetric tile updates C_ij -= L_ik L_jk^H (Cholesky's SYRK
 /// and GEMM tasks: both factors are tiles of one matrix L, so a tile of L in memory serves as
-/// either). By the Loomis-Whitney inequality, a window of m consecutive transfers sees at most 2m
-/// tiles, N_L of L and N_C of C, and at most sqrt(N_L^2 N_C) <= sqrt(32/27) m^{3/2} updates (at N_L
-/// = 4m/3): updates sqrt(27 / (32 m)) - m transfers. And every tile the updates touch moves at
-/// least once when the matrix starts in host memory: U updates touch at least (27/4)^{1/3} U^{2/3}
-/// tiles (the same inequality). The larger of the two, never below zero.
+/// either) and overwrites `written` tiles of a matrix that starts and ends in host memory.
+///
+/// - By the Loomis-Whitney inequality, a window of m consecutive transfers sees at most 2m tiles,
+///   N_L of L and N_C of C, and at most sqrt(N_L^2 N_C) <= sqrt(32/27) m^{3/2} updates (at N_L =
+///   4m/3): updates sqrt(27 / (32 m)) - m transfers.
+/// - Copies in: every tile the updates touch moves to the device at least once, U updates touching
+///   at least (27/4)^{1/3} U^{2/3} tiles (the same inequality), and so does every tile it
+///   overwrites after reading it (a factorisation's are all read first). Copies out: the last value
+///   the device gives each tile it overwrites leaves it at least once (to host memory, or to the
+///   next node that reads it). The two kinds are distinct copies: their sum.
+///
+/// The larger of the two, never below zero.
 pub fn symmetric_device_transfers_lower_bound(
     updates: f64,
     buffers: usize,
+    written: usize,
 ) -> Result<f64, BoundsError> {
     if buffers < 2 {
         return Err(BoundsError::InvalidArgument(format!(
@@ -53,7 +61,8 @@ pub fn symmetric_device_transfers_lower_bound(
     let m = buffers as f64;
     let window = updates * (27.0 / (32.0 * m)).sqrt() - m;
     let touched = (27.0_f64 / 4.0).cbrt() * updates.powf(2.0 / 3.0);
-    Ok(window.max(touched).max(0.0))
+    let written = written as f64;
+    Ok(window.max(touched.max(written) + written).max(0.0))
 }
 
 /// The largest mu with 1 + mu + mu^2 <= `buffers`: the side of the square of C tiles the maximum
@@ -184,14 +193,24 @@ mod tests {
         assert_eq!(device_transfers_lower_bound(1.0, 24).unwrap(), 0.0);
         assert!(device_transfers_lower_bound(10.0, 2).is_err());
         // Symmetric updates: half the product's rate per window, and the tiles touched.
-        let sym = symmetric_device_transfers_lower_bound(1e6, 24).unwrap();
+        let sym = symmetric_device_transfers_lower_bound(1e6, 24, 0).unwrap();
         assert!(
             (sym - (1e6 * (27.0f64 / 768.0).sqrt() - 24.0)).abs() < 1e-6,
             "{sym}"
         );
-        let touched = symmetric_device_transfers_lower_bound(1000.0, 1 << 20).unwrap();
+        let touched = symmetric_device_transfers_lower_bound(1000.0, 1 << 20, 0).unwrap();
         assert!((touched - 6.75f64.cbrt() * 100.0).abs() < 1e-9, "{touched}");
-        assert!(symmetric_device_transfers_lower_bound(10.0, 1).is_err());
+        // Overwritten tiles come in and go out: Cholesky of 24 x 24 tiles on one device, whose
+        // 2300 updates touch at least 329 tiles, and whose 300 lower tiles come in and go out.
+        let touched = 6.75f64.cbrt() * 2300f64.powf(2.0 / 3.0);
+        let whole = symmetric_device_transfers_lower_bound(2300.0, 230, 300).unwrap();
+        assert!((whole - (touched + 300.0)).abs() < 1e-9, "{whole}");
+        // More tiles overwritten than the updates must touch: each in and out.
+        assert_eq!(
+            symmetric_device_transfers_lower_bound(100.0, 230, 300),
+            Ok(600.0)
+        );
+        assert!(symmetric_device_transfers_lower_bound(10.0, 1, 0).is_err());
     }
 
     #[test]

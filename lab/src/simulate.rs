@@ -159,8 +159,10 @@ pub(crate) fn simulate_plan(
         tile_bytes: &tile_bytes,
         duration: &duration,
     };
+    // Its GPUs' budgets: an out-of-core run's order (`Plan::run_options_for`).
+    let budgets: Vec<usize> = (platform.capacities.iter().skip(1).flatten().copied()).collect();
     let options = SimOptions {
-        run: plan.run_options(&options.run),
+        run: plan.run_options_for(&budgets, &options.run),
         ..options.clone()
     };
     Ok(simulate_work(platform, &work, &options)?)

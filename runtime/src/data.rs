@@ -7,13 +7,22 @@
 //! tile `Modified` on that node and `Invalid` everywhere else. The task's tiles stay pinned on the
 //! node until [`DataRegistry::end_task`].
 //!
-//! A node may have a capacity (a GPU's memory budget; host memory has none). Making room evicts the
-//! least recently used unpinned replicas of the node; a replica that is the last valid copy of its
-//! tile is first written back to host memory, so that no tile is ever lost.
+//! A node may have a capacity (a GPU's memory budget; host memory has none). Making room evicts
+//! unpinned replicas of the node; a replica that is the last valid copy of its tile is first
+//! written back to host memory, so that no tile is ever lost. Which replica goes:
+//!
+//! - With the order the run expects to start its tasks ([`DataRegistry::expect_order`], the tasks
+//!   by priority, which is what a worker's queue pops), the one whose next use is farthest
+//!   (Belady's rule, on that order): a run out of core keeps what its next tasks need instead of
+//!   what its last ones used. [`DataRegistry::started`] moves each tile's next use on as its tasks
+//!   start.
+//! - Without it, the least recently used one.
+//!
 //! [`DataRegistry::prefetch`] copies a tile ahead of the task that will read it (as soon as the
 //! scheduler has assigned the task), without pinning it, and gives up rather than evict a pinned
-//! tile. On a CPU-only platform there is one node (the host), tiles start valid there, and no call
-//! ever needs a copy: the same code paths run.
+//! tile, or, with an expected order, one needed sooner than the tile it would bring. On a CPU-only
+//! platform there is one node (the host), tiles start valid there, and no call ever needs a copy:
+//! the same code paths run.
 //!
 //! The registry only decides *what* moves; the executor carries the copies out (the simulated
 //! executor by charging their time to links) and records them in the trace. An executor with real
@@ -23,7 +32,7 @@
 
 use std::collections::BTreeSet;
 
-use hetla_factorizations::{Mode, TileRef};
+use hetla_factorizations::{Mode, TaskId, TileRef};
 
 /// A data handle: one tile of a run, numbered in the order the run's tasks first use it. Tables of
 /// a run index by handle directly (`Vec<T>` and `[T]` implement `Index<Handle>`).
@@ -132,6 +141,29 @@ pub struct DataRegistry {
     clock: u64,
     /// Copies and releases in order, when logged (see [`DataRegistry::log_steps`]).
     steps: Option<Vec<Step>>,
+    /// Each tile's uses to come, when the order of the tasks is expected.
+    uses: Option<Uses>,
+}
+
+/// The uses to come of every tile, by the rank of their tasks in the order a run expects to start
+/// them ([`DataRegistry::expect_order`]).
+#[derive(Debug, Clone)]
+struct Uses {
+    /// `rank[task]`: its place in the expected order.
+    rank: Vec<u64>,
+    /// `pending[handle]`: the ranks of the tasks using it that have not started.
+    pending: Vec<BTreeSet<u64>>,
+    /// Valid replicas per device node by next use: (rank, handle), soonest first.
+    by_next: Vec<BTreeSet<(u64, Handle)>>,
+}
+
+/// The next use of a tile no task will use again.
+const NEVER: u64 = u64::MAX;
+
+impl Uses {
+    fn next(&self, handle: Handle) -> u64 {
+        self.pending[handle].first().copied().unwrap_or(NEVER)
+    }
 }
 
 impl DataRegistry {
@@ -169,6 +201,60 @@ impl DataRegistry {
             pinned: vec![0; nodes],
             clock: 0,
             steps: None,
+            uses: None,
+        }
+    }
+
+    /// Evicts by next use from now on: `order` is every task of the run, in the order they are
+    /// expected to start, each with its tiles (a handle listed twice counts once). A task not in it
+    /// counts as never starting.
+    pub fn expect_order<'a>(
+        mut self,
+        tasks: usize,
+        order: impl IntoIterator<Item = (TaskId, &'a [(Handle, Mode)])>,
+    ) -> Self {
+        let mut rank = vec![NEVER; tasks];
+        let mut pending = vec![BTreeSet::new(); self.len()];
+        for (r, (task, accesses)) in order.into_iter().enumerate() {
+            rank[task.0] = r as u64;
+            for &(h, _) in accesses {
+                pending[h].insert(r as u64);
+            }
+        }
+        let mut uses = Uses {
+            rank,
+            pending,
+            by_next: vec![BTreeSet::new(); self.capacity.len()],
+        };
+        for node in 1..self.capacity.len() {
+            for &(_, h) in &self.lru[node] {
+                let next = uses.next(h);
+                uses.by_next[node].insert((next, h));
+            }
+        }
+        self.uses = Some(uses);
+        self
+    }
+
+    /// `task` has started with its tiles `accesses`: their next uses move on to the tasks after it.
+    /// Nothing without an expected order.
+    pub fn started(&mut self, task: TaskId, accesses: &[(Handle, Mode)]) {
+        let Some(uses) = &mut self.uses else {
+            return;
+        };
+        let rank = uses.rank[task.0];
+        for &(h, _) in accesses {
+            let before = uses.next(h);
+            if !uses.pending[h].remove(&rank) {
+                continue;
+            }
+            let after = uses.next(h);
+            for node in 1..self.states[h].len() {
+                if self.states[h][node] != ReplicaState::Invalid {
+                    uses.by_next[node].remove(&(before, h));
+                    uses.by_next[node].insert((after, h));
+                }
+            }
         }
     }
 
@@ -322,7 +408,7 @@ impl DataRegistry {
         if being_written {
             return copies;
         }
-        if !self.is_valid(handle, node) && self.fetch(handle, node, &mut copies).is_ok() {
+        if !self.is_valid(handle, node) && self.fetch(handle, node, &mut copies, true).is_ok() {
             self.set_mode(handle, node, Mode::Read);
         }
         copies
@@ -381,23 +467,25 @@ impl DataRegistry {
         for h in (0..self.len()).map(Handle) {
             if !self.is_valid(h, HOST) {
                 // Host memory is unlimited: this cannot fail.
-                let _ = self.fetch(h, HOST, &mut copies);
+                let _ = self.fetch(h, HOST, &mut copies, false);
                 self.set_mode(h, HOST, Mode::Read);
             }
         }
         copies
     }
 
-    /// Makes `handle` valid on `node` (a `Shared` copy when it was not), evicting as needed, and
-    /// touches it.
+    /// Makes `handle` valid on `node` (a `Shared` copy when it was not), evicting as needed (with
+    /// `spare_sooner`, only tiles needed after it: see [`DataRegistry::make_room`]), and touches
+    /// it.
     fn fetch(
         &mut self,
         handle: Handle,
         node: MemoryNode,
         copies: &mut Vec<Transfer>,
+        spare_sooner: bool,
     ) -> Result<(), NoRoom> {
         if !self.is_valid(handle, node) {
-            self.make_room(node, handle, copies)?;
+            self.make_room(node, handle, copies, spare_sooner)?;
             self.copy_in(handle, self.source(handle), node, copies);
         }
         self.touch(handle, node);
@@ -414,9 +502,9 @@ impl DataRegistry {
         copies: &mut Vec<Transfer>,
     ) -> Result<(), NoRoom> {
         if mode.reads() || self.is_valid(handle, node) {
-            return self.fetch(handle, node, copies);
+            return self.fetch(handle, node, copies, false);
         }
-        self.make_room(node, handle, copies)?;
+        self.make_room(node, handle, copies, false)?;
         if node != HOST {
             self.log(Step::Allocate {
                 handle,
@@ -455,6 +543,10 @@ impl DataRegistry {
         self.states[handle][node.0] = ReplicaState::Shared;
         self.used[node.0] += self.bytes[handle];
         self.lru[node.0].insert((self.stamp[handle][node.0], handle));
+        if let Some(uses) = self.uses.as_mut().filter(|_| node != HOST) {
+            let next = uses.next(handle);
+            uses.by_next[node.0].insert((next, handle));
+        }
     }
 
     /// Applies the MSI rule of a valid replica's use in `mode`.
@@ -493,15 +585,35 @@ impl DataRegistry {
         self.states[handle][node.0] = ReplicaState::Invalid;
         self.used[node.0] -= self.bytes[handle];
         self.lru[node.0].remove(&(self.stamp[handle][node.0], handle));
+        if let Some(uses) = self.uses.as_mut().filter(|_| node != HOST) {
+            let next = uses.next(handle);
+            uses.by_next[node.0].remove(&(next, handle));
+        }
     }
 
-    /// Evicts least recently used unpinned replicas of `node` until `handle`'s tile fits, writing
-    /// back the ones that are the last valid copy of their tile.
+    /// The replica of `node` to evict: unpinned, and with an expected order the one needed last
+    /// (and, with `spare_sooner`, only one needed after `handle`), else the least recently used.
+    fn victim(&self, node: MemoryNode, handle: Handle, spare_sooner: bool) -> Option<Handle> {
+        let unpinned = |&h: &Handle| self.pins[h][node.0] == 0;
+        let Some(uses) = &self.uses else {
+            return self.lru[node.0].iter().map(|&(_, h)| h).find(unpinned);
+        };
+        let after = spare_sooner.then(|| uses.next(handle));
+        let last_first = uses.by_next[node.0].iter().rev();
+        last_first
+            .take_while(|&&(next, _)| after.is_none_or(|after| next > after))
+            .map(|&(_, h)| h)
+            .find(unpinned)
+    }
+
+    /// Evicts unpinned replicas of `node` ([`DataRegistry::victim`]) until `handle`'s tile fits,
+    /// writing back the ones that are the last valid copy of their tile.
     fn make_room(
         &mut self,
         node: MemoryNode,
         handle: Handle,
         copies: &mut Vec<Transfer>,
+        spare_sooner: bool,
     ) -> Result<(), NoRoom> {
         let bytes = self.bytes[handle];
         let Some(capacity) = self.capacity[node.0] else {
@@ -523,11 +635,7 @@ impl DataRegistry {
             return Err(no_room);
         }
         while self.used[node.0] + bytes > capacity {
-            let Some(victim) = self.lru[node.0]
-                .iter()
-                .map(|&(_, h)| h)
-                .find(|&h| self.pins[h][node.0] == 0)
-            else {
+            let Some(victim) = self.victim(node, handle, spare_sooner) else {
                 return Err(no_room);
             };
             let last_copy = (0..self.capacity.len())
@@ -637,6 +745,37 @@ mod tests {
             !r.is_valid(Handle(3), gpu) && r.is_valid(Handle(2), gpu) && r.is_valid(Handle(0), gpu)
         );
         assert!(r.used(gpu) <= 3 * 800);
+    }
+
+    #[test]
+    fn with_an_expected_order_the_tile_needed_last_goes_and_a_prefetch_spares_sooner_ones() {
+        let gpu = MemoryNode(1);
+        let read = |h| vec![(Handle(h), Mode::Read)];
+        // Task t reads the tile below: 0, 1, 2 now; then 1, 3, 0, 4, 0.
+        let tasks: Vec<_> = [0, 1, 2, 1, 3, 0, 4, 0].into_iter().map(read).collect();
+        let order = (tasks.iter().enumerate()).map(|(t, a)| (TaskId(t), &a[..]));
+        let mut r = small_gpu(3).expect_order(tasks.len(), order);
+        let run = |r: &mut DataRegistry, t: usize| {
+            let copies = r.start_task(&tasks[t], gpu).unwrap();
+            r.started(TaskId(t), &tasks[t]);
+            r.end_task(&tasks[t], gpu);
+            copies
+        };
+        for t in 0..3 {
+            assert_eq!(one(run(&mut r, t)).handle, Handle(t));
+        }
+        // Tile 3 (next needed by task 4) takes the place of 2, never needed again, where the least
+        // recently used would be 0 (needed by task 5).
+        assert_eq!(one(r.prefetch(Handle(3), gpu)).handle, Handle(3));
+        assert!(!r.is_valid(Handle(2), gpu) && r.is_valid(Handle(0), gpu));
+        // Tile 4 (task 6) is needed after every tile there: a prefetch leaves them.
+        assert!(r.prefetch(Handle(4), gpu).is_empty());
+        assert!(run(&mut r, 3).is_empty() && run(&mut r, 4).is_empty());
+        // Task 6 needs tile 4 now: 1 or 3, never needed again, goes; 0 (task 7) stays.
+        assert!(run(&mut r, 5).is_empty());
+        assert_eq!(one(run(&mut r, 6)).handle, Handle(4));
+        assert!(r.is_valid(Handle(0), gpu) && r.used(gpu) == 3 * 800);
+        assert!(!r.is_valid(Handle(1), gpu) || !r.is_valid(Handle(3), gpu));
     }
 
     #[test]

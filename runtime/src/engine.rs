@@ -316,7 +316,9 @@ impl<'a> Engine<'a> {
             if busy && d.fits(handles, node).is_err() {
                 return Ok(None);
             }
-            d.start_task(handles, node).map(Some)
+            let copies = d.start_task(handles, node)?;
+            d.started(task, handles);
+            Ok(Some(copies))
         });
         let failure = match started {
             Ok(Ok(Some(_))) => None,

@@ -409,7 +409,17 @@ pub(crate) fn prepare<'a>(
     }
     budget_check(&plan, workers, &capacities)?;
     let several_nodes = capacities.len() > 1;
-    let registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
+    let budgets = capacities.iter().any(Option::is_some);
+    let mut registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
+    if budgets {
+        // A node with a budget evicts by next use, on the order its queues pop: by priority,
+        // then submission.
+        let mut order: Vec<TaskId> = (0..plan.handles.len()).map(TaskId).collect();
+        let ctx = &plan.ctx;
+        order.sort_by(|&a, &b| ctx.priority(b).total_cmp(&ctx.priority(a)).then(a.cmp(&b)));
+        let tasks = order.iter().map(|&t| (t, &plan.handles[t][..]));
+        registry = registry.expect_order(plan.handles.len(), tasks);
+    }
     // Only copies between nodes need carrying out.
     let registry = if several_nodes {
         registry.log_steps()

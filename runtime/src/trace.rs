@@ -4,12 +4,13 @@
 //!   which Perfetto (ui.perfetto.dev) and chrome://tracing open;
 //! - [`Trace::summary`]: busy fraction per worker, and count, mean time and Gflop/s per kernel.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use hetla_kernels::Op;
 use serde::Serialize;
 
-use hetla_factorizations::TaskId;
+use hetla_factorizations::{TaskId, TileRef};
 
 use crate::data::{MemoryNode, Transfer};
 use crate::workers::{ResourceKind, WorkerId, WorkerInfo};
@@ -265,6 +266,8 @@ pub struct DeviceTraffic {
     pub copies: usize,
     /// Its tile updates (the tasks the bound counts).
     pub updates: usize,
+    /// Distinct tiles its tasks overwrote.
+    pub written: usize,
     /// Tiles of the run's size its memory budget holds.
     pub buffers: usize,
     /// The fewest tile copies those updates need in that budget.
@@ -324,13 +327,14 @@ impl Trace {
     }
 
     /// Each GPU worker's [`DeviceTraffic`]: the copies to and from its memory node, its tasks whose
-    /// operation `is_update`, and its budget in tiles of `tile_bytes` (`budgets[i]`: device i's,
-    /// the device of memory node i + 1), with `bound(updates, buffers)` as the fewest copies.
+    /// operation `is_update`, the distinct tiles its tasks wrote (`written(task)`: the tile a task
+    /// writes, if any), and its budget in tiles of `tile_bytes` (`budgets[i]`: device i's, the
+    /// device of memory node i + 1), with `bound(updates, written, buffers)` as the fewest copies.
     pub fn device_traffic(
         &self,
         (budgets, tile_bytes): (&[usize], usize),
-        is_update: impl Fn(Op) -> bool,
-        bound: impl Fn(f64, usize) -> f64,
+        (is_update, written): (impl Fn(Op) -> bool, impl Fn(TaskId) -> Option<TileRef>),
+        bound: impl Fn(f64, usize, usize) -> f64,
     ) -> Vec<DeviceTraffic> {
         let gpus = (self.workers.iter().enumerate()).filter(|(_, w)| w.kind == ResourceKind::Gpu);
         gpus.filter_map(|(index, worker)| {
@@ -339,16 +343,17 @@ impl Trace {
             let copies = (self.transfers.iter())
                 .filter(|t| t.transfer.to == node || t.transfer.from == node)
                 .count();
-            let updates = (self.tasks.iter())
-                .filter(|t| t.worker.0 == index && is_update(t.op))
-                .count();
+            let mine = || self.tasks.iter().filter(|t| t.worker.0 == index);
+            let updates = mine().filter(|t| is_update(t.op)).count();
+            let tiles: BTreeSet<TileRef> = mine().filter_map(|t| written(t.task)).collect();
             let buffers = budget / tile_bytes.max(1);
             Some(DeviceTraffic {
                 gpu: worker.name.clone(),
                 copies,
                 updates,
+                written: tiles.len(),
                 buffers,
-                lower_bound: bound(updates as f64, buffers),
+                lower_bound: bound(updates as f64, tiles.len(), buffers),
             })
         })
         .collect()

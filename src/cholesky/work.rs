@@ -28,7 +28,7 @@ pub(crate) fn execute<T: Scalar>(
     store: &dyn TileStore<T>,
     options: &RunOptions,
 ) -> Result<Trace> {
-    let run_options = plan.run_options(options);
+    let run_options = plan.run_options_on(platform, options);
     let run = |work: &InvertingWork<'_, T>| {
         run_graph(platform, work, &run_options).map_err(|e| run_error(plan, e))
     };
@@ -45,7 +45,7 @@ pub(crate) fn execute_checked<T: Scalar>(
     options: &RunOptions,
     check: impl FnOnce() -> Result<f64>,
 ) -> Result<(Trace, f64)> {
-    let run_options = plan.run_options(options);
+    let run_options = plan.run_options_on(platform, options);
     let run = |work: &InvertingWork<'_, T>| run_checked(platform, work, &run_options, check);
     let (run, norm) = on_work(plan, platform, store, run)?.ok_or_else(|| Error::InvalidOption {
         option: "plan",

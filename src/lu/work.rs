@@ -155,8 +155,8 @@ pub(crate) fn execute<T: Scalar>(
         zero: &zero,
         found: &found,
     };
-    let trace =
-        run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    let trace = run_graph(platform, &work, &plan.run_options_on(platform, options))
+        .map_err(|e| run_error(plan, e))?;
     let mut ipiv: Vec<usize> = ipiv.into_iter().map(AtomicUsize::into_inner).collect();
     let mut zero = Some(zero.into_inner()).filter(|&z| z != usize::MAX);
     // The panels the devices factored: their interchanges and zero pivots, made global.

@@ -480,7 +480,8 @@ impl Plan {
 
     /// What each GPU of a run of this plan moved ([`Trace::device_traffic`]) against the fewest
     /// tile copies its tile updates needed in its budget (`budgets[i]`: device i's bytes), from a
-    /// matrix in host memory: for Cholesky, the symmetric updates of its SYRK and GEMM tasks
+    /// matrix in host memory: for Cholesky, the symmetric updates of its SYRK and GEMM tasks and
+    /// the tiles its tasks overwrote, each copied in and out
     /// (`hetla_bounds::communication::symmetric_device_transfers_lower_bound`); nothing for the
     /// other plans, whose bounds of this kind are not built.
     ///
@@ -500,9 +501,15 @@ impl Plan {
         match self.algorithm {
             Algorithm::Cholesky { .. } => trace.device_traffic(
                 on,
-                |op| matches!(op, Op::Syrk | Op::GemmNt),
-                |updates, buffers| {
-                    bounds::symmetric_device_transfers_lower_bound(updates, buffers.max(2))
+                (
+                    |op| matches!(op, Op::Syrk | Op::GemmNt),
+                    |task| {
+                        let last = self.graph.tasks().get(task.0)?.accesses.last()?;
+                        last.mode.writes().then_some(last.tile)
+                    },
+                ),
+                |updates, written, buffers| {
+                    bounds::symmetric_device_transfers_lower_bound(updates, buffers.max(2), written)
                         .unwrap_or(0.0)
                 },
             ),

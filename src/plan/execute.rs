@@ -1,6 +1,6 @@
 //! A plan run on a platform, and how a failed run reads to the caller.
 
-use hetla_factorizations::{FACTOR, TaskGraph};
+use hetla_factorizations::{FACTOR, TaskGraph, TaskId};
 use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
 
@@ -22,8 +22,66 @@ impl Plan {
         expect_precision(self, T::PRECISION)?;
         let shape = |tile| self.shape(tile);
         let work = tile_work(self, &shape, store, platform);
-        execute(platform, &work, &self.run_options(options)).map_err(|e| run_error(self, e))
+        let options = self.run_options_on(platform, options);
+        execute(platform, &work, &options).map_err(|e| run_error(self, e))
     }
+
+    /// [`Plan::run_options`] for a run on GPUs of `budgets` bytes (each device's; none on a
+    /// CPU-only platform). A factorisation in tiles (Cholesky, LU) whose tiles do not fit in the
+    /// budget of one of them runs out of core: unless `base` ranks the tasks itself, they are
+    /// ranked in left-looking order (by the column of the tile each writes, then in submission
+    /// order), where a right-looking order would fetch the whole trailing matrix again at every
+    /// step; LU's interchanges of factored columns come last, each column's together. Left-looking,
+    /// the tiles one block column's updates read (the factored columns' rows below it) are at most
+    /// a quarter of the matrix's: a Cholesky factor up to about twice a GPU's budget is fetched
+    /// about once, the registry evicting by next use on the same order
+    /// ([`hetla_runtime::DataRegistry::expect_order`]).
+    pub fn run_options_for(&self, budgets: &[usize], base: &RunOptions) -> RunOptions {
+        let mut options = self.run_options(base);
+        let factorisation = matches!(
+            self.algorithm(),
+            Algorithm::Cholesky { .. } | Algorithm::Lu { .. }
+        );
+        let smallest_budget = budgets.iter().min();
+        let out_of_core = smallest_budget.is_some_and(|&budget| budget < self.matrix_bytes());
+        if factorisation && out_of_core && options.priorities.is_none() {
+            options.priorities = Some(left_looking(self.graph()).into());
+        }
+        options
+    }
+
+    /// [`Plan::run_options_for`] the budgets of `platform`'s GPUs.
+    pub(crate) fn run_options_on(&self, platform: &Platform, base: &RunOptions) -> RunOptions {
+        let budgets: Vec<usize> = (platform.devices().iter())
+            .map(|d| d.device.budget())
+            .collect();
+        self.run_options_for(&budgets, base)
+    }
+
+    /// Bytes of the tiles of every matrix the plan's tasks use.
+    fn matrix_bytes(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let tiles = (self.graph().tasks().iter()).flat_map(|task| &task.accesses);
+        (tiles.filter(|access| seen.insert(access.tile)))
+            .map(|access| self.tile_bytes(access.tile))
+            .fold(0, usize::saturating_add)
+    }
+}
+
+/// Priorities (larger first) ranking `graph`'s tasks by the column of the tile each writes (its
+/// last access: [`hetla_factorizations::Task`]'s operand order), then in submission order; a task
+/// that reads a column right of the one it writes (LU's interchanges of factored columns) after
+/// every other.
+fn left_looking(graph: &TaskGraph) -> Vec<f64> {
+    let column = |t: TaskId| graph.task(t).accesses.last().map_or(0, |a| a.tile.col);
+    let behind = |t: TaskId| (graph.task(t).accesses.iter()).any(|a| a.tile.col > column(t));
+    let mut order: Vec<TaskId> = graph.ids().collect();
+    order.sort_by_key(|&t| (behind(t), column(t), t));
+    let mut priorities = vec![0.0; graph.len()];
+    for (rank, t) in order.into_iter().enumerate() {
+        priorities[t.0] = -(rank as f64);
+    }
+    priorities
 }
 
 /// The plan's graph and keys over `store`, tiles of `shape`, on `platform`'s backend.

@@ -86,6 +86,11 @@ pub struct SimulateArgs {
     /// HETLA_GPU_STREAMS on a real run). 1 to 16.
     #[arg(long, default_value_t = 1, value_parser = hetla_runtime::parse_streams)]
     pub streams: usize,
+    /// Memory budget for tiles on each GPU, in place of the platform's: bytes, or with KiB, MiB,
+    /// GiB ("8GiB"), as `hetla cholesky --gpu-memory`. A Cholesky or LU whose tiles exceed it runs
+    /// out of core, as on a real GPU.
+    #[arg(long, value_parser = super::args::parse_bytes, value_name = "BYTES")]
+    pub gpu_memory: Option<usize>,
     /// The matrix resident on the first GPU, as `hetla cholesky --resident` times it: every tile
     /// there before the clock starts and left there when it stops (the copies in and out not
     /// simulated). Needs --gpus 1 or more.
@@ -195,6 +200,7 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
             .precision(args.precision)
             .host_memory(args.host_memory)
             .copy_cores(args.copy_cores)
+            .gpu_memory(args.gpu_memory)
     };
     let shape = (args.m, args.n, args.tile);
     let plan = args

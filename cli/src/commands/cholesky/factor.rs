@@ -644,12 +644,13 @@ fn print_resources(r: &CholeskyReport) {
     }
     for t in &r.traffic {
         println!(
-            "  traffic   {:<6} {} tile copies, at least {:.0} for its {} updates in {} tiles \
-             ({:.2}x)",
+            "  traffic   {:<6} {} tile copies, at least {:.0} for its {} updates and {} tiles \
+             written in {} tiles ({:.2}x)",
             t.gpu,
             t.copies,
             t.lower_bound,
             t.updates,
+            t.written,
             t.buffers,
             t.copies as f64 / t.lower_bound.max(1.0)
         );
