@@ -274,6 +274,14 @@ pub fn cusolver<T: Scalar>(
         Cusolver::Inverse => format!("cusolver-{0}potrf+{0}potri", T::PRECISION),
         Cusolver::Getrf => format!("cusolver-{}getrf", T::PRECISION),
         Cusolver::Geqrf => format!("cusolver-{}geqrf", T::PRECISION),
+        Cusolver::Gels { .. } => {
+            let apply = if T::PRECISION.is_complex() {
+                "unmqr"
+            } else {
+                "ormqr"
+            };
+            format!("cusolver-{0}geqrf+{0}{apply}+{0}trsm", T::PRECISION)
+        }
     };
     device_peer::<T>(index, (&name, flops), a.shape(), |gpu, mut out| {
         Ok([

@@ -188,6 +188,13 @@ pub enum SolverPeer {
     /// The Householder QR factorisation of an m x n matrix, ?geqrf (its scalars tau left on the
     /// device).
     Geqrf,
+    /// Least squares min ||A X - B|| of an m x n A (m >= n) as a cuSOLVER user solves them: ?geqrf
+    /// on A, ?ormqr (?unmqr) for Q^H B, ?trsm with R; the matrix given is [A | B], A its first
+    /// `columns` columns, and X is left in B's first `columns` rows (LAPACK ?gels's layout).
+    Gels {
+        /// A's columns.
+        columns: usize,
+    },
 }
 
 impl SolverPeer {
@@ -197,13 +204,29 @@ impl SolverPeer {
             SolverPeer::Potrf => Op::Potrf,
             SolverPeer::Inverse => Op::Trtri,
             SolverPeer::Getrf => Op::LuPanel,
-            SolverPeer::Geqrf => Op::Geqrt,
+            SolverPeer::Geqrf | SolverPeer::Gels { .. } => Op::Geqrt,
         }
     }
 
-    /// Whether it takes square matrices only (all but ?geqrf).
-    fn square(self) -> bool {
-        self != SolverPeer::Geqrf
+    /// Whether it takes a matrix of `shape` (rows, columns): the factorisations of one square
+    /// matrix a square one, ?geqrf any, least squares [A | B] with A at least as tall as wide.
+    pub fn check_shape(self, (m, n): (usize, usize)) -> Result<(), KernelError> {
+        let reason = match self {
+            SolverPeer::Geqrf => return Ok(()),
+            SolverPeer::Gels { columns } if columns > n => {
+                format!("[A | B] is {m}x{n}: too few columns for the {columns} of A")
+            }
+            SolverPeer::Gels { columns } if columns > m => {
+                format!("A is {m}x{columns}: least squares need at least as many rows as columns")
+            }
+            SolverPeer::Gels { .. } => return Ok(()),
+            _ if m != n => format!("the matrix is {m}x{n}, not square"),
+            _ => return Ok(()),
+        };
+        Err(KernelError::Operands {
+            op: self.op(),
+            reason,
+        })
     }
 }
 
@@ -1464,9 +1487,7 @@ impl GpuContext {
         a: MatRef<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
-        if peer.square() {
-            square_order(a, peer.op())?;
-        }
+        peer.check_shape(a.shape())?;
         self.time_resident(a, runs, |work| self.solver_peer(peer, work))
     }
 
@@ -1481,9 +1502,7 @@ impl GpuContext {
         out: MatMut<'_, T>,
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
-        if peer.square() {
-            square_order(a, peer.op())?;
-        }
+        peer.check_shape(a.shape())?;
         self.time_host((a, out), (peer.op(), runs), |work| {
             self.solver_peer(peer, work)
         })
@@ -1496,6 +1515,7 @@ impl GpuContext {
             SolverPeer::Inverse => self.potrf_potri(a),
             SolverPeer::Getrf => self.getrf(a),
             SolverPeer::Geqrf => self.geqrf(a),
+            SolverPeer::Gels { columns } => self.gels(a, columns),
         }
     }
 
@@ -1707,6 +1727,115 @@ impl GpuContext {
         ))?;
         drop(use_t);
         kernel.wait()
+    }
+
+    /// Least squares as a cuSOLVER user solves them (LAPACK ?gels for m >= n), on the device matrix
+    /// `ab` = [A | B], A its first `columns` columns: ?geqrf on A, ?ormqr (?unmqr) B <- Q^H B, then
+    /// ?trsm R X = B's first `columns` rows, X left there; waited for, the seconds of the three
+    /// calls by their events. The shape was checked ([`SolverPeer::check_shape`]).
+    fn gels(&self, ab: &mut GpuTile, columns: usize) -> Result<f64, KernelError> {
+        let (m, n, k) = (ab.rows, columns, ab.cols - columns);
+        if n == 0 {
+            return Ok(0.0);
+        }
+        let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
+        let lane = &self.lanes[0];
+        let s = &lane.stream;
+        let mut tau = s
+            .alloc_zeros::<u8>(n * ab.precision.bytes())
+            .map_err(|e| gpu_error("allocating ?geqrf's scalars", e))?;
+        let (pt, use_t) = tau.device_ptr_mut(s);
+        // B: the columns after A's, in the same column-major buffer (leading dimension m).
+        let offset = n * m * ab.precision.bytes();
+        let b_of = |a: *mut u8| a.wrapping_add(offset);
+        let ok = solver::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS;
+        let name = "?geqrf + ?ormqr";
+        let qr = with_scalar!(ab.precision, T => self.solver_call::<T>(
+            ab,
+            (Op::Geqrt, name),
+            // SAFETY (both): `out` is the live m x (n + k) device matrix [A | B] (leading
+            // dimension m), lwork a host integer, tau n device scalars, the workspace of at least
+            // lwork elements and devInfo live device buffers.
+            |h, out, lwork| unsafe {
+                let (mut qr, mut apply) = (0, 0);
+                let status = T::geqrf_buffer_size(h, (mi, ni), out, &mut qr);
+                if status != ok || k == 0 {
+                    *lwork = qr;
+                    return status;
+                }
+                let b = In { ptr: b_of(out.ptr.cast()).cast::<T>().cast_const(), ld: out.ld };
+                let reflectors = (out.read(), pt as *const T);
+                let status = T::unmqr_buffer_size(h, (mi, ki, ni), reflectors, b, &mut apply);
+                *lwork = qr.max(apply);
+                status
+            },
+            |h, out, work, info| unsafe {
+                let status = T::geqrf(h, (mi, ni), out, pt as *mut T, work, info);
+                if status != ok || k == 0 {
+                    return status;
+                }
+                let b = Out { ptr: b_of(out.ptr.cast()).cast::<T>(), ld: out.ld };
+                T::unmqr(h, (mi, ki, ni), (out.read(), pt as *const T), b, work, info)
+            },
+        ))?;
+        drop(use_t);
+        let mut seconds = qr.wait()?;
+        drop(tau);
+        if k > 0 {
+            seconds += self.upper_solve(ab, (n, k))?;
+        }
+        Ok(seconds)
+    }
+
+    /// B <- R^-1 B by ?trsm on the first compute stream, R the upper triangle of the first n
+    /// columns of `ab` and B the first n rows of its k columns after them (as [`GpuContext::gels`]
+    /// leaves them), between two events; waited for, its seconds.
+    fn upper_solve(&self, ab: &mut GpuTile, (n, k): (usize, usize)) -> Result<f64, KernelError> {
+        use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT as NON_UNIT;
+        use blas::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER as UPPER;
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+        self.bind()?;
+        let lane = &self.lanes[0];
+        let s = &lane.stream;
+        let event = || {
+            self.ctx
+                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| gpu_error("creating an event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        let scratch = lock(&lane.scratch);
+        let (m, bytes) = (ab.rows, ab.precision.bytes());
+        let (ni, ki, ld) = (int(n)?, int(k)?, int(m.max(1))?);
+        let (pa, use_a) = ab.data.device_ptr_mut(s);
+        let b = (pa as *mut u8).wrapping_add(n * m * bytes);
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        let status = with_scalar!(ab.precision, T => {
+            let r = In { ptr: pa as *const T, ld };
+            let x = Out { ptr: b.cast::<T>(), ld };
+            // SAFETY: R (n x n) and B (n x k) lie in the live m x (n + k) device matrix with
+            // leading dimension m >= n, on the lane's handle's stream; alpha is a host value
+            // read before the call returns.
+            unsafe {
+                T::trsm(lane.blas.0, (LEFT, N), Some((UPPER, NON_UNIT)), (ni, ki), T::from_f64(1.0), r, x)
+            }
+        });
+        status
+            .result()
+            .map_err(|e| gpu_error(&format!("cuBLAS {}trsm", ab.precision), e))?;
+        end.record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        drop((use_a, scratch));
+        GpuKernel {
+            op: Op::Geqrt,
+            start,
+            end,
+            info: None,
+            found: None,
+        }
+        .wait()
     }
 
     /// The cuBLAS peer as a program calls it on matrices in host memory: copy A and B in, C = A B
@@ -2109,18 +2238,6 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), KernelError> {
     }
     .result()
     .map_err(|e| gpu_error("setting the memory pool's release threshold", e))
-}
-
-/// The order of the square matrix `a`, or why `op`'s peer cannot take it.
-fn square_order<T>(a: MatRef<'_, T>, op: Op) -> Result<usize, KernelError> {
-    if a.ncols() == a.nrows() {
-        Ok(a.nrows())
-    } else {
-        Err(KernelError::Operands {
-            op,
-            reason: format!("the matrix is {}x{}, not square", a.nrows(), a.ncols()),
-        })
-    }
 }
 
 /// The seconds `call` returns over `runs` calls (at least one) after one untimed warm-up call
@@ -2570,6 +2687,25 @@ trait CudaScalar: Scalar {
         work: (*mut Self, i32),
         info: *mut i32,
     ) -> SolverStatus;
+    /// ORMQR's (UNMQR's) workspace, in elements, for [`CudaScalar::unmqr`] of these operands.
+    unsafe fn unmqr_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32, i32),
+        reflectors: (In<Self>, *const Self),
+        c: In<Self>,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// C <- Q^H C, C m x n, Q the product of the k reflectors below the diagonal of the m x k
+    /// `reflectors` with their scalars (as ?geqrf leaves them): ?ormqr with `T`, ?unmqr with `C`;
+    /// `info` receives devInfo. `shape` is (m, n, k).
+    unsafe fn unmqr(
+        h: solver::cusolverDnHandle_t,
+        shape: (i32, i32, i32),
+        reflectors: (In<Self>, *const Self),
+        c: Out<Self>,
+        work: (*mut Self, i32),
+        info: *mut i32,
+    ) -> SolverStatus;
     /// POTRF's workspace, in elements, for an `n x n` lower triangle.
     unsafe fn potrf_buffer_size(
         h: solver::cusolverDnHandle_t,
@@ -2592,8 +2728,65 @@ macro_rules! cuda_scalar {
     ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
      $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
      $potri_bufsize:ident, $potri:ident, $laswp:ident, $getrf_bufsize:ident, $getrf:ident,
-     $geqrf_bufsize:ident, $geqrf:ident) => {
+     $geqrf_bufsize:ident, $geqrf:ident, $unmqr_bufsize:ident, $unmqr:ident) => {
         impl CudaScalar for $ty {
+            unsafe fn unmqr_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                (m, n, k): (i32, i32, i32),
+                (a, tau): (In<Self>, *const Self),
+                c: In<Self>,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+                let adjoint = solver::cublasOperation_t::$adj;
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe {
+                    solver::$unmqr_bufsize(
+                        h,
+                        LEFT,
+                        adjoint,
+                        m,
+                        n,
+                        k,
+                        a.ptr.cast(),
+                        a.ld,
+                        tau.cast(),
+                        c.ptr.cast(),
+                        c.ld,
+                        lwork,
+                    )
+                }
+            }
+            unsafe fn unmqr(
+                h: solver::cusolverDnHandle_t,
+                (m, n, k): (i32, i32, i32),
+                (a, tau): (In<Self>, *const Self),
+                c: Out<Self>,
+                (work, lwork): (*mut Self, i32),
+                info: *mut i32,
+            ) -> SolverStatus {
+                use solver::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+                let adjoint = solver::cublasOperation_t::$adj;
+                // SAFETY: the caller's.
+                unsafe {
+                    solver::$unmqr(
+                        h,
+                        LEFT,
+                        adjoint,
+                        m,
+                        n,
+                        k,
+                        a.ptr.cast(),
+                        a.ld,
+                        tau.cast(),
+                        c.ptr.cast(),
+                        c.ld,
+                        work.cast(),
+                        lwork,
+                        info,
+                    )
+                }
+            }
             unsafe fn geqrf_buffer_size(
                 h: solver::cusolverDnHandle_t,
                 (m, n): (i32, i32),
@@ -2893,7 +3086,9 @@ cuda_scalar!(
     cusolverDnSgetrf_bufferSize,
     cusolverDnSgetrf,
     cusolverDnSgeqrf_bufferSize,
-    cusolverDnSgeqrf
+    cusolverDnSgeqrf,
+    cusolverDnSormqr_bufferSize,
+    cusolverDnSormqr
 );
 cuda_scalar!(
     f64,
@@ -2915,7 +3110,9 @@ cuda_scalar!(
     cusolverDnDgetrf_bufferSize,
     cusolverDnDgetrf,
     cusolverDnDgeqrf_bufferSize,
-    cusolverDnDgeqrf
+    cusolverDnDgeqrf,
+    cusolverDnDormqr_bufferSize,
+    cusolverDnDormqr
 );
 cuda_scalar!(
     c32,
@@ -2937,7 +3134,9 @@ cuda_scalar!(
     cusolverDnCgetrf_bufferSize,
     cusolverDnCgetrf,
     cusolverDnCgeqrf_bufferSize,
-    cusolverDnCgeqrf
+    cusolverDnCgeqrf,
+    cusolverDnCunmqr_bufferSize,
+    cusolverDnCunmqr
 );
 cuda_scalar!(
     c64,
@@ -2959,7 +3158,9 @@ cuda_scalar!(
     cusolverDnZgetrf_bufferSize,
     cusolverDnZgetrf,
     cusolverDnZgeqrf_bufferSize,
-    cusolverDnZgeqrf
+    cusolverDnZgeqrf,
+    cusolverDnZunmqr_bufferSize,
+    cusolverDnZunmqr
 );
 
 #[cfg(test)]
@@ -3022,6 +3223,25 @@ mod tests {
             (up.WidthInBytes, up.Height, down.WidthInBytes, down.Height),
             (160, 7, 160, 7)
         );
+    }
+
+    /// The peers' shapes are checked before any device work: the one-matrix factorisations take a
+    /// square matrix, ?geqrf any, least squares [A | B] with A's columns among its columns and A at
+    /// least as tall as wide.
+    #[test]
+    fn solver_peers_refuse_the_shapes_they_cannot_take() {
+        assert!(SolverPeer::Getrf.check_shape((5, 5)).is_ok());
+        assert!(SolverPeer::Potrf.check_shape((5, 4)).is_err());
+        assert!(SolverPeer::Geqrf.check_shape((5, 9)).is_ok());
+        let gels = SolverPeer::Gels { columns: 4 };
+        assert!(gels.check_shape((10, 6)).is_ok() && gels.check_shape((4, 4)).is_ok());
+        let narrow = gels.check_shape((10, 3)).unwrap_err().to_string();
+        assert!(
+            narrow.contains("too few columns for the 4 of A"),
+            "{narrow}"
+        );
+        let wide = gels.check_shape((3, 6)).unwrap_err().to_string();
+        assert!(wide.contains("at least as many rows as columns"), "{wide}");
     }
 
     /// An LU panel's devInfo and 1-based interchanges, as ?getrf leaves them, read on the host:

@@ -53,7 +53,9 @@ pub struct QrArgs {
     /// built with the `openblas` feature, LAPACK ?geqrf on OpenBLAS's threads (`openblas-dgeqrf`);
     /// with `--lstsq`, also their least squares (faer's `solve_lstsq`, LAPACK ?gels) (`cpu`); and
     /// with a CUDA GPU among `--gpus` cuSOLVER ?geqrf on the device-resident matrix, from pageable
-    /// and from page-locked host memory, copies included (`gpu`); `--compare` alone: all.
+    /// and from page-locked host memory, copies included, and with `--lstsq` cuSOLVER's least
+    /// squares the same three ways (?geqrf, ?ormqr or ?unmqr for Q^H B, ?trsm) (`gpu`); `--compare`
+    /// alone: all.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<crate::commands::args::Compare>,
     /// Also time least squares with this many right-hand sides (m >= n): A factored and Q^H applied

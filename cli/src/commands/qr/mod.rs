@@ -207,7 +207,9 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     }
     if let Some(k) = args.lstsq {
         let peers_on = compare.is_some_and(|c| c.cpu()).then_some(cores);
-        report.lstsq = Some(lstsq(&qr, a.as_ref(), (k, args.seed), runs, peers_on)?);
+        let gpu_peers = compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform);
+        let on = (peers_on, gpu_peers);
+        report.lstsq = Some(lstsq(&qr, a.as_ref(), (k, args.seed), runs, on)?);
     }
     Ok(report)
 }
@@ -243,14 +245,15 @@ fn cholqr<T: Scalar>(
 }
 
 /// Least squares with `k` right-hand sides (B generated from `seed`): hetla's (factorisation and
-/// solve), `runs` as [`peers::repeat`]'s, and with `peers_on` (a number of cores) faer's and LAPACK
-/// ?gels, each timed the same way.
+/// solve), `runs` as [`peers::repeat`]'s, with `peers_on` (a number of cores) faer's and LAPACK
+/// ?gels, each timed the same way, and with `gpu_peers` cuSOLVER's (?geqrf, ?ormqr, ?trsm on GPU 0:
+/// resident, from pageable and from page-locked host memory).
 fn lstsq<T: Scalar>(
     qr: &Qr,
     a: MatRef<'_, T>,
     (k, seed): (usize, u64),
     runs: Option<usize>,
-    peers_on: Option<usize>,
+    (peers_on, gpu_peers): (Option<usize>, bool),
 ) -> Result<LstsqReport> {
     let b: Mat<T> = hetla::matgen::random_block_in(a.nrows(), seed + 1, 0..a.nrows(), 0..k);
     let (x, t) = peers::repeat(runs, || {
@@ -271,8 +274,9 @@ fn lstsq<T: Scalar>(
         peers: None,
         ratios: Vec::new(),
     };
+    let mut rates = Vec::new();
     if let Some(cores) = peers_on {
-        let rates = peers::library_peers(
+        rates = peers::library_peers(
             || (a.to_owned(), b.clone()),
             cores,
             runs,
@@ -295,6 +299,26 @@ fn lstsq<T: Scalar>(
                     .map(|_| ()),
             },
         )?;
+    }
+    #[cfg(feature = "cuda")]
+    if gpu_peers {
+        // [A | B], as the peer takes it.
+        let ab = Mat::from_fn(a.nrows(), a.ncols() + k, |i, j| {
+            match j.checked_sub(a.ncols()) {
+                None => a[(i, j)],
+                Some(j) => b[(i, j)],
+            }
+        });
+        let gels = peers::Cusolver::Gels { columns: a.ncols() };
+        // A peer that fails is left out, named on stderr: the runs timed so far stay reported.
+        match peers::cusolver(gels, ab.as_ref(), 0, runs.unwrap_or(1), flops) {
+            Ok(peer) => rates.extend(peer),
+            Err(e) => eprintln!("hetla qr: cuSOLVER's least squares left out of the peers: {e}"),
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = gpu_peers;
+    if peers_on.is_some() || gpu_peers {
         report.ratios = rates
             .iter()
             .map(|p| (p.name.clone(), p.seconds / report.seconds))
