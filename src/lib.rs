@@ -54,6 +54,7 @@ pub mod distributed;
 mod error;
 mod family;
 pub mod gemm;
+mod gmres;
 mod interop;
 mod ldlt;
 pub mod limits;

@@ -11,10 +11,17 @@
 //! than stopping at the test's bound; it returns the solution with the smallest residual, and gives
 //! up when the test is not met after [`MAX_ITERATIONS`] steps.
 //!
+//! Where classical refinement stalls or diverges (no smaller residual in 3 steps before the test is
+//! met: condition numbers beyond about 1/eps of single), GMRES-IR takes over (Carson and Higham;
+//! [`crate::gmres`]): each step solves A D = R by GMRES preconditioned with the low factor widened
+//! to double, within a budget of GMRES steps (about n/16 a column, between 8 and 100). Where the
+//! low Cholesky factorisation meets a non-positive pivot, the factor of A with its diagonal raised
+//! by a few ulps of single (Higham and Pranesh) preconditions GMRES-IR on A itself.
+//!
 //! It falls back to a factorisation in double, and says so in [`Refinement::path`], when: an entry
-//! of A does not fit the low precision (overflow), the low factorisation meets a non-positive pivot
-//! (the matrix is too ill-conditioned for single precision), or the refinement does not converge
-//! (condition number beyond about 1/eps of single).
+//! of A does not fit the low precision (overflow), the low factorisation fails (an exactly zero
+//! pivot of LU; a non-positive pivot of Cholesky, also with its diagonal raised), or neither
+//! refinement converges.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
@@ -75,6 +82,18 @@ pub enum RefinementPath {
         /// precision's eps, at which the first factor's refinement stalled.
         stalled_at: f64,
     },
+    /// Factored in single precision and refined to double accuracy by GMRES-IR, classical
+    /// refinement having stalled: each step solves A D = R by GMRES preconditioned with the factor
+    /// widened to double (Carson and Higham's GMRES-IR; [`Refinement::iterations`] counts the
+    /// classical steps and these).
+    GmresIr {
+        /// GMRES steps (products with A) over every refinement step and column.
+        gmres_steps: usize,
+        /// How far the low Cholesky factorisation's diagonal was raised, in units of the low
+        /// precision's eps times each diagonal entry, where the factorisation of A itself met a
+        /// non-positive pivot (then classical refinement is not tried); 0: not raised.
+        shift: f64,
+    },
     /// Factored in double after the mixed path failed, for this reason.
     Fallback {
         /// Why single precision was not enough.
@@ -110,10 +129,13 @@ impl Cholesky {
     /// double; it returns the solution with the smallest residual, and gives up when the test is
     /// not met after 30 steps (dsposv's ITERMAX).
     ///
-    /// It falls back to a factorisation in double, and says so in [`Refinement::path`], when: an
-    /// entry of A does not fit the low precision (overflow), the low factorisation meets a
-    /// non-positive pivot (the matrix is too ill-conditioned for single precision), or the
-    /// refinement does not converge (condition number beyond about 1/eps of single).
+    /// Where classical refinement stalls, GMRES preconditioned by the factor widened to double
+    /// refines instead (GMRES-IR, [`RefinementPath::GmresIr`]); where the low factorisation meets a
+    /// non-positive pivot, the factor of A with its diagonal raised by a few ulps of single
+    /// preconditions it. It falls back to a factorisation in double, and says so in
+    /// [`Refinement::path`], when: an entry of A does not fit the low precision (overflow), the low
+    /// factorisation fails also with its diagonal raised, or neither refinement converges (GMRES-IR
+    /// within its budget of about n/16 GMRES steps a column).
     ///
     /// Any [`Matrix`] (faer's, ndarray's, nalgebra's): X comes back in `b`'s kind of matrix.
     ///
@@ -149,13 +171,34 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());
         let (low, overflow, norm) = lowered_lower(a);
-        let factor_low = || match cluster.factor_owned(low) {
-            Err(Error::NotPositiveDefinite { column }) => Ok(Err(format!(
-                "the {} factorisation met a non-positive pivot at column {column}",
-                T::Low::PRECISION
-            ))),
-            Err(other) => Err(other),
-            Ok(factor) => Ok(Ok(move |r: MatRef<'_, T::Low>| factor.solve(r))),
+        let factor_low = || {
+            let (factor, shift) = match cluster.factor_owned(low) {
+                Err(Error::NotPositiveDefinite { column }) => match shifted_factor(&cluster, a)? {
+                    Some(shifted) => shifted,
+                    None => {
+                        return Ok(Err(format!(
+                            "the {} factorisation met a non-positive pivot at column \
+                                 {column}, and again with its diagonal raised by up to {} ulps",
+                            T::Low::PRECISION,
+                            SHIFTS.last().copied().unwrap_or(0.0)
+                        )));
+                    }
+                },
+                Err(other) => return Err(other),
+                Ok(factor) => (factor, 0.0),
+            };
+            let factor = std::rc::Rc::new(factor);
+            let (low, wide) = (factor.clone(), std::cell::OnceCell::new());
+            let precondition = move |x: faer::MatMut<'_, T>| {
+                let wide = wide.get_or_init(|| factor.converted(T::widen));
+                wide.solve_in_place(x)
+            };
+            let solve_low = move |r: MatRef<'_, T::Low>| low.solve(r);
+            Ok(Ok(LowFactor {
+                solve_low,
+                precondition,
+                shift,
+            }))
         };
         let system = System {
             a,
@@ -166,10 +209,46 @@ impl Cholesky {
         mixed_solve(
             system,
             factor_low,
-            |x| residual(&platform, a, x, b),
+            |x, b| residual(&platform, a, x, b),
             || cluster.factor(a)?.solve(b),
         )
     }
+}
+
+/// The shifts tried, in units of the low precision's eps times each diagonal entry, when the low
+/// Cholesky factorisation of A meets a non-positive pivot (Higham and Pranesh's remedy: the factor
+/// of A + D, D diagonal and small, preconditions GMRES-IR on A itself).
+const SHIFTS: [f64; 2] = [8.0, 256.0];
+
+/// The low Cholesky factor of A with its diagonal raised by the first of [`SHIFTS`] with which it
+/// is positive definite, and that shift; `None` when none is.
+fn shifted_factor<T: Refinable>(
+    cholesky: &Cholesky,
+    a: MatRef<'_, T>,
+) -> Result<Option<(crate::Factor<T::Low>, f64)>> {
+    let eps = T::Low::PRECISION.epsilon();
+    for shift in SHIFTS {
+        let (mut low, _, _) = lowered_lower(a);
+        for i in 0..low.nrows() {
+            let raised = a[(i, i)].re_f64() * (1.0 + shift * eps);
+            low[(i, i)] = T::from_f64(raised).lower();
+        }
+        match cholesky.factor_owned(low) {
+            Ok(factor) => return Ok(Some((factor, shift))),
+            Err(Error::NotPositiveDefinite { .. }) => continue,
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(None)
+}
+
+/// A low-precision factorisation as a mixed solve uses it: its solve in the low precision, its
+/// solve widened to the working one (GMRES-IR's preconditioner), and the shift its diagonal needed
+/// ([`SHIFTS`]; 0 when none: then classical refinement is tried first).
+pub(crate) struct LowFactor<S, P> {
+    pub solve_low: S,
+    pub precondition: P,
+    pub shift: f64,
 }
 
 /// The system of a mixed-precision solve: A, B, ||A||_inf, and the first entry of A that overflowed
@@ -182,23 +261,31 @@ pub(crate) struct System<'a, T> {
 }
 
 /// A mixed-precision solve of either factorisation, as the module doc describes it: `factor_low`
-/// factors the rounded A and returns its solve, or why the low precision is not enough; `residual`
-/// is B - A X in double; `solve_full` solves in double (the fallback).
-pub(crate) fn mixed_solve<T: Refinable, S>(
+/// factors the rounded A and returns its solve and its solve widened to double (GMRES-IR's
+/// preconditioner), or why the low precision is not enough; `residual(x, b)` is B - A X in double;
+/// `solve_full` solves in double (the fallback).
+pub(crate) fn mixed_solve<T: Refinable, S, P>(
     System {
         a,
         b,
         norm,
         overflow,
     }: System<'_, T>,
-    factor_low: impl FnOnce() -> Result<std::result::Result<S, String>>,
-    residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
+    factor_low: impl FnOnce() -> Result<std::result::Result<LowFactor<S, P>, String>>,
+    residual: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Result<Mat<T>>,
     solve_full: impl FnOnce() -> Result<Mat<T>>,
 ) -> Result<(Mat<T>, Refinement)>
 where
     S: Fn(MatRef<'_, T::Low>) -> Result<Mat<T::Low>>,
+    P: Fn(faer::MatMut<'_, T>) -> Result<()>,
 {
     let mut iterations = 0;
+    let low = |path, iterations| Refinement {
+        path,
+        iterations,
+        factored_in: T::Low::PRECISION,
+    };
+    let residual_of_b = |x: MatRef<'_, T>| residual(x, b);
     let reason = match overflow {
         Some((i, j)) => format!(
             "A({i}, {j}) = {:e} overflows {}",
@@ -207,20 +294,60 @@ where
         ),
         None => match factor_low()? {
             Err(reason) => reason,
-            Ok(solve_low) => match refine(b, norm, solve_low, residual)? {
-                Ok((x, steps)) => {
-                    let how = Refinement {
-                        path: RefinementPath::Mixed,
-                        iterations: steps,
-                        factored_in: T::Low::PRECISION,
-                    };
-                    return Ok((x, how));
+            Ok(LowFactor {
+                solve_low,
+                precondition,
+                shift,
+            }) => {
+                let classical =
+                    |r: MatRef<'_, T>| Ok(Some(widened(solve_low(lowered(r).as_ref())?.as_ref())));
+                // A shifted factor is a preconditioner, not a solve of A: GMRES-IR alone.
+                if shift == 0.0 {
+                    match refine(b, (norm, MAX_ITERATIONS), classical, residual_of_b)? {
+                        Ok((x, steps)) => return Ok((x, low(RefinementPath::Mixed, steps))),
+                        Err(steps) => iterations = steps,
+                    }
                 }
-                Err(steps) => {
-                    iterations = steps;
-                    format!("the refinement did not converge in {MAX_ITERATIONS} steps")
+                let gmres_steps = std::cell::Cell::new(0);
+                let zero = Mat::<T>::zeros(b.nrows(), 1);
+                let product = |v: MatRef<'_, T>| Ok(-residual(v, zero.as_ref())?);
+                let budget = gmres_budget(b.nrows()) * b.ncols();
+                let correct = |r: MatRef<'_, T>| {
+                    let left = budget.saturating_sub(gmres_steps.get());
+                    if left < r.ncols() {
+                        return Ok(None);
+                    }
+                    let mut d = Mat::<T>::zeros(r.nrows(), r.ncols());
+                    for j in 0..r.ncols() {
+                        let column = r.subcols(j, 1);
+                        let most = GMRES_MOST.min(left / r.ncols());
+                        let inner = (GMRES_TOLERANCE, most);
+                        let (dj, done) =
+                            crate::gmres::gmres(column, &product, &precondition, inner)?;
+                        d.as_mut().subcols_mut(j, 1).copy_from(&dj);
+                        gmres_steps.set(gmres_steps.get() + done.iterations);
+                    }
+                    Ok(Some(d))
+                };
+                match refine(b, (norm, GMRES_IR_STEPS), correct, residual_of_b)? {
+                    Ok((x, steps)) => {
+                        let path = RefinementPath::GmresIr {
+                            gmres_steps: gmres_steps.get(),
+                            shift,
+                        };
+                        return Ok((x, low(path, iterations + steps)));
+                    }
+                    Err(steps) => {
+                        iterations += steps;
+                        format!(
+                            "the refinement did not converge: classical refinement stalled or \
+                             diverged, and GMRES-IR did not converge in {GMRES_IR_STEPS} steps \
+                             of at most {} GMRES steps a column in all",
+                            gmres_budget(b.nrows())
+                        )
+                    }
                 }
-            },
+            }
         },
     };
     let how = Refinement {
@@ -231,15 +358,31 @@ where
     Ok((solve_full()?, how))
 }
 
-/// The refinement of a solve in double with a low-precision factor (see the module doc): from X =
-/// 0, X += widened(`solve_low`(lowered(R))) with R = `residual`(X) = B - A X, until dsposv's test
-/// with ||A||_inf = `norm` is met and a step no longer halves the largest residual. The solution
-/// with the smallest residual and the steps it took, or `Err(steps)` when the test was not met in
-/// [`MAX_ITERATIONS`] steps.
+/// The most steps of GMRES-IR after classical refinement stalled.
+pub const GMRES_IR_STEPS: usize = 10;
+/// The fall of the preconditioned residual at which GMRES-IR's inner GMRES stops.
+const GMRES_TOLERANCE: f64 = 1e-6;
+/// The most GMRES steps a column of one GMRES-IR step takes.
+const GMRES_MOST: usize = 50;
+
+/// The most GMRES steps (each a product with A and a solve with the widened factor, about 4 n^2
+/// flops) GMRES-IR spends on a column of order `n` before it falls back to double: n / 16, between
+/// 8 and 100, so that a failed attempt costs at most about as much as the factorisation in double
+/// it precedes (n^3 / 3 flops), and far less at the orders mixed precision is for.
+fn gmres_budget(n: usize) -> usize {
+    (n / 16).clamp(8, 100)
+}
+
+/// The refinement of a solve in double (see the module doc): from X = 0, X += `correct`(R) with R =
+/// `residual`(X) = B - A X, until dsposv's test with ||A||_inf = `norm` is met and a step no longer
+/// halves the largest residual. The solution with the smallest residual and the steps it took, or
+/// `Err(steps)` when the test was not met in `most` steps, or `correct` gave up (`None`). Classical
+/// refinement corrects by the low factor's solve (widened(solve_low(lowered(R)))), GMRES-IR by
+/// GMRES.
 fn refine<T: Refinable>(
     b: MatRef<'_, T>,
-    norm: f64,
-    solve_low: impl Fn(MatRef<'_, T::Low>) -> Result<Mat<T::Low>>,
+    (norm, most): (f64, usize),
+    correct: impl Fn(MatRef<'_, T>) -> Result<Option<Mat<T>>>,
     residual: impl Fn(MatRef<'_, T>) -> Result<Mat<T>>,
 ) -> Result<std::result::Result<(Mat<T>, usize), usize>> {
     let n = b.nrows();
@@ -249,27 +392,35 @@ fn refine<T: Refinable>(
     // The solution with the smallest residual so far, and that residual.
     let mut best: Option<(Mat<T>, f64)> = None;
     let mut met = false;
-    let mut iterations = 0;
+    let (mut iterations, mut since_best) = (0, 0);
     loop {
-        let d = solve_low(lowered(r.as_ref()).as_ref())?;
-        faer::zip!(x.as_mut(), d.as_ref()).for_each(|faer::unzip!(x, d)| *x += T::widen(*d));
+        let Some(d) = correct(r.as_ref())? else {
+            return Ok(Err(iterations));
+        };
+        faer::zip!(x.as_mut(), d.as_ref()).for_each(|faer::unzip!(x, d)| *x += *d);
         r = residual(x.as_ref())?;
         let norm = max_abs(r.as_ref());
         let halved = best.as_ref().is_none_or(|(_, b)| norm <= b / 2.0);
+        since_best += 1;
         if best.as_ref().is_none_or(|(_, b)| norm < *b) {
             best = Some((x.clone(), norm));
+            since_best = 0;
         }
         met |= converged(r.as_ref(), x.as_ref(), bound);
-        if met && (!halved || iterations == MAX_ITERATIONS) {
+        if met && (!halved || iterations == most) {
             let (x, _) = best.expect("set by the first step");
             return Ok(Ok((x, iterations)));
         }
-        if iterations == MAX_ITERATIONS {
+        // Diverging or stalled before the test: no use going on.
+        if iterations == most || (!met && since_best >= STALLED) {
             return Ok(Err(iterations));
         }
         iterations += 1;
     }
 }
+
+/// Steps without a smaller residual after which a refinement that has not met its test stops.
+const STALLED: usize = 3;
 
 /// The most steps of a refinement in the working precision (LAPACK's ?syrfs ITMAX).
 pub(crate) const MAX_WORKING_STEPS: usize = 5;
@@ -353,6 +504,11 @@ where
 /// `m` rounded to the low precision.
 pub(crate) fn lowered<T: Refinable>(m: MatRef<'_, T>) -> Mat<T::Low> {
     Mat::from_fn(m.nrows(), m.ncols(), |i, j| m[(i, j)].lower())
+}
+
+/// The low-precision `m` widened, exactly.
+pub(crate) fn widened<T: Refinable>(m: MatRef<'_, T::Low>) -> Mat<T> {
+    Mat::from_fn(m.nrows(), m.ncols(), |i, j| T::widen(m[(i, j)]))
 }
 
 /// The lower triangle of the square `a` rounded to the low precision (zeros above it: the

@@ -249,18 +249,25 @@ fn the_mixed_solve_refines_to_double_accuracy_or_falls_back() {
     assert_eq!(how.path, hetla::RefinementPath::Mixed);
     assert_eq!(how.factored_in, hetla::Precision::S);
     assert!(solve_ratio(&a, &x, &b) < THRESHOLD);
-    // cond about 1e10 (the last column nearly the first): beyond single precision, the solve
-    // falls back to double.
+    // cond about 1e10 (the last column nearly the first): beyond classical refinement with a
+    // single factor (it fell back to double before GMRES-IR), within GMRES-IR's reach.
     let other = random::<f64>(n, 9);
     let mut ill = a.clone();
     for i in 0..n {
         ill[(i, n - 1)] = a[(i, 0)] + 1e-10 * other[(i, 0)];
     }
     let (x, how) = hetla::solve_mixed(ill.as_ref(), b.as_ref()).unwrap();
-    assert!(
-        matches!(how.path, hetla::RefinementPath::Fallback { .. }),
-        "{how:?}"
-    );
+    let gmres = matches!(how.path, hetla::RefinementPath::GmresIr { shift, .. } if shift == 0.0);
+    assert!(gmres && how.factored_in == hetla::Precision::S, "{how:?}");
+    assert!(solve_ratio(&ill, &x, &b) < THRESHOLD);
+    // cond 1e13 with singular values spread evenly in log scale: beyond both (GMRES-IR's steps
+    // within its budget), the solve falls back to double and says why.
+    let ill = hetla::matgen::random_conditioned::<f64>(n, 1e13, 3);
+    let (x, how) = hetla::solve_mixed(ill.as_ref(), b.as_ref()).unwrap();
+    let hetla::RefinementPath::Fallback { reason } = &how.path else {
+        panic!("expected a fallback: {how:?}")
+    };
+    assert!(reason.contains("GMRES-IR did not converge"), "{reason}");
     assert!(solve_ratio(&ill, &x, &b) < THRESHOLD);
     let (xz, how) = hetla::solve_mixed(
         Mat::<c64>::from_fn(n, n, |i, j| c64::new(a[(i, j)], 0.1)).as_ref(),

@@ -528,6 +528,23 @@ pub struct Factor<T: Scalar = f64> {
     host_memory: HostMemory,
 }
 
+impl<T: Scalar> Factor<T> {
+    /// The factor in another precision, each entry of L converted by `convert` (GMRES-IR's
+    /// preconditioner: a low factor widened).
+    pub(crate) fn converted<W: Scalar>(&self, convert: impl Fn(T) -> W) -> Factor<W> {
+        let l = &self.l;
+        Factor {
+            l: Mat::from_fn(l.nrows(), l.ncols(), |i, j| convert(l[(i, j)])),
+            tile: self.tile,
+            norm: self.norm,
+            platform: self.platform.clone(),
+            scheduler: self.scheduler,
+            untouched: self.untouched,
+            host_memory: self.host_memory,
+        }
+    }
+}
+
 impl<T: Scalar> std::fmt::Debug for Factor<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Factor")

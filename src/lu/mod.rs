@@ -267,9 +267,10 @@ impl Lu {
     /// Solves A X = B to double accuracy, factoring in single precision when that suffices
     /// (LAPACK's dsgesv and zcgesv): A rounded to `f32` (`c32`) is factored by the tiled LU, and
     /// the solution refined in double with residuals of the original A, to dsgesv's test (see
-    /// [`crate::Cholesky::solve_refined`] for the loop). It falls back to an LU in double, and says
-    /// why in [`Refinement::path`], when an entry of A overflows single precision, the single LU is
-    /// singular, or the refinement does not converge.
+    /// [`crate::Cholesky::solve_refined`] for the loop), by GMRES-IR where classical refinement
+    /// stalls. It falls back to an LU in double, and says why in [`Refinement::path`], when an
+    /// entry of A overflows single precision, the single LU is singular, or neither refinement
+    /// converges.
     pub fn solve_refined<A, B>(&self, a: A, b: B) -> Result<(B::Owned, Refinement)>
     where
         A: Matrix,
@@ -303,7 +304,20 @@ impl Lu {
                     "the {} LU met an exactly zero pivot at column {column}",
                     T::Low::PRECISION
                 )),
-                None => Ok(move |r: MatRef<'_, T::Low>| factor.solve(r)),
+                None => {
+                    let factor = std::rc::Rc::new(factor);
+                    let (low, wide) = (factor.clone(), std::cell::OnceCell::new());
+                    let precondition = move |x: MatMut<'_, T>| {
+                        let wide = wide.get_or_init(|| factor.converted(T::widen));
+                        wide.solve_in_place(x)
+                    };
+                    let solve_low = move |r: MatRef<'_, T::Low>| low.solve(r);
+                    Ok(crate::mixed::LowFactor {
+                        solve_low,
+                        precondition,
+                        shift: 0.0,
+                    })
+                }
             })
         };
         let system = System {
@@ -315,7 +329,7 @@ impl Lu {
         mixed_solve(
             system,
             factor_low,
-            |x| general_residual(&platform, a, x, b),
+            |x, b| general_residual(&platform, a, x, b),
             || lu.factor_checked(a.to_owned(), norms)?.solve(b),
         )
     }
@@ -332,6 +346,22 @@ pub struct LuFactor<T: Scalar = f64> {
     norms: Norms,
     tile: usize,
     platform: Arc<Platform>,
+}
+
+impl<T: Scalar> LuFactor<T> {
+    /// The factors in another precision, each entry converted by `convert` (GMRES-IR's
+    /// preconditioner: a low factor widened).
+    pub(crate) fn converted<W: Scalar>(&self, convert: impl Fn(T) -> W) -> LuFactor<W> {
+        let lu = &self.lu;
+        LuFactor {
+            lu: Mat::from_fn(lu.nrows(), lu.ncols(), |i, j| convert(lu[(i, j)])),
+            ipiv: self.ipiv.clone(),
+            singular: self.singular,
+            norms: self.norms,
+            tile: self.tile,
+            platform: self.platform.clone(),
+        }
+    }
 }
 
 impl<T: Scalar> std::fmt::Debug for LuFactor<T> {

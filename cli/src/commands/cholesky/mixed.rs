@@ -120,6 +120,9 @@ pub fn print(r: &MixedReport) {
     );
     let path = match &r.refinement.path {
         hetla::RefinementPath::Mixed => "f32 factor refined in f64".to_owned(),
+        hetla::RefinementPath::GmresIr { gmres_steps, shift } => format!(
+            "f32 factor (diagonal raised by {shift} ulps) refined in f64 by GMRES-IR ({gmres_steps} GMRES steps)"
+        ),
         hetla::RefinementPath::Fallback { reason } => format!("fell back to f64: {reason}"),
         hetla::RefinementPath::Working => "refined in its own precision".to_owned(),
         hetla::RefinementPath::BunchKaufman { stalled_at } => {
