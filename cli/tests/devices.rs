@@ -90,6 +90,21 @@ fn lu_and_qr_run_their_updates_on_a_gpu_from_the_command_line() {
     assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
     assert_eq!(r["workers"][0]["name"], "gpu0", "{r}");
     assert_eq!(r["workers"][0]["tasks"], 36, "{r}");
+    // Out of core: 6 block columns of 600 x 100 doubles (480000 bytes each) on a budget of 4,
+    // the bytes each way reported, more than the matrix in, all of it back.
+    let r = common::json(
+        "lu --n 600 --tile 100 --clusters none --gpus emulated:1 --gpu-memory 1920000",
+    );
+    assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+    let moved = |link: &str| {
+        let mut bytes = r["bytes"].as_array().unwrap().iter();
+        bytes
+            .find(|b| b["link"] == link)
+            .map(|b| b["bytes"].as_u64().unwrap())
+    };
+    let matrix = 600 * 600 * 8;
+    assert!(moved("host->gpu0").is_some_and(|b| b > matrix), "{r}");
+    assert!(moved("gpu0->host").is_some_and(|b| b >= matrix), "{r}");
     let (ok, _, err) = common::run("qr --m 500 --n 300 --clusters none --gpus emulated:1");
     assert!(!ok && err.contains("geqrt"), "{err}");
     for family in ["lu --n 600", "qr --m 500 --n 300"] {

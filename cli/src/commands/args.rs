@@ -64,10 +64,11 @@ pub fn no_gpus_on_a_grid(gpus: &GpuSelection, grid: impl std::fmt::Display) -> c
 }
 
 impl GpuArgs {
-    /// The platform of `spec` with `gpus` (no memory budget: 90% of the free memory), the CPU
-    /// platform of `spec` alone when `gpus` selects none (the families whose GPUs are opt-in).
+    /// The platform of `spec` with `gpus` and their `gpu_memory` budget (`None`: 90% of the free
+    /// memory), the CPU platform of `spec` alone when `gpus` selects none (the families whose GPUs
+    /// are opt-in).
     pub fn platform_or_cpus(
-        gpus: &GpuSelection,
+        (gpus, gpu_memory): (&GpuSelection, Option<usize>),
         spec: &ClusterSpec,
         cpu: &PlatformArgs,
     ) -> crate::Result<std::sync::Arc<Platform>> {
@@ -76,7 +77,7 @@ impl GpuArgs {
             gpus => {
                 let gpu = GpuArgs {
                     gpus: gpus.clone(),
-                    gpu_memory: None,
+                    gpu_memory,
                 };
                 Ok(std::sync::Arc::new(gpu.platform(spec, cpu)?))
             }

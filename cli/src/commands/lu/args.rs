@@ -26,6 +26,12 @@ pub struct LuArgs {
     /// emulated in host memory). Each GPU keeps a core for its host thread. Not with `--grid`.
     #[arg(long, default_value = "none", value_parser = crate::commands::args::parse_gpus)]
     pub gpus: hetla_runtime::GpuSelection,
+    /// Memory budget for tiles on each GPU: bytes, or with KiB, MiB, GiB ("8GiB") (default: 90% of
+    /// its free memory; emulated devices: no limit). A matrix larger runs out of core: its tasks in
+    /// left-looking order, the interchanges of factored columns last, the GPU evicting the block
+    /// column needed last.
+    #[arg(long, value_parser = crate::commands::args::parse_bytes, value_name = "BYTES")]
+    pub gpu_memory: Option<usize>,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
     /// A x = b to double accuracy from an f32 (c32) LU refined in double (`hetla::solve_mixed`,
     /// LAPACK dsgesv), timed beside the factorisation and solve in f64 (c64).

@@ -44,6 +44,10 @@ pub struct LuReport {
     pub singular: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mixed: Option<MixedReport>,
+    /// Bytes copied per link direction in the best run (with GPUs: `host->gpu0`, `gpu0->host`), as
+    /// `hetla cholesky` reports them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bytes: Vec<hetla_runtime::LinkBytes>,
 }
 
 /// The mixed-precision solve beside the solve in the matrix's precision.
@@ -96,8 +100,11 @@ type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
     super::args::check_matrices::<T>(&format!("two matrices of order {n}"), 2, (n, n))?;
-    let platform =
-        super::args::GpuArgs::platform_or_cpus(&args.gpus, &args.clusters, &args.platform)?;
+    let platform = super::args::GpuArgs::platform_or_cpus(
+        (&args.gpus, args.gpu_memory),
+        &args.clusters,
+        &args.platform,
+    )?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()
@@ -143,6 +150,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         growth,
         singular,
         mixed: None,
+        bytes: trace.summary().link_bytes(),
     };
     let compare = args.compare;
     let mut rates = Vec::new();
@@ -226,6 +234,10 @@ fn print_factor(r: &LuReport) {
     );
     if let Some(column) = r.singular {
         println!("  singular  the pivot of column {column} is exactly zero");
+    }
+    for b in &r.bytes {
+        let mib = b.bytes as f64 / 1048576.0;
+        println!("  moved     {:<12} {mib:10.1} MiB", b.link);
     }
     run.print_run();
     if let Some(m) = &r.mixed {

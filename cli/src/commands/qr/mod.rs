@@ -125,7 +125,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     check_args::<T>(args)?;
     let (m, n) = (args.m, args.n);
     let platform =
-        super::args::GpuArgs::platform_or_cpus(&args.gpus, &args.clusters, &args.platform)?;
+        super::args::GpuArgs::platform_or_cpus((&args.gpus, None), &args.clusters, &args.platform)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut qr = Qr::new()
