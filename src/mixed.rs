@@ -340,10 +340,19 @@ where
                     }
                     Err(steps) => {
                         iterations += steps;
+                        let before = if shift == 0.0 {
+                            "classical refinement stalled or diverged, and".to_owned()
+                        } else {
+                            format!(
+                                "the {} factorisation met a non-positive pivot, and with its \
+                                 diagonal raised {shift} ulps,",
+                                T::Low::PRECISION
+                            )
+                        };
                         format!(
-                            "the refinement did not converge: classical refinement stalled or \
-                             diverged, and GMRES-IR did not converge in {GMRES_IR_STEPS} steps \
-                             of at most {GMRES_BUDGET} GMRES steps a column in all"
+                            "the refinement did not converge: {before} GMRES-IR did not converge \
+                             in {GMRES_IR_STEPS} steps of at most {GMRES_BUDGET} GMRES steps a \
+                             column in all"
                         )
                     }
                 }
