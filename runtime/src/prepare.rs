@@ -409,11 +409,16 @@ pub(crate) fn prepare<'a>(
     }
     budget_check(&plan, workers, &capacities)?;
     let several_nodes = capacities.len() > 1;
-    let budgets = capacities.iter().any(Option::is_some);
+    // A node whose budget is below the run's tiles may evict: by next use, on the order its
+    // queues pop (by priority, then submission). A run that fits keeps no order (nothing to
+    // track on its tasks' starts).
+    let bytes = (plan.tiles.iter()).fold(0, |sum: usize, &(_, b)| sum.saturating_add(b));
+    let may_evict = capacities
+        .iter()
+        .flatten()
+        .any(|&capacity| capacity < bytes);
     let mut registry = DataRegistry::with_capacities(plan.tiles.clone(), capacities);
-    if budgets {
-        // A node with a budget evicts by next use, on the order its queues pop: by priority,
-        // then submission.
+    if may_evict {
         let mut order: Vec<TaskId> = (0..plan.handles.len()).map(TaskId).collect();
         let ctx = &plan.ctx;
         order.sort_by(|&a, &b| ctx.priority(b).total_cmp(&ctx.priority(a)).then(a.cmp(&b)));
