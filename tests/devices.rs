@@ -1705,3 +1705,92 @@ fn an_input_check_beside_the_run_refuses_a_nan_before_any_host_memory_is_written
         assert_eq!(trace.tasks.len(), 56, "{spec}");
     }
 }
+
+/// Tensor math on an emulated device: an f32 (c32) Cholesky and LU whose trailing products are
+/// rounded to TF32 or BF16 carry that rounding's error (residual ratios of f32 far above 30, within
+/// the short mantissa's), none with the math off or on a platform of CPU clusters alone; and the
+/// mixed solves of f64 (c64) systems refine such factors to double's backward error.
+#[test]
+fn tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_accuracy() {
+    use hetla::{Lu, RefinementPath, TensorMath};
+    let (n, b) = (240, 40);
+    let device = || vec![Arc::new(EmulatedDevice::new(usize::MAX))];
+    fn cholesky_ratio<T: Scalar>(p: &Arc<Platform>, math: TensorMath, n: usize, b: usize) -> f64 {
+        // G G^H + (n / 4) I: the updates are of A's size (a diagonally dominant matrix's are
+        // small beside its diagonal, and hide their rounding).
+        let g = hetla::matgen::random_in::<T>(n, n, 5);
+        let mut a = &g * g.adjoint();
+        for i in 0..n {
+            a[(i, i)] += T::from_f64(n as f64 / 4.0);
+        }
+        let mut l = a.clone();
+        (Cholesky::new()
+            .platform(p.clone())
+            .tile(b)
+            .tensor_math(math))
+        .factor_in_place_traced(l.as_mut())
+        .unwrap();
+        cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq)
+    }
+    fn lu_ratio<T: Scalar>(p: &Arc<Platform>, math: TensorMath, n: usize, b: usize) -> f64 {
+        let a = hetla::matgen::random_in::<T>(n, n, 9);
+        let factor = (hetla::Lu::new()
+            .platform(p.clone())
+            .tile(b)
+            .tensor_math(math))
+        .factor(a.as_ref())
+        .unwrap();
+        hetla::check::lu_residual(a.as_ref(), factor.storage(), factor.pivots())
+    }
+    // The short mantissa's unit roundoff over f32's eps: how much larger its ratios may be.
+    let scale = |m: TensorMath| m.unit_roundoff() / f64::from(f32::EPSILON);
+    let (gpu, cpu) = (platform("none", &device()), platform("1x1", &[]));
+    for (math, what) in [(TensorMath::Tf32, "tf32"), (TensorMath::Bf16, "bf16")] {
+        for (ratio, precision) in [
+            (
+                cholesky_ratio::<f32> as fn(&_, _, _, _) -> f64,
+                "s Cholesky",
+            ),
+            (cholesky_ratio::<c32>, "c Cholesky"),
+            (lu_ratio::<f32>, "s LU"),
+            (lu_ratio::<c32>, "c LU"),
+        ] {
+            let (off, on) = (ratio(&gpu, TensorMath::Off, n, b), ratio(&gpu, math, n, b));
+            let cpu_on = ratio(&cpu, math, n, b);
+            let context = format!("{precision} {what}: off {off:.4}, on {on:.4}, cpu {cpu_on:.4}");
+            assert!(
+                off < RESIDUAL_THRESHOLD && cpu_on < RESIDUAL_THRESHOLD,
+                "{context}"
+            );
+            // The rounded products' error: hundreds of times f32's (8192 and 65536 times its unit
+            // roundoff, spread over the residual's n eps scale).
+            assert!(on > 50.0 * off.max(1e-3), "{context}: not rounded");
+            assert!(on < RESIDUAL_THRESHOLD * scale(math), "{context}");
+        }
+    }
+    // Mixed solves refine the rounded factors to double's backward error.
+    let spd = random_spd(n, 3);
+    let general = hetla::matgen::random_in::<c64>(n, n, 4);
+    let rhs = faer::Mat::from_fn(n, 2, |i, j| (i as f64 * 0.3 + j as f64).cos());
+    let zrhs = faer::Mat::from_fn(n, 1, |i, _| c64::new(1.0, i as f64 * 1e-2));
+    for math in [TensorMath::Tf32, TensorMath::Bf16] {
+        let (x, how) = (Cholesky::new()
+            .platform(gpu.clone())
+            .tile(b)
+            .tensor_math(math))
+        .solve_refined(spd.as_ref(), rhs.as_ref())
+        .unwrap();
+        assert_eq!(how.path, RefinementPath::Mixed, "{math}: {how:?}");
+        let berr = hetla::check::backward_error(spd.as_ref(), x.as_ref(), rhs.as_ref());
+        assert!(
+            berr < RESIDUAL_THRESHOLD,
+            "d Cholesky {math}: {berr:e} {how:?}"
+        );
+        let (x, how) = (Lu::new().platform(gpu.clone()).tile(b).tensor_math(math))
+            .solve_refined(general.as_ref(), zrhs.as_ref())
+            .unwrap();
+        assert_eq!(how.factored_in, hetla::Precision::C, "{math}: {how:?}");
+        let berr = hetla::check::backward_error(general.as_ref(), x.as_ref(), zrhs.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "z LU {math}: {berr:e} {how:?}");
+    }
+}

@@ -48,7 +48,7 @@ use crate::any::each_precision;
 use crate::op::{Blas, GpuCall, KernelArgs, PanelFound, PanelSlot, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
-use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, c32, c64};
+use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, TensorMath, c32, c64};
 
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
 const STAGING_PER_SIZE: usize = 4;
@@ -996,15 +996,21 @@ impl GpuContext {
         reads: &[&GpuTile],
         write: &mut GpuTile,
     ) -> Result<GpuKernel, KernelError> {
-        self.launch_with(stream, (op, &KernelArgs::None), reads, write)
+        self.launch_with(
+            stream,
+            (op, &KernelArgs::None, TensorMath::Off),
+            reads,
+            write,
+        )
     }
 
     /// [`GpuContext::launch_on`] with what the kernel takes besides its tiles (LU's interchanges,
-    /// [`KernelArgs::Pivots`], for [`GpuCall::Pivoted`]).
+    /// [`KernelArgs::Pivots`], for [`GpuCall::Pivoted`]) and the math of its products: on tensor
+    /// cores where [`TensorMath::applies`] (cuBLAS's GEMM with the math's fast compute type).
     pub fn launch_with(
         &self,
         stream: usize,
-        (op, args): (Op, &KernelArgs),
+        (op, args, math): (Op, &KernelArgs, TensorMath),
         reads: &[&GpuTile],
         write: &mut GpuTile,
     ) -> Result<GpuKernel, KernelError> {
@@ -1059,7 +1065,7 @@ impl GpuContext {
                     })?);
                 }
                 GpuCall::Blas(call) => with_scalar!(write.precision, T => {
-                    self.queue_blas::<T>(lane, (op, call), reads, write, &start)
+                    self.queue_blas::<T>(lane, (op, call, math), reads, write, &start)
                 })?,
                 GpuCall::Inverse => {
                     info = with_scalar!(write.precision, T => {
@@ -1067,7 +1073,7 @@ impl GpuContext {
                     })?;
                 }
                 GpuCall::Pivoted => with_scalar!(write.precision, T => {
-                    self.queue_pivoted::<T>(lane, (op, args), reads, write, &start)
+                    self.queue_pivoted::<T>(lane, (op, args, math), reads, write, &start)
                 })?,
                 GpuCall::Panel => {
                     found = Some(with_scalar!(write.precision, T => {
@@ -1104,7 +1110,7 @@ impl GpuContext {
     fn queue_blas<T: CudaScalar>(
         &self,
         lane: &Lane,
-        (op, call): (Op, Blas),
+        (op, call, math): (Op, Blas, TensorMath),
         reads: &[&GpuTile],
         write: &mut GpuTile,
         start: &CudaEvent,
@@ -1183,7 +1189,7 @@ impl GpuContext {
                     let trans = |t: bool| if t { adj } else { N };
                     let k = if p.trans_a { a_rows } else { a_cols };
                     let ops = (trans(p.trans_a), trans(p.trans_b));
-                    T::gemm(h, ops, (m, n, k), (alpha, beta), (a, b), c)
+                    gemm_with::<T>(h, math, ops, (m, n, k), (alpha, beta), (a, b), c)
                 }
             }
         };
@@ -1358,7 +1364,7 @@ impl GpuContext {
     fn queue_pivoted<T: CudaScalar>(
         &self,
         lane: &Lane,
-        (op, args): (Op, &KernelArgs),
+        (op, args, math): (Op, &KernelArgs, TensorMath),
         reads: &[&GpuTile],
         write: &mut GpuTile,
         start: &CudaEvent,
@@ -1449,7 +1455,7 @@ impl GpuContext {
                     ld,
                 };
                 let minus = (T::from_f64(-1.0), one);
-                T::gemm(h, (N, N), (below, cols, bi), minus, (l21, c1), c2)
+                gemm_with::<T>(h, math, (N, N), (below, cols, bi), minus, (l21, c1), c2)
                     .result()
                     .map_err(|e| gpu_error(&format!("cuBLAS {}gemm ({op})", T::PRECISION), e))?;
             }
@@ -2551,6 +2557,64 @@ impl<T: CudaScalar> Larfb<T> {
             )?;
             call(T::geam(h, (kb, n), (minus, one), (w_in, c1_in), c1), "geam")
         }
+    }
+}
+
+/// C <- alpha op(A) op(B) + beta C as [`CudaScalar::gemm`], on tensor cores where `math` applies
+/// to T (f32 and complex f32): cublasGemmEx on T's operands with the math's fast compute type
+/// (`CUBLAS_COMPUTE_32F_FAST_TF32`, `_16BF`: operands rounded, products accumulated in f32); else
+/// T's own ?gemm.
+///
+/// # Safety
+/// As [`CudaScalar::gemm`].
+unsafe fn gemm_with<T: CudaScalar>(
+    h: blas::cublasHandle_t,
+    math: TensorMath,
+    (ta, tb): (blas::cublasOperation_t, blas::cublasOperation_t),
+    (m, n, k): (i32, i32, i32),
+    (alpha, beta): (T, T),
+    (a, b): (In<T>, In<T>),
+    c: Out<T>,
+) -> BlasStatus {
+    use blas::cublasComputeType_t::{
+        CUBLAS_COMPUTE_32F_FAST_16BF as FAST_BF16, CUBLAS_COMPUTE_32F_FAST_TF32 as FAST_TF32,
+    };
+    use blas::cudaDataType::{CUDA_C_32F, CUDA_R_32F};
+    let data = match T::PRECISION {
+        Precision::S => Some(CUDA_R_32F),
+        Precision::C => Some(CUDA_C_32F),
+        Precision::D | Precision::Z => None,
+    };
+    let (data, compute) = match (data, math) {
+        (Some(data), TensorMath::Tf32) => (data, FAST_TF32),
+        (Some(data), TensorMath::Bf16) => (data, FAST_BF16),
+        // SAFETY: the caller's.
+        _ => return unsafe { T::gemm(h, (ta, tb), (m, n, k), (alpha, beta), (a, b), c) },
+    };
+    // SAFETY: the caller's; the data type is T's (f32 or complex f32), as are the host scalars,
+    // which outlive the call; the fast compute types take f32 operands, scalars and results.
+    unsafe {
+        blas::cublasGemmEx(
+            h,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            (&raw const alpha).cast(),
+            a.ptr.cast(),
+            data,
+            a.ld,
+            b.ptr.cast(),
+            data,
+            b.ld,
+            (&raw const beta).cast(),
+            c.ptr.cast(),
+            data,
+            c.ld,
+            compute,
+            blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
     }
 }
 

@@ -51,6 +51,7 @@ mod qr;
 mod run;
 mod scalar;
 mod split;
+mod tensor;
 #[cfg(test)]
 mod test_support;
 
@@ -73,3 +74,4 @@ pub use op::{
     PanelSlot, RateSource, Shape, Shapes, Solve, Stack, hessenberg_groups,
 };
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};
+pub use tensor::TensorMath;

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use hetla_factorizations::{Mode, TaskGraph, TaskId, TileRef};
-use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Par};
+use hetla_kernels::{
+    AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Par, TensorMath,
+};
 
 use crate::data::{MemoryNode, NoRoom};
 use crate::perfmodel::KernelKey;
@@ -146,6 +148,9 @@ pub struct RunOptions {
     /// distributed run's part of a graph ranks its tasks by their bottom levels in the whole graph,
     /// remote successors included.
     pub priorities: Option<Arc<[f64]>>,
+    /// How the devices compute the products of single-precision tiles (tensor cores: TF32 or BF16
+    /// operands, f32 accumulation; [`TensorMath::applies`]); CPU workers always compute in f32.
+    pub tensor_math: TensorMath,
 }
 
 /// How the host tiles of a run on a platform with devices meet their copies (serialised by its

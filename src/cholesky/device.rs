@@ -116,6 +116,7 @@ impl Cholesky {
         let options = RunOptions {
             scheduler: self.run.scheduler,
             write_back: WriteBack::Resident,
+            tensor_math: self.run.tensor_math,
             placement,
             // The tiles have no host view: no CPU cluster may run a task.
             restrictions: plan

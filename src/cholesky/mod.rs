@@ -105,6 +105,7 @@ impl Cholesky {
     crate::run::tuned_for!(crate::Family::Cholesky);
 
     crate::run::progress_timeout!();
+    crate::run::tensor_math!();
 
     /// The tile size used for a matrix of order `n`: the one given, else the one the platform's
     /// performance models predict fastest (see [`Cholesky::plan`]; the first call for a new size
@@ -373,6 +374,7 @@ impl Cholesky {
         let options = RunOptions {
             scheduler: self.run.scheduler,
             host_memory: self.host_memory,
+            tensor_math: self.run.tensor_math,
             write_back: match self.resident {
                 Some(_) => WriteBack::Resident,
                 None => WriteBack::default(),

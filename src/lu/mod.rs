@@ -99,6 +99,7 @@ impl Lu {
 
     crate::run::run_options!();
     crate::run::tuned_for!(crate::Family::Lu);
+    crate::run::tensor_math!();
 
     /// The block width for a matrix of order `n`: the one given, else the default for the
     /// platform's backend: the whole matrix up to order 512 (one panel call), else 256 columns, and
@@ -229,6 +230,7 @@ impl Lu {
         let platform = this.resolve_platform()?;
         let options = RunOptions {
             scheduler: this.run.scheduler,
+            tensor_math: this.run.tensor_math,
             ..RunOptions::default()
         };
         work::execute(plan, &platform, a, &options)
@@ -258,6 +260,7 @@ impl Lu {
         let plan = Plan::new(crate::Algorithm::Lu { n: a.nrows() }, tile, T::PRECISION)?;
         let options = RunOptions {
             scheduler: self.run.scheduler,
+            tensor_math: self.run.tensor_math,
             ..RunOptions::default()
         };
         let (_, ipiv, singular) = work::execute(&plan, platform, a, &options)?;

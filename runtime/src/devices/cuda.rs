@@ -171,7 +171,7 @@ impl Device for CudaDevice {
             .replicas
             .with_operands(call.reads, call.write, |reads, write| {
                 self.gpu
-                    .launch_with(stream, (call.op, call.args), reads, write)
+                    .launch_with(stream, (call.op, call.args, call.math), reads, write)
             })??;
         Ok(Launched::new(GpuPending(kernel)))
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hetla_clusters::CopyThreads;
 use hetla_kernels::{
-    AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Precision,
+    AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Precision, TensorMath,
 };
 
 use crate::data::Handle;
@@ -70,6 +70,9 @@ pub struct KernelCall<'a> {
     pub write: Handle,
     /// What it takes besides its tiles.
     pub args: &'a KernelArgs,
+    /// How it computes its product where it is one of single-precision tiles
+    /// ([`TensorMath::applies`]).
+    pub math: TensorMath,
 }
 
 /// A device worker's memory and kernels, addressed by data handle.
@@ -141,6 +144,7 @@ pub trait Device: Send + Sync {
             reads,
             write,
             args,
+            math: TensorMath::Off,
         })
     }
     /// Runs `op` and waits for it; its seconds on the device.

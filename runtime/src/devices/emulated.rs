@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hetla_clusters::CopyThreads;
 use hetla_kernels::{
     AnyMat, AnyMut, AnyRef, Backend, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Par,
-    PinnedRanges, Precision,
+    PinnedRanges, Precision, TensorMath,
 };
 
 use super::device::{Device, KernelCall, Launched, stream_for};
@@ -401,13 +401,14 @@ impl Device for EmulatedDevice {
             reads,
             write,
             args,
+            math,
         } = call;
         if self.counts.downloading.load(Ordering::SeqCst) > 0 {
             self.counts
                 .launched_beside_downloads
                 .fetch_add(1, Ordering::SeqCst);
         }
-        self.launch_now(op, (reads, write), args.clone())
+        self.launch_now((op, math), (reads, write), args.clone())
     }
 }
 
@@ -449,7 +450,7 @@ impl EmulatedDevice {
     /// Queues `op` on the compute stream after the last writes of its operands.
     fn launch_now(
         &self,
-        op: Op,
+        (op, math): (Op, TensorMath),
         (reads, write): (&[Handle], Handle),
         args: KernelArgs,
     ) -> Result<Launched, KernelError> {
@@ -479,7 +480,7 @@ impl EmulatedDevice {
         let stream = stream_for(op, self.compute.len(), &self.turn);
         counts.by_stream[stream].fetch_add(1, Ordering::SeqCst);
         self.compute[stream].submit(done.clone(), move || {
-            let result = run_emulated((op, &args), &inputs, &output, ordered, &counts);
+            let result = run_emulated((op, &args, math), &inputs, &output, ordered, &counts);
             counts.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
         })?;
@@ -502,7 +503,7 @@ struct Operand {
 /// `ordered`), checks that no copy into them is still on its way, and runs `op` with its `args`
 /// with faer on one core; returns its seconds.
 fn run_emulated(
-    (op, args): (Op, &KernelArgs),
+    (op, args, math): (Op, &KernelArgs, TensorMath),
     inputs: &[Operand],
     output: &Operand,
     ordered: bool,
@@ -535,7 +536,8 @@ fn run_emulated(
     let running = counts.running.fetch_add(1, Ordering::SeqCst) + 1;
     counts.peak_running.fetch_max(running, Ordering::SeqCst);
     let start = Instant::now();
-    let result = Backend::Faer.run_any_with(op, &views, out.as_mut(), args, Par::Seq);
+    let run = (Par::Seq, math);
+    let result = Backend::Faer.run_any_with_math(op, &views, out.as_mut(), args, run);
     let seconds = start.elapsed().as_secs_f64();
     counts.running.fetch_sub(1, Ordering::SeqCst);
     result.map(|()| seconds)

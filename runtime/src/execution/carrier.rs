@@ -6,7 +6,7 @@ use std::sync::{Mutex, mpsc};
 use std::time::Instant;
 
 use hetla_factorizations::{Mode, TaskId, TileRef};
-use hetla_kernels::{AnyMat, DeviceSpan, KernelError, Precision};
+use hetla_kernels::{AnyMat, DeviceSpan, KernelError, Precision, TensorMath};
 
 use super::gate::HostWriteGate;
 use crate::data::{DataRegistry, HOST, Handle, MemoryNode, Step, Transfer};
@@ -35,6 +35,9 @@ pub(super) struct Devices<'a> {
     /// The gate every write into host memory waits for, while an input check reads it beside the
     /// run ([`super::execute_checked`]).
     pub(super) gate: Option<&'a HostWriteGate>,
+    /// How the devices compute the products of single-precision tiles
+    /// ([`RunOptions::tensor_math`](crate::RunOptions::tensor_math)).
+    pub(super) math: TensorMath,
 }
 
 impl<'a> Devices<'a> {
@@ -55,6 +58,7 @@ impl<'a> Devices<'a> {
             pieces: Mutex::new(Vec::new()),
             start: Instant::now(),
             gate,
+            math: TensorMath::Off,
         }
     }
 }
@@ -264,6 +268,7 @@ impl Devices<'_> {
             reads: &reads,
             write,
             args,
+            math: self.math,
         })
     }
 }

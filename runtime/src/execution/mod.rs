@@ -253,6 +253,7 @@ fn run_beside(
     let lock_rest = locks.iter().all(|l| l.failed().is_none()) && !rest.is_empty();
 
     let mut carrier = Devices::new(work, devices, gate);
+    carrier.math = options.tensor_math;
     place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
