@@ -288,6 +288,40 @@ pub fn run_precision() -> impl clap::builder::TypedValueParser<Value = RunPrecis
     })
 }
 
+/// A run's `--tensor-math` checked before any work: tensor cores compute the products of a
+/// single-precision factor on a GPU, which a mixed solve (`--precision ds`, `zc`) refines to double
+/// accuracy; without a mixed precision or a device on `platform` (when given: the precision alone is
+/// checked before a platform is built) it would change nothing or leave an f32 factor of TF32's
+/// accuracy, so either is refused, naming what would be right.
+pub fn check_tensor_math(
+    math: hetla::TensorMath,
+    precision: RunPrecision,
+    platform: Option<&Platform>,
+) -> crate::Result<()> {
+    let refuse = |reason: String| {
+        Err(crate::Error::Library(hetla::Error::InvalidOption {
+            option: "tensor-math",
+            reason,
+        }))
+    };
+    if math == hetla::TensorMath::Off {
+        return Ok(());
+    }
+    if !precision.is_mixed() {
+        return refuse(format!(
+            "{math} rounds the products of a factor that a mixed solve refines: give --precision \
+             ds or zc, not {precision}"
+        ));
+    }
+    if platform.is_some_and(|p| p.devices().is_empty()) {
+        return refuse(format!(
+            "{math} runs on a GPU's tensor cores and this platform has none: give --gpus (all, \
+             indices, or emulated:K to round as a GPU does on this machine)"
+        ));
+    }
+    Ok(())
+}
+
 /// The parser of a `--factorization` ([`hetla::Family`] by its name; `--help` lists each with its
 /// flop count).
 pub fn family() -> impl clap::builder::TypedValueParser<Value = hetla::Family> {

@@ -471,6 +471,7 @@ fn real_run(
         json: false,
         precision: Default::default(),
         cond: 1.0,
+        tensor_math: hetla::TensorMath::Off,
         grid: None,
     })?;
     let Some(super::cholesky::CholeskyOutput::Factor(report)) = output else {

@@ -103,6 +103,11 @@ pub struct CholeskyArgs {
     /// (`hetla::matgen::random_hpd_conditioned`).
     #[arg(long, default_value_t = 1e6, value_parser = parse_condition)]
     pub cond: f64,
+    /// With `--precision ds`: how the GPUs compute the f32 factor's trailing GEMMs (`off`; `tf32`
+    /// or `bf16`: on tensor cores, operands rounded to TF32's or BF16's mantissa, f32 accumulation,
+    /// `hetla::Cholesky::tensor_math`), the refinement restoring f64 accuracy.
+    #[arg(long, default_value = "off", value_name = "MATH")]
+    pub tensor_math: hetla::TensorMath,
 }
 
 fn parse_condition(s: &str) -> Result<f64, String> {

@@ -9,6 +9,7 @@ use hetla::{Cholesky, Par, Refinement, check, matgen};
 use serde::Serialize;
 
 use super::args::CholeskyArgs;
+use crate::commands::args::check_tensor_math;
 use crate::commands::output::ClustersReport;
 use crate::peers::{self, Timings};
 
@@ -20,6 +21,8 @@ pub struct MixedReport {
     pub cond: f64,
     /// The tile of both factorisations (chosen as for f64 when not given).
     pub tile: usize,
+    /// How the GPUs computed the f32 factor's trailing GEMMs.
+    pub tensor_math: hetla::TensorMath,
     pub backend: hetla::Backend,
     pub clusters: ClustersReport,
     /// The mixed solve (`Cholesky::solve_refined`): best and median seconds.
@@ -48,9 +51,11 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         hetla::limits::matrix_bytes(args.n, args.n).saturating_mul(3),
     )?;
     let platform = Arc::new(args.gpu.platform(&args.clusters, &args.platform)?);
+    check_tensor_math(args.tensor_math, args.precision, Some(&platform))?;
     let mut options = Cholesky::new()
         .platform(platform.clone())
-        .scheduler(args.scheduler);
+        .scheduler(args.scheduler)
+        .tensor_math(args.tensor_math);
     let tile = args
         .tile
         .unwrap_or_else(|| options.tile_size_for(args.n))
@@ -98,6 +103,7 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         precision: "ds",
         cond: args.cond,
         tile,
+        tensor_math: args.tensor_math,
         backend: platform.backend(),
         clusters: ClustersReport {
             spec: args.clusters.to_string(),
@@ -115,8 +121,8 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
 
 pub fn print(r: &MixedReport) {
     println!(
-        "hetla cholesky --precision ds: n = {}, condition number {:.1e}, tile = {}, {} kernels, clusters {}",
-        r.n, r.cond, r.tile, r.backend, r.clusters.spec
+        "hetla cholesky --precision ds: n = {}, condition number {:.1e}, tile = {}, {} kernels, clusters {}, tensor math {}",
+        r.n, r.cond, r.tile, r.backend, r.clusters.spec, r.tensor_math
     );
     let path = match &r.refinement.path {
         hetla::RefinementPath::Mixed => "f32 factor refined in f64".to_owned(),

@@ -42,6 +42,7 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
     if mixed {
         refuse_what_mixed_ignores(args)?;
     }
+    super::args::check_tensor_math(args.tensor_math, args.precision, None)?;
     if let Some(grid) = args.grid {
         let report = grid::run(args, grid)?;
         return Ok(report.map(|r| CholeskyOutput::Grid(Box::new(r))));

@@ -59,6 +59,12 @@ pub struct LuArgs {
     /// The earlier spelling of `--precision ds` (with d) or `zc` (with z), kept for scripts.
     #[arg(long, hide = true)]
     pub mixed: bool,
+    /// With `--precision ds` or `zc`: how the GPUs compute the single-precision LU's trailing
+    /// updates (`off`; `tf32` or `bf16`: on tensor cores, operands rounded to TF32's or BF16's
+    /// mantissa, f32 accumulation, `hetla::Lu::tensor_math`), the refinement restoring double
+    /// accuracy.
+    #[arg(long, default_value = "off", value_name = "MATH")]
+    pub tensor_math: hetla::TensorMath,
     /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
     /// Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]

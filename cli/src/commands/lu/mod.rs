@@ -14,7 +14,7 @@ pub use args::LuArgs;
 use std::time::Instant;
 
 use faer::{Mat, MatRef};
-use hetla::{Backend, Lu, Refinable, Scalar, c64};
+use hetla::{Backend, Lu, Refinable, Scalar, TensorMath, c64};
 use serde::Serialize;
 
 use super::grid_job::NodeOrGrid;
@@ -62,6 +62,8 @@ pub struct MixedReport {
     pub time_ratio: f64,
     pub path: hetla::Refinement,
     pub backward_error: f64,
+    /// How the GPUs computed the single-precision LU's trailing updates.
+    pub tensor_math: hetla::TensorMath,
 }
 
 /// Runs `hetla lu`: the report, or none on the ranks of a distributed run other than rank 0.
@@ -95,7 +97,7 @@ fn factor(args: &LuArgs) -> Result<LuReport> {
     }
 }
 
-type MixedRun<T> = fn(&Lu, MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
+type MixedRun<T> = fn((&Lu, TensorMath), MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
 
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
@@ -106,10 +108,20 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         &args.platform,
     )?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
+    let precision = super::args::RunPrecision {
+        working: args.precision.working,
+        factor: match (mixed, T::PRECISION) {
+            (Some(_), hetla::Precision::Z) => hetla::Precision::C,
+            (Some(_), _) => hetla::Precision::S,
+            (None, p) => p,
+        },
+    };
+    super::args::check_tensor_math(args.tensor_math, precision, Some(&platform))?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()
         .platform(platform.clone())
-        .scheduler(args.scheduler);
+        .scheduler(args.scheduler)
+        .tensor_math(args.tensor_math);
     if let Some(b) = args.tile {
         lu = lu.tile(b);
     }
@@ -184,13 +196,17 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
-        report.mixed = Some(mixed(&lu, a.as_ref(), runs)?);
+        report.mixed = Some(mixed((&lu, args.tensor_math), a.as_ref(), runs)?);
     }
     Ok(report)
 }
 
 /// The mixed solve of A x = b (b: ones) and the solve in A's precision, each timed.
-fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result<MixedReport> {
+fn mixed<T: Refinable>(
+    (lu, math): (&Lu, TensorMath),
+    a: MatRef<'_, T>,
+    runs: Option<usize>,
+) -> Result<MixedReport> {
     let n = a.nrows();
     let b = Mat::<T>::from_fn(n, 1, |_, _| T::from_f64(1.0));
     let ((x, path), t) = peers::repeat(runs, || {
@@ -211,6 +227,7 @@ fn mixed<T: Refinable>(lu: &Lu, a: MatRef<'_, T>, runs: Option<usize>) -> Result
         time_ratio: t.best / full.best,
         path,
         backward_error: hetla::check::backward_error(a, x.as_ref(), b.as_ref()),
+        tensor_math: math,
     })
 }
 
@@ -242,9 +259,10 @@ fn print_factor(r: &LuReport) {
     run.print_run();
     if let Some(m) = &r.mixed {
         println!(
-            "  mixed     {:.4} s (median {:.4} s) against {:.4} s in {}: {:.3}x the time; {:?}; backward error {:.3e}",
+            "  mixed     {:.4} s (median {:.4} s, tensor math {}) against {:.4} s in {}: {:.3}x the time; {:?}; backward error {:.3e}",
             m.seconds,
             m.median_seconds,
+            m.tensor_math,
             m.full_seconds,
             run.precision,
             m.time_ratio,
