@@ -282,6 +282,18 @@ pub fn cusolver<T: Scalar>(
             };
             format!("cusolver-{0}geqrf+{0}{apply}+{0}trsm", T::PRECISION)
         }
+        // cuSOLVER's names: <working><lower>gesv, X for TF32, B for BF16 (Y and E for c64).
+        Cusolver::Irs { math, .. } => {
+            let lower = match (T::PRECISION.is_complex(), math) {
+                (false, hetla::TensorMath::Off) => "s",
+                (false, hetla::TensorMath::Tf32) => "x",
+                (false, hetla::TensorMath::Bf16) => "b",
+                (true, hetla::TensorMath::Off) => "c",
+                (true, hetla::TensorMath::Tf32) => "y",
+                (true, hetla::TensorMath::Bf16) => "e",
+            };
+            format!("cusolver-{}{lower}gesv", T::PRECISION)
+        }
     };
     device_peer::<T>(index, (&name, flops), a.shape(), |gpu, mut out| {
         Ok([

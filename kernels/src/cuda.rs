@@ -195,6 +195,18 @@ pub enum SolverPeer {
         /// A's columns.
         columns: usize,
     },
+    /// A X = B (A n x n, general) to double accuracy by cuSOLVER's iterative-refinement solver
+    /// (the IRS API's one-call form, cusolverDn<t1><t2>gesv): the LU in a lower precision, refined
+    /// in f64 (c64), falling back to an LU in f64 where refinement does not converge. `math` is
+    /// the lower precision: [`TensorMath::Off`] f32 (DSgesv, ZCgesv), [`TensorMath::Tf32`] TF32
+    /// tensor cores (DXgesv, ZYgesv), [`TensorMath::Bf16`] BF16 (DBgesv, ZEgesv). The matrix given
+    /// is [A | B], A its first `columns` columns; f64 and c64 only. cuSOLVER has no SPD kind.
+    Irs {
+        /// A's columns (its order).
+        columns: usize,
+        /// The lower precision of its factor.
+        math: TensorMath,
+    },
 }
 
 impl SolverPeer {
@@ -205,6 +217,21 @@ impl SolverPeer {
             SolverPeer::Inverse => Op::Trtri,
             SolverPeer::Getrf => Op::LuPanel,
             SolverPeer::Geqrf | SolverPeer::Gels { .. } => Op::Geqrt,
+            SolverPeer::Irs { .. } => Op::LuPanel,
+        }
+    }
+
+    /// Whether it takes a matrix of `precision`: the refined solver f64 and c64 alone.
+    pub fn check_precision(self, precision: Precision) -> Result<(), KernelError> {
+        match (self, precision) {
+            (SolverPeer::Irs { .. }, Precision::S | Precision::C) => Err(KernelError::Operands {
+                op: self.op(),
+                reason: format!(
+                    "cuSOLVER's refined solvers refine to f64 or c64 accuracy: the matrix is in \
+                     {precision}"
+                ),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -220,6 +247,10 @@ impl SolverPeer {
                 format!("A is {m}x{columns}: least squares need at least as many rows as columns")
             }
             SolverPeer::Gels { .. } => return Ok(()),
+            SolverPeer::Irs { columns, .. } if columns != m || columns > n => {
+                format!("[A | B] is {m}x{n}: A must be its first {columns} columns, square")
+            }
+            SolverPeer::Irs { .. } => return Ok(()),
             _ if m != n => format!("the matrix is {m}x{n}, not square"),
             _ => return Ok(()),
         };
@@ -1494,6 +1525,7 @@ impl GpuContext {
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
         peer.check_shape(a.shape())?;
+        peer.check_precision(T::PRECISION)?;
         self.time_resident(a, runs, |work| self.solver_peer(peer, work))
     }
 
@@ -1509,6 +1541,7 @@ impl GpuContext {
         runs: usize,
     ) -> Result<Vec<f64>, KernelError> {
         peer.check_shape(a.shape())?;
+        peer.check_precision(T::PRECISION)?;
         self.time_host((a, out), (peer.op(), runs), |work| {
             self.solver_peer(peer, work)
         })
@@ -1522,6 +1555,170 @@ impl GpuContext {
             SolverPeer::Getrf => self.getrf(a),
             SolverPeer::Geqrf => self.geqrf(a),
             SolverPeer::Gels { columns } => self.gels(a, columns),
+            SolverPeer::Irs { columns, math } => self.irs(a, (columns, math)),
+        }
+    }
+
+    /// [`SolverPeer::Irs`] on the device matrix `ab` = [A | B] (A n x n, its first `columns`
+    /// columns): one cusolverDn<t1><t2>gesv call, X into a device matrix of B's shape, waited for;
+    /// its seconds by its events. A zero pivot of the f64 fallback's LU is
+    /// [`KernelError::Singular`].
+    fn irs(
+        &self,
+        ab: &mut GpuTile,
+        (columns, math): (usize, TensorMath),
+    ) -> Result<f64, KernelError> {
+        let (n, k) = (columns, ab.cols - columns);
+        if n == 0 || k == 0 {
+            return Ok(0.0);
+        }
+        let (ni, ki, ld) = (int(n)?, int(k)?, int(n)?);
+        self.bind()?;
+        let lane = &self.lanes[0];
+        let s = &lane.stream;
+        let bytes = ab.precision.bytes();
+        let alloc = |len: usize, what: &str| {
+            s.alloc_zeros::<u8>(len.max(1))
+                .map_err(|e| gpu_error(&format!("allocating {what}"), e))
+        };
+        let (mut x, mut ipiv, mut info) = (
+            alloc(n * k * bytes, "the refined solution")?,
+            alloc(n * size_of::<i32>(), "the interchanges")?,
+            alloc(size_of::<i32>(), "devInfo")?,
+        );
+        let event = || {
+            self.ctx
+                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| gpu_error("creating an event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        let scratch = lock(&lane.scratch);
+        let h = lane.solver.0;
+        let (pa, use_a) = ab.data.device_ptr_mut(s);
+        let (px, use_x) = x.device_ptr_mut(s);
+        let (pp, use_p) = ipiv.device_ptr_mut(s);
+        let (pi, use_i) = info.device_ptr_mut(s);
+        let pb = pa + (n * n * bytes) as u64;
+        let ok = solver::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS;
+        let mut iterations = 0i32;
+        let mut work_bytes = 0usize;
+        let mut work = None;
+        // One of the six calls, by the matrix's precision and the factor's.
+        macro_rules! irs {
+            ($size:ident, $solve:ident, $ty:ty) => {{
+                let (a, b, x) = (pa as *mut $ty, pb as *mut $ty, px as *mut $ty);
+                let p = pp as *mut i32;
+                // SAFETY: A (n x n) and B (n x k) lie in the live device matrix [A | B] (leading
+                // dimension n), X (n x k), the n interchanges and devInfo are live device buffers
+                // of their sizes, all on the handle's stream; the workspace size and the iteration
+                // count are host values written before the calls return.
+                let status = unsafe {
+                    solver::$size(
+                        h,
+                        ni,
+                        ki,
+                        a,
+                        ld,
+                        p,
+                        b,
+                        ld,
+                        x,
+                        ld,
+                        std::ptr::null_mut(),
+                        &mut work_bytes,
+                    )
+                };
+                if status != ok {
+                    status
+                } else {
+                    let buffer = alloc(work_bytes, "the refined solver's workspace")?;
+                    let (pw, use_w) = buffer.device_ptr(s);
+                    start
+                        .record(s)
+                        .map_err(|e| gpu_error("recording an event", e))?;
+                    // SAFETY: as above; the workspace holds `work_bytes` bytes.
+                    let status = unsafe {
+                        solver::$solve(
+                            h,
+                            ni,
+                            ki,
+                            a,
+                            ld,
+                            p,
+                            b,
+                            ld,
+                            x,
+                            ld,
+                            pw as *mut std::ffi::c_void,
+                            work_bytes,
+                            &mut iterations,
+                            pi as *mut i32,
+                        )
+                    };
+                    drop(use_w);
+                    work = Some(buffer);
+                    status
+                }
+            }};
+        }
+        let name = format!("cuSOLVER's refined gesv ({}, {math})", ab.precision);
+        let status = match (ab.precision, math) {
+            (Precision::D, TensorMath::Off) => {
+                irs!(cusolverDnDSgesv_bufferSize, cusolverDnDSgesv, f64)
+            }
+            (Precision::D, TensorMath::Tf32) => {
+                irs!(cusolverDnDXgesv_bufferSize, cusolverDnDXgesv, f64)
+            }
+            (Precision::D, TensorMath::Bf16) => {
+                irs!(cusolverDnDBgesv_bufferSize, cusolverDnDBgesv, f64)
+            }
+            (Precision::Z, TensorMath::Off) => irs!(
+                cusolverDnZCgesv_bufferSize,
+                cusolverDnZCgesv,
+                solver::cuDoubleComplex
+            ),
+            (Precision::Z, TensorMath::Tf32) => irs!(
+                cusolverDnZYgesv_bufferSize,
+                cusolverDnZYgesv,
+                solver::cuDoubleComplex
+            ),
+            (Precision::Z, TensorMath::Bf16) => irs!(
+                cusolverDnZEgesv_bufferSize,
+                cusolverDnZEgesv,
+                solver::cuDoubleComplex
+            ),
+            (precision, _) => {
+                return SolverPeer::Irs { columns, math }
+                    .check_precision(precision)
+                    .map(|()| 0.0);
+            }
+        };
+        status.result().map_err(|e| gpu_error(&name, e))?;
+        end.record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        drop((use_a, use_x, use_p, use_i, scratch));
+        let seconds = GpuKernel {
+            op: Op::LuPanel,
+            start,
+            end,
+            info: None,
+            found: None,
+        }
+        .wait()?;
+        let word = s
+            .clone_dtoh(&info)
+            .map_err(|e| gpu_error("reading the refined solver's devInfo", e))?;
+        let word = i32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+        drop((work, x, ipiv));
+        match word {
+            0 => Ok(seconds),
+            column if column > 0 => Err(KernelError::Singular {
+                index: column as usize - 1,
+            }),
+            other => Err(gpu_error(
+                &name,
+                format!("devInfo {other} (iterations {iterations})"),
+            )),
         }
     }
 
@@ -3306,6 +3503,15 @@ mod tests {
         );
         let wide = gels.check_shape((3, 6)).unwrap_err().to_string();
         assert!(wide.contains("at least as many rows as columns"), "{wide}");
+        let irs = SolverPeer::Irs {
+            columns: 6,
+            math: TensorMath::Tf32,
+        };
+        assert!(irs.check_shape((6, 7)).is_ok() && irs.check_precision(Precision::Z).is_ok());
+        let tall = irs.check_shape((7, 8)).unwrap_err().to_string();
+        assert!(tall.contains("first 6 columns, square"), "{tall}");
+        let single = irs.check_precision(Precision::S).unwrap_err().to_string();
+        assert!(single.contains("f64 or c64"), "{single}");
     }
 
     /// An LU panel's devInfo and 1-based interchanges, as ?getrf leaves them, read on the host:

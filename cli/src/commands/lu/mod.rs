@@ -64,6 +64,13 @@ pub struct MixedReport {
     pub backward_error: f64,
     /// How the GPUs computed the single-precision LU's trailing updates.
     pub tensor_math: hetla::TensorMath,
+    /// With `--compare gpu` on a CUDA GPU: cuSOLVER's refined solver of the same system with the
+    /// same lower precision (`cusolver-d<x>gesv`: resident, from host, page-locked; its rate of
+    /// the f64 LU's flops), and this solve's seconds over each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<peers::PeerRate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
 }
 
 /// Runs `hetla lu`: the report, or none on the ranks of a distributed run other than rank 0.
@@ -196,7 +203,30 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
-        report.mixed = Some(mixed((&lu, args.tensor_math), a.as_ref(), runs)?);
+        let mut solved = mixed((&lu, args.tensor_math), a.as_ref(), runs)?;
+        // cuSOLVER's refined solver of the same system (b: ones), GPU 0; a peer that fails is
+        // left out, named on stderr: the runs timed so far stay reported.
+        #[cfg(feature = "cuda")]
+        if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
+            let ab = Mat::<T>::from_fn(n, n + 1, |i, j| match j < n {
+                true => a[(i, j)],
+                false => T::from_f64(1.0),
+            });
+            let irs = peers::Cusolver::Irs {
+                columns: n,
+                math: args.tensor_math,
+            };
+            match peers::cusolver(irs, ab.as_ref(), 0, runs.unwrap_or(1), flops) {
+                Ok(rates) => solved.peers.extend(rates),
+                Err(e) => {
+                    eprintln!("hetla lu: cuSOLVER's refined solver left out of the peers: {e}")
+                }
+            }
+            solved.ratios = (solved.peers.iter())
+                .map(|p| (p.name.clone(), solved.seconds / p.seconds))
+                .collect();
+        }
+        report.mixed = Some(solved);
     }
     Ok(report)
 }
@@ -228,6 +258,8 @@ fn mixed<T: Refinable>(
         path,
         backward_error: hetla::check::backward_error(a, x.as_ref(), b.as_ref()),
         tensor_math: math,
+        peers: Vec::new(),
+        ratios: Vec::new(),
     })
 }
 
@@ -269,5 +301,11 @@ fn print_factor(r: &LuReport) {
             m.path.path,
             m.backward_error
         );
+        for (ratio, peer) in m.ratios.iter().zip(&m.peers) {
+            println!(
+                "  peer      {:<28} {:.4} s: mixed / peer {:.3}",
+                ratio.0, peer.seconds, ratio.1
+            );
+        }
     }
 }
