@@ -1712,9 +1712,26 @@ fn an_input_check_beside_the_run_refuses_a_nan_before_any_host_memory_is_written
 /// mixed solves of f64 (c64) systems refine such factors to double's backward error.
 #[test]
 fn tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_accuracy() {
+    let device = vec![Arc::new(EmulatedDevice::new(usize::MAX))];
+    check_tensor_math(&platform("none", &device), (240, 40));
+}
+
+/// [`tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_accuracy`] on
+/// real GPUs: cuBLAS's GEMM with the fast compute types, its error that of the short mantissa.
+#[test]
+fn real_gpus_compute_single_products_on_tensor_cores_or_the_skip_says_why() {
+    if !gpus_here() {
+        return;
+    }
+    let devices = GpuSelection::All.open(None).unwrap();
+    let spec: ClusterSpec = "none".parse().unwrap();
+    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap();
+    check_tensor_math(&Arc::new(p), (1024, 256));
+}
+
+/// The checks of the tensor-math tests on `gpu` (devices alone) in order n, tiles of b.
+fn check_tensor_math(gpu: &Arc<Platform>, (n, b): (usize, usize)) {
     use hetla::{Lu, RefinementPath, TensorMath};
-    let (n, b) = (240, 40);
-    let device = || vec![Arc::new(EmulatedDevice::new(usize::MAX))];
     fn cholesky_ratio<T: Scalar>(p: &Arc<Platform>, math: TensorMath, n: usize, b: usize) -> f64 {
         // G G^H + (n / 4) I: the updates are of A's size (a diagonally dominant matrix's are
         // small beside its diagonal, and hide their rounding).
@@ -1744,7 +1761,7 @@ fn tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_
     }
     // The short mantissa's unit roundoff over f32's eps: how much larger its ratios may be.
     let scale = |m: TensorMath| m.unit_roundoff() / f64::from(f32::EPSILON);
-    let (gpu, cpu) = (platform("none", &device()), platform("1x1", &[]));
+    let cpu = platform("1x1", &[]);
     for (math, what) in [(TensorMath::Tf32, "tf32"), (TensorMath::Bf16, "bf16")] {
         for (ratio, precision) in [
             (
@@ -1755,7 +1772,7 @@ fn tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_
             (lu_ratio::<f32>, "s LU"),
             (lu_ratio::<c32>, "c LU"),
         ] {
-            let (off, on) = (ratio(&gpu, TensorMath::Off, n, b), ratio(&gpu, math, n, b));
+            let (off, on) = (ratio(gpu, TensorMath::Off, n, b), ratio(gpu, math, n, b));
             let cpu_on = ratio(&cpu, math, n, b);
             let context = format!("{precision} {what}: off {off:.4}, on {on:.4}, cpu {cpu_on:.4}");
             assert!(
