@@ -99,6 +99,11 @@ add lu --n 64 --precision s --mixed
 add lu --n 64 --tile 0
 add lu --n 64 --tile 1000000000
 add lu --n 300 --clusters 1x1 --compare --precision ds --repeat 1
+for v in tf32 bf16 fp16 ""; do
+  add lu --n 64 --precision ds --tensor-math "$v"
+  add cholesky --n 64 --precision ds --gpus emulated:1 --tensor-math "$v"
+  add simulate --platform sirocco --gpus 1 --n 9600 --tile 960 --precision s --tensor-math "$v"
+done
 add simulate --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 4
 add sweep --platform sirocco --n 9600 --tile 960 --factorization lu --nodes 2 --out "$work/lu-sweep"
 add sweep --n 2000 --tile 500 --factorization lu --out "$work/lu-real-sweep"

@@ -365,3 +365,42 @@ fn the_environment_sets_a_devices_compute_streams() {
     let (ok, _, err) = with_streams("0", "cholesky --n 200 --clusters 1x1 --gpus none");
     assert!(ok, "{err}");
 }
+
+/// `--tensor-math` rounds the mixed solve's single factor on an emulated device (the refined
+/// solution keeps double's backward error, the report names the math); without a mixed precision,
+/// a device, or a model of tensor cores it is refused before any work, saying what would be right.
+#[test]
+fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
+    let v = common::json(
+        "lu --n 300 --tile 100 --clusters none --gpus emulated:1 --precision ds --tensor-math tf32",
+    );
+    let mixed = &v["mixed"];
+    assert_eq!(mixed["tensor_math"], "tf32", "{mixed}");
+    assert_eq!(mixed["path"]["factored_in"], "s", "{mixed}");
+    assert!(mixed["backward_error"].as_f64().unwrap() < 30.0, "{mixed}");
+    let v = common::json(
+        "cholesky --n 300 --tile 100 --clusters none --gpus emulated:1 --precision ds --cond 1e3 \
+         --tensor-math bf16",
+    );
+    assert_eq!(v["tensor_math"], "bf16", "{v}");
+    assert_eq!(v["refinement"]["path"], "mixed", "{v}");
+    assert!(v["backward_error"].as_f64().unwrap() < 1e-15, "{v}");
+    for (line, says) in [
+        ("lu --n 100 --precision d --tensor-math tf32", "give --precision ds or zc"),
+        ("lu --n 100 --precision ds --tensor-math tf32", "give --gpus"),
+        ("cholesky --n 100 --tensor-math bf16", "give --precision ds or zc"),
+        ("lu --n 100 --precision ds --tensor-math fp16", "expected off, tf32 or bf16"),
+        (
+            "simulate --platform sirocco --gpus 1 --n 4096 --tile 512 --precision s \
+             --tensor-math tf32",
+            "K40m has no tf32 rate",
+        ),
+        (
+            "simulate --platform h200 --gpus 1 --n 4096 --tile 512 --tensor-math tf32",
+            "give --precision s or c",
+        ),
+    ] {
+        let (ok, _, err) = common::run(line);
+        assert!(!ok && err.contains(says), "{line}: {err}");
+    }
+}

@@ -50,7 +50,7 @@ pub use hetla::{Family, FamilyRun};
 pub use model::{
     Calibration, CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction,
     MAX_MODEL_CORES, Modelled, OutsideGraph, PRESETS, PageableCopies, PlatformModel, Speedup,
-    StagingRate, calibration_sizes,
+    StagingRate, TensorRate, calibration_sizes,
 };
 // What simulations take besides a plan and a modelled machine: their options (scheduler, noise),
 // a network's rate and a process grid.

@@ -127,6 +127,11 @@ pub struct SimulateArgs {
     /// presets state theirs).
     #[arg(long, default_value = "d")]
     pub precision: hetla::Precision,
+    /// With `--precision s` or `c` and GPUs: their GEMMs (and LU's updates) on tensor cores
+    /// (`tf32`, `bf16`: the model's rates times its GPU's tensor speedups, `hetla::TensorMath`);
+    /// `off` by default.
+    #[arg(long, default_value = "off", value_name = "MATH")]
+    pub tensor_math: hetla::TensorMath,
     #[command(flatten)]
     pub run: SimRunArgs,
     #[command(flatten)]
@@ -192,7 +197,18 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
         }
         (nodes, grid) => grid_of(nodes, grid)?,
     };
-    let model = PlatformModel::resolve(&args.platform)?;
+    if args.tensor_math != hetla::TensorMath::Off
+        && !matches!(args.precision, hetla::Precision::S | hetla::Precision::C)
+    {
+        return Err(crate::Error::InvalidOption {
+            option: "tensor-math",
+            reason: format!(
+                "{} rounds the products of single-precision tiles: give --precision s or c, not {}",
+                args.tensor_math, args.precision
+            ),
+        });
+    }
+    let model = PlatformModel::resolve(&args.platform)?.with_tensor_math(args.tensor_math)?;
     let mut options = args.run.options();
     let machine = Modelled {
         compute_streams: args.streams,

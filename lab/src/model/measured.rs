@@ -215,6 +215,9 @@ impl GpuModel {
             pageable: None,
             lock_gb_per_s: 0.0,
             device_copies: None,
+            // Not timed by the calibration: a run with tensor math on this model is refused
+            // ([`PlatformModel::with_tensor_math`]) until a measured speedup is added to its file.
+            tensor: Vec::new(),
             kernels,
         })
     }

@@ -34,5 +34,5 @@ mod tests;
 pub use measured::{Calibration, calibration_sizes};
 pub use platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LoadedReduction, MAX_MODEL_CORES, Modelled,
-    OutsideGraph, PRESETS, PageableCopies, PlatformModel, Speedup, StagingRate,
+    OutsideGraph, PRESETS, PageableCopies, PlatformModel, Speedup, StagingRate, TensorRate,
 };

@@ -176,6 +176,22 @@ pub struct GpuModel {
     pub device_copies: Option<LinkRate>,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
+    /// The products of single-precision tiles on tensor cores ([`hetla::TensorMath`]): each
+    /// math's GEMM rate over the f32 one. Empty: no tensor cores modelled (a run with tensor math
+    /// is refused, [`PlatformModel::with_tensor_math`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tensor: Vec<TensorRate>,
+}
+
+/// How much faster a GPU's tensor cores compute the products of single-precision tiles under one
+/// math ([`GpuModel::tensor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorRate {
+    /// The math.
+    pub math: hetla::TensorMath,
+    /// Its GEMM rate over the f32 GEMM rate of the same GPU.
+    pub speedup: f64,
 }
 
 /// Copies between pageable host memory and a GPU ([`GpuModel::pageable`]).
@@ -444,6 +460,55 @@ impl<'a> Modelled<'a> {
 }
 
 impl PlatformModel {
+    /// The model of runs whose GPUs compute the products of single-precision tiles with `math`
+    /// ([`hetla::TensorMath::applies`]: GEMM and LU's update): those kernels' s and c rates times
+    /// the math's [`TensorRate::speedup`] (LU's update whole, its TRSM included: an upper bound);
+    /// itself with [`hetla::TensorMath::Off`]. A model whose GPU has no rate for `math` is an
+    /// error that says so.
+    pub fn with_tensor_math(mut self, math: hetla::TensorMath) -> Result<Self> {
+        if math == hetla::TensorMath::Off {
+            return Ok(self);
+        }
+        let name = self.name.clone();
+        let Some(gpu) = &mut self.gpu else {
+            return Err(Error::InvalidOption {
+                option: "tensor-math",
+                reason: format!(
+                    "{math} runs on a GPU's tensor cores and the model {name} has no GPU"
+                ),
+            });
+        };
+        let Some(rate) = gpu.tensor.iter().find(|r| r.math == math).copied() else {
+            return Err(Error::InvalidOption {
+                option: "tensor-math",
+                reason: format!(
+                    "the model {name}'s {} has no {math} rate (its `tensor` list: {}); give a \
+                     model with one (h100, h200) or add it",
+                    gpu.name,
+                    gpu.tensor
+                        .iter()
+                        .map(|r| r.math.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let products = [Op::GemmNt.name(), Op::LuUpdate.name()];
+        for k in &mut gpu.kernels {
+            if matches!(k.precision, Precision::S | Precision::C)
+                && products.contains(&k.op.as_str())
+            {
+                k.gflops *= rate.speedup;
+            }
+        }
+        self.description = format!(
+            "{}; with {math} products on tensor cores (GEMM and LU's update of s and c tiles at \
+             {:.1}x their f32 rate)",
+            self.description, rate.speedup
+        );
+        Ok(self)
+    }
+
     /// Reads a TOML model file.
     pub fn load(path: &Path) -> Result<Self> {
         let name = path.display().to_string();

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::platform::{
     CpuKernelRate, CpuModel, GpuKernelRate, GpuModel, LinkModel, LinkRate, LoadedReduction,
-    PRESETS, PlatformModel, Speedup, StagingRate, model_error,
+    PRESETS, PlatformModel, Speedup, StagingRate, TensorRate, model_error,
 };
 use crate::Result;
 
@@ -245,6 +245,8 @@ pub(super) fn sirocco() -> PlatformModel {
             pageable: None,
             lock_gb_per_s: 0.0,
             device_copies: None,
+            // Kepler has no tensor cores.
+            tensor: Vec::new(),
             kernels: SIROCCO_TABLE
                 .iter()
                 .map(|&(op, tile, core, gpu, _)| GpuKernelRate {
@@ -395,6 +397,8 @@ pub(super) fn a100x8() -> PlatformModel {
             pageable: None,
             lock_gb_per_s: 0.0,
             device_copies: None,
+            // NVIDIA's A100 data sheet, dense: TF32 156 and BF16 312 Tflop/s over FP32's 19.5.
+            tensor: tensor_rates(156.0 / 19.5, 312.0 / 19.5),
             kernels: [2048, 4096]
                 .into_iter()
                 .map(|tile| GpuKernelRate {
@@ -407,6 +411,26 @@ pub(super) fn a100x8() -> PlatformModel {
         }),
     }, 2.0, 1.0)
 }
+
+/// The tensor-core rates of a GPU whose TF32 and BF16 GEMMs run at `tf32` and `bf16` times its
+/// f32 one ([`TensorRate`]).
+fn tensor_rates(tf32: f64, bf16: f64) -> Vec<TensorRate> {
+    vec![
+        TensorRate {
+            math: hetla::TensorMath::Tf32,
+            speedup: tf32,
+        },
+        TensorRate {
+            math: hetla::TensorMath::Bf16,
+            speedup: bf16,
+        },
+    ]
+}
+
+/// Hopper's (H100 and H200 SXM) tensor-core speedups over its FP32 units, from NVIDIA's data sheet,
+/// dense: TF32 494.7 and BF16 989.4 Tflop/s over FP32's 66.9. Assumed, not measured: cuBLAS reaches
+/// a smaller fraction of the tensor peaks than of FP32's (an upper bound on the rates).
+const HOPPER_TENSOR: (f64, f64) = (494.7 / 66.9, 989.4 / 66.9);
 
 /// One GPU of `memory_gb` on a host link of `link` each way, with the f64 `kernels` (operation,
 /// tile, Gflop/s), and no packing rate.
@@ -426,6 +450,7 @@ fn one_gpu(name: &str, memory_gb: f64, link: LinkRate, kernels: &[(Op, usize, f6
         pageable: None,
         lock_gb_per_s: 0.0,
         device_copies: None,
+        tensor: Vec::new(),
         kernels: kernels
             .iter()
             .map(|&(op, tile, gflops)| GpuKernelRate {
@@ -528,12 +553,15 @@ pub(super) fn h200() -> PlatformModel {
                 kernels: cpu_kernels,
             },
             // 141 GB of HBM3e (NVIDIA's data sheet); the lease's budget was 134.4 GB.
-            gpu: Some(one_gpu("NVIDIA H200", 141.0, H200_PCIE, &H200_GPU).packing_at(
-                H200_STAGING
-                    .iter()
-                    .map(|&(cores, gb_per_s)| StagingRate { cores, gb_per_s })
-                    .collect(),
-            )),
+            gpu: Some(GpuModel {
+                tensor: tensor_rates(HOPPER_TENSOR.0, HOPPER_TENSOR.1),
+                ..one_gpu("NVIDIA H200", 141.0, H200_PCIE, &H200_GPU).packing_at(
+                    H200_STAGING
+                        .iter()
+                        .map(|&(cores, gb_per_s)| StagingRate { cores, gb_per_s })
+                        .collect(),
+                )
+            }),
         },
         2.0,
         1.0,
@@ -601,6 +629,7 @@ pub(super) fn h100() -> PlatformModel {
             // 80 GB of HBM3 (NVIDIA's data sheet); lease 4's budget was 75.8 GB.
             gpu: Some(GpuModel {
                 lock_gb_per_s: H100_LOCK_GB_PER_S,
+                tensor: tensor_rates(HOPPER_TENSOR.0, HOPPER_TENSOR.1),
                 ..one_gpu("NVIDIA H100 80GB HBM3", 80.0, H100_PCIE, &H100_GPU)
             }),
         },
@@ -742,6 +771,56 @@ mod tests {
         }
         assert_eq!(m.cpu_rates(), "alone");
         m
+    }
+
+    /// Tensor math multiplies the GPU's single-precision GEMM and LU update rates by its speedup,
+    /// nothing else; a GPU without tensor rates refuses it, naming what it has.
+    #[test]
+    fn tensor_math_speeds_up_single_products_on_gpus_with_tensor_rates_only() {
+        use hetla::TensorMath;
+        let class = ResourceClass::Gpu {
+            name: "NVIDIA H200".into(),
+        };
+        let (off, tf32) = (
+            PlatformModel::preset("h200").unwrap(),
+            (PlatformModel::preset("h200").unwrap())
+                .with_tensor_math(TensorMath::Tf32)
+                .unwrap(),
+        );
+        let ratio = |op, precision| {
+            tf32.rate(op, 4096, precision, &class).unwrap()
+                / off.rate(op, 4096, precision, &class).unwrap()
+        };
+        assert!((ratio(Op::GemmNt, Precision::S) - 494.7 / 66.9).abs() < 1e-9);
+        assert!((ratio(Op::GemmNt, Precision::C) - 494.7 / 66.9).abs() < 1e-9);
+        for (op, precision) in [
+            (Op::GemmNt, Precision::D),
+            (Op::GemmNt, Precision::Z),
+            (Op::Syrk, Precision::S),
+            (Op::Potrf, Precision::S),
+        ] {
+            assert_eq!(ratio(op, precision), 1.0, "{op} {precision}");
+        }
+        assert!(tf32.description.contains("tf32 products on tensor cores"));
+        let err = (PlatformModel::preset("sirocco").unwrap())
+            .with_tensor_math(TensorMath::Bf16)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("K40m has no bf16 rate"), "{err}");
+        // Simulated: the single factor on tensor cores is faster, the f64 one unchanged.
+        let makespan = |m: &PlatformModel, precision| {
+            let spec = ClusterSpec::None;
+            let machine = crate::Modelled::new(m, &spec, 1).precision(precision);
+            let work =
+                hetla::Plan::new(hetla::Algorithm::Cholesky { n: 16384 }, 2048, precision).unwrap();
+            let options = hetla_runtime::SimOptions::default();
+            crate::simulate(&work, &machine, &options)
+                .unwrap()
+                .0
+                .makespan_ms
+        };
+        assert!(makespan(&tf32, Precision::S) < 0.9 * makespan(&off, Precision::S));
+        assert_eq!(makespan(&tf32, Precision::D), makespan(&off, Precision::D));
     }
 
     #[test]
