@@ -33,7 +33,8 @@
 #              (resident, from pageable and from page-locked host memory), and on the GPU
 #              alone (its panels by cuSOLVER's ?getrf); QR 32768 x 8192 in block columns with
 #              its reflectors applied on the GPU against cuSOLVER's ?geqrf, and its least
-#              squares.
+#              squares; the mixed solves with TF32 and BF16 single factors (LU against
+#              cuSOLVER's refined DXgesv and DBgesv, Cholesky).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
 #              potri (resident, from pageable and from page-locked host memory), staged beside 3x5 clusters, each with the h200
@@ -277,6 +278,18 @@ part_extra() {
     # QR in block columns, the applications of the panels' reflectors on the GPU (issue 74 item
     # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
     row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
+    # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
+    # TF32 (BF16), refined on the CPU, beside cuSOLVER's refined solver of the same math (DXgesv,
+    # DBgesv) and dgetrf. Predicted on h200 (staged, 1 stream): the single factor 176.1 ms TF32,
+    # 173.1 ms BF16, against 301.3 ms for the f64 LU; the solve as a whole not faster than the f64
+    # one (the refinement reads A on the CPU), and far from DXgesv.
+    row "$dir" tensor-lu lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math tf32 \
+        --compare gpu --repeat "$repeat"
+    row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \
+        --compare gpu --repeat "$repeat"
+    # The SPD kind: Cholesky 58.4 ms TF32 predicted against 101.8 ms in f64 (staged).
+    row "$dir" tensor-cholesky cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds \
+        --tensor-math tf32 --repeat "$repeat"
 }
 
 part_inverse() {
