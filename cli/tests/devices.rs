@@ -166,6 +166,16 @@ fn calibration_measures_device_kernels_and_links() {
     );
     // Page-locking, timed (the emulated device registers ranges in a table: fast).
     assert!(gpu.lock_gb_per_s > 0.0, "{}", gpu.lock_gb_per_s);
+    // The tensor cores' speedups over f32 products, timed (an emulated device rounds the operands
+    // in software: about 1 or below), which the model's tensor math takes.
+    let maths: Vec<_> = gpu.tensor.iter().map(|r| r.math).collect();
+    assert_eq!(maths, [hetla::TensorMath::Tf32, hetla::TensorMath::Bf16]);
+    assert!(
+        (gpu.tensor.iter()).all(|r| r.speedup > 0.0 && r.speedup.is_finite()),
+        "{:?}",
+        gpu.tensor
+    );
+    assert!(model.clone().with_tensor_math(hetla::TensorMath::Bf16).is_ok());
     let makespan = |path: &str| {
         let r = common::json(&format!(
             "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \
@@ -386,10 +396,22 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
     assert_eq!(v["refinement"]["path"], "mixed", "{v}");
     assert!(v["backward_error"].as_f64().unwrap() < 1e-15, "{v}");
     for (line, says) in [
-        ("lu --n 100 --precision d --tensor-math tf32", "give --precision ds or zc"),
-        ("lu --n 100 --precision ds --tensor-math tf32", "give --gpus"),
-        ("cholesky --n 100 --tensor-math bf16", "give --precision ds or zc"),
-        ("lu --n 100 --precision ds --tensor-math fp16", "expected off, tf32 or bf16"),
+        (
+            "lu --n 100 --precision d --tensor-math tf32",
+            "give --precision ds or zc",
+        ),
+        (
+            "lu --n 100 --precision ds --tensor-math tf32",
+            "give --gpus",
+        ),
+        (
+            "cholesky --n 100 --tensor-math bf16",
+            "give --precision ds or zc",
+        ),
+        (
+            "lu --n 100 --precision ds --tensor-math fp16",
+            "expected off, tf32 or bf16",
+        ),
         (
             "simulate --platform sirocco --gpus 1 --n 4096 --tile 512 --precision s \
              --tensor-math tf32",

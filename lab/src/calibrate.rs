@@ -11,7 +11,8 @@
 //!   models;
 //! - [`measure_pageable`] times the same copies from and into pageable host memory (a caller's
 //!   matrix that is not locked), [`measure_device_copies`] the copies within a device's memory,
-//!   [`measure_launch`] a kernel's launch and [`measure_locking`] the page-locking of host memory;
+//!   [`measure_launch`] a kernel's launch, [`measure_locking`] the page-locking of host memory and
+//!   [`measure_tensor`] the speedups of single-precision products on tensor cores;
 //! - [`calibrate_packing`] times the packing of a 64 MiB tile into a contiguous buffer on pools of
 //!   1, 2, 4, ... cores (what the staged data path does before each upload, [`StagingRate`]);
 //! - [`record_in_run`] runs a factorisation ([`Family`]) on matrices of 4 to [`IN_RUN_TILES`] tiles
@@ -314,6 +315,63 @@ pub fn measure_launch(device: &dyn Device) -> std::result::Result<f64, KernelErr
     device.clear();
     beyond.sort_by(f64::total_cmp);
     Ok(beyond[beyond.len() / 2] * 1e6)
+}
+
+/// Timed products of each math [`measure_tensor`] takes the median of (after one warm-up).
+const TENSOR_SAMPLES: usize = 5;
+
+/// The speedup of each tensor math ([`hetla::TensorMath::Tf32`], `Bf16`) over f32 for the product
+/// of single-precision tiles of order `b` on an idle `device` ([`Op::GemmNt`], C <- C - A B^T: the
+/// kernel a run's math changes): the median over 5 (`TENSOR_SAMPLES`) of the kernel's own seconds
+/// in f32 over its seconds with the math, each after a warm-up (the platform file's `tensor`). An
+/// emulated device rounds in software: its speedups are below 1, as measured.
+pub fn measure_tensor(
+    device: &dyn Device,
+    b: usize,
+) -> std::result::Result<Vec<crate::TensorRate>, KernelError> {
+    use hetla::TensorMath;
+    let tile = |seed: usize| {
+        Mat::<f32>::from_fn(b, b, |i, j| {
+            ((i * 31 + j * 17 + seed) % 97) as f32 / 97.0 - 0.5
+        })
+    };
+    let (a, c) = (tile(1), tile(3));
+    device.upload(Handle(0), a.as_ref().into())?;
+    device.upload(Handle(1), tile(2).as_ref().into())?;
+    device.upload(Handle(2), c.as_ref().into())?;
+    device.wait_uploads()?;
+    let median = |math: TensorMath| -> std::result::Result<f64, KernelError> {
+        let call = hetla_runtime::KernelCall {
+            op: Op::GemmNt,
+            reads: &[Handle(0), Handle(1)],
+            write: Handle(2),
+            args: &hetla_kernels::KernelArgs::None,
+            math,
+        };
+        let mut seconds = Vec::with_capacity(TENSOR_SAMPLES);
+        for sample in 0..=TENSOR_SAMPLES {
+            let kernel = device.launch_with(&call)?.wait()?;
+            if sample > 0 {
+                seconds.push(kernel);
+            }
+        }
+        seconds.sort_by(f64::total_cmp);
+        Ok(seconds[seconds.len() / 2])
+    };
+    let measured = (|| {
+        let f32_seconds = median(TensorMath::Off)?;
+        [TensorMath::Tf32, TensorMath::Bf16]
+            .into_iter()
+            .map(|math| {
+                Ok(crate::TensorRate {
+                    math,
+                    speedup: f32_seconds / median(math)?.max(f64::MIN_POSITIVE),
+                })
+            })
+            .collect()
+    })();
+    device.clear();
+    measured
 }
 
 /// Rows and columns of the tile [`calibrate_packing`] packs (64 MiB of f64), and the leading

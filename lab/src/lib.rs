@@ -42,7 +42,7 @@ mod tune;
 pub use calibrate::{
     CHOLESKY_OPS, IN_RUN_TILES, InRun, calibrate_links, calibrate_packing, in_run_order,
     in_run_steps, link_steps, measure_device_copies, measure_launch, measure_locking,
-    measure_pageable, record_in_run,
+    measure_pageable, measure_tensor, record_in_run,
 };
 pub use error::{Error, Result};
 pub use gemm::{simulate_gemm, simulate_gemm_traced};

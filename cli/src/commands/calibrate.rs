@@ -614,19 +614,21 @@ fn gpu_section(
                 args.precision,
             )?;
             // On the device's host core, as in a run (and without pinning the caller).
-            let (launch, pageable, lock) = std::thread::scope(|s| {
+            let largest = args.tiles().into_iter().max().unwrap_or(1);
+            let (launch, pageable, lock, tensor) = std::thread::scope(|s| {
                 s.spawn(|| {
                     hetla_clusters::pin_current_thread(d.core);
                     let launch = hetla_lab::measure_launch(&*d.device)?;
                     let pageable = hetla_lab::measure_pageable(&*d.device)?;
                     // A device that cannot lock host memory has no rate for it (0).
                     let lock = hetla_lab::measure_locking(&*d.device).unwrap_or(0.0);
-                    Ok((launch, pageable, lock))
+                    let tensor = hetla_lab::measure_tensor(&*d.device, largest)?;
+                    Ok((launch, pageable, lock, tensor))
                 })
                 .join()
                 .unwrap_or_else(|_| {
                     Err(hetla_kernels::KernelError::Gpu {
-                        message: "the launch, copy and locking probes panicked".into(),
+                        message: "the launch, copy, locking and tensor-core probes panicked".into(),
                     })
                 })
             })?;
@@ -636,6 +638,7 @@ fn gpu_section(
                 d2h: pageable.d2h,
             });
             gpu.lock_gb_per_s = lock;
+            gpu.tensor = tensor;
             // Copies within the GPU's memory, from a block of it as a caller's matrix there; a
             // failure leaves them unmeasured (said) rather than the file unwritten.
             let mut block = faer::Mat::<f64>::zeros(4096, 2048);
