@@ -1714,6 +1714,28 @@ fn an_input_check_beside_the_run_refuses_a_nan_before_any_host_memory_is_written
 fn tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_accuracy() {
     let device = vec![Arc::new(EmulatedDevice::new(usize::MAX))];
     check_tensor_math(&platform("none", &device), (240, 40));
+    // A run's products on tensor cores teach the f32 models nothing (they are another kernel);
+    // the same run with the math off does.
+    let p = platform("none", &[Arc::new(EmulatedDevice::new(usize::MAX))]);
+    let key =
+        hetla_runtime::KernelKey::square(hetla::Op::GemmNt, 40).in_precision(hetla::Precision::S);
+    let gpu = hetla_runtime::ResourceClass::Gpu {
+        name: "emulated".into(),
+    };
+    let samples = || p.models().get(&key, &gpu).map_or(0, |s| s.samples);
+    for (math, learned) in [
+        (hetla::TensorMath::Tf32, false),
+        (hetla::TensorMath::Off, true),
+    ] {
+        let mut l = random_hpd::<f32>(240, 2);
+        (Cholesky::new()
+            .platform(p.clone())
+            .tile(40)
+            .tensor_math(math))
+        .factor_in_place(l.as_mut())
+        .unwrap();
+        assert_eq!(samples() > 0, learned, "{math}: {} samples", samples());
+    }
 }
 
 /// [`tensor_math_rounds_single_products_on_devices_and_refinement_restores_double_accuracy`] on

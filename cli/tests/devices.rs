@@ -175,7 +175,12 @@ fn calibration_measures_device_kernels_and_links() {
         "{:?}",
         gpu.tensor
     );
-    assert!(model.clone().with_tensor_math(hetla::TensorMath::Bf16).is_ok());
+    assert!(
+        model
+            .clone()
+            .with_tensor_math(hetla::TensorMath::Bf16)
+            .is_ok()
+    );
     let makespan = |path: &str| {
         let r = common::json(&format!(
             "simulate --platform {} --gpus 1 --clusters none --n 640 --tile 64 --host-memory \

@@ -310,7 +310,7 @@ fn run_beside(
     locks.extend(locked);
     let trace = finish(&engine, carrier, options, workers, per_worker, &locks);
 
-    let failure = learn(platform, engine, &tables);
+    let failure = learn(platform, engine, &tables, options.tensor_math);
     if let Some(panic) = panicked {
         std::panic::resume_unwind(panic);
     }
@@ -433,19 +433,24 @@ fn deliver_outside_inputs(
 }
 
 /// Keeps what the run learned: its samples are added to the platform's models (and, when they are
-/// saved, merged into the store's file). The run's failure, if any.
+/// saved, merged into the store's file), but for the devices' kernels whose products ran with the
+/// run's tensor `math` ([`TensorMath::applies`](hetla_kernels::TensorMath::applies)): a model is
+/// of a kernel in its precision, and a TF32 product is not an f32 one. The run's failure, if any.
 fn learn(
     platform: &Platform,
     engine: Engine<'_>,
     tables: &crate::prepare::Tables,
+    math: hetla_kernels::TensorMath,
 ) -> Option<(RunStep, TaskFailure)> {
     let (ctx, failure) = engine.into_parts();
     let fresh = ctx.into_fresh();
     let (keys, classes) = (&tables.keys, &tables.classes);
     platform.update_models(|models| {
         for (i, stats) in fresh.iter().enumerate() {
-            if stats.samples > 0 {
-                let (key, class) = (&keys[i / classes.len()], &classes[i % classes.len()]);
+            let (key, class) = (&keys[i / classes.len()], &classes[i % classes.len()]);
+            let on_tensor_cores = matches!(class, crate::ResourceClass::Gpu { .. })
+                && math.applies(key.op, key.precision);
+            if stats.samples > 0 && !on_tensor_cores {
                 models.merge(key.clone(), class.clone(), stats);
             }
         }
