@@ -207,14 +207,15 @@ pub(crate) use progress_timeout;
 macro_rules! tensor_math {
     () => {
         /// How GPUs compute the products of single-precision tiles (default
-        /// [`TensorMath::Off`](crate::TensorMath::Off)): with [`TensorMath::Tf32`](crate::TensorMath::Tf32)
-        /// or [`TensorMath::Bf16`](crate::TensorMath::Bf16), the trailing GEMMs of an f32 (c32)
+        /// [`TensorMath::Off`](crate::TensorMath::Off)): with
+        /// [`TensorMath::Tf32`](crate::TensorMath::Tf32) or
+        /// [`TensorMath::Bf16`](crate::TensorMath::Bf16), the trailing GEMMs of an f32 (c32)
         /// factorisation run on tensor cores with their operands rounded to TF32 (BF16), the
-        /// products accumulated in f32 ([`crate::TensorMath`]); the panels, SYRK and TRSM stay
-        /// in f32, and CPU cores always compute in f32. f64 and c64 factorisations are never
-        /// touched: a mixed solve (`solve_refined`) factors in single precision with it, then
-        /// refines to double accuracy, which is what it is for. An emulated device rounds the
-        /// operands as a GPU does.
+        /// products accumulated in f32 ([`crate::TensorMath`]); the panels, SYRK and TRSM stay in
+        /// f32, and CPU cores always compute in f32. f64 and c64 factorisations are never touched:
+        /// a mixed solve (`solve_refined`) factors in single precision with it, then refines to
+        /// double accuracy, which is what it is for. An emulated device rounds the operands as a
+        /// GPU does.
         pub fn tensor_math(mut self, math: crate::TensorMath) -> Self {
             self.run.tensor_math = math;
             self

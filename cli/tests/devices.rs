@@ -382,8 +382,8 @@ fn the_environment_sets_a_devices_compute_streams() {
 }
 
 /// `--tensor-math` rounds the mixed solve's single factor on an emulated device (the refined
-/// solution keeps double's backward error, the report names the math); without a mixed precision,
-/// a device, or a model of tensor cores it is refused before any work, saying what would be right.
+/// solution keeps double's backward error, the report names the math); without a mixed precision, a
+/// device, or a model of tensor cores it is refused before any work, saying what would be right.
 #[test]
 fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
     let v = common::json(

@@ -195,12 +195,12 @@ pub enum SolverPeer {
         /// A's columns.
         columns: usize,
     },
-    /// A X = B (A n x n, general) to double accuracy by cuSOLVER's iterative-refinement solver
-    /// (the IRS API's one-call form, cusolverDn<t1><t2>gesv): the LU in a lower precision, refined
-    /// in f64 (c64), falling back to an LU in f64 where refinement does not converge. `math` is
-    /// the lower precision: [`TensorMath::Off`] f32 (DSgesv, ZCgesv), [`TensorMath::Tf32`] TF32
-    /// tensor cores (DXgesv, ZYgesv), [`TensorMath::Bf16`] BF16 (DBgesv, ZEgesv). The matrix given
-    /// is [A | B], A its first `columns` columns; f64 and c64 only. cuSOLVER has no SPD kind.
+    /// A X = B (A n x n, general) to double accuracy by cuSOLVER's iterative-refinement solver (the
+    /// IRS API's one-call form, cusolverDn<t1><t2>gesv): the LU in a lower precision, refined in
+    /// f64 (c64), falling back to an LU in f64 where refinement does not converge. `math` is the
+    /// lower precision: [`TensorMath::Off`] f32 (DSgesv, ZCgesv), [`TensorMath::Tf32`] TF32 tensor
+    /// cores (DXgesv, ZYgesv), [`TensorMath::Bf16`] BF16 (DBgesv, ZEgesv). The matrix given is [A |
+    /// B], A its first `columns` columns; f64 and c64 only. cuSOLVER has no SPD kind.
     Irs {
         /// A's columns (its order).
         columns: usize,
@@ -507,6 +507,16 @@ impl GpuContext {
     /// use.
     fn compute(&self) -> &Arc<CudaStream> {
         &self.lanes[0].stream
+    }
+
+    /// Two timing events of the device's context, to record on a stream before and after a kernel.
+    fn timing_events(&self) -> Result<(CudaEvent, CudaEvent), KernelError> {
+        let event = || {
+            self.ctx
+                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| gpu_error("creating an event", e))
+        };
+        Ok((event()?, event()?))
     }
 
     /// The device's index (CUDA ordinal).
@@ -1080,13 +1090,7 @@ impl GpuContext {
         self.bind()?;
         let s = &lane.stream;
         let mut scratch = lock(&lane.scratch);
-        let timing = Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let event = || {
-            self.ctx
-                .new_event(timing)
-                .map_err(|e| gpu_error("creating an event", e))
-        };
-        let (start, end) = (event()?, event()?);
+        let (start, end) = self.timing_events()?;
         let (mut info, mut found) = (None, None);
         if write.rows > 0 && write.cols > 0 {
             match call {
@@ -1220,7 +1224,7 @@ impl GpuContext {
                     let trans = |t: bool| if t { adj } else { N };
                     let k = if p.trans_a { a_rows } else { a_cols };
                     let ops = (trans(p.trans_a), trans(p.trans_b));
-                    gemm_with::<T>(h, math, ops, (m, n, k), (alpha, beta), (a, b), c)
+                    gemm_with::<T>(h, (ops, math), (m, n, k), (alpha, beta), (a, b, c))
                 }
             }
         };
@@ -1486,7 +1490,7 @@ impl GpuContext {
                     ld,
                 };
                 let minus = (T::from_f64(-1.0), one);
-                gemm_with::<T>(h, math, (N, N), (below, cols, bi), minus, (l21, c1), c2)
+                gemm_with::<T>(h, ((N, N), math), (below, cols, bi), minus, (l21, c1, c2))
                     .result()
                     .map_err(|e| gpu_error(&format!("cuBLAS {}gemm ({op})", T::PRECISION), e))?;
             }
@@ -1560,8 +1564,8 @@ impl GpuContext {
     }
 
     /// [`SolverPeer::Irs`] on the device matrix `ab` = [A | B] (A n x n, its first `columns`
-    /// columns): one cusolverDn<t1><t2>gesv call, X into a device matrix of B's shape, waited for;
-    /// its seconds by its events. A zero pivot of the f64 fallback's LU is
+    /// columns): one cusolverDn<t1><t2>gesv call ([`irs_routines`]), X into a device matrix of B's
+    /// shape, waited for; its seconds by its events. A zero pivot of the f64 fallback's LU is
     /// [`KernelError::Singular`].
     fn irs(
         &self,
@@ -1572,7 +1576,22 @@ impl GpuContext {
         if n == 0 || k == 0 {
             return Ok(0.0);
         }
-        let (ni, ki, ld) = (int(n)?, int(k)?, int(n)?);
+        SolverPeer::Irs { columns, math }.check_precision(ab.precision)?;
+        match ab.precision {
+            Precision::Z => self.irs_with(irs_routines!(Z, math), ab, (n, k, math)),
+            _ => self.irs_with(irs_routines!(D, math), ab, (n, k, math)),
+        }
+    }
+
+    /// [`GpuContext::irs`] with the routines of its precision, on elements `E` (f64 or
+    /// cuDoubleComplex).
+    fn irs_with<E>(
+        &self,
+        (size, solve): (IrsSize<E>, IrsSolve<E>),
+        ab: &mut GpuTile,
+        (n, k, math): (usize, usize, TensorMath),
+    ) -> Result<f64, KernelError> {
+        let (ni, ki) = (int(n)?, int(k)?);
         self.bind()?;
         let lane = &self.lanes[0];
         let s = &lane.stream;
@@ -1586,117 +1605,44 @@ impl GpuContext {
             alloc(n * size_of::<i32>(), "the interchanges")?,
             alloc(size_of::<i32>(), "devInfo")?,
         );
-        let event = || {
-            self.ctx
-                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| gpu_error("creating an event", e))
-        };
-        let (start, end) = (event()?, event()?);
+        let (start, end) = self.timing_events()?;
         let scratch = lock(&lane.scratch);
         let h = lane.solver.0;
         let (pa, use_a) = ab.data.device_ptr_mut(s);
         let (px, use_x) = x.device_ptr_mut(s);
         let (pp, use_p) = ipiv.device_ptr_mut(s);
         let (pi, use_i) = info.device_ptr_mut(s);
-        let pb = pa + (n * n * bytes) as u64;
-        let ok = solver::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS;
-        let mut iterations = 0i32;
-        let mut work_bytes = 0usize;
-        let mut work = None;
-        // One of the six calls, by the matrix's precision and the factor's.
-        macro_rules! irs {
-            ($size:ident, $solve:ident, $ty:ty) => {{
-                let (a, b, x) = (pa as *mut $ty, pb as *mut $ty, px as *mut $ty);
-                let p = pp as *mut i32;
-                // SAFETY: A (n x n) and B (n x k) lie in the live device matrix [A | B] (leading
-                // dimension n), X (n x k), the n interchanges and devInfo are live device buffers
-                // of their sizes, all on the handle's stream; the workspace size and the iteration
-                // count are host values written before the calls return.
-                let status = unsafe {
-                    solver::$size(
-                        h,
-                        ni,
-                        ki,
-                        a,
-                        ld,
-                        p,
-                        b,
-                        ld,
-                        x,
-                        ld,
-                        std::ptr::null_mut(),
-                        &mut work_bytes,
-                    )
-                };
-                if status != ok {
-                    status
-                } else {
-                    let buffer = alloc(work_bytes, "the refined solver's workspace")?;
-                    let (pw, use_w) = buffer.device_ptr(s);
-                    start
-                        .record(s)
-                        .map_err(|e| gpu_error("recording an event", e))?;
-                    // SAFETY: as above; the workspace holds `work_bytes` bytes.
-                    let status = unsafe {
-                        solver::$solve(
-                            h,
-                            ni,
-                            ki,
-                            a,
-                            ld,
-                            p,
-                            b,
-                            ld,
-                            x,
-                            ld,
-                            pw as *mut std::ffi::c_void,
-                            work_bytes,
-                            &mut iterations,
-                            pi as *mut i32,
-                        )
-                    };
-                    drop(use_w);
-                    work = Some(buffer);
-                    status
-                }
-            }};
-        }
+        let (a, x_ptr) = (pa as *mut E, px as *mut E);
+        let (b, p) = (a.wrapping_add(n * n), pp as *mut i32);
         let name = format!("cuSOLVER's refined gesv ({}, {math})", ab.precision);
-        let status = match (ab.precision, math) {
-            (Precision::D, TensorMath::Off) => {
-                irs!(cusolverDnDSgesv_bufferSize, cusolverDnDSgesv, f64)
-            }
-            (Precision::D, TensorMath::Tf32) => {
-                irs!(cusolverDnDXgesv_bufferSize, cusolverDnDXgesv, f64)
-            }
-            (Precision::D, TensorMath::Bf16) => {
-                irs!(cusolverDnDBgesv_bufferSize, cusolverDnDBgesv, f64)
-            }
-            (Precision::Z, TensorMath::Off) => irs!(
-                cusolverDnZCgesv_bufferSize,
-                cusolverDnZCgesv,
-                solver::cuDoubleComplex
-            ),
-            (Precision::Z, TensorMath::Tf32) => irs!(
-                cusolverDnZYgesv_bufferSize,
-                cusolverDnZYgesv,
-                solver::cuDoubleComplex
-            ),
-            (Precision::Z, TensorMath::Bf16) => irs!(
-                cusolverDnZEgesv_bufferSize,
-                cusolverDnZEgesv,
-                solver::cuDoubleComplex
-            ),
-            (precision, _) => {
-                return SolverPeer::Irs { columns, math }
-                    .check_precision(precision)
-                    .map(|()| 0.0);
-            }
+        let mut work_bytes = 0usize;
+        // The arguments both routines take, then the workspace and what each takes besides.
+        macro_rules! with_operands {
+            ($routine:expr, $work:expr, $($tail:expr),*) => {
+                $routine(h, ni, ki, a, ni, p, b, ni, x_ptr, ni, $work, $($tail),*)
+            };
+        }
+        // SAFETY: A (n x n) and B (n x k) lie in the live device matrix [A | B] (leading dimension
+        // n), X (n x k), the n interchanges and devInfo are live device buffers of their sizes, on
+        // the handle's stream; the workspace size is a host value written before the call returns.
+        let status = unsafe { with_operands!(size, std::ptr::null_mut(), &mut work_bytes) };
+        status.result().map_err(|e| gpu_error(&name, e))?;
+        let work = alloc(work_bytes, "the refined solver's workspace")?;
+        let (pw, use_w) = work.device_ptr(s);
+        start
+            .record(s)
+            .map_err(|e| gpu_error("recording an event", e))?;
+        let mut iterations = 0i32;
+        // SAFETY: as above; the workspace holds `work_bytes` bytes; the iteration count is a host
+        // value written before the call returns, devInfo a device word.
+        let status = unsafe {
+            let w = pw as *mut std::ffi::c_void;
+            with_operands!(solve, w, work_bytes, &mut iterations, pi as *mut i32)
         };
         status.result().map_err(|e| gpu_error(&name, e))?;
         end.record(s)
             .map_err(|e| gpu_error("recording an event", e))?;
-        drop((use_a, use_x, use_p, use_i, scratch));
+        drop((use_a, use_x, use_p, use_i, use_w, scratch));
         let seconds = GpuKernel {
             op: Op::LuPanel,
             start,
@@ -1708,9 +1654,8 @@ impl GpuContext {
         let word = s
             .clone_dtoh(&info)
             .map_err(|e| gpu_error("reading the refined solver's devInfo", e))?;
-        let word = i32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
         drop((work, x, ipiv));
-        match word {
+        match i32::from_ne_bytes([word[0], word[1], word[2], word[3]]) {
             0 => Ok(seconds),
             column if column > 0 => Err(KernelError::Singular {
                 index: column as usize - 1,
@@ -1840,12 +1785,7 @@ impl GpuContext {
         let lane = &self.lanes[0];
         let s = &lane.stream;
         let h = lane.solver.0;
-        let event = || {
-            self.ctx
-                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| gpu_error("creating an event", e))
-        };
-        let (start, end) = (event()?, event()?);
+        let (start, end) = self.timing_events()?;
         let mut scratch = lock(&lane.scratch);
         let mut info = s
             .alloc_zeros::<i32>(1)
@@ -2001,12 +1941,7 @@ impl GpuContext {
         self.bind()?;
         let lane = &self.lanes[0];
         let s = &lane.stream;
-        let event = || {
-            self.ctx
-                .new_event(Some(driver_sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| gpu_error("creating an event", e))
-        };
-        let (start, end) = (event()?, event()?);
+        let (start, end) = self.timing_events()?;
         let scratch = lock(&lane.scratch);
         let (m, bytes) = (ab.rows, ab.precision.bytes());
         let (ni, ki, ld) = (int(n)?, int(k)?, int(m.max(1))?);
@@ -2757,8 +2692,63 @@ impl<T: CudaScalar> Larfb<T> {
     }
 }
 
-/// C <- alpha op(A) op(B) + beta C as [`CudaScalar::gemm`], on tensor cores where `math` applies
-/// to T (f32 and complex f32): cublasGemmEx on T's operands with the math's fast compute type
+/// The type of a refined solver's routine (cusolverDn<t1><t2>gesv and its workspace query) on
+/// elements `E`: handle, n, nrhs, A, lda, ipiv, B, ldb, X, ldx, workspace, then `tail`.
+macro_rules! irs_fn {
+    ($e:ty; $($tail:ty),*) => {
+        unsafe fn(
+            solver::cusolverDnHandle_t, i32, i32, *mut $e, i32, *mut i32, *mut $e, i32, *mut $e,
+            i32, *mut std::ffi::c_void, $($tail),*
+        ) -> SolverStatus
+    };
+}
+
+/// cuSOLVER's workspace query of a refined solver (its bytes, written by the call).
+type IrsSize<E> = irs_fn!(E; *mut usize);
+
+/// cuSOLVER's refined solver: the workspace's bytes, the iterations (host), devInfo (device).
+type IrsSolve<E> = irs_fn!(E; usize, *mut i32, *mut i32);
+
+/// The refined solver of working precision `D` or `Z` whose factor is in the lower precision of a
+/// [`TensorMath`] (off: single; TF32; BF16): its workspace query and its call.
+macro_rules! irs_routines {
+    (D, $math:expr) => {
+        match $math {
+            TensorMath::Off => (
+                solver::cusolverDnDSgesv_bufferSize as IrsSize<f64>,
+                solver::cusolverDnDSgesv as IrsSolve<f64>,
+            ),
+            TensorMath::Tf32 => (
+                solver::cusolverDnDXgesv_bufferSize as _,
+                solver::cusolverDnDXgesv as _,
+            ),
+            TensorMath::Bf16 => (
+                solver::cusolverDnDBgesv_bufferSize as _,
+                solver::cusolverDnDBgesv as _,
+            ),
+        }
+    };
+    (Z, $math:expr) => {
+        match $math {
+            TensorMath::Off => (
+                solver::cusolverDnZCgesv_bufferSize as IrsSize<solver::cuDoubleComplex>,
+                solver::cusolverDnZCgesv as IrsSolve<solver::cuDoubleComplex>,
+            ),
+            TensorMath::Tf32 => (
+                solver::cusolverDnZYgesv_bufferSize as _,
+                solver::cusolverDnZYgesv as _,
+            ),
+            TensorMath::Bf16 => (
+                solver::cusolverDnZEgesv_bufferSize as _,
+                solver::cusolverDnZEgesv as _,
+            ),
+        }
+    };
+}
+use irs_routines;
+
+/// C <- alpha op(A) op(B) + beta C as [`CudaScalar::gemm`], on tensor cores where `math` applies to
+/// T (f32 and complex f32): cublasGemmEx on T's operands with the math's fast compute type
 /// (`CUBLAS_COMPUTE_32F_FAST_TF32`, `_16BF`: operands rounded, products accumulated in f32); else
 /// T's own ?gemm.
 ///
@@ -2766,12 +2756,13 @@ impl<T: CudaScalar> Larfb<T> {
 /// As [`CudaScalar::gemm`].
 unsafe fn gemm_with<T: CudaScalar>(
     h: blas::cublasHandle_t,
-    math: TensorMath,
-    (ta, tb): (blas::cublasOperation_t, blas::cublasOperation_t),
+    ((ta, tb), math): (
+        (blas::cublasOperation_t, blas::cublasOperation_t),
+        TensorMath,
+    ),
     (m, n, k): (i32, i32, i32),
     (alpha, beta): (T, T),
-    (a, b): (In<T>, In<T>),
-    c: Out<T>,
+    (a, b, c): (In<T>, In<T>, Out<T>),
 ) -> BlasStatus {
     use blas::cublasComputeType_t::{
         CUBLAS_COMPUTE_32F_FAST_16BF as FAST_BF16, CUBLAS_COMPUTE_32F_FAST_TF32 as FAST_TF32,

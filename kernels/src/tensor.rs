@@ -11,8 +11,8 @@
 //! on a GPU ([`TensorMath::applies`]): Cholesky's trailing GEMM, LU's trailing update (its TRSM
 //! stays in f32) and the tile products of a matrix product; SYRK, TRSM and the panels stay in f32
 //! (cuBLAS's SYRK takes no compute type), f64 and complex f64 tiles are never touched (as cuBLAS's
-//! math modes touch single precision alone). An emulated device computes the same products with
-//! its operands rounded to nearest in the short mantissa and f32 accumulation
+//! math modes touch single precision alone). An emulated device computes the same products with its
+//! operands rounded to nearest in the short mantissa and f32 accumulation
 //! ([`Backend::run_any_with_math`]), so that accuracy and refinement are tested without a GPU.
 
 use faer::{MatMut, MatRef};
@@ -135,11 +135,10 @@ impl Backend {
     /// ([`TensorMath::round_tile`]) and accumulated in f32 (an emulated device's kernels).
     pub fn run_any_with_math(
         self,
-        op: Op,
+        (op, math): (Op, TensorMath),
         reads: &[AnyRef<'_>],
         write: AnyMut<'_>,
-        args: &KernelArgs,
-        (par, math): (Par, TensorMath),
+        (args, par): (&KernelArgs, Par),
     ) -> Result<(), KernelError> {
         if !math.applies(op, write.precision()) {
             return self.run_any_with(op, reads, write, args, par);
@@ -273,15 +272,9 @@ mod tests {
         let error = |math: TensorMath| {
             let mut c = Mat::<f32>::zeros(n, n);
             let reads = [a.as_ref().into(), b.as_ref().into()];
-            let run = (Par::Seq, math);
+            let run = (&KernelArgs::None, Par::Seq);
             Backend::Faer
-                .run_any_with_math(
-                    Op::GemmNt,
-                    &reads,
-                    c.as_mut().into(),
-                    &KernelArgs::None,
-                    run,
-                )
+                .run_any_with_math((Op::GemmNt, math), &reads, c.as_mut().into(), run)
                 .unwrap();
             (0..n)
                 .flat_map(|j| (0..n).map(move |i| (i, j)))
@@ -322,11 +315,10 @@ mod tests {
             let mut c = c0.clone();
             Backend::Faer
                 .run_any_with_math(
-                    Op::LuUpdate,
+                    (Op::LuUpdate, math),
                     &[panel.as_ref().into()],
                     c.as_mut().into(),
-                    &args,
-                    (Par::Seq, math),
+                    (&args, Par::Seq),
                 )
                 .unwrap();
             c

@@ -290,8 +290,8 @@ pub fn run_precision() -> impl clap::builder::TypedValueParser<Value = RunPrecis
 
 /// A run's `--tensor-math` checked before any work: tensor cores compute the products of a
 /// single-precision factor on a GPU, which a mixed solve (`--precision ds`, `zc`) refines to double
-/// accuracy; without a mixed precision or a device on `platform` (when given: the precision alone is
-/// checked before a platform is built) it would change nothing or leave an f32 factor of TF32's
+/// accuracy; without a mixed precision or a device on `platform` (when given: the precision alone
+/// is checked before a platform is built) it would change nothing or leave an f32 factor of TF32's
 /// accuracy, so either is refused, naming what would be right.
 pub fn check_tensor_math(
     math: hetla::TensorMath,

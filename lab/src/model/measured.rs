@@ -206,18 +206,17 @@ impl GpuModel {
                 .link(name)
                 .copied()
                 .unwrap_or(hetla_runtime::DEFAULT_LINK),
-            // Timed apart by the caller: the packing for staged copies
-            // ([`crate::calibrate_packing`]), the launch ([`crate::measure_launch`]), the copies
-            // from pageable memory ([`crate::measure_pageable`]) and the page-locking
+            // Timed apart by the caller: the tensor cores' speedups ([`crate::measure_tensor`]),
+            // without which a run with tensor math on this model is refused, the packing for staged
+            // copies ([`crate::calibrate_packing`]), the launch ([`crate::measure_launch`]), the
+            // copies from pageable memory ([`crate::measure_pageable`]) and the page-locking
             // ([`crate::measure_locking`]).
+            tensor: Vec::new(),
             staging: Vec::new(),
             launch_us: 0.0,
             pageable: None,
             lock_gb_per_s: 0.0,
             device_copies: None,
-            // Not timed by the calibration: a run with tensor math on this model is refused
-            // ([`PlatformModel::with_tensor_math`]) until a measured speedup is added to its file.
-            tensor: Vec::new(),
             kernels,
         })
     }

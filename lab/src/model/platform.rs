@@ -176,9 +176,9 @@ pub struct GpuModel {
     pub device_copies: Option<LinkRate>,
     /// Kernel rates.
     pub kernels: Vec<GpuKernelRate>,
-    /// The products of single-precision tiles on tensor cores ([`hetla::TensorMath`]): each
-    /// math's GEMM rate over the f32 one. Empty: no tensor cores modelled (a run with tensor math
-    /// is refused, [`PlatformModel::with_tensor_math`]).
+    /// The products of single-precision tiles on tensor cores ([`hetla::TensorMath`]): each math's
+    /// GEMM rate over the f32 one. Empty: no tensor cores modelled (a run with tensor math is
+    /// refused, [`PlatformModel::with_tensor_math`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tensor: Vec<TensorRate>,
 }
@@ -463,8 +463,8 @@ impl PlatformModel {
     /// The model of runs whose GPUs compute the products of single-precision tiles with `math`
     /// ([`hetla::TensorMath::applies`]: GEMM and LU's update): those kernels' s and c rates times
     /// the math's [`TensorRate::speedup`] (LU's update whole, its TRSM included: an upper bound);
-    /// itself with [`hetla::TensorMath::Off`]. A model whose GPU has no rate for `math` is an
-    /// error that says so.
+    /// itself with [`hetla::TensorMath::Off`]. A model whose GPU has no rate for `math` is an error
+    /// that says so.
     pub fn with_tensor_math(mut self, math: hetla::TensorMath) -> Result<Self> {
         if math == hetla::TensorMath::Off {
             return Ok(self);

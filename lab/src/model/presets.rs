@@ -412,8 +412,8 @@ pub(super) fn a100x8() -> PlatformModel {
     }, 2.0, 1.0)
 }
 
-/// The tensor-core rates of a GPU whose TF32 and BF16 GEMMs run at `tf32` and `bf16` times its
-/// f32 one ([`TensorRate`]).
+/// The tensor-core rates of a GPU whose TF32 and BF16 GEMMs run at `tf32` and `bf16` times its f32
+/// one ([`TensorRate`]).
 fn tensor_rates(tf32: f64, bf16: f64) -> Vec<TensorRate> {
     vec![
         TensorRate {

@@ -536,8 +536,8 @@ fn run_emulated(
     let running = counts.running.fetch_add(1, Ordering::SeqCst) + 1;
     counts.peak_running.fetch_max(running, Ordering::SeqCst);
     let start = Instant::now();
-    let run = (Par::Seq, math);
-    let result = Backend::Faer.run_any_with_math(op, &views, out.as_mut(), args, run);
+    let call = (op, math);
+    let result = Backend::Faer.run_any_with_math(call, &views, out.as_mut(), (args, Par::Seq));
     let seconds = start.elapsed().as_secs_f64();
     counts.running.fetch_sub(1, Ordering::SeqCst);
     result.map(|()| seconds)

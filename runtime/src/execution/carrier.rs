@@ -43,11 +43,11 @@ pub(super) struct Devices<'a> {
 impl<'a> Devices<'a> {
     /// The carrier of a run of `work` on `devices` (memory nodes 1, 2, ...), nothing in flight, its
     /// clock started now (restarted once the placed tiles are on their devices); with `gate`, its
-    /// copies into host memory wait for it.
+    /// copies into host memory wait for it; its kernels' products computed with `math`.
     pub(super) fn new(
         work: &'a dyn Workload,
         devices: Vec<&'a dyn Device>,
-        gate: Option<&'a HostWriteGate>,
+        (gate, math): (Option<&'a HostWriteGate>, TensorMath),
     ) -> Self {
         Self {
             work,
@@ -58,7 +58,7 @@ impl<'a> Devices<'a> {
             pieces: Mutex::new(Vec::new()),
             start: Instant::now(),
             gate,
-            math: TensorMath::Off,
+            math,
         }
     }
 }

@@ -252,8 +252,7 @@ fn run_beside(
     let mut locks = unsafe { locking::lock_pieces(platform, first, None) };
     let lock_rest = locks.iter().all(|l| l.failed().is_none()) && !rest.is_empty();
 
-    let mut carrier = Devices::new(work, devices, gate);
-    carrier.math = options.tensor_math;
+    let mut carrier = Devices::new(work, devices, (gate, options.tensor_math));
     place(&engine, &mut carrier);
     engine.push_roots(&carrier);
     let signal = Signal::new();
@@ -434,8 +433,8 @@ fn deliver_outside_inputs(
 
 /// Keeps what the run learned: its samples are added to the platform's models (and, when they are
 /// saved, merged into the store's file), but for the devices' kernels whose products ran with the
-/// run's tensor `math` ([`TensorMath::applies`](hetla_kernels::TensorMath::applies)): a model is
-/// of a kernel in its precision, and a TF32 product is not an f32 one. The run's failure, if any.
+/// run's tensor `math` ([`TensorMath::applies`](hetla_kernels::TensorMath::applies)): a model is of
+/// a kernel in its precision, and a TF32 product is not an f32 one. The run's failure, if any.
 fn learn(
     platform: &Platform,
     engine: Engine<'_>,

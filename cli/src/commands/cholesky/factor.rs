@@ -371,6 +371,9 @@ fn compare_peers<T: Scalar>(
     flops: f64,
     report: &mut CholeskyReport,
 ) -> crate::Result<()> {
+    // Read by the GPU peers alone.
+    #[cfg(not(feature = "cuda"))]
+    let _ = platform;
     let repeat = args.repeat.map(|r| r as usize);
     let all_cpus = hetla_clusters::available_cpus().len();
     let mut rates = Vec::new();

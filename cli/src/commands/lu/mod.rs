@@ -65,8 +65,8 @@ pub struct MixedReport {
     /// How the GPUs computed the single-precision LU's trailing updates.
     pub tensor_math: hetla::TensorMath,
     /// With `--compare gpu` on a CUDA GPU: cuSOLVER's refined solver of the same system with the
-    /// same lower precision (`cusolver-d<x>gesv`: resident, from host, page-locked; its rate of
-    /// the f64 LU's flops), and this solve's seconds over each.
+    /// same lower precision (`cusolver-d<x>gesv`: resident, from host, page-locked; its rate of the
+    /// f64 LU's flops), and this solve's seconds over each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<peers::PeerRate>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -115,14 +115,11 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         &args.platform,
     )?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
-    let precision = super::args::RunPrecision {
-        working: args.precision.working,
-        factor: match (mixed, T::PRECISION) {
-            (Some(_), hetla::Precision::Z) => hetla::Precision::C,
-            (Some(_), _) => hetla::Precision::S,
-            (None, p) => p,
-        },
-    };
+    // The hidden --mixed makes a d run mixed too.
+    let mut precision = args.precision;
+    if mixed.is_some() && !precision.is_mixed() {
+        precision.factor = hetla::Precision::S;
+    }
     super::args::check_tensor_math(args.tensor_math, precision, Some(&platform))?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()
@@ -203,32 +200,41 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
-        let mut solved = mixed((&lu, args.tensor_math), a.as_ref(), runs)?;
-        // cuSOLVER's refined solver of the same system (b: ones), GPU 0; a peer that fails is
-        // left out, named on stderr: the runs timed so far stay reported.
+        let solved = mixed((&lu, args.tensor_math), a.as_ref(), runs)?;
         #[cfg(feature = "cuda")]
-        if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
-            let ab = Mat::<T>::from_fn(n, n + 1, |i, j| match j < n {
-                true => a[(i, j)],
-                false => T::from_f64(1.0),
-            });
-            let irs = peers::Cusolver::Irs {
-                columns: n,
-                math: args.tensor_math,
-            };
-            match peers::cusolver(irs, ab.as_ref(), 0, runs.unwrap_or(1), flops) {
-                Ok(rates) => solved.peers.extend(rates),
-                Err(e) => {
-                    eprintln!("hetla lu: cuSOLVER's refined solver left out of the peers: {e}")
-                }
-            }
-            solved.ratios = (solved.peers.iter())
-                .map(|p| (p.name.clone(), solved.seconds / p.seconds))
-                .collect();
-        }
+        let solved = match compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
+            true => irs_peer(solved, (a.as_ref(), args.tensor_math), runs, flops),
+            false => solved,
+        };
         report.mixed = Some(solved);
     }
     Ok(report)
+}
+
+/// cuSOLVER's refined solver of the mixed solve's system (b: ones) with the same lower precision,
+/// on GPU 0, added to `solved` with the ratios; a peer that fails is left out, named on stderr (the
+/// runs timed so far stay reported).
+#[cfg(feature = "cuda")]
+fn irs_peer<T: Scalar>(
+    mut solved: MixedReport,
+    (a, math): (MatRef<'_, T>, TensorMath),
+    runs: Option<usize>,
+    flops: f64,
+) -> MixedReport {
+    let n = a.nrows();
+    let ab = Mat::<T>::from_fn(n, n + 1, |i, j| match j < n {
+        true => a[(i, j)],
+        false => T::from_f64(1.0),
+    });
+    let irs = peers::Cusolver::Irs { columns: n, math };
+    match peers::cusolver(irs, ab.as_ref(), 0, runs.unwrap_or(1), flops) {
+        Ok(rates) => solved.peers.extend(rates),
+        Err(e) => eprintln!("hetla lu: cuSOLVER's refined solver left out of the peers: {e}"),
+    }
+    solved.ratios = (solved.peers.iter())
+        .map(|p| (p.name.clone(), solved.seconds / p.seconds))
+        .collect();
+    solved
 }
 
 /// The mixed solve of A x = b (b: ones) and the solve in A's precision, each timed.
