@@ -196,7 +196,7 @@ pub enum SolverPeer {
         columns: usize,
     },
     /// A X = B (A n x n, general) to double accuracy by cuSOLVER's iterative-refinement solver (the
-    /// IRS API's one-call form, cusolverDn<t1><t2>gesv): the LU in a lower precision, refined in
+    /// IRS API's one-call form, `cusolverDn<t1><t2>gesv`): the LU in a lower precision, refined in
     /// f64 (c64), falling back to an LU in f64 where refinement does not converge. `math` is the
     /// lower precision: [`TensorMath::Off`] f32 (DSgesv, ZCgesv), [`TensorMath::Tf32`] TF32 tensor
     /// cores (DXgesv, ZYgesv), [`TensorMath::Bf16`] BF16 (DBgesv, ZEgesv). The matrix given is [A |
@@ -1564,8 +1564,8 @@ impl GpuContext {
     }
 
     /// [`SolverPeer::Irs`] on the device matrix `ab` = [A | B] (A n x n, its first `columns`
-    /// columns): one cusolverDn<t1><t2>gesv call ([`irs_routines`]), X into a device matrix of B's
-    /// shape, waited for; its seconds by its events. A zero pivot of the f64 fallback's LU is
+    /// columns): one `cusolverDn<t1><t2>gesv` call ([`irs_routines`]), X into a device matrix of
+    /// B's shape, waited for; its seconds by its events. A zero pivot of the f64 fallback's LU is
     /// [`KernelError::Singular`].
     fn irs(
         &self,
@@ -2692,7 +2692,7 @@ impl<T: CudaScalar> Larfb<T> {
     }
 }
 
-/// The type of a refined solver's routine (cusolverDn<t1><t2>gesv and its workspace query) on
+/// The type of a refined solver's routine (`cusolverDn<t1><t2>gesv` and its workspace query) on
 /// elements `E`: handle, n, nrhs, A, lda, ipiv, B, ldb, X, ldx, workspace, then `tail`.
 macro_rules! irs_fn {
     ($e:ty; $($tail:ty),*) => {
