@@ -154,6 +154,7 @@ fn mixed_precision_refines_to_double_accuracy() {
             .unwrap();
         assert_eq!(how.path, RefinementPath::Mixed, "cond {cond}");
         assert_eq!(how.factored_in, hetla::Precision::S);
+        assert!(how.factor_seconds.is_some_and(|s| s > 0.0), "{how:?}");
         assert!(how.iterations >= 1 && how.iterations <= 10, "{how:?}");
         let berr = backward_error(a.as_ref(), x.as_ref(), b.as_ref());
         let x64 = hetla::solve_spd(a.as_ref(), b.as_ref()).unwrap();
@@ -240,6 +241,7 @@ fn too_ill_conditioned_or_too_large_for_single_falls_back_to_double() {
         panic!("expected a fallback: {how:?}")
     };
     assert!(reason.contains("overflows s"), "{reason}");
+    assert_eq!(how.factor_seconds, None, "no single factorisation was made");
     assert!(backward_error(big.as_ref(), x.as_ref(), rhs.as_ref()) < 1e-15);
 }
 

@@ -391,6 +391,10 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
     );
     let mixed = &v["mixed"];
     assert_eq!(mixed["tensor_math"], "tf32", "{mixed}");
+    assert!(
+        mixed["path"]["factor_seconds"].as_f64().unwrap() > 0.0,
+        "{mixed}"
+    );
     assert_eq!(mixed["path"]["factored_in"], "s", "{mixed}");
     assert!(mixed["backward_error"].as_f64().unwrap() < 30.0, "{mixed}");
     let v = common::json(
@@ -399,6 +403,10 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
     );
     assert_eq!(v["tensor_math"], "bf16", "{v}");
     assert_eq!(v["refinement"]["path"], "mixed", "{v}");
+    assert!(
+        v["refinement"]["factor_seconds"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
     assert!(v["backward_error"].as_f64().unwrap() < 1e-15, "{v}");
     for (line, says) in [
         (

@@ -355,6 +355,7 @@ impl<T: Scalar> LdltFactor<T> {
             path: crate::RefinementPath::Working,
             iterations: 0,
             factored_in: T::PRECISION,
+            factor_seconds: None,
         };
         if b.ncols() == 0 || self.n() == 0 {
             return Ok(how);

@@ -139,6 +139,12 @@ pub fn print(r: &MixedReport) {
         "  mixed     {:.4} s (median {:.4} s, {} runs): {path}, {} refinement steps, backward error {:.2e}",
         r.mixed.best, r.mixed.median, r.mixed.runs, r.refinement.iterations, r.backward_error
     );
+    if let Some(seconds) = r.refinement.factor_seconds {
+        println!(
+            "  factor    {seconds:.4} s of it: the f32 factorisation (tensor math {})",
+            r.tensor_math
+        );
+    }
     println!(
         "  f64       {:.4} s (median {:.4} s): factor and solve, backward error {:.2e}",
         r.double.best, r.double.median, r.double_backward_error

@@ -307,6 +307,9 @@ fn print_factor(r: &LuReport) {
             m.path.path,
             m.backward_error
         );
+        if let Some(seconds) = m.path.factor_seconds {
+            println!("  factor    {seconds:.4} s of it: the single-precision LU");
+        }
         for (ratio, peer) in m.ratios.iter().zip(&m.peers) {
             println!(
                 "  peer      {:<28} {:.4} s: mixed / peer {:.3}",
