@@ -17,7 +17,9 @@
 # Parts:
 #   libs       hetla info (text and JSON) with no LD_LIBRARY_PATH: the driver, cuBLAS and
 #              cuSOLVER must be found by hetla itself.
-#   tests      the device and GEMM test binaries: their real-GPU tests must run, not skip.
+#   tests      the device and GEMM test binaries: their real-GPU tests must run, not skip
+#              (among them the first runs of the tensor-core products and of cuSOLVER's
+#              refined solvers and least-squares peers).
 #   rates      the targets: n = 32768 GPU only against cuSOLVER dpotrf on the
 #              device-resident matrix, GPU + clusters against GPU only at n = 8192 and
 #              16384; Gantt charts.

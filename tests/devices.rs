@@ -1833,3 +1833,52 @@ fn check_tensor_math(gpu: &Arc<Platform>, (n, b): (usize, usize)) {
         assert!(berr < RESIDUAL_THRESHOLD, "z LU {math}: {berr:e} {how:?}");
     }
 }
+
+/// cuSOLVER's peers the lease times for the first time on a real GPU: the refined solvers of every
+/// lower precision (DSgesv, DXgesv, DBgesv; ZCgesv, ZYgesv, ZEgesv) and least squares (?geqrf,
+/// ?ormqr or ?unmqr, ?trsm), each timed once, resident; a refined solver in single precision is
+/// refused before any device work.
+#[test]
+fn real_gpus_time_cusolvers_refined_solvers_and_least_squares_or_the_skip_says_why() {
+    use hetla_kernels::cuda::{GpuContext, SolverPeer};
+    if !gpus_here() {
+        return;
+    }
+    fn check<T: Scalar>(gpu: &GpuContext) {
+        let n = 512;
+        let a = hetla::matgen::random_in::<T>(n, n + 2, 11);
+        let mut ab = a.clone();
+        for i in 0..n {
+            ab[(i, i)] += T::from_f64(n as f64);
+        }
+        for math in hetla::TensorMath::ALL {
+            let irs = SolverPeer::Irs { columns: n, math };
+            let times = gpu.time_resident_solver(irs, ab.as_ref(), 1).unwrap();
+            assert!(
+                times.iter().all(|&t| t > 0.0),
+                "{} {math}: {times:?}",
+                T::PRECISION
+            );
+        }
+        let tall = hetla::matgen::random_in::<T>(3 * n, n + 2, 12);
+        let gels = SolverPeer::Gels { columns: n };
+        let times = gpu.time_resident_solver(gels, tall.as_ref(), 1).unwrap();
+        assert!(
+            times.iter().all(|&t| t > 0.0),
+            "{}: {times:?}",
+            T::PRECISION
+        );
+    }
+    let gpu = GpuContext::new(0).unwrap();
+    check::<f64>(&gpu);
+    check::<c64>(&gpu);
+    let single = hetla::matgen::random_in::<f32>(64, 65, 1);
+    let irs = SolverPeer::Irs {
+        columns: 64,
+        math: hetla::TensorMath::Tf32,
+    };
+    let err = gpu
+        .time_resident_solver(irs, single.as_ref(), 1)
+        .unwrap_err();
+    assert!(err.to_string().contains("f64 or c64"), "{err}");
+}
