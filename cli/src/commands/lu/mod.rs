@@ -115,10 +115,13 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         &args.platform,
     )?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
-    // The hidden --mixed makes a d run mixed too.
+    // The hidden --mixed makes a d (z) run mixed too: its factor in s (c).
     let mut precision = args.precision;
     if mixed.is_some() && !precision.is_mixed() {
-        precision.factor = hetla::Precision::S;
+        precision.factor = match precision.working {
+            hetla::Precision::Z => hetla::Precision::C,
+            _ => hetla::Precision::S,
+        };
     }
     super::args::check_tensor_math(args.tensor_math, precision, Some(&platform))?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
