@@ -23,6 +23,13 @@
 //! of A does not fit the low precision (overflow), the low factorisation fails (an exactly zero
 //! pivot of LU; a non-positive pivot of Cholesky, also with its diagonal raised), or neither
 //! refinement converges.
+//!
+//! Where it runs: on the platform's workers, refined on the host; or, for the SPD solve on a
+//! platform with a GPU whose budget holds A in double, the single factor and a run's copies, all on
+//! that GPU ([`Refinement::device`], `Cholesky::refined_on_device` in `cholesky/device.rs`): A is
+//! written into its memory once, the single factor made there and kept, and each step's residual (a
+//! GEMM on the resident A) and solves (with the resident factor) run there, only the vectors
+//! crossing to the host, where their precision changes.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
@@ -120,6 +127,12 @@ pub struct Refinement {
     /// whole time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub factor_seconds: Option<f64>,
+    /// The GPU the single factorisation and its refinement ran on, A and the factor kept in its
+    /// memory (each step's residual and solves made there; [`Cholesky::solve_refined`] on a
+    /// platform with a GPU whose budget holds them); `None`: on the platform's workers, refined on
+    /// the host. A fallback's factorisation in double runs on the platform's workers either way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<usize>,
 }
 
 impl Cholesky {
@@ -144,6 +157,13 @@ impl Cholesky {
     /// [`Refinement::path`], when: an entry of A does not fit the low precision (overflow), the low
     /// factorisation fails also with its diagonal raised, or neither refinement converges (GMRES-IR
     /// within its budget of 20 GMRES steps a column).
+    ///
+    /// On a platform with a GPU (the one [`Cholesky::resident`] names, else the first) whose budget
+    /// holds A in double, the single factor and a run's copies of either (about (3 x 8 + 4) n^2
+    /// bytes for f64), the whole solve runs there ([`Refinement::device`]): A is written into the
+    /// GPU's memory once, the single factor is made there (on the GPU alone, with the run's tensor
+    /// math) and kept, and each step's residual and solves run there, only the vectors crossing to
+    /// the host. Otherwise it factors on the platform's workers and refines on the host.
     ///
     /// Any [`Matrix`] (faer's, ndarray's, nalgebra's): X comes back in `b`'s kind of matrix.
     ///
@@ -179,21 +199,19 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());
         let (low, overflow, norm) = lowered_lower(a);
+        let system = System {
+            a,
+            b,
+            norm,
+            overflow,
+        };
+        if let Some(gpu) = self.refinement_gpu::<T>(&platform, a.nrows(), b.ncols()) {
+            return cluster.refined_on_device(gpu, system, low);
+        }
         let factor_low = || {
-            let (factor, shift) = match cluster.factor_owned(low) {
-                Err(Error::NotPositiveDefinite { column }) => match shifted_factor(&cluster, a)? {
-                    Some(shifted) => shifted,
-                    None => {
-                        return Ok(Err(format!(
-                            "the {} factorisation met a non-positive pivot at column \
-                                 {column}, and again with its diagonal raised by up to {} ulps",
-                            T::Low::PRECISION,
-                            SHIFTS.last().copied().unwrap_or(0.0)
-                        )));
-                    }
-                },
-                Err(other) => return Err(other),
-                Ok(factor) => (factor, 0.0),
+            let (factor, shift) = match factor_or_shift(a, low, |m| cluster.factor_owned(m))? {
+                Ok(found) => found,
+                Err(reason) => return Ok(Err(reason)),
             };
             let factor = std::rc::Rc::new(factor);
             let (low, wide) = (factor.clone(), std::cell::OnceCell::new());
@@ -207,12 +225,6 @@ impl Cholesky {
                 precondition,
                 shift,
             }))
-        };
-        let system = System {
-            a,
-            b,
-            norm,
-            overflow,
         };
         mixed_solve(
             system,
@@ -228,12 +240,20 @@ impl Cholesky {
 /// of A + D, D diagonal and small, preconditions GMRES-IR on A itself).
 const SHIFTS: [f64; 2] = [8.0, 256.0];
 
-/// The low Cholesky factor of A with its diagonal raised by the first of [`SHIFTS`] with which it
-/// is positive definite, and that shift; `None` when none is.
-fn shifted_factor<T: Refinable>(
-    cholesky: &Cholesky,
+/// The low Cholesky factor by `factor` of `low`, A rounded to the low precision, and the shift 0;
+/// where it meets a non-positive pivot, the factor of A with its diagonal raised by the first of
+/// [`SHIFTS`] with which it is positive definite, and that shift; else why none is (`Err`).
+/// `factor` factors on the platform's workers or on a GPU (the refinement there).
+pub(crate) fn factor_or_shift<T: Refinable, F>(
     a: MatRef<'_, T>,
-) -> Result<Option<(crate::Factor<T::Low>, f64)>> {
+    low: Mat<T::Low>,
+    mut factor: impl FnMut(Mat<T::Low>) -> Result<F>,
+) -> Result<std::result::Result<(F, f64), String>> {
+    let column = match factor(low) {
+        Ok(found) => return Ok(Ok((found, 0.0))),
+        Err(Error::NotPositiveDefinite { column }) => column,
+        Err(other) => return Err(other),
+    };
     let eps = T::Low::PRECISION.epsilon();
     for shift in SHIFTS {
         let (mut low, _, _) = lowered_lower(a);
@@ -241,13 +261,18 @@ fn shifted_factor<T: Refinable>(
             let raised = a[(i, i)].re_f64() * (1.0 + shift * eps);
             low[(i, i)] = T::from_f64(raised).lower();
         }
-        match cholesky.factor_owned(low) {
-            Ok(factor) => return Ok(Some((factor, shift))),
+        match factor(low) {
+            Ok(found) => return Ok(Ok((found, shift))),
             Err(Error::NotPositiveDefinite { .. }) => continue,
             Err(other) => return Err(other),
         }
     }
-    Ok(None)
+    Ok(Err(format!(
+        "the {} factorisation met a non-positive pivot at column {column}, and again with its \
+         diagonal raised by up to {} ulps",
+        T::Low::PRECISION,
+        SHIFTS.last().copied().unwrap_or(0.0)
+    )))
 }
 
 /// A low-precision factorisation as a mixed solve uses it: its solve in the low precision, its
@@ -294,6 +319,7 @@ where
         iterations,
         factored_in: T::Low::PRECISION,
         factor_seconds: factor_seconds.get(),
+        device: None,
     };
     let residual_of_b = |x: MatRef<'_, T>| residual(x, b);
     let factor_timed = || {
@@ -379,6 +405,7 @@ where
         iterations,
         factored_in: T::PRECISION,
         factor_seconds: factor_seconds.get(),
+        device: None,
     };
     Ok((solve_full()?, how))
 }
@@ -539,7 +566,9 @@ pub(crate) fn widened<T: Refinable>(m: MatRef<'_, T::Low>) -> Mat<T> {
 /// factorisation reads the lower triangle only), the first entry that overflowed (column by
 /// column), and ||A||_inf of the Hermitian A it stands for (the largest row sum of moduli): one
 /// pass over the triangle, columns spread over the rayon pool.
-fn lowered_lower<T: Refinable>(a: MatRef<'_, T>) -> (Mat<T::Low>, Option<(usize, usize)>, f64) {
+pub(crate) fn lowered_lower<T: Refinable>(
+    a: MatRef<'_, T>,
+) -> (Mat<T::Low>, Option<(usize, usize)>, f64) {
     use rayon::prelude::*;
     let n = a.nrows();
     let mut low = Mat::<T::Low>::zeros(n, n);

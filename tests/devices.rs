@@ -1820,6 +1820,8 @@ fn check_tensor_math(gpu: &Arc<Platform>, (n, b): (usize, usize)) {
         .solve_refined(spd.as_ref(), rhs.as_ref())
         .unwrap();
         assert_eq!(how.path, RefinementPath::Mixed, "{math}: {how:?}");
+        // Factored and refined on the GPU, whose budget holds A and the factor.
+        assert_eq!(how.device, Some(0), "{math}: {how:?}");
         let berr = hetla::check::backward_error(spd.as_ref(), x.as_ref(), rhs.as_ref());
         assert!(
             berr < RESIDUAL_THRESHOLD,
@@ -1832,6 +1834,106 @@ fn check_tensor_math(gpu: &Arc<Platform>, (n, b): (usize, usize)) {
         let berr = hetla::check::backward_error(general.as_ref(), x.as_ref(), zrhs.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "z LU {math}: {berr:e} {how:?}");
     }
+}
+
+/// A mixed SPD solve on a platform whose GPU's budget holds A, the single factor and a run's copies
+/// factors and refines there (issue 74 item 5), in d and z: A whole in the working precision on the
+/// device (made whole from the lower triangle: the junk above it is not read), the factor resident,
+/// each step's residual and solves on the device; LAPACK's backward error, the answer of the host's
+/// refinement; GMRES-IR with its widened preconditioner on the device where the single factor needs
+/// a raised diagonal (d) or classical refinement stalls (z); a fallback to double that says why;
+/// and the host's refinement where the budget is too small.
+#[test]
+fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_and_z() {
+    use hetla::RefinementPath;
+    fn check<T: hetla::Refinable>() {
+        let what = T::PRECISION;
+        let n = 240;
+        let device = Arc::new(EmulatedDevice::new(usize::MAX));
+        let on_gpu = Cholesky::new()
+            .platform(platform("none", std::slice::from_ref(&device)))
+            .tile(60);
+        let on_host = Cholesky::new().platform(platform("1x1", &[])).tile(60);
+        let a = random_hpd::<T>(n, 5);
+        let mut given = a.clone();
+        for j in 1..n {
+            for i in 0..j {
+                given[(i, j)] = T::from_parts(1e3, -7.0);
+            }
+        }
+        let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts((i + j) as f64 * 0.1, 1.0));
+        let (x, how) = on_gpu.solve_refined(given.as_ref(), b.as_ref()).unwrap();
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, Some(0)),
+            "{what}"
+        );
+        assert!(
+            how.factor_seconds.is_some_and(|s| s > 0.0),
+            "{what}: {how:?}"
+        );
+        assert!(
+            device.device_copies() > 0,
+            "{what}: nothing ran on the device"
+        );
+        let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        let (y, host) = on_host.solve_refined(given.as_ref(), b.as_ref()).unwrap();
+        assert_eq!(
+            (&host.path, host.device),
+            (&RefinementPath::Mixed, None),
+            "{what}"
+        );
+        let (diff, scale) = largest_difference(&x, &y);
+        assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
+        // A budget that holds A but not its copies and the factor: refined on the host.
+        let small = EmulatedDevice::new(2 * n * n * what.bytes());
+        let (_, how) = Cholesky::new()
+            .platform(platform("1x1", &[Arc::new(small)]))
+            .tile(60)
+            .solve_refined(a.as_ref(), b.as_ref())
+            .unwrap();
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, None),
+            "{what}"
+        );
+        // M^H M with M's last column nearly its first (condition about 1e14): GMRES-IR.
+        let n = 300;
+        let mut m = faer::Mat::from_fn(n, n, |i, j| {
+            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
+            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
+        });
+        for i in 0..n {
+            m[(i, n - 1)] = m[(i, 0)] + T::from_f64(1e-7 * ((i * 7 % 5) as f64 - 2.0));
+        }
+        let hard = m.adjoint() * &m;
+        let rhs = faer::Mat::from_fn(n, 1, |i, _| T::from_parts(1.0 + i as f64 * 1e-3, 0.5));
+        let on_gpu = on_gpu.tile(100);
+        let (x, how) = on_gpu.solve_refined(hard.as_ref(), rhs.as_ref()).unwrap();
+        let RefinementPath::GmresIr { shift, .. } = how.path else {
+            panic!("{what}: {how:?}")
+        };
+        assert_eq!(
+            (shift > 0.0, how.device),
+            (!what.is_complex(), Some(0)),
+            "{what}"
+        );
+        let berr = hetla::check::backward_error(hard.as_ref(), x.as_ref(), rhs.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Condition 1e10: beyond single precision and GMRES-IR's budget; double on the platform.
+        let worst = hetla::matgen::random_hpd_conditioned::<T>(n, 1e10, 5);
+        let (x, how) = on_gpu.solve_refined(worst.as_ref(), rhs.as_ref()).unwrap();
+        assert!(
+            matches!(how.path, RefinementPath::Fallback { .. }),
+            "{what}: {how:?}"
+        );
+        assert_eq!((how.factored_in, how.device), (what, Some(0)), "{what}");
+        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), rhs.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+    }
+    check::<f64>();
+    check::<c64>();
 }
 
 /// cuSOLVER's peers the lease times for the first time on a real GPU: the refined solvers of every

@@ -403,6 +403,8 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
     );
     assert_eq!(v["tensor_math"], "bf16", "{v}");
     assert_eq!(v["refinement"]["path"], "mixed", "{v}");
+    // Factored and refined on the emulated GPU, whose budget holds A and the factor.
+    assert_eq!(v["refinement"]["device"], 0, "{v}");
     assert!(
         v["refinement"]["factor_seconds"].as_f64().unwrap() > 0.0,
         "{v}"

@@ -1009,6 +1009,111 @@ impl GpuContext {
             .map_err(|e| gpu_error("waiting for a copy out to device memory", e))
     }
 
+    /// The device address of `tile`'s first element: what a [`DeviceSpan`] over a matrix the caller
+    /// holds across runs starts at (`hetla`'s device buffers). The work queued on the tile so far
+    /// is waited for.
+    pub fn address(&self, tile: &GpuTile) -> Result<u64, KernelError> {
+        self.bind()?;
+        let (device, read) = tile.data.device_ptr(&self.h2d);
+        drop(read);
+        self.h2d
+            .synchronize()
+            .map_err(|e| gpu_error("waiting for a buffer's allocation", e))?;
+        Ok(device)
+    }
+
+    /// Copies the host matrix `src` (contiguous columns, pageable or page-locked) into the block
+    /// `span` of this GPU's memory, of its shape and precision, on the host-to-device stream (after
+    /// the copies within the device queued there, which runs' imports are); returns when it is
+    /// there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing else reads or
+    /// writes during the call.
+    pub unsafe fn write_span(&self, src: AnyRef<'_>, span: &DeviceSpan) -> Result<(), KernelError> {
+        Self::check_span_precision(span, src.precision())?;
+        let host = each_precision!(src, AnyRef, m => DirectSpan::of_mat(m, false));
+        // SAFETY: the caller's contract.
+        unsafe { self.host_span_copy(span, host, true) }
+    }
+
+    /// Copies the block `span` of this GPU's memory into the host matrix `dst` (contiguous columns,
+    /// of its shape and precision) on the device-to-host stream; returns when it is there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing writes during
+    /// the call.
+    pub unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
+        Self::check_span_precision(span, dst.precision())?;
+        let host = each_precision!(&dst, AnyMut, m => DirectSpan::of_mat(m.as_ref(), false));
+        // SAFETY: the caller's contract; `dst` is borrowed mutably for the call, which returns
+        // once the copy is done.
+        unsafe { self.host_span_copy(span, host, false) }
+    }
+
+    /// An error unless a host matrix in `precision` may be copied to or from `span`.
+    fn check_span_precision(span: &DeviceSpan, precision: Precision) -> Result<(), KernelError> {
+        if span.precision == precision {
+            return Ok(());
+        }
+        Err(KernelError::Gpu {
+            message: format!(
+                "a host matrix in {precision} cannot be copied to or from a device matrix in {}",
+                span.precision
+            ),
+        })
+    }
+
+    /// The 2D copy between the host matrix `host` (its span; `None`: not contiguous by columns) and
+    /// the device block `span` (`to_device`: which way), queued on the stream of that direction and
+    /// waited for.
+    ///
+    /// # Safety
+    /// As [`GpuContext::write_span`] and [`GpuContext::read_span`]: `span` is this GPU's memory,
+    /// the host side holds the bytes and stays valid (unread for a copy into it) during the call.
+    unsafe fn host_span_copy(
+        &self,
+        span: &DeviceSpan,
+        host: Option<DirectSpan>,
+        to_device: bool,
+    ) -> Result<(), KernelError> {
+        if span.rows == 0 || span.cols == 0 {
+            return Ok(());
+        }
+        let Some(host) = host else {
+            return Err(KernelError::Gpu {
+                message: "a copy between host memory and a device matrix takes a host matrix \
+                          with contiguous columns"
+                    .into(),
+            });
+        };
+        let width = span.rows * span.precision.bytes();
+        if host.width != width || host.height != span.cols {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "the host matrix's {} columns of {} bytes differ from the device matrix's {} \
+                     of {width}",
+                    host.height, host.width, span.cols
+                ),
+            });
+        }
+        self.bind()?;
+        let device = (Side::Device(span.addr), span.ld * span.precision.bytes());
+        let near = (Side::Host(host.host), host.pitch);
+        let (copy, stream, way) = if to_device {
+            let copy = copy_2d_descriptor(near, device, width, span.cols);
+            (copy, &self.h2d, "host to a device matrix")
+        } else {
+            let copy = copy_2d_descriptor(device, near, width, span.cols);
+            (copy, &self.d2h, "a device matrix to host")
+        };
+        // SAFETY: the caller's contract for both sides; the copy is waited for below.
+        unsafe { issue_2d(&copy, Some(stream), way) }?;
+        stream
+            .synchronize()
+            .map_err(|e| gpu_error(&format!("waiting for a copy from {way}"), e))
+    }
+
     /// Runs `op` on device tiles and waits for it; returns the kernel's seconds on the device (see
     /// [`GpuContext::launch`]).
     pub fn run(&self, op: Op, reads: &[&GpuTile], write: &mut GpuTile) -> Result<f64, KernelError> {

@@ -62,8 +62,8 @@ mod workers;
 
 pub use data::{DataRegistry, HOST, Handle, MemoryNode, NoRoom, Transfer};
 pub use devices::{
-    Device, EmulatedDevice, GpuSelection, KernelCall, Launched, MAX_GPUS, MAX_STREAMS, Pending,
-    QUEUE_DEPTH, STREAMS_VAR, parse_streams,
+    Device, DeviceMemory, EmulatedDevice, GpuSelection, KernelCall, Launched, MAX_GPUS,
+    MAX_STREAMS, Pending, QUEUE_DEPTH, STREAMS_VAR, parse_streams,
 };
 pub use error::{Error, IoError, Result};
 pub use execution::{Inbox, execute, execute_beside, execute_checked};

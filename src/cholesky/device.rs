@@ -7,15 +7,19 @@
 //! after the clock stops. The trace's makespan is the time of the work on the device, as cuSOLVER's
 //! on a resident matrix is.
 
+use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
-use hetla_kernels::Scalar;
+use hetla_kernels::{Scalar, TensorMath};
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
 use super::{Cholesky, resident_placement};
 use crate::Result;
 use crate::check::check_square;
+use crate::mixed::{
+    LowFactor, Refinable, Refinement, System, factor_or_shift, mixed_solve, widened,
+};
 use crate::plan::Plan;
-use crate::tiles::device::{DeviceMatrix, DeviceTiles};
+use crate::tiles::device::{DeviceBuffer, DeviceMatrix, DeviceTiles};
 
 impl Cholesky {
     /// Factors `a`, an SPD (Hermitian positive definite) matrix in the memory of GPU `g` (the one
@@ -128,4 +132,146 @@ impl Cholesky {
         };
         super::work::execute(plan, platform, &store, &options)
     }
+}
+
+/// Columns of A written into a GPU's memory at a time by [`write_hermitian`] (a panel of n x 256 in
+/// host memory).
+const PANEL: usize = 256;
+
+impl Cholesky {
+    /// The GPU a mixed solve of order `n` with `rhs` right-hand sides factors and refines on (the
+    /// one [`Cholesky::resident`] names, else the platform's first): one whose budget holds A in
+    /// the working precision, the single factor, a run's replicas of A's tiles or of the factor
+    /// widened (GMRES-IR's preconditioner, with its own replicas) and the vectors; `None` when the
+    /// platform has no such GPU (then the solve runs on the platform's workers and refines on the
+    /// host).
+    pub(crate) fn refinement_gpu<T: Refinable>(
+        &self,
+        platform: &hetla_runtime::Platform,
+        n: usize,
+        rhs: usize,
+    ) -> Option<usize> {
+        let gpu = self.resident.unwrap_or(0);
+        let worker = platform.devices().get(gpu)?;
+        let (wide, low) = (T::PRECISION.bytes(), T::Low::PRECISION.bytes());
+        let need = n
+            .checked_mul(n)?
+            .checked_mul(3 * wide + low)?
+            .checked_add(4 * n * rhs * wide)?;
+        (need <= worker.device.budget()).then_some(gpu)
+    }
+
+    /// The mixed solve of `system` (see [`crate::mixed`]) on GPU `gpu`: A, whole and Hermitian, is
+    /// written into the GPU's memory once in the working precision, `low` (A rounded) is factored
+    /// there by [`Cholesky::factor_device`] (with the run's tensor math) and stays there, and each
+    /// refinement step runs on the GPU: the residual B - A X by [`crate::Gemm::run_device`] on the
+    /// resident A, the correction by [`Cholesky::solve_device`] with the resident factor (in single
+    /// precision, no tensor math), only the vectors crossing to the host, where their precision
+    /// changes. GMRES-IR's preconditioner is the factor widened to the working precision (read
+    /// back, widened on the host and written once, when it first runs). Where it falls back, A's
+    /// copy is freed first and the factorisation in double runs on the platform's workers.
+    pub(crate) fn refined_on_device<T: Refinable>(
+        &self,
+        gpu: usize,
+        system: System<'_, T>,
+        low: Mat<T::Low>,
+    ) -> Result<(Mat<T>, Refinement)> {
+        let platform = self.resolve_platform()?;
+        let device = platform.devices()[gpu].device.clone();
+        let (a, b) = (system.a, system.b);
+        let on_gpu = self.clone().resident(gpu);
+        let solver = on_gpu.clone().tensor_math(TensorMath::Off);
+        let a_copy = std::cell::RefCell::new(Some(write_hermitian(&device, a)?));
+        let factor_low = || {
+            let factored = factor_or_shift(a, low, |m| {
+                let mut l = DeviceBuffer::from_host(&device, m.as_ref())?;
+                on_gpu.factor_device(&mut l.matrix_mut())?;
+                Ok(l)
+            })?;
+            let (l, shift) = match factored {
+                Ok(found) => found,
+                Err(reason) => return Ok(Err(reason)),
+            };
+            let l = std::rc::Rc::new(l);
+            let wide = std::cell::OnceCell::new();
+            let (l_low, device_low, solver_low) = (l.clone(), device.clone(), solver.clone());
+            let solve_low = move |r: MatRef<'_, T::Low>| {
+                let mut r = DeviceBuffer::from_host(&device_low, r)?;
+                solver_low.solve_device(&l_low.matrix(), &mut r.matrix_mut())?;
+                r.read()
+            };
+            let (device, solver) = (device.clone(), solver.clone());
+            let precondition = move |mut x: MatMut<'_, T>| {
+                if wide.get().is_none() {
+                    let widened = widened::<T>(l.read()?.as_ref());
+                    let _ = wide.set(DeviceBuffer::from_host(&device, widened.as_ref())?);
+                }
+                let wide = wide.get().expect("set above");
+                let mut v = DeviceBuffer::from_host(&device, x.as_ref())?;
+                solver.solve_device(&wide.matrix(), &mut v.matrix_mut())?;
+                x.copy_from(v.read()?);
+                Ok(())
+            };
+            Ok(Ok(LowFactor {
+                solve_low,
+                precondition,
+                shift,
+            }))
+        };
+        let residual = |x: MatRef<'_, T>, b: MatRef<'_, T>| {
+            let a_copy = a_copy.borrow();
+            let a_copy = a_copy.as_ref().expect("freed only for the fallback");
+            let x = DeviceBuffer::from_host(&device, x)?;
+            let mut r = DeviceBuffer::from_host(&device, b)?;
+            crate::Gemm::new()
+                .scalars(-1.0, 1.0)
+                .resident(gpu)
+                .run_device(
+                    &platform,
+                    &a_copy.matrix(),
+                    &x.matrix(),
+                    &mut r.matrix_mut(),
+                )?;
+            r.read()
+        };
+        let solve_full = || {
+            // A's copy leaves the GPU's memory before the platform's run needs it.
+            drop(a_copy.borrow_mut().take());
+            self.factor(a)?.solve(b)
+        };
+        let (x, mut how) = mixed_solve(system, factor_low, residual, solve_full)?;
+        how.device = Some(gpu);
+        Ok((x, how))
+    }
+}
+
+/// A copy of the Hermitian A whose lower triangle is given, whole, in `device`'s memory: written by
+/// panels of [`PANEL`] columns, each made whole on the host (its rows above the diagonal block from
+/// the adjoint of A's rows beside it).
+fn write_hermitian<T: Scalar>(
+    device: &std::sync::Arc<dyn hetla_runtime::Device>,
+    a: MatRef<'_, T>,
+) -> Result<DeviceBuffer<T>> {
+    let n = a.nrows();
+    let buffer = DeviceBuffer::new(device, n, n)?;
+    for j0 in (0..n).step_by(PANEL) {
+        let w = PANEL.min(n - j0);
+        let mut panel = Mat::<T>::zeros(n, w);
+        panel
+            .as_mut()
+            .subrows_mut(0, j0)
+            .copy_from(a.submatrix(j0, 0, w, j0).adjoint());
+        panel
+            .as_mut()
+            .subrows_mut(j0, n - j0)
+            .copy_from(a.submatrix(j0, j0, n - j0, w));
+        let diagonal = a.submatrix(j0, j0, w, w).adjoint().to_owned();
+        for j in 0..w {
+            for i in 0..j {
+                panel[(j0 + i, j)] = diagonal[(i, j)];
+            }
+        }
+        buffer.write(0, j0, panel.as_ref())?;
+    }
+    Ok(buffer)
 }

@@ -356,6 +356,7 @@ impl<T: Scalar> LdltFactor<T> {
             iterations: 0,
             factored_in: T::PRECISION,
             factor_seconds: None,
+            device: None,
         };
         if b.ncols() == 0 || self.n() == 0 {
             return Ok(how);

@@ -12,10 +12,12 @@
 
 use std::marker::PhantomData;
 
-use faer::{MatMut, MatRef};
+use std::sync::Arc;
+
+use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
 use hetla_kernels::{DeviceSpan, Scalar};
-use hetla_runtime::{Device, DeviceHome, MemoryNode};
+use hetla_runtime::{Device, DeviceHome, DeviceMemory, MemoryNode};
 
 use super::TileStore;
 use crate::{Error, Result};
@@ -145,6 +147,86 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
             what,
             reason: e.to_string(),
         })
+    }
+}
+
+/// A matrix in a device's own memory that hetla allocates and holds across runs (a mixed solve's A
+/// and single factor, [`crate::Cholesky::solve_refined`] on a GPU): written from and read into host
+/// matrices, lent to runs as a [`DeviceMatrix`]. Freed when dropped.
+pub(crate) struct DeviceBuffer<T: Scalar> {
+    memory: DeviceMemory,
+    device: Arc<dyn Device>,
+    _elements: PhantomData<T>,
+}
+
+impl<T: Scalar> DeviceBuffer<T> {
+    /// A `rows x cols` matrix of zeros in `device`'s memory (outside its budget of tiles).
+    pub fn new(device: &Arc<dyn Device>, rows: usize, cols: usize) -> Result<Self> {
+        let memory = device.allocate_span(T::PRECISION, rows, cols)?;
+        Ok(Self {
+            memory,
+            device: device.clone(),
+            _elements: PhantomData,
+        })
+    }
+
+    /// A copy of the host matrix `m` in `device`'s memory.
+    pub fn from_host(device: &Arc<dyn Device>, m: MatRef<'_, T>) -> Result<Self> {
+        let buffer = Self::new(device, m.nrows(), m.ncols())?;
+        buffer.write(0, 0, m)?;
+        Ok(buffer)
+    }
+
+    /// Copies the host matrix `m` into the block whose first element is (`row`, `col`).
+    pub fn write(&self, row: usize, col: usize, m: MatRef<'_, T>) -> Result<()> {
+        let span = self.block(row, col, m.nrows(), m.ncols())?;
+        // A copy with contiguous columns when `m` has none (a view of a row block, say).
+        let owned;
+        let m = if m.row_stride() == 1 {
+            m
+        } else {
+            owned = m.to_owned();
+            owned.as_ref()
+        };
+        // SAFETY: the block lies in this buffer's memory of `device`, which it alone uses (runs
+        // borrow it through `matrix`/`matrix_mut`, which borrow the buffer).
+        unsafe { self.device.write_span(&span, T::any_ref(m)) }?;
+        Ok(())
+    }
+
+    /// The whole matrix, copied into host memory.
+    pub fn read(&self) -> Result<Mat<T>> {
+        let span = *self.memory.span();
+        let mut m = Mat::<T>::zeros(span.rows, span.cols);
+        // SAFETY: as in `write`.
+        unsafe { self.device.read_span(&span, T::any_mut(m.as_mut())) }?;
+        Ok(m)
+    }
+
+    /// The matrix as a run reads it (pass it by shared reference: a run writes only the matrices it
+    /// is given mutably, which [`DeviceBuffer::matrix_mut`] lends).
+    pub fn matrix(&self) -> DeviceMatrix<'_, T> {
+        DeviceMatrix {
+            span: *self.memory.span(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The matrix as a run writes it.
+    pub fn matrix_mut(&mut self) -> DeviceMatrix<'_, T> {
+        self.matrix()
+    }
+
+    fn block(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceSpan> {
+        let span = self.memory.span();
+        span.block(row, col, rows, cols)
+            .ok_or_else(|| Error::Layout {
+                what: "a device matrix's block",
+                reason: format!(
+                    "{rows} x {cols} at ({row}, {col}) does not lie in the {} x {} matrix",
+                    span.rows, span.cols
+                ),
+            })
     }
 }
 

@@ -7,7 +7,7 @@ use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Precision};
 
-use super::device::{Device, KernelCall, Launched, Pending, stream_for};
+use super::device::{Device, DeviceMemory, KernelCall, Launched, Pending, stream_for};
 use super::replicas::Replicas;
 use crate::data::Handle;
 
@@ -119,6 +119,35 @@ impl Device for CudaDevice {
         let tile = replica.read().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the caller's contract is this one's.
         unsafe { self.gpu.export(&tile, span) }
+    }
+
+    fn allocate_span(
+        &self,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<DeviceMemory, KernelError> {
+        let tile = self.gpu.alloc_zeroed(precision, rows, cols)?;
+        let span = DeviceSpan {
+            addr: self.gpu.address(&tile)?,
+            rows,
+            cols,
+            ld: rows.max(1),
+            precision,
+        };
+        // SAFETY: the span is the tile's allocation of rows x cols elements, freed only when the
+        // memory (which owns the tile) is dropped.
+        Ok(unsafe { DeviceMemory::new(span, Box::new(tile)) })
+    }
+
+    unsafe fn write_span(&self, span: &DeviceSpan, src: AnyRef<'_>) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.gpu.write_span(src, span) }
+    }
+
+    unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.gpu.read_span(span, dst) }
     }
 
     fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {

@@ -75,6 +75,42 @@ pub struct KernelCall<'a> {
     pub math: TensorMath,
 }
 
+/// A matrix of a device's own memory that a caller holds across runs ([`Device::allocate_span`]):
+/// what a run imports its tiles from and exports them into, freed when dropped (once the work
+/// queued on it is done).
+pub struct DeviceMemory {
+    span: DeviceSpan,
+    /// What keeps the memory allocated (a GPU's allocation, an emulated device's host buffer).
+    _owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl DeviceMemory {
+    /// The memory `span`, kept allocated by `owner` until dropped.
+    ///
+    /// # Safety
+    /// `span` must be the device memory `owner` holds (its extent inside it) and stay valid as long
+    /// as `owner` lives.
+    pub unsafe fn new(span: DeviceSpan, owner: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        Self {
+            span,
+            _owner: owner,
+        }
+    }
+
+    /// The matrix it holds: columns contiguous, `ld = rows`.
+    pub fn span(&self) -> &DeviceSpan {
+        &self.span
+    }
+}
+
+impl std::fmt::Debug for DeviceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceMemory")
+            .field("span", &self.span)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A device worker's memory and kernels, addressed by data handle.
 pub trait Device: Send + Sync {
     /// The device name its performance models are kept under ("NVIDIA H100 80GB HBM3", "emulated").
@@ -119,6 +155,46 @@ pub trait Device: Send + Sync {
     unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.import(handle, span) }
+    }
+    /// A `rows x cols` matrix in `precision` of the device's own memory, zeros, that the caller
+    /// holds across runs ([`DeviceMemory`]: what `hetla`'s refinement on a device keeps A and the
+    /// factor in). It is not counted in [`Device::budget`]: the caller leaves room for it. Devices
+    /// with no such memory refuse.
+    fn allocate_span(
+        &self,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<DeviceMemory, KernelError> {
+        let _ = (precision, rows, cols);
+        Err(KernelError::Gpu {
+            message: format!("{} holds no matrix of a caller's", self.name()),
+        })
+    }
+    /// Copies the host matrix `src` (of `span`'s shape and precision, contiguous columns) into the
+    /// block `span` of the device's own memory, after the copies within the device queued before
+    /// (runs' imports); returns when it is there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this device ([`Device::check_span`]) that nothing else reads or
+    /// writes during the call.
+    unsafe fn write_span(&self, span: &DeviceSpan, src: AnyRef<'_>) -> Result<(), KernelError> {
+        let _ = src;
+        self.check_span(span).and(Err(KernelError::Gpu {
+            message: format!("{} cannot copy host memory into its own", self.name()),
+        }))
+    }
+    /// Copies the block `span` of the device's own memory into the host matrix `dst` (of its shape
+    /// and precision, contiguous columns); returns when it is there.
+    ///
+    /// # Safety
+    /// `span` must be memory of this device ([`Device::check_span`]) that nothing writes during the
+    /// call.
+    unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
+        let _ = dst;
+        self.check_span(span).and(Err(KernelError::Gpu {
+            message: format!("{} cannot copy its memory into host memory", self.name()),
+        }))
     }
     /// Gives `handle` a replica of `kind`, (precision, rows, cols), zeros when new, that a kernel
     /// will overwrite unread; an existing replica of that precision and shape is kept as it is.

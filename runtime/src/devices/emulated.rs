@@ -10,7 +10,7 @@ use hetla_kernels::{
     PinnedRanges, Precision, TensorMath,
 };
 
-use super::device::{Device, KernelCall, Launched, stream_for};
+use super::device::{Device, DeviceMemory, KernelCall, Launched, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
 use crate::data::Handle;
@@ -323,6 +323,37 @@ impl Device for EmulatedDevice {
     unsafe fn export(&self, handle: Handle, span: &DeviceSpan) -> Result<(), KernelError> {
         // SAFETY: the caller's contract: nothing else uses `span` during the call.
         self.copy_out(handle, unsafe { span.host_view_mut() }, None)
+    }
+
+    fn allocate_span(
+        &self,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+    ) -> Result<DeviceMemory, KernelError> {
+        // Its memory is host memory: a buffer of 16-byte words (aligned for every precision).
+        let words = (rows * cols * precision.bytes()).div_ceil(16).max(1);
+        let mut buffer = vec![0_u128; words].into_boxed_slice();
+        let span = DeviceSpan {
+            addr: buffer.as_mut_ptr() as u64,
+            rows,
+            cols,
+            ld: rows.max(1),
+            precision,
+        };
+        // SAFETY: the span's rows x cols elements lie in `buffer`, a heap allocation that does
+        // not move when the box does, kept by the memory.
+        Ok(unsafe { DeviceMemory::new(span, Box::new(buffer)) })
+    }
+
+    unsafe fn write_span(&self, span: &DeviceSpan, src: AnyRef<'_>) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract: `span` is host memory here, unused by others meanwhile.
+        unsafe { span.host_view_mut() }.copy_from(src, None)
+    }
+
+    unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
+        // SAFETY: the caller's contract: `span` is host memory here, unwritten meanwhile.
+        dst.copy_from(unsafe { span.host_view() }, None)
     }
     fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {
         let (precision, rows, cols) = kind;

@@ -41,6 +41,6 @@ mod replicas;
 mod selection;
 mod streams;
 
-pub use device::{Device, KernelCall, Launched, Pending, QUEUE_DEPTH};
+pub use device::{Device, DeviceMemory, KernelCall, Launched, Pending, QUEUE_DEPTH};
 pub use emulated::EmulatedDevice;
 pub use selection::{GpuSelection, MAX_GPUS, MAX_STREAMS, STREAMS_VAR, parse_streams};

@@ -145,6 +145,12 @@ pub fn print(r: &MixedReport) {
             r.tensor_math
         );
     }
+    match r.refinement.device {
+        Some(gpu) => println!(
+            "  where     factored and refined on GPU {gpu} (A and the factor kept in its memory)"
+        ),
+        None => println!("  where     factored on the platform's workers, refined on the host"),
+    }
     println!(
         "  f64       {:.4} s (median {:.4} s): factor and solve, backward error {:.2e}",
         r.double.best, r.double.median, r.double_backward_error
