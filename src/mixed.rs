@@ -128,10 +128,11 @@ pub struct Refinement {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub factor_seconds: Option<f64>,
     /// The GPU the single factorisation and its refinement ran on, A and the factor kept in its
-    /// memory (each step's residual and solves made there; [`Cholesky::solve_refined`] on a
-    /// platform with a GPU whose budget holds them); `None`: on the platform's workers, refined on
-    /// the host. A fallback's factorisation in double runs on the platform's workers either way.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// memory (each step's residual and solves made there: [`Cholesky::solve_refined`] on a
+    /// platform with a GPU whose budget holds them, [`Cholesky::solve_refined_device`]); `None`
+    /// (null in JSON): on the platform's workers, refined on the host. A fallback's factorisation
+    /// in double runs where the matrix is: on the platform's workers for a host matrix, on the GPU
+    /// for a device one.
     pub device: Option<usize>,
 }
 
@@ -198,18 +199,22 @@ impl Cholesky {
         check_finite("B", b)?;
         let platform = self.resolve_platform()?;
         let cluster = self.clone().platform(platform.clone());
+        if let Some(gpu) = self.refinement_gpu::<T>(&platform, a.nrows(), b.ncols()) {
+            return cluster.refined_on_device(gpu, a, b);
+        }
         let (low, overflow, norm) = lowered_lower(a);
         let system = System {
-            a,
             b,
             norm,
-            overflow,
+            overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
         };
-        if let Some(gpu) = self.refinement_gpu::<T>(&platform, a.nrows(), b.ncols()) {
-            return cluster.refined_on_device(gpu, system, low);
-        }
+        let mut first = Some(low);
         let factor_low = || {
-            let (factor, shift) = match factor_or_shift(a, low, |m| cluster.factor_owned(m))? {
+            let attempt = |shift: f64| match first.take() {
+                Some(low) if shift == 0.0 => cluster.factor_owned(low),
+                _ => cluster.factor_owned(raised_lower(a, shift)),
+            };
+            let (factor, shift) = match factor_or_shift::<T, _>(attempt)? {
                 Ok(found) => found,
                 Err(reason) => return Ok(Err(reason)),
             };
@@ -240,28 +245,20 @@ impl Cholesky {
 /// of A + D, D diagonal and small, preconditions GMRES-IR on A itself).
 const SHIFTS: [f64; 2] = [8.0, 256.0];
 
-/// The low Cholesky factor by `factor` of `low`, A rounded to the low precision, and the shift 0;
-/// where it meets a non-positive pivot, the factor of A with its diagonal raised by the first of
-/// [`SHIFTS`] with which it is positive definite, and that shift; else why none is (`Err`).
-/// `factor` factors on the platform's workers or on a GPU (the refinement there).
+/// The low Cholesky factor of A by `attempt`(0) (A rounded to the low precision), and the shift 0;
+/// where it meets a non-positive pivot, the factor by `attempt`(shift) of A with its diagonal
+/// raised by the first of [`SHIFTS`] with which it is positive definite, and that shift; else why
+/// none is (`Err`). `attempt` factors on the platform's workers or on a GPU (the refinement there).
 pub(crate) fn factor_or_shift<T: Refinable, F>(
-    a: MatRef<'_, T>,
-    low: Mat<T::Low>,
-    mut factor: impl FnMut(Mat<T::Low>) -> Result<F>,
+    mut attempt: impl FnMut(f64) -> Result<F>,
 ) -> Result<std::result::Result<(F, f64), String>> {
-    let column = match factor(low) {
+    let column = match attempt(0.0) {
         Ok(found) => return Ok(Ok((found, 0.0))),
         Err(Error::NotPositiveDefinite { column }) => column,
         Err(other) => return Err(other),
     };
-    let eps = T::Low::PRECISION.epsilon();
     for shift in SHIFTS {
-        let (mut low, _, _) = lowered_lower(a);
-        for i in 0..low.nrows() {
-            let raised = a[(i, i)].re_f64() * (1.0 + shift * eps);
-            low[(i, i)] = T::from_f64(raised).lower();
-        }
-        match factor(low) {
+        match attempt(shift) {
             Ok(found) => return Ok(Ok((found, shift))),
             Err(Error::NotPositiveDefinite { .. }) => continue,
             Err(other) => return Err(other),
@@ -275,6 +272,23 @@ pub(crate) fn factor_or_shift<T: Refinable, F>(
     )))
 }
 
+/// The factor the real part of each diagonal entry of A is multiplied by before its rounding, for a
+/// diagonal raised by `shift` units of the low precision's eps ([`SHIFTS`]; 1 for none).
+pub(crate) fn raise_factor<T: Refinable>(shift: f64) -> f64 {
+    1.0 + shift * T::Low::PRECISION.epsilon()
+}
+
+/// The lower triangle of A rounded to the low precision with its diagonal raised by `shift`
+/// ([`raise_factor`]).
+pub(crate) fn raised_lower<T: Refinable>(a: MatRef<'_, T>, shift: f64) -> Mat<T::Low> {
+    let (mut low, _, _) = lowered_lower(a);
+    let factor = raise_factor::<T>(shift);
+    for i in 0..low.nrows() {
+        low[(i, i)] = T::from_f64(a[(i, i)].re_f64() * factor).lower();
+    }
+    low
+}
+
 /// A low-precision factorisation as a mixed solve uses it: its solve in the low precision, its
 /// solve widened to the working one (GMRES-IR's preconditioner), and the shift its diagonal needed
 /// ([`SHIFTS`]; 0 when none: then classical refinement is tried first).
@@ -284,13 +298,12 @@ pub(crate) struct LowFactor<S, P> {
     pub shift: f64,
 }
 
-/// The system of a mixed-precision solve: A, B, ||A||_inf, and the first entry of A that overflowed
-/// the low precision.
+/// The system of a mixed-precision solve: B, ||A||_inf, and the first entry of A that overflowed
+/// the low precision (row, column, modulus).
 pub(crate) struct System<'a, T> {
-    pub a: MatRef<'a, T>,
     pub b: MatRef<'a, T>,
     pub norm: f64,
-    pub overflow: Option<(usize, usize)>,
+    pub overflow: Option<(usize, usize, f64)>,
 }
 
 /// A mixed-precision solve of either factorisation, as the module doc describes it: `factor_low`
@@ -298,12 +311,7 @@ pub(crate) struct System<'a, T> {
 /// preconditioner), or why the low precision is not enough; `residual(x, b)` is B - A X in double;
 /// `solve_full` solves in double (the fallback).
 pub(crate) fn mixed_solve<T: Refinable, S, P>(
-    System {
-        a,
-        b,
-        norm,
-        overflow,
-    }: System<'_, T>,
+    System { b, norm, overflow }: System<'_, T>,
     factor_low: impl FnOnce() -> Result<std::result::Result<LowFactor<S, P>, String>>,
     residual: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Result<Mat<T>>,
     solve_full: impl FnOnce() -> Result<Mat<T>>,
@@ -329,11 +337,9 @@ where
         factored
     };
     let reason = match overflow {
-        Some((i, j)) => format!(
-            "A({i}, {j}) = {:e} overflows {}",
-            a[(i, j)].abs_f64(),
-            T::Low::PRECISION
-        ),
+        Some((i, j, modulus)) => {
+            format!("A({i}, {j}) = {modulus:e} overflows {}", T::Low::PRECISION)
+        }
         None => match factor_timed()? {
             Err(reason) => reason,
             Ok(LowFactor {

@@ -889,6 +889,12 @@ fn gpus_here() -> bool {
     false
 }
 
+/// This machine's GPUs, opened with the default budget; `None` (the skip said why) where it has
+/// none.
+fn real_gpus() -> Option<Vec<Arc<dyn Device>>> {
+    gpus_here().then(|| GpuSelection::All.open(None).unwrap())
+}
+
 #[test]
 fn real_gpus_factor_correctly_or_the_skip_says_why() {
     if !gpus_here() {
@@ -1886,6 +1892,24 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
         );
         let (diff, scale) = largest_difference(&x, &y);
         assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
+        // A GPU without hetla's elementwise kernels (no NVRTC): A made whole and rounded on the
+        // host, written, refined on the device alike.
+        let on_plain = |tile: usize, a: &faer::Mat<T>, b: &faer::Mat<T>| {
+            let plain = Arc::new(EmulatedDevice::new(usize::MAX).without_elementwise());
+            let cholesky = Cholesky::new().platform(platform("none", &[plain]));
+            cholesky
+                .tile(tile)
+                .solve_refined(a.as_ref(), b.as_ref())
+                .unwrap()
+        };
+        let (z, how) = on_plain(60, &given, &b);
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, Some(0)),
+            "{what}"
+        );
+        let (diff, scale) = largest_difference(&x, &z);
+        assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
         // A budget that holds A but not its copies and the factor: refined on the host.
         let small = EmulatedDevice::new(2 * n * n * what.bytes());
         let (_, how) = Cholesky::new()
@@ -1921,6 +1945,11 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
         );
         let berr = hetla::check::backward_error(hard.as_ref(), x.as_ref(), rhs.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // The raised diagonal rounded on the host, where the device has no elementwise kernels.
+        let (y, again) = on_plain(100, &hard, &rhs);
+        assert_eq!(again.path, how.path, "{what}");
+        let (diff, scale) = largest_difference(&x, &y);
+        assert!(diff <= 1e-9 * scale, "{what}: {diff:e} of {scale:e}");
         // Condition 1e10: beyond single precision and GMRES-IR's budget; double on the platform.
         let worst = hetla::matgen::random_hpd_conditioned::<T>(n, 1e10, 5);
         let (x, how) = on_gpu.solve_refined(worst.as_ref(), rhs.as_ref()).unwrap();
@@ -1931,9 +1960,243 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
         assert_eq!((how.factored_in, how.device), (what, Some(0)), "{what}");
         let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), rhs.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // An entry beyond single precision's range, found where A is rounded (on the device, and
+        // on the host for a device without the elementwise kernels): no single factorisation.
+        let hpd = random_hpd::<T>(50, 6);
+        let big = faer::Mat::from_fn(50, 50, |i, j| {
+            let v = hpd[(i, j)].to_c64() * 1e38;
+            T::from_parts(v.re, v.im)
+        });
+        let ones = faer::Mat::<T>::from_fn(50, 1, |_, _| T::from_f64(1.0));
+        for device in [
+            EmulatedDevice::new(usize::MAX),
+            EmulatedDevice::new(usize::MAX).without_elementwise(),
+        ] {
+            let (x, how) = Cholesky::new()
+                .platform(platform("none", &[Arc::new(device)]))
+                .solve_refined(big.as_ref(), ones.as_ref())
+                .unwrap();
+            let RefinementPath::Fallback { reason } = &how.path else {
+                panic!("{what}: {how:?}")
+            };
+            assert!(reason.contains("overflows"), "{what}: {reason}");
+            assert_eq!((how.factor_seconds, how.device), (None, Some(0)), "{what}");
+            let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), ones.as_ref());
+            assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e}");
+        }
     }
     check::<f64>();
     check::<c64>();
+    // The elementwise kernels' checks, on the emulated device (the host twins against themselves:
+    // the checks' own code).
+    check_elementwise::<f64>(&EmulatedDevice::new(usize::MAX));
+    check_elementwise::<c64>(&EmulatedDevice::new(usize::MAX));
+}
+
+/// The mixed SPD solve of matrices in a device's memory (`Cholesky::solve_refined_device`), in d
+/// and z: X overwrites B, A is left as it was (junk above its diagonal included), LAPACK's backward
+/// error; a fallback factors in double on the device, an overflow is found there; a device without
+/// the elementwise kernels or a budget too small is refused before any work.
+#[test]
+fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
+    use hetla::{DeviceMatrix, RefinementPath};
+    fn check<T: hetla::Refinable>() {
+        let what = T::PRECISION;
+        let n = 200;
+        let solve = |device: EmulatedDevice, a: &faer::Mat<T>, b: &faer::Mat<T>| {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            let how = Cholesky::new()
+                .platform(platform("none", &[Arc::new(device)]))
+                .tile(50)
+                .solve_refined_device(
+                    &DeviceMatrix::emulated(a.as_mut()).unwrap(),
+                    &mut DeviceMatrix::emulated(b.as_mut()).unwrap(),
+                )
+                .map(|how| (how, b));
+            (how, a)
+        };
+        let spd = random_hpd::<T>(n, 8);
+        let mut given = spd.clone();
+        for j in 1..n {
+            for i in 0..j {
+                given[(i, j)] = T::from_parts(-5.0, 3.0);
+            }
+        }
+        let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i * j) as f64, 0.5));
+        let (how, after) = solve(EmulatedDevice::new(usize::MAX), &given, &b);
+        let (how, x) = how.unwrap();
+        assert!(after == given, "{what}: A changed");
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, Some(0)),
+            "{what}"
+        );
+        let berr = hetla::check::backward_error(spd.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Beyond single precision: a fallback in double, on the device.
+        let worst = hetla::matgen::random_hpd_conditioned::<T>(n, 1e10, 5);
+        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &worst, &b);
+        let (how, x) = how.unwrap();
+        assert!(
+            matches!(how.path, RefinementPath::Fallback { .. }),
+            "{what}: {how:?}"
+        );
+        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // An entry beyond single precision's range (A scaled by 1e38), found on the device.
+        let big = faer::Mat::from_fn(n, n, |i, j| {
+            let v = spd[(i, j)].to_c64() * 1e38;
+            T::from_parts(v.re, v.im)
+        });
+        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &big, &b);
+        let (how, x) = how.unwrap();
+        let RefinementPath::Fallback { reason } = &how.path else {
+            panic!("{what}: {how:?}")
+        };
+        assert!(reason.contains("overflows"), "{what}: {reason}");
+        let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Refused before any work: B is left as it was.
+        for (device, says) in [
+            (
+                EmulatedDevice::new(usize::MAX).without_elementwise(),
+                "elementwise",
+            ),
+            (EmulatedDevice::new(n * n * 8), "budget"),
+        ] {
+            let (how, _) = solve(device, &spd, &b);
+            let err = how.unwrap_err().to_string();
+            assert!(err.contains(says), "{what}: {err}");
+        }
+    }
+    check::<f64>();
+    check::<c64>();
+}
+
+/// [`mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z`] on a real GPU: A and B in
+/// the GPU's memory, the single factor in f32 and on tensor cores, LAPACK's backward error, A left
+/// as it was.
+#[test]
+fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
+    use hetla::{DeviceMatrix, RefinementPath, TensorMath};
+    let Some(devices) = real_gpus() else {
+        return;
+    };
+    let device = devices[0].clone();
+    let spec: ClusterSpec = "none".parse().unwrap();
+    let p =
+        Arc::new(Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap());
+    let n = 1024;
+    let a = random_spd(n, 4);
+    let b = faer::Mat::from_fn(n, 1, |i, _| (i as f64 * 0.1).sin());
+    let on_device = |m: &faer::Mat<f64>| {
+        let memory = device
+            .allocate_span((hetla::Precision::D, m.nrows(), m.ncols()))
+            .unwrap();
+        // SAFETY: the span is the device's memory, allocated above and used by nothing else.
+        unsafe { device.write_span(memory.span(), hetla::Scalar::any_ref(m.as_ref())) }.unwrap();
+        memory
+    };
+    for math in [TensorMath::Off, TensorMath::Tf32] {
+        let (a_mem, b_mem) = (on_device(&a), on_device(&b));
+        // SAFETY: the spans are the allocations above, alive until the end of the iteration.
+        let (da, mut db) = unsafe {
+            (
+                DeviceMatrix::<f64>::from_raw_parts(a_mem.span().addr, n, n, n).unwrap(),
+                DeviceMatrix::<f64>::from_raw_parts(b_mem.span().addr, n, 1, n).unwrap(),
+            )
+        };
+        let how = Cholesky::new()
+            .platform(p.clone())
+            .tile(256)
+            .tensor_math(math)
+            .solve_refined_device(&da, &mut db)
+            .unwrap();
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, Some(0)),
+            "{math}"
+        );
+        let (mut x, mut a_after) = (faer::Mat::<f64>::zeros(n, 1), faer::Mat::<f64>::zeros(n, n));
+        // SAFETY: as above; the solve has returned.
+        unsafe {
+            device
+                .read_span(b_mem.span(), hetla::Scalar::any_mut(x.as_mut()))
+                .unwrap();
+            device
+                .read_span(a_mem.span(), hetla::Scalar::any_mut(a_after.as_mut()))
+                .unwrap();
+        }
+        assert!(a_after == a, "{math}: A changed");
+        let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{math}: {berr:e} {how:?}");
+    }
+}
+
+/// hetla's elementwise kernels on a real GPU (compiled by NVRTC) give what their host twins give
+/// (`hetla_kernels::elementwise`, which emulated devices run): a matrix made whole from its lower
+/// triangle, its column norms, and its rounding with a raised diagonal and an overflow, in d and z.
+#[test]
+fn real_gpus_run_the_elementwise_kernels_as_their_host_twins_or_the_skip_says_why() {
+    let Some(devices) = real_gpus() else {
+        return;
+    };
+    let device = devices[0].as_ref();
+    if let Err(why) = device.elementwise() {
+        panic!("NVRTC is part of the CUDA libraries on a GPU machine: {why}");
+    }
+    check_elementwise::<f64>(device);
+    check_elementwise::<c64>(device);
+}
+
+/// The checks of the elementwise kernels' test on `device`: A with an entry beyond single
+/// precision's range written, made whole, summed and rounded with a raised diagonal on the device,
+/// each result the host twin's.
+fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
+    use hetla_kernels::elementwise::{self, SpanKernel};
+    let what = T::PRECISION;
+    let n = 100;
+    let mut a = hetla::matgen::random_in::<T>(n, n, 3);
+    a[(n - 1, 7)] = T::from_f64(1e39);
+    let whole = device.allocate_span((what, n, n)).unwrap();
+    let low = device.allocate_span((T::Low::PRECISION, n, n)).unwrap();
+    let (whole, low) = (*whole.span(), *low.span());
+    let mut expected = a.clone();
+    elementwise::mirror_lower(T::any_mut(expected.as_mut())).unwrap();
+    let norms = elementwise::column_norms(T::any_ref(expected.as_ref())).unwrap();
+    let mut rounded = faer::Mat::<T::Low>::zeros(n, n);
+    let factor = 1.0 + 8.0 * f64::from(f32::EPSILON);
+    let overflow = elementwise::lower_into(
+        T::any_ref(expected.as_ref()),
+        T::Low::any_mut(rounded.as_mut()),
+        factor,
+    )
+    .unwrap();
+    let mut back = faer::Mat::<T>::zeros(n, n);
+    let mut low_back = faer::Mat::<T::Low>::zeros(n, n);
+    // SAFETY: the spans are this device's memory, allocated above and used by nothing else.
+    unsafe {
+        device.write_span(&whole, T::any_ref(a.as_ref())).unwrap();
+        device.run_span_kernel(SpanKernel::Mirror(&whole)).unwrap();
+        let got = device
+            .run_span_kernel(SpanKernel::ColumnNorms(&whole))
+            .unwrap()
+            .norms();
+        assert_eq!(got.len(), n, "{what}");
+        for (j, (g, e)) in got.iter().zip(&norms).enumerate() {
+            assert!((g - e).abs() <= 1e-13 * e, "{what}: column {j}: {g} vs {e}");
+        }
+        let (from, to) = (&whole, &low);
+        let lowered = device.run_span_kernel(SpanKernel::Lower { from, to, factor });
+        assert_eq!(lowered.unwrap().overflow(), overflow, "{what}");
+        device.read_span(&whole, T::any_mut(back.as_mut())).unwrap();
+        device
+            .read_span(&low, T::Low::any_mut(low_back.as_mut()))
+            .unwrap();
+    }
+    assert_eq!(overflow, Some((n - 1, 7)), "{what}");
+    assert!(back == expected, "{what}: the mirrored matrix differs");
+    assert!(low_back == rounded, "{what}: the rounded matrix differs");
 }
 
 /// cuSOLVER's peers the lease times for the first time on a real GPU: the refined solvers of every

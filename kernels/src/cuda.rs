@@ -50,8 +50,14 @@ use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, TensorMath, c32, c64};
 
+mod elementwise;
+
 /// Staging buffers kept per tile size: enough for copies of several tiles to be in flight.
 const STAGING_PER_SIZE: usize = 4;
+
+/// The most bytes of a host matrix packed into one staging buffer by [`GpuContext::write_span`]
+/// (two such buffers, one packed while the other's copy runs).
+const WRITE_PANEL_BYTES: usize = 64 << 20;
 
 fn gpu_error(what: &str, error: impl std::fmt::Debug) -> KernelError {
     KernelError::Gpu {
@@ -1022,19 +1028,88 @@ impl GpuContext {
         Ok(device)
     }
 
-    /// Copies the host matrix `src` (contiguous columns, pageable or page-locked) into the block
-    /// `span` of this GPU's memory, of its shape and precision, on the host-to-device stream (after
-    /// the copies within the device queued there, which runs' imports are); returns when it is
-    /// there.
+    /// Copies the host matrix `src` (of `span`'s shape and precision) into the block `span` of this
+    /// GPU's memory on the host-to-device stream (after the copies within the device queued there,
+    /// which runs' imports are); returns when it is there. Columns in page-locked memory go in one
+    /// copy; others by panels of at most [`WRITE_PANEL_BYTES`], each packed into one of two
+    /// page-locked staging buffers by `threads` (see [`crate::copy_by_columns`]) while the other's
+    /// copy runs: the DMA engine's rate, not pageable memory's.
     ///
     /// # Safety
     /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing else reads or
     /// writes during the call.
-    pub unsafe fn write_span(&self, src: AnyRef<'_>, span: &DeviceSpan) -> Result<(), KernelError> {
+    pub unsafe fn write_span(
+        &self,
+        src: AnyRef<'_>,
+        span: &DeviceSpan,
+        threads: Option<&hetla_clusters::CopyThreads>,
+    ) -> Result<(), KernelError> {
         Self::check_span_precision(span, src.precision())?;
-        let host = each_precision!(src, AnyRef, m => DirectSpan::of_mat(m, false));
-        // SAFETY: the caller's contract.
-        unsafe { self.host_span_copy(span, host, true) }
+        let (rows, cols) = (span.rows, span.cols);
+        if src.shape() != (rows, cols) {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "a {:?} host matrix cannot be copied into a {rows} x {cols} device matrix",
+                    src.shape()
+                ),
+            });
+        }
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let direct = each_precision!(src, AnyRef, m => DirectSpan::of_mat(m, true));
+        if direct.is_some() {
+            // SAFETY: the caller's contract; the copy is waited for.
+            return unsafe { self.host_span_copy(span, direct, true) };
+        }
+        let column = rows * span.precision.bytes();
+        let per = (WRITE_PANEL_BYTES / column).clamp(1, cols);
+        self.bind()?;
+        let mut buffers = [
+            self.take_staging(per * column)?,
+            self.take_staging(per * column)?,
+        ];
+        let mut copied: [Option<CudaEvent>; 2] = [None, None];
+        let mut copy_panels = || -> Result<(), KernelError> {
+            for (k, c0) in (0..cols).step_by(per).enumerate() {
+                let w = per.min(cols - c0);
+                if let Some(event) = copied[k % 2].take() {
+                    event
+                        .synchronize()
+                        .map_err(|e| gpu_error("waiting for a staging buffer", e))?;
+                }
+                let bytes = buffers[k % 2]
+                    .as_mut_slice()
+                    .map_err(|e| gpu_error("waiting for a staging buffer", e))?;
+                each_precision!(src, AnyRef, m => pack(m.subcols(c0, w), &mut bytes[..w * column], threads));
+                let block = span
+                    .block(0, c0, rows, w)
+                    .expect("the panel lies in the span");
+                let copy = copy_2d_descriptor(
+                    (Side::Host(bytes.as_ptr() as usize), column),
+                    (Side::Device(block.addr), span.ld * span.precision.bytes()),
+                    column,
+                    w,
+                );
+                // SAFETY: the staging buffer holds the packed panel and is not written again
+                // before the event recorded after the copy has passed (nor freed before the
+                // stream is waited for, below); the block is the caller's span.
+                unsafe { issue_2d(&copy, Some(&self.h2d), "host to a device matrix") }?;
+                let event = self.h2d.record_event(None);
+                copied[k % 2] = Some(event.map_err(|e| gpu_error("recording a copy's event", e))?);
+            }
+            Ok(())
+        };
+        let copied = copy_panels();
+        // Every copy queued is waited for, also after an error, before the buffers go back.
+        let done = self
+            .h2d
+            .synchronize()
+            .map_err(|e| gpu_error("waiting for a copy to a device matrix", e));
+        for buffer in buffers {
+            self.give_back_staging(buffer);
+        }
+        copied.and(done)
     }
 
     /// Copies the block `span` of this GPU's memory into the host matrix `dst` (contiguous columns,
@@ -1049,6 +1124,41 @@ impl GpuContext {
         // SAFETY: the caller's contract; `dst` is borrowed mutably for the call, which returns
         // once the copy is done.
         unsafe { self.host_span_copy(span, host, false) }
+    }
+
+    /// Copies the block `from` of this GPU's memory into the block `to` (of its shape and
+    /// precision) on the host-to-device stream (after the copies queued there); returns when it is
+    /// there.
+    ///
+    /// # Safety
+    /// Both spans must be memory of this GPU ([`GpuContext::check_span`]), disjoint, `to` used by
+    /// nothing else and `from` unwritten during the call.
+    unsafe fn copy_span(&self, from: &DeviceSpan, to: &DeviceSpan) -> Result<(), KernelError> {
+        Self::check_span_precision(to, from.precision)?;
+        if (from.rows, from.cols) != (to.rows, to.cols) {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "copying a {} x {} device matrix into a {} x {} one",
+                    from.rows, from.cols, to.rows, to.cols
+                ),
+            });
+        }
+        if from.rows == 0 || from.cols == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let bytes = from.precision.bytes();
+        let copy = copy_2d_descriptor(
+            (Side::Device(from.addr), from.ld * bytes),
+            (Side::Device(to.addr), to.ld * bytes),
+            from.rows * bytes,
+            from.cols,
+        );
+        // SAFETY: the caller's contract for both spans; the copy is waited for below.
+        unsafe { issue_2d(&copy, Some(&self.h2d), "device to device") }?;
+        self.h2d
+            .synchronize()
+            .map_err(|e| gpu_error("waiting for a copy within the device", e))
     }
 
     /// An error unless a host matrix in `precision` may be copied to or from `span`.

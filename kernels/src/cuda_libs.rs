@@ -135,48 +135,71 @@ pub fn locate(file: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
 pub fn load_from(dirs: &[PathBuf]) -> Vec<CudaLibrary> {
     LIBRARIES
         .iter()
-        .map(|&(name, file)| {
-            let mut library = CudaLibrary {
-                name,
-                file,
-                path: None,
-                version: None,
-                error: None,
-            };
-            if let Some(path) = locate(file, dirs) {
-                // SAFETY: loading a CUDA library runs its initialisers, which have no
-                // preconditions; no symbol is used here.
-                match unsafe { libloading::Library::new(&path) } {
-                    Ok(lib) => {
-                        std::mem::forget(lib);
-                        library.path = Some(path);
-                        return library;
-                    }
-                    Err(e) => library.error = Some(format!("{}: {}", path.display(), describe(&e))),
-                }
-            }
-            // SAFETY: as above.
-            match unsafe { libloading::Library::new(file) } {
-                Ok(lib) => {
-                    std::mem::forget(lib);
-                    library.path = Some(loaded_path(file).unwrap_or_else(|| file.into()));
-                    library.error = None;
-                }
-                Err(e) => {
-                    let searched: Vec<String> =
-                        dirs.iter().map(|d| d.display().to_string()).collect();
-                    let before = library.error.take().map(|e| format!("{e}; ")).unwrap_or_default();
-                    library.error = Some(format!(
-                        "{before}not in {} nor where the system loader looks ({}); set {LIB_DIR_VAR} to the folder that holds {file}",
-                        if searched.is_empty() { "any searched folder".to_owned() } else { searched.join(", ") },
-                        describe(&e)
-                    ));
-                }
-            }
-            library
-        })
+        .map(|&(name, file)| load_one((name, file), dirs))
         .collect()
 }
+
+/// Opens the library `file` from the first of `dirs` that holds it, else by name, and keeps it open
+/// for the life of the process.
+fn load_one((name, file): (&'static str, &'static str), dirs: &[PathBuf]) -> CudaLibrary {
+    let mut library = CudaLibrary {
+        name,
+        file,
+        path: None,
+        version: None,
+        error: None,
+    };
+    if let Some(path) = locate(file, dirs) {
+        // SAFETY: loading a CUDA library runs its initialisers, which have no preconditions; no
+        // symbol is used here.
+        match unsafe { libloading::Library::new(&path) } {
+            Ok(lib) => {
+                std::mem::forget(lib);
+                library.path = Some(path);
+                return library;
+            }
+            Err(e) => library.error = Some(format!("{}: {}", path.display(), describe(&e))),
+        }
+    }
+    // SAFETY: as above.
+    match unsafe { libloading::Library::new(file) } {
+        Ok(lib) => {
+            std::mem::forget(lib);
+            library.path = Some(loaded_path(file).unwrap_or_else(|| file.into()));
+            library.error = None;
+        }
+        Err(e) => {
+            let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            let before = library
+                .error
+                .take()
+                .map(|e| format!("{e}; "))
+                .unwrap_or_default();
+            library.error = Some(format!(
+                "{before}not in {} nor where the system loader looks ({}); set {LIB_DIR_VAR} to \
+                 the folder that holds {file}",
+                if searched.is_empty() {
+                    "any searched folder".to_owned()
+                } else {
+                    searched.join(", ")
+                },
+                describe(&e)
+            ));
+        }
+    }
+    library
+}
+
+/// NVRTC, the run-time compiler of hetla's own kernels (`cuda::elementwise`), loaded once like the
+/// libraries of [`LIBRARIES`] but not needed by them: without it a GPU still works, and the work of
+/// those kernels is done on the host.
+pub fn nvrtc() -> &'static CudaLibrary {
+    static NVRTC: OnceLock<CudaLibrary> = OnceLock::new();
+    NVRTC.get_or_init(|| load_one(NVRTC_LIBRARY, &search_dirs(|v| std::env::var_os(v))))
+}
+
+/// NVRTC's (name, file).
+pub const NVRTC_LIBRARY: (&str, &str) = ("NVRTC", "libnvrtc.so.13");
 
 /// A loading error with the loader's own message (libloading keeps it as the source).
 fn describe(e: &libloading::Error) -> String {

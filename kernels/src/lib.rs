@@ -34,6 +34,7 @@ pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_libs;
 mod device_span;
+pub mod elementwise;
 mod erased;
 mod error;
 mod faer_impl;

@@ -7,6 +7,8 @@
 //! after the clock stops. The trace's makespan is the time of the work on the device, as cuSOLVER's
 //! on a resident matrix is.
 
+use std::sync::Arc;
+
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::{Scalar, TensorMath};
@@ -16,7 +18,8 @@ use super::{Cholesky, resident_placement};
 use crate::Result;
 use crate::check::check_square;
 use crate::mixed::{
-    LowFactor, Refinable, Refinement, System, factor_or_shift, mixed_solve, widened,
+    LowFactor, Refinable, Refinement, System, factor_or_shift, lowered_lower, mixed_solve,
+    raise_factor, raised_lower, widened,
 };
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceBuffer, DeviceMatrix, DeviceTiles};
@@ -161,34 +164,161 @@ impl Cholesky {
         (need <= worker.device.budget()).then_some(gpu)
     }
 
-    /// The mixed solve of `system` (see [`crate::mixed`]) on GPU `gpu`: A, whole and Hermitian, is
-    /// written into the GPU's memory once in the working precision, `low` (A rounded) is factored
-    /// there by [`Cholesky::factor_device`] (with the run's tensor math) and stays there, and each
-    /// refinement step runs on the GPU: the residual B - A X by [`crate::Gemm::run_device`] on the
-    /// resident A, the correction by [`Cholesky::solve_device`] with the resident factor (in single
-    /// precision, no tensor math), only the vectors crossing to the host, where their precision
-    /// changes. GMRES-IR's preconditioner is the factor widened to the working precision (read
-    /// back, widened on the host and written once, when it first runs). Where it falls back, A's
-    /// copy is freed first and the factorisation in double runs on the platform's workers.
+    /// Solves A X = B to double accuracy as [`Cholesky::solve_refined`] does, with A (Hermitian
+    /// positive definite, its lower triangle read and left as it was) and B in the memory of GPU
+    /// `g` (the one [`Cholesky::resident`] names, else the platform's first), where they lie: X
+    /// overwrites B. Everything runs on that GPU: A is copied within it and made whole from its
+    /// lower triangle, its norm taken and its rounding to single precision made there (hetla's
+    /// elementwise kernels, compiled by NVRTC), the single factor made there (with the run's tensor
+    /// math) and kept, and each refinement step's residual and solves made there, only the vectors
+    /// crossing to the host; a fallback factors A in double on the GPU. Returns what the solve did
+    /// ([`Refinement::device`] is the GPU).
+    ///
+    /// As for [`Cholesky::factor_device`], A is not checked before the run as a host matrix is.
+    /// Errors before any work: a platform without GPU `g`, a matrix not in its memory, a budget
+    /// that does not hold A in double, the single factor and a run's copies of either (about (3 x
+    /// 8 + 4) n^2 bytes for f64), or a GPU without NVRTC (the error says where it was looked for).
+    ///
+    /// ```
+    /// use hetla::{Backend, Cholesky, DeviceMatrix, GpuSelection, ModelStore, Platform};
+    /// // An emulated device, whose memory is host memory (a GPU's buffer: `DeviceMatrix::cuda`).
+    /// let devices = GpuSelection::Emulated(1).open(None)?;
+    /// let spec = "none".parse()?;
+    /// let platform = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices)?;
+    /// let mut a = hetla::matgen::random_spd(300, 7);
+    /// let mut b = faer::Mat::<f64>::ones(300, 1);
+    /// let (a0, b0) = (a.clone(), b.clone());
+    /// let how = Cholesky::new().tile(100).platform(platform.into()).solve_refined_device(
+    ///     &DeviceMatrix::emulated(a.as_mut())?,
+    ///     &mut DeviceMatrix::emulated(b.as_mut())?,
+    /// )?;
+    /// assert_eq!((how.path, how.device), (hetla::RefinementPath::Mixed, Some(0)));
+    /// assert!(hetla::check::backward_error(a0.as_ref(), b.as_ref(), b0.as_ref()) < 30.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn solve_refined_device<T: Refinable>(
+        &self,
+        a: &DeviceMatrix<'_, T>,
+        b: &mut DeviceMatrix<'_, T>,
+    ) -> Result<Refinement> {
+        check_square("A", a.nrows(), a.ncols())?;
+        let n = a.nrows();
+        crate::check::check_system("A", (n, n), b.nrows())?;
+        let platform = self.resolve_platform()?;
+        let gpu = self.resident.unwrap_or(0);
+        let Some(worker) = platform.devices().get(gpu) else {
+            return Err(crate::Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "a solve of device matrices on GPU {gpu} needs that GPU, but the platform has \
+                     {} GPU(s)",
+                    platform.devices().len()
+                ),
+            });
+        };
+        let device = worker.device.clone();
+        a.check_on(device.as_ref(), "A")?;
+        b.check_on(device.as_ref(), "B")?;
+        if self.refinement_gpu::<T>(&platform, n, b.ncols()) != Some(gpu) {
+            return Err(crate::Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "GPU {gpu}'s budget of {} bytes does not hold A in {}, its single factor and a \
+                     run's copies of either (about {} bytes)",
+                    device.budget(),
+                    T::PRECISION,
+                    n * n * (3 * T::PRECISION.bytes() + T::Low::PRECISION.bytes())
+                ),
+            });
+        }
+        device.elementwise()?;
+        let prepared = Prepared::from_device(&device, a)?;
+        let overflow = match prepared.overflow {
+            Some((i, j)) => {
+                let entry = prepared.whole.read_block(i, j, 1, 1)?;
+                Some((i, j, entry[(0, 0)].abs_f64()))
+            }
+            None => None,
+        };
+        let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
+        // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
+        unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
+        let on_gpu = self.clone().resident(gpu);
+        let solve_full = |mut whole: DeviceBuffer<T>| {
+            let mut x = DeviceBuffer::from_host(&device, rhs.as_ref())?;
+            on_gpu.factor_device(&mut whole.matrix_mut())?;
+            on_gpu.solve_device(&whole.matrix(), &mut x.matrix_mut())?;
+            x.read()
+        };
+        let (x, how) =
+            self.refine_prepared(gpu, (prepared, overflow), (None, rhs.as_ref()), solve_full)?;
+        // SAFETY: as above.
+        unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
+        Ok(how)
+    }
+
+    /// The mixed solve of A X = B (see [`crate::mixed`]) on GPU `gpu`, A and B in host memory: A is
+    /// written into the GPU's memory once, in the working precision, and prepared there
+    /// ([`Prepared::from_host`]), then refined there ([`Cholesky::refine_prepared`]); a fallback
+    /// frees A's copy and factors in double on the platform's workers.
     pub(crate) fn refined_on_device<T: Refinable>(
         &self,
         gpu: usize,
-        system: System<'_, T>,
-        low: Mat<T::Low>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
     ) -> Result<(Mat<T>, Refinement)> {
         let platform = self.resolve_platform()?;
         let device = platform.devices()[gpu].device.clone();
-        let (a, b) = (system.a, system.b);
+        let prepared = Prepared::from_host(&device, a)?;
+        let overflow = prepared.overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64()));
+        let solve_full = |whole: DeviceBuffer<T>| {
+            // A's copy leaves the GPU's memory before the platform's run needs it.
+            drop(whole);
+            self.factor(a)?.solve(b)
+        };
+        self.refine_prepared(gpu, (prepared, overflow), (Some(a), b), solve_full)
+    }
+
+    /// The refinement on GPU `gpu` from `prepared` (and the first entry that overflowed, with its
+    /// modulus): the rounded A factored there by [`Cholesky::factor_device`] (with the run's tensor
+    /// math, its diagonal raised where it meets a non-positive pivot) and kept, and each step on
+    /// the GPU: the residual B - A X by [`crate::Gemm::run_device`] on the resident A, the
+    /// correction by [`Cholesky::solve_device`] with the resident factor (in single precision, no
+    /// tensor math), only the vectors crossing to the host, where their precision changes.
+    /// GMRES-IR's preconditioner is the factor widened to the working precision (read back, widened
+    /// on the host and written once, when it first runs). `host`: A in host memory, where the GPU
+    /// cannot round it itself; `solve_full` is the fallback in double, given A's copy.
+    fn refine_prepared<T: Refinable>(
+        &self,
+        gpu: usize,
+        (prepared, overflow): (Prepared<T>, Option<(usize, usize, f64)>),
+        (host, b): (Option<MatRef<'_, T>>, MatRef<'_, T>),
+        solve_full: impl FnOnce(DeviceBuffer<T>) -> Result<Mat<T>>,
+    ) -> Result<(Mat<T>, Refinement)> {
+        let platform = self.resolve_platform()?;
+        let device = platform.devices()[gpu].device.clone();
         let on_gpu = self.clone().resident(gpu);
         let solver = on_gpu.clone().tensor_math(TensorMath::Off);
-        let a_copy = std::cell::RefCell::new(Some(write_hermitian(&device, a)?));
+        let Prepared {
+            whole, low, norm, ..
+        } = prepared;
+        let system = System { b, norm, overflow };
+        let a_copy = std::cell::RefCell::new(Some(whole));
+        let mut first = Some(low);
         let factor_low = || {
-            let factored = factor_or_shift(a, low, |m| {
-                let mut l = DeviceBuffer::from_host(&device, m.as_ref())?;
+            let attempt = |shift: f64| {
+                let mut l = match first.take() {
+                    Some(low) if shift == 0.0 => low,
+                    _ => {
+                        let a_copy = a_copy.borrow();
+                        let whole = a_copy.as_ref().expect("taken only by the fallback");
+                        Prepared::raised(&device, whole, host, shift)?
+                    }
+                };
                 on_gpu.factor_device(&mut l.matrix_mut())?;
                 Ok(l)
-            })?;
-            let (l, shift) = match factored {
+            };
+            let (l, shift) = match factor_or_shift::<T, _>(attempt)? {
                 Ok(found) => found,
                 Err(reason) => return Ok(Err(reason)),
             };
@@ -220,7 +350,7 @@ impl Cholesky {
         };
         let residual = |x: MatRef<'_, T>, b: MatRef<'_, T>| {
             let a_copy = a_copy.borrow();
-            let a_copy = a_copy.as_ref().expect("freed only for the fallback");
+            let a_copy = a_copy.as_ref().expect("taken only by the fallback");
             let x = DeviceBuffer::from_host(&device, x)?;
             let mut r = DeviceBuffer::from_host(&device, b)?;
             crate::Gemm::new()
@@ -234,26 +364,105 @@ impl Cholesky {
                 )?;
             r.read()
         };
-        let solve_full = || {
-            // A's copy leaves the GPU's memory before the platform's run needs it.
-            drop(a_copy.borrow_mut().take());
-            self.factor(a)?.solve(b)
+        let fallback = || {
+            let whole = a_copy.borrow_mut().take();
+            solve_full(whole.expect("taken only here"))
         };
-        let (x, mut how) = mixed_solve(system, factor_low, residual, solve_full)?;
+        let (x, mut how) = mixed_solve(system, factor_low, residual, fallback)?;
         how.device = Some(gpu);
         Ok((x, how))
     }
 }
 
-/// A copy of the Hermitian A whose lower triangle is given, whole, in `device`'s memory: written by
+/// What a mixed solve on a GPU starts from: A whole in the working precision in the GPU's memory, A
+/// rounded to single precision there, ||A||_inf and the first entry (column by column, on or below
+/// the diagonal) that overflowed the single precision. Made on the GPU where it runs hetla's
+/// elementwise kernels ([`hetla_runtime::Device::elementwise`]: A written or copied once as given,
+/// made whole, summed and rounded there), else on the host (A made whole and rounded there, both
+/// written).
+struct Prepared<T: Refinable> {
+    whole: DeviceBuffer<T>,
+    low: DeviceBuffer<T::Low>,
+    norm: f64,
+    overflow: Option<(usize, usize)>,
+}
+
+impl<T: Refinable> Prepared<T> {
+    /// From A in host memory.
+    fn from_host(device: &Arc<dyn hetla_runtime::Device>, a: MatRef<'_, T>) -> Result<Self> {
+        let n = a.nrows();
+        let whole = DeviceBuffer::new(device, n, n)?;
+        if whole.elementwise() {
+            whole.write(0, 0, a)?;
+            return Self::on_device(device, whole);
+        }
+        write_hermitian(&whole, a)?;
+        let (low, overflow, norm) = lowered_lower(a);
+        Ok(Self {
+            whole,
+            low: DeviceBuffer::from_host(device, low.as_ref())?,
+            norm,
+            overflow,
+        })
+    }
+
+    /// From A in the GPU's memory (copied within it; the GPU runs the elementwise kernels).
+    fn from_device(
+        device: &Arc<dyn hetla_runtime::Device>,
+        a: &DeviceMatrix<'_, T>,
+    ) -> Result<Self> {
+        let n = a.nrows();
+        let mut whole = DeviceBuffer::new(device, n, n)?;
+        whole.copy_from(a)?;
+        Self::on_device(device, whole)
+    }
+
+    /// Made whole, summed and rounded on the GPU from `whole`, which holds A as given.
+    fn on_device(
+        device: &Arc<dyn hetla_runtime::Device>,
+        mut whole: DeviceBuffer<T>,
+    ) -> Result<Self> {
+        let n = whole.matrix().nrows();
+        whole.mirror_lower()?;
+        // A is Hermitian: its largest column sum is its largest row sum.
+        let norm = whole.column_norms()?.into_iter().fold(0.0, f64::max);
+        let mut low = DeviceBuffer::new(device, n, n)?;
+        let overflow = whole.lower_into(&mut low, 1.0)?;
+        Ok(Self {
+            whole,
+            low,
+            norm,
+            overflow,
+        })
+    }
+
+    /// A rounded with its diagonal raised by `shift` ([`crate::mixed::raise_factor`]), in the GPU's
+    /// memory: from `whole` on the GPU where it runs the elementwise kernels, else from `host`.
+    fn raised(
+        device: &Arc<dyn hetla_runtime::Device>,
+        whole: &DeviceBuffer<T>,
+        host: Option<MatRef<'_, T>>,
+        shift: f64,
+    ) -> Result<DeviceBuffer<T::Low>> {
+        let n = whole.matrix().nrows();
+        match host {
+            Some(a) if !whole.elementwise() => {
+                DeviceBuffer::from_host(device, raised_lower(a, shift).as_ref())
+            }
+            _ => {
+                let mut low = DeviceBuffer::new(device, n, n)?;
+                whole.lower_into(&mut low, raise_factor::<T>(shift))?;
+                Ok(low)
+            }
+        }
+    }
+}
+
+/// Writes the Hermitian A whose lower triangle is given, whole, into `buffer` (n x n): written by
 /// panels of [`PANEL`] columns, each made whole on the host (its rows above the diagonal block from
 /// the adjoint of A's rows beside it).
-fn write_hermitian<T: Scalar>(
-    device: &std::sync::Arc<dyn hetla_runtime::Device>,
-    a: MatRef<'_, T>,
-) -> Result<DeviceBuffer<T>> {
+fn write_hermitian<T: Scalar>(buffer: &DeviceBuffer<T>, a: MatRef<'_, T>) -> Result<()> {
     let n = a.nrows();
-    let buffer = DeviceBuffer::new(device, n, n)?;
     for j0 in (0..n).step_by(PANEL) {
         let w = PANEL.min(n - j0);
         let mut panel = Mat::<T>::zeros(n, w);
@@ -273,5 +482,5 @@ fn write_hermitian<T: Scalar>(
         }
         buffer.write(0, j0, panel.as_ref())?;
     }
-    Ok(buffer)
+    Ok(())
 }

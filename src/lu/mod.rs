@@ -324,10 +324,9 @@ impl Lu {
             })
         };
         let system = System {
-            a,
             b,
             norm: norms.inf,
-            overflow,
+            overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
         };
         mixed_solve(
             system,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
+use hetla_kernels::elementwise::{SpanKernel, SpanOutput};
 use hetla_kernels::{DeviceSpan, Scalar};
 use hetla_runtime::{Device, DeviceHome, DeviceMemory, MemoryNode};
 
@@ -162,7 +163,7 @@ pub(crate) struct DeviceBuffer<T: Scalar> {
 impl<T: Scalar> DeviceBuffer<T> {
     /// A `rows x cols` matrix of zeros in `device`'s memory (outside its budget of tiles).
     pub fn new(device: &Arc<dyn Device>, rows: usize, cols: usize) -> Result<Self> {
-        let memory = device.allocate_span(T::PRECISION, rows, cols)?;
+        let memory = device.allocate_span((T::PRECISION, rows, cols))?;
         Ok(Self {
             memory,
             device: device.clone(),
@@ -196,11 +197,36 @@ impl<T: Scalar> DeviceBuffer<T> {
 
     /// The whole matrix, copied into host memory.
     pub fn read(&self) -> Result<Mat<T>> {
-        let span = *self.memory.span();
-        let mut m = Mat::<T>::zeros(span.rows, span.cols);
+        let span = self.memory.span();
+        self.read_block(0, 0, span.rows, span.cols)
+    }
+
+    /// The `rows x cols` block whose first element is (`row`, `col`), copied into host memory.
+    pub fn read_block(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<Mat<T>> {
+        let span = self.block(row, col, rows, cols)?;
+        let mut m = Mat::<T>::zeros(rows, cols);
         // SAFETY: as in `write`.
         unsafe { self.device.read_span(&span, T::any_mut(m.as_mut())) }?;
         Ok(m)
+    }
+
+    /// Copies `m`, a matrix of its shape in its device's memory, into it (within the device).
+    pub fn copy_from(&mut self, m: &DeviceMatrix<'_, T>) -> Result<()> {
+        m.check_on(self.device.as_ref(), "A")?;
+        let (from, to) = (m.span(), self.memory.span());
+        // SAFETY: `m`'s span is memory of this device (checked above) that its borrow keeps
+        // unwritten, and this buffer's is borrowed mutably.
+        unsafe { self.run(SpanKernel::Copy { from, to }) }?;
+        Ok(())
+    }
+
+    /// Runs `kernel` on its device.
+    ///
+    /// # Safety
+    /// As [`Device::run_span_kernel`].
+    unsafe fn run(&self, kernel: SpanKernel<'_>) -> Result<SpanOutput> {
+        // SAFETY: the caller's contract.
+        Ok(unsafe { self.device.run_span_kernel(kernel) }?)
     }
 
     /// The matrix as a run reads it (pass it by shared reference: a run writes only the matrices it
@@ -217,6 +243,41 @@ impl<T: Scalar> DeviceBuffer<T> {
         self.matrix()
     }
 
+    /// Whether its device runs hetla's elementwise kernels ([`Device::elementwise`]).
+    pub fn elementwise(&self) -> bool {
+        self.device.elementwise().is_ok()
+    }
+
+    /// Sets its strict upper triangle (square, d or z) to the adjoint of its strict lower one, on
+    /// the device.
+    pub fn mirror_lower(&mut self) -> Result<()> {
+        // SAFETY: the span is this buffer's memory of `device`, borrowed mutably.
+        unsafe { self.run(SpanKernel::Mirror(self.memory.span())) }?;
+        Ok(())
+    }
+
+    /// The sums of the moduli of each of its columns (d or z), computed on the device.
+    pub fn column_norms(&self) -> Result<Vec<f64>> {
+        // SAFETY: the span is this buffer's memory of `device`, which nothing writes while it is
+        // borrowed.
+        Ok(unsafe { self.run(SpanKernel::ColumnNorms(self.memory.span())) }?.norms())
+    }
+
+    /// Writes it (d or z) rounded to single precision into `low` (s or c, of its shape, on the same
+    /// device), the real part of each diagonal entry multiplied by `factor` first, on the device;
+    /// the first entry on or below the diagonal that overflowed, if any.
+    pub fn lower_into<L: Scalar>(
+        &self,
+        low: &mut DeviceBuffer<L>,
+        factor: f64,
+    ) -> Result<Option<(usize, usize)>> {
+        // SAFETY: both spans are the buffers' memory of `device` (one device: the caller's
+        // contract, checked by the device's span check), `low` borrowed mutably, `self` unwritten.
+        device_of_both(self, low)?;
+        let (from, to) = (self.memory.span(), low.memory.span());
+        Ok(unsafe { self.run(SpanKernel::Lower { from, to, factor }) }?.overflow())
+    }
+
     fn block(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceSpan> {
         let span = self.memory.span();
         span.block(row, col, rows, cols)
@@ -228,6 +289,17 @@ impl<T: Scalar> DeviceBuffer<T> {
                 ),
             })
     }
+}
+
+/// An error unless the two buffers lie on one device.
+fn device_of_both<A: Scalar, B: Scalar>(a: &DeviceBuffer<A>, b: &DeviceBuffer<B>) -> Result<()> {
+    if Arc::ptr_eq(&a.device, &b.device) {
+        return Ok(());
+    }
+    Err(Error::Layout {
+        what: "a device matrix",
+        reason: "rounding into a matrix of another device".into(),
+    })
 }
 
 /// The matrices of a run that live in the memory of the device of memory node `node`, tiled by

@@ -42,8 +42,9 @@ pub struct InfoReport {
     pub topology: TopologyReport,
     pub clusters: ClustersReport,
     pub backends: Vec<String>,
-    /// The CUDA driver and the libraries cuBLAS and cuSOLVER need: where each was loaded from and
-    /// its version, or why not (empty in a build without the `cuda` feature).
+    /// The CUDA driver, the libraries cuBLAS and cuSOLVER need, and NVRTC (optional: it compiles
+    /// hetla's own kernels, whose work is done on the host without it): where each was loaded from
+    /// and its version, or why not (empty in a build without the `cuda` feature).
     pub cuda: Vec<CudaLibraryReport>,
 }
 
@@ -57,13 +58,14 @@ pub struct CudaLibraryReport {
     pub error: Option<String>,
 }
 
-/// The CUDA driver, then the libraries in load order.
+/// The CUDA driver, then the libraries in load order, then NVRTC (hetla's own kernels; optional).
 fn cuda_report() -> Vec<CudaLibraryReport> {
     #[cfg(feature = "cuda")]
     {
         use hetla_kernels::cuda_libs;
         std::iter::once(cuda_libs::driver())
             .chain(cuda_libs::libraries().iter().cloned())
+            .chain(std::iter::once(cuda_libs::nvrtc().clone()))
             .map(|l| CudaLibraryReport {
                 name: l.name.to_owned(),
                 file: l.file.to_owned(),

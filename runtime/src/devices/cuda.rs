@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use hetla_clusters::CopyThreads;
 use hetla_kernels::cuda::{GpuContext, GpuKernel, GpuTile};
+use hetla_kernels::elementwise::{SpanKernel, SpanOutput};
 use hetla_kernels::{AnyMut, AnyRef, DeviceSpan, HostRange, KernelError, Precision};
 
 use super::device::{Device, DeviceMemory, KernelCall, Launched, Pending, stream_for};
@@ -121,33 +122,31 @@ impl Device for CudaDevice {
         unsafe { self.gpu.export(&tile, span) }
     }
 
-    fn allocate_span(
-        &self,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<DeviceMemory, KernelError> {
-        let tile = self.gpu.alloc_zeroed(precision, rows, cols)?;
-        let span = DeviceSpan {
-            addr: self.gpu.address(&tile)?,
-            rows,
-            cols,
-            ld: rows.max(1),
-            precision,
-        };
-        // SAFETY: the span is the tile's allocation of rows x cols elements, freed only when the
-        // memory (which owns the tile) is dropped.
-        Ok(unsafe { DeviceMemory::new(span, Box::new(tile)) })
+    fn allocate_span(&self, kind: (Precision, usize, usize)) -> Result<DeviceMemory, KernelError> {
+        let tile = self.gpu.alloc_zeroed(kind.0, kind.1, kind.2)?;
+        let addr = self.gpu.address(&tile)?;
+        // SAFETY: the matrix is the tile's allocation of its elements, freed only when the memory
+        // (which owns the tile) is dropped.
+        Ok(unsafe { DeviceMemory::new(addr, kind, Box::new(tile)) })
     }
 
     unsafe fn write_span(&self, span: &DeviceSpan, src: AnyRef<'_>) -> Result<(), KernelError> {
         // SAFETY: the caller's contract is this one's.
-        unsafe { self.gpu.write_span(src, span) }
+        unsafe { self.gpu.write_span(src, span, self.copy_threads()) }
     }
 
     unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.gpu.read_span(span, dst) }
+    }
+
+    fn elementwise(&self) -> Result<(), KernelError> {
+        self.gpu.elementwise()
+    }
+
+    unsafe fn run_span_kernel(&self, kernel: SpanKernel<'_>) -> Result<SpanOutput, KernelError> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.gpu.run_span_kernel(kernel) }
     }
 
     fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use hetla_clusters::CopyThreads;
+use hetla_kernels::elementwise::{SpanKernel, SpanOutput};
 use hetla_kernels::{
     AnyMut, AnyRef, DeviceSpan, HostRange, KernelArgs, KernelError, Op, Precision, TensorMath,
 };
@@ -85,12 +86,24 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
-    /// The memory `span`, kept allocated by `owner` until dropped.
+    /// The `rows x cols` matrix in `precision` at `addr` (columns contiguous, `ld = rows`), kept
+    /// allocated by `owner` until dropped.
     ///
     /// # Safety
-    /// `span` must be the device memory `owner` holds (its extent inside it) and stay valid as long
-    /// as `owner` lives.
-    pub unsafe fn new(span: DeviceSpan, owner: Box<dyn std::any::Any + Send + Sync>) -> Self {
+    /// The matrix must lie in the device memory `owner` holds and stay valid as long as `owner`
+    /// lives.
+    pub unsafe fn new(
+        addr: u64,
+        (precision, rows, cols): (Precision, usize, usize),
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        let span = DeviceSpan {
+            addr,
+            rows,
+            cols,
+            ld: rows.max(1),
+            precision,
+        };
         Self {
             span,
             _owner: owner,
@@ -156,17 +169,12 @@ pub trait Device: Send + Sync {
         // SAFETY: the caller's contract is this one's.
         unsafe { self.import(handle, span) }
     }
-    /// A `rows x cols` matrix in `precision` of the device's own memory, zeros, that the caller
-    /// holds across runs ([`DeviceMemory`]: what `hetla`'s refinement on a device keeps A and the
-    /// factor in). It is not counted in [`Device::budget`]: the caller leaves room for it. Devices
-    /// with no such memory refuse.
-    fn allocate_span(
-        &self,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<DeviceMemory, KernelError> {
-        let _ = (precision, rows, cols);
+    /// A matrix of `kind` (precision, rows, cols) of the device's own memory, zeros, that the
+    /// caller holds across runs ([`DeviceMemory`]: what `hetla`'s refinement on a device keeps A
+    /// and the factor in). It is not counted in [`Device::budget`]: the caller leaves room for it.
+    /// Devices with no such memory refuse.
+    fn allocate_span(&self, kind: (Precision, usize, usize)) -> Result<DeviceMemory, KernelError> {
+        let _ = kind;
         Err(KernelError::Gpu {
             message: format!("{} holds no matrix of a caller's", self.name()),
         })
@@ -195,6 +203,23 @@ pub trait Device: Send + Sync {
         self.check_span(span).and(Err(KernelError::Gpu {
             message: format!("{} cannot copy its memory into host memory", self.name()),
         }))
+    }
+    /// Whether the device runs hetla's elementwise kernels ([`Device::run_span_kernel`]: a mixed
+    /// solve's preparation on it), else why not (a GPU without NVRTC). Devices with no memory of a
+    /// caller's refuse.
+    fn elementwise(&self) -> Result<(), KernelError> {
+        Err(KernelError::Gpu {
+            message: format!("{} runs no elementwise kernels", self.name()),
+        })
+    }
+    /// Runs one of hetla's elementwise kernels on its memory ([`SpanKernel`]) and waits for it.
+    ///
+    /// # Safety
+    /// The kernel's spans must be memory of this device ([`Device::check_span`]), disjoint; the
+    /// span it writes used by nothing else and the others unwritten during the call.
+    unsafe fn run_span_kernel(&self, kernel: SpanKernel<'_>) -> Result<SpanOutput, KernelError> {
+        let _ = kernel;
+        self.elementwise().map(|()| SpanOutput::Done)
     }
     /// Gives `handle` a replica of `kind`, (precision, rows, cols), zeros when new, that a kernel
     /// will overwrite unread; an existing replica of that precision and shape is kept as it is.

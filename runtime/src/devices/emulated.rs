@@ -10,6 +10,8 @@ use hetla_kernels::{
     PinnedRanges, Precision, TensorMath,
 };
 
+use hetla_kernels::elementwise::{SpanKernel, SpanOutput};
+
 use super::device::{Device, DeviceMemory, KernelCall, Launched, stream_for};
 use super::replicas::Replicas;
 use super::streams::{Event, Stream};
@@ -70,6 +72,9 @@ pub struct EmulatedDevice {
     /// Kernels wait for the copies into their operands (false only in the test that shows the check
     /// catches a kernel that does not).
     ordered: bool,
+    /// It runs hetla's elementwise kernels (false: as a GPU without NVRTC,
+    /// [`EmulatedDevice::without_elementwise`]).
+    elementwise: bool,
     counts: Arc<EmuCounts>,
     last_upload: Mutex<Event>,
     copy_threads: OnceLock<Arc<CopyThreads>>,
@@ -90,6 +95,7 @@ impl EmulatedDevice {
             upload_delay: Duration::ZERO,
             download_delay: Duration::ZERO,
             ordered: true,
+            elementwise: true,
             counts: Arc::new(EmuCounts::with_streams(1)),
             last_upload: Mutex::new(Event::happened()),
             copy_threads: OnceLock::new(),
@@ -97,6 +103,13 @@ impl EmulatedDevice {
             compute: vec![Stream::new("compute")],
             turn: AtomicUsize::new(0),
         }
+    }
+
+    /// The same device refusing hetla's elementwise kernels, as a GPU without NVRTC does
+    /// ([`Device::elementwise`]): what their callers do on the host instead is then tested.
+    pub fn without_elementwise(mut self) -> Self {
+        self.elementwise = false;
+        self
     }
 
     /// The same device with `streams` compute streams (at least one; one by default), each a thread
@@ -325,25 +338,14 @@ impl Device for EmulatedDevice {
         self.copy_out(handle, unsafe { span.host_view_mut() }, None)
     }
 
-    fn allocate_span(
-        &self,
-        precision: Precision,
-        rows: usize,
-        cols: usize,
-    ) -> Result<DeviceMemory, KernelError> {
+    fn allocate_span(&self, kind: (Precision, usize, usize)) -> Result<DeviceMemory, KernelError> {
         // Its memory is host memory: a buffer of 16-byte words (aligned for every precision).
+        let (precision, rows, cols) = kind;
         let words = (rows * cols * precision.bytes()).div_ceil(16).max(1);
         let mut buffer = vec![0_u128; words].into_boxed_slice();
-        let span = DeviceSpan {
-            addr: buffer.as_mut_ptr() as u64,
-            rows,
-            cols,
-            ld: rows.max(1),
-            precision,
-        };
-        // SAFETY: the span's rows x cols elements lie in `buffer`, a heap allocation that does
-        // not move when the box does, kept by the memory.
-        Ok(unsafe { DeviceMemory::new(span, Box::new(buffer)) })
+        // SAFETY: the matrix's elements lie in `buffer`, a heap allocation that does not move when
+        // the box does, kept by the memory.
+        Ok(unsafe { DeviceMemory::new(buffer.as_mut_ptr() as u64, kind, Box::new(buffer)) })
     }
 
     unsafe fn write_span(&self, span: &DeviceSpan, src: AnyRef<'_>) -> Result<(), KernelError> {
@@ -354,6 +356,23 @@ impl Device for EmulatedDevice {
     unsafe fn read_span(&self, span: &DeviceSpan, dst: AnyMut<'_>) -> Result<(), KernelError> {
         // SAFETY: the caller's contract: `span` is host memory here, unwritten meanwhile.
         dst.copy_from(unsafe { span.host_view() }, None)
+    }
+
+    fn elementwise(&self) -> Result<(), KernelError> {
+        if self.elementwise {
+            return Ok(());
+        }
+        Err(KernelError::Gpu {
+            message: "this emulated device runs no elementwise kernels, as a GPU without NVRTC"
+                .into(),
+        })
+    }
+
+    unsafe fn run_span_kernel(&self, kernel: SpanKernel<'_>) -> Result<SpanOutput, KernelError> {
+        self.elementwise()?;
+        // SAFETY: the caller's contract: the spans are host memory here (an emulated device's
+        // memory), disjoint, the one written unused by others and the rest unwritten.
+        unsafe { kernel.run_on_host() }
     }
     fn allocate(&self, handle: Handle, kind: (Precision, usize, usize)) -> Result<(), KernelError> {
         let (precision, rows, cols) = kind;

@@ -1,0 +1,385 @@
+//! hetla's own elementwise kernels on matrices in a GPU's memory, for what cuBLAS and cuSOLVER do
+//! not do: a mixed solve's preparation on the device (A made whole from its lower triangle, its
+//! column norms, and A rounded to single precision). Written in CUDA C ([`SOURCE`]), compiled once
+//! a process by NVRTC (libnvrtc, loaded like the other libraries: [`crate::cuda_libs::nvrtc`]) and
+//! loaded once a GPU. Where NVRTC is missing they are refused with the reason, and the caller does
+//! the work on the host instead.
+//!
+//! Every kernel runs on the host-to-device stream (after the copies queued there, which the runs'
+//! imports and hetla's writes are) and is waited for.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+
+use super::{GpuContext, gpu_error, lock};
+use crate::elementwise::{SpanKernel, SpanOutput};
+use crate::{DeviceSpan, KernelError, Precision};
+
+/// The kernels, over `double` (f64) and `double2` (c64) matrices, column-major with leading
+/// dimensions in elements.
+///
+/// - `hetla_mirror_{d,z}(a, lda, n)`: the strict upper triangle of the n x n `a` set to the adjoint
+///   of its strict lower one, by 32 x 32 blocks through shared memory (reads and writes coalesced).
+/// - `hetla_column_norms_{d,z}(a, lda, rows, cols, sums)`: `sums[j]` = sum of the moduli of column
+///   j, a block a column.
+/// - `hetla_lower(a, lda, low, ldl, rows, cols, parts, factor, overflow)`: `low` = `a` rounded to
+///   nearest in single precision, over `rows * parts` doubles a column (parts 2 for complex), the
+///   real part of each diagonal entry multiplied by `factor` first (a raised diagonal: 1 leaves it
+///   as it is, bit for bit); `overflow` (initially all ones) keeps the smallest column-major index
+///   of an entry on or below the diagonal that became infinite.
+pub const SOURCE: &str = r#"
+struct cplx { double x, y; };
+__device__ double modulus(double v) { return fabs(v); }
+__device__ double modulus(cplx v) { return hypot(v.x, v.y); }
+__device__ double adjoint(double v) { return v; }
+__device__ cplx adjoint(cplx v) { cplx w; w.x = v.x; w.y = -v.y; return w; }
+
+template <typename T>
+__device__ void mirror(T* a, unsigned long long lda, unsigned long long n) {
+    __shared__ T tile[32][33];
+    unsigned long long bx = blockIdx.x, by = blockIdx.y;
+    if (by < bx) return;
+    for (unsigned int k = threadIdx.y; k < 32; k += blockDim.y) {
+        unsigned long long row = by * 32 + threadIdx.x, col = bx * 32 + k;
+        if (row < n && col < n) tile[k][threadIdx.x] = a[row + col * lda];
+    }
+    __syncthreads();
+    for (unsigned int k = threadIdx.y; k < 32; k += blockDim.y) {
+        unsigned long long row = bx * 32 + threadIdx.x, col = by * 32 + k;
+        if (row < col && col < n) a[row + col * lda] = adjoint(tile[threadIdx.x][k]);
+    }
+}
+
+template <typename T>
+__device__ void column_norms(const T* a, unsigned long long lda, unsigned long long rows,
+                             unsigned long long cols, double* sums) {
+    __shared__ double part[256];
+    for (unsigned long long j = blockIdx.x; j < cols; j += gridDim.x) {
+        double s = 0.0;
+        for (unsigned long long i = threadIdx.x; i < rows; i += blockDim.x) s += modulus(a[i + j * lda]);
+        part[threadIdx.x] = s;
+        __syncthreads();
+        for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
+            if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) sums[j] = part[0];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void hetla_mirror_d(double* a, unsigned long long lda, unsigned long long n) {
+    mirror(a, lda, n);
+}
+extern "C" __global__ void hetla_mirror_z(cplx* a, unsigned long long lda, unsigned long long n) {
+    mirror(a, lda, n);
+}
+extern "C" __global__ void hetla_column_norms_d(const double* a, unsigned long long lda,
+        unsigned long long rows, unsigned long long cols, double* sums) {
+    column_norms(a, lda, rows, cols, sums);
+}
+extern "C" __global__ void hetla_column_norms_z(const cplx* a, unsigned long long lda,
+        unsigned long long rows, unsigned long long cols, double* sums) {
+    column_norms(a, lda, rows, cols, sums);
+}
+extern "C" __global__ void hetla_lower(const double* a, unsigned long long lda, float* low,
+        unsigned long long ldl, unsigned long long rows, unsigned long long cols,
+        unsigned int parts, double factor, unsigned long long* overflow) {
+    unsigned long long height = rows * parts;
+    for (unsigned long long j = blockIdx.y; j < cols; j += gridDim.y) {
+        for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+             i < height; i += (unsigned long long)gridDim.x * blockDim.x) {
+            double v = a[i + j * lda * parts];
+            if (i == j * parts) v = v * factor;
+            float f = (float)v;
+            low[i + j * ldl * parts] = f;
+            if (isinf(f) && i / parts >= j) atomicMin(overflow, j * rows + i / parts);
+        }
+    }
+}
+"#;
+
+/// The PTX of [`SOURCE`], compiled once a process by NVRTC, or why it could not be.
+pub fn ptx() -> Result<&'static str, KernelError> {
+    static PTX: OnceLock<Result<String, String>> = OnceLock::new();
+    let compiled = PTX.get_or_init(|| {
+        let nvrtc = crate::cuda_libs::nvrtc();
+        if !nvrtc.loaded() {
+            return Err(nvrtc
+                .error
+                .clone()
+                .unwrap_or_else(|| "NVRTC not loaded".into()));
+        }
+        let options = cudarc::nvrtc::CompileOptions {
+            name: Some("hetla_elementwise.cu".into()),
+            ..Default::default()
+        };
+        match cudarc::nvrtc::compile_ptx_with_opts(SOURCE, options) {
+            Ok(ptx) => Ok(ptx.to_src()),
+            Err(e) => Err(format!("NVRTC could not compile hetla's kernels: {e:?}")),
+        }
+    });
+    compiled.as_deref().map_err(|why| KernelError::Gpu {
+        message: format!("hetla's elementwise kernels are not available: {why}"),
+    })
+}
+
+/// The kernel `name` of [`SOURCE`] on `gpu`, its module loaded once a GPU.
+fn function(gpu: &GpuContext, name: &str) -> Result<CudaFunction, KernelError> {
+    static MODULES: OnceLock<Mutex<HashMap<usize, Arc<CudaModule>>>> = OnceLock::new();
+    let modules = MODULES.get_or_init(Mutex::default);
+    let module = {
+        let mut modules = lock(modules);
+        match modules.get(&gpu.index) {
+            Some(module) => module.clone(),
+            None => {
+                let ptx = cudarc::nvrtc::Ptx::from_src(ptx()?);
+                let module = gpu
+                    .ctx
+                    .load_module(ptx)
+                    .map_err(|e| gpu_error("loading hetla's elementwise kernels", e))?;
+                modules.insert(gpu.index, module.clone());
+                module
+            }
+        }
+    };
+    module
+        .load_function(name)
+        .map_err(|e| gpu_error(&format!("finding the kernel {name}"), e))
+}
+
+/// The kernel's name for `precision`'s suffix (`d` or `z`), or the error for another precision.
+fn suffixed(name: &str, precision: Precision) -> Result<String, KernelError> {
+    match precision {
+        Precision::D => Ok(format!("{name}_d")),
+        Precision::Z => Ok(format!("{name}_z")),
+        other => Err(KernelError::Gpu {
+            message: format!("{name} takes a matrix in d or z, not {other}"),
+        }),
+    }
+}
+
+impl GpuContext {
+    /// Whether hetla's elementwise kernels run on this GPU (compiled and loaded), else why not.
+    pub fn elementwise(&self) -> Result<(), KernelError> {
+        function(self, "hetla_lower").map(|_| ())
+    }
+
+    /// Runs `kernel` on this GPU's memory and waits for it.
+    ///
+    /// # Safety
+    /// The kernel's spans must be memory of this GPU ([`GpuContext::check_span`]), disjoint; the
+    /// span it writes used by nothing else and the others unwritten during the call.
+    pub unsafe fn run_span_kernel(
+        &self,
+        kernel: SpanKernel<'_>,
+    ) -> Result<SpanOutput, KernelError> {
+        // SAFETY (each call): the caller's contract.
+        match kernel {
+            SpanKernel::Mirror(span) => {
+                unsafe { self.mirror_lower(span) }.map(|()| SpanOutput::Done)
+            }
+            SpanKernel::ColumnNorms(span) => {
+                unsafe { self.column_norms(span) }.map(SpanOutput::Norms)
+            }
+            SpanKernel::Lower { from, to, factor } => {
+                unsafe { self.lower_span(from, to, factor) }.map(SpanOutput::Overflow)
+            }
+            SpanKernel::Copy { from, to } => {
+                unsafe { self.copy_span(from, to) }.map(|()| SpanOutput::Done)
+            }
+        }
+    }
+
+    /// Sets the strict upper triangle of the square `span` (d or z) to the adjoint of its strict
+    /// lower one; returns when done.
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing else uses during
+    /// the call.
+    unsafe fn mirror_lower(&self, span: &DeviceSpan) -> Result<(), KernelError> {
+        let n = span.rows;
+        if n != span.cols {
+            return Err(KernelError::Gpu {
+                message: format!("mirroring takes a square matrix, not {n} x {}", span.cols),
+            });
+        }
+        let function = function(self, &suffixed("hetla_mirror", span.precision)?)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let blocks = u32::try_from(n.div_ceil(32)).map_err(|_| too_large(n))?;
+        let config = LaunchConfig {
+            grid_dim: (blocks, blocks, 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        let (addr, ld, n) = (span.addr, span.ld as u64, n as u64);
+        self.bind()?;
+        let mut launch = self.h2d.launch_builder(&function);
+        launch.arg(&addr).arg(&ld).arg(&n);
+        // SAFETY: the arguments are the kernel's (a device pointer to n x n elements with leading
+        // dimension ld, the caller's contract); its blocks write disjoint strict-upper blocks.
+        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_mirror", e))?;
+        self.wait_h2d("hetla_mirror")
+    }
+
+    /// The sums of the moduli of each column of `span` (d or z).
+    ///
+    /// # Safety
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing writes during the
+    /// call.
+    unsafe fn column_norms(&self, span: &DeviceSpan) -> Result<Vec<f64>, KernelError> {
+        let function = function(self, &suffixed("hetla_column_norms", span.precision)?)?;
+        let cols = span.cols;
+        if cols == 0 || span.rows == 0 {
+            return Ok(vec![0.0; cols]);
+        }
+        let mut sums = self
+            .h2d
+            .alloc_zeros::<f64>(cols.max(1))
+            .map_err(|e| gpu_error("allocating the column norms", e))?;
+        let blocks = u32::try_from(cols.clamp(1, 65535)).map_err(|_| too_large(cols))?;
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (addr, ld, rows, n) = (span.addr, span.ld as u64, span.rows as u64, cols as u64);
+        self.bind()?;
+        let mut launch = self.h2d.launch_builder(&function);
+        launch.arg(&addr).arg(&ld).arg(&rows).arg(&n).arg(&mut sums);
+        // SAFETY: the kernel reads the span's elements (the caller's contract) and writes `cols`
+        // sums into `sums`, which holds them.
+        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_column_norms", e))?;
+        let host = self.read_back(&sums, "hetla_column_norms")?;
+        Ok(host[..cols].to_vec())
+    }
+
+    /// Writes `from` (d or z) rounded to single precision into `to` (s or c, of its shape), the
+    /// real part of each diagonal entry multiplied by `factor` first; returns the first entry on or
+    /// below the diagonal (column by column) that overflowed, if any.
+    ///
+    /// # Safety
+    /// Both spans must be memory of this GPU ([`GpuContext::check_span`]), `to` used by nothing
+    /// else and `from` unwritten during the call.
+    unsafe fn lower_span(
+        &self,
+        from: &DeviceSpan,
+        to: &DeviceSpan,
+        factor: f64,
+    ) -> Result<Option<(usize, usize)>, KernelError> {
+        let parts: u32 = match (from.precision, to.precision) {
+            (Precision::D, Precision::S) => 1,
+            (Precision::Z, Precision::C) => 2,
+            (f, t) => {
+                return Err(KernelError::Gpu {
+                    message: format!("rounding takes d to s or z to c, not {f} to {t}"),
+                });
+            }
+        };
+        if (from.rows, from.cols) != (to.rows, to.cols) {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "rounding a {} x {} matrix into a {} x {} one",
+                    from.rows, from.cols, to.rows, to.cols
+                ),
+            });
+        }
+        let function = function(self, "hetla_lower")?;
+        if from.rows == 0 || from.cols == 0 {
+            return Ok(None);
+        }
+        let mut overflow = self
+            .h2d
+            .clone_htod(&[u64::MAX])
+            .map_err(|e| gpu_error("allocating the overflow flag", e))?;
+        let height = (from.rows * parts as usize).div_ceil(256).clamp(1, 1024) as u32;
+        let config = LaunchConfig {
+            grid_dim: (height, from.cols.clamp(1, 65535) as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (a, lda, low, ldl) = (from.addr, from.ld as u64, to.addr, to.ld as u64);
+        let (rows, cols) = (from.rows as u64, from.cols as u64);
+        self.bind()?;
+        let mut launch = self.h2d.launch_builder(&function);
+        launch
+            .arg(&a)
+            .arg(&lda)
+            .arg(&low)
+            .arg(&ldl)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&parts)
+            .arg(&factor)
+            .arg(&mut overflow);
+        // SAFETY: the kernel reads `from`'s and writes `to`'s elements (the caller's contract,
+        // shapes checked above) and the one flag.
+        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_lower", e))?;
+        let flag = self.read_back(&overflow, "hetla_lower")?;
+        Ok(match flag[0] {
+            u64::MAX => None,
+            index => {
+                let index = index as usize;
+                Some((index % from.rows, index / from.rows))
+            }
+        })
+    }
+
+    /// `out`, what the kernel `what` queued last on the host-to-device stream wrote, copied to the
+    /// host once it is done.
+    fn read_back<T: cudarc::driver::DeviceRepr>(
+        &self,
+        out: &cudarc::driver::CudaSlice<T>,
+        what: &str,
+    ) -> Result<Vec<T>, KernelError> {
+        let host = self
+            .h2d
+            .clone_dtoh(out)
+            .map_err(|e| gpu_error(&format!("copying what {what} wrote"), e))?;
+        self.wait_h2d(what)?;
+        Ok(host)
+    }
+
+    /// Waits for the host-to-device stream, `what` named in an error.
+    fn wait_h2d(&self, what: &str) -> Result<(), KernelError> {
+        self.h2d
+            .synchronize()
+            .map_err(|e| gpu_error(&format!("waiting for {what}"), e))
+    }
+}
+
+/// The error for a matrix too large for a kernel's grid.
+fn too_large(n: usize) -> KernelError {
+    KernelError::Gpu {
+        message: format!("a matrix of {n} rows or columns is too large for hetla's kernels"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC compiles the kernels where it is found (skipped, saying so, where it is not).
+    #[test]
+    fn nvrtc_compiles_the_elementwise_kernels_where_it_is_found() {
+        let nvrtc = crate::cuda_libs::nvrtc();
+        if !nvrtc.loaded() {
+            eprintln!("skipped: {}", nvrtc.error.clone().unwrap_or_default());
+            return;
+        }
+        let ptx = ptx().unwrap();
+        for name in [
+            "hetla_mirror_d",
+            "hetla_mirror_z",
+            "hetla_column_norms_d",
+            "hetla_column_norms_z",
+            "hetla_lower",
+        ] {
+            assert!(ptx.contains(&format!(".entry {name}")), "{name} missing");
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The host twins of the GPU's elementwise kernels (`cuda::elementwise`, hetla's own kernels for
+//! what cuBLAS and cuSOLVER do not do): what an emulated device runs in their place, with the same
+//! results, so that a mixed solve's preparation on a device is tested without a GPU.
+
+use faer::{MatMut, MatRef};
+
+use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Precision, Scalar};
+
+/// One of hetla's elementwise kernels on matrices in a device's memory (what cuBLAS and cuSOLVER do
+/// not do; a mixed solve's preparation on the device): a device runs it on its memory, an emulated
+/// device on host memory ([`SpanKernel::run_on_host`]).
+#[derive(Debug, Clone, Copy)]
+pub enum SpanKernel<'a> {
+    /// Sets the strict upper triangle of the square span (d or z) to the adjoint of its strict
+    /// lower one ([`mirror_lower`]).
+    Mirror(&'a DeviceSpan),
+    /// The sums of the moduli of each column of the span (d or z) ([`column_norms`]).
+    ColumnNorms(&'a DeviceSpan),
+    /// `to` (s or c) set to `from` (d or z) rounded, the real part of each diagonal entry
+    /// multiplied by `factor` first; the first entry on or below the diagonal that overflowed
+    /// ([`lower_into`]).
+    Lower {
+        /// The matrix rounded.
+        from: &'a DeviceSpan,
+        /// Where it goes (of its shape).
+        to: &'a DeviceSpan,
+        /// What each diagonal entry's real part is multiplied by first (1: nothing).
+        factor: f64,
+    },
+    /// `to` set to `from`, of its shape and precision (a copy within the device).
+    Copy {
+        /// The matrix copied.
+        from: &'a DeviceSpan,
+        /// Where it goes.
+        to: &'a DeviceSpan,
+    },
+}
+
+/// What a [`SpanKernel`] gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpanOutput {
+    /// Nothing: the matrix written is the result.
+    Done,
+    /// The column norms.
+    Norms(Vec<f64>),
+    /// The first entry that overflowed, if any.
+    Overflow(Option<(usize, usize)>),
+}
+
+impl SpanOutput {
+    /// The column norms ([`SpanKernel::ColumnNorms`]'s; none for another kernel).
+    pub fn norms(self) -> Vec<f64> {
+        match self {
+            Self::Norms(norms) => norms,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The first entry that overflowed ([`SpanKernel::Lower`]'s; none for another kernel).
+    pub fn overflow(self) -> Option<(usize, usize)> {
+        match self {
+            Self::Overflow(at) => at,
+            _ => None,
+        }
+    }
+}
+
+impl SpanKernel<'_> {
+    /// Runs it on host memory: the spans' addresses are host pointers (an emulated device's
+    /// memory).
+    ///
+    /// # Safety
+    /// The spans must be host memory holding their elements, disjoint; the span a kernel writes
+    /// (`Mirror`'s, `to`) used by nothing else and the others unwritten during the call.
+    pub unsafe fn run_on_host(self) -> Result<SpanOutput, KernelError> {
+        // SAFETY (each view): the caller's contract.
+        match self {
+            Self::Mirror(span) => {
+                mirror_lower(unsafe { span.host_view_mut() }).map(|()| SpanOutput::Done)
+            }
+            Self::ColumnNorms(span) => {
+                column_norms(unsafe { span.host_view() }).map(SpanOutput::Norms)
+            }
+            Self::Lower { from, to, factor } => {
+                let (from, to) = unsafe { (from.host_view(), to.host_view_mut()) };
+                lower_into(from, to, factor).map(SpanOutput::Overflow)
+            }
+            Self::Copy { from, to } => {
+                let (from, to) = unsafe { (from.host_view(), to.host_view_mut()) };
+                to.copy_from(from, None).map(|()| SpanOutput::Done)
+            }
+        }
+    }
+}
+
+/// Sets the strict upper triangle of the square `a` (d or z) to the adjoint of its strict lower one.
+pub fn mirror_lower(a: AnyMut<'_>) -> Result<(), KernelError> {
+    match a {
+        AnyMut::D(m) => mirror(m),
+        AnyMut::Z(m) => mirror(m),
+        other => Err(not_double("mirroring", other.precision())),
+    }
+}
+
+fn mirror<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> {
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(KernelError::Gpu {
+            message: format!("mirroring takes a square matrix, not {n} x {}", a.ncols()),
+        });
+    }
+    for j in 0..n {
+        for i in 0..j {
+            let v = a[(j, i)].to_c64();
+            a[(i, j)] = T::from_parts(v.re, -v.im);
+        }
+    }
+    Ok(())
+}
+
+/// The sums of the moduli of each column of `a` (d or z).
+pub fn column_norms(a: AnyRef<'_>) -> Result<Vec<f64>, KernelError> {
+    fn sums<T: Scalar>(a: MatRef<'_, T>) -> Vec<f64> {
+        (0..a.ncols())
+            .map(|j| a.col(j).iter().map(|v| v.abs_f64()).sum())
+            .collect()
+    }
+    match a {
+        AnyRef::D(m) => Ok(sums(m)),
+        AnyRef::Z(m) => Ok(sums(m)),
+        other => Err(not_double("column norms", other.precision())),
+    }
+}
+
+/// Writes `from` (d or z) rounded to nearest in single precision into `to` (s or c, of its shape),
+/// the real part of each diagonal entry multiplied by `factor` first; returns the first entry on or
+/// below the diagonal (column by column) that overflowed, if any.
+pub fn lower_into(
+    from: AnyRef<'_>,
+    to: AnyMut<'_>,
+    factor: f64,
+) -> Result<Option<(usize, usize)>, KernelError> {
+    if from.shape() != to.shape() {
+        return Err(KernelError::Gpu {
+            message: format!(
+                "rounding a {:?} matrix into a {:?} one",
+                from.shape(),
+                to.shape()
+            ),
+        });
+    }
+    match (from, to) {
+        (AnyRef::D(f), AnyMut::S(t)) => Ok(lower_typed(f, t, factor)),
+        (AnyRef::Z(f), AnyMut::C(t)) => Ok(lower_typed(f, t, factor)),
+        (f, t) => Err(KernelError::Gpu {
+            message: format!(
+                "rounding takes d to s or z to c, not {} to {}",
+                f.precision(),
+                t.precision()
+            ),
+        }),
+    }
+}
+
+fn lower_typed<W: Scalar, L: Scalar>(
+    from: MatRef<'_, W>,
+    mut to: MatMut<'_, L>,
+    factor: f64,
+) -> Option<(usize, usize)> {
+    let mut overflow = None;
+    for j in 0..from.ncols() {
+        for i in 0..from.nrows() {
+            let v = from[(i, j)].to_c64();
+            let re = if i == j { v.re * factor } else { v.re };
+            let (re, im) = (re as f32, v.im as f32);
+            to[(i, j)] = L::from_parts(f64::from(re), f64::from(im));
+            if overflow.is_none() && i >= j && (re.is_infinite() || im.is_infinite()) {
+                overflow = Some((i, j));
+            }
+        }
+    }
+    overflow
+}
+
+/// The error for a kernel given a matrix in another precision than d or z.
+fn not_double(what: &str, precision: Precision) -> KernelError {
+    KernelError::Gpu {
+        message: format!("{what} takes a matrix in d or z, not {precision}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{c32, c64};
+    use faer::Mat;
+
+    #[test]
+    fn the_host_twins_mirror_sum_and_round_as_the_gpu_kernels_do() {
+        let mut a = Mat::from_fn(3, 3, |i, j| {
+            c64::new((i * 3 + j) as f64, i as f64 - j as f64)
+        });
+        mirror_lower(AnyMut::Z(a.as_mut())).unwrap();
+        assert_eq!(a[(0, 2)], c64::new(6.0, -2.0), "the adjoint of (2, 0)");
+        assert_eq!(a[(1, 1)], c64::new(4.0, 0.0), "the diagonal kept");
+        let sums = column_norms(AnyRef::Z(a.as_ref())).unwrap();
+        assert_eq!(sums[0], 3.0_f64.hypot(1.0) + 6.0_f64.hypot(2.0));
+        let mut low = Mat::<c32>::zeros(3, 3);
+        a[(2, 1)] = c64::new(1e39, 0.0);
+        let overflow = lower_into(AnyRef::Z(a.as_ref()), AnyMut::C(low.as_mut()), 2.0).unwrap();
+        assert_eq!(overflow, Some((2, 1)));
+        assert_eq!(
+            low[(1, 1)],
+            c32::new(8.0, 0.0),
+            "the diagonal's real part raised"
+        );
+        assert_eq!(
+            low[(1, 0)],
+            c32::new(3.0, 1.0),
+            "off the diagonal as it was"
+        );
+        let d = Mat::from_fn(2, 2, |i, j| (i + j) as f64 + 1.0 / 3.0);
+        let mut s = Mat::<f32>::zeros(2, 2);
+        let none = lower_into(AnyRef::D(d.as_ref()), AnyMut::S(s.as_mut()), 1.0).unwrap();
+        assert_eq!((none, s[(0, 1)]), (None, (1.0 + 1.0 / 3.0) as f32));
+        assert!(mirror_lower(AnyMut::S(s.as_mut())).is_err());
+        assert!(lower_into(AnyRef::D(d.as_ref()), AnyMut::C(low.as_mut()), 1.0).is_err());
+    }
+}
