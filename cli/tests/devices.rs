@@ -410,7 +410,27 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
         "{v}"
     );
     assert!(v["backward_error"].as_f64().unwrap() < 1e-15, "{v}");
+    // Matrices in the GPU's memory (solve_refined_device), both solves there.
+    let v = common::json(
+        "cholesky --n 300 --tile 100 --clusters none --gpus emulated:1 --precision ds --cond 1e3 \
+         --tensor-math tf32 --resident",
+    );
+    assert_eq!(
+        (&v["resident"], &v["refinement"]["device"]),
+        (&true.into(), &0.into()),
+        "{v}"
+    );
+    assert!(v["backward_error"].as_f64().unwrap() < 1e-15, "{v}");
+    assert!(v["double_backward_error"].as_f64().unwrap() < 1e-15, "{v}");
     for (line, says) in [
+        (
+            "cholesky --n 100 --precision ds --resident",
+            "--resident solves matrices in a GPU's memory",
+        ),
+        (
+            "cholesky --n 100 --precision ds --compare cpu",
+            "drop --compare cpu",
+        ),
         (
             "lu --n 100 --precision d --tensor-math tf32",
             "give --precision ds or zc",

@@ -93,7 +93,8 @@ impl SpanKernel<'_> {
     }
 }
 
-/// Sets the strict upper triangle of the square `a` (d or z) to the adjoint of its strict lower one.
+/// Sets the strict upper triangle of the square `a` (d or z) to the adjoint of its strict lower
+/// one.
 pub fn mirror_lower(a: AnyMut<'_>) -> Result<(), KernelError> {
     match a {
         AnyMut::D(m) => mirror(m),

@@ -229,8 +229,8 @@ impl GpuContext {
     /// The sums of the moduli of each column of `span` (d or z).
     ///
     /// # Safety
-    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing writes during the
-    /// call.
+    /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing writes during
+    /// the call.
     unsafe fn column_norms(&self, span: &DeviceSpan) -> Result<Vec<f64>, KernelError> {
         let function = function(self, &suffixed("hetla_column_norms", span.precision)?)?;
         let cols = span.cols;

@@ -41,7 +41,9 @@ pub struct CholeskyArgs {
     /// of the GPU (for an emulated device, its memory is host memory) before the call, and L back
     /// after it, neither timed; inside the call every tile is copied within the GPU into the run's
     /// replicas before the clock starts and back after it stops, and `seconds` is the runtime's
-    /// makespan. Needs a GPU.
+    /// makespan. With `--precision ds`: the mixed solve of A and b in the GPU's memory
+    /// (`Cholesky::solve_refined_device`) beside the f64 `factor_device` + `solve_device`, each
+    /// timed as a call. Needs a GPU.
     #[arg(long)]
     pub resident: bool,
     /// Whether the matrix (factored by hetla and by every peer of `--compare`) is allocated in
@@ -66,7 +68,8 @@ pub struct CholeskyArgs {
     /// Also time, in this process, faer's Cholesky, OpenBLAS dpotrf (feature `openblas`) and a
     /// DGEMM of the same n on all available cores (`cpu`), and with a CUDA GPU cuSOLVER ?potrf on
     /// the device-resident matrix and as a program calls it from host memory, copies included
-    /// (`gpu`); `--compare` alone: all.
+    /// (`gpu`); `--compare` alone: all. With `--precision ds`, `gpu` only: cuSOLVER's dpotrf beside
+    /// the mixed solve.
     #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
     pub compare: Option<crate::commands::args::Compare>,
     /// Also invert: time the factorisation and the inverse together (`hetla::Factor::inverse`: a

@@ -1,6 +1,9 @@
 //! `hetla cholesky --precision ds`: a mixed-precision solve (factor in f32, refine in f64) timed
 //! beside the f64 factorisation and solve of the same system, in the same process, with both
-//! backward errors.
+//! backward errors. With `--resident` both solve matrices in GPU 0's memory
+//! (`Cholesky::solve_refined_device`, and `factor_device` + `solve_device` in f64), the copies into
+//! and out of it untimed; with `--compare gpu` cuSOLVER's dpotrf (resident, from pageable and from
+//! page-locked memory: its factor alone, which favours it) is timed beside them.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +14,7 @@ use serde::Serialize;
 use super::args::CholeskyArgs;
 use crate::commands::args::check_tensor_math;
 use crate::commands::output::ClustersReport;
+use crate::device_buffers::in_gpu_memory;
 use crate::peers::{self, Timings};
 
 #[derive(Serialize)]
@@ -39,6 +43,15 @@ pub struct MixedReport {
     pub time_ratio: f64,
     /// Mixed backward error over f64's (the target: at most 4).
     pub backward_error_ratio: f64,
+    /// Whether A and B lay in GPU 0's memory for both solves (`--resident`).
+    pub resident: bool,
+    /// With `--compare gpu` on a CUDA GPU: cuSOLVER's dpotrf (`cusolver-dpotrf`: resident, from
+    /// host, page-locked; its rate of the factor's flops), and the mixed solve's best seconds over
+    /// each (cuSOLVER has no refined SPD solver: its factor alone is the peer).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<peers::PeerRate>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<(String, f64)>,
 }
 
 pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
@@ -61,6 +74,14 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         .unwrap_or_else(|| options.tile_size_for(args.n))
         .min(args.n);
     options = options.tile(tile);
+    if args.resident && platform.devices().is_empty() {
+        return Err(crate::Error::InvalidOption {
+            option: "resident",
+            reason: "--resident solves matrices in a GPU's memory: give --gpus all (or \
+                     emulated:1)"
+                .into(),
+        });
+    }
     let a = matgen::random_hpd_conditioned::<f64>(args.n, args.cond, args.seed);
     let b = matgen::random_in::<f64>(args.n, 1, args.seed.wrapping_add(1));
     let repeat = args.repeat.map(|r| r as usize);
@@ -69,13 +90,14 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
     let mut best: Option<(f64, faer::Mat<f64>, Refinement)> = None;
     let mut double_x = None;
     let runs = repeat.map_or(1, |r| r + 1);
+    let solves = Solves {
+        options: &options,
+        platform: &platform,
+        resident: args.resident,
+    };
     for run in 0..runs {
-        let start = Instant::now();
-        let (x, how) = options.solve_refined(a.as_ref(), b.as_ref())?;
-        let mixed = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        let x64 = options.factor(a.as_ref())?.solve(b.as_ref())?;
-        let double = start.elapsed().as_secs_f64();
+        let ((x, how), mixed) = solves.mixed(a.as_ref(), b.as_ref())?;
+        let (x64, double) = solves.double(a.as_ref(), b.as_ref())?;
         // With --repeat the first run is a warm-up.
         if repeat.is_some() && run == 0 {
             continue;
@@ -98,7 +120,28 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         peers::timings(&mut mixed_times),
         peers::timings(&mut double_times),
     );
+    let peers = match args.compare {
+        Some(compare) if compare.gpu() && peers::real_gpu(&platform) => {
+            // n^3 / 3: the factor's flops.
+            let flops = (args.n as f64).powi(3) / 3.0;
+            let runs = repeat.unwrap_or(1);
+            match peers::cusolver(peers::Cusolver::Potrf, a.as_ref(), 0, runs, flops) {
+                Ok(rates) => rates.to_vec(),
+                Err(e) => {
+                    eprintln!("hetla cholesky: cuSOLVER's dpotrf left out of the peers: {e}");
+                    Vec::new()
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
+    let ratios = (peers.iter())
+        .map(|p| (p.name.clone(), mixed.best / p.seconds))
+        .collect();
     Ok(MixedReport {
+        resident: args.resident,
+        peers,
+        ratios,
         n: args.n,
         precision: "ds",
         cond: args.cond,
@@ -117,6 +160,61 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<MixedReport> {
         double,
         double_backward_error,
     })
+}
+
+/// The two timed solves of `hetla cholesky --precision ds`: of host matrices, or (`resident`) of
+/// matrices in GPU 0's memory, put there and taken back untimed.
+struct Solves<'a> {
+    options: &'a Cholesky,
+    platform: &'a hetla::Platform,
+    resident: bool,
+}
+
+impl Solves<'_> {
+    /// The mixed solve: its solution, what it did, and its seconds.
+    fn mixed(
+        &self,
+        a: faer::MatRef<'_, f64>,
+        b: faer::MatRef<'_, f64>,
+    ) -> crate::Result<((faer::Mat<f64>, Refinement), f64)> {
+        if !self.resident {
+            let start = Instant::now();
+            let out = self.options.solve_refined(a, b)?;
+            return Ok((out, start.elapsed().as_secs_f64()));
+        }
+        let (mut a, mut x) = (a.to_owned(), b.to_owned());
+        let matrices = &mut [(a.as_mut(), false), (x.as_mut(), true)];
+        let (how, seconds) = in_gpu_memory(self.platform, matrices, |on_device| {
+            let (a, x) = on_device.split_at_mut(1);
+            let start = Instant::now();
+            let how = self.options.solve_refined_device(&a[0], &mut x[0])?;
+            Ok((how, start.elapsed().as_secs_f64()))
+        })?;
+        Ok(((x, how), seconds))
+    }
+
+    /// The f64 factorisation and solve: its solution and seconds.
+    fn double(
+        &self,
+        a: faer::MatRef<'_, f64>,
+        b: faer::MatRef<'_, f64>,
+    ) -> crate::Result<(faer::Mat<f64>, f64)> {
+        if !self.resident {
+            let start = Instant::now();
+            let x = self.options.factor(a)?.solve(b)?;
+            return Ok((x, start.elapsed().as_secs_f64()));
+        }
+        let (mut l, mut x) = (a.to_owned(), b.to_owned());
+        let matrices = &mut [(l.as_mut(), false), (x.as_mut(), true)];
+        let seconds = in_gpu_memory(self.platform, matrices, |on_device| {
+            let (l, x) = on_device.split_at_mut(1);
+            let start = Instant::now();
+            self.options.factor_device(&mut l[0])?;
+            self.options.solve_device(&l[0], &mut x[0])?;
+            Ok(start.elapsed().as_secs_f64())
+        })?;
+        Ok((x, seconds))
+    }
 }
 
 pub fn print(r: &MixedReport) {
@@ -156,7 +254,18 @@ pub fn print(r: &MixedReport) {
         r.double.best, r.double.median, r.double_backward_error
     );
     println!(
-        "  ratios    time mixed / f64 {:.3}, backward error mixed / f64 {:.2}",
-        r.time_ratio, r.backward_error_ratio
+        "  ratios    time mixed / f64 {:.3}, backward error mixed / f64 {:.2}{}",
+        r.time_ratio,
+        r.backward_error_ratio,
+        match r.resident {
+            true => " (both on matrices in GPU 0's memory)",
+            false => "",
+        }
     );
+    for ((name, ratio), peer) in r.ratios.iter().zip(&r.peers) {
+        println!(
+            "  peer      {name:<28} {:.4} s: mixed / peer {ratio:.3}",
+            peer.seconds
+        );
+    }
 }

@@ -55,15 +55,15 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
     Ok(Some(CholeskyOutput::Factor(Box::new(report))))
 }
 
-/// The mixed solve (`--precision ds`) is the library's `solve_refined` beside a plain f64 factor
-/// and solve: it writes no trace, times no peer, and takes the library's storage and host memory.
-/// An option it would not honour is refused before any work, naming it.
+/// The mixed solve (`--precision ds`) is the library's `solve_refined` (`solve_refined_device` with
+/// `--resident`) beside a plain f64 factor and solve: it writes no trace, times only the GPU's
+/// peers, and takes the library's storage and host memory. An option it would not honour is refused
+/// before any work, naming it.
 fn refuse_what_mixed_ignores(args: &CholeskyArgs) -> crate::Result<()> {
     let given = [
         ("--trace", args.traces.trace.is_some()),
         ("--gantt", args.traces.gantt.is_some()),
-        ("--compare", args.compare.is_some()),
-        ("--resident", args.resident),
+        ("--compare cpu", args.compare.is_some_and(|c| c.cpu())),
         ("--huge-pages", args.huge_pages),
         ("--storage", args.storage != hetla::Storage::Auto),
         (
@@ -81,8 +81,9 @@ fn refuse_what_mixed_ignores(args: &CholeskyArgs) -> crate::Result<()> {
     Err(crate::Error::InvalidOption {
         option: "precision",
         reason: format!(
-            "--precision ds times the mixed solve (Cholesky::solve_refined) beside the f64 one, \
-             which write no trace, time no peer and use the library's storage and host memory: \
+            "--precision ds times the mixed solve (Cholesky::solve_refined, or \
+             solve_refined_device with --resident) beside the f64 one, which write no trace, time \
+             only the GPU's peers (--compare gpu) and use the library's storage and host memory: \
              drop {}, or give --precision s, d, c or z",
             ignored.join(", ")
         ),
