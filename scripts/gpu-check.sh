@@ -291,14 +291,14 @@ part_extra() {
         --compare gpu --repeat "$repeat"
     # The SPD kind, factored and refined on the GPU (its `where` line): the single Cholesky 40.7 ms
     # TF32 predicted (resident, 1 stream) against 101.8 ms for the f64 one (staged); the whole mixed
-    # solve about 0.13 s (A written in 74 ms at the packing rate, 4 steps of about 4 ms).
+    # solve about 0.13 s (A written in 74 ms at the packing rate, 4 steps of about 2 ms).
     row "$dir" tensor-cholesky cholesky --n "$small_n" --clusters none --gpus "$gpus" --precision ds \
         --tensor-math tf32 --repeat "$repeat"
     # The target row (issue 74 item 5): A and b in the GPU's memory (solve_refined_device), 4
     # streams, n = 32768, beside hetla's f64 factor_device + solve_device and cuSOLVER's dpotrf
-    # (its factor alone). Predicted on h200: mixed about 0.12 s (60.3 ms factor, 8 ms preparation,
-    # 4 steps of about 12 ms), f64 about 0.23 s, mixed / cusolver-dpotrf resident 0.52 (target
-    # <= 0.5: missed by a hair with TF32; BF16's 49.4 ms factor would give 0.48).
+    # (its factor alone). Predicted on h200: mixed about 0.10 s (60.3 ms factor, 8 ms preparation,
+    # 4 steps of about 7 ms: a cuBLAS GEMV over A and two single-column TRSMs with L), f64 about
+    # 0.23 s, mixed / cusolver-dpotrf resident 0.42 (target <= 0.5).
     HETLA_GPU_STREAMS=4 row "$dir" tensor-cholesky-resident cholesky --n 32768 --clusters none \
         --gpus "$gpus" --precision ds --tensor-math tf32 --resident --compare gpu --repeat "$repeat"
 }

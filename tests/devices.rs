@@ -2197,6 +2197,63 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
     assert_eq!(overflow, Some((n - 1, 7)), "{what}");
     assert!(back == expected, "{what}: the mirrored matrix differs");
     assert!(low_back == rounded, "{what}: the rounded matrix differs");
+    // A refinement step's kernels: R -= A X, then (L L^H)^-1 R with a well-conditioned L.
+    let l = faer::Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Less => T::from_f64(0.0),
+        std::cmp::Ordering::Equal => T::from_f64(n as f64),
+        std::cmp::Ordering::Greater => a[(i, j)],
+    });
+    a[(n - 1, 7)] = T::from_f64(0.5);
+    let x = hetla::matgen::random_in::<T>(n, 2, 4);
+    let r = hetla::matgen::random_in::<T>(n, 2, 5);
+    let spans = [(n, n), (n, 2), (n, 2), (n, n)]
+        .map(|(rows, cols)| device.allocate_span((what, rows, cols)).unwrap());
+    let [sa, sx, sr, sl] = [0, 1, 2, 3].map(|i| *spans[i].span());
+    let mut expected = r.clone();
+    let mut got = faer::Mat::<T>::zeros(n, 2);
+    // SAFETY: the spans are this device's memory, allocated above and used by nothing else.
+    unsafe {
+        for (span, m) in [(&sa, &a), (&sx, &x), (&sr, &r), (&sl, &l)] {
+            device.write_span(span, T::any_ref(m.as_ref())).unwrap();
+        }
+        let (on_host, on_device) = (
+            |k: SpanKernel<'_>| k.run_on_host().unwrap(),
+            |k: SpanKernel<'_>| device.run_span_kernel(k).unwrap(),
+        );
+        on_device(SpanKernel::Product {
+            a: &sa,
+            x: &sx,
+            r: &sr,
+        });
+        on_device(SpanKernel::CholeskySolve { l: &sl, b: &sr });
+        device.read_span(&sr, T::any_mut(got.as_mut())).unwrap();
+        // The host twins on host copies of the same matrices.
+        let (mut ha, mut hx, mut hl) = (a.clone(), x.clone(), l.clone());
+        let host = |m: &mut faer::Mat<T>| hetla_kernels::DeviceSpan {
+            addr: m.as_ptr_mut() as u64,
+            rows: m.nrows(),
+            cols: m.ncols(),
+            ld: m.col_stride() as usize,
+            precision: what,
+        };
+        let (ha, hx, hr, hl) = (
+            host(&mut ha),
+            host(&mut hx),
+            host(&mut expected),
+            host(&mut hl),
+        );
+        on_host(SpanKernel::Product {
+            a: &ha,
+            x: &hx,
+            r: &hr,
+        });
+        on_host(SpanKernel::CholeskySolve { l: &hl, b: &hr });
+    }
+    let (diff, scale) = largest_difference(&got, &expected);
+    assert!(
+        diff <= 1e-12 * scale,
+        "{what}: a refinement step's kernels: {diff:e} of {scale:e}"
+    );
 }
 
 /// cuSOLVER's peers the lease times for the first time on a real GPU: the refined solvers of every

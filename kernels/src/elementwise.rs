@@ -34,6 +34,24 @@ pub enum SpanKernel<'a> {
         /// Where it goes.
         to: &'a DeviceSpan,
     },
+    /// `r` <- `r` - `a` `x` (one precision; `a` m x k, `x` k x n, `r` m x n): a refinement step's
+    /// residual (cuBLAS ?gemm on a GPU).
+    Product {
+        /// The matrix.
+        a: &'a DeviceSpan,
+        /// The vectors it multiplies.
+        x: &'a DeviceSpan,
+        /// The right-hand sides, overwritten by the residuals.
+        r: &'a DeviceSpan,
+    },
+    /// `b` <- (L L^H)^-1 `b`, L the lower triangle of the square `l` (one precision): a refinement
+    /// step's correction (two cuBLAS ?trsm on a GPU).
+    CholeskySolve {
+        /// The Cholesky factor (its lower triangle read).
+        l: &'a DeviceSpan,
+        /// The right-hand sides, overwritten by the solutions.
+        b: &'a DeviceSpan,
+    },
 }
 
 /// What a [`SpanKernel`] gives back.
@@ -66,6 +84,16 @@ impl SpanOutput {
 }
 
 impl SpanKernel<'_> {
+    /// Whether it is one of hetla's compiled kernels (NVRTC's on a GPU: [`SpanKernel::Mirror`],
+    /// [`SpanKernel::ColumnNorms`], [`SpanKernel::Lower`]); the others are copies and cuBLAS calls,
+    /// which every GPU runs.
+    pub fn compiled(&self) -> bool {
+        matches!(
+            self,
+            Self::Mirror(_) | Self::ColumnNorms(_) | Self::Lower { .. }
+        )
+    }
+
     /// Runs it on host memory: the spans' addresses are host pointers (an emulated device's
     /// memory).
     ///
@@ -89,8 +117,68 @@ impl SpanKernel<'_> {
                 let (from, to) = unsafe { (from.host_view(), to.host_view_mut()) };
                 to.copy_from(from, None).map(|()| SpanOutput::Done)
             }
+            Self::Product { a, x, r } => {
+                check_one_precision(&[a, x, r])?;
+                let (a, x, r) = unsafe { (a.host_view(), x.host_view(), r.host_view_mut()) };
+                crate::with_scalar!(a.precision(), T => {
+                    let typed = (T::of_any_ref(a), T::of_any_ref(x), T::of_any_mut(r));
+                    let (Some(a), Some(x), Some(r)) = typed else { unreachable!("one precision") };
+                    check_product((a.nrows(), a.ncols()), (x.nrows(), x.ncols()), (r.nrows(), r.ncols()))?;
+                    let minus_one = T::from_f64(-1.0);
+                    faer::linalg::matmul::matmul(r, faer::Accum::Add, a, x, minus_one, faer::Par::Seq);
+                });
+                Ok(SpanOutput::Done)
+            }
+            Self::CholeskySolve { l, b } => {
+                check_one_precision(&[l, b])?;
+                let (l, b) = unsafe { (l.host_view(), b.host_view_mut()) };
+                crate::with_scalar!(l.precision(), T => {
+                    let (Some(l), Some(mut b)) = (T::of_any_ref(l), T::of_any_mut(b)) else {
+                        unreachable!("one precision")
+                    };
+                    if l.nrows() != l.ncols() || b.nrows() != l.nrows() {
+                        return Err(KernelError::Gpu {
+                            message: format!(
+                                "a solve with a {} x {} factor of {} right-hand-side rows",
+                                l.nrows(), l.ncols(), b.nrows()
+                            ),
+                        });
+                    }
+                    use faer::linalg::triangular_solve as solve;
+                    solve::solve_lower_triangular_in_place(l, b.as_mut(), faer::Par::Seq);
+                    solve::solve_upper_triangular_in_place(l.adjoint(), b.as_mut(), faer::Par::Seq);
+                });
+                Ok(SpanOutput::Done)
+            }
         }
     }
+}
+
+/// An error unless `spans` are of one precision.
+pub fn check_one_precision(spans: &[&DeviceSpan]) -> Result<(), KernelError> {
+    match spans.iter().find(|s| s.precision != spans[0].precision) {
+        None => Ok(()),
+        Some(other) => Err(KernelError::Gpu {
+            message: format!(
+                "a kernel on matrices in {} and {} (one precision expected)",
+                spans[0].precision, other.precision
+            ),
+        }),
+    }
+}
+
+/// An error unless R (m x n) -= A (m x k) X (k x n) has those shapes.
+pub fn check_product(
+    a: (usize, usize),
+    x: (usize, usize),
+    r: (usize, usize),
+) -> Result<(), KernelError> {
+    if a.1 == x.0 && (a.0, x.1) == r {
+        return Ok(());
+    }
+    Err(KernelError::Gpu {
+        message: format!("a product of {a:?} and {x:?} matrices into a {r:?} one"),
+    })
 }
 
 /// Sets the strict upper triangle of the square `a` (d or z) to the adjoint of its strict lower

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
-use hetla_kernels::{Scalar, TensorMath};
+use hetla_kernels::Scalar;
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
 use super::{Cholesky, resident_placement};
@@ -298,7 +298,6 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let device = platform.devices()[gpu].device.clone();
         let on_gpu = self.clone().resident(gpu);
-        let solver = on_gpu.clone().tensor_math(TensorMath::Off);
         let Prepared {
             whole, low, norm, ..
         } = prepared;
@@ -324,13 +323,13 @@ impl Cholesky {
             };
             let l = std::rc::Rc::new(l);
             let wide = std::cell::OnceCell::new();
-            let (l_low, device_low, solver_low) = (l.clone(), device.clone(), solver.clone());
+            let (l_low, device_low) = (l.clone(), device.clone());
             let solve_low = move |r: MatRef<'_, T::Low>| {
                 let mut r = DeviceBuffer::from_host(&device_low, r)?;
-                solver_low.solve_device(&l_low.matrix(), &mut r.matrix_mut())?;
+                l_low.cholesky_solve(&mut r)?;
                 r.read()
             };
-            let (device, solver) = (device.clone(), solver.clone());
+            let device = device.clone();
             let precondition = move |mut x: MatMut<'_, T>| {
                 if wide.get().is_none() {
                     let widened = widened::<T>(l.read()?.as_ref());
@@ -338,7 +337,7 @@ impl Cholesky {
                 }
                 let wide = wide.get().expect("set above");
                 let mut v = DeviceBuffer::from_host(&device, x.as_ref())?;
-                solver.solve_device(&wide.matrix(), &mut v.matrix_mut())?;
+                wide.cholesky_solve(&mut v)?;
                 x.copy_from(v.read()?);
                 Ok(())
             };
@@ -353,15 +352,7 @@ impl Cholesky {
             let a_copy = a_copy.as_ref().expect("taken only by the fallback");
             let x = DeviceBuffer::from_host(&device, x)?;
             let mut r = DeviceBuffer::from_host(&device, b)?;
-            crate::Gemm::new()
-                .scalars(-1.0, 1.0)
-                .resident(gpu)
-                .run_device(
-                    &platform,
-                    &a_copy.matrix(),
-                    &x.matrix(),
-                    &mut r.matrix_mut(),
-                )?;
+            a_copy.subtract_product(&x, &mut r)?;
             r.read()
         };
         let fallback = || {

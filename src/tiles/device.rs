@@ -220,6 +220,28 @@ impl<T: Scalar> DeviceBuffer<T> {
         Ok(())
     }
 
+    /// `r` <- `r` - self `x`, on the device (one cuBLAS ?gemm on a GPU): a refinement step's
+    /// residual on the resident A.
+    pub fn subtract_product(&self, x: &DeviceBuffer<T>, r: &mut DeviceBuffer<T>) -> Result<()> {
+        device_of_both(self, x)?;
+        device_of_both(self, r)?;
+        let (a, x, r) = (self.memory.span(), x.memory.span(), r.memory.span());
+        // SAFETY: the three spans are the buffers' memory of one device (checked), `r` borrowed
+        // mutably, the others unwritten while borrowed.
+        unsafe { self.run(SpanKernel::Product { a, x, r }) }?;
+        Ok(())
+    }
+
+    /// `b` <- (L L^H)^-1 `b`, L the lower triangle of this buffer, on the device (two cuBLAS ?trsm
+    /// on a GPU): a refinement step's correction with the resident factor.
+    pub fn cholesky_solve(&self, b: &mut DeviceBuffer<T>) -> Result<()> {
+        device_of_both(self, b)?;
+        let (l, b) = (self.memory.span(), b.memory.span());
+        // SAFETY: as in `subtract_product`.
+        unsafe { self.run(SpanKernel::CholeskySolve { l, b }) }?;
+        Ok(())
+    }
+
     /// Runs `kernel` on its device.
     ///
     /// # Safety
@@ -298,7 +320,7 @@ fn device_of_both<A: Scalar, B: Scalar>(a: &DeviceBuffer<A>, b: &DeviceBuffer<B>
     }
     Err(Error::Layout {
         what: "a device matrix",
-        reason: "rounding into a matrix of another device".into(),
+        reason: "a kernel on matrices of two devices".into(),
     })
 }
 

@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 
-use super::{GpuContext, gpu_error, lock};
+use super::{BlasStatus, CudaScalar, GpuContext, In, Out, blas, gpu_error, int, lock};
 use crate::elementwise::{SpanKernel, SpanOutput};
-use crate::{DeviceSpan, KernelError, Precision};
+use crate::with_scalar;
+use crate::{DeviceSpan, KernelError, Precision, Scalar};
 
 /// The kernels, over `double` (f64) and `double2` (c64) matrices, column-major with leading
 /// dimensions in elements.
@@ -190,6 +191,12 @@ impl GpuContext {
             SpanKernel::Copy { from, to } => {
                 unsafe { self.copy_span(from, to) }.map(|()| SpanOutput::Done)
             }
+            SpanKernel::Product { a, x, r } => {
+                unsafe { self.span_product(a, x, r) }.map(|()| SpanOutput::Done)
+            }
+            SpanKernel::CholeskySolve { l, b } => {
+                unsafe { self.span_cholesky_solve(l, b) }.map(|()| SpanOutput::Done)
+            }
         }
     }
 
@@ -327,6 +334,100 @@ impl GpuContext {
                 Some((index % from.rows, index / from.rows))
             }
         })
+    }
+
+    /// R <- R - A X on spans of one precision: one cuBLAS ?gemm on the priority lane, waited for.
+    ///
+    /// # Safety
+    /// As [`GpuContext::run_span_kernel`].
+    unsafe fn span_product(
+        &self,
+        a: &DeviceSpan,
+        x: &DeviceSpan,
+        r: &DeviceSpan,
+    ) -> Result<(), KernelError> {
+        use crate::elementwise::{check_one_precision, check_product};
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        check_one_precision(&[a, x, r])?;
+        check_product((a.rows, a.cols), (x.rows, x.cols), (r.rows, r.cols))?;
+        if r.rows == 0 || r.cols == 0 || a.cols == 0 {
+            return Ok(());
+        }
+        let shape = (int(r.rows)?, int(r.cols)?, int(a.cols)?);
+        let lds = (int(a.ld)?, int(x.ld)?, int(r.ld)?);
+        self.on_priority_lane("cuBLAS ?gemm (a residual)", |h| {
+            with_scalar!(a.precision, T => {
+                let (one, minus_one) = (T::from_f64(1.0), T::from_f64(-1.0));
+                let reads = (
+                    In { ptr: a.addr as *const T, ld: lds.0 },
+                    In { ptr: x.addr as *const T, ld: lds.1 },
+                );
+                let c = Out { ptr: r.addr as *mut T, ld: lds.2 };
+                // SAFETY: the spans are this GPU's memory of their shapes (the caller's contract,
+                // shapes checked above), on the handle's stream; the scalars are host values.
+                unsafe { T::gemm(h, (N, N), shape, (minus_one, one), reads, c) }
+            })
+        })
+    }
+
+    /// B <- (L L^H)^-1 B on spans of one precision, L the lower triangle of `l`: two cuBLAS ?trsm
+    /// on the priority lane, waited for.
+    ///
+    /// # Safety
+    /// As [`GpuContext::run_span_kernel`].
+    unsafe fn span_cholesky_solve(
+        &self,
+        l: &DeviceSpan,
+        b: &DeviceSpan,
+    ) -> Result<(), KernelError> {
+        use crate::elementwise::check_one_precision;
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
+        check_one_precision(&[l, b])?;
+        if l.rows != l.cols || b.rows != l.rows {
+            return Err(KernelError::Gpu {
+                message: format!(
+                    "a solve with a {} x {} factor of {} right-hand-side rows",
+                    l.rows, l.cols, b.rows
+                ),
+            });
+        }
+        if b.rows == 0 || b.cols == 0 {
+            return Ok(());
+        }
+        let shape = (int(b.rows)?, int(b.cols)?);
+        let (ldl, ldb) = (int(l.ld)?, int(b.ld)?);
+        self.on_priority_lane("cuBLAS ?trsm (a refinement's solve)", |h| {
+            with_scalar!(l.precision, T => {
+                let one = T::from_f64(1.0);
+                let factor = In { ptr: l.addr as *const T, ld: ldl };
+                let rhs = Out { ptr: b.addr as *mut T, ld: ldb };
+                // SAFETY: as in `span_product`; the two calls run in order on the handle's stream.
+                let status = unsafe { T::trsm(h, (LEFT, N), None, shape, one, factor, rhs) };
+                match status.result() {
+                    Ok(()) => unsafe { T::trsm(h, (LEFT, T::ADJOINT), None, shape, one, factor, rhs) },
+                    Err(_) => status,
+                }
+            })
+        })
+    }
+
+    /// Runs `call` with the priority lane's cuBLAS handle (its workspaces held), checks its status
+    /// (`what` names it in an error) and waits for the lane's stream.
+    fn on_priority_lane(
+        &self,
+        what: &str,
+        call: impl FnOnce(blas::cublasHandle_t) -> BlasStatus,
+    ) -> Result<(), KernelError> {
+        self.bind()?;
+        let lane = &self.lanes[0];
+        let scratch = lock(&lane.scratch);
+        let status = call(lane.blas.0);
+        drop(scratch);
+        status.result().map_err(|e| gpu_error(what, e))?;
+        lane.stream
+            .synchronize()
+            .map_err(|e| gpu_error(&format!("waiting for {what}"), e))
     }
 
     /// `out`, what the kernel `what` queued last on the host-to-device stream wrote, copied to the
