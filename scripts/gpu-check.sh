@@ -281,10 +281,10 @@ part_extra() {
     # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
     row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
     # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
-    # TF32 (BF16), refined on the CPU, beside cuSOLVER's refined solver of the same math (DXgesv,
-    # DBgesv) and dgetrf. Predicted on h200 (staged, 1 stream): the single factor 176.1 ms TF32,
-    # 173.1 ms BF16, against 301.3 ms for the f64 LU; the solve as a whole not faster than the f64
-    # one (the refinement reads A on the CPU), and far from DXgesv.
+    # TF32 (BF16), refined on the GPU (its `where` line), beside cuSOLVER's refined solver of the
+    # same math (DXgesv, DBgesv) and dgetrf. Predicted on h200 (staged, 1 stream): the single
+    # factor 176.1 ms TF32, 173.1 ms BF16, against 301.3 ms for the f64 LU; the whole mixed solve
+    # about 0.31 s (A and the factor written, 4 steps on the GPU), about the f64 LU's time.
     row "$dir" tensor-lu lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math tf32 \
         --compare gpu --repeat "$repeat"
     row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \

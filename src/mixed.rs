@@ -24,12 +24,13 @@
 //! pivot of LU; a non-positive pivot of Cholesky, also with its diagonal raised), or neither
 //! refinement converges.
 //!
-//! Where it runs: on the platform's workers, refined on the host; or, for the SPD solve on a
-//! platform with a GPU whose budget holds A in double, the single factor and a run's copies, all on
-//! that GPU ([`Refinement::device`], `Cholesky::refined_on_device` in `cholesky/device.rs`): A is
-//! written into its memory once, the single factor made there and kept, and each step's residual (a
-//! GEMM on the resident A) and solves (with the resident factor) run there, only the vectors
-//! crossing to the host, where their precision changes.
+//! Where it runs: on the platform's workers, refined on the host; or, on a platform with a GPU
+//! whose budget holds A in double and the single factor, refined on that GPU
+//! ([`Refinement::device`]): A is written into its memory once, the single factor kept there (the
+//! SPD one made there, `cholesky/device.rs`; LU's made on the platform's workers and written,
+//! `lu/device.rs`), and each step's residual (a GEMM on the resident A) and solves (with the
+//! resident factor) run there, only the vectors crossing to the host, where their precision
+//! changes.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};
@@ -238,6 +239,24 @@ impl Cholesky {
             || cluster.factor(a)?.solve(b),
         )
     }
+}
+
+/// `gpu`, where the platform has it and its budget holds `copies` matrices of order `n` in the
+/// working precision, the single factor and four n x `rhs` blocks of vectors (a mixed solve refined
+/// on the GPU: A, its copies or the factor widened, the factor); else `None`.
+pub(crate) fn gpu_holding<T: Refinable>(
+    platform: &hetla_runtime::Platform,
+    gpu: usize,
+    (n, rhs): (usize, usize),
+    copies: usize,
+) -> Option<usize> {
+    let worker = platform.devices().get(gpu)?;
+    let (wide, low) = (T::PRECISION.bytes(), T::Low::PRECISION.bytes());
+    let need = n
+        .checked_mul(n)?
+        .checked_mul(copies * wide + low)?
+        .checked_add(4 * n * rhs * wide)?;
+    (need <= worker.device.budget()).then_some(gpu)
 }
 
 /// The shifts tried, in units of the low precision's eps times each diagonal entry, when the low

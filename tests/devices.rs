@@ -2026,13 +2026,7 @@ fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
         let (how, after) = solve(EmulatedDevice::new(usize::MAX), &given, &b);
         let (how, x) = how.unwrap();
         assert!(after == given, "{what}: A changed");
-        assert_eq!(
-            (&how.path, how.device),
-            (&RefinementPath::Mixed, Some(0)),
-            "{what}"
-        );
-        let berr = hetla::check::backward_error(spd.as_ref(), x.as_ref(), b.as_ref());
-        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        mixed_on_gpu_0((spd.as_ref(), x.as_ref(), b.as_ref()), &how);
         // Beyond single precision: a fallback in double, on the device.
         let worst = hetla::matgen::random_hpd_conditioned::<T>(n, 1e10, 5);
         let (how, _) = solve(EmulatedDevice::new(usize::MAX), &worst, &b);
@@ -2068,6 +2062,99 @@ fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
             let err = how.unwrap_err().to_string();
             assert!(err.contains(says), "{what}: {err}");
         }
+    }
+    check::<f64>();
+    check::<c64>();
+}
+
+/// Asserts that a mixed solve took the mixed path on GPU 0 and that its solution `x` of A X = B has
+/// LAPACK's backward error.
+fn mixed_on_gpu_0<T: Scalar>(
+    (a, x, b): (
+        faer::MatRef<'_, T>,
+        faer::MatRef<'_, T>,
+        faer::MatRef<'_, T>,
+    ),
+    how: &hetla::Refinement,
+) {
+    let what = T::PRECISION;
+    assert_eq!(
+        (&how.path, how.device),
+        (&hetla::RefinementPath::Mixed, Some(0)),
+        "{what}"
+    );
+    let berr = hetla::check::backward_error(a, x, b);
+    assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+}
+
+/// A mixed general solve (`Lu::solve_refined`) on a platform whose GPU's budget holds A and the
+/// single factor refines there (issue 74 item 5), in d and z: the host refinement's answer,
+/// LAPACK's backward error; GMRES-IR with its widened preconditioner on the device where classical
+/// refinement stalls; a fallback at condition 1e13 and an overflow, both saying why; the host's
+/// refinement where the budget is too small.
+#[test]
+fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() {
+    use hetla::{Lu, RefinementPath};
+    fn check<T: hetla::Refinable>() {
+        let what = T::PRECISION;
+        let n = 240;
+        let lu = |device: Option<EmulatedDevice>| {
+            let p = match device {
+                Some(d) => platform("none", &[Arc::new(d)]),
+                None => platform("1x1", &[]),
+            };
+            Lu::new().platform(p).tile(60)
+        };
+        let a = faer::Mat::from_fn(n, n, |i, j| {
+            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
+            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
+        });
+        let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i + j) as f64 * 0.01, 0.5));
+        let (y, host) = lu(None).solve_refined(a.as_ref(), b.as_ref()).unwrap();
+        assert_eq!(host.device, None, "{what}");
+        let on_gpu = lu(Some(EmulatedDevice::new(usize::MAX)));
+        let (x, how) = on_gpu.solve_refined(a.as_ref(), b.as_ref()).unwrap();
+        let (diff, scale) = largest_difference(&x, &y);
+        assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
+        assert_eq!(host.path, how.path, "{what}");
+        mixed_on_gpu_0((a.as_ref(), x.as_ref(), b.as_ref()), &how);
+        let small = lu(Some(EmulatedDevice::new(2 * n * n * what.bytes())));
+        let (_, how) = small.solve_refined(a.as_ref(), b.as_ref()).unwrap();
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, None),
+            "{what}"
+        );
+        // The last column nearly the first (condition about 1e10): GMRES-IR, on the device.
+        let mut ill = a.clone();
+        for i in 0..n {
+            ill[(i, n - 1)] = a[(i, 0)] + T::from_f64(1e-10 * ((i * 7 % 5) as f64 - 2.0));
+        }
+        let (x, how) = on_gpu.solve_refined(ill.as_ref(), b.as_ref()).unwrap();
+        assert!(
+            matches!(how.path, RefinementPath::GmresIr { .. }) && how.device == Some(0),
+            "{what}: {how:?}"
+        );
+        let berr = hetla::check::backward_error(ill.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Condition 1e13: beyond both; the fallback in double on the platform says why.
+        let worst = hetla::matgen::random_conditioned::<T>(n, 1e13, 3);
+        let (x, how) = on_gpu.solve_refined(worst.as_ref(), b.as_ref()).unwrap();
+        let RefinementPath::Fallback { reason } = &how.path else {
+            panic!("{what}: {how:?}")
+        };
+        assert!(reason.contains("did not converge"), "{what}: {reason}");
+        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        let big = faer::Mat::from_fn(n, n, |i, j| {
+            let v = a[(i, j)].to_c64() * 1e38;
+            T::from_parts(v.re, v.im)
+        });
+        let (_, how) = on_gpu.solve_refined(big.as_ref(), b.as_ref()).unwrap();
+        let RefinementPath::Fallback { reason } = &how.path else {
+            panic!("{what}: {how:?}")
+        };
+        assert!(reason.contains("overflows"), "{what}: {reason}");
     }
     check::<f64>();
     check::<c64>();
@@ -2153,7 +2240,7 @@ fn real_gpus_run_the_elementwise_kernels_as_their_host_twins_or_the_skip_says_wh
 /// precision's range written, made whole, summed and rounded with a raised diagonal on the device,
 /// each result the host twin's.
 fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
-    use hetla_kernels::elementwise::{self, SpanKernel};
+    use hetla_kernels::elementwise::{self, FactorKind::Cholesky, FactorKind::Lu, SpanKernel};
     let what = T::PRECISION;
     let n = 100;
     let mut a = hetla::matgen::random_in::<T>(n, n, 3);
@@ -2197,7 +2284,8 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
     assert_eq!(overflow, Some((n - 1, 7)), "{what}");
     assert!(back == expected, "{what}: the mirrored matrix differs");
     assert!(low_back == rounded, "{what}: the rounded matrix differs");
-    // A refinement step's kernels: R -= A X, then (L L^H)^-1 R with a well-conditioned L.
+    // A refinement step's kernels: R -= A X, then (L L^H)^-1 R with a well-conditioned L, then
+    // U^-1 L^-1 R with the same matrix read as an LU factor.
     let l = faer::Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Less => T::from_f64(0.0),
         std::cmp::Ordering::Equal => T::from_f64(n as f64),
@@ -2225,7 +2313,16 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
             x: &sx,
             r: &sr,
         });
-        on_device(SpanKernel::CholeskySolve { l: &sl, b: &sr });
+        on_device(SpanKernel::Solve {
+            factor: &sl,
+            kind: Cholesky,
+            b: &sr,
+        });
+        on_device(SpanKernel::Solve {
+            factor: &sl,
+            kind: Lu,
+            b: &sr,
+        });
         device.read_span(&sr, T::any_mut(got.as_mut())).unwrap();
         // The host twins on host copies of the same matrices.
         let (mut ha, mut hx, mut hl) = (a.clone(), x.clone(), l.clone());
@@ -2247,7 +2344,16 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
             x: &hx,
             r: &hr,
         });
-        on_host(SpanKernel::CholeskySolve { l: &hl, b: &hr });
+        on_host(SpanKernel::Solve {
+            factor: &hl,
+            kind: Cholesky,
+            b: &hr,
+        });
+        on_host(SpanKernel::Solve {
+            factor: &hl,
+            kind: Lu,
+            b: &hr,
+        });
     }
     let (diff, scale) = largest_difference(&got, &expected);
     assert!(

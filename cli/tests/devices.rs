@@ -396,6 +396,7 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
         "{mixed}"
     );
     assert_eq!(mixed["path"]["factored_in"], "s", "{mixed}");
+    assert_eq!(mixed["path"]["device"], 0, "refined on the GPU: {mixed}");
     assert!(mixed["backward_error"].as_f64().unwrap() < 30.0, "{mixed}");
     let v = common::json(
         "cholesky --n 300 --tile 100 --clusters none --gpus emulated:1 --precision ds --cond 1e3 \

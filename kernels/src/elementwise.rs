@@ -44,14 +44,27 @@ pub enum SpanKernel<'a> {
         /// The right-hand sides, overwritten by the residuals.
         r: &'a DeviceSpan,
     },
-    /// `b` <- (L L^H)^-1 `b`, L the lower triangle of the square `l` (one precision): a refinement
-    /// step's correction (two cuBLAS ?trsm on a GPU).
-    CholeskySolve {
-        /// The Cholesky factor (its lower triangle read).
-        l: &'a DeviceSpan,
+    /// `b` <- the solution of `factor`'s system (one precision): a refinement step's correction
+    /// (two cuBLAS ?trsm on a GPU). For [`FactorKind::Cholesky`], (L L^H)^-1 `b` with L the lower
+    /// triangle of the square `factor`; for [`FactorKind::Lu`], U^-1 L^-1 `b` with L unit lower and
+    /// U upper as LAPACK's ?getrf leaves them (the row interchanges applied to `b` before).
+    Solve {
+        /// The factor.
+        factor: &'a DeviceSpan,
+        /// Which factorisation made it.
+        kind: FactorKind,
         /// The right-hand sides, overwritten by the solutions.
         b: &'a DeviceSpan,
     },
+}
+
+/// Which factorisation a [`SpanKernel::Solve`]'s factor comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactorKind {
+    /// Cholesky's L (lower triangle).
+    Cholesky,
+    /// LU's L (unit lower) and U (upper) in one matrix.
+    Lu,
 }
 
 /// What a [`SpanKernel`] gives back.
@@ -129,29 +142,44 @@ impl SpanKernel<'_> {
                 });
                 Ok(SpanOutput::Done)
             }
-            Self::CholeskySolve { l, b } => {
-                check_one_precision(&[l, b])?;
-                let (l, b) = unsafe { (l.host_view(), b.host_view_mut()) };
+            Self::Solve { factor, kind, b } => {
+                check_solve(factor, b)?;
+                let (l, b) = unsafe { (factor.host_view(), b.host_view_mut()) };
                 crate::with_scalar!(l.precision(), T => {
                     let (Some(l), Some(mut b)) = (T::of_any_ref(l), T::of_any_mut(b)) else {
                         unreachable!("one precision")
                     };
-                    if l.nrows() != l.ncols() || b.nrows() != l.nrows() {
-                        return Err(KernelError::Gpu {
-                            message: format!(
-                                "a solve with a {} x {} factor of {} right-hand-side rows",
-                                l.nrows(), l.ncols(), b.nrows()
-                            ),
-                        });
-                    }
                     use faer::linalg::triangular_solve as solve;
-                    solve::solve_lower_triangular_in_place(l, b.as_mut(), faer::Par::Seq);
-                    solve::solve_upper_triangular_in_place(l.adjoint(), b.as_mut(), faer::Par::Seq);
+                    let par = faer::Par::Seq;
+                    match kind {
+                        FactorKind::Cholesky => {
+                            solve::solve_lower_triangular_in_place(l, b.as_mut(), par);
+                            solve::solve_upper_triangular_in_place(l.adjoint(), b.as_mut(), par);
+                        }
+                        FactorKind::Lu => {
+                            solve::solve_unit_lower_triangular_in_place(l, b.as_mut(), par);
+                            solve::solve_upper_triangular_in_place(l, b.as_mut(), par);
+                        }
+                    }
                 });
                 Ok(SpanOutput::Done)
             }
         }
     }
+}
+
+/// An error unless `factor` is square, of one precision with `b` and of its rows.
+pub fn check_solve(factor: &DeviceSpan, b: &DeviceSpan) -> Result<(), KernelError> {
+    check_one_precision(&[factor, b])?;
+    if factor.rows == factor.cols && b.rows == factor.rows {
+        return Ok(());
+    }
+    Err(KernelError::Gpu {
+        message: format!(
+            "a solve with a {} x {} factor of {} right-hand-side rows",
+            factor.rows, factor.cols, b.rows
+        ),
+    })
 }
 
 /// An error unless `spans` are of one precision.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
+use hetla_kernels::elementwise::FactorKind;
 use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
 
 use super::{Cholesky, resident_placement};
@@ -154,14 +155,7 @@ impl Cholesky {
         n: usize,
         rhs: usize,
     ) -> Option<usize> {
-        let gpu = self.resident.unwrap_or(0);
-        let worker = platform.devices().get(gpu)?;
-        let (wide, low) = (T::PRECISION.bytes(), T::Low::PRECISION.bytes());
-        let need = n
-            .checked_mul(n)?
-            .checked_mul(3 * wide + low)?
-            .checked_add(4 * n * rhs * wide)?;
-        (need <= worker.device.budget()).then_some(gpu)
+        crate::mixed::gpu_holding::<T>(platform, self.resident.unwrap_or(0), (n, rhs), 3)
     }
 
     /// Solves A X = B to double accuracy as [`Cholesky::solve_refined`] does, with A (Hermitian
@@ -323,12 +317,8 @@ impl Cholesky {
             };
             let l = std::rc::Rc::new(l);
             let wide = std::cell::OnceCell::new();
-            let (l_low, device_low) = (l.clone(), device.clone());
-            let solve_low = move |r: MatRef<'_, T::Low>| {
-                let mut r = DeviceBuffer::from_host(&device_low, r)?;
-                l_low.cholesky_solve(&mut r)?;
-                r.read()
-            };
+            let l_low = l.clone();
+            let solve_low = move |r: MatRef<'_, T::Low>| l_low.solve_host(FactorKind::Cholesky, r);
             let device = device.clone();
             let precondition = move |mut x: MatMut<'_, T>| {
                 if wide.get().is_none() {
@@ -336,9 +326,7 @@ impl Cholesky {
                     let _ = wide.set(DeviceBuffer::from_host(&device, widened.as_ref())?);
                 }
                 let wide = wide.get().expect("set above");
-                let mut v = DeviceBuffer::from_host(&device, x.as_ref())?;
-                wide.cholesky_solve(&mut v)?;
-                x.copy_from(v.read()?);
+                x.copy_from(wide.solve_host(FactorKind::Cholesky, x.as_ref())?);
                 Ok(())
             };
             Ok(Ok(LowFactor {
@@ -347,13 +335,9 @@ impl Cholesky {
                 shift,
             }))
         };
-        let residual = |x: MatRef<'_, T>, b: MatRef<'_, T>| {
-            let a_copy = a_copy.borrow();
-            let a_copy = a_copy.as_ref().expect("taken only by the fallback");
-            let x = DeviceBuffer::from_host(&device, x)?;
-            let mut r = DeviceBuffer::from_host(&device, b)?;
-            a_copy.subtract_product(&x, &mut r)?;
-            r.read()
+        let residual = |x: MatRef<'_, T>, b: MatRef<'_, T>| match &*a_copy.borrow() {
+            Some(a) => a.residual(x, b),
+            None => unreachable!("A's copy is taken only by the fallback"),
         };
         let fallback = || {
             let whole = a_copy.borrow_mut().take();

@@ -28,6 +28,7 @@ use crate::run::{RunConfig, on_all_cores};
 use crate::{Backend, ClusterSpec, Error, Result};
 
 pub(crate) mod batch;
+mod device;
 #[cfg(feature = "mpi")]
 pub(crate) mod distributed;
 pub(crate) mod plan;
@@ -300,13 +301,21 @@ impl Lu {
         let overflow = (0..a.ncols())
             .flat_map(|j| (0..a.nrows()).map(move |i| (i, j)))
             .find(|&(i, j)| !low[(i, j)].finite());
+        let system = System {
+            b,
+            norm: norms.inf,
+            overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
+        };
+        // Refined on the platform's first GPU where its budget holds A, A's widened factor and the
+        // single one.
+        let on_gpu = crate::mixed::gpu_holding::<T>(&platform, 0, (a.nrows(), b.ncols()), 2);
+        if let Some(gpu) = on_gpu {
+            return lu.refined_on_device(gpu, (a, norms), system, low);
+        }
         let factor_low = || {
             let factor = lu.factor_checked(low, norms)?;
             Ok(match factor.singular {
-                Some(column) => Err(format!(
-                    "the {} LU met an exactly zero pivot at column {column}",
-                    T::Low::PRECISION
-                )),
+                Some(column) => Err(zero_pivot::<T>(column)),
                 None => {
                     let factor = std::rc::Rc::new(factor);
                     let (low, wide) = (factor.clone(), std::cell::OnceCell::new());
@@ -323,11 +332,6 @@ impl Lu {
                 }
             })
         };
-        let system = System {
-            b,
-            norm: norms.inf,
-            overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
-        };
         mixed_solve(
             system,
             factor_low,
@@ -335,6 +339,14 @@ impl Lu {
             || lu.factor_checked(a.to_owned(), norms)?.solve(b),
         )
     }
+}
+
+/// Why a mixed solve's single LU is not enough: an exactly zero pivot at `column`.
+fn zero_pivot<T: Refinable>(column: usize) -> String {
+    format!(
+        "the {} LU met an exactly zero pivot at column {column}",
+        T::Low::PRECISION
+    )
 }
 
 /// The LU factorisation with partial pivoting P A = L U of a square matrix: L unit lower triangular

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
-use hetla_kernels::elementwise::{SpanKernel, SpanOutput};
+use hetla_kernels::elementwise::{FactorKind, SpanKernel, SpanOutput};
 use hetla_kernels::{DeviceSpan, Scalar};
 use hetla_runtime::{Device, DeviceHome, DeviceMemory, MemoryNode};
 
@@ -232,14 +232,32 @@ impl<T: Scalar> DeviceBuffer<T> {
         Ok(())
     }
 
-    /// `b` <- (L L^H)^-1 `b`, L the lower triangle of this buffer, on the device (two cuBLAS ?trsm
-    /// on a GPU): a refinement step's correction with the resident factor.
-    pub fn cholesky_solve(&self, b: &mut DeviceBuffer<T>) -> Result<()> {
+    /// `b` <- the solution of this factor's system (`kind`: Cholesky's L, or LU's L and U with the
+    /// interchanges applied to `b` before), on the device (two cuBLAS ?trsm on a GPU): a refinement
+    /// step's correction with the resident factor.
+    pub fn solve(&self, kind: FactorKind, b: &mut DeviceBuffer<T>) -> Result<()> {
         device_of_both(self, b)?;
-        let (l, b) = (self.memory.span(), b.memory.span());
+        let (factor, b) = (self.memory.span(), b.memory.span());
         // SAFETY: as in `subtract_product`.
-        unsafe { self.run(SpanKernel::CholeskySolve { l, b }) }?;
+        unsafe { self.run(SpanKernel::Solve { factor, kind, b }) }?;
         Ok(())
+    }
+
+    /// B - self X for the host matrices `x` and `b` (their copies written, the residual read back):
+    /// a refinement step's residual on the resident A.
+    pub fn residual(&self, x: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Mat<T>> {
+        let x = DeviceBuffer::from_host(&self.device, x)?;
+        let mut r = DeviceBuffer::from_host(&self.device, b)?;
+        self.subtract_product(&x, &mut r)?;
+        r.read()
+    }
+
+    /// The solution of this factor's system (`kind`) for the host matrix `b` (its copy written, the
+    /// solution read back): a refinement step's correction with the resident factor.
+    pub fn solve_host(&self, kind: FactorKind, b: MatRef<'_, T>) -> Result<Mat<T>> {
+        let mut b = DeviceBuffer::from_host(&self.device, b)?;
+        self.solve(kind, &mut b)?;
+        b.read()
     }
 
     /// Runs `kernel` on its device.

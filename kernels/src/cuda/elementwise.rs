@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 
 use super::{BlasStatus, CudaScalar, GpuContext, In, Out, blas, gpu_error, int, lock};
-use crate::elementwise::{SpanKernel, SpanOutput};
+use crate::elementwise::{FactorKind, SpanKernel, SpanOutput};
 use crate::with_scalar;
 use crate::{DeviceSpan, KernelError, Precision, Scalar};
 
@@ -194,8 +194,8 @@ impl GpuContext {
             SpanKernel::Product { a, x, r } => {
                 unsafe { self.span_product(a, x, r) }.map(|()| SpanOutput::Done)
             }
-            SpanKernel::CholeskySolve { l, b } => {
-                unsafe { self.span_cholesky_solve(l, b) }.map(|()| SpanOutput::Done)
+            SpanKernel::Solve { factor, kind, b } => {
+                unsafe { self.span_solve(factor, kind, b) }.map(|()| SpanOutput::Done)
             }
         }
     }
@@ -370,44 +370,48 @@ impl GpuContext {
         })
     }
 
-    /// B <- (L L^H)^-1 B on spans of one precision, L the lower triangle of `l`: two cuBLAS ?trsm
-    /// on the priority lane, waited for.
+    /// B <- the solution of `factor`'s system ([`SpanKernel::Solve`]) on spans of one precision:
+    /// two cuBLAS ?trsm on the priority lane, waited for.
     ///
     /// # Safety
     /// As [`GpuContext::run_span_kernel`].
-    unsafe fn span_cholesky_solve(
+    unsafe fn span_solve(
         &self,
-        l: &DeviceSpan,
+        factor: &DeviceSpan,
+        kind: FactorKind,
         b: &DeviceSpan,
     ) -> Result<(), KernelError> {
-        use crate::elementwise::check_one_precision;
+        use blas::cublasDiagType_t::{CUBLAS_DIAG_NON_UNIT as NON_UNIT, CUBLAS_DIAG_UNIT as UNIT};
+        use blas::cublasFillMode_t::{
+            CUBLAS_FILL_MODE_LOWER as LOWER, CUBLAS_FILL_MODE_UPPER as UPPER,
+        };
         use blas::cublasOperation_t::CUBLAS_OP_N as N;
         use blas::cublasSideMode_t::CUBLAS_SIDE_LEFT as LEFT;
-        check_one_precision(&[l, b])?;
-        if l.rows != l.cols || b.rows != l.rows {
-            return Err(KernelError::Gpu {
-                message: format!(
-                    "a solve with a {} x {} factor of {} right-hand-side rows",
-                    l.rows, l.cols, b.rows
-                ),
-            });
-        }
+        crate::elementwise::check_solve(factor, b)?;
         if b.rows == 0 || b.cols == 0 {
             return Ok(());
         }
         let shape = (int(b.rows)?, int(b.cols)?);
-        let (ldl, ldb) = (int(l.ld)?, int(b.ld)?);
+        let (ldl, ldb) = (int(factor.ld)?, int(b.ld)?);
         self.on_priority_lane("cuBLAS ?trsm (a refinement's solve)", |h| {
-            with_scalar!(l.precision, T => {
+            with_scalar!(factor.precision, T => {
+                // Cholesky: L, then L^H; LU: L with a unit diagonal, then U.
+                let steps = match kind {
+                    FactorKind::Cholesky => [(N, None), (T::ADJOINT, None)],
+                    FactorKind::Lu => [(N, Some((LOWER, UNIT))), (N, Some((UPPER, NON_UNIT)))],
+                };
                 let one = T::from_f64(1.0);
-                let factor = In { ptr: l.addr as *const T, ld: ldl };
+                let l = In { ptr: factor.addr as *const T, ld: ldl };
                 let rhs = Out { ptr: b.addr as *mut T, ld: ldb };
-                // SAFETY: as in `span_product`; the two calls run in order on the handle's stream.
-                let status = unsafe { T::trsm(h, (LEFT, N), None, shape, one, factor, rhs) };
-                match status.result() {
-                    Ok(()) => unsafe { T::trsm(h, (LEFT, T::ADJOINT), None, shape, one, factor, rhs) },
-                    Err(_) => status,
+                let mut status = BlasStatus::CUBLAS_STATUS_SUCCESS;
+                for (op, triangle) in steps {
+                    if status.result().is_ok() {
+                        // SAFETY: as in `span_product`; the calls run in order on the handle's
+                        // stream.
+                        status = unsafe { T::trsm(h, (LEFT, op), triangle, shape, one, l, rhs) };
+                    }
                 }
+                status
             })
         })
     }

@@ -313,6 +313,12 @@ fn print_factor(r: &LuReport) {
         if let Some(seconds) = m.path.factor_seconds {
             println!("  factor    {seconds:.4} s of it: the single-precision LU");
         }
+        match m.path.device {
+            Some(gpu) => println!(
+                "  where     refined on GPU {gpu} (A and the single factor kept in its memory)"
+            ),
+            None => println!("  where     refined on the host"),
+        }
         for (ratio, peer) in m.ratios.iter().zip(&m.peers) {
             println!(
                 "  peer      {:<28} {:.4} s: mixed / peer {:.3}",
