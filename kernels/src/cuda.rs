@@ -1031,9 +1031,9 @@ impl GpuContext {
     /// Copies the host matrix `src` (of `span`'s shape and precision) into the block `span` of this
     /// GPU's memory on the host-to-device stream (after the copies within the device queued there,
     /// which runs' imports are); returns when it is there. Columns in page-locked memory go in one
-    /// copy; others by panels of at most [`WRITE_PANEL_BYTES`], each packed into one of two
-    /// page-locked staging buffers by `threads` (see [`crate::copy_by_columns`]) while the other's
-    /// copy runs: the DMA engine's rate, not pageable memory's.
+    /// copy; others by panels of at most 64 MiB, each packed into one of two page-locked staging
+    /// buffers by `threads` (see [`crate::copy_by_columns`]) while the other's copy runs: the DMA
+    /// engine's rate, not pageable memory's.
     ///
     /// # Safety
     /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing else reads or
