@@ -251,12 +251,18 @@ pub(crate) fn gpu_holding<T: Refinable>(
     copies: usize,
 ) -> Option<usize> {
     let worker = platform.devices().get(gpu)?;
+    (refinement_bytes::<T>((n, rhs), copies)? <= worker.device.budget()).then_some(gpu)
+}
+
+/// The bytes [`gpu_holding`] asks a GPU's budget for (`None`: beyond `usize`).
+pub(crate) fn refinement_bytes<T: Refinable>(
+    (n, rhs): (usize, usize),
+    copies: usize,
+) -> Option<usize> {
     let (wide, low) = (T::PRECISION.bytes(), T::Low::PRECISION.bytes());
-    let need = n
-        .checked_mul(n)?
+    n.checked_mul(n)?
         .checked_mul(copies * wide + low)?
-        .checked_add(4 * n * rhs * wide)?;
-    (need <= worker.device.budget()).then_some(gpu)
+        .checked_add(4 * n * rhs * wide)
 }
 
 /// The shifts tried, in units of the low precision's eps times each diagonal entry, when the low

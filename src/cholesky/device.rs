@@ -138,6 +138,10 @@ impl Cholesky {
     }
 }
 
+/// Matrices of A's order in the working precision a mixed SPD solve on a GPU holds at once besides
+/// the single factor: A, and a run's replicas of the factor or the factor widened with its own.
+const COPIES: usize = 3;
+
 /// Columns of A written into a GPU's memory at a time by [`write_hermitian`] (a panel of n x 256 in
 /// host memory).
 const PANEL: usize = 256;
@@ -155,7 +159,7 @@ impl Cholesky {
         n: usize,
         rhs: usize,
     ) -> Option<usize> {
-        crate::mixed::gpu_holding::<T>(platform, self.resident.unwrap_or(0), (n, rhs), 3)
+        crate::mixed::gpu_holding::<T>(platform, self.resident.unwrap_or(0), (n, rhs), COPIES)
     }
 
     /// Solves A X = B to double accuracy as [`Cholesky::solve_refined`] does, with A (Hermitian
@@ -218,22 +222,16 @@ impl Cholesky {
                 option: "resident",
                 reason: format!(
                     "GPU {gpu}'s budget of {} bytes does not hold A in {}, its single factor and a \
-                     run's copies of either (about {} bytes)",
+                     run's copies of either ({} bytes)",
                     device.budget(),
                     T::PRECISION,
-                    n * n * (3 * T::PRECISION.bytes() + T::Low::PRECISION.bytes())
+                    crate::mixed::refinement_bytes::<T>((n, b.ncols()), COPIES)
+                        .map_or_else(|| "more than usize".into(), |bytes| bytes.to_string())
                 ),
             });
         }
         device.elementwise()?;
         let prepared = Prepared::from_device(&device, a)?;
-        let overflow = match prepared.overflow {
-            Some((i, j)) => {
-                let entry = prepared.whole.read_block(i, j, 1, 1)?;
-                Some((i, j, entry[(0, 0)].abs_f64()))
-            }
-            None => None,
-        };
         let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
         // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
         unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
@@ -244,8 +242,7 @@ impl Cholesky {
             on_gpu.solve_device(&whole.matrix(), &mut x.matrix_mut())?;
             x.read()
         };
-        let (x, how) =
-            self.refine_prepared(gpu, (prepared, overflow), (None, rhs.as_ref()), solve_full)?;
+        let (x, how) = self.refine_prepared(gpu, prepared, (None, rhs.as_ref()), solve_full)?;
         // SAFETY: as above.
         unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
         Ok(how)
@@ -264,28 +261,26 @@ impl Cholesky {
         let platform = self.resolve_platform()?;
         let device = platform.devices()[gpu].device.clone();
         let prepared = Prepared::from_host(&device, a)?;
-        let overflow = prepared.overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64()));
         let solve_full = |whole: DeviceBuffer<T>| {
             // A's copy leaves the GPU's memory before the platform's run needs it.
             drop(whole);
             self.factor(a)?.solve(b)
         };
-        self.refine_prepared(gpu, (prepared, overflow), (Some(a), b), solve_full)
+        self.refine_prepared(gpu, prepared, (Some(a), b), solve_full)
     }
 
-    /// The refinement on GPU `gpu` from `prepared` (and the first entry that overflowed, with its
-    /// modulus): the rounded A factored there by [`Cholesky::factor_device`] (with the run's tensor
-    /// math, its diagonal raised where it meets a non-positive pivot) and kept, and each step on
-    /// the GPU: the residual B - A X by [`crate::Gemm::run_device`] on the resident A, the
-    /// correction by [`Cholesky::solve_device`] with the resident factor (in single precision, no
-    /// tensor math), only the vectors crossing to the host, where their precision changes.
+    /// The refinement on GPU `gpu` from `prepared`: the rounded A factored there by
+    /// [`Cholesky::factor_device`] (with the run's tensor math, its diagonal raised where it meets
+    /// a non-positive pivot) and kept, and each step on the GPU straight on the resident buffers:
+    /// the residual B - A X by one cuBLAS ?gemm on A, the correction by two ?trsm with the factor
+    /// (in single precision), only the vectors crossing to the host, where their precision changes.
     /// GMRES-IR's preconditioner is the factor widened to the working precision (read back, widened
     /// on the host and written once, when it first runs). `host`: A in host memory, where the GPU
     /// cannot round it itself; `solve_full` is the fallback in double, given A's copy.
     fn refine_prepared<T: Refinable>(
         &self,
         gpu: usize,
-        (prepared, overflow): (Prepared<T>, Option<(usize, usize, f64)>),
+        prepared: Prepared<T>,
         (host, b): (Option<MatRef<'_, T>>, MatRef<'_, T>),
         solve_full: impl FnOnce(DeviceBuffer<T>) -> Result<Mat<T>>,
     ) -> Result<(Mat<T>, Refinement)> {
@@ -293,7 +288,10 @@ impl Cholesky {
         let device = platform.devices()[gpu].device.clone();
         let on_gpu = self.clone().resident(gpu);
         let Prepared {
-            whole, low, norm, ..
+            whole,
+            low,
+            norm,
+            overflow,
         } = prepared;
         let system = System { b, norm, overflow };
         let a_copy = std::cell::RefCell::new(Some(whole));
@@ -351,15 +349,15 @@ impl Cholesky {
 
 /// What a mixed solve on a GPU starts from: A whole in the working precision in the GPU's memory, A
 /// rounded to single precision there, ||A||_inf and the first entry (column by column, on or below
-/// the diagonal) that overflowed the single precision. Made on the GPU where it runs hetla's
-/// elementwise kernels ([`hetla_runtime::Device::elementwise`]: A written or copied once as given,
-/// made whole, summed and rounded there), else on the host (A made whole and rounded there, both
-/// written).
+/// the diagonal) that overflowed the single precision (row, column, modulus). Made on the GPU where
+/// it runs hetla's elementwise kernels ([`hetla_runtime::Device::elementwise`]: A written or copied
+/// once as given, made whole, summed and rounded there), else on the host (A made whole and rounded
+/// there, both written).
 struct Prepared<T: Refinable> {
     whole: DeviceBuffer<T>,
     low: DeviceBuffer<T::Low>,
     norm: f64,
-    overflow: Option<(usize, usize)>,
+    overflow: Option<(usize, usize, f64)>,
 }
 
 impl<T: Refinable> Prepared<T> {
@@ -377,7 +375,7 @@ impl<T: Refinable> Prepared<T> {
             whole,
             low: DeviceBuffer::from_host(device, low.as_ref())?,
             norm,
-            overflow,
+            overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
         })
     }
 
@@ -402,7 +400,10 @@ impl<T: Refinable> Prepared<T> {
         // A is Hermitian: its largest column sum is its largest row sum.
         let norm = whole.column_norms()?.into_iter().fold(0.0, f64::max);
         let mut low = DeviceBuffer::new(device, n, n)?;
-        let overflow = whole.lower_into(&mut low, 1.0)?;
+        let overflow = match whole.lower_into(&mut low, 1.0)? {
+            Some((i, j)) => Some((i, j, whole.read_block(i, j, 1, 1)?[(0, 0)].abs_f64())),
+            None => None,
+        };
         Ok(Self {
             whole,
             low,

@@ -11,8 +11,8 @@
 use std::rc::Rc;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_kernels::Scalar;
 use hetla_kernels::elementwise::FactorKind;
+use hetla_kernels::swap_rows;
 
 use super::{Lu, Norms};
 use crate::Result;
@@ -43,7 +43,7 @@ impl Lu {
             let factor_low = factor.clone();
             let solve_low = move |r: MatRef<'_, T::Low>| {
                 let mut r = r.to_owned();
-                interchange(factor_low.pivots(), r.as_mut());
+                swap_rows(r.as_mut(), factor_low.pivots());
                 resident.solve_host(FactorKind::Lu, r.as_ref())
             };
             let (device, wide) = (device.clone(), std::cell::OnceCell::new());
@@ -53,7 +53,7 @@ impl Lu {
                     let _ = wide.set(DeviceBuffer::from_host(&device, widened.as_ref())?);
                 }
                 let wide = wide.get().expect("set above");
-                interchange(factor.pivots(), x.as_mut());
+                swap_rows(x.as_mut(), factor.pivots());
                 x.copy_from(wide.solve_host(FactorKind::Lu, x.as_ref())?);
                 Ok(())
             };
@@ -75,18 +75,5 @@ impl Lu {
         let (x, mut how) = mixed_solve(system, factor_low, residual, solve_full)?;
         how.device = Some(gpu);
         Ok((x, how))
-    }
-}
-
-/// The row interchanges `pivots` (LAPACK's ipiv, 0-based) applied to `b`, in order.
-fn interchange<T: Scalar>(pivots: &[usize], mut b: MatMut<'_, T>) {
-    for (i, &p) in pivots.iter().enumerate() {
-        if p != i {
-            for j in 0..b.ncols() {
-                let (x, y) = (b[(i, j)], b[(p, j)]);
-                b[(i, j)] = y;
-                b[(p, j)] = x;
-            }
-        }
     }
 }
