@@ -284,8 +284,7 @@ impl Cholesky {
         (host, b): (Option<MatRef<'_, T>>, MatRef<'_, T>),
         solve_full: impl FnOnce(DeviceBuffer<T>) -> Result<Mat<T>>,
     ) -> Result<(Mat<T>, Refinement)> {
-        let platform = self.resolve_platform()?;
-        let device = platform.devices()[gpu].device.clone();
+        let device = prepared.whole.device().clone();
         let on_gpu = self.clone().resident(gpu);
         let Prepared {
             whole,
@@ -303,7 +302,7 @@ impl Cholesky {
                     _ => {
                         let a_copy = a_copy.borrow();
                         let whole = a_copy.as_ref().expect("taken only by the fallback");
-                        Prepared::raised(&device, whole, host, shift)?
+                        Prepared::raised(whole, host, shift)?
                     }
                 };
                 on_gpu.factor_device(&mut l.matrix_mut())?;
@@ -367,7 +366,7 @@ impl<T: Refinable> Prepared<T> {
         let whole = DeviceBuffer::new(device, n, n)?;
         if whole.elementwise() {
             whole.write(0, 0, a)?;
-            return Self::on_device(device, whole);
+            return Self::on_device(whole);
         }
         write_hermitian(&whole, a)?;
         let (low, overflow, norm) = lowered_lower(a);
@@ -387,19 +386,16 @@ impl<T: Refinable> Prepared<T> {
         let n = a.nrows();
         let mut whole = DeviceBuffer::new(device, n, n)?;
         whole.copy_from(a)?;
-        Self::on_device(device, whole)
+        Self::on_device(whole)
     }
 
     /// Made whole, summed and rounded on the GPU from `whole`, which holds A as given.
-    fn on_device(
-        device: &Arc<dyn hetla_runtime::Device>,
-        mut whole: DeviceBuffer<T>,
-    ) -> Result<Self> {
+    fn on_device(mut whole: DeviceBuffer<T>) -> Result<Self> {
         let n = whole.matrix().nrows();
         whole.mirror_lower()?;
         // A is Hermitian: its largest column sum is its largest row sum.
         let norm = whole.column_norms()?.into_iter().fold(0.0, f64::max);
-        let mut low = DeviceBuffer::new(device, n, n)?;
+        let mut low = DeviceBuffer::new(whole.device(), n, n)?;
         let overflow = match whole.lower_into(&mut low, 1.0)? {
             Some((i, j)) => Some((i, j, whole.read_block(i, j, 1, 1)?[(0, 0)].abs_f64())),
             None => None,
@@ -415,7 +411,6 @@ impl<T: Refinable> Prepared<T> {
     /// A rounded with its diagonal raised by `shift` ([`crate::mixed::raise_factor`]), in the GPU's
     /// memory: from `whole` on the GPU where it runs the elementwise kernels, else from `host`.
     fn raised(
-        device: &Arc<dyn hetla_runtime::Device>,
         whole: &DeviceBuffer<T>,
         host: Option<MatRef<'_, T>>,
         shift: f64,
@@ -423,10 +418,10 @@ impl<T: Refinable> Prepared<T> {
         let n = whole.matrix().nrows();
         match host {
             Some(a) if !whole.elementwise() => {
-                DeviceBuffer::from_host(device, raised_lower(a, shift).as_ref())
+                DeviceBuffer::from_host(whole.device(), raised_lower(a, shift).as_ref())
             }
             _ => {
-                let mut low = DeviceBuffer::new(device, n, n)?;
+                let mut low = DeviceBuffer::new(whole.device(), n, n)?;
                 whole.lower_into(&mut low, raise_factor::<T>(shift))?;
                 Ok(low)
             }

@@ -171,6 +171,11 @@ impl<T: Scalar> DeviceBuffer<T> {
         })
     }
 
+    /// The device whose memory holds it.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+
     /// A copy of the host matrix `m` in `device`'s memory.
     pub fn from_host(device: &Arc<dyn Device>, m: MatRef<'_, T>) -> Result<Self> {
         let buffer = Self::new(device, m.nrows(), m.ncols())?;
