@@ -1483,6 +1483,112 @@ fn a_matrix_in_device_memory_is_factored_and_solved_where_it_lies_in_every_preci
     }
 }
 
+/// LU of a matrix in an emulated device's memory where it lies, in every precision, a cluster
+/// beside the device: every task on the device (a panel per block column), no copy through host
+/// memory (each block column copied within the device before the clock and back after it), the
+/// rows below the matrix (ld > n) untouched, the interchanges and factors of the cluster alone; a
+/// zero column reported at its global column; the refusals before any work.
+#[test]
+fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
+    use hetla::DeviceMatrix;
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        let (n, b, ld) = (230, 40, 237);
+        let device = Arc::new(EmulatedDevice::new(n * ld * size_of::<T>()));
+        let platform = platform("1x1", std::slice::from_ref(&device));
+        let a = hetla::matgen::random_in::<T>(n, n, 3);
+        let sentinel = T::from_f64(-7.0);
+        let lu_of = |m: &faer::Mat<T>| {
+            let mut buffer = in_buffer(m.as_ref(), ld, n, sentinel);
+            let mut on_device = DeviceMatrix::emulated(buffer.as_mut().subrows_mut(0, n)).unwrap();
+            let (trace, ipiv, zero) = hetla::Lu::new()
+                .platform(platform.clone())
+                .tile(b)
+                .factor_device(&mut on_device)
+                .unwrap();
+            (buffer, trace, ipiv, zero)
+        };
+        let (buffer, trace, ipiv, zero) = lu_of(&a);
+        assert_eq!(zero, None, "{p}");
+        let lu = buffer.as_ref().subrows(0, n).to_owned();
+        let residual = hetla::check::lu_residual(a.as_ref(), lu.as_ref(), &ipiv);
+        assert!(residual < RESIDUAL_THRESHOLD, "{p}: residual {residual}");
+        assert!(
+            (n..ld).all(|i| (0..n).all(|j| buffer[(i, j)] == sentinel)),
+            "{p}"
+        );
+        let (_, alone, ipiv_alone, _) = lu_on("1x1", Vec::new(), &a, b);
+        assert_eq!(ipiv, ipiv_alone, "{p}");
+        let (diff, largest) = largest_difference(&lu, &alone);
+        assert!(diff <= 1e3 * p.epsilon() * largest, "{p}: {diff}");
+        let columns = n.div_ceil(b);
+        assert_eq!(device.copies(), (0, 0), "{p}");
+        assert_eq!(device.device_copies(), 2 * columns, "{p}");
+        assert!(trace.transfers.is_empty(), "{p}: {:?}", trace.transfers);
+        let gpu = platform.clusters().len();
+        assert!(
+            trace.tasks.iter().all(|t| t.worker.0 == gpu),
+            "{p}: a task ran on a CPU cluster"
+        );
+        let panels = trace
+            .tasks
+            .iter()
+            .filter(|t| t.op == hetla::Op::LuPanel)
+            .count();
+        assert_eq!(panels, columns, "{p}");
+        for column in [55, n - 3] {
+            let mut singular = a.clone();
+            singular.col_mut(column).fill(T::from_f64(0.0));
+            assert_eq!(lu_of(&singular).3, Some(column), "{p}");
+        }
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+    // Refused before any work: no GPU on the platform, block columns beyond the budget (6 of 40
+    // columns, room for 5), not square; an empty matrix has nothing to do.
+    let a = hetla::matgen::random_in::<f64>(230, 230, 3);
+    let mut buffer = a.clone();
+    let error = hetla::Lu::new()
+        .threads(1)
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::InvalidOption {
+                option: "platform",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let small = Arc::new(EmulatedDevice::new(5 * 230 * 40 * 8));
+    let error = hetla::Lu::new()
+        .platform(platform("none", std::slice::from_ref(&small)))
+        .tile(40)
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(error.to_string().contains("budget"), "{error}");
+    let one = platform("none", &emulated(1, usize::MAX / (40 * 40 * 8), 40));
+    let error = hetla::Lu::new()
+        .platform(one.clone())
+        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut().subcols_mut(0, 229)).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::NotSquare { what: "A", .. }),
+        "{error}"
+    );
+    assert_eq!(buffer, a, "the matrix was touched");
+    assert_eq!(small.device_copies(), 0);
+    let mut empty = faer::Mat::<f64>::zeros(0, 0);
+    let (_, ipiv, zero) = hetla::Lu::new()
+        .platform(one)
+        .factor_device(&mut DeviceMatrix::emulated(empty.as_mut()).unwrap())
+        .unwrap();
+    assert_eq!((ipiv.len(), zero), (0, None));
+}
+
 #[test]
 fn a_device_matrix_that_cannot_be_factored_where_it_lies_is_an_error_before_any_work() {
     use hetla::DeviceMatrix;
@@ -1649,6 +1755,22 @@ fn a_real_gpu_factors_and_solves_its_own_buffer_and_refuses_host_memory_or_the_s
     let c = faer::MatRef::from_column_major_slice(&c, m, m);
     let error = hetla::check::relative_error(c, expected.as_ref());
     assert!(error < 1e-13, "product differs by {error}");
+    // LU of a general matrix in the GPU's buffer where it lies (every task on the GPU, the panels
+    // by cuSOLVER's ?getrf): LAPACK's residual with the interchanges it returns.
+    let general = hetla::matgen::random_in::<f64>(n, n, 13);
+    let mut buffer = stream
+        .clone_htod(&column_major(&in_buffer(general.as_ref(), ld, n, 0.0)))
+        .unwrap();
+    let (trace, ipiv, zero) = hetla::Lu::new()
+        .platform(p.clone())
+        .tile(512)
+        .factor_device(&mut DeviceMatrix::<f64>::cuda(&mut buffer, n, n, ld).unwrap())
+        .unwrap();
+    assert!(trace.transfers.is_empty() && zero.is_none());
+    let back = stream.clone_dtoh(&buffer).unwrap();
+    let lu = faer::MatRef::from_column_major_slice_with_stride(&back, n, n, ld);
+    let residual = hetla::check::lu_residual(general.as_ref(), lu, &ipiv);
+    assert!(residual < RESIDUAL_THRESHOLD, "LU residual {residual}");
     // Host memory is not the GPU's, and a buffer too small for its matrix is refused.
     let mut on_host = a.clone();
     let error = Cholesky::new()
@@ -2112,11 +2234,18 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
         let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i + j) as f64 * 0.01, 0.5));
         let (y, host) = lu(None).solve_refined(a.as_ref(), b.as_ref()).unwrap();
         assert_eq!(host.device, None, "{what}");
-        let on_gpu = lu(Some(EmulatedDevice::new(usize::MAX)));
+        let device = Arc::new(EmulatedDevice::new(usize::MAX));
+        let on_gpu = Lu::new()
+            .platform(platform("none", std::slice::from_ref(&device)))
+            .tile(60);
         let (x, how) = on_gpu.solve_refined(a.as_ref(), b.as_ref()).unwrap();
         let (diff, scale) = largest_difference(&x, &y);
         assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
         assert_eq!(host.path, how.path, "{what}");
+        // The single LU ran where A rounded was written (each block column copied within the
+        // device into the run and back), no tile crossing to or from host memory.
+        let moved = (device.copies(), device.device_copies());
+        assert_eq!(moved, ((0, 0), 2 * n.div_ceil(60)), "{what}");
         mixed_on_gpu_0((a.as_ref(), x.as_ref(), b.as_ref()), &how);
         let small = lu(Some(EmulatedDevice::new(2 * n * n * what.bytes())));
         let (_, how) = small.solve_refined(a.as_ref(), b.as_ref()).unwrap();

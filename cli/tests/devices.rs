@@ -303,6 +303,32 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
         resident >= area * (1.0 - 1e-9) && resident < from_host,
         "{resident} {area} {from_host}"
     );
+    // LU alike: every block column's task on the GPU, `seconds` the makespan, nothing crossing;
+    // refused without a GPU and with the mixed solve (which refines on the GPU by itself).
+    let r = common::json("lu --n 600 --tile 100 --clusters 1x1 --gpus emulated:1 --resident");
+    assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+    assert_eq!(r["resident"], true);
+    // No link moved a byte (the report leaves the list out when empty).
+    assert!(r["bytes"].as_array().is_none_or(Vec::is_empty), "{r}");
+    let workers = r["workers"].as_array().unwrap();
+    // The GPU's busy time over its busy fraction: the run's makespan.
+    let gpu = |key: &str| workers[1][key].as_f64().unwrap();
+    let makespan = gpu("busy_seconds") / gpu("busy_fraction");
+    let seconds = r["seconds"].as_f64().unwrap();
+    assert!(
+        (seconds - makespan).abs() <= 1e-9 * makespan,
+        "{seconds} {makespan}"
+    );
+    let tasks = |name: &str| {
+        workers.iter().find(|w| w["name"] == name).unwrap()["tasks"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!((tasks("cpu0"), tasks("gpu0")), (0, 36), "{workers:?}");
+    let (ok, _, err) = common::run("lu --n 600 --resident");
+    assert!(!ok && err.contains("--gpus all"), "{err}");
+    let (ok, _, err) = common::run("lu --n 600 --gpus emulated:1 --precision ds --resident");
+    assert!(!ok && err.contains("leave out --resident"), "{err}");
     // Resident without a GPU, or the write-back policy without the matrix on the device: errors.
     let (ok, _, err) = simulate("--resident");
     assert!(!ok && err.contains("needs a GPU"), "{err}");

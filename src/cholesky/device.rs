@@ -13,9 +13,9 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
 use hetla_kernels::elementwise::FactorKind;
-use hetla_runtime::{MemoryNode, ResourceKind, RunOptions, Trace, WriteBack};
+use hetla_runtime::{MemoryNode, RunOptions, Trace, WriteBack};
 
-use super::{Cholesky, resident_placement};
+use super::Cholesky;
 use crate::Result;
 use crate::check::check_square;
 use crate::mixed::{
@@ -98,7 +98,7 @@ impl Cholesky {
         matrices: &[(&'static str, &DeviceMatrix<'_, T>, Mode)],
     ) -> Result<Trace> {
         let gpu = self.resident.unwrap_or(0);
-        let mut placement = resident_placement(platform, plan, gpu)?;
+        let mut placement = plan.resident_placement(platform, gpu)?;
         let device = &platform.devices()[gpu].device;
         for &(what, m, _) in matrices {
             m.check_on(device.as_ref(), what)?;
@@ -127,11 +127,7 @@ impl Cholesky {
             tensor_math: self.run.tensor_math,
             placement,
             // The tiles have no host view: no CPU cluster may run a task.
-            restrictions: plan
-                .ops()
-                .into_iter()
-                .map(|op| (op, vec![ResourceKind::Gpu]))
-                .collect(),
+            restrictions: plan.on_gpus_only(),
             ..RunOptions::default()
         };
         super::work::execute(plan, platform, &store, &options)

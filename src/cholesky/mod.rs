@@ -8,11 +8,8 @@
 use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_factorizations::{Mode, TileRef};
 use hetla_kernels::{KernelError, Op, Par, Precision, Scalar, real_diagonal};
-use hetla_runtime::{
-    HostMemory, MemoryNode, Platform, RunOptions, SchedulerKind, Trace, WriteBack,
-};
+use hetla_runtime::{HostMemory, Platform, RunOptions, SchedulerKind, Trace, WriteBack};
 
 use crate::check::{check_finite, check_hermitian_lower, check_output_shape, check_square};
 use crate::condition;
@@ -344,7 +341,7 @@ impl Cholesky {
             });
         }
         let placement = match self.resident {
-            Some(gpu) => resident_placement(platform, plan, gpu)?,
+            Some(gpu) => plan.resident_placement(platform, gpu)?,
             None => Vec::new(),
         };
         // With a device the check runs beside the run, from its first uploads (nothing writes
@@ -398,45 +395,6 @@ impl Cholesky {
             },
         )
     }
-}
-
-/// Every tile `plan` factors, placed read-write on GPU `gpu` of `platform` (see
-/// [`Cholesky::resident`]).
-fn resident_placement(
-    platform: &Platform,
-    plan: &Plan,
-    gpu: usize,
-) -> Result<Vec<(TileRef, MemoryNode, Mode)>> {
-    let gpus = platform.devices().len();
-    if gpu >= gpus {
-        return Err(Error::InvalidOption {
-            option: "resident",
-            reason: format!(
-                "a resident factorisation on GPU {gpu} needs that GPU, but the platform has {gpus} \
-                 GPU(s)"
-            ),
-        });
-    }
-    let placement = plan.placed_on(MemoryNode(gpu + 1));
-    // The whole matrix must fit: an eviction would copy tiles inside the timed run.
-    let bytes: usize = placement
-        .iter()
-        .map(|&(tile, ..)| plan.tile_bytes(tile))
-        .sum();
-    let budget = platform.devices()[gpu].device.budget();
-    if bytes > budget {
-        return Err(Error::InvalidOption {
-            option: "resident",
-            reason: format!(
-                "the matrix's tiles take {:.1} MB, more than GPU {gpu}'s budget of {:.1} MB: a \
-                 resident factorisation keeps them all on the GPU (give it more memory, or factor \
-                 from host memory)",
-                bytes as f64 / 1e6,
-                budget as f64 / 1e6
-            ),
-        });
-    }
-    Ok(placement)
 }
 
 /// The constructor of Cholesky plans for `platform`: with a panel inverse for each panel of

@@ -1,12 +1,22 @@
-//! LU's mixed solve refined on a GPU ([`Lu::solve_refined`] on a platform with a GPU whose budget
-//! holds A in the working precision and the single factor): A is written into the GPU's memory
-//! once; the single LU is made on the platform's workers as on the host path (the GPU among them,
-//! with the run's tensor math), its L and U written to the GPU once and kept; each refinement step
-//! runs there: the residual B - A X by one cuBLAS ?gemm on the resident A, the correction by two
-//! ?trsm with the resident factor ([`SpanKernel::Solve`](hetla_kernels::elementwise::SpanKernel)),
-//! the row interchanges applied on the host to the vectors, which alone cross (their precision
-//! changes there). GMRES-IR's preconditioner is the factor widened on the host and written once,
-//! when it first runs. A fallback frees A's copy and factors in double on the platform's workers.
+//! LU on the GPU for matrices in its memory, and LU's mixed solve refined on a GPU.
+//!
+//! [`Lu::factor_device`] factors a matrix in a GPU's memory where it lies, as
+//! [`Cholesky::factor_device`](crate::Cholesky::factor_device) does: LU's graph in block columns
+//! over the device matrix ([`DeviceTiles::in_columns`]), each block column copied within the GPU
+//! into the run's replica before the clock starts and back after it stops, every task on that GPU
+//! (the panels by cuSOLVER's ?getrf, their interchanges copied back to the host for the updates'
+//! arguments; the updates and interchanges by ?laswp, ?trsm and ?gemm). Only the interchanges
+//! cross to the host.
+//!
+//! [`Lu::solve_refined`] on a platform with a GPU whose budget holds A in the working precision and
+//! the single factor refines there: A is written into the GPU's memory once, A rounded is written
+//! beside it and factored there by [`Lu::factor_device`] (with the run's tensor math), the factor
+//! kept where it was made; each refinement step runs there: the residual B - A X by one cuBLAS
+//! ?gemm on the resident A, the correction by two ?trsm with the resident factor
+//! ([`SpanKernel::Solve`](hetla_kernels::elementwise::SpanKernel)), the row interchanges applied on
+//! the host to the vectors, which alone cross (their precision changes there). GMRES-IR's
+//! preconditioner is the factor read back, widened on the host and written once, when it first
+//! runs. A fallback frees the GPU's copies and factors in double on the platform's workers.
 
 use std::rc::Rc;
 
@@ -14,12 +24,85 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::elementwise::FactorKind;
 use hetla_kernels::swap_rows;
 
+use hetla_factorizations::FACTOR;
+use hetla_kernels::Scalar;
+use hetla_runtime::{MemoryNode, Platform, RunOptions, Trace, WriteBack};
+
 use super::{Lu, Norms};
-use crate::Result;
+use crate::check::check_square;
 use crate::mixed::{LowFactor, Refinable, Refinement, System, mixed_solve, widened};
-use crate::tiles::device::DeviceBuffer;
+use crate::plan::Plan;
+use crate::tiles::device::{DeviceBuffer, DeviceMatrix, DeviceTiles};
+use crate::{Error, Result};
 
 impl Lu {
+    /// Factors `a`, a square matrix in the memory of one of the platform's GPUs (the first whose
+    /// memory holds it), where it lies, as [`Lu::factor_in_place`] factors a host matrix: P A = L U
+    /// overwrites it (L unit lower, below the diagonal; U on and above it), with no copy of it
+    /// through host memory. Returns the trace of the run (its makespan: the factorisation on the
+    /// device, the copies within the device before and after it left out, as cuSOLVER's ?getrf on
+    /// a resident matrix is timed), the interchanges (0-based: row i was swapped with `ipiv[i]`)
+    /// and the first column whose pivot is exactly zero (the factorisation is completed, as
+    /// LAPACK's).
+    ///
+    /// The matrix never comes to the host, so it is not checked for NaN or infinities first: they
+    /// give a factor with NaNs. Errors before any work: a platform without a GPU whose memory holds
+    /// the matrix, or block columns beyond that GPU's memory budget.
+    ///
+    /// ```
+    /// use hetla::{Backend, DeviceMatrix, GpuSelection, Lu, ModelStore, Platform};
+    /// // An emulated device, whose memory is host memory; a GPU's buffer is taken by
+    /// // `DeviceMatrix::cuda`, and `GpuSelection::All` opens the GPUs.
+    /// let devices = GpuSelection::Emulated(1).open(None)?;
+    /// let spec = "none".parse()?;
+    /// let platform = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices)?;
+    /// let mut a = hetla::matgen::random_block_in::<f64>(300, 7, 0..300, 0..300);
+    /// let a0 = a.clone();
+    /// let (_, ipiv, singular) = Lu::new()
+    ///     .tile(100)
+    ///     .platform(platform.into())
+    ///     .factor_device(&mut DeviceMatrix::emulated(a.as_mut())?)?;
+    /// assert_eq!(singular, None);
+    /// // L and U are in `a`, as the same LU on the host leaves them.
+    /// let on_host = Lu::new().tile(100).factor(a0.as_ref())?;
+    /// assert_eq!(ipiv, on_host.pivots());
+    /// assert!((a - on_host.storage()).norm_max() < 1e-12);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn factor_device<T: Scalar>(
+        &self,
+        a: &mut DeviceMatrix<'_, T>,
+    ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
+        check_square("A", a.nrows(), a.ncols())?;
+        let n = a.nrows();
+        let this = self.tuned_for(n, T::PRECISION);
+        let platform = this.resolve_platform()?;
+        let gpu = holding_gpu(&platform, a)?;
+        if n == 0 {
+            return Ok((
+                Trace::new(platform.workers().to_vec(), Vec::new(), 0.0),
+                Vec::new(),
+                None,
+            ));
+        }
+        let tile = this.checked_tile(&platform, n)?;
+        let plan = Plan::new(crate::Algorithm::Lu { n }, tile, T::PRECISION)?;
+        let options = RunOptions {
+            scheduler: this.run.scheduler,
+            write_back: WriteBack::Resident,
+            tensor_math: this.run.tensor_math,
+            placement: plan.resident_placement(&platform, gpu)?,
+            // The block columns have no host view: no CPU cluster may run a task.
+            restrictions: plan.on_gpus_only(),
+            ..RunOptions::default()
+        };
+        let tiling = *plan
+            .blocks(FACTOR)
+            .expect("an LU plan has its block columns");
+        let store = DeviceTiles::in_columns(MemoryNode(gpu + 1), vec![(&*a, tiling)]);
+        super::work::execute_on(&plan, &platform, &store, &options)
+    }
+
     /// The mixed solve of `system` (A X = B) refined on GPU `gpu` (see the module documentation);
     /// `low` is A rounded.
     pub(super) fn refined_on_device<T: Refinable>(
@@ -34,26 +117,28 @@ impl Lu {
         let device = platform.devices()[gpu].device.clone();
         let a_copy = std::cell::RefCell::new(Some(DeviceBuffer::from_host(&device, a)?));
         let factor_low = || {
-            let factor = self.factor_checked(low, norms)?;
-            if let Some(column) = factor.singular {
+            let mut resident = DeviceBuffer::from_host(&device, low.as_ref())?;
+            // A rounded leaves host memory once written (the closure owns it).
+            drop(low);
+            let (_, ipiv, singular) = self.factor_device(&mut resident.matrix_mut())?;
+            if let Some(column) = singular {
                 return Ok(Err(super::zero_pivot::<T>(column)));
             }
-            let resident = Rc::new(DeviceBuffer::from_host(&device, factor.storage())?);
-            let factor = Rc::new(factor);
-            let factor_low = factor.clone();
+            let (resident, ipiv) = (Rc::new(resident), Rc::new(ipiv));
+            let (factor, pivots) = (resident.clone(), ipiv.clone());
             let solve_low = move |r: MatRef<'_, T::Low>| {
                 let mut r = r.to_owned();
-                swap_rows(r.as_mut(), factor_low.pivots());
-                resident.solve_host(FactorKind::Lu, r.as_ref())
+                swap_rows(r.as_mut(), &pivots);
+                factor.solve_host(FactorKind::Lu, r.as_ref())
             };
             let (device, wide) = (device.clone(), std::cell::OnceCell::new());
             let precondition = move |mut x: MatMut<'_, T>| {
                 if wide.get().is_none() {
-                    let widened = widened::<T>(factor.storage());
+                    let widened = widened::<T>(resident.read()?.as_ref());
                     let _ = wide.set(DeviceBuffer::from_host(&device, widened.as_ref())?);
                 }
                 let wide = wide.get().expect("set above");
-                swap_rows(x.as_mut(), factor.pivots());
+                swap_rows(x.as_mut(), &ipiv);
                 x.copy_from(wide.solve_host(FactorKind::Lu, x.as_ref())?);
                 Ok(())
             };
@@ -75,5 +160,24 @@ impl Lu {
         let (x, mut how) = mixed_solve(system, factor_low, residual, solve_full)?;
         how.device = Some(gpu);
         Ok((x, how))
+    }
+}
+
+/// The first of `platform`'s GPUs whose memory holds `a`; an error naming what is wrong otherwise.
+fn holding_gpu<T: Scalar>(platform: &Platform, a: &DeviceMatrix<'_, T>) -> Result<usize> {
+    let devices = platform.devices();
+    if let Some(gpu) = (devices.iter()).position(|d| a.check_on(d.device.as_ref(), "A").is_ok()) {
+        return Ok(gpu);
+    }
+    match devices.first() {
+        // The first GPU's reason (another GPU's memory, host memory given as a GPU's, ...).
+        Some(first) => a.check_on(first.device.as_ref(), "A").map(|()| 0),
+        None => Err(Error::InvalidOption {
+            option: "platform",
+            reason: "a factorisation of a matrix in a GPU's memory needs a platform with that GPU \
+                     (GpuSelection::All, or emulated devices for a matrix in host memory); this \
+                     one has none"
+                .into(),
+        }),
     }
 }

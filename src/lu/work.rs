@@ -7,7 +7,7 @@ use hetla_factorizations::{Op, TaskId, TileRef, Tiling};
 use hetla_kernels::{KernelArgs, KernelError, PanelSlot, Scalar};
 use hetla_runtime::Workload;
 
-use crate::tiles::{TileWork, delegate_to_tiles, operands};
+use crate::tiles::{TileStore, TileWork, delegate_to_tiles, operands};
 use hetla_runtime::{Platform, RunOptions, Trace, execute as run_graph};
 
 use crate::Result;
@@ -136,7 +136,6 @@ pub(crate) fn execute<T: Scalar>(
     a: faer::MatMut<'_, T>,
     options: &RunOptions,
 ) -> Result<(Trace, Vec<usize>, Option<usize>)> {
-    use std::sync::atomic::AtomicUsize;
     expect_precision(plan, T::PRECISION)?;
     let n = match plan.algorithm() {
         Algorithm::Lu { n } if (a.nrows(), a.ncols()) == (n, n) => n,
@@ -144,12 +143,36 @@ pub(crate) fn execute<T: Scalar>(
     };
     let tiling = hetla_factorizations::Tiling::square(n, plan.tile())?;
     let store = ColumnBlocks::new(a, tiling, "A")?;
+    execute_on(plan, platform, &store, options)
+}
+
+/// Runs an LU plan on `platform` over the block columns `store` holds (of the plan's tiling: a
+/// host matrix's [`ColumnBlocks`], a device matrix's
+/// [`DeviceTiles`](crate::tiles::device::DeviceTiles)), as [`execute`] does.
+pub(crate) fn execute_on<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    options: &RunOptions,
+) -> Result<(Trace, Vec<usize>, Option<usize>)> {
+    use std::sync::atomic::AtomicUsize;
+    expect_precision(plan, T::PRECISION)?;
+    let Algorithm::Lu { n } = plan.algorithm() else {
+        return Err(crate::Error::InvalidOption {
+            option: "plan",
+            reason: format!(
+                "an LU's work runs LU plans, not a {}",
+                plan.algorithm().name()
+            ),
+        });
+    };
+    let tiling = hetla_factorizations::Tiling::square(n, plan.tile())?;
     let shape = |tile| plan.shape(tile);
     let ipiv: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
     let zero = AtomicUsize::new(usize::MAX);
     let found: Vec<PanelSlot> = (0..tiling.col_tiles()).map(|_| PanelSlot::new()).collect();
     let work = PivotedWork {
-        tiles: tile_work(plan, &shape, &store, platform),
+        tiles: tile_work(plan, &shape, store, platform),
         tiling,
         ipiv: &ipiv,
         zero: &zero,

@@ -1,8 +1,10 @@
 //! A plan run on a platform, and how a failed run reads to the caller.
 
-use hetla_factorizations::{FACTOR, TaskGraph, TaskId};
+use hetla_factorizations::{FACTOR, Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::{KernelError, Op, Scalar};
-use hetla_runtime::{Platform, RunError, RunOptions, RunStep, TaskFailure, Trace, execute};
+use hetla_runtime::{
+    MemoryNode, Platform, ResourceKind, RunError, RunOptions, RunStep, TaskFailure, Trace, execute,
+};
 
 use super::build::{Algorithm, Plan, expect_precision};
 use crate::tiles::{TileStore, TileWork};
@@ -56,6 +58,54 @@ impl Plan {
             .map(|d| d.device.budget())
             .collect();
         self.run_options_for(&budgets, base)
+    }
+
+    /// Every tile the plan's tasks use, placed read-write on GPU `gpu` of `platform` before a
+    /// resident run's clock starts ([`crate::Cholesky::resident`], the device matrices'
+    /// factorisations). Errors before any work: a platform without that GPU, or tiles beyond its
+    /// budget (an eviction would copy tiles inside the timed run).
+    pub(crate) fn resident_placement(
+        &self,
+        platform: &Platform,
+        gpu: usize,
+    ) -> Result<Vec<(TileRef, MemoryNode, Mode)>> {
+        let gpus = platform.devices().len();
+        if gpu >= gpus {
+            return Err(Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "a resident factorisation on GPU {gpu} needs that GPU, but the platform has \
+                     {gpus} GPU(s)"
+                ),
+            });
+        }
+        let placement = self.placed_on(MemoryNode(gpu + 1));
+        let bytes: usize = placement
+            .iter()
+            .map(|&(tile, ..)| self.tile_bytes(tile))
+            .sum();
+        let budget = platform.devices()[gpu].device.budget();
+        if bytes > budget {
+            return Err(Error::InvalidOption {
+                option: "resident",
+                reason: format!(
+                    "the matrix's tiles take {:.1} MB, more than GPU {gpu}'s budget of {:.1} MB: a \
+                     resident factorisation keeps them all on the GPU (give it more memory, or \
+                     factor from host memory)",
+                    bytes as f64 / 1e6,
+                    budget as f64 / 1e6
+                ),
+            });
+        }
+        Ok(placement)
+    }
+
+    /// Every operation of the plan restricted to GPUs: a run over tiles with no host view (a device
+    /// matrix's), which no CPU cluster could read.
+    pub(crate) fn on_gpus_only(&self) -> Vec<(Op, Vec<ResourceKind>)> {
+        (self.ops().into_iter())
+            .map(|op| (op, vec![ResourceKind::Gpu]))
+            .collect()
     }
 
     /// Bytes of the tiles of every matrix the plan's tasks use.

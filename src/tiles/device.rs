@@ -353,6 +353,9 @@ fn device_of_both<A: Scalar, B: Scalar>(a: &DeviceBuffer<A>, b: &DeviceBuffer<B>
 pub(crate) struct DeviceTiles<'s, 'a, T: Scalar> {
     node: MemoryNode,
     matrices: Vec<(&'s DeviceMatrix<'a, T>, Tiling)>,
+    /// Whether tile (0, j) is block column j of the tiling, every row (LU's plans), rather than
+    /// tile (i, j) of it.
+    columns: bool,
 }
 
 impl<'s, 'a, T: Scalar> DeviceTiles<'s, 'a, T> {
@@ -363,7 +366,20 @@ impl<'s, 'a, T: Scalar> DeviceTiles<'s, 'a, T> {
                 .iter()
                 .all(|(m, t)| (m.nrows(), m.ncols()) == (t.rows(), t.cols()))
         );
-        Self { node, matrices }
+        Self {
+            node,
+            matrices,
+            columns: false,
+        }
+    }
+
+    /// `matrices` on the device of `node` in whole block columns of their tilings' width (as
+    /// [`ColumnBlocks`](super::ColumnBlocks) holds a host matrix).
+    pub fn in_columns(node: MemoryNode, matrices: Vec<(&'s DeviceMatrix<'a, T>, Tiling)>) -> Self {
+        Self {
+            columns: true,
+            ..Self::new(node, matrices)
+        }
     }
 }
 
@@ -378,13 +394,18 @@ impl<T: Scalar> TileStore<T> for DeviceTiles<'_, '_, T> {
 
     fn device_home(&self, tile: TileRef) -> Option<DeviceHome> {
         let (m, tiling) = self.matrices.get(tile.matrix.0 as usize)?;
-        if tile.row >= tiling.row_tiles() || tile.col >= tiling.col_tiles() {
+        let rows = if self.columns { 1 } else { tiling.row_tiles() };
+        if tile.row >= rows || tile.col >= tiling.col_tiles() {
             return None;
         }
-        let (rows, cols) = tiling.tile_shape(tile.row, tile.col);
-        let span = m
-            .span()
-            .block(tiling.offset(tile.row), tiling.offset(tile.col), rows, cols)?;
+        let ((row, rows), cols) = match self.columns {
+            true => ((0, tiling.rows()), tiling.tile_cols(tile.col)),
+            false => {
+                let (rows, cols) = tiling.tile_shape(tile.row, tile.col);
+                ((tiling.offset(tile.row), rows), cols)
+            }
+        };
+        let span = m.span().block(row, tiling.offset(tile.col), rows, cols)?;
         // SAFETY: the block lies in the matrix's span, memory of the device of `node` that the
         // matrix borrows (the contract of its constructors) for longer than the run; tiles of one
         // tiling are disjoint blocks, and the matrices of a run are distinct borrows.

@@ -32,6 +32,14 @@ pub struct LuArgs {
     /// column needed last.
     #[arg(long, value_parser = crate::commands::args::parse_bytes, value_name = "BYTES")]
     pub gpu_memory: Option<usize>,
+    /// Factor a matrix that lives in the first GPU's memory where it lies, as cuSOLVER's resident
+    /// ?getrf does (`hetla::Lu::factor_device`, every task on the GPU): the generated matrix is
+    /// copied into a buffer of the GPU (for an emulated device, its memory is host memory) before
+    /// the call, and L\U back after it, neither timed; inside the call each block column is copied
+    /// within the GPU into the run's replicas before the clock starts and back after it stops, and
+    /// `seconds` is the runtime's makespan. Needs a GPU; not with `--precision ds` or `zc`.
+    #[arg(long)]
+    pub resident: bool,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of
     /// A x = b to double accuracy from an f32 (c32) LU refined in double (`hetla::solve_mixed`,
     /// LAPACK dsgesv), timed beside the factorisation and solve in f64 (c64).
