@@ -1485,9 +1485,9 @@ fn a_matrix_in_device_memory_is_factored_and_solved_where_it_lies_in_every_preci
 
 /// LU of a matrix in an emulated device's memory where it lies, in every precision, a cluster
 /// beside the device: every task on the device (a panel per block column), no copy through host
-/// memory (each block column copied within the device before the clock and back after it), the
-/// rows below the matrix (ld > n) untouched, the interchanges and factors of the cluster alone; a
-/// zero column reported at its global column; the refusals before any work.
+/// memory (each block column copied within the device before the clock and back after it), the rows
+/// below the matrix (ld > n) untouched, the interchanges and factors of the cluster alone; a zero
+/// column reported at its global column; the refusals before any work.
 #[test]
 fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
     use hetla::DeviceMatrix;

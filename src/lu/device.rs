@@ -5,8 +5,8 @@
 //! over the device matrix ([`DeviceTiles::in_columns`]), each block column copied within the GPU
 //! into the run's replica before the clock starts and back after it stops, every task on that GPU
 //! (the panels by cuSOLVER's ?getrf, their interchanges copied back to the host for the updates'
-//! arguments; the updates and interchanges by ?laswp, ?trsm and ?gemm). Only the interchanges
-//! cross to the host.
+//! arguments; the updates and interchanges by ?laswp, ?trsm and ?gemm). Only the interchanges cross
+//! to the host.
 //!
 //! [`Lu::solve_refined`] on a platform with a GPU whose budget holds A in the working precision and
 //! the single factor refines there: A is written into the GPU's memory once, A rounded is written
@@ -40,10 +40,9 @@ impl Lu {
     /// memory holds it), where it lies, as [`Lu::factor_in_place`] factors a host matrix: P A = L U
     /// overwrites it (L unit lower, below the diagonal; U on and above it), with no copy of it
     /// through host memory. Returns the trace of the run (its makespan: the factorisation on the
-    /// device, the copies within the device before and after it left out, as cuSOLVER's ?getrf on
-    /// a resident matrix is timed), the interchanges (0-based: row i was swapped with `ipiv[i]`)
-    /// and the first column whose pivot is exactly zero (the factorisation is completed, as
-    /// LAPACK's).
+    /// device, the copies within the device before and after it left out, as cuSOLVER's ?getrf on a
+    /// resident matrix is timed), the interchanges (0-based: row i was swapped with `ipiv[i]`) and
+    /// the first column whose pivot is exactly zero (the factorisation is completed, as LAPACK's).
     ///
     /// The matrix never comes to the host, so it is not checked for NaN or infinities first: they
     /// give a factor with NaNs. Errors before any work: a platform without a GPU whose memory holds

@@ -146,8 +146,8 @@ pub(crate) fn execute<T: Scalar>(
     execute_on(plan, platform, &store, options)
 }
 
-/// Runs an LU plan on `platform` over the block columns `store` holds (of the plan's tiling: a
-/// host matrix's [`ColumnBlocks`], a device matrix's
+/// Runs an LU plan on `platform` over the block columns `store` holds (of the plan's tiling: a host
+/// matrix's [`ColumnBlocks`], a device matrix's
 /// [`DeviceTiles`](crate::tiles::device::DeviceTiles)), as [`execute`] does.
 pub(crate) fn execute_on<T: Scalar>(
     plan: &Plan,
