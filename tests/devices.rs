@@ -1536,10 +1536,50 @@ fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
             .filter(|t| t.op == hetla::Op::LuPanel)
             .count();
         assert_eq!(panels, columns, "{p}");
+        // The solve with the factor and B (n x 3, ld n + 2) where they lie: X over B, the rows
+        // below untouched, as the host's solve with its own factor.
+        let (mut buffer, ipiv) = (buffer, ipiv);
+        let rhs = hetla::matgen::random_in::<T>(n, 3, 31);
+        let mut b_buffer = in_buffer(rhs.as_ref(), n + 2, 3, sentinel);
+        let solve = |buffer: &mut faer::Mat<T>, b_buffer: &mut faer::Mat<T>, ipiv: &[usize]| {
+            hetla::Lu::new().platform(platform.clone()).solve_device(
+                &DeviceMatrix::emulated(buffer.as_mut().subrows_mut(0, n)).unwrap(),
+                ipiv,
+                &mut DeviceMatrix::emulated(b_buffer.as_mut().subrows_mut(0, n)).unwrap(),
+            )
+        };
+        solve(&mut buffer, &mut b_buffer, &ipiv).unwrap();
+        let reference = hetla::Lu::new().tile(b).factor(a.as_ref()).unwrap();
+        let reference = reference.solve(rhs.as_ref()).unwrap();
+        let error =
+            hetla::check::relative_error(b_buffer.as_ref().subrows(0, n), reference.as_ref());
+        assert!(error < 1e4 * p.epsilon(), "{p}: X differs by {error}");
+        assert!(
+            (n..n + 2).all(|i| (0..3).all(|j| b_buffer[(i, j)] == sentinel)),
+            "{p}"
+        );
+        assert_eq!(device.copies(), (0, 0), "{p}");
+        // Refused before any work: interchanges not of this order or outside their rows.
+        let before = b_buffer.clone();
+        for wrong in [&ipiv[1..], &[&[n][..], &ipiv[1..]].concat()] {
+            let error = solve(&mut buffer, &mut b_buffer, wrong).unwrap_err();
+            assert!(
+                matches!(error, Error::InvalidOption { option: "ipiv", .. }),
+                "{p}: {error}"
+            );
+        }
+        assert!(b_buffer == before, "{p}: a refused solve wrote B");
         for column in [55, n - 3] {
             let mut singular = a.clone();
             singular.col_mut(column).fill(T::from_f64(0.0));
-            assert_eq!(lu_of(&singular).3, Some(column), "{p}");
+            let (mut factor, _, ipiv, zero) = lu_of(&singular);
+            assert_eq!(zero, Some(column), "{p}");
+            let error = solve(&mut factor, &mut b_buffer, &ipiv).unwrap_err();
+            assert!(
+                matches!(error, Error::Singular { column: c } if c == column),
+                "{p}: {error}"
+            );
+            assert!(b_buffer == before, "{p}: a refused solve wrote B");
         }
     }
     for precision in hetla::Precision::ALL {
@@ -1771,6 +1811,21 @@ fn a_real_gpu_factors_and_solves_its_own_buffer_and_refuses_host_memory_or_the_s
     let lu = faer::MatRef::from_column_major_slice_with_stride(&back, n, n, ld);
     let residual = hetla::check::lu_residual(general.as_ref(), lu, &ipiv);
     assert!(residual < RESIDUAL_THRESHOLD, "LU residual {residual}");
+    // Its solve where both lie (cuSOLVER's ?laswp, two cuBLAS ?trsm).
+    let mut b = stream.clone_htod(&column_major(&rhs)).unwrap();
+    hetla::Lu::new()
+        .platform(p.clone())
+        .solve_device(
+            &DeviceMatrix::<f64>::cuda(&mut buffer, n, n, ld).unwrap(),
+            &ipiv,
+            &mut DeviceMatrix::<f64>::cuda(&mut b, n, rhs.ncols(), n).unwrap(),
+        )
+        .unwrap();
+    let x = stream.clone_dtoh(&b).unwrap();
+    let x = faer::MatRef::from_column_major_slice(&x, n, rhs.ncols());
+    let error =
+        hetla::check::solve_backward_error(general.as_ref(), x, rhs.as_ref(), Par::rayon(0));
+    assert!(error < 1e-12, "LU solve's backward error {error}");
     // Host memory is not the GPU's, and a buffer too small for its matrix is refused.
     let mut on_host = a.clone();
     let error = Cholesky::new()
@@ -2414,7 +2469,11 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
     assert!(back == expected, "{what}: the mirrored matrix differs");
     assert!(low_back == rounded, "{what}: the rounded matrix differs");
     // A refinement step's kernels: R -= A X, then (L L^H)^-1 R with a well-conditioned L, then
-    // U^-1 L^-1 R with the same matrix read as an LU factor.
+    // U^-1 L^-1 P R with the same matrix read as an LU factor and interchanges of every kind (none,
+    // the last row, a row below).
+    let ipiv: Vec<usize> = (0..n)
+        .map(|i| [i, n - 1, (i + 3).min(n - 1)][i % 3])
+        .collect();
     let l = faer::Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Less => T::from_f64(0.0),
         std::cmp::Ordering::Equal => T::from_f64(n as f64),
@@ -2447,6 +2506,10 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
             kind: Cholesky,
             b: &sr,
         });
+        on_device(SpanKernel::Interchange {
+            b: &sr,
+            ipiv: &ipiv,
+        });
         on_device(SpanKernel::Solve {
             factor: &sl,
             kind: Lu,
@@ -2477,6 +2540,10 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
             factor: &hl,
             kind: Cholesky,
             b: &hr,
+        });
+        on_host(SpanKernel::Interchange {
+            b: &hr,
+            ipiv: &ipiv,
         });
         on_host(SpanKernel::Solve {
             factor: &hl,

@@ -56,6 +56,15 @@ pub enum SpanKernel<'a> {
         /// The right-hand sides, overwritten by the solutions.
         b: &'a DeviceSpan,
     },
+    /// The rows of `b` interchanged as LAPACK's ?laswp does (forward): row i with row `ipiv[i]`
+    /// (0-based, >= i), for i in order; an LU's interchanges applied to right-hand sides before its
+    /// [`SpanKernel::Solve`] (cuSOLVER's ?laswp on a GPU).
+    Interchange {
+        /// The rows interchanged.
+        b: &'a DeviceSpan,
+        /// The interchanges, at most `b`'s rows.
+        ipiv: &'a [usize],
+    },
 }
 
 /// Which factorisation a [`SpanKernel::Solve`]'s factor comes from.
@@ -164,7 +173,34 @@ impl SpanKernel<'_> {
                 });
                 Ok(SpanOutput::Done)
             }
+            Self::Interchange { b, ipiv } => {
+                check_interchanges(b, ipiv)?;
+                let b = unsafe { b.host_view_mut() };
+                crate::with_scalar!(b.precision(), T => {
+                    let Some(b) = T::of_any_mut(b) else { unreachable!("its own precision") };
+                    crate::swap_rows(b, ipiv);
+                });
+                Ok(SpanOutput::Done)
+            }
         }
+    }
+}
+
+/// An error unless `ipiv` are interchanges of `b`'s rows as LAPACK's ?laswp takes them: at most
+/// its rows, `ipiv[i]` in i..rows.
+pub fn check_interchanges(b: &DeviceSpan, ipiv: &[usize]) -> Result<(), KernelError> {
+    let wrong = (ipiv.iter().enumerate()).find(|&(i, &p)| p < i || p >= b.rows);
+    match (ipiv.len() <= b.rows, wrong) {
+        (true, None) => Ok(()),
+        (false, _) => Err(KernelError::Gpu {
+            message: format!("{} interchanges of {} rows", ipiv.len(), b.rows),
+        }),
+        (true, Some((i, p))) => Err(KernelError::Gpu {
+            message: format!(
+                "interchange {i} swaps with row {p}, outside rows {i}..{}",
+                b.rows
+            ),
+        }),
     }
 }
 
@@ -342,5 +378,32 @@ mod tests {
         assert_eq!((none, s[(0, 1)]), (None, (1.0 + 1.0 / 3.0) as f32));
         assert!(mirror_lower(AnyMut::S(s.as_mut())).is_err());
         assert!(lower_into(AnyRef::D(d.as_ref()), AnyMut::C(low.as_mut()), 1.0).is_err());
+    }
+
+    #[test]
+    fn the_interchanges_twin_swaps_rows_in_order_and_refuses_rows_outside() {
+        let mut b = Mat::from_fn(4, 2, |i, j| (10 * i + j) as f64);
+        let span = |b: &mut Mat<f64>| DeviceSpan {
+            addr: b.as_ptr_mut() as u64,
+            rows: b.nrows(),
+            cols: b.ncols(),
+            ld: b.col_stride() as usize,
+            precision: Precision::D,
+        };
+        let on = span(&mut b);
+        // SAFETY: `on` spans `b`, host memory used by nothing else during the calls.
+        let run =
+            |ipiv: &[usize]| unsafe { SpanKernel::Interchange { b: &on, ipiv }.run_on_host() };
+        run(&[2, 3, 2]).unwrap();
+        // Row 0 <-> 2, then row 1 <-> 3, then row 2 (once row 0) stays.
+        assert_eq!(
+            b.col(0).iter().copied().collect::<Vec<_>>(),
+            [20.0, 30.0, 0.0, 10.0]
+        );
+        assert_eq!(b[(3, 1)], 11.0);
+        for wrong in [&[4][..], &[1, 0], &[0, 1, 2, 3, 3]] {
+            assert!(run(wrong).is_err(), "{wrong:?}");
+        }
+        assert_eq!(b[(0, 0)], 20.0, "a refused call touched nothing");
     }
 }

@@ -21,11 +21,11 @@
 use std::rc::Rc;
 
 use faer::{Mat, MatMut, MatRef};
-use hetla_kernels::elementwise::FactorKind;
+use hetla_kernels::elementwise::{FactorKind, SpanKernel};
 use hetla_kernels::swap_rows;
 
 use hetla_factorizations::FACTOR;
-use hetla_kernels::Scalar;
+use hetla_kernels::{DeviceSpan, Scalar};
 use hetla_runtime::{MemoryNode, Platform, RunOptions, Trace, WriteBack};
 
 use super::{Lu, Norms};
@@ -100,6 +100,68 @@ impl Lu {
             .expect("an LU plan has its block columns");
         let store = DeviceTiles::in_columns(MemoryNode(gpu + 1), vec![(&*a, tiling)]);
         super::work::execute_on(&plan, &platform, &store, &options)
+    }
+
+    /// Solves A X = B in place for B, with `lu` and `ipiv` the factor of A and its interchanges
+    /// from [`Lu::factor_device`], both matrices in the memory of one GPU (the first whose memory
+    /// holds `lu`), with no copy through host memory: X overwrites B (the interchanges applied to
+    /// its rows by cuSOLVER's ?laswp, then two cuBLAS ?trsm with L and U, as LAPACK's ?getrs).
+    /// Errors before any work: B's rows not the factor's order, interchanges that are not a
+    /// factor's of that order, B in another device's memory, or an exactly zero pivot
+    /// ([`Error::Singular`], found by reading U's diagonal, n elements).
+    pub fn solve_device<T: Scalar>(
+        &self,
+        lu: &DeviceMatrix<'_, T>,
+        ipiv: &[usize],
+        b: &mut DeviceMatrix<'_, T>,
+    ) -> Result<()> {
+        let n = lu.nrows();
+        crate::check::check_system("LU", (n, lu.ncols()), b.nrows())?;
+        let outside = (ipiv.iter().enumerate()).find(|&(i, &p)| p < i || p >= n);
+        if ipiv.len() != n || outside.is_some() {
+            return Err(Error::InvalidOption {
+                option: "ipiv",
+                reason: format!(
+                    "{} interchanges for a factor of order {n}{}: expected {n}, the i-th in i..{n}, \
+                     as Lu::factor_device returns them",
+                    ipiv.len(),
+                    outside.map_or(String::new(), |(i, p)| format!(
+                        ", interchange {i} with row {p}"
+                    ))
+                ),
+            });
+        }
+        let platform = self.resolve_platform()?;
+        let device = &platform.devices()[holding_gpu(&platform, lu)?].device;
+        b.check_on(device.as_ref(), "B")?;
+        if n == 0 || b.ncols() == 0 {
+            return Ok(());
+        }
+        // U's diagonal: a row whose elements are ld + 1 apart.
+        let diagonal = DeviceSpan {
+            rows: 1,
+            ld: lu.ld() + 1,
+            ..*lu.span()
+        };
+        let mut pivots = Mat::<T>::zeros(1, n);
+        // SAFETY: the diagonal lies in `lu`'s memory of `device` (checked by `holding_gpu`), which
+        // its borrow keeps unwritten, and `pivots` is a host matrix of its shape.
+        unsafe { device.read_span(&diagonal, T::any_mut(pivots.as_mut())) }?;
+        if let Some(column) = (0..n).find(|&j| pivots[(0, j)] == T::from_f64(0.0)) {
+            return Err(Error::Singular { column });
+        }
+        let (factor, b) = (lu.span(), b.span());
+        // SAFETY: both spans are memory of `device` (checked), distinct borrows: `b` written, `lu`
+        // unwritten while borrowed.
+        unsafe {
+            device.run_span_kernel(SpanKernel::Interchange { b, ipiv })?;
+            device.run_span_kernel(SpanKernel::Solve {
+                factor,
+                kind: FactorKind::Lu,
+                b,
+            })?;
+        }
+        Ok(())
     }
 
     /// The mixed solve of `system` (A X = B) refined on GPU `gpu` (see the module documentation);

@@ -197,6 +197,9 @@ impl GpuContext {
             SpanKernel::Solve { factor, kind, b } => {
                 unsafe { self.span_solve(factor, kind, b) }.map(|()| SpanOutput::Done)
             }
+            SpanKernel::Interchange { b, ipiv } => {
+                unsafe { self.span_interchange(b, ipiv) }.map(|()| SpanOutput::Done)
+            }
         }
     }
 
@@ -414,6 +417,43 @@ impl GpuContext {
                 status
             })
         })
+    }
+
+    /// The rows of `b` interchanged by cuSOLVER's ?laswp on the priority lane, the interchanges
+    /// (0-based) uploaded 1-based first; returns when done.
+    ///
+    /// # Safety
+    /// As [`GpuContext::run_span_kernel`]'s.
+    unsafe fn span_interchange(&self, b: &DeviceSpan, ipiv: &[usize]) -> Result<(), KernelError> {
+        use cudarc::driver::DevicePtr;
+        crate::elementwise::check_interchanges(b, ipiv)?;
+        if ipiv.is_empty() || b.cols == 0 {
+            return Ok(());
+        }
+        let one_based = (ipiv.iter())
+            .map(|&p| int(p + 1))
+            .collect::<Result<Vec<i32>, _>>()?;
+        let (k, cols, ld) = (int(ipiv.len())?, int(b.cols)?, int(b.ld)?);
+        self.bind()?;
+        let lane = &self.lanes[0];
+        let scratch = lock(&lane.scratch);
+        let pivots = (lane.stream.clone_htod(&one_based))
+            .map_err(|e| gpu_error("copying the interchanges to the GPU", e))?;
+        let (pp, read) = pivots.device_ptr(&lane.stream);
+        let status = with_scalar!(b.precision, T => {
+            let rows = Out { ptr: b.addr as *mut T, ld };
+            // SAFETY: `b` is memory of this GPU of its shape (the caller's contract), `pivots` k
+            // 1-based rows of it (checked above) in device memory kept until the stream is waited
+            // for below; the solver handle's stream is the lane's, after the interchanges' copy.
+            unsafe { T::laswp(lane.solver.0, cols, rows, (k, pp as *const i32)) }
+        });
+        drop(read);
+        let waited = lane.stream.synchronize();
+        drop((scratch, pivots));
+        status
+            .result()
+            .map_err(|e| gpu_error(&format!("cuSOLVER {}laswp", b.precision), e))?;
+        waited.map_err(|e| gpu_error("waiting for cuSOLVER ?laswp", e))
     }
 
     /// Runs `call` with the priority lane's cuBLAS handle (its workspaces held), checks its status
