@@ -186,8 +186,8 @@ impl SpanKernel<'_> {
     }
 }
 
-/// An error unless `ipiv` are interchanges of `b`'s rows as LAPACK's ?laswp takes them: at most
-/// its rows, `ipiv[i]` in i..rows.
+/// An error unless `ipiv` are interchanges of `b`'s rows as LAPACK's ?laswp takes them: at most its
+/// rows, `ipiv[i]` in i..rows.
 pub fn check_interchanges(b: &DeviceSpan, ipiv: &[usize]) -> Result<(), KernelError> {
     let wrong = (ipiv.iter().enumerate()).find(|&(i, &p)| p < i || p >= b.rows);
     match (ipiv.len() <= b.rows, wrong) {
