@@ -272,6 +272,17 @@ part_extra() {
     # Every task on the GPU, the panels by cuSOLVER's ?getrf on the panel (no cluster beside it),
     # resident peers timed in the row above.
     row "$dir" lu-gpu-alone lu --n "$small_n" --clusters none --gpus "$gpus" --repeat "$repeat"
+    # LU of a matrix in the GPU's memory where it lies (Lu::factor_device; every task on the GPU,
+    # the panels by cuSOLVER's ?getrf), timed as cuSOLVER's resident dgetrf (`--compare gpu`: its
+    # resident, pageable and page-locked peers), 4 streams, block columns of 2048. Predicted on
+    # h200 (the panel rated as POTRF of its flops, which a tall ?getrf does not reach: optimistic):
+    # 126.5 ms at 16384 (23.2 Tflop/s), 532.2 ms at 32768 (44.1 Tflop/s; critical path 395 ms).
+    # Target (32768): >= 0.8x cuSOLVER dgetrf resident. The 32768 row runs once: its checks (L U
+    # on the host, the backward error's LU) take about a minute.
+    HETLA_GPU_STREAMS=4 row "$dir" lu-resident lu --n "$small_n" --tile 2048 --clusters none \
+        --gpus "$gpus" --resident --compare gpu --repeat "$repeat"
+    HETLA_GPU_STREAMS=4 row "$dir" lu-resident-32768 lu --n 32768 --tile 2048 --clusters none \
+        --gpus "$gpus" --resident --compare gpu
     # LU out of core (issue 74 item 4): 16384 in block columns of 2048 (2 GiB) on a budget of
     # 1.5 GiB, left-looking with the interchanges of factored columns last; its `moved` lines
     # beside the 2 GiB each way a budget that holds it moves. Predicted on h200: 492.2 ms
@@ -281,10 +292,12 @@ part_extra() {
     # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
     row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
     # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
-    # TF32 (BF16), refined on the GPU (its `where` line), beside cuSOLVER's refined solver of the
-    # same math (DXgesv, DBgesv) and dgetrf. Predicted on h200 (staged, 1 stream): the single
-    # factor 176.1 ms TF32, 173.1 ms BF16, against 301.3 ms for the f64 LU; the whole mixed solve
-    # about 0.31 s (A and the factor written, 4 steps on the GPU), about the f64 LU's time.
+    # TF32 (BF16), made where A rounded was written (factor_device) and refined there (its `where`
+    # line), beside cuSOLVER's refined solver of the same math (DXgesv, DBgesv) and dgetrf.
+    # Predicted on h200 (1 stream): the single factor 97.0 ms TF32 resident (the `factor` line
+    # includes writing A rounded, 37 ms), against 301.3 ms for the f64 LU from host (staged); the
+    # whole mixed solve about 0.23 s (A written 74 ms, 4 steps of about 5 ms on the GPU): 0.76x the
+    # f64 LU's time.
     row "$dir" tensor-lu lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math tf32 \
         --compare gpu --repeat "$repeat"
     row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \
