@@ -38,6 +38,8 @@ use hetla_kernels::{Op, Precision, Scalar, c32, c64};
 use crate::check::{check_finite, check_hermitian_lower};
 use crate::interop::Matrix;
 use crate::run::direct;
+
+pub(crate) mod device;
 use crate::{Cholesky, Error, Result};
 
 /// The most refinement steps before falling back to double (dsposv's ITERMAX).

@@ -2244,6 +2244,96 @@ fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
     check::<c64>();
 }
 
+/// The mixed general solve of matrices in a device's memory (`Lu::solve_refined_device`), in d and
+/// z: X overwrites B, A is left as it was, the host refinement's answer, LAPACK's backward error;
+/// GMRES-IR where classical refinement stalls; a fallback factors in double on the device; an
+/// overflow above the diagonal is found there (a general matrix's, where the SPD solve's triangle
+/// would not look); a device without the elementwise kernels, a budget too small and B outside the
+/// device are refused before any work.
+#[test]
+fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
+    use hetla::{DeviceMatrix, Lu, RefinementPath};
+    fn check<T: hetla::Refinable>() {
+        let what = T::PRECISION;
+        let n = 200;
+        let solve = |device: EmulatedDevice, a: &faer::Mat<T>, b: &faer::Mat<T>| {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            let how = Lu::new()
+                .platform(platform("none", &[Arc::new(device)]))
+                .tile(50)
+                .solve_refined_device(
+                    &DeviceMatrix::emulated(a.as_mut()).unwrap(),
+                    &mut DeviceMatrix::emulated(b.as_mut()).unwrap(),
+                )
+                .map(|how| (how, b));
+            (how, a)
+        };
+        let a = faer::Mat::from_fn(n, n, |i, j| {
+            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
+            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
+        });
+        let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i * j) as f64, 0.5));
+        let (how, after) = solve(EmulatedDevice::new(usize::MAX), &a, &b);
+        let (how, x) = how.unwrap();
+        assert!(after == a, "{what}: A changed");
+        mixed_on_gpu_0((a.as_ref(), x.as_ref(), b.as_ref()), &how);
+        let (y, _) = Lu::new().solve_refined(a.as_ref(), b.as_ref()).unwrap();
+        let (diff, scale) = largest_difference(&x, &y);
+        assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
+        // The last column nearly the first (condition about 1e10): GMRES-IR, on the device.
+        let mut ill = a.clone();
+        for i in 0..n {
+            ill[(i, n - 1)] = a[(i, 0)] + T::from_f64(1e-10 * ((i * 7 % 5) as f64 - 2.0));
+        }
+        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &ill, &b);
+        let (how, x) = how.unwrap();
+        assert!(
+            matches!(how.path, RefinementPath::GmresIr { .. }) && how.device == Some(0),
+            "{what}: {how:?}"
+        );
+        let berr = hetla::check::backward_error(ill.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Beyond both: a fallback in double, on the device.
+        let worst = hetla::matgen::random_conditioned::<T>(n, 1e13, 3);
+        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &worst, &b);
+        let (how, x) = how.unwrap();
+        assert!(
+            matches!(how.path, RefinementPath::Fallback { .. }),
+            "{what}: {how:?}"
+        );
+        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // One entry above the diagonal beyond single precision's range, found on the device.
+        let mut big = a.clone();
+        big[(3, n - 2)] = T::from_f64(1e39);
+        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &big, &b);
+        let (how, x) = how.unwrap();
+        let RefinementPath::Fallback { reason } = &how.path else {
+            panic!("{what}: {how:?}")
+        };
+        assert!(
+            reason.contains(&format!("A(3, {})", n - 2)),
+            "{what}: {reason}"
+        );
+        let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
+        // Refused before any work: B is left as it was.
+        for (device, says) in [
+            (
+                EmulatedDevice::new(usize::MAX).without_elementwise(),
+                "elementwise",
+            ),
+            (EmulatedDevice::new(n * n * 8), "budget"),
+        ] {
+            let (how, _) = solve(device, &a, &b);
+            let err = how.unwrap_err().to_string();
+            assert!(err.contains(says), "{what}: {err}");
+        }
+    }
+    check::<f64>();
+    check::<c64>();
+}
+
 /// Asserts that a mixed solve took the mixed path on GPU 0 and that its solution `x` of A X = B has
 /// LAPACK's backward error.
 fn mixed_on_gpu_0<T: Scalar>(
@@ -2404,6 +2494,67 @@ fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
     }
 }
 
+/// [`mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z`] on a real GPU: A and B
+/// in the GPU's memory, the single LU in f32 and on tensor cores made there, LAPACK's backward
+/// error, A left as it was.
+#[test]
+fn real_gpus_solve_mixed_general_systems_of_device_matrices_or_the_skip_says_why() {
+    use hetla::{DeviceMatrix, RefinementPath, TensorMath};
+    let Some(devices) = real_gpus() else {
+        return;
+    };
+    let device = devices[0].clone();
+    let spec: ClusterSpec = "none".parse().unwrap();
+    let p =
+        Arc::new(Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap());
+    let n = 1024;
+    let a = hetla::matgen::random_conditioned::<f64>(n, 1e3, 4);
+    let b = faer::Mat::from_fn(n, 1, |i, _| (i as f64 * 0.1).sin());
+    for math in [TensorMath::Off, TensorMath::Tf32] {
+        let (a_mem, b_mem) = [&a, &b]
+            .map(|m| {
+                let memory =
+                    (device.allocate_span((hetla::Precision::D, m.nrows(), m.ncols()))).unwrap();
+                // SAFETY: the span is the device's memory, allocated above and used by nothing else.
+                unsafe { device.write_span(memory.span(), hetla::Scalar::any_ref(m.as_ref())) }
+                    .unwrap();
+                memory
+            })
+            .into();
+        // SAFETY: the spans are the allocations above, alive until the end of the iteration.
+        let (da, mut db) = unsafe {
+            (
+                DeviceMatrix::<f64>::from_raw_parts(a_mem.span().addr, n, n, n).unwrap(),
+                DeviceMatrix::<f64>::from_raw_parts(b_mem.span().addr, n, 1, n).unwrap(),
+            )
+        };
+        let how = hetla::Lu::new()
+            .platform(p.clone())
+            .tile(256)
+            .tensor_math(math)
+            .solve_refined_device(&da, &mut db)
+            .unwrap();
+        assert_eq!(
+            (&how.path, how.device),
+            (&RefinementPath::Mixed, Some(0)),
+            "{math}"
+        );
+        let (mut x, mut a_after) = (faer::Mat::<f64>::zeros(n, 1), faer::Mat::<f64>::zeros(n, n));
+        // SAFETY: as above; the solve has returned.
+        unsafe {
+            device
+                .read_span(b_mem.span(), hetla::Scalar::any_mut(x.as_mut()))
+                .unwrap();
+            device
+                .read_span(a_mem.span(), hetla::Scalar::any_mut(a_after.as_mut()))
+                .unwrap();
+        }
+        assert!(a_after == a, "{math}: A changed");
+        let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+        assert!(berr < RESIDUAL_THRESHOLD, "{math}: {berr:e} {how:?}");
+    }
+}
+
 /// hetla's elementwise kernels on a real GPU (compiled by NVRTC) give what their host twins give
 /// (`hetla_kernels::elementwise`, which emulated devices run): a matrix made whole from its lower
 /// triangle, its column norms, and its rounding with a raised diagonal and an overflow, in d and z.
@@ -2424,7 +2575,9 @@ fn real_gpus_run_the_elementwise_kernels_as_their_host_twins_or_the_skip_says_wh
 /// precision's range written, made whole, summed and rounded with a raised diagonal on the device,
 /// each result the host twin's.
 fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
-    use hetla_kernels::elementwise::{self, FactorKind::Cholesky, FactorKind::Lu, SpanKernel};
+    use hetla_kernels::elementwise::{
+        self, FactorKind::Cholesky, FactorKind::Lu, SpanKernel, Watched,
+    };
     let what = T::PRECISION;
     let n = 100;
     let mut a = hetla::matgen::random_in::<T>(n, n, 3);
@@ -2441,8 +2594,10 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
         T::any_ref(expected.as_ref()),
         T::Low::any_mut(rounded.as_mut()),
         factor,
+        Watched::Whole,
     )
     .unwrap();
+    let row_norms = elementwise::row_norms(T::any_ref(expected.as_ref())).unwrap();
     let mut back = faer::Mat::<T>::zeros(n, n);
     let mut low_back = faer::Mat::<T::Low>::zeros(n, n);
     // SAFETY: the spans are this device's memory, allocated above and used by nothing else.
@@ -2458,7 +2613,21 @@ fn check_elementwise<T: hetla::Refinable>(device: &dyn Device) {
             assert!((g - e).abs() <= 1e-13 * e, "{what}: column {j}: {g} vs {e}");
         }
         let (from, to) = (&whole, &low);
-        let lowered = device.run_span_kernel(SpanKernel::Lower { from, to, factor });
+        let got = device
+            .run_span_kernel(SpanKernel::RowNorms(&whole))
+            .unwrap()
+            .norms();
+        assert_eq!(got.len(), n, "{what}");
+        for (i, (g, e)) in got.iter().zip(&row_norms).enumerate() {
+            assert!((g - e).abs() <= 1e-13 * e, "{what}: row {i}: {g} vs {e}");
+        }
+        let watched = Watched::Whole;
+        let lowered = device.run_span_kernel(SpanKernel::Lower {
+            from,
+            to,
+            factor,
+            watched,
+        });
         assert_eq!(lowered.unwrap().overflow(), overflow, "{what}");
         device.read_span(&whole, T::any_mut(back.as_mut())).unwrap();
         device

@@ -327,8 +327,17 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
     assert_eq!((tasks("cpu0"), tasks("gpu0")), (0, 36), "{workers:?}");
     let (ok, _, err) = common::run("lu --n 600 --resident");
     assert!(!ok && err.contains("--gpus all"), "{err}");
-    let (ok, _, err) = common::run("lu --n 600 --gpus emulated:1 --precision ds --resident");
-    assert!(!ok && err.contains("leave out --resident"), "{err}");
+    // The mixed solve of A and b in the GPU's memory: factored and refined there.
+    let r = common::json(
+        "lu --n 400 --tile 100 --clusters none --gpus emulated:1 --precision ds --resident",
+    );
+    let mixed = &r["mixed"];
+    assert_eq!(
+        (&mixed["path"]["path"], &mixed["path"]["device"]),
+        (&"mixed".into(), &0.into()),
+        "{r}"
+    );
+    assert!(mixed["backward_error"].as_f64().unwrap() < 30.0, "{r}");
     // Resident without a GPU, or the write-back policy without the matrix on the device: errors.
     let (ok, _, err) = simulate("--resident");
     assert!(!ok && err.contains("needs a GPU"), "{err}");

@@ -16,8 +16,11 @@ pub enum SpanKernel<'a> {
     Mirror(&'a DeviceSpan),
     /// The sums of the moduli of each column of the span (d or z) ([`column_norms`]).
     ColumnNorms(&'a DeviceSpan),
+    /// The sums of the moduli of each row of the span (d or z) ([`row_norms`]): ||A||_inf of a
+    /// general matrix is the largest.
+    RowNorms(&'a DeviceSpan),
     /// `to` (s or c) set to `from` (d or z) rounded, the real part of each diagonal entry
-    /// multiplied by `factor` first; the first entry on or below the diagonal that overflowed
+    /// multiplied by `factor` first; the first entry where `watched` that overflowed
     /// ([`lower_into`]).
     Lower {
         /// The matrix rounded.
@@ -26,6 +29,8 @@ pub enum SpanKernel<'a> {
         to: &'a DeviceSpan,
         /// What each diagonal entry's real part is multiplied by first (1: nothing).
         factor: f64,
+        /// Where an overflow counts.
+        watched: Watched,
     },
     /// `to` set to `from`, of its shape and precision (a copy within the device).
     Copy {
@@ -67,6 +72,15 @@ pub enum SpanKernel<'a> {
     },
 }
 
+/// Where a [`SpanKernel::Lower`] looks for an entry that overflowed the single precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    /// On and below the diagonal: what a Hermitian matrix's factorisation reads.
+    LowerTriangle,
+    /// Every entry: a general matrix's.
+    Whole,
+}
+
 /// Which factorisation a [`SpanKernel::Solve`]'s factor comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FactorKind {
@@ -81,14 +95,15 @@ pub enum FactorKind {
 pub enum SpanOutput {
     /// Nothing: the matrix written is the result.
     Done,
-    /// The column norms.
+    /// The column or row norms.
     Norms(Vec<f64>),
     /// The first entry that overflowed, if any.
     Overflow(Option<(usize, usize)>),
 }
 
 impl SpanOutput {
-    /// The column norms ([`SpanKernel::ColumnNorms`]'s; none for another kernel).
+    /// The column or row norms ([`SpanKernel::ColumnNorms`]'s, [`SpanKernel::RowNorms`]'s; none for
+    /// another kernel).
     pub fn norms(self) -> Vec<f64> {
         match self {
             Self::Norms(norms) => norms,
@@ -107,12 +122,13 @@ impl SpanOutput {
 
 impl SpanKernel<'_> {
     /// Whether it is one of hetla's compiled kernels (NVRTC's on a GPU: [`SpanKernel::Mirror`],
-    /// [`SpanKernel::ColumnNorms`], [`SpanKernel::Lower`]); the others are copies and cuBLAS calls,
+    /// [`SpanKernel::ColumnNorms`], [`SpanKernel::RowNorms`], [`SpanKernel::Lower`]); the others
+    /// are copies and cuBLAS or cuSOLVER calls,
     /// which every GPU runs.
     pub fn compiled(&self) -> bool {
         matches!(
             self,
-            Self::Mirror(_) | Self::ColumnNorms(_) | Self::Lower { .. }
+            Self::Mirror(_) | Self::ColumnNorms(_) | Self::RowNorms(_) | Self::Lower { .. }
         )
     }
 
@@ -131,9 +147,15 @@ impl SpanKernel<'_> {
             Self::ColumnNorms(span) => {
                 column_norms(unsafe { span.host_view() }).map(SpanOutput::Norms)
             }
-            Self::Lower { from, to, factor } => {
+            Self::RowNorms(span) => row_norms(unsafe { span.host_view() }).map(SpanOutput::Norms),
+            Self::Lower {
+                from,
+                to,
+                factor,
+                watched,
+            } => {
                 let (from, to) = unsafe { (from.host_view(), to.host_view_mut()) };
-                lower_into(from, to, factor).map(SpanOutput::Overflow)
+                lower_into(from, to, factor, watched).map(SpanOutput::Overflow)
             }
             Self::Copy { from, to } => {
                 let (from, to) = unsafe { (from.host_view(), to.host_view_mut()) };
@@ -285,13 +307,32 @@ pub fn column_norms(a: AnyRef<'_>) -> Result<Vec<f64>, KernelError> {
     }
 }
 
+/// The sums of the moduli of each row of `a` (d or z).
+pub fn row_norms(a: AnyRef<'_>) -> Result<Vec<f64>, KernelError> {
+    fn sums<T: Scalar>(a: MatRef<'_, T>) -> Vec<f64> {
+        let mut sums = vec![0.0; a.nrows()];
+        for j in 0..a.ncols() {
+            for (sum, v) in sums.iter_mut().zip(a.col(j).iter()) {
+                *sum += v.abs_f64();
+            }
+        }
+        sums
+    }
+    match a {
+        AnyRef::D(m) => Ok(sums(m)),
+        AnyRef::Z(m) => Ok(sums(m)),
+        other => Err(not_double("row norms", other.precision())),
+    }
+}
+
 /// Writes `from` (d or z) rounded to nearest in single precision into `to` (s or c, of its shape),
-/// the real part of each diagonal entry multiplied by `factor` first; returns the first entry on or
-/// below the diagonal (column by column) that overflowed, if any.
+/// the real part of each diagonal entry multiplied by `factor` first; returns the first entry where
+/// `watched` (column by column) that overflowed, if any.
 pub fn lower_into(
     from: AnyRef<'_>,
     to: AnyMut<'_>,
     factor: f64,
+    watched: Watched,
 ) -> Result<Option<(usize, usize)>, KernelError> {
     if from.shape() != to.shape() {
         return Err(KernelError::Gpu {
@@ -303,8 +344,8 @@ pub fn lower_into(
         });
     }
     match (from, to) {
-        (AnyRef::D(f), AnyMut::S(t)) => Ok(lower_typed(f, t, factor)),
-        (AnyRef::Z(f), AnyMut::C(t)) => Ok(lower_typed(f, t, factor)),
+        (AnyRef::D(f), AnyMut::S(t)) => Ok(lower_typed(f, t, factor, watched)),
+        (AnyRef::Z(f), AnyMut::C(t)) => Ok(lower_typed(f, t, factor, watched)),
         (f, t) => Err(KernelError::Gpu {
             message: format!(
                 "rounding takes d to s or z to c, not {} to {}",
@@ -319,7 +360,9 @@ fn lower_typed<W: Scalar, L: Scalar>(
     from: MatRef<'_, W>,
     mut to: MatMut<'_, L>,
     factor: f64,
+    watched: Watched,
 ) -> Option<(usize, usize)> {
+    let whole = watched == Watched::Whole;
     let mut overflow = None;
     for j in 0..from.ncols() {
         for i in 0..from.nrows() {
@@ -327,7 +370,7 @@ fn lower_typed<W: Scalar, L: Scalar>(
             let re = if i == j { v.re * factor } else { v.re };
             let (re, im) = (re as f32, v.im as f32);
             to[(i, j)] = L::from_parts(f64::from(re), f64::from(im));
-            if overflow.is_none() && i >= j && (re.is_infinite() || im.is_infinite()) {
+            if overflow.is_none() && (whole || i >= j) && (re.is_infinite() || im.is_infinite()) {
                 overflow = Some((i, j));
             }
         }
@@ -360,7 +403,13 @@ mod tests {
         assert_eq!(sums[0], 3.0_f64.hypot(1.0) + 6.0_f64.hypot(2.0));
         let mut low = Mat::<c32>::zeros(3, 3);
         a[(2, 1)] = c64::new(1e39, 0.0);
-        let overflow = lower_into(AnyRef::Z(a.as_ref()), AnyMut::C(low.as_mut()), 2.0).unwrap();
+        let overflow = lower_into(
+            AnyRef::Z(a.as_ref()),
+            AnyMut::C(low.as_mut()),
+            2.0,
+            Watched::LowerTriangle,
+        )
+        .unwrap();
         assert_eq!(overflow, Some((2, 1)));
         assert_eq!(
             low[(1, 1)],
@@ -374,10 +423,48 @@ mod tests {
         );
         let d = Mat::from_fn(2, 2, |i, j| (i + j) as f64 + 1.0 / 3.0);
         let mut s = Mat::<f32>::zeros(2, 2);
-        let none = lower_into(AnyRef::D(d.as_ref()), AnyMut::S(s.as_mut()), 1.0).unwrap();
+        let none = lower_into(
+            AnyRef::D(d.as_ref()),
+            AnyMut::S(s.as_mut()),
+            1.0,
+            Watched::LowerTriangle,
+        )
+        .unwrap();
         assert_eq!((none, s[(0, 1)]), (None, (1.0 + 1.0 / 3.0) as f32));
         assert!(mirror_lower(AnyMut::S(s.as_mut())).is_err());
-        assert!(lower_into(AnyRef::D(d.as_ref()), AnyMut::C(low.as_mut()), 1.0).is_err());
+        assert!(
+            lower_into(
+                AnyRef::D(d.as_ref()),
+                AnyMut::C(low.as_mut()),
+                1.0,
+                Watched::Whole
+            )
+            .is_err()
+        );
+        // Above the diagonal: an overflow of a general matrix, not of a Hermitian one's triangle.
+        let mut above = Mat::from_fn(3, 3, |i, j| (1 + i + 3 * j) as f64);
+        above[(0, 2)] = 1e39;
+        let mut rounded = Mat::<f32>::zeros(3, 3);
+        let mut at = |watched| {
+            lower_into(
+                AnyRef::D(above.as_ref()),
+                AnyMut::S(rounded.as_mut()),
+                1.0,
+                watched,
+            )
+            .unwrap()
+        };
+        let found = (at(Watched::Whole), at(Watched::LowerTriangle));
+        assert_eq!(found, (Some((0, 2)), None));
+        assert_eq!(
+            row_norms(AnyRef::D(above.as_ref())).unwrap()[1],
+            2.0 + 5.0 + 8.0
+        );
+        assert_eq!(
+            row_norms(AnyRef::D(above.as_ref())).unwrap()[0],
+            1.0 + 4.0 + 1e39
+        );
+        assert!(row_norms(AnyRef::S(rounded.as_ref())).is_err());
     }
 
     #[test]

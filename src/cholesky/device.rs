@@ -12,12 +12,13 @@ use std::sync::Arc;
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
-use hetla_kernels::elementwise::FactorKind;
+use hetla_kernels::elementwise::{FactorKind, Watched};
 use hetla_runtime::{MemoryNode, RunOptions, Trace, WriteBack};
 
 use super::Cholesky;
 use crate::Result;
 use crate::check::check_square;
+use crate::mixed::device::{Prepared, Structure};
 use crate::mixed::{
     LowFactor, Refinable, Refinement, System, factor_or_shift, lowered_lower, mixed_solve,
     raise_factor, raised_lower, widened,
@@ -227,7 +228,7 @@ impl Cholesky {
             });
         }
         device.elementwise()?;
-        let prepared = Prepared::from_device(&device, a)?;
+        let prepared = Prepared::from_device(&device, a, Structure::Hermitian)?;
         let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
         // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
         unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
@@ -342,19 +343,9 @@ impl Cholesky {
     }
 }
 
-/// What a mixed solve on a GPU starts from: A whole in the working precision in the GPU's memory, A
-/// rounded to single precision there, ||A||_inf and the first entry (column by column, on or below
-/// the diagonal) that overflowed the single precision (row, column, modulus). Made on the GPU where
-/// it runs hetla's elementwise kernels ([`hetla_runtime::Device::elementwise`]: A written or copied
-/// once as given, made whole, summed and rounded there), else on the host (A made whole and rounded
-/// there, both written).
-struct Prepared<T: Refinable> {
-    whole: DeviceBuffer<T>,
-    low: DeviceBuffer<T::Low>,
-    norm: f64,
-    overflow: Option<(usize, usize, f64)>,
-}
-
+/// The SPD solve's preparation from A in host memory: on the GPU where it runs hetla's elementwise
+/// kernels (A written once as given, made whole, summed and rounded there), else on the host (A made
+/// whole and rounded there, both written).
 impl<T: Refinable> Prepared<T> {
     /// From A in host memory.
     fn from_host(device: &Arc<dyn hetla_runtime::Device>, a: MatRef<'_, T>) -> Result<Self> {
@@ -362,7 +353,7 @@ impl<T: Refinable> Prepared<T> {
         let whole = DeviceBuffer::new(device, n, n)?;
         if whole.elementwise() {
             whole.write(0, 0, a)?;
-            return Self::on_device(whole);
+            return Self::on_device(whole, Structure::Hermitian);
         }
         write_hermitian(&whole, a)?;
         let (low, overflow, norm) = lowered_lower(a);
@@ -371,36 +362,6 @@ impl<T: Refinable> Prepared<T> {
             low: DeviceBuffer::from_host(device, low.as_ref())?,
             norm,
             overflow: overflow.map(|(i, j)| (i, j, a[(i, j)].abs_f64())),
-        })
-    }
-
-    /// From A in the GPU's memory (copied within it; the GPU runs the elementwise kernels).
-    fn from_device(
-        device: &Arc<dyn hetla_runtime::Device>,
-        a: &DeviceMatrix<'_, T>,
-    ) -> Result<Self> {
-        let n = a.nrows();
-        let mut whole = DeviceBuffer::new(device, n, n)?;
-        whole.copy_from(a)?;
-        Self::on_device(whole)
-    }
-
-    /// Made whole, summed and rounded on the GPU from `whole`, which holds A as given.
-    fn on_device(mut whole: DeviceBuffer<T>) -> Result<Self> {
-        let n = whole.matrix().nrows();
-        whole.mirror_lower()?;
-        // A is Hermitian: its largest column sum is its largest row sum.
-        let norm = whole.column_norms()?.into_iter().fold(0.0, f64::max);
-        let mut low = DeviceBuffer::new(whole.device(), n, n)?;
-        let overflow = match whole.lower_into(&mut low, 1.0)? {
-            Some((i, j)) => Some((i, j, whole.read_block(i, j, 1, 1)?[(0, 0)].abs_f64())),
-            None => None,
-        };
-        Ok(Self {
-            whole,
-            low,
-            norm,
-            overflow,
         })
     }
 
@@ -418,7 +379,7 @@ impl<T: Refinable> Prepared<T> {
             }
             _ => {
                 let mut low = DeviceBuffer::new(whole.device(), n, n)?;
-                whole.lower_into(&mut low, raise_factor::<T>(shift))?;
+                whole.lower_into(&mut low, raise_factor::<T>(shift), Watched::LowerTriangle)?;
                 Ok(low)
             }
         }

@@ -22,7 +22,6 @@ use std::rc::Rc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_kernels::elementwise::{FactorKind, SpanKernel};
-use hetla_kernels::swap_rows;
 
 use hetla_factorizations::FACTOR;
 use hetla_kernels::{DeviceSpan, Scalar};
@@ -30,6 +29,7 @@ use hetla_runtime::{MemoryNode, Platform, RunOptions, Trace, WriteBack};
 
 use super::{Lu, Norms};
 use crate::check::check_square;
+use crate::mixed::device::{Prepared, Structure};
 use crate::mixed::{LowFactor, Refinable, Refinement, System, mixed_solve, widened};
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceBuffer, DeviceMatrix, DeviceTiles};
@@ -164,8 +164,80 @@ impl Lu {
         Ok(())
     }
 
-    /// The mixed solve of `system` (A X = B) refined on GPU `gpu` (see the module documentation);
-    /// `low` is A rounded.
+    /// Solves A X = B to double accuracy as [`Lu::solve_refined`] does, with A and B in the memory
+    /// of one GPU (the first whose memory holds A), where they lie: X overwrites B, A is left as it
+    /// was. Everything runs on that GPU: A is copied within it, its row sums (||A||_inf) and its
+    /// rounding to single precision made there (hetla's elementwise kernels, compiled by NVRTC),
+    /// the single LU made there by [`Lu::factor_device`] (with the run's tensor math) and kept, and
+    /// each refinement step's residual and solves made there, only the vectors crossing to the host;
+    /// a fallback factors A's copy in double on the GPU. Returns what the solve did
+    /// ([`Refinement::device`] is the GPU).
+    ///
+    /// As for [`Lu::factor_device`], A is not checked before the run as a host matrix is. Errors
+    /// before any work: a platform without a GPU whose memory holds A, B elsewhere, a budget that
+    /// does not hold A in double, the single factor and a run's copies of either (about (2 x 8 + 4)
+    /// n^2 bytes for f64), or a GPU without NVRTC (the error says where it was looked for).
+    ///
+    /// ```
+    /// use hetla::{Backend, DeviceMatrix, GpuSelection, Lu, ModelStore, Platform};
+    /// // An emulated device, whose memory is host memory (a GPU's buffer: `DeviceMatrix::cuda`).
+    /// let devices = GpuSelection::Emulated(1).open(None)?;
+    /// let spec = "none".parse()?;
+    /// let platform = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices)?;
+    /// let mut a = hetla::matgen::random_conditioned::<f64>(300, 1e3, 7);
+    /// let mut b = faer::Mat::<f64>::ones(300, 1);
+    /// let (a0, b0) = (a.clone(), b.clone());
+    /// let how = Lu::new().tile(100).platform(platform.into()).solve_refined_device(
+    ///     &DeviceMatrix::emulated(a.as_mut())?,
+    ///     &mut DeviceMatrix::emulated(b.as_mut())?,
+    /// )?;
+    /// assert_eq!((how.path, how.device), (hetla::RefinementPath::Mixed, Some(0)));
+    /// assert!(hetla::check::backward_error(a0.as_ref(), b.as_ref(), b0.as_ref()) < 30.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn solve_refined_device<T: Refinable>(
+        &self,
+        a: &DeviceMatrix<'_, T>,
+        b: &mut DeviceMatrix<'_, T>,
+    ) -> Result<Refinement> {
+        let n = a.nrows();
+        crate::check::check_system("A", (n, a.ncols()), b.nrows())?;
+        let platform = self.resolve_platform()?;
+        let gpu = holding_gpu(&platform, a)?;
+        let device = platform.devices()[gpu].device.clone();
+        b.check_on(device.as_ref(), "B")?;
+        if crate::mixed::gpu_holding::<T>(&platform, gpu, (n, b.ncols()), COPIES) != Some(gpu) {
+            return Err(Error::InvalidOption {
+                option: "platform",
+                reason: format!(
+                    "GPU {gpu}'s budget of {} bytes does not hold A in {}, its single factor and a \
+                     run's copies of either ({} bytes)",
+                    device.budget(),
+                    T::PRECISION,
+                    crate::mixed::refinement_bytes::<T>((n, b.ncols()), COPIES)
+                        .map_or_else(|| "more than usize".into(), |bytes| bytes.to_string())
+                ),
+            });
+        }
+        device.elementwise()?;
+        let prepared = Prepared::from_device(&device, a, Structure::General)?;
+        let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
+        // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
+        unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
+        let solve_full = |mut whole: DeviceBuffer<T>| {
+            let mut x = DeviceBuffer::from_host(&device, rhs.as_ref())?;
+            let (_, ipiv, _) = self.factor_device(&mut whole.matrix_mut())?;
+            self.solve_device(&whole.matrix(), &ipiv, &mut x.matrix_mut())?;
+            x.read()
+        };
+        let (x, how) = self.refine_prepared(gpu, prepared, rhs.as_ref(), solve_full)?;
+        // SAFETY: as above.
+        unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
+        Ok(how)
+    }
+
+    /// The mixed solve of `system` (A X = B, A in host memory) refined on GPU `gpu` (see the module
+    /// documentation); `low` is A rounded, whose first overflow `system` names.
     pub(super) fn refined_on_device<T: Refinable>(
         &self,
         gpu: usize,
@@ -173,34 +245,69 @@ impl Lu {
         system: System<'_, T>,
         low: Mat<T::Low>,
     ) -> Result<(Mat<T>, Refinement)> {
-        let b = system.b;
         let platform = self.resolve_platform()?;
         let device = platform.devices()[gpu].device.clone();
-        let a_copy = std::cell::RefCell::new(Some(DeviceBuffer::from_host(&device, a)?));
+        let whole = DeviceBuffer::from_host(&device, a)?;
+        let low = DeviceBuffer::from_host(&device, low.as_ref())?;
+        let prepared = Prepared {
+            whole,
+            low,
+            norm: system.norm,
+            overflow: system.overflow,
+        };
+        let solve_full = |whole: DeviceBuffer<T>| {
+            // A's copy leaves the GPU's memory before the platform's run needs it.
+            drop(whole);
+            self.factor_checked(a.to_owned(), norms)?.solve(system.b)
+        };
+        self.refine_prepared(gpu, prepared, system.b, solve_full)
+    }
+
+    /// The refinement on GPU `gpu` from `prepared`: the rounded A factored where it lies by
+    /// [`Lu::factor_device`] (with the run's tensor math) and kept, and each step on the GPU: the
+    /// residual B - A X by one cuBLAS ?gemm on A, the correction by the interchanges and two ?trsm
+    /// with the factor (in single precision), only the vectors crossing to the host, where their
+    /// precision changes. GMRES-IR's preconditioner is the factor widened to the working precision
+    /// (read back, widened on the host and written once, when it first runs). `solve_full` is the
+    /// fallback in double, given A's copy.
+    fn refine_prepared<T: Refinable>(
+        &self,
+        gpu: usize,
+        prepared: Prepared<T>,
+        b: MatRef<'_, T>,
+        solve_full: impl FnOnce(DeviceBuffer<T>) -> Result<Mat<T>>,
+    ) -> Result<(Mat<T>, Refinement)> {
+        let Prepared {
+            whole,
+            mut low,
+            norm,
+            overflow,
+        } = prepared;
+        let device = whole.device().clone();
+        let system = System { b, norm, overflow };
+        let a_copy = std::cell::RefCell::new(Some(whole));
         let factor_low = || {
-            let mut resident = DeviceBuffer::from_host(&device, low.as_ref())?;
-            // A rounded leaves host memory once written (the closure owns it).
-            drop(low);
-            let (_, ipiv, singular) = self.factor_device(&mut resident.matrix_mut())?;
+            let (_, ipiv, singular) = self.factor_device(&mut low.matrix_mut())?;
             if let Some(column) = singular {
                 return Ok(Err(super::zero_pivot::<T>(column)));
             }
-            let (resident, ipiv) = (Rc::new(resident), Rc::new(ipiv));
+            let (resident, ipiv) = (Rc::new(low), Rc::new(ipiv));
             let (factor, pivots) = (resident.clone(), ipiv.clone());
             let solve_low = move |r: MatRef<'_, T::Low>| {
-                let mut r = r.to_owned();
-                swap_rows(r.as_mut(), &pivots);
-                factor.solve_host(FactorKind::Lu, r.as_ref())
+                let mut r = DeviceBuffer::from_host(factor.device(), r)?;
+                factor.solve_lu(&pivots, &mut r)?;
+                r.read()
             };
-            let (device, wide) = (device.clone(), std::cell::OnceCell::new());
+            let wide = std::cell::OnceCell::new();
             let precondition = move |mut x: MatMut<'_, T>| {
                 if wide.get().is_none() {
                     let widened = widened::<T>(resident.read()?.as_ref());
                     let _ = wide.set(DeviceBuffer::from_host(&device, widened.as_ref())?);
                 }
-                let wide = wide.get().expect("set above");
-                swap_rows(x.as_mut(), &ipiv);
-                x.copy_from(wide.solve_host(FactorKind::Lu, x.as_ref())?);
+                let wide: &DeviceBuffer<T> = wide.get().expect("set above");
+                let mut on_device = DeviceBuffer::from_host(&device, x.as_ref())?;
+                wide.solve_lu(&ipiv, &mut on_device)?;
+                x.copy_from(on_device.read()?);
                 Ok(())
             };
             Ok(Ok(LowFactor {
@@ -213,16 +320,16 @@ impl Lu {
             Some(a) => a.residual(x, b),
             None => unreachable!("A's copy is taken only by the fallback"),
         };
-        let solve_full = || {
-            // A's copy leaves the GPU's memory before the platform's run needs it.
-            drop(a_copy.borrow_mut().take());
-            self.factor_checked(a.to_owned(), norms)?.solve(b)
-        };
-        let (x, mut how) = mixed_solve(system, factor_low, residual, solve_full)?;
+        let fallback = || solve_full(a_copy.borrow_mut().take().expect("taken only here"));
+        let (x, mut how) = mixed_solve(system, factor_low, residual, fallback)?;
         how.device = Some(gpu);
         Ok((x, how))
     }
 }
+
+/// Matrices of A's order in the working precision a mixed general solve on a GPU holds at once
+/// besides the single factor: A, and a run's replicas of the factor or the factor widened.
+pub(super) const COPIES: usize = 2;
 
 /// The first of `platform`'s GPUs whose memory holds `a`; an error naming what is wrong otherwise.
 fn holding_gpu<T: Scalar>(platform: &Platform, a: &DeviceMatrix<'_, T>) -> Result<usize> {

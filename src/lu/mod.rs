@@ -308,7 +308,8 @@ impl Lu {
         };
         // Refined on the platform's first GPU where its budget holds A, A's widened factor and the
         // single one.
-        let on_gpu = crate::mixed::gpu_holding::<T>(&platform, 0, (a.nrows(), b.ncols()), 2);
+        let on_gpu =
+            crate::mixed::gpu_holding::<T>(&platform, 0, (a.nrows(), b.ncols()), device::COPIES);
         if let Some(gpu) = on_gpu {
             return lu.refined_on_device(gpu, (a, norms), system, low);
         }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{TileRef, Tiling};
-use hetla_kernels::elementwise::{FactorKind, SpanKernel, SpanOutput};
+use hetla_kernels::elementwise::{FactorKind, SpanKernel, SpanOutput, Watched};
 use hetla_kernels::{DeviceSpan, Scalar};
 use hetla_runtime::{Device, DeviceHome, DeviceMemory, MemoryNode};
 
@@ -248,6 +248,16 @@ impl<T: Scalar> DeviceBuffer<T> {
         Ok(())
     }
 
+    /// `b` <- the solution of this LU factor's system with its interchanges `ipiv` (applied to `b`'s
+    /// rows first), on the device (cuSOLVER's ?laswp and two cuBLAS ?trsm on a GPU).
+    pub fn solve_lu(&self, ipiv: &[usize], b: &mut DeviceBuffer<T>) -> Result<()> {
+        device_of_both(self, b)?;
+        let span = b.memory.span();
+        // SAFETY: `b`'s span is its memory of this device (checked), borrowed mutably.
+        unsafe { self.run(SpanKernel::Interchange { b: span, ipiv }) }?;
+        self.solve(FactorKind::Lu, b)
+    }
+
     /// B - self X for the host matrices `x` and `b` (their copies written, the residual read back):
     /// a refinement step's residual on the resident A.
     pub fn residual(&self, x: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Mat<T>> {
@@ -308,19 +318,32 @@ impl<T: Scalar> DeviceBuffer<T> {
         Ok(unsafe { self.run(SpanKernel::ColumnNorms(self.memory.span())) }?.norms())
     }
 
+    /// The sums of the moduli of each of its rows (d or z), computed on the device.
+    pub fn row_norms(&self) -> Result<Vec<f64>> {
+        // SAFETY: as in `column_norms`.
+        Ok(unsafe { self.run(SpanKernel::RowNorms(self.memory.span())) }?.norms())
+    }
+
     /// Writes it (d or z) rounded to single precision into `low` (s or c, of its shape, on the same
     /// device), the real part of each diagonal entry multiplied by `factor` first, on the device;
-    /// the first entry on or below the diagonal that overflowed, if any.
+    /// the first entry where `watched` that overflowed, if any.
     pub fn lower_into<L: Scalar>(
         &self,
         low: &mut DeviceBuffer<L>,
         factor: f64,
+        watched: Watched,
     ) -> Result<Option<(usize, usize)>> {
         // SAFETY: both spans are the buffers' memory of `device` (one device: the caller's
         // contract, checked by the device's span check), `low` borrowed mutably, `self` unwritten.
         device_of_both(self, low)?;
         let (from, to) = (self.memory.span(), low.memory.span());
-        Ok(unsafe { self.run(SpanKernel::Lower { from, to, factor }) }?.overflow())
+        let kernel = SpanKernel::Lower {
+            from,
+            to,
+            factor,
+            watched,
+        };
+        Ok(unsafe { self.run(kernel) }?.overflow())
     }
 
     fn block(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceSpan> {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 
 use super::{BlasStatus, CudaScalar, GpuContext, In, Out, blas, gpu_error, int, lock};
-use crate::elementwise::{FactorKind, SpanKernel, SpanOutput};
+use crate::elementwise::{FactorKind, SpanKernel, SpanOutput, Watched};
 use crate::with_scalar;
 use crate::{DeviceSpan, KernelError, Precision, Scalar};
 
@@ -25,11 +25,15 @@ use crate::{DeviceSpan, KernelError, Precision, Scalar};
 ///   of its strict lower one, by 32 x 32 blocks through shared memory (reads and writes coalesced).
 /// - `hetla_column_norms_{d,z}(a, lda, rows, cols, sums)`: `sums[j]` = sum of the moduli of column
 ///   j, a block a column.
-/// - `hetla_lower(a, lda, low, ldl, rows, cols, parts, factor, overflow)`: `low` = `a` rounded to
-///   nearest in single precision, over `rows * parts` doubles a column (parts 2 for complex), the
-///   real part of each diagonal entry multiplied by `factor` first (a raised diagonal: 1 leaves it
-///   as it is, bit for bit); `overflow` (initially all ones) keeps the smallest column-major index
-///   of an entry on or below the diagonal that became infinite.
+/// - `hetla_row_norms_{d,z}(a, lda, rows, cols, sums)`: `sums[i]` = sum of the moduli of row i, a
+///   block of 32 x 8 threads for 32 rows (each warp reads 32 consecutive rows of a column, the 8
+///   warps every 8th column, summed through shared memory).
+/// - `hetla_lower(a, lda, low, ldl, rows, cols, parts, factor, whole, overflow)`: `low` = `a`
+///   rounded to nearest in single precision, over `rows * parts` doubles a column (parts 2 for
+///   complex), the real part of each diagonal entry multiplied by `factor` first (a raised
+///   diagonal: 1 leaves it as it is, bit for bit); `overflow` (initially all ones) keeps the
+///   smallest column-major index of an entry that became infinite, anywhere when `whole` is 1,
+///   else on or below the diagonal.
 pub const SOURCE: &str = r#"
 struct cplx { double x, y; };
 __device__ double modulus(double v) { return fabs(v); }
@@ -71,6 +75,22 @@ __device__ void column_norms(const T* a, unsigned long long lda, unsigned long l
     }
 }
 
+template <typename T>
+__device__ void row_norms(const T* a, unsigned long long lda, unsigned long long rows,
+                          unsigned long long cols, double* sums) {
+    __shared__ double part[8][33];
+    unsigned long long i = blockIdx.x * 32ull + threadIdx.x;
+    double s = 0.0;
+    if (i < rows)
+        for (unsigned long long j = threadIdx.y; j < cols; j += 8) s += modulus(a[i + j * lda]);
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < rows) {
+        for (unsigned int k = 1; k < 8; ++k) s += part[k][threadIdx.x];
+        sums[i] = s;
+    }
+}
+
 extern "C" __global__ void hetla_mirror_d(double* a, unsigned long long lda, unsigned long long n) {
     mirror(a, lda, n);
 }
@@ -85,9 +105,17 @@ extern "C" __global__ void hetla_column_norms_z(const cplx* a, unsigned long lon
         unsigned long long rows, unsigned long long cols, double* sums) {
     column_norms(a, lda, rows, cols, sums);
 }
+extern "C" __global__ void hetla_row_norms_d(const double* a, unsigned long long lda,
+        unsigned long long rows, unsigned long long cols, double* sums) {
+    row_norms(a, lda, rows, cols, sums);
+}
+extern "C" __global__ void hetla_row_norms_z(const cplx* a, unsigned long long lda,
+        unsigned long long rows, unsigned long long cols, double* sums) {
+    row_norms(a, lda, rows, cols, sums);
+}
 extern "C" __global__ void hetla_lower(const double* a, unsigned long long lda, float* low,
         unsigned long long ldl, unsigned long long rows, unsigned long long cols,
-        unsigned int parts, double factor, unsigned long long* overflow) {
+        unsigned int parts, double factor, unsigned int whole, unsigned long long* overflow) {
     unsigned long long height = rows * parts;
     for (unsigned long long j = blockIdx.y; j < cols; j += gridDim.y) {
         for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -96,7 +124,7 @@ extern "C" __global__ void hetla_lower(const double* a, unsigned long long lda, 
             if (i == j * parts) v = v * factor;
             float f = (float)v;
             low[i + j * ldl * parts] = f;
-            if (isinf(f) && i / parts >= j) atomicMin(overflow, j * rows + i / parts);
+            if (isinf(f) && (whole || i / parts >= j)) atomicMin(overflow, j * rows + i / parts);
         }
     }
 }
@@ -185,9 +213,13 @@ impl GpuContext {
             SpanKernel::ColumnNorms(span) => {
                 unsafe { self.column_norms(span) }.map(SpanOutput::Norms)
             }
-            SpanKernel::Lower { from, to, factor } => {
-                unsafe { self.lower_span(from, to, factor) }.map(SpanOutput::Overflow)
-            }
+            SpanKernel::RowNorms(span) => unsafe { self.row_norms(span) }.map(SpanOutput::Norms),
+            SpanKernel::Lower {
+                from,
+                to,
+                factor,
+                watched,
+            } => unsafe { self.lower_span(from, to, factor, watched) }.map(SpanOutput::Overflow),
             SpanKernel::Copy { from, to } => {
                 unsafe { self.copy_span(from, to) }.map(|()| SpanOutput::Done)
             }
@@ -268,9 +300,39 @@ impl GpuContext {
         Ok(host[..cols].to_vec())
     }
 
+    /// The sums of the moduli of each row of `span` (d or z).
+    ///
+    /// # Safety
+    /// As [`GpuContext::column_norms`].
+    unsafe fn row_norms(&self, span: &DeviceSpan) -> Result<Vec<f64>, KernelError> {
+        let function = function(self, &suffixed("hetla_row_norms", span.precision)?)?;
+        let rows = span.rows;
+        if rows == 0 || span.cols == 0 {
+            return Ok(vec![0.0; rows]);
+        }
+        let mut sums = self
+            .h2d
+            .alloc_zeros::<f64>(rows)
+            .map_err(|e| gpu_error("allocating the row norms", e))?;
+        let blocks = u32::try_from(rows.div_ceil(32)).map_err(|_| too_large(rows))?;
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        let (addr, ld, m, n) = (span.addr, span.ld as u64, rows as u64, span.cols as u64);
+        self.bind()?;
+        let mut launch = self.h2d.launch_builder(&function);
+        launch.arg(&addr).arg(&ld).arg(&m).arg(&n).arg(&mut sums);
+        // SAFETY: the kernel reads the span's elements (the caller's contract) and writes `rows`
+        // sums into `sums`, which holds them.
+        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_row_norms", e))?;
+        self.read_back(&sums, "hetla_row_norms")
+    }
+
     /// Writes `from` (d or z) rounded to single precision into `to` (s or c, of its shape), the
-    /// real part of each diagonal entry multiplied by `factor` first; returns the first entry on or
-    /// below the diagonal (column by column) that overflowed, if any.
+    /// real part of each diagonal entry multiplied by `factor` first; returns the first entry where
+    /// `watched` (column by column) that overflowed, if any.
     ///
     /// # Safety
     /// Both spans must be memory of this GPU ([`GpuContext::check_span`]), `to` used by nothing
@@ -280,6 +342,7 @@ impl GpuContext {
         from: &DeviceSpan,
         to: &DeviceSpan,
         factor: f64,
+        watched: Watched,
     ) -> Result<Option<(usize, usize)>, KernelError> {
         let parts: u32 = match (from.precision, to.precision) {
             (Precision::D, Precision::S) => 1,
@@ -314,6 +377,7 @@ impl GpuContext {
         };
         let (a, lda, low, ldl) = (from.addr, from.ld as u64, to.addr, to.ld as u64);
         let (rows, cols) = (from.rows as u64, from.cols as u64);
+        let whole = u32::from(watched == Watched::Whole);
         self.bind()?;
         let mut launch = self.h2d.launch_builder(&function);
         launch
@@ -325,6 +389,7 @@ impl GpuContext {
             .arg(&cols)
             .arg(&parts)
             .arg(&factor)
+            .arg(&whole)
             .arg(&mut overflow);
         // SAFETY: the kernel reads `from`'s and writes `to`'s elements (the caller's contract,
         // shapes checked above) and the one flag.
@@ -522,9 +587,15 @@ mod tests {
             "hetla_mirror_z",
             "hetla_column_norms_d",
             "hetla_column_norms_z",
+            "hetla_row_norms_d",
+            "hetla_row_norms_z",
             "hetla_lower",
         ] {
             assert!(ptx.contains(&format!(".entry {name}")), "{name} missing");
+        }
+        // Where HETLA_PTX_OUT names a file, the PTX goes there (for ptxas to assemble by hand).
+        if let Some(path) = std::env::var_os("HETLA_PTX_OUT") {
+            std::fs::write(path, ptx).unwrap();
         }
     }
 }

@@ -37,7 +37,9 @@ pub struct LuArgs {
     /// copied into a buffer of the GPU (for an emulated device, its memory is host memory) before
     /// the call, and L\U back after it, neither timed; inside the call each block column is copied
     /// within the GPU into the run's replicas before the clock starts and back after it stops, and
-    /// `seconds` is the runtime's makespan. Needs a GPU; not with `--precision ds` or `zc`.
+    /// `seconds` is the runtime's makespan. With `--precision ds` or `zc`: the mixed solve of A and
+    /// b in the GPU's memory (`Lu::solve_refined_device`) beside `factor_device` + `solve_device`
+    /// in double, each timed as a call. Needs a GPU.
     #[arg(long)]
     pub resident: bool,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts), or ds (zc): a solve of

@@ -107,7 +107,13 @@ fn factor(args: &LuArgs) -> Result<LuReport> {
     }
 }
 
-type MixedRun<T> = fn((&Lu, TensorMath), MatRef<'_, T>, Option<usize>) -> Result<MixedReport>;
+/// A mixed solve's run: the builder, its tensor math, the platform where `--resident` puts A and b
+/// in GPU 0's memory (`None`: host matrices), the matrix and `--repeat`.
+type MixedRun<T> = fn(
+    (&Lu, TensorMath, Option<&hetla::Platform>),
+    MatRef<'_, T>,
+    Option<usize>,
+) -> Result<MixedReport>;
 
 fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> {
     let n = args.n;
@@ -127,7 +133,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         };
     }
     super::args::check_tensor_math(args.tensor_math, precision, Some(&platform))?;
-    check_resident(args, mixed.is_some(), &platform)?;
+    check_resident(args, &platform)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()
         .platform(platform.clone())
@@ -219,7 +225,8 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         report.run.add_peers(rates);
     }
     if let Some(mixed) = mixed {
-        let solved = mixed((&lu, args.tensor_math), a.as_ref(), runs)?;
+        let resident = args.resident.then_some(&*platform);
+        let solved = mixed((&lu, args.tensor_math, resident), a.as_ref(), runs)?;
         #[cfg(feature = "cuda")]
         let solved = match compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
             true => irs_peer(solved, (a.as_ref(), args.tensor_math), runs, flops),
@@ -230,23 +237,16 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     Ok(report)
 }
 
-/// `--resident` refused before any work where it cannot run: without a GPU, or with a mixed solve.
-fn check_resident(args: &LuArgs, mixed: bool, platform: &hetla::Platform) -> Result<()> {
-    let reason = match (args.resident, mixed, platform.devices().is_empty()) {
-        (false, ..) => return Ok(()),
-        (true, true, _) => {
-            "--resident factors a matrix in a GPU's memory in the working precision; the mixed \
-             solve (--precision ds or zc) takes A from host memory and refines on the GPU by \
-             itself: leave out --resident"
-        }
-        (true, false, true) => {
-            "--resident factors a matrix in a GPU's memory: give --gpus all (or emulated:1)"
-        }
-        (true, false, false) => return Ok(()),
-    };
+/// `--resident` refused before any work without a GPU.
+fn check_resident(args: &LuArgs, platform: &hetla::Platform) -> Result<()> {
+    if !args.resident || !platform.devices().is_empty() {
+        return Ok(());
+    }
     Err(Error::Library(hetla::Error::InvalidOption {
         option: "resident",
-        reason: reason.into(),
+        reason: "--resident factors and solves matrices in a GPU's memory: give --gpus all (or \
+                 emulated:1)"
+            .into(),
     }))
 }
 
@@ -276,24 +276,54 @@ fn irs_peer<T: Scalar>(
     solved
 }
 
-/// The mixed solve of A x = b (b: ones) and the solve in A's precision, each timed.
+/// The mixed solve of A x = b (b: ones) and the solve in A's precision, each timed as a call: of
+/// host matrices, or (`resident`) of matrices in GPU 0's memory, put there and taken back untimed
+/// (`Lu::solve_refined_device` beside `factor_device` + `solve_device`).
 fn mixed<T: Refinable>(
-    (lu, math): (&Lu, TensorMath),
+    (lu, math, resident): (&Lu, TensorMath, Option<&hetla::Platform>),
     a: MatRef<'_, T>,
     runs: Option<usize>,
 ) -> Result<MixedReport> {
+    use crate::device_buffers::in_gpu_memory;
     let n = a.nrows();
     let b = Mat::<T>::from_fn(n, 1, |_, _| T::from_f64(1.0));
-    let ((x, path), t) = peers::repeat(runs, || {
-        let start = Instant::now();
-        let out = lu.solve_refined(a, b.as_ref())?;
-        Ok((out, start.elapsed().as_secs_f64()))
+    let ((x, path), t) = peers::repeat(runs, || match resident {
+        None => {
+            let start = Instant::now();
+            let out = lu.solve_refined(a, b.as_ref())?;
+            Ok((out, start.elapsed().as_secs_f64()))
+        }
+        Some(platform) => {
+            let (mut a, mut x) = (a.to_owned(), b.clone());
+            let matrices = &mut [(a.as_mut(), false), (x.as_mut(), true)];
+            let (how, seconds) = in_gpu_memory(platform, matrices, |on_device| {
+                let (a, x) = on_device.split_at_mut(1);
+                let start = Instant::now();
+                let how = lu.solve_refined_device(&a[0], &mut x[0])?;
+                Ok((how, start.elapsed().as_secs_f64()))
+            })?;
+            Ok(((x, how), seconds))
+        }
     })?;
-    let ((), full) = peers::repeat(runs, || {
-        let start = Instant::now();
-        let x = lu.factor(a)?.solve(b.as_ref())?;
-        std::hint::black_box(x);
-        Ok(((), start.elapsed().as_secs_f64()))
+    let ((), full) = peers::repeat(runs, || match resident {
+        None => {
+            let start = Instant::now();
+            let x = lu.factor(a)?.solve(b.as_ref())?;
+            std::hint::black_box(x);
+            Ok(((), start.elapsed().as_secs_f64()))
+        }
+        Some(platform) => {
+            let (mut factor, mut x) = (a.to_owned(), b.clone());
+            let matrices = &mut [(factor.as_mut(), false), (x.as_mut(), true)];
+            let seconds = in_gpu_memory(platform, matrices, |on_device| {
+                let (factor, x) = on_device.split_at_mut(1);
+                let start = Instant::now();
+                let (_, ipiv, _) = lu.factor_device(&mut factor[0])?;
+                lu.solve_device(&factor[0], &ipiv, &mut x[0])?;
+                Ok(start.elapsed().as_secs_f64())
+            })?;
+            Ok(((), seconds))
+        }
     })?;
     Ok(MixedReport {
         seconds: t.best,
