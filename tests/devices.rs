@@ -2515,7 +2515,8 @@ fn real_gpus_solve_mixed_general_systems_of_device_matrices_or_the_skip_says_why
             .map(|m| {
                 let memory =
                     (device.allocate_span((hetla::Precision::D, m.nrows(), m.ncols()))).unwrap();
-                // SAFETY: the span is the device's memory, allocated above and used by nothing else.
+                // SAFETY: the span is the device's memory, allocated above and used by nothing
+                // else.
                 unsafe { device.write_span(memory.span(), hetla::Scalar::any_ref(m.as_ref())) }
                     .unwrap();
                 memory

@@ -123,8 +123,7 @@ impl SpanOutput {
 impl SpanKernel<'_> {
     /// Whether it is one of hetla's compiled kernels (NVRTC's on a GPU: [`SpanKernel::Mirror`],
     /// [`SpanKernel::ColumnNorms`], [`SpanKernel::RowNorms`], [`SpanKernel::Lower`]); the others
-    /// are copies and cuBLAS or cuSOLVER calls,
-    /// which every GPU runs.
+    /// are copies and cuBLAS or cuSOLVER calls, which every GPU runs.
     pub fn compiled(&self) -> bool {
         matches!(
             self,

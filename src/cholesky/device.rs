@@ -344,8 +344,8 @@ impl Cholesky {
 }
 
 /// The SPD solve's preparation from A in host memory: on the GPU where it runs hetla's elementwise
-/// kernels (A written once as given, made whole, summed and rounded there), else on the host (A made
-/// whole and rounded there, both written).
+/// kernels (A written once as given, made whole, summed and rounded there), else on the host (A
+/// made whole and rounded there, both written).
 impl<T: Refinable> Prepared<T> {
     /// From A in host memory.
     fn from_host(device: &Arc<dyn hetla_runtime::Device>, a: MatRef<'_, T>) -> Result<Self> {

@@ -169,8 +169,8 @@ impl Lu {
     /// was. Everything runs on that GPU: A is copied within it, its row sums (||A||_inf) and its
     /// rounding to single precision made there (hetla's elementwise kernels, compiled by NVRTC),
     /// the single LU made there by [`Lu::factor_device`] (with the run's tensor math) and kept, and
-    /// each refinement step's residual and solves made there, only the vectors crossing to the host;
-    /// a fallback factors A's copy in double on the GPU. Returns what the solve did
+    /// each refinement step's residual and solves made there, only the vectors crossing to the
+    /// host; a fallback factors A's copy in double on the GPU. Returns what the solve did
     /// ([`Refinement::device`] is the GPU).
     ///
     /// As for [`Lu::factor_device`], A is not checked before the run as a host matrix is. Errors

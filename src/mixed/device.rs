@@ -1,8 +1,9 @@
 //! What a mixed solve on a GPU starts from ([`Prepared`]): A in the working precision and A rounded
-//! to single precision, both in the GPU's memory, with ||A||_inf and the first entry that overflowed
-//! the single precision. Made on the GPU from A there (copied within it) by hetla's elementwise
-//! kernels, for a Hermitian matrix (made whole from its lower triangle first) or a general one; the
-//! families make it from a host matrix their own way (`cholesky/device.rs`, `lu/device.rs`).
+//! to single precision, both in the GPU's memory, with ||A||_inf and the first entry that
+//! overflowed the single precision. Made on the GPU from A there (copied within it) by hetla's
+//! elementwise kernels, for a Hermitian matrix (made whole from its lower triangle first) or a
+//! general one; the families make it from a host matrix their own way (`cholesky/device.rs`,
+//! `lu/device.rs`).
 
 use std::sync::Arc;
 
@@ -23,9 +24,9 @@ pub(crate) enum Structure {
     General,
 }
 
-/// A mixed solve's matrices in a GPU's memory: A whole in the working precision, A rounded to single
-/// precision, ||A||_inf and the first entry (column by column, where its [`Structure`] looks) that
-/// overflowed the single precision (row, column, modulus).
+/// A mixed solve's matrices in a GPU's memory: A whole in the working precision, A rounded to
+/// single precision, ||A||_inf and the first entry (column by column, where its [`Structure`]
+/// looks) that overflowed the single precision (row, column, modulus).
 pub(crate) struct Prepared<T: Refinable> {
     pub whole: DeviceBuffer<T>,
     pub low: DeviceBuffer<T::Low>,

@@ -248,8 +248,8 @@ impl<T: Scalar> DeviceBuffer<T> {
         Ok(())
     }
 
-    /// `b` <- the solution of this LU factor's system with its interchanges `ipiv` (applied to `b`'s
-    /// rows first), on the device (cuSOLVER's ?laswp and two cuBLAS ?trsm on a GPU).
+    /// `b` <- the solution of this LU factor's system with its interchanges `ipiv` (applied to
+    /// `b`'s rows first), on the device (cuSOLVER's ?laswp and two cuBLAS ?trsm on a GPU).
     pub fn solve_lu(&self, ipiv: &[usize], b: &mut DeviceBuffer<T>) -> Result<()> {
         device_of_both(self, b)?;
         let span = b.memory.span();

@@ -32,8 +32,8 @@ use crate::{DeviceSpan, KernelError, Precision, Scalar};
 ///   rounded to nearest in single precision, over `rows * parts` doubles a column (parts 2 for
 ///   complex), the real part of each diagonal entry multiplied by `factor` first (a raised
 ///   diagonal: 1 leaves it as it is, bit for bit); `overflow` (initially all ones) keeps the
-///   smallest column-major index of an entry that became infinite, anywhere when `whole` is 1,
-///   else on or below the diagonal.
+///   smallest column-major index of an entry that became infinite, anywhere when `whole` is 1, else
+///   on or below the diagonal.
 pub const SOURCE: &str = r#"
 struct cplx { double x, y; };
 __device__ double modulus(double v) { return fabs(v); }
