@@ -302,6 +302,14 @@ part_extra() {
         --compare gpu --repeat "$repeat"
     row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \
         --compare gpu --repeat "$repeat"
+    # The general target row (issue 74 item 5): A and b in the GPU's memory
+    # (Lu::solve_refined_device), 4 streams, n = 32768, TF32, beside hetla's f64 factor_device +
+    # solve_device, cuSOLVER's dgetrf (the main report's peers) and DXgesv (the mixed section's).
+    # Predicted on h200: mixed about 0.42 s (the single LU 375.7 ms), mixed / cusolver-dgetrf
+    # resident about 0.85 (target <= 0.5: predicted missed). Runs once: its checks take about a
+    # minute.
+    HETLA_GPU_STREAMS=4 row "$dir" tensor-lu-resident lu --n 32768 --tile 2048 --clusters none \
+        --gpus "$gpus" --precision ds --tensor-math tf32 --resident --compare gpu
     # The SPD kind, factored and refined on the GPU (its `where` line): the single Cholesky 40.7 ms
     # TF32 predicted (resident, 1 stream) against 101.8 ms for the f64 one (staged); the whole mixed
     # solve about 0.13 s (A written in 74 ms at the packing rate, 4 steps of about 2 ms).

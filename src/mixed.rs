@@ -26,11 +26,11 @@
 //!
 //! Where it runs: on the platform's workers, refined on the host; or, on a platform with a GPU
 //! whose budget holds A in double and the single factor, refined on that GPU
-//! ([`Refinement::device`]): A is written into its memory once, the single factor kept there (the
-//! SPD one made there, `cholesky/device.rs`; LU's made on the platform's workers and written,
-//! `lu/device.rs`), and each step's residual (a GEMM on the resident A) and solves (with the
-//! resident factor) run there, only the vectors crossing to the host, where their precision
-//! changes.
+//! ([`Refinement::device`]): A is written into its memory once (or copied within it, for a matrix
+//! already there), the single factor made and kept there (`cholesky/device.rs`, `lu/device.rs`;
+//! their shared preparation, `device.rs`), and each step's residual (a GEMM on the resident A) and
+//! solves (with the resident factor) run there, only the vectors crossing to the host, where their
+//! precision changes.
 
 use faer::{Mat, MatRef};
 use hetla_kernels::{Op, Precision, Scalar, c32, c64};

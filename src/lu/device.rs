@@ -13,10 +13,13 @@
 //! beside it and factored there by [`Lu::factor_device`] (with the run's tensor math), the factor
 //! kept where it was made; each refinement step runs there: the residual B - A X by one cuBLAS
 //! ?gemm on the resident A, the correction by two ?trsm with the resident factor
-//! ([`SpanKernel::Solve`](hetla_kernels::elementwise::SpanKernel)), the row interchanges applied on
-//! the host to the vectors, which alone cross (their precision changes there). GMRES-IR's
-//! preconditioner is the factor read back, widened on the host and written once, when it first
-//! runs. A fallback frees the GPU's copies and factors in double on the platform's workers.
+//! ([`SpanKernel::Solve`](hetla_kernels::elementwise::SpanKernel)) after the row interchanges
+//! (`SpanKernel::Interchange`), only the vectors crossing (their precision changes on the host).
+//! GMRES-IR's preconditioner is the factor read back, widened on the host and written once, when it
+//! first runs. A fallback frees the GPU's copies and factors in double on the platform's workers.
+//! [`Lu::solve_refined_device`] does the same for A and B already in the GPU's memory, A copied
+//! within it and prepared there (its row sums and its rounding, hetla's elementwise kernels), the
+//! fallback in double on the GPU.
 
 use std::rc::Rc;
 
