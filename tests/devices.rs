@@ -2176,21 +2176,14 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
 /// the elementwise kernels or a budget too small is refused before any work.
 #[test]
 fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
-    use hetla::{DeviceMatrix, RefinementPath};
     fn check<T: hetla::Refinable>() {
         let what = T::PRECISION;
         let n = 200;
-        let solve = |device: EmulatedDevice, a: &faer::Mat<T>, b: &faer::Mat<T>| {
-            let (mut a, mut b) = (a.clone(), b.clone());
-            let how = Cholesky::new()
-                .platform(platform("none", &[Arc::new(device)]))
+        let solve: &DeviceSolve<T> = &|p, a, b| {
+            Cholesky::new()
+                .platform(p)
                 .tile(50)
-                .solve_refined_device(
-                    &DeviceMatrix::emulated(a.as_mut()).unwrap(),
-                    &mut DeviceMatrix::emulated(b.as_mut()).unwrap(),
-                )
-                .map(|how| (how, b));
-            (how, a)
+                .solve_refined_device(a, b)
         };
         let spd = random_hpd::<T>(n, 8);
         let mut given = spd.clone();
@@ -2200,48 +2193,86 @@ fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
             }
         }
         let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i * j) as f64, 0.5));
-        let (how, after) = solve(EmulatedDevice::new(usize::MAX), &given, &b);
+        let (how, after) = solved_on_device(EmulatedDevice::new(usize::MAX), (&given, &b), solve);
         let (how, x) = how.unwrap();
         assert!(after == given, "{what}: A changed");
         mixed_on_gpu_0((spd.as_ref(), x.as_ref(), b.as_ref()), &how);
-        // Beyond single precision: a fallback in double, on the device.
+        // Beyond single precision (condition 1e10); an entry beyond its range (A scaled by 1e38).
         let worst = hetla::matgen::random_hpd_conditioned::<T>(n, 1e10, 5);
-        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &worst, &b);
-        let (how, x) = how.unwrap();
-        assert!(
-            matches!(how.path, RefinementPath::Fallback { .. }),
-            "{what}: {how:?}"
-        );
-        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
-        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
-        // An entry beyond single precision's range (A scaled by 1e38), found on the device.
         let big = faer::Mat::from_fn(n, n, |i, j| {
             let v = spd[(i, j)].to_c64() * 1e38;
             T::from_parts(v.re, v.im)
         });
-        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &big, &b);
+        device_solves_fall_back_and_refuse(solve, [&spd, &worst, &big, &b], "overflows");
+    }
+    check::<f64>();
+    check::<c64>();
+}
+
+/// A mixed solve of matrices in a device's memory on the platform given (of that device alone).
+type DeviceSolve<T> = dyn Fn(
+    Arc<Platform>,
+    &hetla::DeviceMatrix<'_, T>,
+    &mut hetla::DeviceMatrix<'_, T>,
+) -> hetla::Result<hetla::Refinement>;
+
+/// What [`solved_on_device`] gives: the solve's report and X (or its error), and A afterwards.
+type DeviceSolved<T> = (
+    hetla::Result<(hetla::Refinement, faer::Mat<T>)>,
+    faer::Mat<T>,
+);
+
+/// `solve` of copies of `a` and `b` in the memory of `device` (emulated: host memory), on a
+/// platform of that device alone.
+fn solved_on_device<T: Scalar>(
+    device: EmulatedDevice,
+    (a, b): (&faer::Mat<T>, &faer::Mat<T>),
+    solve: &DeviceSolve<T>,
+) -> DeviceSolved<T> {
+    use hetla::DeviceMatrix;
+    let (mut a, mut b) = (a.clone(), b.clone());
+    let how = solve(
+        platform("none", &[Arc::new(device)]),
+        &DeviceMatrix::emulated(a.as_mut()).unwrap(),
+        &mut DeviceMatrix::emulated(b.as_mut()).unwrap(),
+    )
+    .map(|how| (how, b));
+    (how, a)
+}
+
+/// What every mixed solve of device matrices (`solve`) does beyond its mixed path, with `good` A,
+/// `worst` beyond single precision and `big` overflowing it: the fallback in double on the device
+/// for `worst` and for `big` (its reason containing `says`), both to LAPACK's backward error; a
+/// device without the elementwise kernels and a budget of n^2 words refused before any work.
+fn device_solves_fall_back_and_refuse<T: hetla::Refinable>(
+    solve: &DeviceSolve<T>,
+    [good, worst, big, b]: [&faer::Mat<T>; 4],
+    says: &str,
+) {
+    use hetla::RefinementPath;
+    let what = T::PRECISION;
+    for (a, why) in [(worst, "did not converge"), (big, says)] {
+        let (how, _) = solved_on_device(EmulatedDevice::new(usize::MAX), (a, b), solve);
         let (how, x) = how.unwrap();
         let RefinementPath::Fallback { reason } = &how.path else {
             panic!("{what}: {how:?}")
         };
-        assert!(reason.contains("overflows"), "{what}: {reason}");
-        let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), b.as_ref());
+        assert!(reason.contains(why), "{what}: {reason}");
+        let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
-        // Refused before any work: B is left as it was.
-        for (device, says) in [
-            (
-                EmulatedDevice::new(usize::MAX).without_elementwise(),
-                "elementwise",
-            ),
-            (EmulatedDevice::new(n * n * 8), "budget"),
-        ] {
-            let (how, _) = solve(device, &spd, &b);
-            let err = how.unwrap_err().to_string();
-            assert!(err.contains(says), "{what}: {err}");
-        }
     }
-    check::<f64>();
-    check::<c64>();
+    let n = good.nrows();
+    for (device, says) in [
+        (
+            EmulatedDevice::new(usize::MAX).without_elementwise(),
+            "elementwise",
+        ),
+        (EmulatedDevice::new(n * n * 8), "budget"),
+    ] {
+        let (how, _) = solved_on_device(device, (good, b), solve);
+        let err = how.unwrap_err().to_string();
+        assert!(err.contains(says), "{what}: {err}");
+    }
 }
 
 /// The mixed general solve of matrices in a device's memory (`Lu::solve_refined_device`), in d and
@@ -2252,28 +2283,18 @@ fn mixed_spd_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
 /// device are refused before any work.
 #[test]
 fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
-    use hetla::{DeviceMatrix, Lu, RefinementPath};
+    use hetla::{Lu, RefinementPath};
     fn check<T: hetla::Refinable>() {
         let what = T::PRECISION;
         let n = 200;
-        let solve = |device: EmulatedDevice, a: &faer::Mat<T>, b: &faer::Mat<T>| {
-            let (mut a, mut b) = (a.clone(), b.clone());
-            let how = Lu::new()
-                .platform(platform("none", &[Arc::new(device)]))
-                .tile(50)
-                .solve_refined_device(
-                    &DeviceMatrix::emulated(a.as_mut()).unwrap(),
-                    &mut DeviceMatrix::emulated(b.as_mut()).unwrap(),
-                )
-                .map(|how| (how, b));
-            (how, a)
-        };
+        let solve: &DeviceSolve<T> =
+            &|p, a, b| Lu::new().platform(p).tile(50).solve_refined_device(a, b);
         let a = faer::Mat::from_fn(n, n, |i, j| {
             let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
             T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
         });
         let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i * j) as f64, 0.5));
-        let (how, after) = solve(EmulatedDevice::new(usize::MAX), &a, &b);
+        let (how, after) = solved_on_device(EmulatedDevice::new(usize::MAX), (&a, &b), solve);
         let (how, x) = how.unwrap();
         assert!(after == a, "{what}: A changed");
         mixed_on_gpu_0((a.as_ref(), x.as_ref(), b.as_ref()), &how);
@@ -2285,7 +2306,7 @@ fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
         for i in 0..n {
             ill[(i, n - 1)] = a[(i, 0)] + T::from_f64(1e-10 * ((i * 7 % 5) as f64 - 2.0));
         }
-        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &ill, &b);
+        let (how, _) = solved_on_device(EmulatedDevice::new(usize::MAX), (&ill, &b), solve);
         let (how, x) = how.unwrap();
         assert!(
             matches!(how.path, RefinementPath::GmresIr { .. }) && how.device == Some(0),
@@ -2293,42 +2314,13 @@ fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
         );
         let berr = hetla::check::backward_error(ill.as_ref(), x.as_ref(), b.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
-        // Beyond both: a fallback in double, on the device.
+        // Beyond both (condition 1e13); one entry above the diagonal beyond single precision's
+        // range, found on the device where the SPD solve's triangle would not look.
         let worst = hetla::matgen::random_conditioned::<T>(n, 1e13, 3);
-        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &worst, &b);
-        let (how, x) = how.unwrap();
-        assert!(
-            matches!(how.path, RefinementPath::Fallback { .. }),
-            "{what}: {how:?}"
-        );
-        let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
-        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
-        // One entry above the diagonal beyond single precision's range, found on the device.
         let mut big = a.clone();
         big[(3, n - 2)] = T::from_f64(1e39);
-        let (how, _) = solve(EmulatedDevice::new(usize::MAX), &big, &b);
-        let (how, x) = how.unwrap();
-        let RefinementPath::Fallback { reason } = &how.path else {
-            panic!("{what}: {how:?}")
-        };
-        assert!(
-            reason.contains(&format!("A(3, {})", n - 2)),
-            "{what}: {reason}"
-        );
-        let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), b.as_ref());
-        assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
-        // Refused before any work: B is left as it was.
-        for (device, says) in [
-            (
-                EmulatedDevice::new(usize::MAX).without_elementwise(),
-                "elementwise",
-            ),
-            (EmulatedDevice::new(n * n * 8), "budget"),
-        ] {
-            let (how, _) = solve(device, &a, &b);
-            let err = how.unwrap_err().to_string();
-            assert!(err.contains(says), "{what}: {err}");
-        }
+        let says = format!("A(3, {})", n - 2);
+        device_solves_fall_back_and_refuse(solve, [&a, &worst, &big, &b], &says);
     }
     check::<f64>();
     check::<c64>();
@@ -2439,6 +2431,27 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
 /// as it was.
 #[test]
 fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
+    mixed_solves_of_real_gpu_matrices(random_spd(1024, 4), |p, math, a, b| {
+        (Cholesky::new()
+            .platform(p.clone())
+            .tile(256)
+            .tensor_math(math))
+        .solve_refined_device(a, b)
+    });
+}
+
+/// A mixed solve of A and b (`sin(i / 10)`) in a real GPU's memory by `solve` with an f32 and a
+/// TF32 factor: on GPU 0 by the mixed path, LAPACK's backward error, A left as it was; skipped
+/// where the machine has no GPU.
+fn mixed_solves_of_real_gpu_matrices(
+    a: faer::Mat<f64>,
+    solve: impl Fn(
+        &Arc<Platform>,
+        hetla::TensorMath,
+        &hetla::DeviceMatrix<'_, f64>,
+        &mut hetla::DeviceMatrix<'_, f64>,
+    ) -> hetla::Result<hetla::Refinement>,
+) {
     use hetla::{DeviceMatrix, RefinementPath, TensorMath};
     let Some(devices) = real_gpus() else {
         return;
@@ -2447,8 +2460,7 @@ fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
     let spec: ClusterSpec = "none".parse().unwrap();
     let p =
         Arc::new(Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap());
-    let n = 1024;
-    let a = random_spd(n, 4);
+    let n = a.nrows();
     let b = faer::Mat::from_fn(n, 1, |i, _| (i as f64 * 0.1).sin());
     let on_device = |m: &faer::Mat<f64>| {
         let memory = device
@@ -2467,12 +2479,7 @@ fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
                 DeviceMatrix::<f64>::from_raw_parts(b_mem.span().addr, n, 1, n).unwrap(),
             )
         };
-        let how = Cholesky::new()
-            .platform(p.clone())
-            .tile(256)
-            .tensor_math(math)
-            .solve_refined_device(&da, &mut db)
-            .unwrap();
+        let how = solve(&p, math, &da, &mut db).unwrap();
         assert_eq!(
             (&how.path, how.device),
             (&RefinementPath::Mixed, Some(0)),
@@ -2499,61 +2506,14 @@ fn real_gpus_solve_mixed_spd_systems_of_device_matrices_or_the_skip_says_why() {
 /// error, A left as it was.
 #[test]
 fn real_gpus_solve_mixed_general_systems_of_device_matrices_or_the_skip_says_why() {
-    use hetla::{DeviceMatrix, RefinementPath, TensorMath};
-    let Some(devices) = real_gpus() else {
-        return;
-    };
-    let device = devices[0].clone();
-    let spec: ClusterSpec = "none".parse().unwrap();
-    let p =
-        Arc::new(Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices).unwrap());
-    let n = 1024;
-    let a = hetla::matgen::random_conditioned::<f64>(n, 1e3, 4);
-    let b = faer::Mat::from_fn(n, 1, |i, _| (i as f64 * 0.1).sin());
-    for math in [TensorMath::Off, TensorMath::Tf32] {
-        let (a_mem, b_mem) = [&a, &b]
-            .map(|m| {
-                let memory =
-                    (device.allocate_span((hetla::Precision::D, m.nrows(), m.ncols()))).unwrap();
-                // SAFETY: the span is the device's memory, allocated above and used by nothing
-                // else.
-                unsafe { device.write_span(memory.span(), hetla::Scalar::any_ref(m.as_ref())) }
-                    .unwrap();
-                memory
-            })
-            .into();
-        // SAFETY: the spans are the allocations above, alive until the end of the iteration.
-        let (da, mut db) = unsafe {
-            (
-                DeviceMatrix::<f64>::from_raw_parts(a_mem.span().addr, n, n, n).unwrap(),
-                DeviceMatrix::<f64>::from_raw_parts(b_mem.span().addr, n, 1, n).unwrap(),
-            )
-        };
-        let how = hetla::Lu::new()
+    let a = hetla::matgen::random_conditioned(1024, 1e3, 4);
+    mixed_solves_of_real_gpu_matrices(a, |p, math, a, b| {
+        (hetla::Lu::new()
             .platform(p.clone())
             .tile(256)
-            .tensor_math(math)
-            .solve_refined_device(&da, &mut db)
-            .unwrap();
-        assert_eq!(
-            (&how.path, how.device),
-            (&RefinementPath::Mixed, Some(0)),
-            "{math}"
-        );
-        let (mut x, mut a_after) = (faer::Mat::<f64>::zeros(n, 1), faer::Mat::<f64>::zeros(n, n));
-        // SAFETY: as above; the solve has returned.
-        unsafe {
-            device
-                .read_span(b_mem.span(), hetla::Scalar::any_mut(x.as_mut()))
-                .unwrap();
-            device
-                .read_span(a_mem.span(), hetla::Scalar::any_mut(a_after.as_mut()))
-                .unwrap();
-        }
-        assert!(a_after == a, "{math}: A changed");
-        let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
-        assert!(berr < RESIDUAL_THRESHOLD, "{math}: {berr:e} {how:?}");
-    }
+            .tensor_math(math))
+        .solve_refined_device(a, b)
+    });
 }
 
 /// hetla's elementwise kernels on a real GPU (compiled by NVRTC) give what their host twins give

@@ -294,33 +294,29 @@ fn mirror<T: Scalar>(mut a: MatMut<'_, T>) -> Result<(), KernelError> {
 
 /// The sums of the moduli of each column of `a` (d or z).
 pub fn column_norms(a: AnyRef<'_>) -> Result<Vec<f64>, KernelError> {
-    fn sums<T: Scalar>(a: MatRef<'_, T>) -> Vec<f64> {
-        (0..a.ncols())
-            .map(|j| a.col(j).iter().map(|v| v.abs_f64()).sum())
-            .collect()
-    }
-    match a {
-        AnyRef::D(m) => Ok(sums(m)),
-        AnyRef::Z(m) => Ok(sums(m)),
-        other => Err(not_double("column norms", other.precision())),
-    }
+    norms(a, false)
 }
 
 /// The sums of the moduli of each row of `a` (d or z).
 pub fn row_norms(a: AnyRef<'_>) -> Result<Vec<f64>, KernelError> {
-    fn sums<T: Scalar>(a: MatRef<'_, T>) -> Vec<f64> {
-        let mut sums = vec![0.0; a.nrows()];
+    norms(a, true)
+}
+
+/// The sums of the moduli of each column of `a` (d or z), or of each row (`rows`).
+fn norms(a: AnyRef<'_>, rows: bool) -> Result<Vec<f64>, KernelError> {
+    fn sums<T: Scalar>(a: MatRef<'_, T>, rows: bool) -> Vec<f64> {
+        let mut sums = vec![0.0; if rows { a.nrows() } else { a.ncols() }];
         for j in 0..a.ncols() {
-            for (sum, v) in sums.iter_mut().zip(a.col(j).iter()) {
-                *sum += v.abs_f64();
+            for (i, v) in a.col(j).iter().enumerate() {
+                sums[if rows { i } else { j }] += v.abs_f64();
             }
         }
         sums
     }
     match a {
-        AnyRef::D(m) => Ok(sums(m)),
-        AnyRef::Z(m) => Ok(sums(m)),
-        other => Err(not_double("row norms", other.precision())),
+        AnyRef::D(m) => Ok(sums(m, rows)),
+        AnyRef::Z(m) => Ok(sums(m, rows)),
+        other => Err(not_double("norms", other.precision())),
     }
 }
 
@@ -402,13 +398,14 @@ mod tests {
         assert_eq!(sums[0], 3.0_f64.hypot(1.0) + 6.0_f64.hypot(2.0));
         let mut low = Mat::<c32>::zeros(3, 3);
         a[(2, 1)] = c64::new(1e39, 0.0);
-        let overflow = lower_into(
+        let triangle = Watched::LowerTriangle;
+        let rounded = lower_into(
             AnyRef::Z(a.as_ref()),
             AnyMut::C(low.as_mut()),
             2.0,
-            Watched::LowerTriangle,
-        )
-        .unwrap();
+            triangle,
+        );
+        let overflow = rounded.unwrap();
         assert_eq!(overflow, Some((2, 1)));
         assert_eq!(
             low[(1, 1)],
@@ -422,13 +419,7 @@ mod tests {
         );
         let d = Mat::from_fn(2, 2, |i, j| (i + j) as f64 + 1.0 / 3.0);
         let mut s = Mat::<f32>::zeros(2, 2);
-        let none = lower_into(
-            AnyRef::D(d.as_ref()),
-            AnyMut::S(s.as_mut()),
-            1.0,
-            Watched::LowerTriangle,
-        )
-        .unwrap();
+        let none = lower_into(AnyRef::D(d.as_ref()), AnyMut::S(s.as_mut()), 1.0, triangle).unwrap();
         assert_eq!((none, s[(0, 1)]), (None, (1.0 + 1.0 / 3.0) as f32));
         assert!(mirror_lower(AnyMut::S(s.as_mut())).is_err());
         assert!(

@@ -13,12 +13,12 @@ use faer::{Mat, MatMut, MatRef};
 use hetla_factorizations::{MatrixId, Mode};
 use hetla_kernels::Scalar;
 use hetla_kernels::elementwise::{FactorKind, Watched};
-use hetla_runtime::{MemoryNode, RunOptions, Trace, WriteBack};
+use hetla_runtime::{MemoryNode, RunOptions, Trace};
 
 use super::Cholesky;
 use crate::Result;
 use crate::check::check_square;
-use crate::mixed::device::{Prepared, Structure};
+use crate::mixed::device::{Prepared, Structure, check_budget, over_b};
 use crate::mixed::{
     LowFactor, Refinable, Refinement, System, factor_or_shift, lowered_lower, mixed_solve,
     raise_factor, raised_lower, widened,
@@ -99,13 +99,18 @@ impl Cholesky {
         matrices: &[(&'static str, &DeviceMatrix<'_, T>, Mode)],
     ) -> Result<Trace> {
         let gpu = self.resident.unwrap_or(0);
-        let mut placement = plan.resident_placement(platform, gpu)?;
+        let base = RunOptions {
+            scheduler: self.run.scheduler,
+            tensor_math: self.run.tensor_math,
+            ..RunOptions::default()
+        };
+        let mut options = plan.on_device_only(platform, gpu, base)?;
         let device = &platform.devices()[gpu].device;
         for &(what, m, _) in matrices {
             m.check_on(device.as_ref(), what)?;
         }
         // Read-only matrices stay valid in their homes: placed as shared copies, never exported.
-        for (tile, _, mode) in &mut placement {
+        for (tile, _, mode) in &mut options.placement {
             if let Some(&(_, _, Mode::Read)) = matrices.get(tile.matrix.0 as usize) {
                 *mode = Mode::Read;
             }
@@ -122,15 +127,6 @@ impl Cholesky {
             })
             .collect();
         let store = DeviceTiles::new(MemoryNode(gpu + 1), tilings);
-        let options = RunOptions {
-            scheduler: self.run.scheduler,
-            write_back: WriteBack::Resident,
-            tensor_math: self.run.tensor_math,
-            placement,
-            // The tiles have no host view: no CPU cluster may run a task.
-            restrictions: plan.on_gpus_only(),
-            ..RunOptions::default()
-        };
         super::work::execute(plan, platform, &store, &options)
     }
 }
@@ -214,35 +210,19 @@ impl Cholesky {
         let device = worker.device.clone();
         a.check_on(device.as_ref(), "A")?;
         b.check_on(device.as_ref(), "B")?;
-        if self.refinement_gpu::<T>(&platform, n, b.ncols()) != Some(gpu) {
-            return Err(crate::Error::InvalidOption {
-                option: "resident",
-                reason: format!(
-                    "GPU {gpu}'s budget of {} bytes does not hold A in {}, its single factor and a \
-                     run's copies of either ({} bytes)",
-                    device.budget(),
-                    T::PRECISION,
-                    crate::mixed::refinement_bytes::<T>((n, b.ncols()), COPIES)
-                        .map_or_else(|| "more than usize".into(), |bytes| bytes.to_string())
-                ),
-            });
-        }
+        check_budget::<T>(&platform, (gpu, "resident"), (n, b.ncols()), COPIES)?;
         device.elementwise()?;
         let prepared = Prepared::from_device(&device, a, Structure::Hermitian)?;
-        let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
-        // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
-        unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
         let on_gpu = self.clone().resident(gpu);
-        let solve_full = |mut whole: DeviceBuffer<T>| {
-            let mut x = DeviceBuffer::from_host(&device, rhs.as_ref())?;
-            on_gpu.factor_device(&mut whole.matrix_mut())?;
-            on_gpu.solve_device(&whole.matrix(), &mut x.matrix_mut())?;
-            x.read()
-        };
-        let (x, how) = self.refine_prepared(gpu, prepared, (None, rhs.as_ref()), solve_full)?;
-        // SAFETY: as above.
-        unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
-        Ok(how)
+        over_b(&device, b, |rhs| {
+            let solve_full = |mut whole: DeviceBuffer<T>| {
+                let mut x = DeviceBuffer::from_host(&device, rhs)?;
+                on_gpu.factor_device(&mut whole.matrix_mut())?;
+                on_gpu.solve_device(&whole.matrix(), &mut x.matrix_mut())?;
+                x.read()
+            };
+            self.refine_prepared(gpu, prepared, (None, rhs), solve_full)
+        })
     }
 
     /// The mixed solve of A X = B (see [`crate::mixed`]) on GPU `gpu`, A and B in host memory: A is

@@ -28,11 +28,11 @@ use hetla_kernels::elementwise::{FactorKind, SpanKernel};
 
 use hetla_factorizations::FACTOR;
 use hetla_kernels::{DeviceSpan, Scalar};
-use hetla_runtime::{MemoryNode, Platform, RunOptions, Trace, WriteBack};
+use hetla_runtime::{MemoryNode, Platform, RunOptions, Trace};
 
 use super::{Lu, Norms};
 use crate::check::check_square;
-use crate::mixed::device::{Prepared, Structure};
+use crate::mixed::device::{Prepared, Structure, check_budget, over_b};
 use crate::mixed::{LowFactor, Refinable, Refinement, System, mixed_solve, widened};
 use crate::plan::Plan;
 use crate::tiles::device::{DeviceBuffer, DeviceMatrix, DeviceTiles};
@@ -89,15 +89,12 @@ impl Lu {
         }
         let tile = this.checked_tile(&platform, n)?;
         let plan = Plan::new(crate::Algorithm::Lu { n }, tile, T::PRECISION)?;
-        let options = RunOptions {
+        let base = RunOptions {
             scheduler: this.run.scheduler,
-            write_back: WriteBack::Resident,
             tensor_math: this.run.tensor_math,
-            placement: plan.resident_placement(&platform, gpu)?,
-            // The block columns have no host view: no CPU cluster may run a task.
-            restrictions: plan.on_gpus_only(),
             ..RunOptions::default()
         };
+        let options = plan.on_device_only(&platform, gpu, base)?;
         let tiling = *plan
             .blocks(FACTOR)
             .expect("an LU plan has its block columns");
@@ -167,6 +164,19 @@ impl Lu {
         Ok(())
     }
 
+    /// The GPU a mixed solve of order `n` with `rhs` right-hand sides of host matrices refines on:
+    /// the platform's first where its budget holds A in the working precision, the single factor, a
+    /// run's replicas of it or the factor widened, and the vectors; `None` otherwise (the solve
+    /// runs on the platform's workers and refines on the host).
+    pub(super) fn refinement_gpu<T: Refinable>(
+        &self,
+        platform: &Platform,
+        n: usize,
+        rhs: usize,
+    ) -> Option<usize> {
+        crate::mixed::gpu_holding::<T>(platform, 0, (n, rhs), COPIES)
+    }
+
     /// Solves A X = B to double accuracy as [`Lu::solve_refined`] does, with A and B in the memory
     /// of one GPU (the first whose memory holds A), where they lie: X overwrites B, A is left as it
     /// was. Everything runs on that GPU: A is copied within it, its row sums (||A||_inf) and its
@@ -203,40 +213,23 @@ impl Lu {
         a: &DeviceMatrix<'_, T>,
         b: &mut DeviceMatrix<'_, T>,
     ) -> Result<Refinement> {
-        let n = a.nrows();
-        crate::check::check_system("A", (n, a.ncols()), b.nrows())?;
-        let platform = self.resolve_platform()?;
+        crate::check::check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
+        let (n, platform) = (a.nrows(), self.resolve_platform()?);
         let gpu = holding_gpu(&platform, a)?;
         let device = platform.devices()[gpu].device.clone();
         b.check_on(device.as_ref(), "B")?;
-        if crate::mixed::gpu_holding::<T>(&platform, gpu, (n, b.ncols()), COPIES) != Some(gpu) {
-            return Err(Error::InvalidOption {
-                option: "platform",
-                reason: format!(
-                    "GPU {gpu}'s budget of {} bytes does not hold A in {}, its single factor and a \
-                     run's copies of either ({} bytes)",
-                    device.budget(),
-                    T::PRECISION,
-                    crate::mixed::refinement_bytes::<T>((n, b.ncols()), COPIES)
-                        .map_or_else(|| "more than usize".into(), |bytes| bytes.to_string())
-                ),
-            });
-        }
+        check_budget::<T>(&platform, (gpu, "platform"), (n, b.ncols()), COPIES)?;
         device.elementwise()?;
         let prepared = Prepared::from_device(&device, a, Structure::General)?;
-        let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
-        // SAFETY: `b` is memory of this device (checked above) borrowed mutably.
-        unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
-        let solve_full = |mut whole: DeviceBuffer<T>| {
-            let mut x = DeviceBuffer::from_host(&device, rhs.as_ref())?;
-            let (_, ipiv, _) = self.factor_device(&mut whole.matrix_mut())?;
-            self.solve_device(&whole.matrix(), &ipiv, &mut x.matrix_mut())?;
-            x.read()
-        };
-        let (x, how) = self.refine_prepared(gpu, prepared, rhs.as_ref(), solve_full)?;
-        // SAFETY: as above.
-        unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
-        Ok(how)
+        over_b(&device, b, |rhs| {
+            let solve_full = |mut whole: DeviceBuffer<T>| {
+                let mut x = DeviceBuffer::from_host(&device, rhs)?;
+                let (_, ipiv, _) = self.factor_device(&mut whole.matrix_mut())?;
+                self.solve_device(&whole.matrix(), &ipiv, &mut x.matrix_mut())?;
+                x.read()
+            };
+            self.refine_prepared(gpu, prepared, rhs, solve_full)
+        })
     }
 
     /// The mixed solve of `system` (A X = B, A in host memory) refined on GPU `gpu` (see the module
@@ -332,7 +325,7 @@ impl Lu {
 
 /// Matrices of A's order in the working precision a mixed general solve on a GPU holds at once
 /// besides the single factor: A, and a run's replicas of the factor or the factor widened.
-pub(super) const COPIES: usize = 2;
+const COPIES: usize = 2;
 
 /// The first of `platform`'s GPUs whose memory holds `a`; an error naming what is wrong otherwise.
 fn holding_gpu<T: Scalar>(platform: &Platform, a: &DeviceMatrix<'_, T>) -> Result<usize> {

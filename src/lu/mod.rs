@@ -308,9 +308,7 @@ impl Lu {
         };
         // Refined on the platform's first GPU where its budget holds A, A's widened factor and the
         // single one.
-        let on_gpu =
-            crate::mixed::gpu_holding::<T>(&platform, 0, (a.nrows(), b.ncols()), device::COPIES);
-        if let Some(gpu) = on_gpu {
+        if let Some(gpu) = lu.refinement_gpu::<T>(&platform, a.nrows(), b.ncols()) {
             return lu.refined_on_device(gpu, (a, norms), system, low);
         }
         let factor_low = || {

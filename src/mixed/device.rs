@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
+use faer::{Mat, MatRef};
 use hetla_kernels::elementwise::Watched;
 use hetla_runtime::Device;
 
-use super::Refinable;
-use crate::Result;
+use super::{Refinable, Refinement, gpu_holding, refinement_bytes};
 use crate::tiles::device::{DeviceBuffer, DeviceMatrix};
+use crate::{Error, Result};
 
 /// What the matrix of a mixed solve is, as its preparation reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,4 +73,45 @@ impl<T: Refinable> Prepared<T> {
             overflow,
         })
     }
+}
+
+/// An error (of the builder's option `option`) unless GPU `gpu` of `platform` has a budget that
+/// holds a mixed solve of order `n` with `rhs` right-hand sides ([`gpu_holding`] with `copies`).
+pub(crate) fn check_budget<T: Refinable>(
+    platform: &hetla_runtime::Platform,
+    (gpu, option): (usize, &'static str),
+    (n, rhs): (usize, usize),
+    copies: usize,
+) -> Result<()> {
+    if gpu_holding::<T>(platform, gpu, (n, rhs), copies) == Some(gpu) {
+        return Ok(());
+    }
+    let budget = platform.devices().get(gpu).map_or(0, |d| d.device.budget());
+    Err(Error::InvalidOption {
+        option,
+        reason: format!(
+            "GPU {gpu}'s budget of {budget} bytes does not hold A in {}, its single factor and a \
+             run's copies of either ({} bytes)",
+            T::PRECISION,
+            refinement_bytes::<T>((n, rhs), copies)
+                .map_or_else(|| "more than usize".into(), |bytes| bytes.to_string())
+        ),
+    })
+}
+
+/// A mixed solve of B in `device`'s memory: `solve` gets B's copy in host memory and gives X and
+/// what it did; X is written over B.
+pub(crate) fn over_b<T: Refinable>(
+    device: &Arc<dyn Device>,
+    b: &mut DeviceMatrix<'_, T>,
+    solve: impl FnOnce(MatRef<'_, T>) -> Result<(Mat<T>, Refinement)>,
+) -> Result<Refinement> {
+    b.check_on(device.as_ref(), "B")?;
+    let mut rhs = Mat::<T>::zeros(b.nrows(), b.ncols());
+    // SAFETY: `b` is memory of `device` (checked above) borrowed mutably.
+    unsafe { device.read_span(b.span(), T::any_mut(rhs.as_mut())) }?;
+    let (x, how) = solve(rhs.as_ref())?;
+    // SAFETY: as above.
+    unsafe { device.write_span(b.span(), T::any_ref(x.as_ref())) }?;
+    Ok(how)
 }

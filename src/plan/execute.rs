@@ -3,7 +3,8 @@
 use hetla_factorizations::{FACTOR, Mode, TaskGraph, TaskId, TileRef};
 use hetla_kernels::{KernelError, Op, Scalar};
 use hetla_runtime::{
-    MemoryNode, Platform, ResourceKind, RunError, RunOptions, RunStep, TaskFailure, Trace, execute,
+    MemoryNode, Platform, ResourceKind, RunError, RunOptions, RunStep, TaskFailure, Trace,
+    WriteBack, execute,
 };
 
 use super::build::{Algorithm, Plan, expect_precision};
@@ -100,12 +101,24 @@ impl Plan {
         Ok(placement)
     }
 
-    /// Every operation of the plan restricted to GPUs: a run over tiles with no host view (a device
-    /// matrix's), which no CPU cluster could read.
-    pub(crate) fn on_gpus_only(&self) -> Vec<(Op, Vec<ResourceKind>)> {
-        (self.ops().into_iter())
-            .map(|op| (op, vec![ResourceKind::Gpu]))
-            .collect()
+    /// `base` for a run over tiles in GPU `gpu`'s memory with no host view (device matrices'):
+    /// every tile placed read-write there before the clock starts ([`Plan::resident_placement`]),
+    /// kept there until it stops ([`WriteBack::Resident`]), and every operation restricted to GPUs
+    /// (no CPU cluster could read a tile).
+    pub(crate) fn on_device_only(
+        &self,
+        platform: &Platform,
+        gpu: usize,
+        base: RunOptions,
+    ) -> Result<RunOptions> {
+        Ok(RunOptions {
+            write_back: WriteBack::Resident,
+            placement: self.resident_placement(platform, gpu)?,
+            restrictions: (self.ops().into_iter())
+                .map(|op| (op, vec![ResourceKind::Gpu]))
+                .collect(),
+            ..base
+        })
     }
 
     /// Bytes of the tiles of every matrix the plan's tasks use.

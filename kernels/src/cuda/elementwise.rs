@@ -106,13 +106,9 @@ extern "C" __global__ void hetla_column_norms_z(const cplx* a, unsigned long lon
     column_norms(a, lda, rows, cols, sums);
 }
 extern "C" __global__ void hetla_row_norms_d(const double* a, unsigned long long lda,
-        unsigned long long rows, unsigned long long cols, double* sums) {
-    row_norms(a, lda, rows, cols, sums);
-}
+        unsigned long long rows, unsigned long long cols, double* sums) { row_norms(a, lda, rows, cols, sums); }
 extern "C" __global__ void hetla_row_norms_z(const cplx* a, unsigned long long lda,
-        unsigned long long rows, unsigned long long cols, double* sums) {
-    row_norms(a, lda, rows, cols, sums);
-}
+        unsigned long long rows, unsigned long long cols, double* sums) { row_norms(a, lda, rows, cols, sums); }
 extern "C" __global__ void hetla_lower(const double* a, unsigned long long lda, float* low,
         unsigned long long ldl, unsigned long long rows, unsigned long long cols,
         unsigned int parts, double factor, unsigned int whole, unsigned long long* overflow) {
@@ -211,9 +207,9 @@ impl GpuContext {
                 unsafe { self.mirror_lower(span) }.map(|()| SpanOutput::Done)
             }
             SpanKernel::ColumnNorms(span) => {
-                unsafe { self.column_norms(span) }.map(SpanOutput::Norms)
+                unsafe { self.norms(span, false) }.map(SpanOutput::Norms)
             }
-            SpanKernel::RowNorms(span) => unsafe { self.row_norms(span) }.map(SpanOutput::Norms),
+            SpanKernel::RowNorms(span) => unsafe { self.norms(span, true) }.map(SpanOutput::Norms),
             SpanKernel::Lower {
                 from,
                 to,
@@ -268,66 +264,41 @@ impl GpuContext {
         self.wait_h2d("hetla_mirror")
     }
 
-    /// The sums of the moduli of each column of `span` (d or z).
+    /// The sums of the moduli of each column of `span` (d or z), or of each row (`rows`).
     ///
     /// # Safety
     /// `span` must be memory of this GPU ([`GpuContext::check_span`]) that nothing writes during
     /// the call.
-    unsafe fn column_norms(&self, span: &DeviceSpan) -> Result<Vec<f64>, KernelError> {
-        let function = function(self, &suffixed("hetla_column_norms", span.precision)?)?;
-        let cols = span.cols;
-        if cols == 0 || span.rows == 0 {
-            return Ok(vec![0.0; cols]);
+    unsafe fn norms(&self, span: &DeviceSpan, rows: bool) -> Result<Vec<f64>, KernelError> {
+        // Column sums: a block of 256 threads a column; row sums: a block of 32 x 8 for 32 rows.
+        let (name, count) = match rows {
+            false => ("hetla_column_norms", span.cols),
+            true => ("hetla_row_norms", span.rows),
+        };
+        let function = function(self, &suffixed(name, span.precision)?)?;
+        if span.rows == 0 || span.cols == 0 {
+            return Ok(vec![0.0; count]);
         }
-        let mut sums = self
-            .h2d
-            .alloc_zeros::<f64>(cols.max(1))
-            .map_err(|e| gpu_error("allocating the column norms", e))?;
-        let blocks = u32::try_from(cols.clamp(1, 65535)).map_err(|_| too_large(cols))?;
+        let (blocks, block_dim) = match rows {
+            false => (count.min(65535), (256, 1, 1)),
+            true => (count.div_ceil(32), (32, 8, 1)),
+        };
+        let mut sums = (self.h2d.alloc_zeros::<f64>(count))
+            .map_err(|e| gpu_error(&format!("allocating the sums of {name}"), e))?;
         let config = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: (u32::try_from(blocks).map_err(|_| too_large(count))?, 1, 1),
+            block_dim,
             shared_mem_bytes: 0,
         };
-        let (addr, ld, rows, n) = (span.addr, span.ld as u64, span.rows as u64, cols as u64);
-        self.bind()?;
-        let mut launch = self.h2d.launch_builder(&function);
-        launch.arg(&addr).arg(&ld).arg(&rows).arg(&n).arg(&mut sums);
-        // SAFETY: the kernel reads the span's elements (the caller's contract) and writes `cols`
-        // sums into `sums`, which holds them.
-        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_column_norms", e))?;
-        let host = self.read_back(&sums, "hetla_column_norms")?;
-        Ok(host[..cols].to_vec())
-    }
-
-    /// The sums of the moduli of each row of `span` (d or z).
-    ///
-    /// # Safety
-    /// As [`GpuContext::column_norms`].
-    unsafe fn row_norms(&self, span: &DeviceSpan) -> Result<Vec<f64>, KernelError> {
-        let function = function(self, &suffixed("hetla_row_norms", span.precision)?)?;
-        let rows = span.rows;
-        if rows == 0 || span.cols == 0 {
-            return Ok(vec![0.0; rows]);
-        }
-        let mut sums = self
-            .h2d
-            .alloc_zeros::<f64>(rows)
-            .map_err(|e| gpu_error("allocating the row norms", e))?;
-        let blocks = u32::try_from(rows.div_ceil(32)).map_err(|_| too_large(rows))?;
-        let config = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (32, 8, 1),
-            shared_mem_bytes: 0,
-        };
-        let (addr, ld, m, n) = (span.addr, span.ld as u64, rows as u64, span.cols as u64);
+        let (addr, ld) = (span.addr, span.ld as u64);
+        let (m, n) = (span.rows as u64, span.cols as u64);
         self.bind()?;
         let mut launch = self.h2d.launch_builder(&function);
         launch.arg(&addr).arg(&ld).arg(&m).arg(&n).arg(&mut sums);
-        // SAFETY: the kernel reads the span's elements (the caller's contract) and writes `rows`
+        // SAFETY: the kernel reads the span's elements (the caller's contract) and writes `count`
         // sums into `sums`, which holds them.
-        unsafe { launch.launch(config) }.map_err(|e| gpu_error("hetla_row_norms", e))?;
-        self.read_back(&sums, "hetla_row_norms")
+        unsafe { launch.launch(config) }.map_err(|e| gpu_error(name, e))?;
+        self.read_back(&sums, name)
     }
 
     /// Writes `from` (d or z) rounded to single precision into `to` (s or c, of its shape), the

@@ -148,24 +148,8 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     };
     let plan = lu.plan(n, T::PRECISION)?;
     let runs = args.repeat.map(|r| r as usize);
-    let (factored, timings) = peers::repeat(runs, || {
-        let mut m = a.clone();
-        let start = Instant::now();
-        let (trace, ipiv, singular) = match args.resident {
-            true => crate::device_buffers::in_gpu_memory(
-                &platform,
-                &mut [(m.as_mut(), true)],
-                |on_device| lu.factor_device(&mut on_device[0]),
-            )?,
-            false => lu.factor_planned(&plan, m.as_mut())?,
-        };
-        let seconds = match args.resident {
-            true => trace.makespan,
-            false => start.elapsed().as_secs_f64(),
-        };
-        Ok(((m, trace, ipiv, singular), seconds))
-    })?;
-    let (m, trace, ipiv, singular) = factored;
+    let ((m, trace, ipiv, singular), timings) =
+        timed_factorisations(args, (&lu, &plan, &platform), a.as_ref())?;
     args.traces.write(&trace);
     let flops = 2.0 * (n as f64).powi(3) / 3.0 * T::PRECISION.flop_factor();
     let factor = lu.factor(a.as_ref())?;
@@ -236,6 +220,38 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     }
     Ok(report)
 }
+
+/// hetla's timed factorisations of copies of `a` by `plan` (a warm-up first with `--repeat`): the
+/// best run's factor, trace, interchanges and first zero pivot, and the timings. A resident run
+/// (`--resident`: the matrix in GPU 0's memory) is timed by its makespan, the copies into and out
+/// of the GPU's buffer around it not.
+fn timed_factorisations<T: Scalar>(
+    args: &LuArgs,
+    (lu, plan, platform): (&Lu, &hetla::Plan, &hetla::Platform),
+    a: MatRef<'_, T>,
+) -> Result<(Factored<T>, peers::Timings)> {
+    let runs = args.repeat.map(|r| r as usize);
+    peers::repeat(runs, || {
+        let mut m = a.to_owned();
+        let start = Instant::now();
+        let (trace, ipiv, singular) = match args.resident {
+            true => crate::device_buffers::in_gpu_memory(
+                platform,
+                &mut [(m.as_mut(), true)],
+                |on_device| lu.factor_device(&mut on_device[0]),
+            )?,
+            false => lu.factor_planned(plan, m.as_mut())?,
+        };
+        let seconds = match args.resident {
+            true => trace.makespan,
+            false => start.elapsed().as_secs_f64(),
+        };
+        Ok(((m, trace, ipiv, singular), seconds))
+    })
+}
+
+/// A factorisation's factor, trace, interchanges and first zero pivot.
+type Factored<T> = (Mat<T>, hetla::Trace, Vec<usize>, Option<usize>);
 
 /// `--resident` refused before any work without a GPU.
 fn check_resident(args: &LuArgs, platform: &hetla::Platform) -> Result<()> {
