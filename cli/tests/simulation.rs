@@ -47,17 +47,32 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     );
     let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
-    // GPUs a factorisation gives no task (the tiled QR keeps its kernels on CPU clusters) are
-    // refused, not left idle; in
-    // the bound alike.
+    // GPUs a factorisation gives no task (LDL^T keeps its kernels on CPU clusters) are refused,
+    // not left idle; in the bound alike. Beside GPUs QR is modelled as a run there executes it, in
+    // block columns (MAGMA's hybrid: 5 panels on the clusters, the 10 applications on the GPUs).
     for command in ["simulate", "bound"] {
-        let line = format!(
-            "{command} --factorization qr --platform sirocco --clusters 2x10 --gpus 4 --n 4800 \
-             --tile 960"
-        );
-        let (ok, _, err) = common::run(&line);
+        let line = |family: &str| {
+            format!(
+                "{command} --factorization {family} --platform sirocco --clusters 2x10 --gpus 4 \
+                 --n 4800 --tile 960"
+            )
+        };
+        let (ok, _, err) = common::run(&line("ldlt"));
         assert!(!ok && err.contains("would run no task"), "{command}: {err}");
+        assert_eq!(common::json(&line("qr"))["tasks"], 15, "{command}");
     }
+    let r = common::json(
+        "simulate --factorization qr --platform sirocco --clusters 2x10 --gpus 4 --n 4800 --tile 960",
+    );
+    assert_eq!(r["algorithm"], "qr-columns", "{r}");
+    let workers = r["workers"].as_array().unwrap();
+    let on = |class: &str| -> u64 {
+        (workers.iter())
+            .filter(|w| w["name"].as_str().unwrap().starts_with(class))
+            .map(|w| w["tasks"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((on("cpu"), on("gpu")), (5, 10), "{workers:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

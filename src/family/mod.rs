@@ -26,7 +26,7 @@ mod list;
 pub(crate) mod room;
 
 pub use list::Family;
-use room::{Grid, Job, Room, Shape};
+use room::{Grid, Job, Place, Room, Shape};
 
 /// One real run of a family ([`Family::run`]).
 #[derive(Debug, Clone)]
@@ -119,7 +119,13 @@ impl Family {
         let (shape, room) = (Shape { m, n, tile }, self.room());
         let algorithms = match room.run_algorithms {
             Some(algorithms) => algorithms(shape, workers),
-            None => vec![(room.algorithm)(None, shape)],
+            None => vec![(room.algorithm)(
+                Place {
+                    grid: None,
+                    gpus: 0,
+                },
+                shape,
+            )],
         };
         (algorithms.into_iter())
             .map(|algorithm| Plan::new(algorithm, tile, precision))
@@ -128,18 +134,19 @@ impl Family {
 
     /// The plan a modelled command (`hetla simulate`, `bound`, `sweep`) builds of an `m x n` matrix
     /// (`m`: n when not given) in tiles of `tile`: the family's own graph (the inverse's alone, the
-    /// factorisation being Cholesky's run before it), and on `grid` the one its distributed run
+    /// factorisation being Cholesky's run before it), on `grid` the one its distributed run
     /// executes (QR's on one process row is LAPACK's blocked QR in block columns; LU's on more than
-    /// one process row the tiled LU).
+    /// one process row the tiled LU), and beside `gpus` GPUs the one a run there executes (QR's in
+    /// block columns, MAGMA's hybrid, for m >= n).
     pub fn modelled_plan(
         self,
-        grid: Option<ProcessGrid>,
+        (grid, gpus): (Option<ProcessGrid>, usize),
         (m, n, tile): (Option<usize>, usize, usize),
         precision: Precision,
     ) -> Result<Plan> {
         let m = self.check_rows(m, n)?;
         self.check_grid(grid)?;
-        let algorithm = (self.room().algorithm)(grid, Shape { m, n, tile });
+        let algorithm = (self.room().algorithm)(Place { grid, gpus }, Shape { m, n, tile });
         Plan::new(algorithm, tile, precision)
     }
 

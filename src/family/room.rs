@@ -17,8 +17,9 @@ pub(crate) struct Room {
     /// What it is: its title, flop count, shapes and grids.
     pub about: About,
     /// The algorithm a modelled command simulates and bounds: the family's own graph (the inverse's
-    /// without the factorisation before it), on a grid the one its distributed run executes.
-    pub algorithm: fn(Option<ProcessGrid>, Shape) -> Algorithm,
+    /// without the factorisation before it), on a grid the one its distributed run executes, beside
+    /// GPUs the one a run there executes (QR's in block columns).
+    pub algorithm: fn(Place, Shape) -> Algorithm,
     /// The algorithms a run executes in order on a platform of so many workers, where they are not
     /// the modelled one alone (the inverse's: Cholesky's first; QR's tree resolved for the
     /// workers).
@@ -76,6 +77,13 @@ pub(crate) enum Grid {
     Any,
     /// On any grid, N nodes alone being 1 x N.
     OneRow,
+}
+
+/// Where a modelled run happens: on a process grid (`None`: one node) and beside so many GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    pub grid: Option<ProcessGrid>,
+    pub gpus: usize,
 }
 
 /// The shape of a family's matrix and its tile.

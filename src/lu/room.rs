@@ -8,7 +8,7 @@ use crate::{Algorithm, matgen};
 /// interchanges between process rows.
 pub(crate) const ROOM: Room = Room {
     about: About::new("LU", "2 n^3/3", false, Grid::OneRow),
-    algorithm: |grid, s| match grid {
+    algorithm: |place, s| match place.grid {
         Some(g) if g.rows() > 1 => Algorithm::LuTiles {
             n: s.n,
             process_rows: g.rows(),

@@ -4,25 +4,26 @@ use super::{Qr, QrTree};
 use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
-/// Tiled Householder QR of an m x n matrix; on one process row, LAPACK's blocked QR in block
-/// columns (`hetla qr --grid`'s, inner blocks of [`Qr::DEFAULT_INNER_BLOCK`]), on more the tiled QR
-/// with its tree over the process column. A run resolves its tree for its platform's workers.
+/// Tiled Householder QR of an m x n matrix; on one process row, and beside GPUs for m >= n (as
+/// [`Qr::plan`] on a platform with GPUs: MAGMA's hybrid), LAPACK's blocked QR in block columns
+/// (inner blocks of [`Qr::DEFAULT_INNER_BLOCK`]), on more process rows the tiled QR with its tree
+/// over the process column. A run resolves its tree for its platform's workers.
 pub(crate) const ROOM: Room = Room {
     about: About::new("QR", "2 m n^2 - 2 n^3/3", true, Grid::OneRow),
-    algorithm: |grid, s| {
+    algorithm: |place, s| {
         let (m, n) = (s.m, s.n);
         let tiled = |tree| Algorithm::Qr { m, n, rhs: 0, tree };
-        match grid {
+        let inner = Qr::DEFAULT_INNER_BLOCK;
+        let columns = Algorithm::QrColumns {
+            m,
+            n,
+            rhs: 0,
+            inner,
+        };
+        match place.grid {
             Some(g) if g.rows() > 1 => tiled(QrTree::Domains(g.rows())),
-            Some(_) => {
-                let inner = Qr::DEFAULT_INNER_BLOCK;
-                Algorithm::QrColumns {
-                    m,
-                    n,
-                    rhs: 0,
-                    inner,
-                }
-            }
+            Some(_) => columns,
+            None if place.gpus > 0 && m >= n => columns,
             None => tiled(QrTree::Auto),
         }
     },

@@ -342,7 +342,7 @@ pub fn family() -> impl clap::builder::TypedValueParser<Value = hetla::Family> {
 /// The title of the plan a modelled command builds of `family` ("Inverse" for the inverse's graph
 /// alone, which follows Cholesky's).
 pub fn modelled_title(family: hetla::Family) -> &'static str {
-    let plan = family.modelled_plan(None, (None, 1, 1), hetla::Precision::D);
+    let plan = family.modelled_plan((None, 0), (None, 1, 1), hetla::Precision::D);
     plan.map_or(family.title(), |p| p.algorithm().title_and_flops().0)
 }
 

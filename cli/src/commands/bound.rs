@@ -73,7 +73,7 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
         ..Modelled::new(&model, &args.clusters, args.gpus).precision(args.precision)
     };
     let shape = (args.m, args.n, args.tile);
-    let plan = (args.factorization).modelled_plan(None, shape, args.precision)?;
+    let plan = (args.factorization).modelled_plan((None, args.gpus), shape, args.precision)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
         factorization: args.factorization,

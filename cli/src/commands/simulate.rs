@@ -221,7 +221,7 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let shape = (args.m, args.n, args.tile);
     let plan = args
         .factorization
-        .modelled_plan(grid, shape, args.precision)?;
+        .modelled_plan((grid, args.gpus), shape, args.precision)?;
     if args.resident {
         // The matrix on the first GPU for the whole run, as `hetla cholesky --resident` times it.
         if args.gpus == 0 {

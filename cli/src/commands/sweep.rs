@@ -369,9 +369,9 @@ fn simulated_row(
     options: &hetla_lab::SimOptions,
     empty: SweepRow,
 ) -> crate::Result<SweepRow> {
-    let plan = args
-        .factorization
-        .modelled_plan(grid, (None, n, tile), Precision::D)?;
+    let plan =
+        args.factorization
+            .modelled_plan((grid, machine.gpus), (None, n, tile), Precision::D)?;
     let gflops = |ms: f64| plan.flops() / (ms * 1e-3) / 1e9;
     Ok(match grid {
         Some(grid) => {
