@@ -277,12 +277,10 @@ part_extra() {
     # resident, pageable and page-locked peers), 4 streams, block columns of 2048. Predicted on
     # h200 (the panel rated as POTRF of its flops, which a tall ?getrf does not reach: optimistic):
     # 126.5 ms at 16384 (23.2 Tflop/s), 532.2 ms at 32768 (44.1 Tflop/s; critical path 395 ms).
-    # Target (32768): >= 0.8x cuSOLVER dgetrf resident. The 32768 row runs once: its checks (L U
-    # on the host, the backward error's LU) take about a minute.
+    # Target (32768): >= 0.8x cuSOLVER dgetrf resident, measured by the main run of the
+    # `tensor-lu-resident` row below (the same resident f64 LU and peers at 32768, once).
     HETLA_GPU_STREAMS=4 row "$dir" lu-resident lu --n "$small_n" --tile 2048 --clusters none \
         --gpus "$gpus" --resident --compare gpu --repeat "$repeat"
-    HETLA_GPU_STREAMS=4 row "$dir" lu-resident-32768 lu --n 32768 --tile 2048 --clusters none \
-        --gpus "$gpus" --resident --compare gpu
     # LU out of core (issue 74 item 4): 16384 in block columns of 2048 (2 GiB) on a budget of
     # 1.5 GiB, left-looking with the interchanges of factored columns last; its `moved` lines
     # beside the 2 GiB each way a budget that holds it moves. Predicted on h200: 492.2 ms
@@ -302,12 +300,14 @@ part_extra() {
         --compare gpu --repeat "$repeat"
     row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \
         --compare gpu --repeat "$repeat"
-    # The general target row (issue 74 item 5): A and b in the GPU's memory
-    # (Lu::solve_refined_device), 4 streams, n = 32768, TF32, beside hetla's f64 factor_device +
-    # solve_device, cuSOLVER's dgetrf (the main report's peers) and DXgesv (the mixed section's).
-    # Predicted on h200: mixed about 0.42 s (the single LU 375.7 ms), mixed / cusolver-dgetrf
-    # resident about 0.85 (target <= 0.5: predicted missed). Runs once: its checks take about a
-    # minute.
+    # The general target row (issue 74 item 5) and LU's resident target at 32768 (issue 74 item
+    # 1): its main run is hetla's f64 LU of the matrix in the GPU's memory (Lu::factor_device,
+    # predicted 532.2 ms) beside cuSOLVER's dgetrf (resident, pageable, page-locked); its mixed
+    # section A and b in the GPU's memory (Lu::solve_refined_device), TF32, beside hetla's f64
+    # factor_device + solve_device and cuSOLVER's DXgesv. Predicted on h200: mixed about 0.42 s
+    # (the single LU 375.7 ms), mixed / cusolver-dgetrf resident about 0.85 (target <= 0.5:
+    # predicted missed). 4 streams. Runs once: its checks (L U on the host, the backward errors)
+    # take about a minute.
     HETLA_GPU_STREAMS=4 row "$dir" tensor-lu-resident lu --n 32768 --tile 2048 --clusters none \
         --gpus "$gpus" --precision ds --tensor-math tf32 --resident --compare gpu
     # The SPD kind, factored and refined on the GPU (its `where` line): the single Cholesky 40.7 ms
