@@ -306,10 +306,11 @@ part_extra() {
     # section A and b in the GPU's memory (Lu::solve_refined_device), TF32, beside hetla's f64
     # factor_device + solve_device and cuSOLVER's DXgesv. Predicted on h200: mixed about 0.42 s
     # (the single LU 375.7 ms), mixed / cusolver-dgetrf resident about 0.85 (target <= 0.5:
-    # predicted missed). 4 streams. Runs once: its checks (L U on the host, the backward errors)
+    # predicted missed). 4 streams. One warm-up (NVRTC compiles hetla's kernels once a process,
+    # outside the timed run) and one timed run: its checks (L U on the host, the backward errors)
     # take about a minute.
     HETLA_GPU_STREAMS=4 row "$dir" tensor-lu-resident lu --n 32768 --tile 2048 --clusters none \
-        --gpus "$gpus" --precision ds --tensor-math tf32 --resident --compare gpu
+        --gpus "$gpus" --precision ds --tensor-math tf32 --resident --compare gpu --repeat 1
     # The SPD kind, factored and refined on the GPU (its `where` line): the single Cholesky 40.7 ms
     # TF32 predicted (resident, 1 stream) against 101.8 ms for the f64 one (staged); the whole mixed
     # solve about 0.13 s (A written in 74 ms at the packing rate, 4 steps of about 2 ms).
