@@ -2062,11 +2062,7 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
         let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
         let (y, host) = on_host.solve_refined(given.as_ref(), b.as_ref()).unwrap();
-        assert_eq!(
-            (&host.path, host.device),
-            (&RefinementPath::Mixed, None),
-            "{what}"
-        );
+        mixed_on_the_host(&host);
         let (diff, scale) = largest_difference(&x, &y);
         assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
         // A GPU without hetla's elementwise kernels (no NVRTC): A made whole and rounded on the
@@ -2094,20 +2090,10 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
             .tile(60)
             .solve_refined(a.as_ref(), b.as_ref())
             .unwrap();
-        assert_eq!(
-            (&how.path, how.device),
-            (&RefinementPath::Mixed, None),
-            "{what}"
-        );
+        mixed_on_the_host(&how);
         // M^H M with M's last column nearly its first (condition about 1e14): GMRES-IR.
         let n = 300;
-        let mut m = faer::Mat::from_fn(n, n, |i, j| {
-            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
-            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
-        });
-        for i in 0..n {
-            m[(i, n - 1)] = m[(i, 0)] + T::from_f64(1e-7 * ((i * 7 % 5) as f64 - 2.0));
-        }
+        let m = general_test_matrix::<T>(n, Some(1e-7));
         let hard = m.adjoint() * &m;
         let rhs = faer::Mat::from_fn(n, 1, |i, _| T::from_parts(1.0 + i as f64 * 1e-3, 0.5));
         let on_gpu = on_gpu.tile(100);
@@ -2153,10 +2139,7 @@ fn mixed_spd_solves_factor_and_refine_on_a_device_whose_budget_holds_them_in_d_a
                 .platform(platform("none", &[Arc::new(device)]))
                 .solve_refined(big.as_ref(), ones.as_ref())
                 .unwrap();
-            let RefinementPath::Fallback { reason } = &how.path else {
-                panic!("{what}: {how:?}")
-            };
-            assert!(reason.contains("overflows"), "{what}: {reason}");
+            fell_back(&how, "overflows");
             assert_eq!((how.factor_seconds, how.device), (None, Some(0)), "{what}");
             let berr = hetla::check::backward_error(big.as_ref(), x.as_ref(), ones.as_ref());
             assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e}");
@@ -2249,15 +2232,11 @@ fn device_solves_fall_back_and_refuse<T: hetla::Refinable>(
     [good, worst, big, b]: [&faer::Mat<T>; 4],
     says: &str,
 ) {
-    use hetla::RefinementPath;
     let what = T::PRECISION;
     for (a, why) in [(worst, "did not converge"), (big, says)] {
         let (how, _) = solved_on_device(EmulatedDevice::new(usize::MAX), (a, b), solve);
         let (how, x) = how.unwrap();
-        let RefinementPath::Fallback { reason } = &how.path else {
-            panic!("{what}: {how:?}")
-        };
-        assert!(reason.contains(why), "{what}: {reason}");
+        fell_back(&how, why);
         let berr = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
     }
@@ -2289,10 +2268,7 @@ fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
         let n = 200;
         let solve: &DeviceSolve<T> =
             &|p, a, b| Lu::new().platform(p).tile(50).solve_refined_device(a, b);
-        let a = faer::Mat::from_fn(n, n, |i, j| {
-            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
-            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
-        });
+        let a = general_test_matrix::<T>(n, None);
         let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i * j) as f64, 0.5));
         let (how, after) = solved_on_device(EmulatedDevice::new(usize::MAX), (&a, &b), solve);
         let (how, x) = how.unwrap();
@@ -2302,10 +2278,7 @@ fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
         let (diff, scale) = largest_difference(&x, &y);
         assert!(diff <= 1e-12 * scale, "{what}: {diff:e} of {scale:e}");
         // The last column nearly the first (condition about 1e10): GMRES-IR, on the device.
-        let mut ill = a.clone();
-        for i in 0..n {
-            ill[(i, n - 1)] = a[(i, 0)] + T::from_f64(1e-10 * ((i * 7 % 5) as f64 - 2.0));
-        }
+        let ill = general_test_matrix::<T>(n, Some(1e-10));
         let (how, _) = solved_on_device(EmulatedDevice::new(usize::MAX), (&ill, &b), solve);
         let (how, x) = how.unwrap();
         assert!(
@@ -2324,6 +2297,36 @@ fn mixed_general_solves_of_device_matrices_run_on_the_device_in_d_and_z() {
     }
     check::<f64>();
     check::<c64>();
+}
+
+/// A general matrix of order `n` whose diagonal dominates (10 on it, entries in [-0.5, 0.5) off it,
+/// their tenth as imaginary parts), its last column `eps` apart from its first when `eps` is given
+/// (condition about 1 / eps: beyond classical refinement from single precision).
+fn general_test_matrix<T: Scalar>(n: usize, eps: Option<f64>) -> faer::Mat<T> {
+    let mut a = faer::Mat::from_fn(n, n, |i, j| {
+        let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
+        T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
+    });
+    if let Some(eps) = eps {
+        for i in 0..n {
+            a[(i, n - 1)] = a[(i, 0)] + T::from_f64(eps * ((i * 7 % 5) as f64 - 2.0));
+        }
+    }
+    a
+}
+
+/// Asserts that a mixed solve took the mixed path refined on the host (no GPU held it).
+fn mixed_on_the_host(how: &hetla::Refinement) {
+    let expected = (&hetla::RefinementPath::Mixed, None);
+    assert_eq!((&how.path, how.device), expected, "{how:?}");
+}
+
+/// Asserts that a mixed solve fell back to the working precision and that its reason says `says`.
+fn fell_back(how: &hetla::Refinement, says: &str) {
+    let hetla::RefinementPath::Fallback { reason } = &how.path else {
+        panic!("{how:?}")
+    };
+    assert!(reason.contains(says), "{reason}");
 }
 
 /// Asserts that a mixed solve took the mixed path on GPU 0 and that its solution `x` of A X = B has
@@ -2364,10 +2367,7 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
             };
             Lu::new().platform(p).tile(60)
         };
-        let a = faer::Mat::from_fn(n, n, |i, j| {
-            let v = ((i * 13 + j * 7) % 11) as f64 / 11.0 - 0.5;
-            T::from_parts(if i == j { 10.0 } else { v }, 0.1 * v)
-        });
+        let a = general_test_matrix::<T>(n, None);
         let b = faer::Mat::from_fn(n, 2, |i, j| T::from_parts(1.0 + (i + j) as f64 * 0.01, 0.5));
         let (y, host) = lu(None).solve_refined(a.as_ref(), b.as_ref()).unwrap();
         assert_eq!(host.device, None, "{what}");
@@ -2386,16 +2386,9 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
         mixed_on_gpu_0((a.as_ref(), x.as_ref(), b.as_ref()), &how);
         let small = lu(Some(EmulatedDevice::new(2 * n * n * what.bytes())));
         let (_, how) = small.solve_refined(a.as_ref(), b.as_ref()).unwrap();
-        assert_eq!(
-            (&how.path, how.device),
-            (&RefinementPath::Mixed, None),
-            "{what}"
-        );
+        mixed_on_the_host(&how);
         // The last column nearly the first (condition about 1e10): GMRES-IR, on the device.
-        let mut ill = a.clone();
-        for i in 0..n {
-            ill[(i, n - 1)] = a[(i, 0)] + T::from_f64(1e-10 * ((i * 7 % 5) as f64 - 2.0));
-        }
+        let ill = general_test_matrix::<T>(n, Some(1e-10));
         let (x, how) = on_gpu.solve_refined(ill.as_ref(), b.as_ref()).unwrap();
         assert!(
             matches!(how.path, RefinementPath::GmresIr { .. }) && how.device == Some(0),
@@ -2406,10 +2399,7 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
         // Condition 1e13: beyond both; the fallback in double on the platform says why.
         let worst = hetla::matgen::random_conditioned::<T>(n, 1e13, 3);
         let (x, how) = on_gpu.solve_refined(worst.as_ref(), b.as_ref()).unwrap();
-        let RefinementPath::Fallback { reason } = &how.path else {
-            panic!("{what}: {how:?}")
-        };
-        assert!(reason.contains("did not converge"), "{what}: {reason}");
+        fell_back(&how, "did not converge");
         let berr = hetla::check::backward_error(worst.as_ref(), x.as_ref(), b.as_ref());
         assert!(berr < RESIDUAL_THRESHOLD, "{what}: {berr:e} {how:?}");
         let big = faer::Mat::from_fn(n, n, |i, j| {
@@ -2417,10 +2407,7 @@ fn mixed_general_solves_refine_on_a_device_whose_budget_holds_them_in_d_and_z() 
             T::from_parts(v.re, v.im)
         });
         let (_, how) = on_gpu.solve_refined(big.as_ref(), b.as_ref()).unwrap();
-        let RefinementPath::Fallback { reason } = &how.path else {
-            panic!("{what}: {how:?}")
-        };
-        assert!(reason.contains("overflows"), "{what}: {reason}");
+        fell_back(&how, "overflows");
     }
     check::<f64>();
     check::<c64>();

@@ -26,6 +26,22 @@ pub fn in_gpu_memory<T: Scalar, R>(
     f(&mut on_device)
 }
 
+/// Calls `f` with A and X in GPU 0's memory (as [`in_gpu_memory`]; A copied back when `a_back`, X
+/// always), timed as a call: what `f` gave and its seconds, the copies around it not timed (a solve
+/// of device matrices, `--resident` with `--precision ds`).
+pub fn timed_in_gpu_memory<T: Scalar, R>(
+    platform: &Platform,
+    ((a, a_back), x): ((MatMut<'_, T>, bool), MatMut<'_, T>),
+    f: impl FnOnce(&mut DeviceMatrix<'_, T>, &mut DeviceMatrix<'_, T>) -> hetla::Result<R>,
+) -> hetla::Result<(R, f64)> {
+    in_gpu_memory(platform, &mut [(a, a_back), (x, true)], |on_device| {
+        let (a, x) = on_device.split_at_mut(1);
+        let start = std::time::Instant::now();
+        let out = f(&mut a[0], &mut x[0])?;
+        Ok((out, start.elapsed().as_secs_f64()))
+    })
+}
+
 /// [`in_gpu_memory`] on a real GPU: each matrix copied, column-major and packed (as bytes, which
 /// every precision has), into a buffer of GPU 0. A packed column-major matrix (the generated ones)
 /// is copied straight from and back into its own memory: at n = 32768 the first H100 run spent 26 s

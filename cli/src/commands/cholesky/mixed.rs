@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::args::CholeskyArgs;
 use crate::commands::args::check_tensor_math;
 use crate::commands::output::ClustersReport;
-use crate::device_buffers::in_gpu_memory;
+use crate::device_buffers::timed_in_gpu_memory;
 use crate::peers::{self, Timings};
 
 #[derive(Serialize)]
@@ -192,13 +192,10 @@ impl Solves<'_> {
             return Ok((out, start.elapsed().as_secs_f64()));
         }
         let (mut a, mut x) = (a.to_owned(), b.to_owned());
-        let matrices = &mut [(a.as_mut(), false), (x.as_mut(), true)];
-        let (how, seconds) = in_gpu_memory(self.platform, matrices, |on_device| {
-            let (a, x) = on_device.split_at_mut(1);
-            let start = Instant::now();
-            let how = self.options.solve_refined_device(&a[0], &mut x[0])?;
-            Ok((how, start.elapsed().as_secs_f64()))
-        })?;
+        let (how, seconds) =
+            timed_in_gpu_memory(self.platform, ((a.as_mut(), false), x.as_mut()), |a, x| {
+                self.options.solve_refined_device(a, x)
+            })?;
         Ok(((x, how), seconds))
     }
 
@@ -214,14 +211,11 @@ impl Solves<'_> {
             return Ok((x, start.elapsed().as_secs_f64()));
         }
         let (mut l, mut x) = (a.to_owned(), b.to_owned());
-        let matrices = &mut [(l.as_mut(), false), (x.as_mut(), true)];
-        let seconds = in_gpu_memory(self.platform, matrices, |on_device| {
-            let (l, x) = on_device.split_at_mut(1);
-            let start = Instant::now();
-            self.options.factor_device(&mut l[0])?;
-            self.options.solve_device(&l[0], &mut x[0])?;
-            Ok(start.elapsed().as_secs_f64())
-        })?;
+        let (_, seconds) =
+            timed_in_gpu_memory(self.platform, ((l.as_mut(), false), x.as_mut()), |l, x| {
+                self.options.factor_device(l)?;
+                self.options.solve_device(l, x)
+            })?;
         Ok((x, seconds))
     }
 }

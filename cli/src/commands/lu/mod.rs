@@ -300,7 +300,7 @@ fn mixed<T: Refinable>(
     a: MatRef<'_, T>,
     runs: Option<usize>,
 ) -> Result<MixedReport> {
-    use crate::device_buffers::in_gpu_memory;
+    use crate::device_buffers::timed_in_gpu_memory;
     let n = a.nrows();
     let b = Mat::<T>::from_fn(n, 1, |_, _| T::from_f64(1.0));
     let ((x, path), t) = peers::repeat(runs, || match resident {
@@ -311,13 +311,10 @@ fn mixed<T: Refinable>(
         }
         Some(platform) => {
             let (mut a, mut x) = (a.to_owned(), b.clone());
-            let matrices = &mut [(a.as_mut(), false), (x.as_mut(), true)];
-            let (how, seconds) = in_gpu_memory(platform, matrices, |on_device| {
-                let (a, x) = on_device.split_at_mut(1);
-                let start = Instant::now();
-                let how = lu.solve_refined_device(&a[0], &mut x[0])?;
-                Ok((how, start.elapsed().as_secs_f64()))
-            })?;
+            let (how, seconds) =
+                timed_in_gpu_memory(platform, ((a.as_mut(), false), x.as_mut()), |a, x| {
+                    lu.solve_refined_device(a, x)
+                })?;
             Ok(((x, how), seconds))
         }
     })?;
@@ -330,14 +327,11 @@ fn mixed<T: Refinable>(
         }
         Some(platform) => {
             let (mut factor, mut x) = (a.to_owned(), b.clone());
-            let matrices = &mut [(factor.as_mut(), false), (x.as_mut(), true)];
-            let seconds = in_gpu_memory(platform, matrices, |on_device| {
-                let (factor, x) = on_device.split_at_mut(1);
-                let start = Instant::now();
-                let (_, ipiv, _) = lu.factor_device(&mut factor[0])?;
-                lu.solve_device(&factor[0], &ipiv, &mut x[0])?;
-                Ok(start.elapsed().as_secs_f64())
-            })?;
+            let (_, seconds) =
+                timed_in_gpu_memory(platform, ((factor.as_mut(), false), x.as_mut()), |f, x| {
+                    let (_, ipiv, _) = lu.factor_device(f)?;
+                    lu.solve_device(f, &ipiv, x)
+                })?;
             Ok(((), seconds))
         }
     })?;
