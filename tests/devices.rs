@@ -622,18 +622,33 @@ fn qr_beside<T: Scalar>(
 
 /// QR beside an emulated device, in every precision: MAGMA's hybrid in block columns (the panels on
 /// the cluster, the applications of their reflectors on the device too, their T's as the kernels'
-/// arguments), with LAPACK's dqrt01 ratios for Q R = A and Q's orthogonality, and least squares as
-/// faer's; a platform with the device alone says that QR's panels need a cluster.
+/// arguments), and the device alone (its panels by the device's kernel, their T's made from what it
+/// copies back into their slots), with LAPACK's dqrt01 ratios for Q R = A and Q's orthogonality,
+/// Q^H A = R, and least squares as faer's.
 #[test]
-fn qr_applies_its_reflectors_on_a_device_beside_a_cluster_in_every_precision() {
-    fn hybrid<T: Scalar>() {
-        let what = T::PRECISION;
+fn qr_runs_its_panels_and_reflectors_on_a_device_alone_or_beside_a_cluster_in_every_precision() {
+    fn hybrid<T: Scalar>(spec: &str) {
+        let what = format!("{} beside {spec}", T::PRECISION);
         let device = || -> Vec<Arc<dyn Device>> { vec![Arc::new(EmulatedDevice::new(usize::MAX))] };
         let (m, n, b) = (260, 150, 40);
         let a = hetla::matgen::random_in::<T>(m, n, 5);
-        let (qr, on_device) = qr_beside("1x1", device(), &a, b).unwrap();
-        assert!(
-            !on_device.is_empty() && on_device.iter().all(|&op| op == hetla::Op::Unmqr),
+        let (qr, on_device) = qr_beside(spec, device(), &a, b).unwrap();
+        let panels = on_device
+            .iter()
+            .filter(|&&op| op == hetla::Op::Geqrt)
+            .count();
+        let applications = on_device
+            .iter()
+            .filter(|&&op| op == hetla::Op::Unmqr)
+            .count();
+        // 4 block columns: 4 panels, 3 + 2 + 1 applications.
+        let expected = match spec {
+            "none" => (4, 6),
+            _ => (0, applications.max(1)),
+        };
+        assert_eq!(
+            (panels, applications, on_device.len()),
+            (expected.0, expected.1, expected.0 + expected.1),
             "{what}: {on_device:?}"
         );
         let q = qr.thin_q().unwrap();
@@ -646,11 +661,12 @@ fn qr_applies_its_reflectors_on_a_device_beside_a_cluster_in_every_precision() {
         );
         // Q^H A = R: the block columns' reflectors applied in order.
         let back = qr.apply_qh(a.as_ref()).unwrap();
+        let epsilon = T::PRECISION.epsilon();
         let (diff, largest) = largest_difference(&back.subrows(0, n).to_owned(), &qr.r());
-        assert!(diff <= 1e3 * what.epsilon() * largest, "{what}: {diff}");
+        assert!(diff <= 1e3 * epsilon * largest, "{what}: {diff}");
         let rhs = hetla::matgen::random_in::<T>(m, 2, 6);
         let x = qr.solve_least_squares(rhs.as_ref()).unwrap();
-        let spec: ClusterSpec = "1x1".parse().unwrap();
+        let spec: ClusterSpec = spec.parse().unwrap();
         let p = Arc::new(
             Platform::with_devices(&spec, Backend::Faer, ModelStore::None, device()).unwrap(),
         );
@@ -660,34 +676,25 @@ fn qr_applies_its_reflectors_on_a_device_beside_a_cluster_in_every_precision() {
             .solve_least_squares(a.as_ref(), rhs.as_ref())
             .unwrap();
         let (diff, largest) = largest_difference(&x, &y);
-        assert!(
-            diff <= 1e4 * what.epsilon() * largest.max(1.0),
-            "{what}: {diff}"
-        );
+        assert!(diff <= 1e4 * epsilon * largest.max(1.0), "{what}: {diff}");
         let alone = hetla::Qr::new().factor(a.as_ref()).unwrap();
         let z = alone.solve_least_squares(rhs.as_ref()).unwrap();
         let (diff, largest) = largest_difference(&x, &z);
-        assert!(
-            diff <= 1e4 * what.epsilon() * largest.max(1.0),
-            "{what}: {diff}"
-        );
+        assert!(diff <= 1e4 * epsilon * largest.max(1.0), "{what}: {diff}");
     }
-    if room_for_a_cluster_beside_a_device() {
-        for precision in hetla::Precision::ALL {
-            hetla_kernels::with_scalar!(precision, T => hybrid::<T>());
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => hybrid::<T>("none"));
+        if room_for_a_cluster_beside_a_device() {
+            hetla_kernels::with_scalar!(precision, T => hybrid::<T>("1x1"));
         }
     }
-    let a = hetla::matgen::random_in::<f64>(100, 60, 5);
-    let device: Vec<Arc<dyn Device>> = vec![Arc::new(EmulatedDevice::new(usize::MAX))];
-    let err = qr_beside("none", device, &a, 20).unwrap_err().to_string();
-    assert!(err.contains("geqrt"), "{err}");
 }
 
-/// QR beside real GPUs in every precision (LAPACK's ?larfb as cuBLAS ?trmm, ?gemm and ?geam on the
-/// block columns from each step's first row, ragged last block and inner blocks included), with
-/// dqrt01's ratios and least squares as faer's.
+/// QR beside real GPUs and on them alone in every precision (LAPACK's ?larfb as cuBLAS ?trmm, ?gemm
+/// and ?geam on the block columns from each step's first row, ragged last block and inner blocks
+/// included; alone, the panels by cuSOLVER's ?geqrf), with dqrt01's ratios.
 #[test]
-fn real_gpus_apply_qr_reflectors_in_every_precision_or_the_skip_says_why() {
+fn real_gpus_run_qr_panels_and_reflectors_in_every_precision_or_the_skip_says_why() {
     if !gpus_here() || !room_for_a_cluster_beside_a_device() {
         return;
     }
@@ -695,20 +702,24 @@ fn real_gpus_apply_qr_reflectors_in_every_precision_or_the_skip_says_why() {
         let what = T::PRECISION;
         let (m, n, b) = (2500, 1100, 256);
         let a = hetla::matgen::random_in::<T>(m, n, 5);
-        let devices = GpuSelection::All.open(None).unwrap();
-        let (qr, on_devices) = qr_beside("1x1", devices, &a, b).unwrap();
-        assert!(
-            on_devices.contains(&hetla::Op::Unmqr),
-            "{what}: {on_devices:?}"
-        );
-        let q = qr.thin_q().unwrap();
-        let residual = hetla::check::qr_residual(a.as_ref(), q.as_ref(), qr.r().as_ref());
-        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
-        let orthogonality = hetla::check::orthogonality(q.as_ref());
-        assert!(
-            orthogonality < RESIDUAL_THRESHOLD,
-            "{what}: {orthogonality}"
-        );
+        // Beside a cluster, then alone: cuSOLVER's ?geqrf on the panels, their T's made on the
+        // host from the Gram matrices and heads copied back.
+        for (spec, op) in [("1x1", hetla::Op::Unmqr), ("none", hetla::Op::Geqrt)] {
+            let devices = GpuSelection::All.open(None).unwrap();
+            let (qr, on_devices) = qr_beside(spec, devices, &a, b).unwrap();
+            assert!(on_devices.contains(&op), "{what} {spec}: {on_devices:?}");
+            let q = qr.thin_q().unwrap();
+            let residual = hetla::check::qr_residual(a.as_ref(), q.as_ref(), qr.r().as_ref());
+            assert!(
+                residual < RESIDUAL_THRESHOLD,
+                "{what} {spec}: residual {residual}"
+            );
+            let orthogonality = hetla::check::orthogonality(q.as_ref());
+            assert!(
+                orthogonality < RESIDUAL_THRESHOLD,
+                "{what} {spec}: {orthogonality}"
+            );
+        }
     }
     for precision in hetla::Precision::ALL {
         hetla_kernels::with_scalar!(precision, T => check::<T>());

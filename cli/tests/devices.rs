@@ -67,8 +67,8 @@ fn the_command_line_selects_gpus_and_reports_bytes_per_gpu() {
 
 /// `hetla lu --gpus` and `hetla qr --gpus`: LU's updates and interchanges, QR's applications of its
 /// panels' reflectors (in block columns) on an emulated device beside a cluster, with their
-/// residuals; LU on the device alone (its panels there too), QR refused there (its panels need a
-/// cluster); both refused with `--grid` (a run across ranks has no GPUs).
+/// residuals; LU and QR on the device alone (their panels there too); both refused with `--grid` (a
+/// run across ranks has no GPUs).
 #[test]
 fn lu_and_qr_run_their_updates_on_a_gpu_from_the_command_line() {
     let beside_a_cluster = |line: &str| {
@@ -105,8 +105,13 @@ fn lu_and_qr_run_their_updates_on_a_gpu_from_the_command_line() {
     let matrix = 600 * 600 * 8;
     assert!(moved("host->gpu0").is_some_and(|b| b > matrix), "{r}");
     assert!(moved("gpu0->host").is_some_and(|b| b >= matrix), "{r}");
-    let (ok, _, err) = common::run("qr --m 500 --n 300 --clusters none --gpus emulated:1");
-    assert!(!ok && err.contains("geqrt"), "{err}");
+    // QR too: its 3 panels and 3 applications, and least squares, on the device alone.
+    let r = common::json(
+        "qr --m 500 --n 300 --tile 100 --clusters none --gpus emulated:1 --precision z --lstsq 2",
+    );
+    assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+    assert_eq!(r["workers"][0]["name"], "gpu0", "{r}");
+    assert_eq!(r["workers"][0]["tasks"], 6, "{r}");
     for family in ["lu --n 600", "qr --m 500 --n 300"] {
         let (ok, _, err) = common::run(&format!("{family} --grid 1x1 --gpus emulated:1"));
         assert!(!ok && err.contains("--gpus none"), "{family}: {err}");

@@ -45,7 +45,7 @@ use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
 use crate::any::each_precision;
-use crate::op::{Blas, GpuCall, KernelArgs, PanelFound, PanelSlot, Solve};
+use crate::op::{Blas, GpuCall, KernelArgs, PanelFound, PanelSlot, ReflectorSlot, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
 use crate::with_scalar;
 use crate::{AnyMut, AnyRef, DeviceSpan, KernelError, Op, Precision, Scalar, TensorMath, c32, c64};
@@ -179,6 +179,44 @@ pub struct GpuKernel {
     /// An LU panel's devInfo and interchanges, copied back (devInfo first), and the slot that
     /// [`GpuKernel::wait`] fills with them.
     found: Option<(PinnedHostSlice<i32>, PanelSlot)>,
+    /// A QR panel's copies back, from which [`GpuKernel::wait`] makes the T's into their slot.
+    reflectors: Option<ReflectorCopies>,
+}
+
+/// What a QR panel ([`GpuCall::QrPanel`]) copies back to make its T's on the host, and the slot
+/// they go to.
+struct ReflectorCopies {
+    precision: Precision,
+    /// The reflectors, and the inner block (the T's rows).
+    k: usize,
+    ib: usize,
+    /// tau (k elements), then each inner block's Gram matrix below its diagonal block (ib x k).
+    words: PinnedHostSlice<u8>,
+    /// The panel's first k rows of its first k columns (k x k): the diagonal blocks.
+    head: PinnedHostSlice<u8>,
+    slot: ReflectorSlot,
+}
+
+impl ReflectorCopies {
+    /// Makes the T's from the copies (done: the kernel's end event has completed) into the slot.
+    fn fill(&self) -> Result<(), KernelError> {
+        fn typed<T: Scalar>(c: &ReflectorCopies) -> Result<(), KernelError> {
+            fn read(p: &PinnedHostSlice<u8>) -> Result<&[u8], KernelError> {
+                p.as_slice()
+                    .map_err(|e| gpu_error("reading the panel's reflectors", e))
+            }
+            let (k, ib) = (c.k, c.ib);
+            let words = elements::<T>(read(&c.words)?);
+            let (taus, grams) = words.split_at(k);
+            let head =
+                MatRef::from_column_major_slice(&elements::<T>(read(&c.head)?)[..k * k], k, k);
+            let grams = MatRef::from_column_major_slice(&grams[..ib * k], ib, k);
+            let t = crate::reflector_ts(head, grams, taus, ib)?;
+            c.slot.fill(T::any_mat(t));
+            Ok(())
+        }
+        with_scalar!(self.precision, T => typed::<T>(self))
+    }
 }
 
 /// What a cuSOLVER peer computes ([`GpuContext::time_resident_solver`],
@@ -322,6 +360,9 @@ impl GpuKernel {
                 .as_slice()
                 .map_err(|e| gpu_error("reading the panel's interchanges", e))?;
             slot.fill(panel_found(op, words)?);
+        }
+        if let Some(copies) = &self.reflectors {
+            copies.fill()?;
         }
         Ok(f64::from(ms) / 1e3)
     }
@@ -1306,7 +1347,7 @@ impl GpuContext {
         let s = &lane.stream;
         let mut scratch = lock(&lane.scratch);
         let (start, end) = self.timing_events()?;
-        let (mut info, mut found) = (None, None);
+        let (mut info, mut found, mut reflectors) = (None, None, None);
         if write.rows > 0 && write.cols > 0 {
             match call {
                 GpuCall::Potrf => {
@@ -1333,6 +1374,12 @@ impl GpuContext {
                 GpuCall::Reflected => with_scalar!(write.precision, T => {
                     self.queue_reflected::<T>(lane, (op, args), reads, write, &mut scratch, &start)
                 })?,
+                GpuCall::QrPanel => {
+                    let (words, copies) = with_scalar!(write.precision, T => {
+                        self.queue_qr_panel::<T>(lane, (op, args), write, &mut scratch, &start)
+                    })?;
+                    (info, reflectors) = (Some(words), copies);
+                }
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
@@ -1340,8 +1387,12 @@ impl GpuContext {
                 .record(s)
                 .map_err(|e| gpu_error("recording an event", e))?;
             // An empty panel found nothing.
-            if let KernelArgs::Panel { found, .. } = args {
-                found.fill(PanelFound::default());
+            match args {
+                KernelArgs::Panel { found, .. } => found.fill(PanelFound::default()),
+                KernelArgs::QrPanel { found, .. } => {
+                    found.fill(crate::AnyMat::zeros(write.precision, 1, 0))
+                }
+                _ => {}
             }
         }
         end.record(s)
@@ -1352,6 +1403,7 @@ impl GpuContext {
             end,
             info,
             found,
+            reflectors,
         })
     }
 
@@ -1518,6 +1570,163 @@ impl GpuContext {
         s.memcpy_dtoh(&words, &mut host)
             .map_err(|e| gpu_error("copying the panel's interchanges", e))?;
         Ok((host, found.clone()))
+    }
+
+    /// Queues QR's panel ([`GpuCall::QrPanel`]) in `T`'s precision (the tile's, checked by
+    /// `launch_with`): cuSOLVER's ?geqrf on the block column's rows from the step's first (the
+    /// lane's workspace, grown as needed), `start` recorded just before it, then for each inner
+    /// block of its reflectors the Gram matrix of their rows below the block's diagonal block
+    /// (cuBLAS's ?gemm), and the copies into page-locked memory of devInfo, the taus with the Gram
+    /// matrices, and the panel's first rows (its diagonal blocks), from which [`GpuKernel::wait`]
+    /// makes the T's ([`crate::reflector_ts`]) into the slot (none to copy for a panel of no rows:
+    /// its slot is filled at once).
+    fn queue_qr_panel<T: CudaScalar>(
+        &self,
+        lane: &Lane,
+        (op, args): (Op, &KernelArgs),
+        write: &mut GpuTile,
+        scratch: &mut PotrfScratch,
+        start: &CudaEvent,
+    ) -> Result<(PinnedHostSlice<i32>, Option<ReflectorCopies>), KernelError> {
+        let KernelArgs::QrPanel {
+            first,
+            inner,
+            found,
+        } = args
+        else {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!(
+                    "{op} takes the step's first row, the inner block and a slot, given {args:?}"
+                ),
+            });
+        };
+        let (first, b) = (*first, write.cols);
+        if first > write.rows {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!(
+                    "a panel from row {first} on a block column of {} rows",
+                    write.rows
+                ),
+            });
+        }
+        let rows = write.rows - first;
+        let k = rows.min(b);
+        let ib = (*inner).min(k).max(1);
+        let s = &lane.stream;
+        let elem = size_of::<T>();
+        let alloc_info = || {
+            s.alloc_zeros::<i32>(1)
+                .map_err(|e| gpu_error("allocating the panel's devInfo", e))
+        };
+        let mut info = alloc_info()?;
+        // SAFETY: one integer, written by the copy below before `GpuKernel::wait` reads it.
+        let mut info_host = unsafe { self.ctx.alloc_pinned_with_flags::<i32>(1, 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for devInfo", e))?;
+        if k == 0 {
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
+            found.fill(crate::AnyMat::zeros(T::PRECISION, 1, 0));
+            s.memcpy_dtoh(&info, &mut info_host)
+                .map_err(|e| gpu_error("copying devInfo", e))?;
+            return Ok((info_host, None));
+        }
+        let h = lane.solver.0;
+        let (m, n, ld) = (int(rows)?, int(b)?, int(write.rows)?);
+        // tau, then the Gram matrices: one copy back.
+        let words_len = (k + ib * k) * elem;
+        let mut words = s
+            .alloc_zeros::<u8>(words_len)
+            .map_err(|e| gpu_error("allocating the panel's taus and Gram matrices", e))?;
+        let (pa, _use_a) = write.data.device_ptr_mut(s);
+        // The rows from the step's first: column-major, so `first` elements in.
+        let at = |(i, j): (usize, usize)| (pa as *mut T).wrapping_add(first + i + j * write.rows);
+        let a = Out {
+            ptr: at((0, 0)),
+            ld,
+        };
+        let mut lwork = 0i32;
+        // SAFETY: `a` is the live (rows - first) x b block of the tile, leading dimension its
+        // rows; lwork is a host integer that outlives the call.
+        unsafe { T::geqrf_buffer_size(h, (m, n), a, &mut lwork) }
+            .result()
+            .map_err(|e| gpu_error(&format!("cusolverDn{}geqrf_bufferSize", T::PRECISION), e))?;
+        let needed = usize::try_from(lwork).unwrap_or(0).max(1) * elem;
+        PotrfScratch::grow(s, &mut scratch.work, needed, "GEQRF's workspace")?;
+        {
+            let (pw, _use_w) = scratch.work.device_ptr_mut(s);
+            let (pt, _use_t) = words.device_ptr_mut(s);
+            let (pi, _use_i) = info.device_ptr_mut(s);
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))?;
+            let taus = pt as *mut T;
+            // SAFETY: live device buffers: the block above, a workspace of at least lwork
+            // elements, k scalars tau, devInfo; the call only queues work on the stream, and
+            // cudarc's guards order it after earlier copies.
+            unsafe { T::geqrf(h, (m, n), a, taus, (pw as *mut T, lwork), pi as *mut i32) }
+                .result()
+                .map_err(|e| gpu_error(&format!("cusolverDn{}geqrf", T::PRECISION), e))?;
+            // SAFETY: the panel's rows from the step's first (rows x b, leading dimension ld,
+            // factored by the call above on this stream) and the ib x k Gram matrices after the
+            // k taus in the buffer allocated above.
+            unsafe {
+                queue_grams(
+                    lane.blas.0,
+                    (at((0, 0)), ld, rows),
+                    taus.wrapping_add(k),
+                    (k, ib),
+                )
+            }?;
+        }
+        let panel = (at((0, 0)) as u64, write.rows);
+        let copies = self.copy_reflectors_back::<T>(s, (&words, panel), (k, ib), found)?;
+        s.memcpy_dtoh(&info, &mut info_host)
+            .map_err(|e| gpu_error("copying devInfo", e))?;
+        Ok((info_host, Some(copies)))
+    }
+
+    /// Queues on `s` the copies into page-locked memory of what a QR panel's T's are made of: the
+    /// taus with the Gram matrices (`words`) and the panel's k x k head (from the device address
+    /// `panel.0`, whose columns are `panel.1` elements apart); [`GpuKernel::wait`] reads them.
+    fn copy_reflectors_back<T: CudaScalar>(
+        &self,
+        s: &Arc<CudaStream>,
+        (words, panel): (&CudaSlice<u8>, (u64, usize)),
+        (k, ib): (usize, usize),
+        found: &ReflectorSlot,
+    ) -> Result<ReflectorCopies, KernelError> {
+        let elem = size_of::<T>();
+        // SAFETY (both): bytes written by the copies below before `GpuKernel::wait` reads them.
+        let mut host = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(words.len(), 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for the taus", e))?;
+        let mut head = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(k * k * elem, 0) }
+            .map_err(|e| gpu_error("allocating page-locked memory for the panel's head", e))?;
+        s.memcpy_dtoh(words, &mut host)
+            .map_err(|e| gpu_error("copying the panel's taus and Gram matrices", e))?;
+        let head_ptr = head
+            .as_mut_ptr()
+            .map_err(|e| gpu_error("addressing the panel's head", e))?;
+        let copy = copy_2d_descriptor(
+            (Side::Device(panel.0), panel.1 * elem),
+            (Side::Host(head_ptr as usize), k * elem),
+            k * elem,
+            k,
+        );
+        // SAFETY: the panel's k x k head in the live tile (pitch its rows) into the k x k
+        // page-locked buffer above, queued on the stream after ?geqrf wrote it; `wait` reads the
+        // buffer only after the kernel's end event, recorded after this copy.
+        unsafe { issue_2d(&copy, Some(s), "the panel's head, device to host") }?;
+        Ok(ReflectorCopies {
+            precision: T::PRECISION,
+            k,
+            ib,
+            words: host,
+            head,
+            slot: found.clone(),
+        })
     }
 
     /// Queues QR's application of a panel's block reflectors ([`GpuCall::Reflected`]) in `T`'s
@@ -1864,6 +2073,7 @@ impl GpuContext {
             end,
             info: None,
             found: None,
+            reflectors: None,
         }
         .wait()?;
         let word = s
@@ -2036,6 +2246,7 @@ impl GpuContext {
             end,
             info: Some(host),
             found: None,
+            reflectors: None,
         })
     }
 
@@ -2187,6 +2398,7 @@ impl GpuContext {
             end,
             info: None,
             found: None,
+            reflectors: None,
         }
         .wait()
     }
@@ -2749,6 +2961,66 @@ fn unpack<T: Scalar>(
         MatRef::from_column_major_slice(host, rows, cols),
         threads,
     );
+}
+
+/// Queues on `h`'s stream, for each inner block of `ib` of a factored panel's k reflectors, the Gram
+/// matrix of their rows below the block's diagonal block, V[j0 + jb.., j0..j0 + jb]^H V[j0 + jb..,
+/// j0..j0 + jb] (cuBLAS's ?gemm), into the block's columns and first rows of the `ib` x k `grams`
+/// (left as they are where no row is below: zeros).
+///
+/// # Safety
+/// `panel` must be a live device matrix of `rows` rows and at least k columns with leading
+/// dimension `ld`, `grams` a live device buffer of ib x k elements, both of `h`'s stream, in `T`'s
+/// precision; the caller orders the calls after the panel's factorisation.
+unsafe fn queue_grams<T: CudaScalar>(
+    h: blas::cublasHandle_t,
+    (panel, ld, rows): (*mut T, i32, usize),
+    grams: *mut T,
+    (k, ib): (usize, usize),
+) -> Result<(), KernelError> {
+    let one = (T::from_f64(1.0), T::from_f64(0.0));
+    for j0 in (0..k).step_by(ib) {
+        let jb = ib.min(k - j0);
+        let below = rows - j0 - jb;
+        if below == 0 {
+            continue;
+        }
+        let v = In {
+            ptr: panel.wrapping_add(j0 + jb + j0 * ld as usize).cast_const(),
+            ld,
+        };
+        let z = Out {
+            ptr: grams.wrapping_add(j0 * ib),
+            ld: int(ib)?,
+        };
+        // SAFETY: v is the below x jb block of the panel under block j0's diagonal block, z the
+        // block's jb x jb columns of the Gram matrices: the caller's buffers.
+        unsafe {
+            T::gemm(
+                h,
+                (T::ADJOINT, blas::cublasOperation_t::CUBLAS_OP_N),
+                (int(jb)?, int(jb)?, int(below)?),
+                one,
+                (v, v),
+                z,
+            )
+        }
+        .result()
+        .map_err(|e| gpu_error(&format!("cublas{}gemm (a Gram matrix)", T::PRECISION), e))?;
+    }
+    Ok(())
+}
+
+/// A byte buffer as the elements of `T` it holds (whole elements only), read only.
+fn elements<T: Scalar>(bytes: &[u8]) -> &[T] {
+    let len = bytes.len() / size_of::<T>();
+    assert!(
+        bytes.as_ptr().cast::<T>().is_aligned(),
+        "a misaligned page-locked buffer"
+    );
+    // SAFETY: `len` whole elements of T in the buffer, aligned (asserted); every bit pattern is a
+    // valid f32/f64/c32/c64; the slice borrows `bytes`.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), len) }
 }
 
 /// A byte buffer as the elements of `T` it holds (whole elements only).

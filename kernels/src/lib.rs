@@ -69,10 +69,11 @@ pub use library::{
 pub use lu::swap_rows;
 pub use par::par_for;
 pub use pinned::{HostRange, PinnedRanges};
+pub use qr::reflector_ts;
 
 pub use op::{
     Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, KernelArgs, MatMul, Op, PanelFound,
-    PanelSlot, RateSource, Shape, Shapes, Solve, Stack, hessenberg_groups,
+    PanelSlot, RateSource, ReflectorSlot, Shape, Shapes, Solve, Stack, hessenberg_groups,
 };
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};
 pub use tensor::TensorMath;

@@ -321,6 +321,12 @@ pub enum GpuCall {
     /// first ([`KernelArgs::Reflectors`]): LAPACK's ?larfb for each inner block, as cuBLAS's ?trmm,
     /// ?gemm and ?geam calls.
     Reflected,
+    /// QR's panel on the rows from the step's first ([`KernelArgs::QrPanel`]): cuSOLVER's ?geqrf,
+    /// then what the block reflectors' T's are made of copied back (the scalars tau, each inner
+    /// block's Gram matrix V^H V below its diagonal block by cuBLAS's ?gemm, the diagonal blocks);
+    /// the host makes the T's ([`crate::reflector_ts`]) into the slot when the kernel is waited
+    /// for.
+    QrPanel,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
 }
@@ -358,6 +364,59 @@ pub enum KernelArgs {
         /// tiles' precision.
         t: std::sync::Arc<crate::AnyMat>,
     },
+    /// QR's panel of step k ([`Op::Geqrt`] on block columns): the kernel factors the block column's
+    /// rows from `first` in block reflectors of `inner` columns and leaves their T's (`inner` x the
+    /// panel's columns, the tile's precision) in `found` before its wait returns.
+    QrPanel {
+        /// The step's first row in the block column.
+        first: usize,
+        /// The inner block: the rows of the T's (the panel's width if less).
+        inner: usize,
+        /// Where the kernel leaves the T's, for the work that gave it.
+        found: ReflectorSlot,
+    },
+}
+
+/// Where a device's QR panel kernel leaves its block reflectors' T's ([`KernelArgs::QrPanel`]):
+/// shared between the work that made it and the kernel, filled once by the kernel before its wait
+/// returns, so that the applications the graph orders after the panel read it. Two slots are equal
+/// when they are the same slot.
+#[derive(Clone, Default)]
+pub struct ReflectorSlot(std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::AnyMat>>>>);
+
+impl ReflectorSlot {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Leaves the panel's T's (a second call replaces them).
+    pub fn fill(&self, t: crate::AnyMat) {
+        *self.lock() = Some(std::sync::Arc::new(t));
+    }
+
+    /// The panel's T's, once its kernel has ended; `None` before (or when it ran elsewhere).
+    pub fn found(&self) -> Option<std::sync::Arc<crate::AnyMat>> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<std::sync::Arc<crate::AnyMat>>> {
+        // A panicked filler leaves either nothing or a whole value: the data stays usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PartialEq for ReflectorSlot {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for ReflectorSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shape = self.found().map(|t| t.shape());
+        f.debug_tuple("ReflectorSlot").field(&shape).finish()
+    }
 }
 
 /// What a factored LU panel found besides its block column: the interchanges, local to the rows
@@ -655,10 +714,18 @@ impl Op {
             Op::LuSwap => lu_gpu(GpuCall::Pivoted, ("lu_swap", 1, 1), Op::GemmNt)
                 .work(panel_rows, |_| 0.0)
                 .modelled_as(|s| s.mn().0 * s.mn().1),
-            // ?geqrf of an m x n matrix, k = min(m, n) reflectors.
-            Op::Geqrt => qr("geqrt", 0, 1, Op::Potrf)
-                .work(|_| Ok(()), |s| geqrf_flops(s.mn()))
-                .on_critical_path(),
+            // ?geqrf of an m x n matrix, k = min(m, n) reflectors; on GPUs too as a block
+            // column's panel, with a slot for its T's.
+            Op::Geqrt => Declared(
+                "geqrt",
+                0,
+                1,
+                CpuCall::Reflectors,
+                GpuCall::QrPanel,
+                RateSource::Like(Op::Potrf),
+            )
+            .work(|_| Ok(()), |s| geqrf_flops(s.mn()))
+            .on_critical_path(),
             // ?ormqr from the left: k reflectors of m rows on n columns, 4 n m k - 2 n k^2 + 3 n k.
             Op::Unmqr => Declared(
                 "unmqr",
@@ -1193,6 +1260,7 @@ mod tests {
                 "lu_panel",
                 "lu_update",
                 "lu_swap",
+                "geqrt",
                 "unmqr",
                 "solve_unit_lower",
                 "solve_upper",
@@ -1207,7 +1275,9 @@ mod tests {
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
                 GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
                 GpuCall::Pivoted | GpuCall::Panel => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
-                GpuCall::Reflected => assert_eq!(c.cpu, CpuCall::Reflectors, "{op}"),
+                GpuCall::Reflected | GpuCall::QrPanel => {
+                    assert_eq!(c.cpu, CpuCall::Reflectors, "{op}")
+                }
                 GpuCall::Absent(why) => assert!(!why.is_empty(), "{op}"),
             }
             // A borrowed rate comes from an operation that has its own.

@@ -118,6 +118,13 @@ fn block_t<T: Scalar>(
         );
         backend.matmul_seq(vhv, z.as_mut())?;
     }
+    Ok(t_from_gram(z.as_ref(), taus))
+}
+
+/// The T of one block from its reflectors' Gram matrix Z = V^H V (jb x jb) and their taus (LAPACK
+/// ?larft, forward, columnwise).
+fn t_from_gram<T: Scalar>(z: MatRef<'_, T>, taus: &[T]) -> Mat<T> {
+    let jb = taus.len();
     // Column c: T[..c, c] = -tau_c T[..c, ..c] Z[..c, c], the triangular product one column of T
     // at a time (each an axpy on a contiguous column).
     let mut t = Mat::<T>::zeros(jb, jb);
@@ -131,6 +138,47 @@ fn block_t<T: Scalar>(
                 .for_each(|faer::unzip!(x, y)| *x += *y * scale);
         }
         column[c] = taus[c];
+    }
+    t
+}
+
+/// The T's of a factored panel's block reflectors (`ib` x k, LAPACK's layout for ?geqrt's T) from
+/// what a device's ?geqrf leaves: the panel's first k rows `head` (its reflectors' unit lower
+/// diagonal blocks, R above them), `below` (`ib` x k: block j's Gram matrix of the reflectors' rows
+/// below its diagonal block, V[j0 + jb.., j0..j0 + jb]^H V[j0 + jb.., j0..j0 + jb], in its columns
+/// and first rows) and the k `taus`. Each block's Gram matrix is `below`'s plus its diagonal
+/// block's D^H D, D unit lower triangular; its T as [`Backend::qr_tile`] makes it.
+pub fn reflector_ts<T: Scalar>(
+    head: MatRef<'_, T>,
+    below: MatRef<'_, T>,
+    taus: &[T],
+    ib: usize,
+) -> Result<Mat<T>, KernelError> {
+    const OP: Op = Op::Geqrt;
+    let k = taus.len();
+    expect_shape(OP, "the panel's head", (head.nrows(), head.ncols()), (k, k))?;
+    let ib = inner_block(OP, ib, k)?;
+    expect_shape(
+        OP,
+        "the Gram matrices",
+        (below.nrows(), below.ncols()),
+        (ib, k),
+    )?;
+    let mut t = Mat::<T>::zeros(ib, k);
+    for j0 in (0..k).step_by(ib) {
+        let jb = ib.min(k - j0);
+        let d = unit_lower(head.submatrix(j0, j0, jb, jb), 0, jb);
+        let mut z = below.submatrix(0, j0, jb, jb).to_owned();
+        // Z += D^H D.
+        for c in 0..jb {
+            for r in 0..jb {
+                let rows = r.max(c)..jb;
+                let sum = rows.fold(zero::<T>(), |acc, p| acc + conj(d[(p, r)]) * d[(p, c)]);
+                z[(r, c)] += sum;
+            }
+        }
+        let block = t_from_gram(z.as_ref(), &taus[j0..j0 + jb]);
+        write_t(t.as_mut(), j0, block.as_ref());
     }
     Ok(t)
 }
@@ -571,6 +619,61 @@ mod tests {
                 }
             }
         });
+    }
+
+    /// A device panel's T's from its head, its blocks' Gram matrices below their diagonal blocks
+    /// and its taus (what `reflector_ts` receives) are the ones the host's QR of the same panel
+    /// made, taus being each T block's diagonal.
+    fn reflector_ts_case<T: Scalar>(m: usize, n: usize, ib: usize) {
+        let mut f = random::<T>(m, n, (m * 13 + n * 3 + ib) as u64);
+        let k = m.min(n);
+        let ib = ib.min(k).max(1);
+        let mut t = Mat::<T>::zeros(ib, k);
+        Backend::Faer
+            .qr_tile(f.as_mut(), t.as_mut(), Par::Seq)
+            .unwrap();
+        let taus: Vec<T> = (0..k).map(|c| t[(c % ib, c)]).collect();
+        let mut below = Mat::<T>::zeros(ib, k);
+        for j0 in (0..k).step_by(ib) {
+            let jb = ib.min(k - j0);
+            let v = f.as_ref().submatrix(j0 + jb, j0, m - j0 - jb, jb);
+            let mut z = below.as_mut().submatrix_mut(0, j0, jb, jb);
+            for c in 0..jb {
+                for r in 0..jb {
+                    z[(r, c)] = (0..v.nrows())
+                        .map(|p| conj(v[(p, r)]) * v[(p, c)])
+                        .fold(zero(), |a, b| a + b);
+                }
+            }
+        }
+        let head = f.as_ref().submatrix(0, 0, k, k);
+        let made = reflector_ts(head, below.as_ref(), &taus, ib).unwrap();
+        let mut diff = made.clone();
+        diff -= &t;
+        let error = norm1(diff.as_ref()) / norm1(t.as_ref()).max(1.0);
+        assert!(
+            error < 50.0 * eps::<T>(),
+            "{} {m}x{n} ib {ib}: T's differ by {error:e}",
+            T::PRECISION
+        );
+        let wrong = reflector_ts(head, below.as_ref(), &taus[1..], ib).unwrap_err();
+        assert!(wrong.to_string().contains("head"), "{wrong}");
+    }
+
+    #[test]
+    fn a_device_panels_ts_from_its_gram_matrices_are_the_hosts_in_every_precision() {
+        for (m, n, ib) in [
+            (60, 24, 8),
+            (45, 20, 7),
+            (24, 24, 5),
+            (9, 4, 32),
+            (30, 1, 1),
+        ] {
+            reflector_ts_case::<f64>(m, n, ib);
+            reflector_ts_case::<f32>(m, n, ib);
+            reflector_ts_case::<c64>(m, n, ib);
+            reflector_ts_case::<c32>(m, n, ib);
+        }
     }
 
     /// Stacked QR of [R; B]: Q [R'; 0] = [R; B] and Q orthogonal, with Q formed by applying it to

@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::erased::{AnyMat, AnyMut, AnyRef};
 use crate::error::KernelError;
 use crate::faer_impl;
-use crate::op::{Blas, CpuCall, KernelArgs, Op, PanelFound, PanelSlot, Solve};
+use crate::op::{Blas, CpuCall, KernelArgs, Op, PanelFound, PanelSlot, ReflectorSlot, Solve};
 use crate::par::threads;
 use crate::product::Product;
 use crate::scalar::{Scalar, adjoint_conj};
@@ -117,11 +117,44 @@ impl Backend {
         each_precision!(write, AnyMut, w => typed(self, op, reads, w, par))
     }
 
+    /// QR's panel with its arguments ([`KernelArgs::QrPanel`]), as a device's twin: the block
+    /// column's rows from the step's first factored in block reflectors of `inner` columns (the
+    /// panel's width if less), their T's left in the slot.
+    fn qr_panel_with(
+        self,
+        reads: &[AnyRef<'_>],
+        write: AnyMut<'_>,
+        (first, inner, found): (usize, usize, &ReflectorSlot),
+        par: Par,
+    ) -> Result<(), KernelError> {
+        fn typed<T: Scalar>(
+            backend: Backend,
+            (first, inner, found): (usize, usize, &ReflectorSlot),
+            c: MatMut<'_, T>,
+            par: Par,
+        ) -> Result<(), KernelError> {
+            let rows = first_row(Op::Geqrt, first, c.nrows())?;
+            let k = rows.min(c.ncols());
+            let mut t = faer::Mat::<T>::zeros(inner.min(k).max(1), k);
+            backend.qr_tile(c.subrows_mut(first, rows), t.as_mut(), par)?;
+            found.fill(T::any_mat(t));
+            Ok(())
+        }
+        if !reads.is_empty() {
+            return Err(KernelError::Operands {
+                op: Op::Geqrt,
+                reason: format!("the panel reads no tile, given {}", reads.len()),
+            });
+        }
+        let args = (first, inner, found);
+        each_precision!(write, AnyMut, w => typed(self, args, w, par))
+    }
+
     /// [`Backend::run_any`] with what the kernel takes besides its tiles: LU's update and
     /// interchanges ([`KernelArgs::Pivots`]) on the rows of the panel and the block column from the
     /// step's first, LU's panel ([`KernelArgs::Panel`]) on the block column's rows from the step's
-    /// first, what it found left in its slot; any other operation with [`KernelArgs::None`] as
-    /// `run_any` runs it.
+    /// first, what it found left in its slot; QR's panel ([`KernelArgs::QrPanel`]) likewise, its
+    /// T's left in its slot; any other operation with [`KernelArgs::None`] as `run_any` runs it.
     pub fn run_any_with(
         self,
         op: Op,
@@ -155,6 +188,16 @@ impl Backend {
                     });
                 }
                 return each_precision!(write, AnyMut, w => typed(self, (*first, found), w, par));
+            }
+            (
+                CpuCall::Reflectors,
+                KernelArgs::QrPanel {
+                    first,
+                    inner,
+                    found,
+                },
+            ) if op == Op::Geqrt => {
+                return self.qr_panel_with(reads, write, (*first, *inner, found), par);
             }
             (CpuCall::Reflectors, KernelArgs::Reflectors { first, t }) if op == Op::Unmqr => {
                 fn typed<T: Scalar>(

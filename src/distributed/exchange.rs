@@ -219,6 +219,8 @@ pub(crate) fn run_share<T: Wire, C: Communicator>(
                 inner: r.inner,
                 ts: r.ts,
                 columns: r.columns,
+                // A rank's panels run on its CPU clusters.
+                found: &[],
             };
             &reflected
         }

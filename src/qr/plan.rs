@@ -4,7 +4,8 @@
 use hetla_factorizations::{
     FACTOR, QrTree, RHS, Tiling, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_with_rhs,
 };
-use hetla_kernels::Precision;
+use hetla_kernels::{Op, Precision};
+use hetla_runtime::ResourceKind;
 
 use crate::plan::{Algorithm, Layout, Plan, cpu_only_ops};
 use crate::{Error, Result};
@@ -64,12 +65,13 @@ pub(crate) fn tiled(
     }
     let mut plan = Plan::assemble(algorithm, precision, tile, layouts, graph, flops);
     plan.schedule.restrictions = cpu_only_ops();
-    // Its applications too: its work gives a device's kernels no T's (only the block columns'
-    // does).
-    plan.schedule.restrictions.push((
-        hetla_kernels::Op::Unmqr,
-        vec![hetla_runtime::ResourceKind::Cpu],
-    ));
+    // Its factorisations and applications of tiles too: its work gives a device's kernels no slot
+    // and no T's (only the block columns' does).
+    for op in [Op::Geqrt, Op::Unmqr] {
+        plan.schedule
+            .restrictions
+            .push((op, vec![ResourceKind::Cpu]));
+    }
     Ok(plan)
 }
 
@@ -78,8 +80,10 @@ pub(crate) fn tiled(
 /// rows, or the panel's width if less), in `precision`, with `rhs` columns of right-hand sides B (m
 /// rows) overwritten by Q^H B in the same graph; 2 m n^2 - 2 n^3 / 3 flops (plus (4 m n - 2 n^2)
 /// rhs). Each task's kernel key has the rows it works on (the panel's rows down,
-/// [`qr_columns_shape`]). The panels on CPU clusters, the applications of their reflectors on GPUs
-/// too (MAGMA's hybrid, with the panel's T's as their kernels' arguments).
+/// [`qr_columns_shape`]). The applications of the panels' reflectors run on GPUs too, with the
+/// panel's T's as their kernels' arguments; the panels on the CPU clusters where the platform has
+/// them (MAGMA's hybrid), on the GPUs where it has none (cuSOLVER's ?geqrf on the panel, the T's
+/// made on the host from what it copies back, [`hetla_kernels::reflector_ts`]).
 pub(crate) fn columns(
     (m, n, rhs): (usize, usize, usize),
     (tile, inner): (usize, usize),
@@ -122,5 +126,6 @@ pub(crate) fn columns(
             .collect()
     });
     plan.schedule.restrictions = cpu_only_ops();
+    plan.schedule.preferences = vec![(Op::Geqrt, vec![ResourceKind::Cpu])];
     Ok(plan)
 }

@@ -3,7 +3,7 @@
 
 use faer::Par;
 use hetla_factorizations::{Mode, Op, TaskId, TileRef, Tiling, qr_t_slot};
-use hetla_kernels::{KernelArgs, KernelError, Scalar, Stack};
+use hetla_kernels::{AnyMat, KernelArgs, KernelError, ReflectorSlot, Scalar, Stack};
 use hetla_runtime::Workload;
 
 use crate::tiles::{TileWork, delegate_to_tiles};
@@ -34,6 +34,10 @@ pub(crate) struct ReflectorWork<'w, T: Scalar> {
     ///
     /// [`qr_columns`]: hetla_factorizations::qr_columns
     pub columns: bool,
+    /// Block columns: a slot per step for the T's of a panel a device factored
+    /// ([`KernelArgs::QrPanel`]), taken into `ts` by the first task that needs them
+    /// ([`ReflectorWork::reflectors`]); none for tiles.
+    pub found: &'w [ReflectorSlot],
 }
 
 impl<T: Scalar> ReflectorWork<'_, T> {
@@ -46,26 +50,49 @@ impl<T: Scalar> ReflectorWork<'_, T> {
     pub fn slot(tiling: &Tiling, tile: TileRef, pair: bool) -> usize {
         2 * (tile.row * tiling.col_tiles() + tile.col) + usize::from(pair)
     }
+
+    /// The T's of the factorisation that wrote `tile` (`pair` as in [`ReflectorWork::slot`]): set
+    /// by the task that factored it on a CPU cluster, or, in block columns, made by a device's
+    /// panel into its step's slot and taken from there (once); `None` before it ran.
+    fn reflectors(&self, tile: TileRef, pair: bool) -> Option<&faer::Mat<T>> {
+        let cell = &self.ts[Self::slot(&self.tiling, tile, pair)];
+        if let Some(t) = cell.get() {
+            return Some(t);
+        }
+        let made = self.found.get(tile.col)?.found()?;
+        let t = T::of_any_ref(AnyMat::as_ref(&made))?.to_owned();
+        Some(cell.get_or_init(|| t))
+    }
 }
 
 impl<T: Scalar> Workload for ReflectorWork<'_, T> {
     delegate_to_tiles!();
 
-    /// A device's application of step k's reflectors to a block column (block columns only: the
-    /// tiled QR's run on CPU clusters) takes the step's first row and the panel's T's, set by the
+    /// In block columns (the tiled QR's run on CPU clusters), a device's panel of step k takes the
+    /// step's first row, the inner block and the step's slot for its T's; a device's application of
+    /// step k's reflectors to a block column the step's first row and the panel's T's, made by the
     /// panel, which the graph orders first.
     fn kernel_args(&self, id: TaskId) -> KernelArgs {
         let task = self.tiles.graph.task(id);
-        let (Op::Unmqr, true) = (task.op, self.columns) else {
-            return KernelArgs::None;
-        };
         let (slot_tile, pair) = qr_t_slot(task);
-        match self.ts[Self::slot(&self.tiling, slot_tile, pair)].get() {
-            Some(t) => KernelArgs::Reflectors {
-                first: self.tiling.offset(slot_tile.col),
-                t: std::sync::Arc::new(T::any_mat(t.clone())),
+        let first = self.tiling.offset(slot_tile.col);
+        match (task.op, self.columns) {
+            (Op::Geqrt, true) => match self.found.get(slot_tile.col) {
+                Some(found) => KernelArgs::QrPanel {
+                    first,
+                    inner: self.inner,
+                    found: found.clone(),
+                },
+                None => KernelArgs::None,
             },
-            None => KernelArgs::None,
+            (Op::Unmqr, true) => match self.reflectors(slot_tile, pair) {
+                Some(t) => KernelArgs::Reflectors {
+                    first,
+                    t: std::sync::Arc::new(T::any_mat(t.clone())),
+                },
+                None => KernelArgs::None,
+            },
+            _ => KernelArgs::None,
         }
     }
 
@@ -103,7 +130,7 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
                 .map_err(|_| fail("the block reflectors of this tile were factored twice".into()))
         };
         let get = || {
-            slot.get()
+            self.reflectors(slot_tile, pair)
                 .ok_or_else(|| fail("applied before its factorisation ran".into()))
         };
         let backend = self.tiles.backend;
@@ -236,6 +263,9 @@ pub(crate) fn execute_columns<T: Scalar>(
     };
     let a = ColumnBlocks::new(a, tiling, "A")?;
     let ts = slots_of::<T>(&tiling, None);
+    let found: Vec<ReflectorSlot> = (0..tiling.col_tiles())
+        .map(|_| ReflectorSlot::new())
+        .collect();
     let store = ColumnMatrices(&a, b.as_ref());
     let shape = |tile| plan.shape(tile);
     let work = ReflectorWork {
@@ -244,9 +274,14 @@ pub(crate) fn execute_columns<T: Scalar>(
         inner,
         ts: &ts,
         columns: true,
+        found: &found,
     };
     let trace =
         run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    // The T's of panels a device factored (those a later task took are in `ts` already).
+    for k in 0..tiling.col_tiles() {
+        work.reflectors(TileRef::new(FACTOR, 0, k), false);
+    }
     Ok((
         trace,
         ts.into_iter()
@@ -368,6 +403,7 @@ fn run_reflectors<T: Scalar>(
         inner,
         ts,
         columns: false,
+        found: &[],
     };
     run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
 }

@@ -32,10 +32,10 @@ pub struct QrArgs {
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// GPUs for the applications of the panels' reflectors (MAGMA's hybrid: LAPACK's blocked QR in
-    /// block columns, the panels on the clusters, their T's the GPU kernels' arguments; m >= n):
-    /// none (the default until a GPU lease has timed it), all, indices ("0,1"), or emulated:K (K
-    /// devices emulated in host memory). Each GPU keeps a core for its host thread. Not with
-    /// `--grid`.
+    /// block columns, the panels on the clusters, their T's the GPU kernels' arguments; with
+    /// `--clusters none` the panels on the GPUs too, by cuSOLVER's ?geqrf; m >= n): none (the
+    /// default until a GPU lease has timed it), all, indices ("0,1"), or emulated:K (K devices
+    /// emulated in host memory). Each GPU keeps a core for its host thread. Not with `--grid`.
     #[arg(long, default_value = "none", value_parser = crate::commands::args::parse_gpus)]
     pub gpus: hetla_runtime::GpuSelection,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
