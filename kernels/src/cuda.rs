@@ -2963,10 +2963,10 @@ fn unpack<T: Scalar>(
     );
 }
 
-/// Queues on `h`'s stream, for each inner block of `ib` of a factored panel's k reflectors, the Gram
-/// matrix of their rows below the block's diagonal block, V[j0 + jb.., j0..j0 + jb]^H V[j0 + jb..,
-/// j0..j0 + jb] (cuBLAS's ?gemm), into the block's columns and first rows of the `ib` x k `grams`
-/// (left as they are where no row is below: zeros).
+/// Queues on `h`'s stream, for each inner block of `ib` of a factored panel's k reflectors, the
+/// Gram matrix of their rows below the block's diagonal block, V[j0 + jb.., j0..j0 + jb]^H V[j0 +
+/// jb.., j0..j0 + jb] (cuBLAS's ?gemm), into the block's columns and first rows of the `ib` x k
+/// `grams` (left as they are where no row is below: zeros).
 ///
 /// # Safety
 /// `panel` must be a live device matrix of `rows` rows and at least k columns with leading
