@@ -35,7 +35,7 @@
 #              (resident, from pageable and from page-locked host memory), and on the GPU
 #              alone (its panels by cuSOLVER's ?getrf); QR 32768 x 8192 in block columns with
 #              its reflectors applied on the GPU against cuSOLVER's ?geqrf, and its least
-#              squares, then on the GPU alone (its panels by cuSOLVER's ?geqrf); the mixed solves with TF32 and BF16 single factors (LU against
+#              squares, then resident on the GPU alone (its panels by cuSOLVER's ?geqrf); the mixed solves with TF32 and BF16 single factors (LU against
 #              cuSOLVER's refined DXgesv and DBgesv, Cholesky).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
@@ -289,14 +289,17 @@ part_extra() {
     # QR in block columns, the applications of the panels' reflectors on the GPU (issue 74 item
     # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
     row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
-    # The same QR on the GPU alone: its panels by cuSOLVER's ?geqrf, their T's made on the host
-    # from the Gram matrices and heads copied back (issue 74 item 2), block columns of 2048, 4
-    # streams; cuSOLVER's peers timed in the row above. Predicted on h200 (the panel rated as
-    # POTRF of its flops, about 3 Tflop/s on a 30720 x 2048 panel): 457.2 ms from host (494.0 ms
-    # with 1 stream; critical path 335.1 ms, the four panels 307 ms of it), against cuSOLVER's
-    # resident dgeqrf about 0.13 s: about 0.28x, the >= 0.8x target predicted missed.
-    HETLA_GPU_STREAMS=4 row "$dir" qr-gpu-alone qr --m 32768 --n 8192 --tile 2048 --clusters none \
-        --gpus "$gpus" --lstsq 16 --repeat "$repeat"
+    # The same QR of a matrix in the GPU's memory where it lies (Qr::factor_device, issue 74 item
+    # 2): every task on the GPU, its panels by cuSOLVER's ?geqrf, their T's made on the host from
+    # the Gram matrices and heads copied back; block columns of 2048, 4 streams, timed as
+    # cuSOLVER's resident dgeqrf (`--compare gpu`: resident, pageable, page-locked), and least
+    # squares with 16 right-hand sides from host memory on the GPU alone beside cuSOLVER's. Target:
+    # >= 0.8x cuSOLVER dgeqrf resident, least squares >= 1.0x geqrf + ormqr + trsm. Predicted on
+    # h200 (the panel rated as POTRF of its flops, about 3 Tflop/s on a 30720 x 2048 panel):
+    # 364.3 ms resident (the critical path 335.1 ms, the four panels 307 ms of it; from host
+    # 457.2 ms), against cuSOLVER's resident dgeqrf about 0.13 s: about 0.36x, predicted missed.
+    HETLA_GPU_STREAMS=4 row "$dir" qr-resident qr --m 32768 --n 8192 --tile 2048 --clusters none \
+        --gpus "$gpus" --resident --lstsq 16 --compare gpu --repeat "$repeat"
     # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
     # TF32 (BF16), made where A rounded was written (factor_device) and refined there (its `where`
     # line), beside cuSOLVER's refined solver of the same math (DXgesv, DBgesv) and dgetrf.

@@ -1494,6 +1494,138 @@ fn a_matrix_in_device_memory_is_factored_and_solved_where_it_lies_in_every_preci
     }
 }
 
+/// QR of a matrix in device memory (`Qr::factor_device`), in every precision: every task on the
+/// device (its panels there, though a cluster is beside it), no host copy and one device copy each
+/// way per block column, the rows below the matrix untouched; the factor and its T's make a
+/// `QrFactor` on the host (`Qr::factor_from_block_columns`) with LAPACK's dqrt01 ratios, equal to
+/// the same QR of a host matrix and with its least squares. Refused before any work: a wide matrix,
+/// no GPU, block columns beyond the budget; T's not of the factor refused.
+#[test]
+fn qr_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
+    use hetla::DeviceMatrix;
+    fn check<T: Scalar>() {
+        let p = T::PRECISION;
+        let (m, n, b, ld) = (230, 150, 40, 237);
+        let device = Arc::new(EmulatedDevice::new(n * ld * size_of::<T>()));
+        let platform = platform("1x1", std::slice::from_ref(&device));
+        let a = hetla::matgen::random_in::<T>(m, n, 3);
+        let sentinel = T::from_f64(-7.0);
+        let qr = hetla::Qr::new()
+            .platform(platform.clone())
+            .tile(b)
+            .inner_block(8);
+        let mut buffer = in_buffer(a.as_ref(), ld, n, sentinel);
+        let mut on_device = DeviceMatrix::emulated(buffer.as_mut().subrows_mut(0, m)).unwrap();
+        let (trace, ts) = qr.factor_device(&mut on_device).unwrap();
+        let columns = n.div_ceil(b);
+        assert_eq!(ts.len(), columns, "{p}");
+        ran_where_it_lies(&device, &platform, &trace, (hetla::Op::Geqrt, columns));
+        assert!(
+            (m..ld).all(|i| (0..n).all(|j| buffer[(i, j)] == sentinel)),
+            "{p}"
+        );
+        let factored = buffer.as_ref().subrows(0, m).to_owned();
+        let on_host = qr.factor(a.as_ref()).unwrap();
+        let (diff, largest) = largest_difference(&factored, &on_host.storage().to_owned());
+        assert!(diff <= 1e3 * p.epsilon() * largest, "{p}: {diff}");
+        let wrong = qr.factor_from_block_columns(factored.clone(), ts[1..].to_vec());
+        assert!(
+            matches!(wrong, Err(Error::InvalidOption { option: "ts", .. })),
+            "{p}"
+        );
+        let f = qr.factor_from_block_columns(factored, ts).unwrap();
+        let q = f.thin_q().unwrap();
+        let residual = hetla::check::qr_residual(a.as_ref(), q.as_ref(), f.r().as_ref());
+        assert!(residual < RESIDUAL_THRESHOLD, "{p}: residual {residual}");
+        let orthogonality = hetla::check::orthogonality(q.as_ref());
+        assert!(orthogonality < RESIDUAL_THRESHOLD, "{p}: {orthogonality}");
+        let rhs = hetla::matgen::random_in::<T>(m, 2, 6);
+        let x = f.solve_least_squares(rhs.as_ref()).unwrap();
+        let y = on_host.solve_least_squares(rhs.as_ref()).unwrap();
+        let (diff, largest) = largest_difference(&x, &y);
+        assert!(diff <= 1e4 * p.epsilon() * largest.max(1.0), "{p}: {diff}");
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+    // Refused before any work: wider than tall, no GPU on the platform, block columns beyond the
+    // budget (4 of 40 columns, room for 3).
+    let a = hetla::matgen::random_in::<f64>(230, 150, 3);
+    let one = platform("none", &emulated(1, usize::MAX / (40 * 40 * 8), 40));
+    let mut wide = a.transpose().to_owned();
+    let error = hetla::Qr::new()
+        .platform(one)
+        .factor_device(&mut DeviceMatrix::emulated(wide.as_mut()).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidOption { option: "A", .. }),
+        "{error}"
+    );
+    refused_without_a_gpu_or_room(&a, 3, |platform, m| {
+        let qr = hetla::Qr::new().tile(40);
+        let qr = match platform {
+            Some(p) => qr.platform(p),
+            None => qr.threads(1),
+        };
+        qr.factor_device(m).map(|_| ()).unwrap_err()
+    });
+}
+
+/// A factorisation of a device matrix of `columns` block columns ran where it lies: every task on
+/// the device (a cluster beside it idle), one `panel` per block column, nothing copied through the
+/// host, one copy within the device each way per block column, nothing on a link.
+fn ran_where_it_lies(
+    device: &EmulatedDevice,
+    platform: &Platform,
+    trace: &Trace,
+    (panel, columns): (hetla::Op, usize),
+) {
+    assert_eq!(device.copies(), (0, 0), "{panel}");
+    assert_eq!(device.device_copies(), 2 * columns, "{panel}");
+    assert!(trace.transfers.is_empty(), "{panel}: {:?}", trace.transfers);
+    let gpu = platform.clusters().len();
+    assert!(
+        trace.tasks.iter().all(|t| t.worker.0 == gpu),
+        "{panel}: a task ran on a CPU cluster"
+    );
+    let panels = (trace.tasks.iter()).filter(|t| t.op == panel).count();
+    assert_eq!(panels, columns, "{panel}");
+}
+
+/// A factorisation of the 230-row `a` in device memory (`factor` given a platform, or none for the
+/// builder's own, and the matrix; tiles of 40) refused before any work on a platform without a GPU
+/// and on a device whose budget holds `room` block columns, fewer than it has: the matrix
+/// untouched, nothing copied.
+fn refused_without_a_gpu_or_room(
+    a: &faer::Mat<f64>,
+    room: usize,
+    factor: impl Fn(Option<Arc<Platform>>, &mut hetla::DeviceMatrix<'_, f64>) -> Error,
+) {
+    let mut buffer = a.clone();
+    let error = factor(
+        None,
+        &mut hetla::DeviceMatrix::emulated(buffer.as_mut()).unwrap(),
+    );
+    assert!(
+        matches!(
+            &error,
+            Error::InvalidOption {
+                option: "platform",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let small = Arc::new(EmulatedDevice::new(room * 230 * 40 * 8));
+    let error = factor(
+        Some(platform("none", std::slice::from_ref(&small))),
+        &mut hetla::DeviceMatrix::emulated(buffer.as_mut()).unwrap(),
+    );
+    assert!(error.to_string().contains("budget"), "{error}");
+    assert_eq!(&buffer, a, "the matrix was touched");
+    assert_eq!(small.device_copies(), 0);
+}
+
 /// LU of a matrix in an emulated device's memory where it lies, in every precision, a cluster
 /// beside the device: every task on the device (a panel per block column), no copy through host
 /// memory (each block column copied within the device before the clock and back after it), the rows
@@ -1533,20 +1665,7 @@ fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
         let (diff, largest) = largest_difference(&lu, &alone);
         assert!(diff <= 1e3 * p.epsilon() * largest, "{p}: {diff}");
         let columns = n.div_ceil(b);
-        assert_eq!(device.copies(), (0, 0), "{p}");
-        assert_eq!(device.device_copies(), 2 * columns, "{p}");
-        assert!(trace.transfers.is_empty(), "{p}: {:?}", trace.transfers);
-        let gpu = platform.clusters().len();
-        assert!(
-            trace.tasks.iter().all(|t| t.worker.0 == gpu),
-            "{p}: a task ran on a CPU cluster"
-        );
-        let panels = trace
-            .tasks
-            .iter()
-            .filter(|t| t.op == hetla::Op::LuPanel)
-            .count();
-        assert_eq!(panels, columns, "{p}");
+        ran_where_it_lies(&device, &platform, &trace, (hetla::Op::LuPanel, columns));
         // The solve with the factor and B (n x 3, ld n + 2) where they lie: X over B, the rows
         // below untouched, as the host's solve with its own factor.
         let (mut buffer, ipiv) = (buffer, ipiv);
@@ -1600,27 +1719,14 @@ fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
     // columns, room for 5), not square; an empty matrix has nothing to do.
     let a = hetla::matgen::random_in::<f64>(230, 230, 3);
     let mut buffer = a.clone();
-    let error = hetla::Lu::new()
-        .threads(1)
-        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
-        .unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            Error::InvalidOption {
-                option: "platform",
-                ..
-            }
-        ),
-        "{error}"
-    );
-    let small = Arc::new(EmulatedDevice::new(5 * 230 * 40 * 8));
-    let error = hetla::Lu::new()
-        .platform(platform("none", std::slice::from_ref(&small)))
-        .tile(40)
-        .factor_device(&mut DeviceMatrix::emulated(buffer.as_mut()).unwrap())
-        .unwrap_err();
-    assert!(error.to_string().contains("budget"), "{error}");
+    refused_without_a_gpu_or_room(&a, 5, |platform, m| {
+        let lu = hetla::Lu::new().tile(40);
+        let lu = match platform {
+            Some(p) => lu.platform(p),
+            None => lu.threads(1),
+        };
+        lu.factor_device(m).map(|_| ()).unwrap_err()
+    });
     let one = platform("none", &emulated(1, usize::MAX / (40 * 40 * 8), 40));
     let error = hetla::Lu::new()
         .platform(one.clone())
@@ -1631,7 +1737,6 @@ fn lu_of_a_matrix_in_device_memory_factors_where_it_lies_in_every_precision() {
         "{error}"
     );
     assert_eq!(buffer, a, "the matrix was touched");
-    assert_eq!(small.device_copies(), 0);
     let mut empty = faer::Mat::<f64>::zeros(0, 0);
     let (_, ipiv, zero) = hetla::Lu::new()
         .platform(one)

@@ -324,14 +324,28 @@ fn resident_runs_time_the_factorisation_on_the_gpu_alone_real_and_simulated() {
         (seconds - makespan).abs() <= 1e-9 * makespan,
         "{seconds} {makespan}"
     );
-    let tasks = |name: &str| {
-        workers.iter().find(|w| w["name"] == name).unwrap()["tasks"]
-            .as_u64()
-            .unwrap()
-    };
+    let tasks = |name: &str| tasks_of(workers, name);
     assert_eq!((tasks("cpu0"), tasks("gpu0")), (0, 36), "{workers:?}");
     let (ok, _, err) = common::run("lu --n 600 --resident");
     assert!(!ok && err.contains("--gpus all"), "{err}");
+    // QR alike (its panels on the GPU too, the cluster idle), checked by the best run's factor;
+    // refused without a GPU and for a wide matrix.
+    let r = common::json(
+        "qr --m 500 --n 300 --tile 100 --clusters 1x1 --gpus emulated:1 --resident --precision c",
+    );
+    assert!(r["residual_ok"].as_bool().unwrap(), "{r}");
+    assert_eq!(r["resident"], true);
+    assert!(r["bytes"].as_array().is_none_or(Vec::is_empty), "{r}");
+    let workers = r["workers"].as_array().unwrap();
+    assert_eq!(
+        (tasks_of(workers, "cpu0"), tasks_of(workers, "gpu0")),
+        (0, 6),
+        "{r}"
+    );
+    let (ok, _, err) = common::run("qr --m 500 --n 300 --resident");
+    assert!(!ok && err.contains("--gpus all"), "{err}");
+    let (ok, _, err) = common::run("qr --m 300 --n 500 --gpus emulated:1 --resident");
+    assert!(!ok && err.contains("block columns"), "{err}");
     // The mixed solve of A and b in the GPU's memory: factored and refined there.
     let r = common::json(
         "lu --n 400 --tile 100 --clusters none --gpus emulated:1 --precision ds --resident",
@@ -501,4 +515,11 @@ fn tensor_math_runs_the_mixed_solves_single_factor_on_devices_or_is_refused() {
         let (ok, _, err) = common::run(line);
         assert!(!ok && err.contains(says), "{line}: {err}");
     }
+}
+
+/// The tasks a report's worker `name` ran.
+fn tasks_of(workers: &[serde_json::Value], name: &str) -> u64 {
+    workers.iter().find(|w| w["name"] == name).unwrap()["tasks"]
+        .as_u64()
+        .unwrap()
 }

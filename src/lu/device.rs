@@ -79,7 +79,7 @@ impl Lu {
         let n = a.nrows();
         let this = self.tuned_for(n, T::PRECISION);
         let platform = this.resolve_platform()?;
-        let gpu = holding_gpu(&platform, a)?;
+        let gpu = a.holding_gpu(&platform)?;
         if n == 0 {
             return Ok((
                 Trace::new(platform.workers().to_vec(), Vec::new(), 0.0),
@@ -132,7 +132,7 @@ impl Lu {
             });
         }
         let platform = self.resolve_platform()?;
-        let device = &platform.devices()[holding_gpu(&platform, lu)?].device;
+        let device = &platform.devices()[lu.holding_gpu(&platform)?].device;
         b.check_on(device.as_ref(), "B")?;
         if n == 0 || b.ncols() == 0 {
             return Ok(());
@@ -215,7 +215,7 @@ impl Lu {
     ) -> Result<Refinement> {
         crate::check::check_system("A", (a.nrows(), a.ncols()), b.nrows())?;
         let (n, platform) = (a.nrows(), self.resolve_platform()?);
-        let gpu = holding_gpu(&platform, a)?;
+        let gpu = a.holding_gpu(&platform)?;
         let device = platform.devices()[gpu].device.clone();
         b.check_on(device.as_ref(), "B")?;
         check_budget::<T>(&platform, (gpu, "platform"), (n, b.ncols()), COPIES)?;
@@ -326,22 +326,3 @@ impl Lu {
 /// Matrices of A's order in the working precision a mixed general solve on a GPU holds at once
 /// besides the single factor: A, and a run's replicas of the factor or the factor widened.
 const COPIES: usize = 2;
-
-/// The first of `platform`'s GPUs whose memory holds `a`; an error naming what is wrong otherwise.
-fn holding_gpu<T: Scalar>(platform: &Platform, a: &DeviceMatrix<'_, T>) -> Result<usize> {
-    let devices = platform.devices();
-    if let Some(gpu) = (devices.iter()).position(|d| a.check_on(d.device.as_ref(), "A").is_ok()) {
-        return Ok(gpu);
-    }
-    match devices.first() {
-        // The first GPU's reason (another GPU's memory, host memory given as a GPU's, ...).
-        Some(first) => a.check_on(first.device.as_ref(), "A").map(|()| 0),
-        None => Err(Error::InvalidOption {
-            option: "platform",
-            reason: "a factorisation of a matrix in a GPU's memory needs a platform with that GPU \
-                     (GpuSelection::All, or emulated devices for a matrix in host memory); this \
-                     one has none"
-                .into(),
-        }),
-    }
-}

@@ -348,7 +348,7 @@ pub struct QrFactor<T: Scalar> {
 }
 
 impl<T: Scalar> QrFactor<T> {
-    fn new(
+    pub(super) fn new(
         qr: &Qr,
         a: Mat<T>,
         ts: Vec<Option<Mat<T>>>,

@@ -5,6 +5,7 @@
 
 mod batch;
 mod cholesky_qr;
+mod device;
 #[cfg(feature = "mpi")]
 pub(crate) mod distributed;
 mod householder;

@@ -216,11 +216,7 @@ pub(crate) fn execute<T: Scalar>(
     inner: usize,
     options: &RunOptions,
 ) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
-    let rhs = match plan.algorithm() {
-        Algorithm::Qr { m, n, rhs, .. } if (a.nrows(), a.ncols()) == (m, n) => rhs,
-        other => return Err(not_for(other, &a.as_ref())),
-    };
-    check_rhs(a.nrows(), rhs, b.as_ref().map(|b| b.as_ref()))?;
+    check_operands(plan, a.as_ref(), b.as_ref().map(|b| b.as_ref()), false)?;
     let a = TiledMatrix::new(a, plan.tile(), "A")?;
     let b = b
         .map(|b| TiledMatrix::new(b, plan.tile(), "B"))
@@ -248,36 +244,51 @@ pub(crate) fn execute_columns<T: Scalar>(
     b: Option<faer::MatMut<'_, T>>,
     options: &RunOptions,
 ) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
-    expect_precision(plan, T::PRECISION)?;
-    let (rhs, inner) = match plan.algorithm() {
-        Algorithm::QrColumns { m, n, rhs, inner } if (a.nrows(), a.ncols()) == (m, n) => {
-            (rhs, inner)
-        }
-        other => return Err(not_for(other, &a.as_ref())),
-    };
-    check_rhs(a.nrows(), rhs, b.as_ref().map(|b| b.as_ref()))?;
+    check_operands(plan, a.as_ref(), b.as_ref().map(|b| b.as_ref()), true)?;
     let tiling = *plan.blocks(FACTOR).expect("a QR plan tiles its matrix");
     let b = match (b, plan.blocks(hetla_factorizations::RHS)) {
         (Some(b), Some(bt)) => Some(ColumnBlocks::new(b, *bt, "B")?),
         _ => None,
     };
     let a = ColumnBlocks::new(a, tiling, "A")?;
+    execute_columns_on(plan, platform, &ColumnMatrices(&a, b.as_ref()), options)
+}
+
+/// Runs a [`Algorithm::QrColumns`] plan on `platform` over the block columns `store` holds (of the
+/// plan's tilings: host matrices' [`ColumnBlocks`], a device matrix's
+/// [`DeviceTiles`](crate::tiles::device::DeviceTiles)), as [`execute_columns`] does.
+pub(crate) fn execute_columns_on<T: Scalar>(
+    plan: &Plan,
+    platform: &Platform,
+    store: &dyn TileStore<T>,
+    options: &RunOptions,
+) -> Result<(Trace, Vec<Option<faer::Mat<T>>>)> {
+    expect_precision(plan, T::PRECISION)?;
+    let Algorithm::QrColumns { inner, .. } = plan.algorithm() else {
+        return Err(Error::InvalidOption {
+            option: "plan",
+            reason: format!(
+                "QR's work in block columns runs QR plans in block columns, not a {}",
+                plan.algorithm().name()
+            ),
+        });
+    };
+    let tiling = *plan.blocks(FACTOR).expect("a QR plan tiles its matrix");
     let ts = slots_of::<T>(&tiling, None);
     let found: Vec<ReflectorSlot> = (0..tiling.col_tiles())
         .map(|_| ReflectorSlot::new())
         .collect();
-    let store = ColumnMatrices(&a, b.as_ref());
     let shape = |tile| plan.shape(tile);
     let work = ReflectorWork {
-        tiles: tile_work(plan, &shape, &store, platform),
+        tiles: tile_work(plan, &shape, store, platform),
         tiling,
         inner,
         ts: &ts,
         columns: true,
         found: &found,
     };
-    let trace =
-        run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
+    let trace = run_graph(platform, &work, &plan.run_options_on(platform, options))
+        .map_err(|e| run_error(plan, e))?;
     // The T's of panels a device factored (those a later task took are in `ts` already).
     for k in 0..tiling.col_tiles() {
         work.reflectors(TileRef::new(FACTOR, 0, k), false);
@@ -336,6 +347,26 @@ pub(crate) fn execute_apply<T: Scalar>(
     let b = TiledMatrix::new(b, plan.tile(), "B")?;
     let slots = t_slots(plan, Some(ts));
     run_reflectors(plan, platform, &Matrices(&[&a, &b]), inner, &slots, options)
+}
+
+/// An error unless `plan` is a QR plan of `a`'s shape (in block columns with `columns`, else
+/// tiled) whose right-hand sides `b` are.
+fn check_operands<T: Scalar>(
+    plan: &Plan,
+    a: faer::MatRef<'_, T>,
+    b: Option<faer::MatRef<'_, T>>,
+    columns: bool,
+) -> Result<()> {
+    let rhs = match (plan.algorithm(), columns) {
+        (Algorithm::Qr { m, n, rhs, .. }, false)
+        | (Algorithm::QrColumns { m, n, rhs, .. }, true)
+            if (a.nrows(), a.ncols()) == (m, n) =>
+        {
+            rhs
+        }
+        (other, _) => return Err(not_for(other, &a)),
+    };
+    check_rhs(a.nrows(), rhs, b)
 }
 
 /// An error unless `b` is the plan's `rhs` right-hand sides of A's `m` rows (none when 0).

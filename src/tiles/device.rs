@@ -141,6 +141,28 @@ impl<'a, T: Scalar> DeviceMatrix<'a, T> {
         &self.span
     }
 
+    /// The first of `platform`'s GPUs whose memory holds it (the GPU a factorisation of it runs
+    /// on); an error naming what is wrong otherwise.
+    pub(crate) fn holding_gpu(&self, platform: &hetla_runtime::Platform) -> Result<usize> {
+        let devices = platform.devices();
+        if let Some(gpu) =
+            (devices.iter()).position(|d| self.check_on(d.device.as_ref(), "A").is_ok())
+        {
+            return Ok(gpu);
+        }
+        match devices.first() {
+            // The first GPU's reason (another GPU's memory, host memory given as a GPU's, ...).
+            Some(first) => self.check_on(first.device.as_ref(), "A").map(|()| 0),
+            None => Err(Error::InvalidOption {
+                option: "platform",
+                reason: "a factorisation of a matrix in a GPU's memory needs a platform with that \
+                         GPU (GpuSelection::All, or emulated devices for a matrix in host \
+                         memory); this one has none"
+                    .into(),
+            }),
+        }
+    }
+
     /// Whether `device`'s memory holds it (see [`hetla_runtime::Device::check_span`]), else the
     /// layout error of the argument `what`.
     pub(crate) fn check_on(&self, device: &dyn Device, what: &'static str) -> Result<()> {

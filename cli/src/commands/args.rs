@@ -356,3 +356,16 @@ pub fn check_matrices<T: hetla::Scalar>(
     let bytes = count * hetla::limits::matrix_bytes(rows, cols) * T::PRECISION.bytes() as u128;
     Ok(hetla::limits::check_memory(what, bytes / 8)?)
 }
+
+/// `--resident` refused before any work without a GPU.
+pub fn check_resident(resident: bool, platform: &hetla::Platform) -> crate::Result<()> {
+    if !resident || !platform.devices().is_empty() {
+        return Ok(());
+    }
+    Err(crate::Error::Library(hetla::Error::InvalidOption {
+        option: "resident",
+        reason: "--resident factors and solves matrices in a GPU's memory: give --gpus all (or \
+                 emulated:1)"
+            .into(),
+    }))
+}

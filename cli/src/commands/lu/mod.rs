@@ -133,7 +133,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
         };
     }
     super::args::check_tensor_math(args.tensor_math, precision, Some(&platform))?;
-    check_resident(args, &platform)?;
+    super::args::check_resident(args.resident, &platform)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut lu = Lu::new()
         .platform(platform.clone())
@@ -252,19 +252,6 @@ fn timed_factorisations<T: Scalar>(
 
 /// A factorisation's factor, trace, interchanges and first zero pivot.
 type Factored<T> = (Mat<T>, hetla::Trace, Vec<usize>, Option<usize>);
-
-/// `--resident` refused before any work without a GPU.
-fn check_resident(args: &LuArgs, platform: &hetla::Platform) -> Result<()> {
-    if !args.resident || !platform.devices().is_empty() {
-        return Ok(());
-    }
-    Err(Error::Library(hetla::Error::InvalidOption {
-        option: "resident",
-        reason: "--resident factors and solves matrices in a GPU's memory: give --gpus all (or \
-                 emulated:1)"
-            .into(),
-    }))
-}
 
 /// cuSOLVER's refined solver of the mixed solve's system (b: ones) with the same lower precision,
 /// on GPU 0, added to `solved` with the ratios; a peer that fails is left out, named on stderr (the

@@ -38,6 +38,15 @@ pub struct QrArgs {
     /// emulated in host memory). Each GPU keeps a core for its host thread. Not with `--grid`.
     #[arg(long, default_value = "none", value_parser = crate::commands::args::parse_gpus)]
     pub gpus: hetla_runtime::GpuSelection,
+    /// Factor a matrix that lives in the first GPU's memory where it lies, as cuSOLVER's resident
+    /// ?geqrf does (`hetla::Qr::factor_device`, every task on the GPU, m >= n): the generated
+    /// matrix is copied into a buffer of the GPU (for an emulated device, its memory is host
+    /// memory) before the call, and R with the reflectors back after it, neither timed; inside the
+    /// call each block column is copied within the GPU into the run's replicas before the clock
+    /// starts and back after it stops, and `seconds` is the runtime's makespan. The checks use the
+    /// best run's factor (`Qr::factor_from_block_columns`). Needs a GPU.
+    #[arg(long)]
+    pub resident: bool,
     /// The precision: s (f32), d (f64), c or z (complex, f32 or f64 parts).
     #[arg(long, default_value = "d")]
     pub precision: Precision,

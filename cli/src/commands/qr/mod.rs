@@ -38,6 +38,9 @@ pub struct QrReport {
     pub run: RunReport,
     /// ||I - Q^H Q||_1 / (m eps).
     pub orthogonality: f64,
+    /// Whether the matrix lay in the first GPU's memory (`--resident`): `seconds` is then the run's
+    /// makespan, the copies into and out of the GPU's buffer around the call not timed.
+    pub resident: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lstsq: Option<LstsqReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,6 +130,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     let platform =
         super::args::GpuArgs::platform_or_cpus((&args.gpus, None), &args.clusters, &args.platform)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
+    super::args::check_resident(args.resident, &platform)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut qr = Qr::new()
         .platform(platform.clone())
@@ -144,17 +148,15 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         _ => QrTree::Auto.to_string(),
     };
     let runs = args.repeat.map(|r| r as usize);
-    let (trace, timings) = peers::repeat(runs, || {
-        let mut f = a.clone();
-        let start = Instant::now();
-        let trace = qr.factor_planned(&plan, f.as_mut())?;
-        Ok((trace, start.elapsed().as_secs_f64()))
-    })?;
+    let ((trace, factor), timings) = timed_factorisations(args, (&qr, &plan, &platform), &a)?;
     args.traces.write(&trace);
     let (long, short) = (m.max(n) as f64, m.min(n) as f64);
     let flops =
         (2.0 * long * short * short - 2.0 * short.powi(3) / 3.0) * T::PRECISION.flop_factor();
-    let factor = qr.factor(a.as_ref())?;
+    let factor = match factor {
+        Some(factor) => factor,
+        None => qr.factor(a.as_ref())?,
+    };
     let (q, r) = (factor.thin_q()?, factor.r());
     let thin = hetla::Outcome::Orthogonal {
         q: q.as_ref(),
@@ -172,6 +174,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         clusters: args.clusters.to_string(),
         run,
         orthogonality,
+        resident: args.resident,
         lstsq: None,
         cholqr: None,
     };
@@ -212,6 +215,40 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
         report.lstsq = Some(lstsq(&qr, a.as_ref(), (k, args.seed), runs, on)?);
     }
     Ok(report)
+}
+
+/// The best run's trace and, with `--resident`, its factor.
+type Timed<T> = (hetla::Trace, Option<hetla::QrFactor<T>>);
+
+/// hetla's timed factorisations of copies of `a` by `plan` (a warm-up first with `--repeat`): the
+/// best run's trace, and with `--resident` its factor (the matrix in GPU 0's memory, timed by the
+/// run's makespan, the copies into and out of the GPU's buffer around it not).
+fn timed_factorisations<T: Scalar>(
+    args: &QrArgs,
+    (qr, plan, platform): (&Qr, &hetla::Plan, &hetla::Platform),
+    a: &Mat<T>,
+) -> Result<(Timed<T>, peers::Timings)> {
+    let runs = args.repeat.map(|r| r as usize);
+    let ((trace, factored), timings) = peers::repeat(runs, || {
+        let mut f = a.clone();
+        let start = Instant::now();
+        if !args.resident {
+            let trace = qr.factor_planned(plan, f.as_mut())?;
+            return Ok(((trace, None), start.elapsed().as_secs_f64()));
+        }
+        let (trace, ts) = crate::device_buffers::in_gpu_memory(
+            platform,
+            &mut [(f.as_mut(), true)],
+            |on_device| qr.factor_device(&mut on_device[0]),
+        )?;
+        let seconds = trace.makespan;
+        Ok(((trace, Some((f, ts))), seconds))
+    })?;
+    let factor = match factored {
+        Some((f, ts)) => Some(qr.factor_from_block_columns(f, ts)?),
+        None => None,
+    };
+    Ok(((trace, factor), timings))
 }
 
 /// CholeskyQR2 of `a` with `qr`'s options, timed (`runs`), checked as the QR is, its time beside
