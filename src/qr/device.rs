@@ -30,9 +30,9 @@ impl Qr {
     /// column's T's (the inner block's rows, or the block column's width if less, by its width:
     /// LAPACK's ?geqrt layout), which [`Qr::factor_from_block_columns`] takes with the matrix.
     ///
-    /// The matrix never comes to the host, so it is not checked for NaN or infinities first.
-    /// Errors before any work: a matrix wider than tall, a platform without a GPU whose memory
-    /// holds the matrix, or block columns beyond that GPU's memory budget.
+    /// The matrix never comes to the host, so it is not checked for NaN or infinities first. Errors
+    /// before any work: a matrix wider than tall, a platform without a GPU whose memory holds the
+    /// matrix, or block columns beyond that GPU's memory budget.
     ///
     /// ```
     /// use hetla::{Backend, DeviceMatrix, GpuSelection, ModelStore, Platform, Qr};
@@ -81,11 +81,11 @@ impl Qr {
         Ok((trace, ts))
     }
 
-    /// A factor of the m x n matrix `factored` that [`Qr::factor_device`] left (copied to the
-    /// host) with its block columns' T's `ts`, as [`Qr::factor`] would have made it with this
-    /// builder: its solves, Q and Q^H B run on the platform's cores. Errors: a matrix wider than
-    /// tall, or T's that are not one per block column of this builder's tile, each of the inner
-    /// block's rows (the block column's width if less) by its width.
+    /// A factor of the m x n matrix `factored` that [`Qr::factor_device`] left (copied to the host)
+    /// with its block columns' T's `ts`, as [`Qr::factor`] would have made it with this builder:
+    /// its solves, Q and Q^H B run on the platform's cores. Errors: a matrix wider than tall, or
+    /// T's that are not one per block column of this builder's tile, each of the inner block's rows
+    /// (the block column's width if less) by its width.
     pub fn factor_from_block_columns<T: Scalar>(
         &self,
         factored: Mat<T>,

@@ -349,8 +349,8 @@ pub(crate) fn execute_apply<T: Scalar>(
     run_reflectors(plan, platform, &Matrices(&[&a, &b]), inner, &slots, options)
 }
 
-/// An error unless `plan` is a QR plan of `a`'s shape (in block columns with `columns`, else
-/// tiled) whose right-hand sides `b` are.
+/// An error unless `plan` is a QR plan of `a`'s shape (in block columns with `columns`, else tiled)
+/// whose right-hand sides `b` are.
 fn check_operands<T: Scalar>(
     plan: &Plan,
     a: faer::MatRef<'_, T>,
