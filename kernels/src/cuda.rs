@@ -212,7 +212,7 @@ impl ReflectorCopies {
                 MatRef::from_column_major_slice(&elements::<T>(read(&c.head)?)[..k * k], k, k);
             let grams = MatRef::from_column_major_slice(&grams[..ib * k], ib, k);
             let t = crate::reflector_ts(head, grams, taus, ib)?;
-            c.slot.fill(T::any_mat(t));
+            c.slot.fill(Arc::new(T::any_mat(t)));
             Ok(())
         }
         with_scalar!(self.precision, T => typed::<T>(self))
@@ -1390,7 +1390,7 @@ impl GpuContext {
             match args {
                 KernelArgs::Panel { found, .. } => found.fill(PanelFound::default()),
                 KernelArgs::QrPanel { found, .. } => {
-                    found.fill(crate::AnyMat::zeros(write.precision, 1, 0))
+                    found.fill(Arc::new(crate::AnyMat::zeros(write.precision, 1, 0)))
                 }
                 _ => {}
             }
@@ -1628,7 +1628,7 @@ impl GpuContext {
             start
                 .record(s)
                 .map_err(|e| gpu_error("recording an event", e))?;
-            found.fill(crate::AnyMat::zeros(T::PRECISION, 1, 0));
+            found.fill(Arc::new(crate::AnyMat::zeros(T::PRECISION, 1, 0)));
             s.memcpy_dtoh(&info, &mut info_host)
                 .map_err(|e| gpu_error("copying devInfo", e))?;
             return Ok((info_host, None));

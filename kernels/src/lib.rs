@@ -73,7 +73,7 @@ pub use qr::reflector_ts;
 
 pub use op::{
     Blas, CheckShapes, Codelet, CountFlops, CpuCall, GpuCall, KernelArgs, MatMul, Op, PanelFound,
-    PanelSlot, RateSource, ReflectorSlot, Shape, Shapes, Solve, Stack, hessenberg_groups,
+    PanelSlot, RateSource, ReflectorSlot, Shape, Shapes, Slot, Solve, Stack, hessenberg_groups,
 };
 pub use scalar::{Precision, Scalar, UnknownPrecision, c32, c64, real_diagonal};
 pub use tensor::TensorMath;

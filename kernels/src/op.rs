@@ -377,48 +377,6 @@ pub enum KernelArgs {
     },
 }
 
-/// Where a device's QR panel kernel leaves its block reflectors' T's ([`KernelArgs::QrPanel`]):
-/// shared between the work that made it and the kernel, filled once by the kernel before its wait
-/// returns, so that the applications the graph orders after the panel read it. Two slots are equal
-/// when they are the same slot.
-#[derive(Clone, Default)]
-pub struct ReflectorSlot(std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::AnyMat>>>>);
-
-impl ReflectorSlot {
-    /// An empty slot.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Leaves the panel's T's (a second call replaces them).
-    pub fn fill(&self, t: crate::AnyMat) {
-        *self.lock() = Some(std::sync::Arc::new(t));
-    }
-
-    /// The panel's T's, once its kernel has ended; `None` before (or when it ran elsewhere).
-    pub fn found(&self) -> Option<std::sync::Arc<crate::AnyMat>> {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<std::sync::Arc<crate::AnyMat>>> {
-        // A panicked filler leaves either nothing or a whole value: the data stays usable.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl PartialEq for ReflectorSlot {
-    fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl std::fmt::Debug for ReflectorSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shape = self.found().map(|t| t.shape());
-        f.debug_tuple("ReflectorSlot").field(&shape).finish()
-    }
-}
-
 /// What a factored LU panel found besides its block column: the interchanges, local to the rows
 /// from the step's first (row i swapped with `ipiv[i] >= i`, in order), and the first column whose
 /// pivot was exactly zero, local to the panel.
@@ -430,46 +388,65 @@ pub struct PanelFound {
     pub zero: Option<usize>,
 }
 
-/// Where a device's LU panel kernel leaves what it found ([`KernelArgs::Panel`]): shared between
-/// the work that made it and the kernel, filled once by the kernel before the kernel's wait
-/// returns, so that the tasks the graph orders after the panel read it. Two slots are equal when
-/// they are the same slot.
-#[derive(Clone, Default)]
-pub struct PanelSlot(std::sync::Arc<std::sync::Mutex<Option<PanelFound>>>);
+/// Where a device's panel kernel leaves what the work needs from it besides its tiles (LU's
+/// interchanges, [`PanelSlot`]; QR's T's, [`ReflectorSlot`]): shared between the work that made it
+/// and the kernel, filled once by the kernel before the kernel's wait returns, so that the tasks
+/// the graph orders after the panel read it. Two slots are equal when they are the same slot.
+pub struct Slot<X>(std::sync::Arc<std::sync::Mutex<Option<X>>>);
 
-impl PanelSlot {
+/// Where a device's LU panel kernel leaves what it found ([`KernelArgs::Panel`]).
+pub type PanelSlot = Slot<PanelFound>;
+
+/// Where a device's QR panel kernel leaves its block reflectors' T's ([`KernelArgs::QrPanel`]), in
+/// the tile's precision.
+pub type ReflectorSlot = Slot<std::sync::Arc<crate::AnyMat>>;
+
+impl<X: Clone> Slot<X> {
     /// An empty slot.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Leaves what the panel found (a second call replaces it).
-    pub fn fill(&self, found: PanelFound) {
+    pub fn fill(&self, found: X) {
         *self.lock() = Some(found);
     }
 
     /// What the panel found, once its kernel has ended; `None` before (or when it ran elsewhere).
-    pub fn found(&self) -> Option<PanelFound> {
+    pub fn found(&self) -> Option<X> {
         self.lock().clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<PanelFound>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<X>> {
         // A panicked filler leaves either nothing or a whole value: the data stays usable.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl PartialEq for PanelSlot {
+impl<X> Default for Slot<X> {
+    fn default() -> Self {
+        Self(Default::default())
+    }
+}
+
+impl<X> Clone for Slot<X> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<X> PartialEq for Slot<X> {
     fn eq(&self, other: &Self) -> bool {
         std::sync::Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for PanelSlot {}
+impl<X> Eq for Slot<X> {}
 
-impl std::fmt::Debug for PanelSlot {
+impl<X> std::fmt::Debug for Slot<X> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("PanelSlot").field(&self.found()).finish()
+        let filled = self.0.lock().map_or(true, |x| x.is_some());
+        f.debug_struct("Slot").field("filled", &filled).finish()
     }
 }
 

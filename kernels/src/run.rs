@@ -137,7 +137,7 @@ impl Backend {
             let k = rows.min(c.ncols());
             let mut t = faer::Mat::<T>::zeros(inner.min(k).max(1), k);
             backend.qr_tile(c.subrows_mut(first, rows), t.as_mut(), par)?;
-            found.fill(T::any_mat(t));
+            found.fill(std::sync::Arc::new(T::any_mat(t)));
             Ok(())
         }
         if !reads.is_empty() {
