@@ -216,17 +216,18 @@ fn a_solve_whose_refinement_stalls_is_made_by_bunch_kaufman_in_double() {
 #[test]
 fn the_default_block_keeps_lapacks_ratio_on_kkt_matrices_in_every_precision() {
     // The factor's error grows with the block (complex types 3-4 times faster than real ones): the
-    // default (96 real, 32 complex) keeps KKT matrices under 30 to order 4000; order 1600 here,
-    // where 128 gives 25 in f64 and 73 in c64 (`hetla ldlt --kind kkt --n 1600 --tile 128`).
+    // default (96 real, 32 complex) keeps KKT matrices under 30 to order 4000; order 1000 here,
+    // where 128 gives 53 in c32 (`hetla ldlt --kind kkt --n 1000 --tile 128`: 55 in c32, 49 in
+    // c64; 73 in c64 at order 1600).
     fn case<T: Scalar>() {
-        let a = kkt::<T>(1200, 400, 21);
+        let a = kkt::<T>(750, 250, 21);
         let f = Ldlt::new().factor(a.as_ref()).unwrap();
         let ratio = f.residual(a.as_ref()).unwrap();
         assert!(ratio < 30.0, "{}: factor ratio {ratio}", T::PRECISION);
         let inertia = f.inertia().unwrap();
         assert_eq!(
             (inertia.positive, inertia.negative, inertia.zero),
-            (1200, 400, 0),
+            (750, 250, 0),
             "{}",
             T::PRECISION
         );

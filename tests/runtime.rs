@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use faer::Par;
 use hetla::check::{RESIDUAL_THRESHOLD, cholesky_residual};
-use hetla::{Backend, Cholesky, ClusterSpec, Op, matgen::random_spd};
+use hetla::{Backend, Cholesky, ClusterSpec, Op, Precision, matgen::random_spd};
 use hetla_factorizations::{TaskGraph, TaskId, TileRef, Tiling, cholesky};
 use hetla_runtime::MIN_SAMPLES;
 use hetla_runtime::{
@@ -711,4 +711,39 @@ fn an_ldlt_run_saves_only_models_a_file_can_hold() {
     assert_eq!(loaded.len(), p.models().len(), "{text}");
     assert!(!p.models().is_empty());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A real run of each family on a small matrix (8 x 8 tiles: Cholesky's panels long enough for
+/// OpenBLAS's panel inverses), on each backend this build has: traced, each trace the tasks of the
+/// plan it is paired with (with OpenBLAS, whose platforms factor by default with panel inverses,
+/// the inverse's factorisation once ran another graph than its plan's, and
+/// `hetla calibrate --backend openblas` indexed past the plan's keys). Here rather than beside
+/// `Family`: the build with every feature runs this file, not the library's unit tests.
+#[test]
+fn every_family_runs_and_is_traced() {
+    let spec = ClusterSpec::Grid { count: 2, size: 1 };
+    for backend in Backend::available() {
+        let platform = Arc::new(Platform::new(&spec, backend).unwrap());
+        for f in hetla::Family::ALL {
+            let run = f
+                .run(
+                    &platform,
+                    (512, 512),
+                    64,
+                    SchedulerKind::Mct,
+                    Precision::D,
+                    1,
+                )
+                .unwrap();
+            assert!(run.seconds > 0.0);
+            assert_eq!(
+                run.traces.len(),
+                f.plans(512, 512, 64, Precision::D, 2).unwrap().len()
+            );
+            for (plan, trace) in &run.traces {
+                assert_eq!(trace.tasks.len(), plan.graph().len(), "{f} on {backend}");
+                assert!(trace.tasks.iter().all(|e| e.task.0 < plan.keys().len()));
+            }
+        }
+    }
 }

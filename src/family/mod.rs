@@ -272,42 +272,4 @@ mod tests {
         let cholesky = Family::Cholesky.ops(Precision::D).unwrap();
         assert!(!cholesky.contains(&Op::Trtri));
     }
-
-    /// A real run of each family on a small matrix (8 x 8 tiles: Cholesky's panels long enough for
-    /// OpenBLAS's panel inverses), on each backend this build has: traced, each trace the tasks of
-    /// the plan it is paired with (with OpenBLAS, whose platforms factor by default with panel
-    /// inverses, the inverse's factorisation once ran another graph than its plan's, and
-    /// `hetla calibrate --backend openblas` indexed past the plan's keys).
-    #[test]
-    fn every_family_runs_and_is_traced() {
-        let spec = ClusterSpec::Grid { count: 2, size: 1 };
-        let backends = [crate::Backend::Faer, crate::Backend::OpenBlas];
-        for backend in backends.into_iter().filter(|b| b.is_available()) {
-            every_family_runs_on(&Arc::new(Platform::new(&spec, backend).unwrap()));
-        }
-    }
-
-    fn every_family_runs_on(platform: &Arc<Platform>) {
-        let platform = platform.clone();
-        for f in Family::ALL {
-            let run = (f.run(
-                &platform,
-                (512, 512),
-                64,
-                SchedulerKind::Mct,
-                Precision::D,
-                1,
-            ))
-            .unwrap();
-            assert!(run.seconds > 0.0);
-            assert_eq!(
-                run.traces.len(),
-                f.plans(512, 512, 64, Precision::D, 2).unwrap().len()
-            );
-            for (plan, trace) in &run.traces {
-                assert_eq!(trace.tasks.len(), plan.graph().len(), "{f}");
-                assert!(trace.tasks.iter().all(|e| e.task.0 < plan.keys().len()));
-            }
-        }
-    }
 }

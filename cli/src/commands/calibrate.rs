@@ -16,7 +16,8 @@ use hetla_lab::{
 use hetla_runtime::Platform;
 use serde::Serialize;
 
-/// Factorisations `calibrate --output` times per cluster spec and tile size.
+/// Factorisations `calibrate --output` times per cluster spec and tile size (fewer where
+/// `--samples` asks for fewer executions).
 pub const IN_RUN_FACTORISATIONS: usize = 5;
 
 #[derive(Args)]
@@ -38,12 +39,14 @@ pub struct CalibrateArgs {
     pub clusters: Vec<ClusterSpec>,
     /// Also write the platform file (TOML) of this machine: calibrates clusters of each size 1, 2,
     /// 4, ... and all cores (as many of each size as fit; sizes in between are interpolated by
-    /// `simulate`), then runs each factorisation (Cholesky, its inverse, LU, QR, LDL^T) 5 times on
-    /// matrices of 4 to 8 tiles per side (order 4096 where it can) on each, and writes every
-    /// kernel's rate inside those runs (its tasks' seconds over their flops).
+    /// `simulate`), then runs each factorisation (Cholesky, its inverse, LU, QR, LDL^T) 5 times
+    /// (--samples times where that is fewer) on matrices of 4 to 8 tiles per side (order 4096 where
+    /// it can) on each, and writes every kernel's rate inside those runs (its tasks' seconds over
+    /// their flops).
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Executions per kernel, tile size and class (1 to 100000).
+    /// Executions per kernel, tile size and class (1 to 100000); with --output, also the runs of
+    /// each factorisation where this is below 5.
     #[arg(long, default_value_t = 5, value_parser = parse_samples)]
     pub samples: usize,
     /// The precision of the kernels timed: s, d, c or z. Models are kept per precision; with
@@ -339,7 +342,7 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let alone = platforms_alone(args, &sizes)?;
     // Factorisations timed per platform for the platform file.
     let in_run = match args.output {
-        Some(_) => IN_RUN_FACTORISATIONS,
+        Some(_) => args.samples.min(IN_RUN_FACTORISATIONS),
         None => 0,
     };
     let families = |p: &Platform| in_run_families(p, args.precision);
@@ -467,8 +470,9 @@ impl PlatformFile<'_> {
             .unwrap_or_else(|_| "this-machine".into());
         let gpu = gpu_section(self.platforms, (self.models, self.in_run), args)?;
         let description = format!(
-            "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions (and the rates of the kernels of LU, QR, LDL^T and the inverse) from the tasks' rates inside {IN_RUN_FACTORISATIONS} factorisations of each kind in 4 to {IN_RUN_TILES} tiles per side with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
-            args.platform.backend
+            "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions (and the rates of the kernels of LU, QR, LDL^T and the inverse) from the tasks' rates inside {} factorisations of each kind in 4 to {IN_RUN_TILES} tiles per side with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
+            args.platform.backend,
+            args.samples.min(IN_RUN_FACTORISATIONS)
         );
         let gaps = self.gaps;
         let model = PlatformModel::from_calibration(&Calibration {
