@@ -253,8 +253,7 @@ fn leaf_column<T: Scalar>(mut a: MatMut<'_, T>, offset: usize, zero: &mut Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{norm1, random};
-    use crate::{c32, c64};
+    use crate::test_support::random;
     use faer::Mat;
 
     /// A device's path to the update: the interchanges and the step's first row as arguments give
@@ -364,128 +363,6 @@ mod tests {
                 .lu_panel(a.as_mut(), &mut [], Par::Seq)
                 .unwrap();
             assert_eq!(zero, None);
-        }
-    }
-
-    /// ||P A - L U||_1 / (m ||A||_1 eps) of a factored m x b panel.
-    fn panel_ratio<T: Scalar>(a: &Mat<T>, lu: &Mat<T>, ipiv: &[usize]) -> f64 {
-        let (m, b) = (a.nrows(), a.ncols());
-        let mut pa = a.clone();
-        swap_rows(pa.as_mut(), ipiv);
-        let l = Mat::<T>::from_fn(m, b, |i, j| {
-            if i == j {
-                T::from_f64(1.0)
-            } else if i > j {
-                lu[(i, j)]
-            } else {
-                T::from_f64(0.0)
-            }
-        });
-        let u = Mat::<T>::from_fn(
-            b,
-            b,
-            |i, j| {
-                if i <= j { lu[(i, j)] } else { T::from_f64(0.0) }
-            },
-        );
-        let product = &l * &u;
-        let diff = Mat::<T>::from_fn(m, b, |i, j| pa[(i, j)] - product[(i, j)]);
-        norm1(diff.as_ref()) / (m as f64 * norm1(a.as_ref()) * T::PRECISION.epsilon())
-    }
-
-    fn panel_in<T: Scalar>(backend: Backend) {
-        for (m, b, par) in [(1, 1, Par::Seq), (7, 3, Par::Seq), (300, 64, Par::rayon(2))] {
-            let a = random::<T>(m, b, 3);
-            let mut lu = a.clone();
-            let mut ipiv = vec![0; b];
-            let zero = backend.lu_panel(lu.as_mut(), &mut ipiv, par).unwrap();
-            assert_eq!(zero, None);
-            let ratio = panel_ratio(&a, &lu, &ipiv);
-            assert!(ratio < 30.0, "{} {m}x{b}: ratio {ratio}", T::PRECISION);
-            // Partial pivoting: |L| <= 1 (in |re| + |im|, the pivot's measure, for a complex
-            // type: |l| <= sqrt 2).
-            let bound = if T::PRECISION.is_complex() {
-                1.5
-            } else {
-                1.0 + 1e-6
-            };
-            for j in 0..b {
-                for i in j + 1..m {
-                    assert!(lu[(i, j)].abs_f64() <= bound);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_panel_factors_with_partial_pivoting_in_every_precision() {
-        for backend in Backend::available() {
-            panel_in::<f32>(backend);
-            panel_in::<f64>(backend);
-            panel_in::<c32>(backend);
-            panel_in::<c64>(backend);
-        }
-    }
-
-    #[test]
-    fn a_zero_pivot_is_reported_at_its_column_and_the_factorisation_goes_on() {
-        // Column 2 equals column 0, whose entries are powers of two (so the elimination is
-        // exact): its pivot is exactly zero.
-        let a = Mat::<f64>::from_fn(6, 4, |i, j| match j {
-            0 | 2 => (1 << i) as f64,
-            1 => ((i * i) % 5) as f64 + 1.0,
-            _ => (i as f64).sin(),
-        });
-        for backend in Backend::available() {
-            let mut lu = a.clone();
-            let mut ipiv = vec![0; 4];
-            let zero = backend.lu_panel(lu.as_mut(), &mut ipiv, Par::Seq).unwrap();
-            assert_eq!(zero, Some(2));
-            assert!(lu.col_iter().flat_map(|c| c.iter()).all(|x| x.is_finite()));
-            assert!(panel_ratio(&a, &lu, &ipiv) < 30.0);
-        }
-    }
-
-    #[test]
-    fn an_update_is_the_factorisation_of_the_wider_panel() {
-        // Factoring [P C] as one panel equals factoring P, then updating C by it.
-        for backend in Backend::available() {
-            let (m, b, c) = (50, 8, 5);
-            let whole = random::<f64>(m, b + c, 9);
-            let mut lu = whole.clone();
-            let mut ipiv = vec![0; b + c];
-            backend.lu_panel(lu.as_mut(), &mut ipiv, Par::Seq).unwrap();
-
-            let mut p = whole.subcols(0, b).to_owned();
-            let mut right = whole.subcols(b, c).to_owned();
-            let mut ipiv_p = vec![0; b];
-            backend.lu_panel(p.as_mut(), &mut ipiv_p, Par::Seq).unwrap();
-            backend
-                .lu_update(p.as_ref(), &ipiv_p, right.as_mut(), Par::rayon(2))
-                .unwrap();
-            assert_eq!(&ipiv[..b], &ipiv_p[..]);
-            for j in 0..c {
-                for i in 0..m {
-                    let (x, y) = (lu[(i, b + j)], right[(i, j)]);
-                    // Rows below b are the trailing matrix before its own factorisation: only the
-                    // first b rows (U) are final in `lu`; compare those, and the Schur complement
-                    // through a fresh panel.
-                    if i < b {
-                        assert!((x - y).abs() < 1e-12, "({i}, {j}): {x} vs {y}");
-                    }
-                }
-            }
-            let mut schur = right.subrows(b, m - b).to_owned();
-            let mut ipiv_s = vec![0; c];
-            backend
-                .lu_panel(schur.as_mut(), &mut ipiv_s, Par::Seq)
-                .unwrap();
-            for j in 0..c {
-                for i in 0..m - b {
-                    let (x, y) = (lu[(b + i, b + j)], schur[(i, j)]);
-                    assert!((x - y).abs() < 1e-12, "({i}, {j}): {x} vs {y}");
-                }
-            }
         }
     }
 

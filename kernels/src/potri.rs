@@ -210,97 +210,6 @@ fn check_diagonal<T: Scalar>(l: MatRef<'_, T>) -> Result<(), KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{c32, c64};
-
-    /// A well-conditioned lower triangular matrix with a garbage strict upper triangle.
-    fn lower<T: Scalar>(n: usize) -> Mat<T> {
-        Mat::from_fn(n, n, |i, j| {
-            if i == j {
-                T::from_f64(2.0 + (i % 3) as f64)
-            } else if i > j {
-                // At most 1 in modulus per row off the diagonal: diagonally dominant, so well
-                // conditioned at any order.
-                let scale = 0.5 / n as f64;
-                T::from_parts(
-                    (((i * 7 + j) % 5) as f64 - 2.0) * scale,
-                    ((i + j) % 3) as f64 * scale,
-                )
-            } else {
-                T::from_f64(99.0)
-            }
-        })
-    }
-
-    fn full<T: Scalar>(m: &Mat<T>) -> Mat<T> {
-        lower_copy(m.as_ref())
-    }
-
-    fn every_op<T: Scalar>(backend: Backend) {
-        let max = |m: &Mat<T>| {
-            (0..m.ncols())
-                .flat_map(|j| (0..m.nrows()).map(move |i| (i, j)))
-                .map(|(i, j)| m[(i, j)].abs_f64())
-                .fold(0.0_f64, f64::max)
-        };
-        let close = |x: &Mat<T>, y: &Mat<T>, n: usize, what: &str| {
-            let tol = 20.0 * n as f64 * T::PRECISION.epsilon();
-            let scale = max(y).max(1.0);
-            let diff = max(&(x - y)) / scale;
-            assert!(diff < tol, "{backend} {} {what}: {diff:e}", T::PRECISION);
-        };
-        for n in [37, 300] {
-            let l = lower::<T>(n);
-            let lf = full(&l);
-            for par in [Par::Seq, crate::par_for(2)] {
-                // Trtri: L^-1 L = I on the lower triangle; the upper triangle untouched.
-                let mut inv = l.clone();
-                backend.run(Op::Trtri, &[], inv.as_mut(), par).unwrap();
-                assert_eq!(inv[(0, 1)], T::from_f64(99.0));
-                close(&(&full(&inv) * &lf), &Mat::identity(n, n), n, "trtri");
-                // Lauum: the lower triangle of L^H L.
-                let mut prod = l.clone();
-                backend.run(Op::Lauum, &[], prod.as_mut(), par).unwrap();
-                close(&full(&prod), &full(&(lf.adjoint() * &lf)), n, "lauum");
-                assert_eq!(prod[(0, 1)], T::from_f64(99.0));
-                // SolveRight: B <- -B L^-1.
-                let b =
-                    Mat::<T>::from_fn(40, n, |i, j| T::from_parts((i + 2 * j) as f64 * 0.1, 0.3));
-                let mut x = b.clone();
-                backend
-                    .run(Op::SolveRight, &[l.as_ref()], x.as_mut(), par)
-                    .unwrap();
-                close(&(-(&x * &lf)), &b, n, "solve_right");
-                // SyrkAdjoint: C <- C + A^H A on the lower triangle.
-                let a =
-                    Mat::<T>::from_fn(40, n, |i, j| T::from_parts((i * j % 7) as f64 - 3.0, 0.5));
-                let c0 = full(&l);
-                let mut c = c0.clone();
-                backend
-                    .run(Op::SyrkAdjoint, &[a.as_ref()], c.as_mut(), par)
-                    .unwrap();
-                close(
-                    &full(&c),
-                    &full(&(&c0 + a.adjoint() * &a)),
-                    n,
-                    "syrk_adjoint",
-                );
-                // TrmmAdjoint: B <- L^H B.
-                let b = Mat::<T>::from_fn(n, 60, |i, j| T::from_parts((i + j) as f64 * 0.05, -0.1));
-                let mut y = b.clone();
-                backend
-                    .run(Op::TrmmAdjoint, &[l.as_ref()], y.as_mut(), par)
-                    .unwrap();
-                close(&y, &(lf.adjoint() * &b), n, "trmm_adjoint");
-            }
-        }
-        // A zero on the diagonal: no inverse, an error with its index.
-        let mut singular = lower::<T>(37);
-        singular[(4, 4)] = T::from_f64(0.0);
-        assert!(matches!(
-            backend.run(Op::Trtri, &[], singular.as_mut(), Par::Seq),
-            Err(KernelError::Singular { index: 4 })
-        ));
-    }
 
     #[test]
     fn the_panel_steps_split_on_two_threads_at_these_sizes() {
@@ -317,15 +226,5 @@ mod tests {
             pieces(par, Op::TrmmAdjoint.flops(&[(300, 300), (300, 60)]), 60),
             2
         );
-    }
-
-    #[test]
-    fn the_inverse_kernels_in_every_precision_and_backend() {
-        for backend in Backend::available() {
-            every_op::<f32>(backend);
-            every_op::<f64>(backend);
-            every_op::<c32>(backend);
-            every_op::<c64>(backend);
-        }
     }
 }
