@@ -44,8 +44,9 @@
 #   gemm       n = 32768 from host memory and device-resident (gpu0) against cuBLAS dgemm
 #              on resident matrices; a checked ragged product per strategy.
 #   calibrate  the platform file of this machine with its GPU (kernels per tile, both link
-#              directions, LU's kernels inside LU runs on the GPU), then the same Cholesky
-#              rows and LU on the GPU alone simulated from it beside the real makespans.
+#              directions, LU's and QR's kernels inside their runs on the GPU), then the same
+#              Cholesky rows, LU and QR on the GPU alone simulated from it beside the real
+#              makespans.
 #   path       the data path issue's targets, each row beside the h200 model's prediction of
 #              it (`simulate --platform h200`, "sim-" rows; docs/gpu-model.md): Cholesky at
 #              PATH_NS (8192 16384 32768) on the GPU alone staged and page-locked (tile-major
@@ -566,6 +567,12 @@ part_calibrate() {
         row "$dir" "real-lu-$small_n-$tile-none" lu --n "$small_n" --tile "$tile" --clusters none --gpus "$gpus" --repeat "$repeat"
         row "$dir" "sim-lu-$small_n-$tile-none" simulate --factorization lu --platform "$dir/platform.toml" \
             --n "$small_n" --tile "$tile" --clusters none --gpus 1
+        # QR (in block columns) on the GPU alone, its panel's and reflectors' rates timed inside QR
+        # runs by the calibration: the rate the QR predictions assumed (POTRF's).
+        row "$dir" "real-qr-$small_n-$tile-none" qr --m "$small_n" --n "$((small_n / 4))" --tile "$tile" \
+            --clusters none --gpus "$gpus" --repeat "$repeat"
+        row "$dir" "sim-qr-$small_n-$tile-none" simulate --factorization qr --platform "$dir/platform.toml" \
+            --m "$small_n" --n "$((small_n / 4))" --tile "$tile" --clusters none --gpus 1
     done
 }
 

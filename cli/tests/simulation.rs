@@ -219,7 +219,8 @@ fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_
     let gpu = model.gpu.as_ref().expect("a [gpu] section");
     assert_eq!((gpu.name.as_str(), gpu.count), ("emulated", 1));
     assert!((gpu.memory_gb - 64.0 * 1048576.0 / 1e9).abs() < 1e-9);
-    // Cholesky's kernels timed alone; LU's and the inverse's inside their runs on the GPU alone.
+    // Cholesky's kernels timed alone; LU's, QR's (in block columns) and the inverse's inside their
+    // runs on the GPU alone.
     let mut ops: Vec<&str> = gpu.kernels.iter().map(|k| k.op.as_str()).collect();
     ops.sort_unstable();
     let mut expected = vec![
@@ -230,6 +231,8 @@ fn calibrate_output_with_a_device_writes_its_kernels_and_link_and_simulate_uses_
         "lu_panel",
         "lu_update",
         "lu_swap",
+        "geqrt",
+        "unmqr",
         "trtri",
         "lauum",
         "solve_lower",

@@ -192,7 +192,9 @@ pub fn predict(
     let machine = Modelled::new(q.model, clusters, q.gpus).precision(q.precision);
     let platform = machine.sim_platform()?;
     let workers = platform.workers.len();
-    let plans = q.family.plans(q.m, q.n, tile, q.precision, workers)?;
+    let plans = q
+        .family
+        .plans(q.m, q.n, tile, q.precision, (workers, q.gpus))?;
     let options = SimOptions {
         run: hetla_runtime::RunOptions {
             scheduler,
@@ -272,7 +274,7 @@ pub fn with_bounds(q: &Question<'_>, mut candidate: Candidate) -> Result<Candida
     let (mut cp_ms, mut area_ms, mut mixed_ms) = (0.0, 0.0, 0.0);
     for plan in q
         .family
-        .plans(q.m, q.n, candidate.tile, q.precision, workers)?
+        .plans(q.m, q.n, candidate.tile, q.precision, (workers, q.gpus))?
     {
         let b = crate::simulate::bounds(&plan, &machine)?;
         cp_ms += b.cp_ms;

@@ -23,7 +23,7 @@ pub(crate) const CHOLESKY: Room = Room {
 pub(crate) const INVERSE: Room = Room {
     about: About::new("Cholesky + inverse", "n^3", false, Grid::None),
     algorithm: |_, s| Algorithm::CholeskyInverse { n: s.n },
-    run_algorithms: Some(|s, _| {
+    run_algorithms: Some(|_, s, _| {
         let n = s.n;
         vec![Algorithm::Cholesky { n }, Algorithm::CholeskyInverse { n }]
     }),

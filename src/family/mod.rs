@@ -105,27 +105,22 @@ impl Family {
     }
 
     /// The plans a run of an `m x n` matrix (m = n but for QR) in tiles of `tile` executes, in
-    /// order, on a platform of `workers` workers (QR's reduction tree depends on them, as a run's
-    /// does).
+    /// order, on a platform of `workers` workers beside `gpus` GPUs (QR's reduction tree depends on
+    /// the workers, as a run's does; beside GPUs QR runs in block columns).
     pub fn plans(
         self,
         m: usize,
         n: usize,
         tile: usize,
         precision: Precision,
-        workers: usize,
+        (workers, gpus): (usize, usize),
     ) -> Result<Vec<Plan>> {
         let m = self.check_rows(Some(m).filter(|&m| m != n), n)?;
         let (shape, room) = (Shape { m, n, tile }, self.room());
+        let place = Place { grid: None, gpus };
         let algorithms = match room.run_algorithms {
-            Some(algorithms) => algorithms(shape, workers),
-            None => vec![(room.algorithm)(
-                Place {
-                    grid: None,
-                    gpus: 0,
-                },
-                shape,
-            )],
+            Some(algorithms) => algorithms(place, shape, workers),
+            None => vec![(room.algorithm)(place, shape)],
         };
         (algorithms.into_iter())
             .map(|algorithm| Plan::new(algorithm, tile, precision))
@@ -153,15 +148,21 @@ impl Family {
     /// The flops of an `m x n` matrix's run in `precision` (its plans' together).
     pub fn flops(self, m: usize, n: usize, precision: Precision) -> Result<f64> {
         // One tile: the counts are the plans', whatever the tiling.
-        let plans = self.plans(m, n, m.max(n).max(1), precision, 1)?;
+        let plans = self.plans(m, n, m.max(n).max(1), precision, (1, 0))?;
         Ok(plans.iter().map(Plan::flops).sum())
     }
 
     /// The kernels the family's plans are modelled by (their tasks' keys' operations, those of 6 x
     /// 6 tiles, which have every one): what a platform model needs rates of.
     pub fn ops(self, precision: Precision) -> Result<Vec<Op>> {
+        self.run_ops(precision, 0)
+    }
+
+    /// The kernels a run beside `gpus` GPUs executes (its plans' operations, as [`Family::ops`]):
+    /// QR's panels and block reflectors in block columns beside GPUs, its tiled kernels without.
+    pub fn run_ops(self, precision: Precision, gpus: usize) -> Result<Vec<Op>> {
         let mut ops: Vec<Op> = self
-            .plans(6, 6, 1, precision, 1)?
+            .plans(6, 6, 1, precision, (1, gpus))?
             .iter()
             .flat_map(Plan::ops)
             .collect();
@@ -173,7 +174,7 @@ impl Family {
     /// Its operations a GPU may run in its plans ([`Plan::gpu_ops`]: QR's tiled applications, say,
     /// stay on CPU clusters).
     pub fn gpu_ops(self, precision: Precision) -> Result<Vec<Op>> {
-        let mut ops: Vec<Op> = (self.plans(6, 6, 1, precision, 1)?.iter())
+        let mut ops: Vec<Op> = (self.plans(6, 6, 1, precision, (1, 0))?.iter())
             .flat_map(Plan::gpu_ops)
             .collect();
         ops.sort_by_key(|op| op.name());
@@ -207,7 +208,8 @@ impl Family {
     /// Factors a random `m x n` matrix of the family's kind (SPD for Cholesky and the inverse,
     /// Hermitian indefinite for LDL^T, general otherwise: [`crate::matgen`]'s, from `seed`) on
     /// `platform` in tiles of `tile` with `scheduler`, in `precision`, and times the library's
-    /// calls: what `hetla tune` and `hetla calibrate` measure.
+    /// calls: what `hetla tune` and `hetla calibrate` measure. The plans are those of
+    /// [`Family::plans`] for the platform's workers and GPUs.
     pub fn run(
         self,
         platform: &Arc<Platform>,
@@ -217,8 +219,8 @@ impl Family {
         precision: Precision,
         seed: u64,
     ) -> Result<FamilyRun> {
-        let workers = platform.workers().len();
-        let plans = self.plans(m, n, tile, precision, workers)?;
+        let on = (platform.workers().len(), platform.devices().len());
+        let plans = self.plans(m, n, tile, precision, on)?;
         let job = Job {
             platform,
             shape: Shape { m, n, tile },

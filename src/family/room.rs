@@ -20,10 +20,10 @@ pub(crate) struct Room {
     /// without the factorisation before it), on a grid the one its distributed run executes, beside
     /// GPUs the one a run there executes (QR's in block columns).
     pub algorithm: fn(Place, Shape) -> Algorithm,
-    /// The algorithms a run executes in order on a platform of so many workers, where they are not
-    /// the modelled one alone (the inverse's: Cholesky's first; QR's tree resolved for the
-    /// workers).
-    pub run_algorithms: Option<fn(Shape, usize) -> Vec<Algorithm>>,
+    /// The algorithms a run executes in order beside so many GPUs on a platform of so many workers,
+    /// where they are not the modelled one alone (the inverse's: Cholesky's first; QR's tree
+    /// resolved for the workers, or beside GPUs its block columns).
+    pub run_algorithms: Option<RunAlgorithms>,
     /// The cluster spec and scheduler a user who gives none gets.
     pub defaults: fn() -> (ClusterSpec, SchedulerKind),
     /// The tile a user who gives none gets for a matrix of the shape on the platform.
@@ -32,6 +32,10 @@ pub(crate) struct Room {
     /// calls and each graph's trace, beside the plans of its run algorithms.
     pub run: fn(&Job<'_>, &[Plan]) -> Timed,
 }
+
+/// The algorithms a run executes in order at a place, for a shape, on so many workers
+/// ([`Room::run_algorithms`]).
+pub(crate) type RunAlgorithms = fn(Place, Shape, usize) -> Vec<Algorithm>;
 
 /// The seconds of a family's run and each graph's trace.
 pub(crate) type Timed = Result<(f64, Vec<Trace>)>;

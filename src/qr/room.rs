@@ -1,7 +1,7 @@
 //! QR's place in the list of families ([`crate::Family`]).
 
 use super::{Qr, QrTree};
-use crate::family::room::{About, Grid, Job, Room};
+use crate::family::room::{About, Grid, Job, Room, Shape};
 use crate::{Algorithm, matgen};
 
 /// Tiled Householder QR of an m x n matrix; on one process row, and beside GPUs for m >= n (as
@@ -11,23 +11,25 @@ use crate::{Algorithm, matgen};
 pub(crate) const ROOM: Room = Room {
     about: About::new("QR", "2 m n^2 - 2 n^3/3", true, Grid::OneRow),
     algorithm: |place, s| {
-        let (m, n) = (s.m, s.n);
-        let tiled = |tree| Algorithm::Qr { m, n, rhs: 0, tree };
-        let inner = Qr::DEFAULT_INNER_BLOCK;
-        let columns = Algorithm::QrColumns {
-            m,
-            n,
+        let tiled = |tree| Algorithm::Qr {
+            m: s.m,
+            n: s.n,
             rhs: 0,
-            inner,
+            tree,
         };
         match place.grid {
             Some(g) if g.rows() > 1 => tiled(QrTree::Domains(g.rows())),
-            Some(_) => columns,
-            None if place.gpus > 0 && m >= n => columns,
+            Some(_) => columns(s),
+            None if place.gpus > 0 && s.m >= s.n => columns(s),
             None => tiled(QrTree::Auto),
         }
     },
-    run_algorithms: Some(|s, workers| {
+    // Beside GPUs the block columns a run there executes (`hetla calibrate --gpus` times their
+    // panels and applications on the devices inside such runs).
+    run_algorithms: Some(|place, s, workers| {
+        if place.gpus > 0 && s.m >= s.n {
+            return vec![columns(s)];
+        }
         let tiles = |x: usize| x.div_ceil(s.tile.max(1));
         let tree = QrTree::Auto.for_shape(tiles(s.m), tiles(s.n), workers);
         vec![Algorithm::Qr {
@@ -46,3 +48,13 @@ pub(crate) const ROOM: Room = Room {
         })
     },
 };
+
+/// LAPACK's blocked QR of the shape in block columns, inner blocks of [`Qr::DEFAULT_INNER_BLOCK`].
+fn columns(s: Shape) -> Algorithm {
+    Algorithm::QrColumns {
+        m: s.m,
+        n: s.n,
+        rhs: 0,
+        inner: Qr::DEFAULT_INNER_BLOCK,
+    }
+}

@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn the_family_serves_it_by_its_name() {
         let family: Family = "trtri".parse().unwrap();
-        let plans = family.plans(300, 300, 64, Precision::D, 2).unwrap();
+        let plans = family.plans(300, 300, 64, Precision::D, (2, 0)).unwrap();
         let builder = TriangularInverse::new().tile(64);
         assert_eq!(
             plans[0].graph().len(),

@@ -435,7 +435,7 @@ fn in_run_families(platform: &Platform, precision: hetla::Precision) -> crate::R
     }
     let mut on_gpus = Vec::new();
     for family in Family::ALL {
-        let ops = family.ops(precision)?;
+        let ops = family.run_ops(precision, platform.devices().len())?;
         if family != Family::Cholesky && ops.iter().all(|op| op.runs_on_gpus()) {
             on_gpus.push(family);
         }
