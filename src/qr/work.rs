@@ -38,6 +38,9 @@ pub(crate) struct ReflectorWork<'w, T: Scalar> {
     /// ([`KernelArgs::QrPanel`]), taken into `ts` by the first task that needs them
     /// ([`ReflectorWork::reflectors`]); none for tiles.
     pub found: &'w [ReflectorSlot],
+    /// Block columns: each step's T's as a device kernel's argument, made once for the step's
+    /// applications (not a copy per task); none for tiles.
+    pub shared: &'w [std::sync::OnceLock<std::sync::Arc<AnyMat>>],
 }
 
 impl<T: Scalar> ReflectorWork<'_, T> {
@@ -86,10 +89,14 @@ impl<T: Scalar> Workload for ReflectorWork<'_, T> {
                 None => KernelArgs::None,
             },
             (Op::Unmqr, true) => match self.reflectors(slot_tile, pair) {
-                Some(t) => KernelArgs::Reflectors {
-                    first,
-                    t: std::sync::Arc::new(T::any_mat(t.clone())),
-                },
+                Some(t) => {
+                    let made = || std::sync::Arc::new(T::any_mat(t.clone()));
+                    let t = match self.shared.get(slot_tile.col) {
+                        Some(cell) => cell.get_or_init(made).clone(),
+                        None => made(),
+                    };
+                    KernelArgs::Reflectors { first, t }
+                }
                 None => KernelArgs::None,
             },
             _ => KernelArgs::None,
@@ -278,6 +285,9 @@ pub(crate) fn execute_columns_on<T: Scalar>(
     let found: Vec<ReflectorSlot> = (0..tiling.col_tiles())
         .map(|_| ReflectorSlot::new())
         .collect();
+    let shared: Vec<_> = (0..tiling.col_tiles())
+        .map(|_| std::sync::OnceLock::new())
+        .collect();
     let shape = |tile| plan.shape(tile);
     let work = ReflectorWork {
         tiles: tile_work(plan, &shape, store, platform),
@@ -286,6 +296,7 @@ pub(crate) fn execute_columns_on<T: Scalar>(
         ts: &ts,
         columns: true,
         found: &found,
+        shared: &shared,
     };
     let trace = run_graph(platform, &work, &plan.run_options_on(platform, options))
         .map_err(|e| run_error(plan, e))?;
@@ -435,6 +446,7 @@ fn run_reflectors<T: Scalar>(
         ts,
         columns: false,
         found: &[],
+        shared: &[],
     };
     run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))
 }
