@@ -74,6 +74,12 @@ impl CalibrateArgs {
         }
     }
 
+    /// Factorisations of each kind `--output` times per platform and tile: 5, or `--samples` where
+    /// that is fewer.
+    pub fn in_run_factorisations(&self) -> usize {
+        self.samples.min(IN_RUN_FACTORISATIONS)
+    }
+
     /// The calibration of `ops` these options ask for (tiles, samples, precision).
     pub fn kernels(&self, ops: &[hetla::Op]) -> hetla::KernelCalibration {
         hetla::KernelCalibration {
@@ -342,7 +348,7 @@ fn calibrate_models(args: &CalibrateArgs) -> crate::Result<CalibrateReport> {
     let alone = platforms_alone(args, &sizes)?;
     // Factorisations timed per platform for the platform file.
     let in_run = match args.output {
-        Some(_) => args.samples.min(IN_RUN_FACTORISATIONS),
+        Some(_) => args.in_run_factorisations(),
         None => 0,
     };
     let families = |p: &Platform| in_run_families(p, args.precision);
@@ -472,7 +478,7 @@ impl PlatformFile<'_> {
         let description = format!(
             "calibrated by `hetla calibrate` on {host}: {} kernels; rates of each cluster size alone (one cluster, the machine otherwise idle), loaded reductions (and the rates of the kernels of LU, QR, LDL^T and the inverse) from the tasks' rates inside {} factorisations of each kind in 4 to {IN_RUN_TILES} tiles per side with every cluster of that size busy; task overhead from the gaps between the tasks of the single-cluster runs",
             args.platform.backend,
-            args.samples.min(IN_RUN_FACTORISATIONS)
+            args.in_run_factorisations()
         );
         let gaps = self.gaps;
         let model = PlatformModel::from_calibration(&Calibration {
