@@ -219,8 +219,10 @@ pub(crate) fn run_share<T: Wire, C: Communicator>(
                 inner: r.inner,
                 ts: r.ts,
                 columns: r.columns,
-                // A rank's panels run on its CPU clusters.
+                // A rank's panels run on its CPU clusters (its applications take their T's from
+                // `ts`, a copy each where a device runs one).
                 found: &[],
+                shared: &[],
             };
             &reflected
         }
