@@ -35,7 +35,8 @@
 #              (resident, from pageable and from page-locked host memory), and on the GPU
 #              alone (its panels by cuSOLVER's ?getrf); QR 32768 x 8192 in block columns with
 #              its reflectors applied on the GPU against cuSOLVER's ?geqrf, and its least
-#              squares, then resident on the GPU alone (its panels by cuSOLVER's ?geqrf); the mixed solves with TF32 and BF16 single factors (LU against
+#              squares, then resident on the GPU alone (its panels by cuSOLVER's ?geqrf); LDL^T
+#              32768 on the cores alone and with its products on the GPU; the mixed solves with TF32 and BF16 single factors (LU against
 #              cuSOLVER's refined DXgesv and DBgesv, Cholesky).
 #   inverse    Cholesky's inverse with its steps on the GPU (factorisation included) at
 #              INVERSE_NS (8192 16384), page-locked on the GPU alone beside cuSOLVER potrf +
@@ -301,6 +302,14 @@ part_extra() {
     # 457.2 ms), against cuSOLVER's resident dgeqrf about 0.13 s: about 0.36x, predicted missed.
     HETLA_GPU_STREAMS=4 row "$dir" qr-resident qr --m 32768 --n 8192 --tile 2048 --clusters none \
         --gpus "$gpus" --resident --lstsq 16 --compare gpu --repeat "$repeat"
+    # LDL^T's products and interchanges on the GPU (issue 74 item 3): Aasen's in block columns of
+    # 512, the gather, T's diagonal blocks, the panels and the band steps on the clusters, against
+    # the 16 cores alone (a cluster per core, the default block) at the target's order. Target: >=
+    # 5x the cores alone. Predicted on h200 (its only LDL^T tiles are 2048 and 4096, its CPU rates
+    # assumed): 8.57 s beside one 15-core cluster at tile 2048 against 26.9 s on the 16 cores
+    # (3.1x), the host's panels, diagonal blocks and band steps 6.6 s of it: predicted missed.
+    row "$dir" ldlt-cores ldlt --n 32768
+    row "$dir" ldlt-gpu ldlt --n 32768 --tile 512 --clusters "$clusters" --gpus "$gpus"
     # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
     # TF32 (BF16), made where A rounded was written (factor_device) and refined there (its `where`
     # line), beside cuSOLVER's refined solver of the same math (DXgesv, DBgesv) and dgetrf.

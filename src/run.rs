@@ -70,6 +70,12 @@ impl RunConfig {
             && self.platform.is_none()
     }
 
+    /// Whether the platform a run uses has devices (QR and LDL^T then run in block columns).
+    pub fn on_devices(&self) -> bool {
+        self.resolve_platform()
+            .is_ok_and(|p| !p.devices().is_empty())
+    }
+
     /// The platform a run uses: the one given, or the process-wide one of the cluster spec and
     /// backend ([`Platform::shared`], built on first use).
     pub fn resolve_platform(&self) -> Result<Arc<Platform>> {

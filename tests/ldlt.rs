@@ -82,6 +82,48 @@ fn random_indefinite_matrices_factor_and_solve_in_every_precision_and_tiling() {
     }
 }
 
+/// The block-column graph (what a platform with GPUs runs: its products and interchanges as kernels
+/// of two block columns) on the CPU alone: LAPACK's ratios, the tile graph's inertia, in every
+/// precision, with one block, ragged last blocks (one row; narrower than the panel) and KKT
+/// matrices.
+#[test]
+fn the_block_column_graph_factors_as_the_tile_graph_does_in_every_precision() {
+    fn case<T: Scalar>() {
+        let cases = [
+            (1, 4),
+            (5, 8),
+            (37, 37),
+            (49, 16),
+            (97, 24),
+            (130, 32),
+            (129, 16),
+        ];
+        for (n, tile) in cases {
+            for (what, a) in [
+                ("random", random_hermitian::<T>(n, n as u64)),
+                ("kkt", kkt::<T>(n - n / 3, n / 3, 3)),
+            ] {
+                let ldlt = Ldlt::new().tile(tile);
+                let algorithm = hetla::Algorithm::LdltColumns { n };
+                let plan = hetla::Plan::new(algorithm, tile, T::PRECISION).unwrap();
+                let (_, f) = ldlt.factor_planned(&plan, a.as_ref()).unwrap();
+                let what = format!("{what} {} n {n} block {tile}", T::PRECISION);
+                let ratio = f.residual(a.as_ref()).unwrap();
+                assert!(ratio < 30.0, "{what}: factor ratio {ratio}");
+                let b: Mat<T> = hetla::matgen::random_in(n, 2, 9);
+                let x = f.solve(b.as_ref()).unwrap();
+                let ratio = hetla::check::backward_error(a.as_ref(), x.as_ref(), b.as_ref());
+                assert!(ratio < 30.0, "{what}: solve ratio {ratio}");
+                let tiles = ldlt.factor(a.as_ref()).unwrap();
+                assert_eq!(f.inertia().unwrap(), tiles.inertia().unwrap(), "{what}");
+            }
+        }
+    }
+    for precision in Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => case::<T>());
+    }
+}
+
 #[test]
 fn inertia_is_exact_on_matrices_of_known_inertia() {
     // Q diag(d) Q^H with chosen signs: Q from the QR of a random matrix.

@@ -47,9 +47,10 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
     );
     let (ok, _, err) = common::run("simulate --platform sirocco --n 4800 --tile 960 --noise 1.5");
     assert!(!ok && err.contains("noise"), "{err}");
-    // GPUs a factorisation gives no task (LDL^T keeps its kernels on CPU clusters) are refused,
-    // not left idle; in the bound alike. Beside GPUs QR is modelled as a run there executes it, in
-    // block columns (MAGMA's hybrid: 5 panels on the clusters, the 10 applications on the GPUs).
+    // Beside GPUs QR and LDL^T are modelled as a run there executes them, in block columns (QR:
+    // MAGMA's hybrid, 5 panels on the clusters, the 10 applications on the GPUs; LDL^T: 5 gathers,
+    // diagonal blocks and band steps and 4 panels on the clusters, 6 of H's terms, 9 of the
+    // update's and 6 interchanges on the GPUs).
     for command in ["simulate", "bound"] {
         let line = |family: &str| {
             format!(
@@ -57,10 +58,23 @@ fn simulate_command_prints_the_documented_json_and_writes_traces() {
                  --n 4800 --tile 960"
             )
         };
-        let (ok, _, err) = common::run(&line("ldlt"));
-        assert!(!ok && err.contains("would run no task"), "{command}: {err}");
         assert_eq!(common::json(&line("qr"))["tasks"], 15, "{command}");
+        assert_eq!(common::json(&line("ldlt"))["tasks"], 40, "{command}");
+        // GPUs a graph gives no task (a wide QR's tiles) are refused, not left idle.
+        let (ok, _, err) = common::run(&(line("qr") + " --m 2880"));
+        assert!(!ok && err.contains("would run no task"), "{command}: {err}");
     }
+    let r = common::json(
+        "simulate --factorization ldlt --platform sirocco --clusters 2x10 --gpus 4 --n 4800 --tile 960",
+    );
+    assert_eq!(r["algorithm"], "ldlt-columns", "{r}");
+    let on = |class: &str| -> u64 {
+        (r["workers"].as_array().unwrap().iter())
+            .filter(|w| w["name"].as_str().unwrap().starts_with(class))
+            .map(|w| w["tasks"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((on("cpu"), on("gpu")), (19, 21), "{r}");
     let r = common::json(
         "simulate --factorization qr --platform sirocco --clusters 2x10 --gpus 4 --n 4800 --tile 960",
     );

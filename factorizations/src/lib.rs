@@ -35,7 +35,9 @@ pub use builders::{
 pub use distribution::{GridError, Message, ProcessGrid, Rank, bytes_sent, messages, task_rank};
 pub use graph::{Access, MatrixId, Mode, Task, TaskGraph, TaskId, TileRef};
 pub use hetla_kernels::{MatMul, Op};
-pub use ldlt::{ldlt, ldlt_shapes, ldlt_step};
+pub use ldlt::{
+    STEPS, ldlt, ldlt_columns, ldlt_columns_shapes, ldlt_columns_step, ldlt_shapes, ldlt_step,
+};
 pub use lu::{EXCHANGE, LuSwapRole, PIVOTS, lu_tiles, lu_tiles_shapes};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use qr::{QrTree, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_t_slot, qr_with_rhs};

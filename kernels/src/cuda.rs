@@ -44,6 +44,7 @@ use cudarc::driver::{
 use faer::prelude::ReborrowMut;
 use faer::{MatMut, MatRef};
 
+use crate::aasen::{AasenCall, aasen_call};
 use crate::any::each_precision;
 use crate::op::{Blas, GpuCall, KernelArgs, PanelFound, PanelSlot, ReflectorSlot, Solve};
 use crate::pinned::{HostRange, PinnedRanges};
@@ -1380,6 +1381,9 @@ impl GpuContext {
                     })?;
                     (info, reflectors) = (Some(words), copies);
                 }
+                GpuCall::Aasen => with_scalar!(write.precision, T => {
+                    self.queue_aasen::<T>(lane, (op, args, math), reads, write, &start)
+                })?,
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
         } else {
@@ -1754,16 +1758,8 @@ impl GpuContext {
                 .record(s)
                 .map_err(|e| gpu_error("recording an event", e));
         }
-        let mut elements = vec![T::from_f64(0.0); ib * k];
-        MatMut::from_column_major_slice_mut(&mut elements, ib, k).copy_from(t);
-        // SAFETY: the bytes of initialised elements, borrowed from them (u8 needs no alignment).
-        let packed = unsafe {
-            std::slice::from_raw_parts(elements.as_ptr().cast::<u8>(), size_of_val(&*elements))
-        };
         // Freed on the stream once the calls below have read it (cudarc's stream-ordered free).
-        let ts = s
-            .clone_htod(packed)
-            .map_err(|e| gpu_error("copying the reflectors' T's to the device", e))?;
+        let ts = upload_matrix(s, t, "the reflectors' T's")?;
         let n = write.cols;
         let bytes = ib * n * size_of::<T>();
         PotrfScratch::grow(s, &mut scratch.work, bytes, "larfb's workspace")?;
@@ -1815,6 +1811,143 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Queues one of Aasen's block-column kernels ([`GpuCall::Aasen`]) in `T`'s precision (the
+    /// tiles', checked by `launch_with`) on the rows its arguments name (checked by
+    /// [`aasen_call`]): the interchanges by cuSOLVER's ?laswp (uploaded first, 1-based), a term of
+    /// the update or H's terms by cuBLAS's ?gemm (T uploaded first), `start` recorded once the
+    /// stream waits for the operands.
+    fn queue_aasen<T: CudaScalar>(
+        &self,
+        lane: &Lane,
+        (op, args, math): (Op, &KernelArgs, TensorMath),
+        reads: &[&GpuTile],
+        write: &mut GpuTile,
+        start: &CudaEvent,
+    ) -> Result<(), KernelError> {
+        use blas::cublasOperation_t::CUBLAS_OP_N as N;
+        let [l] = reads else {
+            return Err(KernelError::Operands {
+                op,
+                reason: format!("expected one block column read, got {}", reads.len()),
+            });
+        };
+        let call = aasen_call(op, args, (l.rows, l.cols), (write.rows, write.cols))?;
+        let s = &lane.stream;
+        let ld = int(write.rows.max(1))?;
+        let (pl, _read_l) = l.data.device_ptr(s);
+        let (pc, _write_c) = write.data.device_ptr_mut(s);
+        // Column-major with leading dimension `ld`: `row` elements into a block column.
+        let at = |ptr: u64, row: usize| (ptr as *mut T).wrapping_add(row);
+        let (h, one) = (lane.blas.0, T::from_f64(1.0));
+        let cols = int(write.cols)?;
+        let what = |call: &str| format!("{call} ({op}, {})", T::PRECISION);
+        match call {
+            AasenCall::Swap { first, ipiv } => {
+                if ipiv.is_empty() {
+                    return start
+                        .record(s)
+                        .map_err(|e| gpu_error("recording an event", e));
+                }
+                let pivots = upload_pivots(s, ipiv)?;
+                let (pp, _read_pivots) = pivots.device_ptr(s);
+                start
+                    .record(s)
+                    .map_err(|e| gpu_error("recording an event", e))?;
+                let c = Out {
+                    ptr: at(pc, first),
+                    ld,
+                };
+                // SAFETY: `c` is the block column's rows from `first` (a live device buffer, its
+                // leading dimension its rows), the interchanges k 1-based rows of those (checked by
+                // `aasen_call`), in device memory kept until the stream has run the call; cudarc's
+                // guards order the stream after earlier copies and record this use.
+                unsafe { T::laswp(lane.solver.0, cols, c, (int(ipiv.len())?, pp as *const i32)) }
+                    .result()
+                    .map_err(|e| gpu_error(&what("cuSOLVER laswp"), e))?;
+            }
+            AasenCall::Update { first, block } => {
+                start
+                    .record(s)
+                    .map_err(|e| gpu_error("recording an event", e))?;
+                let (rows, b) = (write.rows - first, l.cols);
+                if rows == 0 || b == 0 {
+                    return Ok(());
+                }
+                let l = In {
+                    ptr: at(pl, first).cast_const(),
+                    ld,
+                };
+                let x = In {
+                    ptr: at(pc, block).cast_const(),
+                    ld,
+                };
+                let c = Out {
+                    ptr: at(pc, first),
+                    ld,
+                };
+                let minus = (T::from_f64(-1.0), one);
+                // SAFETY: the pointers are the rows `aasen_call` checked of live device buffers
+                // (both block columns `write.rows` rows, their leading dimension), the block read
+                // from the written column above the rows written (no overlap); cudarc's guards
+                // order the stream after earlier copies and record these uses.
+                unsafe {
+                    gemm_with::<T>(
+                        h,
+                        ((N, N), math),
+                        (int(rows)?, cols, int(b)?),
+                        minus,
+                        (l, x, c),
+                    )
+                }
+                .result()
+                .map_err(|e| gpu_error(&what("cuBLAS gemm"), e))?;
+            }
+            AasenCall::Hessenberg { t, top, source } => {
+                let t = crate::run::operand::<T>(op, "T", t.as_ref())?;
+                let (r, b) = (t.nrows(), t.ncols());
+                if r == 0 || b == 0 {
+                    return start
+                        .record(s)
+                        .map_err(|e| gpu_error("recording an event", e));
+                }
+                // Freed on the stream once the product has read it.
+                let ts = upload_matrix(s, t, "a block column of T")?;
+                let (pt, _read_t) = ts.device_ptr(s);
+                start
+                    .record(s)
+                    .map_err(|e| gpu_error("recording an event", e))?;
+                let t = In {
+                    ptr: (pt as *const T),
+                    ld: int(r)?,
+                };
+                let l = In {
+                    ptr: at(pl, source).cast_const(),
+                    ld,
+                };
+                let c = Out {
+                    ptr: at(pc, top),
+                    ld,
+                };
+                // SAFETY: T is r x b in device memory kept until the stream has run the call, L's
+                // block `write.cols` x b and C's rows r x `write.cols` lie in live block columns of
+                // `write.rows` rows (checked by `aasen_call`), in different buffers; cudarc's
+                // guards order the stream after earlier copies and record these uses.
+                unsafe {
+                    gemm_with::<T>(
+                        h,
+                        ((N, T::ADJOINT), math),
+                        (int(r)?, cols, int(b)?),
+                        (one, one),
+                        (t, l, c),
+                    )
+                }
+                .result()
+                .map_err(|e| gpu_error(&what("cuBLAS gemm"), e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Queues LU's update or interchanges ([`GpuCall::Pivoted`]) in `T`'s precision (the tiles',
     /// checked by `launch_with`): on the rows of the block column `write` from the step's first,
     /// the panel's interchanges by cuSOLVER's ?laswp (uploaded first, 1-based), then for the update
@@ -1852,15 +1985,8 @@ impl GpuContext {
                 "interchange {i} names row {p}: rows {i}..{rows} are the ones it may swap"
             )));
         }
-        let pivots = ipiv
-            .iter()
-            .map(|&p| int(p + 1))
-            .collect::<Result<Vec<i32>, _>>()?;
         let s = &lane.stream;
-        // Freed on the stream once the interchanges have read it (cudarc's stream-ordered free).
-        let pivots = s
-            .clone_htod(&pivots)
-            .map_err(|e| gpu_error("copying the interchanges to the device", e))?;
+        let pivots = upload_pivots(s, ipiv)?;
         let (pp, _read_pivots) = pivots.device_ptr(s);
         let (ld, cols) = (int(write.rows.max(1))?, int(write.cols)?);
         let (pa, _read_a) = panel.data.device_ptr(s);
@@ -3053,6 +3179,36 @@ struct In<T> {
 struct Out<T> {
     ptr: *mut T,
     ld: i32,
+}
+
+/// The interchanges `ipiv` (0-based, local) as LAPACK's 1-based rows in a new device buffer on
+/// stream `s`, freed on the stream once the calls queued after the copy have read it (cudarc's
+/// stream-ordered free).
+fn upload_pivots(s: &Arc<CudaStream>, ipiv: &[usize]) -> Result<CudaSlice<i32>, KernelError> {
+    let pivots = (ipiv.iter())
+        .map(|&p| int(p + 1))
+        .collect::<Result<Vec<i32>, _>>()?;
+    s.clone_htod(&pivots)
+        .map_err(|e| gpu_error("copying the interchanges to the device", e))
+}
+
+/// `m` copied column-major (its rows the leading dimension) into a new device buffer on stream `s`,
+/// freed on the stream once the calls queued after the copy have read it (cudarc's stream-ordered
+/// free); `what` names it in the error.
+fn upload_matrix<T: Scalar>(
+    s: &Arc<CudaStream>,
+    m: MatRef<'_, T>,
+    what: &str,
+) -> Result<CudaSlice<u8>, KernelError> {
+    let (rows, cols) = (m.nrows(), m.ncols());
+    let mut elements = vec![T::from_f64(0.0); rows * cols];
+    MatMut::from_column_major_slice_mut(&mut elements, rows, cols).copy_from(m);
+    // SAFETY: the bytes of initialised elements, borrowed from them (u8 needs no alignment).
+    let packed = unsafe {
+        std::slice::from_raw_parts(elements.as_ptr().cast::<u8>(), size_of_val(&*elements))
+    };
+    s.clone_htod(packed)
+        .map_err(|e| gpu_error(&format!("copying {what} to the device"), e))
 }
 
 /// QR's operands of an application of block reflectors ([`GpuCall::Reflected`]) checked: the step's

@@ -140,6 +140,20 @@ tile_ops! {
     /// column k, factored; U, block row k right of the diagonal block (c = b_{k+1} + b_{k+2}, the
     /// fill of the interchanges), solved; the rows below updated for the next step.
     LdltBand,
+    /// `[W (m x b)]`: W <- A(Q rows, Q cols), the block column's rows from its diagonal block read
+    /// through the permutation Q, the rows above zero but for the term of H's block that the last
+    /// panel gives (the block-column graph's first task of a step; memory traffic).
+    LdltGather,
+    /// `[L (m x b), C (m x c)]`: C <- C - L X, X the b x c block of C above the m rows
+    /// ([`KernelArgs::AasenUpdate`]): a term of Aasen's update of a block column, W(:, k) -= L(:,
+    /// j) H(j, k), in the block-column graph that runs beside GPUs (operands whole block columns
+    /// there, the rows worked on in keys).
+    LdltColumnUpdate,
+    /// `[L (c x b), H (r x c)]`: H <- H + T L^H, T (r x b) the argument
+    /// ([`KernelArgs::AasenHessenberg`]): the terms of Aasen's H = T L^H that a block column of T
+    /// and one block of L give, in the block-column graph that runs beside GPUs (operands whole
+    /// block columns there, the blocks in keys).
+    LdltColumnHessenberg,
     /// `[L (m x m), X (m x r)]`: X <- L^-1 X, L unit lower triangular (forward substitution with an
     /// LU's diagonal tile: its diagonal and upper triangle are not read).
     SolveUnitLower,
@@ -327,6 +341,11 @@ pub enum GpuCall {
     /// the host makes the T's ([`crate::reflector_ts`]) into the slot when the kernel is waited
     /// for.
     QrPanel,
+    /// Aasen's kernels on block columns: the interchanges of a panel on a block column's rows from
+    /// the step's first ([`KernelArgs::Pivots`]: cuSOLVER's ?laswp), a term of the update
+    /// ([`KernelArgs::AasenUpdate`]: cuBLAS's ?gemm), H's terms ([`KernelArgs::AasenHessenberg`]: T
+    /// uploaded, cuBLAS's ?gemm with L's block as its adjoint).
+    Aasen,
     /// No GPU kernel, for the reason given: runs keep the operation on CPU clusters.
     Absent(&'static str),
 }
@@ -374,6 +393,27 @@ pub enum KernelArgs {
         inner: usize,
         /// Where the kernel leaves the T's, for the work that gave it.
         found: ReflectorSlot,
+    },
+    /// Aasen's update of a block column C by an earlier one L ([`Op::LdltColumnUpdate`]): C's rows
+    /// from `first` less L's rows from `first` times C's rows from `block` (as many as L has
+    /// columns, above `first`).
+    AasenUpdate {
+        /// The first row updated, in both block columns.
+        first: usize,
+        /// The first row of C's block that multiplies L.
+        block: usize,
+    },
+    /// Aasen's terms of H's block column ([`Op::LdltColumnHessenberg`]): C's rows from `top` (as
+    /// many as T has) plus T times the adjoint of L's rows from `source` (as many as C has
+    /// columns).
+    AasenHessenberg {
+        /// A block column of T (its rows those of the H's it adds to, as many columns as L has), in
+        /// the tiles' precision.
+        t: std::sync::Arc<crate::AnyMat>,
+        /// The first row of C written.
+        top: usize,
+        /// The first row of L's block.
+        source: usize,
     },
 }
 
@@ -464,8 +504,8 @@ pub enum RateSource {
 impl Op {
     /// One operation of each kind: [`Op::ALL`] and a plain [`Op::MatMul`] (traces and reports group
     /// tasks by kind, see [`Op::same_kind`]).
-    pub const KINDS: [Op; 33] = {
-        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); 33];
+    pub const KINDS: [Op; Op::ALL.len() + 1] = {
+        let mut kinds = [Op::MatMul(MatMul::ACCUMULATE); Op::ALL.len() + 1];
         let mut i = 0;
         while i < Op::ALL.len() {
             kinds[i] = Op::ALL[i];
@@ -738,12 +778,18 @@ impl Op {
 
     /// The codelets of the symmetric indefinite family's kernels (Aasen's), which read the matrix
     /// through the permutation beside the tiles: on CPU clusters only, rated as the Cholesky kernel
-    /// of the same shape of work; `None` for any other operation.
+    /// of the same shape of work, but for the block-column graph's interchanges and products, which
+    /// run on GPUs too ([`GpuCall::Aasen`]); `None` for any other operation.
     fn aasen_codelet(self) -> Option<Codelet> {
         const NO_LDLT_GPU: &str =
             "the symmetric indefinite family's kernels run on CPU clusters only";
         let aasen = |name, reads, writes, like| {
             cpu_only(CpuCall::Aasen, NO_LDLT_GPU, (name, reads, writes), like)
+        };
+        // The block-column graph's kernels that run on GPUs too, rated as products.
+        let aasen_gpu = |name| {
+            let like = RateSource::Like(Op::GemmNt);
+            Declared(name, 1, 1, CpuCall::Aasen, GpuCall::Aasen, like)
         };
         let codelet = match self {
             // H's block as dense products of T's block row and L's, by groups of H's rows that
@@ -788,13 +834,26 @@ impl Op {
                     },
                 )
                 .on_critical_path(),
-            // Memory traffic alone, as LU's.
-            Op::LdltSwap => aasen("ldlt_swap", 1, 1, Op::GemmNt)
+            // Memory traffic alone, as LU's; on GPUs too with the panel's interchanges as its
+            // arguments (the block-column graph's; the tile graph's writes several tiles and stays
+            // on CPU clusters).
+            Op::LdltSwap => aasen_gpu("ldlt_swap")
                 .work(
                     |s| expect("P", s.get(0), (s.written().0, s.get(0).1)),
                     |_| 0.0,
                 )
                 .modelled_as(|s| s.mn().0 * s.mn().1),
+            Op::LdltGather => aasen("ldlt_gather", 0, 1, Op::GemmNt)
+                .work(|_| Ok(()), |_| 0.0)
+                .modelled_as(|s| s.mn().0 * s.mn().1),
+            Op::LdltColumnUpdate => aasen_gpu("ldlt_column_update").work(
+                |s| expect("L", s.get(0), (s.written().0, s.get(0).1)),
+                |s| 2.0 * s.mn().0 * s.cols(0) * s.mn().1,
+            ),
+            // Whole block columns on a device, the blocks in keys: the kernel checks the rows its
+            // arguments name against its operands.
+            Op::LdltColumnHessenberg => aasen_gpu("ldlt_column_hessenberg")
+                .work(|_| Ok(()), |s| 2.0 * s.rows(1) * s.cols(0) * s.cols(1)),
             // The panel's LU, the unit triangular solve of U's block row, the rows below updated.
             Op::LdltBand => aasen("ldlt_band", 1, 1, Op::Potrf)
                 .work(
@@ -1157,7 +1216,7 @@ mod tests {
 
     #[test]
     fn every_operation_is_listed_once_with_a_check_and_counts() {
-        assert_eq!(Op::ALL.len(), 32);
+        assert_eq!(Op::ALL.len(), 35);
         let names: std::collections::HashSet<&str> = Op::ALL.iter().map(|op| op.name()).collect();
         assert_eq!(names.len(), Op::ALL.len());
         for op in Op::ALL {
@@ -1239,6 +1298,9 @@ mod tests {
                 "lu_swap",
                 "geqrt",
                 "unmqr",
+                "ldlt_swap",
+                "ldlt_column_update",
+                "ldlt_column_hessenberg",
                 "solve_unit_lower",
                 "solve_upper",
                 "matmul"
@@ -1252,6 +1314,7 @@ mod tests {
                 GpuCall::Blas(call) => assert_eq!(c.cpu, CpuCall::Blas(call), "{op}"),
                 GpuCall::Inverse => assert_eq!(c.cpu, CpuCall::Inverse, "{op}"),
                 GpuCall::Pivoted | GpuCall::Panel => assert_eq!(c.cpu, CpuCall::Pivoted, "{op}"),
+                GpuCall::Aasen => assert_eq!(c.cpu, CpuCall::Aasen, "{op}"),
                 GpuCall::Reflected | GpuCall::QrPanel => {
                     assert_eq!(c.cpu, CpuCall::Reflectors, "{op}")
                 }

@@ -225,6 +225,7 @@ impl Backend {
                 let args = (*first, &**t, *v);
                 return each_precision!(write, AnyMut, w => typed(self, args, w, par));
             }
+            (CpuCall::Aasen, args) => return self.aasen_columns(op, reads, write, args, par),
             (_, args) => {
                 return Err(KernelError::Operands {
                     op,
@@ -289,7 +290,7 @@ impl Backend {
     }
 
     /// [`Backend::matmul`] with operands conjugated where their `Conj` says so.
-    fn product<T: Scalar>(
+    pub(crate) fn product<T: Scalar>(
         self,
         p: Product<'_, T>,
         c: MatMut<'_, T>,
@@ -359,7 +360,11 @@ fn first_row(op: Op, first: usize, rows: usize) -> Result<usize, KernelError> {
 
 /// `x` (`what`, read by `op`) in the written block column's precision `T`; an error naming both
 /// precisions otherwise.
-fn operand<'a, T: Scalar>(op: Op, what: &str, x: AnyRef<'a>) -> Result<MatRef<'a, T>, KernelError> {
+pub(crate) fn operand<'a, T: Scalar>(
+    op: Op,
+    what: &str,
+    x: AnyRef<'a>,
+) -> Result<MatRef<'a, T>, KernelError> {
     T::of_any_ref(x).ok_or_else(|| KernelError::Operands {
         op,
         reason: format!(

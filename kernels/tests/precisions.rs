@@ -921,3 +921,112 @@ mod qr {
         );
     }
 }
+
+/// Aasen's block-column kernels (the ones its graph beside GPUs runs there too) on the CPU, with
+/// their arguments: the rows each works on against a naive product in complex f64, every backend
+/// and precision; arguments that name rows outside the block columns refused before any work.
+mod aasen {
+    use super::{adjoint, max_diff, mul, pseudo_random, tol, wide};
+    use faer::{Mat, MatRef};
+    use hetla_kernels::{AnyMat, AnyMut, AnyRef, Backend, KernelArgs, Op, Par, Scalar};
+    use std::sync::Arc;
+
+    fn columns<T: Scalar>(backend: Backend) {
+        let what = format!("{} {backend}", T::PRECISION);
+        let (n, b, c) = (23, 4, 5);
+        let (l, c0) = (pseudo_random::<T>(n, b, 1), pseudo_random::<T>(n, c, 2));
+        let run = |op, args: &KernelArgs, out: &mut Mat<T>| {
+            let reads = [AnyRef::from(l.as_ref())];
+            backend.run_any_with(op, &reads, AnyMut::from(out.as_mut()), args, Par::Seq)
+        };
+        let rows = |m: MatRef<'_, T>, first: usize, count: usize| wide(m.subrows(first, count));
+        // C[first..] -= L[first..] C[block..block + b], the rest of C untouched.
+        let (first, block) = (9, 3);
+        let mut out = c0.clone();
+        let args = KernelArgs::AasenUpdate { first, block };
+        run(Op::LdltColumnUpdate, &args, &mut out).unwrap();
+        let x = rows(c0.as_ref(), block, b);
+        let want =
+            rows(c0.as_ref(), first, n - first) - mul(&rows(l.as_ref(), first, n - first), &x);
+        assert!(
+            max_diff(&rows(out.as_ref(), first, n - first), &want) < tol::<T>(b, 1.0),
+            "{what}"
+        );
+        assert!(
+            out.as_ref().subrows(0, first) == c0.as_ref().subrows(0, first),
+            "{what}"
+        );
+        // C[top..top + r] += T L[source..source + c]^H.
+        let (top, source, r) = (2, 11, 6);
+        let t = pseudo_random::<T>(r, b, 3);
+        let args = KernelArgs::AasenHessenberg {
+            t: Arc::new(AnyMat::from(t.clone())),
+            top,
+            source,
+        };
+        let mut out = c0.clone();
+        run(Op::LdltColumnHessenberg, &args, &mut out).unwrap();
+        let want = rows(c0.as_ref(), top, r)
+            + mul(&wide(t.as_ref()), &adjoint(&rows(l.as_ref(), source, c)));
+        assert!(
+            max_diff(&rows(out.as_ref(), top, r), &want) < tol::<T>(b, 1.0),
+            "{what}"
+        );
+        // The interchanges of the rows from `first`.
+        let args = KernelArgs::Pivots {
+            first: 20,
+            ipiv: vec![2, 1],
+        };
+        let mut out = c0.clone();
+        run(Op::LdltSwap, &args, &mut out).unwrap();
+        let swapped = |i: usize| match i {
+            20 => 22,
+            22 => 20,
+            i => i,
+        };
+        assert!((0..n).all(|i| out.row(i) == c0.row(swapped(i))), "{what}");
+        // Refused, C untouched: the product's block among the rows updated, T wider than L,
+        // rows below the block columns, an interchange outside them, no arguments.
+        for (op, args) in [
+            (
+                Op::LdltColumnUpdate,
+                KernelArgs::AasenUpdate { first: 5, block: 3 },
+            ),
+            (
+                Op::LdltColumnHessenberg,
+                KernelArgs::AasenHessenberg {
+                    t: Arc::new(AnyMat::from(pseudo_random::<T>(r, b + 1, 4))),
+                    top,
+                    source,
+                },
+            ),
+            (
+                Op::LdltColumnHessenberg,
+                KernelArgs::AasenHessenberg {
+                    t: Arc::new(AnyMat::from(t.clone())),
+                    top: n - 1,
+                    source,
+                },
+            ),
+            (
+                Op::LdltSwap,
+                KernelArgs::Pivots {
+                    first: 20,
+                    ipiv: vec![3],
+                },
+            ),
+            (Op::LdltColumnUpdate, KernelArgs::None),
+        ] {
+            let mut out = c0.clone();
+            assert!(run(op, &args, &mut out).is_err(), "{what} {op} {args:?}");
+            assert!(out == c0, "{what} {op}");
+        }
+    }
+
+    #[test]
+    fn aasens_block_column_kernels_work_on_the_rows_their_arguments_name() {
+        for backend in Backend::available() {
+            each_precision!(columns(backend));
+        }
+    }
+}

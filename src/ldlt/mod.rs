@@ -59,6 +59,7 @@ use hetla_runtime::{RunOptions, Trace};
 pub(crate) mod aasen;
 pub(crate) mod band;
 mod batch;
+mod columns;
 mod ldl;
 pub(crate) mod pivoted;
 pub(crate) mod plan;
@@ -171,12 +172,17 @@ impl Ldlt {
     }
 
     /// The plan of the factorisation of a matrix of order `n` in `precision`
-    /// ([`Algorithm::Ldlt`](crate::Algorithm::Ldlt); in the block tuned on this machine when this
-    /// builder's user set nothing, as every call takes): what `simulate` and `bound` take, and
-    /// [`Ldlt::factor_planned`] runs.
+    /// ([`Algorithm::Ldlt`](crate::Algorithm::Ldlt), on a platform with GPUs in block columns,
+    /// [`Algorithm::LdltColumns`](crate::Algorithm::LdltColumns): its products and interchanges on
+    /// the GPUs; in the block tuned on this machine when this builder's user set nothing, as every
+    /// call takes): what `simulate` and `bound` take, and [`Ldlt::factor_planned`] runs.
     pub fn plan(&self, n: usize, precision: Precision) -> Result<Plan> {
         let tile = self.tuned_for(n, precision).tile_size_for(n, precision);
-        Plan::new(crate::Algorithm::Ldlt { n }, tile, precision)
+        let algorithm = match self.run.on_devices() {
+            true => crate::Algorithm::LdltColumns { n },
+            false => crate::Algorithm::Ldlt { n },
+        };
+        Plan::new(algorithm, tile, precision)
     }
 
     /// Factors the Hermitian matrix whose lower triangle is `a`'s (left unchanged): any precision,
@@ -200,7 +206,8 @@ impl Ldlt {
         let a = a.view();
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
-        if plan.algorithm() != (crate::Algorithm::Ldlt { n }) {
+        let columns = crate::Algorithm::LdltColumns { n };
+        if ![crate::Algorithm::Ldlt { n }, columns].contains(&plan.algorithm()) {
             return Err(Error::InvalidOption {
                 option: "plan",
                 reason: format!(
@@ -234,7 +241,10 @@ impl Ldlt {
                 n,
                 stride,
             );
-            work::execute(plan, &platform, a, run, &options)?
+            match plan.algorithm() == columns {
+                true => columns::execute(plan, &platform, a, run, &options)?,
+                false => work::execute(plan, &platform, a, run, &options)?,
+            }
         };
         let blocks = aasen::Blocks { n, b: plan.tile() };
         let aasen = Aasen::from_run(factors, stride, blocks, &run.pivots, a);

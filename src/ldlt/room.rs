@@ -4,10 +4,14 @@ use super::Ldlt;
 use crate::family::room::{About, Grid, Job, Room};
 use crate::{Algorithm, matgen};
 
-/// Aasen's symmetric indefinite factorisation in blocks.
+/// Aasen's symmetric indefinite factorisation in blocks; beside GPUs in block columns (as
+/// [`Ldlt::plan`] on a platform with GPUs: its products and interchanges on the GPUs).
 pub(crate) const ROOM: Room = Room {
     about: About::new("LDL^T", "n^3/3", false, Grid::None),
-    algorithm: |_, s| Algorithm::Ldlt { n: s.n },
+    algorithm: |place, s| match place.gpus {
+        0 => Algorithm::Ldlt { n: s.n },
+        _ => Algorithm::LdltColumns { n: s.n },
+    },
     run_algorithms: None,
     defaults: Ldlt::family_defaults,
     default_tile: |on, s, p| Ldlt::new().platform(on.clone()).tile_size_for(s.n, p),

@@ -389,26 +389,34 @@ pub(crate) fn execute<T: Scalar>(
     };
     let trace =
         run_graph(platform, &work, &plan.run_options(options)).map_err(|e| run_error(plan, e))?;
-    let pivots = pivots
-        .into_iter()
-        .map(|p| p.into_inner().unwrap_or_default())
-        .collect();
-    // A run that ended (no task failed) ran every step of the chain.
-    let band = band
-        .into_iter()
-        .enumerate()
-        .map(|(k, s)| {
-            s.into_inner().ok_or_else(|| {
-                Error::Kernel(KernelError::Operands {
-                    op: Op::LdltBand,
-                    reason: format!("the run ended without T's block step {k}"),
+    AasenRun::collect(trace, pivots, band)
+}
+
+impl<T> AasenRun<T> {
+    /// What a run that ended left in its slots: each panel's interchanges (none for the last block)
+    /// and every band step (a run that ended, no task failed, ran every step of the chain).
+    pub(crate) fn collect(
+        trace: hetla_runtime::Trace,
+        pivots: Vec<OnceLock<Vec<usize>>>,
+        band: Vec<OnceLock<Stepped<T>>>,
+    ) -> Result<Self> {
+        let pivots = (pivots.into_iter())
+            .map(|p| p.into_inner().unwrap_or_default())
+            .collect();
+        let band = (band.into_iter().enumerate())
+            .map(|(k, s)| {
+                s.into_inner().ok_or_else(|| {
+                    Error::Kernel(KernelError::Operands {
+                        op: Op::LdltBand,
+                        reason: format!("the run ended without T's block step {k}"),
+                    })
                 })
             })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AasenRun {
+            trace,
+            pivots,
+            band,
         })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(AasenRun {
-        trace,
-        pivots,
-        band,
-    })
+    }
 }

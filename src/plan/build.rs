@@ -183,6 +183,13 @@ pub enum Algorithm {
         /// The order.
         n: usize,
     },
+    /// [`Algorithm::Ldlt`] in whole block columns (LU's layout,
+    /// [`ldlt_columns`](hetla_factorizations::ldlt_columns)): its products and interchanges are
+    /// tasks of two block columns, which GPUs run; what a run beside GPUs executes.
+    LdltColumns {
+        /// The order.
+        n: usize,
+    },
     /// The Householder QR factorisation A = Q R of an m x n matrix, in place (matrix [`FACTOR`]: R
     /// on and above the diagonal, the reflectors below; their T's beside it), its tiles' columns
     /// eliminated by `tree` (flat or binary, resolved).
@@ -247,6 +254,7 @@ impl Algorithm {
             Algorithm::Lu { .. } => "lu",
             Algorithm::LuTiles { .. } => "lu-tiles",
             Algorithm::Ldlt { .. } => "ldlt",
+            Algorithm::LdltColumns { .. } => "ldlt-columns",
             Algorithm::Qr { .. } => "qr",
             Algorithm::QrApply { .. } => "qr-apply",
             Algorithm::QrColumns { .. } => "qr-columns",
@@ -264,7 +272,8 @@ impl Algorithm {
             | Algorithm::DistributedSubstitution { n, .. }
             | Algorithm::Lu { n }
             | Algorithm::LuTiles { n, .. }
-            | Algorithm::Ldlt { n } => n,
+            | Algorithm::Ldlt { n }
+            | Algorithm::LdltColumns { n } => n,
             Algorithm::Gemm { m, .. }
             | Algorithm::Qr { m, .. }
             | Algorithm::QrApply { m, .. }
@@ -279,7 +288,7 @@ impl Algorithm {
             Algorithm::Cholesky { .. } | Algorithm::CholeskySolve { .. } => Some(Family::Cholesky),
             Algorithm::CholeskyInverse { .. } => Some(Family::Inverse),
             Algorithm::Lu { .. } | Algorithm::LuTiles { .. } => Some(Family::Lu),
-            Algorithm::Ldlt { .. } => Some(Family::Ldlt),
+            Algorithm::Ldlt { .. } | Algorithm::LdltColumns { .. } => Some(Family::Ldlt),
             Algorithm::TriangularInverse { .. } => Some(Family::Trtri),
             Algorithm::Qr { .. } | Algorithm::QrApply { .. } | Algorithm::QrColumns { .. } => {
                 Some(Family::Qr)
@@ -749,7 +758,7 @@ impl Plan {
                 },
                 outcome.describe()
             ))),
-            (Algorithm::Ldlt { .. }, _) => Err(refuse(
+            (Algorithm::Ldlt { .. } | Algorithm::LdltColumns { .. }, _) => Err(refuse(
                 "an LDL^T plan's result is checked by LdltFactor::residual (LAPACK's dchksy_aa ratio), which holds its T and interchanges".into(),
             )),
             (other, _) => Err(refuse(format!(

@@ -26,6 +26,7 @@ impl Plan {
     ///   matrix of one tile column; [`crate::Qr::plan`] resolves it for its platform's workers);
     ///   [`Algorithm::QrColumns`]: LAPACK's blocked QR in block columns of `tile`;
     /// - [`Algorithm::Ldlt`]: Aasen's factorisation in blocks of `tile`, reported against n^3/3;
+    ///   [`Algorithm::LdltColumns`]: the same in block columns of `tile` (beside GPUs);
     /// - [`Algorithm::DistributedSubstitution`]: the factor and the right-hand sides in tiles of
     ///   `tile`;
     /// - [`Algorithm::Gemm`]: C <- A B (no transposes) in square tiles of `tile`.
@@ -47,6 +48,7 @@ impl Plan {
                 lu::plan::tiles(n, tile, process_rows, precision)
             }
             Algorithm::Ldlt { n } => ldlt::plan::factor(n, tile, precision),
+            Algorithm::LdltColumns { n } => ldlt::plan::columns(n, tile, precision),
             Algorithm::Qr { m, n, rhs, tree } => {
                 qr::plan::tiled(m, n, rhs, tile, tree, precision, true)
             }

@@ -134,7 +134,7 @@ impl Qr {
     /// [`Qr::plan`] with `rhs` right-hand sides whose Q^H B the same graph computes.
     fn plan_with(&self, m: usize, n: usize, rhs: usize, precision: Precision) -> Result<Plan> {
         let tile = self.square_tuned(m, n, precision).tile_size_for(m, n);
-        let algorithm = match self.on_devices() && m >= n {
+        let algorithm = match self.run.on_devices() && m >= n {
             true => crate::Algorithm::QrColumns {
                 m,
                 n,
@@ -149,12 +149,6 @@ impl Qr {
             },
         };
         Plan::new(algorithm, tile, precision)
-    }
-
-    /// Whether this builder's platform has devices (its QR then runs in block columns).
-    fn on_devices(&self) -> bool {
-        self.resolve_platform()
-            .is_ok_and(|p| !p.devices().is_empty())
     }
 
     /// The tree for an `m x n` matrix in tiles of `tile` on this builder's platform

@@ -50,6 +50,12 @@ pub struct LdltArgs {
     pub clusters: ClusterSpec,
     #[command(flatten)]
     pub platform: PlatformArgs,
+    /// GPUs for Aasen's products and interchanges (the factorisation in block columns, T's diagonal
+    /// blocks, the panels and the band steps on the clusters): none (the default until a GPU lease
+    /// has timed it), all, indices ("0,1"), or emulated:K (K devices emulated in host memory). Each
+    /// GPU keeps a core for its host thread.
+    #[arg(long, default_value = "none", value_parser = super::args::parse_gpus)]
+    pub gpus: hetla_runtime::GpuSelection,
     /// The precision: s (f32), d (f64), c or z (complex Hermitian, f32 or f64 parts).
     #[arg(long, default_value = "d", value_parser = super::args::run_precision())]
     pub precision: super::args::RunPrecision,
@@ -148,7 +154,8 @@ fn generate<T: Scalar>(kind: Kind, n: usize, seed: u64) -> Mat<T> {
 fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     let n = args.n;
     super::args::check_matrices::<T>(&format!("four matrices of order {n}"), 4, (n, n))?;
-    let platform = args.platform.cpu_platform(&args.clusters)?;
+    let platform =
+        super::args::GpuArgs::platform_or_cpus((&args.gpus, None), &args.clusters, &args.platform)?;
     super::output::check_outputs(&args.traces.outputs(), None)?;
     let cores: usize = platform.clusters().iter().map(|c| c.size()).sum();
     let mut builder = Ldlt::new()

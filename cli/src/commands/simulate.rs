@@ -106,9 +106,10 @@ pub struct SimulateArgs {
     /// tall matrix of one tile column, else flat.
     #[arg(long, value_parser = super::args::parse_positive)]
     pub m: Option<usize>,
-    /// The factorisation (QR and LDL^T on CPU clusters only; LU's panels on the clusters, on the
-    /// GPUs with `--clusters none`; inverse: its own graph, 2 n^3/3 flops, without the Cholesky
-    /// before it).
+    /// The factorisation (beside GPUs: LU's panels on the clusters, on the GPUs with
+    /// `--clusters none`; QR's and LDL^T's in block columns, their panels on the clusters, their
+    /// products on the GPUs; inverse: its own graph, 2 n^3/3 flops, without the Cholesky before
+    /// it).
     #[arg(long, default_value_t = hetla::Family::Cholesky, value_parser = super::args::family())]
     pub factorization: hetla::Family,
     /// Simulate a distributed run on this many nodes of the platform (one rank each, as `mpirun`

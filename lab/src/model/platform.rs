@@ -993,8 +993,8 @@ impl PlatformModel {
                 });
             }
         }
-        // GPUs asked for must have work: QR and LDL^T have no GPU kernels yet, and a run would
-        // leave them idle.
+        // GPUs asked for must have work: a graph that keeps every kernel on CPU clusters, or a GPU
+        // without rates for the kernels it lets GPUs run, would leave them idle.
         let idle = gpu.is_some_and(|g| {
             (gpu_ops.iter()).all(|&op| self.rate(op, tile, precision, &g).is_none())
         });
