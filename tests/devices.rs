@@ -599,51 +599,53 @@ fn lu_updates_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precisi
 /// solve's backward error and the cluster's inertia.
 #[test]
 fn ldlt_products_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precision() {
-    if !room_for_a_cluster_beside_a_device() {
-        return;
-    }
-    fn check<T: Scalar>() {
-        use hetla::Op;
-        let what = T::PRECISION;
-        let device: Arc<dyn Device> = Arc::new(EmulatedDevice::new(usize::MAX));
-        let spec: ClusterSpec = "1x1".parse().unwrap();
-        let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, vec![device]);
-        let p = Arc::new(p.unwrap());
-        let clusters = p.clusters().len();
-        // 6 blocks, the last one of 30: T's last block narrower than the panels.
-        let (n, b) = (230, 40);
-        let a = hetla::matgen::random_hermitian::<T>(n, 11);
-        let ldlt = hetla::Ldlt::new().platform(p).tile(b);
-        let plan = ldlt.plan(n, T::PRECISION).unwrap();
-        assert_eq!(plan.algorithm(), hetla::Algorithm::LdltColumns { n });
-        let (trace, f) = ldlt.factor_planned(&plan, a.as_ref()).unwrap();
-        let count = |op| {
-            let tasks = trace.tasks.iter().filter(|t| t.op == op);
-            let on_device = tasks.clone().filter(|t| t.worker.0 >= clusters).count();
-            (on_device, tasks.count())
-        };
-        // 6 blocks: H's terms 0 + 0 + 1 + 2 + 3 + 4, the update's 0 + 0 + 1 + 2 + 3 + 4 and 1 + 1 +
-        // 1 + 1 at the ends of steps 1-4, the interchanges 0 + 1 + 2 + 3 + 4: all on the device.
-        assert_eq!(count(Op::LdltColumnHessenberg), (10, 10), "{what}");
-        assert_eq!(count(Op::LdltColumnUpdate), (14, 14), "{what}");
-        assert_eq!(count(Op::LdltSwap), (10, 10), "{what}");
-        assert_eq!(
-            count(Op::LdltPanel).0 + count(Op::LdltGather).0,
-            0,
-            "{what}"
-        );
-        let ratio = f.residual(a.as_ref()).unwrap();
-        assert!(ratio < 30.0, "{what}: factor ratio {ratio}");
-        let rhs = hetla::matgen::random_in::<T>(n, 2, 12);
-        let x = f.solve(rhs.as_ref()).unwrap();
-        let ratio = hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref());
-        assert!(ratio < 30.0, "{what}: solve ratio {ratio}");
-        let alone = hetla::Ldlt::new().tile(b).factor(a.as_ref()).unwrap();
-        assert_eq!(f.inertia().unwrap(), alone.inertia().unwrap(), "{what}");
-    }
     for precision in hetla::Precision::ALL {
-        hetla_kernels::with_scalar!(precision, T => check::<T>());
+        if room_for_a_cluster_beside_a_device() {
+            hetla_kernels::with_scalar!(precision, T => ldlt_beside_a_device::<T>());
+        }
     }
+}
+
+/// A random Hermitian matrix of order 230 factored in blocks of 40 beside an emulated device, its
+/// tasks counted by worker, checked as the test above says.
+fn ldlt_beside_a_device<T: Scalar>() {
+    use hetla::Op;
+    let what = T::PRECISION;
+    let device: Arc<dyn Device> = Arc::new(EmulatedDevice::new(usize::MAX));
+    let spec: ClusterSpec = "1x1".parse().unwrap();
+    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, vec![device]);
+    let p = Arc::new(p.unwrap());
+    let clusters = p.clusters().len();
+    // 6 blocks, the last one of 30: T's last block narrower than the panels.
+    let (n, b) = (230, 40);
+    let a = hetla::matgen::random_hermitian::<T>(n, 11);
+    let ldlt = hetla::Ldlt::new().platform(p).tile(b);
+    let plan = ldlt.plan(n, T::PRECISION).unwrap();
+    assert_eq!(plan.algorithm(), hetla::Algorithm::LdltColumns { n });
+    let (trace, f) = ldlt.factor_planned(&plan, a.as_ref()).unwrap();
+    let count = |op| {
+        let tasks = trace.tasks.iter().filter(|t| t.op == op);
+        let on_device = tasks.clone().filter(|t| t.worker.0 >= clusters).count();
+        (on_device, tasks.count())
+    };
+    // 6 blocks: H's terms 0 + 0 + 1 + 2 + 3 + 4, the update's 0 + 0 + 1 + 2 + 3 + 4 and 1 + 1 +
+    // 1 + 1 at the ends of steps 1-4, the interchanges 0 + 1 + 2 + 3 + 4: all on the device.
+    assert_eq!(count(Op::LdltColumnHessenberg), (10, 10), "{what}");
+    assert_eq!(count(Op::LdltColumnUpdate), (14, 14), "{what}");
+    assert_eq!(count(Op::LdltSwap), (10, 10), "{what}");
+    assert_eq!(
+        count(Op::LdltPanel).0 + count(Op::LdltGather).0,
+        0,
+        "{what}"
+    );
+    let ratio = f.residual(a.as_ref()).unwrap();
+    assert!(ratio < 30.0, "{what}: factor ratio {ratio}");
+    let rhs = hetla::matgen::random_in::<T>(n, 2, 12);
+    let x = f.solve(rhs.as_ref()).unwrap();
+    let ratio = hetla::check::backward_error(a.as_ref(), x.as_ref(), rhs.as_ref());
+    assert!(ratio < 30.0, "{what}: solve ratio {ratio}");
+    let alone = hetla::Ldlt::new().tile(b).factor(a.as_ref()).unwrap();
+    assert_eq!(f.inertia().unwrap(), alone.inertia().unwrap(), "{what}");
 }
 
 /// QR of `a` in tiles of b beside `devices` on a 1-core cluster: the factor and the kernels each

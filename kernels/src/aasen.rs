@@ -108,17 +108,14 @@ impl Backend {
     /// block column read (the panel, for the interchanges), `write` the one written.
     pub(crate) fn aasen_columns(
         self,
-        op: Op,
-        reads: &[AnyRef<'_>],
-        write: AnyMut<'_>,
-        args: &KernelArgs,
+        (op, args): (Op, &KernelArgs),
+        (reads, write): (&[AnyRef<'_>], AnyMut<'_>),
         par: Par,
     ) -> Result<(), KernelError> {
         fn typed<T: Scalar>(
-            backend: Backend,
+            (backend, par): (Backend, Par),
             (op, args, l): (Op, &KernelArgs, AnyRef<'_>),
             c: MatMut<'_, T>,
-            par: Par,
         ) -> Result<(), KernelError> {
             let l = operand::<T>(op, "the block column read", l)?;
             let shape = |m: MatRef<'_, T>| (m.nrows(), m.ncols());
@@ -154,6 +151,6 @@ impl Backend {
                 reason: format!("expected one block column read, got {}", reads.len()),
             });
         };
-        each_precision!(write, AnyMut, w => typed(self, (op, args, *l), w, par))
+        each_precision!(write, AnyMut, w => typed((self, par), (op, args, *l), w))
     }
 }

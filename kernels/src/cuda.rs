@@ -1382,7 +1382,7 @@ impl GpuContext {
                     (info, reflectors) = (Some(words), copies);
                 }
                 GpuCall::Aasen => with_scalar!(write.precision, T => {
-                    self.queue_aasen::<T>(lane, (op, args, math), reads, write, &start)
+                    Self::queue_aasen::<T>(lane, (op, args, math), (reads, write), &start)
                 })?,
                 GpuCall::Absent(_) => unreachable!("refused above"),
             }
@@ -1814,14 +1814,12 @@ impl GpuContext {
     /// Queues one of Aasen's block-column kernels ([`GpuCall::Aasen`]) in `T`'s precision (the
     /// tiles', checked by `launch_with`) on the rows its arguments name (checked by
     /// [`aasen_call`]): the interchanges by cuSOLVER's ?laswp (uploaded first, 1-based), a term of
-    /// the update or H's terms by cuBLAS's ?gemm (T uploaded first), `start` recorded once the
+    /// the update or H's terms by one cuBLAS ?gemm (T uploaded first), `start` recorded once the
     /// stream waits for the operands.
     fn queue_aasen<T: CudaScalar>(
-        &self,
         lane: &Lane,
         (op, args, math): (Op, &KernelArgs, TensorMath),
-        reads: &[&GpuTile],
-        write: &mut GpuTile,
+        (reads, write): (&[&GpuTile], &mut GpuTile),
         start: &CudaEvent,
     ) -> Result<(), KernelError> {
         use blas::cublasOperation_t::CUBLAS_OP_N as N;
@@ -1833,26 +1831,44 @@ impl GpuContext {
         };
         let call = aasen_call(op, args, (l.rows, l.cols), (write.rows, write.cols))?;
         let s = &lane.stream;
+        let recorded = || {
+            start
+                .record(s)
+                .map_err(|e| gpu_error("recording an event", e))
+        };
+        let what = |call: &str| format!("{call} ({op}, {})", T::PRECISION);
         let ld = int(write.rows.max(1))?;
+        let cols = int(write.cols)?;
+        // What the kernel reads besides the block columns, uploaded first: the interchanges, or
+        // H's block column of T.
+        let (pivots, t) = match call {
+            AasenCall::Swap { ipiv, .. } if !ipiv.is_empty() => {
+                (Some(upload_pivots(s, ipiv)?), None)
+            }
+            AasenCall::Hessenberg { t, .. } => {
+                let t = crate::run::operand::<T>(op, "T", t.as_ref())?;
+                let empty = t.nrows() == 0 || t.ncols() == 0;
+                let upload = (!empty).then(|| upload_matrix(s, t, "a block column of T"));
+                (None, upload.transpose()?.map(|u| (u, t.nrows(), t.ncols())))
+            }
+            _ => (None, None),
+        };
         let (pl, _read_l) = l.data.device_ptr(s);
         let (pc, _write_c) = write.data.device_ptr_mut(s);
+        // Held until the call is queued, so that cudarc records its use after it.
+        let t_at = t.as_ref().map(|(ts, r, b)| (ts.device_ptr(s), *r, *b));
         // Column-major with leading dimension `ld`: `row` elements into a block column.
         let at = |ptr: u64, row: usize| (ptr as *mut T).wrapping_add(row);
-        let (h, one) = (lane.blas.0, T::from_f64(1.0));
-        let cols = int(write.cols)?;
-        let what = |call: &str| format!("{call} ({op}, {})", T::PRECISION);
-        match call {
-            AasenCall::Swap { first, ipiv } => {
-                if ipiv.is_empty() {
-                    return start
-                        .record(s)
-                        .map_err(|e| gpu_error("recording an event", e));
-                }
-                let pivots = upload_pivots(s, ipiv)?;
+        let input = |ptr: u64, row: usize| In {
+            ptr: at(ptr, row).cast_const(),
+            ld,
+        };
+        let one = T::from_f64(1.0);
+        // The product's operations, shape, scalars and operands: C <- alpha op(A) op(B) + C.
+        let product = match (call, &t_at, &pivots) {
+            (AasenCall::Swap { first, ipiv }, _, Some(pivots)) => {
                 let (pp, _read_pivots) = pivots.device_ptr(s);
-                start
-                    .record(s)
-                    .map_err(|e| gpu_error("recording an event", e))?;
+                recorded()?;
                 let c = Out {
                     ptr: at(pc, first),
                     ld,
@@ -1864,87 +1880,45 @@ impl GpuContext {
                 unsafe { T::laswp(lane.solver.0, cols, c, (int(ipiv.len())?, pp as *const i32)) }
                     .result()
                     .map_err(|e| gpu_error(&what("cuSOLVER laswp"), e))?;
+                return Ok(());
             }
-            AasenCall::Update { first, block } => {
-                start
-                    .record(s)
-                    .map_err(|e| gpu_error("recording an event", e))?;
-                let (rows, b) = (write.rows - first, l.cols);
-                if rows == 0 || b == 0 {
-                    return Ok(());
-                }
-                let l = In {
-                    ptr: at(pl, first).cast_const(),
-                    ld,
-                };
-                let x = In {
-                    ptr: at(pc, block).cast_const(),
-                    ld,
-                };
-                let c = Out {
-                    ptr: at(pc, first),
-                    ld,
-                };
-                let minus = (T::from_f64(-1.0), one);
-                // SAFETY: the pointers are the rows `aasen_call` checked of live device buffers
-                // (both block columns `write.rows` rows, their leading dimension), the block read
-                // from the written column above the rows written (no overlap); cudarc's guards
-                // order the stream after earlier copies and record these uses.
-                unsafe {
-                    gemm_with::<T>(
-                        h,
-                        ((N, N), math),
-                        (int(rows)?, cols, int(b)?),
-                        minus,
-                        (l, x, c),
-                    )
-                }
-                .result()
-                .map_err(|e| gpu_error(&what("cuBLAS gemm"), e))?;
+            (AasenCall::Update { first, block }, _, _) if first < write.rows && l.cols > 0 => {
+                let shape = (write.rows - first, l.cols);
+                let (a, b) = (input(pl, first), input(pc, block));
+                ((N, N), shape, T::from_f64(-1.0), (a, b, first))
             }
-            AasenCall::Hessenberg { t, top, source } => {
-                let t = crate::run::operand::<T>(op, "T", t.as_ref())?;
-                let (r, b) = (t.nrows(), t.ncols());
-                if r == 0 || b == 0 {
-                    return start
-                        .record(s)
-                        .map_err(|e| gpu_error("recording an event", e));
-                }
-                // Freed on the stream once the product has read it.
-                let ts = upload_matrix(s, t, "a block column of T")?;
-                let (pt, _read_t) = ts.device_ptr(s);
-                start
-                    .record(s)
-                    .map_err(|e| gpu_error("recording an event", e))?;
+            (AasenCall::Hessenberg { top, source, .. }, Some(((pt, _), r, b)), _) => {
                 let t = In {
-                    ptr: (pt as *const T),
-                    ld: int(r)?,
+                    ptr: *pt as *const T,
+                    ld: int(*r)?,
                 };
-                let l = In {
-                    ptr: at(pl, source).cast_const(),
-                    ld,
-                };
-                let c = Out {
-                    ptr: at(pc, top),
-                    ld,
-                };
-                // SAFETY: T is r x b in device memory kept until the stream has run the call, L's
-                // block `write.cols` x b and C's rows r x `write.cols` lie in live block columns of
-                // `write.rows` rows (checked by `aasen_call`), in different buffers; cudarc's
-                // guards order the stream after earlier copies and record these uses.
-                unsafe {
-                    gemm_with::<T>(
-                        h,
-                        ((N, T::ADJOINT), math),
-                        (int(r)?, cols, int(b)?),
-                        (one, one),
-                        (t, l, c),
-                    )
-                }
-                .result()
-                .map_err(|e| gpu_error(&what("cuBLAS gemm"), e))?;
+                ((N, T::ADJOINT), (*r, *b), one, (t, input(pl, source), top))
             }
+            // Nothing to do: no interchange, no row, an empty T.
+            _ => return recorded(),
+        };
+        let (ops, (m, k), alpha, (a, b, row)) = product;
+        recorded()?;
+        let c = Out {
+            ptr: at(pc, row),
+            ld,
+        };
+        // SAFETY: the pointers are the rows `aasen_call` checked of live device buffers (both
+        // block columns `write.rows` rows, their leading dimension; T r x b in device memory kept
+        // until the stream has run the call), the block C reads from itself above the rows it
+        // writes (no overlap); cudarc's guards order the stream after earlier copies and record
+        // these uses.
+        unsafe {
+            gemm_with::<T>(
+                lane.blas.0,
+                (ops, math),
+                (int(m)?, cols, int(k)?),
+                (alpha, one),
+                (a, b, c),
+            )
         }
+        .result()
+        .map_err(|e| gpu_error(&what("cuBLAS gemm"), e))?;
         Ok(())
     }
 

@@ -225,7 +225,9 @@ impl Backend {
                 let args = (*first, &**t, *v);
                 return each_precision!(write, AnyMut, w => typed(self, args, w, par));
             }
-            (CpuCall::Aasen, args) => return self.aasen_columns(op, reads, write, args, par),
+            (CpuCall::Aasen, args) => {
+                return self.aasen_columns((op, args), (reads, write), par);
+            }
             (_, args) => {
                 return Err(KernelError::Operands {
                     op,

@@ -28,8 +28,8 @@ use super::aasen::{
     Blocks, add_product, conj, gather_par, hermitian_part, lu_any, unit_lower, upper,
 };
 use super::band::{BandLu, StepBlocks, Stepped};
-use super::work::AasenRun;
-use crate::plan::{Algorithm, Plan, expect_precision, not_for, run_error, tile_work};
+use super::work::{AasenRun, run_blocks};
+use crate::plan::{Algorithm, Plan, run_error, tile_work};
 use crate::tiles::{ColumnBlocks, TileStore, TileWork, delegate_to_tiles};
 use crate::{Error, Result};
 
@@ -404,13 +404,9 @@ pub(crate) fn execute<T: Scalar>(
     a: MatMut<'_, T>,
     options: &RunOptions,
 ) -> Result<AasenRun<T>> {
-    expect_precision(plan, T::PRECISION)?;
-    let shapes = [(a.nrows(), a.ncols()), (input.nrows(), input.ncols())];
-    let n = match plan.algorithm() {
-        Algorithm::LdltColumns { n } if shapes == [(n, n); 2] => n,
-        other => return Err(not_for(other, &input)),
-    };
-    let blocks = Blocks { n, b: plan.tile() };
+    let which = |n| Algorithm::LdltColumns { n };
+    let blocks = run_blocks(plan, which, input, (a.nrows(), a.ncols()))?;
+    let n = blocks.n;
     let tiling = hetla_factorizations::Tiling::square(n, plan.tile())?;
     let matrix = ColumnBlocks::new(a, tiling, "A")?;
     let store = Columns(&matrix);

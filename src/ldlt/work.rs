@@ -345,6 +345,22 @@ impl<T: Scalar> AasenWork<'_, T> {
     }
 }
 
+/// The blocks of a run of `plan` on the n x n matrix of shape `a` from `input`, once the plan is
+/// checked to be `algorithm`'s of order n in `T`'s precision.
+pub(crate) fn run_blocks<T: Scalar>(
+    plan: &Plan,
+    algorithm: fn(usize) -> Algorithm,
+    input: MatRef<'_, T>,
+    a: (usize, usize),
+) -> Result<Blocks> {
+    expect_precision(plan, T::PRECISION)?;
+    let n = input.nrows();
+    if [a, input.shape()] != [(n, n); 2] || plan.algorithm() != algorithm(n) {
+        return Err(not_for(plan.algorithm(), &input));
+    }
+    Ok(Blocks { n, b: plan.tile() })
+}
+
 /// Runs an LDL^T plan ([`Algorithm::Ldlt`]) on `platform`: `input` is the Hermitian matrix (its
 /// lower triangle, only read), `a` the run's matrix (n x n, overwritten by L, T and the workspace
 /// in the layout of [`ldlt`](hetla_factorizations::ldlt)'s graph); what the run leaves besides
@@ -358,13 +374,13 @@ pub(crate) fn execute<T: Scalar>(
 ) -> Result<AasenRun<T>> {
     use std::sync::OnceLock;
     use std::sync::atomic::AtomicUsize;
-    expect_precision(plan, T::PRECISION)?;
-    let shapes = [(a.nrows(), a.ncols()), (input.nrows(), input.ncols())];
-    let n = match plan.algorithm() {
-        Algorithm::Ldlt { n } if shapes == [(n, n); 2] => n,
-        other => return Err(not_for(other, &input)),
-    };
-    let blocks = Blocks { n, b: plan.tile() };
+    let blocks = run_blocks(
+        plan,
+        |n| Algorithm::Ldlt { n },
+        input,
+        (a.nrows(), a.ncols()),
+    )?;
+    let n = blocks.n;
     let matrix = TiledMatrix::new(a, plan.tile(), "A")?;
     let list = [&matrix];
     let store = Matrices(&list);
