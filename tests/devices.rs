@@ -601,43 +601,44 @@ fn lu_updates_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precisi
 fn ldlt_products_and_interchanges_run_on_a_device_beside_a_cluster_in_every_precision() {
     for precision in hetla::Precision::ALL {
         if room_for_a_cluster_beside_a_device() {
-            hetla_kernels::with_scalar!(precision, T => ldlt_beside_a_device::<T>());
+            hetla_kernels::with_scalar!(precision, T => ldlt_beside_an_emulated_device::<T>());
         }
     }
 }
 
-/// A random Hermitian matrix of order 230 factored in blocks of 40 beside an emulated device, its
-/// tasks counted by worker, checked as the test above says.
-fn ldlt_beside_a_device<T: Scalar>() {
+/// A random Hermitian matrix of order 230 in blocks of 40 (6 blocks, the last one of 30: T's last
+/// block narrower than the panels) beside an emulated device, its tasks counted by worker.
+fn ldlt_beside_an_emulated_device<T: Scalar>() {
     use hetla::Op;
     let what = T::PRECISION;
     let device: Arc<dyn Device> = Arc::new(EmulatedDevice::new(usize::MAX));
+    let count = ldlt_beside::<T>(vec![device], (230, 40));
+    // H's terms 0 + 0 + 1 + 2 + 3 + 4, the update's 0 + 0 + 1 + 2 + 3 + 4 and 1 + 1 + 1 + 1 at the
+    // ends of steps 1-4, the interchanges 0 + 1 + 2 + 3 + 4: all on the device.
+    assert_eq!(count(Op::LdltColumnHessenberg), (10, 10), "{what}");
+    assert_eq!(count(Op::LdltColumnUpdate), (14, 14), "{what}");
+    assert_eq!(count(Op::LdltSwap), (10, 10), "{what}");
+    let host = count(Op::LdltPanel).0 + count(Op::LdltGather).0 + count(Op::LdltDiagonal).0;
+    assert_eq!(host, 0, "{what}");
+}
+
+/// LDL^T of a random Hermitian matrix of order n in blocks of b beside `devices` on a 1-core
+/// cluster, checked (dchksy_aa's ratio and the solve's backward error < 30, the cluster's inertia):
+/// for each operation, the tasks of it on the devices and in all.
+fn ldlt_beside<T: Scalar>(
+    devices: Vec<Arc<dyn Device>>,
+    (n, b): (usize, usize),
+) -> impl Fn(hetla::Op) -> (usize, usize) {
+    let what = T::PRECISION;
     let spec: ClusterSpec = "1x1".parse().unwrap();
-    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, vec![device]);
+    let p = Platform::with_devices(&spec, Backend::Faer, ModelStore::None, devices);
     let p = Arc::new(p.unwrap());
     let clusters = p.clusters().len();
-    // 6 blocks, the last one of 30: T's last block narrower than the panels.
-    let (n, b) = (230, 40);
     let a = hetla::matgen::random_hermitian::<T>(n, 11);
     let ldlt = hetla::Ldlt::new().platform(p).tile(b);
     let plan = ldlt.plan(n, T::PRECISION).unwrap();
     assert_eq!(plan.algorithm(), hetla::Algorithm::LdltColumns { n });
     let (trace, f) = ldlt.factor_planned(&plan, a.as_ref()).unwrap();
-    let count = |op| {
-        let tasks = trace.tasks.iter().filter(|t| t.op == op);
-        let on_device = tasks.clone().filter(|t| t.worker.0 >= clusters).count();
-        (on_device, tasks.count())
-    };
-    // 6 blocks: H's terms 0 + 0 + 1 + 2 + 3 + 4, the update's 0 + 0 + 1 + 2 + 3 + 4 and 1 + 1 +
-    // 1 + 1 at the ends of steps 1-4, the interchanges 0 + 1 + 2 + 3 + 4: all on the device.
-    assert_eq!(count(Op::LdltColumnHessenberg), (10, 10), "{what}");
-    assert_eq!(count(Op::LdltColumnUpdate), (14, 14), "{what}");
-    assert_eq!(count(Op::LdltSwap), (10, 10), "{what}");
-    assert_eq!(
-        count(Op::LdltPanel).0 + count(Op::LdltGather).0,
-        0,
-        "{what}"
-    );
     let ratio = f.residual(a.as_ref()).unwrap();
     assert!(ratio < 30.0, "{what}: factor ratio {ratio}");
     let rhs = hetla::matgen::random_in::<T>(n, 2, 12);
@@ -646,6 +647,11 @@ fn ldlt_beside_a_device<T: Scalar>() {
     assert!(ratio < 30.0, "{what}: solve ratio {ratio}");
     let alone = hetla::Ldlt::new().tile(b).factor(a.as_ref()).unwrap();
     assert_eq!(f.inertia().unwrap(), alone.inertia().unwrap(), "{what}");
+    move |op| {
+        let tasks = trace.tasks.iter().filter(|t| t.op == op);
+        let on_devices = tasks.clone().filter(|t| t.worker.0 >= clusters).count();
+        (on_devices, tasks.count())
+    }
 }
 
 /// QR of `a` in tiles of b beside `devices` on a 1-core cluster: the factor and the kernels each
@@ -773,6 +779,32 @@ fn real_gpus_run_qr_panels_and_reflectors_in_every_precision_or_the_skip_says_wh
             assert!(
                 orthogonality < RESIDUAL_THRESHOLD,
                 "{what} {spec}: {orthogonality}"
+            );
+        }
+    }
+    for precision in hetla::Precision::ALL {
+        hetla_kernels::with_scalar!(precision, T => check::<T>());
+    }
+}
+
+/// LDL^T beside real GPUs in every precision: Aasen's products (cuBLAS's ?gemm, H's terms with T's
+/// block column uploaded) and interchanges (cuSOLVER's ?laswp) on the rows their arguments name,
+/// ragged last block included, with dchksy_aa's ratio.
+#[test]
+fn real_gpus_run_ldlt_products_in_every_precision_or_the_skip_says_why() {
+    if !gpus_here() || !room_for_a_cluster_beside_a_device() {
+        return;
+    }
+    fn check<T: Scalar>() {
+        use hetla::Op;
+        let devices = GpuSelection::All.open(None).unwrap();
+        let count = ldlt_beside::<T>(devices, (1500, 256));
+        for op in [Op::LdltColumnHessenberg, Op::LdltColumnUpdate, Op::LdltSwap] {
+            let (on_devices, all) = count(op);
+            assert!(
+                on_devices > 0 && on_devices == all,
+                "{}: {op} {on_devices} of {all}",
+                T::PRECISION
             );
         }
     }
