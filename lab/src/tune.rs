@@ -154,7 +154,10 @@ impl TuneSpace {
     /// on either), that cut the matrix into [`MIN_TILES_PER_SIDE`] to [`MAX_TILES_PER_SIDE`] tiles
     /// per side; an error that says which tiles the model has when none does.
     pub fn tiles_for(q: &Question<'_>) -> Result<Vec<usize>> {
-        let (ops, gpu_ops) = (q.family.ops(q.precision)?, q.family.gpu_ops(q.precision)?);
+        let (ops, gpu_ops) = (
+            q.family.run_ops(q.precision, q.gpus)?,
+            q.family.gpu_ops(q.precision, q.gpus)?,
+        );
         let side = q.m.min(q.n);
         let all = q.model.tiles();
         let tiles: Vec<usize> = all
@@ -203,7 +206,10 @@ pub fn predict(
         ..SimOptions::default()
     };
     let mut seconds = 0.0;
-    let (ops, gpu_ops) = (q.family.ops(q.precision)?, q.family.gpu_ops(q.precision)?);
+    let (ops, gpu_ops) = (
+        q.family.run_ops(q.precision, q.gpus)?,
+        q.family.gpu_ops(q.precision, q.gpus)?,
+    );
     q.model
         .check_tile((&ops, &gpu_ops), tile, q.precision, q.gpus)?;
     for plan in &plans {
@@ -479,6 +485,28 @@ mod tests {
         assert_eq!(space.schedulers, [SchedulerKind::Mct, SchedulerKind::Dmda]);
         let ranked = tune(&q, &space).unwrap();
         assert_eq!(ranked[0].clusters, "2x10");
+    }
+
+    /// Beside GPUs QR and LDL^T are tuned as a run there executes them, in block columns: their GPU
+    /// kernels (the reflectors' applications; Aasen's products and interchanges) are the ones the
+    /// tiles are checked for (the tiled graphs', which keep every kernel on the clusters, left the
+    /// GPUs idle and were refused).
+    #[test]
+    fn qr_and_ldlt_beside_gpus_are_tuned_in_block_columns() {
+        let sirocco = PlatformModel::preset("sirocco").unwrap();
+        for family in [Family::Qr, Family::Ldlt] {
+            let q = Question {
+                family,
+                ..question(&sirocco, 9600, 4)
+            };
+            let space = TuneSpace::for_model(&q).unwrap();
+            let spec = ClusterSpec::Grid { count: 2, size: 10 };
+            let c = predict(&q, &spec, space.tiles[0], SchedulerKind::Mct).unwrap();
+            assert!(c.predicted_ms > 0.0 && c.gpus == 4, "{family}: {c:?}");
+            let plans = family.plans(9600, 9600, space.tiles[0], Precision::D, (20, 4));
+            let name = plans.unwrap()[0].algorithm().name();
+            assert!(name.ends_with("-columns"), "{family}: {name}");
+        }
     }
 
     #[test]

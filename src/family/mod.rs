@@ -171,10 +171,11 @@ impl Family {
         Ok(ops)
     }
 
-    /// Its operations a GPU may run in its plans ([`Plan::gpu_ops`]: QR's tiled applications, say,
-    /// stay on CPU clusters).
-    pub fn gpu_ops(self, precision: Precision) -> Result<Vec<Op>> {
-        let mut ops: Vec<Op> = (self.plans(6, 6, 1, precision, (1, 0))?.iter())
+    /// Its operations a GPU may run in the plans a run beside `gpus` GPUs executes
+    /// ([`Plan::gpu_ops`]: QR's and LDL^T's in block columns beside GPUs; the tiled ones keep their
+    /// kernels on CPU clusters).
+    pub fn gpu_ops(self, precision: Precision, gpus: usize) -> Result<Vec<Op>> {
+        let mut ops: Vec<Op> = (self.plans(6, 6, 1, precision, (1, gpus))?.iter())
             .flat_map(Plan::gpu_ops)
             .collect();
         ops.sort_by_key(|op| op.name());
