@@ -304,12 +304,13 @@ part_extra() {
         --gpus "$gpus" --resident --lstsq 16 --compare gpu --repeat "$repeat"
     # LDL^T's products and interchanges on the GPU (issue 74 item 3): Aasen's in block columns of
     # 512, the gather, T's diagonal blocks, the panels and the band steps on the clusters, against
-    # the 16 cores alone (a cluster per core, the default block) at the target's order. Target: >=
+    # the 16 cores alone (a cluster per core, the default block) at the target's order, and
+    # cuSOLVER's Bunch-Kaufman dsytrf (resident, pageable, page-locked). Target: >=
     # 5x the cores alone. Predicted on h200 (its only LDL^T tiles are 2048 and 4096, its CPU rates
     # assumed): 8.57 s beside one 15-core cluster at tile 2048 against 26.9 s on the 16 cores
     # (3.1x), the host's panels, diagonal blocks and band steps 6.6 s of it: predicted missed.
     row "$dir" ldlt-cores ldlt --n 32768
-    row "$dir" ldlt-gpu ldlt --n 32768 --tile 512 --clusters "$clusters" --gpus "$gpus"
+    row "$dir" ldlt-gpu ldlt --n 32768 --tile 512 --clusters "$clusters" --gpus "$gpus" --compare gpu
     # Tensor cores (issue 74 item 5): the mixed solve's single LU with its trailing updates in
     # TF32 (BF16), made where A rounded was written (factor_device) and refined there (its `where`
     # line), beside cuSOLVER's refined solver of the same math (DXgesv, DBgesv) and dgetrf.

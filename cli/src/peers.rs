@@ -273,6 +273,7 @@ pub fn cusolver<T: Scalar>(
         Cusolver::Potrf => format!("cusolver-{}potrf", T::PRECISION),
         Cusolver::Inverse => format!("cusolver-{0}potrf+{0}potri", T::PRECISION),
         Cusolver::Getrf => format!("cusolver-{}getrf", T::PRECISION),
+        Cusolver::Sytrf => format!("cusolver-{}sytrf", T::PRECISION),
         Cusolver::Geqrf => format!("cusolver-{}geqrf", T::PRECISION),
         Cusolver::Gels { .. } => {
             let apply = if T::PRECISION.is_complex() {

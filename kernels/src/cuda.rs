@@ -230,6 +230,10 @@ pub enum SolverPeer {
     Inverse,
     /// The LU factorisation with partial pivoting, ?getrf (its interchanges left on the device).
     Getrf,
+    /// The Bunch-Kaufman factorisation L D L^T of a real symmetric matrix (its lower triangle),
+    /// ?sytrf (its interchanges left on the device): the symmetric indefinite peer. Real only:
+    /// cuSOLVER's complex ?sytrf is complex symmetric, not Hermitian.
+    Sytrf,
     /// The Householder QR factorisation of an m x n matrix, ?geqrf (its scalars tau left on the
     /// device).
     Geqrf,
@@ -261,12 +265,14 @@ impl SolverPeer {
             SolverPeer::Potrf => Op::Potrf,
             SolverPeer::Inverse => Op::Trtri,
             SolverPeer::Getrf => Op::LuPanel,
+            SolverPeer::Sytrf => Op::LdltPanel,
             SolverPeer::Geqrf | SolverPeer::Gels { .. } => Op::Geqrt,
             SolverPeer::Irs { .. } => Op::LuPanel,
         }
     }
 
-    /// Whether it takes a matrix of `precision`: the refined solver f64 and c64 alone.
+    /// Whether it takes a matrix of `precision`: the refined solver f64 and c64 alone, ?sytrf real
+    /// ones.
     pub fn check_precision(self, precision: Precision) -> Result<(), KernelError> {
         match (self, precision) {
             (SolverPeer::Irs { .. }, Precision::S | Precision::C) => Err(KernelError::Operands {
@@ -274,6 +280,13 @@ impl SolverPeer {
                 reason: format!(
                     "cuSOLVER's refined solvers refine to f64 or c64 accuracy: the matrix is in \
                      {precision}"
+                ),
+            }),
+            (SolverPeer::Sytrf, Precision::C | Precision::Z) => Err(KernelError::Operands {
+                op: self.op(),
+                reason: format!(
+                    "cuSOLVER's complex ?sytrf factors complex symmetric matrices, not Hermitian \
+                     ones: the matrix is in {precision} (s or d)"
                 ),
             }),
             _ => Ok(()),
@@ -2080,7 +2093,7 @@ impl GpuContext {
         match peer {
             SolverPeer::Potrf => self.run(Op::Potrf, &[], a),
             SolverPeer::Inverse => self.potrf_potri(a),
-            SolverPeer::Getrf => self.getrf(a),
+            SolverPeer::Getrf | SolverPeer::Sytrf => self.pivoted(a, peer),
             SolverPeer::Geqrf => self.geqrf(a),
             SolverPeer::Gels { columns } => self.gels(a, columns),
             SolverPeer::Irs { columns, math } => self.irs(a, (columns, math)),
@@ -2350,25 +2363,39 @@ impl GpuContext {
         })
     }
 
-    /// ?getrf on the device matrix `a` (square), waited for; its seconds by its events. A zero
-    /// pivot is [`KernelError::Singular`] at its column.
-    fn getrf(&self, a: &mut GpuTile) -> Result<f64, KernelError> {
+    /// ?getrf (`peer` [`SolverPeer::Getrf`]) or ?sytrf (lower, real, [`SolverPeer::Sytrf`]) on the
+    /// device matrix `a` (n x n), its n interchanges left on the device; waited for, its seconds by
+    /// its events.
+    fn pivoted(&self, a: &mut GpuTile, peer: SolverPeer) -> Result<f64, KernelError> {
         if a.rows == 0 {
             return Ok(0.0);
         }
         let n = int(a.rows)?;
         let s = &self.lanes[0].stream;
+        let getrf = peer == SolverPeer::Getrf;
+        let name = if getrf { "?getrf" } else { "?sytrf" };
         let mut ipiv = s
             .alloc_zeros::<i32>(a.rows)
-            .map_err(|e| gpu_error("allocating ?getrf's interchanges", e))?;
+            .map_err(|e| gpu_error(&format!("allocating {name}'s interchanges"), e))?;
         let (pp, use_p) = ipiv.device_ptr_mut(s);
+        let pivots = pp as *mut i32;
         let kernel = with_scalar!(a.precision, T => self.solver_call::<T>(
             a,
-            (Op::LuPanel, "?getrf"),
+            (peer.op(), name),
             // SAFETY (both): `out` is the live n x n device matrix, lwork a host integer, the
             // workspace, the n interchanges and devInfo live device buffers of their sizes.
-            |h, out, lwork| unsafe { T::getrf_buffer_size(h, (n, n), out, lwork) },
-            |h, out, (work, _), info| unsafe { T::getrf(h, (n, n), out, work, (pp as *mut i32, info)) },
+            |h, out, lwork| unsafe {
+                match getrf {
+                    true => T::getrf_buffer_size(h, (n, n), out, lwork),
+                    false => T::sytrf_buffer_size(h, n, out, lwork),
+                }
+            },
+            |h, out, work, info| unsafe {
+                match getrf {
+                    true => T::getrf(h, (n, n), out, work.0, (pivots, info)),
+                    false => T::sytrf(h, n, out, work, (pivots, info)),
+                }
+            },
         ))?;
         drop(use_p);
         kernel.wait()
@@ -3523,6 +3550,22 @@ trait CudaScalar: Scalar {
         a: Out<Self>,
         ipiv: (i32, *const i32),
     ) -> SolverStatus;
+    /// SYTRF's workspace, in elements, for an `n x n` matrix.
+    unsafe fn sytrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: Out<Self>,
+        lwork: *mut i32,
+    ) -> SolverStatus;
+    /// A = L D L^T (Bunch-Kaufman) of the n x n symmetric A's lower triangle in place; n 1-based
+    /// interchanges (LAPACK's ?sytrf convention) into `ipiv`, `info` receives devInfo.
+    unsafe fn sytrf(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: Out<Self>,
+        work: (*mut Self, i32),
+        ipiv_info: (*mut i32, *mut i32),
+    ) -> SolverStatus;
     /// GETRF's workspace, in elements, for an `m x n` matrix.
     unsafe fn getrf_buffer_size(
         h: solver::cusolverDnHandle_t,
@@ -3597,7 +3640,8 @@ macro_rules! cuda_scalar {
     ($ty:ty, $real:ty, $adj:ident, $dtype:ident, $trsm:ident, $rank_k:ident, $gemm:ident,
      $geam:ident, $bufsize:ident, $potrf:ident, $trmm:ident, $trttp:ident, $tpttr:ident,
      $potri_bufsize:ident, $potri:ident, $laswp:ident, $getrf_bufsize:ident, $getrf:ident,
-     $geqrf_bufsize:ident, $geqrf:ident, $unmqr_bufsize:ident, $unmqr:ident) => {
+     $geqrf_bufsize:ident, $geqrf:ident, $unmqr_bufsize:ident, $unmqr:ident,
+     $sytrf_bufsize:ident, $sytrf:ident) => {
         impl CudaScalar for $ty {
             unsafe fn unmqr_buffer_size(
                 h: solver::cusolverDnHandle_t,
@@ -3682,6 +3726,38 @@ macro_rules! cuda_scalar {
                         a.ptr.cast(),
                         a.ld,
                         tau.cast(),
+                        work.cast(),
+                        lwork,
+                        info,
+                    )
+                }
+            }
+            unsafe fn sytrf_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: Out<Self>,
+                lwork: *mut i32,
+            ) -> SolverStatus {
+                // SAFETY: the caller's; lwork is a host integer that outlives the call.
+                unsafe { solver::$sytrf_bufsize(h, n, a.ptr.cast(), a.ld, lwork) }
+            }
+            unsafe fn sytrf(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: Out<Self>,
+                (work, lwork): (*mut Self, i32),
+                (ipiv, info): (*mut i32, *mut i32),
+            ) -> SolverStatus {
+                let lower = solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
+                // SAFETY: the caller's.
+                unsafe {
+                    solver::$sytrf(
+                        h,
+                        lower,
+                        n,
+                        a.ptr.cast(),
+                        a.ld,
+                        ipiv,
                         work.cast(),
                         lwork,
                         info,
@@ -3957,7 +4033,9 @@ cuda_scalar!(
     cusolverDnSgeqrf_bufferSize,
     cusolverDnSgeqrf,
     cusolverDnSormqr_bufferSize,
-    cusolverDnSormqr
+    cusolverDnSormqr,
+    cusolverDnSsytrf_bufferSize,
+    cusolverDnSsytrf
 );
 cuda_scalar!(
     f64,
@@ -3981,7 +4059,9 @@ cuda_scalar!(
     cusolverDnDgeqrf_bufferSize,
     cusolverDnDgeqrf,
     cusolverDnDormqr_bufferSize,
-    cusolverDnDormqr
+    cusolverDnDormqr,
+    cusolverDnDsytrf_bufferSize,
+    cusolverDnDsytrf
 );
 cuda_scalar!(
     c32,
@@ -4005,7 +4085,9 @@ cuda_scalar!(
     cusolverDnCgeqrf_bufferSize,
     cusolverDnCgeqrf,
     cusolverDnCunmqr_bufferSize,
-    cusolverDnCunmqr
+    cusolverDnCunmqr,
+    cusolverDnCsytrf_bufferSize,
+    cusolverDnCsytrf
 );
 cuda_scalar!(
     c64,
@@ -4029,7 +4111,9 @@ cuda_scalar!(
     cusolverDnZgeqrf_bufferSize,
     cusolverDnZgeqrf,
     cusolverDnZunmqr_bufferSize,
-    cusolverDnZunmqr
+    cusolverDnZunmqr,
+    cusolverDnZsytrf_bufferSize,
+    cusolverDnZsytrf
 );
 
 #[cfg(test)]
@@ -4094,9 +4178,10 @@ mod tests {
         );
     }
 
-    /// The peers' shapes are checked before any device work: the one-matrix factorisations take a
-    /// square matrix, ?geqrf any, least squares [A | B] with A's columns among its columns and A at
-    /// least as tall as wide.
+    /// The peers' shapes and precisions are checked before any device work: the one-matrix
+    /// factorisations take a square matrix, ?geqrf any, least squares [A | B] with A's columns
+    /// among its columns and A at least as tall as wide; the refined solvers f64 and c64, ?sytrf s
+    /// and d.
     #[test]
     fn solver_peers_refuse_the_shapes_they_cannot_take() {
         assert!(SolverPeer::Getrf.check_shape((5, 5)).is_ok());
@@ -4120,6 +4205,12 @@ mod tests {
         assert!(tall.contains("first 6 columns, square"), "{tall}");
         let single = irs.check_precision(Precision::S).unwrap_err().to_string();
         assert!(single.contains("f64 or c64"), "{single}");
+        // ?sytrf: a square real matrix (cuSOLVER's complex one is not Hermitian).
+        let sytrf = SolverPeer::Sytrf;
+        assert!(sytrf.check_shape((5, 5)).is_ok() && sytrf.check_shape((5, 4)).is_err());
+        assert!(sytrf.check_precision(Precision::S).is_ok());
+        let complex = sytrf.check_precision(Precision::Z).unwrap_err().to_string();
+        assert!(complex.contains("not Hermitian"), "{complex}");
     }
 
     /// An LU panel's devInfo and 1-based interchanges, as ?getrf leaves them, read on the host:

@@ -69,9 +69,12 @@ pub struct LdltArgs {
     pub seed: u64,
     /// Also time, in this process and on the same matrix, faer's Bunch-Kaufman factorisation
     /// (`faer-lblt`) and, when built with the `openblas` feature, LAPACK ?sytrf (`openblas-dsytrf`)
-    /// and ?sytrf_aa_2stage (`openblas-dsytrf_aa_2stage`) on OpenBLAS's threads.
-    #[arg(long)]
-    pub compare: bool,
+    /// and ?sytrf_aa_2stage (`openblas-dsytrf_aa_2stage`) on OpenBLAS's threads (`cpu`); and with a
+    /// CUDA GPU among `--gpus`, in s and d, cuSOLVER's Bunch-Kaufman ?sytrf on the device-resident
+    /// matrix, from pageable and from page-locked host memory, copies included (`gpu`; cuSOLVER's
+    /// complex ?sytrf is complex symmetric, not Hermitian); `--compare` alone: all.
+    #[arg(long, value_name = "PEERS", num_args = 0..=1, default_missing_value = "all", value_enum)]
+    pub compare: Option<super::args::Compare>,
     /// One untimed warm-up, then R timed runs of each: the report gives the best and the median.
     /// Without it: one cold run.
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -209,8 +212,10 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
         log_abs_det: factor.log_abs_det(),
         singular: factor.singular(),
     };
-    if args.compare {
-        let mut rates = peers::library_peers(
+    let compare = args.compare;
+    let mut rates = Vec::new();
+    if compare.is_some_and(|c| c.cpu()) {
+        rates = peers::library_peers(
             || a.clone(),
             cores,
             runs,
@@ -235,6 +240,22 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
             },
             |backend, mut m, par| backend.library_ldlt_aasen(m.as_mut(), par).map(|_| ()),
         )?);
+    }
+    // With a CUDA GPU in the platform, a real matrix: cuSOLVER's ?sytrf on the device-resident
+    // matrix and from host memory, GPU 0.
+    #[cfg(feature = "cuda")]
+    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) && !T::PRECISION.is_complex()
+    {
+        let repeat = runs.unwrap_or(1);
+        rates.extend(peers::cusolver(
+            peers::Cusolver::Sytrf,
+            a.as_ref(),
+            0,
+            repeat,
+            flops,
+        )?);
+    }
+    if compare.is_some() {
         report.run.add_peers(rates);
     }
     Ok(report)
