@@ -252,6 +252,11 @@ part_cholesky() {
     # on h200: 28.5 and 27.4 Tflop/s (0.96x).
     row "$dir" out-of-core-fits cholesky --n 43008 --tile 2048 --clusters none --gpus "$gpus" --gpu-memory 8GiB
     row "$dir" out-of-core cholesky --n 52000 --tile 2048 --clusters none --gpus "$gpus" --gpu-memory 8GiB
+    # Both simulated on the h200 model beside them (issue 74 item 6).
+    row "$dir" sim-out-of-core-fits simulate --platform h200 --n 43008 --tile 2048 --clusters none --gpus 1 \
+        --gpu-memory 8GiB
+    row "$dir" sim-out-of-core simulate --platform h200 --n 52000 --tile 2048 --clusters none --gpus 1 \
+        --gpu-memory 8GiB
     # Every precision on the GPU alone against cuSOLVER ?potrf in that precision, and the
     # mixed solve (an f32 factor on the GPU, refined in f64).
     for p in s c z; do
@@ -288,6 +293,8 @@ part_extra() {
     # beside the 2 GiB each way a budget that holds it moves. Predicted on h200: 492.2 ms
     # (4.3 GB in, 3.5 GB out) against 301.3 ms in core.
     row "$dir" lu-out-of-core lu --n "$small_n" --tile 2048 --clusters none --gpus "$gpus" --gpu-memory 1536MiB
+    row "$dir" sim-lu-out-of-core simulate --platform h200 --factorization lu --n "$small_n" --tile 2048 \
+        --clusters none --gpus 1 --gpu-memory 1536MiB
     # QR in block columns, the applications of the panels' reflectors on the GPU (issue 74 item
     # 2), at the issue's shape, beside the clusters' panels; least squares with 16 right-hand sides.
     row "$dir" qr-gpu qr --m 32768 --n 8192 --clusters "$clusters" --gpus "$gpus" --lstsq 16 --compare gpu --repeat "$repeat"
@@ -320,6 +327,10 @@ part_extra() {
     # f64 LU's time.
     row "$dir" tensor-lu lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math tf32 \
         --compare gpu --repeat "$repeat"
+    # The single TF32 LU simulated on the h200 model beside it (issue 74 item 6: its factor; the
+    # refinement's steps are not in the graph).
+    row "$dir" sim-tensor-lu simulate --platform h200 --factorization lu --n "$small_n" --tile 2048 \
+        --clusters none --gpus 1 --precision s --tensor-math tf32
     row "$dir" tensor-lu-bf16 lu --n "$small_n" --clusters none --gpus "$gpus" --precision ds --tensor-math bf16 \
         --compare gpu --repeat "$repeat"
     # The general target row (issue 74 item 5) and LU's resident target at 32768 (issue 74 item
@@ -583,6 +594,14 @@ part_calibrate() {
             --clusters none --gpus "$gpus" --repeat "$repeat"
         row "$dir" "sim-qr-$small_n-$tile-none" simulate --factorization qr --platform "$dir/platform.toml" \
             --m "$small_n" --n "$((small_n / 4))" --tile "$tile" --clusters none --gpus 1
+        # LDL^T in block columns beside the first cluster shape (its gather, diagonal blocks,
+        # panels and band steps on the cluster, its products and interchanges on the GPU: the GPU
+        # kernels rated as GEMMs of their flops by the model, the host's as POTRF/GEMM).
+        local shape=${clusters_list%% *}
+        row "$dir" "real-ldlt-$small_n-$tile-$shape" ldlt --n "$small_n" --tile "$tile" --clusters "$shape" \
+            --gpus "$gpus" --repeat "$repeat"
+        row "$dir" "sim-ldlt-$small_n-$tile-$shape" simulate --factorization ldlt --platform "$dir/platform.toml" \
+            --n "$small_n" --tile "$tile" --clusters "$shape" --gpus 1
     done
 }
 
