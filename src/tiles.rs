@@ -440,6 +440,38 @@ impl<T: Scalar> TileStore<T> for ColumnBlocks<'_, T> {
     }
 }
 
+/// A and, for QR's least squares, B in block columns, by matrix ([`FACTOR`], [`RHS`]); the tiles of
+/// any other matrix (LDL^T's dataless [`STEPS`]) are held by none.
+///
+/// [`FACTOR`]: hetla_factorizations::FACTOR
+/// [`RHS`]: hetla_factorizations::RHS
+/// [`STEPS`]: hetla_factorizations::STEPS
+pub(crate) struct ColumnMatrices<'s, 'a, T: Scalar>(
+    pub &'s ColumnBlocks<'a, T>,
+    pub Option<&'s ColumnBlocks<'a, T>>,
+);
+
+impl<T: Scalar> ColumnMatrices<'_, '_, T> {
+    fn of(&self, tile: TileRef) -> Option<&ColumnBlocks<'_, T>> {
+        match tile.matrix {
+            hetla_factorizations::FACTOR => Some(self.0),
+            hetla_factorizations::RHS => self.1,
+            _ => None,
+        }
+    }
+}
+
+impl<T: Scalar> TileStore<T> for ColumnMatrices<'_, '_, T> {
+    fn tile(&self, tile: TileRef) -> Option<faer::MatRef<'_, T>> {
+        self.of(tile)?.tile(tile)
+    }
+
+    unsafe fn tile_mut(&self, tile: TileRef) -> Option<faer::MatMut<'_, T>> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.of(tile)?.tile_mut(tile) }
+    }
+}
+
 /// The [`Workload`] methods a work that wraps a [`TileWork`] (its field `tiles`) takes from it
 /// unchanged: all but `run` (every one, so that a wrapper loses none of the store's answers: the
 /// page-locked ranges, the tiles that arrive from other ranks).

@@ -68,22 +68,43 @@ pub(crate) fn gather<T: Scalar>(
     cols: &[usize],
     mut out: MatMut<'_, T>,
 ) {
+    check_gather(a, (rows, cols), out.as_ref());
+    gather_sorted(a, &by_index(rows), &by_index(cols), out.rb_mut());
+}
+
+/// Panics unless every index is within A and `out` has their shape (a broken caller).
+fn check_gather<T: Scalar>(
+    a: MatRef<'_, T>,
+    (rows, cols): (&[usize], &[usize]),
+    out: MatRef<'_, T>,
+) {
     let n = a.nrows().min(a.ncols());
     assert!(
         rows.iter().chain(cols).all(|&i| i < n)
             && (out.nrows(), out.ncols()) == (rows.len(), cols.len()),
         "gather: indices within A (order {n}) and an output of their shape"
     );
-    let sorted = |indices: &[usize]| {
-        let mut s: Vec<(usize, usize)> = indices.iter().copied().zip(0..).collect();
-        s.sort_unstable();
-        s
-    };
-    let (rows, cols) = (sorted(rows), sorted(cols));
+}
+
+/// Each index with its position, ascending by index.
+fn by_index(indices: &[usize]) -> Vec<(usize, usize)> {
+    let mut s: Vec<(usize, usize)> = indices.iter().copied().zip(0..).collect();
+    s.sort_unstable();
+    s
+}
+
+/// [`gather`] of the (index, position) pairs `rows` and `cols`, ascending by index (checked by the
+/// caller against A's order and `out`'s shape).
+fn gather_sorted<T: Scalar>(
+    a: MatRef<'_, T>,
+    rows: &[(usize, usize)],
+    cols: &[(usize, usize)],
+    mut out: MatMut<'_, T>,
+) {
     let (base, rs, cs) = (a.as_ptr(), a.row_stride(), a.col_stride());
     // SAFETY: every index is below A's order (asserted above): the entry lies within `a`.
     let at = |i: usize, j: usize| unsafe { *base.offset(i as isize * rs + j as isize * cs) };
-    for &(j, c) in &cols {
+    for &(j, c) in cols {
         let from = rows.partition_point(|&(i, _)| i < j);
         for &(i, r) in &rows[from..] {
             out[(r, c)] = at(i, j);
@@ -92,7 +113,7 @@ pub(crate) fn gather<T: Scalar>(
             out[(r, c)] = T::from_f64(at(i, i).to_c64().re);
         }
     }
-    for &(i, r) in &rows {
+    for &(i, r) in rows {
         let from = cols.partition_point(|&(j, _)| j <= i);
         for &(j, c) in &cols[from..] {
             out[(r, c)] = conj(at(j, i));
@@ -111,11 +132,9 @@ pub(crate) fn gather_par<T: Scalar>(
     par: Par,
 ) {
     use rayon::prelude::*;
-    let threads = match par {
-        Par::Seq => 1,
-        Par::Rayon(n) => n.get(),
-    };
-    let width = cols.len().div_ceil(threads.max(1)).max(1);
+    check_gather(a, (rows, cols), out.as_ref());
+    let rows = by_index(rows);
+    let width = cols.len().div_ceil(par.degree().max(1)).max(1);
     let mut bands = Vec::new();
     let mut rest = out;
     for c in cols.chunks(width) {
@@ -123,9 +142,7 @@ pub(crate) fn gather_par<T: Scalar>(
         bands.push((c, band));
         rest = right;
     }
-    bands
-        .into_par_iter()
-        .for_each(|(c, band)| gather(a, rows, c, band));
+    (bands.into_par_iter()).for_each(|(c, band)| gather_sorted(a, &rows, &by_index(c), band));
 }
 
 /// The upper trapezoid of `m` (on and above its diagonal), zeros below.

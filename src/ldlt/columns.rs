@@ -28,9 +28,9 @@ use super::aasen::{
     Blocks, add_product, conj, gather_par, hermitian_part, lu_any, unit_lower, upper,
 };
 use super::band::{BandLu, StepBlocks, Stepped};
-use super::work::{AasenRun, run_blocks};
+use super::work::{AasenRun, run_blocks, slots};
 use crate::plan::{Algorithm, Plan, run_error, tile_work};
-use crate::tiles::{ColumnBlocks, TileStore, TileWork, delegate_to_tiles};
+use crate::tiles::{ColumnBlocks, ColumnMatrices, TileWork, delegate_to_tiles};
 use crate::{Error, Result};
 
 /// What panel k leaves for later host tasks: L(k+1, k+1) explicit (unit lower) and T(k+1, k) (upper
@@ -53,28 +53,6 @@ struct Slots<T: Scalar> {
     t_columns: Vec<OnceLock<Arc<AnyMat>>>,
     /// What the second stage's block step k left.
     band: Vec<OnceLock<Stepped<T>>>,
-}
-
-/// The run's matrix as whole block columns, [`FACTOR`]'s tiles only ([`STEPS`]' have no data).
-///
-/// [`STEPS`]: hetla_factorizations::STEPS
-struct Columns<'s, 'a, T: Scalar>(&'s ColumnBlocks<'a, T>);
-
-impl<T: Scalar> TileStore<T> for Columns<'_, '_, T> {
-    fn tile(&self, tile: TileRef) -> Option<MatRef<'_, T>> {
-        (tile.matrix == FACTOR).then(|| self.0.tile(tile)).flatten()
-    }
-
-    unsafe fn tile_mut(&self, tile: TileRef) -> Option<MatMut<'_, T>> {
-        // SAFETY: the caller's contract is this one's.
-        (tile.matrix == FACTOR)
-            .then(|| unsafe { self.0.tile_mut(tile) })
-            .flatten()
-    }
-
-    fn host_ranges(&self) -> Vec<hetla_kernels::HostRange> {
-        self.0.host_ranges()
-    }
 }
 
 /// The work of an Aasen run in block columns: the graph over the run's matrix, the input, the
@@ -409,12 +387,9 @@ pub(crate) fn execute<T: Scalar>(
     let n = blocks.n;
     let tiling = hetla_factorizations::Tiling::square(n, plan.tile())?;
     let matrix = ColumnBlocks::new(a, tiling, "A")?;
-    let store = Columns(&matrix);
+    let store = ColumnMatrices(&matrix, None);
     let shape = |tile| plan.shape(tile);
     let perm: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
-    fn slots<X>(count: usize) -> Vec<OnceLock<X>> {
-        std::iter::repeat_with(OnceLock::new).take(count).collect()
-    }
     let count = blocks.count();
     let slots = Slots {
         pivots: slots(count),

@@ -345,6 +345,11 @@ impl<T: Scalar> AasenWork<'_, T> {
     }
 }
 
+/// `count` empty slots: what each block's tasks leave beside the tiles, set once.
+pub(crate) fn slots<X>(count: usize) -> Vec<OnceLock<X>> {
+    std::iter::repeat_with(OnceLock::new).take(count).collect()
+}
+
 /// The blocks of a run of `plan` on the n x n matrix of shape `a` from `input`, once the plan is
 /// checked to be `algorithm`'s of order n in `T`'s precision.
 pub(crate) fn run_blocks<T: Scalar>(
@@ -386,10 +391,6 @@ pub(crate) fn execute<T: Scalar>(
     let store = Matrices(&list);
     let shape = |tile| plan.shape(tile);
     let perm: Vec<AtomicUsize> = (0..n).map(AtomicUsize::new).collect();
-    // What each block's tasks leave beside the tiles, set once.
-    fn slots<X>(count: usize) -> Vec<OnceLock<X>> {
-        std::iter::repeat_with(OnceLock::new).take(count).collect()
-    }
     let pivots: Vec<OnceLock<Vec<usize>>> = slots(blocks.count());
     let t_columns: Vec<OnceLock<faer::Mat<T>>> = slots(blocks.count());
     let band: Vec<OnceLock<Stepped<T>>> = slots(blocks.count());

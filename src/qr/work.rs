@@ -6,7 +6,7 @@ use hetla_factorizations::{Mode, Op, TaskId, TileRef, Tiling, qr_t_slot};
 use hetla_kernels::{AnyMat, KernelArgs, KernelError, ReflectorSlot, Scalar, Stack};
 use hetla_runtime::Workload;
 
-use crate::tiles::{TileWork, delegate_to_tiles};
+use crate::tiles::{ColumnMatrices, TileWork, delegate_to_tiles};
 use hetla_factorizations::FACTOR;
 use hetla_runtime::{Platform, RunOptions, Trace, execute as run_graph};
 
@@ -231,12 +231,7 @@ pub(crate) fn execute<T: Scalar>(
     let matrices: Vec<&TiledMatrix<'_, T>> = std::iter::once(&a).chain(b.as_ref()).collect();
     let ts = t_slots::<T>(plan, None);
     let trace = run_reflectors(plan, platform, &Matrices(&matrices), inner, &ts, options)?;
-    Ok((
-        trace,
-        ts.into_iter()
-            .map(std::sync::OnceLock::into_inner)
-            .collect(),
-    ))
+    Ok((trace, taken(ts)))
 }
 
 /// Runs a [`Algorithm::QrColumns`] plan (LAPACK's blocked QR in block columns, what a platform with
@@ -304,38 +299,15 @@ pub(crate) fn execute_columns_on<T: Scalar>(
     for k in 0..tiling.col_tiles() {
         work.reflectors(TileRef::new(FACTOR, 0, k), false);
     }
-    Ok((
-        trace,
-        ts.into_iter()
-            .map(std::sync::OnceLock::into_inner)
-            .collect(),
-    ))
+    Ok((trace, taken(ts)))
 }
 
-/// A and, for least squares, B in block columns, by matrix ([`FACTOR`], [`RHS`]).
-///
-/// [`RHS`]: hetla_factorizations::RHS
-struct ColumnMatrices<'s, 'a, T: Scalar>(&'s ColumnBlocks<'a, T>, Option<&'s ColumnBlocks<'a, T>>);
-
-impl<T: Scalar> ColumnMatrices<'_, '_, T> {
-    fn of(&self, tile: TileRef) -> Option<&ColumnBlocks<'_, T>> {
-        match tile.matrix {
-            FACTOR => Some(self.0),
-            hetla_factorizations::RHS => self.1,
-            _ => None,
-        }
-    }
-}
-
-impl<T: Scalar> TileStore<T> for ColumnMatrices<'_, '_, T> {
-    fn tile(&self, tile: TileRef) -> Option<faer::MatRef<'_, T>> {
-        self.of(tile)?.tile(tile)
-    }
-
-    unsafe fn tile_mut(&self, tile: TileRef) -> Option<faer::MatMut<'_, T>> {
-        // SAFETY: the caller's contract is this one's.
-        unsafe { self.of(tile)?.tile_mut(tile) }
-    }
+/// What each slot of a run that ended holds (`None` where its task left none).
+fn taken<X>(slots: Vec<std::sync::OnceLock<X>>) -> Vec<Option<X>> {
+    slots
+        .into_iter()
+        .map(std::sync::OnceLock::into_inner)
+        .collect()
 }
 
 /// Runs a [`Algorithm::QrApply`] plan: B <- Q^H B, Q from `a` factored by the QR plan of the same
