@@ -244,17 +244,11 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     // With a CUDA GPU in the platform, a real matrix: cuSOLVER's ?sytrf on the device-resident
     // matrix and from host memory, GPU 0.
     #[cfg(feature = "cuda")]
-    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) && !T::PRECISION.is_complex()
-    {
-        let repeat = runs.unwrap_or(1);
-        rates.extend(peers::cusolver(
-            peers::Cusolver::Sytrf,
-            a.as_ref(),
-            0,
-            repeat,
-            flops,
-        )?);
-    }
+    rates.extend(peers::cusolver_asked(
+        (compare, &platform),
+        peers::Cusolver::Sytrf,
+        (a.as_ref(), runs, flops),
+    )?);
     if compare.is_some() {
         report.run.add_peers(rates);
     }

@@ -195,16 +195,11 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     // With a CUDA GPU in the platform: cuSOLVER's ?getrf on the device-resident matrix and from
     // host memory, GPU 0.
     #[cfg(feature = "cuda")]
-    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
-        let repeat = runs.unwrap_or(1);
-        rates.extend(peers::cusolver(
-            peers::Cusolver::Getrf,
-            a.as_ref(),
-            0,
-            repeat,
-            flops,
-        )?);
-    }
+    rates.extend(peers::cusolver_asked(
+        (compare, &platform),
+        peers::Cusolver::Getrf,
+        (a.as_ref(), runs, flops),
+    )?);
     if compare.is_some() {
         report.run.add_peers(rates);
     }

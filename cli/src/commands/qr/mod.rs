@@ -196,11 +196,11 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     // With a CUDA GPU in the platform: cuSOLVER's ?geqrf on the device-resident matrix and from
     // host memory, GPU 0.
     #[cfg(feature = "cuda")]
-    if compare.is_some_and(|c| c.gpu()) && peers::real_gpu(&platform) {
-        let repeat = runs.unwrap_or(1);
-        let geqrf = peers::Cusolver::Geqrf;
-        rates.extend(peers::cusolver(geqrf, a.as_ref(), 0, repeat, flops)?);
-    }
+    rates.extend(peers::cusolver_asked(
+        (compare, &platform),
+        peers::Cusolver::Geqrf,
+        (a.as_ref(), runs, flops),
+    )?);
     if compare.is_some() {
         report.run.add_peers(rates);
     }
