@@ -247,17 +247,16 @@ pub fn real_gpu(platform: &hetla::Platform) -> bool {
         .any(|d| d.device.name() != "emulated")
 }
 
-/// cuSOLVER's `call` as `--compare` asks for it (`compare` with the GPU peers, a CUDA GPU in
-/// `platform`, a precision the call takes): its three rates ([`cusolver`]) on GPU 0, `runs` times
-/// each (once without `--repeat`); none otherwise.
+/// cuSOLVER's `call` as `--compare` asks for it (`asked`: its GPU peers, a CUDA GPU in `platform`,
+/// a precision the call takes): its three rates ([`cusolver`]) on GPU 0, `runs` times each (once
+/// without `--repeat`); none otherwise.
 #[cfg(feature = "cuda")]
 pub fn cusolver_asked<T: Scalar>(
-    (compare, platform): (Option<crate::commands::args::Compare>, &hetla::Platform),
+    (asked, platform): (bool, &hetla::Platform),
     call: Cusolver,
     (a, runs, flops): (faer::MatRef<'_, T>, Option<usize>, f64),
 ) -> Result<Vec<PeerRate>> {
-    let asked = compare.is_some_and(|c| c.gpu()) && real_gpu(platform);
-    if !asked || call.check_precision(T::PRECISION).is_err() {
+    if !asked || !real_gpu(platform) || call.check_precision(T::PRECISION).is_err() {
         return Ok(Vec::new());
     }
     Ok(cusolver(call, a, 0, runs.unwrap_or(1), flops)?.to_vec())

@@ -245,7 +245,7 @@ fn ldlt<T: Scalar>(args: &LdltArgs) -> Result<LdltReport> {
     // matrix and from host memory, GPU 0.
     #[cfg(feature = "cuda")]
     rates.extend(peers::cusolver_asked(
-        (compare, &platform),
+        (compare.is_some_and(|c| c.gpu()), &platform),
         peers::Cusolver::Sytrf,
         (a.as_ref(), runs, flops),
     )?);

@@ -196,7 +196,7 @@ fn lu<T: Scalar>(args: &LuArgs, mixed: Option<MixedRun<T>>) -> Result<LuReport> 
     // host memory, GPU 0.
     #[cfg(feature = "cuda")]
     rates.extend(peers::cusolver_asked(
-        (compare, &platform),
+        (compare.is_some_and(|c| c.gpu()), &platform),
         peers::Cusolver::Getrf,
         (a.as_ref(), runs, flops),
     )?);

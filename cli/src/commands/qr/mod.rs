@@ -197,7 +197,7 @@ fn qr<T: Scalar>(args: &QrArgs) -> Result<QrReport> {
     // host memory, GPU 0.
     #[cfg(feature = "cuda")]
     rates.extend(peers::cusolver_asked(
-        (compare, &platform),
+        (compare.is_some_and(|c| c.gpu()), &platform),
         peers::Cusolver::Geqrf,
         (a.as_ref(), runs, flops),
     )?);
