@@ -60,7 +60,11 @@
 #   streams    resident Cholesky on the GPU alone at STREAMS_NS (8192 16384) with 1, 2 and 4
 #              compute streams (HETLA_GPU_STREAMS) in tiles of 1024 and the path's, each
 #              against cuSOLVER's resident dpotrf, and beside it (the path's tile) the same
-#              run simulated on the h200 model with as many streams ("sim-streams-" rows).
+#              run simulated on the h200 model with as many streams ("sim-streams-" rows);
+#              then (issue 72 item 2) with 4 streams the path's tile ending in a tail of half
+#              its side over the last half of the matrix ("real-tail-", beside "sim-tail-"
+#              where the h200 model has the tail's rates), and the library's own choice of
+#              tile and tail with no --tile ("real-choice-": its predictions in the log).
 #   resident   the resident rows of `path` alone (Cholesky at PATH_NS and GEMM at GEMM_N on
 #              matrices in GPU memory), each against cuSOLVER's or cuBLAS's resident peer.
 #   probe      first: the clusters' scaling probe (issue 70): `hetla calibrate --scaling` at
@@ -482,6 +486,23 @@ part_streams() {
                 fi
             done
         done
+        # Issue 72 item 2: the path's tile, then tiles of half its side from n/2 on (a smaller
+        # tile on the critical path of the last steps), 4 streams, against cuSOLVER's resident
+        # dpotrf. Predicted (docs/gpu.md "A tail of smaller tiles"): h200 16384 31.1 ms alone,
+        # 31.1 with the tail (no gain: that run is bound by the area); 8192 needs the rates at
+        # 1024 this part measures (at 2048's rates 11.3 -> 9.8 ms from host, 3 streams).
+        t=$(path_tile "$n")
+        local tail=(--tail-tile $((t / 2)) --tail-from $((n / 2)))
+        HETLA_GPU_STREAMS=4 row "$dir" "real-tail-$n-$t" cholesky --n "$n" --tile "$t" "${tail[@]}" \
+            --clusters none --gpus "$gpus" --resident --repeat "$repeat" --compare gpu
+        if [ "$t" = 4096 ]; then
+            row "$dir" "sim-tail-$n-$t" simulate --platform h200 --n "$n" --tile "$t" "${tail[@]}" \
+                --clusters none --gpus 1 --resident --streams 4
+        fi
+        # The library's choice (no --tile): each candidate tile simulated from the kernels it
+        # times first, then a tail of half the chosen tile where that is predicted faster.
+        HETLA_GPU_STREAMS=4 row "$dir" "real-choice-$n" cholesky --n "$n" --clusters none \
+            --gpus "$gpus" --resident --repeat "$repeat" --compare gpu
     done
 }
 

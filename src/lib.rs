@@ -76,6 +76,7 @@ pub use error::{Error, Result};
 pub use family::{Family, FamilyRun};
 pub use gemm::{Gemm, GemmReport, Placement, Strategy};
 pub use hetla_clusters::{ClusterSpec, Topology};
+pub use hetla_factorizations::Tail;
 pub use hetla_kernels::{Backend, Op, Par, Precision, Scalar, TensorMath, c32, c64};
 pub use hetla_runtime::{
     GpuSelection, HostMemory, ModelStore, PageLocked, Platform, SchedulerKind, Trace,

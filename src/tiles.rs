@@ -226,6 +226,25 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
         })
     }
 
+    /// The tiles of `tiling` (of `m`'s shape, any tail) over a writable column-major view.
+    pub fn with_tiling(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
+        let mut matrix = Self::new(m, tiling.tile(), what)?;
+        if (tiling.rows(), tiling.cols()) != (matrix.tiling.rows(), matrix.tiling.cols()) {
+            return Err(Error::Layout {
+                what,
+                reason: format!(
+                    "the plan tiles a {}x{} matrix, this one is {}x{}",
+                    tiling.rows(),
+                    tiling.cols(),
+                    matrix.tiling.rows(),
+                    matrix.tiling.cols()
+                ),
+            });
+        }
+        matrix.tiling = tiling;
+        Ok(matrix)
+    }
+
     /// Tiles of `b x b` over a read-only column-major view; its tiles cannot be written.
     pub fn read_only(m: MatRef<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;

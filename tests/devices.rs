@@ -2924,3 +2924,66 @@ fn real_gpus_time_cusolvers_refined_solvers_and_least_squares_or_the_skip_says_w
         .unwrap_err();
     assert!(err.to_string().contains("f64 or c64"), "{err}");
 }
+
+/// A Cholesky plan that ends in smaller tiles (`Cholesky::tail`: 3 tiles of 128, then tiles of 64
+/// from row 384, the last ragged: 8 tile rows) factors on an emulated device with room for 6 of its
+/// large tiles (evictions), beside a 1x1 cluster where the machine has the cores, in every
+/// precision: LAPACK's residual, the tail's tiles moved at their own size, and a pivot failure in
+/// the tail named by its global column.
+#[test]
+fn a_tail_of_smaller_tiles_factors_on_a_device_beside_a_cluster_in_every_precision() {
+    fn check<T: Scalar>() {
+        let what = T::PRECISION;
+        let (n, b, tail) = (
+            700,
+            128,
+            hetla::Tail {
+                from: 384,
+                tile: 64,
+            },
+        );
+        let device = Arc::new(EmulatedDevice::new(6 * b * b * size_of::<T>()));
+        let spec = if room_for_a_cluster_beside_a_device() {
+            "1x1"
+        } else {
+            "none"
+        };
+        let p = platform(spec, std::slice::from_ref(&device));
+        let options = Cholesky::new().platform(p).tile(b).tail(tail);
+        let a = random_hpd::<T>(n, 5);
+        let mut l = a.clone();
+        let trace = options.factor_in_place_traced(l.as_mut()).unwrap();
+        let residual = cholesky_residual(a.as_ref(), l.as_ref(), Par::Seq);
+        assert!(residual < RESIDUAL_THRESHOLD, "{what}: residual {residual}");
+        // 8 tile rows: 8 POTRFs, 28 TRSMs, 28 SYRKs, 56 GEMMs.
+        assert_eq!(trace.tasks.len(), 120, "{what}");
+        let sizes: Vec<usize> = trace.transfers.iter().map(|t| t.transfer.bytes).collect();
+        for (rows, cols) in [(b, b), (64, b), (64, 64), (60, 64)] {
+            let bytes = rows * cols * size_of::<T>();
+            assert!(
+                sizes.contains(&bytes),
+                "{what}: no {rows}x{cols} copy in {sizes:?}"
+            );
+        }
+        assert!(device.peak_bytes() <= device.budget(), "{what}");
+        // A pivot that fails in the tail's fourth tile (rows 576 to 639) is named by its column.
+        let mut bad = random_hpd::<T>(n, 5);
+        bad[(600, 600)] = T::from_parts(-1.0, 0.0);
+        let err = options.factor_in_place(bad.as_mut()).unwrap_err();
+        assert!(
+            matches!(err, Error::NotPositiveDefinite { column: 600 }),
+            "{what}: {err}"
+        );
+        // A tile-major copy holds tiles of one size: refused before the matrix is touched.
+        let mut untouched = a.clone();
+        let err = (options.clone().storage(Storage::TileMajor))
+            .factor_in_place(untouched.as_mut())
+            .unwrap_err();
+        assert!(err.to_string().contains("tile-major"), "{what}: {err}");
+        assert!(untouched == a, "{what}: the refused matrix was changed");
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<c32>();
+    check::<c64>();
+}

@@ -429,3 +429,58 @@ fn the_scaling_probe_gives_a_row_per_kernel_tile_and_cluster_size() {
     assert!(sim["makespan_ms"].as_f64().unwrap() > 0.0, "{sim}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--tail-tile` and `--tail-from` end a Cholesky plan in smaller tiles: `simulate` and `bound`
+/// report the tail and time its tiles at their rates (a shorter critical path on the h100 model),
+/// `cholesky` runs it in place and reports it; a bad or lone tail, or a tail for LU, is refused.
+#[test]
+fn a_tail_of_smaller_tiles_is_simulated_bounded_and_run_from_the_command_line() {
+    let h100 = "--platform h100 --clusters none --gpus 1 --resident --n 16384 --tile 4096";
+    let tail = "--tail-tile 2048 --tail-from 8192";
+    let json = |line: &str| {
+        let (ok, out, err) = common::run(line);
+        assert!(ok, "{line}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let alone = json(&format!("simulate {h100} --json"));
+    let ends = json(&format!("simulate {h100} {tail} --json"));
+    assert!(alone.get("tail").is_none());
+    assert_eq!(ends["tail"]["tile"], 2048);
+    assert_eq!(ends["tail"]["from"], 8192);
+    assert!(ends["cp_ms"].as_f64() < alone["cp_ms"].as_f64());
+    let bound = json(&format!(
+        "bound --platform h100 --clusters none --gpus 1 --n 16384 --tile 4096 {tail} --json"
+    ));
+    assert_eq!(bound["tail"]["tile"], 2048);
+    assert_eq!(bound["cp_ms"], ends["cp_ms"]);
+    let run = json(
+        "cholesky --n 600 --tile 128 --tail-tile 48 --tail-from 256 --clusters 1x1 --gpus none --json",
+    );
+    assert_eq!(run["tail"]["tile"], 48);
+    assert_eq!(run["storage"], "in-place");
+    assert!(run["residual_ok"].as_bool().unwrap(), "{run}");
+    for (line, says) in [
+        (
+            format!("simulate {h100} --tail-tile 2048 --tail-from 6000"),
+            "multiple of the tile",
+        ),
+        (
+            format!("simulate {h100} --tail-tile 4096 --tail-from 8192"),
+            "its tile must be",
+        ),
+        (format!("simulate {h100} --tail-tile 2048"), "--tail-from"),
+        (
+            "simulate --platform h100 --clusters 1x15 --n 16384 --tile 4096 --factorization lu \
+             --tail-tile 2048 --tail-from 8192"
+                .to_owned(),
+            "applies to a Cholesky",
+        ),
+        (
+            "cholesky --n 600 --tail-tile 48 --tail-from 256 --gpus none".to_owned(),
+            "give the tile too",
+        ),
+    ] {
+        let (ok, _, err) = common::run(&line);
+        assert!(!ok && err.contains(says), "{line}: {err}");
+    }
+}

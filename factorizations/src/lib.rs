@@ -42,4 +42,4 @@ pub use lu::{EXCHANGE, LuSwapRole, PIVOTS, lu_tiles, lu_tiles_shapes};
 pub use matmul::{MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, matmul};
 pub use qr::{QrTree, qr, qr_apply_rhs, qr_columns, qr_columns_shape, qr_t_slot, qr_with_rhs};
 pub use split::{GridSplit, RankShare, Receipt, SplitError};
-pub use tiling::{Tiling, TilingError};
+pub use tiling::{Tail, Tiling, TilingError};

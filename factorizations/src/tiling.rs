@@ -1,4 +1,8 @@
-//! Cutting a matrix into tiles.
+//! Cutting a matrix into tiles: square tiles of one side, the last row and column of tiles ragged;
+//! or, with a [`Tail`], tiles of a smaller side from a given row and column on (a smaller tile on
+//! the critical path of the end of a factorisation, where few tasks are left beside it: issue 72's
+//! "tiles that fit the step"). Every tile's place and shape comes from [`Tiling::offset`] and
+//! [`Tiling::tile_shape`], so code that goes through them works on both.
 
 /// Errors in describing a tiling.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,16 +41,44 @@ pub enum TilingError {
         /// Tile size of the right-hand sides.
         rhs_tile: usize,
     },
+    /// A tail that does not fit its tiling.
+    #[error("bad tail (tiles of {tail_tile} from row and column {from}): {reason}")]
+    Tail {
+        /// Where the tail starts.
+        from: usize,
+        /// Its tiles' side.
+        tail_tile: usize,
+        /// What is wrong and what would be right.
+        reason: String,
+    },
+}
+
+/// The end of a square tiling cut into smaller tiles: from row (and column) `from`, a multiple of
+/// the tiling's tile, tiles of side `tile` (smaller than the tiling's), the last ragged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Tail {
+    /// The first row and column of the tail.
+    pub from: usize,
+    /// The side of the tail's tiles.
+    pub tile: usize,
+}
+
+impl std::fmt::Display for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tiles of {} from {}", self.tile, self.from)
+    }
 }
 
 /// A `rows x cols` matrix cut into `tile x tile` tiles; the last row and column of tiles are ragged
 /// (smaller) when `tile` does not divide the dimension. A tile larger than the matrix gives a
-/// single tile.
+/// single tile. With a [`Tail`] ([`Tiling::with_tail`]), rows and columns from the tail's start are
+/// cut in tiles of the tail's side instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tiling {
     rows: usize,
     cols: usize,
     tile: usize,
+    tail: Option<Tail>,
 }
 
 impl Tiling {
@@ -55,7 +87,66 @@ impl Tiling {
         if tile == 0 {
             return Err(TilingError::ZeroTileSize);
         }
-        Ok(Self { rows, cols, tile })
+        Ok(Self {
+            rows,
+            cols,
+            tile,
+            tail: None,
+        })
+    }
+
+    /// This square tiling with its rows and columns from `tail.from` on cut into tiles of
+    /// `tail.tile`. Refused unless the matrix is square, `tail.from` is a multiple of the tile
+    /// strictly inside the matrix, and the tail's tile is at least 1 and smaller than the tiling's.
+    pub fn with_tail(self, tail: Tail) -> Result<Self, TilingError> {
+        self.ensure_square()?;
+        let refuse = |reason: String| {
+            Err(TilingError::Tail {
+                from: tail.from,
+                tail_tile: tail.tile,
+                reason,
+            })
+        };
+        let (n, b) = (self.rows, self.tile);
+        if tail.tile == 0 || tail.tile >= b {
+            return refuse(format!("its tile must be from 1 to {} (the tile)", b - 1));
+        }
+        if tail.from == 0 || tail.from >= n || !tail.from.is_multiple_of(b) {
+            return refuse(format!(
+                "it must start at a multiple of the tile {b} from {b} to {} (the order {n} less one)",
+                n.saturating_sub(1)
+            ));
+        }
+        Ok(Self {
+            tail: Some(tail),
+            ..self
+        })
+    }
+
+    /// The tail, if the tiling has one.
+    pub fn tail(&self) -> Option<Tail> {
+        self.tail
+    }
+
+    /// Tiles before the tail (all of them for a tiling without one).
+    fn head_tiles(&self) -> usize {
+        self.tail.map_or(usize::MAX, |t| t.from / self.tile)
+    }
+
+    /// Tiles covering `len` rows or columns.
+    fn tiles_over(&self, len: usize) -> usize {
+        match self.tail {
+            Some(t) if len > t.from => self.head_tiles() + (len - t.from).div_ceil(t.tile),
+            _ => len.div_ceil(self.tile),
+        }
+    }
+
+    /// The side of the tiles of index `i` before any ragged cut.
+    fn side(&self, i: usize) -> usize {
+        match self.tail {
+            Some(t) if i >= self.head_tiles() => t.tile,
+            _ => self.tile,
+        }
     }
 
     /// A tiling of an `n x n` matrix.
@@ -73,34 +164,37 @@ impl Tiling {
         self.cols
     }
 
-    /// The nominal tile side.
+    /// The nominal tile side (the tiles before a tail).
     pub fn tile(&self) -> usize {
         self.tile
     }
 
     /// Number of tile rows.
     pub fn row_tiles(&self) -> usize {
-        self.rows.div_ceil(self.tile)
+        self.tiles_over(self.rows)
     }
 
     /// Number of tile columns.
     pub fn col_tiles(&self) -> usize {
-        self.cols.div_ceil(self.tile)
+        self.tiles_over(self.cols)
     }
 
     /// First row (or column) of tile index `i`.
     pub fn offset(&self, i: usize) -> usize {
-        i * self.tile
+        match self.tail {
+            Some(t) if i > self.head_tiles() => t.from + (i - self.head_tiles()) * t.tile,
+            _ => i * self.tile,
+        }
     }
 
     /// Rows of the tiles in tile row `i` (smaller for the ragged last one).
     pub fn tile_rows(&self, i: usize) -> usize {
-        self.tile.min(self.rows - self.offset(i))
+        self.side(i).min(self.rows - self.offset(i))
     }
 
     /// Columns of the tiles in tile column `j` (smaller for the ragged last one).
     pub fn tile_cols(&self, j: usize) -> usize {
-        self.tile.min(self.cols - self.offset(j))
+        self.side(j).min(self.cols - self.offset(j))
     }
 
     /// Shape (rows, cols) of tile (i, j).
@@ -140,5 +234,48 @@ mod tests {
         assert_eq!(empty.row_tiles(), 0);
         assert_eq!(Tiling::square(4, 0), Err(TilingError::ZeroTileSize));
         assert!(Tiling::new(4, 5, 2).unwrap().ensure_square().is_err());
+    }
+
+    #[test]
+    fn a_tail_cuts_the_end_of_the_matrix_in_smaller_tiles() {
+        let tail = Tail { from: 8, tile: 3 };
+        let t = Tiling::square(15, 4).unwrap().with_tail(tail).unwrap();
+        // Two tiles of 4, then 3, 3 and a ragged 1.
+        assert_eq!(t.row_tiles(), 5);
+        assert_eq!(t.col_tiles(), 5);
+        let offsets: Vec<_> = (0..5).map(|i| t.offset(i)).collect();
+        assert_eq!(offsets, [0, 4, 8, 11, 14]);
+        let sides: Vec<_> = (0..5).map(|i| t.tile_rows(i)).collect();
+        assert_eq!(sides, [4, 4, 3, 3, 1]);
+        assert_eq!(t.tile_shape(3, 1), (3, 4));
+        assert_eq!((t.tile(), t.tail()), (4, Some(tail)));
+        // The tiles cover the matrix exactly, in order.
+        for i in 0..4 {
+            assert_eq!(t.offset(i) + t.tile_rows(i), t.offset(i + 1));
+        }
+        let square = Tiling::square(15, 4).unwrap();
+        for bad in [
+            Tail { from: 6, tile: 3 },
+            Tail { from: 0, tile: 3 },
+            Tail { from: 16, tile: 3 },
+            Tail { from: 8, tile: 4 },
+            Tail { from: 8, tile: 0 },
+        ] {
+            let err = square.with_tail(bad).unwrap_err();
+            assert!(matches!(err, TilingError::Tail { .. }), "{bad:?}: {err}");
+        }
+        let wide = Tiling::new(15, 16, 4).unwrap();
+        assert!(matches!(
+            wide.with_tail(tail),
+            Err(TilingError::NotSquare { .. })
+        ));
+        assert_eq!(
+            square
+                .with_tail(Tail { from: 6, tile: 3 })
+                .unwrap_err()
+                .to_string(),
+            "bad tail (tiles of 3 from row and column 6): it must start at a multiple of the tile 4 \
+             from 4 to 14 (the order 15 less one)"
+        );
     }
 }

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use hetla_factorizations::{
-    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, Rank, SUMS, Substitution, TaskGraph,
-    TaskId, TileRef, Tiling, TilingError, backward_substitution, bytes_sent, cholesky,
+    Access, FACTOR, MatrixId, Mode, Op, ProcessGrid, RHS, Rank, SUMS, Substitution, Tail,
+    TaskGraph, TaskId, TileRef, Tiling, TilingError, backward_substitution, bytes_sent, cholesky,
     distributed_substitution, forward_substitution, messages, task_rank,
 };
 use proptest::prelude::*;
@@ -49,8 +49,17 @@ fn assert_conflicts_are_ordered(g: &TaskGraph) {
 
 #[test]
 fn cholesky_task_counts_and_exact_flops() {
-    for (n, b) in [(1, 1), (7, 3), (10, 5), (13, 4), (100, 32), (5, 8)] {
-        let tiling = Tiling::square(n, b).unwrap();
+    let tail = |n, b, from, tile| {
+        let tail = Tail { from, tile };
+        Tiling::square(n, b).unwrap().with_tail(tail).unwrap()
+    };
+    let uniform = [(1, 1), (7, 3), (10, 5), (13, 4), (100, 32), (5, 8)]
+        .map(|(n, b)| Tiling::square(n, b).unwrap());
+    // Smaller tiles at the end: 2 of 32, then 4 of 8 and a ragged 4; 3 of 4 then one of 1; one of 4
+    // then 3 of 3.
+    let tailed = [tail(100, 32, 64, 8), tail(13, 4, 12, 1), tail(13, 4, 4, 3)];
+    for tiling in uniform.into_iter().chain(tailed) {
+        let (n, b) = (tiling.rows(), tiling.tile());
         let g = cholesky(&tiling).unwrap();
         let nt = tiling.row_tiles();
         let pairs = nt * (nt - 1) / 2;
@@ -78,7 +87,9 @@ fn cholesky_task_counts_and_exact_flops() {
                 .iter()
                 .all(|t| t.accesses.iter().all(|a| a.tile.row >= a.tile.col))
         );
+        assert_conflicts_are_ordered(&g);
     }
+    assert_eq!(tailed[0].row_tiles(), 2 + 5);
 }
 
 #[test]

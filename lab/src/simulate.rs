@@ -59,6 +59,9 @@ pub struct SimReport {
     pub n: usize,
     /// Tile size.
     pub tile: usize,
+    /// The tail of smaller tiles at the end (absent without one, [`Plan::with_tail`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<hetla::Tail>,
     /// Scheduler name.
     pub scheduler: hetla_runtime::SchedulerKind,
     /// Which CPU kernel rates were used: "loaded" (the model's rates lowered by its loaded-machine
@@ -95,13 +98,12 @@ pub fn simulate(
 ) -> Result<(SimReport, Trace)> {
     let model = machine.model;
     model.check_precision(plan.precision())?;
-    let ops = (&plan.ops()[..], &plan.gpu_ops()[..]);
-    model.check_tile(ops, plan.tile(), plan.precision(), machine.gpus)?;
+    check_tiles(plan, machine)?;
     let platform = machine.sim_platform_for(plan)?;
     let tile = plan.tile();
     let start = Instant::now();
     let trace = simulate_plan(plan, machine, &platform, options)?;
-    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
+    let duration = durations(plan, machine);
     let simulation_seconds = start.elapsed().as_secs_f64();
     let bounds = shared_bounds(plan, &platform, duration)?;
     let summary = trace.summary();
@@ -116,6 +118,7 @@ pub fn simulate(
         compute_streams: platform.compute_streams,
         n: plan.algorithm().order(),
         tile,
+        tail: plan.tail(),
         scheduler: options.run.scheduler,
         seed: options.seed,
         noise: options.noise,
@@ -150,9 +153,7 @@ pub(crate) fn simulate_plan(
     options: &SimOptions,
 ) -> Result<Trace> {
     let tile_bytes = |t| plan.tile_bytes(t);
-    let tile = plan.tile();
-    let duration =
-        |key: &KernelKey, class: &ResourceClass| machine.model.duration(key, tile, class);
+    let duration = durations(plan, machine);
     let work = SimWork {
         graph: plan.graph(),
         keys: plan.keys(),
@@ -176,14 +177,30 @@ fn is_cholesky(algorithm: &hetla::Algorithm) -> bool {
 /// Bounds of `plan` on `machine`, computed without running anything (the durations of the model's
 /// rates at the plan's tile).
 pub fn bounds(plan: &Plan, machine: &Modelled<'_>) -> Result<BoundReport> {
-    let model = machine.model;
-    let ops = (&plan.ops()[..], &plan.gpu_ops()[..]);
-    model.check_tile(ops, plan.tile(), plan.precision(), machine.gpus)?;
-    let tile = plan.tile();
+    check_tiles(plan, machine)?;
     let platform = machine.sim_platform()?;
-    shared_bounds(plan, &platform, |key, class| {
-        model.duration(key, tile, class)
-    })
+    shared_bounds(plan, &platform, durations(plan, machine))
+}
+
+/// Checks that `machine`'s model has rates for `plan`'s kernels at its tile, and at its tail's
+/// ([`Plan::rate_tile`]), and that the GPUs asked for have work.
+fn check_tiles(plan: &Plan, machine: &Modelled<'_>) -> Result<()> {
+    let ops = (&plan.ops()[..], &plan.gpu_ops()[..]);
+    let tiles = std::iter::once(plan.tile()).chain(plan.tail().map(|t| t.tile));
+    for tile in tiles {
+        (machine.model).check_tile(ops, tile, plan.precision(), machine.gpus)?;
+    }
+    Ok(())
+}
+
+/// Each of `plan`'s tasks' duration on a class of `machine`: its kernel's flops at the model's rate
+/// at the tile that times it ([`Plan::rate_tile`]: the plan's, or its tail's).
+fn durations<'p>(
+    plan: &'p Plan,
+    machine: &'p Modelled<'_>,
+) -> impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + Copy + 'p {
+    let model = machine.model;
+    move |key, class| model.duration(key, plan.rate_tile(key), class)
 }
 
 /// How the GPUs of `platform` share their rate among `plan`'s kernels of durations `duration`.
@@ -355,7 +372,7 @@ pub fn simulate_grid(
     // A tile's bytes as its messages carry it (for LU, a panel from its diagonal down: its block
     // columns run on CPU clusters only, so no copy inside a node is sized by it).
     let tile_bytes = |t| plan.message_bytes(t);
-    let duration = |key: &KernelKey, class: &ResourceClass| model.duration(key, tile, class);
+    let duration = durations(plan, machine);
     let rank_keys: Vec<Vec<KernelKey>> = split
         .ranks
         .iter()

@@ -666,3 +666,49 @@ fn a_page_locked_run_that_locks_beside_the_workers_stages_the_tiles_it_reaches_f
     let (old, _) = run(Modelled::new(&plain, &spec, 1).host_memory(HostMemory::PageLocked));
     assert!((old - before).abs() < 1e-9, "{old} against {before}");
 }
+
+/// A Cholesky plan that ends in smaller tiles is simulated with each task at its own tile's rate
+/// (`Plan::rate_tile`): on the h100 model (measured rates at 2048 and 4096), n = 16384 in tiles of
+/// 4096 with the last half in tiles of 2048 has a shorter critical path than 4096 alone (17.1
+/// against 20.8 ms: the last panels' kernels are smaller) and a larger area (the small tiles' rates
+/// are lower); a tail whose tile the model has no rate for is refused, naming it.
+#[test]
+fn a_tail_of_smaller_tiles_is_simulated_at_its_own_tiles_rates() {
+    let model = PlatformModel::preset("h100").unwrap();
+    let machine = Modelled::new(&model, &hetla::ClusterSpec::None, 1);
+    let plan = Plan::new(hetla::Algorithm::Cholesky { n: 16384 }, 4096, Precision::D).unwrap();
+    let mut options = SimOptions::default();
+    options.run.placement = plan.placed_on(hetla_runtime::MemoryNode(1));
+    options.run.write_back = WriteBack::Resident;
+    let (alone, _) = hetla_lab::simulate(&plan, &machine, &options).unwrap();
+    let tail = hetla::Tail {
+        from: 8192,
+        tile: 2048,
+    };
+    let tailed = plan.with_tail(tail).unwrap();
+    // Every tile of the tailed plan placed on the GPU, as `simulate --resident` does.
+    options.run.placement = tailed.placed_on(hetla_runtime::MemoryNode(1));
+    let (ends, _) = hetla_lab::simulate(&tailed, &machine, &options).unwrap();
+    assert_eq!((ends.tail, alone.tail), (Some(tail), None));
+    let (cp, area) = (ends.bounds.cp_ms, ends.bounds.area_ms);
+    assert!(
+        cp < alone.bounds.cp_ms * 0.85,
+        "{cp} against {}",
+        alone.bounds.cp_ms
+    );
+    assert!(
+        area > alone.bounds.area_ms,
+        "{area} against {}",
+        alone.bounds.area_ms
+    );
+    assert!(ends.makespan_ms >= cp * (1.0 - 1e-9));
+    let err = plan
+        .with_tail(hetla::Tail {
+            from: 8192,
+            tile: 1024,
+        })
+        .map(|p| hetla_lab::simulate(&p, &machine, &options).map(|_| ()))
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("tile 1024"), "{err}");
+}

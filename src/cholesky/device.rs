@@ -59,9 +59,8 @@ impl Cholesky {
         check_square("A", a.nrows(), a.ncols())?;
         let platform = self.resolve_platform()?;
         let n = a.nrows();
-        let (tile, choice) = self.tile_and_choice(&platform, n, T::PRECISION)?;
-        let mut plan = Plan::new(crate::Algorithm::Cholesky { n }, tile, T::PRECISION)?;
-        plan.choice = choice;
+        let tile_and_choice = self.tile_and_choice(&platform, n, T::PRECISION)?;
+        let plan = self.plan_of(&platform, n, tile_and_choice, T::PRECISION)?;
         self.run_on_device(&platform, &plan, &[("A", a, Mode::ReadWrite)])
     }
 

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use faer::{Mat, MatMut, MatRef};
+use hetla_factorizations::Tail;
 use hetla_kernels::{KernelError, Op, Par, Precision, Scalar, real_diagonal};
 use hetla_runtime::{HostMemory, Platform, RunOptions, SchedulerKind, Trace, WriteBack};
 
@@ -50,6 +51,7 @@ pub(crate) mod work;
 pub struct Cholesky {
     pub(crate) run: RunConfig,
     pub(crate) tile: Option<usize>,
+    tail: Option<Tail>,
     storage: Storage,
     host_memory: HostMemory,
     resident: Option<usize>,
@@ -65,6 +67,18 @@ impl Cholesky {
     /// factorisation time; a tile larger than n gives a single tile.
     pub fn tile(mut self, b: usize) -> Self {
         self.tile = Some(b);
+        self
+    }
+
+    /// The tiles from row and column `tail.from` on of the smaller side `tail.tile` ([`Tail`]: a
+    /// smaller tile on the critical path of the factorisation's end, where few tasks are left
+    /// beside it); the tile given with [`Cholesky::tile`] before it, which a tail needs. Such a
+    /// plan runs in place ([`Storage::TileMajor`] is refused). Errors at factorisation time: no
+    /// tile given, or a tail that does not fit
+    /// ([`Tiling::with_tail`](hetla_factorizations::Tiling)). Without it, a platform with devices
+    /// may choose one ([`TileChoice::tail`]).
+    pub fn tail(mut self, tail: Tail) -> Self {
+        self.tail = Some(tail);
         self
     }
 
@@ -138,9 +152,33 @@ impl Cholesky {
         let this = self.tuned_for(n, precision);
         let platform = this.resolve_platform()?;
         let (tile, choice) = this.tile_and_choice(&platform, n, precision)?;
-        let mut plan = plan_on(&platform)(n, tile, precision)?;
+        this.plan_of(&platform, n, (tile, choice), precision)
+    }
+
+    /// The plan of order `n` in `precision` on `platform` in tiles of `tile` as `choice` chose it,
+    /// with the tail given ([`Cholesky::tail`]) or chosen ([`TileChoice::tail`]).
+    fn plan_of(
+        &self,
+        platform: &Platform,
+        n: usize,
+        (tile, choice): (usize, Option<TileChoice>),
+        precision: Precision,
+    ) -> Result<Plan> {
+        let tail = self.tail.or(choice.as_ref().and_then(|c| c.tail));
+        if let (Some(tail), None) = (self.tail, self.tile) {
+            return Err(Error::InvalidOption {
+                option: "tail",
+                reason: format!(
+                    "a tail ({tail}) follows tiles of a given side: give the tile too (Cholesky::tile, --tile)"
+                ),
+            });
+        }
+        let mut plan = plan_on(platform)(n, tile, precision)?;
         plan.choice = choice;
-        Ok(plan)
+        match tail {
+            Some(tail) => plan.with_tail(tail),
+            None => Ok(plan),
+        }
     }
 
     /// The tile for order `n` in `precision` on `platform`, and the models' choice when they made
@@ -251,8 +289,9 @@ impl Cholesky {
         check_square("A", a.nrows(), a.ncols())?;
         let n = a.nrows();
         let (tile, choice) = self.tile_and_choice(platform, n, T::PRECISION)?;
-        // A resident factorisation always runs on its GPU, through the runtime.
-        if tile >= n && self.resident.is_none() {
+        // A resident factorisation always runs on its GPU, through the runtime; a tail is refused
+        // by its plan.
+        if tile >= n && self.resident.is_none() && self.tail.is_none() {
             if let Some(from) = from {
                 copy(from, a.as_mut());
             }
@@ -268,8 +307,7 @@ impl Cholesky {
                 return result.map(|()| (tile, norm)).map_err(factor_error);
             }
         }
-        let mut plan = plan_on(platform)(n, tile, T::PRECISION)?;
-        plan.choice = choice;
+        let plan = self.plan_of(platform, n, (tile, choice), T::PRECISION)?;
         self.factor_on(platform, &plan, a, from)
             .map(|(_, norm)| (tile, norm))
     }
@@ -340,6 +378,7 @@ impl Cholesky {
                 ),
             });
         }
+        check_storage(plan, self.storage)?;
         let placement = match self.resident {
             Some(gpu) => plan.resident_placement(platform, gpu)?,
             None => Vec::new(),
@@ -408,6 +447,21 @@ fn plan_on(platform: &Platform) -> Build {
     }
 }
 
+/// An error when `storage` is a tile-major copy, which holds tiles of one size, and `plan` ends in
+/// a tail of smaller ones.
+fn check_storage(plan: &Plan, storage: Storage) -> Result<()> {
+    match (plan.tail(), storage) {
+        (Some(tail), Storage::TileMajor) => Err(Error::InvalidOption {
+            option: "storage",
+            reason: format!(
+                "a tile-major copy holds tiles of one size, and this plan ends in {tail}: give \
+                 storage in-place or auto (in place for such a plan)"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `plan`, whose one matrix is the lower triangle of `a` (a factorisation, or the inverse from
 /// a factor), over the tiles `storage` says: a tile-major copy written back (also after a failure:
 /// the caller sees what the run left, as in place), or `a` itself in column-major storage. With
@@ -423,7 +477,13 @@ fn run_on_lower<T: Scalar, R>(
     options: &RunOptions,
     execute: impl FnOnce(&dyn TileStore<T>) -> Result<(Trace, R)>,
 ) -> Result<(Trace, R)> {
-    match storage.resolve_on::<T>(platform, a.nrows(), plan.tile()) {
+    // A tile-major copy holds tiles of one size: a plan with a tail of smaller tiles runs in place.
+    check_storage(plan, storage)?;
+    let storage = match plan.tail() {
+        Some(_) => Storage::InPlace,
+        None => storage.resolve_on::<T>(platform, a.nrows(), plan.tile()),
+    };
+    match storage {
         Storage::TileMajor => {
             let source = from.unwrap_or(a.as_ref());
             let (mut tiles, lock, fresh) =
@@ -449,7 +509,11 @@ fn run_on_lower<T: Scalar, R>(
                 real_diagonal(a.as_mut());
             }
             column_major(a, |a| {
-                let a = TiledMatrix::new(a, plan.tile(), "A")?;
+                let tiling = plan.tiling(hetla_factorizations::FACTOR).copied();
+                let a = match tiling {
+                    Some(tiling) => TiledMatrix::with_tiling(a, tiling, "A")?,
+                    None => TiledMatrix::new(a, plan.tile(), "A")?,
+                };
                 execute(&Matrices(&[&a]))
             })
         }

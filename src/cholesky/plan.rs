@@ -3,7 +3,7 @@
 //! [`Algorithm`]).
 
 use hetla_factorizations::{
-    FACTOR, RHS, TaskGraph, Tiling, backward_substitution, cholesky_inverse,
+    FACTOR, RHS, Tail, TaskGraph, Tiling, backward_substitution, cholesky_inverse,
     cholesky_inverting_panels, forward_substitution,
 };
 use hetla_kernels::Precision;
@@ -28,8 +28,24 @@ pub(crate) fn inverting_panels(
     precision: Precision,
     min_solves: usize,
 ) -> Result<Plan> {
-    crate::limits::check_cholesky(n, tile, 0)?;
-    let tiling = Tiling::square(n, tile)?;
+    tailed(n, tile, None, precision, min_solves)
+}
+
+/// [`inverting_panels`] with the tiles from `tail.from` on of side `tail.tile`, where `tail` is
+/// given ([`Tiling::with_tail`]). The limits are checked as if every tile were of the smaller side.
+pub(crate) fn tailed(
+    n: usize,
+    tile: usize,
+    tail: Option<Tail>,
+    precision: Precision,
+    min_solves: usize,
+) -> Result<Plan> {
+    let smallest = tail.map_or(tile, |t| t.tile.min(tile));
+    crate::limits::check_cholesky(n, smallest, 0)?;
+    let mut tiling = Tiling::square(n, tile)?;
+    if let Some(tail) = tail {
+        tiling = tiling.with_tail(tail)?;
+    }
     let graph = cholesky_inverting_panels(&tiling, min_solves)?;
     let flops = (n as f64).powi(3) / 3.0;
     let layouts = vec![(FACTOR, Layout::Tiled(tiling))];

@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use faer::{Mat, Par};
-use hetla_factorizations::{Op, TaskId, TileRef};
+use hetla_factorizations::{FACTOR, Op, TaskId, TileRef};
 use hetla_kernels::{KernelError, Scalar};
 use hetla_runtime::{
     Platform, RunOptions, Trace, Workload, execute as run_graph, execute_checked as run_checked,
@@ -73,10 +73,8 @@ fn on_work<T: Scalar, R>(
     expect_precision(plan, T::PRECISION)?;
     let shape = |tile| plan.shape(tile);
     let tiles = tile_work(plan, &shape, store, platform);
-    Ok(Some(run(&InvertingWork::new(
-        tiles,
-        n.div_ceil(plan.tile().max(1)),
-    ))))
+    let row_tiles = (plan.tiling(FACTOR)).map_or(n.div_ceil(plan.tile().max(1)), |t| t.row_tiles());
+    Ok(Some(run(&InvertingWork::new(tiles, row_tiles))))
 }
 
 /// The fewest solves a panel must have for its diagonal tile to be inverted: the inversion (b^3/3

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use faer::MatRef;
 use hetla_factorizations::{
     FACTOR, GridSplit, MATMUL_A, MATMUL_B, MATMUL_C, MatMulTiling, MatrixId, Mode, ProcessGrid,
-    QrTree, RHS, SUMS, Substitution, TaskGraph, TileRef, Tiling, distributed_substitution, matmul,
-    sum_shape,
+    QrTree, RHS, SUMS, Substitution, Tail, TaskGraph, TileRef, Tiling, distributed_substitution,
+    matmul, sum_shape,
 };
 use hetla_kernels::{Op, Par, Precision, Scalar};
 use hetla_runtime::{KernelKey, MemoryNode, ResourceKind, RunOptions, SchedulerKind, StaticPlan};
@@ -69,6 +69,13 @@ pub struct TileChoice {
     pub predictions: Vec<(usize, f64)>,
     /// Candidates that were measured for this choice (not yet in the models).
     pub calibrated: Vec<usize>,
+    /// The tail of smaller tiles chosen after the tile ([`Plan::with_tail`]): on a platform with
+    /// devices, the tile's run simulated with the last half or quarter of the matrix in tiles of
+    /// half its side, taken where that is predicted faster than the tile alone by more than the
+    /// tolerance; `None` when the tile alone is.
+    pub tail: Option<Tail>,
+    /// Predicted makespan of each tail considered after the tile, in milliseconds.
+    pub tail_predictions: Vec<(Tail, f64)>,
 }
 
 impl TileChoice {
@@ -80,11 +87,29 @@ impl TileChoice {
             tolerance: 0.0,
             predictions: Vec::new(),
             calibrated: Vec::new(),
+            tail: None,
+            tail_predictions: Vec::new(),
+        }
+    }
+
+    /// Why the tile (and its tail) was chosen, in a sentence.
+    pub fn reason(&self) -> String {
+        let tile = self.tile_reason();
+        match self.tail {
+            Some(tail) => {
+                let ms =
+                    (self.tail_predictions.iter().find(|p| p.0 == tail)).map_or(f64::NAN, |p| p.1);
+                format!(
+                    "{tile}; then {tail}, predicted {ms:.1} ms, faster by more than {:.0}%",
+                    self.tolerance * 100.0
+                )
+            }
+            None => tile,
         }
     }
 
     /// Why the tile was chosen, in a sentence.
-    pub fn reason(&self) -> String {
+    fn tile_reason(&self) -> String {
         let predicted = |b: usize| {
             self.predictions
                 .iter()
@@ -523,6 +548,48 @@ impl Plan {
                 },
             ),
             _ => Vec::new(),
+        }
+    }
+
+    /// This Cholesky factorisation's plan with the tiles from `tail.from` on of side `tail.tile` (a
+    /// smaller tile on the critical path of the factorisation's end, [`Tail`]), its panels inverted
+    /// as they were; its tile choice is kept. Refused for another algorithm, or a tail that does
+    /// not fit the tiling ([`Tiling::with_tail`]).
+    pub fn with_tail(&self, tail: Tail) -> Result<Plan> {
+        let Algorithm::Cholesky { n } = self.algorithm else {
+            return Err(Error::InvalidOption {
+                option: "tail",
+                reason: format!(
+                    "a tail of smaller tiles applies to a Cholesky factorisation, not to {}",
+                    self.algorithm.name()
+                ),
+            });
+        };
+        let min_solves = match self.ops().contains(&Op::PanelInverse) {
+            true => crate::cholesky::work::MIN_PANEL_SOLVES,
+            false => usize::MAX,
+        };
+        let precision = self.precision;
+        let mut plan =
+            crate::cholesky::plan::tailed(n, self.tile, Some(tail), precision, min_solves)?;
+        plan.choice = self.choice.clone();
+        Ok(plan)
+    }
+
+    /// The tail of smaller tiles its factor's tiling has, if any ([`Plan::with_tail`]).
+    pub fn tail(&self) -> Option<Tail> {
+        self.tiling(FACTOR).and_then(Tiling::tail)
+    }
+
+    /// The tile size whose kernel rates time a task of kernel `key` (a modelled platform's rates
+    /// are per tile size): the tail's, for a task that writes a tile of the tail ([`Plan::tail`]:
+    /// its written operand no larger than the tail's tiles either way), else the plan's tile (a
+    /// ragged edge tile is timed at its tiling's rate, its flops fewer).
+    pub fn rate_tile(&self, key: &KernelKey) -> usize {
+        let written = key.shapes.last().copied().unwrap_or_default();
+        match self.tail() {
+            Some(tail) if written.0.max(written.1) <= tail.tile => tail.tile,
+            _ => self.tile,
         }
     }
 

@@ -36,6 +36,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use hetla_factorizations::Tail;
 use hetla_kernels::Precision;
 use hetla_runtime::{KernelKey, PerfModels, Platform, ResourceClass, count_classes};
 use hetla_runtime::{SimOptions, SimPlatform, SimWork, simulate};
@@ -200,16 +201,9 @@ pub(crate) fn choose_tile(
     let mut predictions = Vec::with_capacity(candidates.len());
     for &b in &candidates {
         let plan = build(n, b, precision)?;
-        // Seconds per flop of each kernel and class at b, applied to every task's flops.
-        let duration = |key: &KernelKey, class: &ResourceClass| {
-            let square = KernelKey::square(key.op, b).in_precision(precision);
-            let stats = calibrated(&models, key.op, b, precision, class)?;
-            Some(stats.mean / square.leading_flops() * key.leading_flops())
-        };
-        let predicted_ms = predicted_ms(platform, &plan, &duration)?;
+        let predicted_ms = predicted_ms(platform, &plan, &calibrated_duration(&models, &plan))?;
         predictions.push((b, predicted_ms));
     }
-    drop(models);
     let tolerance = TOLERANCE;
     let fastest = predictions
         .iter()
@@ -224,15 +218,90 @@ pub(crate) fn choose_tile(
             .unwrap_or_default(),
         None => default_tile_size(n, platform.backend(), precision),
     };
+    // A tail of smaller tiles after the tile, where devices may be left idle by the last steps.
+    let (tail, tail_predictions) = match !platform.devices().is_empty()
+        && candidates.contains(&(tile / 2))
+    {
+        true => {
+            let plan = build(n, tile, precision)?;
+            let alone = (predictions.iter().find(|p| p.0 == tile)).map_or(f64::INFINITY, |p| p.1);
+            choose_tail(platform, &plan, alone, |plan, key, class| {
+                calibrated_duration(&models, plan)(key, class)
+            })?
+        }
+        false => (None, Vec::new()),
+    };
+    drop(models);
     let choice = TileChoice {
         tile,
         fastest: fastest.map(|(b, _)| b),
         tolerance,
         predictions,
         calibrated: missing,
+        tail,
+        tail_predictions,
     };
     remember(platform, key, choice.clone());
     Ok(choice)
+}
+
+/// The tails a choice of tile `tile` at order `n` considers: tiles of half the side over the last
+/// half, then over the last quarter, of the tile rows (those that fit: [`Plan::with_tail`]).
+fn tails(n: usize, tile: usize) -> Vec<Tail> {
+    let rows = n.div_ceil(tile);
+    let mut tails: Vec<Tail> = [rows / 2, rows - rows / 4]
+        .into_iter()
+        .filter(|&head| head > 0 && head < rows)
+        .map(|head| Tail {
+            from: head * tile,
+            tile: tile / 2,
+        })
+        .collect();
+    tails.dedup();
+    tails
+}
+
+/// A tail chosen (or none) and every tail's predicted makespan in milliseconds.
+type TailChoice = (Option<Tail>, Vec<(Tail, f64)>);
+
+/// The tail of [`tails`] that `plan` (of the chosen tile, predicted `alone` ms without one) runs
+/// fastest with on `platform`, each task lasting what `duration` gives (for the tailed plan), if
+/// faster than `alone` by more than [`TOLERANCE`]; and every tail's prediction.
+fn choose_tail(
+    platform: &Platform,
+    plan: &Plan,
+    alone: f64,
+    duration: impl Fn(&Plan, &KernelKey, &ResourceClass) -> Option<f64>,
+) -> Result<TailChoice> {
+    let n = plan.algorithm().order();
+    let mut predictions = Vec::new();
+    for tail in tails(n, plan.tile()) {
+        let Ok(plan) = plan.with_tail(tail) else {
+            continue;
+        };
+        let ms = predicted_ms(platform, &plan, &|key, class| duration(&plan, key, class))?;
+        predictions.push((tail, ms));
+    }
+    let tail = (predictions.iter())
+        .filter(|p| p.1 < alone * (1.0 - TOLERANCE))
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .map(|p| p.0);
+    Ok((tail, predictions))
+}
+
+/// Each task's duration on a class from the calibrations: the seconds per flop of its kernel on b x
+/// b tiles (b the tile whose rates time it, [`Plan::rate_tile`]), times its flops.
+fn calibrated_duration<'m>(
+    models: &'m PerfModels,
+    plan: &'m Plan,
+) -> impl Fn(&KernelKey, &ResourceClass) -> Option<f64> + 'm {
+    let precision = plan.precision();
+    move |key, class| {
+        let b = plan.rate_tile(key);
+        let square = KernelKey::square(key.op, b).in_precision(precision);
+        let stats = calibrated(models, key.op, b, precision, class)?;
+        Some(stats.mean / square.leading_flops() * key.leading_flops())
+    }
 }
 
 /// The makespan of `plan` simulated on `platform` as the simulator models it ([`SimPlatform::of`]:
@@ -297,6 +366,50 @@ mod tests {
             )
         });
         platform
+    }
+
+    #[test]
+    fn a_tail_of_smaller_tiles_is_chosen_where_the_simulation_says_it_shortens_the_run() {
+        use hetla_kernels::Op;
+        // The H100's measured rates at 2048 (Gflop/s); at 1024 the same (`fast`) or a tenth.
+        let rate = |op: Op, tile: usize, fast: bool| {
+            let at_2048 = match op {
+                Op::Potrf => 3095.0,
+                Op::Trsm => 9272.0,
+                Op::Syrk => 48758.0,
+                _ => 54537.0,
+            };
+            match (tile, fast) {
+                (2048, _) | (_, true) => at_2048,
+                _ => at_2048 / 10.0,
+            }
+        };
+        let platform = device_platform(3, 54.0);
+        let plan = crate::cholesky::plan::factor(8192, 2048, Precision::D).unwrap();
+        for fast in [true, false] {
+            let duration = |plan: &Plan, key: &KernelKey, _: &ResourceClass| {
+                Some(key.leading_flops() / (rate(key.op, plan.rate_tile(key), fast) * 1e9))
+            };
+            let alone = predicted_ms(&platform, &plan, &|k, c| duration(&plan, k, c)).unwrap();
+            let (tail, predictions) = choose_tail(&platform, &plan, alone, duration).unwrap();
+            // The last half and the last quarter of the tile rows, in tiles of 1024.
+            let tails: Vec<Tail> = predictions.iter().map(|p| p.0).collect();
+            let at = |from| Tail { from, tile: 1024 };
+            assert_eq!(tails, [at(4096), at(6144)]);
+            if fast {
+                // 4 x 4 tiles of 2048 are their critical path; smaller ones at the end shorten it.
+                let best = predictions
+                    .iter()
+                    .map(|p| p.1)
+                    .fold(f64::INFINITY, f64::min);
+                assert!(best < alone * 0.9, "{predictions:?} against {alone} ms");
+                let chosen = predictions.iter().find(|p| Some(p.0) == tail).unwrap();
+                assert_eq!(chosen.1, best);
+            } else {
+                assert_eq!(tail, None, "{predictions:?} against {alone} ms");
+                assert!(predictions.iter().all(|p| p.1 > alone), "{predictions:?}");
+            }
+        }
     }
 
     #[test]

@@ -35,6 +35,38 @@ pub struct PlatformArgs {
     pub perfmodel_dir: Option<PathBuf>,
 }
 
+/// A tail of smaller tiles at the end of a Cholesky factorisation (`hetla::Tail`).
+#[derive(Args, Clone, Default)]
+pub struct TailArgs {
+    /// Cholesky: the side of the tiles from row and column --tail-from on (smaller than --tile: a
+    /// smaller tile on the critical path of the factorisation's end, where few tasks are left
+    /// beside it). Needs --tail-from and --tile.
+    #[arg(long, value_parser = parse_positive, requires = "tail_from")]
+    pub tail_tile: Option<usize>,
+    /// Cholesky: the first row and column of the tail's smaller tiles (a multiple of --tile, inside
+    /// the matrix). Needs --tail-tile.
+    #[arg(long, value_parser = parse_positive, requires = "tail_tile")]
+    pub tail_from: Option<usize>,
+}
+
+impl TailArgs {
+    /// The tail asked for, if any.
+    pub fn tail(&self) -> Option<hetla::Tail> {
+        match (self.tail_tile, self.tail_from) {
+            (Some(tile), Some(from)) => Some(hetla::Tail { from, tile }),
+            _ => None,
+        }
+    }
+
+    /// `plan` with the tail asked for, if any ([`hetla::Plan::with_tail`]).
+    pub fn apply(&self, plan: hetla::Plan) -> hetla::Result<hetla::Plan> {
+        match self.tail() {
+            Some(tail) => plan.with_tail(tail),
+            None => Ok(plan),
+        }
+    }
+}
+
 #[derive(Args, Clone)]
 pub struct GpuArgs {
     /// GPUs to use: all, none, indices ("0,1"), or emulated:K (K devices emulated in host memory:

@@ -40,6 +40,8 @@ pub struct BoundArgs {
     /// to 16.
     #[arg(long, default_value_t = 1, value_parser = hetla_runtime::parse_streams)]
     pub streams: usize,
+    #[command(flatten)]
+    pub tail: super::args::TailArgs,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -58,6 +60,9 @@ pub struct BoundCmdReport {
     pub gpus: usize,
     pub n: usize,
     pub tile: usize,
+    /// The tail of smaller tiles (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<hetla::Tail>,
     pub precision: hetla::Precision,
     /// Each GPU's compute streams (the key is absent for one, as reports had none before).
     #[serde(skip_serializing_if = "is_one")]
@@ -74,6 +79,7 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
     };
     let shape = (args.m, args.n, args.tile);
     let plan = (args.factorization).modelled_plan((None, args.gpus), shape, args.precision)?;
+    let plan = args.tail.apply(plan)?;
     let bounds = hetla_lab::bounds(&plan, &machine)?;
     Ok(BoundCmdReport {
         factorization: args.factorization,
@@ -83,6 +89,7 @@ pub fn bound_cmd(args: &BoundArgs) -> crate::Result<BoundCmdReport> {
         gpus: args.gpus,
         n: args.n,
         tile: args.tile,
+        tail: plan.tail(),
         precision: args.precision,
         compute_streams: args.streams,
         bounds,
@@ -95,8 +102,15 @@ pub fn print_bound(r: &BoundCmdReport) {
         s => format!(" of {s} compute streams"),
     };
     println!(
-        "hetla bound: {} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s){streams}",
-        r.title, r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus
+        "hetla bound: {} n = {}, tile = {}{}, precision {} on {} with clusters {} and {} GPU(s){streams}",
+        r.title,
+        r.n,
+        r.tile,
+        super::output::tail_words(r.tail),
+        r.precision,
+        r.platform,
+        r.clusters,
+        r.gpus
     );
     print_bounds(&r.bounds);
 }

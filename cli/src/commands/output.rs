@@ -289,3 +289,8 @@ pub fn report_error(json: bool, kind: &str, message: &str) {
         );
     }
 }
+
+/// " (then tiles of T from R)" after a tile, for a plan with a tail; nothing without one.
+pub fn tail_words(tail: Option<hetla::Tail>) -> String {
+    tail.map_or(String::new(), |t| format!(" (then {t})"))
+}

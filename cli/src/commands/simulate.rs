@@ -134,6 +134,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "off", value_name = "MATH")]
     pub tensor_math: hetla::TensorMath,
     #[command(flatten)]
+    pub tail: super::args::TailArgs,
+    #[command(flatten)]
     pub run: SimRunArgs,
     #[command(flatten)]
     pub traces: super::args::TraceArgs,
@@ -223,6 +225,7 @@ pub fn run(args: &SimulateArgs) -> crate::Result<Simulated> {
     let plan = args
         .factorization
         .modelled_plan((grid, args.gpus), shape, args.precision)?;
+    let plan = args.tail.apply(plan)?;
     if args.resident {
         // The matrix on the first GPU for the whole run, as `hetla cholesky --resident` times it.
         if args.gpus == 0 {
@@ -325,8 +328,15 @@ pub fn print_grid(r: &GridSimReport) {
 pub fn print_node(r: &SimReport) {
     let (title, flops) = title_and_flops(r.algorithm);
     println!(
-        "hetla simulate: {title} n = {}, tile = {}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
-        r.n, r.tile, r.precision, r.platform, r.clusters, r.gpus, r.scheduler
+        "hetla simulate: {title} n = {}, tile = {}{}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
+        r.n,
+        r.tile,
+        super::output::tail_words(r.tail),
+        r.precision,
+        r.platform,
+        r.clusters,
+        r.gpus,
+        r.scheduler
     );
     println!(
         "  makespan  {:.3} ms simulated ({:.3} s to simulate), noise {} seed {}",

@@ -459,6 +459,7 @@ fn real_run(
         host_memory: hetla::HostMemory::Staged,
         resident: false,
         huge_pages: false,
+        tail: Default::default(),
         platform: args.real.clone(),
         gpu: super::args::GpuArgs {
             gpus: selection,

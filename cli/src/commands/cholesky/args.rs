@@ -62,6 +62,8 @@ pub struct CholeskyArgs {
     )]
     pub huge_pages: bool,
     #[command(flatten)]
+    pub tail: crate::commands::args::TailArgs,
+    #[command(flatten)]
     pub platform: PlatformArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,

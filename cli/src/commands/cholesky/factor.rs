@@ -25,6 +25,10 @@ pub struct CholeskyReport {
     /// `residual`: ||A - L L^H||_1 / (n ||A||_1 eps); n^3/3 flops).
     #[serde(flatten)]
     pub run: RunReport,
+    /// The tail of smaller tiles the run ended in (`--tail-tile`, or chosen by the models on a
+    /// platform with GPUs); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<hetla::Tail>,
     pub clusters: ClustersReport,
     pub scheduler: hetla::SchedulerKind,
     /// Where the kernels found the tiles: in-place or tile-major (`--storage`, auto resolved), or
@@ -142,6 +146,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
     let mut report = CholeskyReport {
         n: args.n,
         run,
+        tail: plan.tail(),
         clusters: ClustersReport {
             spec: args.clusters.to_string(),
             cpusets: platform.cpu_lists(),
@@ -260,6 +265,7 @@ impl Serialize for TilesIn {
 fn tiles_in<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> TilesIn {
     match args.resident {
         true => TilesIn::Device,
+        false if args.tail.tail().is_some() => TilesIn::Host(hetla::Storage::InPlace),
         false => TilesIn::Host(args.storage.resolve_on::<T>(platform, args.n, tile)),
     }
 }
@@ -273,6 +279,9 @@ fn builder(args: &CholeskyArgs, platform: &Arc<hetla::Platform>) -> Cholesky {
         .host_memory(args.host_memory);
     if let Some(tile) = args.tile {
         options = options.tile(tile);
+    }
+    if let Some(tail) = args.tail.tail() {
+        options = options.tail(tail);
     }
     if args.resident {
         options = options.resident(0);
@@ -517,8 +526,12 @@ impl<T: Scalar> Buffer<T> {
 /// Prints a factorisation's report as a table.
 pub fn print(r: &CholeskyReport) {
     println!(
-        "hetla cholesky: n = {}, precision {}, tile = {}, {} tasks",
-        r.n, r.run.precision, r.run.tile, r.run.on.tasks
+        "hetla cholesky: n = {}, precision {}, tile = {}{}, {} tasks",
+        r.n,
+        r.run.precision,
+        r.run.tile,
+        crate::commands::output::tail_words(r.tail),
+        r.run.on.tasks
     );
     println!(
         "  platform  {} kernels, clusters {} = [{}], scheduler {}",
@@ -729,6 +742,12 @@ fn print_tile_choice(c: &hetla::TileChoice) {
             format!("; timed first: {:?}", c.calibrated)
         }
     );
+    if !c.tail_predictions.is_empty() {
+        let tails: Vec<String> = (c.tail_predictions.iter())
+            .map(|(tail, ms)| format!("{tail}: {ms:.1} ms"))
+            .collect();
+        println!("  tail      predicted makespans {}", tails.join(", "));
+    }
 }
 
 /// The peers' lines of a report and hetla's ratios to them.

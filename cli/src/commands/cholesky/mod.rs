@@ -39,6 +39,15 @@ pub fn run(args: &CholeskyArgs) -> crate::Result<Option<CholeskyOutput>> {
             reason: "the inverse is timed on one node in one precision: drop --grid or give --precision s, d, c or z".into(),
         });
     }
+    if let (Some(tail), true) = (args.tail.tail(), args.grid.is_some() || mixed) {
+        return Err(crate::Error::InvalidOption {
+            option: "tail-tile",
+            reason: format!(
+                "a tail ({tail}) is a plan of one node in one precision: drop --tail-tile and \
+                 --tail-from, or --grid and --precision ds"
+            ),
+        });
+    }
     if mixed {
         refuse_what_mixed_ignores(args)?;
     }
