@@ -551,31 +551,6 @@ impl Plan {
         }
     }
 
-    /// This Cholesky factorisation's plan with the tiles from `tail.from` on of side `tail.tile` (a
-    /// smaller tile on the critical path of the factorisation's end, [`Tail`]), its panels inverted
-    /// as they were; its tile choice is kept. Refused for another algorithm, or a tail that does
-    /// not fit the tiling ([`Tiling::with_tail`]).
-    pub fn with_tail(&self, tail: Tail) -> Result<Plan> {
-        let Algorithm::Cholesky { n } = self.algorithm else {
-            return Err(Error::InvalidOption {
-                option: "tail",
-                reason: format!(
-                    "a tail of smaller tiles applies to a Cholesky factorisation, not to {}",
-                    self.algorithm.name()
-                ),
-            });
-        };
-        let min_solves = match self.ops().contains(&Op::PanelInverse) {
-            true => crate::cholesky::work::MIN_PANEL_SOLVES,
-            false => usize::MAX,
-        };
-        let precision = self.precision;
-        let mut plan =
-            crate::cholesky::plan::tailed(n, self.tile, Some(tail), precision, min_solves)?;
-        plan.choice = self.choice.clone();
-        Ok(plan)
-    }
-
     /// The tail of smaller tiles its factor's tiling has, if any ([`Plan::with_tail`]).
     pub fn tail(&self) -> Option<Tail> {
         self.tiling(FACTOR).and_then(Tiling::tail)

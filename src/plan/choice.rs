@@ -29,6 +29,15 @@
 //! would otherwise flip the choice from one calibration to the next, and of two equals the larger
 //! tile has fewer tasks to schedule.
 //!
+//! On a platform with devices the choice then considers ending the chosen tile b in a tail of tiles
+//! of b/2 ([`Plan::with_tail`]) over the last half or the last quarter of the tile rows
+//! ([`tails`]), where b/2 is a candidate (its kernels timed with the others): each simulated as
+//! above, every task at the rate of its own tile ([`Plan::rate_tile`]); the fastest is taken where
+//! it beats b alone by more than [`TOLERANCE`] ([`TileChoice::tail`]). That is issue 72's smaller
+//! tile on the critical path: the last steps of a large-tile Cholesky have few tasks beside their
+//! POTRF and TRSMs, and a GPU that the first steps keep busy idles there. A platform of CPU
+//! clusters alone considers no tail (its runs are as before).
+//!
 //! The choice is remembered per platform, factorisation and n for as long as the platform lives,
 //! here and not in the platform (the runtime knows nothing of factorisations): a table of the
 //! choices made, each with a weak reference to its platform, so that a dropped platform's entries

@@ -1,13 +1,37 @@
 //! The one public constructor of a plan, [`Plan::new`]: each family's folder builds its own
 //! (`src/cholesky/plan.rs`...), above the plan itself in the module layers.
 
-use hetla_factorizations::{MatMulTiling, Tiling};
-use hetla_kernels::{MatMul, Precision};
+use hetla_factorizations::{MatMulTiling, Tail, Tiling};
+use hetla_kernels::{MatMul, Op, Precision};
 
 use super::build::{Algorithm, Plan, Schedule, product_plan, substitution_plan};
 use crate::{Error, Result, cholesky, ldlt, lu, qr, trtri};
 
 impl Plan {
+    /// This Cholesky factorisation's plan with the tiles from `tail.from` on of side `tail.tile` (a
+    /// smaller tile on the critical path of the factorisation's end, [`Tail`]), its panels inverted
+    /// as they were; its tile choice is kept. Refused for another algorithm, or a tail that does
+    /// not fit the tiling ([`Tiling::with_tail`]).
+    pub fn with_tail(&self, tail: Tail) -> Result<Plan> {
+        let Algorithm::Cholesky { n } = self.algorithm() else {
+            return Err(Error::InvalidOption {
+                option: "tail",
+                reason: format!(
+                    "a tail of smaller tiles applies to a Cholesky factorisation, not to {}",
+                    self.algorithm().name()
+                ),
+            });
+        };
+        let min_solves = match self.ops().contains(&Op::PanelInverse) {
+            true => cholesky::work::MIN_PANEL_SOLVES,
+            false => usize::MAX,
+        };
+        let precision = self.precision();
+        let mut plan = cholesky::plan::tailed(n, self.tile(), Some(tail), precision, min_solves)?;
+        plan.choice = self.choice.clone();
+        Ok(plan)
+    }
+
     /// The plan of `algorithm` (with its dimensions) in tiles of `tile`, in `precision`: its graph,
     /// built by its family (`src/cholesky/plan.rs`...), its kernels, layouts and flops. Refuses,
     /// before building it, a graph that this machine cannot hold (see [`crate::limits`]) and a tile

@@ -101,17 +101,11 @@ pub fn print_bound(r: &BoundCmdReport) {
         1 => String::new(),
         s => format!(" of {s} compute streams"),
     };
-    println!(
-        "hetla bound: {} n = {}, tile = {}{}, precision {} on {} with clusters {} and {} GPU(s){streams}",
-        r.title,
-        r.n,
-        r.tile,
-        super::output::tail_words(r.tail),
-        r.precision,
-        r.platform,
-        r.clusters,
-        r.gpus
+    let heading = super::output::modelled_heading(
+        (r.n, r.tile, r.tail),
+        (r.precision, &r.platform, &r.clusters, r.gpus),
     );
+    println!("hetla bound: {} {heading}{streams}", r.title);
     print_bounds(&r.bounds);
 }
 

@@ -294,3 +294,17 @@ pub fn report_error(json: bool, kind: &str, message: &str) {
 pub fn tail_words(tail: Option<hetla::Tail>) -> String {
     tail.map_or(String::new(), |t| format!(" (then {t})"))
 }
+
+/// What a modelled run's heading says of its plan, (order, tile, tail), and of where it runs,
+/// (precision, platform, clusters, GPUs): "n = 8192, tile = 2048, precision d on h200 with clusters
+/// none and 1 GPU(s)".
+pub fn modelled_heading(
+    (n, tile, tail): (usize, usize, Option<hetla::Tail>),
+    (precision, platform, clusters, gpus): (hetla::Precision, &str, &str, usize),
+) -> String {
+    format!(
+        "n = {n}, tile = {tile}{}, precision {precision} on {platform} with clusters {clusters} \
+         and {gpus} GPU(s)",
+        tail_words(tail)
+    )
+}

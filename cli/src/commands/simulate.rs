@@ -327,15 +327,12 @@ pub fn print_grid(r: &GridSimReport) {
 /// Prints a simulated run on one node as a table.
 pub fn print_node(r: &SimReport) {
     let (title, flops) = title_and_flops(r.algorithm);
+    let heading = super::output::modelled_heading(
+        (r.n, r.tile, r.tail),
+        (r.precision, &r.platform, &r.clusters, r.gpus),
+    );
     println!(
-        "hetla simulate: {title} n = {}, tile = {}{}, precision {} on {} with clusters {} and {} GPU(s), scheduler {}",
-        r.n,
-        r.tile,
-        super::output::tail_words(r.tail),
-        r.precision,
-        r.platform,
-        r.clusters,
-        r.gpus,
+        "hetla simulate: {title} {heading}, scheduler {}",
         r.scheduler
     );
     println!(
