@@ -73,8 +73,10 @@ pub struct TileChoice {
     /// devices, the tile's run simulated with the last half or quarter of the matrix in tiles of
     /// half its side, taken where that is predicted faster than the tile alone by more than the
     /// tolerance; `None` when the tile alone is.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tail: Option<Tail>,
     /// Predicted makespan of each tail considered after the tile, in milliseconds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tail_predictions: Vec<(Tail, f64)>,
 }
 
