@@ -2987,3 +2987,75 @@ fn a_tail_of_smaller_tiles_factors_on_a_device_beside_a_cluster_in_every_precisi
     check::<c32>();
     check::<c64>();
 }
+
+/// The tile choice on a device platform whose models hold calibrations of every candidate tile (so
+/// nothing is timed; one emulated device of 3 compute streams, its link modelled at 54 GB/s): with
+/// the H100's rates at 2048 and, at 1024, its panel kernels as fast per flop but its products at a
+/// third (smaller tiles a tenth), n = 8192 takes tile 2048 and ends in a tail of 1024, which the
+/// simulation predicts faster than either tile alone, and the builder's plan ends in it.
+#[test]
+fn the_choice_beside_a_device_ends_its_tile_in_a_tail_and_the_builders_plan_takes_it() {
+    use hetla::{Op, Precision};
+    use hetla_runtime::{KernelKey, LinkModel, LinkRate};
+    let rate = |op: Op, b: usize| {
+        let at_2048 = match op {
+            Op::Potrf => 3095.0,
+            Op::Trsm => 9272.0,
+            Op::Syrk => 48758.0,
+            _ => 54537.0,
+        };
+        match (b, op) {
+            (2048.., _) | (1024, Op::Potrf | Op::Trsm) => at_2048,
+            (1024, _) => at_2048 / 3.0,
+            _ => at_2048 / 10.0,
+        }
+    };
+    let n = 8192;
+    let device = Arc::new(EmulatedDevice::new(usize::MAX).with_compute_streams(3));
+    let p = platform("none", std::slice::from_ref(&device));
+    let class = p.workers()[0].class.clone();
+    let link = LinkRate {
+        latency_us: 10.0,
+        gb_per_s: 54.0,
+    };
+    p.update_models(|m| {
+        m.set_link(
+            device.name(),
+            LinkModel {
+                h2d: link,
+                d2h: link,
+                p2p: None,
+                host_shared_by: 1,
+            },
+        );
+        for b in [256, 384, 512, 768, 1024, 1536, 2048] {
+            for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt] {
+                let key = KernelKey::square(op, b);
+                let seconds = key.leading_flops() / (rate(op, b) * 1e9);
+                for _ in 0..3 {
+                    m.record_calibration(&key, &class, seconds);
+                }
+            }
+        }
+    });
+    let plan = Cholesky::new().platform(p).plan(n, Precision::D).unwrap();
+    let choice = plan.tile_choice().unwrap();
+    assert!(choice.calibrated.is_empty(), "{choice:?}");
+    assert_eq!(choice.tile, 2048, "{choice:?}");
+    let tail = choice.tail.unwrap();
+    assert_eq!(tail.tile, 1024, "{choice:?}");
+    assert_eq!((plan.tile(), plan.tail()), (2048, Some(tail)));
+    // Faster than 2048 alone by more than the tolerance, and than 1024 alone.
+    let predicted = |b| choice.predictions.iter().find(|p| p.0 == b).unwrap().1;
+    let with_tail = (choice.tail_predictions.iter())
+        .find(|p| p.0 == tail)
+        .unwrap()
+        .1;
+    assert!(with_tail < predicted(2048) * 0.97, "{choice:?}");
+    assert!(with_tail < predicted(1024), "{choice:?}");
+    assert!(
+        choice.reason().contains("then tiles of 1024"),
+        "{}",
+        choice.reason()
+    );
+}

@@ -377,59 +377,6 @@ mod tests {
         platform
     }
 
-    /// The choice itself on a device platform whose models hold calibrations of every candidate
-    /// tile (so nothing is timed): it takes tile 2048 and a tail of 1024, and the builder's plan
-    /// (`Cholesky::plan`) ends in that tail.
-    #[test]
-    fn the_choice_beside_a_device_ends_its_tile_in_a_tail_and_the_builders_plan_takes_it() {
-        use hetla_kernels::Op;
-        // The H100's rates at 2048 for 2048 and more; at 1024 its panel kernels as fast per flop
-        // but its products a third; smaller tiles a tenth.
-        let rate = |op: Op, b: usize| {
-            let at_2048 = match op {
-                Op::Potrf => 3095.0,
-                Op::Trsm => 9272.0,
-                Op::Syrk => 48758.0,
-                _ => 54537.0,
-            };
-            match (b, op) {
-                (2048.., _) => at_2048,
-                (1024, Op::Potrf | Op::Trsm) => at_2048,
-                (1024, _) => at_2048 / 3.0,
-                _ => at_2048 / 10.0,
-            }
-        };
-        let n = 8192;
-        let platform = Arc::new(device_platform(3, 54.0));
-        let class = platform.workers()[0].class.clone();
-        platform.update_models(|m| {
-            for b in candidates(n, true) {
-                for op in [Op::Potrf, Op::Trsm, Op::Syrk, Op::GemmNt] {
-                    let key = KernelKey::square(op, b);
-                    let seconds = key.leading_flops() / (rate(op, b) * 1e9);
-                    for _ in 0..FIRST_USE_SAMPLES {
-                        m.record_calibration(&key, &class, seconds);
-                    }
-                }
-            }
-        });
-        let choice =
-            choose_tile(&platform, n, Precision::D, crate::cholesky::plan::factor).unwrap();
-        assert!(choice.calibrated.is_empty(), "{choice:?}");
-        assert_eq!(choice.tile, 2048, "{choice:?}");
-        assert_eq!(choice.tail.map(|t| t.tile), Some(1024), "{choice:?}");
-        let plan = (crate::Cholesky::new().platform(platform.clone()))
-            .plan(n, Precision::D)
-            .unwrap();
-        assert_eq!((plan.tile(), plan.tail()), (2048, choice.tail));
-        assert!(
-            plan.tile_choice()
-                .unwrap()
-                .reason()
-                .contains("then tiles of 1024")
-        );
-    }
-
     #[test]
     fn a_tail_of_smaller_tiles_is_chosen_where_the_simulation_says_it_shortens_the_run() {
         use hetla_kernels::Op;
