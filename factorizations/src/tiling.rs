@@ -109,7 +109,9 @@ impl Tiling {
         };
         let (n, b) = (self.rows, self.tile);
         if tail.tile == 0 || tail.tile >= b {
-            return refuse(format!("its tile must be from 1 to {} (the tile)", b - 1));
+            return refuse(format!(
+                "its tile must be at least 1 and smaller than the tile {b}"
+            ));
         }
         if tail.from == 0 || tail.from >= n || !tail.from.is_multiple_of(b) {
             return refuse(format!(
