@@ -198,8 +198,7 @@ macro_rules! progress_timeout {
     () => {
         /// Distributed runs only: how long a rank waits for tiles from another with nothing else
         /// happening, or for every rank at a collective step of the call, before it presumes a rank
-        /// dead and ends with an error (default: ten minutes,
-        /// `hetla::distributed::DEFAULT_PROGRESS_TIMEOUT` with feature `mpi`).
+        /// dead and ends with an error (default: ten minutes).
         pub fn progress_timeout(mut self, timeout: std::time::Duration) -> Self {
             self.run.progress_timeout = Some(timeout);
             self

@@ -74,7 +74,7 @@ use hetla_factorizations::Rank;
 
 /// How long a rank waits for a tile, with nothing else happening, before it presumes the sender
 /// dead (see [`Cholesky::progress_timeout`](crate::Cholesky::progress_timeout)).
-pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Tag of a message carrying a tile (see `wire`).
 const TILE: i32 = 1;

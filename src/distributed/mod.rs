@@ -46,7 +46,6 @@ pub use crate::qr::distributed::DistributedLeastSquares;
 pub use bounds::{faster_network, measure_network};
 pub use check::PROBES;
 pub use check::{least_squares_ratio, probed_qr_residual, probed_residual, solve_backward_error};
-pub use exchange::DEFAULT_PROGRESS_TIMEOUT;
 pub use hetla_factorizations::{GridError, ProcessGrid, Rank};
 pub use matrix::{DistributedMatrix, DistributedRhs};
 pub use run::{DistributedRun, DistributedSolve};
