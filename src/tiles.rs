@@ -216,33 +216,32 @@ fn column_major_ld(
 impl<'a, T: Scalar> TiledMatrix<'a, T> {
     /// Tiles of `b x b` over a writable column-major view.
     pub fn new(m: MatMut<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
-        let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
-        Ok(Self {
-            ptr: m.as_ptr_mut(),
-            ld,
-            tiling: Tiling::new(m.nrows(), m.ncols(), tile)?,
-            writable: true,
-            _borrow: PhantomData,
-        })
+        let tiling = Tiling::new(m.nrows(), m.ncols(), tile)?;
+        Self::with_tiling(m, tiling, what)
     }
 
     /// The tiles of `tiling` (of `m`'s shape, any tail) over a writable column-major view.
     pub fn with_tiling(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
-        let mut matrix = Self::new(m, tiling.tile(), what)?;
-        if (tiling.rows(), tiling.cols()) != (matrix.tiling.rows(), matrix.tiling.cols()) {
+        if (tiling.rows(), tiling.cols()) != (m.nrows(), m.ncols()) {
             return Err(Error::Layout {
                 what,
                 reason: format!(
                     "the plan tiles a {}x{} matrix, this one is {}x{}",
                     tiling.rows(),
                     tiling.cols(),
-                    matrix.tiling.rows(),
-                    matrix.tiling.cols()
+                    m.nrows(),
+                    m.ncols()
                 ),
             });
         }
-        matrix.tiling = tiling;
-        Ok(matrix)
+        let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
+        Ok(Self {
+            ptr: m.as_ptr_mut(),
+            ld,
+            tiling,
+            writable: true,
+            _borrow: PhantomData,
+        })
     }
 
     /// Tiles of `b x b` over a read-only column-major view; its tiles cannot be written.

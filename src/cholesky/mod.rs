@@ -477,13 +477,7 @@ fn run_on_lower<T: Scalar, R>(
     options: &RunOptions,
     execute: impl FnOnce(&dyn TileStore<T>) -> Result<(Trace, R)>,
 ) -> Result<(Trace, R)> {
-    // A tile-major copy holds tiles of one size: a plan with a tail of smaller tiles runs in place.
-    check_storage(plan, storage)?;
-    let storage = match plan.tail() {
-        Some(_) => Storage::InPlace,
-        None => storage.resolve_on::<T>(platform, a.nrows(), plan.tile()),
-    };
-    match storage {
+    match plan.storage::<T>(platform, storage) {
         Storage::TileMajor => {
             let source = from.unwrap_or(a.as_ref());
             let (mut tiles, lock, fresh) =

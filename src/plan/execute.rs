@@ -8,10 +8,21 @@ use hetla_runtime::{
 };
 
 use super::build::{Algorithm, Plan, expect_precision};
-use crate::tiles::{TileStore, TileWork};
+use crate::tiles::{Storage, TileStore, TileWork};
 use crate::{Error, Result};
 
 impl Plan {
+    /// Where a run of this plan on `platform` finds its tiles when `asked` is what the caller asked
+    /// for ([`Storage::resolve_on`]), as [`Storage::InPlace`] or [`Storage::TileMajor`]: a plan
+    /// whose tiling ends in a tail of smaller tiles ([`Plan::tail`]) runs in place, since a
+    /// tile-major copy holds tiles of one size (the Cholesky builder refuses it when asked for).
+    pub fn storage<T: Scalar>(&self, platform: &crate::Platform, asked: Storage) -> Storage {
+        match self.tail() {
+            Some(_) => Storage::InPlace,
+            None => asked.resolve_on::<T>(platform, self.algorithm().order(), self.tile()),
+        }
+    }
+
     /// Runs the plan on `platform` over the tiles `store` holds, with `options` and what the plan
     /// imposes on its runs ([`Plan::run_options`]); the trace of the run. Every task runs on the
     /// tiles alone: a family whose tasks keep side data runs its plans through its own work

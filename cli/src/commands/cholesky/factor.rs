@@ -152,7 +152,7 @@ pub fn factor<T: Scalar>(args: &CholeskyArgs) -> crate::Result<CholeskyReport> {
             cpusets: platform.cpu_lists(),
         },
         scheduler: args.scheduler,
-        storage: tiles_in::<T>(args, &platform, tile),
+        storage: tiles_in::<T>(args, &platform, &plan),
         huge_pages,
         host_memory: args.host_memory,
         page_locked: (args.host_memory == hetla::HostMemory::PageLocked
@@ -239,7 +239,7 @@ fn planned<T: Scalar>(
 /// matrix's buffer on the GPU. Serialised by name: "in-place", "tile-major" or "device".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TilesIn {
-    /// `--storage` on the host, resolved ([`hetla::Storage::resolve_on`]).
+    /// `--storage` on the host, resolved for the plan ([`hetla::Plan::storage`]).
     Host(hetla::Storage),
     /// `--resident`: the matrix in the GPU's memory.
     Device,
@@ -262,11 +262,14 @@ impl Serialize for TilesIn {
 }
 
 /// Where the run's kernels find the tiles.
-fn tiles_in<T: Scalar>(args: &CholeskyArgs, platform: &hetla::Platform, tile: usize) -> TilesIn {
+fn tiles_in<T: Scalar>(
+    args: &CholeskyArgs,
+    platform: &hetla::Platform,
+    plan: &hetla::Plan,
+) -> TilesIn {
     match args.resident {
         true => TilesIn::Device,
-        false if args.tail.tail().is_some() => TilesIn::Host(hetla::Storage::InPlace),
-        false => TilesIn::Host(args.storage.resolve_on::<T>(platform, args.n, tile)),
+        false => TilesIn::Host(plan.storage::<T>(platform, args.storage)),
     }
 }
 
