@@ -213,6 +213,21 @@ fn column_major_ld(
     }
 }
 
+/// An error unless `tiling` cuts a matrix of `shape` (rows, columns), the matrix `what` is.
+fn check_shape(what: &'static str, (rows, cols): (usize, usize), tiling: &Tiling) -> Result<()> {
+    if (rows, cols) == (tiling.rows(), tiling.cols()) {
+        return Ok(());
+    }
+    Err(Error::Layout {
+        what,
+        reason: format!(
+            "the matrix is {rows}x{cols}, its tiles are of a {}x{} matrix",
+            tiling.rows(),
+            tiling.cols()
+        ),
+    })
+}
+
 impl<'a, T: Scalar> TiledMatrix<'a, T> {
     /// Tiles of `b x b` over a writable column-major view.
     pub fn new(m: MatMut<'a, T>, tile: usize, what: &'static str) -> Result<Self> {
@@ -222,19 +237,8 @@ impl<'a, T: Scalar> TiledMatrix<'a, T> {
 
     /// The tiles of `tiling` (of `m`'s shape, any tail) over a writable column-major view.
     pub fn with_tiling(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
-        if (tiling.rows(), tiling.cols()) != (m.nrows(), m.ncols()) {
-            return Err(Error::Layout {
-                what,
-                reason: format!(
-                    "the plan tiles a {}x{} matrix, this one is {}x{}",
-                    tiling.rows(),
-                    tiling.cols(),
-                    m.nrows(),
-                    m.ncols()
-                ),
-            });
-        }
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
+        check_shape(what, (m.nrows(), m.ncols()), &tiling)?;
         Ok(Self {
             ptr: m.as_ptr_mut(),
             ld,
@@ -400,18 +404,7 @@ impl<'a, T: Scalar> ColumnBlocks<'a, T> {
     /// shape.
     pub fn new(m: MatMut<'a, T>, tiling: Tiling, what: &'static str) -> Result<Self> {
         let ld = column_major_ld(what, m.row_stride(), m.col_stride(), m.nrows(), m.ncols())?;
-        if (m.nrows(), m.ncols()) != (tiling.rows(), tiling.cols()) {
-            return Err(Error::Layout {
-                what,
-                reason: format!(
-                    "the matrix is {}x{}, its blocks are of a {}x{} matrix",
-                    m.nrows(),
-                    m.ncols(),
-                    tiling.rows(),
-                    tiling.cols()
-                ),
-            });
-        }
+        check_shape(what, (m.nrows(), m.ncols()), &tiling)?;
         Ok(Self {
             ptr: m.as_ptr_mut(),
             ld,
